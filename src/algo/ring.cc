@@ -1,0 +1,162 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+#include <cstring>
+
+#include "algo/algorithms.h"
+#include "core/dtype.h"
+#include "transport/channel.h"
+
+namespace clb {
+namespace {
+
+// Walks one collective's messages in order; the receiver's expectation mirrors the sender's.
+class RingStepper {
+ public:
+  RingStepper(clbComm* comm, const CollArgs& a) : ch_(*comm->ring), a_(a) {}
+
+  // Sends `bytes` produced by fill(dst).
+  template <class Fill>
+  clbResult_t send(size_t bytes, Fill fill) {
+    void* q = nullptr;
+    CLB_CHECK(ch_.acquireSend(bytes, &q));
+    fill(q);
+    CLB_CHECK(ch_.postSend(MsgTag{a_.desc, sent_++, bytes}));
+    return clbSuccess;
+  }
+  // Receives the next message (expected size `bytes`) and hands it to use(src).
+  template <class Use>
+  clbResult_t recv(size_t bytes, Use use) {
+    const void* p = nullptr;
+    CLB_CHECK(ch_.waitRecv(MsgTag{a_.desc, recvd_++, bytes}, &p));
+    clbResult_t rc = use(p);
+    clbResult_t rel = ch_.releaseRecv();
+    return rc != clbSuccess ? rc : rel;
+  }
+
+ private:
+  RingChannel& ch_;
+  const CollArgs& a_;
+  uint64_t sent_ = 0, recvd_ = 0;
+};
+
+struct Layout {
+  size_t count;  // elements over all segments
+  int n;
+  size_t J;
+  size_t esz;
+  // Element range of slice j of segment i.
+  size_t start(int i, size_t j) const {
+    size_t se = segElems(count, n, i);
+    return segStart(count, n, i) + j * (se / J) + (j < se % J ? j : se % J);
+  }
+  size_t len(int i, size_t j) const {
+    size_t se = segElems(count, n, i);
+    return se / J + (j < se % J ? 1 : 0);
+  }
+};
+
+// Reduce-scatter phase for slice j; leaves segment r reduced in `out` (at its place in the layout,
+// or at outBase for reduceScatter where out is only one segment).
+clbResult_t reduceScatterSlice(clbComm* comm, RingStepper& st, const CollArgs& a, const Layout& L,
+                               size_t j, const char* in, char* out, bool outIsSegmentOnly) {
+  const int n = comm->nranks, r = comm->rank;
+  const size_t esz = L.esz;
+  int seg0 = mod(r - 1, n);
+  CLB_CHECK(st.send(L.len(seg0, j) * esz,
+                    [&](void* q) { memcpy(q, in + L.start(seg0, j) * esz, L.len(seg0, j) * esz); }));
+  for (int s = 0; s < n - 1; s++) {
+    int seg = mod(r - 2 - s, n);
+    size_t len = L.len(seg, j), off = L.start(seg, j);
+    if (s < n - 2) {
+      CLB_CHECK(st.recv(len * esz, [&](const void* p) {
+        return st.send(len * esz, [&](void* q) { reducePair(q, p, in + off * esz, len, a.type, a.op); });
+      }));
+    } else {
+      char* dst = outIsSegmentOnly ? out + (off - L.start(seg, 0)) * esz : out + off * esz;
+      CLB_CHECK(st.recv(len * esz, [&](const void* p) {
+        reducePairFinal(dst, p, in + off * esz, len, a.type, a.op, n);
+        return clbSuccess;
+      }));
+    }
+  }
+  return clbSuccess;
+}
+
+// All-gather phase for slice j: segment r of `out` is complete; fill all the others.
+clbResult_t allGatherSlice(clbComm* comm, RingStepper& st, const Layout& L, size_t j,
+                           const char* own, char* out) {
+  const int n = comm->nranks, r = comm->rank;
+  const size_t esz = L.esz;
+  CLB_CHECK(st.send(L.len(r, j) * esz, [&](void* q) { memcpy(q, own, L.len(r, j) * esz); }));
+  for (int s = 0; s < n - 1; s++) {
+    int seg = mod(r - 1 - s, n);
+    size_t len = L.len(seg, j), off = L.start(seg, j);
+    CLB_CHECK(st.recv(len * esz, [&](const void* p) {
+      memcpy(out + off * esz, p, len * esz);
+      if (s < n - 2) return st.send(len * esz, [&](void* q) { memcpy(q, p, len * esz); });
+      return clbSuccess;
+    }));
+  }
+  return clbSuccess;
+}
+
+}  // namespace
+
+clbResult_t ringRun(clbComm* comm, const CollArgs& a) {
+  const int n = comm->nranks, r = comm->rank;
+  const size_t esz = clbTypeSize(a.type);
+  const size_t chunk = (size_t)comm->cfg.chunkBytes;
+  RingStepper st(comm, a);
+  const char* in = static_cast<const char*>(a.send);
+  char* out = static_cast<char*>(a.recv);
+
+  switch (a.desc.coll) {
+    case kAllReduce: {
+      Layout L{a.count, n, sliceCount(segElems(a.count, n, 0), esz, chunk), esz};
+      CLB_CHECK(comm->ring->prepare(L.len(0, 0) * esz));
+      for (size_t j = 0; j < L.J; j++) {
+        CLB_CHECK(reduceScatterSlice(comm, st, a, L, j, in, out, false));
+        CLB_CHECK(allGatherSlice(comm, st, L, j, out + L.start(r, j) * esz, out));
+      }
+      break;
+    }
+    case kReduceScatter: {
+      Layout L{a.count * n, n, sliceCount(a.count, esz, chunk), esz};
+      CLB_CHECK(comm->ring->prepare(L.len(0, 0) * esz));
+      for (size_t j = 0; j < L.J; j++) CLB_CHECK(reduceScatterSlice(comm, st, a, L, j, in, out, true));
+      break;
+    }
+    case kAllGather: {
+      Layout L{a.count * n, n, sliceCount(a.count, esz, chunk), esz};
+      CLB_CHECK(comm->ring->prepare(L.len(0, 0) * esz));
+      char* mine = out + L.start(r, 0) * esz;
+      if (mine != in) memcpy(mine, in, a.count * esz);
+      for (size_t j = 0; j < L.J; j++)
+        CLB_CHECK(allGatherSlice(comm, st, L, j, out + L.start(r, j) * esz, out));
+      break;
+    }
+    case kBroadcast: {
+      Layout L{a.count, 1, sliceCount(a.count, esz, chunk), esz};
+      CLB_CHECK(comm->ring->prepare(L.len(0, 0) * esz));
+      const int pos = mod(r - a.root, n);
+      if (pos == 0 && out != in) memcpy(out, in, a.count * esz);
+      for (size_t j = 0; j < L.J; j++) {
+        size_t len = L.len(0, j), off = L.start(0, j);
+        if (pos == 0) {
+          CLB_CHECK(st.send(len * esz, [&](void* q) { memcpy(q, in + off * esz, len * esz); }));
+        } else {
+          CLB_CHECK(st.recv(len * esz, [&](const void* p) {
+            memcpy(out + off * esz, p, len * esz);
+            if (pos < n - 1) return st.send(len * esz, [&](void* q) { memcpy(q, p, len * esz); });
+            return clbSuccess;
+          }));
+        }
+      }
+      break;
+    }
+    default:
+      return setError(clbInternalError, "ring: unknown collective %u", a.desc.coll);
+  }
+  return comm->ring->finish();
+}
+
+}  // namespace clb

@@ -1,0 +1,124 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// The four collectives: argument checks, the algorithm choice, and error bookkeeping.
+#include <cstring>
+
+#include "algo/algorithms.h"
+#include "core/comm.h"
+#include "core/dtype.h"
+#include "transport/channel.h"
+#include "transport/shm.h"
+
+using namespace clb;
+
+namespace {
+
+clbResult_t validate(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, int type,
+                     int op, int root, void* stream) {
+  if (!c) return setError(clbInvalidArgument, "communicator is NULL (was it created, or already destroyed?)");
+  if (c->aborted) return setError(clbAborted, "the communicator was aborted: destroy it and create a new one");
+  if (c->failed)
+    return setError(clbInvalidUsage, "the communicator failed earlier and cannot be used: destroy it and create a "
+                    "new one. The first failure was: %s", c->failure.c_str());
+  if (!validType(type)) return setError(clbInvalidArgument, "unknown data type %d: use a clbDataType_t value", type);
+  if ((coll == kAllReduce || coll == kReduceScatter) && !validOp(op))
+    return setError(clbInvalidArgument, "unknown reduction op %d: use a clbRedOp_t value", op);
+  if (coll == kBroadcast && (root < 0 || root >= c->nranks))
+    return setError(clbInvalidArgument, "root=%d is out of range for %d ranks: use 0..%d", root, c->nranks, c->nranks - 1);
+  if (stream)
+    return setError(clbUnsupported, "a CUDA stream was given, but this build runs the host path only: pass NULL "
+                    "for host buffers (device buffers need the CUDA path)");
+  size_t esz = clbTypeSize((clbDataType_t)type);
+  size_t mult = (coll == kAllGather || coll == kReduceScatter) ? (size_t)c->nranks : 1;
+  if (count > SIZE_MAX / esz / mult)
+    return setError(clbInvalidArgument, "count=%zu elements of %zu bytes overflows the address space", count, esz);
+  if (count > 0 && (!recv || (!send && !(coll == kBroadcast && c->rank != root))))
+    return setError(clbInvalidArgument, "%s buffer is NULL with count=%zu", !recv ? "recv" : "send", count);
+  return clbSuccess;
+}
+
+clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
+                clbRedOp_t op, int root, void* stream) {
+  clearError();
+  CLB_CHECK(validate(c, coll, send, recv, count, type, op, root, stream));
+  const size_t esz = clbTypeSize(type);
+  CollArgs a{};
+  a.desc.seq = ++c->seq;
+  a.desc.coll = coll;
+  a.desc.dtype = type;
+  a.desc.op = (coll == kAllReduce || coll == kReduceScatter) ? op : 0;
+  a.desc.root = coll == kBroadcast ? root : -1;
+  a.desc.count = count;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.type = type;
+  a.op = op;
+  a.root = root;
+
+  if (count == 0) {
+    c->lastAlgo = clbAlgoNone;
+    return clbSuccess;
+  }
+  if (c->nranks == 1) {
+    size_t bytes = count * esz;
+    if (coll == kReduceScatter || coll == kAllReduce) {
+      // One rank: the reduction of one input; avg divides by 1.
+      if (send != recv) memmove(recv, send, bytes);
+    } else if (send != recv) {
+      memmove(recv, send, bytes);
+    }
+    c->lastAlgo = clbAlgoNone;
+    return clbSuccess;
+  }
+
+  // Algorithm: forced by config, else direct for small messages inside a host.
+  int algo = c->cfg.algorithm;
+  if (algo == clbAlgoAuto) {
+    size_t scratch = directScratchBytes(c, a);
+    size_t msgBytes = coll == kAllReduce || coll == kBroadcast ? count * esz : count * esz * c->nranks;
+    algo = (c->shm && msgBytes <= (size_t)c->cfg.directMaxBytes &&
+            (int64_t)scratch <= c->cfg.stagingCapBytes / 2) ? clbAlgoDirect : clbAlgoRing;
+  }
+  a.desc.algo = algo;
+  if (c->shm) {
+    CtlBlock* me = c->shm->self();
+    me->opDesc = a.desc;
+    me->opSeq.v.store(a.desc.seq, std::memory_order_release);
+  }
+  CLB_DEBUG("rank %d: %s with algorithm %s", c->rank, describe(a.desc).c_str(), clbAlgorithmName(algo));
+  clbResult_t rc = algo == clbAlgoDirect ? directRun(c, a) : ringRun(c, a);
+  c->lastAlgo = algo;
+  if (rc != clbSuccess) {
+    appendBreadcrumb(__FILE__, __LINE__);
+    // Midway through a collective the peers' state is unknown: the communicator cannot go on.
+    if (rc != clbInvalidArgument && rc != clbUnsupported) c->markFailed();
+  }
+  return rc;
+}
+
+}  // namespace
+
+extern "C" {
+
+clbResult_t clbAllReduce(const void* send, void* recv, size_t count, clbDataType_t type, clbRedOp_t op,
+                         clbComm_t comm, void* stream) {
+  return run(comm, kAllReduce, send, recv, count, type, op, 0, stream);
+}
+
+clbResult_t clbAllGather(const void* send, void* recv, size_t sendcount, clbDataType_t type, clbComm_t comm,
+                         void* stream) {
+  return run(comm, kAllGather, send, recv, sendcount, type, clbSum, 0, stream);
+}
+
+clbResult_t clbReduceScatter(const void* send, void* recv, size_t recvcount, clbDataType_t type, clbRedOp_t op,
+                             clbComm_t comm, void* stream) {
+  return run(comm, kReduceScatter, send, recv, recvcount, type, op, 0, stream);
+}
+
+clbResult_t clbBroadcast(const void* send, void* recv, size_t count, clbDataType_t type, int root,
+                         clbComm_t comm, void* stream) {
+  return run(comm, kBroadcast, send, recv, count, type, clbSum, root, stream);
+}
+
+}  // extern "C"

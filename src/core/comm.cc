@@ -1,0 +1,375 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Communicator lifecycle and the C ABI of communicators, unique ids, errors and statistics.
+#include "core/comm.h"
+
+#include <arpa/inet.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "core/config.h"
+#include "core/dtype.h"
+#include "transport/shm.h"
+#include "transport/socket.h"
+
+namespace clb {
+
+const char* collectiveName(uint32_t c) {
+  switch (c) {
+    case kAllReduce: return "allReduce";
+    case kAllGather: return "allGather";
+    case kReduceScatter: return "reduceScatter";
+    case kBroadcast: return "broadcast";
+  }
+  return "unknown";
+}
+
+std::string describe(const OpDesc& d) {
+  char b[200];
+  snprintf(b, sizeof b, "%s #%llu (count %llu, %s%s%s, root %d, algorithm %s)", collectiveName(d.coll),
+           (unsigned long long)d.seq, (unsigned long long)d.count, typeName((int)d.dtype),
+           d.coll == kAllReduce || d.coll == kReduceScatter ? ", " : "",
+           d.coll == kAllReduce || d.coll == kReduceScatter ? opName((int)d.op) : "", d.root,
+           clbAlgorithmName((int)d.algo));
+  return b;
+}
+
+clbResult_t checkTag(const MsgTag& got, const MsgTag& expect, int fromRank, int myRank) {
+  if (got.op == expect.op && got.index == expect.index && got.bytes == expect.bytes) return clbSuccess;
+  if (!(got.op == expect.op))
+    return setError(clbRemoteError,
+                    "rank %d is in %s but rank %d sent data for %s: every rank must make the same "
+                    "collective calls in the same order with the same count, type, op and root",
+                    myRank, describe(expect.op).c_str(), fromRank, describe(got.op).c_str());
+  return setError(clbRemoteError,
+                  "rank %d expected message %llu of %llu bytes from rank %d in %s, got message %llu of %llu "
+                  "bytes: the ranks disagree on the call (count or options such as chunkBytes differ)",
+                  myRank, (unsigned long long)expect.index, (unsigned long long)expect.bytes, fromRank,
+                  describe(expect.op).c_str(), (unsigned long long)got.index, (unsigned long long)got.bytes);
+}
+
+}  // namespace clb
+
+using namespace clb;
+
+clbComm::~clbComm() = default;
+
+void clbComm::markFailed() {
+  if (failed.exchange(true)) return;
+  failure = lastError();
+  if (shm) shm->setState(kFailed, failure.c_str());
+}
+
+clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
+  if (aborted.load(std::memory_order_relaxed))
+    return setError(clbAborted, "rank %d: the communicator was aborted (clbCommAbort) while waiting for %s", rank, what);
+  const int64_t now = nowMs();
+  if (shm) {
+    for (int p = 0; p < nranks; p++) {
+      if (p == rank) continue;
+      CtlBlock* c = shm->ctl(p);
+      uint32_t st = c->state.load(std::memory_order_relaxed);
+      if (st == kFailed)
+        return setError(clbRemoteError, "rank %d failed, so rank %d cannot finish (it waited for %s). Rank %d said: %.236s",
+                        p, rank, what, p, c->reason);
+      if (st == kAborted)
+        return setError(clbAborted, "rank %d aborted its communicator while rank %d waited for %s", p, rank, what);
+      if (st == kClosed && (peer == p || peer < 0))
+        return setError(clbRemoteError, "rank %d closed its communicator while rank %d waited for %s from it", p, rank, what);
+    }
+    // A peer process that died cannot say so: look for it (cheap, at most every ~2 ms here).
+    for (int p = 0; p < nranks; p++) {
+      int pid = shm->ctl(p)->pid;
+      if (p == rank || pid == getpid()) continue;
+      if (kill(pid, 0) != 0 && errno == ESRCH)
+        return setError(clbRemoteError, "rank %d (pid %d) exited or was killed while rank %d waited for %s",
+                        p, pid, rank, what);
+    }
+  }
+  if (now - startMs > cfg.timeoutMs) {
+    if (peer >= 0)
+      return setError(clbTimeout,
+                      "rank %d waited %lld ms for %s (rank %d, %s pid %d): is that rank stuck, or making "
+                      "different calls? Raise the timeout with COLIBRI_TIMEOUT_MS if it is just slow",
+                      rank, (long long)cfg.timeoutMs, what, peer, boot.peers()[peer].hostname, boot.peers()[peer].pid);
+    return setError(clbTimeout,
+                    "rank %d waited %lld ms for %s: is a peer stuck, or making different calls? Raise the "
+                    "timeout with COLIBRI_TIMEOUT_MS if it is just slow", rank, (long long)cfg.timeoutMs, what);
+  }
+  return clbSuccess;
+}
+
+extern "C" {
+
+const char* clbGetErrorString(clbResult_t r) {
+  switch (r) {
+    case clbSuccess: return "success";
+    case clbInvalidArgument: return "invalid argument";
+    case clbInvalidUsage: return "invalid usage";
+    case clbSystemError: return "system error";
+    case clbInternalError: return "internal error";
+    case clbRemoteError: return "remote error";
+    case clbTimeout: return "timeout";
+    case clbAborted: return "aborted";
+    case clbAuthError: return "authentication error";
+    case clbUnsupported: return "unsupported";
+    case clbOutOfMemory: return "out of memory";
+    default: return "unknown result code";
+  }
+}
+
+const char* clbGetLastError(void) { return lastError().c_str(); }
+
+clbResult_t clbGetVersion(int* version) {
+  if (!version) return setError(clbInvalidArgument, "version is NULL");
+  *version = CLB_VERSION_CODE;
+  return clbSuccess;
+}
+
+size_t clbTypeSize(clbDataType_t t) {
+  switch (t) {
+    case clbInt8: case clbUint8: return 1;
+    case clbFloat16: case clbBfloat16: return 2;
+    case clbInt32: case clbUint32: case clbFloat32: return 4;
+    case clbInt64: case clbUint64: case clbFloat64: return 8;
+    default: return 0;
+  }
+}
+
+static clbResult_t randomSecret(uint8_t* s) {
+  size_t got = 0;
+  while (got < (size_t)kSecretBytes) {
+    ssize_t n = getrandom(s + got, kSecretBytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return setSysError(errno, "getrandom() for the bootstrap secret failed");
+    }
+    got += n;
+  }
+  return clbSuccess;
+}
+
+static void fillAddress(IdData* d, const SockAddr& a) {
+  d->family = a.ss.ss_family;
+  d->port = (uint16_t)a.port();
+  if (a.ss.ss_family == AF_INET)
+    memcpy(d->addr, &reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr, 4);
+  else
+    memcpy(d->addr, &reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr, 16);
+}
+
+clbResult_t clbGetUniqueId(clbUniqueId* id) {
+  clearError();
+  if (!id) return setError(clbInvalidArgument, "unique id is NULL");
+  IdData d{};
+  d.magic = kIdMagic;
+  d.protocol = CLB_PROTOCOL_VERSION;
+  CLB_CHECK(randomSecret(d.secret));
+  SockAddr local;
+  CLB_CHECK(localAddress(&local));
+  SockAddr any = local;
+  if (any.ss.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&any.ss)->sin_addr.s_addr = htonl(INADDR_ANY);
+  SockAddr bound;
+  fillAddress(&d, local);  // port filled below
+  d.port = 0;
+  CLB_CHECK(startRoot(any, d, &bound));
+  d.port = (uint16_t)bound.port();
+  snprintf(d.host, sizeof d.host, "%s", local.str().c_str());
+  memcpy(id, &d, sizeof d);
+  return clbSuccess;
+}
+
+clbResult_t clbUniqueIdFromAddress(const char* host, int port, const char* secret, clbUniqueId* id) {
+  clearError();
+  if (!host || !*host || !id) return setError(clbInvalidArgument, "host and id must not be NULL/empty");
+  if (port <= 0 || port > 65535) return setError(clbInvalidArgument, "port %d is out of range 1..65535", port);
+  SockAddr a;
+  CLB_CHECK(resolveHost(host, port, &a));
+  IdData d{};
+  d.magic = kIdMagic;
+  d.protocol = CLB_PROTOCOL_VERSION;
+  d.flags = kIdRootAtRank0;
+  fillAddress(&d, a);
+  snprintf(d.host, sizeof d.host, "%s", host);
+  // The secret: hash of the given text, or of host:port (agreement, not secrecy).
+  char key[512];
+  snprintf(key, sizeof key, "%s|%s:%d", secret && *secret ? secret : "", secret && *secret ? "" : host,
+           secret && *secret ? 0 : port);
+  uint64_t h1 = 1469598103934665603ull, h2 = 0x9e3779b97f4a7c15ull;
+  for (const char* c = key; *c; c++) {
+    h1 = (h1 ^ (unsigned char)*c) * 1099511628211ull;
+    h2 = (h2 ^ (unsigned char)*c) * 0x100000001b3ull + (h2 >> 29);
+  }
+  memcpy(d.secret, &h1, 8);
+  memcpy(d.secret + 8, &h2, 8);
+  memcpy(id, &d, sizeof d);
+  return clbSuccess;
+}
+
+clbResult_t clbUniqueIdDescribe(const clbUniqueId* id, char* buf, size_t bufBytes) {
+  clearError();
+  if (!buf || bufBytes == 0) return setError(clbInvalidArgument, "buffer is NULL or empty");
+  IdData d;
+  CLB_CHECK(decodeId(id, &d));
+  snprintf(buf, bufBytes, "colibri-id{root=%s, protocol=%u, secret-fingerprint=%08x%s}", idAddress(d).str().c_str(),
+           d.protocol, secretFingerprint(d.secret), (d.flags & kIdRootAtRank0) ? ", root opened by rank 0" : "");
+  return clbSuccess;
+}
+
+static void buildInfo(clbComm* c) {
+  char b[1024];
+  int n = snprintf(b, sizeof b,
+                   "colibri %d.%d.%d rank %d/%d\ntransport: %s (%s)\nring: chunk %lld bytes, depth %d\n"
+                   "direct: %s, up to %lld bytes\nstaging cap: %lld bytes\ntimeout: %lld ms\n",
+                   CLB_VERSION_MAJOR, CLB_VERSION_MINOR, CLB_VERSION_PATCH, c->rank, c->nranks,
+                   clbTransportName(c->transport), c->allOnOneHost ? "all ranks on one host" : "ranks on several hosts",
+                   (long long)c->cfg.chunkBytes, c->cfg.pipelineDepth,
+                   c->shm ? "available" : "unavailable (needs shm)", (long long)c->cfg.directMaxBytes,
+                   (long long)c->cfg.stagingCapBytes, (long long)c->cfg.timeoutMs);
+  c->info.assign(b, n < (int)sizeof b ? n : sizeof b - 1);
+  c->info += "device: none (host path; the CUDA path arrives with colibri-cuda)\n";
+}
+
+static clbResult_t initComm(clbComm* c, const IdData& id) {
+  CLB_CHECK(c->boot.init(id, c->rank, c->nranks, c->cfg.timeoutMs, &c->aborted));
+  const auto& peers = c->boot.peers();
+  c->allOnOneHost = true;
+  int other = -1;
+  for (int r = 0; r < c->nranks; r++)
+    if (peers[r].hostHash != peers[0].hostHash) { c->allOnOneHost = false; other = r; break; }
+  c->transport = c->cfg.transport;
+  if (c->transport == clbTransportAuto) c->transport = c->allOnOneHost ? clbTransportShm : clbTransportSocket;
+  if (c->transport == clbTransportShm && !c->allOnOneHost)
+    return setError(clbInvalidUsage,
+                    "transport shm needs every rank on one host, but rank 0 is on %s and rank %d on %s: use "
+                    "transport auto or socket", peers[0].hostname, other, peers[other].hostname);
+  if (c->cfg.algorithm == clbAlgoDirect && c->transport != clbTransportShm && c->nranks > 1)
+    return setError(clbInvalidUsage, "algorithm direct needs the shm transport (all ranks on one host): use algorithm auto or ring");
+  if (c->nranks > 1) {
+    if (c->transport == clbTransportShm) {
+      c->shm = std::make_unique<ShmWorld>(c);
+      CLB_CHECK(c->shm->init());
+      c->ring = std::make_unique<ShmRingChannel>(c, c->shm.get());
+    } else {
+      c->ring = std::make_unique<SocketRingChannel>(c, c->boot.nextFd(), c->boot.prevFd());
+    }
+  }
+  buildInfo(c);
+  CLB_INFO("rank %d/%d ready: transport %s", c->rank, c->nranks, clbTransportName(c->transport));
+  return clbSuccess;
+}
+
+clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, int nranks, const clbConfig_t* config) {
+  clearError();
+  if (!comm) return setError(clbInvalidArgument, "comm (output) is NULL");
+  *comm = nullptr;
+  if (nranks < 1) return setError(clbInvalidArgument, "nranks=%d: a communicator needs at least 1 rank", nranks);
+  if (rank < 0 || rank >= nranks)
+    return setError(clbInvalidArgument, "rank=%d is out of range for nranks=%d: use 0..%d", rank, nranks, nranks - 1);
+  IdData d;
+  CLB_CHECK(decodeId(id, &d));
+  clbConfig_t cfg;
+  if (config) cfg = *config;
+  else CLB_CHECK(clbConfigInit(&cfg));
+  CLB_CHECK(validateConfig(cfg));
+  setLogLevelIfLower(cfg.logLevel);
+  clbComm* c = new (std::nothrow) clbComm();
+  if (!c) return setError(clbOutOfMemory, "cannot allocate a communicator");
+  c->rank = rank;
+  c->nranks = nranks;
+  c->cfg = cfg;
+  clbResult_t rc = initComm(c, d);
+  if (rc != clbSuccess) {
+    appendBreadcrumb(__FILE__, __LINE__);
+    std::string msg = lastError();
+    delete c;
+    setError(rc, "%s", msg.c_str());
+    return rc;
+  }
+  *comm = c;
+  return clbSuccess;
+}
+
+static clbResult_t checkComm(clbComm* c) {
+  if (!c) return setError(clbInvalidArgument, "communicator is NULL (was it created, or already destroyed?)");
+  return clbSuccess;
+}
+
+clbResult_t clbCommDestroy(clbComm_t c) {
+  clearError();
+  if (!c) return clbSuccess;
+  // A healthy rank lets peers read what it sent last before its memory goes away.
+  if (c->shm && !c->failed && !c->aborted) {
+    if (c->shm->waitDrained() != clbSuccess)
+      CLB_WARN("rank %d: destroy did not wait for peers to drain: %s", c->rank, lastError().c_str());
+  }
+  if (c->ring && !c->failed && !c->aborted) c->ring->finish();
+  if (c->shm) c->shm->setState(c->aborted ? kAborted : c->failed ? kFailed : kClosed, nullptr);
+  c->ring.reset();
+  c->shm.reset();
+  c->boot.close();
+  delete c;
+  clearError();
+  return clbSuccess;
+}
+
+clbResult_t clbCommAbort(clbComm_t c) {
+  CLB_CHECK(checkComm(c));
+  c->aborted.store(true);
+  if (c->shm) c->shm->setState(kAborted, "aborted");
+  return clbSuccess;
+}
+
+clbResult_t clbCommRank(clbComm_t c, int* rank) {
+  CLB_CHECK(checkComm(c));
+  if (!rank) return setError(clbInvalidArgument, "rank (output) is NULL");
+  *rank = c->rank;
+  return clbSuccess;
+}
+
+clbResult_t clbCommCount(clbComm_t c, int* n) {
+  CLB_CHECK(checkComm(c));
+  if (!n) return setError(clbInvalidArgument, "nranks (output) is NULL");
+  *n = c->nranks;
+  return clbSuccess;
+}
+
+clbResult_t clbCommMemStats(clbComm_t c, clbMemStats_t* s) {
+  CLB_CHECK(checkComm(c));
+  if (!s) return setError(clbInvalidArgument, "stats (output) is NULL");
+  s->hostBytes = c->mem.host.load();
+  s->hostPeakBytes = c->mem.hostPeak.load();
+  s->deviceBytes = c->mem.device.load();
+  s->devicePeakBytes = c->mem.devicePeak.load();
+  return clbSuccess;
+}
+
+clbResult_t clbCommTrim(clbComm_t c) {
+  clearError();
+  CLB_CHECK(checkComm(c));
+  if (c->failed || c->aborted) return clbSuccess;
+  if (c->ring) CLB_CHECK(c->ring->trim());
+  else if (c->shm) CLB_CHECK(c->shm->trim());
+  return clbSuccess;
+}
+
+clbResult_t clbCommLastAlgorithm(clbComm_t c, int* a) {
+  CLB_CHECK(checkComm(c));
+  if (!a) return setError(clbInvalidArgument, "algorithm (output) is NULL");
+  *a = c->lastAlgo.load();
+  return clbSuccess;
+}
+
+clbResult_t clbCommInfo(clbComm_t c, char* buf, size_t bytes) {
+  CLB_CHECK(checkComm(c));
+  if (!buf || bytes == 0) return setError(clbInvalidArgument, "buffer is NULL or empty");
+  snprintf(buf, bytes, "%s", c->info.c_str());
+  return clbSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,86 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// The communicator: configuration, bootstrap, transports, memory accounting, and the waiting
+// discipline every blocking step goes through (spin, then yield, then futex sleep; abort, peer
+// failure and timeout are checked on the slow path).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "colibri/colibri.h"
+#include "core/bootstrap.h"
+#include "core/error.h"
+
+namespace clb {
+
+class ShmWorld;
+class RingChannel;
+
+enum Collective : uint32_t { kAllReduce = 1, kAllGather = 2, kReduceScatter = 3, kBroadcast = 4 };
+const char* collectiveName(uint32_t c);
+
+// What a rank says it is doing; peers compare it to detect mismatched calls.
+struct OpDesc {
+  uint64_t seq;
+  uint32_t coll, dtype, op, algo;
+  int32_t root, pad;
+  uint64_t count;
+  bool operator==(const OpDesc& o) const {
+    return seq == o.seq && coll == o.coll && dtype == o.dtype && op == o.op && algo == o.algo &&
+           root == o.root && count == o.count;
+  }
+};
+std::string describe(const OpDesc& d);
+
+struct MemAccount {
+  std::atomic<int64_t> host{0}, hostPeak{0}, device{0}, devicePeak{0};
+  void addHost(int64_t d) {
+    int64_t now = host.fetch_add(d) + d;
+    int64_t p = hostPeak.load();
+    while (now > p && !hostPeak.compare_exchange_weak(p, now)) {
+    }
+  }
+};
+
+}  // namespace clb
+
+struct clbComm {
+  int rank = 0, nranks = 0;
+  clbConfig_t cfg{};
+  std::atomic<bool> aborted{false};
+  std::atomic<bool> failed{false};  // a collective failed midway: the communicator is unusable
+  std::string failure;
+  bool destroyed = false;
+  clb::Bootstrap boot;
+  clb::MemAccount mem;
+  int transport = clbTransportAuto;  // resolved
+  bool allOnOneHost = false;
+  uint64_t seq = 0;                   // collectives started on this communicator
+  std::atomic<int> lastAlgo{clbAlgoNone};
+  std::unique_ptr<clb::ShmWorld> shm;  // all ranks on one host and transport shm
+  std::unique_ptr<clb::RingChannel> ring;
+  std::string info;
+
+  ~clbComm();
+  // Slow-path checks while waiting: abort, peer failure or death, timeout. `startMs` is when the
+  // wait began; `what` says what was awaited, for the message.
+  clbResult_t checkWait(int64_t startMs, const char* what, int peer);
+  void markFailed();
+};
+
+namespace clb {
+
+// Waits until pred() is true. `word` is a shared 64-bit counter whose change may make pred true;
+// `waiters` counts sleepers in the block that holds it (the writer wakes them). Either may be null
+// (no futex: sleep briefly instead).
+template <class Pred>
+clbResult_t waitUntil(clbComm* comm, Pred pred, std::atomic<uint64_t>* word,
+                      std::atomic<uint32_t>* waiters, const char* what, int peer);
+
+}  // namespace clb
+
+#include "core/wait_impl.h"

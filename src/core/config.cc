@@ -1,0 +1,120 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Configuration defaults and COLIBRI_* environment variables for C callers. Java callers resolve
+// options (builder > system property > environment > default) in io.colibri.Options and pass a
+// complete clbConfig_t; the defaults here and there are checked equal by a test.
+#include <strings.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/config.h"
+#include "core/error.h"
+
+namespace {
+
+const char* kTransportNames[] = {"auto", "shm", "socket"};
+const char* kAlgoNames[] = {"auto", "ring", "direct", "none"};
+const char* kLogNames[] = {"off", "error", "warn", "info", "debug"};
+
+int findName(const char* v, const char* const* names, int n) {
+  for (int i = 0; i < n; i++)
+    if (strcasecmp(v, names[i]) == 0) return i;
+  return -1;
+}
+
+clbResult_t envInt(const char* name, int64_t lo, int64_t hi, int64_t* out) {
+  const char* v = getenv(name);
+  if (!v || !*v) return clbSuccess;
+  char* end = nullptr;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (errno || *end || x < lo || x > hi)
+    return clb::setError(clbInvalidArgument, "environment variable %s='%s' is not an integer in %lld..%lld",
+                         name, v, (long long)lo, (long long)hi);
+  *out = x;
+  return clbSuccess;
+}
+
+}  // namespace
+
+namespace clb {
+
+clbResult_t validateConfig(const clbConfig_t& c) {
+  auto bad = [](const char* what, long long v, long long lo, long long hi) {
+    return setError(clbInvalidArgument, "config %s=%lld is out of range %lld..%lld", what, v, lo, hi);
+  };
+  if (c.size != sizeof(clbConfig_t))
+    return setError(clbInvalidArgument, "config.size=%zu but this library expects %zu: start from clbConfigInit",
+                    c.size, sizeof(clbConfig_t));
+  if (c.transport < 0 || c.transport >= clbNumTransports) return bad("transport", c.transport, 0, clbNumTransports - 1);
+  if (c.algorithm < 0 || c.algorithm > clbAlgoDirect) return bad("algorithm", c.algorithm, 0, clbAlgoDirect);
+  if (c.logLevel < 0 || c.logLevel > clbLogDebug) return bad("logLevel", c.logLevel, 0, clbLogDebug);
+  if (c.pipelineDepth < kMinDepth || c.pipelineDepth > kMaxDepth) return bad("pipelineDepth", c.pipelineDepth, kMinDepth, kMaxDepth);
+  if (c.chunkBytes < kMinChunk || c.chunkBytes > kMaxChunk) return bad("chunkBytes", c.chunkBytes, kMinChunk, kMaxChunk);
+  if (c.directMaxBytes < 0 || c.directMaxBytes > kMaxDirect) return bad("directMaxBytes", c.directMaxBytes, 0, kMaxDirect);
+  if (c.stagingCapBytes < kMinCap || c.stagingCapBytes > kMaxCap) return bad("stagingCapBytes", c.stagingCapBytes, kMinCap, kMaxCap);
+  if (c.timeoutMs < 1 || c.timeoutMs > kMaxTimeoutMs) return bad("timeoutMs", c.timeoutMs, 1, kMaxTimeoutMs);
+  return clbSuccess;
+}
+
+}  // namespace clb
+
+extern "C" {
+
+clbResult_t clbConfigInit(clbConfig_t* c) {
+  if (!c) return clb::setError(clbInvalidArgument, "config is NULL");
+  memset(c, 0, sizeof *c);
+  c->size = sizeof *c;
+  c->transport = clbTransportAuto;
+  c->algorithm = clbAlgoAuto;
+  c->logLevel = clbLogWarn;
+  c->pipelineDepth = CLB_DEFAULT_PIPELINE_DEPTH;
+  c->chunkBytes = CLB_DEFAULT_CHUNK_BYTES;
+  c->directMaxBytes = CLB_DEFAULT_DIRECT_MAX_BYTES;
+  c->stagingCapBytes = CLB_DEFAULT_STAGING_CAP_BYTES;
+  c->timeoutMs = CLB_DEFAULT_TIMEOUT_MS;
+  if (const char* v = getenv("COLIBRI_TRANSPORT"); v && *v) {
+    int t = findName(v, kTransportNames, clbNumTransports);
+    if (t < 0) return clb::setError(clbInvalidArgument, "COLIBRI_TRANSPORT='%s' is not one of auto, shm, socket", v);
+    c->transport = t;
+  }
+  if (const char* v = getenv("COLIBRI_ALGORITHM"); v && *v) {
+    int a = findName(v, kAlgoNames, clbAlgoDirect + 1);
+    if (a < 0) return clb::setError(clbInvalidArgument, "COLIBRI_ALGORITHM='%s' is not one of auto, ring, direct", v);
+    c->algorithm = a;
+  }
+  if (const char* v = getenv("COLIBRI_LOG_LEVEL"); v && *v) {
+    int l = findName(v, kLogNames, 5);
+    if (l < 0) return clb::setError(clbInvalidArgument, "COLIBRI_LOG_LEVEL='%s' is not one of off, error, warn, info, debug", v);
+    c->logLevel = l;
+  }
+  int64_t x = c->pipelineDepth;
+  if (clbResult_t rc = envInt("COLIBRI_PIPELINE_DEPTH", clb::kMinDepth, clb::kMaxDepth, &x)) return rc;
+  c->pipelineDepth = (int)x;
+  if (clbResult_t rc = envInt("COLIBRI_CHUNK_BYTES", clb::kMinChunk, clb::kMaxChunk, &c->chunkBytes)) return rc;
+  if (clbResult_t rc = envInt("COLIBRI_DIRECT_MAX_BYTES", 0, clb::kMaxDirect, &c->directMaxBytes)) return rc;
+  if (clbResult_t rc = envInt("COLIBRI_STAGING_CAP_BYTES", clb::kMinCap, clb::kMaxCap, &c->stagingCapBytes)) return rc;
+  if (clbResult_t rc = envInt("COLIBRI_TIMEOUT_MS", 1, clb::kMaxTimeoutMs, &c->timeoutMs)) return rc;
+  return clbSuccess;
+}
+
+clbResult_t clbTransportFromName(const char* name, int* t) {
+  int v = name ? findName(name, kTransportNames, clbNumTransports) : -1;
+  if (v < 0 || !t) return clb::setError(clbInvalidArgument, "unknown transport '%s': use auto, shm or socket", name ? name : "(null)");
+  *t = v;
+  return clbSuccess;
+}
+
+clbResult_t clbAlgorithmFromName(const char* name, int* a) {
+  int v = name ? findName(name, kAlgoNames, clbNumAlgos) : -1;
+  if (v < 0 || !a) return clb::setError(clbInvalidArgument, "unknown algorithm '%s': use auto, ring or direct", name ? name : "(null)");
+  *a = v;
+  return clbSuccess;
+}
+
+const char* clbAlgorithmName(int a) { return a >= 0 && a < clbNumAlgos ? kAlgoNames[a] : "unknown"; }
+const char* clbTransportName(int t) { return t >= 0 && t < clbNumTransports ? kTransportNames[t] : "unknown"; }
+
+}  // extern "C"

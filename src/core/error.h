@@ -1,0 +1,44 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Errors and logging. A failing call records a message in the calling thread's last-error slot
+// (clbGetLastError) and returns a clbResult_t. CLB_CHECK propagates a failure and appends a
+// breadcrumb ("  at file:line"), so the message shows the path the failure took.
+#pragma once
+
+#include <cstdarg>
+#include <string>
+
+#include "colibri/colibri.h"
+
+namespace clb {
+
+// Replaces the thread's last-error message; returns `result` for `return setError(...)`.
+clbResult_t setError(clbResult_t result, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+// Like setError, with ": <strerror(errnum)> (errno N)" appended.
+clbResult_t setSysError(int errnum, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void appendBreadcrumb(const char* file, int line);
+void clearError();
+const std::string& lastError();
+
+int logLevel();
+void setLogLevelIfLower(int level);
+void log(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+}  // namespace clb
+
+#define CLB_CHECK(call)                                  \
+  do {                                                   \
+    clbResult_t clb_rc_ = (call);                        \
+    if (clb_rc_ != clbSuccess) {                         \
+      ::clb::appendBreadcrumb(__FILE__, __LINE__);       \
+      return clb_rc_;                                    \
+    }                                                    \
+  } while (0)
+
+#define CLB_LOG(level, ...)                                        \
+  do {                                                             \
+    if (::clb::logLevel() >= (level)) ::clb::log(level, __VA_ARGS__); \
+  } while (0)
+#define CLB_WARN(...) CLB_LOG(clbLogWarn, __VA_ARGS__)
+#define CLB_INFO(...) CLB_LOG(clbLogInfo, __VA_ARGS__)
+#define CLB_DEBUG(...) CLB_LOG(clbLogDebug, __VA_ARGS__)

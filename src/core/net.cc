@@ -1,0 +1,251 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+#include "core/net.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include "core/error.h"
+
+namespace clb {
+
+int64_t nowMs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+std::string SockAddr::str() const {
+  char host[INET6_ADDRSTRLEN] = "?";
+  char out[INET6_ADDRSTRLEN + 16];
+  if (ss.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    snprintf(out, sizeof out, "%s:%d", host, ntohs(a->sin_port));
+  } else if (ss.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    snprintf(out, sizeof out, "[%s]:%d", host, ntohs(a->sin6_port));
+  } else {
+    snprintf(out, sizeof out, "<no address>");
+  }
+  return out;
+}
+
+int SockAddr::port() const {
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port);
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port);
+  return 0;
+}
+
+clbResult_t resolveHost(const char* host, int port, SockAddr* out) {
+  if (port < 0 || port > 65535)
+    return setError(clbInvalidArgument, "port %d is out of range: use 0..65535", port);
+  struct addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  struct addrinfo* res = nullptr;
+  int rc = getaddrinfo(host, nullptr, &hints, &res);
+  if (rc != 0 || !res)
+    return setError(clbInvalidArgument, "cannot resolve host '%s': %s; check the address (e.g. MASTER_ADDR)",
+                    host, gai_strerror(rc));
+  struct addrinfo* pick = res;
+  for (auto* p = res; p; p = p->ai_next)
+    if (p->ai_family == AF_INET) { pick = p; break; }
+  memcpy(&out->ss, pick->ai_addr, pick->ai_addrlen);
+  out->len = pick->ai_addrlen;
+  if (out->ss.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&out->ss)->sin_port = htons(port);
+  else reinterpret_cast<sockaddr_in6*>(&out->ss)->sin6_port = htons(port);
+  freeaddrinfo(res);
+  return clbSuccess;
+}
+
+clbResult_t localAddress(SockAddr* out) {
+  if (const char* h = getenv("COLIBRI_BOOTSTRAP_HOST"); h && *h) return resolveHost(h, 0, out);
+  // Source address of the default route: a UDP connect sends nothing.
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0) {
+    sockaddr_in dst{};
+    dst.sin_family = AF_INET;
+    dst.sin_port = htons(53);
+    inet_pton(AF_INET, "8.8.8.8", &dst.sin_addr);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof dst) == 0) {
+      sockaddr_in me{};
+      socklen_t len = sizeof me;
+      if (getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len) == 0 && me.sin_addr.s_addr != 0) {
+        close(fd);
+        me.sin_port = 0;
+        memcpy(&out->ss, &me, sizeof me);
+        out->len = sizeof me;
+        return clbSuccess;
+      }
+    }
+    close(fd);
+  }
+  struct ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) == 0) {
+    for (auto* i = ifs; i; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+      if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK)) continue;
+      memcpy(&out->ss, i->ifa_addr, sizeof(sockaddr_in));
+      out->len = sizeof(sockaddr_in);
+      freeifaddrs(ifs);
+      return clbSuccess;
+    }
+    freeifaddrs(ifs);
+  }
+  return resolveHost("127.0.0.1", 0, out);
+}
+
+void setNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+void closeFd(int* fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+static void tune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setNonBlocking(fd);
+}
+
+clbResult_t listenTcp(const SockAddr& addr, int* fd, SockAddr* bound) {
+  int s = socket(addr.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return setSysError(errno, "socket() for listening on %s failed", addr.str().c_str());
+  int one = 1;
+  setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind(s, reinterpret_cast<const sockaddr*>(&addr.ss), addr.len) != 0) {
+    int e = errno;
+    close(s);
+    return setSysError(e, "cannot listen on %s (is the port in use, or the address not local?)",
+                       addr.str().c_str());
+  }
+  if (listen(s, 256) != 0) {
+    int e = errno;
+    close(s);
+    return setSysError(e, "listen() on %s failed", addr.str().c_str());
+  }
+  bound->len = sizeof bound->ss;
+  getsockname(s, reinterpret_cast<sockaddr*>(&bound->ss), &bound->len);
+  setNonBlocking(s);
+  *fd = s;
+  return clbSuccess;
+}
+
+static clbResult_t waitFd(int fd, short events, int64_t deadlineMs, const std::atomic<bool>* abort,
+                          const char* what) {
+  for (;;) {
+    if (abort && abort->load(std::memory_order_relaxed))
+      return setError(clbAborted, "aborted while waiting for %s", what);
+    int64_t left = deadlineMs - nowMs();
+    if (left <= 0) return setError(clbTimeout, "timed out waiting for %s", what);
+    struct pollfd p{fd, events, 0};
+    int rc = poll(&p, 1, (int)(left < 100 ? left : 100));
+    if (rc > 0) return clbSuccess;
+    if (rc < 0 && errno != EINTR) return setSysError(errno, "poll() waiting for %s failed", what);
+  }
+}
+
+clbResult_t connectTcp(const SockAddr& addr, int64_t deadlineMs, const std::atomic<bool>* abort,
+                       int* fd) {
+  int delayMs = 1;
+  for (;;) {
+    int s = socket(addr.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) return setSysError(errno, "socket() to connect to %s failed", addr.str().c_str());
+    int rc = connect(s, reinterpret_cast<const sockaddr*>(&addr.ss), addr.len);
+    int err = rc == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      std::string what = "connection to " + addr.str();
+      clbResult_t w = waitFd(s, POLLOUT, deadlineMs, abort, what.c_str());
+      if (w != clbSuccess) {
+        close(s);
+        return w;
+      }
+      socklen_t len = sizeof err;
+      getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+    if (err == 0) {
+      tune(s);
+      *fd = s;
+      return clbSuccess;
+    }
+    close(s);
+    if (err != ECONNREFUSED && err != ETIMEDOUT && err != EHOSTUNREACH && err != ENETUNREACH &&
+        err != ECONNRESET && err != EAGAIN)
+      return setSysError(err, "cannot connect to %s", addr.str().c_str());
+    if (abort && abort->load()) return setError(clbAborted, "aborted while connecting to %s", addr.str().c_str());
+    if (nowMs() + delayMs >= deadlineMs)
+      return setError(clbTimeout,
+                      "nobody accepted a connection at %s before the timeout (last error: %s); "
+                      "check that the root / peer is running and the address is reachable",
+                      addr.str().c_str(), strerror(err));
+    usleep(delayMs * 1000);
+    if (delayMs < 100) delayMs *= 2;
+  }
+}
+
+clbResult_t acceptTcp(int listenFd, int64_t deadlineMs, const std::atomic<bool>* abort, int* fd) {
+  for (;;) {
+    int s = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (s >= 0) {
+      tune(s);
+      *fd = s;
+      return clbSuccess;
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      return setSysError(errno, "accept() failed");
+    CLB_CHECK(waitFd(listenFd, POLLIN, deadlineMs, abort, "an incoming connection"));
+  }
+}
+
+clbResult_t sendAll(int fd, const void* buf, size_t bytes, int64_t deadlineMs,
+                    const std::atomic<bool>* abort, const char* what) {
+  const char* p = static_cast<const char*>(buf);
+  while (bytes > 0) {
+    ssize_t n = send(fd, p, bytes, MSG_NOSIGNAL);
+    if (n > 0) {
+      p += n;
+      bytes -= n;
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      CLB_CHECK(waitFd(fd, POLLOUT, deadlineMs, abort, what));
+      continue;
+    }
+    return setSysError(errno, "sending to %s failed (did the peer exit?)", what);
+  }
+  return clbSuccess;
+}
+
+clbResult_t recvAll(int fd, void* buf, size_t bytes, int64_t deadlineMs,
+                    const std::atomic<bool>* abort, const char* what) {
+  char* p = static_cast<char*>(buf);
+  while (bytes > 0) {
+    ssize_t n = recv(fd, p, bytes, 0);
+    if (n > 0) {
+      p += n;
+      bytes -= n;
+      continue;
+    }
+    if (n == 0) return setError(clbRemoteError, "%s closed the connection (did the peer exit or fail?)", what);
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      CLB_CHECK(waitFd(fd, POLLIN, deadlineMs, abort, what));
+      continue;
+    }
+    return setSysError(errno, "receiving from %s failed (did the peer exit?)", what);
+  }
+  return clbSuccess;
+}
+
+}  // namespace clb

@@ -1,0 +1,165 @@
+/*
+ * Colibri — collective communication for GPU inference servers.
+ * Public C ABI. Every function returns clbResult_t; on failure the calling thread's last-error
+ * message (clbGetLastError) says what failed, where, and what to do about it.
+ *
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+#ifndef COLIBRI_COLIBRI_H_
+#define COLIBRI_COLIBRI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define CLB_API __attribute__((visibility("default")))
+#else
+#define CLB_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CLB_VERSION_MAJOR 0
+#define CLB_VERSION_MINOR 1
+#define CLB_VERSION_PATCH 0
+/* Encoded as major * 10000 + minor * 100 + patch. */
+#define CLB_VERSION_CODE (CLB_VERSION_MAJOR * 10000 + CLB_VERSION_MINOR * 100 + CLB_VERSION_PATCH)
+
+/* Version of the bootstrap wire protocol; ranks speaking different versions refuse each other. */
+#define CLB_PROTOCOL_VERSION 1
+
+typedef enum {
+  clbSuccess = 0,
+  clbInvalidArgument = 1,   /* the caller passed something wrong; the message names it */
+  clbInvalidUsage = 2,      /* a call in the wrong state (after close, after an error) */
+  clbSystemError = 3,       /* an OS call failed; the message carries errno and the call */
+  clbInternalError = 4,     /* a Colibri bug: please report the message */
+  clbRemoteError = 5,       /* a peer failed, died, or disagreed (counts, collective) */
+  clbTimeout = 6,           /* a peer did not answer within the configured timeout */
+  clbAborted = 7,           /* clbCommAbort was called on this communicator or on a peer */
+  clbAuthError = 8,         /* wrong secret or protocol version at bootstrap */
+  clbUnsupported = 9,       /* the build or the machine lacks what was asked (GPU, RDMA...) */
+  clbOutOfMemory = 10,      /* an allocation failed or would exceed the configured cap */
+  clbNumResults = 11
+} clbResult_t;
+
+typedef enum {
+  clbInt8 = 0, clbUint8 = 1, clbInt32 = 2, clbUint32 = 3, clbInt64 = 4, clbUint64 = 5,
+  clbFloat16 = 6, clbBfloat16 = 7, clbFloat32 = 8, clbFloat64 = 9,
+  clbNumTypes = 10
+} clbDataType_t;
+
+typedef enum { clbSum = 0, clbProd = 1, clbMin = 2, clbMax = 3, clbAvg = 4, clbNumOps = 5 } clbRedOp_t;
+
+/* Transport between ranks. Auto: shm between ranks on one host, socket otherwise. */
+typedef enum { clbTransportAuto = 0, clbTransportShm = 1, clbTransportSocket = 2, clbNumTransports = 3 } clbTransport_t;
+
+/* Algorithm of a collective. Auto picks by size (direct for small messages inside a host). */
+typedef enum {
+  clbAlgoAuto = 0,
+  clbAlgoRing = 1,    /* ring reduce-scatter + all-gather, chunked and pipelined */
+  clbAlgoDirect = 2,  /* every rank reads its peers' inputs from shared memory, fixed order */
+  clbAlgoNone = 3,    /* nothing moved: one rank, or count 0 */
+  clbNumAlgos = 4
+} clbAlgorithm_t;
+
+typedef enum { clbLogOff = 0, clbLogError = 1, clbLogWarn = 2, clbLogInfo = 3, clbLogDebug = 4 } clbLogLevel_t;
+
+#define CLB_UNIQUE_ID_BYTES 128
+typedef struct { char internal[CLB_UNIQUE_ID_BYTES]; } clbUniqueId;
+
+/*
+ * Communicator options. Always start from clbConfigInit, which fills the documented defaults and
+ * applies COLIBRI_* environment variables; then change fields. `size` lets later versions grow
+ * the struct without breaking callers.
+ */
+typedef struct {
+  size_t size;                 /* sizeof(clbConfig_t), set by clbConfigInit */
+  int transport;               /* clbTransport_t                       COLIBRI_TRANSPORT */
+  int algorithm;               /* clbAlgorithm_t, forced for every call  COLIBRI_ALGORITHM */
+  int logLevel;                /* clbLogLevel_t                        COLIBRI_LOG_LEVEL */
+  int pipelineDepth;           /* chunks in flight per link (1..64)    COLIBRI_PIPELINE_DEPTH */
+  int64_t chunkBytes;          /* ring chunk size (4 KiB..64 MiB)      COLIBRI_CHUNK_BYTES */
+  int64_t directMaxBytes;      /* largest message on the direct path   COLIBRI_DIRECT_MAX_BYTES */
+  int64_t stagingCapBytes;     /* cap on staging memory per rank       COLIBRI_STAGING_CAP_BYTES */
+  int64_t timeoutMs;           /* a peer silent this long is an error  COLIBRI_TIMEOUT_MS */
+} clbConfig_t;
+
+#define CLB_DEFAULT_PIPELINE_DEPTH 4
+#define CLB_DEFAULT_CHUNK_BYTES (256 * 1024)
+#define CLB_DEFAULT_DIRECT_MAX_BYTES (64 * 1024)
+#define CLB_DEFAULT_STAGING_CAP_BYTES (64 * 1024 * 1024)
+#define CLB_DEFAULT_TIMEOUT_MS 60000
+
+typedef struct {
+  int64_t hostBytes;       /* host memory Colibri holds now (staging, control blocks) */
+  int64_t hostPeakBytes;   /* the most it ever held at once */
+  int64_t deviceBytes;     /* device memory Colibri holds now */
+  int64_t devicePeakBytes;
+} clbMemStats_t;
+
+typedef struct clbComm* clbComm_t;
+
+/* ---- errors and version ---- */
+CLB_API const char* clbGetErrorString(clbResult_t result);
+/* The calling thread's message for its last failed call ("" if none). Valid until its next call. */
+CLB_API const char* clbGetLastError(void);
+CLB_API clbResult_t clbGetVersion(int* version);
+
+/* ---- configuration ---- */
+CLB_API clbResult_t clbConfigInit(clbConfig_t* config);
+/* Parses a transport / algorithm name ("auto", "shm", "socket"; "ring", "direct"). */
+CLB_API clbResult_t clbTransportFromName(const char* name, int* transport);
+CLB_API clbResult_t clbAlgorithmFromName(const char* name, int* algorithm);
+CLB_API const char* clbAlgorithmName(int algorithm);
+CLB_API const char* clbTransportName(int transport);
+
+/* ---- unique id ----
+ * clbGetUniqueId starts, in the calling process, the bootstrap root that the ranks meet at. The id
+ * carries the root's address, a 128-bit random secret and the protocol version. */
+CLB_API clbResult_t clbGetUniqueId(clbUniqueId* id);
+/* Id for a root that rank 0 of clbCommInitRank will open at host:port (torchrun style). With a
+ * NULL or empty secret the secret is derived from host:port: that proves agreement, not secrecy. */
+CLB_API clbResult_t clbUniqueIdFromAddress(const char* host, int port, const char* secret, clbUniqueId* id);
+/* Human-readable summary (root address and version, never the secret). */
+CLB_API clbResult_t clbUniqueIdDescribe(const clbUniqueId* id, char* buf, size_t bufBytes);
+
+/* ---- communicator ---- */
+CLB_API clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, int nranks,
+                            const clbConfig_t* config);
+/* Frees everything the communicator holds. Safe after an error or an abort. */
+CLB_API clbResult_t clbCommDestroy(clbComm_t comm);
+/* Makes every blocked or later call on this communicator return clbAborted, tells peers, and may
+ * be called from any thread while another thread is inside a collective. Destroy still needed. */
+CLB_API clbResult_t clbCommAbort(clbComm_t comm);
+CLB_API clbResult_t clbCommRank(clbComm_t comm, int* rank);
+CLB_API clbResult_t clbCommCount(clbComm_t comm, int* nranks);
+CLB_API clbResult_t clbCommMemStats(clbComm_t comm, clbMemStats_t* stats);
+/* Gives back staging memory not in use. Local: peers need not call it at the same time. */
+CLB_API clbResult_t clbCommTrim(clbComm_t comm);
+/* Algorithm used by this rank's last collective on comm. */
+CLB_API clbResult_t clbCommLastAlgorithm(clbComm_t comm, int* algorithm);
+/* One line per fact: transport per link, algorithm thresholds, what was loaded. */
+CLB_API clbResult_t clbCommInfo(clbComm_t comm, char* buf, size_t bufBytes);
+
+/* ---- collectives ----
+ * Argument order follows NCCL. `stream` is ignored for host buffers (pass NULL). In-place: pass
+ * the same pointer for send and recv (for allGather: send = recv + rank * count; for
+ * reduceScatter: recv = send + rank * recvCount). */
+CLB_API clbResult_t clbAllReduce(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype,
+                         clbRedOp_t op, clbComm_t comm, void* stream);
+CLB_API clbResult_t clbAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                         clbDataType_t datatype, clbComm_t comm, void* stream);
+CLB_API clbResult_t clbReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                             clbDataType_t datatype, clbRedOp_t op, clbComm_t comm, void* stream);
+CLB_API clbResult_t clbBroadcast(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype,
+                         int root, clbComm_t comm, void* stream);
+
+CLB_API size_t clbTypeSize(clbDataType_t datatype);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* COLIBRI_COLIBRI_H_ */

@@ -1,0 +1,271 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+#include "transport/shm.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace clb {
+namespace {
+
+constexpr uint32_t kCtlMagic = 0x4c54434c;  // "LCTL"
+constexpr size_t kCtlBytes = 4096;
+constexpr size_t kAlign = 4096;
+
+size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+// Removes segments left behind by processes that died (kill -9 leaves /dev/shm names behind).
+void sweepStale() {
+  DIR* d = opendir("/dev/shm");
+  if (!d) return;
+  while (struct dirent* e = readdir(d)) {
+    int pid = 0;
+    if (sscanf(e->d_name, "clb-%d-", &pid) != 1 || pid <= 0) continue;
+    if (kill(pid, 0) != 0 && errno == ESRCH) {
+      std::string n = std::string("/") + e->d_name;
+      shm_unlink(n.c_str());
+    }
+  }
+  closedir(d);
+}
+
+clbResult_t mapSegment(const std::string& name, size_t bytes, bool create, char** out) {
+  int fd = shm_open(name.c_str(), create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
+  if (fd < 0)
+    return setSysError(errno, "shm_open(%s) failed (is /dev/shm mounted and large enough?)", name.c_str());
+  if (create && ftruncate(fd, (off_t)bytes) != 0) {
+    int e = errno;
+    close(fd);
+    shm_unlink(name.c_str());
+    return setSysError(e, "cannot size shared memory %s to %zu bytes (is /dev/shm full? docker: --shm-size)",
+                       name.c_str(), bytes);
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    if (create) shm_unlink(name.c_str());
+    return setSysError(e, "mmap of shared memory %s (%zu bytes) failed", name.c_str(), bytes);
+  }
+  *out = static_cast<char*>(p);
+  return clbSuccess;
+}
+
+}  // namespace
+
+std::string ShmWorld::segName(int rank, uint64_t gen, bool control) const {
+  char b[96];
+  // The creator's pid leads the name so that a later init can remove it if that process died.
+  int pid = comm_->boot.peers()[rank].pid;
+  if (control)
+    snprintf(b, sizeof b, "/clb-%d-%016" PRIx64 "-r%d-ctl", pid, comm_->boot.sessionNonce(), rank);
+  else
+    snprintf(b, sizeof b, "/clb-%d-%016" PRIx64 "-r%d-g%" PRIu64, pid, comm_->boot.sessionNonce(), rank, gen);
+  return b;
+}
+
+ShmWorld::~ShmWorld() {
+  unmapOwn();
+  for (auto& m : peers_)
+    if (m.base) munmap(m.base, m.bytes);
+  for (int r = 0; r < (int)ctls_.size(); r++)
+    if (ctls_[r]) {
+      if (r == comm_->rank) comm_->mem.addHost(-(int64_t)kCtlBytes);
+      munmap(ctls_[r], kCtlBytes);
+    }
+}
+
+clbResult_t ShmWorld::init() {
+  const int n = comm_->nranks, me = comm_->rank;
+  sweepStale();
+  ctls_.assign(n, nullptr);
+  peers_.assign(n, Mapping{});
+  char* p = nullptr;
+  std::string myName = segName(me, 0, true);
+  CLB_CHECK(mapSegment(myName, kCtlBytes, true, &p));
+  comm_->mem.addHost(kCtlBytes);
+  ctls_[me] = new (p) CtlBlock();
+  CtlBlock* c = ctls_[me];
+  c->magic = kCtlMagic;
+  c->rank = me;
+  c->pid = getpid();
+  clbResult_t rc = comm_->boot.barrier();  // every control block exists
+  for (int r = 0; rc == clbSuccess && r < n; r++) {
+    if (r == me) continue;
+    rc = mapSegment(segName(r, 0, true), kCtlBytes, false, &p);
+    if (rc == clbSuccess) ctls_[r] = reinterpret_cast<CtlBlock*>(p);
+  }
+  if (rc == clbSuccess) rc = comm_->boot.barrier();  // every control block is mapped by everyone
+  shm_unlink(myName.c_str());
+  CLB_CHECK(rc);
+  for (int r = 0; r < n; r++)
+    if (ctls_[r]->magic != kCtlMagic || ctls_[r]->rank != r)
+      return setError(clbInternalError, "control block of rank %d is corrupt", r);
+  return clbSuccess;
+}
+
+void ShmWorld::setState(RankState s, const char* reason) {
+  if (ctls_.empty() || !self()) return;
+  CtlBlock* c = self();
+  if (reason) {
+    strncpy(c->reason, reason, sizeof c->reason - 1);
+    c->reason[sizeof c->reason - 1] = 0;
+  }
+  c->state.store(s, std::memory_order_seq_cst);
+}
+
+void ShmWorld::unmapOwn() {
+  if (!own_.base) return;
+  munmap(own_.base, own_.bytes);
+  shm_unlink(segName(comm_->rank, own_.gen, false).c_str());
+  comm_->mem.addHost(-(int64_t)own_.bytes);
+  own_ = Mapping{};
+}
+
+clbResult_t ShmWorld::waitDrained() {
+  CtlBlock* me = self();
+  const int n = comm_->nranks;
+  const uint64_t head = me->fifoHead.v.load();
+  if (n > 1) {
+    CtlBlock* nx = ctl((comm_->rank + 1) % n);
+    CLB_CHECK(waitUntil(comm_, [&] { return nx->fifoTail.v.load(std::memory_order_acquire) >= head; },
+                        &nx->fifoTail.v, &nx->waiters, "the next rank to consume this rank's ring messages",
+                        (comm_->rank + 1) % n));
+  }
+  for (int r = 0; r < n; r++) {
+    if (r == comm_->rank || lastDirectSeq == 0) continue;
+    CtlBlock* pr = ctl(r);
+    CLB_CHECK(waitUntil(comm_, [&] { return pr->directDone.v.load(std::memory_order_acquire) >= lastDirectSeq; },
+                        &pr->directDone.v, &pr->waiters, "a peer to finish reading this rank's scratch", r));
+  }
+  return clbSuccess;
+}
+
+clbResult_t ShmWorld::ensure(size_t slotBytes, size_t slots, size_t scratchBytes) {
+  SegDesc& d = self()->seg;
+  if (own_.base && d.slotBytes >= slotBytes && d.slots >= slots && d.scratchBytes >= scratchBytes)
+    return clbSuccess;
+  size_t newSlot = own_.base ? std::max<size_t>(d.slotBytes, slotBytes) : slotBytes;
+  size_t newSlots = own_.base ? std::max<size_t>(d.slots, slots) : slots;
+  size_t newScratch = own_.base ? std::max<size_t>(d.scratchBytes, scratchBytes) : scratchBytes;
+  if (newSlot) newSlot = roundUp(newSlot, 64);
+  size_t fifoBytes = newSlot ? newSlots * (sizeof(SlotHeader) + newSlot) : 0;
+  size_t total = roundUp(fifoBytes, kAlign) + roundUp(newScratch, kAlign);
+  if ((int64_t)total > comm_->cfg.stagingCapBytes)
+    return setError(clbOutOfMemory,
+                    "staging of %zu bytes needed, above the cap of %lld bytes: raise stagingCapBytes "
+                    "(COLIBRI_STAGING_CAP_BYTES) or lower chunkBytes / pipelineDepth / directMaxBytes",
+                    total, (long long)comm_->cfg.stagingCapBytes);
+  CLB_CHECK(waitDrained());
+  uint64_t gen = ++lastGen_;  // never reused: peers cache mappings by generation
+  unmapOwn();
+  char* base = nullptr;
+  CLB_CHECK(mapSegment(segName(comm_->rank, gen, false), total, true, &base));
+  own_ = Mapping{gen, base, total};
+  comm_->mem.addHost((int64_t)total);
+  d.bytes = total;
+  d.fifoOffset = 0;
+  d.slotBytes = newSlot;
+  d.slots = newSlot ? newSlots : 0;
+  d.scratchOffset = roundUp(fifoBytes, kAlign);
+  d.scratchBytes = newScratch;
+  d.gen.store(gen, std::memory_order_release);
+  CLB_DEBUG("rank %d: shm segment gen %llu: %zu bytes (fifo %zu x %zu, scratch %zu)", comm_->rank,
+            (unsigned long long)gen, total, (size_t)d.slots, newSlot, newScratch);
+  return clbSuccess;
+}
+
+clbResult_t ShmWorld::peerBase(int r, char** base) {
+  const SegDesc& d = ctl(r)->seg;
+  uint64_t gen = d.gen.load(std::memory_order_acquire);
+  Mapping& m = peers_[r];
+  if (m.gen != gen) {
+    if (m.base) munmap(m.base, m.bytes);
+    m = Mapping{};
+    if (gen == 0) return setError(clbInternalError, "rank %d has no data segment", r);
+    char* p = nullptr;
+    CLB_CHECK(mapSegment(segName(r, gen, false), d.bytes, false, &p));
+    m = Mapping{gen, p, (size_t)d.bytes};
+  }
+  *base = m.base;
+  return clbSuccess;
+}
+
+clbResult_t ShmWorld::trim() {
+  if (own_.base) {
+    CLB_CHECK(waitDrained());
+    unmapOwn();
+    self()->seg.gen.store(0, std::memory_order_release);
+  }
+  for (auto& m : peers_) {
+    if (m.base) munmap(m.base, m.bytes);
+    m = Mapping{};
+  }
+  return clbSuccess;
+}
+
+// ---- ring channel over shared memory ----
+
+ShmRingChannel::ShmRingChannel(clbComm* comm, ShmWorld* world)
+    : comm_(comm), world_(world), next_((comm->rank + 1) % comm->nranks),
+      prev_((comm->rank + comm->nranks - 1) % comm->nranks) {}
+
+char* ShmRingChannel::slot(char* base, const SegDesc& d, uint64_t index) const {
+  return base + d.fifoOffset + (index % d.slots) * (sizeof(SlotHeader) + d.slotBytes);
+}
+
+clbResult_t ShmRingChannel::prepare(size_t maxBytes) {
+  int depth = comm_->cfg.pipelineDepth < 2 ? 2 : comm_->cfg.pipelineDepth;
+  return world_->ensure(maxBytes, (size_t)depth, 0);
+}
+
+clbResult_t ShmRingChannel::acquireSend(size_t bytes, void** buf) {
+  CtlBlock* nx = world_->ctl(next_);
+  const SegDesc& d = world_->self()->seg;
+  if (bytes > d.slotBytes) return setError(clbInternalError, "message of %zu bytes > slot %llu", bytes, (unsigned long long)d.slotBytes);
+  const uint64_t slots = d.slots;
+  CLB_CHECK(waitUntil(comm_, [&] { return head_ - nx->fifoTail.v.load(std::memory_order_acquire) < slots; },
+                      &nx->fifoTail.v, &nx->waiters, "the next rank to take a ring message", next_));
+  sendSlot_ = slot(world_->ownBase(), d, head_);
+  *buf = sendSlot_ + sizeof(SlotHeader);
+  return clbSuccess;
+}
+
+clbResult_t ShmRingChannel::postSend(const MsgTag& tag) {
+  reinterpret_cast<SlotHeader*>(sendSlot_)->tag = tag;
+  head_++;
+  CtlBlock* me = world_->self();
+  storeAndWake(&me->fifoHead.v, head_, &me->waiters);
+  return clbSuccess;
+}
+
+clbResult_t ShmRingChannel::waitRecv(const MsgTag& expect, const void** buf) {
+  CtlBlock* pv = world_->ctl(prev_);
+  CLB_CHECK(waitUntil(comm_, [&] { return pv->fifoHead.v.load(std::memory_order_acquire) > tail_; },
+                      &pv->fifoHead.v, &pv->waiters, "a ring message from the previous rank", prev_));
+  char* base = nullptr;
+  CLB_CHECK(world_->peerBase(prev_, &base));
+  char* s = slot(base, pv->seg, tail_);
+  const MsgTag& got = reinterpret_cast<SlotHeader*>(s)->tag;
+  CLB_CHECK(checkTag(got, expect, prev_, comm_->rank));
+  *buf = s + sizeof(SlotHeader);
+  return clbSuccess;
+}
+
+clbResult_t ShmRingChannel::releaseRecv() {
+  tail_++;
+  CtlBlock* me = world_->self();
+  storeAndWake(&me->fifoTail.v, tail_, &me->waiters);
+  return clbSuccess;
+}
+
+}  // namespace clb

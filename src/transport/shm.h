@@ -1,0 +1,111 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Shared memory between ranks on one host (processes or threads). Each rank owns:
+//  * a control block (4 KiB, created at init): counters, its state, the layout of its data segment;
+//  * a data segment (created on first need, grown on demand, given back by trim) holding its
+//    outgoing ring FIFO and its "direct" scratch area.
+// Data a rank sends lives in memory the sender owns, so a rank can trim or grow its segment
+// without losing anything a peer has not read yet (it first waits until peers have consumed it).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/comm.h"
+#include "transport/channel.h"
+
+namespace clb {
+
+struct alignas(64) SegDesc {
+  std::atomic<uint64_t> gen;  // 0: no segment
+  uint64_t bytes, fifoOffset, slotBytes, slots, scratchOffset, scratchBytes;
+};
+
+struct alignas(64) Counter {
+  std::atomic<uint64_t> v;
+};
+
+enum RankState : uint32_t { kRunning = 0, kFailed = 1, kAborted = 2, kClosed = 3 };
+
+struct CtlBlock {
+  uint32_t magic;
+  int32_t rank;
+  int32_t pid;
+  std::atomic<uint32_t> state;
+  std::atomic<uint32_t> waiters;  // threads sleeping on a counter of this block
+  char reason[236];
+  SegDesc seg;
+  Counter fifoHead;      // messages this rank posted into its FIFO (consumed by next)
+  Counter fifoTail;      // messages this rank consumed from prev's FIFO
+  Counter directPosted;  // seq of the collective whose input is in this rank's scratch
+  OpDesc directDesc;
+  Counter directDone;    // seq of the last direct collective this rank finished reading
+  Counter opSeq;         // seq of the collective this rank is in (diagnostics)
+  OpDesc opDesc;
+};
+static_assert(sizeof(CtlBlock) <= 4096, "control block must fit a page");
+
+struct SlotHeader {
+  MsgTag tag;
+  char pad[64 - sizeof(MsgTag) % 64];
+};
+
+class ShmWorld {
+ public:
+  explicit ShmWorld(clbComm* comm) : comm_(comm) {}
+  ~ShmWorld();
+  clbResult_t init();
+  CtlBlock* ctl(int r) { return ctls_[r]; }
+  CtlBlock* self() { return ctls_[comm_->rank]; }
+
+  // Makes this rank's data segment hold a FIFO of `slots` x `slotBytes` and `scratchBytes` of
+  // scratch (at least; it only grows). Waits until peers are done with the current segment first.
+  clbResult_t ensure(size_t slotBytes, size_t slots, size_t scratchBytes);
+  char* ownBase() { return own_.base; }
+  // The current data segment of peer r (mapped on first use, remapped when the peer regrew it).
+  clbResult_t peerBase(int r, char** base);
+  // Waits until the next rank consumed every FIFO message and peers finished with the scratch.
+  clbResult_t waitDrained();
+  clbResult_t trim();
+  void setState(RankState s, const char* reason);
+  uint64_t lastDirectSeq = 0;  // seq of this rank's last direct collective that used its scratch
+
+ private:
+  struct Mapping {
+    uint64_t gen = 0;
+    char* base = nullptr;
+    size_t bytes = 0;
+  };
+  std::string segName(int rank, uint64_t gen, bool control) const;
+  void unmapOwn();
+  clbComm* comm_;
+  std::vector<CtlBlock*> ctls_;
+  Mapping own_;
+  uint64_t lastGen_ = 0;
+  std::vector<Mapping> peers_;
+};
+
+class ShmRingChannel : public RingChannel {
+ public:
+  ShmRingChannel(clbComm* comm, ShmWorld* world);
+  const char* name() const override { return "shm"; }
+  clbResult_t prepare(size_t maxBytes) override;
+  clbResult_t acquireSend(size_t bytes, void** buf) override;
+  clbResult_t postSend(const MsgTag& tag) override;
+  clbResult_t waitRecv(const MsgTag& expect, const void** buf) override;
+  clbResult_t releaseRecv() override;
+  clbResult_t finish() override { return clbSuccess; }
+  clbResult_t trim() override { return world_->trim(); }
+
+ private:
+  char* slot(char* base, const SegDesc& d, uint64_t index) const;
+  clbComm* comm_;
+  ShmWorld* world_;
+  int next_, prev_;
+  uint64_t head_ = 0, tail_ = 0;
+  char* sendSlot_ = nullptr;
+};
+
+}  // namespace clb

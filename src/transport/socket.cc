@@ -1,0 +1,174 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+#include "transport/socket.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace clb {
+
+SocketRingChannel::SocketRingChannel(clbComm* comm, int sendFd, int recvFd)
+    : comm_(comm), sendFd_(sendFd), recvFd_(recvFd), next_((comm->rank + 1) % comm->nranks),
+      prev_((comm->rank + comm->nranks - 1) % comm->nranks) {}
+
+SocketRingChannel::~SocketRingChannel() { comm_->mem.addHost(-accounted_); }
+
+void SocketRingChannel::resize(std::vector<Slot>& slots, size_t capacity) {
+  slots.resize(slots_);
+  for (auto& s : slots) s.data.resize(sizeof(MsgTag) + capacity);  // keeps buffered contents
+}
+
+clbResult_t SocketRingChannel::prepare(size_t maxBytes) {
+  size_t depth = comm_->cfg.pipelineDepth < 2 ? 2 : comm_->cfg.pipelineDepth;
+  size_t cap = (maxBytes + 4095) / 4096 * 4096;
+  if (cap <= capacity_ && depth <= slots_ && !send_.empty()) return clbSuccess;
+  // Ring order means buffered messages sit at sequence-ordered slots: grow the count only when empty.
+  if (depth > slots_ && sendPosted_ == sendWritten_ && recvRead_ == recvConsumed_ && pendingHeaderDone_ == 0) {
+    std::vector<Slot> s2, r2;
+    send_.swap(s2);
+    recv_.swap(r2);
+    slots_ = depth;
+    sendPosted_ = sendWritten_ = recvRead_ = recvConsumed_ = 0;
+  }
+  capacity_ = std::max(capacity_, cap);
+  int64_t total = (int64_t)(2 * slots_ * (sizeof(MsgTag) + capacity_));
+  if (total > comm_->cfg.stagingCapBytes)
+    return setError(clbOutOfMemory,
+                    "socket staging of %lld bytes needed, above the cap of %lld bytes: raise "
+                    "stagingCapBytes (COLIBRI_STAGING_CAP_BYTES) or lower chunkBytes / pipelineDepth",
+                    (long long)total, (long long)comm_->cfg.stagingCapBytes);
+  resize(send_, capacity_);
+  resize(recv_, capacity_);
+  comm_->mem.addHost(total - accounted_);
+  accounted_ = total;
+  return clbSuccess;
+}
+
+clbResult_t SocketRingChannel::progress(bool wait, int64_t startMs, const char* what) {
+  if (wait) {
+    struct pollfd p[2] = {{sendFd_, (short)(sendPosted_ > sendWritten_ ? POLLOUT : 0), 0},
+                          {recvFd_, POLLIN, 0}};
+    int rc = poll(p, 2, 20);
+    if (rc < 0 && errno != EINTR) return setSysError(errno, "poll() on ring sockets failed");
+    CLB_CHECK(comm_->checkWait(startMs, what, -1));
+  }
+  // Write what is queued, in order.
+  while (sendWritten_ < sendPosted_) {
+    Slot& s = send_[sendWritten_ % slots_];
+    const MsgTag* tag = reinterpret_cast<const MsgTag*>(s.data.data());
+    size_t total = sizeof(MsgTag) + tag->bytes;
+    ssize_t n = send(sendFd_, s.data.data() + s.done, total - s.done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+      return setSysError(errno, "sending to rank %d failed (did it exit?)", next_);
+    }
+    s.done += n;
+    if (s.done < total) break;
+    s.done = 0;
+    sendWritten_++;
+  }
+  // Read eagerly while a slot is free.
+  while (recvClosedErrno_ == 0 && recvRead_ - recvConsumed_ < slots_) {
+    if (pendingHeaderDone_ < sizeof(MsgTag)) {
+      ssize_t n = recv(recvFd_, reinterpret_cast<char*>(&pendingHeader_) + pendingHeaderDone_,
+                       sizeof(MsgTag) - pendingHeaderDone_, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        recvClosedErrno_ = n == 0 ? -1 : errno;  // an error only if this rank still needs data
+        break;
+      }
+      if (n < 0) break;
+      pendingHeaderDone_ += n;
+      if (pendingHeaderDone_ < sizeof(MsgTag)) break;
+    }
+    if (pendingHeader_.bytes > capacity_) break;  // staging not grown yet: waitRecv checks the tag
+    Slot& s = recv_[recvRead_ % slots_];
+    if (s.done == 0) {
+      memcpy(s.data.data(), &pendingHeader_, sizeof(MsgTag));
+      s.done = sizeof(MsgTag);
+    }
+    size_t total = sizeof(MsgTag) + pendingHeader_.bytes;
+    if (s.done < total) {
+      ssize_t n = recv(recvFd_, s.data.data() + s.done, total - s.done, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        recvClosedErrno_ = n == 0 ? -1 : errno;
+        break;
+      }
+      if (n < 0) break;
+      s.done += n;
+      if (s.done < total) break;
+    }
+    s.done = 0;
+    pendingHeaderDone_ = 0;
+    recvRead_++;
+  }
+  return clbSuccess;
+}
+
+clbResult_t SocketRingChannel::acquireSend(size_t bytes, void** buf) {
+  if (bytes > capacity_) return setError(clbInternalError, "message of %zu bytes > socket slot %zu", bytes, capacity_);
+  int64_t start = nowMs();
+  CLB_CHECK(progress(false, start, "sending to the next rank"));
+  while (sendPosted_ - sendWritten_ >= slots_)
+    CLB_CHECK(progress(true, start, "the next rank to take a ring message"));
+  *buf = send_[sendPosted_ % slots_].data.data() + sizeof(MsgTag);
+  return clbSuccess;
+}
+
+clbResult_t SocketRingChannel::postSend(const MsgTag& tag) {
+  Slot& s = send_[sendPosted_ % slots_];
+  memcpy(s.data.data(), &tag, sizeof tag);
+  s.done = 0;
+  sendPosted_++;
+  return progress(false, nowMs(), "sending to the next rank");
+}
+
+clbResult_t SocketRingChannel::waitRecv(const MsgTag& expect, const void** buf) {
+  int64_t start = nowMs();
+  CLB_CHECK(progress(false, start, "a ring message from the previous rank"));
+  while (recvRead_ == recvConsumed_) {
+    if (pendingHeaderDone_ == sizeof(MsgTag) && pendingHeader_.bytes > capacity_)
+      return checkTag(pendingHeader_, expect, prev_, comm_->rank);  // fails: sizes differ
+    if (recvClosedErrno_ == -1)
+      return setError(clbRemoteError, "rank %d closed the connection while rank %d waited for its data (did it exit or fail?)",
+                      prev_, comm_->rank);
+    if (recvClosedErrno_ > 0)
+      return setSysError(recvClosedErrno_, "receiving from rank %d failed (did it exit?)", prev_);
+    CLB_CHECK(progress(true, start, "a ring message from the previous rank"));
+  }
+  const char* d = recv_[recvConsumed_ % slots_].data.data();
+  CLB_CHECK(checkTag(*reinterpret_cast<const MsgTag*>(d), expect, prev_, comm_->rank));
+  *buf = d + sizeof(MsgTag);
+  return clbSuccess;
+}
+
+clbResult_t SocketRingChannel::releaseRecv() {
+  recvConsumed_++;
+  return clbSuccess;
+}
+
+clbResult_t SocketRingChannel::finish() {
+  int64_t start = nowMs();
+  CLB_CHECK(progress(false, start, "sending to the next rank"));
+  while (sendWritten_ < sendPosted_) CLB_CHECK(progress(true, start, "the next rank to take ring messages"));
+  return clbSuccess;
+}
+
+clbResult_t SocketRingChannel::trim() {
+  CLB_CHECK(finish());
+  if (recvRead_ != recvConsumed_ || pendingHeaderDone_ != 0) return clbSuccess;  // messages buffered
+  send_.clear();
+  send_.shrink_to_fit();
+  recv_.clear();
+  recv_.shrink_to_fit();
+  capacity_ = 0;
+  sendPosted_ = sendWritten_ = recvRead_ = recvConsumed_ = 0;
+  comm_->mem.addHost(-accounted_);
+  accounted_ = 0;
+  return clbSuccess;
+}
+
+}  // namespace clb

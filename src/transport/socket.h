@@ -1,0 +1,48 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Ring channel over the bootstrap's TCP ring connections: the universal fallback (any hosts).
+// Sends are copied into staging slots and written without blocking; receives are read eagerly
+// into staging slots, so a rank never blocks in send while its peer blocks in send.
+#pragma once
+
+#include <vector>
+
+#include "transport/channel.h"
+
+namespace clb {
+
+class SocketRingChannel : public RingChannel {
+ public:
+  SocketRingChannel(clbComm* comm, int sendFd, int recvFd);
+  ~SocketRingChannel() override;
+  const char* name() const override { return "socket"; }
+  clbResult_t prepare(size_t maxBytes) override;
+  clbResult_t acquireSend(size_t bytes, void** buf) override;
+  clbResult_t postSend(const MsgTag& tag) override;
+  clbResult_t waitRecv(const MsgTag& expect, const void** buf) override;
+  clbResult_t releaseRecv() override;
+  clbResult_t finish() override;
+  clbResult_t trim() override;
+
+ private:
+  struct Slot {
+    std::vector<char> data;  // MsgTag header + payload
+    size_t done = 0;         // bytes written (send) or read (recv)
+  };
+  // One round of non-blocking I/O; `wait` = poll up to a short time for readiness first.
+  clbResult_t progress(bool wait, int64_t startMs, const char* what);
+  void resize(std::vector<Slot>& slots, size_t capacity);
+  size_t depth() const { return slots_; }
+  clbComm* comm_;
+  int sendFd_, recvFd_, next_, prev_;
+  size_t slots_ = 2, capacity_ = 0;  // payload bytes per slot
+  std::vector<Slot> send_, recv_;
+  uint64_t sendPosted_ = 0, sendWritten_ = 0;  // messages
+  uint64_t recvRead_ = 0, recvConsumed_ = 0;   // messages fully read / consumed
+  MsgTag pendingHeader_{};
+  size_t pendingHeaderDone_ = 0;
+  int64_t accounted_ = 0;
+  int recvClosedErrno_ = 0;  // -1: peer closed; >0: errno of a failed read
+};
+
+}  // namespace clb
