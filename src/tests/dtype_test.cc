@@ -621,6 +621,38 @@ TEST(DtypeSemantics, IntegerAvgTruncatesTowardZero) {
   EXPECT_EQ(pair1<int32_t>(-7, 1, clbInt32, clbAvg), -6);
 }
 
+// avg divides many values by many rank counts, extremes included, for every integer type (the
+// division of 8- and 32-bit types goes through double in the implementation).
+TEST(DtypeSemantics, IntegerAvgManyDivisors) {
+  std::mt19937_64 rng(77);
+  std::vector<int> divisors;
+  for (int d = 1; d <= 130; ++d) divisors.push_back(d);
+  for (int d : {255, 256, 257, 1000, 4096, 65535, 65536, 1000003, (1 << 30) + 1, INT32_MAX}) {
+    divisors.push_back(d);
+  }
+  for (int t = clbInt8; t <= clbUint64; ++t) {
+    const clbDataType_t type = static_cast<clbDataType_t>(t);
+    const size_t n = 600;
+    std::vector<uint8_t> in = randomInput(type, n, rng);
+    const int bits = static_cast<int>(elemSize(type)) * 8;
+    const uint64_t top = uint64_t{1} << (bits - 1);
+    // Extremes and their neighbours, and values just around multiples of small divisors.
+    const uint64_t special[] = {0, 1, top - 1, top, top + 1, truncBits(type, ~uint64_t{0}),
+                                truncBits(type, ~uint64_t{0} - 1), 6, 7, 8, truncBits(type, -6),
+                                truncBits(type, -7), truncBits(type, -8)};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; ++i) rawSet(type, in, i, special[i]);
+    for (int d : divisors) {
+      std::vector<uint8_t> out(in.size());
+      const void* srcs[1] = {in.data()};
+      clb::reduceMany(out.data(), srcs, 1, n, type, clbAvg, d);
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(rawGet(type, out, i), refIntAvg(type, rawGet(type, in, i), d))
+            << clb::typeName(t) << " value " << rawGet(type, in, i) << " / " << d;
+      }
+    }
+  }
+}
+
 TEST(DtypeSemantics, FloatAvg) {
   EXPECT_EQ(final1<float>(1.0f, 0.0f, clbFloat32, clbAvg, 3), 1.0f / 3.0f);
   EXPECT_EQ(final1<double>(1.0, 0.0, clbFloat64, clbAvg, 3), 1.0 / 3.0);

@@ -1,0 +1,150 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Bootstrap messages: ids round-trip, wrong secrets and versions are refused with a message that
+// names both sides, ranks that disagree on nranks are refused, and nobody hangs.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "colibri/colibri.h"
+#include "core/bootstrap.h"
+
+namespace {
+
+clbConfig_t quickConfig(int64_t timeoutMs) {
+  clbConfig_t c;
+  clbConfigInit(&c);
+  c.timeoutMs = timeoutMs;
+  return c;
+}
+
+TEST(UniqueId, CarriesMagicVersionAddressAndFreshSecret) {
+  clbUniqueId a, b;
+  ASSERT_EQ(clbGetUniqueId(&a), clbSuccess) << clbGetLastError();
+  ASSERT_EQ(clbGetUniqueId(&b), clbSuccess) << clbGetLastError();
+  clb::IdData da, db;
+  ASSERT_EQ(clb::decodeId(&a, &da), clbSuccess);
+  ASSERT_EQ(clb::decodeId(&b, &db), clbSuccess);
+  EXPECT_EQ(da.protocol, (uint32_t)CLB_PROTOCOL_VERSION);
+  EXPECT_NE(da.port, 0);
+  EXPECT_NE(memcmp(da.secret, db.secret, sizeof da.secret), 0) << "every id has its own secret";
+  char desc[256];
+  ASSERT_EQ(clbUniqueIdDescribe(&a, desc, sizeof desc), clbSuccess);
+  EXPECT_NE(std::string(desc).find("secret-fingerprint"), std::string::npos);
+}
+
+TEST(UniqueId, GarbageIsRejectedWithAHint) {
+  clbUniqueId junk;
+  memset(&junk, 0x5a, sizeof junk);
+  clbComm_t comm;
+  clbConfig_t cfg = quickConfig(1000);
+  EXPECT_EQ(clbCommInitRank(&comm, &junk, 0, 1, &cfg), clbInvalidArgument);
+  EXPECT_NE(std::string(clbGetLastError()).find("not a Colibri unique id"), std::string::npos) << clbGetLastError();
+}
+
+TEST(Bootstrap, WrongSecretIsRefusedNamingBothFingerprints) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  clbUniqueId wrong = id;
+  reinterpret_cast<clb::IdData*>(&wrong)->secret[3] ^= 0x40;
+  clbComm_t comm = nullptr;
+  clbConfig_t cfg = quickConfig(5000);
+  EXPECT_EQ(clbCommInitRank(&comm, &wrong, 0, 1, &cfg), clbAuthError);
+  std::string msg = clbGetLastError();
+  char fp[16];
+  snprintf(fp, sizeof fp, "%08x", clb::secretFingerprint(reinterpret_cast<clb::IdData*>(&id)->secret));
+  EXPECT_NE(msg.find("wrong secret"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(fp), std::string::npos) << "names the root's fingerprint: " << msg;
+  // The root keeps serving: the right id still works afterwards.
+  ASSERT_EQ(clbCommInitRank(&comm, &id, 0, 1, &cfg), clbSuccess) << clbGetLastError();
+  clbCommDestroy(comm);
+}
+
+TEST(Bootstrap, OtherProtocolVersionIsRefusedNamingBoth) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  reinterpret_cast<clb::IdData*>(&id)->protocol = CLB_PROTOCOL_VERSION + 1;
+  clbComm_t comm = nullptr;
+  clbConfig_t cfg = quickConfig(2000);
+  EXPECT_EQ(clbCommInitRank(&comm, &id, 0, 1, &cfg), clbAuthError);
+  std::string msg = clbGetLastError();
+  EXPECT_NE(msg.find("protocol " + std::to_string(CLB_PROTOCOL_VERSION + 1)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("protocol " + std::to_string(CLB_PROTOCOL_VERSION)), std::string::npos) << msg;
+}
+
+TEST(Bootstrap, DisagreeingNranksIsRefused) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  clbResult_t rc0 = clbSuccess, rc1 = clbSuccess;
+  std::string m1;
+  std::thread t0([&] {
+    clbComm_t c = nullptr;
+    clbConfig_t cfg = quickConfig(1500);
+    rc0 = clbCommInitRank(&c, &id, 0, 2, &cfg);
+    if (c) clbCommDestroy(c);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::thread t1([&] {
+    clbComm_t c = nullptr;
+    clbConfig_t cfg = quickConfig(1500);
+    rc1 = clbCommInitRank(&c, &id, 1, 3, &cfg);
+    m1 = clbGetLastError();
+    if (c) clbCommDestroy(c);
+  });
+  t0.join();
+  t1.join();
+  EXPECT_EQ(rc1, clbInvalidArgument);
+  EXPECT_NE(m1.find("nranks=3"), std::string::npos) << m1;
+  EXPECT_EQ(rc0, clbTimeout) << "rank 0 waits for a second rank that never comes, then times out";
+}
+
+TEST(Bootstrap, TorchrunStyleRootAtRankZero) {
+  // Find a free port by binding and releasing one.
+  clb::SockAddr any, bound;
+  ASSERT_EQ(clb::resolveHost("127.0.0.1", 0, &any), clbSuccess);
+  int fd = -1;
+  ASSERT_EQ(clb::listenTcp(any, &fd, &bound), clbSuccess);
+  int port = bound.port();
+  clb::closeFd(&fd);
+  std::vector<std::thread> ts;
+  std::vector<clbResult_t> rc(3, clbInternalError);
+  for (int r = 0; r < 3; r++)
+    ts.emplace_back([&, r] {
+      clbUniqueId id;
+      clbUniqueIdFromAddress("127.0.0.1", port, "s3cret", &id);
+      clbConfig_t cfg = quickConfig(10000);
+      clbComm_t c = nullptr;
+      rc[r] = clbCommInitRank(&c, &id, r, 3, &cfg);
+      if (rc[r] == clbSuccess) {
+        int v = r + 1, out = 0;
+        rc[r] = clbAllReduce(&v, &out, 1, clbInt32, clbSum, c, nullptr);
+        if (rc[r] == clbSuccess && out != 6) rc[r] = clbInternalError;
+        clbCommDestroy(c);
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < 3; r++) EXPECT_EQ(rc[r], clbSuccess) << "rank " << r;
+}
+
+TEST(Bootstrap, DirectAlgorithmOverSocketIsRefusedAtInit) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  std::vector<std::thread> ts;
+  std::vector<std::string> msg(2);
+  for (int r = 0; r < 2; r++)
+    ts.emplace_back([&, r] {
+      clbConfig_t cfg = quickConfig(5000);
+      cfg.transport = clbTransportSocket;
+      cfg.algorithm = clbAlgoDirect;
+      clbComm_t c = nullptr;
+      if (clbCommInitRank(&c, &id, r, 2, &cfg) != clbSuccess) msg[r] = clbGetLastError();
+      if (c) clbCommDestroy(c);
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < 2; r++) EXPECT_NE(msg[r].find("direct needs the shm transport"), std::string::npos) << msg[r];
+}
+
+}  // namespace
