@@ -56,9 +56,11 @@ inline uint16_t halfFromFloat(float f) {
   const uint32_t normal = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;
 
   // Subnormal half (|f| < 2^-14): the result is |f| / 2^-24 rounded to an integer. Adding 0.5f
-  // (whose ulp is 2^-24) makes the FPU do exactly that rounding, ties to even; the integer then
-  // sits in the low mantissa bits. Rounding up to 1024 gives 0x400, the smallest normal, which is
-  // right. Float subnormal inputs round to 0 either way, so flush-to-zero modes do not matter.
+  // (whose ulp is 2^-24) makes the FPU do exactly that rounding, ties to even in the default
+  // rounding mode (which the library assumes throughout); the integer then sits in the low
+  // mantissa bits. Rounding up to 1024 gives 0x400, the smallest normal, which is right. Float
+  // subnormal inputs round to 0 either way, so flush-to-zero/denormals-are-zero modes do not
+  // matter.
   const uint32_t subnormal = bitsOf(floatOf(a) + 0.5f) - 0x3f000000u;
 
   uint32_t h = select(maskIf(a < 0x38800000u), subnormal, normal);
@@ -78,7 +80,8 @@ inline float floatFromHalf(uint16_t hv) {
   // Normal: shift into place and rebias the exponent (15 -> 127).
   uint32_t u = ((h & 0x7fffu) << 13) + 0x38000000u;
   // Subnormal or zero: mant * 2^-24, exact in float (and always a normal float or zero).
-  const uint32_t sub = bitsOf(static_cast<float>(static_cast<int32_t>(mant)) * 5.9604644775390625e-8f);
+  const float subValue = static_cast<float>(static_cast<int32_t>(mant)) * 0x1p-24f;
+  const uint32_t sub = bitsOf(subValue);
   u = select(maskIf(exp == 0), sub, u);
   // Infinity / NaN: all-ones exponent, payload kept, NaN made quiet.
   const uint32_t special = 0x7f800000u | (mant << 13) | (maskIf(mant != 0) & 0x00400000u);
@@ -129,7 +132,8 @@ struct Bf16 {
 // ---------------------------------------------------------------------------------------------
 // Arithmetic on an accumulation type. Integers wrap: the operation runs in an unsigned type at
 // least as wide as int (so that neither signed overflow nor promotion of narrow unsigned types to
-// int can be undefined), and the result is converted back modulo 2^width.
+// int can be undefined), and the result is converted back modulo 2^width (defined in C++20 and
+// by g++/clang before it).
 
 template <typename T>
 using WrapType =
@@ -153,21 +157,23 @@ inline A mul(A a, A b) {
   }
 }
 
-// avg's final step. Integers: C division, truncating toward zero (signed for signed types).
-// Floats: one division in the accumulation type (not a multiply by 1/nranks, which would round
-// twice).
-// The divisor is an int for types narrower than int (which promote to int anyway), so that a
-// large nranks is not truncated to the element type.
+// avg's final step: sum / nranks, once.
+//  * Floats: one division in the accumulation type (not a multiply by 1/nranks, which would round
+//    twice).
+//  * Integers up to 32 bits: C division, truncating toward zero, computed as a double division
+//    then a truncating conversion, because SIMD has no integer division and this vectorizes. It is
+//    exact: |sum| < 2^32 and 1 <= nranks < 2^31, so if q = sum/nranks is not an integer it lies
+//    at least 1/nranks from the nearest integer, while the rounding error of the double quotient
+//    is at most |q| * 2^-53 <= 2^-21 / nranks; truncating the double gives trunc(q).
+//  * 64-bit integers: plain C division (signed for int64).
 template <typename A>
-using DivType = std::conditional_t<(std::is_integral_v<A> && sizeof(A) < sizeof(int)), int, A>;
+using DivType = std::conditional_t<(std::is_integral_v<A> && sizeof(A) <= 4), double, A>;
 
 template <typename A>
 inline A divide(A sum, DivType<A> nranks) {
-  return static_cast<A>(sum / nranks);
+  return static_cast<A>(static_cast<DivType<A>>(sum) / nranks);
 }
 
-// min/max. For floats a NaN in either input wins: `a != a` is true only for NaN, and when b is
-// NaN the comparison is false so b is taken. On ties (including -0 vs +0) b is returned.
 struct OpSum {
   template <typename A>
   static A apply(A a, A b) { return add(a, b); }
@@ -176,6 +182,8 @@ struct OpProd {
   template <typename A>
   static A apply(A a, A b) { return mul(a, b); }
 };
+// min/max. For floats a NaN in either input wins: `a != a` is true only for NaN, and when b is
+// NaN the comparison is false so b is taken. On ties (including -0 vs +0) b is returned.
 struct OpMin {
   template <typename A>
   static A apply(A a, A b) {
@@ -209,7 +217,9 @@ void pairKernel(void* dstv, const void* av, const void* bv, size_t n, int nranks
   const S* b = static_cast<const S*>(bv);
   if constexpr (kAvg) {
     const DivType<A> div = static_cast<DivType<A>>(nranks);
-    for (size_t i = 0; i < n; ++i) dst[i] = C::store(divide(Op::apply(C::load(a[i]), C::load(b[i])), div));
+    for (size_t i = 0; i < n; ++i) {
+      dst[i] = C::store(divide(Op::apply(C::load(a[i]), C::load(b[i])), div));
+    }
   } else {
     for (size_t i = 0; i < n; ++i) dst[i] = C::store(Op::apply(C::load(a[i]), C::load(b[i])));
   }
@@ -324,8 +334,9 @@ inline bool dispatchable(clbDataType_t type, clbRedOp_t op) {
 
 inline int safeRanks(int nranks) { return nranks < 1 ? 1 : nranks; }
 
-const char* const kTypeNames[clbNumTypes] = {"int8",    "uint8",    "int32",   "uint32",  "int64",
-                                             "uint64",  "float16",  "bfloat16", "float32", "float64"};
+const char* const kTypeNames[clbNumTypes] = {"int8",   "uint8",   "int32",    "uint32",
+                                             "int64",  "uint64",  "float16",  "bfloat16",
+                                             "float32", "float64"};
 const char* const kOpNames[clbNumOps] = {"sum", "prod", "min", "max", "avg"};
 
 }  // namespace
@@ -338,10 +349,13 @@ float bfloat16ToFloat(uint16_t b) { return floatFromBf16(b); }
 bool validType(int datatype) { return datatype >= 0 && datatype < clbNumTypes; }
 bool validOp(int op) { return op >= 0 && op < clbNumOps; }
 
-const char* typeName(int datatype) { return validType(datatype) ? kTypeNames[datatype] : "unknown"; }
+const char* typeName(int datatype) {
+  return validType(datatype) ? kTypeNames[datatype] : "unknown";
+}
 const char* opName(int op) { return validOp(op) ? kOpNames[op] : "unknown"; }
 
-void reducePair(void* dst, const void* a, const void* b, size_t n, clbDataType_t type, clbRedOp_t op) {
+void reducePair(void* dst, const void* a, const void* b, size_t n, clbDataType_t type,
+                clbRedOp_t op) {
   if (!dispatchable(type, op)) return;
   kKernels[type].pair[op](dst, a, b, n, 1);
 }

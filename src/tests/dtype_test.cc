@@ -87,7 +87,8 @@ uint16_t refEncode(Format fmt, double x) {
   }
   const int biased = e + fmt.bias;
   if (biased >= fmt.expMax()) return sign | fmt.infBits();
-  return sign | static_cast<uint16_t>((biased << fmt.mantBits) | (static_cast<int>(q) - (1 << fmt.mantBits)));
+  const int mant = static_cast<int>(q) - (1 << fmt.mantBits);
+  return sign | static_cast<uint16_t>((biased << fmt.mantBits) | mant);
 }
 
 uint16_t refHalf(double x) { return refEncode(kHalf, x); }
@@ -103,8 +104,10 @@ void checkEncode(float f) {
     EXPECT_EQ(b & 0x8000, (bitsOf(f) >> 16) & 0x8000);
     return;
   }
-  ASSERT_EQ(h, refHalf(f)) << "float16 of " << std::hexfloat << f << " bits " << std::hex << bitsOf(f);
-  ASSERT_EQ(b, refBf16(f)) << "bfloat16 of " << std::hexfloat << f << " bits " << std::hex << bitsOf(f);
+  ASSERT_EQ(h, refHalf(f)) << "float16 of " << std::hexfloat << f << ", bits " << std::hex
+                           << bitsOf(f);
+  ASSERT_EQ(b, refBf16(f)) << "bfloat16 of " << std::hexfloat << f << ", bits " << std::hex
+                           << bitsOf(f);
 }
 
 // ---- Conversion tests ---------------------------------------------------------------------------
@@ -391,8 +394,9 @@ A refFloatOp(clbRedOp_t op, A a, A b) {
 // Element i of the reduction of `ins` left to right: accumulate, divide for avg when `final`,
 // round once.
 template <typename A>
-uint64_t refFloatReduce(clbDataType_t t, clbRedOp_t op, const std::vector<std::vector<uint8_t>>& ins,
-                        size_t i, bool final, int nranks) {
+uint64_t refFloatReduce(clbDataType_t t, clbRedOp_t op,
+                        const std::vector<std::vector<uint8_t>>& ins, size_t i, bool final,
+                        int nranks) {
   A acc = static_cast<A>(loadFloat(t, rawGet(t, ins[0], i)));
   for (size_t j = 1; j < ins.size(); ++j) {
     acc = refFloatOp<A>(op, acc, static_cast<A>(loadFloat(t, rawGet(t, ins[j], i))));
@@ -453,7 +457,7 @@ std::vector<uint8_t> randomInput(clbDataType_t t, size_t n, std::mt19937_64& rng
     if (isInt(t)) {
       if (pick == 0) v = isSignedInt(t) ? (uint64_t{1} << (elemSize(t) * 8 - 1)) : 0;  // min
       if (pick == 1) v = isSignedInt(t) ? (uint64_t{1} << (elemSize(t) * 8 - 1)) - 1 : ~uint64_t{0};
-      if (pick == 2) v = static_cast<uint64_t>(-static_cast<int64_t>(rng() % 10));  // small negative
+      if (pick == 2) v = static_cast<uint64_t>(-static_cast<int64_t>(rng() % 10));  // small < 0
       if (pick == 3) v = rng() % 10;
     } else {
       double d = std::ldexp(mag(rng), static_cast<int>(rng() % 16) - 8);
