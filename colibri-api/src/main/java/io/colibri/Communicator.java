@@ -1,0 +1,170 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri;
+
+import java.nio.ByteBuffer;
+
+/**
+ * A group of ranks (processes, or threads acting as ranks) that run collectives together.
+ *
+ * <h2>Creating one</h2>
+ *
+ * <pre>{@code
+ * // one process creates the id and hands its text to every rank
+ * UniqueId id = UniqueId.create();
+ * // every rank, with the same id:
+ * try (Communicator comm = Communicator.init(UniqueId.parse(text), rank, nranks)) {
+ *   comm.allReduce(buf, buf, count, DataType.FLOAT32, ReduceOp.SUM);   // in place
+ * }
+ * }</pre>
+ *
+ * or, under a torchrun-style launcher, {@link #fromEnvironment()}.
+ *
+ * <h2>Buffers</h2>
+ *
+ * <p>The {@link ByteBuffer} methods take <b>direct</b> buffers only (heap buffers are refused).
+ * The data of each buffer is the region from its position to its limit; positions, limits and byte
+ * orders are not changed, and the native byte order of the elements is used (set
+ * {@code ByteOrder.nativeOrder()} on views). A recv buffer must be writable. Counts are in
+ * elements of {@code type}:
+ *
+ * <ul>
+ *   <li>allReduce, broadcast: send and recv hold {@code count} elements;
+ *   <li>allGather: send holds {@code sendCount}, recv holds {@code size() * sendCount};
+ *   <li>reduceScatter: send holds {@code size() * recvCount}, recv holds {@code recvCount}.
+ * </ul>
+ *
+ * <p>A buffer may be larger than needed: the first elements of its region are used. <b>In
+ * place</b> means that send and recv are the same memory: pass the same buffer with the same
+ * position for allReduce and broadcast; for allGather pass as send the slice of recv at
+ * {@code rank() * sendCount} elements (e.g. {@code recv.slice(rank * sendCount * size, sendCount *
+ * size)}); for reduceScatter pass as recv the slice of send at {@code rank() * recvCount}. Other
+ * overlaps of send and recv are not allowed.
+ *
+ * <p>The {@code long} overloads take raw addresses (device memory, or host memory you manage) and
+ * a CUDA stream handle (0 for host memory); the caller keeps the memory valid and large enough.
+ *
+ * <h2>Threads</h2>
+ *
+ * <p>A communicator is not thread-safe: run its collectives from one thread at a time, in the same
+ * order on every rank. The exception is {@link #abort()}, which any thread may call at any time,
+ * e.g. from a watchdog, to make a blocked collective return. {@link #close()} may also be called
+ * from another thread: it aborts a collective still running and waits for it to return.
+ *
+ * <h2>Errors</h2>
+ *
+ * <p>Arguments are checked before anything is sent: a wrong one throws
+ * {@link ColibriException} with {@link ErrorCode#INVALID_ARGUMENT} and a message that names it. A
+ * failure of the collective itself (peer died, timeout, abort) throws {@link ColibriException}
+ * with the matching {@link ErrorCode}; the communicator is then unusable: close it.
+ */
+public interface Communicator extends AutoCloseable {
+
+  /**
+   * Joins the communicator of {@code id} as {@code rank} of {@code nranks}, with
+   * {@link Options#defaults()}. Blocks until every rank has joined (or the timeout passes).
+   *
+   * @throws ColibriException INVALID_ARGUMENT for a rank out of range, UNSUPPORTED without a
+   *     native implementation on the class path, TIMEOUT / AUTH_ERROR / REMOTE_ERROR when the
+   *     ranks cannot meet
+   */
+  static Communicator init(UniqueId id, int rank, int nranks) {
+    return init(id, rank, nranks, Options.defaults());
+  }
+
+  /** {@link #init(UniqueId, int, int)} with the given options. */
+  static Communicator init(UniqueId id, int rank, int nranks, Options options) {
+    if (id == null) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "unique id is null: create one with"
+          + " UniqueId.create() on one process and pass it to every rank");
+    }
+    if (options == null) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT,
+          "options are null: pass Options.defaults() or an Options built with Options.builder()");
+    }
+    return ProviderLookup.provider().init(id, rank, nranks, options);
+  }
+
+  /**
+   * Joins the communicator that a torchrun-style launcher describes in the environment:
+   * {@code MASTER_ADDR} and {@code MASTER_PORT} (where rank 0 opens the bootstrap root),
+   * {@code RANK}, {@code WORLD_SIZE}, and optionally {@code COLIBRI_BOOTSTRAP_SECRET}.
+   * {@code LOCAL_RANK} is read but not needed: get it from {@link LaunchEnvironment#fromSystem()}.
+   *
+   * @throws ColibriException INVALID_ARGUMENT naming a variable that is missing or invalid
+   */
+  static Communicator fromEnvironment() {
+    return fromEnvironment(Options.defaults());
+  }
+
+  /** {@link #fromEnvironment()} with the given options. */
+  static Communicator fromEnvironment(Options options) {
+    if (options == null) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT,
+          "options are null: pass Options.defaults() or an Options built with Options.builder()");
+    }
+    LaunchEnvironment env = LaunchEnvironment.fromSystem();
+    UniqueId id = ProviderLookup.provider()
+        .uniqueIdFromAddress(env.masterAddress(), env.masterPort(), env.secret());
+    return init(id, env.rank(), env.worldSize(), options);
+  }
+
+  /** Every rank ends with the reduction of all ranks' {@code send} in {@code recv}. */
+  void allReduce(ByteBuffer send, ByteBuffer recv, long count, DataType type, ReduceOp op);
+
+  /** Every rank ends with all ranks' {@code send}, in rank order, in {@code recv}. */
+  void allGather(ByteBuffer send, ByteBuffer recv, long sendCount, DataType type);
+
+  /**
+   * Reduces all ranks' {@code send} ({@code size() * recvCount} elements) and leaves block
+   * {@code rank()} of the result in {@code recv}.
+   */
+  void reduceScatter(ByteBuffer send, ByteBuffer recv, long recvCount, DataType type, ReduceOp op);
+
+  /**
+   * Every rank ends with {@code root}'s {@code send} in {@code recv}; {@code send} is read on the
+   * root only (other ranks may pass null or any buffer).
+   */
+  void broadcast(ByteBuffer send, ByteBuffer recv, long count, DataType type, int root);
+
+  /** {@link #allReduce(ByteBuffer, ByteBuffer, long, DataType, ReduceOp)} on raw addresses. */
+  void allReduce(long send, long recv, long count, DataType type, ReduceOp op, long stream);
+
+  /** {@link #allGather(ByteBuffer, ByteBuffer, long, DataType)} on raw addresses. */
+  void allGather(long send, long recv, long sendCount, DataType type, long stream);
+
+  /** {@link #reduceScatter(ByteBuffer, ByteBuffer, long, DataType, ReduceOp)} on raw addresses. */
+  void reduceScatter(long send, long recv, long recvCount, DataType type, ReduceOp op, long stream);
+
+  /** {@link #broadcast(ByteBuffer, ByteBuffer, long, DataType, int)} on raw addresses. */
+  void broadcast(long send, long recv, long count, DataType type, int root, long stream);
+
+  /** This process's rank, 0..size()-1. */
+  int rank();
+
+  /** Number of ranks. */
+  int size();
+
+  /** Memory the communicator holds now and at its peak. */
+  MemoryStats memoryStats();
+
+  /** Gives back staging memory not in use. Local: peers need not call it at the same time. */
+  void trim();
+
+  /** Algorithm of this rank's last collective on this communicator. */
+  Algorithm lastAlgorithm();
+
+  /** What the communicator runs on, one fact per line: transport per link, thresholds, libraries. */
+  String transportInfo();
+
+  /**
+   * Makes a blocked collective, and every later call, fail with {@link ErrorCode#ABORTED}, and
+   * tells the peers. Any thread, any time; does nothing after {@link #close()}. Close still needed.
+   */
+  void abort();
+
+  /** Frees everything the communicator holds. Idempotent; safe after an error or abort. */
+  @Override
+  void close();
+}

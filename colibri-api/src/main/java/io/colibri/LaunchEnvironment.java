@@ -1,0 +1,100 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri;
+
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * What a torchrun-style launcher tells each process: {@code MASTER_ADDR}, {@code MASTER_PORT},
+ * {@code RANK}, {@code WORLD_SIZE}, and optionally {@code LOCAL_RANK} (the rank within the host,
+ * e.g. to pick a GPU) and {@code COLIBRI_BOOTSTRAP_SECRET}. {@link Communicator#fromEnvironment()}
+ * reads it; read it yourself for {@link #localRank()}.
+ *
+ * @param masterAddress host of rank 0, where the bootstrap root listens
+ * @param masterPort TCP port of the bootstrap root (1..65535)
+ * @param rank this process's rank (0..worldSize-1)
+ * @param worldSize number of ranks
+ * @param localRank rank within this host, or -1 when {@code LOCAL_RANK} is not set
+ * @param secret shared secret from {@code COLIBRI_BOOTSTRAP_SECRET}, or null: then the secret is
+ *     derived from the address, which proves that ranks agree on it, not that they are trusted
+ */
+public record LaunchEnvironment(
+    String masterAddress, int masterPort, int rank, int worldSize, int localRank, String secret) {
+
+  public static final String MASTER_ADDR = "MASTER_ADDR";
+  public static final String MASTER_PORT = "MASTER_PORT";
+  public static final String RANK = "RANK";
+  public static final String WORLD_SIZE = "WORLD_SIZE";
+  public static final String LOCAL_RANK = "LOCAL_RANK";
+  public static final String BOOTSTRAP_SECRET = "COLIBRI_BOOTSTRAP_SECRET";
+
+  /** Hides the secret. */
+  @Override
+  public String toString() {
+    return "LaunchEnvironment[masterAddress=" + masterAddress + ", masterPort=" + masterPort
+        + ", rank=" + rank + ", worldSize=" + worldSize + ", localRank=" + localRank
+        + ", secret=" + (secret == null ? "none (derived from the address)" : "set") + "]";
+  }
+
+  /**
+   * Reads this process's environment.
+   *
+   * @throws ColibriException INVALID_ARGUMENT naming the variable that is missing or invalid
+   */
+  public static LaunchEnvironment fromSystem() {
+    return from(System.getenv());
+  }
+
+  /**
+   * Reads the given variables.
+   *
+   * @throws ColibriException INVALID_ARGUMENT naming the variable that is missing or invalid
+   */
+  public static LaunchEnvironment from(Map<String, String> env) {
+    Objects.requireNonNull(env, "env");
+    String address = required(env, MASTER_ADDR, "the host name or IP address of rank 0");
+    int port = integer(env, MASTER_PORT, required(env, MASTER_PORT, "a free TCP port on rank 0's host"),
+        1, 65535);
+    int worldSize = integer(env, WORLD_SIZE,
+        required(env, WORLD_SIZE, "the number of ranks"), 1, Integer.MAX_VALUE);
+    int rank = integer(env, RANK, required(env, RANK, "this process's rank, 0.." + (worldSize - 1)),
+        0, worldSize - 1);
+    String local = env.get(LOCAL_RANK);
+    int localRank = local == null || local.isBlank()
+        ? -1 : integer(env, LOCAL_RANK, local, 0, Integer.MAX_VALUE);
+    String secret = env.get(BOOTSTRAP_SECRET);
+    if (secret != null && secret.isEmpty()) {
+      secret = null;
+    }
+    return new LaunchEnvironment(address.strip(), port, rank, worldSize, localRank, secret);
+  }
+
+  private static String required(Map<String, String> env, String name, String what) {
+    String v = env.get(name);
+    if (v == null || v.isBlank()) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "environment variable " + name
+          + " is " + (v == null ? "not set" : "empty") + ": set it to " + what
+          + " (torchrun sets MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE), or create the"
+          + " communicator with Communicator.init(UniqueId, rank, nranks)");
+    }
+    return v;
+  }
+
+  private static int integer(Map<String, String> env, String name, String text, int min, int max) {
+    long v;
+    try {
+      v = Long.parseLong(text.strip());
+    } catch (NumberFormatException e) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "environment variable " + name + "=\""
+          + text + "\" is not a whole number: set it to a value in " + min + ".." + max);
+    }
+    if (v < min || v > max) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "environment variable " + name + "="
+          + v + " is out of range: set it to a value in " + min + ".." + max
+          + (name.equals(RANK) ? " (RANK must be less than WORLD_SIZE)" : ""));
+    }
+    return (int) v;
+  }
+}

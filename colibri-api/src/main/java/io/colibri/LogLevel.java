@@ -1,0 +1,31 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri;
+
+import java.util.Locale;
+
+/** How much the native core logs to stderr. {@link #code()} is the value of {@code clbLogLevel_t}. */
+public enum LogLevel {
+  OFF(0),
+  ERROR(1),
+  WARN(2),
+  INFO(3),
+  DEBUG(4);
+
+  private final int code;
+
+  LogLevel(int code) {
+    this.code = code;
+  }
+
+  /** The {@code clbLogLevel_t} value. */
+  public int code() {
+    return code;
+  }
+
+  /** The lower-case name used by {@code COLIBRI_LOG_LEVEL} ("off", "error", "warn", "info", "debug"). */
+  public String configName() {
+    return name().toLowerCase(Locale.ROOT);
+  }
+}

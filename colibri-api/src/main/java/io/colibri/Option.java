@@ -1,0 +1,313 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri;
+
+import java.time.Duration;
+import java.util.Locale;
+
+/**
+ * Every knob of a communicator, listed once: its name, system property, environment variable,
+ * type, default, valid range and meaning. Matches {@code clbConfig_t} and the defaults in
+ * {@code colibri.h}. {@link Options} holds the values; {@link Options#describeAll()} renders this
+ * table for the documentation.
+ *
+ * <p>A knob's value comes from, in order of precedence: the {@link Options.Builder}, the system
+ * property {@code colibri.<name>}, the environment variable {@code COLIBRI_<NAME>}, the default.
+ */
+public enum Option {
+  TRANSPORT("transport", "TRANSPORT", Kind.TRANSPORT, Transport.AUTO, 0, 0,
+      "Transport between ranks: `shm` (one host), `socket` (TCP, any hosts), or `auto`"
+          + " (shm between ranks on one host, socket otherwise)."),
+  ALGORITHM("algorithm", "ALGORITHM", Kind.ALGORITHM, Algorithm.AUTO, 0, 0,
+      "Algorithm forced for every collective: `ring`, `direct`, or `auto` (picked by message size"
+          + " and topology)."),
+  LOG_LEVEL("logLevel", "LOG_LEVEL", Kind.LOG_LEVEL, LogLevel.WARN, 0, 0,
+      "How much the native core logs to stderr."),
+  PIPELINE_DEPTH("pipelineDepth", "PIPELINE_DEPTH", Kind.INT, 4, 1, 64,
+      "Chunks in flight per link in the ring algorithm."),
+  CHUNK_BYTES("chunkBytes", "CHUNK_BYTES", Kind.BYTES, 256L * 1024, 4096, 64L * 1024 * 1024,
+      "Size of one ring chunk in bytes."),
+  DIRECT_MAX_BYTES("directMaxBytes", "DIRECT_MAX_BYTES", Kind.BYTES, 64L * 1024, 0,
+      1024L * 1024 * 1024,
+      "Largest message in bytes that `auto` sends on the direct path; 0: never direct."),
+  STAGING_CAP_BYTES("stagingCapBytes", "STAGING_CAP_BYTES", Kind.BYTES, 64L * 1024 * 1024,
+      64L * 1024, 1024L * 1024 * 1024 * 1024,
+      "Cap on the staging memory one rank may hold; a collective that needs more fails with"
+          + " OUT_OF_MEMORY."),
+  TIMEOUT("timeout", "TIMEOUT_MS", Kind.MILLIS, Duration.ofSeconds(60), 1, 24L * 3600 * 1000,
+      "A peer silent this long makes the call fail with TIMEOUT. System property and environment"
+          + " variable are in milliseconds.");
+
+  /** How a knob's text is read and its value checked. */
+  enum Kind {
+    TRANSPORT, ALGORITHM, LOG_LEVEL, INT, BYTES, MILLIS
+  }
+
+  private final String camelName;
+  private final String systemProperty;
+  private final String environmentVariable;
+  private final Kind kind;
+  private final Object defaultValue;
+  private final long min;
+  private final long max;
+  private final String description;
+
+  Option(String camelName, String envSuffix, Kind kind, Object defaultValue, long min, long max,
+      String description) {
+    this.camelName = camelName;
+    this.systemProperty = "colibri." + (kind == Kind.MILLIS ? camelName + "Ms" : camelName);
+    this.environmentVariable = "COLIBRI_" + envSuffix;
+    this.kind = kind;
+    this.defaultValue = defaultValue;
+    this.min = min;
+    this.max = max;
+    this.description = description;
+  }
+
+  /** The knob's name, as in the builder method and {@code clbConfig_t} (e.g. "chunkBytes"). */
+  public String camelName() {
+    return camelName;
+  }
+
+  /** The system property that sets it (e.g. "colibri.chunkBytes"). */
+  public String systemProperty() {
+    return systemProperty;
+  }
+
+  /** The environment variable that sets it (e.g. "COLIBRI_CHUNK_BYTES"). */
+  public String environmentVariable() {
+    return environmentVariable;
+  }
+
+  /**
+   * The Java type of its value: {@link Transport}, {@link Algorithm}, {@link LogLevel},
+   * {@link Integer}, {@link Long} (bytes) or {@link Duration}.
+   */
+  public Class<?> type() {
+    switch (kind) {
+      case TRANSPORT:
+        return Transport.class;
+      case ALGORITHM:
+        return Algorithm.class;
+      case LOG_LEVEL:
+        return LogLevel.class;
+      case INT:
+        return Integer.class;
+      case BYTES:
+        return Long.class;
+      default:
+        return Duration.class;
+    }
+  }
+
+  /** The value when nothing sets it. */
+  public Object defaultValue() {
+    return defaultValue;
+  }
+
+  /** The values it accepts, in words (e.g. "4096..67108864 (4 KiB..64 MiB)"). */
+  public String validValues() {
+    switch (kind) {
+      case TRANSPORT:
+        return "auto, shm, socket";
+      case ALGORITHM:
+        return "auto, ring, direct";
+      case LOG_LEVEL:
+        return "off, error, warn, info, debug";
+      case INT:
+        return min + ".." + max;
+      case BYTES:
+        return min + ".." + max + " (" + bytesText(min) + ".." + bytesText(max) + ")";
+      default:
+        return min + ".." + max + " ms (" + millisText(min) + ".." + millisText(max) + ")";
+    }
+  }
+
+  /** The type in words, for documentation: "int", "long (bytes)", "Duration (ms)", an enum name. */
+  String typeText() {
+    switch (kind) {
+      case INT:
+        return "int";
+      case BYTES:
+        return "long (bytes)";
+      case MILLIS:
+        return "Duration (ms)";
+      default:
+        return type().getSimpleName();
+    }
+  }
+
+  /** What it does. */
+  public String description() {
+    return description;
+  }
+
+  Kind kind() {
+    return kind;
+  }
+
+  /** The text form of a value, as the system property and environment variable take it. */
+  String format(Object value) {
+    switch (kind) {
+      case TRANSPORT:
+        return ((Transport) value).configName();
+      case ALGORITHM:
+        return ((Algorithm) value).configName();
+      case LOG_LEVEL:
+        return ((LogLevel) value).configName();
+      case MILLIS:
+        return Long.toString(((Duration) value).toMillis());
+      default:
+        return value.toString();
+    }
+  }
+
+  /**
+   * Reads {@code text} (from {@code source}) into a checked value.
+   *
+   * @throws IllegalArgumentException naming the knob, the source, the text and the valid values
+   */
+  Object parse(String text, String source) {
+    String t = text;
+    switch (kind) {
+      case TRANSPORT:
+        for (Transport v : Transport.values()) {
+          if (v.configName().equalsIgnoreCase(t)) {
+            return v;
+          }
+        }
+        throw invalid(source, quote(text), "is not a transport");
+      case ALGORITHM:
+        for (Algorithm v : Algorithm.values()) {
+          if (v != Algorithm.NONE && v.configName().equalsIgnoreCase(t)) {
+            return v;
+          }
+        }
+        throw invalid(source, quote(text), "is not an algorithm that can be forced");
+      case LOG_LEVEL:
+        for (LogLevel v : LogLevel.values()) {
+          if (v.configName().equalsIgnoreCase(t)) {
+            return v;
+          }
+        }
+        throw invalid(source, quote(text), "is not a log level");
+      default:
+        long n;
+        try {
+          n = Long.parseLong(t);
+        } catch (NumberFormatException e) {
+          throw invalid(source, quote(text), "is not a whole number"
+              + (kind == Kind.BYTES ? " of bytes" : kind == Kind.MILLIS ? " of milliseconds" : ""));
+        }
+        return check(kind == Kind.INT ? (Object) (int) Math.max(Integer.MIN_VALUE,
+            Math.min(Integer.MAX_VALUE, n)) : kind == Kind.MILLIS ? Duration.ofMillis(n) : n,
+            source, quote(text));
+      }
+  }
+
+  /**
+   * Checks a typed value (from {@code source}) and returns it.
+   *
+   * @throws IllegalArgumentException naming the knob, the source, the value and the valid values
+   */
+  Object check(Object value, String source) {
+    return check(value, source, null);
+  }
+
+  private Object check(Object value, String source, String shown) {
+    if (value == null) {
+      throw new IllegalArgumentException(camelName + " from " + source + " is null: pass a "
+          + type().getSimpleName() + " (" + validValues() + "), or leave it unset for the default "
+          + format(defaultValue));
+    }
+    if (!type().isInstance(value)) {
+      throw new IllegalArgumentException(camelName + " from " + source + " is a "
+          + value.getClass().getSimpleName() + ", not a " + type().getSimpleName());
+    }
+    long n;
+    switch (kind) {
+      case ALGORITHM:
+        if (value == Algorithm.NONE) {
+          throw invalid(source, shown != null ? shown : "NONE",
+              "is only reported by lastAlgorithm(), it cannot be forced");
+        }
+        return value;
+      case TRANSPORT:
+      case LOG_LEVEL:
+        return value;
+      case INT:
+        n = (Integer) value;
+        break;
+      case BYTES:
+        n = (Long) value;
+        break;
+      default:
+        Duration d = (Duration) value;
+        if (d.isNegative() || d.compareTo(Duration.ofMillis(max)) > 0) {
+          throw invalid(source, shown != null ? shown : millisText(d), "is out of range");
+        }
+        n = d.toMillis();
+        if (!Duration.ofMillis(n).equals(d)) {
+          throw invalid(source, shown != null ? shown : d.toString(),
+              "is not a whole number of milliseconds");
+        }
+        break;
+    }
+    if (n < min || n > max) {
+      throw invalid(source, shown != null ? shown : kind == Kind.MILLIS
+          ? millisText((Duration) value) : String.valueOf(n), "is out of range");
+    }
+    return value;
+  }
+
+  private IllegalArgumentException invalid(String source, String shown, String what) {
+    return new IllegalArgumentException("invalid " + camelName + " from " + source + ": " + shown
+        + " " + what + "; valid values are " + validValues()
+        + ". Fix it, or unset it to use the default " + defaultText() + ".");
+  }
+
+  /** The default in text, with its unit. */
+  String defaultText() {
+    switch (kind) {
+      case BYTES:
+        return defaultValue + " (" + bytesText((Long) defaultValue) + ")";
+      case MILLIS:
+        return format(defaultValue) + " ms";
+      default:
+        return format(defaultValue);
+    }
+  }
+
+  private static String quote(String text) {
+    return "\"" + text + "\"";
+  }
+
+  /** 262144 → "256 KiB"; values that are not a whole number of KiB stay in bytes. */
+  static String bytesText(long bytes) {
+    String[] units = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    long v = bytes;
+    while (u < units.length - 1 && v != 0 && v % 1024 == 0) {
+      v /= 1024;
+      u++;
+    }
+    return v + " " + units[u];
+  }
+
+  /** 60000 → "60 s". */
+  static String millisText(long ms) {
+    if (ms % 3_600_000 == 0 && ms != 0) {
+      return ms / 3_600_000 + " h";
+    }
+    if (ms % 1000 == 0 && ms != 0) {
+      return ms / 1000 + " s";
+    }
+    return ms + " ms";
+  }
+
+  private static String millisText(Duration d) {
+    Duration ms = Duration.ofMillis(d.toMillis());
+    return ms.equals(d) ? d.toMillis() + " ms" : d.toString().toLowerCase(Locale.ROOT);
+  }
+}

@@ -1,0 +1,32 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri;
+
+import java.util.Locale;
+
+/** Transport between ranks. {@link #code()} is the value of {@code clbTransport_t}. */
+public enum Transport {
+  /** Shared memory between ranks on one host, sockets otherwise. */
+  AUTO(0),
+  /** Shared memory; every rank must be on one host. */
+  SHM(1),
+  /** TCP sockets, any hosts. */
+  SOCKET(2);
+
+  private final int code;
+
+  Transport(int code) {
+    this.code = code;
+  }
+
+  /** The {@code clbTransport_t} value. */
+  public int code() {
+    return code;
+  }
+
+  /** The lower-case name used by {@code COLIBRI_TRANSPORT} ("auto", "shm", "socket"). */
+  public String configName() {
+    return name().toLowerCase(Locale.ROOT);
+  }
+}

@@ -1,0 +1,40 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.spi;
+
+import io.colibri.Communicator;
+import io.colibri.Options;
+import io.colibri.UniqueId;
+
+/**
+ * An implementation of Colibri, found with {@link java.util.ServiceLoader}. Applications do not call
+ * it: {@link Communicator#init} and {@link UniqueId#create()} do. {@code io.colibri:colibri-native}
+ * registers one in {@code META-INF/services/io.colibri.spi.CommunicatorProvider}.
+ *
+ * <p>Arguments reach a provider already checked for null; ranks, counts and options are its to
+ * validate.
+ */
+public interface CommunicatorProvider {
+
+  /** Creates a new id and starts its bootstrap root in this process. */
+  UniqueId createUniqueId();
+
+  /**
+   * The id of a bootstrap root that rank 0 will open at {@code host:port} (torchrun style: every
+   * rank computes the same id from the same address).
+   *
+   * @param secretOrNull shared secret; null or empty derives one from host:port, which proves that
+   *     the ranks agree on the address, not that they are trusted
+   */
+  UniqueId uniqueIdFromAddress(String host, int port, String secretOrNull);
+
+  /** Joins the communicator of {@code id} as {@code rank} of {@code nranks}; blocks until all have. */
+  Communicator init(UniqueId id, int rank, int nranks, Options options);
+
+  /**
+   * Version of the implementation, encoded as major * 10000 + minor * 100 + patch (as
+   * {@code CLB_VERSION_CODE}).
+   */
+  int version();
+}

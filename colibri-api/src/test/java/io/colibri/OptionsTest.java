@@ -1,0 +1,287 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Properties;
+import org.junit.jupiter.api.Test;
+
+class OptionsTest {
+
+  private static final Map<String, String> NO_ENV = Map.of();
+  private static final Properties NO_PROPS = new Properties();
+
+  private static Properties props(String... keysAndValues) {
+    Properties p = new Properties();
+    for (int i = 0; i < keysAndValues.length; i += 2) {
+      p.setProperty(keysAndValues[i], keysAndValues[i + 1]);
+    }
+    return p;
+  }
+
+  private static Map<String, String> env(String... keysAndValues) {
+    Map<String, String> m = new HashMap<>();
+    for (int i = 0; i < keysAndValues.length; i += 2) {
+      m.put(keysAndValues[i], keysAndValues[i + 1]);
+    }
+    return m;
+  }
+
+  @Test
+  void defaultsMatchTheCHeader() {
+    Options o = Options.resolve(NO_ENV, NO_PROPS);
+    assertEquals(Transport.AUTO, o.transport());
+    assertEquals(Algorithm.AUTO, o.algorithm());
+    assertEquals(LogLevel.WARN, o.logLevel());
+    assertEquals(4, o.pipelineDepth());                  // CLB_DEFAULT_PIPELINE_DEPTH
+    assertEquals(256 * 1024, o.chunkBytes());            // CLB_DEFAULT_CHUNK_BYTES
+    assertEquals(64 * 1024, o.directMaxBytes());         // CLB_DEFAULT_DIRECT_MAX_BYTES
+    assertEquals(64 * 1024 * 1024, o.stagingCapBytes()); // CLB_DEFAULT_STAGING_CAP_BYTES
+    assertEquals(Duration.ofMillis(60000), o.timeout()); // CLB_DEFAULT_TIMEOUT_MS
+    for (Option opt : Option.values()) {
+      assertEquals("default", o.source(opt));
+    }
+  }
+
+  @Test
+  void namesFollowOneScheme() {
+    assertEquals("colibri.chunkBytes", Option.CHUNK_BYTES.systemProperty());
+    assertEquals("COLIBRI_CHUNK_BYTES", Option.CHUNK_BYTES.environmentVariable());
+    assertEquals("colibri.logLevel", Option.LOG_LEVEL.systemProperty());
+    assertEquals("COLIBRI_LOG_LEVEL", Option.LOG_LEVEL.environmentVariable());
+    assertEquals("colibri.timeoutMs", Option.TIMEOUT.systemProperty());
+    assertEquals("COLIBRI_TIMEOUT_MS", Option.TIMEOUT.environmentVariable());
+    assertEquals("COLIBRI_STAGING_CAP_BYTES", Option.STAGING_CAP_BYTES.environmentVariable());
+  }
+
+  @Test
+  void builderBeatsSystemPropertyBeatsEnvironmentBeatsDefault() {
+    Map<String, String> env = env("COLIBRI_CHUNK_BYTES", "8192", "COLIBRI_PIPELINE_DEPTH", "8",
+        "COLIBRI_TRANSPORT", "socket", "COLIBRI_TIMEOUT_MS", "1500");
+    Properties props = props("colibri.chunkBytes", "16384", "colibri.pipelineDepth", "16");
+    Options o = Options.builder().chunkBytes(32768).build(env::get, props);
+
+    assertEquals(32768, o.chunkBytes());
+    assertEquals("builder", o.source(Option.CHUNK_BYTES));
+    assertEquals(16, o.pipelineDepth());
+    assertEquals("system property colibri.pipelineDepth", o.source(Option.PIPELINE_DEPTH));
+    assertEquals(Transport.SOCKET, o.transport());
+    assertEquals("environment COLIBRI_TRANSPORT", o.source(Option.TRANSPORT));
+    assertEquals(Duration.ofMillis(1500), o.timeout());
+    assertEquals(LogLevel.WARN, o.logLevel());
+    assertEquals("default", o.source(Option.LOG_LEVEL));
+  }
+
+  @Test
+  void emptySystemPropertyOrEnvironmentCountsAsUnset() {
+    Options o = Options.builder().build(env("COLIBRI_TRANSPORT", "")::get,
+        props("colibri.transport", "", "colibri.algorithm", ""));
+    assertEquals(Transport.AUTO, o.transport());
+    assertEquals(Algorithm.AUTO, o.algorithm());
+  }
+
+  @Test
+  void enumNamesAreCaseInsensitiveLikeTheNativeLibrary() {
+    Options o = Options.resolve(env("COLIBRI_TRANSPORT", "SHM", "COLIBRI_ALGORITHM", "Ring",
+        "COLIBRI_LOG_LEVEL", "debug"), NO_PROPS);
+    assertEquals(Transport.SHM, o.transport());
+    assertEquals(Algorithm.RING, o.algorithm());
+    assertEquals(LogLevel.DEBUG, o.logLevel());
+  }
+
+  @Test
+  void spacesAreRefusedLikeTheNativeLibrary() {
+    // clbConfigInit refuses " shm " and "  ": Java gives the same answer for the same text.
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Options.resolve(env("COLIBRI_TRANSPORT", " shm "), NO_PROPS));
+    assertTrue(e.getMessage().contains("\" shm \" is not a transport"), e.getMessage());
+    assertThrows(IllegalArgumentException.class,
+        () -> Options.resolve(env("COLIBRI_PIPELINE_DEPTH", " 4"), NO_PROPS));
+  }
+
+  @Test
+  void invalidEnvironmentValueNamesKnobSourceValueAndRange() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Options.resolve(env("COLIBRI_CHUNK_BYTES", "100"), NO_PROPS));
+    String m = e.getMessage();
+    assertTrue(m.contains("chunkBytes"), m);
+    assertTrue(m.contains("environment COLIBRI_CHUNK_BYTES"), m);
+    assertTrue(m.contains("\"100\""), m);
+    assertTrue(m.contains("4096..67108864"), m);
+    assertTrue(m.contains("64 MiB"), m);
+  }
+
+  @Test
+  void invalidSystemPropertyNamesIt() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Options.resolve(NO_ENV, props("colibri.transport", "rdma")));
+    String m = e.getMessage();
+    assertTrue(m.contains("transport"), m);
+    assertTrue(m.contains("system property colibri.transport"), m);
+    assertTrue(m.contains("\"rdma\""), m);
+    assertTrue(m.contains("auto, shm, socket"), m);
+  }
+
+  @Test
+  void systemPropertyIsCheckedEvenWhenEnvironmentIsValid() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Options.resolve(env("COLIBRI_PIPELINE_DEPTH", "2"),
+            props("colibri.pipelineDepth", "two")));
+    assertTrue(e.getMessage().contains("is not a whole number"), e.getMessage());
+    assertTrue(e.getMessage().contains("system property colibri.pipelineDepth"), e.getMessage());
+  }
+
+  @Test
+  void invalidEnvironmentIsIgnoredWhenTheBuilderSetsTheKnob() {
+    Options o = Options.builder().pipelineDepth(2)
+        .build(env("COLIBRI_PIPELINE_DEPTH", "garbage")::get, NO_PROPS);
+    assertEquals(2, o.pipelineDepth());
+  }
+
+  @Test
+  void invalidBuilderValueFailsAtOnce() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Options.builder().pipelineDepth(65));
+    String m = e.getMessage();
+    assertTrue(m.contains("pipelineDepth from builder"), m);
+    assertTrue(m.contains("65"), m);
+    assertTrue(m.contains("1..64"), m);
+    assertTrue(m.contains("default 4"), m);
+  }
+
+  @Test
+  void rangesAreInclusive() {
+    Options.builder().pipelineDepth(1).pipelineDepth(64)
+        .chunkBytes(4096).chunkBytes(64L << 20)
+        .directMaxBytes(0).directMaxBytes(1L << 30)
+        .stagingCapBytes(64L << 10).stagingCapBytes(1L << 40)
+        .timeout(Duration.ofMillis(1)).timeout(Duration.ofHours(24));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().pipelineDepth(0));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().chunkBytes(4095));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().chunkBytes((64L << 20) + 1));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().directMaxBytes(-1));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().directMaxBytes((1L << 30) + 1));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().stagingCapBytes((64L << 10) - 1));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().stagingCapBytes((1L << 40) + 1));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().timeout(Duration.ZERO));
+    assertThrows(IllegalArgumentException.class,
+        () -> Options.builder().timeout(Duration.ofHours(24).plusMillis(1)));
+  }
+
+  @Test
+  void timeoutMustBeWholeMilliseconds() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Options.builder().timeout(Duration.ofMillis(5).plusNanos(1)));
+    assertTrue(e.getMessage().contains("whole number of milliseconds"), e.getMessage());
+    IllegalArgumentException neg = assertThrows(IllegalArgumentException.class,
+        () -> Options.builder().timeout(Duration.ofSeconds(-1)));
+    assertTrue(neg.getMessage().contains("out of range"), neg.getMessage());
+    IllegalArgumentException huge = assertThrows(IllegalArgumentException.class,
+        () -> Options.resolve(env("COLIBRI_TIMEOUT_MS", "99999999999999"), NO_PROPS));
+    assertTrue(huge.getMessage().contains("environment COLIBRI_TIMEOUT_MS"), huge.getMessage());
+    assertTrue(huge.getMessage().contains("86400000"), huge.getMessage());
+  }
+
+  @Test
+  void intOverflowInTextIsOutOfRangeNotWrapped() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Options.resolve(env("COLIBRI_PIPELINE_DEPTH", "4294967300"), NO_PROPS));
+    assertTrue(e.getMessage().contains("\"4294967300\" is out of range"), e.getMessage());
+  }
+
+  @Test
+  void noneCannotBeForced() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Options.builder().algorithm(Algorithm.NONE));
+    assertTrue(e.getMessage().contains("cannot be forced"), e.getMessage());
+    assertThrows(IllegalArgumentException.class,
+        () -> Options.resolve(env("COLIBRI_ALGORITHM", "none"), NO_PROPS));
+  }
+
+  @Test
+  void nullBuilderValueSaysWhatToPass() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Options.builder().transport(null));
+    assertTrue(e.getMessage().contains("transport from builder is null"), e.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().timeout(null));
+  }
+
+  @Test
+  void setFromTextParsesLikeSystemProperty() {
+    Options o = Options.builder().set(Option.TIMEOUT, "250").set(Option.TRANSPORT, "shm")
+        .build(NO_ENV::get, NO_PROPS);
+    assertEquals(Duration.ofMillis(250), o.timeout());
+    assertEquals(Transport.SHM, o.transport());
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Options.builder().set(Option.CHUNK_BYTES, "1M"));
+    assertTrue(e.getMessage().contains("chunkBytes from builder: \"1M\" is not a whole number"),
+        e.getMessage());
+  }
+
+  @Test
+  void clearFallsBackToTheNextSource() {
+    Options.Builder b = Options.builder().pipelineDepth(2);
+    b.clear(Option.PIPELINE_DEPTH);
+    assertEquals(8, b.build(env("COLIBRI_PIPELINE_DEPTH", "8")::get, NO_PROPS).pipelineDepth());
+  }
+
+  @Test
+  void toBuilderKeepsValuesAndSources() {
+    Options a = Options.builder().chunkBytes(8192)
+        .build(env("COLIBRI_TRANSPORT", "socket")::get, NO_PROPS);
+    Options b = a.toBuilder().pipelineDepth(3).build(NO_ENV::get, NO_PROPS);
+    assertEquals(8192, b.chunkBytes());
+    assertEquals(Transport.SOCKET, b.transport());
+    assertEquals("environment COLIBRI_TRANSPORT", b.source(Option.TRANSPORT));
+    assertEquals(3, b.pipelineDepth());
+    assertNotEquals(a, b);
+    assertEquals(a, a.toBuilder().build(NO_ENV::get, NO_PROPS));
+    assertEquals(a.hashCode(), a.toBuilder().build(NO_ENV::get, NO_PROPS).hashCode());
+  }
+
+  @Test
+  void toStringShowsEveryKnobAndWhereNonDefaultsCameFrom() {
+    String s = Options.builder().chunkBytes(8192).build(NO_ENV::get, NO_PROPS).toString();
+    for (Option o : Option.values()) {
+      assertTrue(s.contains(o.camelName() + "="), s);
+    }
+    assertTrue(s.contains("chunkBytes=8192 (builder)"), s);
+    assertTrue(s.contains("timeout=60000ms,") || s.contains("timeout=60000ms}"), s);
+  }
+
+  @Test
+  void describeAllListsEveryKnobOnce() {
+    String table = Options.describeAll();
+    assertTrue(table.startsWith("| Option |"), table);
+    for (Option o : Option.values()) {
+      assertEquals(1, count(table, "`" + o.environmentVariable() + "`"), o.name());
+      assertTrue(table.contains("`" + o.systemProperty() + "`"), o.name());
+    }
+    assertEquals(Option.values().length + 2, table.split("\n").length);
+  }
+
+  @Test
+  void typesMatchValues() {
+    Options o = Options.resolve(NO_ENV, NO_PROPS);
+    for (Option opt : Option.values()) {
+      assertTrue(opt.type().isInstance(o.get(opt)), opt.name());
+      assertTrue(opt.type().isInstance(opt.defaultValue()), opt.name());
+    }
+  }
+
+  private static int count(String s, String sub) {
+    int n = 0;
+    for (int i = s.indexOf(sub); i >= 0; i = s.indexOf(sub, i + 1)) {
+      n++;
+    }
+    return n;
+  }
+}

@@ -1,0 +1,434 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.jni;
+
+import io.colibri.Algorithm;
+import io.colibri.ColibriException;
+import io.colibri.Communicator;
+import io.colibri.DataType;
+import io.colibri.ErrorCode;
+import io.colibri.MemoryStats;
+import io.colibri.Options;
+import io.colibri.ReduceOp;
+import io.colibri.jni.ColibriLib.ClbMemStats;
+import java.lang.System.Logger.Level;
+import java.lang.ref.Cleaner;
+import java.lang.ref.Reference;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * {@link Communicator} over the C ABI. Every argument is checked here, before the native call, so
+ * that a mistake gets a message in Java terms (which argument, which buffer, how many bytes).
+ *
+ * <p>Lifetime: the native handle lives in an {@link AtomicLong} that {@link #close()} swaps to 0
+ * exactly once, so close and a concurrent close or abort never free it twice. Every native call
+ * counts itself in {@code inFlight} before it reads the handle; close waits (after aborting) until
+ * no call is inside, then destroys. A communicator that becomes unreachable without close is
+ * destroyed by a {@link Cleaner}, with a warning.
+ */
+final class NativeCommunicator implements Communicator {
+  private static final System.Logger LOG = System.getLogger("io.colibri");
+  private static final Cleaner CLEANER = Cleaner.create();
+  /** Extra time close() grants a call on another thread to return after the abort. */
+  private static final long CLOSE_GRACE_NANOS = TimeUnit.SECONDS.toNanos(10);
+
+  private final State state;
+  private final Cleaner.Cleanable cleanable;
+  private final int rank;
+  private final int size;
+  private final long closeWaitNanos;
+
+  /** What the cleaner needs: never a reference to the communicator itself. */
+  private static final class State implements Runnable {
+    final AtomicLong handle;
+    final AtomicInteger inFlight = new AtomicInteger();
+    final String name;
+
+    State(long handle, String name) {
+      this.handle = new AtomicLong(handle);
+      this.name = name;
+    }
+
+    /** Runs when the communicator was dropped without close (or after close: then a no-op). */
+    @Override
+    public void run() {
+      long h = handle.getAndSet(0);
+      if (h != 0) {
+        LOG.log(Level.WARNING, name + " was not closed; the garbage collector frees it now."
+            + " Close communicators (try-with-resources) so peers are not left waiting");
+        ColibriLib.clbCommDestroy(h);
+      }
+    }
+  }
+
+  NativeCommunicator(long handle, int rank, int size, Options options) {
+    this.rank = rank;
+    this.size = size;
+    this.state = new State(handle, "communicator (rank " + rank + " of " + size + ")");
+    this.cleanable = CLEANER.register(this, state);
+    this.closeWaitNanos = options.timeout().toNanos() + CLOSE_GRACE_NANOS;
+  }
+
+  // ---- collectives on ByteBuffers ----
+
+  @Override
+  public void allReduce(ByteBuffer send, ByteBuffer recv, long count, DataType type, ReduceOp op) {
+    long h = acquire("allReduce");
+    try {
+      checkTypeAndOp("allReduce", type, op, true);
+      long bytes = bytes("allReduce", "count", count, 1, type);
+      checkBuffer("allReduce", "send", send, bytes, false);
+      checkBuffer("allReduce", "recv", recv, bytes, true);
+      int rc = ColibriLib.clbAllReduce(send, recv, count, type.code(), op.code(), h, 0L);
+      check(rc, "allReduce", count, type);
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public void allGather(ByteBuffer send, ByteBuffer recv, long sendCount, DataType type) {
+    long h = acquire("allGather");
+    try {
+      checkTypeAndOp("allGather", type, null, false);
+      long sendBytes = bytes("allGather", "sendCount", sendCount, 1, type);
+      long recvBytes = bytes("allGather", "sendCount", sendCount, size, type);
+      checkBuffer("allGather", "send", send, sendBytes, false);
+      checkBuffer("allGather", "recv", recv, recvBytes, true);
+      int rc = ColibriLib.clbAllGather(send, recv, sendCount, type.code(), h, 0L);
+      check(rc, "allGather", sendCount, type);
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public void reduceScatter(ByteBuffer send, ByteBuffer recv, long recvCount, DataType type,
+      ReduceOp op) {
+    long h = acquire("reduceScatter");
+    try {
+      checkTypeAndOp("reduceScatter", type, op, true);
+      long sendBytes = bytes("reduceScatter", "recvCount", recvCount, size, type);
+      long recvBytes = bytes("reduceScatter", "recvCount", recvCount, 1, type);
+      checkBuffer("reduceScatter", "send", send, sendBytes, false);
+      checkBuffer("reduceScatter", "recv", recv, recvBytes, true);
+      int rc = ColibriLib.clbReduceScatter(send, recv, recvCount, type.code(), op.code(), h, 0L);
+      check(rc, "reduceScatter", recvCount, type);
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public void broadcast(ByteBuffer send, ByteBuffer recv, long count, DataType type, int root) {
+    long h = acquire("broadcast");
+    try {
+      checkTypeAndOp("broadcast", type, null, false);
+      checkRoot(root);
+      long bytes = bytes("broadcast", "count", count, 1, type);
+      if (rank == root) {
+        checkBuffer("broadcast", "send", send, bytes, false);
+      } else if (send == null) {
+        send = recv; // not read off the root; the C ABI gets a valid pointer all the same
+      }
+      checkBuffer("broadcast", "recv", recv, bytes, true);
+      int rc = ColibriLib.clbBroadcast(send, recv, count, type.code(), root, h, 0L);
+      check(rc, "broadcast", count, type);
+    } finally {
+      release();
+    }
+  }
+
+  // ---- collectives on raw addresses ----
+
+  @Override
+  public void allReduce(long send, long recv, long count, DataType type, ReduceOp op,
+      long stream) {
+    long h = acquire("allReduce");
+    try {
+      checkTypeAndOp("allReduce", type, op, true);
+      bytes("allReduce", "count", count, 1, type);
+      checkAddress("allReduce", "send", send, count);
+      checkAddress("allReduce", "recv", recv, count);
+      int rc = ColibriLib.clbAllReduce(send, recv, count, type.code(), op.code(), h, stream);
+      check(rc, "allReduce", count, type);
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public void allGather(long send, long recv, long sendCount, DataType type, long stream) {
+    long h = acquire("allGather");
+    try {
+      checkTypeAndOp("allGather", type, null, false);
+      bytes("allGather", "sendCount", sendCount, size, type);
+      checkAddress("allGather", "send", send, sendCount);
+      checkAddress("allGather", "recv", recv, sendCount);
+      int rc = ColibriLib.clbAllGather(send, recv, sendCount, type.code(), h, stream);
+      check(rc, "allGather", sendCount, type);
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public void reduceScatter(long send, long recv, long recvCount, DataType type, ReduceOp op,
+      long stream) {
+    long h = acquire("reduceScatter");
+    try {
+      checkTypeAndOp("reduceScatter", type, op, true);
+      bytes("reduceScatter", "recvCount", recvCount, size, type);
+      checkAddress("reduceScatter", "send", send, recvCount);
+      checkAddress("reduceScatter", "recv", recv, recvCount);
+      int rc = ColibriLib.clbReduceScatter(send, recv, recvCount, type.code(), op.code(), h,
+          stream);
+      check(rc, "reduceScatter", recvCount, type);
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public void broadcast(long send, long recv, long count, DataType type, int root, long stream) {
+    long h = acquire("broadcast");
+    try {
+      checkTypeAndOp("broadcast", type, null, false);
+      checkRoot(root);
+      bytes("broadcast", "count", count, 1, type);
+      if (rank == root) {
+        checkAddress("broadcast", "send", send, count);
+      } else if (send == 0) {
+        send = recv;
+      }
+      checkAddress("broadcast", "recv", recv, count);
+      int rc = ColibriLib.clbBroadcast(send, recv, count, type.code(), root, h, stream);
+      check(rc, "broadcast", count, type);
+    } finally {
+      release();
+    }
+  }
+
+  // ---- queries ----
+
+  /** Known without the native side: answers after close too. */
+  @Override
+  public int rank() {
+    return rank;
+  }
+
+  /** Known without the native side: answers after close too. */
+  @Override
+  public int size() {
+    return size;
+  }
+
+  @Override
+  public MemoryStats memoryStats() {
+    long h = acquire("memoryStats");
+    try (ClbMemStats stats = new ClbMemStats()) {
+      int rc = ColibriLib.clbCommMemStats(h, stats);
+      check(rc, "memoryStats");
+      return new MemoryStats(stats.hostBytes(), stats.hostPeakBytes(), stats.deviceBytes(),
+          stats.devicePeakBytes());
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public void trim() {
+    long h = acquire("trim");
+    try {
+      check(ColibriLib.clbCommTrim(h), "trim");
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public Algorithm lastAlgorithm() {
+    long h = acquire("lastAlgorithm");
+    try {
+      int[] algorithm = new int[1];
+      check(ColibriLib.clbCommLastAlgorithm(h, algorithm), "lastAlgorithm");
+      return Algorithm.fromCode(algorithm[0]);
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public String transportInfo() {
+    long h = acquire("transportInfo");
+    try {
+      for (int capacity = 16 << 10; ; capacity *= 4) {
+        byte[] buf = new byte[capacity];
+        check(ColibriLib.clbCommInfo(h, buf, buf.length), "transportInfo");
+        int end = 0;
+        while (end < buf.length && buf[end] != 0) {
+          end++;
+        }
+        // A text that reaches the last byte may have been cut: ask again with more room.
+        if (end < buf.length - 1 || capacity >= (4 << 20)) {
+          return new String(buf, 0, end, StandardCharsets.UTF_8);
+        }
+      }
+    } finally {
+      release();
+    }
+  }
+
+  // ---- lifetime ----
+
+  @Override
+  public void abort() {
+    state.inFlight.incrementAndGet();
+    try {
+      long h = state.handle.get();
+      if (h == 0) {
+        return; // closed: nothing left to abort
+      }
+      check(ColibriLib.clbCommAbort(h), "abort");
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public void close() {
+    long h = state.handle.getAndSet(0);
+    if (h == 0) {
+      return;
+    }
+    try {
+      if (state.inFlight.get() > 0) {
+        // Another thread is inside a call: make it return before the memory goes away.
+        ColibriLib.clbCommAbort(h);
+        long deadline = System.nanoTime() + closeWaitNanos;
+        while (state.inFlight.get() > 0) {
+          if (System.nanoTime() - deadline > 0) {
+            throw new ColibriException(ErrorCode.INTERNAL_ERROR, "close of " + state.name
+                + ": a call on another thread did not return within "
+                + TimeUnit.NANOSECONDS.toSeconds(closeWaitNanos) + " s of the abort; the native"
+                + " communicator is left allocated rather than freed under it. Please report this"
+                + " as a Colibri bug, with the thread dump");
+          }
+          LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+        }
+      }
+      check(ColibriLib.clbCommDestroy(h), "close");
+    } finally {
+      cleanable.clean(); // handle is 0 now: only unregisters
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "NativeCommunicator[rank " + rank + " of " + size
+        + (state.handle.get() == 0 ? ", closed]" : "]");
+  }
+
+  // ---- helpers ----
+
+  private long acquire(String call) {
+    state.inFlight.incrementAndGet();
+    long h = state.handle.get();
+    if (h == 0) {
+      state.inFlight.decrementAndGet();
+      throw new ColibriException(ErrorCode.INVALID_USAGE, call + ": communicator is closed;"
+          + " create a new one with Communicator.init");
+    }
+    return h;
+  }
+
+  private void release() {
+    state.inFlight.decrementAndGet();
+    Reference.reachabilityFence(this); // the cleaner must not run while a call is inside
+  }
+
+  private void check(int rc, String call) {
+    if (rc != 0) {
+      throw NativeLibrary.error(rc, call + " on rank " + rank + " of " + size);
+    }
+  }
+
+  private void check(int rc, String call, long count, DataType type) {
+    if (rc != 0) {
+      throw NativeLibrary.error(rc, call + " of " + count + " " + type + " on rank " + rank
+          + " of " + size);
+    }
+  }
+
+  private static ColibriException invalid(String call, String message) {
+    return new ColibriException(ErrorCode.INVALID_ARGUMENT, call + ": " + message);
+  }
+
+  private static void checkTypeAndOp(String call, DataType type, ReduceOp op, boolean needsOp) {
+    if (type == null) {
+      throw invalid(call, "type is null: pass a DataType such as DataType.FLOAT32");
+    }
+    if (needsOp && op == null) {
+      throw invalid(call, "op is null: pass a ReduceOp such as ReduceOp.SUM");
+    }
+  }
+
+  private void checkRoot(int root) {
+    if (root < 0 || root >= size) {
+      throw invalid("broadcast", "root " + root + " is out of range for a communicator of "
+          + size + " rank" + (size == 1 ? "" : "s") + ": pass a root in 0.." + (size - 1));
+    }
+  }
+
+  /** Bytes of {@code count * ranks} elements of {@code type}; checks sign and overflow. */
+  private static long bytes(String call, String countName, long count, int ranks,
+      DataType type) {
+    if (count < 0) {
+      throw invalid(call, countName + " is " + count
+          + ": pass the number of elements, 0 or more");
+    }
+    try {
+      return Math.multiplyExact(Math.multiplyExact(count, (long) ranks), (long) type.size());
+    } catch (ArithmeticException e) {
+      throw invalid(call, countName + " " + count + (ranks > 1 ? " x " + ranks + " ranks" : "")
+          + " x " + type.size() + " bytes (" + type + ") does not fit in a long: pass a smaller "
+          + countName);
+    }
+  }
+
+  private static void checkBuffer(String call, String name, ByteBuffer buffer, long neededBytes,
+      boolean written) {
+    if (buffer == null) {
+      throw invalid(call, name + " buffer is null: pass a direct ByteBuffer"
+          + " (ByteBuffer.allocateDirect) with at least " + neededBytes
+          + " bytes from position to limit");
+    }
+    if (!buffer.isDirect()) {
+      throw invalid(call, name + " buffer is a heap buffer: Colibri needs direct buffers;"
+          + " allocate it with ByteBuffer.allocateDirect (or copy the data into one)");
+    }
+    if (written && buffer.isReadOnly()) {
+      throw invalid(call, name + " buffer is read-only: pass a writable direct buffer for the"
+          + " result");
+    }
+    if (buffer.remaining() < neededBytes) {
+      throw invalid(call, name + " buffer has " + buffer.remaining() + " bytes remaining"
+          + " (position " + buffer.position() + ", limit " + buffer.limit() + ") but "
+          + neededBytes + " bytes are needed: pass a larger buffer, move its position or limit,"
+          + " or a smaller count");
+    }
+  }
+
+  private static void checkAddress(String call, String name, long address, long count) {
+    if (address == 0 && count > 0) {
+      throw invalid(call, name + " address is 0 (null) with a count of " + count
+          + ": pass the address of the memory");
+    }
+  }
+}

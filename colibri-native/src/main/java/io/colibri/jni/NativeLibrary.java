@@ -1,0 +1,66 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.jni;
+
+import io.colibri.ColibriException;
+import io.colibri.ErrorCode;
+
+/**
+ * Loads {@code libcolibri.so.0} and {@code jniColibriLib} once, through JavaCPP: both are resources
+ * of the natives jar (classifier linux-x86_64) under {@code io/colibri/jni/linux-x86_64/}; JavaCPP
+ * extracts them to its cache ({@code ~/.javacpp/cache} unless {@code -Dorg.bytedeco.javacpp.cachedir}
+ * says otherwise) and loads them, libcolibri first. A failure becomes an UNSUPPORTED
+ * {@link ColibriException} that says which jar to add; {@code -Dorg.bytedeco.javacpp.logger.debug=true}
+ * shows where JavaCPP looked.
+ */
+final class NativeLibrary {
+  private static volatile boolean loaded;
+  private static volatile ColibriException failure;
+
+  private NativeLibrary() {}
+
+  /**
+   * Makes sure the native libraries are loaded.
+   *
+   * @throws ColibriException UNSUPPORTED if they cannot be
+   */
+  static void ensureLoaded() {
+    if (loaded) {
+      return;
+    }
+    synchronized (NativeLibrary.class) {
+      if (loaded) {
+        return;
+      }
+      if (failure != null) {
+        throw new ColibriException(failure.code(), failure.getMessage(), failure);
+      }
+      try {
+        ColibriLib.load();
+        ColibriLib.versionCode(); // throws UnsatisfiedLinkError if JavaCPP found nothing to load
+        loaded = true;
+      } catch (UnsatisfiedLinkError | ExceptionInInitializerError | NoClassDefFoundError e) {
+        Throwable cause = e instanceof ExceptionInInitializerError && e.getCause() != null
+            ? e.getCause() : e;
+        failure = new ColibriException(ErrorCode.UNSUPPORTED,
+            "could not load the Colibri native library for " + System.getProperty("os.name")
+                + " " + System.getProperty("os.arch") + " (" + cause + "). Colibri ships natives"
+                + " for linux-x86_64: add io.colibri:colibri-native with classifier linux-x86_64"
+                + " (same version as colibri-native) to the dependencies; run with"
+                + " -Dorg.bytedeco.javacpp.logger.debug=true to see where it was looked for",
+            cause);
+        throw failure;
+      }
+    }
+  }
+
+  /** The failure of a native call: its code and the calling thread's last-error message. */
+  static ColibriException error(int rc, String context) {
+    String detail = ColibriLib.clbGetLastError();
+    if (detail == null || detail.isEmpty()) {
+      detail = ColibriLib.clbGetErrorString(rc) + " (the native library gave no details)";
+    }
+    return new ColibriException(ErrorCode.fromCode(rc), context + " failed: " + detail);
+  }
+}

@@ -1,0 +1,125 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.jni;
+
+import io.colibri.ColibriException;
+import io.colibri.Communicator;
+import io.colibri.ErrorCode;
+import io.colibri.Options;
+import io.colibri.UniqueId;
+import io.colibri.jni.ColibriLib.ClbConfig;
+import io.colibri.spi.CommunicatorProvider;
+import java.lang.System.Logger.Level;
+
+/**
+ * The native implementation of Colibri, registered for {@link java.util.ServiceLoader} in
+ * {@code META-INF/services/io.colibri.spi.CommunicatorProvider}.
+ */
+public final class NativeProvider implements CommunicatorProvider {
+  private static final System.Logger LOG = System.getLogger("io.colibri");
+
+  /** For {@link java.util.ServiceLoader}. */
+  public NativeProvider() {}
+
+  @Override
+  public UniqueId createUniqueId() {
+    NativeLibrary.ensureLoaded();
+    byte[] id = new byte[UniqueId.BYTES];
+    int rc = ColibriLib.clbGetUniqueId(id);
+    if (rc != 0) {
+      throw NativeLibrary.error(rc, "UniqueId.create");
+    }
+    return UniqueId.fromBytes(id);
+  }
+
+  @Override
+  public UniqueId uniqueIdFromAddress(String host, int port, String secretOrNull) {
+    if (host == null || host.isBlank()) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "bootstrap host is "
+          + (host == null ? "null" : "empty") + ": pass the host name or IP address of rank 0");
+    }
+    if (port < 1 || port > 65535) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "bootstrap port " + port
+          + " is out of range: pass a TCP port in 1..65535 that is free on rank 0's host");
+    }
+    NativeLibrary.ensureLoaded();
+    byte[] id = new byte[UniqueId.BYTES];
+    int rc = ColibriLib.clbUniqueIdFromAddress(host.strip(), port, secretOrNull, id);
+    if (rc != 0) {
+      throw NativeLibrary.error(rc, "unique id for " + host + ":" + port);
+    }
+    return UniqueId.fromBytes(id);
+  }
+
+  @Override
+  public Communicator init(UniqueId id, int rank, int nranks, Options options) {
+    if (id == null) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "unique id is null: create one with"
+          + " UniqueId.create() on one process and pass it to every rank");
+    }
+    if (options == null) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT,
+          "options are null: pass Options.defaults() or an Options built with Options.builder()");
+    }
+    if (nranks < 1) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "nranks is " + nranks
+          + ": a communicator needs at least 1 rank; pass the number of processes that join it");
+    }
+    if (rank < 0 || rank >= nranks) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "rank " + rank + " is out of range"
+          + " for " + nranks + " ranks: pass a rank in 0.." + (nranks - 1)
+          + ", different on every process");
+    }
+    NativeLibrary.ensureLoaded();
+    long[] comm = new long[1];
+    try (ClbConfig config = toConfig(options)) {
+      int rc = ColibriLib.clbCommInitRank(comm, id.toBytes(), rank, nranks, config);
+      if (rc != 0) {
+        throw NativeLibrary.error(rc, "init of rank " + rank + " of " + nranks);
+      }
+    }
+    if (comm[0] == 0) {
+      throw new ColibriException(ErrorCode.INTERNAL_ERROR, "init of rank " + rank + " of " + nranks
+          + " returned success but no communicator: please report this as a Colibri bug");
+    }
+    return new NativeCommunicator(comm[0], rank, nranks, options);
+  }
+
+  @Override
+  public int version() {
+    NativeLibrary.ensureLoaded();
+    int[] version = new int[1];
+    int rc = ColibriLib.clbGetVersion(version);
+    if (rc != 0) {
+      throw NativeLibrary.error(rc, "version");
+    }
+    return version[0];
+  }
+
+  /**
+   * A {@code clbConfig_t} from {@code options}: {@code clbConfigInit}, then every field set from
+   * the Java options, which already resolved system properties and the environment. Close it.
+   */
+  static ClbConfig toConfig(Options options) {
+    ClbConfig config = new ClbConfig();
+    int rc = ColibriLib.clbConfigInit(config);
+    if (rc != 0) {
+      // clbConfigInit also reads COLIBRI_* variables; the Java options already did, and overwrite
+      // every field below, so a complaint about the environment does not stop us.
+      LOG.log(Level.WARNING, "the native library refused the environment ("
+          + ColibriLib.clbGetLastError() + "); the Java options, which set this knob otherwise,"
+          + " fill every field of the configuration. Fix or unset the variable to silence this");
+      config.size(config.sizeof());
+    }
+    config.transport(options.transport().code())
+        .algorithm(options.algorithm().code())
+        .logLevel(options.logLevel().code())
+        .pipelineDepth(options.pipelineDepth())
+        .chunkBytes(options.chunkBytes())
+        .directMaxBytes(options.directMaxBytes())
+        .stagingCapBytes(options.stagingCapBytes())
+        .timeoutMs(options.timeout().toMillis());
+    return config;
+  }
+}

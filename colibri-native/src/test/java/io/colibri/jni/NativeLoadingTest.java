@@ -1,0 +1,148 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.jni;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.colibri.DataType;
+import io.colibri.spi.CommunicatorProvider;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.ServiceLoader;
+import java.util.concurrent.TimeUnit;
+import org.bytedeco.javacpp.Loader;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The native libraries load through JavaCPP, come from the resources (not the build tree), and have
+ * no link-time dependency on libcuda or libibverbs (ARCHITECTURE: "Loads anywhere").
+ */
+class NativeLoadingTest {
+
+  private static final List<String> FORBIDDEN = List.of("libcuda.so", "libibverbs.so",
+      "libcudart.so", "libnvidia-ml.so");
+
+  @Test
+  void providerIsFoundByServiceLoader() {
+    List<String> names = new ArrayList<>();
+    for (CommunicatorProvider p : ServiceLoader.load(CommunicatorProvider.class)) {
+      names.add(p.getClass().getName());
+    }
+    assertEquals(List.of(NativeProvider.class.getName()), names);
+  }
+
+  @Test
+  void versionMatchesTheHeader() {
+    NativeLibrary.ensureLoaded();
+    assertEquals(ColibriLib.versionCode(), new NativeProvider().version());
+    assertEquals(0 * 10000 + 1 * 100 + 0, ColibriLib.versionCode());
+    assertEquals(1, ColibriLib.protocolVersion());
+  }
+
+  @Test
+  void typeSizesMatchTheNativeLibrary() {
+    NativeLibrary.ensureLoaded();
+    for (DataType t : DataType.values()) {
+      assertEquals(t.size(), ColibriLib.clbTypeSize(t.code()), t.name());
+    }
+    assertEquals(io.colibri.UniqueId.BYTES, ColibriLib.uniqueIdBytes());
+  }
+
+  @Test
+  void librariesAreLoadedFromTheJarResources() {
+    NativeLibrary.ensureLoaded();
+    Map<String, String> loaded = Loader.getLoadedLibraries();
+    String jni = find(loaded, "libjniColibriLib.so");
+    String core = find(loaded, "libcolibri.so.0");
+    assertNotNull(jni, "jniColibriLib not loaded: " + loaded);
+    assertNotNull(core, "libcolibri.so.0 not loaded: " + loaded);
+    // Both come from io/colibri/jni/linux-x86_64 (target/classes or JavaCPP's cache of the jar),
+    // never from the CMake build directory.
+    for (String path : List.of(jni, core)) {
+      assertFalse(path.contains("build/native"), path);
+      assertTrue(path.contains("linux-x86_64"), path);
+    }
+  }
+
+  @Test
+  void loadedLibrariesNeedNeitherCudaNorVerbs() throws Exception {
+    NativeLibrary.ensureLoaded();
+    Map<String, String> loaded = Loader.getLoadedLibraries();
+    for (String name : List.of("libjniColibriLib.so", "libcolibri.so.0")) {
+      String path = find(loaded, name);
+      assertNotNull(path, name + " not loaded: " + loaded);
+      assertNoForbiddenNeeded(Paths.get(path));
+    }
+  }
+
+  @Test
+  void buildTreeLibraryNeedsNeitherCudaNorVerbs() throws Exception {
+    Path lib = Paths.get(System.getProperty("colibri.nativeBuildDir", "../build/native"),
+        "libcolibri.so");
+    assumeTrue(Files.exists(lib), lib + " not built (-Dcolibri.skipNative?)");
+    assertNoForbiddenNeeded(lib);
+  }
+
+  @Test
+  void jniLibraryHasNoBuildPathInItsRunpath() throws Exception {
+    NativeLibrary.ensureLoaded();
+    String jni = find(Loader.getLoadedLibraries(), "libjniColibriLib.so");
+    String dynamic = readelf(Paths.get(jni));
+    for (String line : dynamic.split("\n")) {
+      if (line.contains("RPATH") || line.contains("RUNPATH")) {
+        assertTrue(line.contains("[$ORIGIN/]"), line);
+      }
+    }
+  }
+
+  private static void assertNoForbiddenNeeded(Path lib) throws Exception {
+    String dynamic = readelf(lib);
+    List<String> needed = new ArrayList<>();
+    for (String line : dynamic.split("\n")) {
+      if (line.contains("(NEEDED)")) {
+        needed.add(line.substring(line.indexOf('[') + 1, line.indexOf(']')));
+      }
+    }
+    assertFalse(needed.isEmpty(), "no NEEDED entries read from " + lib + ":\n" + dynamic);
+    for (String n : needed) {
+      for (String f : FORBIDDEN) {
+        assertFalse(n.startsWith(f), lib + " has a link-time dependency on " + n
+            + "; it must be loaded at run time (dlopen) instead");
+      }
+    }
+  }
+
+  private static String readelf(Path lib) throws IOException, InterruptedException {
+    Process p;
+    try {
+      p = new ProcessBuilder("readelf", "-d", lib.toString()).redirectErrorStream(true).start();
+    } catch (IOException e) {
+      assumeTrue(false, "readelf not installed (binutils): " + e.getMessage());
+      throw e;
+    }
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    assertTrue(p.waitFor(30, TimeUnit.SECONDS), "readelf hung");
+    assertEquals(0, p.exitValue(), "readelf -d " + lib + ":\n" + out);
+    return out;
+  }
+
+  private static String find(Map<String, String> loaded, String fileName) {
+    for (String path : loaded.values()) {
+      if (path != null && Paths.get(path).getFileName().toString().equals(fileName)) {
+        return path;
+      }
+    }
+    return null;
+  }
+}
