@@ -43,6 +43,7 @@ clbResult_t directRun(clbComm* comm, const CollArgs& a) {
 
   // Where every rank's input is (this rank reads its own from the user's buffer).
   std::vector<const char*> src(n, nullptr);
+  // Waits for peer p's call, checks it is the same call, and finds its input (if it posted one).
   auto fetch = [&](int p) -> clbResult_t {
     if (p == r) {
       src[p] = static_cast<const char*>(a.send);
@@ -56,6 +57,7 @@ clbResult_t directRun(clbComm* comm, const CollArgs& a) {
                       "rank %d called %s but rank %d called %s: every rank must make the same "
                       "collective calls in the same order with the same count, type, op and root",
                       r, describe(a.desc).c_str(), p, describe(c->directDesc).c_str());
+    if (a.desc.coll == kBroadcast && p != a.root) return clbSuccess;  // posted no data
     char* base = nullptr;
     CLB_CHECK(w.peerBase(p, &base));
     src[p] = base + c->seg.scratchOffset;
@@ -83,7 +85,9 @@ clbResult_t directRun(clbComm* comm, const CollArgs& a) {
       }
       break;
     case kBroadcast:
-      CLB_CHECK(fetch(a.root));
+      // Every rank checks every peer's call: a rank that wrongly believes it is the root would
+      // otherwise return without noticing.
+      for (int p = 0; p < n; p++) CLB_CHECK(fetch(p));
       if (out != src[a.root]) memcpy(out, src[a.root], a.count * esz);
       break;
     default:

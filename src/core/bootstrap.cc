@@ -45,7 +45,7 @@ struct RingHello {
   uint8_t secret[kSecretBytes];
   uint64_t nonce;
   int32_t fromRank;
-  int32_t pad;
+  int32_t channel;  // 0: data, 1: notices
 };
 
 constexpr int64_t kRootReadMs = 10000;
@@ -235,6 +235,8 @@ void Bootstrap::close() {
   closeFd(&listenFd_);
   closeFd(&nextFd_);
   closeFd(&prevFd_);
+  closeFd(&nextCtlFd_);
+  closeFd(&prevCtlFd_);
 }
 
 clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t timeoutMs,
@@ -336,13 +338,16 @@ clbResult_t Bootstrap::connectRing() {
   snprintf(nextName, sizeof nextName, "rank %d (%s, pid %d, %s)", next, ni.hostname, ni.pid, na.str().c_str());
   snprintf(prevName, sizeof prevName, "rank %d (%s, pid %d)", prev, peers_[prev].hostname, peers_[prev].pid);
 
-  CLB_CHECK(connectTcp(na, deadline, abort_, &nextFd_));
-  RingHello hello{{kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, 0}, {}, nonce_, rank_, 0};
-  memcpy(hello.secret, id_.secret, kSecretBytes);
-  CLB_CHECK(sendAll(nextFd_, &hello, sizeof hello, deadline, abort_, nextName));
+  int* outs[2] = {&nextFd_, &nextCtlFd_};
+  for (int ch = 0; ch < 2; ch++) {
+    CLB_CHECK(connectTcp(na, deadline, abort_, outs[ch]));
+    RingHello hello{{kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, 0}, {}, nonce_, rank_, ch};
+    memcpy(hello.secret, id_.secret, kSecretBytes);
+    CLB_CHECK(sendAll(*outs[ch], &hello, sizeof hello, deadline, abort_, nextName));
+  }
 
-  // Accept prev; connections that do not prove the secret and session are refused.
-  for (;;) {
+  // Accept prev's two connections; connections that do not prove the secret and session are refused.
+  while (prevFd_ < 0 || prevCtlFd_ < 0) {
     int fd = -1;
     CLB_CHECK(acceptTcp(listenFd_, deadline, abort_, &fd));
     RingHello in{};
@@ -351,8 +356,9 @@ clbResult_t Bootstrap::connectRing() {
       continue;
     }
     uint32_t status = clbSuccess;
+    int* slot = in.channel == 0 ? &prevFd_ : in.channel == 1 ? &prevCtlFd_ : nullptr;
     if (in.h.magic != kWireMagic || in.h.protocol != CLB_PROTOCOL_VERSION || !secretEqual(in.secret, id_.secret) ||
-        in.nonce != nonce_ || in.fromRank != prev)
+        in.nonce != nonce_ || in.fromRank != prev || !slot || *slot >= 0)
       status = clbAuthError;
     sendAll(fd, &status, sizeof status, deadline, abort_, prevName);
     if (status != clbSuccess) {
@@ -360,13 +366,13 @@ clbResult_t Bootstrap::connectRing() {
       ::close(fd);
       continue;
     }
-    prevFd_ = fd;
-    break;
+    *slot = fd;
   }
-  uint32_t status = 0;
-  CLB_CHECK(recvAll(nextFd_, &status, sizeof status, deadline, abort_, nextName));
-  if (status != clbSuccess)
-    return setError(clbAuthError, "%s refused this rank's ring connection", nextName);
+  for (int ch = 0; ch < 2; ch++) {
+    uint32_t status = 0;
+    CLB_CHECK(recvAll(*outs[ch], &status, sizeof status, deadline, abort_, nextName));
+    if (status != clbSuccess) return setError(clbAuthError, "%s refused this rank's ring connection", nextName);
+  }
   return clbSuccess;
 }
 

@@ -74,6 +74,9 @@ class Bootstrap {
   const std::vector<RankInfo>& peers() const { return peers_; }
   int nextFd() const { return nextFd_; }
   int prevFd() const { return prevFd_; }
+  // Second connection pair for notices (abort, failure) that must not wait behind data.
+  int nextCtlFd() const { return nextCtlFd_; }
+  int prevCtlFd() const { return prevCtlFd_; }
   int64_t timeoutMs() const { return timeoutMs_; }
 
  private:
@@ -83,7 +86,7 @@ class Bootstrap {
   int64_t timeoutMs_ = 0;
   const std::atomic<bool>* abort_ = nullptr;
   IdData id_{};
-  int listenFd_ = -1, nextFd_ = -1, prevFd_ = -1;
+  int listenFd_ = -1, nextFd_ = -1, prevFd_ = -1, nextCtlFd_ = -1, prevCtlFd_ = -1;
   std::vector<RankInfo> peers_;
 };
 

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -62,13 +63,43 @@ clbComm::~clbComm() = default;
 void clbComm::markFailed() {
   if (failed.exchange(true)) return;
   failure = lastError();
-  if (shm) shm->setState(kFailed, failure.c_str());
+  // An abort stays an abort for the peers, whatever error it caused on this rank.
+  if (shm) shm->setState(aborted ? kAborted : kFailed, failure.c_str());
+  if (!shm) notifyNeighbours(aborted ? 'A' : 'F');
+}
+
+namespace {
+struct Notice {
+  char kind;  // 'A' aborted, 'F' failed
+  char pad[3];
+  int32_t origin;
+};
+}  // namespace
+
+void clbComm::notifyNeighbours(char kind) {
+  Notice n{kind, {0, 0, 0}, noticeKind ? noticeOrigin : rank};
+  if (noticeKind == 'A') n.kind = 'A';
+  for (int fd : {boot.nextCtlFd(), boot.prevCtlFd()})
+    if (fd >= 0) (void)!send(fd, &n, sizeof n, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
   if (aborted.load(std::memory_order_relaxed))
     return setError(clbAborted, "rank %d: the communicator was aborted (clbCommAbort) while waiting for %s", rank, what);
   const int64_t now = nowMs();
+  if (!shm && nranks > 1) {
+    for (int fd : {boot.prevCtlFd(), boot.nextCtlFd()}) {
+      Notice n{};
+      if (fd < 0 || recv(fd, &n, sizeof n, MSG_DONTWAIT | MSG_PEEK) != (ssize_t)sizeof n) continue;
+      (void)!recv(fd, &n, sizeof n, MSG_DONTWAIT);
+      noticeKind = n.kind;
+      noticeOrigin = n.origin;
+      if (n.kind == 'A')
+        return setError(clbAborted, "rank %d aborted its communicator while rank %d waited for %s", n.origin, rank, what);
+      return setError(clbRemoteError, "rank %d failed, so rank %d cannot finish (it waited for %s); see rank %d's error",
+                      n.origin, rank, what, n.origin);
+    }
+  }
   if (shm) {
     for (int p = 0; p < nranks; p++) {
       if (p == rank) continue;
@@ -322,6 +353,7 @@ clbResult_t clbCommAbort(clbComm_t c) {
   CLB_CHECK(checkComm(c));
   c->aborted.store(true);
   if (c->shm) c->shm->setState(kAborted, "aborted");
+  else c->notifyNeighbours('A');
   return clbSuccess;
 }
 

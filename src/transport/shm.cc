@@ -42,8 +42,11 @@ clbResult_t mapSegment(const std::string& name, size_t bytes, bool create, char*
   int fd = shm_open(name.c_str(), create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
   if (fd < 0)
     return setSysError(errno, "shm_open(%s) failed (is /dev/shm mounted and large enough?)", name.c_str());
-  if (create && ftruncate(fd, (off_t)bytes) != 0) {
-    int e = errno;
+  // posix_fallocate reserves the pages now: on a full /dev/shm the error comes here, not as a
+  // SIGBUS at first touch.
+  int fe = 0;
+  if (create && (ftruncate(fd, (off_t)bytes) != 0 || (fe = posix_fallocate(fd, 0, (off_t)bytes)) != 0)) {
+    int e = fe ? fe : errno;
     close(fd);
     shm_unlink(name.c_str());
     return setSysError(e, "cannot size shared memory %s to %zu bytes (is /dev/shm full? docker: --shm-size)",
@@ -152,6 +155,7 @@ clbResult_t ShmWorld::waitDrained() {
 
 clbResult_t ShmWorld::ensure(size_t slotBytes, size_t slots, size_t scratchBytes) {
   SegDesc& d = self()->seg;
+  if (slotBytes == 0 && scratchBytes == 0) return clbSuccess;  // nothing to hold
   if (own_.base && d.slotBytes >= slotBytes && d.slots >= slots && d.scratchBytes >= scratchBytes)
     return clbSuccess;
   size_t newSlot = own_.base ? std::max<size_t>(d.slotBytes, slotBytes) : slotBytes;

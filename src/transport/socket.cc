@@ -84,6 +84,9 @@ clbResult_t SocketRingChannel::progress(bool wait, int64_t startMs, const char* 
       pendingHeaderDone_ += n;
       if (pendingHeaderDone_ < sizeof(MsgTag)) break;
     }
+    // A message of a later collective waits in the kernel (its header here) until that
+    // collective starts: staging then never holds data across calls, and trim can free it.
+    if (pendingHeader_.op.seq > comm_->seq) break;
     if (pendingHeader_.bytes > capacity_) break;  // staging not grown yet: waitRecv checks the tag
     Slot& s = recv_[recvRead_ % slots_];
     if (s.done == 0) {
@@ -159,7 +162,8 @@ clbResult_t SocketRingChannel::finish() {
 
 clbResult_t SocketRingChannel::trim() {
   CLB_CHECK(finish());
-  if (recvRead_ != recvConsumed_ || pendingHeaderDone_ != 0) return clbSuccess;  // messages buffered
+  if (recvRead_ != recvConsumed_) return clbSuccess;  // messages of this rank's next call buffered
+  if (pendingHeaderDone_ > 0 && pendingHeader_.op.seq <= comm_->seq) return clbSuccess;  // mid-message
   send_.clear();
   send_.shrink_to_fit();
   recv_.clear();

@@ -30,7 +30,8 @@ public enum Option {
       "Size of one ring chunk in bytes."),
   DIRECT_MAX_BYTES("directMaxBytes", "DIRECT_MAX_BYTES", Kind.BYTES, 64L * 1024, 0,
       1024L * 1024 * 1024,
-      "Largest message in bytes that `auto` sends on the direct path; 0: never direct."),
+      "Largest message in bytes that `auto` sends on the direct path (allGather and reduceScatter:"
+          + " the whole nranks x count buffer); 0: never direct."),
   STAGING_CAP_BYTES("stagingCapBytes", "STAGING_CAP_BYTES", Kind.BYTES, 64L * 1024 * 1024,
       64L * 1024, 1024L * 1024 * 1024 * 1024,
       "Cap on the staging memory one rank may hold; a collective that needs more fails with"

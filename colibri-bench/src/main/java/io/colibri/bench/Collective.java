@@ -1,0 +1,203 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.bench;
+
+import io.colibri.Communicator;
+import io.colibri.DataType;
+import io.colibri.ReduceOp;
+import java.nio.ByteBuffer;
+import java.util.Locale;
+
+/**
+ * The four collectives as the perf tool sees them: how a size in bytes maps to counts, how to run
+ * one, the bus bandwidth factor, and how to check a result.
+ *
+ * <p>Sizes follow nccl-tests: for allReduce and broadcast the size is the message; for allGather
+ * and reduceScatter it is the whole buffer of all ranks ({@code nranks x} the per-rank part).
+ */
+enum Collective {
+  ALL_REDUCE("allReduce", "allreduce") {
+    @Override
+    long perRankCount(long bytes, int nranks, DataType type) {
+      return bytes / type.size();
+    }
+
+    @Override
+    double busFactor(int n) {
+      return 2.0 * (n - 1) / n;
+    }
+
+    @Override
+    void run(Communicator comm, ByteBuffer send, ByteBuffer recv, long count, PerfConfig c) {
+      comm.allReduce(send, recv, count, c.type, c.op);
+    }
+
+    @Override
+    void fillInput(ByteBuffer send, int rank, int nranks, long count, DataType type) {
+      DataCheck.fill(send, type, rank, 0, count);
+    }
+
+    @Override
+    long countWrong(ByteBuffer recv, int rank, int nranks, long count, PerfConfig c) {
+      return DataCheck.countWrongReduced(recv, c.type, c.op, nranks, 0, count);
+    }
+  },
+
+  ALL_GATHER("allGather", "allgather") {
+    @Override
+    long perRankCount(long bytes, int nranks, DataType type) {
+      return bytes / ((long) nranks * type.size());
+    }
+
+    @Override
+    long totalCount(long perRankCount, int nranks) {
+      return perRankCount * nranks;
+    }
+
+    @Override
+    double busFactor(int n) {
+      return (n - 1.0) / n;
+    }
+
+    @Override
+    void run(Communicator comm, ByteBuffer send, ByteBuffer recv, long count, PerfConfig c) {
+      comm.allGather(send, recv, count, c.type);
+    }
+
+    @Override
+    void fillInput(ByteBuffer send, int rank, int nranks, long count, DataType type) {
+      DataCheck.fill(send, type, rank, 0, count);
+    }
+
+    @Override
+    long countWrong(ByteBuffer recv, int rank, int nranks, long count, PerfConfig c) {
+      long wrong = 0;
+      for (int p = 0; p < nranks; p++) {
+        wrong += DataCheck.countWrongCopy(recv, c.type, p, p * count, 0, count);
+      }
+      return wrong;
+    }
+  },
+
+  REDUCE_SCATTER("reduceScatter", "reducescatter") {
+    @Override
+    long perRankCount(long bytes, int nranks, DataType type) {
+      return bytes / ((long) nranks * type.size());
+    }
+
+    @Override
+    long totalCount(long perRankCount, int nranks) {
+      return perRankCount * nranks;
+    }
+
+    @Override
+    double busFactor(int n) {
+      return (n - 1.0) / n;
+    }
+
+    @Override
+    void run(Communicator comm, ByteBuffer send, ByteBuffer recv, long count, PerfConfig c) {
+      comm.reduceScatter(send, recv, count, c.type, c.op);
+    }
+
+    @Override
+    void fillInput(ByteBuffer send, int rank, int nranks, long count, DataType type) {
+      DataCheck.fill(send, type, rank, 0, count * nranks);
+    }
+
+    @Override
+    long countWrong(ByteBuffer recv, int rank, int nranks, long count, PerfConfig c) {
+      return DataCheck.countWrongReduced(recv, c.type, c.op, nranks, rank * count, count);
+    }
+  },
+
+  BROADCAST("broadcast", "broadcast") {
+    @Override
+    long perRankCount(long bytes, int nranks, DataType type) {
+      return bytes / type.size();
+    }
+
+    @Override
+    double busFactor(int n) {
+      return 1.0;
+    }
+
+    @Override
+    void run(Communicator comm, ByteBuffer send, ByteBuffer recv, long count, PerfConfig c) {
+      comm.broadcast(send, recv, count, c.type, c.root);
+    }
+
+    @Override
+    void fillInput(ByteBuffer send, int rank, int nranks, long count, DataType type) {
+      DataCheck.fill(send, type, rank, 0, count);
+    }
+
+    @Override
+    long countWrong(ByteBuffer recv, int rank, int nranks, long count, PerfConfig c) {
+      return DataCheck.countWrongCopy(recv, c.type, c.root, 0, 0, count);
+    }
+  };
+
+  private final String displayName;
+  private final String optionName;
+
+  Collective(String displayName, String optionName) {
+    this.displayName = displayName;
+    this.optionName = optionName;
+  }
+
+  /** The name in tables and files: allReduce, allGather, reduceScatter, broadcast. */
+  String displayName() {
+    return displayName;
+  }
+
+  /** The name on the command line: allreduce, allgather, reducescatter, broadcast. */
+  String optionName() {
+    return optionName;
+  }
+
+  /** The collective named on a command line (case, '_' and '-' ignored), or null. */
+  static Collective byName(String name) {
+    String n = name.toLowerCase(Locale.ROOT).replace("_", "").replace("-", "");
+    for (Collective c : values()) {
+      if (c.optionName.equals(n)) {
+        return c;
+      }
+    }
+    return null;
+  }
+
+  /** The count argument of the call for a size of {@code bytes} (rounded down; may be 0). */
+  abstract long perRankCount(long bytes, int nranks, DataType type);
+
+  /** Elements in the buffer that the size column describes. */
+  long totalCount(long perRankCount, int nranks) {
+    return perRankCount;
+  }
+
+  /** busbw = algbw x this (nccl-tests' factors). */
+  abstract double busFactor(int nranks);
+
+  /** Whether the collective reduces (the table shows the op) or copies (broadcast: the root). */
+  boolean reduces() {
+    return this == ALL_REDUCE || this == REDUCE_SCATTER;
+  }
+
+  abstract void run(Communicator comm, ByteBuffer send, ByteBuffer recv, long count, PerfConfig c);
+
+  /** Writes this rank's input for a call with {@code count}. */
+  abstract void fillInput(ByteBuffer send, int rank, int nranks, long count, DataType type);
+
+  /** Elements of this rank's result that differ from the reference. */
+  abstract long countWrong(ByteBuffer recv, int rank, int nranks, long count, PerfConfig c);
+
+  /** Elements that the recv buffer of a call with {@code count} holds. */
+  long recvCount(long count, int nranks) {
+    return this == ALL_GATHER ? count * nranks : count;
+  }
+
+  static String opColumn(Collective c, ReduceOp op, int root) {
+    return c == BROADCAST ? Integer.toString(root) : (c.reduces() ? Perf.opName(op) : "-");
+  }
+}

@@ -1,0 +1,169 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.it;
+
+import io.colibri.ColibriException;
+import io.colibri.Communicator;
+import io.colibri.DataType;
+import io.colibri.Options;
+import io.colibri.ReduceOp;
+import io.colibri.Transport;
+import io.colibri.UniqueId;
+import io.colibri.it.Spec.Coll;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.zip.CRC32;
+
+/**
+ * One rank in its own JVM, started by {@link MultiProcessTest} and {@link FaultTest}.
+ *
+ * <pre>
+ *   check &lt;id-base64&gt; &lt;rank&gt; &lt;nranks&gt; &lt;transport&gt; &lt;timeoutMs&gt;
+ *   loop  &lt;id-base64&gt; &lt;rank&gt; &lt;nranks&gt; &lt;transport&gt; &lt;timeoutMs&gt;
+ *   env   - - - &lt;transport&gt; &lt;timeoutMs&gt;   (Communicator.fromEnvironment: MASTER_ADDR, ...)
+ * </pre>
+ *
+ * <p>check / env: runs every collective on several types, ops and sizes; every process generates
+ * every rank's input from the shared seeds, so it checks its own output against the Java
+ * reference element by element, and all ranks compare checksums of their outputs (through an
+ * allGather) to prove they got the same bits. Exit 0 when everything matched, 1 otherwise (the
+ * problems on stderr).
+ *
+ * <p>loop: allReduce in a loop until something fails; prints READY after the first one. On a
+ * failure prints {@code FAILED <code> <epochMillis> <message>}, closes the communicator, prints
+ * CLOSED and exits 3.
+ */
+public final class RankProcess {
+  private RankProcess() {}
+
+  public static void main(String[] args) {
+    String mode = args[0];
+    Transport transport = Transport.valueOf(args[4]);
+    Options options = Options.builder().transport(transport)
+        .timeout(Duration.ofMillis(Long.parseLong(args[5])))
+        .stagingCapBytes(1024 * 1024).chunkBytes(32 * 1024).build();
+    int exit;
+    try {
+      if (mode.equals("env")) {
+        try (Communicator c = Communicator.fromEnvironment(options)) {
+          exit = check(c);
+        }
+      } else {
+        UniqueId id = UniqueId.parse(args[1]);
+        int rank = Integer.parseInt(args[2]);
+        int nranks = Integer.parseInt(args[3]);
+        if (mode.equals("loop")) {
+          exit = loop(id, rank, nranks, options);
+        } else {
+          try (Communicator c = Communicator.init(id, rank, nranks, options)) {
+            exit = check(c);
+          }
+        }
+      }
+    } catch (Throwable t) {
+      System.err.println("rank process failed: " + t);
+      t.printStackTrace();
+      exit = 2;
+    }
+    System.out.flush();
+    System.err.flush();
+    System.exit(exit);
+  }
+
+  private static int loop(UniqueId id, int rank, int nranks, Options options) {
+    Communicator c = Communicator.init(id, rank, nranks, options);
+    int count = 256 * 1024;
+    ByteBuffer send = ByteBuffer.allocateDirect(count * 4).order(ByteOrder.nativeOrder());
+    ByteBuffer recv = ByteBuffer.allocateDirect(count * 4).order(ByteOrder.nativeOrder());
+    long iterations = 0;
+    try {
+      while (true) {
+        c.allReduce(send, recv, count, DataType.FLOAT32, ReduceOp.SUM);
+        if (iterations++ == 0) {
+          System.out.println("READY");
+          System.out.flush();
+        }
+      }
+    } catch (ColibriException e) {
+      System.out.println("FAILED " + e.code() + " " + System.currentTimeMillis() + " after "
+          + iterations + " iterations: " + e.getMessage().replace('\n', ' '));
+      System.out.flush();
+      c.close();
+      System.out.println("CLOSED");
+      return 3;
+    }
+  }
+
+  private static int check(Communicator c) {
+    int n = c.size();
+    int me = c.rank();
+    List<String> problems = new ArrayList<>();
+    DataType[] types = {DataType.INT32, DataType.UINT8, DataType.FLOAT16, DataType.BFLOAT16,
+        DataType.FLOAT32, DataType.FLOAT64};
+    ByteBuffer sums = ByteBuffer.allocateDirect(8 * n).order(ByteOrder.nativeOrder());
+    ByteBuffer mySum = ByteBuffer.allocateDirect(8).order(ByteOrder.nativeOrder());
+    int calls = 0;
+    for (Coll coll : Coll.values()) {
+      for (DataType t : types) {
+        ReduceOp[] ops = coll.reduces() ? new ReduceOp[] {ReduceOp.SUM, ReduceOp.AVG,
+            ReduceOp.MAX} : new ReduceOp[] {null};
+        for (ReduceOp op : ops) {
+          for (long count : new long[] {7, 60_001}) {
+            Spec s = new Spec(coll, t, op, count, n, (int) (count % n));
+            long seed = Seeds.forCase("process " + s);
+            List<ByteBuffer> inputs = new ArrayList<>();
+            for (int r = 0; r < n; r++) {
+              ByteBuffer in = ByteBuffer.allocateDirect(Math.toIntExact(s.sendElems() * t.size()))
+                  .order(ByteOrder.nativeOrder());
+              Elements.fillRandom(in, t, op, s.sendElems(),
+                  new SplittableRandom(Seeds.forRank(seed, r)));
+              inputs.add(in);
+            }
+            GuardedBuffer out = new GuardedBuffer().reset(s.recvElems() * t.size());
+            out.poison(GuardedBuffer.POISON);
+            ByteBuffer send = inputs.get(me);
+            switch (coll) {
+              case ALL_REDUCE: c.allReduce(send, out.data(), count, t, op); break;
+              case ALL_GATHER: c.allGather(send, out.data(), count, t); break;
+              case REDUCE_SCATTER: c.reduceScatter(send, out.data(), count, t, op); break;
+              default: c.broadcast(me == s.root() ? send : null, out.data(), count, t, s.root());
+            }
+            calls++;
+            String guard = out.checkGuards(GuardedBuffer.POISON);
+            if (guard != null) {
+              problems.add(s + ": recv buffer overrun: " + guard);
+            }
+            problems.addAll(Expected.compute(s, inputs).check(me, out.data(), 5).stream()
+                .map(p -> s + " seed 0x" + Long.toHexString(seed) + ": " + p).toList());
+            if (coll != Coll.REDUCE_SCATTER) {
+              CRC32 crc = new CRC32();
+              crc.update(out.data());
+              mySum.putLong(0, crc.getValue());
+              c.allGather(mySum, sums, 1, DataType.INT64);
+              for (int r = 0; r < n; r++) {
+                if (sums.getLong(r * 8) != crc.getValue()) {
+                  problems.add(s + ": rank " + r + "'s output has CRC32 " + sums.getLong(r * 8)
+                      + ", rank " + me + "'s " + crc.getValue() + ": ranks got different bits");
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    if (!problems.isEmpty()) {
+      System.err.println("rank " + me + " of " + n + ": " + problems.size() + " problem(s) in "
+          + calls + " collectives (" + c.transportInfo().replace('\n', ';') + "):");
+      problems.stream().limit(20).forEach(p -> System.err.println("  " + p));
+      return 1;
+    }
+    System.out.println("rank " + me + " of " + n + ": " + calls + " collectives checked, transport "
+        + c.transportInfo().lines().filter(l -> l.startsWith("transport")).findFirst().orElse("?"));
+    return 0;
+  }
+}

@@ -1,0 +1,47 @@
+# Sourced by scripts/run.sh and scripts/test.sh: logging, timing and installing missing tools.
+# Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+
+COLIBRI_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+COLIBRI_T0=$(date +%s)
+
+log() { printf '==> [%4ss] %s\n' "$(( $(date +%s) - COLIBRI_T0 ))" "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# ensure_tools CMD:PACKAGE ... : installs, with apt-get, the package of every CMD that is not on the
+# PATH (a CMD starting with / is a file that must exist instead). Nothing is installed when all are
+# there, so the scripts run unchanged on machines that are already set up (or that have no apt).
+ensure_tools() {
+  local missing=() spec cmd pkg
+  for spec in "$@"; do
+    cmd="${spec%%:*}"
+    pkg="${spec#*:}"
+    if [[ "$cmd" == /* ]]; then
+      [[ -e "$cmd" ]] && continue
+    else
+      command -v "$cmd" >/dev/null 2>&1 && continue
+    fi
+    [[ " ${missing[*]} " == *" $pkg "* ]] || missing+=("$pkg")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  command -v apt-get >/dev/null 2>&1 \
+    || die "missing ${missing[*]} and no apt-get here: install them with your package manager"
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || die "missing ${missing[*]}: run as root or install them"
+    sudo=(sudo)
+  fi
+  log "installing missing packages: ${missing[*]}"
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+}
+
+# The build needs a JDK 17 or newer (javac) and Maven; the native core a C++17 compiler and CMake.
+ensure_build_tools() {
+  ensure_tools cmake:cmake make:make g++:g++ java:default-jdk-headless \
+    javac:default-jdk-headless mvn:maven
+  local v
+  v=$(javac -version 2>&1 | sed -n 's/^javac \([0-9][0-9]*\).*/\1/p')
+  [[ -n "$v" && "$v" -ge 17 ]] \
+    || die "Colibri needs JDK 17 or newer; javac says: $(javac -version 2>&1). Set JAVA_HOME/PATH to a JDK 17+"
+}

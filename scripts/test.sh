@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Command 2: every test. The native unit tests (GoogleTest, through CTest) on a CMake build of
+# src/ in build/native, then `mvn -B verify`, which builds all modules and runs their tests
+# (colibri-api, colibri-native against the real native library, the perf tool's smoke tests).
+# Fails on the first failure. Idempotent: a second run rebuilds only what changed.
+# Installs missing tools (cmake, g++, GoogleTest, a JDK, Maven) with apt-get when run as root on
+# Debian/Ubuntu.
+# Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "$COLIBRI_ROOT"
+
+ensure_build_tools
+ensure_tools /usr/include/gtest/gtest.h:libgtest-dev
+
+jobs=$(nproc 2>/dev/null || echo 2)
+
+log "native core: cmake -S src -B build/native"
+cmake -S src -B build/native -DCMAKE_BUILD_TYPE=Release -DCOLIBRI_BUILD_TESTS=ON >/dev/null
+cmake --build build/native -j "$jobs"
+
+log "native unit tests: ctest --test-dir build/native"
+ctest --test-dir build/native --output-on-failure --no-tests=error
+
+log "Java modules: mvn -B -ntp verify"
+mvn -B -ntp verify
+
+log "all tests passed"
