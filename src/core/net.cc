@@ -223,6 +223,8 @@ clbResult_t sendAll(int fd, const void* buf, size_t bytes, int64_t deadlineMs,
       CLB_CHECK(waitFd(fd, POLLOUT, deadlineMs, abort, what));
       continue;
     }
+    if (errno == EPIPE || errno == ECONNRESET)
+      return setError(clbRemoteError, "%s closed the connection (did it exit or fail?): %s", what, strerror(errno));
     return setSysError(errno, "sending to %s failed (did the peer exit?)", what);
   }
   return clbSuccess;
@@ -243,6 +245,8 @@ clbResult_t recvAll(int fd, void* buf, size_t bytes, int64_t deadlineMs,
       CLB_CHECK(waitFd(fd, POLLIN, deadlineMs, abort, what));
       continue;
     }
+    if (errno == ECONNRESET)
+      return setError(clbRemoteError, "%s reset the connection (did it exit or fail?)", what);
     return setSysError(errno, "receiving from %s failed (did the peer exit?)", what);
   }
   return clbSuccess;

@@ -104,7 +104,7 @@ TEST_P(Collectives, AllFourMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Host, Collectives,
-    ::testing::Combine(::testing::Values(1, 2, 3, 5), ::testing::Values(clbTransportShm, clbTransportSocket),
+    ::testing::Combine(::testing::Values(1, 2, 3, 5, 16), ::testing::Values(clbTransportShm, clbTransportSocket),
                        ::testing::Values(clbAlgoRing, clbAlgoDirect, clbAlgoAuto),
                        ::testing::Values(size_t(0), size_t(1), size_t(7), size_t(10007))),
     [](const auto& info) {

@@ -64,6 +64,9 @@ clbResult_t SocketRingChannel::progress(bool wait, int64_t startMs, const char* 
     ssize_t n = send(sendFd_, s.data.data() + s.done, total - s.done, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+      if (errno == EPIPE || errno == ECONNRESET)  // the peer is gone: its fault, not this host's
+        return setError(clbRemoteError, "rank %d closed the connection while rank %d was sending to it "
+                        "(did it exit or fail?): %s", next_, comm_->rank, strerror(errno));
       return setSysError(errno, "sending to rank %d failed (did it exit?)", next_);
     }
     s.done += n;
@@ -138,6 +141,9 @@ clbResult_t SocketRingChannel::waitRecv(const MsgTag& expect, const void** buf) 
     if (recvClosedErrno_ == -1)
       return setError(clbRemoteError, "rank %d closed the connection while rank %d waited for its data (did it exit or fail?)",
                       prev_, comm_->rank);
+    if (recvClosedErrno_ == ECONNRESET)
+      return setError(clbRemoteError, "rank %d reset the connection while rank %d waited for its data "
+                      "(did it exit or fail?)", prev_, comm_->rank);
     if (recvClosedErrno_ > 0)
       return setSysError(recvClosedErrno_, "receiving from rank %d failed (did it exit?)", prev_);
     CLB_CHECK(progress(true, start, "a ring message from the previous rank"));
