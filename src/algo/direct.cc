@@ -42,11 +42,13 @@ clbResult_t directRun(clbComm* comm, const CollArgs& a) {
   w.lastDirectSeq = a.desc.seq;
 
   // Where every rank's input is (this rank reads its own from the user's buffer).
-  std::vector<const char*> src(n, nullptr);
+  // Reused across calls: no allocation on the small-message path.
+  std::vector<const void*>& src = w.srcScratch;
+  src.assign(n, nullptr);
   // Waits for peer p's call, checks it is the same call, and finds its input (if it posted one).
   auto fetch = [&](int p) -> clbResult_t {
     if (p == r) {
-      src[p] = static_cast<const char*>(a.send);
+      src[p] = a.send;
       return clbSuccess;
     }
     CtlBlock* c = w.ctl(p);
@@ -68,13 +70,12 @@ clbResult_t directRun(clbComm* comm, const CollArgs& a) {
   switch (a.desc.coll) {
     case kAllReduce:
       for (int p = 0; p < n; p++) CLB_CHECK(fetch(p));
-      reduceMany(out, reinterpret_cast<const void* const*>(src.data()), n, a.count, a.type, a.op, n);
+      reduceMany(out, src.data(), n, a.count, a.type, a.op, n);
       break;
     case kReduceScatter: {
       for (int p = 0; p < n; p++) CLB_CHECK(fetch(p));
-      std::vector<const void*> seg(n);
-      for (int p = 0; p < n; p++) seg[p] = src[p] + (size_t)r * a.count * esz;
-      reduceMany(out, seg.data(), n, a.count, a.type, a.op, n);
+      for (int p = 0; p < n; p++) src[p] = static_cast<const char*>(src[p]) + (size_t)r * a.count * esz;
+      reduceMany(out, src.data(), n, a.count, a.type, a.op, n);
       break;
     }
     case kAllGather:

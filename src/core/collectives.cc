@@ -61,13 +61,8 @@ clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t 
     return clbSuccess;
   }
   if (c->nranks == 1) {
-    size_t bytes = count * esz;
-    if (coll == kReduceScatter || coll == kAllReduce) {
-      // One rank: the reduction of one input; avg divides by 1.
-      if (send != recv) memmove(recv, send, bytes);
-    } else if (send != recv) {
-      memmove(recv, send, bytes);
-    }
+    // One rank: every collective is a copy (a reduction of one input; avg divides by 1).
+    if (send != recv) memmove(recv, send, count * esz);
     c->lastAlgo = clbAlgoNone;
     return clbSuccess;
   }

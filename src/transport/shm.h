@@ -71,6 +71,7 @@ class ShmWorld {
   clbResult_t trim();
   void setState(RankState s, const char* reason);
   uint64_t lastDirectSeq = 0;  // seq of this rank's last direct collective that used its scratch
+  std::vector<const void*> srcScratch;  // the direct path's per-call input table, kept allocated
 
  private:
   struct Mapping {

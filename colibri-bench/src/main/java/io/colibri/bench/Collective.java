@@ -17,12 +17,7 @@ import java.util.Locale;
  * and reduceScatter it is the whole buffer of all ranks ({@code nranks x} the per-rank part).
  */
 enum Collective {
-  ALL_REDUCE("allReduce", "allreduce") {
-    @Override
-    long perRankCount(long bytes, int nranks, DataType type) {
-      return bytes / type.size();
-    }
-
+  ALL_REDUCE("allReduce", "allreduce", false) {
     @Override
     double busFactor(int n) {
       return 2.0 * (n - 1) / n;
@@ -44,17 +39,7 @@ enum Collective {
     }
   },
 
-  ALL_GATHER("allGather", "allgather") {
-    @Override
-    long perRankCount(long bytes, int nranks, DataType type) {
-      return bytes / ((long) nranks * type.size());
-    }
-
-    @Override
-    long totalCount(long perRankCount, int nranks) {
-      return perRankCount * nranks;
-    }
-
+  ALL_GATHER("allGather", "allgather", true) {
     @Override
     double busFactor(int n) {
       return (n - 1.0) / n;
@@ -80,17 +65,7 @@ enum Collective {
     }
   },
 
-  REDUCE_SCATTER("reduceScatter", "reducescatter") {
-    @Override
-    long perRankCount(long bytes, int nranks, DataType type) {
-      return bytes / ((long) nranks * type.size());
-    }
-
-    @Override
-    long totalCount(long perRankCount, int nranks) {
-      return perRankCount * nranks;
-    }
-
+  REDUCE_SCATTER("reduceScatter", "reducescatter", true) {
     @Override
     double busFactor(int n) {
       return (n - 1.0) / n;
@@ -112,12 +87,7 @@ enum Collective {
     }
   },
 
-  BROADCAST("broadcast", "broadcast") {
-    @Override
-    long perRankCount(long bytes, int nranks, DataType type) {
-      return bytes / type.size();
-    }
-
+  BROADCAST("broadcast", "broadcast", false) {
     @Override
     double busFactor(int n) {
       return 1.0;
@@ -141,10 +111,13 @@ enum Collective {
 
   private final String displayName;
   private final String optionName;
+  /** allGather / reduceScatter: the size column is all ranks' data (nccl-tests convention). */
+  private final boolean sizeIsAllRanks;
 
-  Collective(String displayName, String optionName) {
+  Collective(String displayName, String optionName, boolean sizeIsAllRanks) {
     this.displayName = displayName;
     this.optionName = optionName;
+    this.sizeIsAllRanks = sizeIsAllRanks;
   }
 
   /** The name in tables and files: allReduce, allGather, reduceScatter, broadcast. */
@@ -169,11 +142,13 @@ enum Collective {
   }
 
   /** The count argument of the call for a size of {@code bytes} (rounded down; may be 0). */
-  abstract long perRankCount(long bytes, int nranks, DataType type);
+  long perRankCount(long bytes, int nranks, DataType type) {
+    return bytes / ((sizeIsAllRanks ? (long) nranks : 1L) * type.size());
+  }
 
   /** Elements in the buffer that the size column describes. */
   long totalCount(long perRankCount, int nranks) {
-    return perRankCount;
+    return sizeIsAllRanks ? perRankCount * nranks : perRankCount;
   }
 
   /** busbw = algbw x this (nccl-tests' factors). */

@@ -54,14 +54,7 @@ public final class NativeProvider implements CommunicatorProvider {
 
   @Override
   public Communicator init(UniqueId id, int rank, int nranks, Options options) {
-    if (id == null) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "unique id is null: create one with"
-          + " UniqueId.create() on one process and pass it to every rank");
-    }
-    if (options == null) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT,
-          "options are null: pass Options.defaults() or an Options built with Options.builder()");
-    }
+    // id and options arrive checked for null (CommunicatorProvider's contract).
     if (nranks < 1) {
       throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "nranks is " + nranks
           + ": a communicator needs at least 1 rank; pass the number of processes that join it");
