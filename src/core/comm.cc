@@ -73,11 +73,12 @@ struct Notice {
   char kind;  // 'A' aborted, 'F' failed
   char pad[3];
   int32_t origin;
+  uint64_t seq;  // the collective the sender was in: it completed every earlier one
 };
 }  // namespace
 
 void clbComm::notifyNeighbours(char kind) {
-  Notice n{kind, {0, 0, 0}, noticeKind ? noticeOrigin : rank};
+  Notice n{kind, {0, 0, 0}, noticeKind ? noticeOrigin : rank, seq};
   if (noticeKind == 'A') n.kind = 'A';
   for (int fd : {boot.nextCtlFd(), boot.prevCtlFd()})
     if (fd >= 0) (void)!send(fd, &n, sizeof n, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -90,21 +91,27 @@ clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
   if (!shm && nranks > 1) {
     for (int fd : {boot.prevCtlFd(), boot.nextCtlFd()}) {
       Notice n{};
-      if (fd < 0 || recv(fd, &n, sizeof n, MSG_DONTWAIT | MSG_PEEK) != (ssize_t)sizeof n) continue;
+      if (noticeKind || fd < 0 || recv(fd, &n, sizeof n, MSG_DONTWAIT | MSG_PEEK) != (ssize_t)sizeof n) continue;
       (void)!recv(fd, &n, sizeof n, MSG_DONTWAIT);
       noticeKind = n.kind;
       noticeOrigin = n.origin;
-      if (n.kind == 'A')
-        return setError(clbAborted, "rank %d aborted its communicator while rank %d waited for %s", n.origin, rank, what);
+      noticeSeq = n.seq;
+    }
+    // A neighbour that failed in a later collective finished this one: let this one complete.
+    if (noticeKind && noticeSeq <= seq) {
+      if (noticeKind == 'A')
+        return setError(clbAborted, "rank %d aborted its communicator while rank %d waited for %s", noticeOrigin, rank, what);
       return setError(clbRemoteError, "rank %d failed, so rank %d cannot finish (it waited for %s); see rank %d's error",
-                      n.origin, rank, what, n.origin);
+                      noticeOrigin, rank, what, noticeOrigin);
     }
   }
   if (shm) {
     for (int p = 0; p < nranks; p++) {
       if (p == rank) continue;
       CtlBlock* c = shm->ctl(p);
-      uint32_t st = c->state.load(std::memory_order_relaxed);
+      uint32_t st = c->state.load(std::memory_order_acquire);
+      // A peer that failed or aborted in a later collective completed this one (its data is sent).
+      if ((st == kFailed || st == kAborted) && c->opSeq.v.load(std::memory_order_acquire) > seq) continue;
       if (st == kFailed)
         return setError(clbRemoteError, "rank %d failed, so rank %d cannot finish (it waited for %s). Rank %d said: %.236s",
                         p, rank, what, p, c->reason);

@@ -74,6 +74,7 @@ struct clbComm {
   void notifyNeighbours(char kind);
   char noticeKind = 0;   // a notice received from a neighbour, forwarded on failure
   int noticeOrigin = -1;
+  uint64_t noticeSeq = 0;
 };
 
 namespace clb {
