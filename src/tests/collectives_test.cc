@@ -98,7 +98,9 @@ TEST_P(Collectives, AllFourMatchReference) {
     for (size_t i = 0; i < count; i++) ASSERT_EQ(b[i], input(root, i)) << "broadcast";
     int algo = -1;
     clbCommLastAlgorithm(comm, &algo);
-    if (count > 0 && nranks > 1) EXPECT_EQ(algo, algorithm == clbAlgoAuto ? algo : algorithm);
+    if (count > 0 && nranks > 1) {
+      EXPECT_EQ(algo, algorithm == clbAlgoAuto ? algo : algorithm);
+    }
   });
 }
 

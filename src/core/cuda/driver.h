@@ -1,0 +1,35 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// The CUDA driver API, reached at run time: libcuda.so.1 is dlopen'ed on first need and its entry
+// points are looked up by name, so libcolibri.so has no link-time dependency on it and loads on
+// machines without a GPU (the host path never touches this). cuda.h is used for types only.
+#pragma once
+
+#include <cuda.h>
+
+#include <string>
+
+#include "colibri/colibri.h"
+
+namespace clb::cuda {
+
+struct Driver {
+  int version = 0;  // cuDriverGetVersion, e.g. 13000
+#define CLB_CU_FN(name) decltype(&::name) name = nullptr;
+#include "core/cuda/driver_functions.inc"
+#undef CLB_CU_FN
+};
+
+// The driver, loaded and initialized once per process. Without libcuda or a device: clbUnsupported
+// with a message that says what is missing.
+clbResult_t driver(const Driver** out);
+// clbSystemError-style message for a failed driver call ("cuModuleLoadData: CUDA_ERROR_...").
+clbResult_t cuError(CUresult rc, const char* call);
+
+}  // namespace clb::cuda
+
+#define CLB_CU(drv, call, ...)                                             \
+  do {                                                                     \
+    CUresult clb_cu_rc_ = (drv)->call(__VA_ARGS__);                        \
+    if (clb_cu_rc_ != CUDA_SUCCESS) return ::clb::cuda::cuError(clb_cu_rc_, #call); \
+  } while (0)

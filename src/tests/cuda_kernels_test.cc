@@ -1,0 +1,214 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Device kernels: the image chosen per compute capability, and — on a machine with a GPU — every
+// type x op of the reduction kernel against the host loops of src/core/dtype.cc, bit for bit.
+// Without a GPU or driver the device tests are skipped with the driver's reason.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cuda/driver.h"
+#include "core/cuda/kernels.h"
+#include "core/dtype.h"
+
+using namespace clb;
+
+// The build folder, or COLIBRI_KERNEL_DIR when the test binary runs elsewhere (the GPU host).
+static std::string kernelDir() {
+  const char* d = getenv("COLIBRI_KERNEL_DIR");
+  return d && *d ? d : CLB_TEST_KERNEL_DIR;
+}
+
+TEST(KernelImage, ChosenByComputeCapability) {
+  EXPECT_STREQ(cuda::imageFor(8, 0), "sm80");   // A100
+  EXPECT_STREQ(cuda::imageFor(8, 6), "sm80");   // sm_80 code runs on 8.6
+  EXPECT_STREQ(cuda::imageFor(8, 9), "sm89");   // L4, L40
+  EXPECT_STREQ(cuda::imageFor(9, 0), "sm90");   // H100, H200 (sm_90a)
+  EXPECT_STREQ(cuda::imageFor(10, 0), "sm100"); // B200
+  EXPECT_STREQ(cuda::imageFor(12, 0), "sm120");
+  EXPECT_STREQ(cuda::imageFor(7, 5), "ptx");
+  EXPECT_STREQ(cuda::imageFor(11, 0), "ptx");
+  EXPECT_EQ(cuda::imageFile("sm90"), "colibri_kernels_sm90.cubin");
+  EXPECT_EQ(cuda::imageFile("ptx"), "colibri_kernels.ptx");
+}
+
+TEST(KernelImage, EveryImageWasBuilt) {
+  for (const char* img : {"sm80", "sm89", "sm90", "sm100", "sm120", "ptx"}) {
+    std::string path = kernelDir() + "/" + cuda::imageFile(img);
+    FILE* f = fopen(path.c_str(), "rb");
+    EXPECT_NE(f, nullptr) << "missing " << path;
+    if (f) fclose(f);
+  }
+}
+
+namespace {
+
+struct Gpu {
+  const cuda::Driver* d = nullptr;
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  std::string why;
+  bool up() {
+    if (cuda::driver(&d) != clbSuccess) {
+      why = clbGetLastError();
+      return false;
+    }
+    int n = 0;
+    if (d->cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) {
+      why = "no CUDA device";
+      return false;
+    }
+    d->cuDeviceGet(&dev, 0);
+    d->cuDevicePrimaryCtxRetain(&ctx, dev);
+    d->cuCtxSetCurrent(ctx);
+    return true;
+  }
+};
+
+// Random element bits that are valid inputs: no NaN for the float types (NaN payloads may differ
+// legitimately); halves get any finite or infinite pattern.
+void fillRandom(std::vector<uint8_t>& buf, clbDataType_t t, std::mt19937_64& rng) {
+  size_t esz = clbTypeSize(t), n = buf.size() / esz;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t r = rng();
+    uint8_t* p = buf.data() + i * esz;
+    switch (t) {
+      case clbFloat16: {
+        uint16_t h = (uint16_t)r;
+        if ((h & 0x7c00) == 0x7c00) h &= 0xfbff;  // exponent all ones -> finite
+        memcpy(p, &h, 2);
+        break;
+      }
+      case clbBfloat16: {
+        uint16_t b = (uint16_t)r;
+        if ((b & 0x7f80) == 0x7f80) b &= 0xffbf;
+        memcpy(p, &b, 2);
+        break;
+      }
+      case clbFloat32: {
+        float f = std::ldexp((float)((int64_t)(r >> 11) % 2000001 - 1000000) / 1000.0f, (int)(r % 20) - 10);
+        memcpy(p, &f, 4);
+        break;
+      }
+      case clbFloat64: {
+        double f = std::ldexp((double)((int64_t)(r >> 11) % 2000001 - 1000000) / 1000.0, (int)(r % 40) - 20);
+        memcpy(p, &f, 8);
+        break;
+      }
+      default:
+        memcpy(p, &r, esz);
+    }
+  }
+}
+
+bool sameBits(const uint8_t* a, const uint8_t* b, clbDataType_t t) {
+  size_t esz = clbTypeSize(t);
+  if (memcmp(a, b, esz) == 0) return true;
+  auto isNan = [&](const uint8_t* p) {
+    uint64_t v = 0;
+    memcpy(&v, p, esz);
+    switch (t) {
+      case clbFloat16: return (v & 0x7c00) == 0x7c00 && (v & 0x3ff);
+      case clbBfloat16: return (v & 0x7f80) == 0x7f80 && (v & 0x7f);
+      case clbFloat32: return ((v >> 23) & 0xff) == 0xff && (v & 0x7fffff);
+      case clbFloat64: return ((v >> 52) & 0x7ff) == 0x7ff && (v & 0xfffffffffffffull);
+      default: return false;
+    }
+  };
+  return isNan(a) && isNan(b);  // NaN is NaN; payloads may differ
+}
+
+}  // namespace
+
+TEST(DeviceKernels, ReduceMatchesHostBitForBitForEveryTypeAndOp) {
+  Gpu g;
+  if (!g.up()) GTEST_SKIP() << "no GPU here: " << g.why;
+  cuda::Kernels k;
+  ASSERT_EQ(k.load(g.dev, kernelDir()), clbSuccess) << clbGetLastError();
+  std::printf("loaded %s\n", k.description().c_str());
+  std::mt19937_64 rng(20261130);
+  const size_t n = 100003;
+  for (int t = 0; t < clbNumTypes; t++) {
+    const clbDataType_t type = (clbDataType_t)t;
+    const size_t esz = clbTypeSize(type), bytes = n * esz;
+    std::vector<std::vector<uint8_t>> in(5, std::vector<uint8_t>(bytes));
+    for (auto& v : in) fillRandom(v, type, rng);
+    std::vector<CUdeviceptr> dIn(5);
+    for (int s = 0; s < 5; s++) {
+      ASSERT_EQ(g.d->cuMemAlloc(&dIn[s], bytes), CUDA_SUCCESS);
+      ASSERT_EQ(g.d->cuMemcpyHtoD(dIn[s], in[s].data(), bytes), CUDA_SUCCESS);
+    }
+    CUdeviceptr dOut;
+    ASSERT_EQ(g.d->cuMemAlloc(&dOut, bytes), CUDA_SUCCESS);
+    for (int o = 0; o < clbNumOps; o++) {
+      const clbRedOp_t op = (clbRedOp_t)o;
+      struct Case { int k; int divide; int nranks; };
+      for (Case c : {Case{2, 0, 2}, Case{2, 1, 3}, Case{5, 1, 5}, Case{1, 1, 7}}) {
+        ClbReduceArgs a{};
+        a.dst = (void*)dOut;
+        for (int s = 0; s < c.k; s++) a.srcs[s] = (const void*)dIn[s];
+        a.k = c.k;
+        a.op = op;
+        a.nranks = c.nranks;
+        a.divide = c.divide;
+        a.n = n;
+        ASSERT_EQ(k.reduce(a, type, nullptr), clbSuccess) << clbGetLastError();
+        ASSERT_EQ(g.d->cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+        std::vector<uint8_t> got(bytes), want(bytes);
+        ASSERT_EQ(g.d->cuMemcpyDtoH(got.data(), dOut, bytes), CUDA_SUCCESS);
+        if (c.k == 2 && !c.divide) {
+          reducePair(want.data(), in[0].data(), in[1].data(), n, type, op);
+        } else if (c.k == 2) {
+          reducePairFinal(want.data(), in[0].data(), in[1].data(), n, type, op, c.nranks);
+        } else {
+          std::vector<const void*> srcs;
+          for (int s = 0; s < c.k; s++) srcs.push_back(in[s].data());
+          reduceMany(want.data(), srcs.data(), c.k, n, type, op, c.nranks);
+        }
+        size_t wrong = 0, first = n;
+        for (size_t i = 0; i < n; i++)
+          if (!sameBits(got.data() + i * esz, want.data() + i * esz, type)) {
+            if (!wrong) first = i;
+            wrong++;
+          }
+        EXPECT_EQ(wrong, 0u) << typeName(t) << " " << opName(o) << " k=" << c.k << " divide=" << c.divide
+                             << ": first wrong element " << first;
+      }
+    }
+    for (auto p : dIn) g.d->cuMemFree(p);
+    g.d->cuMemFree(dOut);
+  }
+}
+
+TEST(DeviceKernels, CopyHandlesEveryAlignmentAndTail) {
+  Gpu g;
+  if (!g.up()) GTEST_SKIP() << "no GPU here: " << g.why;
+  cuda::Kernels k;
+  ASSERT_EQ(k.load(g.dev, kernelDir()), clbSuccess) << clbGetLastError();
+  const size_t cap = (1 << 20) + 64;
+  std::vector<uint8_t> src(cap);
+  for (size_t i = 0; i < cap; i++) src[i] = (uint8_t)(i * 131 + 7);
+  CUdeviceptr ds, dd;
+  ASSERT_EQ(g.d->cuMemAlloc(&ds, cap), CUDA_SUCCESS);
+  ASSERT_EQ(g.d->cuMemAlloc(&dd, cap), CUDA_SUCCESS);
+  ASSERT_EQ(g.d->cuMemcpyHtoD(ds, src.data(), cap), CUDA_SUCCESS);
+  for (size_t off : {0, 1, 3, 16}) {
+    for (size_t len : {size_t(0), size_t(1), size_t(15), size_t(17), size_t(1 << 20)}) {
+      std::vector<uint8_t> poison(cap, 0xa5), got(cap);
+      ASSERT_EQ(g.d->cuMemcpyHtoD(dd, poison.data(), cap), CUDA_SUCCESS);
+      ASSERT_EQ(k.copy((void*)(dd + off), (const void*)(ds + off), len, nullptr), clbSuccess);
+      ASSERT_EQ(g.d->cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+      ASSERT_EQ(g.d->cuMemcpyDtoH(got.data(), dd, cap), CUDA_SUCCESS);
+      for (size_t i = 0; i < cap; i++) {
+        uint8_t want = (i >= off && i < off + len) ? src[i] : 0xa5;
+        ASSERT_EQ(got[i], want) << "off " << off << " len " << len << " byte " << i;
+      }
+    }
+  }
+  g.d->cuMemFree(ds);
+  g.d->cuMemFree(dd);
+}
