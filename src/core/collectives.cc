@@ -8,6 +8,9 @@
 #include "core/dtype.h"
 #include "transport/channel.h"
 #include "transport/shm.h"
+#ifdef CLB_HAVE_CUDA
+#include "core/cuda/device_world.h"
+#endif
 
 using namespace clb;
 
@@ -25,9 +28,6 @@ clbResult_t validate(clbComm* c, uint32_t coll, const void* send, void* recv, si
     return setError(clbInvalidArgument, "unknown reduction op %d: use a clbRedOp_t value", op);
   if (coll == kBroadcast && (root < 0 || root >= c->nranks))
     return setError(clbInvalidArgument, "root=%d is out of range for %d ranks: use 0..%d", root, c->nranks, c->nranks - 1);
-  if (stream)
-    return setError(clbUnsupported, "a CUDA stream was given, but this build runs the host path only: pass NULL "
-                    "for host buffers (device buffers need the CUDA path)");
   size_t esz = clbTypeSize((clbDataType_t)type);
   size_t mult = (coll == kAllGather || coll == kReduceScatter) ? (size_t)c->nranks : 1;
   if (count > SIZE_MAX / esz / mult)
@@ -35,6 +35,39 @@ clbResult_t validate(clbComm* c, uint32_t coll, const void* send, void* recv, si
   if (count > 0 && (!recv || (!send && !(coll == kBroadcast && c->rank != root))))
     return setError(clbInvalidArgument, "%s buffer is NULL with count=%zu", !recv ? "recv" : "send", count);
   return clbSuccess;
+}
+
+// Host or device memory? Device memory is only possible once this process loaded the CUDA
+// driver, so host-only processes never pay for the question. Both buffers must agree, and a
+// stream means device work.
+clbResult_t memoryKind(clbComm* c, uint32_t coll, const void* send, void* recv, int root, void* stream,
+                       bool* onDevice, int* ordinal) {
+  *onDevice = false;
+#ifdef CLB_HAVE_CUDA
+  if (!stream && !cuda::driverInProcess()) return clbSuccess;
+  bool recvDev = false, sendDev = false;
+  int ro = -1, so = -1;
+  CLB_CHECK(cuda::classifyPointer(recv, &recvDev, &ro));
+  const bool hasSend = !(coll == kBroadcast && c->rank != root) && send;
+  if (hasSend) CLB_CHECK(cuda::classifyPointer(send, &sendDev, &so));
+  else sendDev = recvDev, so = ro;
+  if (sendDev != recvDev)
+    return setError(clbInvalidArgument, "send is %s memory but recv is %s memory: pass both on the GPU or both on the host",
+                    sendDev ? "device" : "host", recvDev ? "device" : "host");
+  if (recvDev && so != ro)
+    return setError(clbInvalidArgument, "send is on GPU %d but recv on GPU %d: pass buffers of one GPU", so, ro);
+  if (!recvDev && stream)
+    return setError(clbInvalidArgument,
+                    "a CUDA stream was given but the buffers are host memory: pass device buffers, or stream 0 "
+                    "(NULL) for host buffers");
+  *onDevice = recvDev;
+  *ordinal = ro;
+  return clbSuccess;
+#else
+  if (stream)
+    return setError(clbUnsupported, "a CUDA stream was given, but this build has no CUDA path: pass NULL for host buffers");
+  return clbSuccess;
+#endif
 }
 
 clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
@@ -59,6 +92,19 @@ clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t 
   if (count == 0) {
     c->lastAlgo = clbAlgoNone;
     return clbSuccess;
+  }
+  bool onDevice = false;
+  int ordinal = -1;
+  CLB_CHECK(memoryKind(c, coll, send, recv, root, stream, &onDevice, &ordinal));
+  if (onDevice) {
+#ifdef CLB_HAVE_CUDA
+    if (!c->device) c->device = std::make_unique<cuda::DeviceWorld>(c);
+    a.desc.algo = clbAlgoDirect;
+    clbResult_t rc = c->device->run(a, ordinal, static_cast<CUstream>(stream));
+    c->lastAlgo = clbAlgoDirect;
+    if (rc != clbSuccess && rc != clbInvalidArgument && rc != clbUnsupported) c->markFailed();
+    return rc;
+#endif
   }
   if (c->nranks == 1) {
     // One rank: every collective is a copy (a reduction of one input; avg divides by 1).

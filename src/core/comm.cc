@@ -18,6 +18,14 @@
 #include "transport/shm.h"
 #include "transport/socket.h"
 
+#ifdef CLB_HAVE_CUDA
+#include "core/cuda/device_world.h"
+#else
+namespace clb::cuda {
+class DeviceWorld {};  // built without CUDA: never created
+}  // namespace clb::cuda
+#endif
+
 namespace clb {
 
 const char* collectiveName(uint32_t c) {
@@ -270,7 +278,6 @@ static void buildInfo(clbComm* c) {
                    c->shm ? "available" : "unavailable (needs shm)", (long long)c->cfg.directMaxBytes,
                    (long long)c->cfg.stagingCapBytes, (long long)c->cfg.timeoutMs);
   c->info.assign(b, n < (int)sizeof b ? n : sizeof b - 1);
-  c->info += "device: none (host path; the CUDA path arrives with colibri-cuda)\n";
 }
 
 static clbResult_t initComm(clbComm* c, const IdData& id) {
@@ -348,6 +355,9 @@ clbResult_t clbCommDestroy(clbComm_t c) {
   }
   if (c->ring && !c->failed && !c->aborted) c->ring->finish();
   if (c->shm) c->shm->setState(c->aborted ? kAborted : c->failed ? kFailed : kClosed, nullptr);
+#ifdef CLB_HAVE_CUDA
+  c->device.reset();
+#endif
   c->ring.reset();
   c->shm.reset();
   c->boot.close();
@@ -407,7 +417,11 @@ clbResult_t clbCommLastAlgorithm(clbComm_t c, int* a) {
 clbResult_t clbCommInfo(clbComm_t c, char* buf, size_t bytes) {
   CLB_CHECK(checkComm(c));
   if (!buf || bytes == 0) return setError(clbInvalidArgument, "buffer is NULL or empty");
-  snprintf(buf, bytes, "%s", c->info.c_str());
+  std::string dev = "device: none (built without CUDA)\n";
+#ifdef CLB_HAVE_CUDA
+  dev = c->device ? c->device->describe() : "device: not used yet (set up at the first collective on device memory)\n";
+#endif
+  snprintf(buf, bytes, "%s%s", c->info.c_str(), dev.c_str());
   return clbSuccess;
 }
 

@@ -19,6 +19,9 @@ namespace clb {
 
 class ShmWorld;
 class RingChannel;
+namespace cuda {
+class DeviceWorld;
+}
 
 enum Collective : uint32_t { kAllReduce = 1, kAllGather = 2, kReduceScatter = 3, kBroadcast = 4 };
 const char* collectiveName(uint32_t c);
@@ -38,10 +41,14 @@ std::string describe(const OpDesc& d);
 
 struct MemAccount {
   std::atomic<int64_t> host{0}, hostPeak{0}, device{0}, devicePeak{0};
-  void addHost(int64_t d) {
-    int64_t now = host.fetch_add(d) + d;
-    int64_t p = hostPeak.load();
-    while (now > p && !hostPeak.compare_exchange_weak(p, now)) {
+  void addHost(int64_t d) { add(host, hostPeak, d); }
+  void addDevice(int64_t d) { add(device, devicePeak, d); }
+
+ private:
+  static void add(std::atomic<int64_t>& cur, std::atomic<int64_t>& peak, int64_t d) {
+    int64_t now = cur.fetch_add(d) + d;
+    int64_t p = peak.load();
+    while (now > p && !peak.compare_exchange_weak(p, now)) {
     }
   }
 };
@@ -63,6 +70,7 @@ struct clbComm {
   std::atomic<int> lastAlgo{clbAlgoNone};
   std::unique_ptr<clb::ShmWorld> shm;  // all ranks on one host and transport shm
   std::unique_ptr<clb::RingChannel> ring;
+  std::unique_ptr<clb::cuda::DeviceWorld> device;  // set up at the first call on device memory
   std::string info;
 
   ~clbComm();

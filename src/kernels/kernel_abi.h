@@ -22,3 +22,37 @@ struct ClbReduceArgs {
   int divide;  // 1: apply avg's division
   unsigned long long n;
 };
+
+// ---- device collectives inside a node (src/kernels/collective.cu) ----
+// Ranks (threads or processes, one GPU or several with peer access) see each other's staging
+// buffers and flag blocks through CUDA IPC. A call is two kernels on the caller's stream:
+// post (wait until peers released this parity's staging, copy the input in, announce it) and
+// gather (wait for every rank's announcement, combine in rank order, release).
+#define CLB_MAX_DEVICE_RANKS 16
+
+struct ClbDevFlags {
+  unsigned long long posted[CLB_MAX_DEVICE_RANKS];  // [p]: last call whose input rank p staged
+  unsigned long long done[CLB_MAX_DEVICE_RANKS];    // [p]: last call rank p finished reading
+  unsigned int blocks[4];                           // per-kernel block counters (post/gather x parity)
+  unsigned int error;                               // nonzero: a wait timed out on this rank
+};
+
+struct ClbDevCallArgs {
+  // Per rank: its staging base for this call's parity, and its flag block.
+  char* staging[CLB_MAX_DEVICE_RANKS];
+  ClbDevFlags* flags[CLB_MAX_DEVICE_RANKS];
+  unsigned int* hostError;  // mapped pinned host word: the host sees a timeout without a sync
+  const void* in;           // post: inSlices slices of inBytes each, inStride apart, staged back to back
+  unsigned long long inBytes, inStride;
+  int inSlices;
+  void* out;                // gather: destination (mode 1: rank p's block at out + p * outStride)
+  unsigned long long outStride;
+  unsigned long long seq;   // call number (>= 1)
+  unsigned long long timeoutNs;
+  int rank, nranks, parity;
+  // gather: what to do with the staged inputs
+  int mode;  // 0 reduce (elements at srcOffset of every rank), 1 gather (concatenate), 2 copy from root
+  int type, op, root;
+  unsigned long long count;      // mode 0: elements combined; mode 1 and 2: bytes copied per rank
+  unsigned long long srcOffset;  // bytes into each staging (reduceScatter: rank * count * size)
+};

@@ -1,77 +1,12 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Reduction kernels: one kernel per element type (the op is a warp-uniform branch, so 10 kernels
-// cover 10 types x 5 ops), plus a byte copy. Numbers follow src/core/dtype.h exactly: float16 and
-// bfloat16 combine in float32 and round once (round to nearest even); integers wrap; integer avg
-// truncates toward zero; min/max propagate NaN and return the second operand on ties.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <stdint.h>
-
-#include "kernels/kernel_abi.h"
-
-namespace {
-
-enum { kSum = 0, kProd = 1, kMin = 2, kMax = 3, kAvg = 4 };
-
-template <typename S> struct Conv {  // storage type -> accumulation type
-  using A = S;
-  __device__ static A load(S v) { return v; }
-  __device__ static S store(A v) { return v; }
-};
-template <> struct Conv<__half> {
-  using A = float;
-  __device__ static float load(__half v) { return __half2float(v); }
-  __device__ static __half store(float v) { return __float2half_rn(v); }
-};
-template <> struct Conv<__nv_bfloat16> {
-  using A = float;
-  __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
-};
-
-template <typename A> struct Wrap { using U = A; };
-template <> struct Wrap<int8_t> { using U = uint32_t; };
-template <> struct Wrap<uint8_t> { using U = uint32_t; };
-template <> struct Wrap<int32_t> { using U = uint32_t; };
-template <> struct Wrap<int64_t> { using U = uint64_t; };
-
-template <typename A>
-__device__ __forceinline__ A combine(A a, A b, int op) {
-  constexpr bool integral = A(1) / A(2) == A(0);
-  if (op == kSum || op == kAvg) {
-    if constexpr (integral) return static_cast<A>(static_cast<typename Wrap<A>::U>(a) + static_cast<typename Wrap<A>::U>(b));
-    else return a + b;
-  }
-  if (op == kProd) {
-    if constexpr (integral) return static_cast<A>(static_cast<typename Wrap<A>::U>(a) * static_cast<typename Wrap<A>::U>(b));
-    else return a * b;
-  }
-  if (op == kMin) return (a < b || a != a) ? a : b;
-  return (a > b || a != a) ? a : b;
-}
-
-template <typename S>
-__device__ __forceinline__ void reduceRange(const ClbReduceArgs& args, unsigned long long i0,
-                                            unsigned long long stride) {
-  using C = Conv<S>;
-  using A = typename C::A;
-  S* dst = static_cast<S*>(args.dst);
-  const int k = args.k, op = args.op;
-  const bool avg = op == kAvg && args.divide;
-  for (unsigned long long i = i0; i < args.n; i += stride) {
-    A acc = C::load(static_cast<const S*>(args.srcs[0])[i]);
-    for (int s = 1; s < k; s++) acc = combine<A>(acc, C::load(static_cast<const S*>(args.srcs[s])[i]), op);
-    if (avg) acc = static_cast<A>(acc / static_cast<A>(args.nranks));
-    dst[i] = C::store(acc);
-  }
-}
-
-}  // namespace
+// cover 10 types x 5 ops), plus a byte copy.
+#include "kernels/reduce_device.cuh"
 
 #define CLB_REDUCE_KERNEL(NAME, S)                                                           \
   extern "C" __global__ void __launch_bounds__(512) NAME(const ClbReduceArgs args) {         \
-    reduceRange<S>(args, blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x,          \
+    clbk::reduceRange<S>(args, blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x,          \
                    (unsigned long long)gridDim.x * blockDim.x);                              \
   }
 
@@ -88,14 +23,6 @@ CLB_REDUCE_KERNEL(clb_reduce_float64, double)
 
 // Byte copy, 16 bytes per thread where alignment allows.
 extern "C" __global__ void __launch_bounds__(512) clb_copy(void* dst, const void* src, unsigned long long bytes) {
-  const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-  if (((uintptr_t)dst | (uintptr_t)src) % 16 == 0) {
-    const unsigned long long vecs = bytes / 16;
-    for (unsigned long long i = tid; i < vecs; i += stride) reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
-    for (unsigned long long i = vecs * 16 + tid; i < bytes; i += stride)
-      static_cast<char*>(dst)[i] = static_cast<const char*>(src)[i];
-  } else {
-    for (unsigned long long i = tid; i < bytes; i += stride) static_cast<char*>(dst)[i] = static_cast<const char*>(src)[i];
-  }
+  clbk::copyRange(dst, src, bytes, blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x,
+                  (unsigned long long)gridDim.x * blockDim.x);
 }

@@ -212,3 +212,26 @@ TEST(DeviceKernels, CopyHandlesEveryAlignmentAndTail) {
   g.d->cuMemFree(ds);
   g.d->cuMemFree(dd);
 }
+
+TEST(DeviceMemory, AStreamWithHostBuffersIsRefusedWithTheReason) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  clbComm_t comm = nullptr;
+  ASSERT_EQ(clbCommInitRank(&comm, &id, 0, 1, nullptr), clbSuccess) << clbGetLastError();
+  float a[4] = {1, 2, 3, 4}, b[4] = {0, 0, 0, 0};
+  clbResult_t rc = clbAllReduce(a, b, 4, clbFloat32, clbSum, comm, reinterpret_cast<void*>(0x1));
+  std::string msg = clbGetLastError();
+  const cuda::Driver* d = nullptr;
+  if (cuda::driver(&d) != clbSuccess) {
+    EXPECT_EQ(rc, clbUnsupported);
+    EXPECT_NE(msg.find("no CUDA driver"), std::string::npos) << msg;
+  } else {
+    EXPECT_EQ(rc, clbInvalidArgument);
+    EXPECT_NE(msg.find("buffers are host memory"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(b[0], 0.0f) << "nothing written";
+  // Host buffers without a stream still work.
+  EXPECT_EQ(clbAllReduce(a, b, 4, clbFloat32, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();
+  EXPECT_EQ(b[3], 4.0f);
+  clbCommDestroy(comm);
+}

@@ -111,6 +111,14 @@ clbResult_t Kernels::reduce(const ClbReduceArgs& args, clbDataType_t type, CUstr
   return clbSuccess;
 }
 
+clbResult_t Kernels::function(const char* name, CUfunction* f) const {
+  if (!module_) return setError(clbInvalidUsage, "kernels not loaded");
+  const Driver* d = nullptr;
+  CLB_CHECK(driver(&d));
+  CLB_CU(d, cuModuleGetFunction, f, module_, name);
+  return clbSuccess;
+}
+
 clbResult_t Kernels::copy(void* dst, const void* src, size_t bytes, CUstream stream) const {
   if (!module_) return setError(clbInvalidUsage, "kernels not loaded");
   if (bytes == 0) return clbSuccess;

@@ -33,6 +33,7 @@ class Kernels {
   const std::string& description() const { return description_; }
   clbResult_t reduce(const ClbReduceArgs& args, clbDataType_t type, CUstream stream) const;
   clbResult_t copy(void* dst, const void* src, size_t bytes, CUstream stream) const;
+  clbResult_t function(const char* name, CUfunction* f) const;
 
  private:
   unsigned grid(unsigned long long items) const;

@@ -1,0 +1,86 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Device-side arithmetic shared by every kernel: element conversion and the reduction loop, with
+// the host loops' exact numbers (src/core/dtype.h): float16 and bfloat16 combine in float32 and
+// round once (round to nearest even); integers wrap; integer avg truncates toward zero; min/max
+// propagate NaN and return the second operand on ties.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "kernels/kernel_abi.h"
+
+namespace clbk {
+
+enum { kSum = 0, kProd = 1, kMin = 2, kMax = 3, kAvg = 4 };
+
+template <typename S> struct Conv {  // storage type -> accumulation type
+  using A = S;
+  __device__ static A load(S v) { return v; }
+  __device__ static S store(A v) { return v; }
+};
+template <> struct Conv<__half> {
+  using A = float;
+  __device__ static float load(__half v) { return __half2float(v); }
+  __device__ static __half store(float v) { return __float2half_rn(v); }
+};
+template <> struct Conv<__nv_bfloat16> {
+  using A = float;
+  __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
+};
+
+template <typename A> struct Wrap { using U = A; };
+template <> struct Wrap<int8_t> { using U = uint32_t; };
+template <> struct Wrap<uint8_t> { using U = uint32_t; };
+template <> struct Wrap<int32_t> { using U = uint32_t; };
+template <> struct Wrap<int64_t> { using U = uint64_t; };
+
+template <typename A>
+__device__ __forceinline__ A combine(A a, A b, int op) {
+  constexpr bool integral = A(1) / A(2) == A(0);
+  if (op == kSum || op == kAvg) {
+    if constexpr (integral) return static_cast<A>(static_cast<typename Wrap<A>::U>(a) + static_cast<typename Wrap<A>::U>(b));
+    else return a + b;
+  }
+  if (op == kProd) {
+    if constexpr (integral) return static_cast<A>(static_cast<typename Wrap<A>::U>(a) * static_cast<typename Wrap<A>::U>(b));
+    else return a * b;
+  }
+  if (op == kMin) return (a < b || a != a) ? a : b;
+  return (a > b || a != a) ? a : b;
+}
+
+template <typename S>
+__device__ __forceinline__ void reduceRange(const ClbReduceArgs& args, unsigned long long i0,
+                                            unsigned long long stride) {
+  using C = Conv<S>;
+  using A = typename C::A;
+  S* dst = static_cast<S*>(args.dst);
+  const int k = args.k, op = args.op;
+  const bool avg = op == kAvg && args.divide;
+  for (unsigned long long i = i0; i < args.n; i += stride) {
+    A acc = C::load(static_cast<const S*>(args.srcs[0])[i]);
+    for (int s = 1; s < k; s++) acc = combine<A>(acc, C::load(static_cast<const S*>(args.srcs[s])[i]), op);
+    if (avg) acc = static_cast<A>(acc / static_cast<A>(args.nranks));
+    dst[i] = C::store(acc);
+  }
+}
+
+__device__ __forceinline__ void copyRange(void* dst, const void* src, unsigned long long bytes,
+                                          unsigned long long tid, unsigned long long stride) {
+  if (((uintptr_t)dst | (uintptr_t)src) % 16 == 0) {
+    const unsigned long long vecs = bytes / 16;
+    for (unsigned long long i = tid; i < vecs; i += stride)
+      reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
+    for (unsigned long long i = vecs * 16 + tid; i < bytes; i += stride)
+      static_cast<char*>(dst)[i] = static_cast<const char*>(src)[i];
+  } else {
+    for (unsigned long long i = tid; i < bytes; i += stride)
+      static_cast<char*>(dst)[i] = static_cast<const char*>(src)[i];
+  }
+}
+
+}  // namespace clbk

@@ -1,0 +1,295 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Device collectives on one GPU, several ranks: as threads of one process (pointers shared) and as
+// processes (CUDA IPC). Random inputs, poisoned outputs, odd counts, several calls in a row on each
+// rank's own stream without host synchronization in between; every result is compared bit for bit
+// with the host's reduction of the same inputs in rank order (the device path's order).
+// Skipped, with the reason, where there is no GPU.
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "colibri/colibri.h"
+#include "core/cuda/driver.h"
+#include "core/dtype.h"
+
+extern char** environ;
+
+namespace {
+
+using clb::cuda::Driver;
+
+// Ranks as threads share one CUDA context; each stream needs its own hardware queue, or a rank's
+// waiting kernel can sit in front of the kernel it waits for (the default is 8 queues). Set before
+// the first CUDA call of the process; docs/troubleshooting.md says the same for applications.
+const int kConnections = setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+
+std::string why;
+const Driver* gpu() {
+  const Driver* d = nullptr;
+  if (clb::cuda::driver(&d) != clbSuccess) {
+    why = clbGetLastError();
+    return nullptr;
+  }
+  int n = 0;
+  if (d->cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) {
+    why = "no CUDA device";
+    return nullptr;
+  }
+  return d;
+}
+
+uint64_t inputBits(int rank, size_t i, int salt) {
+  uint64_t x = (uint64_t)(rank + 1) * 0x9e3779b97f4a7c15ull ^ (i + 1) * 0xbf58476d1ce4e5b9ull ^ (uint64_t)salt << 32;
+  x ^= x >> 31;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 29);
+}
+
+// A finite element value from bits (as the host test of the kernels does).
+void element(uint8_t* p, clbDataType_t t, uint64_t r) {
+  switch (t) {
+    case clbFloat16: { uint16_t h = (uint16_t)(r & 0x3bff); memcpy(p, &h, 2); break; }   // |x| < 1
+    case clbBfloat16: { uint16_t b = (uint16_t)(r & 0xbf7f); memcpy(p, &b, 2); break; }
+    case clbFloat32: { float f = (float)((int64_t)(r >> 12) % 200001 - 100000) / 1024.0f; memcpy(p, &f, 4); break; }
+    case clbFloat64: { double f = (double)((int64_t)(r >> 12) % 2000001 - 1000000) / 4096.0; memcpy(p, &f, 8); break; }
+    default: memcpy(p, &r, clbTypeSize(t));
+  }
+}
+
+std::vector<uint8_t> makeInput(int rank, size_t elems, clbDataType_t t, int salt) {
+  size_t esz = clbTypeSize(t);
+  std::vector<uint8_t> v(elems * esz);
+  for (size_t i = 0; i < elems; i++) element(v.data() + i * esz, t, inputBits(rank, i, salt));
+  return v;
+}
+
+struct Call {
+  int coll;  // 1 allReduce, 2 allGather, 3 reduceScatter, 4 broadcast
+  clbDataType_t type;
+  clbRedOp_t op;
+  size_t count;
+  bool inPlace;
+};
+
+// What rank `rank` must hold after `call`: the host reduction of all ranks' inputs in rank order.
+std::vector<uint8_t> expected(const Call& c, int rank, int n, int salt) {
+  size_t esz = clbTypeSize(c.type);
+  size_t inElems = c.coll == 3 ? c.count * n : c.count;
+  std::vector<std::vector<uint8_t>> in(n);
+  for (int p = 0; p < n; p++) in[p] = makeInput(p, inElems, c.type, salt);
+  std::vector<uint8_t> out;
+  std::vector<const void*> srcs(n);
+  switch (c.coll) {
+    case 1:
+      out.resize(c.count * esz);
+      for (int p = 0; p < n; p++) srcs[p] = in[p].data();
+      clb::reduceMany(out.data(), srcs.data(), n, c.count, c.type, c.op, n);
+      break;
+    case 3:
+      out.resize(c.count * esz);
+      for (int p = 0; p < n; p++) srcs[p] = in[p].data() + rank * c.count * esz;
+      clb::reduceMany(out.data(), srcs.data(), n, c.count, c.type, c.op, n);
+      break;
+    case 2:
+      for (int p = 0; p < n; p++) out.insert(out.end(), in[p].begin(), in[p].end());
+      break;
+    case 4:
+      out = in[n - 1];  // root: the last rank
+      break;
+  }
+  return out;
+}
+
+bool sameBits(const uint8_t* a, const uint8_t* b, size_t esz) { return memcmp(a, b, esz) == 0; }
+
+std::vector<Call> theCalls() {
+  std::vector<Call> v;
+  for (int t = 0; t < clbNumTypes; t++) v.push_back({1, (clbDataType_t)t, clbSum, 1003, false});
+  for (clbDataType_t t : {clbInt32, clbFloat32, clbBfloat16, clbFloat16, clbUint64})
+    for (clbRedOp_t o : {clbProd, clbMin, clbMax, clbAvg}) v.push_back({1, t, o, 517, false});
+  v.push_back({1, clbFloat32, clbSum, 3000001, false});  // several rounds through staging
+  v.push_back({1, clbFloat32, clbSum, 4099, true});
+  v.push_back({2, clbInt8, clbSum, 1001, false});
+  v.push_back({2, clbFloat32, clbSum, 777, true});
+  v.push_back({2, clbBfloat16, clbSum, 1500007, false});
+  v.push_back({3, clbBfloat16, clbAvg, 5003, false});
+  v.push_back({3, clbFloat32, clbSum, 1500000, false});
+  v.push_back({3, clbInt64, clbMax, 333, true});
+  v.push_back({4, clbFloat64, clbSum, 12345, false});
+  v.push_back({4, clbUint8, clbSum, 7, true});
+  return v;
+}
+
+#define CU_OK(call)                                                                  \
+  do {                                                                               \
+    CUresult rc_ = (call);                                                           \
+    if (rc_ != CUDA_SUCCESS) return std::string(#call) + " failed: " + std::to_string(rc_); \
+  } while (0)
+
+// One rank's part: every call on its own stream back to back, then one synchronize and the checks.
+std::string rankBody(const clbUniqueId& id, int rank, int n) {
+  const Driver* d = gpu();
+  if (!d) return "no GPU: " + why;
+  CUdevice dev;
+  CUcontext ctx;
+  CU_OK(d->cuDeviceGet(&dev, 0));
+  CU_OK(d->cuDevicePrimaryCtxRetain(&ctx, dev));
+  CU_OK(d->cuCtxSetCurrent(ctx));
+  CUstream stream;
+  CU_OK(d->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  clbConfig_t cfg;
+  clbConfigInit(&cfg);
+  cfg.timeoutMs = 30000;
+  clbComm_t comm = nullptr;
+  if (clbCommInitRank(&comm, &id, rank, n, &cfg) != clbSuccess) return std::string("init: ") + clbGetLastError();
+  std::vector<Call> calls = theCalls();
+  struct Bufs { CUdeviceptr send, recv, recvView; size_t recvBytes; };
+  std::vector<Bufs> bufs;
+  std::string err;
+  for (size_t i = 0; i < calls.size() && err.empty(); i++) {
+    const Call& c = calls[i];
+    size_t esz = clbTypeSize(c.type);
+    size_t inElems = c.coll == 3 ? c.count * n : c.count;
+    size_t outElems = c.coll == 2 ? c.count * n : c.count;
+    Bufs b{};
+    CU_OK(d->cuMemAlloc(&b.send, std::max(inElems, outElems) * esz));
+    std::vector<uint8_t> in = makeInput(rank, inElems, c.type, (int)i);
+    if (c.inPlace) {
+      b.recv = b.send;
+      CU_OK(d->cuMemsetD8(b.recv, 0xa5, outElems * esz));
+      CUdeviceptr inAt = c.coll == 2 ? b.recv + rank * c.count * esz : b.send;
+      CU_OK(d->cuMemcpyHtoD(inAt, in.data(), in.size()));
+      b.recvView = c.coll == 3 ? b.send + rank * c.count * esz : b.recv;
+    } else {
+      CU_OK(d->cuMemAlloc(&b.recv, outElems * esz));
+      CU_OK(d->cuMemsetD8(b.recv, 0xa5, outElems * esz));
+      CU_OK(d->cuMemcpyHtoD(b.send, in.data(), in.size()));
+      b.recvView = b.recv;
+    }
+    b.recvBytes = outElems * esz;
+    bufs.push_back(b);
+    const void* send = (const void*)b.send;
+    void* recv = (void*)b.recv;
+    if (c.inPlace && c.coll == 2) send = (const void*)(b.recv + rank * c.count * esz);
+    if (c.inPlace && c.coll == 3) recv = (void*)b.recvView;
+    clbResult_t rc = clbSuccess;
+    switch (c.coll) {
+      case 1: rc = clbAllReduce(send, recv, c.count, c.type, c.op, comm, stream); break;
+      case 2: rc = clbAllGather(send, recv, c.count, c.type, comm, stream); break;
+      case 3: rc = clbReduceScatter(send, recv, c.count, c.type, c.op, comm, stream); break;
+      case 4: rc = clbBroadcast(send, recv, c.count, c.type, n - 1, comm, stream); break;
+    }
+    if (rc != clbSuccess) err = "call " + std::to_string(i) + ": " + clbGetLastError();
+  }
+  CU_OK(d->cuStreamSynchronize(stream));
+  for (size_t i = 0; i < bufs.size() && err.empty(); i++) {
+    const Call& c = calls[i];
+    size_t esz = clbTypeSize(c.type);
+    std::vector<uint8_t> want = expected(c, rank, n, (int)i), got(want.size());
+    CU_OK(d->cuMemcpyDtoH(got.data(), bufs[i].recvView, got.size()));
+    for (size_t e = 0; e < want.size() / esz; e++)
+      if (!sameBits(got.data() + e * esz, want.data() + e * esz, esz)) {
+        err = "rank " + std::to_string(rank) + " call " + std::to_string(i) + " (coll " + std::to_string(c.coll) +
+              " " + clb::typeName(c.type) + " " + clb::opName(c.op) + " count " + std::to_string(c.count) +
+              (c.inPlace ? " in place" : "") + "): element " + std::to_string(e) + " differs";
+        break;
+      }
+  }
+  clbMemStats_t st;
+  clbCommMemStats(comm, &st);
+  char info[2048];
+  clbCommInfo(comm, info, sizeof info);
+  if (rank == 0) printf("rank 0 of %d: device bytes held %lld (peak %lld)\n%s", n, (long long)st.deviceBytes,
+                        (long long)st.devicePeakBytes, info);
+  if (err.empty() && (st.deviceBytes <= 0 || st.deviceBytes > (16 << 20)))
+    err = "device bytes held " + std::to_string(st.deviceBytes) + " outside (0, 16 MiB]";
+  clbCommDestroy(comm);
+  for (auto& b : bufs) {
+    d->cuMemFree(b.send);
+    if (b.recv != b.send) d->cuMemFree(b.recv);
+  }
+  d->cuStreamDestroy(stream);
+  return err;
+}
+
+std::string hex(const clbUniqueId& id) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (unsigned char c : std::string(id.internal, sizeof id.internal)) {
+    s += digits[c >> 4];
+    s += digits[c & 15];
+  }
+  return s;
+}
+
+clbUniqueId unhex(const std::string& s) {
+  clbUniqueId id;
+  for (size_t i = 0; i < sizeof id.internal; i++) id.internal[i] = (char)std::stoi(s.substr(2 * i, 2), nullptr, 16);
+  return id;
+}
+
+}  // namespace
+
+class DeviceThreads : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceThreads, AllFourCollectivesMatchHostReferenceBitForBit) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  const int n = GetParam();
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  std::vector<std::string> errs(n);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; r++) ts.emplace_back([&, r] { errs[r] = rankBody(id, r, n); });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < n; r++) EXPECT_EQ(errs[r], "") << "rank " << r;
+}
+INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceThreads, ::testing::Values(1, 2, 3, 4, 8));
+
+// The body of one rank process (started by DeviceProcesses); skipped when run on its own.
+TEST(DeviceChild, Rank) {
+  const char* spec = getenv("CLB_DEVICE_CHILD");
+  if (!spec) GTEST_SKIP() << "runs only as a child of DeviceProcesses";
+  int rank = 0, n = 0;
+  char idHex[2 * CLB_UNIQUE_ID_BYTES + 1] = {0};
+  ASSERT_EQ(sscanf(spec, "%d:%d:%256s", &rank, &n, idHex), 3);
+  EXPECT_EQ(rankBody(unhex(idHex), rank, n), "");
+}
+
+class DeviceProcesses : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceProcesses, AllFourCollectivesThroughCudaIpc) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  const int n = GetParam();
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; r++) {
+    std::string env = "CLB_DEVICE_CHILD=" + std::to_string(r) + ":" + std::to_string(n) + ":" + hex(id);
+    std::vector<std::string> envs{env};
+    for (char** e = environ; *e; e++) envs.push_back(*e);
+    std::vector<char*> envp;
+    for (auto& e : envs) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string self = "/proc/self/exe", filter = "--gtest_filter=DeviceChild.Rank";
+    char* argv[] = {self.data(), filter.data(), nullptr};
+    pid_t pid;
+    ASSERT_EQ(posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()), 0);
+    pids.push_back(pid);
+  }
+  for (int r = 0; r < n; r++) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank process " << r << " status " << status;
+  }
+}
+INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceProcesses, ::testing::Values(2, 4));
