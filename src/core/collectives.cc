@@ -102,7 +102,8 @@ clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t 
     a.desc.algo = clbAlgoDirect;
     clbResult_t rc = c->device->run(a, ordinal, static_cast<CUstream>(stream));
     c->lastAlgo = clbAlgoDirect;
-    if (rc != clbSuccess && rc != clbInvalidArgument && rc != clbUnsupported) c->markFailed();
+    // Refusals before anything moved leave the communicator usable.
+    if (rc != clbSuccess && rc != clbInvalidArgument && rc != clbUnsupported && rc != clbInvalidUsage) c->markFailed();
     return rc;
 #endif
   }

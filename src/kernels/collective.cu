@@ -37,8 +37,14 @@ __device__ bool waitAll(const ClbDevCallArgs& a, unsigned long long* words, unsi
   return true;
 }
 
-// Last block out announces `seq` in word [rank] of every rank's flag block (field at `fieldOff`).
-__device__ void announce(const ClbDevCallArgs& a, int counter, size_t fieldOff) {
+// This call's number: calls completed so far + 1 (stream order: the previous gather is finished).
+__device__ __forceinline__ unsigned long long callNumber(const ClbDevCallArgs& a) {
+  return *reinterpret_cast<volatile unsigned long long*>(&a.flags[a.rank]->calls) + 1;
+}
+
+// Last block out announces `seq` in word [rank] of every rank's flag block (field at `fieldOff`),
+// and with `finish` counts the call as completed.
+__device__ void announce(const ClbDevCallArgs& a, unsigned long long seq, int counter, size_t fieldOff, bool finish) {
   __syncthreads();
   if (threadIdx.x != 0) return;
   __threadfence_system();
@@ -48,16 +54,17 @@ __device__ void announce(const ClbDevCallArgs& a, int counter, size_t fieldOff) 
   __threadfence_system();
   for (int p = 0; p < a.nranks; p++) {
     auto* words = reinterpret_cast<volatile unsigned long long*>(reinterpret_cast<char*>(a.flags[p]) + fieldOff);
-    words[a.rank] = a.seq;
+    words[a.rank] = seq;
   }
+  if (finish) *reinterpret_cast<volatile unsigned long long*>(&me->calls) = seq;
   __threadfence_system();
 }
 
 template <typename S>
-__device__ void reduceStaged(const ClbDevCallArgs& a, unsigned long long tid, unsigned long long stride) {
+__device__ void reduceStaged(const ClbDevCallArgs& a, size_t half, unsigned long long tid, unsigned long long stride) {
   ClbReduceArgs r;
   r.dst = a.out;
-  for (int p = 0; p < a.nranks; p++) r.srcs[p] = a.staging[p] + a.srcOffset;
+  for (int p = 0; p < a.nranks; p++) r.srcs[p] = a.staging[p] + half + a.srcOffset;
   r.k = a.nranks;
   r.op = a.op;
   r.nranks = a.nranks;
@@ -69,43 +76,47 @@ __device__ void reduceStaged(const ClbDevCallArgs& a, unsigned long long tid, un
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(512) clb_dev_post(const ClbDevCallArgs a) {
+  const unsigned long long seq = callNumber(a);
+  const size_t half = (seq & 1) * a.half;
   __shared__ int ok;
-  if (threadIdx.x == 0) ok = waitAll(a, a.flags[a.rank]->done, a.seq >= 2 ? a.seq - 2 : 0);
+  if (threadIdx.x == 0) ok = waitAll(a, a.flags[a.rank]->done, seq >= 2 ? seq - 2 : 0);
   __syncthreads();
   if (!ok) return;
   const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   for (int i = 0; i < a.inSlices; i++)
-    clbk::copyRange(a.staging[a.rank] + i * a.inBytes, static_cast<const char*>(a.in) + i * a.inStride, a.inBytes,
-                    tid, stride);
-  announce(a, a.parity, offsetof(ClbDevFlags, posted));
+    clbk::copyRange(a.staging[a.rank] + half + i * a.inBytes, static_cast<const char*>(a.in) + i * a.inStride,
+                    a.inBytes, tid, stride);
+  announce(a, seq, (int)(seq & 1), offsetof(ClbDevFlags, posted), false);
 }
 
 extern "C" __global__ void __launch_bounds__(512) clb_dev_gather(const ClbDevCallArgs a) {
+  const unsigned long long seq = callNumber(a);
+  const size_t half = (seq & 1) * a.half;
   __shared__ int ok;
-  if (threadIdx.x == 0) ok = waitAll(a, a.flags[a.rank]->posted, a.seq);
+  if (threadIdx.x == 0) ok = waitAll(a, a.flags[a.rank]->posted, seq);
   __syncthreads();
   if (!ok) return;
   const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   if (a.mode == 0) {
     switch (a.type) {
-      case 0: reduceStaged<int8_t>(a, tid, stride); break;
-      case 1: reduceStaged<uint8_t>(a, tid, stride); break;
-      case 2: reduceStaged<int32_t>(a, tid, stride); break;
-      case 3: reduceStaged<uint32_t>(a, tid, stride); break;
-      case 4: reduceStaged<int64_t>(a, tid, stride); break;
-      case 5: reduceStaged<uint64_t>(a, tid, stride); break;
-      case 6: reduceStaged<__half>(a, tid, stride); break;
-      case 7: reduceStaged<__nv_bfloat16>(a, tid, stride); break;
-      case 8: reduceStaged<float>(a, tid, stride); break;
-      case 9: reduceStaged<double>(a, tid, stride); break;
+      case 0: reduceStaged<int8_t>(a, half, tid, stride); break;
+      case 1: reduceStaged<uint8_t>(a, half, tid, stride); break;
+      case 2: reduceStaged<int32_t>(a, half, tid, stride); break;
+      case 3: reduceStaged<uint32_t>(a, half, tid, stride); break;
+      case 4: reduceStaged<int64_t>(a, half, tid, stride); break;
+      case 5: reduceStaged<uint64_t>(a, half, tid, stride); break;
+      case 6: reduceStaged<__half>(a, half, tid, stride); break;
+      case 7: reduceStaged<__nv_bfloat16>(a, half, tid, stride); break;
+      case 8: reduceStaged<float>(a, half, tid, stride); break;
+      case 9: reduceStaged<double>(a, half, tid, stride); break;
     }
   } else if (a.mode == 1) {
     for (int p = 0; p < a.nranks; p++)
-      clbk::copyRange(static_cast<char*>(a.out) + p * a.outStride, a.staging[p], a.count, tid, stride);
+      clbk::copyRange(static_cast<char*>(a.out) + p * a.outStride, a.staging[p] + half, a.count, tid, stride);
   } else {
-    clbk::copyRange(a.out, a.staging[a.root], a.count, tid, stride);
+    clbk::copyRange(a.out, a.staging[a.root] + half, a.count, tid, stride);
   }
-  announce(a, 2 + a.parity, offsetof(ClbDevFlags, done));
+  announce(a, seq, 2 + (int)(seq & 1), offsetof(ClbDevFlags, done), true);
 }

@@ -33,13 +33,17 @@ struct ClbReduceArgs {
 struct ClbDevFlags {
   unsigned long long posted[CLB_MAX_DEVICE_RANKS];  // [p]: last call whose input rank p staged
   unsigned long long done[CLB_MAX_DEVICE_RANKS];    // [p]: last call rank p finished reading
+  unsigned long long calls;                         // calls this rank completed (gather's last block)
   unsigned int blocks[4];                           // per-kernel block counters (post/gather x parity)
   unsigned int error;                               // nonzero: a wait timed out on this rank
 };
 
+// The call number is read on the device (this rank's `calls` + 1), not passed in: a call captured
+// in a CUDA graph and replayed is a new call each time.
 struct ClbDevCallArgs {
-  // Per rank: its staging base for this call's parity, and its flag block.
+  // Per rank: its staging (two halves of `half` bytes; call number parity picks one), its flags.
   char* staging[CLB_MAX_DEVICE_RANKS];
+  unsigned long long half;
   ClbDevFlags* flags[CLB_MAX_DEVICE_RANKS];
   unsigned int* hostError;  // mapped pinned host word: the host sees a timeout without a sync
   const void* in;           // post: inSlices slices of inBytes each, inStride apart, staged back to back
@@ -47,9 +51,8 @@ struct ClbDevCallArgs {
   int inSlices;
   void* out;                // gather: destination (mode 1: rank p's block at out + p * outStride)
   unsigned long long outStride;
-  unsigned long long seq;   // call number (>= 1)
   unsigned long long timeoutNs;
-  int rank, nranks, parity;
+  int rank, nranks;
   // gather: what to do with the staged inputs
   int mode;  // 0 reduce (elements at srcOffset of every rank), 1 gather (concatenate), 2 copy from root
   int type, op, root;

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -293,3 +294,170 @@ TEST_P(DeviceProcesses, AllFourCollectivesThroughCudaIpc) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceProcesses, ::testing::Values(2, 4));
+
+namespace {
+
+// Captures 100 allReduces into a CUDA graph and replays it with new data; first checks that a
+// capture before the staging exists is refused with the reason.
+std::string graphRank(const clbUniqueId& id, int rank, int n) {
+  const Driver* d = gpu();
+  if (!d) return "no GPU: " + why;
+  CUdevice dev;
+  CUcontext ctx;
+  CU_OK(d->cuDeviceGet(&dev, 0));
+  CU_OK(d->cuDevicePrimaryCtxRetain(&ctx, dev));
+  CU_OK(d->cuCtxSetCurrent(ctx));
+  CUstream stream;
+  CU_OK(d->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  clbConfig_t cfg;
+  clbConfigInit(&cfg);
+  cfg.timeoutMs = 30000;
+  clbComm_t comm = nullptr;
+  if (clbCommInitRank(&comm, &id, rank, n, &cfg) != clbSuccess) return std::string("init: ") + clbGetLastError();
+  const int calls = 100;
+  std::vector<CUdeviceptr> in(calls), out(calls);
+  std::vector<size_t> count(calls);
+  size_t maxCount = 0;
+  for (int i = 0; i < calls; i++) {
+    count[i] = 1000 + 37 * i;
+    maxCount = std::max(maxCount, count[i]);
+    CU_OK(d->cuMemAlloc(&in[i], count[i] * 4));
+    CU_OK(d->cuMemAlloc(&out[i], count[i] * 4));
+  }
+  std::string err;
+  // 1. Capturing before any staging exists: refused, and the communicator stays usable.
+  CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  clbResult_t rc = clbAllReduce((void*)in[0], (void*)out[0], count[0], clbFloat32, clbSum, comm, stream);
+  std::string msg = clbGetLastError();
+  CUgraph g0 = nullptr;
+  d->cuStreamEndCapture(stream, &g0);
+  if (g0) d->cuGraphDestroy(g0);
+  if (rc != clbInvalidUsage || msg.find("CUDA graph") == std::string::npos)
+    err = "capture before set-up: expected INVALID_USAGE naming the graph, got " + std::to_string(rc) + ": " + msg;
+  // 2. Warm up with the largest size, then capture 100 calls.
+  if (err.empty() && clbAllReduce((void*)in[calls - 1], (void*)out[calls - 1], maxCount, clbFloat32, clbSum, comm,
+                                  stream) != clbSuccess)
+    err = std::string("warm-up: ") + clbGetLastError();
+  CU_OK(d->cuStreamSynchronize(stream));
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  if (err.empty()) {
+    CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    for (int i = 0; i < calls && err.empty(); i++)
+      if (clbAllReduce((void*)in[i], (void*)out[i], count[i], clbFloat32, clbSum, comm, stream) != clbSuccess)
+        err = "captured call " + std::to_string(i) + ": " + clbGetLastError();
+    CU_OK(d->cuStreamEndCapture(stream, &graph));
+    if (err.empty()) CU_OK(d->cuGraphInstantiateWithFlags(&exec, graph, 0));
+  }
+  // 3. Replay with new data three times.
+  for (int rep = 0; rep < 3 && err.empty(); rep++) {
+    for (int i = 0; i < calls; i++) {
+      std::vector<float> v(count[i]);
+      for (size_t e = 0; e < count[i]; e++) v[e] = (float)((rank + 1) * 1000 + (int)e % 977 + rep * 7 + i);
+      CU_OK(d->cuMemcpyHtoD(in[i], v.data(), v.size() * 4));
+      CU_OK(d->cuMemsetD8(out[i], 0xa5, count[i] * 4));
+    }
+    CU_OK(d->cuGraphLaunch(exec, stream));
+    CU_OK(d->cuStreamSynchronize(stream));
+    for (int i = 0; i < calls && err.empty(); i++) {
+      std::vector<float> got(count[i]);
+      CU_OK(d->cuMemcpyDtoH(got.data(), out[i], got.size() * 4));
+      for (size_t e = 0; e < count[i]; e++) {
+        float want = 0;
+        for (int p = 0; p < n; p++) want += (float)((p + 1) * 1000 + (int)e % 977 + rep * 7 + i);
+        if (got[e] != want) {
+          err = "replay " + std::to_string(rep) + " call " + std::to_string(i) + " element " + std::to_string(e) +
+                ": got " + std::to_string(got[e]) + " want " + std::to_string(want);
+          break;
+        }
+      }
+    }
+  }
+  if (exec) d->cuGraphExecDestroy(exec);
+  if (graph) d->cuGraphDestroy(graph);
+  clbCommDestroy(comm);
+  for (int i = 0; i < calls; i++) {
+    d->cuMemFree(in[i]);
+    d->cuMemFree(out[i]);
+  }
+  d->cuStreamDestroy(stream);
+  return err;
+}
+
+void runThreads(int n, const std::function<std::string(const clbUniqueId&, int, int)>& body) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  std::vector<std::string> errs(n);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; r++) ts.emplace_back([&, r] { errs[r] = body(id, r, n); });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < n; r++) EXPECT_EQ(errs[r], "") << "rank " << r;
+}
+
+}  // namespace
+
+class DeviceGraphs : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceGraphs, HundredCapturedAllReducesReplayWithNewData) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  runThreads(GetParam(), graphRank);
+}
+INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceGraphs, ::testing::Values(2, 4));
+
+// Footprint and set-up time, printed for the results file (targets live in benchmarks, not here).
+class DeviceFootprint : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceFootprint, Report) {
+  const Driver* d = gpu();
+  if (!d) GTEST_SKIP() << "no GPU here: " << why;
+  const int n = GetParam();
+  CUdevice dev;
+  CUcontext ctx;
+  ASSERT_EQ(d->cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  size_t free0, free1, free2, total;
+  ASSERT_EQ(d->cuMemGetInfo(&free0, &total), CUDA_SUCCESS);
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  std::vector<clbComm_t> comms(n);
+  std::vector<double> initMs(n), firstMs(n);
+  std::vector<CUdeviceptr> bufs(n);
+  for (int r = 0; r < n; r++) ASSERT_EQ(d->cuMemAlloc(&bufs[r], 4096 * 4), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemGetInfo(&free0, &total), CUDA_SUCCESS);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; r++)
+    ts.emplace_back([&, r] {
+      d->cuCtxSetCurrent(ctx);
+      auto t0 = std::chrono::steady_clock::now();
+      clbCommInitRank(&comms[r], &id, r, n, nullptr);
+      initMs[r] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    });
+  for (auto& t : ts) t.join();
+  ts.clear();
+  ASSERT_EQ(d->cuMemGetInfo(&free1, &total), CUDA_SUCCESS);
+  for (int r = 0; r < n; r++)
+    ts.emplace_back([&, r] {
+      d->cuCtxSetCurrent(ctx);
+      CUstream s;
+      d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);  // ranks of one process need their own streams
+      auto t0 = std::chrono::steady_clock::now();
+      clbAllReduce((void*)bufs[r], (void*)bufs[r], 4096, clbFloat32, clbSum, comms[r], s);
+      d->cuStreamSynchronize(s);
+      firstMs[r] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      d->cuStreamDestroy(s);
+    });
+  for (auto& t : ts) t.join();
+  ASSERT_EQ(d->cuMemGetInfo(&free2, &total), CUDA_SUCCESS);
+  clbMemStats_t st;
+  clbCommMemStats(comms[0], &st);
+  double maxInit = 0, maxFirst = 0;
+  for (int r = 0; r < n; r++) maxInit = std::max(maxInit, initMs[r]), maxFirst = std::max(maxFirst, firstMs[r]);
+  printf("FOOTPRINT ranks=%d init_ms_max=%.2f first_device_op_ms_max=%.2f device_MiB_per_rank_after_init=%.2f "
+         "after_first_op=%.2f memstats_device_bytes=%lld\n",
+         n, maxInit, maxFirst, (double)(free0 - free1) / n / 1048576.0, (double)(free0 - free2) / n / 1048576.0,
+         (long long)st.deviceBytes);
+  for (int r = 0; r < n; r++) clbCommDestroy(comms[r]);
+  for (int r = 0; r < n; r++) d->cuMemFree(bufs[r]);
+}
+INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceFootprint, ::testing::Values(1, 2, 4, 8));

@@ -57,15 +57,22 @@ DeviceWorld::~DeviceWorld() { release(); }
 
 clbResult_t DeviceWorld::release() {
   if (!d_) return clbSuccess;
-  if (lastStream_ || staging_) d_->cuStreamSynchronize(lastStream_);
+  // This rank's kernels may still run: wait for the context (the streams they ran on may be gone).
+  if (staging_ && ctx_) {
+    CUcontext prev = nullptr;
+    d_->cuCtxGetCurrent(&prev);
+    d_->cuCtxSetCurrent(ctx_);
+    d_->cuCtxSynchronize();
+    d_->cuCtxSetCurrent(prev);
+  }
   // Peers may still read this rank's staging: wait (bounded) until they said they are done.
-  if (flags_ && seq_ > 0 && !comm_->failed && !comm_->aborted) {
+  if (flags_ && !comm_->failed && !comm_->aborted) {
     ClbDevFlags f;
     int64_t deadline = nowMs() + std::min<int64_t>(comm_->cfg.timeoutMs, 5000);
     for (;;) {
       if (d_->cuMemcpyDtoH(&f, flags_, sizeof f) != CUDA_SUCCESS) break;
       bool all = true;
-      for (int p = 0; p < comm_->nranks; p++) all = all && f.done[p] >= seq_;
+      for (int p = 0; p < comm_->nranks; p++) all = all && f.done[p] >= f.calls;
       if (all || nowMs() > deadline) break;
       usleep(200);
     }
@@ -90,6 +97,19 @@ clbResult_t DeviceWorld::ensure(size_t need, int ordinal, CUstream stream) {
   size_t want = std::min(std::max(need, kMinHalf), kMaxHalf);
   want = (want + kMinHalf - 1) / kMinHalf * kMinHalf;
   if (staging_ && want <= half_) return clbSuccess;
+  // Setting up or growing allocates and meets the peers: impossible inside CUDA graph capture.
+  if (stream) {
+    const Driver* drv = nullptr;
+    CLB_CHECK(driver(&drv));
+    CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+    CLB_CU(drv, cuStreamIsCapturing, stream, &cap);
+    if (cap != CU_STREAM_CAPTURE_STATUS_NONE)
+      return setError(clbInvalidUsage,
+                      "this collective needs %zu bytes of device staging that rank %d has not set up, and the stream "
+                      "is being captured into a CUDA graph, where Colibri cannot allocate or meet its peers: before "
+                      "capturing, run one collective of the largest size the graph will use (up to %zu bytes per "
+                      "rank suffices for any size)", need, comm_->rank, kMaxHalf);
+  }
   // Every rank reaches this point at the same call (same sizes everywhere), so this is collective.
   if (!d_) {
     CLB_CHECK(driver(&d_));
@@ -124,7 +144,6 @@ clbResult_t DeviceWorld::ensure(size_t need, int ordinal, CUstream stream) {
   CLB_CU(d_, cuMemHostAlloc, reinterpret_cast<void**>(&hostError_), sizeof(unsigned int), CU_MEMHOSTALLOC_DEVICEMAP);
   *hostError_ = 0;
   CLB_CU(d_, cuMemHostGetDevicePointer, &hostErrorDev_, hostError_, 0);
-  seq_ = 0;
 
   const int n = comm_->nranks;
   std::vector<Exchange> all(n);
@@ -149,6 +168,7 @@ clbResult_t DeviceWorld::ensure(size_t need, int ordinal, CUstream stream) {
                         "host memory is not implemented yet", ordinal_, all[p].ordinal);
     }
     if (all[p].pid == me.pid) {  // same process: same address space
+      if (p != comm_->rank) sharedProcess_ = true;
       peerStaging_[p] = reinterpret_cast<char*>(all[p].staging);
       peerFlags_[p] = reinterpret_cast<ClbDevFlags*>(all[p].flags);
       continue;
@@ -170,11 +190,9 @@ clbResult_t DeviceWorld::round(const CollArgs& a, size_t e0, size_t m, CUstream 
   const size_t esz = clbTypeSize(a.type);
   const int n = comm_->nranks, r = comm_->rank;
   ClbDevCallArgs k{};
-  seq_++;
-  k.seq = seq_;
-  k.parity = (int)(seq_ & 1);
+  k.half = half_;
   for (int p = 0; p < n; p++) {
-    k.staging[p] = peerStaging_[p] + (size_t)k.parity * half_;
+    k.staging[p] = peerStaging_[p];
     k.flags[p] = peerFlags_[p];
   }
   k.hostError = reinterpret_cast<unsigned int*>(hostErrorDev_);
@@ -241,13 +259,17 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
                     "a device wait of an earlier collective on rank %d timed out after %lld ms (a peer died, "
                     "hung, or made different calls); destroy the communicator", comm_->rank,
                     (long long)comm_->cfg.timeoutMs);
+  if (sharedProcess_ && !stream)
+    return setError(clbInvalidUsage,
+                    "rank %d shares its process with other ranks of this communicator, and they would all use the "
+                    "default stream (0), where each rank's kernels wait behind the others': give every rank its "
+                    "own stream", comm_->rank);
   CUcontext cur = nullptr;
   d_->cuCtxGetCurrent(&cur);
   if (!cur) CLB_CU(d_, cuCtxSetCurrent, ctx_);
   const size_t perRound = half_ / perElem;
   for (size_t e0 = 0; e0 < a.count; e0 += perRound)
     CLB_CHECK(round(a, e0, std::min(perRound, a.count - e0), stream));
-  lastStream_ = stream;
   return clbSuccess;
 }
 

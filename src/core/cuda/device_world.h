@@ -50,9 +50,7 @@ class DeviceWorld {
   std::vector<char*> peerStaging_;
   std::vector<ClbDevFlags*> peerFlags_;
   std::vector<CUdeviceptr> opened_;  // IPC mappings to close
-  uint64_t seq_ = 0;
-  unsigned blocks_ = 1;
-  CUstream lastStream_ = nullptr;
+  bool sharedProcess_ = false;  // another rank lives in this process
 };
 
 }  // namespace clb::cuda
