@@ -240,7 +240,10 @@ clbResult_t DeviceWorld::round(const CollArgs& a, size_t e0, size_t m, CUstream 
       break;
   }
   size_t bytes = std::max<size_t>(k.inBytes * k.inSlices, m * esz);
-  unsigned blocks = (unsigned)std::min<size_t>(8, std::max<size_t>(1, bytes / (256 << 10)));
+  // Enough blocks to stream large messages, few enough that every rank sharing a GPU keeps its
+  // waiting kernels resident (a waiting block must never keep another rank's kernel off the GPU).
+  const size_t cap = std::max<size_t>(1, std::min<size_t>(32, 256 / (2 * (size_t)n)));
+  unsigned blocks = (unsigned)std::min<size_t>(cap, std::max<size_t>(1, bytes / (64 << 10)));
   void* params[] = {&k};
   CLB_CU(d_, cuLaunchKernel, post_, blocks, 1, 1, 512, 1, 1, 0, stream, params, nullptr);
   CLB_CU(d_, cuLaunchKernel, gather_, blocks, 1, 1, 512, 1, 1, 0, stream, params, nullptr);
