@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds what scripts/gpu-check.sh needs into DIR (default .gpun): the native test binary, the
-# device benchmark and the kernel images. Run here; carry DIR to the GPU host.
+# device benchmark, the kernel images, and — for the Java GPU tests — a trimmed JRE plus the jars
+# (made with shared/gpu/pack.sh when it is there). Run here; carry DIR to the GPU host.
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -9,4 +10,13 @@ cmake -S src -B build/native -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/native -j "$(nproc)"
 rm -rf "$dir" && mkdir -p "$dir"
 cp build/native/colibri_tests build/native/colibri_device_bench build/native/colibri_kernels* "$dir/"
+pack=${PACK_SH:-../shared/gpu/pack.sh}
+if [[ -x $pack || -f $pack ]]; then
+  mvn -B -ntp -q install -DskipTests
+  mvn -B -ntp -q dependency:get -Dartifact=org.junit.platform:junit-platform-console-standalone:1.14.1
+  (cd colibri-cuda && mvn -B -ntp -q test-compile && cd target/test-classes && jar cf ../colibri-cuda-tests.jar .)
+  cp="$(cd colibri-cuda && mvn -B -ntp -q dependency:build-classpath -Dmdep.outputFile=/dev/stdout -Dmdep.includeScope=test)"
+  bash "$pack" "$dir" "$cp" colibri-api/target/colibri-api-0.1.0-SNAPSHOT.jar colibri-native/target/colibri-native-0.1.0-SNAPSHOT.jar colibri-cuda/target/colibri-cuda-0.1.0-SNAPSHOT.jar colibri-cuda/target/colibri-cuda-tests.jar \
+    ~/.m2/repository/org/junit/platform/junit-platform-console-standalone/1.14.1/junit-platform-console-standalone-1.14.1.jar
+fi
 du -sh "$dir"

@@ -15,6 +15,13 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv
 status=0
 "$dir/colibri_tests" >"$out/native-suite.log" 2>&1 || status=1
 grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests|FOOTPRINT|^\[  FAILED' "$out/native-suite.log"
+if [[ -f $dir/jre.txz ]]; then  # Java on device memory: the gpu-tagged JUnit tests
+  tar xJf "$dir/jre.txz" -C /tmp
+  /tmp/jre/bin/java -jar "$dir"/lib/junit-platform-console-standalone-*.jar execute \
+    -cp "$(ls "$dir"/lib/*.jar | grep -E 'colibri|javacpp' | tr '\n' ':')" \
+    --select-class io.colibri.cuda.DeviceCollectivesGpuTest --include-tag gpu --details=tree >"$out/java-gpu.log" 2>&1 || status=1
+  grep -E 'tests (successful|failed|found)|✘' "$out/java-gpu.log"
+fi
 for n in 2 4; do
   for mode in "" --graph; do
     name="bench-n$n${mode:+-graph}.txt"

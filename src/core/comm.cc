@@ -426,3 +426,20 @@ clbResult_t clbCommInfo(clbComm_t c, char* buf, size_t bytes) {
 }
 
 }  // extern "C"
+
+#ifndef CLB_HAVE_CUDA
+// Built without cuda.h: the device helpers exist and say why they cannot work.
+extern "C" {
+static clbResult_t noCuda() {
+  return setError(clbUnsupported, "this libcolibri was built without CUDA (cuda.h was not found at build time)");
+}
+clbResult_t clbDeviceCount(int*) { return noCuda(); }
+clbResult_t clbDeviceAlloc(void**, size_t, int) { return noCuda(); }
+clbResult_t clbDeviceFree(void*) { return noCuda(); }
+clbResult_t clbMemcpy(void*, const void*, size_t, void*) { return noCuda(); }
+clbResult_t clbStreamCreate(void**, int) { return noCuda(); }
+clbResult_t clbStreamDestroy(void*) { return noCuda(); }
+clbResult_t clbStreamSynchronize(void*) { return noCuda(); }
+clbResult_t clbSetKernelDir(const char*) { return clbSuccess; }
+}
+#endif

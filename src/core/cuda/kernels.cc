@@ -28,7 +28,10 @@ std::string imageFile(const char* image) {
   return s == "ptx" ? "colibri_kernels.ptx" : "colibri_kernels_" + s + ".cubin";
 }
 
+std::string kernelDirOverride();  // device_api.cc: clbSetKernelDir
+
 std::string defaultKernelDir() {
+  if (std::string o = kernelDirOverride(); !o.empty()) return o;
   if (const char* d = getenv("COLIBRI_KERNEL_DIR"); d && *d) return d;
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&defaultKernelDir), &info) && info.dli_fname) {

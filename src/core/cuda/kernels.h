@@ -21,8 +21,8 @@ namespace clb::cuda {
 // "ptx" (JIT-compiled by the driver) when no cubin fits.
 const char* imageFor(int major, int minor);
 std::string imageFile(const char* image);  // "colibri_kernels_sm90.cubin" / "colibri_kernels.ptx"
-// Where images are looked for: COLIBRI_KERNEL_DIR, else the folder of libcolibri itself and its
-// colibri-kernels/ subfolder.
+// Where images are looked for: clbSetKernelDir's folder, else COLIBRI_KERNEL_DIR, else the folder
+// of libcolibri itself (each also with a colibri-kernels/ subfolder).
 std::string defaultKernelDir();
 
 class Kernels {

@@ -159,6 +159,23 @@ CLB_API clbResult_t clbBroadcast(const void* sendbuff, void* recvbuff, size_t co
 
 CLB_API size_t clbTypeSize(clbDataType_t datatype);
 
+/* ---- device helpers ----
+ * For callers without a CUDA binding of their own (the Java helpers in colibri-cuda use them).
+ * Device buffers from any allocator (cudaMalloc, cuMemAlloc, PyTorch...) work with the
+ * collectives; these are a convenience. Each makes the device's primary context current on the
+ * calling thread. Without a GPU or driver they return clbUnsupported with the reason. */
+CLB_API clbResult_t clbDeviceCount(int* count);
+CLB_API clbResult_t clbDeviceAlloc(void** ptr, size_t bytes, int device);
+CLB_API clbResult_t clbDeviceFree(void* ptr);
+/* Copies between any host or device memory; with a stream the copy is asynchronous on it. */
+CLB_API clbResult_t clbMemcpy(void* dst, const void* src, size_t bytes, void* stream);
+CLB_API clbResult_t clbStreamCreate(void** stream, int device);
+CLB_API clbResult_t clbStreamDestroy(void* stream);
+CLB_API clbResult_t clbStreamSynchronize(void* stream);
+/* Folder holding the kernel images (colibri_kernels_sm*.cubin, colibri_kernels.ptx), for the whole
+ * process; default: COLIBRI_KERNEL_DIR, else the folder of libcolibri.so. */
+CLB_API clbResult_t clbSetKernelDir(const char* dir);
+
 #ifdef __cplusplus
 }
 #endif

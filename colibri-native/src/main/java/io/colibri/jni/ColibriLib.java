@@ -237,4 +237,29 @@ public final class ColibriLib {
       int root, @Cast("clbComm_t") long comm, @Cast("void*") long stream);
 
   public static native @Cast("size_t") long clbTypeSize(@Cast("clbDataType_t") int datatype);
+
+  // ---- device helpers (colibri.h "device helpers"; used by io.colibri.jni.Device) ----
+
+  public static native @Cast("clbResult_t") int clbDeviceCount(int[] count);
+
+  public static native @Cast("clbResult_t") int clbDeviceAlloc(@Cast("void**") long[] ptr,
+      @Cast("size_t") long bytes, int device);
+
+  public static native @Cast("clbResult_t") int clbDeviceFree(@Cast("void*") long ptr);
+
+  public static native @Cast("clbResult_t") int clbMemcpy(@Cast("void*") long dst,
+      @Cast("const void*") long src, @Cast("size_t") long bytes, @Cast("void*") long stream);
+
+  public static native @Cast("clbResult_t") int clbStreamCreate(@Cast("void**") long[] stream,
+      int device);
+
+  public static native @Cast("clbResult_t") int clbStreamDestroy(@Cast("void*") long stream);
+
+  public static native @Cast("clbResult_t") int clbStreamSynchronize(@Cast("void*") long stream);
+
+  public static native @Cast("clbResult_t") int clbSetKernelDir(@Cast("const char*") String dir);
+
+  /** Address of a direct buffer's position (the cast is the whole function). */
+  public static native @Cast("uintptr_t") @Name("reinterpret_cast<uintptr_t>") long addressOf(
+      @Cast("const char*") ByteBuffer buffer);
 }

@@ -39,6 +39,7 @@ final class NativeLibrary {
       try {
         ColibriLib.load();
         ColibriLib.versionCode(); // throws UnsatisfiedLinkError if JavaCPP found nothing to load
+        useKernelImagesFromClasspath();
         loaded = true;
       } catch (UnsatisfiedLinkError | ExceptionInInitializerError | NoClassDefFoundError e) {
         Throwable cause = e instanceof ExceptionInInitializerError && e.getCause() != null
@@ -52,6 +53,40 @@ final class NativeLibrary {
             cause);
         throw failure;
       }
+    }
+  }
+
+  /** Where io.colibri:colibri-cuda keeps the kernel images (one per compute capability). */
+  static final String KERNEL_RESOURCES = "/io/colibri/cuda/kernels/";
+  static final String[] KERNEL_IMAGES = {"colibri_kernels.ptx", "colibri_kernels_sm80.cubin",
+      "colibri_kernels_sm89.cubin", "colibri_kernels_sm90.cubin", "colibri_kernels_sm100.cubin",
+      "colibri_kernels_sm120.cubin"};
+
+  /**
+   * With colibri-cuda on the classpath, extracts its kernel images to JavaCPP's cache and tells
+   * the native library where they are (device collectives load the one for the GPU). Without it,
+   * nothing happens: host collectives need no kernels, and a device call says what is missing.
+   */
+  private static void useKernelImagesFromClasspath() {
+    if (NativeLibrary.class.getResource(KERNEL_RESOURCES + KERNEL_IMAGES[0]) == null) {
+      return;
+    }
+    java.io.File dir = null;
+    try {
+      for (String image : KERNEL_IMAGES) {
+        java.net.URL url = NativeLibrary.class.getResource(KERNEL_RESOURCES + image);
+        if (url != null) {
+          dir = org.bytedeco.javacpp.Loader.cacheResource(url).getParentFile();
+        }
+      }
+    } catch (java.io.IOException e) {
+      System.getLogger("io.colibri").log(System.Logger.Level.WARNING,
+          "could not extract the CUDA kernel images of colibri-cuda (" + e
+              + "); device collectives will report them missing");
+      return;
+    }
+    if (dir != null) {
+      ColibriLib.clbSetKernelDir(dir.getAbsolutePath());
     }
   }
 

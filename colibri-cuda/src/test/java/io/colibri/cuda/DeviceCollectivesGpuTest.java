@@ -1,0 +1,140 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.cuda;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.colibri.Algorithm;
+import io.colibri.ColibriException;
+import io.colibri.Communicator;
+import io.colibri.DataType;
+import io.colibri.ErrorCode;
+import io.colibri.ReduceOp;
+import io.colibri.UniqueId;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Device collectives from Java on GPU 0, ranks as threads, each with its own stream: all four
+ * collectives on DeviceBuffers, poisoned outputs, element-wise checks. Tagged gpu: skipped by
+ * default (no GPU in CI), run by scripts/gpu-check.sh with -Dsurefire.excludedGroups= .
+ */
+@Tag("gpu")
+class DeviceCollectivesGpuTest {
+
+  @ParameterizedTest(name = "{0} ranks")
+  @ValueSource(ints = {1, 2, 4})
+  @Timeout(120)
+  void allFourCollectivesOnDeviceBuffers(int n) throws Exception {
+    UniqueId id = UniqueId.create();
+    ExecutorService pool = Executors.newFixedThreadPool(n);
+    try {
+      List<Future<?>> ranks = new ArrayList<>();
+      for (int r = 0; r < n; r++) {
+        final int rank = r;
+        ranks.add(pool.submit(() -> {
+          runRank(id, rank, n);
+          return null;
+        }));
+      }
+      for (Future<?> f : ranks) {
+        f.get(100, TimeUnit.SECONDS);
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  private static float input(int rank, int i) {
+    return (rank + 1) * 1000 + i % 997;
+  }
+
+  private static void runRank(UniqueId id, int rank, int n) {
+    int count = 100_003;
+    try (Communicator comm = Communicator.init(id, rank, n);
+        CudaStream stream = CudaStream.create(0);
+        DeviceBuffer send = DeviceBuffer.allocate((long) count * 4 * n, 0);
+        DeviceBuffer recv = DeviceBuffer.allocate((long) count * 4 * n, 0)) {
+      ByteBuffer host = ByteBuffer.allocateDirect(count * 4 * n).order(ByteOrder.nativeOrder());
+      for (int i = 0; i < count * n; i++) {
+        host.putFloat(4 * i, input(rank, i));
+      }
+      send.copyFrom(host);
+      ByteBuffer poison = ByteBuffer.allocateDirect(count * 4 * n);
+      for (int i = 0; i < count * 4 * n; i++) {
+        poison.put(i, (byte) 0xA5);
+      }
+      ByteBuffer out = ByteBuffer.allocateDirect(count * 4 * n).order(ByteOrder.nativeOrder());
+
+      recv.copyFrom(poison);
+      comm.allReduce(send.address(), recv.address(), count, DataType.FLOAT32, ReduceOp.SUM, stream.handle());
+      stream.synchronize();
+      assertEquals(Algorithm.DIRECT, comm.lastAlgorithm());
+      recv.copyTo(out.limit(count * 4));
+      for (int i = 0; i < count; i++) {
+        float want = 0;
+        for (int p = 0; p < n; p++) {
+          want += input(p, i);
+        }
+        assertEquals(want, out.getFloat(4 * i), "allReduce rank " + rank + " element " + i);
+      }
+
+      recv.copyFrom(poison);
+      comm.allGather(send.address(), recv.address(), count, DataType.FLOAT32, stream.handle());
+      stream.synchronize();
+      recv.copyTo(out.clear());
+      for (int p = 0; p < n; p++) {
+        for (int i = 0; i < count; i += 7) {
+          assertEquals(input(p, i), out.getFloat(4 * (p * count + i)), "allGather from " + p);
+        }
+      }
+
+      recv.copyFrom(poison);
+      comm.reduceScatter(send.address(), recv.address(), count, DataType.FLOAT32, ReduceOp.MAX,
+          stream.handle());
+      stream.synchronize();
+      recv.copyTo(out.clear().limit(count * 4));
+      for (int i = 0; i < count; i++) {
+        assertEquals(input(n - 1, rank * count + i), out.getFloat(4 * i), "reduceScatter max " + i);
+      }
+
+      recv.copyFrom(poison);
+      comm.broadcast(send.address(), recv.address(), count, DataType.FLOAT32, 0, stream.handle());
+      stream.synchronize();
+      recv.copyTo(out.clear().limit(count * 4));
+      for (int i = 0; i < count; i += 3) {
+        assertEquals(input(0, i), out.getFloat(4 * i), "broadcast " + i);
+      }
+      assertTrue(comm.memoryStats().deviceBytes() > 0, "device staging is counted");
+      assertTrue(comm.transportInfo().contains("kernels colibri_kernels_sm"), comm.transportInfo());
+    }
+  }
+
+  @Test
+  @Timeout(60)
+  void hostBuffersWithAStreamAreRefused() {
+    try (Communicator comm = Communicator.init(UniqueId.create(), 0, 1);
+        CudaStream stream = CudaStream.create(0)) {
+      ByteBuffer a = ByteBuffer.allocateDirect(64);
+      long addr = io.colibri.jni.Device.address(a);
+      ColibriException e = assertThrows(ColibriException.class,
+          () -> comm.allReduce(addr, addr, 4, DataType.FLOAT32, ReduceOp.SUM, stream.handle()));
+      assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+      assertTrue(e.getMessage().contains("host memory"), e.getMessage());
+    }
+  }
+}

@@ -1,0 +1,52 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.cuda;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.colibri.ColibriException;
+import io.colibri.ErrorCode;
+import io.colibri.jni.Device;
+import java.nio.ByteBuffer;
+import org.junit.jupiter.api.Test;
+
+/** What every machine can check: the images are packaged, and no GPU means a clear error. */
+class NoGpuTest {
+  @Test
+  void kernelImagesArePackagedForEveryComputeCapability() {
+    for (String image : new String[] {"colibri_kernels.ptx", "colibri_kernels_sm80.cubin",
+        "colibri_kernels_sm89.cubin", "colibri_kernels_sm90.cubin", "colibri_kernels_sm100.cubin",
+        "colibri_kernels_sm120.cubin"}) {
+      assertNotNull(getClass().getResource("/io/colibri/cuda/kernels/" + image), image);
+    }
+  }
+
+  @Test
+  void directBufferAddressesFollowThePosition() {
+    ByteBuffer b = ByteBuffer.allocateDirect(64);
+    long a0 = Device.address(b);
+    b.position(16);
+    assertEquals(a0 + 16, Device.address(b));
+    ColibriException e = assertThrows(ColibriException.class, () -> Device.address(ByteBuffer.allocate(8)));
+    assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
+  }
+
+  @Test
+  void withoutAGpuDeviceCallsSayWhy() {
+    int gpus;
+    try {
+      gpus = Device.count();
+    } catch (ColibriException e) {
+      assertEquals(ErrorCode.UNSUPPORTED, e.code());
+      assertTrue(e.getMessage().contains("CUDA"), e.getMessage());
+      ColibriException alloc = assertThrows(ColibriException.class, () -> DeviceBuffer.allocate(64, 0));
+      assertEquals(ErrorCode.UNSUPPORTED, alloc.code());
+      return;
+    }
+    assertTrue(gpus >= 0);  // a GPU machine: the gpu-tagged tests cover it
+  }
+}
