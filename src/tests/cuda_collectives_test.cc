@@ -293,7 +293,7 @@ TEST_P(DeviceProcesses, AllFourCollectivesThroughCudaIpc) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank process " << r << " status " << status;
   }
 }
-INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceProcesses, ::testing::Values(2, 4));
+INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceProcesses, ::testing::Values(2, 4, 8));
 
 namespace {
 

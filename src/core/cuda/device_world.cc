@@ -242,8 +242,11 @@ clbResult_t DeviceWorld::round(const CollArgs& a, size_t e0, size_t m, CUstream 
   size_t bytes = std::max<size_t>(k.inBytes * k.inSlices, m * esz);
   // Enough blocks to stream large messages, few enough that every rank sharing a GPU keeps its
   // waiting kernels resident (a waiting block must never keep another rank's kernel off the GPU).
-  const size_t cap = std::max<size_t>(1, std::min<size_t>(32, 256 / (2 * (size_t)n)));
-  unsigned blocks = (unsigned)std::min<size_t>(cap, std::max<size_t>(1, bytes / (64 << 10)));
+  // 512-thread blocks: 4 resident per SM. Every rank's post and gather may be resident at once
+  // (ranks sharing the GPU), with a margin.
+  const size_t slots = (size_t)kernels_.smCount() * 4;
+  const size_t cap = std::max<size_t>(1, std::min<size_t>(256, (slots > 16 ? slots - 16 : 1) / (2 * (size_t)n)));
+  unsigned blocks = (unsigned)std::min<size_t>(cap, std::max<size_t>(1, bytes / (32 << 10)));
   void* params[] = {&k};
   CLB_CU(d_, cuLaunchKernel, post_, blocks, 1, 1, 512, 1, 1, 0, stream, params, nullptr);
   CLB_CU(d_, cuLaunchKernel, gather_, blocks, 1, 1, 512, 1, 1, 0, stream, params, nullptr);

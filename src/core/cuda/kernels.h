@@ -31,6 +31,7 @@ class Kernels {
   // Loads the image for `device` into the current context (which must belong to that device).
   clbResult_t load(CUdevice device, const std::string& dir);
   const std::string& description() const { return description_; }
+  int smCount() const { return smCount_; }
   clbResult_t reduce(const ClbReduceArgs& args, clbDataType_t type, CUstream stream) const;
   clbResult_t copy(void* dst, const void* src, size_t bytes, CUstream stream) const;
   clbResult_t function(const char* name, CUfunction* f) const;
