@@ -53,14 +53,40 @@ __device__ __forceinline__ A combine(A a, A b, int op) {
   return (a > b || a != a) ? a : b;
 }
 
+// Loads that bypass L1 (cached in L2 only). Staging is written by other ranks' kernels while this
+// kernel runs; L1 is not coherent, so a line another kernel on this SM read two calls ago could
+// otherwise be served stale. (Seen on the H200: rare wrong elements in allGather before this.)
+template <typename T>
+__device__ __forceinline__ T loadCg(const T* p) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16, "size");
+  T v;
+  if constexpr (sizeof(T) == 1) {
+    unsigned char b = __ldcg(reinterpret_cast<const unsigned char*>(p));
+    memcpy(&v, &b, 1);
+  } else if constexpr (sizeof(T) == 2) {
+    unsigned short b = __ldcg(reinterpret_cast<const unsigned short*>(p));
+    memcpy(&v, &b, 2);
+  } else if constexpr (sizeof(T) == 4) {
+    unsigned int b = __ldcg(reinterpret_cast<const unsigned int*>(p));
+    memcpy(&v, &b, 4);
+  } else if constexpr (sizeof(T) == 8) {
+    unsigned long long b = __ldcg(reinterpret_cast<const unsigned long long*>(p));
+    memcpy(&v, &b, 8);
+  } else {
+    uint4 b = __ldcg(reinterpret_cast<const uint4*>(p));
+    memcpy(&v, &b, 16);
+  }
+  return v;
+}
+
 // One element: srcs combined left to right in the accumulation type, rounded once.
 template <typename S>
 __device__ __forceinline__ S reduceOne(const ClbReduceArgs& args, const S* const* src, unsigned long long i,
                                        bool avg) {
   using C = Conv<S>;
   using A = typename C::A;
-  A acc = C::load(src[0][i]);
-  for (int s = 1; s < args.k; s++) acc = combine<A>(acc, C::load(src[s][i]), args.op);
+  A acc = C::load(loadCg(src[0] + i));
+  for (int s = 1; s < args.k; s++) acc = combine<A>(acc, C::load(loadCg(src[s] + i)), args.op);
   if (avg) acc = static_cast<A>(acc / static_cast<A>(args.nranks));
   return C::store(acc);
 }
@@ -88,12 +114,12 @@ __device__ __forceinline__ void reduceRange(const ClbReduceArgs& args, unsigned 
     for (unsigned long long v = i0; v < nv; v += stride) {
       union Vec { uint4 raw; S e[V]; };
       Vec in;
-      in.raw = reinterpret_cast<const uint4*>(src[0])[v];
+      in.raw = loadCg(reinterpret_cast<const uint4*>(src[0]) + v);
       A acc[V];
 #pragma unroll
       for (int j = 0; j < V; j++) acc[j] = C::load(in.e[j]);
       for (int s = 1; s < args.k; s++) {
-        in.raw = reinterpret_cast<const uint4*>(src[s])[v];
+        in.raw = loadCg(reinterpret_cast<const uint4*>(src[s]) + v);
 #pragma unroll
         for (int j = 0; j < V; j++) acc[j] = combine<A>(acc[j], C::load(in.e[j]), args.op);
       }
@@ -115,12 +141,12 @@ __device__ __forceinline__ void copyRange(void* dst, const void* src, unsigned l
   if (((uintptr_t)dst | (uintptr_t)src) % 16 == 0) {
     const unsigned long long vecs = bytes / 16;
     for (unsigned long long i = tid; i < vecs; i += stride)
-      reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
+      reinterpret_cast<uint4*>(dst)[i] = loadCg(reinterpret_cast<const uint4*>(src) + i);
     for (unsigned long long i = vecs * 16 + tid; i < bytes; i += stride)
-      static_cast<char*>(dst)[i] = static_cast<const char*>(src)[i];
+      static_cast<char*>(dst)[i] = loadCg(static_cast<const char*>(src) + i);
   } else {
     for (unsigned long long i = tid; i < bytes; i += stride)
-      static_cast<char*>(dst)[i] = static_cast<const char*>(src)[i];
+      static_cast<char*>(dst)[i] = loadCg(static_cast<const char*>(src) + i);
   }
 }
 

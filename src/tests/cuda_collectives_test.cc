@@ -137,22 +137,39 @@ std::vector<Call> theCalls() {
     if (rc_ != CUDA_SUCCESS) return std::string(#call) + " failed: " + std::to_string(rc_); \
   } while (0)
 
-// One rank's part: every call on its own stream back to back, then one synchronize and the checks.
-std::string rankBody(const clbUniqueId& id, int rank, int n) {
-  const Driver* d = gpu();
-  if (!d) return "no GPU: " + why;
+// GPU 0's primary context on this thread, a stream of the rank's own, and its communicator.
+std::string setUpRank(const Driver* d, const clbUniqueId& id, int rank, int n, CUstream* stream, clbComm_t* comm) {
   CUdevice dev;
   CUcontext ctx;
   CU_OK(d->cuDeviceGet(&dev, 0));
   CU_OK(d->cuDevicePrimaryCtxRetain(&ctx, dev));
   CU_OK(d->cuCtxSetCurrent(ctx));
-  CUstream stream;
-  CU_OK(d->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CU_OK(d->cuStreamCreate(stream, CU_STREAM_NON_BLOCKING));
   clbConfig_t cfg;
   clbConfigInit(&cfg);
   cfg.timeoutMs = 30000;
+  if (clbCommInitRank(comm, &id, rank, n, &cfg) != clbSuccess) return std::string("init: ") + clbGetLastError();
+  return "";
+}
+
+// Runs body(id, rank, n) for every rank on its own thread and expects each to return "".
+void runThreads(int n, const std::function<std::string(const clbUniqueId&, int, int)>& body) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  std::vector<std::string> errs(n);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; r++) ts.emplace_back([&, r] { errs[r] = body(id, r, n); });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < n; r++) EXPECT_EQ(errs[r], "") << "rank " << r;
+}
+
+// One rank's part: every call on its own stream back to back, then one synchronize and the checks.
+std::string rankBody(const clbUniqueId& id, int rank, int n) {
+  const Driver* d = gpu();
+  if (!d) return "no GPU: " + why;
+  CUstream stream = nullptr;
   clbComm_t comm = nullptr;
-  if (clbCommInitRank(&comm, &id, rank, n, &cfg) != clbSuccess) return std::string("init: ") + clbGetLastError();
+  if (std::string e = setUpRank(d, id, rank, n, &stream, &comm); !e.empty()) return e;
   std::vector<Call> calls = theCalls();
   struct Bufs { CUdeviceptr send, recv, recvView; size_t recvBytes; };
   std::vector<Bufs> bufs;
@@ -245,14 +262,7 @@ class DeviceThreads : public ::testing::TestWithParam<int> {};
 
 TEST_P(DeviceThreads, AllFourCollectivesMatchHostReferenceBitForBit) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
-  const int n = GetParam();
-  clbUniqueId id;
-  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
-  std::vector<std::string> errs(n);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < n; r++) ts.emplace_back([&, r] { errs[r] = rankBody(id, r, n); });
-  for (auto& t : ts) t.join();
-  for (int r = 0; r < n; r++) EXPECT_EQ(errs[r], "") << "rank " << r;
+  runThreads(GetParam(), rankBody);
 }
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceThreads, ::testing::Values(1, 2, 3, 4, 8));
 
@@ -302,18 +312,9 @@ namespace {
 std::string graphRank(const clbUniqueId& id, int rank, int n) {
   const Driver* d = gpu();
   if (!d) return "no GPU: " + why;
-  CUdevice dev;
-  CUcontext ctx;
-  CU_OK(d->cuDeviceGet(&dev, 0));
-  CU_OK(d->cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU_OK(d->cuCtxSetCurrent(ctx));
-  CUstream stream;
-  CU_OK(d->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-  clbConfig_t cfg;
-  clbConfigInit(&cfg);
-  cfg.timeoutMs = 30000;
+  CUstream stream = nullptr;
   clbComm_t comm = nullptr;
-  if (clbCommInitRank(&comm, &id, rank, n, &cfg) != clbSuccess) return std::string("init: ") + clbGetLastError();
+  if (std::string e = setUpRank(d, id, rank, n, &stream, &comm); !e.empty()) return e;
   const int calls = 100;
   std::vector<CUdeviceptr> in(calls), out(calls);
   std::vector<size_t> count(calls);
@@ -382,16 +383,6 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
   }
   d->cuStreamDestroy(stream);
   return err;
-}
-
-void runThreads(int n, const std::function<std::string(const clbUniqueId&, int, int)>& body) {
-  clbUniqueId id;
-  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
-  std::vector<std::string> errs(n);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < n; r++) ts.emplace_back([&, r] { errs[r] = body(id, r, n); });
-  for (auto& t : ts) t.join();
-  for (int r = 0; r < n; r++) EXPECT_EQ(errs[r], "") << "rank " << r;
 }
 
 }  // namespace

@@ -170,8 +170,11 @@ int main(int argc, char** argv) {
             for (int k = 0; k < iters; k++) call();
             CHECK_CU(d->cuStreamEndCapture(s, &g));
             CHECK_CU(d->cuGraphInstantiateWithFlags(&exec, g, 0));
-            // Instantiation may wait for work running in the context: with several ranks on one GPU
-            // in one process, let every rank finish it before any rank starts kernels that wait.
+            // Instantiation and the first launch's upload may wait for work running in the context:
+            // with several ranks on one GPU in one process, every rank finishes both before any
+            // rank starts kernels that wait for peers.
+            CHECK_CU(d->cuGraphUpload(exec, s));
+            CHECK_CU(d->cuStreamSynchronize(s));
             bar.wait();
             CHECK_CU(d->cuGraphLaunch(exec, s));  // one replay to warm the graph
             CHECK_CU(d->cuStreamSynchronize(s));

@@ -37,7 +37,7 @@ import org.junit.jupiter.api.Test;
 class DeviceCollectivesGpuTest {
 
   @ParameterizedTest(name = "{0} ranks")
-  @ValueSource(ints = {1, 2, 4})
+  @ValueSource(ints = {1, 2, 4, 8})
   @Timeout(120)
   void allFourCollectivesOnDeviceBuffers(int n) throws Exception {
     UniqueId id = UniqueId.create();
