@@ -169,6 +169,14 @@ clbResult_t DeviceWorld::ensure(size_t need, int ordinal, CUstream stream) {
     }
     if (all[p].pid == me.pid) {  // same process: same address space
       if (p != comm_->rank) sharedProcess_ = true;
+      if (all[p].ordinal != ordinal_) {  // another GPU of this process: its memory needs peer access
+        CUdevice other;
+        CUcontext otherCtx;
+        CLB_CU(d_, cuDeviceGet, &other, all[p].ordinal);
+        CLB_CU(d_, cuDevicePrimaryCtxRetain, &otherCtx, other);
+        CUresult rc = d_->cuCtxEnablePeerAccess(otherCtx, 0);
+        if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return cuError(rc, "cuCtxEnablePeerAccess");
+      }
       peerStaging_[p] = reinterpret_cast<char*>(all[p].staging);
       peerFlags_[p] = reinterpret_cast<ClbDevFlags*>(all[p].flags);
       continue;
