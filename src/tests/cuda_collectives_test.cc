@@ -119,6 +119,8 @@ std::vector<Call> theCalls() {
   for (clbDataType_t t : {clbInt32, clbFloat32, clbBfloat16, clbFloat16, clbUint64})
     for (clbRedOp_t o : {clbProd, clbMin, clbMax, clbAvg}) v.push_back({1, t, o, 517, false});
   v.push_back({1, clbFloat32, clbSum, 3000001, false});  // several rounds through staging
+  v.push_back({1, clbBfloat16, clbAvg, 400003, false});   // two-shot with 3+ ranks: odd segments
+  v.push_back({1, clbInt64, clbMax, 200001, true});
   v.push_back({1, clbFloat32, clbSum, 4099, true});
   v.push_back({2, clbInt8, clbSum, 1001, false});
   v.push_back({2, clbFloat32, clbSum, 777, true});
@@ -184,18 +186,26 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
     std::vector<uint8_t> in = makeInput(rank, inElems, c.type, (int)i);
     if (c.inPlace) {
       b.recv = b.send;
-      CU_OK(d->cuMemsetD8(b.recv, 0xa5, outElems * esz));
+      CU_OK(d->cuMemsetD8Async(b.recv, 0xa5, outElems * esz, stream));
+      CU_OK(d->cuStreamSynchronize(stream));  // the poison lands before the input is copied in
       CUdeviceptr inAt = c.coll == 2 ? b.recv + rank * c.count * esz : b.send;
       CU_OK(d->cuMemcpyHtoD(inAt, in.data(), in.size()));
       b.recvView = c.coll == 3 ? b.send + rank * c.count * esz : b.recv;
     } else {
       CU_OK(d->cuMemAlloc(&b.recv, outElems * esz));
-      CU_OK(d->cuMemsetD8(b.recv, 0xa5, outElems * esz));
+      // On the rank's own stream: ordered before its collectives. (cuMemsetD8 would run on the
+      // legacy stream, which a non-blocking stream does not wait for.)
+      CU_OK(d->cuMemsetD8Async(b.recv, 0xa5, outElems * esz, stream));
       CU_OK(d->cuMemcpyHtoD(b.send, in.data(), in.size()));
       b.recvView = b.recv;
     }
     b.recvBytes = outElems * esz;
     bufs.push_back(b);
+  }
+  for (size_t i = 0; i < calls.size() && err.empty(); i++) {
+    const Call& c = calls[i];
+    const size_t esz = clbTypeSize(c.type);
+    const Bufs& b = bufs[i];
     const void* send = (const void*)b.send;
     void* recv = (void*)b.recv;
     if (c.inPlace && c.coll == 2) send = (const void*)(b.recv + rank * c.count * esz);
@@ -356,7 +366,7 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
       std::vector<float> v(count[i]);
       for (size_t e = 0; e < count[i]; e++) v[e] = (float)((rank + 1) * 1000 + (int)e % 977 + rep * 7 + i);
       CU_OK(d->cuMemcpyHtoD(in[i], v.data(), v.size() * 4));
-      CU_OK(d->cuMemsetD8(out[i], 0xa5, count[i] * 4));
+      CU_OK(d->cuMemsetD8Async(out[i], 0xa5, count[i] * 4, stream));  // ordered before the graph
     }
     CU_OK(d->cuGraphLaunch(exec, stream));
     CU_OK(d->cuStreamSynchronize(stream));
