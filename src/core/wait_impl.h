@@ -14,6 +14,12 @@
 
 namespace clb {
 
+inline int64_t nowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -40,15 +46,21 @@ template <class Pred>
 clbResult_t waitUntil(clbComm* comm, Pred pred, std::atomic<uint64_t>* word,
                       std::atomic<uint32_t>* waiters, const char* what, int peer) {
   if (pred()) return clbSuccess;
-  for (int i = 0; i < 512; i++) {
-    cpuRelax();
-    if (pred()) return clbSuccess;
+  // Phases by time, not by count (a pause instruction costs 10 to 150 cycles depending on the
+  // CPU): spin ~20 us, then yield until ~300 us (lets oversubscribed peers run), then sleep on
+  // the futex. A futex wake-up costs tens of microseconds, so small messages must not get there.
+  const int64_t t0 = nowNs();
+  while (nowNs() - t0 < 20000) {
+    for (int i = 0; i < 32; i++) {
+      cpuRelax();
+      if (pred()) return clbSuccess;
+    }
   }
-  const int64_t start = nowMs();
-  for (int i = 0; i < 64; i++) {
+  while (nowNs() - t0 < 300000) {
     sched_yield();
     if (pred()) return clbSuccess;
   }
+  const int64_t start = nowMs();
   for (;;) {
     clbResult_t rc = comm->checkWait(start, what, peer);
     if (rc != clbSuccess) return rc;
