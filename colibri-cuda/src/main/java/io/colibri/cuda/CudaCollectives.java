@@ -1,0 +1,59 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.cuda;
+
+import io.colibri.ColibriException;
+import io.colibri.Communicator;
+import io.colibri.DataType;
+import io.colibri.ErrorCode;
+import io.colibri.ReduceOp;
+import org.bytedeco.javacpp.Pointer;
+
+/**
+ * The collectives on JavaCPP {@link Pointer}s: device buffers from the org.bytedeco CUDA presets
+ * ({@code cudaMalloc} into a {@code FloatPointer}, say) and their streams ({@code CUstream_st},
+ * or null for the default stream). A pointer's element at {@code position()} is where the data
+ * starts, as everywhere in JavaCPP. The calls are those of {@link Communicator} on raw addresses.
+ */
+public final class CudaCollectives {
+  private CudaCollectives() {}
+
+  /** Address of {@code p}'s element at its position ({@code address() + position() * sizeof()}). */
+  public static long address(Pointer p, String what) {
+    if (p == null || p.isNull()) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, what + " pointer is null: pass a"
+          + " device buffer (for example from cudaMalloc)");
+    }
+    long element = Math.max(1, p.sizeof());
+    return p.address() + p.position() * element;
+  }
+
+  private static long stream(Pointer stream) {
+    return stream == null ? 0 : stream.address();
+  }
+
+  public static void allReduce(Communicator comm, Pointer send, Pointer recv, long count,
+      DataType type, ReduceOp op, Pointer stream) {
+    comm.allReduce(address(send, "send"), address(recv, "recv"), count, type, op, stream(stream));
+  }
+
+  public static void allGather(Communicator comm, Pointer send, Pointer recv, long sendCount,
+      DataType type, Pointer stream) {
+    comm.allGather(address(send, "send"), address(recv, "recv"), sendCount, type, stream(stream));
+  }
+
+  public static void reduceScatter(Communicator comm, Pointer send, Pointer recv, long recvCount,
+      DataType type, ReduceOp op, Pointer stream) {
+    comm.reduceScatter(address(send, "send"), address(recv, "recv"), recvCount, type, op,
+        stream(stream));
+  }
+
+  /** On ranks other than the root, {@code send} may be null (recv is then used). */
+  public static void broadcast(Communicator comm, Pointer send, Pointer recv, long count,
+      DataType type, int root, Pointer stream) {
+    long r = address(recv, "recv");
+    long s = send == null || send.isNull() ? r : address(send, "send");
+    comm.broadcast(s, r, count, type, root, stream(stream));
+  }
+}
