@@ -1,12 +1,19 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// Device collectives inside a node: two kernels per call on the caller's stream, synchronized with
+// Device collectives inside a node: one kernel per call on the caller's stream, synchronized with
 // peers through flags in device memory (no host round trip, so the call is asynchronous and can be
 // captured in a CUDA graph). See ClbDevCallArgs in kernel_abi.h.
-//  post:   wait until every rank finished reading this rank's staging of the same parity (two
-//          calls ago), copy the input in, then tell every rank "posted[me] = seq".
-//  gather: wait until every rank posted seq, combine their staged data in rank order into the
-//          output, then tell every rank "done[me] = seq".
+//  clb_dev_staged: wait until every rank finished reading this rank's staging of the same parity
+//          (two calls ago), copy the input in, tell every rank "posted[me] = seq"; wait until every
+//          rank posted seq, combine their staged data in rank order into the output, tell every
+//          rank "done[me] = seq".
+//  clb_dev_direct: publish this call's send/recv addresses, tell every rank "posted[me] = seq",
+//          wait for everyone's; read the peers' buffers directly (allReduce two-shot: reduce this
+//          rank's segment from every send buffer into its own output, "mid", then copy the other
+//          segments from their owners' outputs); "done[me] = seq", and the kernel ends only when
+//          every rank is done, so no buffer is reused while a peer still reads it.
+// The blocks of one kernel wait for each other (through the announcements), so the host launches
+// no more blocks than can be resident at once for every rank sharing the GPU.
 // A wait that outlasts timeoutNs marks the error word (device and mapped host) and returns, so a
 // dead peer ends in an error on the host's next call instead of a hung GPU.
 #include "kernels/reduce_device.cuh"
@@ -30,7 +37,7 @@ __device__ bool waitAll(const ClbDevCallArgs& a, unsigned long long* words, unsi
         *(volatile unsigned int*)a.hostError = 1u;
         return false;
       }
-      __nanosleep(256);
+      __nanosleep(64);
     }
   }
   __threadfence();
@@ -61,25 +68,54 @@ __device__ void announce(const ClbDevCallArgs& a, unsigned long long seq, int co
 }
 
 template <typename S>
-__device__ void reduceStaged(const ClbDevCallArgs& a, size_t half, unsigned long long tid, unsigned long long stride) {
+__device__ void reduceFrom(const ClbDevCallArgs& a, void* dst, const char* const* srcs, unsigned long long offset,
+                           unsigned long long n, unsigned long long tid, unsigned long long stride) {
   ClbReduceArgs r;
-  r.dst = a.out;
-  for (int p = 0; p < a.nranks; p++) r.srcs[p] = a.staging[p] + half + a.srcOffset;
+  r.dst = dst;
+  for (int p = 0; p < a.nranks; p++) r.srcs[p] = srcs[p] + offset;
   r.k = a.nranks;
   r.op = a.op;
   r.nranks = a.nranks;
   r.divide = 1;
-  r.n = a.count;
+  r.n = n;
   clbk::reduceRange<S>(r, tid, stride);
+}
+
+// dst = srcs[0..n)[offset..] combined in rank order, n elements of a.type.
+__device__ __noinline__ void reduceTyped(const ClbDevCallArgs& a, void* dst, const char* const* srcs, unsigned long long offset,
+                            unsigned long long n, unsigned long long tid, unsigned long long stride) {
+  switch (a.type) {
+    case 0: reduceFrom<int8_t>(a, dst, srcs, offset, n, tid, stride); break;
+    case 1: reduceFrom<uint8_t>(a, dst, srcs, offset, n, tid, stride); break;
+    case 2: reduceFrom<int32_t>(a, dst, srcs, offset, n, tid, stride); break;
+    case 3: reduceFrom<uint32_t>(a, dst, srcs, offset, n, tid, stride); break;
+    case 4: reduceFrom<int64_t>(a, dst, srcs, offset, n, tid, stride); break;
+    case 5: reduceFrom<uint64_t>(a, dst, srcs, offset, n, tid, stride); break;
+    case 6: reduceFrom<__half>(a, dst, srcs, offset, n, tid, stride); break;
+    case 7: reduceFrom<__nv_bfloat16>(a, dst, srcs, offset, n, tid, stride); break;
+    case 8: reduceFrom<float>(a, dst, srcs, offset, n, tid, stride); break;
+    case 9: reduceFrom<double>(a, dst, srcs, offset, n, tid, stride); break;
+  }
+}
+
+// Every block: announce (last block out) in `field`, then wait for every rank's word >= seq.
+__device__ bool barrier(const ClbDevCallArgs& a, unsigned long long seq, int counter, size_t field,
+                        unsigned long long* myWords) {
+  announce(a, seq, counter, field, false);
+  __shared__ int ok;
+  if (threadIdx.x == 0) ok = waitAll(a, myWords, seq);
+  __syncthreads();
+  return ok;
 }
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(512) clb_dev_post(const ClbDevCallArgs a) {
+extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCallArgs a) {
   const unsigned long long seq = callNumber(a);
   const size_t half = (seq & 1) * a.half;
+  ClbDevFlags* me = a.flags[a.rank];
   __shared__ int ok;
-  if (threadIdx.x == 0) ok = waitAll(a, a.flags[a.rank]->done, seq >= 2 ? seq - 2 : 0);
+  if (threadIdx.x == 0) ok = waitAll(a, me->done, seq >= 2 ? seq - 2 : 0);
   __syncthreads();
   if (!ok) return;
   const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
@@ -87,36 +123,84 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_post(const ClbDevCallA
   for (int i = 0; i < a.inSlices; i++)
     clbk::copyRange(a.staging[a.rank] + half + i * a.inBytes, static_cast<const char*>(a.in) + i * a.inStride,
                     a.inBytes, tid, stride);
-  announce(a, seq, (int)(seq & 1), offsetof(ClbDevFlags, posted), false);
+  if (!barrier(a, seq, (int)(seq & 1), offsetof(ClbDevFlags, posted), me->posted)) return;
+  const char* staged[CLB_MAX_DEVICE_RANKS];
+  for (int p = 0; p < a.nranks; p++) staged[p] = a.staging[p] + half;
+  if (a.mode == 0) {
+    reduceTyped(a, a.out, staged, a.srcOffset, a.count, tid, stride);
+  } else if (a.mode == 1) {
+    for (int p = 0; p < a.nranks; p++)
+      clbk::copyRange(static_cast<char*>(a.out) + p * a.outStride, staged[p], a.count, tid, stride);
+  } else {
+    clbk::copyRange(a.out, staged[a.root], a.count, tid, stride);
+  }
+  announce(a, seq, 2 + (int)(seq & 1), offsetof(ClbDevFlags, done), true);
 }
 
-extern "C" __global__ void __launch_bounds__(512) clb_dev_gather(const ClbDevCallArgs a) {
+extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCallArgs a) {
   const unsigned long long seq = callNumber(a);
-  const size_t half = (seq & 1) * a.half;
+  const int par = (int)(seq & 1);
+  ClbDevFlags* me = a.flags[a.rank];
+  const int n = a.nranks, r = a.rank;
   __shared__ int ok;
-  if (threadIdx.x == 0) ok = waitAll(a, a.flags[a.rank]->posted, seq);
+  __shared__ const char* send[CLB_MAX_DEVICE_RANKS];
+  __shared__ char* recv[CLB_MAX_DEVICE_RANKS];
+  if (blockIdx.x == 0 && threadIdx.x == 0) {  // publish this call's buffers, then say so
+    *reinterpret_cast<volatile unsigned long long*>(&me->send[par]) = reinterpret_cast<unsigned long long>(a.in);
+    *reinterpret_cast<volatile unsigned long long*>(&me->recv[par]) = reinterpret_cast<unsigned long long>(a.out);
+    __threadfence_system();
+    for (int p = 0; p < n; p++) reinterpret_cast<volatile unsigned long long*>(a.flags[p]->posted)[r] = seq;
+  }
+  if (threadIdx.x == 0) {
+    ok = waitAll(a, me->posted, seq);
+    if (ok)
+      for (int p = 0; p < n; p++) {
+        send[p] = reinterpret_cast<const char*>(*reinterpret_cast<volatile unsigned long long*>(&a.flags[p]->send[par]));
+        recv[p] = reinterpret_cast<char*>(*reinterpret_cast<volatile unsigned long long*>(&a.flags[p]->recv[par]));
+      }
+  }
   __syncthreads();
   if (!ok) return;
   const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-  if (a.mode == 0) {
-    switch (a.type) {
-      case 0: reduceStaged<int8_t>(a, half, tid, stride); break;
-      case 1: reduceStaged<uint8_t>(a, half, tid, stride); break;
-      case 2: reduceStaged<int32_t>(a, half, tid, stride); break;
-      case 3: reduceStaged<uint32_t>(a, half, tid, stride); break;
-      case 4: reduceStaged<int64_t>(a, half, tid, stride); break;
-      case 5: reduceStaged<uint64_t>(a, half, tid, stride); break;
-      case 6: reduceStaged<__half>(a, half, tid, stride); break;
-      case 7: reduceStaged<__nv_bfloat16>(a, half, tid, stride); break;
-      case 8: reduceStaged<float>(a, half, tid, stride); break;
-      case 9: reduceStaged<double>(a, half, tid, stride); break;
-    }
-  } else if (a.mode == 1) {
-    for (int p = 0; p < a.nranks; p++)
-      clbk::copyRange(static_cast<char*>(a.out) + p * a.outStride, a.staging[p] + half, a.count, tid, stride);
-  } else {
-    clbk::copyRange(a.out, a.staging[a.root] + half, a.count, tid, stride);
+  const unsigned long long esz = a.elemSize;
+  char* out = recv[r];
+  bool twoShot = a.twoShot;  // one-shot reads all of every send buffer: not while its owner overwrites it
+  for (int p = 0; p < n; p++) twoShot = twoShot || send[p] == recv[p];
+  switch (a.coll) {
+    case CLB_DEV_ALLREDUCE:
+      if (twoShot) {
+        // Segments of whole 16-element groups (16-byte aligned for every type); the last may be short.
+        const unsigned long long seg = ((a.count + n - 1) / n + 15) / 16 * 16;
+        const unsigned long long b = min(a.count, seg * r), e = min(a.count, seg * (r + 1));
+        reduceTyped(a, out + b * esz, send, b * esz, e - b, tid, stride);
+        if (!barrier(a, seq, par, offsetof(ClbDevFlags, mid), me->mid)) return;
+        for (int i = 1; i < n; i++) {
+          const int q = (r + i) % n;
+          const unsigned long long qb = min(a.count, seg * q), qe = min(a.count, seg * (q + 1));
+          clbk::copyRange(out + qb * esz, recv[q] + qb * esz, (qe - qb) * esz, tid, stride);
+        }
+      } else {
+        reduceTyped(a, out, send, 0, a.count, tid, stride);
+      }
+      break;
+    case CLB_DEV_REDUCESCATTER:
+      reduceTyped(a, out, send, (unsigned long long)r * a.count * esz, a.count, tid, stride);
+      break;
+    case CLB_DEV_ALLGATHER:
+      for (int i = 0; i < n; i++) {
+        const int q = (r + i) % n;
+        char* dst = out + (unsigned long long)q * a.count * esz;
+        if (dst != send[q]) clbk::copyRange(dst, send[q], a.count * esz, tid, stride);
+      }
+      break;
+    case CLB_DEV_BROADCAST:
+      if (out != send[a.root]) clbk::copyRange(out, send[a.root], a.count * esz, tid, stride);
+      break;
   }
-  announce(a, seq, 2 + (int)(seq & 1), offsetof(ClbDevFlags, done), true);
+  // Done reading; the kernel (so the caller's stream) goes on only when every rank is.
+  announce(a, seq, 2 + par, offsetof(ClbDevFlags, done), false);
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    if (waitAll(a, me->done, seq)) *reinterpret_cast<volatile unsigned long long*>(&me->calls) = seq;
+  }
 }

@@ -5,7 +5,7 @@
 // at run time (src/core/cuda/kernels.cc): nothing here links against the CUDA runtime.
 #pragma once
 
-#define CLB_KERNEL_ABI_VERSION 1
+#define CLB_KERNEL_ABI_VERSION 2
 // Inputs one reduction kernel launch can combine (ranks on one node beyond that take more passes).
 #define CLB_MAX_KERNEL_SRCS 16
 
@@ -24,19 +24,27 @@ struct ClbReduceArgs {
 };
 
 // ---- device collectives inside a node (src/kernels/collective.cu) ----
-// Ranks (threads or processes, one GPU or several with peer access) see each other's staging
-// buffers and flag blocks through CUDA IPC. A call is two kernels on the caller's stream:
-// post (wait until peers released this parity's staging, copy the input in, announce it) and
-// gather (wait for every rank's announcement, combine in rank order, release).
+// Ranks (threads or processes, one GPU or several with peer access) see each other's flag blocks
+// (and staging buffers) through CUDA IPC or, in one process, directly. One kernel per call on the
+// caller's stream, two ways (src/core/cuda/device_world.h says which is used when):
+//  staged: copy the input into this rank's staging, announce it, combine every rank's staging
+//          in rank order into the output, announce that reading is done;
+//  direct: publish this call's buffer addresses, wait until every rank did, read the peers'
+//          buffers themselves (no copy in), wait until every rank finished reading.
 #define CLB_MAX_DEVICE_RANKS 16
 
 struct ClbDevFlags {
-  unsigned long long posted[CLB_MAX_DEVICE_RANKS];  // [p]: last call whose input rank p staged
+  unsigned long long posted[CLB_MAX_DEVICE_RANKS];  // [p]: last call rank p staged / published buffers for
+  unsigned long long mid[CLB_MAX_DEVICE_RANKS];     // [p]: last call whose first phase rank p finished (two-shot)
   unsigned long long done[CLB_MAX_DEVICE_RANKS];    // [p]: last call rank p finished reading
-  unsigned long long calls;                         // calls this rank completed (gather's last block)
-  unsigned int blocks[4];                           // per-kernel block counters (post/gather x parity)
+  unsigned long long calls;                         // calls this rank completed
+  unsigned long long send[2], recv[2];              // direct: this rank's buffers, by call parity
+  unsigned int blocks[4];                           // block counters (first/second announcement x parity)
   unsigned int error;                               // nonzero: a wait timed out on this rank
 };
+
+// Collectives as the kernels number them.
+enum { CLB_DEV_ALLREDUCE = 0, CLB_DEV_ALLGATHER = 1, CLB_DEV_REDUCESCATTER = 2, CLB_DEV_BROADCAST = 3 };
 
 // The call number is read on the device (this rank's `calls` + 1), not passed in: a call captured
 // in a CUDA graph and replayed is a new call each time.
@@ -46,16 +54,24 @@ struct ClbDevCallArgs {
   unsigned long long half;
   ClbDevFlags* flags[CLB_MAX_DEVICE_RANKS];
   unsigned int* hostError;  // mapped pinned host word: the host sees a timeout without a sync
-  const void* in;           // post: inSlices slices of inBytes each, inStride apart, staged back to back
+  // staged: inSlices slices of inBytes each, inStride apart, staged back to back.
+  // direct: `in` is the whole send buffer (NULL on a broadcast's non-root ranks).
+  const void* in;
   unsigned long long inBytes, inStride;
   int inSlices;
-  void* out;                // gather: destination (mode 1: rank p's block at out + p * outStride)
+  void* out;                // destination (staged mode 1: rank p's block at out + p * outStride)
   unsigned long long outStride;
   unsigned long long timeoutNs;
   int rank, nranks;
-  // gather: what to do with the staged inputs
+  // staged: what to do with the staged inputs
   int mode;  // 0 reduce (elements at srcOffset of every rank), 1 gather (concatenate), 2 copy from root
   int type, op, root;
-  unsigned long long count;      // mode 0: elements combined; mode 1 and 2: bytes copied per rank
+  unsigned long long count;      // staged mode 0: elements combined; 1 and 2: bytes copied per rank.
+                                 // direct: elements per rank's send buffer (allGather, broadcast,
+                                 // allReduce) or per rank's result (reduceScatter)
   unsigned long long srcOffset;  // bytes into each staging (reduceScatter: rank * count * size)
+  // direct
+  int coll;         // CLB_DEV_*
+  int twoShot;      // allReduce: reduce one segment per rank, then copy the others' (in place allowed)
+  int elemSize;
 };

@@ -17,6 +17,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "colibri/colibri.h"
@@ -139,11 +140,34 @@ std::vector<Call> theCalls() {
     if (rc_ != CUDA_SUCCESS) return std::string(#call) + " failed: " + std::to_string(rc_); \
   } while (0)
 
-// GPU 0's primary context on this thread, a stream of the rank's own, and its communicator.
+// Where ranks go: every rank on GPU 0, or rank r on GPU r % (number of GPUs) with
+// CLB_TEST_SPREAD=1 (set by the *Gpus suites; children of DeviceProcesses inherit it).
+int rankGpu(const Driver* d, int rank) {
+  const char* s = getenv("CLB_TEST_SPREAD");
+  int count = 1;
+  if (!s || strcmp(s, "1") != 0 || d->cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1) return 0;
+  return rank % count;
+}
+
+int gpuCount() {
+  const Driver* d = gpu();
+  int count = 0;
+  if (!d || d->cuDeviceGetCount(&count) != CUDA_SUCCESS) return 0;
+  return count;
+}
+
+// How a test runs: COLIBRI_DEVICE_PATH (the library reads it when a communicator first touches
+// device memory) and CLB_TEST_SPREAD; both set before the rank threads or processes start.
+void setPlacement(const std::string& path, bool spread) {
+  setenv("COLIBRI_DEVICE_PATH", path.c_str(), 1);
+  setenv("CLB_TEST_SPREAD", spread ? "1" : "0", 1);
+}
+
+// The rank's GPU's primary context on this thread, a stream of its own, and its communicator.
 std::string setUpRank(const Driver* d, const clbUniqueId& id, int rank, int n, CUstream* stream, clbComm_t* comm) {
   CUdevice dev;
   CUcontext ctx;
-  CU_OK(d->cuDeviceGet(&dev, 0));
+  CU_OK(d->cuDeviceGet(&dev, rankGpu(d, rank)));
   CU_OK(d->cuDevicePrimaryCtxRetain(&ctx, dev));
   CU_OK(d->cuCtxSetCurrent(ctx));
   CU_OK(d->cuStreamCreate(stream, CU_STREAM_NON_BLOCKING));
@@ -268,13 +292,37 @@ clbUniqueId unhex(const std::string& s) {
 
 }  // namespace
 
-class DeviceThreads : public ::testing::TestWithParam<int> {};
+// (ranks, COLIBRI_DEVICE_PATH, spread over every GPU)
+using Placement = std::tuple<int, std::string, bool>;
+
+std::string placementName(const ::testing::TestParamInfo<Placement>& i) {
+  return std::to_string(std::get<0>(i.param)) + "ranks_" + std::get<1>(i.param) +
+         (std::get<2>(i.param) ? "_spread" : "_gpu0");
+}
+
+// Skips unless there is a GPU (and, for spread placements, two or more), then sets the placement.
+#define SKIP_UNLESS_PLACED(placement)                                                               \
+  do {                                                                                            \
+    if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;                                           \
+    if (std::get<2>(placement) && gpuCount() < 2)                                                 \
+      GTEST_SKIP() << "needs 2 or more GPUs to spread ranks over, this machine has " << gpuCount(); \
+    setPlacement(std::get<1>(placement), std::get<2>(placement));                                 \
+  } while (0)
+
+class DeviceThreads : public ::testing::TestWithParam<Placement> {};
 
 TEST_P(DeviceThreads, AllFourCollectivesMatchHostReferenceBitForBit) {
-  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
-  runThreads(GetParam(), rankBody);
+  SKIP_UNLESS_PLACED(GetParam());
+  runThreads(std::get<0>(GetParam()), rankBody);
 }
-INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceThreads, ::testing::Values(1, 2, 3, 4, 8));
+INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceThreads,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
+                                            ::testing::Values("auto", "staged", "direct"), ::testing::Values(false)),
+                         placementName);
+INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceThreads,
+                         ::testing::Combine(::testing::Values(2, 3, 4, 8), ::testing::Values("staged", "direct"),
+                                            ::testing::Values(true)),
+                         placementName);
 
 // The body of one rank process (started by DeviceProcesses); skipped when run on its own.
 TEST(DeviceChild, Rank) {
@@ -286,11 +334,11 @@ TEST(DeviceChild, Rank) {
   EXPECT_EQ(rankBody(unhex(idHex), rank, n), "");
 }
 
-class DeviceProcesses : public ::testing::TestWithParam<int> {};
+class DeviceProcesses : public ::testing::TestWithParam<Placement> {};
 
 TEST_P(DeviceProcesses, AllFourCollectivesThroughCudaIpc) {
-  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
-  const int n = GetParam();
+  SKIP_UNLESS_PLACED(GetParam());
+  const int n = std::get<0>(GetParam());
   clbUniqueId id;
   ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
   std::vector<pid_t> pids;
@@ -313,7 +361,15 @@ TEST_P(DeviceProcesses, AllFourCollectivesThroughCudaIpc) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank process " << r << " status " << status;
   }
 }
-INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceProcesses, ::testing::Values(2, 4, 8));
+// Across processes only the staged path exists (direct needs one address space).
+INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceProcesses,
+                         ::testing::Combine(::testing::Values(2, 4, 8), ::testing::Values("auto"),
+                                            ::testing::Values(false)),
+                         placementName);
+INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceProcesses,
+                         ::testing::Combine(::testing::Values(2, 4, 8), ::testing::Values("auto"),
+                                            ::testing::Values(true)),
+                         placementName);
 
 namespace {
 
@@ -397,13 +453,20 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
 
 }  // namespace
 
-class DeviceGraphs : public ::testing::TestWithParam<int> {};
+class DeviceGraphs : public ::testing::TestWithParam<Placement> {};
 
 TEST_P(DeviceGraphs, HundredCapturedAllReducesReplayWithNewData) {
-  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
-  runThreads(GetParam(), graphRank);
+  SKIP_UNLESS_PLACED(GetParam());
+  runThreads(std::get<0>(GetParam()), graphRank);
 }
-INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceGraphs, ::testing::Values(2, 4));
+INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceGraphs,
+                         ::testing::Combine(::testing::Values(2, 4), ::testing::Values("staged", "direct"),
+                                            ::testing::Values(false)),
+                         placementName);
+INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceGraphs,
+                         ::testing::Combine(::testing::Values(2, 4), ::testing::Values("staged", "direct"),
+                                            ::testing::Values(true)),
+                         placementName);
 
 // Footprint and set-up time, printed for the results file (targets live in benchmarks, not here).
 class DeviceFootprint : public ::testing::TestWithParam<int> {};
@@ -411,6 +474,7 @@ class DeviceFootprint : public ::testing::TestWithParam<int> {};
 TEST_P(DeviceFootprint, Report) {
   const Driver* d = gpu();
   if (!d) GTEST_SKIP() << "no GPU here: " << why;
+  setPlacement("auto", false);
   const int n = GetParam();
   CUdevice dev;
   CUcontext ctx;
@@ -462,3 +526,46 @@ TEST_P(DeviceFootprint, Report) {
   for (int r = 0; r < n; r++) d->cuMemFree(bufs[r]);
 }
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceFootprint, ::testing::Values(1, 2, 4, 8));
+
+// A stream of another GPU than the buffers' is refused by name; the communicator stays usable.
+TEST(DeviceMemory, AStreamOfAnotherGpuIsRefusedWithTheReason) {
+  const Driver* d = gpu();
+  if (!d) GTEST_SKIP() << "no GPU here: " << why;
+  if (gpuCount() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << gpuCount();
+  setPlacement("auto", false);
+  CUdevice dev0, dev1;
+  CUcontext ctx0, ctx1;
+  ASSERT_EQ(d->cuDeviceGet(&dev0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuDeviceGet(&dev1, 1), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuDevicePrimaryCtxRetain(&ctx0, dev0), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuDevicePrimaryCtxRetain(&ctx1, dev1), CUDA_SUCCESS);
+  CUstream s0, s1;
+  ASSERT_EQ(d->cuCtxSetCurrent(ctx1), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuCtxSetCurrent(ctx0), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr buf;
+  ASSERT_EQ(d->cuMemAlloc(&buf, 1024 * 4), CUDA_SUCCESS);
+  std::vector<float> ones(1024, 1.0f), got(1024);
+  ASSERT_EQ(d->cuMemcpyHtoD(buf, ones.data(), 4096), CUDA_SUCCESS);
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  clbComm_t comm;
+  ASSERT_EQ(clbCommInitRank(&comm, &id, 0, 1, nullptr), clbSuccess);
+  // First on the right stream (sets up), then on GPU 1's stream, then on the right one again.
+  EXPECT_EQ(clbAllReduce((void*)buf, (void*)buf, 1024, clbFloat32, clbSum, comm, s0), clbSuccess) << clbGetLastError();
+  EXPECT_EQ(clbAllReduce((void*)buf, (void*)buf, 1024, clbFloat32, clbSum, comm, s1), clbInvalidArgument);
+  std::string msg = clbGetLastError();
+  EXPECT_NE(msg.find("stream belongs to GPU 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("GPU 0"), std::string::npos) << msg;
+  EXPECT_EQ(clbAllReduce((void*)buf, (void*)buf, 1024, clbFloat32, clbSum, comm, s0), clbSuccess) << clbGetLastError();
+  ASSERT_EQ(d->cuStreamSynchronize(s0), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemcpyDtoH(got.data(), buf, 4096), CUDA_SUCCESS);
+  EXPECT_EQ(got, ones);
+  clbCommDestroy(comm);
+  d->cuMemFree(buf);
+  d->cuStreamDestroy(s0);
+  d->cuCtxSetCurrent(ctx1);
+  d->cuStreamDestroy(s1);
+  d->cuCtxSetCurrent(ctx0);
+}

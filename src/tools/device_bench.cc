@@ -3,9 +3,16 @@
 // colibri_device_bench: collectives on device memory, ranks as threads of this process sharing
 // the GPUs it sees (round robin), nccl-tests style table. Also measures the device-to-device copy
 // bandwidth of GPU 0 in the same run, the ceiling for anything on one GPU.
-//   colibri_device_bench [--ranks N] [--min BYTES] [--max BYTES] [--iters K] [--graph] [--coll all|allreduce|...]
+//   colibri_device_bench [--ranks N] [--min BYTES] [--max BYTES] [--iters K] [--graph] [--nccl]
+//                        [--inplace] [--dtype float32|bfloat16] [--coll all|allreduce|...]
+// --nccl runs the same sweep through NCCL (libnccl.so.2 loaded at run time, one rank per GPU)
+// instead of Colibri. Both print init time and the device memory in use on GPU 0 (cuMemGetInfo)
+// after init, after the first collective and at its highest, above the benchmark's own buffers.
 // Time per call: every rank starts together, runs K calls on its own stream and synchronizes;
 // the slowest rank's time / K. With --graph the K calls are captured once and replayed.
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -74,13 +81,62 @@ double copyCeilingGBs() {
   return 10.0 * bytes / (ms / 1e3) / 1e9;  // bytes copied per second (read + write = 2x traffic)
 }
 
+// NCCL, loaded at run time when asked for (--nccl): the same sweep through NCCL with the same
+// buffers, streams and timing. Only the few entry points used are declared here (NCCL 2.x ABI).
+namespace nccl {
+typedef struct ncclComm* Comm;
+struct UniqueId { char internal[128]; };
+enum { kFloat32 = 7, kBfloat16 = 9, kSum = 0 };
+int (*getVersion)(int*);
+int (*getUniqueId)(UniqueId*);
+int (*commInitRank)(Comm*, int, UniqueId, int);
+int (*commDestroy)(Comm);
+int (*allReduce)(const void*, void*, size_t, int, int, Comm, CUstream);
+int (*allGather)(const void*, void*, size_t, int, Comm, CUstream);
+int (*reduceScatter)(const void*, void*, size_t, int, int, Comm, CUstream);
+int (*broadcast)(const void*, void*, size_t, int, int, Comm, CUstream);
+const char* (*errorString)(int);
+
+bool load() {
+  void* h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+  if (!h) {
+    fprintf(stderr, "cannot load NCCL (libnccl.so.2): %s\n", dlerror());
+    return false;
+  }
+  bool ok = true;
+  auto sym = [&](const char* name) {
+    void* f = dlsym(h, name);
+    if (!f) fprintf(stderr, "NCCL has no %s\n", name), ok = false;
+    return f;
+  };
+  getVersion = (int (*)(int*))sym("ncclGetVersion");
+  getUniqueId = (int (*)(UniqueId*))sym("ncclGetUniqueId");
+  commInitRank = (int (*)(Comm*, int, UniqueId, int))sym("ncclCommInitRank");
+  commDestroy = (int (*)(Comm))sym("ncclCommDestroy");
+  allReduce = (int (*)(const void*, void*, size_t, int, int, Comm, CUstream))sym("ncclAllReduce");
+  allGather = (int (*)(const void*, void*, size_t, int, Comm, CUstream))sym("ncclAllGather");
+  reduceScatter = (int (*)(const void*, void*, size_t, int, int, Comm, CUstream))sym("ncclReduceScatter");
+  broadcast = (int (*)(const void*, void*, size_t, int, int, Comm, CUstream))sym("ncclBroadcast");
+  errorString = (const char* (*)(int))sym("ncclGetErrorString");
+  return ok;
+}
+}  // namespace nccl
+
+double mib(size_t bytes) { return bytes / 1048576.0; }
+
+size_t usedOnGpu0() {  // device memory in use on GPU 0 (whole device; 2 MiB granularity)
+  size_t freeB = 0, total = 0;
+  d->cuMemGetInfo(&freeB, &total);
+  return total - freeB;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int nranks = 2, iters = 50;
   size_t minBytes = 8, maxBytes = 64u << 20;
-  bool graph = false;
-  std::string which = "all";
+  bool graph = false, useNccl = false, inPlace = false;
+  std::string which = "all", dtype = "float32";
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -90,11 +146,24 @@ int main(int argc, char** argv) {
     else if (a == "--iters") iters = std::stoi(next());
     else if (a == "--graph") graph = true;
     else if (a == "--coll") which = next();
+    else if (a == "--nccl") useNccl = true;
+    else if (a == "--inplace") inPlace = true;
+    else if (a == "--dtype") dtype = next();
     else {
-      fprintf(stderr, "usage: %s [--ranks N] [--min B] [--max B] [--iters K] [--graph] [--coll all|allreduce|allgather|reducescatter|broadcast]\n", argv[0]);
+      fprintf(stderr,
+              "usage: %s [--ranks N] [--min B] [--max B] [--iters K] [--graph] [--nccl] [--inplace] "
+              "[--dtype float32|bfloat16] [--coll all|allreduce|allgather|reducescatter|broadcast]\n",
+              argv[0]);
       return 2;
     }
   }
+  if (dtype != "float32" && dtype != "bfloat16") {
+    fprintf(stderr, "--dtype %s: use float32 or bfloat16\n", dtype.c_str());
+    return 2;
+  }
+  const size_t esz = dtype == "float32" ? 4 : 2;
+  const clbDataType_t clbType = dtype == "float32" ? clbFloat32 : clbBfloat16;
+  const int ncclType = dtype == "float32" ? nccl::kFloat32 : nccl::kBfloat16;
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   if (clb::cuda::driver(&d) != clbSuccess) {
     fprintf(stderr, "%s\n", clbGetLastError());
@@ -106,20 +175,41 @@ int main(int argc, char** argv) {
   CUdevice dev0;
   CHECK_CU(d->cuDeviceGet(&dev0, 0));
   d->cuDeviceGetName(name, sizeof name, dev0);
-  printf("# colibri_device_bench: %d ranks as threads on %d GPU(s) (%s), %s mode, %d iterations per size\n", nranks,
-         ngpus, name, graph ? "CUDA graph" : "eager", iters);
+  std::string lib = "Colibri";
+  nccl::UniqueId nid{};
+  if (useNccl) {
+    setenv("NCCL_NVLS_ENABLE", "0", 0);  // never NVLink multicast here
+    if (!nccl::load()) return 2;
+    int v = 0;
+    nccl::getVersion(&v);
+    lib = "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+    if (nranks > ngpus) {
+      fprintf(stderr, "NCCL puts one rank per GPU: --ranks %d but %d GPU(s)\n", nranks, ngpus);
+      return 2;
+    }
+  }
+  printf("# colibri_device_bench: %s, %d ranks as threads on %d GPU(s) (%s), %s mode, %s, %s, %d iterations per size\n",
+         lib.c_str(), nranks, ngpus, name, graph ? "CUDA graph" : "eager", dtype.c_str(),
+         inPlace ? "in place" : "out of place", iters);
   printf("# device-to-device copy on GPU 0 (1 GiB cuMemcpyDtoD): %.1f GB/s copied (the ceiling on one GPU)\n",
          copyCeilingGBs());
   clbUniqueId id;
-  if (clbGetUniqueId(&id) != clbSuccess) {
+  if (useNccl) {
+    int rc = nccl::getUniqueId(&nid);
+    if (rc) {
+      fprintf(stderr, "ncclGetUniqueId: %s\n", nccl::errorString(rc));
+      return 2;
+    }
+  } else if (clbGetUniqueId(&id) != clbSuccess) {
     fprintf(stderr, "%s\n", clbGetLastError());
     return 2;
   }
   const char* names[] = {"allReduce", "allGather", "reduceScatter", "broadcast"};
   const double factor[] = {2.0 * (nranks - 1) / nranks, (nranks - 1.0) / nranks, (nranks - 1.0) / nranks, 1.0};
   Barrier bar(nranks);
-  std::vector<double> seconds(nranks);
+  std::vector<double> seconds(nranks), initMs(nranks);
   std::atomic<int> failures{0};
+  size_t used0 = 0, usedInit = 0, usedFirst = 0, usedPeak = 0;
   std::vector<std::thread> ts;
   for (int r = 0; r < nranks; r++)
     ts.emplace_back([&, r] {
@@ -130,14 +220,30 @@ int main(int argc, char** argv) {
       CHECK_CU(d->cuCtxSetCurrent(ctx));
       CUstream s;
       CHECK_CU(d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-      clbComm_t comm;
-      if (clbCommInitRank(&comm, &id, r, nranks, nullptr) != clbSuccess) {
-        fprintf(stderr, "rank %d init: %s\n", r, clbGetLastError());
-        exit(2);
-      }
       CUdeviceptr sendb, recvb;
       CHECK_CU(d->cuMemAlloc(&sendb, maxBytes * (size_t)nranks));
       CHECK_CU(d->cuMemAlloc(&recvb, maxBytes * (size_t)nranks));
+      CHECK_CU(d->cuMemsetD8(sendb, 0, maxBytes * (size_t)nranks));  // finite inputs (bfloat16 zeros)
+      bar.wait();
+      if (r == 0) used0 = usedOnGpu0();
+      bar.wait();
+      clbComm_t comm = nullptr;
+      nccl::Comm ncomm = nullptr;
+      auto t0 = std::chrono::steady_clock::now();
+      if (useNccl) {
+        int rc = nccl::commInitRank(&ncomm, nranks, nid, r);
+        if (rc) {
+          fprintf(stderr, "rank %d ncclCommInitRank: %s\n", r, nccl::errorString(rc));
+          exit(2);
+        }
+      } else if (clbCommInitRank(&comm, &id, r, nranks, nullptr) != clbSuccess) {
+        fprintf(stderr, "rank %d init: %s\n", r, clbGetLastError());
+        exit(2);
+      }
+      initMs[r] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      bar.wait();
+      if (r == 0) usedInit = usedOnGpu0();
+      bool first = true;
       for (int c = 0; c < 4; c++) {
         std::string lower = names[c];
         for (auto& ch : lower) ch = (char)tolower(ch);
@@ -146,15 +252,38 @@ int main(int argc, char** argv) {
           printf("#\n# %s\n# %12s %12s %10s %10s %10s\n", names[c], "size(B)", "count", "time(us)", "algbw", "busbw");
         for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 2) {
           // size = the message (allReduce, broadcast) or all ranks' data (allGather, reduceScatter)
-          size_t count = (c == 1 || c == 2) ? bytes / 4 / nranks : bytes / 4;
+          size_t count = (c == 1 || c == 2) ? bytes / esz / nranks : bytes / esz;
           if (count == 0) continue;
+          // In place as NCCL defines it: allGather's input is the rank's block of the output,
+          // reduceScatter's output the rank's block of the input.
+          const void* in = (const void*)sendb;
+          void* out = (void*)recvb;
+          if (inPlace) {
+            out = (void*)sendb;
+            if (c == 1) in = (const void*)(sendb + (size_t)r * count * esz);
+            if (c == 2) out = (void*)(sendb + (size_t)r * count * esz);
+          }
           auto call = [&]() {
+            if (useNccl) {
+              int rc = 0;
+              switch (c) {
+                case 0: rc = nccl::allReduce(in, out, count, ncclType, nccl::kSum, ncomm, s); break;
+                case 1: rc = nccl::allGather(in, out, count, ncclType, ncomm, s); break;
+                case 2: rc = nccl::reduceScatter(in, out, count, ncclType, nccl::kSum, ncomm, s); break;
+                case 3: rc = nccl::broadcast(in, out, count, ncclType, 0, ncomm, s); break;
+              }
+              if (rc) {
+                fprintf(stderr, "rank %d: %s\n", r, nccl::errorString(rc));
+                failures++;
+              }
+              return;
+            }
             clbResult_t rc = clbSuccess;
             switch (c) {
-              case 0: rc = clbAllReduce((void*)sendb, (void*)recvb, count, clbFloat32, clbSum, comm, s); break;
-              case 1: rc = clbAllGather((void*)sendb, (void*)recvb, count, clbFloat32, comm, s); break;
-              case 2: rc = clbReduceScatter((void*)sendb, (void*)recvb, count, clbFloat32, clbSum, comm, s); break;
-              case 3: rc = clbBroadcast((void*)sendb, (void*)recvb, count, clbFloat32, 0, comm, s); break;
+              case 0: rc = clbAllReduce(in, out, count, clbType, clbSum, comm, s); break;
+              case 1: rc = clbAllGather(in, out, count, clbType, comm, s); break;
+              case 2: rc = clbReduceScatter(in, out, count, clbType, clbSum, comm, s); break;
+              case 3: rc = clbBroadcast(in, out, count, clbType, 0, comm, s); break;
             }
             if (rc != clbSuccess) {
               fprintf(stderr, "rank %d: %s\n", r, clbGetLastError());
@@ -163,6 +292,11 @@ int main(int argc, char** argv) {
           };
           for (int w = 0; w < 5; w++) call();  // warm-up (and staging set-up)
           CHECK_CU(d->cuStreamSynchronize(s));
+          if (first) {
+            bar.wait();
+            if (r == 0) usedFirst = usedOnGpu0();
+            first = false;
+          }
           CUgraphExec exec = nullptr;
           CUgraph g = nullptr;
           if (graph) {
@@ -180,19 +314,20 @@ int main(int argc, char** argv) {
             CHECK_CU(d->cuStreamSynchronize(s));
           }
           bar.wait();
-          auto t0 = std::chrono::steady_clock::now();
+          auto t1 = std::chrono::steady_clock::now();
           if (graph) CHECK_CU(d->cuGraphLaunch(exec, s));
           else
             for (int k = 0; k < iters; k++) call();
           CHECK_CU(d->cuStreamSynchronize(s));
-          seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+          seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() / iters;
           bar.wait();
           if (exec) d->cuGraphExecDestroy(exec);
           if (g) d->cuGraphDestroy(g);
           if (r == 0) {
+            usedPeak = std::max(usedPeak, usedOnGpu0());
             double t = 0;
             for (double x : seconds) t = std::max(t, x);
-            size_t sz = (c == 1 || c == 2) ? count * 4 * nranks : count * 4;
+            size_t sz = (c == 1 || c == 2) ? count * esz * nranks : count * esz;
             double algbw = sz / t / 1e9;
             printf("  %12zu %12zu %10.2f %10.2f %10.2f\n", sz, count, t * 1e6, algbw, algbw * factor[c]);
             fflush(stdout);
@@ -200,10 +335,24 @@ int main(int argc, char** argv) {
           bar.wait();
         }
       }
-      clbMemStats_t st;
-      clbCommMemStats(comm, &st);
-      if (r == 0) printf("# device memory held by rank 0: %lld bytes (peak %lld)\n", (long long)st.deviceBytes, (long long)st.devicePeakBytes);
-      clbCommDestroy(comm);
+      bar.wait();
+      if (r == 0) {
+        double maxInit = 0;
+        for (double x : initMs) maxInit = std::max(maxInit, x);
+        const int onGpu0 = (nranks + ngpus - 1) / ngpus;
+        printf("# %s footprint: init %.2f ms (slowest rank); device memory in use on GPU 0 (%d rank(s) there) above "
+               "the buffers: after init %.1f MiB, after the first collective %.1f MiB, highest after a size %.1f MiB\n",
+               lib.c_str(), maxInit, onGpu0, mib(usedInit - used0), mib(usedFirst - used0), mib(usedPeak - used0));
+        if (!useNccl) {
+          clbMemStats_t st;
+          clbCommMemStats(comm, &st);
+          printf("# Colibri's own count for rank 0: %lld bytes held (peak %lld)\n", (long long)st.deviceBytes,
+                 (long long)st.devicePeakBytes);
+        }
+      }
+      bar.wait();
+      if (useNccl) nccl::commDestroy(ncomm);
+      else clbCommDestroy(comm);
       d->cuMemFree(sendb);
       d->cuMemFree(recvb);
     });

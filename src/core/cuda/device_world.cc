@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <cstdlib>
+#include <strings.h>
 
 #include "core/comm.h"
 #include "core/dtype.h"
@@ -17,6 +19,11 @@ namespace clb::cuda {
 
 constexpr size_t kMaxHalf = 4u << 20;   // staging per half: 8 MiB per rank at most
 constexpr size_t kMinHalf = 64u << 10;
+constexpr int kThreads = 512;                  // per block (the kernels' launch bounds)
+constexpr int kMaxBlocks = 256;
+constexpr size_t kBytesPerBlock = 32u << 10;   // below this per block, fewer blocks
+constexpr size_t kDefaultDirectMin = 64u << 10;  // auto: direct path from here (measured: docs/performance.md)
+constexpr size_t kTwoShotMin = 256u << 10;       // allReduce, more than 2 ranks: two-shot from here
 
 // Walks the loaded objects in memory (no system call): dlopen(RTLD_NOLOAD) of a library that is
 // not loaded searches the library path on every call, which cost ~15 us per host collective.
@@ -49,28 +56,77 @@ clbResult_t classifyPointer(const void* p, bool* isDevice, int* ordinal) {
 }
 
 namespace {
-struct Exchange {
+struct PeerInfo {  // exchanged once, at set-up
   int32_t pid;
   int32_t ordinal;
-  uint64_t staging, flags;
-  CUipcMemHandle hStaging, hFlags;
+  CUuuid uuid;
+  uint64_t flags;
+  CUipcMemHandle hFlags;
 };
+struct StagingInfo {  // exchanged whenever staging is (re)allocated
+  uint64_t staging;
+  CUipcMemHandle hStaging;
+};
+
+// Switches to a context and back (the caller's current context is left as found).
+class CtxScope {
+ public:
+  CtxScope(const Driver* d, CUcontext ctx) : d_(d) {
+    d_->cuCtxGetCurrent(&prev_);
+    if (prev_ != ctx) {
+      d_->cuCtxSetCurrent(ctx);
+      switched_ = true;
+    }
+  }
+  ~CtxScope() {
+    if (switched_) d_->cuCtxSetCurrent(prev_);
+  }
+
+ private:
+  const Driver* d_;
+  CUcontext prev_ = nullptr;
+  bool switched_ = false;
+};
+
+size_t envBytes(const char* name, size_t dflt) {
+  const char* v = getenv(name);
+  if (!v || !*v) return dflt;
+  char* end = nullptr;
+  unsigned long long x = strtoull(v, &end, 10);
+  return end && !*end ? (size_t)x : dflt;
+}
 }  // namespace
+
+DeviceWorld::DeviceWorld(clbComm* comm) : comm_(comm) {
+  if (const char* v = getenv("COLIBRI_DEVICE_PATH"); v && *v) {
+    if (!strcasecmp(v, "staged")) path_ = DevicePath::kStaged;
+    else if (!strcasecmp(v, "direct")) path_ = DevicePath::kDirect;
+  }
+  directMin_ = envBytes("COLIBRI_DEVICE_DIRECT_MIN_BYTES", kDefaultDirectMin);
+}
 
 DeviceWorld::~DeviceWorld() { release(); }
 
-clbResult_t DeviceWorld::release() {
-  if (!d_) return clbSuccess;
-  // This rank's kernels may still run: wait for the context (the streams they ran on may be gone).
-  if (staging_ && ctx_) {
-    CUcontext prev = nullptr;
-    d_->cuCtxGetCurrent(&prev);
-    d_->cuCtxSetCurrent(ctx_);
-    d_->cuCtxSynchronize();
-    d_->cuCtxSetCurrent(prev);
+void DeviceWorld::releaseStaging() {
+  for (CUdeviceptr p : openedStaging_) d_->cuIpcCloseMemHandle(p);
+  openedStaging_.clear();
+  if (staging_) {
+    d_->cuMemFree(staging_);
+    comm_->mem.addDevice(-(int64_t)(2 * half_));
   }
-  // Peers may still read this rank's staging: wait (bounded) until they said they are done.
-  if (flags_ && !comm_->failed && !comm_->aborted) {
+  staging_ = 0;
+  half_ = 0;
+}
+
+clbResult_t DeviceWorld::release() {
+  if (!d_ || !flags_) return clbSuccess;
+  // This rank's kernels may still run: wait for the context (the streams they ran on may be gone).
+  if (ctx_) {
+    CtxScope scope(d_, ctx_);
+    d_->cuCtxSynchronize();
+  }
+  // Peers may still read this rank's staging or buffers: wait (bounded) until they said they are done.
+  if (!comm_->failed && !comm_->aborted) {
     ClbDevFlags f;
     int64_t deadline = nowMs() + std::min<int64_t>(comm_->cfg.timeoutMs, 5000);
     for (;;) {
@@ -81,88 +137,76 @@ clbResult_t DeviceWorld::release() {
       usleep(200);
     }
   }
-  for (CUdeviceptr p : opened_) d_->cuIpcCloseMemHandle(p);
-  opened_.clear();
-  if (staging_) d_->cuMemFree(staging_);
-  if (flags_) d_->cuMemFree(flags_);
+  releaseStaging();
+  for (CUdeviceptr p : openedFlags_) d_->cuIpcCloseMemHandle(p);
+  openedFlags_.clear();
+  d_->cuMemFree(flags_);
+  comm_->mem.addDevice(-(int64_t)sizeof(ClbDevFlags));
   if (hostError_) d_->cuMemFreeHost(hostError_);
-  if (staging_ || flags_) comm_->mem.addDevice(-(int64_t)(2 * half_ + sizeof(ClbDevFlags)));
-  staging_ = flags_ = 0;
+  flags_ = 0;
   hostError_ = nullptr;
-  half_ = 0;
   return clbSuccess;
 }
 
-clbResult_t DeviceWorld::ensure(size_t need, int ordinal, CUstream stream) {
-  if (ordinal_ >= 0 && ordinal != ordinal_)
-    return setError(clbInvalidArgument,
-                    "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "
-                    "communicator per GPU", comm_->rank, ordinal, ordinal_);
-  size_t want = std::min(std::max(need, kMinHalf), kMaxHalf);
-  want = (want + kMinHalf - 1) / kMinHalf * kMinHalf;
-  if (staging_ && want <= half_) return clbSuccess;
-  // Setting up or growing allocates and meets the peers: impossible inside CUDA graph capture.
-  if (stream) {
-    const Driver* drv = nullptr;
-    CLB_CHECK(driver(&drv));
-    CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-    CLB_CU(drv, cuStreamIsCapturing, stream, &cap);
-    if (cap != CU_STREAM_CAPTURE_STATUS_NONE)
-      return setError(clbInvalidUsage,
-                      "this collective needs %zu bytes of device staging that rank %d has not set up, and the stream "
-                      "is being captured into a CUDA graph, where Colibri cannot allocate or meet its peers: before "
-                      "capturing, run one collective of the largest size the graph will use (up to %zu bytes per "
-                      "rank suffices for any size)", need, comm_->rank, kMaxHalf);
-  }
-  // Every rank reaches this point at the same call (same sizes everywhere), so this is collective.
-  if (!d_) {
-    CLB_CHECK(driver(&d_));
-    if (comm_->nranks > CLB_MAX_DEVICE_RANKS)
-      return setError(clbUnsupported, "device collectives support up to %d ranks per node, this communicator has %d",
-                      CLB_MAX_DEVICE_RANKS, comm_->nranks);
-    if (comm_->nranks > 1 && !comm_->shm)
-      return setError(clbUnsupported,
-                      "device buffers need every rank on one host for now (RDMA between nodes is coming); "
-                      "this communicator spans hosts");
-    CLB_CU(d_, cuDeviceGet, &dev_, ordinal);
-    CUcontext cur = nullptr;
-    d_->cuCtxGetCurrent(&cur);
-    CLB_CU(d_, cuDevicePrimaryCtxRetain, &ctx_, dev_);
-    if (!cur) CLB_CU(d_, cuCtxSetCurrent, ctx_);
-    ordinal_ = ordinal;
-    CLB_CHECK(kernels_.load(dev_, defaultKernelDir()));
-    CLB_CHECK(kernels_.function("clb_dev_post", &post_));
-    CLB_CHECK(kernels_.function("clb_dev_gather", &gather_));
-  }
-  if (staging_) {
-    // Growing: every rank drains its stream, then all meet, then the old buffers go.
-    CLB_CU(d_, cuStreamSynchronize, stream);
-    CLB_CHECK(comm_->boot.barrier());
-    CLB_CHECK(release());
-  }
-  CLB_CU(d_, cuMemAlloc, &staging_, 2 * want);
+clbResult_t DeviceWorld::refuseInCapture(CUstream stream, size_t need) {
+  if (!stream) return clbSuccess;
+  const Driver* drv = nullptr;
+  CLB_CHECK(driver(&drv));
+  CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+  CLB_CU(drv, cuStreamIsCapturing, stream, &cap);
+  if (cap == CU_STREAM_CAPTURE_STATUS_NONE) return clbSuccess;
+  return setError(clbInvalidUsage,
+                  "this collective needs set-up that rank %d has not done (%zu bytes of device staging, or the first "
+                  "device call), and the stream is being captured into a CUDA graph, where Colibri cannot allocate "
+                  "or meet its peers: before capturing, run one collective of the largest size the graph will use "
+                  "(up to %zu bytes per rank suffices for any size)", comm_->rank, need, kMaxHalf);
+}
+
+clbResult_t DeviceWorld::setUp(int ordinal, CUstream stream) {
+  CLB_CHECK(refuseInCapture(stream, 0));
+  // Every rank reaches this point at its first device call, the same call everywhere: collective.
+  CLB_CHECK(driver(&d_));
+  const int n = comm_->nranks;
+  if (n > CLB_MAX_DEVICE_RANKS)
+    return setError(clbUnsupported, "device collectives support up to %d ranks per node, this communicator has %d",
+                    CLB_MAX_DEVICE_RANKS, n);
+  if (n > 1 && !comm_->shm)
+    return setError(clbUnsupported,
+                    "device buffers need every rank on one host for now (RDMA between nodes is coming); "
+                    "this communicator spans hosts");
+  CLB_CU(d_, cuDeviceGet, &dev_, ordinal);
+  CLB_CU(d_, cuDevicePrimaryCtxRetain, &ctx_, dev_);
+  CtxScope scope(d_, ctx_);
+  ordinal_ = ordinal;
+  CLB_CHECK(kernels_.load(dev_, defaultKernelDir()));
+  CLB_CHECK(kernels_.function("clb_dev_staged", &staged_));
+  CLB_CHECK(kernels_.function("clb_dev_direct", &direct_));
   CLB_CU(d_, cuMemAlloc, &flags_, sizeof(ClbDevFlags));
-  half_ = want;
-  comm_->mem.addDevice((int64_t)(2 * half_ + sizeof(ClbDevFlags)));
+  comm_->mem.addDevice((int64_t)sizeof(ClbDevFlags));
   CLB_CU(d_, cuMemsetD8, flags_, 0, sizeof(ClbDevFlags));
   CLB_CU(d_, cuMemHostAlloc, reinterpret_cast<void**>(&hostError_), sizeof(unsigned int), CU_MEMHOSTALLOC_DEVICEMAP);
   *hostError_ = 0;
   CLB_CU(d_, cuMemHostGetDevicePointer, &hostErrorDev_, hostError_, 0);
 
-  const int n = comm_->nranks;
-  std::vector<Exchange> all(n);
-  Exchange& me = all[comm_->rank];
+  std::vector<PeerInfo> all(n);
+  PeerInfo& me = all[comm_->rank];
   me.pid = getpid();
   me.ordinal = ordinal_;
-  me.staging = staging_;
+  CLB_CU(d_, cuDeviceGetUuid, &me.uuid, dev_);
   me.flags = flags_;
-  CLB_CU(d_, cuIpcGetMemHandle, &me.hStaging, staging_);
   CLB_CU(d_, cuIpcGetMemHandle, &me.hFlags, flags_);
-  CLB_CHECK(comm_->boot.allGather(all.data(), sizeof(Exchange)));
-  peerStaging_.assign(n, nullptr);
+  CLB_CHECK(comm_->boot.allGather(all.data(), sizeof(PeerInfo)));
   peerFlags_.assign(n, nullptr);
+  peerPid_.assign(n, 0);
+  allInProcess_ = true;
+  sameGpu_ = 0;
   for (int p = 0; p < n; p++) {
-    if (all[p].ordinal != ordinal_) {
+    peerPid_[p] = all[p].pid;
+    const bool sameProcess = all[p].pid == me.pid;
+    allInProcess_ = allInProcess_ && sameProcess;
+    if (!memcmp(&all[p].uuid, &me.uuid, sizeof(CUuuid))) {
+      sameGpu_++;
+    } else if (sameProcess) {  // another GPU of this process: its memory needs peer access
       CUdevice other;
       int can = 0;
       CLB_CU(d_, cuDeviceGet, &other, all[p].ordinal);
@@ -170,47 +214,109 @@ clbResult_t DeviceWorld::ensure(size_t need, int ordinal, CUstream stream) {
       if (!can)
         return setError(clbUnsupported, "GPU %d cannot access GPU %d directly (no P2P): the staged path through "
                         "host memory is not implemented yet", ordinal_, all[p].ordinal);
+      CUcontext otherCtx;
+      CLB_CU(d_, cuDevicePrimaryCtxRetain, &otherCtx, other);
+      CUresult rc = d_->cuCtxEnablePeerAccess(otherCtx, 0);
+      if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return cuError(rc, "cuCtxEnablePeerAccess");
     }
-    if (all[p].pid == me.pid) {  // same process: same address space
+    if (sameProcess) {  // same address space
       if (p != comm_->rank) sharedProcess_ = true;
-      if (all[p].ordinal != ordinal_) {  // another GPU of this process: its memory needs peer access
-        CUdevice other;
-        CUcontext otherCtx;
-        CLB_CU(d_, cuDeviceGet, &other, all[p].ordinal);
-        CLB_CU(d_, cuDevicePrimaryCtxRetain, &otherCtx, other);
-        CUresult rc = d_->cuCtxEnablePeerAccess(otherCtx, 0);
-        if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return cuError(rc, "cuCtxEnablePeerAccess");
-      }
-      peerStaging_[p] = reinterpret_cast<char*>(all[p].staging);
       peerFlags_[p] = reinterpret_cast<ClbDevFlags*>(all[p].flags);
       continue;
     }
-    CUdeviceptr s = 0, f = 0;
-    CLB_CU(d_, cuIpcOpenMemHandle, &s, all[p].hStaging, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-    opened_.push_back(s);
+    CUdeviceptr f = 0;  // another process: CUDA IPC (peer access enabled by the driver as needed)
     CLB_CU(d_, cuIpcOpenMemHandle, &f, all[p].hFlags, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-    opened_.push_back(f);
-    peerStaging_[p] = reinterpret_cast<char*>(s);
+    openedFlags_.push_back(f);
     peerFlags_[p] = reinterpret_cast<ClbDevFlags*>(f);
   }
-  CLB_INFO("rank %d: device staging 2 x %zu bytes on GPU %d; %s", comm_->rank, half_, ordinal_,
-           kernels_.description().c_str());
+  // Blocks of one launch wait for each other, and every rank sharing this GPU has one launch in
+  // flight: together they must fit on the GPU at once (a margin of 4 blocks for other work).
+  int perSm = 1, perSm2 = 1;
+  CLB_CU(d_, cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm, staged_, kThreads, 0);
+  CLB_CU(d_, cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm2, direct_, kThreads, 0);
+  const int slots = kernels_.smCount() * std::max(1, std::min(perSm, perSm2));
+  maxBlocks_ = (unsigned)std::max(1, std::min(kMaxBlocks, (slots - 4) / sameGpu_));
+  CLB_INFO("rank %d: device collectives on GPU %d (%d rank(s) on it, %s); up to %u blocks per call; %s",
+           comm_->rank, ordinal_, sameGpu_, allInProcess_ ? "all ranks in this process" : "ranks in several processes",
+           maxBlocks_, kernels_.description().c_str());
   return clbSuccess;
 }
 
-clbResult_t DeviceWorld::round(const CollArgs& a, size_t e0, size_t m, CUstream stream) {
+clbResult_t DeviceWorld::ensureStaging(size_t need, CUstream stream) {
+  size_t want = std::min(std::max(need, kMinHalf), kMaxHalf);
+  want = (want + kMinHalf - 1) / kMinHalf * kMinHalf;
+  if (staging_ && want <= half_) return clbSuccess;
+  CLB_CHECK(refuseInCapture(stream, need));
+  // Every rank reaches this point at the same call (same sizes everywhere), so this is collective.
+  CtxScope scope(d_, ctx_);
+  if (staging_) {
+    // Growing: every rank drains its stream, then all meet, then the old buffers go.
+    CLB_CU(d_, cuStreamSynchronize, stream);
+    CLB_CHECK(comm_->boot.barrier());
+    releaseStaging();
+  }
+  CLB_CU(d_, cuMemAlloc, &staging_, 2 * want);
+  half_ = want;
+  comm_->mem.addDevice((int64_t)(2 * half_));
+  const int n = comm_->nranks;
+  std::vector<StagingInfo> all(n);
+  all[comm_->rank].staging = staging_;
+  CLB_CU(d_, cuIpcGetMemHandle, &all[comm_->rank].hStaging, staging_);
+  CLB_CHECK(comm_->boot.allGather(all.data(), sizeof(StagingInfo)));
+  peerStaging_.assign(n, nullptr);
+  for (int p = 0; p < n; p++) {
+    if (peerPid_[p] == getpid()) {
+      peerStaging_[p] = reinterpret_cast<char*>(all[p].staging);
+      continue;
+    }
+    CUdeviceptr s = 0;
+    CLB_CU(d_, cuIpcOpenMemHandle, &s, all[p].hStaging, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    openedStaging_.push_back(s);
+    peerStaging_[p] = reinterpret_cast<char*>(s);
+  }
+  CLB_INFO("rank %d: device staging 2 x %zu bytes on GPU %d", comm_->rank, half_, ordinal_);
+  return clbSuccess;
+}
+
+// A stream of another GPU than the communicator's would run kernels that cannot see this rank's
+// set-up: refuse it by name rather than fail inside the launch.
+clbResult_t DeviceWorld::checkStream(CUstream stream) {
+  if (!stream) return clbSuccess;
+  CUcontext sctx = nullptr;
+  CLB_CU(d_, cuStreamGetCtx, stream, &sctx);
+  if (sctx == ctx_) return clbSuccess;
+  CUdevice sdev = -1;
+  CLB_CU(d_, cuCtxPushCurrent, sctx);
+  CUresult rc = d_->cuCtxGetDevice(&sdev);
+  CUcontext popped;
+  d_->cuCtxPopCurrent(&popped);
+  if (rc != CUDA_SUCCESS) return cuError(rc, "cuCtxGetDevice");
+  if (sdev != dev_)
+    return setError(clbInvalidArgument,
+                    "rank %d's stream belongs to GPU %d but its buffers (and communicator) are on GPU %d: create the "
+                    "stream on GPU %d", comm_->rank, (int)sdev, ordinal_, ordinal_);
+  return clbSuccess;
+}
+
+void DeviceWorld::common(ClbDevCallArgs* k) const {
+  for (int p = 0; p < comm_->nranks; p++) k->flags[p] = peerFlags_[p];
+  k->hostError = reinterpret_cast<unsigned int*>(hostErrorDev_);
+  k->timeoutNs = (unsigned long long)comm_->cfg.timeoutMs * 1000000ull;
+  k->rank = comm_->rank;
+  k->nranks = comm_->nranks;
+}
+
+unsigned DeviceWorld::blocksFor(size_t bytes) const {
+  return (unsigned)std::min<size_t>(maxBlocks_, std::max<size_t>(1, bytes / kBytesPerBlock));
+}
+
+clbResult_t DeviceWorld::staged(const CollArgs& a, size_t e0, size_t m, CUstream stream) {
   const size_t esz = clbTypeSize(a.type);
   const int n = comm_->nranks, r = comm_->rank;
   ClbDevCallArgs k{};
+  common(&k);
   k.half = half_;
-  for (int p = 0; p < n; p++) {
-    k.staging[p] = peerStaging_[p];
-    k.flags[p] = peerFlags_[p];
-  }
-  k.hostError = reinterpret_cast<unsigned int*>(hostErrorDev_);
-  k.timeoutNs = (unsigned long long)comm_->cfg.timeoutMs * 1000000ull;
-  k.rank = r;
-  k.nranks = n;
+  for (int p = 0; p < n; p++) k.staging[p] = peerStaging_[p];
   k.type = a.type;
   k.op = a.op;
   k.root = a.root;
@@ -251,27 +357,48 @@ clbResult_t DeviceWorld::round(const CollArgs& a, size_t e0, size_t m, CUstream 
       k.count = m * esz;
       break;
   }
-  size_t bytes = std::max<size_t>(k.inBytes * k.inSlices, m * esz);
-  // Enough blocks to stream large messages, few enough that every rank sharing a GPU keeps its
-  // waiting kernels resident (a waiting block must never keep another rank's kernel off the GPU).
-  // 512-thread blocks: 4 resident per SM. Every rank's post and gather may be resident at once
-  // (ranks sharing the GPU), with a margin.
-  const size_t slots = (size_t)kernels_.smCount() * 4;
-  const size_t cap = std::max<size_t>(1, std::min<size_t>(256, (slots > 16 ? slots - 16 : 1) / (2 * (size_t)n)));
-  unsigned blocks = (unsigned)std::min<size_t>(cap, std::max<size_t>(1, bytes / (32 << 10)));
+  const size_t bytes = std::max<size_t>(k.inBytes * k.inSlices, m * esz);
   void* params[] = {&k};
-  CLB_CU(d_, cuLaunchKernel, post_, blocks, 1, 1, 512, 1, 1, 0, stream, params, nullptr);
-  CLB_CU(d_, cuLaunchKernel, gather_, blocks, 1, 1, 512, 1, 1, 0, stream, params, nullptr);
+  CLB_CU(d_, cuLaunchKernel, staged_, blocksFor(bytes), 1, 1, kThreads, 1, 1, 0, stream, params, nullptr);
+  return clbSuccess;
+}
+
+clbResult_t DeviceWorld::direct(const CollArgs& a, CUstream stream) {
+  const size_t esz = clbTypeSize(a.type);
+  const int n = comm_->nranks;
+  ClbDevCallArgs k{};
+  common(&k);
+  k.in = a.desc.coll == kBroadcast && comm_->rank != a.root ? nullptr : a.send;
+  k.out = a.recv;
+  k.type = a.type;
+  k.op = a.op;
+  k.root = a.root;
+  k.count = a.count;
+  k.elemSize = (int)esz;
+  size_t bytes = a.count * esz;  // what this rank writes
+  switch (a.desc.coll) {
+    case kAllReduce:
+      k.coll = CLB_DEV_ALLREDUCE;
+      // Two-shot moves 2(n-1)/n of the message per rank instead of n-1, for one more barrier. The
+      // kernel also takes it when any rank works in place (one-shot would read a buffer its owner
+      // is overwriting); every rank decides alike, from the count and what all ranks published.
+      k.twoShot = n > 2 && bytes >= kTwoShotMin;
+      break;
+    case kAllGather: k.coll = CLB_DEV_ALLGATHER; bytes *= n; break;
+    case kReduceScatter: k.coll = CLB_DEV_REDUCESCATTER; break;
+    case kBroadcast: k.coll = CLB_DEV_BROADCAST; break;
+  }
+  void* params[] = {&k};
+  CLB_CU(d_, cuLaunchKernel, direct_, blocksFor(bytes), 1, 1, kThreads, 1, 1, 0, stream, params, nullptr);
   return clbSuccess;
 }
 
 clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
-  const size_t esz = clbTypeSize(a.type);
-  const int n = comm_->nranks;
-  // Bytes this rank stages per element of a round.
-  const size_t perElem = a.desc.coll == kReduceScatter ? esz * n : esz;
-  const size_t total = a.count * perElem;
-  CLB_CHECK(ensure(total, ordinal, stream));
+  if (ordinal_ >= 0 && ordinal != ordinal_)
+    return setError(clbInvalidArgument,
+                    "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "
+                    "communicator per GPU", comm_->rank, ordinal, ordinal_);
+  if (!flags_) CLB_CHECK(setUp(ordinal, stream));
   if (*hostError_)
     return setError(clbTimeout,
                     "a device wait of an earlier collective on rank %d timed out after %lld ms (a peer died, "
@@ -282,20 +409,34 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
                     "rank %d shares its process with other ranks of this communicator, and they would all use the "
                     "default stream (0), where each rank's kernels wait behind the others': give every rank its "
                     "own stream", comm_->rank);
-  CUcontext cur = nullptr;
-  d_->cuCtxGetCurrent(&cur);
-  if (!cur) CLB_CU(d_, cuCtxSetCurrent, ctx_);
+  CLB_CHECK(checkStream(stream));
+  const size_t esz = clbTypeSize(a.type);
+  const int n = comm_->nranks;
+  // Bytes of the whole message (what every rank agrees on, so every rank takes the same path).
+  const size_t msg = a.count * esz * (a.desc.coll == kAllGather || a.desc.coll == kReduceScatter ? n : 1);
+  bool useDirect = allInProcess_ && (path_ == DevicePath::kDirect || (path_ == DevicePath::kAuto && msg >= directMin_));
+  lastDirect_ = useDirect;
+  if (useDirect) {
+    CtxScope scope(d_, ctx_);
+    return direct(a, stream);
+  }
+  // Bytes this rank stages per element of a round.
+  const size_t perElem = a.desc.coll == kReduceScatter ? esz * n : esz;
+  CLB_CHECK(ensureStaging(a.count * perElem, stream));
+  CtxScope scope(d_, ctx_);
   const size_t perRound = half_ / perElem;
   for (size_t e0 = 0; e0 < a.count; e0 += perRound)
-    CLB_CHECK(round(a, e0, std::min(perRound, a.count - e0), stream));
+    CLB_CHECK(staged(a, e0, std::min(perRound, a.count - e0), stream));
   return clbSuccess;
 }
 
 std::string DeviceWorld::describe() const {
   if (!d_) return "device: not used yet (set up at the first collective on device memory)\n";
-  char b[512];
-  snprintf(b, sizeof b, "device: GPU %d, staging 2 x %zu bytes, kernels %s\n", ordinal_, half_,
-           kernels_.description().c_str());
+  char b[640];
+  snprintf(b, sizeof b,
+           "device: GPU %d, %d rank(s) on it, %s; direct path from %zu bytes%s; staging 2 x %zu bytes; kernels %s\n",
+           ordinal_, sameGpu_, allInProcess_ ? "every rank in this process" : "ranks in several processes", directMin_,
+           allInProcess_ ? "" : " (not possible across processes yet)", half_, kernels_.description().c_str());
   return b;
 }
 

@@ -25,32 +25,51 @@ clbResult_t classifyPointer(const void* p, bool* isDevice, int* ordinal);
 // True once this process has loaded libcuda (a process that never did cannot hold device memory).
 bool driverInProcess();
 
+// Which way a call goes (COLIBRI_DEVICE_PATH forces one; see docs/configuration.md).
+enum class DevicePath { kAuto, kStaged, kDirect };
+
 class DeviceWorld {
  public:
-  explicit DeviceWorld(clbComm* comm) : comm_(comm) {}
+  explicit DeviceWorld(clbComm* comm);
   ~DeviceWorld();
   clbResult_t run(const CollArgs& a, int ordinal, CUstream stream);
   std::string describe() const;
+  // The path the last call took ("staged" or "direct").
+  const char* lastPath() const { return lastDirect_ ? "direct" : "staged"; }
 
  private:
-  clbResult_t ensure(size_t halfBytes, int ordinal, CUstream stream);
+  clbResult_t setUp(int ordinal, CUstream stream);            // once: kernels, flags, peers
+  clbResult_t ensureStaging(size_t need, CUstream stream);    // staged path: grow on demand
+  clbResult_t refuseInCapture(CUstream stream, size_t need);  // set-up is impossible in capture
+  clbResult_t checkStream(CUstream stream);
   clbResult_t release();
-  clbResult_t round(const CollArgs& a, size_t e0, size_t m, CUstream stream);
+  void releaseStaging();
+  void common(ClbDevCallArgs* k) const;
+  unsigned blocksFor(size_t bytes) const;
+  clbResult_t staged(const CollArgs& a, size_t e0, size_t m, CUstream stream);
+  clbResult_t direct(const CollArgs& a, CUstream stream);
   clbComm* comm_;
   const Driver* d_ = nullptr;
   Kernels kernels_;
-  CUfunction post_ = nullptr, gather_ = nullptr;
+  CUfunction staged_ = nullptr, direct_ = nullptr;
   CUcontext ctx_ = nullptr;
   CUdevice dev_ = 0;
   int ordinal_ = -1;
+  DevicePath path_ = DevicePath::kAuto;
+  size_t directMin_ = 0;          // auto: direct from this message size on (bytes)
+  int sameGpu_ = 1;               // ranks sharing this GPU, this one included
+  unsigned maxBlocks_ = 1;        // per launch: every sharing rank's kernel stays resident
+  bool lastDirect_ = false;
   size_t half_ = 0;  // bytes per staging half
   CUdeviceptr staging_ = 0, flags_ = 0;
   unsigned int* hostError_ = nullptr;
   CUdeviceptr hostErrorDev_ = 0;
   std::vector<char*> peerStaging_;
   std::vector<ClbDevFlags*> peerFlags_;
-  std::vector<CUdeviceptr> opened_;  // IPC mappings to close
+  std::vector<int32_t> peerPid_;
+  std::vector<CUdeviceptr> openedStaging_, openedFlags_;  // IPC mappings to close
   bool sharedProcess_ = false;  // another rank lives in this process
+  bool allInProcess_ = false;   // every rank lives in this process: the direct path is possible
 };
 
 }  // namespace clb::cuda
