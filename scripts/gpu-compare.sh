@@ -19,7 +19,9 @@ ng=$(nvidia-smi -L | wc -l)
 status=0
 run() {  # run NAME ARGS...: one table, its key rows echoed
   local name=$1; shift
-  timeout 300 "$@" >"$out/$name.txt" 2>&1 || { status=1; echo "!! $name failed (rc $?)"; tail -3 "$out/$name.txt"; }
+  local rc=0
+  timeout 300 "$@" >"$out/$name.txt" 2>&1 || rc=$?
+  if ((rc)); then status=1; echo "!! $name failed (rc $rc)"; tail -3 "$out/$name.txt"; fi
   echo "== $name"; grep -E '^# (colibri_device_bench|.*footprint|Colibri.s own)|^# [a-zA-Z]+$|^ +(8|8192|65536|262144|1048576|67108864|268435456) ' "$out/$name.txt"
 }
 for dtype in float32 bfloat16; do
@@ -36,5 +38,7 @@ done
 for path in staged direct; do
   COLIBRI_DEVICE_PATH=$path run "colibri-n$ng-path-$path-graph" "$bench" --ranks "$ng" --max 16777216 --graph
 done
-CUDA_VISIBLE_DEVICES=0 run "colibri-gpu0-n4-graph" "$bench" --ranks 4 --max 67108864 --graph
+# Several ranks on one GPU in one process: eager only (in graph mode this configuration hung twice
+# at the first size in this script, though not when run on its own; see docs/device.md).
+CUDA_VISIBLE_DEVICES=0 run "colibri-gpu0-n4" "$bench" --ranks 4 --max 67108864
 exit $status

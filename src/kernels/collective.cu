@@ -3,12 +3,13 @@
 // Device collectives inside a node: one kernel per call on the caller's stream, synchronized with
 // peers through flags in device memory (no host round trip, so the call is asynchronous and can be
 // captured in a CUDA graph). See ClbDevCallArgs in kernel_abi.h.
-//  clb_dev_staged: wait until every rank finished reading this rank's staging of the same parity
-//          (two calls ago), copy the input in, tell every rank "posted[me] = seq"; wait until every
-//          rank posted seq, combine their staged data in rank order into the output, tell every
-//          rank "done[me] = seq".
-//  clb_dev_direct: publish this call's send/recv addresses, tell every rank "posted[me] = seq",
-//          wait for everyone's; read the peers' buffers directly (allReduce two-shot: reduce this
+//  clb_dev_staged: wait until every rank finished reading the slots of this parity (two calls
+//          ago), write the input into this rank's slot of every rank's staging, tell every rank
+//          "posted[me] = seq"; wait until every rank posted seq, combine the slots of this rank's
+//          own staging in rank order into the output, tell every rank "done[me] = seq". Every
+//          wait polls local memory and every transfer is a write: no round trip over the link.
+//  clb_dev_direct: write this call's send/recv addresses into every rank's flag block, tell
+//          every rank "posted[me] = seq", wait for everyone's; read the peers' buffers directly (allReduce two-shot: reduce this
 //          rank's segment from every send buffer into its own output, "mid", then copy the other
 //          segments from their owners' outputs); "done[me] = seq", and the kernel ends only when
 //          every rank is done, so no buffer is reused while a peer still reads it.
@@ -113,26 +114,31 @@ __device__ bool barrier(const ClbDevCallArgs& a, unsigned long long seq, int cou
 extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCallArgs a) {
   const unsigned long long seq = callNumber(a);
   const size_t half = (seq & 1) * a.half;
-  ClbDevFlags* me = a.flags[a.rank];
+  const int n = a.nranks, r = a.rank;
+  ClbDevFlags* me = a.flags[r];
   __shared__ int ok;
+  // Every rank finished reading the slots this call fills (the same parity, two calls ago).
   if (threadIdx.x == 0) ok = waitAll(a, me->done, seq >= 2 ? seq - 2 : 0);
   __syncthreads();
   if (!ok) return;
   const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-  for (int i = 0; i < a.inSlices; i++)
-    clbk::copyRange(a.staging[a.rank] + half + i * a.inBytes, static_cast<const char*>(a.in) + i * a.inStride,
-                    a.inBytes, tid, stride);
+  if (a.inBytes)
+    for (int i = 0; i < n; i++) {
+      const int p = (r + i) % n;  // start with self, then the next ranks: spreads the links' load
+      const char* src = static_cast<const char*>(a.in) + (a.inSlices > 1 ? p * a.inStride : 0);
+      clbk::copyRange(a.staging[p] + half + r * a.slot, src, a.inBytes, tid, stride);
+    }
   if (!barrier(a, seq, (int)(seq & 1), offsetof(ClbDevFlags, posted), me->posted)) return;
-  const char* staged[CLB_MAX_DEVICE_RANKS];
-  for (int p = 0; p < a.nranks; p++) staged[p] = a.staging[p] + half;
+  const char* slots[CLB_MAX_DEVICE_RANKS];
+  for (int p = 0; p < n; p++) slots[p] = a.staging[r] + half + p * a.slot;
   if (a.mode == 0) {
-    reduceTyped(a, a.out, staged, a.srcOffset, a.count, tid, stride);
+    reduceTyped(a, a.out, slots, 0, a.count, tid, stride);
   } else if (a.mode == 1) {
-    for (int p = 0; p < a.nranks; p++)
-      clbk::copyRange(static_cast<char*>(a.out) + p * a.outStride, staged[p], a.count, tid, stride);
+    for (int p = 0; p < n; p++)
+      clbk::copyRange(static_cast<char*>(a.out) + p * a.outStride, slots[p], a.count, tid, stride);
   } else {
-    clbk::copyRange(a.out, staged[a.root], a.count, tid, stride);
+    clbk::copyRange(a.out, slots[a.root], a.count, tid, stride);
   }
   announce(a, seq, 2 + (int)(seq & 1), offsetof(ClbDevFlags, done), true);
 }
@@ -145,18 +151,20 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
   __shared__ int ok;
   __shared__ const char* send[CLB_MAX_DEVICE_RANKS];
   __shared__ char* recv[CLB_MAX_DEVICE_RANKS];
-  if (blockIdx.x == 0 && threadIdx.x == 0) {  // publish this call's buffers, then say so
-    *reinterpret_cast<volatile unsigned long long*>(&me->send[par]) = reinterpret_cast<unsigned long long>(a.in);
-    *reinterpret_cast<volatile unsigned long long*>(&me->recv[par]) = reinterpret_cast<unsigned long long>(a.out);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {  // hand this call's buffers to every rank, then say so
+    for (int p = 0; p < n; p++) {
+      reinterpret_cast<volatile unsigned long long*>(a.flags[p]->send[par])[r] = reinterpret_cast<unsigned long long>(a.in);
+      reinterpret_cast<volatile unsigned long long*>(a.flags[p]->recv[par])[r] = reinterpret_cast<unsigned long long>(a.out);
+    }
     __threadfence_system();
     for (int p = 0; p < n; p++) reinterpret_cast<volatile unsigned long long*>(a.flags[p]->posted)[r] = seq;
   }
   if (threadIdx.x == 0) {
     ok = waitAll(a, me->posted, seq);
     if (ok)
-      for (int p = 0; p < n; p++) {
-        send[p] = reinterpret_cast<const char*>(*reinterpret_cast<volatile unsigned long long*>(&a.flags[p]->send[par]));
-        recv[p] = reinterpret_cast<char*>(*reinterpret_cast<volatile unsigned long long*>(&a.flags[p]->recv[par]));
+      for (int p = 0; p < n; p++) {  // local reads: every rank wrote its addresses here
+        send[p] = reinterpret_cast<const char*>(reinterpret_cast<volatile unsigned long long*>(me->send[par])[p]);
+        recv[p] = reinterpret_cast<char*>(reinterpret_cast<volatile unsigned long long*>(me->recv[par])[p]);
       }
   }
   __syncthreads();

@@ -27,18 +27,20 @@ struct ClbReduceArgs {
 // Ranks (threads or processes, one GPU or several with peer access) see each other's flag blocks
 // (and staging buffers) through CUDA IPC or, in one process, directly. One kernel per call on the
 // caller's stream, two ways (src/core/cuda/device_world.h says which is used when):
-//  staged: copy the input into this rank's staging, announce it, combine every rank's staging
-//          in rank order into the output, announce that reading is done;
-//  direct: publish this call's buffer addresses, wait until every rank did, read the peers'
-//          buffers themselves (no copy in), wait until every rank finished reading.
+//  staged: write the input into this rank's slot of every rank's staging (pushed: remote
+//          writes need no round trip), announce it, combine the slots of this rank's own
+//          staging in rank order into the output, announce that reading is done;
+//  direct: hand this call's buffer addresses to every rank, wait until every rank did, read the
+//          peers' buffers themselves (no copy in), wait until every rank finished reading.
 #define CLB_MAX_DEVICE_RANKS 16
 
 struct ClbDevFlags {
-  unsigned long long posted[CLB_MAX_DEVICE_RANKS];  // [p]: last call rank p staged / published buffers for
+  unsigned long long posted[CLB_MAX_DEVICE_RANKS];  // [p]: last call rank p pushed its data / addresses for
   unsigned long long mid[CLB_MAX_DEVICE_RANKS];     // [p]: last call whose first phase rank p finished (two-shot)
   unsigned long long done[CLB_MAX_DEVICE_RANKS];    // [p]: last call rank p finished reading
   unsigned long long calls;                         // calls this rank completed
-  unsigned long long send[2], recv[2];              // direct: this rank's buffers, by call parity
+  unsigned long long send[2][CLB_MAX_DEVICE_RANKS];  // direct: [call parity][p] rank p's buffers,
+  unsigned long long recv[2][CLB_MAX_DEVICE_RANKS];  // written here by rank p
   unsigned int blocks[4];                           // block counters (first/second announcement x parity)
   unsigned int error;                               // nonzero: a wait timed out on this rank
 };
@@ -49,12 +51,13 @@ enum { CLB_DEV_ALLREDUCE = 0, CLB_DEV_ALLGATHER = 1, CLB_DEV_REDUCESCATTER = 2, 
 // The call number is read on the device (this rank's `calls` + 1), not passed in: a call captured
 // in a CUDA graph and replayed is a new call each time.
 struct ClbDevCallArgs {
-  // Per rank: its staging (two halves of `half` bytes; call number parity picks one), its flags.
+  // Per rank: its staging (two halves of `half` bytes, call number parity picks one; a half holds
+  // one slot of `slot` bytes per rank, where that rank pushes its data), its flags.
   char* staging[CLB_MAX_DEVICE_RANKS];
-  unsigned long long half;
+  unsigned long long half, slot;
   ClbDevFlags* flags[CLB_MAX_DEVICE_RANKS];
   unsigned int* hostError;  // mapped pinned host word: the host sees a timeout without a sync
-  // staged: inSlices slices of inBytes each, inStride apart, staged back to back.
+  // staged: inBytes pushed to every rank (inSlices == nranks: slice p, inStride apart, to rank p).
   // direct: `in` is the whole send buffer (NULL on a broadcast's non-root ranks).
   const void* in;
   unsigned long long inBytes, inStride;
@@ -64,12 +67,11 @@ struct ClbDevCallArgs {
   unsigned long long timeoutNs;
   int rank, nranks;
   // staged: what to do with the staged inputs
-  int mode;  // 0 reduce (elements at srcOffset of every rank), 1 gather (concatenate), 2 copy from root
+  int mode;  // 0 reduce (every slot), 1 gather (concatenate the slots), 2 copy the root's slot
   int type, op, root;
   unsigned long long count;      // staged mode 0: elements combined; 1 and 2: bytes copied per rank.
                                  // direct: elements per rank's send buffer (allGather, broadcast,
                                  // allReduce) or per rank's result (reduceScatter)
-  unsigned long long srcOffset;  // bytes into each staging (reduceScatter: rank * count * size)
   // direct
   int coll;         // CLB_DEV_*
   int twoShot;      // allReduce: reduce one segment per rank, then copy the others' (in place allowed)

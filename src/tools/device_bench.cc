@@ -164,6 +164,7 @@ int main(int argc, char** argv) {
   const size_t esz = dtype == "float32" ? 4 : 2;
   const clbDataType_t clbType = dtype == "float32" ? clbFloat32 : clbBfloat16;
   const int ncclType = dtype == "float32" ? nccl::kFloat32 : nccl::kBfloat16;
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // a killed run keeps the sizes it finished
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   if (clb::cuda::driver(&d) != clbSuccess) {
     fprintf(stderr, "%s\n", clbGetLastError());

@@ -21,8 +21,8 @@ constexpr size_t kMaxHalf = 4u << 20;   // staging per half: 8 MiB per rank at m
 constexpr size_t kMinHalf = 64u << 10;
 constexpr int kThreads = 512;                  // per block (the kernels' launch bounds)
 constexpr int kMaxBlocks = 256;
-constexpr size_t kBytesPerBlock = 32u << 10;   // below this per block, fewer blocks
-constexpr size_t kDefaultDirectMin = 64u << 10;  // auto: direct path from here (measured: docs/performance.md)
+constexpr size_t kBytesPerBlock = 8u << 10;   // below this per block, fewer blocks
+constexpr size_t kDefaultDirectMin = 0;  // auto: direct from this size (measured faster at every size: docs/performance.md)
 constexpr size_t kTwoShotMin = 256u << 10;       // allReduce, more than 2 ranks: two-shot from here
 
 // Walks the loaded objects in memory (no system call): dlopen(RTLD_NOLOAD) of a library that is
@@ -306,6 +306,8 @@ void DeviceWorld::common(ClbDevCallArgs* k) const {
   k->nranks = comm_->nranks;
 }
 
+size_t DeviceWorld::slotBytes() const { return half_ / comm_->nranks / 16 * 16; }
+
 unsigned DeviceWorld::blocksFor(size_t bytes) const {
   return (unsigned)std::min<size_t>(maxBlocks_, std::max<size_t>(1, bytes / kBytesPerBlock));
 }
@@ -316,6 +318,7 @@ clbResult_t DeviceWorld::staged(const CollArgs& a, size_t e0, size_t m, CUstream
   ClbDevCallArgs k{};
   common(&k);
   k.half = half_;
+  k.slot = slotBytes();
   for (int p = 0; p < n; p++) k.staging[p] = peerStaging_[p];
   k.type = a.type;
   k.op = a.op;
@@ -331,13 +334,12 @@ clbResult_t DeviceWorld::staged(const CollArgs& a, size_t e0, size_t m, CUstream
       k.out = out + e0 * esz;
       k.count = m;
       break;
-    case kReduceScatter:  // stage every destination's slice of this round, back to back
+    case kReduceScatter:  // rank p's slot gets the slice rank p reduces
       k.in = in + e0 * esz;
       k.inBytes = m * esz;
       k.inStride = a.count * esz;
       k.inSlices = n;
       k.mode = 0;
-      k.srcOffset = (size_t)r * m * esz;
       k.out = out + e0 * esz;
       k.count = m;
       break;
@@ -357,7 +359,7 @@ clbResult_t DeviceWorld::staged(const CollArgs& a, size_t e0, size_t m, CUstream
       k.count = m * esz;
       break;
   }
-  const size_t bytes = std::max<size_t>(k.inBytes * k.inSlices, m * esz);
+  const size_t bytes = std::max<size_t>(k.inBytes * n, m * esz * (k.mode == 1 ? n : 1));
   void* params[] = {&k};
   CLB_CU(d_, cuLaunchKernel, staged_, blocksFor(bytes), 1, 1, kThreads, 1, 1, 0, stream, params, nullptr);
   return clbSuccess;
@@ -420,11 +422,10 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
     CtxScope scope(d_, ctx_);
     return direct(a, stream);
   }
-  // Bytes this rank stages per element of a round.
-  const size_t perElem = a.desc.coll == kReduceScatter ? esz * n : esz;
-  CLB_CHECK(ensureStaging(a.count * perElem, stream));
+  // A staging half holds one slot per rank; a round moves at most a slot's worth of elements.
+  CLB_CHECK(ensureStaging(a.count * esz * n, stream));
   CtxScope scope(d_, ctx_);
-  const size_t perRound = half_ / perElem;
+  const size_t perRound = slotBytes() / esz;
   for (size_t e0 = 0; e0 < a.count; e0 += perRound)
     CLB_CHECK(staged(a, e0, std::min(perRound, a.count - e0), stream));
   return clbSuccess;

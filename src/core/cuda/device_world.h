@@ -46,6 +46,7 @@ class DeviceWorld {
   void releaseStaging();
   void common(ClbDevCallArgs* k) const;
   unsigned blocksFor(size_t bytes) const;
+  size_t slotBytes() const;  // staged: bytes per rank's slot in a staging half
   clbResult_t staged(const CollArgs& a, size_t e0, size_t m, CUstream stream);
   clbResult_t direct(const CollArgs& a, CUstream stream);
   clbComm* comm_;
