@@ -4,7 +4,7 @@
 # DIR as for scripts/gpu-check.sh (colibri_device_bench and the kernel images; NCCL is the
 # host's libnccl.so.2, loaded at run time). One rank per GPU for both; float32 and bfloat16,
 # eager and CUDA graph mode, 8 B .. MAX_BYTES (default 256 MiB); then in-place allReduce, Colibri's
-# two device paths side by side (COLIBRI_DEVICE_PATH), and several ranks on GPU 0 alone.
+# device paths side by side (COLIBRI_DEVICE_PATH), and several ranks on GPU 0 alone.
 # Tables go to $OUT (the device tool) or DIR, one file per run, plus a summary on stdout.
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 set -uo pipefail
@@ -24,18 +24,23 @@ run() {  # run NAME ARGS...: one table, its key rows echoed
   if ((rc)); then status=1; echo "!! $name failed (rc $rc)"; tail -3 "$out/$name.txt"; fi
   echo "== $name"; grep -E '^# (colibri_device_bench|.*footprint|Colibri.s own)|^# [a-zA-Z]+$|^ +(8|8192|65536|262144|1048576|67108864|268435456) ' "$out/$name.txt"
 }
+# COMPARE_SET=short: float32 eager and graph, bfloat16 and in-place allReduce in graph mode only.
+short=${COMPARE_SET:-full}
 for dtype in float32 bfloat16; do
   for mode in "" --graph; do
+    [[ $short == short && $dtype == bfloat16 && -z $mode ]] && continue
     tag=$dtype${mode:+-graph}
     run "colibri-n$ng-$tag" "$bench" --ranks "$ng" --max "$max" --dtype "$dtype" $mode
     run "nccl-n$ng-$tag" "$bench" --nccl --ranks "$ng" --max "$max" --dtype "$dtype" $mode
   done
 done
 for mode in "" --graph; do
+  [[ $short == short && -z $mode ]] && continue
   run "colibri-n$ng-inplace${mode:+-graph}" "$bench" --ranks "$ng" --max "$max" --inplace --coll allreduce $mode
   run "nccl-n$ng-inplace${mode:+-graph}" "$bench" --nccl --ranks "$ng" --max "$max" --inplace --coll allreduce $mode
 done
-for path in staged direct; do
+[[ $short == short ]] && exit $status
+for path in ll staged direct; do
   COLIBRI_DEVICE_PATH=$path run "colibri-n$ng-path-$path-graph" "$bench" --ranks "$ng" --max 16777216 --graph
 done
 # Several ranks on one GPU in one process: eager only (in graph mode this configuration hung twice

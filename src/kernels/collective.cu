@@ -212,3 +212,148 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
     if (waitAll(a, me->done, seq)) *reinterpret_cast<volatile unsigned long long*>(&me->calls) = seq;
   }
 }
+
+// ---- LL ("low latency"): data and flag travel together ----
+// A line is 16 bytes written with one vector store: {data lo, flag, data hi, flag}. Each aligned
+// 8-byte half arrives whole, so a reader that sees the call's number in both flag words also
+// sees the 8 data bytes: no fence, no counter, no separate announcement. A rank writes its
+// data into its slot of every rank's LL buffer (the half of the call's parity) and reads the
+// lines other ranks wrote into its own buffer, polling local memory. Slots are reused two calls
+// later; by then every reader has finished (a rank cannot start call s+2 before it has heard
+// from every rank in call s+1, and each rank finished call s before it spoke in s+1).
+namespace {
+
+__device__ __forceinline__ void storeLine(char* p, unsigned long long v, unsigned int flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"((unsigned int)v), "r"(flag),
+               "r"((unsigned int)(v >> 32)), "r"(flag)
+               : "memory");
+}
+
+// Waits for the line at p to carry `flag`; false on timeout (error marked as for every wait).
+__device__ __forceinline__ bool loadLine(const ClbDevCallArgs& a, const char* p, unsigned int flag,
+                                         unsigned long long* v, unsigned long long& deadline) {
+  unsigned int x, f1, y, f2;
+  for (int spins = 0;; spins++) {
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(f1), "=r"(y), "=r"(f2) : "l"(p)
+                 : "memory");
+    if (f1 == flag && f2 == flag) break;
+    if ((spins & 1023) == 1023) {
+      if (deadline == 0) deadline = globalTimer() + a.timeoutNs;
+      else if (globalTimer() > deadline) {
+        atomicExch(&a.flags[a.rank]->error, 1u);
+        *(volatile unsigned int*)a.hostError = 1u;
+        return false;
+      }
+    }
+  }
+  *v = (unsigned long long)x | ((unsigned long long)y << 32);
+  return true;
+}
+
+// Bytes [8i, 8i+8) of src, fewer at the end (zeros past `bytes`); any alignment.
+__device__ __forceinline__ unsigned long long loadBytes8(const char* src, unsigned long long i, unsigned long long bytes) {
+  const unsigned long long off = i * 8;
+  if (off + 8 <= bytes && ((uintptr_t)(src + off) & 7) == 0)
+    return __ldcg(reinterpret_cast<const unsigned long long*>(src + off));
+  unsigned long long v = 0;
+  for (unsigned long long b = 0; b < 8 && off + b < bytes; b++)
+    v |= (unsigned long long)(unsigned char)__ldcg(src + off + b) << (8 * b);
+  return v;
+}
+
+__device__ __forceinline__ void storeBytes8(char* dst, unsigned long long i, unsigned long long bytes, unsigned long long v) {
+  const unsigned long long off = i * 8;
+  if (off + 8 <= bytes && ((uintptr_t)(dst + off) & 7) == 0) {
+    *reinterpret_cast<unsigned long long*>(dst + off) = v;
+    return;
+  }
+  for (unsigned long long b = 0; b < 8 && off + b < bytes; b++) dst[off + b] = (char)(v >> (8 * b));
+}
+
+// The 8 bytes of every rank combined element by element in rank order (the same numbers as
+// clbk::reduceRange: accumulation type, one rounding, avg divided at the end).
+template <typename S>
+__device__ unsigned long long reduceLine(const ClbDevCallArgs& a, const unsigned long long* v) {
+  using C = clbk::Conv<S>;
+  using A = typename C::A;
+  constexpr int E = 8 / sizeof(S);
+  union U { unsigned long long raw; S e[E]; };
+  U in, out;
+  A acc[E];
+  in.raw = v[0];
+#pragma unroll
+  for (int j = 0; j < E; j++) acc[j] = C::load(in.e[j]);
+  for (int p = 1; p < a.nranks; p++) {
+    in.raw = v[p];
+#pragma unroll
+    for (int j = 0; j < E; j++) acc[j] = clbk::combine<A>(acc[j], C::load(in.e[j]), a.op);
+  }
+#pragma unroll
+  for (int j = 0; j < E; j++) {
+    if (a.op == clbk::kAvg) acc[j] = static_cast<A>(acc[j] / static_cast<A>(a.nranks));
+    out.e[j] = C::store(acc[j]);
+  }
+  return out.raw;
+}
+
+__device__ unsigned long long reduceLineTyped(const ClbDevCallArgs& a, const unsigned long long* v) {
+  switch (a.type) {
+    case 0: return reduceLine<int8_t>(a, v);
+    case 1: return reduceLine<uint8_t>(a, v);
+    case 2: return reduceLine<int32_t>(a, v);
+    case 3: return reduceLine<uint32_t>(a, v);
+    case 4: return reduceLine<int64_t>(a, v);
+    case 5: return reduceLine<uint64_t>(a, v);
+    case 6: return reduceLine<__half>(a, v);
+    case 7: return reduceLine<__nv_bfloat16>(a, v);
+    case 8: return reduceLine<float>(a, v);
+    default: return reduceLine<double>(a, v);
+  }
+}
+
+}  // namespace
+
+// allReduce, allGather, reduceScatter through LL lines. `count` elements per destination.
+extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArgs a) {
+  const unsigned long long seq = callNumber(a);
+  const unsigned int flag = (unsigned int)seq;
+  const size_t half = (seq & 1) * a.half;
+  const int n = a.nranks, r = a.rank;
+  const unsigned long long bytes = a.count * (unsigned long long)a.elemSize;
+  const unsigned long long lines = (bytes + 7) / 8;
+  const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  const char* in = static_cast<const char*>(a.in);
+  char* out = static_cast<char*>(a.out);
+  // Send: this rank's lines into its slot of every rank (reduceScatter: rank p's slice to rank p).
+  for (unsigned long long i = tid; i < lines; i += stride)
+    for (int k = 0; k < n; k++) {
+      const int p = (r + k) % n;
+      const char* src = in + (a.coll == CLB_DEV_REDUCESCATTER ? p * bytes : 0);
+      storeLine(a.staging[p] + half + r * a.slot + i * 16, loadBytes8(src, i, bytes), flag);
+    }
+  // Receive: every rank's line i from this rank's own buffer, then combine or place it.
+  const char* mine = a.staging[r] + half;
+  unsigned long long deadline = 0;
+  bool ok = true;
+  for (unsigned long long i = tid; i < lines && ok; i += stride) {
+    unsigned long long v[CLB_MAX_DEVICE_RANKS];
+    for (int p = 0; p < n && ok; p++) ok = loadLine(a, mine + p * a.slot + i * 16, flag, &v[p], deadline);
+    if (!ok) break;
+    if (a.coll == CLB_DEV_ALLGATHER) {
+      for (int p = 0; p < n; p++) storeBytes8(out + p * bytes, i, bytes, v[p]);
+    } else {
+      storeBytes8(out, i, bytes, reduceLineTyped(a, v));
+    }
+  }
+  // The last block out counts the call as completed and tells the peers this rank is done.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ClbDevFlags* me = a.flags[r];
+    if (atomicAdd(&me->blocks[2 + (int)(seq & 1)], 1u) == gridDim.x - 1) {
+      me->blocks[2 + (int)(seq & 1)] = 0;
+      for (int p = 0; p < n; p++) reinterpret_cast<volatile unsigned long long*>(a.flags[p]->done)[r] = seq;
+      *reinterpret_cast<volatile unsigned long long*>(&me->calls) = seq;
+    }
+  }
+}

@@ -317,10 +317,10 @@ TEST_P(DeviceThreads, AllFourCollectivesMatchHostReferenceBitForBit) {
 }
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceThreads,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
-                                            ::testing::Values("auto", "staged", "direct"), ::testing::Values(false)),
+                                            ::testing::Values("auto", "ll", "staged", "direct"), ::testing::Values(false)),
                          placementName);
 INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceThreads,
-                         ::testing::Combine(::testing::Values(2, 3, 4, 8), ::testing::Values("staged", "direct"),
+                         ::testing::Combine(::testing::Values(2, 3, 4, 8), ::testing::Values("ll", "staged", "direct"),
                                             ::testing::Values(true)),
                          placementName);
 
@@ -361,13 +361,13 @@ TEST_P(DeviceProcesses, AllFourCollectivesThroughCudaIpc) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank process " << r << " status " << status;
   }
 }
-// Across processes only the staged path exists (direct needs one address space).
+// Across processes: LL and staged (direct needs one address space; asked for, it stages).
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceProcesses,
-                         ::testing::Combine(::testing::Values(2, 4, 8), ::testing::Values("auto"),
+                         ::testing::Combine(::testing::Values(2, 4, 8), ::testing::Values("auto", "staged"),
                                             ::testing::Values(false)),
                          placementName);
 INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceProcesses,
-                         ::testing::Combine(::testing::Values(2, 4, 8), ::testing::Values("auto"),
+                         ::testing::Combine(::testing::Values(2, 4, 8), ::testing::Values("auto", "staged"),
                                             ::testing::Values(true)),
                          placementName);
 
@@ -460,11 +460,11 @@ TEST_P(DeviceGraphs, HundredCapturedAllReducesReplayWithNewData) {
   runThreads(std::get<0>(GetParam()), graphRank);
 }
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceGraphs,
-                         ::testing::Combine(::testing::Values(2, 4), ::testing::Values("staged", "direct"),
+                         ::testing::Combine(::testing::Values(2, 4), ::testing::Values("ll", "staged", "direct"),
                                             ::testing::Values(false)),
                          placementName);
 INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceGraphs,
-                         ::testing::Combine(::testing::Values(2, 4), ::testing::Values("staged", "direct"),
+                         ::testing::Combine(::testing::Values(2, 4), ::testing::Values("ll", "staged", "direct"),
                                             ::testing::Values(true)),
                          placementName);
 

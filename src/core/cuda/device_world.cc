@@ -24,6 +24,9 @@ constexpr int kMaxBlocks = 256;
 constexpr size_t kBytesPerBlock = 8u << 10;   // below this per block, fewer blocks
 constexpr size_t kDefaultDirectMin = 0;  // auto: direct from this size (measured faster at every size: docs/performance.md)
 constexpr size_t kTwoShotMin = 256u << 10;       // allReduce, more than 2 ranks: two-shot from here
+constexpr size_t kDefaultLLMax = 256u << 10;     // auto: LL up to this many bytes per destination
+constexpr size_t kLLBufferCap = 6u << 20;        // ... and an LL buffer of at most this much by default
+constexpr size_t kMaxLL = 1u << 20;              // COLIBRI_DEVICE_LL_MAX_BYTES at most (4 x ranks MiB)
 
 // Walks the loaded objects in memory (no system call): dlopen(RTLD_NOLOAD) of a library that is
 // not loaded searches the library path on every call, which cost ~15 us per host collective.
@@ -99,23 +102,30 @@ size_t envBytes(const char* name, size_t dflt) {
 
 DeviceWorld::DeviceWorld(clbComm* comm) : comm_(comm) {
   if (const char* v = getenv("COLIBRI_DEVICE_PATH"); v && *v) {
-    if (!strcasecmp(v, "staged")) path_ = DevicePath::kStaged;
+    if (!strcasecmp(v, "ll")) path_ = DevicePath::kLL;
+    else if (!strcasecmp(v, "staged")) path_ = DevicePath::kStaged;
     else if (!strcasecmp(v, "direct")) path_ = DevicePath::kDirect;
+    else if (strcasecmp(v, "auto") != 0) pathError_ = v;
   }
   directMin_ = envBytes("COLIBRI_DEVICE_DIRECT_MIN_BYTES", kDefaultDirectMin);
+  // LL lines carry 8 data bytes in 16, in two halves: the buffer is 4 x ranks x llMax_ bytes.
+  // By default at most 256 KiB per destination and 6 MiB in all (192 KiB with 8 ranks).
+  const size_t dflt = std::min<size_t>(kDefaultLLMax, kLLBufferCap / (4 * (size_t)comm->nranks) / 4096 * 4096);
+  llMax_ = std::min(envBytes("COLIBRI_DEVICE_LL_MAX_BYTES", dflt), kMaxLL);
 }
 
 DeviceWorld::~DeviceWorld() { release(); }
 
-void DeviceWorld::releaseStaging() {
-  for (CUdeviceptr p : openedStaging_) d_->cuIpcCloseMemHandle(p);
-  openedStaging_.clear();
-  if (staging_) {
-    d_->cuMemFree(staging_);
-    comm_->mem.addDevice(-(int64_t)(2 * half_));
+void DeviceWorld::releaseShared(SharedBuffer* b) {
+  for (CUdeviceptr p : b->opened) d_->cuIpcCloseMemHandle(p);
+  b->opened.clear();
+  if (b->mine) {
+    d_->cuMemFree(b->mine);
+    comm_->mem.addDevice(-(int64_t)b->bytes);
   }
-  staging_ = 0;
-  half_ = 0;
+  b->mine = 0;
+  b->bytes = 0;
+  b->peers.clear();
 }
 
 clbResult_t DeviceWorld::release() {
@@ -137,7 +147,8 @@ clbResult_t DeviceWorld::release() {
       usleep(200);
     }
   }
-  releaseStaging();
+  releaseShared(&staging_);
+  releaseShared(&llBuf_);
   for (CUdeviceptr p : openedFlags_) d_->cuIpcCloseMemHandle(p);
   openedFlags_.clear();
   d_->cuMemFree(flags_);
@@ -181,6 +192,7 @@ clbResult_t DeviceWorld::setUp(int ordinal, CUstream stream) {
   CLB_CHECK(kernels_.load(dev_, defaultKernelDir()));
   CLB_CHECK(kernels_.function("clb_dev_staged", &staged_));
   CLB_CHECK(kernels_.function("clb_dev_direct", &direct_));
+  CLB_CHECK(kernels_.function("clb_dev_ll", &ll_));
   CLB_CU(d_, cuMemAlloc, &flags_, sizeof(ClbDevFlags));
   comm_->mem.addDevice((int64_t)sizeof(ClbDevFlags));
   CLB_CU(d_, cuMemsetD8, flags_, 0, sizeof(ClbDevFlags));
@@ -234,6 +246,8 @@ clbResult_t DeviceWorld::setUp(int ordinal, CUstream stream) {
   int perSm = 1, perSm2 = 1;
   CLB_CU(d_, cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm, staged_, kThreads, 0);
   CLB_CU(d_, cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm2, direct_, kThreads, 0);
+  perSm = std::min(perSm, perSm2);
+  CLB_CU(d_, cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm2, ll_, kThreads, 0);
   const int slots = kernels_.smCount() * std::max(1, std::min(perSm, perSm2));
   maxBlocks_ = (unsigned)std::max(1, std::min(kMaxBlocks, (slots - 4) / sameGpu_));
   CLB_INFO("rank %d: device collectives on GPU %d (%d rank(s) on it, %s); up to %u blocks per call; %s",
@@ -242,39 +256,38 @@ clbResult_t DeviceWorld::setUp(int ordinal, CUstream stream) {
   return clbSuccess;
 }
 
-clbResult_t DeviceWorld::ensureStaging(size_t need, CUstream stream) {
-  size_t want = std::min(std::max(need, kMinHalf), kMaxHalf);
-  want = (want + kMinHalf - 1) / kMinHalf * kMinHalf;
-  if (staging_ && want <= half_) return clbSuccess;
-  CLB_CHECK(refuseInCapture(stream, need));
+clbResult_t DeviceWorld::ensureShared(SharedBuffer* b, size_t bytes, CUstream stream, const char* what) {
+  if (b->mine && bytes <= b->bytes) return clbSuccess;
+  CLB_CHECK(refuseInCapture(stream, bytes));
   // Every rank reaches this point at the same call (same sizes everywhere), so this is collective.
   CtxScope scope(d_, ctx_);
-  if (staging_) {
+  if (b->mine) {
     // Growing: every rank drains its stream, then all meet, then the old buffers go.
     CLB_CU(d_, cuStreamSynchronize, stream);
     CLB_CHECK(comm_->boot.barrier());
-    releaseStaging();
+    releaseShared(b);
   }
-  CLB_CU(d_, cuMemAlloc, &staging_, 2 * want);
-  half_ = want;
-  comm_->mem.addDevice((int64_t)(2 * half_));
+  CLB_CU(d_, cuMemAlloc, &b->mine, bytes);
+  b->bytes = bytes;
+  comm_->mem.addDevice((int64_t)bytes);
+  CLB_CU(d_, cuMemsetD8, b->mine, 0, bytes);  // LL lines start with flag 0: no call has that number
   const int n = comm_->nranks;
   std::vector<StagingInfo> all(n);
-  all[comm_->rank].staging = staging_;
-  CLB_CU(d_, cuIpcGetMemHandle, &all[comm_->rank].hStaging, staging_);
+  all[comm_->rank].staging = b->mine;
+  CLB_CU(d_, cuIpcGetMemHandle, &all[comm_->rank].hStaging, b->mine);
   CLB_CHECK(comm_->boot.allGather(all.data(), sizeof(StagingInfo)));
-  peerStaging_.assign(n, nullptr);
+  b->peers.assign(n, nullptr);
   for (int p = 0; p < n; p++) {
     if (peerPid_[p] == getpid()) {
-      peerStaging_[p] = reinterpret_cast<char*>(all[p].staging);
+      b->peers[p] = reinterpret_cast<char*>(all[p].staging);
       continue;
     }
     CUdeviceptr s = 0;
     CLB_CU(d_, cuIpcOpenMemHandle, &s, all[p].hStaging, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-    openedStaging_.push_back(s);
-    peerStaging_[p] = reinterpret_cast<char*>(s);
+    b->opened.push_back(s);
+    b->peers[p] = reinterpret_cast<char*>(s);
   }
-  CLB_INFO("rank %d: device staging 2 x %zu bytes on GPU %d", comm_->rank, half_, ordinal_);
+  CLB_INFO("rank %d: %s buffer %zu bytes on GPU %d", comm_->rank, what, bytes, ordinal_);
   return clbSuccess;
 }
 
@@ -298,15 +311,28 @@ clbResult_t DeviceWorld::checkStream(CUstream stream) {
   return clbSuccess;
 }
 
-void DeviceWorld::common(ClbDevCallArgs* k) const {
+void DeviceWorld::common(ClbDevCallArgs* k, const CollArgs& a) const {
   for (int p = 0; p < comm_->nranks; p++) k->flags[p] = peerFlags_[p];
   k->hostError = reinterpret_cast<unsigned int*>(hostErrorDev_);
   k->timeoutNs = (unsigned long long)comm_->cfg.timeoutMs * 1000000ull;
   k->rank = comm_->rank;
   k->nranks = comm_->nranks;
+  k->in = a.desc.coll == kBroadcast && comm_->rank != a.root ? nullptr : a.send;
+  k->out = a.recv;
+  k->type = a.type;
+  k->op = a.op;
+  k->root = a.root;
+  k->count = a.count;
+  k->elemSize = (int)clbTypeSize(a.type);
+  switch (a.desc.coll) {
+    case kAllReduce: k->coll = CLB_DEV_ALLREDUCE; break;
+    case kAllGather: k->coll = CLB_DEV_ALLGATHER; break;
+    case kReduceScatter: k->coll = CLB_DEV_REDUCESCATTER; break;
+    default: k->coll = CLB_DEV_BROADCAST; break;
+  }
 }
 
-size_t DeviceWorld::slotBytes() const { return half_ / comm_->nranks / 16 * 16; }
+size_t DeviceWorld::slotBytes() const { return staging_.bytes / 2 / comm_->nranks / 16 * 16; }
 
 unsigned DeviceWorld::blocksFor(size_t bytes) const {
   return (unsigned)std::min<size_t>(maxBlocks_, std::max<size_t>(1, bytes / kBytesPerBlock));
@@ -316,13 +342,10 @@ clbResult_t DeviceWorld::staged(const CollArgs& a, size_t e0, size_t m, CUstream
   const size_t esz = clbTypeSize(a.type);
   const int n = comm_->nranks, r = comm_->rank;
   ClbDevCallArgs k{};
-  common(&k);
-  k.half = half_;
+  common(&k, a);  // in, out and count are this round's, below
+  k.half = staging_.bytes / 2;
   k.slot = slotBytes();
-  for (int p = 0; p < n; p++) k.staging[p] = peerStaging_[p];
-  k.type = a.type;
-  k.op = a.op;
-  k.root = a.root;
+  for (int p = 0; p < n; p++) k.staging[p] = staging_.peers[p];
   k.inSlices = 1;
   const char* in = static_cast<const char*>(a.send);
   char* out = static_cast<char*>(a.recv);
@@ -369,26 +392,16 @@ clbResult_t DeviceWorld::direct(const CollArgs& a, CUstream stream) {
   const size_t esz = clbTypeSize(a.type);
   const int n = comm_->nranks;
   ClbDevCallArgs k{};
-  common(&k);
-  k.in = a.desc.coll == kBroadcast && comm_->rank != a.root ? nullptr : a.send;
-  k.out = a.recv;
-  k.type = a.type;
-  k.op = a.op;
-  k.root = a.root;
-  k.count = a.count;
-  k.elemSize = (int)esz;
+  common(&k, a);
   size_t bytes = a.count * esz;  // what this rank writes
   switch (a.desc.coll) {
     case kAllReduce:
-      k.coll = CLB_DEV_ALLREDUCE;
       // Two-shot moves 2(n-1)/n of the message per rank instead of n-1, for one more barrier. The
       // kernel also takes it when any rank works in place (one-shot would read a buffer its owner
       // is overwriting); every rank decides alike, from the count and what all ranks published.
       k.twoShot = n > 2 && bytes >= kTwoShotMin;
       break;
-    case kAllGather: k.coll = CLB_DEV_ALLGATHER; bytes *= n; break;
-    case kReduceScatter: k.coll = CLB_DEV_REDUCESCATTER; break;
-    case kBroadcast: k.coll = CLB_DEV_BROADCAST; break;
+    case kAllGather: bytes *= n; break;
   }
   void* params[] = {&k};
   CLB_CU(d_, cuLaunchKernel, direct_, blocksFor(bytes), 1, 1, kThreads, 1, 1, 0, stream, params, nullptr);
@@ -400,6 +413,9 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
     return setError(clbInvalidArgument,
                     "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "
                     "communicator per GPU", comm_->rank, ordinal, ordinal_);
+  if (!pathError_.empty())
+    return setError(clbInvalidArgument, "COLIBRI_DEVICE_PATH='%s' is not one of auto, ll, staged, direct",
+                    pathError_.c_str());
   if (!flags_) CLB_CHECK(setUp(ordinal, stream));
   if (*hostError_)
     return setError(clbTimeout,
@@ -414,16 +430,36 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
   CLB_CHECK(checkStream(stream));
   const size_t esz = clbTypeSize(a.type);
   const int n = comm_->nranks;
-  // Bytes of the whole message (what every rank agrees on, so every rank takes the same path).
-  const size_t msg = a.count * esz * (a.desc.coll == kAllGather || a.desc.coll == kReduceScatter ? n : 1);
-  bool useDirect = allInProcess_ && (path_ == DevicePath::kDirect || (path_ == DevicePath::kAuto && msg >= directMin_));
-  lastDirect_ = useDirect;
-  if (useDirect) {
+  // Every rank decides alike, from what all ranks agree on (collective, count, type, placement).
+  const bool allToAll = a.desc.coll != kBroadcast;      // LL needs every rank to hear from every rank
+  const size_t perDest = a.count * esz;                 // bytes a rank sends to each rank
+  const size_t msg = perDest * (a.desc.coll == kAllGather || a.desc.coll == kReduceScatter ? n : 1);
+  DevicePath path = DevicePath::kStaged;
+  if (path_ == DevicePath::kLL && allToAll && perDest <= llMax_) path = DevicePath::kLL;
+  else if (path_ == DevicePath::kDirect && allInProcess_) path = DevicePath::kDirect;
+  else if (path_ == DevicePath::kAuto) {
+    if (allToAll && perDest <= llMax_) path = DevicePath::kLL;
+    else if (allInProcess_ && msg >= directMin_) path = DevicePath::kDirect;
+  }
+  lastPath_ = path;
+  // The LL buffer is set up whole at the first call of any size, so that after one call every
+  // size up to llMax_ can be captured in a CUDA graph. Two halves (call parity) of one slot per
+  // rank; a slot holds 16-byte lines of 8 data bytes.
+  auto llBytes = [n](size_t perRank) { return 2 * (size_t)n * (((perRank + 7) / 8 * 16 + 4095) / 4096 * 4096); };
+  if (!llBuf_.mine && llMax_ > 0 && (path_ == DevicePath::kAuto || path_ == DevicePath::kLL)) CLB_CHECK(ensureShared(&llBuf_, llBytes(llMax_), stream, "LL"));
+  if (path == DevicePath::kLL) {
+    CLB_CHECK(ensureShared(&llBuf_, std::max(llBuf_.bytes, llBytes(perDest)), stream, "LL"));
+    CtxScope scope(d_, ctx_);
+    return ll(a, stream);
+  }
+  if (path == DevicePath::kDirect) {
     CtxScope scope(d_, ctx_);
     return direct(a, stream);
   }
   // A staging half holds one slot per rank; a round moves at most a slot's worth of elements.
-  CLB_CHECK(ensureStaging(a.count * esz * n, stream));
+  size_t want = std::min(std::max(a.count * esz * n, kMinHalf), kMaxHalf);
+  want = (want + kMinHalf - 1) / kMinHalf * kMinHalf;
+  CLB_CHECK(ensureShared(&staging_, std::max(staging_.bytes, 2 * want), stream, "staging"));
   CtxScope scope(d_, ctx_);
   const size_t perRound = slotBytes() / esz;
   for (size_t e0 = 0; e0 < a.count; e0 += perRound)
@@ -431,13 +467,30 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
   return clbSuccess;
 }
 
+clbResult_t DeviceWorld::ll(const CollArgs& a, CUstream stream) {
+  const size_t esz = clbTypeSize(a.type);
+  const int n = comm_->nranks;
+  ClbDevCallArgs k{};
+  common(&k, a);
+  for (int p = 0; p < n; p++) k.staging[p] = llBuf_.peers[p];
+  k.half = llBuf_.bytes / 2;
+  k.slot = k.half / n;
+  const size_t lines = (a.count * esz + 7) / 8;
+  const unsigned blocks = (unsigned)std::min<size_t>(maxBlocks_, std::max<size_t>(1, (lines + kThreads - 1) / kThreads));
+  void* params[] = {&k};
+  CLB_CU(d_, cuLaunchKernel, ll_, blocks, 1, 1, kThreads, 1, 1, 0, stream, params, nullptr);
+  return clbSuccess;
+}
+
 std::string DeviceWorld::describe() const {
   if (!d_) return "device: not used yet (set up at the first collective on device memory)\n";
-  char b[640];
+  char b[768];
   snprintf(b, sizeof b,
-           "device: GPU %d, %d rank(s) on it, %s; direct path from %zu bytes%s; staging 2 x %zu bytes; kernels %s\n",
-           ordinal_, sameGpu_, allInProcess_ ? "every rank in this process" : "ranks in several processes", directMin_,
-           allInProcess_ ? "" : " (not possible across processes yet)", half_, kernels_.description().c_str());
+           "device: GPU %d, %d rank(s) on it, %s; LL up to %zu bytes per rank, then %s; last call %s; "
+           "LL buffer %zu bytes, staging %zu bytes; kernels %s\n",
+           ordinal_, sameGpu_, allInProcess_ ? "every rank in this process" : "ranks in several processes", llMax_,
+           allInProcess_ ? "direct (peers' buffers read in place)" : "staged (direct needs one process)", lastPath(),
+           llBuf_.bytes, staging_.bytes, kernels_.description().c_str());
   return b;
 }
 

@@ -25,8 +25,18 @@ clbResult_t classifyPointer(const void* p, bool* isDevice, int* ordinal);
 // True once this process has loaded libcuda (a process that never did cannot hold device memory).
 bool driverInProcess();
 
-// Which way a call goes (COLIBRI_DEVICE_PATH forces one; see docs/configuration.md).
-enum class DevicePath { kAuto, kStaged, kDirect };
+// Which way a call goes (COLIBRI_DEVICE_PATH forces one; see docs/device.md).
+enum class DevicePath { kAuto, kLL, kStaged, kDirect };
+
+// Device memory every rank of the node sees: this rank's allocation and every rank's, mapped
+// (CUDA IPC across processes, the pointer itself inside one). Allocated on demand, grown by a
+// collective step all ranks take at the same call, counted in memStats.
+struct SharedBuffer {
+  CUdeviceptr mine = 0;
+  size_t bytes = 0;
+  std::vector<char*> peers;
+  std::vector<CUdeviceptr> opened;  // IPC mappings to close
+};
 
 class DeviceWorld {
  public:
@@ -34,41 +44,44 @@ class DeviceWorld {
   ~DeviceWorld();
   clbResult_t run(const CollArgs& a, int ordinal, CUstream stream);
   std::string describe() const;
-  // The path the last call took ("staged" or "direct").
-  const char* lastPath() const { return lastDirect_ ? "direct" : "staged"; }
+  // The path the last call took ("ll", "staged" or "direct").
+  const char* lastPath() const { return lastPath_ == DevicePath::kLL ? "ll" : lastPath_ == DevicePath::kDirect ? "direct" : "staged"; }
 
  private:
   clbResult_t setUp(int ordinal, CUstream stream);            // once: kernels, flags, peers
-  clbResult_t ensureStaging(size_t need, CUstream stream);    // staged path: grow on demand
+  clbResult_t ensureShared(SharedBuffer* b, size_t bytes, CUstream stream, const char* what);
+  void releaseShared(SharedBuffer* b);
   clbResult_t refuseInCapture(CUstream stream, size_t need);  // set-up is impossible in capture
   clbResult_t checkStream(CUstream stream);
   clbResult_t release();
-  void releaseStaging();
-  void common(ClbDevCallArgs* k) const;
+  void common(ClbDevCallArgs* k, const CollArgs& a) const;  // what every path passes alike
   unsigned blocksFor(size_t bytes) const;
   size_t slotBytes() const;  // staged: bytes per rank's slot in a staging half
   clbResult_t staged(const CollArgs& a, size_t e0, size_t m, CUstream stream);
   clbResult_t direct(const CollArgs& a, CUstream stream);
+  clbResult_t ll(const CollArgs& a, CUstream stream);
   clbComm* comm_;
   const Driver* d_ = nullptr;
   Kernels kernels_;
-  CUfunction staged_ = nullptr, direct_ = nullptr;
+  CUfunction staged_ = nullptr, direct_ = nullptr, ll_ = nullptr;
+  std::string pathError_;         // COLIBRI_DEVICE_PATH had an unknown value
   CUcontext ctx_ = nullptr;
   CUdevice dev_ = 0;
   int ordinal_ = -1;
   DevicePath path_ = DevicePath::kAuto;
   size_t directMin_ = 0;          // auto: direct from this message size on (bytes)
+  size_t llMax_ = 0;              // auto: LL up to this many bytes per destination
   int sameGpu_ = 1;               // ranks sharing this GPU, this one included
   unsigned maxBlocks_ = 1;        // per launch: every sharing rank's kernel stays resident
-  bool lastDirect_ = false;
-  size_t half_ = 0;  // bytes per staging half
-  CUdeviceptr staging_ = 0, flags_ = 0;
+  DevicePath lastPath_ = DevicePath::kAuto;
+  SharedBuffer staging_;  // staged path: two halves (call parity), a slot per rank in each
+  SharedBuffer llBuf_;    // LL path: two halves, a slot of 16-byte lines per rank in each
+  CUdeviceptr flags_ = 0;
   unsigned int* hostError_ = nullptr;
   CUdeviceptr hostErrorDev_ = 0;
-  std::vector<char*> peerStaging_;
   std::vector<ClbDevFlags*> peerFlags_;
   std::vector<int32_t> peerPid_;
-  std::vector<CUdeviceptr> openedStaging_, openedFlags_;  // IPC mappings to close
+  std::vector<CUdeviceptr> openedFlags_;  // IPC mappings to close
   bool sharedProcess_ = false;  // another rank lives in this process
   bool allInProcess_ = false;   // every rank lives in this process: the direct path is possible
 };
