@@ -39,6 +39,8 @@ export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}  # Colibri
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 # NVLink multicast (NVLS) stays off: on shared hosts it can take the GPUs out of service.
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+# A Colibri rank whose peer never comes fails after 30 s instead of 60 (only failures are affected).
+export COLIBRI_TIMEOUT_MS=${COLIBRI_TIMEOUT_MS:-30000}
 # JMH's forked JVMs get the launcher's JVM options: JavaCPP's cache in /tmp.
 jvm=(-Dorg.bytedeco.javacpp.cachedir=/tmp/javacpp-cache)
 read -ra iters <<<"${JMH_OPTS:--f 1 -wi 3 -w 300ms -i 3 -r 500ms}"
@@ -50,8 +52,9 @@ read -ra iters <<<"${JMH_OPTS:--f 1 -wi 3 -w 300ms -i 3 -r 500ms}"
   ls -l /usr/lib/x86_64-linux-gnu/libnccl.so* 2>&1 | sed 's/^/# /'
 } | tee -a "$log"
 
-"$java" "${jvm[@]}" -cp "$jar" io.colibri.bench.jmh.Probe 2>&1 | tee -a "$log"
+timeout --kill-after=10 60 "$java" "${jvm[@]}" -cp "$jar" io.colibri.bench.jmh.Probe 2>&1 | tee -a "$log"
 probe=${PIPESTATUS[0]}
+[[ $probe -eq 124 ]] && echo "# jmh-gpu: the probe did not finish in 60 s" | tee -a "$log"
 status=$probe
 
 # run NAME SECONDS JMH-ARGS...: one JMH run, results in $out/jmh-NAME.json
@@ -69,20 +72,21 @@ run() {
 }
 
 if [[ $# -gt 0 ]]; then
-  run custom 560 "$@"
+  run custom 500 "$@"
 elif [[ $probe -eq 2 ]]; then
   echo "# jmh-gpu: no CUDA here (see the probe): only the call-overhead benchmarks" | tee -a "$log"
   run overhead 120 'CallOverhead' "${iters[@]}"
 else
   # 6 + 24 + 6 + 6 + 4 forks of about 4-5 s each (JVM start, CUDA contexts, NCCL init, 2.4 s of
-  # iterations). Sizes: each rank's message for allReduce/broadcast, all ranks' data for the others.
+  # iterations); the time limits keep the whole script under 10 minutes even when runs hang.
+  # Sizes: each rank's message for allReduce/broadcast, all ranks' data for the others.
   sizes=8,1048576,67108864
-  run overhead 90 'CallOverhead' "${iters[@]}"
-  run collectives 240 '(Colibri|Nccl)Collectives' -p collective=allReduce,allGather,reduceScatter,broadcast \
+  run overhead 80 'CallOverhead' "${iters[@]}"
+  run collectives 220 '(Colibri|Nccl)Collectives' -p collective=allReduce,allGather,reduceScatter,broadcast \
     -p bytes=$sizes -p dtype=float32 -p mode=eager -p gpus=0 -p ranksPerGpu=1 "${iters[@]}"
-  run bf16 80 '(Colibri|Nccl)Collectives' -p collective=allReduce -p bytes=$sizes -p dtype=bfloat16 \
+  run bf16 70 '(Colibri|Nccl)Collectives' -p collective=allReduce -p bytes=$sizes -p dtype=bfloat16 \
     -p mode=eager -p gpus=0 -p ranksPerGpu=1 "${iters[@]}"
-  run graph 80 '(Colibri|Nccl)Collectives' -p collective=allReduce -p bytes=$sizes -p dtype=float32 \
+  run graph 70 '(Colibri|Nccl)Collectives' -p collective=allReduce -p bytes=$sizes -p dtype=float32 \
     -p mode=graph -p gpus=0 -p ranksPerGpu=1 "${iters[@]}"
   run ranks 60 'ColibriCollectives' -p collective=allReduce -p bytes=8,1048576 -p dtype=float32 \
     -p mode=eager -p gpus=0 -p ranksPerGpu=2,4 "${iters[@]}"

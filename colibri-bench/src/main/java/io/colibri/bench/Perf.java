@@ -35,6 +35,9 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * <p>By default the ranks are JVM processes: this process creates the {@link UniqueId}, becomes
  * rank 0 and starts ranks 1..N-1 with the same java binary and class path, passing the id as
  * text. With {@code --threads} the ranks are threads of this JVM instead. Only rank 0 prints.
+ *
+ * <p>{@code chart ...} as the first argument runs {@link ChartCommand} instead: PNG charts of
+ * result files.
  */
 public final class Perf {
 
@@ -58,6 +61,9 @@ public final class Perf {
    * {@code err}. Does not call {@link System#exit}.
    */
   public static int run(String[] args, PrintStream out, PrintStream err) {
+    if (args.length > 0 && "chart".equals(args[0])) {
+      return ChartCommand.run(java.util.Arrays.copyOfRange(args, 1, args.length), out, err);
+    }
     PerfConfig config;
     try {
       config = PerfConfig.parse(args);
@@ -94,7 +100,7 @@ public final class Perf {
       return EXIT_USAGE;
     }
     try {
-      runRank(config, id, config.childRank, null, new AtomicReference<>());
+      runRank(config, id, config.childRank, null, new AtomicReference<>(), Progress.OFF);
       return EXIT_OK;
     } catch (RuntimeException e) {
       err.println("colibri perf: rank " + config.childRank + " failed: " + e.getMessage());
@@ -112,11 +118,13 @@ public final class Perf {
     AtomicReferenceArray<Throwable> failures = new AtomicReferenceArray<>(n);
     List<Thread> threads = new ArrayList<>();
     long[] wrong = new long[1];
+    Progress progress = Progress.choose(config, out, err, steps(config));
     for (int r = n - 1; r >= 0; r--) {
       final int rank = r;
       Thread t = new Thread(() -> {
         try {
-          long w = runRank(config, id, rank, rank == 0 ? out : null, comms.get(rank));
+          long w = runRank(config, id, rank, rank == 0 ? out : null, comms.get(rank),
+              rank == 0 ? progress : Progress.OFF);
           if (rank == 0) {
             wrong[0] = w;
           }
@@ -208,7 +216,8 @@ public final class Perf {
       }
       long wrong;
       try {
-        wrong = runRank(config, id, 0, out, rank0);
+        wrong = runRank(config, id, 0, out, rank0,
+            Progress.choose(config, out, err, steps(config)));
       } catch (RuntimeException e) {
         // A child's failure is the cause; rank 0's own error is then just "aborted".
         sleepQuietly(200);
@@ -296,12 +305,41 @@ public final class Perf {
   // ---- one rank ----
 
   /**
+   * The sizes of the sweep that {@code c} runs: those that hold at least one element per rank,
+   * without a size that rounds to the previous one's bytes. The same on every rank.
+   */
+  static List<Long> runSizes(Collective c, PerfConfig config) {
+    List<Long> run = new ArrayList<>();
+    long lastBytes = -1;
+    for (long size : config.sizes()) {
+      long count = c.perRankCount(size, config.ranks, config.type);
+      long bytes = c.totalCount(count, config.ranks) * config.type.size();
+      if (count == 0 || bytes == lastBytes) {
+        continue;
+      }
+      lastBytes = bytes;
+      run.add(size);
+    }
+    return run;
+  }
+
+  /** Sizes over all collectives of the run: the total of the progress display. */
+  static int steps(PerfConfig config) {
+    int steps = 0;
+    for (Collective c : config.collectives) {
+      steps += runSizes(c, config).size();
+    }
+    return steps;
+  }
+
+  /**
    * Runs the whole sweep as {@code rank}. {@code out} is non-null on rank 0 only. The communicator
-   * is published through {@code commRef} (so another thread can abort it). Returns the number of
-   * wrong elements summed over all ranks and sizes.
+   * is published through {@code commRef} (so another thread can abort it). {@code progress}
+   * shows on stderr which size runs (rank 0; {@link Progress#OFF} elsewhere). Returns the number
+   * of wrong elements summed over all ranks and sizes.
    */
   static long runRank(PerfConfig config, UniqueId id, int rank, PrintStream out,
-      AtomicReference<Communicator> commRef) {
+      AtomicReference<Communicator> commRef, Progress progress) {
     Options.Builder ob = Options.builder().transport(config.transport).algorithm(config.algorithm);
     if (config.timeoutMs > 0) {
       ob.timeout(Duration.ofMillis(config.timeoutMs));
@@ -311,70 +349,75 @@ public final class Perf {
     long started = System.nanoTime();
     try (Communicator comm = Communicator.init(id, rank, n, options)) {
       commRef.set(comm);
-      Report report = out == null ? null : new Report(out, config);
-      if (report != null) {
-        report.header(version(), safeTransportInfo(comm));
-      }
-      int ts = config.type.size();
-      long capacity = Math.max(8, (config.maxBytes + 7) / 8 * 8);
-      ByteBuffer send = ByteBuffer.allocateDirect((int) capacity).order(ByteOrder.nativeOrder());
-      ByteBuffer recv = ByteBuffer.allocateDirect((int) capacity).order(ByteOrder.nativeOrder());
-      ByteBuffer one = ByteBuffer.allocateDirect(8).order(ByteOrder.nativeOrder());
-      long totalWrong = 0;
-      for (Collective c : Collective.values()) {
-        if (!config.collectives.contains(c)) {
-          continue;
-        }
-        if (report != null) {
-          report.beginTable(c);
-        }
-        long lastBytes = -1;
-        for (long size : config.sizes()) {
-          long count = c.perRankCount(size, n, config.type);
-          long totalCount = c.totalCount(count, n);
-          long bytes = totalCount * ts;
-          if (count == 0 || bytes == lastBytes) {
-            continue; // same decision on every rank: the sweep is the same everywhere
-          }
-          lastBytes = bytes;
-          c.fillInput(send, rank, n, count, config.type);
-          for (int i = 0; i < config.warmup; i++) {
-            c.run(comm, send, recv, count, config);
-          }
-          barrier(comm, one);
-          long t0 = System.nanoTime();
-          for (int i = 0; i < config.iters; i++) {
-            c.run(comm, send, recv, count, config);
-          }
-          long elapsed = System.nanoTime() - t0;
-          Algorithm algorithm = comm.lastAlgorithm(); // before the reductions below change it
-          double maxNs = reduceMax(comm, one, elapsed);
-          long wrong = -1;
-          if (config.check) {
-            DataCheck.poison(recv, c.recvCount(count, n) * ts);
-            c.run(comm, send, recv, count, config);
-            long mine = c.countWrong(recv, rank, n, count, config);
-            wrong = reduceSum(comm, one, mine);
-            totalWrong += wrong;
-          }
-          if (report != null) {
-            double timeUs = maxNs / config.iters / 1e3;
-            double algbw = bytes / (timeUs * 1e3); // bytes per ns = GB/s
-            report.row(new Report.Row(c, bytes, totalCount, typeName(config.type),
-                Collective.opColumn(c, config.op, config.root), timeUs, algbw,
-                algbw * c.busFactor(n), wrong, algorithm.configName()));
-          }
-        }
-        if (report != null) {
-          report.endTable(c);
-        }
-      }
-      if (report != null) {
-        report.footer(totalWrong, (System.nanoTime() - started) / 1e9);
-        writeFiles(config, report, totalWrong, out);
-      }
-      return totalWrong;
+      return sweep(config, comm, rank, out, progress, started);
+    } finally {
+      progress.clear(); // no half line left before an error message or the shell prompt
     }
+  }
+
+  private static long sweep(PerfConfig config, Communicator comm, int rank, PrintStream out,
+      Progress progress, long started) {
+    int n = config.ranks;
+    Report report = out == null ? null : new Report(out, config);
+    if (report != null) {
+      report.header(version(), safeTransportInfo(comm));
+    }
+    int ts = config.type.size();
+    long capacity = Math.max(8, (config.maxBytes + 7) / 8 * 8);
+    ByteBuffer send = ByteBuffer.allocateDirect((int) capacity).order(ByteOrder.nativeOrder());
+    ByteBuffer recv = ByteBuffer.allocateDirect((int) capacity).order(ByteOrder.nativeOrder());
+    ByteBuffer one = ByteBuffer.allocateDirect(8).order(ByteOrder.nativeOrder());
+    long totalWrong = 0;
+    for (Collective c : Collective.values()) {
+      if (!config.collectives.contains(c)) {
+        continue;
+      }
+      if (report != null) {
+        report.beginTable(c);
+      }
+      for (long size : runSizes(c, config)) {
+        long count = c.perRankCount(size, n, config.type);
+        long totalCount = c.totalCount(count, n);
+        long bytes = totalCount * ts;
+        progress.start(c, bytes);
+        c.fillInput(send, rank, n, count, config.type);
+        for (int i = 0; i < config.warmup; i++) {
+          c.run(comm, send, recv, count, config);
+        }
+        barrier(comm, one);
+        long t0 = System.nanoTime();
+        for (int i = 0; i < config.iters; i++) {
+          c.run(comm, send, recv, count, config);
+        }
+        long elapsed = System.nanoTime() - t0;
+        Algorithm algorithm = comm.lastAlgorithm(); // before the reductions below change it
+        double maxNs = reduceMax(comm, one, elapsed);
+        long wrong = -1;
+        if (config.check) {
+          DataCheck.poison(recv, c.recvCount(count, n) * ts);
+          c.run(comm, send, recv, count, config);
+          long mine = c.countWrong(recv, rank, n, count, config);
+          wrong = reduceSum(comm, one, mine);
+          totalWrong += wrong;
+        }
+        progress.clear();
+        if (report != null) {
+          double timeUs = maxNs / config.iters / 1e3;
+          double algbw = bytes / (timeUs * 1e3); // bytes per ns = GB/s
+          report.row(new Report.Row(c, bytes, totalCount, typeName(config.type),
+              Collective.opColumn(c, config.op, config.root), timeUs, algbw,
+              algbw * c.busFactor(n), wrong, algorithm.configName()));
+        }
+      }
+      if (report != null) {
+        report.endTable(c);
+      }
+    }
+    if (report != null) {
+      report.footer(totalWrong, (System.nanoTime() - started) / 1e9);
+      writeFiles(config, report, totalWrong, out);
+    }
+    return totalWrong;
   }
 
   private static void writeFiles(PerfConfig config, Report report, long totalWrong,

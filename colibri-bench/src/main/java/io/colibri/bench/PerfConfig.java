@@ -44,6 +44,8 @@ final class PerfConfig {
   long timeoutMs; // 0: the Options default (COLIBRI_TIMEOUT_MS or 60 s)
   Path csv;
   Path json;
+  /** --progress (true), --no-progress (false), neither (null: on when on a terminal). */
+  Boolean progress;
   boolean help;
 
   // Set only on the child processes that the launcher starts.
@@ -97,6 +99,9 @@ final class PerfConfig {
         "Output:",
         "  --csv FILE              also write every row as CSV",
         "  --json FILE             also write the run (settings and rows) as JSON",
+        "  --progress              show on stderr which size runs ([3/24] allReduce 1 MiB);",
+        "                          default: on when stdout and stderr are a terminal",
+        "  --no-progress           never show it",
         "  -h, --help              this text",
         "",
         "Sizes: for allGather and reduceScatter the size is the total buffer (ranks x per-rank",
@@ -104,7 +109,9 @@ final class PerfConfig {
         "Time: average per operation over -n iterations, the slowest rank's, measured from a",
         "barrier to the end of that rank's last iteration. algbw = size / time;",
         "busbw = algbw x 2(n-1)/n (allReduce), (n-1)/n (allGather, reduceScatter), 1 (broadcast).",
-        "Colibri settings not on this command line come from COLIBRI_* variables (docs).");
+        "Colibri settings not on this command line come from COLIBRI_* variables (docs).",
+        "",
+        "Charts from result files: java -jar colibri-bench.jar chart --help");
   }
 
   static PerfConfig parse(String[] args) throws UsageException {
@@ -204,6 +211,12 @@ final class PerfConfig {
           break;
         case "--json":
           c.json = Path.of(value(args, i++, inline));
+          break;
+        case "--progress":
+          c.progress = Boolean.TRUE;
+          break;
+        case "--no-progress":
+          c.progress = Boolean.FALSE;
           break;
         case "--child-rank":
           c.childRank = intValue(name, value(args, i++, inline));

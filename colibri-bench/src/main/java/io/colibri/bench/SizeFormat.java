@@ -1,0 +1,41 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.bench;
+
+import java.util.Locale;
+
+/** Message sizes as people read them: powers of 1024 with K, M, G. */
+final class SizeFormat {
+
+  private static final String[] COMPACT = {"B", "K", "M", "G", "T"};
+  private static final String[] UNITS = {"B", "KiB", "MiB", "GiB", "TiB"};
+
+  private SizeFormat() {}
+
+  /** Axis labels: 8 -> "8B", 1024 -> "1K", 3 MiB -> "3M", 1536 -> "1.5K". */
+  static String compact(long bytes) {
+    return format(bytes, COMPACT, "");
+  }
+
+  /** Progress and messages: 8 -> "8 B", 1024 -> "1 KiB", 1536 -> "1.5 KiB". */
+  static String human(long bytes) {
+    return format(bytes, UNITS, " ");
+  }
+
+  private static String format(long bytes, String[] units, String sep) {
+    if (bytes < 0) {
+      return Long.toString(bytes);
+    }
+    int u = 0;
+    double v = bytes;
+    while (v >= 1024 && u < units.length - 1) {
+      v /= 1024;
+      u++;
+    }
+    String number = v == Math.rint(v) ? Long.toString((long) v)
+        : String.format(Locale.ROOT, v < 10 ? "%.2f" : "%.1f", v).replaceAll("0+$", "")
+            .replaceAll("\\.$", "");
+    return number + sep + units[u];
+  }
+}

@@ -1,0 +1,275 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.bench.jmh;
+
+import static org.bytedeco.cuda.global.nccl.ncclAllReduce;
+import static org.bytedeco.cuda.global.nccl.ncclFloat32;
+import static org.bytedeco.cuda.global.nccl.ncclSum;
+
+import io.colibri.Communicator;
+import io.colibri.DataType;
+import io.colibri.ReduceOp;
+import io.colibri.UniqueId;
+import io.colibri.cuda.CudaCollectives;
+import io.colibri.jni.Device;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.concurrent.TimeUnit;
+import org.bytedeco.cuda.cudart.CUstream_st;
+import org.bytedeco.cuda.nccl.ncclComm;
+import org.bytedeco.javacpp.Pointer;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OperationsPerInvocation;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+import org.openjdk.jmh.annotations.Warmup;
+
+/**
+ * What one call costs the calling thread, on a 1-rank communicator with an 8-byte float32
+ * allReduce (out of place), in nanoseconds per call.
+ *
+ * <ul>
+ *   <li>{@code colibriHost}, {@code colibriHostAddress}: the host path (direct ByteBuffers, or
+ *       their addresses with stream 0): Java, JNI, argument checks, the copy, return. Needs no GPU;
+ *       the CI smoke benchmark.
+ *   <li>{@code colibriDevice}: the device path on raw addresses: Java, JNI, checks, enqueueing the
+ *       kernels on the stream, return. {@code colibriDeviceJavaCpp} the same through {@code
+ *       CudaCollectives} with the presets' {@code Pointer}s.
+ *   <li>{@code ncclDevice}: {@code ncclAllReduce} through the presets' JavaCPP binding.
+ *   <li>{@code cudaMemsetAsync}: one 8-byte {@code cudaMemsetAsync} through the presets, the floor
+ *       for anything that enqueues work from Java.
+ * </ul>
+ *
+ * <p>The device variants time {@link #BATCH} calls in a row into an idle stream and synchronize
+ * the stream before each batch, outside the timing (a JMH invocation-level set-up), so the score
+ * is the enqueue cost, not the GPU's time, and the queue never fills.
+ */
+@BenchmarkMode(Mode.AverageTime)
+@OutputTimeUnit(TimeUnit.NANOSECONDS)
+@Fork(1)
+@Warmup(iterations = 3, time = 500, timeUnit = TimeUnit.MILLISECONDS)
+@Measurement(iterations = 3, time = 500, timeUnit = TimeUnit.MILLISECONDS)
+public class CallOverhead {
+  /** Device calls per timed invocation. */
+  public static final int BATCH = 100;
+  /** Two float32 elements: 8 bytes. */
+  static final long COUNT = 2;
+  static final long BYTES = 8;
+
+  /** A 1-rank communicator and two 8-byte direct buffers: no GPU involved. */
+  @State(Scope.Thread)
+  public static class Host {
+    Communicator comm;
+    ByteBuffer send;
+    ByteBuffer recv;
+    long sendAddress;
+    long recvAddress;
+
+    @Setup(Level.Trial)
+    public void setUp() {
+      comm = Communicator.init(UniqueId.create(), 0, 1);
+      send = ByteBuffer.allocateDirect((int) BYTES).order(ByteOrder.nativeOrder());
+      recv = ByteBuffer.allocateDirect((int) BYTES).order(ByteOrder.nativeOrder());
+      send.putFloat(0, 1.5f).putFloat(4, 2.5f);
+      sendAddress = Device.address(send);
+      recvAddress = Device.address(recv);
+      comm.allReduce(send, recv, COUNT, DataType.FLOAT32, ReduceOp.SUM);
+      if (recv.getFloat(0) != 1.5f || recv.getFloat(4) != 2.5f) {
+        throw new IllegalStateException("1-rank allReduce gave " + recv.getFloat(0) + ", "
+            + recv.getFloat(4) + " instead of 1.5, 2.5");
+      }
+    }
+
+    @TearDown(Level.Trial)
+    public void tearDown() {
+      comm.close();
+    }
+  }
+
+  @Benchmark
+  public void colibriHost(Host h) {
+    h.comm.allReduce(h.send, h.recv, COUNT, DataType.FLOAT32, ReduceOp.SUM);
+  }
+
+  @Benchmark
+  public void colibriHostAddress(Host h) {
+    h.comm.allReduce(h.sendAddress, h.recvAddress, COUNT, DataType.FLOAT32, ReduceOp.SUM, 0L);
+  }
+
+  /** Two 8-byte device buffers and a non-blocking stream on GPU 0 (not a JMH state itself). */
+  static final class GpuBuffers {
+    final Pointer send;
+    final Pointer recv;
+    final CUstream_st stream;
+    final long sendAddress;
+    final long recvAddress;
+    final long streamHandle;
+
+    GpuBuffers() {
+      if (Cuda.deviceCount() == 0) {
+        throw new IllegalStateException("no GPU is visible (cudaGetDeviceCount = 0)");
+      }
+      send = Cuda.malloc(BYTES, 0);
+      recv = Cuda.malloc(BYTES, 0);
+      stream = Cuda.createStream(0);
+      sendAddress = send.address();
+      recvAddress = recv.address();
+      streamHandle = stream.address();
+    }
+
+    void drain() {
+      Cuda.synchronize(stream);
+    }
+
+    void release() {
+      Cuda.setDevice(0);
+      Cuda.synchronize(stream);
+      Cuda.free(send);
+      Cuda.free(recv);
+      Cuda.destroy(stream);
+    }
+  }
+
+  /** GPU buffers only, for the cudaMemsetAsync floor. */
+  @State(Scope.Thread)
+  public static class CudaGpu {
+    GpuBuffers g;
+
+    @Setup(Level.Trial)
+    public void setUp() {
+      Cuda.load();
+      g = new GpuBuffers();
+    }
+
+    /** Outside the timing: every batch starts on an idle stream. */
+    @Setup(Level.Invocation)
+    public void drain() {
+      g.drain();
+    }
+
+    @TearDown(Level.Trial)
+    public void tearDown() {
+      g.release();
+    }
+  }
+
+  /** A 1-rank Colibri communicator with its device path set up, and GPU buffers. */
+  @State(Scope.Thread)
+  public static class ColibriGpu {
+    GpuBuffers g;
+    Communicator comm;
+
+    @Setup(Level.Trial)
+    public void setUp() {
+      Cuda.load();
+      g = new GpuBuffers();
+      comm = Communicator.init(UniqueId.create(), 0, 1);
+      comm.allReduce(g.sendAddress, g.recvAddress, COUNT, DataType.FLOAT32, ReduceOp.SUM,
+          g.streamHandle);
+      g.drain();
+    }
+
+    /** Outside the timing: every batch starts on an idle stream. */
+    @Setup(Level.Invocation)
+    public void drain() {
+      g.drain();
+    }
+
+    @TearDown(Level.Trial)
+    public void tearDown() {
+      g.drain();
+      comm.close();
+      g.release();
+    }
+  }
+
+  /** A 1-rank NCCL communicator on GPU 0 and GPU buffers. */
+  @State(Scope.Thread)
+  public static class NcclGpu {
+    GpuBuffers g;
+    ncclComm comm;
+
+    @Setup(Level.Trial)
+    public void setUp() {
+      Nccl.load();
+      g = new GpuBuffers();
+      comm = Nccl.initAll(new int[] {0})[0];
+      Nccl.check(ncclAllReduce(g.send, g.recv, COUNT, ncclFloat32, ncclSum, comm, g.stream),
+          "ncclAllReduce", comm);
+      g.drain();
+    }
+
+    /** Outside the timing: every batch starts on an idle stream. */
+    @Setup(Level.Invocation)
+    public void drain() {
+      g.drain();
+    }
+
+    @TearDown(Level.Trial)
+    public void tearDown() {
+      g.drain();
+      try {
+        Nccl.checkAsync(comm);
+      } finally {
+        Nccl.destroyAll(new ncclComm[] {comm});
+        g.release();
+      }
+    }
+  }
+
+  @Benchmark
+  @OperationsPerInvocation(BATCH)
+  public void colibriDevice(ColibriGpu s) {
+    Communicator comm = s.comm;
+    GpuBuffers g = s.g;
+    for (int i = 0; i < BATCH; i++) {
+      comm.allReduce(g.sendAddress, g.recvAddress, COUNT, DataType.FLOAT32, ReduceOp.SUM,
+          g.streamHandle);
+    }
+  }
+
+  @Benchmark
+  @OperationsPerInvocation(BATCH)
+  public void colibriDeviceJavaCpp(ColibriGpu s) {
+    Communicator comm = s.comm;
+    GpuBuffers g = s.g;
+    for (int i = 0; i < BATCH; i++) {
+      CudaCollectives.allReduce(comm, g.send, g.recv, COUNT, DataType.FLOAT32, ReduceOp.SUM,
+          g.stream);
+    }
+  }
+
+  @Benchmark
+  @OperationsPerInvocation(BATCH)
+  public void ncclDevice(NcclGpu s) {
+    ncclComm comm = s.comm;
+    GpuBuffers g = s.g;
+    for (int i = 0; i < BATCH; i++) {
+      int rc = ncclAllReduce(g.send, g.recv, COUNT, ncclFloat32, ncclSum, comm, g.stream);
+      if (rc != 0) {
+        Nccl.check(rc, "ncclAllReduce", comm);
+      }
+    }
+  }
+
+  @Benchmark
+  @OperationsPerInvocation(BATCH)
+  public void cudaMemsetAsync(CudaGpu s) {
+    GpuBuffers g = s.g;
+    for (int i = 0; i < BATCH; i++) {
+      int rc = org.bytedeco.cuda.global.cudart.cudaMemsetAsync(g.recv, 0, BYTES, g.stream);
+      if (rc != 0) {
+        Cuda.check(rc, "cudaMemsetAsync");
+      }
+    }
+  }
+}

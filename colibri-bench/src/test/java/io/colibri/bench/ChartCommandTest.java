@@ -1,0 +1,269 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.bench;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.awt.image.BufferedImage;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
+import javax.imageio.ImageIO;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.knowm.xchart.XYChart;
+
+/** {@code chart}: PNGs from small result files written here, and clear errors for bad ones. */
+class ChartCommandTest {
+
+  private static final byte[] PNG_SIGNATURE = {(byte) 0x89, 'P', 'N', 'G', '\r', '\n', 0x1A,
+      '\n'};
+
+  @TempDir
+  Path dir;
+
+  /** What one run printed and returned. */
+  private static final class Result {
+    int rc;
+    String out;
+    String err;
+  }
+
+  private static Result chart(String... args) {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    Result r = new Result();
+    String[] all = new String[args.length + 1];
+    all[0] = "chart";
+    System.arraycopy(args, 0, all, 1, args.length);
+    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
+      r.rc = Perf.run(all, o, e);
+    }
+    r.out = out.toString(StandardCharsets.UTF_8);
+    r.err = err.toString(StandardCharsets.UTF_8);
+    return r;
+  }
+
+  /** A perf-tool CSV: allReduce and allGather, 8 B .. 1 MiB, 2 ranks. */
+  private Path colibriCsv(boolean memory) throws Exception {
+    StringBuilder sb = new StringBuilder("collective,ranks,size_bytes,count,type,op,root,time_us,"
+        + "algbw_gbps,busbw_gbps,wrong,algorithm" + (memory ? ",memory_bytes" : "") + "\n");
+    for (String c : new String[] {"allReduce", "allGather"}) {
+      for (long size = 8; size <= 1 << 20; size *= 2) {
+        double time = 2 + size / 2000.0;
+        double algbw = size / (time * 1e3);
+        sb.append(c).append(",2,").append(size).append(',').append(size / 4)
+            .append(",float32,").append(c.equals("allReduce") ? "sum" : "-").append(",,")
+            .append(time).append(',').append(algbw).append(',').append(algbw).append(",0,ring")
+            .append(memory ? "," + (131072 + size) : "").append('\n');
+      }
+    }
+    Path p = dir.resolve("colibri.csv");
+    Files.writeString(p, sb.toString());
+    return p;
+  }
+
+  /** An mpi_coll_bench CSV: allReduce only, 1 KiB .. 1 MiB. */
+  private Path mpiCsv() throws Exception {
+    StringBuilder sb = new StringBuilder(
+        "collective,ranks,size_bytes,time_us,algbw_gbps,busbw_gbps\n");
+    for (long size = 1024; size <= 1 << 20; size *= 2) {
+      double time = 1 + size / 3000.0;
+      double algbw = size / (time * 1e3);
+      sb.append("allReduce,2,").append(size).append(',').append(time).append(',').append(algbw)
+          .append(',').append(algbw).append('\n');
+    }
+    Path p = dir.resolve("mpi.csv");
+    Files.writeString(p, sb.toString());
+    return p;
+  }
+
+  /** Checks the PNG signature, that ImageIO decodes it, its size, and that it is not blank. */
+  private static BufferedImage assertPng(Path p, int width, int height) throws Exception {
+    assertTrue(Files.isRegularFile(p), p + " written");
+    byte[] bytes = Files.readAllBytes(p);
+    assertTrue(bytes.length > 1000, p + " is " + bytes.length + " bytes");
+    assertArrayEquals(PNG_SIGNATURE, Arrays.copyOf(bytes, 8), p + ": PNG signature");
+    BufferedImage image = ImageIO.read(p.toFile());
+    assertNotNull(image, p + ": ImageIO decodes it");
+    assertEquals(width, image.getWidth(), p + ": width");
+    assertEquals(height, image.getHeight(), p + ": height");
+    Set<Integer> colors = new HashSet<>();
+    int dark = 0;
+    for (int y = 0; y < height; y += 2) {
+      for (int x = 0; x < width; x += 2) {
+        int rgb = image.getRGB(x, y) & 0xFFFFFF;
+        colors.add(rgb);
+        if ((rgb & 0xFF) + ((rgb >> 8) & 0xFF) + ((rgb >> 16) & 0xFF) < 300) {
+          dark++;
+        }
+      }
+    }
+    assertTrue(colors.size() > 20, p + ": only " + colors.size() + " colours");
+    assertTrue(dark > 200, p + ": only " + dark + " dark pixels (no text or lines drawn?)");
+    return image;
+  }
+
+  private Set<String> pngs(Path out) throws Exception {
+    if (!Files.isDirectory(out)) {
+      return Set.of();
+    }
+    try (Stream<Path> s = Files.list(out)) {
+      return s.map(p -> p.getFileName().toString()).collect(Collectors.toSet());
+    }
+  }
+
+  @Test
+  void writesValidPngsOfTheAskedSizeOneSeriesPerFile() throws Exception {
+    Path out = dir.resolve("charts");
+    Result r = chart("--out", out.toString(), "--width", "640", "--height", "400", "--grid",
+        "Colibri=" + colibriCsv(false), "Open MPI=" + mpiCsv());
+    assertEquals(0, r.rc, () -> "stdout:\n" + r.out + "\nstderr:\n" + r.err);
+    assertEquals("", r.err);
+    assertEquals(Set.of("allReduce-busbw.png", "allGather-busbw.png", "busbw.png",
+        "allReduce-time.png", "allGather-time.png", "time.png"), pngs(out),
+        "no memory chart without memory_bytes; collectives only those in the files");
+    for (String name : List.of("allReduce-busbw", "allGather-busbw", "allReduce-time",
+        "allGather-time")) {
+      assertPng(out.resolve(name + ".png"), 640, 400);
+      assertTrue(r.out.contains("wrote " + out.resolve(name + ".png")), r.out);
+    }
+    assertPng(out.resolve("busbw.png"), 1280, 400); // two charts side by side
+    assertPng(out.resolve("time.png"), 1280, 400);
+    assertEquals("true", System.getProperty("java.awt.headless"));
+  }
+
+  @Test
+  void memoryChartWhenTheFilesHaveMemoryAndPrefixAndCollectivesFilter() throws Exception {
+    Path out = dir.resolve("m");
+    Result r = chart("--out=" + out, "--prefix", "n2-", "--collectives", "allreduce",
+        colibriCsv(true).toString());
+    assertEquals(0, r.rc, () -> "stdout:\n" + r.out + "\nstderr:\n" + r.err);
+    assertEquals(Set.of("n2-allReduce-busbw.png", "n2-allReduce-time.png",
+        "n2-allReduce-memory.png"), pngs(out));
+    assertPng(out.resolve("n2-allReduce-memory.png"), ChartCommand.DEFAULT_WIDTH,
+        ChartCommand.DEFAULT_HEIGHT);
+  }
+
+  @Test
+  void chartOfOneCollectiveHasOneSeriesPerFileAndALog2SizeAxis() throws Exception {
+    List<ChartCommand.Series> series = ChartCommand.load(List.of("Colibri=" + colibriCsv(false),
+        mpiCsv().toString()), null);
+    assertEquals(List.of("Colibri", "mpi"), series.stream().map(s -> s.label)
+        .collect(Collectors.toList()), "label=file, else the file name");
+    ChartCommand.Options o = new ChartCommand.Options();
+    XYChart ar = ChartCommand.chart("allReduce", ChartCommand.Metric.BUSBW, series, o);
+    assertEquals(Set.of("Colibri", "mpi"), ar.getSeriesMap().keySet());
+    assertEquals("allReduce: bus bandwidth, 2 ranks", ar.getTitle());
+    assertEquals(3.0, ar.getStyler().getXAxisMin(), 0, "8 B = 2^3");
+    assertEquals(20.0, ar.getStyler().getXAxisMax(), 0, "1 MiB = 2^20");
+    assertFalse(ar.getStyler().isYAxisLogarithmic());
+    assertTrue(ChartCommand.chart("allReduce", ChartCommand.Metric.TIME, series, o).getStyler()
+        .isYAxisLogarithmic());
+    XYChart ag = ChartCommand.chart("allGather", ChartCommand.Metric.BUSBW, series, o);
+    assertEquals(Set.of("Colibri"), ag.getSeriesMap().keySet(), "mpi.csv has no allGather");
+    assertTrue(ag.getXAxisTitle().contains("all ranks"), ag.getXAxisTitle());
+    assertNull(ChartCommand.chart("allReduce", ChartCommand.Metric.MEMORY, series, o));
+    assertNull(ChartCommand.chart("broadcast", ChartCommand.Metric.BUSBW, series, o));
+  }
+
+  @Test
+  void aFileWithSeveralRankCountsGivesASeriesForEach() throws Exception {
+    Path p = dir.resolve("both.csv");
+    Files.writeString(p, "collective,ranks,size_bytes,time_us,algbw_gbps,busbw_gbps\n"
+        + "allReduce,2,1024,1,1,1\nallReduce,2,2048,2,1,1\n"
+        + "allReduce,4,1024,3,1,1.5\nallReduce,4,2048,4,1,1.5\n");
+    List<ChartCommand.Series> series = ChartCommand.load(List.of(p.toString()), null);
+    assertEquals(List.of("both n=2", "both n=4"), series.stream().map(s -> s.label)
+        .collect(Collectors.toList()));
+    XYChart c = ChartCommand.chart("allReduce", ChartCommand.Metric.TIME, series,
+        new ChartCommand.Options());
+    assertEquals("allReduce: time per call", c.getTitle(), "no single rank count to name");
+  }
+
+  @Test
+  void sizeLabelsAreHumanReadablePowersOfTwo() {
+    assertEquals("8B", ChartCommand.sizeTickLabel(3));
+    assertEquals("512B", ChartCommand.sizeTickLabel(9));
+    assertEquals("1K", ChartCommand.sizeTickLabel(10));
+    assertEquals("64K", ChartCommand.sizeTickLabel(16));
+    assertEquals("1M", ChartCommand.sizeTickLabel(20));
+    assertEquals("256M", ChartCommand.sizeTickLabel(28.0000000001));
+    assertEquals("1G", ChartCommand.sizeTickLabel(30));
+    assertEquals("", ChartCommand.sizeTickLabel(10.5), "no label between powers of two");
+    assertEquals("1.5 KiB", SizeFormat.human(1536));
+    assertEquals("8 B", SizeFormat.human(8));
+    assertEquals("64 MiB", SizeFormat.human(64L << 20));
+  }
+
+  @Test
+  void missingFileIsAClearErrorAndNothingIsWritten() throws Exception {
+    Path out = dir.resolve("none");
+    Result r = chart("--out", out.toString(), "Colibri=" + colibriCsv(false),
+        dir.resolve("missing.csv").toString());
+    assertEquals(2, r.rc);
+    assertTrue(r.err.startsWith("colibri chart: "), r.err);
+    assertTrue(r.err.contains("missing.csv: no such file; check the path"), r.err);
+    assertEquals(Set.of(), pngs(out), "no chart from half the inputs");
+  }
+
+  @Test
+  void unknownColumnAndEmptyFileAreClearErrors() throws Exception {
+    Path unknown = dir.resolve("other-tool.csv");
+    Files.writeString(unknown, "collective,size_bytes,time_us,busbw_gbps,p99_us\n"
+        + "allReduce,8,1,1,2\n");
+    Result r = chart("--out", dir.resolve("a").toString(), unknown.toString());
+    assertEquals(2, r.rc);
+    assertTrue(r.err.contains("other-tool.csv line 1: unknown column 'p99_us'"), r.err);
+    assertTrue(r.err.contains("required: collective, size_bytes, time_us, busbw_gbps"), r.err);
+
+    Path empty = dir.resolve("empty.csv");
+    Files.writeString(empty, "");
+    r = chart("--out", dir.resolve("b").toString(), empty.toString());
+    assertEquals(2, r.rc);
+    assertTrue(r.err.contains("empty.csv: the file is empty"), r.err);
+    assertTrue(r.err.contains("perf tool: --csv FILE"), r.err);
+  }
+
+  @Test
+  void badCommandLines() throws Exception {
+    Result help = chart("--help");
+    assertEquals(0, help.rc);
+    assertTrue(help.out.contains("[LABEL=]FILE"), help.out);
+    Result none = chart("--out", dir.toString());
+    assertEquals(2, none.rc);
+    assertTrue(none.err.contains("no result files"), none.err);
+    Result opt = chart("--colour", "red", "x.csv");
+    assertEquals(2, opt.rc);
+    assertTrue(opt.err.contains("unknown option '--colour'"), opt.err);
+    assertEquals(2, chart("--width", "wide", "x.csv").rc);
+    assertEquals(2, chart("--height", "50", "x.csv").rc);
+    assertEquals(2, chart("--collectives", "alltoall", "x.csv").rc);
+    Result label = chart("=" + colibriCsv(false));
+    assertEquals(2, label.rc);
+    assertTrue(label.err.contains("the label before '=' is empty"), label.err);
+    Path c = colibriCsv(false);
+    Result twice = chart("--out", dir.resolve("t").toString(), "A=" + c, "A=" + c);
+    assertEquals(2, twice.rc);
+    assertTrue(twice.err.contains("label 'A' is given to two files"), twice.err);
+    Result filtered = chart("--out", dir.resolve("f").toString(), "--collectives", "broadcast",
+        c.toString());
+    assertEquals(2, filtered.rc);
+    assertTrue(filtered.err.contains("nothing to draw"), filtered.err);
+  }
+}
