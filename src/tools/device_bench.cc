@@ -5,6 +5,7 @@
 // bandwidth of GPU 0 in the same run, the ceiling for anything on one GPU.
 //   colibri_device_bench [--ranks N] [--min BYTES] [--max BYTES] [--iters K] [--graph] [--nccl]
 //                        [--inplace] [--dtype float32|bfloat16] [--coll all|allreduce|...]
+// --footprint prints device memory, host RSS and init times instead of the sweep (see footprint()).
 // --nccl runs the same sweep through NCCL (libnccl.so.2 loaded at run time, one rank per GPU)
 // instead of Colibri. Both print init time and the device memory in use on GPU 0 (cuMemGetInfo)
 // after init, after the first collective and at its highest, above the benchmark's own buffers.
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "colibri/colibri.h"
@@ -130,12 +132,159 @@ size_t usedOnGpu0() {  // device memory in use on GPU 0 (whole device; 2 MiB gra
   return total - freeB;
 }
 
+long rssKiB() {  // resident set of this process
+  FILE* f = fopen("/proc/self/statm", "r");
+  long pages = 0, rss = 0;
+  if (f) {
+    if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
+    fclose(f);
+  }
+  return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+// --footprint: what a library holds and how long it takes to start, one process per run (so the
+// first init is cold): ranks as threads sharing the GPUs round robin, device memory in use on
+// GPU 0 by cuMemGetInfo (whole device, 2 MiB granularity) above the benchmark's own buffers,
+// per rank on GPU 0, after init, after the first call of each collective (8 KiB), at the highest
+// after 64 MiB calls of each, and after trim (Colibri); Colibri's own count; host RSS; init time
+// of the first communicator in the process (cold) and of a second one (warm).
+int footprint(int nranks, int ngpus, bool useNccl) {
+  const char* names[] = {"allReduce", "allGather", "reduceScatter", "broadcast"};
+  const size_t big = 64u << 20;
+  std::string lib = "Colibri";
+  if (useNccl) {
+    int v = 0;
+    nccl::getVersion(&v);
+    lib = "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+  }
+  const int onGpu0 = (nranks + ngpus - 1) / ngpus;
+  Barrier bar(nranks);
+  std::vector<double> coldMs(nranks), warmMs(nranks);
+  std::vector<size_t> used(16, 0);
+  std::vector<std::string> what;
+  std::vector<long long> own(16, -1);
+  long rss0 = 0, rssEnd = 0;
+  std::atomic<int> failures{0};
+  clbUniqueId id, id2;
+  nccl::UniqueId nid{}, nid2{};
+  if (useNccl) nccl::getUniqueId(&nid), nccl::getUniqueId(&nid2);
+  else clbGetUniqueId(&id), clbGetUniqueId(&id2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < nranks; r++)
+    ts.emplace_back([&, r] {
+      CUdevice dev;
+      CUcontext ctx;
+      CHECK_CU(d->cuDeviceGet(&dev, r % ngpus));
+      CHECK_CU(d->cuDevicePrimaryCtxRetain(&ctx, dev));
+      CHECK_CU(d->cuCtxSetCurrent(ctx));
+      CUstream s;
+      CHECK_CU(d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+      CUdeviceptr sendb, recvb;
+      CHECK_CU(d->cuMemAlloc(&sendb, big * (size_t)nranks));
+      CHECK_CU(d->cuMemAlloc(&recvb, big * (size_t)nranks));
+      CHECK_CU(d->cuMemsetD8(sendb, 0, big * (size_t)nranks));
+      auto point = [&](int k, const std::string& label, clbComm_t comm) {  // every rank, then rank 0 measures
+        CHECK_CU(d->cuStreamSynchronize(s));
+        bar.wait();
+        if (r == 0) {
+          used[k] = usedOnGpu0();
+          if ((int)what.size() <= k) what.resize(k + 1);
+          what[k] = label;
+          if (comm) {
+            clbMemStats_t st;
+            clbCommMemStats(comm, &st);
+            own[k] = st.deviceBytes;
+          }
+        }
+        bar.wait();
+      };
+      point(0, "baseline", nullptr);
+      if (r == 0) rss0 = rssKiB();
+      bar.wait();
+      auto init = [&](bool second, clbComm_t* comm, nccl::Comm* ncomm) {
+        auto t0 = std::chrono::steady_clock::now();
+        if (useNccl) {
+          int rc = nccl::commInitRank(ncomm, nranks, second ? nid2 : nid, r);
+          if (rc) fprintf(stderr, "rank %d ncclCommInitRank: %s\n", r, nccl::errorString(rc)), exit(2);
+        } else if (clbCommInitRank(comm, second ? &id2 : &id, r, nranks, nullptr) != clbSuccess) {
+          fprintf(stderr, "rank %d init: %s\n", r, clbGetLastError());
+          exit(2);
+        }
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      };
+      clbComm_t comm = nullptr;
+      nccl::Comm ncomm = nullptr;
+      coldMs[r] = init(false, &comm, &ncomm);
+      point(1, "after init", comm);
+      auto call = [&](int c, size_t bytes) {
+        const size_t count = (c == 1 || c == 2) ? bytes / 4 / nranks : bytes / 4;
+        int rc = 0;
+        if (useNccl) {
+          switch (c) {
+            case 0: rc = nccl::allReduce((void*)sendb, (void*)recvb, count, nccl::kFloat32, nccl::kSum, ncomm, s); break;
+            case 1: rc = nccl::allGather((void*)sendb, (void*)recvb, count, nccl::kFloat32, ncomm, s); break;
+            case 2: rc = nccl::reduceScatter((void*)sendb, (void*)recvb, count, nccl::kFloat32, nccl::kSum, ncomm, s); break;
+            case 3: rc = nccl::broadcast((void*)sendb, (void*)recvb, count, nccl::kFloat32, 0, ncomm, s); break;
+          }
+        } else {
+          switch (c) {
+            case 0: rc = clbAllReduce((void*)sendb, (void*)recvb, count, clbFloat32, clbSum, comm, s); break;
+            case 1: rc = clbAllGather((void*)sendb, (void*)recvb, count, clbFloat32, comm, s); break;
+            case 2: rc = clbReduceScatter((void*)sendb, (void*)recvb, count, clbFloat32, clbSum, comm, s); break;
+            case 3: rc = clbBroadcast((void*)sendb, (void*)recvb, count, clbFloat32, 0, comm, s); break;
+          }
+        }
+        if (rc) fprintf(stderr, "rank %d %s: %s\n", r, names[c], useNccl ? nccl::errorString(rc) : clbGetLastError()), failures++;
+      };
+      for (int c = 0; c < 4; c++) {
+        call(c, 8192);
+        point(2 + c, std::string("after the first ") + names[c] + " (8 KiB)", comm);
+      }
+      for (int c = 0; c < 4; c++) {
+        call(c, big);
+        point(6 + c, std::string("after ") + names[c] + " of 64 MiB", comm);
+      }
+      if (!useNccl) {
+        clbCommTrim(comm);
+        point(10, "after trim", comm);
+      }
+      if (r == 0) rssEnd = rssKiB();
+      bar.wait();
+      // A second communicator in the same process: warm init (CUDA, libraries and bootstrap ready).
+      clbComm_t comm2 = nullptr;
+      nccl::Comm ncomm2 = nullptr;
+      warmMs[r] = init(true, &comm2, &ncomm2);
+      bar.wait();
+      if (useNccl) nccl::commDestroy(ncomm2), nccl::commDestroy(ncomm);
+      else clbCommDestroy(comm2), clbCommDestroy(comm);
+      d->cuMemFree(sendb);
+      d->cuMemFree(recvb);
+    });
+  for (auto& t : ts) t.join();
+  double cold = 0, warm = 0;
+  for (int r = 0; r < nranks; r++) cold = std::max(cold, coldMs[r]), warm = std::max(warm, warmMs[r]);
+  printf("# footprint: %s, %d rank(s) as threads on %d GPU(s), %d on GPU 0\n", lib.c_str(), nranks, ngpus, onGpu0);
+  printf("# %-44s %18s %22s\n", "point", "GPU 0 MiB per rank", "own count (rank 0) B");
+  size_t peak = 0;
+  for (size_t k = 1; k < what.size(); k++) {
+    if (what[k].empty()) continue;
+    const double per = mib(used[k] - used[0]) / onGpu0;
+    if (k >= 6 && k <= 9) peak = std::max(peak, used[k]);
+    if (own[k] >= 0) printf("  %-44s %18.1f %22lld\n", what[k].c_str(), per, own[k]);
+    else printf("  %-44s %18.1f %22s\n", what[k].c_str(), per, "-");
+  }
+  printf("  %-44s %18.1f\n", "highest of the above", mib(peak - used[0]) / onGpu0);
+  printf("# host RSS: +%.1f MiB over init and the calls (whole process)\n", (rssEnd - rss0) / 1024.0);
+  printf("# init: first communicator in the process %.2f ms, a second one %.2f ms (slowest rank)\n", cold, warm);
+  return failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int nranks = 2, iters = 50;
   size_t minBytes = 8, maxBytes = 64u << 20;
-  bool graph = false, useNccl = false, inPlace = false;
+  bool graph = false, useNccl = false, inPlace = false, foot = false;
   std::string which = "all", dtype = "float32";
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
@@ -148,11 +297,12 @@ int main(int argc, char** argv) {
     else if (a == "--coll") which = next();
     else if (a == "--nccl") useNccl = true;
     else if (a == "--inplace") inPlace = true;
+    else if (a == "--footprint") foot = true;
     else if (a == "--dtype") dtype = next();
     else {
       fprintf(stderr,
               "usage: %s [--ranks N] [--min B] [--max B] [--iters K] [--graph] [--nccl] [--inplace] "
-              "[--dtype float32|bfloat16] [--coll all|allreduce|allgather|reducescatter|broadcast]\n",
+              "[--dtype float32|bfloat16] [--coll all|allreduce|allgather|reducescatter|broadcast] [--footprint]\n",
               argv[0]);
       return 2;
     }
@@ -189,6 +339,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (foot) return footprint(nranks, ngpus, useNccl);
   printf("# colibri_device_bench: %s, %d ranks as threads on %d GPU(s) (%s), %s mode, %s, %s, %d iterations per size\n",
          lib.c_str(), nranks, ngpus, name, graph ? "CUDA graph" : "eager", dtype.c_str(),
          inPlace ? "in place" : "out of place", iters);

@@ -45,14 +45,15 @@ clbResult_t classifyPointer(const void* p, bool* isDevice, int* ordinal) {
   *isDevice = false;
   const Driver* d = nullptr;
   CLB_CHECK(driver(&d));
+  // One driver call for both answers (this runs twice per collective). Memory CUDA does not know
+  // (plain host memory) comes back as type 0 rather than an error.
   unsigned int type = 0;
-  CUresult rc = d->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)p);
-  if (rc == CUDA_ERROR_INVALID_VALUE) return clbSuccess;  // not known to CUDA: plain host memory
-  if (rc != CUDA_SUCCESS) return cuError(rc, "cuPointerGetAttribute");
-  if (type != CU_MEMORYTYPE_DEVICE) return clbSuccess;
   int ord = -1;
-  rc = d->cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)p);
-  if (rc != CUDA_SUCCESS) return cuError(rc, "cuPointerGetAttribute(DEVICE_ORDINAL)");
+  CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void* data[2] = {&type, &ord};
+  CUresult rc = d->cuPointerGetAttributes(2, attrs, data, (CUdeviceptr)p);
+  if (rc != CUDA_SUCCESS) return cuError(rc, "cuPointerGetAttributes");
+  if (type != CU_MEMORYTYPE_DEVICE) return clbSuccess;
   *isDevice = true;
   *ordinal = ord;
   return clbSuccess;
