@@ -19,7 +19,7 @@ if [[ -f $dir/jre.txz ]]; then  # Java on device memory: the gpu-tagged JUnit te
   tar xJf "$dir/jre.txz" -C /tmp
   /tmp/jre/bin/java -jar "$dir"/lib/junit-platform-console-standalone-*.jar execute \
     -cp "$(ls "$dir"/lib/*.jar | grep -E 'colibri|javacpp' | tr '\n' ':')" \
-    --select-class io.colibri.cuda.DeviceCollectivesGpuTest --include-tag gpu --details=tree >"$out/java-gpu.log" 2>&1 || status=1
+    --select-class io.colibri.cuda.DeviceCollectivesGpuTest --select-class io.colibri.cuda.DeviceCollectivesProcessGpuTest --include-tag gpu --details=tree >"$out/java-gpu.log" 2>&1 || status=1
   grep -E 'tests (successful|failed|found)|✘' "$out/java-gpu.log"
 fi
 for n in 2 4; do

@@ -174,6 +174,21 @@ clbResult_t DeviceWorld::refuseInCapture(CUstream stream, size_t need) {
                   "(up to %zu bytes per rank suffices for any size)", comm_->rank, need, kMaxHalf);
 }
 
+// Zeroes memory peers are about to write into, and waits until it is done. cuMemsetD8 only
+// enqueues on the legacy stream, which nothing orders with a peer's kernels: a peer's first
+// writes (its "posted" word, its LL lines, its staged data) could land before the zeroing and be
+// wiped. Seen on 2 x H200: ranks in several processes read 0 instead of a broadcast's data.
+// A private stream, synchronized here, before the buffer's handle is given to anyone.
+clbResult_t DeviceWorld::zeroNow(CUdeviceptr p, size_t bytes) {
+  CUstream s = nullptr;
+  CLB_CU(d_, cuStreamCreate, &s, CU_STREAM_NON_BLOCKING);
+  CUresult rc = d_->cuMemsetD8Async(p, 0, bytes, s);
+  if (rc == CUDA_SUCCESS) rc = d_->cuStreamSynchronize(s);
+  d_->cuStreamDestroy(s);
+  if (rc != CUDA_SUCCESS) return cuError(rc, "zeroing device memory (cuMemsetD8Async)");
+  return clbSuccess;
+}
+
 clbResult_t DeviceWorld::setUp(int ordinal, CUstream stream) {
   CLB_CHECK(refuseInCapture(stream, 0));
   // Every rank reaches this point at its first device call, the same call everywhere: collective.
@@ -196,7 +211,7 @@ clbResult_t DeviceWorld::setUp(int ordinal, CUstream stream) {
   CLB_CHECK(kernels_.function("clb_dev_ll", &ll_));
   CLB_CU(d_, cuMemAlloc, &flags_, sizeof(ClbDevFlags));
   comm_->mem.addDevice((int64_t)sizeof(ClbDevFlags));
-  CLB_CU(d_, cuMemsetD8, flags_, 0, sizeof(ClbDevFlags));
+  CLB_CHECK(zeroNow(flags_, sizeof(ClbDevFlags)));
   CLB_CU(d_, cuMemHostAlloc, reinterpret_cast<void**>(&hostError_), sizeof(unsigned int), CU_MEMHOSTALLOC_DEVICEMAP);
   *hostError_ = 0;
   CLB_CU(d_, cuMemHostGetDevicePointer, &hostErrorDev_, hostError_, 0);
@@ -271,7 +286,7 @@ clbResult_t DeviceWorld::ensureShared(SharedBuffer* b, size_t bytes, CUstream st
   CLB_CU(d_, cuMemAlloc, &b->mine, bytes);
   b->bytes = bytes;
   comm_->mem.addDevice((int64_t)bytes);
-  CLB_CU(d_, cuMemsetD8, b->mine, 0, bytes);  // LL lines start with flag 0: no call has that number
+  CLB_CHECK(zeroNow(b->mine, bytes));  // LL lines start with flag 0: no call has that number
   const int n = comm_->nranks;
   std::vector<StagingInfo> all(n);
   all[comm_->rank].staging = b->mine;

@@ -51,6 +51,7 @@ class DeviceWorld {
   clbResult_t setUp(int ordinal, CUstream stream);            // once: kernels, flags, peers
   clbResult_t ensureShared(SharedBuffer* b, size_t bytes, CUstream stream, const char* what);
   void releaseShared(SharedBuffer* b);
+  clbResult_t zeroNow(CUdeviceptr p, size_t bytes);  // before peers may write there
   clbResult_t refuseInCapture(CUstream stream, size_t need);  // set-up is impossible in capture
   clbResult_t checkStream(CUstream stream);
   clbResult_t release();
