@@ -176,6 +176,23 @@ CLB_API clbResult_t clbStreamSynchronize(void* stream);
  * process; default: COLIBRI_KERNEL_DIR, else the folder of libcolibri.so. */
 CLB_API clbResult_t clbSetKernelDir(const char* dir);
 
+/* What the driver says about GPU `device` (0 .. clbDeviceCount - 1), for diagnostics (the perf
+ * tool's `doctor`). Creates no context and allocates nothing on the GPU. */
+typedef struct {
+  char name[256];     /* e.g. "NVIDIA H200" */
+  int major, minor;   /* compute capability */
+  int driverVersion;  /* cuDriverGetVersion: 1000 * major + 10 * minor of the CUDA the driver supports */
+  char pciBusId[16];  /* domain:bus:device.function in hex, as under /sys/bus/pci/devices: "0000:1b:00.0" */
+  char image[8];      /* kernel image device collectives load: "sm80", "sm89", "sm90", "sm100",
+                         "sm120", or "ptx" (JIT-compiled by the driver at the first device call) */
+  int gpuDirectRdma;  /* the driver supports GPUDirect RDMA for this GPU (nvidia-peermem): 1, 0, -1 unknown */
+  int dmaBuf;         /* device memory can be exported as a dma-buf (for ibv_reg_dmabuf_mr): 1, 0, -1 unknown */
+} clbDeviceInfo_t;
+CLB_API clbResult_t clbDeviceInfo(int device, clbDeviceInfo_t* info);
+/* Whether GPU `device` can map GPU `peer`'s memory (cuDeviceCanAccessPeer; 1 when they are the
+ * same GPU). Device collectives refuse ranks on GPUs without peer access. */
+CLB_API clbResult_t clbDeviceCanAccessPeer(int device, int peer, int* canAccess);
+
 #ifdef __cplusplus
 }
 #endif

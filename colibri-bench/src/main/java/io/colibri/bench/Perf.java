@@ -37,7 +37,8 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * text. With {@code --threads} the ranks are threads of this JVM instead. Only rank 0 prints.
  *
  * <p>{@code chart ...} as the first argument runs {@link ChartCommand} instead: PNG charts of
- * result files.
+ * result files; {@code doctor ...} runs {@link Doctor}: checks of the machine (driver, GPUs, RDMA,
+ * limits) with the fix for each problem.
  */
 public final class Perf {
 
@@ -63,6 +64,9 @@ public final class Perf {
   public static int run(String[] args, PrintStream out, PrintStream err) {
     if (args.length > 0 && "chart".equals(args[0])) {
       return ChartCommand.run(java.util.Arrays.copyOfRange(args, 1, args.length), out, err);
+    }
+    if (args.length > 0 && "doctor".equals(args[0])) {
+      return Doctor.run(java.util.Arrays.copyOfRange(args, 1, args.length), out, err);
     }
     PerfConfig config;
     try {

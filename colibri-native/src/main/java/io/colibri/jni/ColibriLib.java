@@ -135,6 +135,38 @@ public final class ColibriLib {
     public native @MemberGetter @Cast("int64_t") long devicePeakBytes();
   }
 
+  /** {@code clbDeviceInfo_t}: filled by {@link #clbDeviceInfo}. */
+  @Name("clbDeviceInfo_t")
+  public static class ClbDeviceInfo extends Pointer {
+    static {
+      Loader.load();
+    }
+
+    /** A zeroed {@code clbDeviceInfo_t} in native memory; free it with {@link #close()}. */
+    public ClbDeviceInfo() {
+      super((Pointer) null);
+      allocate();
+    }
+
+    private native void allocate();
+
+    public native @MemberGetter @Cast("const char*") String name();
+
+    public native @MemberGetter int major();
+
+    public native @MemberGetter int minor();
+
+    public native @MemberGetter int driverVersion();
+
+    public native @MemberGetter @Cast("const char*") String pciBusId();
+
+    public native @MemberGetter @Cast("const char*") String image();
+
+    public native @MemberGetter int gpuDirectRdma();
+
+    public native @MemberGetter int dmaBuf();
+  }
+
   // ---- errors and version ----
 
   public static native @Cast("const char*") String clbGetErrorString(
@@ -258,6 +290,11 @@ public final class ColibriLib {
   public static native @Cast("clbResult_t") int clbStreamSynchronize(@Cast("void*") long stream);
 
   public static native @Cast("clbResult_t") int clbSetKernelDir(@Cast("const char*") String dir);
+
+  public static native @Cast("clbResult_t") int clbDeviceInfo(int device, ClbDeviceInfo info);
+
+  public static native @Cast("clbResult_t") int clbDeviceCanAccessPeer(int device, int peer,
+      int[] canAccess);
 
   /** Address of a direct buffer's position (the cast is the whole function). */
   public static native @Cast("uintptr_t") @Name("reinterpret_cast<uintptr_t>") long addressOf(
