@@ -3,15 +3,15 @@
 # src/ in build/native, then `mvn -B verify`, which builds all modules and runs their tests
 # (colibri-api, colibri-native against the real native library, the perf tool's smoke tests).
 # Fails on the first failure. Idempotent: a second run rebuilds only what changed.
-# Installs missing tools (cmake, g++, GoogleTest, a JDK, Maven) with apt-get when run as root on
-# Debian/Ubuntu.
+# Installs missing tools (cmake, g++, GoogleTest, verbs.h for the RDMA emulator's build, a JDK, Maven)
+# with apt-get when run as root on Debian/Ubuntu.
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$COLIBRI_ROOT"
 
 ensure_build_tools
-ensure_tools /usr/include/gtest/gtest.h:libgtest-dev
+ensure_tools /usr/include/gtest/gtest.h:libgtest-dev /usr/include/infiniband/verbs.h:libibverbs-dev
 
 jobs=$(nproc 2>/dev/null || echo 2)
 
