@@ -240,7 +240,7 @@ void Bootstrap::close() {
 }
 
 clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t timeoutMs,
-                            const std::atomic<bool>* abort) {
+                            const std::atomic<bool>* abort, const VersionInfo* versions) {
   id_ = id;
   rank_ = rank;
   nranks_ = nranks;
@@ -279,6 +279,7 @@ clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t time
   else
     memcpy(body.info.addr, &reinterpret_cast<sockaddr_in6*>(&local.ss)->sin6_addr, 16);
   gethostname(body.info.hostname, sizeof body.info.hostname - 1);
+  if (versions) body.info.versions = *versions;
 
   std::string rootName = std::string("the bootstrap root at ") + root.str();
   int fd = -1;

@@ -34,7 +34,17 @@ struct IdData {
 static_assert(sizeof(IdData) == CLB_UNIQUE_ID_BYTES, "IdData must fill clbUniqueId exactly");
 constexpr uint32_t kIdRootAtRank0 = 1;
 
-// What each rank tells the others.
+// The versions a rank runs with, compared across ranks at init (core/versions.h). Text, NUL
+// terminated; "none" where the machine has no such thing.
+struct VersionInfo {
+  char colibri[16];   // "0.1.0"
+  char driver[32];    // NVIDIA kernel driver, "580.159.04"
+  char firmware[64];  // first RDMA NIC's fw_ver, "28.39.1002"
+  int32_t check;      // this rank's clbVersionCheck_t
+  int32_t pad;
+};
+
+// What each rank tells the others. Changing this layout needs a new CLB_PROTOCOL_VERSION.
 struct RankInfo {
   int32_t rank;
   int32_t pid;
@@ -43,6 +53,7 @@ struct RankInfo {
   uint16_t port;      // this rank's ring listener
   uint8_t addr[16];
   char hostname[64];
+  VersionInfo versions;
 };
 
 uint32_t secretFingerprint(const uint8_t* secret);
@@ -61,8 +72,9 @@ class Bootstrap {
   Bootstrap(const Bootstrap&) = delete;
   Bootstrap& operator=(const Bootstrap&) = delete;
 
+  // `versions` (may be NULL: all zero) goes to every rank in the table, see peers().
   clbResult_t init(const IdData& id, int rank, int nranks, int64_t timeoutMs,
-                   const std::atomic<bool>* abort);
+                   const std::atomic<bool>* abort, const VersionInfo* versions = nullptr);
   // Every rank contributes `bytes` at buf + rank * bytes; all ranks end with every block.
   clbResult_t allGather(void* buf, size_t bytes);
   clbResult_t barrier();

@@ -15,6 +15,7 @@
 
 #include "core/config.h"
 #include "core/dtype.h"
+#include "core/versions.h"
 #include "transport/shm.h"
 #include "transport/socket.h"
 
@@ -278,11 +279,15 @@ static void buildInfo(clbComm* c) {
                    c->shm ? "available" : "unavailable (needs shm)", (long long)c->cfg.directMaxBytes,
                    (long long)c->cfg.stagingCapBytes, (long long)c->cfg.timeoutMs);
   c->info.assign(b, n < (int)sizeof b ? n : sizeof b - 1);
+  c->info += describeVersions(c->boot.peers());
 }
 
 static clbResult_t initComm(clbComm* c, const IdData& id) {
-  CLB_CHECK(c->boot.init(id, c->rank, c->nranks, c->cfg.timeoutMs, &c->aborted));
+  VersionInfo versions = localVersions(c->cfg.versionCheck);
+  CLB_CHECK(c->boot.init(id, c->rank, c->nranks, c->cfg.timeoutMs, &c->aborted, &versions));
   const auto& peers = c->boot.peers();
+  // Every rank has the same table and takes the same decision here: all fail, or none does.
+  CLB_CHECK(checkVersions(peers, c->rank));
   c->allOnOneHost = true;
   int other = -1;
   for (int r = 0; r < c->nranks; r++)

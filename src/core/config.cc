@@ -17,6 +17,7 @@ namespace {
 const char* kTransportNames[] = {"auto", "shm", "socket"};
 const char* kAlgoNames[] = {"auto", "ring", "direct", "none"};
 const char* kLogNames[] = {"off", "error", "warn", "info", "debug"};
+const char* kVersionCheckNames[] = {"warn", "strict", "exact"};
 
 int findName(const char* v, const char* const* names, int n) {
   for (int i = 0; i < n; i++)
@@ -56,6 +57,8 @@ clbResult_t validateConfig(const clbConfig_t& c) {
   if (c.directMaxBytes < 0 || c.directMaxBytes > kMaxDirect) return bad("directMaxBytes", c.directMaxBytes, 0, kMaxDirect);
   if (c.stagingCapBytes < kMinCap || c.stagingCapBytes > kMaxCap) return bad("stagingCapBytes", c.stagingCapBytes, kMinCap, kMaxCap);
   if (c.timeoutMs < 1 || c.timeoutMs > kMaxTimeoutMs) return bad("timeoutMs", c.timeoutMs, 1, kMaxTimeoutMs);
+  if (c.versionCheck < 0 || c.versionCheck >= clbNumVersionChecks)
+    return bad("versionCheck", c.versionCheck, 0, clbNumVersionChecks - 1);
   return clbSuccess;
 }
 
@@ -75,6 +78,7 @@ clbResult_t clbConfigInit(clbConfig_t* c) {
   c->directMaxBytes = CLB_DEFAULT_DIRECT_MAX_BYTES;
   c->stagingCapBytes = CLB_DEFAULT_STAGING_CAP_BYTES;
   c->timeoutMs = CLB_DEFAULT_TIMEOUT_MS;
+  c->versionCheck = CLB_DEFAULT_VERSION_CHECK;
   if (const char* v = getenv("COLIBRI_TRANSPORT"); v && *v) {
     int t = findName(v, kTransportNames, clbNumTransports);
     if (t < 0) return clb::setError(clbInvalidArgument, "COLIBRI_TRANSPORT='%s' is not one of auto, shm, socket", v);
@@ -97,6 +101,11 @@ clbResult_t clbConfigInit(clbConfig_t* c) {
   if (clbResult_t rc = envInt("COLIBRI_DIRECT_MAX_BYTES", 0, clb::kMaxDirect, &c->directMaxBytes)) return rc;
   if (clbResult_t rc = envInt("COLIBRI_STAGING_CAP_BYTES", clb::kMinCap, clb::kMaxCap, &c->stagingCapBytes)) return rc;
   if (clbResult_t rc = envInt("COLIBRI_TIMEOUT_MS", 1, clb::kMaxTimeoutMs, &c->timeoutMs)) return rc;
+  if (const char* v = getenv("COLIBRI_VERSION_CHECK"); v && *v) {
+    int k = findName(v, kVersionCheckNames, clbNumVersionChecks);
+    if (k < 0) return clb::setError(clbInvalidArgument, "COLIBRI_VERSION_CHECK='%s' is not one of warn, strict, exact", v);
+    c->versionCheck = k;
+  }
   return clbSuccess;
 }
 
@@ -115,6 +124,7 @@ clbResult_t clbAlgorithmFromName(const char* name, int* a) {
 }
 
 const char* clbAlgorithmName(int a) { return a >= 0 && a < clbNumAlgos ? kAlgoNames[a] : "unknown"; }
+const char* clbVersionCheckName(int v) { return v >= 0 && v < clbNumVersionChecks ? kVersionCheckNames[v] : "unknown"; }
 const char* clbTransportName(int t) { return t >= 0 && t < clbNumTransports ? kTransportNames[t] : "unknown"; }
 
 }  // extern "C"

@@ -27,8 +27,9 @@ extern "C" {
 /* Encoded as major * 10000 + minor * 100 + patch. */
 #define CLB_VERSION_CODE (CLB_VERSION_MAJOR * 10000 + CLB_VERSION_MINOR * 100 + CLB_VERSION_PATCH)
 
-/* Version of the bootstrap wire protocol; ranks speaking different versions refuse each other. */
-#define CLB_PROTOCOL_VERSION 1
+/* Version of the bootstrap wire protocol; ranks speaking different versions refuse each other.
+ * 2: the hello carries the library, NVIDIA driver and NIC firmware versions (versionCheck). */
+#define CLB_PROTOCOL_VERSION 2
 
 typedef enum {
   clbSuccess = 0,
@@ -67,6 +68,16 @@ typedef enum {
 
 typedef enum { clbLogOff = 0, clbLogError = 1, clbLogWarn = 2, clbLogInfo = 3, clbLogDebug = 4 } clbLogLevel_t;
 
+/* What clbCommInitRank does when ranks report different versions (exchanged at bootstrap): the
+ * Colibri library, the NVIDIA kernel driver (/proc/driver/nvidia/version) and the firmware of the
+ * first RDMA NIC (/sys/class/infiniband/x/fw_ver). The strictest setting of any rank applies. */
+typedef enum {
+  clbVersionCheckWarn = 0,    /* every difference is a warning; init proceeds */
+  clbVersionCheckStrict = 1,  /* a different Colibri version fails init; driver and firmware warn */
+  clbVersionCheckExact = 2,   /* any difference fails init: library, driver and NIC firmware */
+  clbNumVersionChecks = 3
+} clbVersionCheck_t;
+
 #define CLB_UNIQUE_ID_BYTES 128
 typedef struct { char internal[CLB_UNIQUE_ID_BYTES]; } clbUniqueId;
 
@@ -85,6 +96,7 @@ typedef struct {
   int64_t directMaxBytes;      /* largest message on the direct path   COLIBRI_DIRECT_MAX_BYTES */
   int64_t stagingCapBytes;     /* cap on staging memory per rank       COLIBRI_STAGING_CAP_BYTES */
   int64_t timeoutMs;           /* a peer silent this long is an error  COLIBRI_TIMEOUT_MS */
+  int versionCheck;            /* clbVersionCheck_t                    COLIBRI_VERSION_CHECK */
 } clbConfig_t;
 
 #define CLB_DEFAULT_PIPELINE_DEPTH 4
@@ -92,6 +104,7 @@ typedef struct {
 #define CLB_DEFAULT_DIRECT_MAX_BYTES (64 * 1024)
 #define CLB_DEFAULT_STAGING_CAP_BYTES (64 * 1024 * 1024)
 #define CLB_DEFAULT_TIMEOUT_MS 60000
+#define CLB_DEFAULT_VERSION_CHECK clbVersionCheckStrict
 
 typedef struct {
   int64_t hostBytes;       /* host memory Colibri holds now (staging, control blocks) */
@@ -115,6 +128,8 @@ CLB_API clbResult_t clbTransportFromName(const char* name, int* transport);
 CLB_API clbResult_t clbAlgorithmFromName(const char* name, int* algorithm);
 CLB_API const char* clbAlgorithmName(int algorithm);
 CLB_API const char* clbTransportName(int transport);
+/* "warn", "strict", "exact" (clbVersionCheck_t), or "unknown". */
+CLB_API const char* clbVersionCheckName(int versionCheck);
 
 /* ---- unique id ----
  * clbGetUniqueId starts, in the calling process, the bootstrap root that the ranks meet at. The id

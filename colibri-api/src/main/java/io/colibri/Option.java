@@ -38,11 +38,16 @@ public enum Option {
           + " OUT_OF_MEMORY."),
   TIMEOUT("timeout", "TIMEOUT_MS", Kind.MILLIS, Duration.ofSeconds(60), 1, 24L * 3600 * 1000,
       "A peer silent this long makes the call fail with TIMEOUT. System property and environment"
-          + " variable are in milliseconds.");
+          + " variable are in milliseconds."),
+  VERSION_CHECK("versionCheck", "VERSION_CHECK", Kind.VERSION_CHECK, VersionCheck.STRICT, 0, 0,
+      "What init does when ranks run different versions (exchanged at bootstrap): `strict` fails"
+          + " on a different Colibri version and warns about a different NVIDIA driver or NIC"
+          + " firmware; `exact` fails on any of the three; `warn` only warns. The strictest setting"
+          + " of any rank applies.");
 
   /** How a knob's text is read and its value checked. */
   enum Kind {
-    TRANSPORT, ALGORITHM, LOG_LEVEL, INT, BYTES, MILLIS
+    TRANSPORT, ALGORITHM, LOG_LEVEL, VERSION_CHECK, INT, BYTES, MILLIS
   }
 
   private final String camelName;
@@ -83,7 +88,7 @@ public enum Option {
 
   /**
    * The Java type of its value: {@link Transport}, {@link Algorithm}, {@link LogLevel},
-   * {@link Integer}, {@link Long} (bytes) or {@link Duration}.
+   * {@link VersionCheck}, {@link Integer}, {@link Long} (bytes) or {@link Duration}.
    */
   public Class<?> type() {
     switch (kind) {
@@ -93,6 +98,8 @@ public enum Option {
         return Algorithm.class;
       case LOG_LEVEL:
         return LogLevel.class;
+      case VERSION_CHECK:
+        return VersionCheck.class;
       case INT:
         return Integer.class;
       case BYTES:
@@ -116,6 +123,8 @@ public enum Option {
         return "auto, ring, direct";
       case LOG_LEVEL:
         return "off, error, warn, info, debug";
+      case VERSION_CHECK:
+        return "strict, exact, warn";
       case INT:
         return min + ".." + max;
       case BYTES:
@@ -157,6 +166,8 @@ public enum Option {
         return ((Algorithm) value).configName();
       case LOG_LEVEL:
         return ((LogLevel) value).configName();
+      case VERSION_CHECK:
+        return ((VersionCheck) value).configName();
       case MILLIS:
         return Long.toString(((Duration) value).toMillis());
       default:
@@ -193,6 +204,13 @@ public enum Option {
           }
         }
         throw invalid(source, quote(text), "is not a log level");
+      case VERSION_CHECK:
+        for (VersionCheck v : VersionCheck.values()) {
+          if (v.configName().equalsIgnoreCase(t)) {
+            return v;
+          }
+        }
+        throw invalid(source, quote(text), "is not a version check");
       default:
         long n;
         try {
@@ -236,6 +254,7 @@ public enum Option {
         return value;
       case TRANSPORT:
       case LOG_LEVEL:
+      case VERSION_CHECK:
         return value;
       case INT:
         n = (Integer) value;

@@ -106,6 +106,10 @@ public final class Options {
     return (Duration) values.get(Option.TIMEOUT);
   }
 
+  public VersionCheck versionCheck() {
+    return (VersionCheck) values.get(Option.VERSION_CHECK);
+  }
+
   /** The value of {@code option}, of type {@link Option#type()}. */
   public Object get(Option option) {
     return values.get(Objects.requireNonNull(option, "option"));
@@ -222,6 +226,11 @@ public final class Options {
      */
     public Builder timeout(Duration timeout) {
       return put(Option.TIMEOUT, timeout);
+    }
+
+    /** @see Option#VERSION_CHECK */
+    public Builder versionCheck(VersionCheck versionCheck) {
+      return put(Option.VERSION_CHECK, versionCheck);
     }
 
     /**

@@ -103,6 +103,11 @@ class CHeaderValuesTest {
     for (int i = 0; i < transports.length; i++) {
       assertEquals(enumValue(transports[i]), Transport.values()[i].code(), transports[i]);
     }
+    String[] checks = {"clbVersionCheckWarn", "clbVersionCheckStrict", "clbVersionCheckExact"};
+    assertEquals(enumValue("clbNumVersionChecks"), VersionCheck.values().length);
+    for (int i = 0; i < checks.length; i++) {
+      assertEquals(enumValue(checks[i]), VersionCheck.values()[i].code(), checks[i]);
+    }
     String[] levels = {"clbLogOff", "clbLogError", "clbLogWarn", "clbLogInfo", "clbLogDebug"};
     for (int i = 0; i < levels.length; i++) {
       assertEquals(enumValue(levels[i]), LogLevel.values()[i].code(), levels[i]);
@@ -133,6 +138,10 @@ class CHeaderValuesTest {
     assertEquals(define("CLB_DEFAULT_TIMEOUT_MS"),
         ((java.time.Duration) Option.TIMEOUT.defaultValue()).toMillis());
     assertEquals(define("CLB_UNIQUE_ID_BYTES"), UniqueId.BYTES);
+    // "#define CLB_DEFAULT_VERSION_CHECK clbVersionCheckStrict"
+    Matcher m = Pattern.compile("#define\\s+CLB_DEFAULT_VERSION_CHECK\\s+(clb\\w+)").matcher(header);
+    assertTrue(m.find(), "CLB_DEFAULT_VERSION_CHECK not found in " + HEADER);
+    assertEquals(enumValue(m.group(1)), ((VersionCheck) Option.VERSION_CHECK.defaultValue()).code());
   }
 
   @Test

@@ -46,6 +46,7 @@ class OptionsTest {
     assertEquals(64 * 1024, o.directMaxBytes());         // CLB_DEFAULT_DIRECT_MAX_BYTES
     assertEquals(64 * 1024 * 1024, o.stagingCapBytes()); // CLB_DEFAULT_STAGING_CAP_BYTES
     assertEquals(Duration.ofMillis(60000), o.timeout()); // CLB_DEFAULT_TIMEOUT_MS
+    assertEquals(VersionCheck.STRICT, o.versionCheck()); // CLB_DEFAULT_VERSION_CHECK
     for (Option opt : Option.values()) {
       assertEquals("default", o.source(opt));
     }
@@ -86,6 +87,25 @@ class OptionsTest {
         props("colibri.transport", "", "colibri.algorithm", ""));
     assertEquals(Transport.AUTO, o.transport());
     assertEquals(Algorithm.AUTO, o.algorithm());
+  }
+
+  @Test
+  void versionCheckFromEveryPlace() {
+    assertEquals("colibri.versionCheck", Option.VERSION_CHECK.systemProperty());
+    assertEquals("COLIBRI_VERSION_CHECK", Option.VERSION_CHECK.environmentVariable());
+    assertEquals(VersionCheck.EXACT,
+        Options.resolve(env("COLIBRI_VERSION_CHECK", "EXACT"), NO_PROPS).versionCheck());
+    Options o = Options.resolve(env("COLIBRI_VERSION_CHECK", "exact"),
+        props("colibri.versionCheck", "warn"));
+    assertEquals(VersionCheck.WARN, o.versionCheck());
+    assertEquals("system property colibri.versionCheck", o.source(Option.VERSION_CHECK));
+    assertEquals(VersionCheck.STRICT, Options.builder().versionCheck(VersionCheck.STRICT)
+        .build(env("COLIBRI_VERSION_CHECK", "warn")::get, NO_PROPS).versionCheck());
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Options.resolve(env("COLIBRI_VERSION_CHECK", "lenient"), NO_PROPS));
+    assertTrue(e.getMessage().contains("strict, exact, warn")
+        && e.getMessage().contains("environment COLIBRI_VERSION_CHECK"), e.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().versionCheck(null));
   }
 
   @Test

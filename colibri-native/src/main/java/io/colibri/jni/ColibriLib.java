@@ -57,6 +57,8 @@ public final class ColibriLib {
 
   public static native @MemberGetter @Name("CLB_DEFAULT_TIMEOUT_MS") long defaultTimeoutMs();
 
+  public static native @MemberGetter @Name("CLB_DEFAULT_VERSION_CHECK") int defaultVersionCheck();
+
   // ---- structs ----
 
   /** {@code clbConfig_t}. Start from {@link #clbConfigInit}. */
@@ -109,6 +111,10 @@ public final class ColibriLib {
     public native @Cast("int64_t") long timeoutMs();
 
     public native ClbConfig timeoutMs(long timeoutMs);
+
+    public native int versionCheck();
+
+    public native ClbConfig versionCheck(int versionCheck);
   }
 
   /** {@code clbMemStats_t}. */

@@ -112,7 +112,8 @@ public final class NativeProvider implements CommunicatorProvider {
         .chunkBytes(options.chunkBytes())
         .directMaxBytes(options.directMaxBytes())
         .stagingCapBytes(options.stagingCapBytes())
-        .timeoutMs(options.timeout().toMillis());
+        .timeoutMs(options.timeout().toMillis())
+        .versionCheck(options.versionCheck().code());
     return config;
   }
 }

@@ -18,11 +18,13 @@ import io.colibri.Options;
 import io.colibri.ReduceOp;
 import io.colibri.Transport;
 import io.colibri.UniqueId;
+import io.colibri.VersionCheck;
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.ArrayList;
 
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 
@@ -227,15 +229,15 @@ class FaultTest {
   @Timeout(60)
   void wrongProtocolVersionIsAuthErrorNamingBothVersions() {
     byte[] bytes = UniqueId.create().toBytes();
-    bytes[4] = 7; // protocol: offset 4, little-endian uint32; this library speaks 1
+    bytes[4] = 7; // protocol: offset 4, little-endian uint32; this library speaks 2
     bytes[5] = 0;
     bytes[6] = 0;
     bytes[7] = 0;
     Throwable t = catching(() -> Communicator.init(UniqueId.fromBytes(bytes), 0, 1,
         options(Transport.AUTO, Algorithm.AUTO, 3000)).close());
     assertCode(ErrorCode.AUTH_ERROR, t, "init with a UniqueId of protocol 7");
-    assertTrue(t.getMessage().contains("protocol 7") && t.getMessage().contains("protocol 1"),
-        "message should name both protocol versions (7 and 1): " + t.getMessage());
+    assertTrue(t.getMessage().contains("protocol 7") && t.getMessage().contains("protocol 2"),
+        "message should name both protocol versions (7 and 2): " + t.getMessage());
   }
 
   @Test
@@ -251,6 +253,52 @@ class FaultTest {
         "message should say how long it waited and for what: " + t.getMessage());
     assertTrue(ms >= 1900 && ms < 10_000, "init should give up after about 2 s, took " + ms
         + " ms");
+  }
+
+  // ---- versions that differ across ranks ----
+
+  /**
+   * Rank 1, in its own JVM, claims Colibri 0.0.1 (COLIBRI_TEST_FAKE_VERSION). With versionCheck
+   * strict (the default) both ranks fail at init with INVALID_USAGE naming both ranks and versions;
+   * with warn both start and transportInfo() shows the difference.
+   */
+  @ParameterizedTest(name = "another Colibri version on rank 1, versionCheck {0}")
+  @EnumSource(value = VersionCheck.class, names = {"STRICT", "WARN"})
+  @Timeout(90)
+  void otherColibriVersionOnAPeer(VersionCheck check) throws Exception {
+    UniqueId id = UniqueId.create();
+    Procs.Child child = Procs.start("rank 1", Map.of("COLIBRI_TEST_FAKE_VERSION", "0.0.1",
+        "COLIBRI_VERSION_CHECK", check.configName()), "init", id.toString(), "1", "2", "AUTO",
+        "20000");
+    try {
+      Options o = Options.builder().versionCheck(check).timeout(Duration.ofSeconds(20)).build();
+      String[] info = new String[1];
+      Throwable t = catching(() -> {
+        try (Communicator c = Communicator.init(id, 0, 2, o)) {
+          info[0] = c.transportInfo();
+        }
+      });
+      int code = child.waitFor(30_000);
+      if (check == VersionCheck.STRICT) {
+        assertCode(ErrorCode.INVALID_USAGE, t, "init of rank 0 with a peer on Colibri 0.0.1");
+        assertTrue(t.getMessage().contains("rank 0 has Colibri ")
+            && t.getMessage().contains("but rank 1 has 0.0.1")
+            && t.getMessage().contains("run the same Colibri version on every rank"),
+            "message should name both ranks, both versions and the fix: " + t.getMessage());
+        assertEquals(3, code, "rank 1 should fail at init too:\n" + child.describe());
+        String failed = child.line("FAILED ");
+        assertTrue(failed != null && failed.startsWith("FAILED INVALID_USAGE")
+            && failed.contains("but rank 1 has 0.0.1"), child.describe());
+      } else {
+        assertEquals(null, t, "versionCheck=warn should let init proceed");
+        assertTrue(info[0].contains("colibri DIFFERS:") && info[0].contains("0.0.1 on rank 1"),
+            "transportInfo should show the difference: " + info[0]);
+        assertEquals(0, code, child.describe());
+        assertTrue(child.printed("INIT OK versions: colibri DIFFERS:"), child.describe());
+      }
+    } finally {
+      child.process.destroyForcibly();
+    }
   }
 
   // ---- mismatched calls across ranks ----

@@ -25,6 +25,7 @@ import java.util.zip.CRC32;
  * <pre>
  *   check &lt;id-base64&gt; &lt;rank&gt; &lt;nranks&gt; &lt;transport&gt; &lt;timeoutMs&gt;
  *   loop  &lt;id-base64&gt; &lt;rank&gt; &lt;nranks&gt; &lt;transport&gt; &lt;timeoutMs&gt;
+ *   init  &lt;id-base64&gt; &lt;rank&gt; &lt;nranks&gt; &lt;transport&gt; &lt;timeoutMs&gt;
  *   env   - - - &lt;transport&gt; &lt;timeoutMs&gt;   (Communicator.fromEnvironment: MASTER_ADDR, ...)
  * </pre>
  *
@@ -37,6 +38,10 @@ import java.util.zip.CRC32;
  * <p>loop: allReduce in a loop until something fails; prints READY after the first one. On a
  * failure prints {@code FAILED <code> <epochMillis> <message>}, closes the communicator, prints
  * CLOSED and exits 3.
+ *
+ * <p>init: init only (other options from the environment, e.g. COLIBRI_VERSION_CHECK); prints
+ * {@code INIT OK <the versions line of transportInfo()>} and exits 0, or prints
+ * {@code FAILED <code> <message>} and exits 3.
  */
 public final class RankProcess {
   private RankProcess() {}
@@ -59,6 +64,8 @@ public final class RankProcess {
         int nranks = Integer.parseInt(args[3]);
         if (mode.equals("loop")) {
           exit = loop(id, rank, nranks, options);
+        } else if (mode.equals("init")) {
+          exit = initOnly(id, rank, nranks, options);
         } else {
           try (Communicator c = Communicator.init(id, rank, nranks, options)) {
             exit = check(c);
@@ -73,6 +80,17 @@ public final class RankProcess {
     System.out.flush();
     System.err.flush();
     System.exit(exit);
+  }
+
+  private static int initOnly(UniqueId id, int rank, int nranks, Options options) {
+    try (Communicator c = Communicator.init(id, rank, nranks, options)) {
+      System.out.println("INIT OK " + c.transportInfo().lines()
+          .filter(l -> l.startsWith("versions: ")).findFirst().orElse("(no versions line)"));
+      return 0;
+    } catch (ColibriException e) {
+      System.out.println("FAILED " + e.code() + " " + e.getMessage().replace('\n', ' '));
+      return 3;
+    }
   }
 
   private static int loop(UniqueId id, int rank, int nranks, Options options) {

@@ -11,6 +11,7 @@ import io.colibri.LogLevel;
 import io.colibri.Option;
 import io.colibri.Options;
 import io.colibri.Transport;
+import io.colibri.VersionCheck;
 import io.colibri.jni.ColibriLib.ClbConfig;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;
@@ -43,6 +44,8 @@ class ConfigMappingTest {
       assertEquals((long) Option.DIRECT_MAX_BYTES.defaultValue(), c.directMaxBytes());
       assertEquals((long) Option.STAGING_CAP_BYTES.defaultValue(), c.stagingCapBytes());
       assertEquals(((Duration) Option.TIMEOUT.defaultValue()).toMillis(), c.timeoutMs());
+      assertEquals(((VersionCheck) Option.VERSION_CHECK.defaultValue()).code(),
+          c.versionCheck());
     }
     // The C macros too.
     assertEquals((int) Option.PIPELINE_DEPTH.defaultValue(), ColibriLib.defaultPipelineDepth());
@@ -53,6 +56,8 @@ class ConfigMappingTest {
         ColibriLib.defaultStagingCapBytes());
     assertEquals(((Duration) Option.TIMEOUT.defaultValue()).toMillis(),
         ColibriLib.defaultTimeoutMs());
+    assertEquals(((VersionCheck) Option.VERSION_CHECK.defaultValue()).code(),
+        ColibriLib.defaultVersionCheck());
   }
 
   @Test
@@ -60,7 +65,8 @@ class ConfigMappingTest {
     NativeLibrary.ensureLoaded();
     Options o = Options.builder().transport(Transport.SOCKET).algorithm(Algorithm.RING)
         .logLevel(LogLevel.DEBUG).pipelineDepth(7).chunkBytes(12288).directMaxBytes(777)
-        .stagingCapBytes(1L << 33).timeout(Duration.ofMillis(4321)).build();
+        .stagingCapBytes(1L << 33).timeout(Duration.ofMillis(4321))
+        .versionCheck(VersionCheck.EXACT).build();
     try (ClbConfig c = NativeProvider.toConfig(o)) {
       assertEquals(c.sizeof(), c.size());
       assertEquals(Transport.SOCKET.code(), c.transport());
@@ -71,6 +77,7 @@ class ConfigMappingTest {
       assertEquals(777, c.directMaxBytes());
       assertEquals(1L << 33, c.stagingCapBytes());
       assertEquals(4321, c.timeoutMs());
+      assertEquals(VersionCheck.EXACT.code(), c.versionCheck());
     }
   }
 
