@@ -9,6 +9,8 @@
 // Every wait is bounded; nothing here sleeps for long.
 #include <gtest/gtest.h>
 
+#include "tests/test_fd_io.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -1593,31 +1595,8 @@ TEST_F(VerbsEmuData, LoaderWrappersReachTheProviderThroughTheContextOps) {
 constexpr const char* kPeerFdEnv = "COLIBRI_VERBS_EMU_TEST_PEER_FD";
 constexpr size_t kXferBytes = 300007;  // several packets
 
-bool writeAll(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n) {
-    ssize_t k = write(fd, c, n);
-    if (k <= 0) return false;
-    c += k;
-    n -= (size_t)k;
-  }
-  return true;
-}
-
-bool readAll(int fd, void* p, size_t n, int ms = 10000) {
-  char* c = static_cast<char*>(p);
-  auto end = Clock::now() + Ms(ms);
-  while (n) {
-    pollfd pf{fd, POLLIN, 0};
-    int left = (int)std::chrono::duration_cast<Ms>(end - Clock::now()).count();
-    if (left <= 0 || poll(&pf, 1, left) != 1) return false;
-    ssize_t k = read(fd, c, n);
-    if (k <= 0) return false;
-    c += k;
-    n -= (size_t)k;
-  }
-  return true;
-}
+using clb::test::readAll;
+using clb::test::writeAll;
 
 // Both processes run this: exchange connection info, receive the peer's write with immediate,
 // answer with one of their own. `first` writes first.

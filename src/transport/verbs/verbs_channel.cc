@@ -1,0 +1,622 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// The verbs ring channel; the protocol is described in verbs_channel.h.
+#include "transport/verbs/verbs_channel.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "core/error.h"
+#include "core/net.h"
+
+namespace clb {
+namespace verbs {
+
+namespace {
+
+constexpr uint32_t kKindData = 0, kKindCredit = 1, kKindAnnounce = 2, kKindAck = 3;
+constexpr uint32_t kLow30 = 0x3FFFFFFFu, kLow24 = 0xFFFFFFu;
+constexpr uint64_t kWrData = 1, kWrCredit = 2, kWrAnnounce = 3, kWrAck = 4;
+constexpr uint64_t kWrRecvSend = 10, kWrRecvRecv = 11;  // receives on the send / receive side QP
+constexpr size_t kCtlBytes = 4096, kCtlOut = 256;
+
+// What the receiver announces into the sender's control block.
+struct Announce {
+  uint64_t addr;
+  uint64_t slotBytes;
+  uint32_t rkey;
+  uint32_t epoch;
+};
+
+uint32_t imm(uint32_t kind, uint32_t low) { return kind << 30 | (low & kLow30); }
+
+const char* wrWhat(uint64_t wrId) {
+  switch (wrId >> 56) {
+    case kWrData: return "the RDMA WRITE of a ring message";
+    case kWrCredit: return "returning a credit (RDMA WRITE_WITH_IMM)";
+    case kWrAnnounce: return "announcing receive slots (RDMA WRITE_WITH_IMM)";
+    case kWrAck: return "acknowledging new receive slots (RDMA WRITE_WITH_IMM)";
+    default: return "a posted receive";
+  }
+}
+
+}  // namespace
+
+struct VerbsChannel::Region {
+  VerbsChannel* owner = nullptr;
+  void* mem = nullptr;
+  size_t bytes = 0;
+  ibv_mr* mr = nullptr;
+  size_t stride = 0;  // slot bytes (slot regions and staging)
+  uint32_t refs = 0;  // arrived messages not yet released
+  ~Region() {
+    if (mr) owner->api_->deregMr(mr);
+    free(mem);
+    owner->account(-(int64_t)bytes);
+  }
+  char* slot(uint32_t i) const { return static_cast<char*>(mem) + (size_t)i * stride; }
+};
+
+VerbsChannel::VerbsChannel(const VerbsApi* api, const VerbsOptions& o, clbComm* comm)
+    : api_(api), o_(o), comm_(comm) {
+  rank_ = comm ? comm->rank : o.rank;
+  int n = comm ? comm->nranks : o.nranks;
+  if (n < 1) n = 1;
+  next_ = (rank_ + 1) % n;
+  prev_ = (rank_ + n - 1) % n;
+  if (comm) o_.timeoutMs = comm->cfg.timeoutMs, o_.stagingCapBytes = comm->cfg.stagingCapBytes;
+  K_ = (uint32_t)o.slots;
+}
+
+clbResult_t VerbsChannel::create(const VerbsApi* api, const VerbsOptions& options, clbComm* comm,
+                                 std::unique_ptr<VerbsChannel>* out) {
+  out->reset();
+  if (!api) return setError(clbInvalidArgument, "verbs channel: no VerbsApi table");
+  if (options.slots < 1 || options.slots > 64)
+    return setError(clbInvalidArgument, "verbs channel: %d receive slots asked; 1..64 are possible", options.slots);
+  std::unique_ptr<VerbsChannel> ch(new VerbsChannel(api, options, comm));
+  CLB_CHECK(ch->open());
+  *out = std::move(ch);
+  return clbSuccess;
+}
+
+void VerbsChannel::account(int64_t delta) {
+  registered_ += delta;
+  if (comm_) comm_->mem.addHost(delta);
+}
+
+clbResult_t VerbsChannel::newRegion(size_t bytes, int access, std::unique_ptr<Region>* out) {
+  if (registered_.load() + (int64_t)bytes > o_.stagingCapBytes)
+    return setError(clbOutOfMemory,
+                    "rank %d: verbs: registering %zu more bytes would exceed the staging cap of %lld bytes (%lld "
+                    "registered): raise stagingCapBytes (COLIBRI_STAGING_CAP_BYTES) or lower chunkBytes",
+                    rank_, bytes, (long long)o_.stagingCapBytes, (long long)registered_.load());
+  std::unique_ptr<Region> r(new Region);
+  r->owner = this;
+  size_t rounded = (bytes + 4095) / 4096 * 4096;
+  r->mem = aligned_alloc(4096, rounded);
+  if (!r->mem) return setError(clbOutOfMemory, "verbs: cannot allocate %zu bytes of staging", rounded);
+  memset(r->mem, 0, rounded);
+  r->bytes = rounded;
+  account((int64_t)rounded);
+  r->mr = api_->regMr(pd_, r->mem, rounded, access);
+  if (!r->mr) {
+    int e = errno;
+    if (e == ENOMEM)
+      return setSysError(e, "verbs (%s): ibv_reg_mr of %zu bytes failed: the locked-memory limit is too low "
+                         "(raise `ulimit -l`, e.g. LimitMEMLOCK=infinity or --ulimit memlock=-1 in containers)",
+                         api_->impl, rounded);
+    return setSysError(e, "verbs (%s): ibv_reg_mr of %zu bytes failed", api_->impl, rounded);
+  }
+  *out = std::move(r);
+  return clbSuccess;
+}
+
+clbResult_t VerbsChannel::open() {
+  ibv_device** list = nullptr;
+  int n = 0;
+  CLB_CHECK(listDevices(*api_, &list, &n));
+  ibv_device* dev = nullptr;
+  for (int i = 0; i < n && !dev; i++)
+    if (!o_.deviceName || strcmp(api_->getDeviceName(list[i]), o_.deviceName) == 0) dev = list[i];
+  if (!dev) {
+    api_->freeDeviceList(list);
+    return setError(clbInvalidArgument, "verbs: no RDMA device named \"%s\" (%d devices; see `ibv_devices`)",
+                    o_.deviceName, n);
+  }
+  std::string devName = api_->getDeviceName(dev);
+  ctx_ = api_->openDevice(dev);
+  int e = errno;
+  api_->freeDeviceList(list);
+  if (!ctx_) return setSysError(e, "verbs (%s): ibv_open_device(%s) failed", api_->impl, devName.c_str());
+  ibv_port_attr pa;
+  memset(&pa, 0, sizeof pa);
+  int rc = api_->queryPort(ctx_, o_.port, &pa);
+  if (rc) return setSysError(rc, "verbs: ibv_query_port(%s, port %d) failed", devName.c_str(), o_.port);
+  if (pa.state != IBV_PORT_ACTIVE)
+    return setError(clbUnsupported, "verbs: port %d of %s is %s, not ACTIVE: check the cable / switch and "
+                    "`ibv_devinfo -d %s`", o_.port, devName.c_str(), portStateName(pa.state), devName.c_str());
+  // The GID: RoCE v2 (IPv4-mapped first) on Ethernet unless overridden; IB uses the LID.
+  gidIndex_ = o_.gidIndex >= 0 ? o_.gidIndex : 0;
+  if (pa.link_layer == IBV_LINK_LAYER_ETHERNET && o_.gidIndex < 0) {
+    int best = -1, bestScore = -1;
+    for (int i = 0; i < pa.gid_tbl_len; i++) {
+      ibv_gid g;
+      int type = -1;
+      if (api_->queryGidEx) {
+        ibv_gid_entry ge;
+        if (api_->queryGidEx(ctx_, o_.port, (uint32_t)i, &ge, 0) != 0) continue;
+        g = ge.gid;
+        type = (int)ge.gid_type;
+      } else if (api_->queryGid(ctx_, o_.port, i, &g) != 0) {
+        continue;
+      }
+      static const ibv_gid zero = {};
+      if (memcmp(&g, &zero, sizeof g) == 0) continue;
+      bool v4 = g.raw[10] == 0xff && g.raw[11] == 0xff;
+      int score = (type == IBV_GID_TYPE_ROCE_V2 ? 2 : type < 0 ? 1 : 0) * 2 + (v4 ? 1 : 0);
+      if (score > bestScore) best = i, bestScore = score;
+    }
+    if (best < 0 || (api_->queryGidEx && bestScore < 4))
+      return setError(clbUnsupported, "verbs: port %d of %s has no RoCE v2 GID: give the interface an IP address, "
+                      "or choose a GID index explicitly (show_gids lists them)", o_.port, devName.c_str());
+    gidIndex_ = best;
+  }
+  ibv_gid gid;
+  memset(&gid, 0, sizeof gid);
+  rc = api_->queryGid(ctx_, o_.port, gidIndex_, &gid);
+  if (rc) return setSysError(rc, "verbs: ibv_query_gid(%s, port %d, index %d) failed", devName.c_str(), o_.port, gidIndex_);
+
+  pd_ = api_->allocPd(ctx_);
+  if (!pd_) return setSysError(errno, "verbs: ibv_alloc_pd(%s) failed", devName.c_str());
+  sqDepth_ = 4 * (int)K_ + 64;
+  rqDepth_ = 2 * (int)K_ + 32;
+  cq_ = api_->createCq(ctx_, 2 * (sqDepth_ + rqDepth_) + 16, nullptr, nullptr, 0);
+  if (!cq_) return setSysError(errno, "verbs: ibv_create_cq(%s) failed", devName.c_str());
+  for (ibv_qp** q : {&sendQp_, &recvQp_}) {
+    ibv_qp_init_attr ia;
+    memset(&ia, 0, sizeof ia);
+    ia.send_cq = cq_;
+    ia.recv_cq = cq_;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = (uint32_t)sqDepth_;
+    ia.cap.max_recv_wr = (uint32_t)rqDepth_;
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    *q = api_->createQp(pd_, &ia);
+    if (!*q) return setSysError(errno, "verbs: ibv_create_qp(RC, %d send / %d receive entries) on %s failed",
+                                sqDepth_, rqDepth_, devName.c_str());
+    ibv_qp_attr a;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = o_.port;
+    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    rc = api_->modifyQp(*q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    if (rc) return setSysError(rc, "verbs: moving a queue pair to INIT on %s failed", devName.c_str());
+    CLB_CHECK(postRecvs(*q, rqDepth_));
+  }
+  CLB_CHECK(newRegion(kCtlBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &ctl_));
+
+  std::random_device rd;
+  for (VerbsConnInfo* i : {&sendInfo_, &recvInfo_}) {
+    memset(i, 0, sizeof *i);
+    i->magic = kVerbsConnMagic;
+    i->version = kVerbsConnVersion;
+    i->qpn = (i == &sendInfo_ ? sendQp_ : recvQp_)->qp_num;
+    i->psn = rd() & kLow24;
+    i->lid = pa.lid;
+    i->mtu = (uint8_t)pa.active_mtu;
+    i->linkLayer = pa.link_layer;
+    i->slots = K_;
+    i->gid = gid;
+    i->ctlAddr = (uint64_t)(uintptr_t)ctl_->mem;
+    i->ctlRkey = ctl_->mr->rkey;
+  }
+  arrived_.assign(K_, Arrived{nullptr, 0, 0});
+  return clbSuccess;
+}
+
+VerbsChannel::~VerbsChannel() {
+  if (sendQp_) api_->destroyQp(sendQp_);
+  if (recvQp_) api_->destroyQp(recvQp_);
+  staging_.reset();
+  regions_.clear();
+  ctl_.reset();
+  if (cq_) api_->destroyCq(cq_);
+  if (pd_) api_->deallocPd(pd_);
+  if (ctx_) api_->closeDevice(ctx_);
+}
+
+clbResult_t VerbsChannel::postRecvs(ibv_qp* qp, int n) {
+  for (int i = 0; i < n; i++) {
+    ibv_recv_wr wr;
+    memset(&wr, 0, sizeof wr);
+    wr.wr_id = qp == sendQp_ ? kWrRecvSend : kWrRecvRecv;
+    ibv_recv_wr* bad = nullptr;
+    int rc = api_->postRecv(qp, &wr, &bad);
+    if (rc) return fail(setSysError(rc, "verbs: ibv_post_recv on the link %s rank %d failed",
+                                    qp == sendQp_ ? "to" : "from", qp == sendQp_ ? next_ : prev_));
+  }
+  return clbSuccess;
+}
+
+clbResult_t VerbsChannel::connectQp(ibv_qp* qp, const VerbsConnInfo& local, const VerbsConnInfo& r, const char* which) {
+  int peer = qp == sendQp_ ? next_ : prev_;
+  if (r.magic != kVerbsConnMagic || r.version != kVerbsConnVersion)
+    return setError(clbInvalidArgument, "verbs: the connection info from rank %d (%s) is not a Colibri verbs "
+                    "endpoint of version %u (magic 0x%x, version %u): mixed Colibri versions?", peer, which,
+                    kVerbsConnVersion, r.magic, r.version);
+  if (r.slots != K_)
+    return setError(clbInvalidArgument, "verbs: rank %d uses %u receive slots per link, rank %d uses %u: "
+                    "every rank must use the same slot count", peer, r.slots, rank_, K_);
+  if (r.linkLayer != local.linkLayer)
+    return setError(clbInvalidArgument, "verbs: rank %d is on %s, rank %d on %s: one fabric must connect them", peer,
+                    r.linkLayer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "Ethernet (RoCE)", rank_,
+                    local.linkLayer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "Ethernet (RoCE)");
+  ibv_mtu mtu = (ibv_mtu)std::min({(int)o_.maxMtu, (int)local.mtu, (int)r.mtu});
+  pathMtu_ = mtu;
+  ibv_qp_attr a;
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = mtu;
+  a.dest_qp_num = r.qpn;
+  a.rq_psn = r.psn;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = o_.minRnrTimer;
+  a.ah_attr.port_num = o_.port;
+  a.ah_attr.dlid = r.lid;
+  if (local.linkLayer == IBV_LINK_LAYER_ETHERNET) {
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = r.gid;
+    a.ah_attr.grh.sgid_index = (uint8_t)gidIndex_;
+    a.ah_attr.grh.hop_limit = 64;
+  }
+  int rc = api_->modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  if (rc)
+    return setSysError(rc, "verbs: moving the queue pair %s rank %d to RTR failed (remote QP %u, path MTU %d, GID "
+                       "index %d): check the exchanged connection info and the GID index", which, peer, r.qpn,
+                       mtuBytes(mtu), gidIndex_);
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = local.psn;
+  a.timeout = o_.timeout;
+  a.retry_cnt = o_.retryCnt;
+  a.rnr_retry = o_.rnrRetry;
+  a.max_rd_atomic = 1;
+  rc = api_->modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                      IBV_QP_MAX_QP_RD_ATOMIC);
+  if (rc) return setSysError(rc, "verbs: moving the queue pair %s rank %d to RTS failed", which, peer);
+  return clbSuccess;
+}
+
+clbResult_t VerbsChannel::connect(const VerbsConnInfo& next, const VerbsConnInfo& prev) {
+  if (connected_) return setError(clbInvalidUsage, "verbs: the channel is already connected");
+  CLB_CHECK(connectQp(sendQp_, sendInfo_, next, "to"));
+  CLB_CHECK(connectQp(recvQp_, recvInfo_, prev, "from"));
+  nextInfo_ = next;
+  prevInfo_ = prev;
+  connected_ = true;
+  return clbSuccess;
+}
+
+clbResult_t VerbsChannel::fail(clbResult_t rc) {
+  if (failed_ == clbSuccess) {
+    failed_ = rc;
+    failMsg_ = lastError();
+  }
+  return rc;
+}
+
+clbResult_t VerbsChannel::sticky() const {
+  if (failed_ != clbSuccess) return setError(failed_, "%s", failMsg_.c_str());
+  if (!connected_) return setError(clbInvalidUsage, "verbs: the channel is used before connect()");
+  return clbSuccess;
+}
+
+clbResult_t VerbsChannel::post(ibv_qp* qp, ibv_send_wr* wr, const char* what) {
+  int64_t start = nowMs();
+  for (;;) {
+    ibv_send_wr* bad = nullptr;
+    int rc = api_->postSend(qp, wr, &bad);
+    if (rc == 0) return clbSuccess;
+    if (rc == ENOMEM && nowMs() - start < o_.timeoutMs) {  // send queue full: completions free it
+      if (!inProgress_) CLB_CHECK(progress());
+      std::this_thread::yield();
+      continue;
+    }
+    return fail(setSysError(rc, "verbs: posting %s to rank %d failed (queue pair state or a full send queue)",
+                            what, qp == sendQp_ ? next_ : prev_));
+  }
+}
+
+clbResult_t VerbsChannel::postZero(ibv_qp* qp, uint32_t immHost, uint64_t addr, uint32_t rkey, const char* what) {
+  ibv_send_wr wr;
+  memset(&wr, 0, sizeof wr);
+  uint32_t kind = immHost >> 30;
+  wr.wr_id = (kind == kKindCredit ? kWrCredit : kWrAck) << 56;
+  wr.num_sge = 0;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(immHost);
+  wr.wr.rdma.remote_addr = addr;
+  wr.wr.rdma.rkey = rkey;
+  return post(qp, &wr, what);
+}
+
+clbResult_t VerbsChannel::announce(std::unique_ptr<Region> slots, size_t slotBytes) {
+  epoch_++;
+  Announce* a = reinterpret_cast<Announce*>(static_cast<char*>(ctl_->mem) + kCtlOut);
+  a->addr = slots ? (uint64_t)(uintptr_t)slots->mem : 0;
+  a->slotBytes = slotBytes;
+  a->rkey = slots ? slots->mr->rkey : 0;
+  a->epoch = epoch_;
+  pendingSlots_ = slots.get();
+  pendingSlotBytes_ = slotBytes;
+  if (slots) regions_.push_back(std::move(slots));
+  announcePending_ = true;
+  ibv_sge sge{(uint64_t)(uintptr_t)a, (uint32_t)sizeof *a, ctl_->mr->lkey};
+  ibv_send_wr wr;
+  memset(&wr, 0, sizeof wr);
+  wr.wr_id = kWrAnnounce << 56 | epoch_;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(imm(kKindAnnounce, epoch_));
+  wr.wr.rdma.remote_addr = prevInfo_.ctlAddr;
+  wr.wr.rdma.rkey = prevInfo_.ctlRkey;
+  return post(recvQp_, &wr, "the receive-slot announcement");
+}
+
+void VerbsChannel::collectRetired() {
+  regions_.erase(std::remove_if(regions_.begin(), regions_.end(),
+                                [&](const std::unique_ptr<Region>& r) {
+                                  return r.get() != curSlots_ && r.get() != pendingSlots_ && r->refs == 0;
+                                }),
+                 regions_.end());
+}
+
+clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
+  const bool onSendQp = wc.qp_num == sendQp_->qp_num;
+  const int peer = onSendQp ? next_ : prev_;
+  if (wc.status != IBV_WC_SUCCESS) {
+    // The first real error explains the flushes that follow it; keep it.
+    if (failed_ != clbSuccess && (failedStatus_ != IBV_WC_WR_FLUSH_ERR || wc.status == IBV_WC_WR_FLUSH_ERR))
+      return sticky();
+    const char* str = api_->wcStatusStr ? api_->wcStatusStr(wc.status) : "?";
+    clbResult_t rc = (wc.status == IBV_WC_LOC_LEN_ERR || wc.status == IBV_WC_LOC_QP_OP_ERR ||
+                      wc.status == IBV_WC_LOC_PROT_ERR)
+                         ? clbInternalError
+                         : clbRemoteError;
+    setError(rc, "verbs (%s): %s on the link %s rank %d (rank %d's side) failed with %s (status %d, vendor error "
+             "0x%x): %s",
+             api_->impl, wrWhat(wc.wr_id), onSendQp ? "to" : "from", peer, rank_, str, (int)wc.status,
+             wc.vendor_err, wcStatusHint(wc.status));
+    failed_ = rc;
+    failMsg_ = lastError();
+    failedStatus_ = wc.status;
+    return rc;
+  }
+  if (wc.opcode & IBV_WC_RECV) {
+    CLB_CHECK(postRecvs(onSendQp ? sendQp_ : recvQp_, 1));
+    if (!(wc.wc_flags & IBV_WC_WITH_IMM))
+      return fail(setError(clbRemoteError, "verbs: rank %d sent a message without immediate data to rank %d: not "
+                           "a Colibri verbs peer of this version?", peer, rank_));
+    uint32_t v = ntohl(wc.imm_data), kind = v >> 30;
+    if (onSendQp && kind == kKindCredit) {
+      peerReleased_ += ((v & kLow30) - (uint32_t)peerReleased_) & kLow30;
+      return clbSuccess;
+    }
+    if (onSendQp && kind == kKindAnnounce) {
+      Announce a;
+      memcpy(&a, ctl_->mem, sizeof a);
+      if (a.epoch != (v & kLow30) || wc.byte_len != sizeof a)
+        return fail(setError(clbRemoteError, "verbs: slot announcement from rank %d is inconsistent (epoch %u, "
+                             "immediate says %u, %u bytes)", peer, a.epoch, v & kLow30, wc.byte_len));
+      remoteAddr_ = a.addr;
+      remoteRkey_ = a.rkey;
+      remoteSlotBytes_ = a.slotBytes;
+      remoteEpoch_ = a.epoch;
+      return postZero(sendQp_, imm(kKindAck, a.epoch), nextInfo_.ctlAddr, nextInfo_.ctlRkey,
+                      "the acknowledgement of new receive slots");
+    }
+    if (!onSendQp && kind == kKindAck) {
+      if (!announcePending_ || (v & kLow30) != (epoch_ & kLow30))
+        return fail(setError(clbRemoteError, "verbs: rank %d acknowledged slot epoch %u, rank %d announced %u",
+                             peer, v & kLow30, rank_, epoch_));
+      curSlots_ = pendingSlots_;
+      curSlotBytes_ = pendingSlotBytes_;
+      pendingSlots_ = nullptr;
+      announcePending_ = false;
+      collectRetired();
+      return clbSuccess;
+    }
+    if (!onSendQp && kind == kKindData) {
+      uint32_t slot = (v >> 24) & 63, seq = v & kLow24;
+      if (seq != (recvSeq_ & kLow24) || slot != recvSeq_ % K_ || recvSeq_ - recvReleased_ >= K_ || !curSlots_)
+        return fail(setError(clbRemoteError, "verbs: rank %d wrote message %u into slot %u; rank %d expected message "
+                             "%llu in slot %llu with %llu of %u slots free%s (protocol error)",
+                             peer, seq, slot, rank_, (unsigned long long)(recvSeq_ & kLow24),
+                             (unsigned long long)(recvSeq_ % K_), (unsigned long long)(K_ - (recvSeq_ - recvReleased_)),
+                             K_, curSlots_ ? "" : ", no slots announced"));
+      if (wc.byte_len < sizeof(MsgTag) || wc.byte_len > curSlotBytes_)
+        return fail(setError(clbRemoteError, "verbs: rank %d wrote %u bytes into a slot of %zu bytes", peer,
+                             wc.byte_len, curSlotBytes_));
+      arrived_[recvSeq_ % K_] = Arrived{curSlots_, slot, wc.byte_len};
+      curSlots_->refs++;
+      recvSeq_++;
+      return clbSuccess;
+    }
+    return fail(setError(clbRemoteError, "verbs: unexpected immediate 0x%08x from rank %d on the link %s it (protocol "
+                         "error: mixed versions?)", v, peer, onSendQp ? "to" : "from"));
+  }
+  if ((wc.wr_id >> 56) == kWrData) sendDone_++;
+  return clbSuccess;
+}
+
+clbResult_t VerbsChannel::progress() {
+  if (inProgress_) return clbSuccess;
+  inProgress_ = true;
+  clbResult_t rc = clbSuccess;
+  for (;;) {
+    ibv_wc wc[32];
+    int n = api_->pollCq(cq_, 32, wc);
+    if (n < 0) {
+      rc = fail(setError(clbSystemError, "verbs: ibv_poll_cq failed (%d): the completion queue overran or the "
+                         "device failed", n));
+      break;
+    }
+    for (int i = 0; i < n; i++) {
+      clbResult_t r = handleWc(wc[i]);
+      if (r != clbSuccess && rc == clbSuccess) rc = r;
+    }
+    if (n < 32) break;
+  }
+  inProgress_ = false;
+  if (rc != clbSuccess || failed_ != clbSuccess) return sticky();
+  return clbSuccess;
+}
+
+template <class Pred>
+clbResult_t VerbsChannel::waitFor(Pred pred, const char* what, int peer) {
+  const int64_t start = nowMs();
+  for (uint64_t spins = 0;; spins++) {
+    CLB_CHECK(progress());
+    if (pred()) return clbSuccess;
+    if (comm_) {
+      if ((spins & 63) == 63) {
+        clbResult_t rc = comm_->checkWait(start, what, peer);
+        if (rc != clbSuccess) return fail(rc);
+      }
+    } else if (nowMs() - start > o_.timeoutMs) {
+      return fail(setError(clbTimeout, "rank %d waited %lld ms for %s (rank %d, over verbs/%s) without progress: "
+                           "is rank %d alive and in the same collective? Raise the timeout (COLIBRI_TIMEOUT_MS) if "
+                           "it is only slow",
+                           rank_, (long long)(nowMs() - start), what, peer, api_->impl, peer));
+    }
+    if (spins < 256) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+clbResult_t VerbsChannel::prepare(size_t maxBytes) {
+  CLB_CHECK(sticky());
+  CLB_CHECK(progress());
+  size_t need = sizeof(MsgTag) + (maxBytes + 4095) / 4096 * 4096;
+  if (stagingStride_ < need) {
+    CLB_CHECK(waitFor([&] { return sendDone_ == sendSeq_; }, "the last ring messages' writes to complete", next_));
+    staging_.reset();
+    stagingStride_ = 0;
+    CLB_CHECK(newRegion(K_ * need, IBV_ACCESS_LOCAL_WRITE, &staging_));
+    staging_->stride = need;
+    stagingStride_ = need;
+  }
+  size_t have = announcePending_ ? pendingSlotBytes_ : curSlotBytes_;
+  if (have < need) {
+    CLB_CHECK(waitFor([&] { return !announcePending_; }, "the previous rank to acknowledge receive slots", prev_));
+    std::unique_ptr<Region> r;
+    CLB_CHECK(newRegion(K_ * need, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &r));
+    r->stride = need;
+    CLB_CHECK(announce(std::move(r), need));
+  }
+  return clbSuccess;
+}
+
+clbResult_t VerbsChannel::acquireSend(size_t bytes, void** buf) {
+  CLB_CHECK(sticky());
+  if (sizeof(MsgTag) + bytes > stagingStride_)
+    return setError(clbInternalError, "verbs: a message of %zu bytes, but prepare() staged %zu", bytes,
+                    stagingStride_ > sizeof(MsgTag) ? stagingStride_ - sizeof(MsgTag) : 0);
+  CLB_CHECK(waitFor([&] { return sendSeq_ - sendDone_ < K_; }, "a send staging slot (local write completions)", next_));
+  *buf = staging_->slot((uint32_t)(sendSeq_ % K_)) + sizeof(MsgTag);
+  acquired_ = true;
+  acquiredBytes_ = bytes;
+  return clbSuccess;
+}
+
+clbResult_t VerbsChannel::postSend(const MsgTag& tag) {
+  CLB_CHECK(sticky());
+  if (!acquired_ || tag.bytes > acquiredBytes_)
+    return setError(clbInternalError, "verbs: postSend of %llu bytes without a matching acquireSend (%zu)",
+                    (unsigned long long)tag.bytes, acquired_ ? acquiredBytes_ : (size_t)0);
+  const uint32_t slot = (uint32_t)(sendSeq_ % K_);
+  char* s = staging_->slot(slot);
+  memcpy(s, &tag, sizeof tag);
+  const size_t len = sizeof(MsgTag) + tag.bytes;
+  CLB_CHECK(waitFor([&] { return remoteSlotBytes_ >= len && sendSeq_ < peerReleased_ + K_; },
+                    "a free receive slot (credit) from the next rank", next_));
+  ibv_sge sge{(uint64_t)(uintptr_t)s, (uint32_t)len, staging_->mr->lkey};
+  ibv_send_wr wr;
+  memset(&wr, 0, sizeof wr);
+  wr.wr_id = kWrData << 56 | (sendSeq_ & ((1ull << 56) - 1));
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(slot << 24 | (uint32_t)(sendSeq_ & kLow24));
+  wr.wr.rdma.remote_addr = remoteAddr_ + (uint64_t)slot * remoteSlotBytes_;
+  wr.wr.rdma.rkey = remoteRkey_;
+  CLB_CHECK(post(sendQp_, &wr, "the RDMA WRITE of a ring message"));
+  sendSeq_++;
+  acquired_ = false;
+  return progress();
+}
+
+clbResult_t VerbsChannel::waitRecv(const MsgTag& expect, const void** buf) {
+  CLB_CHECK(sticky());
+  CLB_CHECK(waitFor([&] { return recvSeq_ > recvReleased_; }, "a ring message from the previous rank", prev_));
+  const Arrived& a = arrived_[recvReleased_ % K_];
+  const char* s = a.region->slot(a.slot);
+  MsgTag got;
+  memcpy(&got, s, sizeof got);
+  if (a.bytes != sizeof(MsgTag) + got.bytes)
+    return fail(setError(clbRemoteError, "verbs: rank %d wrote %u bytes for a message whose tag says %llu + %zu",
+                         prev_, a.bytes, (unsigned long long)got.bytes, sizeof(MsgTag)));
+  CLB_CHECK(checkTag(got, expect, prev_, rank_));
+  *buf = s + sizeof(MsgTag);
+  holding_ = true;
+  return clbSuccess;
+}
+
+clbResult_t VerbsChannel::releaseRecv() {
+  CLB_CHECK(sticky());
+  if (!holding_) return setError(clbInternalError, "verbs: releaseRecv without waitRecv");
+  holding_ = false;
+  Arrived& a = arrived_[recvReleased_ % K_];
+  a.region->refs--;
+  a.region = nullptr;
+  recvReleased_++;
+  collectRetired();
+  CLB_CHECK(postZero(recvQp_, imm(kKindCredit, (uint32_t)recvReleased_), prevInfo_.ctlAddr, prevInfo_.ctlRkey,
+                     "a credit"));
+  return progress();
+}
+
+clbResult_t VerbsChannel::finish() {
+  CLB_CHECK(sticky());
+  return waitFor([&] { return sendDone_ == sendSeq_; }, "the next rank's NIC to acknowledge ring messages", next_);
+}
+
+clbResult_t VerbsChannel::trim() {
+  CLB_CHECK(finish());
+  staging_.reset();
+  stagingStride_ = 0;
+  // Receive slots: only when nothing is buffered and no announcement is in flight; they are
+  // deregistered when the sender acknowledges (in this or a later call).
+  if (recvSeq_ == recvReleased_ && !holding_ && !announcePending_ && curSlots_) CLB_CHECK(announce(nullptr, 0));
+  CLB_CHECK(progress());
+  collectRetired();
+  return clbSuccess;
+}
+
+}  // namespace verbs
+}  // namespace clb

@@ -1,0 +1,200 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// The verbs ring channel: a RingChannel over RC queue pairs, driven through a VerbsApi table
+// (libibverbs or the emulator). One VerbsChannel is one rank's place in the ring: a queue pair
+// that sends to the next rank ("send side") and one that receives from the previous rank
+// ("receive side"), on a device context of its own.
+//
+// Construction is explicit (the communicator does not create it yet):
+//   VerbsChannel::create(api, options, comm-or-null, &ch);
+//   give ch->sendSideInfo() to the next rank and ch->recvSideInfo() to the previous rank (any
+//   transport: bootstrap, a socket, memory); then
+//   ch->connect(nextRanksRecvSideInfo, prevRanksSendSideInfo);   // RESET→INIT→RTR→RTS
+//
+// Protocol (receiver-owned slots, sender-held credits):
+//   - The receiver owns a ring of K slots (K = options.slots, equal on both ends of a link) in
+//     memory registered on demand: prepare(maxBytes) registers K slots of
+//     sizeof(MsgTag) + maxBytes (rounded up to 4 KiB) when the present ones are smaller, and
+//     announces them to the sender: an RDMA WRITE_WITH_IMM of {address, rkey, slot bytes, epoch}
+//     into the sender's control block. The sender answers with a zero-length WRITE_WITH_IMM
+//     "epoch ack"; every data write after it goes to the new slots (RC ordering), so the receiver
+//     frees the old ones once the messages in them are released. trim() announces "no slots".
+//   - Message number n goes to slot n % K as one RDMA WRITE_WITH_IMM of [MsgTag | payload] from
+//     the sender's registered staging slot n % K. The sender may write message n only when
+//     n < released + K, where `released` is the receiver's count of releaseRecv calls.
+//   - releaseRecv returns a credit: a zero-length WRITE_WITH_IMM whose immediate carries the
+//     cumulative release count (low 30 bits), so lost coalescing never loses credits.
+//   - Immediate (32 bits, network order on the wire): bits 31..30 kind (0 data, 1 credit,
+//     2 announce, 3 epoch ack); data: bits 29..24 slot index, bits 23..0 message number mod 2^24
+//     (both checked by the receiver, then the full MsgTag in the slot against the expectation);
+//     credit: cumulative releases mod 2^30; announce / ack: epoch mod 2^30.
+//   - Receives (no scatter list) stay posted on both queue pairs at all times.
+//   - No progress thread: completions are polled inside every call, and blocking calls poll until
+//     their condition holds, the timeout passes (comm->checkWait with a communicator, else
+//     options.timeoutMs), or a completion fails. A failed work completion becomes a sticky error
+//     naming the status, what it likely means and what to check.
+//   - Not thread-safe: one thread drives a channel at a time (as the ring algorithm does).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "transport/channel.h"
+#include "transport/verbs/verbs_api.h"
+
+namespace clb {
+namespace verbs {
+
+// What one side of a link tells the other (plain bytes: send it any way).
+struct VerbsConnInfo {
+  uint32_t magic;    // kVerbsConnMagic
+  uint32_t version;  // kVerbsConnVersion
+  uint32_t qpn;
+  uint32_t psn;      // 24 bits
+  uint16_t lid;      // InfiniBand; 0 on RoCE
+  uint8_t mtu;       // the port's active MTU (ibv_mtu)
+  uint8_t linkLayer; // IBV_LINK_LAYER_*
+  uint32_t slots;    // K: must match the other end
+  ibv_gid gid;       // the chosen GID (RoCE v2 on Ethernet)
+  uint64_t ctlAddr;  // control block: announces are written here, acks and credits target it
+  uint32_t ctlRkey;
+  uint32_t pad;
+};
+constexpr uint32_t kVerbsConnMagic = 0x43564231;  // "CVB1"
+constexpr uint32_t kVerbsConnVersion = 1;
+static_assert(std::is_trivially_copyable<VerbsConnInfo>::value && sizeof(VerbsConnInfo) == 56,
+              "VerbsConnInfo travels as plain bytes");
+
+struct VerbsOptions {
+  const char* deviceName = nullptr;  // NULL: the first device
+  uint8_t port = 1;
+  int gidIndex = -1;                 // -1: RoCE v2 GID on Ethernet (IPv4-mapped first), 0 on IB
+  ibv_mtu maxMtu = IBV_MTU_4096;     // path MTU = min(this, local active, remote active)
+  uint8_t timeout = 14;              // local ACK timeout, 4.096 us * 2^timeout
+  uint8_t retryCnt = 7;
+  uint8_t rnrRetry = 7;
+  uint8_t minRnrTimer = 12;
+  int slots = 8;                     // K receive slots per link (1..64)
+  int64_t timeoutMs = 30000;         // without a communicator: how long a wait may last
+  int64_t stagingCapBytes = 1ll << 32;  // cap on registered bytes (send staging + receive slots)
+  int rank = 0, nranks = 2;          // for messages, without a communicator
+};
+
+class VerbsChannel : public RingChannel {
+ public:
+  // Opens the device, allocates the PD, CQ, two RC queue pairs (RESET→INIT) and the control
+  // block. `comm` (which must outlive the channel) may be NULL (tests): then
+  // options.timeoutMs/rank/nranks/stagingCapBytes apply and memory is
+  // counted only in registeredBytes().
+  static clbResult_t create(const VerbsApi* api, const VerbsOptions& options, clbComm* comm,
+                            std::unique_ptr<VerbsChannel>* out);
+  ~VerbsChannel() override;
+
+  const VerbsConnInfo& sendSideInfo() const { return sendInfo_; }  // for the next rank
+  const VerbsConnInfo& recvSideInfo() const { return recvInfo_; }  // for the previous rank
+  // `next`: the next rank's recvSideInfo; `prev`: the previous rank's sendSideInfo.
+  clbResult_t connect(const VerbsConnInfo& next, const VerbsConnInfo& prev);
+
+  const char* name() const override { return "verbs"; }
+  clbResult_t prepare(size_t maxBytes) override;
+  clbResult_t acquireSend(size_t bytes, void** buf) override;
+  clbResult_t postSend(const MsgTag& tag) override;
+  clbResult_t waitRecv(const MsgTag& expect, const void** buf) override;
+  clbResult_t releaseRecv() override;
+  clbResult_t finish() override;
+  clbResult_t trim() override;
+
+  // Introspection (tests, logs).
+  int64_t registeredBytes() const { return registered_.load(); }
+  ibv_qp* sendQp() const { return sendQp_; }
+  ibv_qp* recvQp() const { return recvQp_; }
+  ibv_context* context() const { return ctx_; }
+  ibv_mtu pathMtu() const { return pathMtu_; }
+  int gidIndex() const { return gidIndex_; }
+
+  struct Region;  // registered memory (slots, staging)
+
+ private:
+  VerbsChannel(const VerbsApi* api, const VerbsOptions& o, clbComm* comm);
+  clbResult_t open();
+  clbResult_t connectQp(ibv_qp* qp, const VerbsConnInfo& local, const VerbsConnInfo& remote, const char* which);
+  clbResult_t progress();
+  clbResult_t handleWc(const ibv_wc& wc);
+  template <class Pred>
+  clbResult_t waitFor(Pred pred, const char* what, int peer);
+  clbResult_t post(ibv_qp* qp, ibv_send_wr* wr, const char* what);
+  clbResult_t postZero(ibv_qp* qp, uint32_t imm, uint64_t ctlAddr, uint32_t ctlRkey, const char* what);
+  clbResult_t postRecvs(ibv_qp* qp, int n);
+  clbResult_t newRegion(size_t bytes, int access, std::unique_ptr<Region>* out);
+  void account(int64_t delta);
+  clbResult_t fail(clbResult_t rc);  // records the thread's last error as the channel's
+  clbResult_t sticky() const;
+  clbResult_t announce(std::unique_ptr<Region> slots, size_t slotBytes);
+  void collectRetired();
+
+  const VerbsApi* api_;
+  VerbsOptions o_;
+  clbComm* comm_;
+  int rank_, next_, prev_;
+  uint32_t K_;
+
+  ibv_context* ctx_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_qp* sendQp_ = nullptr;
+  ibv_qp* recvQp_ = nullptr;
+  int gidIndex_ = 0;
+  ibv_mtu pathMtu_ = IBV_MTU_1024;
+  VerbsConnInfo sendInfo_{}, recvInfo_{};
+  VerbsConnInfo nextInfo_{}, prevInfo_{};
+  bool connected_ = false;
+  int sqDepth_ = 0, rqDepth_ = 0;
+
+  std::unique_ptr<Region> ctl_;  // control block: [announce in | announce out]
+  std::atomic<int64_t> registered_{0};
+
+  // Send side.
+  std::unique_ptr<Region> staging_;  // K slots of stagingStride_
+  size_t stagingStride_ = 0;
+  uint64_t sendSeq_ = 0;        // messages posted
+  uint64_t sendDone_ = 0;       // data writes completed locally
+  uint64_t peerReleased_ = 0;   // receiver's releases seen (credits = peerReleased_ + K)
+  uint64_t remoteAddr_ = 0;     // receiver's current slots (acked epoch)
+  uint32_t remoteRkey_ = 0;
+  uint64_t remoteSlotBytes_ = 0;
+  uint32_t remoteEpoch_ = 0;
+  bool acquired_ = false;
+  size_t acquiredBytes_ = 0;
+
+  // Receive side.
+  struct Arrived {
+    Region* region;
+    uint32_t slot;
+    uint32_t bytes;
+  };
+  std::vector<std::unique_ptr<Region>> regions_;  // current, pending and retiring slot regions
+  Region* curSlots_ = nullptr;      // where the sender writes now (acked)
+  Region* pendingSlots_ = nullptr;  // announced, not acked yet
+  bool announcePending_ = false;
+  uint32_t epoch_ = 0;              // last announced
+  size_t curSlotBytes_ = 0, pendingSlotBytes_ = 0;
+  std::vector<Arrived> arrived_;    // ring of K, indexed by message number % K
+  uint64_t recvSeq_ = 0;            // messages arrived
+  uint64_t recvReleased_ = 0;       // messages released
+  bool holding_ = false;            // waitRecv returned, releaseRecv not yet called
+
+  bool inProgress_ = false;
+  clbResult_t failed_ = clbSuccess;
+  ibv_wc_status failedStatus_ = IBV_WC_SUCCESS;
+  std::string failMsg_;
+};
+
+}  // namespace verbs
+}  // namespace clb
