@@ -18,6 +18,9 @@
 #include "core/versions.h"
 #include "transport/shm.h"
 #include "transport/socket.h"
+#ifdef CLB_HAVE_VERBS
+#include "transport/verbs/verbs_ring.h"
+#endif
 
 #ifdef CLB_HAVE_CUDA
 #include "core/cuda/device_world.h"
@@ -271,10 +274,11 @@ clbResult_t clbUniqueIdDescribe(const clbUniqueId* id, char* buf, size_t bufByte
 static void buildInfo(clbComm* c) {
   char b[1024];
   int n = snprintf(b, sizeof b,
-                   "colibri %d.%d.%d rank %d/%d\ntransport: %s (%s)\nring: chunk %lld bytes, depth %d\n"
+                   "colibri %d.%d.%d rank %d/%d\ntransport: %s (%s)%s%s\nring: chunk %lld bytes, depth %d\n"
                    "direct: %s, up to %lld bytes\nstaging cap: %lld bytes\ntimeout: %lld ms\n",
                    CLB_VERSION_MAJOR, CLB_VERSION_MINOR, CLB_VERSION_PATCH, c->rank, c->nranks,
                    clbTransportName(c->transport), c->allOnOneHost ? "all ranks on one host" : "ranks on several hosts",
+                   c->transportDetail.empty() ? "" : "\nlink: ", c->transportDetail.c_str(),
                    (long long)c->cfg.chunkBytes, c->cfg.pipelineDepth,
                    c->shm ? "available" : "unavailable (needs shm)", (long long)c->cfg.directMaxBytes,
                    (long long)c->cfg.stagingCapBytes, (long long)c->cfg.timeoutMs);
@@ -305,12 +309,20 @@ static clbResult_t initComm(clbComm* c, const IdData& id) {
       c->shm = std::make_unique<ShmWorld>(c);
       CLB_CHECK(c->shm->init());
       c->ring = std::make_unique<ShmRingChannel>(c, c->shm.get());
+    } else if (c->transport == clbTransportVerbs) {
+#ifdef CLB_HAVE_VERBS
+      CLB_CHECK(createVerbsRing(c, &c->ring, &c->transportDetail));
+#else
+      return setError(clbUnsupported, "transport verbs: this libcolibri was built without infiniband/verbs.h "
+                      "(libibverbs-dev), so it has no verbs transport: use transport socket");
+#endif
     } else {
       c->ring = std::make_unique<SocketRingChannel>(c, c->boot.nextFd(), c->boot.prevFd());
     }
   }
   buildInfo(c);
-  CLB_INFO("rank %d/%d ready: transport %s", c->rank, c->nranks, clbTransportName(c->transport));
+  CLB_INFO("rank %d/%d ready: transport %s%s%s", c->rank, c->nranks, clbTransportName(c->transport),
+           c->transportDetail.empty() ? "" : ", ", c->transportDetail.c_str());
   return clbSuccess;
 }
 

@@ -72,6 +72,7 @@ struct clbComm {
   std::unique_ptr<clb::RingChannel> ring;
   std::unique_ptr<clb::cuda::DeviceWorld> device;  // set up at the first call on device memory
   std::string info;
+  std::string transportDetail;  // e.g. the verbs device, port, GID index and MTU ("" if none)
 
   ~clbComm();
   // Slow-path checks while waiting: abort, peer failure or death, timeout. `startMs` is when the

@@ -14,7 +14,7 @@
 
 namespace {
 
-const char* kTransportNames[] = {"auto", "shm", "socket"};
+const char* kTransportNames[] = {"auto", "shm", "socket", "verbs"};
 const char* kAlgoNames[] = {"auto", "ring", "direct", "none"};
 const char* kLogNames[] = {"off", "error", "warn", "info", "debug"};
 const char* kVersionCheckNames[] = {"warn", "strict", "exact"};
@@ -81,7 +81,7 @@ clbResult_t clbConfigInit(clbConfig_t* c) {
   c->versionCheck = CLB_DEFAULT_VERSION_CHECK;
   if (const char* v = getenv("COLIBRI_TRANSPORT"); v && *v) {
     int t = findName(v, kTransportNames, clbNumTransports);
-    if (t < 0) return clb::setError(clbInvalidArgument, "COLIBRI_TRANSPORT='%s' is not one of auto, shm, socket", v);
+    if (t < 0) return clb::setError(clbInvalidArgument, "COLIBRI_TRANSPORT='%s' is not one of auto, shm, socket, verbs", v);
     c->transport = t;
   }
   if (const char* v = getenv("COLIBRI_ALGORITHM"); v && *v) {
@@ -111,7 +111,7 @@ clbResult_t clbConfigInit(clbConfig_t* c) {
 
 clbResult_t clbTransportFromName(const char* name, int* t) {
   int v = name ? findName(name, kTransportNames, clbNumTransports) : -1;
-  if (v < 0 || !t) return clb::setError(clbInvalidArgument, "unknown transport '%s': use auto, shm or socket", name ? name : "(null)");
+  if (v < 0 || !t) return clb::setError(clbInvalidArgument, "unknown transport '%s': use auto, shm, socket or verbs", name ? name : "(null)");
   *t = v;
   return clbSuccess;
 }

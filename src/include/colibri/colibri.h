@@ -54,8 +54,13 @@ typedef enum {
 
 typedef enum { clbSum = 0, clbProd = 1, clbMin = 2, clbMax = 3, clbAvg = 4, clbNumOps = 5 } clbRedOp_t;
 
-/* Transport between ranks. Auto: shm between ranks on one host, socket otherwise. */
-typedef enum { clbTransportAuto = 0, clbTransportShm = 1, clbTransportSocket = 2, clbNumTransports = 3 } clbTransport_t;
+/* Transport between ranks. Auto: shm between ranks on one host, socket otherwise. Verbs: RDMA
+   (libibverbs loaded at run time, or the emulator with COLIBRI_VERBS_EMULATOR=1), ring only;
+   never chosen by auto. */
+typedef enum {
+  clbTransportAuto = 0, clbTransportShm = 1, clbTransportSocket = 2, clbTransportVerbs = 3,
+  clbNumTransports = 4
+} clbTransport_t;
 
 /* Algorithm of a collective. Auto picks by size (direct for small messages inside a host). */
 typedef enum {
@@ -123,7 +128,7 @@ CLB_API clbResult_t clbGetVersion(int* version);
 
 /* ---- configuration ---- */
 CLB_API clbResult_t clbConfigInit(clbConfig_t* config);
-/* Parses a transport / algorithm name ("auto", "shm", "socket"; "ring", "direct"). */
+/* Parses a transport / algorithm name ("auto", "shm", "socket", "verbs"; "ring", "direct"). */
 CLB_API clbResult_t clbTransportFromName(const char* name, int* transport);
 CLB_API clbResult_t clbAlgorithmFromName(const char* name, int* algorithm);
 CLB_API const char* clbAlgorithmName(int algorithm);

@@ -17,8 +17,11 @@ import java.util.Locale;
  */
 public enum Option {
   TRANSPORT("transport", "TRANSPORT", Kind.TRANSPORT, Transport.AUTO, 0, 0,
-      "Transport between ranks: `shm` (one host), `socket` (TCP, any hosts), or `auto`"
-          + " (shm between ranks on one host, socket otherwise)."),
+      "Transport between ranks: `shm` (one host), `socket` (TCP, any hosts), `verbs` (RDMA"
+          + " through libibverbs, or its emulator with COLIBRI_VERBS_EMULATOR=1; ring algorithm"
+          + " only; device, port and GID index from COLIBRI_VERBS_DEVICE, COLIBRI_VERBS_PORT and"
+          + " COLIBRI_VERBS_GID_INDEX), or `auto` (shm between ranks on one host, socket"
+          + " otherwise; never verbs)."),
   ALGORITHM("algorithm", "ALGORITHM", Kind.ALGORITHM, Algorithm.AUTO, 0, 0,
       "Algorithm forced for every collective: `ring`, `direct`, or `auto` (picked by message size"
           + " and topology)."),
@@ -118,7 +121,7 @@ public enum Option {
   public String validValues() {
     switch (kind) {
       case TRANSPORT:
-        return "auto, shm, socket";
+        return "auto, shm, socket, verbs";
       case ALGORITHM:
         return "auto, ring, direct";
       case LOG_LEVEL:

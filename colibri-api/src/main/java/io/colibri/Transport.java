@@ -12,7 +12,12 @@ public enum Transport {
   /** Shared memory; every rank must be on one host. */
   SHM(1),
   /** TCP sockets, any hosts. */
-  SOCKET(2);
+  SOCKET(2),
+  /**
+   * RDMA verbs (libibverbs loaded at run time; the emulator with {@code COLIBRI_VERBS_EMULATOR=1}),
+   * ring algorithm only; never picked by {@link #AUTO}.
+   */
+  VERBS(3);
 
   private final int code;
 
@@ -25,7 +30,7 @@ public enum Transport {
     return code;
   }
 
-  /** The lower-case name used by {@code COLIBRI_TRANSPORT} ("auto", "shm", "socket"). */
+  /** The lower-case name used by {@code COLIBRI_TRANSPORT} ("auto", "shm", "socket", "verbs"). */
   public String configName() {
     return name().toLowerCase(Locale.ROOT);
   }

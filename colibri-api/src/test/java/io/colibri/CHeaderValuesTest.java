@@ -98,7 +98,8 @@ class CHeaderValuesTest {
     for (int i = 0; i < algos.length; i++) {
       assertEquals(enumValue(algos[i]), Algorithm.values()[i].code(), algos[i]);
     }
-    String[] transports = {"clbTransportAuto", "clbTransportShm", "clbTransportSocket"};
+    String[] transports = {"clbTransportAuto", "clbTransportShm", "clbTransportSocket",
+        "clbTransportVerbs"};
     assertEquals(enumValue("clbNumTransports"), Transport.values().length);
     for (int i = 0; i < transports.length; i++) {
       assertEquals(enumValue(transports[i]), Transport.values()[i].code(), transports[i]);

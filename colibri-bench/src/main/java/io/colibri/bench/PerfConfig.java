@@ -93,7 +93,7 @@ final class PerfConfig {
         "  -o, --op OP             sum (default), prod, min, max, avg",
         "  -r, --root R            root of broadcast (default 0)",
         "How:",
-        "  --transport T           auto (default), shm, socket",
+        "  --transport T           auto (default), shm, socket, verbs",
         "  --algorithm A           auto (default), ring, direct",
         "  --timeout MS            a peer silent this long is an error (default: Colibri's, 60000)",
         "Output:",
@@ -473,7 +473,7 @@ final class PerfConfig {
         return t;
       }
     }
-    throw new UsageException("unknown transport '" + text + "': pass auto, shm or socket");
+    throw new UsageException("unknown transport '" + text + "': pass auto, shm, socket or verbs");
   }
 
   static Algorithm algorithm(String text) throws UsageException {

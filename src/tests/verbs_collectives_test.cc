@@ -1,0 +1,231 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Transport verbs through the C ABI: threads as ranks, the four collectives over the verbs
+// emulator (COLIBRI_VERBS_EMULATOR=1), checked element by element with the references of
+// collectives_test.cc; and the set-up failures every rank must report (no kernel RDMA support,
+// port down, algorithm direct) without hanging.
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "colibri/colibri.h"
+#include "transport/verbs/verbs_emu.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Sets (or, with NULL, unsets) an environment variable for the life of the object; the verbs
+// emulator reads its knobs again on both ends (it keeps them once read).
+class EnvVar {
+ public:
+  EnvVar(const char* name, const char* value) : name_(name) {
+    const char* old = getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+    clb::verbs::emu::resetConfig();
+  }
+  ~EnvVar() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+    clb::verbs::emu::resetConfig();
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+// Runs body(rank, comm) on nranks threads over transport verbs; returns each rank's init error
+// ("" when it succeeded).
+std::vector<std::string> runVerbs(int nranks, const std::function<void(int, clbComm_t)>& body,
+                                  int algorithm = clbAlgoRing, int64_t chunkBytes = 4096, int64_t timeoutMs = 20000) {
+  clbUniqueId id;
+  EXPECT_EQ(clbGetUniqueId(&id), clbSuccess) << clbGetLastError();
+  std::vector<std::thread> ts;
+  std::vector<std::string> errors(nranks);
+  for (int r = 0; r < nranks; r++) {
+    ts.emplace_back([&, r] {
+      clbConfig_t cfg;
+      clbConfigInit(&cfg);
+      cfg.transport = clbTransportVerbs;
+      cfg.algorithm = algorithm;
+      cfg.chunkBytes = chunkBytes;
+      cfg.timeoutMs = timeoutMs;
+      clbComm_t comm = nullptr;
+      if (clbCommInitRank(&comm, &id, r, nranks, &cfg) != clbSuccess) {
+        errors[r] = clbGetLastError();
+        if (errors[r].empty()) errors[r] = "(failed without a message)";
+        return;
+      }
+      body(r, comm);
+      clbCommDestroy(comm);
+    });
+  }
+  for (auto& t : ts) t.join();
+  return errors;
+}
+
+// The inputs of collectives_test.cc.
+int64_t input(int rank, size_t i) { return (int64_t)((rank + 1) * 1000003ull + i * 7919ull) % 2001 - 1000; }
+
+template <class T>
+void checkAllFour(int nranks, int r, clbComm_t comm, size_t count, clbDataType_t type) {
+  // allReduce sum (out of place) and max (in place).
+  std::vector<T> in(count), out(count, T(-7));
+  for (size_t i = 0; i < count; i++) in[i] = (T)input(r, i);
+  ASSERT_EQ(clbAllReduce(in.data(), out.data(), count, type, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();
+  for (size_t i = 0; i < count; i++) {
+    T want = 0;
+    for (int p = 0; p < nranks; p++) want += (T)input(p, i);
+    ASSERT_EQ(out[i], want) << "allReduce sum, rank " << r << " element " << i;
+  }
+  ASSERT_EQ(clbAllReduce(in.data(), in.data(), count, type, clbMax, comm, nullptr), clbSuccess) << clbGetLastError();
+  for (size_t i = 0; i < count; i++) {
+    T want = (T)input(0, i);
+    for (int p = 1; p < nranks; p++) want = std::max(want, (T)input(p, i));
+    ASSERT_EQ(in[i], want) << "allReduce max in place, rank " << r << " element " << i;
+  }
+  // allGather
+  std::vector<T> g(count * nranks, T(-7));
+  for (size_t i = 0; i < count; i++) in[i] = (T)input(r, i);
+  ASSERT_EQ(clbAllGather(in.data(), g.data(), count, type, comm, nullptr), clbSuccess) << clbGetLastError();
+  for (int p = 0; p < nranks; p++)
+    for (size_t i = 0; i < count; i++) ASSERT_EQ(g[p * count + i], (T)input(p, i)) << "allGather, rank " << r;
+  // reduceScatter (min): input nranks * count
+  std::vector<T> big(count * nranks), rs(count, T(-7));
+  for (size_t i = 0; i < big.size(); i++) big[i] = (T)input(r, i);
+  ASSERT_EQ(clbReduceScatter(big.data(), rs.data(), count, type, clbMin, comm, nullptr), clbSuccess) << clbGetLastError();
+  for (size_t i = 0; i < count; i++) {
+    T want = (T)input(0, r * count + i);
+    for (int p = 1; p < nranks; p++) want = std::min(want, (T)input(p, r * count + i));
+    ASSERT_EQ(rs[i], want) << "reduceScatter min, rank " << r << " element " << i;
+  }
+  // broadcast from the last rank
+  int root = nranks - 1;
+  std::vector<T> b(count, T(-7));
+  ASSERT_EQ(clbBroadcast(r == root ? in.data() : nullptr, b.data(), count, type, root, comm, nullptr), clbSuccess)
+      << clbGetLastError();
+  for (size_t i = 0; i < count; i++) ASSERT_EQ(b[i], (T)input(root, i)) << "broadcast, rank " << r;
+  int algo = -1;
+  clbCommLastAlgorithm(comm, &algo);
+  if (count > 0) {
+    EXPECT_EQ(algo, clbAlgoRing);
+  }
+}
+
+void expectNoErrors(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); r++) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+class VerbsCollectives : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+
+// chunkBytes 4096: 10007 int64 (80 KB) and 10007 float64 span many slot-sized messages.
+TEST_P(VerbsCollectives, AllFourOverEmulatorMatchReference) {
+  auto [nranks, count] = GetParam();
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  auto start = Clock::now();
+  expectNoErrors(runVerbs(nranks, [&, nranks = nranks, count = count](int r, clbComm_t comm) {
+    checkAllFour<int64_t>(nranks, r, comm, count, clbInt64);
+    checkAllFour<int32_t>(nranks, r, comm, count + 3, clbInt32);
+    checkAllFour<double>(nranks, r, comm, count, clbFloat64);  // integer values: exact
+  }));
+  double s = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_LT(s, 15.0) << "the emulated verbs suite took " << s << " s";
+}
+
+INSTANTIATE_TEST_SUITE_P(Emulator, VerbsCollectives,
+                         ::testing::Combine(::testing::Values(2, 3, 4),
+                                            ::testing::Values(size_t(0), size_t(1), size_t(7), size_t(10007))),
+                         [](const auto& info) {
+                           return "n" + std::to_string(std::get<0>(info.param)) + "_c" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(VerbsTransport, NameParsesAndInfoNamesTheEmulatorLink) {
+  int t = -1;
+  ASSERT_EQ(clbTransportFromName("verbs", &t), clbSuccess);
+  EXPECT_EQ(t, clbTransportVerbs);
+  EXPECT_STREQ(clbTransportName(clbTransportVerbs), "verbs");
+  {
+    EnvVar e("COLIBRI_TRANSPORT", "verbs");
+    clbConfig_t cfg;
+    ASSERT_EQ(clbConfigInit(&cfg), clbSuccess) << clbGetLastError();
+    EXPECT_EQ(cfg.transport, clbTransportVerbs);
+  }
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  std::vector<std::string> infos(2);
+  expectNoErrors(runVerbs(2, [&](int r, clbComm_t comm) {
+    char b[4096];
+    ASSERT_EQ(clbCommInfo(comm, b, sizeof b), clbSuccess);
+    infos[r] = b;
+  }));
+  for (auto& i : infos) {
+    EXPECT_NE(i.find("transport: verbs"), std::string::npos) << i;
+    EXPECT_NE(i.find("verbs (emulator): colibri_emu0 port 1, GID index"), std::string::npos) << i;
+    EXPECT_NE(i.find("path MTU 4096"), std::string::npos) << i;
+  }
+}
+
+// Every rank fails with the same message, quickly (no rank waits for another until the timeout).
+void expectAllFail(int nranks, const std::string& want, int algorithm = clbAlgoRing) {
+  auto start = Clock::now();
+  auto errors = runVerbs(nranks, [](int, clbComm_t) { ADD_FAILURE() << "init succeeded"; }, algorithm, 4096, 10000);
+  double s = std::chrono::duration<double>(Clock::now() - start).count();
+  for (int r = 0; r < nranks; r++) EXPECT_NE(errors[r].find(want), std::string::npos) << "rank " << r << ": " << errors[r];
+  EXPECT_LT(s, 5.0) << "failing init took " << s << " s";
+}
+
+TEST(VerbsTransport, WithoutEmulatorHereFailsOnEveryRankWithEnosys) {
+  struct stat st;
+  if (stat("/sys/class/infiniband_verbs", &st) == 0) GTEST_SKIP() << "this machine has kernel RDMA support";
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", nullptr);
+  void* h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    expectAllFail(2, "libibverbs");  // no library: the loader's message names the package
+    return;
+  }
+  dlclose(h);
+  for (int n : {2, 3}) expectAllFail(n, "ENOSYS: this kernel has no RDMA support loaded");
+}
+
+TEST(VerbsTransport, EmulatedNoKernelSupportFailsOnEveryRank) {
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  EnvVar nk("COLIBRI_VERBS_EMU_NO_KERNEL", "1");
+  expectAllFail(3, "ENOSYS: this kernel has no RDMA support loaded");
+}
+
+TEST(VerbsTransport, PortDownFailsOnEveryRank) {
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  EnvVar down("COLIBRI_VERBS_EMU_PORT_DOWN", "1");
+  expectAllFail(2, "not ACTIVE");
+}
+
+TEST(VerbsTransport, UnknownDeviceAndBadPortAreClear) {
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  {
+    EnvVar d("COLIBRI_VERBS_DEVICE", "mlx5_9");
+    expectAllFail(2, "no RDMA device named \"mlx5_9\"");
+  }
+  EnvVar p("COLIBRI_VERBS_PORT", "x");
+  expectAllFail(2, "COLIBRI_VERBS_PORT='x' is not an integer");
+}
+
+TEST(VerbsTransport, AlgorithmDirectIsRefused) {
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  expectAllFail(2, "algorithm direct needs the shm transport", clbAlgoDirect);
+}
+
+}  // namespace

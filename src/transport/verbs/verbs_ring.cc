@@ -1,0 +1,110 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Transport verbs at communicator init (see verbs_ring.h).
+#include "transport/verbs/verbs_ring.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "transport/verbs/verbs_channel.h"
+
+namespace clb {
+
+using verbs::VerbsApi;
+using verbs::VerbsChannel;
+using verbs::VerbsConnInfo;
+using verbs::VerbsOptions;
+
+namespace {
+
+// What every rank contributes to the connection exchange.
+struct Exchange {
+  int32_t status;  // clbResult_t of this rank's set-up
+  int32_t pad;
+  VerbsConnInfo send, recv;
+};
+
+clbResult_t envInt(const char* name, long lo, long hi, long* out, bool* set) {
+  *set = false;
+  const char* v = getenv(name);
+  if (!v || !*v) return clbSuccess;
+  char* end = nullptr;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (errno || !end || *end || x < lo || x > hi)
+    return setError(clbInvalidArgument, "%s='%s' is not an integer in %ld..%ld", name, v, lo, hi);
+  *out = x;
+  *set = true;
+  return clbSuccess;
+}
+
+clbResult_t optionsFromEnv(VerbsOptions* o, std::string* device) {
+  if (const char* d = getenv("COLIBRI_VERBS_DEVICE"); d && *d) {
+    *device = d;
+    o->deviceName = device->c_str();
+  }
+  long x = 0;
+  bool set = false;
+  CLB_CHECK(envInt("COLIBRI_VERBS_PORT", 1, 255, &x, &set));
+  if (set) o->port = (uint8_t)x;
+  CLB_CHECK(envInt("COLIBRI_VERBS_GID_INDEX", -1, 65535, &x, &set));
+  if (set) o->gidIndex = (int)x;
+  return clbSuccess;
+}
+
+}  // namespace
+
+clbResult_t createVerbsRing(clbComm* c, std::unique_ptr<RingChannel>* out, std::string* describe) {
+  const int n = c->nranks, r = c->rank;
+  const VerbsApi* api = nullptr;
+  VerbsOptions o;
+  std::string device;
+  std::unique_ptr<VerbsChannel> ch;
+  clbResult_t rc = optionsFromEnv(&o, &device);
+  if (rc == clbSuccess) rc = verbs::selectVerbsApi(&api);
+  if (rc == clbSuccess) rc = VerbsChannel::create(api, o, c, &ch);
+  std::string myError = rc != clbSuccess ? lastError() : std::string();
+
+  // Every rank learns every rank's outcome and infos, so that no rank waits for a failed one.
+  std::vector<Exchange> all(n);
+  memset(all.data(), 0, n * sizeof(Exchange));
+  all[r].status = rc;
+  if (ch) {
+    all[r].send = ch->sendSideInfo();
+    all[r].recv = ch->recvSideInfo();
+  }
+  CLB_CHECK(c->boot.allGather(all.data(), sizeof(Exchange)));
+  if (rc != clbSuccess) return setError(rc, "%s", myError.c_str());
+  for (int p = 0; p < n; p++)
+    if (all[p].status != clbSuccess)
+      return setError(clbRemoteError,
+                      "rank %d could not set up the verbs transport (see its error), so rank %d cannot use it "
+                      "either", p, r);
+
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  rc = ch->connect(all[next].recv, all[prev].send);
+  myError = rc != clbSuccess ? lastError() : std::string();
+  std::vector<int32_t> status(n, 0);
+  status[r] = rc;
+  CLB_CHECK(c->boot.allGather(status.data(), sizeof(int32_t)));
+  if (rc != clbSuccess) return setError(rc, "%s", myError.c_str());
+  for (int p = 0; p < n; p++)
+    if (status[p] != clbSuccess)
+      return setError(clbRemoteError,
+                      "rank %d could not connect its verbs queue pairs (see its error), so rank %d cannot use "
+                      "the verbs transport either", p, r);
+
+  char b[256];
+  ibv_context* ctx = ch->context();
+  const char* dev = ctx && ctx->device ? api->getDeviceName(ctx->device) : "?";
+  snprintf(b, sizeof b, "verbs%s: %s port %d, GID index %d, path MTU %d", strcmp(api->impl, "emulator") == 0 ? " (emulator)" : "",
+           dev ? dev : "?", (int)o.port, ch->gidIndex(), verbs::mtuBytes(ch->pathMtu()));
+  *describe = b;
+  *out = std::move(ch);
+  return clbSuccess;
+}
+
+}  // namespace clb

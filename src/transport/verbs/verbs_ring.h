@@ -1,0 +1,24 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Transport verbs at communicator init: this rank's VerbsChannel, connected through the
+// bootstrap. Declared without <infiniband/verbs.h> so that comm.cc compiles either way.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/comm.h"
+
+namespace clb {
+class RingChannel;
+
+// Creates the verbs ring channel of `c` (nranks > 1, bootstrap up): options from
+// COLIBRI_VERBS_DEVICE / COLIBRI_VERBS_PORT / COLIBRI_VERBS_GID_INDEX, the table from
+// selectVerbsApi (COLIBRI_VERBS_EMULATOR=1: the emulator), connection infos exchanged with one
+// bootstrap allGather (rank r's send side goes to rank r+1's receive side), connected, and every
+// rank's outcome exchanged once more, so all ranks fail together instead of one waiting for
+// another. `*describe`: "verbs (emulator): colibri_emu0 port 1, GID index 1, MTU 4096" or the
+// real device's.
+clbResult_t createVerbsRing(clbComm* c, std::unique_ptr<RingChannel>* out, std::string* describe);
+
+}  // namespace clb
