@@ -132,6 +132,54 @@ size_t usedOnGpu0() {  // device memory in use on GPU 0 (whole device; 2 MiB gra
   return total - freeB;
 }
 
+// One rank's GPU side: its GPU's primary context current on this thread, a non-blocking stream,
+// and send/receive buffers of `bytes` each (send zeroed: finite inputs for every type).
+struct RankGpu {
+  CUstream s = nullptr;
+  CUdeviceptr send = 0, recv = 0;
+  RankGpu(int gpu, size_t bytes) {
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK_CU(d->cuDeviceGet(&dev, gpu));
+    CHECK_CU(d->cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK_CU(d->cuCtxSetCurrent(ctx));
+    CHECK_CU(d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(d->cuMemAlloc(&send, bytes));
+    CHECK_CU(d->cuMemAlloc(&recv, bytes));
+    CHECK_CU(d->cuMemsetD8(send, 0, bytes));
+  }
+  ~RankGpu() {
+    d->cuMemFree(send);
+    d->cuMemFree(recv);
+  }
+};
+
+// One collective (0 allReduce, 1 allGather, 2 reduceScatter, 3 broadcast from rank 0) through
+// Colibri or NCCL, sum for the reductions; "" or the library's error message.
+std::string collective(int c, const void* in, void* out, size_t count, bool bf16, clbComm_t comm, nccl::Comm ncomm,
+                       CUstream s) {
+  if (ncomm) {
+    const int t = bf16 ? nccl::kBfloat16 : nccl::kFloat32;
+    int rc = 0;
+    switch (c) {
+      case 0: rc = nccl::allReduce(in, out, count, t, nccl::kSum, ncomm, s); break;
+      case 1: rc = nccl::allGather(in, out, count, t, ncomm, s); break;
+      case 2: rc = nccl::reduceScatter(in, out, count, t, nccl::kSum, ncomm, s); break;
+      case 3: rc = nccl::broadcast(in, out, count, t, 0, ncomm, s); break;
+    }
+    return rc ? nccl::errorString(rc) : "";
+  }
+  const clbDataType_t t = bf16 ? clbBfloat16 : clbFloat32;
+  clbResult_t rc = clbSuccess;
+  switch (c) {
+    case 0: rc = clbAllReduce(in, out, count, t, clbSum, comm, s); break;
+    case 1: rc = clbAllGather(in, out, count, t, comm, s); break;
+    case 2: rc = clbReduceScatter(in, out, count, t, clbSum, comm, s); break;
+    case 3: rc = clbBroadcast(in, out, count, t, 0, comm, s); break;
+  }
+  return rc == clbSuccess ? "" : clbGetLastError();
+}
+
 long rssKiB() {  // resident set of this process
   FILE* f = fopen("/proc/self/statm", "r");
   long pages = 0, rss = 0;
@@ -172,17 +220,8 @@ int footprint(int nranks, int ngpus, bool useNccl) {
   std::vector<std::thread> ts;
   for (int r = 0; r < nranks; r++)
     ts.emplace_back([&, r] {
-      CUdevice dev;
-      CUcontext ctx;
-      CHECK_CU(d->cuDeviceGet(&dev, r % ngpus));
-      CHECK_CU(d->cuDevicePrimaryCtxRetain(&ctx, dev));
-      CHECK_CU(d->cuCtxSetCurrent(ctx));
-      CUstream s;
-      CHECK_CU(d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-      CUdeviceptr sendb, recvb;
-      CHECK_CU(d->cuMemAlloc(&sendb, big * (size_t)nranks));
-      CHECK_CU(d->cuMemAlloc(&recvb, big * (size_t)nranks));
-      CHECK_CU(d->cuMemsetD8(sendb, 0, big * (size_t)nranks));
+      RankGpu g(r % ngpus, big * (size_t)nranks);
+      CUstream s = g.s;
       auto point = [&](int k, const std::string& label, clbComm_t comm) {  // every rank, then rank 0 measures
         CHECK_CU(d->cuStreamSynchronize(s));
         bar.wait();
@@ -218,23 +257,8 @@ int footprint(int nranks, int ngpus, bool useNccl) {
       point(1, "after init", comm);
       auto call = [&](int c, size_t bytes) {
         const size_t count = (c == 1 || c == 2) ? bytes / 4 / nranks : bytes / 4;
-        int rc = 0;
-        if (useNccl) {
-          switch (c) {
-            case 0: rc = nccl::allReduce((void*)sendb, (void*)recvb, count, nccl::kFloat32, nccl::kSum, ncomm, s); break;
-            case 1: rc = nccl::allGather((void*)sendb, (void*)recvb, count, nccl::kFloat32, ncomm, s); break;
-            case 2: rc = nccl::reduceScatter((void*)sendb, (void*)recvb, count, nccl::kFloat32, nccl::kSum, ncomm, s); break;
-            case 3: rc = nccl::broadcast((void*)sendb, (void*)recvb, count, nccl::kFloat32, 0, ncomm, s); break;
-          }
-        } else {
-          switch (c) {
-            case 0: rc = clbAllReduce((void*)sendb, (void*)recvb, count, clbFloat32, clbSum, comm, s); break;
-            case 1: rc = clbAllGather((void*)sendb, (void*)recvb, count, clbFloat32, comm, s); break;
-            case 2: rc = clbReduceScatter((void*)sendb, (void*)recvb, count, clbFloat32, clbSum, comm, s); break;
-            case 3: rc = clbBroadcast((void*)sendb, (void*)recvb, count, clbFloat32, 0, comm, s); break;
-          }
-        }
-        if (rc) fprintf(stderr, "rank %d %s: %s\n", r, names[c], useNccl ? nccl::errorString(rc) : clbGetLastError()), failures++;
+        std::string e = collective(c, (const void*)g.send, (void*)g.recv, count, false, comm, ncomm, s);
+        if (!e.empty()) fprintf(stderr, "rank %d %s: %s\n", r, names[c], e.c_str()), failures++;
       };
       for (int c = 0; c < 4; c++) {
         call(c, 8192);
@@ -257,8 +281,6 @@ int footprint(int nranks, int ngpus, bool useNccl) {
       bar.wait();
       if (useNccl) nccl::commDestroy(ncomm2), nccl::commDestroy(ncomm);
       else clbCommDestroy(comm2), clbCommDestroy(comm);
-      d->cuMemFree(sendb);
-      d->cuMemFree(recvb);
     });
   for (auto& t : ts) t.join();
   double cold = 0, warm = 0;
@@ -312,8 +334,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   const size_t esz = dtype == "float32" ? 4 : 2;
-  const clbDataType_t clbType = dtype == "float32" ? clbFloat32 : clbBfloat16;
-  const int ncclType = dtype == "float32" ? nccl::kFloat32 : nccl::kBfloat16;
   setvbuf(stdout, nullptr, _IOLBF, 0);  // a killed run keeps the sizes it finished
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   if (clb::cuda::driver(&d) != clbSuccess) {
@@ -365,17 +385,9 @@ int main(int argc, char** argv) {
   std::vector<std::thread> ts;
   for (int r = 0; r < nranks; r++)
     ts.emplace_back([&, r] {
-      CUdevice dev;
-      CUcontext ctx;
-      CHECK_CU(d->cuDeviceGet(&dev, r % ngpus));
-      CHECK_CU(d->cuDevicePrimaryCtxRetain(&ctx, dev));
-      CHECK_CU(d->cuCtxSetCurrent(ctx));
-      CUstream s;
-      CHECK_CU(d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-      CUdeviceptr sendb, recvb;
-      CHECK_CU(d->cuMemAlloc(&sendb, maxBytes * (size_t)nranks));
-      CHECK_CU(d->cuMemAlloc(&recvb, maxBytes * (size_t)nranks));
-      CHECK_CU(d->cuMemsetD8(sendb, 0, maxBytes * (size_t)nranks));  // finite inputs (bfloat16 zeros)
+      RankGpu g(r % ngpus, maxBytes * (size_t)nranks);
+      CUstream s = g.s;
+      const CUdeviceptr sendb = g.send, recvb = g.recv;
       bar.wait();
       if (r == 0) used0 = usedOnGpu0();
       bar.wait();
@@ -416,31 +428,8 @@ int main(int argc, char** argv) {
             if (c == 2) out = (void*)(sendb + (size_t)r * count * esz);
           }
           auto call = [&]() {
-            if (useNccl) {
-              int rc = 0;
-              switch (c) {
-                case 0: rc = nccl::allReduce(in, out, count, ncclType, nccl::kSum, ncomm, s); break;
-                case 1: rc = nccl::allGather(in, out, count, ncclType, ncomm, s); break;
-                case 2: rc = nccl::reduceScatter(in, out, count, ncclType, nccl::kSum, ncomm, s); break;
-                case 3: rc = nccl::broadcast(in, out, count, ncclType, 0, ncomm, s); break;
-              }
-              if (rc) {
-                fprintf(stderr, "rank %d: %s\n", r, nccl::errorString(rc));
-                failures++;
-              }
-              return;
-            }
-            clbResult_t rc = clbSuccess;
-            switch (c) {
-              case 0: rc = clbAllReduce(in, out, count, clbType, clbSum, comm, s); break;
-              case 1: rc = clbAllGather(in, out, count, clbType, comm, s); break;
-              case 2: rc = clbReduceScatter(in, out, count, clbType, clbSum, comm, s); break;
-              case 3: rc = clbBroadcast(in, out, count, clbType, 0, comm, s); break;
-            }
-            if (rc != clbSuccess) {
-              fprintf(stderr, "rank %d: %s\n", r, clbGetLastError());
-              failures++;
-            }
+            std::string e = collective(c, in, out, count, esz == 2, comm, ncomm, s);
+            if (!e.empty()) fprintf(stderr, "rank %d: %s\n", r, e.c_str()), failures++;
           };
           for (int w = 0; w < 5; w++) call();  // warm-up (and staging set-up)
           CHECK_CU(d->cuStreamSynchronize(s));
@@ -505,8 +494,6 @@ int main(int argc, char** argv) {
       bar.wait();
       if (useNccl) nccl::commDestroy(ncomm);
       else clbCommDestroy(comm);
-      d->cuMemFree(sendb);
-      d->cuMemFree(recvb);
     });
   for (auto& t : ts) t.join();
   return failures ? 1 : 0;
