@@ -3,15 +3,22 @@
 // Transport verbs through the C ABI: threads as ranks, the four collectives over the verbs
 // emulator (COLIBRI_VERBS_EMULATOR=1), checked element by element with the references of
 // collectives_test.cc; and the set-up failures every rank must report (no kernel RDMA support,
-// port down, algorithm direct) without hanging.
+// port down, algorithm direct) without hanging. The same collectives with ranks as processes (the
+// test binary spawned once per rank), and environment errors end to end through clbCommInitRank:
+// RLIMIT_MEMLOCK too low, a path MTU mismatch between hosts, a GID index without a RoCE v2 GID.
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -19,6 +26,8 @@
 
 #include "colibri/colibri.h"
 #include "transport/verbs/verbs_emu.h"
+
+extern char** environ;
 
 namespace {
 
@@ -227,5 +236,176 @@ TEST(VerbsTransport, AlgorithmDirectIsRefused) {
   EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   expectAllFail(2, "algorithm direct needs the shm transport", clbAlgoDirect);
 }
+
+// ---- ranks as processes ----
+// The parent creates the unique id (its process hosts the bootstrap root) and spawns the test
+// binary once per rank with a filter selecting VerbsProcesses.RankChild; the environment carries
+// the rank, the rank count, the id in hex and what the child must check.
+const char* const kRankEnv = "COLIBRI_TEST_VERBS_RANK";
+const char* const kNranksEnv = "COLIBRI_TEST_VERBS_NRANKS";
+const char* const kIdEnv = "COLIBRI_TEST_VERBS_ID";
+const char* const kWantInfoEnv = "COLIBRI_TEST_VERBS_WANT_INFO";    // substring of clbCommInfo
+const char* const kWantErrorEnv = "COLIBRI_TEST_VERBS_WANT_ERROR";  // init must fail with this
+
+std::string toHex(const clbUniqueId& id) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < CLB_UNIQUE_ID_BYTES; i++) {
+    unsigned char b = (unsigned char)id.internal[i];
+    s += d[b >> 4];
+    s += d[b & 15];
+  }
+  return s;
+}
+
+bool fromHex(const std::string& s, clbUniqueId* id) {
+  if (s.size() != 2 * CLB_UNIQUE_ID_BYTES) return false;
+  auto nib = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  for (int i = 0; i < CLB_UNIQUE_ID_BYTES; i++) {
+    int hi = nib(s[2 * i]), lo = nib(s[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    id->internal[i] = (char)(hi * 16 + lo);
+  }
+  return true;
+}
+
+TEST(VerbsProcesses, RankChild) {
+  const char* rankStr = getenv(kRankEnv);
+  if (!rankStr) GTEST_SKIP() << "runs only as a rank process of the VerbsProcesses tests";
+  const int r = atoi(rankStr), nranks = atoi(getenv(kNranksEnv));
+  clbUniqueId id;
+  ASSERT_TRUE(fromHex(getenv(kIdEnv), &id)) << "bad " << kIdEnv;
+  clbConfig_t cfg;
+  clbConfigInit(&cfg);
+  cfg.transport = clbTransportVerbs;
+  cfg.algorithm = clbAlgoRing;
+  cfg.chunkBytes = 4096;
+  cfg.timeoutMs = 20000;
+  clbComm_t comm = nullptr;
+  clbResult_t rc = clbCommInitRank(&comm, &id, r, nranks, &cfg);
+  if (const char* want = getenv(kWantErrorEnv)) {
+    ASSERT_NE(rc, clbSuccess) << "rank " << r << ": init succeeded, expected an error with: " << want;
+    std::string e = clbGetLastError();
+    // Several required substrings, separated by '|'.
+    const std::string w = want;
+    for (size_t b = 0; b <= w.size();) {
+      size_t n = w.find('|', b);
+      if (n == std::string::npos) n = w.size();
+      std::string part = w.substr(b, n - b);
+      EXPECT_NE(e.find(part), std::string::npos) << "rank " << r << " wants \"" << part << "\" in: " << e;
+      b = n + 1;
+    }
+    return;
+  }
+  ASSERT_EQ(rc, clbSuccess) << "rank " << r << ": " << clbGetLastError();
+  if (const char* want = getenv(kWantInfoEnv)) {
+    char b[4096];
+    ASSERT_EQ(clbCommInfo(comm, b, sizeof b), clbSuccess);
+    EXPECT_NE(std::string(b).find(want), std::string::npos) << "rank " << r << " info: " << b;
+  }
+  for (size_t count : {size_t(1), size_t(7), size_t(1001), size_t(10007)}) {
+    checkAllFour<int64_t>(nranks, r, comm, count, clbInt64);
+    checkAllFour<int32_t>(nranks, r, comm, count + 2, clbInt32);
+    checkAllFour<double>(nranks, r, comm, count, clbFloat64);  // integer values: exact
+    if (HasFatalFailure()) break;
+  }
+  clbCommDestroy(comm);
+}
+
+// Spawns nranks rank processes (env: the common extras plus perRank[r]) and waits for them all,
+// killing every one still running at the deadline. Each must exit 0.
+void runRankProcesses(int nranks, const std::vector<std::string>& common,
+                      const std::vector<std::vector<std::string>>& perRank = {}, double timeoutS = 30.0) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess) << clbGetLastError();
+  const std::string hex = toHex(id);
+  std::vector<pid_t> pids(nranks, -1);
+  for (int r = 0; r < nranks; r++) {
+    std::vector<std::string> extra = {std::string(kRankEnv) + "=" + std::to_string(r),
+                                      std::string(kNranksEnv) + "=" + std::to_string(nranks),
+                                      std::string(kIdEnv) + "=" + hex};
+    extra.insert(extra.end(), common.begin(), common.end());
+    if (r < (int)perRank.size()) extra.insert(extra.end(), perRank[r].begin(), perRank[r].end());
+    std::vector<char*> env;
+    for (char** e = environ; *e; e++) {
+      std::string kv = *e;
+      bool overridden = false;
+      for (auto& x : extra)
+        if (kv.compare(0, x.find('=') + 1, x, 0, x.find('=') + 1) == 0) overridden = true;
+      if (!overridden) env.push_back(*e);
+    }
+    for (auto& x : extra) env.push_back(const_cast<char*>(x.c_str()));
+    env.push_back(nullptr);
+    std::string filter = "--gtest_filter=VerbsProcesses.RankChild";
+    char exe[] = "/proc/self/exe";
+    char* argv[] = {exe, const_cast<char*>(filter.c_str()), nullptr};
+    int e = posix_spawn(&pids[r], "/proc/self/exe", nullptr, nullptr, argv, env.data());
+    if (e != 0) {
+      ADD_FAILURE() << "posix_spawn of rank " << r << ": " << strerror(e);
+      pids[r] = -1;
+    }
+  }
+  auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeoutS));
+  std::vector<int> status(nranks, 0);
+  std::vector<bool> done(nranks, false);
+  for (int r = 0; r < nranks; r++) done[r] = pids[r] < 0;
+  while (Clock::now() < end && std::find(done.begin(), done.end(), false) != done.end()) {
+    for (int r = 0; r < nranks; r++)
+      if (!done[r] && waitpid(pids[r], &status[r], WNOHANG) == pids[r]) done[r] = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (int r = 0; r < nranks; r++) {
+    if (pids[r] < 0) continue;
+    if (!done[r]) {
+      kill(pids[r], SIGKILL);
+      waitpid(pids[r], &status[r], 0);
+      ADD_FAILURE() << "rank process " << r << " did not exit within " << timeoutS << " s (killed)";
+      continue;
+    }
+    EXPECT_TRUE(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0)
+        << "rank process " << r << " failed (status " << status[r] << "; its output is above)";
+  }
+}
+
+class VerbsProcessCollectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(VerbsProcessCollectives, AllFourOverEmulatorMatchReference) {
+  auto start = Clock::now();
+  runRankProcesses(GetParam(), {"COLIBRI_VERBS_EMULATOR=1"});
+  double s = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_LT(s, 25.0) << "the emulated verbs suite in processes took " << s << " s";
+}
+
+INSTANTIATE_TEST_SUITE_P(Emulator, VerbsProcessCollectives, ::testing::Values(2, 3),
+                         [](const auto& info) { return "n" + std::to_string(info.param); });
+
+// ---- environment errors, end to end through clbCommInitRank (issue #5) ----
+
+// RLIMIT_MEMLOCK too low: the emulator's per-process byte limit makes ibv_reg_mr fail with ENOMEM
+// on every rank process; the message names the limit and the fixes.
+TEST(VerbsEnvironment, MemlockTooLowNamesRlimitAndTheFix) {
+  runRankProcesses(2, {"COLIBRI_VERBS_EMULATOR=1", "COLIBRI_VERBS_EMU_MEMLOCK_BYTES=1",
+                       std::string(kWantErrorEnv) +
+                           "=RLIMIT_MEMLOCK|ulimit -l unlimited|limits.conf|--ulimit memlock=-1"});
+}
+
+// Different active MTUs on the emulated hosts: the path MTU is the minimum, and the collectives
+// still work.
+TEST(VerbsEnvironment, PathMtuMismatchUsesTheMinimum) {
+  runRankProcesses(2, {"COLIBRI_VERBS_EMULATOR=1", std::string(kWantInfoEnv) + "=path MTU 1024"},
+                   {{"COLIBRI_VERBS_EMU_MTU=1024"}, {"COLIBRI_VERBS_EMU_MTU=4096"}});
+}
+
+// A GID index that names no usable RoCE v2 GID (an empty entry, one past the table): the message
+// says to set COLIBRI_VERBS_GID_INDEX.
+TEST(VerbsEnvironment, BadGidIndexNamesTheVariable) {
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  for (const char* idx : {"5", "60000"}) {
+    EnvVar g("COLIBRI_VERBS_GID_INDEX", idx);
+    expectAllFail(2, "set COLIBRI_VERBS_GID_INDEX to the index of a RoCE v2 GID");
+  }
+}
+
+// Port not ACTIVE: VerbsTransport.PortDownFailsOnEveryRank.
 
 }  // namespace

@@ -110,8 +110,10 @@ clbResult_t VerbsChannel::newRegion(size_t bytes, int access, std::unique_ptr<Re
   if (!r->mr) {
     int e = errno;
     if (e == ENOMEM)
-      return setSysError(e, "verbs (%s): ibv_reg_mr of %zu bytes failed: the locked-memory limit is too low "
-                         "(raise `ulimit -l`, e.g. LimitMEMLOCK=infinity or --ulimit memlock=-1 in containers)",
+      return setSysError(e, "verbs (%s): ibv_reg_mr of %zu bytes failed: the locked-memory limit RLIMIT_MEMLOCK "
+                         "is too low. Fix: `ulimit -l unlimited` in the launching shell (as root for the hard "
+                         "limit: `* - memlock unlimited` in /etc/security/limits.conf), systemd "
+                         "LimitMEMLOCK=infinity, containers --ulimit memlock=-1",
                          api_->impl, rounded);
     return setSysError(e, "verbs (%s): ibv_reg_mr of %zu bytes failed", api_->impl, rounded);
   }
@@ -166,12 +168,19 @@ clbResult_t VerbsChannel::open() {
     }
     if (best < 0 || (api_->queryGidEx && bestScore < 4))
       return setError(clbUnsupported, "verbs: port %d of %s has no RoCE v2 GID: give the interface an IP address, "
-                      "or choose a GID index explicitly (show_gids lists them)", o_.port, devName.c_str());
+                      "or set COLIBRI_VERBS_GID_INDEX to the index of a RoCE v2 GID (`show_gids` lists them)",
+                      o_.port, devName.c_str());
     gidIndex_ = best;
   }
   ibv_gid gid;
   memset(&gid, 0, sizeof gid);
   rc = api_->queryGid(ctx_, o_.port, gidIndex_, &gid);
+  static const ibv_gid kZeroGid = {};
+  if (o_.gidIndex >= 0 && (rc || (pa.link_layer == IBV_LINK_LAYER_ETHERNET && memcmp(&gid, &kZeroGid, sizeof gid) == 0)))
+    return setError(clbInvalidArgument, "verbs: GID index %d of %s port %d %s (the table has %d entries): set "
+                    "COLIBRI_VERBS_GID_INDEX to the index of a RoCE v2 GID (`show_gids` lists them), or unset it "
+                    "to choose one automatically", gidIndex_, devName.c_str(), o_.port,
+                    rc ? "cannot be queried" : "is empty", pa.gid_tbl_len);
   if (rc) return setSysError(rc, "verbs: ibv_query_gid(%s, port %d, index %d) failed", devName.c_str(), o_.port, gidIndex_);
 
   pd_ = api_->allocPd(ctx_);
