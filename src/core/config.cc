@@ -25,6 +25,11 @@ int findName(const char* v, const char* const* names, int n) {
   return -1;
 }
 
+
+}  // namespace
+
+namespace clb {
+
 clbResult_t envInt(const char* name, int64_t lo, int64_t hi, int64_t* out) {
   const char* v = getenv(name);
   if (!v || !*v) return clbSuccess;
@@ -37,10 +42,6 @@ clbResult_t envInt(const char* name, int64_t lo, int64_t hi, int64_t* out) {
   *out = x;
   return clbSuccess;
 }
-
-}  // namespace
-
-namespace clb {
 
 clbResult_t validateConfig(const clbConfig_t& c) {
   auto bad = [](const char* what, long long v, long long lo, long long hi) {
@@ -95,12 +96,12 @@ clbResult_t clbConfigInit(clbConfig_t* c) {
     c->logLevel = l;
   }
   int64_t x = c->pipelineDepth;
-  if (clbResult_t rc = envInt("COLIBRI_PIPELINE_DEPTH", clb::kMinDepth, clb::kMaxDepth, &x)) return rc;
+  if (clbResult_t rc = clb::envInt("COLIBRI_PIPELINE_DEPTH", clb::kMinDepth, clb::kMaxDepth, &x)) return rc;
   c->pipelineDepth = (int)x;
-  if (clbResult_t rc = envInt("COLIBRI_CHUNK_BYTES", clb::kMinChunk, clb::kMaxChunk, &c->chunkBytes)) return rc;
-  if (clbResult_t rc = envInt("COLIBRI_DIRECT_MAX_BYTES", 0, clb::kMaxDirect, &c->directMaxBytes)) return rc;
-  if (clbResult_t rc = envInt("COLIBRI_STAGING_CAP_BYTES", clb::kMinCap, clb::kMaxCap, &c->stagingCapBytes)) return rc;
-  if (clbResult_t rc = envInt("COLIBRI_TIMEOUT_MS", 1, clb::kMaxTimeoutMs, &c->timeoutMs)) return rc;
+  if (clbResult_t rc = clb::envInt("COLIBRI_CHUNK_BYTES", clb::kMinChunk, clb::kMaxChunk, &c->chunkBytes)) return rc;
+  if (clbResult_t rc = clb::envInt("COLIBRI_DIRECT_MAX_BYTES", 0, clb::kMaxDirect, &c->directMaxBytes)) return rc;
+  if (clbResult_t rc = clb::envInt("COLIBRI_STAGING_CAP_BYTES", clb::kMinCap, clb::kMaxCap, &c->stagingCapBytes)) return rc;
+  if (clbResult_t rc = clb::envInt("COLIBRI_TIMEOUT_MS", 1, clb::kMaxTimeoutMs, &c->timeoutMs)) return rc;
   if (const char* v = getenv("COLIBRI_VERSION_CHECK"); v && *v) {
     int k = findName(v, kVersionCheckNames, clbNumVersionChecks);
     if (k < 0) return clb::setError(clbInvalidArgument, "COLIBRI_VERSION_CHECK='%s' is not one of warn, strict, exact", v);

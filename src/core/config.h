@@ -16,4 +16,8 @@ constexpr int64_t kMaxTimeoutMs = 24LL * 3600 * 1000;
 
 clbResult_t validateConfig(const clbConfig_t& c);
 
+// Reads the integer environment variable `name` into *out, which stays as it is when the
+// variable is unset or empty; anything but an integer in lo..hi is INVALID_ARGUMENT naming it.
+clbResult_t envInt(const char* name, int64_t lo, int64_t hi, int64_t* out);
+
 }  // namespace clb

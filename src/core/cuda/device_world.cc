@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "core/comm.h"
+#include "core/config.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
@@ -92,27 +93,26 @@ class CtxScope {
   bool switched_ = false;
 };
 
-size_t envBytes(const char* name, size_t dflt) {
-  const char* v = getenv(name);
-  if (!v || !*v) return dflt;
-  char* end = nullptr;
-  unsigned long long x = strtoull(v, &end, 10);
-  return end && !*end ? (size_t)x : dflt;
-}
 }  // namespace
 
 DeviceWorld::DeviceWorld(clbComm* comm) : comm_(comm) {
+  // Environment knobs are read once; a bad value is reported by the first device call.
   if (const char* v = getenv("COLIBRI_DEVICE_PATH"); v && *v) {
     if (!strcasecmp(v, "ll")) path_ = DevicePath::kLL;
     else if (!strcasecmp(v, "staged")) path_ = DevicePath::kStaged;
     else if (!strcasecmp(v, "direct")) path_ = DevicePath::kDirect;
-    else if (strcasecmp(v, "auto") != 0) pathError_ = v;
+    else if (strcasecmp(v, "auto") != 0)
+      configError_ = std::string("COLIBRI_DEVICE_PATH='") + v + "' is not one of auto, ll, staged, direct";
   }
-  directMin_ = envBytes("COLIBRI_DEVICE_DIRECT_MIN_BYTES", kDefaultDirectMin);
   // LL lines carry 8 data bytes in 16, in two halves: the buffer is 4 x ranks x llMax_ bytes.
   // By default at most 256 KiB per destination and 6 MiB in all (192 KiB with 8 ranks).
-  const size_t dflt = std::min<size_t>(kDefaultLLMax, kLLBufferCap / (4 * (size_t)comm->nranks) / 4096 * 4096);
-  llMax_ = std::min(envBytes("COLIBRI_DEVICE_LL_MAX_BYTES", dflt), kMaxLL);
+  int64_t directMin = kDefaultDirectMin;
+  int64_t llMax = std::min<size_t>(kDefaultLLMax, kLLBufferCap / (4 * (size_t)comm->nranks) / 4096 * 4096);
+  if (envInt("COLIBRI_DEVICE_DIRECT_MIN_BYTES", 0, INT64_MAX, &directMin) != clbSuccess ||
+      envInt("COLIBRI_DEVICE_LL_MAX_BYTES", 0, (int64_t)kMaxLL, &llMax) != clbSuccess)
+    configError_ = clbGetLastError();
+  directMin_ = (size_t)directMin;
+  llMax_ = (size_t)llMax;
 }
 
 DeviceWorld::~DeviceWorld() { release(); }
@@ -429,9 +429,7 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
     return setError(clbInvalidArgument,
                     "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "
                     "communicator per GPU", comm_->rank, ordinal, ordinal_);
-  if (!pathError_.empty())
-    return setError(clbInvalidArgument, "COLIBRI_DEVICE_PATH='%s' is not one of auto, ll, staged, direct",
-                    pathError_.c_str());
+  if (!configError_.empty()) return setError(clbInvalidArgument, "%s", configError_.c_str());
   if (!flags_) CLB_CHECK(setUp(ordinal, stream));
   if (*hostError_)
     return setError(clbTimeout,

@@ -65,7 +65,7 @@ class DeviceWorld {
   const Driver* d_ = nullptr;
   Kernels kernels_;
   CUfunction staged_ = nullptr, direct_ = nullptr, ll_ = nullptr;
-  std::string pathError_;         // COLIBRI_DEVICE_PATH had an unknown value
+  std::string configError_;       // a COLIBRI_DEVICE_* variable had a bad value
   CUcontext ctx_ = nullptr;
   CUdevice dev_ = 0;
   int ordinal_ = -1;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "transport/verbs/verbs_channel.h"
 
@@ -27,31 +28,16 @@ struct Exchange {
   VerbsConnInfo send, recv;
 };
 
-clbResult_t envInt(const char* name, long lo, long hi, long* out, bool* set) {
-  *set = false;
-  const char* v = getenv(name);
-  if (!v || !*v) return clbSuccess;
-  char* end = nullptr;
-  errno = 0;
-  long x = strtol(v, &end, 10);
-  if (errno || !end || *end || x < lo || x > hi)
-    return setError(clbInvalidArgument, "%s='%s' is not an integer in %ld..%ld", name, v, lo, hi);
-  *out = x;
-  *set = true;
-  return clbSuccess;
-}
-
 clbResult_t optionsFromEnv(VerbsOptions* o, std::string* device) {
   if (const char* d = getenv("COLIBRI_VERBS_DEVICE"); d && *d) {
     *device = d;
     o->deviceName = device->c_str();
   }
-  long x = 0;
-  bool set = false;
-  CLB_CHECK(envInt("COLIBRI_VERBS_PORT", 1, 255, &x, &set));
-  if (set) o->port = (uint8_t)x;
-  CLB_CHECK(envInt("COLIBRI_VERBS_GID_INDEX", -1, 65535, &x, &set));
-  if (set) o->gidIndex = (int)x;
+  int64_t port = o->port, gid = o->gidIndex;
+  CLB_CHECK(envInt("COLIBRI_VERBS_PORT", 1, 255, &port));
+  CLB_CHECK(envInt("COLIBRI_VERBS_GID_INDEX", -1, 65535, &gid));
+  o->port = (uint8_t)port;
+  o->gidIndex = (int)gid;
   return clbSuccess;
 }
 
