@@ -8,6 +8,8 @@
 // RLIMIT_MEMLOCK too low, a path MTU mismatch between hosts, a GID index without a RoCE v2 GID.
 #include <gtest/gtest.h>
 
+#include "tests/test_fd_io.h"
+
 #include <dlfcn.h>
 #include <signal.h>
 #include <spawn.h>
@@ -326,39 +328,16 @@ void runRankProcesses(int nranks, const std::vector<std::string>& common,
                                       std::string(kIdEnv) + "=" + hex};
     extra.insert(extra.end(), common.begin(), common.end());
     if (r < (int)perRank.size()) extra.insert(extra.end(), perRank[r].begin(), perRank[r].end());
-    std::vector<char*> env;
-    for (char** e = environ; *e; e++) {
-      std::string kv = *e;
-      bool overridden = false;
-      for (auto& x : extra)
-        if (kv.compare(0, x.find('=') + 1, x, 0, x.find('=') + 1) == 0) overridden = true;
-      if (!overridden) env.push_back(*e);
-    }
-    for (auto& x : extra) env.push_back(const_cast<char*>(x.c_str()));
-    env.push_back(nullptr);
-    std::string filter = "--gtest_filter=VerbsProcesses.RankChild";
-    char exe[] = "/proc/self/exe";
-    char* argv[] = {exe, const_cast<char*>(filter.c_str()), nullptr};
-    int e = posix_spawn(&pids[r], "/proc/self/exe", nullptr, nullptr, argv, env.data());
-    if (e != 0) {
-      ADD_FAILURE() << "posix_spawn of rank " << r << ": " << strerror(e);
-      pids[r] = -1;
-    }
+    pids[r] = clb::test::spawnSelf("VerbsProcesses.RankChild", extra);
+    if (pids[r] < 0) ADD_FAILURE() << "could not start rank process " << r;
   }
-  auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeoutS));
+  // One deadline for all ranks.
+  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeoutS));
   std::vector<int> status(nranks, 0);
-  std::vector<bool> done(nranks, false);
-  for (int r = 0; r < nranks; r++) done[r] = pids[r] < 0;
-  while (Clock::now() < end && std::find(done.begin(), done.end(), false) != done.end()) {
-    for (int r = 0; r < nranks; r++)
-      if (!done[r] && waitpid(pids[r], &status[r], WNOHANG) == pids[r]) done[r] = true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
   for (int r = 0; r < nranks; r++) {
     if (pids[r] < 0) continue;
-    if (!done[r]) {
-      kill(pids[r], SIGKILL);
-      waitpid(pids[r], &status[r], 0);
+    const int left = (int)std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count());
+    if (!clb::test::waitOrKill(pids[r], left, &status[r])) {
       ADD_FAILURE() << "rank process " << r << " did not exit within " << timeoutS << " s (killed)";
       continue;
     }

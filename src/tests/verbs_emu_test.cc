@@ -1667,28 +1667,13 @@ TEST_F(VerbsEmu, WriteWithImmAcrossProcesses) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   fcntl(sv[0], F_SETFD, FD_CLOEXEC);
-  std::string fdEnv = std::string(kPeerFdEnv) + "=" + std::to_string(sv[1]);
-  std::vector<char*> env;
-  for (char** e = environ; *e; e++) env.push_back(*e);
-  env.push_back(const_cast<char*>(fdEnv.c_str()));
-  env.push_back(nullptr);
-  std::string filter = "--gtest_filter=VerbsEmu.ProcessPeerSide";
-  char exe[] = "/proc/self/exe";
-  char* argv[] = {exe, const_cast<char*>(filter.c_str()), nullptr};
-  pid_t pid;
-  ASSERT_EQ(posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, env.data()), 0);
+  const pid_t pid = clb::test::spawnSelf("VerbsEmu.ProcessPeerSide", {std::string(kPeerFdEnv) + "=" + std::to_string(sv[1])});
+  ASSERT_GT(pid, 0);
   close(sv[1]);
   exchangeAndTransfer(sv[0], true);
   close(sv[0]);
   int status = 0;
-  auto end = Clock::now() + Ms(15000);
-  pid_t w = 0;
-  while ((w = waitpid(pid, &status, WNOHANG)) == 0 && Clock::now() < end) std::this_thread::sleep_for(Ms(5));
-  if (w == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    FAIL() << "the peer process did not exit";
-  }
+  if (!clb::test::waitOrKill(pid, 15000, &status)) FAIL() << "the peer process did not exit";
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the peer process's checks failed (its output is above)";
 }
