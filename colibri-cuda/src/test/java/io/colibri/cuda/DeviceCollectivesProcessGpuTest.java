@@ -5,7 +5,6 @@ package io.colibri.cuda;
 
 import static org.junit.jupiter.api.Assertions.fail;
 
-import io.colibri.ColibriException;
 import io.colibri.Communicator;
 import io.colibri.UniqueId;
 import io.colibri.jni.Device;
@@ -24,7 +23,6 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Timeout;
@@ -49,15 +47,7 @@ class DeviceCollectivesProcessGpuTest {
 
   @BeforeEach
   void needsAGpu() {
-    String why = null;
-    try {
-      if (Device.count() == 0) {
-        why = "the CUDA driver sees no GPU";
-      }
-    } catch (ColibriException e) {
-      why = e.getMessage();
-    }
-    Assumptions.assumeTrue(why == null, "skipped, no GPU here: " + why);
+    DeviceCollectivesGpuTest.assumeAGpu();
   }
 
   @ParameterizedTest(name = "{0} ranks as processes")
