@@ -43,7 +43,8 @@ done
 for path in ll staged direct; do
   COLIBRI_DEVICE_PATH=$path run "colibri-n$ng-path-$path-graph" "$bench" --ranks "$ng" --max 16777216 --graph
 done
-# Several ranks on one GPU in one process: eager only (in graph mode this configuration hung twice
-# at the first size in this script, though not when run on its own; see docs/device.md).
-CUDA_VISIBLE_DEVICES=0 run "colibri-gpu0-n4" "$bench" --ranks 4 --max 67108864
+# Several ranks on one GPU in one process (NCCL refuses this), eager and graph mode.
+for mode in "" --graph; do
+  CUDA_VISIBLE_DEVICES=0 run "colibri-gpu0-n4${mode:+-graph}" "$bench" --ranks 4 --max 67108864 $mode
+done
 exit $status
