@@ -442,6 +442,34 @@ clbResult_t clbCommInfo(clbComm_t c, char* buf, size_t bytes) {
   return clbSuccess;
 }
 
+clbResult_t clbCommRegister(clbComm_t c, void* buff, size_t bytes, void** handle) {
+  clearError();
+  CLB_CHECK(checkComm(c));
+  if (handle) *handle = nullptr;
+  if (c->aborted) return setError(clbAborted, "the communicator was aborted: destroy it and create a new one");
+  if (c->failed)
+    return setError(clbInvalidUsage, "the communicator failed earlier and cannot be used: destroy it and create a "
+                    "new one. The first failure was: %s", c->failure.c_str());
+#ifdef CLB_HAVE_CUDA
+  if (!c->device) c->device = std::make_unique<clb::cuda::DeviceWorld>(c);
+  return c->device->registerBuffer(buff, bytes, handle);
+#else
+  (void)buff, (void)bytes;
+  return setError(clbUnsupported, "this libcolibri was built without CUDA: there is no device memory to register");
+#endif
+}
+
+clbResult_t clbCommDeregister(clbComm_t c, void* handle) {
+  clearError();
+  CLB_CHECK(checkComm(c));
+  if (!handle) return setError(clbInvalidArgument, "handle is NULL: pass what clbCommRegister returned");
+#ifdef CLB_HAVE_CUDA
+  if (c->device) return c->device->deregisterBuffer(handle);
+#endif
+  return setError(clbInvalidArgument, "rank %d: %p is not a registration of this communicator (it has none)", c->rank,
+                  handle);
+}
+
 }  // extern "C"
 
 #ifndef CLB_HAVE_CUDA

@@ -152,7 +152,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
   __shared__ const char* send[CLB_MAX_DEVICE_RANKS];
   __shared__ char* recv[CLB_MAX_DEVICE_RANKS];
   if (blockIdx.x == 0 && threadIdx.x == 0) {  // hand this call's buffers to every rank, then say so
-    for (int p = 0; p < n; p++) {
+    for (int p = 0; p < n && !a.given; p++) {
       reinterpret_cast<volatile unsigned long long*>(a.flags[p]->send[par])[r] = reinterpret_cast<unsigned long long>(a.in);
       reinterpret_cast<volatile unsigned long long*>(a.flags[p]->recv[par])[r] = reinterpret_cast<unsigned long long>(a.out);
     }
@@ -161,7 +161,12 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
   }
   if (threadIdx.x == 0) {
     ok = waitAll(a, me->posted, seq);
-    if (ok)
+    if (ok && a.given)
+      for (int p = 0; p < n; p++) {  // registered buffers, mapped here by the host
+        send[p] = a.peerIn[p];
+        recv[p] = a.peerOut[p];
+      }
+    else if (ok)
       for (int p = 0; p < n; p++) {  // local reads: every rank wrote its addresses here
         send[p] = reinterpret_cast<const char*>(reinterpret_cast<volatile unsigned long long*>(me->send[par])[p]);
         recv[p] = reinterpret_cast<char*>(reinterpret_cast<volatile unsigned long long*>(me->recv[par])[p]);

@@ -5,7 +5,7 @@
 // at run time (src/core/cuda/kernels.cc): nothing here links against the CUDA runtime.
 #pragma once
 
-#define CLB_KERNEL_ABI_VERSION 2
+#define CLB_KERNEL_ABI_VERSION 3
 // Inputs one reduction kernel launch can combine (ranks on one node beyond that take more passes).
 #define CLB_MAX_KERNEL_SRCS 16
 
@@ -30,8 +30,10 @@ struct ClbReduceArgs {
 //  staged: write the input into this rank's slot of every rank's staging (pushed: remote
 //          writes need no round trip), announce it, combine the slots of this rank's own
 //          staging in rank order into the output, announce that reading is done;
-//  direct: hand this call's buffer addresses to every rank, wait until every rank did, read the
-//          peers' buffers themselves (no copy in), wait until every rank finished reading.
+//  direct: hand this call's buffer addresses to every rank (or, across processes, take the mapped
+//          addresses of the peers' registered buffers from the host), wait until every rank
+//          posted, read the peers' buffers themselves (no copy in), wait until every rank
+//          finished reading.
 #define CLB_MAX_DEVICE_RANKS 16
 
 struct ClbDevFlags {
@@ -76,4 +78,9 @@ struct ClbDevCallArgs {
   int coll;         // CLB_DEV_*
   int twoShot;      // allReduce: reduce one segment per rank, then copy the others' (in place allowed)
   int elemSize;
+  // direct, ranks in several processes: every rank's buffers as mapped in this process (registered
+  // buffers, CUDA IPC), given by the host instead of handed over through the flag blocks.
+  int given;
+  const char* peerIn[CLB_MAX_DEVICE_RANKS];
+  char* peerOut[CLB_MAX_DEVICE_RANKS];
 };

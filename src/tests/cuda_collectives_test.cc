@@ -158,8 +158,12 @@ int gpuCount() {
 
 // How a test runs: COLIBRI_DEVICE_PATH (the library reads it when a communicator first touches
 // device memory) and CLB_TEST_SPREAD; both set before the rank threads or processes start.
+// "registered" and "mixed" (processes) run the auto path with registered buffers (CLB_TEST_REGISTER).
 void setPlacement(const std::string& path, bool spread) {
-  setenv("COLIBRI_DEVICE_PATH", path.c_str(), 1);
+  const bool reg = path == "registered" || path == "mixed";
+  setenv("COLIBRI_DEVICE_PATH", reg ? "auto" : path.c_str(), 1);
+  if (reg) setenv("CLB_TEST_REGISTER", path.c_str(), 1);
+  else unsetenv("CLB_TEST_REGISTER");
   setenv("CLB_TEST_SPREAD", spread ? "1" : "0", 1);
 }
 
@@ -189,7 +193,37 @@ void runThreads(int n, const std::function<std::string(const clbUniqueId&, int, 
   for (int r = 0; r < n; r++) EXPECT_EQ(errs[r], "") << "rank " << r;
 }
 
+// A registration that must fail on every rank because the last rank passes host memory: the last
+// rank is told why, the others which rank failed.
+std::string registrationFailsEverywhere(const Driver* d, clbComm_t comm, int rank, int n) {
+  std::vector<char> host(256);
+  CUdeviceptr dev = 0;
+  CU_OK(d->cuMemAlloc(&dev, 256));
+  void* handle = nullptr;
+  clbResult_t rc = clbCommRegister(comm, rank == n - 1 ? (void*)host.data() : (void*)dev, 256, &handle);
+  const std::string msg = clbGetLastError();
+  d->cuMemFree(dev);
+  const std::string want = rank == n - 1 ? "host memory" : "rank " + std::to_string(n - 1) + " could not register";
+  if (rc != clbInvalidArgument || handle || msg.find(want) == std::string::npos)
+    return "registering host memory on rank " + std::to_string(n - 1) + ": expected INVALID_ARGUMENT saying '" +
+           want + "', got " + std::to_string(rc) + ": " + msg;
+  return "";
+}
+
+// Two ranks make different large calls: with registrations every rank learns it by name, at once.
+std::string mismatchNamed(clbComm_t comm, int rank, CUdeviceptr send, CUdeviceptr recv, size_t count,
+                          CUstream stream) {
+  clbResult_t rc = clbAllReduce((void*)send, (void*)recv, rank == 0 ? count : count - 1, clbFloat32, clbSum, comm,
+                                stream);
+  const std::string msg = clbGetLastError();
+  if (rc != clbInvalidUsage || msg.find("rank 0 called allReduce") == std::string::npos)
+    return "mismatched calls: expected INVALID_USAGE naming rank 0's call, got " + std::to_string(rc) + ": " + msg;
+  return "";
+}
+
 // One rank's part: every call on its own stream back to back, then one synchronize and the checks.
+// With CLB_TEST_REGISTER (ranks as processes) every call's buffers are registered first; with
+// "mixed", rank 0 registers a spare buffer instead for odd calls, which then stage.
 std::string rankBody(const clbUniqueId& id, int rank, int n) {
   const Driver* d = gpu();
   if (!d) return "no GPU: " + why;
@@ -197,7 +231,7 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
   clbComm_t comm = nullptr;
   if (std::string e = setUpRank(d, id, rank, n, &stream, &comm); !e.empty()) return e;
   std::vector<Call> calls = theCalls();
-  struct Bufs { CUdeviceptr send, recv, recvView; size_t recvBytes; };
+  struct Bufs { CUdeviceptr send, recv, recvView; size_t sendBytes, recvBytes; };
   std::vector<Bufs> bufs;
   std::string err;
   for (size_t i = 0; i < calls.size() && err.empty(); i++) {
@@ -206,7 +240,8 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
     size_t inElems = c.coll == 3 ? c.count * n : c.count;
     size_t outElems = c.coll == 2 ? c.count * n : c.count;
     Bufs b{};
-    CU_OK(d->cuMemAlloc(&b.send, std::max(inElems, outElems) * esz));
+    b.sendBytes = std::max(inElems, outElems) * esz;
+    CU_OK(d->cuMemAlloc(&b.send, b.sendBytes));
     std::vector<uint8_t> in = makeInput(rank, inElems, c.type, (int)i);
     if (c.inPlace) {
       b.recv = b.send;
@@ -225,6 +260,23 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
     }
     b.recvBytes = outElems * esz;
     bufs.push_back(b);
+  }
+  const char* reg = getenv("CLB_TEST_REGISTER");
+  std::vector<void*> handles;
+  CUdeviceptr spare = 0;
+  if (reg && err.empty()) {
+    err = registrationFailsEverywhere(d, comm, rank, n);
+    CU_OK(d->cuMemAlloc(&spare, 1 << 20));
+    for (size_t i = 0; i < bufs.size() && err.empty(); i++) {
+      const bool other = !strcmp(reg, "mixed") && rank == 0 && i % 2;
+      for (int k = 0; k < (bufs[i].recv != bufs[i].send ? 2 : 1) && err.empty(); k++) {
+        void* h = nullptr;
+        void* p = other ? (void*)spare : (void*)(k ? bufs[i].recv : bufs[i].send);
+        size_t bytes = other ? (1 << 20) : k ? bufs[i].recvBytes : bufs[i].sendBytes;
+        if (clbCommRegister(comm, p, bytes, &h) != clbSuccess) err = std::string("register: ") + clbGetLastError();
+        handles.push_back(h);
+      }
+    }
   }
   for (size_t i = 0; i < calls.size() && err.empty(); i++) {
     const Call& c = calls[i];
@@ -257,10 +309,21 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
         break;
       }
   }
-  clbMemStats_t st;
-  clbCommMemStats(comm, &st);
   char info[2048];
   clbCommInfo(comm, info, sizeof info);
+  // The last call (a broadcast beyond LL) read the root's registered buffer in place.
+  if (err.empty() && reg && !strcmp(reg, "registered") && !strstr(info, "zero copy"))
+    err = std::string("registered buffers, but the last call did not go zero copy: ") + info;
+  if (err.empty() && reg) {
+    size_t big = 0;
+    while (big + 1 < calls.size() && calls[big].count != 3000001) big++;
+    err = mismatchNamed(comm, rank, bufs[big].send, bufs[big].recv, calls[big].count, stream);
+  }
+  // Half the registrations go now, the rest with the communicator.
+  for (size_t h = 0; h < handles.size() && err.empty(); h += 2)
+    if (clbCommDeregister(comm, handles[h]) != clbSuccess) err = std::string("deregister: ") + clbGetLastError();
+  clbMemStats_t st;
+  clbCommMemStats(comm, &st);
   if (rank == 0) printf("rank 0 of %d: device bytes held %lld (peak %lld)\n%s", n, (long long)st.deviceBytes,
                         (long long)st.devicePeakBytes, info);
   if (err.empty() && (st.deviceBytes <= 0 || st.deviceBytes > (16 << 20)))
@@ -270,6 +333,7 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
     d->cuMemFree(b.send);
     if (b.recv != b.send) d->cuMemFree(b.recv);
   }
+  if (spare) d->cuMemFree(spare);
   d->cuStreamDestroy(stream);
   return err;
 }
@@ -324,26 +388,29 @@ INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceThreads,
                                             ::testing::Values(true)),
                          placementName);
 
-// The body of one rank process (started by DeviceProcesses); skipped when run on its own.
+namespace {
+std::string graphRank(const clbUniqueId& id, int rank, int n);
+}
+
+// The body of one rank process (started by DeviceProcesses and DeviceProcessGraphs); skipped when
+// run on its own.
 TEST(DeviceChild, Rank) {
   const char* spec = getenv("CLB_DEVICE_CHILD");
   if (!spec) GTEST_SKIP() << "runs only as a child of DeviceProcesses";
-  int rank = 0, n = 0;
+  int rank = 0, n = 0, graph = 0;
   char idHex[2 * CLB_UNIQUE_ID_BYTES + 1] = {0};
-  ASSERT_EQ(sscanf(spec, "%d:%d:%256s", &rank, &n, idHex), 3);
-  EXPECT_EQ(rankBody(unhex(idHex), rank, n), "");
+  ASSERT_EQ(sscanf(spec, "%d:%d:%d:%256s", &rank, &n, &graph, idHex), 4);
+  EXPECT_EQ((graph ? graphRank : rankBody)(unhex(idHex), rank, n), "");
 }
 
-class DeviceProcesses : public ::testing::TestWithParam<Placement> {};
-
-TEST_P(DeviceProcesses, AllFourCollectivesThroughCudaIpc) {
-  SKIP_UNLESS_PLACED(GetParam());
-  const int n = std::get<0>(GetParam());
+// Starts n rank processes of this test binary (DeviceChild.Rank) and expects each to pass.
+void runProcesses(int n, bool graph) {
   clbUniqueId id;
   ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
   std::vector<pid_t> pids;
   for (int r = 0; r < n; r++) {
-    std::string env = "CLB_DEVICE_CHILD=" + std::to_string(r) + ":" + std::to_string(n) + ":" + hex(id);
+    std::string env = "CLB_DEVICE_CHILD=" + std::to_string(r) + ":" + std::to_string(n) + ":" +
+                      std::to_string(graph ? 1 : 0) + ":" + hex(id);
     std::vector<std::string> envs{env};
     for (char** e = environ; *e; e++) envs.push_back(*e);
     std::vector<char*> envp;
@@ -361,13 +428,23 @@ TEST_P(DeviceProcesses, AllFourCollectivesThroughCudaIpc) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank process " << r << " status " << status;
   }
 }
-// Across processes: LL and staged (direct needs one address space; asked for, it stages).
+
+class DeviceProcesses : public ::testing::TestWithParam<Placement> {};
+
+TEST_P(DeviceProcesses, AllFourCollectivesThroughCudaIpc) {
+  SKIP_UNLESS_PLACED(GetParam());
+  runProcesses(std::get<0>(GetParam()), false);
+}
+// Across processes: LL and staged, and direct on registered buffers ("registered": every rank's;
+// "mixed": rank 0's missing for odd calls, which stage).
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceProcesses,
-                         ::testing::Combine(::testing::Values(2, 4, 8), ::testing::Values("auto", "staged"),
+                         ::testing::Combine(::testing::Values(2, 4, 8),
+                                            ::testing::Values("auto", "staged", "registered", "mixed"),
                                             ::testing::Values(false)),
                          placementName);
 INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceProcesses,
-                         ::testing::Combine(::testing::Values(2, 4, 8), ::testing::Values("auto", "staged"),
+                         ::testing::Combine(::testing::Values(2, 4, 8),
+                                            ::testing::Values("auto", "staged", "registered", "mixed"),
                                             ::testing::Values(true)),
                          placementName);
 
@@ -385,13 +462,19 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
   std::vector<CUdeviceptr> in(calls), out(calls);
   std::vector<size_t> count(calls);
   size_t maxCount = 0;
-  for (int i = 0; i < calls; i++) {
-    count[i] = 1000 + 37 * i;
+  // Registered (rank processes): beyond the LL sizes, so the captured calls read in place.
+  const bool reg = getenv("CLB_TEST_REGISTER") != nullptr;
+  std::string err;
+  for (int i = 0; i < calls && err.empty(); i++) {
+    count[i] = (reg ? 70000 : 1000) + 37 * i;
     maxCount = std::max(maxCount, count[i]);
     CU_OK(d->cuMemAlloc(&in[i], count[i] * 4));
     CU_OK(d->cuMemAlloc(&out[i], count[i] * 4));
+    void* h = nullptr;
+    if (reg && (clbCommRegister(comm, (void*)in[i], count[i] * 4, &h) != clbSuccess ||
+                clbCommRegister(comm, (void*)out[i], count[i] * 4, &h) != clbSuccess))
+      err = std::string("register: ") + clbGetLastError();
   }
-  std::string err;
   // 1. Capturing before any staging exists: refused, and the communicator stays usable.
   CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
   clbResult_t rc = clbAllReduce((void*)in[0], (void*)out[0], count[0], clbFloat32, clbSum, comm, stream);
@@ -399,7 +482,7 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
   CUgraph g0 = nullptr;
   d->cuStreamEndCapture(stream, &g0);
   if (g0) d->cuGraphDestroy(g0);
-  if (rc != clbInvalidUsage || msg.find("CUDA graph") == std::string::npos)
+  if (err.empty() && (rc != clbInvalidUsage || msg.find("CUDA graph") == std::string::npos))
     err = "capture before set-up: expected INVALID_USAGE naming the graph, got " + std::to_string(rc) + ": " + msg;
   // 2. Warm up with the largest size, then capture 100 calls.
   if (err.empty() && clbAllReduce((void*)in[calls - 1], (void*)out[calls - 1], maxCount, clbFloat32, clbSum, comm,
@@ -440,6 +523,10 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
       }
     }
   }
+  char info[2048];
+  clbCommInfo(comm, info, sizeof info);
+  if (err.empty() && reg && !strstr(info, "last call direct (zero copy"))
+    err = std::string("registered buffers, but the captured calls did not go zero copy: ") + info;
   if (exec) d->cuGraphExecDestroy(exec);
   if (graph) d->cuGraphDestroy(graph);
   clbCommDestroy(comm);
@@ -466,6 +553,22 @@ INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceGraphs,
 INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceGraphs,
                          ::testing::Combine(::testing::Values(2, 4), ::testing::Values("ll", "staged", "direct"),
                                             ::testing::Values(true)),
+                         placementName);
+
+// The same with rank processes: LL and staging ("auto"), and registered buffers read in place.
+class DeviceProcessGraphs : public ::testing::TestWithParam<Placement> {};
+
+TEST_P(DeviceProcessGraphs, HundredCapturedAllReducesReplayWithNewData) {
+  SKIP_UNLESS_PLACED(GetParam());
+  runProcesses(std::get<0>(GetParam()), true);
+}
+INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceProcessGraphs,
+                         ::testing::Combine(::testing::Values(2), ::testing::Values("auto", "registered"),
+                                            ::testing::Values(true)),
+                         placementName);
+INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceProcessGraphs,
+                         ::testing::Combine(::testing::Values(2), ::testing::Values("registered"),
+                                            ::testing::Values(false)),
                          placementName);
 
 // Footprint and set-up time, printed for the results file (targets live in benchmarks, not here).

@@ -1,10 +1,14 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// colibri_device_bench: collectives on device memory, ranks as threads of this process sharing
-// the GPUs it sees (round robin), nccl-tests style table. Also measures the device-to-device copy
-// bandwidth of GPU 0 in the same run, the ceiling for anything on one GPU.
+// colibri_device_bench: collectives on device memory, ranks as threads of this process (or, with
+// --processes, as processes) sharing the GPUs it sees (round robin), nccl-tests style table. Also
+// measures the device-to-device copy bandwidth of GPU 0 in the same run, the ceiling for anything
+// on one GPU.
 //   colibri_device_bench [--ranks N] [--min BYTES] [--max BYTES] [--iters K] [--graph] [--nccl]
 //                        [--inplace] [--dtype float32|bfloat16] [--coll all|allreduce|...]
+//                        [--processes] [--register]
+// --register registers every rank's buffers (clbCommRegister) after init: with --processes the
+// ranks then read each other's buffers in place instead of staging.
 // --footprint prints device memory, host RSS and init times instead of the sweep (see footprint()).
 // --nccl runs the same sweep through NCCL (libnccl.so.2 loaded at run time, one rank per GPU)
 // instead of Colibri. Both print init time and the device memory in use on GPU 0 (cuMemGetInfo)
@@ -12,6 +16,8 @@
 // Time per call: every rank starts together, runs K calls on its own stream and synchronizes;
 // the slowest rank's time / K. With --graph the K calls are captured once and replayed.
 #include <dlfcn.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <atomic>
@@ -54,6 +60,25 @@ struct Barrier {
     }
   }
 };
+
+// What the ranks share: in memory mapped before any process is forked, so that ranks as
+// processes meet and report exactly as ranks as threads do.
+struct Shared {
+  Barrier bar;
+  double seconds[64], initMs[64];
+  std::atomic<int> failures{0};
+  size_t used0 = 0, usedInit = 0, usedFirst = 0, usedPeak = 0;
+  explicit Shared(int n) : bar(n) {}
+};
+
+Shared* makeShared(int n) {
+  void* m = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    perror("mmap");
+    exit(2);
+  }
+  return new (m) Shared(n);
+}
 
 double copyCeilingGBs() {
   CUdevice dev;
@@ -306,7 +331,7 @@ int footprint(int nranks, int ngpus, bool useNccl) {
 int main(int argc, char** argv) {
   int nranks = 2, iters = 50;
   size_t minBytes = 8, maxBytes = 64u << 20;
-  bool graph = false, useNccl = false, inPlace = false, foot = false;
+  bool graph = false, useNccl = false, inPlace = false, foot = false, procs = false, reg = false;
   std::string which = "all", dtype = "float32";
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
@@ -321,10 +346,13 @@ int main(int argc, char** argv) {
     else if (a == "--inplace") inPlace = true;
     else if (a == "--footprint") foot = true;
     else if (a == "--dtype") dtype = next();
+    else if (a == "--processes") procs = true;
+    else if (a == "--register") reg = true;
     else {
       fprintf(stderr,
               "usage: %s [--ranks N] [--min B] [--max B] [--iters K] [--graph] [--nccl] [--inplace] "
-              "[--dtype float32|bfloat16] [--coll all|allreduce|allgather|reducescatter|broadcast] [--footprint]\n",
+              "[--dtype float32|bfloat16] [--coll all|allreduce|allgather|reducescatter|broadcast] [--footprint] "
+              "[--processes] [--register]\n",
               argv[0]);
       return 2;
     }
@@ -336,6 +364,34 @@ int main(int argc, char** argv) {
   const size_t esz = dtype == "float32" ? 4 : 2;
   setvbuf(stdout, nullptr, _IOLBF, 0);  // a killed run keeps the sizes it finished
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  if (procs && (useNccl || foot || nranks > 64)) {
+    fprintf(stderr, "--processes works with Colibri's sweep of up to 64 ranks (not --nccl or --footprint)\n");
+    return 2;
+  }
+  Shared* sh = makeShared(nranks);
+  clbUniqueId id;
+  std::vector<pid_t> children;
+  int procRank = -1;  // with --processes: this process's rank (the parent only waits)
+  if (procs) {
+    // Fork before anything touches CUDA (a child cannot use a context its parent created).
+    if (clbGetUniqueId(&id) != clbSuccess) {
+      fprintf(stderr, "%s\n", clbGetLastError());
+      return 2;
+    }
+    for (int r = 0; r < nranks && procRank < 0; r++) {
+      pid_t pid = fork();
+      if (pid == 0) procRank = r;
+      else children.push_back(pid);
+    }
+    if (procRank < 0) {
+      int status = 0, bad = 0;
+      for (pid_t c : children) {
+        waitpid(c, &status, 0);
+        bad += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      }
+      return bad ? 1 : 0;
+    }
+  }
   if (clb::cuda::driver(&d) != clbSuccess) {
     fprintf(stderr, "%s\n", clbGetLastError());
     return 2;
@@ -360,13 +416,15 @@ int main(int argc, char** argv) {
     }
   }
   if (foot) return footprint(nranks, ngpus, useNccl);
-  printf("# colibri_device_bench: %s, %d ranks as threads on %d GPU(s) (%s), %s mode, %s, %s, %d iterations per size\n",
-         lib.c_str(), nranks, ngpus, name, graph ? "CUDA graph" : "eager", dtype.c_str(),
-         inPlace ? "in place" : "out of place", iters);
-  printf("# device-to-device copy on GPU 0 (1 GiB cuMemcpyDtoD): %.1f GB/s copied (the ceiling on one GPU)\n",
-         copyCeilingGBs());
-  clbUniqueId id;
-  if (useNccl) {
+  if (procRank <= 0) {
+    printf("# colibri_device_bench: %s, %d ranks as %s on %d GPU(s) (%s), %s mode, %s, %s, %d iterations per size%s\n",
+           lib.c_str(), nranks, procs ? "processes" : "threads", ngpus, name, graph ? "CUDA graph" : "eager",
+           dtype.c_str(), inPlace ? "in place" : "out of place", iters, reg ? ", registered buffers" : "");
+    printf("# device-to-device copy on GPU 0 (1 GiB cuMemcpyDtoD): %.1f GB/s copied (the ceiling on one GPU)\n",
+           copyCeilingGBs());
+  }
+  if (procs) {
+  } else if (useNccl) {
     int rc = nccl::getUniqueId(&nid);
     if (rc) {
       fprintf(stderr, "ncclGetUniqueId: %s\n", nccl::errorString(rc));
@@ -378,123 +436,141 @@ int main(int argc, char** argv) {
   }
   const char* names[] = {"allReduce", "allGather", "reduceScatter", "broadcast"};
   const double factor[] = {2.0 * (nranks - 1) / nranks, (nranks - 1.0) / nranks, (nranks - 1.0) / nranks, 1.0};
-  Barrier bar(nranks);
-  std::vector<double> seconds(nranks), initMs(nranks);
-  std::atomic<int> failures{0};
-  size_t used0 = 0, usedInit = 0, usedFirst = 0, usedPeak = 0;
-  std::vector<std::thread> ts;
-  for (int r = 0; r < nranks; r++)
-    ts.emplace_back([&, r] {
-      RankGpu g(r % ngpus, maxBytes * (size_t)nranks);
-      CUstream s = g.s;
-      const CUdeviceptr sendb = g.send, recvb = g.recv;
-      bar.wait();
-      if (r == 0) used0 = usedOnGpu0();
-      bar.wait();
-      clbComm_t comm = nullptr;
-      nccl::Comm ncomm = nullptr;
-      auto t0 = std::chrono::steady_clock::now();
-      if (useNccl) {
-        int rc = nccl::commInitRank(&ncomm, nranks, nid, r);
-        if (rc) {
-          fprintf(stderr, "rank %d ncclCommInitRank: %s\n", r, nccl::errorString(rc));
-          exit(2);
-        }
-      } else if (clbCommInitRank(&comm, &id, r, nranks, nullptr) != clbSuccess) {
-        fprintf(stderr, "rank %d init: %s\n", r, clbGetLastError());
+  Barrier& bar = sh->bar;
+  double* seconds = sh->seconds;
+  double* initMs = sh->initMs;
+  std::atomic<int>& failures = sh->failures;
+  size_t &used0 = sh->used0, &usedInit = sh->usedInit, &usedFirst = sh->usedFirst, &usedPeak = sh->usedPeak;
+  auto rank = [&](int r) {
+    RankGpu g(r % ngpus, maxBytes * (size_t)nranks);
+    CUstream s = g.s;
+    const CUdeviceptr sendb = g.send, recvb = g.recv;
+    bar.wait();
+    if (r == 0) used0 = usedOnGpu0();
+    bar.wait();
+    clbComm_t comm = nullptr;
+    nccl::Comm ncomm = nullptr;
+    auto t0 = std::chrono::steady_clock::now();
+    if (useNccl) {
+      int rc = nccl::commInitRank(&ncomm, nranks, nid, r);
+      if (rc) {
+        fprintf(stderr, "rank %d ncclCommInitRank: %s\n", r, nccl::errorString(rc));
         exit(2);
       }
-      initMs[r] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      bar.wait();
-      if (r == 0) usedInit = usedOnGpu0();
-      bool first = true;
-      for (int c = 0; c < 4; c++) {
-        std::string lower = names[c];
-        for (auto& ch : lower) ch = (char)tolower(ch);
-        if (which != "all" && which != lower) continue;
-        if (r == 0)
-          printf("#\n# %s\n# %12s %12s %10s %10s %10s\n", names[c], "size(B)", "count", "time(us)", "algbw", "busbw");
-        for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 2) {
-          // size = the message (allReduce, broadcast) or all ranks' data (allGather, reduceScatter)
-          size_t count = (c == 1 || c == 2) ? bytes / esz / nranks : bytes / esz;
-          if (count == 0) continue;
-          // In place as NCCL defines it: allGather's input is the rank's block of the output,
-          // reduceScatter's output the rank's block of the input.
-          const void* in = (const void*)sendb;
-          void* out = (void*)recvb;
-          if (inPlace) {
-            out = (void*)sendb;
-            if (c == 1) in = (const void*)(sendb + (size_t)r * count * esz);
-            if (c == 2) out = (void*)(sendb + (size_t)r * count * esz);
-          }
-          auto call = [&]() {
-            std::string e = collective(c, in, out, count, esz == 2, comm, ncomm, s);
-            if (!e.empty()) fprintf(stderr, "rank %d: %s\n", r, e.c_str()), failures++;
-          };
-          for (int w = 0; w < 5; w++) call();  // warm-up (and staging set-up)
-          CHECK_CU(d->cuStreamSynchronize(s));
-          if (first) {
-            bar.wait();
-            if (r == 0) usedFirst = usedOnGpu0();
-            first = false;
-          }
-          CUgraphExec exec = nullptr;
-          CUgraph g = nullptr;
-          if (graph) {
-            CHECK_CU(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-            for (int k = 0; k < iters; k++) call();
-            CHECK_CU(d->cuStreamEndCapture(s, &g));
-            CHECK_CU(d->cuGraphInstantiateWithFlags(&exec, g, 0));
-            // Instantiation and the first launch's upload may wait for work running in the context:
-            // with several ranks on one GPU in one process, every rank finishes both before any
-            // rank starts kernels that wait for peers.
-            CHECK_CU(d->cuGraphUpload(exec, s));
-            CHECK_CU(d->cuStreamSynchronize(s));
-            bar.wait();
-            CHECK_CU(d->cuGraphLaunch(exec, s));  // one replay to warm the graph
-            CHECK_CU(d->cuStreamSynchronize(s));
-          }
-          bar.wait();
-          auto t1 = std::chrono::steady_clock::now();
-          if (graph) CHECK_CU(d->cuGraphLaunch(exec, s));
-          else
-            for (int k = 0; k < iters; k++) call();
-          CHECK_CU(d->cuStreamSynchronize(s));
-          seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() / iters;
-          bar.wait();
-          if (exec) d->cuGraphExecDestroy(exec);
-          if (g) d->cuGraphDestroy(g);
-          if (r == 0) {
-            usedPeak = std::max(usedPeak, usedOnGpu0());
-            double t = 0;
-            for (double x : seconds) t = std::max(t, x);
-            size_t sz = (c == 1 || c == 2) ? count * esz * nranks : count * esz;
-            double algbw = sz / t / 1e9;
-            printf("  %12zu %12zu %10.2f %10.2f %10.2f\n", sz, count, t * 1e6, algbw, algbw * factor[c]);
-            fflush(stdout);
-          }
-          bar.wait();
+    } else if (clbCommInitRank(&comm, &id, r, nranks, nullptr) != clbSuccess) {
+      fprintf(stderr, "rank %d init: %s\n", r, clbGetLastError());
+      exit(2);
+    }
+    initMs[r] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<void*> regs(2);
+    if (reg && !useNccl)
+      for (int k = 0; k < 2; k++)
+        if (clbCommRegister(comm, (void*)(k ? recvb : sendb), maxBytes * (size_t)nranks, &regs[k]) != clbSuccess) {
+          fprintf(stderr, "rank %d register: %s\n", r, clbGetLastError());
+          exit(2);
         }
-      }
-      bar.wait();
-      if (r == 0) {
-        double maxInit = 0;
-        for (double x : initMs) maxInit = std::max(maxInit, x);
-        const int onGpu0 = (nranks + ngpus - 1) / ngpus;
-        printf("# %s footprint: init %.2f ms (slowest rank); device memory in use on GPU 0 (%d rank(s) there) above "
-               "the buffers: after init %.1f MiB, after the first collective %.1f MiB, highest after a size %.1f MiB\n",
-               lib.c_str(), maxInit, onGpu0, mib(usedInit - used0), mib(usedFirst - used0), mib(usedPeak - used0));
-        if (!useNccl) {
-          clbMemStats_t st;
-          clbCommMemStats(comm, &st);
-          printf("# Colibri's own count for rank 0: %lld bytes held (peak %lld)\n", (long long)st.deviceBytes,
-                 (long long)st.devicePeakBytes);
+    bar.wait();
+    if (r == 0) usedInit = usedOnGpu0();
+    bool first = true;
+    for (int c = 0; c < 4; c++) {
+      std::string lower = names[c];
+      for (auto& ch : lower) ch = (char)tolower(ch);
+      if (which != "all" && which != lower) continue;
+      if (r == 0)
+        printf("#\n# %s\n# %12s %12s %10s %10s %10s\n", names[c], "size(B)", "count", "time(us)", "algbw", "busbw");
+      for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 2) {
+        // size = the message (allReduce, broadcast) or all ranks' data (allGather, reduceScatter)
+        size_t count = (c == 1 || c == 2) ? bytes / esz / nranks : bytes / esz;
+        if (count == 0) continue;
+        // In place as NCCL defines it: allGather's input is the rank's block of the output,
+        // reduceScatter's output the rank's block of the input.
+        const void* in = (const void*)sendb;
+        void* out = (void*)recvb;
+        if (inPlace) {
+          out = (void*)sendb;
+          if (c == 1) in = (const void*)(sendb + (size_t)r * count * esz);
+          if (c == 2) out = (void*)(sendb + (size_t)r * count * esz);
         }
+        auto call = [&]() {
+          std::string e = collective(c, in, out, count, esz == 2, comm, ncomm, s);
+          if (!e.empty()) fprintf(stderr, "rank %d: %s\n", r, e.c_str()), failures++;
+        };
+        for (int w = 0; w < 5; w++) call();  // warm-up (and staging set-up)
+        CHECK_CU(d->cuStreamSynchronize(s));
+        if (first) {
+          bar.wait();
+          if (r == 0) usedFirst = usedOnGpu0();
+          first = false;
+        }
+        CUgraphExec exec = nullptr;
+        CUgraph g = nullptr;
+        if (graph) {
+          CHECK_CU(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+          for (int k = 0; k < iters; k++) call();
+          CHECK_CU(d->cuStreamEndCapture(s, &g));
+          CHECK_CU(d->cuGraphInstantiateWithFlags(&exec, g, 0));
+          // Instantiation and the first launch's upload may wait for work running in the context:
+          // with several ranks on one GPU in one process, every rank finishes both before any
+          // rank starts kernels that wait for peers.
+          CHECK_CU(d->cuGraphUpload(exec, s));
+          CHECK_CU(d->cuStreamSynchronize(s));
+          bar.wait();
+          CHECK_CU(d->cuGraphLaunch(exec, s));  // one replay to warm the graph
+          CHECK_CU(d->cuStreamSynchronize(s));
+        }
+        bar.wait();
+        auto t1 = std::chrono::steady_clock::now();
+        if (graph) CHECK_CU(d->cuGraphLaunch(exec, s));
+        else
+          for (int k = 0; k < iters; k++) call();
+        CHECK_CU(d->cuStreamSynchronize(s));
+        seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() / iters;
+        bar.wait();
+        if (exec) d->cuGraphExecDestroy(exec);
+        if (g) d->cuGraphDestroy(g);
+        if (r == 0) {
+          usedPeak = std::max(usedPeak, usedOnGpu0());
+          double t = 0;
+          for (int p = 0; p < nranks; p++) t = std::max(t, seconds[p]);
+          size_t sz = (c == 1 || c == 2) ? count * esz * nranks : count * esz;
+          double algbw = sz / t / 1e9;
+          printf("  %12zu %12zu %10.2f %10.2f %10.2f\n", sz, count, t * 1e6, algbw, algbw * factor[c]);
+          fflush(stdout);
+        }
+        bar.wait();
       }
-      bar.wait();
-      if (useNccl) nccl::commDestroy(ncomm);
-      else clbCommDestroy(comm);
-    });
+    }
+    bar.wait();
+    if (r == 0) {
+      double maxInit = 0;
+      for (int p = 0; p < nranks; p++) maxInit = std::max(maxInit, initMs[p]);
+      const int onGpu0 = (nranks + ngpus - 1) / ngpus;
+      printf("# %s footprint: init %.2f ms (slowest rank); device memory in use on GPU 0 (%d rank(s) there) above "
+             "the buffers: after init %.1f MiB, after the first collective %.1f MiB, highest after a size %.1f MiB\n",
+             lib.c_str(), maxInit, onGpu0, mib(usedInit - used0), mib(usedFirst - used0), mib(usedPeak - used0));
+      if (!useNccl) {
+        clbMemStats_t st;
+        clbCommMemStats(comm, &st);
+        printf("# Colibri's own count for rank 0: %lld bytes held (peak %lld)\n", (long long)st.deviceBytes,
+               (long long)st.devicePeakBytes);
+      }
+    }
+    if (r == 0 && !useNccl) {
+      char info[2048];
+      clbCommInfo(comm, info, sizeof info);
+      const char* dev = strstr(info, "device:");
+      printf("# %s", dev ? dev : "device: (no line)\n");
+    }
+    bar.wait();
+    if (useNccl) nccl::commDestroy(ncomm);
+    else clbCommDestroy(comm);
+  };
+  if (procs) {
+    rank(procRank);
+    return failures ? 1 : 0;
+  }
+  std::vector<std::thread> ts;
+  for (int r = 0; r < nranks; r++) ts.emplace_back(rank, r);
   for (auto& t : ts) t.join();
   return failures ? 1 : 0;
 }

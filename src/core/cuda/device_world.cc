@@ -73,26 +73,6 @@ struct StagingInfo {  // exchanged whenever staging is (re)allocated
   CUipcMemHandle hStaging;
 };
 
-// Switches to a context and back (the caller's current context is left as found).
-class CtxScope {
- public:
-  CtxScope(const Driver* d, CUcontext ctx) : d_(d) {
-    d_->cuCtxGetCurrent(&prev_);
-    if (prev_ != ctx) {
-      d_->cuCtxSetCurrent(ctx);
-      switched_ = true;
-    }
-  }
-  ~CtxScope() {
-    if (switched_) d_->cuCtxSetCurrent(prev_);
-  }
-
- private:
-  const Driver* d_;
-  CUcontext prev_ = nullptr;
-  bool switched_ = false;
-};
-
 }  // namespace
 
 DeviceWorld::DeviceWorld(clbComm* comm) : comm_(comm) {
@@ -148,6 +128,10 @@ clbResult_t DeviceWorld::release() {
       usleep(200);
     }
   }
+  for (auto& reg : regs_) unmap(reg.get(), true);
+  regs_.clear();
+  for (CUdeviceptr p : closeLater_) d_->cuIpcCloseMemHandle(p);
+  closeLater_.clear();
   releaseShared(&staging_);
   releaseShared(&llBuf_);
   for (CUdeviceptr p : openedFlags_) d_->cuIpcCloseMemHandle(p);
@@ -404,11 +388,10 @@ clbResult_t DeviceWorld::staged(const CollArgs& a, size_t e0, size_t m, CUstream
   return clbSuccess;
 }
 
-clbResult_t DeviceWorld::direct(const CollArgs& a, CUstream stream) {
+// `k` holds common()'s fields, and the peers' buffers when the host gave them (registered).
+clbResult_t DeviceWorld::direct(const CollArgs& a, CUstream stream, ClbDevCallArgs k) {
   const size_t esz = clbTypeSize(a.type);
   const int n = comm_->nranks;
-  ClbDevCallArgs k{};
-  common(&k, a);
   size_t bytes = a.count * esz;  // what this rank writes
   switch (a.desc.coll) {
     case kAllReduce:
@@ -455,7 +438,17 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
     if (allToAll && perDest <= llMax_) path = DevicePath::kLL;
     else if (allInProcess_ && msg >= directMin_) path = DevicePath::kDirect;
   }
+  // Ranks in several processes read each other's buffers in place when every rank's are registered.
+  ClbDevCallArgs k{};
+  common(&k, a);
+  if (path == DevicePath::kStaged && path_ != DevicePath::kStaged && !allInProcess_ && !regs_.empty() &&
+      msg >= directMin_) {
+    bool given = false;
+    CLB_CHECK(agreeZeroCopy(a, &k, &given));
+    if (given) path = DevicePath::kDirect;
+  }
   lastPath_ = path;
+  lastZeroCopy_ = path == DevicePath::kDirect && !allInProcess_;
   // The LL buffer is set up whole at the first call of any size, so that after one call every
   // size up to llMax_ can be captured in a CUDA graph. Two halves (call parity) of one slot per
   // rank; a slot holds 16-byte lines of 8 data bytes.
@@ -468,7 +461,7 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
   }
   if (path == DevicePath::kDirect) {
     CtxScope scope(d_, ctx_);
-    return direct(a, stream);
+    return direct(a, stream, k);
   }
   // A staging half holds one slot per rank; a round moves at most a slot's worth of elements.
   size_t want = std::min(std::max(a.count * esz * n, kMinHalf), kMaxHalf);
@@ -498,13 +491,15 @@ clbResult_t DeviceWorld::ll(const CollArgs& a, CUstream stream) {
 
 std::string DeviceWorld::describe() const {
   if (!d_) return "device: not used yet (set up at the first collective on device memory)\n";
-  char b[768];
+  char b[1024];
   snprintf(b, sizeof b,
-           "device: GPU %d, %d rank(s) on it, %s; LL up to %zu bytes per rank, then %s; last call %s; "
-           "LL buffer %zu bytes, staging %zu bytes; kernels %s\n",
+           "device: GPU %d, %d rank(s) on it, %s; LL up to %zu bytes per rank, then %s; last call %s%s; "
+           "%zu registration(s), %zu peer allocation(s) mapped; LL buffer %zu bytes, staging %zu bytes; kernels %s\n",
            ordinal_, sameGpu_, allInProcess_ ? "every rank in this process" : "ranks in several processes", llMax_,
-           allInProcess_ ? "direct (peers' buffers read in place)" : "staged (direct needs one process)", lastPath(),
-           llBuf_.bytes, staging_.bytes, kernels_.description().c_str());
+           allInProcess_ ? "direct (peers' buffers read in place)"
+                         : "direct on registered buffers (zero copy), else staged",
+           lastPath(), lastZeroCopy_ ? " (zero copy through registered buffers)" : "", regs_.size(),
+           mappings_.size(), llBuf_.bytes, staging_.bytes, kernels_.description().c_str());
   return b;
 }
 

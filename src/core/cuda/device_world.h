@@ -11,7 +11,10 @@
 
 #include <cuda.h>
 
+#include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algo/algorithms.h"
@@ -38,16 +41,41 @@ struct SharedBuffer {
   std::vector<CUdeviceptr> opened;  // IPC mappings to close
 };
 
+struct RegInfo;  // what a rank tells the others about a buffer it registers
+
 class DeviceWorld {
  public:
   explicit DeviceWorld(clbComm* comm);
   ~DeviceWorld();
   clbResult_t run(const CollArgs& a, int ordinal, CUstream stream);
+  // clbCommRegister / clbCommDeregister (collective; see colibri.h).
+  clbResult_t registerBuffer(void* buff, size_t bytes, void** handle);
+  clbResult_t deregisterBuffer(void* handle);
   std::string describe() const;
   // The path the last call took ("ll", "staged" or "direct").
   const char* lastPath() const { return lastPath_ == DevicePath::kLL ? "ll" : lastPath_ == DevicePath::kDirect ? "direct" : "staged"; }
 
  private:
+  // One clbCommRegister: this rank's range, and every rank's as mapped in this process.
+  struct Registration {
+    uint64_t id;           // the same on every rank: registrations are counted alike everywhere
+    uintptr_t begin, end;  // this rank's buffer
+    uint64_t bufferId;     // its allocation's ID when registered: freeing changes it
+    std::vector<char*> peer;
+    std::vector<std::pair<int32_t, uint64_t>> mapped;  // keys of mappings_ this one holds
+  };
+  struct Mapping {  // a peer process's allocation, opened once here (CUDA IPC)
+    CUdeviceptr local = 0;
+    int refs = 0;
+  };
+  clbResult_t registerLocal(void* buff, size_t bytes, RegInfo* info);
+  clbResult_t mapRegistration(const std::vector<RegInfo>& all, Registration* reg);
+  void unmap(Registration* reg, bool closeNow);
+  // This rank's registration holding [p, p + len), or nullptr (none, or its memory was freed).
+  const Registration* findRegistration(const void* p, size_t len, uint64_t* offset);
+  // Ranks in several processes: every rank says which registered buffers this call uses (and
+  // what call it is); true in *given when all do, with the peers' addresses filled in.
+  clbResult_t agreeZeroCopy(const CollArgs& a, ClbDevCallArgs* k, bool* given);
   clbResult_t setUp(int ordinal, CUstream stream);            // once: kernels, flags, peers
   clbResult_t ensureShared(SharedBuffer* b, size_t bytes, CUstream stream, const char* what);
   void releaseShared(SharedBuffer* b);
@@ -59,7 +87,7 @@ class DeviceWorld {
   unsigned blocksFor(size_t bytes) const;
   size_t slotBytes() const;  // staged: bytes per rank's slot in a staging half
   clbResult_t staged(const CollArgs& a, size_t e0, size_t m, CUstream stream);
-  clbResult_t direct(const CollArgs& a, CUstream stream);
+  clbResult_t direct(const CollArgs& a, CUstream stream, ClbDevCallArgs k);
   clbResult_t ll(const CollArgs& a, CUstream stream);
   clbComm* comm_;
   const Driver* d_ = nullptr;
@@ -85,6 +113,11 @@ class DeviceWorld {
   std::vector<CUdeviceptr> openedFlags_;  // IPC mappings to close
   bool sharedProcess_ = false;  // another rank lives in this process
   bool allInProcess_ = false;   // every rank lives in this process: the direct path is possible
+  std::vector<std::unique_ptr<Registration>> regs_;
+  std::map<std::pair<int32_t, uint64_t>, Mapping> mappings_;  // (peer pid, allocation ID) -> here
+  std::vector<CUdeviceptr> closeLater_;  // unused mappings, closed at release (ranks share this process)
+  uint64_t nextRegId_ = 0;
+  bool lastZeroCopy_ = false;
 };
 
 }  // namespace clb::cuda

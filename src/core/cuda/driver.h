@@ -26,6 +26,28 @@ clbResult_t driver(const Driver** out);
 // clbSystemError-style message for a failed driver call ("cuModuleLoadData: CUDA_ERROR_...").
 clbResult_t cuError(CUresult rc, const char* call);
 
+// Switches to a context and back (the caller's current context is left as found).
+class CtxScope {
+ public:
+  CtxScope(const Driver* d, CUcontext ctx) : d_(d) {
+    d_->cuCtxGetCurrent(&prev_);
+    if (prev_ != ctx) {
+      d_->cuCtxSetCurrent(ctx);
+      switched_ = true;
+    }
+  }
+  ~CtxScope() {
+    if (switched_) d_->cuCtxSetCurrent(prev_);
+  }
+  CtxScope(const CtxScope&) = delete;
+  CtxScope& operator=(const CtxScope&) = delete;
+
+ private:
+  const Driver* d_;
+  CUcontext prev_ = nullptr;
+  bool switched_ = false;
+};
+
 }  // namespace clb::cuda
 
 #define CLB_CU(drv, call, ...)                                             \

@@ -179,6 +179,23 @@ CLB_API clbResult_t clbBroadcast(const void* sendbuff, void* recvbuff, size_t co
 
 CLB_API size_t clbTypeSize(clbDataType_t datatype);
 
+/* ---- registered device buffers ----
+ * Ranks in several processes read each other's registered buffers in place (CUDA IPC, zero copy)
+ * instead of copying through staging. Collective: every rank calls clbCommRegister (and later
+ * clbCommDeregister) at the same point of its sequence of calls on comm, each with its own buffer
+ * of any size. A device call uses zero copy when, on every rank, its buffers lie inside one live
+ * registration; otherwise it is staged as before, so a missing registration costs speed, never
+ * correctness. Memory must come from cudaMalloc, cuMemAlloc or clbDeviceAlloc (CUDA IPC cannot
+ * export cudaMallocAsync pools or cuMemCreate). One mapping per peer allocation however many
+ * registrations cover it. Freeing a registered buffer turns its registration off (the
+ * allocation's ID changes); deregister before freeing to give the memory back at once. If any
+ * rank's buffer cannot be registered, every rank gets an error and nothing is registered.
+ * Sets up what a CUDA graph capture would need: register before capturing. */
+CLB_API clbResult_t clbCommRegister(clbComm_t comm, void* buff, size_t bytes, void** handle);
+/* Collective, like clbCommRegister. Waits for this rank's device work on comm to finish before
+ * closing its mappings of the peers' buffers. */
+CLB_API clbResult_t clbCommDeregister(clbComm_t comm, void* handle);
+
 /* ---- device helpers ----
  * For callers without a CUDA binding of their own (the Java helpers in colibri-cuda use them).
  * Device buffers from any allocator (cudaMalloc, cuMemAlloc, PyTorch...) work with the

@@ -140,6 +140,60 @@ public interface Communicator extends AutoCloseable {
   /** {@link #broadcast(ByteBuffer, ByteBuffer, long, DataType, int)} on raw addresses. */
   void broadcast(long send, long recv, long count, DataType type, int root, long stream);
 
+  /**
+   * Registers {@code bytes} of device memory at {@code address} so that ranks in other processes
+   * read it in place (CUDA IPC, zero copy) instead of copying through staging.
+   * <b>Collective</b>: every rank calls it at the same point of its sequence of calls, each with
+   * its own buffer of any size. A device collective uses zero copy when, on every rank, each of
+   * its buffers lies inside a live registration; otherwise it is staged as before, so a missing
+   * registration costs speed, never correctness.
+   *
+   * <ul>
+   *   <li>The memory must come from {@code cudaMalloc}, {@code cuMemAlloc} or
+   *       {@code io.colibri.cuda.DeviceBuffer} (CUDA IPC cannot export {@code cudaMallocAsync}
+   *       pools or {@code cuMemCreate}); host memory is refused.
+   *   <li>Register before capturing a CUDA graph that uses the buffer: registering sets up what
+   *       the captured calls need.
+   *   <li>Freeing the memory turns its registration off (later calls are staged); close the
+   *       registration before freeing to give the memory back at once.
+   *   <li>If any rank's buffer cannot be registered, every rank gets an error and nothing is
+   *       registered.
+   * </ul>
+   *
+   * @param address start of the buffer (device memory)
+   * @param bytes size of the buffer, 1 or more
+   * @return the registration; {@link Registration#close() close} it (collectively) before freeing
+   *     the memory, or leave it to {@link #close()}
+   * @throws ColibriException INVALID_ARGUMENT for address 0, bytes &lt;= 0 or memory that is not
+   *     device memory; UNSUPPORTED without a CUDA driver; INVALID_USAGE after {@link #close()};
+   *     another code when a rank failed
+   */
+  Registration register(long address, long bytes);
+
+  /**
+   * A device buffer registered with {@link #register(long, long)}. {@link #close()} is collective
+   * like {@code register}, and idempotent: a second close does nothing. Closing the communicator
+   * frees its registrations: a registration closed after its communicator does nothing.
+   */
+  interface Registration extends AutoCloseable {
+    /** Start of the registered buffer, as passed to {@link Communicator#register(long, long)}. */
+    long address();
+
+    /** Size of the registered buffer in bytes. */
+    long bytes();
+
+    /**
+     * Deregisters the buffer: collective, at the same point of every rank's sequence of calls.
+     * Waits for this rank's device work on the communicator to finish. Idempotent; does nothing
+     * after the communicator was closed.
+     *
+     * @throws ColibriException when the native deregistration fails (the registration counts as
+     *     closed all the same)
+     */
+    @Override
+    void close();
+  }
+
   /** This process's rank, 0..size()-1. */
   int rank();
 

@@ -33,6 +33,15 @@ public final class CudaCollectives {
     return stream == null ? 0 : stream.address();
   }
 
+  /**
+   * {@link Communicator#register(long, long)} of {@code bytes} from {@code buffer}'s position:
+   * collective; the memory must come from {@code cudaMalloc} or {@code cuMemAlloc}.
+   */
+  public static Communicator.Registration register(Communicator comm, Pointer buffer,
+      long bytes) {
+    return comm.register(address(buffer, "buffer"), bytes);
+  }
+
   public static void allReduce(Communicator comm, Pointer send, Pointer recv, long count,
       DataType type, ReduceOp op, Pointer stream) {
     comm.allReduce(address(send, "send"), address(recv, "recv"), count, type, op, stream(stream));

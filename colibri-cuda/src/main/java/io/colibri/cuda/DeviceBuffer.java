@@ -4,6 +4,7 @@
 package io.colibri.cuda;
 
 import io.colibri.ColibriException;
+import io.colibri.Communicator;
 import io.colibri.ErrorCode;
 import io.colibri.jni.Device;
 import java.nio.ByteBuffer;
@@ -41,6 +42,15 @@ public final class DeviceBuffer implements AutoCloseable {
 
   public int device() {
     return device;
+  }
+
+  /**
+   * Registers the whole buffer with {@code comm} for zero copy between ranks in different
+   * processes: {@link Communicator#register(long, long)}, collective. Close the registration
+   * before this buffer.
+   */
+  public Communicator.Registration register(Communicator comm) {
+    return comm.register(address(), bytes);
   }
 
   /** Copies {@code src.remaining()} bytes from a direct buffer to the start of this one (waits). */

@@ -70,6 +70,15 @@ class CudaCollectivesTest {
   }
 
   @Test
+  void registerPassesTheAddressAtThePosition() {
+    FloatPointer buffer = floatsAt(1 << 20);
+    buffer.position(4);
+    CudaCollectives.register(recording, buffer, 1024);
+    assertEquals("register", calls.get(0)[0]);
+    assertArrayEquals(new Object[] {(1L << 20) + 16, 1024L}, (Object[]) calls.get(0)[1]);
+  }
+
+  @Test
   void nullPointersAreRefusedWithTheArgumentsName() {
     ColibriException e = assertThrows(ColibriException.class, () -> CudaCollectives.allGather(
         recording, floatsAt(4096), null, 1, DataType.FLOAT32, null));

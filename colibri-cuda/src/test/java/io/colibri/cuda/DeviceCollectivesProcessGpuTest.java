@@ -36,7 +36,9 @@ import org.junit.jupiter.params.provider.ValueSource;
  * created here and passed in the environment. Every child checks every element itself; this test
  * waits (120 s at most, then kills them) and wants every exit code 0, showing the children's
  * output otherwise. Tagged gpu; where there is no GPU (CI) it is skipped with the driver's reason,
- * before anything starts. scripts/gpu-check.sh runs it on a GPU host.
+ * before anything starts. scripts/gpu-check.sh runs it on a GPU host. A second test runs the
+ * ranks with registered send and recv buffers (zero copy; CLB_TEST_REGISTER=1, see
+ * {@link DeviceRankProcess}).
  */
 @Tag("gpu")
 class DeviceCollectivesProcessGpuTest {
@@ -54,6 +56,18 @@ class DeviceCollectivesProcessGpuTest {
   @ValueSource(ints = {2, 4, 8})
   @Timeout(GROUP_TIMEOUT_S + 60)
   void allFourCollectivesWithRanksAsProcesses(int n) throws Exception {
+    runRanks(n, false);
+  }
+
+  @ParameterizedTest(name = "{0} ranks as processes, registered buffers")
+  @ValueSource(ints = {2, 4, 8})
+  @Timeout(GROUP_TIMEOUT_S + 60)
+  void allFourCollectivesOnRegisteredBuffersUseZeroCopy(int n) throws Exception {
+    runRanks(n, true);
+  }
+
+  /** Starts {@code n} rank processes (registering their buffers if asked) and checks their exits. */
+  private static void runRanks(int n, boolean registered) throws Exception {
     UniqueId id = UniqueId.create();
     Path logs = Files.createTempDirectory("colibri-device-ranks-");
     List<Process> children = new ArrayList<>();
@@ -68,6 +82,9 @@ class DeviceCollectivesProcessGpuTest {
             .redirectError(logs.resolve("rank" + r + ".err").toFile());
         // The id holds the bootstrap secret: environment, not the command line (ps shows that).
         pb.environment().put(DeviceRankProcess.ID_ENV, id.toString());
+        if (registered) {
+          pb.environment().put(DeviceRankProcess.REGISTER_ENV, "1");
+        }
         children.add(pb.start());
       }
       String timedOut = waitForAll(children);
@@ -83,9 +100,10 @@ class DeviceCollectivesProcessGpuTest {
             .append("\n stderr: ").append(tail(logs.resolve("rank" + r + ".err")));
       }
       if (!ok) {
-        fail(n + " rank processes on device memory: "
+        fail(n + " rank processes on " + (registered ? "registered " : "") + "device memory: "
             + (timedOut != null ? timedOut : "not every rank exited with 0") + "\n command: "
-            + String.join(" ", command) + " RANK " + n + report);
+            + String.join(" ", command) + " RANK " + n
+            + (registered ? " (with " + DeviceRankProcess.REGISTER_ENV + "=1)" : "") + report);
       }
       System.out.println(n + " rank processes passed:" + report);
     } finally {

@@ -22,6 +22,7 @@ import java.time.Duration;
  *   environment: CLB_TEST_UNIQUE_ID  the id as UniqueId.toString() (kept off the command line:
  *                                    it holds the bootstrap secret)
  *                CLB_TEST_SPREAD=1   rank r on GPU r % (number of GPUs), else every rank on GPU 0
+ *                CLB_TEST_REGISTER=1 registered buffers (zero copy), see below
  * </pre>
  *
  * <p>Runs allReduce (sum: float32, bfloat16, int32), allGather (float32, bfloat16), reduceScatter
@@ -35,6 +36,12 @@ import java.time.Duration;
  * docs/semantics.md (and counted in the summary line). At the end the communicator must hold
  * device memory and name the kernel image it loaded (the device path ran).
  *
+ * <p>With CLB_TEST_REGISTER=1 every rank registers its send and recv buffers ({@link
+ * DeviceBuffer#register}) before the calls, runs the same calls with 262 144 elements only (1 MiB
+ * of float32 per rank: above the LL limit, so the registered path runs) and checks them the same
+ * way; after every call the transport info's "last call" fact must say "zero copy". It closes the
+ * registrations (twice: the second does nothing) before the buffers and the communicator.
+ *
  * <p>Uses java.base only (the GPU host runs a trimmed JRE). Exit 0: every element matched; 1: a
  * mismatch (the first of each call on stderr: rank, collective, element index, got, want; the
  * rank keeps going so that its peers are not left waiting); 2: an exception (stack on stderr).
@@ -44,8 +51,12 @@ public final class DeviceRankProcess {
   public static final String ID_ENV = "CLB_TEST_UNIQUE_ID";
   /** Environment variable that spreads the ranks over every GPU when "1". */
   public static final String SPREAD_ENV = "CLB_TEST_SPREAD";
+  /** Environment variable that registers the send and recv buffers when "1". */
+  public static final String REGISTER_ENV = "CLB_TEST_REGISTER";
 
   static final long[] COUNTS = {1, 7, 65_537, 1_000_003};
+  /** With registered buffers: 1 MiB of float32 per rank, above the LL limit. */
+  static final long[] REGISTERED_COUNTS = {262_144};
   /** Poisoned bytes after every output, checked after the call. */
   static final int GUARD = 64;
   static final byte POISON = (byte) 0xA5;
@@ -246,6 +257,8 @@ public final class DeviceRankProcess {
     final int rank;
     final int n;
     final int gpu;
+    final boolean registered;
+    final long[] counts;
     final long maxBytes;  // the largest region a call uses: n × count × 4
     int problems;
     long inexact;         // float sums accepted within the bound but not bit-identical
@@ -256,8 +269,10 @@ public final class DeviceRankProcess {
       this.rank = rank;
       this.n = n;
       this.gpu = gpuOf(rank);
+      this.registered = "1".equals(System.getenv(REGISTER_ENV));
+      this.counts = registered ? REGISTERED_COUNTS : COUNTS;
       long maxCount = 0;
-      for (long c : COUNTS) {
+      for (long c : counts) {
         maxCount = Math.max(maxCount, c);
       }
       this.maxBytes = n * maxCount * 4;
@@ -271,7 +286,10 @@ public final class DeviceRankProcess {
           CudaStream stream = CudaStream.create(gpu);
           DeviceBuffer send = DeviceBuffer.allocate(maxBytes + GUARD, gpu);
           DeviceBuffer recv = DeviceBuffer.allocate(maxBytes + GUARD, gpu);
-          DeviceBuffer poison = DeviceBuffer.allocate(maxBytes + GUARD, gpu)) {
+          DeviceBuffer poison = DeviceBuffer.allocate(maxBytes + GUARD, gpu);
+          // Collective, before any call; closed (if not yet) before the buffers are freed.
+          Communicator.Registration sendReg = registered ? send.register(comm) : null;
+          Communicator.Registration recvReg = registered ? recv.register(comm) : null) {
         ByteBuffer in = ByteBuffer.allocateDirect(Math.toIntExact(maxBytes + GUARD))
             .order(ByteOrder.nativeOrder());
         ByteBuffer out = ByteBuffer.allocateDirect(Math.toIntExact(maxBytes + GUARD))
@@ -282,7 +300,7 @@ public final class DeviceRankProcess {
         Io io = new Io(stream);
         io.toDevice(poison.address(), out, out.capacity());
         int call = 0;
-        for (long count : COUNTS) {
+        for (long count : counts) {
           for (boolean inPlace : new boolean[] {false, true}) {
             for (Case c : CASES) {
               one(comm, io, c, count, inPlace, call++, send, recv, poison, in, out);
@@ -298,10 +316,17 @@ public final class DeviceRankProcess {
               + " show (device bytes held " + deviceBytes + ", want > 0; transport info should"
               + " name the kernel image colibri_kernels_sm*): " + info);
         }
-        System.out.printf("rank %d of %d on GPU %d: %d collectives, %d elements checked,"
+        if (registered) {
+          for (Communicator.Registration r : new Communicator.Registration[] {sendReg, recvReg,
+              sendReg}) {
+            r.close();  // before the communicator; the second close of sendReg does nothing
+          }
+        }
+        System.out.printf("rank %d of %d on GPU %d%s: %d collectives, %d elements checked,"
             + " %d problem(s), %d float sum(s) within the bound but not bit-identical to the"
             + " rank-order sum,"
-            + " %.1f s; device bytes held %d; %s%n", rank, n, gpu, calls, elementsChecked,
+            + " %.1f s; device bytes held %d; %s%n", rank, n, gpu,
+            registered ? " (registered buffers)" : "", calls, elementsChecked,
             problems, inexact, (System.nanoTime() - started) / 1e9, deviceBytes, info);
       }
       return problems == 0 ? 0 : 1;
@@ -397,6 +422,12 @@ public final class DeviceRankProcess {
           + (inPlace ? " in place" : " out of place") + " (call " + call + ")";
       int poisonBits = size == 2 ? 0xA5A5 : 0xA5A5A5A5;
       String problem = null;
+      String lastCall = registered ? lastCall(comm.transportInfo()) : null;
+      if (lastCall != null && !lastCall.contains("zero copy")) {
+        problems++;
+        System.err.println("MISMATCH rank " + rank + " of " + n + ", " + what + ": on registered"
+            + " buffers, but the transport info says \"" + lastCall + "\"");
+      }
       Sum sum = new Sum();
       for (long e = 0; e < recvElems && problem == null; e++) {
         int got = get(out, t, e);
@@ -444,6 +475,19 @@ public final class DeviceRankProcess {
         System.err.flush();
       }
     }
+  }
+
+  /**
+   * The transport info's fact about the last call, e.g. "last call direct (zero copy through
+   * registered buffers)" or "last call staged" (the whole info when it has none).
+   */
+  static String lastCall(String info) {
+    int at = Math.max(0, info.indexOf("last call"));
+    int end = at;
+    while (end < info.length() && info.charAt(end) != ';' && info.charAt(end) != '\n') {
+      end++;
+    }
+    return info.substring(at, end);
   }
 
   /** Copies, all on the rank's own stream (ordered before and after its collectives). */

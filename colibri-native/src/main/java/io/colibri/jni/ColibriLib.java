@@ -234,6 +234,12 @@ public final class ColibriLib {
   public static native @Cast("clbResult_t") int clbCommInfo(@Cast("clbComm_t") long comm,
       @Cast("char*") byte[] buf, @Cast("size_t") long bufBytes);
 
+  public static native @Cast("clbResult_t") int clbCommRegister(@Cast("clbComm_t") long comm,
+      @Cast("void*") long buff, @Cast("size_t") long bytes, @Cast("void**") long[] handle);
+
+  public static native @Cast("clbResult_t") int clbCommDeregister(@Cast("clbComm_t") long comm,
+      @Cast("void*") long handle);
+
   // ---- collectives on raw addresses (host memory you manage, device memory) ----
 
   public static native @Cast("clbResult_t") int clbAllReduce(@Cast("const void*") long sendbuff,

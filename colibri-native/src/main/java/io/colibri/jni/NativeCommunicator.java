@@ -285,17 +285,91 @@ final class NativeCommunicator implements Communicator {
     }
   }
 
+  // ---- registered device buffers ----
+
+  @Override
+  public Registration register(long address, long bytes) {
+    long h = acquire("register");
+    try {
+      if (address == 0 || bytes <= 0) {
+        // Collective even when refused: the core tells the other ranks this rank failed, so
+        // they get an error too instead of waiting for it.
+        ColibriLib.clbCommRegister(h, 0, 0, new long[1]);
+      }
+      if (address == 0) {
+        throw invalid("register", "address is 0 (null): pass the address of device memory"
+            + " (cudaMalloc, cuMemAlloc or DeviceBuffer)");
+      }
+      if (bytes <= 0) {
+        throw invalid("register", "bytes is " + bytes + ": pass the size of the buffer, 1 or"
+            + " more");
+      }
+      long[] handle = new long[1];
+      check(ColibriLib.clbCommRegister(h, address, bytes, handle),
+          describe("register", address, bytes));
+      return new NativeRegistration(handle[0], address, bytes);
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * A registration of this communicator. Its handle is swapped to 0 exactly once, so close is
+   * idempotent; after the communicator's close (which frees every registration) it does nothing.
+   */
+  private final class NativeRegistration implements Registration {
+    private final AtomicLong handle;
+    private final long address;
+    private final long bytes;
+
+    NativeRegistration(long handle, long address, long bytes) {
+      this.handle = new AtomicLong(handle);
+      this.address = address;
+      this.bytes = bytes;
+    }
+
+    @Override
+    public long address() {
+      return address;
+    }
+
+    @Override
+    public long bytes() {
+      return bytes;
+    }
+
+    @Override
+    public void close() {
+      long r = handle.getAndSet(0);
+      if (r == 0) {
+        return;
+      }
+      long h = acquireIfOpen();
+      try {
+        if (h != 0) {
+          check(ColibriLib.clbCommDeregister(h, r), describe("deregister", address, bytes));
+        }
+      } finally {
+        release();
+      }
+    }
+
+    @Override
+    public String toString() {
+      return describe("Registration", address, bytes) + " on " + NativeCommunicator.this
+          + (handle.get() == 0 ? " (closed)" : "");
+    }
+  }
+
   // ---- lifetime ----
 
   @Override
   public void abort() {
-    state.inFlight.incrementAndGet();
+    long h = acquireIfOpen();
     try {
-      long h = state.handle.get();
-      if (h == 0) {
-        return; // closed: nothing left to abort
+      if (h != 0) { // 0: closed, nothing left to abort
+        check(ColibriLib.clbCommAbort(h), "abort");
       }
-      check(ColibriLib.clbCommAbort(h), "abort");
     } finally {
       release();
     }
@@ -337,9 +411,14 @@ final class NativeCommunicator implements Communicator {
 
   // ---- helpers ----
 
-  private long acquire(String call) {
+  /** Counts a call in and returns the handle, or 0 when closed; release() in any case. */
+  private long acquireIfOpen() {
     state.inFlight.incrementAndGet();
-    long h = state.handle.get();
+    return state.handle.get();
+  }
+
+  private long acquire(String call) {
+    long h = acquireIfOpen();
     if (h == 0) {
       state.inFlight.decrementAndGet();
       throw new ColibriException(ErrorCode.INVALID_USAGE, call + ": communicator is closed;"
@@ -364,6 +443,11 @@ final class NativeCommunicator implements Communicator {
       throw NativeLibrary.error(rc, call + " of " + count + " " + type + " on rank " + rank
           + " of " + size);
     }
+  }
+
+  /** "register of 4096 bytes at 0x7f0000000000": a registration in messages. */
+  private static String describe(String call, long address, long bytes) {
+    return call + " of " + bytes + " bytes at 0x" + Long.toHexString(address);
   }
 
   private static ColibriException invalid(String call, String message) {

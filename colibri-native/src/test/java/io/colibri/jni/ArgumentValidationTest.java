@@ -153,6 +153,13 @@ class ArgumentValidationTest {
   }
 
   @Test
+  void registerNeedsAnAddressAndBytes() {
+    refused(() -> comm.register(0L, 64), "register", "address is 0", "cudaMalloc");
+    refused(() -> comm.register(4096L, 0), "register", "bytes is 0", "1 or more");
+    refused(() -> comm.register(4096L, -8), "bytes is -8");
+  }
+
+  @Test
   void initRefusesRanksOutOfRange() {
     UniqueId id = UniqueId.fromBytes(new byte[UniqueId.BYTES]);
     refused(() -> Communicator.init(id, 0, 0), "nranks is 0", "at least 1 rank");
@@ -182,7 +189,8 @@ class ArgumentValidationTest {
         () -> comm.reduceScatter(d, d, 1, DataType.INT8, ReduceOp.SUM),
         () -> comm.broadcast(d, d, 1, DataType.INT8, 0),
         () -> comm.allReduce(0L, 0L, 0, DataType.INT8, ReduceOp.SUM, 0L),
-        comm::memoryStats, comm::trim, comm::lastAlgorithm, comm::transportInfo}) {
+        () -> comm.register(4096L, 64), comm::memoryStats, comm::trim, comm::lastAlgorithm,
+        comm::transportInfo}) {
       ColibriException x = assertThrows(ColibriException.class, call);
       assertEquals(ErrorCode.INVALID_USAGE, x.code());
       assertTrue(x.getMessage().contains("communicator is closed"), x.getMessage());

@@ -1,0 +1,308 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Registered device buffers (clbCommRegister). Ranks in several processes cannot hand each other
+// raw addresses the way ranks of one process do (the direct path): a peer's buffer must first be
+// mapped here through CUDA IPC, which costs a driver call of tens of microseconds and cannot
+// happen inside a CUDA graph capture. So buffers are registered once, collectively: every rank
+// exports the allocation holding its buffer, and every rank maps every other process's
+// allocation, once per allocation however many registrations cover it.
+//
+// At a call, ranks must agree whether all of them use registered buffers, or they would take
+// different paths. When the communicator has registrations and the call is large enough to leave
+// the LL path, the ranks exchange one small record over the host (which registration and offset
+// each buffer is at, and the call itself): then every rank decides alike from the same table,
+// falls back to staging when any rank's buffer is not registered, and names a rank that made a
+// different call instead of waiting for the device timeout. The exchange is host work only, so it
+// is allowed inside a capture, and a replayed graph does not repeat it.
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/comm.h"
+#include "core/cuda/device_world.h"
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace clb::cuda {
+
+constexpr uint64_t kNone = ~0ull;
+
+struct RegInfo {
+  int32_t code;      // clbSuccess, or why this rank's buffer cannot be registered
+  int32_t pid;
+  int32_t exported;  // 1: `handle` is valid (CUDA IPC can share this allocation)
+  int32_t pad;
+  uint64_t base, offset;  // the allocation's start in the owner's address space; buffer - base
+  uint64_t bufferId;      // CU_POINTER_ATTRIBUTE_BUFFER_ID of the allocation
+  CUipcMemHandle handle;
+  char why[256];          // the reason, when code or !exported says something failed
+};
+
+namespace {
+
+void note(RegInfo* info, clbResult_t code) {
+  info->code = code;
+  snprintf(info->why, sizeof info->why, "%s", clbGetLastError());
+}
+
+// The first rank that failed, as the error every rank returns (its own message on that rank).
+clbResult_t firstFailure(const std::vector<RegInfo>& all, int me) {
+  for (size_t p = 0; p < all.size(); p++) {
+    if (all[p].code == clbSuccess) continue;
+    if ((int)p == me) return setError((clbResult_t)all[p].code, "%s", all[p].why);
+    return setError((clbResult_t)all[p].code, "rank %zu could not register its buffer, so no rank did: %s", p,
+                    all[p].why);
+  }
+  return clbSuccess;
+}
+
+// What a rank says about one device call when the communicator has registrations.
+struct CallDesc {
+  OpDesc op;
+  uint64_t sendId, sendOffset, recvId, recvOffset;  // registration IDs (kNone: not registered)
+};
+
+bool sameCall(const OpDesc& x, const OpDesc& y) {
+  return x.coll == y.coll && x.dtype == y.dtype && x.op == y.op && x.root == y.root && x.count == y.count;
+}
+
+}  // namespace
+
+clbResult_t DeviceWorld::registerLocal(void* buff, size_t bytes, RegInfo* info) {
+  info->pid = getpid();
+  if (!buff || bytes == 0) {
+    setError(clbInvalidArgument, "rank %d registers buffer %p of %zu bytes: pass device memory and a size above 0",
+             comm_->rank, buff, bytes);
+    return clbInvalidArgument;
+  }
+  const Driver* d = nullptr;
+  CLB_CHECK(driver(&d));
+  bool isDevice = false;
+  int ordinal = -1;
+  CLB_CHECK(classifyPointer(buff, &isDevice, &ordinal));
+  if (!isDevice)
+    return setError(clbInvalidArgument,
+                    "rank %d registers %p, which is host memory: register device memory (cudaMalloc, cuMemAlloc, "
+                    "clbDeviceAlloc); host buffers need no registration", comm_->rank, buff);
+  if (ordinal_ >= 0 && ordinal != ordinal_)
+    return setError(clbInvalidArgument,
+                    "rank %d registers a buffer on GPU %d but its communicator works with GPU %d: one communicator "
+                    "per GPU", comm_->rank, ordinal, ordinal_);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  unsigned long long id = 0;
+  CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                  CU_POINTER_ATTRIBUTE_BUFFER_ID};
+  void* data[3] = {&base, &size, &id};
+  CLB_CU(d, cuPointerGetAttributes, 3, attrs, data, (CUdeviceptr)buff);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(buff);
+  if (bytes > base + size - b)
+    return setError(clbInvalidArgument,
+                    "rank %d registers %zu bytes at %p, but that allocation ends %llu bytes after it: register a "
+                    "range inside one allocation", comm_->rank, bytes, buff, (unsigned long long)(base + size - b));
+  info->base = base;
+  info->offset = b - base;
+  info->bufferId = id;
+  // Exporting fails for memory CUDA IPC cannot share (stream-ordered pools, cuMemCreate): that only
+  // matters when a peer lives in another process, which the exchange will tell.
+  CUdevice dev;
+  CUcontext ctx;
+  CLB_CU(d, cuDeviceGet, &dev, ordinal);
+  CLB_CU(d, cuDevicePrimaryCtxRetain, &ctx, dev);
+  CUresult rc;
+  {
+    CtxScope scope(d, ctx);
+    rc = d->cuIpcGetMemHandle(&info->handle, base);
+  }
+  d->cuDevicePrimaryCtxRelease(dev);
+  info->exported = rc == CUDA_SUCCESS;
+  if (!info->exported) {
+    cuError(rc, "cuIpcGetMemHandle");
+    snprintf(info->why, sizeof info->why,
+             "rank %d's buffer cannot be shared with another process through CUDA IPC (%s): allocate it with "
+             "cudaMalloc, cuMemAlloc or clbDeviceAlloc (not from a stream-ordered pool or cuMemCreate)",
+             comm_->rank, clbGetLastError());
+  }
+  return clbSuccess;
+}
+
+clbResult_t DeviceWorld::mapRegistration(const std::vector<RegInfo>& all, Registration* reg) {
+  const int n = comm_->nranks;
+  const int32_t pid = getpid();
+  reg->peer.assign(n, nullptr);
+  CtxScope scope(d_, ctx_);
+  for (int p = 0; p < n; p++) {
+    if (all[p].pid == pid) {  // same address space
+      reg->peer[p] = reinterpret_cast<char*>(all[p].base + all[p].offset);
+      continue;
+    }
+    if (!all[p].exported) return setError(clbInvalidArgument, "%s", all[p].why);
+    const auto key = std::make_pair(all[p].pid, all[p].bufferId);
+    Mapping& m = mappings_[key];
+    if (!m.local) {
+      CUresult rc = d_->cuIpcOpenMemHandle(&m.local, all[p].handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      if (rc != CUDA_SUCCESS) {
+        mappings_.erase(key);
+        return cuError(rc, "cuIpcOpenMemHandle (mapping a peer's registered buffer)");
+      }
+    }
+    m.refs++;
+    reg->mapped.push_back(key);
+    reg->peer[p] = reinterpret_cast<char*>(m.local + all[p].offset);
+  }
+  return clbSuccess;
+}
+
+void DeviceWorld::unmap(Registration* reg, bool closeNow) {
+  for (const auto& key : reg->mapped) {
+    auto it = mappings_.find(key);
+    if (it == mappings_.end() || --it->second.refs > 0) continue;
+    if (closeNow) d_->cuIpcCloseMemHandle(it->second.local);
+    else closeLater_.push_back(it->second.local);
+    mappings_.erase(it);
+  }
+  reg->mapped.clear();
+}
+
+clbResult_t DeviceWorld::registerBuffer(void* buff, size_t bytes, void** handle) {
+  const int n = comm_->nranks, me = comm_->rank;
+  std::vector<RegInfo> all(n);
+  RegInfo& mine = all[me];
+  memset(&mine, 0, sizeof mine);
+  if (!handle) {
+    setError(clbInvalidArgument, "handle (output) is NULL");
+    note(&mine, clbInvalidArgument);
+  } else if (clbResult_t rc = registerLocal(buff, bytes, &mine); rc != clbSuccess) {
+    note(&mine, rc);
+  }
+  // Every rank reaches the exchange, failed or not, so that a bad buffer on one rank is an error
+  // on all of them rather than a wait.
+  const uint64_t id = nextRegId_++;
+  CLB_CHECK(comm_->boot.allGather(all.data(), sizeof(RegInfo)));
+  CLB_CHECK(firstFailure(all, me));
+  if (!flags_) {
+    bool isDevice = false;
+    int ordinal = -1;
+    CLB_CHECK(classifyPointer(buff, &isDevice, &ordinal));
+    CLB_CHECK(setUp(ordinal, nullptr));  // collective too: every rank got here
+  }
+  auto reg = std::make_unique<Registration>();
+  reg->id = id;
+  reg->begin = reinterpret_cast<uintptr_t>(buff);
+  reg->end = reg->begin + bytes;
+  reg->bufferId = mine.bufferId;
+  // Mapping can fail on one rank only (a peer's memory that cannot be shared fails on all alike):
+  // a second exchange keeps "all or none".
+  RegInfo& ok = mine;
+  if (clbResult_t rc = mapRegistration(all, reg.get()); rc != clbSuccess) note(&ok, rc);
+  if (!allInProcess_) {
+    std::vector<RegInfo> oks(n);
+    oks[me] = ok;
+    CLB_CHECK(comm_->boot.allGather(oks.data(), sizeof(RegInfo)));
+    all.swap(oks);
+  }
+  if (clbResult_t rc = firstFailure(all, me); rc != clbSuccess) {
+    unmap(reg.get(), true);  // nothing used these mappings yet
+    return rc;
+  }
+  CLB_INFO("rank %d: registered %zu bytes at %p (registration %llu; %zu peer allocation(s) mapped)", me, bytes, buff,
+           (unsigned long long)id, reg->mapped.size());
+  *handle = reg.get();
+  regs_.push_back(std::move(reg));
+  return clbSuccess;
+}
+
+clbResult_t DeviceWorld::deregisterBuffer(void* handle) {
+  for (auto it = regs_.begin(); it != regs_.end(); ++it) {
+    if (it->get() != handle) continue;
+    if (!(*it)->mapped.empty()) {
+      // Kernels of this rank may still read the peers' buffers through these mappings. With
+      // other ranks in this process, waiting for the context could wait for their kernels,
+      // which may wait for this rank: close at destroy instead.
+      const bool now = !sharedProcess_;
+      if (now) {
+        CtxScope scope(d_, ctx_);
+        CLB_CU(d_, cuCtxSynchronize);
+      }
+      unmap(it->get(), now);
+    }
+    regs_.erase(it);
+    return clbSuccess;
+  }
+  return setError(clbInvalidArgument,
+                  "rank %d: %p is not a registration of this communicator (deregistered already, or from another "
+                  "communicator)", comm_->rank, handle);
+}
+
+const DeviceWorld::Registration* DeviceWorld::findRegistration(const void* p, size_t len, uint64_t* offset) {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+  for (const auto& r : regs_) {
+    if (b < r->begin || len > r->end - b) continue;
+    // Freed and allocated again (perhaps at the same address): the peers' mappings show the old
+    // allocation, so this registration is off.
+    unsigned long long id = 0;
+    if (d_->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)p) != CUDA_SUCCESS ||
+        id != r->bufferId)
+      continue;
+    *offset = b - r->begin;
+    return r.get();
+  }
+  return nullptr;
+}
+
+clbResult_t DeviceWorld::agreeZeroCopy(const CollArgs& a, ClbDevCallArgs* k, bool* given) {
+  *given = false;
+  const int n = comm_->nranks, me = comm_->rank;
+  const size_t bytes = a.count * clbTypeSize(a.type);
+  const bool gather = a.desc.coll == kAllGather, scatter = a.desc.coll == kReduceScatter;
+  const bool hasSend = a.desc.coll != kBroadcast || me == a.root;
+  std::vector<CallDesc> all(n);
+  CallDesc& mine = all[me];
+  memset(&mine, 0, sizeof mine);
+  mine.op = a.desc;
+  mine.sendId = mine.recvId = kNone;
+  const Registration* r = hasSend ? findRegistration(a.send, scatter ? bytes * n : bytes, &mine.sendOffset) : nullptr;
+  if (r) mine.sendId = r->id;
+  if ((r = findRegistration(a.recv, gather ? bytes * n : bytes, &mine.recvOffset))) mine.recvId = r->id;
+  // Over the host transport (shared memory on one node): a host collective of its own.
+  const int lastAlgo = comm_->lastAlgo;
+  clbResult_t rc = clbAllGather(&mine, all.data(), sizeof(CallDesc), clbUint8, comm_, nullptr);
+  comm_->lastAlgo = lastAlgo;
+  CLB_CHECK(rc);
+  for (int p = 0; p < n; p++)
+    if (!sameCall(all[p].op, all[0].op))
+      return setError(clbInvalidUsage,
+                      "device call %llu: rank 0 called %s but rank %d called %s: every rank must make the same "
+                      "calls in the same order", (unsigned long long)a.desc.seq, clb::describe(all[0].op).c_str(), p,
+                      clb::describe(all[p].op).c_str());
+  // Peers read every rank's send buffer (a broadcast: the root's), and an allReduce's output too
+  // (two-shot copies the other segments from their owners).
+  for (int p = 0; p < n; p++) {
+    const bool needSend = a.desc.coll != kBroadcast || p == a.root;
+    if ((needSend && all[p].sendId == kNone) || (a.desc.coll == kAllReduce && all[p].recvId == kNone)) return clbSuccess;
+  }
+  auto lookup = [this](uint64_t id) -> const Registration* {
+    for (const auto& reg : regs_)
+      if (reg->id == id) return reg.get();
+    return nullptr;
+  };
+  for (int p = 0; p < n; p++) {
+    const Registration* s = all[p].sendId == kNone ? nullptr : lookup(all[p].sendId);
+    const Registration* o = all[p].recvId == kNone ? nullptr : lookup(all[p].recvId);
+    if ((all[p].sendId != kNone && !s) || (all[p].recvId != kNone && !o))
+      return setError(clbInvalidUsage,
+                      "rank %d uses a registration that rank %d does not have: register and deregister on every "
+                      "rank at the same point", p, me);
+    k->peerIn[p] = s ? s->peer[p] + all[p].sendOffset : nullptr;
+    k->peerOut[p] = o ? o->peer[p] + all[p].recvOffset : nullptr;
+  }
+  // This rank's own buffers need no registration (a broadcast reads only the root's): the
+  // kernel gets them as they are.
+  k->peerIn[me] = static_cast<const char*>(k->in);
+  k->peerOut[me] = static_cast<char*>(k->out);
+  k->given = 1;
+  *given = true;
+  return clbSuccess;
+}
+
+}  // namespace clb::cuda

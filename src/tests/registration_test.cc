@@ -1,0 +1,106 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// clbCommRegister / clbCommDeregister where there is no GPU (the CI machine): bad arguments are
+// refused by name, a registration that fails on one rank fails on every rank (rather than leaving
+// the others waiting), and the communicator stays usable afterwards. On a GPU, the device test
+// DeviceProcesses/*registered* and */mixed* runs the collectives on registered buffers.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "colibri/colibri.h"
+#include "core/cuda/driver.h"
+
+namespace {
+
+bool haveDriver() {
+  const clb::cuda::Driver* d = nullptr;
+  return clb::cuda::driver(&d) == clbSuccess;
+}
+
+struct Outcome {
+  clbResult_t rc = clbSuccess;
+  std::string msg;
+  void* handle = reinterpret_cast<void*>(1);
+  bool afterwards = false;  // a host allReduce after the failed registration gave the right sum
+};
+
+// n ranks as threads: each registers buffer `bufs[r]`, then runs one host allReduce.
+std::vector<Outcome> registerOnEveryRank(const std::vector<void*>& bufs, size_t bytes) {
+  const int n = (int)bufs.size();
+  clbUniqueId id;
+  EXPECT_EQ(clbGetUniqueId(&id), clbSuccess);
+  std::vector<Outcome> out(n);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; r++)
+    ts.emplace_back([&, r] {
+      clbConfig_t cfg;
+      clbConfigInit(&cfg);
+      cfg.timeoutMs = 20000;
+      clbComm_t c = nullptr;
+      if (clbCommInitRank(&c, &id, r, n, &cfg) != clbSuccess) {
+        out[r].msg = std::string("init: ") + clbGetLastError();
+        return;
+      }
+      out[r].rc = clbCommRegister(c, bufs[r], bytes, &out[r].handle);
+      out[r].msg = clbGetLastError();
+      int v = r + 1, sum = 0;
+      out[r].afterwards = clbAllReduce(&v, &sum, 1, clbInt32, clbSum, c, nullptr) == clbSuccess &&
+                          sum == n * (n + 1) / 2;
+      clbCommDestroy(c);
+    });
+  for (auto& t : ts) t.join();
+  return out;
+}
+
+}  // namespace
+
+TEST(Registration, NullCommunicatorAndHandleAreRefused) {
+  int x = 0;
+  void* h = nullptr;
+  EXPECT_EQ(clbCommRegister(nullptr, &x, sizeof x, &h), clbInvalidArgument);
+  EXPECT_NE(std::string(clbGetLastError()).find("communicator is NULL"), std::string::npos) << clbGetLastError();
+  EXPECT_EQ(clbCommDeregister(nullptr, &x), clbInvalidArgument);
+}
+
+TEST(Registration, DeregisteringWhatWasNeverRegisteredIsRefused) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  clbComm_t c = nullptr;
+  ASSERT_EQ(clbCommInitRank(&c, &id, 0, 1, nullptr), clbSuccess) << clbGetLastError();
+  EXPECT_EQ(clbCommDeregister(c, nullptr), clbInvalidArgument);
+  EXPECT_NE(std::string(clbGetLastError()).find("handle is NULL"), std::string::npos) << clbGetLastError();
+  int x = 0;
+  EXPECT_EQ(clbCommDeregister(c, &x), clbInvalidArgument);
+  EXPECT_NE(std::string(clbGetLastError()).find("not a registration of this communicator"), std::string::npos)
+      << clbGetLastError();
+  EXPECT_EQ(clbCommDestroy(c), clbSuccess);
+}
+
+TEST(Registration, AFailureOnOneRankIsAFailureOnEveryRankAndNamesIt) {
+  // Rank 1 passes a NULL buffer; rank 0 a host buffer, which fails too where there is no driver.
+  std::vector<char> host(64);
+  std::vector<Outcome> out = registerOnEveryRank({host.data(), nullptr}, host.size());
+  for (int r = 0; r < 2; r++) {
+    EXPECT_NE(out[r].rc, clbSuccess) << "rank " << r;
+    EXPECT_EQ(out[r].handle, nullptr) << "rank " << r << ": the handle is cleared on failure";
+    EXPECT_TRUE(out[r].afterwards) << "rank " << r << ": the communicator stays usable after a failed registration";
+  }
+  if (haveDriver()) {
+    // Rank 0's host memory is refused by name, and rank 1 says which rank failed first.
+    EXPECT_EQ(out[0].rc, clbInvalidArgument);
+    EXPECT_NE(out[0].msg.find("host memory"), std::string::npos) << out[0].msg;
+  } else {
+    EXPECT_EQ(out[0].rc, clbUnsupported) << out[0].msg;
+  }
+  EXPECT_NE(out[1].msg.find("rank 0 could not register its buffer, so no rank did"), std::string::npos) << out[1].msg;
+}
+
+TEST(Registration, ANullBufferIsRefusedByNameOnItsRank) {
+  std::vector<Outcome> out = registerOnEveryRank({nullptr}, 64);
+  EXPECT_EQ(out[0].rc, clbInvalidArgument);
+  EXPECT_NE(out[0].msg.find("pass device memory and a size above 0"), std::string::npos) << out[0].msg;
+  EXPECT_TRUE(out[0].afterwards);
+}
