@@ -158,10 +158,12 @@ int gpuCount() {
 
 // How a test runs: COLIBRI_DEVICE_PATH (the library reads it when a communicator first touches
 // device memory) and CLB_TEST_SPREAD; both set before the rank threads or processes start.
-// "registered" and "mixed" (processes) run the auto path with registered buffers (CLB_TEST_REGISTER).
+// "registered" and "mixed" (processes) run the auto path with registered buffers (CLB_TEST_REGISTER);
+// "viahost" the auto path through host memory, as between GPUs without peer access.
 void setPlacement(const std::string& path, bool spread) {
   const bool reg = path == "registered" || path == "mixed";
-  setenv("COLIBRI_DEVICE_PATH", reg ? "auto" : path.c_str(), 1);
+  setenv("COLIBRI_DEVICE_PATH", reg || path == "viahost" ? "auto" : path.c_str(), 1);
+  setenv("COLIBRI_DEVICE_P2P", path == "viahost" ? "off" : "auto", 1);
   if (reg) setenv("CLB_TEST_REGISTER", path.c_str(), 1);
   else unsetenv("CLB_TEST_REGISTER");
   setenv("CLB_TEST_SPREAD", spread ? "1" : "0", 1);
@@ -326,8 +328,13 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
   clbCommMemStats(comm, &st);
   if (rank == 0) printf("rank 0 of %d: device bytes held %lld (peak %lld)\n%s", n, (long long)st.deviceBytes,
                         (long long)st.devicePeakBytes, info);
-  if (err.empty() && (st.deviceBytes <= 0 || st.deviceBytes > (16 << 20)))
+  const char* p2p = getenv("COLIBRI_DEVICE_P2P");
+  if (p2p && !strcmp(p2p, "off")) {  // everything shared lives in host memory
+    if (err.empty() && (st.deviceBytes != 0 || !strstr(info, "in host memory")))
+      err = "through host memory, yet device bytes held " + std::to_string(st.deviceBytes) + ": " + info;
+  } else if (err.empty() && (st.deviceBytes <= 0 || st.deviceBytes > (16 << 20))) {
     err = "device bytes held " + std::to_string(st.deviceBytes) + " outside (0, 16 MiB]";
+  }
   clbCommDestroy(comm);
   for (auto& b : bufs) {
     d->cuMemFree(b.send);
@@ -381,10 +388,12 @@ TEST_P(DeviceThreads, AllFourCollectivesMatchHostReferenceBitForBit) {
 }
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceThreads,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
-                                            ::testing::Values("auto", "ll", "staged", "direct"), ::testing::Values(false)),
+                                            ::testing::Values("auto", "ll", "staged", "direct", "viahost"),
+                                            ::testing::Values(false)),
                          placementName);
 INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceThreads,
-                         ::testing::Combine(::testing::Values(2, 3, 4, 8), ::testing::Values("ll", "staged", "direct"),
+                         ::testing::Combine(::testing::Values(2, 3, 4, 8),
+                                            ::testing::Values("ll", "staged", "direct", "viahost"),
                                             ::testing::Values(true)),
                          placementName);
 
@@ -439,12 +448,12 @@ TEST_P(DeviceProcesses, AllFourCollectivesThroughCudaIpc) {
 // "mixed": rank 0's missing for odd calls, which stage).
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceProcesses,
                          ::testing::Combine(::testing::Values(2, 4, 8),
-                                            ::testing::Values("auto", "staged", "registered", "mixed"),
+                                            ::testing::Values("auto", "staged", "registered", "mixed", "viahost"),
                                             ::testing::Values(false)),
                          placementName);
 INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceProcesses,
                          ::testing::Combine(::testing::Values(2, 4, 8),
-                                            ::testing::Values("auto", "staged", "registered", "mixed"),
+                                            ::testing::Values("auto", "staged", "registered", "mixed", "viahost"),
                                             ::testing::Values(true)),
                          placementName);
 
@@ -547,11 +556,11 @@ TEST_P(DeviceGraphs, HundredCapturedAllReducesReplayWithNewData) {
   runThreads(std::get<0>(GetParam()), graphRank);
 }
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceGraphs,
-                         ::testing::Combine(::testing::Values(2, 4), ::testing::Values("ll", "staged", "direct"),
+                         ::testing::Combine(::testing::Values(2, 4), ::testing::Values("ll", "staged", "direct", "viahost"),
                                             ::testing::Values(false)),
                          placementName);
 INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceGraphs,
-                         ::testing::Combine(::testing::Values(2, 4), ::testing::Values("ll", "staged", "direct"),
+                         ::testing::Combine(::testing::Values(2, 4), ::testing::Values("ll", "staged", "direct", "viahost"),
                                             ::testing::Values(true)),
                          placementName);
 

@@ -2,7 +2,9 @@
 #include "core/cuda/device_world.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <unistd.h>
@@ -60,19 +62,23 @@ clbResult_t classifyPointer(const void* p, bool* isDevice, int* ordinal) {
   return clbSuccess;
 }
 
-namespace {
 struct PeerInfo {  // exchanged once, at set-up
   int32_t pid;
   int32_t ordinal;
   CUuuid uuid;
-  uint64_t flags;
-  CUipcMemHandle hFlags;
 };
-struct StagingInfo {  // exchanged whenever staging is (re)allocated
+
+namespace {
+struct StagingInfo {  // exchanged whenever a shared buffer is (re)allocated in device memory
   uint64_t staging;
   CUipcMemHandle hStaging;
 };
-
+struct HostShmInfo {  // ... or in host memory
+  int32_t pid;
+  int32_t pad;
+  uint64_t ptr;    // in the owner's address space
+  char name[64];   // POSIX shared memory object
+};
 }  // namespace
 
 DeviceWorld::DeviceWorld(clbComm* comm) : comm_(comm) {
@@ -83,6 +89,11 @@ DeviceWorld::DeviceWorld(clbComm* comm) : comm_(comm) {
     else if (!strcasecmp(v, "direct")) path_ = DevicePath::kDirect;
     else if (strcasecmp(v, "auto") != 0)
       configError_ = std::string("COLIBRI_DEVICE_PATH='") + v + "' is not one of auto, ll, staged, direct";
+  }
+  if (const char* v = getenv("COLIBRI_DEVICE_P2P"); v && *v) {
+    if (!strcasecmp(v, "off")) forceHost_ = true;
+    else if (strcasecmp(v, "auto") != 0)
+      configError_ = std::string("COLIBRI_DEVICE_P2P='") + v + "' is not one of auto, off";
   }
   // LL lines carry 8 data bytes in 16, in two halves: the buffer is 4 x ranks x llMax_ bytes.
   // By default at most 256 KiB per destination and 6 MiB in all (192 KiB with 8 ranks).
@@ -100,7 +111,14 @@ DeviceWorld::~DeviceWorld() { release(); }
 void DeviceWorld::releaseShared(SharedBuffer* b) {
   for (CUdeviceptr p : b->opened) d_->cuIpcCloseMemHandle(p);
   b->opened.clear();
-  if (b->mine) {
+  for (auto& [p, len] : b->hostMaps) {
+    d_->cuMemHostUnregister(p);
+    munmap(p, len);
+  }
+  b->hostMaps.clear();
+  if (b->mine && b->host) {
+    comm_->mem.addHost(-(int64_t)b->bytes);
+  } else if (b->mine) {
     d_->cuMemFree(b->mine);
     comm_->mem.addDevice(-(int64_t)b->bytes);
   }
@@ -121,7 +139,8 @@ clbResult_t DeviceWorld::release() {
     ClbDevFlags f;
     int64_t deadline = nowMs() + std::min<int64_t>(comm_->cfg.timeoutMs, 5000);
     for (;;) {
-      if (d_->cuMemcpyDtoH(&f, flags_, sizeof f) != CUDA_SUCCESS) break;
+      if (flagBuf_.host) memcpy(&f, reinterpret_cast<const void*>(flags_), sizeof f);  // pinned host memory
+      else if (d_->cuMemcpyDtoH(&f, flags_, sizeof f) != CUDA_SUCCESS) break;
       bool all = true;
       for (int p = 0; p < comm_->nranks; p++) all = all && f.done[p] >= f.calls;
       if (all || nowMs() > deadline) break;
@@ -134,10 +153,7 @@ clbResult_t DeviceWorld::release() {
   closeLater_.clear();
   releaseShared(&staging_);
   releaseShared(&llBuf_);
-  for (CUdeviceptr p : openedFlags_) d_->cuIpcCloseMemHandle(p);
-  openedFlags_.clear();
-  d_->cuMemFree(flags_);
-  comm_->mem.addDevice(-(int64_t)sizeof(ClbDevFlags));
+  releaseShared(&flagBuf_);
   if (hostError_) d_->cuMemFreeHost(hostError_);
   flags_ = 0;
   hostError_ = nullptr;
@@ -193,9 +209,6 @@ clbResult_t DeviceWorld::setUp(int ordinal, CUstream stream) {
   CLB_CHECK(kernels_.function("clb_dev_staged", &staged_));
   CLB_CHECK(kernels_.function("clb_dev_direct", &direct_));
   CLB_CHECK(kernels_.function("clb_dev_ll", &ll_));
-  CLB_CU(d_, cuMemAlloc, &flags_, sizeof(ClbDevFlags));
-  comm_->mem.addDevice((int64_t)sizeof(ClbDevFlags));
-  CLB_CHECK(zeroNow(flags_, sizeof(ClbDevFlags)));
   CLB_CU(d_, cuMemHostAlloc, reinterpret_cast<void**>(&hostError_), sizeof(unsigned int), CU_MEMHOSTALLOC_DEVICEMAP);
   *hostError_ = 0;
   CLB_CU(d_, cuMemHostGetDevicePointer, &hostErrorDev_, hostError_, 0);
@@ -205,42 +218,22 @@ clbResult_t DeviceWorld::setUp(int ordinal, CUstream stream) {
   me.pid = getpid();
   me.ordinal = ordinal_;
   CLB_CU(d_, cuDeviceGetUuid, &me.uuid, dev_);
-  me.flags = flags_;
-  CLB_CU(d_, cuIpcGetMemHandle, &me.hFlags, flags_);
   CLB_CHECK(comm_->boot.allGather(all.data(), sizeof(PeerInfo)));
-  peerFlags_.assign(n, nullptr);
   peerPid_.assign(n, 0);
   allInProcess_ = true;
   sameGpu_ = 0;
   for (int p = 0; p < n; p++) {
     peerPid_[p] = all[p].pid;
-    const bool sameProcess = all[p].pid == me.pid;
-    allInProcess_ = allInProcess_ && sameProcess;
-    if (!memcmp(&all[p].uuid, &me.uuid, sizeof(CUuuid))) {
-      sameGpu_++;
-    } else if (sameProcess) {  // another GPU of this process: its memory needs peer access
-      CUdevice other;
-      int can = 0;
-      CLB_CU(d_, cuDeviceGet, &other, all[p].ordinal);
-      CLB_CU(d_, cuDeviceCanAccessPeer, &can, dev_, other);
-      if (!can)
-        return setError(clbUnsupported, "GPU %d cannot access GPU %d directly (no P2P): the staged path through "
-                        "host memory is not implemented yet", ordinal_, all[p].ordinal);
-      CUcontext otherCtx;
-      CLB_CU(d_, cuDevicePrimaryCtxRetain, &otherCtx, other);
-      CUresult rc = d_->cuCtxEnablePeerAccess(otherCtx, 0);
-      if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return cuError(rc, "cuCtxEnablePeerAccess");
-    }
-    if (sameProcess) {  // same address space
-      if (p != comm_->rank) sharedProcess_ = true;
-      peerFlags_[p] = reinterpret_cast<ClbDevFlags*>(all[p].flags);
-      continue;
-    }
-    CUdeviceptr f = 0;  // another process: CUDA IPC (peer access enabled by the driver as needed)
-    CLB_CU(d_, cuIpcOpenMemHandle, &f, all[p].hFlags, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-    openedFlags_.push_back(f);
-    peerFlags_[p] = reinterpret_cast<ClbDevFlags*>(f);
+    allInProcess_ = allInProcess_ && all[p].pid == me.pid;
+    if (all[p].pid == me.pid && p != comm_->rank) sharedProcess_ = true;
+    if (!memcmp(&all[p].uuid, &me.uuid, sizeof(CUuuid))) sameGpu_++;
   }
+  CLB_CHECK(decideViaHost(all));
+  // The flag blocks: where the peers can reach them (CUDA IPC, the pointer itself, or host memory).
+  CLB_CHECK(ensureShared(&flagBuf_, sizeof(ClbDevFlags), stream, "flags"));
+  flags_ = flagBuf_.mine;
+  peerFlags_.assign(n, nullptr);
+  for (int p = 0; p < n; p++) peerFlags_[p] = reinterpret_cast<ClbDevFlags*>(flagBuf_.peers[p]);
   // Blocks of one launch wait for each other, and every rank sharing this GPU has one launch in
   // flight: together they must fit on the GPU at once (a margin of 4 blocks for other work).
   int perSm = 1, perSm2 = 1;
@@ -256,6 +249,107 @@ clbResult_t DeviceWorld::setUp(int ordinal, CUstream stream) {
   return clbSuccess;
 }
 
+// Whether any two ranks' GPUs cannot reach each other's memory (or COLIBRI_DEVICE_P2P=off):
+// then every shared buffer goes to host memory. Each rank checks its own GPU against the others,
+// and all agree on the answer. GPUs of this process that can reach each other get peer access.
+clbResult_t DeviceWorld::decideViaHost(const std::vector<PeerInfo>& all) {
+  const int n = comm_->nranks, me = comm_->rank;
+  std::vector<int32_t> need(n, 0);
+  std::string why = forceHost_ ? "COLIBRI_DEVICE_P2P=off" : "";
+  for (int p = 0; p < n && !forceHost_; p++) {
+    if (!memcmp(&all[p].uuid, &all[me].uuid, sizeof(CUuuid))) continue;
+    // The peer's GPU as this process numbers it (CUDA_VISIBLE_DEVICES may differ between processes).
+    int count = 0, can = 0;
+    CUdevice other = -1;
+    CLB_CU(d_, cuDeviceGetCount, &count);
+    for (int g = 0; g < count && other < 0; g++) {
+      CUdevice dv;
+      CUuuid u;
+      if (d_->cuDeviceGet(&dv, g) == CUDA_SUCCESS && d_->cuDeviceGetUuid(&u, dv) == CUDA_SUCCESS &&
+          !memcmp(&u, &all[p].uuid, sizeof u))
+        other = dv;
+    }
+    if (other >= 0) CLB_CU(d_, cuDeviceCanAccessPeer, &can, dev_, other);
+    if (!can) {
+      char b[160];
+      snprintf(b, sizeof b, "GPU %d cannot access rank %d's GPU%s directly (no peer access)", ordinal_, p,
+               other < 0 ? " (not visible to this process)" : "");
+      why = b;
+      break;
+    }
+    if (all[p].pid == all[me].pid) {  // another GPU of this process: enable access to its memory
+      CUcontext otherCtx;
+      CLB_CU(d_, cuDevicePrimaryCtxRetain, &otherCtx, other);
+      CUresult rc = d_->cuCtxEnablePeerAccess(otherCtx, 0);
+      if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return cuError(rc, "cuCtxEnablePeerAccess");
+    }
+  }
+  need[me] = !why.empty();
+  CLB_CHECK(comm_->boot.allGather(need.data(), sizeof(int32_t)));
+  for (int p = 0; p < n; p++) viaHost_ = viaHost_ || need[p];
+  if (viaHost_)
+    CLB_WARN("rank %d: device collectives go through host memory (slower): %s", me,
+             why.empty() ? "another rank's GPU has no peer access to some GPU" : why.c_str());
+  return clbSuccess;
+}
+
+// A shared buffer in pinned host memory: POSIX shared memory this rank creates, that every rank
+// maps and registers with CUDA (so its kernels reach it), and that is unlinked once all did.
+clbResult_t DeviceWorld::allocHostShared(SharedBuffer* b, size_t bytes, const char* what) {
+  const int n = comm_->nranks, me = comm_->rank;
+  const size_t len = (bytes + 4095) / 4096 * 4096;
+  std::vector<HostShmInfo> all(n);
+  HostShmInfo& mine = all[me];
+  mine.pid = getpid();
+  snprintf(mine.name, sizeof mine.name, "/clb-dev-%d-%016llx-r%d-%llu", (int)mine.pid,
+           (unsigned long long)comm_->boot.sessionNonce(), me, (unsigned long long)hostGen_++);
+  auto mapShm = [&](const char* name, bool create, void** out) -> clbResult_t {
+    int fd = shm_open(name, create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
+    if (fd < 0) return setSysError(errno, "shm_open(%s) for the device %s buffer in host memory", name, what);
+    // Reserved now (tmpfs): a full /dev/shm is an error here, not a SIGBUS at the first write.
+    if (int e = create ? posix_fallocate(fd, 0, (off_t)len) : 0; e != 0) {
+      close(fd);
+      shm_unlink(name);
+      return setSysError(e, "reserving %zu bytes of /dev/shm for %s (%s): is /dev/shm large enough?", len, what, name);
+    }
+    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return setSysError(errno, "mmap(%s)", name);
+    CUresult rc = d_->cuMemHostRegister(p, len, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    if (rc != CUDA_SUCCESS) {
+      munmap(p, len);
+      return cuError(rc, "cuMemHostRegister (a device buffer in host memory)");
+    }
+    b->hostMaps.emplace_back(p, len);
+    *out = p;
+    return clbSuccess;
+  };
+  void* own = nullptr;
+  CLB_CHECK(mapShm(mine.name, true, &own));
+  memset(own, 0, len);  // before any peer knows it: nothing written there can be lost
+  mine.ptr = reinterpret_cast<uint64_t>(own);
+  b->host = true;
+  b->bytes = bytes;
+  CLB_CU(d_, cuMemHostGetDevicePointer, &b->mine, own, 0);
+  comm_->mem.addHost((int64_t)bytes);
+  clbResult_t rc = comm_->boot.allGather(all.data(), sizeof(HostShmInfo));
+  b->peers.assign(n, nullptr);
+  for (int p = 0; p < n && rc == clbSuccess; p++) {
+    void* at = reinterpret_cast<void*>(all[p].ptr);  // the same address space
+    if (all[p].pid != mine.pid) rc = mapShm(all[p].name, false, &at);
+    CUdeviceptr dp = 0;
+    if (rc == clbSuccess && d_->cuMemHostGetDevicePointer(&dp, at, 0) != CUDA_SUCCESS) dp = (CUdeviceptr)at;
+    b->peers[p] = reinterpret_cast<char*>(dp);
+  }
+  // Every rank mapped every buffer (or failed): the names can go.
+  clbResult_t met = comm_->boot.barrier();
+  shm_unlink(mine.name);
+  CLB_CHECK(rc);
+  CLB_CHECK(met);
+  CLB_INFO("rank %d: %s buffer %zu bytes in host memory", me, what, bytes);
+  return clbSuccess;
+}
+
 clbResult_t DeviceWorld::ensureShared(SharedBuffer* b, size_t bytes, CUstream stream, const char* what) {
   if (b->mine && bytes <= b->bytes) return clbSuccess;
   CLB_CHECK(refuseInCapture(stream, bytes));
@@ -267,6 +361,7 @@ clbResult_t DeviceWorld::ensureShared(SharedBuffer* b, size_t bytes, CUstream st
     CLB_CHECK(comm_->boot.barrier());
     releaseShared(b);
   }
+  if (viaHost_) return allocHostShared(b, bytes, what);
   CLB_CU(d_, cuMemAlloc, &b->mine, bytes);
   b->bytes = bytes;
   comm_->mem.addDevice((int64_t)bytes);
@@ -432,16 +527,17 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
   const size_t perDest = a.count * esz;                 // bytes a rank sends to each rank
   const size_t msg = perDest * (a.desc.coll == kAllGather || a.desc.coll == kReduceScatter ? n : 1);
   DevicePath path = DevicePath::kStaged;
+  const bool readPeers = allInProcess_ && !viaHost_;  // peers' buffers readable in place
   if (path_ == DevicePath::kLL && allToAll && perDest <= llMax_) path = DevicePath::kLL;
-  else if (path_ == DevicePath::kDirect && allInProcess_) path = DevicePath::kDirect;
+  else if (path_ == DevicePath::kDirect && readPeers) path = DevicePath::kDirect;
   else if (path_ == DevicePath::kAuto) {
     if (allToAll && perDest <= llMax_) path = DevicePath::kLL;
-    else if (allInProcess_ && msg >= directMin_) path = DevicePath::kDirect;
+    else if (readPeers && msg >= directMin_) path = DevicePath::kDirect;
   }
   // Ranks in several processes read each other's buffers in place when every rank's are registered.
   ClbDevCallArgs k{};
   common(&k, a);
-  if (path == DevicePath::kStaged && path_ != DevicePath::kStaged && !allInProcess_ && !regs_.empty() &&
+  if (path == DevicePath::kStaged && path_ != DevicePath::kStaged && !allInProcess_ && !viaHost_ && !regs_.empty() &&
       msg >= directMin_) {
     bool given = false;
     CLB_CHECK(agreeZeroCopy(a, &k, &given));
@@ -493,11 +589,12 @@ std::string DeviceWorld::describe() const {
   if (!d_) return "device: not used yet (set up at the first collective on device memory)\n";
   char b[1024];
   snprintf(b, sizeof b,
-           "device: GPU %d, %d rank(s) on it, %s; LL up to %zu bytes per rank, then %s; last call %s%s; "
+           "device: GPU %d, %d rank(s) on it, %s%s; LL up to %zu bytes per rank, then %s; last call %s%s; "
            "%zu registration(s), %zu peer allocation(s) mapped; LL buffer %zu bytes, staging %zu bytes; kernels %s\n",
-           ordinal_, sameGpu_, allInProcess_ ? "every rank in this process" : "ranks in several processes", llMax_,
-           allInProcess_ ? "direct (peers' buffers read in place)"
-                         : "direct on registered buffers (zero copy), else staged",
+           ordinal_, sameGpu_, allInProcess_ ? "every rank in this process" : "ranks in several processes",
+           viaHost_ ? ", flags, LL and staging in host memory (no peer access between some GPUs)" : "", llMax_,
+           viaHost_ ? "staged" : allInProcess_ ? "direct (peers' buffers read in place)"
+                                               : "direct on registered buffers (zero copy), else staged",
            lastPath(), lastZeroCopy_ ? " (zero copy through registered buffers)" : "", regs_.size(),
            mappings_.size(), llBuf_.bytes, staging_.bytes, kernels_.description().c_str());
   return b;

@@ -34,14 +34,19 @@ enum class DevicePath { kAuto, kLL, kStaged, kDirect };
 // Device memory every rank of the node sees: this rank's allocation and every rank's, mapped
 // (CUDA IPC across processes, the pointer itself inside one). Allocated on demand, grown by a
 // collective step all ranks take at the same call, counted in memStats.
+// Between GPUs without peer access the buffers live in pinned host memory instead (POSIX shared
+// memory mapped into every rank's process and registered with CUDA), which every GPU reaches.
 struct SharedBuffer {
   CUdeviceptr mine = 0;
   size_t bytes = 0;
   std::vector<char*> peers;
   std::vector<CUdeviceptr> opened;  // IPC mappings to close
+  bool host = false;                                  // in host memory (viaHost_)
+  std::vector<std::pair<void*, size_t>> hostMaps;     // host mappings to unregister and unmap
 };
 
-struct RegInfo;  // what a rank tells the others about a buffer it registers
+struct RegInfo;   // what a rank tells the others about a buffer it registers
+struct PeerInfo;  // what ranks tell each other at set-up
 
 class DeviceWorld {
  public:
@@ -78,6 +83,8 @@ class DeviceWorld {
   clbResult_t agreeZeroCopy(const CollArgs& a, ClbDevCallArgs* k, bool* given);
   clbResult_t setUp(int ordinal, CUstream stream);            // once: kernels, flags, peers
   clbResult_t ensureShared(SharedBuffer* b, size_t bytes, CUstream stream, const char* what);
+  clbResult_t allocHostShared(SharedBuffer* b, size_t bytes, const char* what);  // viaHost_
+  clbResult_t decideViaHost(const std::vector<PeerInfo>& all);  // collective
   void releaseShared(SharedBuffer* b);
   clbResult_t zeroNow(CUdeviceptr p, size_t bytes);  // before peers may write there
   clbResult_t refuseInCapture(CUstream stream, size_t need);  // set-up is impossible in capture
@@ -105,12 +112,15 @@ class DeviceWorld {
   DevicePath lastPath_ = DevicePath::kAuto;
   SharedBuffer staging_;  // staged path: two halves (call parity), a slot per rank in each
   SharedBuffer llBuf_;    // LL path: two halves, a slot of 16-byte lines per rank in each
-  CUdeviceptr flags_ = 0;
+  SharedBuffer flagBuf_;  // every rank's ClbDevFlags
+  CUdeviceptr flags_ = 0;  // this rank's (flagBuf_.mine): set up once this is set
+  bool viaHost_ = false;   // some GPUs cannot reach each other: shared buffers in host memory
+  bool forceHost_ = false; // COLIBRI_DEVICE_P2P=off
+  uint64_t hostGen_ = 0;   // host-shared buffers made so far (names them)
   unsigned int* hostError_ = nullptr;
   CUdeviceptr hostErrorDev_ = 0;
   std::vector<ClbDevFlags*> peerFlags_;
   std::vector<int32_t> peerPid_;
-  std::vector<CUdeviceptr> openedFlags_;  // IPC mappings to close
   bool sharedProcess_ = false;  // another rank lives in this process
   bool allInProcess_ = false;   // every rank lives in this process: the direct path is possible
   std::vector<std::unique_ptr<Registration>> regs_;

@@ -136,6 +136,7 @@ clbResult_t DeviceWorld::mapRegistration(const std::vector<RegInfo>& all, Regist
       reg->peer[p] = reinterpret_cast<char*>(all[p].base + all[p].offset);
       continue;
     }
+    if (viaHost_) continue;  // no GPU reads another's memory here: calls are staged through the host
     if (!all[p].exported) return setError(clbInvalidArgument, "%s", all[p].why);
     const auto key = std::make_pair(all[p].pid, all[p].bufferId);
     Mapping& m = mappings_[key];
