@@ -681,3 +681,56 @@ TEST(DeviceMemory, AStreamOfAnotherGpuIsRefusedWithTheReason) {
   d->cuStreamDestroy(s1);
   d->cuCtxSetCurrent(ctx0);
 }
+
+namespace {
+
+// With COLIBRI_DEVICE_CHECK_CALLS=1 every rank learns, by name and at once, that ranks made
+// different device calls; the communicator stays usable for the next, matching call.
+std::string mismatchRank(const clbUniqueId& id, int rank, int n) {
+  const Driver* d = gpu();
+  if (!d) return "no GPU: " + why;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = setUpRank(d, id, rank, n, &stream, &comm); !e.empty()) return e;
+  const size_t count = 4096;
+  CUdeviceptr in = 0, out = 0;
+  CU_OK(d->cuMemAlloc(&in, count * 4));
+  CU_OK(d->cuMemAlloc(&out, count * 4));
+  std::vector<float> v(count, (float)(rank + 1));
+  CU_OK(d->cuMemcpyHtoD(in, v.data(), count * 4));
+  std::string err;
+  // Another count on rank 0, then another collective on the last rank.
+  for (int round = 0; round < 2 && err.empty(); round++) {
+    clbResult_t rc = round == 1 && rank == n - 1
+                         ? clbBroadcast((void*)in, (void*)out, count, clbFloat32, 0, comm, stream)
+                         : clbAllReduce((void*)in, (void*)out, round == 0 && rank == 0 ? count : count - 1,
+                                        clbFloat32, clbSum, comm, stream);
+    const std::string msg = clbGetLastError();
+    const std::string want = round == 0 ? "rank 0 called allReduce" : "rank " + std::to_string(n - 1) + " called broadcast";
+    if (rc != clbInvalidUsage || msg.find(want) == std::string::npos)
+      err = "round " + std::to_string(round) + ": expected INVALID_USAGE saying '" + want + "', got " +
+            std::to_string(rc) + ": " + msg;
+  }
+  if (err.empty() && clbAllReduce((void*)in, (void*)out, count, clbFloat32, clbSum, comm, stream) != clbSuccess)
+    err = std::string("the matching call after: ") + clbGetLastError();
+  CU_OK(d->cuStreamSynchronize(stream));
+  std::vector<float> got(count);
+  CU_OK(d->cuMemcpyDtoH(got.data(), out, count * 4));
+  for (size_t e = 0; e < count && err.empty(); e++)
+    if (got[e] != (float)(n * (n + 1) / 2)) err = "element " + std::to_string(e) + " = " + std::to_string(got[e]);
+  clbCommDestroy(comm);
+  d->cuMemFree(in);
+  d->cuMemFree(out);
+  d->cuStreamDestroy(stream);
+  return err;
+}
+
+}  // namespace
+
+TEST(DeviceCheckCalls, DifferentCallsAreNamedOnEveryRank) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  setPlacement("auto", false);
+  setenv("COLIBRI_DEVICE_CHECK_CALLS", "1", 1);
+  for (int n : {2, 4}) runThreads(n, mismatchRank);
+  unsetenv("COLIBRI_DEVICE_CHECK_CALLS");
+}

@@ -97,11 +97,13 @@ DeviceWorld::DeviceWorld(clbComm* comm) : comm_(comm) {
   }
   // LL lines carry 8 data bytes in 16, in two halves: the buffer is 4 x ranks x llMax_ bytes.
   // By default at most 256 KiB per destination and 6 MiB in all (192 KiB with 8 ranks).
-  int64_t directMin = kDefaultDirectMin;
+  int64_t directMin = kDefaultDirectMin, check = 0;
   int64_t llMax = std::min<size_t>(kDefaultLLMax, kLLBufferCap / (4 * (size_t)comm->nranks) / 4096 * 4096);
   if (envInt("COLIBRI_DEVICE_DIRECT_MIN_BYTES", 0, INT64_MAX, &directMin) != clbSuccess ||
-      envInt("COLIBRI_DEVICE_LL_MAX_BYTES", 0, (int64_t)kMaxLL, &llMax) != clbSuccess)
+      envInt("COLIBRI_DEVICE_LL_MAX_BYTES", 0, (int64_t)kMaxLL, &llMax) != clbSuccess ||
+      envInt("COLIBRI_DEVICE_CHECK_CALLS", 0, 1, &check) != clbSuccess)
     configError_ = clbGetLastError();
+  checkCalls_ = check != 0;
   directMin_ = (size_t)directMin;
   llMax_ = (size_t)llMax;
 }
@@ -537,10 +539,12 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
   // Ranks in several processes read each other's buffers in place when every rank's are registered.
   ClbDevCallArgs k{};
   common(&k, a);
-  if (path == DevicePath::kStaged && path_ != DevicePath::kStaged && !allInProcess_ && !viaHost_ && !regs_.empty() &&
-      msg >= directMin_) {
+  // Both need every rank's word on this call (over the host), so both are decided alike everywhere.
+  const bool zeroCopy = path == DevicePath::kStaged && path_ != DevicePath::kStaged && !allInProcess_ && !viaHost_ &&
+                        !regs_.empty() && msg >= directMin_;
+  if (n > 1 && (zeroCopy || checkCalls_)) {
     bool given = false;
-    CLB_CHECK(agreeZeroCopy(a, &k, &given));
+    CLB_CHECK(agreeCall(a, zeroCopy, &k, &given));
     if (given) path = DevicePath::kDirect;
   }
   lastPath_ = path;

@@ -78,9 +78,10 @@ class DeviceWorld {
   void unmap(Registration* reg, bool closeNow);
   // This rank's registration holding [p, p + len), or nullptr (none, or its memory was freed).
   const Registration* findRegistration(const void* p, size_t len, uint64_t* offset);
-  // Ranks in several processes: every rank says which registered buffers this call uses (and
-  // what call it is); true in *given when all do, with the peers' addresses filled in.
-  clbResult_t agreeZeroCopy(const CollArgs& a, ClbDevCallArgs* k, bool* given);
+  // Every rank says what call this is (an error naming the ranks if they differ) and, with
+  // zeroCopy, which registered buffers it uses; true in *given when all ranks' are registered,
+  // with the peers' addresses filled in. A host collective: only where every rank calls it.
+  clbResult_t agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCallArgs* k, bool* given);
   clbResult_t setUp(int ordinal, CUstream stream);            // once: kernels, flags, peers
   clbResult_t ensureShared(SharedBuffer* b, size_t bytes, CUstream stream, const char* what);
   clbResult_t allocHostShared(SharedBuffer* b, size_t bytes, const char* what);  // viaHost_
@@ -116,6 +117,7 @@ class DeviceWorld {
   CUdeviceptr flags_ = 0;  // this rank's (flagBuf_.mine): set up once this is set
   bool viaHost_ = false;   // some GPUs cannot reach each other: shared buffers in host memory
   bool forceHost_ = false; // COLIBRI_DEVICE_P2P=off
+  bool checkCalls_ = false;  // COLIBRI_DEVICE_CHECK_CALLS=1: every call compared across ranks
   uint64_t hostGen_ = 0;   // host-shared buffers made so far (names them)
   unsigned int* hostError_ = nullptr;
   CUdeviceptr hostErrorDev_ = 0;

@@ -251,7 +251,7 @@ const DeviceWorld::Registration* DeviceWorld::findRegistration(const void* p, si
   return nullptr;
 }
 
-clbResult_t DeviceWorld::agreeZeroCopy(const CollArgs& a, ClbDevCallArgs* k, bool* given) {
+clbResult_t DeviceWorld::agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCallArgs* k, bool* given) {
   *given = false;
   const int n = comm_->nranks, me = comm_->rank;
   const size_t bytes = a.count * clbTypeSize(a.type);
@@ -262,9 +262,11 @@ clbResult_t DeviceWorld::agreeZeroCopy(const CollArgs& a, ClbDevCallArgs* k, boo
   memset(&mine, 0, sizeof mine);
   mine.op = a.desc;
   mine.sendId = mine.recvId = kNone;
-  const Registration* r = hasSend ? findRegistration(a.send, scatter ? bytes * n : bytes, &mine.sendOffset) : nullptr;
-  if (r) mine.sendId = r->id;
-  if ((r = findRegistration(a.recv, gather ? bytes * n : bytes, &mine.recvOffset))) mine.recvId = r->id;
+  if (zeroCopy) {
+    const Registration* r = hasSend ? findRegistration(a.send, scatter ? bytes * n : bytes, &mine.sendOffset) : nullptr;
+    if (r) mine.sendId = r->id;
+    if ((r = findRegistration(a.recv, gather ? bytes * n : bytes, &mine.recvOffset))) mine.recvId = r->id;
+  }
   // Over the host transport (shared memory on one node): a host collective of its own.
   const int lastAlgo = comm_->lastAlgo;
   clbResult_t rc = clbAllGather(&mine, all.data(), sizeof(CallDesc), clbUint8, comm_, nullptr);
@@ -276,6 +278,7 @@ clbResult_t DeviceWorld::agreeZeroCopy(const CollArgs& a, ClbDevCallArgs* k, boo
                       "device call %llu: rank 0 called %s but rank %d called %s: every rank must make the same "
                       "calls in the same order", (unsigned long long)a.desc.seq, clb::describe(all[0].op).c_str(), p,
                       clb::describe(all[p].op).c_str());
+  if (!zeroCopy) return clbSuccess;
   // Peers read every rank's send buffer (a broadcast: the root's), and an allReduce's output too
   // (two-shot copies the other segments from their owners).
   for (int p = 0; p < n; p++) {

@@ -157,7 +157,8 @@ CLB_API clbResult_t clbCommAbort(clbComm_t comm);
 CLB_API clbResult_t clbCommRank(clbComm_t comm, int* rank);
 CLB_API clbResult_t clbCommCount(clbComm_t comm, int* nranks);
 CLB_API clbResult_t clbCommMemStats(clbComm_t comm, clbMemStats_t* stats);
-/* Gives back staging memory not in use. Local: peers need not call it at the same time. */
+/* Gives back host staging memory not in use. Local: peers need not call it at the same time.
+ * Device buffers (peers write into them) stay until clbCommDestroy. */
 CLB_API clbResult_t clbCommTrim(clbComm_t comm);
 /* Algorithm used by this rank's last collective on comm. */
 CLB_API clbResult_t clbCommLastAlgorithm(clbComm_t comm, int* algorithm);

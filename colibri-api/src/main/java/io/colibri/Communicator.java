@@ -203,7 +203,10 @@ public interface Communicator extends AutoCloseable {
   /** Memory the communicator holds now and at its peak. */
   MemoryStats memoryStats();
 
-  /** Gives back staging memory not in use. Local: peers need not call it at the same time. */
+  /**
+   * Gives back host staging memory not in use. Local: peers need not call it at the same time.
+   * Device buffers (peers write into them) stay until {@link #close()}.
+   */
   void trim();
 
   /** Algorithm of this rank's last collective on this communicator. */
