@@ -100,7 +100,11 @@ clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t 
 #ifdef CLB_HAVE_CUDA
     if (!c->device) c->device = std::make_unique<cuda::DeviceWorld>(c);
     a.desc.algo = clbAlgoDirect;
-    clbResult_t rc = c->device->run(a, ordinal, static_cast<CUstream>(stream));
+    // Ranks that do not share a host (or memory: a socket or verbs transport) cannot map each
+    // other's device memory: through pinned host memory and the host transport.
+    clbResult_t rc = c->nranks > 1 && !c->shm
+                         ? c->device->runAcrossHosts(a, ordinal, static_cast<CUstream>(stream))
+                         : c->device->run(a, ordinal, static_cast<CUstream>(stream));
     c->lastAlgo = clbAlgoDirect;
     // Refusals before anything moved leave the communicator usable.
     if (rc != clbSuccess && rc != clbInvalidArgument && rc != clbUnsupported && rc != clbInvalidUsage) c->markFailed();

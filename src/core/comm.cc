@@ -421,6 +421,9 @@ clbResult_t clbCommTrim(clbComm_t c) {
   if (c->failed || c->aborted) return clbSuccess;
   if (c->ring) CLB_CHECK(c->ring->trim());
   else if (c->shm) CLB_CHECK(c->shm->trim());
+#ifdef CLB_HAVE_CUDA
+  if (c->device) c->device->trimHostStage();
+#endif
   return clbSuccess;
 }
 

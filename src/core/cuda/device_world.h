@@ -53,6 +53,10 @@ class DeviceWorld {
   explicit DeviceWorld(clbComm* comm);
   ~DeviceWorld();
   clbResult_t run(const CollArgs& a, int ordinal, CUstream stream);
+  // Ranks on several hosts (no shared memory between them): the buffers go through pinned host
+  // memory and the host transport (sockets, verbs), the stream synchronized at each call.
+  clbResult_t runAcrossHosts(const CollArgs& a, int ordinal, CUstream stream);
+  void trimHostStage();  // gives the pinned host buffers of runAcrossHosts back (local)
   // clbCommRegister / clbCommDeregister (collective; see colibri.h).
   clbResult_t registerBuffer(void* buff, size_t bytes, void** handle);
   clbResult_t deregisterBuffer(void* handle);
@@ -129,6 +133,10 @@ class DeviceWorld {
   std::map<std::pair<int32_t, uint64_t>, Mapping> mappings_;  // (peer pid, allocation ID) -> here
   std::vector<CUdeviceptr> closeLater_;  // unused mappings, closed at release (ranks share this process)
   uint64_t nextRegId_ = 0;
+  void* stage_[2] = {nullptr, nullptr};  // runAcrossHosts: input and output in pinned host memory
+  size_t stageBytes_[2] = {0, 0};
+  bool acrossHosts_ = false;            // runAcrossHosts was used (told once, by a warning)
+  CUevent stageDone_ = nullptr;         // recorded after the last copy back from the staging
   bool lastZeroCopy_ = false;
 };
 

@@ -287,8 +287,8 @@ final class DoctorChecks {
     }
     return Result.warn("peer access", "no peer access between GPUs " + String.join(", ", without)
             + " (" + without.size() + " of " + pairs + " pairs)",
-        "Colibri refuses device collectives between ranks on these GPUs (no path through host"
-            + " memory yet): give one communicator GPUs with peer access (`nvidia-smi topo -p2p r`);"
+        "device collectives between ranks on these GPUs go through host memory, far slower:"
+            + " give one communicator GPUs with peer access (`nvidia-smi topo -p2p r`);"
             + " on bare metal check that the IOMMU or PCIe ACS does not block peer-to-peer, in a VM"
             + " that the hypervisor supports it");
   }

@@ -421,7 +421,7 @@ class DoctorTest {
     Result peer = r.get("peer access");
     assertEquals(Status.WARN, peer.status());
     assertContains(peer.found(), "0-1 (only 1 to 0)");
-    assertContains(peer.fix(), "refuses device collectives");
+    assertContains(peer.fix(), "go through host memory");
 
     Result rdma = r.get("rdma");
     assertEquals(Status.PASS, rdma.status(), rdma.toString());
