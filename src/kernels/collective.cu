@@ -318,7 +318,37 @@ __device__ unsigned long long reduceLineTyped(const ClbDevCallArgs& a, const uns
 
 }  // namespace
 
-// allReduce, allGather, reduceScatter through LL lines. `count` elements per destination.
+// Broadcast through LL lines: the root writes its lines into its slot of every rank; every other
+// rank writes one token line (line 0 of its own slot) to every rank, so that each rank still hears
+// from every rank in every call, which is what lets slots be reused two calls later (a root that
+// heard from nobody could run two calls ahead and overwrite lines not yet read).
+__device__ void llBroadcast(const ClbDevCallArgs& a, unsigned int flag, size_t half, unsigned long long lines,
+                            unsigned long long tid, unsigned long long stride) {
+  const int n = a.nranks, r = a.rank, root = a.root;
+  const unsigned long long bytes = a.count * (unsigned long long)a.elemSize;
+  if (r == root) {
+    for (unsigned long long i = tid; i < lines; i += stride)
+      for (int k = 0; k < n; k++) {
+        const int p = (r + k) % n;
+        storeLine(a.staging[p] + half + root * a.slot + i * 16, loadBytes8(static_cast<const char*>(a.in), i, bytes),
+                  flag);
+      }
+  } else if (tid == 0) {
+    for (int p = 0; p < n; p++) storeLine(a.staging[p] + half + r * a.slot, 0, flag);
+  }
+  const char* mine = a.staging[r] + half;
+  unsigned long long deadline = 0, v;
+  for (unsigned long long i = tid; i < lines; i += stride) {
+    if (!loadLine(a, mine + root * a.slot + i * 16, flag, &v, deadline)) return;
+    storeBytes8(static_cast<char*>(a.out), i, bytes, v);
+  }
+  if (tid == 0)
+    for (int p = 0; p < n; p++)
+      if (p != root && !loadLine(a, mine + p * a.slot, flag, &v, deadline)) return;
+}
+
+// allReduce, allGather, reduceScatter (and broadcast, above) through LL lines. `count` elements
+// per destination.
 extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArgs a) {
   const unsigned long long seq = callNumber(a);
   const unsigned int flag = (unsigned int)seq;
@@ -330,8 +360,9 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArg
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   const char* in = static_cast<const char*>(a.in);
   char* out = static_cast<char*>(a.out);
+  if (a.coll == CLB_DEV_BROADCAST) llBroadcast(a, flag, half, lines, tid, stride);
   // Send: this rank's lines into its slot of every rank (reduceScatter: rank p's slice to rank p).
-  for (unsigned long long i = tid; i < lines; i += stride)
+  for (unsigned long long i = tid; i < lines && a.coll != CLB_DEV_BROADCAST; i += stride)
     for (int k = 0; k < n; k++) {
       const int p = (r + k) % n;
       const char* src = in + (a.coll == CLB_DEV_REDUCESCATTER ? p * bytes : 0);
@@ -341,7 +372,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArg
   const char* mine = a.staging[r] + half;
   unsigned long long deadline = 0;
   bool ok = true;
-  for (unsigned long long i = tid; i < lines && ok; i += stride) {
+  for (unsigned long long i = tid; i < lines && ok && a.coll != CLB_DEV_BROADCAST; i += stride) {
     unsigned long long v[CLB_MAX_DEVICE_RANKS];
     for (int p = 0; p < n && ok; p++) ok = loadLine(a, mine + p * a.slot + i * 16, flag, &v[p], deadline);
     if (!ok) break;

@@ -530,15 +530,14 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
   const size_t esz = clbTypeSize(a.type);
   const int n = comm_->nranks;
   // Every rank decides alike, from what all ranks agree on (collective, count, type, placement).
-  const bool allToAll = a.desc.coll != kBroadcast;      // LL needs every rank to hear from every rank
   const size_t perDest = a.count * esz;                 // bytes a rank sends to each rank
   const size_t msg = perDest * (a.desc.coll == kAllGather || a.desc.coll == kReduceScatter ? n : 1);
   DevicePath path = DevicePath::kStaged;
   const bool readPeers = allInProcess_ && !viaHost_;  // peers' buffers readable in place
-  if (path_ == DevicePath::kLL && allToAll && perDest <= llMax_) path = DevicePath::kLL;
+  if (path_ == DevicePath::kLL && perDest <= llMax_) path = DevicePath::kLL;
   else if (path_ == DevicePath::kDirect && readPeers) path = DevicePath::kDirect;
   else if (path_ == DevicePath::kAuto) {
-    if (allToAll && perDest <= llMax_) path = DevicePath::kLL;
+    if (perDest <= llMax_) path = DevicePath::kLL;
     else if (readPeers && msg >= directMin_) path = DevicePath::kDirect;
   }
   // Ranks in several processes read each other's buffers in place when every rank's are registered.
