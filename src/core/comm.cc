@@ -336,9 +336,7 @@ clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, in
   IdData d;
   CLB_CHECK(decodeId(id, &d));
   clbConfig_t cfg;
-  if (config) cfg = *config;
-  else CLB_CHECK(clbConfigInit(&cfg));
-  CLB_CHECK(validateConfig(cfg));
+  CLB_CHECK(resolveConfig(config, &cfg));
   setLogLevelIfLower(cfg.logLevel);
   clbComm* c = new (std::nothrow) clbComm();
   if (!c) return setError(clbOutOfMemory, "cannot allocate a communicator");

@@ -60,7 +60,35 @@ clbResult_t validateConfig(const clbConfig_t& c) {
   if (c.timeoutMs < 1 || c.timeoutMs > kMaxTimeoutMs) return bad("timeoutMs", c.timeoutMs, 1, kMaxTimeoutMs);
   if (c.versionCheck < 0 || c.versionCheck >= clbNumVersionChecks)
     return bad("versionCheck", c.versionCheck, 0, clbNumVersionChecks - 1);
+  if (c.verbsPort < kMinVerbsPort || c.verbsPort > kMaxVerbsPort) return bad("verbsPort", c.verbsPort, kMinVerbsPort, kMaxVerbsPort);
+  if (c.verbsGidIndex < kMinVerbsGidIndex || c.verbsGidIndex > kMaxVerbsGidIndex)
+    return bad("verbsGidIndex", c.verbsGidIndex, kMinVerbsGidIndex, kMaxVerbsGidIndex);
+  if (c.verbsTrafficClass < 0 || c.verbsTrafficClass > kMaxVerbsTrafficClass)
+    return bad("verbsTrafficClass", c.verbsTrafficClass, 0, kMaxVerbsTrafficClass);
+  if (c.verbsTimeout < 0 || c.verbsTimeout > kMaxVerbsTimeout) return bad("verbsTimeout", c.verbsTimeout, 0, kMaxVerbsTimeout);
+  if (c.verbsRetryCount < 0 || c.verbsRetryCount > kMaxVerbsRetryCount)
+    return bad("verbsRetryCount", c.verbsRetryCount, 0, kMaxVerbsRetryCount);
+  if (!memchr(c.verbsDevice, 0, sizeof c.verbsDevice))
+    return setError(clbInvalidArgument, "config verbsDevice is not a NUL-terminated string within its %zu bytes "
+                    "(device names up to %zu bytes)", sizeof c.verbsDevice, sizeof c.verbsDevice - 1);
   return clbSuccess;
+}
+
+clbResult_t resolveConfig(const clbConfig_t* in, clbConfig_t* out) {
+  if (!in) {
+    CLB_CHECK(clbConfigInit(out));
+  } else if (in->size == sizeof(clbConfig_t)) {
+    *out = *in;
+  } else if (in->size == kConfigSizeV1) {
+    CLB_CHECK(clbConfigInit(out));  // defaults and COLIBRI_* for the fields an old caller lacks
+    memcpy(out, in, offsetof(clbConfig_t, verbsPort));
+    out->size = sizeof(clbConfig_t);
+  } else {
+    return setError(clbInvalidArgument, "config.size=%zu but this library expects %zu (or %zu, the struct "
+                    "before the verbs fields): start from clbConfigInit", in->size, sizeof(clbConfig_t),
+                    kConfigSizeV1);
+  }
+  return validateConfig(*out);
 }
 
 }  // namespace clb
@@ -80,6 +108,11 @@ clbResult_t clbConfigInit(clbConfig_t* c) {
   c->stagingCapBytes = CLB_DEFAULT_STAGING_CAP_BYTES;
   c->timeoutMs = CLB_DEFAULT_TIMEOUT_MS;
   c->versionCheck = CLB_DEFAULT_VERSION_CHECK;
+  c->verbsPort = CLB_DEFAULT_VERBS_PORT;
+  c->verbsGidIndex = CLB_DEFAULT_VERBS_GID_INDEX;
+  c->verbsTrafficClass = CLB_DEFAULT_VERBS_TRAFFIC_CLASS;
+  c->verbsTimeout = CLB_DEFAULT_VERBS_TIMEOUT;
+  c->verbsRetryCount = CLB_DEFAULT_VERBS_RETRY_COUNT;
   if (const char* v = getenv("COLIBRI_TRANSPORT"); v && *v) {
     int t = findName(v, kTransportNames, clbNumTransports);
     if (t < 0) return clb::setError(clbInvalidArgument, "COLIBRI_TRANSPORT='%s' is not one of auto, shm, socket, verbs", v);
@@ -106,6 +139,28 @@ clbResult_t clbConfigInit(clbConfig_t* c) {
     int k = findName(v, kVersionCheckNames, clbNumVersionChecks);
     if (k < 0) return clb::setError(clbInvalidArgument, "COLIBRI_VERSION_CHECK='%s' is not one of warn, strict, exact", v);
     c->versionCheck = k;
+  }
+  if (const char* v = getenv("COLIBRI_VERBS_DEVICE"); v && *v) {
+    if (strlen(v) >= sizeof c->verbsDevice)
+      return clb::setError(clbInvalidArgument, "environment variable COLIBRI_VERBS_DEVICE='%s' is %zu bytes long; "
+                           "a device name may have at most %zu", v, strlen(v), sizeof c->verbsDevice - 1);
+    strcpy(c->verbsDevice, v);
+  }
+  struct {
+    const char* name;
+    int* field;
+    int lo, hi;
+  } ints[] = {
+      {"COLIBRI_VERBS_PORT", &c->verbsPort, clb::kMinVerbsPort, clb::kMaxVerbsPort},
+      {"COLIBRI_VERBS_GID_INDEX", &c->verbsGidIndex, clb::kMinVerbsGidIndex, clb::kMaxVerbsGidIndex},
+      {"COLIBRI_VERBS_TRAFFIC_CLASS", &c->verbsTrafficClass, 0, clb::kMaxVerbsTrafficClass},
+      {"COLIBRI_VERBS_TIMEOUT", &c->verbsTimeout, 0, clb::kMaxVerbsTimeout},
+      {"COLIBRI_VERBS_RETRY_COUNT", &c->verbsRetryCount, 0, clb::kMaxVerbsRetryCount},
+  };
+  for (auto& f : ints) {
+    int64_t x = *f.field;
+    if (clbResult_t rc = clb::envInt(f.name, f.lo, f.hi, &x)) return rc;
+    *f.field = (int)x;
   }
   return clbSuccess;
 }

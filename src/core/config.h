@@ -1,6 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "colibri/colibri.h"
@@ -13,8 +14,22 @@ constexpr int64_t kMinChunk = 4096, kMaxChunk = 64LL << 20;
 constexpr int64_t kMaxDirect = 1LL << 30;
 constexpr int64_t kMinCap = 64LL << 10, kMaxCap = 1LL << 40;
 constexpr int64_t kMaxTimeoutMs = 24LL * 3600 * 1000;
+constexpr int kMinVerbsPort = 1, kMaxVerbsPort = 255;
+constexpr int kMinVerbsGidIndex = -1, kMaxVerbsGidIndex = 65535;
+constexpr int kMaxVerbsTrafficClass = 255, kMaxVerbsTimeout = 31, kMaxVerbsRetryCount = 7;
+
+// sizeof(clbConfig_t) before the verbs fields (the first version of the struct: up to
+// versionCheck, padded); clbCommInitRank still takes a struct of that size.
+constexpr size_t kConfigSizeV1 = 64;
+static_assert(offsetof(clbConfig_t, verbsPort) == 60 && kConfigSizeV1 < sizeof(clbConfig_t),
+              "the fields of the first clbConfig_t must keep their place");
 
 clbResult_t validateConfig(const clbConfig_t& c);
+
+// The complete configuration of a communicator from what the caller passed: NULL is
+// clbConfigInit; a struct of this version is copied; one of an earlier version (size
+// kConfigSizeV1) has the fields it lacks filled as clbConfigInit fills them. Then validated.
+clbResult_t resolveConfig(const clbConfig_t* in, clbConfig_t* out);
 
 // Reads the integer environment variable `name` into *out, which stays as it is when the
 // variable is unset or empty; anything but an integer in lo..hi is INVALID_ARGUMENT naming it.

@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "colibri/colibri.h"
+#include "core/comm.h"
+#include "transport/verbs/verbs_channel.h"
 #include "transport/verbs/verbs_emu.h"
 
 extern char** environ;
@@ -60,9 +62,10 @@ class EnvVar {
 };
 
 // Runs body(rank, comm) on nranks threads over transport verbs; returns each rank's init error
-// ("" when it succeeded).
+// ("" when it succeeded). `configure`, if given, changes each rank's config last.
 std::vector<std::string> runVerbs(int nranks, const std::function<void(int, clbComm_t)>& body,
-                                  int algorithm = clbAlgoRing, int64_t chunkBytes = 4096, int64_t timeoutMs = 20000) {
+                                  int algorithm = clbAlgoRing, int64_t chunkBytes = 4096, int64_t timeoutMs = 20000,
+                                  const std::function<void(clbConfig_t*)>& configure = {}) {
   clbUniqueId id;
   EXPECT_EQ(clbGetUniqueId(&id), clbSuccess) << clbGetLastError();
   std::vector<std::thread> ts;
@@ -75,6 +78,7 @@ std::vector<std::string> runVerbs(int nranks, const std::function<void(int, clbC
       cfg.algorithm = algorithm;
       cfg.chunkBytes = chunkBytes;
       cfg.timeoutMs = timeoutMs;
+      if (configure) configure(&cfg);
       clbComm_t comm = nullptr;
       if (clbCommInitRank(&comm, &id, r, nranks, &cfg) != clbSuccess) {
         errors[r] = clbGetLastError();
@@ -230,8 +234,12 @@ TEST(VerbsTransport, UnknownDeviceAndBadPortAreClear) {
     EnvVar d("COLIBRI_VERBS_DEVICE", "mlx5_9");
     expectAllFail(2, "no RDMA device named \"mlx5_9\"");
   }
+  // A bad variable is refused by clbConfigInit (and by init without a config), naming it.
   EnvVar p("COLIBRI_VERBS_PORT", "x");
-  expectAllFail(2, "COLIBRI_VERBS_PORT='x' is not an integer");
+  clbConfig_t cfg;
+  EXPECT_EQ(clbConfigInit(&cfg), clbInvalidArgument);
+  EXPECT_NE(std::string(clbGetLastError()).find("COLIBRI_VERBS_PORT='x' is not an integer in 1..255"),
+            std::string::npos) << clbGetLastError();
 }
 
 TEST(VerbsTransport, AlgorithmDirectIsRefused) {
@@ -386,5 +394,195 @@ TEST(VerbsEnvironment, BadGidIndexNamesTheVariable) {
 }
 
 // Port not ACTIVE: VerbsTransport.PortDownFailsOnEveryRank.
+
+// ---- the verbs options of clbConfig_t (verbsDevice ... verbsRetryCount) ----
+
+// Unsets every COLIBRI_VERBS_* option variable for its life.
+struct NoVerbsEnvironment {
+  EnvVar device{"COLIBRI_VERBS_DEVICE", nullptr}, port{"COLIBRI_VERBS_PORT", nullptr},
+      gid{"COLIBRI_VERBS_GID_INDEX", nullptr}, tc{"COLIBRI_VERBS_TRAFFIC_CLASS", nullptr},
+      timeout{"COLIBRI_VERBS_TIMEOUT", nullptr}, retry{"COLIBRI_VERBS_RETRY_COUNT", nullptr};
+};
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Init of one rank on its own with `config` (NULL: clbConfigInit's); "" or the error.
+std::string initAlone(const clbConfig_t* config, clbConfig_t* used = nullptr) {
+  clbUniqueId id;
+  EXPECT_EQ(clbGetUniqueId(&id), clbSuccess) << clbGetLastError();
+  clbComm_t comm = nullptr;
+  if (clbCommInitRank(&comm, &id, 0, 1, config) != clbSuccess) return clbGetLastError();
+  if (used) *used = comm->cfg;
+  clbCommDestroy(comm);
+  return "";
+}
+
+TEST(VerbsConfig, DefaultsAndEnvironmentVariables) {
+  NoVerbsEnvironment none;
+  clbConfig_t cfg;
+  ASSERT_EQ(clbConfigInit(&cfg), clbSuccess) << clbGetLastError();
+  EXPECT_STREQ(cfg.verbsDevice, "");
+  EXPECT_EQ(cfg.verbsPort, 1);
+  EXPECT_EQ(cfg.verbsGidIndex, -1);
+  EXPECT_EQ(cfg.verbsTrafficClass, 0);
+  EXPECT_EQ(cfg.verbsTimeout, 14);
+  EXPECT_EQ(cfg.verbsRetryCount, 7);
+  EXPECT_EQ(cfg.verbsTimeout, clb::verbs::VerbsOptions().timeout) << "the channel's default is the config's";
+  EXPECT_EQ(cfg.verbsRetryCount, clb::verbs::VerbsOptions().retryCnt);
+  EnvVar d("COLIBRI_VERBS_DEVICE", "mlx5_3"), p("COLIBRI_VERBS_PORT", "2"), g("COLIBRI_VERBS_GID_INDEX", "3"),
+      t("COLIBRI_VERBS_TRAFFIC_CLASS", "106"), o("COLIBRI_VERBS_TIMEOUT", "20"), r("COLIBRI_VERBS_RETRY_COUNT", "5");
+  ASSERT_EQ(clbConfigInit(&cfg), clbSuccess) << clbGetLastError();
+  EXPECT_STREQ(cfg.verbsDevice, "mlx5_3");
+  EXPECT_EQ(cfg.verbsPort, 2);
+  EXPECT_EQ(cfg.verbsGidIndex, 3);
+  EXPECT_EQ(cfg.verbsTrafficClass, 106);
+  EXPECT_EQ(cfg.verbsTimeout, 20);
+  EXPECT_EQ(cfg.verbsRetryCount, 5);
+}
+
+TEST(VerbsConfig, BadEnvironmentValuesNameTheVariableValueAndRange) {
+  NoVerbsEnvironment none;
+  const std::string longName(CLB_VERBS_DEVICE_BYTES, 'm');
+  struct {
+    const char* name;
+    std::string value, want;
+  } cases[] = {
+      {"COLIBRI_VERBS_PORT", "0", "COLIBRI_VERBS_PORT='0' is not an integer in 1..255"},
+      {"COLIBRI_VERBS_PORT", "256", "COLIBRI_VERBS_PORT='256' is not an integer in 1..255"},
+      {"COLIBRI_VERBS_GID_INDEX", "-2", "COLIBRI_VERBS_GID_INDEX='-2' is not an integer in -1..65535"},
+      {"COLIBRI_VERBS_TRAFFIC_CLASS", "256", "COLIBRI_VERBS_TRAFFIC_CLASS='256' is not an integer in 0..255"},
+      {"COLIBRI_VERBS_TRAFFIC_CLASS", "0x20", "COLIBRI_VERBS_TRAFFIC_CLASS='0x20' is not an integer in 0..255"},
+      {"COLIBRI_VERBS_TIMEOUT", "32", "COLIBRI_VERBS_TIMEOUT='32' is not an integer in 0..31"},
+      {"COLIBRI_VERBS_TIMEOUT", "-1", "COLIBRI_VERBS_TIMEOUT='-1' is not an integer in 0..31"},
+      {"COLIBRI_VERBS_RETRY_COUNT", "8", "COLIBRI_VERBS_RETRY_COUNT='8' is not an integer in 0..7"},
+      {"COLIBRI_VERBS_DEVICE", longName, "COLIBRI_VERBS_DEVICE='" + longName + "' is 64 bytes long; a device name may have at most 63"},
+  };
+  for (auto& c : cases) {
+    EnvVar e(c.name, c.value.c_str());
+    clbConfig_t cfg;
+    EXPECT_EQ(clbConfigInit(&cfg), clbInvalidArgument) << c.name << "=" << c.value;
+    EXPECT_TRUE(contains(clbGetLastError(), c.want)) << clbGetLastError();
+    std::string err = initAlone(nullptr);  // init without a config reads the environment too
+    EXPECT_TRUE(contains(err, c.want)) << err;
+  }
+}
+
+TEST(VerbsConfig, OutOfRangeFieldsAreRefusedByInit) {
+  NoVerbsEnvironment none;
+  struct {
+    std::function<void(clbConfig_t*)> set;
+    const char* want;
+  } cases[] = {
+      {[](clbConfig_t* c) { c->verbsPort = 0; }, "config verbsPort=0 is out of range 1..255"},
+      {[](clbConfig_t* c) { c->verbsGidIndex = 65536; }, "config verbsGidIndex=65536 is out of range -1..65535"},
+      {[](clbConfig_t* c) { c->verbsTrafficClass = -1; }, "config verbsTrafficClass=-1 is out of range 0..255"},
+      {[](clbConfig_t* c) { c->verbsTimeout = 32; }, "config verbsTimeout=32 is out of range 0..31"},
+      {[](clbConfig_t* c) { c->verbsRetryCount = 8; }, "config verbsRetryCount=8 is out of range 0..7"},
+      {[](clbConfig_t* c) { memset(c->verbsDevice, 'x', sizeof c->verbsDevice); },
+       "config verbsDevice is not a NUL-terminated string within its 64 bytes"},
+  };
+  for (auto& c : cases) {
+    clbConfig_t cfg;
+    ASSERT_EQ(clbConfigInit(&cfg), clbSuccess) << clbGetLastError();
+    c.set(&cfg);
+    std::string err = initAlone(&cfg);
+    EXPECT_TRUE(contains(err, c.want)) << err;
+  }
+}
+
+// A caller built against the first clbConfig_t (size 64, no verbs fields) still works: the verbs
+// fields come from the defaults and COLIBRI_VERBS_*, never from the bytes past its struct.
+TEST(VerbsConfig, StructOfTheFirstVersionGetsDefaultsForTheVerbsFields) {
+  NoVerbsEnvironment none;
+  EnvVar tc("COLIBRI_VERBS_TRAFFIC_CLASS", "40");
+  clbConfig_t cfg;
+  ASSERT_EQ(clbConfigInit(&cfg), clbSuccess) << clbGetLastError();
+  cfg.timeoutMs = 12345;
+  std::vector<unsigned char> old(sizeof(clbConfig_t), 0xAB);  // garbage where the new fields are
+  memcpy(old.data(), &cfg, 60);                                // size .. versionCheck
+  reinterpret_cast<clbConfig_t*>(old.data())->size = 64;
+  clbConfig_t used;
+  EXPECT_EQ(initAlone(reinterpret_cast<clbConfig_t*>(old.data()), &used), "");
+  EXPECT_EQ(used.size, sizeof(clbConfig_t));
+  EXPECT_EQ(used.timeoutMs, 12345);
+  EXPECT_EQ(used.verbsPort, 1);
+  EXPECT_EQ(used.verbsGidIndex, -1);
+  EXPECT_EQ(used.verbsTrafficClass, 40);
+  EXPECT_EQ(used.verbsTimeout, 14);
+  EXPECT_EQ(used.verbsRetryCount, 7);
+  EXPECT_STREQ(used.verbsDevice, "");
+  cfg.size = 100;
+  EXPECT_TRUE(contains(initAlone(&cfg), "config.size=100 but this library expects")) << clbGetLastError();
+}
+
+// Every rank's queue pairs (as the emulator reports them) carry `tc`, `timeout`, `retry` and the
+// GID index; the transport line of clbCommInfo says them.
+void expectQueuePairs(const std::function<void(clbConfig_t*)>& configure, int tc, int timeout, int retry, int gid) {
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  std::vector<std::string> infos(2);
+  expectNoErrors(runVerbs(
+      2,
+      [&](int r, clbComm_t comm) {
+        auto* ch = dynamic_cast<clb::verbs::VerbsChannel*>(comm->ring.get());
+        ASSERT_NE(ch, nullptr) << "the ring of a verbs communicator is a VerbsChannel";
+        for (ibv_qp* q : {ch->sendQp(), ch->recvQp()}) {
+          ibv_qp_attr a;
+          ibv_qp_init_attr ia;
+          ASSERT_EQ(clb::verbs::emu::api()->queryQp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &ia), 0);
+          EXPECT_EQ(a.qp_state, IBV_QPS_RTS);
+          EXPECT_EQ(a.ah_attr.is_global, 1) << "RoCE: a GRH on every packet";
+          EXPECT_EQ(a.ah_attr.grh.traffic_class, tc) << "rank " << r;
+          EXPECT_EQ(a.ah_attr.grh.sgid_index, gid) << "rank " << r;
+          EXPECT_EQ(a.timeout, timeout) << "rank " << r;
+          EXPECT_EQ(a.retry_cnt, retry) << "rank " << r;
+        }
+        int32_t x = r + 1;
+        ASSERT_EQ(clbAllReduce(&x, &x, 1, clbInt32, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();
+        EXPECT_EQ(x, 3);
+        char b[4096];
+        ASSERT_EQ(clbCommInfo(comm, b, sizeof b), clbSuccess);
+        infos[r] = b;
+      },
+      clbAlgoRing, 4096, 20000, configure));
+  char want[200];
+  snprintf(want, sizeof want, "colibri_emu0 port 1, GID index %d, path MTU 4096, traffic class %d, timeout %d, retry count %d",
+           gid, tc, timeout, retry);
+  for (auto& i : infos) EXPECT_TRUE(contains(i, want)) << "want \"" << want << "\" in\n" << i;
+}
+
+TEST(VerbsConfig, DefaultsReachTheQueuePairs) {
+  NoVerbsEnvironment none;
+  expectQueuePairs({}, 0, 14, 7, 1);
+}
+
+TEST(VerbsConfig, StructSettingsReachTheQueuePairsWithoutEnvironment) {
+  NoVerbsEnvironment none;
+  expectQueuePairs(
+      [](clbConfig_t* c) {
+        snprintf(c->verbsDevice, sizeof c->verbsDevice, "%s", "colibri_emu0");
+        c->verbsPort = 1;
+        c->verbsGidIndex = 1;
+        c->verbsTrafficClass = 106;
+        c->verbsTimeout = 9;
+        c->verbsRetryCount = 3;
+      },
+      106, 9, 3, 1);
+}
+
+TEST(VerbsConfig, EnvironmentReachesTheQueuePairsAndTheStructWinsOverIt) {
+  NoVerbsEnvironment none;
+  EnvVar t("COLIBRI_VERBS_TRAFFIC_CLASS", "32"), o("COLIBRI_VERBS_TIMEOUT", "16"), r("COLIBRI_VERBS_RETRY_COUNT", "6");
+  expectQueuePairs({}, 32, 16, 6, 1);
+  expectQueuePairs([](clbConfig_t* c) { c->verbsTrafficClass = 184, c->verbsTimeout = 12, c->verbsRetryCount = 2; },
+                   184, 12, 2, 1);
+}
+
+TEST(VerbsConfig, DeviceFromTheStructIsUsed) {
+  NoVerbsEnvironment none;
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  auto errors = runVerbs(2, [](int, clbComm_t) { ADD_FAILURE() << "init succeeded"; }, clbAlgoRing, 4096, 10000,
+                         [](clbConfig_t* c) { snprintf(c->verbsDevice, sizeof c->verbsDevice, "%s", "mlx5_7"); });
+  for (auto& e : errors) EXPECT_TRUE(contains(e, "no RDMA device named \"mlx5_7\"")) << e;
+}
 
 }  // namespace

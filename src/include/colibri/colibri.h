@@ -86,10 +86,15 @@ typedef enum {
 #define CLB_UNIQUE_ID_BYTES 128
 typedef struct { char internal[CLB_UNIQUE_ID_BYTES]; } clbUniqueId;
 
+/* Bytes of clbConfig_t.verbsDevice, the terminating NUL included (names up to 63 bytes). */
+#define CLB_VERBS_DEVICE_BYTES 64
+
 /*
  * Communicator options. Always start from clbConfigInit, which fills the documented defaults and
  * applies COLIBRI_* environment variables; then change fields. `size` lets later versions grow
- * the struct without breaking callers.
+ * the struct without breaking callers: new fields are only ever added at the end, and
+ * clbCommInitRank also takes the struct of an earlier version (size 64, up to versionCheck),
+ * filling the fields it lacks as clbConfigInit would.
  */
 typedef struct {
   size_t size;                 /* sizeof(clbConfig_t), set by clbConfigInit */
@@ -102,6 +107,13 @@ typedef struct {
   int64_t stagingCapBytes;     /* cap on staging memory per rank       COLIBRI_STAGING_CAP_BYTES */
   int64_t timeoutMs;           /* a peer silent this long is an error  COLIBRI_TIMEOUT_MS */
   int versionCheck;            /* clbVersionCheck_t                    COLIBRI_VERSION_CHECK */
+  /* Transport verbs (RDMA); fields added after the first version of the struct (size 64). */
+  int verbsPort;               /* port of the device (1..255)          COLIBRI_VERBS_PORT */
+  int verbsGidIndex;           /* -1: RoCE v2 GID on Ethernet, 0 on IB COLIBRI_VERBS_GID_INDEX */
+  int verbsTrafficClass;       /* GRH traffic class (0..255)           COLIBRI_VERBS_TRAFFIC_CLASS */
+  int verbsTimeout;            /* local ACK timeout 4.096 us * 2^x (0..31) COLIBRI_VERBS_TIMEOUT */
+  int verbsRetryCount;         /* transport retries (0..7)             COLIBRI_VERBS_RETRY_COUNT */
+  char verbsDevice[CLB_VERBS_DEVICE_BYTES]; /* NUL-terminated; "": first  COLIBRI_VERBS_DEVICE */
 } clbConfig_t;
 
 #define CLB_DEFAULT_PIPELINE_DEPTH 4
@@ -110,6 +122,11 @@ typedef struct {
 #define CLB_DEFAULT_STAGING_CAP_BYTES (64 * 1024 * 1024)
 #define CLB_DEFAULT_TIMEOUT_MS 60000
 #define CLB_DEFAULT_VERSION_CHECK clbVersionCheckStrict
+#define CLB_DEFAULT_VERBS_PORT 1
+#define CLB_DEFAULT_VERBS_GID_INDEX (-1)
+#define CLB_DEFAULT_VERBS_TRAFFIC_CLASS 0
+#define CLB_DEFAULT_VERBS_TIMEOUT 14
+#define CLB_DEFAULT_VERBS_RETRY_COUNT 7
 
 typedef struct {
   int64_t hostBytes;       /* host memory Colibri holds now (staging, control blocks) */

@@ -168,7 +168,7 @@ clbResult_t VerbsChannel::open() {
     }
     if (best < 0 || (api_->queryGidEx && bestScore < 4))
       return setError(clbUnsupported, "verbs: port %d of %s has no RoCE v2 GID: give the interface an IP address, "
-                      "or set COLIBRI_VERBS_GID_INDEX to the index of a RoCE v2 GID (`show_gids` lists them)",
+                      "or set COLIBRI_VERBS_GID_INDEX (option verbsGidIndex) to the index of a RoCE v2 GID (`show_gids` lists them)",
                       o_.port, devName.c_str());
     gidIndex_ = best;
   }
@@ -178,8 +178,8 @@ clbResult_t VerbsChannel::open() {
   static const ibv_gid kZeroGid = {};
   if (o_.gidIndex >= 0 && (rc || (pa.link_layer == IBV_LINK_LAYER_ETHERNET && memcmp(&gid, &kZeroGid, sizeof gid) == 0)))
     return setError(clbInvalidArgument, "verbs: GID index %d of %s port %d %s (the table has %d entries): set "
-                    "COLIBRI_VERBS_GID_INDEX to the index of a RoCE v2 GID (`show_gids` lists them), or unset it "
-                    "to choose one automatically", gidIndex_, devName.c_str(), o_.port,
+                    "COLIBRI_VERBS_GID_INDEX to the index of a RoCE v2 GID (`show_gids` lists them; option "
+                    "verbsGidIndex), or unset it (-1) to choose one automatically", gidIndex_, devName.c_str(), o_.port,
                     rc ? "cannot be queried" : "is empty", pa.gid_tbl_len);
   if (rc) return setSysError(rc, "verbs: ibv_query_gid(%s, port %d, index %d) failed", devName.c_str(), o_.port, gidIndex_);
 
@@ -287,6 +287,7 @@ clbResult_t VerbsChannel::connectQp(ibv_qp* qp, const VerbsConnInfo& local, cons
     a.ah_attr.grh.dgid = r.gid;
     a.ah_attr.grh.sgid_index = (uint8_t)gidIndex_;
     a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.grh.traffic_class = o_.trafficClass;
   }
   int rc = api_->modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);

@@ -46,6 +46,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "colibri/colibri.h"
 #include "transport/channel.h"
 #include "transport/verbs/verbs_api.h"
 
@@ -77,11 +78,12 @@ struct VerbsOptions {
   uint8_t port = 1;
   int gidIndex = -1;                 // -1: RoCE v2 GID on Ethernet (IPv4-mapped first), 0 on IB
   ibv_mtu maxMtu = IBV_MTU_4096;     // path MTU = min(this, local active, remote active)
-  uint8_t timeout = 14;              // local ACK timeout, 4.096 us * 2^timeout
-  uint8_t retryCnt = 7;
+  uint8_t trafficClass = 0;          // GRH traffic class (RoCE, global routes)
+  uint8_t timeout = CLB_DEFAULT_VERBS_TIMEOUT;  // local ACK timeout, 4.096 us * 2^timeout
+  uint8_t retryCnt = CLB_DEFAULT_VERBS_RETRY_COUNT;
   uint8_t rnrRetry = 7;
   uint8_t minRnrTimer = 12;
-  int slots = 8;                     // K receive slots per link (1..64)
+  int slots = 8;                     // K receive slots per link (1..64); the ring: pipelineDepth
   int64_t timeoutMs = 30000;         // without a communicator: how long a wait may last
   int64_t stagingCapBytes = 1ll << 32;  // cap on registered bytes (send staging + receive slots)
   int rank = 0, nranks = 2;          // for messages, without a communicator

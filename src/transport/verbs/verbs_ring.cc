@@ -28,29 +28,28 @@ struct Exchange {
   VerbsConnInfo send, recv;
 };
 
-clbResult_t optionsFromEnv(VerbsOptions* o, std::string* device) {
-  if (const char* d = getenv("COLIBRI_VERBS_DEVICE"); d && *d) {
-    *device = d;
-    o->deviceName = device->c_str();
-  }
-  int64_t port = o->port, gid = o->gidIndex;
-  CLB_CHECK(envInt("COLIBRI_VERBS_PORT", 1, 255, &port));
-  CLB_CHECK(envInt("COLIBRI_VERBS_GID_INDEX", -1, 65535, &gid));
-  o->port = (uint8_t)port;
-  o->gidIndex = (int)gid;
-  return clbSuccess;
-}
-
 }  // namespace
+
+void verbsOptionsFromConfig(const clbConfig_t& cfg, VerbsOptions* o) {
+  o->deviceName = cfg.verbsDevice[0] ? cfg.verbsDevice : nullptr;
+  o->port = (uint8_t)cfg.verbsPort;
+  o->gidIndex = cfg.verbsGidIndex;
+  o->trafficClass = (uint8_t)cfg.verbsTrafficClass;
+  o->timeout = (uint8_t)cfg.verbsTimeout;
+  o->retryCnt = (uint8_t)cfg.verbsRetryCount;
+  // Messages in flight per link, as on the other transports: K receive slots (and K send staging
+  // slots) of one chunk each, so registered memory follows pipelineDepth x chunkBytes and stays
+  // under the staging cap wherever the socket transport's does.
+  o->slots = cfg.pipelineDepth < 2 ? 2 : cfg.pipelineDepth;
+}
 
 clbResult_t createVerbsRing(clbComm* c, std::unique_ptr<RingChannel>* out, std::string* describe) {
   const int n = c->nranks, r = c->rank;
   const VerbsApi* api = nullptr;
   VerbsOptions o;
-  std::string device;
+  verbsOptionsFromConfig(c->cfg, &o);  // validated by clbCommInitRank; c->cfg outlives the channel
   std::unique_ptr<VerbsChannel> ch;
-  clbResult_t rc = optionsFromEnv(&o, &device);
-  if (rc == clbSuccess) rc = verbs::selectVerbsApi(&api);
+  clbResult_t rc = verbs::selectVerbsApi(&api);
   if (rc == clbSuccess) rc = VerbsChannel::create(api, o, c, &ch);
   std::string myError = rc != clbSuccess ? lastError() : std::string();
 
@@ -86,8 +85,9 @@ clbResult_t createVerbsRing(clbComm* c, std::unique_ptr<RingChannel>* out, std::
   char b[256];
   ibv_context* ctx = ch->context();
   const char* dev = ctx && ctx->device ? api->getDeviceName(ctx->device) : "?";
-  snprintf(b, sizeof b, "verbs%s: %s port %d, GID index %d, path MTU %d", strcmp(api->impl, "emulator") == 0 ? " (emulator)" : "",
-           dev ? dev : "?", (int)o.port, ch->gidIndex(), verbs::mtuBytes(ch->pathMtu()));
+  snprintf(b, sizeof b, "verbs%s: %s port %d, GID index %d, path MTU %d, traffic class %d, timeout %d, retry count %d",
+           strcmp(api->impl, "emulator") == 0 ? " (emulator)" : "", dev ? dev : "?", (int)o.port, ch->gidIndex(),
+           verbs::mtuBytes(ch->pathMtu()), (int)o.trafficClass, (int)o.timeout, (int)o.retryCnt);
   *describe = b;
   *out = std::move(ch);
   return clbSuccess;

@@ -11,14 +11,21 @@
 
 namespace clb {
 class RingChannel;
+namespace verbs {
+struct VerbsOptions;
+}
 
-// Creates the verbs ring channel of `c` (nranks > 1, bootstrap up): options from
-// COLIBRI_VERBS_DEVICE / COLIBRI_VERBS_PORT / COLIBRI_VERBS_GID_INDEX, the table from
+// The channel options from a communicator's (validated) configuration: verbsDevice, verbsPort,
+// verbsGidIndex, verbsTrafficClass, verbsTimeout, verbsRetryCount. deviceName points into `cfg`.
+void verbsOptionsFromConfig(const clbConfig_t& cfg, verbs::VerbsOptions* o);
+
+// Creates the verbs ring channel of `c` (nranks > 1, bootstrap up): options from c->cfg (the
+// verbs* fields: clbConfigInit reads COLIBRI_VERBS_*, Java sets them from Options), the table from
 // selectVerbsApi (COLIBRI_VERBS_EMULATOR=1: the emulator), connection infos exchanged with one
 // bootstrap allGather (rank r's send side goes to rank r+1's receive side), connected, and every
 // rank's outcome exchanged once more, so all ranks fail together instead of one waiting for
-// another. `*describe`: "verbs (emulator): colibri_emu0 port 1, GID index 1, MTU 4096" or the
-// real device's.
+// another. `*describe`: "verbs (emulator): colibri_emu0 port 1, GID index 1, path MTU 4096,
+// traffic class 0, timeout 14, retry count 7" or the real device's.
 clbResult_t createVerbsRing(clbComm* c, std::unique_ptr<RingChannel>* out, std::string* describe);
 
 }  // namespace clb

@@ -3,6 +3,7 @@
  */
 package io.colibri;
 
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Locale;
 
@@ -19,9 +20,8 @@ public enum Option {
   TRANSPORT("transport", "TRANSPORT", Kind.TRANSPORT, Transport.AUTO, 0, 0,
       "Transport between ranks: `shm` (one host), `socket` (TCP, any hosts), `verbs` (RDMA"
           + " through libibverbs, or its emulator with COLIBRI_VERBS_EMULATOR=1; ring algorithm"
-          + " only; device, port and GID index from COLIBRI_VERBS_DEVICE, COLIBRI_VERBS_PORT and"
-          + " COLIBRI_VERBS_GID_INDEX), or `auto` (shm between ranks on one host, socket"
-          + " otherwise; never verbs)."),
+          + " only; tuned by the `verbs*` options below), or `auto` (shm between ranks on one host,"
+          + " socket otherwise; never verbs)."),
   ALGORITHM("algorithm", "ALGORITHM", Kind.ALGORITHM, Algorithm.AUTO, 0, 0,
       "Algorithm forced for every collective: `ring`, `direct`, or `auto` (picked by message size"
           + " and topology)."),
@@ -46,11 +46,30 @@ public enum Option {
       "What init does when ranks run different versions (exchanged at bootstrap): `strict` fails"
           + " on a different Colibri version and warns about a different NVIDIA driver or NIC"
           + " firmware; `exact` fails on any of the three; `warn` only warns. The strictest setting"
-          + " of any rank applies.");
+          + " of any rank applies."),
+  VERBS_DEVICE("verbsDevice", "VERBS_DEVICE", Kind.STRING, "", 0, 63,
+      "Transport `verbs`: the RDMA device, as `ibv_devices` names it (e.g. `mlx5_0`); empty: the"
+          + " first device."),
+  VERBS_PORT("verbsPort", "VERBS_PORT", Kind.INT, 1, 1, 255,
+      "Transport `verbs`: the port of the device."),
+  VERBS_GID_INDEX("verbsGidIndex", "VERBS_GID_INDEX", Kind.INT, -1, -1, 65535,
+      "Transport `verbs`: the GID index (`show_gids` lists them); -1: the RoCE v2 GID on Ethernet"
+          + " (IPv4-mapped first), 0 on InfiniBand."),
+  VERBS_TRAFFIC_CLASS("verbsTrafficClass", "VERBS_TRAFFIC_CLASS", Kind.INT, 0, 0, 255,
+      "Transport `verbs`: the traffic class of the GRH (RoCE, global routes), e.g. the DSCP of a"
+          + " lossless queue shifted left by 2 (DSCP 26: 104)."),
+  VERBS_TIMEOUT("verbsTimeout", "VERBS_TIMEOUT", Kind.INT, 14, 0, 31,
+      "Transport `verbs`: the local ACK timeout exponent of the queue pairs, 4.096 us x 2^value"
+          + " (14: 67 ms; 0: wait forever) before a retransmission."),
+  VERBS_RETRY_COUNT("verbsRetryCount", "VERBS_RETRY_COUNT", Kind.INT, 7, 0, 7,
+      "Transport `verbs`: how many times in a row a queue pair retransmits after an ACK timeout"
+          + " before the call fails (retry exceeded).");
 
   /** How a knob's text is read and its value checked. */
   enum Kind {
-    TRANSPORT, ALGORITHM, LOG_LEVEL, VERSION_CHECK, INT, BYTES, MILLIS
+    TRANSPORT, ALGORITHM, LOG_LEVEL, VERSION_CHECK, INT, BYTES, MILLIS,
+    /** Text of min..max bytes in UTF-8 (a fixed-size char array in clbConfig_t). */
+    STRING
   }
 
   private final String camelName;
@@ -91,7 +110,8 @@ public enum Option {
 
   /**
    * The Java type of its value: {@link Transport}, {@link Algorithm}, {@link LogLevel},
-   * {@link VersionCheck}, {@link Integer}, {@link Long} (bytes) or {@link Duration}.
+   * {@link VersionCheck}, {@link Integer}, {@link Long} (bytes), {@link Duration} or
+   * {@link String}.
    */
   public Class<?> type() {
     switch (kind) {
@@ -107,6 +127,8 @@ public enum Option {
         return Integer.class;
       case BYTES:
         return Long.class;
+      case STRING:
+        return String.class;
       default:
         return Duration.class;
     }
@@ -132,6 +154,8 @@ public enum Option {
         return min + ".." + max;
       case BYTES:
         return min + ".." + max + " (" + bytesText(min) + ".." + bytesText(max) + ")";
+      case STRING:
+        return "text of " + min + ".." + max + " bytes (UTF-8)";
       default:
         return min + ".." + max + " ms (" + millisText(min) + ".." + millisText(max) + ")";
     }
@@ -146,6 +170,8 @@ public enum Option {
         return "long (bytes)";
       case MILLIS:
         return "Duration (ms)";
+      case STRING:
+        return "String";
       default:
         return type().getSimpleName();
     }
@@ -214,6 +240,8 @@ public enum Option {
           }
         }
         throw invalid(source, quote(text), "is not a version check");
+      case STRING:
+        return check(text, source, quote(text));
       default:
         long n;
         try {
@@ -259,6 +287,13 @@ public enum Option {
       case LOG_LEVEL:
       case VERSION_CHECK:
         return value;
+      case STRING:
+        String text = (String) value;
+        n = text.getBytes(StandardCharsets.UTF_8).length;
+        if (n < min || n > max) {
+          throw invalid(source, shown != null ? shown : quote(text), "is " + n + " bytes long");
+        }
+        return value;
       case INT:
         n = (Integer) value;
         break;
@@ -297,6 +332,8 @@ public enum Option {
         return defaultValue + " (" + bytesText((Long) defaultValue) + ")";
       case MILLIS:
         return format(defaultValue) + " ms";
+      case STRING:
+        return quote(format(defaultValue));
       default:
         return format(defaultValue);
     }

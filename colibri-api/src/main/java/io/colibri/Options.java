@@ -110,6 +110,33 @@ public final class Options {
     return (VersionCheck) values.get(Option.VERSION_CHECK);
   }
 
+  /** The RDMA device of transport verbs; "" for the first one. */
+  public String verbsDevice() {
+    return (String) values.get(Option.VERBS_DEVICE);
+  }
+
+  public int verbsPort() {
+    return (Integer) values.get(Option.VERBS_PORT);
+  }
+
+  /** -1: chosen automatically. */
+  public int verbsGidIndex() {
+    return (Integer) values.get(Option.VERBS_GID_INDEX);
+  }
+
+  public int verbsTrafficClass() {
+    return (Integer) values.get(Option.VERBS_TRAFFIC_CLASS);
+  }
+
+  /** The local ACK timeout exponent (4.096 us x 2^value). */
+  public int verbsTimeout() {
+    return (Integer) values.get(Option.VERBS_TIMEOUT);
+  }
+
+  public int verbsRetryCount() {
+    return (Integer) values.get(Option.VERBS_RETRY_COUNT);
+  }
+
   /** The value of {@code option}, of type {@link Option#type()}. */
   public Object get(Option option) {
     return values.get(Objects.requireNonNull(option, "option"));
@@ -153,7 +180,8 @@ public final class Options {
       first = false;
       sb.append(o.camelName()).append('=');
       Object v = values.get(o);
-      sb.append(o == Option.TIMEOUT ? ((Duration) v).toMillis() + "ms" : v);
+      sb.append(o == Option.TIMEOUT ? ((Duration) v).toMillis() + "ms"
+          : v instanceof String ? "\"" + v + "\"" : v);
       String source = sources.get(o);
       if (!"default".equals(source)) {
         sb.append(" (").append(source).append(')');
@@ -231,6 +259,40 @@ public final class Options {
     /** @see Option#VERSION_CHECK */
     public Builder versionCheck(VersionCheck versionCheck) {
       return put(Option.VERSION_CHECK, versionCheck);
+    }
+
+    /**
+     * The RDMA device name, at most 63 bytes; "" for the first device.
+     *
+     * @see Option#VERBS_DEVICE
+     */
+    public Builder verbsDevice(String verbsDevice) {
+      return put(Option.VERBS_DEVICE, verbsDevice);
+    }
+
+    /** @see Option#VERBS_PORT */
+    public Builder verbsPort(int verbsPort) {
+      return put(Option.VERBS_PORT, verbsPort);
+    }
+
+    /** @see Option#VERBS_GID_INDEX */
+    public Builder verbsGidIndex(int verbsGidIndex) {
+      return put(Option.VERBS_GID_INDEX, verbsGidIndex);
+    }
+
+    /** @see Option#VERBS_TRAFFIC_CLASS */
+    public Builder verbsTrafficClass(int verbsTrafficClass) {
+      return put(Option.VERBS_TRAFFIC_CLASS, verbsTrafficClass);
+    }
+
+    /** @see Option#VERBS_TIMEOUT */
+    public Builder verbsTimeout(int verbsTimeout) {
+      return put(Option.VERBS_TIMEOUT, verbsTimeout);
+    }
+
+    /** @see Option#VERBS_RETRY_COUNT */
+    public Builder verbsRetryCount(int verbsRetryCount) {
+      return put(Option.VERBS_RETRY_COUNT, verbsRetryCount);
     }
 
     /**

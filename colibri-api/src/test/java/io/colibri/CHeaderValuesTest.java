@@ -139,6 +139,17 @@ class CHeaderValuesTest {
     assertEquals(define("CLB_DEFAULT_TIMEOUT_MS"),
         ((java.time.Duration) Option.TIMEOUT.defaultValue()).toMillis());
     assertEquals(define("CLB_UNIQUE_ID_BYTES"), UniqueId.BYTES);
+    assertEquals(define("CLB_DEFAULT_VERBS_PORT"), (int) Option.VERBS_PORT.defaultValue());
+    assertEquals(define("CLB_DEFAULT_VERBS_GID_INDEX"),
+        (int) Option.VERBS_GID_INDEX.defaultValue());
+    assertEquals(define("CLB_DEFAULT_VERBS_TRAFFIC_CLASS"),
+        (int) Option.VERBS_TRAFFIC_CLASS.defaultValue());
+    assertEquals(define("CLB_DEFAULT_VERBS_TIMEOUT"), (int) Option.VERBS_TIMEOUT.defaultValue());
+    assertEquals(define("CLB_DEFAULT_VERBS_RETRY_COUNT"),
+        (int) Option.VERBS_RETRY_COUNT.defaultValue());
+    // verbsDevice: a char array of CLB_VERBS_DEVICE_BYTES, its NUL included.
+    assertTrue(Option.VERBS_DEVICE.validValues().contains(
+        "0.." + (define("CLB_VERBS_DEVICE_BYTES") - 1) + " bytes"), Option.VERBS_DEVICE.validValues());
     // "#define CLB_DEFAULT_VERSION_CHECK clbVersionCheckStrict"
     Matcher m = Pattern.compile("#define\\s+CLB_DEFAULT_VERSION_CHECK\\s+(clb\\w+)").matcher(header);
     assertTrue(m.find(), "CLB_DEFAULT_VERSION_CHECK not found in " + HEADER);

@@ -109,6 +109,108 @@ class OptionsTest {
   }
 
   @Test
+  void verbsOptionsFromEveryPlace() {
+    Options d = Options.resolve(NO_ENV, NO_PROPS);
+    assertEquals("", d.verbsDevice());
+    assertEquals(1, d.verbsPort());
+    assertEquals(-1, d.verbsGidIndex());
+    assertEquals(0, d.verbsTrafficClass());
+    assertEquals(14, d.verbsTimeout());
+    assertEquals(7, d.verbsRetryCount());
+    Option[] verbs = {Option.VERBS_DEVICE, Option.VERBS_PORT, Option.VERBS_GID_INDEX,
+        Option.VERBS_TRAFFIC_CLASS, Option.VERBS_TIMEOUT, Option.VERBS_RETRY_COUNT};
+    String[] names = {"verbsDevice", "verbsPort", "verbsGidIndex", "verbsTrafficClass",
+        "verbsTimeout", "verbsRetryCount"};
+    String[] envs = {"COLIBRI_VERBS_DEVICE", "COLIBRI_VERBS_PORT", "COLIBRI_VERBS_GID_INDEX",
+        "COLIBRI_VERBS_TRAFFIC_CLASS", "COLIBRI_VERBS_TIMEOUT", "COLIBRI_VERBS_RETRY_COUNT"};
+    for (int i = 0; i < verbs.length; i++) {
+      assertEquals(names[i], verbs[i].camelName());
+      assertEquals("colibri." + names[i], verbs[i].systemProperty());
+      assertEquals(envs[i], verbs[i].environmentVariable());
+    }
+    assertEquals(String.class, Option.VERBS_DEVICE.type());
+    assertEquals(Integer.class, Option.VERBS_TRAFFIC_CLASS.type());
+
+    Options e = Options.resolve(env("COLIBRI_VERBS_DEVICE", "mlx5_1", "COLIBRI_VERBS_PORT", "2",
+        "COLIBRI_VERBS_GID_INDEX", "3", "COLIBRI_VERBS_TRAFFIC_CLASS", "106",
+        "COLIBRI_VERBS_TIMEOUT", "18", "COLIBRI_VERBS_RETRY_COUNT", "5"), NO_PROPS);
+    assertEquals("mlx5_1", e.verbsDevice());
+    assertEquals(2, e.verbsPort());
+    assertEquals(3, e.verbsGidIndex());
+    assertEquals(106, e.verbsTrafficClass());
+    assertEquals(18, e.verbsTimeout());
+    assertEquals(5, e.verbsRetryCount());
+    assertEquals("environment COLIBRI_VERBS_TRAFFIC_CLASS", e.source(Option.VERBS_TRAFFIC_CLASS));
+
+    Options p = Options.resolve(env("COLIBRI_VERBS_DEVICE", "mlx5_1", "COLIBRI_VERBS_TIMEOUT", "18"),
+        props("colibri.verbsDevice", "mlx5_2", "colibri.verbsTimeout", "20",
+            "colibri.verbsTrafficClass", "184"));
+    assertEquals("mlx5_2", p.verbsDevice());
+    assertEquals("system property colibri.verbsDevice", p.source(Option.VERBS_DEVICE));
+    assertEquals(20, p.verbsTimeout());
+    assertEquals(184, p.verbsTrafficClass());
+
+    Options b = Options.builder().verbsDevice("mlx5_4").verbsPort(255).verbsGidIndex(65535)
+        .verbsTrafficClass(255).verbsTimeout(31).verbsRetryCount(0)
+        .build(env("COLIBRI_VERBS_DEVICE", "mlx5_1", "COLIBRI_VERBS_RETRY_COUNT", "6")::get,
+            props("colibri.verbsPort", "2"));
+    assertEquals("mlx5_4", b.verbsDevice());
+    assertEquals(255, b.verbsPort());
+    assertEquals(65535, b.verbsGidIndex());
+    assertEquals(255, b.verbsTrafficClass());
+    assertEquals(31, b.verbsTimeout());
+    assertEquals(0, b.verbsRetryCount());
+    assertEquals("builder", b.source(Option.VERBS_RETRY_COUNT));
+    assertEquals("", Options.builder().verbsDevice("").build(NO_ENV::get, NO_PROPS).verbsDevice());
+    assertTrue(b.toString().contains("verbsDevice=\"mlx5_4\" (builder)"), b.toString());
+  }
+
+  @Test
+  void verbsOptionsAreRangeChecked() {
+    Options.builder().verbsPort(1).verbsGidIndex(-1).verbsTrafficClass(0).verbsTimeout(0)
+        .verbsRetryCount(7).verbsDevice("x".repeat(63));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsPort(0));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsPort(256));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsGidIndex(-2));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsGidIndex(65536));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsTrafficClass(-1));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsTrafficClass(256));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsTimeout(32));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsRetryCount(8));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsDevice(null));
+    IllegalArgumentException tooLong = assertThrows(IllegalArgumentException.class,
+        () -> Options.builder().verbsDevice("x".repeat(64)));
+    assertTrue(tooLong.getMessage().contains("verbsDevice from builder")
+        && tooLong.getMessage().contains("is 64 bytes long")
+        && tooLong.getMessage().contains("0..63 bytes"), tooLong.getMessage());
+    // UTF-8 bytes count, not characters: 32 two-byte characters are 64 bytes.
+    assertThrows(IllegalArgumentException.class,
+        () -> Options.builder().verbsDevice("\u00e9".repeat(32)));
+
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Options.resolve(env("COLIBRI_VERBS_TIMEOUT", "32"), NO_PROPS));
+    String m = e.getMessage();
+    assertTrue(m.contains("verbsTimeout") && m.contains("environment COLIBRI_VERBS_TIMEOUT")
+        && m.contains("\"32\" is out of range") && m.contains("0..31")
+        && m.contains("default 14"), m);
+    IllegalArgumentException tc = assertThrows(IllegalArgumentException.class,
+        () -> Options.resolve(NO_ENV, props("colibri.verbsTrafficClass", "0x20")));
+    assertTrue(tc.getMessage().contains("system property colibri.verbsTrafficClass")
+        && tc.getMessage().contains("is not a whole number")
+        && tc.getMessage().contains("0..255"), tc.getMessage());
+    IllegalArgumentException rc = assertThrows(IllegalArgumentException.class,
+        () -> Options.resolve(env("COLIBRI_VERBS_RETRY_COUNT", "8"), NO_PROPS));
+    assertTrue(rc.getMessage().contains("environment COLIBRI_VERBS_RETRY_COUNT")
+        && rc.getMessage().contains("0..7"), rc.getMessage());
+    IllegalArgumentException dev = assertThrows(IllegalArgumentException.class,
+        () -> Options.resolve(env("COLIBRI_VERBS_DEVICE", "m".repeat(64)), NO_PROPS));
+    assertTrue(dev.getMessage().contains("environment COLIBRI_VERBS_DEVICE")
+        && dev.getMessage().contains("is 64 bytes long"), dev.getMessage());
+    assertEquals("mlx5_0", Options.builder().set(Option.VERBS_DEVICE, "mlx5_0")
+        .build(NO_ENV::get, NO_PROPS).verbsDevice());
+  }
+
+  @Test
   void enumNamesAreCaseInsensitiveLikeTheNativeLibrary() {
     Options o = Options.resolve(env("COLIBRI_TRANSPORT", "SHM", "COLIBRI_ALGORITHM", "Ring",
         "COLIBRI_LOG_LEVEL", "debug"), NO_PROPS);

@@ -4,6 +4,7 @@
 package io.colibri.jni;
 
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import org.bytedeco.javacpp.Loader;
 import org.bytedeco.javacpp.Pointer;
 import org.bytedeco.javacpp.annotation.Cast;
@@ -58,6 +59,19 @@ public final class ColibriLib {
   public static native @MemberGetter @Name("CLB_DEFAULT_TIMEOUT_MS") long defaultTimeoutMs();
 
   public static native @MemberGetter @Name("CLB_DEFAULT_VERSION_CHECK") int defaultVersionCheck();
+
+  public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_PORT") int defaultVerbsPort();
+
+  public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_GID_INDEX") int defaultVerbsGidIndex();
+
+  public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_TRAFFIC_CLASS") int defaultVerbsTrafficClass();
+
+  public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_TIMEOUT") int defaultVerbsTimeout();
+
+  public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_RETRY_COUNT") int defaultVerbsRetryCount();
+
+  /** Bytes of {@code clbConfig_t.verbsDevice}, the terminating NUL included. */
+  public static native @MemberGetter @Name("CLB_VERBS_DEVICE_BYTES") int verbsDeviceBytes();
 
   // ---- structs ----
 
@@ -115,6 +129,60 @@ public final class ColibriLib {
     public native int versionCheck();
 
     public native ClbConfig versionCheck(int versionCheck);
+
+    public native int verbsPort();
+
+    public native ClbConfig verbsPort(int verbsPort);
+
+    public native int verbsGidIndex();
+
+    public native ClbConfig verbsGidIndex(int verbsGidIndex);
+
+    public native int verbsTrafficClass();
+
+    public native ClbConfig verbsTrafficClass(int verbsTrafficClass);
+
+    public native int verbsTimeout();
+
+    public native ClbConfig verbsTimeout(int verbsTimeout);
+
+    public native int verbsRetryCount();
+
+    public native ClbConfig verbsRetryCount(int verbsRetryCount);
+
+    /** Byte {@code i} of {@code char verbsDevice[CLB_VERBS_DEVICE_BYTES]}. */
+    public native @Cast("char") byte verbsDevice(int i);
+
+    public native ClbConfig verbsDevice(int i, byte b);
+
+    /** {@code verbsDevice} up to its NUL (UTF-8). */
+    public String verbsDeviceName() {
+      int n = verbsDeviceBytes();
+      byte[] b = new byte[n];
+      int len = 0;
+      while (len < n && (b[len] = verbsDevice(len)) != 0) {
+        len++;
+      }
+      return new String(b, 0, len, StandardCharsets.UTF_8);
+    }
+
+    /**
+     * Sets {@code verbsDevice} to {@code name} (UTF-8), NUL-padded.
+     *
+     * @throws IllegalArgumentException if it does not fit with its NUL
+     */
+    public ClbConfig verbsDeviceName(String name) {
+      byte[] b = name.getBytes(StandardCharsets.UTF_8);
+      int n = verbsDeviceBytes();
+      if (b.length >= n) {
+        throw new IllegalArgumentException("verbsDevice \"" + name + "\" is " + b.length
+            + " bytes long; clbConfig_t holds at most " + (n - 1));
+      }
+      for (int i = 0; i < n; i++) {
+        verbsDevice(i, i < b.length ? b[i] : 0);
+      }
+      return this;
+    }
   }
 
   /** {@code clbMemStats_t}. */

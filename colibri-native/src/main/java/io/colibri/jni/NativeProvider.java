@@ -113,7 +113,13 @@ public final class NativeProvider implements CommunicatorProvider {
         .directMaxBytes(options.directMaxBytes())
         .stagingCapBytes(options.stagingCapBytes())
         .timeoutMs(options.timeout().toMillis())
-        .versionCheck(options.versionCheck().code());
+        .versionCheck(options.versionCheck().code())
+        .verbsPort(options.verbsPort())
+        .verbsGidIndex(options.verbsGidIndex())
+        .verbsTrafficClass(options.verbsTrafficClass())
+        .verbsTimeout(options.verbsTimeout())
+        .verbsRetryCount(options.verbsRetryCount())
+        .verbsDeviceName(options.verbsDevice());
     return config;
   }
 }

@@ -46,6 +46,12 @@ class ConfigMappingTest {
       assertEquals(((Duration) Option.TIMEOUT.defaultValue()).toMillis(), c.timeoutMs());
       assertEquals(((VersionCheck) Option.VERSION_CHECK.defaultValue()).code(),
           c.versionCheck());
+      assertEquals(Option.VERBS_DEVICE.defaultValue(), c.verbsDeviceName());
+      assertEquals((int) Option.VERBS_PORT.defaultValue(), c.verbsPort());
+      assertEquals((int) Option.VERBS_GID_INDEX.defaultValue(), c.verbsGidIndex());
+      assertEquals((int) Option.VERBS_TRAFFIC_CLASS.defaultValue(), c.verbsTrafficClass());
+      assertEquals((int) Option.VERBS_TIMEOUT.defaultValue(), c.verbsTimeout());
+      assertEquals((int) Option.VERBS_RETRY_COUNT.defaultValue(), c.verbsRetryCount());
     }
     // The C macros too.
     assertEquals((int) Option.PIPELINE_DEPTH.defaultValue(), ColibriLib.defaultPipelineDepth());
@@ -58,6 +64,14 @@ class ConfigMappingTest {
         ColibriLib.defaultTimeoutMs());
     assertEquals(((VersionCheck) Option.VERSION_CHECK.defaultValue()).code(),
         ColibriLib.defaultVersionCheck());
+    assertEquals((int) Option.VERBS_PORT.defaultValue(), ColibriLib.defaultVerbsPort());
+    assertEquals((int) Option.VERBS_GID_INDEX.defaultValue(), ColibriLib.defaultVerbsGidIndex());
+    assertEquals((int) Option.VERBS_TRAFFIC_CLASS.defaultValue(),
+        ColibriLib.defaultVerbsTrafficClass());
+    assertEquals((int) Option.VERBS_TIMEOUT.defaultValue(), ColibriLib.defaultVerbsTimeout());
+    assertEquals((int) Option.VERBS_RETRY_COUNT.defaultValue(),
+        ColibriLib.defaultVerbsRetryCount());
+    assertEquals(64, ColibriLib.verbsDeviceBytes());
   }
 
   @Test
@@ -66,7 +80,8 @@ class ConfigMappingTest {
     Options o = Options.builder().transport(Transport.SOCKET).algorithm(Algorithm.RING)
         .logLevel(LogLevel.DEBUG).pipelineDepth(7).chunkBytes(12288).directMaxBytes(777)
         .stagingCapBytes(1L << 33).timeout(Duration.ofMillis(4321))
-        .versionCheck(VersionCheck.EXACT).build();
+        .versionCheck(VersionCheck.EXACT).verbsDevice("mlx5_2").verbsPort(2).verbsGidIndex(3)
+        .verbsTrafficClass(106).verbsTimeout(18).verbsRetryCount(5).build();
     try (ClbConfig c = NativeProvider.toConfig(o)) {
       assertEquals(c.sizeof(), c.size());
       assertEquals(Transport.SOCKET.code(), c.transport());
@@ -78,6 +93,23 @@ class ConfigMappingTest {
       assertEquals(1L << 33, c.stagingCapBytes());
       assertEquals(4321, c.timeoutMs());
       assertEquals(VersionCheck.EXACT.code(), c.versionCheck());
+      assertEquals("mlx5_2", c.verbsDeviceName());
+      assertEquals(2, c.verbsPort());
+      assertEquals(3, c.verbsGidIndex());
+      assertEquals(106, c.verbsTrafficClass());
+      assertEquals(18, c.verbsTimeout());
+      assertEquals(5, c.verbsRetryCount());
+      for (int i = "mlx5_2".length(); i < ColibriLib.verbsDeviceBytes(); i++) {
+        assertEquals(0, c.verbsDevice(i), "verbsDevice is NUL-padded");
+      }
+    }
+    // The longest name fits with its NUL; the empty one (the first device) clears the field.
+    String longest = "d".repeat(63);
+    try (ClbConfig c = NativeProvider.toConfig(Options.builder().verbsDevice(longest).build())) {
+      assertEquals(longest, c.verbsDeviceName());
+    }
+    try (ClbConfig c = NativeProvider.toConfig(Options.builder().verbsDevice("").build())) {
+      assertEquals("", c.verbsDeviceName());
     }
   }
 
