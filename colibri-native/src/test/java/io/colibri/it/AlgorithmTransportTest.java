@@ -30,8 +30,9 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * Forced algorithms (RING, DIRECT), the AUTO choice observed through lastAlgorithm(), both
- * transports (SHM, SOCKET), in-place and raw-address variants, and special float values, all with
+ * Forced algorithms (RING, DIRECT), the AUTO choice observed through lastAlgorithm(), every
+ * transport (SHM, SOCKET, and VERBS over the verbs emulator that surefire selects with
+ * COLIBRI_VERBS_EMULATOR=1), in-place and raw-address variants, and special float values, all with
  * threads as ranks and the same element-by-element checks as the matrix.
  */
 class AlgorithmTransportTest {
@@ -83,6 +84,7 @@ class AlgorithmTransportTest {
       a.add(Arguments.of(Transport.SHM, Algorithm.RING, n));
       a.add(Arguments.of(Transport.SHM, Algorithm.DIRECT, n));
       a.add(Arguments.of(Transport.SOCKET, Algorithm.RING, n));
+      a.add(Arguments.of(Transport.VERBS, Algorithm.RING, n));
     }
     return a.stream();
   }
@@ -107,18 +109,18 @@ class AlgorithmTransportTest {
     }
   }
 
-  /** The ring over sockets handles messages far above the staging cap, all types and ops. */
-  @ParameterizedTest(name = "socket ring on {0} ranks, sizes 0..over the cap")
-  @MethodSource("rankCounts")
+  /** The ring over sockets and verbs handles messages far above the staging cap, all types and ops. */
+  @ParameterizedTest(name = "{0} ring on {1} ranks, sizes 0..over the cap")
+  @MethodSource("networkTransports")
   @Timeout(240)
-  void socketTransportAllTypesLargeMessages(int n) {
-    Options o = options(Transport.SOCKET, Algorithm.AUTO).toBuilder()
+  void networkTransportsAllTypesLargeMessages(Transport transport, int n) {
+    Options o = options(transport, Algorithm.AUTO).toBuilder()
         .stagingCapBytes(256 * 1024).build();
     try (RankGroup g = RankGroup.start(n, o, Duration.ofSeconds(60))) {
       List<Algorithm> seen = sweep(g, Variant.OUT_OF_PLACE, new long[] {0, 1, 7, 70_001},
-          DataType.values(), "transport SOCKET, algorithm AUTO, stagingCap 256 KiB");
+          DataType.values(), "transport " + transport + ", algorithm AUTO, stagingCap 256 KiB");
       for (Algorithm a : seen) {
-        assertEquals(Algorithm.RING, a, "AUTO over sockets has no direct path: it must be RING");
+        assertEquals(Algorithm.RING, a, "AUTO over " + transport + " has no direct path: it must be RING");
       }
     }
   }
@@ -127,12 +129,23 @@ class AlgorithmTransportTest {
     return Stream.of(2, 3, 4);
   }
 
+  static Stream<Arguments> networkTransports() {
+    List<Arguments> a = new ArrayList<>();
+    for (Transport t : new Transport[] {Transport.SOCKET, Transport.VERBS}) {
+      for (int n : new int[] {2, 3, 4}) {
+        a.add(Arguments.of(t, n));
+      }
+    }
+    return a.stream();
+  }
+
   static Stream<Arguments> variants() {
     List<Arguments> a = new ArrayList<>();
     for (Variant v : new Variant[] {Variant.IN_PLACE, Variant.RAW, Variant.RAW_IN_PLACE}) {
       a.add(Arguments.of(v, Transport.SHM, Algorithm.RING));
       a.add(Arguments.of(v, Transport.SHM, Algorithm.DIRECT));
       a.add(Arguments.of(v, Transport.SOCKET, Algorithm.RING));
+      a.add(Arguments.of(v, Transport.VERBS, Algorithm.RING));
     }
     return a.stream();
   }
