@@ -383,6 +383,14 @@ TEST(VerbsEnvironment, PathMtuMismatchUsesTheMinimum) {
                    {{"COLIBRI_VERBS_EMU_MTU=1024"}, {"COLIBRI_VERBS_EMU_MTU=4096"}});
 }
 
+// A RoCE port without a RoCE v2 GID (the interface has no IP address): the automatic choice finds
+// none, and every rank says so, with both fixes.
+TEST(VerbsEnvironment, NoRoceV2GidNamesBothFixes) {
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  EnvVar noV2("COLIBRI_VERBS_EMU_ROCE_V2", "0");
+  expectAllFail(2, "has no RoCE v2 GID: give the interface an IP address, or set COLIBRI_VERBS_GID_INDEX");
+}
+
 // A GID index that names no usable RoCE v2 GID (an empty entry, one past the table): the message
 // says to set COLIBRI_VERBS_GID_INDEX.
 TEST(VerbsEnvironment, BadGidIndexNamesTheVariable) {

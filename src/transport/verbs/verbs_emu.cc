@@ -143,9 +143,12 @@ void buildAddresses(Ctx* c) {
     v4.raw[15] = (uint8_t)c->node;
     c->gids[0] = ll;
     c->gidTypes[0] = IBV_GID_TYPE_ROCE_V1;
-    c->gids[1] = v4;
-    c->gidTypes[1] = IBV_GID_TYPE_ROCE_V2;
-    c->gidCount = 2;
+    c->gidCount = 1;
+    if (c->cfg.roceV2) {  // an IPv4 address on the interface gives the RoCE v2 GID
+      c->gids[1] = v4;
+      c->gidTypes[1] = IBV_GID_TYPE_ROCE_V2;
+      c->gidCount = 2;
+    }
   }
 }
 
@@ -1061,6 +1064,7 @@ Config configFromEnv() {
   c.dmabufSupported = envFlag("COLIBRI_VERBS_EMU_DMABUF", true);
   if (envUint("COLIBRI_VERBS_EMU_MEMLOCK_BYTES", &x)) c.memlockBytes = x;
   c.portDown = envFlag("COLIBRI_VERBS_EMU_PORT_DOWN", false);
+  c.roceV2 = envFlag("COLIBRI_VERBS_EMU_ROCE_V2", true);
   if (envUint("COLIBRI_VERBS_EMU_DROP_EVERY", &x)) c.dropEvery = (uint32_t)x;
   if (envUint("COLIBRI_VERBS_EMU_MIN_TIMEOUT_MS", &x)) c.minTimeoutMs = (uint32_t)x;
   return c;

@@ -28,6 +28,7 @@
 //   COLIBRI_VERBS_EMU_MEMLOCK_BYTES registered bytes per process above which ibv_reg_mr fails with
 //                                   ENOMEM, like RLIMIT_MEMLOCK (default 0: no limit)
 //   COLIBRI_VERBS_EMU_PORT_DOWN     1: ports start DOWN
+//   COLIBRI_VERBS_EMU_ROCE_V2       1 (default) | 0: no RoCE v2 GID (an interface without an IP address)
 //   COLIBRI_VERBS_EMU_DROP_EVERY    N: every N-th request packet a node sends is lost (0: none)
 //   COLIBRI_VERBS_EMU_MIN_TIMEOUT_MS floor of the retransmission timeout (default 20): emulated
 //                                   acknowledgements take scheduler time, not microseconds
@@ -49,6 +50,7 @@ struct Config {
   bool dmabufSupported = true;   // false: regDmabufMr fails with EOPNOTSUPP
   uint64_t memlockBytes = 0;     // 0: unlimited
   bool portDown = false;         // state of the port when a context is opened
+  bool roceV2 = true;            // false: a RoCE port's GID table has only its RoCE v1 link-local GID
   uint32_t dropEvery = 0;        // every N-th request packet of a node is lost
   uint32_t minTimeoutMs = 20;    // floor of the local ACK timeout
 };
