@@ -469,7 +469,9 @@ TEST_F(VerbsChannelTest, MemoryIsCountedInTheCommunicatorAndCapped) {
   ASSERT_NO_FATAL_FAILURE(connectRing(ch));
   for (int r = 0; r < 2; r++) {
     ASSERT_EQ(ch[r]->prepare(10000), clbSuccess) << clb::lastError();
-    EXPECT_EQ(comm[r].mem.host.load(), ch[r]->registeredBytes());
+    // Registered memory and the queues' estimate (2 slots: 2 x (72 x 64 + 36 x 32) + 232 x 64).
+    EXPECT_EQ(ch[r]->queueBytes(), 2 * (72 * 64 + 36 * 32) + 232 * 64);
+    EXPECT_EQ(comm[r].mem.host.load(), ch[r]->registeredBytes() + ch[r]->queueBytes());
     EXPECT_GE(comm[r].mem.host.load(), 4096 + 2 * 2 * 10000);
   }
   auto d = content(10000, 3);

@@ -212,6 +212,8 @@ clbResult_t VerbsChannel::open() {
     if (rc) return setSysError(rc, "verbs: moving a queue pair to INIT on %s failed", devName.c_str());
     CLB_CHECK(postRecvs(*q, rqDepth_));
   }
+  queueBytes_ = 2 * ((int64_t)sqDepth_ * 64 + (int64_t)rqDepth_ * 32) + (2 * (sqDepth_ + rqDepth_) + 16) * 64;
+  if (comm_) comm_->mem.addHost(queueBytes_);
   CLB_CHECK(newRegion(kCtlBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &ctl_));
 
   std::random_device rd;
@@ -240,6 +242,7 @@ VerbsChannel::~VerbsChannel() {
   regions_.clear();
   ctl_.reset();
   if (cq_) api_->destroyCq(cq_);
+  if (comm_) comm_->mem.addHost(-queueBytes_);
   if (pd_) api_->deallocPd(pd_);
   if (ctx_) api_->closeDevice(ctx_);
 }

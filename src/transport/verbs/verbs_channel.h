@@ -115,6 +115,10 @@ class VerbsChannel : public RingChannel {
 
   // Introspection (tests, logs).
   int64_t registeredBytes() const { return registered_.load(); }
+  // Host memory the provider holds for the two queue pairs and the completion queue, estimated
+  // from their depths (64 bytes per send entry and completion, 32 per receive entry, as mlx5
+  // allocates them), counted in the communicator's host bytes next to the registered bytes.
+  int64_t queueBytes() const { return queueBytes_; }
   ibv_qp* sendQp() const { return sendQp_; }
   ibv_qp* recvQp() const { return recvQp_; }
   ibv_context* context() const { return ctx_; }
@@ -146,6 +150,7 @@ class VerbsChannel : public RingChannel {
   clbComm* comm_;
   int rank_, next_, prev_;
   uint32_t K_;
+  int64_t queueBytes_ = 0;
 
   ibv_context* ctx_ = nullptr;
   ibv_pd* pd_ = nullptr;
