@@ -3,8 +3,8 @@
 #   bash scripts/gpu-check.sh DIR
 # DIR holds colibri_tests, colibri_device_bench and the kernel images (make it here with
 # `bash scripts/gpu-bundle.sh DIR`). Runs the native suite (device tests: 1-8 ranks as threads,
-# 2 and 4 as processes, CUDA graph capture/replay, footprint) and bandwidth tables for 2 and 4 ranks,
-# eager and graph mode. Logs go to $OUT when set (the device tool), else to DIR.
+# 2 and 4 as processes, CUDA graph capture/replay, footprint) and bandwidth tables for 2 and 4 ranks
+# (and one per GPU where there are more than 4), eager and graph mode. Logs go to $OUT when set (the device tool), else to DIR.
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 set -uo pipefail
 dir=${1:?usage: gpu-check.sh DIR}
@@ -22,7 +22,9 @@ if [[ -f $dir/jre.txz ]]; then  # Java on device memory: the gpu-tagged JUnit te
     --select-class io.colibri.cuda.DeviceCollectivesGpuTest --select-class io.colibri.cuda.DeviceCollectivesProcessGpuTest --include-tag gpu --details=tree >"$out/java-gpu.log" 2>&1 || status=1
   grep -E 'tests (successful|failed|found)|✘' "$out/java-gpu.log"
 fi
-for n in 2 4; do
+ng=$(nvidia-smi -L | wc -l)
+sizes="2 4"; ((ng > 4)) && sizes="2 4 $ng"  # one rank per GPU on machines with more than 4
+for n in $sizes; do
   for mode in "" --graph; do
     name="bench-n$n${mode:+-graph}.txt"
     timeout 300 "$dir/colibri_device_bench" --ranks "$n" $mode >"$out/$name" 2>&1 || status=1
