@@ -76,11 +76,11 @@ clbResult_t validateConfig(const clbConfig_t& c) {
 
 clbResult_t resolveConfig(const clbConfig_t* in, clbConfig_t* out) {
   if (!in) {
-    CLB_CHECK(clbConfigInit(out));
+    CLB_CHECK(clbConfigInitSized(out, sizeof *out));
   } else if (in->size == sizeof(clbConfig_t)) {
     *out = *in;
   } else if (in->size == kConfigSizeV1) {
-    CLB_CHECK(clbConfigInit(out));  // defaults and COLIBRI_* for the fields an old caller lacks
+    CLB_CHECK(clbConfigInitSized(out, sizeof *out));  // defaults and COLIBRI_* for the fields an old caller lacks
     memcpy(out, in, offsetof(clbConfig_t, verbsPort));
     out->size = sizeof(clbConfig_t);
   } else {
@@ -95,8 +95,14 @@ clbResult_t resolveConfig(const clbConfig_t* in, clbConfig_t* out) {
 
 extern "C" {
 
-clbResult_t clbConfigInit(clbConfig_t* c) {
-  if (!c) return clb::setError(clbInvalidArgument, "config is NULL");
+clbResult_t clbConfigInitSized(clbConfig_t* out, size_t bytes) {
+  if (!out) return clb::setError(clbInvalidArgument, "config is NULL");
+  if (bytes != sizeof(clbConfig_t) && bytes != clb::kConfigSizeV1)
+    return clb::setError(clbInvalidArgument,
+                         "a clbConfig_t of %zu bytes: this library knows %zu (current) and %zu (the first version); "
+                         "rebuild against its colibri.h", bytes, sizeof(clbConfig_t), clb::kConfigSizeV1);
+  clbConfig_t full;
+  clbConfig_t* c = bytes == sizeof full ? out : &full;
   memset(c, 0, sizeof *c);
   c->size = sizeof *c;
   c->transport = clbTransportAuto;
@@ -162,6 +168,10 @@ clbResult_t clbConfigInit(clbConfig_t* c) {
     if (clbResult_t rc = clb::envInt(f.name, f.lo, f.hi, &x)) return rc;
     *f.field = (int)x;
   }
+  if (c != out) {  // an earlier version's struct: its fields, its size
+    memcpy(out, c, bytes);
+    out->size = bytes;
+  }
   return clbSuccess;
 }
 
@@ -184,3 +194,8 @@ const char* clbVersionCheckName(int v) { return v >= 0 && v < clbNumVersionCheck
 const char* clbTransportName(int t) { return t >= 0 && t < clbNumTransports ? kTransportNames[t] : "unknown"; }
 
 }  // extern "C"
+
+// The exported name of programs built before clbConfigInit became a macro: the first version's
+// struct (64 bytes), the only size they can have.
+#undef clbConfigInit
+clbResult_t clbConfigInit(clbConfig_t* config) { return clbConfigInitSized(config, clb::kConfigSizeV1); }

@@ -523,6 +523,26 @@ TEST(VerbsConfig, StructOfTheFirstVersionGetsDefaultsForTheVerbsFields) {
   EXPECT_TRUE(contains(initAlone(&cfg), "config.size=100 but this library expects")) << clbGetLastError();
 }
 
+// A program built against the first clbConfig_t calls the exported clbConfigInit (the header's
+// macro passes the size as compiled): 64 bytes written, never more, and the result is accepted.
+TEST(VerbsConfig, InitOfAnEarlierStructWritesOnlyItsBytes) {
+  NoVerbsEnvironment none;
+  std::vector<unsigned char> buf(sizeof(clbConfig_t) + 16, 0xAB);
+  auto* old = reinterpret_cast<clbConfig_t*>(buf.data());
+  ASSERT_EQ((clbConfigInit)(old), clbSuccess) << clbGetLastError();  // the function, not the macro
+  EXPECT_EQ(old->size, 64u);
+  EXPECT_EQ(old->timeoutMs, CLB_DEFAULT_TIMEOUT_MS);
+  for (size_t i = 64; i < buf.size(); i++) ASSERT_EQ(buf[i], 0xAB) << "byte " << i << " written";
+  clbConfig_t used;
+  EXPECT_EQ(initAlone(old, &used), "");
+  EXPECT_EQ(used.verbsPort, 1);
+  clbConfig_t cur;
+  EXPECT_EQ(clbConfigInitSized(&cur, 65), clbInvalidArgument);
+  EXPECT_TRUE(contains(clbGetLastError(), "a clbConfig_t of 65 bytes")) << clbGetLastError();
+  ASSERT_EQ(clbConfigInit(&cur), clbSuccess);
+  EXPECT_EQ(cur.size, sizeof(clbConfig_t));
+}
+
 // Every rank's queue pairs (as the emulator reports them) carry `tc`, `timeout`, `retry` and the
 // GID index; the transport line of clbCommInfo says them.
 void expectQueuePairs(const std::function<void(clbConfig_t*)>& configure, int tc, int timeout, int retry, int gid) {

@@ -144,7 +144,15 @@ CLB_API const char* clbGetLastError(void);
 CLB_API clbResult_t clbGetVersion(int* version);
 
 /* ---- configuration ---- */
+/* Fills `config` with the defaults and the COLIBRI_* environment. `bytes` is the size of the
+ * caller's clbConfig_t (the clbConfigInit macro passes it as compiled), so that a program built
+ * against an earlier, smaller struct is never written past its end: it gets that version's
+ * fields and size. */
+CLB_API clbResult_t clbConfigInitSized(clbConfig_t* config, size_t bytes);
+/* The exported function: the first version's 64-byte struct (what programs built before the
+ * macro below pass). Calls written clbConfigInit(&c) go through the macro. */
 CLB_API clbResult_t clbConfigInit(clbConfig_t* config);
+#define clbConfigInit(config) clbConfigInitSized((config), sizeof(clbConfig_t))
 /* Parses a transport / algorithm name ("auto", "shm", "socket", "verbs"; "ring", "direct"). */
 CLB_API clbResult_t clbTransportFromName(const char* name, int* transport);
 CLB_API clbResult_t clbAlgorithmFromName(const char* name, int* algorithm);
