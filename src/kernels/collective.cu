@@ -19,6 +19,10 @@
 // dead peer ends in an error on the host's next call instead of a hung GPU.
 #include "kernels/reduce_device.cuh"
 
+// The host checks this at load (src/core/cuda/kernels.cc): an image built for another contract
+// (a stale COLIBRI_KERNEL_DIR) is refused by name instead of faulting in a kernel.
+extern "C" __constant__ int clb_kernel_abi = CLB_KERNEL_ABI_VERSION;
+
 namespace {
 
 __device__ __forceinline__ unsigned long long globalTimer() {
@@ -351,7 +355,8 @@ __device__ void llBroadcast(const ClbDevCallArgs& a, unsigned int flag, size_t h
 // per destination.
 extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArgs a) {
   const unsigned long long seq = callNumber(a);
-  const unsigned int flag = (unsigned int)seq;
+  // Never 0, the value of lines no call has written yet (after 2^32 - 1 calls seq would wrap to it).
+  const unsigned int flag = (unsigned int)(seq % 0xFFFFFFFFull) + 1;
   const size_t half = (seq & 1) * a.half;
   const int n = a.nranks, r = a.rank;
   const unsigned long long bytes = a.count * (unsigned long long)a.elemSize;

@@ -19,6 +19,8 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -364,8 +366,12 @@ int main(int argc, char** argv) {
   const size_t esz = dtype == "float32" ? 4 : 2;
   setvbuf(stdout, nullptr, _IOLBF, 0);  // a killed run keeps the sizes it finished
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-  if (procs && (useNccl || foot || nranks > 64)) {
-    fprintf(stderr, "--processes works with Colibri's sweep of up to 64 ranks (not --nccl or --footprint)\n");
+  if (nranks < 1 || nranks > 64) {
+    fprintf(stderr, "--ranks %d: use 1..64\n", nranks);
+    return 2;
+  }
+  if (procs && (useNccl || foot)) {
+    fprintf(stderr, "--processes works with Colibri's sweep (not --nccl or --footprint)\n");
     return 2;
   }
   Shared* sh = makeShared(nranks);
@@ -384,10 +390,15 @@ int main(int argc, char** argv) {
       else children.push_back(pid);
     }
     if (procRank < 0) {
-      int status = 0, bad = 0;
-      for (pid_t c : children) {
-        waitpid(c, &status, 0);
-        bad += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      // The first rank that fails leaves the others waiting at a barrier: stop them all.
+      int bad = 0;
+      for (size_t left = children.size(); left > 0; left--) {
+        int status = 0;
+        if (waitpid(-1, &status, 0) < 0) break;
+        if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !bad++) {
+          fprintf(stderr, "a rank process failed (status %d): stopping the others\n", status);
+          for (pid_t c : children) kill(c, SIGKILL);
+        }
       }
       return bad ? 1 : 0;
     }

@@ -16,6 +16,8 @@
 namespace clb::cuda {
 
 void DeviceWorld::trimHostStage() {
+  if (!stage_[0] && !stage_[1]) return;
+  CtxScope scope(d_, ctx_);  // the frees need the context that allocated them (trim runs on any thread)
   if (stageDone_) d_->cuEventSynchronize(stageDone_);  // the last copy back has read the staging
   for (int i = 0; i < 2; i++) {
     if (!stage_[i]) continue;

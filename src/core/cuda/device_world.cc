@@ -75,10 +75,25 @@ struct StagingInfo {  // exchanged whenever a shared buffer is (re)allocated in 
 };
 struct HostShmInfo {  // ... or in host memory
   int32_t pid;
-  int32_t pad;
+  int32_t status;  // clbSuccess, or why this rank failed (then `why`)
   uint64_t ptr;    // in the owner's address space
   char name[64];   // POSIX shared memory object
+  char why[192];
 };
+
+// Every rank's status after a step every rank takes: the first failure as everyone's error.
+clbResult_t agreeOnStatus(clbComm* comm, clbResult_t mine, const char* what) {
+  const int n = comm->nranks, me = comm->rank;
+  std::vector<HostShmInfo> all(n);
+  all[me].status = mine;
+  if (mine != clbSuccess) snprintf(all[me].why, sizeof all[me].why, "%s", clbGetLastError());
+  CLB_CHECK(comm->boot.allGather(all.data(), sizeof(HostShmInfo)));
+  for (int p = 0; p < n; p++)
+    if (all[p].status != clbSuccess)
+      return p == me ? setError((clbResult_t)all[p].status, "%s", all[p].why)
+                     : setError((clbResult_t)all[p].status, "rank %d could not set up %s: %s", p, what, all[p].why);
+  return clbSuccess;
+}
 }  // namespace
 
 DeviceWorld::DeviceWorld(clbComm* comm) : comm_(comm) {
@@ -118,35 +133,38 @@ void DeviceWorld::releaseShared(SharedBuffer* b) {
     munmap(p, len);
   }
   b->hostMaps.clear();
-  if (b->mine && b->host) {
-    comm_->mem.addHost(-(int64_t)b->bytes);
+  if (b->host) {
+    if (b->hostMine) comm_->mem.addHost(-(int64_t)b->bytes);
   } else if (b->mine) {
     d_->cuMemFree(b->mine);
     comm_->mem.addDevice(-(int64_t)b->bytes);
   }
   b->mine = 0;
   b->bytes = 0;
+  b->host = false;
+  b->hostMine = nullptr;
   b->peers.clear();
 }
 
 clbResult_t DeviceWorld::release() {
   if (d_) {
     trimHostStage();
-    if (stageDone_) d_->cuEventDestroy(stageDone_);
+    if (stageDone_) {
+      CtxScope scope(d_, ctx_);
+      d_->cuEventDestroy(stageDone_);
+    }
     stageDone_ = nullptr;
   }
   if (!d_ || !flags_) return clbSuccess;
+  CtxScope scope(d_, ctx_);  // destroy may run on any thread: frees and closes need this context
   // This rank's kernels may still run: wait for the context (the streams they ran on may be gone).
-  if (ctx_) {
-    CtxScope scope(d_, ctx_);
-    d_->cuCtxSynchronize();
-  }
+  d_->cuCtxSynchronize();
   // Peers may still read this rank's staging or buffers: wait (bounded) until they said they are done.
   if (!comm_->failed && !comm_->aborted) {
     ClbDevFlags f;
     int64_t deadline = nowMs() + std::min<int64_t>(comm_->cfg.timeoutMs, 5000);
     for (;;) {
-      if (flagBuf_.host) memcpy(&f, reinterpret_cast<const void*>(flags_), sizeof f);  // pinned host memory
+      if (flagBuf_.host) memcpy(&f, flagBuf_.hostMine, sizeof f);  // pinned host memory, this rank's view
       else if (d_->cuMemcpyDtoH(&f, flags_, sizeof f) != CUDA_SUCCESS) break;
       bool all = true;
       for (int p = 0; p < comm_->nranks; p++) all = all && f.done[p] >= f.calls;
@@ -331,28 +349,45 @@ clbResult_t DeviceWorld::allocHostShared(SharedBuffer* b, size_t bytes, const ch
     *out = p;
     return clbSuccess;
   };
+  // Each step ends in an exchange of every rank's status, so a failure anywhere fails every rank
+  // at the same step (and frees what was made) instead of leaving some waiting or half set up.
   void* own = nullptr;
-  CLB_CHECK(mapShm(mine.name, true, &own));
-  memset(own, 0, len);  // before any peer knows it: nothing written there can be lost
-  mine.ptr = reinterpret_cast<uint64_t>(own);
+  clbResult_t rc = mapShm(mine.name, true, &own);
   b->host = true;
   b->bytes = bytes;
-  CLB_CU(d_, cuMemHostGetDevicePointer, &b->mine, own, 0);
-  comm_->mem.addHost((int64_t)bytes);
-  clbResult_t rc = comm_->boot.allGather(all.data(), sizeof(HostShmInfo));
+  if (rc == clbSuccess) {
+    memset(own, 0, len);  // before any peer knows it: nothing written there can be lost
+    mine.ptr = reinterpret_cast<uint64_t>(own);
+    b->hostMine = own;
+    comm_->mem.addHost((int64_t)bytes);
+    CUresult cr = d_->cuMemHostGetDevicePointer(&b->mine, own, 0);
+    if (cr != CUDA_SUCCESS) rc = cuError(cr, "cuMemHostGetDevicePointer");
+  }
+  mine.status = rc;
+  if (rc != clbSuccess) snprintf(mine.why, sizeof mine.why, "%s", clbGetLastError());
+  clbResult_t ex = comm_->boot.allGather(all.data(), sizeof(HostShmInfo));
+  for (int p = 0; p < n && ex == clbSuccess && rc == clbSuccess; p++)
+    if (all[p].status != clbSuccess)
+      rc = setError((clbResult_t)all[p].status, "rank %d could not set up the %s buffer in host memory: %s", p, what,
+                    all[p].why);
   b->peers.assign(n, nullptr);
-  for (int p = 0; p < n && rc == clbSuccess; p++) {
+  for (int p = 0; p < n && ex == clbSuccess && rc == clbSuccess; p++) {
     void* at = reinterpret_cast<void*>(all[p].ptr);  // the same address space
     if (all[p].pid != mine.pid) rc = mapShm(all[p].name, false, &at);
     CUdeviceptr dp = 0;
-    if (rc == clbSuccess && d_->cuMemHostGetDevicePointer(&dp, at, 0) != CUDA_SUCCESS) dp = (CUdeviceptr)at;
+    if (rc == clbSuccess) {
+      CUresult cr = d_->cuMemHostGetDevicePointer(&dp, at, 0);
+      if (cr != CUDA_SUCCESS) rc = cuError(cr, "cuMemHostGetDevicePointer (a peer's buffer in host memory)");
+    }
     b->peers[p] = reinterpret_cast<char*>(dp);
   }
-  // Every rank mapped every buffer (or failed): the names can go.
-  clbResult_t met = comm_->boot.barrier();
-  shm_unlink(mine.name);
-  CLB_CHECK(rc);
-  CLB_CHECK(met);
+  // Every rank mapped every buffer (or failed): the names can go, and all learn the outcome.
+  clbResult_t all2 = ex == clbSuccess ? agreeOnStatus(comm_, rc, what) : ex;
+  if (own) shm_unlink(mine.name);
+  if (all2 != clbSuccess) {
+    releaseShared(b);
+    return all2;
+  }
   CLB_INFO("rank %d: %s buffer %zu bytes in host memory", me, what, bytes);
   return clbSuccess;
 }
@@ -544,8 +579,10 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
   ClbDevCallArgs k{};
   common(&k, a);
   // Both need every rank's word on this call (over the host), so both are decided alike everywhere.
+  // nextRegId_, not regs_: every rank counts every registration call, so all agree on whether to
+  // exchange even when one has deregistered early (it then says so, and all stage).
   const bool zeroCopy = path == DevicePath::kStaged && path_ != DevicePath::kStaged && !allInProcess_ && !viaHost_ &&
-                        !regs_.empty() && msg >= directMin_;
+                        nextRegId_ > 0 && msg >= directMin_;
   if (n > 1 && (zeroCopy || checkCalls_)) {
     bool given = false;
     CLB_CHECK(agreeCall(a, zeroCopy, &k, &given));

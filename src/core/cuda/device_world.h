@@ -42,6 +42,7 @@ struct SharedBuffer {
   std::vector<char*> peers;
   std::vector<CUdeviceptr> opened;  // IPC mappings to close
   bool host = false;                                  // in host memory (viaHost_)
+  void* hostMine = nullptr;                           // ... this rank's, as the host sees it
   std::vector<std::pair<void*, size_t>> hostMaps;     // host mappings to unregister and unmap
 };
 
@@ -132,7 +133,9 @@ class DeviceWorld {
   std::vector<std::unique_ptr<Registration>> regs_;
   std::map<std::pair<int32_t, uint64_t>, Mapping> mappings_;  // (peer pid, allocation ID) -> here
   std::vector<CUdeviceptr> closeLater_;  // unused mappings, closed at release (ranks share this process)
-  uint64_t nextRegId_ = 0;
+  uint64_t nextRegId_ = 0;   // registrations attempted (every rank counts each, failed or not)
+  uint64_t liveDigest_ = 0;  // sum of mixed IDs of the live registrations
+  bool warnedDigest_ = false;
   void* stage_[2] = {nullptr, nullptr};  // runAcrossHosts: input and output in pinned host memory
   size_t stageBytes_[2] = {0, 0};
   bool acrossHosts_ = false;            // runAcrossHosts was used (told once, by a warning)

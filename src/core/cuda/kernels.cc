@@ -81,6 +81,20 @@ clbResult_t Kernels::load(CUdevice device, const std::string& dir) {
     module_ = nullptr;
     CLB_CHECK(cuError(rc, "cuModuleLoadData"));
   }
+  // The image's contract with this library (kernels/kernel_abi.h).
+  CUdeviceptr abiAt = 0;
+  size_t abiBytes = 0;
+  int abi = -1;
+  if (d->cuModuleGetGlobal(&abiAt, &abiBytes, module_, "clb_kernel_abi") == CUDA_SUCCESS && abiBytes == sizeof abi)
+    CLB_CU(d, cuMemcpyDtoH, &abi, abiAt, sizeof abi);
+  if (abi != CLB_KERNEL_ABI_VERSION) {
+    d->cuModuleUnload(module_);
+    module_ = nullptr;
+    return setError(clbUnsupported,
+                    "the kernel image %s was built for kernel ABI %d but this library needs %d: it is from another "
+                    "Colibri version; use the colibri-cuda jar of the same version, or point COLIBRI_KERNEL_DIR at "
+                    "the kernels built with this library", path.c_str(), abi, CLB_KERNEL_ABI_VERSION);
+  }
   for (int t = 0; t < clbNumTypes; t++) {
     std::string name = std::string("clb_reduce_") + typeName(t);
     CLB_CU(d, cuModuleGetFunction, &reduce_[t], module_, name.c_str());

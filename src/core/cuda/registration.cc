@@ -60,7 +60,15 @@ clbResult_t firstFailure(const std::vector<RegInfo>& all, int me) {
 struct CallDesc {
   OpDesc op;
   uint64_t sendId, sendOffset, recvId, recvOffset;  // registration IDs (kNone: not registered)
+  uint64_t liveDigest;  // which registrations this rank holds: ranks that differ all stage
 };
+
+uint64_t mixId(uint64_t x) {  // a 64-bit mix, so that the sum over live IDs tells sets apart
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
 
 bool sameCall(const OpDesc& x, const OpDesc& y) {
   return x.coll == y.coll && x.dtype == y.dtype && x.op == y.op && x.root == y.root && x.count == y.count;
@@ -158,8 +166,9 @@ void DeviceWorld::unmap(Registration* reg, bool closeNow) {
   for (const auto& key : reg->mapped) {
     auto it = mappings_.find(key);
     if (it == mappings_.end() || --it->second.refs > 0) continue;
-    if (closeNow) d_->cuIpcCloseMemHandle(it->second.local);
-    else closeLater_.push_back(it->second.local);
+    if (!closeNow) closeLater_.push_back(it->second.local);
+    else if (CUresult rc = d_->cuIpcCloseMemHandle(it->second.local); rc != CUDA_SUCCESS)
+      CLB_WARN("rank %d: cuIpcCloseMemHandle of a peer's registered buffer failed (%d)", comm_->rank, (int)rc);
     mappings_.erase(it);
   }
   reg->mapped.clear();
@@ -203,9 +212,11 @@ clbResult_t DeviceWorld::registerBuffer(void* buff, size_t bytes, void** handle)
     all.swap(oks);
   }
   if (clbResult_t rc = firstFailure(all, me); rc != clbSuccess) {
+    CtxScope scope(d_, ctx_);
     unmap(reg.get(), true);  // nothing used these mappings yet
     return rc;
   }
+  liveDigest_ += mixId(id);
   CLB_INFO("rank %d: registered %zu bytes at %p (registration %llu; %zu peer allocation(s) mapped)", me, bytes, buff,
            (unsigned long long)id, reg->mapped.size());
   *handle = reg.get();
@@ -221,13 +232,15 @@ clbResult_t DeviceWorld::deregisterBuffer(void* handle) {
       // other ranks in this process, waiting for the context could wait for their kernels,
       // which may wait for this rank: close at destroy instead.
       const bool now = !sharedProcess_;
-      if (now) {
-        CtxScope scope(d_, ctx_);
-        CLB_CU(d_, cuCtxSynchronize);
-      }
+      CtxScope scope(d_, ctx_);
+      if (now) CLB_CU(d_, cuCtxSynchronize);
       unmap(it->get(), now);
     }
+    liveDigest_ -= mixId((*it)->id);
     regs_.erase(it);
+    // Collective: no rank goes on (and perhaps frees its buffer) before every rank has closed its
+    // mapping of it.
+    if (comm_->nranks > 1) CLB_CHECK(comm_->boot.barrier());
     return clbSuccess;
   }
   return setError(clbInvalidArgument,
@@ -238,7 +251,7 @@ clbResult_t DeviceWorld::deregisterBuffer(void* handle) {
 const DeviceWorld::Registration* DeviceWorld::findRegistration(const void* p, size_t len, uint64_t* offset) {
   const uintptr_t b = reinterpret_cast<uintptr_t>(p);
   for (const auto& r : regs_) {
-    if (b < r->begin || len > r->end - b) continue;
+    if (b < r->begin || b >= r->end || len > r->end - b) continue;
     // Freed and allocated again (perhaps at the same address): the peers' mappings show the old
     // allocation, so this registration is off.
     unsigned long long id = 0;
@@ -262,6 +275,7 @@ clbResult_t DeviceWorld::agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCallA
   memset(&mine, 0, sizeof mine);
   mine.op = a.desc;
   mine.sendId = mine.recvId = kNone;
+  mine.liveDigest = liveDigest_;
   if (zeroCopy) {
     const Registration* r = hasSend ? findRegistration(a.send, scatter ? bytes * n : bytes, &mine.sendOffset) : nullptr;
     if (r) mine.sendId = r->id;
@@ -279,6 +293,16 @@ clbResult_t DeviceWorld::agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCallA
                       "calls in the same order", (unsigned long long)a.desc.seq, clb::describe(all[0].op).c_str(), p,
                       clb::describe(all[p].op).c_str());
   if (!zeroCopy) return clbSuccess;
+  // Ranks holding different registrations (one deregistered early, or a registration failed on
+  // one rank only) cannot trust each other's IDs: all of them stage, decided from the same table.
+  for (int p = 0; p < n; p++)
+    if (all[p].liveDigest != all[0].liveDigest) {
+      if (!warnedDigest_)
+        CLB_WARN("rank %d: ranks hold different buffer registrations (register and deregister on every rank at the "
+                 "same point): device calls are staged until they agree", me);
+      warnedDigest_ = true;
+      return clbSuccess;
+    }
   // Peers read every rank's send buffer (a broadcast: the root's), and an allReduce's output too
   // (two-shot copies the other segments from their owners).
   for (int p = 0; p < n; p++) {
@@ -293,10 +317,9 @@ clbResult_t DeviceWorld::agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCallA
   for (int p = 0; p < n; p++) {
     const Registration* s = all[p].sendId == kNone ? nullptr : lookup(all[p].sendId);
     const Registration* o = all[p].recvId == kNone ? nullptr : lookup(all[p].recvId);
-    if ((all[p].sendId != kNone && !s) || (all[p].recvId != kNone && !o))
-      return setError(clbInvalidUsage,
-                      "rank %d uses a registration that rank %d does not have: register and deregister on every "
-                      "rank at the same point", p, me);
+    if ((all[p].sendId != kNone && !s) || (all[p].recvId != kNone && !o))  // equal digests: cannot happen
+      return setError(clbInternalError, "rank %d uses registration %llu, which rank %d does not hold", p,
+                      (unsigned long long)(s ? all[p].recvId : all[p].sendId), me);
     k->peerIn[p] = s ? s->peer[p] + all[p].sendOffset : nullptr;
     k->peerOut[p] = o ? o->peer[p] + all[p].recvOffset : nullptr;
   }

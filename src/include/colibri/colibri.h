@@ -218,8 +218,8 @@ CLB_API size_t clbTypeSize(clbDataType_t datatype);
  * rank's buffer cannot be registered, every rank gets an error and nothing is registered.
  * Sets up what a CUDA graph capture would need: register before capturing. */
 CLB_API clbResult_t clbCommRegister(clbComm_t comm, void* buff, size_t bytes, void** handle);
-/* Collective, like clbCommRegister. Waits for this rank's device work on comm to finish before
- * closing its mappings of the peers' buffers. */
+/* Collective, like clbCommRegister. Waits for this rank's device work on comm to finish, closes
+ * its mappings of the peers' buffers, and returns once every rank has. */
 CLB_API clbResult_t clbCommDeregister(clbComm_t comm, void* handle);
 
 /* ---- device helpers ----
