@@ -82,10 +82,13 @@ clbResult_t createVerbsRing(clbComm* c, std::unique_ptr<RingChannel>* out, std::
                       "rank %d could not connect its verbs queue pairs (see its error), so rank %d cannot use "
                       "the verbs transport either", p, r);
 
-  char b[256];
+  char b[384];
   ibv_context* ctx = ch->context();
   const char* dev = ctx && ctx->device ? api->getDeviceName(ctx->device) : "?";
-  snprintf(b, sizeof b, "verbs%s: %s port %d, GID index %d, path MTU %d, traffic class %d, timeout %d, retry count %d",
+  // The GPU memory path is said here, at init, not only at the first device call.
+  snprintf(b, sizeof b,
+           "verbs%s: %s port %d, GID index %d, path MTU %d, traffic class %d, timeout %d, retry count %d; device "
+           "buffers staged through pinned host memory (GPUDirect RDMA not implemented yet)",
            strcmp(api->impl, "emulator") == 0 ? " (emulator)" : "", dev ? dev : "?", (int)o.port, ch->gidIndex(),
            verbs::mtuBytes(ch->pathMtu()), (int)o.trafficClass, (int)o.timeout, (int)o.retryCnt);
   *describe = b;
