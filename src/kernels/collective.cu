@@ -19,9 +19,12 @@
 // dead peer ends in an error on the host's next call instead of a hung GPU.
 #include "kernels/reduce_device.cuh"
 
-// The host checks this at load (src/core/cuda/kernels.cc): an image built for another contract
-// (a stale COLIBRI_KERNEL_DIR) is refused by name instead of faulting in a kernel.
-extern "C" __constant__ int clb_kernel_abi = CLB_KERNEL_ABI_VERSION;
+// The image's contract, as a kernel name the host looks up at load (src/core/cuda/kernels.cc):
+// an image built for another contract (a stale COLIBRI_KERNEL_DIR) is refused by name instead of
+// faulting in a kernel. (A name, not a __constant__: functions are what the host already finds.)
+#define CLB_ABI_KERNEL_(v) clb_kernel_abi_v##v
+#define CLB_ABI_KERNEL(v) CLB_ABI_KERNEL_(v)
+extern "C" __global__ void CLB_ABI_KERNEL(CLB_KERNEL_ABI_VERSION)() {}
 
 namespace {
 

@@ -81,19 +81,16 @@ clbResult_t Kernels::load(CUdevice device, const std::string& dir) {
     module_ = nullptr;
     CLB_CHECK(cuError(rc, "cuModuleLoadData"));
   }
-  // The image's contract with this library (kernels/kernel_abi.h).
-  CUdeviceptr abiAt = 0;
-  size_t abiBytes = 0;
-  int abi = -1;
-  if (d->cuModuleGetGlobal(&abiAt, &abiBytes, module_, "clb_kernel_abi") == CUDA_SUCCESS && abiBytes == sizeof abi)
-    CLB_CU(d, cuMemcpyDtoH, &abi, abiAt, sizeof abi);
-  if (abi != CLB_KERNEL_ABI_VERSION) {
+  // The image's contract with this library (kernels/kernel_abi.h), as a kernel name.
+  CUfunction abi = nullptr;
+  const std::string abiName = "clb_kernel_abi_v" + std::to_string(CLB_KERNEL_ABI_VERSION);
+  if (d->cuModuleGetFunction(&abi, module_, abiName.c_str()) != CUDA_SUCCESS) {
     d->cuModuleUnload(module_);
     module_ = nullptr;
     return setError(clbUnsupported,
-                    "the kernel image %s was built for kernel ABI %d but this library needs %d: it is from another "
-                    "Colibri version; use the colibri-cuda jar of the same version, or point COLIBRI_KERNEL_DIR at "
-                    "the kernels built with this library", path.c_str(), abi, CLB_KERNEL_ABI_VERSION);
+                    "the kernel image %s was not built for kernel ABI %d (it has no %s): it is from another Colibri "
+                    "version; use the colibri-cuda jar of the same version, or point COLIBRI_KERNEL_DIR at the "
+                    "kernels built with this library", path.c_str(), CLB_KERNEL_ABI_VERSION, abiName.c_str());
   }
   for (int t = 0; t < clbNumTypes; t++) {
     std::string name = std::string("clb_reduce_") + typeName(t);
