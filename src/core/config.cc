@@ -81,6 +81,8 @@ clbResult_t resolveConfig(const clbConfig_t* in, clbConfig_t* out) {
     *out = *in;
   } else if (in->size == kConfigSizeV1) {
     CLB_CHECK(clbConfigInitSized(out, sizeof *out));  // defaults and COLIBRI_* for the fields an old caller lacks
+    CLB_INFO("a clbConfig_t of the first version (64 bytes): verbs settings from the environment and the defaults "
+             "(a caller that sets them must start from clbConfigInitSized with sizeof(clbConfig_t))");
     memcpy(out, in, offsetof(clbConfig_t, verbsPort));
     out->size = sizeof(clbConfig_t);
   } else {

@@ -15,7 +15,7 @@ constexpr int64_t kMaxDirect = 1LL << 30;
 constexpr int64_t kMinCap = 64LL << 10, kMaxCap = 1LL << 40;
 constexpr int64_t kMaxTimeoutMs = 24LL * 3600 * 1000;
 constexpr int kMinVerbsPort = 1, kMaxVerbsPort = 255;
-constexpr int kMinVerbsGidIndex = -1, kMaxVerbsGidIndex = 65535;
+constexpr int kMinVerbsGidIndex = -1, kMaxVerbsGidIndex = 255;  // sgid_index is 8 bits
 constexpr int kMaxVerbsTrafficClass = 255, kMaxVerbsTimeout = 31, kMaxVerbsRetryCount = 7;
 
 // sizeof(clbConfig_t) before the verbs fields (the first version of the struct: up to

@@ -150,7 +150,10 @@ CLB_API clbResult_t clbGetVersion(int* version);
  * fields and size. */
 CLB_API clbResult_t clbConfigInitSized(clbConfig_t* config, size_t bytes);
 /* The exported function: the first version's 64-byte struct (what programs built before the
- * macro below pass). Calls written clbConfigInit(&c) go through the macro. */
+ * macro below pass). Calls written clbConfigInit(&c) go through the macro; bindings that do not
+ * compile C (ctypes, JNA, Panama, a function pointer) must call clbConfigInitSized with the
+ * struct's full size, or clbCommInitRank takes their struct as the first version and the fields
+ * after versionCheck from the environment and defaults. */
 CLB_API clbResult_t clbConfigInit(clbConfig_t* config);
 #define clbConfigInit(config) clbConfigInitSized((config), sizeof(clbConfig_t))
 /* Parses a transport / algorithm name ("auto", "shm", "socket", "verbs"; "ring", "direct"). */

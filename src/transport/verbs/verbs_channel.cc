@@ -268,7 +268,8 @@ clbResult_t VerbsChannel::connectQp(ibv_qp* qp, const VerbsConnInfo& local, cons
                     kVerbsConnVersion, r.magic, r.version);
   if (r.slots != K_)
     return setError(clbInvalidArgument, "verbs: rank %d uses %u receive slots per link, rank %d uses %u: "
-                    "every rank must use the same slot count", peer, r.slots, rank_, K_);
+                    "every rank must use the same slot count (slots = pipelineDepth, at least 2: set pipelineDepth / "
+                    "COLIBRI_PIPELINE_DEPTH the same on every rank)", peer, r.slots, rank_, K_);
   if (r.linkLayer != local.linkLayer)
     return setError(clbInvalidArgument, "verbs: rank %d is on %s, rank %d on %s: one fabric must connect them", peer,
                     r.linkLayer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "Ethernet (RoCE)", rank_,

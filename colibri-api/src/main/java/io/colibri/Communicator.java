@@ -173,7 +173,9 @@ public interface Communicator extends AutoCloseable {
   /**
    * A device buffer registered with {@link #register(long, long)}. {@link #close()} is collective
    * like {@code register}, and idempotent: a second close does nothing. Closing the communicator
-   * frees its registrations: a registration closed after its communicator does nothing.
+   * frees its registrations: a registration closed after its communicator does nothing. Like the
+   * communicator, not for concurrent use: do not close a registration while another thread runs a
+   * collective on the same communicator.
    */
   interface Registration extends AutoCloseable {
     /** Start of the registered buffer, as passed to {@link Communicator#register(long, long)}. */

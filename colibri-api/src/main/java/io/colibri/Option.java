@@ -52,7 +52,7 @@ public enum Option {
           + " first device."),
   VERBS_PORT("verbsPort", "VERBS_PORT", Kind.INT, 1, 1, 255,
       "Transport `verbs`: the port of the device."),
-  VERBS_GID_INDEX("verbsGidIndex", "VERBS_GID_INDEX", Kind.INT, -1, -1, 65535,
+  VERBS_GID_INDEX("verbsGidIndex", "VERBS_GID_INDEX", Kind.INT, -1, -1, 255,
       "Transport `verbs`: the GID index (`show_gids` lists them); -1: the RoCE v2 GID on Ethernet"
           + " (IPv4-mapped first), 0 on InfiniBand."),
   VERBS_TRAFFIC_CLASS("verbsTrafficClass", "VERBS_TRAFFIC_CLASS", Kind.INT, 0, 0, 255,
@@ -292,6 +292,9 @@ public enum Option {
         n = text.getBytes(StandardCharsets.UTF_8).length;
         if (n < min || n > max) {
           throw invalid(source, shown != null ? shown : quote(text), "is " + n + " bytes long");
+        }
+        if (text.indexOf('\0') >= 0) {  // C would stop there: "mlx5_0\0x" would mean "mlx5_0"
+          throw invalid(source, shown != null ? shown : quote(text), "contains a NUL character");
         }
         return value;
       case INT:

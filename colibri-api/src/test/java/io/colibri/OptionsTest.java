@@ -150,13 +150,13 @@ class OptionsTest {
     assertEquals(20, p.verbsTimeout());
     assertEquals(184, p.verbsTrafficClass());
 
-    Options b = Options.builder().verbsDevice("mlx5_4").verbsPort(255).verbsGidIndex(65535)
+    Options b = Options.builder().verbsDevice("mlx5_4").verbsPort(255).verbsGidIndex(255)
         .verbsTrafficClass(255).verbsTimeout(31).verbsRetryCount(0)
         .build(env("COLIBRI_VERBS_DEVICE", "mlx5_1", "COLIBRI_VERBS_RETRY_COUNT", "6")::get,
             props("colibri.verbsPort", "2"));
     assertEquals("mlx5_4", b.verbsDevice());
     assertEquals(255, b.verbsPort());
-    assertEquals(65535, b.verbsGidIndex());
+    assertEquals(255, b.verbsGidIndex());
     assertEquals(255, b.verbsTrafficClass());
     assertEquals(31, b.verbsTimeout());
     assertEquals(0, b.verbsRetryCount());
