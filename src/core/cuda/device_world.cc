@@ -80,21 +80,25 @@ struct HostShmInfo {  // ... or in host memory
   char name[64];   // POSIX shared memory object
   char why[192];
 };
+}  // namespace
 
-// Every rank's status after a step every rank takes: the first failure as everyone's error.
 clbResult_t agreeOnStatus(clbComm* comm, clbResult_t mine, const char* what) {
+  struct Status {
+    int32_t status;
+    char why[252];
+  };
   const int n = comm->nranks, me = comm->rank;
-  std::vector<HostShmInfo> all(n);
+  std::vector<Status> all(n);
+  memset(all.data(), 0, n * sizeof(Status));
   all[me].status = mine;
   if (mine != clbSuccess) snprintf(all[me].why, sizeof all[me].why, "%s", clbGetLastError());
-  CLB_CHECK(comm->boot.allGather(all.data(), sizeof(HostShmInfo)));
+  CLB_CHECK(comm->boot.allGather(all.data(), sizeof(Status)));
   for (int p = 0; p < n; p++)
     if (all[p].status != clbSuccess)
       return p == me ? setError((clbResult_t)all[p].status, "%s", all[p].why)
                      : setError((clbResult_t)all[p].status, "rank %d could not set up %s: %s", p, what, all[p].why);
   return clbSuccess;
 }
-}  // namespace
 
 DeviceWorld::DeviceWorld(clbComm* comm) : comm_(comm) {
   // Environment knobs are read once; a bad value is reported by the first device call.

@@ -28,6 +28,10 @@ clbResult_t classifyPointer(const void* p, bool* isDevice, int* ordinal);
 // True once this process has loaded libcuda (a process that never did cannot hold device memory).
 bool driverInProcess();
 
+// After a step every rank takes: every rank's status exchanged, the first failure returned on
+// every rank (its own message on the failing rank, "rank p could not set up <what>" elsewhere).
+clbResult_t agreeOnStatus(clbComm* comm, clbResult_t mine, const char* what);
+
 // Which way a call goes (COLIBRI_DEVICE_PATH forces one; see docs/device.md).
 enum class DevicePath { kAuto, kLL, kStaged, kDirect };
 

@@ -202,19 +202,13 @@ clbResult_t DeviceWorld::registerBuffer(void* buff, size_t bytes, void** handle)
   reg->end = reg->begin + bytes;
   reg->bufferId = mine.bufferId;
   // Mapping can fail on one rank only (a peer's memory that cannot be shared fails on all alike):
-  // a second exchange keeps "all or none".
-  RegInfo& ok = mine;
-  if (clbResult_t rc = mapRegistration(all, reg.get()); rc != clbSuccess) note(&ok, rc);
-  if (!allInProcess_) {
-    std::vector<RegInfo> oks(n);
-    oks[me] = ok;
-    CLB_CHECK(comm_->boot.allGather(oks.data(), sizeof(RegInfo)));
-    all.swap(oks);
-  }
-  if (clbResult_t rc = firstFailure(all, me); rc != clbSuccess) {
+  // a second exchange keeps "all or none". Ranks of one process map nothing.
+  clbResult_t mapped = mapRegistration(all, reg.get());
+  if (!allInProcess_) mapped = agreeOnStatus(comm_, mapped, "its mappings of the registered buffers");
+  if (mapped != clbSuccess) {
     CtxScope scope(d_, ctx_);
     unmap(reg.get(), true);  // nothing used these mappings yet
-    return rc;
+    return mapped;
   }
   liveDigest_ += mixId(id);
   CLB_INFO("rank %d: registered %zu bytes at %p (registration %llu; %zu peer allocation(s) mapped)", me, bytes, buff,
