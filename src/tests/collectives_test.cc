@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
+#include "tests/test_ranks.h"
 
 namespace {
 
@@ -22,28 +23,15 @@ struct World {
 // Creates nranks communicators (one per thread) and runs body(rank, comm) on every rank.
 void runRanks(int nranks, int transport, int algorithm, const std::function<void(int, clbComm_t)>& body,
               int64_t chunkBytes = 4096) {
-  clbUniqueId id;
-  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess) << clbGetLastError();
-  std::vector<std::thread> ts;
-  std::vector<std::string> errors(nranks);
-  for (int r = 0; r < nranks; r++) {
-    ts.emplace_back([&, r] {
-      clbConfig_t cfg;
-      clbConfigInit(&cfg);
-      cfg.transport = transport;
-      cfg.algorithm = algorithm;
-      cfg.chunkBytes = chunkBytes;
-      cfg.timeoutMs = 20000;
-      clbComm_t comm = nullptr;
-      if (clbCommInitRank(&comm, &id, r, nranks, &cfg) != clbSuccess) {
-        errors[r] = clbGetLastError();
-        return;
-      }
-      body(r, comm);
-      clbCommDestroy(comm);
-    });
-  }
-  for (auto& t : ts) t.join();
+  std::vector<std::string> errors = clbtest::runThreadRanks(
+      nranks,
+      [&](int, clbConfig_t* cfg) {
+        cfg->transport = transport;
+        cfg->algorithm = algorithm;
+        cfg->chunkBytes = chunkBytes;
+        cfg->timeoutMs = 20000;
+      },
+      body);
   for (int r = 0; r < nranks; r++) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 

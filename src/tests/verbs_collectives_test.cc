@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
+#include "tests/test_ranks.h"
 #include "core/comm.h"
 #include "transport/verbs/verbs_channel.h"
 #include "transport/verbs/verbs_emu.h"
@@ -66,31 +67,16 @@ class EnvVar {
 std::vector<std::string> runVerbs(int nranks, const std::function<void(int, clbComm_t)>& body,
                                   int algorithm = clbAlgoRing, int64_t chunkBytes = 4096, int64_t timeoutMs = 20000,
                                   const std::function<void(clbConfig_t*)>& configure = {}) {
-  clbUniqueId id;
-  EXPECT_EQ(clbGetUniqueId(&id), clbSuccess) << clbGetLastError();
-  std::vector<std::thread> ts;
-  std::vector<std::string> errors(nranks);
-  for (int r = 0; r < nranks; r++) {
-    ts.emplace_back([&, r] {
-      clbConfig_t cfg;
-      clbConfigInit(&cfg);
-      cfg.transport = clbTransportVerbs;
-      cfg.algorithm = algorithm;
-      cfg.chunkBytes = chunkBytes;
-      cfg.timeoutMs = timeoutMs;
-      if (configure) configure(&cfg);
-      clbComm_t comm = nullptr;
-      if (clbCommInitRank(&comm, &id, r, nranks, &cfg) != clbSuccess) {
-        errors[r] = clbGetLastError();
-        if (errors[r].empty()) errors[r] = "(failed without a message)";
-        return;
-      }
-      body(r, comm);
-      clbCommDestroy(comm);
-    });
-  }
-  for (auto& t : ts) t.join();
-  return errors;
+  return clbtest::runThreadRanks(
+      nranks,
+      [&](int, clbConfig_t* cfg) {
+        cfg->transport = clbTransportVerbs;
+        cfg->algorithm = algorithm;
+        cfg->chunkBytes = chunkBytes;
+        cfg->timeoutMs = timeoutMs;
+        if (configure) configure(cfg);
+      },
+      body);
 }
 
 // The inputs of collectives_test.cc.
