@@ -44,7 +44,25 @@ inline size_t sliceCount(size_t maxSegElems, size_t elemBytes, size_t chunkBytes
 }
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
-clbResult_t ringRun(clbComm* comm, const CollArgs& a);
+clbResult_t ringRun(clbComm* comm, const CollArgs& a);  // host buffers over comm->ring
+
+class RingChannel;
+// How the ring touches the buffers: host memory (memcpy and the host reduction loops), or device
+// memory (kernels on the caller's stream; GPUDirect RDMA). The ring calls settle() before it posts
+// a message it filled and before it releases one it read (the transport reads / reuses that
+// memory then), and arrived() after a message came in, before reading it.
+class RingMemory {
+ public:
+  virtual ~RingMemory() = default;
+  virtual clbResult_t copy(void* dst, const void* src, size_t bytes) = 0;
+  // dst = recvd op mine over n elements; divideBy > 0: the ring's last step (avg divides by it).
+  virtual clbResult_t reduce(void* dst, const void* recvd, const void* mine, size_t n, clbDataType_t type,
+                             clbRedOp_t op, int divideBy) = 0;
+  virtual clbResult_t arrived() { return clbSuccess; }
+  virtual clbResult_t settle() { return clbSuccess; }
+};
+// The ring over channel `ch` with buffers reached through `mem` (comm gives rank, size, chunkBytes).
+clbResult_t ringRunOn(clbComm* comm, RingChannel& ch, RingMemory& mem, const CollArgs& a);
 clbResult_t directRun(clbComm* comm, const CollArgs& a);
 // Bytes of scratch a rank needs for a direct collective (0 if it posts nothing).
 size_t directScratchBytes(const clbComm* comm, const CollArgs& a);

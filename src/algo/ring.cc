@@ -11,14 +11,15 @@ namespace {
 // Walks one collective's messages in order; the receiver's expectation mirrors the sender's.
 class RingStepper {
  public:
-  RingStepper(clbComm* comm, const CollArgs& a) : ch_(*comm->ring), a_(a) {}
+  RingStepper(RingChannel& ch, RingMemory& mem, const CollArgs& a) : ch_(ch), mem_(mem), a_(a) {}
 
-  // Sends `bytes` produced by fill(dst).
+  // Sends `bytes` produced by fill(dst) (which returns a clbResult_t).
   template <class Fill>
   clbResult_t send(size_t bytes, Fill fill) {
     void* q = nullptr;
     CLB_CHECK(ch_.acquireSend(bytes, &q));
-    fill(q);
+    CLB_CHECK(fill(q));
+    CLB_CHECK(mem_.settle());  // the transport reads q once posted
     CLB_CHECK(ch_.postSend(MsgTag{a_.desc, sent_++, bytes}));
     return clbSuccess;
   }
@@ -27,15 +28,34 @@ class RingStepper {
   clbResult_t recv(size_t bytes, Use use) {
     const void* p = nullptr;
     CLB_CHECK(ch_.waitRecv(MsgTag{a_.desc, recvd_++, bytes}, &p));
-    clbResult_t rc = use(p);
+    clbResult_t rc = mem_.arrived();
+    if (rc == clbSuccess) rc = use(p);
+    if (rc == clbSuccess) rc = mem_.settle();  // the slot is the sender's again after the release
     clbResult_t rel = ch_.releaseRecv();
     return rc != clbSuccess ? rc : rel;
   }
+  RingMemory& mem() { return mem_; }
 
  private:
   RingChannel& ch_;
+  RingMemory& mem_;
   const CollArgs& a_;
   uint64_t sent_ = 0, recvd_ = 0;
+};
+
+// Host buffers: plain loads and stores, done when the call returns.
+class HostMemory : public RingMemory {
+ public:
+  clbResult_t copy(void* dst, const void* src, size_t bytes) override {
+    memcpy(dst, src, bytes);
+    return clbSuccess;
+  }
+  clbResult_t reduce(void* dst, const void* recvd, const void* mine, size_t n, clbDataType_t type, clbRedOp_t op,
+                     int divideBy) override {
+    if (divideBy) reducePairFinal(dst, recvd, mine, n, type, op, divideBy);
+    else reducePair(dst, recvd, mine, n, type, op);
+    return clbSuccess;
+  }
 };
 
 struct Layout {
@@ -62,20 +82,19 @@ clbResult_t reduceScatterSlice(clbComm* comm, RingStepper& st, const CollArgs& a
   const size_t esz = L.esz;
   int seg0 = mod(r - 1, n);
   CLB_CHECK(st.send(L.len(seg0, j) * esz,
-                    [&](void* q) { memcpy(q, in + L.start(seg0, j) * esz, L.len(seg0, j) * esz); }));
+                    [&](void* q) { return st.mem().copy(q, in + L.start(seg0, j) * esz, L.len(seg0, j) * esz); }));
   for (int s = 0; s < n - 1; s++) {
     int seg = mod(r - 2 - s, n);
     size_t len = L.len(seg, j), off = L.start(seg, j);
     if (s < n - 2) {
       CLB_CHECK(st.recv(len * esz, [&](const void* p) {
-        return st.send(len * esz, [&](void* q) { reducePair(q, p, in + off * esz, len, a.type, a.op); });
+        return st.send(len * esz,
+                       [&](void* q) { return st.mem().reduce(q, p, in + off * esz, len, a.type, a.op, 0); });
       }));
     } else {
       char* dst = outIsSegmentOnly ? out + (off - L.start(seg, 0)) * esz : out + off * esz;
-      CLB_CHECK(st.recv(len * esz, [&](const void* p) {
-        reducePairFinal(dst, p, in + off * esz, len, a.type, a.op, n);
-        return clbSuccess;
-      }));
+      CLB_CHECK(st.recv(len * esz,
+                        [&](const void* p) { return st.mem().reduce(dst, p, in + off * esz, len, a.type, a.op, n); }));
     }
   }
   return clbSuccess;
@@ -86,13 +105,13 @@ clbResult_t allGatherSlice(clbComm* comm, RingStepper& st, const Layout& L, size
                            const char* own, char* out) {
   const int n = comm->nranks, r = comm->rank;
   const size_t esz = L.esz;
-  CLB_CHECK(st.send(L.len(r, j) * esz, [&](void* q) { memcpy(q, own, L.len(r, j) * esz); }));
+  CLB_CHECK(st.send(L.len(r, j) * esz, [&](void* q) { return st.mem().copy(q, own, L.len(r, j) * esz); }));
   for (int s = 0; s < n - 1; s++) {
     int seg = mod(r - 1 - s, n);
     size_t len = L.len(seg, j), off = L.start(seg, j);
     CLB_CHECK(st.recv(len * esz, [&](const void* p) {
-      memcpy(out + off * esz, p, len * esz);
-      if (s < n - 2) return st.send(len * esz, [&](void* q) { memcpy(q, p, len * esz); });
+      CLB_CHECK(st.mem().copy(out + off * esz, p, len * esz));
+      if (s < n - 2) return st.send(len * esz, [&](void* q) { return st.mem().copy(q, p, len * esz); });
       return clbSuccess;
     }));
   }
@@ -102,17 +121,22 @@ clbResult_t allGatherSlice(clbComm* comm, RingStepper& st, const Layout& L, size
 }  // namespace
 
 clbResult_t ringRun(clbComm* comm, const CollArgs& a) {
+  HostMemory host;
+  return ringRunOn(comm, *comm->ring, host, a);
+}
+
+clbResult_t ringRunOn(clbComm* comm, RingChannel& ch, RingMemory& mem, const CollArgs& a) {
   const int n = comm->nranks, r = comm->rank;
   const size_t esz = clbTypeSize(a.type);
   const size_t chunk = (size_t)comm->cfg.chunkBytes;
-  RingStepper st(comm, a);
+  RingStepper st(ch, mem, a);
   const char* in = static_cast<const char*>(a.send);
   char* out = static_cast<char*>(a.recv);
 
   switch (a.desc.coll) {
     case kAllReduce: {
       Layout L{a.count, n, sliceCount(segElems(a.count, n, 0), esz, chunk), esz};
-      CLB_CHECK(comm->ring->prepare(L.len(0, 0) * esz));
+      CLB_CHECK(ch.prepare(L.len(0, 0) * esz));
       for (size_t j = 0; j < L.J; j++) {
         CLB_CHECK(reduceScatterSlice(comm, st, a, L, j, in, out, false));
         CLB_CHECK(allGatherSlice(comm, st, L, j, out + L.start(r, j) * esz, out));
@@ -121,32 +145,32 @@ clbResult_t ringRun(clbComm* comm, const CollArgs& a) {
     }
     case kReduceScatter: {
       Layout L{a.count * n, n, sliceCount(a.count, esz, chunk), esz};
-      CLB_CHECK(comm->ring->prepare(L.len(0, 0) * esz));
+      CLB_CHECK(ch.prepare(L.len(0, 0) * esz));
       for (size_t j = 0; j < L.J; j++) CLB_CHECK(reduceScatterSlice(comm, st, a, L, j, in, out, true));
       break;
     }
     case kAllGather: {
       Layout L{a.count * n, n, sliceCount(a.count, esz, chunk), esz};
-      CLB_CHECK(comm->ring->prepare(L.len(0, 0) * esz));
+      CLB_CHECK(ch.prepare(L.len(0, 0) * esz));
       char* mine = out + L.start(r, 0) * esz;
-      if (mine != in) memcpy(mine, in, a.count * esz);
+      if (mine != in) CLB_CHECK(mem.copy(mine, in, a.count * esz));
       for (size_t j = 0; j < L.J; j++)
         CLB_CHECK(allGatherSlice(comm, st, L, j, out + L.start(r, j) * esz, out));
       break;
     }
     case kBroadcast: {
       Layout L{a.count, 1, sliceCount(a.count, esz, chunk), esz};
-      CLB_CHECK(comm->ring->prepare(L.len(0, 0) * esz));
+      CLB_CHECK(ch.prepare(L.len(0, 0) * esz));
       const int pos = mod(r - a.root, n);
-      if (pos == 0 && out != in) memcpy(out, in, a.count * esz);
+      if (pos == 0 && out != in) CLB_CHECK(mem.copy(out, in, a.count * esz));
       for (size_t j = 0; j < L.J; j++) {
         size_t len = L.len(0, j), off = L.start(0, j);
         if (pos == 0) {
-          CLB_CHECK(st.send(len * esz, [&](void* q) { memcpy(q, in + off * esz, len * esz); }));
+          CLB_CHECK(st.send(len * esz, [&](void* q) { return mem.copy(q, in + off * esz, len * esz); }));
         } else {
           CLB_CHECK(st.recv(len * esz, [&](const void* p) {
-            memcpy(out + off * esz, p, len * esz);
-            if (pos < n - 1) return st.send(len * esz, [&](void* q) { memcpy(q, p, len * esz); });
+            CLB_CHECK(mem.copy(out + off * esz, p, len * esz));
+            if (pos < n - 1) return st.send(len * esz, [&](void* q) { return mem.copy(q, p, len * esz); });
             return clbSuccess;
           }));
         }
@@ -156,7 +180,8 @@ clbResult_t ringRun(clbComm* comm, const CollArgs& a) {
     default:
       return setError(clbInternalError, "ring: unknown collective %u", a.desc.coll);
   }
-  return comm->ring->finish();
+  CLB_CHECK(mem.settle());
+  return ch.finish();
 }
 
 }  // namespace clb

@@ -420,7 +420,7 @@ clbResult_t clbCommTrim(clbComm_t c) {
   if (c->ring) CLB_CHECK(c->ring->trim());
   else if (c->shm) CLB_CHECK(c->shm->trim());
 #ifdef CLB_HAVE_CUDA
-  if (c->device) c->device->trimHostStage();
+  if (c->device) CLB_CHECK(c->device->trimHostStage());
 #endif
   return clbSuccess;
 }

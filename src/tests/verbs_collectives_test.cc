@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,7 +29,10 @@
 
 #include "colibri/colibri.h"
 #include "tests/test_ranks.h"
+#include "algo/algorithms.h"
 #include "core/comm.h"
+#include "core/dtype.h"
+#include "transport/verbs/verbs_ring.h"
 #include "transport/verbs/verbs_channel.h"
 #include "transport/verbs/verbs_emu.h"
 
@@ -155,6 +159,17 @@ INSTANTIATE_TEST_SUITE_P(Emulator, VerbsCollectives,
                                   std::to_string(std::get<1>(info.param));
                          });
 
+// clbCommInfo of both ranks of a 2-rank verbs communicator.
+std::vector<std::string> infosOfTwoRanks() {
+  std::vector<std::string> infos(2);
+  expectNoErrors(runVerbs(2, [&](int r, clbComm_t comm) {
+    char b[4096];
+    ASSERT_EQ(clbCommInfo(comm, b, sizeof b), clbSuccess);
+    infos[r] = b;
+  }));
+  return infos;
+}
+
 TEST(VerbsTransport, NameParsesAndInfoNamesTheEmulatorLink) {
   int t = -1;
   ASSERT_EQ(clbTransportFromName("verbs", &t), clbSuccess);
@@ -167,18 +182,22 @@ TEST(VerbsTransport, NameParsesAndInfoNamesTheEmulatorLink) {
     EXPECT_EQ(cfg.transport, clbTransportVerbs);
   }
   EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
-  std::vector<std::string> infos(2);
-  expectNoErrors(runVerbs(2, [&](int r, clbComm_t comm) {
-    char b[4096];
-    ASSERT_EQ(clbCommInfo(comm, b, sizeof b), clbSuccess);
-    infos[r] = b;
-  }));
-  for (auto& i : infos) {
+  for (auto& i : infosOfTwoRanks()) {
     EXPECT_NE(i.find("transport: verbs"), std::string::npos) << i;
     EXPECT_NE(i.find("verbs (emulator): colibri_emu0 port 1, GID index"), std::string::npos) << i;
     EXPECT_NE(i.find("path MTU 4096"), std::string::npos) << i;
-    EXPECT_NE(i.find("device buffers staged through pinned host memory"), std::string::npos) << i;
+    // The emulator registers dma-bufs; what the GPU does is decided at the first device call.
+    EXPECT_NE(i.find("device buffers: GPUDirect RDMA, decided at the first device call (dma-buf if the GPU driver "
+                     "supports it, then nvidia-peermem"), std::string::npos) << i;
   }
+}
+
+TEST(VerbsTransport, InfoSaysDeviceBuffersAreStagedWhenGpuMemoryIsHost) {
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  EnvVar env("COLIBRI_VERBS_GPU_MEMORY", "host");
+  for (auto& i : infosOfTwoRanks())
+    EXPECT_NE(i.find("device buffers staged through pinned host memory (COLIBRI_VERBS_GPU_MEMORY=host)"),
+              std::string::npos) << i;
 }
 
 // Every rank fails with the same message, quickly (no rank waits for another until the timeout).
@@ -598,6 +617,173 @@ TEST(VerbsConfig, DeviceFromTheStructIsUsed) {
   auto errors = runVerbs(2, [](int, clbComm_t) { ADD_FAILURE() << "init succeeded"; }, clbAlgoRing, 4096, 10000,
                          [](clbConfig_t* c) { snprintf(c->verbsDevice, sizeof c->verbsDevice, "%s", "mlx5_7"); });
   for (auto& e : errors) EXPECT_TRUE(contains(e, "no RDMA device named \"mlx5_7\"")) << e;
+}
+
+
+// ---- device mode (GPUDirect RDMA) without a GPU ------------------------------------------------
+// The verbs channel in device mode, driven by the ring, with "device memory" that is a memfd
+// mapped in this process: the emulator registers it as a dma-buf (it maps the fd), so the whole
+// device-mode protocol (payload WRITE into the slot, tag WRITE_WITH_IMM into the control block,
+// dma-buf registration, device-byte accounting) runs in CI. Buffers are host memory here, so the
+// ring's memory operations are memcpy and the host reductions, counted.
+
+struct MemfdDevice {
+  std::atomic<int64_t> live{0};
+  std::atomic<int> allocs{0};
+  static clbResult_t alloc(void* self, size_t bytes, void** mem, int* fd) {
+    auto* m = static_cast<MemfdDevice*>(self);
+    int f = memfd_create("colibri-test-device", MFD_CLOEXEC);
+    if (f < 0 || ftruncate(f, (off_t)bytes) != 0) return clbSystemError;
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+    if (p == MAP_FAILED) return clbSystemError;
+    *mem = p;
+    *fd = f;  // the channel registers it as a dma-buf and closes it
+    m->live += (int64_t)bytes;
+    m->allocs++;
+    return clbSuccess;
+  }
+  static void release(void* self, void* mem, size_t bytes) {
+    munmap(mem, bytes);
+    static_cast<MemfdDevice*>(self)->live -= (int64_t)bytes;
+  }
+};
+
+class CountingMemory : public clb::RingMemory {
+ public:
+  clbResult_t copy(void* dst, const void* src, size_t bytes) override {
+    memcpy(dst, src, bytes);
+    ops++;
+    return clbSuccess;
+  }
+  clbResult_t reduce(void* dst, const void* recvd, const void* mine, size_t n, clbDataType_t type, clbRedOp_t op,
+                     int divideBy) override {
+    if (divideBy) clb::reducePairFinal(dst, recvd, mine, n, type, op, divideBy);
+    else clb::reducePair(dst, recvd, mine, n, type, op);
+    ops++;
+    return clbSuccess;
+  }
+  clbResult_t arrived() override {
+    arrivals++;
+    return clbSuccess;
+  }
+  clbResult_t settle() override {
+    settles++;
+    return clbSuccess;
+  }
+  int ops = 0, arrivals = 0, settles = 0;
+};
+
+clb::CollArgs collArgs(clbComm_t comm, uint32_t coll, const void* in, void* out, size_t count, clbRedOp_t op,
+                       int root = 0) {
+  clb::CollArgs a{};
+  a.desc.seq = ++comm->seq;
+  a.desc.coll = coll;
+  a.desc.dtype = clbInt64;
+  a.desc.op = op;
+  a.desc.algo = clbAlgoRing;
+  a.desc.root = root;
+  a.desc.count = count;
+  a.send = in;
+  a.recv = out;
+  a.count = count;
+  a.type = clbInt64;
+  a.op = op;
+  a.root = root;
+  return a;
+}
+
+TEST(VerbsDeviceMode, RingOverDmabufSlotsMatchesReferenceAndCountsDeviceBytes) {
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  // 10007 int64 with chunkBytes 4096: many messages per segment, slots reused many times; 2 over
+  // 3 ranks: empty segments (messages without payload, which still need announced slots).
+  for (auto [nranks, count] : {std::pair<int, size_t>{2, 10007}, {3, 10007}, {3, 2}, {2, 1}}) {
+    std::vector<MemfdDevice> dev(nranks);
+    expectNoErrors(runVerbs(nranks, [&](int r, clbComm_t comm) {
+      clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd"};
+      std::unique_ptr<clb::RingChannel> ch;
+      std::string info;
+      ASSERT_EQ(clb::createVerbsChannel(comm, &dm, &ch, &info), clbSuccess) << clbGetLastError();
+      EXPECT_NE(info.find("GPU memory registered through test memfd"), std::string::npos) << info;
+      auto* vc = dynamic_cast<clb::verbs::VerbsChannel*>(ch.get());
+      ASSERT_TRUE(vc && vc->deviceMode());
+      const int64_t devBefore = comm->mem.device;
+      CountingMemory mem;
+      std::vector<int64_t> in(count), out(count, -7);
+      for (size_t i = 0; i < count; i++) in[i] = input(r, i);
+      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllReduce, in.data(), out.data(), count, clbSum)),
+                clbSuccess) << clbGetLastError();
+      for (size_t i = 0; i < count; i++) {
+        int64_t want = 0;
+        for (int p = 0; p < nranks; p++) want += input(p, i);
+        ASSERT_EQ(out[i], want) << "allReduce over device-mode slots, rank " << r << " element " << i;
+      }
+      EXPECT_GT(mem.arrivals, 0);
+      EXPECT_GE(mem.settles, mem.arrivals) << "every received message is settled before its slot is released";
+      std::vector<int64_t> g(count * nranks, -7);
+      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllGather, in.data(), g.data(), count, clbSum)),
+                clbSuccess) << clbGetLastError();
+      for (int p = 0; p < nranks; p++)
+        for (size_t i = 0; i < count; i++) ASSERT_EQ(g[p * count + i], input(p, i)) << "allGather, rank " << r;
+      std::vector<int64_t> big(count * nranks), rs(count, -7);
+      for (size_t i = 0; i < big.size(); i++) big[i] = input(r, i);
+      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kReduceScatter, big.data(), rs.data(), count, clbMax)),
+                clbSuccess) << clbGetLastError();
+      for (size_t i = 0; i < count; i++) {
+        int64_t want = input(0, r * count + i);
+        for (int p = 1; p < nranks; p++) want = std::max(want, input(p, r * count + i));
+        ASSERT_EQ(rs[i], want) << "reduceScatter max, rank " << r << " element " << i;
+      }
+      std::vector<int64_t> b(count, -7);
+      const int root = nranks - 1;
+      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem,
+                               collArgs(comm, clb::kBroadcast, r == root ? in.data() : nullptr, b.data(), count, clbSum, root)),
+                clbSuccess) << clbGetLastError();
+      for (size_t i = 0; i < count; i++) ASSERT_EQ(b[i], input(root, i)) << "broadcast, rank " << r;
+      // Slots and staging are "device" memory: counted as device bytes, and all of it is this
+      // channel's registered memory beyond the host control block.
+      EXPECT_GT(comm->mem.device, devBefore);
+      EXPECT_EQ(comm->mem.device - devBefore, dev[r].live.load());
+      EXPECT_GE(dev[r].allocs.load(), 3) << "the probe page, the staging and the receive slots";
+      EXPECT_EQ(comm->mem.device - devBefore, dev[r].live.load());
+      ASSERT_EQ(ch->trim(), clbSuccess) << clbGetLastError();
+    }));
+    for (auto& d : dev) EXPECT_EQ(d.live.load(), 0) << "device memory given back (trim, then destruction)";
+  }
+}
+
+// A device-mode channel and a host-mode channel cannot be linked: both ranks fail, naming it.
+TEST(VerbsDeviceMode, MixedHostAndDeviceEndsAreRefusedByName) {
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  std::vector<MemfdDevice> dev(2);
+  expectNoErrors(runVerbs(2, [&](int r, clbComm_t comm) {
+    clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd"};
+    std::unique_ptr<clb::RingChannel> ch;
+    std::string info;
+    clbResult_t rc = clb::createVerbsChannel(comm, r == 0 ? &dm : nullptr, &ch, &info);
+    std::string e = clbGetLastError();
+    EXPECT_NE(rc, clbSuccess) << e;
+    EXPECT_TRUE(contains(e, "both ends of a link must be set up alike") || contains(e, "could not connect")) << e;
+  }));
+}
+
+// Registration of the device memory fails (a dma-buf the NIC cannot take): every rank fails at
+// set-up, the failing one with the reason and the fix, the others naming it.
+TEST(VerbsDeviceMode, DmabufRegistrationFailureIsReportedOnEveryRank) {
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  EnvVar noDmabuf("COLIBRI_VERBS_EMU_DMABUF", "0");
+  std::vector<MemfdDevice> dev(2);
+  expectNoErrors(runVerbs(2, [&](int r, clbComm_t comm) {
+    clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd"};
+    std::unique_ptr<clb::RingChannel> ch;
+    std::string info;
+    EXPECT_NE(clb::createVerbsChannel(comm, &dm, &ch, &info), clbSuccess);
+    std::string e = clbGetLastError();
+    EXPECT_TRUE(contains(e, "ibv_reg_dmabuf_mr") || contains(e, "could not set up the verbs transport")) << e;
+    if (contains(e, "ibv_reg_dmabuf_mr")) {
+      EXPECT_TRUE(contains(e, "COLIBRI_VERBS_GPU_MEMORY=host")) << e;
+    }
+  }));
+  for (auto& d : dev) EXPECT_EQ(d.live.load(), 0) << "the probe page is given back";
 }
 
 }  // namespace

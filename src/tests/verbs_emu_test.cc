@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -518,6 +519,135 @@ TEST_F(VerbsEmuMr, DmabufRegionIsWritableRemotelyAndCanBeSwitchedOff) {
   EXPECT_EQ(errno, EOPNOTSUPP);
   close(fd);
 }
+
+// Reaches "device" memory (here: host memory at the iova) the way cuMemcpy would, counting calls.
+std::atomic<int> gDeviceCopies{0};
+int hostDeviceCopy(void* dst, const void* src, size_t bytes) {
+  gDeviceCopies++;
+  memcpy(dst, src, bytes);
+  return 0;
+}
+int faultingDeviceCopy(void*, const void*, size_t) {
+  gDeviceCopies++;
+  return EFAULT;
+}
+
+// Sets the emulator's DeviceCopy for one test and clears it however the test ends (declared
+// before the hosts, so that their NIC threads are gone first).
+struct DeviceCopyScope {
+  explicit DeviceCopyScope(emu::DeviceCopy copy) {
+    gDeviceCopies = 0;
+    emu::setDeviceCopy(copy);
+  }
+  ~DeviceCopyScope() { emu::setDeviceCopy(nullptr); }
+};
+
+// A pipe's end: a valid fd that cannot be mapped, like a GPU dma-buf.
+struct Pipe {
+  int fds[2] = {-1, -1};
+  Pipe() { EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0) << strerror(errno); }
+  ~Pipe() {
+    for (int fd : fds)
+      if (fd >= 0) close(fd);
+  }
+  int fd() const { return fds[0]; }
+};
+
+TEST_F(VerbsEmuMr, DmabufMemfdReceivesAWriteWithImmElementByElement) {
+  DeviceCopyScope scope(nullptr);  // mapped regions never use it
+  const size_t kElems = 50000;  // 200000 bytes: four emulated packets
+  const size_t bytes = kElems * sizeof(uint32_t), fdBytes = bytes + 2 * 4096;
+  int fd = memfd_create("colibri-dmabuf-imm-test", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, (off_t)fdBytes), 0);
+  void* map = mmap(nullptr, fdBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED) << strerror(errno);
+  memset(map, 0xEE, fdBytes);
+  const uint64_t offset = 4096 + 64;
+  const auto* view = reinterpret_cast<const uint32_t*>(static_cast<const char*>(map) + offset);
+  std::vector<uint32_t> src(kElems);
+  for (size_t i = 0; i < kElems; i++) src[i] = 0x5EED0000u ^ (uint32_t)(i * 2654435761u);
+  {
+    Host a, b;
+    ASSERT_NO_FATAL_FAILURE(a.open());
+    ASSERT_NO_FATAL_FAILURE(b.open());
+    const uint64_t iova = 0x7100000000ull;
+    ibv_mr* dm = V().regDmabufMr(b.pd, offset, bytes, iova, fd, kRw);
+    ASSERT_NE(dm, nullptr) << strerror(errno);
+    b.mrs.push_back(dm);
+    ibv_qp* qa = a.qp();
+    ibv_qp* qb = b.qp();
+    ASSERT_NO_FATAL_FAILURE(connectPair(a, qa, b, qb));
+    ibv_mr* sm = a.reg(src.data(), bytes);
+    ASSERT_EQ(postRecv(qb, 70), 0);
+    ASSERT_EQ(postWrite(qa, 7, src.data(), bytes, sm->lkey, iova, dm->rkey, IBV_WR_RDMA_WRITE_WITH_IMM, 0xD0B0F00Du), 0);
+    ibv_wc wc;
+    ASSERT_TRUE(pollOne(b.cq, &wc));
+    EXPECT_EQ(wc.wr_id, 70u);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << V().wcStatusStr(wc.status);
+    EXPECT_EQ(wc.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+    EXPECT_EQ(ntohl(wc.imm_data), 0xD0B0F00Du);
+    EXPECT_EQ(wc.byte_len, bytes);
+    for (size_t i = 0; i < kElems; i++) ASSERT_EQ(view[i], src[i]) << "element " << i << " in the memfd's mapping";
+    EXPECT_EQ(static_cast<const char*>(map)[offset - 1], (char)0xEE) << "nothing before the region";
+    EXPECT_EQ(static_cast<const char*>(map)[offset + bytes], (char)0xEE) << "nothing past the region";
+    ASSERT_TRUE(pollOne(a.cq, &wc));
+    EXPECT_EQ(wc.wr_id, 7u);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << V().wcStatusStr(wc.status);
+  }
+  EXPECT_EQ(gDeviceCopies.load(), 0);
+  munmap(map, fdBytes);
+  close(fd);
+}
+
+TEST_F(VerbsEmuMr, DmabufRangeBeyondTheFdSizeIsEinvalAndABadFdIsEbadf) {
+  Host h;
+  ASSERT_NO_FATAL_FAILURE(h.open());
+  int fd = memfd_create("colibri-dmabuf-size-test", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 2 * 4096), 0);
+  ASSERT_EQ(lseek(fd, 100, SEEK_SET), 100);
+  const uint64_t iova = 0x7200000000ull;
+  struct Case {
+    const char* what;
+    uint64_t offset;
+    size_t length;
+  } beyond[] = {{"one byte past the end", 4096, 4097},
+                {"offset past the end", 3 * 4096, 64},
+                {"longer than the fd", 0, 3 * 4096},
+                {"offset + length wraps around", ~0ull - 10, 64}};
+  for (const Case& c : beyond) {
+    errno = 0;
+    EXPECT_EQ(V().regDmabufMr(h.pd, c.offset, c.length, iova, fd, kRw), nullptr) << c.what;
+    EXPECT_EQ(errno, EINVAL) << c.what << ": " << strerror(errno);
+  }
+  ibv_mr* whole = V().regDmabufMr(h.pd, 4096, 4096, iova, fd, kRw);
+  EXPECT_NE(whole, nullptr) << "exactly up to the end: " << strerror(errno);
+  if (whole) {
+    EXPECT_EQ(V().deregMr(whole), 0);
+  }
+  EXPECT_EQ(lseek(fd, 0, SEEK_CUR), 100) << "the size check leaves the file position alone";
+  close(fd);
+  errno = 0;
+  EXPECT_EQ(V().regDmabufMr(h.pd, 0, 4096, iova, fd, kRw), nullptr) << "a closed fd";
+  EXPECT_EQ(errno, EBADF) << strerror(errno);
+}
+
+TEST_F(VerbsEmuMr, UnmappableDmabufFailsWithMmapsErrnoWithoutADeviceCopy) {
+  DeviceCopyScope scope(nullptr);
+  Host h;
+  ASSERT_NO_FATAL_FAILURE(h.open());
+  Pipe p;
+  ASSERT_GE(p.fd(), 0);
+  errno = 0;
+  ASSERT_EQ(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, p.fd(), 0), MAP_FAILED);
+  int mmapErr = errno;
+  std::vector<char> mem(4096);
+  errno = 0;
+  EXPECT_EQ(V().regDmabufMr(h.pd, 0, mem.size(), (uint64_t)(uintptr_t)mem.data(), p.fd(), kRw), nullptr);
+  EXPECT_EQ(errno, mmapErr) << strerror(errno) << " vs mmap's " << strerror(mmapErr);
+}
+
 
 // ---- queue pair state machine ----------------------------------------------------------------
 
@@ -1163,6 +1293,118 @@ TEST_F(VerbsEmuData, BadLkeyOrRangeIsALocalProtectionError) {
     ASSERT_TRUE(pollOne(p.a.cq, &wc));
     EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR) << V().wcStatusStr(wc.status);
     EXPECT_EQ(stateOf(p.qa), IBV_QPS_ERR);
+  }
+}
+
+// ---- memory regions reached through the DeviceCopy (GPU memory) ------------------------------
+
+TEST_F(VerbsEmuData, UnmappableDmabufIsReachedThroughTheDeviceCopy) {
+  DeviceCopyScope scope(hostDeviceCopy);
+  const size_t kElems = 40000;  // 160000 bytes: three emulated packets
+  const size_t bytes = kElems * sizeof(uint32_t);
+  std::vector<uint32_t> src(kElems), dev(kElems, 0xEEEEEEEEu), devSrc(kElems), dst(kElems, 0xEEEEEEEEu);
+  for (size_t i = 0; i < kElems; i++) {
+    src[i] = 0xC0DE0000u + (uint32_t)i * 7u;
+    devSrc[i] = 0xBEEF0000u ^ (uint32_t)(i * 2654435761u);
+  }
+  Pipe pipeA, pipeB;
+  Host a, b;
+  ASSERT_NO_FATAL_FAILURE(a.open());
+  ASSERT_NO_FATAL_FAILURE(b.open());
+  // The "device" memory's address is its iova, as a CUDA pointer would be.
+  ibv_mr* devMr = V().regDmabufMr(b.pd, 0, bytes, (uint64_t)(uintptr_t)dev.data(), pipeB.fd(), kRw);
+  ASSERT_NE(devMr, nullptr) << strerror(errno);
+  b.mrs.push_back(devMr);
+  EXPECT_EQ(devMr->addr, dev.data());
+  EXPECT_EQ(devMr->length, bytes);
+  ibv_mr* devSrcMr = V().regDmabufMr(a.pd, 0, bytes, (uint64_t)(uintptr_t)devSrc.data(), pipeA.fd(), kRw);
+  ASSERT_NE(devSrcMr, nullptr) << strerror(errno);
+  a.mrs.push_back(devSrcMr);
+  ibv_qp* qa = a.qp();
+  ibv_qp* qb = b.qp();
+  ASSERT_NO_FATAL_FAILURE(connectPair(a, qa, b, qb));
+  ibv_mr* srcMr = a.reg(src.data(), bytes);
+  ibv_mr* dstMr = b.reg(dst.data(), bytes);
+  ASSERT_TRUE(srcMr && dstMr);
+
+  // Target side: host memory into the device region, a WRITE_WITH_IMM completing a receive.
+  ASSERT_EQ(postRecv(qb, 80), 0);
+  ASSERT_EQ(postWrite(qa, 1, src.data(), bytes, srcMr->lkey, (uint64_t)(uintptr_t)dev.data(), devMr->rkey,
+                      IBV_WR_RDMA_WRITE_WITH_IMM, 42),
+            0);
+  ibv_wc wc;
+  ASSERT_TRUE(pollOne(b.cq, &wc));
+  EXPECT_EQ(wc.wr_id, 80u);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << V().wcStatusStr(wc.status);
+  EXPECT_EQ(wc.byte_len, bytes);
+  ASSERT_TRUE(pollOne(a.cq, &wc));
+  expectSendWc(wc, 1, qa);
+  for (size_t i = 0; i < kElems; i++) ASSERT_EQ(dev[i], src[i]) << "element " << i << " of the device region";
+  int afterTarget = gDeviceCopies.load();
+  EXPECT_GE(afterTarget, 3) << "one copy per packet at least";
+
+  // A write at an offset inside the device region lands there and nowhere else.
+  std::fill(dev.begin(), dev.end(), 0xEEEEEEEEu);
+  ASSERT_EQ(postWrite(qa, 2, src.data() + 10, 100 * sizeof(uint32_t), srcMr->lkey,
+                      (uint64_t)(uintptr_t)(dev.data() + 1000), devMr->rkey),
+            0);
+  ASSERT_TRUE(pollOne(a.cq, &wc));
+  expectSendWc(wc, 2, qa);
+  for (size_t i = 0; i < kElems; i++) {
+    uint32_t want = i >= 1000 && i < 1100 ? src[10 + i - 1000] : 0xEEEEEEEEu;
+    ASSERT_EQ(dev[i], want) << "element " << i << " of the device region";
+  }
+
+  // Source side: the device region gathered into host memory on the peer.
+  ASSERT_EQ(postWrite(qa, 3, devSrc.data(), bytes, devSrcMr->lkey, (uint64_t)(uintptr_t)dst.data(), dstMr->rkey), 0);
+  ASSERT_TRUE(pollOne(a.cq, &wc));
+  expectSendWc(wc, 3, qa);
+  for (size_t i = 0; i < kElems; i++) ASSERT_EQ(dst[i], devSrc[i]) << "element " << i << " read from the device region";
+  EXPECT_GT(gDeviceCopies.load(), afterTarget + 1);
+}
+
+TEST_F(VerbsEmuData, FailingDeviceCopyIsACompletionErrorOnEitherSide) {
+  DeviceCopyScope scope(faultingDeviceCopy);
+  const size_t bytes = 8192;
+  for (bool deviceIsTarget : {true, false}) {
+    const char* what = deviceIsTarget ? "device region as the target" : "device region as the source";
+    std::vector<char> src = pattern(bytes, 3), dev(bytes, (char)0xEE), dst(bytes, (char)0xEE);
+    Pipe pipe;
+    Host a, b;
+    ASSERT_NO_FATAL_FAILURE(a.open());
+    ASSERT_NO_FATAL_FAILURE(b.open());
+    Host& owner = deviceIsTarget ? b : a;
+    ibv_mr* devMr = V().regDmabufMr(owner.pd, 0, bytes, (uint64_t)(uintptr_t)dev.data(), pipe.fd(), kRw);
+    ASSERT_NE(devMr, nullptr) << what << ": " << strerror(errno);
+    owner.mrs.push_back(devMr);
+    ibv_qp* qa = a.qp();
+    ibv_qp* qb = b.qp();
+    ASSERT_NO_FATAL_FAILURE(connectPair(a, qa, b, qb));
+    ibv_mr* srcMr = a.reg(src.data(), bytes);
+    ibv_mr* dstMr = b.reg(dst.data(), bytes);
+    ASSERT_TRUE(srcMr && dstMr);
+    int before = gDeviceCopies.load();
+    if (deviceIsTarget) {
+      ASSERT_EQ(postWrite(qa, 1, src.data(), bytes, srcMr->lkey, (uint64_t)(uintptr_t)dev.data(), devMr->rkey), 0);
+    } else {
+      ASSERT_EQ(postWrite(qa, 1, dev.data(), bytes, devMr->lkey, (uint64_t)(uintptr_t)dst.data(), dstMr->rkey), 0);
+    }
+    ibv_wc wc;
+    ASSERT_TRUE(pollOne(a.cq, &wc)) << what;
+    EXPECT_EQ(wc.wr_id, 1u) << what;
+    // The responder's fault is a remote access error NAK; the requester's its local protection error.
+    EXPECT_EQ(wc.status, deviceIsTarget ? IBV_WC_REM_ACCESS_ERR : IBV_WC_LOC_PROT_ERR)
+        << what << ": " << V().wcStatusStr(wc.status);
+    EXPECT_EQ(stateOf(qa), IBV_QPS_ERR) << what;
+    EXPECT_GT(gDeviceCopies.load(), before) << what << ": the copy was tried";
+    if (deviceIsTarget) {
+      ibv_async_event ev;
+      ASSERT_TRUE(asyncEvent(b.ctx, &ev)) << what;
+      EXPECT_EQ(ev.event_type, IBV_EVENT_QP_ACCESS_ERR) << what;
+      EXPECT_EQ(stateOf(qb), IBV_QPS_ERR) << what;
+    } else {
+      EXPECT_EQ(dst[0], (char)0xEE) << what << ": nothing sent";
+    }
   }
 }
 

@@ -1,11 +1,11 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Device buffers on ranks that do not share a host: the device kernels need the peers' memory
-// mapped, which only works inside a node, so the data goes through pinned host memory and the
-// host transport (the ring over sockets or RDMA). Each call waits for the stream (the input must
-// be complete before the host reads it), copies the input out, runs the host collective, and
-// queues the copy back on the stream. It is correct and says so loudly; GPUDirect RDMA (the NIC
-// reading and writing GPU memory) is what replaces it (issue #5).
+// mapped, which only works inside a node. Over transport verbs with GPUDirect RDMA the NIC reads
+// and writes GPU memory (gpudirect.cc). Otherwise (sockets, or no dma-buf / nvidia-peermem) the
+// data goes through pinned host memory and the host transport: each call waits for the stream
+// (the input must be complete before the host reads it), copies the input out, runs the host
+// collective, and queues the copy back on the stream. Correct, and said loudly.
 #include <cstring>
 
 #include "core/comm.h"
@@ -15,8 +15,9 @@
 
 namespace clb::cuda {
 
-void DeviceWorld::trimHostStage() {
-  if (!stage_[0] && !stage_[1]) return;
+clbResult_t DeviceWorld::trimHostStage() {
+  CLB_CHECK(trimGpuDirect());
+  if (!stage_[0] && !stage_[1]) return clbSuccess;
   CtxScope scope(d_, ctx_);  // the frees need the context that allocated them (trim runs on any thread)
   if (stageDone_) d_->cuEventSynchronize(stageDone_);  // the last copy back has read the staging
   for (int i = 0; i < 2; i++) {
@@ -26,6 +27,7 @@ void DeviceWorld::trimHostStage() {
     stage_[i] = nullptr;
     stageBytes_[i] = 0;
   }
+  return clbSuccess;
 }
 
 clbResult_t DeviceWorld::runAcrossHosts(const CollArgs& a, int ordinal, CUstream stream) {
@@ -47,11 +49,17 @@ clbResult_t DeviceWorld::runAcrossHosts(const CollArgs& a, int ordinal, CUstream
     CLB_CU(d_, cuStreamIsCapturing, stream, &cap);
     if (cap != CU_STREAM_CAPTURE_STATUS_NONE)
       return setError(clbInvalidUsage,
-                      "rank %d: this communicator spans hosts, where device buffers go through host memory with a "
-                      "stream synchronization at each call, which a CUDA graph cannot hold: capture collectives of "
-                      "ranks on one host only (GPUDirect RDMA, which lifts this, is not implemented yet)",
+                      "rank %d: this communicator spans hosts, where the host drives every step of a device "
+                      "collective (GPUDirect RDMA or host staging) and waits for the stream, which a CUDA graph "
+                      "cannot hold: capture collectives of ranks on one host only",
                       comm_->rank);
   }
+  if (!gdrDecided_) CLB_CHECK(setUpGpuDirect());  // collective: every rank is in this call
+  if (gdr_) {
+    acrossHosts_ = true;
+    return runGpuDirect(a, stream);
+  }
+  lastGdr_ = false;
   const int n = comm_->nranks, r = comm_->rank;
   const size_t esz = clbTypeSize(a.type);
   const size_t bytes[2] = {a.count * esz * (a.desc.coll == kReduceScatter ? n : 1),
@@ -75,8 +83,8 @@ clbResult_t DeviceWorld::runAcrossHosts(const CollArgs& a, int ordinal, CUstream
   if (!acrossHosts_) {
     acrossHosts_ = true;
     CLB_WARN("rank %d: device buffers between hosts go through pinned host memory over the %s transport, and each "
-             "call waits for its stream: GPUDirect RDMA is not implemented yet", r,
-             clbTransportName(comm_->transport));
+             "call waits for its stream (no GPUDirect RDMA: %s)", r, clbTransportName(comm_->transport),
+             gdrWhy_.c_str());
   }
   // The input is complete only when the work queued before this call is.
   CLB_CU(d_, cuStreamSynchronize, stream);

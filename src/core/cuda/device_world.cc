@@ -151,6 +151,7 @@ void DeviceWorld::releaseShared(SharedBuffer* b) {
 }
 
 clbResult_t DeviceWorld::release() {
+  releaseGpuDirect();
   if (d_) {
     trimHostStage();
     if (stageDone_) {
@@ -637,10 +638,9 @@ clbResult_t DeviceWorld::ll(const CollArgs& a, CUstream stream) {
 std::string DeviceWorld::describe() const {
   if (!d_) return "device: not used yet (set up at the first collective on device memory)\n";
   if (acrossHosts_)
-    return "device: GPU " + std::to_string(ordinal_) + ", ranks on several hosts: device buffers go through " +
-           std::to_string(stageBytes_[0] + stageBytes_[1]) +
-           " bytes of pinned host memory and the host transport, each call waits for its stream (GPUDirect "
-           "RDMA not implemented yet)\n";
+    return "device: GPU " + std::to_string(ordinal_) + ", ranks on several hosts: device buffers through " +
+           gpuDirectInfo() + "; " + std::to_string(stageBytes_[0] + stageBytes_[1]) +
+           " bytes of pinned host staging; each call waits for its stream\n";
   char b[1024];
   snprintf(b, sizeof b,
            "device: GPU %d, %d rank(s) on it, %s%s; LL up to %zu bytes per rank, then %s; last call %s%s; "

@@ -61,7 +61,10 @@ class DeviceWorld {
   // Ranks on several hosts (no shared memory between them): the buffers go through pinned host
   // memory and the host transport (sockets, verbs), the stream synchronized at each call.
   clbResult_t runAcrossHosts(const CollArgs& a, int ordinal, CUstream stream);
-  void trimHostStage();  // gives the pinned host buffers of runAcrossHosts back (local)
+  // Gives the pinned host buffers of runAcrossHosts back (local), and the GPUDirect channel's slots
+  // and staging (their release reaches the peers in this or a later call; see VerbsChannel::trim).
+  clbResult_t trimHostStage();
+  struct GpuDirect;  // the verbs channel in device mode, and how it registers GPU memory (gpudirect.cc)
   // clbCommRegister / clbCommDeregister (collective; see colibri.h).
   clbResult_t registerBuffer(void* buff, size_t bytes, void** handle);
   clbResult_t deregisterBuffer(void* handle);
@@ -82,6 +85,11 @@ class DeviceWorld {
     CUdeviceptr local = 0;
     int refs = 0;
   };
+  clbResult_t setUpGpuDirect();  // collective, at the first device call between hosts
+  clbResult_t runGpuDirect(const CollArgs& a, CUstream stream);
+  clbResult_t trimGpuDirect();
+  void releaseGpuDirect();
+  std::string gpuDirectInfo() const;
   clbResult_t registerLocal(void* buff, size_t bytes, RegInfo* info);
   clbResult_t mapRegistration(const std::vector<RegInfo>& all, Registration* reg);
   void unmap(Registration* reg, bool closeNow);
@@ -144,6 +152,10 @@ class DeviceWorld {
   size_t stageBytes_[2] = {0, 0};
   bool acrossHosts_ = false;            // runAcrossHosts was used (told once, by a warning)
   CUevent stageDone_ = nullptr;         // recorded after the last copy back from the staging
+  GpuDirect* gdr_ = nullptr;            // set up: device buffers between hosts over GPUDirect RDMA
+  bool gdrDecided_ = false;             // setUpGpuDirect ran
+  bool lastGdr_ = false;                // the last call between hosts went over GPUDirect RDMA
+  std::string gdrWhy_;                  // why not (when not)
   bool lastZeroCopy_ = false;
 };
 

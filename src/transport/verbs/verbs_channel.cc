@@ -13,6 +13,8 @@
 #include <random>
 #include <thread>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "core/net.h"
 
@@ -23,9 +25,13 @@ namespace {
 
 constexpr uint32_t kKindData = 0, kKindCredit = 1, kKindAnnounce = 2, kKindAck = 3;
 constexpr uint32_t kLow30 = 0x3FFFFFFFu, kLow24 = 0xFFFFFFu;
-constexpr uint64_t kWrData = 1, kWrCredit = 2, kWrAnnounce = 3, kWrAck = 4;
+constexpr uint64_t kWrData = 1, kWrCredit = 2, kWrAnnounce = 3, kWrAck = 4, kWrPayload = 5;
 constexpr uint64_t kWrRecvSend = 10, kWrRecvRecv = 11;  // receives on the send / receive side QP
 constexpr size_t kCtlBytes = 4096, kCtlOut = 256;
+// Device mode: the control block also holds K tags in (written by the previous rank) and K tags
+// out (the source of this rank's tag writes), 64 slots at most.
+constexpr size_t kCtlTagIn = 512, kCtlTagOut = kCtlTagIn + 64 * sizeof(MsgTag);
+constexpr size_t kCtlBytesDevice = (kCtlTagOut + 64 * sizeof(MsgTag) + 4095) / 4096 * 4096;
 
 // What the receiver announces into the sender's control block.
 struct Announce {
@@ -40,6 +46,7 @@ uint32_t imm(uint32_t kind, uint32_t low) { return kind << 30 | (low & kLow30); 
 const char* wrWhat(uint64_t wrId) {
   switch (wrId >> 56) {
     case kWrData: return "the RDMA WRITE of a ring message";
+    case kWrPayload: return "the RDMA WRITE of a ring message's payload (GPU memory)";
     case kWrCredit: return "returning a credit (RDMA WRITE_WITH_IMM)";
     case kWrAnnounce: return "announcing receive slots (RDMA WRITE_WITH_IMM)";
     case kWrAck: return "acknowledging new receive slots (RDMA WRITE_WITH_IMM)";
@@ -56,10 +63,15 @@ struct VerbsChannel::Region {
   ibv_mr* mr = nullptr;
   size_t stride = 0;  // slot bytes (slot regions and staging)
   uint32_t refs = 0;  // arrived messages not yet released
+  bool device = false;
   ~Region() {
-    if (mr) owner->api_->deregMr(mr);
-    free(mem);
-    owner->account(-(int64_t)bytes);
+    if (mr) owner->api_->deregMr(mr);  // before the memory goes
+    if (device) {
+      if (mem) owner->o_.device->release(owner->o_.device->self, mem, bytes);
+    } else {
+      free(mem);
+    }
+    owner->account(-(int64_t)bytes, device);
   }
   char* slot(uint32_t i) const { return static_cast<char*>(mem) + (size_t)i * stride; }
 };
@@ -87,12 +99,15 @@ clbResult_t VerbsChannel::create(const VerbsApi* api, const VerbsOptions& option
   return clbSuccess;
 }
 
-void VerbsChannel::account(int64_t delta) {
+void VerbsChannel::account(int64_t delta, bool device) {
   registered_ += delta;
-  if (comm_) comm_->mem.addHost(delta);
+  if (comm_) {
+    if (device) comm_->mem.addDevice(delta);
+    else comm_->mem.addHost(delta);
+  }
 }
 
-clbResult_t VerbsChannel::newRegion(size_t bytes, int access, std::unique_ptr<Region>* out) {
+clbResult_t VerbsChannel::newRegion(size_t bytes, int access, bool device, std::unique_ptr<Region>* out) {
   if (registered_.load() + (int64_t)bytes > o_.stagingCapBytes)
     return setError(clbOutOfMemory,
                     "rank %d: verbs: registering %zu more bytes would exceed the staging cap of %lld bytes (%lld "
@@ -101,11 +116,36 @@ clbResult_t VerbsChannel::newRegion(size_t bytes, int access, std::unique_ptr<Re
   std::unique_ptr<Region> r(new Region);
   r->owner = this;
   size_t rounded = (bytes + 4095) / 4096 * 4096;
+  if (device) {
+    int fd = -1;
+    r->device = true;
+    CLB_CHECK(o_.device->alloc(o_.device->self, rounded, &r->mem, &fd));
+    r->bytes = rounded;
+    account((int64_t)rounded, true);
+    if (fd >= 0) {
+      r->mr = api_->regDmabufMr ? api_->regDmabufMr(pd_, 0, rounded, (uint64_t)(uintptr_t)r->mem, fd, access) : nullptr;
+      int e = api_->regDmabufMr ? errno : EOPNOTSUPP;
+      close(fd);  // the registration holds the dma-buf
+      if (!r->mr)
+        return setSysError(e, "verbs (%s): ibv_reg_dmabuf_mr of %zu bytes of GPU memory failed (GPUDirect RDMA "
+                           "through dma-buf): run `colibri doctor`; COLIBRI_VERBS_GPU_MEMORY=host stages device "
+                           "buffers through host memory instead", api_->impl, rounded);
+    } else {
+      r->mr = api_->regMr(pd_, r->mem, rounded, access);
+      if (!r->mr)
+        return setSysError(errno, "verbs (%s): ibv_reg_mr of %zu bytes of GPU memory failed (GPUDirect RDMA "
+                           "through nvidia-peermem): is the nvidia_peermem module loaded? (`colibri doctor`); "
+                           "COLIBRI_VERBS_GPU_MEMORY=host stages device buffers through host memory instead",
+                           api_->impl, rounded);
+    }
+    *out = std::move(r);
+    return clbSuccess;
+  }
   r->mem = aligned_alloc(4096, rounded);
   if (!r->mem) return setError(clbOutOfMemory, "verbs: cannot allocate %zu bytes of staging", rounded);
   memset(r->mem, 0, rounded);
   r->bytes = rounded;
-  account((int64_t)rounded);
+  account((int64_t)rounded, false);
   r->mr = api_->regMr(pd_, r->mem, rounded, access);
   if (!r->mr) {
     int e = errno;
@@ -214,7 +254,8 @@ clbResult_t VerbsChannel::open() {
   }
   queueBytes_ = 2 * ((int64_t)sqDepth_ * 64 + (int64_t)rqDepth_ * 32) + (2 * (sqDepth_ + rqDepth_) + 16) * 64;
   if (comm_) comm_->mem.addHost(queueBytes_);
-  CLB_CHECK(newRegion(kCtlBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &ctl_));
+  CLB_CHECK(newRegion(o_.device ? kCtlBytesDevice : kCtlBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+                      false, &ctl_));
 
   std::random_device rd;
   for (VerbsConnInfo* i : {&sendInfo_, &recvInfo_}) {
@@ -230,9 +271,16 @@ clbResult_t VerbsChannel::open() {
     i->gid = gid;
     i->ctlAddr = (uint64_t)(uintptr_t)ctl_->mem;
     i->ctlRkey = ctl_->mr->rkey;
+    i->flags = o_.device ? kVerbsConnDeviceSlots : 0;
   }
   arrived_.assign(K_, Arrived{nullptr, 0, 0});
   return clbSuccess;
+}
+
+clbResult_t VerbsChannel::checkDeviceMemory() {
+  if (!o_.device) return setError(clbInvalidUsage, "verbs: checkDeviceMemory on a channel of host memory");
+  std::unique_ptr<Region> r;
+  return newRegion(4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, true, &r);
 }
 
 VerbsChannel::~VerbsChannel() {
@@ -270,6 +318,10 @@ clbResult_t VerbsChannel::connectQp(ibv_qp* qp, const VerbsConnInfo& local, cons
     return setError(clbInvalidArgument, "verbs: rank %d uses %u receive slots per link, rank %d uses %u: "
                     "every rank must use the same slot count (slots = pipelineDepth, at least 2: set pipelineDepth / "
                     "COLIBRI_PIPELINE_DEPTH the same on every rank)", peer, r.slots, rank_, K_);
+  if ((r.flags & kVerbsConnDeviceSlots) != (local.flags & kVerbsConnDeviceSlots))
+    return setError(clbInvalidArgument, "verbs: rank %d's channel carries %s memory, rank %d's %s memory: both "
+                    "ends of a link must be set up alike (mixed Colibri versions?)", peer,
+                    (r.flags & kVerbsConnDeviceSlots) ? "device" : "host", rank_, o_.device ? "device" : "host");
   if (r.linkLayer != local.linkLayer)
     return setError(clbInvalidArgument, "verbs: rank %d is on %s, rank %d on %s: one fabric must connect them", peer,
                     r.linkLayer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "Ethernet (RoCE)", rank_,
@@ -462,9 +514,9 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
                              peer, seq, slot, rank_, (unsigned long long)(recvSeq_ & kLow24),
                              (unsigned long long)(recvSeq_ % K_), (unsigned long long)(K_ - (recvSeq_ - recvReleased_)),
                              K_, curSlots_ ? "" : ", no slots announced"));
-      if (wc.byte_len < sizeof(MsgTag) || wc.byte_len > curSlotBytes_)
-        return fail(setError(clbRemoteError, "verbs: rank %d wrote %u bytes into a slot of %zu bytes", peer,
-                             wc.byte_len, curSlotBytes_));
+      if (o_.device ? wc.byte_len != sizeof(MsgTag) : (wc.byte_len < sizeof(MsgTag) || wc.byte_len > curSlotBytes_))
+        return fail(setError(clbRemoteError, "verbs: rank %d wrote %u bytes into a %s of %zu bytes", peer,
+                             wc.byte_len, o_.device ? "tag slot" : "slot", o_.device ? sizeof(MsgTag) : curSlotBytes_));
       arrived_[recvSeq_ % K_] = Arrived{curSlots_, slot, wc.byte_len};
       curSlots_->refs++;
       recvSeq_++;
@@ -525,12 +577,12 @@ clbResult_t VerbsChannel::waitFor(Pred pred, const char* what, int peer) {
 clbResult_t VerbsChannel::prepare(size_t maxBytes) {
   CLB_CHECK(sticky());
   CLB_CHECK(progress());
-  size_t need = sizeof(MsgTag) + (maxBytes + 4095) / 4096 * 4096;
+  size_t need = header() + (maxBytes + 4095) / 4096 * 4096;
   if (stagingStride_ < need) {
     CLB_CHECK(waitFor([&] { return sendDone_ == sendSeq_; }, "the last ring messages' writes to complete", next_));
     staging_.reset();
     stagingStride_ = 0;
-    CLB_CHECK(newRegion(K_ * need, IBV_ACCESS_LOCAL_WRITE, &staging_));
+    CLB_CHECK(newRegion(K_ * need, IBV_ACCESS_LOCAL_WRITE, o_.device != nullptr, &staging_));
     staging_->stride = need;
     stagingStride_ = need;
   }
@@ -538,7 +590,7 @@ clbResult_t VerbsChannel::prepare(size_t maxBytes) {
   if (have < need) {
     CLB_CHECK(waitFor([&] { return !announcePending_; }, "the previous rank to acknowledge receive slots", prev_));
     std::unique_ptr<Region> r;
-    CLB_CHECK(newRegion(K_ * need, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &r));
+    CLB_CHECK(newRegion(K_ * need, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, o_.device != nullptr, &r));
     r->stride = need;
     CLB_CHECK(announce(std::move(r), need));
   }
@@ -547,11 +599,11 @@ clbResult_t VerbsChannel::prepare(size_t maxBytes) {
 
 clbResult_t VerbsChannel::acquireSend(size_t bytes, void** buf) {
   CLB_CHECK(sticky());
-  if (sizeof(MsgTag) + bytes > stagingStride_)
+  if (header() + bytes > stagingStride_)
     return setError(clbInternalError, "verbs: a message of %zu bytes, but prepare() staged %zu", bytes,
-                    stagingStride_ > sizeof(MsgTag) ? stagingStride_ - sizeof(MsgTag) : 0);
+                    stagingStride_ > header() ? stagingStride_ - header() : 0);
   CLB_CHECK(waitFor([&] { return sendSeq_ - sendDone_ < K_; }, "a send staging slot (local write completions)", next_));
-  *buf = staging_->slot((uint32_t)(sendSeq_ % K_)) + sizeof(MsgTag);
+  *buf = staging_->slot((uint32_t)(sendSeq_ % K_)) + header();
   acquired_ = true;
   acquiredBytes_ = bytes;
   return clbSuccess;
@@ -563,6 +615,7 @@ clbResult_t VerbsChannel::postSend(const MsgTag& tag) {
     return setError(clbInternalError, "verbs: postSend of %llu bytes without a matching acquireSend (%zu)",
                     (unsigned long long)tag.bytes, acquired_ ? acquiredBytes_ : (size_t)0);
   const uint32_t slot = (uint32_t)(sendSeq_ % K_);
+  if (o_.device) return postDeviceSend(tag, slot);
   char* s = staging_->slot(slot);
   memcpy(s, &tag, sizeof tag);
   const size_t len = sizeof(MsgTag) + tag.bytes;
@@ -585,12 +638,55 @@ clbResult_t VerbsChannel::postSend(const MsgTag& tag) {
   return progress();
 }
 
+// Device mode: the payload (GPU memory) into the receiver's slot, then the tag (host memory) into
+// its tag slot with the immediate; one signaled completion covers both (RC completes in order).
+clbResult_t VerbsChannel::postDeviceSend(const MsgTag& tag, uint32_t slot) {
+  char* outTag = static_cast<char*>(ctl_->mem) + kCtlTagOut + (size_t)slot * sizeof(MsgTag);
+  memcpy(outTag, &tag, sizeof tag);
+  // Slots must be announced even for an empty payload (the tag still takes one).
+  CLB_CHECK(waitFor([&] { return remoteSlotBytes_ > 0 && remoteSlotBytes_ >= tag.bytes && sendSeq_ < peerReleased_ + K_; },
+                    "a free receive slot (credit) from the next rank", next_));
+  ibv_sge data{(uint64_t)(uintptr_t)staging_->slot(slot), (uint32_t)tag.bytes, staging_->mr->lkey};
+  ibv_sge tagSge{(uint64_t)(uintptr_t)outTag, (uint32_t)sizeof(MsgTag), ctl_->mr->lkey};
+  ibv_send_wr wr[2];
+  memset(wr, 0, sizeof wr);
+  wr[0].wr_id = kWrPayload << 56 | (sendSeq_ & ((1ull << 56) - 1));
+  wr[0].sg_list = &data;
+  wr[0].num_sge = tag.bytes ? 1 : 0;
+  wr[0].opcode = IBV_WR_RDMA_WRITE;
+  wr[0].wr.rdma.remote_addr = remoteAddr_ + (uint64_t)slot * remoteSlotBytes_;
+  wr[0].wr.rdma.rkey = remoteRkey_;
+  wr[0].next = &wr[1];
+  wr[1].wr_id = kWrData << 56 | (sendSeq_ & ((1ull << 56) - 1));
+  wr[1].sg_list = &tagSge;
+  wr[1].num_sge = 1;
+  wr[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr[1].send_flags = IBV_SEND_SIGNALED;
+  wr[1].imm_data = htonl(slot << 24 | (uint32_t)(sendSeq_ & kLow24));
+  wr[1].wr.rdma.remote_addr = nextInfo_.ctlAddr + kCtlTagIn + (uint64_t)slot * sizeof(MsgTag);
+  wr[1].wr.rdma.rkey = nextInfo_.ctlRkey;
+  CLB_CHECK(post(sendQp_, wr, "the RDMA WRITEs of a ring message"));
+  sendSeq_++;
+  acquired_ = false;
+  return progress();
+}
+
 clbResult_t VerbsChannel::waitRecv(const MsgTag& expect, const void** buf) {
   CLB_CHECK(sticky());
   CLB_CHECK(waitFor([&] { return recvSeq_ > recvReleased_; }, "a ring message from the previous rank", prev_));
   const Arrived& a = arrived_[recvReleased_ % K_];
   const char* s = a.region->slot(a.slot);
   MsgTag got;
+  if (o_.device) {
+    memcpy(&got, static_cast<const char*>(ctl_->mem) + kCtlTagIn + (size_t)a.slot * sizeof(MsgTag), sizeof got);
+    if (got.bytes > a.region->stride)
+      return fail(setError(clbRemoteError, "verbs: rank %d sent a message of %llu bytes into a slot of %zu bytes",
+                           prev_, (unsigned long long)got.bytes, a.region->stride));
+    CLB_CHECK(checkTag(got, expect, prev_, rank_));
+    *buf = s;
+    holding_ = true;
+    return clbSuccess;
+  }
   memcpy(&got, s, sizeof got);
   if (a.bytes != sizeof(MsgTag) + got.bytes)
     return fail(setError(clbRemoteError, "verbs: rank %d wrote %u bytes for a message whose tag says %llu + %zu",

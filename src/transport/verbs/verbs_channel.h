@@ -29,6 +29,12 @@
 //     (both checked by the receiver, then the full MsgTag in the slot against the expectation);
 //     credit: cumulative releases mod 2^30; announce / ack: epoch mod 2^30.
 //   - Receives (no scatter list) stay posted on both queue pairs at all times.
+//   - Device mode (options.device set: GPUDirect RDMA): slots and staging are GPU memory the NIC
+//     reads and writes (registered through dma-buf or nvidia-peermem); the host never touches
+//     them. The payload goes as an RDMA WRITE into the slot, followed by a WRITE_WITH_IMM of the
+//     MsgTag into tag slot n % K of the receiver's control block (host memory), so the receiver
+//     checks the tag on the host; RC ordering places the payload before the immediate's
+//     completion. acquireSend and waitRecv return device addresses.
 //   - No progress thread: completions are polled inside every call, and blocking calls poll until
 //     their condition holds, the timeout passes (comm->checkWait with a communicator, else
 //     options.timeoutMs), or a completion fails. A failed work completion becomes a sticky error
@@ -66,12 +72,24 @@ struct VerbsConnInfo {
   ibv_gid gid;       // the chosen GID (RoCE v2 on Ethernet)
   uint64_t ctlAddr;  // control block: announces are written here, acks and credits target it
   uint32_t ctlRkey;
-  uint32_t pad;
+  uint32_t flags;    // kVerbsConnDeviceSlots: slots in device memory (both ends must agree)
 };
+constexpr uint32_t kVerbsConnDeviceSlots = 1;
 constexpr uint32_t kVerbsConnMagic = 0x43564231;  // "CVB1"
 constexpr uint32_t kVerbsConnVersion = 1;
 static_assert(std::is_trivially_copyable<VerbsConnInfo>::value && sizeof(VerbsConnInfo) == 56,
               "VerbsConnInfo travels as plain bytes");
+
+// Device memory for the slots and staging of a channel in device mode (GPUDirect RDMA).
+struct DeviceMemory {
+  // Allocates `bytes` (a multiple of 4 KiB) of zeroed, page-aligned memory at *mem. *dmabufFd: a
+  // dma-buf file descriptor of exactly that range (registered with ibv_reg_dmabuf_mr, then closed
+  // by the channel), or -1: the address is registered with ibv_reg_mr (nvidia-peermem).
+  clbResult_t (*alloc)(void* self, size_t bytes, void** mem, int* dmabufFd);
+  void (*release)(void* self, void* mem, size_t bytes);
+  void* self;
+  const char* name;  // how it is registered, for messages: "dma-buf", "nvidia-peermem"
+};
 
 struct VerbsOptions {
   const char* deviceName = nullptr;  // NULL: the first device
@@ -87,6 +105,7 @@ struct VerbsOptions {
   int64_t timeoutMs = 30000;         // without a communicator: how long a wait may last
   int64_t stagingCapBytes = 1ll << 32;  // cap on registered bytes (send staging + receive slots)
   int rank = 0, nranks = 2;          // for messages, without a communicator
+  const DeviceMemory* device = nullptr;  // device mode (must outlive the channel); NULL: host memory
 };
 
 class VerbsChannel : public RingChannel {
@@ -104,6 +123,10 @@ class VerbsChannel : public RingChannel {
   // `next`: the next rank's recvSideInfo; `prev`: the previous rank's sendSideInfo.
   clbResult_t connect(const VerbsConnInfo& next, const VerbsConnInfo& prev);
 
+  // Device mode: registers one page of device memory and lets it go, so that a set-up failure
+  // (no dma-buf support, nvidia-peermem missing) shows at init rather than at the first message.
+  clbResult_t checkDeviceMemory();
+
   const char* name() const override { return "verbs"; }
   clbResult_t prepare(size_t maxBytes) override;
   clbResult_t acquireSend(size_t bytes, void** buf) override;
@@ -114,7 +137,8 @@ class VerbsChannel : public RingChannel {
   clbResult_t trim() override;
 
   // Introspection (tests, logs).
-  int64_t registeredBytes() const { return registered_.load(); }
+  int64_t registeredBytes() const { return registered_.load(); }  // host and device
+  bool deviceMode() const { return o_.device != nullptr; }
   // Host memory the provider holds for the two queue pairs and the completion queue, estimated
   // from their depths (64 bytes per send entry and completion, 32 per receive entry, as mlx5
   // allocates them), counted in the communicator's host bytes next to the registered bytes.
@@ -138,11 +162,13 @@ class VerbsChannel : public RingChannel {
   clbResult_t post(ibv_qp* qp, ibv_send_wr* wr, const char* what);
   clbResult_t postZero(ibv_qp* qp, uint32_t imm, uint64_t ctlAddr, uint32_t ctlRkey, const char* what);
   clbResult_t postRecvs(ibv_qp* qp, int n);
-  clbResult_t newRegion(size_t bytes, int access, std::unique_ptr<Region>* out);
-  void account(int64_t delta);
+  clbResult_t newRegion(size_t bytes, int access, bool device, std::unique_ptr<Region>* out);
+  void account(int64_t delta, bool device);
+  size_t header() const { return o_.device ? 0 : sizeof(MsgTag); }  // tag bytes before a slot's payload
   clbResult_t fail(clbResult_t rc);  // records the thread's last error as the channel's
   clbResult_t sticky() const;
   clbResult_t announce(std::unique_ptr<Region> slots, size_t slotBytes);
+  clbResult_t postDeviceSend(const MsgTag& tag, uint32_t slot);
   void collectRetired();
 
   const VerbsApi* api_;

@@ -20,7 +20,10 @@
 //  - Memory regions: lkey and rkey differ (a transport that sends its lkey as rkey fails here,
 //    though it would pass on mlx5); REMOTE_WRITE/REMOTE_ATOMIC without LOCAL_WRITE is EINVAL;
 //    ZERO_BASED and ON_DEMAND are EOPNOTSUPP; a byte limit stands in for RLIMIT_MEMLOCK (ENOMEM);
-//    dma-buf regions are mapped with mmap (a memfd works; GPU dma-bufs do not, use the knob).
+//    dma-buf regions are mapped with mmap (a memfd works); one whose fd cannot be mapped (a GPU
+//    dma-buf) is reached through the copy function of setDeviceCopy() by its iova, and fails with
+//    mmap's errno without one. A bad fd is EBADF; a range beyond the size the fd reports through
+//    lseek(SEEK_END) (dma-bufs and memfds do) is EINVAL.
 //  - CQs hold exactly `cqe` entries; one more is an overrun: the CQ stops taking completions,
 //    pollCq returns -1 (errno EOVERFLOW) once drained, an IBV_EVENT_CQ_ERR is raised and the QPs
 //    using it move to ERR, as on hardware.
@@ -47,6 +50,7 @@ std::mutex gCfgMu;
 Config gCfg;
 bool gCfgKnown = false;
 std::atomic<uint64_t> gRegisteredBytes{0};
+std::atomic<DeviceCopy> gDeviceCopy{nullptr};
 
 ibv_device* emuDevice() {
   static ibv_device dev = [] {
@@ -341,7 +345,8 @@ int checkMrAccess(int access) {
   return 0;
 }
 
-// Registers [iova, iova + length) backed by `host`; takes ownership of a dma-buf mapping.
+// Registers [iova, iova + length) backed by `host` (nullptr: a device region, reached through the
+// DeviceCopy by iova); takes ownership of a dma-buf mapping.
 ibv_mr* newMr(Pd* p, uint64_t iova, size_t length, char* host, int access, void* mapBase, size_t mapLen) {
   Ctx* c = p->ctx;
   std::lock_guard<std::mutex> lock(c->mu);
@@ -363,6 +368,7 @@ ibv_mr* newMr(Pd* p, uint64_t iova, size_t length, char* host, int access, void*
   m->iova = iova;
   m->length = length;
   m->host = host;
+  m->device = host == nullptr;
   m->access = access;
   m->mapBase = mapBase;
   m->mapLen = mapLen;
@@ -386,11 +392,25 @@ ibv_mr* regDmabufMr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, i
   if (!pdOf(pd)->ctx->cfg.dmabufSupported) return failNull<ibv_mr>(EOPNOTSUPP);
   if (int e = checkMrAccess(access)) return failNull<ibv_mr>(e);
   if (length == 0 || fd < 0) return failNull<ibv_mr>(EINVAL);
+  if (fcntl(fd, F_GETFD) < 0) return failNull<ibv_mr>(EBADF);
+  // dma-bufs (and memfds) report their size through lseek(SEEK_END); a range beyond it would be
+  // SIGBUS on first touch of a mapping, and the kernel refuses it for a real dma-buf. The file
+  // position is put back (a dma-buf has none that matters: it only seeks to 0).
+  off_t pos = lseek(fd, 0, SEEK_CUR);
+  off_t size = lseek(fd, 0, SEEK_END);
+  if (size >= 0) lseek(fd, pos >= 0 ? pos : 0, SEEK_SET);
+  if (size > 0 && (length > (uint64_t)size || offset > (uint64_t)size - length)) return failNull<ibv_mr>(EINVAL);
   long page = sysconf(_SC_PAGESIZE);
   uint64_t aligned = offset / page * page;
   size_t mapLen = length + (offset - aligned);
   void* base = mmap(nullptr, mapLen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)aligned);
-  if (base == MAP_FAILED) return failNull<ibv_mr>(errno);
+  if (base == MAP_FAILED) {
+    int err = errno;
+    // GPU dma-bufs cannot be mapped: the region is reached through the DeviceCopy by its iova,
+    // which the caller made the memory's address (on a GPU host: the device pointer).
+    if (!gDeviceCopy.load()) return failNull<ibv_mr>(err);
+    return newMr(pdOf(pd), iova, length, nullptr, access, nullptr, 0);
+  }
   return newMr(pdOf(pd), iova, length, static_cast<char*>(base) + (offset - aligned), access, base, mapLen);
 }
 
@@ -918,6 +938,28 @@ VerbsApi makeTable() {
 
 // ---- shared with the NIC -------------------------------------------------------------------
 
+int mrRead(const Mr* m, uint64_t off, void* out, size_t n) {
+  if (n == 0) return 0;
+  if (!m->device) {
+    memcpy(out, m->host + off, n);
+    return 0;
+  }
+  DeviceCopy copy = gDeviceCopy.load();
+  if (!copy) return EFAULT;  // cleared while the region is registered
+  return copy(out, reinterpret_cast<const char*>(m->iova) + off, n);
+}
+
+int mrWrite(Mr* m, uint64_t off, const void* data, size_t n) {
+  if (n == 0) return 0;
+  if (!m->device) {
+    memcpy(m->host + off, data, n);
+    return 0;
+  }
+  DeviceCopy copy = gDeviceCopy.load();
+  if (!copy) return EFAULT;
+  return copy(reinterpret_cast<char*>(m->iova) + off, data, n);
+}
+
 void pushCqe(Cq* cq, const ibv_wc& wc, const std::shared_ptr<Slots>& slots, bool send, uint64_t seq) {
   std::lock_guard<std::mutex> lock(cq->mu);
   if (cq->overrun) return;
@@ -1089,6 +1131,8 @@ void resetConfig() {
   std::lock_guard<std::mutex> lock(gCfgMu);
   gCfgKnown = false;
 }
+
+void setDeviceCopy(DeviceCopy copy) { gDeviceCopy.store(copy); }
 
 bool isEmulated(ibv_context* ctx) { return ours(ctx); }
 

@@ -32,8 +32,13 @@
 //   COLIBRI_VERBS_EMU_DROP_EVERY    N: every N-th request packet a node sends is lost (0: none)
 //   COLIBRI_VERBS_EMU_MIN_TIMEOUT_MS floor of the retransmission timeout (default 20): emulated
 //                                   acknowledgements take scheduler time, not microseconds
+//
+// Set in code only: setDeviceCopy(), how the emulated NIC reaches dma-buf registrations whose fd
+// cannot be mapped (GPU memory). Without it they fail with mmap's errno; with it (on a GPU host,
+// cuMemcpy) they are read and written through the copy function, addressed by their iova.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "transport/verbs/verbs_api.h"
@@ -88,6 +93,17 @@ struct QpStats {
   uint64_t rejected = 0;        // packets addressed to this QP that it dropped (state, source, PSN)
 };
 int queryStats(ibv_qp* qp, QpStats* stats);
+
+// How the emulated NIC reaches memory registered with regDmabufMr whose fd cannot be mapped
+// (GPU memory: NVIDIA's dma-bufs do not support mmap). With a copy function set, such a
+// registration is accepted and [iova, iova + length) is read and written through it: dst and src
+// are iova addresses of the registration or host pointers (on a GPU host: cuMemcpy, whose
+// unified addressing takes both). Returns 0 or an errno value. NULL (the default): such
+// registrations fail with mmap's errno, as before. Process-wide; called on the NIC threads, so
+// it must be thread-safe, and it must not be cleared while such registrations carry traffic
+// (their copies then fail with EFAULT).
+using DeviceCopy = int (*)(void* dst, const void* src, size_t bytes);
+void setDeviceCopy(DeviceCopy copy);
 
 }  // namespace emu
 }  // namespace verbs

@@ -59,7 +59,8 @@ struct Mr {
   Pd* pd = nullptr;
   uint64_t iova = 0;     // the address range peers and SGEs use
   uint64_t length = 0;
-  char* host = nullptr;  // where iova maps in this process
+  char* host = nullptr;  // where iova maps in this process (nullptr for a device region)
+  bool device = false;   // an unmappable dma-buf: reached through the DeviceCopy, by iova
   int access = 0;
   void* mapBase = nullptr;  // dma-buf regions: the mapping to undo
   size_t mapLen = 0;
@@ -229,6 +230,13 @@ Clock::duration rnrDelay(uint8_t timer);
 uint32_t gidNode(const ibv_gid& gid);  // 0: not an emulated node's GID
 uint32_t routeNode(const Qp* qp);      // destination node from the QP's address vector
 void buildNodeAddresses(Ctx* ctx);     // LID, GUID and GID table from ctx->node
+
+// The region's bytes [off, off + n) (off relative to its iova), copied out to / in from host
+// memory: memcpy for a mapped region, the DeviceCopy for a device region. 0 or an errno value
+// (the DeviceCopy's, or EFAULT when none is set any more); callers turn it into the completion
+// error a protection fault would give.
+int mrRead(const Mr* m, uint64_t off, void* out, size_t n);
+int mrWrite(Mr* m, uint64_t off, const void* data, size_t n);
 
 // Data path (verbs_emu_nic.cc).
 int startNic(Ctx* ctx);  // binds the node's socket (claims the node number) and starts the thread

@@ -184,7 +184,8 @@ ibv_wc_status checkLocal(Ctx* c, Qp* q, const SendWqe& w) {
   return IBV_WC_SUCCESS;
 }
 
-// Copies [off, off + len) of the WR's data into `out`; false when a region vanished meanwhile.
+// Copies [off, off + len) of the WR's data into `out`; false when a region vanished meanwhile or
+// a device region's copy failed (both a local protection error).
 bool gather(Ctx* c, Qp* q, const SendWqe& w, uint64_t off, uint64_t len, char* out) {
   if (w.isInline) {
     memcpy(out, w.inlineData.data() + off, len);
@@ -199,7 +200,7 @@ bool gather(Ctx* c, Qp* q, const SendWqe& w, uint64_t off, uint64_t len, char* o
     Mr* m = localMr(c, q, s, false);
     if (!m) return false;
     uint64_t n = std::min<uint64_t>(s.length - off, len);
-    memcpy(out, m->host + (s.addr - m->iova) + off, n);
+    if (mrRead(m, (s.addr - m->iova) + off, out, n) != 0) return false;
     out += n;
     len -= n;
     off = 0;
@@ -409,7 +410,8 @@ void popRecv(Qp* q, ibv_wc_status st, ibv_wc_opcode op, const WireHdr& h, bool w
   pushCqe(q->rcq, wc, q->slots, false, r.seq);
 }
 
-// Scatters a SEND's payload at `off` into the receive's SGEs; false on a protection error.
+// Scatters a SEND's payload at `off` into the receive's SGEs; false on a protection error (a
+// device region's copy failing is one).
 bool scatter(Ctx* c, Qp* q, const RecvWqe& r, uint64_t off, const char* data, uint64_t len) {
   for (const ibv_sge& s : r.sges) {
     if (len == 0) break;
@@ -420,7 +422,7 @@ bool scatter(Ctx* c, Qp* q, const RecvWqe& r, uint64_t off, const char* data, ui
     Mr* m = localMr(c, q, s, true);
     if (!m) return false;
     uint64_t n = std::min<uint64_t>(s.length - off, len);
-    memcpy(m->host + (s.addr - m->iova) + off, data, n);
+    if (mrWrite(m, (s.addr - m->iova) + off, data, n) != 0) return false;
     data += n;
     len -= n;
     off = 0;
@@ -464,7 +466,11 @@ void onRequest(Ctx* c, Qp* q, const WireHdr& h, const char* data) {
           responderError(c, q, h, kNakAccess, IBV_EVENT_QP_ACCESS_ERR);
           return;
         }
-        memcpy(m->host + (h.remoteAddr - m->iova), data, h.payloadLen);
+        // A device region whose copy fails is a fault at the target address: remote access error.
+        if (mrWrite(m, h.remoteAddr - m->iova, data, h.payloadLen) != 0) {
+          responderError(c, q, h, kNakAccess, IBV_EVENT_QP_ACCESS_ERR);
+          return;
+        }
       }
       if (h.opcode == IBV_WR_RDMA_WRITE_WITH_IMM && last) {
         if (q->rq.empty()) {

@@ -30,6 +30,31 @@ struct Exchange {
 
 }  // namespace
 
+bool peermemLoaded() {
+  bool found = false;
+  if (FILE* f = fopen("/proc/modules", "r")) {
+    char line[512];
+    while (fgets(line, sizeof line, f))
+      if (strncmp(line, "nvidia_peermem ", 15) == 0 || strncmp(line, "nv_peer_mem ", 12) == 0) found = true;
+    fclose(f);
+  }
+  return found;
+}
+
+std::string gpuMemoryPlan(const VerbsApi& api) {
+  const char* env = getenv("COLIBRI_VERBS_GPU_MEMORY");
+  std::string mode = env && *env ? env : "auto";
+  if (mode == "host") return "device buffers staged through pinned host memory (COLIBRI_VERBS_GPU_MEMORY=host)";
+  const bool peermem = peermemLoaded();
+  std::string s = "device buffers: GPUDirect RDMA, decided at the first device call (";
+  if (mode == "auto" || mode == "dmabuf")
+    s += api.regDmabufMr ? "dma-buf if the GPU driver supports it" : "no dma-buf: libibverbs lacks ibv_reg_dmabuf_mr";
+  if (mode == "auto") s += ", then ";
+  if (mode == "auto" || mode == "peermem") s += peermem ? "nvidia-peermem (loaded)" : "nvidia-peermem (not loaded)";
+  if (mode == "auto") s += ", else pinned host memory with a warning";
+  return s + ")";
+}
+
 void verbsOptionsFromConfig(const clbConfig_t& cfg, VerbsOptions* o) {
   o->deviceName = cfg.verbsDevice[0] ? cfg.verbsDevice : nullptr;
   o->port = (uint8_t)cfg.verbsPort;
@@ -44,13 +69,20 @@ void verbsOptionsFromConfig(const clbConfig_t& cfg, VerbsOptions* o) {
 }
 
 clbResult_t createVerbsRing(clbComm* c, std::unique_ptr<RingChannel>* out, std::string* describe) {
+  return createVerbsChannel(c, nullptr, out, describe);
+}
+
+clbResult_t createVerbsChannel(clbComm* c, const verbs::DeviceMemory* device, std::unique_ptr<RingChannel>* out,
+                               std::string* describe) {
   const int n = c->nranks, r = c->rank;
   const VerbsApi* api = nullptr;
   VerbsOptions o;
   verbsOptionsFromConfig(c->cfg, &o);  // validated by clbCommInitRank; c->cfg outlives the channel
+  o.device = device;
   std::unique_ptr<VerbsChannel> ch;
   clbResult_t rc = verbs::selectVerbsApi(&api);
   if (rc == clbSuccess) rc = VerbsChannel::create(api, o, c, &ch);
+  if (rc == clbSuccess && device) rc = ch->checkDeviceMemory();
   std::string myError = rc != clbSuccess ? lastError() : std::string();
 
   // Every rank learns every rank's outcome and infos, so that no rank waits for a failed one.
@@ -87,10 +119,10 @@ clbResult_t createVerbsRing(clbComm* c, std::unique_ptr<RingChannel>* out, std::
   const char* dev = ctx && ctx->device ? api->getDeviceName(ctx->device) : "?";
   // The GPU memory path is said here, at init, not only at the first device call.
   snprintf(b, sizeof b,
-           "verbs%s: %s port %d, GID index %d, path MTU %d, traffic class %d, timeout %d, retry count %d; device "
-           "buffers staged through pinned host memory (GPUDirect RDMA not implemented yet)",
+           "verbs%s: %s port %d, GID index %d, path MTU %d, traffic class %d, timeout %d, retry count %d%s%s",
            strcmp(api->impl, "emulator") == 0 ? " (emulator)" : "", dev ? dev : "?", (int)o.port, ch->gidIndex(),
-           verbs::mtuBytes(ch->pathMtu()), (int)o.trafficClass, (int)o.timeout, (int)o.retryCnt);
+           verbs::mtuBytes(ch->pathMtu()), (int)o.trafficClass, (int)o.timeout, (int)o.retryCnt,
+           device ? "; GPU memory registered through " : "; ", device ? device->name : gpuMemoryPlan(*api).c_str());
   *describe = b;
   *out = std::move(ch);
   return clbSuccess;

@@ -13,6 +13,8 @@ namespace clb {
 class RingChannel;
 namespace verbs {
 struct VerbsOptions;
+struct DeviceMemory;
+struct VerbsApi;
 }
 
 // The channel options from a communicator's (validated) configuration: verbsDevice, verbsPort,
@@ -27,5 +29,18 @@ void verbsOptionsFromConfig(const clbConfig_t& cfg, verbs::VerbsOptions* o);
 // another. `*describe`: "verbs (emulator): colibri_emu0 port 1, GID index 1, path MTU 4096,
 // traffic class 0, timeout 14, retry count 7" or the real device's.
 clbResult_t createVerbsRing(clbComm* c, std::unique_ptr<RingChannel>* out, std::string* describe);
+
+// The same, for a channel in device mode (GPUDirect RDMA: slots and staging in GPU memory from
+// `device`, which must outlive the channel; one page of it registered before the connection, so
+// that every rank learns whether every rank can): created lazily by the device path at the first
+// device collective between hosts, a collective step. device == NULL: createVerbsRing.
+clbResult_t createVerbsChannel(clbComm* c, const verbs::DeviceMemory* device, std::unique_ptr<RingChannel>* out,
+                               std::string* describe);
+
+// What transportInfo says at init about device buffers (COLIBRI_VERBS_GPU_MEMORY, whether
+// libibverbs can register dma-bufs, whether nvidia_peermem is loaded).
+std::string gpuMemoryPlan(const verbs::VerbsApi& api);
+// Whether nvidia_peermem (or the older nv_peer_mem) is in /proc/modules.
+bool peermemLoaded();
 
 }  // namespace clb

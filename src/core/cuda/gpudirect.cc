@@ -1,0 +1,279 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// GPUDirect RDMA for device buffers between hosts (transport verbs): a second verbs ring channel,
+// in device mode, whose receive slots and send staging are GPU memory registered with the NIC
+// (dma-buf through cuMemGetHandleForAddressRange + ibv_reg_dmabuf_mr, else nvidia-peermem with
+// ibv_reg_mr on the device address). The host ring algorithm drives it (src/algo/ring.cc) with
+// the buffers reached through kernels on the caller's stream instead of memcpy and host loops:
+// the NIC reads the reduced chunk straight from GPU memory, no host copy either way.
+//
+// Set up at the first device collective between hosts (a collective step every rank takes at
+// that call): every rank picks how to register (COLIBRI_VERBS_GPU_MEMORY=auto|dmabuf|peermem|host),
+// registers one page to prove it, and all ranks learn whether all can. If one cannot, auto falls
+// back to pinned host memory with a WARN that names the rank and the reason; a forced mode fails.
+//
+// The host still drives every step (no proxy thread): the call waits for the stream, and each
+// message waits for the kernel that filled it. So calls are synchronous and cannot be captured
+// into CUDA graphs, like the host-staged path; the bytes just never cross host memory.
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "algo/algorithms.h"
+#include "core/comm.h"
+#include "core/cuda/device_world.h"
+#include "core/error.h"
+#include "transport/channel.h"
+
+#ifdef CLB_HAVE_VERBS
+#include "transport/verbs/verbs_channel.h"
+#include "transport/verbs/verbs_emu.h"
+#include "transport/verbs/verbs_ring.h"
+#endif
+
+namespace clb::cuda {
+
+#ifdef CLB_HAVE_VERBS
+
+struct DeviceWorld::GpuDirect {
+  verbs::DeviceMemory memory{};
+  const Driver* d = nullptr;
+  CUcontext ctx = nullptr;
+  bool dmabuf = false;  // else nvidia-peermem
+  bool flush = false;   // writes need cuFlushGPUDirectRDMAWrites before a kernel reads them
+  std::unique_ptr<RingChannel> ring;
+  std::string describe;
+  std::mutex mu;
+  std::map<void*, CUdeviceptr> bases;  // page-aligned address handed out -> its allocation
+  clbComm* comm = nullptr;             // counts the alignment page (the channel counts the rest)
+  ~GpuDirect() { ring.reset(); }       // its regions give their memory back through the members above
+};
+
+namespace {
+
+clbResult_t gdrAlloc(void* self, size_t bytes, void** mem, int* fd) {
+  auto* g = static_cast<DeviceWorld::GpuDirect*>(self);
+  const Driver* d = g->d;
+  CtxScope scope(d, g->ctx);
+  *fd = -1;
+  // Registrations and dma-buf exports take page-aligned ranges; cuMemAlloc aligns small
+  // allocations to 512 bytes only, so one page more is allocated and the range starts aligned.
+  CUdeviceptr base = 0;
+  CLB_CU(d, cuMemAlloc, &base, bytes + 4096);
+  const CUdeviceptr p = (base + 4095) / 4096 * 4096;
+  auto fail = [&](clbResult_t rc) {
+    d->cuMemFree(base);
+    return rc;
+  };
+  CUresult rc = d->cuMemsetD8(p, 0, bytes);
+  // The NIC reads and writes this memory outside CUDA's streams: copies into it must complete
+  // before the host posts (CUDA's guidance for GPUDirect RDMA buffers).
+  unsigned int one = 1;
+  if (rc == CUDA_SUCCESS) rc = d->cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, p);
+  if (rc != CUDA_SUCCESS) return fail(cuError(rc, "cuMemsetD8 / cuPointerSetAttribute(SYNC_MEMOPS)"));
+  if (g->dmabuf) {
+    rc = d->cuMemGetHandleForAddressRange(fd, p, bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+    if (rc != CUDA_SUCCESS) {
+      *fd = -1;
+      return fail(cuError(rc, "cuMemGetHandleForAddressRange(DMA_BUF_FD)"));
+    }
+  }
+  *mem = reinterpret_cast<void*>(p);
+  std::lock_guard<std::mutex> lock(g->mu);
+  g->bases[*mem] = base;
+  g->comm->mem.addDevice(4096);
+  return clbSuccess;
+}
+
+void gdrRelease(void* self, void* mem, size_t) {
+  auto* g = static_cast<DeviceWorld::GpuDirect*>(self);
+  CUdeviceptr base = 0;
+  {
+    std::lock_guard<std::mutex> lock(g->mu);
+    auto it = g->bases.find(mem);
+    if (it == g->bases.end()) return;
+    base = it->second;
+    g->bases.erase(it);
+  }
+  CtxScope scope(g->d, g->ctx);
+  g->d->cuMemFree(base);
+  g->comm->mem.addDevice(-4096);
+}
+
+// The verbs emulator cannot map a GPU dma-buf (NVIDIA's do not support mmap): its NIC threads
+// reach the memory through the driver instead, in the context that owns it (they have none).
+// The buffers carry SYNC_MEMOPS, so the copy is complete when cuMemcpy returns.
+int emulatorDeviceCopy(void* dst, const void* src, size_t bytes) {
+  const Driver* d = nullptr;
+  if (driver(&d) != clbSuccess) return ENODEV;
+  CUcontext ctx = nullptr;
+  if (d->cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)dst) != CUDA_SUCCESS || !ctx)
+    d->cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)src);
+  if (!ctx) return EFAULT;
+  CtxScope scope(d, ctx);
+  return d->cuMemcpy((CUdeviceptr)dst, (CUdeviceptr)src, bytes) == CUDA_SUCCESS ? 0 : EFAULT;
+}
+
+// The ring's buffer operations as kernels on the caller's stream.
+class DeviceRingMemory : public RingMemory {
+ public:
+  DeviceRingMemory(const Driver* d, const Kernels& k, CUstream s, int nranks, bool flush)
+      : d_(d), k_(k), s_(s), nranks_(nranks), flush_(flush) {}
+  clbResult_t copy(void* dst, const void* src, size_t bytes) override {
+    if (!bytes) return clbSuccess;
+    CLB_CU(d_, cuMemcpyDtoDAsync, (CUdeviceptr)dst, (CUdeviceptr)src, bytes, s_);
+    pending_ = true;
+    return clbSuccess;
+  }
+  clbResult_t reduce(void* dst, const void* recvd, const void* mine, size_t n, clbDataType_t type, clbRedOp_t op,
+                     int divideBy) override {
+    ClbReduceArgs r{};
+    r.dst = dst;
+    r.srcs[0] = recvd;  // the host ring's order: received, then own (reducePair)
+    r.srcs[1] = mine;
+    r.k = 2;
+    r.op = op;
+    r.nranks = divideBy > 0 ? divideBy : nranks_;
+    r.divide = divideBy > 0;
+    r.n = n;
+    CLB_CHECK(k_.reduce(r, type, s_));
+    pending_ = true;
+    return clbSuccess;
+  }
+  clbResult_t arrived() override {
+    if (flush_)
+      CLB_CU(d_, cuFlushGPUDirectRDMAWrites, CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+             CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
+    return clbSuccess;
+  }
+  clbResult_t settle() override {
+    if (!pending_) return clbSuccess;
+    pending_ = false;
+    CLB_CU(d_, cuStreamSynchronize, s_);
+    return clbSuccess;
+  }
+
+ private:
+  const Driver* d_;
+  const Kernels& k_;
+  CUstream s_;
+  int nranks_;
+  bool flush_;
+  bool pending_ = false;
+};
+
+}  // namespace
+
+clbResult_t DeviceWorld::setUpGpuDirect() {
+  gdrDecided_ = true;
+  if (comm_->transport != clbTransportVerbs) {
+    gdrWhy_ = std::string("the transport is ") + clbTransportName(comm_->transport) + ", not verbs";
+    return clbSuccess;
+  }
+  const char* env = getenv("COLIBRI_VERBS_GPU_MEMORY");
+  const std::string mode = env && *env ? env : "auto";
+  if (mode != "auto" && mode != "dmabuf" && mode != "peermem" && mode != "host")
+    return setError(clbInvalidArgument, "COLIBRI_VERBS_GPU_MEMORY='%s' is not one of auto, dmabuf, peermem, host",
+                    mode.c_str());
+  if (mode == "host") {
+    gdrWhy_ = "COLIBRI_VERBS_GPU_MEMORY=host";
+    return clbSuccess;  // every rank sees the same variable (a launcher sets it for all)
+  }
+  std::unique_ptr<GpuDirect> g(new GpuDirect);
+  g->d = d_;
+  g->ctx = ctx_;
+  g->comm = comm_;
+  // How this rank registers GPU memory: dma-buf where the driver exports it, else nvidia-peermem.
+  const verbs::VerbsApi* api = nullptr;
+  clbResult_t rc = verbs::selectVerbsApi(&api);
+  int dmabufAttr = 0;
+  if (d_->cuMemGetHandleForAddressRange)
+    d_->cuDeviceGetAttribute(&dmabufAttr, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev_);
+  const bool canDmabuf = api && api->regDmabufMr && dmabufAttr == 1;
+  if (api && strcmp(api->impl, "emulator") == 0) verbs::emu::setDeviceCopy(emulatorDeviceCopy);
+  std::string why;
+  if (mode != "peermem" && canDmabuf) {
+    g->dmabuf = true;
+  } else if (mode != "dmabuf" && peermemLoaded()) {
+    g->dmabuf = false;
+  } else {
+    why = std::string(!api || !api->regDmabufMr ? "libibverbs cannot register dma-bufs (rdma-core < 34)"
+                      : dmabufAttr != 1        ? "the GPU driver does not export dma-bufs (needs the open kernel "
+                                                 "module and Linux 5.12+)"
+                                               : "dma-buf not chosen") +
+          (mode == "dmabuf" ? "" : " and nvidia_peermem is not loaded");
+    if (rc == clbSuccess) rc = setError(clbUnsupported, "rank %d: no GPUDirect RDMA: %s", comm_->rank, why.c_str());
+  }
+  g->memory = verbs::DeviceMemory{gdrAlloc, gdrRelease, g.get(), g->dmabuf ? "dma-buf" : "nvidia-peermem"};
+  // Kernels for the reductions; GPUs whose RDMA writes are not ordered for the owner need a flush.
+  if (rc == clbSuccess) rc = kernels_.load(dev_, defaultKernelDir());
+  int ordering = 0, flushOptions = 0;
+  d_->cuDeviceGetAttribute(&ordering, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, dev_);
+  d_->cuDeviceGetAttribute(&flushOptions, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, dev_);
+  g->flush = ordering < CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER &&
+             (flushOptions & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST) && d_->cuFlushGPUDirectRDMAWrites;
+  // Every rank learns whether every rank could (a failed rank stays in the exchanges).
+  std::string myError = rc != clbSuccess ? lastError() : std::string();
+  rc = agreeOnStatus(comm_, rc, "GPUDirect RDMA");
+  if (rc == clbSuccess) {
+    rc = createVerbsChannel(comm_, &g->memory, &g->ring, &g->describe);
+    if (rc != clbSuccess) myError = lastError();
+  }
+  if (rc != clbSuccess) {
+    if (mode != "auto") return setError(rc, "%s (COLIBRI_VERBS_GPU_MEMORY=%s)", lastError().c_str(), mode.c_str());
+    gdrWhy_ = myError.empty() ? lastError() : myError;
+    CLB_WARN("rank %d: device buffers between hosts go through pinned host memory, not GPUDirect RDMA: %s", comm_->rank,
+             gdrWhy_.c_str());
+    clearError();
+    return clbSuccess;
+  }
+  CLB_INFO("rank %d: device buffers between hosts: GPUDirect RDMA through %s (GPU %d)%s", comm_->rank,
+           g->memory.name, ordinal_, g->flush ? ", RDMA writes flushed before kernels read them" : "");
+  gdr_ = g.release();
+  return clbSuccess;
+}
+
+clbResult_t DeviceWorld::runGpuDirect(const CollArgs& a, CUstream stream) {
+  DeviceRingMemory mem(d_, kernels_, stream, comm_->nranks, gdr_->flush);
+  // The input is complete only when the work queued before this call is; the ring then syncs the
+  // stream before each message it posts, so the output is written when the call returns.
+  CLB_CU(d_, cuStreamSynchronize, stream);
+  lastGdr_ = true;
+  return ringRunOn(comm_, *gdr_->ring, mem, a);
+}
+
+clbResult_t DeviceWorld::trimGpuDirect() { return gdr_ ? gdr_->ring->trim() : clbSuccess; }
+
+void DeviceWorld::releaseGpuDirect() {
+  if (!gdr_) return;
+  if (!comm_->failed && !comm_->aborted) gdr_->ring->finish();
+  delete gdr_;
+  gdr_ = nullptr;
+}
+
+std::string DeviceWorld::gpuDirectInfo() const {
+  if (gdr_) return std::string("GPUDirect RDMA through ") + gdr_->memory.name + " (" + gdr_->describe + ")";
+  return "pinned host memory (" + (gdrWhy_.empty() ? std::string("not decided yet") : gdrWhy_) + ")";
+}
+
+#else  // no verbs.h at build time
+
+struct DeviceWorld::GpuDirect {};
+clbResult_t DeviceWorld::setUpGpuDirect() {
+  gdrDecided_ = true;
+  gdrWhy_ = "built without the verbs transport";
+  return clbSuccess;
+}
+clbResult_t DeviceWorld::runGpuDirect(const CollArgs&, CUstream) {
+  return setError(clbInternalError, "GPUDirect RDMA without the verbs transport");
+}
+clbResult_t DeviceWorld::trimGpuDirect() { return clbSuccess; }
+void DeviceWorld::releaseGpuDirect() {}
+std::string DeviceWorld::gpuDirectInfo() const { return "pinned host memory (" + gdrWhy_ + ")"; }
+
+#endif
+
+}  // namespace clb::cuda
