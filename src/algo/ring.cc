@@ -30,7 +30,10 @@ class RingStepper {
     CLB_CHECK(ch_.waitRecv(MsgTag{a_.desc, recvd_++, bytes}, &p));
     clbResult_t rc = mem_.arrived();
     if (rc == clbSuccess) rc = use(p);
-    if (rc == clbSuccess) rc = mem_.settle();  // the slot is the sender's again after the release
+    // The slot is the sender's again after the release: whatever reads it must be done, also
+    // when use() failed after queuing work.
+    clbResult_t settled = mem_.settle();
+    if (rc == clbSuccess) rc = settled;
     clbResult_t rel = ch_.releaseRecv();
     return rc != clbSuccess ? rc : rel;
   }

@@ -23,6 +23,9 @@
 #include "colibri/colibri.h"
 #include "core/cuda/driver.h"
 #include "core/dtype.h"
+#ifdef CLB_HAVE_VERBS
+#include "transport/verbs/verbs_emu.h"  // its knobs are read once: reset after setenv
+#endif
 
 extern char** environ;
 
@@ -748,7 +751,9 @@ namespace {
 std::string acrossHostsRank(const clbUniqueId& id, int rank, int n) {
   const char* gm = getenv("COLIBRI_VERBS_GPU_MEMORY");
   const char* tr = getenv("COLIBRI_TRANSPORT");
-  const bool gdr = tr && std::string(tr) == "verbs" && !(gm && std::string(gm) == "host");
+  const char* nd = getenv("COLIBRI_VERBS_EMU_DMABUF");
+  const bool noDmabuf = nd && std::string(nd) == "0";  // the emulator refuses dma-bufs: auto falls back
+  const bool gdr = tr && std::string(tr) == "verbs" && !(gm && std::string(gm) == "host") && !noDmabuf;
   const Driver* d = nullptr;
   CUstream stream = nullptr;
   clbComm_t comm = nullptr;
@@ -835,7 +840,7 @@ std::string acrossHostsRank(const clbUniqueId& id, int rank, int n) {
     if (err.empty() && (!strstr(info, "GPUDirect RDMA through dma-buf") || before.deviceBytes <= after.deviceBytes))
       err = "GPUDirect info or device accounting: device bytes " + std::to_string(before.deviceBytes) + " -> " +
             std::to_string(after.deviceBytes) + "; " + info;
-  } else if (err.empty() && (!strstr(info, "pinned host memory") ||
+  } else if (err.empty() && (!strstr(info, "pinned host memory") || (noDmabuf && !strstr(info, "ibv_reg_dmabuf_mr")) ||
                              before.hostBytes - after.hostBytes < (int64_t)(count * n * 4))) {
     err = "info or host staging accounting: host bytes " + std::to_string(before.hostBytes) + " -> " +
           std::to_string(after.hostBytes) + "; " + info;
@@ -856,6 +861,12 @@ std::string acrossHostsRank(const clbUniqueId& id, int rank, int n) {
 
 }  // namespace
 
+void resetEmulator() {
+#ifdef CLB_HAVE_VERBS
+  clb::verbs::emu::resetConfig();
+#endif
+}
+
 // (ranks, transport)
 class DeviceAcrossHosts : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
 
@@ -867,14 +878,64 @@ TEST_P(DeviceAcrossHosts, AllFourMatchTheReference) {
   setenv("COLIBRI_TRANSPORT", transport.c_str(), 1);
   if (transport == "verbs") setenv("COLIBRI_VERBS_EMULATOR", "1", 1);
   if (param == "verbs_hoststaged") setenv("COLIBRI_VERBS_GPU_MEMORY", "host", 1);
+  if (param == "verbs_nodmabuf") setenv("COLIBRI_VERBS_EMU_DMABUF", "0", 1);
+  resetEmulator();
   runThreads(std::get<0>(GetParam()), acrossHostsRank);
   unsetenv("COLIBRI_TRANSPORT");
   unsetenv("COLIBRI_VERBS_EMULATOR");
   unsetenv("COLIBRI_VERBS_GPU_MEMORY");
+  unsetenv("COLIBRI_VERBS_EMU_DMABUF");
+  resetEmulator();
+}
+
+namespace {
+
+// A forced GPU-memory mode that cannot work, or a bad value, fails the device call on every rank
+// with the reason, and stays failed (no silent fallback at the next call).
+std::string forcedModeRank(const clbUniqueId& id, int rank, int n) {
+  const Driver* d = nullptr;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = openRank(id, rank, n, &d, &stream, &comm); !e.empty()) return e;
+  CUdeviceptr buf;
+  CU_OK(d->cuMemAlloc(&buf, 4096));
+  const std::string want = getenv("COLIBRI_VERBS_GPU_MEMORY") == std::string("bogus")
+                               ? "COLIBRI_VERBS_GPU_MEMORY='bogus' is not one of auto, dmabuf, peermem, host"
+                               : "(COLIBRI_VERBS_GPU_MEMORY=dmabuf)";
+  std::string err;
+  for (int call = 0; call < 2 && err.empty(); call++) {
+    clbResult_t rc = clbAllReduce((void*)buf, (void*)buf, 1024, clbFloat32, clbSum, comm, stream);
+    const std::string msg = clbGetLastError();
+    if (rc == clbSuccess || msg.find(want) == std::string::npos)
+      err = "call " + std::to_string(call) + ": expected a failure saying '" + want + "', got " + std::to_string(rc) +
+            ": " + msg;
+  }
+  clbCommDestroy(comm);
+  d->cuMemFree(buf);
+  d->cuStreamDestroy(stream);
+  return err;
+}
+
+}  // namespace
+
+TEST(DeviceAcrossHostsGpuDirect, ForcedModeThatCannotWorkFailsEveryCall) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  setPlacement("auto", false);
+  setenv("COLIBRI_TRANSPORT", "verbs", 1);
+  setenv("COLIBRI_VERBS_EMULATOR", "1", 1);
+  setenv("COLIBRI_VERBS_EMU_DMABUF", "0", 1);
+  setenv("COLIBRI_VERBS_GPU_MEMORY", "dmabuf", 1);
+  resetEmulator();
+  runThreads(2, forcedModeRank);
+  setenv("COLIBRI_VERBS_GPU_MEMORY", "bogus", 1);
+  runThreads(2, forcedModeRank);
+  for (const char* v : {"COLIBRI_TRANSPORT", "COLIBRI_VERBS_EMULATOR", "COLIBRI_VERBS_EMU_DMABUF", "COLIBRI_VERBS_GPU_MEMORY"})
+    unsetenv(v);
+  resetEmulator();
 }
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceAcrossHosts,
                          ::testing::Combine(::testing::Values(2, 3),
-                                            ::testing::Values("socket", "verbs", "verbs_hoststaged")),
+                                            ::testing::Values("socket", "verbs", "verbs_hoststaged", "verbs_nodmabuf")),
                          [](const ::testing::TestParamInfo<std::tuple<int, std::string>>& i) {
                            return std::to_string(std::get<0>(i.param)) + "ranks_" + std::get<1>(i.param);
                          });

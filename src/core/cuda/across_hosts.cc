@@ -54,7 +54,12 @@ clbResult_t DeviceWorld::runAcrossHosts(const CollArgs& a, int ordinal, CUstream
                       "cannot hold: capture collectives of ranks on one host only",
                       comm_->rank);
   }
-  if (!gdrDecided_) CLB_CHECK(setUpGpuDirect());  // collective: every rank is in this call
+  if (!gdrDecided_) {  // collective: every rank is in this call
+    gdrFailure_ = setUpGpuDirect();
+    if (gdrFailure_ != clbSuccess) gdrFailMsg_ = lastError();
+    gdrDecided_ = true;
+  }
+  if (gdrFailure_ != clbSuccess) return setError(gdrFailure_, "%s", gdrFailMsg_.c_str());
   if (gdr_) {
     acrossHosts_ = true;
     return runGpuDirect(a, stream);

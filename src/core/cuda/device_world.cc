@@ -82,7 +82,8 @@ struct HostShmInfo {  // ... or in host memory
 };
 }  // namespace
 
-clbResult_t agreeOnStatus(clbComm* comm, clbResult_t mine, const char* what) {
+clbResult_t agreeOnStatus(clbComm* comm, clbResult_t mine, const char* what, bool* exchanged) {
+  if (exchanged) *exchanged = false;
   struct Status {
     int32_t status;
     char why[252];
@@ -93,6 +94,7 @@ clbResult_t agreeOnStatus(clbComm* comm, clbResult_t mine, const char* what) {
   all[me].status = mine;
   if (mine != clbSuccess) snprintf(all[me].why, sizeof all[me].why, "%s", clbGetLastError());
   CLB_CHECK(comm->boot.allGather(all.data(), sizeof(Status)));
+  if (exchanged) *exchanged = true;
   for (int p = 0; p < n; p++)
     if (all[p].status != clbSuccess)
       return p == me ? setError((clbResult_t)all[p].status, "%s", all[p].why)

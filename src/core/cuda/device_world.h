@@ -30,7 +30,9 @@ bool driverInProcess();
 
 // After a step every rank takes: every rank's status exchanged, the first failure returned on
 // every rank (its own message on the failing rank, "rank p could not set up <what>" elsewhere).
-clbResult_t agreeOnStatus(clbComm* comm, clbResult_t mine, const char* what);
+// *exchanged (optional): whether the exchange itself worked (false: the result is its failure,
+// and the ranks may not agree on anything).
+clbResult_t agreeOnStatus(clbComm* comm, clbResult_t mine, const char* what, bool* exchanged = nullptr);
 
 // Which way a call goes (COLIBRI_DEVICE_PATH forces one; see docs/device.md).
 enum class DevicePath { kAuto, kLL, kStaged, kDirect };
@@ -154,6 +156,8 @@ class DeviceWorld {
   CUevent stageDone_ = nullptr;         // recorded after the last copy back from the staging
   GpuDirect* gdr_ = nullptr;            // set up: device buffers between hosts over GPUDirect RDMA
   bool gdrDecided_ = false;             // setUpGpuDirect ran
+  clbResult_t gdrFailure_ = clbSuccess; // ... and failed (a bad variable, a forced mode that cannot work): sticky
+  std::string gdrFailMsg_;
   bool lastGdr_ = false;                // the last call between hosts went over GPUDirect RDMA
   std::string gdrWhy_;                  // why not (when not)
   bool lastZeroCopy_ = false;

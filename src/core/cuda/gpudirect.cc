@@ -22,6 +22,8 @@
 #include <memory>
 #include <mutex>
 
+#include <unistd.h>
+
 #include "algo/algorithms.h"
 #include "core/comm.h"
 #include "core/cuda/device_world.h"
@@ -47,8 +49,8 @@ struct DeviceWorld::GpuDirect {
   std::unique_ptr<RingChannel> ring;
   std::string describe;
   std::mutex mu;
-  std::map<void*, CUdeviceptr> bases;  // page-aligned address handed out -> its allocation
-  clbComm* comm = nullptr;             // counts the alignment page (the channel counts the rest)
+  std::map<void*, std::pair<CUdeviceptr, size_t>> bases;  // address handed out -> allocation, bytes beyond the ask
+  clbComm* comm = nullptr;  // counts the alignment bytes (the channel counts what it asked for)
   ~GpuDirect() { ring.reset(); }       // its regions give their memory back through the members above
 };
 
@@ -59,23 +61,26 @@ clbResult_t gdrAlloc(void* self, size_t bytes, void** mem, int* fd) {
   const Driver* d = g->d;
   CtxScope scope(d, g->ctx);
   *fd = -1;
-  // Registrations and dma-buf exports take page-aligned ranges; cuMemAlloc aligns small
-  // allocations to 512 bytes only, so one page more is allocated and the range starts aligned.
+  // Registrations and dma-buf exports take ranges aligned to the host page (4 KiB, 64 KiB on
+  // some aarch64 hosts); cuMemAlloc aligns small allocations to 512 bytes only, so one page more
+  // is allocated and the range starts aligned. Not zeroed: nothing reads a slot or the staging
+  // before it is written.
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  const size_t span = (bytes + page - 1) / page * page;
   CUdeviceptr base = 0;
-  CLB_CU(d, cuMemAlloc, &base, bytes + 4096);
-  const CUdeviceptr p = (base + 4095) / 4096 * 4096;
+  CLB_CU(d, cuMemAlloc, &base, span + page);
+  const CUdeviceptr p = (base + page - 1) / page * page;
   auto fail = [&](clbResult_t rc) {
     d->cuMemFree(base);
     return rc;
   };
-  CUresult rc = d->cuMemsetD8(p, 0, bytes);
   // The NIC reads and writes this memory outside CUDA's streams: copies into it must complete
   // before the host posts (CUDA's guidance for GPUDirect RDMA buffers).
   unsigned int one = 1;
-  if (rc == CUDA_SUCCESS) rc = d->cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, p);
-  if (rc != CUDA_SUCCESS) return fail(cuError(rc, "cuMemsetD8 / cuPointerSetAttribute(SYNC_MEMOPS)"));
+  CUresult rc = d->cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, p);
+  if (rc != CUDA_SUCCESS) return fail(cuError(rc, "cuPointerSetAttribute(SYNC_MEMOPS)"));
   if (g->dmabuf) {
-    rc = d->cuMemGetHandleForAddressRange(fd, p, bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+    rc = d->cuMemGetHandleForAddressRange(fd, p, span, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
     if (rc != CUDA_SUCCESS) {
       *fd = -1;
       return fail(cuError(rc, "cuMemGetHandleForAddressRange(DMA_BUF_FD)"));
@@ -83,24 +88,25 @@ clbResult_t gdrAlloc(void* self, size_t bytes, void** mem, int* fd) {
   }
   *mem = reinterpret_cast<void*>(p);
   std::lock_guard<std::mutex> lock(g->mu);
-  g->bases[*mem] = base;
-  g->comm->mem.addDevice(4096);
+  const size_t extra = span + page - bytes;
+  g->bases[*mem] = {base, extra};
+  g->comm->mem.addDevice((int64_t)extra);
   return clbSuccess;
 }
 
 void gdrRelease(void* self, void* mem, size_t) {
   auto* g = static_cast<DeviceWorld::GpuDirect*>(self);
-  CUdeviceptr base = 0;
+  std::pair<CUdeviceptr, size_t> b;
   {
     std::lock_guard<std::mutex> lock(g->mu);
     auto it = g->bases.find(mem);
     if (it == g->bases.end()) return;
-    base = it->second;
+    b = it->second;
     g->bases.erase(it);
   }
   CtxScope scope(g->d, g->ctx);
-  g->d->cuMemFree(base);
-  g->comm->mem.addDevice(-4096);
+  g->d->cuMemFree(b.first);
+  g->comm->mem.addDevice(-(int64_t)b.second);
 }
 
 // The verbs emulator cannot map a GPU dma-buf (NVIDIA's do not support mmap): its NIC threads
@@ -168,7 +174,6 @@ class DeviceRingMemory : public RingMemory {
 }  // namespace
 
 clbResult_t DeviceWorld::setUpGpuDirect() {
-  gdrDecided_ = true;
   if (comm_->transport != clbTransportVerbs) {
     gdrWhy_ = std::string("the transport is ") + clbTransportName(comm_->transport) + ", not verbs";
     return clbSuccess;
@@ -193,18 +198,22 @@ clbResult_t DeviceWorld::setUpGpuDirect() {
   if (d_->cuMemGetHandleForAddressRange)
     d_->cuDeviceGetAttribute(&dmabufAttr, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev_);
   const bool canDmabuf = api && api->regDmabufMr && dmabufAttr == 1;
-  if (api && strcmp(api->impl, "emulator") == 0) verbs::emu::setDeviceCopy(emulatorDeviceCopy);
+  // The emulator reaches GPU memory only through dma-bufs and its copy hook (a device address
+  // registered with ibv_reg_mr would be read as host memory).
+  const bool emulated = api && strcmp(api->impl, "emulator") == 0;
+  if (emulated) verbs::emu::setDeviceCopy(emulatorDeviceCopy);
   std::string why;
   if (mode != "peermem" && canDmabuf) {
     g->dmabuf = true;
-  } else if (mode != "dmabuf" && peermemLoaded()) {
+  } else if (mode != "dmabuf" && peermemLoaded() && !emulated) {
     g->dmabuf = false;
   } else {
-    why = std::string(!api || !api->regDmabufMr ? "libibverbs cannot register dma-bufs (rdma-core < 34)"
+    why = emulated && mode == "peermem" ? std::string("the verbs emulator registers GPU memory only as dma-bufs") :
+          std::string(!api || !api->regDmabufMr ? "libibverbs cannot register dma-bufs (rdma-core < 34)"
                       : dmabufAttr != 1        ? "the GPU driver does not export dma-bufs (needs the open kernel "
                                                  "module and Linux 5.12+)"
                                                : "dma-buf not chosen") +
-          (mode == "dmabuf" ? "" : " and nvidia_peermem is not loaded");
+          (mode == "dmabuf" || emulated ? "" : " and nvidia_peermem is not loaded");
     if (rc == clbSuccess) rc = setError(clbUnsupported, "rank %d: no GPUDirect RDMA: %s", comm_->rank, why.c_str());
   }
   g->memory = verbs::DeviceMemory{gdrAlloc, gdrRelease, g.get(), g->dmabuf ? "dma-buf" : "nvidia-peermem"};
@@ -213,18 +222,26 @@ clbResult_t DeviceWorld::setUpGpuDirect() {
   int ordering = 0, flushOptions = 0;
   d_->cuDeviceGetAttribute(&ordering, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, dev_);
   d_->cuDeviceGetAttribute(&flushOptions, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, dev_);
-  g->flush = ordering < CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER &&
-             (flushOptions & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST) && d_->cuFlushGPUDirectRDMAWrites;
-  // Every rank learns whether every rank could (a failed rank stays in the exchanges).
-  std::string myError = rc != clbSuccess ? lastError() : std::string();
-  rc = agreeOnStatus(comm_, rc, "GPUDirect RDMA");
+  g->flush = ordering < CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER;
+  if (rc == clbSuccess && g->flush &&
+      !((flushOptions & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST) && d_->cuFlushGPUDirectRDMAWrites))
+    rc = setError(clbUnsupported, "rank %d: GPU %d does not order RDMA writes for its own kernels and cannot flush "
+                  "them (cuFlushGPUDirectRDMAWrites): kernels could read chunks before they land", comm_->rank,
+                  ordinal_);
+  // Every rank learns whether every rank could (a failed rank stays in the exchanges). Only a
+  // failure every rank knows of is a fallback: if an exchange itself fails, the ranks may not
+  // agree, and the communicator is broken.
+  bool exchanged = false;
+  rc = agreeOnStatus(comm_, rc, "GPUDirect RDMA", &exchanged);
+  if (!exchanged) return rc;
   if (rc == clbSuccess) {
     rc = createVerbsChannel(comm_, &g->memory, &g->ring, &g->describe);
-    if (rc != clbSuccess) myError = lastError();
+    rc = agreeOnStatus(comm_, rc, "the GPUDirect RDMA channel", &exchanged);
+    if (!exchanged) return rc;
   }
   if (rc != clbSuccess) {
     if (mode != "auto") return setError(rc, "%s (COLIBRI_VERBS_GPU_MEMORY=%s)", lastError().c_str(), mode.c_str());
-    gdrWhy_ = myError.empty() ? lastError() : myError;
+    gdrWhy_ = lastError();
     CLB_WARN("rank %d: device buffers between hosts go through pinned host memory, not GPUDirect RDMA: %s", comm_->rank,
              gdrWhy_.c_str());
     clearError();
@@ -242,7 +259,9 @@ clbResult_t DeviceWorld::runGpuDirect(const CollArgs& a, CUstream stream) {
   // stream before each message it posts, so the output is written when the call returns.
   CLB_CU(d_, cuStreamSynchronize, stream);
   lastGdr_ = true;
-  return ringRunOn(comm_, *gdr_->ring, mem, a);
+  clbResult_t rc = ringRunOn(comm_, *gdr_->ring, mem, a);
+  if (rc != clbSuccess) comm_->markFailed();  // midway: the peers' state is unknown
+  return rc;
 }
 
 clbResult_t DeviceWorld::trimGpuDirect() { return gdr_ ? gdr_->ring->trim() : clbSuccess; }
@@ -263,7 +282,6 @@ std::string DeviceWorld::gpuDirectInfo() const {
 
 struct DeviceWorld::GpuDirect {};
 clbResult_t DeviceWorld::setUpGpuDirect() {
-  gdrDecided_ = true;
   gdrWhy_ = "built without the verbs transport";
   return clbSuccess;
 }
