@@ -68,6 +68,8 @@ clbResult_t validateConfig(const clbConfig_t& c) {
   if (c.verbsTimeout < 0 || c.verbsTimeout > kMaxVerbsTimeout) return bad("verbsTimeout", c.verbsTimeout, 0, kMaxVerbsTimeout);
   if (c.verbsRetryCount < 0 || c.verbsRetryCount > kMaxVerbsRetryCount)
     return bad("verbsRetryCount", c.verbsRetryCount, 0, kMaxVerbsRetryCount);
+  if (c.verbsQpsPerConnection < kMinVerbsQpsPerConnection || c.verbsQpsPerConnection > kMaxVerbsQpsPerConnection)
+    return bad("verbsQpsPerConnection", c.verbsQpsPerConnection, kMinVerbsQpsPerConnection, kMaxVerbsQpsPerConnection);
   if (!memchr(c.verbsDevice, 0, sizeof c.verbsDevice))
     return setError(clbInvalidArgument, "config verbsDevice is not a NUL-terminated string within its %zu bytes "
                     "(device names up to %zu bytes)", sizeof c.verbsDevice, sizeof c.verbsDevice - 1);
@@ -85,10 +87,17 @@ clbResult_t resolveConfig(const clbConfig_t* in, clbConfig_t* out) {
              "(a caller that sets them must start from clbConfigInitSized with sizeof(clbConfig_t))");
     memcpy(out, in, offsetof(clbConfig_t, verbsPort));
     out->size = sizeof(clbConfig_t);
+  } else if (in->size == kConfigSizeV2) {
+    CLB_CHECK(clbConfigInitSized(out, sizeof *out));  // defaults and COLIBRI_* for the fields an old caller lacks
+    CLB_INFO("a clbConfig_t of the second version (%zu bytes): verbsQpsPerConnection from the environment and the "
+             "default (a caller that sets it must start from clbConfigInitSized with sizeof(clbConfig_t))",
+             kConfigSizeV2);
+    memcpy(out, in, kConfigSizeV2);
+    out->size = sizeof(clbConfig_t);
   } else {
     return setError(clbInvalidArgument, "config.size=%zu but this library expects %zu (or %zu, the struct "
-                    "before the verbs fields): start from clbConfigInit", in->size, sizeof(clbConfig_t),
-                    kConfigSizeV1);
+                    "before verbsQpsPerConnection, or %zu, the struct before the verbs fields): start from "
+                    "clbConfigInit", in->size, sizeof(clbConfig_t), kConfigSizeV2, kConfigSizeV1);
   }
   return validateConfig(*out);
 }
@@ -99,10 +108,11 @@ extern "C" {
 
 clbResult_t clbConfigInitSized(clbConfig_t* out, size_t bytes) {
   if (!out) return clb::setError(clbInvalidArgument, "config is NULL");
-  if (bytes != sizeof(clbConfig_t) && bytes != clb::kConfigSizeV1)
+  if (bytes != sizeof(clbConfig_t) && bytes != clb::kConfigSizeV2 && bytes != clb::kConfigSizeV1)
     return clb::setError(clbInvalidArgument,
-                         "a clbConfig_t of %zu bytes: this library knows %zu (current) and %zu (the first version); "
-                         "rebuild against its colibri.h", bytes, sizeof(clbConfig_t), clb::kConfigSizeV1);
+                         "a clbConfig_t of %zu bytes: this library knows %zu (current), %zu (the second version) "
+                         "and %zu (the first version); rebuild against its colibri.h",
+                         bytes, sizeof(clbConfig_t), clb::kConfigSizeV2, clb::kConfigSizeV1);
   clbConfig_t full;
   clbConfig_t* c = bytes == sizeof full ? out : &full;
   memset(c, 0, sizeof *c);
@@ -121,6 +131,7 @@ clbResult_t clbConfigInitSized(clbConfig_t* out, size_t bytes) {
   c->verbsTrafficClass = CLB_DEFAULT_VERBS_TRAFFIC_CLASS;
   c->verbsTimeout = CLB_DEFAULT_VERBS_TIMEOUT;
   c->verbsRetryCount = CLB_DEFAULT_VERBS_RETRY_COUNT;
+  c->verbsQpsPerConnection = CLB_DEFAULT_VERBS_QPS_PER_CONNECTION;
   if (const char* v = getenv("COLIBRI_TRANSPORT"); v && *v) {
     int t = findName(v, kTransportNames, clbNumTransports);
     if (t < 0) return clb::setError(clbInvalidArgument, "COLIBRI_TRANSPORT='%s' is not one of auto, shm, socket, verbs", v);
@@ -164,6 +175,8 @@ clbResult_t clbConfigInitSized(clbConfig_t* out, size_t bytes) {
       {"COLIBRI_VERBS_TRAFFIC_CLASS", &c->verbsTrafficClass, 0, clb::kMaxVerbsTrafficClass},
       {"COLIBRI_VERBS_TIMEOUT", &c->verbsTimeout, 0, clb::kMaxVerbsTimeout},
       {"COLIBRI_VERBS_RETRY_COUNT", &c->verbsRetryCount, 0, clb::kMaxVerbsRetryCount},
+      {"COLIBRI_VERBS_QPS_PER_CONNECTION", &c->verbsQpsPerConnection, clb::kMinVerbsQpsPerConnection,
+       clb::kMaxVerbsQpsPerConnection},
   };
   for (auto& f : ints) {
     int64_t x = *f.field;

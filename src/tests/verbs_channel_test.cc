@@ -50,8 +50,11 @@ const size_t kSizes[] = {0, 1, 4095, 65536, (1u << 20) + 3};
 
 // `fastRetry`: give up on unacknowledged packets after ~40 ms (fault tests); otherwise the
 // defaults (~67 ms x 7), which survive a loaded machine or a sanitizer build.
+int gQps = 1;  // queue pairs per link in testOptions: VerbsChannelTest's parameter
+
 VerbsOptions testOptions(int rank, int nranks, int slots = 4, int64_t timeoutMs = 3000, bool fastRetry = false) {
   VerbsOptions o;
+  o.qpsPerConnection = gQps;
   o.rank = rank;
   o.nranks = nranks;
   o.slots = slots;
@@ -116,14 +119,26 @@ void recvCheck(VerbsChannel& ch, uint64_t seq, uint64_t index, const std::vector
   ASSERT_EQ(ch.releaseRecv(), clbSuccess) << clb::lastError();
 }
 
-class VerbsChannelTest : public ::testing::Test {
+class EmulatorConfig {
  protected:
-  void SetUp() override {
+  static void configureEmulator() {
     emu::Config c;
     c.minTimeoutMs = 10;
     emu::configure(c);
   }
-  void TearDown() override { emu::resetConfig(); }
+};
+
+// Every channel test with 1 queue pair per link and with 3 (messages striped over them).
+class VerbsChannelTest : public ::testing::TestWithParam<int>, protected EmulatorConfig {
+ protected:
+  void SetUp() override {
+    configureEmulator();
+    gQps = GetParam();
+  }
+  void TearDown() override {
+    gQps = 1;
+    emu::resetConfig();
+  }
 
   void makePair(int slots = 4, int64_t timeoutMs = 3000, bool fastRetry = false) {
     ch_.clear();
@@ -135,7 +150,7 @@ class VerbsChannelTest : public ::testing::Test {
   std::vector<std::unique_ptr<VerbsChannel>> ch_;
 };
 
-TEST_F(VerbsChannelTest, ConnectChoosesRoceV2GidAndBothEndsAgree) {
+TEST_P(VerbsChannelTest, ConnectChoosesRoceV2GidAndBothEndsAgree) {
   ASSERT_NO_FATAL_FAILURE(makePair());
   EXPECT_EQ(ch_[0]->gidIndex(), 1) << "the emulator's RoCE v2 GID is index 1";
   EXPECT_EQ(ch_[0]->pathMtu(), IBV_MTU_4096);
@@ -158,7 +173,7 @@ TEST_F(VerbsChannelTest, ConnectChoosesRoceV2GidAndBothEndsAgree) {
   EXPECT_EQ(c->gidIndex(), 0) << "an explicit GID index wins";
 }
 
-TEST_F(VerbsChannelTest, InfinibandUsesLids) {
+TEST_P(VerbsChannelTest, InfinibandUsesLids) {
   emu::Config c = emu::config();
   c.linkLayer = IBV_LINK_LAYER_INFINIBAND;
   emu::configure(c);
@@ -171,7 +186,7 @@ TEST_F(VerbsChannelTest, InfinibandUsesLids) {
   ASSERT_NO_FATAL_FAILURE(recvCheck(*ch_[1], 1, 0, d));
 }
 
-TEST_F(VerbsChannelTest, RejectsSlotCountMismatchAndUseBeforeConnect) {
+TEST_P(VerbsChannelTest, RejectsSlotCountMismatchAndUseBeforeConnect) {
   auto a = make(testOptions(0, 2, 4));
   auto b = make(testOptions(1, 2, 8));
   ASSERT_TRUE(a && b);
@@ -186,7 +201,7 @@ TEST_F(VerbsChannelTest, RejectsSlotCountMismatchAndUseBeforeConnect) {
 
 // Sizes 0, 1, 4095, 64 KiB, 1 MiB + 3 streamed one way with the sender far ahead of the receiver
 // (more messages in flight than slots), and the other way at the same time.
-TEST_F(VerbsChannelTest, StreamsMessagesInOrderBothWays) {
+TEST_P(VerbsChannelTest, StreamsMessagesInOrderBothWays) {
   ASSERT_NO_FATAL_FAILURE(makePair(4));
   const int kMsgs = 25;
   const size_t maxBytes = (1u << 20) + 3;
@@ -212,7 +227,7 @@ TEST_F(VerbsChannelTest, StreamsMessagesInOrderBothWays) {
 }
 
 // One direction only: the sender runs ahead by 60 messages with 4 slots; the receiver is slow.
-TEST_F(VerbsChannelTest, PipelineDeeperThanSlotsWaitsForCredits) {
+TEST_P(VerbsChannelTest, PipelineDeeperThanSlotsWaitsForCredits) {
   ASSERT_NO_FATAL_FAILURE(makePair(4));
   const int kMsgs = 60;
   std::vector<std::vector<char>> msgs;
@@ -232,7 +247,7 @@ TEST_F(VerbsChannelTest, PipelineDeeperThanSlotsWaitsForCredits) {
 }
 
 // Without releases the sender gets exactly K messages out, then times out waiting for a credit.
-TEST_F(VerbsChannelTest, CreditsBoundTheSender) {
+TEST_P(VerbsChannelTest, CreditsBoundTheSender) {
   ASSERT_NO_FATAL_FAILURE(makePair(4, 300));
   ASSERT_EQ(ch_[1]->prepare(64), clbSuccess);
   ASSERT_EQ(ch_[0]->prepare(64), clbSuccess);
@@ -246,7 +261,7 @@ TEST_F(VerbsChannelTest, CreditsBoundTheSender) {
   for (int i = 0; i < 4; i++) ASSERT_NO_FATAL_FAILURE(recvCheck(*ch_[1], 1, i, d));
 }
 
-TEST_F(VerbsChannelTest, TagMismatchIsAnErrorNamingBothCalls) {
+TEST_P(VerbsChannelTest, TagMismatchIsAnErrorNamingBothCalls) {
   ASSERT_NO_FATAL_FAILURE(makePair());
   ASSERT_EQ(ch_[0]->prepare(16), clbSuccess);
   ASSERT_EQ(ch_[1]->prepare(16), clbSuccess);
@@ -259,7 +274,7 @@ TEST_F(VerbsChannelTest, TagMismatchIsAnErrorNamingBothCalls) {
   EXPECT_NE(ch_[1]->waitRecv(MsgTag{desc(5), 0, 8}, &q), clbSuccess) << "size differs";
 }
 
-TEST_F(VerbsChannelTest, TrimGivesMemoryBackAndRePrepareGrows) {
+TEST_P(VerbsChannelTest, TrimGivesMemoryBackAndRePrepareGrows) {
   ASSERT_NO_FATAL_FAILURE(makePair(2));
   const int64_t base = ch_[0]->registeredBytes();
   EXPECT_EQ(base, 4096) << "only the control block before prepare";
@@ -293,7 +308,7 @@ TEST_F(VerbsChannelTest, TrimGivesMemoryBackAndRePrepareGrows) {
 }
 
 // Growing while messages of the smaller size are still buffered at the receiver.
-TEST_F(VerbsChannelTest, GrowWithMessagesBuffered) {
+TEST_P(VerbsChannelTest, GrowWithMessagesBuffered) {
   ASSERT_NO_FATAL_FAILURE(makePair(4));
   for (auto& c : ch_) ASSERT_EQ(c->prepare(100), clbSuccess);
   auto small = content(100, 1), large = content(300000, 2);
@@ -308,7 +323,7 @@ TEST_F(VerbsChannelTest, GrowWithMessagesBuffered) {
   ASSERT_NO_FATAL_FAILURE(recvCheck(*ch_[1], 2, 0, large));
 }
 
-TEST_F(VerbsChannelTest, ThreeRankRingInThreads) {
+TEST_P(VerbsChannelTest, ThreeRankRingInThreads) {
   ch_.clear();
   for (int r = 0; r < 3; r++) ch_.push_back(make(testOptions(r, 3, 3)));
   ASSERT_NO_FATAL_FAILURE(connectRing(ch_));
@@ -332,7 +347,7 @@ TEST_F(VerbsChannelTest, ThreeRankRingInThreads) {
 
 // The ring's allgather pattern: each received block is forwarded from the receive slot (send
 // acquired while the receive is held), over 4 ranks, with many rounds in flight.
-TEST_F(VerbsChannelTest, FourRankRingForwardsWhileHoldingLikeAllGather) {
+TEST_P(VerbsChannelTest, FourRankRingForwardsWhileHoldingLikeAllGather) {
   ch_.clear();
   const int n = 4;
   for (int r = 0; r < n; r++) ch_.push_back(make(testOptions(r, n, 2)));
@@ -368,7 +383,7 @@ TEST_F(VerbsChannelTest, FourRankRingForwardsWhileHoldingLikeAllGather) {
   for (auto& x : t) x.join();
 }
 
-TEST_F(VerbsChannelTest, PathMtuIsTheMinimumOfBothPorts) {
+TEST_P(VerbsChannelTest, PathMtuIsTheMinimumOfBothPorts) {
   emu::Config c = emu::config();
   c.activeMtu = IBV_MTU_1024;
   emu::configure(c);
@@ -398,7 +413,7 @@ TEST_F(VerbsChannelTest, PathMtuIsTheMinimumOfBothPorts) {
 
 // ---- faults ----------------------------------------------------------------------------------
 
-TEST_F(VerbsChannelTest, PeerDestroyedMidStreamIsAnErrorWithinTheTimeout) {
+TEST_P(VerbsChannelTest, PeerDestroyedMidStreamIsAnErrorWithinTheTimeout) {
   ASSERT_NO_FATAL_FAILURE(makePair(4, 500, true));
   for (auto& c : ch_) ASSERT_EQ(c->prepare(4096), clbSuccess);
   auto d = content(4096, 4);
@@ -423,7 +438,7 @@ TEST_F(VerbsChannelTest, PeerDestroyedMidStreamIsAnErrorWithinTheTimeout) {
   EXPECT_LT(Clock::now() - t0, Ms(1500));
 }
 
-TEST_F(VerbsChannelTest, ReceiverWaitingForADeadPeerGetsAnErrorInTime) {
+TEST_P(VerbsChannelTest, ReceiverWaitingForADeadPeerGetsAnErrorInTime) {
   ASSERT_NO_FATAL_FAILURE(makePair(4, 300, true));
   for (auto& c : ch_) ASSERT_EQ(c->prepare(4096), clbSuccess);
   auto d = content(4096, 6);
@@ -438,7 +453,7 @@ TEST_F(VerbsChannelTest, ReceiverWaitingForADeadPeerGetsAnErrorInTime) {
   EXPECT_NE(clb::lastError().find("rank 1"), std::string::npos) << clb::lastError();
 }
 
-TEST_F(VerbsChannelTest, SilentPeerTimesOutWithTheGivenTimeout) {
+TEST_P(VerbsChannelTest, SilentPeerTimesOutWithTheGivenTimeout) {
   ASSERT_NO_FATAL_FAILURE(makePair(4, 250));
   for (auto& c : ch_) ASSERT_EQ(c->prepare(4096), clbSuccess);
   auto t0 = Clock::now();
@@ -452,7 +467,7 @@ TEST_F(VerbsChannelTest, SilentPeerTimesOutWithTheGivenTimeout) {
   EXPECT_NE(err.find("timeout"), std::string::npos) << err;
 }
 
-TEST_F(VerbsChannelTest, MemoryIsCountedInTheCommunicatorAndCapped) {
+TEST_P(VerbsChannelTest, MemoryIsCountedInTheCommunicatorAndCapped) {
   clbComm comm[2];
   for (int r = 0; r < 2; r++) {
     comm[r].rank = r;
@@ -469,8 +484,10 @@ TEST_F(VerbsChannelTest, MemoryIsCountedInTheCommunicatorAndCapped) {
   ASSERT_NO_FATAL_FAILURE(connectRing(ch));
   for (int r = 0; r < 2; r++) {
     ASSERT_EQ(ch[r]->prepare(10000), clbSuccess) << clb::lastError();
-    // Registered memory and the queues' estimate (2 slots: 2 x (72 x 64 + 36 x 32) + 232 x 64).
-    EXPECT_EQ(ch[r]->queueBytes(), 2 * (72 * 64 + 36 * 32) + 232 * 64);
+    // Registered memory and the queues' estimate (2 slots, q queue pairs per link each way:
+    // q x 2 x (72 x 64 + 36 x 32) + (q x 2 x (72 + 36) + 16) x 64).
+    const int q = GetParam();
+    EXPECT_EQ(ch[r]->queueBytes(), q * 2 * (72 * 64 + 36 * 32) + (q * 2 * (72 + 36) + 16) * 64);
     EXPECT_EQ(comm[r].mem.host.load(), ch[r]->registeredBytes() + ch[r]->queueBytes());
     EXPECT_GE(comm[r].mem.host.load(), 4096 + 2 * 2 * 10000);
   }
@@ -485,7 +502,7 @@ TEST_F(VerbsChannelTest, MemoryIsCountedInTheCommunicatorAndCapped) {
   EXPECT_EQ(comm[1].mem.host.load(), 0);
 }
 
-TEST_F(VerbsChannelTest, DroppedPacketsReportRetryExceeded) {
+TEST_P(VerbsChannelTest, DroppedPacketsReportRetryExceeded) {
   ASSERT_NO_FATAL_FAILURE(makePair(4, 2000, true));
   for (auto& c : ch_) ASSERT_EQ(c->prepare(8192), clbSuccess);
   auto d = content(8192, 8);
@@ -508,7 +525,7 @@ TEST_F(VerbsChannelTest, DroppedPacketsReportRetryExceeded) {
   EXPECT_NE(clb::lastError().find(emu::api()->wcStatusStr(IBV_WC_RETRY_EXC_ERR)), std::string::npos);
 }
 
-TEST_F(VerbsChannelTest, CorruptedRkeyReportsRemoteAccessError) {
+TEST_P(VerbsChannelTest, CorruptedRkeyReportsRemoteAccessError) {
   ch_.clear();
   ch_.push_back(make(testOptions(0, 2, 4, 1000)));
   ch_.push_back(make(testOptions(1, 2, 4, 1000)));
@@ -555,17 +572,82 @@ void processRank(int fd, int rank) {
   ASSERT_TRUE(readAll(fd, &peerDone, 1)) << "the peer did not finish";
 }
 
-TEST_F(VerbsChannelTest, ProcessPeerSide) {
+INSTANTIATE_TEST_SUITE_P(Qps, VerbsChannelTest, ::testing::Values(1, 3),
+                         [](const ::testing::TestParamInfo<int>& i) { return "q" + std::to_string(i.param); });
+
+// Both ends must use the same number of queue pairs; the message names the option.
+TEST(VerbsChannelQps, CountMismatchIsRefusedNamingTheOption) {
+  emu::Config c;
+  emu::configure(c);
+  VerbsOptions a = testOptions(0, 2), b = testOptions(1, 2);
+  a.qpsPerConnection = 2;
+  b.qpsPerConnection = 3;
+  auto x = make(a), y = make(b);
+  ASSERT_TRUE(x && y);
+  EXPECT_EQ(x->qpCount(), 2);
+  EXPECT_EQ(x->connect(y->recvSideInfo(), y->sendSideInfo()), clbInvalidArgument);
+  EXPECT_NE(clb::lastError().find("uses 3 queue pairs per link, rank 0 uses 2"), std::string::npos) << clb::lastError();
+  EXPECT_NE(clb::lastError().find("verbsQpsPerConnection"), std::string::npos) << clb::lastError();
+  VerbsOptions bad = testOptions(0, 2);
+  bad.qpsPerConnection = 9;
+  std::unique_ptr<VerbsChannel> none;
+  EXPECT_EQ(VerbsChannel::create(emu::api(), bad, nullptr, &none), clbInvalidArgument);
+  EXPECT_NE(clb::lastError().find("9 queue pairs per link asked; 1..8"), std::string::npos) << clb::lastError();
+  emu::resetConfig();
+}
+
+// With 3 queue pairs every message's parts travel on all of them (the emulator counts packets
+// per queue pair), and a message smaller than 3 x 64 bytes leaves some parts empty.
+TEST(VerbsChannelQps, EveryQueuePairCarriesParts) {
+  emu::Config c;
+  emu::configure(c);
+  gQps = 3;
+  std::vector<std::unique_ptr<VerbsChannel>> ch;
+  ch.push_back(make(testOptions(0, 2)));
+  ch.push_back(make(testOptions(1, 2)));
+  gQps = 1;
+  ASSERT_TRUE(ch[0] && ch[1]);
+  ASSERT_NO_FATAL_FAILURE(connectRing(ch));
+  ASSERT_EQ(ch[0]->prepare(300000), clbSuccess) << clb::lastError();
+  ASSERT_EQ(ch[1]->prepare(300000), clbSuccess) << clb::lastError();
+  emu::QpStats before[3];
+  for (int j = 0; j < 3; j++) ASSERT_EQ(emu::queryStats(ch[0]->sendQp(j), &before[j]), 0);
+  const size_t sizes[] = {300000, 100, 0, 191, 192, 193};
+  for (size_t i = 0; i < 6; i++) {
+    auto d = content(sizes[i], 40 + (uint32_t)i);
+    ASSERT_EQ(sendMsg(*ch[0], 2, i, d), clbSuccess) << clb::lastError();
+    ASSERT_NO_FATAL_FAILURE(recvCheck(*ch[1], 2, i, d));
+  }
+  ASSERT_EQ(ch[0]->finish(), clbSuccess) << clb::lastError();
+  uint64_t sent[3], total = 0;
+  for (int j = 0; j < 3; j++) {
+    emu::QpStats after;
+    ASSERT_EQ(emu::queryStats(ch[0]->sendQp(j), &after), 0);
+    sent[j] = after.packetsSent - before[j].packetsSent;
+    total += sent[j];
+  }
+  // The 300000-byte message is split in three equal parts: every queue pair carries a fair share.
+  for (int j = 0; j < 3; j++) EXPECT_GE(sent[j] * 4, total) << "queue pair " << j << ": " << sent[j] << " of " << total;
+  emu::resetConfig();
+}
+
+class VerbsChannelProcTest : public ::testing::Test, protected EmulatorConfig {
+ protected:
+  void SetUp() override { configureEmulator(); }
+  void TearDown() override { emu::resetConfig(); }
+};
+
+TEST_F(VerbsChannelProcTest, ProcessPeerSide) {
   const char* fdStr = getenv(kPeerFdEnv);
-  if (!fdStr) GTEST_SKIP() << "runs only as the peer process of VerbsChannelTest.TwoProcesses";
+  if (!fdStr) GTEST_SKIP() << "runs only as the peer process of VerbsChannelProcTest.TwoProcesses";
   processRank(atoi(fdStr), 1);
 }
 
-TEST_F(VerbsChannelTest, TwoProcesses) {
+TEST_F(VerbsChannelProcTest, TwoProcesses) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   fcntl(sv[0], F_SETFD, FD_CLOEXEC);
-  const pid_t pid = clb::test::spawnSelf("VerbsChannelTest.ProcessPeerSide", {std::string(kPeerFdEnv) + "=" + std::to_string(sv[1])});
+  const pid_t pid = clb::test::spawnSelf("VerbsChannelProcTest.ProcessPeerSide", {std::string(kPeerFdEnv) + "=" + std::to_string(sv[1])});
   ASSERT_GT(pid, 0);
   close(sv[1]);
   processRank(sv[0], 0);

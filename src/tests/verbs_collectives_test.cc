@@ -170,6 +170,26 @@ std::vector<std::string> infosOfTwoRanks() {
   return infos;
 }
 
+// Messages striped over 3 queue pairs per link (verbsQpsPerConnection), through the C ABI: the
+// same references, element by element, and the transport line says it.
+TEST(VerbsCollectivesQps, AllFourOverThreeQueuePairsMatchReference) {
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  for (int nranks : {2, 3}) {
+    expectNoErrors(runVerbs(
+        nranks,
+        [&](int r, clbComm_t comm) {
+          char b[4096];
+          ASSERT_EQ(clbCommInfo(comm, b, sizeof b), clbSuccess);
+          EXPECT_NE(std::string(b).find("3 queue pairs per link"), std::string::npos) << b;
+          for (size_t count : {size_t(1), size_t(7), size_t(10007)}) {
+            checkAllFour<int64_t>(nranks, r, comm, count, clbInt64);
+            checkAllFour<double>(nranks, r, comm, count + 5, clbFloat64);
+          }
+        },
+        clbAlgoRing, 4096, 20000, [](clbConfig_t* c) { c->verbsQpsPerConnection = 3; }));
+  }
+}
+
 TEST(VerbsTransport, NameParsesAndInfoNamesTheEmulatorLink) {
   int t = -1;
   ASSERT_EQ(clbTransportFromName("verbs", &t), clbSuccess);
@@ -409,13 +429,14 @@ TEST(VerbsEnvironment, BadGidIndexNamesTheVariable) {
 
 // Port not ACTIVE: VerbsTransport.PortDownFailsOnEveryRank.
 
-// ---- the verbs options of clbConfig_t (verbsDevice ... verbsRetryCount) ----
+// ---- the verbs options of clbConfig_t (verbsDevice ... verbsRetryCount, verbsQpsPerConnection) ----
 
 // Unsets every COLIBRI_VERBS_* option variable for its life.
 struct NoVerbsEnvironment {
   EnvVar device{"COLIBRI_VERBS_DEVICE", nullptr}, port{"COLIBRI_VERBS_PORT", nullptr},
       gid{"COLIBRI_VERBS_GID_INDEX", nullptr}, tc{"COLIBRI_VERBS_TRAFFIC_CLASS", nullptr},
-      timeout{"COLIBRI_VERBS_TIMEOUT", nullptr}, retry{"COLIBRI_VERBS_RETRY_COUNT", nullptr};
+      timeout{"COLIBRI_VERBS_TIMEOUT", nullptr}, retry{"COLIBRI_VERBS_RETRY_COUNT", nullptr},
+      qps{"COLIBRI_VERBS_QPS_PER_CONNECTION", nullptr};
 };
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -441,10 +462,14 @@ TEST(VerbsConfig, DefaultsAndEnvironmentVariables) {
   EXPECT_EQ(cfg.verbsTrafficClass, 0);
   EXPECT_EQ(cfg.verbsTimeout, 14);
   EXPECT_EQ(cfg.verbsRetryCount, 7);
+  EXPECT_EQ(cfg.verbsQpsPerConnection, 1);
+  EXPECT_EQ(cfg.verbsQpsPerConnection, CLB_DEFAULT_VERBS_QPS_PER_CONNECTION);
   EXPECT_EQ(cfg.verbsTimeout, clb::verbs::VerbsOptions().timeout) << "the channel's default is the config's";
   EXPECT_EQ(cfg.verbsRetryCount, clb::verbs::VerbsOptions().retryCnt);
+  EXPECT_EQ(cfg.verbsQpsPerConnection, clb::verbs::VerbsOptions().qpsPerConnection);
   EnvVar d("COLIBRI_VERBS_DEVICE", "mlx5_3"), p("COLIBRI_VERBS_PORT", "2"), g("COLIBRI_VERBS_GID_INDEX", "3"),
-      t("COLIBRI_VERBS_TRAFFIC_CLASS", "106"), o("COLIBRI_VERBS_TIMEOUT", "20"), r("COLIBRI_VERBS_RETRY_COUNT", "5");
+      t("COLIBRI_VERBS_TRAFFIC_CLASS", "106"), o("COLIBRI_VERBS_TIMEOUT", "20"), r("COLIBRI_VERBS_RETRY_COUNT", "5"),
+      q("COLIBRI_VERBS_QPS_PER_CONNECTION", "4");
   ASSERT_EQ(clbConfigInit(&cfg), clbSuccess) << clbGetLastError();
   EXPECT_STREQ(cfg.verbsDevice, "mlx5_3");
   EXPECT_EQ(cfg.verbsPort, 2);
@@ -452,6 +477,20 @@ TEST(VerbsConfig, DefaultsAndEnvironmentVariables) {
   EXPECT_EQ(cfg.verbsTrafficClass, 106);
   EXPECT_EQ(cfg.verbsTimeout, 20);
   EXPECT_EQ(cfg.verbsRetryCount, 5);
+  EXPECT_EQ(cfg.verbsQpsPerConnection, 4);
+}
+
+// The channel options carry the config's verbs fields, the QP count among them.
+TEST(VerbsConfig, OptionsFromConfigCarryTheQueuePairCount) {
+  NoVerbsEnvironment none;
+  clbConfig_t cfg;
+  ASSERT_EQ(clbConfigInit(&cfg), clbSuccess) << clbGetLastError();
+  for (int n : {1, 2, 8}) {
+    cfg.verbsQpsPerConnection = n;
+    clb::verbs::VerbsOptions o;
+    clb::verbsOptionsFromConfig(cfg, &o);
+    EXPECT_EQ(o.qpsPerConnection, n);
+  }
 }
 
 TEST(VerbsConfig, BadEnvironmentValuesNameTheVariableValueAndRange) {
@@ -469,6 +508,8 @@ TEST(VerbsConfig, BadEnvironmentValuesNameTheVariableValueAndRange) {
       {"COLIBRI_VERBS_TIMEOUT", "32", "COLIBRI_VERBS_TIMEOUT='32' is not an integer in 0..31"},
       {"COLIBRI_VERBS_TIMEOUT", "-1", "COLIBRI_VERBS_TIMEOUT='-1' is not an integer in 0..31"},
       {"COLIBRI_VERBS_RETRY_COUNT", "8", "COLIBRI_VERBS_RETRY_COUNT='8' is not an integer in 0..7"},
+      {"COLIBRI_VERBS_QPS_PER_CONNECTION", "0", "COLIBRI_VERBS_QPS_PER_CONNECTION='0' is not an integer in 1..8"},
+      {"COLIBRI_VERBS_QPS_PER_CONNECTION", "9", "COLIBRI_VERBS_QPS_PER_CONNECTION='9' is not an integer in 1..8"},
       {"COLIBRI_VERBS_DEVICE", longName, "COLIBRI_VERBS_DEVICE='" + longName + "' is 64 bytes long; a device name may have at most 63"},
   };
   for (auto& c : cases) {
@@ -492,6 +533,8 @@ TEST(VerbsConfig, OutOfRangeFieldsAreRefusedByInit) {
       {[](clbConfig_t* c) { c->verbsTrafficClass = -1; }, "config verbsTrafficClass=-1 is out of range 0..255"},
       {[](clbConfig_t* c) { c->verbsTimeout = 32; }, "config verbsTimeout=32 is out of range 0..31"},
       {[](clbConfig_t* c) { c->verbsRetryCount = 8; }, "config verbsRetryCount=8 is out of range 0..7"},
+      {[](clbConfig_t* c) { c->verbsQpsPerConnection = 0; }, "config verbsQpsPerConnection=0 is out of range 1..8"},
+      {[](clbConfig_t* c) { c->verbsQpsPerConnection = 9; }, "config verbsQpsPerConnection=9 is out of range 1..8"},
       {[](clbConfig_t* c) { memset(c->verbsDevice, 'x', sizeof c->verbsDevice); },
        "config verbsDevice is not a NUL-terminated string within its 64 bytes"},
   };
@@ -524,6 +567,7 @@ TEST(VerbsConfig, StructOfTheFirstVersionGetsDefaultsForTheVerbsFields) {
   EXPECT_EQ(used.verbsTrafficClass, 40);
   EXPECT_EQ(used.verbsTimeout, 14);
   EXPECT_EQ(used.verbsRetryCount, 7);
+  EXPECT_EQ(used.verbsQpsPerConnection, 1);
   EXPECT_STREQ(used.verbsDevice, "");
   cfg.size = 100;
   EXPECT_TRUE(contains(initAlone(&cfg), "config.size=100 but this library expects")) << clbGetLastError();
@@ -547,6 +591,43 @@ TEST(VerbsConfig, InitOfAnEarlierStructWritesOnlyItsBytes) {
   EXPECT_TRUE(contains(clbGetLastError(), "a clbConfig_t of 65 bytes")) << clbGetLastError();
   ASSERT_EQ(clbConfigInit(&cur), clbSuccess);
   EXPECT_EQ(cur.size, sizeof(clbConfig_t));
+}
+
+// A caller built against the second clbConfig_t (size 144: the verbs fields up to verbsDevice, no
+// verbsQpsPerConnection) still works: its verbs fields are used, the QP count comes from the
+// default and COLIBRI_VERBS_QPS_PER_CONNECTION, never from the bytes past its struct; and
+// clbConfigInitSized(&x, 144) writes 144 bytes, never more.
+TEST(VerbsConfig, StructOfTheSecondVersionGetsTheDefaultQueuePairCount) {
+  NoVerbsEnvironment none;
+  static_assert(offsetof(clbConfig_t, verbsQpsPerConnection) == 144, "the second version ends at 144 bytes");
+  std::vector<unsigned char> buf(sizeof(clbConfig_t) + 16, 0xAB);
+  auto* old = reinterpret_cast<clbConfig_t*>(buf.data());
+  ASSERT_EQ(clbConfigInitSized(old, 144), clbSuccess) << clbGetLastError();
+  EXPECT_EQ(old->size, 144u);
+  EXPECT_EQ(old->verbsRetryCount, CLB_DEFAULT_VERBS_RETRY_COUNT);
+  EXPECT_STREQ(old->verbsDevice, "");
+  for (size_t i = 144; i < buf.size(); i++) ASSERT_EQ(buf[i], 0xAB) << "byte " << i << " written";
+  old->timeoutMs = 12345;
+  old->verbsTrafficClass = 40;
+  old->verbsRetryCount = 3;  // the bytes past 144 stay 0xAB: garbage where verbsQpsPerConnection is
+  clbConfig_t used;
+  EXPECT_EQ(initAlone(old, &used), "");
+  EXPECT_EQ(used.size, sizeof(clbConfig_t));
+  EXPECT_EQ(used.timeoutMs, 12345);
+  EXPECT_EQ(used.verbsTrafficClass, 40);
+  EXPECT_EQ(used.verbsRetryCount, 3);
+  EXPECT_EQ(used.verbsQpsPerConnection, CLB_DEFAULT_VERBS_QPS_PER_CONNECTION);
+  {
+    EnvVar q("COLIBRI_VERBS_QPS_PER_CONNECTION", "3");
+    EXPECT_EQ(initAlone(old, &used), "");
+    EXPECT_EQ(used.verbsQpsPerConnection, 3) << "the environment, as for the first version's verbs fields";
+    EXPECT_EQ(used.verbsRetryCount, 3) << "the caller's own fields win";
+  }
+  clbConfig_t cur;
+  EXPECT_EQ(clbConfigInitSized(&cur, 145), clbInvalidArgument);
+  EXPECT_TRUE(contains(clbGetLastError(), "a clbConfig_t of 145 bytes")) << clbGetLastError();
+  old->size = 145;
+  EXPECT_TRUE(contains(initAlone(old), "config.size=145 but this library expects")) << clbGetLastError();
 }
 
 // Every rank's queue pairs (as the emulator reports them) carry `tc`, `timeout`, `retry` and the
@@ -581,7 +662,10 @@ void expectQueuePairs(const std::function<void(clbConfig_t*)>& configure, int tc
   char want[200];
   snprintf(want, sizeof want, "colibri_emu0 port 1, GID index %d, path MTU 4096, traffic class %d, timeout %d, retry count %d",
            gid, tc, timeout, retry);
-  for (auto& i : infos) EXPECT_TRUE(contains(i, want)) << "want \"" << want << "\" in\n" << i;
+  for (auto& i : infos) {
+    EXPECT_TRUE(contains(i, want)) << "want \"" << want << "\" in\n" << i;
+    EXPECT_FALSE(contains(i, "queue pairs per link")) << "one queue pair per link (the default) goes unsaid:\n" << i;
+  }
 }
 
 TEST(VerbsConfig, DefaultsReachTheQueuePairs) {
@@ -696,9 +780,11 @@ TEST(VerbsDeviceMode, RingOverDmabufSlotsMatchesReferenceAndCountsDeviceBytes) {
   EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   // 10007 int64 with chunkBytes 4096: many messages per segment, slots reused many times; 2 over
   // 3 ranks: empty segments (messages without payload, which still need announced slots).
-  for (auto [nranks, count] : {std::pair<int, size_t>{2, 10007}, {3, 10007}, {3, 2}, {2, 1}}) {
+  // (ranks, count, queue pairs per link)
+  for (auto [nranks, count, qps] : {std::tuple<int, size_t, int>{2, 10007, 1}, {3, 10007, 1}, {3, 2, 1}, {2, 1, 1},
+                                    {3, 10007, 3}, {2, 100, 2}}) {
     std::vector<MemfdDevice> dev(nranks);
-    expectNoErrors(runVerbs(nranks, [&](int r, clbComm_t comm) {
+    expectNoErrors(runVerbs(nranks, [&, nranks = nranks, count = count](int r, clbComm_t comm) {
       clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd"};
       std::unique_ptr<clb::RingChannel> ch;
       std::string info;
@@ -746,7 +832,8 @@ TEST(VerbsDeviceMode, RingOverDmabufSlotsMatchesReferenceAndCountsDeviceBytes) {
       EXPECT_GE(dev[r].allocs.load(), 3) << "the probe page, the staging and the receive slots";
       EXPECT_EQ(comm->mem.device - devBefore, dev[r].live.load());
       ASSERT_EQ(ch->trim(), clbSuccess) << clbGetLastError();
-    }));
+      EXPECT_EQ(vc->qpCount(), qps);
+    }, clbAlgoRing, 4096, 20000, [qps = qps](clbConfig_t* c) { c->verbsQpsPerConnection = qps; }));
     for (auto& d : dev) EXPECT_EQ(d.live.load(), 0) << "device memory given back (trim, then destruction)";
   }
 }

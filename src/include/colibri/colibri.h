@@ -93,8 +93,8 @@ typedef struct { char internal[CLB_UNIQUE_ID_BYTES]; } clbUniqueId;
  * Communicator options. Always start from clbConfigInit, which fills the documented defaults and
  * applies COLIBRI_* environment variables; then change fields. `size` lets later versions grow
  * the struct without breaking callers: new fields are only ever added at the end, and
- * clbCommInitRank also takes the struct of an earlier version (size 64, up to versionCheck),
- * filling the fields it lacks as clbConfigInit would.
+ * clbCommInitRank also takes the struct of an earlier version (size 64, up to versionCheck; or
+ * size 144, up to verbsDevice), filling the fields it lacks as clbConfigInit would.
  */
 typedef struct {
   size_t size;                 /* sizeof(clbConfig_t), set by clbConfigInit */
@@ -114,6 +114,8 @@ typedef struct {
   int verbsTimeout;            /* local ACK timeout 4.096 us * 2^x (0..31) COLIBRI_VERBS_TIMEOUT */
   int verbsRetryCount;         /* transport retries (0..7)             COLIBRI_VERBS_RETRY_COUNT */
   char verbsDevice[CLB_VERBS_DEVICE_BYTES]; /* NUL-terminated; "": first  COLIBRI_VERBS_DEVICE */
+  /* Added after the second version of the struct (size 144, up to verbsDevice). */
+  int verbsQpsPerConnection;   /* RC queue pairs per link (1..8)       COLIBRI_VERBS_QPS_PER_CONNECTION */
 } clbConfig_t;
 
 #define CLB_DEFAULT_PIPELINE_DEPTH 4
@@ -127,6 +129,7 @@ typedef struct {
 #define CLB_DEFAULT_VERBS_TRAFFIC_CLASS 0
 #define CLB_DEFAULT_VERBS_TIMEOUT 14
 #define CLB_DEFAULT_VERBS_RETRY_COUNT 7
+#define CLB_DEFAULT_VERBS_QPS_PER_CONNECTION 1
 
 typedef struct {
   int64_t hostBytes;       /* host memory Colibri holds now (staging, control blocks) */

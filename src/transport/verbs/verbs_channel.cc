@@ -43,6 +43,14 @@ struct Announce {
 
 uint32_t imm(uint32_t kind, uint32_t low) { return kind << 30 | (low & kLow30); }
 
+// Part j of a message of `total` bytes split over q queue pairs: 64-byte aligned pieces, the
+// last ones possibly empty. q == 1: the whole message.
+void partOf(size_t total, uint32_t q, uint32_t j, size_t* off, size_t* len) {
+  size_t per = ((total + q - 1) / q + 63) / 64 * 64;
+  *off = std::min((size_t)j * per, total);
+  *len = std::min(per, total - *off);
+}
+
 const char* wrWhat(uint64_t wrId) {
   switch (wrId >> 56) {
     case kWrData: return "the RDMA WRITE of a ring message";
@@ -85,6 +93,7 @@ VerbsChannel::VerbsChannel(const VerbsApi* api, const VerbsOptions& o, clbComm* 
   prev_ = (rank_ + n - 1) % n;
   if (comm) o_.timeoutMs = comm->cfg.timeoutMs, o_.stagingCapBytes = comm->cfg.stagingCapBytes;
   K_ = (uint32_t)o.slots;
+  Q_ = (uint32_t)o.qpsPerConnection;
 }
 
 clbResult_t VerbsChannel::create(const VerbsApi* api, const VerbsOptions& options, clbComm* comm,
@@ -93,6 +102,9 @@ clbResult_t VerbsChannel::create(const VerbsApi* api, const VerbsOptions& option
   if (!api) return setError(clbInvalidArgument, "verbs channel: no VerbsApi table");
   if (options.slots < 1 || options.slots > 64)
     return setError(clbInvalidArgument, "verbs channel: %d receive slots asked; 1..64 are possible", options.slots);
+  if (options.qpsPerConnection < 1 || options.qpsPerConnection > kVerbsMaxQps)
+    return setError(clbInvalidArgument, "verbs channel: %d queue pairs per link asked; 1..%d are possible",
+                    options.qpsPerConnection, kVerbsMaxQps);
   std::unique_ptr<VerbsChannel> ch(new VerbsChannel(api, options, comm));
   CLB_CHECK(ch->open());
   *out = std::move(ch);
@@ -227,9 +239,14 @@ clbResult_t VerbsChannel::open() {
   if (!pd_) return setSysError(errno, "verbs: ibv_alloc_pd(%s) failed", devName.c_str());
   sqDepth_ = 4 * (int)K_ + 64;
   rqDepth_ = 2 * (int)K_ + 32;
-  cq_ = api_->createCq(ctx_, 2 * (sqDepth_ + rqDepth_) + 16, nullptr, nullptr, 0);
+  const int cqe = (int)Q_ * 2 * (sqDepth_ + rqDepth_) + 16;
+  cq_ = api_->createCq(ctx_, cqe, nullptr, nullptr, 0);
   if (!cq_) return setSysError(errno, "verbs: ibv_create_cq(%s) failed", devName.c_str());
-  for (ibv_qp** q : {&sendQp_, &recvQp_}) {
+  sendQps_.assign(Q_, nullptr);
+  recvQps_.assign(Q_, nullptr);
+  std::vector<ibv_qp**> all;
+  for (uint32_t j = 0; j < Q_; j++) all.push_back(&sendQps_[j]), all.push_back(&recvQps_[j]);
+  for (ibv_qp** q : all) {
     ibv_qp_init_attr ia;
     memset(&ia, 0, sizeof ia);
     ia.send_cq = cq_;
@@ -252,7 +269,7 @@ clbResult_t VerbsChannel::open() {
     if (rc) return setSysError(rc, "verbs: moving a queue pair to INIT on %s failed", devName.c_str());
     CLB_CHECK(postRecvs(*q, rqDepth_));
   }
-  queueBytes_ = 2 * ((int64_t)sqDepth_ * 64 + (int64_t)rqDepth_ * 32) + (2 * (sqDepth_ + rqDepth_) + 16) * 64;
+  queueBytes_ = 2 * (int64_t)Q_ * ((int64_t)sqDepth_ * 64 + (int64_t)rqDepth_ * 32) + (int64_t)cqe * 64;
   if (comm_) comm_->mem.addHost(queueBytes_);
   CLB_CHECK(newRegion(o_.device ? kCtlBytesDevice : kCtlBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
                       false, &ctl_));
@@ -262,7 +279,10 @@ clbResult_t VerbsChannel::open() {
     memset(i, 0, sizeof *i);
     i->magic = kVerbsConnMagic;
     i->version = kVerbsConnVersion;
-    i->qpn = (i == &sendInfo_ ? sendQp_ : recvQp_)->qp_num;
+    const std::vector<ibv_qp*>& qps = i == &sendInfo_ ? sendQps_ : recvQps_;
+    i->qpn = qps[0]->qp_num;
+    i->qpCount = Q_;
+    for (uint32_t j = 1; j < Q_; j++) i->moreQpns[j - 1] = qps[j]->qp_num;
     i->psn = rd() & kLow24;
     i->lid = pa.lid;
     i->mtu = (uint8_t)pa.active_mtu;
@@ -273,7 +293,12 @@ clbResult_t VerbsChannel::open() {
     i->ctlRkey = ctl_->mr->rkey;
     i->flags = o_.device ? kVerbsConnDeviceSlots : 0;
   }
-  arrived_.assign(K_, Arrived{nullptr, 0, 0});
+  arrived_.assign(K_, Arrived{nullptr, 0, 0, 0});
+  sendDoneQ_.assign(Q_, 0);
+  recvSeqQ_.assign(Q_, 0);
+  regionQ_.assign(Q_, nullptr);
+  slotBytesQ_.assign(Q_, 0);
+  ackedQ_.assign(Q_, 0);
   return clbSuccess;
 }
 
@@ -284,8 +309,10 @@ clbResult_t VerbsChannel::checkDeviceMemory() {
 }
 
 VerbsChannel::~VerbsChannel() {
-  if (sendQp_) api_->destroyQp(sendQp_);
-  if (recvQp_) api_->destroyQp(recvQp_);
+  for (ibv_qp* q : sendQps_)
+    if (q) api_->destroyQp(q);
+  for (ibv_qp* q : recvQps_)
+    if (q) api_->destroyQp(q);
   staging_.reset();
   regions_.clear();
   ctl_.reset();
@@ -299,17 +326,22 @@ clbResult_t VerbsChannel::postRecvs(ibv_qp* qp, int n) {
   for (int i = 0; i < n; i++) {
     ibv_recv_wr wr;
     memset(&wr, 0, sizeof wr);
-    wr.wr_id = qp == sendQp_ ? kWrRecvSend : kWrRecvRecv;
+    wr.wr_id = isSendQp(qp) ? kWrRecvSend : kWrRecvRecv;
     ibv_recv_wr* bad = nullptr;
     int rc = api_->postRecv(qp, &wr, &bad);
     if (rc) return fail(setSysError(rc, "verbs: ibv_post_recv on the link %s rank %d failed",
-                                    qp == sendQp_ ? "to" : "from", qp == sendQp_ ? next_ : prev_));
+                                    isSendQp(qp) ? "to" : "from", isSendQp(qp) ? next_ : prev_));
   }
   return clbSuccess;
 }
 
-clbResult_t VerbsChannel::connectQp(ibv_qp* qp, const VerbsConnInfo& local, const VerbsConnInfo& r, const char* which) {
-  int peer = qp == sendQp_ ? next_ : prev_;
+bool VerbsChannel::isSendQp(const ibv_qp* qp) const {
+  return std::find(sendQps_.begin(), sendQps_.end(), qp) != sendQps_.end();
+}
+
+clbResult_t VerbsChannel::connectQp(ibv_qp* qp, const VerbsConnInfo& local, const VerbsConnInfo& r, uint32_t remoteQpn,
+                                    const char* which) {
+  int peer = isSendQp(qp) ? next_ : prev_;
   if (r.magic != kVerbsConnMagic || r.version != kVerbsConnVersion)
     return setError(clbInvalidArgument, "verbs: the connection info from rank %d (%s) is not a Colibri verbs "
                     "endpoint of version %u (magic 0x%x, version %u): mixed Colibri versions?", peer, which,
@@ -318,6 +350,10 @@ clbResult_t VerbsChannel::connectQp(ibv_qp* qp, const VerbsConnInfo& local, cons
     return setError(clbInvalidArgument, "verbs: rank %d uses %u receive slots per link, rank %d uses %u: "
                     "every rank must use the same slot count (slots = pipelineDepth, at least 2: set pipelineDepth / "
                     "COLIBRI_PIPELINE_DEPTH the same on every rank)", peer, r.slots, rank_, K_);
+  if (r.qpCount != Q_)
+    return setError(clbInvalidArgument, "verbs: rank %d uses %u queue pairs per link, rank %d uses %u: set "
+                    "verbsQpsPerConnection / COLIBRI_VERBS_QPS_PER_CONNECTION the same on every rank", peer,
+                    r.qpCount, rank_, Q_);
   if ((r.flags & kVerbsConnDeviceSlots) != (local.flags & kVerbsConnDeviceSlots))
     return setError(clbInvalidArgument, "verbs: rank %d's channel carries %s memory, rank %d's %s memory: both "
                     "ends of a link must be set up alike (mixed Colibri versions?)", peer,
@@ -332,7 +368,7 @@ clbResult_t VerbsChannel::connectQp(ibv_qp* qp, const VerbsConnInfo& local, cons
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = mtu;
-  a.dest_qp_num = r.qpn;
+  a.dest_qp_num = remoteQpn;
   a.rq_psn = r.psn;
   a.max_dest_rd_atomic = 1;
   a.min_rnr_timer = o_.minRnrTimer;
@@ -349,7 +385,7 @@ clbResult_t VerbsChannel::connectQp(ibv_qp* qp, const VerbsConnInfo& local, cons
                                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
   if (rc)
     return setSysError(rc, "verbs: moving the queue pair %s rank %d to RTR failed (remote QP %u, path MTU %d, GID "
-                       "index %d): check the exchanged connection info and the GID index", which, peer, r.qpn,
+                       "index %d): check the exchanged connection info and the GID index", which, peer, remoteQpn,
                        mtuBytes(mtu), gidIndex_);
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTS;
@@ -366,8 +402,14 @@ clbResult_t VerbsChannel::connectQp(ibv_qp* qp, const VerbsConnInfo& local, cons
 
 clbResult_t VerbsChannel::connect(const VerbsConnInfo& next, const VerbsConnInfo& prev) {
   if (connected_) return setError(clbInvalidUsage, "verbs: the channel is already connected");
-  CLB_CHECK(connectQp(sendQp_, sendInfo_, next, "to"));
-  CLB_CHECK(connectQp(recvQp_, recvInfo_, prev, "from"));
+  auto qpn = [](const VerbsConnInfo& i, uint32_t j) { return j == 0 ? i.qpn : i.moreQpns[j - 1]; };
+  if (next.qpCount > (uint32_t)kVerbsMaxQps || prev.qpCount > (uint32_t)kVerbsMaxQps)
+    return setError(clbInvalidArgument, "verbs: a peer announced %u queue pairs per link (at most %d)",
+                    std::max(next.qpCount, prev.qpCount), kVerbsMaxQps);
+  for (uint32_t j = 0; j < Q_; j++) {
+    CLB_CHECK(connectQp(sendQps_[j], sendInfo_, next, qpn(next, j), "to"));
+    CLB_CHECK(connectQp(recvQps_[j], recvInfo_, prev, qpn(prev, j), "from"));
+  }
   nextInfo_ = next;
   prevInfo_ = prev;
   connected_ = true;
@@ -394,13 +436,14 @@ clbResult_t VerbsChannel::post(ibv_qp* qp, ibv_send_wr* wr, const char* what) {
     ibv_send_wr* bad = nullptr;
     int rc = api_->postSend(qp, wr, &bad);
     if (rc == 0) return clbSuccess;
+    if (bad) wr = bad;  // those before it were posted (a chain): go on from there
     if (rc == ENOMEM && nowMs() - start < o_.timeoutMs) {  // send queue full: completions free it
       if (!inProgress_) CLB_CHECK(progress());
       std::this_thread::yield();
       continue;
     }
     return fail(setSysError(rc, "verbs: posting %s to rank %d failed (queue pair state or a full send queue)",
-                            what, qp == sendQp_ ? next_ : prev_));
+                            what, isSendQp(qp) ? next_ : prev_));
   }
 }
 
@@ -429,6 +472,7 @@ clbResult_t VerbsChannel::announce(std::unique_ptr<Region> slots, size_t slotByt
   pendingSlotBytes_ = slotBytes;
   if (slots) regions_.push_back(std::move(slots));
   announcePending_ = true;
+  acksPending_ = Q_;
   ibv_sge sge{(uint64_t)(uintptr_t)a, (uint32_t)sizeof *a, ctl_->mr->lkey};
   ibv_send_wr wr;
   memset(&wr, 0, sizeof wr);
@@ -440,19 +484,25 @@ clbResult_t VerbsChannel::announce(std::unique_ptr<Region> slots, size_t slotByt
   wr.imm_data = htonl(imm(kKindAnnounce, epoch_));
   wr.wr.rdma.remote_addr = prevInfo_.ctlAddr;
   wr.wr.rdma.rkey = prevInfo_.ctlRkey;
-  return post(recvQp_, &wr, "the receive-slot announcement");
+  return post(recvQps_[0], &wr, "the receive-slot announcement");
 }
 
 void VerbsChannel::collectRetired() {
   regions_.erase(std::remove_if(regions_.begin(), regions_.end(),
                                 [&](const std::unique_ptr<Region>& r) {
-                                  return r.get() != curSlots_ && r.get() != pendingSlots_ && r->refs == 0;
+                                  return r.get() != curSlots_ && r.get() != pendingSlots_ && r->refs == 0 &&
+                                         std::find(regionQ_.begin(), regionQ_.end(), r.get()) == regionQ_.end();
                                 }),
                  regions_.end());
 }
 
 clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
-  const bool onSendQp = wc.qp_num == sendQp_->qp_num;
+  uint32_t q = 0;  // which queue pair of its side
+  bool onSendQp = false;
+  for (uint32_t j = 0; j < Q_; j++) {
+    if (sendQps_[j]->qp_num == wc.qp_num) onSendQp = true, q = j;
+    if (recvQps_[j]->qp_num == wc.qp_num) q = j;
+  }
   const int peer = onSendQp ? next_ : prev_;
   if (wc.status != IBV_WC_SUCCESS) {
     // The first real error explains the flushes that follow it; keep it.
@@ -473,7 +523,7 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
     return rc;
   }
   if (wc.opcode & IBV_WC_RECV) {
-    CLB_CHECK(postRecvs(onSendQp ? sendQp_ : recvQp_, 1));
+    CLB_CHECK(postRecvs(onSendQp ? sendQps_[q] : recvQps_[q], 1));
     if (!(wc.wc_flags & IBV_WC_WITH_IMM))
       return fail(setError(clbRemoteError, "verbs: rank %d sent a message without immediate data to rank %d: not "
                            "a Colibri verbs peer of this version?", peer, rank_));
@@ -492,13 +542,21 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
       remoteRkey_ = a.rkey;
       remoteSlotBytes_ = a.slotBytes;
       remoteEpoch_ = a.epoch;
-      return postZero(sendQp_, imm(kKindAck, a.epoch), nextInfo_.ctlAddr, nextInfo_.ctlRkey,
-                      "the acknowledgement of new receive slots");
+      // On every queue pair: data posted after its acknowledgement goes to the new slots.
+      for (uint32_t j = 0; j < Q_; j++)
+        CLB_CHECK(postZero(sendQps_[j], imm(kKindAck, a.epoch), nextInfo_.ctlAddr, nextInfo_.ctlRkey,
+                           "the acknowledgement of new receive slots"));
+      return clbSuccess;
     }
     if (!onSendQp && kind == kKindAck) {
-      if (!announcePending_ || (v & kLow30) != (epoch_ & kLow30))
-        return fail(setError(clbRemoteError, "verbs: rank %d acknowledged slot epoch %u, rank %d announced %u",
-                             peer, v & kLow30, rank_, epoch_));
+      if (!announcePending_ || (v & kLow30) != (epoch_ & kLow30) || ackedQ_[q] == epoch_)
+        return fail(setError(clbRemoteError, "verbs: rank %d acknowledged slot epoch %u on queue pair %u, rank %d "
+                             "announced %u%s", peer, v & kLow30, q, rank_, epoch_,
+                             ackedQ_[q] == epoch_ ? " (acknowledged twice)" : ""));
+      ackedQ_[q] = epoch_;
+      regionQ_[q] = pendingSlots_;
+      slotBytesQ_[q] = pendingSlotBytes_;
+      if (--acksPending_ > 0) return clbSuccess;
       curSlots_ = pendingSlots_;
       curSlotBytes_ = pendingSlotBytes_;
       pendingSlots_ = nullptr;
@@ -507,25 +565,43 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
       return clbSuccess;
     }
     if (!onSendQp && kind == kKindData) {
+      // Part q of message n: queue pair q delivers its parts in order.
+      const uint64_t n = recvSeqQ_[q];
+      Region* reg = regionQ_[q];
       uint32_t slot = (v >> 24) & 63, seq = v & kLow24;
-      if (seq != (recvSeq_ & kLow24) || slot != recvSeq_ % K_ || recvSeq_ - recvReleased_ >= K_ || !curSlots_)
-        return fail(setError(clbRemoteError, "verbs: rank %d wrote message %u into slot %u; rank %d expected message "
-                             "%llu in slot %llu with %llu of %u slots free%s (protocol error)",
-                             peer, seq, slot, rank_, (unsigned long long)(recvSeq_ & kLow24),
-                             (unsigned long long)(recvSeq_ % K_), (unsigned long long)(K_ - (recvSeq_ - recvReleased_)),
-                             K_, curSlots_ ? "" : ", no slots announced"));
-      if (o_.device ? wc.byte_len != sizeof(MsgTag) : (wc.byte_len < sizeof(MsgTag) || wc.byte_len > curSlotBytes_))
-        return fail(setError(clbRemoteError, "verbs: rank %d wrote %u bytes into a %s of %zu bytes", peer,
-                             wc.byte_len, o_.device ? "tag slot" : "slot", o_.device ? sizeof(MsgTag) : curSlotBytes_));
-      arrived_[recvSeq_ % K_] = Arrived{curSlots_, slot, wc.byte_len};
-      curSlots_->refs++;
-      recvSeq_++;
+      if (seq != (n & kLow24) || slot != n % K_ || n - recvReleased_ >= K_ || !reg)
+        return fail(setError(clbRemoteError, "verbs: rank %d wrote message %u into slot %u (queue pair %u); rank %d "
+                             "expected message %llu in slot %llu with %llu of %u slots free%s (protocol error)",
+                             peer, seq, slot, q, rank_, (unsigned long long)(n & kLow24), (unsigned long long)(n % K_),
+                             (unsigned long long)(K_ - (n - recvReleased_)), K_, reg ? "" : ", no slots announced"));
+      const bool tagPart = q == 0;  // host mode: the tag starts part 0; device mode: part 0 is the tag
+      const bool bad = o_.device ? (tagPart ? wc.byte_len != sizeof(MsgTag) : wc.byte_len > slotBytesQ_[q])
+                                 : ((tagPart && wc.byte_len < sizeof(MsgTag)) || wc.byte_len > slotBytesQ_[q]);
+      if (bad)
+        return fail(setError(clbRemoteError, "verbs: rank %d wrote %u bytes into a %s of %zu bytes (queue pair %u)",
+                             peer, wc.byte_len, o_.device && tagPart ? "tag slot" : "slot",
+                             o_.device && tagPart ? sizeof(MsgTag) : slotBytesQ_[q], q));
+      Arrived& a = arrived_[n % K_];
+      if (a.parts == 0) {
+        a = Arrived{reg, slot, 0, 0};
+        reg->refs++;
+      } else if (a.region != reg) {
+        return fail(setError(clbRemoteError, "verbs: the parts of message %llu from rank %d landed in different slot "
+                             "regions (protocol error)", (unsigned long long)n, peer));
+      }
+      a.bytes += wc.byte_len;
+      a.parts++;
+      recvSeqQ_[q]++;
+      while (recvSeq_ - recvReleased_ < K_ && arrived_[recvSeq_ % K_].parts == Q_) recvSeq_++;
       return clbSuccess;
     }
     return fail(setError(clbRemoteError, "verbs: unexpected immediate 0x%08x from rank %d on the link %s it (protocol "
                          "error: mixed versions?)", v, peer, onSendQp ? "to" : "from"));
   }
-  if ((wc.wr_id >> 56) == kWrData) sendDone_++;
+  if ((wc.wr_id >> 56) == kWrData) {
+    sendDoneQ_[q]++;
+    sendDone_ = *std::min_element(sendDoneQ_.begin(), sendDoneQ_.end());
+  }
   return clbSuccess;
 }
 
@@ -616,23 +692,31 @@ clbResult_t VerbsChannel::postSend(const MsgTag& tag) {
                     (unsigned long long)tag.bytes, acquired_ ? acquiredBytes_ : (size_t)0);
   const uint32_t slot = (uint32_t)(sendSeq_ % K_);
   if (o_.device) return postDeviceSend(tag, slot);
+  return postParts(tag, slot);
+}
+
+clbResult_t VerbsChannel::postParts(const MsgTag& tag, uint32_t slot) {
   char* s = staging_->slot(slot);
   memcpy(s, &tag, sizeof tag);
   const size_t len = sizeof(MsgTag) + tag.bytes;
   CLB_CHECK(waitFor([&] { return remoteSlotBytes_ >= len && sendSeq_ < peerReleased_ + K_; },
                     "a free receive slot (credit) from the next rank", next_));
-  ibv_sge sge{(uint64_t)(uintptr_t)s, (uint32_t)len, staging_->mr->lkey};
-  ibv_send_wr wr;
-  memset(&wr, 0, sizeof wr);
-  wr.wr_id = kWrData << 56 | (sendSeq_ & ((1ull << 56) - 1));
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.imm_data = htonl(slot << 24 | (uint32_t)(sendSeq_ & kLow24));
-  wr.wr.rdma.remote_addr = remoteAddr_ + (uint64_t)slot * remoteSlotBytes_;
-  wr.wr.rdma.rkey = remoteRkey_;
-  CLB_CHECK(post(sendQp_, &wr, "the RDMA WRITE of a ring message"));
+  for (uint32_t j = 0; j < Q_; j++) {
+    size_t off, n;
+    partOf(len, Q_, j, &off, &n);
+    ibv_sge sge{(uint64_t)(uintptr_t)(s + off), (uint32_t)n, staging_->mr->lkey};
+    ibv_send_wr wr;
+    memset(&wr, 0, sizeof wr);
+    wr.wr_id = kWrData << 56 | (sendSeq_ & ((1ull << 56) - 1));
+    wr.sg_list = &sge;
+    wr.num_sge = n ? 1 : 0;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htonl(slot << 24 | (uint32_t)(sendSeq_ & kLow24));
+    wr.wr.rdma.remote_addr = remoteAddr_ + (uint64_t)slot * remoteSlotBytes_ + off;
+    wr.wr.rdma.rkey = remoteRkey_;
+    CLB_CHECK(post(sendQps_[j], &wr, "the RDMA WRITE of a ring message"));
+  }
   sendSeq_++;
   acquired_ = false;
   return progress();
@@ -646,26 +730,41 @@ clbResult_t VerbsChannel::postDeviceSend(const MsgTag& tag, uint32_t slot) {
   // Slots must be announced even for an empty payload (the tag still takes one).
   CLB_CHECK(waitFor([&] { return remoteSlotBytes_ > 0 && remoteSlotBytes_ >= tag.bytes && sendSeq_ < peerReleased_ + K_; },
                     "a free receive slot (credit) from the next rank", next_));
-  ibv_sge data{(uint64_t)(uintptr_t)staging_->slot(slot), (uint32_t)tag.bytes, staging_->mr->lkey};
-  ibv_sge tagSge{(uint64_t)(uintptr_t)outTag, (uint32_t)sizeof(MsgTag), ctl_->mr->lkey};
-  ibv_send_wr wr[2];
-  memset(wr, 0, sizeof wr);
-  wr[0].wr_id = kWrPayload << 56 | (sendSeq_ & ((1ull << 56) - 1));
-  wr[0].sg_list = &data;
-  wr[0].num_sge = tag.bytes ? 1 : 0;
-  wr[0].opcode = IBV_WR_RDMA_WRITE;
-  wr[0].wr.rdma.remote_addr = remoteAddr_ + (uint64_t)slot * remoteSlotBytes_;
-  wr[0].wr.rdma.rkey = remoteRkey_;
-  wr[0].next = &wr[1];
-  wr[1].wr_id = kWrData << 56 | (sendSeq_ & ((1ull << 56) - 1));
-  wr[1].sg_list = &tagSge;
-  wr[1].num_sge = 1;
-  wr[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  wr[1].send_flags = IBV_SEND_SIGNALED;
-  wr[1].imm_data = htonl(slot << 24 | (uint32_t)(sendSeq_ & kLow24));
-  wr[1].wr.rdma.remote_addr = nextInfo_.ctlAddr + kCtlTagIn + (uint64_t)slot * sizeof(MsgTag);
-  wr[1].wr.rdma.rkey = nextInfo_.ctlRkey;
-  CLB_CHECK(post(sendQp_, wr, "the RDMA WRITEs of a ring message"));
+  const uint64_t remote = remoteAddr_ + (uint64_t)slot * remoteSlotBytes_;
+  for (uint32_t j = 0; j < Q_; j++) {
+    size_t off, n;
+    partOf(tag.bytes, Q_, j, &off, &n);
+    ibv_sge data{(uint64_t)(uintptr_t)(staging_->slot(slot) + off), (uint32_t)n, staging_->mr->lkey};
+    ibv_sge tagSge{(uint64_t)(uintptr_t)outTag, (uint32_t)sizeof(MsgTag), ctl_->mr->lkey};
+    ibv_send_wr wr[2];
+    memset(wr, 0, sizeof wr);
+    // Queue pair 0: its payload part into the slot, then the tag with the immediate; the others:
+    // their part with the immediate.
+    ibv_send_wr& last = j == 0 ? wr[1] : wr[0];
+    if (j == 0) {
+      wr[0].wr_id = kWrPayload << 56 | (sendSeq_ & ((1ull << 56) - 1));
+      wr[0].sg_list = &data;
+      wr[0].num_sge = n ? 1 : 0;
+      wr[0].opcode = IBV_WR_RDMA_WRITE;
+      wr[0].wr.rdma.remote_addr = remote + off;
+      wr[0].wr.rdma.rkey = remoteRkey_;
+      wr[0].next = &wr[1];
+      wr[1].sg_list = &tagSge;
+      wr[1].num_sge = 1;
+      wr[1].wr.rdma.remote_addr = nextInfo_.ctlAddr + kCtlTagIn + (uint64_t)slot * sizeof(MsgTag);
+      wr[1].wr.rdma.rkey = nextInfo_.ctlRkey;
+    } else {
+      wr[0].sg_list = &data;
+      wr[0].num_sge = n ? 1 : 0;
+      wr[0].wr.rdma.remote_addr = remote + off;
+      wr[0].wr.rdma.rkey = remoteRkey_;
+    }
+    last.wr_id = kWrData << 56 | (sendSeq_ & ((1ull << 56) - 1));
+    last.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    last.send_flags = IBV_SEND_SIGNALED;
+    last.imm_data = htonl(slot << 24 | (uint32_t)(sendSeq_ & kLow24));
+    CLB_CHECK(post(sendQps_[j], wr, "the RDMA WRITEs of a ring message"));
+  }
   sendSeq_++;
   acquired_ = false;
   return progress();
@@ -679,9 +778,11 @@ clbResult_t VerbsChannel::waitRecv(const MsgTag& expect, const void** buf) {
   MsgTag got;
   if (o_.device) {
     memcpy(&got, static_cast<const char*>(ctl_->mem) + kCtlTagIn + (size_t)a.slot * sizeof(MsgTag), sizeof got);
-    if (got.bytes > a.region->stride)
-      return fail(setError(clbRemoteError, "verbs: rank %d sent a message of %llu bytes into a slot of %zu bytes",
-                           prev_, (unsigned long long)got.bytes, a.region->stride));
+    size_t off0, len0;  // queue pair 0's payload part came without an immediate of its own
+    partOf(got.bytes, Q_, 0, &off0, &len0);
+    if (got.bytes > a.region->stride || a.bytes != sizeof(MsgTag) + got.bytes - len0)
+      return fail(setError(clbRemoteError, "verbs: rank %d sent a message of %llu bytes (%u bytes in its parts) into "
+                           "a slot of %zu bytes", prev_, (unsigned long long)got.bytes, a.bytes, a.region->stride));
     CLB_CHECK(checkTag(got, expect, prev_, rank_));
     *buf = s;
     holding_ = true;
@@ -704,9 +805,10 @@ clbResult_t VerbsChannel::releaseRecv() {
   Arrived& a = arrived_[recvReleased_ % K_];
   a.region->refs--;
   a.region = nullptr;
+  a.parts = 0;
   recvReleased_++;
   collectRetired();
-  CLB_CHECK(postZero(recvQp_, imm(kKindCredit, (uint32_t)recvReleased_), prevInfo_.ctlAddr, prevInfo_.ctlRkey,
+  CLB_CHECK(postZero(recvQps_[0], imm(kKindCredit, (uint32_t)recvReleased_), prevInfo_.ctlAddr, prevInfo_.ctlRkey,
                      "a credit"));
   return progress();
 }

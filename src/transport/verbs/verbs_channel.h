@@ -39,6 +39,14 @@
 //     their condition holds, the timeout passes (comm->checkWait with a communicator, else
 //     options.timeoutMs), or a completion fails. A failed work completion becomes a sticky error
 //     naming the status, what it likely means and what to check.
+//   - Several queue pairs per link (options.qpsPerConnection = Q, both ends equal): every message
+//     is split into Q parts at 64-byte boundaries (some may be empty), part j written on queue
+//     pair j with the same immediate. Each queue pair stays in order, so the receiver counts
+//     parts per queue pair and a message is complete when all Q parts are in (messages complete
+//     in order). Announcements and credits travel on queue pair 0; the sender acknowledges new
+//     slots on every queue pair, and the receiver switches queue pair j to the new slots at its
+//     acknowledgement (data after it goes there), retiring the old slots once all Q have.
+//     A send staging slot is free when all Q parts of its message completed.
 //   - Not thread-safe: one thread drives a channel at a time (as the ring algorithm does).
 #pragma once
 
@@ -59,6 +67,8 @@
 namespace clb {
 namespace verbs {
 
+constexpr int kVerbsMaxQps = 8;  // queue pairs per link at most
+
 // What one side of a link tells the other (plain bytes: send it any way).
 struct VerbsConnInfo {
   uint32_t magic;    // kVerbsConnMagic
@@ -73,11 +83,13 @@ struct VerbsConnInfo {
   uint64_t ctlAddr;  // control block: announces are written here, acks and credits target it
   uint32_t ctlRkey;
   uint32_t flags;    // kVerbsConnDeviceSlots: slots in device memory (both ends must agree)
+  uint32_t qpCount;  // queue pairs of this side of the link (qpn is the first)
+  uint32_t moreQpns[kVerbsMaxQps - 1];
 };
 constexpr uint32_t kVerbsConnDeviceSlots = 1;
 constexpr uint32_t kVerbsConnMagic = 0x43564231;  // "CVB1"
-constexpr uint32_t kVerbsConnVersion = 1;
-static_assert(std::is_trivially_copyable<VerbsConnInfo>::value && sizeof(VerbsConnInfo) == 56,
+constexpr uint32_t kVerbsConnVersion = 2;         // 2: several queue pairs per link
+static_assert(std::is_trivially_copyable<VerbsConnInfo>::value && sizeof(VerbsConnInfo) == 88,
               "VerbsConnInfo travels as plain bytes");
 
 // Device memory for the slots and staging of a channel in device mode (GPUDirect RDMA).
@@ -102,6 +114,7 @@ struct VerbsOptions {
   uint8_t rnrRetry = 7;
   uint8_t minRnrTimer = 12;
   int slots = 8;                     // K receive slots per link (1..64); the ring: pipelineDepth
+  int qpsPerConnection = 1;          // RC queue pairs per link (1..8), both ends equal
   int64_t timeoutMs = 30000;         // without a communicator: how long a wait may last
   int64_t stagingCapBytes = 1ll << 32;  // cap on registered bytes (send staging + receive slots)
   int rank = 0, nranks = 2;          // for messages, without a communicator
@@ -143,8 +156,9 @@ class VerbsChannel : public RingChannel {
   // from their depths (64 bytes per send entry and completion, 32 per receive entry, as mlx5
   // allocates them), counted in the communicator's host bytes next to the registered bytes.
   int64_t queueBytes() const { return queueBytes_; }
-  ibv_qp* sendQp() const { return sendQp_; }
-  ibv_qp* recvQp() const { return recvQp_; }
+  ibv_qp* sendQp(int j = 0) const { return sendQps_[j]; }
+  ibv_qp* recvQp(int j = 0) const { return recvQps_[j]; }
+  int qpCount() const { return (int)Q_; }
   ibv_context* context() const { return ctx_; }
   ibv_mtu pathMtu() const { return pathMtu_; }
   int gidIndex() const { return gidIndex_; }
@@ -154,7 +168,10 @@ class VerbsChannel : public RingChannel {
  private:
   VerbsChannel(const VerbsApi* api, const VerbsOptions& o, clbComm* comm);
   clbResult_t open();
-  clbResult_t connectQp(ibv_qp* qp, const VerbsConnInfo& local, const VerbsConnInfo& remote, const char* which);
+  clbResult_t connectQp(ibv_qp* qp, const VerbsConnInfo& local, const VerbsConnInfo& remote, uint32_t remoteQpn,
+                        const char* which);
+  bool isSendQp(const ibv_qp* qp) const;
+  clbResult_t postParts(const MsgTag& tag, uint32_t slot);  // host mode: [MsgTag | payload] in Q parts
   clbResult_t progress();
   clbResult_t handleWc(const ibv_wc& wc);
   template <class Pred>
@@ -176,13 +193,13 @@ class VerbsChannel : public RingChannel {
   clbComm* comm_;
   int rank_, next_, prev_;
   uint32_t K_;
+  uint32_t Q_;  // queue pairs per link
   int64_t queueBytes_ = 0;
 
   ibv_context* ctx_ = nullptr;
   ibv_pd* pd_ = nullptr;
   ibv_cq* cq_ = nullptr;
-  ibv_qp* sendQp_ = nullptr;
-  ibv_qp* recvQp_ = nullptr;
+  std::vector<ibv_qp*> sendQps_, recvQps_;  // Q each: to the next rank, from the previous rank
   int gidIndex_ = 0;
   ibv_mtu pathMtu_ = IBV_MTU_1024;
   VerbsConnInfo sendInfo_{}, recvInfo_{};
@@ -197,7 +214,8 @@ class VerbsChannel : public RingChannel {
   std::unique_ptr<Region> staging_;  // K slots of stagingStride_
   size_t stagingStride_ = 0;
   uint64_t sendSeq_ = 0;        // messages posted
-  uint64_t sendDone_ = 0;       // data writes completed locally
+  uint64_t sendDone_ = 0;       // messages whose every part's write completed locally
+  std::vector<uint64_t> sendDoneQ_;  // per send queue pair: parts completed
   uint64_t peerReleased_ = 0;   // receiver's releases seen (credits = peerReleased_ + K)
   uint64_t remoteAddr_ = 0;     // receiver's current slots (acked epoch)
   uint32_t remoteRkey_ = 0;
@@ -210,7 +228,8 @@ class VerbsChannel : public RingChannel {
   struct Arrived {
     Region* region;
     uint32_t slot;
-    uint32_t bytes;
+    uint32_t bytes;  // over the parts in so far
+    uint32_t parts;  // Q: complete
   };
   std::vector<std::unique_ptr<Region>> regions_;  // current, pending and retiring slot regions
   Region* curSlots_ = nullptr;      // where the sender writes now (acked)
@@ -219,7 +238,12 @@ class VerbsChannel : public RingChannel {
   uint32_t epoch_ = 0;              // last announced
   size_t curSlotBytes_ = 0, pendingSlotBytes_ = 0;
   std::vector<Arrived> arrived_;    // ring of K, indexed by message number % K
-  uint64_t recvSeq_ = 0;            // messages arrived
+  uint64_t recvSeq_ = 0;            // messages arrived (all parts)
+  std::vector<uint64_t> recvSeqQ_;  // per receive queue pair: parts arrived (its message number)
+  std::vector<Region*> regionQ_;    // per receive queue pair: the slots its data goes to now
+  std::vector<size_t> slotBytesQ_;
+  std::vector<uint32_t> ackedQ_;    // per receive queue pair: the last epoch it acknowledged
+  uint32_t acksPending_ = 0;        // queue pairs that have not acknowledged the pending epoch
   uint64_t recvReleased_ = 0;       // messages released
   bool holding_ = false;            // waitRecv returned, releaseRecv not yet called
 

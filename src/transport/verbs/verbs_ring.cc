@@ -62,6 +62,7 @@ void verbsOptionsFromConfig(const clbConfig_t& cfg, VerbsOptions* o) {
   o->trafficClass = (uint8_t)cfg.verbsTrafficClass;
   o->timeout = (uint8_t)cfg.verbsTimeout;
   o->retryCnt = (uint8_t)cfg.verbsRetryCount;
+  o->qpsPerConnection = cfg.verbsQpsPerConnection;
   // Messages in flight per link, as on the other transports: K receive slots (and K send staging
   // slots) of one chunk each, so registered memory follows pipelineDepth x chunkBytes and stays
   // under the staging cap wherever the socket transport's does.
@@ -114,14 +115,15 @@ clbResult_t createVerbsChannel(clbComm* c, const verbs::DeviceMemory* device, st
                       "rank %d could not connect its verbs queue pairs (see its error), so rank %d cannot use "
                       "the verbs transport either", p, r);
 
-  char b[384];
+  char b[512], qps[48] = "";
   ibv_context* ctx = ch->context();
   const char* dev = ctx && ctx->device ? api->getDeviceName(ctx->device) : "?";
+  if (o.qpsPerConnection > 1) snprintf(qps, sizeof qps, ", %d queue pairs per link", o.qpsPerConnection);
   // The GPU memory path is said here, at init, not only at the first device call.
   snprintf(b, sizeof b,
-           "verbs%s: %s port %d, GID index %d, path MTU %d, traffic class %d, timeout %d, retry count %d%s%s",
+           "verbs%s: %s port %d, GID index %d, path MTU %d, traffic class %d, timeout %d, retry count %d%s%s%s",
            strcmp(api->impl, "emulator") == 0 ? " (emulator)" : "", dev ? dev : "?", (int)o.port, ch->gidIndex(),
-           verbs::mtuBytes(ch->pathMtu()), (int)o.trafficClass, (int)o.timeout, (int)o.retryCnt,
+           verbs::mtuBytes(ch->pathMtu()), (int)o.trafficClass, (int)o.timeout, (int)o.retryCnt, qps,
            device ? "; GPU memory registered through " : "; ", device ? device->name : gpuMemoryPlan(*api).c_str());
   *describe = b;
   *out = std::move(ch);

@@ -18,7 +18,8 @@ struct VerbsApi;
 }
 
 // The channel options from a communicator's (validated) configuration: verbsDevice, verbsPort,
-// verbsGidIndex, verbsTrafficClass, verbsTimeout, verbsRetryCount. deviceName points into `cfg`.
+// verbsGidIndex, verbsTrafficClass, verbsTimeout, verbsRetryCount, verbsQpsPerConnection.
+// deviceName points into `cfg`.
 void verbsOptionsFromConfig(const clbConfig_t& cfg, verbs::VerbsOptions* o);
 
 // Creates the verbs ring channel of `c` (nranks > 1, bootstrap up): options from c->cfg (the
@@ -27,7 +28,8 @@ void verbsOptionsFromConfig(const clbConfig_t& cfg, verbs::VerbsOptions* o);
 // bootstrap allGather (rank r's send side goes to rank r+1's receive side), connected, and every
 // rank's outcome exchanged once more, so all ranks fail together instead of one waiting for
 // another. `*describe`: "verbs (emulator): colibri_emu0 port 1, GID index 1, path MTU 4096,
-// traffic class 0, timeout 14, retry count 7" or the real device's.
+// traffic class 0, timeout 14, retry count 7" (then ", 2 queue pairs per link" when more than
+// one) or the real device's.
 clbResult_t createVerbsRing(clbComm* c, std::unique_ptr<RingChannel>* out, std::string* describe);
 
 // The same, for a channel in device mode (GPUDirect RDMA: slots and staging in GPU memory from

@@ -63,7 +63,11 @@ public enum Option {
           + " (14: 67 ms; 0: wait forever) before a retransmission."),
   VERBS_RETRY_COUNT("verbsRetryCount", "VERBS_RETRY_COUNT", Kind.INT, 7, 0, 7,
       "Transport `verbs`: how many times in a row a queue pair retransmits after an ACK timeout"
-          + " before the call fails (retry exceeded).");
+          + " before the call fails (retry exceeded)."),
+  VERBS_QPS_PER_CONNECTION("verbsQpsPerConnection", "VERBS_QPS_PER_CONNECTION", Kind.INT, 1, 1, 8,
+      "Transport `verbs`: messages are striped over this many RC queue pairs per link, e.g. to"
+          + " spread a link over several paths of a RoCE fabric (ECMP) or ports. Both ends must use"
+          + " the same count.");
 
   /** How a knob's text is read and its value checked. */
   enum Kind {

@@ -137,6 +137,11 @@ public final class Options {
     return (Integer) values.get(Option.VERBS_RETRY_COUNT);
   }
 
+  /** RC queue pairs per link (1..8) that messages are striped over. */
+  public int verbsQpsPerConnection() {
+    return (Integer) values.get(Option.VERBS_QPS_PER_CONNECTION);
+  }
+
   /** The value of {@code option}, of type {@link Option#type()}. */
   public Object get(Option option) {
     return values.get(Objects.requireNonNull(option, "option"));
@@ -293,6 +298,11 @@ public final class Options {
     /** @see Option#VERBS_RETRY_COUNT */
     public Builder verbsRetryCount(int verbsRetryCount) {
       return put(Option.VERBS_RETRY_COUNT, verbsRetryCount);
+    }
+
+    /** @see Option#VERBS_QPS_PER_CONNECTION */
+    public Builder verbsQpsPerConnection(int verbsQpsPerConnection) {
+      return put(Option.VERBS_QPS_PER_CONNECTION, verbsQpsPerConnection);
     }
 
     /**

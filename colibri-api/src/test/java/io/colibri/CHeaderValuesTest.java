@@ -147,6 +147,8 @@ class CHeaderValuesTest {
     assertEquals(define("CLB_DEFAULT_VERBS_TIMEOUT"), (int) Option.VERBS_TIMEOUT.defaultValue());
     assertEquals(define("CLB_DEFAULT_VERBS_RETRY_COUNT"),
         (int) Option.VERBS_RETRY_COUNT.defaultValue());
+    assertEquals(define("CLB_DEFAULT_VERBS_QPS_PER_CONNECTION"),
+        (int) Option.VERBS_QPS_PER_CONNECTION.defaultValue());
     // verbsDevice: a char array of CLB_VERBS_DEVICE_BYTES, its NUL included.
     assertTrue(Option.VERBS_DEVICE.validValues().contains(
         "0.." + (define("CLB_VERBS_DEVICE_BYTES") - 1) + " bytes"), Option.VERBS_DEVICE.validValues());

@@ -117,12 +117,15 @@ class OptionsTest {
     assertEquals(0, d.verbsTrafficClass());
     assertEquals(14, d.verbsTimeout());
     assertEquals(7, d.verbsRetryCount());
+    assertEquals(1, d.verbsQpsPerConnection());
     Option[] verbs = {Option.VERBS_DEVICE, Option.VERBS_PORT, Option.VERBS_GID_INDEX,
-        Option.VERBS_TRAFFIC_CLASS, Option.VERBS_TIMEOUT, Option.VERBS_RETRY_COUNT};
+        Option.VERBS_TRAFFIC_CLASS, Option.VERBS_TIMEOUT, Option.VERBS_RETRY_COUNT,
+        Option.VERBS_QPS_PER_CONNECTION};
     String[] names = {"verbsDevice", "verbsPort", "verbsGidIndex", "verbsTrafficClass",
-        "verbsTimeout", "verbsRetryCount"};
+        "verbsTimeout", "verbsRetryCount", "verbsQpsPerConnection"};
     String[] envs = {"COLIBRI_VERBS_DEVICE", "COLIBRI_VERBS_PORT", "COLIBRI_VERBS_GID_INDEX",
-        "COLIBRI_VERBS_TRAFFIC_CLASS", "COLIBRI_VERBS_TIMEOUT", "COLIBRI_VERBS_RETRY_COUNT"};
+        "COLIBRI_VERBS_TRAFFIC_CLASS", "COLIBRI_VERBS_TIMEOUT", "COLIBRI_VERBS_RETRY_COUNT",
+        "COLIBRI_VERBS_QPS_PER_CONNECTION"};
     for (int i = 0; i < verbs.length; i++) {
       assertEquals(names[i], verbs[i].camelName());
       assertEquals("colibri." + names[i], verbs[i].systemProperty());
@@ -130,29 +133,38 @@ class OptionsTest {
     }
     assertEquals(String.class, Option.VERBS_DEVICE.type());
     assertEquals(Integer.class, Option.VERBS_TRAFFIC_CLASS.type());
+    assertEquals(Integer.class, Option.VERBS_QPS_PER_CONNECTION.type());
 
     Options e = Options.resolve(env("COLIBRI_VERBS_DEVICE", "mlx5_1", "COLIBRI_VERBS_PORT", "2",
         "COLIBRI_VERBS_GID_INDEX", "3", "COLIBRI_VERBS_TRAFFIC_CLASS", "106",
-        "COLIBRI_VERBS_TIMEOUT", "18", "COLIBRI_VERBS_RETRY_COUNT", "5"), NO_PROPS);
+        "COLIBRI_VERBS_TIMEOUT", "18", "COLIBRI_VERBS_RETRY_COUNT", "5",
+        "COLIBRI_VERBS_QPS_PER_CONNECTION", "4"), NO_PROPS);
     assertEquals("mlx5_1", e.verbsDevice());
     assertEquals(2, e.verbsPort());
     assertEquals(3, e.verbsGidIndex());
     assertEquals(106, e.verbsTrafficClass());
     assertEquals(18, e.verbsTimeout());
     assertEquals(5, e.verbsRetryCount());
+    assertEquals(4, e.verbsQpsPerConnection());
+    assertEquals("environment COLIBRI_VERBS_QPS_PER_CONNECTION",
+        e.source(Option.VERBS_QPS_PER_CONNECTION));
     assertEquals("environment COLIBRI_VERBS_TRAFFIC_CLASS", e.source(Option.VERBS_TRAFFIC_CLASS));
 
     Options p = Options.resolve(env("COLIBRI_VERBS_DEVICE", "mlx5_1", "COLIBRI_VERBS_TIMEOUT", "18"),
         props("colibri.verbsDevice", "mlx5_2", "colibri.verbsTimeout", "20",
-            "colibri.verbsTrafficClass", "184"));
+            "colibri.verbsTrafficClass", "184", "colibri.verbsQpsPerConnection", "2"));
     assertEquals("mlx5_2", p.verbsDevice());
     assertEquals("system property colibri.verbsDevice", p.source(Option.VERBS_DEVICE));
     assertEquals(20, p.verbsTimeout());
     assertEquals(184, p.verbsTrafficClass());
+    assertEquals(2, p.verbsQpsPerConnection());
+    assertEquals("system property colibri.verbsQpsPerConnection",
+        p.source(Option.VERBS_QPS_PER_CONNECTION));
 
     Options b = Options.builder().verbsDevice("mlx5_4").verbsPort(255).verbsGidIndex(255)
-        .verbsTrafficClass(255).verbsTimeout(31).verbsRetryCount(0)
-        .build(env("COLIBRI_VERBS_DEVICE", "mlx5_1", "COLIBRI_VERBS_RETRY_COUNT", "6")::get,
+        .verbsTrafficClass(255).verbsTimeout(31).verbsRetryCount(0).verbsQpsPerConnection(8)
+        .build(env("COLIBRI_VERBS_DEVICE", "mlx5_1", "COLIBRI_VERBS_RETRY_COUNT", "6",
+            "COLIBRI_VERBS_QPS_PER_CONNECTION", "3")::get,
             props("colibri.verbsPort", "2"));
     assertEquals("mlx5_4", b.verbsDevice());
     assertEquals(255, b.verbsPort());
@@ -161,6 +173,8 @@ class OptionsTest {
     assertEquals(31, b.verbsTimeout());
     assertEquals(0, b.verbsRetryCount());
     assertEquals("builder", b.source(Option.VERBS_RETRY_COUNT));
+    assertEquals(8, b.verbsQpsPerConnection());
+    assertEquals("builder", b.source(Option.VERBS_QPS_PER_CONNECTION));
     assertEquals("", Options.builder().verbsDevice("").build(NO_ENV::get, NO_PROPS).verbsDevice());
     assertTrue(b.toString().contains("verbsDevice=\"mlx5_4\" (builder)"), b.toString());
   }
@@ -168,7 +182,8 @@ class OptionsTest {
   @Test
   void verbsOptionsAreRangeChecked() {
     Options.builder().verbsPort(1).verbsGidIndex(-1).verbsTrafficClass(0).verbsTimeout(0)
-        .verbsRetryCount(7).verbsDevice("x".repeat(63));
+        .verbsRetryCount(7).verbsQpsPerConnection(1).verbsQpsPerConnection(8)
+        .verbsDevice("x".repeat(63));
     assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsPort(0));
     assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsPort(256));
     assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsGidIndex(-2));
@@ -177,6 +192,8 @@ class OptionsTest {
     assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsTrafficClass(256));
     assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsTimeout(32));
     assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsRetryCount(8));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsQpsPerConnection(0));
+    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsQpsPerConnection(9));
     assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsDevice(null));
     IllegalArgumentException tooLong = assertThrows(IllegalArgumentException.class,
         () -> Options.builder().verbsDevice("x".repeat(64)));
@@ -202,6 +219,11 @@ class OptionsTest {
         () -> Options.resolve(env("COLIBRI_VERBS_RETRY_COUNT", "8"), NO_PROPS));
     assertTrue(rc.getMessage().contains("environment COLIBRI_VERBS_RETRY_COUNT")
         && rc.getMessage().contains("0..7"), rc.getMessage());
+    IllegalArgumentException qps = assertThrows(IllegalArgumentException.class,
+        () -> Options.resolve(env("COLIBRI_VERBS_QPS_PER_CONNECTION", "9"), NO_PROPS));
+    assertTrue(qps.getMessage().contains("environment COLIBRI_VERBS_QPS_PER_CONNECTION")
+        && qps.getMessage().contains("1..8") && qps.getMessage().contains("default 1"),
+        qps.getMessage());
     IllegalArgumentException dev = assertThrows(IllegalArgumentException.class,
         () -> Options.resolve(env("COLIBRI_VERBS_DEVICE", "m".repeat(64)), NO_PROPS));
     assertTrue(dev.getMessage().contains("environment COLIBRI_VERBS_DEVICE")

@@ -70,6 +70,8 @@ public final class ColibriLib {
 
   public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_RETRY_COUNT") int defaultVerbsRetryCount();
 
+  public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_QPS_PER_CONNECTION") int defaultVerbsQpsPerConnection();
+
   /** Bytes of {@code clbConfig_t.verbsDevice}, the terminating NUL included. */
   public static native @MemberGetter @Name("CLB_VERBS_DEVICE_BYTES") int verbsDeviceBytes();
 
@@ -149,6 +151,10 @@ public final class ColibriLib {
     public native int verbsRetryCount();
 
     public native ClbConfig verbsRetryCount(int verbsRetryCount);
+
+    public native int verbsQpsPerConnection();
+
+    public native ClbConfig verbsQpsPerConnection(int verbsQpsPerConnection);
 
     /** Byte {@code i} of {@code char verbsDevice[CLB_VERBS_DEVICE_BYTES]}. */
     public native @Cast("char") byte verbsDevice(int i);

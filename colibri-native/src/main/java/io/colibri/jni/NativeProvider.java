@@ -119,6 +119,7 @@ public final class NativeProvider implements CommunicatorProvider {
         .verbsTrafficClass(options.verbsTrafficClass())
         .verbsTimeout(options.verbsTimeout())
         .verbsRetryCount(options.verbsRetryCount())
+        .verbsQpsPerConnection(options.verbsQpsPerConnection())
         .verbsDeviceName(options.verbsDevice());
     return config;
   }

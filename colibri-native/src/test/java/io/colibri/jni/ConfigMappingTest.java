@@ -52,6 +52,8 @@ class ConfigMappingTest {
       assertEquals((int) Option.VERBS_TRAFFIC_CLASS.defaultValue(), c.verbsTrafficClass());
       assertEquals((int) Option.VERBS_TIMEOUT.defaultValue(), c.verbsTimeout());
       assertEquals((int) Option.VERBS_RETRY_COUNT.defaultValue(), c.verbsRetryCount());
+      assertEquals((int) Option.VERBS_QPS_PER_CONNECTION.defaultValue(),
+          c.verbsQpsPerConnection());
     }
     // The C macros too.
     assertEquals((int) Option.PIPELINE_DEPTH.defaultValue(), ColibriLib.defaultPipelineDepth());
@@ -71,6 +73,8 @@ class ConfigMappingTest {
     assertEquals((int) Option.VERBS_TIMEOUT.defaultValue(), ColibriLib.defaultVerbsTimeout());
     assertEquals((int) Option.VERBS_RETRY_COUNT.defaultValue(),
         ColibriLib.defaultVerbsRetryCount());
+    assertEquals((int) Option.VERBS_QPS_PER_CONNECTION.defaultValue(),
+        ColibriLib.defaultVerbsQpsPerConnection());
     assertEquals(64, ColibriLib.verbsDeviceBytes());
   }
 
@@ -81,7 +85,8 @@ class ConfigMappingTest {
         .logLevel(LogLevel.DEBUG).pipelineDepth(7).chunkBytes(12288).directMaxBytes(777)
         .stagingCapBytes(1L << 33).timeout(Duration.ofMillis(4321))
         .versionCheck(VersionCheck.EXACT).verbsDevice("mlx5_2").verbsPort(2).verbsGidIndex(3)
-        .verbsTrafficClass(106).verbsTimeout(18).verbsRetryCount(5).build();
+        .verbsTrafficClass(106).verbsTimeout(18).verbsRetryCount(5).verbsQpsPerConnection(3)
+        .build();
     try (ClbConfig c = NativeProvider.toConfig(o)) {
       assertEquals(c.sizeof(), c.size());
       assertEquals(Transport.SOCKET.code(), c.transport());
@@ -99,6 +104,7 @@ class ConfigMappingTest {
       assertEquals(106, c.verbsTrafficClass());
       assertEquals(18, c.verbsTimeout());
       assertEquals(5, c.verbsRetryCount());
+      assertEquals(3, c.verbsQpsPerConnection());
       for (int i = "mlx5_2".length(); i < ColibriLib.verbsDeviceBytes(); i++) {
         assertEquals(0, c.verbsDevice(i), "verbsDevice is NUL-padded");
       }
