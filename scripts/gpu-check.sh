@@ -17,7 +17,7 @@ status=0
 grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests|FOOTPRINT|^\[  FAILED' "$out/native-suite.log"
 if [[ -f $dir/jre.txz ]]; then  # Java on device memory: the gpu-tagged JUnit tests
   tar xJf "$dir/jre.txz" -C /tmp
-  /tmp/jre/bin/java -jar "$dir"/lib/junit-platform-console-standalone-*.jar execute \
+  COLIBRI_VERBS_EMULATOR=1 /tmp/jre/bin/java -jar "$dir"/lib/junit-platform-console-standalone-*.jar execute \
     -cp "$(ls "$dir"/lib/*.jar | grep -E 'colibri|javacpp' | tr '\n' ':')" \
     --select-class io.colibri.cuda.DeviceCollectivesGpuTest --select-class io.colibri.cuda.DeviceCollectivesProcessGpuTest --include-tag gpu --details=tree >"$out/java-gpu.log" 2>&1 || status=1
   grep -E 'tests (successful|failed|found)|✘' "$out/java-gpu.log"

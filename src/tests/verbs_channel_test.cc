@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -628,6 +629,62 @@ TEST(VerbsChannelQps, EveryQueuePairCarriesParts) {
   }
   // The 300000-byte message is split in three equal parts: every queue pair carries a fair share.
   for (int j = 0; j < 3; j++) EXPECT_GE(sent[j] * 4, total) << "queue pair " << j << ": " << sent[j] << " of " << total;
+  emu::resetConfig();
+}
+
+// A full send queue between two parts of a message makes post() poll completions, and a slot
+// announcement may arrive then: it must apply after the message's last part, or the parts land
+// in two regions (the receiver refused that as a protocol error, or, in device mode, read the
+// payload from the wrong slots). The emulator's postSend is wrapped to report ENOMEM once, on
+// queue pair 1, after the receiver announced bigger slots.
+struct FullQueue {
+  static clb::verbs::VerbsApi table;
+  static ibv_qp* qp;
+  static std::function<void()> before;
+  static int post(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
+    if (q == qp) {
+      qp = nullptr;
+      before();
+      std::this_thread::sleep_for(Ms(50));  // the emulated NIC delivers the announcement
+      *bad = wr;
+      return ENOMEM;
+    }
+    return emu::api()->postSend(q, wr, bad);
+  }
+};
+clb::verbs::VerbsApi FullQueue::table;
+ibv_qp* FullQueue::qp = nullptr;
+std::function<void()> FullQueue::before;
+
+TEST(VerbsChannelQps, AnnouncementBetweenTwoPartsAppliesAfterTheMessage) {
+  emu::Config c;
+  emu::configure(c);
+  FullQueue::table = *emu::api();
+  FullQueue::table.postSend = FullQueue::post;
+  std::vector<std::unique_ptr<VerbsChannel>> ch;
+  for (int r = 0; r < 2; r++) {
+    VerbsOptions o = testOptions(r, 2);
+    o.qpsPerConnection = 3;
+    std::unique_ptr<VerbsChannel> x;
+    ASSERT_EQ(VerbsChannel::create(&FullQueue::table, o, nullptr, &x), clbSuccess) << clb::lastError();
+    ch.push_back(std::move(x));
+  }
+  ASSERT_NO_FATAL_FAILURE(connectRing(ch));
+  ASSERT_EQ(ch[0]->prepare(4096), clbSuccess) << clb::lastError();
+  ASSERT_EQ(ch[1]->prepare(4096), clbSuccess) << clb::lastError();
+  auto small = content(3000, 5), big = content(60000, 6);
+  ASSERT_EQ(sendMsg(*ch[0], 1, 0, small), clbSuccess) << clb::lastError();
+  ASSERT_NO_FATAL_FAILURE(recvCheck(*ch[1], 1, 0, small));
+  FullQueue::before = [&] { ASSERT_EQ(ch[1]->prepare(65536), clbSuccess) << clb::lastError(); };
+  FullQueue::qp = ch[0]->sendQp(1);
+  ASSERT_EQ(sendMsg(*ch[0], 1, 1, small), clbSuccess) << clb::lastError();
+  EXPECT_EQ(FullQueue::qp, nullptr) << "the send queue was reported full once";
+  ASSERT_EQ(ch[0]->prepare(65536), clbSuccess) << clb::lastError();
+  ASSERT_EQ(sendMsg(*ch[0], 1, 2, big), clbSuccess) << clb::lastError();
+  ASSERT_NO_FATAL_FAILURE(recvCheck(*ch[1], 1, 1, small));
+  ASSERT_NO_FATAL_FAILURE(recvCheck(*ch[1], 1, 2, big));
+  ASSERT_EQ(ch[0]->finish(), clbSuccess) << clb::lastError();
+  ch.clear();
   emu::resetConfig();
 }
 

@@ -33,13 +33,6 @@ constexpr size_t kCtlBytes = 4096, kCtlOut = 256;
 constexpr size_t kCtlTagIn = 512, kCtlTagOut = kCtlTagIn + 64 * sizeof(MsgTag);
 constexpr size_t kCtlBytesDevice = (kCtlTagOut + 64 * sizeof(MsgTag) + 4095) / 4096 * 4096;
 
-// What the receiver announces into the sender's control block.
-struct Announce {
-  uint64_t addr;
-  uint64_t slotBytes;
-  uint32_t rkey;
-  uint32_t epoch;
-};
 
 uint32_t imm(uint32_t kind, uint32_t low) { return kind << 30 | (low & kLow30); }
 
@@ -63,6 +56,8 @@ const char* wrWhat(uint64_t wrId) {
 }
 
 }  // namespace
+
+static_assert(sizeof(MsgTag) <= 64, "host mode: the tag fits in part 0 of a message (parts are 64-byte multiples)");
 
 struct VerbsChannel::Region {
   VerbsChannel* owner = nullptr;
@@ -538,15 +533,12 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
       if (a.epoch != (v & kLow30) || wc.byte_len != sizeof a)
         return fail(setError(clbRemoteError, "verbs: slot announcement from rank %d is inconsistent (epoch %u, "
                              "immediate says %u, %u bytes)", peer, a.epoch, v & kLow30, wc.byte_len));
-      remoteAddr_ = a.addr;
-      remoteRkey_ = a.rkey;
-      remoteSlotBytes_ = a.slotBytes;
-      remoteEpoch_ = a.epoch;
-      // On every queue pair: data posted after its acknowledgement goes to the new slots.
-      for (uint32_t j = 0; j < Q_; j++)
-        CLB_CHECK(postZero(sendQps_[j], imm(kKindAck, a.epoch), nextInfo_.ctlAddr, nextInfo_.ctlRkey,
-                           "the acknowledgement of new receive slots"));
-      return clbSuccess;
+      if (midMessage_) {  // a full send queue made post() poll between two parts: after the message
+        deferredAnnounce_ = a;
+        announceDeferred_ = true;
+        return clbSuccess;
+      }
+      return applyAnnounce(a);
     }
     if (!onSendQp && kind == kKindAck) {
       if (!announcePending_ || (v & kLow30) != (epoch_ & kLow30) || ackedQ_[q] == epoch_)
@@ -603,6 +595,27 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
     sendDone_ = *std::min_element(sendDoneQ_.begin(), sendDoneQ_.end());
   }
   return clbSuccess;
+}
+
+// The receiver's new slots: every part posted from now on goes there. Never between two parts of
+// one message (they would land in different regions): postParts / postDeviceSend defer it.
+clbResult_t VerbsChannel::applyAnnounce(const Announce& a) {
+  remoteAddr_ = a.addr;
+  remoteRkey_ = a.rkey;
+  remoteSlotBytes_ = a.slotBytes;
+  remoteEpoch_ = a.epoch;
+  // On every queue pair: data posted after its acknowledgement goes to the new slots.
+  for (uint32_t j = 0; j < Q_; j++)
+    CLB_CHECK(postZero(sendQps_[j], imm(kKindAck, a.epoch), nextInfo_.ctlAddr, nextInfo_.ctlRkey,
+                       "the acknowledgement of new receive slots"));
+  return clbSuccess;
+}
+
+clbResult_t VerbsChannel::endMessage() {
+  midMessage_ = false;
+  if (!announceDeferred_) return clbSuccess;
+  announceDeferred_ = false;
+  return applyAnnounce(deferredAnnounce_);
 }
 
 clbResult_t VerbsChannel::progress() {
@@ -701,6 +714,7 @@ clbResult_t VerbsChannel::postParts(const MsgTag& tag, uint32_t slot) {
   const size_t len = sizeof(MsgTag) + tag.bytes;
   CLB_CHECK(waitFor([&] { return remoteSlotBytes_ >= len && sendSeq_ < peerReleased_ + K_; },
                     "a free receive slot (credit) from the next rank", next_));
+  midMessage_ = true;  // from here to the last part the slots stay where they are
   for (uint32_t j = 0; j < Q_; j++) {
     size_t off, n;
     partOf(len, Q_, j, &off, &n);
@@ -719,6 +733,7 @@ clbResult_t VerbsChannel::postParts(const MsgTag& tag, uint32_t slot) {
   }
   sendSeq_++;
   acquired_ = false;
+  CLB_CHECK(endMessage());
   return progress();
 }
 
@@ -730,6 +745,7 @@ clbResult_t VerbsChannel::postDeviceSend(const MsgTag& tag, uint32_t slot) {
   // Slots must be announced even for an empty payload (the tag still takes one).
   CLB_CHECK(waitFor([&] { return remoteSlotBytes_ > 0 && remoteSlotBytes_ >= tag.bytes && sendSeq_ < peerReleased_ + K_; },
                     "a free receive slot (credit) from the next rank", next_));
+  midMessage_ = true;  // from here to the last part the slots stay where they are
   const uint64_t remote = remoteAddr_ + (uint64_t)slot * remoteSlotBytes_;
   for (uint32_t j = 0; j < Q_; j++) {
     size_t off, n;
@@ -765,6 +781,7 @@ clbResult_t VerbsChannel::postDeviceSend(const MsgTag& tag, uint32_t slot) {
     last.imm_data = htonl(slot << 24 | (uint32_t)(sendSeq_ & kLow24));
     CLB_CHECK(post(sendQps_[j], wr, "the RDMA WRITEs of a ring message"));
   }
+  CLB_CHECK(endMessage());
   sendSeq_++;
   acquired_ = false;
   return progress();

@@ -164,6 +164,13 @@ class VerbsChannel : public RingChannel {
   int gidIndex() const { return gidIndex_; }
 
   struct Region;  // registered memory (slots, staging)
+  // What the receiver announces into the sender's control block.
+  struct Announce {
+    uint64_t addr;
+    uint64_t slotBytes;
+    uint32_t rkey;
+    uint32_t epoch;
+  };
 
  private:
   VerbsChannel(const VerbsApi* api, const VerbsOptions& o, clbComm* comm);
@@ -186,6 +193,8 @@ class VerbsChannel : public RingChannel {
   clbResult_t sticky() const;
   clbResult_t announce(std::unique_ptr<Region> slots, size_t slotBytes);
   clbResult_t postDeviceSend(const MsgTag& tag, uint32_t slot);
+  clbResult_t applyAnnounce(const Announce& a);
+  clbResult_t endMessage();  // the last part is posted: a deferred announcement applies now
   void collectRetired();
 
   const VerbsApi* api_;
@@ -221,6 +230,9 @@ class VerbsChannel : public RingChannel {
   uint32_t remoteRkey_ = 0;
   uint64_t remoteSlotBytes_ = 0;
   uint32_t remoteEpoch_ = 0;
+  bool midMessage_ = false;       // some parts of a message posted, not all
+  bool announceDeferred_ = false;  // an announcement arrived meanwhile
+  Announce deferredAnnounce_{};
   bool acquired_ = false;
   size_t acquiredBytes_ = 0;
 

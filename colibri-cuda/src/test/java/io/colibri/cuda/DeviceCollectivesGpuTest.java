@@ -12,6 +12,8 @@ import io.colibri.ColibriException;
 import io.colibri.Communicator;
 import io.colibri.DataType;
 import io.colibri.ErrorCode;
+import io.colibri.Options;
+import io.colibri.Transport;
 import io.colibri.ReduceOp;
 import io.colibri.UniqueId;
 import java.nio.ByteBuffer;
@@ -63,13 +65,23 @@ class DeviceCollectivesGpuTest {
   @Timeout(120)
   void allFourCollectivesOnDeviceBuffers(int n) throws Exception {
     UniqueId id = UniqueId.create();
+    inThreads(n, rank -> runRank(id, rank, n));
+  }
+
+  /** What one rank does (a thread of {@link #inThreads}). */
+  interface RankBody {
+    void run(int rank) throws Exception;
+  }
+
+  /** Runs body(rank) for ranks 0..n-1 on threads; the first failure is rethrown. */
+  static void inThreads(int n, RankBody body) throws Exception {
     ExecutorService pool = Executors.newFixedThreadPool(n);
     try {
       List<Future<?>> ranks = new ArrayList<>();
       for (int r = 0; r < n; r++) {
         final int rank = r;
         ranks.add(pool.submit(() -> {
-          runRank(id, rank, n);
+          body.run(rank);
           return null;
         }));
       }
@@ -144,6 +156,53 @@ class DeviceCollectivesGpuTest {
       assertTrue(comm.memoryStats().deviceBytes() > 0, "device staging is counted");
       assertTrue(comm.transportInfo().contains("kernels colibri_kernels_sm"), comm.transportInfo());
     }
+  }
+
+  /**
+   * Transport verbs between ranks that share no memory: device buffers go over GPUDirect RDMA
+   * (GPU memory registered as dma-bufs; here with the verbs emulator, which reaches them through
+   * the driver). scripts/gpu-check.sh sets COLIBRI_VERBS_EMULATOR=1 for these tests.
+   */
+  @Test
+  @Timeout(120)
+  void verbsBetweenHostsGoesOverGpuDirect() throws Exception {
+    Assumptions.assumeTrue("1".equals(System.getenv("COLIBRI_VERBS_EMULATOR")),
+        "skipped: needs COLIBRI_VERBS_EMULATOR=1 (no RDMA device here)");
+    int n = 2;
+    int count = 300_007;
+    UniqueId id = UniqueId.create();
+    inThreads(n, rank -> {
+      Options o = Options.builder().transport(Transport.VERBS).verbsQpsPerConnection(2).build();
+      try (Communicator comm = Communicator.init(id, rank, n, o);
+          CudaStream stream = CudaStream.create(0);
+          DeviceBuffer send = DeviceBuffer.allocate((long) count * 4, 0);
+          DeviceBuffer recv = DeviceBuffer.allocate((long) count * 4 * n, 0)) {
+        ByteBuffer host = ByteBuffer.allocateDirect(count * 4 * n).order(ByteOrder.nativeOrder());
+        for (int i = 0; i < count; i++) {
+          host.putFloat(4 * i, input(rank, i));
+        }
+        send.copyFrom(host.limit(count * 4));
+        comm.allReduce(send.address(), recv.address(), count, DataType.FLOAT32, ReduceOp.SUM,
+            stream.handle());
+        stream.synchronize();
+        recv.copyTo(host.clear().limit(count * 4));
+        for (int i = 0; i < count; i++) {
+          assertEquals(input(0, i) + input(1, i), host.getFloat(4 * i), "allReduce element " + i);
+        }
+        comm.allGather(send.address(), recv.address(), count, DataType.FLOAT32, stream.handle());
+        stream.synchronize();
+        recv.copyTo(host.clear());
+        for (int p = 0; p < n; p++) {
+          for (int i = 0; i < count; i++) {
+            assertEquals(input(p, i), host.getFloat(4 * (p * count + i)), "allGather from " + p);
+          }
+        }
+        String info = comm.transportInfo();
+        assertTrue(info.contains("GPUDirect RDMA through dma-buf"), info);
+        assertTrue(info.contains("2 queue pairs per link"), info);
+        assertTrue(comm.memoryStats().deviceBytes() > 0, "registered GPU memory is counted");
+      }
+    });
   }
 
   @Test
