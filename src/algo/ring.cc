@@ -23,6 +23,18 @@ class RingStepper {
     CLB_CHECK(ch_.postSend(MsgTag{a_.desc, sent_++, bytes}));
     return clbSuccess;
   }
+  // Sends `bytes` of the caller's buffer at src: straight from it where the channel can (device
+  // buffers over GPUDirect RDMA, no copy and no wait for one), else copied into the staging.
+  clbResult_t sendFrom(size_t bytes, const void* src) {
+    CLB_CHECK(mem_.settle());  // queued work may still write src
+    bool sent = false;
+    CLB_CHECK(ch_.sendFrom(src, MsgTag{a_.desc, sent_, bytes}, &sent));
+    if (sent) {
+      sent_++;
+      return clbSuccess;
+    }
+    return send(bytes, [&](void* q) { return mem_.copy(q, src, bytes); });
+  }
   // Receives the next message (expected size `bytes`) and hands it to use(src).
   template <class Use>
   clbResult_t recv(size_t bytes, Use use) {
@@ -84,8 +96,7 @@ clbResult_t reduceScatterSlice(clbComm* comm, RingStepper& st, const CollArgs& a
   const int n = comm->nranks, r = comm->rank;
   const size_t esz = L.esz;
   int seg0 = mod(r - 1, n);
-  CLB_CHECK(st.send(L.len(seg0, j) * esz,
-                    [&](void* q) { return st.mem().copy(q, in + L.start(seg0, j) * esz, L.len(seg0, j) * esz); }));
+  CLB_CHECK(st.sendFrom(L.len(seg0, j) * esz, in + L.start(seg0, j) * esz));
   for (int s = 0; s < n - 1; s++) {
     int seg = mod(r - 2 - s, n);
     size_t len = L.len(seg, j), off = L.start(seg, j);
@@ -108,7 +119,7 @@ clbResult_t allGatherSlice(clbComm* comm, RingStepper& st, const Layout& L, size
                            const char* own, char* out) {
   const int n = comm->nranks, r = comm->rank;
   const size_t esz = L.esz;
-  CLB_CHECK(st.send(L.len(r, j) * esz, [&](void* q) { return st.mem().copy(q, own, L.len(r, j) * esz); }));
+  CLB_CHECK(st.sendFrom(L.len(r, j) * esz, own));
   for (int s = 0; s < n - 1; s++) {
     int seg = mod(r - 1 - s, n);
     size_t len = L.len(seg, j), off = L.start(seg, j);
@@ -169,7 +180,7 @@ clbResult_t ringRunOn(clbComm* comm, RingChannel& ch, RingMemory& mem, const Col
       for (size_t j = 0; j < L.J; j++) {
         size_t len = L.len(0, j), off = L.start(0, j);
         if (pos == 0) {
-          CLB_CHECK(st.send(len * esz, [&](void* q) { return mem.copy(q, in + off * esz, len * esz); }));
+          CLB_CHECK(st.sendFrom(len * esz, in + off * esz));
         } else {
           CLB_CHECK(st.recv(len * esz, [&](const void* p) {
             CLB_CHECK(mem.copy(out + off * esz, p, len * esz));

@@ -730,6 +730,45 @@ struct MemfdDevice {
     munmap(mem, bytes);
     static_cast<MemfdDevice*>(self)->live -= (int64_t)bytes;
   }
+  // "User" buffers: memfds too, known by base, with an allocation ID (bumped to play "freed and
+  // allocated again at the same address").
+  struct User {
+    char* p;
+    size_t bytes;
+    int fd;
+    uint64_t id;
+  };
+  std::vector<User> users;
+  std::atomic<int> lookups{0};
+  ~MemfdDevice() {
+    for (User& u : users) munmap(u.p, u.bytes), close(u.fd);
+  }
+  template <class T>
+  T* allocUser(size_t count) {
+    size_t bytes = (count * sizeof(T) + 4095) / 4096 * 4096;
+    int f = memfd_create("colibri-test-user", MFD_CLOEXEC);
+    EXPECT_EQ(ftruncate(f, (off_t)bytes), 0);
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+    EXPECT_NE(p, MAP_FAILED);
+    users.push_back(User{static_cast<char*>(p), bytes, f, users.size() + 1});
+    return static_cast<T*>(p);
+  }
+  static clbResult_t lookup(void* self, const void* p, size_t len, clb::verbs::UserRange* r, bool* found) {
+    auto* m = static_cast<MemfdDevice*>(self);
+    m->lookups++;
+    *found = false;
+    for (User& u : m->users)
+      if (p >= u.p && static_cast<const char*>(p) + len <= u.p + u.bytes) {
+        *r = clb::verbs::UserRange{u.p, u.bytes, u.id};
+        *found = true;
+      }
+    return clbSuccess;
+  }
+  static clbResult_t exportRange(void* self, void* base, size_t, int* fd) {
+    for (User& u : static_cast<MemfdDevice*>(self)->users)
+      if (u.p == base) *fd = dup(u.fd);
+    return clbSuccess;
+  }
 };
 
 class CountingMemory : public clb::RingMemory {
@@ -835,6 +874,86 @@ TEST(VerbsDeviceMode, RingOverDmabufSlotsMatchesReferenceAndCountsDeviceBytes) {
       EXPECT_EQ(vc->qpCount(), qps);
     }, clbAlgoRing, 4096, 20000, [qps = qps](clbConfig_t* c) { c->verbsQpsPerConnection = qps; }));
     for (auto& d : dev) EXPECT_EQ(d.live.load(), 0) << "device memory given back (trim, then destruction)";
+  }
+}
+
+// Device mode sends straight from user buffers whose allocation can be registered: every
+// collective still matches the reference, the registrations are cached by allocation (hits on
+// later calls), an allocation that changed behind the same address is registered again, the
+// cache stays within its bounds (least recently used dropped), and trim drops it.
+TEST(VerbsDeviceMode, UserBuffersAreSentWithoutACopyAndCachedByAllocation) {
+  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
+  for (auto [nranks, qps] : {std::pair<int, int>{2, 1}, {3, 2}}) {
+    std::vector<MemfdDevice> dev(nranks);
+    expectNoErrors(runVerbs(nranks, [&, nranks = nranks](int r, clbComm_t comm) {
+      clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd",
+                                  MemfdDevice::lookup, MemfdDevice::exportRange};
+      std::unique_ptr<clb::RingChannel> ch;
+      std::string info;
+      ASSERT_EQ(clb::createVerbsChannel(comm, &dm, &ch, &info), clbSuccess) << clbGetLastError();
+      auto* vc = dynamic_cast<clb::verbs::VerbsChannel*>(ch.get());
+      ASSERT_TRUE(vc);
+      const size_t count = 10007;
+      int64_t* in = dev[r].allocUser<int64_t>(count);
+      int64_t* out = dev[r].allocUser<int64_t>(count * nranks);
+      auto fill = [&] {
+        for (size_t i = 0; i < count; i++) in[i] = input(r, i);
+        for (size_t i = 0; i < count * nranks; i++) out[i] = -7;
+      };
+      auto sumAt = [&](size_t i) {
+        int64_t want = 0;
+        for (int p = 0; p < nranks; p++) want += input(p, i);
+        return want;
+      };
+      CountingMemory mem;
+      for (int call = 0; call < 3; call++) {
+        fill();
+        ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllReduce, in, out, count, clbSum)), clbSuccess)
+            << clbGetLastError();
+        for (size_t i = 0; i < count; i++) ASSERT_EQ(out[i], sumAt(i)) << "call " << call << " element " << i;
+      }
+      auto st = vc->userRegStats();
+      EXPECT_EQ(st.registered, 2u) << "the input's and the output's allocations, once";
+      EXPECT_GT(st.hits, 0u);
+      EXPECT_EQ(st.cached, 2u);
+      // In place, then allGather and broadcast (sent from the output / the root's input).
+      fill();
+      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllReduce, in, in, count, clbSum)), clbSuccess)
+          << clbGetLastError();
+      for (size_t i = 0; i < count; i++) ASSERT_EQ(in[i], sumAt(i)) << "in place, element " << i;
+      fill();
+      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllGather, in, out, count, clbSum)), clbSuccess)
+          << clbGetLastError();
+      for (int p = 0; p < nranks; p++)
+        for (size_t i = 0; i < count; i++) ASSERT_EQ(out[p * count + i], input(p, i)) << "allGather from " << p;
+      fill();
+      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kBroadcast, r == 0 ? in : nullptr, out, count,
+                                                        clbSum, 0)),
+                clbSuccess) << clbGetLastError();
+      for (size_t i = 0; i < count; i++) ASSERT_EQ(out[i], input(0, i)) << "broadcast element " << i;
+      // The input's allocation "freed and allocated again" at the same address: registered anew.
+      dev[r].users[0].id += 100;
+      fill();
+      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllReduce, in, out, count, clbSum)), clbSuccess)
+          << clbGetLastError();
+      for (size_t i = 0; i < count; i++) ASSERT_EQ(out[i], sumAt(i)) << "after the change, element " << i;
+      st = vc->userRegStats();
+      EXPECT_EQ(st.stale, 1u);
+      EXPECT_EQ(st.registered, 3u);
+      // Bounded: one registration at most, so alternating buffers evicts.
+      ASSERT_EQ(vc->setUserRegLimits(1, 1ll << 30), clbSuccess) << clbGetLastError();
+      EXPECT_EQ(vc->userRegStats().cached, 1u) << "the least recently used one dropped at once";
+      fill();
+      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllReduce, in, out, count, clbSum)), clbSuccess)
+          << clbGetLastError();
+      for (size_t i = 0; i < count; i++) ASSERT_EQ(out[i], sumAt(i)) << "bounded cache, element " << i;
+      st = vc->userRegStats();
+      EXPECT_LE(st.cached, 1u);
+      EXPECT_GT(st.evicted, 0u);
+      ASSERT_EQ(ch->trim(), clbSuccess) << clbGetLastError();
+      EXPECT_EQ(vc->userRegStats().cached, 0u);
+      EXPECT_EQ(vc->userRegStats().cachedBytes, 0);
+    }, clbAlgoRing, 4096, 20000, [qps = qps](clbConfig_t* c) { c->verbsQpsPerConnection = qps; }));
   }
 }
 

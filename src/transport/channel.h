@@ -35,6 +35,15 @@ class RingChannel {
   virtual clbResult_t finish() = 0;
   // Gives back staging memory; waits until peers consumed what was sent.
   virtual clbResult_t trim() = 0;
+  // The next outgoing message straight from `src` (no copy into staging) where the transport
+  // can (device memory over GPUDirect RDMA); *sent false: use acquireSend. `src` must stay
+  // unchanged until finish().
+  virtual clbResult_t sendFrom(const void* src, const MsgTag& tag, bool* sent) {
+    (void)src;
+    (void)tag;
+    *sent = false;
+    return clbSuccess;
+  }
 };
 
 // Compares a received tag with the expected one; on mismatch a message naming both ranks' calls.

@@ -109,6 +109,37 @@ void gdrRelease(void* self, void* mem, size_t) {
   g->comm->mem.addDevice(-(int64_t)b.second);
 }
 
+// A user buffer the NIC may read without a copy: the page-aligned part of its allocation (the
+// whole of it for allocations of whole pages, as caching allocators make them), and the
+// allocation's ID, which changes when it is freed and another takes its address.
+clbResult_t gdrLookup(void* self, const void* p, size_t len, verbs::UserRange* r, bool* found) {
+  auto* g = static_cast<DeviceWorld::GpuDirect*>(self);
+  const Driver* d = g->d;
+  *found = false;
+  CtxScope scope(d, g->ctx);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  unsigned long long id = 0;
+  if (d->cuMemGetAddressRange(&base, &size, (CUdeviceptr)p) != CUDA_SUCCESS ||
+      d->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)p) != CUDA_SUCCESS)
+    return clbSuccess;  // not ours to judge: copied
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  const CUdeviceptr lo = (base + page - 1) / page * page, hi = (base + size) / page * page;
+  if (hi <= lo || (CUdeviceptr)p < lo || (CUdeviceptr)p + len > hi) return clbSuccess;
+  *r = verbs::UserRange{reinterpret_cast<void*>(lo), (size_t)(hi - lo), id};
+  *found = true;
+  return clbSuccess;
+}
+
+clbResult_t gdrExport(void* self, void* base, size_t bytes, int* fd) {
+  auto* g = static_cast<DeviceWorld::GpuDirect*>(self);
+  *fd = -1;
+  if (!g->dmabuf) return clbSuccess;  // nvidia-peermem: the address itself
+  CtxScope scope(g->d, g->ctx);
+  CLB_CU(g->d, cuMemGetHandleForAddressRange, fd, (CUdeviceptr)base, bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+  return clbSuccess;
+}
+
 // The verbs emulator cannot map a GPU dma-buf (NVIDIA's do not support mmap): its NIC threads
 // reach the memory through the driver instead, in the context that owns it (they have none).
 // The buffers carry SYNC_MEMOPS, so the copy is complete when cuMemcpy returns.
@@ -216,7 +247,8 @@ clbResult_t DeviceWorld::setUpGpuDirect() {
           (mode == "dmabuf" || emulated ? "" : " and nvidia_peermem is not loaded");
     if (rc == clbSuccess) rc = setError(clbUnsupported, "rank %d: no GPUDirect RDMA: %s", comm_->rank, why.c_str());
   }
-  g->memory = verbs::DeviceMemory{gdrAlloc, gdrRelease, g.get(), g->dmabuf ? "dma-buf" : "nvidia-peermem"};
+  g->memory = verbs::DeviceMemory{gdrAlloc,   gdrRelease, g.get(), g->dmabuf ? "dma-buf" : "nvidia-peermem",
+                                  gdrLookup, gdrExport};
   // Kernels for the reductions; GPUs whose RDMA writes are not ordered for the owner need a flush.
   if (rc == clbSuccess) rc = kernels_.load(dev_, defaultKernelDir());
   int ordering = 0, flushOptions = 0;
@@ -274,7 +306,17 @@ void DeviceWorld::releaseGpuDirect() {
 }
 
 std::string DeviceWorld::gpuDirectInfo() const {
-  if (gdr_) return std::string("GPUDirect RDMA through ") + gdr_->memory.name + " (" + gdr_->describe + ")";
+  if (gdr_) {
+    std::string s = std::string("GPUDirect RDMA through ") + gdr_->memory.name + " (" + gdr_->describe + ")";
+    if (auto* vc = dynamic_cast<const verbs::VerbsChannel*>(gdr_->ring.get())) {
+      auto st = vc->userRegStats();
+      char b[256];
+      snprintf(b, sizeof b, ", sent from user buffers without a copy: %zu allocation(s) registered (%lld bytes), "
+               "%llu hit(s)", st.cached, (long long)st.cachedBytes, (unsigned long long)st.hits);
+      s += b;
+    }
+    return s;
+  }
   return "pinned host memory (" + (gdrWhy_.empty() ? std::string("not decided yet") : gdrWhy_) + ")";
 }
 

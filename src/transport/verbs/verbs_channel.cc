@@ -304,6 +304,8 @@ clbResult_t VerbsChannel::checkDeviceMemory() {
 }
 
 VerbsChannel::~VerbsChannel() {
+  for (UserReg& u : userRegs_)
+    if (u.mr) api_->deregMr(u.mr);  // the queue pairs go next: nothing reads them any more
   for (ibv_qp* q : sendQps_)
     if (q) api_->destroyQp(q);
   for (ibv_qp* q : recvQps_)
@@ -704,7 +706,7 @@ clbResult_t VerbsChannel::postSend(const MsgTag& tag) {
     return setError(clbInternalError, "verbs: postSend of %llu bytes without a matching acquireSend (%zu)",
                     (unsigned long long)tag.bytes, acquired_ ? acquiredBytes_ : (size_t)0);
   const uint32_t slot = (uint32_t)(sendSeq_ % K_);
-  if (o_.device) return postDeviceSend(tag, slot);
+  if (o_.device) return postDeviceSend(tag, slot, staging_->slot(slot), staging_->mr->lkey);
   return postParts(tag, slot);
 }
 
@@ -739,7 +741,7 @@ clbResult_t VerbsChannel::postParts(const MsgTag& tag, uint32_t slot) {
 
 // Device mode: the payload (GPU memory) into the receiver's slot, then the tag (host memory) into
 // its tag slot with the immediate; one signaled completion covers both (RC completes in order).
-clbResult_t VerbsChannel::postDeviceSend(const MsgTag& tag, uint32_t slot) {
+clbResult_t VerbsChannel::postDeviceSend(const MsgTag& tag, uint32_t slot, const char* src, uint32_t lkey) {
   char* outTag = static_cast<char*>(ctl_->mem) + kCtlTagOut + (size_t)slot * sizeof(MsgTag);
   memcpy(outTag, &tag, sizeof tag);
   // Slots must be announced even for an empty payload (the tag still takes one).
@@ -750,7 +752,7 @@ clbResult_t VerbsChannel::postDeviceSend(const MsgTag& tag, uint32_t slot) {
   for (uint32_t j = 0; j < Q_; j++) {
     size_t off, n;
     partOf(tag.bytes, Q_, j, &off, &n);
-    ibv_sge data{(uint64_t)(uintptr_t)(staging_->slot(slot) + off), (uint32_t)n, staging_->mr->lkey};
+    ibv_sge data{(uint64_t)(uintptr_t)(src + off), (uint32_t)n, lkey};
     ibv_sge tagSge{(uint64_t)(uintptr_t)outTag, (uint32_t)sizeof(MsgTag), ctl_->mr->lkey};
     ibv_send_wr wr[2];
     memset(wr, 0, sizeof wr);
@@ -785,6 +787,102 @@ clbResult_t VerbsChannel::postDeviceSend(const MsgTag& tag, uint32_t slot) {
   sendSeq_++;
   acquired_ = false;
   return progress();
+}
+
+clbResult_t VerbsChannel::sendFrom(const void* src, const MsgTag& tag, bool* sent) {
+  *sent = false;
+  CLB_CHECK(sticky());
+  if (!o_.device || !o_.device->lookup || tag.bytes == 0 || acquired_) return clbSuccess;
+  if (tag.bytes > stagingStride_)
+    return setError(clbInternalError, "verbs: a message of %llu bytes, but prepare() staged %zu",
+                    (unsigned long long)tag.bytes, stagingStride_);
+  ibv_mr* mr = nullptr;
+  CLB_CHECK(userMr(src, tag.bytes, &mr));
+  if (!mr) return clbSuccess;
+  // The message still takes its turn: tag slot n % K, and the staging slot stays unused.
+  CLB_CHECK(waitFor([&] { return sendSeq_ - sendDone_ < K_; }, "a send slot (local write completions)", next_));
+  CLB_CHECK(postDeviceSend(tag, (uint32_t)(sendSeq_ % K_), static_cast<const char*>(src), mr->lkey));
+  *sent = true;
+  return clbSuccess;
+}
+
+// The registration of the user allocation holding [p, p + len): cached, else made (and cached,
+// failures too, so that an allocation the NIC cannot take is asked about once).
+clbResult_t VerbsChannel::userMr(const void* p, size_t len, ibv_mr** mr) {
+  *mr = nullptr;
+  UserRange r{};
+  bool found = false;
+  CLB_CHECK(o_.device->lookup(o_.device->self, p, len, &r, &found));
+  if (!found) return clbSuccess;
+  for (size_t i = 0; i < userRegs_.size(); i++) {
+    if (userRegs_[i].range.base != r.base) continue;
+    if (userRegs_[i].range.id == r.id && userRegs_[i].range.bytes == r.bytes) {
+      userRegs_[i].lastUse = ++userClock_;
+      userStats_.hits++;
+      *mr = userRegs_[i].mr;
+      return clbSuccess;
+    }
+    CLB_CHECK(dropUserReg(i));  // freed, and something else allocated at the same address
+    userStats_.stale++;
+    break;
+  }
+  if ((int64_t)r.bytes > o_.userRegCapBytes) return clbSuccess;  // never cached: copied
+  CLB_CHECK(evictUserRegs(1, (int64_t)r.bytes));
+  int fd = -1;
+  ibv_mr* m = nullptr;
+  if (o_.device->exportRange(o_.device->self, r.base, r.bytes, &fd) == clbSuccess) {
+    m = fd >= 0 ? (api_->regDmabufMr ? api_->regDmabufMr(pd_, 0, r.bytes, (uint64_t)(uintptr_t)r.base, fd,
+                                                         IBV_ACCESS_LOCAL_WRITE)
+                                     : nullptr)
+                : api_->regMr(pd_, r.base, r.bytes, IBV_ACCESS_LOCAL_WRITE);
+    if (fd >= 0) close(fd);
+  }
+  if (!m)
+    CLB_DEBUG("rank %d: verbs: a user buffer of %zu bytes at %p cannot be registered (%s); its messages are copied",
+              rank_, r.bytes, r.base, lastError().c_str());
+  clearError();
+  userRegs_.push_back(UserReg{r, m, ++userClock_});
+  userStats_.cached = userRegs_.size();
+  userStats_.cachedBytes += m ? (int64_t)r.bytes : 0;
+  if (m) userStats_.registered++;
+  *mr = m;
+  return clbSuccess;
+}
+
+clbResult_t VerbsChannel::dropUserReg(size_t i) {
+  UserReg& u = userRegs_[i];
+  if (u.mr) {
+    // A message in flight may be read from it.
+    CLB_CHECK(waitFor([&] { return sendDone_ == sendSeq_; }, "the ring messages' writes to complete", next_));
+    api_->deregMr(u.mr);
+    userStats_.cachedBytes -= (int64_t)u.range.bytes;
+  }
+  userRegs_.erase(userRegs_.begin() + (long)i);
+  userStats_.cached = userRegs_.size();
+  return clbSuccess;
+}
+
+clbResult_t VerbsChannel::evictUserRegs(size_t room, int64_t roomBytes) {
+  while (!userRegs_.empty() && (userRegs_.size() + room > o_.userRegMax ||
+                                userStats_.cachedBytes + roomBytes > o_.userRegCapBytes)) {
+    size_t lru = 0;
+    for (size_t i = 1; i < userRegs_.size(); i++)
+      if (userRegs_[i].lastUse < userRegs_[lru].lastUse) lru = i;
+    CLB_CHECK(dropUserReg(lru));
+    userStats_.evicted++;
+  }
+  return clbSuccess;
+}
+
+clbResult_t VerbsChannel::setUserRegLimits(size_t maxRegs, int64_t capBytes) {
+  o_.userRegMax = maxRegs;
+  o_.userRegCapBytes = capBytes;
+  return evictUserRegs(0, 0);
+}
+
+clbResult_t VerbsChannel::dropUserRegs() {
+  while (!userRegs_.empty()) CLB_CHECK(dropUserReg(userRegs_.size() - 1));
+  return clbSuccess;
 }
 
 clbResult_t VerbsChannel::waitRecv(const MsgTag& expect, const void** buf) {
@@ -837,6 +935,7 @@ clbResult_t VerbsChannel::finish() {
 
 clbResult_t VerbsChannel::trim() {
   CLB_CHECK(finish());
+  CLB_CHECK(dropUserRegs());
   staging_.reset();
   stagingStride_ = 0;
   // Receive slots: only when nothing is buffered and no announcement is in flight; they are

@@ -92,6 +92,15 @@ constexpr uint32_t kVerbsConnVersion = 2;         // 2: several queue pairs per 
 static_assert(std::is_trivially_copyable<VerbsConnInfo>::value && sizeof(VerbsConnInfo) == 88,
               "VerbsConnInfo travels as plain bytes");
 
+// A user buffer a device-mode channel may send from without a copy: the registrable range holding
+// it (page aligned), and the identity of the allocation behind it (CUDA's buffer ID: freeing and
+// allocating again at the same address gives another).
+struct UserRange {
+  void* base;
+  size_t bytes;
+  uint64_t id;
+};
+
 // Device memory for the slots and staging of a channel in device mode (GPUDirect RDMA).
 struct DeviceMemory {
   // Allocates `bytes` (a multiple of 4 KiB) of zeroed, page-aligned memory at *mem. *dmabufFd: a
@@ -101,6 +110,11 @@ struct DeviceMemory {
   void (*release)(void* self, void* mem, size_t bytes);
   void* self;
   const char* name;  // how it is registered, for messages: "dma-buf", "nvidia-peermem"
+  // Optional, for sends straight from user buffers (sendFrom): the registrable range holding
+  // [p, p + len) (*found false: none, the channel copies into its staging), and a dma-buf of such
+  // a range (*dmabufFd -1: register the address itself).
+  clbResult_t (*lookup)(void* self, const void* p, size_t len, UserRange* range, bool* found) = nullptr;
+  clbResult_t (*exportRange)(void* self, void* base, size_t bytes, int* dmabufFd) = nullptr;
 };
 
 struct VerbsOptions {
@@ -119,6 +133,9 @@ struct VerbsOptions {
   int64_t stagingCapBytes = 1ll << 32;  // cap on registered bytes (send staging + receive slots)
   int rank = 0, nranks = 2;          // for messages, without a communicator
   const DeviceMemory* device = nullptr;  // device mode (must outlive the channel); NULL: host memory
+  // Device mode: registrations of user buffers kept for sendFrom (least recently used dropped).
+  size_t userRegMax = 32;
+  int64_t userRegCapBytes = 1ll << 36;
 };
 
 class VerbsChannel : public RingChannel {
@@ -148,6 +165,22 @@ class VerbsChannel : public RingChannel {
   clbResult_t releaseRecv() override;
   clbResult_t finish() override;
   clbResult_t trim() override;
+  // Device mode: the payload straight from user memory when its allocation is (or can be)
+  // registered, cached by allocation (LRU, bounded by userRegMax / userRegCapBytes, an entry
+  // dropped when its allocation was freed: another ID at the same base); *sent false otherwise.
+  clbResult_t sendFrom(const void* src, const MsgTag& tag, bool* sent) override;
+
+  struct UserRegStats {
+    size_t cached = 0;            // registrations held now
+    int64_t cachedBytes = 0;
+    uint64_t registered = 0;      // registrations made
+    uint64_t hits = 0;            // sends that found theirs cached
+    uint64_t stale = 0;           // entries dropped because the allocation behind them changed
+    uint64_t evicted = 0;         // entries dropped for room
+  };
+  UserRegStats userRegStats() const { return userStats_; }
+  // New bounds for the user registrations, applied at once (least recently used dropped).
+  clbResult_t setUserRegLimits(size_t maxRegs, int64_t capBytes);
 
   // Introspection (tests, logs).
   int64_t registeredBytes() const { return registered_.load(); }  // host and device
@@ -192,7 +225,16 @@ class VerbsChannel : public RingChannel {
   clbResult_t fail(clbResult_t rc);  // records the thread's last error as the channel's
   clbResult_t sticky() const;
   clbResult_t announce(std::unique_ptr<Region> slots, size_t slotBytes);
-  clbResult_t postDeviceSend(const MsgTag& tag, uint32_t slot);
+  clbResult_t postDeviceSend(const MsgTag& tag, uint32_t slot, const char* src, uint32_t lkey);
+  struct UserReg {
+    UserRange range;
+    ibv_mr* mr;  // nullptr: the range could not be registered (remembered, so as not to retry)
+    uint64_t lastUse;
+  };
+  clbResult_t userMr(const void* p, size_t len, ibv_mr** mr);
+  clbResult_t dropUserReg(size_t i);  // waits until no send is in flight (one may read it)
+  clbResult_t dropUserRegs();
+  clbResult_t evictUserRegs(size_t room, int64_t roomBytes);  // until `room` more fit
   clbResult_t applyAnnounce(const Announce& a);
   clbResult_t endMessage();  // the last part is posted: a deferred announcement applies now
   void collectRetired();
@@ -230,6 +272,9 @@ class VerbsChannel : public RingChannel {
   uint32_t remoteRkey_ = 0;
   uint64_t remoteSlotBytes_ = 0;
   uint32_t remoteEpoch_ = 0;
+  std::vector<UserReg> userRegs_;
+  uint64_t userClock_ = 0;
+  UserRegStats userStats_;
   bool midMessage_ = false;       // some parts of a message posted, not all
   bool announceDeferred_ = false;  // an announcement arrived meanwhile
   Announce deferredAnnounce_{};
