@@ -840,7 +840,7 @@ std::string acrossHostsRank(const clbUniqueId& id, int rank, int n) {
     // The 4 MiB buffers are whole-page allocations: sent from without a copy, registered once.
     if (err.empty() && (!strstr(info, "GPUDirect RDMA through dma-buf") || before.deviceBytes <= after.deviceBytes ||
                         !strstr(info, "sent from user buffers without a copy") ||
-                        strstr(info, "without a copy: 0 allocation(s)")))
+                        strstr(info, "without a copy: 0 allocation(s)") || strstr(info, "registered (0 bytes)")))
       err = "GPUDirect info or device accounting: device bytes " + std::to_string(before.deviceBytes) + " -> " +
             std::to_string(after.deviceBytes) + "; " + info;
   } else if (err.empty() && (!strstr(info, "pinned host memory") || (noDmabuf && !strstr(info, "ibv_reg_dmabuf_mr")) ||

@@ -37,7 +37,8 @@ class RingChannel {
   virtual clbResult_t trim() = 0;
   // The next outgoing message straight from `src` (no copy into staging) where the transport
   // can (device memory over GPUDirect RDMA); *sent false: use acquireSend. `src` must stay
-  // unchanged until finish().
+  // unchanged until the receiver consumed the message (the ring only writes it after a message
+  // that causally follows), and the call's stream work must be complete before.
   virtual clbResult_t sendFrom(const void* src, const MsgTag& tag, bool* sent) {
     (void)src;
     (void)tag;

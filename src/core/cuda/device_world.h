@@ -159,6 +159,7 @@ class DeviceWorld {
   clbResult_t gdrFailure_ = clbSuccess; // ... and failed (a bad variable, a forced mode that cannot work): sticky
   std::string gdrFailMsg_;
   bool lastGdr_ = false;                // the last call between hosts went over GPUDirect RDMA
+  CUevent gdrReady_ = nullptr;          // recorded on the caller's stream at each GPUDirect call
   std::string gdrWhy_;                  // why not (when not)
   bool lastZeroCopy_ = false;
 };

@@ -51,6 +51,7 @@ struct DeviceWorld::GpuDirect {
   std::mutex mu;
   std::map<void*, std::pair<CUdeviceptr, size_t>> bases;  // address handed out -> allocation, bytes beyond the ask
   clbComm* comm = nullptr;  // counts the alignment bytes (the channel counts what it asked for)
+  int ordinal = -1;         // the communicator's GPU
   ~GpuDirect() { ring.reset(); }       // its regions give their memory back through the members above
 };
 
@@ -120,9 +121,17 @@ clbResult_t gdrLookup(void* self, const void* p, size_t len, verbs::UserRange* r
   CUdeviceptr base = 0;
   size_t size = 0;
   unsigned long long id = 0;
+  unsigned int type = 0, managed = 0;
+  int ordinal = -1;
+  // Plain device memory of this communicator's GPU only: managed memory may live in host pages
+  // (a registration would pin those), and another GPU's memory is another NIC path.
   if (d->cuMemGetAddressRange(&base, &size, (CUdeviceptr)p) != CUDA_SUCCESS ||
-      d->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)p) != CUDA_SUCCESS)
-    return clbSuccess;  // not ours to judge: copied
+      d->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)p) != CUDA_SUCCESS ||
+      d->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)p) != CUDA_SUCCESS ||
+      d->cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)p) != CUDA_SUCCESS ||
+      d->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)p) != CUDA_SUCCESS ||
+      type != CU_MEMORYTYPE_DEVICE || managed || ordinal != g->ordinal)
+    return clbSuccess;  // copied
   const size_t page = (size_t)sysconf(_SC_PAGESIZE);
   const CUdeviceptr lo = (base + page - 1) / page * page, hi = (base + size) / page * page;
   if (hi <= lo || (CUdeviceptr)p < lo || (CUdeviceptr)p + len > hi) return clbSuccess;
@@ -134,8 +143,12 @@ clbResult_t gdrLookup(void* self, const void* p, size_t len, verbs::UserRange* r
 clbResult_t gdrExport(void* self, void* base, size_t bytes, int* fd) {
   auto* g = static_cast<DeviceWorld::GpuDirect*>(self);
   *fd = -1;
-  if (!g->dmabuf) return clbSuccess;  // nvidia-peermem: the address itself
   CtxScope scope(g->d, g->ctx);
+  // As for Colibri's own buffers: memory the NIC reads gets synchronous memory operations, so a
+  // cuMemcpy into it has landed when it returns.
+  unsigned int one = 1;
+  CLB_CU(g->d, cuPointerSetAttribute, &one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, (CUdeviceptr)base);
+  if (!g->dmabuf) return clbSuccess;  // nvidia-peermem: the address itself
   CLB_CU(g->d, cuMemGetHandleForAddressRange, fd, (CUdeviceptr)base, bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
   return clbSuccess;
 }
@@ -222,6 +235,7 @@ clbResult_t DeviceWorld::setUpGpuDirect() {
   g->d = d_;
   g->ctx = ctx_;
   g->comm = comm_;
+  g->ordinal = ordinal_;
   // How this rank registers GPU memory: dma-buf where the driver exports it, else nvidia-peermem.
   const verbs::VerbsApi* api = nullptr;
   clbResult_t rc = verbs::selectVerbsApi(&api);
@@ -287,9 +301,13 @@ clbResult_t DeviceWorld::setUpGpuDirect() {
 
 clbResult_t DeviceWorld::runGpuDirect(const CollArgs& a, CUstream stream) {
   DeviceRingMemory mem(d_, kernels_, stream, comm_->nranks, gdr_->flush);
-  // The input is complete only when the work queued before this call is; the ring then syncs the
-  // stream before each message it posts, so the output is written when the call returns.
-  CLB_CU(d_, cuStreamSynchronize, stream);
+  // The input is complete only when the work queued before this call is: an event on the stream
+  // (on a blocking stream it also follows the legacy default stream's work, as a kernel there
+  // would: the NIC may read the caller's buffer directly). The ring then syncs the stream before
+  // each message it posts, so the output is written when the call returns.
+  if (!gdrReady_) CLB_CU(d_, cuEventCreate, &gdrReady_, CU_EVENT_DISABLE_TIMING);
+  CLB_CU(d_, cuEventRecord, gdrReady_, stream);
+  CLB_CU(d_, cuEventSynchronize, gdrReady_);
   lastGdr_ = true;
   clbResult_t rc = ringRunOn(comm_, *gdr_->ring, mem, a);
   if (rc != clbSuccess) comm_->markFailed();  // midway: the peers' state is unknown
@@ -299,6 +317,11 @@ clbResult_t DeviceWorld::runGpuDirect(const CollArgs& a, CUstream stream) {
 clbResult_t DeviceWorld::trimGpuDirect() { return gdr_ ? gdr_->ring->trim() : clbSuccess; }
 
 void DeviceWorld::releaseGpuDirect() {
+  if (gdrReady_) {
+    CtxScope scope(d_, ctx_);
+    d_->cuEventDestroy(gdrReady_);
+    gdrReady_ = nullptr;
+  }
   if (!gdr_) return;
   if (!comm_->failed && !comm_->aborted) gdr_->ring->finish();
   delete gdr_;

@@ -304,12 +304,12 @@ clbResult_t VerbsChannel::checkDeviceMemory() {
 }
 
 VerbsChannel::~VerbsChannel() {
-  for (UserReg& u : userRegs_)
-    if (u.mr) api_->deregMr(u.mr);  // the queue pairs go next: nothing reads them any more
   for (ibv_qp* q : sendQps_)
     if (q) api_->destroyQp(q);
   for (ibv_qp* q : recvQps_)
     if (q) api_->destroyQp(q);
+  for (UserReg& u : userRegs_)
+    if (u.mr) api_->deregMr(u.mr);  // after the queue pairs: nothing reads them any more
   staging_.reset();
   regions_.clear();
   ctl_.reset();
@@ -668,6 +668,8 @@ clbResult_t VerbsChannel::waitFor(Pred pred, const char* what, int peer) {
 clbResult_t VerbsChannel::prepare(size_t maxBytes) {
   CLB_CHECK(sticky());
   CLB_CHECK(progress());
+  calls_++;
+  if (o_.device && o_.device->lookup) CLB_CHECK(sweepUserRegs());
   size_t need = header() + (maxBytes + 4095) / 4096 * 4096;
   if (stagingStride_ < need) {
     CLB_CHECK(waitFor([&] { return sendDone_ == sendSeq_; }, "the last ring messages' writes to complete", next_));
@@ -792,7 +794,7 @@ clbResult_t VerbsChannel::postDeviceSend(const MsgTag& tag, uint32_t slot, const
 clbResult_t VerbsChannel::sendFrom(const void* src, const MsgTag& tag, bool* sent) {
   *sent = false;
   CLB_CHECK(sticky());
-  if (!o_.device || !o_.device->lookup || tag.bytes == 0 || acquired_) return clbSuccess;
+  if (!o_.device || !o_.device->lookup || !o_.device->exportRange || tag.bytes == 0 || acquired_) return clbSuccess;
   if (tag.bytes > stagingStride_)
     return setError(clbInternalError, "verbs: a message of %llu bytes, but prepare() staged %zu",
                     (unsigned long long)tag.bytes, stagingStride_);
@@ -806,28 +808,37 @@ clbResult_t VerbsChannel::sendFrom(const void* src, const MsgTag& tag, bool* sen
   return clbSuccess;
 }
 
-// The registration of the user allocation holding [p, p + len): cached, else made (and cached,
-// failures too, so that an allocation the NIC cannot take is asked about once).
+// The registration of the user allocation holding [p, p + len): cached, else made and cached.
+// An allocation that cannot be registered is remembered for a while (so it is asked about once
+// per kUserRetryCalls collectives, not per message); its messages are copied.
+constexpr uint64_t kUserRetryCalls = 64;
+
 clbResult_t VerbsChannel::userMr(const void* p, size_t len, ibv_mr** mr) {
   *mr = nullptr;
+  if (o_.userRegMax == 0) return clbSuccess;  // the cache is off: every message copied
   UserRange r{};
   bool found = false;
   CLB_CHECK(o_.device->lookup(o_.device->self, p, len, &r, &found));
   if (!found) return clbSuccess;
   for (size_t i = 0; i < userRegs_.size(); i++) {
-    if (userRegs_[i].range.base != r.base) continue;
-    if (userRegs_[i].range.id == r.id && userRegs_[i].range.bytes == r.bytes) {
-      userRegs_[i].lastUse = ++userClock_;
-      userStats_.hits++;
-      *mr = userRegs_[i].mr;
-      return clbSuccess;
+    UserReg& u = userRegs_[i];
+    if (u.range.base != r.base) continue;
+    if (u.range.id == r.id && u.range.bytes == r.bytes) {
+      if (!u.mr && calls_ - u.lastUse < kUserRetryCalls) return clbSuccess;  // failed lately: copied
+      if (u.mr) {
+        u.lastUse = calls_;
+        u.lastTouch = ++userClock_;
+        userStats_.hits++;
+        *mr = u.mr;
+        return clbSuccess;
+      }
+    } else {
+      userStats_.stale += u.mr ? 1 : 0;  // freed, and something else allocated at the same address
     }
-    CLB_CHECK(dropUserReg(i));  // freed, and something else allocated at the same address
-    userStats_.stale++;
+    CLB_CHECK(dropUserReg(i));
     break;
   }
   if ((int64_t)r.bytes > o_.userRegCapBytes) return clbSuccess;  // never cached: copied
-  CLB_CHECK(evictUserRegs(1, (int64_t)r.bytes));
   int fd = -1;
   ibv_mr* m = nullptr;
   if (o_.device->exportRange(o_.device->self, r.base, r.bytes, &fd) == clbSuccess) {
@@ -837,14 +848,21 @@ clbResult_t VerbsChannel::userMr(const void* p, size_t len, ibv_mr** mr) {
                 : api_->regMr(pd_, r.base, r.bytes, IBV_ACCESS_LOCAL_WRITE);
     if (fd >= 0) close(fd);
   }
-  if (!m)
+  if (!m) {
     CLB_DEBUG("rank %d: verbs: a user buffer of %zu bytes at %p cannot be registered (%s); its messages are copied",
               rank_, r.bytes, r.base, lastError().c_str());
-  clearError();
-  userRegs_.push_back(UserReg{r, m, ++userClock_});
-  userStats_.cached = userRegs_.size();
-  userStats_.cachedBytes += m ? (int64_t)r.bytes : 0;
-  if (m) userStats_.registered++;
+    clearError();
+    userRegs_.push_back(UserReg{r, nullptr, calls_, ++userClock_});
+    return clbSuccess;
+  }
+  // Room for it: least recently used entries go (only now that the new one exists, so a failed
+  // registration never costs a good one).
+  userRegs_.push_back(UserReg{r, m, calls_, ++userClock_});
+  userStats_.cachedBytes += (int64_t)r.bytes;
+  userStats_.registered++;
+  CLB_CHECK(evictUserRegs(0, 0));
+  userStats_.cached = 0;
+  for (const UserReg& u : userRegs_) userStats_.cached += u.mr ? 1 : 0;
   *mr = m;
   return clbSuccess;
 }
@@ -856,20 +874,46 @@ clbResult_t VerbsChannel::dropUserReg(size_t i) {
     CLB_CHECK(waitFor([&] { return sendDone_ == sendSeq_; }, "the ring messages' writes to complete", next_));
     api_->deregMr(u.mr);
     userStats_.cachedBytes -= (int64_t)u.range.bytes;
+    userStats_.cached--;
   }
   userRegs_.erase(userRegs_.begin() + (long)i);
-  userStats_.cached = userRegs_.size();
   return clbSuccess;
 }
 
+// At every collective one cached entry is checked against its allocation: one freed by the
+// caller is dropped within userRegMax collectives instead of holding its memory (a dma-buf
+// registration keeps a freed allocation alive).
+clbResult_t VerbsChannel::sweepUserRegs() {
+  if (userRegs_.empty()) return clbSuccess;
+  const size_t i = (size_t)(calls_ % userRegs_.size());
+  UserReg& u = userRegs_[i];
+  UserRange now{};
+  bool found = false;
+  CLB_CHECK(o_.device->lookup(o_.device->self, u.range.base, 1, &now, &found));
+  if (found && now.base == u.range.base && now.id == u.range.id && now.bytes == u.range.bytes) return clbSuccess;
+  userStats_.stale += u.mr ? 1 : 0;
+  return dropUserReg(i);
+}
+
 clbResult_t VerbsChannel::evictUserRegs(size_t room, int64_t roomBytes) {
-  while (!userRegs_.empty() && (userRegs_.size() + room > o_.userRegMax ||
-                                userStats_.cachedBytes + roomBytes > o_.userRegCapBytes)) {
-    size_t lru = 0;
-    for (size_t i = 1; i < userRegs_.size(); i++)
-      if (userRegs_[i].lastUse < userRegs_[lru].lastUse) lru = i;
+  for (;;) {
+    size_t entries = 0;
+    for (const UserReg& u : userRegs_) entries += u.mr ? 1 : 0;
+    if (entries + room <= o_.userRegMax && userStats_.cachedBytes + roomBytes <= o_.userRegCapBytes) break;
+    size_t lru = userRegs_.size();
+    for (size_t i = 0; i < userRegs_.size(); i++)
+      if (userRegs_[i].mr && (lru == userRegs_.size() || userRegs_[i].lastTouch < userRegs_[lru].lastTouch)) lru = i;
+    if (lru == userRegs_.size()) break;
     CLB_CHECK(dropUserReg(lru));
     userStats_.evicted++;
+  }
+  // Remembered failures count against the entry limit too, oldest first.
+  while (userRegs_.size() > 2 * std::max<size_t>(o_.userRegMax, 1)) {
+    size_t oldest = 0;
+    for (size_t i = 1; i < userRegs_.size(); i++)
+      if (!userRegs_[i].mr && (userRegs_[oldest].mr || userRegs_[i].lastTouch < userRegs_[oldest].lastTouch)) oldest = i;
+    if (userRegs_[oldest].mr) break;
+    CLB_CHECK(dropUserReg(oldest));
   }
   return clbSuccess;
 }

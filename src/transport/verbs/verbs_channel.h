@@ -134,8 +134,8 @@ struct VerbsOptions {
   int rank = 0, nranks = 2;          // for messages, without a communicator
   const DeviceMemory* device = nullptr;  // device mode (must outlive the channel); NULL: host memory
   // Device mode: registrations of user buffers kept for sendFrom (least recently used dropped).
-  size_t userRegMax = 32;
-  int64_t userRegCapBytes = 1ll << 36;
+  size_t userRegMax = 32;                // 0: off (every message copied)
+  int64_t userRegCapBytes = 8ll << 30;
 };
 
 class VerbsChannel : public RingChannel {
@@ -171,7 +171,7 @@ class VerbsChannel : public RingChannel {
   clbResult_t sendFrom(const void* src, const MsgTag& tag, bool* sent) override;
 
   struct UserRegStats {
-    size_t cached = 0;            // registrations held now
+    size_t cached = 0;            // registrations held now (failed ones not counted)
     int64_t cachedBytes = 0;
     uint64_t registered = 0;      // registrations made
     uint64_t hits = 0;            // sends that found theirs cached
@@ -228,12 +228,14 @@ class VerbsChannel : public RingChannel {
   clbResult_t postDeviceSend(const MsgTag& tag, uint32_t slot, const char* src, uint32_t lkey);
   struct UserReg {
     UserRange range;
-    ibv_mr* mr;  // nullptr: the range could not be registered (remembered, so as not to retry)
-    uint64_t lastUse;
+    ibv_mr* mr;          // nullptr: the range could not be registered (remembered for a while)
+    uint64_t lastUse;    // collective (calls_) of the last use, or of the failure
+    uint64_t lastTouch;  // for least-recently-used order
   };
   clbResult_t userMr(const void* p, size_t len, ibv_mr** mr);
   clbResult_t dropUserReg(size_t i);  // waits until no send is in flight (one may read it)
   clbResult_t dropUserRegs();
+  clbResult_t sweepUserRegs();  // one cached entry checked against its allocation
   clbResult_t evictUserRegs(size_t room, int64_t roomBytes);  // until `room` more fit
   clbResult_t applyAnnounce(const Announce& a);
   clbResult_t endMessage();  // the last part is posted: a deferred announcement applies now
@@ -273,6 +275,7 @@ class VerbsChannel : public RingChannel {
   uint64_t remoteSlotBytes_ = 0;
   uint32_t remoteEpoch_ = 0;
   std::vector<UserReg> userRegs_;
+  uint64_t calls_ = 0;  // collectives (prepare calls)
   uint64_t userClock_ = 0;
   UserRegStats userStats_;
   bool midMessage_ = false;       // some parts of a message posted, not all
