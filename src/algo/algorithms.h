@@ -45,6 +45,11 @@ inline size_t sliceCount(size_t maxSegElems, size_t elemBytes, size_t chunkBytes
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
 clbResult_t ringRun(clbComm* comm, const CollArgs& a);  // host buffers over comm->ring
+// A collective on host buffers for the library's own use (exchanges of the device path, its
+// staging between hosts): the checks and algorithm of the public calls, without asking the
+// driver what the buffers are and without touching the caller-visible lastAlgorithm.
+clbResult_t hostCollective(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
+                           clbRedOp_t op, int root);
 
 class RingChannel;
 // How the ring touches the buffers: host memory (memcpy and the host reduction loops), or device

@@ -19,10 +19,7 @@ namespace {
 clbResult_t validate(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, int type,
                      int op, int root, void* stream) {
   if (!c) return setError(clbInvalidArgument, "communicator is NULL (was it created, or already destroyed?)");
-  if (c->aborted) return setError(clbAborted, "the communicator was aborted: destroy it and create a new one");
-  if (c->failed)
-    return setError(clbInvalidUsage, "the communicator failed earlier and cannot be used: destroy it and create a "
-                    "new one. The first failure was: %s", c->failure.c_str());
+  CLB_CHECK(c->checkUsable());
   if (!validType(type)) return setError(clbInvalidArgument, "unknown data type %d: use a clbDataType_t value", type);
   if ((coll == kAllReduce || coll == kReduceScatter) && !validOp(op))
     return setError(clbInvalidArgument, "unknown reduction op %d: use a clbRedOp_t value", op);
@@ -70,11 +67,8 @@ clbResult_t memoryKind(clbComm* c, uint32_t coll, const void* send, void* recv, 
 #endif
 }
 
-clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
-                clbRedOp_t op, int root, void* stream) {
-  clearError();
-  CLB_CHECK(validate(c, coll, send, recv, count, type, op, root, stream));
-  const size_t esz = clbTypeSize(type);
+CollArgs describeCall(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
+                      clbRedOp_t op, int root) {
   CollArgs a{};
   a.desc.seq = ++c->seq;
   a.desc.coll = coll;
@@ -88,6 +82,44 @@ clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t 
   a.type = type;
   a.op = op;
   a.root = root;
+  return a;
+}
+
+// Host buffers: the algorithm (forced by config, else direct for small messages inside a host),
+// run, and the failure bookkeeping. `recordAlgo` false: an internal exchange, which leaves the
+// user's lastAlgorithm alone.
+clbResult_t runHost(clbComm* c, CollArgs& a, bool recordAlgo) {
+  const uint32_t coll = a.desc.coll;
+  const size_t count = a.count, esz = clbTypeSize(a.type);
+  int algo = c->cfg.algorithm;
+  if (algo == clbAlgoAuto) {
+    size_t scratch = directScratchBytes(c, a);
+    size_t msgBytes = coll == kAllReduce || coll == kBroadcast ? count * esz : count * esz * c->nranks;
+    algo = (c->shm && msgBytes <= (size_t)c->cfg.directMaxBytes &&
+            (int64_t)scratch <= c->cfg.stagingCapBytes / 2) ? clbAlgoDirect : clbAlgoRing;
+  }
+  a.desc.algo = algo;
+  if (c->shm) {
+    CtlBlock* me = c->shm->self();
+    me->opDesc = a.desc;
+    me->opSeq.v.store(a.desc.seq, std::memory_order_release);
+  }
+  CLB_DEBUG("rank %d: %s with algorithm %s", c->rank, describe(a.desc).c_str(), clbAlgorithmName(algo));
+  clbResult_t rc = algo == clbAlgoDirect ? directRun(c, a) : ringRun(c, a);
+  if (recordAlgo) c->lastAlgo = algo;
+  if (rc != clbSuccess) {
+    appendBreadcrumb(__FILE__, __LINE__);
+    // Midway through a collective the peers' state is unknown: the communicator cannot go on.
+    if (rc != clbInvalidArgument && rc != clbUnsupported) c->markFailed();
+  }
+  return rc;
+}
+
+clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
+                clbRedOp_t op, int root, void* stream) {
+  clearError();
+  CLB_CHECK(validate(c, coll, send, recv, count, type, op, root, stream));
+  CollArgs a = describeCall(c, coll, send, recv, count, type, op, root);
 
   if (count == 0) {
     c->lastAlgo = clbAlgoNone;
@@ -113,37 +145,26 @@ clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t 
   }
   if (c->nranks == 1) {
     // One rank: every collective is a copy (a reduction of one input; avg divides by 1).
-    if (send != recv) memmove(recv, send, count * esz);
+    if (send != recv) memmove(recv, send, count * clbTypeSize(type));
     c->lastAlgo = clbAlgoNone;
     return clbSuccess;
   }
 
-  // Algorithm: forced by config, else direct for small messages inside a host.
-  int algo = c->cfg.algorithm;
-  if (algo == clbAlgoAuto) {
-    size_t scratch = directScratchBytes(c, a);
-    size_t msgBytes = coll == kAllReduce || coll == kBroadcast ? count * esz : count * esz * c->nranks;
-    algo = (c->shm && msgBytes <= (size_t)c->cfg.directMaxBytes &&
-            (int64_t)scratch <= c->cfg.stagingCapBytes / 2) ? clbAlgoDirect : clbAlgoRing;
-  }
-  a.desc.algo = algo;
-  if (c->shm) {
-    CtlBlock* me = c->shm->self();
-    me->opDesc = a.desc;
-    me->opSeq.v.store(a.desc.seq, std::memory_order_release);
-  }
-  CLB_DEBUG("rank %d: %s with algorithm %s", c->rank, describe(a.desc).c_str(), clbAlgorithmName(algo));
-  clbResult_t rc = algo == clbAlgoDirect ? directRun(c, a) : ringRun(c, a);
-  c->lastAlgo = algo;
-  if (rc != clbSuccess) {
-    appendBreadcrumb(__FILE__, __LINE__);
-    // Midway through a collective the peers' state is unknown: the communicator cannot go on.
-    if (rc != clbInvalidArgument && rc != clbUnsupported) c->markFailed();
-  }
-  return rc;
+  return runHost(c, a, true);
 }
 
 }  // namespace
+
+clbResult_t clb::hostCollective(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count,
+                                clbDataType_t type, clbRedOp_t op, int root) {
+  CLB_CHECK(validate(c, coll, send, recv, count, type, op, root, nullptr));
+  CollArgs a = describeCall(c, coll, send, recv, count, type, op, root);
+  if (count == 0 || c->nranks == 1) {  // one rank: a copy, as in run()
+    if (count && send && send != recv) memmove(recv, send, count * clbTypeSize(type));
+    return clbSuccess;
+  }
+  return runHost(c, a, false);
+}
 
 extern "C" {
 

@@ -72,6 +72,14 @@ using namespace clb;
 
 clbComm::~clbComm() = default;
 
+clbResult_t clbComm::checkUsable() const {
+  if (aborted) return setError(clbAborted, "the communicator was aborted: destroy it and create a new one");
+  if (failed)
+    return setError(clbInvalidUsage, "the communicator failed earlier and cannot be used: destroy it and create a "
+                    "new one. The first failure was: %s", failure.c_str());
+  return clbSuccess;
+}
+
 void clbComm::markFailed() {
   if (failed.exchange(true)) return;
   failure = lastError();
@@ -447,10 +455,7 @@ clbResult_t clbCommRegister(clbComm_t c, void* buff, size_t bytes, void** handle
   clearError();
   CLB_CHECK(checkComm(c));
   if (handle) *handle = nullptr;
-  if (c->aborted) return setError(clbAborted, "the communicator was aborted: destroy it and create a new one");
-  if (c->failed)
-    return setError(clbInvalidUsage, "the communicator failed earlier and cannot be used: destroy it and create a "
-                    "new one. The first failure was: %s", c->failure.c_str());
+  CLB_CHECK(c->checkUsable());
 #ifdef CLB_HAVE_CUDA
   if (!c->device) c->device = std::make_unique<clb::cuda::DeviceWorld>(c);
   return c->device->registerBuffer(buff, bytes, handle);

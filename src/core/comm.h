@@ -79,6 +79,8 @@ struct clbComm {
   // wait began; `what` says what was awaited, for the message.
   clbResult_t checkWait(int64_t startMs, const char* what, int peer);
   void markFailed();
+  // clbAborted / clbInvalidUsage with the message users see once the communicator is unusable.
+  clbResult_t checkUsable() const;
   // Socket transport: tells both ring neighbours that this rank aborted ('A') or failed ('F').
   void notifyNeighbours(char kind);
   char noticeKind = 0;   // a notice received from a neighbour, forwarded on failure

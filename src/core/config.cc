@@ -43,6 +43,12 @@ clbResult_t envInt(const char* name, int64_t lo, int64_t hi, int64_t* out) {
   return clbSuccess;
 }
 
+bool envFlag(const char* name, bool dflt) {
+  const char* v = getenv(name);
+  if (!v || !*v) return dflt;
+  return strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 && strcasecmp(v, "no") != 0;
+}
+
 clbResult_t validateConfig(const clbConfig_t& c) {
   auto bad = [](const char* what, long long v, long long lo, long long hi) {
     return setError(clbInvalidArgument, "config %s=%lld is out of range %lld..%lld", what, v, lo, hi);
@@ -76,23 +82,35 @@ clbResult_t validateConfig(const clbConfig_t& c) {
   return clbSuccess;
 }
 
+namespace {
+// Earlier versions of clbConfig_t still accepted: their size, how many of their bytes are fields
+// (the first version ended in padding), and what they lack.
+struct OlderConfig {
+  size_t size, copy;
+  const char* name;
+  const char* lacks;
+};
+constexpr OlderConfig kOlderConfigs[] = {
+    {kConfigSizeV2, kConfigSizeV2, "second version", "verbsQpsPerConnection"},
+    {kConfigSizeV1, offsetof(clbConfig_t, verbsPort), "first version", "the verbs settings"},
+};
+const OlderConfig* olderConfig(size_t size) {
+  for (const OlderConfig& v : kOlderConfigs)
+    if (v.size == size) return &v;
+  return nullptr;
+}
+}  // namespace
+
 clbResult_t resolveConfig(const clbConfig_t* in, clbConfig_t* out) {
   if (!in) {
     CLB_CHECK(clbConfigInitSized(out, sizeof *out));
   } else if (in->size == sizeof(clbConfig_t)) {
     *out = *in;
-  } else if (in->size == kConfigSizeV1) {
+  } else if (const OlderConfig* v = olderConfig(in->size)) {
     CLB_CHECK(clbConfigInitSized(out, sizeof *out));  // defaults and COLIBRI_* for the fields an old caller lacks
-    CLB_INFO("a clbConfig_t of the first version (64 bytes): verbs settings from the environment and the defaults "
-             "(a caller that sets them must start from clbConfigInitSized with sizeof(clbConfig_t))");
-    memcpy(out, in, offsetof(clbConfig_t, verbsPort));
-    out->size = sizeof(clbConfig_t);
-  } else if (in->size == kConfigSizeV2) {
-    CLB_CHECK(clbConfigInitSized(out, sizeof *out));  // defaults and COLIBRI_* for the fields an old caller lacks
-    CLB_INFO("a clbConfig_t of the second version (%zu bytes): verbsQpsPerConnection from the environment and the "
-             "default (a caller that sets it must start from clbConfigInitSized with sizeof(clbConfig_t))",
-             kConfigSizeV2);
-    memcpy(out, in, kConfigSizeV2);
+    CLB_INFO("a clbConfig_t of the %s (%zu bytes): %s from the environment and the defaults (a caller that sets "
+             "them must start from clbConfigInitSized with sizeof(clbConfig_t))", v->name, v->size, v->lacks);
+    memcpy(out, in, v->copy);
     out->size = sizeof(clbConfig_t);
   } else {
     return setError(clbInvalidArgument, "config.size=%zu but this library expects %zu (or %zu, the struct "
@@ -108,7 +126,7 @@ extern "C" {
 
 clbResult_t clbConfigInitSized(clbConfig_t* out, size_t bytes) {
   if (!out) return clb::setError(clbInvalidArgument, "config is NULL");
-  if (bytes != sizeof(clbConfig_t) && bytes != clb::kConfigSizeV2 && bytes != clb::kConfigSizeV1)
+  if (bytes != sizeof(clbConfig_t) && !clb::olderConfig(bytes))
     return clb::setError(clbInvalidArgument,
                          "a clbConfig_t of %zu bytes: this library knows %zu (current), %zu (the second version) "
                          "and %zu (the first version); rebuild against its colibri.h",

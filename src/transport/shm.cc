@@ -38,6 +38,8 @@ void sweepStale() {
   closedir(d);
 }
 
+}  // namespace
+
 clbResult_t mapSegment(const std::string& name, size_t bytes, bool create, char** out) {
   int fd = shm_open(name.c_str(), create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
   if (fd < 0)
@@ -63,7 +65,6 @@ clbResult_t mapSegment(const std::string& name, size_t bytes, bool create, char*
   return clbSuccess;
 }
 
-}  // namespace
 
 std::string ShmWorld::segName(int rank, uint64_t gen, bool control) const {
   char b[96];

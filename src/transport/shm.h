@@ -52,6 +52,11 @@ struct SlotHeader {
   char pad[64 - sizeof(MsgTag) % 64];
 };
 
+// Creates (O_EXCL, the pages reserved, unlinked again on failure) or opens a POSIX shared memory
+// segment of `bytes` and maps it. Names start "/clb-<pid>-" so that the segments of a process
+// that died are swept at the next init on the host.
+clbResult_t mapSegment(const std::string& name, size_t bytes, bool create, char** out);
+
 class ShmWorld {
  public:
   explicit ShmWorld(clbComm* comm) : comm_(comm) {}

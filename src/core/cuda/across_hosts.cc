@@ -95,14 +95,7 @@ clbResult_t DeviceWorld::runAcrossHosts(const CollArgs& a, int ordinal, CUstream
   CLB_CU(d_, cuStreamSynchronize, stream);
   if (hasSend) CLB_CU(d_, cuMemcpyDtoH, stage_[0], (CUdeviceptr)a.send, bytes[0]);
   const void* in = hasSend ? stage_[0] : nullptr;
-  clbResult_t rc = clbSuccess;
-  switch (a.desc.coll) {
-    case kAllReduce: rc = clbAllReduce(in, stage_[1], a.count, a.type, a.op, comm_, nullptr); break;
-    case kAllGather: rc = clbAllGather(in, stage_[1], a.count, a.type, comm_, nullptr); break;
-    case kReduceScatter: rc = clbReduceScatter(in, stage_[1], a.count, a.type, a.op, comm_, nullptr); break;
-    default: rc = clbBroadcast(in, stage_[1], a.count, a.type, a.root, comm_, nullptr); break;
-  }
-  CLB_CHECK(rc);
+  CLB_CHECK(hostCollective(comm_, a.desc.coll, in, stage_[1], a.count, a.type, a.op, a.root));
   // Pinned memory: the copy back is asynchronous on the stream; the next call (or trim) waits for
   // it (stageDone_) before the staging is written again.
   CLB_CU(d_, cuMemcpyHtoDAsync, (CUdeviceptr)a.recv, stage_[1], bytes[1], stream);

@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "transport/shm.h"
 
 namespace clb::cuda {
 
@@ -59,6 +60,16 @@ clbResult_t classifyPointer(const void* p, bool* isDevice, int* ordinal) {
   if (type != CU_MEMORYTYPE_DEVICE) return clbSuccess;
   *isDevice = true;
   *ordinal = ord;
+  return clbSuccess;
+}
+
+clbResult_t allocationOf(const Driver* d, const void* p, Allocation* a) {
+  *a = Allocation{};
+  CUpointer_attribute attrs[6] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                  CU_POINTER_ATTRIBUTE_BUFFER_ID,        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                  CU_POINTER_ATTRIBUTE_IS_MANAGED,       CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void* data[6] = {&a->base, &a->size, &a->id, &a->type, &a->managed, &a->ordinal};
+  CLB_CU(d, cuPointerGetAttributes, 6, attrs, data, (CUdeviceptr)p);
   return clbSuccess;
 }
 
@@ -333,23 +344,15 @@ clbResult_t DeviceWorld::allocHostShared(SharedBuffer* b, size_t bytes, const ch
   std::vector<HostShmInfo> all(n);
   HostShmInfo& mine = all[me];
   mine.pid = getpid();
-  snprintf(mine.name, sizeof mine.name, "/clb-dev-%d-%016llx-r%d-%llu", (int)mine.pid,
+  snprintf(mine.name, sizeof mine.name, "/clb-%d-%016llx-dev-r%d-%llu", (int)mine.pid,
            (unsigned long long)comm_->boot.sessionNonce(), me, (unsigned long long)hostGen_++);
   auto mapShm = [&](const char* name, bool create, void** out) -> clbResult_t {
-    int fd = shm_open(name, create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
-    if (fd < 0) return setSysError(errno, "shm_open(%s) for the device %s buffer in host memory", name, what);
-    // Reserved now (tmpfs): a full /dev/shm is an error here, not a SIGBUS at the first write.
-    if (int e = create ? posix_fallocate(fd, 0, (off_t)len) : 0; e != 0) {
-      close(fd);
-      shm_unlink(name);
-      return setSysError(e, "reserving %zu bytes of /dev/shm for %s (%s): is /dev/shm large enough?", len, what, name);
-    }
-    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return setSysError(errno, "mmap(%s)", name);
+    char* p = nullptr;
+    CLB_CHECK(mapSegment(name, len, create, &p));  // the name as the shm transport's: swept if we die
     CUresult rc = d_->cuMemHostRegister(p, len, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
     if (rc != CUDA_SUCCESS) {
       munmap(p, len);
+      if (create) shm_unlink(name);
       return cuError(rc, "cuMemHostRegister (a device buffer in host memory)");
     }
     b->hostMaps.emplace_back(p, len);
@@ -363,7 +366,6 @@ clbResult_t DeviceWorld::allocHostShared(SharedBuffer* b, size_t bytes, const ch
   b->host = true;
   b->bytes = bytes;
   if (rc == clbSuccess) {
-    memset(own, 0, len);  // before any peer knows it: nothing written there can be lost
     mine.ptr = reinterpret_cast<uint64_t>(own);
     b->hostMine = own;
     comm_->mem.addHost((int64_t)bytes);
@@ -585,11 +587,11 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
   // Ranks in several processes read each other's buffers in place when every rank's are registered.
   ClbDevCallArgs k{};
   common(&k, a);
-  // Both need every rank's word on this call (over the host), so both are decided alike everywhere.
-  // nextRegId_, not regs_: every rank counts every registration call, so all agree on whether to
-  // exchange even when one has deregistered early (it then says so, and all stage).
+  // Both need every rank's word on this call (over the host), so both are decided alike everywhere:
+  // registrations are made and dropped by collective steps (a registration kept only where every
+  // rank mapped it; a deregistration meets every rank), so every rank holds as many at any call.
   const bool zeroCopy = path == DevicePath::kStaged && path_ != DevicePath::kStaged && !allInProcess_ && !viaHost_ &&
-                        nextRegId_ > 0 && msg >= directMin_;
+                        !regs_.empty() && msg >= directMin_;
   if (n > 1 && (zeroCopy || checkCalls_)) {
     bool given = false;
     CLB_CHECK(agreeCall(a, zeroCopy, &k, &given));

@@ -25,6 +25,18 @@ namespace clb::cuda {
 
 // Whether p is device memory (and on which device). Host memory, including pinned, is "host".
 clbResult_t classifyPointer(const void* p, bool* isDevice, int* ordinal);
+// The allocation holding p, in one driver call: its range, CUDA's buffer ID (another when it was
+// freed and something else took its address), its memory type, whether it is managed, and its
+// GPU. Memory CUDA does not know comes back as type 0.
+struct Allocation {
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  unsigned long long id = 0;
+  unsigned int type = 0;
+  unsigned int managed = 0;
+  int ordinal = -1;
+};
+clbResult_t allocationOf(const Driver* d, const void* p, Allocation* a);
 // True once this process has loaded libcuda (a process that never did cannot hold device memory).
 bool driverInProcess();
 

@@ -117,25 +117,18 @@ clbResult_t gdrLookup(void* self, const void* p, size_t len, verbs::UserRange* r
   auto* g = static_cast<DeviceWorld::GpuDirect*>(self);
   const Driver* d = g->d;
   *found = false;
-  CtxScope scope(d, g->ctx);
-  CUdeviceptr base = 0;
-  size_t size = 0;
-  unsigned long long id = 0;
-  unsigned int type = 0, managed = 0;
-  int ordinal = -1;
   // Plain device memory of this communicator's GPU only: managed memory may live in host pages
   // (a registration would pin those), and another GPU's memory is another NIC path.
-  if (d->cuMemGetAddressRange(&base, &size, (CUdeviceptr)p) != CUDA_SUCCESS ||
-      d->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)p) != CUDA_SUCCESS ||
-      d->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)p) != CUDA_SUCCESS ||
-      d->cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)p) != CUDA_SUCCESS ||
-      d->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)p) != CUDA_SUCCESS ||
-      type != CU_MEMORYTYPE_DEVICE || managed || ordinal != g->ordinal)
+  Allocation al;
+  if (allocationOf(d, p, &al) != clbSuccess || al.type != CU_MEMORYTYPE_DEVICE || al.managed ||
+      al.ordinal != g->ordinal) {
+    clearError();
     return clbSuccess;  // copied
+  }
   const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  const CUdeviceptr lo = (base + page - 1) / page * page, hi = (base + size) / page * page;
+  const CUdeviceptr lo = (al.base + page - 1) / page * page, hi = (al.base + al.size) / page * page;
   if (hi <= lo || (CUdeviceptr)p < lo || (CUdeviceptr)p + len > hi) return clbSuccess;
-  *r = verbs::UserRange{reinterpret_cast<void*>(lo), (size_t)(hi - lo), id};
+  *r = verbs::UserRange{reinterpret_cast<void*>(lo), (size_t)(hi - lo), al.id};
   *found = true;
   return clbSuccess;
 }

@@ -96,13 +96,11 @@ clbResult_t DeviceWorld::registerLocal(void* buff, size_t bytes, RegInfo* info) 
     return setError(clbInvalidArgument,
                     "rank %d registers a buffer on GPU %d but its communicator works with GPU %d: one communicator "
                     "per GPU", comm_->rank, ordinal, ordinal_);
-  CUdeviceptr base = 0;
-  size_t size = 0;
-  unsigned long long id = 0;
-  CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-                                  CU_POINTER_ATTRIBUTE_BUFFER_ID};
-  void* data[3] = {&base, &size, &id};
-  CLB_CU(d, cuPointerGetAttributes, 3, attrs, data, (CUdeviceptr)buff);
+  Allocation al;
+  CLB_CHECK(allocationOf(d, buff, &al));
+  const CUdeviceptr base = al.base;
+  const size_t size = al.size;
+  const unsigned long long id = al.id;
   const uintptr_t b = reinterpret_cast<uintptr_t>(buff);
   if (bytes > base + size - b)
     return setError(clbInvalidArgument,
@@ -276,10 +274,7 @@ clbResult_t DeviceWorld::agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCallA
     if ((r = findRegistration(a.recv, gather ? bytes * n : bytes, &mine.recvOffset))) mine.recvId = r->id;
   }
   // Over the host transport (shared memory on one node): a host collective of its own.
-  const int lastAlgo = comm_->lastAlgo;
-  clbResult_t rc = clbAllGather(&mine, all.data(), sizeof(CallDesc), clbUint8, comm_, nullptr);
-  comm_->lastAlgo = lastAlgo;
-  CLB_CHECK(rc);
+  CLB_CHECK(hostCollective(comm_, kAllGather, &mine, all.data(), sizeof(CallDesc), clbUint8, clbSum, 0));
   for (int p = 0; p < n; p++)
     if (!sameCall(all[p].op, all[0].op))
       return setError(clbInvalidUsage,

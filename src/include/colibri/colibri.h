@@ -259,7 +259,8 @@ typedef struct {
 } clbDeviceInfo_t;
 CLB_API clbResult_t clbDeviceInfo(int device, clbDeviceInfo_t* info);
 /* Whether GPU `device` can map GPU `peer`'s memory (cuDeviceCanAccessPeer; 1 when they are the
- * same GPU). Device collectives refuse ranks on GPUs without peer access. */
+ * same GPU). Ranks on GPUs without peer access run device collectives through host memory
+ * (slower; docs/device.md). */
 CLB_API clbResult_t clbDeviceCanAccessPeer(int device, int peer, int* canAccess);
 
 #ifdef __cplusplus
