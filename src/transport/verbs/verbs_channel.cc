@@ -712,12 +712,18 @@ clbResult_t VerbsChannel::postSend(const MsgTag& tag) {
   return postParts(tag, slot);
 }
 
+// Until the next rank has announced slots of at least `slotBytes` (announced at all, even for an
+// empty payload: the tag still takes a slot) and a slot is free for the next message.
+clbResult_t VerbsChannel::waitForCredit(size_t slotBytes) {
+  return waitFor([&] { return remoteSlotBytes_ > 0 && remoteSlotBytes_ >= slotBytes && sendSeq_ < peerReleased_ + K_; },
+                 "a free receive slot (credit) from the next rank", next_);
+}
+
 clbResult_t VerbsChannel::postParts(const MsgTag& tag, uint32_t slot) {
   char* s = staging_->slot(slot);
   memcpy(s, &tag, sizeof tag);
   const size_t len = sizeof(MsgTag) + tag.bytes;
-  CLB_CHECK(waitFor([&] { return remoteSlotBytes_ >= len && sendSeq_ < peerReleased_ + K_; },
-                    "a free receive slot (credit) from the next rank", next_));
+  CLB_CHECK(waitForCredit(len));
   midMessage_ = true;  // from here to the last part the slots stay where they are
   for (uint32_t j = 0; j < Q_; j++) {
     size_t off, n;
@@ -746,9 +752,7 @@ clbResult_t VerbsChannel::postParts(const MsgTag& tag, uint32_t slot) {
 clbResult_t VerbsChannel::postDeviceSend(const MsgTag& tag, uint32_t slot, const char* src, uint32_t lkey) {
   char* outTag = static_cast<char*>(ctl_->mem) + kCtlTagOut + (size_t)slot * sizeof(MsgTag);
   memcpy(outTag, &tag, sizeof tag);
-  // Slots must be announced even for an empty payload (the tag still takes one).
-  CLB_CHECK(waitFor([&] { return remoteSlotBytes_ > 0 && remoteSlotBytes_ >= tag.bytes && sendSeq_ < peerReleased_ + K_; },
-                    "a free receive slot (credit) from the next rank", next_));
+  CLB_CHECK(waitForCredit(tag.bytes));
   midMessage_ = true;  // from here to the last part the slots stay where they are
   const uint64_t remote = remoteAddr_ + (uint64_t)slot * remoteSlotBytes_;
   for (uint32_t j = 0; j < Q_; j++) {
@@ -816,6 +820,18 @@ constexpr uint64_t kUserRetryCalls = 64;
 clbResult_t VerbsChannel::userMr(const void* p, size_t len, ibv_mr** mr) {
   *mr = nullptr;
   if (o_.userRegMax == 0) return clbSuccess;  // the cache is off: every message copied
+  // A buffer already looked up in this collective is the same allocation (the call is
+  // synchronous: the caller cannot free it meanwhile): no driver query per chunk.
+  const char* b = static_cast<const char*>(p);
+  for (UserReg& u : userRegs_) {
+    const char* lo = static_cast<const char*>(u.range.base);
+    if (u.mr && u.lastUse == calls_ && b >= lo && b + len <= lo + u.range.bytes) {
+      u.lastTouch = ++userClock_;
+      userStats_.hits++;
+      *mr = u.mr;
+      return clbSuccess;
+    }
+  }
   UserRange r{};
   bool found = false;
   CLB_CHECK(o_.device->lookup(o_.device->self, p, len, &r, &found));
@@ -870,8 +886,7 @@ clbResult_t VerbsChannel::userMr(const void* p, size_t len, ibv_mr** mr) {
 clbResult_t VerbsChannel::dropUserReg(size_t i) {
   UserReg& u = userRegs_[i];
   if (u.mr) {
-    // A message in flight may be read from it.
-    CLB_CHECK(waitFor([&] { return sendDone_ == sendSeq_; }, "the ring messages' writes to complete", next_));
+    CLB_CHECK(finish());  // a message in flight may be read from it
     api_->deregMr(u.mr);
     userStats_.cachedBytes -= (int64_t)u.range.bytes;
     userStats_.cached--;

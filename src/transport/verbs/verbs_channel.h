@@ -211,7 +211,8 @@ class VerbsChannel : public RingChannel {
   clbResult_t connectQp(ibv_qp* qp, const VerbsConnInfo& local, const VerbsConnInfo& remote, uint32_t remoteQpn,
                         const char* which);
   bool isSendQp(const ibv_qp* qp) const;
-  clbResult_t postParts(const MsgTag& tag, uint32_t slot);  // host mode: [MsgTag | payload] in Q parts
+  clbResult_t postParts(const MsgTag& tag, uint32_t slot);
+  clbResult_t waitForCredit(size_t slotBytes);  // host mode: [MsgTag | payload] in Q parts
   clbResult_t progress();
   clbResult_t handleWc(const ibv_wc& wc);
   template <class Pred>
