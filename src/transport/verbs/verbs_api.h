@@ -95,8 +95,8 @@ clbResult_t loadLibibverbs(const VerbsApi** api);
 // handle stays open for the life of the process on success.
 clbResult_t loadLibibverbsFrom(const char* soname, VerbsApi* api);
 
-// The table the transport uses: the emulator when COLIBRI_VERBS_EMULATOR=1 (any value but "0",
-// "" or "false"), else libibverbs.
+// The table the transport uses: the emulator when COLIBRI_VERBS_EMULATOR is set to anything but
+// "", "0", "false" or "no" (the words in any case; clb::envFlag), e.g. =1; else libibverbs.
 clbResult_t selectVerbsApi(const VerbsApi** api);
 bool emulatorRequested();
 

@@ -38,6 +38,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "transport/verbs/verbs_emu_internal.h"
 
@@ -81,12 +82,6 @@ T* failNull(int err) {
   return nullptr;
 }
 
-bool envFlag(const char* name, bool dflt) {
-  const char* v = getenv(name);
-  if (!v || !*v) return dflt;
-  return strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 && strcasecmp(v, "no") != 0;
-}
-
 bool envUint(const char* name, uint64_t* out) {
   const char* v = getenv(name);
   if (!v || !*v) return false;
@@ -123,38 +118,6 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 int postRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int pollCq(ibv_cq* cq, int n, ibv_wc* wc);
 int reqNotifyCq(ibv_cq* cq, int solicitedOnly);
-
-void buildAddresses(Ctx* c) {
-  c->guid = kGuidPrefix | c->node;
-  memset(c->gids, 0, sizeof c->gids);
-  for (auto& t : c->gidTypes) t = IBV_GID_TYPE_IB;
-  ibv_gid ll;
-  memset(&ll, 0, sizeof ll);
-  ll.raw[0] = 0xfe;
-  ll.raw[1] = 0x80;
-  for (int i = 0; i < 8; i++) ll.raw[8 + i] = (uint8_t)(c->guid >> (56 - 8 * i));
-  if (c->cfg.linkLayer == IBV_LINK_LAYER_INFINIBAND) {
-    c->gids[0] = ll;
-    c->gidTypes[0] = IBV_GID_TYPE_IB;
-    c->gidCount = 1;
-  } else {
-    ibv_gid v4;
-    memset(&v4, 0, sizeof v4);
-    v4.raw[10] = v4.raw[11] = 0xff;
-    v4.raw[12] = 10;
-    v4.raw[13] = (uint8_t)(c->node >> 16);
-    v4.raw[14] = (uint8_t)(c->node >> 8);
-    v4.raw[15] = (uint8_t)c->node;
-    c->gids[0] = ll;
-    c->gidTypes[0] = IBV_GID_TYPE_ROCE_V1;
-    c->gidCount = 1;
-    if (c->cfg.roceV2) {  // an IPv4 address on the interface gives the RoCE v2 GID
-      c->gids[1] = v4;
-      c->gidTypes[1] = IBV_GID_TYPE_ROCE_V2;
-      c->gidCount = 2;
-    }
-  }
-}
 
 void freeMr(Ctx* c, Mr* m) {
   c->mrByLkey.erase(m->ibv.lkey);
@@ -698,8 +661,8 @@ int modifyQp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index >= 1) return EINVAL;
   if ((mask & IBV_QP_PORT) && attr->port_num != 1) return EINVAL;
   if (mask & IBV_QP_PATH_MTU) {
-    int bytes = mtuOf(attr->path_mtu);
-    if (bytes == 0 || bytes > mtuOf(c->cfg.activeMtu)) return EINVAL;
+    int bytes = mtuBytes(attr->path_mtu);
+    if (bytes == 0 || bytes > mtuBytes(c->cfg.activeMtu)) return EINVAL;
   }
   if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > kMaxRdAtom) return EINVAL;
   if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > kMaxRdAtom) return EINVAL;
@@ -824,14 +787,7 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       w.nseg = w.len == 0 ? 1 : (w.len + kSegment - 1) / kSegment;
       w.seq = q->sqPosted++;
       if (q->state == IBV_QPS_ERR) {
-        ibv_wc wc;
-        memset(&wc, 0, sizeof wc);
-        wc.wr_id = w.wrId;
-        wc.status = IBV_WC_WR_FLUSH_ERR;
-        wc.opcode = sendWcOpcode(w.op);
-        wc.qp_num = q->ibv.qp_num;
-        wc.vendor_err = 0xf9;
-        pushCqe(q->scq, wc, q->slots, true, w.seq);
+        pushCqe(q->scq, baseWc(q, w.wrId, IBV_WC_WR_FLUSH_ERR, sendWcOpcode(w.op)), q->slots, true, w.seq);
         continue;
       }
       w.firstSerial = q->nextSerial;
@@ -840,7 +796,6 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       queued = true;
     }
     if (rc && bad) *bad = wr;
-    queued = queued || c->overrunPending;
   }
   if (queued) wakeNic(c);
   return rc;
@@ -850,7 +805,6 @@ int postRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Qp* q = qpOf(qp);
   Ctx* c = q->ctx;
   int rc = 0;
-  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(c->mu);
     for (; wr; wr = wr->next) {
@@ -866,23 +820,14 @@ int postRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
       r.sges.assign(wr->sg_list, wr->sg_list + wr->num_sge);
       for (auto& s : r.sges) r.capacity += s.length;
       if (q->state == IBV_QPS_ERR) {
-        ibv_wc wc;
-        memset(&wc, 0, sizeof wc);
-        wc.wr_id = r.wrId;
-        wc.status = IBV_WC_WR_FLUSH_ERR;
-        wc.opcode = IBV_WC_RECV;
-        wc.qp_num = q->ibv.qp_num;
-        wc.vendor_err = 0xf9;
-        pushCqe(q->rcq, wc, q->slots, false, r.seq);
+        pushCqe(q->rcq, baseWc(q, r.wrId, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV), q->slots, false, r.seq);
         continue;
       }
       q->rq.push_back(std::move(r));
     }
     if (rc && bad) *bad = wr;
-    wake = c->overrunPending;
   }
   // A receive may be what an RNR-waiting peer needs; nothing to do here: the peer retries.
-  if (wake) wakeNic(c);
   return rc;
 }
 
@@ -965,7 +910,12 @@ void pushCqe(Cq* cq, const ibv_wc& wc, const std::shared_ptr<Slots>& slots, bool
   if (cq->overrun) return;
   if ((int)cq->q.size() >= cq->depth) {
     cq->overrun = true;
-    cq->ctx->overrunPending = true;  // the NIC moves the CQ's QPs to ERR
+    // The NIC moves the CQ's QPs to ERR. Callers hold ctx->mu, so the NIC thread sees the flag
+    // once they release it; waking it only writes the context's non-blocking eventfd (no lock,
+    // nothing that could wait), which is safe under ctx->mu and cq->mu, and from the NIC thread
+    // itself (its next ppoll returns at once).
+    cq->ctx->overrunPending = true;
+    wakeNic(cq->ctx);
     ibv_async_event ev;
     memset(&ev, 0, sizeof ev);
     ev.event_type = IBV_EVENT_CQ_ERR;
@@ -993,27 +943,13 @@ void qpError(Qp* q, ibv_wc_status firstStatus) {
   q->ibv.state = IBV_QPS_ERR;
   bool first = firstStatus != IBV_WC_WR_FLUSH_ERR;
   for (auto& w : q->sq) {
-    ibv_wc wc;
-    memset(&wc, 0, sizeof wc);
-    wc.wr_id = w.wrId;
-    wc.status = first ? firstStatus : IBV_WC_WR_FLUSH_ERR;
-    wc.vendor_err = first ? 0x80u + (unsigned)firstStatus : 0xf9;
-    wc.opcode = sendWcOpcode(w.op);
-    wc.qp_num = q->ibv.qp_num;
-    pushCqe(q->scq, wc, q->slots, true, w.seq);
+    ibv_wc_status st = first ? firstStatus : IBV_WC_WR_FLUSH_ERR;
+    pushCqe(q->scq, baseWc(q, w.wrId, st, sendWcOpcode(w.op)), q->slots, true, w.seq);
     first = false;
   }
   q->sq.clear();
-  for (auto& r : q->rq) {
-    ibv_wc wc;
-    memset(&wc, 0, sizeof wc);
-    wc.wr_id = r.wrId;
-    wc.status = IBV_WC_WR_FLUSH_ERR;
-    wc.vendor_err = 0xf9;
-    wc.opcode = IBV_WC_RECV;
-    wc.qp_num = q->ibv.qp_num;
-    pushCqe(q->rcq, wc, q->slots, false, r.seq);
-  }
+  for (auto& r : q->rq)
+    pushCqe(q->rcq, baseWc(q, r.wrId, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV), q->slots, false, r.seq);
   q->rq.clear();
   q->recvInProgress = false;
   q->rnrWaiting = false;
@@ -1030,8 +966,6 @@ void raiseAsync(Ctx* c, const ibv_async_event& ev) {
 ibv_wc_opcode sendWcOpcode(ibv_wr_opcode op) {
   return (op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM) ? IBV_WC_SEND : IBV_WC_RDMA_WRITE;
 }
-
-int mtuOf(ibv_mtu mtu) { return mtuBytes(mtu); }
 
 Clock::duration ackTimeout(const Ctx* c, uint8_t timeout) {
   if (timeout == 0) return Clock::duration::zero();  // 0 means "wait forever" in the IB spec
@@ -1073,7 +1007,37 @@ uint32_t routeNode(const Qp* q) {
   return q->ah.dlid >= 1 && q->ah.dlid <= kMaxNode ? q->ah.dlid : 0;
 }
 
-void buildNodeAddresses(Ctx* c) { buildAddresses(c); }
+void buildNodeAddresses(Ctx* c) {
+  c->guid = kGuidPrefix | c->node;
+  memset(c->gids, 0, sizeof c->gids);
+  for (auto& t : c->gidTypes) t = IBV_GID_TYPE_IB;
+  ibv_gid ll;
+  memset(&ll, 0, sizeof ll);
+  ll.raw[0] = 0xfe;
+  ll.raw[1] = 0x80;
+  for (int i = 0; i < 8; i++) ll.raw[8 + i] = (uint8_t)(c->guid >> (56 - 8 * i));
+  if (c->cfg.linkLayer == IBV_LINK_LAYER_INFINIBAND) {
+    c->gids[0] = ll;
+    c->gidTypes[0] = IBV_GID_TYPE_IB;
+    c->gidCount = 1;
+  } else {
+    ibv_gid v4;
+    memset(&v4, 0, sizeof v4);
+    v4.raw[10] = v4.raw[11] = 0xff;
+    v4.raw[12] = 10;
+    v4.raw[13] = (uint8_t)(c->node >> 16);
+    v4.raw[14] = (uint8_t)(c->node >> 8);
+    v4.raw[15] = (uint8_t)c->node;
+    c->gids[0] = ll;
+    c->gidTypes[0] = IBV_GID_TYPE_ROCE_V1;
+    c->gidCount = 1;
+    if (c->cfg.roceV2) {  // an IPv4 address on the interface gives the RoCE v2 GID
+      c->gids[1] = v4;
+      c->gidTypes[1] = IBV_GID_TYPE_ROCE_V2;
+      c->gidCount = 2;
+    }
+  }
+}
 
 // ---- public API ----------------------------------------------------------------------------
 

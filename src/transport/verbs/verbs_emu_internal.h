@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -169,17 +170,26 @@ struct Qp {
   QpStats stats;
 };
 
+// A packet on its way out: header and payload. The bytes are left uninitialized by the
+// allocation (new char[]): whoever builds the packet writes all `len` of them.
+struct Packet {
+  std::unique_ptr<char[]> bytes;
+  size_t len = 0;
+  explicit Packet(size_t n) : bytes(new char[n]), len(n) {}
+};
+
 struct OutConn {
   int fd = -1;
-  std::deque<std::vector<char>> q;
+  std::deque<Packet> q;
   size_t off = 0;  // bytes of q.front() already written
 };
 
 struct InConn {
   int fd = -1;
-  std::vector<char> hdr;  // a WireHdr (verbs_emu_nic.cc) being read
+  std::vector<char> hdr;      // a WireHdr (verbs_emu_nic.cc) being read
   size_t hdrGot = 0;
-  std::vector<char> payload;
+  std::vector<char> payload;  // kSegment bytes, allocated once at accept and reused per packet
+  size_t payLen = 0;          // the current packet's payload length (<= kSegment)
   size_t payGot = 0;
 };
 
@@ -218,13 +228,27 @@ struct Ctx {
   int asyncWriteFd = -1;
 };
 
+// A work completion of `q` with everything but the status-specific fields (byte_len, wc_flags,
+// imm_data) filled. vendor_err: 0 on success, 0xf9 for a flushed WR (IBV_WC_WR_FLUSH_ERR), and
+// 0x80 + status for any other error.
+inline ibv_wc baseWc(const Qp* q, uint64_t wrId, ibv_wc_status st, ibv_wc_opcode op) {
+  ibv_wc wc;
+  memset(&wc, 0, sizeof wc);
+  wc.wr_id = wrId;
+  wc.status = st;
+  wc.opcode = op;
+  wc.qp_num = q->ibv.qp_num;
+  if (st == IBV_WC_WR_FLUSH_ERR) wc.vendor_err = 0xf9;
+  else if (st != IBV_WC_SUCCESS) wc.vendor_err = 0x80u + (unsigned)st;
+  return wc;
+}
+
 // Control-path helpers the NIC uses (verbs_emu.cc).
 void pushCqe(Cq* cq, const ibv_wc& wc, const std::shared_ptr<Slots>& slots, bool send, uint64_t seq);
 void qpError(Qp* qp, ibv_wc_status firstStatus);  // moves to ERR and flushes (caller holds ctx->mu)
 void raiseAsync(Ctx* ctx, const ibv_async_event& ev);
 void wakeNic(Ctx* ctx);
 ibv_wc_opcode sendWcOpcode(ibv_wr_opcode op);
-int mtuOf(ibv_mtu mtu);
 Clock::duration ackTimeout(const Ctx* ctx, uint8_t timeout);  // zero: infinite
 Clock::duration rnrDelay(uint8_t timer);
 uint32_t gidNode(const ibv_gid& gid);  // 0: not an emulated node's GID

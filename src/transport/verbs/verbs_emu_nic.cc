@@ -102,8 +102,8 @@ int connectNode(uint32_t node) {
 
 void flushOut(OutConn& o) {
   while (!o.q.empty()) {
-    std::vector<char>& b = o.q.front();
-    ssize_t n = send(o.fd, b.data() + o.off, b.size() - o.off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    Packet& b = o.q.front();
+    ssize_t n = send(o.fd, b.bytes.get() + o.off, b.len - o.off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
       close(o.fd);  // the node went away: what was queued is lost
@@ -113,14 +113,14 @@ void flushOut(OutConn& o) {
       return;
     }
     o.off += (size_t)n;
-    if (o.off == b.size()) {
+    if (o.off == b.len) {
       o.q.pop_front();
       o.off = 0;
     }
   }
 }
 
-void enqueue(Ctx* c, uint32_t node, std::vector<char>&& buf) {
+void enqueue(Ctx* c, uint32_t node, Packet&& buf) {
   OutConn& o = c->out[node];
   if (o.fd < 0) {
     o.fd = connectNode(node);
@@ -148,8 +148,8 @@ void sendResponse(Ctx* c, Qp* q, const WireHdr& req, uint8_t type, uint8_t code,
   h.dstQpn = req.srcQpn;
   h.psn = psn & kPsnMask;
   h.rnrTimer = q->minRnrTimer;
-  std::vector<char> b(sizeof h);
-  memcpy(b.data(), &h, sizeof h);
+  Packet b(sizeof h);
+  memcpy(b.bytes.get(), &h, sizeof h);
   enqueue(c, req.srcNode, std::move(b));
 }
 
@@ -161,17 +161,6 @@ Mr* localMr(Ctx* c, Qp* q, const ibv_sge& s, bool write) {
   if (write && !(m->access & IBV_ACCESS_LOCAL_WRITE)) return nullptr;
   if (s.addr < m->iova || s.length > m->length || s.addr - m->iova > m->length - s.length) return nullptr;
   return m;
-}
-
-ibv_wc baseWc(Qp* q, uint64_t wrId, ibv_wc_status st, ibv_wc_opcode op) {
-  ibv_wc wc;
-  memset(&wc, 0, sizeof wc);
-  wc.wr_id = wrId;
-  wc.status = st;
-  wc.opcode = op;
-  wc.qp_num = q->ibv.qp_num;
-  if (st != IBV_WC_SUCCESS) wc.vendor_err = 0x80u + (unsigned)st;
-  return wc;
 }
 
 // ---- requester -----------------------------------------------------------------------------
@@ -259,16 +248,16 @@ void transmit(Ctx* c, Qp* q, Clock::time_point now) {
     if (q->ah.is_global) memcpy(h.dgid, q->ah.grh.dgid.raw, 16);
     h.slid = eth ? 0 : (uint16_t)c->node;
     h.dlid = q->ah.dlid;
-    h.pmtuBytes = (uint32_t)mtuOf(q->pmtu);
+    h.pmtuBytes = (uint32_t)mtuBytes(q->pmtu);
     h.remoteAddr = w->remoteAddr + off;
     h.rkey = w->rkey;
     h.imm = w->imm;
     h.msgLen = w->len;
     h.msgOffset = off;
     h.payloadLen = (uint32_t)len;
-    std::vector<char> b(sizeof h + len);
-    memcpy(b.data(), &h, sizeof h);
-    if (!gather(c, q, *w, off, len, b.data() + sizeof h)) {
+    Packet b(sizeof h + len);  // header and gather write every byte
+    memcpy(b.bytes.get(), &h, sizeof h);
+    if (!gather(c, q, *w, off, len, b.bytes.get() + sizeof h)) {
       qpError(q, IBV_WC_LOC_PROT_ERR);
       return;
     }
@@ -439,7 +428,7 @@ void onRequest(Ctx* c, Qp* q, const WireHdr& h, const char* data) {
     q->stats.rejected++;
     return;
   }
-  uint32_t mtu = (uint32_t)mtuOf(q->pmtu);
+  uint32_t mtu = (uint32_t)mtuBytes(q->pmtu);
   if (h.payloadLen > mtu && h.pmtuBytes > mtu) {  // the sender's packets are larger than this path allows
     q->stats.rejected++;
     return;
@@ -542,15 +531,15 @@ bool readIn(Ctx* c, InConn& in) {
         CLB_WARN("verbs emulator: node %u dropped a connection carrying a foreign or newer wire format", c->node);
         return false;
       }
-      in.payload.resize(h->payloadLen);
+      in.payLen = h->payloadLen;  // <= kSegment: fits the connection's buffer
       in.payGot = 0;
     }
-    if (in.payGot < in.payload.size()) {
-      ssize_t n = recv(in.fd, in.payload.data() + in.payGot, in.payload.size() - in.payGot, MSG_DONTWAIT);
+    if (in.payGot < in.payLen) {
+      ssize_t n = recv(in.fd, in.payload.data() + in.payGot, in.payLen - in.payGot, MSG_DONTWAIT);
       if (n == 0) return false;
       if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
       in.payGot += (size_t)n;
-      if (in.payGot < in.payload.size()) continue;
+      if (in.payGot < in.payLen) continue;
     }
     WireHdr h;
     memcpy(&h, in.hdr.data(), sizeof h);
@@ -559,8 +548,8 @@ bool readIn(Ctx* c, InConn& in) {
       onPacket(c, h, in.payload.data(), Clock::now());
     }
     in.hdrGot = 0;
+    in.payLen = 0;
     in.payGot = 0;
-    in.payload.clear();
   }
   return true;
 }
@@ -646,6 +635,7 @@ void nicLoop(Ctx* c) {
         InConn in;
         in.fd = fd;
         in.hdr.resize(sizeof(WireHdr));
+        in.payload.resize(kSegment);
         c->in.push_back(std::move(in));
       }
     }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "transport/verbs/verbs_api.h"
 #include "transport/verbs/verbs_emu.h"
@@ -148,10 +149,7 @@ clbResult_t loadLibibverbs(const VerbsApi** api) {
   return clbSuccess;
 }
 
-bool emulatorRequested() {
-  const char* v = getenv("COLIBRI_VERBS_EMULATOR");
-  return v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 && strcasecmp(v, "no") != 0;
-}
+bool emulatorRequested() { return envFlag("COLIBRI_VERBS_EMULATOR", false); }
 
 clbResult_t selectVerbsApi(const VerbsApi** api) {
   if (emulatorRequested()) {
