@@ -43,7 +43,7 @@ final class DoctorChecks {
   private String moduleVersion; // "580.65.06" from /proc/driver/nvidia/version
   private boolean openModule;
   private final List<Device.Info> gpus = new ArrayList<>();
-  private final List<String> gpuProblems = new ArrayList<>();
+  private final List<Result> gpuProblems = new ArrayList<>();
 
   DoctorChecks(Path root, DoctorProbe probe, boolean noGpu) {
     this.files = new DoctorFiles(root);
@@ -145,7 +145,7 @@ final class DoctorChecks {
           try {
             gpus.add(probe.gpu(g));
           } catch (RuntimeException e) {
-            gpuProblems.add("gpu " + g + ": " + reason(e));
+            gpuProblems.add(Result.fail("gpu " + g, reason(e), "check the GPU with `nvidia-smi`"));
           }
         }
         if (n == 0) {
@@ -226,10 +226,7 @@ final class DoctorChecks {
     for (Device.Info g : gpus) {
       out.add(gpu(g));
     }
-    for (String p : gpuProblems) {
-      out.add(Result.fail(p.substring(0, p.indexOf(':')), p.substring(p.indexOf(':') + 2),
-          "check the GPU with `nvidia-smi`"));
-    }
+    out.addAll(gpuProblems);
     return out;
   }
 

@@ -10,7 +10,6 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
-import java.util.Locale;
 import java.util.stream.Stream;
 
 /**
@@ -88,18 +87,7 @@ final class DoctorFiles {
 
   /** "8 MiB", "64 KiB", "1.5 GiB", "100 bytes". */
   static String bytes(long n) {
-    String[] units = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-    double v = n;
-    int u = 0;
-    while (v >= 1024 && u < units.length - 1) {
-      v /= 1024;
-      u++;
-    }
-    if (u == 0) {
-      return n + " bytes";
-    }
-    return (v == Math.rint(v) ? String.valueOf((long) v) : String.format(Locale.ROOT, "%.1f", v))
-        + " " + units[u];
+    return n < 1024 ? n + " bytes" : SizeFormat.humanOneDecimal(n);
   }
 
   /** "a, b, c"; "none" when empty. */

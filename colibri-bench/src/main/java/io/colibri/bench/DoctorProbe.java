@@ -67,7 +67,7 @@ interface DoctorProbe {
             jni = path;
           }
         }
-        return new Library((v / 10000) + "." + (v / 100 % 100) + "." + (v % 100), core, jni);
+        return new Library(Perf.versionText(v), core, jni);
       }
 
       @Override

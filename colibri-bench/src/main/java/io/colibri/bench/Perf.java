@@ -470,13 +470,20 @@ public final class Perf {
   static String version() {
     try {
       for (CommunicatorProvider p : ServiceLoader.load(CommunicatorProvider.class)) {
-        int v = p.version();
-        return (v / 10000) + "." + (v / 100 % 100) + "." + (v % 100);
+        return versionText(p.version());
       }
     } catch (RuntimeException | ServiceConfigurationError e) {
       return null;
     }
     return null;
+  }
+
+  /**
+   * "major.minor.patch" from a version code major * 10000 + minor * 100 + patch: "0.1.0" from
+   * 100, "2.28.3" from 22803 (Colibri's encoding, and NCCL's since 2.9).
+   */
+  public static String versionText(int v) {
+    return (v / 10000) + "." + (v / 100 % 100) + "." + (v % 100);
   }
 
   static String typeName(DataType type) {

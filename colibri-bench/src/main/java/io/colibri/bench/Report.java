@@ -190,19 +190,6 @@ final class Report {
   }
 
   private static String str(String s) {
-    if (s == null) {
-      return "null";
-    }
-    StringBuilder sb = new StringBuilder("\"");
-    for (char ch : s.toCharArray()) {
-      if (ch == '"' || ch == '\\') {
-        sb.append('\\').append(ch);
-      } else if (ch < 0x20) {
-        sb.append(String.format(Locale.ROOT, "\\u%04x", (int) ch));
-      } else {
-        sb.append(ch);
-      }
-    }
-    return sb.append('"').toString();
+    return s == null ? "null" : Doctor.quote(s);
   }
 }

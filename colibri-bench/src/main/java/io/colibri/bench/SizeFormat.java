@@ -15,15 +15,20 @@ final class SizeFormat {
 
   /** Axis labels: 8 -> "8B", 1024 -> "1K", 3 MiB -> "3M", 1536 -> "1.5K". */
   static String compact(long bytes) {
-    return format(bytes, COMPACT, "");
+    return format(bytes, COMPACT, "", false);
   }
 
   /** Progress and messages: 8 -> "8 B", 1024 -> "1 KiB", 1536 -> "1.5 KiB". */
   static String human(long bytes) {
-    return format(bytes, UNITS, " ");
+    return format(bytes, UNITS, " ", false);
   }
 
-  private static String format(long bytes, String[] units, String sep) {
+  /** Like {@link #human}, but a fraction always with one decimal: 1.25 GiB -> "1.3 GiB". */
+  static String humanOneDecimal(long bytes) {
+    return format(bytes, UNITS, " ", true);
+  }
+
+  private static String format(long bytes, String[] units, String sep, boolean oneDecimal) {
     if (bytes < 0) {
       return Long.toString(bytes);
     }
@@ -34,6 +39,7 @@ final class SizeFormat {
       u++;
     }
     String number = v == Math.rint(v) ? Long.toString((long) v)
+        : oneDecimal ? String.format(Locale.ROOT, "%.1f", v)
         : String.format(Locale.ROOT, v < 10 ? "%.2f" : "%.1f", v).replaceAll("0+$", "")
             .replaceAll("\\.$", "");
     return number + sep + units[u];

@@ -22,6 +22,7 @@ import static org.bytedeco.cuda.global.nccl.ncclUint64;
 import static org.bytedeco.cuda.global.nccl.ncclUint8;
 
 import io.colibri.DataType;
+import io.colibri.bench.Perf;
 import org.bytedeco.cuda.nccl.ncclComm;
 import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.Loader;
@@ -72,7 +73,7 @@ final class Nccl {
 
   /** "2.28.3" from 22803 (the encoding of NCCL 2.9 and later). */
   static String versionText(int code) {
-    return (code / 10000) + "." + (code % 10000) / 100 + "." + code % 100;
+    return Perf.versionText(code);
   }
 
   static void check(int rc, String what, ncclComm comm) {
