@@ -110,7 +110,7 @@ clbResult_t runHost(clbComm* c, CollArgs& a, bool recordAlgo) {
   if (rc != clbSuccess) {
     appendBreadcrumb(__FILE__, __LINE__);
     // Midway through a collective the peers' state is unknown: the communicator cannot go on.
-    if (rc != clbInvalidArgument && rc != clbUnsupported) c->markFailed();
+    if (rc != clbInvalidArgument && rc != clbUnsupported) c->markFailed(rc);
   }
   return rc;
 }
@@ -139,7 +139,7 @@ clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t 
                          : c->device->run(a, ordinal, static_cast<CUstream>(stream));
     c->lastAlgo = clbAlgoDirect;
     // Refusals before anything moved leave the communicator usable.
-    if (rc != clbSuccess && rc != clbInvalidArgument && rc != clbUnsupported && rc != clbInvalidUsage) c->markFailed();
+    if (rc != clbSuccess && rc != clbInvalidArgument && rc != clbUnsupported && rc != clbInvalidUsage) c->markFailed(rc);
     return rc;
 #endif
   }

@@ -74,15 +74,22 @@ clbComm::~clbComm() = default;
 
 clbResult_t clbComm::checkUsable() const {
   if (aborted) return setError(clbAborted, "the communicator was aborted: destroy it and create a new one");
-  if (failed)
+  if (failed) {
+    std::lock_guard<std::mutex> g(failureMutex);
     return setError(clbInvalidUsage, "the communicator failed earlier and cannot be used: destroy it and create a "
                     "new one. The first failure was: %s", failure.c_str());
+  }
   return clbSuccess;
 }
 
-void clbComm::markFailed() {
-  if (failed.exchange(true)) return;
-  failure = lastError();
+void clbComm::markFailed(clbResult_t code) {
+  {
+    std::lock_guard<std::mutex> g(failureMutex);
+    if (failed.load()) return;
+    failure = lastError();
+    failureCode = code;
+    failed.store(true);
+  }
   // An abort stays an abort for the peers, whatever error it caused on this rank.
   if (shm) shm->setState(aborted ? kAborted : kFailed, failure.c_str());
   if (!shm) notifyNeighbours(aborted ? 'A' : 'F');
@@ -158,6 +165,55 @@ clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
     return setError(clbTimeout,
                     "rank %d waited %lld ms for %s: is a peer stuck, or making different calls? Raise the "
                     "timeout with COLIBRI_TIMEOUT_MS if it is just slow", rank, (long long)cfg.timeoutMs, what);
+  }
+  return clbSuccess;
+}
+
+clbResult_t clbComm::asyncStatus() {
+  if (aborted.load())
+    return setError(clbAborted, "rank %d: the communicator was aborted (clbCommAbort): destroy it", rank);
+  if (failed.load()) {
+    std::lock_guard<std::mutex> g(failureMutex);
+    return setError(failureCode, "rank %d: a collective failed and the communicator cannot go on: %s", rank,
+                    failure.c_str());
+  }
+#ifdef CLB_HAVE_CUDA
+  if (cuda::DeviceWorld* d = deviceReady.load(std::memory_order_acquire)) {
+    clbResult_t rc = d->deviceStatus();
+    if (rc != clbSuccess) {
+      markFailed(rc);
+      return rc;
+    }
+  }
+#endif
+  if (shm) {
+    for (int p = 0; p < nranks; p++) {
+      if (p == rank) continue;
+      CtlBlock* c = shm->ctl(p);
+      uint32_t st = c->state.load(std::memory_order_acquire);
+      if (st == kFailed)
+        return setError(clbRemoteError, "rank %d failed, so this communicator cannot go on. Rank %d said: %.236s", p, p,
+                        c->reason);
+      if (st == kAborted) return setError(clbAborted, "rank %d aborted its communicator", p);
+      int pid = c->pid;
+      if (pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH)
+        return setError(clbRemoteError, "rank %d (pid %d) exited or was killed without closing the communicator", p,
+                        pid);
+    }
+  } else if (nranks > 1) {
+    // A neighbour's failure notice, looked at without taking it (a collective may be reading too).
+    char kind = noticeKind;
+    int origin = noticeOrigin;
+    for (int fd : {boot.prevCtlFd(), boot.nextCtlFd()}) {
+      Notice n{};
+      if (kind || fd < 0 || recv(fd, &n, sizeof n, MSG_DONTWAIT | MSG_PEEK) != (ssize_t)sizeof n) continue;
+      kind = n.kind;
+      origin = n.origin;
+    }
+    if (kind == 'A') return setError(clbAborted, "rank %d aborted its communicator", origin);
+    if (kind == 'F')
+      return setError(clbRemoteError, "rank %d failed, so this communicator cannot go on; see rank %d's error", origin,
+                      origin);
   }
   return clbSuccess;
 }
@@ -394,6 +450,14 @@ clbResult_t clbCommAbort(clbComm_t c) {
   c->aborted.store(true);
   if (c->shm) c->shm->setState(kAborted, "aborted");
   else c->notifyNeighbours('A');
+  return clbSuccess;
+}
+
+clbResult_t clbCommGetAsyncError(clbComm_t c, clbResult_t* asyncError) {
+  clearError();
+  CLB_CHECK(checkComm(c));
+  if (!asyncError) return setError(clbInvalidArgument, "asyncError (output) is NULL");
+  *asyncError = c->asyncStatus();
   return clbSuccess;
 }
 

@@ -60,7 +60,9 @@ struct clbComm {
   clbConfig_t cfg{};
   std::atomic<bool> aborted{false};
   std::atomic<bool> failed{false};  // a collective failed midway: the communicator is unusable
-  std::string failure;
+  std::string failure;               // the first failure (set under failureMutex before `failed`)
+  clbResult_t failureCode = clbSuccess;
+  mutable std::mutex failureMutex;
   bool destroyed = false;
   clb::Bootstrap boot;
   clb::MemAccount mem;
@@ -71,6 +73,7 @@ struct clbComm {
   std::unique_ptr<clb::ShmWorld> shm;  // all ranks on one host and transport shm
   std::unique_ptr<clb::RingChannel> ring;
   std::unique_ptr<clb::cuda::DeviceWorld> device;  // set up at the first call on device memory
+  std::atomic<clb::cuda::DeviceWorld*> deviceReady{nullptr};  // `device`, once set up (read by other threads)
   std::string info;
   std::string transportDetail;  // e.g. the verbs device, port, GID index and MTU ("" if none)
 
@@ -78,7 +81,11 @@ struct clbComm {
   // Slow-path checks while waiting: abort, peer failure or death, timeout. `startMs` is when the
   // wait began; `what` says what was awaited, for the message.
   clbResult_t checkWait(int64_t startMs, const char* what, int peer);
-  void markFailed();
+  // The communicator cannot go on; `code` and the thread's last error say why (the first call wins).
+  void markFailed(clbResult_t code = clbInternalError);
+  // clbCommGetAsyncError: what has gone wrong without a call (abort, an earlier failure, a device
+  // wait that timed out, a peer that failed, aborted or died), with the message; any thread.
+  clbResult_t asyncStatus();
   // clbAborted / clbInvalidUsage with the message users see once the communicator is unusable.
   clbResult_t checkUsable() const;
   // Socket transport: tells both ring neighbours that this rank aborted ('A') or failed ('F').
@@ -92,10 +99,14 @@ namespace clb {
 
 // Waits until pred() is true. `word` is a shared 64-bit counter whose change may make pred true;
 // `waiters` counts sleepers in the block that holds it (the writer wakes them). Either may be null
-// (no futex: sleep briefly instead).
-template <class Pred>
+// (no futex: sleep briefly instead). `tick(waitedMs)` runs at every slow-path check (a warning
+// about a long wait, say).
+struct NoTick {
+  void operator()(int64_t) const {}
+};
+template <class Pred, class Tick = NoTick>
 clbResult_t waitUntil(clbComm* comm, Pred pred, std::atomic<uint64_t>* word,
-                      std::atomic<uint32_t>* waiters, const char* what, int peer);
+                      std::atomic<uint32_t>* waiters, const char* what, int peer, Tick tick = Tick());
 
 }  // namespace clb
 

@@ -42,9 +42,9 @@ inline void storeAndWake(std::atomic<uint64_t>* word, uint64_t v, std::atomic<ui
   if (waiters->load(std::memory_order_seq_cst) != 0) futexWakeAll(word);
 }
 
-template <class Pred>
+template <class Pred, class Tick>
 clbResult_t waitUntil(clbComm* comm, Pred pred, std::atomic<uint64_t>* word,
-                      std::atomic<uint32_t>* waiters, const char* what, int peer) {
+                      std::atomic<uint32_t>* waiters, const char* what, int peer, Tick tick) {
   if (pred()) return clbSuccess;
   // Phases by time, not by count (a pause instruction costs 10 to 150 cycles depending on the
   // CPU): spin ~20 us, then yield until ~300 us (lets oversubscribed peers run), then sleep on
@@ -64,6 +64,7 @@ clbResult_t waitUntil(clbComm* comm, Pred pred, std::atomic<uint64_t>* word,
   for (;;) {
     clbResult_t rc = comm->checkWait(start, what, peer);
     if (rc != clbSuccess) return rc;
+    tick(nowMs() - start);
     if (word && waiters) {
       uint32_t seen = static_cast<uint32_t>(word->load(std::memory_order_seq_cst));
       waiters->fetch_add(1, std::memory_order_seq_cst);

@@ -15,8 +15,10 @@
 //          every rank is done, so no buffer is reused while a peer still reads it.
 // The blocks of one kernel wait for each other (through the announcements), so the host launches
 // no more blocks than can be resident at once for every rank sharing the GPU.
-// A wait that outlasts timeoutNs marks the error word (device and mapped host) and returns, so a
-// dead peer ends in an error on the host's next call instead of a hung GPU.
+// A wait that outlasts warnNs names the call and the ranks it waits for in mapped host memory
+// (the watchdog logs it); one that outlasts timeoutNs marks the error word (device and mapped
+// host) and returns, so a dead peer ends in an error the host sees at once
+// (clbCommGetAsyncError) instead of a hung GPU.
 #include "kernels/reduce_device.cuh"
 
 // The image's contract, as a kernel name the host looks up at load (src/core/cuda/kernels.cc):
@@ -34,16 +36,57 @@ __device__ __forceinline__ unsigned long long globalTimer() {
   return t;
 }
 
-// Thread 0 of the block waits until word >= v for every rank's word; false on timeout.
-__device__ bool waitAll(const ClbDevCallArgs& a, unsigned long long* words, unsigned long long v) {
-  const unsigned long long deadline = globalTimer() + a.timeoutNs;
+// What a stuck wait tells the host (ClbDevHostStatus): which ranks it still waits for, then the
+// call; at the timeout also the error word, last, so the host that sees it sees the rest.
+__device__ void noteRank(const ClbDevCallArgs& a, int p, unsigned long long seq) {
+  reinterpret_cast<volatile unsigned int*>(a.host->waitingFor)[p] = (unsigned int)seq;
+}
+__device__ void publishWait(const ClbDevCallArgs& a, unsigned long long seq, bool timedOut) {
+  volatile ClbDevHostStatus* h = a.host;
+  __threadfence_system();
+  if (!timedOut) {
+    h->stuckColl = (unsigned int)a.coll;
+    h->stuckCall = seq;
+    return;
+  }
+  atomicExch(&a.flags[a.rank]->error, 1u);
+  h->errorColl = (unsigned int)a.coll;
+  h->errorCall = seq;
+  __threadfence_system();
+  h->error = 1u;
+}
+
+// How long one thread has waited: started at its first slow check, warned once past warnNs.
+struct WaitClock {
+  unsigned long long start = 0;
+  bool warned = false;
+  // 0: go on waiting; 1: past the warning threshold for the first time; 2: timed out.
+  __device__ int check(const ClbDevCallArgs& a) {
+    const unsigned long long t = globalTimer();
+    if (start == 0) start = t;
+    const unsigned long long waited = t - start;
+    if (waited > a.timeoutNs) return 2;
+    if (!warned && a.warnNs && waited > a.warnNs) {
+      warned = true;
+      return 1;
+    }
+    return 0;
+  }
+};
+
+// Thread 0 of the block waits until word >= v for every rank's word; false on timeout. `seq` is
+// the call, for what the host is told about a wait that takes long.
+__device__ bool waitAll(const ClbDevCallArgs& a, unsigned long long* words, unsigned long long v,
+                        unsigned long long seq) {
+  WaitClock clock;
   for (int p = 0; p < a.nranks; p++) {
     volatile unsigned long long* w = words + p;
     while (*w < v) {
-      if (globalTimer() > deadline) {
-        atomicExch(&a.flags[a.rank]->error, 1u);
-        *(volatile unsigned int*)a.hostError = 1u;
-        return false;
+      if (const int c = clock.check(a)) {
+        for (int q = p; q < a.nranks; q++)
+          if (reinterpret_cast<volatile unsigned long long*>(words)[q] < v) noteRank(a, q, seq);
+        publishWait(a, seq, c == 2);
+        if (c == 2) return false;
       }
       __nanosleep(64);
     }
@@ -52,9 +95,15 @@ __device__ bool waitAll(const ClbDevCallArgs& a, unsigned long long* words, unsi
   return true;
 }
 
-// This call's number: calls completed so far + 1 (stream order: the previous gather is finished).
+// This call's number (calls completed so far + 1: stream order, the previous call is finished),
+// or 0 when a wait of an earlier call on this rank timed out: the communicator is dead, and this
+// call (a graph replayed after it, say) ends at once instead of waiting out another timeout. Its
+// output is undefined, as clbCommGetAsyncError says. One load for both (kernel_abi.h).
 __device__ __forceinline__ unsigned long long callNumber(const ClbDevCallArgs& a) {
-  return *reinterpret_cast<volatile unsigned long long*>(&a.flags[a.rank]->calls) + 1;
+  unsigned long long calls, error;
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(calls), "=l"(error) : "l"(&a.flags[a.rank]->calls)
+               : "memory");
+  return (unsigned int)error ? 0 : calls + 1;
 }
 
 // Last block out announces `seq` in word [rank] of every rank's flag block (field at `fieldOff`),
@@ -111,7 +160,7 @@ __device__ bool barrier(const ClbDevCallArgs& a, unsigned long long seq, int cou
                         unsigned long long* myWords) {
   announce(a, seq, counter, field, false);
   __shared__ int ok;
-  if (threadIdx.x == 0) ok = waitAll(a, myWords, seq);
+  if (threadIdx.x == 0) ok = waitAll(a, myWords, seq, seq);
   __syncthreads();
   return ok;
 }
@@ -120,12 +169,13 @@ __device__ bool barrier(const ClbDevCallArgs& a, unsigned long long seq, int cou
 
 extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCallArgs a) {
   const unsigned long long seq = callNumber(a);
+  if (seq == 0) return;
   const size_t half = (seq & 1) * a.half;
   const int n = a.nranks, r = a.rank;
   ClbDevFlags* me = a.flags[r];
   __shared__ int ok;
   // Every rank finished reading the slots this call fills (the same parity, two calls ago).
-  if (threadIdx.x == 0) ok = waitAll(a, me->done, seq >= 2 ? seq - 2 : 0);
+  if (threadIdx.x == 0) ok = waitAll(a, me->done, seq >= 2 ? seq - 2 : 0, seq);
   __syncthreads();
   if (!ok) return;
   const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
@@ -152,6 +202,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCal
 
 extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCallArgs a) {
   const unsigned long long seq = callNumber(a);
+  if (seq == 0) return;
   const int par = (int)(seq & 1);
   ClbDevFlags* me = a.flags[a.rank];
   const int n = a.nranks, r = a.rank;
@@ -167,7 +218,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
     for (int p = 0; p < n; p++) reinterpret_cast<volatile unsigned long long*>(a.flags[p]->posted)[r] = seq;
   }
   if (threadIdx.x == 0) {
-    ok = waitAll(a, me->posted, seq);
+    ok = waitAll(a, me->posted, seq, seq);
     if (ok && a.given)
       for (int p = 0; p < n; p++) {  // registered buffers, mapped here by the host
         send[p] = a.peerIn[p];
@@ -221,7 +272,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
   // Done reading; the kernel (so the caller's stream) goes on only when every rank is.
   announce(a, seq, 2 + par, offsetof(ClbDevFlags, done), false);
   if (threadIdx.x == 0 && blockIdx.x == 0) {
-    if (waitAll(a, me->done, seq)) *reinterpret_cast<volatile unsigned long long*>(&me->calls) = seq;
+    if (waitAll(a, me->done, seq, seq)) *reinterpret_cast<volatile unsigned long long*>(&me->calls) = seq;
   }
 }
 
@@ -241,20 +292,25 @@ __device__ __forceinline__ void storeLine(char* p, unsigned long long v, unsigne
                : "memory");
 }
 
-// Waits for the line at p to carry `flag`; false on timeout (error marked as for every wait).
-__device__ __forceinline__ bool loadLine(const ClbDevCallArgs& a, const char* p, unsigned int flag,
-                                         unsigned long long* v, unsigned long long& deadline) {
+// Waits for rank p's line at `off` in this rank's slots (`mine`) to carry `flag`; false on
+// timeout. A wait that takes long names every rank whose line is still missing.
+__device__ __forceinline__ bool loadLine(const ClbDevCallArgs& a, const char* mine, int p, unsigned long long off,
+                                         unsigned int flag, unsigned long long seq, unsigned long long* v,
+                                         WaitClock& clock, bool everyRankWrites = true) {
+  const char* at = mine + p * a.slot + off;
   unsigned int x, f1, y, f2;
   for (int spins = 0;; spins++) {
-    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(f1), "=r"(y), "=r"(f2) : "l"(p)
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(f1), "=r"(y), "=r"(f2) : "l"(at)
                  : "memory");
     if (f1 == flag && f2 == flag) break;
     if ((spins & 1023) == 1023) {
-      if (deadline == 0) deadline = globalTimer() + a.timeoutNs;
-      else if (globalTimer() > deadline) {
-        atomicExch(&a.flags[a.rank]->error, 1u);
-        *(volatile unsigned int*)a.hostError = 1u;
-        return false;
+      if (const int c = clock.check(a)) {
+        for (int q = everyRankWrites ? 0 : p; q < (everyRankWrites ? a.nranks : p + 1); q++) {
+          const volatile unsigned int* line = reinterpret_cast<const volatile unsigned int*>(mine + q * a.slot + off);
+          if (line[1] != flag || line[3] != flag) noteRank(a, q, seq);
+        }
+        publishWait(a, seq, c == 2);
+        if (c == 2) return false;
       }
     }
   }
@@ -329,7 +385,8 @@ __device__ unsigned long long reduceLineTyped(const ClbDevCallArgs& a, const uns
 // rank writes one token line (line 0 of its own slot) to every rank, so that each rank still hears
 // from every rank in every call, which is what lets slots be reused two calls later (a root that
 // heard from nobody could run two calls ahead and overwrite lines not yet read).
-__device__ void llBroadcast(const ClbDevCallArgs& a, unsigned int flag, size_t half, unsigned long long lines,
+__device__ void llBroadcast(const ClbDevCallArgs& a, unsigned long long seq, unsigned int flag, size_t half,
+                            unsigned long long lines,
                             unsigned long long tid, unsigned long long stride) {
   const int n = a.nranks, r = a.rank, root = a.root;
   const unsigned long long bytes = a.count * (unsigned long long)a.elemSize;
@@ -344,20 +401,22 @@ __device__ void llBroadcast(const ClbDevCallArgs& a, unsigned int flag, size_t h
     for (int p = 0; p < n; p++) storeLine(a.staging[p] + half + r * a.slot, 0, flag);
   }
   const char* mine = a.staging[r] + half;
-  unsigned long long deadline = 0, v;
+  WaitClock clock;
+  unsigned long long v;
   for (unsigned long long i = tid; i < lines; i += stride) {
-    if (!loadLine(a, mine + root * a.slot + i * 16, flag, &v, deadline)) return;
+    if (!loadLine(a, mine, root, i * 16, flag, seq, &v, clock, false)) return;
     storeBytes8(static_cast<char*>(a.out), i, bytes, v);
   }
   if (tid == 0)
     for (int p = 0; p < n; p++)
-      if (p != root && !loadLine(a, mine + p * a.slot, flag, &v, deadline)) return;
+      if (p != root && !loadLine(a, mine, p, 0, flag, seq, &v, clock)) return;
 }
 
 // allReduce, allGather, reduceScatter (and broadcast, above) through LL lines. `count` elements
 // per destination.
 extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArgs a) {
   const unsigned long long seq = callNumber(a);
+  if (seq == 0) return;
   // Never 0, the value of lines no call has written yet (after 2^32 - 1 calls seq would wrap to it).
   const unsigned int flag = (unsigned int)(seq % 0xFFFFFFFFull) + 1;
   const size_t half = (seq & 1) * a.half;
@@ -368,7 +427,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArg
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   const char* in = static_cast<const char*>(a.in);
   char* out = static_cast<char*>(a.out);
-  if (a.coll == CLB_DEV_BROADCAST) llBroadcast(a, flag, half, lines, tid, stride);
+  if (a.coll == CLB_DEV_BROADCAST) llBroadcast(a, seq, flag, half, lines, tid, stride);
   // Send: this rank's lines into its slot of every rank (reduceScatter: rank p's slice to rank p).
   for (unsigned long long i = tid; i < lines && a.coll != CLB_DEV_BROADCAST; i += stride)
     for (int k = 0; k < n; k++) {
@@ -378,11 +437,11 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArg
     }
   // Receive: every rank's line i from this rank's own buffer, then combine or place it.
   const char* mine = a.staging[r] + half;
-  unsigned long long deadline = 0;
+  WaitClock clock;
   bool ok = true;
   for (unsigned long long i = tid; i < lines && ok && a.coll != CLB_DEV_BROADCAST; i += stride) {
     unsigned long long v[CLB_MAX_DEVICE_RANKS];
-    for (int p = 0; p < n && ok; p++) ok = loadLine(a, mine + p * a.slot + i * 16, flag, &v[p], deadline);
+    for (int p = 0; p < n && ok; p++) ok = loadLine(a, mine, p, i * 16, flag, seq, &v[p], clock);
     if (!ok) break;
     if (a.coll == CLB_DEV_ALLGATHER) {
       for (int p = 0; p < n; p++) storeBytes8(out + p * bytes, i, bytes, v[p]);

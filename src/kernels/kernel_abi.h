@@ -5,7 +5,9 @@
 // at run time (src/core/cuda/kernels.cc): nothing here links against the CUDA runtime.
 #pragma once
 
-#define CLB_KERNEL_ABI_VERSION 3
+#include <stddef.h>
+
+#define CLB_KERNEL_ABI_VERSION 4
 // Inputs one reduction kernel launch can combine (ranks on one node beyond that take more passes).
 #define CLB_MAX_KERNEL_SRCS 16
 
@@ -40,12 +42,32 @@ struct ClbDevFlags {
   unsigned long long posted[CLB_MAX_DEVICE_RANKS];  // [p]: last call rank p pushed its data / addresses for
   unsigned long long mid[CLB_MAX_DEVICE_RANKS];     // [p]: last call whose first phase rank p finished (two-shot)
   unsigned long long done[CLB_MAX_DEVICE_RANKS];    // [p]: last call rank p finished reading
+  // calls and error side by side, 16-byte aligned: a kernel reads both with one load.
   unsigned long long calls;                         // calls this rank completed
+  unsigned int error;                               // nonzero: a wait timed out on this rank
+  unsigned int pad;
   unsigned long long send[2][CLB_MAX_DEVICE_RANKS];  // direct: [call parity][p] rank p's buffers,
   unsigned long long recv[2][CLB_MAX_DEVICE_RANKS];  // written here by rank p
   unsigned int blocks[4];                           // block counters (first/second announcement x parity)
-  unsigned int error;                               // nonzero: a wait timed out on this rank
 };
+
+// What this rank's kernels tell its host without a synchronization: a word block in mapped pinned
+// host memory, written with plain stores only (no atomics to host memory, which some PCIe hosts
+// lack) and read by clbCommGetAsyncError and the watchdog (src/core/cuda/watchdog.cc).
+struct ClbDevHostStatus {
+  unsigned int error;            // nonzero: a wait timed out (written last, after the fields below)
+  unsigned int errorColl;        // ... in this collective (CLB_DEV_*)
+  unsigned long long errorCall;  // ... of this call number
+  unsigned long long stuckCall;  // the latest call with a wait past the warning threshold
+  unsigned int stuckColl;
+  unsigned int pad;
+  // [p] == low 32 bits of a call number: that call waited for rank p past the warning threshold
+  // (or, with error set, until the timeout).
+  unsigned int waitingFor[CLB_MAX_DEVICE_RANKS];
+};
+
+static_assert(offsetof(ClbDevFlags, calls) % 16 == 0 && offsetof(ClbDevFlags, error) == offsetof(ClbDevFlags, calls) + 8,
+              "calls and error are read with one 16-byte load");
 
 // Collectives as the kernels number them.
 enum { CLB_DEV_ALLREDUCE = 0, CLB_DEV_ALLGATHER = 1, CLB_DEV_REDUCESCATTER = 2, CLB_DEV_BROADCAST = 3 };
@@ -58,7 +80,8 @@ struct ClbDevCallArgs {
   char* staging[CLB_MAX_DEVICE_RANKS];
   unsigned long long half, slot;
   ClbDevFlags* flags[CLB_MAX_DEVICE_RANKS];
-  unsigned int* hostError;  // mapped pinned host word: the host sees a timeout without a sync
+  ClbDevHostStatus* host;   // mapped pinned host memory: the host sees a timeout without a sync
+  unsigned long long warnNs;  // a wait this long says so in host->stuckCall / waitingFor (0: never)
   // staged: inBytes pushed to every rank (inSlices == nranks: slice p, inStride apart, to rank p).
   // direct: `in` is the whole send buffer (NULL on a broadcast's non-root ranks).
   const void* in;

@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/launch_meet.h"
 #include "transport/shm.h"
 
 namespace clb::cuda {
@@ -122,6 +123,11 @@ DeviceWorld::DeviceWorld(clbComm* comm) : comm_(comm) {
     else if (strcasecmp(v, "auto") != 0)
       configError_ = std::string("COLIBRI_DEVICE_PATH='") + v + "' is not one of auto, ll, staged, direct";
   }
+  if (const char* v = getenv("COLIBRI_DEVICE_MEET"); v && *v) {
+    if (!strcasecmp(v, "off")) meetOff_ = true;
+    else if (strcasecmp(v, "on") != 0)
+      configError_ = std::string("COLIBRI_DEVICE_MEET='") + v + "' is not one of on, off";
+  }
   if (const char* v = getenv("COLIBRI_DEVICE_P2P"); v && *v) {
     if (!strcasecmp(v, "off")) forceHost_ = true;
     else if (strcasecmp(v, "auto") != 0)
@@ -133,7 +139,8 @@ DeviceWorld::DeviceWorld(clbComm* comm) : comm_(comm) {
   int64_t llMax = std::min<size_t>(kDefaultLLMax, kLLBufferCap / (4 * (size_t)comm->nranks) / 4096 * 4096);
   if (envInt("COLIBRI_DEVICE_DIRECT_MIN_BYTES", 0, INT64_MAX, &directMin) != clbSuccess ||
       envInt("COLIBRI_DEVICE_LL_MAX_BYTES", 0, (int64_t)kMaxLL, &llMax) != clbSuccess ||
-      envInt("COLIBRI_DEVICE_CHECK_CALLS", 0, 1, &check) != clbSuccess)
+      envInt("COLIBRI_DEVICE_CHECK_CALLS", 0, 1, &check) != clbSuccess ||
+      envInt("COLIBRI_STUCK_WARN_PERCENT", 0, 99, &warnPercent_) != clbSuccess)
     configError_ = clbGetLastError();
   checkCalls_ = check != 0;
   directMin_ = (size_t)directMin;
@@ -164,6 +171,10 @@ void DeviceWorld::releaseShared(SharedBuffer* b) {
 }
 
 clbResult_t DeviceWorld::release() {
+  if (watching_) watchdogRemove(&watched_);
+  watching_ = false;
+  comm_->deviceReady.store(nullptr);
+  meet_.reset();
   releaseGpuDirect();
   if (d_) {
     trimHostStage();
@@ -197,9 +208,9 @@ clbResult_t DeviceWorld::release() {
   releaseShared(&staging_);
   releaseShared(&llBuf_);
   releaseShared(&flagBuf_);
-  if (hostError_) d_->cuMemFreeHost(hostError_);
+  if (hostStatus_) d_->cuMemFreeHost(hostStatus_);
   flags_ = 0;
-  hostError_ = nullptr;
+  hostStatus_ = nullptr;
   return clbSuccess;
 }
 
@@ -252,9 +263,10 @@ clbResult_t DeviceWorld::setUp(int ordinal, CUstream stream) {
   CLB_CHECK(kernels_.function("clb_dev_staged", &staged_));
   CLB_CHECK(kernels_.function("clb_dev_direct", &direct_));
   CLB_CHECK(kernels_.function("clb_dev_ll", &ll_));
-  CLB_CU(d_, cuMemHostAlloc, reinterpret_cast<void**>(&hostError_), sizeof(unsigned int), CU_MEMHOSTALLOC_DEVICEMAP);
-  *hostError_ = 0;
-  CLB_CU(d_, cuMemHostGetDevicePointer, &hostErrorDev_, hostError_, 0);
+  CLB_CU(d_, cuMemHostAlloc, reinterpret_cast<void**>(&hostStatus_), sizeof(ClbDevHostStatus),
+         CU_MEMHOSTALLOC_DEVICEMAP);
+  memset(hostStatus_, 0, sizeof(ClbDevHostStatus));
+  CLB_CU(d_, cuMemHostGetDevicePointer, &hostStatusDev_, hostStatus_, 0);
 
   std::vector<PeerInfo> all(n);
   PeerInfo& me = all[comm_->rank];
@@ -286,6 +298,31 @@ clbResult_t DeviceWorld::setUp(int ordinal, CUstream stream) {
   CLB_CU(d_, cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm2, ll_, kThreads, 0);
   const int slots = kernels_.smCount() * std::max(1, std::min(perSm, perSm2));
   maxBlocks_ = (unsigned)std::max(1, std::min(kMaxBlocks, (slots - 4) / sameGpu_));
+  // Ranks sharing this GPU's context (threads of this process) launch together (launch_meet.h).
+  std::vector<int> together;
+  for (int p = 0; p < n; p++)
+    if (all[p].pid == me.pid && !memcmp(&all[p].uuid, &me.uuid, sizeof(CUuuid))) together.push_back(p);
+  if (together.size() > 1 && meetOff_) {
+    CLB_WARN("rank %d: COLIBRI_DEVICE_MEET=off: the %zu ranks on GPU %d in this process launch without meeting; "
+             "an allocation, free or device synchronization on one of their threads between calls can deadlock "
+             "them until the timeout (docs/device.md)", comm_->rank, together.size(), ordinal_);
+  } else if (together.size() > 1) {
+    char key[96];
+    snprintf(key, sizeof key, "%016llx-", (unsigned long long)comm_->boot.sessionNonce());
+    std::string k = key;
+    for (unsigned char c : std::string(me.uuid.bytes, sizeof me.uuid.bytes)) {
+      snprintf(key, sizeof key, "%02x", c);
+      k += key;
+    }
+    meet_ = LaunchMeet::join(k, together);
+  }
+  watched_.rank = comm_->rank;
+  watched_.nranks = n;
+  watched_.timeoutMs = comm_->cfg.timeoutMs;
+  watched_.warnMs = comm_->cfg.timeoutMs * warnPercent_ / 100;
+  watched_.status = hostStatus_;
+  watchdogAdd(&watched_);
+  watching_ = true;
   CLB_INFO("rank %d: device collectives on GPU %d (%d rank(s) on it, %s); up to %u blocks per call; %s",
            comm_->rank, ordinal_, sameGpu_, allInProcess_ ? "all ranks in this process" : "ranks in several processes",
            maxBlocks_, kernels_.description().c_str());
@@ -459,8 +496,9 @@ clbResult_t DeviceWorld::checkStream(CUstream stream) {
 
 void DeviceWorld::common(ClbDevCallArgs* k, const CollArgs& a) const {
   for (int p = 0; p < comm_->nranks; p++) k->flags[p] = peerFlags_[p];
-  k->hostError = reinterpret_cast<unsigned int*>(hostErrorDev_);
+  k->host = reinterpret_cast<ClbDevHostStatus*>(hostStatusDev_);
   k->timeoutNs = (unsigned long long)comm_->cfg.timeoutMs * 1000000ull;
+  k->warnNs = (unsigned long long)watched_.warnMs * 1000000ull;
   k->rank = comm_->rank;
   k->nranks = comm_->nranks;
   k->in = a.desc.coll == kBroadcast && comm_->rank != a.root ? nullptr : a.send;
@@ -559,12 +597,11 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
                     "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "
                     "communicator per GPU", comm_->rank, ordinal, ordinal_);
   if (!configError_.empty()) return setError(clbInvalidArgument, "%s", configError_.c_str());
-  if (!flags_) CLB_CHECK(setUp(ordinal, stream));
-  if (*hostError_)
-    return setError(clbTimeout,
-                    "a device wait of an earlier collective on rank %d timed out after %lld ms (a peer died, "
-                    "hung, or made different calls); destroy the communicator", comm_->rank,
-                    (long long)comm_->cfg.timeoutMs);
+  if (!flags_) {
+    CLB_CHECK(setUp(ordinal, stream));
+    comm_->deviceReady.store(this, std::memory_order_release);
+  }
+  CLB_CHECK(deviceStatus());
   if (sharedProcess_ && !stream)
     return setError(clbInvalidUsage,
                     "rank %d shares its process with other ranks of this communicator, and they would all use the "
@@ -604,24 +641,52 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
   // rank; a slot holds 16-byte lines of 8 data bytes.
   auto llBytes = [n](size_t perRank) { return 2 * (size_t)n * (((perRank + 7) / 8 * 16 + 4095) / 4096 * 4096); };
   if (!llBuf_.mine && llMax_ > 0 && (path_ == DevicePath::kAuto || path_ == DevicePath::kLL)) CLB_CHECK(ensureShared(&llBuf_, llBytes(llMax_), stream, "LL"));
-  if (path == DevicePath::kLL) {
-    CLB_CHECK(ensureShared(&llBuf_, std::max(llBuf_.bytes, llBytes(perDest)), stream, "LL"));
-    CtxScope scope(d_, ctx_);
-    return ll(a, stream);
+  if (path == DevicePath::kLL) CLB_CHECK(ensureShared(&llBuf_, std::max(llBuf_.bytes, llBytes(perDest)), stream, "LL"));
+  if (path == DevicePath::kStaged) {
+    // A staging half holds one slot per rank; a round moves at most a slot's worth of elements.
+    size_t want = std::min(std::max(a.count * esz * n, kMinHalf), kMaxHalf);
+    want = (want + kMinHalf - 1) / kMinHalf * kMinHalf;
+    CLB_CHECK(ensureShared(&staging_, std::max(staging_.bytes, 2 * want), stream, "staging"));
   }
-  if (path == DevicePath::kDirect) {
+  // Everything above that meets the peers over the host is done: now only launches.
+  return together(a, [&]() -> clbResult_t {
     CtxScope scope(d_, ctx_);
-    return direct(a, stream, k);
+    if (path == DevicePath::kLL) return ll(a, stream);
+    if (path == DevicePath::kDirect) return direct(a, stream, k);
+    const size_t perRound = slotBytes() / esz;
+    for (size_t e0 = 0; e0 < a.count; e0 += perRound)
+      CLB_CHECK(staged(a, e0, std::min(perRound, a.count - e0), stream));
+    return clbSuccess;
+  });
+}
+
+template <class F>
+clbResult_t DeviceWorld::together(const CollArgs& a, F&& launch) {
+  if (!meet_) return launch();
+  clbResult_t rc = meet_->arrive(comm_, a.desc, watched_.warnMs);
+  if (rc != clbSuccess) {
+    // Calls that differ are refused alike by every rank here; ranks elsewhere launched and wait.
+    if (rc == clbInvalidUsage && meet_->size() < comm_->nranks) comm_->markFailed(rc);
+    return rc;
   }
-  // A staging half holds one slot per rank; a round moves at most a slot's worth of elements.
-  size_t want = std::min(std::max(a.count * esz * n, kMinHalf), kMaxHalf);
-  want = (want + kMinHalf - 1) / kMinHalf * kMinHalf;
-  CLB_CHECK(ensureShared(&staging_, std::max(staging_.bytes, 2 * want), stream, "staging"));
-  CtxScope scope(d_, ctx_);
-  const size_t perRound = slotBytes() / esz;
-  for (size_t e0 = 0; e0 < a.count; e0 += perRound)
-    CLB_CHECK(staged(a, e0, std::min(perRound, a.count - e0), stream));
-  return clbSuccess;
+  rc = launch();
+  const std::string why = rc == clbSuccess ? std::string() : lastError();
+  clbResult_t left = meet_->launched(comm_);
+  if (rc != clbSuccess) return setError(rc, "%s", why.c_str());
+  return left;
+}
+
+clbResult_t DeviceWorld::deviceStatus() const {
+  const volatile ClbDevHostStatus* s = hostStatus_;
+  if (!s || !s->error) return clbSuccess;
+  const unsigned long long call = s->errorCall;
+  char ranks[128];
+  return setError(clbTimeout,
+                  "a device wait of rank %d's device call #%llu (%s) timed out after %lld ms waiting for rank(s) %s "
+                  "(a peer died, hung, or made different calls): the output of that call and of every later one on "
+                  "this communicator is undefined; destroy the communicator", comm_->rank, call,
+                  collName(s->errorColl), (long long)comm_->cfg.timeoutMs,
+                  ranksWaitedFor(s, comm_->nranks, call, ranks, sizeof ranks));
 }
 
 clbResult_t DeviceWorld::ll(const CollArgs& a, CUstream stream) {

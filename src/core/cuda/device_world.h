@@ -20,6 +20,11 @@
 #include "algo/algorithms.h"
 #include "core/cuda/driver.h"
 #include "core/cuda/kernels.h"
+#include "core/cuda/watchdog.h"
+
+namespace clb {
+class LaunchMeet;
+}
 
 namespace clb::cuda {
 
@@ -83,6 +88,9 @@ class DeviceWorld {
   clbResult_t registerBuffer(void* buff, size_t bytes, void** handle);
   clbResult_t deregisterBuffer(void* handle);
   std::string describe() const;
+  // clbCommGetAsyncError's device part: clbTimeout with the call, collective and ranks when a
+  // device wait of this rank ran out of time, else clbSuccess. Any thread, once set up.
+  clbResult_t deviceStatus() const;
   // The path the last call took ("ll", "staged" or "direct").
   const char* lastPath() const { return lastPath_ == DevicePath::kLL ? "ll" : lastPath_ == DevicePath::kDirect ? "direct" : "staged"; }
 
@@ -128,6 +136,10 @@ class DeviceWorld {
   clbResult_t staged(const CollArgs& a, size_t e0, size_t m, CUstream stream);
   clbResult_t direct(const CollArgs& a, CUstream stream, ClbDevCallArgs k);
   clbResult_t ll(const CollArgs& a, CUstream stream);
+  // Runs `launch` (this rank's kernels of call `a`) between the two meetings of the ranks that
+  // share this GPU and process (src/core/launch_meet.h); just runs it when no other rank does.
+  template <class F>
+  clbResult_t together(const CollArgs& a, F&& launch);
   clbComm* comm_;
   const Driver* d_ = nullptr;
   Kernels kernels_;
@@ -150,8 +162,13 @@ class DeviceWorld {
   bool forceHost_ = false; // COLIBRI_DEVICE_P2P=off
   bool checkCalls_ = false;  // COLIBRI_DEVICE_CHECK_CALLS=1: every call compared across ranks
   uint64_t hostGen_ = 0;   // host-shared buffers made so far (names them)
-  unsigned int* hostError_ = nullptr;
-  CUdeviceptr hostErrorDev_ = 0;
+  ClbDevHostStatus* hostStatus_ = nullptr;  // mapped pinned host memory the kernels report into
+  CUdeviceptr hostStatusDev_ = 0;
+  int64_t warnPercent_ = 50;                // COLIBRI_STUCK_WARN_PERCENT of the timeout: say a wait is long
+  Watched watched_;                         // what the watchdog looks at (registered once set up)
+  bool watching_ = false;
+  std::shared_ptr<LaunchMeet> meet_;        // the ranks sharing this GPU and process, when there are others
+  bool meetOff_ = false;                    // COLIBRI_DEVICE_MEET=off: they launch without meeting
   std::vector<ClbDevFlags*> peerFlags_;
   std::vector<int32_t> peerPid_;
   bool sharedProcess_ = false;  // another rank lives in this process

@@ -303,7 +303,7 @@ clbResult_t DeviceWorld::runGpuDirect(const CollArgs& a, CUstream stream) {
   CLB_CU(d_, cuEventSynchronize, gdrReady_);
   lastGdr_ = true;
   clbResult_t rc = ringRunOn(comm_, *gdr_->ring, mem, a);
-  if (rc != clbSuccess) comm_->markFailed();  // midway: the peers' state is unknown
+  if (rc != clbSuccess) comm_->markFailed(rc);  // midway: the peers' state is unknown
   return rc;
 }
 

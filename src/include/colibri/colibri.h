@@ -185,6 +185,15 @@ CLB_API clbResult_t clbCommDestroy(clbComm_t comm);
 /* Makes every blocked or later call on this communicator return clbAborted, tells peers, and may
  * be called from any thread while another thread is inside a collective. Destroy still needed. */
 CLB_API clbResult_t clbCommAbort(clbComm_t comm);
+/* What has gone wrong on this communicator without making a call, from any thread (NCCL's
+ * ncclCommGetAsyncError): *asyncError is clbSuccess, or clbAborted (this rank or a peer aborted),
+ * clbTimeout (a device wait of an earlier, asynchronous call ran out of time: its output is
+ * undefined), clbRemoteError (a peer failed, or its process died) or the code of an earlier failure;
+ * then clbGetLastError() says what happened and which call and ranks it concerns, and the
+ * communicator must be destroyed. Returns clbInvalidArgument only for a NULL comm or asyncError.
+ * Cheap (a few loads, one kill(pid, 0) per peer process on this host): poll it after replaying a
+ * CUDA graph, or from a health check. */
+CLB_API clbResult_t clbCommGetAsyncError(clbComm_t comm, clbResult_t* asyncError);
 CLB_API clbResult_t clbCommRank(clbComm_t comm, int* rank);
 CLB_API clbResult_t clbCommCount(clbComm_t comm, int* nranks);
 CLB_API clbResult_t clbCommMemStats(clbComm_t comm, clbMemStats_t* stats);

@@ -1,0 +1,101 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+#include "core/cuda/watchdog.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+
+namespace clb::cuda {
+
+const char* collName(unsigned int coll) {
+  switch (coll) {
+    case CLB_DEV_ALLREDUCE: return "allReduce";
+    case CLB_DEV_ALLGATHER: return "allGather";
+    case CLB_DEV_REDUCESCATTER: return "reduceScatter";
+    case CLB_DEV_BROADCAST: return "broadcast";
+  }
+  return "a collective";
+}
+
+const char* ranksWaitedFor(const volatile ClbDevHostStatus* s, int nranks, unsigned long long call, char* buf,
+                           size_t bytes) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (int p = 0; p < nranks && p < CLB_MAX_DEVICE_RANKS && at + 8 < bytes; p++)
+    if (s->waitingFor[p] == (unsigned int)call) at += snprintf(buf + at, bytes - at, "%s%d", at ? ", " : "", p);
+  if (!at) snprintf(buf, bytes, "none known");
+  return buf;
+}
+
+namespace {
+
+struct State {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Watched*> watched;
+  bool running = false;
+};
+
+State& state() {
+  static State* s = new State();  // never destroyed: the thread may outlive static destruction
+  return *s;
+}
+
+void look(Watched* w) {
+  const volatile ClbDevHostStatus* s = w->status;
+  char ranks[128];
+  if (s->error && !w->saidError) {
+    w->saidError = true;
+    const unsigned long long call = s->errorCall;
+    CLB_LOG(clbLogError,
+            "rank %d: device call #%llu (%s) timed out after %lld ms waiting for rank(s) %s; its output is "
+            "undefined and the communicator cannot go on (clbCommGetAsyncError reports it): destroy it",
+            w->rank, call, collName(s->errorColl), (long long)w->timeoutMs,
+            ranksWaitedFor(s, w->nranks, call, ranks, sizeof ranks));
+    return;
+  }
+  const unsigned long long stuck = s->stuckCall;
+  if (w->warnMs > 0 && stuck && stuck != w->saidStuck && !s->error) {
+    w->saidStuck = stuck;
+    CLB_WARN("rank %d: device call #%llu (%s) has waited over %lld ms (of its %lld ms timeout) for rank(s) %s: is a "
+             "rank stuck, dead or making other calls?", w->rank, stuck, collName(s->stuckColl), (long long)w->warnMs,
+             (long long)w->timeoutMs, ranksWaitedFor(s, w->nranks, stuck, ranks, sizeof ranks));
+  }
+}
+
+void loop() {
+  State& st = state();
+  std::unique_lock<std::mutex> g(st.mu);
+  while (!st.watched.empty()) {
+    for (Watched* w : st.watched) look(w);
+    st.cv.wait_for(g, std::chrono::milliseconds(100));
+  }
+  st.running = false;
+}
+
+}  // namespace
+
+void watchdogAdd(Watched* w) {
+  State& st = state();
+  std::lock_guard<std::mutex> g(st.mu);
+  st.watched.push_back(w);
+  if (!st.running) {
+    st.running = true;
+    std::thread(loop).detach();
+  }
+}
+
+void watchdogRemove(Watched* w) {
+  State& st = state();
+  std::lock_guard<std::mutex> g(st.mu);
+  st.watched.erase(std::remove(st.watched.begin(), st.watched.end(), w), st.watched.end());
+  st.cv.notify_all();
+}
+
+}  // namespace clb::cuda

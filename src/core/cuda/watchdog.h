@@ -1,0 +1,39 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// One thread per process, started with the first device communicator, that looks at every
+// communicator's device status (ClbDevHostStatus, written by its kernels into mapped host memory)
+// every 100 ms and logs what no call would report yet: a device wait past its warning threshold
+// (WARN, naming the call, the collective and the ranks that have not arrived) and one that timed
+// out (ERROR). Asynchronous calls, and graphs replayed without any call, so say they are stuck
+// while they are; clbCommGetAsyncError reads the same status.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/kernel_abi.h"
+
+namespace clb::cuda {
+
+struct Watched {
+  int rank = 0;
+  int nranks = 0;
+  int64_t timeoutMs = 0;
+  int64_t warnMs = 0;  // 0: no warnings (timeouts are still logged)
+  const volatile ClbDevHostStatus* status = nullptr;
+  // Kept by the watchdog: what it already said.
+  unsigned long long saidStuck = 0;
+  bool saidError = false;
+};
+
+// "allReduce" ... for CLB_DEV_* (the kernels' numbering).
+const char* collName(unsigned int coll);
+// The ranks whose word in `waitingFor` names `call` ("1, 3"; "none known" when none does).
+const char* ranksWaitedFor(const volatile ClbDevHostStatus* s, int nranks, unsigned long long call, char* buf,
+                           size_t bytes);
+
+// `w` must stay valid until watchdogRemove(w) returns.
+void watchdogAdd(Watched* w);
+void watchdogRemove(Watched* w);
+
+}  // namespace clb::cuda

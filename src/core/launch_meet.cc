@@ -1,0 +1,143 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+#include "core/launch_meet.h"
+
+#include <map>
+#include <mutex>
+
+namespace clb {
+
+namespace {
+std::mutex gMeetsMutex;
+
+// The ranks of one context usually arrive within microseconds of each other, and every call
+// waits twice: look after every pause for the first 20 us (waitUntil looks every 32 pauses,
+// 1-2 us on CPUs with a slow pause), then let waitUntil take over.
+template <class Pred>
+bool spinBriefly(Pred pred) {
+  const int64_t t0 = nowNs();
+  do {
+    for (int i = 0; i < 16; i++) {
+      if (pred()) return true;
+      cpuRelax();
+    }
+  } while (nowNs() - t0 < 20000);
+  return false;
+}
+std::map<std::string, std::weak_ptr<LaunchMeet>>& meets() {
+  static auto* m = new std::map<std::string, std::weak_ptr<LaunchMeet>>();  // never destroyed: used until exit
+  return *m;
+}
+}  // namespace
+
+LaunchMeet::LaunchMeet(const std::vector<int>& ranks) : ranks_(ranks), m_(new Member[ranks.size()]) {}
+
+std::shared_ptr<LaunchMeet> LaunchMeet::join(const std::string& key, const std::vector<int>& ranks) {
+  std::lock_guard<std::mutex> g(gMeetsMutex);
+  auto& all = meets();
+  for (auto it = all.begin(); it != all.end();) it = it->second.expired() ? all.erase(it) : std::next(it);
+  if (auto it = all.find(key); it != all.end())
+    if (auto m = it->second.lock(); m && m->ranks_ == ranks) return m;
+  auto m = std::make_shared<LaunchMeet>(ranks);
+  all[key] = m;
+  return m;
+}
+
+int LaunchMeet::indexOf(int rank) const {
+  for (size_t i = 0; i < ranks_.size(); i++)
+    if (ranks_[i] == rank) return (int)i;
+  return -1;
+}
+
+void LaunchMeet::bump() {
+  word_.fetch_add(1, std::memory_order_seq_cst);
+  if (waiters_.load(std::memory_order_seq_cst) != 0) futexWakeAll(&word_);
+}
+
+bool LaunchMeet::everyone(uint64_t k, bool launchedPhase) const {
+  for (size_t j = 0; j < ranks_.size(); j++)
+    if ((launchedPhase ? m_[j].launched : m_[j].arrived).load(std::memory_order_acquire) < k) return false;
+  return true;
+}
+
+std::string LaunchMeet::missing(uint64_t k, bool launchedPhase) const {
+  std::string s;
+  for (size_t j = 0; j < ranks_.size(); j++) {
+    const auto& c = launchedPhase ? m_[j].launched : m_[j].arrived;
+    if (c.load(std::memory_order_acquire) < k) s += (s.empty() ? "" : ", ") + std::to_string(ranks_[j]);
+  }
+  return s;
+}
+
+clbResult_t LaunchMeet::arrive(clbComm* comm, const OpDesc& call, int64_t warnMs) {
+  const int i = indexOf(comm->rank);
+  if (i < 0) return setError(clbInternalError, "rank %d is not a member of its launch meeting", comm->rank);
+  Member& me = m_[i];
+  const uint64_t k = me.arrived.load(std::memory_order_relaxed) + 1;
+  me.call = call;  // read by the others only after they see `arrived` reach k
+  me.arrived.store(k, std::memory_order_release);
+  bump();
+  const int n = size();
+  auto all = [&] { return everyone(k, false); };
+  bool warned = warnMs <= 0;
+  auto tick = [&](int64_t waitedMs) {
+    if (warned || waitedMs < warnMs) return;
+    warned = true;
+    CLB_WARN("rank %d has waited %lld ms (of its %lld ms timeout) in %s for rank(s) %s, which share its GPU and "
+             "process, to make the same call: is one of those threads blocked, or making other calls? (One thread "
+             "cannot issue the calls of several ranks of one GPU in turn.)",
+             comm->rank, (long long)waitedMs, (long long)comm->cfg.timeoutMs, describe(call).c_str(),
+             missing(k, false).c_str());
+  };
+  clbResult_t rc = clbSuccess;
+  if (!spinBriefly(all)) {
+    const std::string what = "the ranks sharing its GPU to enter " + describe(call);
+    rc = waitUntil(comm, all, &word_, &waiters_, what.c_str(), -1, tick);
+  }
+  if (rc == clbTimeout)
+    rc = setError(clbTimeout,
+                  "rank %d waited %lld ms in %s for rank(s) %s, which share its GPU and process, to make the same "
+                  "call: is one of those threads stuck, or making different calls? (Nothing was launched. One "
+                  "thread cannot issue the calls of several ranks of one GPU in turn: give each rank its own "
+                  "thread, or set COLIBRI_DEVICE_MEET=off. Raise the timeout with COLIBRI_TIMEOUT_MS if it is "
+                  "just slow.)",
+                  comm->rank, (long long)comm->cfg.timeoutMs, describe(call).c_str(), missing(k, false).c_str());
+  if (rc != clbSuccess) gaveUp_.store(comm->rank, std::memory_order_release);
+  else if (const int g = gaveUp_.load(std::memory_order_acquire); g >= 0)
+    rc = setError(clbRemoteError,
+                  "rank %d, which shares rank %d's GPU and process, stopped waiting for the others in an earlier "
+                  "or this call (see its error), so %s cannot run: destroy the communicator", g, comm->rank,
+                  describe(call).c_str());
+  for (int j = 0; j < n && rc == clbSuccess; j++) {
+    const OpDesc& other = m_[j].call;
+    if (!(other == call))
+      rc = setError(clbInvalidUsage,
+                    "rank %d called %s but rank %d, which shares its GPU and process, called %s: every rank must "
+                    "make the same collective calls in the same order with the same count, type, op and root",
+                    comm->rank, describe(call).c_str(), ranks_[j], describe(other).c_str());
+  }
+  if (rc != clbSuccess) {  // nothing launched here: let the others leave, now or when they get here
+    me.launched.store(k, std::memory_order_release);
+    bump();
+  }
+  return rc;
+}
+
+clbResult_t LaunchMeet::launched(clbComm* comm) {
+  const int i = indexOf(comm->rank);
+  Member& me = m_[i];
+  const uint64_t k = me.arrived.load(std::memory_order_relaxed);
+  me.launched.store(k, std::memory_order_release);
+  bump();
+  auto all = [&] { return everyone(k, true); };
+  clbResult_t rc = spinBriefly(all) ? clbSuccess
+                                    : waitUntil(comm, all, &word_, &waiters_,
+                                                "the ranks sharing its GPU to launch their kernels", -1);
+  if (rc != clbSuccess) gaveUp_.store(comm->rank, std::memory_order_release);
+  if (rc == clbTimeout)
+    rc = setError(clbTimeout, "rank %d launched its kernels but rank(s) %s, which share its GPU and process, did not "
+                  "within %lld ms (every rank had entered the call)", comm->rank, missing(k, true).c_str(),
+                  (long long)comm->cfg.timeoutMs);
+  return rc;
+}
+
+}  // namespace clb
