@@ -6,7 +6,6 @@
 // with the host's reduction of the same inputs in rank order (the device path's order).
 // Skipped, with the reason, where there is no GPU.
 #include <gtest/gtest.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,99 +22,22 @@
 #include "colibri/colibri.h"
 #include "core/cuda/driver.h"
 #include "core/dtype.h"
+#include "tests/cuda_test_util.h"
 #ifdef CLB_HAVE_VERBS
 #include "transport/verbs/verbs_emu.h"  // its knobs are read once: reset after setenv
 #endif
 
-extern char** environ;
 
 namespace {
 
 using clb::cuda::Driver;
 
-// Ranks as threads share one CUDA context; each stream needs its own hardware queue, or a rank's
-// waiting kernel can sit in front of the kernel it waits for (the default is 8 queues). Set before
-// the first CUDA call of the process; docs/troubleshooting.md says the same for applications.
+// Ranks as threads share one CUDA context. Eager calls need no more hardware queues than the
+// driver's default of 8 (the ranks meet before launching; cuda_robustness_test runs at 8), but a
+// replayed graph launches without meeting, so there a rank's waiting kernel could sit in a queue
+// in front of the kernel it waits for: a queue per stream for the graph tests with 8 ranks. Set
+// before the first CUDA call of the process; docs/troubleshooting.md says the same.
 const int kConnections = setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-
-std::string why;
-const Driver* gpu() {
-  const Driver* d = nullptr;
-  if (clb::cuda::driver(&d) != clbSuccess) {
-    why = clbGetLastError();
-    return nullptr;
-  }
-  int n = 0;
-  if (d->cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) {
-    why = "no CUDA device";
-    return nullptr;
-  }
-  return d;
-}
-
-uint64_t inputBits(int rank, size_t i, int salt) {
-  uint64_t x = (uint64_t)(rank + 1) * 0x9e3779b97f4a7c15ull ^ (i + 1) * 0xbf58476d1ce4e5b9ull ^ (uint64_t)salt << 32;
-  x ^= x >> 31;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 29);
-}
-
-// A finite element value from bits (as the host test of the kernels does).
-void element(uint8_t* p, clbDataType_t t, uint64_t r) {
-  switch (t) {
-    case clbFloat16: { uint16_t h = (uint16_t)(r & 0x3bff); memcpy(p, &h, 2); break; }   // |x| < 1
-    case clbBfloat16: { uint16_t b = (uint16_t)(r & 0xbf7f); memcpy(p, &b, 2); break; }
-    case clbFloat32: { float f = (float)((int64_t)(r >> 12) % 200001 - 100000) / 1024.0f; memcpy(p, &f, 4); break; }
-    case clbFloat64: { double f = (double)((int64_t)(r >> 12) % 2000001 - 1000000) / 4096.0; memcpy(p, &f, 8); break; }
-    default: memcpy(p, &r, clbTypeSize(t));
-  }
-}
-
-std::vector<uint8_t> makeInput(int rank, size_t elems, clbDataType_t t, int salt) {
-  size_t esz = clbTypeSize(t);
-  std::vector<uint8_t> v(elems * esz);
-  for (size_t i = 0; i < elems; i++) element(v.data() + i * esz, t, inputBits(rank, i, salt));
-  return v;
-}
-
-struct Call {
-  int coll;  // 1 allReduce, 2 allGather, 3 reduceScatter, 4 broadcast
-  clbDataType_t type;
-  clbRedOp_t op;
-  size_t count;
-  bool inPlace;
-};
-
-// What rank `rank` must hold after `call`: the host reduction of all ranks' inputs in rank order.
-std::vector<uint8_t> expected(const Call& c, int rank, int n, int salt) {
-  size_t esz = clbTypeSize(c.type);
-  size_t inElems = c.coll == 3 ? c.count * n : c.count;
-  std::vector<std::vector<uint8_t>> in(n);
-  for (int p = 0; p < n; p++) in[p] = makeInput(p, inElems, c.type, salt);
-  std::vector<uint8_t> out;
-  std::vector<const void*> srcs(n);
-  switch (c.coll) {
-    case 1:
-      out.resize(c.count * esz);
-      for (int p = 0; p < n; p++) srcs[p] = in[p].data();
-      clb::reduceMany(out.data(), srcs.data(), n, c.count, c.type, c.op, n);
-      break;
-    case 3:
-      out.resize(c.count * esz);
-      for (int p = 0; p < n; p++) srcs[p] = in[p].data() + rank * c.count * esz;
-      clb::reduceMany(out.data(), srcs.data(), n, c.count, c.type, c.op, n);
-      break;
-    case 2:
-      for (int p = 0; p < n; p++) out.insert(out.end(), in[p].begin(), in[p].end());
-      break;
-    case 4:
-      out = in[n - 1];  // root: the last rank
-      break;
-  }
-  return out;
-}
-
-bool sameBits(const uint8_t* a, const uint8_t* b, size_t esz) { return memcmp(a, b, esz) == 0; }
 
 std::vector<Call> theCalls() {
   std::vector<Call> v;
@@ -137,28 +59,6 @@ std::vector<Call> theCalls() {
   return v;
 }
 
-#define CU_OK(call)                                                                  \
-  do {                                                                               \
-    CUresult rc_ = (call);                                                           \
-    if (rc_ != CUDA_SUCCESS) return std::string(#call) + " failed: " + std::to_string(rc_); \
-  } while (0)
-
-// Where ranks go: every rank on GPU 0, or rank r on GPU r % (number of GPUs) with
-// CLB_TEST_SPREAD=1 (set by the *Gpus suites; children of DeviceProcesses inherit it).
-int rankGpu(const Driver* d, int rank) {
-  const char* s = getenv("CLB_TEST_SPREAD");
-  int count = 1;
-  if (!s || strcmp(s, "1") != 0 || d->cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1) return 0;
-  return rank % count;
-}
-
-int gpuCount() {
-  const Driver* d = gpu();
-  int count = 0;
-  if (!d || d->cuDeviceGetCount(&count) != CUDA_SUCCESS) return 0;
-  return count;
-}
-
 // How a test runs: COLIBRI_DEVICE_PATH (the library reads it when a communicator first touches
 // device memory) and CLB_TEST_SPREAD; both set before the rank threads or processes start.
 // "registered" and "mixed" (processes) run the auto path with registered buffers (CLB_TEST_REGISTER);
@@ -170,38 +70,6 @@ void setPlacement(const std::string& path, bool spread) {
   if (reg) setenv("CLB_TEST_REGISTER", path.c_str(), 1);
   else unsetenv("CLB_TEST_REGISTER");
   setenv("CLB_TEST_SPREAD", spread ? "1" : "0", 1);
-}
-
-// The rank's GPU's primary context on this thread, a stream of its own, and its communicator.
-std::string setUpRank(const Driver* d, const clbUniqueId& id, int rank, int n, CUstream* stream, clbComm_t* comm) {
-  CUdevice dev;
-  CUcontext ctx;
-  CU_OK(d->cuDeviceGet(&dev, rankGpu(d, rank)));
-  CU_OK(d->cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU_OK(d->cuCtxSetCurrent(ctx));
-  CU_OK(d->cuStreamCreate(stream, CU_STREAM_NON_BLOCKING));
-  clbConfig_t cfg;
-  clbConfigInit(&cfg);
-  cfg.timeoutMs = 30000;
-  if (clbCommInitRank(comm, &id, rank, n, &cfg) != clbSuccess) return std::string("init: ") + clbGetLastError();
-  return "";
-}
-
-// The GPU (or why there is none), then setUpRank.
-std::string openRank(const clbUniqueId& id, int rank, int n, const Driver** d, CUstream* stream, clbComm_t* comm) {
-  if (!(*d = gpu())) return "no GPU: " + why;
-  return setUpRank(*d, id, rank, n, stream, comm);
-}
-
-// Runs body(id, rank, n) for every rank on its own thread and expects each to return "".
-void runThreads(int n, const std::function<std::string(const clbUniqueId&, int, int)>& body) {
-  clbUniqueId id;
-  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
-  std::vector<std::string> errs(n);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < n; r++) ts.emplace_back([&, r] { errs[r] = body(id, r, n); });
-  for (auto& t : ts) t.join();
-  for (int r = 0; r < n; r++) EXPECT_EQ(errs[r], "") << "rank " << r;
 }
 
 // A registration that must fail on every rank because the last rank passes host memory: the last
@@ -353,22 +221,6 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
   return err;
 }
 
-std::string hex(const clbUniqueId& id) {
-  static const char* digits = "0123456789abcdef";
-  std::string s;
-  for (unsigned char c : std::string(id.internal, sizeof id.internal)) {
-    s += digits[c >> 4];
-    s += digits[c & 15];
-  }
-  return s;
-}
-
-clbUniqueId unhex(const std::string& s) {
-  clbUniqueId id;
-  for (size_t i = 0; i < sizeof id.internal; i++) id.internal[i] = (char)std::stoi(s.substr(2 * i, 2), nullptr, 16);
-  return id;
-}
-
 }  // namespace
 
 // (ranks, COLIBRI_DEVICE_PATH, spread over every GPU)
@@ -426,17 +278,10 @@ void runProcesses(int n, bool graph) {
   ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
   std::vector<pid_t> pids;
   for (int r = 0; r < n; r++) {
-    std::string env = "CLB_DEVICE_CHILD=" + std::to_string(r) + ":" + std::to_string(n) + ":" +
-                      std::to_string(graph ? 1 : 0) + ":" + hex(id);
-    std::vector<std::string> envs{env};
-    for (char** e = environ; *e; e++) envs.push_back(*e);
-    std::vector<char*> envp;
-    for (auto& e : envs) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::string self = "/proc/self/exe", filter = "--gtest_filter=DeviceChild.Rank";
-    char* argv[] = {self.data(), filter.data(), nullptr};
-    pid_t pid;
-    ASSERT_EQ(posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()), 0);
+    pid_t pid = clbtest::spawnSelf("DeviceChild.Rank", {"CLB_DEVICE_CHILD=" + std::to_string(r) + ":" +
+                                                        std::to_string(n) + ":" + std::to_string(graph ? 1 : 0) +
+                                                        ":" + hex(id)});
+    ASSERT_GT(pid, 0);
     pids.push_back(pid);
   }
   for (int r = 0; r < n; r++) {

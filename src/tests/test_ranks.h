@@ -3,12 +3,18 @@
 // Ranks as threads for the native tests: one communicator per thread, a body per rank.
 #pragma once
 
+#include <spawn.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "colibri/colibri.h"
+
+extern char** environ;
 
 namespace clbtest {
 
@@ -38,6 +44,42 @@ inline std::vector<std::string> runThreadRanks(int nranks, const std::function<v
   }
   for (auto& t : ts) t.join();
   return errors;
+}
+
+// Starts this test binary again with --gtest_filter=`filter` and the environment plus `extra`
+// ("NAME=value" entries, which replace the inherited ones of those names); -1 if it cannot.
+inline pid_t spawnSelf(const std::string& filter, const std::vector<std::string>& extra) {
+  std::vector<std::string> envs = extra;
+  for (char** e = environ; *e; e++) {
+    bool replaced = false;
+    for (const std::string& x : extra) replaced = replaced || !strncmp(*e, x.c_str(), x.find('=') + 1);
+    if (!replaced) envs.push_back(*e);
+  }
+  std::vector<char*> envp;
+  for (auto& e : envs) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string self = "/proc/self/exe", arg = "--gtest_filter=" + filter;
+  char* argv[] = {self.data(), arg.data(), nullptr};
+  pid_t pid = -1;
+  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()) != 0) return -1;
+  return pid;
+}
+
+// A unique id as text (for a rank process's environment), and back.
+inline std::string hex(const clbUniqueId& id) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (unsigned char c : std::string(id.internal, sizeof id.internal)) {
+    s += digits[c >> 4];
+    s += digits[c & 15];
+  }
+  return s;
+}
+
+inline clbUniqueId unhex(const std::string& s) {
+  clbUniqueId id;
+  for (size_t i = 0; i < sizeof id.internal; i++) id.internal[i] = (char)std::stoi(s.substr(2 * i, 2), nullptr, 16);
+  return id;
 }
 
 }  // namespace clbtest

@@ -1,0 +1,153 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// clbCommGetAsyncError on the host path: healthy communicators say so; an abort (here or on a
+// peer, over shared memory and over sockets), a peer's failure, this rank's own failure and a
+// peer process killed with SIGKILL are reported without making a call, each with a message
+// naming the rank. (The device side, a device wait that timed out, is in cuda_robustness_test.)
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "colibri/colibri.h"
+#include "tests/test_ranks.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Asks until the answer is not clbSuccess or `limitMs` pass.
+clbResult_t pollAsync(clbComm_t comm, int limitMs, std::string* msg) {
+  const auto t0 = Clock::now();
+  clbResult_t async = clbSuccess;
+  while (Clock::now() - t0 < std::chrono::milliseconds(limitMs)) {
+    if (clbCommGetAsyncError(comm, &async) != clbSuccess) {
+      *msg = clbGetLastError();
+      return clbInternalError;
+    }
+    if (async != clbSuccess) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  *msg = async == clbSuccess ? "" : clbGetLastError();
+  return async;
+}
+
+void twoRanks(int transport, int64_t timeoutMs, const std::function<void(int, clbComm_t)>& body) {
+  auto errors = clbtest::runThreadRanks(
+      2,
+      [&](int, clbConfig_t* cfg) {
+        cfg->transport = transport;
+        cfg->timeoutMs = timeoutMs;
+      },
+      body);
+  for (int r = 0; r < 2; r++) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// A host barrier of the two rank threads.
+struct Meet {
+  std::atomic<int> n{0};
+  void at(int round) {
+    n.fetch_add(1);
+    while (n.load() < 2 * round) std::this_thread::yield();
+  }
+};
+
+TEST(AsyncError, HealthyCommunicatorsSaySoAndBadArgumentsAreRefused) {
+  clbResult_t async = clbInternalError;
+  EXPECT_EQ(clbCommGetAsyncError(nullptr, &async), clbInvalidArgument);
+  twoRanks(clbTransportAuto, 10000, [](int r, clbComm_t comm) {
+    EXPECT_EQ(clbCommGetAsyncError(comm, nullptr), clbInvalidArgument);
+    std::vector<float> v(1000, (float)r);
+    ASSERT_EQ(clbAllReduce(v.data(), v.data(), v.size(), clbFloat32, clbSum, comm, nullptr), clbSuccess)
+        << clbGetLastError();
+    clbResult_t a = clbInternalError;
+    ASSERT_EQ(clbCommGetAsyncError(comm, &a), clbSuccess);
+    EXPECT_EQ(a, clbSuccess) << clbGetLastError();
+  });
+}
+
+class AsyncErrorTransports : public ::testing::TestWithParam<int> {};
+
+TEST_P(AsyncErrorTransports, PeerAbortIsReportedWithoutACall) {
+  Meet meet;
+  twoRanks(GetParam(), 10000, [&](int r, clbComm_t comm) {
+    std::vector<float> v(64, 1.0f);
+    ASSERT_EQ(clbAllReduce(v.data(), v.data(), v.size(), clbFloat32, clbSum, comm, nullptr), clbSuccess)
+        << clbGetLastError();
+    meet.at(1);
+    if (r == 1) {
+      ASSERT_EQ(clbCommAbort(comm), clbSuccess);
+      std::string msg;
+      EXPECT_EQ(pollAsync(comm, 0, &msg), clbSuccess);  // (limit 0: one look, not a wait)
+      clbResult_t a = clbSuccess;
+      ASSERT_EQ(clbCommGetAsyncError(comm, &a), clbSuccess);
+      EXPECT_EQ(a, clbAborted) << "the aborting rank itself";
+    } else {
+      std::string msg;
+      EXPECT_EQ(pollAsync(comm, 3000, &msg), clbAborted) << msg;
+      EXPECT_NE(msg.find("rank 1 aborted"), std::string::npos) << msg;
+    }
+    meet.at(2);
+  });
+}
+INSTANTIATE_TEST_SUITE_P(Host, AsyncErrorTransports, ::testing::Values(clbTransportShm, clbTransportSocket),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::string(i.param == clbTransportShm ? "shm" : "socket");
+                         });
+
+TEST(AsyncError, FailedCollectiveIsReportedOnThisRankAndItsPeer) {
+  Meet meet;
+  twoRanks(clbTransportAuto, 300, [&](int r, clbComm_t comm) {
+    std::vector<float> v(64, 1.0f);
+    if (r == 1) {  // alone in a collective: times out, and the communicator is failed
+      EXPECT_EQ(clbAllReduce(v.data(), v.data(), v.size(), clbFloat32, clbSum, comm, nullptr), clbTimeout);
+      std::string msg;
+      EXPECT_EQ(pollAsync(comm, 1000, &msg), clbTimeout) << msg;
+      EXPECT_NE(msg.find("waited 300 ms"), std::string::npos) << msg;
+    } else {
+      std::string msg;
+      EXPECT_EQ(pollAsync(comm, 3000, &msg), clbRemoteError) << msg;
+      EXPECT_NE(msg.find("rank 1 failed"), std::string::npos) << msg;
+    }
+    meet.at(1);
+  });
+}
+
+// The body of the rank process that AsyncError.PeerProcessKilled kills.
+TEST(AsyncErrorChild, RankThatWaitsToBeKilled) {
+  const char* id = getenv("CLB_ASYNC_CHILD_ID");
+  if (!id) GTEST_SKIP() << "runs only as a child of AsyncError.PeerProcessKilled";
+  clbUniqueId uid = clbtest::unhex(id);
+  clbComm_t comm = nullptr;
+  ASSERT_EQ(clbCommInitRank(&comm, &uid, 1, 2, nullptr), clbSuccess) << clbGetLastError();
+  pause();  // until SIGKILL
+}
+
+TEST(AsyncError, PeerProcessKilledIsReportedWithoutACall) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  pid_t pid = clbtest::spawnSelf("AsyncErrorChild.RankThatWaitsToBeKilled", {"CLB_ASYNC_CHILD_ID=" + clbtest::hex(id)});
+  ASSERT_GT(pid, 0);
+  clbComm_t comm = nullptr;
+  ASSERT_EQ(clbCommInitRank(&comm, &id, 0, 2, nullptr), clbSuccess) << clbGetLastError();
+  clbResult_t a = clbInternalError;
+  ASSERT_EQ(clbCommGetAsyncError(comm, &a), clbSuccess);
+  EXPECT_EQ(a, clbSuccess) << clbGetLastError();
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const auto t0 = Clock::now();
+  std::string msg;
+  EXPECT_EQ(pollAsync(comm, 2000, &msg), clbRemoteError) << msg;
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(1000));
+  EXPECT_NE(msg.find("rank 1 (pid " + std::to_string(pid) + ") exited or was killed"), std::string::npos) << msg;
+  clbCommDestroy(comm);
+}
+
+}  // namespace

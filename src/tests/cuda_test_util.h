@@ -1,0 +1,165 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// What the device test suites share: the GPU (or why there is none), deterministic inputs per
+// rank, element and call, the host reference of every collective in rank order (the device
+// path's order), and unique ids as text for rank processes.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "colibri/colibri.h"
+#include "core/cuda/driver.h"
+#include "core/dtype.h"
+#include "tests/test_ranks.h"
+
+namespace {
+
+using clb::cuda::Driver;
+
+std::string why;
+inline const Driver* gpu() {
+  const Driver* d = nullptr;
+  if (clb::cuda::driver(&d) != clbSuccess) {
+    why = clbGetLastError();
+    return nullptr;
+  }
+  int n = 0;
+  if (d->cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) {
+    why = "no CUDA device";
+    return nullptr;
+  }
+  return d;
+}
+
+inline uint64_t inputBits(int rank, size_t i, int salt) {
+  uint64_t x = (uint64_t)(rank + 1) * 0x9e3779b97f4a7c15ull ^ (i + 1) * 0xbf58476d1ce4e5b9ull ^ (uint64_t)salt << 32;
+  x ^= x >> 31;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 29);
+}
+
+// A finite element value from bits (as the host test of the kernels does).
+inline void element(uint8_t* p, clbDataType_t t, uint64_t r) {
+  switch (t) {
+    case clbFloat16: { uint16_t h = (uint16_t)(r & 0x3bff); memcpy(p, &h, 2); break; }   // |x| < 1
+    case clbBfloat16: { uint16_t b = (uint16_t)(r & 0xbf7f); memcpy(p, &b, 2); break; }
+    case clbFloat32: { float f = (float)((int64_t)(r >> 12) % 200001 - 100000) / 1024.0f; memcpy(p, &f, 4); break; }
+    case clbFloat64: { double f = (double)((int64_t)(r >> 12) % 2000001 - 1000000) / 4096.0; memcpy(p, &f, 8); break; }
+    default: memcpy(p, &r, clbTypeSize(t));
+  }
+}
+
+inline std::vector<uint8_t> makeInput(int rank, size_t elems, clbDataType_t t, int salt) {
+  size_t esz = clbTypeSize(t);
+  std::vector<uint8_t> v(elems * esz);
+  for (size_t i = 0; i < elems; i++) element(v.data() + i * esz, t, inputBits(rank, i, salt));
+  return v;
+}
+
+struct Call {
+  int coll;  // 1 allReduce, 2 allGather, 3 reduceScatter, 4 broadcast
+  clbDataType_t type;
+  clbRedOp_t op;
+  size_t count;
+  bool inPlace;
+};
+
+// What rank `rank` must hold after `call`: the host reduction of all ranks' inputs in rank order.
+inline std::vector<uint8_t> expected(const Call& c, int rank, int n, int salt) {
+  size_t esz = clbTypeSize(c.type);
+  size_t inElems = c.coll == 3 ? c.count * n : c.count;
+  std::vector<std::vector<uint8_t>> in(n);
+  for (int p = 0; p < n; p++) in[p] = makeInput(p, inElems, c.type, salt);
+  std::vector<uint8_t> out;
+  std::vector<const void*> srcs(n);
+  switch (c.coll) {
+    case 1:
+      out.resize(c.count * esz);
+      for (int p = 0; p < n; p++) srcs[p] = in[p].data();
+      clb::reduceMany(out.data(), srcs.data(), n, c.count, c.type, c.op, n);
+      break;
+    case 3:
+      out.resize(c.count * esz);
+      for (int p = 0; p < n; p++) srcs[p] = in[p].data() + rank * c.count * esz;
+      clb::reduceMany(out.data(), srcs.data(), n, c.count, c.type, c.op, n);
+      break;
+    case 2:
+      for (int p = 0; p < n; p++) out.insert(out.end(), in[p].begin(), in[p].end());
+      break;
+    case 4:
+      out = in[n - 1];  // root: the last rank
+      break;
+  }
+  return out;
+}
+
+inline bool sameBits(const uint8_t* a, const uint8_t* b, size_t esz) { return memcmp(a, b, esz) == 0; }
+
+#define CU_OK(call)                                                                  \
+  do {                                                                               \
+    CUresult rc_ = (call);                                                           \
+    if (rc_ != CUDA_SUCCESS) return std::string(#call) + " failed: " + std::to_string(rc_); \
+  } while (0)
+
+using clbtest::hex;
+using clbtest::unhex;
+
+// Where ranks go: every rank on GPU 0, or rank r on GPU r % (number of GPUs) with
+// CLB_TEST_SPREAD=1 (set by the *Gpus suites; children of DeviceProcesses inherit it).
+inline int rankGpu(const Driver* d, int rank) {
+  const char* s = getenv("CLB_TEST_SPREAD");
+  int count = 1;
+  if (!s || strcmp(s, "1") != 0 || d->cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1) return 0;
+  return rank % count;
+}
+
+inline int gpuCount() {
+  const Driver* d = gpu();
+  int count = 0;
+  if (!d || d->cuDeviceGetCount(&count) != CUDA_SUCCESS) return 0;
+  return count;
+}
+
+// The rank's GPU's primary context on this thread, a stream of its own, and its communicator.
+inline std::string setUpRank(const Driver* d, const clbUniqueId& id, int rank, int n, CUstream* stream, clbComm_t* comm,
+                      int64_t timeoutMs = 30000) {
+  CUdevice dev;
+  CUcontext ctx;
+  CU_OK(d->cuDeviceGet(&dev, rankGpu(d, rank)));
+  CU_OK(d->cuDevicePrimaryCtxRetain(&ctx, dev));
+  CU_OK(d->cuCtxSetCurrent(ctx));
+  CU_OK(d->cuStreamCreate(stream, CU_STREAM_NON_BLOCKING));
+  clbConfig_t cfg;
+  clbConfigInit(&cfg);
+  cfg.timeoutMs = timeoutMs;
+  if (clbCommInitRank(comm, &id, rank, n, &cfg) != clbSuccess) return std::string("init: ") + clbGetLastError();
+  return "";
+}
+
+// The GPU (or why there is none), then setUpRank.
+inline std::string openRank(const clbUniqueId& id, int rank, int n, const Driver** d, CUstream* stream, clbComm_t* comm,
+                     int64_t timeoutMs = 30000) {
+  if (!(*d = gpu())) return "no GPU: " + why;
+  return setUpRank(*d, id, rank, n, stream, comm, timeoutMs);
+}
+
+// Runs body(id, rank, n) for every rank on its own thread and expects each to return "".
+inline void runThreads(int n, const std::function<std::string(const clbUniqueId&, int, int)>& body) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  std::vector<std::string> errs(n);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; r++) ts.emplace_back([&, r] { errs[r] = body(id, r, n); });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < n; r++) EXPECT_EQ(errs[r], "") << "rank " << r;
+}
+
+}  // namespace

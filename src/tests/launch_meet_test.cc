@@ -1,0 +1,141 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// The meeting of ranks that share one CUDA context before they launch (src/core/launch_meet.h),
+// on the host alone: nobody launches before every member is in the call, nobody leaves before
+// every member has launched, different calls are refused by every member, a member that never
+// comes is named at the timeout (and warned about before it), an abort wakes the waiters, and a
+// member that gave up stops the later ones from launching.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/comm.h"
+#include "core/launch_meet.h"
+#include "tests/test_ranks.h"
+
+namespace {
+
+using clb::LaunchMeet;
+using clb::OpDesc;
+
+// Runs body(rank, comm) on n rank threads with real communicators (shared memory).
+void withRanks(int n, int64_t timeoutMs, const std::function<void(int, clbComm*)>& body) {
+  auto errors = clbtest::runThreadRanks(
+      n, [&](int, clbConfig_t* cfg) { cfg->timeoutMs = timeoutMs; }, [&](int r, clbComm_t c) { body(r, c); });
+  for (int r = 0; r < n; r++) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+OpDesc call(uint64_t seq, uint64_t count = 1000) {
+  OpDesc d{};
+  d.seq = seq;
+  d.coll = clb::kAllReduce;
+  d.dtype = clbFloat32;
+  d.op = clbSum;
+  d.count = count;
+  return d;
+}
+
+std::vector<int> ranks(int n) {
+  std::vector<int> v;
+  for (int r = 0; r < n; r++) v.push_back(r);
+  return v;
+}
+
+TEST(LaunchMeet, NobodyLaunchesBeforeAllArriveNorLeavesBeforeAllLaunched) {
+  const int n = 4, rounds = 300;
+  LaunchMeet meet(ranks(n));
+  std::vector<std::atomic<int>> arrived(n), launched(n);
+  std::atomic<int> violations{0};
+  withRanks(n, 10000, [&](int r, clbComm* comm) {
+      for (int k = 1; k <= rounds; k++) {
+        if (k % 7 == r) std::this_thread::sleep_for(std::chrono::microseconds(200));  // someone is late
+        arrived[r].store(k);
+        if (meet.arrive(comm, call(k), 0) != clbSuccess) violations++;
+        for (int p = 0; p < n; p++)
+          if (arrived[p].load() < k) violations++;  // launching while p is still outside the call
+        if (k % 5 == r) std::this_thread::sleep_for(std::chrono::microseconds(200));  // a slow launch
+        launched[r].store(k);
+        if (meet.launched(comm) != clbSuccess) violations++;
+        for (int p = 0; p < n; p++)
+          if (launched[p].load() < k) violations++;  // returning while p has not launched
+      }
+  });
+  EXPECT_EQ(violations.load(), 0);
+}
+
+TEST(LaunchMeet, DifferentCallsAreRefusedByEveryMemberNamingBoth) {
+  LaunchMeet meet(ranks(2));
+  withRanks(2, 5000, [&](int r, clbComm* comm) {
+    clbResult_t rc = meet.arrive(comm, call(1, r ? 999 : 1000), 0);
+    const std::string msg = clbGetLastError();
+    EXPECT_EQ(rc, clbInvalidUsage) << msg;
+    EXPECT_NE(msg.find("count 1000"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("count 999"), std::string::npos) << msg;
+    // Nobody launched, and the next (matching) call still meets.
+    rc = meet.arrive(comm, call(2), 0);
+    if (rc == clbSuccess) rc = meet.launched(comm);
+    EXPECT_EQ(rc, clbSuccess) << clbGetLastError();
+  });
+}
+
+TEST(LaunchMeet, MemberThatNeverComesIsNamedAtTheTimeoutAndWarnedAboutBefore) {
+  LaunchMeet meet(ranks(3));
+  std::atomic<int> gaveUp{0}, finished{0};
+  testing::internal::CaptureStderr();
+  withRanks(3, 600, [&](int r, clbComm* comm) {
+    if (r == 2) {  // comes only after the others gave up: refused, nothing launched
+      while (gaveUp.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      EXPECT_EQ(meet.arrive(comm, call(1), 0), clbRemoteError);
+      EXPECT_NE(std::string(clbGetLastError()).find("stopped waiting"), std::string::npos) << clbGetLastError();
+      finished++;
+      return;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    clbResult_t rc = meet.arrive(comm, call(1), 200);
+    const std::string msg = clbGetLastError();
+    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    gaveUp++;
+    EXPECT_EQ(rc, clbTimeout) << msg;
+    EXPECT_NE(msg.find("for rank(s) 2,"), std::string::npos) << msg;
+    EXPECT_GE(took, 600);
+    EXPECT_LT(took, 1600);
+    finished++;
+    while (finished.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // nobody closes early
+  });
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("has waited"), std::string::npos) << log;
+  EXPECT_NE(log.find("rank(s) 2,"), std::string::npos) << log;
+}
+
+TEST(LaunchMeet, AbortOfAPeerWakesAMemberThatWaits) {
+  LaunchMeet meet(ranks(2));
+  withRanks(2, 20000, [&](int r, clbComm* comm) {
+    if (r == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      clbCommAbort(comm);
+      return;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(meet.arrive(comm, call(1), 0), clbAborted) << clbGetLastError();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  });
+}
+
+TEST(LaunchMeet, OneMeetingPerKeyWhileAMemberHoldsIt) {
+  auto a = LaunchMeet::join("k1", {0, 1});
+  auto b = LaunchMeet::join("k1", {0, 1});
+  auto other = LaunchMeet::join("k2", {0, 1});
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_NE(a.get(), other.get());
+  a.reset();
+  b.reset();
+  EXPECT_EQ(LaunchMeet::join("k1", {0, 1})->size(), 2);
+}
+
+}  // namespace
