@@ -4,6 +4,7 @@
 package io.colibri;
 
 import java.nio.ByteBuffer;
+import java.util.Optional;
 
 /**
  * A group of ranks (processes, or threads acting as ranks) that run collectives together.
@@ -48,16 +49,20 @@ import java.nio.ByteBuffer;
  * <h2>Threads</h2>
  *
  * <p>A communicator is not thread-safe: run its collectives from one thread at a time, in the same
- * order on every rank. The exception is {@link #abort()}, which any thread may call at any time,
- * e.g. from a watchdog, to make a blocked collective return. {@link #close()} may also be called
- * from another thread: it aborts a collective still running and waits for it to return.
+ * order on every rank. The exceptions are {@link #abort()}, which any thread may call at any time,
+ * e.g. from a watchdog, to make a blocked collective return, and {@link #asyncError()} (and
+ * {@link #checkHealthy()}), which any thread may call at any time to see whether something went
+ * wrong. {@link #close()} may also be called from another thread: it aborts a collective still
+ * running and waits for it to return.
  *
  * <h2>Errors</h2>
  *
  * <p>Arguments are checked before anything is sent: a wrong one throws
  * {@link ColibriException} with {@link ErrorCode#INVALID_ARGUMENT} and a message that names it. A
  * failure of the collective itself (peer died, timeout, abort) throws {@link ColibriException}
- * with the matching {@link ErrorCode}; the communicator is then unusable: close it.
+ * with the matching {@link ErrorCode}; the communicator is then unusable: close it. A failure
+ * that no call of this rank has met yet (a peer that aborted or died, a device wait of an earlier
+ * asynchronous call that timed out) shows in {@link #asyncError()}.
  */
 public interface Communicator extends AutoCloseable {
 
@@ -216,6 +221,45 @@ public interface Communicator extends AutoCloseable {
 
   /** What the communicator runs on, one fact per line: transport per link, thresholds, libraries. */
   String transportInfo();
+
+  /**
+   * What has gone wrong on this communicator, found without making a collective call: empty while
+   * it is healthy; otherwise the error, with the {@link ErrorCode} and a message that says what
+   * happened and which call and ranks it concerns:
+   *
+   * <ul>
+   *   <li>{@link ErrorCode#ABORTED}: {@link #abort()} was called here or on a peer;
+   *   <li>{@link ErrorCode#TIMEOUT}: a device wait of an earlier, asynchronous call (one enqueued
+   *       on a CUDA stream, or replayed in a CUDA graph) ran out of time: its output is undefined;
+   *   <li>{@link ErrorCode#REMOTE_ERROR}: a peer failed, or its process died;
+   *   <li>another code: the code of an earlier failure of a call on this rank.
+   * </ul>
+   *
+   * <p>Any thread, any time, also while another thread is inside a collective (it does not wait
+   * for it). Cheap: it sends nothing and waits for nothing (a few memory loads, one liveness check
+   * per peer process on this host). Poll it after replaying a CUDA graph, whose collectives report
+   * nothing by themselves, or from a health check. Once an error is present the communicator
+   * cannot go on: {@link #close() close} it.
+   *
+   * @return the error, or empty while the communicator is healthy
+   * @throws ColibriException INVALID_USAGE after {@link #close()} (like the other queries: a
+   *     closed communicator has no state left to look at)
+   */
+  Optional<ColibriException> asyncError();
+
+  /**
+   * Throws the error of {@link #asyncError()} if there is one; returns normally while the
+   * communicator is healthy. Any thread, any time, like {@code asyncError()}.
+   *
+   * @throws ColibriException the error {@link #asyncError()} reports (the communicator must then
+   *     be closed), or INVALID_USAGE after {@link #close()}
+   */
+  default void checkHealthy() {
+    Optional<ColibriException> error = asyncError();
+    if (error.isPresent()) {
+      throw error.get();
+    }
+  }
 
   /**
    * Makes a blocked collective, and every later call, fail with {@link ErrorCode#ABORTED}, and

@@ -291,6 +291,9 @@ public final class ColibriLib {
 
   public static native @Cast("clbResult_t") int clbCommAbort(@Cast("clbComm_t") long comm);
 
+  public static native @Cast("clbResult_t") int clbCommGetAsyncError(@Cast("clbComm_t") long comm,
+      @Cast("clbResult_t*") int[] asyncError);
+
   public static native @Cast("clbResult_t") int clbCommRank(@Cast("clbComm_t") long comm,
       int[] rank);
 

@@ -17,6 +17,7 @@ import java.lang.ref.Cleaner;
 import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -29,8 +30,10 @@ import java.util.concurrent.locks.LockSupport;
  * <p>Lifetime: the native handle lives in an {@link AtomicLong} that {@link #close()} swaps to 0
  * exactly once, so close and a concurrent close or abort never free it twice. Every native call
  * counts itself in {@code inFlight} before it reads the handle; close waits (after aborting) until
- * no call is inside, then destroys. A communicator that becomes unreachable without close is
- * destroyed by a {@link Cleaner}, with a warning.
+ * no call is inside, then destroys. {@link #asyncError()} counts itself in {@code queries} instead:
+ * it takes no lock and never waits, so close need not abort for it (which would tell the peers
+ * "aborted" instead of closing cleanly): close only waits for it to return. A communicator that
+ * becomes unreachable without close is destroyed by a {@link Cleaner}, with a warning.
  */
 final class NativeCommunicator implements Communicator {
   private static final System.Logger LOG = System.getLogger("io.colibri");
@@ -48,6 +51,8 @@ final class NativeCommunicator implements Communicator {
   private static final class State implements Runnable {
     final AtomicLong handle;
     final AtomicInteger inFlight = new AtomicInteger();
+    /** asyncError() calls inside: they return at once, so close waits for them without aborting. */
+    final AtomicInteger queries = new AtomicInteger();
     final String name;
 
     State(long handle, String name) {
@@ -285,6 +290,29 @@ final class NativeCommunicator implements Communicator {
     }
   }
 
+  /**
+   * {@code clbCommGetAsyncError}. Counted in {@code queries}, not {@code inFlight}: a health check
+   * polling from another thread neither waits for a collective running there nor makes a
+   * concurrent close abort. Like the other queries, throws INVALID_USAGE after close.
+   */
+  @Override
+  public Optional<ColibriException> asyncError() {
+    state.queries.incrementAndGet();
+    try {
+      long h = state.handle.get();
+      if (h == 0) {
+        throw closed("asyncError");
+      }
+      int[] asyncError = new int[1];
+      check(ColibriLib.clbCommGetAsyncError(h, asyncError), "asyncError");
+      return asyncError[0] == 0 ? Optional.empty()
+          : Optional.of(NativeLibrary.error(asyncError[0], state.name));
+    } finally {
+      state.queries.decrementAndGet();
+      Reference.reachabilityFence(this); // the cleaner must not run while the call is inside
+    }
+  }
+
   // ---- registered device buffers ----
 
   @Override
@@ -385,18 +413,12 @@ final class NativeCommunicator implements Communicator {
       if (state.inFlight.get() > 0) {
         // Another thread is inside a call: make it return before the memory goes away.
         ColibriLib.clbCommAbort(h);
-        long deadline = System.nanoTime() + closeWaitNanos;
-        while (state.inFlight.get() > 0) {
-          if (System.nanoTime() - deadline > 0) {
-            throw new ColibriException(ErrorCode.INTERNAL_ERROR, "close of " + state.name
-                + ": a call on another thread did not return within "
-                + TimeUnit.NANOSECONDS.toSeconds(closeWaitNanos) + " s of the abort; the native"
-                + " communicator is left allocated rather than freed under it. Please report this"
-                + " as a Colibri bug, with the thread dump");
-          }
-          LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
-        }
+        awaitNone(state.inFlight, "a call on another thread did not return within "
+            + TimeUnit.NANOSECONDS.toSeconds(closeWaitNanos) + " s of the abort");
       }
+      // An asyncError() on another thread returns at once, with no abort: just let it finish.
+      awaitNone(state.queries, "asyncError() on another thread did not return within "
+          + TimeUnit.NANOSECONDS.toSeconds(closeWaitNanos) + " s");
       check(ColibriLib.clbCommDestroy(h), "close");
     } finally {
       cleanable.clean(); // handle is 0 now: only unregisters
@@ -411,6 +433,19 @@ final class NativeCommunicator implements Communicator {
 
   // ---- helpers ----
 
+  /** close(): waits, up to closeWaitNanos, until {@code calls} is 0; {@code what} if it is not. */
+  private void awaitNone(AtomicInteger calls, String what) {
+    long deadline = System.nanoTime() + closeWaitNanos;
+    while (calls.get() > 0) {
+      if (System.nanoTime() - deadline > 0) {
+        throw new ColibriException(ErrorCode.INTERNAL_ERROR, "close of " + state.name + ": "
+            + what + "; the native communicator is left allocated rather than freed under it."
+            + " Please report this as a Colibri bug, with the thread dump");
+      }
+      LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+    }
+  }
+
   /** Counts a call in and returns the handle, or 0 when closed; release() in any case. */
   private long acquireIfOpen() {
     state.inFlight.incrementAndGet();
@@ -421,10 +456,14 @@ final class NativeCommunicator implements Communicator {
     long h = acquireIfOpen();
     if (h == 0) {
       state.inFlight.decrementAndGet();
-      throw new ColibriException(ErrorCode.INVALID_USAGE, call + ": communicator is closed;"
-          + " create a new one with Communicator.init");
+      throw closed(call);
     }
     return h;
+  }
+
+  private static ColibriException closed(String call) {
+    return new ColibriException(ErrorCode.INVALID_USAGE, call + ": communicator is closed;"
+        + " create a new one with Communicator.init");
   }
 
   private void release() {

@@ -20,12 +20,14 @@ import java.util.SplittableRandom;
 import java.util.zip.CRC32;
 
 /**
- * One rank in its own JVM, started by {@link MultiProcessTest} and {@link FaultTest}.
+ * One rank in its own JVM, started by {@link MultiProcessTest}, {@link FaultTest} and
+ * {@link AsyncErrorTest}.
  *
  * <pre>
  *   check &lt;id-base64&gt; &lt;rank&gt; &lt;nranks&gt; &lt;transport&gt; &lt;timeoutMs&gt;
  *   loop  &lt;id-base64&gt; &lt;rank&gt; &lt;nranks&gt; &lt;transport&gt; &lt;timeoutMs&gt;
  *   init  &lt;id-base64&gt; &lt;rank&gt; &lt;nranks&gt; &lt;transport&gt; &lt;timeoutMs&gt;
+ *   idle  &lt;id-base64&gt; &lt;rank&gt; &lt;nranks&gt; &lt;transport&gt; &lt;timeoutMs&gt;
  *   env   - - - &lt;transport&gt; &lt;timeoutMs&gt;   (Communicator.fromEnvironment: MASTER_ADDR, ...)
  * </pre>
  *
@@ -42,6 +44,9 @@ import java.util.zip.CRC32;
  * <p>init: init only (other options from the environment, e.g. COLIBRI_VERSION_CHECK); prints
  * {@code INIT OK <the versions line of transportInfo()>} and exits 0, or prints
  * {@code FAILED <code> <message>} and exits 3.
+ *
+ * <p>idle: init, print READY, then make no call until killed (after two minutes it closes and
+ * exits 0, so that a test that forgot it leaves nothing behind).
  */
 public final class RankProcess {
   private RankProcess() {}
@@ -66,6 +71,13 @@ public final class RankProcess {
           exit = loop(id, rank, nranks, options);
         } else if (mode.equals("init")) {
           exit = initOnly(id, rank, nranks, options);
+        } else if (mode.equals("idle")) {
+          try (Communicator c = Communicator.init(id, rank, nranks, options)) {
+            System.out.println("READY rank " + c.rank());
+            System.out.flush();
+            Thread.sleep(120_000);
+          }
+          exit = 0;
         } else {
           try (Communicator c = Communicator.init(id, rank, nranks, options)) {
             exit = check(c);

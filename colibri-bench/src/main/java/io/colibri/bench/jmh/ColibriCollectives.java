@@ -16,6 +16,9 @@ import org.openjdk.jmh.annotations.State;
  * shared {@code UniqueId}) and makes the first calls (set-up, which meets the peers on the host)
  * from its own thread; after that a device call only enqueues kernels on the rank's stream and
  * returns, so the benchmark thread issues every rank's calls in turn, like NCCL's group call.
+ * With more than one rank per GPU that needs {@code COLIBRI_DEVICE_MEET=off} (scripts/jmh-gpu.sh
+ * sets it): ranks sharing a GPU otherwise meet on the host inside every call, which one thread
+ * issuing the calls in turn never completes.
  * Calls go through the {@code Communicator} overloads with raw addresses and a stream handle.
  */
 @State(Scope.Benchmark)
