@@ -105,7 +105,7 @@ struct Notice {
 }  // namespace
 
 void clbComm::notifyNeighbours(char kind) {
-  Notice n{kind, {0, 0, 0}, noticeKind ? noticeOrigin : rank, seq};
+  Notice n{kind, {0, 0, 0}, noticeKind ? noticeOrigin.load() : rank, seq};
   if (noticeKind == 'A') n.kind = 'A';
   for (int fd : {boot.nextCtlFd(), boot.prevCtlFd()})
     if (fd >= 0) (void)!send(fd, &n, sizeof n, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -120,16 +120,17 @@ clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
       Notice n{};
       if (noticeKind || fd < 0 || recv(fd, &n, sizeof n, MSG_DONTWAIT | MSG_PEEK) != (ssize_t)sizeof n) continue;
       (void)!recv(fd, &n, sizeof n, MSG_DONTWAIT);
-      noticeKind = n.kind;
       noticeOrigin = n.origin;
       noticeSeq = n.seq;
+      noticeKind = n.kind;  // last: a reader that sees the kind sees the rest
     }
     // A neighbour that failed in a later collective finished this one: let this one complete.
     if (noticeKind && noticeSeq <= seq) {
       if (noticeKind == 'A')
-        return setError(clbAborted, "rank %d aborted its communicator while rank %d waited for %s", noticeOrigin, rank, what);
+        return setError(clbAborted, "rank %d aborted its communicator while rank %d waited for %s", noticeOrigin.load(), rank,
+                      what);
       return setError(clbRemoteError, "rank %d failed, so rank %d cannot finish (it waited for %s); see rank %d's error",
-                      noticeOrigin, rank, what, noticeOrigin);
+                      noticeOrigin.load(), rank, what, noticeOrigin.load());
     }
   }
   if (shm) {
@@ -144,7 +145,7 @@ clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
                         p, rank, what, p, c->reason);
       if (st == kAborted)
         return setError(clbAborted, "rank %d aborted its communicator while rank %d waited for %s", p, rank, what);
-      if (st == kClosed && (peer == p || peer < 0))
+      if (st == kClosed && (peer == p || peer == -1))
         return setError(clbRemoteError, "rank %d closed its communicator while rank %d waited for %s from it", p, rank, what);
     }
     // A peer process that died cannot say so: look for it (cheap, at most every ~2 ms here).

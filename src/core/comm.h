@@ -79,7 +79,10 @@ struct clbComm {
 
   ~clbComm();
   // Slow-path checks while waiting: abort, peer failure or death, timeout. `startMs` is when the
-  // wait began; `what` says what was awaited, for the message.
+  // wait began; `what` says what was awaited, for the message. `peer`: the rank waited for (its
+  // close is an error too), -1 any rank (every close is an error), kClosesAreFine: none in
+  // particular, and a peer that closed normally is not an error.
+  static constexpr int kClosesAreFine = -2;
   clbResult_t checkWait(int64_t startMs, const char* what, int peer);
   // The communicator cannot go on; `code` and the thread's last error say why (the first call wins).
   void markFailed(clbResult_t code = clbInternalError);
@@ -90,9 +93,11 @@ struct clbComm {
   clbResult_t checkUsable() const;
   // Socket transport: tells both ring neighbours that this rank aborted ('A') or failed ('F').
   void notifyNeighbours(char kind);
-  char noticeKind = 0;   // a notice received from a neighbour, forwarded on failure
-  int noticeOrigin = -1;
-  uint64_t noticeSeq = 0;
+  // A notice received from a neighbour, forwarded on failure (atomic: asyncStatus reads them from
+  // other threads; the collective's thread writes them).
+  std::atomic<char> noticeKind{0};
+  std::atomic<int> noticeOrigin{-1};
+  std::atomic<uint64_t> noticeSeq{0};
 };
 
 namespace clb {

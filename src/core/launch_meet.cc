@@ -73,11 +73,16 @@ clbResult_t LaunchMeet::arrive(clbComm* comm, const OpDesc& call, int64_t warnMs
   if (i < 0) return setError(clbInternalError, "rank %d is not a member of its launch meeting", comm->rank);
   Member& me = m_[i];
   const uint64_t k = me.arrived.load(std::memory_order_relaxed) + 1;
-  me.call = call;  // read by the others only after they see `arrived` reach k
-  me.arrived.store(k, std::memory_order_release);
-  bump();
   const int n = size();
-  auto all = [&] { return everyone(k, false); };
+  const uint64_t complete = 2 * k * (uint64_t)n;  // round_ when every member arrived at meeting k
+  me.call = call;  // read by the others only after the meeting completes
+  me.arrived.store(k, std::memory_order_release);
+  round_.fetch_add(2, std::memory_order_acq_rel);
+  bump();
+  auto decided = [&] {
+    const uint64_t r = round_.load(std::memory_order_acquire);
+    return (r & 1) || r >= complete;
+  };
   bool warned = warnMs <= 0;
   auto tick = [&](int64_t waitedMs) {
     if (warned || waitedMs < warnMs) return;
@@ -89,24 +94,40 @@ clbResult_t LaunchMeet::arrive(clbComm* comm, const OpDesc& call, int64_t warnMs
              missing(k, false).c_str());
   };
   clbResult_t rc = clbSuccess;
-  if (!spinBriefly(all)) {
+  if (!spinBriefly(decided)) {
     const std::string what = "the ranks sharing its GPU to enter " + describe(call);
-    rc = waitUntil(comm, all, &word_, &waiters_, what.c_str(), -1, tick);
+    rc = waitUntil(comm, decided, &word_, &waiters_, what.c_str(), clbComm::kClosesAreFine, tick);
   }
-  if (rc == clbTimeout)
-    rc = setError(clbTimeout,
-                  "rank %d waited %lld ms in %s for rank(s) %s, which share its GPU and process, to make the same "
-                  "call: is one of those threads stuck, or making different calls? (Nothing was launched. One "
-                  "thread cannot issue the calls of several ranks of one GPU in turn: give each rank its own "
-                  "thread, or set COLIBRI_DEVICE_MEET=off. Raise the timeout with COLIBRI_TIMEOUT_MS if it is "
-                  "just slow.)",
-                  comm->rank, (long long)comm->cfg.timeoutMs, describe(call).c_str(), missing(k, false).c_str());
-  if (rc != clbSuccess) gaveUp_.store(comm->rank, std::memory_order_release);
-  else if (const int g = gaveUp_.load(std::memory_order_acquire); g >= 0)
-    rc = setError(clbRemoteError,
-                  "rank %d, which shares rank %d's GPU and process, stopped waiting for the others in an earlier "
-                  "or this call (see its error), so %s cannot run: destroy the communicator", g, comm->rank,
-                  describe(call).c_str());
+  uint64_t r = round_.load(std::memory_order_acquire);
+  if (rc != clbSuccess) {
+    // Give up, unless the meeting completed meanwhile: one compare-and-swap decides which.
+    while (!(r & 1) && r < complete && !round_.compare_exchange_weak(r, r | 1, std::memory_order_acq_rel)) {
+    }
+    if (!(r & 1) && r >= complete) {
+      rc = clbSuccess;  // everyone came after all: go on like the others
+    } else {
+      int none = -1;
+      gaveUp_.compare_exchange_strong(none, comm->rank, std::memory_order_acq_rel);
+      bump();
+      if (rc == clbTimeout)
+        rc = setError(clbTimeout,
+                      "rank %d waited %lld ms in %s for rank(s) %s, which share its GPU and process, to make the "
+                      "same call: is one of those threads stuck, or making different calls? (Nothing was launched. "
+                      "One thread cannot issue the calls of several ranks of one GPU in turn: give each rank its "
+                      "own thread, or set COLIBRI_DEVICE_MEET=off. Raise the timeout with COLIBRI_TIMEOUT_MS if it "
+                      "is just slow.)",
+                      comm->rank, (long long)comm->cfg.timeoutMs, describe(call).c_str(), missing(k, false).c_str());
+      return rc;
+    }
+    r = round_.load(std::memory_order_acquire);
+  }
+  if (r & 1) {  // another member gave up before this meeting completed: nobody launches
+    const std::string gone = missing(k, false);
+    return setError(clbRemoteError,
+                    "rank %d, which shares rank %d's GPU and process, stopped waiting for %s%s (see its error), so "
+                    "%s cannot run: destroy the communicator", gaveUp_.load(), comm->rank,
+                    gone.empty() ? "the others" : "rank(s) ", gone.c_str(), describe(call).c_str());
+  }
   for (int j = 0; j < n && rc == clbSuccess; j++) {
     const OpDesc& other = m_[j].call;
     if (!(other == call))
@@ -115,11 +136,13 @@ clbResult_t LaunchMeet::arrive(clbComm* comm, const OpDesc& call, int64_t warnMs
                     "make the same collective calls in the same order with the same count, type, op and root",
                     comm->rank, describe(call).c_str(), ranks_[j], describe(other).c_str());
   }
-  if (rc != clbSuccess) {  // nothing launched here: let the others leave, now or when they get here
-    me.launched.store(k, std::memory_order_release);
-    bump();
+  if (rc != clbSuccess) {
+    // Nothing launched. Leave only once every member has compared (its next call rewrites `call`).
+    const std::string why = lastError();
+    launched(comm);
+    return setError(rc, "%s", why.c_str());
   }
-  return rc;
+  return clbSuccess;
 }
 
 clbResult_t LaunchMeet::launched(clbComm* comm) {
@@ -131,8 +154,14 @@ clbResult_t LaunchMeet::launched(clbComm* comm) {
   auto all = [&] { return everyone(k, true); };
   clbResult_t rc = spinBriefly(all) ? clbSuccess
                                     : waitUntil(comm, all, &word_, &waiters_,
-                                                "the ranks sharing its GPU to launch their kernels", -1);
-  if (rc != clbSuccess) gaveUp_.store(comm->rank, std::memory_order_release);
+                                                "the ranks sharing its GPU to launch their kernels",
+                                                clbComm::kClosesAreFine);
+  if (rc != clbSuccess) {  // no later meeting can complete
+    int none = -1;
+    gaveUp_.compare_exchange_strong(none, comm->rank, std::memory_order_acq_rel);
+    round_.fetch_or(1, std::memory_order_acq_rel);
+    bump();
+  }
   if (rc == clbTimeout)
     rc = setError(clbTimeout, "rank %d launched its kernels but rank(s) %s, which share its GPU and process, did not "
                   "within %lld ms (every rank had entered the call)", comm->rank, missing(k, true).c_str(),

@@ -33,10 +33,14 @@ class LaunchMeet {
   static std::shared_ptr<LaunchMeet> join(const std::string& key, const std::vector<int>& ranks);
 
   // This rank arrives with its call. Returns once every member has arrived with the same call, or
-  // fails: every member alike when their calls differ (INVALID_USAGE naming both), this rank alone
-  // on its timeout (naming the members that have not arrived), abort or a peer's failure
-  // (clbComm::checkWait). `warnMs` > 0: a wait that long says so once (WARN). On failure nothing
-  // must be launched and launched() is not called.
+  // fails: every member alike when their calls differ (INVALID_USAGE naming both, once every
+  // member has seen it), this rank on its timeout (naming the members that have not arrived),
+  // abort or a peer's failure (clbComm::checkWait; a non-member that closed normally is no
+  // failure), and every member once one of them gave up. Whether a meeting completes is decided
+  // once, atomically: a member that times out as the last one arrives either withdrew first (then
+  // nobody launches) or finds the meeting complete (then it goes on like the others). `warnMs` >
+  // 0: a wait that long says so once (WARN). On failure nothing must be launched and launched()
+  // is not called.
   clbResult_t arrive(clbComm* comm, const OpDesc& call, int64_t warnMs);
   // After this rank's launches, whatever their outcome: returns once every member has launched
   // (or failed to arrive), or on this rank's timeout.
@@ -60,7 +64,10 @@ class LaunchMeet {
   std::unique_ptr<Member[]> m_;
   std::atomic<uint64_t> word_{0};  // moves at every arrival and launch (futex word)
   std::atomic<uint32_t> waiters_{0};
-  std::atomic<int> gaveUp_{-1};  // a member that stopped waiting (timeout, abort, a peer's failure)
+  // Arrivals at every meeting together, times 2, plus 1 once a member gave up (then no meeting
+  // completes any more): meeting k is complete when it reaches 2 * k * members, unbroken.
+  std::atomic<uint64_t> round_{0};
+  std::atomic<int> gaveUp_{-1};  // the member that gave up (timeout, abort, a peer's failure)
 };
 
 }  // namespace clb

@@ -38,8 +38,8 @@ __device__ __forceinline__ unsigned long long globalTimer() {
 
 // What a stuck wait tells the host (ClbDevHostStatus): which ranks it still waits for, then the
 // call; at the timeout also the error word, last, so the host that sees it sees the rest.
-__device__ void noteRank(const ClbDevCallArgs& a, int p, unsigned long long seq) {
-  reinterpret_cast<volatile unsigned int*>(a.host->waitingFor)[p] = (unsigned int)seq;
+__device__ void noteRank(const ClbDevCallArgs& a, int p, unsigned long long seq, bool timedOut) {
+  reinterpret_cast<volatile unsigned int*>(timedOut ? a.host->timedOutFor : a.host->waitingFor)[p] = (unsigned int)seq;
 }
 __device__ void publishWait(const ClbDevCallArgs& a, unsigned long long seq, bool timedOut) {
   volatile ClbDevHostStatus* h = a.host;
@@ -84,7 +84,7 @@ __device__ bool waitAll(const ClbDevCallArgs& a, unsigned long long* words, unsi
     while (*w < v) {
       if (const int c = clock.check(a)) {
         for (int q = p; q < a.nranks; q++)
-          if (reinterpret_cast<volatile unsigned long long*>(words)[q] < v) noteRank(a, q, seq);
+          if (reinterpret_cast<volatile unsigned long long*>(words)[q] < v) noteRank(a, q, seq, c == 2);
         publishWait(a, seq, c == 2);
         if (c == 2) return false;
       }
@@ -307,7 +307,7 @@ __device__ __forceinline__ bool loadLine(const ClbDevCallArgs& a, const char* mi
       if (const int c = clock.check(a)) {
         for (int q = everyRankWrites ? 0 : p; q < (everyRankWrites ? a.nranks : p + 1); q++) {
           const volatile unsigned int* line = reinterpret_cast<const volatile unsigned int*>(mine + q * a.slot + off);
-          if (line[1] != flag || line[3] != flag) noteRank(a, q, seq);
+          if (line[1] != flag || line[3] != flag) noteRank(a, q, seq, c == 2);
         }
         publishWait(a, seq, c == 2);
         if (c == 2) return false;

@@ -61,9 +61,10 @@ struct ClbDevHostStatus {
   unsigned long long stuckCall;  // the latest call with a wait past the warning threshold
   unsigned int stuckColl;
   unsigned int pad;
-  // [p] == low 32 bits of a call number: that call waited for rank p past the warning threshold
-  // (or, with error set, until the timeout).
+  // [p] == low 32 bits of a call number: that call waited for rank p past the warning threshold;
+  // and until its timeout (a rank that came between the two is only in waitingFor).
   unsigned int waitingFor[CLB_MAX_DEVICE_RANKS];
+  unsigned int timedOutFor[CLB_MAX_DEVICE_RANKS];
 };
 
 static_assert(offsetof(ClbDevFlags, calls) % 16 == 0 && offsetof(ClbDevFlags, error) == offsetof(ClbDevFlags, calls) + 8,

@@ -649,15 +649,19 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
     CLB_CHECK(ensureShared(&staging_, std::max(staging_.bytes, 2 * want), stream, "staging"));
   }
   // Everything above that meets the peers over the host is done: now only launches.
-  return together(a, [&]() -> clbResult_t {
-    CtxScope scope(d_, ctx_);
-    if (path == DevicePath::kLL) return ll(a, stream);
-    if (path == DevicePath::kDirect) return direct(a, stream, k);
-    const size_t perRound = slotBytes() / esz;
-    for (size_t e0 = 0; e0 < a.count; e0 += perRound)
-      CLB_CHECK(staged(a, e0, std::min(perRound, a.count - e0), stream));
-    return clbSuccess;
-  });
+  if (path == DevicePath::kLL) return together(a, [&] { CtxScope scope(d_, ctx_); return ll(a, stream); });
+  if (path == DevicePath::kDirect)
+    return together(a, [&] { CtxScope scope(d_, ctx_); return direct(a, stream, k); });
+  // Staged rounds meet one by one: two rounds of one rank in a row could otherwise share a
+  // hardware queue with a peer's, the second waiting for the first, which waits for the peer's
+  // first, queued behind them.
+  const size_t perRound = slotBytes() / esz;
+  for (size_t e0 = 0; e0 < a.count; e0 += perRound)
+    CLB_CHECK(together(a, [&] {
+      CtxScope scope(d_, ctx_);
+      return staged(a, e0, std::min(perRound, a.count - e0), stream);
+    }));
+  return clbSuccess;
 }
 
 template <class F>
@@ -665,8 +669,10 @@ clbResult_t DeviceWorld::together(const CollArgs& a, F&& launch) {
   if (!meet_) return launch();
   clbResult_t rc = meet_->arrive(comm_, a.desc, watched_.warnMs);
   if (rc != clbSuccess) {
-    // Calls that differ are refused alike by every rank here; ranks elsewhere launched and wait.
-    if (rc == clbInvalidUsage && meet_->size() < comm_->nranks) comm_->markFailed(rc);
+    // Calls that differ are refused alike by every rank here (ranks elsewhere launched and wait,
+    // and the ranks' calls may be out of step for good, one having been refused alone before):
+    // the communicator cannot go on. Other failures mark it failed in run()'s caller.
+    if (rc == clbInvalidUsage) comm_->markFailed(rc);
     return rc;
   }
   rc = launch();
@@ -679,6 +685,7 @@ clbResult_t DeviceWorld::together(const CollArgs& a, F&& launch) {
 clbResult_t DeviceWorld::deviceStatus() const {
   const volatile ClbDevHostStatus* s = hostStatus_;
   if (!s || !s->error) return clbSuccess;
+  std::atomic_thread_fence(std::memory_order_acquire);  // the fields the kernel wrote before `error`
   const unsigned long long call = s->errorCall;
   char ranks[128];
   return setError(clbTimeout,
@@ -686,7 +693,7 @@ clbResult_t DeviceWorld::deviceStatus() const {
                   "(a peer died, hung, or made different calls): the output of that call and of every later one on "
                   "this communicator is undefined; destroy the communicator", comm_->rank, call,
                   collName(s->errorColl), (long long)comm_->cfg.timeoutMs,
-                  ranksWaitedFor(s, comm_->nranks, call, ranks, sizeof ranks));
+                  ranksTimedOutFor(s, comm_->nranks, call, ranks, sizeof ranks));
 }
 
 clbResult_t DeviceWorld::ll(const CollArgs& a, CUstream stream) {

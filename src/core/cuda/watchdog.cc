@@ -2,6 +2,7 @@
 #include "core/cuda/watchdog.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -23,14 +24,26 @@ const char* collName(unsigned int coll) {
   return "a collective";
 }
 
-const char* ranksWaitedFor(const volatile ClbDevHostStatus* s, int nranks, unsigned long long call, char* buf,
-                           size_t bytes) {
+namespace {
+const char* ranksIn(const volatile unsigned int* words, int nranks, unsigned long long call, char* buf,
+                    size_t bytes) {
   size_t at = 0;
   buf[0] = 0;
   for (int p = 0; p < nranks && p < CLB_MAX_DEVICE_RANKS && at + 8 < bytes; p++)
-    if (s->waitingFor[p] == (unsigned int)call) at += snprintf(buf + at, bytes - at, "%s%d", at ? ", " : "", p);
+    if (words[p] == (unsigned int)call) at += snprintf(buf + at, bytes - at, "%s%d", at ? ", " : "", p);
   if (!at) snprintf(buf, bytes, "none known");
   return buf;
+}
+}  // namespace
+
+const char* ranksWaitedFor(const volatile ClbDevHostStatus* s, int nranks, unsigned long long call, char* buf,
+                           size_t bytes) {
+  return ranksIn(s->waitingFor, nranks, call, buf, bytes);
+}
+
+const char* ranksTimedOutFor(const volatile ClbDevHostStatus* s, int nranks, unsigned long long call, char* buf,
+                             size_t bytes) {
+  return ranksIn(s->timedOutFor, nranks, call, buf, bytes);
 }
 
 namespace {
@@ -52,17 +65,19 @@ void look(Watched* w) {
   char ranks[128];
   if (s->error && !w->saidError) {
     w->saidError = true;
+    std::atomic_thread_fence(std::memory_order_acquire);  // what the kernel wrote before `error`
     const unsigned long long call = s->errorCall;
     CLB_LOG(clbLogError,
             "rank %d: device call #%llu (%s) timed out after %lld ms waiting for rank(s) %s; its output is "
             "undefined and the communicator cannot go on (clbCommGetAsyncError reports it): destroy it",
             w->rank, call, collName(s->errorColl), (long long)w->timeoutMs,
-            ranksWaitedFor(s, w->nranks, call, ranks, sizeof ranks));
+            ranksTimedOutFor(s, w->nranks, call, ranks, sizeof ranks));
     return;
   }
   const unsigned long long stuck = s->stuckCall;
   if (w->warnMs > 0 && stuck && stuck != w->saidStuck && !s->error) {
     w->saidStuck = stuck;
+    std::atomic_thread_fence(std::memory_order_acquire);  // what the kernel wrote before `stuckCall`
     CLB_WARN("rank %d: device call #%llu (%s) has waited over %lld ms (of its %lld ms timeout) for rank(s) %s: is a "
              "rank stuck, dead or making other calls?", w->rank, stuck, collName(s->stuckColl), (long long)w->warnMs,
              (long long)w->timeoutMs, ranksWaitedFor(s, w->nranks, stuck, ranks, sizeof ranks));

@@ -28,9 +28,12 @@ struct Watched {
 
 // "allReduce" ... for CLB_DEV_* (the kernels' numbering).
 const char* collName(unsigned int coll);
-// The ranks whose word in `waitingFor` names `call` ("1, 3"; "none known" when none does).
+// The ranks whose word in `waitingFor` (a long wait) or `timedOutFor` (a timeout) names `call`
+// ("1, 3"; "none known" when none does).
 const char* ranksWaitedFor(const volatile ClbDevHostStatus* s, int nranks, unsigned long long call, char* buf,
                            size_t bytes);
+const char* ranksTimedOutFor(const volatile ClbDevHostStatus* s, int nranks, unsigned long long call, char* buf,
+                             size_t bytes);
 
 // `w` must stay valid until watchdogRemove(w) returns.
 void watchdogAdd(Watched* w);

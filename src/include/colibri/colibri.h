@@ -192,7 +192,8 @@ CLB_API clbResult_t clbCommAbort(clbComm_t comm);
  * then clbGetLastError() says what happened and which call and ranks it concerns, and the
  * communicator must be destroyed. Returns clbInvalidArgument only for a NULL comm or asyncError.
  * Cheap (a few loads, one kill(pid, 0) per peer process on this host): poll it after replaying a
- * CUDA graph, or from a health check. */
+ * CUDA graph, or from a health check. Any thread, also while a collective runs on another, but not
+ * during or after clbCommDestroy of the same communicator. */
 CLB_API clbResult_t clbCommGetAsyncError(clbComm_t comm, clbResult_t* asyncError);
 CLB_API clbResult_t clbCommRank(clbComm_t comm, int* rank);
 CLB_API clbResult_t clbCommCount(clbComm_t comm, int* nranks);
