@@ -16,30 +16,6 @@
 namespace clb {
 namespace {
 
-struct WireHeader {
-  uint32_t magic;
-  uint32_t protocol;
-  uint32_t libVersion;
-  uint32_t bodyBytes;
-};
-
-struct HelloBody {
-  uint8_t secret[kSecretBytes];
-  int32_t rank;
-  int32_t nranks;
-  RankInfo info;
-};
-
-struct ReplyHeader {
-  uint32_t magic;
-  uint32_t protocol;
-  uint32_t libVersion;
-  uint32_t status;  // clbResult_t
-  uint32_t msgBytes;
-  uint32_t nranks;
-  uint64_t nonce;
-};
-
 struct RingHello {
   WireHeader h;
   uint8_t secret[kSecretBytes];
@@ -116,6 +92,13 @@ struct Root {
                  "for each communicator)",
                  secretFingerprint(b.secret), where.c_str(), secretFingerprint(id.secret));
         sendReply(fd, clbAuthError, m, 0, 0, nullptr);
+        close(fd);
+        continue;
+      }
+      if (b.nranks < 1 || b.nranks > CLB_MAX_RANKS) {  // before anything is sized by it
+        snprintf(m, sizeof m, "rank %d says nranks=%d: a communicator has 1 to %d ranks", b.rank, b.nranks,
+                 CLB_MAX_RANKS);
+        sendReply(fd, clbInvalidArgument, m, 0, 0, nullptr);
         close(fd);
         continue;
       }

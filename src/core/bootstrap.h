@@ -56,6 +56,32 @@ struct RankInfo {
   VersionInfo versions;
 };
 
+// On the wire to the root: a header, then a hello (the root answers with a ReplyHeader, its
+// message and, on success, the table). Changing these needs a new CLB_PROTOCOL_VERSION.
+struct WireHeader {
+  uint32_t magic;
+  uint32_t protocol;
+  uint32_t libVersion;
+  uint32_t bodyBytes;
+};
+
+struct HelloBody {
+  uint8_t secret[kSecretBytes];
+  int32_t rank;
+  int32_t nranks;
+  RankInfo info;
+};
+
+struct ReplyHeader {
+  uint32_t magic;
+  uint32_t protocol;
+  uint32_t libVersion;
+  uint32_t status;  // clbResult_t
+  uint32_t msgBytes;
+  uint32_t nranks;
+  uint64_t nonce;
+};
+
 uint32_t secretFingerprint(const uint8_t* secret);
 uint64_t localHostHash();
 SockAddr idAddress(const IdData& id);

@@ -31,6 +31,23 @@ clbResult_t validate(clbComm* c, uint32_t coll, const void* send, void* recv, si
     return setError(clbInvalidArgument, "count=%zu elements of %zu bytes overflows the address space", count, esz);
   if (count > 0 && (!recv || (!send && !(coll == kBroadcast && c->rank != root))))
     return setError(clbInvalidArgument, "%s buffer is NULL with count=%zu", !recv ? "recv" : "send", count);
+  // Buffers that overlap without being the in-place layout would be read where they are written:
+  // refused rather than computed into garbage (host and device buffers alike).
+  if (count > 0 && send && !(coll == kBroadcast && c->rank != root)) {
+    const size_t sendBytes = count * esz * (coll == kReduceScatter ? c->nranks : 1);
+    const size_t recvBytes = count * esz * (coll == kAllGather ? c->nranks : 1);
+    const uintptr_t s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+    const uintptr_t slice = (uintptr_t)c->rank * count * esz;
+    const bool inPlace = coll == kAllGather ? s == r + slice : coll == kReduceScatter ? r == s + slice : s == r;
+    if (!inPlace && s < r + recvBytes && r < s + sendBytes)
+      return setError(clbInvalidArgument,
+                      "%s: send [%p, +%zu bytes) and recv [%p, +%zu bytes) overlap, and not as in place (%s): "
+                      "pass separate buffers, or the in-place layout", collectiveName(coll), send, sendBytes, recv,
+                      recvBytes,
+                      coll == kAllGather ? "send = recv + rank x count elements"
+                      : coll == kReduceScatter ? "recv = send + rank x recvcount elements"
+                                               : "send = recv");
+  }
   return clbSuccess;
 }
 

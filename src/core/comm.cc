@@ -396,6 +396,9 @@ clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, in
   if (!comm) return setError(clbInvalidArgument, "comm (output) is NULL");
   *comm = nullptr;
   if (nranks < 1) return setError(clbInvalidArgument, "nranks=%d: a communicator needs at least 1 rank", nranks);
+  if (nranks > CLB_MAX_RANKS)
+    return setError(clbInvalidArgument, "nranks=%d: a communicator has at most %d ranks (CLB_MAX_RANKS)", nranks,
+                    CLB_MAX_RANKS);
   if (rank < 0 || rank >= nranks)
     return setError(clbInvalidArgument, "rank=%d is out of range for nranks=%d: use 0..%d", rank, nranks, nranks - 1);
   IdData d;

@@ -4,6 +4,9 @@
 // names both sides, ranks that disagree on nranks are refused, and nobody hangs.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <climits>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -11,6 +14,7 @@
 
 #include "colibri/colibri.h"
 #include "core/bootstrap.h"
+#include "core/net.h"
 
 namespace {
 
@@ -99,6 +103,56 @@ TEST(Bootstrap, DisagreeingNranksIsRefused) {
   EXPECT_EQ(rc1, clbInvalidArgument);
   EXPECT_NE(m1.find("nranks=3"), std::string::npos) << m1;
   EXPECT_EQ(rc0, clbTimeout) << "rank 0 waits for a second rank that never comes, then times out";
+}
+
+TEST(Bootstrap, NranksBeyondTheMaximumIsRefusedAtInit) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  clbComm_t c = nullptr;
+  clbConfig_t cfg = quickConfig(1000);
+  EXPECT_EQ(clbCommInitRank(&c, &id, 0, INT_MAX, &cfg), clbInvalidArgument);
+  EXPECT_NE(std::string(clbGetLastError()).find("at most 65536 ranks"), std::string::npos) << clbGetLastError();
+  EXPECT_EQ(c, nullptr);
+}
+
+// A hello that carries the right secret but nranks = INT_MAX (or a negative one) is refused by the
+// root with the reason before anything is sized by it: the process hosting the root survives, and
+// the real ranks then form their communicator.
+TEST(Bootstrap, RootRefusesAHelloWithNranksOutOfRangeAndServesTheRealRanks) {
+  clbUniqueId uid;
+  ASSERT_EQ(clbGetUniqueId(&uid), clbSuccess);
+  clb::IdData id;
+  ASSERT_EQ(clb::decodeId(&uid, &id), clbSuccess);
+  for (int32_t bad : {INT_MAX, -7}) {
+    int fd = -1;
+    ASSERT_EQ(clb::connectTcp(clb::idAddress(id), clb::nowMs() + 2000, nullptr, &fd), clbSuccess) << clbGetLastError();
+    clb::WireHeader h{clb::kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, (uint32_t)sizeof(clb::HelloBody)};
+    clb::HelloBody b{};
+    memcpy(b.secret, id.secret, sizeof b.secret);
+    b.rank = 0;
+    b.nranks = bad;
+    ASSERT_EQ(clb::sendAll(fd, &h, sizeof h, clb::nowMs() + 2000, nullptr, "the root"), clbSuccess);
+    ASSERT_EQ(clb::sendAll(fd, &b, sizeof b, clb::nowMs() + 2000, nullptr, "the root"), clbSuccess);
+    clb::ReplyHeader r{};
+    ASSERT_EQ(clb::recvAll(fd, &r, sizeof r, clb::nowMs() + 2000, nullptr, "the root"), clbSuccess) << bad;
+    EXPECT_EQ(r.status, (uint32_t)clbInvalidArgument) << bad;
+    std::string msg(r.msgBytes, '\0');
+    ASSERT_EQ(clb::recvAll(fd, msg.data(), msg.size(), clb::nowMs() + 2000, nullptr, "the root"), clbSuccess);
+    EXPECT_NE(msg.find("nranks=" + std::to_string(bad)), std::string::npos) << msg;
+    close(fd);
+  }
+  std::vector<clbResult_t> rc(2, clbInternalError);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; r++)
+    ts.emplace_back([&, r] {
+      clbComm_t c = nullptr;
+      clbConfig_t cfg = quickConfig(5000);
+      rc[r] = clbCommInitRank(&c, &uid, r, 2, &cfg);
+      if (c) clbCommDestroy(c);
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(rc[0], clbSuccess);
+  EXPECT_EQ(rc[1], clbSuccess);
 }
 
 TEST(Bootstrap, TorchrunStyleRootAtRankZero) {

@@ -102,4 +102,35 @@ INSTANTIATE_TEST_SUITE_P(
              clbAlgorithmName(std::get<2>(info.param)) + "_c" + std::to_string(std::get<3>(info.param));
     });
 
+// Buffers that overlap without being the in-place layout are refused on every rank that passes
+// them, naming both ranges, before anything moves (they used to give silent garbage); the in-place
+// layouts still work, and the communicator stays usable.
+TEST(Collectives, OverlappingBuffersAreRefusedNamingBothRanges) {
+  runRanks(2, clbTransportAuto, clbAlgoAuto, [](int r, clbComm_t comm) {
+    const size_t count = 100000;
+    std::vector<int64_t> buf(3 * count, 1);
+    int64_t* b = buf.data();
+    auto refused = [&](clbResult_t rc, const char* what) {
+      const std::string msg = clbGetLastError();
+      EXPECT_EQ(rc, clbInvalidArgument) << what << ": " << msg;
+      EXPECT_NE(msg.find("overlap"), std::string::npos) << what << ": " << msg;
+      char sendAt[32];
+      snprintf(sendAt, sizeof sendAt, "[%p", (void*)b);
+      EXPECT_NE(msg.find(sendAt), std::string::npos) << what << " names the send range: " << msg;
+    };
+    refused(clbAllReduce(b, b + 1, count, clbInt64, clbSum, comm, nullptr), "allReduce recv = send + 1");
+    refused(clbBroadcast(b, b + count / 2, count, clbInt64, r, comm, nullptr), "broadcast from the rank itself");
+    refused(clbAllGather(b, b + 1, count, clbInt64, comm, nullptr), "allGather send not at recv + rank x count");
+    refused(clbReduceScatter(b, b + 1, count, clbInt64, clbSum, comm, nullptr), "reduceScatter recv inside send");
+    // The in-place layouts, and the communicator after the refusals.
+    for (size_t i = 0; i < 2 * count; i++) b[i] = r + 1;
+    ASSERT_EQ(clbAllGather(b + r * count, b, count, clbInt64, comm, nullptr), clbSuccess) << clbGetLastError();
+    for (size_t i = 0; i < 2 * count; i++) ASSERT_EQ(b[i], (int64_t)(i / count) + 1) << "allGather element " << i;
+    ASSERT_EQ(clbReduceScatter(b, b + r * count, count, clbInt64, clbSum, comm, nullptr), clbSuccess)
+        << clbGetLastError();
+    for (size_t i = 0; i < count; i++) ASSERT_EQ(b[r * count + i], 2 * (int64_t)(r + 1)) << "reduceScatter " << i;
+    ASSERT_EQ(clbAllReduce(b, b, count, clbInt64, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();
+  });
+}
+
 }  // namespace

@@ -178,6 +178,9 @@ CLB_API clbResult_t clbUniqueIdFromAddress(const char* host, int port, const cha
 CLB_API clbResult_t clbUniqueIdDescribe(const clbUniqueId* id, char* buf, size_t bufBytes);
 
 /* ---- communicator ---- */
+/* The most ranks a communicator may have (also the bound on what the bootstrap accepts from the
+ * wire). */
+#define CLB_MAX_RANKS 65536
 CLB_API clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, int nranks,
                             const clbConfig_t* config);
 /* Frees everything the communicator holds. Safe after an error or an abort. */
