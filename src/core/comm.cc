@@ -241,6 +241,7 @@ const char* clbGetErrorString(clbResult_t r) {
 const char* clbGetLastError(void) { return lastError().c_str(); }
 
 clbResult_t clbGetVersion(int* version) {
+  clearError();
   if (!version) return setError(clbInvalidArgument, "version is NULL");
   *version = CLB_VERSION_CODE;
   return clbSuccess;
@@ -450,6 +451,7 @@ clbResult_t clbCommDestroy(clbComm_t c) {
 }
 
 clbResult_t clbCommAbort(clbComm_t c) {
+  clearError();
   CLB_CHECK(checkComm(c));
   c->aborted.store(true);
   if (c->shm) c->shm->setState(kAborted, "aborted");
@@ -466,6 +468,7 @@ clbResult_t clbCommGetAsyncError(clbComm_t c, clbResult_t* asyncError) {
 }
 
 clbResult_t clbCommRank(clbComm_t c, int* rank) {
+  clearError();
   CLB_CHECK(checkComm(c));
   if (!rank) return setError(clbInvalidArgument, "rank (output) is NULL");
   *rank = c->rank;
@@ -473,6 +476,7 @@ clbResult_t clbCommRank(clbComm_t c, int* rank) {
 }
 
 clbResult_t clbCommCount(clbComm_t c, int* n) {
+  clearError();
   CLB_CHECK(checkComm(c));
   if (!n) return setError(clbInvalidArgument, "nranks (output) is NULL");
   *n = c->nranks;
@@ -480,6 +484,7 @@ clbResult_t clbCommCount(clbComm_t c, int* n) {
 }
 
 clbResult_t clbCommMemStats(clbComm_t c, clbMemStats_t* s) {
+  clearError();
   CLB_CHECK(checkComm(c));
   if (!s) return setError(clbInvalidArgument, "stats (output) is NULL");
   s->hostBytes = c->mem.host.load();
@@ -502,6 +507,7 @@ clbResult_t clbCommTrim(clbComm_t c) {
 }
 
 clbResult_t clbCommLastAlgorithm(clbComm_t c, int* a) {
+  clearError();
   CLB_CHECK(checkComm(c));
   if (!a) return setError(clbInvalidArgument, "algorithm (output) is NULL");
   *a = c->lastAlgo.load();
@@ -509,6 +515,7 @@ clbResult_t clbCommLastAlgorithm(clbComm_t c, int* a) {
 }
 
 clbResult_t clbCommInfo(clbComm_t c, char* buf, size_t bytes) {
+  clearError();
   CLB_CHECK(checkComm(c));
   if (!buf || bytes == 0) return setError(clbInvalidArgument, "buffer is NULL or empty");
   std::string dev = "device: none (built without CUDA)\n";

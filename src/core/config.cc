@@ -125,6 +125,7 @@ clbResult_t resolveConfig(const clbConfig_t* in, clbConfig_t* out) {
 extern "C" {
 
 clbResult_t clbConfigInitSized(clbConfig_t* out, size_t bytes) {
+  clb::clearError();
   if (!out) return clb::setError(clbInvalidArgument, "config is NULL");
   if (bytes != sizeof(clbConfig_t) && !clb::olderConfig(bytes))
     return clb::setError(clbInvalidArgument,
@@ -209,6 +210,7 @@ clbResult_t clbConfigInitSized(clbConfig_t* out, size_t bytes) {
 }
 
 clbResult_t clbTransportFromName(const char* name, int* t) {
+  clb::clearError();
   int v = name ? findName(name, kTransportNames, clbNumTransports) : -1;
   if (v < 0 || !t) return clb::setError(clbInvalidArgument, "unknown transport '%s': use auto, shm, socket or verbs", name ? name : "(null)");
   *t = v;
@@ -216,6 +218,7 @@ clbResult_t clbTransportFromName(const char* name, int* t) {
 }
 
 clbResult_t clbAlgorithmFromName(const char* name, int* a) {
+  clb::clearError();
   int v = name ? findName(name, kAlgoNames, clbNumAlgos) : -1;
   if (v < 0 || !a) return clb::setError(clbInvalidArgument, "unknown algorithm '%s': use auto, ring or direct", name ? name : "(null)");
   *a = v;

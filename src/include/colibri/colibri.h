@@ -142,7 +142,8 @@ typedef struct clbComm* clbComm_t;
 
 /* ---- errors and version ---- */
 CLB_API const char* clbGetErrorString(clbResult_t result);
-/* The calling thread's message for its last failed call ("" if none). Valid until its next call. */
+/* The calling thread's message for its last failed call; "" after a call that succeeded (or
+ * none). Valid until its next call. */
 CLB_API const char* clbGetLastError(void);
 CLB_API clbResult_t clbGetVersion(int* version);
 
