@@ -4,9 +4,11 @@
 #include "core/comm.h"
 
 #include <arpa/inet.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -70,7 +72,19 @@ clbResult_t checkTag(const MsgTag& got, const MsgTag& expect, int fromRank, int 
 
 using namespace clb;
 
-clbComm::~clbComm() = default;
+clbComm::~clbComm() {
+  for (int fd : peerPidfds)
+    if (fd >= 0) close(fd);
+}
+
+bool clbComm::peerGone(int p) const {
+  if (p < (int)peerPidfds.size() && peerPidfds[p] >= 0) {
+    struct pollfd f{peerPidfds[p], POLLIN, 0};
+    return poll(&f, 1, 0) == 1;
+  }
+  const int pid = shm ? shm->ctl(p)->pid : 0;
+  return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
 
 clbResult_t clbComm::checkUsable() const {
   if (aborted) return setError(clbAborted, "the communicator was aborted: destroy it and create a new one");
@@ -152,7 +166,7 @@ clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
     for (int p = 0; p < nranks; p++) {
       int pid = shm->ctl(p)->pid;
       if (p == rank || pid == getpid()) continue;
-      if (kill(pid, 0) != 0 && errno == ESRCH)
+      if (peerGone(p))
         return setError(clbRemoteError, "rank %d (pid %d) exited or was killed while rank %d waited for %s",
                         p, pid, rank, what);
     }
@@ -197,7 +211,7 @@ clbResult_t clbComm::asyncStatus() {
                         c->reason);
       if (st == kAborted) return setError(clbAborted, "rank %d aborted its communicator", p);
       int pid = c->pid;
-      if (pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH)
+      if (pid != getpid() && peerGone(p))
         return setError(clbRemoteError, "rank %d (pid %d) exited or was killed without closing the communicator", p,
                         pid);
     }
@@ -374,6 +388,14 @@ static clbResult_t initComm(clbComm* c, const IdData& id) {
     if (c->transport == clbTransportShm) {
       c->shm = std::make_unique<ShmWorld>(c);
       CLB_CHECK(c->shm->init());
+      // A pidfd per peer process: its death (a zombie's too) is one poll away.
+      c->peerPidfds.assign(c->nranks, -1);
+      for (int p = 0; p < c->nranks; p++) {
+        const int pid = c->boot.peers()[p].pid;
+#ifdef SYS_pidfd_open
+        if (p != c->rank && pid != getpid()) c->peerPidfds[p] = (int)syscall(SYS_pidfd_open, pid, 0);
+#endif
+      }
       c->ring = std::make_unique<ShmRingChannel>(c, c->shm.get());
     } else if (c->transport == clbTransportVerbs) {
 #ifdef CLB_HAVE_VERBS

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "colibri/colibri.h"
 #include "core/bootstrap.h"
@@ -77,7 +78,12 @@ struct clbComm {
   std::string info;
   std::string transportDetail;  // e.g. the verbs device, port, GID index and MTU ("" if none)
 
+  std::vector<int> peerPidfds;  // shm: a pidfd per peer process (-1: none), readable once it exited
+
   ~clbComm();
+  // A peer process on this host that exited or was killed, even one its parent has not reaped
+  // yet (a zombie still answers kill(pid, 0)): its pidfd is readable. Any thread.
+  bool peerGone(int p) const;
   // Slow-path checks while waiting: abort, peer failure or death, timeout. `startMs` is when the
   // wait began; `what` says what was awaited, for the message. `peer`: the rank waited for (its
   // close is an error too), -1 any rank (every close is an error), kClosesAreFine: none in

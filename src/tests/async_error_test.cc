@@ -127,25 +127,61 @@ TEST(AsyncErrorChild, RankThatWaitsToBeKilled) {
   pause();  // until SIGKILL
 }
 
-TEST(AsyncError, PeerProcessKilledIsReportedWithoutACall) {
+// Rank 0 here, rank 1 in a child process that waits to be killed; its pid, or -1.
+pid_t withChildRank(clbComm_t* comm, int64_t timeoutMs) {
   clbUniqueId id;
-  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  if (clbGetUniqueId(&id) != clbSuccess) return -1;
   pid_t pid = clbtest::spawnSelf("AsyncErrorChild.RankThatWaitsToBeKilled", {"CLB_ASYNC_CHILD_ID=" + clbtest::hex(id)});
-  ASSERT_GT(pid, 0);
+  clbConfig_t cfg;
+  clbConfigInit(&cfg);
+  cfg.timeoutMs = timeoutMs;
+  if (pid > 0 && clbCommInitRank(comm, &id, 0, 2, &cfg) != clbSuccess) return -1;
+  return pid;
+}
+
+TEST(AsyncError, PeerProcessKilledIsReportedWithoutACall) {
   clbComm_t comm = nullptr;
-  ASSERT_EQ(clbCommInitRank(&comm, &id, 0, 2, nullptr), clbSuccess) << clbGetLastError();
+  pid_t pid = withChildRank(&comm, 10000);
+  ASSERT_GT(pid, 0) << clbGetLastError();
   clbResult_t a = clbInternalError;
   ASSERT_EQ(clbCommGetAsyncError(comm, &a), clbSuccess);
   EXPECT_EQ(a, clbSuccess) << clbGetLastError();
+  // Not reaped until the end: a zombie still answers kill(pid, 0), and a launcher that is itself a
+  // rank, blocked in a collective, cannot reap its children.
   kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
   const auto t0 = Clock::now();
   std::string msg;
   EXPECT_EQ(pollAsync(comm, 2000, &msg), clbRemoteError) << msg;
-  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(1000));
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(100));
   EXPECT_NE(msg.find("rank 1 (pid " + std::to_string(pid) + ") exited or was killed"), std::string::npos) << msg;
   clbCommDestroy(comm);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+// The same for a rank blocked in a collective over shared memory: it fails within 100 ms of its
+// peer's SIGKILL (the peer not reaped), not at its timeout.
+TEST(AsyncError, RankInACollectiveLearnsOfAKilledPeerWithin100Ms) {
+  clbComm_t comm = nullptr;
+  pid_t pid = withChildRank(&comm, 10000);
+  ASSERT_GT(pid, 0) << clbGetLastError();
+  Clock::time_point killedAt;
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    killedAt = Clock::now();
+    kill(pid, SIGKILL);
+  });
+  std::vector<float> v(1024, 1.0f);
+  clbResult_t rc = clbAllReduce(v.data(), v.data(), v.size(), clbFloat32, clbSum, comm, nullptr);
+  const auto returnedAt = Clock::now();
+  const std::string msg = clbGetLastError();
+  killer.join();
+  EXPECT_EQ(rc, clbRemoteError) << msg;
+  EXPECT_NE(msg.find("exited or was killed"), std::string::npos) << msg;
+  EXPECT_LT(returnedAt - killedAt, std::chrono::milliseconds(100));
+  clbCommDestroy(comm);
+  int status = 0;
+  waitpid(pid, &status, 0);
 }
 
 }  // namespace
