@@ -461,6 +461,9 @@ clbResult_t clbCommDestroy(clbComm_t c) {
   }
   if (c->ring && !c->failed && !c->aborted) c->ring->finish();
   if (c->shm) c->shm->setState(c->aborted ? kAborted : c->failed ? kFailed : kClosed, nullptr);
+  // A peer process that died left its segments' names behind: the survivors remove them.
+  for (int p = 0; c->shm && p < c->nranks; p++)
+    if (p != c->rank && c->boot.peers()[p].pid != getpid() && c->peerGone(p)) c->shm->removeSegmentsOf(c->boot.peers()[p].pid);
 #ifdef CLB_HAVE_CUDA
   c->device.reset();
 #endif

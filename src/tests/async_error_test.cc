@@ -5,12 +5,14 @@
 // peer process killed with SIGKILL are reported without making a call, each with a message
 // naming the rank. (The device side, a device wait that timed out, is in cuda_robustness_test.)
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -124,6 +126,8 @@ TEST(AsyncErrorChild, RankThatWaitsToBeKilled) {
   clbUniqueId uid = clbtest::unhex(id);
   clbComm_t comm = nullptr;
   ASSERT_EQ(clbCommInitRank(&comm, &uid, 1, 2, nullptr), clbSuccess) << clbGetLastError();
+  std::vector<float> v(1 << 16, 1.0f);  // one call with rank 0: its shared segment exists
+  ASSERT_EQ(clbAllReduce(v.data(), v.data(), v.size(), clbFloat32, clbSum, comm, nullptr), clbSuccess);
   pause();  // until SIGKILL
 }
 
@@ -136,7 +140,21 @@ pid_t withChildRank(clbComm_t* comm, int64_t timeoutMs) {
   clbConfigInit(&cfg);
   cfg.timeoutMs = timeoutMs;
   if (pid > 0 && clbCommInitRank(comm, &id, 0, 2, &cfg) != clbSuccess) return -1;
+  std::vector<float> v(1 << 16, 1.0f);
+  if (clbAllReduce(v.data(), v.data(), v.size(), clbFloat32, clbSum, *comm, nullptr) != clbSuccess) return -1;
   return pid;
+}
+
+// The shared-memory names in /dev/shm that process `pid` made.
+std::vector<std::string> segmentsOf(pid_t pid) {
+  std::vector<std::string> v;
+  const std::string prefix = "clb-" + std::to_string(pid) + "-";
+  if (DIR* d = opendir("/dev/shm")) {
+    while (struct dirent* e = readdir(d))
+      if (!strncmp(e->d_name, prefix.c_str(), prefix.size())) v.push_back(e->d_name);
+    closedir(d);
+  }
+  return v;
 }
 
 TEST(AsyncError, PeerProcessKilledIsReportedWithoutACall) {
@@ -179,7 +197,9 @@ TEST(AsyncError, RankInACollectiveLearnsOfAKilledPeerWithin100Ms) {
   EXPECT_EQ(rc, clbRemoteError) << msg;
   EXPECT_NE(msg.find("exited or was killed"), std::string::npos) << msg;
   EXPECT_LT(returnedAt - killedAt, std::chrono::milliseconds(100));
+  EXPECT_FALSE(segmentsOf(pid).empty()) << "the dead rank's staging segment is still named";
   clbCommDestroy(comm);
+  EXPECT_EQ(segmentsOf(pid), std::vector<std::string>()) << "the survivor removes the dead rank's segments";
   int status = 0;
   waitpid(pid, &status, 0);
 }

@@ -117,6 +117,16 @@ clbResult_t ShmWorld::init() {
   return clbSuccess;
 }
 
+void ShmWorld::removeSegmentsOf(int pid) const {
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "clb-%d-%016" PRIx64 "-", pid, comm_->boot.sessionNonce());
+  DIR* d = opendir("/dev/shm");
+  if (!d) return;
+  while (struct dirent* e = readdir(d))
+    if (!strncmp(e->d_name, prefix, strlen(prefix))) shm_unlink((std::string("/") + e->d_name).c_str());
+  closedir(d);
+}
+
 void ShmWorld::setState(RankState s, const char* reason) {
   if (ctls_.empty() || !self()) return;
   CtlBlock* c = self();

@@ -75,6 +75,9 @@ class ShmWorld {
   clbResult_t waitDrained();
   clbResult_t trim();
   void setState(RankState s, const char* reason);
+  // Unlinks every shared-memory name of this communicator that process `pid` made (it died and
+  // cannot unlink them itself; the mappings stay valid until they are unmapped).
+  void removeSegmentsOf(int pid) const;
   uint64_t lastDirectSeq = 0;  // seq of this rank's last direct collective that used its scratch
   std::vector<const void*> srcScratch;  // the direct path's per-call input table, kept allocated
 
