@@ -82,8 +82,8 @@ bool clbComm::peerGone(int p) const {
     struct pollfd f{peerPidfds[p], POLLIN, 0};
     return poll(&f, 1, 0) == 1;
   }
-  const int pid = shm ? shm->ctl(p)->pid : 0;
-  return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+  const int pid = boot.peers()[p].pid;  // no pidfd (an old kernel, or this process): ask kill
+  return pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH;
 }
 
 clbResult_t clbComm::checkUsable() const {
@@ -210,10 +210,9 @@ clbResult_t clbComm::asyncStatus() {
         return setError(clbRemoteError, "rank %d failed, so this communicator cannot go on. Rank %d said: %.236s", p, p,
                         c->reason);
       if (st == kAborted) return setError(clbAborted, "rank %d aborted its communicator", p);
-      int pid = c->pid;
-      if (pid != getpid() && peerGone(p))
+      if (peerGone(p))
         return setError(clbRemoteError, "rank %d (pid %d) exited or was killed without closing the communicator", p,
-                        pid);
+                        (int)c->pid);
     }
   } else if (nranks > 1) {
     // A neighbour's failure notice, looked at without taking it (a collective may be reading too).
@@ -463,7 +462,7 @@ clbResult_t clbCommDestroy(clbComm_t c) {
   if (c->shm) c->shm->setState(c->aborted ? kAborted : c->failed ? kFailed : kClosed, nullptr);
   // A peer process that died left its segments' names behind: the survivors remove them.
   for (int p = 0; c->shm && p < c->nranks; p++)
-    if (p != c->rank && c->boot.peers()[p].pid != getpid() && c->peerGone(p)) c->shm->removeSegmentsOf(c->boot.peers()[p].pid);
+    if (p != c->rank && c->peerGone(p)) c->shm->removeSegmentsOf(c->boot.peers()[p].pid);
 #ifdef CLB_HAVE_CUDA
   c->device.reset();
 #endif

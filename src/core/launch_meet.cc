@@ -9,20 +9,6 @@ namespace clb {
 namespace {
 std::mutex gMeetsMutex;
 
-// The ranks of one context usually arrive within microseconds of each other, and every call
-// waits twice: look after every pause for the first 20 us (waitUntil looks every 32 pauses,
-// 1-2 us on CPUs with a slow pause), then let waitUntil take over.
-template <class Pred>
-bool spinBriefly(Pred pred) {
-  const int64_t t0 = nowNs();
-  do {
-    for (int i = 0; i < 16; i++) {
-      if (pred()) return true;
-      cpuRelax();
-    }
-  } while (nowNs() - t0 < 20000);
-  return false;
-}
 std::map<std::string, std::weak_ptr<LaunchMeet>>& meets() {
   static auto* m = new std::map<std::string, std::weak_ptr<LaunchMeet>>();  // never destroyed: used until exit
   return *m;
@@ -93,11 +79,10 @@ clbResult_t LaunchMeet::arrive(clbComm* comm, const OpDesc& call, int64_t warnMs
              comm->rank, (long long)waitedMs, (long long)comm->cfg.timeoutMs, describe(call).c_str(),
              missing(k, false).c_str());
   };
-  clbResult_t rc = clbSuccess;
-  if (!spinBriefly(decided)) {
-    const std::string what = "the ranks sharing its GPU to enter " + describe(call);
-    rc = waitUntil(comm, decided, &word_, &waiters_, what.c_str(), clbComm::kClosesAreFine, tick);
-  }
+  // A fixed `what`: the call's description is formatted only for the messages of a failed wait,
+  // not on every call.
+  clbResult_t rc = waitUntil(comm, decided, &word_, &waiters_, "the ranks sharing its GPU to enter the same call",
+                             clbComm::kClosesAreFine, tick);
   uint64_t r = round_.load(std::memory_order_acquire);
   if (rc != clbSuccess) {
     // Give up, unless the meeting completed meanwhile: one compare-and-swap decides which.
@@ -152,10 +137,8 @@ clbResult_t LaunchMeet::launched(clbComm* comm) {
   me.launched.store(k, std::memory_order_release);
   bump();
   auto all = [&] { return everyone(k, true); };
-  clbResult_t rc = spinBriefly(all) ? clbSuccess
-                                    : waitUntil(comm, all, &word_, &waiters_,
-                                                "the ranks sharing its GPU to launch their kernels",
-                                                clbComm::kClosesAreFine);
+  clbResult_t rc = waitUntil(comm, all, &word_, &waiters_, "the ranks sharing its GPU to launch their kernels",
+                             clbComm::kClosesAreFine);
   if (rc != clbSuccess) {  // no later meeting can complete
     int none = -1;
     gaveUp_.compare_exchange_strong(none, comm->rank, std::memory_order_acq_rel);

@@ -23,19 +23,22 @@ constexpr size_t kAlign = 4096;
 
 size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-// Removes segments left behind by processes that died (kill -9 leaves /dev/shm names behind).
-void sweepStale() {
+// Unlinks every Colibri name in /dev/shm for which gone(name, creator's pid) says so.
+template <class Gone>
+void unlinkNames(Gone gone) {
   DIR* d = opendir("/dev/shm");
   if (!d) return;
   while (struct dirent* e = readdir(d)) {
     int pid = 0;
-    if (sscanf(e->d_name, "clb-%d-", &pid) != 1 || pid <= 0) continue;
-    if (kill(pid, 0) != 0 && errno == ESRCH) {
-      std::string n = std::string("/") + e->d_name;
-      shm_unlink(n.c_str());
-    }
+    if (sscanf(e->d_name, "clb-%d-", &pid) != 1 || pid <= 0 || !gone(e->d_name, pid)) continue;
+    shm_unlink((std::string("/") + e->d_name).c_str());
   }
   closedir(d);
+}
+
+// Removes segments left behind by processes that died (kill -9 leaves /dev/shm names behind).
+void sweepStale() {
+  unlinkNames([](const char*, int pid) { return kill(pid, 0) != 0 && errno == ESRCH; });
 }
 
 }  // namespace
@@ -120,11 +123,7 @@ clbResult_t ShmWorld::init() {
 void ShmWorld::removeSegmentsOf(int pid) const {
   char prefix[64];
   snprintf(prefix, sizeof prefix, "clb-%d-%016" PRIx64 "-", pid, comm_->boot.sessionNonce());
-  DIR* d = opendir("/dev/shm");
-  if (!d) return;
-  while (struct dirent* e = readdir(d))
-    if (!strncmp(e->d_name, prefix, strlen(prefix))) shm_unlink((std::string("/") + e->d_name).c_str());
-  closedir(d);
+  unlinkNames([&](const char* name, int) { return !strncmp(name, prefix, strlen(prefix)); });
 }
 
 void ShmWorld::setState(RankState s, const char* reason) {
