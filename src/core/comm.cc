@@ -162,10 +162,12 @@ clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
       if (st == kClosed && (peer == p || peer == -1))
         return setError(clbRemoteError, "rank %d closed its communicator while rank %d waited for %s from it", p, rank, what);
     }
-    // A peer process that died cannot say so: look for it (cheap, at most every ~2 ms here).
+    // A peer process that died cannot say so: look for it (cheap, at most every ~2 ms here). One
+    // that closed its communicator first is not dead to it: it finished what it shared with us.
     for (int p = 0; p < nranks; p++) {
       int pid = shm->ctl(p)->pid;
       if (p == rank || pid == getpid()) continue;
+      if (shm->ctl(p)->state.load(std::memory_order_acquire) == kClosed) continue;
       if (peerGone(p))
         return setError(clbRemoteError, "rank %d (pid %d) exited or was killed while rank %d waited for %s",
                         p, pid, rank, what);
@@ -210,6 +212,8 @@ clbResult_t clbComm::asyncStatus() {
         return setError(clbRemoteError, "rank %d failed, so this communicator cannot go on. Rank %d said: %.236s", p, p,
                         c->reason);
       if (st == kAborted) return setError(clbAborted, "rank %d aborted its communicator", p);
+      // A peer that closed (and maybe exited since) completed every call: nothing here waits on it.
+      if (st == kClosed) continue;
       if (peerGone(p))
         return setError(clbRemoteError, "rank %d (pid %d) exited or was killed without closing the communicator", p,
                         (int)c->pid);

@@ -128,14 +128,20 @@ TEST(AsyncErrorChild, RankThatWaitsToBeKilled) {
   ASSERT_EQ(clbCommInitRank(&comm, &uid, 1, 2, nullptr), clbSuccess) << clbGetLastError();
   std::vector<float> v(1 << 16, 1.0f);  // one call with rank 0: its shared segment exists
   ASSERT_EQ(clbAllReduce(v.data(), v.data(), v.size(), clbFloat32, clbSum, comm, nullptr), clbSuccess);
+  if (getenv("CLB_ASYNC_CHILD_CLOSES")) {  // a rank that is done: it closes and exits
+    ASSERT_EQ(clbCommDestroy(comm), clbSuccess);
+    _exit(0);
+  }
   pause();  // until SIGKILL
 }
 
 // Rank 0 here, rank 1 in a child process that waits to be killed; its pid, or -1.
-pid_t withChildRank(clbComm_t* comm, int64_t timeoutMs) {
+pid_t withChildRank(clbComm_t* comm, int64_t timeoutMs, bool childCloses = false) {
   clbUniqueId id;
   if (clbGetUniqueId(&id) != clbSuccess) return -1;
-  pid_t pid = clbtest::spawnSelf("AsyncErrorChild.RankThatWaitsToBeKilled", {"CLB_ASYNC_CHILD_ID=" + clbtest::hex(id)});
+  std::vector<std::string> env{"CLB_ASYNC_CHILD_ID=" + clbtest::hex(id)};
+  if (childCloses) env.push_back("CLB_ASYNC_CHILD_CLOSES=1");
+  pid_t pid = clbtest::spawnSelf("AsyncErrorChild.RankThatWaitsToBeKilled", env);
   clbConfig_t cfg;
   clbConfigInit(&cfg);
   cfg.timeoutMs = timeoutMs;
@@ -173,6 +179,23 @@ TEST(AsyncError, PeerProcessKilledIsReportedWithoutACall) {
   EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(100));
   EXPECT_NE(msg.find("rank 1 (pid " + std::to_string(pid) + ") exited or was killed"), std::string::npos) << msg;
   clbCommDestroy(comm);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+// A peer that closed its communicator and exited is no error for the rank still holding its own:
+// every call they shared completed. (Its process is a zombie here, not yet reaped.)
+TEST(AsyncError, PeerThatClosedAndExitedIsNoError) {
+  clbComm_t comm = nullptr;
+  pid_t pid = withChildRank(&comm, 10000, true);
+  ASSERT_GT(pid, 0) << clbGetLastError();
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, pid, &info, WEXITED | WNOWAIT), 0);  // exited, left unreaped
+  EXPECT_EQ(info.si_code, CLD_EXITED);
+  EXPECT_EQ(info.si_status, 0);
+  std::string msg;
+  EXPECT_EQ(pollAsync(comm, 200, &msg), clbSuccess) << msg;
+  EXPECT_EQ(clbCommDestroy(comm), clbSuccess) << clbGetLastError();
   int status = 0;
   waitpid(pid, &status, 0);
 }
