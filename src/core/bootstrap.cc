@@ -3,12 +3,15 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
-#include <sys/random.h>
+#include <strings.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "core/error.h"
@@ -16,135 +19,158 @@
 namespace clb {
 namespace {
 
-struct RingHello {
-  WireHeader h;
-  uint8_t secret[kSecretBytes];
-  uint64_t nonce;
+constexpr char kRootReply[] = "colibri/3/root-reply";
+constexpr char kRingAccept[] = "colibri/3/ring-accept";
+constexpr char kRingBlock[] = "colibri/3/ring-block";
+
+// The body of a ring connection's handshake: who connects to whom, for which channel.
+struct RingBody {
   int32_t fromRank;
+  int32_t toRank;
   int32_t channel;  // 0: data, 1: notices
+  int32_t pad;
 };
 
-constexpr int64_t kRootReadMs = 10000;
-
-bool secretEqual(const uint8_t* a, const uint8_t* b) {
-  uint8_t diff = 0;  // constant time
-  for (int i = 0; i < kSecretBytes; i++) diff |= a[i] ^ b[i];
-  return diff == 0;
+// The root's answer to an authenticated hello: header, message, table (on success), tag.
+clbResult_t sendReply(int fd, const uint8_t* secret, const Transcript& t, clbResult_t status, const std::string& msg,
+                      uint32_t nranks, const uint8_t* session, const std::vector<RankInfo>* table, int64_t deadline) {
+  ReplyHeader r{(uint32_t)status, (uint32_t)msg.size(), nranks, 0, {}};
+  if (session) memcpy(r.session, session, kSessionBytes);
+  const size_t tableBytes = table ? table->size() * sizeof(RankInfo) : 0;
+  uint8_t mac[kTagBytes];
+  tag(secret, kRootReply, t, {{&r, sizeof r}, {msg.data(), msg.size()}, {table ? table->data() : nullptr, tableBytes}},
+      mac);
+  CLB_CHECK(sendAll(fd, &r, sizeof r, deadline, nullptr, "a rank"));
+  if (!msg.empty()) CLB_CHECK(sendAll(fd, msg.data(), msg.size(), deadline, nullptr, "a rank"));
+  if (tableBytes) CLB_CHECK(sendAll(fd, table->data(), tableBytes, deadline, nullptr, "a rank"));
+  return sendAll(fd, mac, sizeof mac, deadline, nullptr, "a rank");
 }
 
-std::string versionString(uint32_t code) {
-  char b[32];
-  snprintf(b, sizeof b, "%u.%u.%u", code / 10000, code / 100 % 100, code % 100);
-  return b;
-}
-
-void sendReply(int fd, clbResult_t status, const std::string& msg, uint32_t nranks, uint64_t nonce,
-               const std::vector<RankInfo>* table) {
-  ReplyHeader r{kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, (uint32_t)status,
-                (uint32_t)msg.size(), nranks, nonce};
-  int64_t deadline = nowMs() + kRootReadMs;
-  if (sendAll(fd, &r, sizeof r, deadline, nullptr, "a rank") != clbSuccess) return;
-  if (!msg.empty() && sendAll(fd, msg.data(), msg.size(), deadline, nullptr, "a rank") != clbSuccess) return;
-  if (table) sendAll(fd, table->data(), table->size() * sizeof(RankInfo), deadline, nullptr, "a rank");
-}
+struct Root;
+// The roots running in this process, for releaseRoot. Never destroyed: a root thread may still
+// end while the process exits and its statics go.
+std::mutex& gRootsMutex = *new std::mutex;
+std::vector<Root*>& gRoots = *new std::vector<Root*>;
 
 struct Root {
+  static constexpr int64_t kMaxRootWaitMs = 86400000;
+  static constexpr int64_t kRootSendMs = 30000;
+
   int listenFd;
+  int wakeFd;  // an eventfd: releaseRoot wakes the poll at once
   IdData id;
   std::string where;
+  int64_t deadline;
+  std::atomic<bool> released{false};
+
+  struct Joined {
+    int fd = -1;
+    Transcript t{};
+  };
+
+  // One authenticated hello: checked, then kept (its connection waits for the table) or refused.
+  void join(Authenticated& a, std::vector<Joined>* joined, std::vector<RankInfo>* table, int* nranks, int* count) {
+    HelloBody b;
+    memcpy(&b, a.body.data(), sizeof b);
+    b.info.hostname[sizeof b.info.hostname - 1] = 0;
+    char m[kMaxReplyMessageBytes];
+    clbResult_t status = clbSuccess;
+    if (b.nranks < 1 || b.nranks > CLB_MAX_RANKS) {  // before anything is sized by it
+      snprintf(m, sizeof m, "rank %d says nranks=%d: a communicator has 1 to %d ranks", b.rank, b.nranks, CLB_MAX_RANKS);
+      status = clbInvalidArgument;
+    } else if (*nranks >= 0 && b.nranks != *nranks) {
+      snprintf(m, sizeof m,
+               "rank %d says nranks=%d but an earlier rank said nranks=%d: every rank must pass the same nranks",
+               b.rank, b.nranks, *nranks);
+      status = clbInvalidArgument;
+    } else if (b.rank < 0 || b.rank >= b.nranks) {
+      snprintf(m, sizeof m, "rank %d is out of range for nranks=%d", b.rank, b.nranks);
+      status = clbInvalidArgument;
+    } else if (*nranks >= 0 && (*joined)[b.rank].fd >= 0) {
+      snprintf(m, sizeof m, "rank %d joined twice (from %s pid %d and pid %d): give every process a distinct rank",
+               b.rank, b.info.hostname, (*table)[b.rank].pid, b.info.pid);
+      status = clbInvalidArgument;
+    }
+    if (status != clbSuccess) {
+      (void)sendReply(a.fd, id.secret, a.transcript, status, m, 0, nullptr, nullptr, nowMs() + handshakeTimeoutMs());
+      close(a.fd);
+      return;
+    }
+    if (*nranks < 0) {
+      *nranks = b.nranks;
+      joined->assign(*nranks, Joined{});
+      table->assign(*nranks, RankInfo{});
+    }
+    (*joined)[b.rank] = Joined{a.fd, a.transcript};
+    (*table)[b.rank] = b.info;
+    (*count)++;
+    const int64_t wait = b.timeoutMs >= 1 && b.timeoutMs <= kMaxRootWaitMs ? b.timeoutMs : kMaxRootWaitMs;
+    if (nowMs() + wait > deadline) deadline = nowMs() + wait;
+  }
 
   void run() {
-    std::vector<int> fds;
+    HandshakeServer hs(listenFd, id.secret, 1u << kPurposeRoot, nullptr, sizeof(HelloBody), "root at " + where,
+                       handshakeTimeoutMs(), kMaxPendingHandshakes);
+    std::vector<Joined> joined;
     std::vector<RankInfo> table;
-    std::vector<bool> have;
     int nranks = -1, count = 0;
+    std::vector<pollfd> fds;
+    std::vector<Authenticated> done;
+    const char* why = nullptr;
     while (nranks < 0 || count < nranks) {
-      int fd = -1;
-      if (acceptTcp(listenFd, INT64_MAX, nullptr, &fd) != clbSuccess) break;
-      WireHeader h{};
-      if (recvAll(fd, &h, sizeof h, nowMs() + kRootReadMs, nullptr, "a rank") != clbSuccess ||
-          h.magic != kWireMagic) {
-        close(fd);  // not a Colibri rank: say nothing
-        continue;
+      if (released.load()) {
+        why = "its unique id was released";
+        break;
       }
-      if (h.protocol != CLB_PROTOCOL_VERSION) {
-        char m[256];
-        snprintf(m, sizeof m,
-                 "the bootstrap root at %s speaks protocol %u (Colibri %s); this rank speaks protocol %u "
-                 "(Colibri %s): run the same Colibri version on every rank",
-                 where.c_str(), CLB_PROTOCOL_VERSION, versionString(CLB_VERSION_CODE).c_str(),
-                 h.protocol, versionString(h.libVersion).c_str());
-        sendReply(fd, clbAuthError, m, 0, 0, nullptr);
-        close(fd);
-        continue;
+      const int64_t now = nowMs();
+      if (now >= deadline) {
+        why = "no communicator formed within its timeout";
+        break;
       }
-      HelloBody b{};
-      if (h.bodyBytes != sizeof b ||
-          recvAll(fd, &b, sizeof b, nowMs() + kRootReadMs, nullptr, "a rank") != clbSuccess) {
-        close(fd);
-        continue;
+      fds.clear();
+      fds.push_back({wakeFd, POLLIN, 0});
+      const size_t n = hs.addPollFds(&fds);
+      const size_t firstJoined = fds.size();
+      for (const Joined& j : joined) fds.push_back({j.fd, j.fd >= 0 ? (short)POLLIN : (short)0, 0});
+      const int64_t left = deadline - now;
+      if (poll(fds.data(), fds.size(), (int)(left < 100 ? left : 100)) < 0 && errno != EINTR) {
+        why = "poll() failed";
+        break;
       }
-      char m[384];
-      if (!secretEqual(b.secret, id.secret)) {
-        snprintf(m, sizeof m,
-                 "wrong secret: this rank's UniqueId has secret fingerprint %08x, the root at %s was "
-                 "created with fingerprint %08x; pass every rank the same UniqueId (a new one is made "
-                 "for each communicator)",
-                 secretFingerprint(b.secret), where.c_str(), secretFingerprint(id.secret));
-        sendReply(fd, clbAuthError, m, 0, 0, nullptr);
-        close(fd);
-        continue;
+      done.clear();
+      hs.advance(fds, 1, n, &done);
+      // A joined rank sends nothing more: readable means it closed (it gave up) or misbehaves. Its
+      // place frees, so that it can join again.
+      for (size_t r = 0; r < joined.size(); r++) {
+        if (joined[r].fd < 0 || !fds[firstJoined + r].revents) continue;
+        CLB_INFO("bootstrap root at %s: rank %zu closed its connection before the communicator formed", where.c_str(), r);
+        close(joined[r].fd);
+        joined[r].fd = -1;
+        count--;
       }
-      if (b.nranks < 1 || b.nranks > CLB_MAX_RANKS) {  // before anything is sized by it
-        snprintf(m, sizeof m, "rank %d says nranks=%d: a communicator has 1 to %d ranks", b.rank, b.nranks,
-                 CLB_MAX_RANKS);
-        sendReply(fd, clbInvalidArgument, m, 0, 0, nullptr);
-        close(fd);
-        continue;
-      }
-      if (nranks < 0) {
-        nranks = b.nranks;
-        table.assign(nranks, RankInfo{});
-        have.assign(nranks, false);
-        fds.assign(nranks, -1);
-      }
-      if (b.nranks != nranks || b.rank < 0 || b.rank >= nranks || have[b.rank]) {
-        if (b.nranks != nranks)
-          snprintf(m, sizeof m, "rank %d says nranks=%d but an earlier rank said nranks=%d: every rank must pass the same nranks",
-                   b.rank, b.nranks, nranks);
-        else if (b.rank < 0 || b.rank >= nranks)
-          snprintf(m, sizeof m, "rank %d is out of range for nranks=%d", b.rank, nranks);
-        else
-          snprintf(m, sizeof m, "rank %d joined twice (from %s pid %d and pid %d): give every process a distinct rank",
-                   b.rank, b.info.hostname, table[b.rank].pid, b.info.pid);
-        sendReply(fd, clbInvalidArgument, m, 0, 0, nullptr);
-        close(fd);
-        continue;
-      }
-      have[b.rank] = true;
-      table[b.rank] = b.info;
-      fds[b.rank] = fd;
-      count++;
+      for (Authenticated& a : done) join(a, &joined, &table, &nranks, &count);
     }
-    uint64_t nonce = 0;
-    if (getrandom(&nonce, sizeof nonce, 0) != sizeof nonce) nonce = (uint64_t)nowMs() ^ (uint64_t)getpid();
-    for (int r = 0; r < (int)fds.size(); r++) {
-      if (fds[r] < 0) continue;
-      sendReply(fds[r], clbSuccess, "", (uint32_t)nranks, nonce, &table);
-      close(fds[r]);
+    if (why) {
+      CLB_INFO("bootstrap root at %s stops: %s (%d of %d rank(s) had joined)", where.c_str(), why, count, nranks);
+    } else {
+      uint8_t session[kSessionBytes];
+      if (!randomBytes(session, sizeof session)) {
+        const int64_t x[2] = {nowMs(), (int64_t)getpid()};
+        uint8_t d[kSha256Bytes];
+        sha256(x, sizeof x, d);  // never reached on Linux >= 3.17; still distinct per root
+        memcpy(session, d, sizeof session);
+      }
+      const int64_t sendBy = nowMs() + kRootSendMs;
+      for (const Joined& j : joined)
+        (void)sendReply(j.fd, id.secret, j.t, clbSuccess, "", (uint32_t)nranks, session, &table, sendBy);
+      CLB_DEBUG("bootstrap root at %s done: %d ranks", where.c_str(), nranks);
     }
-    close(listenFd);
-    CLB_DEBUG("bootstrap root at %s done: %d ranks", where.c_str(), nranks);
+    for (Joined& j : joined)
+      if (j.fd >= 0) close(j.fd);
   }
 };
 
 }  // namespace
-
-uint32_t secretFingerprint(const uint8_t* secret) {
-  uint32_t h = 2166136261u;  // FNV-1a: shows which secret, reveals little of it
-  for (int i = 0; i < kSecretBytes; i++) h = (h ^ secret[i]) * 16777619u;
-  return h;
-}
 
 uint64_t localHostHash() {
   char name[256] = {0};
@@ -194,22 +220,101 @@ clbResult_t decodeId(const clbUniqueId* id, IdData* out) {
   return clbSuccess;
 }
 
-clbResult_t startRoot(const SockAddr& listenAddr, const IdData& id, SockAddr* bound) {
+clbResult_t startRoot(const SockAddr& listenAddr, const IdData& id, int64_t waitMs, SockAddr* bound) {
   int fd = -1;
   CLB_CHECK(listenTcp(listenAddr, &fd, bound));
-  Root* root = new Root{fd, id, ""};
-  root->where = idAddress(id).port() ? idAddress(id).str() : bound->str();
+  int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake < 0) {
+    int e = errno;
+    close(fd);
+    return setSysError(e, "eventfd() for the bootstrap root failed");
+  }
+  Root* root = new Root{fd, wake, id, "", nowMs() + waitMs};
+  if (!root->id.port) root->id.port = (uint16_t)bound->port();  // the id's port, for releaseRoot
+  root->where = idAddress(root->id).str();
+  {
+    std::lock_guard<std::mutex> g(gRootsMutex);
+    gRoots.push_back(root);
+  }
   try {
     std::thread([root] {
       root->run();
+      {
+        std::lock_guard<std::mutex> g(gRootsMutex);
+        gRoots.erase(std::find(gRoots.begin(), gRoots.end(), root));
+      }
+      close(root->listenFd);
+      close(root->wakeFd);
+      wipe(root->id.secret, sizeof root->id.secret);
       delete root;
     }).detach();
   } catch (const std::exception& e) {
+    {
+      std::lock_guard<std::mutex> g(gRootsMutex);
+      gRoots.erase(std::find(gRoots.begin(), gRoots.end(), root));
+    }
     close(fd);
+    close(wake);
     delete root;
     return setError(clbSystemError, "cannot start the bootstrap root thread: %s", e.what());
   }
   return clbSuccess;
+}
+
+namespace {
+bool sameId(const IdData& a, const IdData& b) {
+  return a.port == b.port && equalConstantTime(a.secret, b.secret, kSecretBytes);
+}
+}  // namespace
+
+bool rootRuns(const IdData& id) {
+  std::lock_guard<std::mutex> g(gRootsMutex);
+  for (Root* r : gRoots)
+    if (sameId(r->id, id)) return true;
+  return false;
+}
+
+void releaseRoot(const IdData& id) {
+  std::lock_guard<std::mutex> g(gRootsMutex);
+  for (Root* r : gRoots)
+    if (sameId(r->id, id)) {
+      r->released.store(true);
+      const uint64_t one = 1;
+      (void)!write(r->wakeFd, &one, sizeof one);
+    }
+}
+
+int runningRoots() {
+  std::lock_guard<std::mutex> g(gRootsMutex);
+  return (int)gRoots.size();
+}
+
+SockAddr listenAddressFor(const SockAddr& advertised, const char* hostAsGiven) {
+  SockAddr a = advertised;
+  bool any = false;
+  if (const char* b = getenv("COLIBRI_BOOTSTRAP_BIND"); b && !strcmp(b, "any")) any = true;
+  if (!any && hostAsGiven) {
+    bool loopback = false;
+    if (a.ss.ss_family == AF_INET)
+      loopback = (ntohl(reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr.s_addr) >> 24) == 127;
+    else
+      loopback = IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr);
+    uint8_t literal[16];
+    const bool isLiteral =
+        inet_pton(AF_INET, hostAsGiven, literal) == 1 || inet_pton(AF_INET6, hostAsGiven, literal) == 1;
+    bool loopbackName = false;
+    for (const char* n : {"localhost", "localhost.localdomain", "localhost6", "localhost6.localdomain6",
+                          "ip6-localhost", "ip6-loopback"})
+      loopbackName = loopbackName || strcasecmp(hostAsGiven, n) == 0;
+    // A host name that resolves to loopback here (Debian's 127.0.1.1): other hosts reach it at
+    // another address, so listen on every interface.
+    if (loopback && !isLiteral && !loopbackName) any = true;
+  }
+  if (any) {
+    if (a.ss.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&a.ss)->sin_addr.s_addr = htonl(INADDR_ANY);
+    else reinterpret_cast<sockaddr_in6*>(&a.ss)->sin6_addr = in6addr_any;
+  }
+  return a;
 }
 
 Bootstrap::~Bootstrap() { close(); }
@@ -233,25 +338,31 @@ clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t time
   SockAddr root = idAddress(id);
 
   if ((id.flags & kIdRootAtRank0) && rank == 0) {
-    SockAddr any = root;
-    if (any.ss.ss_family == AF_INET)
-      reinterpret_cast<sockaddr_in*>(&any.ss)->sin_addr.s_addr = htonl(INADDR_ANY);
     SockAddr bound;
-    CLB_CHECK(startRoot(any, id, &bound));
+    CLB_CHECK(startRoot(listenAddressFor(root, id.host), id, timeoutMs, &bound));
+    clbResult_t rc = joinRoot(root, deadline, versions);
+    if (rc != clbSuccess) releaseRoot(id_);  // frees MASTER_PORT for a retry in this process
+    return rc;
   }
+  return joinRoot(root, deadline, versions);
+}
 
-  // Our ring listener, advertised with the address other hosts can reach.
+clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const VersionInfo* versions) {
+  const IdData& id = id_;
+  const int rank = rank_, nranks = nranks_;
+  const int64_t timeoutMs = timeoutMs_;
+  const std::atomic<bool>* abort = abort_;
+
+  // Our ring listener, on the address other hosts can reach (advertised in the table).
   SockAddr local;
   CLB_CHECK(localAddress(&local));
-  SockAddr any = local;
-  if (any.ss.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&any.ss)->sin_addr.s_addr = htonl(INADDR_ANY);
   SockAddr bound;
-  CLB_CHECK(listenTcp(any, &listenFd_, &bound));
+  CLB_CHECK(listenTcp(listenAddressFor(local), &listenFd_, &bound));
 
   HelloBody body{};
-  memcpy(body.secret, id.secret, kSecretBytes);
   body.rank = rank;
   body.nranks = nranks;
+  body.timeoutMs = timeoutMs;
   body.info.rank = rank;
   body.info.pid = getpid();
   body.info.hostHash = localHostHash();
@@ -264,51 +375,166 @@ clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t time
   gethostname(body.info.hostname, sizeof body.info.hostname - 1);
   if (versions) body.info.versions = *versions;
 
-  std::string rootName = std::string("the bootstrap root at ") + root.str();
+  const std::string rootName = std::string("the bootstrap root at ") + root.str();
+  // Connect and prove the secret; again if the root closed before its challenge (it was full of
+  // pending connections, or rank 0 is still starting it), or before its reply while it still
+  // accepts connections (it dropped this one as late or as the oldest pending).
   int fd = -1;
-  CLB_CHECK(connectTcp(root, deadline, abort, &fd));
-  WireHeader h{kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, sizeof body};
-  clbResult_t rc = sendAll(fd, &h, sizeof h, deadline, abort, rootName.c_str());
-  if (rc == clbSuccess) rc = sendAll(fd, &body, sizeof body, deadline, abort, rootName.c_str());
+  Transcript t{};
   ReplyHeader rep{};
-  if (rc == clbSuccess) rc = recvAll(fd, &rep, sizeof rep, deadline, abort, rootName.c_str());
-  if (rc == clbTimeout) {
+  clbResult_t rc = clbSuccess;
+  bool again = false;  // after an EOF before the reply: only a root that still listens is retried
+  for (int delayMs = 1;; delayMs = delayMs < 64 ? delayMs * 2 : 100) {
+    rc = connectTcp(root, again ? std::min(deadline, nowMs() + 200) : deadline, abort, &fd);
+    if (rc == clbTimeout && again) rc = clbRemoteError;
+    if (rc == clbRemoteError) {
+      return setError(clbRemoteError,
+                      "%s closed the connection before all %d ranks joined: it stops when no communicator forms "
+                      "within its timeout, when its id is released, or when its process exits",
+                      rootName.c_str(), nranks);
+    }
+    if (rc == clbTimeout)
+      return setError(clbTimeout,
+                      "rank %d could not reach %s within %lld ms: start it (clbGetUniqueId's process must still "
+                      "run, and its root gives up when no communicator forms within its timeout) or raise the "
+                      "timeout (COLIBRI_TIMEOUT_MS)",
+                      rank, rootName.c_str(), (long long)timeoutMs);
+    CLB_CHECK(rc);
+    bool retry = false;
+    rc = clientHandshake(fd, id.secret, kPurposeRoot, nullptr, &body, sizeof body, deadline, abort, rootName.c_str(),
+                         &t, &retry);
+    if (rc == clbSuccess) {
+      rc = recvAll(fd, &rep, sizeof rep, deadline, abort, rootName.c_str());
+      if (rc == clbRemoteError) retry = again = true;
+    }
+    if (rc == clbSuccess) break;
     ::close(fd);
-    return setError(clbTimeout,
-                    "rank %d waited %lld ms at %s for all %d ranks to join; start every rank with the "
-                    "same UniqueId, or raise the timeout (COLIBRI_TIMEOUT_MS)",
-                    rank, (long long)timeoutMs, root.str().c_str(), nranks);
+    fd = -1;
+    if (rc == clbTimeout)
+      return setError(clbTimeout,
+                      "rank %d waited %lld ms at %s for all %d ranks to join; start every rank with the "
+                      "same UniqueId, or raise the timeout (COLIBRI_TIMEOUT_MS)",
+                      rank, (long long)timeoutMs, root.str().c_str(), nranks);
+    if (!retry || nowMs() + delayMs >= deadline) return rc;
+    usleep(delayMs * 1000);
   }
-  if (rc != clbSuccess) {
-    ::close(fd);
-    return rc;
+  std::string msg;
+  const bool ok = rc == clbSuccess && rep.status == clbSuccess;
+  if (rc == clbSuccess && (rep.msgBytes > kMaxReplyMessageBytes || (ok && rep.nranks != (uint32_t)nranks)))
+    rc = setError(clbAuthError, "%s sent a reply that does not fit this rank's hello (message of %u bytes, %u ranks)",
+                  rootName.c_str(), rep.msgBytes, rep.nranks);
+  if (rc == clbSuccess) {
+    msg.assign(rep.msgBytes, '\0');
+    if (!msg.empty()) rc = recvAll(fd, msg.data(), msg.size(), deadline, abort, rootName.c_str());
   }
-  if (rep.magic != kWireMagic) {
-    ::close(fd);
-    return setError(clbAuthError, "%s did not answer like a Colibri root (is another service on that port?)",
-                    rootName.c_str());
-  }
-  std::string msg(rep.msgBytes, '\0');
-  if (rep.msgBytes) rc = recvAll(fd, msg.data(), rep.msgBytes, deadline, abort, rootName.c_str());
-  if (rc == clbSuccess && rep.status != clbSuccess) {
-    ::close(fd);
-    return setError((clbResult_t)rep.status, "%s refused rank %d: %s", rootName.c_str(), rank, msg.c_str());
-  }
-  peers_.assign(nranks, RankInfo{});
-  if (rc == clbSuccess && rep.nranks != (uint32_t)nranks) rc = setError(clbInternalError, "root sent %u ranks, expected %d", rep.nranks, nranks);
-  if (rc == clbSuccess) rc = recvAll(fd, peers_.data(), nranks * sizeof(RankInfo), deadline, abort, rootName.c_str());
+  if (ok) peers_.assign(nranks, RankInfo{});
+  if (rc == clbSuccess && ok)
+    rc = recvAll(fd, peers_.data(), nranks * sizeof(RankInfo), deadline, abort, rootName.c_str());
+  uint8_t mac[kTagBytes];
+  if (rc == clbSuccess) rc = recvAll(fd, mac, sizeof mac, deadline, abort, rootName.c_str());
   ::close(fd);
   CLB_CHECK(rc);
-  nonce_ = rep.nonce;
+  if (!tagMatches(id.secret, kRootReply, t,
+                  {{&rep, sizeof rep}, {msg.data(), msg.size()}, {peers_.data(), ok ? nranks * sizeof(RankInfo) : 0}},
+                  mac)) {
+    peers_.clear();
+    return setError(clbAuthError, "the reply of %s failed its authentication tag: something on the network between "
+                    "this rank and the root changed it", rootName.c_str());
+  }
+  if (!ok) return setError((clbResult_t)rep.status, "%s refused rank %d: %s", rootName.c_str(), rank, msg.c_str());
+  memcpy(session_, rep.session, kSessionBytes);
+  memcpy(&nonce_, session_, sizeof nonce_);
   CLB_CHECK(connectRing());
   closeFd(&listenFd_);
+  return clbSuccess;
+}
+
+// Serves this rank's ring listener until prev's two connections are in: each one proves the
+// secret and this communicator's session, and says it comes from prev for one of the channels.
+clbResult_t Bootstrap::serveRing(HandshakeServer* server, int64_t deadline, const std::atomic<bool>* stop) {
+  const int prev = (rank_ + nranks_ - 1) % nranks_;
+  std::vector<pollfd> fds;
+  std::vector<Authenticated> done;
+  while (prevFd_ < 0 || prevCtlFd_ < 0) {
+    if (stop->load() || (abort_ && abort_->load()))
+      return setError(clbAborted, "rank %d stopped waiting for rank %d's ring connections", rank_, prev);
+    if (nowMs() >= deadline)
+      return setError(clbTimeout,
+                      "rank %d waited %lld ms for rank %d (%s pid %d) to connect its ring connections: is it stuck "
+                      "or unable to reach this host? Raise the timeout with COLIBRI_TIMEOUT_MS if it is slow",
+                      rank_, (long long)timeoutMs_, prev, peers_[prev].hostname, peers_[prev].pid);
+    fds.clear();
+    const size_t n = server->addPollFds(&fds);
+    if (poll(fds.data(), fds.size(), 20) < 0 && errno != EINTR) return setSysError(errno, "poll() on the ring listener");
+    done.clear();
+    server->advance(fds, 0, n, &done);
+    for (Authenticated& a : done) {
+      RingBody b;
+      memcpy(&b, a.body.data(), sizeof b);
+      const int channel = a.purpose == kPurposeRingData ? 0 : 1;
+      int* slot = channel == 0 ? &prevFd_ : &prevCtlFd_;
+      const uint32_t status = b.fromRank == prev && b.toRank == rank_ && b.channel == channel && *slot < 0
+                                  ? (uint32_t)clbSuccess : (uint32_t)clbAuthError;
+      uint8_t mac[kTagBytes];
+      tag(id_.secret, kRingAccept, a.transcript, {{&status, sizeof status}}, mac);
+      const int64_t by = nowMs() + handshakeTimeoutMs();
+      if (sendAll(a.fd, &status, sizeof status, by, nullptr, prevNameBuf) != clbSuccess ||
+          sendAll(a.fd, mac, sizeof mac, by, nullptr, prevNameBuf) != clbSuccess || status != clbSuccess) {
+        if (status != clbSuccess)
+          CLB_WARN("rank %d refused a ring connection from %s: it proved the secret but says it is rank %d to rank %d "
+                   "on channel %d (expected rank %d, once per channel)",
+                   rank_, a.from.c_str(), b.fromRank, b.toRank, b.channel, prev);
+        ::close(a.fd);
+        continue;
+      }
+      *slot = a.fd;
+      if (channel == 0) recvT_ = a.transcript;
+    }
+  }
+  return clbSuccess;
+}
+
+// One authenticated connection to next for `channel`, connecting again if next closed it before
+// its challenge.
+clbResult_t Bootstrap::connectNext(const SockAddr& na, int channel, int64_t deadline, const char* nextName) {
+  const int next = (rank_ + 1) % nranks_;
+  int* out = channel == 0 ? &nextFd_ : &nextCtlFd_;
+  RingBody body{rank_, next, channel, 0};
+  const Purpose purpose = channel == 0 ? kPurposeRingData : kPurposeRingNotices;
+  Transcript t{};
+  uint32_t status = 0;
+  uint8_t mac[kTagBytes];
+  bool again = false;  // after an EOF before the answer: retried while next still listens
+  for (int delayMs = 1;; delayMs = delayMs < 64 ? delayMs * 2 : 100) {
+    clbResult_t rc = connectTcp(na, again ? std::min(deadline, nowMs() + 200) : deadline, abort_, out);
+    if (rc == clbTimeout && again)
+      return setError(clbRemoteError, "%s closed the ring connection before answering, and no longer listens",
+                      nextName);
+    CLB_CHECK(rc);
+    bool retry = false;
+    rc = clientHandshake(*out, id_.secret, purpose, session_, &body, sizeof body, deadline, abort_, nextName, &t, &retry);
+    if (rc == clbSuccess) {
+      rc = recvAll(*out, &status, sizeof status, deadline, abort_, nextName);
+      if (rc == clbRemoteError) retry = again = true;
+    }
+    if (rc == clbSuccess) rc = recvAll(*out, mac, sizeof mac, deadline, abort_, nextName);
+    if (rc == clbSuccess) break;
+    closeFd(out);
+    if (!retry || nowMs() + delayMs >= deadline) return rc;
+    usleep(delayMs * 1000);
+  }
+  if (!tagMatches(id_.secret, kRingAccept, t, {{&status, sizeof status}}, mac))
+    return setError(clbAuthError, "%s's answer failed its authentication tag: something on the network between the "
+                    "ranks changed it", nextName);
+  if (status != clbSuccess) return setError(clbAuthError, "%s refused this rank's ring connection", nextName);
+  if (channel == 0) sendT_ = t;
   return clbSuccess;
 }
 
 clbResult_t Bootstrap::connectRing() {
   if (nranks_ == 1) return clbSuccess;
   const int64_t deadline = nowMs() + timeoutMs_;
-  int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
+  const int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
   const RankInfo& ni = peers_[next];
   SockAddr na;
   {
@@ -318,45 +544,60 @@ clbResult_t Bootstrap::connectRing() {
     memcpy(tmp.addr, ni.addr, 16);
     na = idAddress(tmp);
   }
-  char nextName[128], prevName[128];
+  char nextName[160];
   snprintf(nextName, sizeof nextName, "rank %d (%s, pid %d, %s)", next, ni.hostname, ni.pid, na.str().c_str());
-  snprintf(prevName, sizeof prevName, "rank %d (%s, pid %d)", prev, peers_[prev].hostname, peers_[prev].pid);
+  snprintf(prevNameBuf, sizeof prevNameBuf, "rank %d (%s, pid %d)", prev, peers_[prev].hostname, peers_[prev].pid);
 
-  int* outs[2] = {&nextFd_, &nextCtlFd_};
-  for (int ch = 0; ch < 2; ch++) {
-    CLB_CHECK(connectTcp(na, deadline, abort_, outs[ch]));
-    RingHello hello{{kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, 0}, {}, nonce_, rank_, ch};
-    memcpy(hello.secret, id_.secret, kSecretBytes);
-    CLB_CHECK(sendAll(*outs[ch], &hello, sizeof hello, deadline, abort_, nextName));
+  // prev connects to us while we connect to next: serve our listener on a thread meanwhile (every
+  // rank is both, so doing one after the other would wait in a circle).
+  char where[96];
+  snprintf(where, sizeof where, "rank %d's ring listener", rank_);
+  HandshakeServer server(listenFd_, id_.secret, (1u << kPurposeRingData) | (1u << kPurposeRingNotices), session_,
+                         sizeof(RingBody), where, handshakeTimeoutMs(), kMaxPendingHandshakes);
+  std::atomic<bool> stop{false};
+  clbResult_t served = clbInternalError;
+  std::string servedError;
+  std::thread serving;
+  try {
+    serving = std::thread([&] {
+      served = serveRing(&server, deadline, &stop);
+      if (served != clbSuccess) servedError = lastError();
+    });
+  } catch (const std::exception& e) {
+    return setError(clbSystemError, "cannot start a thread for the ring listener: %s", e.what());
   }
-
-  // Accept prev's two connections; connections that do not prove the secret and session are refused.
-  while (prevFd_ < 0 || prevCtlFd_ < 0) {
-    int fd = -1;
-    CLB_CHECK(acceptTcp(listenFd_, deadline, abort_, &fd));
-    RingHello in{};
-    if (recvAll(fd, &in, sizeof in, deadline, abort_, prevName) != clbSuccess) {
-      ::close(fd);
-      continue;
-    }
-    uint32_t status = clbSuccess;
-    int* slot = in.channel == 0 ? &prevFd_ : in.channel == 1 ? &prevCtlFd_ : nullptr;
-    if (in.h.magic != kWireMagic || in.h.protocol != CLB_PROTOCOL_VERSION || !secretEqual(in.secret, id_.secret) ||
-        in.nonce != nonce_ || in.fromRank != prev || !slot || *slot >= 0)
-      status = clbAuthError;
-    sendAll(fd, &status, sizeof status, deadline, abort_, prevName);
-    if (status != clbSuccess) {
-      CLB_WARN("rank %d refused a ring connection that did not prove this communicator's secret/session", rank_);
-      ::close(fd);
-      continue;
-    }
-    *slot = fd;
+  // Both channels side by side (hello, hello; proof, proof; answer, answer): one round trip each
+  // fewer. A channel that fails here is connected again on its own, with retries.
+  int* outs[2] = {&nextFd_, &nextCtlFd_};
+  ClientHello hellos[2];
+  Transcript ts[2];
+  bool ok[2] = {false, false};
+  for (int ch = 0; ch < 2; ch++)
+    ok[ch] = connectTcp(na, deadline, abort_, outs[ch]) == clbSuccess &&
+             clientHello(*outs[ch], id_.secret, ch == 0 ? kPurposeRingData : kPurposeRingNotices, deadline, abort_,
+                         nextName, &hellos[ch]) == clbSuccess;
+  for (int ch = 0; ch < 2; ch++) {
+    const RingBody body{rank_, next, ch, 0};
+    bool retry = false;
+    ok[ch] = ok[ch] && clientProve(*outs[ch], id_.secret, hellos[ch], session_, &body, sizeof body, deadline, abort_,
+                                   nextName, &ts[ch], &retry) == clbSuccess;
   }
   for (int ch = 0; ch < 2; ch++) {
     uint32_t status = 0;
-    CLB_CHECK(recvAll(*outs[ch], &status, sizeof status, deadline, abort_, nextName));
-    if (status != clbSuccess) return setError(clbAuthError, "%s refused this rank's ring connection", nextName);
+    uint8_t mac[kTagBytes];
+    ok[ch] = ok[ch] && recvAll(*outs[ch], &status, sizeof status, deadline, abort_, nextName) == clbSuccess &&
+             recvAll(*outs[ch], mac, sizeof mac, deadline, abort_, nextName) == clbSuccess &&
+             tagMatches(id_.secret, kRingAccept, ts[ch], {{&status, sizeof status}}, mac) && status == clbSuccess;
+    if (ok[ch] && ch == 0) sendT_ = ts[0];
+    if (!ok[ch]) closeFd(outs[ch]);
   }
+  clbResult_t rc = ok[0] ? clbSuccess : connectNext(na, 0, deadline, nextName);
+  if (rc == clbSuccess && !ok[1]) rc = connectNext(na, 1, deadline, nextName);
+  if (rc != clbSuccess) stop.store(true);
+  const std::string connectError = rc == clbSuccess ? "" : lastError();
+  serving.join();
+  if (rc != clbSuccess) return setError(rc, "%s", connectError.c_str());
+  if (served != clbSuccess) return setError(served, "%s", servedError.c_str());
   return clbSuccess;
 }
 
@@ -365,10 +606,21 @@ clbResult_t Bootstrap::allGather(void* buf, size_t bytes) {
   char* b = static_cast<char*>(buf);
   const int64_t deadline = nowMs() + timeoutMs_;
   for (int s = 0; s < nranks_ - 1; s++) {
-    int sendIdx = (rank_ - s + nranks_) % nranks_;
-    int recvIdx = (rank_ - s - 1 + nranks_) % nranks_;
+    const int sendIdx = (rank_ - s + nranks_) % nranks_;
+    const int recvIdx = (rank_ - s - 1 + nranks_) % nranks_;
+    uint8_t mac[kTagBytes];
+    const uint64_t out[2] = {sendSeq_++, (uint64_t)sendIdx};
+    tag(id_.secret, kRingBlock, sendT_, {{out, sizeof out}, {b + sendIdx * bytes, bytes}}, mac);
     CLB_CHECK(sendAll(nextFd_, b + sendIdx * bytes, bytes, deadline, abort_, "the next rank (bootstrap)"));
+    CLB_CHECK(sendAll(nextFd_, mac, sizeof mac, deadline, abort_, "the next rank (bootstrap)"));
     CLB_CHECK(recvAll(prevFd_, b + recvIdx * bytes, bytes, deadline, abort_, "the previous rank (bootstrap)"));
+    CLB_CHECK(recvAll(prevFd_, mac, sizeof mac, deadline, abort_, "the previous rank (bootstrap)"));
+    const uint64_t in[2] = {recvSeq_++, (uint64_t)recvIdx};
+    if (!tagMatches(id_.secret, kRingBlock, recvT_, {{in, sizeof in}, {b + recvIdx * bytes, bytes}}, mac))
+      return setError(clbAuthError,
+                      "rank %d: a bootstrap block from the previous rank failed its authentication tag (block %d of "
+                      "exchange %llu): something on the network changed it, or the ranks disagree on the exchange",
+                      rank_, recvIdx, (unsigned long long)(recvSeq_ - 1));
   }
   return clbSuccess;
 }

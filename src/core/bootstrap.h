@@ -1,8 +1,9 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// Bootstrap: ranks meet at a root over TCP, prove the shared secret, check protocol versions,
-// receive the table of all ranks, then connect into a ring of TCP connections (next / prev) that
-// serves the bootstrap's own all-gather and barrier and, for the socket transport, the data path.
+// Bootstrap: ranks meet at a root over TCP, prove the shared secret without sending it
+// (core/handshake.h), check protocol versions, receive the table of all ranks, then connect into a
+// ring of TCP connections (next / prev), each authenticated the same way, that serves the
+// bootstrap's own all-gather and barrier and, for the socket transport, the data path.
 #pragma once
 
 #include <atomic>
@@ -11,13 +12,12 @@
 #include <vector>
 
 #include "colibri/colibri.h"
+#include "core/handshake.h"
 #include "core/net.h"
 
 namespace clb {
 
-constexpr uint32_t kIdMagic = 0x31424c43;    // "CLB1"
-constexpr uint32_t kWireMagic = 0x57424c43;  // "CLBW"
-constexpr int kSecretBytes = 16;
+constexpr uint32_t kIdMagic = 0x31424c43;  // "CLB1"
 
 // The layout of clbUniqueId's 128 bytes.
 struct IdData {
@@ -56,40 +56,42 @@ struct RankInfo {
   VersionInfo versions;
 };
 
-// On the wire to the root: a header, then a hello (the root answers with a ReplyHeader, its
-// message and, on success, the table). Changing these needs a new CLB_PROTOCOL_VERSION.
-struct WireHeader {
-  uint32_t magic;
-  uint32_t protocol;
-  uint32_t libVersion;
-  uint32_t bodyBytes;
-};
-
+// A rank's hello to the root, the body of its handshake (so its proof authenticates it). The
+// root answers with a ReplyHeader, its message and, on success, the table, then a tag over all of
+// it. Changing these needs a new CLB_PROTOCOL_VERSION.
 struct HelloBody {
-  uint8_t secret[kSecretBytes];
   int32_t rank;
   int32_t nranks;
+  int64_t timeoutMs;  // the rank's; the root waits this long after each join for the rest
   RankInfo info;
 };
 
 struct ReplyHeader {
-  uint32_t magic;
-  uint32_t protocol;
-  uint32_t libVersion;
   uint32_t status;  // clbResult_t
   uint32_t msgBytes;
   uint32_t nranks;
-  uint64_t nonce;
+  uint32_t pad;
+  uint8_t session[kSessionBytes];  // names the communicator: binds the ring's handshakes to it
 };
-
-uint32_t secretFingerprint(const uint8_t* secret);
+constexpr uint32_t kMaxReplyMessageBytes = 1024;
 uint64_t localHostHash();
 SockAddr idAddress(const IdData& id);
 clbResult_t decodeId(const clbUniqueId* id, IdData* out);
 
 // Starts the root listener and its thread (detached). It serves one communicator: it collects
-// every rank's hello, answers each bad one with the reason, then sends everyone the table.
-clbResult_t startRoot(const SockAddr& listenAddr, const IdData& id, SockAddr* bound);
+// every rank's hello, answers each bad one with the reason, then sends everyone the table. It
+// gives up (closing every connection, the thread ending) when no communicator forms within
+// `waitMs`, counted again from each rank's join with that rank's timeout, or when released.
+clbResult_t startRoot(const SockAddr& listenAddr, const IdData& id, int64_t waitMs, SockAddr* bound);
+// Stops the root of `id` that runs in this process, if it still runs. clbSuccess either way.
+void releaseRoot(const IdData& id);
+// How many roots run in this process, and whether the root of `id` does (tests).
+int runningRoots();
+bool rootRuns(const IdData& id);
+// Where a listener for `advertised` binds: that address, or every interface (0.0.0.0 / ::) when
+// COLIBRI_BOOTSTRAP_BIND=any, or when `advertised` is a loopback address that a host name (not a
+// literal) resolved to (Debian maps the host name to 127.0.1.1; other hosts reach it elsewhere).
+SockAddr listenAddressFor(const SockAddr& advertised, const char* hostAsGiven = nullptr);
 
 class Bootstrap {
  public:
@@ -108,6 +110,7 @@ class Bootstrap {
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
+  // The communicator's session, random per communicator (first 8 bytes of what the root sent).
   uint64_t sessionNonce() const { return nonce_; }
   const std::vector<RankInfo>& peers() const { return peers_; }
   int nextFd() const { return nextFd_; }
@@ -118,9 +121,18 @@ class Bootstrap {
   int64_t timeoutMs() const { return timeoutMs_; }
 
  private:
+  clbResult_t joinRoot(const SockAddr& root, int64_t deadline, const VersionInfo* versions);
   clbResult_t connectRing();
+  clbResult_t serveRing(HandshakeServer* server, int64_t deadline, const std::atomic<bool>* stop);
+  clbResult_t connectNext(const SockAddr& next, int channel, int64_t deadline, const char* nextName);
   int rank_ = 0, nranks_ = 0;
   uint64_t nonce_ = 0;
+  uint8_t session_[kSessionBytes] = {};
+  // The data channels' handshakes (this rank's to next, prev's to this rank): the all-gather's
+  // blocks carry a tag keyed by them and numbered, so a block cannot be forged, replayed or moved.
+  Transcript sendT_{}, recvT_{};
+  uint64_t sendSeq_ = 0, recvSeq_ = 0;
+  char prevNameBuf[160] = {};
   int64_t timeoutMs_ = 0;
   const std::atomic<bool>* abort_ = nullptr;
   IdData id_{};

@@ -13,9 +13,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #include "core/config.h"
+#include "core/crypto.h"
 #include "core/dtype.h"
 #include "core/versions.h"
 #include "transport/shm.h"
@@ -275,16 +277,22 @@ size_t clbTypeSize(clbDataType_t t) {
 }
 
 static clbResult_t randomSecret(uint8_t* s) {
-  size_t got = 0;
-  while (got < (size_t)kSecretBytes) {
-    ssize_t n = getrandom(s + got, kSecretBytes - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return setSysError(errno, "getrandom() for the bootstrap secret failed");
-    }
-    got += n;
-  }
+  if (!randomBytes(s, kSecretBytes)) return setSysError(errno, "getrandom() for the bootstrap secret failed");
   return clbSuccess;
+}
+
+// How long a root waits for its first rank: COLIBRI_TIMEOUT_MS when set (and valid), else the
+// default timeout. Each rank that joins extends it by its own timeout.
+static int64_t rootWaitMs() {
+  clbConfig_t c;
+  clbConfigInit(&c);
+  int64_t ms = c.timeoutMs;
+  if (const char* s = getenv("COLIBRI_TIMEOUT_MS"); s && *s) {
+    char* end = nullptr;
+    long long v = strtoll(s, &end, 10);
+    if (!*end && v >= 1) ms = v;
+  }
+  return ms;
 }
 
 static void fillAddress(IdData* d, const SockAddr& a) {
@@ -305,12 +313,10 @@ clbResult_t clbGetUniqueId(clbUniqueId* id) {
   CLB_CHECK(randomSecret(d.secret));
   SockAddr local;
   CLB_CHECK(localAddress(&local));
-  SockAddr any = local;
-  if (any.ss.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&any.ss)->sin_addr.s_addr = htonl(INADDR_ANY);
   SockAddr bound;
   fillAddress(&d, local);  // port filled below
   d.port = 0;
-  CLB_CHECK(startRoot(any, d, &bound));
+  CLB_CHECK(startRoot(listenAddressFor(local), d, rootWaitMs(), &bound));
   d.port = (uint16_t)bound.port();
   snprintf(d.host, sizeof d.host, "%s", local.str().c_str());
   memcpy(id, &d, sizeof d);
@@ -329,18 +335,41 @@ clbResult_t clbUniqueIdFromAddress(const char* host, int port, const char* secre
   d.flags = kIdRootAtRank0;
   fillAddress(&d, a);
   snprintf(d.host, sizeof d.host, "%s", host);
-  // The secret: hash of the given text, or of host:port (agreement, not secrecy).
-  char key[512];
-  snprintf(key, sizeof key, "%s|%s:%d", secret && *secret ? secret : "", secret && *secret ? "" : host,
-           secret && *secret ? 0 : port);
-  uint64_t h1 = 1469598103934665603ull, h2 = 0x9e3779b97f4a7c15ull;
-  for (const char* c = key; *c; c++) {
-    h1 = (h1 ^ (unsigned char)*c) * 1099511628211ull;
-    h2 = (h2 ^ (unsigned char)*c) * 0x100000001b3ull + (h2 >> 29);
+  // The secret: derived from the passphrase (the argument, else COLIBRI_BOOTSTRAP_SECRET), or, with none,
+  // from host:port, which every rank knows and so does anyone else who can reach the port.
+  const char* pass = secret && *secret ? secret : getenv("COLIBRI_BOOTSTRAP_SECRET");
+  Sha256 h;
+  if (pass && *pass) {
+    static const char label[] = "colibri/passphrase/1";
+    h.update(label, sizeof label);
+    h.update(pass, strlen(pass));
+  } else {
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      CLB_WARN("clbUniqueIdFromAddress(%s:%d) without a secret: the communicator's secret is derived from the "
+               "address alone, so anyone who can reach that port can join it or read its bootstrap. Give every rank "
+               "the same passphrase (the secret argument, or COLIBRI_BOOTSTRAP_SECRET) to keep others out",
+               host, port);
+    });
+    char key[96];
+    snprintf(key, sizeof key, "colibri/address/1|%s|%d", host, port);
+    h.update(key, strlen(key) + 1);
   }
-  memcpy(d.secret, &h1, 8);
-  memcpy(d.secret + 8, &h2, 8);
+  uint8_t digest[kSha256Bytes];
+  h.final(digest);
+  memcpy(d.secret, digest, kSecretBytes);
+  wipe(digest, sizeof digest);
   memcpy(id, &d, sizeof d);
+  wipe(&d, sizeof d);
+  return clbSuccess;
+}
+
+clbResult_t clbUniqueIdRelease(const clbUniqueId* id) {
+  clearError();
+  IdData d;
+  CLB_CHECK(decodeId(id, &d));
+  releaseRoot(d);
+  wipe(&d, sizeof d);
   return clbSuccess;
 }
 

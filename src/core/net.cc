@@ -70,8 +70,50 @@ clbResult_t resolveHost(const char* host, int port, SockAddr* out) {
   return clbSuccess;
 }
 
+// The first address of the first interface, in the order of the comma-separated name prefixes in
+// `list`, that is up (IPv4 before IPv6, IPv6 link-local addresses skipped: their scope cannot be
+// advertised).
+static clbResult_t interfaceAddress(const char* list, SockAddr* out) {
+  if (list[0] == '^' || list[0] == '=')
+    return setError(clbInvalidArgument,
+                    "COLIBRI_SOCKET_IFNAME=%s: exclusion (^) and exact (=) forms are not supported; give the "
+                    "names (or name prefixes) of the interfaces to use, separated by commas, e.g. eth0 or ens,eth",
+                    list);
+  struct ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) != 0) return setSysError(errno, "getifaddrs() for COLIBRI_SOCKET_IFNAME=%s failed", list);
+  for (const char* p = list; *p;) {
+    const char* end = strchr(p, ',');
+    const size_t n = end ? (size_t)(end - p) : strlen(p);
+    for (int family : {AF_INET, AF_INET6}) {
+      for (auto* i = ifs; n && i; i = i->ifa_next) {
+        if (!i->ifa_addr || (i->ifa_flags & IFF_UP) == 0 || i->ifa_addr->sa_family != family) continue;
+        if (strncmp(i->ifa_name, p, n) != 0) continue;
+        if (family == AF_INET6 &&
+            IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr))
+          continue;
+        const size_t len = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+        memcpy(&out->ss, i->ifa_addr, len);
+        out->len = len;
+        freeifaddrs(ifs);
+        return clbSuccess;
+      }
+    }
+    p += n + (end ? 1 : 0);
+  }
+  std::string seen;
+  for (auto* i = ifs; i; i = i->ifa_next)
+    if (i->ifa_addr && (i->ifa_flags & IFF_UP) && seen.find(std::string(" ") + i->ifa_name + ",") == std::string::npos)
+      seen += std::string(" ") + i->ifa_name + ",";
+  freeifaddrs(ifs);
+  if (!seen.empty()) seen.pop_back();
+  return setError(clbInvalidArgument,
+                  "COLIBRI_SOCKET_IFNAME=%s matches no interface that is up with an address; the interfaces that "
+                  "are up here:%s", list, seen.c_str());
+}
+
 clbResult_t localAddress(SockAddr* out) {
   if (const char* h = getenv("COLIBRI_BOOTSTRAP_HOST"); h && *h) return resolveHost(h, 0, out);
+  if (const char* n = getenv("COLIBRI_SOCKET_IFNAME"); n && *n) return interfaceAddress(n, out);
   // Source address of the default route: a UDP connect sends nothing.
   int fd = socket(AF_INET, SOCK_DGRAM, 0);
   if (fd >= 0) {
@@ -114,7 +156,7 @@ void closeFd(int* fd) {
   *fd = -1;
 }
 
-static void tune(int fd) {
+void tuneTcp(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   setNonBlocking(fd);
@@ -176,7 +218,7 @@ clbResult_t connectTcp(const SockAddr& addr, int64_t deadlineMs, const std::atom
       getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
     }
     if (err == 0) {
-      tune(s);
+      tuneTcp(s);
       *fd = s;
       return clbSuccess;
     }
@@ -199,7 +241,7 @@ clbResult_t acceptTcp(int listenFd, int64_t deadlineMs, const std::atomic<bool>*
   for (;;) {
     int s = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
     if (s >= 0) {
-      tune(s);
+      tuneTcp(s);
       *fd = s;
       return clbSuccess;
     }

@@ -27,7 +27,9 @@ struct SockAddr {
 // Resolves host (name or literal) and port; prefers IPv4.
 clbResult_t resolveHost(const char* host, int port, SockAddr* out);
 // The address other hosts should use to reach this one: COLIBRI_BOOTSTRAP_HOST if set, else the
-// source address of the default route, else the first non-loopback interface, else 127.0.0.1.
+// first address of the interface named by COLIBRI_SOCKET_IFNAME (comma-separated name prefixes),
+// else the source address of the default route, else the first non-loopback interface, else
+// 127.0.0.1.
 clbResult_t localAddress(SockAddr* out);
 
 // Listens on `addr` (port 0 = ephemeral) and returns the bound address (with the real port).
@@ -42,6 +44,8 @@ clbResult_t sendAll(int fd, const void* buf, size_t bytes, int64_t deadlineMs,
 clbResult_t recvAll(int fd, void* buf, size_t bytes, int64_t deadlineMs,
                     const std::atomic<bool>* abort, const char* what);
 void setNonBlocking(int fd);
+// TCP_NODELAY and non-blocking, as every bootstrap and transport socket is.
+void tuneTcp(int fd);
 void closeFd(int* fd);
 
 }  // namespace clb

@@ -15,6 +15,7 @@
 #include "colibri/colibri.h"
 #include "core/bootstrap.h"
 #include "core/net.h"
+#include "tests/test_bootstrap.h"
 
 namespace {
 
@@ -124,22 +125,10 @@ TEST(Bootstrap, RootRefusesAHelloWithNranksOutOfRangeAndServesTheRealRanks) {
   clb::IdData id;
   ASSERT_EQ(clb::decodeId(&uid, &id), clbSuccess);
   for (int32_t bad : {INT_MAX, -7}) {
-    int fd = -1;
-    ASSERT_EQ(clb::connectTcp(clb::idAddress(id), clb::nowMs() + 2000, nullptr, &fd), clbSuccess) << clbGetLastError();
-    clb::WireHeader h{clb::kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, (uint32_t)sizeof(clb::HelloBody)};
-    clb::HelloBody b{};
-    memcpy(b.secret, id.secret, sizeof b.secret);
-    b.rank = 0;
-    b.nranks = bad;
-    ASSERT_EQ(clb::sendAll(fd, &h, sizeof h, clb::nowMs() + 2000, nullptr, "the root"), clbSuccess);
-    ASSERT_EQ(clb::sendAll(fd, &b, sizeof b, clb::nowMs() + 2000, nullptr, "the root"), clbSuccess);
-    clb::ReplyHeader r{};
-    ASSERT_EQ(clb::recvAll(fd, &r, sizeof r, clb::nowMs() + 2000, nullptr, "the root"), clbSuccess) << bad;
-    EXPECT_EQ(r.status, (uint32_t)clbInvalidArgument) << bad;
-    std::string msg(r.msgBytes, '\0');
-    ASSERT_EQ(clb::recvAll(fd, msg.data(), msg.size(), clb::nowMs() + 2000, nullptr, "the root"), clbSuccess);
-    EXPECT_NE(msg.find("nranks=" + std::to_string(bad)), std::string::npos) << msg;
-    close(fd);
+    clbtest::RootAnswer a = clbtest::helloToRoot(id, id.secret, 0, bad);
+    ASSERT_EQ(a.rc, clbSuccess) << a.error;
+    EXPECT_EQ(a.status, (uint32_t)clbInvalidArgument) << bad;
+    EXPECT_NE(a.msg.find("nranks=" + std::to_string(bad)), std::string::npos) << a.msg;
   }
   std::vector<clbResult_t> rc(2, clbInternalError);
   std::vector<std::thread> ts;

@@ -28,8 +28,9 @@ extern "C" {
 #define CLB_VERSION_CODE (CLB_VERSION_MAJOR * 10000 + CLB_VERSION_MINOR * 100 + CLB_VERSION_PATCH)
 
 /* Version of the bootstrap wire protocol; ranks speaking different versions refuse each other.
- * 2: the hello carries the library, NVIDIA driver and NIC firmware versions (versionCheck). */
-#define CLB_PROTOCOL_VERSION 2
+ * 2: the hello carries the library, NVIDIA driver and NIC firmware versions (versionCheck).
+ * 3: challenge-response handshakes (the secret never sent), tagged replies and bootstrap blocks. */
+#define CLB_PROTOCOL_VERSION 3
 
 typedef enum {
   clbSuccess = 0,
@@ -170,11 +171,21 @@ CLB_API const char* clbVersionCheckName(int versionCheck);
 
 /* ---- unique id ----
  * clbGetUniqueId starts, in the calling process, the bootstrap root that the ranks meet at. The id
- * carries the root's address, a 128-bit random secret and the protocol version. */
+ * carries the root's address, a 128-bit random secret and the protocol version. The secret never
+ * goes on the wire: every bootstrap connection proves it by challenge-response (HMAC-SHA256). The
+ * root listens on the address it advertises (COLIBRI_BOOTSTRAP_HOST / COLIBRI_SOCKET_IFNAME, or
+ * every interface with COLIBRI_BOOTSTRAP_BIND=any), serves one communicator, and stops when it has
+ * formed, when none forms within COLIBRI_TIMEOUT_MS (default 60 s, counted again from each rank's
+ * join with that rank's timeout), or at clbUniqueIdRelease. */
 CLB_API clbResult_t clbGetUniqueId(clbUniqueId* id);
-/* Id for a root that rank 0 of clbCommInitRank will open at host:port (torchrun style). With a
- * NULL or empty secret the secret is derived from host:port: that proves agreement, not secrecy. */
+/* Id for a root that rank 0 of clbCommInitRank will open at host:port (torchrun style). The secret
+ * is derived from `secret`, a passphrase every rank passes (NULL or empty: COLIBRI_BOOTSTRAP_SECRET). With
+ * neither it is derived from host:port, which proves agreement, not secrecy (a warning says so). */
 CLB_API clbResult_t clbUniqueIdFromAddress(const char* host, int port, const char* secret, clbUniqueId* id);
+/* Stops the root of an id made by clbGetUniqueId in this process, closing its connections, if it
+ * still runs (an id whose communicator is never made, or one to abandon): ranks still joining it
+ * fail. Success also when the root already stopped, or runs elsewhere. */
+CLB_API clbResult_t clbUniqueIdRelease(const clbUniqueId* id);
 /* Human-readable summary (root address and version, never the secret). */
 CLB_API clbResult_t clbUniqueIdDescribe(const clbUniqueId* id, char* buf, size_t bufBytes);
 

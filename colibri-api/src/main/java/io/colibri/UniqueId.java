@@ -16,9 +16,15 @@ import java.util.Base64;
  * file or a key-value store); each rank then calls {@link Communicator#init(UniqueId, int, int)}.
  *
  * <p>The id carries the secret that admits ranks: treat its bytes and its string form like a
- * password (do not log them where others can read them).
+ * password (do not log them where others can read them). The secret itself never goes on the
+ * wire: every bootstrap connection proves it by challenge-response.
+ *
+ * <p>{@link #close()} stops the root of an id made here once it is no longer needed (for example an
+ * id whose communicator will never be made); a root also stops by itself once its communicator has
+ * formed, or when none forms within {@code COLIBRI_TIMEOUT_MS} (60 s by default, counted again from
+ * each rank's join with that rank's timeout).
  */
-public final class UniqueId {
+public final class UniqueId implements AutoCloseable {
   /** Size of an id in bytes ({@code CLB_UNIQUE_ID_BYTES}). */
   public static final int BYTES = 128;
 
@@ -35,7 +41,8 @@ public final class UniqueId {
 
   /**
    * Creates a new id and starts its bootstrap root in this process (it lives until every rank has
-   * joined or the process ends).
+   * joined, until no communicator forms within the timeout, until {@link #close()}, or until the
+   * process ends).
    *
    * @throws ColibriException UNSUPPORTED if no native provider is on the class path
    */
@@ -100,6 +107,18 @@ public final class UniqueId {
           + " bytes, not " + BYTES + ": pass the string that UniqueId.toString() returned");
     }
     return new UniqueId(decoded);
+  }
+
+  /**
+   * Stops this id's bootstrap root if it runs in this process ({@link #create()} here); otherwise
+   * does nothing. Ranks still joining it fail; communicators already made are not affected. Closing
+   * twice is harmless.
+   *
+   * @throws ColibriException UNSUPPORTED if no native provider is on the class path
+   */
+  @Override
+  public void close() {
+    ProviderLookup.provider().releaseUniqueId(this);
   }
 
   /** A copy of the {@value #BYTES} bytes. */

@@ -21,11 +21,18 @@ public interface CommunicatorProvider {
   UniqueId createUniqueId();
 
   /**
+   * Stops the bootstrap root of {@code id} if it runs in this process; nothing otherwise. Ranks
+   * still joining it fail.
+   */
+  default void releaseUniqueId(UniqueId id) {}
+
+  /**
    * The id of a bootstrap root that rank 0 will open at {@code host:port} (torchrun style: every
    * rank computes the same id from the same address).
    *
-   * @param secretOrNull shared secret; null or empty derives one from host:port, which proves that
-   *     the ranks agree on the address, not that they are trusted
+   * @param secretOrNull passphrase every rank passes (the secret is derived from it and never
+   *     sent); null or empty takes {@code COLIBRI_BOOTSTRAP_SECRET}, and with neither the secret is derived
+   *     from host:port, which proves that the ranks agree on the address, not that they are trusted
    */
   UniqueId uniqueIdFromAddress(String host, int port, String secretOrNull);
 

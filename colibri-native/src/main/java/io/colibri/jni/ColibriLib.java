@@ -278,6 +278,9 @@ public final class ColibriLib {
       @Cast("const char*") String host, int port, @Cast("const char*") String secret,
       @Cast("clbUniqueId*") byte[] id);
 
+  public static native @Cast("clbResult_t") int clbUniqueIdRelease(
+      @Cast("const clbUniqueId*") byte[] id);
+
   public static native @Cast("clbResult_t") int clbUniqueIdDescribe(
       @Cast("const clbUniqueId*") byte[] id, @Cast("char*") byte[] buf,
       @Cast("size_t") long bufBytes);

@@ -34,6 +34,15 @@ public final class NativeProvider implements CommunicatorProvider {
   }
 
   @Override
+  public void releaseUniqueId(UniqueId id) {
+    NativeLibrary.ensureLoaded();
+    int rc = ColibriLib.clbUniqueIdRelease(id.toBytes());
+    if (rc != 0) {
+      throw NativeLibrary.error(rc, "UniqueId.close");
+    }
+  }
+
+  @Override
   public UniqueId uniqueIdFromAddress(String host, int port, String secretOrNull) {
     if (host == null || host.isBlank()) {
       throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "bootstrap host is "

@@ -107,6 +107,23 @@ class LifecycleTest {
   }
 
   @Test
+  void closedUniqueIdStopsItsRootAndRanksAreToldWhy() {
+    UniqueId id = UniqueId.create();
+    id.close();
+    id.close();  // harmless
+    Options quick = Options.builder().timeout(Duration.ofMillis(500)).build();
+    ColibriException e =
+        assertThrows(ColibriException.class, () -> Communicator.init(id, 0, 1, quick));
+    assertEquals(ErrorCode.TIMEOUT, e.code());
+    assertTrue(e.getMessage().contains("could not reach the bootstrap root"), e.getMessage());
+    // An id that is not closed still works, and closing it after its communicator formed is fine.
+    try (UniqueId other = UniqueId.create();
+        Communicator comm = Communicator.init(other, 0, 1)) {
+      assertEquals(1, comm.size());
+    }
+  }
+
+  @Test
   void closeIsIdempotent() {
     Communicator comm = Communicator.init(UniqueId.create(), 0, 1);
     comm.close();

@@ -1,0 +1,718 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// The bootstrap under attack, over loopback: what a rank writes never holds its secret; forged,
+// replayed and reflected handshakes are refused while the real ranks form their communicator;
+// idle, junk and half-open connections at the root and at a ring listener do not delay init;
+// random and mutated handshake messages crash, leak and hang nothing; roots of ids never used stop
+// at their timeout or when released, leaving no thread or fd; listeners bind the advertised
+// address, not every interface.
+#include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "colibri/colibri.h"
+#include "core/bootstrap.h"
+#include "core/handshake.h"
+#include "core/net.h"
+#include "tests/test_bootstrap.h"
+
+// ---- a tap on every byte this process sends on a socket ----
+// The library is linked into this binary statically, so these definitions take the place of
+// libc's for its calls: while the tap is on, what goes out is recorded, then sent as usual.
+namespace {
+std::atomic<bool> gTapOn{false};
+std::mutex gTapMutex;
+std::string gTapped;                             // everything, in order
+std::vector<std::pair<int, std::string>> gSends;  // each send with its fd
+void record(int fd, const void* p, ssize_t n) {
+  if (n <= 0 || !gTapOn.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> g(gTapMutex);
+  gTapped.append(static_cast<const char*>(p), (size_t)n);
+  gSends.emplace_back(fd, std::string(static_cast<const char*>(p), (size_t)n));
+}
+void tapStart() {
+  std::lock_guard<std::mutex> g(gTapMutex);
+  gTapped.clear();
+  gSends.clear();
+  gTapOn = true;
+}
+}  // namespace
+
+extern "C" ssize_t send(int fd, const void* buf, size_t n, int flags) {
+  ssize_t r = syscall(SYS_sendto, fd, buf, n, flags, nullptr, 0);
+  record(fd, buf, r);
+  return r;
+}
+extern "C" ssize_t sendmsg(int fd, const struct msghdr* m, int flags) {
+  ssize_t r = syscall(SYS_sendmsg, fd, m, flags);
+  for (size_t i = 0, left = r > 0 ? (size_t)r : 0; i < m->msg_iovlen && left; i++) {
+    size_t k = m->msg_iov[i].iov_len < left ? m->msg_iov[i].iov_len : left;
+    record(fd, m->msg_iov[i].iov_base, (ssize_t)k);
+    left -= k;
+  }
+  return r;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Waits up to `ms` for `done`.
+bool within(int ms, const std::function<bool()>& done) {
+  const int64_t by = clb::nowMs() + ms;
+  while (!done() && clb::nowMs() < by) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return done();
+}
+
+
+clbConfig_t config(int64_t timeoutMs, int transport = clbTransportAuto) {
+  clbConfig_t c;
+  clbConfigInit(&c);
+  c.timeoutMs = timeoutMs;
+  c.transport = transport;
+  return c;
+}
+
+// n rank threads init with `uid`, all-reduce once (checked) and destroy; the slowest init's time.
+struct Formed {
+  std::vector<std::string> errors;
+  double slowestInitMs = 0;
+};
+Formed formCommunicator(const clbUniqueId& uid, int n, int64_t timeoutMs, int transport = clbTransportAuto,
+                        const std::function<void()>& whileRank0Waits = nullptr) {
+  Formed f;
+  f.errors.assign(n, "");
+  std::vector<double> ms(n, 0);
+  std::atomic<bool> rank0In{false};
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; r++) {
+    ts.emplace_back([&, r] {
+      if (r > 0 && whileRank0Waits) {
+        while (!rank0In.load()) std::this_thread::yield();
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (r == 1) whileRank0Waits();
+      }
+      clbConfig_t cfg = config(timeoutMs, transport);
+      clbComm_t c = nullptr;
+      const auto t0 = Clock::now();
+      if (r == 0) rank0In = true;
+      if (clbCommInitRank(&c, &uid, r, n, &cfg) != clbSuccess) {
+        f.errors[r] = clbGetLastError();
+        return;
+      }
+      ms[r] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      int v = r + 1, out = 0;
+      if (clbAllReduce(&v, &out, 1, clbInt32, clbSum, c, nullptr) != clbSuccess) f.errors[r] = clbGetLastError();
+      else if (out != n * (n + 1) / 2) f.errors[r] = "allReduce gave " + std::to_string(out);
+      clbCommDestroy(c);
+    });
+    if (r == 0 && whileRank0Waits) {
+      while (!rank0In.load()) std::this_thread::yield();
+    }
+  }
+  for (auto& t : ts) t.join();
+  for (double m : ms) f.slowestInitMs = m > f.slowestInitMs ? m : f.slowestInitMs;
+  return f;
+}
+
+void expectFormed(const Formed& f) {
+  for (size_t r = 0; r < f.errors.size(); r++) EXPECT_EQ(f.errors[r], "") << "rank " << r;
+}
+
+// Whether any `window`-byte run of `secret` occurs in `bytes`.
+bool holdsPartOf(const std::string& bytes, const uint8_t* secret, size_t secretBytes, size_t window) {
+  for (size_t i = 0; i + window <= secretBytes; i++)
+    if (bytes.find(std::string(reinterpret_cast<const char*>(secret) + i, window)) != std::string::npos) return true;
+  return false;
+}
+
+class SecretOnTheWire : public ::testing::TestWithParam<int> {};
+
+// Everything three ranks send while they init, all-reduce and destroy (root hellos, ring
+// handshakes, the bootstrap's exchanges, the data path) holds no 4-byte run of the secret.
+TEST_P(SecretOnTheWire, NoByteRunOfTheSecretIsEverSent) {
+  clbUniqueId uid;
+  ASSERT_EQ(clbGetUniqueId(&uid), clbSuccess);
+  const clb::IdData id = clbtest::idData(uid);
+  tapStart();
+  Formed f = formCommunicator(uid, 3, 10000, GetParam());
+  gTapOn = false;
+  expectFormed(f);
+  std::lock_guard<std::mutex> g(gTapMutex);
+  EXPECT_GT(gTapped.size(), 3 * sizeof(clb::ClientHello)) << "the tap saw the bootstrap's traffic";
+  EXPECT_FALSE(holdsPartOf(gTapped, id.secret, clb::kSecretBytes, 4)) << gTapped.size() << " bytes sent";
+}
+INSTANTIATE_TEST_SUITE_P(Transports, SecretOnTheWire, ::testing::Values(clbTransportShm, clbTransportSocket),
+                         [](const auto& i) { return std::string(i.param == clbTransportShm ? "Shm" : "Socket"); });
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bound, then released), or -1.
+int freeLoopbackPort() {
+  clb::SockAddr any, bound;
+  int lfd = -1;
+  if (clb::resolveHost("127.0.0.1", 0, &any) != clbSuccess || clb::listenTcp(any, &lfd, &bound) != clbSuccess) return -1;
+  clb::closeFd(&lfd);
+  return bound.port();
+}
+
+// The torchrun form: neither the passphrase nor the secret made of it goes out.
+TEST(SecretOnTheWireFromAddress, PassphraseNeverSent) {
+  const int port = freeLoopbackPort();
+  ASSERT_GT(port, 0);
+  const std::string pass = "correct horse battery staple";
+  clbUniqueId uid;
+  ASSERT_EQ(clbUniqueIdFromAddress("127.0.0.1", port, pass.c_str(), &uid), clbSuccess);
+  tapStart();
+  Formed f = formCommunicator(uid, 2, 10000);
+  gTapOn = false;
+  expectFormed(f);
+  std::lock_guard<std::mutex> g(gTapMutex);
+  EXPECT_EQ(gTapped.find("horse"), std::string::npos);
+  EXPECT_FALSE(holdsPartOf(gTapped, clbtest::idData(uid).secret, clb::kSecretBytes, 4));
+}
+
+// A rank whose passphrase differs is refused with "wrong secret"; one that takes the same
+// passphrase from COLIBRI_BOOTSTRAP_SECRET joins.
+TEST(Passphrase, DifferentPassphraseIsRefusedTheSameOneJoins) {
+  const int port = freeLoopbackPort();
+  ASSERT_GT(port, 0);
+  clbUniqueId a, b, c;
+  ASSERT_EQ(clbUniqueIdFromAddress("127.0.0.1", port, "alpha", &a), clbSuccess);
+  ASSERT_EQ(clbUniqueIdFromAddress("127.0.0.1", port, "beta", &b), clbSuccess);
+  setenv("COLIBRI_BOOTSTRAP_SECRET", "alpha", 1);
+  ASSERT_EQ(clbUniqueIdFromAddress("127.0.0.1", port, nullptr, &c), clbSuccess);
+  unsetenv("COLIBRI_BOOTSTRAP_SECRET");
+  std::string e0, e1, e2;
+  std::thread r0([&] {
+    clbConfig_t cfg = config(5000);
+    clbComm_t comm = nullptr;
+    if (clbCommInitRank(&comm, &a, 0, 2, &cfg) != clbSuccess) e0 = clbGetLastError();
+    else clbCommDestroy(comm);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0 opens the root
+  clbConfig_t cfg = config(2000);
+  clbComm_t comm = nullptr;
+  EXPECT_EQ(clbCommInitRank(&comm, &b, 1, 2, &cfg), clbAuthError);
+  e1 = clbGetLastError();
+  if (clbCommInitRank(&comm, &c, 1, 2, &cfg) != clbSuccess) e2 = clbGetLastError();
+  else clbCommDestroy(comm);
+  r0.join();
+  EXPECT_NE(e1.find("wrong secret"), std::string::npos) << e1;
+  EXPECT_EQ(e2, "");
+  EXPECT_EQ(e0, "");
+}
+
+// A client that does not hold the secret: it cannot pass for the root's peer (the root's proof
+// fails at the client), and a proof it makes up is refused; the real ranks then form.
+TEST(Handshake, ForgedHelloWithoutTheSecretIsRefused) {
+  clbUniqueId uid;
+  ASSERT_EQ(clbGetUniqueId(&uid), clbSuccess);
+  const clb::IdData id = clbtest::idData(uid);
+  uint8_t guess[clb::kSecretBytes];
+  memcpy(guess, id.secret, sizeof guess);
+  guess[0] ^= 1;
+  clbtest::RootAnswer a = clbtest::helloToRoot(id, guess, 0, 2);
+  EXPECT_EQ(a.rc, clbAuthError);
+  EXPECT_NE(a.error.find("wrong secret"), std::string::npos) << a.error;
+  // By hand: a hello, then 32 made-up bytes as the proof with a hello body.
+  int fd = clbtest::rawConnect(clb::idAddress(id));
+  ASSERT_GE(fd, 0);
+  clb::ClientHello h{clb::kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, clb::kPurposeRoot, 0, 0, {}};
+  ASSERT_EQ(send(fd, &h, sizeof h, 0), (ssize_t)sizeof h);
+  clb::ServerChallenge ch{};
+  ASSERT_EQ(clb::recvAll(fd, &ch, sizeof ch, clb::nowMs() + 2000, nullptr, "root"), clbSuccess);
+  std::vector<uint8_t> forged(clb::kTagBytes + sizeof(clb::HelloBody), 0x42);
+  ASSERT_EQ(send(fd, forged.data(), forged.size(), 0), (ssize_t)forged.size());
+  EXPECT_TRUE(clbtest::closedSilently(fd, 2000)) << "the root drops a connection whose proof is wrong";
+  close(fd);
+  expectFormed(formCommunicator(uid, 2, 5000));
+}
+
+// What a real rank sent on one connection, replayed on another, is refused (the root's nonce
+// differs); so is the root's own proof sent back as the client's (reflection). The real rank whose
+// bytes were replayed held a place and left: its place frees and the real ranks form.
+TEST(Handshake, ReplayedAndReflectedAnswersAreRefused) {
+  clbUniqueId uid;
+  ASSERT_EQ(clbGetUniqueId(&uid), clbSuccess);
+  const clb::IdData id = clbtest::idData(uid);
+  tapStart();
+  int held = -1;
+  clbtest::RootAnswer a = clbtest::helloToRoot(id, id.secret, 0, 2, &held);
+  gTapOn = false;
+  ASSERT_EQ(a.rc, clbSuccess) << a.error;
+  std::string recorded;  // what the client sent (the root's challenge went out on another fd)
+  {
+    std::lock_guard<std::mutex> g(gTapMutex);
+    for (const auto& s : gSends)
+      if (s.first == gSends.front().first) recorded += s.second;
+  }
+  ASSERT_EQ(recorded.size(), sizeof(clb::ClientHello) + clb::kTagBytes + sizeof(clb::HelloBody));
+  // Replay, on a new connection, of the hello and of the proof with its body.
+  int fd = clbtest::rawConnect(clb::idAddress(id));
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(send(fd, recorded.data(), sizeof(clb::ClientHello), 0), (ssize_t)sizeof(clb::ClientHello));
+  clb::ServerChallenge ch{};
+  ASSERT_EQ(clb::recvAll(fd, &ch, sizeof ch, clb::nowMs() + 2000, nullptr, "root"), clbSuccess);
+  const size_t rest = recorded.size() - sizeof(clb::ClientHello);
+  ASSERT_EQ(send(fd, recorded.data() + sizeof(clb::ClientHello), rest, 0), (ssize_t)rest);
+  EXPECT_TRUE(clbtest::closedSilently(fd, 2000)) << "a replayed proof is refused";
+  close(fd);
+  // Reflection: the root's proof as the client's.
+  fd = clbtest::rawConnect(clb::idAddress(id));
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(send(fd, recorded.data(), sizeof(clb::ClientHello), 0), (ssize_t)sizeof(clb::ClientHello));
+  ASSERT_EQ(clb::recvAll(fd, &ch, sizeof ch, clb::nowMs() + 2000, nullptr, "root"), clbSuccess);
+  std::string reflected(reinterpret_cast<const char*>(ch.proof), clb::kTagBytes);
+  reflected += recorded.substr(sizeof(clb::ClientHello) + clb::kTagBytes);
+  ASSERT_EQ(send(fd, reflected.data(), reflected.size(), 0), (ssize_t)reflected.size());
+  EXPECT_TRUE(clbtest::closedSilently(fd, 2000)) << "a reflected proof is refused";
+  close(fd);
+  close(held);  // the recorded rank 0 leaves: its place frees
+  expectFormed(formCommunicator(uid, 2, 5000));
+}
+
+// A server that does not hold the secret learns nothing it could use: the rank refuses it (its
+// proof is wrong) before sending a proof of its own, and says "wrong secret" with both prints.
+TEST(Handshake, RankRefusesARootThatCannotProveTheSecret) {
+  clb::SockAddr lo, bound;
+  ASSERT_EQ(clb::resolveHost("127.0.0.1", 0, &lo), clbSuccess);
+  int lfd = -1;
+  ASSERT_EQ(clb::listenTcp(lo, &lfd, &bound), clbSuccess);
+  clbUniqueId uid;
+  ASSERT_EQ(clbGetUniqueId(&uid), clbSuccess);
+  ASSERT_EQ(clbUniqueIdRelease(&uid), clbSuccess);
+  clb::IdData id = clbtest::idData(uid);
+  id.port = (uint16_t)bound.port();
+  memcpy(id.addr, &reinterpret_cast<sockaddr_in*>(&bound.ss)->sin_addr, 4);
+  memcpy(&uid, &id, sizeof id);
+  size_t got = 0;
+  std::thread fake([&] {
+    int fd = -1;
+    if (clb::acceptTcp(lfd, clb::nowMs() + 3000, nullptr, &fd) != clbSuccess) return;
+    clb::ClientHello h{};
+    if (clb::recvAll(fd, &h, sizeof h, clb::nowMs() + 2000, nullptr, "rank") != clbSuccess) return;
+    got = sizeof h;
+    clb::ServerChallenge ch{clb::kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, clbSuccess, 0, 0x1234, {}, {}};
+    memset(ch.proof, 0x77, sizeof ch.proof);
+    (void)!send(fd, &ch, sizeof ch, 0);
+    char b[256];
+    for (;;) {
+      ssize_t n = recv(fd, b, sizeof b, 0);
+      if (n <= 0) break;
+      got += n;
+    }
+    close(fd);
+  });
+  clbConfig_t cfg = config(3000);
+  clbComm_t c = nullptr;
+  EXPECT_EQ(clbCommInitRank(&c, &uid, 0, 2, &cfg), clbAuthError);
+  const std::string msg = clbGetLastError();
+  fake.join();
+  clb::closeFd(&lfd);
+  EXPECT_NE(msg.find("wrong secret"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("00001234"), std::string::npos) << msg;
+  EXPECT_EQ(got, sizeof(clb::ClientHello)) << "the rank sent nothing after its hello";
+}
+
+// ---- connections that stall ----
+
+enum class Stall { kIdle, kJunk, kHalfOpen };
+const char* stallName(Stall s) { return s == Stall::kIdle ? "idle" : s == Stall::kJunk ? "junk" : "half-open"; }
+
+// `n` connections to `addr` that send nothing, 8 junk bytes, or a valid hello and then nothing.
+std::vector<int> stallingConnections(const clb::SockAddr& addr, int n, Stall kind,
+                                     uint32_t purpose = clb::kPurposeRoot) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; i++) {
+    int fd = clbtest::rawConnect(addr);
+    if (fd < 0) break;
+    if (kind == Stall::kJunk) (void)!send(fd, "\x13\x37junk!!", 8, 0);
+    if (kind == Stall::kHalfOpen) {
+      clb::ClientHello h{clb::kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, purpose, 0, 0, {}};
+      (void)!send(fd, &h, sizeof h, 0);
+    }
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
+struct StallCase {
+  int n;
+  Stall kind;
+};
+class StalledRoot : public ::testing::TestWithParam<StallCase> {};
+
+// With 1, 3 or 200 stalling connections held at the root, two ranks with a 6 s timeout init in
+// under 2 s (each connection has a deadline of its own, and they are served side by side).
+TEST_P(StalledRoot, RealRanksInitWithinTwoSeconds) {
+  clbUniqueId uid;
+  ASSERT_EQ(clbGetUniqueId(&uid), clbSuccess);
+  std::vector<int> held = stallingConnections(clb::idAddress(clbtest::idData(uid)), GetParam().n, GetParam().kind);
+  ASSERT_EQ((int)held.size(), GetParam().n);
+  Formed f = formCommunicator(uid, 2, 6000);
+  expectFormed(f);
+  EXPECT_LT(f.slowestInitMs, 2000) << GetParam().n << " " << stallName(GetParam().kind) << " connection(s)";
+  for (int fd : held) close(fd);
+}
+INSTANTIATE_TEST_SUITE_P(Connections, StalledRoot,
+                         ::testing::Values(StallCase{1, Stall::kIdle}, StallCase{3, Stall::kIdle},
+                                           StallCase{200, Stall::kIdle}, StallCase{200, Stall::kJunk},
+                                           StallCase{3, Stall::kHalfOpen}, StallCase{200, Stall::kHalfOpen}),
+                         [](const auto& i) {
+                           return std::to_string(i.param.n) + (i.param.kind == Stall::kIdle   ? "Idle"
+                                                               : i.param.kind == Stall::kJunk ? "Junk"
+                                                                                              : "HalfOpen");
+                         });
+
+// The ports that listen now and did not before.
+std::vector<clbtest::Listening> newListeners(const std::vector<clbtest::Listening>& before) {
+  std::vector<clbtest::Listening> out;
+  for (const auto& l : clbtest::listeningPorts()) {
+    bool old = false;
+    for (const auto& b : before) old = old || (b.port == l.port && b.addr == l.addr);
+    if (!old) out.push_back(l);
+  }
+  return out;
+}
+
+class StalledRingListener : public ::testing::TestWithParam<StallCase> {};
+
+// The same at rank 0's ring listener, found as the port that starts listening while rank 0 waits
+// at the root: the stalling connections are made before rank 1 starts.
+TEST_P(StalledRingListener, RealRanksInitWithinTwoSeconds) {
+  clbUniqueId uid;
+  ASSERT_EQ(clbGetUniqueId(&uid), clbSuccess);
+  const int rootPort = clbtest::idData(uid).port;
+  const auto before = clbtest::listeningPorts();
+  std::vector<int> held;
+  int found = 0;
+  Formed f = formCommunicator(uid, 2, 6000, clbTransportAuto, [&] {
+    std::vector<clbtest::Listening> fresh;
+    within(2000, [&] {  // rank 0's listener, once it is up
+      fresh.clear();
+      for (const auto& l : newListeners(before))
+        if (l.port != rootPort) fresh.push_back(l);
+      return !fresh.empty();
+    });
+    for (const auto& l : fresh) {
+      clb::SockAddr a = clb::idAddress(clbtest::idData(uid));  // the same host address
+      reinterpret_cast<sockaddr_in*>(&a.ss)->sin_port = htons((uint16_t)l.port);
+      for (int fd : stallingConnections(a, GetParam().n, GetParam().kind, clb::kPurposeRingData)) held.push_back(fd);
+      found++;
+    }
+  });
+  EXPECT_EQ(found, 1) << "exactly one new listener of this process: rank 0's ring listener";
+  expectFormed(f);
+  EXPECT_EQ((int)held.size(), GetParam().n) << "rank 0's ring listener was found and stalled";
+  EXPECT_LT(f.slowestInitMs, 2000) << GetParam().n << " " << stallName(GetParam().kind) << " connection(s)";
+  for (int fd : held) close(fd);
+}
+INSTANTIATE_TEST_SUITE_P(Connections, StalledRingListener,
+                         ::testing::Values(StallCase{1, Stall::kIdle}, StallCase{3, Stall::kIdle},
+                                           StallCase{200, Stall::kIdle}, StallCase{200, Stall::kJunk},
+                                           StallCase{200, Stall::kHalfOpen}),
+                         [](const auto& i) {
+                           return std::to_string(i.param.n) + (i.param.kind == Stall::kIdle   ? "Idle"
+                                                               : i.param.kind == Stall::kJunk ? "Junk"
+                                                                                              : "HalfOpen");
+                         });
+
+// ---- fuzz ----
+
+// One hostile message: random bytes of random length, or a valid hello (or hello + proof + body)
+// with a few bytes changed or cut short.
+std::string hostileMessage(std::mt19937_64& rng, uint32_t purpose) {
+  std::string m;
+  const int kind = (int)(rng() % 4);
+  if (kind == 0) {
+    m.resize(rng() % 400);
+    for (char& c : m) c = (char)rng();
+    return m;
+  }
+  clb::ClientHello h{clb::kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, purpose, 0, 0, {}};
+  m.assign(reinterpret_cast<const char*>(&h), sizeof h);
+  if (kind >= 2) m.append(clb::kTagBytes + sizeof(clb::HelloBody), '\0');
+  if (kind == 3) {  // a valid hello, then a proof and body of random bytes
+    for (size_t i = sizeof h; i < m.size(); i++) m[i] = (char)rng();
+    return m;
+  }
+  const int flips = 1 + (int)(rng() % 4);
+  for (int i = 0; i < flips; i++) m[rng() % m.size()] ^= (char)(1 + rng() % 255);
+  if (rng() % 3 == 0) m.resize(rng() % m.size());
+  return m;
+}
+
+// Sends `count` hostile messages to `addr`, each on its own connection, closed after it.
+void fuzz(const clb::SockAddr& addr, int count, uint32_t purpose, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < count; i++) {
+    int fd = clbtest::rawConnect(addr);
+    if (fd < 0) continue;
+    std::string m = hostileMessage(rng, purpose);
+    if (!m.empty()) (void)!send(fd, m.data(), m.size(), MSG_NOSIGNAL);
+    if (rng() % 8 == 0) (void)clbtest::closedSilently(fd, 2);  // sometimes read what comes back
+    close(fd);
+  }
+}
+
+// 10 000 hostile messages at a root: it neither crashes nor leaks nor stops serving; the real
+// ranks then form, and once they have, no fd is left over.
+TEST(Fuzz, RootSurvivesTenThousandHostileMessages) {
+  const int fds0 = clbtest::openFds();
+  clbUniqueId uid;
+  ASSERT_EQ(clbGetUniqueId(&uid), clbSuccess);
+  const auto t0 = Clock::now();
+  fuzz(clb::idAddress(clbtest::idData(uid)), 10000, clb::kPurposeRoot, 1);
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  printf("10000 hostile connections in %.1f s\n", s);
+  expectFormed(formCommunicator(uid, 2, 6000));
+  const int64_t by = clb::nowMs() + 3000;
+  while (clbtest::openFds() > fds0 && clb::nowMs() < by) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_LE(clbtest::openFds(), fds0) << "(roots of other tests may stop meanwhile: the count may only fall)";
+}
+
+// A HandshakeServer (the one every ring listener runs) on a loopback listener, driven on a thread
+// of its own with the session a communicator would have.
+struct ServerOnThread {
+  clb::SockAddr bound;
+  int lfd = -1;
+  uint8_t secret[clb::kSecretBytes], session[clb::kSessionBytes];
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::vector<clb::Authenticated> got;
+  uint64_t dropped = 0;
+  size_t pendingAtEnd = 1;
+  std::thread thread;
+
+  ServerOnThread() {
+    clb::SockAddr lo;
+    clb::resolveHost("127.0.0.1", 0, &lo);
+    clb::listenTcp(lo, &lfd, &bound);
+    clb::randomBytes(secret, sizeof secret);
+    clb::randomBytes(session, sizeof session);
+    thread = std::thread([this] {
+      clb::HandshakeServer s(lfd, secret, 1u << clb::kPurposeRingData, session, 16, "test listener", 1000, 256);
+      std::vector<pollfd> fds;
+      std::vector<clb::Authenticated> done;
+      while (!stop.load()) {
+        fds.clear();
+        size_t n = s.addPollFds(&fds);
+        poll(fds.data(), fds.size(), 10);
+        done.clear();
+        s.advance(fds, 0, n, &done);
+        std::lock_guard<std::mutex> g(mu);
+        for (auto& a : done) got.push_back(std::move(a));
+      }
+      dropped = s.dropped();
+      pendingAtEnd = s.pending();
+    });
+  }
+  size_t authenticated() {
+    std::lock_guard<std::mutex> g(mu);
+    return got.size();
+  }
+  void finish() {
+    stop = true;
+    if (thread.joinable()) thread.join();
+  }
+  ~ServerOnThread() {
+    finish();
+    for (auto& a : got) close(a.fd);
+    clb::closeFd(&lfd);
+  }
+};
+
+// After 10 000 hostile messages that server authenticates a real client, its body intact, and
+// nothing pending is left.
+TEST(Fuzz, RingServerSurvivesTenThousandHostileMessages) {
+  const int fds0 = clbtest::openFds();
+  {
+    ServerOnThread server;
+    fuzz(server.bound, 10000, clb::kPurposeRingData, 2);
+    int fd = clbtest::rawConnect(server.bound);
+    EXPECT_GE(fd, 0);
+    const char body[16] = "the real client";
+    clb::Transcript t{};
+    bool retry = false;
+    EXPECT_EQ(clb::clientHandshake(fd, server.secret, clb::kPurposeRingData, server.session, body, sizeof body,
+                                   clb::nowMs() + 3000, nullptr, "listener", &t, &retry),
+              clbSuccess)
+        << clbGetLastError();
+    within(3000, [&] { return server.authenticated() > 0; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // every hostile one past its deadline
+    server.finish();
+    ASSERT_EQ(server.got.size(), 1u) << "only the real client is authenticated";
+    EXPECT_EQ(memcmp(server.got[0].body.data(), body, sizeof body), 0);
+    EXPECT_EQ(memcmp(server.got[0].transcript.session, server.session, sizeof server.session), 0);
+    EXPECT_GT(server.dropped, 5000u);
+    EXPECT_EQ(server.pendingAtEnd, 0u);
+    if (fd >= 0) close(fd);
+  }
+  EXPECT_LE(clbtest::openFds(), fds0);
+}
+
+// A client of another communicator (same secret, another session) is refused: the server's proof,
+// made over its own session, does not verify, and the client says so; the server authenticates
+// nobody. A purpose the listener does not serve is refused with the reason.
+TEST(Handshake, OtherSessionAndOtherPurposeAreRefused) {
+  ServerOnThread server;
+  uint8_t other[clb::kSessionBytes];
+  memcpy(other, server.session, sizeof other);
+  other[5] ^= 1;
+  const char body[16] = "another session";
+  clb::Transcript t{};
+  bool retry = false;
+  int fd = clbtest::rawConnect(server.bound);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(clb::clientHandshake(fd, server.secret, clb::kPurposeRingData, other, body, sizeof body,
+                                 clb::nowMs() + 3000, nullptr, "listener", &t, &retry),
+            clbAuthError);
+  EXPECT_NE(std::string(clbGetLastError()).find("did not prove this communicator's secret"), std::string::npos)
+      << clbGetLastError();
+  close(fd);
+  fd = clbtest::rawConnect(server.bound);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(clb::clientHandshake(fd, server.secret, clb::kPurposeRoot, server.session, body, sizeof body,
+                                 clb::nowMs() + 3000, nullptr, "listener", &t, &retry),
+            clbInvalidUsage);
+  EXPECT_NE(std::string(clbGetLastError()).find("does not serve connections of purpose 1"), std::string::npos)
+      << clbGetLastError();
+  close(fd);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(server.authenticated(), 0u);
+}
+
+// ---- root lifecycle ----
+
+// 50 ids never used: their roots stop at the timeout (COLIBRI_TIMEOUT_MS at creation), leaving no
+// thread and no fd. (Roots of other tests in this process may stop meanwhile: counts may only fall.)
+TEST(RootLifecycle, UnusedIdsLeaveNoThreadOrFdAfterTheirTimeout) {
+  const int threads0 = clbtest::threads(), fds0 = clbtest::openFds();
+  setenv("COLIBRI_TIMEOUT_MS", "300", 1);
+  std::vector<clbUniqueId> ids(50);
+  for (auto& id : ids) ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  unsetenv("COLIBRI_TIMEOUT_MS");
+  auto running = [&] {
+    int n = 0;
+    for (auto& id : ids) n += clb::rootRuns(clbtest::idData(id));
+    return n;
+  };
+  EXPECT_EQ(running(), 50);
+  EXPECT_TRUE(within(3000, [&] { return running() == 0 && clbtest::threads() <= threads0; }))
+      << running() << " roots, " << clbtest::threads() - threads0 << " threads more than before";
+  EXPECT_LE(clbtest::openFds(), fds0);
+  // A rank that comes after its root stopped is told so.
+  clbConfig_t cfg = config(300);
+  clbComm_t c = nullptr;
+  EXPECT_EQ(clbCommInitRank(&c, &ids[0], 0, 2, &cfg), clbTimeout);
+  EXPECT_NE(std::string(clbGetLastError()).find("its root gives up"), std::string::npos) << clbGetLastError();
+}
+
+// Released ids stop their roots at once; a rank waiting at a released root is told why.
+TEST(RootLifecycle, ReleasedIdsStopTheirRootsAtOnce) {
+  const int threads0 = clbtest::threads(), fds0 = clbtest::openFds();
+  std::vector<clbUniqueId> ids(50);
+  for (auto& id : ids) ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  auto running = [&] {
+    int n = 0;
+    for (auto& id : ids) n += clb::rootRuns(clbtest::idData(id));
+    return n;
+  };
+  EXPECT_EQ(running(), 50);
+  const auto t0 = Clock::now();
+  for (auto& id : ids) EXPECT_EQ(clbUniqueIdRelease(&id), clbSuccess);
+  EXPECT_TRUE(within(2000, [&] { return running() == 0 && clbtest::threads() <= threads0; }));
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(500));
+  EXPECT_LE(clbtest::openFds(), fds0);
+  EXPECT_EQ(clbUniqueIdRelease(&ids[0]), clbSuccess) << "releasing again is no error";
+  // Rank 0 of 2 waits at a root that is released under it.
+  clbUniqueId uid;
+  ASSERT_EQ(clbGetUniqueId(&uid), clbSuccess);
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 0 has joined by then
+    clbUniqueIdRelease(&uid);
+  });
+  clbConfig_t cfg = config(5000);
+  clbComm_t c = nullptr;
+  EXPECT_EQ(clbCommInitRank(&c, &uid, 0, 2, &cfg), clbRemoteError);
+  EXPECT_NE(std::string(clbGetLastError()).find("closed the connection before all 2 ranks joined"), std::string::npos)
+      << clbGetLastError();
+  releaser.join();
+}
+
+// A root that formed its communicator stops.
+TEST(RootLifecycle, RootStopsOnceItsCommunicatorFormed) {
+  clbUniqueId uid;
+  ASSERT_EQ(clbGetUniqueId(&uid), clbSuccess);
+  EXPECT_TRUE(clb::rootRuns(clbtest::idData(uid)));
+  expectFormed(formCommunicator(uid, 2, 5000));
+  EXPECT_TRUE(within(1000, [&] { return !clb::rootRuns(clbtest::idData(uid)); }));
+}
+
+// ---- where listeners bind ----
+
+std::string hexAddress(const char* dotted) {
+  in_addr a{};
+  inet_pton(AF_INET, dotted, &a);
+  char b[16];
+  snprintf(b, sizeof b, "%08X", a.s_addr);  // /proc/net/tcp prints the address as a host-order word
+  return b;
+}
+
+bool listensOn(int port, const std::string& addr) {
+  for (const auto& l : clbtest::listeningPorts())
+    if (l.port == port && l.addr == addr) return true;
+  return false;
+}
+
+// The root listens on the address its id advertises, and on every interface only when told.
+TEST(Listeners, RootBindsTheAdvertisedAddressUnlessToldAny) {
+  setenv("COLIBRI_BOOTSTRAP_HOST", "127.0.0.1", 1);
+  clbUniqueId a;
+  ASSERT_EQ(clbGetUniqueId(&a), clbSuccess);
+  setenv("COLIBRI_BOOTSTRAP_BIND", "any", 1);
+  clbUniqueId b;
+  ASSERT_EQ(clbGetUniqueId(&b), clbSuccess);
+  unsetenv("COLIBRI_BOOTSTRAP_BIND");
+  unsetenv("COLIBRI_BOOTSTRAP_HOST");
+  EXPECT_TRUE(listensOn(clbtest::idData(a).port, hexAddress("127.0.0.1")));
+  EXPECT_TRUE(listensOn(clbtest::idData(b).port, "00000000"));
+  char desc[256];
+  ASSERT_EQ(clbUniqueIdDescribe(&a, desc, sizeof desc), clbSuccess);
+  EXPECT_NE(std::string(desc).find("127.0.0.1:"), std::string::npos) << desc;
+  clbUniqueIdRelease(&a);
+  clbUniqueIdRelease(&b);
+}
+
+// COLIBRI_SOCKET_IFNAME picks the interface (here the loopback one); a name that matches none is
+// a clear error that lists the interfaces.
+TEST(Listeners, SocketIfnameChoosesTheInterface) {
+  setenv("COLIBRI_SOCKET_IFNAME", "lo", 1);
+  clbUniqueId a;
+  ASSERT_EQ(clbGetUniqueId(&a), clbSuccess);
+  EXPECT_TRUE(listensOn(clbtest::idData(a).port, hexAddress("127.0.0.1")));
+  clbUniqueIdRelease(&a);
+  setenv("COLIBRI_SOCKET_IFNAME", "nosuchif9", 1);
+  clbUniqueId b;
+  EXPECT_EQ(clbGetUniqueId(&b), clbInvalidArgument);
+  const std::string msg = clbGetLastError();
+  unsetenv("COLIBRI_SOCKET_IFNAME");
+  EXPECT_NE(msg.find("COLIBRI_SOCKET_IFNAME=nosuchif9 matches no interface"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(" lo"), std::string::npos) << "lists the interfaces: " << msg;
+}
+
+}  // namespace
