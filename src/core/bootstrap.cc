@@ -566,33 +566,8 @@ clbResult_t Bootstrap::connectRing() {
   } catch (const std::exception& e) {
     return setError(clbSystemError, "cannot start a thread for the ring listener: %s", e.what());
   }
-  // Both channels side by side (hello, hello; proof, proof; answer, answer): one round trip each
-  // fewer. A channel that fails here is connected again on its own, with retries.
-  int* outs[2] = {&nextFd_, &nextCtlFd_};
-  ClientHello hellos[2];
-  Transcript ts[2];
-  bool ok[2] = {false, false};
-  for (int ch = 0; ch < 2; ch++)
-    ok[ch] = connectTcp(na, deadline, abort_, outs[ch]) == clbSuccess &&
-             clientHello(*outs[ch], id_.secret, ch == 0 ? kPurposeRingData : kPurposeRingNotices, deadline, abort_,
-                         nextName, &hellos[ch]) == clbSuccess;
-  for (int ch = 0; ch < 2; ch++) {
-    const RingBody body{rank_, next, ch, 0};
-    bool retry = false;
-    ok[ch] = ok[ch] && clientProve(*outs[ch], id_.secret, hellos[ch], session_, &body, sizeof body, deadline, abort_,
-                                   nextName, &ts[ch], &retry) == clbSuccess;
-  }
-  for (int ch = 0; ch < 2; ch++) {
-    uint32_t status = 0;
-    uint8_t mac[kTagBytes];
-    ok[ch] = ok[ch] && recvAll(*outs[ch], &status, sizeof status, deadline, abort_, nextName) == clbSuccess &&
-             recvAll(*outs[ch], mac, sizeof mac, deadline, abort_, nextName) == clbSuccess &&
-             tagMatches(id_.secret, kRingAccept, ts[ch], {{&status, sizeof status}}, mac) && status == clbSuccess;
-    if (ok[ch] && ch == 0) sendT_ = ts[0];
-    if (!ok[ch]) closeFd(outs[ch]);
-  }
-  clbResult_t rc = ok[0] ? clbSuccess : connectNext(na, 0, deadline, nextName);
-  if (rc == clbSuccess && !ok[1]) rc = connectNext(na, 1, deadline, nextName);
+  clbResult_t rc = connectNext(na, 0, deadline, nextName);
+  if (rc == clbSuccess) rc = connectNext(na, 1, deadline, nextName);
   if (rc != clbSuccess) stop.store(true);
   const std::string connectError = rc == clbSuccess ? "" : lastError();
   serving.join();
