@@ -63,7 +63,13 @@ clbResult_t LaunchMeet::arrive(clbComm* comm, const OpDesc& call, int64_t warnMs
   const uint64_t complete = 2 * k * (uint64_t)n;  // round_ when every member arrived at meeting k
   me.call = call;  // read by the others only after the meeting completes
   me.arrived.store(k, std::memory_order_release);
-  round_.fetch_add(2, std::memory_order_acq_rel);
+  // An arrival counts only while nobody gave up: once the bit is set round_ stops moving, so a
+  // meeting that did not complete before it never does, and (round_ without the bit) >= complete
+  // says for good that this meeting completed, whenever the bit was set (a later give-up, in
+  // launched(), must not undo a meeting the others already went on from).
+  for (uint64_t r = round_.load(std::memory_order_acquire);
+       !(r & 1) && !round_.compare_exchange_weak(r, r + 2, std::memory_order_acq_rel);) {
+  }
   bump();
   auto decided = [&] {
     const uint64_t r = round_.load(std::memory_order_acquire);
@@ -88,7 +94,7 @@ clbResult_t LaunchMeet::arrive(clbComm* comm, const OpDesc& call, int64_t warnMs
     // Give up, unless the meeting completed meanwhile: one compare-and-swap decides which.
     while (!(r & 1) && r < complete && !round_.compare_exchange_weak(r, r | 1, std::memory_order_acq_rel)) {
     }
-    if (!(r & 1) && r >= complete) {
+    if ((r & ~1ull) >= complete) {
       rc = clbSuccess;  // everyone came after all: go on like the others
     } else {
       int none = -1;
@@ -106,7 +112,7 @@ clbResult_t LaunchMeet::arrive(clbComm* comm, const OpDesc& call, int64_t warnMs
     }
     r = round_.load(std::memory_order_acquire);
   }
-  if (r & 1) {  // another member gave up before this meeting completed: nobody launches
+  if ((r & ~1ull) < complete) {  // a member gave up before this meeting completed: nobody launches
     const std::string gone = missing(k, false);
     return setError(clbRemoteError,
                     "rank %d, which shares rank %d's GPU and process, stopped waiting for %s%s (see its error), so "

@@ -64,8 +64,9 @@ class LaunchMeet {
   std::unique_ptr<Member[]> m_;
   std::atomic<uint64_t> word_{0};  // moves at every arrival and launch (futex word)
   std::atomic<uint32_t> waiters_{0};
-  // Arrivals at every meeting together, times 2, plus 1 once a member gave up (then no meeting
-  // completes any more): meeting k is complete when it reaches 2 * k * members, unbroken.
+  // Arrivals at every meeting together, times 2, plus 1 once a member gave up (then it stops
+  // moving and no later meeting completes): meeting k is complete when it reached 2 * k * members
+  // (the bit aside), which only arrivals before any give-up can do.
   std::atomic<uint64_t> round_{0};
   std::atomic<int> gaveUp_{-1};  // the member that gave up (timeout, abort, a peer's failure)
 };
