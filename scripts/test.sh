@@ -3,7 +3,8 @@
 # src/ in build/native, then `mvn -B verify`, which builds all modules and runs their tests
 # (colibri-api, colibri-native against the real native library, the perf tool's smoke tests).
 # Fails on the first failure. Idempotent: a second run rebuilds only what changed.
-# Installs missing tools (cmake, g++, GoogleTest, verbs.h for the RDMA emulator's build, a JDK, Maven)
+# Installs missing tools (cmake, g++, GoogleTest, verbs.h for the RDMA emulator's build, OpenSSL 3
+# for the TLS tests, a JDK, Maven)
 # with apt-get when run as root on Debian/Ubuntu.
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 set -euo pipefail
@@ -12,6 +13,10 @@ cd "$COLIBRI_ROOT"
 
 ensure_build_tools
 ensure_tools /usr/include/gtest/gtest.h:libgtest-dev /usr/include/infiniband/verbs.h:libibverbs-dev
+# OpenSSL 3 (the openssl command, which brings libssl.so.3) for the COLIBRI_TLS tests, which must
+# run here rather than skip.
+ensure_tools openssl:openssl
+export COLIBRI_REQUIRE_TLS_TESTS=1
 
 jobs=$(nproc 2>/dev/null || echo 2)
 

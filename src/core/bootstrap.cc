@@ -32,7 +32,7 @@ struct RingBody {
 };
 
 // The root's answer to an authenticated hello: header, message, table (on success), tag.
-clbResult_t sendReply(int fd, const uint8_t* secret, const Transcript& t, clbResult_t status, const std::string& msg,
+clbResult_t sendReply(Link& link, const uint8_t* secret, const Transcript& t, clbResult_t status, const std::string& msg,
                       uint32_t nranks, const uint8_t* session, const std::vector<RankInfo>* table, int64_t deadline) {
   ReplyHeader r{(uint32_t)status, (uint32_t)msg.size(), nranks, 0, {}};
   if (session) memcpy(r.session, session, kSessionBytes);
@@ -40,10 +40,10 @@ clbResult_t sendReply(int fd, const uint8_t* secret, const Transcript& t, clbRes
   uint8_t mac[kTagBytes];
   tag(secret, kRootReply, t, {{&r, sizeof r}, {msg.data(), msg.size()}, {table ? table->data() : nullptr, tableBytes}},
       mac);
-  CLB_CHECK(sendAll(fd, &r, sizeof r, deadline, nullptr, "a rank"));
-  if (!msg.empty()) CLB_CHECK(sendAll(fd, msg.data(), msg.size(), deadline, nullptr, "a rank"));
-  if (tableBytes) CLB_CHECK(sendAll(fd, table->data(), tableBytes, deadline, nullptr, "a rank"));
-  return sendAll(fd, mac, sizeof mac, deadline, nullptr, "a rank");
+  CLB_CHECK(sendAll(link, &r, sizeof r, deadline, nullptr, "a rank"));
+  if (!msg.empty()) CLB_CHECK(sendAll(link, msg.data(), msg.size(), deadline, nullptr, "a rank"));
+  if (tableBytes) CLB_CHECK(sendAll(link, table->data(), tableBytes, deadline, nullptr, "a rank"));
+  return sendAll(link, mac, sizeof mac, deadline, nullptr, "a rank");
 }
 
 struct Root;
@@ -61,10 +61,11 @@ struct Root {
   IdData id;
   std::string where;
   int64_t deadline;
+  TlsContextRef tls;  // COLIBRI_TLS=bootstrap or all
   std::atomic<bool> released{false};
 
   struct Joined {
-    int fd = -1;
+    Link link;
     Transcript t{};
   };
 
@@ -86,22 +87,22 @@ struct Root {
     } else if (b.rank < 0 || b.rank >= b.nranks) {
       snprintf(m, sizeof m, "rank %d is out of range for nranks=%d", b.rank, b.nranks);
       status = clbInvalidArgument;
-    } else if (*nranks >= 0 && (*joined)[b.rank].fd >= 0) {
+    } else if (*nranks >= 0 && (*joined)[b.rank].link.open()) {
       snprintf(m, sizeof m, "rank %d joined twice (from %s pid %d and pid %d): give every process a distinct rank",
                b.rank, b.info.hostname, (*table)[b.rank].pid, b.info.pid);
       status = clbInvalidArgument;
     }
     if (status != clbSuccess) {
-      (void)sendReply(a.fd, id.secret, a.transcript, status, m, 0, nullptr, nullptr, nowMs() + handshakeTimeoutMs());
-      close(a.fd);
+      (void)sendReply(a.link, id.secret, a.transcript, status, m, 0, nullptr, nullptr, nowMs() + handshakeTimeoutMs());
       return;
     }
     if (*nranks < 0) {
       *nranks = b.nranks;
-      joined->assign(*nranks, Joined{});
+      joined->clear();
+      joined->resize(*nranks);
       table->assign(*nranks, RankInfo{});
     }
-    (*joined)[b.rank] = Joined{a.fd, a.transcript};
+    (*joined)[b.rank] = Joined{std::move(a.link), a.transcript};
     (*table)[b.rank] = b.info;
     (*count)++;
     const int64_t wait = b.timeoutMs >= 1 && b.timeoutMs <= kMaxRootWaitMs ? b.timeoutMs : kMaxRootWaitMs;
@@ -110,7 +111,7 @@ struct Root {
 
   void run() {
     HandshakeServer hs(listenFd, id.secret, 1u << kPurposeRoot, nullptr, sizeof(HelloBody), "root at " + where,
-                       handshakeTimeoutMs(), kMaxPendingHandshakes);
+                       handshakeTimeoutMs(), kMaxPendingHandshakes, tls);
     std::vector<Joined> joined;
     std::vector<RankInfo> table;
     int nranks = -1, count = 0;
@@ -131,7 +132,7 @@ struct Root {
       fds.push_back({wakeFd, POLLIN, 0});
       const size_t n = hs.addPollFds(&fds);
       const size_t firstJoined = fds.size();
-      for (const Joined& j : joined) fds.push_back({j.fd, j.fd >= 0 ? (short)POLLIN : (short)0, 0});
+      for (const Joined& j : joined) fds.push_back({j.link.fd(), j.link.open() ? (short)POLLIN : (short)0, 0});
       const int64_t left = deadline - now;
       if (poll(fds.data(), fds.size(), (int)(left < 100 ? left : 100)) < 0 && errno != EINTR) {
         why = "poll() failed";
@@ -142,10 +143,9 @@ struct Root {
       // A joined rank sends nothing more: readable means it closed (it gave up) or misbehaves. Its
       // place frees, so that it can join again.
       for (size_t r = 0; r < joined.size(); r++) {
-        if (joined[r].fd < 0 || !fds[firstJoined + r].revents) continue;
+        if (!joined[r].link.open() || !fds[firstJoined + r].revents) continue;
         CLB_INFO("bootstrap root at %s: rank %zu closed its connection before the communicator formed", where.c_str(), r);
-        close(joined[r].fd);
-        joined[r].fd = -1;
+        joined[r].link.close();
         count--;
       }
       for (Authenticated& a : done) join(a, &joined, &table, &nranks, &count);
@@ -161,12 +161,11 @@ struct Root {
         memcpy(session, d, sizeof session);
       }
       const int64_t sendBy = nowMs() + kRootSendMs;
-      for (const Joined& j : joined)
-        (void)sendReply(j.fd, id.secret, j.t, clbSuccess, "", (uint32_t)nranks, session, &table, sendBy);
+      for (Joined& j : joined)
+        (void)sendReply(j.link, id.secret, j.t, clbSuccess, "", (uint32_t)nranks, session, &table, sendBy);
       CLB_DEBUG("bootstrap root at %s done: %d ranks", where.c_str(), nranks);
     }
-    for (Joined& j : joined)
-      if (j.fd >= 0) close(j.fd);
+    joined.clear();
   }
 };
 
@@ -221,6 +220,8 @@ clbResult_t decodeId(const clbUniqueId* id, IdData* out) {
 }
 
 clbResult_t startRoot(const SockAddr& listenAddr, const IdData& id, int64_t waitMs, SockAddr* bound) {
+  TlsContextRef tls;
+  if (idTlsMode(id) != TlsMode::kOff) CLB_CHECK(tlsContextFor(idTlsMode(id), &tls));
   int fd = -1;
   CLB_CHECK(listenTcp(listenAddr, &fd, bound));
   int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -229,7 +230,7 @@ clbResult_t startRoot(const SockAddr& listenAddr, const IdData& id, int64_t wait
     close(fd);
     return setSysError(e, "eventfd() for the bootstrap root failed");
   }
-  Root* root = new Root{fd, wake, id, "", nowMs() + waitMs};
+  Root* root = new Root{fd, wake, id, "", nowMs() + waitMs, tls};
   if (!root->id.port) root->id.port = (uint16_t)bound->port();  // the id's port, for releaseRoot
   root->where = idAddress(root->id).str();
   {
@@ -321,10 +322,17 @@ Bootstrap::~Bootstrap() { close(); }
 
 void Bootstrap::close() {
   closeFd(&listenFd_);
-  closeFd(&nextFd_);
-  closeFd(&prevFd_);
-  closeFd(&nextCtlFd_);
-  closeFd(&prevCtlFd_);
+  next_.close();
+  prev_.close();
+  nextCtl_.close();
+  prevCtl_.close();
+}
+
+clbResult_t tlsModeForNewId(TlsMode* out) {
+  bool set = false;
+  CLB_CHECK(tlsModeFromEnv(out, &set));
+  TlsContextRef ctx;
+  return tlsContextFor(*out, &ctx);
 }
 
 clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t timeoutMs,
@@ -336,6 +344,21 @@ clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t time
   abort_ = abort;
   const int64_t deadline = nowMs() + timeoutMs;
   SockAddr root = idAddress(id);
+
+  // TLS as the id says; a rank told otherwise by its own COLIBRI_TLS does not silently follow.
+  TlsMode envMode = TlsMode::kOff;
+  bool envSet = false;
+  CLB_CHECK(tlsModeFromEnv(&envMode, &envSet));
+  const TlsMode mode = idTlsMode(id);
+  if (envSet && envMode != mode)
+    return setError(clbInvalidUsage,
+                    "rank %d runs with COLIBRI_TLS=%s, but its unique id was made with COLIBRI_TLS=%s: make the id "
+                    "where COLIBRI_TLS is the same as on every rank (or unset it on the ranks: they follow the id)",
+                    rank, tlsModeName(envMode), tlsModeName(mode));
+  TlsContextRef ctx;
+  CLB_CHECK(tlsContextFor(mode, &ctx));
+  rootTls_ = mode != TlsMode::kOff ? ctx : nullptr;
+  ringTls_ = mode == TlsMode::kAll ? ctx : nullptr;
 
   if ((id.flags & kIdRootAtRank0) && rank == 0) {
     SockAddr bound;
@@ -379,12 +402,13 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
   // Connect and prove the secret; again if the root closed before its challenge (it was full of
   // pending connections, or rank 0 is still starting it), or before its reply while it still
   // accepts connections (it dropped this one as late or as the oldest pending).
-  int fd = -1;
+  Link link;
   Transcript t{};
   ReplyHeader rep{};
   clbResult_t rc = clbSuccess;
   bool again = false;  // after an EOF before the reply: only a root that still listens is retried
   for (int delayMs = 1;; delayMs = delayMs < 64 ? delayMs * 2 : 100) {
+    int fd = -1;
     rc = connectTcp(root, again ? std::min(deadline, nowMs() + 200) : deadline, abort, &fd);
     if (rc == clbTimeout && again) rc = clbRemoteError;
     if (rc == clbRemoteError) {
@@ -400,16 +424,16 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
                       "timeout (COLIBRI_TIMEOUT_MS)",
                       rank, rootName.c_str(), (long long)timeoutMs);
     CLB_CHECK(rc);
+    link = Link(fd);
     bool retry = false;
-    rc = clientHandshake(fd, id.secret, kPurposeRoot, nullptr, &body, sizeof body, deadline, abort, rootName.c_str(),
-                         &t, &retry);
+    rc = clientHandshake(link, rootTls_, id.secret, kPurposeRoot, nullptr, &body, sizeof body, deadline, abort,
+                         rootName.c_str(), &t, &retry);
     if (rc == clbSuccess) {
-      rc = recvAll(fd, &rep, sizeof rep, deadline, abort, rootName.c_str());
+      rc = recvAll(link, &rep, sizeof rep, deadline, abort, rootName.c_str());
       if (rc == clbRemoteError) retry = again = true;
     }
     if (rc == clbSuccess) break;
-    ::close(fd);
-    fd = -1;
+    link.close();
     if (rc == clbTimeout)
       return setError(clbTimeout,
                       "rank %d waited %lld ms at %s for all %d ranks to join; start every rank with the "
@@ -425,14 +449,14 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
                   rootName.c_str(), rep.msgBytes, rep.nranks);
   if (rc == clbSuccess) {
     msg.assign(rep.msgBytes, '\0');
-    if (!msg.empty()) rc = recvAll(fd, msg.data(), msg.size(), deadline, abort, rootName.c_str());
+    if (!msg.empty()) rc = recvAll(link, msg.data(), msg.size(), deadline, abort, rootName.c_str());
   }
   if (ok) peers_.assign(nranks, RankInfo{});
   if (rc == clbSuccess && ok)
-    rc = recvAll(fd, peers_.data(), nranks * sizeof(RankInfo), deadline, abort, rootName.c_str());
+    rc = recvAll(link, peers_.data(), nranks * sizeof(RankInfo), deadline, abort, rootName.c_str());
   uint8_t mac[kTagBytes];
-  if (rc == clbSuccess) rc = recvAll(fd, mac, sizeof mac, deadline, abort, rootName.c_str());
-  ::close(fd);
+  if (rc == clbSuccess) rc = recvAll(link, mac, sizeof mac, deadline, abort, rootName.c_str());
+  link.close();
   CLB_CHECK(rc);
   if (!tagMatches(id.secret, kRootReply, t,
                   {{&rep, sizeof rep}, {msg.data(), msg.size()}, {peers_.data(), ok ? nranks * sizeof(RankInfo) : 0}},
@@ -455,7 +479,7 @@ clbResult_t Bootstrap::serveRing(HandshakeServer* server, int64_t deadline, cons
   const int prev = (rank_ + nranks_ - 1) % nranks_;
   std::vector<pollfd> fds;
   std::vector<Authenticated> done;
-  while (prevFd_ < 0 || prevCtlFd_ < 0) {
+  while (!prev_.open() || !prevCtl_.open()) {
     if (stop->load() || (abort_ && abort_->load()))
       return setError(clbAborted, "rank %d stopped waiting for rank %d's ring connections", rank_, prev);
     if (nowMs() >= deadline)
@@ -472,22 +496,21 @@ clbResult_t Bootstrap::serveRing(HandshakeServer* server, int64_t deadline, cons
       RingBody b;
       memcpy(&b, a.body.data(), sizeof b);
       const int channel = a.purpose == kPurposeRingData ? 0 : 1;
-      int* slot = channel == 0 ? &prevFd_ : &prevCtlFd_;
-      const uint32_t status = b.fromRank == prev && b.toRank == rank_ && b.channel == channel && *slot < 0
+      Link* slot = channel == 0 ? &prev_ : &prevCtl_;
+      const uint32_t status = b.fromRank == prev && b.toRank == rank_ && b.channel == channel && !slot->open()
                                   ? (uint32_t)clbSuccess : (uint32_t)clbAuthError;
       uint8_t mac[kTagBytes];
       tag(id_.secret, kRingAccept, a.transcript, {{&status, sizeof status}}, mac);
       const int64_t by = nowMs() + handshakeTimeoutMs();
-      if (sendAll(a.fd, &status, sizeof status, by, nullptr, prevNameBuf) != clbSuccess ||
-          sendAll(a.fd, mac, sizeof mac, by, nullptr, prevNameBuf) != clbSuccess || status != clbSuccess) {
+      if (sendAll(a.link, &status, sizeof status, by, nullptr, prevNameBuf) != clbSuccess ||
+          sendAll(a.link, mac, sizeof mac, by, nullptr, prevNameBuf) != clbSuccess || status != clbSuccess) {
         if (status != clbSuccess)
           CLB_WARN("rank %d refused a ring connection from %s: it proved the secret but says it is rank %d to rank %d "
                    "on channel %d (expected rank %d, once per channel)",
                    rank_, a.from.c_str(), b.fromRank, b.toRank, b.channel, prev);
-        ::close(a.fd);
         continue;
       }
-      *slot = a.fd;
+      *slot = std::move(a.link);
       if (channel == 0) recvT_ = a.transcript;
     }
   }
@@ -498,7 +521,7 @@ clbResult_t Bootstrap::serveRing(HandshakeServer* server, int64_t deadline, cons
 // its challenge.
 clbResult_t Bootstrap::connectNext(const SockAddr& na, int channel, int64_t deadline, const char* nextName) {
   const int next = (rank_ + 1) % nranks_;
-  int* out = channel == 0 ? &nextFd_ : &nextCtlFd_;
+  Link* out = channel == 0 ? &next_ : &nextCtl_;
   RingBody body{rank_, next, channel, 0};
   const Purpose purpose = channel == 0 ? kPurposeRingData : kPurposeRingNotices;
   Transcript t{};
@@ -506,20 +529,23 @@ clbResult_t Bootstrap::connectNext(const SockAddr& na, int channel, int64_t dead
   uint8_t mac[kTagBytes];
   bool again = false;  // after an EOF before the answer: retried while next still listens
   for (int delayMs = 1;; delayMs = delayMs < 64 ? delayMs * 2 : 100) {
-    clbResult_t rc = connectTcp(na, again ? std::min(deadline, nowMs() + 200) : deadline, abort_, out);
+    int fd = -1;
+    clbResult_t rc = connectTcp(na, again ? std::min(deadline, nowMs() + 200) : deadline, abort_, &fd);
     if (rc == clbTimeout && again)
       return setError(clbRemoteError, "%s closed the ring connection before answering, and no longer listens",
                       nextName);
     CLB_CHECK(rc);
+    *out = Link(fd);
     bool retry = false;
-    rc = clientHandshake(*out, id_.secret, purpose, session_, &body, sizeof body, deadline, abort_, nextName, &t, &retry);
+    rc = clientHandshake(*out, ringTls_, id_.secret, purpose, session_, &body, sizeof body, deadline, abort_, nextName,
+                         &t, &retry);
     if (rc == clbSuccess) {
       rc = recvAll(*out, &status, sizeof status, deadline, abort_, nextName);
       if (rc == clbRemoteError) retry = again = true;
     }
     if (rc == clbSuccess) rc = recvAll(*out, mac, sizeof mac, deadline, abort_, nextName);
     if (rc == clbSuccess) break;
-    closeFd(out);
+    out->close();
     if (!retry || nowMs() + delayMs >= deadline) return rc;
     usleep(delayMs * 1000);
   }
@@ -553,7 +579,7 @@ clbResult_t Bootstrap::connectRing() {
   char where[96];
   snprintf(where, sizeof where, "rank %d's ring listener", rank_);
   HandshakeServer server(listenFd_, id_.secret, (1u << kPurposeRingData) | (1u << kPurposeRingNotices), session_,
-                         sizeof(RingBody), where, handshakeTimeoutMs(), kMaxPendingHandshakes);
+                         sizeof(RingBody), where, handshakeTimeoutMs(), kMaxPendingHandshakes, ringTls_);
   std::atomic<bool> stop{false};
   clbResult_t served = clbInternalError;
   std::string servedError;
@@ -586,10 +612,10 @@ clbResult_t Bootstrap::allGather(void* buf, size_t bytes) {
     uint8_t mac[kTagBytes];
     const uint64_t out[2] = {sendSeq_++, (uint64_t)sendIdx};
     tag(id_.secret, kRingBlock, sendT_, {{out, sizeof out}, {b + sendIdx * bytes, bytes}}, mac);
-    CLB_CHECK(sendAll(nextFd_, b + sendIdx * bytes, bytes, deadline, abort_, "the next rank (bootstrap)"));
-    CLB_CHECK(sendAll(nextFd_, mac, sizeof mac, deadline, abort_, "the next rank (bootstrap)"));
-    CLB_CHECK(recvAll(prevFd_, b + recvIdx * bytes, bytes, deadline, abort_, "the previous rank (bootstrap)"));
-    CLB_CHECK(recvAll(prevFd_, mac, sizeof mac, deadline, abort_, "the previous rank (bootstrap)"));
+    CLB_CHECK(sendAll(next_, b + sendIdx * bytes, bytes, deadline, abort_, "the next rank (bootstrap)"));
+    CLB_CHECK(sendAll(next_, mac, sizeof mac, deadline, abort_, "the next rank (bootstrap)"));
+    CLB_CHECK(recvAll(prev_, b + recvIdx * bytes, bytes, deadline, abort_, "the previous rank (bootstrap)"));
+    CLB_CHECK(recvAll(prev_, mac, sizeof mac, deadline, abort_, "the previous rank (bootstrap)"));
     const uint64_t in[2] = {recvSeq_++, (uint64_t)recvIdx};
     if (!tagMatches(id_.secret, kRingBlock, recvT_, {{in, sizeof in}, {b + recvIdx * bytes, bytes}}, mac))
       return setError(clbAuthError,

@@ -14,6 +14,7 @@
 #include "colibri/colibri.h"
 #include "core/handshake.h"
 #include "core/net.h"
+#include "core/tls.h"
 
 namespace clb {
 
@@ -23,7 +24,8 @@ constexpr uint32_t kIdMagic = 0x31424c43;  // "CLB1"
 struct IdData {
   uint32_t magic;
   uint32_t protocol;
-  uint32_t flags;  // kIdRootAtRank0: rank 0 opens the root itself (torchrun style)
+  uint32_t flags;  // kIdRootAtRank0: rank 0 opens the root itself (torchrun style); TLS mode
+                   // (core/tls.h) in bits kIdTlsShift..+1
   uint16_t family;
   uint16_t port;
   uint8_t addr[16];
@@ -33,6 +35,14 @@ struct IdData {
 };
 static_assert(sizeof(IdData) == CLB_UNIQUE_ID_BYTES, "IdData must fill clbUniqueId exactly");
 constexpr uint32_t kIdRootAtRank0 = 1;
+constexpr uint32_t kIdTlsShift = 8, kIdTlsMask = 3u << kIdTlsShift;
+inline TlsMode idTlsMode(const IdData& id) { return (TlsMode)((id.flags & kIdTlsMask) >> kIdTlsShift); }
+inline void setIdTlsMode(IdData* id, TlsMode m) {
+  id->flags = (id->flags & ~kIdTlsMask) | ((uint32_t)m << kIdTlsShift);
+}
+// The TLS mode of an id made in this process: COLIBRI_TLS, checked (and its files loaded) now, so
+// that a mistake shows where the id is made.
+clbResult_t tlsModeForNewId(TlsMode* out);
 
 // The versions a rank runs with, compared across ranks at init (core/versions.h). Text, NUL
 // terminated; "none" where the machine has no such thing.
@@ -113,11 +123,12 @@ class Bootstrap {
   // The communicator's session, random per communicator (first 8 bytes of what the root sent).
   uint64_t sessionNonce() const { return nonce_; }
   const std::vector<RankInfo>& peers() const { return peers_; }
-  int nextFd() const { return nextFd_; }
-  int prevFd() const { return prevFd_; }
+  Link& next() { return next_; }
+  Link& prev() { return prev_; }
   // Second connection pair for notices (abort, failure) that must not wait behind data.
-  int nextCtlFd() const { return nextCtlFd_; }
-  int prevCtlFd() const { return prevCtlFd_; }
+  Link& nextCtl() { return nextCtl_; }
+  Link& prevCtl() { return prevCtl_; }
+  TlsMode tlsMode() const { return idTlsMode(id_); }
   int64_t timeoutMs() const { return timeoutMs_; }
 
  private:
@@ -136,7 +147,9 @@ class Bootstrap {
   int64_t timeoutMs_ = 0;
   const std::atomic<bool>* abort_ = nullptr;
   IdData id_{};
-  int listenFd_ = -1, nextFd_ = -1, prevFd_ = -1, nextCtlFd_ = -1, prevCtlFd_ = -1;
+  int listenFd_ = -1;
+  Link next_, prev_, nextCtl_, prevCtl_;
+  TlsContextRef rootTls_, ringTls_;  // set where COLIBRI_TLS covers those connections
   std::vector<RankInfo> peers_;
 };
 

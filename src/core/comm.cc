@@ -19,6 +19,7 @@
 #include "core/config.h"
 #include "core/crypto.h"
 #include "core/dtype.h"
+#include "core/tls.h"
 #include "core/versions.h"
 #include "transport/shm.h"
 #include "transport/socket.h"
@@ -123,8 +124,8 @@ struct Notice {
 void clbComm::notifyNeighbours(char kind) {
   Notice n{kind, {0, 0, 0}, noticeKind ? noticeOrigin.load() : rank, seq};
   if (noticeKind == 'A') n.kind = 'A';
-  for (int fd : {boot.nextCtlFd(), boot.prevCtlFd()})
-    if (fd >= 0) (void)!send(fd, &n, sizeof n, MSG_DONTWAIT | MSG_NOSIGNAL);
+  for (Link* l : {&boot.nextCtl(), &boot.prevCtl()})
+    if (l->open()) (void)!l->trySend(&n, sizeof n);
 }
 
 clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
@@ -132,10 +133,10 @@ clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
     return setError(clbAborted, "rank %d: the communicator was aborted (clbCommAbort) while waiting for %s", rank, what);
   const int64_t now = nowMs();
   if (!shm && nranks > 1) {
-    for (int fd : {boot.prevCtlFd(), boot.nextCtlFd()}) {
+    for (Link* l : {&boot.prevCtl(), &boot.nextCtl()}) {
       Notice n{};
-      if (noticeKind || fd < 0 || recv(fd, &n, sizeof n, MSG_DONTWAIT | MSG_PEEK) != (ssize_t)sizeof n) continue;
-      (void)!recv(fd, &n, sizeof n, MSG_DONTWAIT);
+      if (noticeKind || !l->open() || l->tryRecv(&n, sizeof n, true) != (ssize_t)sizeof n) continue;
+      (void)!l->tryRecv(&n, sizeof n);
       noticeOrigin = n.origin;
       noticeSeq = n.seq;
       noticeKind = n.kind;  // last: a reader that sees the kind sees the rest
@@ -224,9 +225,9 @@ clbResult_t clbComm::asyncStatus() {
     // A neighbour's failure notice, looked at without taking it (a collective may be reading too).
     char kind = noticeKind;
     int origin = noticeOrigin;
-    for (int fd : {boot.prevCtlFd(), boot.nextCtlFd()}) {
+    for (Link* l : {&boot.prevCtl(), &boot.nextCtl()}) {
       Notice n{};
-      if (kind || fd < 0 || recv(fd, &n, sizeof n, MSG_DONTWAIT | MSG_PEEK) != (ssize_t)sizeof n) continue;
+      if (kind || !l->open() || l->tryRecv(&n, sizeof n, true) != (ssize_t)sizeof n) continue;
       kind = n.kind;
       origin = n.origin;
     }
@@ -310,6 +311,9 @@ clbResult_t clbGetUniqueId(clbUniqueId* id) {
   IdData d{};
   d.magic = kIdMagic;
   d.protocol = CLB_PROTOCOL_VERSION;
+  TlsMode tls = TlsMode::kOff;
+  CLB_CHECK(tlsModeForNewId(&tls));
+  setIdTlsMode(&d, tls);
   CLB_CHECK(randomSecret(d.secret));
   SockAddr local;
   CLB_CHECK(localAddress(&local));
@@ -333,6 +337,9 @@ clbResult_t clbUniqueIdFromAddress(const char* host, int port, const char* secre
   d.magic = kIdMagic;
   d.protocol = CLB_PROTOCOL_VERSION;
   d.flags = kIdRootAtRank0;
+  TlsMode tls = TlsMode::kOff;
+  CLB_CHECK(tlsModeForNewId(&tls));
+  setIdTlsMode(&d, tls);
   fillAddress(&d, a);
   snprintf(d.host, sizeof d.host, "%s", host);
   // The secret: derived from the passphrase (the argument, else COLIBRI_BOOTSTRAP_SECRET), or, with none,
@@ -378,8 +385,9 @@ clbResult_t clbUniqueIdDescribe(const clbUniqueId* id, char* buf, size_t bufByte
   if (!buf || bufBytes == 0) return setError(clbInvalidArgument, "buffer is NULL or empty");
   IdData d;
   CLB_CHECK(decodeId(id, &d));
-  snprintf(buf, bufBytes, "colibri-id{root=%s, protocol=%u, secret-fingerprint=%08x%s}", idAddress(d).str().c_str(),
-           d.protocol, secretFingerprint(d.secret), (d.flags & kIdRootAtRank0) ? ", root opened by rank 0" : "");
+  snprintf(buf, bufBytes, "colibri-id{root=%s, protocol=%u, secret-fingerprint=%08x%s, tls=%s}",
+           idAddress(d).str().c_str(), d.protocol, secretFingerprint(d.secret),
+           (d.flags & kIdRootAtRank0) ? ", root opened by rank 0" : "", tlsModeName(idTlsMode(d)));
   return clbSuccess;
 }
 
@@ -395,6 +403,15 @@ static void buildInfo(clbComm* c) {
                    c->shm ? "available" : "unavailable (needs shm)", (long long)c->cfg.directMaxBytes,
                    (long long)c->cfg.stagingCapBytes, (long long)c->cfg.timeoutMs);
   c->info.assign(b, n < (int)sizeof b ? n : sizeof b - 1);
+  switch (c->boot.tlsMode()) {
+    case TlsMode::kOff: c->info += "tls: off\n"; break;
+    case TlsMode::kBootstrap: c->info += "tls: bootstrap (the connections to the root)\n"; break;
+    case TlsMode::kAll:
+      c->info += "tls: all (every connection";
+      if (TlsSession* s = c->boot.next().tls()) c->info += ", " + s->describe();
+      c->info += ")\n";
+      break;
+  }
   c->info += describeVersions(c->boot.peers());
 }
 
@@ -437,7 +454,7 @@ static clbResult_t initComm(clbComm* c, const IdData& id) {
                       "(libibverbs-dev), so it has no verbs transport: use transport socket");
 #endif
     } else {
-      c->ring = std::make_unique<SocketRingChannel>(c, c->boot.nextFd(), c->boot.prevFd());
+      c->ring = std::make_unique<SocketRingChannel>(c, c->boot.next(), c->boot.prev());
     }
   }
   buildInfo(c);

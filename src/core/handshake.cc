@@ -35,9 +35,7 @@ std::string peerName(int fd) {
 
 // One send on a fresh connection: its socket buffer is empty, so a short message goes at once or
 // the peer is not worth waiting for.
-bool sendNow(int fd, const void* buf, size_t bytes) {
-  return send(fd, buf, bytes, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)bytes;
-}
+bool sendNow(Link& link, const void* buf, size_t bytes) { return link.trySend(buf, bytes) == (ssize_t)bytes; }
 
 // Pending handshakes of every listener of this process, and their bound: a quarter of the fd
 // limit (at least 16), so that a flood at several listeners cannot take the process's last fds.
@@ -105,30 +103,23 @@ int64_t handshakeTimeoutMs() {
   return ms;
 }
 
-clbResult_t clientHello(int fd, const uint8_t* secret, Purpose purpose, int64_t deadlineMs, const std::atomic<bool>* abort,
-                        const char* peer, ClientHello* sent) {
-  *sent = ClientHello{kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, purpose, secretFingerprint(secret), 0, {}};
-  if (!randomBytes(sent->nonce, sizeof sent->nonce))
-    return setSysError(errno, "getrandom() for a bootstrap nonce failed");
-  return sendAll(fd, sent, sizeof *sent, deadlineMs, abort, peer);
-}
-
-clbResult_t clientHandshake(int fd, const uint8_t* secret, Purpose purpose, const uint8_t* session,
-                            const void* body, size_t bodyBytes, int64_t deadlineMs,
+clbResult_t clientHandshake(Link& link, const TlsContextRef& tls, const uint8_t* secret, Purpose purpose,
+                            const uint8_t* session, const void* body, size_t bodyBytes, int64_t deadlineMs,
                             const std::atomic<bool>* abort, const char* peer, Transcript* out, bool* retry) {
-  ClientHello h;
   *retry = false;
-  CLB_CHECK(clientHello(fd, secret, purpose, deadlineMs, abort, peer, &h));
-  return clientProve(fd, secret, h, session, body, bodyBytes, deadlineMs, abort, peer, out, retry);
-}
-
-clbResult_t clientProve(int fd, const uint8_t* secret, const ClientHello& h, const uint8_t* session, const void* body,
-                        size_t bodyBytes, int64_t deadlineMs, const std::atomic<bool>* abort, const char* peer,
-                        Transcript* out, bool* retry) {
-  *retry = false;
-  const Purpose purpose = (Purpose)h.purpose;
+  if (tls) {
+    std::unique_ptr<TlsSession> s;
+    CLB_CHECK(TlsSession::create(tls, link.fd(), false, &s));
+    clbResult_t rc = s->connect(deadlineMs, abort, peer);
+    if (rc == clbRemoteError) *retry = true;  // closed during TLS: full, or not a root yet
+    CLB_CHECK(rc);
+    link.setTls(std::move(s));
+  }
+  ClientHello h{kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, purpose, secretFingerprint(secret), 0, {}};
+  if (!randomBytes(h.nonce, sizeof h.nonce)) return setSysError(errno, "getrandom() for a bootstrap nonce failed");
+  CLB_CHECK(sendAll(link, &h, sizeof h, deadlineMs, abort, peer));
   ServerChallenge c{};
-  clbResult_t rc = recvAll(fd, &c, kPrefixBytes, deadlineMs, abort, peer);
+  clbResult_t rc = recvAll(link, &c, kPrefixBytes, deadlineMs, abort, peer);
   if (rc == clbRemoteError) *retry = true;  // closed before answering: full, or not a root yet
   CLB_CHECK(rc);
   if (c.magic != kWireMagic)
@@ -141,14 +132,14 @@ clbResult_t clientProve(int fd, const uint8_t* secret, const ClientHello& h, con
                     versionString(CLB_VERSION_CODE).c_str());
   if (c.status != clbSuccess) {
     uint8_t pad[kRefusalBytes - kPrefixBytes];
-    CLB_CHECK(recvAll(fd, pad, sizeof pad, deadlineMs, abort, peer));
+    CLB_CHECK(recvAll(link, pad, sizeof pad, deadlineMs, abort, peer));
     std::string msg(c.msgBytes <= kMaxMessageBytes ? c.msgBytes : 0, '\0');
-    if (!msg.empty()) CLB_CHECK(recvAll(fd, msg.data(), msg.size(), deadlineMs, abort, peer));
+    if (!msg.empty()) CLB_CHECK(recvAll(link, msg.data(), msg.size(), deadlineMs, abort, peer));
     // Unauthenticated: the code is one of two, whatever the peer says; its words are in the message.
     return setError(c.status == clbInvalidUsage ? clbInvalidUsage : clbAuthError, "%s refused the connection: %s",
                     peer, msg.c_str());
   }
-  CLB_CHECK(recvAll(fd, reinterpret_cast<uint8_t*>(&c) + kPrefixBytes, sizeof c - kPrefixBytes, deadlineMs, abort,
+  CLB_CHECK(recvAll(link, reinterpret_cast<uint8_t*>(&c) + kPrefixBytes, sizeof c - kPrefixBytes, deadlineMs, abort,
                     peer));
   Transcript t{CLB_PROTOCOL_VERSION, purpose, {}, {}, {}};
   if (session) memcpy(t.session, session, kSessionBytes);
@@ -168,14 +159,15 @@ clbResult_t clientProve(int fd, const uint8_t* secret, const ClientHello& h, con
   std::vector<uint8_t> msg(kTagBytes + bodyBytes);
   tag(secret, kClientProof, t, {{body, bodyBytes}}, msg.data());
   if (bodyBytes) memcpy(msg.data() + kTagBytes, body, bodyBytes);
-  CLB_CHECK(sendAll(fd, msg.data(), msg.size(), deadlineMs, abort, peer));
+  CLB_CHECK(sendAll(link, msg.data(), msg.size(), deadlineMs, abort, peer));
   *out = t;
   return clbSuccess;
 }
 
 HandshakeServer::HandshakeServer(int listenFd, const uint8_t* secret, uint32_t purposes, const uint8_t* session,
-                                 size_t bodyBytes, std::string where, int64_t perConnectionMs, size_t maxPending)
-    : listenFd_(listenFd), purposes_(purposes), bodyBytes_(bodyBytes), where_(std::move(where)),
+                                 size_t bodyBytes, std::string where, int64_t perConnectionMs, size_t maxPending,
+                                 TlsContextRef tls)
+    : listenFd_(listenFd), tls_(std::move(tls)), purposes_(purposes), bodyBytes_(bodyBytes), where_(std::move(where)),
       perConnectionMs_(perConnectionMs), maxPending_(maxPending ? maxPending : 1) {
   memcpy(secret_, secret, kSecretBytes);
   memset(session_, 0, sizeof session_);
@@ -183,22 +175,28 @@ HandshakeServer::HandshakeServer(int listenFd, const uint8_t* secret, uint32_t p
 }
 
 HandshakeServer::~HandshakeServer() {
-  for (Conn& c : pending_)
-    if (c.fd >= 0) close(c.fd);
+  pending_.clear();
   gPendingTotal -= (int)pending_.size();
   wipe(secret_, sizeof secret_);
 }
 
 size_t HandshakeServer::addPollFds(std::vector<pollfd>* fds) const {
   fds->push_back({listenFd_, nowMs() < pausedUntil_ ? (short)0 : (short)POLLIN, 0});
-  for (const Conn& c : pending_) fds->push_back({c.fd, POLLIN, 0});
+  for (const Conn& c : pending_) fds->push_back({c.link.fd(), c.link.wantEvents(POLLIN), 0});
   return 1 + pending_.size();
 }
 
 void HandshakeServer::drop(Conn& c, const char* why) {
-  if (c.fd < 0) return;
-  close(c.fd);
-  c.fd = -1;
+  if (!c.link.open()) return;
+  // Read what the client already sent before closing: closing over unread data resets the
+  // connection, and the reset can overtake what was just sent to say why (a refusal, a TLS alert).
+  const int fd = c.link.fd();
+  c.link.setTls(nullptr);  // a failed TLS session has its alert out already; a live one says close_notify
+  ::shutdown(fd, SHUT_WR);
+  char sink[4096];
+  for (int i = 0; i < 16 && ::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++) {
+  }
+  c.link.close();
   dropped_++;
   // A scan or a flood must not flood the log: one warning a second, with the count in between.
   const int64_t now = nowMs();
@@ -213,9 +211,19 @@ void HandshakeServer::drop(Conn& c, const char* why) {
   }
 }
 
-bool HandshakeServer::step(Conn& c, std::vector<Authenticated>* done) {
-  for (;;) {
-    ssize_t n = recv(c.fd, c.buf.data() + c.have, c.buf.size() - c.have, MSG_DONTWAIT);
+void HandshakeServer::refuse(Conn& c, uint32_t status, const char* why) {
+  // Unauthenticated and plain (a client that cannot speak TLS reads it too): a refusal header, the text.
+  uint32_t head[kRefusalBytes / 4] = {kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, status, (uint32_t)strlen(why)};
+  std::string out(reinterpret_cast<const char*>(head), sizeof head);
+  out += why;
+  (void)sendNow(c.link, out.data(), out.size());
+  drop(c, why);
+}
+
+bool HandshakeServer::stepTls(Conn& c) {
+  if (!c.link.tls()) {  // nothing read yet: TLS opens with a handshake record (type 22)
+    unsigned char first = 0;
+    ssize_t n = ::recv(c.link.fd(), &first, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0) {
       drop(c, "it closed before completing the handshake");
       return false;
@@ -225,13 +233,57 @@ bool HandshakeServer::step(Conn& c, std::vector<Authenticated>* done) {
       drop(c, strerror(errno));
       return false;
     }
+    if (first != 22) {
+      if (first == (kWireMagic & 0xff))
+        refuse(c, clbAuthError,
+               "this listener takes TLS connections only (COLIBRI_TLS, carried by the unique id): run every rank "
+               "with the same COLIBRI_TLS and its certificates");
+      else
+        drop(c, "not a TLS handshake");
+      return false;
+    }
+    std::unique_ptr<TlsSession> s;
+    if (TlsSession::create(tls_, c.link.fd(), true, &s) != clbSuccess) {
+      drop(c, lastError().c_str());
+      return false;
+    }
+    c.link.setTls(std::move(s));
+  }
+  std::string why;
+  const int r = c.link.tls()->handshakeStep(&why);
+  if (r < 0) {
+    drop(c, why.c_str());
+    return false;
+  }
+  if (r == 1) c.stage = 0;
+  return true;
+}
+
+bool HandshakeServer::step(Conn& c, std::vector<Authenticated>* done) {
+  if (c.stage < 0 && (!stepTls(c) || c.stage < 0)) return c.link.open();
+  for (;;) {
+    ssize_t n = c.link.tryRecv(c.buf.data() + c.have, c.buf.size() - c.have);
+    if (n == 0) {
+      drop(c, "it closed before completing the handshake");
+      return false;
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
+      drop(c, errno == EPROTO ? "its TLS stream failed" : strerror(errno));
+      return false;
+    }
     c.have += n;
     if (c.have < c.buf.size()) continue;
     if (c.stage == 0) {
       ClientHello h;
       memcpy(&h, c.buf.data(), sizeof h);
       if (h.magic != kWireMagic) {
-        drop(c, "not a Colibri bootstrap hello");
+        if (!tls_ && c.buf[0] == 22)  // a TLS client hello: tell it in plain words (its TLS fails on them)
+          refuse(c, clbAuthError,
+                 "this listener does not take TLS (COLIBRI_TLS=off, carried by the unique id): run every rank with "
+                 "the same COLIBRI_TLS");
+        else
+          drop(c, "not a Colibri bootstrap hello");
         return false;
       }
       char m[320] = {0};
@@ -248,12 +300,7 @@ bool HandshakeServer::step(Conn& c, std::vector<Authenticated>* done) {
         status = clbInvalidUsage;
       }
       if (status != clbSuccess) {  // say why (unauthenticated, plain text), then close
-        uint32_t head[kRefusalBytes / 4] = {kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, status,
-                                            (uint32_t)strlen(m)};
-        std::string out(reinterpret_cast<const char*>(head), sizeof head);
-        out += m;
-        (void)sendNow(c.fd, out.data(), out.size());
-        drop(c, m);
+        refuse(c, status, m);
         return false;
       }
       ServerChallenge ch{kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, clbSuccess, 0,
@@ -267,7 +314,7 @@ bool HandshakeServer::step(Conn& c, std::vector<Authenticated>* done) {
       memcpy(c.t.clientNonce, h.nonce, kNonceBytes);
       memcpy(c.t.serverNonce, ch.nonce, kNonceBytes);
       tag(secret_, kServerProof, c.t, {}, ch.proof);
-      if (!sendNow(c.fd, &ch, sizeof ch)) {
+      if (!sendNow(c.link, &ch, sizeof ch)) {
         drop(c, "it does not read");
         return false;
       }
@@ -282,13 +329,12 @@ bool HandshakeServer::step(Conn& c, std::vector<Authenticated>* done) {
       return false;
     }
     Authenticated a;
-    a.fd = c.fd;
+    a.link = std::move(c.link);  // the caller owns it now
     a.purpose = c.t.purpose;
     a.transcript = c.t;
     a.body.assign(body, body + bodyBytes_);
     a.from = c.from;
     done->push_back(std::move(a));
-    c.fd = -1;  // the caller owns it now
     return false;
   }
 }
@@ -299,12 +345,13 @@ void HandshakeServer::advance(const std::vector<pollfd>& fds, size_t first, size
   const size_t watched = n > 0 ? n - 1 : 0;  // pending_ has not changed since addPollFds
   for (size_t i = 0; i < pending_.size(); i++) {
     Conn& c = pending_[i];
-    const bool ready = i < watched && fds[first + 1 + i].fd == c.fd && fds[first + 1 + i].revents;
+    const bool ready = i < watched && fds[first + 1 + i].fd == c.link.fd() &&
+                       (fds[first + 1 + i].revents || c.link.buffered());
     if (ready && !step(c, done)) continue;
-    if (c.fd >= 0 && now > c.deadline) drop(c, "it did not complete the handshake in time");
+    if (c.link.open() && now > c.deadline) drop(c, "it did not complete the handshake in time");
   }
   for (auto it = pending_.begin(); it != pending_.end();) {
-    if (it->fd >= 0) {
+    if (it->link.open()) {
       ++it;
       continue;
     }
@@ -337,7 +384,7 @@ void HandshakeServer::advance(const std::vector<pollfd>& fds, size_t first, size
     // oldest pending connection of this listener goes, or the new one when this one has none.
     if (pending_.size() >= maxPending_ || gPendingTotal.load() >= processPendingLimit()) {
       if (pending_.empty()) {
-        Conn c{fd, 0, 0, {}, 0, {}, peerName(fd)};
+        Conn c{Link(fd), 0, 0, {}, 0, {}, peerName(fd)};
         drop(c, "too many connections are pending in this process");
         continue;
       }
@@ -345,7 +392,8 @@ void HandshakeServer::advance(const std::vector<pollfd>& fds, size_t first, size
       pending_.pop_front();
       gPendingTotal--;
     }
-    Conn c{fd, now + perConnectionMs_, 0, std::vector<uint8_t>(sizeof(ClientHello)), 0, {}, peerName(fd)};
+    Conn c{Link(fd), now + perConnectionMs_, tls_ ? -1 : 0, std::vector<uint8_t>(sizeof(ClientHello)), 0, {},
+           peerName(fd)};
     pending_.push_back(std::move(c));
     gPendingTotal++;
   }

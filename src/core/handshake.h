@@ -27,6 +27,8 @@
 
 #include "colibri/colibri.h"
 #include "core/crypto.h"
+#include "core/net.h"
+#include "core/tls.h"
 
 namespace clb {
 
@@ -88,37 +90,32 @@ void tag(const uint8_t* secret, const char* label, const Transcript& t, std::ini
 bool tagMatches(const uint8_t* secret, const char* label, const Transcript& t, std::initializer_list<Part> parts,
                 const uint8_t* got);
 
-// The client side in two steps, so that a rank can open several connections side by side: send
-// the hello, then (once its challenge may have come) check the server's proof and send proof + body.
-clbResult_t clientHello(int fd, const uint8_t* secret, Purpose purpose, int64_t deadlineMs, const std::atomic<bool>* abort,
-                        const char* peer, ClientHello* sent);
-clbResult_t clientProve(int fd, const uint8_t* secret, const ClientHello& sent, const uint8_t* session, const void* body,
-                        size_t bodyBytes, int64_t deadlineMs, const std::atomic<bool>* abort, const char* peer,
-                        Transcript* out, bool* retry);
-// Both steps: on a connected socket, hello, check the server's proof, send proof + body.
-// `retry` is set when the server closed the connection before its challenge (it was full or
-// restarting): the caller may connect again. `peer` names the server in messages.
-clbResult_t clientHandshake(int fd, const uint8_t* secret, Purpose purpose, const uint8_t* session,
-                            const void* body, size_t bodyBytes, int64_t deadlineMs,
+// The client side on a connected socket: TLS first when `tls` is set (a context of
+// tlsContextFor), then the hello, the server's proof checked, proof + body sent. `retry` is set
+// when the server closed the connection before its challenge (it was full or restarting): the
+// caller may connect again. `peer` names the server in messages.
+clbResult_t clientHandshake(Link& link, const TlsContextRef& tls, const uint8_t* secret, Purpose purpose,
+                            const uint8_t* session, const void* body, size_t bodyBytes, int64_t deadlineMs,
                             const std::atomic<bool>* abort, const char* peer, Transcript* out, bool* retry);
 
-// A connection whose client proved the secret; its body is verified. The server owns fd now.
+// A connection whose client proved the secret; its body is verified. The server owns the link now.
 struct Authenticated {
-  int fd = -1;
+  Link link;
   uint32_t purpose = 0;
   Transcript transcript{};
   std::vector<uint8_t> body;
   std::string from;  // the peer's address, for messages
 };
 
-// The server side: accepts on `listenFd` and drives every pending handshake by poll. Connections
-// that are not done within `perConnectionMs` are dropped; beyond `maxPending` pending at once, the
-// oldest is dropped (its client, if real, connects again).
+// The server side: accepts on `listenFd` and drives every pending handshake by poll, TLS first
+// when `tls` is set. Connections that are not done within `perConnectionMs` are dropped; beyond
+// `maxPending` pending at once, the oldest is dropped (its client, if real, connects again). A
+// client that does not speak TLS to a TLS listener, or TLS to a plain one, is told why.
 class HandshakeServer {
  public:
   HandshakeServer(int listenFd, const uint8_t* secret, uint32_t purposes /* bit per Purpose */,
                   const uint8_t* session, size_t bodyBytes, std::string where, int64_t perConnectionMs,
-                  size_t maxPending);
+                  size_t maxPending, TlsContextRef tls = nullptr);
   ~HandshakeServer();
   HandshakeServer(const HandshakeServer&) = delete;
   HandshakeServer& operator=(const HandshakeServer&) = delete;
@@ -134,17 +131,20 @@ class HandshakeServer {
 
  private:
   struct Conn {
-    int fd;
+    Link link;
     int64_t deadline;
-    int stage;  // 0: reading the hello, 1: reading proof + body
+    int stage;  // -1: TLS handshake, 0: reading the hello, 1: reading proof + body
     std::vector<uint8_t> buf;
     size_t have;
     Transcript t;
     std::string from;
   };
   bool step(Conn& c, std::vector<Authenticated>* done);  // false: drop it
+  bool stepTls(Conn& c);                                  // false: dropped
+  void refuse(Conn& c, uint32_t status, const char* why);  // tells the client why, then drops it
   void drop(Conn& c, const char* why);
   int listenFd_;
+  TlsContextRef tls_;
   uint8_t secret_[kSecretBytes];
   uint32_t purposes_;
   uint8_t session_[kSessionBytes];

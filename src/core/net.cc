@@ -16,6 +16,7 @@
 #include <ctime>
 
 #include "core/error.h"
+#include "core/tls.h"
 
 namespace clb {
 
@@ -251,32 +252,77 @@ clbResult_t acceptTcp(int listenFd, int64_t deadlineMs, const std::atomic<bool>*
   }
 }
 
-clbResult_t sendAll(int fd, const void* buf, size_t bytes, int64_t deadlineMs,
+Link::Link() = default;
+Link::Link(int fd) : fd_(fd) {}
+Link Link::borrow(int fd) {
+  Link l(fd);
+  l.owned_ = false;
+  return l;
+}
+Link::Link(Link&& o) noexcept : fd_(o.fd_), owned_(o.owned_), tls_(std::move(o.tls_)) { o.fd_ = -1; }
+Link& Link::operator=(Link&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd_ = o.fd_;
+    owned_ = o.owned_;
+    tls_ = std::move(o.tls_);
+    o.fd_ = -1;
+  }
+  return *this;
+}
+Link::~Link() { close(); }
+
+void Link::setTls(std::unique_ptr<TlsSession> tls) { tls_ = std::move(tls); }
+
+void Link::close() {
+  tls_.reset();  // its close_notify goes out before the socket closes
+  if (fd_ >= 0 && owned_) ::close(fd_);
+  fd_ = -1;
+  owned_ = true;
+}
+
+ssize_t Link::trySend(const void* buf, size_t bytes) {
+  if (tls_) return tls_->send(buf, bytes);
+  return ::send(fd_, buf, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+ssize_t Link::tryRecv(void* buf, size_t bytes, bool peek) {
+  if (tls_) return tls_->recv(buf, bytes, peek);
+  return ::recv(fd_, buf, bytes, MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
+}
+
+bool Link::buffered() const { return tls_ && tls_->buffered(); }
+
+short Link::wantEvents(short dflt) const { return tls_ ? tls_->wantEvents(dflt) : dflt; }
+
+clbResult_t sendAll(Link& link, const void* buf, size_t bytes, int64_t deadlineMs,
                     const std::atomic<bool>* abort, const char* what) {
   const char* p = static_cast<const char*>(buf);
   while (bytes > 0) {
-    ssize_t n = send(fd, p, bytes, MSG_NOSIGNAL);
+    ssize_t n = link.trySend(p, bytes);
     if (n > 0) {
       p += n;
       bytes -= n;
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      CLB_CHECK(waitFd(fd, POLLOUT, deadlineMs, abort, what));
+      CLB_CHECK(waitFd(link.fd(), link.wantEvents(POLLOUT), deadlineMs, abort, what));
       continue;
     }
     if (errno == EPIPE || errno == ECONNRESET)
       return setError(clbRemoteError, "%s closed the connection (did it exit or fail?): %s", what, strerror(errno));
+    if (errno == EPROTO)
+      return setError(clbAuthError, "the TLS connection to %s failed: %s", what, link.tls()->failure().c_str());
     return setSysError(errno, "sending to %s failed (did the peer exit?)", what);
   }
   return clbSuccess;
 }
 
-clbResult_t recvAll(int fd, void* buf, size_t bytes, int64_t deadlineMs,
+clbResult_t recvAll(Link& link, void* buf, size_t bytes, int64_t deadlineMs,
                     const std::atomic<bool>* abort, const char* what) {
   char* p = static_cast<char*>(buf);
   while (bytes > 0) {
-    ssize_t n = recv(fd, p, bytes, 0);
+    ssize_t n = link.tryRecv(p, bytes);
     if (n > 0) {
       p += n;
       bytes -= n;
@@ -284,14 +330,28 @@ clbResult_t recvAll(int fd, void* buf, size_t bytes, int64_t deadlineMs,
     }
     if (n == 0) return setError(clbRemoteError, "%s closed the connection (did the peer exit or fail?)", what);
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-      CLB_CHECK(waitFd(fd, POLLIN, deadlineMs, abort, what));
+      if (!link.buffered()) CLB_CHECK(waitFd(link.fd(), link.wantEvents(POLLIN), deadlineMs, abort, what));
       continue;
     }
     if (errno == ECONNRESET)
       return setError(clbRemoteError, "%s reset the connection (did it exit or fail?)", what);
+    if (errno == EPROTO)
+      return setError(clbAuthError, "the TLS connection with %s failed: %s", what, link.tls()->failure().c_str());
     return setSysError(errno, "receiving from %s failed (did the peer exit?)", what);
   }
   return clbSuccess;
+}
+
+clbResult_t sendAll(int fd, const void* buf, size_t bytes, int64_t deadlineMs,
+                    const std::atomic<bool>* abort, const char* what) {
+  Link l = Link::borrow(fd);
+  return sendAll(l, buf, bytes, deadlineMs, abort, what);
+}
+
+clbResult_t recvAll(int fd, void* buf, size_t bytes, int64_t deadlineMs,
+                    const std::atomic<bool>* abort, const char* what) {
+  Link l = Link::borrow(fd);
+  return recvAll(l, buf, bytes, deadlineMs, abort, what);
 }
 
 }  // namespace clb

@@ -7,8 +7,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "colibri/colibri.h"
@@ -38,7 +41,44 @@ clbResult_t listenTcp(const SockAddr& addr, int* fd, SockAddr* bound);
 clbResult_t connectTcp(const SockAddr& addr, int64_t deadlineMs, const std::atomic<bool>* abort,
                        int* fd);
 clbResult_t acceptTcp(int listenFd, int64_t deadlineMs, const std::atomic<bool>* abort, int* fd);
+
+class TlsSession;  // core/tls.h
+
+// A TCP connection of the bootstrap or the socket transport: its socket and, where COLIBRI_TLS
+// covers it, its TLS session. Owns both, closing them on destruction (a borrowed Link does not).
+class Link {
+ public:
+  Link();
+  explicit Link(int fd);
+  static Link borrow(int fd);  // uses fd without owning it (plain, no TLS)
+  Link(Link&& o) noexcept;
+  Link& operator=(Link&& o) noexcept;
+  ~Link();
+  int fd() const { return fd_; }
+  bool open() const { return fd_ >= 0; }
+  TlsSession* tls() const { return tls_.get(); }
+  void setTls(std::unique_ptr<TlsSession> tls);
+  // One try, as send / recv with MSG_DONTWAIT (and MSG_NOSIGNAL): bytes moved, 0 on receive when
+  // the peer closed, -1 with errno (EAGAIN: poll for wantEvents first; EPROTO: TLS failed).
+  ssize_t trySend(const void* buf, size_t bytes);
+  ssize_t tryRecv(void* buf, size_t bytes, bool peek = false);
+  // Data that tryRecv returns without the socket being readable (decrypted, buffered by TLS).
+  bool buffered() const;
+  // The poll events to wait for after EAGAIN: `dflt`, unless TLS must first read or write.
+  short wantEvents(short dflt) const;
+  void close();
+
+ private:
+  int fd_ = -1;
+  bool owned_ = true;
+  std::unique_ptr<TlsSession> tls_;
+};
+
 // Whole-buffer send/recv with a deadline. `what` names the peer for messages.
+clbResult_t sendAll(Link& link, const void* buf, size_t bytes, int64_t deadlineMs,
+                    const std::atomic<bool>* abort, const char* what);
+clbResult_t recvAll(Link& link, void* buf, size_t bytes, int64_t deadlineMs,
+                    const std::atomic<bool>* abort, const char* what);
 clbResult_t sendAll(int fd, const void* buf, size_t bytes, int64_t deadlineMs,
                     const std::atomic<bool>* abort, const char* what);
 clbResult_t recvAll(int fd, void* buf, size_t bytes, int64_t deadlineMs,

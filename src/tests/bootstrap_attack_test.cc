@@ -531,7 +531,7 @@ struct ServerOnThread {
   }
   ~ServerOnThread() {
     finish();
-    for (auto& a : got) close(a.fd);
+    got.clear();
     clb::closeFd(&lfd);
   }
 };
@@ -548,7 +548,7 @@ TEST(Fuzz, RingServerSurvivesTenThousandHostileMessages) {
     const char body[16] = "the real client";
     clb::Transcript t{};
     bool retry = false;
-    EXPECT_EQ(clb::clientHandshake(fd, server.secret, clb::kPurposeRingData, server.session, body, sizeof body,
+    EXPECT_EQ(clbtest::clientHandshake(fd, server.secret, clb::kPurposeRingData, server.session, body, sizeof body,
                                    clb::nowMs() + 3000, nullptr, "listener", &t, &retry),
               clbSuccess)
         << clbGetLastError();
@@ -578,7 +578,7 @@ TEST(Handshake, OtherSessionAndOtherPurposeAreRefused) {
   bool retry = false;
   int fd = clbtest::rawConnect(server.bound);
   ASSERT_GE(fd, 0);
-  EXPECT_EQ(clb::clientHandshake(fd, server.secret, clb::kPurposeRingData, other, body, sizeof body,
+  EXPECT_EQ(clbtest::clientHandshake(fd, server.secret, clb::kPurposeRingData, other, body, sizeof body,
                                  clb::nowMs() + 3000, nullptr, "listener", &t, &retry),
             clbAuthError);
   EXPECT_NE(std::string(clbGetLastError()).find("did not prove this communicator's secret"), std::string::npos)
@@ -586,7 +586,7 @@ TEST(Handshake, OtherSessionAndOtherPurposeAreRefused) {
   close(fd);
   fd = clbtest::rawConnect(server.bound);
   ASSERT_GE(fd, 0);
-  EXPECT_EQ(clb::clientHandshake(fd, server.secret, clb::kPurposeRoot, server.session, body, sizeof body,
+  EXPECT_EQ(clbtest::clientHandshake(fd, server.secret, clb::kPurposeRoot, server.session, body, sizeof body,
                                  clb::nowMs() + 3000, nullptr, "listener", &t, &retry),
             clbInvalidUsage);
   EXPECT_NE(std::string(clbGetLastError()).find("does not serve connections of purpose 1"), std::string::npos)

@@ -19,6 +19,16 @@
 
 namespace clbtest {
 
+// The client handshake on a plain socket that the caller keeps owning.
+inline clbResult_t clientHandshake(int fd, const uint8_t* secret, clb::Purpose purpose, const uint8_t* session,
+                                   const void* body, size_t bodyBytes, int64_t deadlineMs,
+                                   const std::atomic<bool>* abort, const char* peer, clb::Transcript* out,
+                                   bool* retry) {
+  clb::Link link = clb::Link::borrow(fd);
+  return clb::clientHandshake(link, nullptr, secret, purpose, session, body, bodyBytes, deadlineMs, abort, peer, out,
+                              retry);
+}
+
 inline clb::IdData idData(const clbUniqueId& uid) {
   clb::IdData d;
   memcpy(&d, &uid, sizeof d);
@@ -54,7 +64,7 @@ inline RootAnswer helloToRoot(const clb::IdData& id, const uint8_t* secret, int 
   snprintf(b.info.hostname, sizeof b.info.hostname, "test");
   clb::Transcript t{};
   bool retry = false;
-  a.rc = clb::clientHandshake(fd, secret, clb::kPurposeRoot, nullptr, &b, sizeof b, by, nullptr, "the root", &t, &retry);
+  a.rc = clientHandshake(fd, secret, clb::kPurposeRoot, nullptr, &b, sizeof b, by, nullptr, "the root", &t, &retry);
   if (a.rc == clbSuccess && keep) {
     *keep = fd;
     return a;

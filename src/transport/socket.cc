@@ -8,11 +8,12 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/tls.h"
 
 namespace clb {
 
-SocketRingChannel::SocketRingChannel(clbComm* comm, int sendFd, int recvFd)
-    : comm_(comm), sendFd_(sendFd), recvFd_(recvFd), next_((comm->rank + 1) % comm->nranks),
+SocketRingChannel::SocketRingChannel(clbComm* comm, Link& send, Link& recv)
+    : comm_(comm), sendLink_(send), recvLink_(recv), next_((comm->rank + 1) % comm->nranks),
       prev_((comm->rank + comm->nranks - 1) % comm->nranks) {}
 
 SocketRingChannel::~SocketRingChannel() { comm_->mem.addHost(-accounted_); }
@@ -49,24 +50,28 @@ clbResult_t SocketRingChannel::prepare(size_t maxBytes) {
 }
 
 clbResult_t SocketRingChannel::progress(bool wait, int64_t startMs, const char* what) {
-  if (wait) {
-    struct pollfd p[2] = {{sendFd_, (short)(sendPosted_ > sendWritten_ ? POLLOUT : 0), 0},
-                          {recvFd_, POLLIN, 0}};
+  if (wait && !recvLink_.buffered()) {
+    struct pollfd p[2] = {
+        {sendLink_.fd(), sendPosted_ > sendWritten_ ? sendLink_.wantEvents(POLLOUT) : (short)0, 0},
+        {recvLink_.fd(), recvLink_.wantEvents(POLLIN), 0}};
     int rc = poll(p, 2, 20);
     if (rc < 0 && errno != EINTR) return setSysError(errno, "poll() on ring sockets failed");
-    CLB_CHECK(comm_->checkWait(startMs, what, -1));
   }
+  if (wait) CLB_CHECK(comm_->checkWait(startMs, what, -1));
   // Write what is queued, in order.
   while (sendWritten_ < sendPosted_) {
     Slot& s = send_[sendWritten_ % slots_];
     const MsgTag* tag = reinterpret_cast<const MsgTag*>(s.data.data());
     size_t total = sizeof(MsgTag) + tag->bytes;
-    ssize_t n = send(sendFd_, s.data.data() + s.done, total - s.done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = sendLink_.trySend(s.data.data() + s.done, total - s.done);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
       if (errno == EPIPE || errno == ECONNRESET)  // the peer is gone: its fault, not this host's
         return setError(clbRemoteError, "rank %d closed the connection while rank %d was sending to it "
                         "(did it exit or fail?): %s", next_, comm_->rank, strerror(errno));
+      if (errno == EPROTO)
+        return setError(clbAuthError, "the TLS connection to rank %d failed: %s", next_,
+                        sendLink_.tls() ? sendLink_.tls()->failure().c_str() : "?");
       return setSysError(errno, "sending to rank %d failed (did it exit?)", next_);
     }
     s.done += n;
@@ -77,8 +82,8 @@ clbResult_t SocketRingChannel::progress(bool wait, int64_t startMs, const char* 
   // Read eagerly while a slot is free.
   while (recvClosedErrno_ == 0 && recvRead_ - recvConsumed_ < slots_) {
     if (pendingHeaderDone_ < sizeof(MsgTag)) {
-      ssize_t n = recv(recvFd_, reinterpret_cast<char*>(&pendingHeader_) + pendingHeaderDone_,
-                       sizeof(MsgTag) - pendingHeaderDone_, MSG_DONTWAIT);
+      ssize_t n = recvLink_.tryRecv(reinterpret_cast<char*>(&pendingHeader_) + pendingHeaderDone_,
+                                     sizeof(MsgTag) - pendingHeaderDone_);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         recvClosedErrno_ = n == 0 ? -1 : errno;  // an error only if this rank still needs data
         break;
@@ -98,7 +103,7 @@ clbResult_t SocketRingChannel::progress(bool wait, int64_t startMs, const char* 
     }
     size_t total = sizeof(MsgTag) + pendingHeader_.bytes;
     if (s.done < total) {
-      ssize_t n = recv(recvFd_, s.data.data() + s.done, total - s.done, MSG_DONTWAIT);
+      ssize_t n = recvLink_.tryRecv(s.data.data() + s.done, total - s.done);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         recvClosedErrno_ = n == 0 ? -1 : errno;
         break;
@@ -144,6 +149,9 @@ clbResult_t SocketRingChannel::waitRecv(const MsgTag& expect, const void** buf) 
     if (recvClosedErrno_ == ECONNRESET)
       return setError(clbRemoteError, "rank %d reset the connection while rank %d waited for its data "
                       "(did it exit or fail?)", prev_, comm_->rank);
+    if (recvClosedErrno_ == EPROTO)
+      return setError(clbAuthError, "the TLS connection from rank %d failed: %s", prev_,
+                      recvLink_.tls() ? recvLink_.tls()->failure().c_str() : "?");
     if (recvClosedErrno_ > 0)
       return setSysError(recvClosedErrno_, "receiving from rank %d failed (did it exit?)", prev_);
     CLB_CHECK(progress(true, start, "a ring message from the previous rank"));

@@ -1,19 +1,22 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Ring channel over the bootstrap's TCP ring connections: the universal fallback (any hosts).
+// Under COLIBRI_TLS=all those connections, and so this channel's data, run over TLS.
 // Sends are copied into staging slots and written without blocking; receives are read eagerly
 // into staging slots, so a rank never blocks in send while its peer blocks in send.
 #pragma once
 
 #include <vector>
 
+#include "core/net.h"
 #include "transport/channel.h"
 
 namespace clb {
 
 class SocketRingChannel : public RingChannel {
  public:
-  SocketRingChannel(clbComm* comm, int sendFd, int recvFd);
+  // `send` and `recv` (the bootstrap's) outlive the channel.
+  SocketRingChannel(clbComm* comm, Link& send, Link& recv);
   ~SocketRingChannel() override;
   const char* name() const override { return "socket"; }
   clbResult_t prepare(size_t maxBytes) override;
@@ -34,7 +37,9 @@ class SocketRingChannel : public RingChannel {
   void resize(std::vector<Slot>& slots, size_t capacity);
   size_t depth() const { return slots_; }
   clbComm* comm_;
-  int sendFd_, recvFd_, next_, prev_;
+  Link& sendLink_;
+  Link& recvLink_;
+  int next_, prev_;
   size_t slots_ = 2, capacity_ = 0;  // payload bytes per slot
   std::vector<Slot> send_, recv_;
   uint64_t sendPosted_ = 0, sendWritten_ = 0;  // messages
