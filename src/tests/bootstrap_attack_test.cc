@@ -3,9 +3,10 @@
 // The bootstrap under attack, over loopback: what a rank writes never holds its secret; forged,
 // replayed and reflected handshakes are refused while the real ranks form their communicator;
 // idle, junk and half-open connections at the root and at a ring listener do not delay init;
-// random and mutated handshake messages crash, leak and hang nothing; roots of ids never used stop
-// at their timeout or when released, leaving no thread or fd; listeners bind the advertised
-// address, not every interface.
+// random and mutated handshake messages crash, leak and hang nothing; a man in the middle that
+// changes one byte of the root's reply, of a ring accept or of an all-gather block fails init at
+// once, by the message's tag; roots of ids never used stop at their timeout or when released,
+// leaving no thread or fd; listeners bind the advertised address, not every interface.
 #include <gtest/gtest.h>
 #include <arpa/inet.h>
 #include <poll.h>
@@ -16,6 +17,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -51,11 +54,61 @@ void tapStart() {
   gSends.clear();
   gTapOn = true;
 }
+
+// A man in the middle on the same tap: while armed, every send() of the process goes past
+// `picks` (fd, bytes) first, and the first send it picks goes out as a copy whose byte at `offset`
+// is xor `mask`; the caller's buffer stays as it was (the sender MACed and keeps the true bytes).
+// One send per arming; `mask` 0 sends an unchanged copy (the control). The bootstrap sends with
+// send(); sendmsg is left alone.
+struct Tamper {
+  std::function<bool(int fd, const char* bytes, size_t n)> picks;
+  size_t offset = 0;
+  uint8_t mask = 1;
+};
+std::atomic<bool> gTamperArmed{false};
+std::mutex gTamperMutex;
+Tamper gTamper;
+std::atomic<int> gTamperPicked{0};   // sends picked since arming: 0 or 1
+std::atomic<int> gTamperFlipped{0};  // bytes that went out changed
+
+// Whether this send is the one to change; if so, `changed` holds what goes out instead, changed at `at`.
+bool tamperPicks(int fd, const void* buf, size_t n, std::string* changed, size_t* at) {
+  if (!gTamperArmed.load()) return false;
+  std::lock_guard<std::mutex> g(gTamperMutex);
+  if (!gTamperArmed.load() || gTamperPicked.load() || !gTamper.picks(fd, static_cast<const char*>(buf), n))
+    return false;
+  gTamperPicked++;
+  if (gTamper.offset >= n) return false;  // a selector that points past its message changes nothing
+  changed->assign(static_cast<const char*>(buf), n);
+  (*changed)[gTamper.offset] ^= (char)gTamper.mask;
+  *at = gTamper.offset;
+  return true;
+}
+
+void tamperArm(Tamper t) {
+  std::lock_guard<std::mutex> g(gTamperMutex);
+  gTamper = std::move(t);
+  gTamperPicked = 0;
+  gTamperFlipped = 0;
+  gTamperArmed = true;
+}
+
+void tamperDisarm() {
+  std::lock_guard<std::mutex> g(gTamperMutex);
+  gTamperArmed = false;
+  gTamper = Tamper{};
+}
 }  // namespace
 
 extern "C" ssize_t send(int fd, const void* buf, size_t n, int flags) {
-  ssize_t r = syscall(SYS_sendto, fd, buf, n, flags, nullptr, 0);
-  record(fd, buf, r);
+  std::string changed;
+  size_t at = 0;
+  const bool picked = tamperPicks(fd, buf, n, &changed, &at);
+  const void* out = picked ? changed.data() : buf;
+  ssize_t r = syscall(SYS_sendto, fd, out, n, flags, nullptr, 0);
+  // Counted once the changed byte is on the wire (a short send that stops before it changes nothing).
+  if (picked && r > (ssize_t)at && changed[at] != static_cast<const char*>(buf)[at]) gTamperFlipped++;
+  record(fd, out, r);
   return r;
 }
 extern "C" ssize_t sendmsg(int fd, const struct msghdr* m, int flags) {
@@ -88,15 +141,20 @@ clbConfig_t config(int64_t timeoutMs, int transport = clbTransportAuto) {
   return c;
 }
 
-// n rank threads init with `uid`, all-reduce once (checked) and destroy; the slowest init's time.
+// n rank threads init with `uid`, all-reduce once (checked) and destroy; the slowest init's time,
+// and each rank's init result and how long its init took to return (success or not).
 struct Formed {
   std::vector<std::string> errors;
   double slowestInitMs = 0;
+  std::vector<clbResult_t> codes;
+  std::vector<double> returnedMs;
 };
 Formed formCommunicator(const clbUniqueId& uid, int n, int64_t timeoutMs, int transport = clbTransportAuto,
                         const std::function<void()>& whileRank0Waits = nullptr) {
   Formed f;
   f.errors.assign(n, "");
+  f.codes.assign(n, clbInternalError);
+  f.returnedMs.assign(n, 0);
   std::vector<double> ms(n, 0);
   std::atomic<bool> rank0In{false};
   std::vector<std::thread> ts;
@@ -111,7 +169,9 @@ Formed formCommunicator(const clbUniqueId& uid, int n, int64_t timeoutMs, int tr
       clbComm_t c = nullptr;
       const auto t0 = Clock::now();
       if (r == 0) rank0In = true;
-      if (clbCommInitRank(&c, &uid, r, n, &cfg) != clbSuccess) {
+      f.codes[r] = clbCommInitRank(&c, &uid, r, n, &cfg);
+      f.returnedMs[r] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      if (f.codes[r] != clbSuccess) {
         f.errors[r] = clbGetLastError();
         return;
       }
@@ -326,6 +386,170 @@ TEST(Handshake, RankRefusesARootThatCannotProveTheSecret) {
   EXPECT_NE(msg.find("wrong secret"), std::string::npos) << msg;
   EXPECT_NE(msg.find("00001234"), std::string::npos) << msg;
   EXPECT_EQ(got, sizeof(clb::ClientHello)) << "the rank sent nothing after its hello";
+}
+
+// ---- a man in the middle that changes one byte ----
+
+int localPort(int fd) {
+  clb::SockAddr a;
+  a.len = sizeof a.ss;
+  return getsockname(fd, reinterpret_cast<sockaddr*>(&a.ss), &a.len) == 0 ? a.port() : -1;
+}
+
+int peerPort(int fd) {
+  clb::SockAddr a;
+  a.len = sizeof a.ss;
+  return getpeername(fd, reinterpret_cast<sockaddr*>(&a.ss), &a.len) == 0 ? a.port() : -1;
+}
+
+// Each rank's ring listener port, learnt from the hellos (proof, then HelloBody) the ranks of this
+// process send the root: they all go out before the root answers, so before any ring connection.
+struct RingPorts {
+  std::vector<int> port;
+  explicit RingPorts(int n) : port(n, -1) {}
+  void learn(const char* p, size_t n) {
+    if (n != clb::kTagBytes + sizeof(clb::HelloBody)) return;
+    clb::HelloBody b;
+    memcpy(&b, p + clb::kTagBytes, sizeof b);
+    if (b.rank >= 0 && b.rank < (int)port.size() && b.info.pid == getpid()) port[b.rank] = b.info.port;
+  }
+};
+
+// One message to change: how many ranks init over which transport, the rank that receives the
+// changed message, the selector with the byte it changes, and what that rank's error says.
+struct TamperCase {
+  const char* name;
+  int nranks;
+  int transport;
+  int victim;
+  Tamper tamper;
+  const char* says;
+};
+
+// The header of the root's reply to rank `victim`: the root answers the ranks in rank order, so
+// it is the victim-th 32-byte send shaped like a success header for n ranks (status 0, no message,
+// nranks n, pad 0; a 32-byte tag is random and has none of that shape). The first byte of the
+// session changes. A rank takes the session as it comes; it keys the ring's handshakes and names
+// the shm segments, so without the tag the rank would go on in another session and fail only at the
+// ring, blaming a neighbour that "did not prove the secret".
+TamperCase rootReplyHeader(int n, int victim) {
+  Tamper t;
+  t.picks = [n, victim, seen = 0](int, const char* p, size_t bytes) mutable {
+    if (bytes != sizeof(clb::ReplyHeader)) return false;
+    clb::ReplyHeader h;
+    memcpy(&h, p, sizeof h);
+    if (h.status != clbSuccess || h.msgBytes != 0 || h.nranks != (uint32_t)n || h.pad != 0) return false;
+    return seen++ == victim;
+  };
+  t.offset = offsetof(clb::ReplyHeader, session);
+  return {"the root's reply header", n, clbTransportShm, victim, t,
+          "failed its authentication tag: something on the network between this rank and the root changed it"};
+}
+
+// The table in the root's reply to rank `victim`: the victim-th send of n RankInfo entries naming
+// ranks 0..n-1 of this process. The first byte of the hostname of the victim's next rank changes:
+// a hostname only names its rank in messages, so without the tag nothing would ever notice.
+TamperCase rootReplyTable(int n, int victim) {
+  Tamper t;
+  t.picks = [n, victim, seen = 0](int, const char* p, size_t bytes) mutable {
+    if (bytes != n * sizeof(clb::RankInfo)) return false;
+    for (int r = 0; r < n; r++) {
+      clb::RankInfo e;
+      memcpy(&e, p + r * sizeof e, sizeof e);
+      if (e.rank != r || e.pid != getpid()) return false;
+    }
+    return seen++ == victim;
+  };
+  t.offset = (victim + 1) % n * sizeof(clb::RankInfo) + offsetof(clb::RankInfo, hostname);
+  return {"the root's reply table", n, clbTransportShm, victim, t,
+          "failed its authentication tag: something on the network between this rank and the root changed it"};
+}
+
+// The ring's accept that rank `server`'s listener sends its previous rank, which checks it: the
+// first 4-byte send of status 0 on a connection whose local port is that listener's (the data
+// channel's accept: prev connects it first). The status's low byte changes. An accept holds
+// nothing but its status, so no change of it would pass unseen; without the tag this one would
+// read as a refusal ("refused this rank's ring connection"), blaming the neighbour.
+TamperCase ringAccept(int n, int server) {
+  Tamper t;
+  t.picks = [server, ports = RingPorts(n)](int fd, const char* p, size_t bytes) mutable {
+    ports.learn(p, bytes);
+    uint32_t status = 1;
+    if (bytes == sizeof status) memcpy(&status, p, sizeof status);
+    return bytes == sizeof status && status == clbSuccess && ports.port[server] > 0 &&
+           localPort(fd) == ports.port[server];
+  };
+  t.offset = 0;
+  return {"a ring accept", n, clbTransportShm, (server + n - 1) % n, t, "'s answer failed its authentication tag"};
+}
+
+// The first all-gather block that rank `victim` receives. Init's first bootstrap all-gather is the
+// shm transport's barrier (every control block exists): a block of 1 byte per rank, sent on the
+// connection to the victim's ring listener (its peer port; the notice channel to that listener
+// carries nothing during init). Its one byte changes: a barrier never reads its blocks, so without
+// the tag the change would pass unnoticed.
+TamperCase allGatherBlock(int n, int victim) {
+  Tamper t;
+  t.picks = [victim, ports = RingPorts(n)](int fd, const char* p, size_t bytes) mutable {
+    ports.learn(p, bytes);
+    return bytes == 1 && ports.port[victim] > 0 && peerPort(fd) == ports.port[victim];
+  };
+  t.offset = 0;
+  return {"an all-gather block", n, clbTransportShm, victim, t,
+          "a bootstrap block from the previous rank failed its authentication tag"};
+}
+
+constexpr int64_t kTamperTimeoutMs = 2000;
+
+// Inits the case's ranks with its selector armed (changing by `mask`), then disarms.
+Formed initTampered(const TamperCase& c, uint8_t mask) {
+  clbUniqueId uid;
+  EXPECT_EQ(clbGetUniqueId(&uid), clbSuccess);
+  Tamper t = c.tamper;
+  t.mask = mask;
+  tamperArm(std::move(t));
+  Formed f = formCommunicator(uid, c.nranks, kTamperTimeoutMs, c.transport);
+  tamperDisarm();
+  return f;
+}
+
+// The changed message is caught by its tag: the receiving rank's init fails with clbAuthError and
+// says so, long before the timeout; every other rank's init returns an error too (at its timeout
+// at the latest: a rank that fails does not tell the others).
+void expectCaught(const TamperCase& c) {
+  Formed f = initTampered(c, 1);
+  ASSERT_EQ(gTamperPicked.load(), 1) << "the selector found " << c.name;
+  ASSERT_EQ(gTamperFlipped.load(), 1) << "one byte of " << c.name << " went out changed";
+  const int v = c.victim;
+  EXPECT_EQ(f.codes[v], clbAuthError) << "rank " << v << ": " << f.errors[v];
+  EXPECT_NE(f.errors[v].find(c.says), std::string::npos) << "rank " << v << ": " << f.errors[v];
+  EXPECT_LT(f.returnedMs[v], kTamperTimeoutMs / 3) << "rank " << v << " catches it at once, not at its timeout";
+  for (int r = 0; r < c.nranks; r++) {
+    printf("%s changed, rank %d returned %s after %.0f ms: %s\n", c.name, r, clbGetErrorString(f.codes[r]),
+           f.returnedMs[r], f.errors[r].substr(0, f.errors[r].find('\n')).c_str());
+    if (r == v) continue;
+    EXPECT_NE(f.codes[r], clbSuccess) << "rank " << r << " forms no communicator without rank " << v;
+    EXPECT_LT(f.returnedMs[r], kTamperTimeoutMs + 2000) << "rank " << r << " returns: " << f.errors[r];
+  }
+}
+
+TEST(Tamper, RootReplyHeaderByteFailsItsTag) { expectCaught(rootReplyHeader(2, 1)); }
+
+TEST(Tamper, RootReplyTableByteFailsItsTag) { expectCaught(rootReplyTable(3, 1)); }
+
+TEST(Tamper, RingAcceptByteFailsItsTag) { expectCaught(ringAccept(3, 2)); }
+
+TEST(Tamper, AllGatherBlockByteFailsItsTag) { expectCaught(allGatherBlock(3, 2)); }
+
+// The control: the same selectors with mask 0 pick their message and send it as an unchanged
+// copy, and every rank inits and all-reduces, so what fails above is the changed byte alone.
+TEST(Tamper, UnchangedCopiesLetInitSucceed) {
+  for (const TamperCase& c : {rootReplyHeader(2, 1), rootReplyTable(3, 1), ringAccept(3, 2), allGatherBlock(3, 2)}) {
+    Formed f = initTampered(c, 0);
+    EXPECT_EQ(gTamperPicked.load(), 1) << "the selector found " << c.name;
+    EXPECT_EQ(gTamperFlipped.load(), 0) << c.name;
+    expectFormed(f);
+  }
 }
 
 // ---- connections that stall ----
