@@ -33,6 +33,8 @@
 #include "core/handshake.h"
 #include "core/net.h"
 #include "tests/test_bootstrap.h"
+#include "tests/test_ranks.h"
+#include "tests/test_tls.h"
 
 // ---- a tap on every byte this process sends on a socket ----
 // The library is linked into this binary statically, so these definitions take the place of
@@ -940,3 +942,71 @@ TEST(Listeners, SocketIfnameChoosesTheInterface) {
 }
 
 }  // namespace
+
+// ---- what a wire tap sees under COLIBRI_TLS ----
+namespace {
+
+struct Seen {
+  bool wireMagic = false, table = false, payload = false;
+  size_t bytes = 0;
+};
+
+// Two ranks over the socket transport, each all-reducing 64 Ki int32 of 0x11223344, with the
+// tap on; what of the plaintext it saw: the bootstrap's wire magic ("CLBW", in every handshake),
+// a rank's entry of the root's table (its Colibri version, NUL padded, as the hellos and the
+// table carry it) and the data (a run of the ranks' values).
+Seen tapTwoRanks() {
+  const std::string version = clb::versionString(CLB_VERSION_CODE) + std::string(4, '\0');
+  tapStart();
+  auto errors = clbtest::runThreadRanks(
+      2, [](int, clbConfig_t* c) { c->transport = clbTransportSocket; },
+      [](int, clbComm_t comm) {
+        std::vector<int32_t> v(1 << 16, 0x11223344);
+        EXPECT_EQ(clbAllReduce(v.data(), v.data(), v.size(), clbInt32, clbSum, comm, nullptr), clbSuccess);
+        EXPECT_EQ(v[12345], 2 * 0x11223344);
+      });
+  gTapOn = false;
+  for (auto& e : errors) EXPECT_EQ(e, "");
+  std::lock_guard<std::mutex> g(gTapMutex);
+  Seen s;
+  s.bytes = gTapped.size();
+  uint32_t magic = clb::kWireMagic;
+  s.wireMagic = gTapped.find(std::string(reinterpret_cast<const char*>(&magic), 4)) != std::string::npos;
+  s.table = gTapped.find(version) != std::string::npos;
+  const int32_t run[4] = {0x11223344, 0x11223344, 0x11223344, 0x11223344};
+  s.payload = gTapped.find(std::string(reinterpret_cast<const char*>(run), sizeof run)) != std::string::npos;
+  return s;
+}
+
+}  // namespace
+
+// Without TLS the tap reads the handshakes, the table and the data (so the checks below can fail).
+TEST(TlsOnTheWire, OffShowsEverything) {
+  clbtest::ScopedEnv env{{"COLIBRI_TLS", "off"}};
+  const Seen s = tapTwoRanks();
+  EXPECT_TRUE(s.wireMagic);
+  EXPECT_TRUE(s.table);
+  EXPECT_TRUE(s.payload);
+}
+
+// bootstrap: the root's connections are encrypted (no table entry), the ring's
+// are not (their handshakes and the data are readable).
+TEST(TlsOnTheWire, BootstrapHidesTheRootsTrafficOnly) {
+  REQUIRE_PKI();
+  auto env = clbtest::tlsEnv("bootstrap");
+  const Seen s = tapTwoRanks();
+  EXPECT_FALSE(s.table);
+  EXPECT_TRUE(s.wireMagic);
+  EXPECT_TRUE(s.payload);
+}
+
+// all: nothing of the plaintext crosses the wire.
+TEST(TlsOnTheWire, AllHidesEverything) {
+  REQUIRE_PKI();
+  auto env = clbtest::tlsEnv("all");
+  const Seen s = tapTwoRanks();
+  EXPECT_GT(s.bytes, (size_t)2 * (1 << 16) * 4 / 2) << "the tap saw the data's ciphertext";
+  EXPECT_FALSE(s.wireMagic);
+  EXPECT_FALSE(s.table);
+  EXPECT_FALSE(s.payload);
+}
