@@ -1,0 +1,104 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Host-memory all-reduce over one transport, ranks as threads of this process: the init time of
+// the slowest rank (median and min of `inits` inits), then for each size from min to max bytes
+// (x4) the time per call (median of 5 runs of `iters` calls, slowest rank) and its bus bandwidth,
+// 2 (n - 1) / n * bytes / time. CSV on stdout. The environment chooses the rest (COLIBRI_TLS ...).
+//   colibri_host_bench [ranks=2] [transport=socket|shm] [min=4096] [max=67108864] [iters=20] [inits=50]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "colibri/colibri.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
+
+bool check(clbResult_t rc, const char* what) {
+  if (rc == clbSuccess) return true;
+  fprintf(stderr, "%s: %s\n", what, clbGetLastError());
+  exit(1);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? atoi(argv[1]) : 2;
+  const int transport = argc > 2 && !strcmp(argv[2], "shm") ? clbTransportShm : clbTransportSocket;
+  const size_t minBytes = argc > 3 ? strtoull(argv[3], nullptr, 10) : 4096;
+  const size_t maxBytes = argc > 4 ? strtoull(argv[4], nullptr, 10) : (64u << 20);
+  const int iters = argc > 5 ? atoi(argv[5]) : 20;
+  const int inits = argc > 6 ? atoi(argv[6]) : 50;
+  const char* tls = getenv("COLIBRI_TLS");
+  clbConfig_t cfg;
+  clbConfigInit(&cfg);
+  cfg.transport = transport;
+
+  // Init of the slowest rank.
+  std::vector<double> initUs;
+  for (int i = 0; i < inits; i++) {
+    clbUniqueId id;
+    check(clbGetUniqueId(&id), "clbGetUniqueId");
+    std::vector<double> us(n);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; r++)
+      ts.emplace_back([&, r] {
+        clbComm_t c = nullptr;
+        auto t0 = Clock::now();
+        check(clbCommInitRank(&c, &id, r, n, &cfg), "clbCommInitRank");
+        us[r] = since(t0);
+        clbCommDestroy(c);
+      });
+    for (auto& t : ts) t.join();
+    initUs.push_back(*std::max_element(us.begin(), us.end()));
+  }
+  printf("# ranks %d, transport %s, COLIBRI_TLS=%s: init median %.0f us, min %.0f us (%d inits)\n", n,
+         transport == clbTransportShm ? "shm" : "socket", tls ? tls : "(unset)", median(initUs),
+         *std::min_element(initUs.begin(), initUs.end()), inits);
+  printf("tls,ranks,bytes,us_per_call,busbw_GBps\n");
+
+  clbUniqueId id;
+  check(clbGetUniqueId(&id), "clbGetUniqueId");
+  std::vector<clbComm_t> comms(n);
+  {
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; r++) ts.emplace_back([&, r] { check(clbCommInitRank(&comms[r], &id, r, n, &cfg), "init"); });
+    for (auto& t : ts) t.join();
+  }
+  for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 4) {
+    const size_t count = bytes / sizeof(float);
+    std::vector<double> runs;
+    for (int run = 0; run < 6; run++) {  // the first is a warm-up
+      std::vector<double> us(n);
+      std::vector<std::thread> ts;
+      for (int r = 0; r < n; r++)
+        ts.emplace_back([&, r] {
+          std::vector<float> buf(count, 1.0f);
+          check(clbAllReduce(buf.data(), buf.data(), count, clbFloat32, clbSum, comms[r], nullptr), "allReduce");
+          auto t0 = Clock::now();
+          for (int i = 0; i < iters; i++)
+            check(clbAllReduce(buf.data(), buf.data(), count, clbFloat32, clbSum, comms[r], nullptr), "allReduce");
+          us[r] = since(t0) / iters;
+        });
+      for (auto& t : ts) t.join();
+      if (run > 0) runs.push_back(*std::max_element(us.begin(), us.end()));
+    }
+    const double t = median(runs);
+    printf("%s,%d,%zu,%.1f,%.3f\n", tls ? tls : "off", n, bytes, t, 2.0 * (n - 1) / n * bytes / t / 1e3);
+    fflush(stdout);
+  }
+  for (clbComm_t c : comms) clbCommDestroy(c);
+}
