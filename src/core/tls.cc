@@ -22,9 +22,10 @@ namespace {
 constexpr int kSslErrorSsl = 1, kSslWantRead = 2, kSslWantWrite = 3, kSslSyscall = 5, kSslZeroReturn = 6;
 constexpr int kFiletypePem = 1;
 constexpr int kVerifyPeer = 0x01, kVerifyFailIfNoPeerCert = 0x02;
-constexpr int kCtrlMode = 33, kCtrlSetMinProtoVersion = 123;
+constexpr int kCtrlMode = 33, kCtrlSetReadAhead = 41, kCtrlSetMinProtoVersion = 123;
 constexpr long kModePartialWrite = 0x1, kModeMovingWriteBuffer = 0x2;
 constexpr long kTls13 = 0x0304;
+constexpr size_t kReadAheadBytes = 256 << 10;
 constexpr uint64_t kOpIgnoreUnexpectedEof = 1ull << 7, kOpNoTicket = 1ull << 14, kOpNoRenegotiation = 1ull << 30;
 constexpr int kBioTypeSourceSink = 0x0400, kBioCtrlFlush = 11;
 constexpr int kBioRead = 0x01, kBioWrite = 0x02, kBioRws = 0x07, kBioRetry = 0x08;
@@ -53,7 +54,8 @@ struct Api {
   int (*SSL_peek)(void*, void*, int);
   int (*SSL_write)(void*, const void*, int);
   int (*SSL_get_error)(const void*, int);
-  int (*SSL_pending)(const void*);
+  int (*SSL_has_pending)(const void*);
+  void (*SSL_CTX_set_default_read_buffer_len)(void*, size_t);
   int (*SSL_shutdown)(void*);
   long (*SSL_get_verify_result)(const void*);
   const char* (*SSL_get_version)(const void*);
@@ -149,7 +151,7 @@ clbResult_t loadApi(const Api** out) {
       CLB_BIND(SSL_CTX_set_options), CLB_BIND(SSL_CTX_set_num_tickets), CLB_BIND(SSL_new), CLB_BIND(SSL_free),
       CLB_BIND(SSL_set_bio), CLB_BIND(SSL_set_connect_state), CLB_BIND(SSL_set_accept_state),
       CLB_BIND(SSL_do_handshake), CLB_BIND(SSL_read), CLB_BIND(SSL_peek), CLB_BIND(SSL_write), CLB_BIND(SSL_get_error),
-      CLB_BIND(SSL_pending), CLB_BIND(SSL_shutdown), CLB_BIND(SSL_get_verify_result), CLB_BIND(SSL_get_version),
+      CLB_BIND(SSL_has_pending), CLB_BIND(SSL_CTX_set_default_read_buffer_len), CLB_BIND(SSL_shutdown), CLB_BIND(SSL_get_verify_result), CLB_BIND(SSL_get_version),
       CLB_BIND(SSL_get_current_cipher), CLB_BIND(SSL_CIPHER_get_name), CLB_BIND(X509_verify_cert_error_string),
       CLB_BIND(ERR_get_error), CLB_BIND(ERR_error_string_n), CLB_BIND(ERR_clear_error), CLB_BIND(OpenSSL_version),
       CLB_BIND(BIO_meth_new), CLB_BIND(BIO_meth_set_write), CLB_BIND(BIO_meth_set_read), CLB_BIND(BIO_meth_set_ctrl),
@@ -263,6 +265,10 @@ clbResult_t tlsContextFor(TlsMode mode, TlsContextRef* out) {
   a->SSL_CTX_ctrl(ctx, kCtrlMode, kModePartialWrite | kModeMovingWriteBuffer, nullptr);
   a->SSL_CTX_set_options(ctx, kOpIgnoreUnexpectedEof | kOpNoTicket | kOpNoRenegotiation);
   a->SSL_CTX_set_num_tickets(ctx, 0);  // no resumption: nothing arrives after the handshake unasked
+  // Read ahead into a large buffer: a socket read takes many records at once rather than a
+  // record header, then its body (buffered() then also counts what is read but not decrypted).
+  a->SSL_CTX_ctrl(ctx, kCtrlSetReadAhead, 1, nullptr);
+  a->SSL_CTX_set_default_read_buffer_len(ctx, kReadAheadBytes);
   cached = ref;
   cachedKey = key;
   *out = ref;
@@ -408,7 +414,7 @@ std::string TlsSession::failure() {
 
 bool TlsSession::buffered() {
   std::lock_guard<std::mutex> g(mu_);
-  return ctx_->api->SSL_pending(ssl_) > 0;
+  return ctx_->api->SSL_has_pending(ssl_) != 0;
 }
 
 std::string TlsSession::describe() {

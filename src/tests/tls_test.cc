@@ -295,3 +295,21 @@ TEST(Tls, IdleJunkAndStalledHandshakesDoNotStallInit) {
 }
 
 }  // namespace
+
+namespace {
+// The same files give the same context (built once: OpenSSL 3 takes milliseconds to build one);
+// a file that changes gives a new one.
+TEST(Tls, ContextIsBuiltOncePerFiles) {
+  REQUIRE_PKI();
+  auto env = tlsEnv("all");
+  clb::TlsContextRef a, b, c;
+  ASSERT_EQ(clb::tlsContextFor(clb::TlsMode::kAll, &a), clbSuccess) << clbGetLastError();
+  ASSERT_EQ(clb::tlsContextFor(clb::TlsMode::kBootstrap, &b), clbSuccess) << clbGetLastError();
+  EXPECT_EQ(a.get(), b.get());
+  const std::string copy = pki().dir + "/rank-copy.pem";
+  ASSERT_EQ(system(("cp " + pki().cert + " " + copy).c_str()), 0);
+  ScopedEnv e{{"COLIBRI_TLS_CERT", copy.c_str()}};
+  ASSERT_EQ(clb::tlsContextFor(clb::TlsMode::kAll, &c), clbSuccess) << clbGetLastError();
+  EXPECT_NE(a.get(), c.get());
+}
+}  // namespace
