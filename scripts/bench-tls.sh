@@ -3,7 +3,8 @@
 # all-reduce over loopback TCP) with COLIBRI_TLS=off, bootstrap and all, in turn, `rounds` times
 # each; certificates are made for the run with the openssl command. Prints the medians across
 # rounds (init, time per call, bus bandwidth) and writes every run's CSV lines to
-# results/host/<date>-tls-socket.csv (override with OUT_DIR).
+# results/tls/<date>-tls-socket.csv (override with OUT_DIR; its columns are its own, not the perf
+# tool's, so it stays out of results/host/).
 #   bash scripts/bench-tls.sh [--ranks 2] [--rounds 3] [--max 67108864]
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 set -euo pipefail
@@ -31,7 +32,7 @@ openssl req $ec -keyout "$pki/rank.key" -out "$pki/rank.csr" -subj /CN=bench-ran
 openssl x509 -req -in "$pki/rank.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" -CAcreateserial \
   -out "$pki/rank.pem" -days 2 2>/dev/null
 export COLIBRI_TLS_CERT=$pki/rank.pem COLIBRI_TLS_KEY=$pki/rank.key COLIBRI_TLS_CA=$pki/ca.pem
-out=${OUT_DIR:-results/host}
+out=${OUT_DIR:-results/tls}
 mkdir -p "$out"
 csv=$out/$(date +%Y-%m-%d)-tls-socket.csv
 echo "round,tls,ranks,bytes,us_per_call,busbw_GBps,init_median_us" >"$csv"
