@@ -45,6 +45,10 @@ void sweepStale() {
 
 clbResult_t mapSegment(const std::string& name, size_t bytes, bool create, char** out) {
   int fd = shm_open(name.c_str(), create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
+  if (fd < 0 && !create && errno == ENOENT)  // a peer's segment: it made it, then removed it
+    return setError(clbRemoteError,
+                    "the shared memory %s of a peer rank is gone: that rank failed or exited during init (its "
+                    "error says why)", name.c_str());
   if (fd < 0)
     return setSysError(errno, "shm_open(%s) failed (is /dev/shm mounted and large enough?)", name.c_str());
   // posix_fallocate reserves the pages now: on a full /dev/shm the error comes here, not as a
