@@ -216,6 +216,9 @@ clbResult_t decodeId(const clbUniqueId* id, IdData* out) {
                     "the unique id was made for bootstrap protocol %u, this library (Colibri %s) speaks "
                     "protocol %u: run the same Colibri version on every rank",
                     out->protocol, versionString(CLB_VERSION_CODE).c_str(), CLB_PROTOCOL_VERSION);
+  if (((out->flags & kIdTlsMask) >> kIdTlsShift) > (uint32_t)TlsMode::kAll)
+    return setError(clbInvalidArgument, "the unique id names TLS mode %u, which does not exist: pass every rank the id's "
+                    "bytes unchanged", (out->flags & kIdTlsMask) >> kIdTlsShift);
   return clbSuccess;
 }
 
@@ -356,7 +359,12 @@ clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t time
                     "where COLIBRI_TLS is the same as on every rank (or unset it on the ranks: they follow the id)",
                     rank, tlsModeName(envMode), tlsModeName(mode));
   TlsContextRef ctx;
-  CLB_CHECK(tlsContextFor(mode, &ctx));
+  if (clbResult_t rc = tlsContextFor(mode, &ctx); rc != clbSuccess) {
+    if (envSet) return rc;
+    const std::string why = lastError();
+    return setError(rc, "rank %d's unique id was made with COLIBRI_TLS=%s, so this rank runs TLS too: %s", rank,
+                    tlsModeName(mode), why.c_str());
+  }
   rootTls_ = mode != TlsMode::kOff ? ctx : nullptr;
   ringTls_ = mode == TlsMode::kAll ? ctx : nullptr;
 

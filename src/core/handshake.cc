@@ -50,6 +50,27 @@ int processPendingLimit() {
   return limit;
 }
 
+// Under TLS the proofs also MAC the session's exporter value (TlsSession::binding), so that they
+// are valid on this TLS session only; without TLS they MAC what they always did.
+bool bindingOf(Link& link, TlsBinding* out) {
+  if (!link.tls()) return true;
+  out->on = true;
+  return link.tls()->binding(out->bytes);
+}
+void proofTag(const uint8_t* secret, const char* label, const Transcript& t, const TlsBinding& b, const void* body,
+              size_t bodyBytes, uint8_t out[kTagBytes]) {
+  if (b.on && body) tag(secret, label, t, {{b.bytes, sizeof b.bytes}, {body, bodyBytes}}, out);
+  else if (b.on) tag(secret, label, t, {{b.bytes, sizeof b.bytes}}, out);
+  else if (body) tag(secret, label, t, {{body, bodyBytes}}, out);
+  else tag(secret, label, t, {}, out);
+}
+bool proofMatches(const uint8_t* secret, const char* label, const Transcript& t, const TlsBinding& b, const void* body,
+                  size_t bodyBytes, const uint8_t* got) {
+  uint8_t want[kTagBytes];
+  proofTag(secret, label, t, b, body, bodyBytes, want);
+  return equalConstantTime(want, got, kTagBytes);
+}
+
 }  // namespace
 
 std::string versionString(uint32_t code) {
@@ -87,6 +108,8 @@ bool tagMatches(const uint8_t* secret, const char* label, const Transcript& t, s
   tag(secret, label, t, parts, want);
   return equalConstantTime(want, got, kTagBytes);
 }
+
+int pendingHandshakesInProcess() { return gPendingTotal.load(); }
 
 int64_t handshakeTimeoutMs() {
   static const int64_t ms = [] {
@@ -145,7 +168,9 @@ clbResult_t clientHandshake(Link& link, const TlsContextRef& tls, const uint8_t*
   if (session) memcpy(t.session, session, kSessionBytes);
   memcpy(t.clientNonce, h.nonce, kNonceBytes);
   memcpy(t.serverNonce, c.nonce, kNonceBytes);
-  if (!tagMatches(secret, kServerProof, t, {}, c.proof)) {
+  TlsBinding binding;
+  if (!bindingOf(link, &binding)) return setError(clbSystemError, "OpenSSL could not export the TLS session's binding");
+  if (!proofMatches(secret, kServerProof, t, binding, nullptr, 0, c.proof)) {
     if (c.fingerprint != h.fingerprint)
       return setError(clbAuthError,
                       "wrong secret: this rank's UniqueId has secret fingerprint %08x, %s holds fingerprint %08x; "
@@ -157,7 +182,7 @@ clbResult_t clientHandshake(Link& link, const TlsContextRef& tls, const uint8_t*
                     peer, c.fingerprint);
   }
   std::vector<uint8_t> msg(kTagBytes + bodyBytes);
-  tag(secret, kClientProof, t, {{body, bodyBytes}}, msg.data());
+  proofTag(secret, kClientProof, t, binding, body ? body : "", bodyBytes, msg.data());
   if (bodyBytes) memcpy(msg.data() + kTagBytes, body, bodyBytes);
   CLB_CHECK(sendAll(link, msg.data(), msg.size(), deadlineMs, abort, peer));
   *out = t;
@@ -175,8 +200,8 @@ HandshakeServer::HandshakeServer(int listenFd, const uint8_t* secret, uint32_t p
 }
 
 HandshakeServer::~HandshakeServer() {
-  pending_.clear();
   gPendingTotal -= (int)pending_.size();
+  pending_.clear();
   wipe(secret_, sizeof secret_);
 }
 
@@ -313,7 +338,11 @@ bool HandshakeServer::step(Conn& c, std::vector<Authenticated>* done) {
       memcpy(c.t.session, session_, kSessionBytes);
       memcpy(c.t.clientNonce, h.nonce, kNonceBytes);
       memcpy(c.t.serverNonce, ch.nonce, kNonceBytes);
-      tag(secret_, kServerProof, c.t, {}, ch.proof);
+      if (!bindingOf(c.link, &c.binding)) {
+        drop(c, "OpenSSL could not export the TLS session's binding");
+        return false;
+      }
+      proofTag(secret_, kServerProof, c.t, c.binding, nullptr, 0, ch.proof);
       if (!sendNow(c.link, &ch, sizeof ch)) {
         drop(c, "it does not read");
         return false;
@@ -324,7 +353,7 @@ bool HandshakeServer::step(Conn& c, std::vector<Authenticated>* done) {
       continue;
     }
     const uint8_t* body = c.buf.data() + kTagBytes;
-    if (!tagMatches(secret_, kClientProof, c.t, {{body, bodyBytes_}}, c.buf.data())) {
+    if (!proofMatches(secret_, kClientProof, c.t, c.binding, body, bodyBytes_, c.buf.data())) {
       drop(c, "it did not prove the communicator's secret (a wrong UniqueId, a replayed or a forged answer)");
       return false;
     }

@@ -98,6 +98,12 @@ clbResult_t clientHandshake(Link& link, const TlsContextRef& tls, const uint8_t*
                             const uint8_t* session, const void* body, size_t bodyBytes, int64_t deadlineMs,
                             const std::atomic<bool>* abort, const char* peer, Transcript* out, bool* retry);
 
+// Under TLS, the session's exporter value (TlsSession::binding), which the proofs also MAC.
+struct TlsBinding {
+  uint8_t bytes[32] = {};
+  bool on = false;
+};
+
 // A connection whose client proved the secret; its body is verified. The server owns the link now.
 struct Authenticated {
   Link link;
@@ -138,6 +144,7 @@ class HandshakeServer {
     size_t have;
     Transcript t;
     std::string from;
+    TlsBinding binding{};
   };
   bool step(Conn& c, std::vector<Authenticated>* done);  // false: drop it
   bool stepTls(Conn& c);                                  // false: dropped
@@ -159,6 +166,9 @@ class HandshakeServer {
   int64_t lastWarnMs_ = 0;
   uint64_t unwarned_ = 0;
 };
+
+// Handshakes pending in this process, over all its listeners (tests: 0 once every listener ended).
+int pendingHandshakesInProcess();
 
 // COLIBRI_HANDSHAKE_TIMEOUT_MS (default 1000): how long one connection may take to prove itself.
 int64_t handshakeTimeoutMs();

@@ -25,7 +25,6 @@ constexpr int kVerifyPeer = 0x01, kVerifyFailIfNoPeerCert = 0x02;
 constexpr int kCtrlMode = 33, kCtrlSetReadAhead = 41, kCtrlSetMinProtoVersion = 123;
 constexpr long kModePartialWrite = 0x1, kModeMovingWriteBuffer = 0x2;
 constexpr long kTls13 = 0x0304;
-constexpr size_t kReadAheadBytes = 256 << 10;
 constexpr uint64_t kOpIgnoreUnexpectedEof = 1ull << 7, kOpNoTicket = 1ull << 14, kOpNoRenegotiation = 1ull << 30;
 constexpr int kBioTypeSourceSink = 0x0400, kBioCtrlFlush = 11;
 constexpr int kBioRead = 0x01, kBioWrite = 0x02, kBioRws = 0x07, kBioRetry = 0x08;
@@ -54,8 +53,10 @@ struct Api {
   int (*SSL_peek)(void*, void*, int);
   int (*SSL_write)(void*, const void*, int);
   int (*SSL_get_error)(const void*, int);
+  int (*SSL_pending)(const void*);
   int (*SSL_has_pending)(const void*);
-  void (*SSL_CTX_set_default_read_buffer_len)(void*, size_t);
+  int (*SSL_export_keying_material)(void*, unsigned char*, size_t, const char*, size_t, const unsigned char*, size_t,
+                                    int);
   int (*SSL_shutdown)(void*);
   long (*SSL_get_verify_result)(const void*);
   const char* (*SSL_get_version)(const void*);
@@ -151,7 +152,7 @@ clbResult_t loadApi(const Api** out) {
       CLB_BIND(SSL_CTX_set_options), CLB_BIND(SSL_CTX_set_num_tickets), CLB_BIND(SSL_new), CLB_BIND(SSL_free),
       CLB_BIND(SSL_set_bio), CLB_BIND(SSL_set_connect_state), CLB_BIND(SSL_set_accept_state),
       CLB_BIND(SSL_do_handshake), CLB_BIND(SSL_read), CLB_BIND(SSL_peek), CLB_BIND(SSL_write), CLB_BIND(SSL_get_error),
-      CLB_BIND(SSL_has_pending), CLB_BIND(SSL_CTX_set_default_read_buffer_len), CLB_BIND(SSL_shutdown), CLB_BIND(SSL_get_verify_result), CLB_BIND(SSL_get_version),
+      CLB_BIND(SSL_pending), CLB_BIND(SSL_has_pending), CLB_BIND(SSL_export_keying_material), CLB_BIND(SSL_shutdown), CLB_BIND(SSL_get_verify_result), CLB_BIND(SSL_get_version),
       CLB_BIND(SSL_get_current_cipher), CLB_BIND(SSL_CIPHER_get_name), CLB_BIND(X509_verify_cert_error_string),
       CLB_BIND(ERR_get_error), CLB_BIND(ERR_error_string_n), CLB_BIND(ERR_clear_error), CLB_BIND(OpenSSL_version),
       CLB_BIND(BIO_meth_new), CLB_BIND(BIO_meth_set_write), CLB_BIND(BIO_meth_set_read), CLB_BIND(BIO_meth_set_ctrl),
@@ -265,10 +266,10 @@ clbResult_t tlsContextFor(TlsMode mode, TlsContextRef* out) {
   a->SSL_CTX_ctrl(ctx, kCtrlMode, kModePartialWrite | kModeMovingWriteBuffer, nullptr);
   a->SSL_CTX_set_options(ctx, kOpIgnoreUnexpectedEof | kOpNoTicket | kOpNoRenegotiation);
   a->SSL_CTX_set_num_tickets(ctx, 0);  // no resumption: nothing arrives after the handshake unasked
-  // Read ahead into a large buffer: a socket read takes many records at once rather than a
-  // record header, then its body (buffered() then also counts what is read but not decrypted).
+  // Read ahead: a socket read takes what is there (up to the record buffer, about 16 KiB) rather
+  // than a record's header, then its body. The buffer stays the default size: a large one would be
+  // allocated for every unauthenticated connection too.
   a->SSL_CTX_ctrl(ctx, kCtrlSetReadAhead, 1, nullptr);
-  a->SSL_CTX_set_default_read_buffer_len(ctx, kReadAheadBytes);
   cached = ref;
   cachedKey = key;
   *out = ref;
@@ -322,10 +323,12 @@ int TlsSession::handshakeStep(std::string* why) {
   if (verify != 0)
     *why = std::string("its certificate was refused: ") + a->X509_verify_cert_error_string(verify) +
            " (is it signed by COLIBRI_TLS_CA?)";
-  else if (e == kSslZeroReturn || (e == kSslSyscall && savedErrno == 0) || errors.find("eof") != std::string::npos)
+  else if (e == kSslZeroReturn || (e == kSslSyscall && (savedErrno == 0 || savedErrno == ECONNRESET)) ||
+           errors.find("eof") != std::string::npos) {
     *why = "it closed the connection during the TLS handshake (does it run with the same COLIBRI_TLS and trust the "
            "same CA?)" + (errors.empty() ? std::string() : " [" + errors + "]");
-  else if (e == kSslSyscall)
+    return -2;  // a server that was full or restarting does this too: the client may connect again
+  } else if (e == kSslSyscall)
     *why = std::string("the TLS handshake failed: ") + strerror(savedErrno);
   else
     *why = "the TLS handshake failed: " + (errors.empty() ? std::string("no reason given") : errors) +
@@ -343,6 +346,7 @@ clbResult_t TlsSession::connect(int64_t deadlineMs, const std::atomic<bool>* abo
       CLB_DEBUG("TLS to %s: %s", peer, describe().c_str());
       return clbSuccess;
     }
+    if (r == -2) return setError(clbRemoteError, "TLS with %s: %s", peer, why.c_str());
     if (r < 0) return setError(clbAuthError, "TLS with %s: %s", peer, why.c_str());
     const int64_t now = nowMs();
     if (abort && abort->load()) return setError(clbAborted, "aborted during the TLS handshake with %s", peer);
@@ -384,6 +388,13 @@ ssize_t TlsSession::io(int ret, bool reading) {
     default: {
       failure_ = drainErrors(a);
       if (failure_.empty()) failure_ = "no reason given";
+      for (const char* alert : {"alert unknown ca", "alert bad certificate", "alert certificate required",
+                                "alert certificate expired", "alert unsupported certificate"})
+        if (failure_.find(alert) != std::string::npos) {
+          failure_ = "the peer refused this rank's certificate (" + failure_ +
+                     "): sign COLIBRI_TLS_CERT with the CA the peer trusts (its COLIBRI_TLS_CA)";
+          break;
+        }
       CLB_DEBUG("TLS connection (fd %d) failed: %s", fd_, failure_.c_str());
       errno = EPROTO;
       return -1;
@@ -407,6 +418,12 @@ ssize_t TlsSession::recv(void* buf, size_t bytes, bool peek) {
   return io(peek ? a->SSL_peek(ssl_, buf, n) : a->SSL_read(ssl_, buf, n), true);
 }
 
+bool TlsSession::binding(uint8_t out[32]) {
+  std::lock_guard<std::mutex> g(mu_);
+  static const char label[] = "EXPORTER-colibri-handshake";
+  return ctx_->api->SSL_export_keying_material(ssl_, out, 32, label, sizeof label - 1, nullptr, 0, 0) == 1;
+}
+
 std::string TlsSession::failure() {
   std::lock_guard<std::mutex> g(mu_);
   return failure_;
@@ -414,7 +431,19 @@ std::string TlsSession::failure() {
 
 bool TlsSession::buffered() {
   std::lock_guard<std::mutex> g(mu_);
-  return ctx_->api->SSL_has_pending(ssl_) != 0;
+  const Api* a = ctx_->api;
+  if (a->SSL_pending(ssl_) > 0) return true;       // decrypted plaintext
+  if (!a->SSL_has_pending(ssl_)) return false;      // nothing read ahead either
+  // Read ahead, but maybe only part of a record (then the socket must be waited for): a peek
+  // says whether a whole record is there. An error or the peer's close counts as buffered, so
+  // that the next receive reports it at once.
+  char b;
+  a->ERR_clear_error();
+  const int r = a->SSL_peek(ssl_, &b, 1);
+  if (r > 0) return true;
+  const int e = a->SSL_get_error(ssl_, r);
+  a->ERR_clear_error();
+  return e != kSslWantRead && e != kSslWantWrite;
 }
 
 std::string TlsSession::describe() {

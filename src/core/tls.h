@@ -53,9 +53,11 @@ class TlsSession {
   TlsSession& operator=(const TlsSession&) = delete;
 
   // One non-blocking step of the handshake: 1 done, 0 not yet (poll for wantEvents()), -1 failed
-  // (*why says why: a certificate the CA did not sign, a peer that is not TLS, ...).
+  // (*why says why: a certificate the CA did not sign, a peer that is not TLS, ...), -2 the peer
+  // closed the connection (a client may connect again: a full server drops connections).
   int handshakeStep(std::string* why);
   // The whole client handshake, waiting up to deadlineMs; `peer` names the server in errors.
+  // REMOTE_ERROR when the server closed the connection during it (retry), AUTH_ERROR otherwise.
   clbResult_t connect(int64_t deadlineMs, const std::atomic<bool>* abort, const char* peer);
   // As send / recv with MSG_DONTWAIT: bytes moved; 0 on recv when the peer closed; -1 with errno
   // (EAGAIN: try again once wantEvents() is ready; EPROTO: the TLS stream is corrupt).
@@ -64,7 +66,14 @@ class TlsSession {
   // Plaintext already decrypted here: recv returns it although the socket is not readable.
   bool buffered();
   // What to poll for after EAGAIN: POLLIN, or POLLOUT when TLS must write before it can go on.
-  short wantEvents(short dflt) const { return want_ ? want_ : dflt; }
+  short wantEvents(short dflt) const {
+    const short w = want_.load(std::memory_order_relaxed);
+    return w ? w : dflt;
+  }
+  // 32 bytes that both ends of this TLS session, and nobody else, derive from it (the RFC 5705
+  // exporter): the challenge-response MACs them, so that it cannot be relayed between two TLS
+  // sessions by someone in the middle who holds a certificate of the CA. False on failure.
+  bool binding(uint8_t out[32]);
   // "TLSv1.3 TLS_AES_256_GCM_SHA384", for logs and tests.
   std::string describe();
   // Why the last call failed with EPROTO (OpenSSL's reasons, an alert the peer sent).
@@ -77,7 +86,7 @@ class TlsSession {
   void* ssl_ = nullptr;  // SSL*
   TlsContextRef ctx_;
   int fd_ = -1;
-  short want_ = 0;
+  std::atomic<short> want_{0};
   std::string failure_;
 };
 

@@ -45,9 +45,12 @@ class ScopedEnv {
 // A CA, a certificate it signed (shared by every rank here), a second key, and a rogue CA with a
 // certificate of its own: PEM files in a temporary directory, made once per test binary.
 struct Pki {
-  std::string dir, ca, cert, key, otherKey, rogueCert, rogueKey;
+  std::string dir, ca, cert, key, otherKey, rogueCa, rogueCert, rogueKey;
   bool ok = false;
   std::string why;
+  ~Pki() {  // the keys go with the test binary
+    if (!dir.empty() && dir.rfind("/tmp/colibri-tls-", 0) == 0) (void)!system(("rm -rf " + dir).c_str());
+  }
 };
 
 inline int sh(const std::string& cmd) { return system((cmd + " >/dev/null 2>&1").c_str()); }
@@ -95,6 +98,7 @@ inline const Pki& pki() {
     k.cert = d + "rank.pem";
     k.key = d + "rank.key";
     k.otherKey = d + "other.key";
+    k.rogueCa = d + "rogue-ca.pem";
     k.rogueCert = d + "rogue.pem";
     k.rogueKey = d + "rogue.key";
     k.ok = true;
