@@ -277,6 +277,19 @@ TEST_P(TlsRogue, PeerOfAnotherCaIsRefusedOnEitherSide) {
 INSTANTIATE_TEST_SUITE_P(Sides, TlsRogue, ::testing::Values(true, false),
                          [](const auto& i) { return std::string(i.param ? "RogueCertificate" : "RogueTrust"); });
 
+// A rank's hello to the root at `at` over TLS (the connection closes after it); its result.
+clbResult_t tlsHelloTo(const clb::SockAddr& at, const clb::TlsContextRef& ctx, const uint8_t* secret, bool* retry) {
+  int fd = -1;
+  clbResult_t rc = clb::connectTcp(at, clb::nowMs() + 3000, nullptr, &fd);
+  if (rc != clbSuccess) return rc;
+  clb::Link link(fd);
+  clb::Transcript t{};
+  clb::HelloBody b{};
+  b.nranks = 2;
+  return clb::clientHandshake(link, ctx, secret, clb::kPurposeRoot, nullptr, &b, sizeof b, clb::nowMs() + 3000, nullptr,
+                              "the root", &t, retry);
+}
+
 // A server that closes the connection during the TLS handshake (full, or restarting) is one to
 // connect to again, as without TLS: the client says so instead of failing.
 TEST(Tls, ServerThatClosesDuringTheTlsHandshakeIsToBeRetried) {
@@ -295,14 +308,8 @@ TEST(Tls, ServerThatClosesDuringTheTlsHandshakeIsToBeRetried) {
     (void)!clb::recvAll(fd, b, 16, clb::nowMs() + 3000, nullptr, "client");  // part of its TLS hello
     close(fd);
   });
-  int fd = -1;
-  ASSERT_EQ(clb::connectTcp(bound, clb::nowMs() + 3000, nullptr, &fd), clbSuccess);
-  clb::Link link(fd);
-  clb::Transcript t{};
   bool retry = false;
-  clb::HelloBody b{};
-  EXPECT_EQ(clb::clientHandshake(link, ctx, reinterpret_cast<const uint8_t*>(pki().dir.data()) /* any 16 bytes */, clb::kPurposeRoot, nullptr, &b,
-                                 sizeof b, clb::nowMs() + 3000, nullptr, "the server", &t, &retry),
+  EXPECT_EQ(tlsHelloTo(bound, ctx, reinterpret_cast<const uint8_t*>(pki().dir.data()) /* any 16 bytes */, &retry),
             clbRemoteError)
       << clbGetLastError();
   EXPECT_TRUE(retry);
@@ -365,23 +372,14 @@ TEST(Tls, RelayBetweenTwoTlsSessionsIsRefused) {
       }
     }
   });
-  int fd = -1;
-  ASSERT_EQ(clb::connectTcp(bound, clb::nowMs() + 3000, nullptr, &fd), clbSuccess);
-  clb::Link link(fd);
-  clb::Transcript t{};
   bool retry = false;
-  clb::HelloBody b{};
-  b.nranks = 2;
-  EXPECT_EQ(clb::clientHandshake(link, ctx, d.secret, clb::kPurposeRoot, nullptr, &b, sizeof b, clb::nowMs() + 3000,
-                                 nullptr, "the root", &t, &retry),
-            clbAuthError);
+  EXPECT_EQ(tlsHelloTo(bound, ctx, d.secret, &retry), clbAuthError);
   EXPECT_NE(std::string(clbGetLastError()).find("did not prove this communicator's secret although it names the same "
                                                 "fingerprint"),
             std::string::npos)
       << clbGetLastError();
   EXPECT_TRUE(relayed.load()) << "the relay had TLS with both sides";
   stop = true;
-  link.close();
   relay.join();
   close(lfd);
   clbUniqueIdRelease(&id);
