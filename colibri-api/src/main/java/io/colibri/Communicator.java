@@ -26,9 +26,14 @@ import java.util.Optional;
  *
  * <p>The {@link ByteBuffer} methods take <b>direct</b> buffers only (heap buffers are refused).
  * The data of each buffer is the region from its position to its limit; positions, limits and byte
- * orders are not changed, and the native byte order of the elements is used (set
- * {@code ByteOrder.nativeOrder()} on views). A recv buffer must be writable. Counts are in
- * elements of {@code type}:
+ * orders are not changed. Elements are read and written in the native byte order, so a buffer of
+ * a type wider than one byte must be in it ({@code buffer.order() == ByteOrder.nativeOrder()}), or
+ * the call is refused with {@link ErrorCode#INVALID_ARGUMENT}: {@code ByteBuffer.allocateDirect}
+ * and the views {@code slice()}, {@code duplicate()} and {@code asReadOnlyBuffer()} are
+ * {@code BIG_ENDIAN}, whatever the buffer they view, so call
+ * {@code .order(ByteOrder.nativeOrder())} on each. {@link DataType#INT8} and {@link DataType#UINT8}
+ * buffers may be in either order. A recv buffer must be writable. Counts are in elements of
+ * {@code type}:
  *
  * <ul>
  *   <li>allReduce, broadcast: send and recv hold {@code count} elements;
@@ -40,8 +45,8 @@ import java.util.Optional;
  * place</b> means that send and recv are the same memory: pass the same buffer with the same
  * position for allReduce and broadcast; for allGather pass as send the slice of recv at
  * {@code rank() * sendCount} elements (e.g. {@code recv.slice(rank * sendCount * size, sendCount *
- * size)}); for reduceScatter pass as recv the slice of send at {@code rank() * recvCount}. Other
- * overlaps of send and recv are not allowed.
+ * size).order(ByteOrder.nativeOrder())}); for reduceScatter pass as recv the slice of send at
+ * {@code rank() * recvCount}. Other overlaps of send and recv are not allowed.
  *
  * <p>The {@code long} overloads take raw addresses (device memory, or host memory you manage) and
  * a CUDA stream handle (0 for host memory); the caller keeps the memory valid and large enough.

@@ -16,6 +16,7 @@ import java.lang.System.Logger.Level;
 import java.lang.ref.Cleaner;
 import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
@@ -88,8 +89,8 @@ final class NativeCommunicator implements Communicator {
     try {
       checkTypeAndOp("allReduce", type, op, true);
       long bytes = bytes("allReduce", "count", count, 1, type);
-      checkBuffer("allReduce", "send", send, bytes, false);
-      checkBuffer("allReduce", "recv", recv, bytes, true);
+      checkBuffer("allReduce", "send", send, bytes, type, false);
+      checkBuffer("allReduce", "recv", recv, bytes, type, true);
       int rc = ColibriLib.clbAllReduce(send, recv, count, type.code(), op.code(), h, 0L);
       check(rc, "allReduce", count, type);
     } finally {
@@ -104,8 +105,8 @@ final class NativeCommunicator implements Communicator {
       checkTypeAndOp("allGather", type, null, false);
       long sendBytes = bytes("allGather", "sendCount", sendCount, 1, type);
       long recvBytes = bytes("allGather", "sendCount", sendCount, size, type);
-      checkBuffer("allGather", "send", send, sendBytes, false);
-      checkBuffer("allGather", "recv", recv, recvBytes, true);
+      checkBuffer("allGather", "send", send, sendBytes, type, false);
+      checkBuffer("allGather", "recv", recv, recvBytes, type, true);
       int rc = ColibriLib.clbAllGather(send, recv, sendCount, type.code(), h, 0L);
       check(rc, "allGather", sendCount, type);
     } finally {
@@ -121,8 +122,8 @@ final class NativeCommunicator implements Communicator {
       checkTypeAndOp("reduceScatter", type, op, true);
       long sendBytes = bytes("reduceScatter", "recvCount", recvCount, size, type);
       long recvBytes = bytes("reduceScatter", "recvCount", recvCount, 1, type);
-      checkBuffer("reduceScatter", "send", send, sendBytes, false);
-      checkBuffer("reduceScatter", "recv", recv, recvBytes, true);
+      checkBuffer("reduceScatter", "send", send, sendBytes, type, false);
+      checkBuffer("reduceScatter", "recv", recv, recvBytes, type, true);
       int rc = ColibriLib.clbReduceScatter(send, recv, recvCount, type.code(), op.code(), h, 0L);
       check(rc, "reduceScatter", recvCount, type);
     } finally {
@@ -138,11 +139,11 @@ final class NativeCommunicator implements Communicator {
       checkRoot(root);
       long bytes = bytes("broadcast", "count", count, 1, type);
       if (rank == root) {
-        checkBuffer("broadcast", "send", send, bytes, false);
+        checkBuffer("broadcast", "send", send, bytes, type, false);
       } else if (send == null) {
         send = recv; // not read off the root; the C ABI gets a valid pointer all the same
       }
-      checkBuffer("broadcast", "recv", recv, bytes, true);
+      checkBuffer("broadcast", "recv", recv, bytes, type, true);
       int rc = ColibriLib.clbBroadcast(send, recv, count, type.code(), root, h, 0L);
       check(rc, "broadcast", count, type);
     } finally {
@@ -526,7 +527,7 @@ final class NativeCommunicator implements Communicator {
   }
 
   private static void checkBuffer(String call, String name, ByteBuffer buffer, long neededBytes,
-      boolean written) {
+      DataType type, boolean written) {
     if (buffer == null) {
       throw invalid(call, name + " buffer is null: pass a direct ByteBuffer"
           + " (ByteBuffer.allocateDirect) with at least " + neededBytes
@@ -535,6 +536,15 @@ final class NativeCommunicator implements Communicator {
     if (!buffer.isDirect()) {
       throw invalid(call, name + " buffer is a heap buffer: Colibri needs direct buffers;"
           + " allocate it with ByteBuffer.allocateDirect (or copy the data into one)");
+    }
+    // The native side reads and writes elements in the native byte order; a buffer in the other
+    // order would give every multi-byte element with its bytes reversed, silently.
+    if (type.size() > 1 && buffer.order() != ByteOrder.nativeOrder()) {
+      throw invalid(call, name + " buffer is in " + buffer.order() + " byte order, but " + type
+          + " elements are " + (written ? "written" : "read") + " in the native order ("
+          + ByteOrder.nativeOrder() + "): call .order(ByteOrder.nativeOrder()) on it"
+          + " (ByteBuffer.allocateDirect and the views slice(), duplicate() and"
+          + " asReadOnlyBuffer() are BIG_ENDIAN whatever the order of the buffer they view)");
     }
     if (written && buffer.isReadOnly()) {
       throw invalid(call, name + " buffer is read-only: pass a writable direct buffer for the"

@@ -22,6 +22,7 @@ import io.colibri.ReduceOp;
 import io.colibri.Transport;
 import io.colibri.UniqueId;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.time.Duration;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
@@ -52,7 +53,7 @@ class AsyncErrorTest {
     try (Communicator comm = Communicator.init(UniqueId.create(), 0, 1)) {
       assertEquals(Optional.empty(), comm.asyncError());
       comm.checkHealthy();
-      ByteBuffer b = ByteBuffer.allocateDirect(64);
+      ByteBuffer b = ByteBuffer.allocateDirect(64).order(ByteOrder.nativeOrder());
       comm.allReduce(b, b, 16, DataType.FLOAT32, ReduceOp.SUM);
       assertEquals(Optional.empty(), comm.asyncError(), "after a collective");
       comm.checkHealthy();
@@ -159,7 +160,7 @@ class AsyncErrorTest {
     try (RankGroup g = RankGroup.start(2, options(Transport.AUTO, Algorithm.AUTO, 30_000),
         Duration.ofSeconds(45))) {
       Communicator c0 = g.comm(0);
-      ByteBuffer b0 = ByteBuffer.allocateDirect(4096);
+      ByteBuffer b0 = ByteBuffer.allocateDirect(4096).order(ByteOrder.nativeOrder());
       // Rank 1 never joins: rank 0's allReduce blocks until the abort.
       CompletableFuture<Throwable> blocked = CompletableFuture.supplyAsync(() -> catching(
           () -> c0.allReduce(b0, b0, 1024, DataType.FLOAT32, ReduceOp.SUM)));

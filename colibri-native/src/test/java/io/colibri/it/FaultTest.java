@@ -20,6 +20,7 @@ import io.colibri.Transport;
 import io.colibri.UniqueId;
 import io.colibri.VersionCheck;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.time.Duration;
 import java.util.ArrayList;
 
@@ -126,7 +127,7 @@ class FaultTest {
     try (RankGroup g = RankGroup.start(2, options(transport, Algorithm.AUTO, TIMEOUT_MS),
         Duration.ofSeconds(30))) {
       Communicator c0 = g.comm(0);
-      ByteBuffer b0 = ByteBuffer.allocateDirect(count * 4);
+      ByteBuffer b0 = ByteBuffer.allocateDirect(count * 4).order(ByteOrder.nativeOrder());
       // Rank 0 enters a collective that rank 1 does not join: it blocks.
       CompletableFuture<Throwable> blocked = CompletableFuture.supplyAsync(() -> catching(
           () -> c0.allReduce(b0, b0, count, DataType.FLOAT32, ReduceOp.SUM)));
@@ -150,7 +151,7 @@ class FaultTest {
       // posted its whole input before the abort, so rank 1's first allReduce may still complete;
       // the one after it cannot (rank 0 never reads again) and must fail with ABORTED quickly,
       // not wait for the timeout. With 1,000,000 elements (ring) the first one cannot complete.
-      ByteBuffer b1 = ByteBuffer.allocateDirect(count * 4);
+      ByteBuffer b1 = ByteBuffer.allocateDirect(count * 4).order(ByteOrder.nativeOrder());
       long t1 = System.nanoTime();
       List<Throwable> peer = g.run("rank 1's allReduces after rank 0 aborted", r -> {
         if (r.rank != 1) {
@@ -178,7 +179,7 @@ class FaultTest {
         Duration.ofSeconds(30));
     try {
       Communicator c0 = g.comm(0);
-      ByteBuffer b0 = ByteBuffer.allocateDirect(4096);
+      ByteBuffer b0 = ByteBuffer.allocateDirect(4096).order(ByteOrder.nativeOrder());
       CompletableFuture<Throwable> blocked = CompletableFuture.supplyAsync(() -> catching(
           () -> c0.allReduce(b0, b0, 1024, DataType.FLOAT32, ReduceOp.SUM)));
       Thread.sleep(300);

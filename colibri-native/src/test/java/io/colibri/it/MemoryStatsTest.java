@@ -13,6 +13,7 @@ import io.colibri.Options;
 import io.colibri.ReduceOp;
 import io.colibri.Transport;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -38,8 +39,8 @@ class MemoryStatsTest {
       // The ranks only take snapshots (so that a bad value on one rank cannot leave the other
       // waiting in a collective); the assertions run here afterwards.
       List<MemoryStats[]> snaps = g.run("memory stats", r -> {
-        ByteBuffer send = ByteBuffer.allocateDirect(count * 4);
-        ByteBuffer recv = ByteBuffer.allocateDirect(count * 4);
+        ByteBuffer send = ByteBuffer.allocateDirect(count * 4).order(ByteOrder.nativeOrder());
+        ByteBuffer recv = ByteBuffer.allocateDirect(count * 4).order(ByteOrder.nativeOrder());
         MemoryStats init = r.comm.memoryStats();
         r.comm.allReduce(send, recv, count, DataType.FLOAT32, ReduceOp.SUM);
         MemoryStats first = r.comm.memoryStats();

@@ -80,9 +80,78 @@ class ArgumentValidationTest {
   @Test
   void readOnlyRecvIsRefusedButReadOnlySendIsFine() {
     ByteBuffer d = direct(64);
-    refused(() -> comm.allReduce(d, d.asReadOnlyBuffer(), 4, DataType.FLOAT32, ReduceOp.SUM),
+    // asReadOnlyBuffer() is BIG_ENDIAN whatever d's order: set the native one again.
+    ByteBuffer readOnly = d.asReadOnlyBuffer().order(ByteOrder.nativeOrder());
+    refused(() -> comm.allReduce(d, readOnly, 4, DataType.FLOAT32, ReduceOp.SUM),
         "recv buffer is read-only", "writable");
-    comm.allReduce(d.asReadOnlyBuffer(), direct(64), 4, DataType.FLOAT32, ReduceOp.SUM);
+    comm.allReduce(readOnly, direct(64), 4, DataType.FLOAT32, ReduceOp.SUM);
+  }
+
+  /** The byte order that is not this machine's: BIG_ENDIAN on x86 and Arm. */
+  private static final ByteOrder FOREIGN = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN
+      ? ByteOrder.BIG_ENDIAN : ByteOrder.LITTLE_ENDIAN;
+
+  @Test
+  void buffersNotInNativeOrderAreRefusedForEveryTypeWiderThanOneByte() {
+    for (DataType t : DataType.values()) {
+      if (t.size() == 1) {
+        continue;
+      }
+      ByteBuffer good = direct(64);
+      ByteBuffer bad = direct(64).order(FOREIGN);
+      String order = FOREIGN.toString();
+      String fix = ".order(ByteOrder.nativeOrder())";
+      refused(() -> comm.allReduce(bad, good, 4, t, ReduceOp.SUM), "allReduce", "send buffer",
+          order, t.toString(), fix);
+      refused(() -> comm.allReduce(good, bad, 4, t, ReduceOp.SUM), "allReduce", "recv buffer",
+          order, fix);
+      refused(() -> comm.allReduce(bad, bad, 4, t, ReduceOp.SUM), "allReduce", "send buffer");
+      refused(() -> comm.allGather(bad, good, 4, t), "allGather", "send buffer", order, fix);
+      refused(() -> comm.allGather(good, bad, 4, t), "allGather", "recv buffer", order, fix);
+      refused(() -> comm.reduceScatter(bad, good, 4, t, ReduceOp.MAX), "reduceScatter",
+          "send buffer", order, fix);
+      refused(() -> comm.reduceScatter(good, bad, 4, t, ReduceOp.MAX), "reduceScatter",
+          "recv buffer", order, fix);
+      // Rank 0 is the root here: its send buffer is read.
+      refused(() -> comm.broadcast(bad, good, 4, t, 0), "broadcast", "send buffer", order, fix);
+      refused(() -> comm.broadcast(good, bad, 4, t, 0), "broadcast", "recv buffer", order, fix);
+      // A count of 0 moves nothing, but the buffer is wrong all the same.
+      refused(() -> comm.allReduce(good, bad, 0, t, ReduceOp.SUM), "recv buffer", order);
+    }
+  }
+
+  @Test
+  void viewsThatForgetTheOrderAreRefused() {
+    // slice(), duplicate() and asReadOnlyBuffer() are BIG_ENDIAN, whatever the order of the
+    // buffer they view: the message says so.
+    ByteBuffer whole = direct(64);
+    if (ByteOrder.nativeOrder() == ByteOrder.BIG_ENDIAN) {
+      return; // the views are in the native order there
+    }
+    refused(() -> comm.allReduce(whole.slice(), whole, 4, DataType.FLOAT32, ReduceOp.SUM),
+        "send buffer", "BIG_ENDIAN", "slice()");
+    refused(() -> comm.allReduce(whole, whole.duplicate(), 4, DataType.INT64, ReduceOp.SUM),
+        "recv buffer", "BIG_ENDIAN", "duplicate()");
+    refused(() -> comm.allReduce(whole.asReadOnlyBuffer(), whole, 4, DataType.FLOAT16,
+        ReduceOp.SUM), "send buffer", "BIG_ENDIAN", "asReadOnlyBuffer()");
+  }
+
+  @Test
+  void oneByteTypesTakeEitherOrder() {
+    for (DataType t : new DataType[] {DataType.INT8, DataType.UINT8}) {
+      ByteBuffer send = direct(64).order(FOREIGN);
+      ByteBuffer recv = direct(64).order(FOREIGN);
+      for (int i = 0; i < 16; i++) {
+        send.put(i, (byte) (i + 1));
+      }
+      comm.allReduce(send, recv, 16, t, ReduceOp.SUM);
+      comm.allGather(send, recv, 16, t);
+      comm.reduceScatter(send, recv, 16, t, ReduceOp.SUM);
+      comm.broadcast(send, recv, 16, t, 0);
+      for (int i = 0; i < 16; i++) {
+        assertEquals((byte) (i + 1), recv.get(i), t + " byte " + i);
+      }
+    }
   }
 
   @Test

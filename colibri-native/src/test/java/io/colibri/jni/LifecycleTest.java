@@ -74,7 +74,8 @@ class LifecycleTest {
         assertEquals(i, whole.getFloat(i * 4), 0f);
       }
       // allGather in place: send is the slice of recv at rank * count.
-      comm.allGather(whole.slice(0, 16), whole, 4, DataType.FLOAT32);
+      comm.allGather(whole.slice(0, 16).order(ByteOrder.nativeOrder()), whole, 4,
+          DataType.FLOAT32);
       for (int i = 0; i < 16; i++) {
         assertEquals(i, whole.getFloat(i * 4), 0f);
       }
