@@ -18,7 +18,6 @@ namespace {
 
 clbResult_t validate(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, int type,
                      int op, int root, void* stream) {
-  if (!c) return setError(clbInvalidArgument, "communicator is NULL (was it created, or already destroyed?)");
   CLB_CHECK(c->checkUsable());
   if (!validType(type)) return setError(clbInvalidArgument, "unknown data type %d: use a clbDataType_t value", type);
   if ((coll == kAllReduce || coll == kReduceScatter) && !validOp(op))
@@ -87,7 +86,9 @@ clbResult_t memoryKind(clbComm* c, uint32_t coll, const void* send, void* recv, 
 CollArgs describeCall(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
                       clbRedOp_t op, int root) {
   CollArgs a{};
-  a.desc.seq = ++c->seq;
+  // Only the call that holds c->inCall writes seq (see comm.h).
+  a.desc.seq = c->seq.load(std::memory_order_relaxed) + 1;
+  c->seq.store(a.desc.seq, std::memory_order_relaxed);
   a.desc.coll = coll;
   a.desc.dtype = type;
   a.desc.op = (coll == kAllReduce || coll == kReduceScatter) ? op : 0;
@@ -135,6 +136,10 @@ clbResult_t runHost(clbComm* c, CollArgs& a, bool recordAlgo) {
 clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
                 clbRedOp_t op, int root, void* stream) {
   clearError();
+  CLB_CHECK(checkComm(c));
+  // One call at a time: a second thread's call is refused here, before it reads or writes anything.
+  CallScope call(c, coll);
+  CLB_CHECK(call.result());
   CLB_CHECK(validate(c, coll, send, recv, count, type, op, root, stream));
   CollArgs a = describeCall(c, coll, send, recv, count, type, op, root);
 

@@ -47,6 +47,16 @@ const char* collectiveName(uint32_t c) {
   return "unknown";
 }
 
+const char* callName(uint32_t call) {
+  switch (call) {
+    case kCallRegister: return "clbCommRegister";
+    case kCallDeregister: return "clbCommDeregister";
+    case kCallTrim: return "clbCommTrim";
+    case kCallDestroy: return "clbCommDestroy";
+  }
+  return collectiveName(call);
+}
+
 std::string describe(const OpDesc& d) {
   char b[200];
   snprintf(b, sizeof b, "%s #%llu (count %llu, %s%s%s, root %d, algorithm %s)", collectiveName(d.coll),
@@ -69,6 +79,11 @@ clbResult_t checkTag(const MsgTag& got, const MsgTag& expect, int fromRank, int 
                   "bytes: the ranks disagree on the call (count or options such as chunkBytes differ)",
                   myRank, (unsigned long long)expect.index, (unsigned long long)expect.bytes, fromRank,
                   describe(expect.op).c_str(), (unsigned long long)got.index, (unsigned long long)got.bytes);
+}
+
+clbResult_t checkComm(clbComm* c) {
+  if (!c) return setError(clbInvalidArgument, "communicator is NULL (was it created, or already destroyed?)");
+  return clbSuccess;
 }
 
 }  // namespace clb
@@ -97,6 +112,23 @@ clbResult_t clbComm::checkUsable() const {
                     "new one. The first failure was: %s", failure.c_str());
   }
   return clbSuccess;
+}
+
+clbResult_t clbComm::refuseCall(uint32_t call, uint64_t current) const {
+  const uint32_t other = (uint32_t)(current & 0xff);
+  // A collective in progress is the one after those started before it: its number as describe() gives it.
+  char inProgress[64];
+  if (other >= kCallRegister) snprintf(inProgress, sizeof inProgress, "%s", callName(other));
+  else snprintf(inProgress, sizeof inProgress, "%s #%llu", callName(other), (unsigned long long)(current >> 8) + 1);
+  if (call == kCallDestroy)
+    return setError(clbInvalidUsage,
+                    "rank %d: %s was called while another thread is in %s on this communicator, so nothing was "
+                    "freed: make that call return first (clbCommAbort makes it return at once), then destroy",
+                    rank, callName(call), inProgress);
+  return setError(clbInvalidUsage,
+                  "rank %d: %s was called while another thread is in %s on this communicator: a communicator takes "
+                  "one call at a time (give each thread its own communicator, or serialize the calls)",
+                  rank, callName(call), inProgress);
 }
 
 void clbComm::markFailed(clbResult_t code) {
@@ -495,14 +527,11 @@ clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, in
   return clbSuccess;
 }
 
-static clbResult_t checkComm(clbComm* c) {
-  if (!c) return setError(clbInvalidArgument, "communicator is NULL (was it created, or already destroyed?)");
-  return clbSuccess;
-}
-
 clbResult_t clbCommDestroy(clbComm_t c) {
   clearError();
   if (!c) return clbSuccess;
+  // Taken for good: nothing gives the communicator back, it is freed below.
+  CLB_CHECK(c->enterCall(kCallDestroy));
   // A healthy rank lets peers read what it sent last before its memory goes away.
   if (c->shm && !c->failed && !c->aborted) {
     if (c->shm->waitDrained() != clbSuccess)
@@ -571,6 +600,8 @@ clbResult_t clbCommMemStats(clbComm_t c, clbMemStats_t* s) {
 clbResult_t clbCommTrim(clbComm_t c) {
   clearError();
   CLB_CHECK(checkComm(c));
+  CallScope call(c, kCallTrim);
+  CLB_CHECK(call.result());
   if (c->failed || c->aborted) return clbSuccess;
   if (c->ring) CLB_CHECK(c->ring->trim());
   else if (c->shm) CLB_CHECK(c->shm->trim());
@@ -603,6 +634,8 @@ clbResult_t clbCommInfo(clbComm_t c, char* buf, size_t bytes) {
 clbResult_t clbCommRegister(clbComm_t c, void* buff, size_t bytes, void** handle) {
   clearError();
   CLB_CHECK(checkComm(c));
+  CallScope call(c, kCallRegister);
+  CLB_CHECK(call.result());
   if (handle) *handle = nullptr;
   CLB_CHECK(c->checkUsable());
 #ifdef CLB_HAVE_CUDA
@@ -617,6 +650,8 @@ clbResult_t clbCommRegister(clbComm_t c, void* buff, size_t bytes, void** handle
 clbResult_t clbCommDeregister(clbComm_t c, void* handle) {
   clearError();
   CLB_CHECK(checkComm(c));
+  CallScope call(c, kCallDeregister);
+  CLB_CHECK(call.result());
   if (!handle) return setError(clbInvalidArgument, "handle is NULL: pass what clbCommRegister returned");
 #ifdef CLB_HAVE_CUDA
   if (c->device) return c->device->deregisterBuffer(handle);

@@ -26,6 +26,11 @@ class DeviceWorld;
 
 enum Collective : uint32_t { kAllReduce = 1, kAllGather = 2, kReduceScatter = 3, kBroadcast = 4 };
 const char* collectiveName(uint32_t c);
+// The other calls that take the communicator for their duration (clbComm::enterCall), after the
+// collectives: they use its channels, staging or sequence numbers too.
+enum Call : uint32_t { kCallRegister = 16, kCallDeregister, kCallTrim, kCallDestroy };
+// "allReduce" for a Collective, "clbCommTrim" for a Call.
+const char* callName(uint32_t call);
 
 // What a rank says it is doing; peers compare it to detect mismatched calls.
 struct OpDesc {
@@ -69,7 +74,15 @@ struct clbComm {
   clb::MemAccount mem;
   int transport = clbTransportAuto;  // resolved
   bool allOnOneHost = false;
-  uint64_t seq = 0;                   // collectives started on this communicator
+  // Collectives started on this communicator. Written only by the call that holds `inCall`; atomic
+  // (relaxed, plain loads and stores) because every call reads it before it tries to take `inCall`,
+  // which, while another thread holds it, is a read during that thread's writes.
+  std::atomic<uint64_t> seq{0};
+  // The call in progress, 0 when none: (seq when it began << 8) | its Collective or Call. A call
+  // takes it with one compare-and-swap and gives it back with one store; a call from a second
+  // thread meanwhile is refused (clbInvalidUsage) without touching anything else. No lock is held
+  // across the call, so clbCommAbort and the status queries never wait for it.
+  std::atomic<uint64_t> inCall{0};
   std::atomic<int> lastAlgo{clbAlgoNone};
   std::unique_ptr<clb::ShmWorld> shm;  // all ranks on one host and transport shm
   std::unique_ptr<clb::RingChannel> ring;
@@ -97,6 +110,16 @@ struct clbComm {
   clbResult_t asyncStatus();
   // clbAborted / clbInvalidUsage with the message users see once the communicator is unusable.
   clbResult_t checkUsable() const;
+  // Takes the communicator for `call` (a Collective or a Call), or returns clbInvalidUsage naming
+  // the call another thread is in. leaveCall() gives it back; clb::CallScope does both.
+  clbResult_t enterCall(uint32_t call) {
+    uint64_t none = 0;
+    const uint64_t mine = seq.load(std::memory_order_relaxed) << 8 | call;
+    if (inCall.compare_exchange_strong(none, mine, std::memory_order_acquire, std::memory_order_relaxed))
+      return clbSuccess;
+    return refuseCall(call, none);
+  }
+  void leaveCall() { inCall.store(0, std::memory_order_release); }
   // Socket transport: tells both ring neighbours that this rank aborted ('A') or failed ('F').
   void notifyNeighbours(char kind);
   // A notice received from a neighbour, forwarded on failure (atomic: asyncStatus reads them from
@@ -104,9 +127,33 @@ struct clbComm {
   std::atomic<char> noticeKind{0};
   std::atomic<int> noticeOrigin{-1};
   std::atomic<uint64_t> noticeSeq{0};
+
+ private:
+  // The message of a call refused because another thread is in `current` (an inCall value).
+  clbResult_t refuseCall(uint32_t call, uint64_t current) const;
 };
 
 namespace clb {
+
+// clbInvalidArgument for a NULL communicator, with the message every call gives.
+clbResult_t checkComm(clbComm* c);
+
+// The communicator taken for one call for the rest of the scope (clbComm::enterCall), given back
+// at its end on every path. result() is clbSuccess when it was taken, else the refusal.
+class CallScope {
+ public:
+  CallScope(clbComm* c, uint32_t call) : c_(c), rc_(c->enterCall(call)) {}
+  ~CallScope() {
+    if (rc_ == clbSuccess) c_->leaveCall();
+  }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+  clbResult_t result() const { return rc_; }
+
+ private:
+  clbComm* c_;
+  clbResult_t rc_;
+};
 
 // Waits until pred() is true. `word` is a shared 64-bit counter whose change may make pred true;
 // `waiters` counts sleepers in the block that holds it (the writer wakes them). Either may be null

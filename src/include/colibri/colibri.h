@@ -195,7 +195,9 @@ CLB_API clbResult_t clbUniqueIdDescribe(const clbUniqueId* id, char* buf, size_t
 #define CLB_MAX_RANKS 65536
 CLB_API clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, int nranks,
                             const clbConfig_t* config);
-/* Frees everything the communicator holds. Safe after an error or an abort. */
+/* Frees everything the communicator holds. Safe after an error or an abort. While another thread
+ * is in a call on comm it frees nothing and returns clbInvalidUsage naming that call: make the call
+ * return first (clbCommAbort does at once), then destroy. */
 CLB_API clbResult_t clbCommDestroy(clbComm_t comm);
 /* Makes every blocked or later call on this communicator return clbAborted, tells peers, and may
  * be called from any thread while another thread is inside a collective. Destroy still needed. */
@@ -214,7 +216,8 @@ CLB_API clbResult_t clbCommRank(clbComm_t comm, int* rank);
 CLB_API clbResult_t clbCommCount(clbComm_t comm, int* nranks);
 CLB_API clbResult_t clbCommMemStats(clbComm_t comm, clbMemStats_t* stats);
 /* Gives back host staging memory not in use. Local: peers need not call it at the same time.
- * Device buffers (peers write into them) stay until clbCommDestroy. */
+ * Device buffers (peers write into them) stay until clbCommDestroy. One call at a time, like the
+ * collectives (see there). */
 CLB_API clbResult_t clbCommTrim(clbComm_t comm);
 /* Algorithm used by this rank's last collective on comm. */
 CLB_API clbResult_t clbCommLastAlgorithm(clbComm_t comm, int* algorithm);
@@ -224,7 +227,18 @@ CLB_API clbResult_t clbCommInfo(clbComm_t comm, char* buf, size_t bufBytes);
 /* ---- collectives ----
  * Argument order follows NCCL. `stream` is ignored for host buffers (pass NULL). In-place: pass
  * the same pointer for send and recv (for allGather: send = recv + rank * count; for
- * reduceScatter: recv = send + rank * recvCount). */
+ * reduceScatter: recv = send + rank * recvCount).
+ *
+ * Threads: a communicator takes one call at a time. A collective, clbCommRegister,
+ * clbCommDeregister, clbCommTrim or clbCommDestroy called while another thread is in one of them
+ * on the same communicator returns clbInvalidUsage at once, with a message naming the call in
+ * progress ("allReduce #5"), and touches nothing: the call in progress goes on and completes
+ * normally, and the communicator stays usable. Give each thread its own communicator, or
+ * serialize the calls. Any thread may call clbCommAbort, clbCommGetAsyncError, clbCommRank,
+ * clbCommCount, clbCommMemStats and clbCommLastAlgorithm at any time, also during a call.
+ * A device call (on a stream, or captured in a CUDA graph) holds the communicator until it
+ * returns (once its work is enqueued), not while that work runs on the GPU. The last-error
+ * message is per thread: a refused call's message never replaces that of the call in progress. */
 CLB_API clbResult_t clbAllReduce(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype,
                          clbRedOp_t op, clbComm_t comm, void* stream);
 CLB_API clbResult_t clbAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -250,7 +264,8 @@ CLB_API size_t clbTypeSize(clbDataType_t datatype);
  * Sets up what a CUDA graph capture would need: register before capturing. */
 CLB_API clbResult_t clbCommRegister(clbComm_t comm, void* buff, size_t bytes, void** handle);
 /* Collective, like clbCommRegister. Waits for this rank's device work on comm to finish, closes
- * its mappings of the peers' buffers, and returns once every rank has. */
+ * its mappings of the peers' buffers, and returns once every rank has. Both take the communicator
+ * for one call at a time, like the collectives. */
 CLB_API clbResult_t clbCommDeregister(clbComm_t comm, void* handle);
 
 /* ---- device helpers ----

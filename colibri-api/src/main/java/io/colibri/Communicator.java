@@ -53,12 +53,18 @@ import java.util.Optional;
  *
  * <h2>Threads</h2>
  *
- * <p>A communicator is not thread-safe: run its collectives from one thread at a time, in the same
- * order on every rank. The exceptions are {@link #abort()}, which any thread may call at any time,
- * e.g. from a watchdog, to make a blocked collective return, and {@link #asyncError()} (and
- * {@link #checkHealthy()}), which any thread may call at any time to see whether something went
- * wrong. {@link #close()} may also be called from another thread: it aborts a collective still
- * running and waits for it to return.
+ * <p>A communicator takes one call at a time: run its collectives (and {@link #register},
+ * {@link Registration#close()}, {@link #trim()}) from one thread at a time, in the same order on
+ * every rank. Give each thread its own communicator, or serialize the calls. A call made while
+ * another thread is in one on the same communicator is refused at once with a
+ * {@link ColibriException} of {@link ErrorCode#INVALID_USAGE} whose message names the call in
+ * progress ("another thread is in allReduce #5"); it changes nothing, so the call in progress
+ * completes normally and the communicator stays usable. The exceptions are {@link #abort()}, which
+ * any thread may call at any time, e.g. from a watchdog, to make a blocked collective return, and
+ * {@link #asyncError()} (and {@link #checkHealthy()}), which any thread may call at any time to see
+ * whether something went wrong; {@link #rank()}, {@link #size()}, {@link #memoryStats()} and
+ * {@link #lastAlgorithm()} answer at any time too. {@link #close()} may also be called from
+ * another thread: it aborts a collective still running and waits for it to return.
  *
  * <h2>Errors</h2>
  *
