@@ -40,10 +40,9 @@ clbResult_t sendReply(Link& link, const uint8_t* secret, const Transcript& t, cl
   uint8_t mac[kTagBytes];
   tag(secret, kRootReply, t, {{&r, sizeof r}, {msg.data(), msg.size()}, {table ? table->data() : nullptr, tableBytes}},
       mac);
-  CLB_CHECK(sendAll(link, &r, sizeof r, deadline, nullptr, "a rank"));
-  if (!msg.empty()) CLB_CHECK(sendAll(link, msg.data(), msg.size(), deadline, nullptr, "a rank"));
-  if (tableBytes) CLB_CHECK(sendAll(link, table->data(), tableBytes, deadline, nullptr, "a rank"));
-  return sendAll(link, mac, sizeof mac, deadline, nullptr, "a rank");
+  return sendAllParts(link, {{&r, sizeof r}, {msg.data(), msg.size()}, {table ? table->data() : nullptr, tableBytes},
+                             {mac, sizeof mac}},
+                      deadline, nullptr, "a rank");
 }
 
 struct Root;
@@ -481,87 +480,161 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
   return clbSuccess;
 }
 
-// Serves this rank's ring listener until prev's two connections are in: each one proves the
-// secret and this communicator's session, and says it comes from prev for one of the channels.
-clbResult_t Bootstrap::serveRing(HandshakeServer* server, int64_t deadline, const std::atomic<bool>* stop) {
-  const int prev = (rank_ + nranks_ - 1) % nranks_;
-  std::vector<pollfd> fds;
-  std::vector<Authenticated> done;
-  while (!prev_.open() || !prevCtl_.open()) {
-    if (stop->load() || (abort_ && abort_->load()))
-      return setError(clbAborted, "rank %d stopped waiting for rank %d's ring connections", rank_, prev);
-    if (nowMs() >= deadline)
-      return setError(clbTimeout,
-                      "rank %d waited %lld ms for rank %d (%s pid %d) to connect its ring connections: is it stuck "
-                      "or unable to reach this host? Raise the timeout with COLIBRI_TIMEOUT_MS if it is slow",
-                      rank_, (long long)timeoutMs_, prev, peers_[prev].hostname, peers_[prev].pid);
-    fds.clear();
-    const size_t n = server->addPollFds(&fds);
-    if (poll(fds.data(), fds.size(), 20) < 0 && errno != EINTR) return setSysError(errno, "poll() on the ring listener");
-    done.clear();
-    server->advance(fds, 0, n, &done);
-    for (Authenticated& a : done) {
-      RingBody b;
-      memcpy(&b, a.body.data(), sizeof b);
-      const int channel = a.purpose == kPurposeRingData ? 0 : 1;
-      Link* slot = channel == 0 ? &prev_ : &prevCtl_;
-      const uint32_t status = b.fromRank == prev && b.toRank == rank_ && b.channel == channel && !slot->open()
-                                  ? (uint32_t)clbSuccess : (uint32_t)clbAuthError;
-      uint8_t mac[kTagBytes];
-      tag(id_.secret, kRingAccept, a.transcript, {{&status, sizeof status}}, mac);
-      const int64_t by = nowMs() + handshakeTimeoutMs();
-      if (sendAll(a.link, &status, sizeof status, by, nullptr, prevNameBuf) != clbSuccess ||
-          sendAll(a.link, mac, sizeof mac, by, nullptr, prevNameBuf) != clbSuccess || status != clbSuccess) {
-        if (status != clbSuccess)
-          CLB_WARN("rank %d refused a ring connection from %s: it proved the secret but says it is rank %d to rank %d "
-                   "on channel %d (expected rank %d, once per channel)",
-                   rank_, a.from.c_str(), b.fromRank, b.toRank, b.channel, prev);
-        continue;
-      }
-      *slot = std::move(a.link);
-      if (channel == 0) recvT_ = a.transcript;
-    }
+// One of this rank's two connections to next, moved on by connectRing's poll loop: connect (again
+// after a refusal, or after a close during TLS or before next's challenge or answer), TLS
+// (COLIBRI_TLS=all), hello, proof + body, then next's tagged answer.
+struct RingDial {
+  enum Stage { kWaiting, kConnecting, kTls, kChallenge, kAnswer, kDone };
+  int channel = 0;
+  Link* link = nullptr;  // the connection, from its socket on (next_ or nextCtl_)
+  Stage stage = kWaiting;
+  int64_t at = 0;         // kWaiting: when to connect
+  int64_t connectBy = 0;  // the attempts of one connect end then (0: not started)
+  int delayMs = 1;        // the wait before the next attempt
+  bool again = false;     // next closed before its answer: it is connected again only while it still listens
+  std::unique_ptr<TlsSession> tls;  // kTls: the client handshake under way (on the link once done)
+  ClientHello hello{};
+  Transcript t{};
+  bool polled() const { return stage != kWaiting && stage != kDone; }
+  short events() const {
+    if (stage == kConnecting) return POLLOUT;
+    if (stage == kTls) return tls->wantEvents(POLLIN);
+    return link->wantEvents(POLLIN);
   }
-  return clbSuccess;
+  // A whole TLS record read already: the next step has it although the socket is not readable.
+  bool buffered() const { return (stage == kChallenge || stage == kAnswer) && link->buffered(); }
+};
+
+// A connection from prev that proved the secret and this communicator's session: kept when it says
+// it comes from prev for a channel not yet in, refused otherwise; the answer is tagged either way.
+void Bootstrap::acceptPrev(Authenticated* a) {
+  const int prev = (rank_ + nranks_ - 1) % nranks_;
+  RingBody b;
+  memcpy(&b, a->body.data(), sizeof b);
+  const int channel = a->purpose == kPurposeRingData ? 0 : 1;
+  Link* slot = channel == 0 ? &prev_ : &prevCtl_;
+  const uint32_t status = b.fromRank == prev && b.toRank == rank_ && b.channel == channel && !slot->open()
+                              ? (uint32_t)clbSuccess : (uint32_t)clbAuthError;
+  uint8_t mac[kTagBytes];
+  tag(id_.secret, kRingAccept, a->transcript, {{&status, sizeof status}}, mac);
+  const int64_t by = nowMs() + handshakeTimeoutMs();
+  if (sendAllParts(a->link, {{&status, sizeof status}, {mac, sizeof mac}}, by, nullptr, prevNameBuf) != clbSuccess ||
+      status != clbSuccess) {
+    if (status != clbSuccess)
+      CLB_WARN("rank %d refused a ring connection from %s: it proved the secret but says it is rank %d to rank %d "
+               "on channel %d (expected rank %d, once per channel)",
+               rank_, a->from.c_str(), b.fromRank, b.toRank, b.channel, prev);
+    a->link.close();
+    return;
+  }
+  *slot = std::move(a->link);
+  if (channel == 0) recvT_ = a->transcript;
 }
 
-// One authenticated connection to next for `channel`, connecting again if next closed it before
-// its challenge.
-clbResult_t Bootstrap::connectNext(const SockAddr& na, int channel, int64_t deadline, const char* nextName) {
-  const int next = (rank_ + 1) % nranks_;
-  Link* out = channel == 0 ? &next_ : &nextCtl_;
-  RingBody body{rank_, next, channel, 0};
-  const Purpose purpose = channel == 0 ? kPurposeRingData : kPurposeRingNotices;
-  Transcript t{};
-  uint32_t status = 0;
-  uint8_t mac[kTagBytes];
-  bool again = false;  // after an EOF before the answer: retried while next still listens
-  for (int delayMs = 1;; delayMs = delayMs < 64 ? delayMs * 2 : 100) {
-    int fd = -1;
-    clbResult_t rc = connectTcp(na, again ? std::min(deadline, nowMs() + 200) : deadline, abort_, &fd);
-    if (rc == clbTimeout && again)
-      return setError(clbRemoteError, "%s closed the ring connection before answering, and no longer listens",
-                      nextName);
-    CLB_CHECK(rc);
-    *out = Link(fd);
-    bool retry = false;
-    rc = clientHandshake(*out, ringTls_, id_.secret, purpose, session_, &body, sizeof body, deadline, abort_, nextName,
-                         &t, &retry);
-    if (rc == clbSuccess) {
-      rc = recvAll(*out, &status, sizeof status, deadline, abort_, nextName);
-      if (rc == clbRemoteError) retry = again = true;
+// Moves `d` on; `ready`: poll() saw its socket ready (or TLS holds data for it).
+clbResult_t Bootstrap::stepDial(RingDial* d, bool ready, const SockAddr& na, int64_t deadline, const char* nextName) {
+  const int64_t now = nowMs();
+  bool retry = false;
+  clbResult_t rc = clbSuccess;
+  int err = 0;
+  switch (d->stage) {
+    case RingDial::kWaiting: {
+      if (now < d->at) return clbSuccess;
+      if (!d->connectBy) d->connectBy = d->again ? std::min(deadline, now + 200) : deadline;
+      int fd = -1;
+      bool noSocket = false;
+      err = startConnect(na, &fd, &noSocket);
+      if (noSocket) return setSysError(err, "socket() to connect to %s failed", na.str().c_str());
+      if (fd >= 0) *d->link = Link(fd);
+      if (err == EINPROGRESS) {
+        d->stage = RingDial::kConnecting;
+        return clbSuccess;
+      }
+      break;
     }
-    if (rc == clbSuccess) rc = recvAll(*out, mac, sizeof mac, deadline, abort_, nextName);
-    if (rc == clbSuccess) break;
-    out->close();
-    if (!retry || nowMs() + delayMs >= deadline) return rc;
-    usleep(delayMs * 1000);
+    case RingDial::kConnecting:
+      if (!ready) return clbSuccess;
+      err = finishConnect(d->link->fd());
+      if (err != 0) d->link->close();
+      break;
+    case RingDial::kTls: {
+      if (!ready) return clbSuccess;
+      std::string why;
+      const int r = d->tls->handshakeStep(&why);
+      if (r == 0) return clbSuccess;  // again once its socket is ready for what TLS wants
+      if (r == -2) {                   // closed during TLS: full, or restarting (connected again)
+        rc = setError(clbRemoteError, "TLS with %s: %s", nextName, why.c_str());
+        retry = true;
+        break;
+      }
+      if (r < 0) {
+        rc = setError(clbAuthError, "TLS with %s: %s", nextName, why.c_str());
+        break;
+      }
+      CLB_DEBUG("TLS to %s: %s", nextName, d->tls->describe().c_str());
+      d->link->setTls(std::move(d->tls));
+      d->stage = RingDial::kChallenge;
+      return clientHello(*d->link, id_.secret, d->channel == 0 ? kPurposeRingData : kPurposeRingNotices, deadline,
+                         abort_, nextName, &d->hello);
+    }
+    case RingDial::kChallenge: {
+      if (!ready) return clbSuccess;
+      const RingBody body{rank_, (rank_ + 1) % nranks_, d->channel, 0};
+      rc = clientProve(*d->link, id_.secret, d->hello, session_, &body, sizeof body, deadline, abort_, nextName, &d->t,
+                       &retry);
+      if (rc == clbSuccess) d->stage = RingDial::kAnswer;
+      break;
+    }
+    case RingDial::kAnswer: {
+      if (!ready) return clbSuccess;
+      uint32_t status = 0;
+      uint8_t mac[kTagBytes];
+      rc = recvAll(*d->link, &status, sizeof status, deadline, abort_, nextName);
+      if (rc == clbRemoteError) retry = d->again = true;
+      if (rc == clbSuccess) rc = recvAll(*d->link, mac, sizeof mac, deadline, abort_, nextName);
+      if (rc != clbSuccess) break;
+      if (!tagMatches(id_.secret, kRingAccept, d->t, {{&status, sizeof status}}, mac))
+        return setError(clbAuthError, "%s's answer failed its authentication tag: something on the network between "
+                        "the ranks changed it", nextName);
+      if (status != clbSuccess) return setError(clbAuthError, "%s refused this rank's ring connection", nextName);
+      if (d->channel == 0) sendT_ = d->t;
+      d->stage = RingDial::kDone;
+      return clbSuccess;
+    }
+    case RingDial::kDone:
+      return clbSuccess;
   }
-  if (!tagMatches(id_.secret, kRingAccept, t, {{&status, sizeof status}}, mac))
-    return setError(clbAuthError, "%s's answer failed its authentication tag: something on the network between the "
-                    "ranks changed it", nextName);
-  if (status != clbSuccess) return setError(clbAuthError, "%s refused this rank's ring connection", nextName);
-  if (channel == 0) sendT_ = t;
+  if (d->stage == RingDial::kTls || d->stage == RingDial::kChallenge || d->stage == RingDial::kAnswer) {
+    if (rc == clbSuccess) return clbSuccess;
+    // The handshake failed: over, unless next closed before answering (it was full or restarting).
+    d->tls.reset();
+    d->link->close();
+    if (!retry || now + d->delayMs >= deadline) return rc;
+  } else if (err == 0) {  // connected: TLS first where COLIBRI_TLS=all, else say hello
+    d->connectBy = 0;
+    if (ringTls_) {
+      CLB_CHECK(TlsSession::create(ringTls_, d->link->fd(), false, &d->tls));
+      d->stage = RingDial::kTls;
+      return stepDial(d, true, na, deadline, nextName);  // its client hello goes out now
+    }
+    d->stage = RingDial::kChallenge;
+    return clientHello(*d->link, id_.secret, d->channel == 0 ? kPurposeRingData : kPurposeRingNotices, deadline, abort_,
+                       nextName, &d->hello);
+  } else {
+    if (!connectRetryable(err)) return setSysError(err, "cannot connect to %s", nextName);
+    if (now + d->delayMs >= d->connectBy) {
+      if (d->again)
+        return setError(clbRemoteError, "%s closed the ring connection before answering, and no longer listens",
+                        nextName);
+      return setError(clbTimeout,
+                      "nobody accepted a connection at %s before the timeout (last error: %s); check that the peer "
+                      "is running and the address is reachable",
+                      nextName, strerror(err));
+    }
+  }
+  d->stage = RingDial::kWaiting;  // again after a pause
+  d->at = now + d->delayMs;
+  d->delayMs = d->delayMs < 64 ? d->delayMs * 2 : 100;
   return clbSuccess;
 }
 
@@ -582,32 +655,55 @@ clbResult_t Bootstrap::connectRing() {
   snprintf(nextName, sizeof nextName, "rank %d (%s, pid %d, %s)", next, ni.hostname, ni.pid, na.str().c_str());
   snprintf(prevNameBuf, sizeof prevNameBuf, "rank %d (%s, pid %d)", prev, peers_[prev].hostname, peers_[prev].pid);
 
-  // prev connects to us while we connect to next: serve our listener on a thread meanwhile (every
-  // rank is both, so doing one after the other would wait in a circle).
+  // prev connects to us while we connect to next (every rank is both, so one after the other
+  // would wait in a circle): one poll loop on this thread serves our listener and moves both our
+  // connections to next on, side by side. No thread to start, and no hop between threads.
   char where[96];
   snprintf(where, sizeof where, "rank %d's ring listener", rank_);
   HandshakeServer server(listenFd_, id_.secret, (1u << kPurposeRingData) | (1u << kPurposeRingNotices), session_,
                          sizeof(RingBody), where, handshakeTimeoutMs(), kMaxPendingHandshakes, ringTls_);
-  std::atomic<bool> stop{false};
-  clbResult_t served = clbInternalError;
-  std::string servedError;
-  std::thread serving;
-  try {
-    serving = std::thread([&] {
-      served = serveRing(&server, deadline, &stop);
-      if (served != clbSuccess) servedError = lastError();
-    });
-  } catch (const std::exception& e) {
-    return setError(clbSystemError, "cannot start a thread for the ring listener: %s", e.what());
+  RingDial dials[2];
+  for (int ch = 0; ch < 2; ch++) {
+    dials[ch].channel = ch;
+    dials[ch].link = ch == 0 ? &next_ : &nextCtl_;
   }
-  clbResult_t rc = connectNext(na, 0, deadline, nextName);
-  if (rc == clbSuccess) rc = connectNext(na, 1, deadline, nextName);
-  if (rc != clbSuccess) stop.store(true);
-  const std::string connectError = rc == clbSuccess ? "" : lastError();
-  serving.join();
-  if (rc != clbSuccess) return setError(rc, "%s", connectError.c_str());
-  if (served != clbSuccess) return setError(served, "%s", servedError.c_str());
-  return clbSuccess;
+  std::vector<pollfd> fds;
+  std::vector<Authenticated> done;
+  for (;;) {
+    for (RingDial& d : dials) CLB_CHECK(stepDial(&d, false, na, deadline, nextName));  // the attempts due
+    const bool connected = dials[0].stage == RingDial::kDone && dials[1].stage == RingDial::kDone;
+    if (connected && prev_.open() && prevCtl_.open()) return clbSuccess;
+    if (abort_ && abort_->load())
+      return setError(clbAborted, "rank %d stopped connecting its ring (to rank %d, from rank %d): aborted", rank_,
+                      next, prev);
+    const int64_t now = nowMs();
+    if (now >= deadline && !connected)
+      return setError(clbTimeout,
+                      "rank %d waited %lld ms for %s to take its ring connections: is it stuck or unable to reach "
+                      "this host? Raise the timeout with COLIBRI_TIMEOUT_MS if it is slow",
+                      rank_, (long long)timeoutMs_, nextName);
+    if (now >= deadline)
+      return setError(clbTimeout,
+                      "rank %d waited %lld ms for rank %d (%s pid %d) to connect its ring connections: is it stuck "
+                      "or unable to reach this host? Raise the timeout with COLIBRI_TIMEOUT_MS if it is slow",
+                      rank_, (long long)timeoutMs_, prev, peers_[prev].hostname, peers_[prev].pid);
+    fds.clear();
+    int64_t wait = std::min<int64_t>(20, deadline - now);  // the server's deadlines are checked this often
+    for (const RingDial& d : dials) {
+      fds.push_back({d.polled() ? d.link->fd() : -1, d.polled() ? d.events() : (short)0, 0});
+      if (d.stage == RingDial::kWaiting) wait = std::min(wait, std::max<int64_t>(0, d.at - now));
+      if (d.buffered()) wait = 0;
+    }
+    const size_t n = server.addPollFds(&fds);
+    if (poll(fds.data(), fds.size(), (int)wait) < 0 && errno != EINTR)
+      return setSysError(errno, "poll() on the ring connections");
+    done.clear();
+    server.advance(fds, 2, n, &done);
+    for (Authenticated& a : done) acceptPrev(&a);
+    for (int ch = 0; ch < 2; ch++)
+      if (fds[ch].fd >= 0 && (fds[ch].revents || dials[ch].buffered()))
+        CLB_CHECK(stepDial(&dials[ch], true, na, deadline, nextName));
+  }
 }
 
 clbResult_t Bootstrap::allGather(void* buf, size_t bytes) {
@@ -620,8 +716,8 @@ clbResult_t Bootstrap::allGather(void* buf, size_t bytes) {
     uint8_t mac[kTagBytes];
     const uint64_t out[2] = {sendSeq_++, (uint64_t)sendIdx};
     tag(id_.secret, kRingBlock, sendT_, {{out, sizeof out}, {b + sendIdx * bytes, bytes}}, mac);
-    CLB_CHECK(sendAll(next_, b + sendIdx * bytes, bytes, deadline, abort_, "the next rank (bootstrap)"));
-    CLB_CHECK(sendAll(next_, mac, sizeof mac, deadline, abort_, "the next rank (bootstrap)"));
+    CLB_CHECK(sendAllParts(next_, {{b + sendIdx * bytes, bytes}, {mac, sizeof mac}}, deadline, abort_,
+                           "the next rank (bootstrap)"));
     CLB_CHECK(recvAll(prev_, b + recvIdx * bytes, bytes, deadline, abort_, "the previous rank (bootstrap)"));
     CLB_CHECK(recvAll(prev_, mac, sizeof mac, deadline, abort_, "the previous rank (bootstrap)"));
     const uint64_t in[2] = {recvSeq_++, (uint64_t)recvIdx};

@@ -103,6 +103,8 @@ bool rootRuns(const IdData& id);
 // literal) resolved to (Debian maps the host name to 127.0.1.1; other hosts reach it elsewhere).
 SockAddr listenAddressFor(const SockAddr& advertised, const char* hostAsGiven = nullptr);
 
+struct RingDial;  // one of a rank's ring connections being opened (bootstrap.cc)
+
 class Bootstrap {
  public:
   Bootstrap() = default;
@@ -134,8 +136,8 @@ class Bootstrap {
  private:
   clbResult_t joinRoot(const SockAddr& root, int64_t deadline, const VersionInfo* versions);
   clbResult_t connectRing();
-  clbResult_t serveRing(HandshakeServer* server, int64_t deadline, const std::atomic<bool>* stop);
-  clbResult_t connectNext(const SockAddr& next, int channel, int64_t deadline, const char* nextName);
+  void acceptPrev(Authenticated* a);
+  clbResult_t stepDial(RingDial* d, bool ready, const SockAddr& next, int64_t deadline, const char* nextName);
   int rank_ = 0, nranks_ = 0;
   uint64_t nonce_ = 0;
   uint8_t session_[kSessionBytes] = {};

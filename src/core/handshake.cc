@@ -138,9 +138,24 @@ clbResult_t clientHandshake(Link& link, const TlsContextRef& tls, const uint8_t*
     CLB_CHECK(rc);
     link.setTls(std::move(s));
   }
-  ClientHello h{kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, purpose, secretFingerprint(secret), 0, {}};
-  if (!randomBytes(h.nonce, sizeof h.nonce)) return setSysError(errno, "getrandom() for a bootstrap nonce failed");
-  CLB_CHECK(sendAll(link, &h, sizeof h, deadlineMs, abort, peer));
+  ClientHello h;
+  CLB_CHECK(clientHello(link, secret, purpose, deadlineMs, abort, peer, &h));
+  return clientProve(link, secret, h, session, body, bodyBytes, deadlineMs, abort, peer, out, retry);
+}
+
+clbResult_t clientHello(Link& link, const uint8_t* secret, Purpose purpose, int64_t deadlineMs,
+                        const std::atomic<bool>* abort, const char* peer, ClientHello* sent) {
+  *sent = ClientHello{kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, purpose, secretFingerprint(secret), 0, {}};
+  if (!randomBytes(sent->nonce, sizeof sent->nonce))
+    return setSysError(errno, "getrandom() for a bootstrap nonce failed");
+  return sendAll(link, sent, sizeof *sent, deadlineMs, abort, peer);
+}
+
+clbResult_t clientProve(Link& link, const uint8_t* secret, const ClientHello& h, const uint8_t* session,
+                        const void* body, size_t bodyBytes, int64_t deadlineMs, const std::atomic<bool>* abort,
+                        const char* peer, Transcript* out, bool* retry) {
+  *retry = false;
+  const Purpose purpose = (Purpose)h.purpose;
   ServerChallenge c{};
   clbResult_t rc = recvAll(link, &c, kPrefixBytes, deadlineMs, abort, peer);
   if (rc == clbRemoteError) *retry = true;  // closed before answering: full, or not a root yet

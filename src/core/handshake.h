@@ -97,6 +97,14 @@ bool tagMatches(const uint8_t* secret, const char* label, const Transcript& t, s
 clbResult_t clientHandshake(Link& link, const TlsContextRef& tls, const uint8_t* secret, Purpose purpose,
                             const uint8_t* session, const void* body, size_t bodyBytes, int64_t deadlineMs,
                             const std::atomic<bool>* abort, const char* peer, Transcript* out, bool* retry);
+// clientHandshake after its TLS (none, or done on `link` already) in two steps, so that a rank can
+// drive several connections from one poll loop: send the hello, then (once its challenge may have
+// come) check the server's proof and send proof + body. `retry` as for clientHandshake.
+clbResult_t clientHello(Link& link, const uint8_t* secret, Purpose purpose, int64_t deadlineMs,
+                        const std::atomic<bool>* abort, const char* peer, ClientHello* sent);
+clbResult_t clientProve(Link& link, const uint8_t* secret, const ClientHello& sent, const uint8_t* session,
+                        const void* body, size_t bodyBytes, int64_t deadlineMs, const std::atomic<bool>* abort,
+                        const char* peer, Transcript* out, bool* retry);
 
 // Under TLS, the session's exporter value (TlsSession::binding), which the proofs also MAC.
 struct TlsBinding {

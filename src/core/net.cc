@@ -8,6 +8,7 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -200,33 +201,56 @@ static clbResult_t waitFd(int fd, short events, int64_t deadlineMs, const std::a
   }
 }
 
+int startConnect(const SockAddr& addr, int* fd, bool* noSocket) {
+  *fd = -1;
+  if (noSocket) *noSocket = false;
+  int s = socket(addr.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (s < 0) {
+    if (noSocket) *noSocket = true;
+    return errno;
+  }
+  int err = connect(s, reinterpret_cast<const sockaddr*>(&addr.ss), addr.len) == 0 ? 0 : errno;
+  if (err != 0 && err != EINPROGRESS) {
+    close(s);
+    return err;
+  }
+  if (err == 0) tuneTcp(s);
+  *fd = s;
+  return err;
+}
+
+int finishConnect(int fd) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err == 0) tuneTcp(fd);
+  return err;
+}
+
+bool connectRetryable(int err) {
+  return err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH || err == ECONNRESET ||
+         err == EAGAIN;
+}
+
 clbResult_t connectTcp(const SockAddr& addr, int64_t deadlineMs, const std::atomic<bool>* abort,
                        int* fd) {
   int delayMs = 1;
   for (;;) {
-    int s = socket(addr.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s < 0) return setSysError(errno, "socket() to connect to %s failed", addr.str().c_str());
-    int rc = connect(s, reinterpret_cast<const sockaddr*>(&addr.ss), addr.len);
-    int err = rc == 0 ? 0 : errno;
+    bool noSocket = false;
+    int err = startConnect(addr, fd, &noSocket);
+    if (noSocket) return setSysError(err, "socket() to connect to %s failed", addr.str().c_str());
     if (err == EINPROGRESS) {
       std::string what = "connection to " + addr.str();
-      clbResult_t w = waitFd(s, POLLOUT, deadlineMs, abort, what.c_str());
+      clbResult_t w = waitFd(*fd, POLLOUT, deadlineMs, abort, what.c_str());
       if (w != clbSuccess) {
-        close(s);
+        closeFd(fd);
         return w;
       }
-      socklen_t len = sizeof err;
-      getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
+      err = finishConnect(*fd);
+      if (err != 0) closeFd(fd);
     }
-    if (err == 0) {
-      tuneTcp(s);
-      *fd = s;
-      return clbSuccess;
-    }
-    close(s);
-    if (err != ECONNREFUSED && err != ETIMEDOUT && err != EHOSTUNREACH && err != ENETUNREACH &&
-        err != ECONNRESET && err != EAGAIN)
-      return setSysError(err, "cannot connect to %s", addr.str().c_str());
+    if (err == 0) return clbSuccess;
+    if (!connectRetryable(err)) return setSysError(err, "cannot connect to %s", addr.str().c_str());
     if (abort && abort->load()) return setError(clbAborted, "aborted while connecting to %s", addr.str().c_str());
     if (nowMs() + delayMs >= deadlineMs)
       return setError(clbTimeout,
@@ -313,6 +337,52 @@ clbResult_t sendAll(Link& link, const void* buf, size_t bytes, int64_t deadlineM
       return setError(clbRemoteError, "%s closed the connection (did it exit or fail?): %s", what, strerror(errno));
     if (errno == EPROTO)
       return setError(clbAuthError, "the TLS connection to %s failed: %s", what, link.tls()->failure().c_str());
+    return setSysError(errno, "sending to %s failed (did the peer exit?)", what);
+  }
+  return clbSuccess;
+}
+
+clbResult_t sendAllParts(Link& link, std::initializer_list<ConstBuf> parts, int64_t deadlineMs,
+                         const std::atomic<bool>* abort, const char* what) {
+  if (link.tls()) {  // one write of the parts together: one TLS record, one send
+    size_t total = 0;
+    for (const ConstBuf& p : parts) total += p.bytes;
+    std::string msg;
+    msg.reserve(total);
+    for (const ConstBuf& p : parts)
+      if (p.bytes) msg.append(static_cast<const char*>(p.data), p.bytes);
+    return sendAll(link, msg.data(), msg.size(), deadlineMs, abort, what);
+  }
+  const int fd = link.fd();
+  constexpr size_t kMaxParts = 8;
+  iovec iov[kMaxParts];
+  size_t n = 0;
+  for (const ConstBuf& p : parts) {
+    if (!p.bytes) continue;
+    if (n == kMaxParts) return setError(clbInternalError, "sendAllParts: more than %zu parts", kMaxParts);
+    iov[n++] = iovec{const_cast<void*>(p.data), p.bytes};
+  }
+  size_t first = 0;
+  while (first < n) {
+    msghdr m{};
+    m.msg_iov = iov + first;
+    m.msg_iovlen = n - first;
+    ssize_t sent = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent >= 0) {
+      size_t k = (size_t)sent;
+      while (first < n && k >= iov[first].iov_len) k -= iov[first++].iov_len;
+      if (first < n) {  // a part sent in part goes on from where it stopped
+        iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + k;
+        iov[first].iov_len -= k;
+      }
+      continue;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      CLB_CHECK(waitFd(fd, POLLOUT, deadlineMs, abort, what));
+      continue;
+    }
+    if (errno == EPIPE || errno == ECONNRESET)
+      return setError(clbRemoteError, "%s closed the connection (did it exit or fail?): %s", what, strerror(errno));
     return setSysError(errno, "sending to %s failed (did the peer exit?)", what);
   }
   return clbSuccess;

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -40,6 +41,16 @@ clbResult_t listenTcp(const SockAddr& addr, int* fd, SockAddr* bound);
 // Connects, retrying refused connections until deadlineMs (absolute, nowMs() clock).
 clbResult_t connectTcp(const SockAddr& addr, int64_t deadlineMs, const std::atomic<bool>* abort,
                        int* fd);
+// One attempt of connectTcp without waiting, for callers that poll many sockets: 0 with *fd
+// connected, EINPROGRESS with *fd connecting (wait for POLLOUT, then finishConnect), or the errno
+// of the failed attempt with *fd = -1 (*noSocket set when socket() itself failed).
+int startConnect(const SockAddr& addr, int* fd, bool* noSocket = nullptr);
+// After POLLOUT (or an error) on a connecting socket: 0 when it connected (tuned as tuneTcp), else
+// its error (the socket is the caller's to close).
+int finishConnect(int fd);
+// Whether a connect that failed with `err` is worth trying again (nobody listens yet, the
+// network is not there yet).
+bool connectRetryable(int err);
 clbResult_t acceptTcp(int listenFd, int64_t deadlineMs, const std::atomic<bool>* abort, int* fd);
 
 class TlsSession;  // core/tls.h
@@ -79,6 +90,15 @@ clbResult_t sendAll(Link& link, const void* buf, size_t bytes, int64_t deadlineM
                     const std::atomic<bool>* abort, const char* what);
 clbResult_t recvAll(Link& link, void* buf, size_t bytes, int64_t deadlineMs,
                     const std::atomic<bool>* abort, const char* what);
+// The buffers one after the other as one message: on a plain socket one sendmsg for what fits
+// its buffer, so that the peer wakes once for it (with TCP_NODELAY, every send is a segment of its
+// own); over TLS one record (the parts copied into one buffer, one write).
+struct ConstBuf {
+  const void* data;
+  size_t bytes;
+};
+clbResult_t sendAllParts(Link& link, std::initializer_list<ConstBuf> parts, int64_t deadlineMs,
+                         const std::atomic<bool>* abort, const char* what);
 clbResult_t sendAll(int fd, const void* buf, size_t bytes, int64_t deadlineMs,
                     const std::atomic<bool>* abort, const char* what);
 clbResult_t recvAll(int fd, void* buf, size_t bytes, int64_t deadlineMs,

@@ -9,6 +9,7 @@
 // leaving no thread or fd; listeners bind the advertised address, not every interface.
 #include <gtest/gtest.h>
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -22,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <random>
 #include <string>
@@ -57,29 +59,40 @@ void tapStart() {
   gTapOn = true;
 }
 
-// A man in the middle on the same tap: while armed, every send() of the process goes past
-// `picks` (fd, bytes) first, and the first send it picks goes out as a copy whose byte at `offset`
-// is xor `mask`; the caller's buffer stays as it was (the sender MACed and keeps the true bytes).
-// One send per arming; `mask` 0 sends an unchanged copy (the control). The bootstrap sends with
-// send(); sendmsg is left alone.
+// A man in the middle on the same tap: while armed, every send() of the process, and every part
+// of a sendmsg() (the bootstrap sends a message of several parts, such as the root's reply header,
+// table and tag, as one sendmsg), goes past `picks` (fd, bytes) first, and the first send or part
+// it picks goes out as a copy whose byte at `offset` is xor `mask`; the caller's buffer stays as it
+// was (the sender MACed and keeps the true bytes). One pick per arming; `mask` 0 sends an unchanged
+// copy (the control). In the selectors below, a "send" is either. With `cut`, the send it picks
+// does not go out at all: its connection is shut down instead, as a listener that closes it does.
 struct Tamper {
   std::function<bool(int fd, const char* bytes, size_t n)> picks;
   size_t offset = 0;
   uint8_t mask = 1;
+  bool cut = false;
 };
 std::atomic<bool> gTamperArmed{false};
 std::mutex gTamperMutex;
 Tamper gTamper;
 std::atomic<int> gTamperPicked{0};   // sends picked since arming: 0 or 1
 std::atomic<int> gTamperFlipped{0};  // bytes that went out changed
+std::atomic<int> gTamperCut{0};      // connections shut down instead of a send
 
 // Whether this send is the one to change; if so, `changed` holds what goes out instead, changed at `at`.
+// With a cut, the connection is shut down and true returned with `changed` empty.
 bool tamperPicks(int fd, const void* buf, size_t n, std::string* changed, size_t* at) {
   if (!gTamperArmed.load()) return false;
   std::lock_guard<std::mutex> g(gTamperMutex);
   if (!gTamperArmed.load() || gTamperPicked.load() || !gTamper.picks(fd, static_cast<const char*>(buf), n))
     return false;
   gTamperPicked++;
+  if (gTamper.cut) {
+    shutdown(fd, SHUT_RDWR);
+    gTamperCut++;
+    changed->clear();
+    return true;
+  }
   if (gTamper.offset >= n) return false;  // a selector that points past its message changes nothing
   changed->assign(static_cast<const char*>(buf), n);
   (*changed)[gTamper.offset] ^= (char)gTamper.mask;
@@ -92,6 +105,7 @@ void tamperArm(Tamper t) {
   gTamper = std::move(t);
   gTamperPicked = 0;
   gTamperFlipped = 0;
+  gTamperCut = 0;
   gTamperArmed = true;
 }
 
@@ -106,6 +120,10 @@ extern "C" ssize_t send(int fd, const void* buf, size_t n, int flags) {
   std::string changed;
   size_t at = 0;
   const bool picked = tamperPicks(fd, buf, n, &changed, &at);
+  if (picked && changed.empty()) {  // cut: nothing goes out
+    errno = EPIPE;
+    return -1;
+  }
   const void* out = picked ? changed.data() : buf;
   ssize_t r = syscall(SYS_sendto, fd, out, n, flags, nullptr, 0);
   // Counted once the changed byte is on the wire (a short send that stops before it changes nothing).
@@ -114,10 +132,31 @@ extern "C" ssize_t send(int fd, const void* buf, size_t n, int flags) {
   return r;
 }
 extern "C" ssize_t sendmsg(int fd, const struct msghdr* m, int flags) {
-  ssize_t r = syscall(SYS_sendmsg, fd, m, flags);
-  for (size_t i = 0, left = r > 0 ? (size_t)r : 0; i < m->msg_iovlen && left; i++) {
-    size_t k = m->msg_iov[i].iov_len < left ? m->msg_iov[i].iov_len : left;
-    record(fd, m->msg_iov[i].iov_base, (ssize_t)k);
+  // The parts go past the man in the middle one by one, as sends of their own would.
+  std::vector<iovec> iov(m->msg_iov, m->msg_iov + m->msg_iovlen);
+  std::string changed;
+  size_t at = 0, partAt = 0, picked = iov.size();
+  for (size_t i = 0, off = 0; i < iov.size(); off += iov[i].iov_len, i++)
+    if (tamperPicks(fd, iov[i].iov_base, iov[i].iov_len, &changed, &at)) {
+      if (changed.empty()) {  // cut: nothing goes out
+        errno = EPIPE;
+        return -1;
+      }
+      iov[i].iov_base = changed.data();
+      picked = i;
+      partAt = off;
+      break;
+    }
+  msghdr out = *m;
+  out.msg_iov = iov.data();
+  ssize_t r = syscall(SYS_sendmsg, fd, &out, flags);
+  // Counted once the changed byte is on the wire, as for send().
+  if (picked < iov.size() && r > (ssize_t)(partAt + at) &&
+      changed[at] != static_cast<const char*>(m->msg_iov[picked].iov_base)[at])
+    gTamperFlipped++;
+  for (size_t i = 0, left = r > 0 ? (size_t)r : 0; i < iov.size() && left; i++) {
+    size_t k = iov[i].iov_len < left ? iov[i].iov_len : left;
+    record(fd, iov[i].iov_base, (ssize_t)k);
     left -= k;
   }
   return r;
@@ -398,6 +437,21 @@ int localPort(int fd) {
   return getsockname(fd, reinterpret_cast<sockaddr*>(&a.ss), &a.len) == 0 ? a.port() : -1;
 }
 
+// Whether one of this process's sockets listens on `port`.
+bool listensHere(int port) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return false;
+  bool found = false;
+  while (struct dirent* e = readdir(d)) {
+    const int fd = atoi(e->d_name);
+    int on = 0;
+    socklen_t len = sizeof on;
+    if (fd > 2 && getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 && on && localPort(fd) == port) found = true;
+  }
+  closedir(d);
+  return found;
+}
+
 int peerPort(int fd) {
   clb::SockAddr a;
   a.len = sizeof a.ss;
@@ -554,6 +608,45 @@ TEST(Tamper, UnchangedCopiesLetInitSucceed) {
     EXPECT_EQ(gTamperFlipped.load(), 0) << c.name;
     expectFormed(f);
   }
+}
+
+// A ring listener that closes a connection during its handshake (it was full, or restarting) is
+// connected to again, without TLS and with it: the first thing any ring listener of this process
+// sends on a connection (a challenge; under TLS its server hello) does not go out, its connection
+// is shut down instead, and every rank still inits. Without the retry the rank whose connection was
+// cut fails ("closed the connection", or "it closed the connection during the TLS handshake").
+void expectRingCutRetried() {
+  clbUniqueId uid;
+  ASSERT_EQ(clbGetUniqueId(&uid), clbSuccess) << clbGetLastError();
+  const int rootPort = clbtest::idData(uid).port;
+  Tamper t;
+  t.cut = true;
+  // An accepted connection has its listener's port: one of this process's listening sockets has
+  // it (looked up once per port: every send of every thread waits for the selector).
+  t.picks = [rootPort, listener = std::map<int, bool>()](int fd, const char*, size_t) mutable {
+    const int lp = localPort(fd);
+    if (lp <= 0 || lp == rootPort) return false;
+    auto it = listener.find(lp);
+    if (it == listener.end()) it = listener.emplace(lp, listensHere(lp)).first;
+    return it->second;
+  };
+  tamperArm(std::move(t));
+  Formed f = formCommunicator(uid, 2, 6000);
+  tamperDisarm();
+  EXPECT_EQ(gTamperPicked.load(), 1) << "a ring listener sent on a connection";
+  EXPECT_EQ(gTamperCut.load(), 1) << "and that connection was cut";
+  expectFormed(f);
+}
+
+TEST(RingRetry, ListenerThatClosesBeforeItsChallengeIsConnectedAgain) {
+  clbtest::ScopedEnv env{{"COLIBRI_TLS", "off"}};
+  expectRingCutRetried();
+}
+
+TEST(RingRetry, ListenerThatClosesDuringTlsIsConnectedAgain) {
+  REQUIRE_PKI();
+  auto env = clbtest::tlsEnv("all");
+  expectRingCutRetried();
 }
 
 // ---- connections that stall ----
