@@ -33,8 +33,9 @@ struct RingBody {
 
 // The root's answer to an authenticated hello: header, message, table (on success), tag.
 clbResult_t sendReply(Link& link, const uint8_t* secret, const Transcript& t, clbResult_t status, const std::string& msg,
-                      uint32_t nranks, const uint8_t* session, const std::vector<RankInfo>* table, int64_t deadline) {
-  ReplyHeader r{(uint32_t)status, (uint32_t)msg.size(), nranks, 0, {}};
+                      uint32_t nranks, const uint8_t* session, const std::vector<RankInfo>* table, int64_t deadline,
+                      uint32_t flags = 0) {
+  ReplyHeader r{(uint32_t)status, (uint32_t)msg.size(), nranks, flags, {}};
   if (session) memcpy(r.session, session, kSessionBytes);
   const size_t tableBytes = table ? table->size() * sizeof(RankInfo) : 0;
   uint8_t mac[kTagBytes];
@@ -69,7 +70,10 @@ struct Root {
   };
 
   // One authenticated hello: checked, then kept (its connection waits for the table) or refused.
-  void join(Authenticated& a, std::vector<Joined>* joined, std::vector<RankInfo>* table, int* nranks, int* count) {
+  // A refused rank holds the secret, so it is one of this communicator's, misconfigured: false,
+  // with what to tell every other rank (*failure), since no communicator can form any more.
+  bool join(Authenticated& a, std::vector<Joined>* joined, std::vector<RankInfo>* table, int* nranks, int* count,
+            std::string* failure, clbResult_t* failCode) {
     HelloBody b;
     memcpy(&b, a.body.data(), sizeof b);
     b.info.hostname[sizeof b.info.hostname - 1] = 0;
@@ -93,7 +97,12 @@ struct Root {
     }
     if (status != clbSuccess) {
       (void)sendReply(a.link, id.secret, a.transcript, status, m, 0, nullptr, nullptr, nowMs() + handshakeTimeoutMs());
-      return;
+      char who[160];
+      snprintf(who, sizeof who, "rank %d (%s, pid %d) was refused, so this communicator cannot form: ", b.rank,
+               b.info.hostname, b.info.pid);
+      *failure = who + std::string(m);
+      *failCode = status;
+      return false;
     }
     if (*nranks < 0) {
       *nranks = b.nranks;
@@ -106,6 +115,7 @@ struct Root {
     (*count)++;
     const int64_t wait = b.timeoutMs >= 1 && b.timeoutMs <= kMaxRootWaitMs ? b.timeoutMs : kMaxRootWaitMs;
     if (nowMs() + wait > deadline) deadline = nowMs() + wait;
+    return true;
   }
 
   void run() {
@@ -117,7 +127,11 @@ struct Root {
     std::vector<pollfd> fds;
     std::vector<Authenticated> done;
     const char* why = nullptr;
-    while (nranks < 0 || count < nranks) {
+    std::string failure;
+    clbResult_t failCode = clbSuccess;
+    // Until the communicator forms, or, once a rank was refused, until the timeout or the release
+    // (answering every later rank with that failure).
+    while (!failure.empty() || nranks < 0 || count < nranks) {
       if (released.load()) {
         why = "its unique id was released";
         break;
@@ -147,7 +161,22 @@ struct Root {
         joined[r].link.close();
         count--;
       }
-      for (Authenticated& a : done) join(a, &joined, &table, &nranks, &count);
+      for (Authenticated& a : done) {
+        if (!failure.empty()) {  // failed already: every later rank is told at once too
+          (void)sendReply(a.link, id.secret, a.transcript, failCode, failure, 0, nullptr, nullptr,
+                          nowMs() + handshakeTimeoutMs(), kReplyAboutAnother);
+          continue;
+        }
+        if (join(a, &joined, &table, &nranks, &count, &failure, &failCode)) continue;
+        // Every rank that joined learns it now, rather than at its timeout; no communicator forms.
+        CLB_WARN("bootstrap root at %s: %s", where.c_str(), failure.c_str());
+        const int64_t sendBy = nowMs() + handshakeTimeoutMs();
+        for (Joined& j : joined)
+          if (j.link.open())
+            (void)sendReply(j.link, id.secret, j.t, failCode, failure, 0, nullptr, nullptr, sendBy, kReplyAboutAnother);
+        joined.clear();
+        count = 0;
+      }
     }
     if (why) {
       CLB_INFO("bootstrap root at %s stops: %s (%d of %d rank(s) had joined)", where.c_str(), why, count, nranks);
@@ -472,6 +501,9 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
     return setError(clbAuthError, "the reply of %s failed its authentication tag: something on the network between "
                     "this rank and the root changed it", rootName.c_str());
   }
+  if (!ok && (rep.flags & kReplyAboutAnother))
+    return setError((clbResult_t)rep.status, "%s stopped before the communicator formed: %s", rootName.c_str(),
+                    msg.c_str());
   if (!ok) return setError((clbResult_t)rep.status, "%s refused rank %d: %s", rootName.c_str(), rank, msg.c_str());
   memcpy(session_, rep.session, kSessionBytes);
   memcpy(&nonce_, session_, sizeof nonce_);

@@ -80,10 +80,11 @@ struct ReplyHeader {
   uint32_t status;  // clbResult_t
   uint32_t msgBytes;
   uint32_t nranks;
-  uint32_t pad;
+  uint32_t flags;  // kReplyAboutAnother: the refusal is of another rank (this one's call was fine)
   uint8_t session[kSessionBytes];  // names the communicator: binds the ring's handshakes to it
 };
 constexpr uint32_t kMaxReplyMessageBytes = 1024;
+constexpr uint32_t kReplyAboutAnother = 1;
 uint64_t localHostHash();
 SockAddr idAddress(const IdData& id);
 clbResult_t decodeId(const clbUniqueId* id, IdData* out);

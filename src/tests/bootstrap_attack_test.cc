@@ -494,7 +494,7 @@ TamperCase rootReplyHeader(int n, int victim) {
     if (bytes != sizeof(clb::ReplyHeader)) return false;
     clb::ReplyHeader h;
     memcpy(&h, p, sizeof h);
-    if (h.status != clbSuccess || h.msgBytes != 0 || h.nranks != (uint32_t)n || h.pad != 0) return false;
+    if (h.status != clbSuccess || h.msgBytes != 0 || h.nranks != (uint32_t)n || h.flags != 0) return false;
     return seen++ == victim;
   };
   t.offset = offsetof(clb::ReplyHeader, session);

@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstring>
 #include <string>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -80,21 +81,27 @@ TEST(Bootstrap, OtherProtocolVersionIsRefusedNamingBoth) {
   EXPECT_NE(msg.find("protocol " + std::to_string(CLB_PROTOCOL_VERSION)), std::string::npos) << msg;
 }
 
-TEST(Bootstrap, DisagreeingNranksIsRefused) {
+// A rank with another nranks is refused, and the rank that joined before it learns why at once
+// (not at its timeout): no communicator can form.
+TEST(Bootstrap, DisagreeingNranksIsRefusedAndEveryRankIsToldAtOnce) {
   clbUniqueId id;
   ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
   clbResult_t rc0 = clbSuccess, rc1 = clbSuccess;
-  std::string m1;
+  std::string m0, m1;
+  double s0 = 0;
   std::thread t0([&] {
     clbComm_t c = nullptr;
-    clbConfig_t cfg = quickConfig(1500);
+    clbConfig_t cfg = quickConfig(20000);
+    const auto start = std::chrono::steady_clock::now();
     rc0 = clbCommInitRank(&c, &id, 0, 2, &cfg);
+    m0 = clbGetLastError();
+    s0 = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (c) clbCommDestroy(c);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::thread t1([&] {
     clbComm_t c = nullptr;
-    clbConfig_t cfg = quickConfig(1500);
+    clbConfig_t cfg = quickConfig(20000);
     rc1 = clbCommInitRank(&c, &id, 1, 3, &cfg);
     m1 = clbGetLastError();
     if (c) clbCommDestroy(c);
@@ -103,7 +110,48 @@ TEST(Bootstrap, DisagreeingNranksIsRefused) {
   t1.join();
   EXPECT_EQ(rc1, clbInvalidArgument);
   EXPECT_NE(m1.find("nranks=3"), std::string::npos) << m1;
-  EXPECT_EQ(rc0, clbTimeout) << "rank 0 waits for a second rank that never comes, then times out";
+  EXPECT_EQ(rc0, clbInvalidArgument) << m0;
+  EXPECT_NE(m0.find("rank 1 ("), std::string::npos) << m0;
+  EXPECT_NE(m0.find("was refused, so this communicator cannot form: rank 1 says nranks=3 but an earlier rank said "
+                    "nranks=2"),
+            std::string::npos)
+      << m0;
+  EXPECT_LT(s0, 2.0) << "rank 0 is told at once, not at its 20 s timeout";
+  // A rank that comes after the refusal is told too, at once.
+  clbComm_t c = nullptr;
+  clbConfig_t cfg = quickConfig(20000);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(clbCommInitRank(&c, &id, 0, 2, &cfg), clbInvalidArgument);
+  EXPECT_NE(std::string(clbGetLastError()).find("rank 1 says nranks=3"), std::string::npos) << clbGetLastError();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
+  clbUniqueIdRelease(&id);
+}
+
+// Two processes' threads claim the same rank: both the duplicate and the ranks already in learn it.
+TEST(Bootstrap, DuplicateRankIsRefusedAndEveryRankIsToldAtOnce) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  std::vector<clbResult_t> rc(3, clbSuccess);
+  std::vector<std::string> m(3);
+  std::vector<std::thread> ts;
+  const auto start = std::chrono::steady_clock::now();
+  for (int t = 0; t < 3; t++) {
+    ts.emplace_back([&, t] {
+      if (t == 2) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the duplicate comes last
+      clbComm_t c = nullptr;
+      clbConfig_t cfg = quickConfig(20000);
+      rc[t] = clbCommInitRank(&c, &id, t == 2 ? 1 : t, 3, &cfg);
+      m[t] = clbGetLastError();
+      if (c) clbCommDestroy(c);
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
+  for (int t = 0; t < 3; t++) {
+    EXPECT_EQ(rc[t], clbInvalidArgument) << t << ": " << m[t];
+    EXPECT_NE(m[t].find("rank 1 joined twice"), std::string::npos) << t << ": " << m[t];
+  }
+  clbUniqueIdRelease(&id);
 }
 
 TEST(Bootstrap, NranksBeyondTheMaximumIsRefusedAtInit) {
@@ -119,7 +167,9 @@ TEST(Bootstrap, NranksBeyondTheMaximumIsRefusedAtInit) {
 // A hello that carries the right secret but nranks = INT_MAX (or a negative one) is refused by the
 // root with the reason before anything is sized by it: the process hosting the root survives, and
 // the real ranks then form their communicator.
-TEST(Bootstrap, RootRefusesAHelloWithNranksOutOfRangeAndServesTheRealRanks) {
+// A hello with nranks out of range (from a rank that holds the secret) is refused before anything
+// is sized by it, and the root survives it; the ranks that come after are told why at once.
+TEST(Bootstrap, RootRefusesAHelloWithNranksOutOfRangeAndTellsTheRealRanks) {
   clbUniqueId uid;
   ASSERT_EQ(clbGetUniqueId(&uid), clbSuccess);
   clb::IdData id;
@@ -128,20 +178,27 @@ TEST(Bootstrap, RootRefusesAHelloWithNranksOutOfRangeAndServesTheRealRanks) {
     clbtest::RootAnswer a = clbtest::helloToRoot(id, id.secret, 0, bad);
     ASSERT_EQ(a.rc, clbSuccess) << a.error;
     EXPECT_EQ(a.status, (uint32_t)clbInvalidArgument) << bad;
-    EXPECT_NE(a.msg.find("nranks=" + std::to_string(bad)), std::string::npos) << a.msg;
+    // The first is refused for what it says; the second is told of the first (no communicator can form).
+    EXPECT_NE(a.msg.find("says nranks=2147483647"), std::string::npos) << bad << ": " << a.msg;
   }
   std::vector<clbResult_t> rc(2, clbInternalError);
+  std::vector<std::string> msg(2);
   std::vector<std::thread> ts;
   for (int r = 0; r < 2; r++)
     ts.emplace_back([&, r] {
       clbComm_t c = nullptr;
       clbConfig_t cfg = quickConfig(5000);
       rc[r] = clbCommInitRank(&c, &uid, r, 2, &cfg);
+      msg[r] = clbGetLastError();
       if (c) clbCommDestroy(c);
     });
   for (auto& t : ts) t.join();
-  EXPECT_EQ(rc[0], clbSuccess);
-  EXPECT_EQ(rc[1], clbSuccess);
+  for (int r = 0; r < 2; r++) {
+    EXPECT_EQ(rc[r], clbInvalidArgument) << msg[r];
+    EXPECT_NE(msg[r].find("says nranks=2147483647: a communicator has 1 to"), std::string::npos) << msg[r];
+  }
+  EXPECT_TRUE(clb::rootRuns(id)) << "the root survived the hostile hellos";
+  clbUniqueIdRelease(&uid);
 }
 
 TEST(Bootstrap, TorchrunStyleRootAtRankZero) {
