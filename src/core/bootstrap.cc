@@ -63,6 +63,10 @@ struct Root {
   int64_t deadline;
   TlsContextRef tls;  // COLIBRI_TLS=bootstrap or all
   std::atomic<bool> released{false};
+  // What a rank of this process that waits in vain is told: connections that did not prove the
+  // secret (written by the root's thread, read by the ranks' under the lock).
+  std::mutex refusedMutex;
+  std::string refused;
 
   struct Joined {
     Link link;
@@ -152,7 +156,13 @@ struct Root {
         break;
       }
       done.clear();
+      const uint64_t refusedBefore = hs.refused();
       hs.advance(fds, 1, n, &done);
+      if (hs.refused() != refusedBefore) {
+        std::lock_guard<std::mutex> g(refusedMutex);
+        refused = std::to_string(hs.refused()) + " connection(s) that hold another secret than the communicator's "
+                  "(the last from " + hs.lastRefused() + ")";
+      }
       // A joined rank sends nothing more: readable means it closed (it gave up) or misbehaves. Its
       // place frees, so that it can join again.
       for (size_t r = 0; r < joined.size(); r++) {
@@ -304,6 +314,16 @@ bool rootRuns(const IdData& id) {
   for (Root* r : gRoots)
     if (sameId(r->id, id)) return true;
   return false;
+}
+
+std::string rootRefusals(const IdData& id) {
+  std::lock_guard<std::mutex> g(gRootsMutex);
+  for (Root* r : gRoots)
+    if (sameId(r->id, id)) {
+      std::lock_guard<std::mutex> g2(r->refusedMutex);
+      return r->refused;
+    }
+  return "";
 }
 
 void releaseRoot(const IdData& id) {
@@ -470,11 +490,16 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
     }
     if (rc == clbSuccess) break;
     link.close();
-    if (rc == clbTimeout)
+    if (rc == clbTimeout) {
+      // A root in this process says what it refused meanwhile: often the rank that never came.
+      const std::string refused = rootRefusals(id_);
       return setError(clbTimeout,
-                      "rank %d waited %lld ms at %s for all %d ranks to join; start every rank with the "
+                      "rank %d waited %lld ms at %s for all %d ranks to join%s%s%s; start every rank with the "
                       "same UniqueId, or raise the timeout (COLIBRI_TIMEOUT_MS)",
-                      rank, (long long)timeoutMs, root.str().c_str(), nranks);
+                      rank, (long long)timeoutMs, root.str().c_str(), nranks,
+                      refused.empty() ? "" : ". Meanwhile the root refused ", refused.c_str(),
+                      refused.empty() ? "" : ": is a rank running with another UniqueId?");
+    }
     if (!retry || nowMs() + delayMs >= deadline) return rc;
     usleep(delayMs * 1000);
   }

@@ -99,6 +99,8 @@ void releaseRoot(const IdData& id);
 // How many roots run in this process, and whether the root of `id` does (tests).
 int runningRoots();
 bool rootRuns(const IdData& id);
+// What the root of `id` in this process refused so far ("" when none, or when it runs elsewhere).
+std::string rootRefusals(const IdData& id);
 // Where a listener for `advertised` binds: that address, or every interface (0.0.0.0 / ::) when
 // COLIBRI_BOOTSTRAP_BIND=any, or when `advertised` is a loopback address that a host name (not a
 // literal) resolved to (Debian maps the host name to 127.0.1.1; other hosts reach it elsewhere).

@@ -260,6 +260,13 @@ void HandshakeServer::refuse(Conn& c, uint32_t status, const char* why) {
   drop(c, why);
 }
 
+void HandshakeServer::noteRefused(const Conn& c) {
+  char who[160];
+  snprintf(who, sizeof who, "%s, secret fingerprint %08x", c.from.c_str(), c.fingerprint);
+  lastRefused_ = who;
+  refused_++;
+}
+
 bool HandshakeServer::stepTls(Conn& c) {
   if (!c.link.tls()) {  // nothing read yet: TLS opens with a handshake record (type 22)
     unsigned char first = 0;
@@ -349,6 +356,10 @@ bool HandshakeServer::step(Conn& c, std::vector<Authenticated>* done) {
         drop(c, "getrandom() failed");
         return false;
       }
+      c.fingerprint = h.fingerprint;
+      // A hello that names another secret's fingerprint: its client will refuse this server's
+      // proof and close. Unproven, but what a rank that waits in vain wants to hear about.
+      if (h.fingerprint != secretFingerprint(secret_)) noteRefused(c);
       c.t = Transcript{CLB_PROTOCOL_VERSION, h.purpose, {}, {}, {}};
       memcpy(c.t.session, session_, kSessionBytes);
       memcpy(c.t.clientNonce, h.nonce, kNonceBytes);
@@ -369,6 +380,7 @@ bool HandshakeServer::step(Conn& c, std::vector<Authenticated>* done) {
     }
     const uint8_t* body = c.buf.data() + kTagBytes;
     if (!proofMatches(secret_, kClientProof, c.t, c.binding, body, bodyBytes_, c.buf.data())) {
+      noteRefused(c);
       drop(c, "it did not prove the communicator's secret (a wrong UniqueId, a replayed or a forged answer)");
       return false;
     }

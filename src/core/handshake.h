@@ -142,6 +142,11 @@ class HandshakeServer {
   size_t pending() const { return pending_.size(); }
   // Counts for tests and logs: connections dropped (timed out, bad, evicted) since construction.
   uint64_t dropped() const { return dropped_; }
+  // Connections that hold another secret (their hello names another fingerprint, or their proof
+  // fails), and the last of them ("10.0.0.5:41234, secret fingerprint 1a2b3c4d"), for the
+  // messages of ranks that then wait in vain.
+  uint64_t refused() const { return refused_; }
+  const std::string& lastRefused() const { return lastRefused_; }
 
  private:
   struct Conn {
@@ -153,10 +158,12 @@ class HandshakeServer {
     Transcript t;
     std::string from;
     TlsBinding binding{};
+    uint32_t fingerprint = 0;  // of the client's secret, from its hello
   };
   bool step(Conn& c, std::vector<Authenticated>* done);  // false: drop it
   bool stepTls(Conn& c);                                  // false: dropped
   void refuse(Conn& c, uint32_t status, const char* why);  // tells the client why, then drops it
+  void noteRefused(const Conn& c);                         // one more connection with another secret
   void drop(Conn& c, const char* why);
   int listenFd_;
   TlsContextRef tls_;
@@ -169,6 +176,8 @@ class HandshakeServer {
   size_t maxPending_;
   std::deque<Conn> pending_;
   uint64_t dropped_ = 0;
+  uint64_t refused_ = 0;
+  std::string lastRefused_;
   int64_t pausedUntil_ = 0;  // out of fds: no accepting until then
   int64_t lastFdWarnMs_ = 0;
   int64_t lastWarnMs_ = 0;

@@ -69,6 +69,42 @@ TEST(Bootstrap, WrongSecretIsRefusedNamingBothFingerprints) {
   clbCommDestroy(comm);
 }
 
+// The rank that waits in vain for a rank whose id has another secret (a connection the root
+// cannot trust, so it does not fail the others for it) is told at its timeout what the root
+// refused meanwhile, with the address and fingerprint of the last such connection.
+TEST(Bootstrap, RankThatWaitsInVainIsToldOfAWrongSecretTheRootRefused) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  clbUniqueId wrong = id;
+  reinterpret_cast<clb::IdData*>(&wrong)->secret[0] ^= 0x01;
+  char fp[16];
+  snprintf(fp, sizeof fp, "%08x", clb::secretFingerprint(reinterpret_cast<clb::IdData*>(&wrong)->secret));
+  clbResult_t rc0 = clbSuccess, rc1 = clbSuccess;
+  std::string m0;
+  std::thread t0([&] {
+    clbComm_t c = nullptr;
+    clbConfig_t cfg = quickConfig(1500);
+    rc0 = clbCommInitRank(&c, &id, 0, 2, &cfg);
+    m0 = clbGetLastError();
+    if (c) clbCommDestroy(c);
+  });
+  std::thread t1([&] {
+    clbComm_t c = nullptr;
+    clbConfig_t cfg = quickConfig(1500);
+    rc1 = clbCommInitRank(&c, &wrong, 1, 2, &cfg);
+    if (c) clbCommDestroy(c);
+  });
+  t0.join();
+  t1.join();
+  EXPECT_EQ(rc1, clbAuthError);
+  EXPECT_EQ(rc0, clbTimeout) << m0;
+  EXPECT_NE(m0.find("Meanwhile the root refused 1 connection(s) that hold another secret than the communicator's"),
+            std::string::npos)
+      << m0;
+  EXPECT_NE(m0.find(std::string("secret fingerprint ") + fp), std::string::npos) << m0;
+  clbUniqueIdRelease(&id);
+}
+
 TEST(Bootstrap, OtherProtocolVersionIsRefusedNamingBoth) {
   clbUniqueId id;
   ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
