@@ -65,8 +65,8 @@ struct Root {
   std::atomic<bool> released{false};
   // What a rank of this process that waits in vain is told: connections that did not prove the
   // secret (written by the root's thread, read by the ranks' under the lock).
-  std::mutex refusedMutex;
-  std::string refused;
+  std::mutex refusedMutex{};
+  std::string refused{};
 
   struct Joined {
     Link link;

@@ -57,12 +57,14 @@ bool bindingOf(Link& link, TlsBinding* out) {
   out->on = true;
   return link.tls()->binding(out->bytes);
 }
+// The binding's part (under TLS), then the body's (the client's proof; none for the server's).
 void proofTag(const uint8_t* secret, const char* label, const Transcript& t, const TlsBinding& b, const void* body,
               size_t bodyBytes, uint8_t out[kTagBytes]) {
-  if (b.on && body) tag(secret, label, t, {{b.bytes, sizeof b.bytes}, {body, bodyBytes}}, out);
-  else if (b.on) tag(secret, label, t, {{b.bytes, sizeof b.bytes}}, out);
-  else if (body) tag(secret, label, t, {{body, bodyBytes}}, out);
-  else tag(secret, label, t, {}, out);
+  Part parts[2];
+  size_t n = 0;
+  if (b.on) parts[n++] = {b.bytes, sizeof b.bytes};
+  if (body) parts[n++] = {body, bodyBytes};
+  tag(secret, label, t, parts, n, out);
 }
 bool proofMatches(const uint8_t* secret, const char* label, const Transcript& t, const TlsBinding& b, const void* body,
                   size_t bodyBytes, const uint8_t* got) {
@@ -89,12 +91,13 @@ uint32_t secretFingerprint(const uint8_t* secret) {
   return (uint32_t)d[0] << 24 | (uint32_t)d[1] << 16 | (uint32_t)d[2] << 8 | d[3];
 }
 
-void tag(const uint8_t* secret, const char* label, const Transcript& t, std::initializer_list<Part> parts,
+void tag(const uint8_t* secret, const char* label, const Transcript& t, const Part* parts, size_t count,
          uint8_t out[kTagBytes]) {
   HmacSha256 m(secret, kSecretBytes);
   m.update(label, strlen(label) + 1);
   m.update(&t, sizeof t);
-  for (const Part& p : parts) {
+  for (size_t i = 0; i < count; i++) {
+    const Part& p = parts[i];
     const uint64_t n = p.bytes;  // each part framed by its length: no two part lists MAC alike
     m.update(&n, sizeof n);
     if (p.bytes) m.update(p.data, p.bytes);
@@ -210,6 +213,7 @@ HandshakeServer::HandshakeServer(int listenFd, const uint8_t* secret, uint32_t p
     : listenFd_(listenFd), tls_(std::move(tls)), purposes_(purposes), bodyBytes_(bodyBytes), where_(std::move(where)),
       perConnectionMs_(perConnectionMs), maxPending_(maxPending ? maxPending : 1) {
   memcpy(secret_, secret, kSecretBytes);
+  fingerprint_ = secretFingerprint(secret_);
   memset(session_, 0, sizeof session_);
   if (session) memcpy(session_, session, kSessionBytes);
 }
@@ -351,7 +355,7 @@ bool HandshakeServer::step(Conn& c, std::vector<Authenticated>* done) {
         return false;
       }
       ServerChallenge ch{kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, clbSuccess, 0,
-                         secretFingerprint(secret_), {}, {}};
+                         fingerprint_, {}, {}};
       if (!randomBytes(ch.nonce, sizeof ch.nonce)) {
         drop(c, "getrandom() failed");
         return false;
@@ -359,7 +363,7 @@ bool HandshakeServer::step(Conn& c, std::vector<Authenticated>* done) {
       c.fingerprint = h.fingerprint;
       // A hello that names another secret's fingerprint: its client will refuse this server's
       // proof and close. Unproven, but what a rank that waits in vain wants to hear about.
-      if (h.fingerprint != secretFingerprint(secret_)) noteRefused(c);
+      if (h.fingerprint != fingerprint_) noteRefused(c);
       c.t = Transcript{CLB_PROTOCOL_VERSION, h.purpose, {}, {}, {}};
       memcpy(c.t.session, session_, kSessionBytes);
       memcpy(c.t.clientNonce, h.nonce, kNonceBytes);

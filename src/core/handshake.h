@@ -81,12 +81,14 @@ std::string versionString(uint32_t code);
 uint32_t secretFingerprint(const uint8_t* secret);
 
 // HMAC-SHA256(secret, label | transcript | parts...): the proofs and every later message's tag.
-struct Part {
-  const void* data;
-  size_t bytes;
-};
-void tag(const uint8_t* secret, const char* label, const Transcript& t, std::initializer_list<Part> parts,
+// Each part is framed by its length. A part is a ConstBuf (core/net.h), as sendAllParts takes.
+using Part = ConstBuf;
+void tag(const uint8_t* secret, const char* label, const Transcript& t, const Part* parts, size_t count,
          uint8_t out[kTagBytes]);
+inline void tag(const uint8_t* secret, const char* label, const Transcript& t, std::initializer_list<Part> parts,
+                uint8_t out[kTagBytes]) {
+  tag(secret, label, t, parts.begin(), parts.size(), out);
+}
 bool tagMatches(const uint8_t* secret, const char* label, const Transcript& t, std::initializer_list<Part> parts,
                 const uint8_t* got);
 
@@ -168,6 +170,7 @@ class HandshakeServer {
   int listenFd_;
   TlsContextRef tls_;
   uint8_t secret_[kSecretBytes];
+  uint32_t fingerprint_;  // secretFingerprint(secret_)
   uint32_t purposes_;
   uint8_t session_[kSessionBytes];
   size_t bodyBytes_;

@@ -319,6 +319,15 @@ bool Link::buffered() const { return tls_ && tls_->buffered(); }
 
 short Link::wantEvents(short dflt) const { return tls_ ? tls_->wantEvents(dflt) : dflt; }
 
+// The error of a send that failed with errno (not EAGAIN): the peer's doing, TLS's, or this host's.
+static clbResult_t sendFailed(Link& link, const char* what) {
+  if (errno == EPIPE || errno == ECONNRESET)
+    return setError(clbRemoteError, "%s closed the connection (did it exit or fail?): %s", what, strerror(errno));
+  if (errno == EPROTO && link.tls())
+    return setError(clbAuthError, "the TLS connection to %s failed: %s", what, link.tls()->failure().c_str());
+  return setSysError(errno, "sending to %s failed (did the peer exit?)", what);
+}
+
 clbResult_t sendAll(Link& link, const void* buf, size_t bytes, int64_t deadlineMs,
                     const std::atomic<bool>* abort, const char* what) {
   const char* p = static_cast<const char*>(buf);
@@ -333,11 +342,7 @@ clbResult_t sendAll(Link& link, const void* buf, size_t bytes, int64_t deadlineM
       CLB_CHECK(waitFd(link.fd(), link.wantEvents(POLLOUT), deadlineMs, abort, what));
       continue;
     }
-    if (errno == EPIPE || errno == ECONNRESET)
-      return setError(clbRemoteError, "%s closed the connection (did it exit or fail?): %s", what, strerror(errno));
-    if (errno == EPROTO)
-      return setError(clbAuthError, "the TLS connection to %s failed: %s", what, link.tls()->failure().c_str());
-    return setSysError(errno, "sending to %s failed (did the peer exit?)", what);
+    return sendFailed(link, what);
   }
   return clbSuccess;
 }
@@ -381,9 +386,7 @@ clbResult_t sendAllParts(Link& link, std::initializer_list<ConstBuf> parts, int6
       CLB_CHECK(waitFd(fd, POLLOUT, deadlineMs, abort, what));
       continue;
     }
-    if (errno == EPIPE || errno == ECONNRESET)
-      return setError(clbRemoteError, "%s closed the connection (did it exit or fail?): %s", what, strerror(errno));
-    return setSysError(errno, "sending to %s failed (did the peer exit?)", what);
+    return sendFailed(link, what);
   }
   return clbSuccess;
 }
