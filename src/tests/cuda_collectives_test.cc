@@ -491,6 +491,130 @@ TEST_P(DeviceFootprint, Report) {
 }
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceFootprint, ::testing::Values(1, 2, 4, 8));
 
+namespace {
+
+// Eager calls launch their kernels by replaying prepared one-kernel graphs (one per stream and
+// kernel, at most 16, ordinary launches beyond): calls of every path and several grid sizes on 20
+// streams in turn, each stream drained before the next takes over, then one capture on a stream
+// that has a prepared graph, replayed. Every result checked against the sum of the ranks' inputs.
+std::string launchRank(const clbUniqueId& id, int rank, int n) {
+  const Driver* d = nullptr;
+  CUstream first = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = openRank(id, rank, n, &d, &first, &comm); !e.empty()) return e;
+  const size_t counts[] = {3, 1000, 70001, 1500007};  // LL, LL, then more blocks each
+  const size_t maxCount = 1500007;
+  CUdeviceptr in, out;
+  CU_OK(d->cuMemAlloc(&in, maxCount * 4));
+  CU_OK(d->cuMemAlloc(&out, maxCount * 4));
+  std::vector<CUstream> streams{first};
+  for (int i = 1; i < 20; i++) {
+    CUstream s;
+    CU_OK(d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    streams.push_back(s);
+  }
+  auto value = [](int p, size_t e, int call) { return (float)((p + 1) * 100 + (int)(e % 613) + call); };
+  std::string err;
+  auto check = [&](size_t count, int call, const char* what) {
+    std::vector<float> got(count);
+    if (d->cuMemcpyDtoH(got.data(), out, count * 4) != CUDA_SUCCESS) return std::string("cuMemcpyDtoH failed");
+    for (size_t e = 0; e < count; e++) {
+      float want = 0;
+      for (int p = 0; p < n; p++) want += value(p, e, call);
+      if (got[e] != want)
+        return std::string(what) + " call " + std::to_string(call) + " (" + std::to_string(count) + " elements) element " +
+               std::to_string(e) + ": got " + std::to_string(got[e]) + " want " + std::to_string(want);
+    }
+    return std::string();
+  };
+  auto fill = [&](size_t count, int call, CUstream s) {
+    std::vector<float> v(count);
+    for (size_t e = 0; e < count; e++) v[e] = value(rank, e, call);
+    return d->cuMemcpyHtoD(in, v.data(), count * 4) == CUDA_SUCCESS &&
+           d->cuMemsetD8Async(out, 0xa5, count * 4, s) == CUDA_SUCCESS;
+  };
+  int call = 0;
+  for (CUstream s : streams) {
+    for (size_t count : counts) {
+      if (!err.empty()) break;
+      if (!fill(count, call, s)) err = "filling the buffers failed";
+      else if (clbAllReduce((void*)in, (void*)out, count, clbFloat32, clbSum, comm, s) != clbSuccess)
+        err = "eager call " + std::to_string(call) + ": " + clbGetLastError();
+      else if (d->cuStreamSynchronize(s) != CUDA_SUCCESS) err = "cuStreamSynchronize failed";
+      else err = check(count, call, "eager");
+      call++;
+    }
+  }
+  char info[2048];
+  clbCommInfo(comm, info, sizeof info);
+  const bool graphs = getenv("COLIBRI_DEVICE_LAUNCH") == nullptr;
+  const char* want = graphs ? "eager launches replay graphs (16 prepared)" : "eager launches are ordinary (0 prepared)";
+  if (err.empty() && !strstr(info, want)) err = std::string("expected '") + want + "' in: " + info;
+  // A capture on the first stream (it has prepared graphs): recorded as ordinary launches.
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  if (err.empty()) {
+    CU_OK(d->cuStreamBeginCapture(first, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    for (size_t count : counts)
+      if (err.empty() && clbAllReduce((void*)in, (void*)out, count, clbFloat32, clbSum, comm, first) != clbSuccess)
+        err = std::string("captured call: ") + clbGetLastError();
+    CU_OK(d->cuStreamEndCapture(first, &graph));
+    if (err.empty()) CU_OK(d->cuGraphInstantiateWithFlags(&exec, graph, 0));
+  }
+  // The graph's calls all write `out`; the last (largest) decides what it holds.
+  if (err.empty() && !fill(maxCount, call, first)) err = "filling the buffers failed";
+  if (err.empty()) {
+    CU_OK(d->cuGraphLaunch(exec, first));
+    CU_OK(d->cuStreamSynchronize(first));
+    err = check(maxCount, call, "replayed");
+  }
+  if (exec) d->cuGraphExecDestroy(exec);
+  if (graph) d->cuGraphDestroy(graph);
+  clbCommDestroy(comm);
+  d->cuMemFree(in);
+  d->cuMemFree(out);
+  for (CUstream s : streams) d->cuStreamDestroy(s);
+  return err;
+}
+
+}  // namespace
+
+TEST(DeviceLaunch, EagerCallsReplayPreparedGraphsOnManyStreamsAndSizes) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  setPlacement("auto", false);
+  unsetenv("COLIBRI_DEVICE_LAUNCH");
+  runThreads(2, launchRank);
+}
+
+TEST(DeviceLaunch, OrdinaryLaunchesWhenAskedGiveTheSameResults) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  setPlacement("auto", false);
+  setenv("COLIBRI_DEVICE_LAUNCH", "kernel", 1);
+  runThreads(2, launchRank);
+  unsetenv("COLIBRI_DEVICE_LAUNCH");
+}
+
+TEST(DeviceLaunch, ABadLaunchModeIsRefusedByName) {
+  const Driver* d = gpu();
+  if (!d) GTEST_SKIP() << "no GPU here: " << why;
+  setPlacement("auto", false);
+  setenv("COLIBRI_DEVICE_LAUNCH", "graphs", 1);
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  CUstream s = nullptr;
+  clbComm_t comm = nullptr;
+  ASSERT_EQ(setUpRank(d, id, 0, 1, &s, &comm), "");
+  CUdeviceptr buf;
+  ASSERT_EQ(d->cuMemAlloc(&buf, 64), CUDA_SUCCESS);
+  EXPECT_EQ(clbAllReduce((void*)buf, (void*)buf, 16, clbFloat32, clbSum, comm, s), clbInvalidArgument);
+  const std::string msg = clbGetLastError();
+  EXPECT_NE(msg.find("COLIBRI_DEVICE_LAUNCH='graphs' is not one of graph, kernel"), std::string::npos) << msg;
+  unsetenv("COLIBRI_DEVICE_LAUNCH");
+  clbCommDestroy(comm);
+  d->cuMemFree(buf);
+  d->cuStreamDestroy(s);
+}
+
 // A stream of another GPU than the buffers' is refused by name; the communicator stays usable.
 TEST(DeviceMemory, AStreamOfAnotherGpuIsRefusedWithTheReason) {
   const Driver* d = gpu();

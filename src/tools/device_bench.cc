@@ -10,6 +10,8 @@
 // --register registers every rank's buffers (clbCommRegister) after init: with --processes the
 // ranks then read each other's buffers in place instead of staging.
 // --footprint prints device memory, host RSS and init times instead of the sweep (see footprint()).
+// --enqueue prints what one 8-byte call costs the calling thread (1 rank), next to the driver calls
+// it is made of (see enqueueCost()).
 // --nccl runs the same sweep through NCCL (libnccl.so.2 loaded at run time, one rank per GPU)
 // instead of Colibri. Both print init time and the device memory in use on GPU 0 (cuMemGetInfo)
 // after init, after the first collective and at its highest, above the benchmark's own buffers.
@@ -34,6 +36,7 @@
 
 #include "colibri/colibri.h"
 #include "core/cuda/driver.h"
+#include "kernels/kernel_abi.h"
 
 namespace {
 
@@ -328,12 +331,201 @@ int footprint(int nranks, int ngpus, bool useNccl) {
   return failures ? 1 : 0;
 }
 
+// --enqueue: nanoseconds per call on the calling thread, for the call and for the driver calls it
+// is made of: batches of kBatch calls into an idle stream (synchronized between batches, outside
+// the timing), so the figure is the enqueue cost, not the GPU's time; the median of the batches.
+// One rank (or NCCL's one rank), an 8-byte float32 allReduce on GPU 0.
+int enqueueCost(bool useNccl) {
+  constexpr int kBatch = 100, kBatches = 200;
+  RankGpu g(0, 64);
+  CUstream s = g.s;
+  CUcontext ctx = nullptr;
+  CHECK_CU(d->cuCtxGetCurrent(&ctx));
+  // Empty kernels (PTX, compiled by the driver): one with an 8-byte parameter, one with a
+  // parameter block the size of the collective kernels' (ClbDevCallArgs).
+  char ptx[1024];
+  snprintf(ptx, sizeof ptx,
+           ".version 8.0\n.target sm_75\n.address_size 64\n"
+           ".visible .entry noop8(.param .u64 p) { ret; }\n"
+           ".visible .entry noopArgs(.param .align 8 .b8 p[%zu]) { ret; }\n",
+           sizeof(ClbDevCallArgs));
+  CUmodule mod;
+  CHECK_CU(d->cuModuleLoadData(&mod, ptx));
+  CUfunction noop8, noopArgs;
+  CHECK_CU(d->cuModuleGetFunction(&noop8, mod, "noop8"));
+  CHECK_CU(d->cuModuleGetFunction(&noopArgs, mod, "noopArgs"));
+  ClbDevCallArgs big{};
+  unsigned long long small = 0;
+  void* pSmall[] = {&small};
+  void* pBig[] = {&big};
+  clbComm_t comm = nullptr;
+  nccl::Comm ncomm = nullptr;
+  std::string lib = "Colibri";
+  if (useNccl) {
+    nccl::UniqueId nid{};
+    if (nccl::getUniqueId(&nid) || nccl::commInitRank(&ncomm, 1, nid, 0)) return fprintf(stderr, "NCCL init failed\n"), 2;
+    lib = "NCCL";
+  } else {
+    clbUniqueId id;
+    if (clbGetUniqueId(&id) != clbSuccess || clbCommInitRank(&comm, &id, 0, 1, nullptr) != clbSuccess)
+      return fprintf(stderr, "init: %s\n", clbGetLastError()), 2;
+  }
+  int failures = 0;
+  auto time = [&](const char* what, auto&& call) {
+    std::vector<double> ns;
+    for (int b = 0; b < kBatches + 5; b++) {
+      CHECK_CU(d->cuStreamSynchronize(s));
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kBatch; i++)
+        if (!call()) failures++;
+      auto t1 = std::chrono::steady_clock::now();
+      if (b >= 5) ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kBatch);
+    }
+    std::sort(ns.begin(), ns.end());
+    printf("  %-58s %9.0f %9.0f %9.0f\n", what, ns.front(), ns[ns.size() / 2], ns[ns.size() * 9 / 10]);
+  };
+  // Where in a batch the time goes: the first call after the stream went idle, and the others.
+  auto positions = [&](const char* what, auto&& call) {
+    std::vector<double> first, second, rest;
+    for (int b = 0; b < kBatches + 5; b++) {
+      CHECK_CU(d->cuStreamSynchronize(s));
+      auto t = std::chrono::steady_clock::now();
+      double sum = 0;
+      for (int i = 0; i < kBatch; i++) {
+        if (!call()) failures++;
+        auto u = std::chrono::steady_clock::now();
+        const double ns = std::chrono::duration<double, std::nano>(u - t).count();
+        t = u;
+        if (b < 5) continue;
+        if (i == 0) first.push_back(ns);
+        else if (i == 1) second.push_back(ns);
+        else sum += ns;
+      }
+      if (b >= 5) rest.push_back(sum / (kBatch - 2));
+    }
+    auto med = [](std::vector<double>& v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+    printf("  %-58s first %7.0f  second %7.0f  the others %7.0f (medians)\n", what, med(first), med(second), med(rest));
+  };
+  printf("# per position in a batch of %d calls into an idle stream (ns)\n", kBatch);
+  positions("cuMemsetD8Async, 8 B", [&] { return d->cuMemsetD8Async(g.recv, 0, 8, s) == CUDA_SUCCESS; });
+  positions("cuMemcpyDtoDAsync, 8 B", [&] { return d->cuMemcpyDtoDAsync(g.recv, g.send, 8, s) == CUDA_SUCCESS; });
+  positions("cuLaunchKernel, empty kernel, 8 B of parameters", [&] {
+    return d->cuLaunchKernel(noop8, 1, 1, 1, 32, 1, 1, 0, s, pSmall, nullptr) == CUDA_SUCCESS;
+  });
+  printf("# enqueue cost per call on the calling thread (ns): min, median, p90 of %d batches of %d calls\n", kBatches,
+         kBatch);
+  time("cuMemsetD8Async, 8 B", [&] { return d->cuMemsetD8Async(g.recv, 0, 8, s) == CUDA_SUCCESS; });
+  time("cuMemcpyDtoDAsync, 8 B", [&] { return d->cuMemcpyDtoDAsync(g.recv, g.send, 8, s) == CUDA_SUCCESS; });
+  time("cuLaunchKernel, empty kernel, 8 B of parameters", [&] {
+    return d->cuLaunchKernel(noop8, 1, 1, 1, 32, 1, 1, 0, s, pSmall, nullptr) == CUDA_SUCCESS;
+  });
+  char label[96];
+  snprintf(label, sizeof label, "cuLaunchKernel, empty kernel, %zu B of parameters", sizeof(ClbDevCallArgs));
+  time(label, [&] { return d->cuLaunchKernel(noopArgs, 1, 1, 1, 512, 1, 1, 0, s, pBig, nullptr) == CUDA_SUCCESS; });
+  time("cuPointerGetAttributes (memory type, ordinal)", [&] {
+    unsigned int type = 0;
+    int ord = -1;
+    CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    void* data[2] = {&type, &ord};
+    return d->cuPointerGetAttributes(2, attrs, data, g.recv) == CUDA_SUCCESS;
+  });
+  time("cuPointerGetAttribute (buffer id)", [&] {
+    unsigned long long id = 0;
+    return d->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, g.recv) == CUDA_SUCCESS;
+  });
+  time("cuStreamGetCtx", [&] {
+    CUcontext c = nullptr;
+    return d->cuStreamGetCtx(s, &c) == CUDA_SUCCESS;
+  });
+  time("cuCtxPushCurrent + cuCtxPopCurrent", [&] {
+    CUcontext popped;
+    return d->cuCtxPushCurrent(ctx) == CUDA_SUCCESS && d->cuCtxPopCurrent(&popped) == CUDA_SUCCESS;
+  });
+  time("cuCtxGetCurrent", [&] {
+    CUcontext c;
+    return d->cuCtxGetCurrent(&c) == CUDA_SUCCESS;
+  });
+  {
+    // A graph of one empty kernel, launched whole: what an eager call would cost if it replayed a
+    // prepared launch instead of making one.
+    CUgraph graph;
+    CUgraphExec exec;
+    CHECK_CU(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_CU(d->cuLaunchKernel(noopArgs, 1, 1, 1, 512, 1, 1, 0, s, pBig, nullptr));
+    CHECK_CU(d->cuStreamEndCapture(s, &graph));
+    CHECK_CU(d->cuGraphInstantiateWithFlags(&exec, graph, 0));
+    CHECK_CU(d->cuGraphUpload(exec, s));
+    time("cuGraphLaunch, a graph of one empty kernel", [&] { return d->cuGraphLaunch(exec, s) == CUDA_SUCCESS; });
+    CHECK_CU(d->cuStreamSynchronize(s));
+    d->cuGraphExecDestroy(exec);
+    d->cuGraphDestroy(graph);
+  }
+  {
+    // The same graph, its kernel node's parameters set before every launch: what an eager call
+    // would cost if it replayed a prepared launch with this call's arguments.
+    void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    using GraphCreate = CUresult (*)(CUgraph*, unsigned int);
+    using AddKernel = CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS*);
+    using SetKernel = CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*);
+    auto create = cuda ? (GraphCreate)dlsym(cuda, "cuGraphCreate") : nullptr;
+    auto add = cuda ? (AddKernel)dlsym(cuda, "cuGraphAddKernelNode_v2") : nullptr;
+    auto set = cuda ? (SetKernel)dlsym(cuda, "cuGraphExecKernelNodeSetParams_v2") : nullptr;
+    if (create && add && set) {
+      CUgraph graph;
+      CUgraphNode node;
+      CUgraphExec exec;
+      CUDA_KERNEL_NODE_PARAMS p{};
+      p.func = noopArgs;
+      p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+      p.blockDimX = 512;
+      p.blockDimY = p.blockDimZ = 1;
+      p.kernelParams = pBig;
+      CHECK_CU(create(&graph, 0));
+      CHECK_CU(add(&node, graph, nullptr, 0, &p));
+      CHECK_CU(d->cuGraphInstantiateWithFlags(&exec, graph, 0));
+      CHECK_CU(d->cuGraphUpload(exec, s));
+      time("cuGraphExecKernelNodeSetParams + cuGraphLaunch", [&] {
+        big.count++;
+        return set(exec, node, &p) == CUDA_SUCCESS && d->cuGraphLaunch(exec, s) == CUDA_SUCCESS;
+      });
+      time("cuGraphExecKernelNodeSetParams alone", [&] {
+        big.count++;
+        return set(exec, node, &p) == CUDA_SUCCESS;
+      });
+      CHECK_CU(d->cuStreamSynchronize(s));
+      d->cuGraphExecDestroy(exec);
+      d->cuGraphDestroy(graph);
+    }
+  }
+  // Stream memory operations (semaphore writes and waits the GPU's front end executes, no kernel).
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  using WriteValue = CUresult (*)(CUstream, CUdeviceptr, unsigned int, unsigned int);
+  auto writeValue = cuda ? (WriteValue)dlsym(cuda, "cuStreamWriteValue32_v2") : nullptr;
+  auto waitValue = cuda ? (WriteValue)dlsym(cuda, "cuStreamWaitValue32_v2") : nullptr;
+  if (writeValue && waitValue) {
+    unsigned int v = 0;
+    time("cuStreamWriteValue32, device memory", [&] { return writeValue(s, g.recv, ++v, 0) == CUDA_SUCCESS; });
+    CHECK_CU(d->cuStreamSynchronize(s));
+    time("cuStreamWaitValue32 (already satisfied, GEQ)", [&] { return waitValue(s, g.recv, 1, 0x0) == CUDA_SUCCESS; });
+  }
+  const std::string out = lib + " allReduce, 8 B float32, out of place";
+  time(out.c_str(), [&] { return collective(0, (const void*)g.send, (void*)g.recv, 2, false, comm, ncomm, s).empty(); });
+  const std::string in = lib + " allReduce, 8 B float32, in place";
+  time(in.c_str(), [&] { return collective(0, (const void*)g.recv, (void*)g.recv, 2, false, comm, ncomm, s).empty(); });
+  CHECK_CU(d->cuStreamSynchronize(s));
+  if (useNccl) nccl::commDestroy(ncomm);
+  else clbCommDestroy(comm);
+  d->cuModuleUnload(mod);
+  if (failures) fprintf(stderr, "%d call(s) failed\n", failures);
+  return failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int nranks = 2, iters = 50;
   size_t minBytes = 8, maxBytes = 64u << 20;
-  bool graph = false, useNccl = false, inPlace = false, foot = false, procs = false, reg = false;
+  bool graph = false, useNccl = false, inPlace = false, foot = false, procs = false, reg = false, enq = false;
   std::string which = "all", dtype = "float32";
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
@@ -347,6 +539,7 @@ int main(int argc, char** argv) {
     else if (a == "--nccl") useNccl = true;
     else if (a == "--inplace") inPlace = true;
     else if (a == "--footprint") foot = true;
+    else if (a == "--enqueue") enq = true;
     else if (a == "--dtype") dtype = next();
     else if (a == "--processes") procs = true;
     else if (a == "--register") reg = true;
@@ -354,7 +547,7 @@ int main(int argc, char** argv) {
       fprintf(stderr,
               "usage: %s [--ranks N] [--min B] [--max B] [--iters K] [--graph] [--nccl] [--inplace] "
               "[--dtype float32|bfloat16] [--coll all|allreduce|allgather|reducescatter|broadcast] [--footprint] "
-              "[--processes] [--register]\n",
+              "[--processes] [--register] [--enqueue]\n",
               argv[0]);
       return 2;
     }
@@ -427,6 +620,7 @@ int main(int argc, char** argv) {
     }
   }
   if (foot) return footprint(nranks, ngpus, useNccl);
+  if (enq) return enqueueCost(useNccl);
   if (procRank <= 0) {
     printf("# colibri_device_bench: %s, %d ranks as %s on %d GPU(s) (%s), %s mode, %s, %s, %d iterations per size%s\n",
            lib.c_str(), nranks, procs ? "processes" : "threads", ngpus, name, graph ? "CUDA graph" : "eager",

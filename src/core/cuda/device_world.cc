@@ -128,6 +128,11 @@ DeviceWorld::DeviceWorld(clbComm* comm) : comm_(comm) {
     else if (strcasecmp(v, "on") != 0)
       configError_ = std::string("COLIBRI_DEVICE_MEET='") + v + "' is not one of on, off";
   }
+  if (const char* v = getenv("COLIBRI_DEVICE_LAUNCH"); v && *v) {
+    if (!strcasecmp(v, "kernel")) launcher_.useGraphs(false);
+    else if (strcasecmp(v, "graph") != 0)
+      configError_ = std::string("COLIBRI_DEVICE_LAUNCH='") + v + "' is not one of graph, kernel";
+  }
   if (const char* v = getenv("COLIBRI_DEVICE_P2P"); v && *v) {
     if (!strcasecmp(v, "off")) forceHost_ = true;
     else if (strcasecmp(v, "auto") != 0)
@@ -201,6 +206,7 @@ clbResult_t DeviceWorld::release() {
       usleep(200);
     }
   }
+  launcher_.release(d_);
   for (auto& reg : regs_) unmap(reg.get(), true);
   regs_.clear();
   for (CUdeviceptr p : closeLater_) d_->cuIpcCloseMemHandle(p);
@@ -568,8 +574,7 @@ clbResult_t DeviceWorld::staged(const CollArgs& a, size_t e0, size_t m, CUstream
   }
   const size_t bytes = std::max<size_t>(k.inBytes * n, m * esz * (k.mode == 1 ? n : 1));
   void* params[] = {&k};
-  CLB_CU(d_, cuLaunchKernel, staged_, blocksFor(bytes), 1, 1, kThreads, 1, 1, 0, stream, params, nullptr);
-  return clbSuccess;
+  return launcher_.launch(d_, staged_, blocksFor(bytes), kThreads, stream, params);
 }
 
 // `k` holds common()'s fields, and the peers' buffers when the host gave them (registered).
@@ -587,8 +592,7 @@ clbResult_t DeviceWorld::direct(const CollArgs& a, CUstream stream, ClbDevCallAr
     case kAllGather: bytes *= n; break;
   }
   void* params[] = {&k};
-  CLB_CU(d_, cuLaunchKernel, direct_, blocksFor(bytes), 1, 1, kThreads, 1, 1, 0, stream, params, nullptr);
-  return clbSuccess;
+  return launcher_.launch(d_, direct_, blocksFor(bytes), kThreads, stream, params);
 }
 
 clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
@@ -707,8 +711,7 @@ clbResult_t DeviceWorld::ll(const CollArgs& a, CUstream stream) {
   const size_t lines = (a.count * esz + 7) / 8;
   const unsigned blocks = (unsigned)std::min<size_t>(maxBlocks_, std::max<size_t>(1, (lines + kThreads - 1) / kThreads));
   void* params[] = {&k};
-  CLB_CU(d_, cuLaunchKernel, ll_, blocks, 1, 1, kThreads, 1, 1, 0, stream, params, nullptr);
-  return clbSuccess;
+  return launcher_.launch(d_, ll_, blocks, kThreads, stream, params);
 }
 
 std::string DeviceWorld::describe() const {
@@ -720,13 +723,15 @@ std::string DeviceWorld::describe() const {
   char b[1024];
   snprintf(b, sizeof b,
            "device: GPU %d, %d rank(s) on it, %s%s; LL up to %zu bytes per rank, then %s; last call %s%s; "
-           "%zu registration(s), %zu peer allocation(s) mapped; LL buffer %zu bytes, staging %zu bytes; kernels %s\n",
+           "%zu registration(s), %zu peer allocation(s) mapped; LL buffer %zu bytes, staging %zu bytes; kernels %s; "
+           "eager launches %s (%zu prepared)\n",
            ordinal_, sameGpu_, allInProcess_ ? "every rank in this process" : "ranks in several processes",
            viaHost_ ? ", flags, LL and staging in host memory (no peer access between some GPUs)" : "", llMax_,
            viaHost_ ? "staged" : allInProcess_ ? "direct (peers' buffers read in place)"
                                                : "direct on registered buffers (zero copy), else staged",
            lastPath(), lastZeroCopy_ ? " (zero copy through registered buffers)" : "", regs_.size(),
-           mappings_.size(), llBuf_.bytes, staging_.bytes, kernels_.description().c_str());
+           mappings_.size(), llBuf_.bytes, staging_.bytes, kernels_.description().c_str(),
+           launcher_.usesGraphs() ? "replay graphs" : "are ordinary", launcher_.graphs());
   return b;
 }
 

@@ -20,6 +20,7 @@
 #include "algo/algorithms.h"
 #include "core/cuda/driver.h"
 #include "core/cuda/kernels.h"
+#include "core/cuda/launcher.h"
 #include "core/cuda/watchdog.h"
 
 namespace clb {
@@ -144,6 +145,7 @@ class DeviceWorld {
   const Driver* d_ = nullptr;
   Kernels kernels_;
   CUfunction staged_ = nullptr, direct_ = nullptr, ll_ = nullptr;
+  GraphLauncher launcher_;        // COLIBRI_DEVICE_LAUNCH=kernel: ordinary launches only
   std::string configError_;       // a COLIBRI_DEVICE_* variable had a bad value
   CUcontext ctx_ = nullptr;
   CUdevice dev_ = 0;

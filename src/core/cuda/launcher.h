@@ -1,0 +1,54 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Kernel launches of eager device calls through prepared one-kernel CUDA graphs.
+//
+// On the H200 here, cuLaunchKernel costs the calling thread about 3 us, while setting the
+// parameters of a prepared graph's kernel node and launching the graph (cuGraphExecKernelNodeSetParams
+// + cuGraphLaunch) costs about 1.6 us (colibri_device_bench --enqueue; docs/performance.md). So
+// outside stream capture a launch replays a graph of one kernel node, one graph per (stream,
+// kernel); inside capture (the user's own graph) it is an ordinary launch, which the capture
+// records. Launches of one graph are ordered behind each other, which adds nothing on one stream:
+// that is why a graph serves one stream only.
+#pragma once
+
+#include <cuda.h>
+
+#include <vector>
+
+#include "colibri/colibri.h"
+#include "core/cuda/driver.h"
+
+namespace clb::cuda {
+
+class GraphLauncher {
+ public:
+  GraphLauncher() = default;
+  ~GraphLauncher() = default;  // release() frees the graphs: it needs the driver and the context
+  GraphLauncher(const GraphLauncher&) = delete;
+  GraphLauncher& operator=(const GraphLauncher&) = delete;
+
+  // Launches `fn` (1-D grid of `blocks` x `threads`, no dynamic shared memory) on `stream` with
+  // `params` (cuLaunchKernel's form), in the caller's current context.
+  clbResult_t launch(const Driver* d, CUfunction fn, unsigned blocks, unsigned threads, CUstream stream,
+                     void** params);
+  // Frees the prepared graphs (the context that made them current).
+  void release(const Driver* d);
+  size_t graphs() const { return entries_.size(); }
+  // Graphs on or off (COLIBRI_DEVICE_LAUNCH=graph|kernel, read by the caller), before any launch.
+  void useGraphs(bool on) { graphs_ = on; }
+  bool usesGraphs() const { return graphs_; }
+
+ private:
+  struct Entry {
+    CUstream stream;
+    CUfunction fn;
+    CUgraph graph;
+    CUgraphNode node;
+    CUgraphExec exec;
+  };
+  static constexpr size_t kMaxEntries = 16;  // streams x kernels; beyond, ordinary launches
+  bool graphs_ = true;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace clb::cuda
