@@ -343,16 +343,21 @@ int enqueueCost(bool useNccl) {
   CHECK_CU(d->cuCtxGetCurrent(&ctx));
   // Empty kernels (PTX, compiled by the driver): one with an 8-byte parameter, one with a
   // parameter block the size of the collective kernels' (ClbDevCallArgs).
-  char ptx[1024];
+  char ptx[2048];
   snprintf(ptx, sizeof ptx,
            ".version 8.0\n.target sm_75\n.address_size 64\n"
            ".visible .entry noop8(.param .u64 p) { ret; }\n"
-           ".visible .entry noopArgs(.param .align 8 .b8 p[%zu]) { ret; }\n",
+           ".visible .entry noopArgs(.param .align 8 .b8 p[%zu]) { ret; }\n"
+           ".visible .entry spin(.param .u64 ns) {\n"
+           "  .reg .u64 %%t0, %%t1, %%n, %%d;\n  .reg .pred %%p;\n  ld.param.u64 %%n, [ns];\n"
+           "  mov.u64 %%t0, %%globaltimer;\nL: mov.u64 %%t1, %%globaltimer;\n  sub.u64 %%d, %%t1, %%t0;\n"
+           "  setp.lt.u64 %%p, %%d, %%n;\n  @%%p bra L;\n  ret;\n}\n",
            sizeof(ClbDevCallArgs));
   CUmodule mod;
   CHECK_CU(d->cuModuleLoadData(&mod, ptx));
-  CUfunction noop8, noopArgs;
+  CUfunction noop8, noopArgs, spin;
   CHECK_CU(d->cuModuleGetFunction(&noop8, mod, "noop8"));
+  CHECK_CU(d->cuModuleGetFunction(&spin, mod, "spin"));
   CHECK_CU(d->cuModuleGetFunction(&noopArgs, mod, "noopArgs"));
   ClbDevCallArgs big{};
   unsigned long long small = 0;
@@ -487,6 +492,33 @@ int enqueueCost(bool useNccl) {
       time("cuGraphExecKernelNodeSetParams + cuGraphLaunch", [&] {
         big.count++;
         return set(exec, node, &p) == CUDA_SUCCESS && d->cuGraphLaunch(exec, s) == CUDA_SUCCESS;
+      });
+      // A kernel that runs 20 us: does updating a graph whose last launch still runs wait for it?
+      unsigned long long spinNs = 20000;
+      void* pSpin[] = {&spinNs};
+      CUDA_KERNEL_NODE_PARAMS q = p;
+      q.func = spin;
+      q.kernelParams = pSpin;
+      q.blockDimX = 32;
+      time("cuLaunchKernel, a kernel that runs 20 us", [&] {
+        return d->cuLaunchKernel(spin, 1, 1, 1, 32, 1, 1, 0, s, pSpin, nullptr) == CUDA_SUCCESS;
+      });
+      CUgraph g2;
+      CUgraphNode n2;
+      CUgraphExec e2;
+      CHECK_CU(create(&g2, 0));
+      CHECK_CU(add(&n2, g2, nullptr, 0, &q));
+      CHECK_CU(d->cuGraphInstantiateWithFlags(&e2, g2, 0));
+      time("SetParams + cuGraphLaunch, a kernel that runs 20 us", [&] {
+        spinNs ^= 1;
+        return set(e2, n2, &q) == CUDA_SUCCESS && d->cuGraphLaunch(e2, s) == CUDA_SUCCESS;
+      });
+      CHECK_CU(d->cuStreamSynchronize(s));
+      d->cuGraphExecDestroy(e2);
+      d->cuGraphDestroy(g2);
+      time("cuStreamIsCapturing", [&] {
+        CUstreamCaptureStatus st;
+        return d->cuStreamIsCapturing(s, &st) == CUDA_SUCCESS;
       });
       time("cuGraphExecKernelNodeSetParams alone", [&] {
         big.count++;
