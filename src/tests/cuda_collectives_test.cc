@@ -495,8 +495,8 @@ namespace {
 
 // Eager calls launch their kernels by replaying prepared one-kernel graphs (one per stream and
 // kernel, at most 16, ordinary launches beyond): calls of every path and several grid sizes on 20
-// streams in turn, each stream drained before the next takes over, then one capture on a stream
-// that has a prepared graph, replayed. Every result checked against the sum of the ranks' inputs.
+// streams in turn, each call made twice with new inputs, each stream drained before the next
+// takes over, then one capture on a stream that has a prepared graph, replayed. Every result checked against the sum of the ranks' inputs.
 std::string launchRank(const clbUniqueId& id, int rank, int n) {
   const Driver* d = nullptr;
   CUstream first = nullptr;
@@ -535,15 +535,17 @@ std::string launchRank(const clbUniqueId& id, int rank, int n) {
   };
   int call = 0;
   for (CUstream s : streams) {
-    for (size_t count : counts) {
-      if (!err.empty()) break;
-      if (!fill(count, call, s)) err = "filling the buffers failed";
-      else if (clbAllReduce((void*)in, (void*)out, count, clbFloat32, clbSum, comm, s) != clbSuccess)
-        err = "eager call " + std::to_string(call) + ": " + clbGetLastError();
-      else if (d->cuStreamSynchronize(s) != CUDA_SUCCESS) err = "cuStreamSynchronize failed";
-      else err = check(count, call, "eager");
-      call++;
-    }
+    // Each call twice with new data: the second has the same parameters (it replays the graph as
+    // it is) and must still see the new inputs.
+    for (size_t count : counts)
+      for (int again = 0; again < 2 && err.empty(); again++) {
+        if (!fill(count, call, s)) err = "filling the buffers failed";
+        else if (clbAllReduce((void*)in, (void*)out, count, clbFloat32, clbSum, comm, s) != clbSuccess)
+          err = "eager call " + std::to_string(call) + ": " + clbGetLastError();
+        else if (d->cuStreamSynchronize(s) != CUDA_SUCCESS) err = "cuStreamSynchronize failed";
+        else err = check(count, call, "eager");
+        call++;
+      }
   }
   char info[2048];
   clbCommInfo(comm, info, sizeof info);

@@ -573,8 +573,7 @@ clbResult_t DeviceWorld::staged(const CollArgs& a, size_t e0, size_t m, CUstream
       break;
   }
   const size_t bytes = std::max<size_t>(k.inBytes * n, m * esz * (k.mode == 1 ? n : 1));
-  void* params[] = {&k};
-  return launcher_.launch(d_, staged_, blocksFor(bytes), kThreads, stream, params);
+  return launcher_.launch(d_, staged_, blocksFor(bytes), kThreads, stream, &k, sizeof k);
 }
 
 // `k` holds common()'s fields, and the peers' buffers when the host gave them (registered).
@@ -591,8 +590,7 @@ clbResult_t DeviceWorld::direct(const CollArgs& a, CUstream stream, ClbDevCallAr
       break;
     case kAllGather: bytes *= n; break;
   }
-  void* params[] = {&k};
-  return launcher_.launch(d_, direct_, blocksFor(bytes), kThreads, stream, params);
+  return launcher_.launch(d_, direct_, blocksFor(bytes), kThreads, stream, &k, sizeof k);
 }
 
 clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
@@ -710,8 +708,7 @@ clbResult_t DeviceWorld::ll(const CollArgs& a, CUstream stream) {
   k.slot = k.half / n;
   const size_t lines = (a.count * esz + 7) / 8;
   const unsigned blocks = (unsigned)std::min<size_t>(maxBlocks_, std::max<size_t>(1, (lines + kThreads - 1) / kThreads));
-  void* params[] = {&k};
-  return launcher_.launch(d_, ll_, blocks, kThreads, stream, params);
+  return launcher_.launch(d_, ll_, blocks, kThreads, stream, &k, sizeof k);
 }
 
 std::string DeviceWorld::describe() const {

@@ -1,6 +1,8 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 #include "core/cuda/launcher.h"
 
+#include <cstring>
+
 #include "core/error.h"
 
 namespace clb::cuda {
@@ -19,7 +21,8 @@ CUDA_KERNEL_NODE_PARAMS nodeParams(CUfunction fn, unsigned blocks, unsigned thre
 }  // namespace
 
 clbResult_t GraphLauncher::launch(const Driver* d, CUfunction fn, unsigned blocks, unsigned threads,
-                                  CUstream stream, void** params) {
+                                  CUstream stream, const void* arg, size_t argBytes) {
+  void* params[] = {const_cast<void*>(arg)};
   auto plain = [&] {
     CLB_CU(d, cuLaunchKernel, fn, blocks, 1, 1, threads, 1, 1, 0, stream, params, nullptr);
     return clbSuccess;
@@ -31,8 +34,20 @@ clbResult_t GraphLauncher::launch(const Driver* d, CUfunction fn, unsigned block
   const CUDA_KERNEL_NODE_PARAMS p = nodeParams(fn, blocks, threads, params);
   for (Entry& e : entries_) {
     if (e.stream != stream || e.fn != fn) continue;
-    // The parameters are copied: they concern this launch and the later ones, not those queued.
-    CUresult rc = d->cuGraphExecKernelNodeSetParams(e.exec, e.node, &p);
+    CUresult rc = CUDA_SUCCESS;
+    const bool same = e.blocks == blocks && e.threads == threads && e.arg.size() == argBytes &&
+                      memcmp(e.arg.data(), arg, argBytes) == 0;
+    if (!same) {
+      // The parameters are copied: they concern this launch and the later ones, not those queued.
+      rc = d->cuGraphExecKernelNodeSetParams(e.exec, e.node, &p);
+      if (rc == CUDA_SUCCESS) {
+        e.blocks = blocks;
+        e.threads = threads;
+        e.arg.assign(static_cast<const char*>(arg), static_cast<const char*>(arg) + argBytes);
+      } else {
+        e.arg.clear();  // what the node holds is unknown now: the next launch sets it
+      }
+    }
     if (rc == CUDA_SUCCESS) rc = d->cuGraphLaunch(e.exec, stream);
     if (rc == CUDA_SUCCESS) return clbSuccess;
     // Refused where an ordinary launch may pass (another thread's global-mode capture, say): a
@@ -43,7 +58,8 @@ clbResult_t GraphLauncher::launch(const Driver* d, CUfunction fn, unsigned block
     return cuError(rc, "cuGraphLaunch");
   }
   if (entries_.size() >= kMaxEntries) return plain();
-  Entry e{stream, fn, nullptr, nullptr, nullptr};
+  Entry e{stream, fn, nullptr, nullptr, nullptr, blocks, threads,
+          std::vector<char>(static_cast<const char*>(arg), static_cast<const char*>(arg) + argBytes)};
   CUresult rc = d->cuGraphCreate(&e.graph, 0);
   if (rc == CUDA_SUCCESS) rc = d->cuGraphAddKernelNode(&e.node, e.graph, nullptr, 0, &p);
   if (rc == CUDA_SUCCESS) rc = d->cuGraphInstantiateWithFlags(&e.exec, e.graph, 0);
@@ -61,8 +77,8 @@ clbResult_t GraphLauncher::launch(const Driver* d, CUfunction fn, unsigned block
     graphs_ = false;
     return plain();
   }
-  entries_.push_back(e);
-  rc = d->cuGraphLaunch(e.exec, stream);
+  entries_.push_back(std::move(e));
+  rc = d->cuGraphLaunch(entries_.back().exec, stream);
   if (rc != CUDA_SUCCESS) return cuError(rc, "cuGraphLaunch");
   return clbSuccess;
 }

@@ -8,7 +8,8 @@
 // outside stream capture a launch replays a graph of one kernel node, one graph per (stream,
 // kernel); inside capture (the user's own graph) it is an ordinary launch, which the capture
 // records. Launches of one graph are ordered behind each other, which adds nothing on one stream:
-// that is why a graph serves one stream only.
+// that is why a graph serves one stream only. A call like the previous one on its stream (same
+// buffers, count and type: an eager loop) skips the update and costs only the graph launch.
 #pragma once
 
 #include <cuda.h>
@@ -28,9 +29,11 @@ class GraphLauncher {
   GraphLauncher& operator=(const GraphLauncher&) = delete;
 
   // Launches `fn` (1-D grid of `blocks` x `threads`, no dynamic shared memory) on `stream` with
-  // `params` (cuLaunchKernel's form), in the caller's current context.
+  // its one parameter, `argBytes` bytes at `arg` (copied), in the caller's current context. A
+  // launch whose grid and parameter equal the previous launch of its graph replays the graph
+  // without updating it.
   clbResult_t launch(const Driver* d, CUfunction fn, unsigned blocks, unsigned threads, CUstream stream,
-                     void** params);
+                     const void* arg, size_t argBytes);
   // Frees the prepared graphs (the context that made them current).
   void release(const Driver* d);
   size_t graphs() const { return entries_.size(); }
@@ -45,6 +48,8 @@ class GraphLauncher {
     CUgraph graph;
     CUgraphNode node;
     CUgraphExec exec;
+    unsigned blocks, threads;  // of the graph's kernel node now
+    std::vector<char> arg;     // ... and its parameter
   };
   static constexpr size_t kMaxEntries = 16;  // streams x kernels; beyond, ordinary launches
   bool graphs_ = true;
