@@ -449,6 +449,7 @@ static void buildInfo(clbComm* c) {
 
 static clbResult_t initComm(clbComm* c, const IdData& id) {
   VersionInfo versions = localVersions(c->cfg.versionCheck);
+  c->deviceCfg = readDeviceConfig(c->nranks);
   CLB_CHECK(c->boot.init(id, c->rank, c->nranks, c->cfg.timeoutMs, &c->aborted, &versions));
   const auto& peers = c->boot.peers();
   // Every rank has the same table and takes the same decision here: all fail, or none does.
