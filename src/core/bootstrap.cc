@@ -387,7 +387,8 @@ clbResult_t tlsModeForNewId(TlsMode* out) {
 }
 
 clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t timeoutMs,
-                            const std::atomic<bool>* abort, const VersionInfo* versions) {
+                            const std::atomic<bool>* abort, const VersionInfo* versions,
+                            const AgreedSettings* agreed, const TableCheck& checkTable) {
   id_ = id;
   rank_ = rank;
   nranks_ = nranks;
@@ -419,14 +420,15 @@ clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t time
   if ((id.flags & kIdRootAtRank0) && rank == 0) {
     SockAddr bound;
     CLB_CHECK(startRoot(listenAddressFor(root, id.host), id, timeoutMs, &bound));
-    clbResult_t rc = joinRoot(root, deadline, versions);
+    clbResult_t rc = joinRoot(root, deadline, versions, agreed, checkTable);
     if (rc != clbSuccess) releaseRoot(id_);  // frees MASTER_PORT for a retry in this process
     return rc;
   }
-  return joinRoot(root, deadline, versions);
+  return joinRoot(root, deadline, versions, agreed, checkTable);
 }
 
-clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const VersionInfo* versions) {
+clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const VersionInfo* versions,
+                                const AgreedSettings* agreed, const TableCheck& checkTable) {
   const IdData& id = id_;
   const int rank = rank_, nranks = nranks_;
   const int64_t timeoutMs = timeoutMs_;
@@ -453,6 +455,7 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
     memcpy(body.info.addr, &reinterpret_cast<sockaddr_in6*>(&local.ss)->sin6_addr, 16);
   gethostname(body.info.hostname, sizeof body.info.hostname - 1);
   if (versions) body.info.versions = *versions;
+  if (agreed) body.info.agreed = *agreed;
 
   const std::string rootName = std::string("the bootstrap root at ") + root.str();
   // Connect and prove the secret; again if the root closed before its challenge (it was full of
@@ -532,6 +535,7 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
   if (!ok) return setError((clbResult_t)rep.status, "%s refused rank %d: %s", rootName.c_str(), rank, msg.c_str());
   memcpy(session_, rep.session, kSessionBytes);
   memcpy(&nonce_, session_, sizeof nonce_);
+  if (checkTable) CLB_CHECK(checkTable(peers_));  // every rank has this table: all fail, or none does
   CLB_CHECK(connectRing());
   closeFd(&listenFd_);
   return clbSuccess;

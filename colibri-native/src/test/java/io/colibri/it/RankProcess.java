@@ -53,10 +53,7 @@ public final class RankProcess {
 
   public static void main(String[] args) {
     String mode = args[0];
-    Transport transport = Transport.valueOf(args[4]);
-    Options options = Options.builder().transport(transport)
-        .timeout(Duration.ofMillis(Long.parseLong(args[5])))
-        .stagingCapBytes(1024 * 1024).chunkBytes(32 * 1024).build();
+    Options options = options(Transport.valueOf(args[4]), Long.parseLong(args[5]));
     int exit;
     try {
       if (mode.equals("env")) {
@@ -92,6 +89,15 @@ public final class RankProcess {
     System.out.flush();
     System.err.flush();
     System.exit(exit);
+  }
+
+  /**
+   * The options of every rank process; a rank in the test's JVM that joins rank processes takes
+   * these too, since settings such as chunkBytes must agree across ranks.
+   */
+  static Options options(Transport transport, long timeoutMs) {
+    return Options.builder().transport(transport).timeout(Duration.ofMillis(timeoutMs))
+        .stagingCapBytes(1024 * 1024).chunkBytes(32 * 1024).build();
   }
 
   private static int initOnly(UniqueId id, int rank, int nranks, Options options) {
