@@ -31,6 +31,12 @@ struct RingBody {
   int32_t pad;
 };
 
+// 0.0.0.0 or ::, which names every interface of this host, none that another host can reach.
+bool isWildcard(const SockAddr& a) {
+  if (a.ss.ss_family == AF_INET) return reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+  return a.ss.ss_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr);
+}
+
 // The root's answer to an authenticated hello: header, message, table (on success), tag.
 clbResult_t sendReply(Link& link, const uint8_t* secret, const Transcript& t, clbResult_t status, const std::string& msg,
                       uint32_t nranks, const uint8_t* session, const std::vector<RankInfo>* table, int64_t deadline,
@@ -55,6 +61,9 @@ std::vector<Root*>& gRoots = *new std::vector<Root*>;
 struct Root {
   static constexpr int64_t kMaxRootWaitMs = 86400000;
   static constexpr int64_t kRootSendMs = 30000;
+  // A joined rank's wait ends before the root gives up on it: its own timeout then says what the
+  // root refused meanwhile, rather than that the root closed its connection.
+  static constexpr int64_t kRootGraceMs = 1000;
 
   int listenFd;
   int wakeFd;  // an eventfd: releaseRoot wakes the poll at once
@@ -117,7 +126,7 @@ struct Root {
     (*joined)[b.rank] = Joined{std::move(a.link), a.transcript};
     (*table)[b.rank] = b.info;
     (*count)++;
-    const int64_t wait = b.timeoutMs >= 1 && b.timeoutMs <= kMaxRootWaitMs ? b.timeoutMs : kMaxRootWaitMs;
+    const int64_t wait = (b.timeoutMs >= 1 && b.timeoutMs <= kMaxRootWaitMs ? b.timeoutMs : kMaxRootWaitMs) + kRootGraceMs;
     if (nowMs() + wait > deadline) deadline = nowMs() + wait;
     return true;
   }
@@ -387,7 +396,8 @@ clbResult_t tlsModeForNewId(TlsMode* out) {
 }
 
 clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t timeoutMs,
-                            const std::atomic<bool>* abort, const VersionInfo* versions) {
+                            const std::atomic<bool>* abort, const VersionInfo* versions,
+                            const AgreedSettings* agreed, const TableCheck& checkTable) {
   id_ = id;
   rank_ = rank;
   nranks_ = nranks;
@@ -419,14 +429,15 @@ clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t time
   if ((id.flags & kIdRootAtRank0) && rank == 0) {
     SockAddr bound;
     CLB_CHECK(startRoot(listenAddressFor(root, id.host), id, timeoutMs, &bound));
-    clbResult_t rc = joinRoot(root, deadline, versions);
+    clbResult_t rc = joinRoot(root, deadline, versions, agreed, checkTable);
     if (rc != clbSuccess) releaseRoot(id_);  // frees MASTER_PORT for a retry in this process
     return rc;
   }
-  return joinRoot(root, deadline, versions);
+  return joinRoot(root, deadline, versions, agreed, checkTable);
 }
 
-clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const VersionInfo* versions) {
+clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const VersionInfo* versions,
+                                const AgreedSettings* agreed, const TableCheck& checkTable) {
   const IdData& id = id_;
   const int rank = rank_, nranks = nranks_;
   const int64_t timeoutMs = timeoutMs_;
@@ -453,8 +464,12 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
     memcpy(body.info.addr, &reinterpret_cast<sockaddr_in6*>(&local.ss)->sin6_addr, 16);
   gethostname(body.info.hostname, sizeof body.info.hostname - 1);
   if (versions) body.info.versions = *versions;
+  if (agreed) body.info.agreed = *agreed;
 
-  const std::string rootName = std::string("the bootstrap root at ") + root.str();
+  // An id may name every interface (MASTER_ADDR=0.0.0.0), which no one can reach from elsewhere:
+  // a dial there reaches this host, and the messages name the root by the address it reached.
+  std::string rootAt = root.str();
+  std::string rootName = "the bootstrap root at " + rootAt;
   // Connect and prove the secret; again if the root closed before its challenge (it was full of
   // pending connections, or rank 0 is still starting it), or before its reply while it still
   // accepts connections (it dropped this one as late or as the oldest pending).
@@ -481,6 +496,14 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
                       rank, rootName.c_str(), (long long)timeoutMs);
     CLB_CHECK(rc);
     link = Link(fd);
+    if (isWildcard(root)) {
+      SockAddr peer;
+      peer.len = sizeof peer.ss;
+      if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer.ss), &peer.len) == 0 && !isWildcard(peer)) {
+        rootAt = peer.str();
+        rootName = "the bootstrap root at " + rootAt;
+      }
+    }
     bool retry = false;
     rc = clientHandshake(link, rootTls_, id.secret, kPurposeRoot, nullptr, &body, sizeof body, deadline, abort,
                          rootName.c_str(), &t, &retry);
@@ -496,7 +519,7 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
       return setError(clbTimeout,
                       "rank %d waited %lld ms at %s for all %d ranks to join%s%s%s; start every rank with the "
                       "same UniqueId, or raise the timeout (COLIBRI_TIMEOUT_MS)",
-                      rank, (long long)timeoutMs, root.str().c_str(), nranks,
+                      rank, (long long)timeoutMs, rootAt.c_str(), nranks,
                       refused.empty() ? "" : ". Meanwhile the root refused ", refused.c_str(),
                       refused.empty() ? "" : ": is a rank running with another UniqueId?");
     }
@@ -532,6 +555,7 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
   if (!ok) return setError((clbResult_t)rep.status, "%s refused rank %d: %s", rootName.c_str(), rank, msg.c_str());
   memcpy(session_, rep.session, kSessionBytes);
   memcpy(&nonce_, session_, sizeof nonce_);
+  if (checkTable) CLB_CHECK(checkTable(peers_));  // every rank has this table: all fail, or none does
   CLB_CHECK(connectRing());
   closeFd(&listenFd_);
   return clbSuccess;

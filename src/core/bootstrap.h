@@ -7,7 +7,9 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,26 @@ struct VersionInfo {
   int32_t pad;
 };
 
+// The settings that every rank must share (docs/configuration.md, "Settings that must agree
+// across ranks"), as this rank resolved them at init; compared across ranks on receipt of the
+// table (core/agree.h). Fixed size, no padding left undefined.
+struct AgreedSettings {
+  int32_t transport;              // clbTransport_t as configured (auto is resolved with the table)
+  int32_t algorithm;              // clbAlgorithm_t
+  int32_t pipelineDepth;
+  int32_t verbsQpsPerConnection;
+  int64_t chunkBytes;
+  int64_t directMaxBytes;
+  int64_t stagingCapBytes;        // it caps the direct path's scratch, so it changes what auto picks
+  int32_t verbsEmulator;          // COLIBRI_VERBS_EMULATOR: 1 the emulator, 0 libibverbs
+  int32_t verbsGpuMemory;         // COLIBRI_VERBS_GPU_MEMORY (GpuMemorySetting, core/config.h)
+  int32_t devicePath;             // COLIBRI_DEVICE_PATH (DevicePathSetting)
+  int32_t deviceCheckCalls;       // COLIBRI_DEVICE_CHECK_CALLS
+  int64_t deviceLLMaxBytes;       // COLIBRI_DEVICE_LL_MAX_BYTES (resolved default included)
+  int64_t deviceDirectMinBytes;   // COLIBRI_DEVICE_DIRECT_MIN_BYTES
+};
+static_assert(sizeof(AgreedSettings) == 72, "AgreedSettings is part of the wire format");
+
 // What each rank tells the others. Changing this layout needs a new CLB_PROTOCOL_VERSION.
 struct RankInfo {
   int32_t rank;
@@ -64,7 +86,10 @@ struct RankInfo {
   uint8_t addr[16];
   char hostname[64];
   VersionInfo versions;
+  uint8_t pad[4];         // zero
+  AgreedSettings agreed;  // protocol 4
 };
+static_assert(sizeof(RankInfo) == 296 && offsetof(RankInfo, agreed) == 224, "RankInfo is the wire format");
 
 // A rank's hello to the root, the body of its handshake (so its proof authenticates it). The
 // root answers with a ReplyHeader, its message and, on success, the table, then a tag over all of
@@ -115,9 +140,14 @@ class Bootstrap {
   Bootstrap(const Bootstrap&) = delete;
   Bootstrap& operator=(const Bootstrap&) = delete;
 
-  // `versions` (may be NULL: all zero) goes to every rank in the table, see peers().
-  clbResult_t init(const IdData& id, int rank, int nranks, int64_t timeoutMs,
-                   const std::atomic<bool>* abort, const VersionInfo* versions = nullptr);
+  // `versions` and `agreed` (each may be NULL: all zero) go to every rank in the table, see
+  // peers(). `checkTable` (may be empty) looks at the table as soon as it arrives, before the
+  // ring is connected: every rank gets the same table, so a check that fails there fails on
+  // every rank at once, and init returns its error.
+  using TableCheck = std::function<clbResult_t(const std::vector<RankInfo>&)>;
+  clbResult_t init(const IdData& id, int rank, int nranks, int64_t timeoutMs, const std::atomic<bool>* abort,
+                   const VersionInfo* versions = nullptr, const AgreedSettings* agreed = nullptr,
+                   const TableCheck& checkTable = {});
   // Every rank contributes `bytes` at buf + rank * bytes; all ranks end with every block.
   clbResult_t allGather(void* buf, size_t bytes);
   clbResult_t barrier();
@@ -137,7 +167,8 @@ class Bootstrap {
   int64_t timeoutMs() const { return timeoutMs_; }
 
  private:
-  clbResult_t joinRoot(const SockAddr& root, int64_t deadline, const VersionInfo* versions);
+  clbResult_t joinRoot(const SockAddr& root, int64_t deadline, const VersionInfo* versions,
+                       const AgreedSettings* agreed, const TableCheck& checkTable);
   clbResult_t connectRing();
   void acceptPrev(Authenticated* a);
   clbResult_t stepDial(RingDial* d, bool ready, const SockAddr& next, int64_t deadline, const char* nextName);

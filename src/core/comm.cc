@@ -16,6 +16,7 @@
 #include <mutex>
 #include <new>
 
+#include "core/agree.h"
 #include "core/config.h"
 #include "core/crypto.h"
 #include "core/dtype.h"
@@ -449,10 +450,17 @@ static void buildInfo(clbComm* c) {
 
 static clbResult_t initComm(clbComm* c, const IdData& id) {
   VersionInfo versions = localVersions(c->cfg.versionCheck);
-  CLB_CHECK(c->boot.init(id, c->rank, c->nranks, c->cfg.timeoutMs, &c->aborted, &versions));
+  c->deviceCfg = readDeviceConfig(c->nranks);
+  const AgreedSettings agreed = agreedSettings(c->cfg, c->deviceCfg);
+  // Every rank has the same table and takes the same decision on it, before the ring connects:
+  // all fail, or none does.
+  const int rank = c->rank;
+  CLB_CHECK(c->boot.init(id, c->rank, c->nranks, c->cfg.timeoutMs, &c->aborted, &versions, &agreed,
+                         [rank](const std::vector<RankInfo>& table) {
+                           CLB_CHECK(checkVersions(table, rank));
+                           return checkAgreedSettings(table);
+                         }));
   const auto& peers = c->boot.peers();
-  // Every rank has the same table and takes the same decision here: all fail, or none does.
-  CLB_CHECK(checkVersions(peers, c->rank));
   c->allOnOneHost = true;
   int other = -1;
   for (int r = 0; r < c->nranks; r++)

@@ -14,6 +14,7 @@
 
 #include "colibri/colibri.h"
 #include "core/bootstrap.h"
+#include "core/config.h"
 #include "core/error.h"
 
 namespace clb {
@@ -64,6 +65,7 @@ struct MemAccount {
 struct clbComm {
   int rank = 0, nranks = 0;
   clbConfig_t cfg{};
+  clb::DeviceConfig deviceCfg;  // the device path's settings, read at init
   std::atomic<bool> aborted{false};
   std::atomic<bool> failed{false};  // a collective failed midway: the communicator is unusable
   std::string failure;               // the first failure (set under failureMutex before `failed`)

@@ -5,6 +5,7 @@
 // complete clbConfig_t; the defaults here and there are checked equal by a test.
 #include <strings.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +48,56 @@ bool envFlag(const char* name, bool dflt) {
   const char* v = getenv(name);
   if (!v || !*v) return dflt;
   return strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 && strcasecmp(v, "no") != 0;
+}
+
+DeviceConfig readDeviceConfig(int nranks) {
+  DeviceConfig d;
+  auto word = [&d](const char* name, const char* const* words, int n, int* out) {
+    const char* v = getenv(name);
+    if (!v || !*v) return;
+    const int i = findName(v, words, n);
+    if (i >= 0) {
+      *out = i;
+      return;
+    }
+    std::string list;
+    for (int k = 0; k < n; k++) list += std::string(k ? ", " : "") + words[k];
+    d.error = std::string(name) + "='" + v + "' is not one of " + list;
+    *out = n;  // the kind's "not valid" value
+  };
+  static const char* const kPaths[] = {"auto", "ll", "staged", "direct"};
+  static const char* const kOnOff[] = {"on", "off"};
+  static const char* const kAutoOff[] = {"auto", "off"};
+  word("COLIBRI_DEVICE_PATH", kPaths, 4, &d.path);
+  static const char* const kLaunch[] = {"graph", "kernel"};
+  int meet = 0, p2p = 0, launch = 0;
+  word("COLIBRI_DEVICE_MEET", kOnOff, 2, &meet);
+  word("COLIBRI_DEVICE_LAUNCH", kLaunch, 2, &launch);
+  word("COLIBRI_DEVICE_P2P", kAutoOff, 2, &p2p);
+  d.meetOff = meet == 1;
+  d.launchKernel = launch == 1;
+  d.p2pOff = p2p == 1;
+  // LL lines carry 8 data bytes in 16, in two halves: the buffer is 4 x ranks x llMax bytes. By
+  // default at most 256 KiB per destination and 6 MiB in all (192 KiB with 8 ranks).
+  d.llMaxBytes = std::min<int64_t>(kDefaultDeviceLLMaxBytes, kDeviceLLBufferCap / (4 * (int64_t)nranks) / 4096 * 4096);
+  int64_t check = 0;
+  if (envInt("COLIBRI_DEVICE_DIRECT_MIN_BYTES", 0, INT64_MAX, &d.directMinBytes) != clbSuccess ||
+      envInt("COLIBRI_DEVICE_LL_MAX_BYTES", 0, kMaxDeviceLLMaxBytes, &d.llMaxBytes) != clbSuccess ||
+      envInt("COLIBRI_DEVICE_CHECK_CALLS", 0, 1, &check) != clbSuccess ||
+      envInt("COLIBRI_STUCK_WARN_PERCENT", 0, 99, &d.stuckWarnPercent) != clbSuccess) {
+    d.error = lastError();
+    clearError();  // init goes on: the first device call reports it
+  }
+  d.checkCalls = check != 0;
+  // Checked where it is used, at the first device call over verbs (a bad value fails that call).
+  if (const char* v = getenv("COLIBRI_VERBS_GPU_MEMORY"); v && *v) {
+    static const char* const kModes[] = {"auto", "dmabuf", "peermem", "host"};
+    d.gpuMemoryText = v;
+    d.gpuMemory = kGpuMemoryInvalid;
+    for (int k = 0; k < 4; k++)
+      if (!strcmp(v, kModes[k])) d.gpuMemory = k;
+  }
+  return d;
 }
 
 clbResult_t validateConfig(const clbConfig_t& c) {

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "colibri/colibri.h"
 
@@ -37,6 +38,32 @@ clbResult_t validateConfig(const clbConfig_t& c);
 // kConfigSizeV1 or kConfigSizeV2) has the fields it lacks filled as clbConfigInit fills them.
 // Then validated.
 clbResult_t resolveConfig(const clbConfig_t* in, clbConfig_t* out);
+
+// The device path's settings, read from COLIBRI_DEVICE_* (and COLIBRI_VERBS_GPU_MEMORY,
+// COLIBRI_STUCK_WARN_PERCENT) when a communicator starts: no CUDA call, and every rank's are in
+// the bootstrap's table, where the ones that change the device schedule are compared
+// (core/agree.h). The device path (core/cuda) takes them from here. A bad value does not fail
+// init: `error` says what, and the first device call reports it (as when these were read there).
+constexpr int64_t kDefaultDeviceDirectMinBytes = 0;   // auto: direct from this size (docs/performance.md)
+constexpr int64_t kDefaultDeviceLLMaxBytes = 256 << 10;  // auto: LL up to this many bytes per destination
+constexpr int64_t kDeviceLLBufferCap = 6 << 20;        // ... and an LL buffer of at most this much by default
+constexpr int64_t kMaxDeviceLLMaxBytes = 1 << 20;      // COLIBRI_DEVICE_LL_MAX_BYTES at most (4 x ranks MiB)
+enum DevicePathSetting { kDevicePathAuto, kDevicePathLL, kDevicePathStaged, kDevicePathDirect, kDevicePathInvalid };
+enum GpuMemorySetting { kGpuMemoryAuto, kGpuMemoryDmabuf, kGpuMemoryPeermem, kGpuMemoryHost, kGpuMemoryInvalid };
+struct DeviceConfig {
+  int path = kDevicePathAuto;  // COLIBRI_DEVICE_PATH (kDevicePathInvalid: a bad value)
+  bool meetOff = false;        // COLIBRI_DEVICE_MEET=off
+  bool launchKernel = false;   // COLIBRI_DEVICE_LAUNCH=kernel: ordinary launches, no graphs
+  bool p2pOff = false;         // COLIBRI_DEVICE_P2P=off
+  bool checkCalls = false;     // COLIBRI_DEVICE_CHECK_CALLS=1
+  int64_t directMinBytes = kDefaultDeviceDirectMinBytes;  // COLIBRI_DEVICE_DIRECT_MIN_BYTES
+  int64_t llMaxBytes = 0;                                  // COLIBRI_DEVICE_LL_MAX_BYTES (default by nranks)
+  int64_t stuckWarnPercent = 50;                           // COLIBRI_STUCK_WARN_PERCENT
+  std::string error;           // a COLIBRI_DEVICE_* / COLIBRI_STUCK_WARN_PERCENT value that is not valid
+  int gpuMemory = kGpuMemoryAuto;  // COLIBRI_VERBS_GPU_MEMORY (kGpuMemoryInvalid: a bad value)
+  std::string gpuMemoryText = "auto";  // ... as given, for messages
+};
+DeviceConfig readDeviceConfig(int nranks);
 
 // Reads the integer environment variable `name` into *out, which stays as it is when the
 // variable is unset or empty; anything but an integer in lo..hi is INVALID_ARGUMENT naming it.

@@ -84,6 +84,20 @@ const Item kItems[] = {
      getFirmware},
 };
 
+std::string groups(const std::vector<RankInfo>& peers, const Item& it) {
+  std::vector<std::string> values;
+  for (const RankInfo& p : peers) values.push_back(it.get(p));
+  return valuesByRank(values);
+}
+
+bool uniform(const std::vector<RankInfo>& peers, const Item& it) {
+  for (const auto& p : peers)
+    if (it.get(p) != it.get(peers[0])) return false;
+  return true;
+}
+
+}  // namespace
+
 // "0-2,5" for ranks {0, 1, 2, 5}.
 std::string rankList(const std::vector<int>& ranks) {
   std::string s;
@@ -98,11 +112,10 @@ std::string rankList(const std::vector<int>& ranks) {
   return s;
 }
 
-// "580.159.04 on ranks 0-1,3, 575.57.08 on rank 2" (at most 8 values).
-std::string groups(const std::vector<RankInfo>& peers, const Item& it) {
+std::string valuesByRank(const std::vector<std::string>& values) {
   std::vector<std::pair<std::string, std::vector<int>>> g;
-  for (int r = 0; r < (int)peers.size(); r++) {
-    std::string v = it.get(peers[r]);
+  for (int r = 0; r < (int)values.size(); r++) {
+    const std::string& v = values[r];
     auto f = std::find_if(g.begin(), g.end(), [&](const auto& p) { return p.first == v; });
     if (f == g.end()) g.push_back({v, {r}});
     else f->second.push_back(r);
@@ -115,14 +128,6 @@ std::string groups(const std::vector<RankInfo>& peers, const Item& it) {
   if (g.size() > 8) s += ", and " + std::to_string(g.size() - 8) + " more values";
   return s;
 }
-
-bool uniform(const std::vector<RankInfo>& peers, const Item& it) {
-  for (const auto& p : peers)
-    if (it.get(p) != it.get(peers[0])) return false;
-  return true;
-}
-
-}  // namespace
 
 std::string parseNvidiaDriverVersion(const std::string& text) {
   std::string line = text.substr(0, text.find('\n'));

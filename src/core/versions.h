@@ -46,6 +46,12 @@ void setVersionOverrideForThread(const VersionOverride* o);
 // report "none" for the driver or the firmware (no NVIDIA driver, no RDMA NIC) are not compared.
 clbResult_t checkVersions(const std::vector<RankInfo>& peers, int myRank);
 
+// "0-2,5" for ranks {0, 1, 2, 5}.
+std::string rankList(const std::vector<int>& ranks);
+// "580.159.04 on ranks 0-1,3, 575.57.08 on rank 2" for values[r], the value of rank r (at most 8
+// values named).
+std::string valuesByRank(const std::vector<std::string>& values);
+
 // One line for clbCommInfo: "versions: colibri 0.1.0, driver 580.159.04, NIC firmware none (all
 // ranks)", or, when they differ, each value with the ranks that have it.
 std::string describeVersions(const std::vector<RankInfo>& peers);

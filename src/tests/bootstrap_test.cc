@@ -105,6 +105,48 @@ TEST(Bootstrap, RankThatWaitsInVainIsToldOfAWrongSecretTheRootRefused) {
   clbUniqueIdRelease(&id);
 }
 
+// MASTER_ADDR=0.0.0.0 (every interface): the rank with another secret fails at once and names the
+// root by the address it reached, not by the wildcard, which no one can dial from elsewhere; rank 0
+// is told at its (short) timeout what the root refused, from where.
+TEST(Bootstrap, WrongSecretAtAWildcardRootNamesTheAddressReached) {
+  clb::SockAddr any, bound;
+  ASSERT_EQ(clb::resolveHost("0.0.0.0", 0, &any), clbSuccess);
+  int fd = -1;
+  ASSERT_EQ(clb::listenTcp(any, &fd, &bound), clbSuccess);
+  const int port = bound.port();
+  clb::closeFd(&fd);
+  clbResult_t rc[2] = {clbSuccess, clbSuccess};
+  std::string m[2];
+  double took[2] = {0, 0};
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; r++)
+    ts.emplace_back([&, r] {
+      if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // rank 0's root listens
+      clbUniqueId id;
+      ASSERT_EQ(clbUniqueIdFromAddress("0.0.0.0", port, r == 0 ? "right" : "wrong", &id), clbSuccess);
+      clbConfig_t cfg = quickConfig(r == 0 ? 1500 : 20000);
+      clbComm_t c = nullptr;
+      const auto start = std::chrono::steady_clock::now();
+      rc[r] = clbCommInitRank(&c, &id, r, 2, &cfg);
+      took[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      m[r] = clbGetLastError();
+      if (c) clbCommDestroy(c);
+    });
+  for (auto& t : ts) t.join();
+  const std::string at = "the bootstrap root at 127.0.0.1:" + std::to_string(port);
+  EXPECT_EQ(rc[1], clbAuthError) << m[1];
+  EXPECT_NE(m[1].find("wrong secret"), std::string::npos) << m[1];
+  EXPECT_NE(m[1].find(at), std::string::npos) << m[1];
+  EXPECT_EQ(m[1].find("0.0.0.0"), std::string::npos) << m[1];
+  EXPECT_LT(took[1], 2.0) << "the rank with another secret fails at once";
+  EXPECT_EQ(rc[0], clbTimeout) << m[0];
+  EXPECT_NE(m[0].find("at 127.0.0.1:" + std::to_string(port) + " for all 2 ranks to join. Meanwhile the root refused 1 "
+                      "connection(s) that hold another secret"),
+            std::string::npos)
+      << m[0];
+  EXPECT_EQ(m[0].find("0.0.0.0"), std::string::npos) << m[0];
+}
+
 TEST(Bootstrap, OtherProtocolVersionIsRefusedNamingBoth) {
   clbUniqueId id;
   ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);

@@ -27,11 +27,7 @@ constexpr size_t kMinHalf = 64u << 10;
 constexpr int kThreads = 512;                  // per block (the kernels' launch bounds)
 constexpr int kMaxBlocks = 256;
 constexpr size_t kBytesPerBlock = 8u << 10;   // below this per block, fewer blocks
-constexpr size_t kDefaultDirectMin = 0;  // auto: direct from this size (measured faster at every size: docs/performance.md)
 constexpr size_t kTwoShotMin = 256u << 10;       // allReduce, more than 2 ranks: two-shot from here
-constexpr size_t kDefaultLLMax = 256u << 10;     // auto: LL up to this many bytes per destination
-constexpr size_t kLLBufferCap = 6u << 20;        // ... and an LL buffer of at most this much by default
-constexpr size_t kMaxLL = 1u << 20;              // COLIBRI_DEVICE_LL_MAX_BYTES at most (4 x ranks MiB)
 
 // Walks the loaded objects in memory (no system call): dlopen(RTLD_NOLOAD) of a library that is
 // not loaded searches the library path on every call, which cost ~15 us per host collective.
@@ -115,41 +111,21 @@ clbResult_t agreeOnStatus(clbComm* comm, clbResult_t mine, const char* what, boo
 }
 
 DeviceWorld::DeviceWorld(clbComm* comm) : comm_(comm) {
-  // Environment knobs are read once; a bad value is reported by the first device call.
-  if (const char* v = getenv("COLIBRI_DEVICE_PATH"); v && *v) {
-    if (!strcasecmp(v, "ll")) path_ = DevicePath::kLL;
-    else if (!strcasecmp(v, "staged")) path_ = DevicePath::kStaged;
-    else if (!strcasecmp(v, "direct")) path_ = DevicePath::kDirect;
-    else if (strcasecmp(v, "auto") != 0)
-      configError_ = std::string("COLIBRI_DEVICE_PATH='") + v + "' is not one of auto, ll, staged, direct";
-  }
-  if (const char* v = getenv("COLIBRI_DEVICE_MEET"); v && *v) {
-    if (!strcasecmp(v, "off")) meetOff_ = true;
-    else if (strcasecmp(v, "on") != 0)
-      configError_ = std::string("COLIBRI_DEVICE_MEET='") + v + "' is not one of on, off";
-  }
-  if (const char* v = getenv("COLIBRI_DEVICE_LAUNCH"); v && *v) {
-    if (!strcasecmp(v, "kernel")) launcher_.useGraphs(false);
-    else if (strcasecmp(v, "graph") != 0)
-      configError_ = std::string("COLIBRI_DEVICE_LAUNCH='") + v + "' is not one of graph, kernel";
-  }
-  if (const char* v = getenv("COLIBRI_DEVICE_P2P"); v && *v) {
-    if (!strcasecmp(v, "off")) forceHost_ = true;
-    else if (strcasecmp(v, "auto") != 0)
-      configError_ = std::string("COLIBRI_DEVICE_P2P='") + v + "' is not one of auto, off";
-  }
-  // LL lines carry 8 data bytes in 16, in two halves: the buffer is 4 x ranks x llMax_ bytes.
-  // By default at most 256 KiB per destination and 6 MiB in all (192 KiB with 8 ranks).
-  int64_t directMin = kDefaultDirectMin, check = 0;
-  int64_t llMax = std::min<size_t>(kDefaultLLMax, kLLBufferCap / (4 * (size_t)comm->nranks) / 4096 * 4096);
-  if (envInt("COLIBRI_DEVICE_DIRECT_MIN_BYTES", 0, INT64_MAX, &directMin) != clbSuccess ||
-      envInt("COLIBRI_DEVICE_LL_MAX_BYTES", 0, (int64_t)kMaxLL, &llMax) != clbSuccess ||
-      envInt("COLIBRI_DEVICE_CHECK_CALLS", 0, 1, &check) != clbSuccess ||
-      envInt("COLIBRI_STUCK_WARN_PERCENT", 0, 99, &warnPercent_) != clbSuccess)
-    configError_ = clbGetLastError();
-  checkCalls_ = check != 0;
-  directMin_ = (size_t)directMin;
-  llMax_ = (size_t)llMax;
+  // Read at init (core/config.h), where the ranks compared them; a bad value is reported by the
+  // first device call.
+  const DeviceConfig& c = comm->deviceCfg;
+  configError_ = c.error;
+  path_ = c.path == kDevicePathLL       ? DevicePath::kLL
+          : c.path == kDevicePathStaged ? DevicePath::kStaged
+          : c.path == kDevicePathDirect ? DevicePath::kDirect
+                                        : DevicePath::kAuto;
+  meetOff_ = c.meetOff;
+  launcher_.useGraphs(!c.launchKernel);
+  forceHost_ = c.p2pOff;
+  checkCalls_ = c.checkCalls;
+  warnPercent_ = c.stuckWarnPercent;
+  directMin_ = (size_t)c.directMinBytes;
+  llMax_ = (size_t)c.llMaxBytes;
 }
 
 DeviceWorld::~DeviceWorld() { release(); }

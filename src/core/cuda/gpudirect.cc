@@ -215,8 +215,7 @@ clbResult_t DeviceWorld::setUpGpuDirect() {
     gdrWhy_ = std::string("the transport is ") + clbTransportName(comm_->transport) + ", not verbs";
     return clbSuccess;
   }
-  const char* env = getenv("COLIBRI_VERBS_GPU_MEMORY");
-  const std::string mode = env && *env ? env : "auto";
+  const std::string mode = comm_->deviceCfg.gpuMemoryText;  // COLIBRI_VERBS_GPU_MEMORY, read at init
   if (mode != "auto" && mode != "dmabuf" && mode != "peermem" && mode != "host")
     return setError(clbInvalidArgument, "COLIBRI_VERBS_GPU_MEMORY='%s' is not one of auto, dmabuf, peermem, host",
                     mode.c_str());

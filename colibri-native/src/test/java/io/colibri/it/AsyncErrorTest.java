@@ -133,7 +133,7 @@ class AsyncErrorTest {
     Procs.Child child = Procs.start("rank 1", null, "idle", id.toString(), "1", "2", "SHM",
         String.valueOf(TIMEOUT_MS));
     try (Communicator c0 = Communicator.init(id, 0, 2,
-        options(Transport.SHM, Algorithm.AUTO, TIMEOUT_MS))) {
+        RankProcess.options(Transport.SHM, TIMEOUT_MS))) {  // rank 1's: they must agree
       long deadline = System.currentTimeMillis() + 30_000;
       while (!child.printed("READY")) {
         if (System.currentTimeMillis() > deadline || !child.process.isAlive()) {

@@ -273,7 +273,8 @@ class FaultTest {
         "COLIBRI_VERSION_CHECK", check.configName()), "init", id.toString(), "1", "2", "AUTO",
         "20000");
     try {
-      Options o = Options.builder().versionCheck(check).timeout(Duration.ofSeconds(20)).build();
+      // Rank 1's options but for versionCheck (settings such as chunkBytes must agree).
+      Options o = RankProcess.options(Transport.AUTO, 20_000).toBuilder().versionCheck(check).build();
       String[] info = new String[1];
       Throwable t = catching(() -> {
         try (Communicator c = Communicator.init(id, 0, 2, o)) {

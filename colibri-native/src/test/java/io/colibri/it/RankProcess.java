@@ -11,12 +11,15 @@ import io.colibri.ReduceOp;
 import io.colibri.Transport;
 import io.colibri.UniqueId;
 import io.colibri.it.Spec.Coll;
+import io.colibri.spi.CommunicatorProvider;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.ServiceLoader;
 import java.util.SplittableRandom;
+import java.util.function.Supplier;
 import java.util.zip.CRC32;
 
 /**
@@ -29,7 +32,12 @@ import java.util.zip.CRC32;
  *   init  &lt;id-base64&gt; &lt;rank&gt; &lt;nranks&gt; &lt;transport&gt; &lt;timeoutMs&gt;
  *   idle  &lt;id-base64&gt; &lt;rank&gt; &lt;nranks&gt; &lt;transport&gt; &lt;timeoutMs&gt;
  *   env   - - - &lt;transport&gt; &lt;timeoutMs&gt;   (Communicator.fromEnvironment: MASTER_ADDR, ...)
+ *   envinit - - - &lt;transport&gt; &lt;timeoutMs&gt; (the same, init only, as init)
  * </pre>
+ *
+ * <p>A transport of {@code -} leaves it to the environment (COLIBRI_TRANSPORT, colibri.transport).
+ * The other options are those of {@link #options}: a rank in the test's own JVM that joins these
+ * ranks uses them too, since settings such as chunkBytes must agree across ranks.
  *
  * <p>check / env: runs every collective on several types, ops and sizes; every process generates
  * every rank's input from the shared seeds, so it checks its own output against the Java
@@ -43,7 +51,8 @@ import java.util.zip.CRC32;
  *
  * <p>init: init only (other options from the environment, e.g. COLIBRI_VERSION_CHECK); prints
  * {@code INIT OK <the versions line of transportInfo()>} and exits 0, or prints
- * {@code FAILED <code> <message>} and exits 3.
+ * {@code FAILED <code> <message>} and exits 3. Before, {@code INIT START <epochMillis>}, and after,
+ * {@code INIT END <epochMillis>} (the native library is loaded before the start).
  *
  * <p>idle: init, print READY, then make no call until killed (after two minutes it closes and
  * exits 0, so that a test that forgot it leaves nothing behind).
@@ -53,13 +62,13 @@ public final class RankProcess {
 
   public static void main(String[] args) {
     String mode = args[0];
-    Transport transport = Transport.valueOf(args[4]);
-    Options options = Options.builder().transport(transport)
-        .timeout(Duration.ofMillis(Long.parseLong(args[5])))
-        .stagingCapBytes(1024 * 1024).chunkBytes(32 * 1024).build();
+    Options options = options(args[4].equals("-") ? null : Transport.valueOf(args[4]),
+        Long.parseLong(args[5]));
     int exit;
     try {
-      if (mode.equals("env")) {
+      if (mode.equals("envinit")) {
+        exit = initOnly(() -> Communicator.fromEnvironment(options));
+      } else if (mode.equals("env")) {
         try (Communicator c = Communicator.fromEnvironment(options)) {
           exit = check(c);
         }
@@ -70,7 +79,7 @@ public final class RankProcess {
         if (mode.equals("loop")) {
           exit = loop(id, rank, nranks, options);
         } else if (mode.equals("init")) {
-          exit = initOnly(id, rank, nranks, options);
+          exit = initOnly(() -> Communicator.init(id, rank, nranks, options));
         } else if (mode.equals("idle")) {
           try (Communicator c = Communicator.init(id, rank, nranks, options)) {
             System.out.println("READY rank " + c.rank());
@@ -94,12 +103,30 @@ public final class RankProcess {
     System.exit(exit);
   }
 
-  private static int initOnly(UniqueId id, int rank, int nranks, Options options) {
-    try (Communicator c = Communicator.init(id, rank, nranks, options)) {
+  /**
+   * The options of every rank process (transport null: from the environment); a rank in the
+   * test's JVM that joins rank processes takes these too.
+   */
+  static Options options(Transport transport, long timeoutMs) {
+    Options.Builder b = Options.builder().timeout(Duration.ofMillis(timeoutMs))
+        .stagingCapBytes(1024 * 1024).chunkBytes(32 * 1024);
+    if (transport != null) {
+      b.transport(transport);
+    }
+    return b.build();
+  }
+
+  private static int initOnly(Supplier<Communicator> init) {
+    // The native library loads first, so that the start is that of the bootstrap.
+    ServiceLoader.load(CommunicatorProvider.class).findFirst().ifPresent(CommunicatorProvider::version);
+    System.out.println("INIT START " + System.currentTimeMillis());
+    try (Communicator c = init.get()) {
+      System.out.println("INIT END " + System.currentTimeMillis());
       System.out.println("INIT OK " + c.transportInfo().lines()
           .filter(l -> l.startsWith("versions: ")).findFirst().orElse("(no versions line)"));
       return 0;
     } catch (ColibriException e) {
+      System.out.println("INIT END " + System.currentTimeMillis());
       System.out.println("FAILED " + e.code() + " " + e.getMessage().replace('\n', ' '));
       return 3;
     }

@@ -47,7 +47,7 @@ class NativeLoadingTest {
     NativeLibrary.ensureLoaded();
     assertEquals(ColibriLib.versionCode(), new NativeProvider().version());
     assertEquals(0 * 10000 + 1 * 100 + 0, ColibriLib.versionCode());
-    assertEquals(3, ColibriLib.protocolVersion());
+    assertEquals(4, ColibriLib.protocolVersion());
   }
 
   @Test
