@@ -20,6 +20,8 @@ void appendBreadcrumb(const char* file, int line);
 void clearError();
 const std::string& lastError();
 
+// Logging (log.cc): the process-wide threshold, and one line to the sink (stderr, or the callback
+// of clbSetLogCallback). Call through CLB_LOG, which formats nothing above the threshold.
 int logLevel();
 void setLogLevelIfLower(int level);
 void log(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -149,6 +149,29 @@ CLB_API const char* clbGetErrorString(clbResult_t result);
 CLB_API const char* clbGetLastError(void);
 CLB_API clbResult_t clbGetVersion(int* version);
 
+/* ---- logging ----
+ * The core logs lines of a clbLogLevel_t level (error, warn, info, debug) for the whole process.
+ * A line above the threshold costs one comparison: it is neither formatted nor delivered. The
+ * threshold starts at COLIBRI_LOG_LEVEL (default warn); clbCommInitRank raises it to its config's
+ * logLevel when that is more verbose, and clbSetLogLevel sets it at any time.
+ *
+ * Without a callback, lines go to stderr as "HH:MM:SS.mmm colibri LEVEL [pid N] message". With
+ * one, they go to it instead, as the bare message (the caller's logger adds time and level):
+ *  - it may run on any thread, the caller's and Colibri's own (the bootstrap root, the device
+ *    watchdog), on several at once, and while Colibri holds internal locks: it must return soon
+ *    and must not call Colibri. A line that Colibri emits on a thread that is inside the callback
+ *    goes to stderr;
+ *  - `message` is UTF-8, NUL-terminated, valid until the callback returns;
+ *  - it must not throw or longjmp (a C++ exception is caught and the line is lost).
+ * The installed callback and `user` are one pair. When clbSetLogCallback returns, the previous
+ * callback has returned on every thread and is not called again: its `user` may be freed. NULL
+ * goes back to stderr. Calling it from inside the callback is INVALID_USAGE. */
+typedef void (*clbLogCallback_t)(int level, const char* message, void* user);
+CLB_API clbResult_t clbSetLogCallback(clbLogCallback_t callback, void* user);
+/* Sets the threshold (clbLogOff .. clbLogDebug): lines at `level` and below are emitted. */
+CLB_API clbResult_t clbSetLogLevel(int level);
+CLB_API clbResult_t clbGetLogLevel(int* level);
+
 /* ---- configuration ---- */
 /* Fills `config` with the defaults and the COLIBRI_* environment. `bytes` is the size of the
  * caller's clbConfig_t (the clbConfigInit macro passes it as compiled), so that a program built

@@ -5,7 +5,11 @@ package io.colibri;
 
 import java.util.Locale;
 
-/** How much the native core logs to stderr. {@link #code()} is the value of {@code clbLogLevel_t}. */
+/**
+ * How much the native core logs: the most verbose level it emits (to logger {@code io.colibri}
+ * under Java, see {@link Logging}; else to stderr). {@link #code()} is the value of
+ * {@code clbLogLevel_t}.
+ */
 public enum LogLevel {
   OFF(0),
   ERROR(1),

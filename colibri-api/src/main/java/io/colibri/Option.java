@@ -26,7 +26,9 @@ public enum Option {
       "Algorithm forced for every collective: `ring`, `direct`, or `auto` (picked by message size"
           + " and topology)."),
   LOG_LEVEL("logLevel", "LOG_LEVEL", Kind.LOG_LEVEL, LogLevel.WARN, 0, 0,
-      "How much the native core logs to stderr."),
+      "How much the native core logs. Under Java the lines go to logger `io.colibri` and this"
+          + " replaces its level without going past it; on stderr it is the threshold (\"Logging\""
+          + " above)."),
   PIPELINE_DEPTH("pipelineDepth", "PIPELINE_DEPTH", Kind.INT, 4, 1, 64,
       "Chunks in flight per link in the ring algorithm."),
   CHUNK_BYTES("chunkBytes", "CHUNK_BYTES", Kind.BYTES, 256L * 1024, 4096, 64L * 1024 * 1024,

@@ -4,6 +4,7 @@
 package io.colibri.spi;
 
 import io.colibri.Communicator;
+import io.colibri.LogLevel;
 import io.colibri.Options;
 import io.colibri.UniqueId;
 
@@ -38,6 +39,15 @@ public interface CommunicatorProvider {
 
   /** Joins the communicator of {@code id} as {@code rank} of {@code nranks}; blocks until all have. */
   Communicator init(UniqueId id, int rank, int nranks, Options options);
+
+  /**
+   * Reads the level of the logger {@code io.colibri} again and sets the native threshold from it;
+   * returns the threshold in effect ({@link io.colibri.Logging#refreshLevel()}). A provider whose
+   * core does not log returns {@link LogLevel#OFF}.
+   */
+  default LogLevel refreshLogLevel() {
+    return LogLevel.OFF;
+  }
 
   /**
    * Version of the implementation, encoded as major * 10000 + minor * 100 + patch (as

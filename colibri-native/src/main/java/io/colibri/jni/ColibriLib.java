@@ -5,6 +5,8 @@ package io.colibri.jni;
 
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import org.bytedeco.javacpp.BytePointer;
+import org.bytedeco.javacpp.FunctionPointer;
 import org.bytedeco.javacpp.Loader;
 import org.bytedeco.javacpp.Pointer;
 import org.bytedeco.javacpp.annotation.Cast;
@@ -255,6 +257,35 @@ public final class ColibriLib {
   public static native @Cast("const char*") String clbGetLastError();
 
   public static native @Cast("clbResult_t") int clbGetVersion(int[] version);
+
+  // ---- logging (used by io.colibri.jni.NativeLog) ----
+
+  /**
+   * {@code clbLogCallback_t}. A subclass overrides {@link #call} in Java; JavaCPP generates the C
+   * function that calls it, attaching a native thread to the JVM (as a daemon) the first time
+   * that thread logs, and detaching it when the thread ends. An exception must not leave
+   * {@code call}: JavaCPP would rethrow it as a C++ exception into the core.
+   */
+  public static class LogCallback extends FunctionPointer {
+    static {
+      Loader.load();
+    }
+
+    protected LogCallback() {
+      allocate();
+    }
+
+    private native void allocate();
+
+    public native void call(int level, @Cast("const char*") BytePointer message, Pointer user);
+  }
+
+  public static native @Cast("clbResult_t") int clbSetLogCallback(LogCallback callback,
+      Pointer user);
+
+  public static native @Cast("clbResult_t") int clbSetLogLevel(int level);
+
+  public static native @Cast("clbResult_t") int clbGetLogLevel(int[] level);
 
   // ---- configuration ----
 

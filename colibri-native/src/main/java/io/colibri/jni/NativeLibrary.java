@@ -40,6 +40,7 @@ final class NativeLibrary {
         ColibriLib.load();
         ColibriLib.versionCode(); // throws UnsatisfiedLinkError if JavaCPP found nothing to load
         useKernelImagesFromClasspath();
+        NativeLog.install();
         loaded = true;
       } catch (UnsatisfiedLinkError | ExceptionInInitializerError | NoClassDefFoundError e) {
         Throwable cause = e instanceof ExceptionInInitializerError && e.getCause() != null

@@ -6,6 +6,7 @@ package io.colibri.jni;
 import io.colibri.ColibriException;
 import io.colibri.Communicator;
 import io.colibri.ErrorCode;
+import io.colibri.LogLevel;
 import io.colibri.Options;
 import io.colibri.UniqueId;
 import io.colibri.jni.ColibriLib.ClbConfig;
@@ -76,6 +77,7 @@ public final class NativeProvider implements CommunicatorProvider {
     NativeLibrary.ensureLoaded();
     long[] comm = new long[1];
     try (ClbConfig config = toConfig(options)) {
+      config.logLevel(NativeLog.levelForInit(options)); // under the JVM sink, set by NativeLog
       int rc = ColibriLib.clbCommInitRank(comm, id.toBytes(), rank, nranks, config);
       if (rc != 0) {
         throw NativeLibrary.error(rc, "init of rank " + rank + " of " + nranks);
@@ -86,6 +88,12 @@ public final class NativeProvider implements CommunicatorProvider {
           + " returned success but no communicator: please report this as a Colibri bug");
     }
     return new NativeCommunicator(comm[0], rank, nranks, options);
+  }
+
+  @Override
+  public LogLevel refreshLogLevel() {
+    NativeLibrary.ensureLoaded();
+    return NativeLog.refresh();
   }
 
   @Override
