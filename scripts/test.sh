@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Command 2: every test. The native unit tests (GoogleTest, through CTest) on a CMake build of
 # src/ in build/native, then `mvn -B verify`, which builds all modules and runs their tests
-# (colibri-api, colibri-native against the real native library, the perf tool's smoke tests).
+# (colibri-api, colibri-native against the real native library, the perf tool's smoke tests) and
+# packages them with their -sources and -javadoc jars (javadoc warnings fail it), then checks the
+# artifacts (scripts/CheckArtifacts.java: those jars, Automatic-Module-Name, the BOM, pom metadata).
 # Fails on the first failure. Idempotent: a second run rebuilds only what changed.
 # Installs missing tools (cmake, g++, GoogleTest, verbs.h for the RDMA emulator's build, OpenSSL 3
 # for the TLS tests, a JDK, Maven)
@@ -29,5 +31,8 @@ ctest --test-dir build/native --output-on-failure --no-tests=error
 
 log "Java modules: mvn -B -ntp verify"
 mvn -B -ntp verify
+
+log "artifacts: java scripts/CheckArtifacts.java"
+java scripts/CheckArtifacts.java
 
 log "all tests passed"
