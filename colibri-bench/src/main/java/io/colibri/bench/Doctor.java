@@ -9,8 +9,11 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.Callable;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
 
 /**
  * {@code colibri-bench.jar doctor}: checks, in order, what users otherwise check by hand before
@@ -24,11 +27,24 @@ import java.util.regex.Pattern;
  * default {@code /}), so tests build a fake tree; what only the driver knows comes through a
  * {@link DoctorProbe}.
  */
-final class Doctor {
+@Command(name = "doctor", mixinStandardHelpOptions = true, versionProvider = Cli.Version.class,
+    header = "Checks this machine for Colibri (driver, GPUs, RDMA, limits) and says how to fix"
+        + " each problem.",
+    sortOptions = false,
+    description = {
+        "Checks this machine for Colibri, in order: the Colibri library, the NVIDIA driver, the"
+            + " GPUs (compute capability, PCI bus id, kernel image), peer access between GPUs,"
+            + " RDMA devices and ports, libibverbs, GPUDirect RDMA, GPU-NIC PCIe affinity, the"
+            + " memlock limit, and the versions. One line per check: PASS, WARN, FAIL or SKIP,"
+            + " what was found, and the fix.",
+        ""},
+    footer = {"",
+        "Exit code: 0 no check FAILed, 1 some check FAILed, 2 bad command line.",
+        "See docs/troubleshooting.md, section 'colibri doctor'."})
+final class Doctor implements Callable<Integer> {
 
   static final int EXIT_OK = 0;
   static final int EXIT_FAIL = 1;
-  static final int EXIT_USAGE = 2;
 
   private static final Pattern MEM_TOTAL = Pattern.compile("MemTotal:\\s+(\\d{1,15})\\s+kB");
 
@@ -136,61 +152,29 @@ final class Doctor {
     }
   }
 
-  private Doctor() {}
+  @Option(names = "--json", description = "print one JSON object (version, host, summary, and"
+      + " the checks as {check, status, found, fix}) instead of the text")
+  boolean json;
 
-  static String usage() {
-    return String.join("\n",
-        "usage: java -jar colibri-bench.jar doctor [--json] [--no-gpu] [--root DIR]",
-        "",
-        "Checks this machine for Colibri, in order: the Colibri library, the NVIDIA driver, the",
-        "GPUs (compute capability, PCI bus id, kernel image), peer access between GPUs, RDMA devices",
-        "and ports, libibverbs, GPUDirect RDMA, GPU-NIC PCIe affinity, the memlock limit, and the",
-        "versions. One line per check: PASS, WARN, FAIL or SKIP, what was found, and the fix.",
-        "Exit code 1 if any check FAILs.",
-        "",
-        "  --json      one JSON object (version, host, summary, and the checks as {check,",
-        "              status, found, fix}) instead of the text",
-        "  --no-gpu    host collectives only: the GPU checks are SKIPped instead of FAILing",
-        "  --root DIR  read /proc, /sys and /dev below DIR (default /; for tests)",
-        "  -h, --help  this text",
-        "",
-        "See docs/troubleshooting.md, section 'colibri doctor'.");
+  @Option(names = "--no-gpu", description = "host collectives only: the GPU checks are SKIPped"
+      + " instead of FAILing")
+  boolean noGpu;
+
+  @Option(names = "--root", paramLabel = "DIR", description = "read /proc, /sys and /dev below"
+      + " DIR (default: ${DEFAULT-VALUE}; for tests)")
+  Path root = Paths.get("/");
+
+  private final PrintStream out;
+  private final DoctorProbe probe;
+
+  /** The command, printing to {@code out}, asking {@code probe} what only the driver knows. */
+  Doctor(PrintStream out, DoctorProbe probe) {
+    this.out = out;
+    this.probe = probe;
   }
 
-  /** Runs the doctor on this machine; returns the exit code. Does not call System.exit. */
-  static int run(String[] args, PrintStream out, PrintStream err) {
-    return run(args, out, err, DoctorProbe.system());
-  }
-
-  /** Runs the doctor with {@code probe} for what only the driver knows (tests pass a fake). */
-  static int run(String[] args, PrintStream out, PrintStream err, DoctorProbe probe) {
-    boolean json = false;
-    boolean noGpu = false;
-    Path root = Paths.get("/");
-    for (int i = 0; i < args.length; i++) {
-      switch (args[i]) {
-        case "--json":
-          json = true;
-          break;
-        case "--no-gpu":
-          noGpu = true;
-          break;
-        case "--root":
-          if (i + 1 >= args.length) {
-            err.println("colibri doctor: --root needs a folder\n" + usage());
-            return EXIT_USAGE;
-          }
-          root = Paths.get(args[++i]);
-          break;
-        case "-h":
-        case "--help":
-          out.println(usage());
-          return EXIT_OK;
-        default:
-          err.println("colibri doctor: unknown argument '" + args[i] + "'\n" + usage());
-          return EXIT_USAGE;
-      }
-    }
+  @Override
+  public Integer call() {
     DoctorChecks checks = new DoctorChecks(root, probe, noGpu);
     List<Result> results = checks.run();
     out.print(json ? toJson(new Report(checks.libraryVersion(),

@@ -204,16 +204,17 @@ class DoctorTest {
 
   /** The command itself: {@code doctor --root <the fake tree> args...}. */
   private Run command(FakeProbe probe, String... args) {
-    String[] all = new String[args.length + 2];
-    all[0] = "--root";
-    all[1] = root.toString();
-    System.arraycopy(args, 0, all, 2, args.length);
+    String[] all = new String[args.length + 3];
+    all[0] = "doctor";
+    all[1] = "--root";
+    all[2] = root.toString();
+    System.arraycopy(args, 0, all, 3, args.length);
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     ByteArrayOutputStream err = new ByteArrayOutputStream();
     Run r = new Run();
     try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
         PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      r.rc = Doctor.run(all, o, e, probe);
+      r.rc = Cli.run(all, o, e, probe);
     }
     r.out = out.toString(StandardCharsets.UTF_8);
     r.err = err.toString(StandardCharsets.UTF_8);
@@ -756,11 +757,20 @@ class DoctorTest {
     ByteArrayOutputStream err = new ByteArrayOutputStream();
     PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
     PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8);
-    assertEquals(Doctor.EXIT_USAGE, Doctor.run(new String[] {"--bogus"}, o, e, new FakeProbe()));
-    assertContains(err.toString(StandardCharsets.UTF_8), "unknown argument '--bogus'");
-    assertEquals(Doctor.EXIT_USAGE, Doctor.run(new String[] {"--root"}, o, e, new FakeProbe()));
-    assertEquals(Doctor.EXIT_OK, Perf.run(new String[] {"doctor", "--help"}, o, e));
-    assertContains(out.toString(StandardCharsets.UTF_8), "usage: java -jar colibri-bench.jar doctor");
+    FakeProbe probe = new FakeProbe();
+    assertEquals(Cli.EXIT_USAGE, Cli.run(new String[] {"doctor", "--bogus"}, o, e, probe));
+    assertContains(err.toString(StandardCharsets.UTF_8),
+        "colibri doctor: Unknown option: '--bogus'");
+    assertContains(err.toString(StandardCharsets.UTF_8), "doctor --help");
+    err.reset();
+    assertEquals(Cli.EXIT_USAGE, Cli.run(new String[] {"doctor", "--root"}, o, e, probe));
+    assertContains(err.toString(StandardCharsets.UTF_8),
+        "Missing required parameter for option '--root' (DIR)");
+    assertEquals(Doctor.EXIT_OK, Cli.run(new String[] {"doctor", "--help"}, o, e, probe));
+    assertContains(out.toString(StandardCharsets.UTF_8),
+        "Usage: java -jar colibri-bench.jar doctor");
+    assertContains(out.toString(StandardCharsets.UTF_8), "--no-gpu");
+    assertTrue(probe.loaded.isEmpty(), "help and errors check nothing");
   }
 
   // ---- pieces ----

@@ -144,18 +144,21 @@ class PerfSmokeTest {
     }
   }
 
+  /** No command name: perf, with perf's options and its own help and errors. */
   @Test
   void helpAndBadArguments() {
-    Result help = perf("--help");
+    Result help = perf("perf", "--help");
     assertEquals(0, help.rc);
-    assertTrue(help.out.contains("--min-bytes"));
+    assertTrue(help.out.contains("--min-bytes"), help.out);
     Result bad = perf("--frobnicate");
     assertEquals(2, bad.rc);
-    assertTrue(bad.err.contains("unknown option '--frobnicate'"), bad.err);
+    assertTrue(bad.err.contains("colibri perf: Unknown option: '--frobnicate'"), bad.err);
+    assertTrue(bad.err.contains("perf --help"), bad.err);
     assertEquals(2, perf("--type", "complex").rc);
     assertEquals(2, perf("-b", "1M", "-e", "1K").rc);
     assertEquals(2, perf("--ranks", "2", "--root", "2").rc);
     assertEquals(2, perf("--collectives", "alltoall").rc);
     assertEquals(2, perf("-n").rc);
+    assertEquals(2, perf("perf", "-n").rc);
   }
 }

@@ -42,7 +42,7 @@ class ResultFileTest {
   /** What the perf tool writes, through Report itself: the reader follows the writer. */
   @Test
   void readsThePerfToolsOwnCsvAndJson() throws Exception {
-    PerfConfig config = PerfConfig.parse(new String[] {"--ranks", "2"});
+    PerfConfig config = PerfConfig.parse("--ranks", "2");
     Report report = new Report(new PrintStream(new ByteArrayOutputStream(), true,
         StandardCharsets.UTF_8), config);
     report.row(new Report.Row(Collective.ALL_REDUCE, 1024, 256, "float32", "sum", 4.5, 0.2276,
@@ -96,9 +96,8 @@ class ResultFileTest {
    */
   @Test
   void csvAndJsonRoundTripElementByElement() throws Exception {
-    PerfConfig config = PerfConfig.parse(new String[] {"--ranks", "3", "--threads", "-t", "bf16",
-        "-o", "max", "--root", "2", "-w", "1", "-n", "7", "--transport", "shm", "--algorithm",
-        "ring"});
+    PerfConfig config = PerfConfig.parse("--ranks", "3", "--threads", "-t", "bf16", "-o", "max",
+        "--root", "2", "-w", "1", "-n", "7", "--transport", "shm", "--algorithm", "ring");
     Report report = new Report(new PrintStream(new ByteArrayOutputStream(), true,
         StandardCharsets.UTF_8), config);
     List<Report.Row> rows = List.of(
