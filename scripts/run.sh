@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Command 1: build Colibri and run the perf tool on 4 local ranks (one JVM each) over all four
 # collectives; prints one nccl-tests-style table per collective. Extra arguments go to the perf
-# tool (see `bash scripts/run.sh --help` and docs/perf-tool.md), e.g.
+# tool (see `bash scripts/run.sh perf --help` and docs/perf-tool.md), e.g.
 #   bash scripts/run.sh --ranks 2 -e 1M -t bfloat16
+# or name another command of colibri-bench.jar (`bash scripts/run.sh --help` lists them), e.g.
+#   bash scripts/run.sh doctor
 # Installs missing tools (cmake, g++, a JDK, Maven) with apt-get when run as root on Debian/Ubuntu.
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 set -euo pipefail

@@ -5,9 +5,6 @@ package io.colibri.bench;
 
 import io.colibri.bench.ResultFile.InputException;
 import io.colibri.bench.ResultFile.Measurement;
-import java.awt.Color;
-import java.awt.Graphics2D;
-import java.awt.image.BufferedImage;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
@@ -15,31 +12,46 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.HashSet;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
-import java.util.function.ToDoubleFunction;
-import javax.imageio.IIOImage;
-import javax.imageio.ImageIO;
-import javax.imageio.ImageWriteParam;
-import javax.imageio.ImageWriter;
-import javax.imageio.stream.ImageOutputStream;
-import org.knowm.xchart.BitmapEncoder;
-import org.knowm.xchart.XYChart;
-import org.knowm.xchart.XYChartBuilder;
-import org.knowm.xchart.XYSeries.XYSeriesRenderStyle;
-import org.knowm.xchart.style.Styler.LegendPosition;
-import org.knowm.xchart.style.XYStyler;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
 
 /**
  * {@code colibri-bench.jar chart}: PNG charts from result files, one series per file, one chart
  * per collective and metric (bus bandwidth, time, and memory held when the files have it),
- * message size on a log2 axis. See {@code docs/perf-tool.md}.
+ * message size on a log2 axis. See {@code docs/perf-tool.md}. This class reads the command line
+ * and the files; {@link ChartDrawing} draws, and only it touches AWT, so that the other commands
+ * run on a Java runtime without java.desktop (the GPU bundle's).
  */
-final class ChartCommand {
+@Command(name = "chart", mixinStandardHelpOptions = true, versionProvider = Cli.Version.class,
+    header = "Draws PNG charts of result files (perf's CSV and JSON, mpi_coll_bench's CSV).",
+    sortOptions = false,
+    description = {
+        "Draws PNG charts from benchmark results: for every collective, bus bandwidth and time"
+            + " per call against message size (log2 axis), and memory held per rank when the"
+            + " files have a memory_bytes column. Each FILE is one series, labelled LABEL or the"
+            + " file name.",
+        "FILE: a CSV or JSON of the perf tool (--csv, --json) or the CSV of mpi_coll_bench"
+            + " (scripts/bench-vs-mpi.sh). A file with several rank counts or types gives one"
+            + " series for each.",
+        ""},
+    footer = {"",
+        "Files written: PREFIX<collective>-busbw.png, -time.png and -memory.png;",
+        "with --grid also PREFIXbusbw.png, PREFIXtime.png, ... (every collective).",
+        "Example:",
+        "  java -jar colibri-bench.jar chart --out charts A=a.csv \"Open MPI=b.csv\"",
+        "Exit code: 0 charts written, 2 bad command line or input file, 3 could not write."})
+final class ChartCommand implements Callable<Integer> {
 
   static final int EXIT_OK = 0;
   static final int EXIT_USAGE = 2;
@@ -47,41 +59,6 @@ final class ChartCommand {
 
   static final int DEFAULT_WIDTH = 800;
   static final int DEFAULT_HEIGHT = 500;
-
-  /** What a chart shows on its y axis. */
-  enum Metric {
-    BUSBW("busbw", "bus bandwidth", "busbw (GB/s)", false, m -> m.busbw),
-    TIME("time", "time per call", "time per call (µs, log scale)", true, m -> m.timeUs),
-    MEMORY("memory", "memory held per rank", "memory per rank (MiB, log scale)", true,
-        m -> m.memoryBytes / (1024.0 * 1024.0));
-
-    final String fileName;
-    final String title;
-    final String axisTitle;
-    final boolean logarithmic;
-    final ToDoubleFunction<Measurement> value;
-
-    Metric(String fileName, String title, String axisTitle, boolean logarithmic,
-        ToDoubleFunction<Measurement> value) {
-      this.fileName = fileName;
-      this.title = title;
-      this.axisTitle = axisTitle;
-      this.logarithmic = logarithmic;
-      this.value = value;
-    }
-
-    /** Whether the point has a value that this chart can draw. */
-    boolean has(Measurement m) {
-      switch (this) {
-        case MEMORY:
-          return m.memoryBytes > 0;
-        case TIME:
-          return m.timeUs > 0;
-        default:
-          return true;
-      }
-    }
-  }
 
   /** One line on the charts: a file (or the part of a file with one rank count and type). */
   static final class Series {
@@ -94,61 +71,93 @@ final class ChartCommand {
     }
   }
 
-  /** The command line. */
+  /** The command line (the defaults when made with {@code new}). */
   static final class Options {
+    @Spec(Spec.Target.MIXEE)
+    private CommandSpec command;
+
+    @Option(names = "--out", order = 1, paramLabel = "DIR",
+        description = "where the PNGs go (default ${DEFAULT-VALUE}; created if missing)")
     Path out = Path.of("charts");
+
     int width = DEFAULT_WIDTH;
     int height = DEFAULT_HEIGHT;
     String prefix = "";
+
+    @Option(names = "--title", order = 5, paramLabel = "TEXT",
+        description = "added to every chart title (e.g. the machine)")
     String title;
-    boolean grid;
+
     EnumSet<Collective> collectives; // null: every collective in the files
-    boolean help;
+
+    @Option(names = "--grid", order = 7,
+        description = "also one PNG per metric with every collective (2 per row)")
+    boolean grid;
+
+    @Parameters(paramLabel = "[LABEL=]FILE", arity = "0..*",
+        description = "result files, one series each")
     final List<String> inputs = new ArrayList<>();
-  }
 
-  private ChartCommand() {}
-
-  static String usage() {
-    return String.join("\n",
-        "Usage: java -jar colibri-bench.jar chart [options] [LABEL=]FILE...",
-        "",
-        "Draws PNG charts from benchmark results: for every collective, bus bandwidth and time",
-        "per call against message size (log2 axis), and memory held per rank when the files",
-        "have a memory_bytes column. Each FILE is one series, labelled LABEL or the file name.",
-        "FILE: a CSV or JSON of the perf tool (--csv, --json) or the CSV of mpi_coll_bench",
-        "(scripts/bench-vs-mpi.sh). A file with several rank counts or types gives one series",
-        "for each.",
-        "",
-        "  --out DIR           where the PNGs go (default charts; created if missing)",
-        "  --width PX          width of one chart (default " + DEFAULT_WIDTH + ")",
-        "  --height PX         height of one chart (default " + DEFAULT_HEIGHT + ")",
-        "  --prefix TEXT       start of every file name (default none)",
-        "  --title TEXT        added to every chart title (e.g. the machine)",
-        "  --collectives LIST  only these (comma list of allreduce, allgather, reducescatter,",
-        "                      broadcast; default: all in the files)",
-        "  --grid              also one PNG per metric with every collective (2 per row)",
-        "  -h, --help          this text",
-        "",
-        "Files written: PREFIX<collective>-busbw.png, PREFIX<collective>-time.png,",
-        "PREFIX<collective>-memory.png (with --grid also PREFIXbusbw.png, PREFIXtime.png, ...).",
-        "Example:",
-        "  java -jar colibri-bench.jar chart --out charts Colibri=colibri.csv \"Open MPI=mpi.csv\"",
-        "Exit code: 0 charts written, 2 bad command line or input file, 3 could not write.");
-  }
-
-  /** Runs the command; returns the exit code. Does not call System.exit. */
-  static int run(String[] args, PrintStream out, PrintStream err) {
-    Options o;
-    try {
-      o = parse(args);
-    } catch (PerfConfig.UsageException e) {
-      err.println("colibri chart: " + e.getMessage());
-      return EXIT_USAGE;
+    @Option(names = "--width", order = 2, paramLabel = "PX", defaultValue = "" + DEFAULT_WIDTH,
+        description = "width of one chart (default ${DEFAULT-VALUE})")
+    void width(int px) {
+      width = pixels("--width", px);
     }
-    if (o.help) {
-      out.println(usage());
-      return EXIT_OK;
+
+    @Option(names = "--height", order = 3, paramLabel = "PX", defaultValue = "" + DEFAULT_HEIGHT,
+        description = "height of one chart (default ${DEFAULT-VALUE})")
+    void height(int px) {
+      height = pixels("--height", px);
+    }
+
+    @Option(names = "--prefix", order = 4, paramLabel = "TEXT",
+        description = "start of every file name (default none)")
+    void prefix(String text) {
+      if (text.contains("/") || text.contains("\\")) {
+        throw new ParameterException(command.commandLine(), "--prefix '" + text + "' holds a"
+            + " path separator: pass the directory with --out and a plain name with --prefix");
+      }
+      prefix = text;
+    }
+
+    @Option(names = "--collectives", order = 6, paramLabel = "LIST",
+        completionCandidates = PerfConfig.CollectiveNames.class,
+        description = "only these (all, or a comma list of ${COMPLETION-CANDIDATES};"
+            + " default: all in the files)")
+    void collectives(String list) {
+      collectives = Cli.convert(command, "--collectives", () -> PerfConfig.parseCollectives(list));
+    }
+
+    private int pixels(String name, int px) {
+      if (px < 200 || px > 10000) {
+        throw new ParameterException(command.commandLine(), name + " is " + px
+            + ": pass 200..10000 pixels");
+      }
+      return px;
+    }
+  }
+
+  @Spec
+  private CommandSpec spec;
+
+  @Mixin
+  private Options options;
+
+  private final PrintStream out;
+  private final PrintStream err;
+
+  /** The command, printing the files written to {@code out} and problems to {@code err}. */
+  ChartCommand(PrintStream out, PrintStream err) {
+    this.out = out;
+    this.err = err;
+  }
+
+  @Override
+  public Integer call() {
+    Options o = options;
+    if (o.inputs.isEmpty()) {
+      throw new ParameterException(spec.commandLine(), "no result files: pass one or more"
+          + " [LABEL=]FILE, e.g. chart --out charts Colibri=colibri.csv MPI=mpi.csv");
     }
     List<Series> series;
     try {
@@ -160,7 +169,7 @@ final class ChartCommand {
     // Charts are files, never windows: no display needed, and none is looked for.
     System.setProperty("java.awt.headless", "true");
     try {
-      List<Path> written = render(series, o);
+      List<Path> written = ChartDrawing.render(series, o);
       for (Path p : written) {
         out.println("wrote " + p);
       }
@@ -176,7 +185,12 @@ final class ChartCommand {
       return EXIT_FAILED;
     } catch (RuntimeException | Error e) {
       err.println("colibri chart: could not draw the charts: " + e);
-      if (mentionsFonts(e)) {
+      if (e instanceof NoClassDefFoundError
+          && String.valueOf(e.getMessage()).startsWith("java/awt")) {
+        err.println("colibri chart: this Java runtime has no java.desktop module (AWT), which the"
+            + " charts are drawn with (a trimmed runtime, such as the GPU bundle's, leaves it"
+            + " out); run chart with a full Java 17 or later");
+      } else if (mentionsFonts(e)) {
         err.println("colibri chart: Java found no usable font to draw the labels with; install"
             + " fontconfig and a font (Debian/Ubuntu: apt-get install fontconfig"
             + " fonts-dejavu-core)");
@@ -201,94 +215,6 @@ final class ChartCommand {
       }
     }
     return false;
-  }
-
-  static Options parse(String[] args) throws PerfConfig.UsageException {
-    Options o = new Options();
-    boolean optionsDone = false;
-    for (int i = 0; i < args.length; i++) {
-      String arg = args[i];
-      if (arg == null) {
-        throw new PerfConfig.UsageException("argument " + i + " is null");
-      }
-      if (optionsDone || !arg.startsWith("-") || arg.equals("-")) {
-        o.inputs.add(arg);
-        continue;
-      }
-      String name = arg;
-      String inline = null;
-      if (arg.startsWith("--") && arg.indexOf('=') > 0) {
-        name = arg.substring(0, arg.indexOf('='));
-        inline = arg.substring(arg.indexOf('=') + 1);
-      }
-      switch (name) {
-        case "--":
-          optionsDone = true;
-          break;
-        case "-h":
-        case "--help":
-          o.help = true;
-          break;
-        case "--out":
-          o.out = Path.of(inline != null ? inline : value(args, i++));
-          break;
-        case "--width":
-          o.width = pixels(name, inline != null ? inline : value(args, i++));
-          break;
-        case "--height":
-          o.height = pixels(name, inline != null ? inline : value(args, i++));
-          break;
-        case "--prefix":
-          o.prefix = inline != null ? inline : value(args, i++);
-          if (o.prefix.contains("/") || o.prefix.contains("\\")) {
-            throw new PerfConfig.UsageException("--prefix '" + o.prefix + "' holds a path"
-                + " separator: pass the directory with --out and a plain name with --prefix");
-          }
-          break;
-        case "--title":
-          o.title = inline != null ? inline : value(args, i++);
-          break;
-        case "--collectives":
-          o.collectives = PerfConfig.collectives(inline != null ? inline : value(args, i++));
-          if (o.collectives.isEmpty()) {
-            throw new PerfConfig.UsageException("--collectives names none: pass all or a comma"
-                + " list");
-          }
-          break;
-        case "--grid":
-          o.grid = true;
-          break;
-        default:
-          throw new PerfConfig.UsageException("unknown option '" + arg + "' (see chart --help)");
-      }
-    }
-    if (!o.help && o.inputs.isEmpty()) {
-      throw new PerfConfig.UsageException("no result files: pass one or more [LABEL=]FILE, e.g."
-          + " chart --out charts Colibri=colibri.csv MPI=mpi.csv (see chart --help)");
-    }
-    return o;
-  }
-
-  private static String value(String[] args, int i) throws PerfConfig.UsageException {
-    if (i + 1 >= args.length) {
-      throw new PerfConfig.UsageException("option " + args[i] + " needs a value (see chart"
-          + " --help)");
-    }
-    return args[i + 1];
-  }
-
-  private static int pixels(String name, String text) throws PerfConfig.UsageException {
-    int v;
-    try {
-      v = Integer.parseInt(text.strip());
-    } catch (NumberFormatException e) {
-      throw new PerfConfig.UsageException(name + " needs a whole number of pixels, got '" + text
-          + "'");
-    }
-    if (v < 200 || v > 10000) {
-      throw new PerfConfig.UsageException(name + " is " + v + ": pass 200..10000 pixels");
-    }
-    return v;
   }
 
   // ---- inputs ----
@@ -353,183 +279,5 @@ final class ChartCommand {
       }
     }
     return name;
-  }
-
-  // ---- drawing ----
-
-  /** Writes every chart; returns the files written, in order. */
-  static List<Path> render(List<Series> series, Options o) throws IOException {
-    Files.createDirectories(o.out);
-    List<String> collectives = collectiveOrder(series);
-    List<Path> written = new ArrayList<>();
-    for (Metric metric : Metric.values()) {
-      List<BufferedImage> images = new ArrayList<>();
-      for (String collective : collectives) {
-        XYChart chart = chart(collective, metric, series, o);
-        if (chart == null) {
-          continue;
-        }
-        BufferedImage image = BitmapEncoder.getBufferedImage(chart);
-        images.add(image);
-        written.add(writePng(image, o.out.resolve(o.prefix + collective + "-" + metric.fileName
-            + ".png")));
-      }
-      if (o.grid && !images.isEmpty()) {
-        written.add(writePng(grid(images, o.width, o.height),
-            o.out.resolve(o.prefix + metric.fileName + ".png")));
-      }
-    }
-    return written;
-  }
-
-  /** Writes a PNG with the strongest compression (about 10% smaller than the default). */
-  private static Path writePng(BufferedImage image, Path path) throws IOException {
-    Iterator<ImageWriter> writers = ImageIO.getImageWritersByFormatName("png");
-    if (!writers.hasNext()) {
-      throw new IOException("this Java has no PNG writer");
-    }
-    ImageWriter writer = writers.next();
-    try {
-      ImageWriteParam param = writer.getDefaultWriteParam();
-      if (param.canWriteCompressed()) {
-        param.setCompressionMode(ImageWriteParam.MODE_EXPLICIT);
-        param.setCompressionQuality(0f);
-      }
-      Files.deleteIfExists(path); // the stream below does not truncate an existing file
-      try (ImageOutputStream os = ImageIO.createImageOutputStream(path.toFile())) {
-        if (os == null) {
-          throw new IOException("cannot open " + path + " for writing");
-        }
-        writer.setOutput(os);
-        writer.write(null, new IIOImage(image, null, null), param);
-      }
-    } finally {
-      writer.dispose();
-    }
-    return path;
-  }
-
-  /** The images side by side, two per row, on white. */
-  static BufferedImage grid(List<BufferedImage> images, int width, int height) {
-    int cols = Math.min(2, images.size());
-    int rows = (images.size() + cols - 1) / cols;
-    BufferedImage grid = new BufferedImage(cols * width, rows * height,
-        BufferedImage.TYPE_INT_RGB);
-    Graphics2D g = grid.createGraphics();
-    try {
-      g.setColor(Color.WHITE);
-      g.fillRect(0, 0, grid.getWidth(), grid.getHeight());
-      for (int i = 0; i < images.size(); i++) {
-        g.drawImage(images.get(i), (i % cols) * width, (i / cols) * height, null);
-      }
-    } finally {
-      g.dispose();
-    }
-    return grid;
-  }
-
-  /** The collectives in the files: the four in their usual order, then others as they come. */
-  private static List<String> collectiveOrder(List<Series> series) {
-    Set<String> seen = new java.util.LinkedHashSet<>();
-    for (Series s : series) {
-      for (Measurement m : s.points) {
-        seen.add(m.collective);
-      }
-    }
-    List<String> order = new ArrayList<>();
-    for (Collective c : Collective.values()) {
-      if (seen.remove(c.displayName())) {
-        order.add(c.displayName());
-      }
-    }
-    order.addAll(seen);
-    return order;
-  }
-
-  /** The chart of one collective and metric, or null when no series has a point for it. */
-  static XYChart chart(String collective, Metric metric, List<Series> series, Options o) {
-    List<String> labels = new ArrayList<>();
-    List<double[][]> data = new ArrayList<>();
-    Set<Integer> ranks = new HashSet<>();
-    double minX = Double.POSITIVE_INFINITY;
-    double maxX = Double.NEGATIVE_INFINITY;
-    for (Series s : series) {
-      List<Measurement> pts = new ArrayList<>();
-      for (Measurement m : s.points) {
-        if (m.collective.equals(collective) && metric.has(m)) {
-          pts.add(m);
-        }
-      }
-      if (pts.isEmpty()) {
-        continue;
-      }
-      pts.sort((a, b) -> Long.compare(a.sizeBytes, b.sizeBytes));
-      double[] x = new double[pts.size()];
-      double[] y = new double[pts.size()];
-      for (int i = 0; i < x.length; i++) {
-        Measurement m = pts.get(i);
-        x[i] = log2(m.sizeBytes);
-        y[i] = metric.value.applyAsDouble(m);
-        ranks.add(m.ranks);
-        minX = Math.min(minX, x[i]);
-        maxX = Math.max(maxX, x[i]);
-      }
-      labels.add(s.label);
-      data.add(new double[][] {x, y});
-    }
-    if (labels.isEmpty()) {
-      return null;
-    }
-    String title = collective + ": " + metric.title;
-    if (ranks.size() == 1 && !ranks.contains(0)) {
-      title += ", " + ranks.iterator().next() + " ranks";
-    }
-    if (o.title != null && !o.title.isBlank()) {
-      title += " — " + o.title.strip();
-    }
-    Collective known = Collective.byName(collective);
-    boolean allRanksData = known == Collective.ALL_GATHER || known == Collective.REDUCE_SCATTER;
-    XYChart chart = new XYChartBuilder().width(o.width).height(o.height).title(title)
-        .xAxisTitle("message size" + (allRanksData ? " (all ranks' data)" : ""))
-        .yAxisTitle(metric.axisTitle).build();
-    XYStyler st = chart.getStyler();
-    st.setDefaultSeriesRenderStyle(XYSeriesRenderStyle.Line);
-    st.setChartBackgroundColor(Color.WHITE);
-    st.setPlotBackgroundColor(Color.WHITE);
-    st.setPlotBorderColor(Color.GRAY);
-    st.setPlotGridLinesColor(new Color(225, 225, 225));
-    st.setLegendPosition(LegendPosition.InsideNW);
-    st.setLegendBorderColor(Color.LIGHT_GRAY);
-    st.setMarkerSize(6);
-    st.setYAxisLogarithmic(metric.logarithmic);
-    if (metric.logarithmic) {
-      st.setYAxisDecimalPattern("#,##0.###"); // 0.1, 1, 10, 1,000 rather than 1E3
-    } else {
-      st.setYAxisMin(0.0);
-    }
-    // Whole powers of two at the ends, and ticks far enough apart that each falls on one.
-    double lo = Math.floor(minX);
-    double hi = Math.max(Math.ceil(maxX), lo + 1);
-    st.setXAxisMin(lo);
-    st.setXAxisMax(hi);
-    st.setXAxisTickMarkSpacingHint(Math.max(60, (int) Math.ceil(o.width * 0.85 / (hi - lo))));
-    chart.setCustomXAxisTickLabelsFormatter(ChartCommand::sizeTickLabel);
-    for (int i = 0; i < labels.size(); i++) {
-      chart.addSeries(labels.get(i), data.get(i)[0], data.get(i)[1]);
-    }
-    return chart;
-  }
-
-  static double log2(long bytes) {
-    return Math.log(bytes) / Math.log(2);
-  }
-
-  /** Tick label at log2(size) = x: "8B", "1K", "64M"; nothing between whole powers of two. */
-  static String sizeTickLabel(double x) {
-    long e = Math.round(x);
-    if (Math.abs(x - e) > 1e-6 || e < 0 || e > 62) {
-      return "";
-    }
-    return SizeFormat.compact(1L << e);
   }
 }

@@ -3,29 +3,50 @@
  */
 package io.colibri.bench;
 
+import com.fasterxml.jackson.annotation.JsonPropertyOrder;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.Callable;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
 
 /**
  * {@code colibri-bench.jar doctor}: checks, in order, what users otherwise check by hand before
  * running Colibri on GPUs and RDMA (library, NVIDIA driver, GPUs and their kernel image, peer
  * access, RDMA devices and ports, GPUDirect RDMA, GPU-NIC PCIe affinity, memlock limit, versions)
  * and prints one line per check: PASS, WARN, FAIL or SKIP, what was found and, for WARN and FAIL,
- * the fix. Exit code 1 if any check FAILs, 0 otherwise (2 for a usage error). See
- * docs/troubleshooting.md.
+ * the fix; with {@code --json} one JSON object (version, host, summary, checks). Exit code 1 if any
+ * check FAILs, 0 otherwise (2 for a usage error). See docs/troubleshooting.md.
  *
  * <p>Everything read from /proc, /sys and /dev is read below a root folder ({@code --root},
  * default {@code /}), so tests build a fake tree; what only the driver knows comes through a
  * {@link DoctorProbe}.
  */
-final class Doctor {
+@Command(name = "doctor", mixinStandardHelpOptions = true, versionProvider = Cli.Version.class,
+    header = "Checks this machine for Colibri (driver, GPUs, RDMA, limits) and says how to fix"
+        + " each problem.",
+    sortOptions = false,
+    description = {
+        "Checks this machine for Colibri, in order: the Colibri library, the NVIDIA driver, the"
+            + " GPUs (compute capability, PCI bus id, kernel image), peer access between GPUs,"
+            + " RDMA devices and ports, libibverbs, GPUDirect RDMA, GPU-NIC PCIe affinity, the"
+            + " memlock limit, and the versions. One line per check: PASS, WARN, FAIL or SKIP,"
+            + " what was found, and the fix.",
+        ""},
+    footer = {"",
+        "Exit code: 0 no check FAILed, 1 some check FAILed, 2 bad command line.",
+        "See docs/troubleshooting.md, section 'colibri doctor'."})
+final class Doctor implements Callable<Integer> {
 
   static final int EXIT_OK = 0;
   static final int EXIT_FAIL = 1;
-  static final int EXIT_USAGE = 2;
+
+  private static final Pattern MEM_TOTAL = Pattern.compile("MemTotal:\\s+(\\d{1,15})\\s+kB");
 
   /** Outcome of one check. */
   enum Status {
@@ -40,6 +61,7 @@ final class Doctor {
    * @param found what was found
    * @param fix what to do (WARN and FAIL), or null
    */
+  @JsonPropertyOrder({"check", "status", "found", "fix"})
   record Result(String check, Status status, String found, String fix) {
     static Result pass(String check, String found) {
       return new Result(check, Status.PASS, found, null);
@@ -58,62 +80,105 @@ final class Doctor {
     }
   }
 
-  private Doctor() {}
+  /**
+   * The machine the doctor ran on, for {@code --json}. Read below the root folder like the checks
+   * (null where the file is not there); {@code cpus} and {@code arch} are what this JVM sees.
+   *
+   * @param hostname /proc/sys/kernel/hostname
+   * @param os PRETTY_NAME of /etc/os-release ("Debian GNU/Linux 12 (bookworm)"), else the JVM's
+   *     os.name
+   * @param kernel /proc/sys/kernel/osrelease
+   * @param arch the JVM's os.arch ("amd64")
+   * @param cpus processors available to this JVM
+   * @param memoryBytes MemTotal of /proc/meminfo
+   * @param java the Java runtime ("17.0.15 (Debian, /usr/lib/jvm/...)")
+   */
+  @JsonPropertyOrder({"hostname", "os", "kernel", "arch", "cpus", "memory_bytes", "java"})
+  record Host(String hostname, String os, String kernel, String arch, int cpus, Long memoryBytes,
+      String java) {
 
-  static String usage() {
-    return String.join("\n",
-        "usage: java -jar colibri-bench.jar doctor [--json] [--no-gpu] [--root DIR]",
-        "",
-        "Checks this machine for Colibri, in order: the Colibri library, the NVIDIA driver, the",
-        "GPUs (compute capability, PCI bus id, kernel image), peer access between GPUs, RDMA devices",
-        "and ports, libibverbs, GPUDirect RDMA, GPU-NIC PCIe affinity, the memlock limit, and the",
-        "versions. One line per check: PASS, WARN, FAIL or SKIP, what was found, and the fix.",
-        "Exit code 1 if any check FAILs.",
-        "",
-        "  --json      one JSON array of {check, status, found, fix} instead of the text",
-        "  --no-gpu    host collectives only: the GPU checks are SKIPped instead of FAILing",
-        "  --root DIR  read /proc, /sys and /dev below DIR (default /; for tests)",
-        "  -h, --help  this text",
-        "",
-        "See docs/troubleshooting.md, section 'colibri doctor'.");
-  }
-
-  /** Runs the doctor on this machine; returns the exit code. Does not call System.exit. */
-  static int run(String[] args, PrintStream out, PrintStream err) {
-    return run(args, out, err, DoctorProbe.system());
-  }
-
-  /** Runs the doctor with {@code probe} for what only the driver knows (tests pass a fake). */
-  static int run(String[] args, PrintStream out, PrintStream err, DoctorProbe probe) {
-    boolean json = false;
-    boolean noGpu = false;
-    Path root = Paths.get("/");
-    for (int i = 0; i < args.length; i++) {
-      switch (args[i]) {
-        case "--json":
-          json = true;
-          break;
-        case "--no-gpu":
-          noGpu = true;
-          break;
-        case "--root":
-          if (i + 1 >= args.length) {
-            err.println("colibri doctor: --root needs a folder\n" + usage());
-            return EXIT_USAGE;
-          }
-          root = Paths.get(args[++i]);
-          break;
-        case "-h":
-        case "--help":
-          out.println(usage());
-          return EXIT_OK;
-        default:
-          err.println("colibri doctor: unknown argument '" + args[i] + "'\n" + usage());
-          return EXIT_USAGE;
+    static Host of(DoctorFiles files, DoctorProbe probe) {
+      String os = null;
+      List<String> release = DoctorFiles.lines(files.path("/etc/os-release"));
+      for (String line : release == null ? List.<String>of() : release) {
+        if (line.startsWith("PRETTY_NAME=")) {
+          os = line.substring("PRETTY_NAME=".length()).replaceAll("^\"|\"$", "");
+        }
       }
+      Long memory = null;
+      List<String> meminfo = DoctorFiles.lines(files.path("/proc/meminfo"));
+      for (String line : meminfo == null ? List.<String>of() : meminfo) {
+        Matcher m = MEM_TOTAL.matcher(line);
+        if (m.matches()) {
+          memory = Long.parseLong(m.group(1)) * 1024;
+        }
+      }
+      return new Host(files.read("/proc/sys/kernel/hostname"),
+          os != null ? os : System.getProperty("os.name"),
+          files.read("/proc/sys/kernel/osrelease"), System.getProperty("os.arch"),
+          Runtime.getRuntime().availableProcessors(), memory, probe.javaVersion());
     }
-    List<Result> results = new DoctorChecks(root, probe, noGpu).run();
-    out.print(json ? toJson(results) : toText(results));
+  }
+
+  /**
+   * The counts of each status and the verdict: FAIL if a check FAILed, else WARN if one WARNed,
+   * else PASS; the exit code that goes with it.
+   */
+  @JsonPropertyOrder({"pass", "warn", "fail", "skip", "verdict", "exit_code"})
+  record Summary(int pass, int warn, int fail, int skip, Status verdict, int exitCode) {
+
+    static Summary of(List<Result> results) {
+      int[] n = new int[Status.values().length];
+      for (Result r : results) {
+        n[r.status().ordinal()]++;
+      }
+      Status verdict = n[Status.FAIL.ordinal()] > 0 ? Status.FAIL
+          : n[Status.WARN.ordinal()] > 0 ? Status.WARN : Status.PASS;
+      return new Summary(n[Status.PASS.ordinal()], n[Status.WARN.ordinal()],
+          n[Status.FAIL.ordinal()], n[Status.SKIP.ordinal()], verdict, Doctor.exitCode(results));
+    }
+  }
+
+  /**
+   * What {@code --json} prints.
+   *
+   * @param version the Colibri library's version ("0.1.0"), null when it does not load
+   */
+  @JsonPropertyOrder({"tool", "version", "host", "summary", "checks"})
+  record Report(String tool, String version, Host host, Summary summary, List<Result> checks) {
+
+    Report(String version, Host host, List<Result> checks) {
+      this("colibri-doctor", version, host, Summary.of(checks), checks);
+    }
+  }
+
+  @Option(names = "--json", description = "print one JSON object (version, host, summary, and"
+      + " the checks as {check, status, found, fix}) instead of the text")
+  boolean json;
+
+  @Option(names = "--no-gpu", description = "host collectives only: the GPU checks are SKIPped"
+      + " instead of FAILing")
+  boolean noGpu;
+
+  @Option(names = "--root", paramLabel = "DIR", description = "read /proc, /sys and /dev below"
+      + " DIR (default: ${DEFAULT-VALUE}; for tests)")
+  Path root = Paths.get("/");
+
+  private final PrintStream out;
+  private final DoctorProbe probe;
+
+  /** The command, printing to {@code out}, asking {@code probe} what only the driver knows. */
+  Doctor(PrintStream out, DoctorProbe probe) {
+    this.out = out;
+    this.probe = probe;
+  }
+
+  @Override
+  public Integer call() {
+    DoctorChecks checks = new DoctorChecks(root, probe, noGpu);
+    List<Result> results = checks.run();
+    out.print(json ? toJson(new Report(checks.libraryVersion(),
+        Host.of(new DoctorFiles(root), probe), results)) : toText(results));
     out.flush();
     return exitCode(results);
   }
@@ -141,50 +206,8 @@ final class Doctor {
     return sb.toString();
   }
 
-  /** A JSON array of {check, status, found, fix}, one object per line. */
-  static String toJson(List<Result> results) {
-    StringBuilder sb = new StringBuilder("[");
-    for (int i = 0; i < results.size(); i++) {
-      Result r = results.get(i);
-      sb.append(i == 0 ? "\n  " : ",\n  ");
-      sb.append("{\"check\": ").append(quote(r.check()))
-          .append(", \"status\": ").append(quote(r.status().name()))
-          .append(", \"found\": ").append(quote(r.found()))
-          .append(", \"fix\": ").append(r.fix() == null ? "null" : quote(r.fix())).append('}');
-    }
-    sb.append(results.isEmpty() ? "]\n" : "\n]\n");
-    return sb.toString();
-  }
-
-  /** {@code s} as a JSON string literal. */
-  static String quote(String s) {
-    StringBuilder sb = new StringBuilder(s.length() + 2).append('"');
-    for (int i = 0; i < s.length(); i++) {
-      char c = s.charAt(i);
-      switch (c) {
-        case '"':
-          sb.append("\\\"");
-          break;
-        case '\\':
-          sb.append("\\\\");
-          break;
-        case '\n':
-          sb.append("\\n");
-          break;
-        case '\r':
-          sb.append("\\r");
-          break;
-        case '\t':
-          sb.append("\\t");
-          break;
-        default:
-          if (c < 0x20) {
-            sb.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
-          } else {
-            sb.append(c);
-          }
-      }
-    }
-    return sb.append('"').toString();
+  /** The report as indented JSON. */
+  static String toJson(Report report) {
+    return Mappers.json(report);
   }
 }

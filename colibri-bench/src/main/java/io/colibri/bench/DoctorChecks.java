@@ -67,6 +67,11 @@ final class DoctorChecks {
     return out;
   }
 
+  /** The Colibri library's version ("0.1.0") after {@link #run}; null if it did not load. */
+  String libraryVersion() {
+    return library == null ? null : library.version();
+  }
+
   private static void step(List<Result> out, String name, Supplier<List<Result>> check) {
     try {
       out.addAll(check.get());

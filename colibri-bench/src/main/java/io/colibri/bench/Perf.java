@@ -36,9 +36,9 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * rank 0 and starts ranks 1..N-1 with the same java binary and class path, passing the id as
  * text. With {@code --threads} the ranks are threads of this JVM instead. Only rank 0 prints.
  *
- * <p>{@code chart ...} as the first argument runs {@link ChartCommand} instead: PNG charts of
- * result files; {@code doctor ...} runs {@link Doctor}: checks of the machine (driver, GPUs, RDMA,
- * limits) with the fix for each problem.
+ * <p>The command line is {@link Cli}'s: {@code chart ...} as the first argument runs {@link
+ * ChartCommand} instead (PNG charts of result files), {@code doctor ...} runs {@link Doctor}
+ * (checks of the machine: driver, GPUs, RDMA, limits, with the fix for each problem).
  */
 public final class Perf {
 
@@ -58,27 +58,15 @@ public final class Perf {
   }
 
   /**
-   * Runs the tool; returns the exit code. Rank 0 prints to {@code out}, problems go to
-   * {@code err}. Does not call {@link System#exit}.
+   * Runs the tool (perf, or the command that the first argument names); returns the exit code.
+   * Rank 0 prints to {@code out}, problems go to {@code err}. Does not call {@link System#exit}.
    */
   public static int run(String[] args, PrintStream out, PrintStream err) {
-    if (args.length > 0 && "chart".equals(args[0])) {
-      return ChartCommand.run(java.util.Arrays.copyOfRange(args, 1, args.length), out, err);
-    }
-    if (args.length > 0 && "doctor".equals(args[0])) {
-      return Doctor.run(java.util.Arrays.copyOfRange(args, 1, args.length), out, err);
-    }
-    PerfConfig config;
-    try {
-      config = PerfConfig.parse(args);
-    } catch (PerfConfig.UsageException e) {
-      err.println("colibri perf: " + e.getMessage());
-      return EXIT_USAGE;
-    }
-    if (config.help) {
-      out.println(PerfConfig.usage());
-      return EXIT_OK;
-    }
+    return Cli.run(args, out, err, DoctorProbe.system());
+  }
+
+  /** Runs the sweep of {@code config}: as a child rank, or as rank 0 and the launcher. */
+  static int execute(PerfConfig config, PrintStream out, PrintStream err) {
     try {
       if (config.isChild()) {
         return runChild(config, err);

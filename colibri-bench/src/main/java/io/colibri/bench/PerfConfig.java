@@ -7,260 +7,277 @@ import io.colibri.Algorithm;
 import io.colibri.DataType;
 import io.colibri.ReduceOp;
 import io.colibri.Transport;
+import java.io.PrintStream;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.EnumSet;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.ITypeConverter;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.Spec;
+import picocli.CommandLine.TypeConversionException;
 
-/** The command line of {@link Perf}, parsed and checked. Immutable once {@link #parse} returns. */
-final class PerfConfig {
+/**
+ * The perf command: its command line (picocli options, checked as they are parsed and once more
+ * together) and what it runs, {@link Perf#execute}. Immutable once parsed.
+ */
+@Command(name = "perf", mixinStandardHelpOptions = true, versionProvider = Cli.Version.class,
+    header = "Measures the collectives over a sweep of message sizes (the default command).",
+    abbreviateSynopsis = true, sortOptions = false,
+    description = {
+        "Runs the collectives on N local ranks and prints one table per collective"
+            + " (nccl-tests style); only rank 0 prints. Without a command name,"
+            + " java -jar colibri-bench.jar [OPTIONS] runs perf.",
+        ""},
+    footer = {"",
+        "Sizes: for allGather and reduceScatter the size is the total buffer (ranks x per-rank"
+            + " part), as in nccl-tests; sizes that do not divide evenly are rounded down.",
+        "Time: average per operation over -n iterations, the slowest rank's, measured from a"
+            + " barrier to the end of that rank's last iteration. algbw = size / time;"
+            + " busbw = algbw x 2(n-1)/n (allReduce), (n-1)/n (allGather, reduceScatter),"
+            + " 1 (broadcast).",
+        "Colibri settings not on this command line come from COLIBRI_* variables"
+            + " (docs/configuration.md).",
+        "",
+        "Exit code: 0 ok, 1 wrong elements, 2 bad command line, 3 a rank failed.",
+        "Charts from result files: java -jar colibri-bench.jar chart --help"})
+final class PerfConfig implements Callable<Integer> {
 
   /** Largest buffer the tool allocates (a direct ByteBuffer holds at most 2 GiB - 1). */
   static final long MAX_BYTES_LIMIT = 1L << 30;
 
-  static final long DEFAULT_MIN_BYTES = 8;
-  static final long DEFAULT_MAX_BYTES = 64L << 20;
-  static final long DEFAULT_STEP_FACTOR = 2;
-  static final int DEFAULT_RANKS = 4;
-  static final int DEFAULT_WARMUP = 5;
-  static final int DEFAULT_ITERS = 20;
+  @Spec
+  private CommandSpec spec;
 
-  int ranks = DEFAULT_RANKS;
+  private final PrintStream out;
+  private final PrintStream err;
+
+  int ranks;
   boolean threads;
-  long minBytes = DEFAULT_MIN_BYTES;
-  long maxBytes = DEFAULT_MAX_BYTES;
-  long stepFactor = DEFAULT_STEP_FACTOR;
+  long minBytes;
+  long maxBytes;
+  long stepFactor;
   long stepBytes; // > 0: linear steps instead of the factor
   boolean check = true;
-  int warmup = DEFAULT_WARMUP;
-  int iters = DEFAULT_ITERS;
-  DataType type = DataType.FLOAT32;
-  ReduceOp op = ReduceOp.SUM;
+  int warmup;
+  int iters;
+  DataType type;
+  ReduceOp op;
   int root;
-  EnumSet<Collective> collectives = EnumSet.allOf(Collective.class);
-  Transport transport = Transport.AUTO;
-  Algorithm algorithm = Algorithm.AUTO;
+  EnumSet<Collective> collectives;
+  Transport transport;
+  Algorithm algorithm;
   long timeoutMs; // 0: the Options default (COLIBRI_TIMEOUT_MS or 60 s)
-  Path csv;
-  Path json;
   /** --progress (true), --no-progress (false), neither (null: on when on a terminal). */
   Boolean progress;
-  boolean help;
+
+  @Option(names = "--csv", paramLabel = "FILE", order = 30,
+      description = "also write every row as CSV")
+  Path csv;
+
+  @Option(names = "--json", paramLabel = "FILE", order = 31,
+      description = "also write the run (settings and rows) as JSON")
+  Path json;
 
   // Set only on the child processes that the launcher starts.
   int childRank = -1;
+
+  @Option(names = "--child-id", hidden = true, description = "internal to the launcher")
   String childId;
 
   /** The arguments as given, for the children (which parse the same sweep). */
-  final List<String> original = new ArrayList<>();
+  List<String> original = List.of();
 
-  /** Thrown for a bad command line; the message says what to change. */
-  static final class UsageException extends Exception {
-    private static final long serialVersionUID = 1L;
-
-    UsageException(String message) {
-      super(message);
-    }
+  /** The command, printing to {@code out} and {@code err} when it runs. */
+  PerfConfig(PrintStream out, PrintStream err) {
+    this.out = out;
+    this.err = err;
   }
 
-  static String usage() {
-    return String.join("\n",
-        "Usage: java -jar colibri-bench.jar [options]",
-        "",
-        "Measures Colibri collectives on N local ranks and prints one table per collective",
-        "(nccl-tests style). Only rank 0 prints. Exit code: 0 ok, 1 wrong elements, 2 bad",
-        "command line, 3 a rank failed.",
-        "",
-        "Ranks:",
-        "  --ranks N               number of ranks (default " + DEFAULT_RANKS + ")",
-        "  --threads               run the ranks as threads of this JVM (default: one JVM",
-        "                          process per rank; this process is rank 0)",
-        "Sweep:",
-        "  -b, --min-bytes SIZE    smallest message (default " + DEFAULT_MIN_BYTES + "); suffixes K M G",
-        "  -e, --max-bytes SIZE    largest message (default " + (DEFAULT_MAX_BYTES >> 20) + "M, at most 1G)",
-        "  -f, --step-factor F     multiply the size by F each step (default " + DEFAULT_STEP_FACTOR + ")",
-        "  -i, --step-bytes SIZE   add SIZE each step instead of multiplying",
-        "  -w, --warmup N          untimed iterations per size (default " + DEFAULT_WARMUP + ")",
-        "  -n, --iters N           timed iterations per size (default " + DEFAULT_ITERS + ")",
-        "  -c, --check [0|1]       check every element of the result (default 1);",
-        "      --no-check          same as -c 0",
-        "What:",
-        "  --collectives LIST      all, or a comma list of allreduce,allgather,reducescatter,",
-        "                          broadcast (default all)",
-        "  -t, -d, --type TYPE     float32 (default), float16, bfloat16, float64, int8, uint8,",
-        "                          int32, uint32, int64, uint64",
-        "  -o, --op OP             sum (default), prod, min, max, avg",
-        "  -r, --root R            root of broadcast (default 0)",
-        "How:",
-        "  --transport T           auto (default), shm, socket, verbs",
-        "  --algorithm A           auto (default), ring, direct",
-        "  --timeout MS            a peer silent this long is an error (default: Colibri's, 60000)",
-        "Output:",
-        "  --csv FILE              also write every row as CSV",
-        "  --json FILE             also write the run (settings and rows) as JSON",
-        "  --progress              show on stderr which size runs ([3/24] allReduce 1 MiB);",
-        "                          default: on when stdout and stderr are a terminal",
-        "  --no-progress           never show it",
-        "  -h, --help              this text",
-        "",
-        "Sizes: for allGather and reduceScatter the size is the total buffer (ranks x per-rank",
-        "part), as in nccl-tests; sizes that do not divide evenly are rounded down.",
-        "Time: average per operation over -n iterations, the slowest rank's, measured from a",
-        "barrier to the end of that rank's last iteration. algbw = size / time;",
-        "busbw = algbw x 2(n-1)/n (allReduce), (n-1)/n (allGather, reduceScatter), 1 (broadcast).",
-        "Colibri settings not on this command line come from COLIBRI_* variables (docs).",
-        "",
-        "Charts from result files: java -jar colibri-bench.jar chart --help");
-  }
-
-  static PerfConfig parse(String[] args) throws UsageException {
-    PerfConfig c = new PerfConfig();
-    for (int i = 0; i < args.length; i++) {
-      String arg = args[i];
-      if (arg == null) {
-        throw new UsageException("argument " + i + " is null");
-      }
-      String name = arg;
-      String inline = null;
-      if (arg.startsWith("--") && arg.indexOf('=') > 0) {
-        name = arg.substring(0, arg.indexOf('='));
-        inline = arg.substring(arg.indexOf('=') + 1);
-      }
-      boolean childOnly = name.equals("--child-rank") || name.equals("--child-id");
-      int start = i;
-      switch (name) {
-        case "-h":
-        case "--help":
-          c.help = true;
-          break;
-        case "--ranks":
-        case "-N":
-          c.ranks = (int) range(name, intValue(name, value(args, i++, inline)), 1, 1024);
-          break;
-        case "--threads":
-          c.threads = true;
-          break;
-        case "--processes":
-          c.threads = false;
-          break;
-        case "-b":
-        case "--min-bytes":
-          c.minBytes = size(name, value(args, i++, inline));
-          break;
-        case "-e":
-        case "--max-bytes":
-          c.maxBytes = size(name, value(args, i++, inline));
-          break;
-        case "-f":
-        case "--step-factor":
-          c.stepFactor = range(name, longValue(name, value(args, i++, inline)), 2, 1 << 20);
-          break;
-        case "-i":
-        case "--step-bytes":
-          c.stepBytes = size(name, value(args, i++, inline));
-          break;
-        case "-w":
-        case "--warmup":
-          c.warmup = (int) range(name, intValue(name, value(args, i++, inline)), 0, 1_000_000);
-          break;
-        case "-n":
-        case "--iters":
-          c.iters = (int) range(name, intValue(name, value(args, i++, inline)), 1, 1_000_000);
-          break;
-        case "-c":
-        case "--check":
-          if (inline != null) {
-            c.check = bool(name, inline);
-          } else if (i + 1 < args.length && isBool(args[i + 1])) {
-            c.check = bool(name, args[++i]);
-          } else {
-            c.check = true;
-          }
-          break;
-        case "--no-check":
-          c.check = false;
-          break;
-        case "-t":
-        case "-d":
-        case "--type":
-          c.type = type(value(args, i++, inline));
-          break;
-        case "-o":
-        case "--op":
-          c.op = op(value(args, i++, inline));
-          break;
-        case "-r":
-        case "--root":
-          c.root = (int) range(name, intValue(name, value(args, i++, inline)), 0, 1023);
-          break;
-        case "--collectives":
-          c.collectives = collectives(value(args, i++, inline));
-          break;
-        case "--transport":
-          c.transport = transport(value(args, i++, inline));
-          break;
-        case "--algorithm":
-          c.algorithm = algorithm(value(args, i++, inline));
-          break;
-        case "--timeout":
-          c.timeoutMs = range(name, longValue(name, value(args, i++, inline)), 1, 86_400_000L);
-          break;
-        case "--csv":
-          c.csv = Path.of(value(args, i++, inline));
-          break;
-        case "--json":
-          c.json = Path.of(value(args, i++, inline));
-          break;
-        case "--progress":
-          c.progress = Boolean.TRUE;
-          break;
-        case "--no-progress":
-          c.progress = Boolean.FALSE;
-          break;
-        case "--child-rank":
-          c.childRank = intValue(name, value(args, i++, inline));
-          break;
-        case "--child-id":
-          c.childId = value(args, i++, inline);
-          break;
-        default:
-          throw new UsageException("unknown option '" + arg + "' (see --help)");
-      }
-      if (inline != null && i != start) {
-        i = start; // value came after '=': nothing consumed from the next argument
-      }
-      if (!childOnly) {
-        for (int j = start; j <= i; j++) {
-          c.original.add(args[j]);
-        }
-      }
-    }
-    if (c.help) {
-      return c;
-    }
-    if (c.minBytes < 1) {
-      throw new UsageException("--min-bytes is " + c.minBytes + ": pass 1 or more");
-    }
-    if (c.maxBytes > MAX_BYTES_LIMIT) {
-      throw new UsageException("--max-bytes " + c.maxBytes + " is above the limit of "
-          + MAX_BYTES_LIMIT + " (1G): pass a smaller size");
-    }
-    if (c.maxBytes < c.minBytes) {
-      throw new UsageException("--max-bytes " + c.maxBytes + " is below --min-bytes "
-          + c.minBytes + ": pass a max at least as large as the min");
-    }
-    if (c.root >= c.ranks) {
-      throw new UsageException("--root " + c.root + " is out of range for " + c.ranks
-          + " ranks: pass 0.." + (c.ranks - 1));
-    }
-    if (c.collectives.isEmpty()) {
-      throw new UsageException("--collectives names none: pass all or a comma list");
-    }
-    if (c.childRank >= c.ranks || (c.childRank >= 0) != (c.childId != null)) {
-      throw new UsageException("--child-rank and --child-id are internal to the launcher");
-    }
+  /** Parses and checks {@code args} (without running anything). */
+  static PerfConfig parse(String... args) {
+    PerfConfig c = new PerfConfig(null, null);
+    Cli.configure(new CommandLine(c)).parseArgs(args);
+    c.checkTogether();
+    c.original = List.of(args);
     return c;
+  }
+
+  @Override
+  public Integer call() {
+    checkTogether();
+    return Perf.execute(this, out, err);
+  }
+
+  // ---- the options, in the order of --help ----
+
+  @Option(names = {"-N", "--ranks"}, paramLabel = "N", order = 1, defaultValue = "4",
+      description = "number of ranks (default ${DEFAULT-VALUE})")
+  void ranks(int n) {
+    ranks = (int) range("--ranks", n, 1, 1024);
+  }
+
+  @Option(names = "--threads", order = 2, description = "run the ranks as threads of this JVM")
+  void threads(boolean on) {
+    threads = true;
+  }
+
+  @Option(names = "--processes", order = 3,
+      description = "one JVM process per rank, this process is rank 0 (the default)")
+  void processes(boolean on) {
+    threads = false;
+  }
+
+  @Option(names = {"-b", "--min-bytes"}, paramLabel = "SIZE", order = 4, defaultValue = "8",
+      converter = SizeConverter.class,
+      description = "smallest message (default ${DEFAULT-VALUE}); suffixes K M G (powers of 1024)")
+  void minBytes(long bytes) {
+    minBytes = bytes;
+  }
+
+  @Option(names = {"-e", "--max-bytes"}, paramLabel = "SIZE", order = 5, defaultValue = "64M",
+      converter = SizeConverter.class,
+      description = "largest message (default ${DEFAULT-VALUE}, at most 1G)")
+  void maxBytes(long bytes) {
+    maxBytes = bytes;
+  }
+
+  @Option(names = {"-f", "--step-factor"}, paramLabel = "F", order = 6, defaultValue = "2",
+      description = "multiply the size by F each step (default ${DEFAULT-VALUE})")
+  void stepFactor(long f) {
+    stepFactor = range("--step-factor", f, 2, 1 << 20);
+  }
+
+  @Option(names = {"-i", "--step-bytes"}, paramLabel = "SIZE", order = 7,
+      converter = SizeConverter.class, description = "add SIZE each step instead of multiplying")
+  void stepBytes(long bytes) {
+    stepBytes = bytes;
+  }
+
+  @Option(names = {"-w", "--warmup"}, paramLabel = "N", order = 8, defaultValue = "5",
+      description = "untimed iterations per size (default ${DEFAULT-VALUE})")
+  void warmup(int n) {
+    warmup = (int) range("--warmup", n, 0, 1_000_000);
+  }
+
+  @Option(names = {"-n", "--iters"}, paramLabel = "N", order = 9, defaultValue = "20",
+      description = "timed iterations per size (default ${DEFAULT-VALUE})")
+  void iters(int n) {
+    iters = (int) range("--iters", n, 1, 1_000_000);
+  }
+
+  @Option(names = {"-c", "--check"}, paramLabel = "0|1", arity = "0..1", fallbackValue = "1",
+      order = 10, description = "check every element of the result (default 1; also"
+          + " true/false, on/off, yes/no)")
+  void check(String value) {
+    check = bool("--check", value);
+  }
+
+  @Option(names = "--no-check", order = 11, description = "same as -c 0")
+  void noCheck(boolean on) {
+    check = false;
+  }
+
+  @Option(names = "--collectives", paramLabel = "LIST", order = 12, defaultValue = "all",
+      completionCandidates = CollectiveNames.class,
+      description = "all, or a comma list of ${COMPLETION-CANDIDATES} (default all)")
+  void collectives(String list) {
+    collectives = Cli.convert(spec, "--collectives", () -> parseCollectives(list));
+  }
+
+  @Option(names = {"-t", "-d", "--type"}, paramLabel = "TYPE", order = 13,
+      defaultValue = "float32", converter = TypeNames.class,
+      completionCandidates = TypeNames.class,
+      description = "${COMPLETION-CANDIDATES} (default ${DEFAULT-VALUE})")
+  void type(DataType t) {
+    type = t;
+  }
+
+  @Option(names = {"-o", "--op"}, paramLabel = "OP", order = 14, defaultValue = "sum",
+      converter = OpNames.class, completionCandidates = OpNames.class,
+      description = "${COMPLETION-CANDIDATES} (default ${DEFAULT-VALUE}; allReduce and"
+          + " reduceScatter)")
+  void op(ReduceOp o) {
+    op = o;
+  }
+
+  @Option(names = {"-r", "--root"}, paramLabel = "R", order = 15, defaultValue = "0",
+      description = "root of broadcast (default ${DEFAULT-VALUE})")
+  void root(int r) {
+    root = (int) range("--root", r, 0, 1023);
+  }
+
+  @Option(names = "--transport", paramLabel = "T", order = 16, defaultValue = "auto",
+      converter = TransportNames.class, completionCandidates = TransportNames.class,
+      description = "${COMPLETION-CANDIDATES} (default ${DEFAULT-VALUE})")
+  void transport(Transport t) {
+    transport = t;
+  }
+
+  @Option(names = "--algorithm", paramLabel = "A", order = 17, defaultValue = "auto",
+      converter = AlgorithmNames.class, completionCandidates = AlgorithmNames.class,
+      description = "${COMPLETION-CANDIDATES} (default ${DEFAULT-VALUE})")
+  void algorithm(Algorithm a) {
+    algorithm = a;
+  }
+
+  @Option(names = "--timeout", paramLabel = "MS", order = 18, description = "a peer silent this"
+      + " long is an error (default: Colibri's, 60000 unless COLIBRI_TIMEOUT_MS says otherwise)")
+  void timeout(long ms) {
+    timeoutMs = range("--timeout", ms, 1, 86_400_000L);
+  }
+
+  @Option(names = "--progress", order = 32, description = "show on stderr which size runs"
+      + " ([3/24] allReduce 1 MiB); default: on when stdout and stderr are a terminal")
+  void progress(boolean on) {
+    progress = Boolean.TRUE;
+  }
+
+  @Option(names = "--no-progress", order = 33, description = "never show it")
+  void noProgress(boolean on) {
+    progress = Boolean.FALSE;
+  }
+
+  @Option(names = "--child-rank", hidden = true, description = "internal to the launcher")
+  void childRank(int rank) {
+    childRank = (int) range("--child-rank", rank, 0, 1023);
+  }
+
+  /** What no single option can check: the options together. */
+  private void checkTogether() {
+    if (minBytes < 1) {
+      throw usage("--min-bytes is " + minBytes + ": pass 1 or more");
+    }
+    if (maxBytes < minBytes) {
+      throw usage("--max-bytes " + maxBytes + " is below --min-bytes " + minBytes
+          + ": pass a max at least as large as the min");
+    }
+    if (root >= ranks) {
+      throw usage("--root " + root + " is out of range for " + ranks + " ranks: pass 0.."
+          + (ranks - 1));
+    }
+    if (childRank >= ranks || (childRank >= 0) != (childId != null)) {
+      throw usage("--child-rank and --child-id are internal to the launcher");
+    }
+  }
+
+  private ParameterException usage(String message) {
+    return new ParameterException(spec.commandLine(), message);
+  }
+
+  private long range(String name, long v, long min, long max) {
+    if (v < min || v > max) {
+      throw usage(name + " is " + v + ": pass " + min + ".." + max);
+    }
+    return v;
   }
 
   boolean isChild() {
@@ -292,43 +309,27 @@ final class PerfConfig {
         + ", iters " + iters + ", check " + (check ? "on" : "off");
   }
 
-  // ---- value parsing ----
+  // ---- values ----
 
-  private static String value(String[] args, int i, String inline) throws UsageException {
-    if (inline != null) {
-      return inline;
+  private boolean bool(String name, String text) {
+    switch (text.strip().toLowerCase(Locale.ROOT)) {
+      case "1":
+      case "true":
+      case "on":
+      case "yes":
+        return true;
+      case "0":
+      case "false":
+      case "off":
+      case "no":
+        return false;
+      default:
+        throw usage(name + " takes 0 or 1, got '" + text + "'");
     }
-    if (i + 1 >= args.length) {
-      throw new UsageException("option " + args[i] + " needs a value (see --help)");
-    }
-    return args[i + 1];
-  }
-
-  private static int intValue(String name, String text) throws UsageException {
-    long v = longValue(name, text);
-    if (v < Integer.MIN_VALUE || v > Integer.MAX_VALUE) {
-      throw new UsageException(name + " " + text + " is out of range");
-    }
-    return (int) v;
-  }
-
-  private static long longValue(String name, String text) throws UsageException {
-    try {
-      return Long.parseLong(text.strip());
-    } catch (NumberFormatException e) {
-      throw new UsageException(name + " needs a whole number, got '" + text + "'");
-    }
-  }
-
-  private static long range(String name, long v, long min, long max) throws UsageException {
-    if (v < min || v > max) {
-      throw new UsageException(name + " is " + v + ": pass " + min + ".." + max);
-    }
-    return v;
   }
 
   /** A size such as 8, 64K, 1M, 1G (powers of 1024; a trailing B or iB is allowed). */
-  static long size(String name, String text) throws UsageException {
+  static long size(String text) {
     String t = text.strip().toUpperCase(Locale.ROOT);
     if (t.endsWith("IB")) {
       t = t.substring(0, t.length() - 2);
@@ -358,95 +359,111 @@ final class PerfConfig {
     try {
       v = Long.parseLong(t);
     } catch (NumberFormatException e) {
-      throw new UsageException(name + " needs a size such as 8, 64K, 1M or 1G, got '" + text + "'");
+      throw new TypeConversionException("needs a size such as 8, 64K, 1M or 1G, got '" + text
+          + "'");
     }
     if (v < 0 || v > MAX_BYTES_LIMIT / mult) {
-      throw new UsageException(name + " " + text + " is out of range: pass 0.." + "1G");
+      throw new TypeConversionException("'" + text + "' is out of range: pass 0..1G");
     }
     return v * mult;
   }
 
-  private static boolean isBool(String s) {
-    try {
-      bool("", s);
-      return true;
-    } catch (UsageException e) {
-      return false;
+  static final class SizeConverter implements ITypeConverter<Long> {
+    @Override
+    public Long convert(String text) {
+      return size(text);
     }
   }
 
-  private static boolean bool(String name, String text) throws UsageException {
-    switch (text.strip().toLowerCase(Locale.ROOT)) {
-      case "1":
-      case "true":
-      case "on":
-      case "yes":
-        return true;
-      case "0":
-      case "false":
-      case "off":
-      case "no":
-        return false;
-      default:
-        throw new UsageException(name + " takes 0 or 1, got '" + text + "'");
+  /**
+   * The values of an option by their names on the command line: the option's converter (a name
+   * in any case, with spaces around it) and its completion candidates (the names without their
+   * aliases, in the order of --help).
+   */
+  abstract static class Names<T> extends ArrayList<String> implements ITypeConverter<T> {
+    private static final long serialVersionUID = 1L;
+
+    private final String what;
+    private final Map<String, T> values = new HashMap<>();
+
+    Names(String what) {
+      this.what = what;
+    }
+
+    /** {@code name} (listed) and {@code aliases} (not listed) stand for {@code value}. */
+    final void name(T value, String name, String... aliases) {
+      add(name);
+      values.put(name, value);
+      for (String alias : aliases) {
+        values.put(alias, value);
+      }
+    }
+
+    @Override
+    public final T convert(String text) {
+      T value = values.get(text.strip().toLowerCase(Locale.ROOT));
+      if (value == null) {
+        throw new TypeConversionException("unknown " + what + " '" + text + "': pass "
+            + String.join(", ", this));
+      }
+      return value;
     }
   }
 
-  static DataType type(String text) throws UsageException {
-    switch (text.strip().toLowerCase(Locale.ROOT)) {
-      case "int8":
-      case "char":
-        return DataType.INT8;
-      case "uint8":
-        return DataType.UINT8;
-      case "int32":
-      case "int":
-        return DataType.INT32;
-      case "uint32":
-        return DataType.UINT32;
-      case "int64":
-        return DataType.INT64;
-      case "uint64":
-        return DataType.UINT64;
-      case "float16":
-      case "half":
-      case "fp16":
-        return DataType.FLOAT16;
-      case "bfloat16":
-      case "bf16":
-        return DataType.BFLOAT16;
-      case "float32":
-      case "float":
-      case "fp32":
-        return DataType.FLOAT32;
-      case "float64":
-      case "double":
-      case "fp64":
-        return DataType.FLOAT64;
-      default:
-        throw new UsageException("unknown type '" + text + "': pass float32, float16, bfloat16,"
-            + " float64, int8, uint8, int32, uint32, int64 or uint64");
+  static final class TypeNames extends Names<DataType> {
+    private static final long serialVersionUID = 1L;
+
+    TypeNames() {
+      super("type");
+      name(DataType.FLOAT32, "float32", "float", "fp32");
+      name(DataType.FLOAT16, "float16", "half", "fp16");
+      name(DataType.BFLOAT16, "bfloat16", "bf16");
+      name(DataType.FLOAT64, "float64", "double", "fp64");
+      name(DataType.INT8, "int8", "char");
+      name(DataType.UINT8, "uint8");
+      name(DataType.INT32, "int32", "int");
+      name(DataType.UINT32, "uint32");
+      name(DataType.INT64, "int64");
+      name(DataType.UINT64, "uint64");
     }
   }
 
-  static ReduceOp op(String text) throws UsageException {
-    switch (text.strip().toLowerCase(Locale.ROOT)) {
-      case "sum":
-        return ReduceOp.SUM;
-      case "prod":
-        return ReduceOp.PROD;
-      case "min":
-        return ReduceOp.MIN;
-      case "max":
-        return ReduceOp.MAX;
-      case "avg":
-        return ReduceOp.AVG;
-      default:
-        throw new UsageException("unknown op '" + text + "': pass sum, prod, min, max or avg");
+  static final class OpNames extends Names<ReduceOp> {
+    private static final long serialVersionUID = 1L;
+
+    OpNames() {
+      super("op");
+      for (ReduceOp op : ReduceOp.values()) {
+        name(op, Perf.opName(op));
+      }
     }
   }
 
-  static EnumSet<Collective> collectives(String text) throws UsageException {
+  static final class TransportNames extends Names<Transport> {
+    private static final long serialVersionUID = 1L;
+
+    TransportNames() {
+      super("transport");
+      for (Transport t : Transport.values()) {
+        name(t, t.configName());
+      }
+    }
+  }
+
+  static final class AlgorithmNames extends Names<Algorithm> {
+    private static final long serialVersionUID = 1L;
+
+    AlgorithmNames() {
+      super("algorithm");
+      for (Algorithm a : Algorithm.values()) {
+        if (a != Algorithm.NONE) {
+          name(a, a.configName());
+        }
+      }
+    }
+  }
+
+  static EnumSet<Collective> parseCollectives(String text) {
     EnumSet<Collective> set = EnumSet.noneOf(Collective.class);
     for (String part : text.split(",")) {
       String p = part.strip();
@@ -459,30 +476,23 @@ final class PerfConfig {
       }
       Collective c = Collective.byName(p);
       if (c == null) {
-        throw new UsageException("unknown collective '" + p + "': pass all, or a comma list of"
-            + " allreduce, allgather, reducescatter, broadcast");
+        throw new TypeConversionException("unknown collective '" + p + "': pass all, or a comma"
+            + " list of " + String.join(", ", new CollectiveNames()));
       }
       set.add(c);
+    }
+    if (set.isEmpty()) {
+      throw new TypeConversionException("'" + text + "' names no collective: pass all or a"
+          + " comma list");
     }
     return set;
   }
 
-  static Transport transport(String text) throws UsageException {
-    for (Transport t : Transport.values()) {
-      if (t.configName().equals(text.strip().toLowerCase(Locale.ROOT))) {
-        return t;
-      }
-    }
-    throw new UsageException("unknown transport '" + text + "': pass auto, shm, socket or verbs");
-  }
+  static final class CollectiveNames extends ArrayList<String> {
+    private static final long serialVersionUID = 1L;
 
-  static Algorithm algorithm(String text) throws UsageException {
-    String t = text.strip().toLowerCase(Locale.ROOT);
-    for (Algorithm a : Algorithm.values()) {
-      if (a != Algorithm.NONE && a.configName().equals(t)) {
-        return a;
-      }
+    CollectiveNames() {
+      super(List.of("allreduce", "allgather", "reducescatter", "broadcast"));
     }
-    throw new UsageException("unknown algorithm '" + text + "': pass auto, ring or direct");
   }
 }

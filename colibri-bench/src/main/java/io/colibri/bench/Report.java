@@ -3,14 +3,18 @@
  */
 package io.colibri.bench;
 
+import com.fasterxml.jackson.annotation.JsonPropertyOrder;
+import com.fasterxml.jackson.dataformat.csv.CsvSchema;
 import java.io.IOException;
 import java.io.PrintStream;
+import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.function.BiFunction;
 
 /** What rank 0 prints: the tables as rows complete, and the CSV and JSON files at the end. */
 final class Report {
@@ -122,59 +126,64 @@ final class Report {
     return rows;
   }
 
-  void writeCsv(Path path) throws IOException {
-    StringBuilder sb = new StringBuilder(
-        "collective,ranks,size_bytes,count,type,op,root,time_us,algbw_gbps,busbw_gbps,wrong,"
-            + "algorithm\n");
-    for (Row r : rows) {
-      boolean bcast = r.collective == Collective.BROADCAST;
-      sb.append(r.collective.displayName()).append(',').append(config.ranks).append(',')
-          .append(r.bytes).append(',').append(r.count).append(',').append(r.type).append(',')
-          .append(bcast ? "" : r.opOrRoot).append(',').append(bcast ? r.opOrRoot : "")
-          .append(',').append(String.format(Locale.ROOT, "%.3f,%.6f,%.6f", r.timeUs, r.algbw,
-              r.busbw))
-          .append(',').append(r.wrong < 0 ? "" : Long.toString(r.wrong)).append(',')
-          .append(r.algorithm).append('\n');
+  /**
+   * One row of the result files, as the perf tool writes it to {@code --csv} and {@code --json}
+   * (the columns, their order and their names are the file format). The CSV rounds time to 3
+   * decimals and bandwidths to 6, the JSON all three to 6 significant digits. {@code op} is null
+   * for broadcast, {@code root} null for the others, {@code wrong} null when the data check is
+   * off; a null is an empty CSV field.
+   */
+  @JsonPropertyOrder({"collective", "ranks", "size_bytes", "count", "type", "op", "root",
+      "time_us", "algbw_gbps", "busbw_gbps", "wrong", "algorithm"})
+  record FileRow(String collective, int ranks, long sizeBytes, long count, String type, String op,
+      Integer root, BigDecimal timeUs, BigDecimal algbwGbps, BigDecimal busbwGbps, Long wrong,
+      String algorithm) {
+
+    static FileRow csv(Row r, int ranks) {
+      return of(r, ranks, Mappers.decimals(r.timeUs, 3), Mappers.decimals(r.algbw, 6),
+          Mappers.decimals(r.busbw, 6));
     }
-    write(path, sb.toString());
+
+    static FileRow json(Row r, int ranks) {
+      return of(r, ranks, Mappers.significant(r.timeUs, 6), Mappers.significant(r.algbw, 6),
+          Mappers.significant(r.busbw, 6));
+    }
+
+    private static FileRow of(Row r, int ranks, BigDecimal time, BigDecimal algbw,
+        BigDecimal busbw) {
+      boolean bcast = r.collective == Collective.BROADCAST;
+      return new FileRow(r.collective.displayName(), ranks, r.bytes, r.count, r.type,
+          bcast ? null : r.opOrRoot, bcast ? Integer.valueOf(r.opOrRoot) : null, time, algbw,
+          busbw, r.wrong < 0 ? null : r.wrong, r.algorithm);
+    }
+  }
+
+  /** The {@code --json} file: the settings of the run, then its rows. */
+  @JsonPropertyOrder({"tool", "version", "ranks", "mode", "transport", "algorithm", "type", "op",
+      "root", "warmup", "iters", "check", "time", "wrong", "results"})
+  record RunFile(String tool, String version, int ranks, String mode, String transport,
+      String algorithm, String type, String op, int root, int warmup, int iters, boolean check,
+      String time, Long wrong, List<FileRow> results) {}
+
+  private List<FileRow> fileRows(BiFunction<Row, Integer, FileRow> encoding) {
+    List<FileRow> out = new ArrayList<>();
+    for (Row r : rows) {
+      out.add(encoding.apply(r, config.ranks));
+    }
+    return out;
+  }
+
+  void writeCsv(Path path) throws IOException {
+    CsvSchema schema = Mappers.CSV.schemaFor(FileRow.class).withHeader();
+    write(path, Mappers.CSV.writer(schema).writeValueAsString(fileRows(FileRow::csv)));
   }
 
   void writeJson(Path path, String version, long totalWrong) throws IOException {
-    StringBuilder sb = new StringBuilder("{\n");
-    sb.append("  \"tool\": \"colibri-perf\",\n");
-    sb.append("  \"version\": ").append(str(version)).append(",\n");
-    sb.append("  \"ranks\": ").append(config.ranks).append(",\n");
-    sb.append("  \"mode\": ").append(str(config.threads ? "threads" : "processes")).append(",\n");
-    sb.append("  \"transport\": ").append(str(config.transport.configName())).append(",\n");
-    sb.append("  \"algorithm\": ").append(str(config.algorithm.configName())).append(",\n");
-    sb.append("  \"type\": ").append(str(Perf.typeName(config.type))).append(",\n");
-    sb.append("  \"op\": ").append(str(Perf.opName(config.op))).append(",\n");
-    sb.append("  \"root\": ").append(config.root).append(",\n");
-    sb.append("  \"warmup\": ").append(config.warmup).append(",\n");
-    sb.append("  \"iters\": ").append(config.iters).append(",\n");
-    sb.append("  \"check\": ").append(config.check).append(",\n");
-    sb.append("  \"time\": \"average per op, max over ranks\",\n");
-    sb.append("  \"wrong\": ").append(config.check ? Long.toString(totalWrong) : "null")
-        .append(",\n");
-    sb.append("  \"results\": [");
-    for (int i = 0; i < rows.size(); i++) {
-      Row r = rows.get(i);
-      boolean bcast = r.collective == Collective.BROADCAST;
-      sb.append(i == 0 ? "\n" : ",\n");
-      sb.append("    {\"collective\": ").append(str(r.collective.displayName()))
-          .append(", \"size_bytes\": ").append(r.bytes)
-          .append(", \"count\": ").append(r.count)
-          .append(", \"type\": ").append(str(r.type))
-          .append(", \"op\": ").append(bcast ? "null" : str(r.opOrRoot))
-          .append(", \"root\": ").append(bcast ? r.opOrRoot : "null")
-          .append(", \"time_us\": ").append(num(r.timeUs))
-          .append(", \"algbw_gbps\": ").append(num(r.algbw))
-          .append(", \"busbw_gbps\": ").append(num(r.busbw))
-          .append(", \"wrong\": ").append(r.wrong < 0 ? "null" : Long.toString(r.wrong))
-          .append(", \"algorithm\": ").append(str(r.algorithm)).append('}');
-    }
-    sb.append(rows.isEmpty() ? "]\n" : "\n  ]\n").append("}\n");
-    write(path, sb.toString());
+    write(path, Mappers.json(new RunFile("colibri-perf", version, config.ranks,
+        config.threads ? "threads" : "processes", config.transport.configName(),
+        config.algorithm.configName(), Perf.typeName(config.type), Perf.opName(config.op),
+        config.root, config.warmup, config.iters, config.check, "average per op, max over ranks",
+        config.check ? totalWrong : null, fileRows(FileRow::json))));
   }
 
   private static void write(Path path, String text) throws IOException {
@@ -183,13 +192,5 @@ final class Report {
       Files.createDirectories(parent);
     }
     Files.writeString(path, text, StandardCharsets.UTF_8);
-  }
-
-  private static String num(double v) {
-    return Double.isFinite(v) ? String.format(Locale.ROOT, "%.6g", v) : "null";
-  }
-
-  private static String str(String s) {
-    return s == null ? "null" : Doctor.quote(s);
   }
 }

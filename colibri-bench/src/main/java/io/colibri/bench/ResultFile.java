@@ -3,6 +3,9 @@
  */
 package io.colibri.bench;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.MappingIterator;
 import java.io.IOException;
 import java.nio.charset.MalformedInputException;
 import java.nio.charset.StandardCharsets;
@@ -109,58 +112,65 @@ final class ResultFile {
 
   // ---- CSV ----
 
+  /** A line of a CSV file: its number (from 1) and its fields. */
+  private record CsvLine(int number, String[] fields) {}
+
   static List<Measurement> parseCsv(String name, String text) throws InputException {
-    String[] lines = text.split("\r?\n", -1);
-    int headerLine = -1;
-    for (int i = 0; i < lines.length; i++) {
-      if (!skip(lines[i])) {
-        headerLine = i;
-        break;
-      }
-    }
-    if (headerLine < 0) {
+    List<CsvLine> lines = csvLines(name, text);
+    if (lines.isEmpty()) {
       throw new InputException(name + ": no header line (only blank or # lines); expected '"
           + String.join(",", REQUIRED) + ",...'; " + WHAT_TO_PASS);
     }
-    String[] header = lines[headerLine].split(",", -1);
+    CsvLine headerLine = lines.get(0);
+    String[] header = headerLine.fields();
     Map<String, Integer> col = new HashMap<>();
     for (int i = 0; i < header.length; i++) {
-      String h = header[i].strip().toLowerCase(Locale.ROOT);
+      String h = header[i].toLowerCase(Locale.ROOT);
       if (!KNOWN.contains(h)) {
-        throw new InputException(name + " line " + (headerLine + 1) + ": unknown column '"
-            + header[i].strip() + "'" + (looksLikeData(h) ? " (the file has no header line?)"
-            : "") + ". The chart command reads the columns " + knownList() + "; "
-            + WHAT_TO_PASS + ", or rename or remove that column");
+        throw new InputException(name + " line " + headerLine.number() + ": unknown column '"
+            + header[i] + "'" + (looksLikeData(h) ? " (the file has no header line?)" : "")
+            + ". The chart command reads the columns " + knownList() + "; " + WHAT_TO_PASS
+            + ", or rename or remove that column");
       }
       if (col.put(h, i) != null) {
-        throw new InputException(name + " line " + (headerLine + 1) + ": column '" + h
+        throw new InputException(name + " line " + headerLine.number() + ": column '" + h
             + "' appears twice; remove one");
       }
     }
-    requireColumns(name + " line " + (headerLine + 1), col.keySet(), "column");
+    requireColumns(name + " line " + headerLine.number(), col.keySet(), "column");
     List<Measurement> rows = new ArrayList<>();
-    for (int i = headerLine + 1; i < lines.length; i++) {
-      if (skip(lines[i])) {
-        continue;
-      }
-      String where = name + " line " + (i + 1);
-      String[] f = lines[i].split(",", -1);
+    for (CsvLine line : lines.subList(1, lines.size())) {
+      String where = name + " line " + line.number();
+      String[] f = line.fields();
       if (f.length != header.length) {
         throw new InputException(where + ": " + f.length + " fields but the header has "
             + header.length + "; fix or delete that line (a run cut short?)");
       }
       Map<String, String> values = new HashMap<>();
       for (Map.Entry<String, Integer> e : col.entrySet()) {
-        values.put(e.getKey(), f[e.getValue()].strip());
+        values.put(e.getKey(), f[e.getValue()]);
       }
       rows.add(measurement(where, values, 0));
     }
     return rows;
   }
 
-  private static boolean skip(String line) {
-    String s = line.strip();
-    return s.isEmpty() || s.startsWith("#");
+  /** The lines of a CSV text that hold fields (not blank, not '#'), with their numbers. */
+  private static List<CsvLine> csvLines(String name, String text) throws InputException {
+    List<CsvLine> lines = new ArrayList<>();
+    try (MappingIterator<String[]> it = Mappers.CSV.readerFor(String[].class)
+        .readValues(text)) {
+      while (it.hasNextValue()) {
+        int number = it.getParser().currentLocation().getLineNr(); // at the row's start
+        lines.add(new CsvLine(number, it.nextValue()));
+      }
+    } catch (JsonProcessingException e) {
+      throw new InputException(name + ": not a CSV file (" + Mappers.describe(e) + "); "
+          + WHAT_TO_PASS);
+    } catch (IOException e) {
+      throw new InputException(name + ": cannot be read (" + e + ")");
+    }
+    return lines;
   }
 
   private static boolean looksLikeData(String h) {
@@ -263,240 +273,44 @@ final class ResultFile {
   // ---- JSON (the perf tool's --json) ----
 
   static List<Measurement> parseJson(String name, String text) throws InputException {
-    Object root;
+    JsonNode top;
     try {
-      root = new JsonReader(text).document();
-    } catch (IllegalArgumentException e) {
-      throw new InputException(name + ": not valid JSON (" + e.getMessage() + "); "
+      top = Mappers.JSON.readTree(text);
+    } catch (JsonProcessingException e) {
+      throw new InputException(name + ": not valid JSON (" + Mappers.describe(e) + "); "
           + WHAT_TO_PASS);
     }
-    if (!(root instanceof Map)) {
+    if (top == null || !top.isObject()) {
       throw new InputException(name + ": the JSON is not an object with a \"results\" array;"
           + " " + WHAT_TO_PASS);
     }
-    Map<?, ?> top = (Map<?, ?>) root;
-    Object results = top.get("results");
-    if (!(results instanceof List)) {
+    JsonNode results = top.get("results");
+    if (results == null || !results.isArray()) {
       throw new InputException(name + ": the JSON has no \"results\" array; " + WHAT_TO_PASS);
     }
-    int ranks = 0;
-    if (top.get("ranks") instanceof Double) {
-      ranks = (int) (double) (Double) top.get("ranks");
-    }
+    int ranks = top.path("ranks").isNumber() ? top.get("ranks").intValue() : 0;
     List<Measurement> rows = new ArrayList<>();
     int index = 0;
-    for (Object o : (List<?>) results) {
+    for (JsonNode o : results) {
       String where = name + " results[" + index++ + "]";
-      if (!(o instanceof Map)) {
+      if (!o.isObject()) {
         throw new InputException(where + ": not an object; each result is {\"collective\": ..."
             + ", \"size_bytes\": ..., ...}");
       }
       Map<String, String> values = new HashMap<>();
-      for (Map.Entry<?, ?> e : ((Map<?, ?>) o).entrySet()) {
-        String key = String.valueOf(e.getKey());
+      for (Map.Entry<String, JsonNode> e : o.properties()) {
+        String key = e.getKey();
         if (!KNOWN.contains(key)) {
           throw new InputException(where + ": unknown field '" + key + "'. The chart command"
               + " reads the fields " + knownList() + "; " + WHAT_TO_PASS
               + ", or rename or remove that field");
         }
-        Object val = e.getValue();
-        values.put(key, val == null ? "" : val instanceof Double ? jsonNumber((Double) val)
-            : String.valueOf(val));
+        JsonNode val = e.getValue();
+        values.put(key, val.isNull() ? "" : val.isValueNode() ? val.asText() : val.toString());
       }
       requireColumns(where, values.keySet(), "field");
       rows.add(measurement(where, values, ranks));
     }
     return rows;
-  }
-
-  private static String jsonNumber(double d) {
-    return d == Math.rint(d) && Math.abs(d) < 9e18 ? Long.toString((long) d)
-        : Double.toString(d);
-  }
-
-  /**
-   * A small JSON reader: objects (as maps), arrays (lists), strings, numbers (doubles), true,
-   * false, null. Throws IllegalArgumentException with the offset of the first problem.
-   */
-  static final class JsonReader {
-    private final String s;
-    private int i;
-
-    JsonReader(String s) {
-      this.s = s;
-    }
-
-    Object document() {
-      Object v = value();
-      space();
-      if (i != s.length()) {
-        throw error("text after the end of the document");
-      }
-      return v;
-    }
-
-    private IllegalArgumentException error(String what) {
-      return new IllegalArgumentException(what + " at offset " + i);
-    }
-
-    private void space() {
-      while (i < s.length() && Character.isWhitespace(s.charAt(i))) {
-        i++;
-      }
-    }
-
-    private Object value() {
-      space();
-      if (i >= s.length()) {
-        throw error("unexpected end");
-      }
-      char c = s.charAt(i);
-      switch (c) {
-        case '{':
-          return object();
-        case '[':
-          return array();
-        case '"':
-          return string();
-        case 't':
-          return word("true", Boolean.TRUE);
-        case 'f':
-          return word("false", Boolean.FALSE);
-        case 'n':
-          return word("null", null);
-        default:
-          if (c == '-' || (c >= '0' && c <= '9')) {
-            return number();
-          }
-          throw error("unexpected '" + c + "'");
-      }
-    }
-
-    private Object word(String w, Object v) {
-      if (!s.startsWith(w, i)) {
-        throw error("expected " + w);
-      }
-      i += w.length();
-      return v;
-    }
-
-    private Double number() {
-      int start = i;
-      while (i < s.length() && "+-0123456789.eE".indexOf(s.charAt(i)) >= 0) {
-        i++;
-      }
-      try {
-        return Double.valueOf(s.substring(start, i));
-      } catch (NumberFormatException e) {
-        i = start;
-        throw error("bad number");
-      }
-    }
-
-    private String string() {
-      StringBuilder sb = new StringBuilder();
-      i++; // opening quote
-      while (true) {
-        if (i >= s.length()) {
-          throw error("unterminated string");
-        }
-        char c = s.charAt(i++);
-        if (c == '"') {
-          return sb.toString();
-        }
-        if (c != '\\') {
-          sb.append(c);
-          continue;
-        }
-        if (i >= s.length()) {
-          throw error("unterminated string");
-        }
-        char e = s.charAt(i++);
-        switch (e) {
-          case 'n':
-            sb.append('\n');
-            break;
-          case 't':
-            sb.append('\t');
-            break;
-          case 'r':
-            sb.append('\r');
-            break;
-          case 'b':
-            sb.append('\b');
-            break;
-          case 'f':
-            sb.append('\f');
-            break;
-          case 'u':
-            if (i + 4 > s.length()) {
-              throw error("bad \\u escape");
-            }
-            try {
-              sb.append((char) Integer.parseInt(s.substring(i, i + 4), 16));
-            } catch (NumberFormatException ex) {
-              throw error("bad \\u escape");
-            }
-            i += 4;
-            break;
-          default:
-            sb.append(e); // \" \\ \/
-        }
-      }
-    }
-
-    private List<Object> array() {
-      List<Object> list = new ArrayList<>();
-      i++;
-      space();
-      if (i < s.length() && s.charAt(i) == ']') {
-        i++;
-        return list;
-      }
-      while (true) {
-        list.add(value());
-        space();
-        if (i < s.length() && s.charAt(i) == ',') {
-          i++;
-        } else if (i < s.length() && s.charAt(i) == ']') {
-          i++;
-          return list;
-        } else {
-          throw error("expected ',' or ']'");
-        }
-      }
-    }
-
-    private Map<String, Object> object() {
-      Map<String, Object> map = new java.util.LinkedHashMap<>();
-      i++;
-      space();
-      if (i < s.length() && s.charAt(i) == '}') {
-        i++;
-        return map;
-      }
-      while (true) {
-        space();
-        if (i >= s.length() || s.charAt(i) != '"') {
-          throw error("expected a field name");
-        }
-        String key = string();
-        space();
-        if (i >= s.length() || s.charAt(i) != ':') {
-          throw error("expected ':'");
-        }
-        i++;
-        map.put(key, value());
-        space();
-        if (i < s.length() && s.charAt(i) == ',') {
-          i++;
-        } else if (i < s.length() && s.charAt(i) == '}') {
-          i++;
-          return map;
-        } else {
-          throw error("expected ',' or '}'");
-        }
-      }
-    }
   }
 }

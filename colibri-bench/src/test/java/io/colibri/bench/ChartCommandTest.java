@@ -167,19 +167,19 @@ class ChartCommandTest {
     assertEquals(List.of("Colibri", "mpi"), series.stream().map(s -> s.label)
         .collect(Collectors.toList()), "label=file, else the file name");
     ChartCommand.Options o = new ChartCommand.Options();
-    XYChart ar = ChartCommand.chart("allReduce", ChartCommand.Metric.BUSBW, series, o);
+    XYChart ar = ChartDrawing.chart("allReduce", ChartDrawing.Metric.BUSBW, series, o);
     assertEquals(Set.of("Colibri", "mpi"), ar.getSeriesMap().keySet());
     assertEquals("allReduce: bus bandwidth, 2 ranks", ar.getTitle());
     assertEquals(3.0, ar.getStyler().getXAxisMin(), 0, "8 B = 2^3");
     assertEquals(20.0, ar.getStyler().getXAxisMax(), 0, "1 MiB = 2^20");
     assertFalse(ar.getStyler().isYAxisLogarithmic());
-    assertTrue(ChartCommand.chart("allReduce", ChartCommand.Metric.TIME, series, o).getStyler()
+    assertTrue(ChartDrawing.chart("allReduce", ChartDrawing.Metric.TIME, series, o).getStyler()
         .isYAxisLogarithmic());
-    XYChart ag = ChartCommand.chart("allGather", ChartCommand.Metric.BUSBW, series, o);
+    XYChart ag = ChartDrawing.chart("allGather", ChartDrawing.Metric.BUSBW, series, o);
     assertEquals(Set.of("Colibri"), ag.getSeriesMap().keySet(), "mpi.csv has no allGather");
     assertTrue(ag.getXAxisTitle().contains("all ranks"), ag.getXAxisTitle());
-    assertNull(ChartCommand.chart("allReduce", ChartCommand.Metric.MEMORY, series, o));
-    assertNull(ChartCommand.chart("broadcast", ChartCommand.Metric.BUSBW, series, o));
+    assertNull(ChartDrawing.chart("allReduce", ChartDrawing.Metric.MEMORY, series, o));
+    assertNull(ChartDrawing.chart("broadcast", ChartDrawing.Metric.BUSBW, series, o));
   }
 
   @Test
@@ -191,24 +191,50 @@ class ChartCommandTest {
     List<ChartCommand.Series> series = ChartCommand.load(List.of(p.toString()), null);
     assertEquals(List.of("both n=2", "both n=4"), series.stream().map(s -> s.label)
         .collect(Collectors.toList()));
-    XYChart c = ChartCommand.chart("allReduce", ChartCommand.Metric.TIME, series,
+    XYChart c = ChartDrawing.chart("allReduce", ChartDrawing.Metric.TIME, series,
         new ChartCommand.Options());
     assertEquals("allReduce: time per call", c.getTitle(), "no single rank count to name");
   }
 
   @Test
   void sizeLabelsAreHumanReadablePowersOfTwo() {
-    assertEquals("8B", ChartCommand.sizeTickLabel(3));
-    assertEquals("512B", ChartCommand.sizeTickLabel(9));
-    assertEquals("1K", ChartCommand.sizeTickLabel(10));
-    assertEquals("64K", ChartCommand.sizeTickLabel(16));
-    assertEquals("1M", ChartCommand.sizeTickLabel(20));
-    assertEquals("256M", ChartCommand.sizeTickLabel(28.0000000001));
-    assertEquals("1G", ChartCommand.sizeTickLabel(30));
-    assertEquals("", ChartCommand.sizeTickLabel(10.5), "no label between powers of two");
+    assertEquals("8B", ChartDrawing.sizeTickLabel(3));
+    assertEquals("512B", ChartDrawing.sizeTickLabel(9));
+    assertEquals("1K", ChartDrawing.sizeTickLabel(10));
+    assertEquals("64K", ChartDrawing.sizeTickLabel(16));
+    assertEquals("1M", ChartDrawing.sizeTickLabel(20));
+    assertEquals("256M", ChartDrawing.sizeTickLabel(28.0000000001));
+    assertEquals("1G", ChartDrawing.sizeTickLabel(30));
+    assertEquals("", ChartDrawing.sizeTickLabel(10.5), "no label between powers of two");
     assertEquals("1.5 KiB", SizeFormat.human(1536));
     assertEquals("8 B", SizeFormat.human(8));
     assertEquals("64 MiB", SizeFormat.human(64L << 20));
+  }
+
+  /** The committed comparisons with Open MPI (host) and NCCL (H200s) chart as they are. */
+  @Test
+  void chartsTheCommittedResults() throws Exception {
+    Path host = Path.of("..", "results", "host");
+    Path gpu = Path.of("..", "results", "gpu", "2026-11-30-x2-ll", "csv");
+    if (!Files.isDirectory(host) || !Files.isDirectory(gpu)) {
+      return; // module built outside the repository
+    }
+    Path out = dir.resolve("committed");
+    Result r = chart("--out", out.toString(), "--prefix", "n2-", "--grid",
+        "Colibri=" + host.resolve("2026-11-30-colibri-n2.csv"),
+        "Open MPI=" + host.resolve("2026-11-30-mpi-n2.csv"),
+        "Colibri n4=" + host.resolve("2026-11-30-colibri-n4.csv"),
+        "Colibri H200=" + gpu.resolve("colibri-n2-float32.csv"),
+        "NCCL H200=" + gpu.resolve("nccl-n2-float32.csv"));
+    assertEquals(0, r.rc, () -> "stdout:\n" + r.out + "\nstderr:\n" + r.err);
+    Set<String> expected = new HashSet<>(Set.of("n2-busbw.png", "n2-time.png"));
+    for (String c : List.of("allReduce", "allGather", "reduceScatter", "broadcast")) {
+      expected.add("n2-" + c + "-busbw.png");
+      expected.add("n2-" + c + "-time.png");
+    }
+    assertEquals(expected, pngs(out));
+    assertPng(out.resolve("n2-allReduce-busbw.png"), ChartCommand.DEFAULT_WIDTH,
+        ChartCommand.DEFAULT_HEIGHT);
   }
 
   @Test
@@ -250,7 +276,8 @@ class ChartCommandTest {
     assertTrue(none.err.contains("no result files"), none.err);
     Result opt = chart("--colour", "red", "x.csv");
     assertEquals(2, opt.rc);
-    assertTrue(opt.err.contains("unknown option '--colour'"), opt.err);
+    assertTrue(opt.err.contains("colibri chart: Unknown option: '--colour'"), opt.err);
+    assertTrue(opt.err.contains("chart --help"), opt.err);
     assertEquals(2, chart("--width", "wide", "x.csv").rc);
     assertEquals(2, chart("--height", "50", "x.csv").rc);
     assertEquals(2, chart("--collectives", "alltoall", "x.csv").rc);

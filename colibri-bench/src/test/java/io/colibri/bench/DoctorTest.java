@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import io.colibri.ColibriException;
 import io.colibri.ErrorCode;
 import io.colibri.bench.Doctor.Result;
@@ -24,9 +25,9 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
-import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -193,24 +194,27 @@ class DoctorTest {
   private Run doctor(FakeProbe probe, String... flags) {
     List<String> f = List.of(flags);
     Run r = new Run();
-    r.results = new DoctorChecks(root, probe, f.contains("--no-gpu")).run();
-    r.out = f.contains("--json") ? Doctor.toJson(r.results) : Doctor.toText(r.results);
+    DoctorChecks checks = new DoctorChecks(root, probe, f.contains("--no-gpu"));
+    r.results = checks.run();
+    r.out = f.contains("--json") ? Doctor.toJson(new Doctor.Report(checks.libraryVersion(),
+        Doctor.Host.of(new DoctorFiles(root), probe), r.results)) : Doctor.toText(r.results);
     r.rc = Doctor.exitCode(r.results);
     return r;
   }
 
   /** The command itself: {@code doctor --root <the fake tree> args...}. */
   private Run command(FakeProbe probe, String... args) {
-    String[] all = new String[args.length + 2];
-    all[0] = "--root";
-    all[1] = root.toString();
-    System.arraycopy(args, 0, all, 2, args.length);
+    String[] all = new String[args.length + 3];
+    all[0] = "doctor";
+    all[1] = "--root";
+    all[2] = root.toString();
+    System.arraycopy(args, 0, all, 3, args.length);
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     ByteArrayOutputStream err = new ByteArrayOutputStream();
     Run r = new Run();
     try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
         PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      r.rc = Doctor.run(all, o, e, probe);
+      r.rc = Cli.run(all, o, e, probe);
     }
     r.out = out.toString(StandardCharsets.UTF_8);
     r.err = err.toString(StandardCharsets.UTF_8);
@@ -648,24 +652,57 @@ class DoctorTest {
   // ---- output and arguments ----
 
   @Test
-  void jsonIsOneArrayOfCheckStatusFoundFix() throws IOException {
+  void jsonIsOneObjectWithVersionHostSummaryAndTheChecks() throws IOException {
     limits("8388608", "unlimited");
+    write("/proc/sys/kernel/hostname", "gpu-node-7");
+    write("/proc/sys/kernel/osrelease", "6.8.0-45-generic");
+    write("/etc/os-release", "NAME=\"Ubuntu\"\nPRETTY_NAME=\"Ubuntu 24.04.1 LTS\"\nID=ubuntu");
+    write("/proc/meminfo", "MemTotal:       2113511260 kB\nMemFree:        1900000000 kB");
     FakeProbe probe = new FakeProbe();
     probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
-    Run r = doctor(probe, "--json");
+    Run r = command(probe, "--json");
     assertEquals(Doctor.EXIT_FAIL, r.rc);
-    String json = r.out.trim();
-    assertTrue(json.startsWith("[") && json.endsWith("]"), json);
-    Pattern obj = Pattern.compile("\\{\"check\": \"[^\"]+\", \"status\": \"(PASS|WARN|FAIL|SKIP)\","
-        + " \"found\": \"([^\"\\\\]|\\\\.)*\", \"fix\": (null|\"([^\"\\\\]|\\\\.)*\")\\},?");
-    List<String> lines = List.of(json.split("\n"));
-    assertEquals(r.results.size() + 2, lines.size(), json);
-    for (String line : lines.subList(1, lines.size() - 1)) {
-      assertTrue(obj.matcher(line.trim()).matches(), line);
+    assertEquals("", r.err);
+    JsonNode json = Mappers.JSON.readTree(r.out);
+    assertEquals("colibri-doctor", json.get("tool").asText());
+    assertEquals("0.1.0", json.get("version").asText(), "the Colibri version");
+    JsonNode host = json.get("host");
+    assertEquals("gpu-node-7", host.get("hostname").asText());
+    assertEquals("Ubuntu 24.04.1 LTS", host.get("os").asText());
+    assertEquals("6.8.0-45-generic", host.get("kernel").asText());
+    assertEquals(System.getProperty("os.arch"), host.get("arch").asText());
+    assertEquals(Runtime.getRuntime().availableProcessors(), host.get("cpus").asInt());
+    assertEquals(2113511260L * 1024, host.get("memory_bytes").asLong());
+    assertEquals("17.0.99 (Test)", host.get("java").asText());
+
+    List<Result> results = doctor(probe).results;
+    JsonNode checks = json.get("checks");
+    assertEquals(results.size(), checks.size());
+    Map<Status, Integer> counts = new HashMap<>();
+    for (int i = 0; i < results.size(); i++) {
+      Result want = results.get(i);
+      JsonNode got = checks.get(i);
+      assertEquals(Set.of("check", "status", "found", "fix"), fieldNames(got));
+      assertEquals(want.check(), got.get("check").asText());
+      assertEquals(want.status().name(), got.get("status").asText());
+      assertEquals(want.found(), got.get("found").asText());
+      assertEquals(want.fix() == null, got.get("fix").isNull(), want.check());
+      counts.merge(want.status(), 1, Integer::sum);
     }
-    assertContains(json, "{\"check\": \"driver\", \"status\": \"FAIL\"");
-    assertContains(json, "\"check\": \"versions\", \"status\": \"PASS\"");
-    assertFalse(json.contains("colibri doctor:"), "no text summary in JSON mode");
+    JsonNode summary = json.get("summary");
+    for (Status st : Status.values()) {
+      String key = st.name().toLowerCase(Locale.ROOT);
+      assertEquals(counts.getOrDefault(st, 0), summary.get(key).asInt(), key);
+    }
+    assertEquals("FAIL", summary.get("verdict").asText());
+    assertEquals(1, summary.get("exit_code").asInt());
+    assertFalse(r.out.contains("colibri doctor:"), "no text summary in JSON mode");
+  }
+
+  private static Set<String> fieldNames(JsonNode node) {
+    Set<String> names = new HashSet<>();
+    node.fieldNames().forEachRemaining(names::add);
+    return names;
   }
 
   @Test
@@ -678,19 +715,40 @@ class DoctorTest {
     assertTrue(text.out.startsWith("PASS  library: Colibri 0.1.0"), text.out);
     assertContains(text.out, "\nPASS  rdma mlx5_0: firmware 28.39.1002; port 1: ACTIVE");
     Run json = command(probe, "--json");
-    assertEquals(Doctor.toJson(expected), json.out);
+    assertEquals(Doctor.toJson(new Doctor.Report("0.1.0", Doctor.Host.of(new DoctorFiles(root),
+        probe), expected)), json.out);
     assertEquals("", json.err);
+    JsonNode summary = Mappers.JSON.readTree(json.out).get("summary");
+    assertEquals(0, summary.get("fail").asInt());
+    assertEquals(summary.get("warn").asInt() > 0 ? "WARN" : "PASS",
+        summary.get("verdict").asText());
+    assertEquals(0, summary.get("exit_code").asInt());
     probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
     assertEquals(Doctor.EXIT_FAIL, command(probe, "--json").rc);
     assertEquals(Doctor.EXIT_OK, command(probe, "--no-gpu", "--json").rc);
   }
 
+  /** Quotes, backslashes, line ends and control characters come back as they were. */
   @Test
-  void jsonQuoting() {
-    assertEquals("\"a\\\"b\\\\c\\nd\\te\\u0001\"", Doctor.quote("a\"b\\c\nd\te\u0001"));
-    assertEquals("[]\n", Doctor.toJson(List.of()));
-    assertEquals("[\n  {\"check\": \"x\", \"status\": \"WARN\", \"found\": \"f\", \"fix\": \"g\"}\n]\n",
-        Doctor.toJson(List.of(Result.warn("x", "f", "g"))));
+  void jsonKeepsEveryCharacterAndSaysWhenTheLibraryDoesNotLoad() throws IOException {
+    String found = "a\"b\\c\nd\te\u0001 µ";
+    String json = Doctor.toJson(new Doctor.Report(null, Doctor.Host.of(new DoctorFiles(root),
+        new FakeProbe()), List.of(Result.warn("x", found, "g"), Result.skip("y", "n/a"))));
+    JsonNode tree = Mappers.JSON.readTree(json);
+    assertTrue(tree.get("version").isNull(), json);
+    assertTrue(tree.get("host").get("hostname").isNull(), "no such file below the root: null");
+    assertEquals(found, tree.get("checks").get(0).get("found").asText());
+    assertEquals("g", tree.get("checks").get(0).get("fix").asText());
+    assertEquals("WARN", tree.get("summary").get("verdict").asText());
+    assertEquals(0, tree.get("summary").get("exit_code").asInt());
+    assertEquals(1, tree.get("summary").get("skip").asInt());
+
+    FakeProbe broken = new FakeProbe();
+    broken.libraryFailure = new ColibriException(ErrorCode.UNSUPPORTED, "no natives here");
+    broken.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
+    JsonNode none = Mappers.JSON.readTree(command(broken, "--json").out);
+    assertTrue(none.get("version").isNull(), none.toString());
+    assertEquals("FAIL", none.get("checks").get(0).get("status").asText());
   }
 
   @Test
@@ -699,11 +757,20 @@ class DoctorTest {
     ByteArrayOutputStream err = new ByteArrayOutputStream();
     PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
     PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8);
-    assertEquals(Doctor.EXIT_USAGE, Doctor.run(new String[] {"--bogus"}, o, e, new FakeProbe()));
-    assertContains(err.toString(StandardCharsets.UTF_8), "unknown argument '--bogus'");
-    assertEquals(Doctor.EXIT_USAGE, Doctor.run(new String[] {"--root"}, o, e, new FakeProbe()));
-    assertEquals(Doctor.EXIT_OK, Perf.run(new String[] {"doctor", "--help"}, o, e));
-    assertContains(out.toString(StandardCharsets.UTF_8), "usage: java -jar colibri-bench.jar doctor");
+    FakeProbe probe = new FakeProbe();
+    assertEquals(Cli.EXIT_USAGE, Cli.run(new String[] {"doctor", "--bogus"}, o, e, probe));
+    assertContains(err.toString(StandardCharsets.UTF_8),
+        "colibri doctor: Unknown option: '--bogus'");
+    assertContains(err.toString(StandardCharsets.UTF_8), "doctor --help");
+    err.reset();
+    assertEquals(Cli.EXIT_USAGE, Cli.run(new String[] {"doctor", "--root"}, o, e, probe));
+    assertContains(err.toString(StandardCharsets.UTF_8),
+        "Missing required parameter for option '--root' (DIR)");
+    assertEquals(Doctor.EXIT_OK, Cli.run(new String[] {"doctor", "--help"}, o, e, probe));
+    assertContains(out.toString(StandardCharsets.UTF_8),
+        "Usage: java -jar colibri-bench.jar doctor");
+    assertContains(out.toString(StandardCharsets.UTF_8), "--no-gpu");
+    assertTrue(probe.loaded.isEmpty(), "help and errors check nothing");
   }
 
   // ---- pieces ----

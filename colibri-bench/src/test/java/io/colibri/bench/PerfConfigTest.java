@@ -15,6 +15,8 @@ import io.colibri.Transport;
 import java.util.EnumSet;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.TypeConversionException;
 
 class PerfConfigTest {
 
@@ -71,12 +73,46 @@ class PerfConfigTest {
   }
 
   @Test
-  void sizes() throws Exception {
-    assertEquals(8, PerfConfig.size("-b", "8"));
-    assertEquals(64 << 10, PerfConfig.size("-b", "64K"));
-    assertEquals(3L << 20, PerfConfig.size("-b", "3MiB"));
-    assertEquals(1L << 30, PerfConfig.size("-b", "1g"));
-    assertThrows(PerfConfig.UsageException.class, () -> PerfConfig.size("-b", "2G"));
-    assertThrows(PerfConfig.UsageException.class, () -> PerfConfig.size("-b", "lots"));
+  void sizes() {
+    assertEquals(8, PerfConfig.size("8"));
+    assertEquals(64 << 10, PerfConfig.size("64K"));
+    assertEquals(3L << 20, PerfConfig.size("3MiB"));
+    assertEquals(1L << 30, PerfConfig.size("1g"));
+    assertThrows(TypeConversionException.class, () -> PerfConfig.size("2G"));
+    assertThrows(TypeConversionException.class, () -> PerfConfig.size("lots"));
+  }
+
+  /** As before picocli: a repeated option's last value counts; -N and --processes exist. */
+  @Test
+  void lastValueCountsAndTheOtherSpellings() {
+    PerfConfig c = PerfConfig.parse("-n", "5", "--iters", "7", "-N", "2", "--threads",
+        "--processes", "--type=fp16", "-d", "double", "--progress", "--no-progress");
+    assertEquals(7, c.iters);
+    assertEquals(2, c.ranks);
+    assertFalse(c.threads);
+    assertEquals(DataType.FLOAT64, c.type);
+    assertEquals(Boolean.FALSE, c.progress);
+    assertEquals(0, c.timeoutMs, "no --timeout: the Options default");
+    assertEquals(250, PerfConfig.parse("--timeout", "250").timeoutMs);
+    assertEquals(List.of("-n", "5"), PerfConfig.parse("-n", "5").original);
+  }
+
+  @Test
+  void badValuesSayWhatToPass() {
+    assertMessage("--ranks is 0: pass 1..1024", "--ranks", "0");
+    assertMessage("--step-factor is 1: pass 2..1048576", "-f", "1");
+    assertMessage("--check takes 0 or 1, got 'maybe'", "--check=maybe");
+    assertMessage("unknown type 'complex': pass float32, float16", "-t", "complex");
+    assertMessage("unknown op 'xor': pass sum, prod, min, max, avg", "-o", "xor");
+    assertMessage("unknown transport 'ucx': pass auto, shm, socket, verbs", "--transport", "ucx");
+    assertMessage("unknown algorithm 'tree': pass auto, ring, direct", "--algorithm", "tree");
+    assertMessage("needs a size such as 8, 64K, 1M or 1G, got 'big'", "-e", "big");
+    assertMessage("--min-bytes is 0: pass 1 or more", "-b", "0");
+    assertMessage("--child-rank and --child-id are internal to the launcher", "--child-rank", "1");
+  }
+
+  private static void assertMessage(String expected, String... args) {
+    ParameterException e = assertThrows(ParameterException.class, () -> PerfConfig.parse(args));
+    assertTrue(e.getMessage().contains(expected), e.getMessage());
   }
 }

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -15,6 +16,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
+import java.util.stream.StreamSupport;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -101,9 +103,12 @@ class PerfSmokeTest {
     assertEquals(total + 1, csvLines.size(), "CSV: header and one line per row");
     assertTrue(csvLines.get(0).startsWith("collective,ranks,size_bytes,count"));
     assertTrue(csvLines.get(1).startsWith("allReduce,2,8,2,float32,sum,,"), csvLines.get(1));
-    String js = Files.readString(json);
-    assertTrue(js.contains("\"wrong\": 0,"), js);
-    assertTrue(js.contains("\"collective\": \"reduceScatter\", \"size_bytes\": 4096"), js);
+    JsonNode js = Mappers.JSON.readTree(json.toFile());
+    assertEquals(0, js.get("wrong").asInt(), js.toString());
+    assertEquals(total, js.get("results").size(), js.toString());
+    assertTrue(StreamSupport.stream(js.get("results").spliterator(), false).anyMatch(row ->
+        row.get("collective").asText().equals("reduceScatter")
+            && row.get("size_bytes").asLong() == 4096), js.toString());
   }
 
   @Test
@@ -139,18 +144,21 @@ class PerfSmokeTest {
     }
   }
 
+  /** No command name: perf, with perf's options and its own help and errors. */
   @Test
   void helpAndBadArguments() {
-    Result help = perf("--help");
+    Result help = perf("perf", "--help");
     assertEquals(0, help.rc);
-    assertTrue(help.out.contains("--min-bytes"));
+    assertTrue(help.out.contains("--min-bytes"), help.out);
     Result bad = perf("--frobnicate");
     assertEquals(2, bad.rc);
-    assertTrue(bad.err.contains("unknown option '--frobnicate'"), bad.err);
+    assertTrue(bad.err.contains("colibri perf: Unknown option: '--frobnicate'"), bad.err);
+    assertTrue(bad.err.contains("perf --help"), bad.err);
     assertEquals(2, perf("--type", "complex").rc);
     assertEquals(2, perf("-b", "1M", "-e", "1K").rc);
     assertEquals(2, perf("--ranks", "2", "--root", "2").rc);
     assertEquals(2, perf("--collectives", "alltoall").rc);
     assertEquals(2, perf("-n").rc);
+    assertEquals(2, perf("perf", "-n").rc);
   }
 }

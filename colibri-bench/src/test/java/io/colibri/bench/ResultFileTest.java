@@ -8,6 +8,9 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.MappingIterator;
+import com.fasterxml.jackson.dataformat.csv.CsvParser;
+import com.fasterxml.jackson.dataformat.csv.CsvSchema;
 import io.colibri.bench.ResultFile.InputException;
 import io.colibri.bench.ResultFile.Measurement;
 import java.io.ByteArrayOutputStream;
@@ -16,6 +19,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -38,7 +42,7 @@ class ResultFileTest {
   /** What the perf tool writes, through Report itself: the reader follows the writer. */
   @Test
   void readsThePerfToolsOwnCsvAndJson() throws Exception {
-    PerfConfig config = PerfConfig.parse(new String[] {"--ranks", "2"});
+    PerfConfig config = PerfConfig.parse("--ranks", "2");
     Report report = new Report(new PrintStream(new ByteArrayOutputStream(), true,
         StandardCharsets.UTF_8), config);
     report.row(new Report.Row(Collective.ALL_REDUCE, 1024, 256, "float32", "sum", 4.5, 0.2276,
@@ -86,19 +90,112 @@ class ResultFileTest {
     assertEquals(16777216, rows.get(1).sizeBytes);
   }
 
-  /** The committed files of scripts/bench-vs-mpi.sh read as they are. */
+  /**
+   * Every field of every row comes back as written: the CSV through Jackson's CSV reader, the
+   * JSON through databind, each into the record the writer wrote, and close to the measured values.
+   */
   @Test
-  void readsTheCommittedHostResults() throws Exception {
-    Path host = Path.of("..", "results", "host");
-    if (!Files.isDirectory(host)) {
-      return; // module built outside the repository
+  void csvAndJsonRoundTripElementByElement() throws Exception {
+    PerfConfig config = PerfConfig.parse("--ranks", "3", "--threads", "-t", "bf16", "-o", "max",
+        "--root", "2", "-w", "1", "-n", "7", "--transport", "shm", "--algorithm", "ring");
+    Report report = new Report(new PrintStream(new ByteArrayOutputStream(), true,
+        StandardCharsets.UTF_8), config);
+    List<Report.Row> rows = List.of(
+        new Report.Row(Collective.ALL_REDUCE, 1536, 768, "bfloat16", "max", 4.297123456,
+            0.35744189, 0.47658919, 0, "direct"),
+        new Report.Row(Collective.ALL_GATHER, 3072, 1536, "bfloat16", "-", 12345.678912,
+            1.0e-7, 6.6e-8, 5, "ring"),
+        new Report.Row(Collective.REDUCE_SCATTER, 6144, 3072, "bfloat16", "max", 250.5, 0.0245,
+            0.0163, 0, "ring"),
+        new Report.Row(Collective.BROADCAST, 2048, 1024, "bfloat16", "2", 12.25, 0.1672, 0.1672,
+            -1, "ring"));
+    rows.forEach(report::row);
+    Path csv = dir.resolve("run.csv");
+    Path json = dir.resolve("run.json");
+    report.writeCsv(csv);
+    report.writeJson(json, "0.1.0", 5);
+
+    CsvSchema header = Mappers.CSV.schemaFor(Report.FileRow.class).withHeader();
+    List<Report.FileRow> fromCsv;
+    try (MappingIterator<Report.FileRow> it = Mappers.CSV.readerFor(Report.FileRow.class)
+        .with(header).without(CsvParser.Feature.WRAP_AS_ARRAY)
+        .with(CsvParser.Feature.EMPTY_STRING_AS_NULL).readValues(csv.toFile())) {
+      fromCsv = it.readAll();
     }
-    try (var files = Files.list(host)) {
-      for (Path p : (Iterable<Path>) files.filter(f -> f.toString().endsWith(".csv"))::iterator) {
-        List<Measurement> rows = ResultFile.read(p); // throws on anything it cannot read
-        assertTrue(rows.stream().allMatch(m -> m.ranks > 0 && m.timeUs > 0), p.toString());
+    Report.RunFile run = Mappers.JSON.readValue(json.toFile(), Report.RunFile.class);
+    assertEquals(rows.size(), fromCsv.size());
+    assertEquals(rows.size(), run.results().size());
+    for (int i = 0; i < rows.size(); i++) {
+      Report.Row r = rows.get(i);
+      assertEquals(Report.FileRow.csv(r, 3), fromCsv.get(i), "CSV row " + i);
+      assertEquals(Report.FileRow.json(r, 3), run.results().get(i), "JSON row " + i);
+      for (Report.FileRow f : List.of(fromCsv.get(i), run.results().get(i))) {
+        boolean bcast = r.collective == Collective.BROADCAST;
+        assertEquals(r.collective.displayName(), f.collective());
+        assertEquals(3, f.ranks());
+        assertEquals(r.bytes, f.sizeBytes());
+        assertEquals(r.count, f.count());
+        assertEquals("bfloat16", f.type());
+        assertEquals(bcast ? null : r.opOrRoot, f.op());
+        assertEquals(bcast ? Integer.valueOf(2) : null, f.root());
+        // CSV: 3 and 6 decimals; JSON: 6 significant digits.
+        assertEquals(r.timeUs, f.timeUs().doubleValue(), Math.max(5e-4, r.timeUs * 5e-6));
+        assertEquals(r.algbw, f.algbwGbps().doubleValue(), Math.max(5e-7, r.algbw * 5e-6));
+        assertEquals(r.busbw, f.busbwGbps().doubleValue(), Math.max(5e-7, r.busbw * 5e-6));
+        assertEquals(r.wrong < 0 ? null : r.wrong, f.wrong());
+        assertEquals(r.algorithm, f.algorithm());
       }
     }
+    assertEquals(new Report.RunFile("colibri-perf", "0.1.0", 3, "threads", "shm", "ring",
+        "bfloat16", "max", 2, 1, 7, true, "average per op, max over ranks", 5L, run.results()),
+        run);
+    // The text keeps the layout of the files in results/: fixed decimals, no exponent.
+    List<String> lines = Files.readAllLines(csv);
+    assertEquals("collective,ranks,size_bytes,count,type,op,root,time_us,algbw_gbps,busbw_gbps,"
+        + "wrong,algorithm", lines.get(0));
+    assertEquals("allReduce,3,1536,768,bfloat16,max,,4.297,0.357442,0.476589,0,direct",
+        lines.get(1));
+    assertEquals("allGather,3,3072,1536,bfloat16,-,,12345.679,0.000000,0.000000,5,ring",
+        lines.get(2));
+    assertEquals("broadcast,3,2048,1024,bfloat16,,2,12.250,0.167200,0.167200,,ring",
+        lines.get(4));
+    String text = Files.readString(json);
+    assertTrue(text.contains("\"time_us\": 12345.7,"), text);
+    assertTrue(text.contains("\"algbw_gbps\": 0.00000010,"), text);
+  }
+
+  /**
+   * The committed results: every CSV in the chart command's layouts reads as it is; the others
+   * (latency and TLS tables, JMH's and the doctor's JSON) are refused with what to pass.
+   */
+  @Test
+  void readsTheCommittedResultsFiles() throws Exception {
+    Path results = Path.of("..", "results");
+    if (!Files.isDirectory(results)) {
+      return; // module built outside the repository
+    }
+    List<Path> files;
+    try (var walk = Files.walk(results)) {
+      files = walk.filter(f -> f.toString().endsWith(".csv") || f.toString().endsWith(".json"))
+          .sorted().collect(Collectors.toList());
+    }
+    int read = 0;
+    for (Path p : files) {
+      String header = Files.readAllLines(p).stream()
+          .filter(l -> !l.isBlank() && !l.strip().startsWith("#")).findFirst().orElse("");
+      if (p.toString().endsWith(".csv") && header.startsWith("collective,")) {
+        List<Measurement> rows = ResultFile.read(p); // throws on anything it cannot read
+        assertTrue(rows.size() > 10, p.toString());
+        assertTrue(rows.stream().allMatch(m -> m.ranks > 0 && m.timeUs > 0 && m.sizeBytes > 0
+            && m.busbw >= 0 && Collective.byName(m.collective) != null), p.toString());
+        read++;
+      } else {
+        String m = fails(p).getMessage();
+        assertTrue(m.startsWith(p.toString()) && m.contains("pass a CSV or JSON file written by"
+            + " the perf tool"), m);
+      }
+    }
+    assertTrue(read >= 12, "the host and GPU comparisons: " + read + " files of " + files);
   }
 
   @Test

@@ -3,6 +3,9 @@
  */
 package io.colibri.bench.jmh;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.colibri.DataType;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -134,149 +137,42 @@ public final class Compare {
     return String.format(Locale.ROOT, "%.2f", size / seconds / 1e9 * factor);
   }
 
-  // ---- a small JSON reader, enough for JMH's result files ----
+  // ---- JMH's result files ----
 
   static List<Result> parse(String json) {
-    Object root = new JsonReader(json).value();
-    List<Result> results = new ArrayList<>();
-    if (!(root instanceof List<?> list)) {
+    JsonNode root;
+    try {
+      root = new ObjectMapper().readTree(json);
+    } catch (JsonProcessingException e) {
+      throw new IllegalArgumentException("not a JMH result file: not valid JSON ("
+          + e.getOriginalMessage() + ")", e);
+    }
+    if (root == null || !root.isArray()) {
       throw new IllegalArgumentException("not a JMH result file: the top level is not an array");
     }
-    for (Object o : list) {
-      Map<?, ?> m = (Map<?, ?>) o;
+    List<Result> results = new ArrayList<>();
+    for (JsonNode m : root) {
       Map<String, String> params = new TreeMap<>();
-      if (m.get("params") instanceof Map<?, ?> pm) {
-        pm.forEach((k, v) -> params.put(String.valueOf(k), String.valueOf(v)));
+      for (Map.Entry<String, JsonNode> p : m.path("params").properties()) {
+        params.put(p.getKey(), p.getValue().asText());
       }
-      Map<?, ?> metric = (Map<?, ?>) m.get("primaryMetric");
-      results.add(new Result(String.valueOf(m.get("benchmark")), params,
-          number(metric.get("score")), number(metric.get("scoreError")),
-          String.valueOf(metric.get("scoreUnit"))));
+      JsonNode metric = m.path("primaryMetric");
+      results.add(new Result(m.path("benchmark").asText(), params,
+          number(metric.path("score")), number(metric.path("scoreError")),
+          metric.path("scoreUnit").asText()));
     }
     return results;
   }
 
-  private static double number(Object o) {
-    if (o instanceof Number n) {
+  /** A number, or NaN: JMH writes "NaN" as a string. */
+  private static double number(JsonNode n) {
+    if (n.isNumber()) {
       return n.doubleValue();
     }
     try {
-      return Double.parseDouble(String.valueOf(o));  // JMH writes "NaN" as a string
+      return Double.parseDouble(n.asText());
     } catch (NumberFormatException e) {
       return Double.NaN;
-    }
-  }
-
-  private static final class JsonReader {
-    private final String s;
-    private int i;
-
-    JsonReader(String s) {
-      this.s = s;
-    }
-
-    Object value() {
-      skip();
-      char c = s.charAt(i);
-      switch (c) {
-        case '{': return object();
-        case '[': return array();
-        case '"': return string();
-        default: break;
-      }
-      int start = i;
-      while (i < s.length() && ",]} \t\r\n".indexOf(s.charAt(i)) < 0) {
-        i++;
-      }
-      String word = s.substring(start, i);
-      switch (word) {
-        case "true": return Boolean.TRUE;
-        case "false": return Boolean.FALSE;
-        case "null": return null;
-        default: return Double.parseDouble(word);
-      }
-    }
-
-    private Map<String, Object> object() {
-      Map<String, Object> m = new LinkedHashMap<>();
-      i++;
-      skip();
-      if (s.charAt(i) == '}') {
-        i++;
-        return m;
-      }
-      while (true) {
-        skip();
-        String k = string();
-        skip();
-        expect(':');
-        m.put(k, value());
-        skip();
-        if (s.charAt(i) == ',') {
-          i++;
-        } else {
-          expect('}');
-          return m;
-        }
-      }
-    }
-
-    private List<Object> array() {
-      List<Object> l = new ArrayList<>();
-      i++;
-      skip();
-      if (s.charAt(i) == ']') {
-        i++;
-        return l;
-      }
-      while (true) {
-        l.add(value());
-        skip();
-        if (s.charAt(i) == ',') {
-          i++;
-        } else {
-          expect(']');
-          return l;
-        }
-      }
-    }
-
-    private String string() {
-      expect('"');
-      StringBuilder b = new StringBuilder();
-      while (s.charAt(i) != '"') {
-        char c = s.charAt(i++);
-        if (c == '\\') {
-          char e = s.charAt(i++);
-          switch (e) {
-            case 'n': b.append('\n'); break;
-            case 't': b.append('\t'); break;
-            case 'r': b.append('\r'); break;
-            case 'b': b.append('\b'); break;
-            case 'f': b.append('\f'); break;
-            case 'u': b.append((char) Integer.parseInt(s.substring(i, i + 4), 16)); i += 4; break;
-            default: b.append(e); break;
-          }
-        } else {
-          b.append(c);
-        }
-      }
-      i++;
-      return b.toString();
-    }
-
-    private void expect(char c) {
-      if (s.charAt(i) != c) {
-        throw new IllegalArgumentException("JSON: expected '" + c + "' at " + i + ", found '"
-            + s.charAt(i) + "'");
-      }
-      i++;
-    }
-
-    private void skip() {
-      while (i < s.length() && Character.isWhitespace(s.charAt(i))) {
-        i++;
-      }
     }
   }
 }
