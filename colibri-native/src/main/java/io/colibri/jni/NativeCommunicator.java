@@ -13,6 +13,7 @@ import io.colibri.Options;
 import io.colibri.ReduceOp;
 import io.colibri.jni.ColibriLib.ClbMemStats;
 import io.colibri.spi.CallQueue;
+import io.colibri.spi.NativeCalls;
 import java.lang.System.Logger.Level;
 import java.lang.ref.Cleaner;
 import java.lang.ref.Reference;
@@ -26,6 +27,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.BiConsumer;
+import java.util.function.LongToIntFunction;
 
 /**
  * {@link Communicator} over the C ABI. Every argument is checked here, before the native call, so
@@ -44,7 +46,7 @@ import java.util.function.BiConsumer;
  * {@code colibri-comm-<rank>}. Every call that takes a turn asks the queue first
  * ({@link CallQueue#checkTurn}), so a synchronous call does not slip between queued ones.
  */
-final class NativeCommunicator implements Communicator {
+final class NativeCommunicator implements Communicator, NativeCalls {
   private static final System.Logger LOG = System.getLogger("io.colibri");
   private static final Cleaner CLEANER = Cleaner.create();
   /** Extra time close() grants a call on another thread to return after the abort. */
@@ -204,6 +206,26 @@ final class NativeCommunicator implements Communicator {
    */
   private static ByteBuffer view(ByteBuffer buffer) {
     return buffer == null ? null : buffer.duplicate().order(buffer.order());
+  }
+
+  // ---- calls made through the C ABI directly (io.colibri.Segments on Java 22+) ----
+
+  @Override
+  public String nativeLibrary() {
+    return NativeLibrary.path();
+  }
+
+  @Override
+  public void callNative(String call, String what, LongToIntFunction nativeCall) {
+    long h = acquire(call);
+    try {
+      int rc = nativeCall.applyAsInt(h);
+      if (rc != 0) {
+        throw NativeLibrary.error(rc, what + " on rank " + rank + " of " + size);
+      }
+    } finally {
+      release();
+    }
   }
 
   // ---- collectives on raw addresses ----
