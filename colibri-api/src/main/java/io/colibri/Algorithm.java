@@ -42,11 +42,11 @@ public enum Algorithm {
   /**
    * The algorithm whose {@code clbAlgorithm_t} value is {@code code}.
    *
-   * @throws IllegalArgumentException if no algorithm has that code
+   * @throws ColibriException INVALID_ARGUMENT if no algorithm has that code
    */
   public static Algorithm fromCode(int code) {
     if (code < 0 || code >= BY_CODE.length) {
-      throw new IllegalArgumentException("unknown clbAlgorithm_t " + code
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "unknown clbAlgorithm_t " + code
           + ": valid codes are 0.." + (BY_CODE.length - 1));
     }
     return BY_CODE[code];

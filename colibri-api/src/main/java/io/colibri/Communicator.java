@@ -5,6 +5,7 @@ package io.colibri;
 
 import java.nio.ByteBuffer;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * A group of ranks (processes, or threads acting as ranks) that run collectives together.
@@ -65,6 +66,61 @@ import java.util.Optional;
  * whether something went wrong; {@link #rank()}, {@link #size()}, {@link #memoryStats()} and
  * {@link #lastAlgorithm()} answer at any time too. {@link #close()} may also be called from
  * another thread: it aborts a collective still running and waits for it to return.
+ *
+ * <h2>Asynchronous calls</h2>
+ *
+ * <p>{@link #allReduceAsync allReduceAsync}, {@link #allGatherAsync allGatherAsync},
+ * {@link #reduceScatterAsync reduceScatterAsync} and {@link #broadcastAsync broadcastAsync} are
+ * the {@link ByteBuffer} collectives without the wait: each returns at once a
+ * {@link CompletableFuture} that completes when the call has returned, so a thread can overlap
+ * the collective with its own work, e.g.
+ *
+ * <pre>{@code
+ * CompletableFuture<Void> done =
+ *     comm.allReduceAsync(grad, grad, n, DataType.FLOAT32, ReduceOp.SUM);
+ * prepareNextBatch();   // runs while the all-reduce moves data
+ * done.join();          // grad now holds the sum
+ * }</pre>
+ *
+ * <ul>
+ *   <li><b>Order.</b> The calls run one at a time, in the order they were submitted, on one daemon
+ *       thread of the communicator ({@code colibri-comm-<rank>}), started by the first of them and
+ *       ended by {@link #close()}. As for synchronous calls, every rank submits the same calls in
+ *       the same order.
+ *   <li><b>Buffers.</b> The region (position to limit) and byte order of each buffer are taken when
+ *       the call is submitted; later changes to the buffer object do not matter. The memory is
+ *       read and written until the future completes: do not write {@code send} or read
+ *       {@code recv} before. The call keeps its buffers reachable until then.
+ *   <li><b>Errors.</b> These methods never throw: every failure, a wrong argument included
+ *       (INVALID_ARGUMENT, checked when the call's turn comes, with the message of the
+ *       synchronous call), completes the future exceptionally with a {@link ColibriException}
+ *       ({@code join()} wraps it in a {@code CompletionException}, {@code get()} in an
+ *       {@code ExecutionException}: see {@code getCause()}).
+ *   <li><b>A failure ends the sequence.</b> Once a call fails, this rank's sequence of calls no
+ *       longer matches its peers', so the calls queued behind it, and every later call on the
+ *       communicator, asynchronous or not, fail at once with the same {@link ErrorCode}, naming
+ *       the call that failed (it is their cause). Close the communicator.
+ *   <li><b>Mixing.</b> While asynchronous calls are queued or running, a synchronous collective,
+ *       {@link #register}, {@link Registration#close()} or {@link #trim()} is refused with
+ *       INVALID_USAGE saying how many are pending: join their futures first (or make the call
+ *       asynchronous too). {@link #rank()}, {@link #size()}, {@link #memoryStats()},
+ *       {@link #lastAlgorithm()}, {@link #transportInfo()}, {@link #asyncError()} and
+ *       {@link #abort()} answer at any time.
+ *   <li><b>No cancel.</b> A submitted call cannot be taken back, not even one still queued: the
+ *       peers would wait for it. {@code cancel}, {@code complete} and
+ *       {@code completeExceptionally} on the future do nothing and return false ({@code obtrude*},
+ *       {@code completeAsync}, {@code orTimeout} and {@code completeOnTimeout} are refused with
+ *       INVALID_USAGE; wait with {@code get(timeout, unit)}). To stop the calls, call
+ *       {@link #abort()}: the running call returns ABORTED, every queued call's future completes
+ *       at once with ABORTED, and so do later calls.
+ *   <li><b>Close.</b> {@link #close()} waits until the queued calls have run (a call waits for a
+ *       silent peer at most the timeout, and after a failure the rest fail at once), then frees
+ *       the communicator; later asynchronous calls fail with INVALID_USAGE. To stop them instead,
+ *       call {@link #abort()} before {@link #close()}.
+ *   <li><b>Callbacks.</b> Stages attached with the non-async methods ({@code thenRun},
+ *       {@code whenComplete}, ...) may run on the communicator's thread and hold up its later
+ *       calls: attach long work with the {@code ...Async} variants.
+ * </ul>
  *
  * <h2>Errors</h2>
  *
@@ -143,6 +199,49 @@ public interface Communicator extends AutoCloseable {
    * root only (other ranks may pass null or any buffer).
    */
   void broadcast(ByteBuffer send, ByteBuffer recv, long count, DataType type, int root);
+
+  /**
+   * {@link #allReduce(ByteBuffer, ByteBuffer, long, DataType, ReduceOp)} on the communicator's
+   * thread, after the asynchronous calls submitted before it (see "Asynchronous calls" above).
+   * Never throws.
+   *
+   * @return completes when the call has returned; exceptionally with the call's
+   *     {@link ColibriException}
+   */
+  CompletableFuture<Void> allReduceAsync(ByteBuffer send, ByteBuffer recv, long count,
+      DataType type, ReduceOp op);
+
+  /**
+   * {@link #allGather(ByteBuffer, ByteBuffer, long, DataType)} on the communicator's thread, after
+   * the asynchronous calls submitted before it (see "Asynchronous calls" above). Never throws.
+   *
+   * @return completes when the call has returned; exceptionally with the call's
+   *     {@link ColibriException}
+   */
+  CompletableFuture<Void> allGatherAsync(ByteBuffer send, ByteBuffer recv, long sendCount,
+      DataType type);
+
+  /**
+   * {@link #reduceScatter(ByteBuffer, ByteBuffer, long, DataType, ReduceOp)} on the communicator's
+   * thread, after the asynchronous calls submitted before it (see "Asynchronous calls" above).
+   * Never throws.
+   *
+   * @return completes when the call has returned; exceptionally with the call's
+   *     {@link ColibriException}
+   */
+  CompletableFuture<Void> reduceScatterAsync(ByteBuffer send, ByteBuffer recv, long recvCount,
+      DataType type, ReduceOp op);
+
+  /**
+   * {@link #broadcast(ByteBuffer, ByteBuffer, long, DataType, int)} on the communicator's thread,
+   * after the asynchronous calls submitted before it (see "Asynchronous calls" above). Never
+   * throws.
+   *
+   * @return completes when the call has returned; exceptionally with the call's
+   *     {@link ColibriException}
+   */
+  CompletableFuture<Void> broadcastAsync(ByteBuffer send, ByteBuffer recv, long count,
+      DataType type, int root);
 
   /** {@link #allReduce(ByteBuffer, ByteBuffer, long, DataType, ReduceOp)} on raw addresses. */
   void allReduce(long send, long recv, long count, DataType type, ReduceOp op, long stream);
@@ -274,11 +373,15 @@ public interface Communicator extends AutoCloseable {
 
   /**
    * Makes a blocked collective, and every later call, fail with {@link ErrorCode#ABORTED}, and
-   * tells the peers. Any thread, any time; does nothing after {@link #close()}. Close still needed.
+   * tells the peers. The futures of queued asynchronous calls complete at once with ABORTED. Any
+   * thread, any time; does nothing after {@link #close()}. Close still needed.
    */
   void abort();
 
-  /** Frees everything the communicator holds. Idempotent; safe after an error or abort. */
+  /**
+   * Frees everything the communicator holds, after the queued asynchronous calls have run.
+   * Idempotent; safe after an error or abort.
+   */
   @Override
   void close();
 }

@@ -44,11 +44,11 @@ public enum DataType {
   /**
    * The type whose {@code clbDataType_t} value is {@code code}.
    *
-   * @throws IllegalArgumentException if no type has that code
+   * @throws ColibriException INVALID_ARGUMENT if no type has that code
    */
   public static DataType fromCode(int code) {
     if (code < 0 || code >= BY_CODE.length) {
-      throw new IllegalArgumentException("unknown clbDataType_t " + code
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "unknown clbDataType_t " + code
           + ": valid codes are 0.." + (BY_CODE.length - 1));
     }
     return BY_CODE[code];

@@ -46,11 +46,12 @@ public enum ErrorCode {
    * The error whose {@code clbResult_t} value is {@code code}. A code this version does not know
    * (a newer native library) maps to {@link #INTERNAL_ERROR}, so that a failure is never lost.
    *
-   * @throws IllegalArgumentException for 0 ({@code clbSuccess}), which is not an error
+   * @throws ColibriException INVALID_ARGUMENT for 0 ({@code clbSuccess}), which is not an error
    */
   public static ErrorCode fromCode(int code) {
     if (code == 0) {
-      throw new IllegalArgumentException("clbResult_t 0 is clbSuccess, not an error");
+      throw new ColibriException(INVALID_ARGUMENT, "clbResult_t 0 is clbSuccess, not an error:"
+          + " map only the codes of failed calls");
     }
     for (ErrorCode e : VALUES) {
       if (e.code == code) {

@@ -4,7 +4,6 @@
 package io.colibri;
 
 import java.util.Map;
-import java.util.Objects;
 
 /**
  * What a torchrun-style launcher tells each process: {@code MASTER_ADDR}, {@code MASTER_PORT},
@@ -50,10 +49,14 @@ public record LaunchEnvironment(
   /**
    * Reads the given variables.
    *
-   * @throws ColibriException INVALID_ARGUMENT naming the variable that is missing or invalid
+   * @throws ColibriException INVALID_ARGUMENT naming the variable that is missing or invalid, or
+   *     if {@code env} is null
    */
   public static LaunchEnvironment from(Map<String, String> env) {
-    Objects.requireNonNull(env, "env");
+    if (env == null) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "LaunchEnvironment.from(env): env is"
+          + " null: pass the variables, e.g. System.getenv(), or call fromSystem()");
+    }
     String address = required(env, MASTER_ADDR, "the host name or IP address of rank 0");
     int port = integer(env, MASTER_PORT, required(env, MASTER_PORT, "a free TCP port on rank 0's host"),
         1, 65535);

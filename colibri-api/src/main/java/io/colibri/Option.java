@@ -213,7 +213,8 @@ public enum Option {
   /**
    * Reads {@code text} (from {@code source}) into a checked value.
    *
-   * @throws IllegalArgumentException naming the knob, the source, the text and the valid values
+   * @throws ColibriException INVALID_ARGUMENT naming the knob, the source, the text and the valid
+   *     values
    */
   Object parse(String text, String source) {
     String t = text;
@@ -265,7 +266,8 @@ public enum Option {
   /**
    * Checks a typed value (from {@code source}) and returns it.
    *
-   * @throws IllegalArgumentException naming the knob, the source, the value and the valid values
+   * @throws ColibriException INVALID_ARGUMENT naming the knob, the source, the value and the valid
+   *     values
    */
   Object check(Object value, String source) {
     return check(value, source, null);
@@ -273,13 +275,13 @@ public enum Option {
 
   private Object check(Object value, String source, String shown) {
     if (value == null) {
-      throw new IllegalArgumentException(camelName + " from " + source + " is null: pass a "
-          + type().getSimpleName() + " (" + validValues() + "), or leave it unset for the default "
-          + format(defaultValue));
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, camelName + " from " + source
+          + " is null: pass a " + type().getSimpleName() + " (" + validValues()
+          + "), or leave it unset for the default " + format(defaultValue));
     }
     if (!type().isInstance(value)) {
-      throw new IllegalArgumentException(camelName + " from " + source + " is a "
-          + value.getClass().getSimpleName() + ", not a " + type().getSimpleName());
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, camelName + " from " + source
+          + " is a " + value.getClass().getSimpleName() + ", not a " + type().getSimpleName());
     }
     long n;
     switch (kind) {
@@ -328,9 +330,9 @@ public enum Option {
     return value;
   }
 
-  private IllegalArgumentException invalid(String source, String shown, String what) {
-    return new IllegalArgumentException("invalid " + camelName + " from " + source + ": " + shown
-        + " " + what + "; valid values are " + validValues()
+  private ColibriException invalid(String source, String shown, String what) {
+    return new ColibriException(ErrorCode.INVALID_ARGUMENT, "invalid " + camelName + " from "
+        + source + ": " + shown + " " + what + "; valid values are " + validValues()
         + ". Fix it, or unset it to use the default " + defaultText() + ".");
   }
 

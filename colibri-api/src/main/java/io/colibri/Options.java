@@ -6,7 +6,6 @@ package io.colibri;
 import java.time.Duration;
 import java.util.EnumMap;
 import java.util.Map;
-import java.util.Objects;
 import java.util.Properties;
 import java.util.function.Function;
 
@@ -23,10 +22,11 @@ import java.util.function.Function;
  *
  * <p>System properties and environment variables are read when {@link Builder#build()} runs; an
  * empty one counts as unset. They take the same text as the native library's {@code clbConfigInit}
- * accepts: names case-insensitive ("shm", "SHM"), numbers in decimal, no spaces. A value that is not valid, from any source, makes
- * {@code build()} throw an {@link IllegalArgumentException} that names the knob, where the value
- * came from, the value and what is valid. For Java users these options are the single source of
- * truth: every field of the native {@code clbConfig_t} is set from them.
+ * accepts: names case-insensitive ("shm", "SHM"), numbers in decimal, no spaces. A value that is
+ * not valid, from any source, makes {@code build()} (or the builder method, at once) throw a
+ * {@link ColibriException} with {@link ErrorCode#INVALID_ARGUMENT} whose message names the knob,
+ * where the value came from, the value and what is valid. For Java users these options are the
+ * single source of truth: every field of the native {@code clbConfig_t} is set from them.
  */
 public final class Options {
 
@@ -44,7 +44,8 @@ public final class Options {
    * The options when the code sets nothing: each knob from its system property, its environment
    * variable, or its default.
    *
-   * @throws IllegalArgumentException if a system property or environment variable is invalid
+   * @throws ColibriException INVALID_ARGUMENT if a system property or environment variable is
+   *     invalid
    */
   public static Options defaults() {
     return builder().build();
@@ -144,7 +145,7 @@ public final class Options {
 
   /** The value of {@code option}, of type {@link Option#type()}. */
   public Object get(Option option) {
-    return values.get(Objects.requireNonNull(option, "option"));
+    return values.get(nonNull(option, "get"));
   }
 
   /**
@@ -152,7 +153,7 @@ public final class Options {
    * "environment COLIBRI_X" or "default".
    */
   public String source(Option option) {
-    return sources.get(Objects.requireNonNull(option, "option"));
+    return sources.get(nonNull(option, "source"));
   }
 
   /**
@@ -206,7 +207,20 @@ public final class Options {
     return values.hashCode();
   }
 
-  /** Sets knobs in code; each setter checks its value at once. Not thread-safe. */
+  /** {@code option}, or INVALID_ARGUMENT naming the method that was given null. */
+  private static Option nonNull(Option option, String method) {
+    if (option == null) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "Options " + method + "(option): the"
+          + " option is null: pass one of the constants of Option, such as Option.CHUNK_BYTES");
+    }
+    return option;
+  }
+
+  /**
+   * Sets knobs in code. Each setter checks its value at once: a value out of range, or null, throws
+   * a {@link ColibriException} with {@link ErrorCode#INVALID_ARGUMENT} that names the knob, the
+   * value and what is valid. Not thread-safe.
+   */
   public static final class Builder {
     private final EnumMap<Option, Object> values = new EnumMap<>(Option.class);
     private final EnumMap<Option, String> sources = new EnumMap<>(Option.class);
@@ -308,12 +322,15 @@ public final class Options {
     /**
      * Sets {@code option} from text, as its system property would (e.g. "shm", "1048576"; the
      * timeout in milliseconds). For configuration files and command lines.
+     *
+     * @throws ColibriException INVALID_ARGUMENT if {@code option} or {@code text} is null or the
+     *     text is not a valid value of the option
      */
     public Builder set(Option option, String text) {
-      Objects.requireNonNull(option, "option");
+      nonNull(option, "set");
       if (text == null) {
-        throw new IllegalArgumentException(option.camelName() + " from " + BUILDER
-            + " is null: pass one of " + option.validValues() + ", or call clear(Option."
+        throw new ColibriException(ErrorCode.INVALID_ARGUMENT, option.camelName() + " from "
+            + BUILDER + " is null: pass one of " + option.validValues() + ", or call clear(Option."
             + option.name() + ") to use the system property, environment variable or default");
       }
       values.put(option, option.parse(text, BUILDER));
@@ -323,7 +340,7 @@ public final class Options {
 
     /** Forgets what was set for {@code option}: system property, environment or default apply. */
     public Builder clear(Option option) {
-      values.remove(Objects.requireNonNull(option, "option"));
+      values.remove(nonNull(option, "clear"));
       sources.remove(option);
       return this;
     }
@@ -331,7 +348,8 @@ public final class Options {
     /**
      * The options: values set here, then system properties, environment variables, defaults.
      *
-     * @throws IllegalArgumentException if a system property or environment variable is invalid
+     * @throws ColibriException INVALID_ARGUMENT if a system property or environment variable is
+     *     invalid
      */
     public Options build() {
       return build(System::getenv, System.getProperties());

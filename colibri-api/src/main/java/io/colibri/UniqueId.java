@@ -53,15 +53,16 @@ public final class UniqueId implements AutoCloseable {
   /**
    * An id from the {@value #BYTES} bytes that {@link #toBytes()} gave on some rank.
    *
-   * @throws IllegalArgumentException if {@code bytes} is null or not exactly {@value #BYTES} long
+   * @throws ColibriException INVALID_ARGUMENT if {@code bytes} is null or not exactly
+   *     {@value #BYTES} long
    */
   public static UniqueId fromBytes(byte[] bytes) {
     if (bytes == null) {
-      throw new IllegalArgumentException(
-          "unique id bytes are null: pass the " + BYTES + " bytes that UniqueId.toBytes() returned");
+      throw invalid("unique id bytes are null: pass the " + BYTES
+          + " bytes that UniqueId.toBytes() returned");
     }
     if (bytes.length != BYTES) {
-      throw new IllegalArgumentException("unique id must be exactly " + BYTES + " bytes, got "
+      throw invalid("unique id must be exactly " + BYTES + " bytes, got "
           + bytes.length + ": pass the bytes that UniqueId.toBytes() returned, unchanged");
     }
     return new UniqueId(bytes.clone());
@@ -71,17 +72,16 @@ public final class UniqueId implements AutoCloseable {
    * Parses the text that {@link #toString()} gave on some rank (URL-safe base64 without padding;
    * surrounding whitespace is ignored).
    *
-   * @throws IllegalArgumentException if {@code text} is null, not base64, or not {@value #BYTES}
-   *     bytes long once decoded
+   * @throws ColibriException INVALID_ARGUMENT if {@code text} is null, not base64, or not
+   *     {@value #BYTES} bytes long once decoded
    */
   public static UniqueId parse(String text) {
     if (text == null) {
-      throw new IllegalArgumentException(
-          "unique id text is null: pass the string that UniqueId.toString() returned");
+      throw invalid("unique id text is null: pass the string that UniqueId.toString() returned");
     }
     String t = text.strip();
     if (t.length() != TEXT_LENGTH) {
-      throw new IllegalArgumentException("unique id text must be " + TEXT_LENGTH
+      throw invalid("unique id text must be " + TEXT_LENGTH
           + " characters of URL-safe base64, got " + t.length()
           + ": pass the whole string that UniqueId.toString() returned (was it cut or padded?)");
     }
@@ -90,7 +90,7 @@ public final class UniqueId implements AutoCloseable {
       boolean ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
           || c == '-' || c == '_';
       if (!ok) {
-        throw new IllegalArgumentException("unique id text has '" + printable(c) + "' at index " + i
+        throw invalid("unique id text has '" + printable(c) + "' at index " + i
             + ", which is not URL-safe base64 (A-Z a-z 0-9 - _): pass the string that"
             + " UniqueId.toString() returned, unchanged");
       }
@@ -98,12 +98,12 @@ public final class UniqueId implements AutoCloseable {
     byte[] decoded;
     try {
       decoded = DECODER.decode(t);
-    } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("unique id text is not valid base64 (" + e.getMessage()
+    } catch (IllegalArgumentException e) { // the JDK decoder's refusal
+      throw invalid("unique id text is not valid base64 (" + e.getMessage()
           + "): pass the string that UniqueId.toString() returned, unchanged", e);
     }
     if (decoded.length != BYTES) {
-      throw new IllegalArgumentException("unique id text decodes to " + decoded.length
+      throw invalid("unique id text decodes to " + decoded.length
           + " bytes, not " + BYTES + ": pass the string that UniqueId.toString() returned");
     }
     return new UniqueId(decoded);
@@ -144,6 +144,14 @@ public final class UniqueId implements AutoCloseable {
   @Override
   public int hashCode() {
     return Arrays.hashCode(bytes);
+  }
+
+  private static ColibriException invalid(String message) {
+    return new ColibriException(ErrorCode.INVALID_ARGUMENT, message);
+  }
+
+  private static ColibriException invalid(String message, Throwable cause) {
+    return new ColibriException(ErrorCode.INVALID_ARGUMENT, message, cause);
   }
 
   private static String printable(char c) {

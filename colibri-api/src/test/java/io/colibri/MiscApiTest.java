@@ -3,6 +3,7 @@
  */
 package io.colibri;
 
+import static io.colibri.Refusals.invalidArgument;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -18,7 +19,22 @@ class MiscApiTest {
   void errorCodeFromUnknownCodeIsInternalErrorAndSuccessIsRefused() {
     assertEquals(ErrorCode.INTERNAL_ERROR, ErrorCode.fromCode(99));
     assertEquals(ErrorCode.INTERNAL_ERROR, ErrorCode.fromCode(-1));
-    assertThrows(IllegalArgumentException.class, () -> ErrorCode.fromCode(0));
+    invalidArgument(() -> ErrorCode.fromCode(0), "clbResult_t 0 is clbSuccess, not an error");
+  }
+
+  @Test
+  void unknownCodesOfTheValueEnumsAreInvalidArguments() {
+    for (DataType t : DataType.values()) {
+      assertEquals(t, DataType.fromCode(t.code()));
+    }
+    invalidArgument(() -> DataType.fromCode(10), "unknown clbDataType_t 10",
+        "valid codes are 0..9");
+    invalidArgument(() -> DataType.fromCode(-1), "unknown clbDataType_t -1");
+    for (Algorithm a : Algorithm.values()) {
+      assertEquals(a, Algorithm.fromCode(a.code()));
+    }
+    invalidArgument(() -> Algorithm.fromCode(4), "unknown clbAlgorithm_t 4",
+        "valid codes are 0..3");
   }
 
   @Test
@@ -44,8 +60,7 @@ class MiscApiTest {
     assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
     assertTrue(e.getMessage().contains("unique id is null"), e.getMessage());
     UniqueId id = UniqueId.fromBytes(new byte[UniqueId.BYTES]);
-    e = assertThrows(ColibriException.class, () -> Communicator.init(id, 0, 1, null));
-    assertTrue(e.getMessage().contains("options are null"), e.getMessage());
+    invalidArgument(() -> Communicator.init(id, 0, 1, null), "options are null");
   }
 
   private static Map<String, String> launcher() {
@@ -94,8 +109,8 @@ class MiscApiTest {
 
     env.put("RANK", "0");
     env.put("MASTER_PORT", "http");
-    e = assertThrows(ColibriException.class, () -> LaunchEnvironment.from(env));
-    assertTrue(e.getMessage().contains("MASTER_PORT=\"http\" is not a whole number"),
-        e.getMessage());
+    invalidArgument(() -> LaunchEnvironment.from(env),
+        "MASTER_PORT=\"http\" is not a whole number");
+    invalidArgument(() -> LaunchEnvironment.from(null), "env is null", "System.getenv()");
   }
 }

@@ -3,9 +3,9 @@
  */
 package io.colibri;
 
+import static io.colibri.Refusals.invalidArgument;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
@@ -101,11 +101,11 @@ class OptionsTest {
     assertEquals("system property colibri.versionCheck", o.source(Option.VERSION_CHECK));
     assertEquals(VersionCheck.STRICT, Options.builder().versionCheck(VersionCheck.STRICT)
         .build(env("COLIBRI_VERSION_CHECK", "warn")::get, NO_PROPS).versionCheck());
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Options.resolve(env("COLIBRI_VERSION_CHECK", "lenient"), NO_PROPS));
-    assertTrue(e.getMessage().contains("strict, exact, warn")
-        && e.getMessage().contains("environment COLIBRI_VERSION_CHECK"), e.getMessage());
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().versionCheck(null));
+    invalidArgument(() -> Options.resolve(env("COLIBRI_VERSION_CHECK", "lenient"), NO_PROPS),
+        "invalid versionCheck from environment COLIBRI_VERSION_CHECK: \"lenient\" is not a"
+            + " version check", "strict, exact, warn");
+    invalidArgument(() -> Options.builder().versionCheck(null),
+        "versionCheck from builder is null", "strict, exact, warn", "default strict");
   }
 
   @Test
@@ -184,50 +184,44 @@ class OptionsTest {
     Options.builder().verbsPort(1).verbsGidIndex(-1).verbsTrafficClass(0).verbsTimeout(0)
         .verbsRetryCount(7).verbsQpsPerConnection(1).verbsQpsPerConnection(8)
         .verbsDevice("x".repeat(63));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsPort(0));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsPort(256));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsGidIndex(-2));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsGidIndex(65536));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsTrafficClass(-1));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsTrafficClass(256));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsTimeout(32));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsRetryCount(8));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsQpsPerConnection(0));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsQpsPerConnection(9));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().verbsDevice(null));
-    IllegalArgumentException tooLong = assertThrows(IllegalArgumentException.class,
-        () -> Options.builder().verbsDevice("x".repeat(64)));
-    assertTrue(tooLong.getMessage().contains("verbsDevice from builder")
-        && tooLong.getMessage().contains("is 64 bytes long")
-        && tooLong.getMessage().contains("0..63 bytes"), tooLong.getMessage());
+    invalidArgument(() -> Options.builder().verbsPort(0),
+        "invalid verbsPort from builder: 0 is out of range", "1..255");
+    invalidArgument(() -> Options.builder().verbsPort(256), "verbsPort from builder: 256",
+        "1..255");
+    invalidArgument(() -> Options.builder().verbsGidIndex(-2), "verbsGidIndex from builder: -2",
+        "-1..255");
+    invalidArgument(() -> Options.builder().verbsGidIndex(65536),
+        "verbsGidIndex from builder: 65536");
+    invalidArgument(() -> Options.builder().verbsTrafficClass(-1),
+        "verbsTrafficClass from builder: -1 is out of range", "0..255");
+    invalidArgument(() -> Options.builder().verbsTrafficClass(256),
+        "verbsTrafficClass from builder: 256");
+    invalidArgument(() -> Options.builder().verbsTimeout(32), "verbsTimeout from builder: 32",
+        "0..31");
+    invalidArgument(() -> Options.builder().verbsRetryCount(8), "verbsRetryCount from builder: 8",
+        "0..7");
+    invalidArgument(() -> Options.builder().verbsQpsPerConnection(0),
+        "verbsQpsPerConnection from builder: 0", "1..8");
+    invalidArgument(() -> Options.builder().verbsQpsPerConnection(9),
+        "verbsQpsPerConnection from builder: 9", "1..8");
+    invalidArgument(() -> Options.builder().verbsDevice(null), "verbsDevice from builder is null");
+    invalidArgument(() -> Options.builder().verbsDevice("x".repeat(64)),
+        "verbsDevice from builder", "is 64 bytes long", "0..63 bytes");
     // UTF-8 bytes count, not characters: 32 two-byte characters are 64 bytes.
-    assertThrows(IllegalArgumentException.class,
-        () -> Options.builder().verbsDevice("\u00e9".repeat(32)));
+    invalidArgument(() -> Options.builder().verbsDevice("\u00e9".repeat(32)),
+        "verbsDevice from builder", "is 64 bytes long");
 
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Options.resolve(env("COLIBRI_VERBS_TIMEOUT", "32"), NO_PROPS));
-    String m = e.getMessage();
-    assertTrue(m.contains("verbsTimeout") && m.contains("environment COLIBRI_VERBS_TIMEOUT")
-        && m.contains("\"32\" is out of range") && m.contains("0..31")
-        && m.contains("default 14"), m);
-    IllegalArgumentException tc = assertThrows(IllegalArgumentException.class,
-        () -> Options.resolve(NO_ENV, props("colibri.verbsTrafficClass", "0x20")));
-    assertTrue(tc.getMessage().contains("system property colibri.verbsTrafficClass")
-        && tc.getMessage().contains("is not a whole number")
-        && tc.getMessage().contains("0..255"), tc.getMessage());
-    IllegalArgumentException rc = assertThrows(IllegalArgumentException.class,
-        () -> Options.resolve(env("COLIBRI_VERBS_RETRY_COUNT", "8"), NO_PROPS));
-    assertTrue(rc.getMessage().contains("environment COLIBRI_VERBS_RETRY_COUNT")
-        && rc.getMessage().contains("0..7"), rc.getMessage());
-    IllegalArgumentException qps = assertThrows(IllegalArgumentException.class,
-        () -> Options.resolve(env("COLIBRI_VERBS_QPS_PER_CONNECTION", "9"), NO_PROPS));
-    assertTrue(qps.getMessage().contains("environment COLIBRI_VERBS_QPS_PER_CONNECTION")
-        && qps.getMessage().contains("1..8") && qps.getMessage().contains("default 1"),
-        qps.getMessage());
-    IllegalArgumentException dev = assertThrows(IllegalArgumentException.class,
-        () -> Options.resolve(env("COLIBRI_VERBS_DEVICE", "m".repeat(64)), NO_PROPS));
-    assertTrue(dev.getMessage().contains("environment COLIBRI_VERBS_DEVICE")
-        && dev.getMessage().contains("is 64 bytes long"), dev.getMessage());
+    invalidArgument(() -> Options.resolve(env("COLIBRI_VERBS_TIMEOUT", "32"), NO_PROPS),
+        "verbsTimeout", "environment COLIBRI_VERBS_TIMEOUT", "\"32\" is out of range", "0..31",
+        "default 14");
+    invalidArgument(() -> Options.resolve(NO_ENV, props("colibri.verbsTrafficClass", "0x20")),
+        "system property colibri.verbsTrafficClass", "is not a whole number", "0..255");
+    invalidArgument(() -> Options.resolve(env("COLIBRI_VERBS_RETRY_COUNT", "8"), NO_PROPS),
+        "environment COLIBRI_VERBS_RETRY_COUNT", "0..7");
+    invalidArgument(() -> Options.resolve(env("COLIBRI_VERBS_QPS_PER_CONNECTION", "9"), NO_PROPS),
+        "environment COLIBRI_VERBS_QPS_PER_CONNECTION", "1..8", "default 1");
+    invalidArgument(() -> Options.resolve(env("COLIBRI_VERBS_DEVICE", "m".repeat(64)), NO_PROPS),
+        "environment COLIBRI_VERBS_DEVICE", "is 64 bytes long");
     assertEquals("mlx5_0", Options.builder().set(Option.VERBS_DEVICE, "mlx5_0")
         .build(NO_ENV::get, NO_PROPS).verbsDevice());
   }
@@ -244,43 +238,40 @@ class OptionsTest {
   @Test
   void spacesAreRefusedLikeTheNativeLibrary() {
     // clbConfigInit refuses " shm " and "  ": Java gives the same answer for the same text.
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Options.resolve(env("COLIBRI_TRANSPORT", " shm "), NO_PROPS));
-    assertTrue(e.getMessage().contains("\" shm \" is not a transport"), e.getMessage());
-    assertThrows(IllegalArgumentException.class,
-        () -> Options.resolve(env("COLIBRI_PIPELINE_DEPTH", " 4"), NO_PROPS));
+    invalidArgument(() -> Options.resolve(env("COLIBRI_TRANSPORT", " shm "), NO_PROPS),
+        "\" shm \" is not a transport");
+    invalidArgument(() -> Options.resolve(env("COLIBRI_PIPELINE_DEPTH", " 4"), NO_PROPS),
+        "environment COLIBRI_PIPELINE_DEPTH: \" 4\" is not a whole number");
   }
 
   @Test
   void invalidEnvironmentValueNamesKnobSourceValueAndRange() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Options.resolve(env("COLIBRI_CHUNK_BYTES", "100"), NO_PROPS));
-    String m = e.getMessage();
-    assertTrue(m.contains("chunkBytes"), m);
-    assertTrue(m.contains("environment COLIBRI_CHUNK_BYTES"), m);
-    assertTrue(m.contains("\"100\""), m);
-    assertTrue(m.contains("4096..67108864"), m);
-    assertTrue(m.contains("64 MiB"), m);
+    invalidArgument(() -> Options.resolve(env("COLIBRI_CHUNK_BYTES", "100"), NO_PROPS),
+        "chunkBytes", "environment COLIBRI_CHUNK_BYTES", "\"100\"", "4096..67108864", "64 MiB");
+  }
+
+  /** Issue 14: a bad COLIBRI_TIMEOUT_MS was an IllegalArgumentException, not a ColibriException. */
+  @Test
+  void badTimeoutFromTheEnvironmentIsAColibriExceptionWithTheWholeMessage() {
+    ColibriException e = invalidArgument(
+        () -> Options.resolve(env("COLIBRI_TIMEOUT_MS", "abc"), NO_PROPS));
+    assertEquals("invalid timeout from environment COLIBRI_TIMEOUT_MS: \"abc\" is not a whole"
+        + " number of milliseconds; valid values are 1..86400000 ms (1 ms..24 h). Fix it, or"
+        + " unset it to use the default 60000 ms.", e.getMessage());
+    assertEquals("io.colibri.ColibriException [INVALID_ARGUMENT]: " + e.getMessage(), e.toString());
   }
 
   @Test
   void invalidSystemPropertyNamesIt() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Options.resolve(NO_ENV, props("colibri.transport", "rdma")));
-    String m = e.getMessage();
-    assertTrue(m.contains("transport"), m);
-    assertTrue(m.contains("system property colibri.transport"), m);
-    assertTrue(m.contains("\"rdma\""), m);
-    assertTrue(m.contains("auto, shm, socket"), m);
+    invalidArgument(() -> Options.resolve(NO_ENV, props("colibri.transport", "rdma")),
+        "transport", "system property colibri.transport", "\"rdma\"", "auto, shm, socket");
   }
 
   @Test
   void systemPropertyIsCheckedEvenWhenEnvironmentIsValid() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Options.resolve(env("COLIBRI_PIPELINE_DEPTH", "2"),
-            props("colibri.pipelineDepth", "two")));
-    assertTrue(e.getMessage().contains("is not a whole number"), e.getMessage());
-    assertTrue(e.getMessage().contains("system property colibri.pipelineDepth"), e.getMessage());
+    invalidArgument(() -> Options.resolve(env("COLIBRI_PIPELINE_DEPTH", "2"),
+        props("colibri.pipelineDepth", "two")), "is not a whole number",
+        "system property colibri.pipelineDepth");
   }
 
   @Test
@@ -292,13 +283,8 @@ class OptionsTest {
 
   @Test
   void invalidBuilderValueFailsAtOnce() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Options.builder().pipelineDepth(65));
-    String m = e.getMessage();
-    assertTrue(m.contains("pipelineDepth from builder"), m);
-    assertTrue(m.contains("65"), m);
-    assertTrue(m.contains("1..64"), m);
-    assertTrue(m.contains("default 4"), m);
+    invalidArgument(() -> Options.builder().pipelineDepth(65), "pipelineDepth from builder", "65",
+        "1..64", "default 4");
   }
 
   @Test
@@ -308,54 +294,67 @@ class OptionsTest {
         .directMaxBytes(0).directMaxBytes(1L << 30)
         .stagingCapBytes(64L << 10).stagingCapBytes(1L << 40)
         .timeout(Duration.ofMillis(1)).timeout(Duration.ofHours(24));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().pipelineDepth(0));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().chunkBytes(4095));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().chunkBytes((64L << 20) + 1));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().directMaxBytes(-1));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().directMaxBytes((1L << 30) + 1));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().stagingCapBytes((64L << 10) - 1));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().stagingCapBytes((1L << 40) + 1));
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().timeout(Duration.ZERO));
-    assertThrows(IllegalArgumentException.class,
-        () -> Options.builder().timeout(Duration.ofHours(24).plusMillis(1)));
+    String out = " is out of range";
+    invalidArgument(() -> Options.builder().pipelineDepth(0),
+        "pipelineDepth from builder: 0" + out);
+    invalidArgument(() -> Options.builder().chunkBytes(4095),
+        "chunkBytes from builder: 4095" + out);
+    invalidArgument(() -> Options.builder().chunkBytes((64L << 20) + 1),
+        "chunkBytes from builder: 67108865" + out);
+    invalidArgument(() -> Options.builder().directMaxBytes(-1),
+        "directMaxBytes from builder: -1" + out);
+    invalidArgument(() -> Options.builder().directMaxBytes((1L << 30) + 1),
+        "directMaxBytes from builder: 1073741825" + out);
+    invalidArgument(() -> Options.builder().stagingCapBytes((64L << 10) - 1),
+        "stagingCapBytes from builder: 65535" + out);
+    invalidArgument(() -> Options.builder().stagingCapBytes((1L << 40) + 1),
+        "stagingCapBytes from builder: 1099511627777" + out);
+    invalidArgument(() -> Options.builder().timeout(Duration.ZERO),
+        "timeout from builder: 0 ms" + out);
+    invalidArgument(() -> Options.builder().timeout(Duration.ofHours(24).plusMillis(1)),
+        "timeout from builder: 86400001 ms" + out);
   }
 
   @Test
   void timeoutMustBeWholeMilliseconds() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Options.builder().timeout(Duration.ofMillis(5).plusNanos(1)));
-    assertTrue(e.getMessage().contains("whole number of milliseconds"), e.getMessage());
-    IllegalArgumentException neg = assertThrows(IllegalArgumentException.class,
-        () -> Options.builder().timeout(Duration.ofSeconds(-1)));
-    assertTrue(neg.getMessage().contains("out of range"), neg.getMessage());
-    IllegalArgumentException huge = assertThrows(IllegalArgumentException.class,
-        () -> Options.resolve(env("COLIBRI_TIMEOUT_MS", "99999999999999"), NO_PROPS));
-    assertTrue(huge.getMessage().contains("environment COLIBRI_TIMEOUT_MS"), huge.getMessage());
-    assertTrue(huge.getMessage().contains("86400000"), huge.getMessage());
+    invalidArgument(() -> Options.builder().timeout(Duration.ofMillis(5).plusNanos(1)),
+        "whole number of milliseconds");
+    invalidArgument(() -> Options.builder().timeout(Duration.ofSeconds(-1)), "out of range");
+    invalidArgument(() -> Options.resolve(env("COLIBRI_TIMEOUT_MS", "99999999999999"), NO_PROPS),
+        "environment COLIBRI_TIMEOUT_MS", "86400000");
   }
 
   @Test
   void intOverflowInTextIsOutOfRangeNotWrapped() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Options.resolve(env("COLIBRI_PIPELINE_DEPTH", "4294967300"), NO_PROPS));
-    assertTrue(e.getMessage().contains("\"4294967300\" is out of range"), e.getMessage());
+    invalidArgument(() -> Options.resolve(env("COLIBRI_PIPELINE_DEPTH", "4294967300"), NO_PROPS),
+        "\"4294967300\" is out of range");
   }
 
   @Test
   void noneCannotBeForced() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Options.builder().algorithm(Algorithm.NONE));
-    assertTrue(e.getMessage().contains("cannot be forced"), e.getMessage());
-    assertThrows(IllegalArgumentException.class,
-        () -> Options.resolve(env("COLIBRI_ALGORITHM", "none"), NO_PROPS));
+    invalidArgument(() -> Options.builder().algorithm(Algorithm.NONE), "cannot be forced");
+    invalidArgument(() -> Options.resolve(env("COLIBRI_ALGORITHM", "none"), NO_PROPS),
+        "environment COLIBRI_ALGORITHM: \"none\" is not an algorithm that can be forced");
   }
 
   @Test
   void nullBuilderValueSaysWhatToPass() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Options.builder().transport(null));
-    assertTrue(e.getMessage().contains("transport from builder is null"), e.getMessage());
-    assertThrows(IllegalArgumentException.class, () -> Options.builder().timeout(null));
+    invalidArgument(() -> Options.builder().transport(null), "transport from builder is null",
+        "auto, shm, socket, verbs");
+    invalidArgument(() -> Options.builder().timeout(null), "timeout from builder is null",
+        "default 60000");
+    invalidArgument(() -> Options.builder().set(Option.TRANSPORT, null),
+        "transport from builder is null", "clear(Option.TRANSPORT)");
+  }
+
+  @Test
+  void nullOptionIsRefusedNamingTheMethod() {
+    Options o = Options.resolve(NO_ENV, NO_PROPS);
+    invalidArgument(() -> o.get(null), "Options get(option): the option is null",
+        "Option.CHUNK_BYTES");
+    invalidArgument(() -> o.source(null), "Options source(option): the option is null");
+    invalidArgument(() -> Options.builder().set(null, "shm"), "Options set(option)");
+    invalidArgument(() -> Options.builder().clear(null), "Options clear(option)");
   }
 
   @Test
@@ -364,10 +363,8 @@ class OptionsTest {
         .build(NO_ENV::get, NO_PROPS);
     assertEquals(Duration.ofMillis(250), o.timeout());
     assertEquals(Transport.SHM, o.transport());
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Options.builder().set(Option.CHUNK_BYTES, "1M"));
-    assertTrue(e.getMessage().contains("chunkBytes from builder: \"1M\" is not a whole number"),
-        e.getMessage());
+    invalidArgument(() -> Options.builder().set(Option.CHUNK_BYTES, "1M"),
+        "chunkBytes from builder: \"1M\" is not a whole number");
   }
 
   @Test

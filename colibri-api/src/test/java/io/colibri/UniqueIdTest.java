@@ -3,12 +3,12 @@
  */
 package io.colibri;
 
+import static io.colibri.Refusals.invalidArgument;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNotSame;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.Random;
@@ -65,38 +65,23 @@ class UniqueIdTest {
 
   @Test
   void wrongLengthBytesAreRefused() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> UniqueId.fromBytes(new byte[127]));
-    assertTrue(e.getMessage().contains("exactly 128 bytes, got 127"), e.getMessage());
-    e = assertThrows(IllegalArgumentException.class, () -> UniqueId.fromBytes(null));
-    assertTrue(e.getMessage().contains("null"), e.getMessage());
+    invalidArgument(() -> UniqueId.fromBytes(new byte[127]), "exactly 128 bytes, got 127",
+        "UniqueId.toBytes()");
+    invalidArgument(() -> UniqueId.fromBytes(null), "unique id bytes are null");
   }
 
   @Test
   void badTextSaysWhatIsWrong() {
     String good = UniqueId.fromBytes(randomBytes(5)).toString();
 
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> UniqueId.parse(good.substring(0, 100)));
-    assertTrue(e.getMessage().contains("must be 171 characters"), e.getMessage());
-    assertTrue(e.getMessage().contains("got 100"), e.getMessage());
-
-    e = assertThrows(IllegalArgumentException.class, () -> UniqueId.parse(good + "=="));
-    assertTrue(e.getMessage().contains("got 173"), e.getMessage());
-
+    invalidArgument(() -> UniqueId.parse(good.substring(0, 100)), "must be 171 characters",
+        "got 100");
+    invalidArgument(() -> UniqueId.parse(good + "=="), "got 173");
     String withPlus = "+" + good.substring(1);
-    e = assertThrows(IllegalArgumentException.class, () -> UniqueId.parse(withPlus));
-    assertTrue(e.getMessage().contains("'+' at index 0"), e.getMessage());
-    assertTrue(e.getMessage().contains("URL-safe base64"), e.getMessage());
-
+    invalidArgument(() -> UniqueId.parse(withPlus), "'+' at index 0", "URL-safe base64");
     String withNewline = good.substring(0, 50) + "\n" + good.substring(51);
-    e = assertThrows(IllegalArgumentException.class, () -> UniqueId.parse(withNewline));
-    assertTrue(e.getMessage().contains("\\u000a' at index 50"), e.getMessage());
-
-    e = assertThrows(IllegalArgumentException.class, () -> UniqueId.parse(null));
-    assertTrue(e.getMessage().contains("null"), e.getMessage());
-
-    e = assertThrows(IllegalArgumentException.class, () -> UniqueId.parse(""));
-    assertTrue(e.getMessage().contains("got 0"), e.getMessage());
+    invalidArgument(() -> UniqueId.parse(withNewline), "\\u000a' at index 50");
+    invalidArgument(() -> UniqueId.parse(null), "unique id text is null");
+    invalidArgument(() -> UniqueId.parse(""), "got 0");
   }
 }

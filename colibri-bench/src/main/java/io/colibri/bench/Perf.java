@@ -87,7 +87,7 @@ public final class Perf {
     UniqueId id;
     try {
       id = UniqueId.parse(config.childId);
-    } catch (IllegalArgumentException e) {
+    } catch (ColibriException e) {
       err.println("colibri perf: rank " + config.childRank + ": bad --child-id: " + e.getMessage());
       return EXIT_USAGE;
     }

@@ -12,6 +12,8 @@ import io.colibri.MemoryStats;
 import io.colibri.Options;
 import io.colibri.ReduceOp;
 import io.colibri.jni.ColibriLib.ClbMemStats;
+import io.colibri.spi.CallQueue;
+import io.colibri.spi.NativeCalls;
 import java.lang.System.Logger.Level;
 import java.lang.ref.Cleaner;
 import java.lang.ref.Reference;
@@ -19,10 +21,13 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.BiConsumer;
+import java.util.function.LongToIntFunction;
 
 /**
  * {@link Communicator} over the C ABI. Every argument is checked here, before the native call, so
@@ -35,8 +40,13 @@ import java.util.concurrent.locks.LockSupport;
  * it takes no lock and never waits, so close need not abort for it (which would tell the peers
  * "aborted" instead of closing cleanly): close only waits for it to return. A communicator that
  * becomes unreachable without close is destroyed by a {@link Cleaner}, with a warning.
+ *
+ * <p>Asynchronous calls: the {@code ...Async} methods hand the synchronous call, with views of its
+ * buffers taken at submission, to a {@link CallQueue}, which runs them in order on the thread
+ * {@code colibri-comm-<rank>}. Every call that takes a turn asks the queue first
+ * ({@link CallQueue#checkTurn}), so a synchronous call does not slip between queued ones.
  */
-final class NativeCommunicator implements Communicator {
+final class NativeCommunicator implements Communicator, NativeCalls {
   private static final System.Logger LOG = System.getLogger("io.colibri");
   private static final Cleaner CLEANER = Cleaner.create();
   /** Extra time close() grants a call on another thread to return after the abort. */
@@ -55,15 +65,19 @@ final class NativeCommunicator implements Communicator {
     /** asyncError() calls inside: they return at once, so close waits for them without aborting. */
     final AtomicInteger queries = new AtomicInteger();
     final String name;
+    /** The asynchronous calls; holds no reference to the communicator. */
+    final CallQueue calls;
 
-    State(long handle, String name) {
+    State(long handle, String name, CallQueue calls) {
       this.handle = new AtomicLong(handle);
       this.name = name;
+      this.calls = calls;
     }
 
     /** Runs when the communicator was dropped without close (or after close: then a no-op). */
     @Override
     public void run() {
+      calls.close(); // ends the thread (nothing is queued: queued work holds the communicator)
       long h = handle.getAndSet(0);
       if (h != 0) {
         LOG.log(Level.WARNING, name + " was not closed; the garbage collector frees it now."
@@ -76,7 +90,8 @@ final class NativeCommunicator implements Communicator {
   NativeCommunicator(long handle, int rank, int size, Options options) {
     this.rank = rank;
     this.size = size;
-    this.state = new State(handle, "communicator (rank " + rank + " of " + size + ")");
+    this.state = new State(handle, "communicator (rank " + rank + " of " + size + ")",
+        new CallQueue("colibri-comm-" + rank, "rank " + rank + " of " + size));
     this.cleanable = CLEANER.register(this, state);
     this.closeWaitNanos = options.timeout().toNanos() + CLOSE_GRACE_NANOS;
   }
@@ -146,6 +161,68 @@ final class NativeCommunicator implements Communicator {
       checkBuffer("broadcast", "recv", recv, bytes, type, true);
       int rc = ColibriLib.clbBroadcast(send, recv, count, type.code(), root, h, 0L);
       check(rc, "broadcast", count, type);
+    } finally {
+      release();
+    }
+  }
+
+  // ---- asynchronous collectives on ByteBuffers (the calls above, on the queue's thread) ----
+
+  @Override
+  public CompletableFuture<Void> allReduceAsync(ByteBuffer send, ByteBuffer recv, long count,
+      DataType type, ReduceOp op) {
+    return async("allReduce", send, recv, (s, r) -> allReduce(s, r, count, type, op));
+  }
+
+  @Override
+  public CompletableFuture<Void> allGatherAsync(ByteBuffer send, ByteBuffer recv, long sendCount,
+      DataType type) {
+    return async("allGather", send, recv, (s, r) -> allGather(s, r, sendCount, type));
+  }
+
+  @Override
+  public CompletableFuture<Void> reduceScatterAsync(ByteBuffer send, ByteBuffer recv,
+      long recvCount, DataType type, ReduceOp op) {
+    return async("reduceScatter", send, recv, (s, r) -> reduceScatter(s, r, recvCount, type, op));
+  }
+
+  @Override
+  public CompletableFuture<Void> broadcastAsync(ByteBuffer send, ByteBuffer recv, long count,
+      DataType type, int root) {
+    return async("broadcast", send, recv, (s, r) -> broadcast(s, r, count, type, root));
+  }
+
+  /** Queues {@code call} on views of the buffers taken now. */
+  private CompletableFuture<Void> async(String name, ByteBuffer send, ByteBuffer recv,
+      BiConsumer<ByteBuffer, ByteBuffer> call) {
+    ByteBuffer s = view(send);
+    ByteBuffer r = view(recv);
+    return state.calls.submit(name, () -> call.accept(s, r));
+  }
+
+  /**
+   * The region and byte order of {@code buffer} now, for a call that runs later (the caller may
+   * move the buffer's position meanwhile); it keeps the memory reachable. Null stays null.
+   */
+  private static ByteBuffer view(ByteBuffer buffer) {
+    return buffer == null ? null : buffer.duplicate().order(buffer.order());
+  }
+
+  // ---- calls made through the C ABI directly (io.colibri.Segments on Java 22+) ----
+
+  @Override
+  public String nativeLibrary() {
+    return NativeLibrary.path();
+  }
+
+  @Override
+  public void callNative(String call, String what, LongToIntFunction nativeCall) {
+    long h = acquire(call);
+    try {
+      int rc = nativeCall.applyAsInt(h);
+      if (rc != 0) {
+        throw NativeLibrary.error(rc, what + " on rank " + rank + " of " + size);
+      }
     } finally {
       release();
     }
@@ -237,7 +314,7 @@ final class NativeCommunicator implements Communicator {
 
   @Override
   public MemoryStats memoryStats() {
-    long h = acquire("memoryStats");
+    long h = acquireAnyTime("memoryStats");
     try (ClbMemStats stats = new ClbMemStats()) {
       int rc = ColibriLib.clbCommMemStats(h, stats);
       check(rc, "memoryStats");
@@ -260,7 +337,7 @@ final class NativeCommunicator implements Communicator {
 
   @Override
   public Algorithm lastAlgorithm() {
-    long h = acquire("lastAlgorithm");
+    long h = acquireAnyTime("lastAlgorithm");
     try {
       int[] algorithm = new int[1];
       check(ColibriLib.clbCommLastAlgorithm(h, algorithm), "lastAlgorithm");
@@ -272,7 +349,7 @@ final class NativeCommunicator implements Communicator {
 
   @Override
   public String transportInfo() {
-    long h = acquire("transportInfo");
+    long h = acquireAnyTime("transportInfo");
     try {
       for (int capacity = 16 << 10; ; capacity *= 4) {
         byte[] buf = new byte[capacity];
@@ -369,13 +446,15 @@ final class NativeCommunicator implements Communicator {
 
     @Override
     public void close() {
-      long r = handle.getAndSet(0);
-      if (r == 0) {
-        return;
-      }
       long h = acquireIfOpen();
       try {
-        if (h != 0) {
+        if (h != 0 && handle.get() != 0) {
+          // Before the handle is taken: a close refused while asynchronous calls are pending
+          // leaves the registration open, to be closed again once they are done.
+          state.calls.checkTurn("deregister");
+        }
+        long r = handle.getAndSet(0);
+        if (r != 0 && h != 0) {
           check(ColibriLib.clbCommDeregister(h, r), describe("deregister", address, bytes));
         }
       } finally {
@@ -397,6 +476,7 @@ final class NativeCommunicator implements Communicator {
     long h = acquireIfOpen();
     try {
       if (h != 0) { // 0: closed, nothing left to abort
+        state.calls.abort(); // the queued calls fail at once; the running one returns ABORTED
         check(ColibriLib.clbCommAbort(h), "abort");
       }
     } finally {
@@ -406,6 +486,7 @@ final class NativeCommunicator implements Communicator {
 
   @Override
   public void close() {
+    state.calls.close(); // the queued asynchronous calls run first; later ones are refused
     long h = state.handle.getAndSet(0);
     if (h == 0) {
       return;
@@ -453,7 +534,20 @@ final class NativeCommunicator implements Communicator {
     return state.handle.get();
   }
 
+  /** For a call that takes a turn: refused while asynchronous calls are pending (checkTurn). */
   private long acquire(String call) {
+    long h = acquireAnyTime(call);
+    try {
+      state.calls.checkTurn(call);
+    } catch (RuntimeException e) {
+      state.inFlight.decrementAndGet();
+      throw e;
+    }
+    return h;
+  }
+
+  /** For a query, which answers whatever else runs. */
+  private long acquireAnyTime(String call) {
     long h = acquireIfOpen();
     if (h == 0) {
       state.inFlight.decrementAndGet();

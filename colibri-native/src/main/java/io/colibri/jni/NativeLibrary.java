@@ -57,6 +57,24 @@ final class NativeLibrary {
     }
   }
 
+  /**
+   * The file of the loaded libcolibri.so.0 (where JavaCPP extracted it), for code that calls its C
+   * functions itself; its name when JavaCPP did not record the file (the dynamic loader then finds
+   * the copy already loaded by that name).
+   */
+  static String path() {
+    String p = path;
+    if (p == null) {
+      ensureLoaded();
+      String loaded = org.bytedeco.javacpp.Loader.getLoadedLibraries().get("colibri@.0");
+      p = loaded != null ? loaded : "libcolibri.so.0";
+      path = p;
+    }
+    return p;
+  }
+
+  private static volatile String path;
+
   /** Where io.colibri:colibri-cuda keeps the kernel images (one per compute capability). */
   static final String KERNEL_RESOURCES = "/io/colibri/cuda/kernels/";
   static final String[] KERNEL_IMAGES = {"colibri_kernels.ptx", "colibri_kernels_sm80.cubin",
