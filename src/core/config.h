@@ -53,7 +53,7 @@ enum GpuMemorySetting { kGpuMemoryAuto, kGpuMemoryDmabuf, kGpuMemoryPeermem, kGp
 struct DeviceConfig {
   int path = kDevicePathAuto;  // COLIBRI_DEVICE_PATH (kDevicePathInvalid: a bad value)
   bool meetOff = false;        // COLIBRI_DEVICE_MEET=off
-  bool launchKernel = false;   // COLIBRI_DEVICE_LAUNCH=kernel: ordinary launches, no graphs
+  int launch = 0;              // COLIBRI_DEVICE_LAUNCH: 0 auto, 1 graph, 2 kernel (device_world.cc)
   bool p2pOff = false;         // COLIBRI_DEVICE_P2P=off
   bool checkCalls = false;     // COLIBRI_DEVICE_CHECK_CALLS=1
   int64_t directMinBytes = kDefaultDeviceDirectMinBytes;  // COLIBRI_DEVICE_DIRECT_MIN_BYTES

@@ -497,7 +497,7 @@ namespace {
 // kernel, at most 16, ordinary launches beyond): calls of every path and several grid sizes on 20
 // streams in turn, each call made twice with new inputs, each stream drained before the next
 // takes over, then one capture on a stream that has a prepared graph, replayed. Every result checked against the sum of the ranks' inputs.
-std::string launchRank(const clbUniqueId& id, int rank, int n) {
+std::string launchRank(const clbUniqueId& id, int rank, int n, const char* want) {
   const Driver* d = nullptr;
   CUstream first = nullptr;
   clbComm_t comm = nullptr;
@@ -549,8 +549,6 @@ std::string launchRank(const clbUniqueId& id, int rank, int n) {
   }
   char info[2048];
   clbCommInfo(comm, info, sizeof info);
-  const bool graphs = getenv("COLIBRI_DEVICE_LAUNCH") == nullptr;
-  const char* want = graphs ? "eager launches replay graphs (16 prepared)" : "eager launches are ordinary (0 prepared)";
   if (err.empty() && !strstr(info, want)) err = std::string("expected '") + want + "' in: " + info;
   // A capture on the first stream (it has prepared graphs): recorded as ordinary launches.
   CUgraph graph = nullptr;
@@ -581,18 +579,33 @@ std::string launchRank(const clbUniqueId& id, int rank, int n) {
 
 }  // namespace
 
-TEST(DeviceLaunch, EagerCallsReplayPreparedGraphsOnManyStreamsAndSizes) {
+// A rank alone in its process replays graphs by default (auto); ranks sharing a process launch
+// ordinarily unless COLIBRI_DEVICE_LAUNCH=graph; =kernel never replays.
+constexpr const char* kReplays = "eager launches replay graphs (16 prepared)";
+constexpr const char* kOrdinary = "eager launches are ordinary (0 prepared)";
+
+TEST(DeviceLaunch, EagerCallsOfARankAloneInItsProcessReplayPreparedGraphs) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
   setPlacement("auto", false);
   unsetenv("COLIBRI_DEVICE_LAUNCH");
-  runThreads(2, launchRank);
+  runThreads(1, [](const clbUniqueId& id, int r, int n) { return launchRank(id, r, n, kReplays); });
+}
+
+TEST(DeviceLaunch, RanksSharingAProcessReplayGraphsOnlyWhenAsked) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  setPlacement("auto", false);
+  unsetenv("COLIBRI_DEVICE_LAUNCH");
+  runThreads(2, [](const clbUniqueId& id, int r, int n) { return launchRank(id, r, n, kOrdinary); });
+  setenv("COLIBRI_DEVICE_LAUNCH", "graph", 1);
+  runThreads(2, [](const clbUniqueId& id, int r, int n) { return launchRank(id, r, n, kReplays); });
+  unsetenv("COLIBRI_DEVICE_LAUNCH");
 }
 
 TEST(DeviceLaunch, OrdinaryLaunchesWhenAskedGiveTheSameResults) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
   setPlacement("auto", false);
   setenv("COLIBRI_DEVICE_LAUNCH", "kernel", 1);
-  runThreads(2, launchRank);
+  runThreads(1, [](const clbUniqueId& id, int r, int n) { return launchRank(id, r, n, kOrdinary); });
   unsetenv("COLIBRI_DEVICE_LAUNCH");
 }
 
@@ -610,7 +623,7 @@ TEST(DeviceLaunch, ABadLaunchModeIsRefusedByName) {
   ASSERT_EQ(d->cuMemAlloc(&buf, 64), CUDA_SUCCESS);
   EXPECT_EQ(clbAllReduce((void*)buf, (void*)buf, 16, clbFloat32, clbSum, comm, s), clbInvalidArgument);
   const std::string msg = clbGetLastError();
-  EXPECT_NE(msg.find("COLIBRI_DEVICE_LAUNCH='graphs' is not one of graph, kernel"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("COLIBRI_DEVICE_LAUNCH='graphs' is not one of auto, graph, kernel"), std::string::npos) << msg;
   unsetenv("COLIBRI_DEVICE_LAUNCH");
   clbCommDestroy(comm);
   d->cuMemFree(buf);

@@ -120,7 +120,7 @@ DeviceWorld::DeviceWorld(clbComm* comm) : comm_(comm) {
           : c.path == kDevicePathDirect ? DevicePath::kDirect
                                         : DevicePath::kAuto;
   meetOff_ = c.meetOff;
-  launcher_.useGraphs(!c.launchKernel);
+  launchMode_ = c.launch;
   forceHost_ = c.p2pOff;
   checkCalls_ = c.checkCalls;
   warnPercent_ = c.stuckWarnPercent;
@@ -266,6 +266,10 @@ clbResult_t DeviceWorld::setUp(int ordinal, CUstream stream) {
     if (!memcmp(&all[p].uuid, &me.uuid, sizeof(CUuuid))) sameGpu_++;
   }
   CLB_CHECK(decideViaHost(all));
+  // Eager launches through prepared graphs where this rank is alone in its process (auto): with
+  // rank threads of one process launching at once, graph launches measured slower than ordinary
+  // ones on the H200 (4 ranks, 8 B: 14.6-17.5 vs 12.0-14.2 us per call; docs/device.md).
+  launcher_.useGraphs(launchMode_ == 1 || (launchMode_ == 0 && !sharedProcess_));
   // The flag blocks: where the peers can reach them (CUDA IPC, the pointer itself, or host memory).
   CLB_CHECK(ensureShared(&flagBuf_, sizeof(ClbDevFlags), stream, "flags"));
   flags_ = flagBuf_.mine;
