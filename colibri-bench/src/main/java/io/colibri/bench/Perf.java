@@ -27,6 +27,8 @@ import java.util.ServiceLoader;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 
 /**
  * The perf tool: runs the collectives over a sweep of message sizes on N local ranks and prints
@@ -49,6 +51,27 @@ public final class Perf {
   static final int EXIT_FAILED = 3;
 
   private Perf() {}
+
+  /**
+   * The tool's own output is its tables: Colibri's INFO lines (a rank ready, say) would come
+   * between them, so its logger starts at WARNING here unless the JVM's logging is configured
+   * (a {@code java.util.logging.config.file} or {@code .class}) or a Colibri log level is asked
+   * for ({@code COLIBRI_LOG_LEVEL}, {@code -Dcolibri.logLevel}). Held here: JUL keeps only weak
+   * references to its loggers.
+   */
+  private static final Logger COLIBRI_LOGGER = quietColibriLogger();
+
+  private static Logger quietColibriLogger() {
+    Logger logger = Logger.getLogger("io.colibri");
+    boolean configured = System.getProperty("java.util.logging.config.file") != null
+        || System.getProperty("java.util.logging.config.class") != null
+        || System.getProperty("colibri.logLevel") != null
+        || System.getenv("COLIBRI_LOG_LEVEL") != null;
+    if (!configured && logger.getLevel() == null) {
+      logger.setLevel(Level.WARNING);
+    }
+    return logger;
+  }
 
   public static void main(String[] args) {
     int rc = run(args, System.out, System.err);

@@ -4,6 +4,7 @@
 package io.colibri.bench;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -92,6 +93,12 @@ class BenchJarIT {
         "-w", "0", "-n", "1", "--collectives", "allreduce", "--csv", csv.toString());
     assertEquals(0, perf.rc(), perf.all());
     assertEquals(5, Files.readAllLines(csv).size(), "header and 8, 16, 32, 64 B");
+    // Colibri's INFO lines (through the JVM's logging) stay out of the tables unless asked for.
+    assertFalse(perf.all().contains("rank 0/2 ready"), perf.all());
+    Run loud = java(true, "-Dcolibri.logLevel=info", "-jar", jar, "--threads", "--ranks", "2",
+        "-b", "8", "-e", "8", "-w", "0", "-n", "1", "--collectives", "allreduce");
+    assertEquals(0, loud.rc(), loud.all());
+    assertTrue(loud.err().contains("rank 0/2 ready"), loud.all());
 
     Run chart = java(false, "-jar", jar, "chart", "--out", dir.resolve("charts").toString(),
         "--collectives", "allreduce", csv.toString());
