@@ -29,12 +29,15 @@ public enum Algorithm {
     this.code = code;
   }
 
-  /** The {@code clbAlgorithm_t} value. */
+  /** {@return the {@code clbAlgorithm_t} value} */
   public int code() {
     return code;
   }
 
-  /** The lower-case name used by {@code COLIBRI_ALGORITHM} ("auto", "ring", "direct", "none"). */
+  /**
+   * {@return the lower-case name used by {@code COLIBRI_ALGORITHM}
+   * ("auto", "ring", "direct", "none")}
+   */
   public String configName() {
     return name().toLowerCase(Locale.ROOT);
   }
@@ -42,7 +45,10 @@ public enum Algorithm {
   /**
    * The algorithm whose {@code clbAlgorithm_t} value is {@code code}.
    *
-   * @throws ColibriException INVALID_ARGUMENT if no algorithm has that code
+   * @param code a {@code clbAlgorithm_t} value, 0..3
+   * @return the algorithm with that code
+   * @throws
+ ColibriException INVALID_ARGUMENT if no algorithm has that code
    */
   public static Algorithm fromCode(int code) {
     if (code < 0 || code >= BY_CODE.length) {

@@ -35,19 +35,33 @@ import java.util.Objects;
 public class ColibriException extends RuntimeException {
   private static final long serialVersionUID = 1L;
 
+  /** Category of the failure. */
   private final ErrorCode code;
 
+  /**
+   * An exception of {@code code} with a message.
+   *
+   * @param code category of the failure; not null
+   * @param message what failed and what to do about it
+   */
   public ColibriException(ErrorCode code, String message) {
     super(message);
     this.code = Objects.requireNonNull(code, "code");
   }
 
+  /**
+   * An exception of {@code code} with a message and the failure that caused it.
+   *
+   * @param code category of the failure; not null
+   * @param message what failed and what to do about it
+   * @param cause the underlying failure, or null
+   */
   public ColibriException(ErrorCode code, String message, Throwable cause) {
     super(message, cause);
     this.code = Objects.requireNonNull(code, "code");
   }
 
-  /** The category of the failure. */
+  /** {@return the category of the failure} */
   public ErrorCode code() {
     return code;
   }

@@ -137,6 +137,11 @@ public interface Communicator extends AutoCloseable {
    * Joins the communicator of {@code id} as {@code rank} of {@code nranks}, with
    * {@link Options#defaults()}. Blocks until every rank has joined (or the timeout passes).
    *
+   * @param id the communicator's id, the same on every rank (made by {@link UniqueId#create()} on
+   *     one process); not null
+   * @param rank this process's rank, 0..nranks-1, different on every rank
+   * @param nranks number of ranks, 1 or more, the same on every rank
+   * @return the joined communicator, to {@link #close()} when done
    * @throws ColibriException INVALID_ARGUMENT for a rank out of range, UNSUPPORTED without a
    *     native implementation on the class path, TIMEOUT / AUTH_ERROR / REMOTE_ERROR when the
    *     ranks cannot meet
@@ -145,7 +150,17 @@ public interface Communicator extends AutoCloseable {
     return init(id, rank, nranks, Options.defaults());
   }
 
-  /** {@link #init(UniqueId, int, int)} with the given options. */
+  /**
+   * {@link #init(UniqueId, int, int)} with the given options.
+   *
+   * @param id the communicator's id, the same on every rank; not null
+   * @param rank this process's rank, 0..nranks-1
+   * @param nranks number of ranks, 1 or more
+   * @param options settings of the communicator; not null
+   * @return the joined communicator
+   * @throws ColibriException as {@link #init(UniqueId, int, int)}, and INVALID_ARGUMENT for a
+   *     null id or options
+   */
   static Communicator init(UniqueId id, int rank, int nranks, Options options) {
     if (id == null) {
       throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "unique id is null: create one with"
@@ -164,13 +179,21 @@ public interface Communicator extends AutoCloseable {
    * {@code RANK}, {@code WORLD_SIZE}, and optionally {@code COLIBRI_BOOTSTRAP_SECRET}.
    * {@code LOCAL_RANK} is read but not needed: get it from {@link LaunchEnvironment#fromSystem()}.
    *
+   * @return the joined communicator, with {@link Options#defaults()}
    * @throws ColibriException INVALID_ARGUMENT naming a variable that is missing or invalid
    */
   static Communicator fromEnvironment() {
     return fromEnvironment(Options.defaults());
   }
 
-  /** {@link #fromEnvironment()} with the given options. */
+  /**
+   * {@link #fromEnvironment()} with the given options.
+   *
+   * @param options settings of the communicator; not null
+   * @return the joined communicator
+   * @throws ColibriException INVALID_ARGUMENT naming a variable that is missing or invalid, or
+   *     for null options
+   */
   static Communicator fromEnvironment(Options options) {
     if (options == null) {
       throw new ColibriException(ErrorCode.INVALID_ARGUMENT,
@@ -182,21 +205,53 @@ public interface Communicator extends AutoCloseable {
     return init(id, env.rank(), env.worldSize(), options);
   }
 
-  /** Every rank ends with the reduction of all ranks' {@code send} in {@code recv}. */
+  /**
+   * Every rank ends with the reduction of all ranks' {@code send} in {@code recv}.
+   *
+   * @param send this rank's input, {@code count} elements (direct buffer)
+   * @param recv where the result goes, {@code count} elements (direct, writable buffer); may be
+   *     {@code send} (in place)
+   * @param count number of elements on every rank, 0 or more
+   * @param type element type of both buffers
+   * @param op how elements are combined
+   */
   void allReduce(ByteBuffer send, ByteBuffer recv, long count, DataType type, ReduceOp op);
 
-  /** Every rank ends with all ranks' {@code send}, in rank order, in {@code recv}. */
+  /**
+   * Every rank ends with all ranks' {@code send}, in rank order, in {@code recv}.
+   *
+   * @param send this rank's input, {@code sendCount} elements (direct buffer)
+   * @param recv where the result goes, {@code size() * sendCount} elements (direct, writable
+   *     buffer)
+   * @param sendCount number of elements each rank contributes, 0 or more
+   * @param type element type of both buffers
+   */
   void allGather(ByteBuffer send, ByteBuffer recv, long sendCount, DataType type);
 
   /**
    * Reduces all ranks' {@code send} ({@code size() * recvCount} elements) and leaves block
    * {@code rank()} of the result in {@code recv}.
+   *
+   * @param send this rank's input, {@code size() * recvCount} elements (direct buffer)
+   * @param recv where this rank's block of the result goes, {@code recvCount} elements (direct,
+   *     writable buffer)
+   * @param recvCount number of elements of each rank's block, 0 or more
+   * @param type element type of both buffers
+   * @param op how elements are combined
    */
   void reduceScatter(ByteBuffer send, ByteBuffer recv, long recvCount, DataType type, ReduceOp op);
 
   /**
    * Every rank ends with {@code root}'s {@code send} in {@code recv}; {@code send} is read on the
    * root only (other ranks may pass null or any buffer).
+   *
+   * @param send the data to broadcast, {@code count} elements (direct buffer), read on the root
+   *     only; may be null on the other ranks
+   * @param recv where the data goes, {@code count} elements (direct, writable buffer), on every
+   *     rank, the root included
+   * @param count number of elements, 0 or more
+   * @param type element type of both buffers
+   * @param root rank whose {@code send} is broadcast, 0..size()-1, the same on every rank
    */
   void broadcast(ByteBuffer send, ByteBuffer recv, long count, DataType type, int root);
 
@@ -205,6 +260,12 @@ public interface Communicator extends AutoCloseable {
    * thread, after the asynchronous calls submitted before it (see "Asynchronous calls" above).
    * Never throws.
    *
+   * @param send this rank's input, {@code count} elements (direct buffer)
+   * @param recv where the result goes, {@code count} elements (direct, writable buffer); may be
+   *     {@code send} (in place)
+   * @param count number of elements on every rank, 0 or more
+   * @param type element type of both buffers
+   * @param op how elements are combined
    * @return completes when the call has returned; exceptionally with the call's
    *     {@link ColibriException}
    */
@@ -215,6 +276,11 @@ public interface Communicator extends AutoCloseable {
    * {@link #allGather(ByteBuffer, ByteBuffer, long, DataType)} on the communicator's thread, after
    * the asynchronous calls submitted before it (see "Asynchronous calls" above). Never throws.
    *
+   * @param send this rank's input, {@code sendCount} elements (direct buffer)
+   * @param recv where the result goes, {@code size() * sendCount} elements (direct, writable
+   *     buffer)
+   * @param sendCount number of elements each rank contributes, 0 or more
+   * @param type element type of both buffers
    * @return completes when the call has returned; exceptionally with the call's
    *     {@link ColibriException}
    */
@@ -226,6 +292,12 @@ public interface Communicator extends AutoCloseable {
    * thread, after the asynchronous calls submitted before it (see "Asynchronous calls" above).
    * Never throws.
    *
+   * @param send this rank's input, {@code size() * recvCount} elements (direct buffer)
+   * @param recv where this rank's block of the result goes, {@code recvCount} elements (direct,
+   *     writable buffer)
+   * @param recvCount number of elements of each rank's block, 0 or more
+   * @param type element type of both buffers
+   * @param op how elements are combined
    * @return completes when the call has returned; exceptionally with the call's
    *     {@link ColibriException}
    */
@@ -237,22 +309,70 @@ public interface Communicator extends AutoCloseable {
    * after the asynchronous calls submitted before it (see "Asynchronous calls" above). Never
    * throws.
    *
+   * @param send the data to broadcast, {@code count} elements (direct buffer), read on the root
+   *     only; may be null on the other ranks
+   * @param recv where the data goes, {@code count} elements (direct, writable buffer), on every
+   *     rank
+   * @param count number of elements, 0 or more
+   * @param type element type of both buffers
+   * @param root rank whose {@code send} is broadcast, 0..size()-1, the same on every rank
    * @return completes when the call has returned; exceptionally with the call's
    *     {@link ColibriException}
    */
   CompletableFuture<Void> broadcastAsync(ByteBuffer send, ByteBuffer recv, long count,
       DataType type, int root);
 
-  /** {@link #allReduce(ByteBuffer, ByteBuffer, long, DataType, ReduceOp)} on raw addresses. */
+  /**
+   * {@link #allReduce(ByteBuffer, ByteBuffer, long, DataType, ReduceOp)} on raw addresses.
+   *
+   * @param send address of this rank's input, {@code count} elements (device or host memory)
+   * @param recv address of the result, {@code count} elements; may equal {@code send} (in place)
+   * @param count number of elements on every rank, 0 or more
+   * @param type element type of both buffers
+   * @param op how elements are combined
+   * @param stream CUDA stream handle ({@code cudaStream_t}) the device work is enqueued on;
+   *     ignored for host memory (pass 0)
+   */
   void allReduce(long send, long recv, long count, DataType type, ReduceOp op, long stream);
 
-  /** {@link #allGather(ByteBuffer, ByteBuffer, long, DataType)} on raw addresses. */
+  /**
+   * {@link #allGather(ByteBuffer, ByteBuffer, long, DataType)} on raw addresses.
+   *
+   * @param send address of this rank's input, {@code sendCount} elements (device or host memory)
+   * @param recv address of the result, {@code size() * sendCount} elements
+   * @param sendCount number of elements each rank contributes, 0 or more
+   * @param type element type of both buffers
+   * @param stream CUDA stream handle ({@code cudaStream_t}) the device work is enqueued on;
+   *     ignored for host memory (pass 0)
+   */
   void allGather(long send, long recv, long sendCount, DataType type, long stream);
 
-  /** {@link #reduceScatter(ByteBuffer, ByteBuffer, long, DataType, ReduceOp)} on raw addresses. */
+  /**
+   * {@link #reduceScatter(ByteBuffer, ByteBuffer, long, DataType, ReduceOp)} on raw addresses.
+   *
+   * @param send address of this rank's input, {@code size() * recvCount} elements (device or host
+   *     memory)
+   * @param recv address of this rank's block of the result, {@code recvCount} elements
+   * @param recvCount number of elements of each rank's block, 0 or more
+   * @param type element type of both buffers
+   * @param op how elements are combined
+   * @param stream CUDA stream handle ({@code cudaStream_t}) the device work is enqueued on;
+   *     ignored for host memory (pass 0)
+   */
   void reduceScatter(long send, long recv, long recvCount, DataType type, ReduceOp op, long stream);
 
-  /** {@link #broadcast(ByteBuffer, ByteBuffer, long, DataType, int)} on raw addresses. */
+  /**
+   * {@link #broadcast(ByteBuffer, ByteBuffer, long, DataType, int)} on raw addresses.
+   *
+   * @param send address of the data to broadcast, {@code count} elements, read on the root only
+   *     (other ranks may pass 0)
+   * @param recv address where the data goes, {@code count} elements, on every rank
+   * @param count number of elements, 0 or more
+   * @param type element type of both buffers
+   * @param root rank whose {@code send} is broadcast, 0..size()-1, the same on every rank
+   * @param stream CUDA stream handle ({@code cudaStream_t}) the device work is enqueued on;
+   *     ignored for host memory (pass 0)
+   */
   void broadcast(long send, long recv, long count, DataType type, int root, long stream);
 
   /**
@@ -293,10 +413,18 @@ public interface Communicator extends AutoCloseable {
    * collective on the same communicator.
    */
   interface Registration extends AutoCloseable {
-    /** Start of the registered buffer, as passed to {@link Communicator#register(long, long)}. */
+    /**
+     * Start of the registered buffer, as passed to {@link Communicator#register(long, long)}.
+     *
+     * @return the device address
+     */
     long address();
 
-    /** Size of the registered buffer in bytes. */
+    /**
+     * Size of the registered buffer in bytes.
+     *
+     * @return the size in bytes, 1 or more
+     */
     long bytes();
 
     /**
@@ -311,13 +439,25 @@ public interface Communicator extends AutoCloseable {
     void close();
   }
 
-  /** This process's rank, 0..size()-1. */
+  /**
+   * This process's rank, 0..size()-1.
+   *
+   * @return the rank passed at init
+   */
   int rank();
 
-  /** Number of ranks. */
+  /**
+   * Number of ranks.
+   *
+   * @return the number of ranks, 1 or more
+   */
   int size();
 
-  /** Memory the communicator holds now and at its peak. */
+  /**
+   * Memory the communicator holds now and at its peak.
+   *
+   * @return host and device bytes, now and at the peak
+   */
   MemoryStats memoryStats();
 
   /**
@@ -326,10 +466,18 @@ public interface Communicator extends AutoCloseable {
    */
   void trim();
 
-  /** Algorithm of this rank's last collective on this communicator. */
+  /**
+   * Algorithm of this rank's last collective on this communicator.
+   *
+   * @return the algorithm; {@link Algorithm#NONE} when nothing moved (one rank, count 0)
+   */
   Algorithm lastAlgorithm();
 
-  /** What the communicator runs on, one fact per line: transport per link, thresholds, libraries. */
+  /**
+   * What the communicator runs on, one fact per line: transport per link, thresholds, libraries.
+   *
+   * @return the lines, separated by {@code '\n'}
+   */
   String transportInfo();
 
   /**

@@ -8,17 +8,25 @@ package io.colibri;
  * {@code colibri.h}; {@link #size()} is the size of one element in bytes.
  */
 public enum DataType {
+  /** Signed 8-bit integer. */
   INT8(0, 1),
+  /** Unsigned 8-bit integer. */
   UINT8(1, 1),
+  /** Signed 32-bit integer. */
   INT32(2, 4),
+  /** Unsigned 32-bit integer. */
   UINT32(3, 4),
+  /** Signed 64-bit integer. */
   INT64(4, 8),
+  /** Unsigned 64-bit integer. */
   UINT64(5, 8),
   /** IEEE 754 binary16. */
   FLOAT16(6, 2),
   /** bfloat16: the upper 16 bits of a float32. */
   BFLOAT16(7, 2),
+  /** IEEE 754 binary32 ({@code float}). */
   FLOAT32(8, 4),
+  /** IEEE 754 binary64 ({@code double}). */
   FLOAT64(9, 8);
 
   private static final DataType[] BY_CODE = values();
@@ -31,12 +39,12 @@ public enum DataType {
     this.size = size;
   }
 
-  /** The {@code clbDataType_t} value. */
+  /** {@return the {@code clbDataType_t} value} */
   public int code() {
     return code;
   }
 
-  /** Bytes per element. */
+  /** {@return bytes per element} */
   public int size() {
     return size;
   }
@@ -44,7 +52,10 @@ public enum DataType {
   /**
    * The type whose {@code clbDataType_t} value is {@code code}.
    *
-   * @throws ColibriException INVALID_ARGUMENT if no type has that code
+   * @param code a {@code clbDataType_t} value, 0..9
+   * @return the type with that code
+   * @throws
+ ColibriException INVALID_ARGUMENT if no type has that code
    */
   public static DataType fromCode(int code) {
     if (code < 0 || code >= BY_CODE.length) {

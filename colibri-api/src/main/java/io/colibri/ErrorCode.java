@@ -37,7 +37,7 @@ public enum ErrorCode {
     this.code = code;
   }
 
-  /** The {@code clbResult_t} value. */
+  /** {@return the {@code clbResult_t} value} */
   public int code() {
     return code;
   }
@@ -46,6 +46,8 @@ public enum ErrorCode {
    * The error whose {@code clbResult_t} value is {@code code}. A code this version does not know
    * (a newer native library) maps to {@link #INTERNAL_ERROR}, so that a failure is never lost.
    *
+   * @param code a nonzero {@code clbResult_t} value
+   * @return the error with that code, or {@link #INTERNAL_ERROR} for an unknown code
    * @throws ColibriException INVALID_ARGUMENT for 0 ({@code clbSuccess}), which is not an error
    */
   public static ErrorCode fromCode(int code) {

@@ -22,11 +22,17 @@ import java.util.Map;
 public record LaunchEnvironment(
     String masterAddress, int masterPort, int rank, int worldSize, int localRank, String secret) {
 
+  /** Name of the variable with the host of rank 0 ({@link #masterAddress()}). */
   public static final String MASTER_ADDR = "MASTER_ADDR";
+  /** Name of the variable with the bootstrap root's TCP port ({@link #masterPort()}). */
   public static final String MASTER_PORT = "MASTER_PORT";
+  /** Name of the variable with this process's rank ({@link #rank()}). */
   public static final String RANK = "RANK";
+  /** Name of the variable with the number of ranks ({@link #worldSize()}). */
   public static final String WORLD_SIZE = "WORLD_SIZE";
+  /** Name of the optional variable with the rank within this host ({@link #localRank()}). */
   public static final String LOCAL_RANK = "LOCAL_RANK";
+  /** Name of the optional variable with the shared secret ({@link #secret()}). */
   public static final String BOOTSTRAP_SECRET = "COLIBRI_BOOTSTRAP_SECRET";
 
   /** Hides the secret. */
@@ -40,6 +46,7 @@ public record LaunchEnvironment(
   /**
    * Reads this process's environment.
    *
+   * @return the launcher's values from {@link System#getenv()}
    * @throws ColibriException INVALID_ARGUMENT naming the variable that is missing or invalid
    */
   public static LaunchEnvironment fromSystem() {
@@ -49,6 +56,8 @@ public record LaunchEnvironment(
   /**
    * Reads the given variables.
    *
+   * @param env variable names to values, e.g. {@link System#getenv()}; not null
+   * @return the launcher's values from {@code env}
    * @throws ColibriException INVALID_ARGUMENT naming the variable that is missing or invalid, or
    *     if {@code env} is null
    */

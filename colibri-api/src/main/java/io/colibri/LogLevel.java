@@ -11,10 +11,15 @@ import java.util.Locale;
  * {@code clbLogLevel_t}.
  */
 public enum LogLevel {
+  /** Nothing. */
   OFF(0),
+  /** Errors only. */
   ERROR(1),
+  /** Errors and warnings (the default). */
   WARN(2),
+  /** Errors, warnings and informational lines. */
   INFO(3),
+  /** Everything, debug lines included. */
   DEBUG(4);
 
   private final int code;
@@ -23,12 +28,15 @@ public enum LogLevel {
     this.code = code;
   }
 
-  /** The {@code clbLogLevel_t} value. */
+  /** {@return the {@code clbLogLevel_t} value} */
   public int code() {
     return code;
   }
 
-  /** The lower-case name used by {@code COLIBRI_LOG_LEVEL} ("off", "error", "warn", "info", "debug"). */
+  /**
+   * {@return the lower-case name used by {@code COLIBRI_LOG_LEVEL}
+   * ("off", "error", "warn", "info", "debug")}
+   */
   public String configName() {
     return name().toLowerCase(Locale.ROOT);
   }

@@ -17,55 +17,92 @@ import java.util.Locale;
  * property {@code colibri.<name>}, the environment variable {@code COLIBRI_<NAME>}, the default.
  */
 public enum Option {
+  /** {@code clbConfig_t.transport}: the {@link Transport} between ranks; default auto. */
   TRANSPORT("transport", "TRANSPORT", Kind.TRANSPORT, Transport.AUTO, 0, 0,
       "Transport between ranks: `shm` (one host), `socket` (TCP, any hosts), `verbs` (RDMA"
           + " through libibverbs, or its emulator with COLIBRI_VERBS_EMULATOR=1; ring algorithm"
           + " only; tuned by the `verbs*` options below), or `auto` (shm between ranks on one host,"
           + " socket otherwise; never verbs)."),
+  /** {@code clbConfig_t.algorithm}: the {@link Algorithm} forced for every call; default auto. */
   ALGORITHM("algorithm", "ALGORITHM", Kind.ALGORITHM, Algorithm.AUTO, 0, 0,
       "Algorithm forced for every collective: `ring`, `direct`, or `auto` (picked by message size"
           + " and topology)."),
+  /** {@code clbConfig_t.logLevel}: how much the core logs ({@link LogLevel}); default warn. */
   LOG_LEVEL("logLevel", "LOG_LEVEL", Kind.LOG_LEVEL, LogLevel.WARN, 0, 0,
       "How much the native core logs. Under Java the lines go to logger `io.colibri` and this"
           + " replaces its level without going past it; on stderr it is the threshold (\"Logging\""
           + " above)."),
+  /** {@code clbConfig_t.pipelineDepth}: ring chunks in flight per link, 1..64; default 4. */
   PIPELINE_DEPTH("pipelineDepth", "PIPELINE_DEPTH", Kind.INT, 4, 1, 64,
       "Chunks in flight per link in the ring algorithm."),
+  /** {@code clbConfig_t.chunkBytes}: ring chunk size in bytes, 4 KiB..64 MiB; default 256 KiB. */
   CHUNK_BYTES("chunkBytes", "CHUNK_BYTES", Kind.BYTES, 256L * 1024, 4096, 64L * 1024 * 1024,
       "Size of one ring chunk in bytes."),
+  /**
+   * {@code clbConfig_t.directMaxBytes}: largest message in bytes that auto sends on the direct
+   * path, 0..1 GiB (0: never); default 64 KiB.
+   */
   DIRECT_MAX_BYTES("directMaxBytes", "DIRECT_MAX_BYTES", Kind.BYTES, 64L * 1024, 0,
       1024L * 1024 * 1024,
       "Largest message in bytes that `auto` sends on the direct path (allGather and reduceScatter:"
           + " the whole nranks x count buffer); 0: never direct."),
+  /**
+   * {@code clbConfig_t.stagingCapBytes}: cap on one rank's staging memory in bytes, 64 KiB..1 TiB;
+   * default 64 MiB.
+   */
   STAGING_CAP_BYTES("stagingCapBytes", "STAGING_CAP_BYTES", Kind.BYTES, 64L * 1024 * 1024,
       64L * 1024, 1024L * 1024 * 1024 * 1024,
       "Cap on the staging memory one rank may hold; a collective that needs more fails with"
           + " OUT_OF_MEMORY."),
+  /**
+   * {@code clbConfig_t.timeoutMs}: how long a peer may stay silent before the call fails with
+   * TIMEOUT, 1 ms..24 h; default 60 s.
+   */
   TIMEOUT("timeout", "TIMEOUT_MS", Kind.MILLIS, Duration.ofSeconds(60), 1, 24L * 3600 * 1000,
       "A peer silent this long makes the call fail with TIMEOUT. System property and environment"
           + " variable are in milliseconds."),
+  /**
+   * {@code clbConfig_t.versionCheck}: what init does when ranks run different versions
+   * ({@link VersionCheck}); default strict.
+   */
   VERSION_CHECK("versionCheck", "VERSION_CHECK", Kind.VERSION_CHECK, VersionCheck.STRICT, 0, 0,
       "What init does when ranks run different versions (exchanged at bootstrap): `strict` fails"
           + " on a different Colibri version and warns about a different NVIDIA driver or NIC"
           + " firmware; `exact` fails on any of the three; `warn` only warns. The strictest setting"
           + " of any rank applies."),
+  /** {@code clbConfig_t.verbsDevice}: the RDMA device of verbs; "" (default): the first device. */
   VERBS_DEVICE("verbsDevice", "VERBS_DEVICE", Kind.STRING, "", 0, 63,
       "Transport `verbs`: the RDMA device, as `ibv_devices` names it (e.g. `mlx5_0`); empty: the"
           + " first device."),
+  /** {@code clbConfig_t.verbsPort}: the port of the RDMA device, 1..255; default 1. */
   VERBS_PORT("verbsPort", "VERBS_PORT", Kind.INT, 1, 1, 255,
       "Transport `verbs`: the port of the device."),
+  /**
+   * {@code clbConfig_t.verbsGidIndex}: the GID index, -1..255; -1 (default): the RoCE v2 GID on
+   * Ethernet, 0 on InfiniBand.
+   */
   VERBS_GID_INDEX("verbsGidIndex", "VERBS_GID_INDEX", Kind.INT, -1, -1, 255,
       "Transport `verbs`: the GID index (`show_gids` lists them); -1: the RoCE v2 GID on Ethernet"
           + " (IPv4-mapped first), 0 on InfiniBand."),
+  /** {@code clbConfig_t.verbsTrafficClass}: the GRH traffic class, 0..255; default 0. */
   VERBS_TRAFFIC_CLASS("verbsTrafficClass", "VERBS_TRAFFIC_CLASS", Kind.INT, 0, 0, 255,
       "Transport `verbs`: the traffic class of the GRH (RoCE, global routes), e.g. the DSCP of a"
           + " lossless queue shifted left by 2 (DSCP 26: 104)."),
+  /**
+   * {@code clbConfig_t.verbsTimeout}: the local ACK timeout exponent (4.096 us x 2^value), 0..31;
+   * default 14.
+   */
   VERBS_TIMEOUT("verbsTimeout", "VERBS_TIMEOUT", Kind.INT, 14, 0, 31,
       "Transport `verbs`: the local ACK timeout exponent of the queue pairs, 4.096 us x 2^value"
           + " (14: 67 ms; 0: wait forever) before a retransmission."),
+  /** {@code clbConfig_t.verbsRetryCount}: retransmissions after an ACK timeout, 0..7; default 7. */
   VERBS_RETRY_COUNT("verbsRetryCount", "VERBS_RETRY_COUNT", Kind.INT, 7, 0, 7,
       "Transport `verbs`: how many times in a row a queue pair retransmits after an ACK timeout"
           + " before the call fails (retry exceeded)."),
+  /**
+   * {@code clbConfig_t.verbsQpsPerConnection}: RC queue pairs per link that messages are striped
+   * over, 1..8; default 1.
+   */
   VERBS_QPS_PER_CONNECTION("verbsQpsPerConnection", "VERBS_QPS_PER_CONNECTION", Kind.INT, 1, 1, 8,
       "Transport `verbs`: messages are striped over this many RC queue pairs per link, e.g. to"
           + " spread a link over several paths of a RoCE fabric (ECMP) or ports. Both ends must use"
@@ -99,25 +136,31 @@ public enum Option {
     this.description = description;
   }
 
-  /** The knob's name, as in the builder method and {@code clbConfig_t} (e.g. "chunkBytes"). */
+  /**
+   * {@return the knob's name, as in the builder method and {@code clbConfig_t}
+   * (e.g. "chunkBytes")}
+   */
   public String camelName() {
     return camelName;
   }
 
-  /** The system property that sets it (e.g. "colibri.chunkBytes"). */
+  /**
+   * {@return the system property that sets it (e.g. "colibri.chunkBytes"; "colibri.timeoutMs" for
+   * the timeout)}
+   */
   public String systemProperty() {
     return systemProperty;
   }
 
-  /** The environment variable that sets it (e.g. "COLIBRI_CHUNK_BYTES"). */
+  /** {@return the environment variable that sets it (e.g. "COLIBRI_CHUNK_BYTES")} */
   public String environmentVariable() {
     return environmentVariable;
   }
 
   /**
-   * The Java type of its value: {@link Transport}, {@link Algorithm}, {@link LogLevel},
+   * {@return the Java type of its value: {@link Transport}, {@link Algorithm}, {@link LogLevel},
    * {@link VersionCheck}, {@link Integer}, {@link Long} (bytes), {@link Duration} or
-   * {@link String}.
+   * {@link String}}
    */
   public Class<?> type() {
     switch (kind) {
@@ -140,12 +183,12 @@ public enum Option {
     }
   }
 
-  /** The value when nothing sets it. */
+  /** {@return the value when nothing sets it, of type {@link #type()}} */
   public Object defaultValue() {
     return defaultValue;
   }
 
-  /** The values it accepts, in words (e.g. "4096..67108864 (4 KiB..64 MiB)"). */
+  /** {@return the values it accepts, in words (e.g. "4096..67108864 (4 KiB..64 MiB)")} */
   public String validValues() {
     switch (kind) {
       case TRANSPORT:
@@ -183,7 +226,7 @@ public enum Option {
     }
   }
 
-  /** What it does. */
+  /** {@return what the knob does, in markdown, as in the table of {@link Options#describeAll()}} */
   public String description() {
     return description;
   }

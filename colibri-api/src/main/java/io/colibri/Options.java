@@ -44,6 +44,7 @@ public final class Options {
    * The options when the code sets nothing: each knob from its system property, its environment
    * variable, or its default.
    *
+   * @return the options, read from the system properties and environment now
    * @throws ColibriException INVALID_ARGUMENT if a system property or environment variable is
    *     invalid
    */
@@ -51,7 +52,7 @@ public final class Options {
     return builder().build();
   }
 
-  /** A builder with nothing set. */
+  /** {@return a builder with nothing set} */
   public static Builder builder() {
     return new Builder();
   }
@@ -59,6 +60,8 @@ public final class Options {
   /**
    * A builder holding this object's values, each still marked with where it came from (a builder
    * call, a system property, an environment variable or the default).
+   *
+   * @return a new builder; changing it leaves this object as it is
    */
   public Builder toBuilder() {
     Builder b = new Builder();
@@ -75,75 +78,112 @@ public final class Options {
     return builder().build(env::get, props);
   }
 
+  /** {@return the transport between ranks ({@link Option#TRANSPORT})} */
   public Transport transport() {
     return (Transport) values.get(Option.TRANSPORT);
   }
 
+  /** {@return the algorithm forced for every collective, or auto ({@link Option#ALGORITHM})} */
   public Algorithm algorithm() {
     return (Algorithm) values.get(Option.ALGORITHM);
   }
 
+  /** {@return how much the native core logs ({@link Option#LOG_LEVEL})} */
   public LogLevel logLevel() {
     return (LogLevel) values.get(Option.LOG_LEVEL);
   }
 
+  /** {@return ring chunks in flight per link, 1..64 ({@link Option#PIPELINE_DEPTH})} */
   public int pipelineDepth() {
     return (Integer) values.get(Option.PIPELINE_DEPTH);
   }
 
+  /** {@return the ring chunk size in bytes, 4 KiB..64 MiB ({@link Option#CHUNK_BYTES})} */
   public long chunkBytes() {
     return (Long) values.get(Option.CHUNK_BYTES);
   }
 
+  /**
+   * {@return the largest message in bytes that auto sends on the direct path; 0: never}
+   *
+   * @see Option#DIRECT_MAX_BYTES
+   */
   public long directMaxBytes() {
     return (Long) values.get(Option.DIRECT_MAX_BYTES);
   }
 
+  /** {@return the cap on one rank's staging memory in bytes ({@link Option#STAGING_CAP_BYTES})} */
   public long stagingCapBytes() {
     return (Long) values.get(Option.STAGING_CAP_BYTES);
   }
 
+  /**
+   * {@return how long a peer may stay silent, a whole number of milliseconds ({@link
+   * Option#TIMEOUT})}
+   */
   public Duration timeout() {
     return (Duration) values.get(Option.TIMEOUT);
   }
 
+  /** {@return what init does when ranks run different versions ({@link Option#VERSION_CHECK})} */
   public VersionCheck versionCheck() {
     return (VersionCheck) values.get(Option.VERSION_CHECK);
   }
 
-  /** The RDMA device of transport verbs; "" for the first one. */
+  /**
+   * {@return the RDMA device of transport verbs; "" for the first one ({@link
+   * Option#VERBS_DEVICE})}
+   */
   public String verbsDevice() {
     return (String) values.get(Option.VERBS_DEVICE);
   }
 
+  /** {@return the port of the RDMA device, 1..255 ({@link Option#VERBS_PORT})} */
   public int verbsPort() {
     return (Integer) values.get(Option.VERBS_PORT);
   }
 
-  /** -1: chosen automatically. */
+  /**
+   * {@return the GID index of transport verbs; -1: chosen automatically}
+   *
+   * @see Option#VERBS_GID_INDEX
+   */
   public int verbsGidIndex() {
     return (Integer) values.get(Option.VERBS_GID_INDEX);
   }
 
+  /** {@return the GRH traffic class, 0..255 ({@link Option#VERBS_TRAFFIC_CLASS})} */
   public int verbsTrafficClass() {
     return (Integer) values.get(Option.VERBS_TRAFFIC_CLASS);
   }
 
-  /** The local ACK timeout exponent (4.096 us x 2^value). */
+  /**
+   * {@return the local ACK timeout exponent (4.096 us x 2^value) ({@link Option#VERBS_TIMEOUT})}
+   */
   public int verbsTimeout() {
     return (Integer) values.get(Option.VERBS_TIMEOUT);
   }
 
+  /** {@return retransmissions after an ACK timeout, 0..7 ({@link Option#VERBS_RETRY_COUNT})} */
   public int verbsRetryCount() {
     return (Integer) values.get(Option.VERBS_RETRY_COUNT);
   }
 
-  /** RC queue pairs per link (1..8) that messages are striped over. */
+  /**
+   * {@return RC queue pairs per link (1..8) that messages are striped over}
+   *
+   * @see Option#VERBS_QPS_PER_CONNECTION
+   */
   public int verbsQpsPerConnection() {
     return (Integer) values.get(Option.VERBS_QPS_PER_CONNECTION);
   }
 
-  /** The value of {@code option}, of type {@link Option#type()}. */
+  /**
+   * {@return the value of {@code option}, of type {@link Option#type()}}
+   *
+   * @param option the knob to read; not null
+   * @throws ColibriException INVALID_ARGUMENT for a null option
+   */
   public Object get(Option option) {
     return values.get(nonNull(option, "get"));
   }
@@ -151,6 +191,10 @@ public final class Options {
   /**
    * Where the value of {@code option} came from: "builder", "system property colibri.x",
    * "environment COLIBRI_X" or "default".
+   *
+   * @param option the knob to look up; not null
+   * @return where its value came from
+   * @throws ColibriException INVALID_ARGUMENT for a null option
    */
   public String source(Option option) {
     return sources.get(nonNull(option, "source"));
@@ -159,6 +203,8 @@ public final class Options {
   /**
    * A markdown table of every knob: name, system property, environment variable, type, default,
    * valid values and description.
+   *
+   * @return the table, one line per knob after the header, each ending in {@code '\n'}
    */
   public static String describeAll() {
     StringBuilder sb = new StringBuilder();
@@ -227,7 +273,13 @@ public final class Options {
 
     private Builder() {}
 
-    /** @see Option#TRANSPORT */
+    /**
+     * Sets the transport between ranks.
+     *
+     * @param transport the transport; not null
+     * @return this builder
+     * @see Option#TRANSPORT
+     */
     public Builder transport(Transport transport) {
       return put(Option.TRANSPORT, transport);
     }
@@ -235,86 +287,165 @@ public final class Options {
     /**
      * Forces the algorithm of every collective ({@link Algorithm#NONE} is not accepted).
      *
+     * @param algorithm the algorithm, or {@link Algorithm#AUTO} to let Colibri pick; not null
+     * @return this builder
      * @see Option#ALGORITHM
      */
     public Builder algorithm(Algorithm algorithm) {
       return put(Option.ALGORITHM, algorithm);
     }
 
-    /** @see Option#LOG_LEVEL */
+    /**
+     * Sets how much the native core logs.
+     *
+     * @param logLevel the level; not null
+     * @return this builder
+     * @see Option#LOG_LEVEL
+     */
     public Builder logLevel(LogLevel logLevel) {
       return put(Option.LOG_LEVEL, logLevel);
     }
 
-    /** @see Option#PIPELINE_DEPTH */
+    /**
+     * Sets the number of ring chunks in flight per link.
+     *
+     * @param pipelineDepth chunks in flight, 1..64
+     * @return this builder
+     * @see Option#PIPELINE_DEPTH
+     */
     public Builder pipelineDepth(int pipelineDepth) {
       return put(Option.PIPELINE_DEPTH, pipelineDepth);
     }
 
-    /** @see Option#CHUNK_BYTES */
+    /**
+     * Sets the ring chunk size.
+     *
+     * @param chunkBytes bytes per chunk, 4096..67108864 (4 KiB..64 MiB)
+     * @return this builder
+     * @see Option#CHUNK_BYTES
+     */
     public Builder chunkBytes(long chunkBytes) {
       return put(Option.CHUNK_BYTES, chunkBytes);
     }
 
-    /** @see Option#DIRECT_MAX_BYTES */
+    /**
+     * Sets the largest message that auto sends on the direct path.
+     *
+     * @param directMaxBytes bytes, 0..1073741824 (1 GiB); 0: never direct
+     * @return this builder
+     * @see Option#DIRECT_MAX_BYTES
+     */
     public Builder directMaxBytes(long directMaxBytes) {
       return put(Option.DIRECT_MAX_BYTES, directMaxBytes);
     }
 
-    /** @see Option#STAGING_CAP_BYTES */
+    /**
+     * Sets the cap on the staging memory one rank may hold.
+     *
+     * @param stagingCapBytes bytes, 65536..1099511627776 (64 KiB..1 TiB)
+     * @return this builder
+     * @see Option#STAGING_CAP_BYTES
+     */
     public Builder stagingCapBytes(long stagingCapBytes) {
       return put(Option.STAGING_CAP_BYTES, stagingCapBytes);
     }
 
     /**
-     * A whole number of milliseconds, from 1 ms to 24 h.
+     * Sets how long a peer may stay silent before the call fails with TIMEOUT.
      *
+     * @param timeout a whole number of milliseconds, from 1 ms to 24 h; not null
+     * @return this builder
      * @see Option#TIMEOUT
      */
     public Builder timeout(Duration timeout) {
       return put(Option.TIMEOUT, timeout);
     }
 
-    /** @see Option#VERSION_CHECK */
+    /**
+     * Sets what init does when ranks run different versions.
+     *
+     * @param versionCheck the policy; not null
+     * @return this builder
+     * @see Option#VERSION_CHECK
+     */
     public Builder versionCheck(VersionCheck versionCheck) {
       return put(Option.VERSION_CHECK, versionCheck);
     }
 
     /**
-     * The RDMA device name, at most 63 bytes; "" for the first device.
+     * Sets the RDMA device of transport verbs.
      *
+     * @param verbsDevice the device name as {@code ibv_devices} lists it, at most 63 bytes in
+     *     UTF-8; "" for the first device; not null
+     * @return this builder
      * @see Option#VERBS_DEVICE
      */
     public Builder verbsDevice(String verbsDevice) {
       return put(Option.VERBS_DEVICE, verbsDevice);
     }
 
-    /** @see Option#VERBS_PORT */
+    /**
+     * Sets the port of the RDMA device.
+     *
+     * @param verbsPort the port number, 1..255
+     * @return this builder
+     * @see Option#VERBS_PORT
+     */
     public Builder verbsPort(int verbsPort) {
       return put(Option.VERBS_PORT, verbsPort);
     }
 
-    /** @see Option#VERBS_GID_INDEX */
+    /**
+     * Sets the GID index of transport verbs.
+     *
+     * @param verbsGidIndex the index, 0..255; -1: the RoCE v2 GID on Ethernet, 0 on InfiniBand
+     * @return this builder
+     * @see Option#VERBS_GID_INDEX
+     */
     public Builder verbsGidIndex(int verbsGidIndex) {
       return put(Option.VERBS_GID_INDEX, verbsGidIndex);
     }
 
-    /** @see Option#VERBS_TRAFFIC_CLASS */
+    /**
+     * Sets the traffic class of the GRH.
+     *
+     * @param verbsTrafficClass the traffic class, 0..255 (e.g. DSCP 26 shifted left by 2: 104)
+     * @return this builder
+     * @see Option#VERBS_TRAFFIC_CLASS
+     */
     public Builder verbsTrafficClass(int verbsTrafficClass) {
       return put(Option.VERBS_TRAFFIC_CLASS, verbsTrafficClass);
     }
 
-    /** @see Option#VERBS_TIMEOUT */
+    /**
+     * Sets the local ACK timeout of the queue pairs.
+     *
+     * @param verbsTimeout the exponent, 0..31: 4.096 us x 2^value (14: 67 ms; 0: wait forever)
+     * @return this builder
+     * @see Option#VERBS_TIMEOUT
+     */
     public Builder verbsTimeout(int verbsTimeout) {
       return put(Option.VERBS_TIMEOUT, verbsTimeout);
     }
 
-    /** @see Option#VERBS_RETRY_COUNT */
+    /**
+     * Sets how many times a queue pair retransmits after an ACK timeout before the call fails.
+     *
+     * @param verbsRetryCount retransmissions in a row, 0..7
+     * @return this builder
+     * @see Option#VERBS_RETRY_COUNT
+     */
     public Builder verbsRetryCount(int verbsRetryCount) {
       return put(Option.VERBS_RETRY_COUNT, verbsRetryCount);
     }
 
-    /** @see Option#VERBS_QPS_PER_CONNECTION */
+    /**
+     * Sets the number of RC queue pairs per link that messages are striped over.
+     *
+     * @param verbsQpsPerConnection queue pairs per link, 1..8, the same on both ends
+     * @return this builder
+     * @see Option#VERBS_QPS_PER_CONNECTION
+     */
     public Builder verbsQpsPerConnection(int verbsQpsPerConnection) {
       return put(Option.VERBS_QPS_PER_CONNECTION, verbsQpsPerConnection);
     }
@@ -323,6 +454,9 @@ public final class Options {
      * Sets {@code option} from text, as its system property would (e.g. "shm", "1048576"; the
      * timeout in milliseconds). For configuration files and command lines.
      *
+     * @param option the knob to set; not null
+     * @param text the value in the text form of its system property; not null
+     * @return this builder
      * @throws ColibriException INVALID_ARGUMENT if {@code option} or {@code text} is null or the
      *     text is not a valid value of the option
      */
@@ -338,7 +472,13 @@ public final class Options {
       return this;
     }
 
-    /** Forgets what was set for {@code option}: system property, environment or default apply. */
+    /**
+     * Forgets what was set for {@code option}: system property, environment or default apply.
+     *
+     * @param option the knob to clear; not null
+     * @return this builder
+     * @throws ColibriException INVALID_ARGUMENT for a null option
+     */
     public Builder clear(Option option) {
       values.remove(nonNull(option, "clear"));
       sources.remove(option);
@@ -348,7 +488,9 @@ public final class Options {
     /**
      * The options: values set here, then system properties, environment variables, defaults.
      *
-     * @throws ColibriException INVALID_ARGUMENT if a system property or environment variable is
+     * @return new, immutable options; the builder may be used on
+     * @throws
+ ColibriException INVALID_ARGUMENT if a system property or environment variable is
      *     invalid
      */
     public Options build() {

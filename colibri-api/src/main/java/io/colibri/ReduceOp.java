@@ -8,10 +8,15 @@ package io.colibri;
  * {@link #AVG} is the sum divided by the number of ranks.
  */
 public enum ReduceOp {
+  /** Element-wise sum. */
   SUM(0),
+  /** Element-wise product. */
   PROD(1),
+  /** Element-wise minimum. */
   MIN(2),
+  /** Element-wise maximum. */
   MAX(3),
+  /** Element-wise sum divided by the number of ranks. */
   AVG(4);
 
   private final int code;
@@ -20,7 +25,7 @@ public enum ReduceOp {
     this.code = code;
   }
 
-  /** The {@code clbRedOp_t} value. */
+  /** {@return the {@code clbRedOp_t} value} */
   public int code() {
     return code;
   }

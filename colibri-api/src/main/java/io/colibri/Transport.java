@@ -25,12 +25,15 @@ public enum Transport {
     this.code = code;
   }
 
-  /** The {@code clbTransport_t} value. */
+  /** {@return the {@code clbTransport_t} value} */
   public int code() {
     return code;
   }
 
-  /** The lower-case name used by {@code COLIBRI_TRANSPORT} ("auto", "shm", "socket", "verbs"). */
+  /**
+   * {@return the lower-case name used by {@code COLIBRI_TRANSPORT}
+   * ("auto", "shm", "socket", "verbs")}
+   */
   public String configName() {
     return name().toLowerCase(Locale.ROOT);
   }

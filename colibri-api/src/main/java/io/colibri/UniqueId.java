@@ -44,6 +44,7 @@ public final class UniqueId implements AutoCloseable {
    * joined, until no communicator forms within the timeout, until {@link #close()}, or until the
    * process ends).
    *
+   * @return the new id, to hand to every rank
    * @throws ColibriException UNSUPPORTED if no native provider is on the class path
    */
   public static UniqueId create() {
@@ -53,6 +54,8 @@ public final class UniqueId implements AutoCloseable {
   /**
    * An id from the {@value #BYTES} bytes that {@link #toBytes()} gave on some rank.
    *
+   * @param bytes the id's bytes, exactly {@value #BYTES}; copied
+   * @return the id
    * @throws ColibriException INVALID_ARGUMENT if {@code bytes} is null or not exactly
    *     {@value #BYTES} long
    */
@@ -72,6 +75,8 @@ public final class UniqueId implements AutoCloseable {
    * Parses the text that {@link #toString()} gave on some rank (URL-safe base64 without padding;
    * surrounding whitespace is ignored).
    *
+   * @param text the id's string form, 171 characters
+   * @return the id
    * @throws ColibriException INVALID_ARGUMENT if {@code text} is null, not base64, or not
    *     {@value #BYTES} bytes long once decoded
    */
@@ -121,7 +126,7 @@ public final class UniqueId implements AutoCloseable {
     ProviderLookup.provider().releaseUniqueId(this);
   }
 
-  /** A copy of the {@value #BYTES} bytes. */
+  /** {@return a copy of the {@value #BYTES} bytes} */
   public byte[] toBytes() {
     return bytes.clone();
   }

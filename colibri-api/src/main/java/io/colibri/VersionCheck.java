@@ -30,12 +30,14 @@ public enum VersionCheck {
     this.code = code;
   }
 
-  /** The {@code clbVersionCheck_t} value. */
+  /** {@return the {@code clbVersionCheck_t} value} */
   public int code() {
     return code;
   }
 
-  /** The lower-case name used by {@code COLIBRI_VERSION_CHECK} ("warn", "strict", "exact"). */
+  /**
+   * {@return the lower-case name used by {@code COLIBRI_VERSION_CHECK} ("warn", "strict", "exact")}
+   */
   public String configName() {
     return name().toLowerCase(Locale.ROOT);
   }

@@ -58,6 +58,14 @@ public final class Segments {
   /**
    * {@link Communicator#allReduce(java.nio.ByteBuffer, java.nio.ByteBuffer, long, DataType,
    * ReduceOp)} on segments.
+   *
+   * @param comm a communicator made by colibri-native
+   * @param send this rank's input, {@code count} elements (native segment)
+   * @param recv where the result goes, {@code count} elements (native, writable segment); may be
+   *     {@code send} (in place)
+   * @param count number of elements on every rank, 0 or more
+   * @param type element type of both segments
+   * @param op how elements are combined
    */
   public static void allReduce(Communicator comm, MemorySegment send, MemorySegment recv,
       long count, DataType type, ReduceOp op) {
@@ -72,6 +80,13 @@ public final class Segments {
   /**
    * {@link Communicator#allGather(java.nio.ByteBuffer, java.nio.ByteBuffer, long, DataType)} on
    * segments.
+   *
+   * @param comm a communicator made by colibri-native
+   * @param send this rank's input, {@code sendCount} elements (native segment)
+   * @param recv where the result goes, {@code comm.size() * sendCount} elements (native, writable
+   *     segment)
+   * @param sendCount number of elements each rank contributes, 0 or more
+   * @param type element type of both segments
    */
   public static void allGather(Communicator comm, MemorySegment send, MemorySegment recv,
       long sendCount, DataType type) {
@@ -85,6 +100,14 @@ public final class Segments {
   /**
    * {@link Communicator#reduceScatter(java.nio.ByteBuffer, java.nio.ByteBuffer, long, DataType,
    * ReduceOp)} on segments.
+   *
+   * @param comm a communicator made by colibri-native
+   * @param send this rank's input, {@code comm.size() * recvCount} elements (native segment)
+   * @param recv where this rank's block of the result goes, {@code recvCount} elements (native,
+   *     writable segment)
+   * @param recvCount number of elements of each rank's block, 0 or more
+   * @param type element type of both segments
+   * @param op how elements are combined
    */
   public static void reduceScatter(Communicator comm, MemorySegment send, MemorySegment recv,
       long recvCount, DataType type, ReduceOp op) {
@@ -98,6 +121,15 @@ public final class Segments {
   /**
    * {@link Communicator#broadcast(java.nio.ByteBuffer, java.nio.ByteBuffer, long, DataType, int)}
    * on segments; {@code send} is read on the root only (other ranks may pass null).
+   *
+   * @param comm a communicator made by colibri-native
+   * @param send the data to broadcast, {@code count} elements (native segment), read on the root
+   *     only; may be null on the other ranks
+   * @param recv where the data goes, {@code count} elements (native, writable segment), on every
+   *     rank
+   * @param count number of elements, 0 or more
+   * @param type element type of both segments
+   * @param root rank whose {@code send} is broadcast, 0..comm.size()-1, the same on every rank
    */
   public static void broadcast(Communicator comm, MemorySegment send, MemorySegment recv,
       long count, DataType type, int root) {

@@ -170,7 +170,7 @@ public final class CallQueue {
         + " (join()) before a synchronous call, or make this call asynchronous too");
   }
 
-  /** Calls queued or running now. */
+  /** {@return calls queued or running now} */
   public int pending() {
     return pending;
   }

@@ -19,6 +19,8 @@ public interface NativeCalls {
   /**
    * The loaded native library whose functions take this communicator's handle: its path, or its
    * name when the loader did not say where it found it.
+   *
+   * @return the library's path or name
    */
   String nativeLibrary();
 

@@ -73,6 +73,11 @@ public final class Perf {
     return logger;
   }
 
+  /**
+   * Runs the tool with standard output and error, then exits with its exit code.
+   *
+   * @param args the command line (see {@code --help})
+   */
   public static void main(String[] args) {
     int rc = run(args, System.out, System.err);
     System.out.flush();
@@ -83,6 +88,12 @@ public final class Perf {
   /**
    * Runs the tool (perf, or the command that the first argument names); returns the exit code.
    * Rank 0 prints to {@code out}, problems go to {@code err}. Does not call {@link System#exit}.
+   *
+   * @param args the command line (see {@code --help})
+   * @param out where rank 0's tables and reports go
+   * @param err where problems go
+   * @return the exit code: 0 ok, 2 bad command line; perf: 1 wrong elements, 3 a rank failed;
+   *     doctor: 1 a check failed; chart: 3 the charts could not be written
    */
   public static int run(String[] args, PrintStream out, PrintStream err) {
     return Cli.run(args, out, err, DoctorProbe.system());
@@ -492,6 +503,9 @@ public final class Perf {
   /**
    * "major.minor.patch" from a version code major * 10000 + minor * 100 + patch: "0.1.0" from
    * 100, "2.28.3" from 22803 (Colibri's encoding, and NCCL's since 2.9).
+   *
+   * @param v the version code, 0 or more
+   * @return the version as "major.minor.patch"
    */
   public static String versionText(int v) {
     return (v / 10000) + "." + (v / 100 % 100) + "." + (v % 100);

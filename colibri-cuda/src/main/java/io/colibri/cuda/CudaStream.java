@@ -19,11 +19,21 @@ public final class CudaStream implements AutoCloseable {
     this.handle = handle;
   }
 
+  /**
+   * Creates a non-blocking stream on GPU {@code device}.
+   *
+   * @param device the GPU's ordinal, 0 .. {@code Device.count()} - 1
+   * @return the stream, to close when done
+   */
   public static CudaStream create(int device) {
     return new CudaStream(Device.createStream(device));
   }
 
-  /** The raw {@code CUstream} / {@code cudaStream_t}, for the Communicator overloads. */
+  /**
+   * {@return the raw {@code CUstream} / {@code cudaStream_t}, for the Communicator overloads}
+   *
+   * @throws ColibriException INVALID_USAGE after {@link #close()}
+   */
   public long handle() {
     if (handle == 0) {
       throw new ColibriException(ErrorCode.INVALID_USAGE, "stream is closed");
@@ -31,6 +41,11 @@ public final class CudaStream implements AutoCloseable {
     return handle;
   }
 
+  /**
+   * Waits until everything enqueued on the stream has finished.
+   *
+   * @throws ColibriException INVALID_USAGE after {@link #close()}
+   */
   public void synchronize() {
     Device.synchronize(handle());
   }

@@ -24,11 +24,22 @@ public final class DeviceBuffer implements AutoCloseable {
     this.device = device;
   }
 
-  /** Allocates {@code bytes} on GPU {@code device}. */
+  /**
+   * Allocates {@code bytes} on GPU {@code device}.
+   *
+   * @param bytes size in bytes, 1 or more
+   * @param device the GPU's ordinal, 0 .. {@code Device.count()} - 1
+   * @return the buffer, to close when done
+   */
   public static DeviceBuffer allocate(long bytes, int device) {
     return new DeviceBuffer(Device.allocate(bytes, device), bytes, device);
   }
 
+  /**
+   * {@return the start of the buffer (device memory)}
+   *
+   * @throws ColibriException INVALID_USAGE after {@link #close()}
+   */
   public long address() {
     if (address == 0) {
       throw new ColibriException(ErrorCode.INVALID_USAGE, "device buffer is closed");
@@ -36,10 +47,12 @@ public final class DeviceBuffer implements AutoCloseable {
     return address;
   }
 
+  /** {@return the size of the buffer in bytes} */
   public long bytes() {
     return bytes;
   }
 
+  /** {@return the ordinal of the GPU that holds the buffer} */
   public int device() {
     return device;
   }
@@ -48,19 +61,32 @@ public final class DeviceBuffer implements AutoCloseable {
    * Registers the whole buffer with {@code comm} for zero copy between ranks in different
    * processes: {@link Communicator#register(long, long)}, collective. Close the registration
    * before this buffer.
+   *
+   * @param comm the communicator to register with
+   * @return the registration
    */
   public Communicator.Registration register(Communicator comm) {
     return comm.register(address(), bytes);
   }
 
-  /** Copies {@code src.remaining()} bytes from a direct buffer to the start of this one (waits). */
+  /**
+   * Copies {@code src.remaining()} bytes from a direct buffer to the start of this one (waits).
+   *
+   * @param src a direct buffer, read from its position to its limit (neither changes)
+   * @return this buffer
+   */
   public DeviceBuffer copyFrom(ByteBuffer src) {
     checkFits(src.remaining());
     Device.copy(address(), Device.address(src), src.remaining(), 0);
     return this;
   }
 
-  /** Copies {@code dst.remaining()} bytes from the start of this buffer into a direct buffer (waits). */
+  /**
+   * Copies {@code dst.remaining()} bytes from the start of this buffer into a direct buffer (waits).
+   *
+   * @param dst a direct buffer, written from its position to its limit (neither changes)
+   * @return this buffer
+   */
   public DeviceBuffer copyTo(ByteBuffer dst) {
     checkFits(dst.remaining());
     Device.copy(Device.address(dst), address(), dst.remaining(), 0);

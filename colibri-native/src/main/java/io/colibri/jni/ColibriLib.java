@@ -44,37 +44,80 @@ public final class ColibriLib {
 
   // ---- constants (checked against the header by the tests) ----
 
+  /**
+   * {@return {@code CLB_VERSION_CODE}: the header's version, major * 10000 + minor * 100 + patch}
+   */
   public static native @MemberGetter @Name("CLB_VERSION_CODE") int versionCode();
 
+  /** {@return {@code CLB_PROTOCOL_VERSION}: the version of the bootstrap wire protocol} */
   public static native @MemberGetter @Name("CLB_PROTOCOL_VERSION") int protocolVersion();
 
+  /** {@return {@code CLB_UNIQUE_ID_BYTES}: the size of a {@code clbUniqueId} in bytes (128)} */
   public static native @MemberGetter @Name("CLB_UNIQUE_ID_BYTES") int uniqueIdBytes();
 
+  /**
+   * {@return {@code CLB_DEFAULT_PIPELINE_DEPTH}: the default of {@code clbConfig_t.pipelineDepth}}
+   */
   public static native @MemberGetter @Name("CLB_DEFAULT_PIPELINE_DEPTH") int defaultPipelineDepth();
 
+  /** {@return {@code CLB_DEFAULT_CHUNK_BYTES}: the default of {@code clbConfig_t.chunkBytes}} */
   public static native @MemberGetter @Name("CLB_DEFAULT_CHUNK_BYTES") long defaultChunkBytes();
 
+  /**
+   * {@return {@code CLB_DEFAULT_DIRECT_MAX_BYTES}: the default of
+   * {@code clbConfig_t.directMaxBytes}}
+   */
   public static native @MemberGetter @Name("CLB_DEFAULT_DIRECT_MAX_BYTES") long defaultDirectMaxBytes();
 
+  /**
+   * {@return {@code CLB_DEFAULT_STAGING_CAP_BYTES}: the default of
+   * {@code clbConfig_t.stagingCapBytes}}
+   */
   public static native @MemberGetter @Name("CLB_DEFAULT_STAGING_CAP_BYTES") long defaultStagingCapBytes();
 
+  /** {@return {@code CLB_DEFAULT_TIMEOUT_MS}: the default of {@code clbConfig_t.timeoutMs}} */
   public static native @MemberGetter @Name("CLB_DEFAULT_TIMEOUT_MS") long defaultTimeoutMs();
 
+  /**
+   * {@return {@code CLB_DEFAULT_VERSION_CHECK}: the default of {@code clbConfig_t.versionCheck}}
+   */
   public static native @MemberGetter @Name("CLB_DEFAULT_VERSION_CHECK") int defaultVersionCheck();
 
+  /** {@return {@code CLB_DEFAULT_VERBS_PORT}: the default of {@code clbConfig_t.verbsPort}} */
   public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_PORT") int defaultVerbsPort();
 
+  /**
+   * {@return {@code CLB_DEFAULT_VERBS_GID_INDEX}: the default of {@code clbConfig_t.verbsGidIndex}}
+   */
   public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_GID_INDEX") int defaultVerbsGidIndex();
 
+  /**
+   * {@return {@code CLB_DEFAULT_VERBS_TRAFFIC_CLASS}: the default of
+   * {@code clbConfig_t.verbsTrafficClass}}
+   */
   public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_TRAFFIC_CLASS") int defaultVerbsTrafficClass();
 
+  /**
+   * {@return {@code CLB_DEFAULT_VERBS_TIMEOUT}: the default of {@code clbConfig_t.verbsTimeout}}
+   */
   public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_TIMEOUT") int defaultVerbsTimeout();
 
+  /**
+   * {@return {@code CLB_DEFAULT_VERBS_RETRY_COUNT}: the default of
+   * {@code clbConfig_t.verbsRetryCount}}
+   */
   public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_RETRY_COUNT") int defaultVerbsRetryCount();
 
+  /**
+   * {@return {@code CLB_DEFAULT_VERBS_QPS_PER_CONNECTION}: the default of
+   * {@code clbConfig_t.verbsQpsPerConnection}}
+   */
   public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_QPS_PER_CONNECTION") int defaultVerbsQpsPerConnection();
 
-  /** Bytes of {@code clbConfig_t.verbsDevice}, the terminating NUL included. */
+  /**
+   * {@return {@code CLB_VERBS_DEVICE_BYTES}: the bytes of {@code clbConfig_t.verbsDevice}, the
+   * terminating NUL included (64)}
+   */
   public static native @MemberGetter @Name("CLB_VERBS_DEVICE_BYTES") int verbsDeviceBytes();
 
   // ---- structs ----
@@ -94,76 +137,207 @@ public final class ColibriLib {
 
     private native void allocate();
 
+    /**
+     * {@return {@code size}: the struct's size in bytes ({@code sizeof(clbConfig_t)}, set by
+     * {@link #clbConfigInit})}
+     */
     public native @Cast("size_t") long size();
 
+    /**
+     * Sets {@code size}.
+     *
+     * @param size the struct's size in bytes ({@code sizeof(clbConfig_t)}, set by
+     *     {@link #clbConfigInit})
+     * @return this struct
+     */
     public native ClbConfig size(long size);
 
+    /** {@return {@code transport}: a {@code clbTransport_t}} */
     public native int transport();
 
+    /**
+     * Sets {@code transport}.
+     *
+     * @param transport a {@code clbTransport_t}
+     * @return this struct
+     */
     public native ClbConfig transport(int transport);
 
+    /** {@return {@code algorithm}: a {@code clbAlgorithm_t}, forced for every call} */
     public native int algorithm();
 
+    /**
+     * Sets {@code algorithm}.
+     *
+     * @param algorithm a {@code clbAlgorithm_t}, forced for every call
+     * @return this struct
+     */
     public native ClbConfig algorithm(int algorithm);
 
+    /** {@return {@code logLevel}: a {@code clbLogLevel_t}} */
     public native int logLevel();
 
+    /**
+     * Sets {@code logLevel}.
+     *
+     * @param logLevel a {@code clbLogLevel_t}
+     * @return this struct
+     */
     public native ClbConfig logLevel(int logLevel);
 
+    /** {@return {@code pipelineDepth}: chunks in flight per link, 1..64} */
     public native int pipelineDepth();
 
+    /**
+     * Sets {@code pipelineDepth}.
+     *
+     * @param pipelineDepth chunks in flight per link, 1..64
+     * @return this struct
+     */
     public native ClbConfig pipelineDepth(int pipelineDepth);
 
+    /** {@return {@code chunkBytes}: the ring chunk size in bytes, 4 KiB..64 MiB} */
     public native @Cast("int64_t") long chunkBytes();
 
+    /**
+     * Sets {@code chunkBytes}.
+     *
+     * @param chunkBytes the ring chunk size in bytes, 4 KiB..64 MiB
+     * @return this struct
+     */
     public native ClbConfig chunkBytes(long chunkBytes);
 
+    /** {@return {@code directMaxBytes}: the largest message in bytes on the direct path} */
     public native @Cast("int64_t") long directMaxBytes();
 
+    /**
+     * Sets {@code directMaxBytes}.
+     *
+     * @param directMaxBytes the largest message in bytes on the direct path
+     * @return this struct
+     */
     public native ClbConfig directMaxBytes(long directMaxBytes);
 
+    /** {@return {@code stagingCapBytes}: the cap on staging memory per rank in bytes} */
     public native @Cast("int64_t") long stagingCapBytes();
 
+    /**
+     * Sets {@code stagingCapBytes}.
+     *
+     * @param stagingCapBytes the cap on staging memory per rank in bytes
+     * @return this struct
+     */
     public native ClbConfig stagingCapBytes(long stagingCapBytes);
 
+    /** {@return {@code timeoutMs}: how long a peer may stay silent, in milliseconds} */
     public native @Cast("int64_t") long timeoutMs();
 
+    /**
+     * Sets {@code timeoutMs}.
+     *
+     * @param timeoutMs how long a peer may stay silent, in milliseconds
+     * @return this struct
+     */
     public native ClbConfig timeoutMs(long timeoutMs);
 
+    /** {@return {@code versionCheck}: a {@code clbVersionCheck_t}} */
     public native int versionCheck();
 
+    /**
+     * Sets {@code versionCheck}.
+     *
+     * @param versionCheck a {@code clbVersionCheck_t}
+     * @return this struct
+     */
     public native ClbConfig versionCheck(int versionCheck);
 
+    /** {@return {@code verbsPort}: the port of the RDMA device, 1..255} */
     public native int verbsPort();
 
+    /**
+     * Sets {@code verbsPort}.
+     *
+     * @param verbsPort the port of the RDMA device, 1..255
+     * @return this struct
+     */
     public native ClbConfig verbsPort(int verbsPort);
 
+    /**
+     * {@return {@code verbsGidIndex}: the GID index; -1: the RoCE v2 GID on Ethernet, 0 on
+     * InfiniBand}
+     */
     public native int verbsGidIndex();
 
+    /**
+     * Sets {@code verbsGidIndex}.
+     *
+     * @param verbsGidIndex the GID index; -1: the RoCE v2 GID on Ethernet, 0 on InfiniBand
+     * @return this struct
+     */
     public native ClbConfig verbsGidIndex(int verbsGidIndex);
 
+    /** {@return {@code verbsTrafficClass}: the GRH traffic class, 0..255} */
     public native int verbsTrafficClass();
 
+    /**
+     * Sets {@code verbsTrafficClass}.
+     *
+     * @param verbsTrafficClass the GRH traffic class, 0..255
+     * @return this struct
+     */
     public native ClbConfig verbsTrafficClass(int verbsTrafficClass);
 
+    /** {@return {@code verbsTimeout}: the local ACK timeout exponent, 4.096 us * 2^value, 0..31} */
     public native int verbsTimeout();
 
+    /**
+     * Sets {@code verbsTimeout}.
+     *
+     * @param verbsTimeout the local ACK timeout exponent, 4.096 us * 2^value, 0..31
+     * @return this struct
+     */
     public native ClbConfig verbsTimeout(int verbsTimeout);
 
+    /** {@return {@code verbsRetryCount}: the transport retries, 0..7} */
     public native int verbsRetryCount();
 
+    /**
+     * Sets {@code verbsRetryCount}.
+     *
+     * @param verbsRetryCount the transport retries, 0..7
+     * @return this struct
+     */
     public native ClbConfig verbsRetryCount(int verbsRetryCount);
 
+    /** {@return {@code verbsQpsPerConnection}: the RC queue pairs per link, 1..8} */
     public native int verbsQpsPerConnection();
 
+    /**
+     * Sets {@code verbsQpsPerConnection}.
+     *
+     * @param verbsQpsPerConnection the RC queue pairs per link, 1..8
+     * @return this struct
+     */
     public native ClbConfig verbsQpsPerConnection(int verbsQpsPerConnection);
 
-    /** Byte {@code i} of {@code char verbsDevice[CLB_VERBS_DEVICE_BYTES]}. */
+    /**
+     * Byte {@code i} of {@code char verbsDevice[CLB_VERBS_DEVICE_BYTES]}.
+     *
+     * @param i index, 0..{@code CLB_VERBS_DEVICE_BYTES}-1
+     * @return the byte (UTF-8; 0 ends the name)
+     */
     public native @Cast("char") byte verbsDevice(int i);
 
+    /**
+     * Sets byte {@code i} of {@code verbsDevice}.
+     *
+     * @param i index, 0..{@code CLB_VERBS_DEVICE_BYTES}-1
+     * @param b the byte (UTF-8; 0 ends the name)
+     * @return this struct
+     */
     public native ClbConfig verbsDevice(int i, byte b);
 
-    /** {@code verbsDevice} up to its NUL (UTF-8). */
+    /** {@return {@code verbsDevice} up to its NUL, decoded as UTF-8; "" for the first device} */
     public String verbsDeviceName() {
       int n = verbsDeviceBytes();
       byte[] b = new byte[n];
@@ -177,7 +351,11 @@ public final class ColibriLib {
     /**
      * Sets {@code verbsDevice} to {@code name} (UTF-8), NUL-padded.
      *
-     * @throws IllegalArgumentException if it does not fit with its NUL
+     * @param name the RDMA device name, at most {@code CLB_VERBS_DEVICE_BYTES} - 1 bytes in UTF-8;
+     *     "" for the first device; not null
+     * @return this struct
+     * @throws
+ IllegalArgumentException if it does not fit with its NUL
      */
     public ClbConfig verbsDeviceName(String name) {
       byte[] b = name.getBytes(StandardCharsets.UTF_8);
@@ -208,12 +386,19 @@ public final class ColibriLib {
 
     private native void allocate();
 
+    /**
+     * {@return {@code hostBytes}: host memory Colibri holds now, in bytes (staging, control
+     * blocks)}
+     */
     public native @MemberGetter @Cast("int64_t") long hostBytes();
 
+    /** {@return {@code hostPeakBytes}: the most host memory it ever held at once, in bytes} */
     public native @MemberGetter @Cast("int64_t") long hostPeakBytes();
 
+    /** {@return {@code deviceBytes}: device memory Colibri holds now, in bytes} */
     public native @MemberGetter @Cast("int64_t") long deviceBytes();
 
+    /** {@return {@code devicePeakBytes}: the most device memory it ever held at once, in bytes} */
     public native @MemberGetter @Cast("int64_t") long devicePeakBytes();
   }
 
@@ -232,30 +417,71 @@ public final class ColibriLib {
 
     private native void allocate();
 
+    /** {@return {@code name}: the GPU's name, e.g. "NVIDIA H200"} */
     public native @MemberGetter @Cast("const char*") String name();
 
+    /** {@return {@code major}: the major compute capability} */
     public native @MemberGetter int major();
 
+    /** {@return {@code minor}: the minor compute capability} */
     public native @MemberGetter int minor();
 
+    /**
+     * {@return {@code driverVersion}: the CUDA version the driver supports, 1000 * major + 10 *
+     * minor}
+     */
     public native @MemberGetter int driverVersion();
 
+    /**
+     * {@return {@code pciBusId}: the PCI address, domain:bus:device.function in hex, e.g.
+     * "0000:1b:00.0"}
+     */
     public native @MemberGetter @Cast("const char*") String pciBusId();
 
+    /**
+     * {@return {@code image}: the kernel image device collectives load: "sm80", "sm89", "sm90",
+     * "sm100", "sm120" or "ptx"}
+     */
     public native @MemberGetter @Cast("const char*") String image();
 
+    /**
+     * {@return {@code gpuDirectRdma}: whether the driver supports GPUDirect RDMA for this GPU: 1,
+     * 0, or -1 unknown}
+     */
     public native @MemberGetter int gpuDirectRdma();
 
+    /**
+     * {@return {@code dmaBuf}: whether device memory can be exported as a dma-buf: 1, 0, or -1
+     * unknown}
+     */
     public native @MemberGetter int dmaBuf();
   }
 
   // ---- errors and version ----
 
+  /**
+   * Calls {@code clbGetErrorString}: the name of a result code.
+   *
+   * @param result a {@code clbResult_t}
+   * @return the code's name, a static string
+   */
   public static native @Cast("const char*") String clbGetErrorString(
       @Cast("clbResult_t") int result);
 
+  /**
+   * Calls {@code clbGetLastError}: the calling thread's message for its last failed call.
+   *
+   * @return the message, or "" when its last call succeeded (or it made none)
+   */
   public static native @Cast("const char*") String clbGetLastError();
 
+  /**
+   * Calls {@code clbGetVersion}: the library's version, encoded as {@code CLB_VERSION_CODE}.
+   *
+   * @param version out: element 0 receives the version
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbGetVersion(int[] version);
 
   // ---- logging (used by io.colibri.jni.NativeLog) ----
@@ -271,103 +497,373 @@ public final class ColibriLib {
       Loader.load();
     }
 
+    /** Allocates the native function pointer that calls {@link #call}. */
     protected LogCallback() {
       allocate();
     }
 
     private native void allocate();
 
+    /**
+     * Receives one log line from the core, on any thread; must return soon, not throw and not call
+     * Colibri.
+     *
+     * @param level the line's {@code clbLogLevel_t}, 1 (error) .. 4 (debug)
+     * @param message the line, UTF-8, NUL-terminated, valid until this returns
+     * @param user the pointer passed to {@link ColibriLib#clbSetLogCallback}
+     */
     public native void call(int level, @Cast("const char*") BytePointer message, Pointer user);
   }
 
+  /**
+   * Calls {@code clbSetLogCallback}: sends the core's log lines to {@code callback} instead of
+   * stderr; when it returns, the previous callback is not running and is not called again.
+   *
+   * @param callback the callback, or null to go back to stderr
+   * @param user passed to every call of {@code callback}; may be null
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbSetLogCallback(LogCallback callback,
       Pointer user);
 
+  /**
+   * Calls {@code clbSetLogLevel}: sets the process's log threshold.
+   *
+   * @param level a {@code clbLogLevel_t}, 0 (off) .. 4 (debug): lines at it and below are emitted
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbSetLogLevel(int level);
 
+  /**
+   * Calls {@code clbGetLogLevel}: the process's log threshold.
+   *
+   * @param level out: element 0 receives the {@code clbLogLevel_t}
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbGetLogLevel(int[] level);
 
   // ---- configuration ----
 
+  /**
+   * Calls {@code clbConfigInit} (the macro, so {@code clbConfigInitSized} with the struct's full
+   * size): fills {@code config} with the defaults and the {@code COLIBRI_*} environment.
+   *
+   * @param config the struct to fill
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbConfigInit(ClbConfig config);
 
+  /**
+   * Calls {@code clbTransportFromName}: parses a transport name ("auto", "shm", "socket", "verbs").
+   *
+   * @param name the name
+   * @param transport out: element 0 receives the {@code clbTransport_t}
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbTransportFromName(
       @Cast("const char*") String name, int[] transport);
 
+  /**
+   * Calls {@code clbAlgorithmFromName}: parses an algorithm name ("auto", "ring", "direct").
+   *
+   * @param name the name
+   * @param algorithm out: element 0 receives the {@code clbAlgorithm_t}
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbAlgorithmFromName(
       @Cast("const char*") String name, int[] algorithm);
 
+  /**
+   * Calls {@code clbAlgorithmName}: the name of an algorithm.
+   *
+   * @param algorithm a {@code clbAlgorithm_t}
+   * @return the lower-case name
+   */
   public static native @Cast("const char*") String clbAlgorithmName(int algorithm);
 
+  /**
+   * Calls {@code clbTransportName}: the name of a transport.
+   *
+   * @param transport a {@code clbTransport_t}
+   * @return the lower-case name
+   */
   public static native @Cast("const char*") String clbTransportName(int transport);
 
   // ---- unique id ----
 
+  /**
+   * Calls {@code clbGetUniqueId}: makes a new id and starts its bootstrap root in this process.
+   *
+   * @param id out: receives the {@code clbUniqueId}, 128 bytes
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbGetUniqueId(@Cast("clbUniqueId*") byte[] id);
 
+  /**
+   * Calls {@code clbUniqueIdFromAddress}: the id of a root that rank 0 of {@code clbCommInitRank}
+   * opens at {@code host:port}.
+   *
+   * @param host host name or IP address of rank 0
+   * @param port TCP port of the root
+   * @param secret passphrase every rank passes; null or empty: {@code COLIBRI_BOOTSTRAP_SECRET},
+   *     else derived from host:port
+   * @param id out: receives the {@code clbUniqueId}, 128 bytes
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbUniqueIdFromAddress(
       @Cast("const char*") String host, int port, @Cast("const char*") String secret,
       @Cast("clbUniqueId*") byte[] id);
 
+  /**
+   * Calls {@code clbUniqueIdRelease}: stops the root of an id made by {@code clbGetUniqueId} in
+   * this process, if it still runs.
+   *
+   * @param id the {@code clbUniqueId}, 128 bytes
+   * @return 0 ({@code clbSuccess}) also when the root already stopped or runs elsewhere, or the
+   *     {@code clbResult_t} of the failure
+   */
   public static native @Cast("clbResult_t") int clbUniqueIdRelease(
       @Cast("const clbUniqueId*") byte[] id);
 
+  /**
+   * Calls {@code clbUniqueIdDescribe}: a human-readable summary of an id (root address and version,
+   * never the secret).
+   *
+   * @param id the {@code clbUniqueId}, 128 bytes
+   * @param buf out: receives the summary, NUL-terminated
+   * @param bufBytes size of {@code buf} in bytes
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbUniqueIdDescribe(
       @Cast("const clbUniqueId*") byte[] id, @Cast("char*") byte[] buf,
       @Cast("size_t") long bufBytes);
 
   // ---- communicator ----
 
+  /**
+   * Calls {@code clbCommInitRank}: joins the communicator of {@code id} as {@code rank} of
+   * {@code nranks}, blocking until every rank has joined.
+   *
+   * @param comm out: element 0 receives the {@code clbComm_t} handle
+   * @param id the {@code clbUniqueId}, 128 bytes, the same on every rank
+   * @param rank this rank, 0..nranks-1
+   * @param nranks number of ranks, 1..{@code CLB_MAX_RANKS}
+   * @param config the settings, from {@link #clbConfigInit}
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbCommInitRank(@Cast("clbComm_t*") long[] comm,
       @Cast("const clbUniqueId*") byte[] id, int rank, int nranks, @Const ClbConfig config);
 
+  /**
+   * Calls {@code clbCommDestroy}: frees everything the communicator holds (refused while another
+   * thread is in a call on it).
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbCommDestroy(@Cast("clbComm_t") long comm);
 
+  /**
+   * Calls {@code clbCommAbort}: makes every blocked or later call on the communicator return
+   * {@code clbAborted} and tells the peers; any thread.
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbCommAbort(@Cast("clbComm_t") long comm);
 
+  /**
+   * Calls {@code clbCommGetAsyncError}: what has gone wrong on the communicator, without making a
+   * call; any thread.
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @param asyncError out: element 0 receives {@code clbSuccess} or the error's {@code clbResult_t}
+   * @return 0 ({@code clbSuccess}), or {@code clbInvalidArgument} for a null handle or array
+   */
   public static native @Cast("clbResult_t") int clbCommGetAsyncError(@Cast("clbComm_t") long comm,
       @Cast("clbResult_t*") int[] asyncError);
 
+  /**
+   * Calls {@code clbCommRank}: this rank's number in the communicator.
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @param rank out: element 0 receives the rank
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbCommRank(@Cast("clbComm_t") long comm,
       int[] rank);
 
+  /**
+   * Calls {@code clbCommCount}: the number of ranks of the communicator.
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @param nranks out: element 0 receives the number of ranks
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbCommCount(@Cast("clbComm_t") long comm,
       int[] nranks);
 
+  /**
+   * Calls {@code clbCommMemStats}: the host and device memory the communicator holds, now and at
+   * its peak.
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @param stats out: the struct to fill
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbCommMemStats(@Cast("clbComm_t") long comm,
       ClbMemStats stats);
 
+  /**
+   * Calls {@code clbCommTrim}: gives back host staging memory not in use (local; device buffers
+   * stay).
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbCommTrim(@Cast("clbComm_t") long comm);
 
+  /**
+   * Calls {@code clbCommLastAlgorithm}: the algorithm of this rank's last collective on the
+   * communicator.
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @param algorithm out: element 0 receives the {@code clbAlgorithm_t}
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbCommLastAlgorithm(
       @Cast("clbComm_t") long comm, int[] algorithm);
 
+  /**
+   * Calls {@code clbCommInfo}: what the communicator runs on, one fact per line (transport per
+   * link, thresholds, libraries loaded).
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @param buf out: receives the text, NUL-terminated
+   * @param bufBytes size of {@code buf} in bytes
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbCommInfo(@Cast("clbComm_t") long comm,
       @Cast("char*") byte[] buf, @Cast("size_t") long bufBytes);
 
+  /**
+   * Calls {@code clbCommRegister}: registers a device buffer for zero-copy reads by ranks in other
+   * processes; collective.
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @param buff start of the buffer (device memory from {@code cudaMalloc}, {@code cuMemAlloc} or
+   *     {@code clbDeviceAlloc})
+   * @param bytes size of the buffer in bytes
+   * @param handle out: element 0 receives the registration's handle, for {@link #clbCommDeregister}
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbCommRegister(@Cast("clbComm_t") long comm,
       @Cast("void*") long buff, @Cast("size_t") long bytes, @Cast("void**") long[] handle);
 
+  /**
+   * Calls {@code clbCommDeregister}: ends a registration, after this rank's device work on the
+   * communicator has finished; collective.
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @param handle the handle from {@link #clbCommRegister}
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbCommDeregister(@Cast("clbComm_t") long comm,
       @Cast("void*") long handle);
 
   // ---- collectives on raw addresses (host memory you manage, device memory) ----
 
+  /**
+   * Calls {@code clbAllReduce} on raw addresses: every rank ends with the reduction of all ranks'
+   * send buffers in its recv buffer.
+   *
+   * @param sendbuff address of this rank's input, {@code count} elements
+   * @param recvbuff address of the output, {@code count} elements; may be the send buffer (in
+   *     place)
+   * @param count number of elements
+   * @param datatype a {@code clbDataType_t}
+   * @param op a {@code clbRedOp_t}
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream CUDA stream handle for device buffers; ignored for host buffers (pass 0)
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbAllReduce(@Cast("const void*") long sendbuff,
       @Cast("void*") long recvbuff, @Cast("size_t") long count,
       @Cast("clbDataType_t") int datatype, @Cast("clbRedOp_t") int op,
       @Cast("clbComm_t") long comm, @Cast("void*") long stream);
 
+  /**
+   * Calls {@code clbAllGather} on raw addresses: every rank ends with all ranks' send buffers, in
+   * rank order, in its recv buffer.
+   *
+   * @param sendbuff address of this rank's input, {@code sendcount} elements
+   * @param recvbuff address of the output, nranks * {@code sendcount} elements
+   * @param sendcount number of elements each rank contributes
+   * @param datatype a {@code clbDataType_t}
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream CUDA stream handle for device buffers; ignored for host buffers (pass 0)
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbAllGather(@Cast("const void*") long sendbuff,
       @Cast("void*") long recvbuff, @Cast("size_t") long sendcount,
       @Cast("clbDataType_t") int datatype, @Cast("clbComm_t") long comm,
       @Cast("void*") long stream);
 
+  /**
+   * Calls {@code clbReduceScatter} on raw addresses: reduces all ranks' send buffers and leaves
+   * this rank's block of the result in its recv buffer.
+   *
+   * @param sendbuff address of this rank's input, nranks * {@code recvcount} elements
+   * @param recvbuff address of the output, {@code recvcount} elements
+   * @param recvcount number of elements of each rank's block
+   * @param datatype a {@code clbDataType_t}
+   * @param op a {@code clbRedOp_t}
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream CUDA stream handle for device buffers; ignored for host buffers (pass 0)
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbReduceScatter(
       @Cast("const void*") long sendbuff, @Cast("void*") long recvbuff,
       @Cast("size_t") long recvcount, @Cast("clbDataType_t") int datatype,
       @Cast("clbRedOp_t") int op, @Cast("clbComm_t") long comm, @Cast("void*") long stream);
 
+  /**
+   * Calls {@code clbBroadcast} on raw addresses: every rank ends with the root's send buffer in its
+   * recv buffer.
+   *
+   * @param sendbuff address of this rank's input, {@code count} elements, read on the root only
+   * @param recvbuff address of the output, {@code count} elements
+   * @param count number of elements
+   * @param datatype a {@code clbDataType_t}
+   * @param root the rank whose send buffer is broadcast
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream CUDA stream handle for device buffers; ignored for host buffers (pass 0)
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbBroadcast(@Cast("const void*") long sendbuff,
       @Cast("void*") long recvbuff, @Cast("size_t") long count,
       @Cast("clbDataType_t") int datatype, int root, @Cast("clbComm_t") long comm,
@@ -375,51 +871,203 @@ public final class ColibriLib {
 
   // ---- collectives on direct ByteBuffers: address + position() is passed ----
 
+  /**
+   * Calls {@code clbAllReduce} on direct buffers: every rank ends with the reduction of all ranks'
+   * send buffers in its recv buffer.
+   *
+   * @param sendbuff this rank's input, a direct buffer, from its position, {@code count} elements
+   * @param recvbuff the output, a direct buffer, from its position, {@code count} elements; may be
+   *     the send buffer (in place)
+   * @param count number of elements
+   * @param datatype a {@code clbDataType_t}
+   * @param op a {@code clbRedOp_t}
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream CUDA stream handle for device buffers; ignored for host buffers (pass 0)
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbAllReduce(ByteBuffer sendbuff,
       ByteBuffer recvbuff, @Cast("size_t") long count, @Cast("clbDataType_t") int datatype,
       @Cast("clbRedOp_t") int op, @Cast("clbComm_t") long comm, @Cast("void*") long stream);
 
+  /**
+   * Calls {@code clbAllGather} on direct buffers: every rank ends with all ranks' send buffers, in
+   * rank order, in its recv buffer.
+   *
+   * @param sendbuff this rank's input, a direct buffer, from its position, {@code sendcount}
+   *     elements
+   * @param recvbuff the output, a direct buffer, from its position, nranks * {@code sendcount}
+   *     elements
+   * @param sendcount number of elements each rank contributes
+   * @param datatype a {@code clbDataType_t}
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream CUDA stream handle for device buffers; ignored for host buffers (pass 0)
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbAllGather(ByteBuffer sendbuff,
       ByteBuffer recvbuff, @Cast("size_t") long sendcount, @Cast("clbDataType_t") int datatype,
       @Cast("clbComm_t") long comm, @Cast("void*") long stream);
 
+  /**
+   * Calls {@code clbReduceScatter} on direct buffers: reduces all ranks' send buffers and leaves
+   * this rank's block of the result in its recv buffer.
+   *
+   * @param sendbuff this rank's input, a direct buffer, from its position, nranks *
+   *     {@code recvcount} elements
+   * @param recvbuff the output, a direct buffer, from its position, {@code recvcount} elements
+   * @param recvcount number of elements of each rank's block
+   * @param datatype a {@code clbDataType_t}
+   * @param op a {@code clbRedOp_t}
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream CUDA stream handle for device buffers; ignored for host buffers (pass 0)
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbReduceScatter(ByteBuffer sendbuff,
       ByteBuffer recvbuff, @Cast("size_t") long recvcount, @Cast("clbDataType_t") int datatype,
       @Cast("clbRedOp_t") int op, @Cast("clbComm_t") long comm, @Cast("void*") long stream);
 
+  /**
+   * Calls {@code clbBroadcast} on direct buffers: every rank ends with the root's send buffer in
+   * its recv buffer.
+   *
+   * @param sendbuff this rank's input, a direct buffer, from its position, {@code count} elements,
+   *     read on the root only
+   * @param recvbuff the output, a direct buffer, from its position, {@code count} elements
+   * @param count number of elements
+   * @param datatype a {@code clbDataType_t}
+   * @param root the rank whose send buffer is broadcast
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream CUDA stream handle for device buffers; ignored for host buffers (pass 0)
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbBroadcast(ByteBuffer sendbuff,
       ByteBuffer recvbuff, @Cast("size_t") long count, @Cast("clbDataType_t") int datatype,
       int root, @Cast("clbComm_t") long comm, @Cast("void*") long stream);
 
+  /**
+   * Calls {@code clbTypeSize}: the size of one element of a type.
+   *
+   * @param datatype a {@code clbDataType_t}
+   * @return bytes per element
+   */
   public static native @Cast("size_t") long clbTypeSize(@Cast("clbDataType_t") int datatype);
 
   // ---- device helpers (colibri.h "device helpers"; used by io.colibri.jni.Device) ----
 
+  /**
+   * Calls {@code clbDeviceCount}: the number of GPUs the driver sees.
+   *
+   * @param count out: element 0 receives the number of GPUs
+   * @return 0 ({@code clbSuccess}), {@code clbUnsupported} without a GPU or driver, or another
+   *     {@code clbResult_t} of the failure
+   */
   public static native @Cast("clbResult_t") int clbDeviceCount(int[] count);
 
+  /**
+   * Calls {@code clbDeviceAlloc}: allocates device memory on a GPU.
+   *
+   * @param ptr out: element 0 receives the device address
+   * @param bytes size in bytes
+   * @param device the GPU, 0..count-1
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbDeviceAlloc(@Cast("void**") long[] ptr,
       @Cast("size_t") long bytes, int device);
 
+  /**
+   * Calls {@code clbDeviceFree}: frees memory from {@link #clbDeviceAlloc}.
+   *
+   * @param ptr the device address
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbDeviceFree(@Cast("void*") long ptr);
 
+  /**
+   * Calls {@code clbMemcpy}: copies between any host or device memory; with a stream the copy is
+   * asynchronous on it.
+   *
+   * @param dst destination address
+   * @param src source address
+   * @param bytes number of bytes to copy
+   * @param stream CUDA stream handle, or 0 for a synchronous copy
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbMemcpy(@Cast("void*") long dst,
       @Cast("const void*") long src, @Cast("size_t") long bytes, @Cast("void*") long stream);
 
+  /**
+   * Calls {@code clbStreamCreate}: creates a CUDA stream on a GPU.
+   *
+   * @param stream out: element 0 receives the stream handle
+   * @param device the GPU, 0..count-1
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbStreamCreate(@Cast("void**") long[] stream,
       int device);
 
+  /**
+   * Calls {@code clbStreamDestroy}: destroys a stream from {@link #clbStreamCreate}.
+   *
+   * @param stream the stream handle
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbStreamDestroy(@Cast("void*") long stream);
 
+  /**
+   * Calls {@code clbStreamSynchronize}: waits until the work on a stream has finished.
+   *
+   * @param stream the stream handle
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbStreamSynchronize(@Cast("void*") long stream);
 
+  /**
+   * Calls {@code clbSetKernelDir}: sets the folder of the kernel images (colibri_kernels_sm*.cubin,
+   * colibri_kernels.ptx) for the whole process.
+   *
+   * @param dir the folder
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbSetKernelDir(@Cast("const char*") String dir);
 
+  /**
+   * Calls {@code clbDeviceInfo}: what the driver says about a GPU, creating no context.
+   *
+   * @param device the GPU, 0..count-1
+   * @param info out: the struct to fill
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbDeviceInfo(int device, ClbDeviceInfo info);
 
+  /**
+   * Calls {@code clbDeviceCanAccessPeer}: whether a GPU can map another GPU's memory.
+   *
+   * @param device the GPU that maps
+   * @param peer the GPU whose memory is mapped
+   * @param canAccess out: element 0 receives 1 if it can (also when they are the same GPU), else 0
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
   public static native @Cast("clbResult_t") int clbDeviceCanAccessPeer(int device, int peer,
       int[] canAccess);
 
-  /** Address of a direct buffer's position (the cast is the whole function). */
+  /**
+   * Address of a direct buffer's position (the cast is the whole function).
+   *
+   * @param buffer a direct buffer
+   * @return the native address of its element at {@code position()}
+   */
   public static native @Cast("uintptr_t") @Name("reinterpret_cast<uintptr_t>") long addressOf(
       @Cast("const char*") ByteBuffer buffer);
 }

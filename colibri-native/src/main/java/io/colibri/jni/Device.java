@@ -17,7 +17,7 @@ import java.nio.ByteBuffer;
 public final class Device {
   private Device() {}
 
-  /** Number of GPUs the driver sees. */
+  /** {@return the number of GPUs the driver sees} */
   public static int count() {
     NativeLibrary.ensureLoaded();
     int[] n = new int[1];
@@ -28,6 +28,9 @@ public final class Device {
   /**
    * What the driver says about GPU {@code device} (0 .. {@link #count()} - 1). Creates no CUDA
    * context and allocates nothing on the GPU.
+   *
+   * @param device the GPU's ordinal, 0 .. {@link #count()} - 1
+   * @return the driver's facts about that GPU
    */
   public static Info info(int device) {
     NativeLibrary.ensureLoaded();
@@ -39,8 +42,12 @@ public final class Device {
   }
 
   /**
-   * Whether GPU {@code device} can map GPU {@code peer}'s memory (true for the same GPU). Device
-   * collectives refuse ranks on two GPUs without peer access.
+   * Whether GPU {@code device} can map GPU {@code peer}'s memory (true for the same GPU). Ranks on
+   * GPUs without peer access run device collectives through host memory, which is slower.
+   *
+   * @param device ordinal of the GPU that maps the memory
+   * @param peer ordinal of the GPU whose memory is mapped
+   * @return true if {@code device} can access {@code peer}'s memory
    */
   public static boolean canAccessPeer(int device, int peer) {
     NativeLibrary.ensureLoaded();
@@ -69,18 +76,24 @@ public final class Device {
   public record Info(int device, String name, int major, int minor, int driverVersion,
       String pciBusId, String image, int gpuDirectRdma, int dmaBuf) {
 
-    /** "9.0". */
+    /** {@return the compute capability as "major.minor", e.g. "9.0"} */
     public String computeCapability() {
       return major + "." + minor;
     }
 
-    /** "13.0" from {@link #driverVersion}. */
+    /** {@return the CUDA version the driver supports, e.g. "13.0", from {@link #driverVersion}} */
     public String cudaVersion() {
       return (driverVersion / 1000) + "." + (driverVersion % 1000 / 10);
     }
   }
 
-  /** Allocates {@code bytes} of memory on GPU {@code device}; returns its address. */
+  /**
+   * Allocates {@code bytes} of memory on GPU {@code device}; returns its address.
+   *
+   * @param bytes size in bytes, 1 or more
+   * @param device the GPU's ordinal, 0 .. {@link #count()} - 1
+   * @return the device address; free it with {@link #free}
+   */
   public static long allocate(long bytes, int device) {
     if (bytes <= 0) {
       throw new ColibriException(ErrorCode.INVALID_ARGUMENT,
@@ -92,13 +105,24 @@ public final class Device {
     return p[0];
   }
 
-  /** Frees memory from {@link #allocate}. */
+  /**
+   * Frees memory from {@link #allocate}.
+   *
+   * @param address the device address that {@link #allocate} returned
+   */
   public static void free(long address) {
     NativeLibrary.ensureLoaded();
     check(ColibriLib.clbDeviceFree(address), "free");
   }
 
-  /** Copies between any host or device addresses; with a stream (not 0) asynchronously on it. */
+  /**
+   * Copies between any host or device addresses; with a stream (not 0) asynchronously on it.
+   *
+   * @param dst destination address (host or device)
+   * @param src source address (host or device)
+   * @param bytes number of bytes, 0 or more
+   * @param stream stream handle to enqueue the copy on, or 0 to copy before returning
+   */
   public static void copy(long dst, long src, long bytes, long stream) {
     if (bytes < 0) {
       throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "byte count " + bytes + " is negative");
@@ -107,7 +131,12 @@ public final class Device {
     check(ColibriLib.clbMemcpy(dst, src, bytes, stream), "copy of " + bytes + " bytes");
   }
 
-  /** Address of a direct buffer's position (for {@link #copy}). */
+  /**
+   * Address of a direct buffer's position (for {@link #copy}).
+   *
+   * @param direct a direct buffer; not null
+   * @return the native address of its element at {@code position()}
+   */
   public static long address(ByteBuffer direct) {
     if (direct == null || !direct.isDirect()) {
       throw new ColibriException(ErrorCode.INVALID_ARGUMENT,
@@ -117,7 +146,12 @@ public final class Device {
     return ColibriLib.addressOf(direct);
   }
 
-  /** A new non-blocking stream on GPU {@code device}. */
+  /**
+   * A new non-blocking stream on GPU {@code device}.
+   *
+   * @param device the GPU's ordinal, 0 .. {@link #count()} - 1
+   * @return the stream handle ({@code cudaStream_t}); destroy it with {@link #destroyStream}
+   */
   public static long createStream(int device) {
     NativeLibrary.ensureLoaded();
     long[] s = new long[1];
@@ -125,12 +159,21 @@ public final class Device {
     return s[0];
   }
 
+  /**
+   * Destroys a stream from {@link #createStream}.
+   *
+   * @param stream the stream handle
+   */
   public static void destroyStream(long stream) {
     NativeLibrary.ensureLoaded();
     check(ColibriLib.clbStreamDestroy(stream), "stream destruction");
   }
 
-  /** Waits until everything enqueued on {@code stream} has finished. */
+  /**
+   * Waits until everything enqueued on {@code stream} has finished.
+   *
+   * @param stream the stream handle
+   */
   public static void synchronize(long stream) {
     NativeLibrary.ensureLoaded();
     check(ColibriLib.clbStreamSynchronize(stream), "stream synchronization");

@@ -74,6 +74,7 @@ public class CallOverhead {
     long sendAddress;
     long recvAddress;
 
+    /** Creates the communicator and buffers and checks one allReduce's result. */
     @Setup(Level.Trial)
     public void setUp() {
       comm = Communicator.init(UniqueId.create(), 0, 1);
@@ -89,17 +90,28 @@ public class CallOverhead {
       }
     }
 
+    /** Closes the communicator. */
     @TearDown(Level.Trial)
     public void tearDown() {
       comm.close();
     }
   }
 
+  /**
+   * One allReduce on direct ByteBuffers.
+   *
+   * @param h the communicator and buffers
+   */
   @Benchmark
   public void colibriHost(Host h) {
     h.comm.allReduce(h.send, h.recv, COUNT, DataType.FLOAT32, ReduceOp.SUM);
   }
 
+  /**
+   * One allReduce on the buffers' addresses, stream 0.
+   *
+   * @param h the communicator and buffers
+   */
   @Benchmark
   public void colibriHostAddress(Host h) {
     h.comm.allReduce(h.sendAddress, h.recvAddress, COUNT, DataType.FLOAT32, ReduceOp.SUM, 0L);
@@ -144,6 +156,7 @@ public class CallOverhead {
   public static class CudaGpu {
     GpuBuffers g;
 
+    /** Loads the CUDA runtime and allocates the buffers and stream on GPU 0. */
     @Setup(Level.Trial)
     public void setUp() {
       Cuda.load();
@@ -156,6 +169,7 @@ public class CallOverhead {
       g.drain();
     }
 
+    /** Frees the buffers and the stream. */
     @TearDown(Level.Trial)
     public void tearDown() {
       g.release();
@@ -168,6 +182,10 @@ public class CallOverhead {
     GpuBuffers g;
     Communicator comm;
 
+    /**
+     * Allocates the buffers, creates the communicator and runs one allReduce to set up its device
+     * path.
+     */
     @Setup(Level.Trial)
     public void setUp() {
       Cuda.load();
@@ -184,6 +202,7 @@ public class CallOverhead {
       g.drain();
     }
 
+    /** Waits for the stream, closes the communicator and frees the buffers. */
     @TearDown(Level.Trial)
     public void tearDown() {
       g.drain();
@@ -198,6 +217,7 @@ public class CallOverhead {
     GpuBuffers g;
     ncclComm comm;
 
+    /** Allocates the buffers, creates the NCCL communicator and runs one ncclAllReduce. */
     @Setup(Level.Trial)
     public void setUp() {
       Nccl.load();
@@ -214,6 +234,10 @@ public class CallOverhead {
       g.drain();
     }
 
+    /**
+     * Waits for the stream, checks NCCL's async error, destroys the communicator and frees the
+     * buffers.
+     */
     @TearDown(Level.Trial)
     public void tearDown() {
       g.drain();
@@ -226,6 +250,11 @@ public class CallOverhead {
     }
   }
 
+  /**
+   * {@link #BATCH} allReduce calls on raw device addresses, enqueued on the stream.
+   *
+   * @param s the communicator, buffers and stream
+   */
   @Benchmark
   @OperationsPerInvocation(BATCH)
   public void colibriDevice(ColibriGpu s) {
@@ -237,6 +266,11 @@ public class CallOverhead {
     }
   }
 
+  /**
+   * {@link #BATCH} allReduce calls through {@code CudaCollectives} on the presets' pointers.
+   *
+   * @param s the communicator, buffers and stream
+   */
   @Benchmark
   @OperationsPerInvocation(BATCH)
   public void colibriDeviceJavaCpp(ColibriGpu s) {
@@ -248,6 +282,11 @@ public class CallOverhead {
     }
   }
 
+  /**
+   * {@link #BATCH} {@code ncclAllReduce} calls, enqueued on the stream.
+   *
+   * @param s the NCCL communicator, buffers and stream
+   */
   @Benchmark
   @OperationsPerInvocation(BATCH)
   public void ncclDevice(NcclGpu s) {
@@ -261,6 +300,11 @@ public class CallOverhead {
     }
   }
 
+  /**
+   * {@link #BATCH} 8-byte {@code cudaMemsetAsync} calls, enqueued on the stream.
+   *
+   * @param s the buffers and stream
+   */
   @Benchmark
   @OperationsPerInvocation(BATCH)
   public void cudaMemsetAsync(CudaGpu s) {

@@ -38,6 +38,12 @@ public final class Compare {
     }
   }
 
+  /**
+   * Prints the table of the given result files to standard output.
+   *
+   * @param args {@code [--gpus N]} and the paths of JMH JSON result files
+   * @throws IOException if a result file cannot be read
+   */
   public static void main(String[] args) throws IOException {
     int gpus = 0;
     List<Result> all = new ArrayList<>();

@@ -72,15 +72,21 @@ public abstract class DeviceCollectives {
   @Param({"0"})
   public int gpus;
 
+  /** The collective of {@link #collective}, parsed at set-up. */
   protected Coll coll;
+  /** The element type of {@link #dtype}, parsed at set-up. */
   protected DataType type;
+  /** Number of ranks: GPUs used times {@link #ranksPerGpu()}. */
   protected int nranks;
   /** GPU of each rank. */
   protected int[] gpuOf;
   /** Elements per rank: allReduce and broadcast count, allGather send count, reduceScatter recv count. */
   protected long count;
+  /** Each rank's send buffer (device memory, zeroed), indexed by rank. */
   protected Pointer[] send;
+  /** Each rank's receive buffer (device memory, zeroed), indexed by rank. */
   protected Pointer[] recv;
+  /** Each rank's non-blocking stream on its GPU, indexed by rank. */
   protected CUstream_st[] streams;
 
   private boolean graphMode;
@@ -89,13 +95,13 @@ public abstract class DeviceCollectives {
   private int currentGpu = -1;
   private int usedGpus;
 
-  /** The library's name in messages. */
+  /** {@return the library's name in messages, e.g. "Colibri"} */
   protected abstract String library();
 
   /** Loads the library's bindings (and the CUDA runtime's), with a clear message if they cannot. */
   protected abstract void loadLibrary();
 
-  /** Ranks per GPU (Colibri can put several on one GPU; NCCL 2.28 cannot). */
+  /** {@return ranks per GPU, 1 or more (Colibri can put several on one GPU; NCCL 2.28 cannot)} */
   protected int ranksPerGpu() {
     return 1;
   }
@@ -112,6 +118,10 @@ public abstract class DeviceCollectives {
   /** Frees the communicators (streams are idle). */
   protected abstract void closeComms();
 
+  /**
+   * Parses the parameters, allocates every rank's buffers and stream, creates the communicators,
+   * warms up and, in graph mode, captures the graphs.
+   */
   @Setup(Level.Trial)
   public void setUp() {
     coll = Coll.parse(collective);
@@ -164,7 +174,11 @@ public abstract class DeviceCollectives {
         + ", " + CALLS + " calls per rank per operation");
   }
 
-  /** Makes rank {@code r}'s GPU current on this thread (only a call when it changes). */
+  /**
+   * Makes rank {@code r}'s GPU current on this thread (only a call when it changes).
+   *
+   * @param r the rank, 0..nranks-1
+   */
   protected final void useGpuOf(int r) {
     int g = gpuOf[r];
     if (g != currentGpu) {
@@ -247,6 +261,7 @@ public abstract class DeviceCollectives {
     synchronizeAll();
   }
 
+  /** Waits for every stream, then frees the graphs, communicators, buffers and streams. */
   @TearDown(Level.Trial)
   public void tearDown() {
     try {

@@ -35,6 +35,11 @@ public final class Probe {
 
   static final int COUNT = 1024;
 
+  /**
+   * Runs the probe, printing to standard output, and exits with its code (0, 1 or 2, above).
+   *
+   * @param args ignored
+   */
   public static void main(String[] args) {
     System.exit(run(System.out));
   }
