@@ -181,6 +181,18 @@ public final class CallQueue {
    * returns. Any thread, any time; idempotent.
    */
   public void abort() {
+    stop().run();
+  }
+
+  /**
+   * {@link #abort()} in two steps, for a caller that aborts the running call natively in
+   * between: stops the queue for good and takes the queued calls off it, and returns what fails
+   * their futures. Run it once the running call is aborted and the caller holds nothing: their
+   * callbacks run on that thread and may close the communicator.
+   *
+   * @return fails the futures of the calls taken off the queue (each once, however often it runs)
+   */
+  public Runnable stop() {
     List<Task> dropped;
     lock.lock();
     try {
@@ -192,7 +204,7 @@ public final class CallQueue {
     } finally {
       lock.unlock();
     }
-    failAll(dropped);
+    return () -> failAll(dropped);
   }
 
   /**
@@ -276,13 +288,16 @@ public final class CallQueue {
       t.work = null;
     }
     List<Task> dropped = List.of();
+    // The future completes with a ColibriException, as its javadoc says: anything else the work
+    // threw is a bug of the library, wrapped as one.
+    ColibriException c = error == null || error instanceof ColibriException
+        ? (ColibriException) error
+        : new ColibriException(ErrorCode.INTERNAL_ERROR, t.label + " on " + owner + " threw "
+            + error + ": please report this as a Colibri bug", error);
     lock.lock();
     try {
       running = null;
-      if (error != null && failure == null) {
-        ColibriException c = error instanceof ColibriException ? (ColibriException) error
-            : new ColibriException(ErrorCode.INTERNAL_ERROR, t.label + " on " + owner + " threw "
-                + error + ": please report this as a Colibri bug", error);
+      if (c != null && failure == null) {
         failure = new Failure(t.label, c, false);
         dropped = drainQueued();
       }
@@ -292,10 +307,10 @@ public final class CallQueue {
     }
     // The count and the failure are settled before anyone is told: a thread that joins this
     // future and then makes a synchronous call must find the queue as this call left it.
-    if (error == null) {
+    if (c == null) {
       t.future.succeed();
     } else {
-      t.future.fail(error);
+      t.future.fail(c);
     }
     failAll(dropped);
   }

@@ -5,6 +5,7 @@ package io.colibri.spi;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -167,7 +168,13 @@ class CallQueueTest {
     });
     ExecutionException e = assertThrows(ExecutionException.class,
         () -> f.get(10, TimeUnit.SECONDS));
-    assertSame(bug, e.getCause());
+    // The call's own future holds a ColibriException too, the throwable as its cause.
+    ColibriException own = assertInstanceOf(ColibriException.class, e.getCause());
+    assertEquals(ErrorCode.INTERNAL_ERROR, own.code());
+    assertTrue(own.getMessage().contains(
+        "trim (async #1) on rank 7 of 8 threw java.lang.IllegalStateException: bug"),
+        own::getMessage);
+    assertSame(bug, own.getCause());
     ColibriException next = failure(queue.submit("allReduce", () -> { }), ErrorCode.INTERNAL_ERROR,
         "trim (async #1) on rank 7 of 8 threw java.lang.IllegalStateException: bug",
         "please report");

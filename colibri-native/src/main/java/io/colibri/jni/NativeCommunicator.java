@@ -473,14 +473,18 @@ final class NativeCommunicator implements Communicator, NativeCalls {
 
   @Override
   public void abort() {
+    Runnable failQueued = () -> { };
     long h = acquireIfOpen();
     try {
       if (h != 0) { // 0: closed, nothing left to abort
-        state.calls.abort(); // the queued calls fail at once; the running one returns ABORTED
-        check(ColibriLib.clbCommAbort(h), "abort");
+        failQueued = state.calls.stop(); // the queued calls will not run
+        check(ColibriLib.clbCommAbort(h), "abort"); // the running one returns ABORTED
       }
     } finally {
       release();
+      // Their futures fail last: the running call is aborted and this thread holds no call, so a
+      // callback of theirs may join, or close the communicator, without waiting for either.
+      failQueued.run();
     }
   }
 

@@ -7,6 +7,7 @@ import static io.colibri.it.FaultTest.assertCode;
 import static io.colibri.it.FaultTest.catching;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -31,6 +32,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -267,6 +269,44 @@ class AsyncCallTest {
           "broadcast (async #5) on rank 0 of 2 was not run: abort() was called");
       refused(catching(() -> c0.allReduce(b, b, 1, DataType.FLOAT32, ReduceOp.SUM)),
           ErrorCode.ABORTED, "abort");
+    }
+  }
+
+  /**
+   * A queued call's callback that closes the communicator (a "close on failure" handler) runs
+   * when abort() fails that call: by then the running call is aborted natively, and the closing
+   * thread holds no call of its own, so close() neither waits out the timeout nor leaks.
+   */
+  @Test
+  @Timeout(60)
+  void abortWhoseQueuedCallbackClosesTheCommunicatorReturnsAtOnce() throws Exception {
+    try (RankGroup g = pair(Transport.SHM)) {
+      Communicator c0 = g.comm(0);
+      ByteBuffer b = direct(4096);
+      CompletableFuture<Void> running = c0.allReduceAsync(b, b, 1024, DataType.FLOAT32,
+          ReduceOp.SUM);
+      CompletableFuture<Void> queued = c0.allReduceAsync(b, b, 1024, DataType.FLOAT32,
+          ReduceOp.SUM);
+      AtomicReference<Throwable> closeFailed = new AtomicReference<>();
+      CompletableFuture<Void> closed = queued.handle((v, t) -> {
+        try {
+          c0.close();
+        } catch (Throwable e) {
+          closeFailed.set(e);
+        }
+        return null;
+      });
+      Thread.sleep(200); // rank 1 makes no call: the first waits for it
+      long t0 = System.nanoTime();
+      c0.abort();
+      closed.get(TIMEOUT_MS / 4, TimeUnit.MILLISECONDS);
+      long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+      assertTrue(ms < 2000, "abort() and the callback's close() took " + ms + " ms");
+      assertNull(closeFailed.get(), () -> "close() in the callback threw " + closeFailed.get());
+      failure(running, ErrorCode.ABORTED, "abort");
+      failure(queued, ErrorCode.ABORTED, "was not run: abort() was called");
+      refused(catching(() -> c0.allReduce(b, b, 1, DataType.FLOAT32, ReduceOp.SUM)),
+          ErrorCode.INVALID_USAGE, "closed");
     }
   }
 
