@@ -119,10 +119,11 @@ AgreedSettings agreedSettings(const clbConfig_t& cfg, const DeviceConfig& device
   a.deviceCheckCalls = device.checkCalls ? 1 : 0;
   a.deviceLLMaxBytes = device.llMaxBytes;
   a.deviceDirectMinBytes = device.directMinBytes;
+  a.deviceSettingsValid = device.error.empty() ? 1 : 0;
   return a;
 }
 
-clbResult_t checkAgreedSettings(const std::vector<RankInfo>& peers) {
+clbResult_t checkAgreedSettings(const std::vector<RankInfo>& peers, int me, const std::string& myDeviceError) {
   const int n = (int)peers.size();
   if (n < 2) return clbSuccess;
   bool oneHost = true;
@@ -130,6 +131,22 @@ clbResult_t checkAgreedSettings(const std::vector<RankInfo>& peers) {
   std::vector<Resolved> res(n);
   const int transport0 = resolveTransport(peers[0].agreed.transport, oneHost);
   for (int r = 0; r < n; r++) res[r] = resolve(peers[r].agreed, oneHost, transport0);
+  if (applies(kShm, res[0])) {
+    std::string bad;
+    for (int r = 0; r < n; r++)
+      if (!peers[r].agreed.deviceSettingsValid) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
+    if (!bad.empty() && !peers[me].agreed.deviceSettingsValid)
+      return setError(clbInvalidArgument,
+                      "rank %d: %s; every rank of the communicator refuses it (rank(s) %s), since this rank's device "
+                      "calls would fail while the others wait for it: fix the variable",
+                      me, myDeviceError.c_str(), bad.c_str());
+    if (!bad.empty())
+      return setError(clbInvalidUsage,
+                      "rank(s) %s hold a COLIBRI_DEVICE_* or COLIBRI_STUCK_WARN_PERCENT value that is not valid (their "
+                      "error says which), so their device calls would fail while this rank waits for them: every rank "
+                      "refuses the communicator; fix the variable there",
+                      bad.c_str());
+  }
   const Item* first = nullptr;
   int other = -1;
   std::string alsoDiffer;

@@ -9,6 +9,7 @@
 // message of its own: it rides on the table the bootstrap sends anyway.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "colibri/colibri.h"
@@ -26,6 +27,11 @@ AgreedSettings agreedSettings(const clbConfig_t& cfg, const DeviceConfig& device
 // clbInvalidUsage: "COLIBRI_TRANSPORT differs across ranks: rank 0 resolved shm, rank 1 resolved
 // socket (set transport / COLIBRI_TRANSPORT alike on every rank)", with every rank's value when
 // there are more than two, and the names of the other settings that differ too.
-clbResult_t checkAgreedSettings(const std::vector<RankInfo>& peers);
+//
+// Before that, on shm (where the device path runs): a rank whose device settings did not parse
+// fails every rank's init, since its first device call would fail while the others wait for it in
+// the device set-up. That rank is told what was wrong (`myDeviceError`, its own), the others which
+// rank. `me` is this rank.
+clbResult_t checkAgreedSettings(const std::vector<RankInfo>& peers, int me, const std::string& myDeviceError);
 
 }  // namespace clb

@@ -73,8 +73,10 @@ struct AgreedSettings {
   int32_t deviceCheckCalls;       // COLIBRI_DEVICE_CHECK_CALLS
   int64_t deviceLLMaxBytes;       // COLIBRI_DEVICE_LL_MAX_BYTES (resolved default included)
   int64_t deviceDirectMinBytes;   // COLIBRI_DEVICE_DIRECT_MIN_BYTES
+  int32_t deviceSettingsValid;    // 1: every COLIBRI_DEVICE_* / COLIBRI_STUCK_WARN_PERCENT value parsed
+  int32_t reserved;               // 0
 };
-static_assert(sizeof(AgreedSettings) == 72, "AgreedSettings is part of the wire format");
+static_assert(sizeof(AgreedSettings) == 80, "AgreedSettings is part of the wire format");
 
 // What each rank tells the others. Changing this layout needs a new CLB_PROTOCOL_VERSION.
 struct RankInfo {
@@ -89,7 +91,7 @@ struct RankInfo {
   uint8_t pad[4];         // zero
   AgreedSettings agreed;  // protocol 4
 };
-static_assert(sizeof(RankInfo) == 296 && offsetof(RankInfo, agreed) == 224, "RankInfo is the wire format");
+static_assert(sizeof(RankInfo) == 304 && offsetof(RankInfo, agreed) == 224, "RankInfo is the wire format");
 
 // A rank's hello to the root, the body of its handshake (so its proof authenticates it). The
 // root answers with a ReplyHeader, its message and, on success, the table, then a tag over all of

@@ -455,10 +455,11 @@ static clbResult_t initComm(clbComm* c, const IdData& id) {
   // Every rank has the same table and takes the same decision on it, before the ring connects:
   // all fail, or none does.
   const int rank = c->rank;
+  const std::string deviceError = c->deviceCfg.error;
   CLB_CHECK(c->boot.init(id, c->rank, c->nranks, c->cfg.timeoutMs, &c->aborted, &versions, &agreed,
-                         [rank](const std::vector<RankInfo>& table) {
+                         [rank, &deviceError](const std::vector<RankInfo>& table) {
                            CLB_CHECK(checkVersions(table, rank));
-                           return checkAgreedSettings(table);
+                           return checkAgreedSettings(table, rank, deviceError);
                          }));
   const auto& peers = c->boot.peers();
   c->allOnOneHost = true;

@@ -185,6 +185,35 @@ TEST_P(MustAgree, EveryRankIsRefusedAtOnceNamingTheSettingAndBothValues) {
 INSTANTIATE_TEST_SUITE_P(Settings, MustAgree, ::testing::ValuesIn(kRows),
                          [](const ::testing::TestParamInfo<Row>& i) { return std::string(i.param.name); });
 
+// A device setting that does not parse, on one rank only: that rank's first device call would fail
+// while the other waits for it in the device set-up, so both refuse the communicator at init,
+// the bad rank saying what was wrong, the other which rank.
+TEST(Agree, ADeviceSettingThatDoesNotParseOnOneRankFailsEveryRankAtOnce) {
+  for (const char* bad : {"COLIBRI_DEVICE_LL_MAX_BYTES=abc", "COLIBRI_DEVICE_LAUNCH=graphs",
+                          "COLIBRI_STUCK_WARN_PERCENT=100"}) {
+    std::vector<std::vector<std::string>> env(2);
+    for (int r = 0; r < 2; r++) {
+      for (const char* v : kRowVars) env[r].push_back(std::string(v) + "=");
+      env[r].push_back("COLIBRI_DEVICE_LAUNCH=");
+      env[r].push_back("COLIBRI_STUCK_WARN_PERCENT=");
+    }
+    env[1].push_back(bad);
+    const std::string var = std::string(bad).substr(0, std::string(bad).find('='));
+    const std::vector<Outcome> out = runRankProcesses(env);
+    const int64_t lastStart = std::max(out[0].startMs, out[1].startMs);
+    for (int r = 0; r < 2; r++) ASSERT_TRUE(out[r].problem.empty()) << bad << ", rank " << r << ": " << out[r].problem;
+    EXPECT_EQ(out[1].rc, clbInvalidArgument) << bad << ": " << out[1].msg;
+    EXPECT_NE(out[1].msg.find(var), std::string::npos) << bad << ": " << out[1].msg;
+    EXPECT_NE(out[1].msg.find("every rank of the communicator refuses it"), std::string::npos) << out[1].msg;
+    EXPECT_EQ(out[0].rc, clbInvalidUsage) << bad << ": " << out[0].msg;
+    EXPECT_NE(out[0].msg.find("rank(s) 1 hold a COLIBRI_DEVICE_* or COLIBRI_STUCK_WARN_PERCENT value that is not valid"),
+              std::string::npos)
+        << bad << ": " << out[0].msg;
+    for (int r = 0; r < 2; r++)
+      EXPECT_LT(out[r].endMs - lastStart, 2000) << bad << ": rank " << r << " fails at once, not at its 20 s timeout";
+  }
+}
+
 // The control: the same two processes with the same settings form their communicator.
 TEST(Agree, RankProcessesWithTheSameSettingsInit) {
   std::vector<std::vector<std::string>> env(2, {"COLIBRI_TRANSPORT=", "COLIBRI_CHUNK_BYTES=65536"});
