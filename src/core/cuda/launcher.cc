@@ -32,29 +32,34 @@ clbResult_t GraphLauncher::launch(const Driver* d, CUfunction fn, unsigned block
   if (d->cuStreamIsCapturing(stream, &capture) != CUDA_SUCCESS || capture != CU_STREAM_CAPTURE_STATUS_NONE)
     return plain();  // the user's capture records an ordinary launch
   const CUDA_KERNEL_NODE_PARAMS p = nodeParams(fn, blocks, threads, params);
+  // Refused where an ordinary launch may pass (another thread's global-mode capture, say).
+  auto captureRefused = [](CUresult rc) {
+    return rc == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || rc == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
+           rc == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  };
   for (Entry& e : entries_) {
     if (e.stream != stream || e.fn != fn) continue;
-    CUresult rc = CUDA_SUCCESS;
     const bool same = e.blocks == blocks && e.threads == threads && e.arg.size() == argBytes &&
                       memcmp(e.arg.data(), arg, argBytes) == 0;
     if (!same) {
       // The parameters are copied: they concern this launch and the later ones, not those queued.
-      rc = d->cuGraphExecKernelNodeSetParams(e.exec, e.node, &p);
-      if (rc == CUDA_SUCCESS) {
-        e.blocks = blocks;
-        e.threads = threads;
-        e.arg.assign(static_cast<const char*>(arg), static_cast<const char*>(arg) + argBytes);
-      } else {
-        e.arg.clear();  // what the node holds is unknown now: the next launch sets it
+      CUresult rc = d->cuGraphExecKernelNodeSetParams(e.exec, e.node, &p);
+      if (rc != CUDA_SUCCESS) {
+        // Nothing was launched: the ordinary way still can. What the node holds is unknown now,
+        // so the next launch sets it again.
+        e.arg.clear();
+        const char* name = "?";
+        d->cuGetErrorName(rc, &name);
+        CLB_DEBUG("cuGraphExecKernelNodeSetParams failed (%s): an ordinary launch instead", name);
+        return plain();
       }
+      e.blocks = blocks;
+      e.threads = threads;
+      e.arg.assign(static_cast<const char*>(arg), static_cast<const char*>(arg) + argBytes);
     }
-    if (rc == CUDA_SUCCESS) rc = d->cuGraphLaunch(e.exec, stream);
+    CUresult rc = d->cuGraphLaunch(e.exec, stream);
     if (rc == CUDA_SUCCESS) return clbSuccess;
-    // Refused where an ordinary launch may pass (another thread's global-mode capture, say): a
-    // launch that did not happen can be made the ordinary way.
-    if (rc == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || rc == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
-        rc == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
-      return plain();
+    if (captureRefused(rc)) return plain();  // a launch that did not happen
     return cuError(rc, "cuGraphLaunch");
   }
   if (entries_.size() >= kMaxEntries) return plain();
@@ -78,9 +83,11 @@ clbResult_t GraphLauncher::launch(const Driver* d, CUfunction fn, unsigned block
     return plain();
   }
   entries_.push_back(std::move(e));
+  count_.store(entries_.size(), std::memory_order_relaxed);
   rc = d->cuGraphLaunch(entries_.back().exec, stream);
-  if (rc != CUDA_SUCCESS) return cuError(rc, "cuGraphLaunch");
-  return clbSuccess;
+  if (rc == CUDA_SUCCESS) return clbSuccess;
+  if (captureRefused(rc)) return plain();
+  return cuError(rc, "cuGraphLaunch");
 }
 
 void GraphLauncher::release(const Driver* d) {
@@ -89,6 +96,7 @@ void GraphLauncher::release(const Driver* d) {
     d->cuGraphDestroy(e.graph);
   }
   entries_.clear();
+  count_.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace clb::cuda

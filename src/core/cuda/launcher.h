@@ -14,6 +14,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <vector>
 
 #include "colibri/colibri.h"
@@ -36,7 +37,8 @@ class GraphLauncher {
                      const void* arg, size_t argBytes);
   // Frees the prepared graphs (the context that made them current).
   void release(const Driver* d);
-  size_t graphs() const { return entries_.size(); }
+  // Prepared graphs: read by describe() while a call may add one.
+  size_t graphs() const { return count_.load(std::memory_order_relaxed); }
   // Graphs on or off (COLIBRI_DEVICE_LAUNCH=graph|kernel, read by the caller), before any launch.
   void useGraphs(bool on) { graphs_ = on; }
   bool usesGraphs() const { return graphs_; }
@@ -51,9 +53,12 @@ class GraphLauncher {
     unsigned blocks, threads;  // of the graph's kernel node now
     std::vector<char> arg;     // ... and its parameter
   };
-  static constexpr size_t kMaxEntries = 16;  // streams x kernels; beyond, ordinary launches
-  bool graphs_ = true;
+  // Streams x kernels; beyond, ordinary launches (no eviction: a server that makes a stream per
+  // request would pay a graph's preparation for every stream, more than an ordinary launch costs).
+  static constexpr size_t kMaxEntries = 16;
+  std::atomic<bool> graphs_{true};  // read by describe() too
   std::vector<Entry> entries_;
+  std::atomic<size_t> count_{0};  // entries_.size(), for graphs()
 };
 
 }  // namespace clb::cuda
