@@ -1,13 +1,11 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// Communicator lifecycle and the C ABI of communicators, unique ids, errors and statistics.
+// Communicator lifecycle and the C ABI of communicators, errors and statistics (unique ids:
+// unique_id.cc; the device helpers of a build without CUDA: no_cuda.cc).
 #include "core/comm.h"
 
-#include <arpa/inet.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/random.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -18,7 +16,6 @@
 
 #include "core/agree.h"
 #include "core/config.h"
-#include "core/crypto.h"
 #include "core/dtype.h"
 #include "core/tls.h"
 #include "core/versions.h"
@@ -310,120 +307,6 @@ size_t clbTypeSize(clbDataType_t t) {
   }
 }
 
-static clbResult_t randomSecret(uint8_t* s) {
-  if (!randomBytes(s, kSecretBytes)) return setSysError(errno, "getrandom() for the bootstrap secret failed");
-  return clbSuccess;
-}
-
-// How long a root waits for its first rank: COLIBRI_TIMEOUT_MS when set (and valid), else the
-// default timeout. Each rank that joins extends it by its own timeout.
-static int64_t rootWaitMs() {
-  clbConfig_t c;
-  clbConfigInit(&c);
-  int64_t ms = c.timeoutMs;
-  if (const char* s = getenv("COLIBRI_TIMEOUT_MS"); s && *s) {
-    char* end = nullptr;
-    long long v = strtoll(s, &end, 10);
-    if (!*end && v >= 1) ms = v;
-  }
-  return ms;
-}
-
-static void fillAddress(IdData* d, const SockAddr& a) {
-  d->family = a.ss.ss_family;
-  d->port = (uint16_t)a.port();
-  if (a.ss.ss_family == AF_INET)
-    memcpy(d->addr, &reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr, 4);
-  else
-    memcpy(d->addr, &reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr, 16);
-}
-
-clbResult_t clbGetUniqueId(clbUniqueId* id) {
-  clearError();
-  if (!id) return setError(clbInvalidArgument, "unique id is NULL");
-  IdData d{};
-  d.magic = kIdMagic;
-  d.protocol = CLB_PROTOCOL_VERSION;
-  TlsMode tls = TlsMode::kOff;
-  CLB_CHECK(tlsModeForNewId(&tls));
-  setIdTlsMode(&d, tls);
-  CLB_CHECK(randomSecret(d.secret));
-  SockAddr local;
-  CLB_CHECK(localAddress(&local));
-  SockAddr bound;
-  fillAddress(&d, local);  // port filled below
-  d.port = 0;
-  CLB_CHECK(startRoot(listenAddressFor(local), d, rootWaitMs(), &bound));
-  d.port = (uint16_t)bound.port();
-  snprintf(d.host, sizeof d.host, "%s", local.str().c_str());
-  memcpy(id, &d, sizeof d);
-  return clbSuccess;
-}
-
-clbResult_t clbUniqueIdFromAddress(const char* host, int port, const char* secret, clbUniqueId* id) {
-  clearError();
-  if (!host || !*host || !id) return setError(clbInvalidArgument, "host and id must not be NULL/empty");
-  if (port <= 0 || port > 65535) return setError(clbInvalidArgument, "port %d is out of range 1..65535", port);
-  SockAddr a;
-  CLB_CHECK(resolveHost(host, port, &a));
-  IdData d{};
-  d.magic = kIdMagic;
-  d.protocol = CLB_PROTOCOL_VERSION;
-  d.flags = kIdRootAtRank0;
-  TlsMode tls = TlsMode::kOff;
-  CLB_CHECK(tlsModeForNewId(&tls));
-  setIdTlsMode(&d, tls);
-  fillAddress(&d, a);
-  snprintf(d.host, sizeof d.host, "%s", host);
-  // The secret: derived from the passphrase (the argument, else COLIBRI_BOOTSTRAP_SECRET), or, with none,
-  // from host:port, which every rank knows and so does anyone else who can reach the port.
-  const char* pass = secret && *secret ? secret : getenv("COLIBRI_BOOTSTRAP_SECRET");
-  Sha256 h;
-  if (pass && *pass) {
-    static const char label[] = "colibri/passphrase/1";
-    h.update(label, sizeof label);
-    h.update(pass, strlen(pass));
-  } else {
-    static std::once_flag warned;
-    std::call_once(warned, [&] {
-      CLB_WARN("clbUniqueIdFromAddress(%s:%d) without a secret: the communicator's secret is derived from the "
-               "address alone, so anyone who can reach that port can join it or read its bootstrap. Give every rank "
-               "the same passphrase (the secret argument, or COLIBRI_BOOTSTRAP_SECRET) to keep others out",
-               host, port);
-    });
-    char key[96];
-    snprintf(key, sizeof key, "colibri/address/1|%s|%d", host, port);
-    h.update(key, strlen(key) + 1);
-  }
-  uint8_t digest[kSha256Bytes];
-  h.final(digest);
-  memcpy(d.secret, digest, kSecretBytes);
-  wipe(digest, sizeof digest);
-  memcpy(id, &d, sizeof d);
-  wipe(&d, sizeof d);
-  return clbSuccess;
-}
-
-clbResult_t clbUniqueIdRelease(const clbUniqueId* id) {
-  clearError();
-  IdData d;
-  CLB_CHECK(decodeId(id, &d));
-  releaseRoot(d);
-  wipe(&d, sizeof d);
-  return clbSuccess;
-}
-
-clbResult_t clbUniqueIdDescribe(const clbUniqueId* id, char* buf, size_t bufBytes) {
-  clearError();
-  if (!buf || bufBytes == 0) return setError(clbInvalidArgument, "buffer is NULL or empty");
-  IdData d;
-  CLB_CHECK(decodeId(id, &d));
-  snprintf(buf, bufBytes, "colibri-id{root=%s, protocol=%u, secret-fingerprint=%08x%s, tls=%s}",
-           idAddress(d).str().c_str(), d.protocol, secretFingerprint(d.secret),
-           (d.flags & kIdRootAtRank0) ? ", root opened by rank 0" : "", tlsModeName(idTlsMode(d)));
-  return clbSuccess;
-}
-
 static void buildInfo(clbComm* c) {
   char b[1024];
   int n = snprintf(b, sizeof b,
@@ -670,22 +553,3 @@ clbResult_t clbCommDeregister(clbComm_t c, void* handle) {
 }
 
 }  // extern "C"
-
-#ifndef CLB_HAVE_CUDA
-// Built without cuda.h: the device helpers exist and say why they cannot work.
-extern "C" {
-static clbResult_t noCuda() {
-  return setError(clbUnsupported, "this libcolibri was built without CUDA (cuda.h was not found at build time)");
-}
-clbResult_t clbDeviceCount(int*) { return noCuda(); }
-clbResult_t clbDeviceAlloc(void**, size_t, int) { return noCuda(); }
-clbResult_t clbDeviceFree(void*) { return noCuda(); }
-clbResult_t clbMemcpy(void*, const void*, size_t, void*) { return noCuda(); }
-clbResult_t clbStreamCreate(void**, int) { return noCuda(); }
-clbResult_t clbStreamDestroy(void*) { return noCuda(); }
-clbResult_t clbStreamSynchronize(void*) { return noCuda(); }
-clbResult_t clbSetKernelDir(const char*) { return clbSuccess; }
-clbResult_t clbDeviceInfo(int, clbDeviceInfo_t*) { return noCuda(); }
-clbResult_t clbDeviceCanAccessPeer(int, int, int*) { return noCuda(); }
-}
-#endif

@@ -1,0 +1,26 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// A libcolibri built without cuda.h: the device helpers of the C ABI exist and say why they
+// cannot work.
+#include "colibri/colibri.h"
+#include "core/error.h"
+
+using namespace clb;
+
+#ifndef CLB_HAVE_CUDA
+extern "C" {
+static clbResult_t noCuda() {
+  return setError(clbUnsupported, "this libcolibri was built without CUDA (cuda.h was not found at build time)");
+}
+clbResult_t clbDeviceCount(int*) { return noCuda(); }
+clbResult_t clbDeviceAlloc(void**, size_t, int) { return noCuda(); }
+clbResult_t clbDeviceFree(void*) { return noCuda(); }
+clbResult_t clbMemcpy(void*, const void*, size_t, void*) { return noCuda(); }
+clbResult_t clbStreamCreate(void**, int) { return noCuda(); }
+clbResult_t clbStreamDestroy(void*) { return noCuda(); }
+clbResult_t clbStreamSynchronize(void*) { return noCuda(); }
+clbResult_t clbSetKernelDir(const char*) { return clbSuccess; }
+clbResult_t clbDeviceInfo(int, clbDeviceInfo_t*) { return noCuda(); }
+clbResult_t clbDeviceCanAccessPeer(int, int, int*) { return noCuda(); }
+}
+#endif
