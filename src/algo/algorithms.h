@@ -68,8 +68,5 @@ class RingMemory {
 };
 // The ring over channel `ch` with buffers reached through `mem` (comm gives rank, size, chunkBytes).
 clbResult_t ringRunOn(clbComm* comm, RingChannel& ch, RingMemory& mem, const CollArgs& a);
-clbResult_t directRun(clbComm* comm, const CollArgs& a);
-// Bytes of scratch a rank needs for a direct collective (0 if it posts nothing).
-size_t directScratchBytes(const clbComm* comm, const CollArgs& a);
 
 }  // namespace clb

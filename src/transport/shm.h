@@ -117,4 +117,12 @@ class ShmRingChannel : public RingChannel {
   char* sendSlot_ = nullptr;
 };
 
+struct CollArgs;  // algo/algorithms.h
+
+// The direct algorithm (transport/shm_direct.cc): every rank posts its data in its shared-memory
+// scratch and reads the others' in place, on the shm transport only (it works on its blocks).
+clbResult_t directRun(clbComm* comm, const CollArgs& a);
+// Bytes of scratch a rank needs for a direct collective (0 if it posts nothing).
+size_t directScratchBytes(const clbComm* comm, const CollArgs& a);
+
 }  // namespace clb

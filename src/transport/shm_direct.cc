@@ -1,4 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// The direct algorithm: an shm algorithm (it works on the shm transport's control blocks and
+// scratch), so it lives beside that transport rather than in algo/.
 #include <cstring>
 #include <vector>
 
