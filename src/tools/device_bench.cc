@@ -451,83 +451,62 @@ int enqueueCost(bool useNccl) {
     return d->cuCtxGetCurrent(&c) == CUDA_SUCCESS;
   });
   {
-    // A graph of one empty kernel, launched whole: what an eager call would cost if it replayed a
-    // prepared launch instead of making one.
+    // A prepared graph of one empty kernel, launched whole and with its kernel node's parameters
+    // set before every launch: what an eager call costs that replays a prepared launch as it is,
+    // and with this call's arguments.
     CUgraph graph;
+    CUgraphNode node;
     CUgraphExec exec;
-    CHECK_CU(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
-    CHECK_CU(d->cuLaunchKernel(noopArgs, 1, 1, 1, 512, 1, 1, 0, s, pBig, nullptr));
-    CHECK_CU(d->cuStreamEndCapture(s, &graph));
+    CUDA_KERNEL_NODE_PARAMS p{};
+    p.func = noopArgs;
+    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = 512;
+    p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = pBig;
+    CHECK_CU(d->cuGraphCreate(&graph, 0));
+    CHECK_CU(d->cuGraphAddKernelNode(&node, graph, nullptr, 0, &p));
     CHECK_CU(d->cuGraphInstantiateWithFlags(&exec, graph, 0));
     CHECK_CU(d->cuGraphUpload(exec, s));
     time("cuGraphLaunch, a graph of one empty kernel", [&] { return d->cuGraphLaunch(exec, s) == CUDA_SUCCESS; });
+    time("cuGraphExecKernelNodeSetParams + cuGraphLaunch", [&] {
+      big.count++;
+      return d->cuGraphExecKernelNodeSetParams(exec, node, &p) == CUDA_SUCCESS &&
+             d->cuGraphLaunch(exec, s) == CUDA_SUCCESS;
+    });
+    // A kernel that runs 20 us: does updating a graph whose last launch still runs wait for it?
+    unsigned long long spinNs = 20000;
+    void* pSpin[] = {&spinNs};
+    CUDA_KERNEL_NODE_PARAMS q = p;
+    q.func = spin;
+    q.kernelParams = pSpin;
+    q.blockDimX = 32;
+    time("cuLaunchKernel, a kernel that runs 20 us", [&] {
+      return d->cuLaunchKernel(spin, 1, 1, 1, 32, 1, 1, 0, s, pSpin, nullptr) == CUDA_SUCCESS;
+    });
+    CUgraph g2;
+    CUgraphNode n2;
+    CUgraphExec e2;
+    CHECK_CU(d->cuGraphCreate(&g2, 0));
+    CHECK_CU(d->cuGraphAddKernelNode(&n2, g2, nullptr, 0, &q));
+    CHECK_CU(d->cuGraphInstantiateWithFlags(&e2, g2, 0));
+    time("SetParams + cuGraphLaunch, a kernel that runs 20 us", [&] {
+      spinNs ^= 1;
+      return d->cuGraphExecKernelNodeSetParams(e2, n2, &q) == CUDA_SUCCESS && d->cuGraphLaunch(e2, s) == CUDA_SUCCESS;
+    });
+    CHECK_CU(d->cuStreamSynchronize(s));
+    d->cuGraphExecDestroy(e2);
+    d->cuGraphDestroy(g2);
+    time("cuStreamIsCapturing", [&] {
+      CUstreamCaptureStatus st;
+      return d->cuStreamIsCapturing(s, &st) == CUDA_SUCCESS;
+    });
+    time("cuGraphExecKernelNodeSetParams alone", [&] {
+      big.count++;
+      return d->cuGraphExecKernelNodeSetParams(exec, node, &p) == CUDA_SUCCESS;
+    });
     CHECK_CU(d->cuStreamSynchronize(s));
     d->cuGraphExecDestroy(exec);
     d->cuGraphDestroy(graph);
-  }
-  {
-    // The same graph, its kernel node's parameters set before every launch: what an eager call
-    // would cost if it replayed a prepared launch with this call's arguments.
-    void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    using GraphCreate = CUresult (*)(CUgraph*, unsigned int);
-    using AddKernel = CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS*);
-    using SetKernel = CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*);
-    auto create = cuda ? (GraphCreate)dlsym(cuda, "cuGraphCreate") : nullptr;
-    auto add = cuda ? (AddKernel)dlsym(cuda, "cuGraphAddKernelNode_v2") : nullptr;
-    auto set = cuda ? (SetKernel)dlsym(cuda, "cuGraphExecKernelNodeSetParams_v2") : nullptr;
-    if (create && add && set) {
-      CUgraph graph;
-      CUgraphNode node;
-      CUgraphExec exec;
-      CUDA_KERNEL_NODE_PARAMS p{};
-      p.func = noopArgs;
-      p.gridDimX = p.gridDimY = p.gridDimZ = 1;
-      p.blockDimX = 512;
-      p.blockDimY = p.blockDimZ = 1;
-      p.kernelParams = pBig;
-      CHECK_CU(create(&graph, 0));
-      CHECK_CU(add(&node, graph, nullptr, 0, &p));
-      CHECK_CU(d->cuGraphInstantiateWithFlags(&exec, graph, 0));
-      CHECK_CU(d->cuGraphUpload(exec, s));
-      time("cuGraphExecKernelNodeSetParams + cuGraphLaunch", [&] {
-        big.count++;
-        return set(exec, node, &p) == CUDA_SUCCESS && d->cuGraphLaunch(exec, s) == CUDA_SUCCESS;
-      });
-      // A kernel that runs 20 us: does updating a graph whose last launch still runs wait for it?
-      unsigned long long spinNs = 20000;
-      void* pSpin[] = {&spinNs};
-      CUDA_KERNEL_NODE_PARAMS q = p;
-      q.func = spin;
-      q.kernelParams = pSpin;
-      q.blockDimX = 32;
-      time("cuLaunchKernel, a kernel that runs 20 us", [&] {
-        return d->cuLaunchKernel(spin, 1, 1, 1, 32, 1, 1, 0, s, pSpin, nullptr) == CUDA_SUCCESS;
-      });
-      CUgraph g2;
-      CUgraphNode n2;
-      CUgraphExec e2;
-      CHECK_CU(create(&g2, 0));
-      CHECK_CU(add(&n2, g2, nullptr, 0, &q));
-      CHECK_CU(d->cuGraphInstantiateWithFlags(&e2, g2, 0));
-      time("SetParams + cuGraphLaunch, a kernel that runs 20 us", [&] {
-        spinNs ^= 1;
-        return set(e2, n2, &q) == CUDA_SUCCESS && d->cuGraphLaunch(e2, s) == CUDA_SUCCESS;
-      });
-      CHECK_CU(d->cuStreamSynchronize(s));
-      d->cuGraphExecDestroy(e2);
-      d->cuGraphDestroy(g2);
-      time("cuStreamIsCapturing", [&] {
-        CUstreamCaptureStatus st;
-        return d->cuStreamIsCapturing(s, &st) == CUDA_SUCCESS;
-      });
-      time("cuGraphExecKernelNodeSetParams alone", [&] {
-        big.count++;
-        return set(exec, node, &p) == CUDA_SUCCESS;
-      });
-      CHECK_CU(d->cuStreamSynchronize(s));
-      d->cuGraphExecDestroy(exec);
-      d->cuGraphDestroy(graph);
-    }
   }
   // Stream memory operations (semaphore writes and waits the GPU's front end executes, no kernel).
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
