@@ -75,7 +75,7 @@ DeviceConfig readDeviceConfig(int nranks) {
   word("COLIBRI_DEVICE_LAUNCH", kLaunch, 3, &launch);
   word("COLIBRI_DEVICE_P2P", kAutoOff, 2, &p2p);
   d.meetOff = meet == 1;
-  d.launch = launch > 2 ? 0 : launch;  // a bad value: the error above, and auto meanwhile
+  d.launch = launch > kDeviceLaunchKernel ? kDeviceLaunchAuto : launch;  // a bad value: the error above
   d.p2pOff = p2p == 1;
   // LL lines carry 8 data bytes in 16, in two halves: the buffer is 4 x ranks x llMax bytes. By
   // default at most 256 KiB per destination and 6 MiB in all (192 KiB with 8 ranks).

@@ -49,11 +49,13 @@ constexpr int64_t kDefaultDeviceLLMaxBytes = 256 << 10;  // auto: LL up to this 
 constexpr int64_t kDeviceLLBufferCap = 6 << 20;        // ... and an LL buffer of at most this much by default
 constexpr int64_t kMaxDeviceLLMaxBytes = 1 << 20;      // COLIBRI_DEVICE_LL_MAX_BYTES at most (4 x ranks MiB)
 enum DevicePathSetting { kDevicePathAuto, kDevicePathLL, kDevicePathStaged, kDevicePathDirect, kDevicePathInvalid };
+// COLIBRI_DEVICE_LAUNCH: auto replays prepared graphs where a rank is alone in its process.
+enum DeviceLaunchSetting { kDeviceLaunchAuto, kDeviceLaunchGraph, kDeviceLaunchKernel };
 enum GpuMemorySetting { kGpuMemoryAuto, kGpuMemoryDmabuf, kGpuMemoryPeermem, kGpuMemoryHost, kGpuMemoryInvalid };
 struct DeviceConfig {
   int path = kDevicePathAuto;  // COLIBRI_DEVICE_PATH (kDevicePathInvalid: a bad value)
   bool meetOff = false;        // COLIBRI_DEVICE_MEET=off
-  int launch = 0;              // COLIBRI_DEVICE_LAUNCH: 0 auto, 1 graph, 2 kernel (device_world.cc)
+  int launch = kDeviceLaunchAuto;  // COLIBRI_DEVICE_LAUNCH
   bool p2pOff = false;         // COLIBRI_DEVICE_P2P=off
   bool checkCalls = false;     // COLIBRI_DEVICE_CHECK_CALLS=1
   int64_t directMinBytes = kDefaultDeviceDirectMinBytes;  // COLIBRI_DEVICE_DIRECT_MIN_BYTES

@@ -269,7 +269,7 @@ clbResult_t DeviceWorld::setUp(int ordinal, CUstream stream) {
   // Eager launches through prepared graphs where this rank is alone in its process (auto): with
   // rank threads of one process launching at once, graph launches measured slower than ordinary
   // ones on the H200 (4 ranks, 8 B: 14.6-17.5 vs 12.0-14.2 us per call; docs/device.md).
-  launcher_.useGraphs(launchMode_ == 1 || (launchMode_ == 0 && !sharedProcess_));
+  launcher_.useGraphs(launchMode_ == kDeviceLaunchGraph || (launchMode_ == kDeviceLaunchAuto && !sharedProcess_));
   // The flag blocks: where the peers can reach them (CUDA IPC, the pointer itself, or host memory).
   CLB_CHECK(ensureShared(&flagBuf_, sizeof(ClbDevFlags), stream, "flags"));
   flags_ = flagBuf_.mine;

@@ -146,7 +146,7 @@ class DeviceWorld {
   Kernels kernels_;
   CUfunction staged_ = nullptr, direct_ = nullptr, ll_ = nullptr;
   GraphLauncher launcher_;  // eager launches: prepared graphs or ordinary (set up in setUp)
-  int launchMode_ = 0;      // COLIBRI_DEVICE_LAUNCH: 0 auto (graphs when alone in the process), 1 graph, 2 kernel
+  int launchMode_ = 0;      // COLIBRI_DEVICE_LAUNCH (DeviceLaunchSetting, core/config.h)
   std::string configError_;       // a COLIBRI_DEVICE_* variable had a bad value
   CUcontext ctx_ = nullptr;
   CUdevice dev_ = 0;

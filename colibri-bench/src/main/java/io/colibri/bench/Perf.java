@@ -7,6 +7,7 @@ import io.colibri.Algorithm;
 import io.colibri.ColibriException;
 import io.colibri.Communicator;
 import io.colibri.DataType;
+import io.colibri.Option;
 import io.colibri.Options;
 import io.colibri.ReduceOp;
 import io.colibri.UniqueId;
@@ -65,8 +66,8 @@ public final class Perf {
     Logger logger = Logger.getLogger("io.colibri");
     boolean configured = System.getProperty("java.util.logging.config.file") != null
         || System.getProperty("java.util.logging.config.class") != null
-        || System.getProperty("colibri.logLevel") != null
-        || System.getenv("COLIBRI_LOG_LEVEL") != null;
+        || System.getProperty(Option.LOG_LEVEL.systemProperty()) != null
+        || System.getenv(Option.LOG_LEVEL.environmentVariable()) != null;
     if (!configured && logger.getLevel() == null) {
       logger.setLevel(Level.WARNING);
     }
