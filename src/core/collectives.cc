@@ -62,8 +62,8 @@ clbResult_t memoryKind(clbComm* c, uint32_t coll, const void* send, void* recv, 
   int ro = -1, so = -1;
   CLB_CHECK(cuda::classifyPointer(recv, &recvDev, &ro));
   const bool hasSend = !(coll == kBroadcast && c->rank != root) && send;
-  if (hasSend) CLB_CHECK(cuda::classifyPointer(send, &sendDev, &so));
-  else sendDev = recvDev, so = ro;
+  if (hasSend && send != recv) CLB_CHECK(cuda::classifyPointer(send, &sendDev, &so));
+  else sendDev = recvDev, so = ro;  // in place (or no send buffer): one question
   if (sendDev != recvDev)
     return setError(clbInvalidArgument, "send is %s memory but recv is %s memory: pass both on the GPU or both on the host",
                     sendDev ? "device" : "host", recvDev ? "device" : "host");

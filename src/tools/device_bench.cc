@@ -468,6 +468,19 @@ int enqueueCost(bool useNccl) {
     CHECK_CU(d->cuGraphInstantiateWithFlags(&exec, graph, 0));
     CHECK_CU(d->cuGraphUpload(exec, s));
     time("cuGraphLaunch, a graph of one empty kernel", [&] { return d->cuGraphLaunch(exec, s) == CUDA_SUCCESS; });
+    {
+      // The same graph instantiated for device launch (uploaded once, launchable from kernels too).
+      CUgraphExec dexec;
+      if (d->cuGraphInstantiateWithFlags(&dexec, graph, CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) == CUDA_SUCCESS &&
+          d->cuGraphUpload(dexec, s) == CUDA_SUCCESS) {
+        time("cuGraphLaunch, the same graph instantiated for device launch",
+             [&] { return d->cuGraphLaunch(dexec, s) == CUDA_SUCCESS; });
+        CHECK_CU(d->cuStreamSynchronize(s));
+        d->cuGraphExecDestroy(dexec);
+      } else {
+        printf("  (a graph instantiated for device launch: refused)\n");
+      }
+    }
     time("cuGraphExecKernelNodeSetParams + cuGraphLaunch", [&] {
       big.count++;
       return d->cuGraphExecKernelNodeSetParams(exec, node, &p) == CUDA_SUCCESS &&
@@ -507,6 +520,18 @@ int enqueueCost(bool useNccl) {
     CHECK_CU(d->cuStreamSynchronize(s));
     d->cuGraphExecDestroy(exec);
     d->cuGraphDestroy(graph);
+    // A captured graph of one 8-byte memset: the same graph as JMH CallOverhead.cuGraphLaunch.
+    CUgraph mg;
+    CUgraphExec me;
+    CHECK_CU(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    CHECK_CU(d->cuMemsetD8Async(g.recv, 0, 8, s));
+    CHECK_CU(d->cuStreamEndCapture(s, &mg));
+    CHECK_CU(d->cuGraphInstantiateWithFlags(&me, mg, 0));
+    CHECK_CU(d->cuGraphUpload(me, s));
+    time("cuGraphLaunch, a graph of one 8-byte memset", [&] { return d->cuGraphLaunch(me, s) == CUDA_SUCCESS; });
+    CHECK_CU(d->cuStreamSynchronize(s));
+    d->cuGraphExecDestroy(me);
+    d->cuGraphDestroy(mg);
   }
   // Stream memory operations (semaphore writes and waits the GPU's front end executes, no kernel).
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -524,6 +549,25 @@ int enqueueCost(bool useNccl) {
   const std::string in = lib + " allReduce, 8 B float32, in place";
   time(in.c_str(), [&] { return collective(0, (const void*)g.recv, (void*)g.recv, 2, false, comm, ncomm, s).empty(); });
   CHECK_CU(d->cuStreamSynchronize(s));
+  // Where a call's time goes beyond its launch: the checks before the device path (a call of 0
+  // elements returns there), and the replay of the call's own kernel captured into a graph (the
+  // launch alone, without the call around it).
+  const std::string empty = lib + " allReduce, 0 elements (the checks before the device path)";
+  time(empty.c_str(), [&] { return collective(0, (const void*)g.send, (void*)g.recv, 0, false, comm, ncomm, s).empty(); });
+  CUgraph cg;
+  CUgraphExec ce;
+  CHECK_CU(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  const std::string captured = collective(0, (const void*)g.send, (void*)g.recv, 2, false, comm, ncomm, s);
+  CHECK_CU(d->cuStreamEndCapture(s, &cg));
+  if (!captured.empty()) return fprintf(stderr, "captured allReduce: %s\n", captured.c_str()), 1;
+  CHECK_CU(d->cuGraphInstantiateWithFlags(&ce, cg, 0));
+  CHECK_CU(d->cuGraphUpload(ce, s));
+  const std::string replay = "cuGraphLaunch of a captured " + lib + " allReduce, 8 B out of place";
+  time(replay.c_str(), [&] { return d->cuGraphLaunch(ce, s) == CUDA_SUCCESS; });
+  time(out.c_str(), [&] { return collective(0, (const void*)g.send, (void*)g.recv, 2, false, comm, ncomm, s).empty(); });
+  CHECK_CU(d->cuStreamSynchronize(s));
+  d->cuGraphExecDestroy(ce);
+  d->cuGraphDestroy(cg);
   if (useNccl) nccl::commDestroy(ncomm);
   else clbCommDestroy(comm);
   d->cuModuleUnload(mod);

@@ -603,9 +603,19 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
     if (perDest <= llMax_) path = DevicePath::kLL;
     else if (readPeers && msg >= directMin_) path = DevicePath::kDirect;
   }
+  // The direct kernel's arguments, which the call agreement below may complete; built only when
+  // needed (the LL kernel builds its own), as they cost an eager call time.
+  ClbDevCallArgs k;
+  bool built = false;
+  auto args = [&]() -> ClbDevCallArgs& {
+    if (!built) {
+      k = ClbDevCallArgs{};
+      common(&k, a);
+      built = true;
+    }
+    return k;
+  };
   // Ranks in several processes read each other's buffers in place when every rank's are registered.
-  ClbDevCallArgs k{};
-  common(&k, a);
   // Both need every rank's word on this call (over the host), so both are decided alike everywhere:
   // registrations are made and dropped by collective steps (a registration kept only where every
   // rank mapped it; a deregistration meets every rank), so every rank holds as many at any call.
@@ -613,7 +623,7 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
                         !regs_.empty() && msg >= directMin_;
   if (n > 1 && (zeroCopy || checkCalls_)) {
     bool given = false;
-    CLB_CHECK(agreeCall(a, zeroCopy, &k, &given));
+    CLB_CHECK(agreeCall(a, zeroCopy, &args(), &given));
     if (given) path = DevicePath::kDirect;
   }
   lastPath_ = path;
@@ -633,7 +643,7 @@ clbResult_t DeviceWorld::run(const CollArgs& a, int ordinal, CUstream stream) {
   // Everything above that meets the peers over the host is done: now only launches.
   if (path == DevicePath::kLL) return together(a, [&] { CtxScope scope(d_, ctx_); return ll(a, stream); });
   if (path == DevicePath::kDirect)
-    return together(a, [&] { CtxScope scope(d_, ctx_); return direct(a, stream, k); });
+    return together(a, [&] { CtxScope scope(d_, ctx_); return direct(a, stream, args()); });
   // Staged rounds meet one by one: two rounds of one rank in a row could otherwise share a
   // hardware queue with a peer's, the second waiting for the first, which waits for the peer's
   // first, queued behind them.

@@ -12,10 +12,13 @@ import io.colibri.DataType;
 import io.colibri.ReduceOp;
 import io.colibri.UniqueId;
 import io.colibri.cuda.CudaCollectives;
+import io.colibri.jni.ColibriLib;
 import io.colibri.jni.Device;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.concurrent.TimeUnit;
+import org.bytedeco.cuda.cudart.CUgraphExec_st;
+import org.bytedeco.cuda.cudart.CUgraph_st;
 import org.bytedeco.cuda.cudart.CUstream_st;
 import org.bytedeco.cuda.nccl.ncclComm;
 import org.bytedeco.javacpp.Pointer;
@@ -44,9 +47,14 @@ import org.openjdk.jmh.annotations.Warmup;
  *   <li>{@code colibriDevice}: the device path on raw addresses: Java, JNI, checks, enqueueing the
  *       kernels on the stream, return. {@code colibriDeviceJavaCpp} the same through {@code
  *       CudaCollectives} with the presets' {@code Pointer}s.
+ *   <li>{@code colibriDeviceBinding}: {@code clbAllReduce} straight through the binding, on a
+ *       communicator made there: the JNI and native part of {@code colibriDevice}.
  *   <li>{@code ncclDevice}: {@code ncclAllReduce} through the presets' JavaCPP binding.
- *   <li>{@code cudaMemsetAsync}: one 8-byte {@code cudaMemsetAsync} through the presets, the floor
- *       for anything that enqueues work from Java.
+ *   <li>{@code cudaMemsetAsync}, {@code cuMemsetD8Async}: one 8-byte memset through the presets
+ *       (runtime and driver), the floor for anything that enqueues work from Java.
+ *   <li>{@code cuGraphLaunch}: the launch of a prepared graph of one 8-byte memset, the floor for
+ *       a call that runs a kernel (Colibri's eager calls replay prepared graphs).
+ *   <li>{@code jniFloor}: a native getter, the JNI transition alone.
  * </ul>
  *
  * <p>The device variants time {@link #BATCH} calls in a row into an idle stream and synchronize
@@ -64,6 +72,9 @@ public class CallOverhead {
   /** Two float32 elements: 8 bytes. */
   static final long COUNT = 2;
   static final long BYTES = 8;
+  /** clbFloat32 and clbSum, the C ABI's codes. */
+  static final int FLOAT32 = DataType.FLOAT32.code();
+  static final int SUM = ReduceOp.SUM.code();
 
   /** A 1-rank communicator and two 8-byte direct buffers: no GPU involved. */
   @State(Scope.Thread)
@@ -105,6 +116,16 @@ public class CallOverhead {
   @Benchmark
   public void colibriHost(Host h) {
     h.comm.allReduce(h.send, h.recv, COUNT, DataType.FLOAT32, ReduceOp.SUM);
+  }
+
+  /**
+   * The JNI floor: one call of a native getter that returns a constant.
+   *
+   * @return the constant, so that the call is not optimized away
+   */
+  @Benchmark
+  public int jniFloor() {
+    return ColibriLib.versionCode();
   }
 
   /**
@@ -151,16 +172,31 @@ public class CallOverhead {
     }
   }
 
-  /** GPU buffers only, for the cudaMemsetAsync floor. */
+  /**
+   * GPU buffers, for the floors: cudaMemsetAsync, the driver's cuMemsetD8Async and the launch of
+   * a prepared graph of one 8-byte memset.
+   */
   @State(Scope.Thread)
   public static class CudaGpu {
     GpuBuffers g;
+    CUgraph_st graph;
+    CUgraphExec_st exec;
 
-    /** Loads the CUDA runtime and allocates the buffers and stream on GPU 0. */
+    /**
+     * Loads the CUDA runtime, allocates the buffers and stream on GPU 0 and captures the memset
+     * graph.
+     */
     @Setup(Level.Trial)
     public void setUp() {
       Cuda.load();
       g = new GpuBuffers();
+      Cuda.beginCapture(g.stream);
+      Cuda.check(org.bytedeco.cuda.global.cudart.cudaMemsetAsync(g.recv, 0, BYTES, g.stream),
+          "cudaMemsetAsync (captured)");
+      graph = Cuda.endCapture(g.stream);
+      exec = Cuda.instantiate(graph);
+      Cuda.upload(exec, g.stream);
+      g.drain();
     }
 
     /** Outside the timing: every batch starts on an idle stream. */
@@ -169,9 +205,12 @@ public class CallOverhead {
       g.drain();
     }
 
-    /** Frees the buffers and the stream. */
+    /** Frees the graph, the buffers and the stream. */
     @TearDown(Level.Trial)
     public void tearDown() {
+      g.drain();
+      Cuda.destroy(exec);
+      Cuda.destroy(graph);
       g.release();
     }
   }
@@ -208,6 +247,54 @@ public class CallOverhead {
       g.drain();
       comm.close();
       g.release();
+    }
+  }
+
+  /** A 1-rank communicator made through the binding alone (no Java API), and GPU buffers. */
+  @State(Scope.Thread)
+  public static class BindingGpu {
+    GpuBuffers g;
+    Communicator loader;
+    long handle;
+
+    /**
+     * Allocates the buffers, creates the communicator (after a Java one, which loads and sets up
+     * the native library) and runs one clbAllReduce.
+     */
+    @Setup(Level.Trial)
+    public void setUp() {
+      Cuda.load();
+      loader = Communicator.init(UniqueId.create(), 0, 1);
+      g = new GpuBuffers();
+      byte[] id = new byte[ColibriLib.uniqueIdBytes()];
+      long[] comm = new long[1];
+      check(ColibriLib.clbGetUniqueId(id), "clbGetUniqueId");
+      check(ColibriLib.clbCommInitRank(comm, id, 0, 1, null), "clbCommInitRank");
+      handle = comm[0];
+      check(ColibriLib.clbAllReduce(g.sendAddress, g.recvAddress, COUNT, FLOAT32, SUM, handle,
+          g.streamHandle), "clbAllReduce");
+      g.drain();
+    }
+
+    /** Outside the timing: every batch starts on an idle stream. */
+    @Setup(Level.Invocation)
+    public void drain() {
+      g.drain();
+    }
+
+    /** Waits for the stream, destroys the communicator and frees the buffers. */
+    @TearDown(Level.Trial)
+    public void tearDown() {
+      g.drain();
+      check(ColibriLib.clbCommDestroy(handle), "clbCommDestroy");
+      loader.close();
+      g.release();
+    }
+
+    static void check(int rc, String call) {
+      if (rc != 0) {
+        throw new IllegalStateException(call + ": " + ColibriLib.clbGetLastError());
+      }
     }
   }
 
@@ -267,6 +354,26 @@ public class CallOverhead {
   }
 
   /**
+   * {@link #BATCH} {@code clbAllReduce} calls straight through the binding, without the
+   * communicator's Java checks: the part of {@code colibriDevice} that is JNI and native.
+   *
+   * @param s the communicator, buffers and stream
+   */
+  @Benchmark
+  @OperationsPerInvocation(BATCH)
+  public void colibriDeviceBinding(BindingGpu s) {
+    long h = s.handle;
+    GpuBuffers g = s.g;
+    for (int i = 0; i < BATCH; i++) {
+      int rc = ColibriLib.clbAllReduce(g.sendAddress, g.recvAddress, COUNT, FLOAT32, SUM, h,
+          g.streamHandle);
+      if (rc != 0) {
+        BindingGpu.check(rc, "clbAllReduce");
+      }
+    }
+  }
+
+  /**
    * {@link #BATCH} allReduce calls through {@code CudaCollectives} on the presets' pointers.
    *
    * @param s the communicator, buffers and stream
@@ -296,6 +403,42 @@ public class CallOverhead {
       int rc = ncclAllReduce(g.send, g.recv, COUNT, ncclFloat32, ncclSum, comm, g.stream);
       if (rc != 0) {
         Nccl.check(rc, "ncclAllReduce", comm);
+      }
+    }
+  }
+
+  /**
+   * {@link #BATCH} 8-byte {@code cuMemsetD8Async} calls (the driver API), enqueued on the stream.
+   *
+   * @param s the buffers and stream
+   */
+  @Benchmark
+  @OperationsPerInvocation(BATCH)
+  public void cuMemsetD8Async(CudaGpu s) {
+    GpuBuffers g = s.g;
+    for (int i = 0; i < BATCH; i++) {
+      int rc = org.bytedeco.cuda.global.cudart.cuMemsetD8Async(g.recvAddress, (byte) 0, BYTES,
+          g.stream);
+      if (rc != 0) {
+        throw new IllegalStateException("cuMemsetD8Async returned CUresult " + rc);
+      }
+    }
+  }
+
+  /**
+   * {@link #BATCH} launches of a prepared graph of one 8-byte memset, enqueued on the stream.
+   *
+   * @param s the graph, buffers and stream
+   */
+  @Benchmark
+  @OperationsPerInvocation(BATCH)
+  public void cuGraphLaunch(CudaGpu s) {
+    GpuBuffers g = s.g;
+    CUgraphExec_st exec = s.exec;
+    for (int i = 0; i < BATCH; i++) {
+      int rc = org.bytedeco.cuda.global.cudart.cuGraphLaunch(exec, g.stream);
+      if (rc != 0) {
+        throw new IllegalStateException("cuGraphLaunch returned CUresult " + rc);
       }
     }
   }

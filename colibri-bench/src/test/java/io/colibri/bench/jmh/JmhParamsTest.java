@@ -61,7 +61,8 @@ class JmhParamsTest {
       list = new String(in.readAllBytes(), StandardCharsets.UTF_8);
     }
     for (String b : new String[] {"S 11 colibriHost ", "colibriHostAddress",
-        "colibriDevice", "colibriDeviceJavaCpp", "ncclDevice", "cudaMemsetAsync",
+        "colibriDevice", "colibriDeviceJavaCpp", "colibriDeviceBinding", "ncclDevice",
+        "cudaMemsetAsync", "cuMemsetD8Async", "cuGraphLaunch", "jniFloor",
         "ColibriCollectives_perCall", "NcclCollectives_perCall"}) {
       assertTrue(list.contains(b), b + " is not in META-INF/BenchmarkList:\n" + list);
     }
