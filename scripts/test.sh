@@ -34,5 +34,6 @@ mvn -B -ntp verify
 
 log "artifacts: java scripts/CheckArtifacts.java"
 java scripts/CheckArtifacts.java
+bash scripts/check-doc-links.sh
 
 log "all tests passed"
