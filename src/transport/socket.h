@@ -4,6 +4,8 @@
 // Under COLIBRI_TLS=all those connections, and so this channel's data, run over TLS.
 // Sends are copied into staging slots and written without blocking; receives are read eagerly
 // into staging slots, so a rank never blocks in send while its peer blocks in send.
+// LinkTransport (below) is the transport around it, and around the verbs channel: the ring
+// channel plus failure notices on the bootstrap's control connections.
 #pragma once
 
 #include <atomic>
