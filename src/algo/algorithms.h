@@ -44,7 +44,7 @@ inline size_t sliceCount(size_t maxSegElems, size_t elemBytes, size_t chunkBytes
 }
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
-clbResult_t ringRun(clbComm* comm, const CollArgs& a);  // host buffers over comm->ring
+clbResult_t ringRun(clbComm* comm, const CollArgs& a);  // host buffers over the transport's ring
 // A collective on host buffers for the library's own use (exchanges of the device path, its
 // staging between hosts): the checks and algorithm of the public calls, without asking the
 // driver what the buffers are and without touching the caller-visible lastAlgorithm.

@@ -3,7 +3,7 @@
 
 #include "algo/algorithms.h"
 #include "core/dtype.h"
-#include "transport/channel.h"
+#include "transport/transport.h"
 
 namespace clb {
 namespace {
@@ -136,7 +136,7 @@ clbResult_t allGatherSlice(clbComm* comm, RingStepper& st, const Layout& L, size
 
 clbResult_t ringRun(clbComm* comm, const CollArgs& a) {
   HostMemory host;
-  return ringRunOn(comm, *comm->ring, host, a);
+  return ringRunOn(comm, comm->carrier->ring(), host, a);
 }
 
 clbResult_t ringRunOn(clbComm* comm, RingChannel& ch, RingMemory& mem, const CollArgs& a) {

@@ -6,8 +6,7 @@
 #include "algo/algorithms.h"
 #include "core/comm.h"
 #include "core/dtype.h"
-#include "transport/channel.h"
-#include "transport/shm.h"
+#include "transport/transport.h"
 #ifdef CLB_HAVE_CUDA
 #include "core/cuda/device_world.h"
 #endif
@@ -103,27 +102,24 @@ CollArgs describeCall(clbComm* c, uint32_t coll, const void* send, void* recv, s
   return a;
 }
 
-// Host buffers: the algorithm (forced by config, else direct for small messages inside a host),
-// run, and the failure bookkeeping. `recordAlgo` false: an internal exchange, which leaves the
-// user's lastAlgorithm alone.
+// Host buffers, nranks > 1: the algorithm (forced by config, else the transport's direct algorithm
+// for small messages where it has one), run, and the failure bookkeeping. `recordAlgo` false: an
+// internal exchange, which leaves the user's lastAlgorithm alone.
 clbResult_t runHost(clbComm* c, CollArgs& a, bool recordAlgo) {
   const uint32_t coll = a.desc.coll;
   const size_t count = a.count, esz = clbTypeSize(a.type);
+  // Init refuses algorithm direct on a transport without one.
+  DirectAlgorithm* direct = c->carrier->direct();
   int algo = c->cfg.algorithm;
   if (algo == clbAlgoAuto) {
-    size_t scratch = directScratchBytes(c, a);
     size_t msgBytes = coll == kAllReduce || coll == kBroadcast ? count * esz : count * esz * c->nranks;
-    algo = (c->shm && msgBytes <= (size_t)c->cfg.directMaxBytes &&
-            (int64_t)scratch <= c->cfg.stagingCapBytes / 2) ? clbAlgoDirect : clbAlgoRing;
+    algo = (direct && msgBytes <= (size_t)c->cfg.directMaxBytes &&
+            (int64_t)direct->scratchBytes(a) <= c->cfg.stagingCapBytes / 2) ? clbAlgoDirect : clbAlgoRing;
   }
   a.desc.algo = algo;
-  if (c->shm) {
-    CtlBlock* me = c->shm->self();
-    me->opDesc = a.desc;
-    me->opSeq.v.store(a.desc.seq, std::memory_order_release);
-  }
+  c->carrier->beginCollective(a.desc);
   CLB_DEBUG("rank %d: %s with algorithm %s", c->rank, describe(a.desc).c_str(), clbAlgorithmName(algo));
-  clbResult_t rc = algo == clbAlgoDirect ? directRun(c, a) : ringRun(c, a);
+  clbResult_t rc = algo == clbAlgoDirect ? direct->run(a) : ringRun(c, a);
   if (recordAlgo) c->lastAlgo = algo;
   if (rc != clbSuccess) {
     appendBreadcrumb(__FILE__, __LINE__);
@@ -156,7 +152,7 @@ clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t 
     a.desc.algo = clbAlgoDirect;
     // Ranks that do not share a host (or memory: a socket or verbs transport) cannot map each
     // other's device memory: through pinned host memory and the host transport.
-    clbResult_t rc = c->nranks > 1 && !c->shm
+    clbResult_t rc = c->nranks > 1 && !c->carrier->sharesMemory()
                          ? c->device->runAcrossHosts(a, ordinal, static_cast<CUstream>(stream))
                          : c->device->run(a, ordinal, static_cast<CUstream>(stream));
     c->lastAlgo = clbAlgoDirect;

@@ -4,12 +4,6 @@
 // unique_id.cc; the device helpers of a build without CUDA: no_cuda.cc).
 #include "core/comm.h"
 
-#include <poll.h>
-#include <signal.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -19,11 +13,7 @@
 #include "core/dtype.h"
 #include "core/tls.h"
 #include "core/versions.h"
-#include "transport/shm.h"
-#include "transport/socket.h"
-#ifdef CLB_HAVE_VERBS
-#include "transport/verbs/verbs_ring.h"
-#endif
+#include "transport/transport.h"
 
 #ifdef CLB_HAVE_CUDA
 #include "core/cuda/device_world.h"
@@ -88,19 +78,7 @@ clbResult_t checkComm(clbComm* c) {
 
 using namespace clb;
 
-clbComm::~clbComm() {
-  for (int fd : peerPidfds)
-    if (fd >= 0) close(fd);
-}
-
-bool clbComm::peerGone(int p) const {
-  if (p < (int)peerPidfds.size() && peerPidfds[p] >= 0) {
-    struct pollfd f{peerPidfds[p], POLLIN, 0};
-    return poll(&f, 1, 0) == 1;
-  }
-  const int pid = boot.peers()[p].pid;  // no pidfd (an old kernel, or this process): ask kill
-  return pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH;
-}
+clbComm::~clbComm() = default;
 
 clbResult_t clbComm::checkUsable() const {
   if (aborted) return setError(clbAborted, "the communicator was aborted: destroy it and create a new one");
@@ -138,72 +116,30 @@ void clbComm::markFailed(clbResult_t code) {
     failed.store(true);
   }
   // An abort stays an abort for the peers, whatever error it caused on this rank.
-  if (shm) shm->setState(aborted ? kAborted : kFailed, failure.c_str());
-  if (!shm) notifyNeighbours(aborted ? 'A' : 'F');
-}
-
-namespace {
-struct Notice {
-  char kind;  // 'A' aborted, 'F' failed
-  char pad[3];
-  int32_t origin;
-  uint64_t seq;  // the collective the sender was in: it completed every earlier one
-};
-}  // namespace
-
-void clbComm::notifyNeighbours(char kind) {
-  Notice n{kind, {0, 0, 0}, noticeKind ? noticeOrigin.load() : rank, seq};
-  if (noticeKind == 'A') n.kind = 'A';
-  for (Link* l : {&boot.nextCtl(), &boot.prevCtl()})
-    if (l->open()) (void)!l->trySend(&n, sizeof n);
+  if (carrier) carrier->announce(aborted ? PeerNotice::kAborted : PeerNotice::kFailed, failure.c_str());
 }
 
 clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
   if (aborted.load(std::memory_order_relaxed))
     return setError(clbAborted, "rank %d: the communicator was aborted (clbCommAbort) while waiting for %s", rank, what);
   const int64_t now = nowMs();
-  if (!shm && nranks > 1) {
-    for (Link* l : {&boot.prevCtl(), &boot.nextCtl()}) {
-      Notice n{};
-      if (noticeKind || !l->open() || l->tryRecv(&n, sizeof n, true) != (ssize_t)sizeof n) continue;
-      (void)!l->tryRecv(&n, sizeof n);
-      noticeOrigin = n.origin;
-      noticeSeq = n.seq;
-      noticeKind = n.kind;  // last: a reader that sees the kind sees the rest
-    }
-    // A neighbour that failed in a later collective finished this one: let this one complete.
-    if (noticeKind && noticeSeq <= seq) {
-      if (noticeKind == 'A')
-        return setError(clbAborted, "rank %d aborted its communicator while rank %d waited for %s", noticeOrigin.load(), rank,
-                      what);
-      return setError(clbRemoteError, "rank %d failed, so rank %d cannot finish (it waited for %s); see rank %d's error",
-                      noticeOrigin.load(), rank, what, noticeOrigin.load());
-    }
-  }
-  if (shm) {
-    for (int p = 0; p < nranks; p++) {
-      if (p == rank) continue;
-      CtlBlock* c = shm->ctl(p);
-      uint32_t st = c->state.load(std::memory_order_acquire);
-      // A peer that failed or aborted in a later collective completed this one (its data is sent).
-      if ((st == kFailed || st == kAborted) && c->opSeq.v.load(std::memory_order_acquire) > seq) continue;
-      if (st == kFailed)
-        return setError(clbRemoteError, "rank %d failed, so rank %d cannot finish (it waited for %s). Rank %d said: %.236s",
-                        p, rank, what, p, c->reason);
-      if (st == kAborted)
-        return setError(clbAborted, "rank %d aborted its communicator while rank %d waited for %s", p, rank, what);
-      if (st == kClosed && (peer == p || peer == -1))
-        return setError(clbRemoteError, "rank %d closed its communicator while rank %d waited for %s from it", p, rank, what);
-    }
-    // A peer process that died cannot say so: look for it (cheap, at most every ~2 ms here). One
-    // that closed its communicator first is not dead to it: it finished what it shared with us.
-    for (int p = 0; p < nranks; p++) {
-      int pid = shm->ctl(p)->pid;
-      if (p == rank || pid == getpid()) continue;
-      if (shm->ctl(p)->state.load(std::memory_order_acquire) == kClosed) continue;
-      if (peerGone(p))
-        return setError(clbRemoteError, "rank %d (pid %d) exited or was killed while rank %d waited for %s",
-                        p, pid, rank, what);
+  PeerNotice n;
+  if (carrier && carrier->waitNotice(peer, &n)) {
+    switch (n.kind) {
+      case PeerNotice::kAborted:
+        return setError(clbAborted, "rank %d aborted its communicator while rank %d waited for %s", n.origin, rank, what);
+      case PeerNotice::kClosed:
+        return setError(clbRemoteError, "rank %d closed its communicator while rank %d waited for %s from it", n.origin,
+                        rank, what);
+      case PeerNotice::kGone:
+        return setError(clbRemoteError, "rank %d (pid %d) exited or was killed while rank %d waited for %s", n.origin,
+                        n.pid, rank, what);
+      default:
+        if (n.reason)
+          return setError(clbRemoteError, "rank %d failed, so rank %d cannot finish (it waited for %s). Rank %d said: %.236s",
+                          n.origin, rank, what, n.origin, n.reason);
+        return setError(clbRemoteError, "rank %d failed, so rank %d cannot finish (it waited for %s); see rank %d's error",
+                        n.origin, rank, what, n.origin);
     }
   }
   if (now - startMs > cfg.timeoutMs) {
@@ -236,35 +172,20 @@ clbResult_t clbComm::asyncStatus() {
     }
   }
 #endif
-  if (shm) {
-    for (int p = 0; p < nranks; p++) {
-      if (p == rank) continue;
-      CtlBlock* c = shm->ctl(p);
-      uint32_t st = c->state.load(std::memory_order_acquire);
-      if (st == kFailed)
-        return setError(clbRemoteError, "rank %d failed, so this communicator cannot go on. Rank %d said: %.236s", p, p,
-                        c->reason);
-      if (st == kAborted) return setError(clbAborted, "rank %d aborted its communicator", p);
-      // A peer that closed (and maybe exited since) completed every call: nothing here waits on it.
-      if (st == kClosed) continue;
-      if (peerGone(p))
-        return setError(clbRemoteError, "rank %d (pid %d) exited or was killed without closing the communicator", p,
-                        (int)c->pid);
+  PeerNotice n;
+  if (carrier && carrier->statusNotice(&n)) {
+    switch (n.kind) {
+      case PeerNotice::kAborted: return setError(clbAborted, "rank %d aborted its communicator", n.origin);
+      case PeerNotice::kGone:
+        return setError(clbRemoteError, "rank %d (pid %d) exited or was killed without closing the communicator",
+                        n.origin, n.pid);
+      default:
+        if (n.reason)
+          return setError(clbRemoteError, "rank %d failed, so this communicator cannot go on. Rank %d said: %.236s",
+                          n.origin, n.origin, n.reason);
+        return setError(clbRemoteError, "rank %d failed, so this communicator cannot go on; see rank %d's error",
+                        n.origin, n.origin);
     }
-  } else if (nranks > 1) {
-    // A neighbour's failure notice, looked at without taking it (a collective may be reading too).
-    char kind = noticeKind;
-    int origin = noticeOrigin;
-    for (Link* l : {&boot.prevCtl(), &boot.nextCtl()}) {
-      Notice n{};
-      if (kind || !l->open() || l->tryRecv(&n, sizeof n, true) != (ssize_t)sizeof n) continue;
-      kind = n.kind;
-      origin = n.origin;
-    }
-    if (kind == 'A') return setError(clbAborted, "rank %d aborted its communicator", origin);
-    if (kind == 'F')
-      return setError(clbRemoteError, "rank %d failed, so this communicator cannot go on; see rank %d's error", origin,
-                      origin);
   }
   return clbSuccess;
 }
@@ -307,17 +228,17 @@ size_t clbTypeSize(clbDataType_t t) {
   }
 }
 
-static void buildInfo(clbComm* c) {
+// `detail`: the transport's link line ("" if none).
+static void buildInfo(clbComm* c, const std::string& detail) {
   char b[1024];
   int n = snprintf(b, sizeof b,
                    "colibri %d.%d.%d rank %d/%d\ntransport: %s (%s)%s%s\nring: chunk %lld bytes, depth %d\n"
                    "direct: %s, up to %lld bytes\nstaging cap: %lld bytes\ntimeout: %lld ms\n",
                    CLB_VERSION_MAJOR, CLB_VERSION_MINOR, CLB_VERSION_PATCH, c->rank, c->nranks,
                    clbTransportName(c->transport), c->allOnOneHost ? "all ranks on one host" : "ranks on several hosts",
-                   c->transportDetail.empty() ? "" : "\nlink: ", c->transportDetail.c_str(),
-                   (long long)c->cfg.chunkBytes, c->cfg.pipelineDepth,
-                   c->shm ? "available" : "unavailable (needs shm)", (long long)c->cfg.directMaxBytes,
-                   (long long)c->cfg.stagingCapBytes, (long long)c->cfg.timeoutMs);
+                   detail.empty() ? "" : "\nlink: ", detail.c_str(), (long long)c->cfg.chunkBytes,
+                   c->cfg.pipelineDepth, c->carrier && c->carrier->direct() ? "available" : "unavailable (needs shm)",
+                   (long long)c->cfg.directMaxBytes, (long long)c->cfg.stagingCapBytes, (long long)c->cfg.timeoutMs);
   c->info.assign(b, n < (int)sizeof b ? n : sizeof b - 1);
   switch (c->boot.tlsMode()) {
     case TlsMode::kOff: c->info += "tls: off\n"; break;
@@ -344,46 +265,12 @@ static clbResult_t initComm(clbComm* c, const IdData& id) {
                            CLB_CHECK(checkVersions(table, rank));
                            return checkAgreedSettings(table, rank, deviceError);
                          }));
-  const auto& peers = c->boot.peers();
-  c->allOnOneHost = true;
-  int other = -1;
-  for (int r = 0; r < c->nranks; r++)
-    if (peers[r].hostHash != peers[0].hostHash) { c->allOnOneHost = false; other = r; break; }
-  c->transport = c->cfg.transport;
-  if (c->transport == clbTransportAuto) c->transport = c->allOnOneHost ? clbTransportShm : clbTransportSocket;
-  if (c->transport == clbTransportShm && !c->allOnOneHost)
-    return setError(clbInvalidUsage,
-                    "transport shm needs every rank on one host, but rank 0 is on %s and rank %d on %s: use "
-                    "transport auto or socket", peers[0].hostname, other, peers[other].hostname);
-  if (c->cfg.algorithm == clbAlgoDirect && c->transport != clbTransportShm && c->nranks > 1)
-    return setError(clbInvalidUsage, "algorithm direct needs the shm transport (all ranks on one host): use algorithm auto or ring");
-  if (c->nranks > 1) {
-    if (c->transport == clbTransportShm) {
-      c->shm = std::make_unique<ShmWorld>(c);
-      CLB_CHECK(c->shm->init());
-      // A pidfd per peer process: its death (a zombie's too) is one poll away.
-      c->peerPidfds.assign(c->nranks, -1);
-      for (int p = 0; p < c->nranks; p++) {
-        const int pid = c->boot.peers()[p].pid;
-#ifdef SYS_pidfd_open
-        if (p != c->rank && pid != getpid()) c->peerPidfds[p] = (int)syscall(SYS_pidfd_open, pid, 0);
-#endif
-      }
-      c->ring = std::make_unique<ShmRingChannel>(c, c->shm.get());
-    } else if (c->transport == clbTransportVerbs) {
-#ifdef CLB_HAVE_VERBS
-      CLB_CHECK(createVerbsRing(c, &c->ring, &c->transportDetail));
-#else
-      return setError(clbUnsupported, "transport verbs: this libcolibri was built without infiniband/verbs.h "
-                      "(libibverbs-dev), so it has no verbs transport: use transport socket");
-#endif
-    } else {
-      c->ring = std::make_unique<SocketRingChannel>(c, c->boot.next(), c->boot.prev());
-    }
-  }
-  buildInfo(c);
+  CLB_CHECK(createTransport(c, &c->carrier));
+  c->shm = c->carrier && c->carrier->sharesMemory();
+  const std::string detail = c->carrier ? c->carrier->describe() : std::string();
+  buildInfo(c, detail);
   CLB_INFO("rank %d/%d ready: transport %s%s%s", c->rank, c->nranks, clbTransportName(c->transport),
-           c->transportDetail.empty() ? "" : ", ", c->transportDetail.c_str());
+           detail.empty() ? "" : ", ", detail.c_str());
   return clbSuccess;
 }
 
@@ -424,21 +311,12 @@ clbResult_t clbCommDestroy(clbComm_t c) {
   if (!c) return clbSuccess;
   // Taken for good: nothing gives the communicator back, it is freed below.
   CLB_CHECK(c->enterCall(kCallDestroy));
-  // A healthy rank lets peers read what it sent last before its memory goes away.
-  if (c->shm && !c->failed && !c->aborted) {
-    if (c->shm->waitDrained() != clbSuccess)
-      CLB_WARN("rank %d: destroy did not wait for peers to drain: %s", c->rank, lastError().c_str());
-  }
-  if (c->ring && !c->failed && !c->aborted) c->ring->finish();
-  if (c->shm) c->shm->setState(c->aborted ? kAborted : c->failed ? kFailed : kClosed, nullptr);
-  // A peer process that died left its segments' names behind: the survivors remove them.
-  for (int p = 0; c->shm && p < c->nranks; p++)
-    if (p != c->rank && c->peerGone(p)) c->shm->removeSegmentsOf(c->boot.peers()[p].pid);
+  if (c->carrier)
+    c->carrier->close(c->aborted ? PeerNotice::kAborted : c->failed ? PeerNotice::kFailed : PeerNotice::kClosed);
 #ifdef CLB_HAVE_CUDA
   c->device.reset();
 #endif
-  c->ring.reset();
-  c->shm.reset();
+  c->carrier.reset();
   c->boot.close();
   delete c;
   clearError();
@@ -449,8 +327,7 @@ clbResult_t clbCommAbort(clbComm_t c) {
   clearError();
   CLB_CHECK(checkComm(c));
   c->aborted.store(true);
-  if (c->shm) c->shm->setState(kAborted, "aborted");
-  else c->notifyNeighbours('A');
+  if (c->carrier) c->carrier->announce(PeerNotice::kAborted, "aborted");
   return clbSuccess;
 }
 
@@ -495,8 +372,7 @@ clbResult_t clbCommTrim(clbComm_t c) {
   CallScope call(c, kCallTrim);
   CLB_CHECK(call.result());
   if (c->failed || c->aborted) return clbSuccess;
-  if (c->ring) CLB_CHECK(c->ring->trim());
-  else if (c->shm) CLB_CHECK(c->shm->trim());
+  if (c->carrier) CLB_CHECK(c->carrier->trim());
 #ifdef CLB_HAVE_CUDA
   if (c->device) CLB_CHECK(c->device->trimHostStage());
 #endif

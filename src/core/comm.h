@@ -19,8 +19,7 @@
 
 namespace clb {
 
-class ShmWorld;
-class RingChannel;
+class Transport;
 namespace cuda {
 class DeviceWorld;
 }
@@ -86,20 +85,16 @@ struct clbComm {
   // across the call, so clbCommAbort and the status queries never wait for it.
   std::atomic<uint64_t> inCall{0};
   std::atomic<int> lastAlgo{clbAlgoNone};
-  std::unique_ptr<clb::ShmWorld> shm;  // all ranks on one host and transport shm
-  std::unique_ptr<clb::RingChannel> ring;
+  // The transport (clb::Transport: ring, peer health, failure notices), nranks > 1 only;
+  // `transport` says which one it is.
+  std::unique_ptr<clb::Transport> carrier;
+  bool shm = false;  // the carrier maps the peers' memory (Transport::sharesMemory), for the device path
   std::unique_ptr<clb::cuda::DeviceWorld> device;  // set up at the first call on device memory
   std::atomic<clb::cuda::DeviceWorld*> deviceReady{nullptr};  // `device`, once set up (read by other threads)
   std::string info;
-  std::string transportDetail;  // e.g. the verbs device, port, GID index and MTU ("" if none)
-
-  std::vector<int> peerPidfds;  // shm: a pidfd per peer process (-1: none), readable once it exited
 
   ~clbComm();
-  // A peer process on this host that exited or was killed, even one its parent has not reaped
-  // yet (a zombie still answers kill(pid, 0)): its pidfd is readable. Any thread.
-  bool peerGone(int p) const;
-  // Slow-path checks while waiting: abort, peer failure or death, timeout. `startMs` is when the
+  // Slow-path checks while waiting: abort, peer failure or death (the carrier's notices), timeout. `startMs` is when the
   // wait began; `what` says what was awaited, for the message. `peer`: the rank waited for (its
   // close is an error too), -1 any rank (every close is an error), kClosesAreFine: none in
   // particular, and a peer that closed normally is not an error.
@@ -122,13 +117,6 @@ struct clbComm {
     return refuseCall(call, none);
   }
   void leaveCall() { inCall.store(0, std::memory_order_release); }
-  // Socket transport: tells both ring neighbours that this rank aborted ('A') or failed ('F').
-  void notifyNeighbours(char kind);
-  // A notice received from a neighbour, forwarded on failure (atomic: asyncStatus reads them from
-  // other threads; the collective's thread writes them).
-  std::atomic<char> noticeKind{0};
-  std::atomic<int> noticeOrigin{-1};
-  std::atomic<uint64_t> noticeSeq{0};
 
  private:
   // The message of a call refused because another thread is in `current` (an inCall value).

@@ -32,6 +32,7 @@
 #include "algo/algorithms.h"
 #include "core/comm.h"
 #include "core/dtype.h"
+#include "transport/transport.h"
 #include "transport/verbs/verbs_ring.h"
 #include "transport/verbs/verbs_channel.h"
 #include "transport/verbs/verbs_emu.h"
@@ -638,7 +639,7 @@ void expectQueuePairs(const std::function<void(clbConfig_t*)>& configure, int tc
   expectNoErrors(runVerbs(
       2,
       [&](int r, clbComm_t comm) {
-        auto* ch = dynamic_cast<clb::verbs::VerbsChannel*>(comm->ring.get());
+        auto* ch = dynamic_cast<clb::verbs::VerbsChannel*>(&comm->carrier->ring());
         ASSERT_NE(ch, nullptr) << "the ring of a verbs communicator is a VerbsChannel";
         for (ibv_qp* q : {ch->sendQp(), ch->recvQp()}) {
           ibv_qp_attr a;

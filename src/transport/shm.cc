@@ -3,9 +3,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -284,6 +286,96 @@ clbResult_t ShmRingChannel::releaseRecv() {
   CtlBlock* me = world_->self();
   storeAndWake(&me->fifoTail.v, tail_, &me->waiters);
   return clbSuccess;
+}
+
+// ---- the transport ----
+
+ShmTransport::ShmTransport(clbComm* comm)
+    : comm_(comm), world_(comm), ring_(comm, &world_), direct_(comm, &world_) {}
+
+ShmTransport::~ShmTransport() {
+  for (int fd : pidfds_)
+    if (fd >= 0) ::close(fd);
+}
+
+clbResult_t ShmTransport::init() {
+  CLB_CHECK(world_.init());
+  // A pidfd per peer process: its death (a zombie's too) is one poll away.
+  pidfds_.assign(comm_->nranks, -1);
+  for (int p = 0; p < comm_->nranks; p++) {
+    const int pid = comm_->boot.peers()[p].pid;
+#ifdef SYS_pidfd_open
+    if (p != comm_->rank && pid != getpid()) pidfds_[p] = (int)syscall(SYS_pidfd_open, pid, 0);
+#endif
+  }
+  return clbSuccess;
+}
+
+bool ShmTransport::peerGone(int p) const {
+  if (p < (int)pidfds_.size() && pidfds_[p] >= 0) {
+    struct pollfd f{pidfds_[p], POLLIN, 0};
+    return poll(&f, 1, 0) == 1;
+  }
+  const int pid = comm_->boot.peers()[p].pid;  // no pidfd (an old kernel, or this process): ask kill
+  return pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+bool ShmTransport::waitNotice(int peer, PeerNotice* n) {
+  const int me = comm_->rank;
+  const uint64_t seq = comm_->seq;
+  for (int p = 0; p < comm_->nranks; p++) {
+    if (p == me) continue;
+    CtlBlock* c = world_.ctl(p);
+    uint32_t st = c->state.load(std::memory_order_acquire);
+    // A peer that failed or aborted in a later collective completed this one (its data is sent).
+    if ((st == kFailed || st == kAborted) && c->opSeq.v.load(std::memory_order_acquire) > seq) continue;
+    if (st == kFailed) return *n = PeerNotice{PeerNotice::kFailed, p, 0, c->reason}, true;
+    if (st == kAborted) return *n = PeerNotice{PeerNotice::kAborted, p}, true;
+    if (st == kClosed && (peer == p || peer == -1)) return *n = PeerNotice{PeerNotice::kClosed, p}, true;
+  }
+  // A peer process that died cannot say so: look for it (cheap, at most every ~2 ms here). One
+  // that closed its communicator first is not dead to it: it finished what it shared with us.
+  for (int p = 0; p < comm_->nranks; p++) {
+    int pid = world_.ctl(p)->pid;
+    if (p == me || pid == getpid()) continue;
+    if (world_.ctl(p)->state.load(std::memory_order_acquire) == kClosed) continue;
+    if (peerGone(p)) return *n = PeerNotice{PeerNotice::kGone, p, pid}, true;
+  }
+  return false;
+}
+
+bool ShmTransport::statusNotice(PeerNotice* n) {
+  for (int p = 0; p < comm_->nranks; p++) {
+    if (p == comm_->rank) continue;
+    CtlBlock* c = world_.ctl(p);
+    uint32_t st = c->state.load(std::memory_order_acquire);
+    if (st == kFailed) return *n = PeerNotice{PeerNotice::kFailed, p, 0, c->reason}, true;
+    if (st == kAborted) return *n = PeerNotice{PeerNotice::kAborted, p}, true;
+    // A peer that closed (and maybe exited since) completed every call: nothing here waits on it.
+    if (st == kClosed) continue;
+    if (peerGone(p)) return *n = PeerNotice{PeerNotice::kGone, p, (int)c->pid}, true;
+  }
+  return false;
+}
+
+void ShmTransport::announce(PeerNotice::Kind kind, const char* reason) {
+  world_.setState(kind == PeerNotice::kAborted ? kAborted : kFailed, reason);
+}
+
+void ShmTransport::beginCollective(const OpDesc& d) {
+  CtlBlock* me = world_.self();
+  me->opDesc = d;
+  me->opSeq.v.store(d.seq, std::memory_order_release);
+}
+
+void ShmTransport::close(PeerNotice::Kind end) {
+  // A healthy rank lets peers read what it sent last before its memory goes away.
+  if (end == PeerNotice::kClosed && world_.waitDrained() != clbSuccess)
+    CLB_WARN("rank %d: destroy did not wait for peers to drain: %s", comm_->rank, lastError().c_str());
+  world_.setState(end == PeerNotice::kAborted ? kAborted : end == PeerNotice::kFailed ? kFailed : kClosed, nullptr);
+  // A peer process that died left its segments' names behind: the survivors remove them.
+  for (int p = 0; p < comm_->nranks; p++)
+    if (p != comm_->rank && peerGone(p)) world_.removeSegmentsOf(comm_->boot.peers()[p].pid);
 }
 
 }  // namespace clb

@@ -15,6 +15,7 @@
 
 #include "core/comm.h"
 #include "transport/channel.h"
+#include "transport/transport.h"
 
 namespace clb {
 
@@ -117,12 +118,46 @@ class ShmRingChannel : public RingChannel {
   char* sendSlot_ = nullptr;
 };
 
-struct CollArgs;  // algo/algorithms.h
-
 // The direct algorithm (transport/shm_direct.cc): every rank posts its data in its shared-memory
-// scratch and reads the others' in place, on the shm transport only (it works on its blocks).
-clbResult_t directRun(clbComm* comm, const CollArgs& a);
-// Bytes of scratch a rank needs for a direct collective (0 if it posts nothing).
-size_t directScratchBytes(const clbComm* comm, const CollArgs& a);
+// scratch and reads the others' in place (it works on the control blocks and scratch).
+class ShmDirect : public DirectAlgorithm {
+ public:
+  ShmDirect(clbComm* comm, ShmWorld* world) : comm_(comm), world_(world) {}
+  size_t scratchBytes(const CollArgs& a) const override;
+  clbResult_t run(const CollArgs& a) override;
+
+ private:
+  clbComm* comm_;
+  ShmWorld* world_;
+};
+
+// The shm transport: the control blocks and segments, the ring over them, the direct algorithm,
+// and the peers' health from their control blocks (state, reason, collective) and processes.
+class ShmTransport : public Transport {
+ public:
+  explicit ShmTransport(clbComm* comm);
+  ~ShmTransport() override;
+  // Every rank's control block mapped, and a pidfd per peer process.
+  clbResult_t init();
+  int kind() const override { return clbTransportShm; }
+  RingChannel& ring() override { return ring_; }
+  bool sharesMemory() const override { return true; }
+  DirectAlgorithm* direct() override { return &direct_; }
+  // A peer process that exited or was killed, even one its parent has not reaped yet (a zombie
+  // still answers kill(pid, 0)): its pidfd is readable.
+  bool peerGone(int p) const override;
+  bool waitNotice(int peer, PeerNotice* n) override;
+  bool statusNotice(PeerNotice* n) override;
+  void announce(PeerNotice::Kind kind, const char* reason) override;
+  void beginCollective(const OpDesc& d) override;
+  void close(PeerNotice::Kind end) override;
+
+ private:
+  clbComm* comm_;
+  ShmWorld world_;
+  ShmRingChannel ring_;
+  ShmDirect direct_;
+  std::vector<int> pidfds_;  // a pidfd per peer process (-1: none), readable once it exited
+};
 
 }  // namespace clb

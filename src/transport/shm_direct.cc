@@ -11,22 +11,22 @@
 
 namespace clb {
 
-size_t directScratchBytes(const clbComm* comm, const CollArgs& a) {
+size_t ShmDirect::scratchBytes(const CollArgs& a) const {
   const size_t esz = clbTypeSize(a.type);
   switch (a.desc.coll) {
     case kAllReduce: return a.count * esz;
     case kAllGather: return a.count * esz;
-    case kReduceScatter: return a.count * esz * comm->nranks;
-    case kBroadcast: return comm->rank == a.root ? a.count * esz : 0;
+    case kReduceScatter: return a.count * esz * comm_->nranks;
+    case kBroadcast: return comm_->rank == a.root ? a.count * esz : 0;
   }
   return 0;
 }
 
-clbResult_t directRun(clbComm* comm, const CollArgs& a) {
-  ShmWorld& w = *comm->shm;
-  const int n = comm->nranks, r = comm->rank;
+clbResult_t ShmDirect::run(const CollArgs& a) {
+  ShmWorld& w = *world_;
+  const int n = comm_->nranks, r = comm_->rank;
   const size_t esz = clbTypeSize(a.type);
-  const size_t mine = directScratchBytes(comm, a);
+  const size_t mine = scratchBytes(a);
   CtlBlock* me = w.self();
 
   CLB_CHECK(w.ensure(0, 0, mine));
@@ -35,7 +35,7 @@ clbResult_t directRun(clbComm* comm, const CollArgs& a) {
     if (p == r) continue;
     CtlBlock* c = w.ctl(p);
     const uint64_t last = w.lastDirectSeq;
-    CLB_CHECK(waitUntil(comm, [&] { return c->directDone.v.load(std::memory_order_acquire) >= last; },
+    CLB_CHECK(waitUntil(comm_, [&] { return c->directDone.v.load(std::memory_order_acquire) >= last; },
                         &c->directDone.v, &c->waiters, "a peer to finish the previous direct collective", p));
   }
   char* scratch = w.ownBase() ? w.ownBase() + me->seg.scratchOffset : nullptr;
@@ -55,7 +55,7 @@ clbResult_t directRun(clbComm* comm, const CollArgs& a) {
       return clbSuccess;
     }
     CtlBlock* c = w.ctl(p);
-    CLB_CHECK(waitUntil(comm, [&] { return c->directPosted.v.load(std::memory_order_acquire) >= a.desc.seq; },
+    CLB_CHECK(waitUntil(comm_, [&] { return c->directPosted.v.load(std::memory_order_acquire) >= a.desc.seq; },
                         &c->directPosted.v, &c->waiters, "a peer's input for a direct collective", p));
     if (!(c->directDesc == a.desc))
       return setError(clbRemoteError,

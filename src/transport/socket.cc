@@ -189,4 +189,61 @@ clbResult_t SocketRingChannel::trim() {
   return clbSuccess;
 }
 
+// ---- failure notices over the bootstrap's control connections ----
+
+namespace {
+struct Notice {
+  char kind;  // 'A' aborted, 'F' failed
+  char pad[3];
+  int32_t origin;
+  uint64_t seq;  // the collective the sender was in: it completed every earlier one
+};
+}  // namespace
+
+LinkTransport::LinkTransport(clbComm* comm, int kind, std::unique_ptr<RingChannel> ring, std::string describe)
+    : comm_(comm), kind_(kind), ring_(std::move(ring)), describe_(std::move(describe)) {}
+
+void LinkTransport::announce(PeerNotice::Kind kind, const char*) {
+  Notice n{kind, {0, 0, 0}, noticeKind_ ? noticeOrigin_.load() : comm_->rank, comm_->seq};
+  if (noticeKind_ == 'A') n.kind = 'A';
+  for (Link* l : {&comm_->boot.nextCtl(), &comm_->boot.prevCtl()})
+    if (l->open()) (void)!l->trySend(&n, sizeof n);
+}
+
+bool LinkTransport::waitNotice(int, PeerNotice* out) {
+  for (Link* l : {&comm_->boot.prevCtl(), &comm_->boot.nextCtl()}) {
+    Notice n{};
+    if (noticeKind_ || !l->open() || l->tryRecv(&n, sizeof n, true) != (ssize_t)sizeof n) continue;
+    (void)!l->tryRecv(&n, sizeof n);
+    noticeOrigin_ = n.origin;
+    noticeSeq_ = n.seq;
+    noticeKind_ = n.kind;  // last: a reader that sees the kind sees the rest
+  }
+  // A neighbour that failed in a later collective finished this one: let this one complete.
+  if (!noticeKind_ || noticeSeq_ > comm_->seq) return false;
+  out->kind = noticeKind_ == 'A' ? PeerNotice::kAborted : PeerNotice::kFailed;
+  out->origin = noticeOrigin_;
+  return true;
+}
+
+bool LinkTransport::statusNotice(PeerNotice* out) {
+  // A neighbour's notice, looked at without taking it (a collective may be reading too).
+  char kind = noticeKind_;
+  int origin = noticeOrigin_;
+  for (Link* l : {&comm_->boot.prevCtl(), &comm_->boot.nextCtl()}) {
+    Notice n{};
+    if (kind || !l->open() || l->tryRecv(&n, sizeof n, true) != (ssize_t)sizeof n) continue;
+    kind = n.kind;
+    origin = n.origin;
+  }
+  if (kind != 'A' && kind != 'F') return false;
+  out->kind = kind == 'A' ? PeerNotice::kAborted : PeerNotice::kFailed;
+  out->origin = origin;
+  return true;
+}
+
+void LinkTransport::close(PeerNotice::Kind end) {
+  if (end == PeerNotice::kClosed) ring_->finish();
+}
+
 }  // namespace clb

@@ -4,14 +4,47 @@
 // Under COLIBRI_TLS=all those connections, and so this channel's data, run over TLS.
 // Sends are copied into staging slots and written without blocking; receives are read eagerly
 // into staging slots, so a rank never blocks in send while its peer blocks in send.
+// LinkTransport (below) is the transport around it, and around the verbs channel: the ring
+// channel plus failure notices on the bootstrap's control connections.
 #pragma once
 
+#include <atomic>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "core/net.h"
 #include "transport/channel.h"
+#include "transport/transport.h"
 
 namespace clb {
+
+// The transport of ranks that share no memory (socket, verbs): a ring channel, and failure
+// notices on the bootstrap's second pair of connections to the ring neighbours (they never wait
+// behind data). A rank that fails or aborts tells both neighbours; a rank that learns of it
+// forwards the notice (its origin kept) when it fails in turn, so the news goes round the ring.
+class LinkTransport : public Transport {
+ public:
+  LinkTransport(clbComm* comm, int kind, std::unique_ptr<RingChannel> ring, std::string describe = std::string());
+  int kind() const override { return kind_; }
+  std::string describe() const override { return describe_; }
+  RingChannel& ring() override { return *ring_; }
+  bool waitNotice(int peer, PeerNotice* n) override;
+  bool statusNotice(PeerNotice* n) override;
+  void announce(PeerNotice::Kind kind, const char* reason) override;
+  void close(PeerNotice::Kind end) override;
+
+ private:
+  clbComm* comm_;
+  int kind_;
+  std::unique_ptr<RingChannel> ring_;
+  std::string describe_;
+  // The notice received from a neighbour (the first one), forwarded on failure. Atomic:
+  // statusNotice reads it from other threads; the collective's thread writes it.
+  std::atomic<char> noticeKind_{0};
+  std::atomic<int> noticeOrigin_{-1};
+  std::atomic<uint64_t> noticeSeq_{0};
+};
 
 class SocketRingChannel : public RingChannel {
  public:

@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "transport/socket.h"
 #include "transport/verbs/verbs_channel.h"
 
 namespace clb {
@@ -71,6 +72,14 @@ void verbsOptionsFromConfig(const clbConfig_t& cfg, VerbsOptions* o) {
 
 clbResult_t createVerbsRing(clbComm* c, std::unique_ptr<RingChannel>* out, std::string* describe) {
   return createVerbsChannel(c, nullptr, out, describe);
+}
+
+clbResult_t createVerbsTransport(clbComm* c, std::unique_ptr<Transport>* out) {
+  std::unique_ptr<RingChannel> ring;
+  std::string describe;
+  CLB_CHECK(createVerbsRing(c, &ring, &describe));
+  *out = std::make_unique<LinkTransport>(c, clbTransportVerbs, std::move(ring), std::move(describe));
+  return clbSuccess;
 }
 
 clbResult_t createVerbsChannel(clbComm* c, const verbs::DeviceMemory* device, std::unique_ptr<RingChannel>* out,

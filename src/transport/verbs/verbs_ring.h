@@ -1,7 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Transport verbs at communicator init: this rank's VerbsChannel, connected through the
-// bootstrap. Declared without <infiniband/verbs.h> so that comm.cc compiles either way.
+// bootstrap. Declared without <infiniband/verbs.h> so that createTransport compiles either way.
 #pragma once
 
 #include <memory>
@@ -11,6 +11,7 @@
 
 namespace clb {
 class RingChannel;
+class Transport;
 namespace verbs {
 struct VerbsOptions;
 struct DeviceMemory;
@@ -31,6 +32,9 @@ void verbsOptionsFromConfig(const clbConfig_t& cfg, verbs::VerbsOptions* o);
 // traffic class 0, timeout 14, retry count 7" (then ", 2 queue pairs per link" when more than
 // one) or the real device's.
 clbResult_t createVerbsRing(clbComm* c, std::unique_ptr<RingChannel>* out, std::string* describe);
+// The verbs transport (createTransport): that ring, described as above in transportInfo, with
+// the socket transport's failure notices (LinkTransport: the bootstrap's connections carry them).
+clbResult_t createVerbsTransport(clbComm* c, std::unique_ptr<Transport>* out);
 
 // The same, for a channel in device mode (GPUDirect RDMA: slots and staging in GPU memory from
 // `device`, which must outlive the channel; one page of it registered before the connection, so
