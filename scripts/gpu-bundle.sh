@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what scripts/gpu-check.sh needs into DIR (default .gpun): the native test binary, the
-# device benchmark, the kernel images, and — for the Java GPU tests — a trimmed JRE plus the jars
-# (made with shared/gpu/pack.sh when it is there). Run here; carry DIR to the GPU host.
+# device benchmark, the kernel images and their list (kernel-images.txt), and — for the Java GPU
+# tests — a trimmed JRE plus the jars (made with shared/gpu/pack.sh when it is there). Run here;
+# carry DIR to the GPU host.
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -9,7 +10,8 @@ dir=${1:-.gpun}
 cmake -S src -B build/native -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/native -j "$(nproc)"
 rm -rf "$dir" && mkdir -p "$dir"
-cp build/native/colibri_tests build/native/colibri_device_bench build/native/colibri_kernels* "$dir/"
+cp build/native/colibri_tests build/native/colibri_device_bench build/native/colibri_kernels* \
+  build/native/kernel-images.txt "$dir/"
 pack=${PACK_SH:-../shared/gpu/pack.sh}
 if [[ -x $pack || -f $pack ]]; then
   mvn -B -ntp -q install -DskipTests

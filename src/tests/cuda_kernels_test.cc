@@ -7,10 +7,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "colibri_kernel_images.h"
 #include "core/cuda/driver.h"
 #include "core/cuda/kernels.h"
 #include "core/dtype.h"
@@ -32,17 +34,35 @@ TEST(KernelImage, ChosenByComputeCapability) {
   EXPECT_STREQ(cuda::imageFor(12, 0), "sm120");
   EXPECT_STREQ(cuda::imageFor(7, 5), "ptx");
   EXPECT_STREQ(cuda::imageFor(11, 0), "ptx");
+  EXPECT_STREQ(cuda::imageFor(9, 1), "ptx");    // sm_90a runs on exactly 9.0
+  EXPECT_STREQ(cuda::imageFor(10, 3), "ptx");   // 100 and 120 are listed without "+"
+  EXPECT_STREQ(cuda::imageFor(12, 1), "ptx");
   EXPECT_EQ(cuda::imageFile("sm90"), "colibri_kernels_sm90.cubin");
   EXPECT_EQ(cuda::imageFile("ptx"), "colibri_kernels.ptx");
 }
 
+// The build's images (colibri_kernel_images.h, from COLIBRI_KERNEL_ARCHS) are all there, and
+// kernel-images.txt beside them (what colibri-cuda packages) names the same files.
 TEST(KernelImage, EveryImageWasBuilt) {
-  for (const char* img : {"sm80", "sm89", "sm90", "sm100", "sm120", "ptx"}) {
-    std::string path = kernelDir() + "/" + cuda::imageFile(img);
+  std::vector<std::string> files = {cuda::imageFile("ptx")};
+  for (const auto& image : kernel_images::kNative) {
+    EXPECT_EQ(cuda::imageFile(image.name), image.file);
+    files.push_back(image.file);
+  }
+  EXPECT_GE(files.size(), 2u);  // at least one native image and the PTX
+  for (const std::string& file : files) {
+    std::string path = kernelDir() + "/" + file;
     FILE* f = fopen(path.c_str(), "rb");
     EXPECT_NE(f, nullptr) << "missing " << path;
     if (f) fclose(f);
   }
+  std::ifstream list(kernelDir() + "/kernel-images.txt");
+  ASSERT_TRUE(list) << "missing " << kernelDir() << "/kernel-images.txt";
+  std::vector<std::string> listed;
+  for (std::string line; std::getline(list, line);) {
+    if (!line.empty() && line[0] != '#') listed.push_back(line);
+  }
+  EXPECT_EQ(listed, files);
 }
 
 namespace {

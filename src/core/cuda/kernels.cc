@@ -7,26 +7,16 @@
 #include <fstream>
 #include <sstream>
 
+#include "colibri_kernel_images.h"  // generated from COLIBRI_KERNEL_ARCHS (src/CMakeLists.txt)
 #include "core/cuda/driver.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
 namespace clb::cuda {
 
-const char* imageFor(int major, int minor) {
-  switch (major) {
-    case 8: return minor >= 9 ? "sm89" : "sm80";   // sm_80 code runs on every 8.x
-    case 9: return minor == 0 ? "sm90" : "ptx";    // built as sm_90a: exactly 9.0
-    case 10: return minor == 0 ? "sm100" : "ptx";
-    case 12: return minor == 0 ? "sm120" : "ptx";
-    default: return "ptx";
-  }
-}
+const char* imageFor(int major, int minor) { return kernel_images::nameFor(major, minor); }
 
-std::string imageFile(const char* image) {
-  std::string s = image;
-  return s == "ptx" ? "colibri_kernels.ptx" : "colibri_kernels_" + s + ".cubin";
-}
+std::string imageFile(const char* image) { return kernel_images::fileOf(image); }
 
 std::string kernelDirOverride();  // device_api.cc: clbSetKernelDir
 

@@ -316,8 +316,9 @@ typedef struct {
   int major, minor;   /* compute capability */
   int driverVersion;  /* cuDriverGetVersion: 1000 * major + 10 * minor of the CUDA the driver supports */
   char pciBusId[16];  /* domain:bus:device.function in hex, as under /sys/bus/pci/devices: "0000:1b:00.0" */
-  char image[8];      /* kernel image device collectives load: "sm80", "sm89", "sm90", "sm100",
-                         "sm120", or "ptx" (JIT-compiled by the driver at the first device call) */
+  char image[8];      /* kernel image device collectives load: "sm80", "sm90", ... (one per entry of
+                         COLIBRI_KERNEL_ARCHS in src/CMakeLists.txt), or "ptx" (JIT-compiled by
+                         the driver at the first device call) */
   int gpuDirectRdma;  /* the driver supports GPUDirect RDMA for this GPU (nvidia-peermem): 1, 0, -1 unknown */
   int dmaBuf;         /* device memory can be exported as a dma-buf (for ibv_reg_dmabuf_mr): 1, 0, -1 unknown */
 } clbDeviceInfo_t;

@@ -3,6 +3,10 @@
  */
 package io.colibri.bench;
 
+import io.colibri.bench.chart.ChartCommand;
+import io.colibri.bench.common.Commands;
+import io.colibri.bench.doctor.Doctor;
+import io.colibri.bench.perf.PerfConfig;
 import java.io.PrintStream;
 import java.io.PrintWriter;
 import java.io.Writer;
@@ -10,18 +14,15 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.Callable;
-import java.util.function.Supplier;
 import picocli.AutoComplete;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.HelpCommand;
-import picocli.CommandLine.IVersionProvider;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.ParseResult;
 import picocli.CommandLine.Spec;
-import picocli.CommandLine.TypeConversionException;
 import picocli.CommandLine.UnmatchedArgumentException;
 
 /**
@@ -29,9 +30,11 @@ import picocli.CommandLine.UnmatchedArgumentException;
  * also what runs when the first argument names no command), {@code doctor} ({@link Doctor}),
  * {@code chart} ({@link ChartCommand}), {@code generate-completion} (a bash/zsh completion script)
  * and {@code help}; {@code --help} and {@code --version} on each. A bad command line prints what
- * was wrong and where to look, and exits with 2.
+ * was wrong and where to look, and exits with 2. What the commands share (their name, how they
+ * parse, {@code --version}) is {@link Commands}.
  */
-@Command(name = Cli.NAME, mixinStandardHelpOptions = true, versionProvider = Cli.Version.class,
+@Command(name = Commands.NAME, mixinStandardHelpOptions = true,
+    versionProvider = Commands.VersionProvider.class,
     description = {
         "Colibri's bench tool: measures the collectives (perf), checks a machine (doctor) and"
             + " draws charts of result files (chart).",
@@ -45,11 +48,8 @@ import picocli.CommandLine.UnmatchedArgumentException;
         "JMH benchmarks (Colibri against NCCL on GPUs) are in colibri-jmh.jar: see docs/jmh.md."})
 final class Cli {
 
-  /** How the tool is run: the name in every usage line. */
-  static final String NAME = "java -jar colibri-bench.jar";
-
-  static final int EXIT_USAGE = 2;
-  static final int EXIT_FAILED = 3;
+  static final int EXIT_USAGE = Commands.EXIT_USAGE;
+  static final int EXIT_FAILED = Commands.EXIT_FAILED;
 
   /** Arguments that the tool answers itself; any other first argument goes to perf. */
   private static final Set<String> OWN_OPTIONS = Set.of("-h", "--help", "-V", "--version");
@@ -58,18 +58,18 @@ final class Cli {
 
   /**
    * Runs the command line {@code args}; returns the exit code. Output goes to {@code out},
-   * problems to {@code err}; {@code probe} answers the doctor's questions to the driver. Does
+   * problems to {@code err}; {@code doctor} is the doctor command (printing to {@code out}). Does
    * not call {@link System#exit}.
    */
-  static int run(String[] args, PrintStream out, PrintStream err, DoctorProbe probe) {
+  static int run(String[] args, PrintStream out, PrintStream err, Doctor doctor) {
     PerfConfig perf = new PerfConfig(out, err);
     CommandLine cli = new CommandLine(new Cli());
     cli.addSubcommand(perf);
-    cli.addSubcommand(new Doctor(out, probe));
+    cli.addSubcommand(doctor);
     cli.addSubcommand(new ChartCommand(out, err));
     cli.addSubcommand(new Completion());
     cli.addSubcommand(new HelpCommand());
-    configure(cli);
+    Commands.configure(cli);
     PrintWriter outWriter = writer(out);
     PrintWriter errWriter = writer(err);
     cli.setOut(outWriter);
@@ -85,32 +85,12 @@ final class Cli {
       System.arraycopy(args, 0, line, 1, args.length);
     }
     if (line[0].equals("perf")) {
-      perf.original = List.of(Arrays.copyOfRange(line, 1, line.length));
+      perf.arguments(List.of(Arrays.copyOfRange(line, 1, line.length)));
     }
     int rc = cli.execute(line);
     outWriter.flush();
     errWriter.flush();
     return rc;
-  }
-
-  /** What every command line of the tool does alike (set after the commands are added). */
-  static CommandLine configure(CommandLine cli) {
-    cli.setOverwrittenOptionsAllowed(true); // "-n 5 -n 10": the last one counts
-    cli.setExpandAtFiles(false); // an argument that starts with @ is that argument
-    return cli;
-  }
-
-  /**
-   * {@code conversion}'s value; a {@link TypeConversionException} from it becomes the usage
-   * error of {@code option}, for options whose setter converts.
-   */
-  static <T> T convert(CommandSpec spec, String option, Supplier<T> conversion) {
-    try {
-      return conversion.get();
-    } catch (TypeConversionException e) {
-      throw new ParameterException(spec.commandLine(), "Invalid value for option '" + option
-          + "': " + e.getMessage());
-    }
   }
 
   /** "colibri perf", "colibri chart", ... the start of every message of that command. */
@@ -156,24 +136,9 @@ final class Cli {
     }, true);
   }
 
-  /** {@code --version}: Colibri's version (from the native library) and the Java runtime. */
-  static final class Version implements IVersionProvider {
-    @Override
-    public String[] getVersion() {
-      String colibri = Perf.version();
-      return new String[] {
-          "colibri-bench: Colibri " + (colibri != null ? colibri
-              : "(the native library does not load: 'java -jar colibri-bench.jar doctor' says"
-                  + " why)"),
-          "Java " + System.getProperty("java.version") + " (" + System.getProperty("java.vendor")
-              + "), " + System.getProperty("os.name") + " " + System.getProperty("os.version")
-              + " " + System.getProperty("os.arch")};
-    }
-  }
-
   /** {@code generate-completion}: the bash (and zsh) completion script of the tool. */
   @Command(name = "generate-completion", mixinStandardHelpOptions = true,
-      versionProvider = Cli.Version.class,
+      versionProvider = Commands.VersionProvider.class,
       header = "Prints a bash (and zsh) completion script for the tool.",
       description = {
           "Prints a bash completion script (zsh: after 'autoload -U +X bashcompinit &&"

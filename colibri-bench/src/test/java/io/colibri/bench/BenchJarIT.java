@@ -8,6 +8,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.colibri.bench.common.Commands;
+import io.colibri.bench.common.Mappers;
 import java.io.File;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -107,7 +109,7 @@ class BenchJarIT {
         chart.all());
     Run trimmedChart = java(true, "-jar", jar, "chart", "--out",
         dir.resolve("none").toString(), csv.toString());
-    assertEquals(ChartCommand.EXIT_FAILED, trimmedChart.rc(), trimmedChart.all());
+    assertEquals(Commands.EXIT_FAILED, trimmedChart.rc(), trimmedChart.all());
     assertTrue(trimmedChart.err().contains("this Java runtime has no java.desktop module"),
         trimmedChart.all());
   }

@@ -6,6 +6,7 @@ package io.colibri.bench;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.colibri.bench.common.Version;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -32,7 +33,7 @@ class CliTest {
     Result r = new Result();
     try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
         PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      r.rc = Cli.run(args, o, e, new DoctorTest.FakeProbe());
+      r.rc = Main.run(args, o, e);
     }
     r.out = out.toString(StandardCharsets.UTF_8);
     r.err = err.toString(StandardCharsets.UTF_8);
@@ -88,7 +89,7 @@ class CliTest {
       assertTrue(r.out.startsWith("colibri-bench: Colibri "), r.out);
       assertContains(r.out, "\nJava " + System.getProperty("java.version"));
     }
-    String v = Perf.version();
+    String v = Version.library();
     assertTrue(v != null && v.matches("\\d+\\.\\d+\\.\\d+"), "the native library loads: " + v);
     assertTrue(run("--version").out.startsWith("colibri-bench: Colibri " + v + "\n"));
   }

@@ -11,16 +11,33 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.colibri.ColibriException;
 import io.colibri.ErrorCode;
 import io.colibri.jni.Device;
+import java.io.IOException;
+import java.io.InputStream;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 
 /** What every machine can check: the images are packaged, and no GPU means a clear error. */
 class NoGpuTest {
+  /** The images that the native build's kernel-images.txt names (from its CMake list). */
+  static List<String> kernelImages() throws IOException {
+    try (InputStream in = NoGpuTest.class.getResourceAsStream(
+        "/io/colibri/cuda/kernels/kernel-images.txt")) {
+      assertNotNull(in, "kernel-images.txt is packaged beside the images");
+      return new String(in.readAllBytes(), StandardCharsets.UTF_8).lines().map(String::strip)
+          .filter(l -> !l.isEmpty() && !l.startsWith("#")).collect(Collectors.toList());
+    }
+  }
+
   @Test
-  void kernelImagesArePackagedForEveryComputeCapability() {
-    for (String image : new String[] {"colibri_kernels.ptx", "colibri_kernels_sm80.cubin",
-        "colibri_kernels_sm89.cubin", "colibri_kernels_sm90.cubin", "colibri_kernels_sm100.cubin",
-        "colibri_kernels_sm120.cubin"}) {
+  void kernelImagesArePackagedForEveryComputeCapability() throws IOException {
+    List<String> images = kernelImages();
+    assertTrue(images.contains("colibri_kernels.ptx"), images.toString());
+    assertTrue(images.stream().anyMatch(i -> i.matches("colibri_kernels_sm\\d+\\.cubin")),
+        images.toString());
+    for (String image : images) {
       assertNotNull(getClass().getResource("/io/colibri/cuda/kernels/" + image), image);
     }
   }

@@ -439,8 +439,8 @@ public final class ColibriLib {
     public native @MemberGetter @Cast("const char*") String pciBusId();
 
     /**
-     * {@return {@code image}: the kernel image device collectives load: "sm80", "sm89", "sm90",
-     * "sm100", "sm120" or "ptx"}
+     * {@return {@code image}: the kernel image device collectives load: "sm80", "sm90", ... (one
+     * per compute capability of the native build's COLIBRI_KERNEL_ARCHS) or "ptx"}
      */
     public native @MemberGetter @Cast("const char*") String image();
 

@@ -67,7 +67,8 @@ public final class Device {
    * @param driverVersion cuDriverGetVersion: 1000 * major + 10 * minor of the CUDA version the
    *     driver supports (13000 is CUDA 13.0)
    * @param pciBusId domain:bus:device.function, as under /sys/bus/pci/devices ("0000:1b:00.0")
-   * @param image the kernel image device collectives load: sm80, sm89, sm90, sm100, sm120, or ptx
+   * @param image the kernel image device collectives load: sm80, sm90, ... (one per compute
+   *     capability the native build lists, COLIBRI_KERNEL_ARCHS in src/CMakeLists.txt), or ptx
    *     (JIT-compiled by the driver at the first device call)
    * @param gpuDirectRdma 1 if the driver supports GPUDirect RDMA (nvidia-peermem) for this GPU, 0
    *     if not, -1 if it cannot say

@@ -77,28 +77,46 @@ final class NativeLibrary {
 
   /** Where io.colibri:colibri-cuda keeps the kernel images (one per compute capability). */
   static final String KERNEL_RESOURCES = "/io/colibri/cuda/kernels/";
-  static final String[] KERNEL_IMAGES = {"colibri_kernels.ptx", "colibri_kernels_sm80.cubin",
-      "colibri_kernels_sm89.cubin", "colibri_kernels_sm90.cubin", "colibri_kernels_sm100.cubin",
-      "colibri_kernels_sm120.cubin"};
 
   /**
-   * With colibri-cuda on the classpath, extracts its kernel images to JavaCPP's cache and tells
-   * the native library where they are (device collectives load the one for the GPU). Without it,
-   * nothing happens: host collectives need no kernels, and a device call says what is missing.
+   * The list of the images beside them, one file name a line ('#' lines are comments): the
+   * native build writes it from its list of compute capabilities (COLIBRI_KERNEL_ARCHS in
+   * src/CMakeLists.txt), and colibri-cuda packages it with the images.
+   */
+  static final String KERNEL_LIST = KERNEL_RESOURCES + "kernel-images.txt";
+
+  /**
+   * The file names that {@link #KERNEL_LIST} holds, in order; empty when it is not on the class
+   * path (no colibri-cuda).
+   */
+  static java.util.List<String> kernelImages() throws java.io.IOException {
+    java.io.InputStream in = NativeLibrary.class.getResourceAsStream(KERNEL_LIST);
+    if (in == null) {
+      return java.util.List.of();
+    }
+    try (java.io.BufferedReader r = new java.io.BufferedReader(
+        new java.io.InputStreamReader(in, java.nio.charset.StandardCharsets.UTF_8))) {
+      return r.lines().map(String::strip).filter(l -> !l.isEmpty() && !l.startsWith("#"))
+          .collect(java.util.stream.Collectors.toUnmodifiableList());
+    }
+  }
+
+  /**
+   * With colibri-cuda on the classpath, extracts its kernel images (those its kernel-images.txt
+   * names) to JavaCPP's cache and tells the native library where they are (device collectives
+   * load the one for the GPU). Without it, nothing happens: host collectives need no kernels, and
+   * a device call says what is missing.
    */
   private static void useKernelImagesFromClasspath() {
-    if (NativeLibrary.class.getResource(KERNEL_RESOURCES + KERNEL_IMAGES[0]) == null) {
-      return;
-    }
     java.io.File dir = null;
     try {
-      for (String image : KERNEL_IMAGES) {
+      for (String image : kernelImages()) {
         java.net.URL url = NativeLibrary.class.getResource(KERNEL_RESOURCES + image);
         if (url != null) {
           dir = org.bytedeco.javacpp.Loader.cacheResource(url).getParentFile();
         }
       }
-    } catch (java.io.IOException e) {
+    } catch (java.io.IOException | java.io.UncheckedIOException e) {
       System.getLogger("io.colibri").log(System.Logger.Level.WARNING,
           "could not extract the CUDA kernel images of colibri-cuda (" + e
               + "); device collectives will report them missing");

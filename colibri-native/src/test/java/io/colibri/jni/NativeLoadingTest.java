@@ -145,4 +145,10 @@ class NativeLoadingTest {
     }
     return null;
   }
+
+  /** colibri-cuda (its kernel-images.txt and images) is not on this module's test class path. */
+  @Test
+  void withoutColibriCudaNoKernelImagesAreListed() throws IOException {
+    assertEquals(List.of(), NativeLibrary.kernelImages());
+  }
 }

@@ -22,7 +22,7 @@ import static org.bytedeco.cuda.global.nccl.ncclUint64;
 import static org.bytedeco.cuda.global.nccl.ncclUint8;
 
 import io.colibri.DataType;
-import io.colibri.bench.Perf;
+import io.colibri.bench.common.Version;
 import org.bytedeco.cuda.nccl.ncclComm;
 import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.Loader;
@@ -73,7 +73,7 @@ final class Nccl {
 
   /** "2.28.3" from 22803 (the encoding of NCCL 2.9 and later). */
   static String versionText(int code) {
-    return Perf.versionText(code);
+    return Version.text(code);
   }
 
   static void check(int rc, String what, ncclComm comm) {

@@ -1,30 +1,45 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.common;
 
 import java.util.Locale;
 
 /** Message sizes as people read them: powers of 1024 with K, M, G. */
-final class SizeFormat {
+public final class SizeFormat {
 
   private static final String[] COMPACT = {"B", "K", "M", "G", "T"};
   private static final String[] UNITS = {"B", "KiB", "MiB", "GiB", "TiB"};
 
   private SizeFormat() {}
 
-  /** Axis labels: 8 -> "8B", 1024 -> "1K", 3 MiB -> "3M", 1536 -> "1.5K". */
-  static String compact(long bytes) {
+  /**
+   * For axis labels: 8 -&gt; "8B", 1024 -&gt; "1K", 3 MiB -&gt; "3M", 1536 -&gt; "1.5K".
+   *
+   * @param bytes a size in bytes
+   * @return the size, short
+   */
+  public static String compact(long bytes) {
     return format(bytes, COMPACT, "", false);
   }
 
-  /** Progress and messages: 8 -> "8 B", 1024 -> "1 KiB", 1536 -> "1.5 KiB". */
-  static String human(long bytes) {
+  /**
+   * For progress and messages: 8 -&gt; "8 B", 1024 -&gt; "1 KiB", 1536 -&gt; "1.5 KiB".
+   *
+   * @param bytes a size in bytes
+   * @return the size with its unit
+   */
+  public static String human(long bytes) {
     return format(bytes, UNITS, " ", false);
   }
 
-  /** Like {@link #human}, but a fraction always with one decimal: 1.25 GiB -> "1.3 GiB". */
-  static String humanOneDecimal(long bytes) {
+  /**
+   * Like {@link #human}, but a fraction always with one decimal: 1.25 GiB -&gt; "1.3 GiB".
+   *
+   * @param bytes a size in bytes
+   * @return the size with its unit
+   */
+  public static String humanOneDecimal(long bytes) {
     return format(bytes, UNITS, " ", true);
   }
 

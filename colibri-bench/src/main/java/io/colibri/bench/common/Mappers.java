@@ -1,7 +1,7 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.common;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.StreamReadFeature;
@@ -28,13 +28,13 @@ import java.math.RoundingMode;
  * are held: a {@link BigDecimal} in plain notation ({@code 0.000125}, never {@code 1.25E-4}), so
  * files keep a fixed number of decimals.
  */
-final class Mappers {
+public final class Mappers {
 
   /**
    * JSON, read strictly (a document followed by more text is an error, and so is a duplicate
    * field) and written indented by two spaces, {@code "name": value}, one value per line.
    */
-  static final ObjectMapper JSON = JsonMapper.builder()
+  public static final ObjectMapper JSON = JsonMapper.builder()
       .propertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
       .enable(StreamWriteFeature.WRITE_BIGDECIMAL_AS_PLAIN)
       .enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION)
@@ -51,7 +51,7 @@ final class Mappers {
    * CSV: '#' lines are comments, blank lines and the spaces around unquoted values are skipped;
    * reads rows as arrays of strings (the caller finds the columns by the header's names).
    */
-  static final CsvMapper CSV = CsvMapper.builder()
+  public static final CsvMapper CSV = CsvMapper.builder()
       .propertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
       .enable(StreamWriteFeature.WRITE_BIGDECIMAL_AS_PLAIN)
       .enable(CsvParser.Feature.WRAP_AS_ARRAY)
@@ -62,8 +62,14 @@ final class Mappers {
 
   private Mappers() {}
 
-  /** {@code value} as indented JSON text, ending with a newline. */
-  static String json(Object value) {
+  /**
+   * {@code value} as indented JSON text.
+   *
+   * @param value a record, list, map, ...
+   * @return the JSON text, ending with a newline
+   * @throws UncheckedIOException if Jackson cannot write it
+   */
+  public static String json(Object value) {
     try {
       return JSON_WRITER.writeValueAsString(value) + "\n";
     } catch (JsonProcessingException e) {
@@ -72,20 +78,37 @@ final class Mappers {
     }
   }
 
-  /** {@code v} rounded to {@code digits} significant digits; null when it is not finite. */
-  static BigDecimal significant(double v, int digits) {
+  /**
+   * {@code v} rounded to {@code digits} significant digits.
+   *
+   * @param v the number
+   * @param digits how many significant digits
+   * @return the rounded number, or null when {@code v} is not finite
+   */
+  public static BigDecimal significant(double v, int digits) {
     return Double.isFinite(v) ? BigDecimal.valueOf(v).round(new MathContext(digits,
         RoundingMode.HALF_EVEN)) : null;
   }
 
-  /** {@code v} rounded to {@code decimals} decimals; null when it is not a finite number. */
-  static BigDecimal decimals(double v, int decimals) {
+  /**
+   * {@code v} rounded to {@code decimals} decimals.
+   *
+   * @param v the number
+   * @param decimals how many decimals
+   * @return the rounded number, or null when {@code v} is not finite
+   */
+  public static BigDecimal decimals(double v, int decimals) {
     return Double.isFinite(v) ? BigDecimal.valueOf(v).setScale(decimals, RoundingMode.HALF_EVEN)
         : null;
   }
 
-  /** What Jackson found wrong in a text, and where ("Unexpected ... at line 3, column 7"). */
-  static String describe(JsonProcessingException e) {
+  /**
+   * What Jackson found wrong in a text, and where.
+   *
+   * @param e Jackson's exception
+   * @return "Unexpected ... at line 3, column 7"
+   */
+  public static String describe(JsonProcessingException e) {
     return e.getLocation() == null ? e.getOriginalMessage()
         : e.getOriginalMessage() + " at line " + e.getLocation().getLineNr() + ", column "
             + e.getLocation().getColumnNr();

@@ -1,7 +1,7 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.perf;
 
 import io.colibri.Communicator;
 import io.colibri.DataType;
@@ -15,8 +15,10 @@ import java.util.Locale;
  *
  * <p>Sizes follow nccl-tests: for allReduce and broadcast the size is the message; for allGather
  * and reduceScatter it is the whole buffer of all ranks ({@code nranks x} the per-rank part).
+ * The chart command reads the names ({@link #byName}, {@link #displayName}) of result files.
  */
-enum Collective {
+public enum Collective {
+  /** allReduce: every rank gets the reduction of all ranks' buffers. */
   ALL_REDUCE("allReduce", "allreduce", false) {
     @Override
     double busFactor(int n) {
@@ -39,6 +41,7 @@ enum Collective {
     }
   },
 
+  /** allGather: every rank gets all ranks' parts, in rank order. */
   ALL_GATHER("allGather", "allgather", true) {
     @Override
     double busFactor(int n) {
@@ -65,6 +68,7 @@ enum Collective {
     }
   },
 
+  /** reduceScatter: every rank gets its part of the reduction of all ranks' buffers. */
   REDUCE_SCATTER("reduceScatter", "reducescatter", true) {
     @Override
     double busFactor(int n) {
@@ -87,6 +91,7 @@ enum Collective {
     }
   },
 
+  /** broadcast: every rank gets the root's buffer. */
   BROADCAST("broadcast", "broadcast", false) {
     @Override
     double busFactor(int n) {
@@ -120,8 +125,12 @@ enum Collective {
     this.sizeIsAllRanks = sizeIsAllRanks;
   }
 
-  /** The name in tables and files: allReduce, allGather, reduceScatter, broadcast. */
-  String displayName() {
+  /**
+   * The name in tables and files.
+   *
+   * @return allReduce, allGather, reduceScatter or broadcast
+   */
+  public String displayName() {
     return displayName;
   }
 
@@ -130,8 +139,13 @@ enum Collective {
     return optionName;
   }
 
-  /** The collective named on a command line (case, '_' and '-' ignored), or null. */
-  static Collective byName(String name) {
+  /**
+   * The collective of a name on a command line or in a file (case, '_' and '-' ignored).
+   *
+   * @param name "allreduce", "allReduce", "all_reduce", ...
+   * @return the collective, or null if {@code name} names none
+   */
+  public static Collective byName(String name) {
     String n = name.toLowerCase(Locale.ROOT).replace("_", "").replace("-", "");
     for (Collective c : values()) {
       if (c.optionName.equals(n)) {

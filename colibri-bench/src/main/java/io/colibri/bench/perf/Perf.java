@@ -1,17 +1,17 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.perf;
 
 import io.colibri.Algorithm;
 import io.colibri.ColibriException;
 import io.colibri.Communicator;
 import io.colibri.DataType;
-import io.colibri.Option;
 import io.colibri.Options;
 import io.colibri.ReduceOp;
 import io.colibri.UniqueId;
-import io.colibri.spi.CommunicatorProvider;
+import io.colibri.bench.common.Commands;
+import io.colibri.bench.common.Version;
 import java.io.File;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -23,13 +23,11 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
-import java.util.ServiceConfigurationError;
-import java.util.ServiceLoader;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.AtomicReferenceArray;
-import java.util.logging.Level;
 import java.util.logging.Logger;
+import picocli.CommandLine.ParameterException;
 
 /**
  * The perf tool: runs the collectives over a sweep of message sizes on N local ranks and prints
@@ -39,65 +37,41 @@ import java.util.logging.Logger;
  * rank 0 and starts ranks 1..N-1 with the same java binary and class path, passing the id as
  * text. With {@code --threads} the ranks are threads of this JVM instead. Only rank 0 prints.
  *
- * <p>The command line is {@link Cli}'s: {@code chart ...} as the first argument runs {@link
- * ChartCommand} instead (PNG charts of result files), {@code doctor ...} runs {@link Doctor}
- * (checks of the machine: driver, GPUs, RDMA, limits, with the fix for each problem).
+ * <p>Its options are {@link PerfConfig}'s: the {@code perf} command of colibri-bench.jar, which
+ * also runs when the first argument names no command. The other ranks run {@link #main}.
  */
 public final class Perf {
 
   /** Exit codes. */
   static final int EXIT_OK = 0;
   static final int EXIT_WRONG = 1;
-  static final int EXIT_USAGE = 2;
-  static final int EXIT_FAILED = 3;
+  static final int EXIT_USAGE = Commands.EXIT_USAGE;
+  static final int EXIT_FAILED = Commands.EXIT_FAILED;
 
   private Perf() {}
 
-  /**
-   * The tool's own output is its tables: Colibri's INFO lines (a rank ready, say) would come
-   * between them, so its logger starts at WARNING here unless the JVM's logging is configured
-   * (a {@code java.util.logging.config.file} or {@code .class}) or a Colibri log level is asked
-   * for ({@code COLIBRI_LOG_LEVEL}, {@code -Dcolibri.logLevel}). Held here: JUL keeps only weak
-   * references to its loggers.
-   */
-  private static final Logger COLIBRI_LOGGER = quietColibriLogger();
-
-  private static Logger quietColibriLogger() {
-    Logger logger = Logger.getLogger("io.colibri");
-    boolean configured = System.getProperty("java.util.logging.config.file") != null
-        || System.getProperty("java.util.logging.config.class") != null
-        || System.getProperty(Option.LOG_LEVEL.systemProperty()) != null
-        || System.getenv(Option.LOG_LEVEL.environmentVariable()) != null;
-    if (!configured && logger.getLevel() == null) {
-      logger.setLevel(Level.WARNING);
-    }
-    return logger;
-  }
+  /** Colibri's INFO lines would come between the tables: see {@link Commands#quietColibriLogger}. */
+  private static final Logger COLIBRI_LOGGER = Commands.quietColibriLogger();
 
   /**
-   * Runs the tool with standard output and error, then exits with its exit code.
+   * Runs the perf command alone, with standard output and error, then exits with its exit code:
+   * what rank 0 starts the other ranks with (its perf options, then {@code --child-rank} and
+   * {@code --child-id}). The tool itself, perf among its commands, is {@code
+   * io.colibri.bench.Main} ({@code java -jar colibri-bench.jar}).
    *
-   * @param args the command line (see {@code --help})
+   * @param args the perf options (see {@code java -jar colibri-bench.jar perf --help})
    */
   public static void main(String[] args) {
-    int rc = run(args, System.out, System.err);
+    int rc;
+    try {
+      rc = execute(PerfConfig.parse(args), System.out, System.err);
+    } catch (ParameterException e) {
+      System.err.println("colibri perf: " + e.getMessage());
+      rc = EXIT_USAGE;
+    }
     System.out.flush();
     System.err.flush();
     System.exit(rc);
-  }
-
-  /**
-   * Runs the tool (perf, or the command that the first argument names); returns the exit code.
-   * Rank 0 prints to {@code out}, problems go to {@code err}. Does not call {@link System#exit}.
-   *
-   * @param args the command line (see {@code --help})
-   * @param out where rank 0's tables and reports go
-   * @param err where problems go
-   * @return the exit code: 0 ok, 2 bad command line; perf: 1 wrong elements, 3 a rank failed;
-   *     doctor: 1 a check failed; chart: 3 the charts could not be written
-   */
-  public static int run(String[] args, PrintStream out, PrintStream err) {
-    return Cli.run(args, out, err, DoctorProbe.system());
   }
 
   /** Runs the sweep of {@code config}: as a child rank, or as rank 0 and the launcher. */
@@ -387,7 +361,7 @@ public final class Perf {
     int n = config.ranks;
     Report report = out == null ? null : new Report(out, config);
     if (report != null) {
-      report.header(version(), safeTransportInfo(comm));
+      report.header(Version.library(), safeTransportInfo(comm));
     }
     int ts = config.type.size();
     long capacity = Math.max(8, (config.maxBytes + 7) / 8 * 8);
@@ -455,7 +429,7 @@ public final class Perf {
         out.println("# CSV written to " + config.csv);
       }
       if (config.json != null) {
-        report.writeJson(config.json, version(), totalWrong);
+        report.writeJson(config.json, Version.library(), totalWrong);
         out.println("# JSON written to " + config.json);
       }
     } catch (IOException e) {
@@ -487,29 +461,6 @@ public final class Perf {
     } catch (RuntimeException e) {
       return null;
     }
-  }
-
-  /** "0.1.0" from the native library, or null if it cannot say. */
-  static String version() {
-    try {
-      for (CommunicatorProvider p : ServiceLoader.load(CommunicatorProvider.class)) {
-        return versionText(p.version());
-      }
-    } catch (RuntimeException | ServiceConfigurationError e) {
-      return null;
-    }
-    return null;
-  }
-
-  /**
-   * "major.minor.patch" from a version code major * 10000 + minor * 100 + patch: "0.1.0" from
-   * 100, "2.28.3" from 22803 (Colibri's encoding, and NCCL's since 2.9).
-   *
-   * @param v the version code, 0 or more
-   * @return the version as "major.minor.patch"
-   */
-  public static String versionText(int v) {
-    return (v / 10000) + "." + (v / 100 % 100) + "." + (v % 100);
   }
 
   static String typeName(DataType type) {

@@ -1,11 +1,13 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.chart;
 
-import io.colibri.bench.ChartCommand.Options;
-import io.colibri.bench.ChartCommand.Series;
-import io.colibri.bench.ResultFile.Measurement;
+import io.colibri.bench.chart.ChartCommand.Options;
+import io.colibri.bench.chart.ChartCommand.Series;
+import io.colibri.bench.common.SizeFormat;
+import io.colibri.bench.perf.Collective;
+import io.colibri.bench.perf.ResultFile.Measurement;
 import java.awt.Color;
 import java.awt.Graphics2D;
 import java.awt.image.BufferedImage;

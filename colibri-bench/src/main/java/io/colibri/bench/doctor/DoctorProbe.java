@@ -1,9 +1,10 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.doctor;
 
 import io.colibri.ColibriException;
+import io.colibri.bench.common.Version;
 import io.colibri.jni.Device;
 import io.colibri.jni.NativeProvider;
 import java.nio.file.Path;
@@ -67,7 +68,7 @@ interface DoctorProbe {
             jni = path;
           }
         }
-        return new Library(Perf.versionText(v), core, jni);
+        return new Library(Version.text(v), core, jni);
       }
 
       @Override

@@ -1,8 +1,9 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.perf;
 
+import io.colibri.bench.common.SizeFormat;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;

@@ -1,9 +1,9 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.doctor;
 
-import io.colibri.bench.Doctor.Result;
+import io.colibri.bench.doctor.Doctor.Result;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;

@@ -1,13 +1,14 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.perf;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.colibri.bench.Main;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -25,7 +26,7 @@ class ProgressTest {
     int rc;
     try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
         PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      rc = Perf.run(args, o, e);
+      rc = Main.run(args, o, e);
     }
     return new String[] {Integer.toString(rc), out.toString(StandardCharsets.UTF_8),
         err.toString(StandardCharsets.UTF_8)};

@@ -1,11 +1,12 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.perf;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.MappingIterator;
+import io.colibri.bench.common.Mappers;
 import java.io.IOException;
 import java.nio.charset.MalformedInputException;
 import java.nio.charset.StandardCharsets;
@@ -21,12 +22,13 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * Reads benchmark results for the chart command: the CSV and JSON files of the perf tool
- * ({@code --csv}, {@code --json}; see {@link Report}) and the CSV that {@code mpi_coll_bench}
+ * Reads benchmark results, for the chart command ({@code io.colibri.bench.chart}): the CSV and
+ * JSON files of the perf tool ({@code --csv}, {@code --json}, which {@code Report} writes: the
+ * format is this package's, both ways) and the CSV that {@code mpi_coll_bench}
  * prints ({@code scripts/bench-vs-mpi.sh}). Columns are found by name, so both CSV layouts and
  * any order work; an unknown column is an error (it is most likely a file of another tool).
  */
-final class ResultFile {
+public final class ResultFile {
 
   /** Columns (CSV) and fields (JSON rows) that must be there. */
   static final List<String> REQUIRED = List.of("collective", "size_bytes", "time_us",
@@ -41,17 +43,21 @@ final class ResultFile {
       + " (--csv FILE, --json FILE) or the CSV of mpi_coll_bench (scripts/bench-vs-mpi.sh)";
 
   /** One measured size of one collective. */
-  static final class Measurement {
-    final String collective;
-    /** 0 when the file does not say. */
-    final int ranks;
+  public static final class Measurement {
+    /** The collective as the file names it: allReduce, allGather, ... */
+    public final String collective;
+    /** Number of ranks; 0 when the file does not say. */
+    public final int ranks;
     /** Element type, or null when the file does not say (mpi_coll_bench: float32). */
-    final String type;
-    final long sizeBytes;
-    final double timeUs;
-    final double busbw;
+    public final String type;
+    /** The size in bytes (allGather, reduceScatter: all ranks' data, as in nccl-tests). */
+    public final long sizeBytes;
+    /** Time per call in microseconds. */
+    public final double timeUs;
+    /** Bus bandwidth in GB/s. */
+    public final double busbw;
     /** Memory held per rank in bytes, or -1 when the file has none for this row. */
-    final long memoryBytes;
+    public final long memoryBytes;
 
     Measurement(String collective, int ranks, String type, long sizeBytes, double timeUs,
         double busbw, long memoryBytes) {
@@ -66,18 +72,29 @@ final class ResultFile {
   }
 
   /** A file that cannot be charted; the message names the file and says what to do. */
-  static final class InputException extends Exception {
+  public static final class InputException extends Exception {
     private static final long serialVersionUID = 1L;
 
-    InputException(String message) {
+    /**
+     * The problem with a file.
+     *
+     * @param message names the file, says what is wrong and what to do
+     */
+    public InputException(String message) {
       super(message);
     }
   }
 
   private ResultFile() {}
 
-  /** Reads a CSV or JSON file (JSON when the name ends in .json or the text starts with '{'). */
-  static List<Measurement> read(Path path) throws InputException {
+  /**
+   * Reads a CSV or JSON file (JSON when the name ends in .json or the text starts with '{').
+   *
+   * @param path the file
+   * @return its measurements, in file order; never empty
+   * @throws InputException if the file cannot be read, is not a result file, or holds no rows
+   */
+  public static List<Measurement> read(Path path) throws InputException {
     String text;
     try {
       if (Files.isDirectory(path)) {

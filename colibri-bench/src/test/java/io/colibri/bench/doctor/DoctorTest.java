@@ -1,7 +1,7 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.doctor;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -12,8 +12,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.colibri.ColibriException;
 import io.colibri.ErrorCode;
-import io.colibri.bench.Doctor.Result;
-import io.colibri.bench.Doctor.Status;
+import io.colibri.bench.Main;
+import io.colibri.bench.common.Commands;
+import io.colibri.bench.common.Mappers;
+import io.colibri.bench.doctor.Doctor.Result;
+import io.colibri.bench.doctor.Doctor.Status;
 import io.colibri.jni.Device;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -214,7 +217,7 @@ class DoctorTest {
     Run r = new Run();
     try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
         PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      r.rc = Cli.run(all, o, e, probe);
+      r.rc = Main.run(all, o, e, new Doctor(o, probe));
     }
     r.out = out.toString(StandardCharsets.UTF_8);
     r.err = err.toString(StandardCharsets.UTF_8);
@@ -751,6 +754,11 @@ class DoctorTest {
     assertEquals("FAIL", none.get("checks").get(0).get("status").asText());
   }
 
+  /** The tool's whole command line, with {@code probe} behind the doctor command. */
+  private static int run(String[] args, PrintStream o, PrintStream e, FakeProbe probe) {
+    return Main.run(args, o, e, new Doctor(o, probe));
+  }
+
   @Test
   void usageErrorsAndHelp() {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
@@ -758,15 +766,15 @@ class DoctorTest {
     PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
     PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8);
     FakeProbe probe = new FakeProbe();
-    assertEquals(Cli.EXIT_USAGE, Cli.run(new String[] {"doctor", "--bogus"}, o, e, probe));
+    assertEquals(Commands.EXIT_USAGE, run(new String[] {"doctor", "--bogus"}, o, e, probe));
     assertContains(err.toString(StandardCharsets.UTF_8),
         "colibri doctor: Unknown option: '--bogus'");
     assertContains(err.toString(StandardCharsets.UTF_8), "doctor --help");
     err.reset();
-    assertEquals(Cli.EXIT_USAGE, Cli.run(new String[] {"doctor", "--root"}, o, e, probe));
+    assertEquals(Commands.EXIT_USAGE, run(new String[] {"doctor", "--root"}, o, e, probe));
     assertContains(err.toString(StandardCharsets.UTF_8),
         "Missing required parameter for option '--root' (DIR)");
-    assertEquals(Doctor.EXIT_OK, Cli.run(new String[] {"doctor", "--help"}, o, e, probe));
+    assertEquals(Doctor.EXIT_OK, run(new String[] {"doctor", "--help"}, o, e, probe));
     assertContains(out.toString(StandardCharsets.UTF_8),
         "Usage: java -jar colibri-bench.jar doctor");
     assertContains(out.toString(StandardCharsets.UTF_8), "--no-gpu");
@@ -846,7 +854,7 @@ class DoctorTest {
     int rc;
     try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
         PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      rc = Perf.run(new String[] {"doctor"}, o, e);
+      rc = Main.run(new String[] {"doctor"}, o, e);
     }
     String text = out.toString(StandardCharsets.UTF_8);
     assertTrue(rc == Doctor.EXIT_OK || rc == Doctor.EXIT_FAIL, rc + "\n" + text + err);

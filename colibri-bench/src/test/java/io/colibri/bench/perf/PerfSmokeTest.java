@@ -1,13 +1,15 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.perf;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.colibri.bench.Main;
+import io.colibri.bench.common.Mappers;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -37,7 +39,7 @@ class PerfSmokeTest {
     Result r = new Result();
     try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
         PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      r.rc = Perf.run(args, o, e);
+      r.rc = Main.run(args, o, e);
     }
     r.out = out.toString(StandardCharsets.UTF_8);
     r.err = err.toString(StandardCharsets.UTF_8);

@@ -1,10 +1,14 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.chart;
 
-import io.colibri.bench.ResultFile.InputException;
-import io.colibri.bench.ResultFile.Measurement;
+import io.colibri.bench.common.Commands;
+import io.colibri.bench.perf.Collective;
+import io.colibri.bench.perf.PerfConfig;
+import io.colibri.bench.perf.ResultFile;
+import io.colibri.bench.perf.ResultFile.InputException;
+import io.colibri.bench.perf.ResultFile.Measurement;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
@@ -30,10 +34,11 @@ import picocli.CommandLine.Spec;
  * {@code colibri-bench.jar chart}: PNG charts from result files, one series per file, one chart
  * per collective and metric (bus bandwidth, time, and memory held when the files have it),
  * message size on a log2 axis. See {@code docs/perf-tool.md}. This class reads the command line
- * and the files; {@link ChartDrawing} draws, and only it touches AWT, so that the other commands
+ * and the files; {@code ChartDrawing} draws, and only it touches AWT, so that the other commands
  * run on a Java runtime without java.desktop (the GPU bundle's).
  */
-@Command(name = "chart", mixinStandardHelpOptions = true, versionProvider = Cli.Version.class,
+@Command(name = "chart", mixinStandardHelpOptions = true,
+    versionProvider = Commands.VersionProvider.class,
     header = "Draws PNG charts of result files (perf's CSV and JSON, mpi_coll_bench's CSV).",
     sortOptions = false,
     description = {
@@ -51,11 +56,11 @@ import picocli.CommandLine.Spec;
         "Example:",
         "  java -jar colibri-bench.jar chart --out charts A=a.csv \"Open MPI=b.csv\"",
         "Exit code: 0 charts written, 2 bad command line or input file, 3 could not write."})
-final class ChartCommand implements Callable<Integer> {
+public final class ChartCommand implements Callable<Integer> {
 
   static final int EXIT_OK = 0;
-  static final int EXIT_USAGE = 2;
-  static final int EXIT_FAILED = 3;
+  static final int EXIT_USAGE = Commands.EXIT_USAGE;
+  static final int EXIT_FAILED = Commands.EXIT_FAILED;
 
   static final int DEFAULT_WIDTH = 800;
   static final int DEFAULT_HEIGHT = 500;
@@ -125,7 +130,8 @@ final class ChartCommand implements Callable<Integer> {
         description = "only these (all, or a comma list of ${COMPLETION-CANDIDATES};"
             + " default: all in the files)")
     void collectives(String list) {
-      collectives = Cli.convert(command, "--collectives", () -> PerfConfig.parseCollectives(list));
+      collectives = Commands.convert(command, "--collectives",
+          () -> PerfConfig.parseCollectives(list));
     }
 
     private int pixels(String name, int px) {
@@ -146,8 +152,13 @@ final class ChartCommand implements Callable<Integer> {
   private final PrintStream out;
   private final PrintStream err;
 
-  /** The command, printing the files written to {@code out} and problems to {@code err}. */
-  ChartCommand(PrintStream out, PrintStream err) {
+  /**
+   * The command, printing the files written to {@code out} and problems to {@code err}.
+   *
+   * @param out where the names of the files written go
+   * @param err where problems go
+   */
+  public ChartCommand(PrintStream out, PrintStream err) {
     this.out = out;
     this.err = err;
   }

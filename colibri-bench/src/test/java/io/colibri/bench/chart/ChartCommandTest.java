@@ -1,7 +1,7 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.chart;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -10,6 +10,8 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.colibri.bench.Main;
+import io.colibri.bench.common.SizeFormat;
 import java.awt.image.BufferedImage;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -52,7 +54,7 @@ class ChartCommandTest {
     System.arraycopy(args, 0, all, 1, args.length);
     try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
         PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      r.rc = Perf.run(all, o, e);
+      r.rc = Main.run(all, o, e);
     }
     r.out = out.toString(StandardCharsets.UTF_8);
     r.err = err.toString(StandardCharsets.UTF_8);

@@ -1,7 +1,7 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.doctor;
 
 import java.io.IOException;
 import java.nio.file.Path;

@@ -1,12 +1,13 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.perf;
 
 import io.colibri.Algorithm;
 import io.colibri.DataType;
 import io.colibri.ReduceOp;
 import io.colibri.Transport;
+import io.colibri.bench.common.Commands;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -27,9 +28,11 @@ import picocli.CommandLine.TypeConversionException;
 
 /**
  * The perf command: its command line (picocli options, checked as they are parsed and once more
- * together) and what it runs, {@link Perf#execute}. Immutable once parsed.
+ * together) and what it runs, {@code Perf.execute}. Immutable once parsed. The tool's command
+ * line ({@code io.colibri.bench.Cli}) adds it as the command {@code perf}.
  */
-@Command(name = "perf", mixinStandardHelpOptions = true, versionProvider = Cli.Version.class,
+@Command(name = "perf", mixinStandardHelpOptions = true,
+    versionProvider = Commands.VersionProvider.class,
     header = "Measures the collectives over a sweep of message sizes (the default command).",
     abbreviateSynopsis = true, sortOptions = false,
     description = {
@@ -49,7 +52,7 @@ import picocli.CommandLine.TypeConversionException;
         "",
         "Exit code: 0 ok, 1 wrong elements, 2 bad command line, 3 a rank failed.",
         "Charts from result files: java -jar colibri-bench.jar chart --help"})
-final class PerfConfig implements Callable<Integer> {
+public final class PerfConfig implements Callable<Integer> {
 
   /** Largest buffer the tool allocates (a direct ByteBuffer holds at most 2 GiB - 1). */
   static final long MAX_BYTES_LIMIT = 1L << 30;
@@ -96,16 +99,31 @@ final class PerfConfig implements Callable<Integer> {
   /** The arguments as given, for the children (which parse the same sweep). */
   List<String> original = List.of();
 
-  /** The command, printing to {@code out} and {@code err} when it runs. */
-  PerfConfig(PrintStream out, PrintStream err) {
+  /**
+   * The command, printing to {@code out} and {@code err} when it runs.
+   *
+   * @param out where rank 0's tables go
+   * @param err where progress and problems go
+   */
+  public PerfConfig(PrintStream out, PrintStream err) {
     this.out = out;
     this.err = err;
+  }
+
+  /**
+   * Records the perf options as the command line gave them (without the command name), which
+   * rank 0 passes on to the ranks it starts; set before the command line is parsed.
+   *
+   * @param args the perf options
+   */
+  public void arguments(List<String> args) {
+    original = List.copyOf(args);
   }
 
   /** Parses and checks {@code args} (without running anything). */
   static PerfConfig parse(String... args) {
     PerfConfig c = new PerfConfig(null, null);
-    Cli.configure(new CommandLine(c)).parseArgs(args);
+    Commands.configure(new CommandLine(c)).parseArgs(args);
     c.checkTogether();
     c.original = List.of(args);
     return c;
@@ -190,7 +208,7 @@ final class PerfConfig implements Callable<Integer> {
       completionCandidates = CollectiveNames.class,
       description = "all, or a comma list of ${COMPLETION-CANDIDATES} (default all)")
   void collectives(String list) {
-    collectives = Cli.convert(spec, "--collectives", () -> parseCollectives(list));
+    collectives = Commands.convert(spec, "--collectives", () -> parseCollectives(list));
   }
 
   @Option(names = {"-t", "-d", "--type"}, paramLabel = "TYPE", order = 13,
@@ -463,7 +481,15 @@ final class PerfConfig implements Callable<Integer> {
     }
   }
 
-  static EnumSet<Collective> parseCollectives(String text) {
+  /**
+   * The collectives of an option such as {@code --collectives allreduce,broadcast}: {@code all},
+   * or a comma list of {@link CollectiveNames} (any case).
+   *
+   * @param text the option's value
+   * @return the collectives it names, none twice
+   * @throws TypeConversionException if it names no collective, or one that does not exist
+   */
+  public static EnumSet<Collective> parseCollectives(String text) {
     EnumSet<Collective> set = EnumSet.noneOf(Collective.class);
     for (String part : text.split(",")) {
       String p = part.strip();
@@ -488,7 +514,8 @@ final class PerfConfig implements Callable<Integer> {
     return set;
   }
 
-  static final class CollectiveNames extends ArrayList<String> {
+  /** The names of the collectives on the command line, in order: the completion candidates. */
+  public static final class CollectiveNames extends ArrayList<String> {
     private static final long serialVersionUID = 1L;
 
     CollectiveNames() {

@@ -1,9 +1,11 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.doctor;
 
 import com.fasterxml.jackson.annotation.JsonPropertyOrder;
+import io.colibri.bench.common.Commands;
+import io.colibri.bench.common.Mappers;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.nio.file.Paths;
@@ -25,9 +27,10 @@ import picocli.CommandLine.Option;
  *
  * <p>Everything read from /proc, /sys and /dev is read below a root folder ({@code --root},
  * default {@code /}), so tests build a fake tree; what only the driver knows comes through a
- * {@link DoctorProbe}.
+ * {@code DoctorProbe}.
  */
-@Command(name = "doctor", mixinStandardHelpOptions = true, versionProvider = Cli.Version.class,
+@Command(name = "doctor", mixinStandardHelpOptions = true,
+    versionProvider = Commands.VersionProvider.class,
     header = "Checks this machine for Colibri (driver, GPUs, RDMA, limits) and says how to fix"
         + " each problem.",
     sortOptions = false,
@@ -41,7 +44,7 @@ import picocli.CommandLine.Option;
     footer = {"",
         "Exit code: 0 no check FAILed, 1 some check FAILed, 2 bad command line.",
         "See docs/troubleshooting.md, section 'colibri doctor'."})
-final class Doctor implements Callable<Integer> {
+public final class Doctor implements Callable<Integer> {
 
   static final int EXIT_OK = 0;
   static final int EXIT_FAIL = 1;
@@ -166,6 +169,16 @@ final class Doctor implements Callable<Integer> {
 
   private final PrintStream out;
   private final DoctorProbe probe;
+
+  /**
+   * The command, printing to {@code out}, asking the native library, the driver and the JVM
+   * what only they know ({@code DoctorProbe.system()}).
+   *
+   * @param out where the report goes
+   */
+  public Doctor(PrintStream out) {
+    this(out, DoctorProbe.system());
+  }
 
   /** The command, printing to {@code out}, asking {@code probe} what only the driver knows. */
   Doctor(PrintStream out, DoctorProbe probe) {

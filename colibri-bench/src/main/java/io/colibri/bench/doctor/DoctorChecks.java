@@ -1,12 +1,12 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.doctor;
 
-import io.colibri.bench.Doctor.Result;
-import io.colibri.bench.DoctorPci.Distance;
-import io.colibri.bench.DoctorPci.Location;
-import io.colibri.bench.DoctorRdma.RdmaDevice;
+import io.colibri.bench.doctor.Doctor.Result;
+import io.colibri.bench.doctor.DoctorPci.Distance;
+import io.colibri.bench.doctor.DoctorPci.Location;
+import io.colibri.bench.doctor.DoctorRdma.RdmaDevice;
 import io.colibri.jni.Device;
 import java.nio.file.Path;
 import java.util.ArrayList;

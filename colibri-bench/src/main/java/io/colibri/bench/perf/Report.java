@@ -1,10 +1,11 @@
 /*
  * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  */
-package io.colibri.bench;
+package io.colibri.bench.perf;
 
 import com.fasterxml.jackson.annotation.JsonPropertyOrder;
 import com.fasterxml.jackson.dataformat.csv.CsvSchema;
+import io.colibri.bench.common.Mappers;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.math.BigDecimal;
