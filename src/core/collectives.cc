@@ -9,7 +9,7 @@
 #include "transport/channel.h"
 #include "transport/shm.h"
 #ifdef CLB_HAVE_CUDA
-#include "core/cuda/device_world.h"
+#include "device/device_world.h"
 #endif
 
 using namespace clb;

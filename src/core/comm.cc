@@ -26,7 +26,7 @@
 #endif
 
 #ifdef CLB_HAVE_CUDA
-#include "core/cuda/device_world.h"
+#include "device/device_world.h"
 #else
 namespace clb::cuda {
 class DeviceWorld {};  // built without CUDA: never created

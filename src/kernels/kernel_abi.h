@@ -2,7 +2,7 @@
 //
 // The contract between the host core and the device kernels, shared by both sides. Kernels are
 // built once per compute capability into a cubin (plus a PTX fallback) and loaded by the driver
-// at run time (src/core/cuda/kernels.cc): nothing here links against the CUDA runtime.
+// at run time (src/device/kernels.cc): nothing here links against the CUDA runtime.
 #pragma once
 
 #include <stddef.h>
@@ -28,7 +28,7 @@ struct ClbReduceArgs {
 // ---- device collectives inside a node (src/kernels/collective.cu) ----
 // Ranks (threads or processes, one GPU or several with peer access) see each other's flag blocks
 // (and staging buffers) through CUDA IPC or, in one process, directly. One kernel per call on the
-// caller's stream, two ways (src/core/cuda/device_world.h says which is used when):
+// caller's stream, two ways (src/device/device_world.h says which is used when):
 //  staged: write the input into this rank's slot of every rank's staging (pushed: remote
 //          writes need no round trip), announce it, combine the slots of this rank's own
 //          staging in rank order into the output, announce that reading is done;
@@ -53,7 +53,7 @@ struct ClbDevFlags {
 
 // What this rank's kernels tell its host without a synchronization: a word block in mapped pinned
 // host memory, written with plain stores only (no atomics to host memory, which some PCIe hosts
-// lack) and read by clbCommGetAsyncError and the watchdog (src/core/cuda/watchdog.cc).
+// lack) and read by clbCommGetAsyncError and the watchdog (src/device/watchdog.cc).
 struct ClbDevHostStatus {
   unsigned int error;            // nonzero: a wait timed out (written last, after the fields below)
   unsigned int errorColl;        // ... in this collective (CLB_DEV_*)

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda/driver.h"
-#include "core/cuda/kernels.h"
+#include "platform/cuda/driver.h"
+#include "device/kernels.h"
 #include "core/dtype.h"
 
 using namespace clb;

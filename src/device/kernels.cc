@@ -1,5 +1,5 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-#include "core/cuda/kernels.h"
+#include "device/kernels.h"
 
 #include <dlfcn.h>
 
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/cuda/driver.h"
+#include "platform/cuda/driver.h"
 #include "core/dtype.h"
 #include "core/error.h"
 

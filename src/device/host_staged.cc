@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "core/comm.h"
-#include "core/cuda/device_world.h"
+#include "device/device_world.h"
 #include "core/dtype.h"
 #include "core/error.h"
 

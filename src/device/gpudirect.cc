@@ -26,7 +26,7 @@
 
 #include "algo/algorithms.h"
 #include "core/comm.h"
-#include "core/cuda/device_world.h"
+#include "device/device_world.h"
 #include "core/error.h"
 #include "transport/channel.h"
 

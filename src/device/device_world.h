@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "algo/algorithms.h"
-#include "core/cuda/driver.h"
-#include "core/cuda/kernels.h"
-#include "core/cuda/launcher.h"
-#include "core/cuda/watchdog.h"
+#include "platform/cuda/driver.h"
+#include "device/kernels.h"
+#include "device/launcher.h"
+#include "device/watchdog.h"
 
 namespace clb {
 class LaunchMeet;
