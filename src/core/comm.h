@@ -22,7 +22,7 @@ namespace clb {
 class ShmWorld;
 class RingChannel;
 namespace cuda {
-class DeviceWorld;
+class Device;
 }
 
 enum Collective : uint32_t { kAllReduce = 1, kAllGather = 2, kReduceScatter = 3, kBroadcast = 4 };
@@ -88,8 +88,8 @@ struct clbComm {
   std::atomic<int> lastAlgo{clbAlgoNone};
   std::unique_ptr<clb::ShmWorld> shm;  // all ranks on one host and transport shm
   std::unique_ptr<clb::RingChannel> ring;
-  std::unique_ptr<clb::cuda::DeviceWorld> device;  // set up at the first call on device memory
-  std::atomic<clb::cuda::DeviceWorld*> deviceReady{nullptr};  // `device`, once set up (read by other threads)
+  std::unique_ptr<clb::cuda::Device> device;  // set up at the first call on device memory
+  std::atomic<clb::cuda::Device*> deviceReady{nullptr};  // `device`, once set up (read by other threads)
   std::string info;
   std::string transportDetail;  // e.g. the verbs device, port, GID index and MTU ("" if none)
 

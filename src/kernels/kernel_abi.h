@@ -26,9 +26,14 @@ struct ClbReduceArgs {
 };
 
 // ---- device collectives inside a node (src/kernels/collective.cu) ----
-// Ranks (threads or processes, one GPU or several with peer access) see each other's flag blocks
-// (and staging buffers) through CUDA IPC or, in one process, directly. One kernel per call on the
-// caller's stream, two ways (src/device/device_world.h says which is used when):
+// Ranks (threads or processes, on one GPU or several) see each other's flag blocks (and staging
+// and LL buffers) through CUDA IPC, in one process directly, or, where some GPUs have no peer
+// access, in pinned host memory every rank maps. One kernel per call on the caller's stream,
+// three ways (Device::run in src/device/device.cc picks one; ll.cc, direct.cc and
+// staged.cc beside it launch them):
+//  ll:     push the input, 8 bytes and the call number in each 16-byte line, into this rank's
+//          slot of every rank's LL buffer (`staging` points at the LL buffers then), and read
+//          the lines that land in this rank's own, polling them until they carry this call;
 //  staged: write the input into this rank's slot of every rank's staging (pushed: remote
 //          writes need no round trip), announce it, combine the slots of this rank's own
 //          staging in rank order into the output, announce that reading is done;
