@@ -8,7 +8,7 @@
 #include "core/dtype.h"
 #include "transport/transport.h"
 #ifdef CLB_HAVE_CUDA
-#include "core/cuda/device_world.h"
+#include "device/device.h"
 #endif
 
 using namespace clb;
@@ -148,7 +148,7 @@ clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t 
   CLB_CHECK(memoryKind(c, coll, send, recv, root, stream, &onDevice, &ordinal));
   if (onDevice) {
 #ifdef CLB_HAVE_CUDA
-    if (!c->device) c->device = std::make_unique<cuda::DeviceWorld>(c);
+    if (!c->device) c->device = std::make_unique<cuda::Device>(c);
     a.desc.algo = clbAlgoDirect;
     // Ranks that do not share a host (or memory: a socket or verbs transport) cannot map each
     // other's device memory: through pinned host memory and the host transport.

@@ -16,10 +16,10 @@
 #include "transport/transport.h"
 
 #ifdef CLB_HAVE_CUDA
-#include "core/cuda/device_world.h"
+#include "device/device.h"
 #else
 namespace clb::cuda {
-class DeviceWorld {};  // built without CUDA: never created
+class Device {};  // built without CUDA: never created
 }  // namespace clb::cuda
 #endif
 
@@ -164,7 +164,7 @@ clbResult_t clbComm::asyncStatus() {
                     failure.c_str());
   }
 #ifdef CLB_HAVE_CUDA
-  if (cuda::DeviceWorld* d = deviceReady.load(std::memory_order_acquire)) {
+  if (cuda::Device* d = deviceReady.load(std::memory_order_acquire)) {
     clbResult_t rc = d->deviceStatus();
     if (rc != clbSuccess) {
       markFailed(rc);
@@ -407,7 +407,7 @@ clbResult_t clbCommRegister(clbComm_t c, void* buff, size_t bytes, void** handle
   if (handle) *handle = nullptr;
   CLB_CHECK(c->checkUsable());
 #ifdef CLB_HAVE_CUDA
-  if (!c->device) c->device = std::make_unique<clb::cuda::DeviceWorld>(c);
+  if (!c->device) c->device = std::make_unique<clb::cuda::Device>(c);
   return c->device->registerBuffer(buff, bytes, handle);
 #else
   (void)buff, (void)bytes;

@@ -21,7 +21,7 @@ namespace clb {
 
 class Transport;
 namespace cuda {
-class DeviceWorld;
+class Device;
 }
 
 enum Collective : uint32_t { kAllReduce = 1, kAllGather = 2, kReduceScatter = 3, kBroadcast = 4 };
@@ -89,8 +89,8 @@ struct clbComm {
   // `transport` says which one it is.
   std::unique_ptr<clb::Transport> carrier;
   bool shm = false;  // the carrier maps the peers' memory (Transport::sharesMemory), for the device path
-  std::unique_ptr<clb::cuda::DeviceWorld> device;  // set up at the first call on device memory
-  std::atomic<clb::cuda::DeviceWorld*> deviceReady{nullptr};  // `device`, once set up (read by other threads)
+  std::unique_ptr<clb::cuda::Device> device;  // set up at the first call on device memory
+  std::atomic<clb::cuda::Device*> deviceReady{nullptr};  // `device`, once set up (read by other threads)
   std::string info;
 
   ~clbComm();

@@ -21,7 +21,7 @@
 // (clbCommGetAsyncError) instead of a hung GPU.
 #include "kernels/reduce_device.cuh"
 
-// The image's contract, as a kernel name the host looks up at load (src/core/cuda/kernels.cc):
+// The image's contract, as a kernel name the host looks up at load (src/device/kernels.cc):
 // an image built for another contract (a stale COLIBRI_KERNEL_DIR) is refused by name instead of
 // faulting in a kernel. (A name, not a __constant__: functions are what the host already finds.)
 #define CLB_ABI_KERNEL_(v) clb_kernel_abi_v##v

@@ -2,7 +2,7 @@
 //
 // The contract between the host core and the device kernels, shared by both sides. Kernels are
 // built once per compute capability into a cubin (plus a PTX fallback) and loaded by the driver
-// at run time (src/core/cuda/kernels.cc): nothing here links against the CUDA runtime.
+// at run time (src/device/kernels.cc): nothing here links against the CUDA runtime.
 #pragma once
 
 #include <stddef.h>
@@ -26,9 +26,14 @@ struct ClbReduceArgs {
 };
 
 // ---- device collectives inside a node (src/kernels/collective.cu) ----
-// Ranks (threads or processes, one GPU or several with peer access) see each other's flag blocks
-// (and staging buffers) through CUDA IPC or, in one process, directly. One kernel per call on the
-// caller's stream, two ways (src/core/cuda/device_world.h says which is used when):
+// Ranks (threads or processes, on one GPU or several) see each other's flag blocks (and staging
+// and LL buffers) through CUDA IPC, in one process directly, or, where some GPUs have no peer
+// access, in pinned host memory every rank maps. One kernel per call on the caller's stream,
+// three ways (Device::run in src/device/device.cc picks one; ll.cc, direct.cc and
+// staged.cc beside it launch them):
+//  ll:     push the input, 8 bytes and the call number in each 16-byte line, into this rank's
+//          slot of every rank's LL buffer (`staging` points at the LL buffers then), and read
+//          the lines that land in this rank's own, polling them until they carry this call;
 //  staged: write the input into this rank's slot of every rank's staging (pushed: remote
 //          writes need no round trip), announce it, combine the slots of this rank's own
 //          staging in rank order into the output, announce that reading is done;
@@ -53,7 +58,7 @@ struct ClbDevFlags {
 
 // What this rank's kernels tell its host without a synchronization: a word block in mapped pinned
 // host memory, written with plain stores only (no atomics to host memory, which some PCIe hosts
-// lack) and read by clbCommGetAsyncError and the watchdog (src/core/cuda/watchdog.cc).
+// lack) and read by clbCommGetAsyncError and the watchdog (src/device/watchdog.cc).
 struct ClbDevHostStatus {
   unsigned int error;            // nonzero: a wait timed out (written last, after the fields below)
   unsigned int errorColl;        // ... in this collective (CLB_DEV_*)

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/cuda/driver.h"
+#include "platform/cuda/driver.h"
 #include "core/dtype.h"
 #include "tests/cuda_test_util.h"
 #ifdef CLB_HAVE_VERBS

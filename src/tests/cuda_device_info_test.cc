@@ -10,8 +10,8 @@
 #include <string>
 
 #include "colibri/colibri.h"
-#include "core/cuda/driver.h"
-#include "core/cuda/kernels.h"
+#include "platform/cuda/driver.h"
+#include "device/kernels.h"
 
 using namespace clb;
 

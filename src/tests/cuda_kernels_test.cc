@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "colibri_kernel_images.h"
-#include "core/cuda/driver.h"
-#include "core/cuda/kernels.h"
+#include "device/kernels.h"
+#include "platform/cuda/driver.h"
 #include "core/dtype.h"
 
 using namespace clb;

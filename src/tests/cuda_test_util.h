@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/cuda/driver.h"
+#include "platform/cuda/driver.h"
 #include "core/dtype.h"
 #include "tests/test_ranks.h"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/cuda/driver.h"
+#include "platform/cuda/driver.h"
 
 namespace {
 

@@ -26,10 +26,10 @@
 #include "core/error.h"
 #include "transport/shm.h"
 #ifdef CLB_HAVE_CUDA
-#include "core/cuda/device_world.h"  // complete types for a clbComm on the stack
+#include "device/device.h"  // complete types for a clbComm on the stack
 #else
 namespace clb::cuda {
-class DeviceWorld {};  // as in comm.cc without CUDA
+class Device {};  // as in comm.cc without CUDA
 }  // namespace clb::cuda
 #endif
 #include "transport/verbs/verbs_channel.h"

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/cuda/driver.h"
+#include "platform/cuda/driver.h"
 #include "kernels/kernel_abi.h"
 
 namespace {

@@ -5,7 +5,7 @@
 // that sends to the next rank ("send side") and one that receives from the previous rank
 // ("receive side"), on a device context of its own.
 //
-// Construction is explicit (the communicator does not create it yet):
+// Construction (verbs_ring.cc makes the verbs transport's, src/device/gpudirect.cc GPUDirect's):
 //   VerbsChannel::create(api, options, comm-or-null, &ch);
 //   give ch->sendSideInfo() to the next rank and ch->recvSideInfo() to the previous rank (any
 //   transport: bootstrap, a socket, memory); then

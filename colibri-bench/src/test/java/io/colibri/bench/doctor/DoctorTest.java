@@ -47,7 +47,7 @@ class DoctorTest {
   private static final String NO_DRIVER = "device count failed: no CUDA driver: cannot load"
       + " libcuda.so.1 (libcuda.so.1: cannot open shared object file: No such file or directory)."
       + " Device buffers need an NVIDIA GPU and its driver; the host path works without them\n"
-      + "  at src/core/cuda/device_api.cc:52";
+      + "  at src/device/device_api.cc:52";
 
   // ---- the fake driver and JVM ----
 

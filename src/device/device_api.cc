@@ -8,8 +8,8 @@
 #include <string>
 
 #include "colibri/colibri.h"
-#include "core/cuda/driver.h"
-#include "core/cuda/kernels.h"
+#include "platform/cuda/driver.h"
+#include "device/kernels.h"
 #include "core/error.h"
 
 namespace clb::cuda {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/cuda/driver.h"
+#include "platform/cuda/driver.h"
 
 namespace clb::cuda {
 

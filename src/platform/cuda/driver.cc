@@ -1,5 +1,5 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-#include "core/cuda/driver.h"
+#include "platform/cuda/driver.h"
 
 #include <dlfcn.h>
 
@@ -34,7 +34,7 @@ void loadOnce() {
     gError = "the CUDA driver lacks " CLB_STR(name) ": update the NVIDIA driver (CUDA 12 or newer)"; \
     return;                                                                               \
   }
-#include "core/cuda/driver_functions.inc"
+#include "platform/cuda/driver_functions.inc"
 #undef CLB_CU_FN
   CUresult rc = gDriver.cuInit(0);
   if (rc != CUDA_SUCCESS) {

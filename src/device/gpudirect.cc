@@ -1,9 +1,10 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// GPUDirect RDMA for device buffers between hosts (transport verbs): a second verbs ring channel,
-// in device mode, whose receive slots and send staging are GPU memory registered with the NIC
-// (dma-buf through cuMemGetHandleForAddressRange + ibv_reg_dmabuf_mr, else nvidia-peermem with
-// ibv_reg_mr on the device address). The host ring algorithm drives it (src/algo/ring.cc) with
+// The GPUDirect path (GpuDirectPath, paths.h): device buffers between hosts over transport verbs
+// with GPUDirect RDMA, through a second verbs ring channel in device mode, whose receive slots
+// and send staging are GPU memory registered with the NIC (dma-buf through
+// cuMemGetHandleForAddressRange + ibv_reg_dmabuf_mr, else nvidia-peermem with ibv_reg_mr on the
+// device address). The host ring algorithm drives it (src/algo/ring.cc) with
 // the buffers reached through kernels on the caller's stream instead of memcpy and host loops:
 // the NIC reads the reduced chunk straight from GPU memory, no host copy either way.
 //
@@ -26,8 +27,8 @@
 
 #include "algo/algorithms.h"
 #include "core/comm.h"
-#include "core/cuda/device_world.h"
 #include "core/error.h"
+#include "device/device.h"
 #include "transport/channel.h"
 
 #ifdef CLB_HAVE_VERBS
@@ -40,7 +41,7 @@ namespace clb::cuda {
 
 #ifdef CLB_HAVE_VERBS
 
-struct DeviceWorld::GpuDirect {
+struct GpuDirectPath::GpuDirect {
   verbs::DeviceMemory memory{};
   const Driver* d = nullptr;
   CUcontext ctx = nullptr;
@@ -58,7 +59,7 @@ struct DeviceWorld::GpuDirect {
 namespace {
 
 clbResult_t gdrAlloc(void* self, size_t bytes, void** mem, int* fd) {
-  auto* g = static_cast<DeviceWorld::GpuDirect*>(self);
+  auto* g = static_cast<GpuDirectPath::GpuDirect*>(self);
   const Driver* d = g->d;
   CtxScope scope(d, g->ctx);
   *fd = -1;
@@ -96,7 +97,7 @@ clbResult_t gdrAlloc(void* self, size_t bytes, void** mem, int* fd) {
 }
 
 void gdrRelease(void* self, void* mem, size_t) {
-  auto* g = static_cast<DeviceWorld::GpuDirect*>(self);
+  auto* g = static_cast<GpuDirectPath::GpuDirect*>(self);
   std::pair<CUdeviceptr, size_t> b;
   {
     std::lock_guard<std::mutex> lock(g->mu);
@@ -114,7 +115,7 @@ void gdrRelease(void* self, void* mem, size_t) {
 // whole of it for allocations of whole pages, as caching allocators make them), and the
 // allocation's ID, which changes when it is freed and another takes its address.
 clbResult_t gdrLookup(void* self, const void* p, size_t len, verbs::UserRange* r, bool* found) {
-  auto* g = static_cast<DeviceWorld::GpuDirect*>(self);
+  auto* g = static_cast<GpuDirectPath::GpuDirect*>(self);
   const Driver* d = g->d;
   *found = false;
   // Plain device memory of this communicator's GPU only: managed memory may live in host pages
@@ -134,7 +135,7 @@ clbResult_t gdrLookup(void* self, const void* p, size_t len, verbs::UserRange* r
 }
 
 clbResult_t gdrExport(void* self, void* base, size_t bytes, int* fd) {
-  auto* g = static_cast<DeviceWorld::GpuDirect*>(self);
+  auto* g = static_cast<GpuDirectPath::GpuDirect*>(self);
   *fd = -1;
   CtxScope scope(g->d, g->ctx);
   // As for Colibri's own buffers: memory the NIC reads gets synchronous memory operations, so a
@@ -210,30 +211,30 @@ class DeviceRingMemory : public RingMemory {
 
 }  // namespace
 
-clbResult_t DeviceWorld::setUpGpuDirect() {
-  if (comm_->transport != clbTransportVerbs) {
-    gdrWhy_ = std::string("the transport is ") + clbTransportName(comm_->transport) + ", not verbs";
+clbResult_t GpuDirectPath::setUp() {
+  if (s_.comm->transport != clbTransportVerbs) {
+    why_ = std::string("the transport is ") + clbTransportName(s_.comm->transport) + ", not verbs";
     return clbSuccess;
   }
-  const std::string mode = comm_->deviceCfg.gpuMemoryText;  // COLIBRI_VERBS_GPU_MEMORY, read at init
+  const std::string mode = s_.comm->deviceCfg.gpuMemoryText;  // COLIBRI_VERBS_GPU_MEMORY, read at init
   if (mode != "auto" && mode != "dmabuf" && mode != "peermem" && mode != "host")
     return setError(clbInvalidArgument, "COLIBRI_VERBS_GPU_MEMORY='%s' is not one of auto, dmabuf, peermem, host",
                     mode.c_str());
   if (mode == "host") {
-    gdrWhy_ = "COLIBRI_VERBS_GPU_MEMORY=host";
+    why_ = "COLIBRI_VERBS_GPU_MEMORY=host";
     return clbSuccess;  // every rank sees the same variable (a launcher sets it for all)
   }
   std::unique_ptr<GpuDirect> g(new GpuDirect);
-  g->d = d_;
-  g->ctx = ctx_;
-  g->comm = comm_;
-  g->ordinal = ordinal_;
+  g->d = s_.d;
+  g->ctx = s_.ctx;
+  g->comm = s_.comm;
+  g->ordinal = s_.ordinal;
   // How this rank registers GPU memory: dma-buf where the driver exports it, else nvidia-peermem.
   const verbs::VerbsApi* api = nullptr;
   clbResult_t rc = verbs::selectVerbsApi(&api);
   int dmabufAttr = 0;
-  if (d_->cuMemGetHandleForAddressRange)
-    d_->cuDeviceGetAttribute(&dmabufAttr, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev_);
+  if (s_.d->cuMemGetHandleForAddressRange)
+    s_.d->cuDeviceGetAttribute(&dmabufAttr, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, s_.dev);
   const bool canDmabuf = api && api->regDmabufMr && dmabufAttr == 1;
   // The emulator reaches GPU memory only through dma-bufs and its copy hook (a device address
   // registered with ibv_reg_mr would be read as host memory).
@@ -251,76 +252,75 @@ clbResult_t DeviceWorld::setUpGpuDirect() {
                                                  "module and Linux 5.12+)"
                                                : "dma-buf not chosen") +
           (mode == "dmabuf" || emulated ? "" : " and nvidia_peermem is not loaded");
-    if (rc == clbSuccess) rc = setError(clbUnsupported, "rank %d: no GPUDirect RDMA: %s", comm_->rank, why.c_str());
+    if (rc == clbSuccess) rc = setError(clbUnsupported, "rank %d: no GPUDirect RDMA: %s", s_.comm->rank, why.c_str());
   }
   g->memory = verbs::DeviceMemory{gdrAlloc,   gdrRelease, g.get(), g->dmabuf ? "dma-buf" : "nvidia-peermem",
                                   gdrLookup, gdrExport};
   // Kernels for the reductions; GPUs whose RDMA writes are not ordered for the owner need a flush.
-  if (rc == clbSuccess) rc = kernels_.load(dev_, defaultKernelDir());
+  if (rc == clbSuccess) rc = s_.kernels.load(s_.dev, defaultKernelDir());
   int ordering = 0, flushOptions = 0;
-  d_->cuDeviceGetAttribute(&ordering, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, dev_);
-  d_->cuDeviceGetAttribute(&flushOptions, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, dev_);
+  s_.d->cuDeviceGetAttribute(&ordering, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, s_.dev);
+  s_.d->cuDeviceGetAttribute(&flushOptions, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, s_.dev);
   g->flush = ordering < CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER;
   if (rc == clbSuccess && g->flush &&
-      !((flushOptions & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST) && d_->cuFlushGPUDirectRDMAWrites))
+      !((flushOptions & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST) && s_.d->cuFlushGPUDirectRDMAWrites))
     rc = setError(clbUnsupported, "rank %d: GPU %d does not order RDMA writes for its own kernels and cannot flush "
-                  "them (cuFlushGPUDirectRDMAWrites): kernels could read chunks before they land", comm_->rank,
-                  ordinal_);
+                  "them (cuFlushGPUDirectRDMAWrites): kernels could read chunks before they land", s_.comm->rank,
+                  s_.ordinal);
   // Every rank learns whether every rank could (a failed rank stays in the exchanges). Only a
   // failure every rank knows of is a fallback: if an exchange itself fails, the ranks may not
   // agree, and the communicator is broken.
   bool exchanged = false;
-  rc = agreeOnStatus(comm_, rc, "GPUDirect RDMA", &exchanged);
+  rc = agreeOnStatus(s_.comm, rc, "GPUDirect RDMA", &exchanged);
   if (!exchanged) return rc;
   if (rc == clbSuccess) {
-    rc = createVerbsChannel(comm_, &g->memory, &g->ring, &g->describe);
-    rc = agreeOnStatus(comm_, rc, "the GPUDirect RDMA channel", &exchanged);
+    rc = createVerbsChannel(s_.comm, &g->memory, &g->ring, &g->describe);
+    rc = agreeOnStatus(s_.comm, rc, "the GPUDirect RDMA channel", &exchanged);
     if (!exchanged) return rc;
   }
   if (rc != clbSuccess) {
     if (mode != "auto") return setError(rc, "%s (COLIBRI_VERBS_GPU_MEMORY=%s)", lastError().c_str(), mode.c_str());
-    gdrWhy_ = lastError();
-    CLB_WARN("rank %d: device buffers between hosts go through pinned host memory, not GPUDirect RDMA: %s", comm_->rank,
-             gdrWhy_.c_str());
+    why_ = lastError();
+    CLB_WARN("rank %d: device buffers between hosts go through pinned host memory, not GPUDirect RDMA: %s", s_.comm->rank,
+             why_.c_str());
     clearError();
     return clbSuccess;
   }
-  CLB_INFO("rank %d: device buffers between hosts: GPUDirect RDMA through %s (GPU %d)%s", comm_->rank,
-           g->memory.name, ordinal_, g->flush ? ", RDMA writes flushed before kernels read them" : "");
+  CLB_INFO("rank %d: device buffers between hosts: GPUDirect RDMA through %s (GPU %d)%s", s_.comm->rank,
+           g->memory.name, s_.ordinal, g->flush ? ", RDMA writes flushed before kernels read them" : "");
   gdr_ = g.release();
   return clbSuccess;
 }
 
-clbResult_t DeviceWorld::runGpuDirect(const CollArgs& a, CUstream stream) {
-  DeviceRingMemory mem(d_, kernels_, stream, comm_->nranks, gdr_->flush);
+clbResult_t GpuDirectPath::run(const CollArgs& a, CUstream stream) {
+  DeviceRingMemory mem(s_.d, s_.kernels, stream, s_.comm->nranks, gdr_->flush);
   // The input is complete only when the work queued before this call is: an event on the stream
   // (on a blocking stream it also follows the legacy default stream's work, as a kernel there
   // would: the NIC may read the caller's buffer directly). The ring then syncs the stream before
   // each message it posts, so the output is written when the call returns.
-  if (!gdrReady_) CLB_CU(d_, cuEventCreate, &gdrReady_, CU_EVENT_DISABLE_TIMING);
-  CLB_CU(d_, cuEventRecord, gdrReady_, stream);
-  CLB_CU(d_, cuEventSynchronize, gdrReady_);
-  lastGdr_ = true;
-  clbResult_t rc = ringRunOn(comm_, *gdr_->ring, mem, a);
-  if (rc != clbSuccess) comm_->markFailed(rc);  // midway: the peers' state is unknown
+  if (!inputReady_) CLB_CU(s_.d, cuEventCreate, &inputReady_, CU_EVENT_DISABLE_TIMING);
+  CLB_CU(s_.d, cuEventRecord, inputReady_, stream);
+  CLB_CU(s_.d, cuEventSynchronize, inputReady_);
+  clbResult_t rc = ringRunOn(s_.comm, *gdr_->ring, mem, a);
+  if (rc != clbSuccess) s_.comm->markFailed(rc);  // midway: the peers' state is unknown
   return rc;
 }
 
-clbResult_t DeviceWorld::trimGpuDirect() { return gdr_ ? gdr_->ring->trim() : clbSuccess; }
+clbResult_t GpuDirectPath::trim() { return gdr_ ? gdr_->ring->trim() : clbSuccess; }
 
-void DeviceWorld::releaseGpuDirect() {
-  if (gdrReady_) {
-    CtxScope scope(d_, ctx_);
-    d_->cuEventDestroy(gdrReady_);
-    gdrReady_ = nullptr;
+void GpuDirectPath::release() {
+  if (inputReady_) {
+    CtxScope scope(s_.d, s_.ctx);
+    s_.d->cuEventDestroy(inputReady_);
+    inputReady_ = nullptr;
   }
   if (!gdr_) return;
-  if (!comm_->failed && !comm_->aborted) gdr_->ring->finish();
+  if (!s_.comm->failed && !s_.comm->aborted) gdr_->ring->finish();
   delete gdr_;
   gdr_ = nullptr;
 }
 
-std::string DeviceWorld::gpuDirectInfo() const {
+std::string GpuDirectPath::info() const {
   if (gdr_) {
     std::string s = std::string("GPUDirect RDMA through ") + gdr_->memory.name + " (" + gdr_->describe + ")";
     if (auto* vc = dynamic_cast<const verbs::VerbsChannel*>(gdr_->ring.get())) {
@@ -332,23 +332,33 @@ std::string DeviceWorld::gpuDirectInfo() const {
     }
     return s;
   }
-  return "pinned host memory (" + (gdrWhy_.empty() ? std::string("not decided yet") : gdrWhy_) + ")";
+  return "pinned host memory (" + (why_.empty() ? std::string("not decided yet") : why_) + ")";
 }
 
 #else  // no verbs.h at build time
 
-struct DeviceWorld::GpuDirect {};
-clbResult_t DeviceWorld::setUpGpuDirect() {
-  gdrWhy_ = "built without the verbs transport";
+struct GpuDirectPath::GpuDirect {};
+clbResult_t GpuDirectPath::setUp() {
+  why_ = "built without the verbs transport";
   return clbSuccess;
 }
-clbResult_t DeviceWorld::runGpuDirect(const CollArgs&, CUstream) {
+clbResult_t GpuDirectPath::run(const CollArgs&, CUstream) {
   return setError(clbInternalError, "GPUDirect RDMA without the verbs transport");
 }
-clbResult_t DeviceWorld::trimGpuDirect() { return clbSuccess; }
-void DeviceWorld::releaseGpuDirect() {}
-std::string DeviceWorld::gpuDirectInfo() const { return "pinned host memory (" + gdrWhy_ + ")"; }
+clbResult_t GpuDirectPath::trim() { return clbSuccess; }
+void GpuDirectPath::release() {}
+std::string GpuDirectPath::info() const { return "pinned host memory (" + why_ + ")"; }
 
 #endif
+
+clbResult_t GpuDirectPath::decide() {
+  if (!decided_) {  // collective: every rank is in this call
+    failure_ = setUp();
+    if (failure_ != clbSuccess) failMsg_ = lastError();
+    decided_ = true;
+  }
+  if (failure_ != clbSuccess) return setError(failure_, "%s", failMsg_.c_str());
+  return clbSuccess;
+}
 
 }  // namespace clb::cuda

@@ -14,14 +14,16 @@
 // falls back to staging when any rank's buffer is not registered, and names a rank that made a
 // different call instead of waiting for the device timeout. The exchange is host work only, so it
 // is allowed inside a capture, and a replayed graph does not repeat it.
+//
+// Registrations (paths.h) holds them; Device::run asks it (agreeCall) whether a call goes direct.
 #include <unistd.h>
 
 #include <cstring>
 
 #include "core/comm.h"
-#include "core/cuda/device_world.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "device/device.h"
 
 namespace clb::cuda {
 
@@ -76,11 +78,11 @@ bool sameCall(const OpDesc& x, const OpDesc& y) {
 
 }  // namespace
 
-clbResult_t DeviceWorld::registerLocal(void* buff, size_t bytes, RegInfo* info) {
+clbResult_t Registrations::registerLocal(void* buff, size_t bytes, RegInfo* info) {
   info->pid = getpid();
   if (!buff || bytes == 0) {
     setError(clbInvalidArgument, "rank %d registers buffer %p of %zu bytes: pass device memory and a size above 0",
-             comm_->rank, buff, bytes);
+             s_.comm->rank, buff, bytes);
     return clbInvalidArgument;
   }
   const Driver* d = nullptr;
@@ -91,11 +93,11 @@ clbResult_t DeviceWorld::registerLocal(void* buff, size_t bytes, RegInfo* info) 
   if (!isDevice)
     return setError(clbInvalidArgument,
                     "rank %d registers %p, which is host memory: register device memory (cudaMalloc, cuMemAlloc, "
-                    "clbDeviceAlloc); host buffers need no registration", comm_->rank, buff);
-  if (ordinal_ >= 0 && ordinal != ordinal_)
+                    "clbDeviceAlloc); host buffers need no registration", s_.comm->rank, buff);
+  if (s_.ordinal >= 0 && ordinal != s_.ordinal)
     return setError(clbInvalidArgument,
                     "rank %d registers a buffer on GPU %d but its communicator works with GPU %d: one communicator "
-                    "per GPU", comm_->rank, ordinal, ordinal_);
+                    "per GPU", s_.comm->rank, ordinal, s_.ordinal);
   Allocation al;
   CLB_CHECK(allocationOf(d, buff, &al));
   const CUdeviceptr base = al.base;
@@ -105,7 +107,7 @@ clbResult_t DeviceWorld::registerLocal(void* buff, size_t bytes, RegInfo* info) 
   if (bytes > base + size - b)
     return setError(clbInvalidArgument,
                     "rank %d registers %zu bytes at %p, but that allocation ends %llu bytes after it: register a "
-                    "range inside one allocation", comm_->rank, bytes, buff, (unsigned long long)(base + size - b));
+                    "range inside one allocation", s_.comm->rank, bytes, buff, (unsigned long long)(base + size - b));
   info->base = base;
   info->offset = b - base;
   info->bufferId = id;
@@ -127,27 +129,27 @@ clbResult_t DeviceWorld::registerLocal(void* buff, size_t bytes, RegInfo* info) 
     snprintf(info->why, sizeof info->why,
              "rank %d's buffer cannot be shared with another process through CUDA IPC (%s): allocate it with "
              "cudaMalloc, cuMemAlloc or clbDeviceAlloc (not from a stream-ordered pool or cuMemCreate)",
-             comm_->rank, clbGetLastError());
+             s_.comm->rank, clbGetLastError());
   }
   return clbSuccess;
 }
 
-clbResult_t DeviceWorld::mapRegistration(const std::vector<RegInfo>& all, Registration* reg) {
-  const int n = comm_->nranks;
+clbResult_t Registrations::mapRegistration(const std::vector<RegInfo>& all, Registration* reg) {
+  const int n = s_.comm->nranks;
   const int32_t pid = getpid();
   reg->peer.assign(n, nullptr);
-  CtxScope scope(d_, ctx_);
+  CtxScope scope(s_.d, s_.ctx);
   for (int p = 0; p < n; p++) {
     if (all[p].pid == pid) {  // same address space
       reg->peer[p] = reinterpret_cast<char*>(all[p].base + all[p].offset);
       continue;
     }
-    if (viaHost_) continue;  // no GPU reads another's memory here: calls are staged through the host
+    if (s_.viaHost) continue;  // no GPU reads another's memory here: calls are staged through the host
     if (!all[p].exported) return setError(clbInvalidArgument, "%s", all[p].why);
     const auto key = std::make_pair(all[p].pid, all[p].bufferId);
     Mapping& m = mappings_[key];
     if (!m.local) {
-      CUresult rc = d_->cuIpcOpenMemHandle(&m.local, all[p].handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      CUresult rc = s_.d->cuIpcOpenMemHandle(&m.local, all[p].handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
       if (rc != CUDA_SUCCESS) {
         mappings_.erase(key);
         return cuError(rc, "cuIpcOpenMemHandle (mapping a peer's registered buffer)");
@@ -160,20 +162,20 @@ clbResult_t DeviceWorld::mapRegistration(const std::vector<RegInfo>& all, Regist
   return clbSuccess;
 }
 
-void DeviceWorld::unmap(Registration* reg, bool closeNow) {
+void Registrations::unmap(Registration* reg, bool closeNow) {
   for (const auto& key : reg->mapped) {
     auto it = mappings_.find(key);
     if (it == mappings_.end() || --it->second.refs > 0) continue;
     if (!closeNow) closeLater_.push_back(it->second.local);
-    else if (CUresult rc = d_->cuIpcCloseMemHandle(it->second.local); rc != CUDA_SUCCESS)
-      CLB_WARN("rank %d: cuIpcCloseMemHandle of a peer's registered buffer failed (%d)", comm_->rank, (int)rc);
+    else if (CUresult rc = s_.d->cuIpcCloseMemHandle(it->second.local); rc != CUDA_SUCCESS)
+      CLB_WARN("rank %d: cuIpcCloseMemHandle of a peer's registered buffer failed (%d)", s_.comm->rank, (int)rc);
     mappings_.erase(it);
   }
   reg->mapped.clear();
 }
 
-clbResult_t DeviceWorld::registerBuffer(void* buff, size_t bytes, void** handle) {
-  const int n = comm_->nranks, me = comm_->rank;
+clbResult_t Registrations::registerBuffer(void* buff, size_t bytes, void** handle) {
+  const int n = s_.comm->nranks, me = s_.comm->rank;
   std::vector<RegInfo> all(n);
   RegInfo& mine = all[me];
   memset(&mine, 0, sizeof mine);
@@ -186,13 +188,13 @@ clbResult_t DeviceWorld::registerBuffer(void* buff, size_t bytes, void** handle)
   // Every rank reaches the exchange, failed or not, so that a bad buffer on one rank is an error
   // on all of them rather than a wait.
   const uint64_t id = nextRegId_++;
-  CLB_CHECK(comm_->boot.allGather(all.data(), sizeof(RegInfo)));
+  CLB_CHECK(s_.comm->boot.allGather(all.data(), sizeof(RegInfo)));
   CLB_CHECK(firstFailure(all, me));
-  if (!flags_) {
+  if (!s_.flags) {
     bool isDevice = false;
     int ordinal = -1;
     CLB_CHECK(classifyPointer(buff, &isDevice, &ordinal));
-    CLB_CHECK(setUp(ordinal, nullptr));  // collective too: every rank got here
+    CLB_CHECK(s_.setUp(ordinal, nullptr));  // collective too: every rank got here
   }
   auto reg = std::make_unique<Registration>();
   reg->id = id;
@@ -202,9 +204,9 @@ clbResult_t DeviceWorld::registerBuffer(void* buff, size_t bytes, void** handle)
   // Mapping can fail on one rank only (a peer's memory that cannot be shared fails on all alike):
   // a second exchange keeps "all or none". Ranks of one process map nothing.
   clbResult_t mapped = mapRegistration(all, reg.get());
-  if (!allInProcess_) mapped = agreeOnStatus(comm_, mapped, "its mappings of the registered buffers");
+  if (!s_.allInProcess) mapped = agreeOnStatus(s_.comm, mapped, "its mappings of the registered buffers");
   if (mapped != clbSuccess) {
-    CtxScope scope(d_, ctx_);
+    CtxScope scope(s_.d, s_.ctx);
     unmap(reg.get(), true);  // nothing used these mappings yet
     return mapped;
   }
@@ -216,38 +218,45 @@ clbResult_t DeviceWorld::registerBuffer(void* buff, size_t bytes, void** handle)
   return clbSuccess;
 }
 
-clbResult_t DeviceWorld::deregisterBuffer(void* handle) {
+clbResult_t Registrations::deregisterBuffer(void* handle) {
   for (auto it = regs_.begin(); it != regs_.end(); ++it) {
     if (it->get() != handle) continue;
     if (!(*it)->mapped.empty()) {
       // Kernels of this rank may still read the peers' buffers through these mappings. With
       // other ranks in this process, waiting for the context could wait for their kernels,
       // which may wait for this rank: close at destroy instead.
-      const bool now = !sharedProcess_;
-      CtxScope scope(d_, ctx_);
-      if (now) CLB_CU(d_, cuCtxSynchronize);
+      const bool now = !s_.sharedProcess;
+      CtxScope scope(s_.d, s_.ctx);
+      if (now) CLB_CU(s_.d, cuCtxSynchronize);
       unmap(it->get(), now);
     }
     liveDigest_ -= mixId((*it)->id);
     regs_.erase(it);
     // Collective: no rank goes on (and perhaps frees its buffer) before every rank has closed its
     // mapping of it.
-    if (comm_->nranks > 1) CLB_CHECK(comm_->boot.barrier());
+    if (s_.comm->nranks > 1) CLB_CHECK(s_.comm->boot.barrier());
     return clbSuccess;
   }
   return setError(clbInvalidArgument,
                   "rank %d: %p is not a registration of this communicator (deregistered already, or from another "
-                  "communicator)", comm_->rank, handle);
+                  "communicator)", s_.comm->rank, handle);
 }
 
-const DeviceWorld::Registration* DeviceWorld::findRegistration(const void* p, size_t len, uint64_t* offset) {
+void Registrations::release() {
+  for (auto& reg : regs_) unmap(reg.get(), true);
+  regs_.clear();
+  for (CUdeviceptr p : closeLater_) s_.d->cuIpcCloseMemHandle(p);
+  closeLater_.clear();
+}
+
+const Registrations::Registration* Registrations::findRegistration(const void* p, size_t len, uint64_t* offset) {
   const uintptr_t b = reinterpret_cast<uintptr_t>(p);
   for (const auto& r : regs_) {
     if (b < r->begin || b >= r->end || len > r->end - b) continue;
     // Freed and allocated again (perhaps at the same address): the peers' mappings show the old
     // allocation, so this registration is off.
     unsigned long long id = 0;
-    if (d_->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)p) != CUDA_SUCCESS ||
+    if (s_.d->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)p) != CUDA_SUCCESS ||
         id != r->bufferId)
       continue;
     *offset = b - r->begin;
@@ -256,9 +265,9 @@ const DeviceWorld::Registration* DeviceWorld::findRegistration(const void* p, si
   return nullptr;
 }
 
-clbResult_t DeviceWorld::agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCallArgs* k, bool* given) {
+clbResult_t Registrations::agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCallArgs* k, bool* given) {
   *given = false;
-  const int n = comm_->nranks, me = comm_->rank;
+  const int n = s_.comm->nranks, me = s_.comm->rank;
   const size_t bytes = a.count * clbTypeSize(a.type);
   const bool gather = a.desc.coll == kAllGather, scatter = a.desc.coll == kReduceScatter;
   const bool hasSend = a.desc.coll != kBroadcast || me == a.root;
@@ -274,7 +283,7 @@ clbResult_t DeviceWorld::agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCallA
     if ((r = findRegistration(a.recv, gather ? bytes * n : bytes, &mine.recvOffset))) mine.recvId = r->id;
   }
   // Over the host transport (shared memory on one node): a host collective of its own.
-  CLB_CHECK(hostCollective(comm_, kAllGather, &mine, all.data(), sizeof(CallDesc), clbUint8, clbSum, 0));
+  CLB_CHECK(hostCollective(s_.comm, kAllGather, &mine, all.data(), sizeof(CallDesc), clbUint8, clbSum, 0));
   for (int p = 0; p < n; p++)
     if (!sameCall(all[p].op, all[0].op))
       return setError(clbInvalidUsage,

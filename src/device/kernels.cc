@@ -1,5 +1,5 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-#include "core/cuda/kernels.h"
+#include "device/kernels.h"
 
 #include <dlfcn.h>
 
@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "colibri_kernel_images.h"  // generated from COLIBRI_KERNEL_ARCHS (src/CMakeLists.txt)
-#include "core/cuda/driver.h"
+#include "platform/cuda/driver.h"
 #include "core/dtype.h"
 #include "core/error.h"
 

@@ -16,7 +16,7 @@ namespace clb::cuda {
 struct Driver {
   int version = 0;  // cuDriverGetVersion, e.g. 13000
 #define CLB_CU_FN(name) decltype(&::name) name = nullptr;
-#include "core/cuda/driver_functions.inc"
+#include "platform/cuda/driver_functions.inc"
 #undef CLB_CU_FN
 };
 

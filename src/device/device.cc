@@ -1,0 +1,223 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Device (device.h): which path a call takes, set-up and release, describe(); and what the
+// communicator asks of any pointer (classifyPointer, allocationOf, driverInProcess).
+#include "device/device.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "core/comm.h"
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace clb::cuda {
+
+// Walks the loaded objects in memory (no system call): dlopen(RTLD_NOLOAD) of a library that is
+// not loaded searches the library path on every call, which cost ~15 us per host collective.
+static int findLibcuda(struct dl_phdr_info* info, size_t, void*) {
+  return info->dlpi_name && strstr(info->dlpi_name, "libcuda.so") ? 1 : 0;
+}
+
+bool driverInProcess() {
+  static std::atomic<bool> loaded{false};
+  if (loaded.load(std::memory_order_relaxed)) return true;
+  if (dl_iterate_phdr(findLibcuda, nullptr)) loaded = true;
+  return loaded;
+}
+
+clbResult_t classifyPointer(const void* p, bool* isDevice, int* ordinal) {
+  *isDevice = false;
+  const Driver* d = nullptr;
+  CLB_CHECK(driver(&d));
+  // One driver call for both answers (this runs twice per collective). Memory CUDA does not know
+  // (plain host memory) comes back as type 0 rather than an error.
+  unsigned int type = 0;
+  int ord = -1;
+  CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void* data[2] = {&type, &ord};
+  CUresult rc = d->cuPointerGetAttributes(2, attrs, data, (CUdeviceptr)p);
+  if (rc != CUDA_SUCCESS) return cuError(rc, "cuPointerGetAttributes");
+  if (type != CU_MEMORYTYPE_DEVICE) return clbSuccess;
+  *isDevice = true;
+  *ordinal = ord;
+  return clbSuccess;
+}
+
+clbResult_t allocationOf(const Driver* d, const void* p, Allocation* a) {
+  *a = Allocation{};
+  CUpointer_attribute attrs[6] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                  CU_POINTER_ATTRIBUTE_BUFFER_ID,        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                  CU_POINTER_ATTRIBUTE_IS_MANAGED,       CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void* data[6] = {&a->base, &a->size, &a->id, &a->type, &a->managed, &a->ordinal};
+  CLB_CU(d, cuPointerGetAttributes, 6, attrs, data, (CUdeviceptr)p);
+  return clbSuccess;
+}
+
+Device::Device(clbComm* comm) : s_(comm) {}
+
+Device::~Device() { release(); }
+
+clbResult_t Device::release() {
+  if (s_.watching) watchdogRemove(&s_.watched);
+  s_.watching = false;
+  s_.comm->deviceReady.store(nullptr);
+  s_.meet.reset();
+  gpuDirect_.release();
+  if (s_.d) hostStaged_.release();
+  if (!s_.d || !s_.flags) return clbSuccess;
+  CtxScope scope(s_.d, s_.ctx);  // destroy may run on any thread: frees and closes need this context
+  // This rank's kernels may still run: wait for the context (the streams they ran on may be gone).
+  s_.d->cuCtxSynchronize();
+  // Peers may still read this rank's staging or buffers: wait (bounded) until they said they are done.
+  if (!s_.comm->failed && !s_.comm->aborted) {
+    ClbDevFlags f;
+    int64_t deadline = nowMs() + std::min<int64_t>(s_.comm->cfg.timeoutMs, 5000);
+    for (;;) {
+      if (s_.flagBuf.host) memcpy(&f, s_.flagBuf.hostMine, sizeof f);  // pinned host memory, this rank's view
+      else if (s_.d->cuMemcpyDtoH(&f, s_.flags, sizeof f) != CUDA_SUCCESS) break;
+      bool all = true;
+      for (int p = 0; p < s_.comm->nranks; p++) all = all && f.done[p] >= f.calls;
+      if (all || nowMs() > deadline) break;
+      usleep(200);
+    }
+  }
+  s_.launcher.release(s_.d);
+  regs_.release();
+  s_.releaseShared(&s_.staging);
+  s_.releaseShared(&s_.llBuf);
+  s_.releaseShared(&s_.flagBuf);
+  if (s_.hostStatus) s_.d->cuMemFreeHost(s_.hostStatus);
+  s_.flags = 0;
+  s_.hostStatus = nullptr;
+  return clbSuccess;
+}
+
+clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
+  if (s_.ordinal >= 0 && ordinal != s_.ordinal)
+    return setError(clbInvalidArgument,
+                    "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "
+                    "communicator per GPU", s_.comm->rank, ordinal, s_.ordinal);
+  if (!s_.configError.empty()) return setError(clbInvalidArgument, "%s", s_.configError.c_str());
+  if (!s_.flags) {
+    CLB_CHECK(s_.setUp(ordinal, stream));
+    s_.comm->deviceReady.store(this, std::memory_order_release);
+  }
+  CLB_CHECK(s_.deviceStatus());
+  if (s_.sharedProcess && !stream)
+    return setError(clbInvalidUsage,
+                    "rank %d shares its process with other ranks of this communicator, and they would all use the "
+                    "default stream (0), where each rank's kernels wait behind the others': give every rank its "
+                    "own stream", s_.comm->rank);
+  CLB_CHECK(s_.checkStream(stream));
+  const size_t esz = clbTypeSize(a.type);
+  const int n = s_.comm->nranks;
+  // Every rank decides alike, from what all ranks agree on (collective, count, type, placement).
+  const size_t perDest = a.count * esz;                 // bytes a rank sends to each rank
+  const size_t msg = perDest * (a.desc.coll == kAllGather || a.desc.coll == kReduceScatter ? n : 1);
+  DevicePath path = DevicePath::kStaged;
+  const bool readPeers = s_.allInProcess && !s_.viaHost;  // peers' buffers readable in place
+  if (s_.path == DevicePath::kLL && perDest <= s_.llMax) path = DevicePath::kLL;
+  else if (s_.path == DevicePath::kDirect && readPeers) path = DevicePath::kDirect;
+  else if (s_.path == DevicePath::kAuto) {
+    if (perDest <= s_.llMax) path = DevicePath::kLL;
+    else if (readPeers && msg >= s_.directMin) path = DevicePath::kDirect;
+  }
+  // The direct kernel's arguments, which the call agreement below may complete; built only when
+  // needed (the LL kernel builds its own), as they cost an eager call time.
+  ClbDevCallArgs k;
+  bool built = false;
+  auto args = [&]() -> ClbDevCallArgs& {
+    if (!built) {
+      k = ClbDevCallArgs{};
+      s_.common(&k, a);
+      built = true;
+    }
+    return k;
+  };
+  // Ranks in several processes read each other's buffers in place when every rank's are registered.
+  // Both need every rank's word on this call (over the host), so both are decided alike everywhere:
+  // registrations are made and dropped by collective steps (a registration kept only where every
+  // rank mapped it; a deregistration meets every rank), so every rank holds as many at any call.
+  const bool zeroCopy = path == DevicePath::kStaged && s_.path != DevicePath::kStaged && !s_.allInProcess &&
+                        !s_.viaHost && !regs_.empty() && msg >= s_.directMin;
+  if (n > 1 && (zeroCopy || s_.checkCalls)) {
+    bool given = false;
+    CLB_CHECK(regs_.agreeCall(a, zeroCopy, &args(), &given));
+    if (given) path = DevicePath::kDirect;
+  }
+  lastPath_ = path;
+  lastZeroCopy_ = path == DevicePath::kDirect && !s_.allInProcess;
+  // The buffers the path needs (the LL buffer is set up whole at the first call of any path).
+  CLB_CHECK(ll_.prepare(path == DevicePath::kLL, perDest, stream));
+  if (path == DevicePath::kStaged) CLB_CHECK(staged_.prepare(a, stream));
+  // Everything above that meets the peers over the host is done: now only launches.
+  if (path == DevicePath::kLL) return s_.together(a, [&] { CtxScope scope(s_.d, s_.ctx); return ll_.launch(a, stream); });
+  if (path == DevicePath::kDirect)
+    return s_.together(a, [&] { CtxScope scope(s_.d, s_.ctx); return direct_.launch(a, stream, args()); });
+  return staged_.run(a, stream);  // in rounds, each between the meetings
+}
+
+clbResult_t Device::runAcrossHosts(const CollArgs& a, int ordinal, CUstream stream) {
+  if (!s_.configError.empty()) return setError(clbInvalidArgument, "%s", s_.configError.c_str());
+  if (s_.ordinal >= 0 && ordinal != s_.ordinal)
+    return setError(clbInvalidArgument,
+                    "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "
+                    "communicator per GPU", s_.comm->rank, ordinal, s_.ordinal);
+  CLB_CHECK(driver(&s_.d));
+  if (!s_.ctx) {
+    CLB_CU(s_.d, cuDeviceGet, &s_.dev, ordinal);
+    CLB_CU(s_.d, cuDevicePrimaryCtxRetain, &s_.ctx, s_.dev);
+    s_.ordinal = ordinal;
+  }
+  CtxScope scope(s_.d, s_.ctx);
+  CLB_CHECK(s_.checkStream(stream));
+  if (stream) {
+    CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+    CLB_CU(s_.d, cuStreamIsCapturing, stream, &cap);
+    if (cap != CU_STREAM_CAPTURE_STATUS_NONE)
+      return setError(clbInvalidUsage,
+                      "rank %d: this communicator spans hosts, where the host drives every step of a device "
+                      "collective (GPUDirect RDMA or host staging) and waits for the stream, which a CUDA graph "
+                      "cannot hold: capture collectives of ranks on one host only",
+                      s_.comm->rank);
+  }
+  if (clbResult_t rc = gpuDirect_.decide(); rc != clbSuccess) return rc;
+  if (gpuDirect_.ready()) {
+    s_.acrossHosts = true;
+    return gpuDirect_.run(a, stream);
+  }
+  return hostStaged_.run(a, stream, gpuDirect_.why());
+}
+
+clbResult_t Device::trimHostStage() {
+  CLB_CHECK(gpuDirect_.trim());
+  return hostStaged_.trim();
+}
+
+std::string Device::describe() const {
+  if (!s_.d) return "device: not used yet (set up at the first collective on device memory)\n";
+  if (s_.acrossHosts)
+    return "device: GPU " + std::to_string(s_.ordinal) + ", ranks on several hosts: device buffers through " +
+           gpuDirect_.info() + "; " + std::to_string(hostStaged_.bytes()) +
+           " bytes of pinned host staging; each call waits for its stream\n";
+  char b[1024];
+  snprintf(b, sizeof b,
+           "device: GPU %d, %d rank(s) on it, %s%s; LL up to %zu bytes per rank, then %s; last call %s%s; "
+           "%zu registration(s), %zu peer allocation(s) mapped; LL buffer %zu bytes, staging %zu bytes; kernels %s; "
+           "eager launches %s (%zu prepared)\n",
+           s_.ordinal, s_.sameGpu, s_.allInProcess ? "every rank in this process" : "ranks in several processes",
+           s_.viaHost ? ", flags, LL and staging in host memory (no peer access between some GPUs)" : "", s_.llMax,
+           s_.viaHost ? "staged" : s_.allInProcess ? "direct (peers' buffers read in place)"
+                                                   : "direct on registered buffers (zero copy), else staged",
+           lastPath(), lastZeroCopy_ ? " (zero copy through registered buffers)" : "", regs_.count(),
+           regs_.mapped(), s_.llBuf.bytes, s_.staging.bytes, s_.kernels.description().c_str(),
+           s_.launcher.usesGraphs() ? "replay graphs" : "are ordinary", s_.launcher.graphs());
+  return b;
+}
+
+}  // namespace clb::cuda

@@ -1,0 +1,32 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// The direct path (DirectPath, paths.h): inside a node, every rank's kernel reads the peers'
+// buffers in place, their addresses published through the flag blocks (every rank in this
+// process) or given by the host (every rank's buffers registered: Registrations::agreeCall).
+// allReduce goes one-shot, or two-shot for larger messages (the kernel: clb_dev_direct).
+#include "core/comm.h"
+#include "core/dtype.h"
+#include "device/paths.h"
+
+namespace clb::cuda {
+
+constexpr size_t kTwoShotMin = 256u << 10;       // allReduce, more than 2 ranks: two-shot from here
+
+// `k` holds DeviceShared::common()'s fields, and the peers' buffers when the host gave them (registered).
+clbResult_t DirectPath::launch(const CollArgs& a, CUstream stream, ClbDevCallArgs k) {
+  const size_t esz = clbTypeSize(a.type);
+  const int n = s_.comm->nranks;
+  size_t bytes = a.count * esz;  // what this rank writes
+  switch (a.desc.coll) {
+    case kAllReduce:
+      // Two-shot moves 2(n-1)/n of the message per rank instead of n-1, for one more barrier. The
+      // kernel also takes it when any rank works in place (one-shot would read a buffer its owner
+      // is overwriting); every rank decides alike, from the count and what all ranks published.
+      k.twoShot = n > 2 && bytes >= kTwoShotMin;
+      break;
+    case kAllGather: bytes *= n; break;
+  }
+  return s_.launcher.launch(s_.d, s_.directFn, s_.blocksFor(bytes), kThreads, stream, &k, sizeof k);
+}
+
+}  // namespace clb::cuda

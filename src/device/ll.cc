@@ -1,0 +1,41 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// The LL path (LLPath, paths.h): small messages inside a node. Each rank pushes its data, 8 bytes
+// with the call's number in every 16-byte line, into its slot of every rank's LL buffer (two
+// halves, by call parity); a reader polls its own memory, so a call needs no flag round trip
+// (the kernel: clb_dev_ll, src/kernels/collective.cu). The buffer is set up whole at the first
+// call, so that every size up to the LL limit can be captured in a CUDA graph after one call.
+#include <algorithm>
+
+#include "core/comm.h"
+#include "core/dtype.h"
+#include "device/paths.h"
+
+namespace clb::cuda {
+
+clbResult_t LLPath::prepare(bool use, size_t perDest, CUstream stream) {
+  const int n = s_.comm->nranks;
+  // The LL buffer is set up whole at the first call of any size, so that after one call every
+  // size up to llMax can be captured in a CUDA graph. Two halves (call parity) of one slot per
+  // rank; a slot holds 16-byte lines of 8 data bytes.
+  auto llBytes = [n](size_t perRank) { return 2 * (size_t)n * (((perRank + 7) / 8 * 16 + 4095) / 4096 * 4096); };
+  if (!s_.llBuf.mine && s_.llMax > 0 && (s_.path == DevicePath::kAuto || s_.path == DevicePath::kLL))
+    CLB_CHECK(s_.ensureShared(&s_.llBuf, llBytes(s_.llMax), stream, "LL"));
+  if (use) CLB_CHECK(s_.ensureShared(&s_.llBuf, std::max(s_.llBuf.bytes, llBytes(perDest)), stream, "LL"));
+  return clbSuccess;
+}
+
+clbResult_t LLPath::launch(const CollArgs& a, CUstream stream) {
+  const size_t esz = clbTypeSize(a.type);
+  const int n = s_.comm->nranks;
+  ClbDevCallArgs k{};
+  s_.common(&k, a);
+  for (int p = 0; p < n; p++) k.staging[p] = s_.llBuf.peers[p];
+  k.half = s_.llBuf.bytes / 2;
+  k.slot = k.half / n;
+  const size_t lines = (a.count * esz + 7) / 8;
+  const unsigned blocks = (unsigned)std::min<size_t>(s_.maxBlocks, std::max<size_t>(1, (lines + kThreads - 1) / kThreads));
+  return s_.launcher.launch(s_.d, s_.llFn, blocks, kThreads, stream, &k, sizeof k);
+}
+
+}  // namespace clb::cuda

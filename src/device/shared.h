@@ -1,0 +1,135 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// What the device paths share: one DeviceShared per communicator, held by its Device (device.h),
+// reached by every path (paths.h) through a reference. It holds the GPU and its context, the
+// kernels and their launcher, the device settings, where the ranks are, the memory every rank of
+// the node sees (flag blocks, the LL buffer, the staging) and the status block the kernels report
+// into. Set up once, at the first device call inside a node or the first registration (setUp, a
+// collective step); a call between hosts takes only the context (and GPUDirect loads the kernels).
+#pragma once
+
+#include <cuda.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "algo/algorithms.h"
+#include "core/error.h"
+#include "core/launch_meet.h"
+#include "device/kernels.h"
+#include "device/launcher.h"
+#include "device/watchdog.h"
+#include "platform/cuda/driver.h"
+
+namespace clb::cuda {
+
+constexpr size_t kMaxHalf = 4u << 20;   // staging per half: 8 MiB per rank at most
+constexpr size_t kMinHalf = 64u << 10;
+constexpr int kThreads = 512;                  // per block (the kernels' launch bounds)
+constexpr int kMaxBlocks = 256;
+constexpr size_t kBytesPerBlock = 8u << 10;   // below this per block, fewer blocks
+
+// After a step every rank takes: every rank's status exchanged, the first failure returned on
+// every rank (its own message on the failing rank, "rank p could not set up <what>" elsewhere).
+// *exchanged (optional): whether the exchange itself worked (false: the result is its failure,
+// and the ranks may not agree on anything).
+clbResult_t agreeOnStatus(clbComm* comm, clbResult_t mine, const char* what, bool* exchanged = nullptr);
+
+// Which way a call goes (COLIBRI_DEVICE_PATH forces one; see docs/device.md).
+enum class DevicePath { kAuto, kLL, kStaged, kDirect };
+
+// Device memory every rank of the node sees: this rank's allocation and every rank's, mapped
+// (CUDA IPC across processes, the pointer itself inside one). Allocated on demand, grown by a
+// collective step all ranks take at the same call, counted in memStats.
+// Between GPUs without peer access the buffers live in pinned host memory instead (POSIX shared
+// memory mapped into every rank's process and registered with CUDA), which every GPU reaches.
+struct SharedBuffer {
+  CUdeviceptr mine = 0;
+  size_t bytes = 0;
+  std::vector<char*> peers;
+  std::vector<CUdeviceptr> opened;  // IPC mappings to close
+  bool host = false;                                  // in host memory (viaHost)
+  void* hostMine = nullptr;                           // ... this rank's, as the host sees it
+  std::vector<std::pair<void*, size_t>> hostMaps;     // host mappings to unregister and unmap
+};
+
+struct PeerInfo;  // what ranks tell each other at set-up
+
+struct DeviceShared {
+  explicit DeviceShared(clbComm* comm);  // the settings, as read at init (comm->deviceCfg)
+
+  clbResult_t setUp(int gpu, CUstream stream);  // once (collective): kernels, flags, peers
+  clbResult_t ensureShared(SharedBuffer* b, size_t bytes, CUstream stream, const char* what);
+  clbResult_t allocHostShared(SharedBuffer* b, size_t bytes, const char* what);  // viaHost
+  clbResult_t decideViaHost(const std::vector<PeerInfo>& all);  // collective
+  void releaseShared(SharedBuffer* b);
+  clbResult_t zeroNow(CUdeviceptr p, size_t bytes);  // before peers may write there
+  clbResult_t refuseInCapture(CUstream stream, size_t need);  // set-up is impossible in capture
+  clbResult_t checkStream(CUstream stream);
+  void common(ClbDevCallArgs* k, const CollArgs& a) const;  // what every path passes alike
+  unsigned blocksFor(size_t bytes) const;
+  // clbCommGetAsyncError's device part (Device::deviceStatus).
+  clbResult_t deviceStatus() const;
+  // Runs `launch` (this rank's kernels of call `a`) between the two meetings of the ranks that
+  // share this GPU and process (src/core/launch_meet.h); just runs it when no other rank does.
+  template <class F>
+  clbResult_t together(const CollArgs& a, F&& launch);
+
+  clbComm* comm;
+  const Driver* d = nullptr;
+  Kernels kernels;
+  CUfunction stagedFn = nullptr, directFn = nullptr, llFn = nullptr;
+  GraphLauncher launcher;  // eager launches: prepared graphs or ordinary (set up in setUp)
+  int launchMode = 0;      // COLIBRI_DEVICE_LAUNCH (DeviceLaunchSetting, core/config.h)
+  std::string configError;       // a COLIBRI_DEVICE_* variable had a bad value
+  CUcontext ctx = nullptr;
+  CUdevice dev = 0;
+  int ordinal = -1;
+  DevicePath path = DevicePath::kAuto;
+  size_t directMin = 0;          // auto: direct from this message size on (bytes)
+  size_t llMax = 0;              // auto: LL up to this many bytes per destination
+  int sameGpu = 1;               // ranks sharing this GPU, this one included
+  unsigned maxBlocks = 1;        // per launch: every sharing rank's kernel stays resident
+  SharedBuffer staging;  // staged path: two halves (call parity), a slot per rank in each
+  SharedBuffer llBuf;    // LL path: two halves, a slot of 16-byte lines per rank in each
+  SharedBuffer flagBuf;  // every rank's ClbDevFlags
+  CUdeviceptr flags = 0;  // this rank's (flagBuf.mine): set up once this is set
+  bool viaHost = false;   // some GPUs cannot reach each other: shared buffers in host memory
+  bool forceHost = false; // COLIBRI_DEVICE_P2P=off
+  bool checkCalls = false;  // COLIBRI_DEVICE_CHECK_CALLS=1: every call compared across ranks
+  uint64_t hostGen = 0;   // host-shared buffers made so far (names them)
+  ClbDevHostStatus* hostStatus = nullptr;  // mapped pinned host memory the kernels report into
+  CUdeviceptr hostStatusDev = 0;
+  int64_t warnPercent = 50;                // COLIBRI_STUCK_WARN_PERCENT of the timeout: say a wait is long
+  Watched watched;                         // what the watchdog looks at (registered once set up)
+  bool watching = false;
+  std::shared_ptr<LaunchMeet> meet;        // the ranks sharing this GPU and process, when there are others
+  bool meetOff = false;                    // COLIBRI_DEVICE_MEET=off: they launch without meeting
+  std::vector<ClbDevFlags*> peerFlags;
+  std::vector<int32_t> peerPid;
+  bool sharedProcess = false;  // another rank lives in this process
+  bool allInProcess = false;   // every rank lives in this process: the direct path is possible
+  bool acrossHosts = false;    // Device::runAcrossHosts was used (host staging tells it once, by a warning)
+};
+
+template <class F>
+clbResult_t DeviceShared::together(const CollArgs& a, F&& launch) {
+  if (!meet) return launch();
+  clbResult_t rc = meet->arrive(comm, a.desc, watched.warnMs);
+  if (rc != clbSuccess) {
+    // Calls that differ are refused alike by every rank here (ranks elsewhere launched and wait,
+    // and the ranks' calls may be out of step for good, one having been refused alone before):
+    // the communicator cannot go on. Other failures mark it failed in run()'s caller.
+    if (rc == clbInvalidUsage) comm->markFailed(rc);
+    return rc;
+  }
+  rc = launch();
+  const std::string why = rc == clbSuccess ? std::string() : lastError();
+  clbResult_t left = meet->launched(comm);
+  if (rc != clbSuccess) return setError(rc, "%s", why.c_str());
+  return left;
+}
+
+}  // namespace clb::cuda
