@@ -134,12 +134,14 @@ clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
       case PeerNotice::kGone:
         return setError(clbRemoteError, "rank %d (pid %d) exited or was killed while rank %d waited for %s", n.origin,
                         n.pid, rank, what);
-      default:
+      case PeerNotice::kFailed:
         if (n.reason)
           return setError(clbRemoteError, "rank %d failed, so rank %d cannot finish (it waited for %s). Rank %d said: %.236s",
                           n.origin, rank, what, n.origin, n.reason);
         return setError(clbRemoteError, "rank %d failed, so rank %d cannot finish (it waited for %s); see rank %d's error",
                         n.origin, rank, what, n.origin);
+      case PeerNotice::kNone:
+        break;  // a transport that says "notice" must say which: nothing ends the wait
     }
   }
   if (now - startMs > cfg.timeoutMs) {
@@ -179,12 +181,15 @@ clbResult_t clbComm::asyncStatus() {
       case PeerNotice::kGone:
         return setError(clbRemoteError, "rank %d (pid %d) exited or was killed without closing the communicator",
                         n.origin, n.pid);
-      default:
+      case PeerNotice::kFailed:
         if (n.reason)
           return setError(clbRemoteError, "rank %d failed, so this communicator cannot go on. Rank %d said: %.236s",
                           n.origin, n.origin, n.reason);
         return setError(clbRemoteError, "rank %d failed, so this communicator cannot go on; see rank %d's error",
                         n.origin, n.origin);
+      case PeerNotice::kClosed:  // a peer that closed ended its part normally: no error of this one
+      case PeerNotice::kNone:
+        break;
     }
   }
   return clbSuccess;
@@ -266,7 +271,6 @@ static clbResult_t initComm(clbComm* c, const IdData& id) {
                            return checkAgreedSettings(table, rank, deviceError);
                          }));
   CLB_CHECK(createTransport(c, &c->carrier));
-  c->shm = c->carrier && c->carrier->sharesMemory();
   const std::string detail = c->carrier ? c->carrier->describe() : std::string();
   buildInfo(c, detail);
   CLB_INFO("rank %d/%d ready: transport %s%s%s", c->rank, c->nranks, clbTransportName(c->transport),

@@ -88,7 +88,6 @@ struct clbComm {
   // The transport (clb::Transport: ring, peer health, failure notices), nranks > 1 only;
   // `transport` says which one it is.
   std::unique_ptr<clb::Transport> carrier;
-  bool shm = false;  // the carrier maps the peers' memory (Transport::sharesMemory), for the device path
   std::unique_ptr<clb::cuda::Device> device;  // set up at the first call on device memory
   std::atomic<clb::cuda::Device*> deviceReady{nullptr};  // `device`, once set up (read by other threads)
   std::string info;

@@ -142,10 +142,11 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   if (n > CLB_MAX_DEVICE_RANKS)
     return setError(clbUnsupported, "device collectives support up to %d ranks per node, this communicator has %d",
                     CLB_MAX_DEVICE_RANKS, n);
-  if (n > 1 && !comm->shm)
+  if (n > 1 && !comm->carrier->sharesMemory())
     return setError(clbUnsupported,
-                    "the device paths inside a node (and buffer registration) need every rank on one host, and this "
-                    "communicator spans hosts: its device collectives go between hosts, without registration");
+                    "the device paths inside a node (and buffer registration) need ranks that share memory (transport "
+                    "shm), and this communicator's transport is %s: its device collectives go through the host "
+                    "transport, without registration", clbTransportName(comm->transport));
   CLB_CU(d, cuDeviceGet, &dev, gpu);
   CLB_CU(d, cuDevicePrimaryCtxRetain, &ctx, dev);
   CtxScope scope(d, ctx);
