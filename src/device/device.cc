@@ -97,6 +97,10 @@ clbResult_t Device::release() {
   return clbSuccess;
 }
 
+void Device::markReady() {
+  if (s_.flags) s_.comm->deviceReady.store(this, std::memory_order_release);
+}
+
 clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   if (s_.ordinal >= 0 && ordinal != s_.ordinal)
     return setError(clbInvalidArgument,
@@ -105,7 +109,7 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   if (!s_.configError.empty()) return setError(clbInvalidArgument, "%s", s_.configError.c_str());
   if (!s_.flags) {
     CLB_CHECK(s_.setUp(ordinal, stream));
-    s_.comm->deviceReady.store(this, std::memory_order_release);
+    markReady();
   }
   CLB_CHECK(s_.deviceStatus());
   if (s_.sharedProcess && !stream)

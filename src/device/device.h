@@ -52,7 +52,13 @@ class Device {
   // and staging (their release reaches the peers in this or a later call; see VerbsChannel::trim).
   clbResult_t trimHostStage();
   // clbCommRegister / clbCommDeregister (collective; see colibri.h).
-  clbResult_t registerBuffer(void* buff, size_t bytes, void** handle) { return regs_.registerBuffer(buff, bytes, handle); }
+  // A registration may set the device path up (the first device step of the communicator): the
+  // async query then watches it from here on, as after a first collective.
+  clbResult_t registerBuffer(void* buff, size_t bytes, void** handle) {
+    const clbResult_t rc = regs_.registerBuffer(buff, bytes, handle);
+    markReady();
+    return rc;
+  }
   clbResult_t deregisterBuffer(void* handle) { return regs_.deregisterBuffer(handle); }
   std::string describe() const;
   // clbCommGetAsyncError's device part: clbTimeout with the call, collective and ranks when a
@@ -62,6 +68,8 @@ class Device {
   const char* lastPath() const { return lastPath_ == DevicePath::kLL ? "ll" : lastPath_ == DevicePath::kDirect ? "direct" : "staged"; }
 
  private:
+  // Once set up, the communicator's async query reads this device's status (clbComm::deviceReady).
+  void markReady();
   clbResult_t release();
   DeviceShared s_;
   LLPath ll_{s_};

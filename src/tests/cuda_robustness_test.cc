@@ -205,7 +205,9 @@ constexpr int64_t kShortTimeoutMs = 2000;
 // must learn, within the timeout plus 1 s and without another call, that it failed: from the
 // call itself when the ranks are threads (they meet on the host first), from the async query when
 // they are processes (the kernel's wait times out on the device).
-std::string neverCalls(const clbUniqueId& id, int rank, int n, std::atomic<int>* done) {
+// `registerFirst`: every rank registers the buffer before the set-up call, so the registration
+// sets the device path up, not the collective (the async query must watch it all the same).
+std::string neverCalls(const clbUniqueId& id, int rank, int n, std::atomic<int>* done, bool registerFirst = false) {
   const Driver* d = nullptr;
   CUstream stream = nullptr;
   clbComm_t comm = nullptr;
@@ -215,7 +217,10 @@ std::string neverCalls(const clbUniqueId& id, int rank, int n, std::atomic<int>*
   CU_OK(d->cuMemAlloc(&buf, count * 4));
   CU_OK(d->cuMemsetD8Async(buf, 0, count * 4, stream));
   std::string err;
-  if (clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, comm, stream) != clbSuccess)
+  void* reg = nullptr;
+  if (registerFirst && clbCommRegister(comm, (void*)buf, count * 4, &reg) != clbSuccess)
+    err = std::string("clbCommRegister: ") + clbGetLastError();
+  if (err.empty() && clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, comm, stream) != clbSuccess)
     err = std::string("set-up call: ") + clbGetLastError();
   CU_OK(d->cuStreamSynchronize(stream));
   if (rank == n - 1) {
@@ -378,6 +383,7 @@ std::string scenario(const std::string& name, const clbUniqueId& id, int rank, i
     return allocatorRank(id, rank, n, calls, 1, 2000, 10000);
   }
   if (name == "never") return neverCalls(id, rank, n, shared);
+  if (name == "never-registered") return neverCalls(id, rank, n, shared, true);
   if (name == "graph") return graphNeverReplayed(id, rank, n, shared);
   if (name == "warn") return warnsWhenStuck(id, rank, n);
   return "unknown scenario " + name;
@@ -451,6 +457,11 @@ TEST(DeviceRobustness, RankTwoSecondsLateProcesses) { runAsProcesses("late", 2);
 
 TEST(DeviceRobustness, RankThatNeverCallsIsReportedThreads) { runAsThreads("never", 3); }
 TEST(DeviceRobustness, RankThatNeverCallsIsReportedProcesses) { runAsProcesses("never", 2); }
+// The device path set up by clbCommRegister rather than by a collective: the async query still
+// reports the device wait that times out.
+TEST(DeviceRobustness, RankThatNeverCallsIsReportedAfterARegistrationProcesses) {
+  runAsProcesses("never-registered", 2);
+}
 TEST(DeviceRobustness, RankThatNeverReplaysIsReportedFromTheGraph) { runAsThreads("graph", 2); }
 
 TEST(DeviceRobustness, StuckWaitIsNamedBeforeTheTimeoutThreads) { runAsThreads("warn", 2); }
