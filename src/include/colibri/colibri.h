@@ -259,7 +259,9 @@ CLB_API clbResult_t clbCommInfo(clbComm_t comm, char* buf, size_t bufBytes);
  * progress ("allReduce #5"), and touches nothing: the call in progress goes on and completes
  * normally, and the communicator stays usable. Give each thread its own communicator, or
  * serialize the calls. Any thread may call clbCommAbort, clbCommGetAsyncError, clbCommRank,
- * clbCommCount, clbCommMemStats and clbCommLastAlgorithm at any time, also during a call.
+ * clbCommCount, clbCommMemStats and clbCommLastAlgorithm at any time, also during a call, but
+ * not once clbCommDestroy has begun: it frees the communicator (the Java API waits for such
+ * calls before it destroys).
  * A device call (on a stream, or captured in a CUDA graph) holds the communicator until it
  * returns (once its work is enqueued), not while that work runs on the GPU. The last-error
  * message is per thread: a refused call's message never replaces that of the call in progress. */
