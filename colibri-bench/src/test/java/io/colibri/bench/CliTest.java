@@ -7,37 +7,14 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.colibri.bench.common.Version;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /** The command line of colibri-bench.jar: commands, help, version, errors, shell completion. */
 class CliTest {
 
-  /** What one run printed and returned. */
-  private static final class Result {
-    int rc;
-    String out;
-    String err;
-
-    String both() {
-      return "exit code " + rc + "\nstdout:\n" + out + "\nstderr:\n" + err;
-    }
-  }
-
-  private static Result run(String... args) {
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    ByteArrayOutputStream err = new ByteArrayOutputStream();
-    Result r = new Result();
-    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
-        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      r.rc = Main.run(args, o, e);
-    }
-    r.out = out.toString(StandardCharsets.UTF_8);
-    r.err = err.toString(StandardCharsets.UTF_8);
-    return r;
+  private static MainRun run(String... args) {
+    return MainRun.of(args);
   }
 
   private static void assertContains(String haystack, String... needles) {
@@ -49,7 +26,7 @@ class CliTest {
   @Test
   void helpListsTheCommands() {
     for (String flag : List.of("--help", "-h")) {
-      Result r = run(flag);
+      MainRun r = run(flag);
       assertEquals(0, r.rc, r.both());
       assertEquals("", r.err);
       assertContains(r.out, "Usage: java -jar colibri-bench.jar [-hV] [COMMAND]", "Commands:",
@@ -70,7 +47,7 @@ class CliTest {
     for (String[] c : commands) {
       for (String[] args : List.of(new String[] {c[0], "--help"}, new String[] {c[0], "-h"},
           new String[] {"help", c[0]})) {
-        Result r = run(args);
+        MainRun r = run(args);
         assertEquals(0, r.rc, r.both());
         assertContains(r.out, "Usage: java -jar colibri-bench.jar " + c[0]);
         assertContains(r.out, List.of(c).subList(1, c.length).toArray(new String[0]));
@@ -84,7 +61,7 @@ class CliTest {
   void versionNamesColibriAndJava() {
     for (String[] args : List.of(new String[] {"--version"}, new String[] {"-V"},
         new String[] {"doctor", "--version"}, new String[] {"perf", "-V"})) {
-      Result r = run(args);
+      MainRun r = run(args);
       assertEquals(0, r.rc, r.both());
       assertTrue(r.out.startsWith("colibri-bench: Colibri "), r.out);
       assertContains(r.out, "\nJava " + System.getProperty("java.version"));
@@ -121,7 +98,7 @@ class CliTest {
   }
 
   private static void bad(String[] args, String... expected) {
-    Result r = run(args);
+    MainRun r = run(args);
     assertEquals(Cli.EXIT_USAGE, r.rc, r.both());
     assertEquals("", r.out, "errors go to stderr");
     assertContains(r.err, expected);
@@ -130,7 +107,7 @@ class CliTest {
   /** picocli's bash completion for the command colibri-bench (or --name). */
   @Test
   void generatesABashCompletionScript() {
-    Result r = run("generate-completion");
+    MainRun r = run("generate-completion");
     assertEquals(0, r.rc, r.both());
     assertContains(r.out, "complete -F _complete_colibri-bench", "perf doctor chart",
         "'--min-bytes'", "'--no-gpu'", "'--grid'",

@@ -10,12 +10,9 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.colibri.bench.Main;
+import io.colibri.bench.MainRun;
 import io.colibri.bench.common.SizeFormat;
 import java.awt.image.BufferedImage;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -38,27 +35,11 @@ class ChartCommandTest {
   @TempDir
   Path dir;
 
-  /** What one run printed and returned. */
-  private static final class Result {
-    int rc;
-    String out;
-    String err;
-  }
-
-  private static Result chart(String... args) {
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    ByteArrayOutputStream err = new ByteArrayOutputStream();
-    Result r = new Result();
+  private static MainRun chart(String... args) {
     String[] all = new String[args.length + 1];
     all[0] = "chart";
     System.arraycopy(args, 0, all, 1, args.length);
-    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
-        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      r.rc = Main.run(all, o, e);
-    }
-    r.out = out.toString(StandardCharsets.UTF_8);
-    r.err = err.toString(StandardCharsets.UTF_8);
-    return r;
+    return MainRun.of(all);
   }
 
   /** A perf-tool CSV: allReduce and allGather, 8 B .. 1 MiB, 2 ranks. */
@@ -133,7 +114,7 @@ class ChartCommandTest {
   @Test
   void writesValidPngsOfTheAskedSizeOneSeriesPerFile() throws Exception {
     Path out = dir.resolve("charts");
-    Result r = chart("--out", out.toString(), "--width", "640", "--height", "400", "--grid",
+    MainRun r = chart("--out", out.toString(), "--width", "640", "--height", "400", "--grid",
         "Colibri=" + colibriCsv(false), "Open MPI=" + mpiCsv());
     assertEquals(0, r.rc, () -> "stdout:\n" + r.out + "\nstderr:\n" + r.err);
     assertEquals("", r.err);
@@ -153,7 +134,7 @@ class ChartCommandTest {
   @Test
   void memoryChartWhenTheFilesHaveMemoryAndPrefixAndCollectivesFilter() throws Exception {
     Path out = dir.resolve("m");
-    Result r = chart("--out=" + out, "--prefix", "n2-", "--collectives", "allreduce",
+    MainRun r = chart("--out=" + out, "--prefix", "n2-", "--collectives", "allreduce",
         colibriCsv(true).toString());
     assertEquals(0, r.rc, () -> "stdout:\n" + r.out + "\nstderr:\n" + r.err);
     assertEquals(Set.of("n2-allReduce-busbw.png", "n2-allReduce-time.png",
@@ -222,7 +203,7 @@ class ChartCommandTest {
       return; // module built outside the repository
     }
     Path out = dir.resolve("committed");
-    Result r = chart("--out", out.toString(), "--prefix", "n2-", "--grid",
+    MainRun r = chart("--out", out.toString(), "--prefix", "n2-", "--grid",
         "Colibri=" + host.resolve("2026-11-30-colibri-n2.csv"),
         "Open MPI=" + host.resolve("2026-11-30-mpi-n2.csv"),
         "Colibri n4=" + host.resolve("2026-11-30-colibri-n4.csv"),
@@ -242,7 +223,7 @@ class ChartCommandTest {
   @Test
   void missingFileIsAClearErrorAndNothingIsWritten() throws Exception {
     Path out = dir.resolve("none");
-    Result r = chart("--out", out.toString(), "Colibri=" + colibriCsv(false),
+    MainRun r = chart("--out", out.toString(), "Colibri=" + colibriCsv(false),
         dir.resolve("missing.csv").toString());
     assertEquals(2, r.rc);
     assertTrue(r.err.startsWith("colibri chart: "), r.err);
@@ -255,7 +236,7 @@ class ChartCommandTest {
     Path unknown = dir.resolve("other-tool.csv");
     Files.writeString(unknown, "collective,size_bytes,time_us,busbw_gbps,p99_us\n"
         + "allReduce,8,1,1,2\n");
-    Result r = chart("--out", dir.resolve("a").toString(), unknown.toString());
+    MainRun r = chart("--out", dir.resolve("a").toString(), unknown.toString());
     assertEquals(2, r.rc);
     assertTrue(r.err.contains("other-tool.csv line 1: unknown column 'p99_us'"), r.err);
     assertTrue(r.err.contains("required: collective, size_bytes, time_us, busbw_gbps"), r.err);
@@ -270,27 +251,27 @@ class ChartCommandTest {
 
   @Test
   void badCommandLines() throws Exception {
-    Result help = chart("--help");
+    MainRun help = chart("--help");
     assertEquals(0, help.rc);
     assertTrue(help.out.contains("[LABEL=]FILE"), help.out);
-    Result none = chart("--out", dir.toString());
+    MainRun none = chart("--out", dir.toString());
     assertEquals(2, none.rc);
     assertTrue(none.err.contains("no result files"), none.err);
-    Result opt = chart("--colour", "red", "x.csv");
+    MainRun opt = chart("--colour", "red", "x.csv");
     assertEquals(2, opt.rc);
     assertTrue(opt.err.contains("colibri chart: Unknown option: '--colour'"), opt.err);
     assertTrue(opt.err.contains("chart --help"), opt.err);
     assertEquals(2, chart("--width", "wide", "x.csv").rc);
     assertEquals(2, chart("--height", "50", "x.csv").rc);
     assertEquals(2, chart("--collectives", "alltoall", "x.csv").rc);
-    Result label = chart("=" + colibriCsv(false));
+    MainRun label = chart("=" + colibriCsv(false));
     assertEquals(2, label.rc);
     assertTrue(label.err.contains("the label before '=' is empty"), label.err);
     Path c = colibriCsv(false);
-    Result twice = chart("--out", dir.resolve("t").toString(), "A=" + c, "A=" + c);
+    MainRun twice = chart("--out", dir.resolve("t").toString(), "A=" + c, "A=" + c);
     assertEquals(2, twice.rc);
     assertTrue(twice.err.contains("label 'A' is given to two files"), twice.err);
-    Result filtered = chart("--out", dir.resolve("f").toString(), "--collectives", "broadcast",
+    MainRun filtered = chart("--out", dir.resolve("f").toString(), "--collectives", "broadcast",
         c.toString());
     assertEquals(2, filtered.rc);
     assertTrue(filtered.err.contains("nothing to draw"), filtered.err);

@@ -8,11 +8,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import io.colibri.bench.Main;
+import io.colibri.bench.MainRun;
 import io.colibri.bench.common.Mappers;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -26,24 +23,8 @@ import org.junit.jupiter.api.io.TempDir;
 /** Runs the perf tool in this JVM on tiny sweeps (seconds) and reads its tables back. */
 class PerfSmokeTest {
 
-  /** What one run printed and returned. */
-  private static final class Result {
-    int rc;
-    String out;
-    String err;
-  }
-
-  private static Result perf(String... args) {
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    ByteArrayOutputStream err = new ByteArrayOutputStream();
-    Result r = new Result();
-    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
-        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      r.rc = Main.run(args, o, e);
-    }
-    r.out = out.toString(StandardCharsets.UTF_8);
-    r.err = err.toString(StandardCharsets.UTF_8);
-    return r;
+  private static MainRun perf(String... args) {
+    return MainRun.of(args);
   }
 
   /** The data rows of the table of {@code collective}: the lines after "# name" up to its summary. */
@@ -67,7 +48,7 @@ class PerfSmokeTest {
   void threadsTwoRanksTinySweepAllFourCollectivesCorrect(@TempDir Path dir) throws Exception {
     Path csv = dir.resolve("perf.csv");
     Path json = dir.resolve("out/perf.json");
-    Result r = perf("--threads", "--ranks", "2", "-b", "8", "-e", "4K", "-w", "1", "-n", "2",
+    MainRun r = perf("--threads", "--ranks", "2", "-b", "8", "-e", "4K", "-w", "1", "-n", "2",
         "--csv", csv.toString(), "--json", json.toString());
     assertEquals(0, r.rc, () -> "exit code; stdout:\n" + r.out + "\nstderr:\n" + r.err);
 
@@ -116,7 +97,7 @@ class PerfSmokeTest {
   @Test
   @Timeout(120)
   void processesTwoRanksIntegerTypeAndMax() {
-    Result r = perf("--ranks", "2", "-b", "1K", "-e", "64K", "-f", "4", "-w", "1", "-n", "2",
+    MainRun r = perf("--ranks", "2", "-b", "1K", "-e", "64K", "-f", "4", "-w", "1", "-n", "2",
         "-t", "int8", "-o", "max", "--collectives", "allreduce,broadcast", "--root", "1",
         "--transport", "socket");
     assertEquals(0, r.rc, () -> "exit code; stdout:\n" + r.out + "\nstderr:\n" + r.err);
@@ -137,7 +118,7 @@ class PerfSmokeTest {
         "bfloat16", "float32", "float64"};
     for (String type : types) {
       for (String op : new String[] {"sum", "prod", "min", "max", "avg"}) {
-        Result r = perf("--threads", "--ranks", "3", "-b", "24", "-e", "96K", "-f", "64",
+        MainRun r = perf("--threads", "--ranks", "3", "-b", "24", "-e", "96K", "-f", "64",
             "-w", "0", "-n", "1", "-t", type, "-o", op,
             "--collectives", "allreduce,reducescatter");
         assertEquals(0, r.rc, () -> type + " " + op + ": stdout:\n" + r.out + "\nstderr:\n"
@@ -149,10 +130,10 @@ class PerfSmokeTest {
   /** No command name: perf, with perf's options and its own help and errors. */
   @Test
   void helpAndBadArguments() {
-    Result help = perf("perf", "--help");
+    MainRun help = perf("perf", "--help");
     assertEquals(0, help.rc);
     assertTrue(help.out.contains("--min-bytes"), help.out);
-    Result bad = perf("--frobnicate");
+    MainRun bad = perf("--frobnicate");
     assertEquals(2, bad.rc);
     assertTrue(bad.err.contains("colibri perf: Unknown option: '--frobnicate'"), bad.err);
     assertTrue(bad.err.contains("perf --help"), bad.err);
