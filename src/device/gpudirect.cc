@@ -34,6 +34,7 @@
 #ifdef CLB_HAVE_VERBS
 #include "transport/verbs/verbs_channel.h"
 #include "transport/verbs/verbs_emu.h"
+#include "transport/verbs/verbs_connect.h"
 #include "transport/verbs/verbs_ring.h"
 #endif
 
@@ -114,10 +115,10 @@ void gdrRelease(void* self, void* mem, size_t) {
 // A user buffer the NIC may read without a copy: the page-aligned part of its allocation (the
 // whole of it for allocations of whole pages, as caching allocators make them), and the
 // allocation's ID, which changes when it is freed and another takes its address.
-clbResult_t gdrLookup(void* self, const void* p, size_t len, verbs::UserRange* r, bool* found) {
+clbResult_t gdrLookup(void* self, const void* p, size_t len, verbs::UserRange* r, int* found) {
   auto* g = static_cast<GpuDirectPath::GpuDirect*>(self);
   const Driver* d = g->d;
-  *found = false;
+  *found = 0;
   // Plain device memory of this communicator's GPU only: managed memory may live in host pages
   // (a registration would pin those), and another GPU's memory is another NIC path.
   Allocation al;
@@ -130,7 +131,7 @@ clbResult_t gdrLookup(void* self, const void* p, size_t len, verbs::UserRange* r
   const CUdeviceptr lo = (al.base + page - 1) / page * page, hi = (al.base + al.size) / page * page;
   if (hi <= lo || (CUdeviceptr)p < lo || (CUdeviceptr)p + len > hi) return clbSuccess;
   *r = verbs::UserRange{reinterpret_cast<void*>(lo), (size_t)(hi - lo), al.id};
-  *found = true;
+  *found = 1;
   return clbSuccess;
 }
 
@@ -243,7 +244,7 @@ clbResult_t GpuDirectPath::setUp() {
   std::string why;
   if (mode != "peermem" && canDmabuf) {
     g->dmabuf = true;
-  } else if (mode != "dmabuf" && peermemLoaded() && !emulated) {
+  } else if (mode != "dmabuf" && verbs::peermemLoaded() && !emulated) {
     g->dmabuf = false;
   } else {
     why = emulated && mode == "peermem" ? std::string("the verbs emulator registers GPU memory only as dma-bufs") :

@@ -32,6 +32,7 @@ namespace clb::cuda {
 class Device {};  // as in comm.cc without CUDA
 }  // namespace clb::cuda
 #endif
+#include "transport/net_plugin.h"
 #include "transport/verbs/verbs_channel.h"
 #include "transport/verbs/verbs_emu.h"
 
@@ -479,7 +480,8 @@ TEST_P(VerbsChannelTest, MemoryIsCountedInTheCommunicatorAndCapped) {
   std::vector<std::unique_ptr<VerbsChannel>> ch;  // destroyed before the communicators
   for (int r = 0; r < 2; r++) {
     std::unique_ptr<VerbsChannel> c;
-    ASSERT_EQ(VerbsChannel::create(emu::api(), testOptions(9, 9, 2), &comm[r], &c), clbSuccess) << clb::lastError();
+    const clbNetHost_v1_t host = clb::netHostFor(&comm[r]);
+    ASSERT_EQ(VerbsChannel::create(emu::api(), testOptions(9, 9, 2), &host, &c), clbSuccess) << clb::lastError();
     ch.push_back(std::move(c));
   }
   ASSERT_NO_FATAL_FAILURE(connectRing(ch));

@@ -754,7 +754,7 @@ struct MemfdDevice {
     users.push_back(User{static_cast<char*>(p), bytes, f, users.size() + 1});
     return static_cast<T*>(p);
   }
-  static clbResult_t lookup(void* self, const void* p, size_t len, clb::verbs::UserRange* r, bool* found) {
+  static clbResult_t lookup(void* self, const void* p, size_t len, clb::verbs::UserRange* r, int* found) {
     auto* m = static_cast<MemfdDevice*>(self);
     m->lookups++;
     *found = false;

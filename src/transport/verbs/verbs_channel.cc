@@ -79,19 +79,20 @@ struct VerbsChannel::Region {
   char* slot(uint32_t i) const { return static_cast<char*>(mem) + (size_t)i * stride; }
 };
 
-VerbsChannel::VerbsChannel(const VerbsApi* api, const VerbsOptions& o, clbComm* comm)
-    : api_(api), o_(o), comm_(comm) {
-  rank_ = comm ? comm->rank : o.rank;
-  int n = comm ? comm->nranks : o.nranks;
+VerbsChannel::VerbsChannel(const VerbsApi* api, const VerbsOptions& o, const clbNetHost_v1_t* host)
+    : api_(api), o_(o) {
+  if (host) host_ = *host, hasHost_ = true;
+  rank_ = host ? host->rank : o.rank;
+  int n = host ? host->nranks : o.nranks;
   if (n < 1) n = 1;
   next_ = (rank_ + 1) % n;
   prev_ = (rank_ + n - 1) % n;
-  if (comm) o_.timeoutMs = comm->cfg.timeoutMs, o_.stagingCapBytes = comm->cfg.stagingCapBytes;
+  if (host) o_.timeoutMs = host->timeoutMs, o_.stagingCapBytes = host->stagingCapBytes;
   K_ = (uint32_t)o.slots;
   Q_ = (uint32_t)o.qpsPerConnection;
 }
 
-clbResult_t VerbsChannel::create(const VerbsApi* api, const VerbsOptions& options, clbComm* comm,
+clbResult_t VerbsChannel::create(const VerbsApi* api, const VerbsOptions& options, const clbNetHost_v1_t* host,
                                  std::unique_ptr<VerbsChannel>* out) {
   out->reset();
   if (!api) return setError(clbInvalidArgument, "verbs channel: no VerbsApi table");
@@ -100,7 +101,7 @@ clbResult_t VerbsChannel::create(const VerbsApi* api, const VerbsOptions& option
   if (options.qpsPerConnection < 1 || options.qpsPerConnection > kVerbsMaxQps)
     return setError(clbInvalidArgument, "verbs channel: %d queue pairs per link asked; 1..%d are possible",
                     options.qpsPerConnection, kVerbsMaxQps);
-  std::unique_ptr<VerbsChannel> ch(new VerbsChannel(api, options, comm));
+  std::unique_ptr<VerbsChannel> ch(new VerbsChannel(api, options, host));
   CLB_CHECK(ch->open());
   *out = std::move(ch);
   return clbSuccess;
@@ -108,10 +109,7 @@ clbResult_t VerbsChannel::create(const VerbsApi* api, const VerbsOptions& option
 
 void VerbsChannel::account(int64_t delta, bool device) {
   registered_ += delta;
-  if (comm_) {
-    if (device) comm_->mem.addDevice(delta);
-    else comm_->mem.addHost(delta);
-  }
+  if (hasHost_ && host_.account) host_.account(host_.ctx, device ? 0 : delta, device ? delta : 0);
 }
 
 clbResult_t VerbsChannel::newRegion(size_t bytes, int access, bool device, std::unique_ptr<Region>* out) {
@@ -265,7 +263,7 @@ clbResult_t VerbsChannel::open() {
     CLB_CHECK(postRecvs(*q, rqDepth_));
   }
   queueBytes_ = 2 * (int64_t)Q_ * ((int64_t)sqDepth_ * 64 + (int64_t)rqDepth_ * 32) + (int64_t)cqe * 64;
-  if (comm_) comm_->mem.addHost(queueBytes_);
+  if (hasHost_ && host_.account) host_.account(host_.ctx, queueBytes_, 0);
   CLB_CHECK(newRegion(o_.device ? kCtlBytesDevice : kCtlBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
                       false, &ctl_));
 
@@ -314,7 +312,7 @@ VerbsChannel::~VerbsChannel() {
   regions_.clear();
   ctl_.reset();
   if (cq_) api_->destroyCq(cq_);
-  if (comm_) comm_->mem.addHost(-queueBytes_);
+  if (hasHost_ && host_.account) host_.account(host_.ctx, -queueBytes_, 0);
   if (pd_) api_->deallocPd(pd_);
   if (ctx_) api_->closeDevice(ctx_);
 }
@@ -649,9 +647,9 @@ clbResult_t VerbsChannel::waitFor(Pred pred, const char* what, int peer) {
   for (uint64_t spins = 0;; spins++) {
     CLB_CHECK(progress());
     if (pred()) return clbSuccess;
-    if (comm_) {
+    if (hasHost_) {
       if ((spins & 63) == 63) {
-        clbResult_t rc = comm_->checkWait(start, what, peer);
+        clbResult_t rc = host_.checkWait(host_.ctx, start, what, peer);
         if (rc != clbSuccess) return fail(rc);
       }
     } else if (nowMs() - start > o_.timeoutMs) {
@@ -833,7 +831,7 @@ clbResult_t VerbsChannel::userMr(const void* p, size_t len, ibv_mr** mr) {
     }
   }
   UserRange r{};
-  bool found = false;
+  int found = 0;
   CLB_CHECK(o_.device->lookup(o_.device->self, p, len, &r, &found));
   if (!found) return clbSuccess;
   for (size_t i = 0; i < userRegs_.size(); i++) {
@@ -903,7 +901,7 @@ clbResult_t VerbsChannel::sweepUserRegs() {
   const size_t i = (size_t)(calls_ % userRegs_.size());
   UserReg& u = userRegs_[i];
   UserRange now{};
-  bool found = false;
+  int found = 0;
   CLB_CHECK(o_.device->lookup(o_.device->self, u.range.base, 1, &now, &found));
   if (found && now.base == u.range.base && now.id == u.range.id && now.bytes == u.range.bytes) return clbSuccess;
   userStats_.stale += u.mr ? 1 : 0;
@@ -945,11 +943,19 @@ clbResult_t VerbsChannel::dropUserRegs() {
 }
 
 clbResult_t VerbsChannel::waitRecv(const MsgTag& expect, const void** buf) {
+  MsgTag got;
+  CLB_CHECK(waitRecvTag(&got, buf));
+  clbResult_t rc = checkTag(got, expect, prev_, rank_);
+  if (rc != clbSuccess) holding_ = false;  // as before: a mismatch holds nothing
+  return rc;
+}
+
+clbResult_t VerbsChannel::waitRecvTag(MsgTag* out, const void** buf) {
   CLB_CHECK(sticky());
   CLB_CHECK(waitFor([&] { return recvSeq_ > recvReleased_; }, "a ring message from the previous rank", prev_));
   const Arrived& a = arrived_[recvReleased_ % K_];
   const char* s = a.region->slot(a.slot);
-  MsgTag got;
+  MsgTag& got = *out;
   if (o_.device) {
     memcpy(&got, static_cast<const char*>(ctl_->mem) + kCtlTagIn + (size_t)a.slot * sizeof(MsgTag), sizeof got);
     size_t off0, len0;  // queue pair 0's payload part came without an immediate of its own
@@ -957,7 +963,6 @@ clbResult_t VerbsChannel::waitRecv(const MsgTag& expect, const void** buf) {
     if (got.bytes > a.region->stride || a.bytes != sizeof(MsgTag) + got.bytes - len0)
       return fail(setError(clbRemoteError, "verbs: rank %d sent a message of %llu bytes (%u bytes in its parts) into "
                            "a slot of %zu bytes", prev_, (unsigned long long)got.bytes, a.bytes, a.region->stride));
-    CLB_CHECK(checkTag(got, expect, prev_, rank_));
     *buf = s;
     holding_ = true;
     return clbSuccess;
@@ -966,7 +971,6 @@ clbResult_t VerbsChannel::waitRecv(const MsgTag& expect, const void** buf) {
   if (a.bytes != sizeof(MsgTag) + got.bytes)
     return fail(setError(clbRemoteError, "verbs: rank %d wrote %u bytes for a message whose tag says %llu + %zu",
                          prev_, a.bytes, (unsigned long long)got.bytes, sizeof(MsgTag)));
-  CLB_CHECK(checkTag(got, expect, prev_, rank_));
   *buf = s + sizeof(MsgTag);
   holding_ = true;
   return clbSuccess;

@@ -61,6 +61,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
+#include "colibri/net_plugin.h"
 #include "transport/channel.h"
 #include "transport/verbs/verbs_api.h"
 
@@ -94,28 +95,15 @@ static_assert(std::is_trivially_copyable<VerbsConnInfo>::value && sizeof(VerbsCo
 
 // A user buffer a device-mode channel may send from without a copy: the registrable range holding
 // it (page aligned), and the identity of the allocation behind it (CUDA's buffer ID: freeing and
-// allocating again at the same address gives another).
-struct UserRange {
-  void* base;
-  size_t bytes;
-  uint64_t id;
-};
+// allocating again at the same address gives another). The plugin interface's type.
+using UserRange = clbNetUserRange_v1_t;
 
-// Device memory for the slots and staging of a channel in device mode (GPUDirect RDMA).
-struct DeviceMemory {
-  // Allocates `bytes` (a multiple of 4 KiB) of zeroed, page-aligned memory at *mem. *dmabufFd: a
-  // dma-buf file descriptor of exactly that range (registered with ibv_reg_dmabuf_mr, then closed
-  // by the channel), or -1: the address is registered with ibv_reg_mr (nvidia-peermem).
-  clbResult_t (*alloc)(void* self, size_t bytes, void** mem, int* dmabufFd);
-  void (*release)(void* self, void* mem, size_t bytes);
-  void* self;
-  const char* name;  // how it is registered, for messages: "dma-buf", "nvidia-peermem"
-  // Optional, for sends straight from user buffers (sendFrom): the registrable range holding
-  // [p, p + len) (*found false: none, the channel copies into its staging), and a dma-buf of such
-  // a range (*dmabufFd -1: register the address itself).
-  clbResult_t (*lookup)(void* self, const void* p, size_t len, UserRange* range, bool* found) = nullptr;
-  clbResult_t (*exportRange)(void* self, void* base, size_t bytes, int* dmabufFd) = nullptr;
-};
+// Device memory for the slots and staging of a channel in device mode (GPUDirect RDMA), given by
+// the core (net_plugin.h, clbNetDeviceMemory_v1_t): alloc gives `bytes` (a multiple of 4 KiB) of
+// page-aligned memory and a dma-buf fd of it (registered with ibv_reg_dmabuf_mr, then closed by
+// the channel) or -1 (ibv_reg_mr of the address: nvidia-peermem); lookup and exportRange
+// (optional) serve sends straight from user buffers (sendFrom).
+using DeviceMemory = clbNetDeviceMemory_v1_t;
 
 struct VerbsOptions {
   const char* deviceName = nullptr;  // NULL: the first device
@@ -141,10 +129,11 @@ struct VerbsOptions {
 class VerbsChannel : public RingChannel {
  public:
   // Opens the device, allocates the PD, CQ, two RC queue pairs (RESET→INIT) and the control
-  // block. `comm` (which must outlive the channel) may be NULL (tests): then
-  // options.timeoutMs/rank/nranks/stagingCapBytes apply and memory is
-  // counted only in registeredBytes().
-  static clbResult_t create(const VerbsApi* api, const VerbsOptions& options, clbComm* comm,
+  // block. `host` (copied; its ctx must outlive the channel) is the communicator's side of the
+  // plugin interface: rank, ranks, timeout, staging cap, checkWait for waits and account for
+  // memoryStats. It may be NULL (tests): then options.timeoutMs/rank/nranks/stagingCapBytes
+  // apply and memory is counted only in registeredBytes().
+  static clbResult_t create(const VerbsApi* api, const VerbsOptions& options, const clbNetHost_v1_t* host,
                             std::unique_ptr<VerbsChannel>* out);
   ~VerbsChannel() override;
 
@@ -161,7 +150,10 @@ class VerbsChannel : public RingChannel {
   clbResult_t prepare(size_t maxBytes) override;
   clbResult_t acquireSend(size_t bytes, void** buf) override;
   clbResult_t postSend(const MsgTag& tag) override;
-  clbResult_t waitRecv(const MsgTag& expect, const void** buf) override;
+  clbResult_t waitRecv(const MsgTag& expect, const void** buf) override;  // waitRecvTag + checkTag
+  // The next incoming message and the tag it came with, not compared with anything (the plugin
+  // entry: the core compares). Holds the message until releaseRecv.
+  clbResult_t waitRecvTag(MsgTag* got, const void** buf);
   clbResult_t releaseRecv() override;
   clbResult_t finish() override;
   clbResult_t trim() override;
@@ -206,7 +198,7 @@ class VerbsChannel : public RingChannel {
   };
 
  private:
-  VerbsChannel(const VerbsApi* api, const VerbsOptions& o, clbComm* comm);
+  VerbsChannel(const VerbsApi* api, const VerbsOptions& o, const clbNetHost_v1_t* host);
   clbResult_t open();
   clbResult_t connectQp(ibv_qp* qp, const VerbsConnInfo& local, const VerbsConnInfo& remote, uint32_t remoteQpn,
                         const char* which);
@@ -244,7 +236,8 @@ class VerbsChannel : public RingChannel {
 
   const VerbsApi* api_;
   VerbsOptions o_;
-  clbComm* comm_;
+  clbNetHost_v1_t host_{};
+  bool hasHost_ = false;
   int rank_, next_, prev_;
   uint32_t K_;
   uint32_t Q_;  // queue pairs per link

@@ -15,7 +15,6 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "transport/verbs/verbs_api.h"
-#include "transport/verbs/verbs_emu.h"
 
 namespace clb {
 namespace verbs {
@@ -147,17 +146,6 @@ clbResult_t loadLibibverbs(const VerbsApi** api) {
   }
   *api = &gApi;
   return clbSuccess;
-}
-
-bool emulatorRequested() { return envFlag("COLIBRI_VERBS_EMULATOR", false); }
-
-clbResult_t selectVerbsApi(const VerbsApi** api) {
-  if (emulatorRequested()) {
-    *api = emu::api();
-    CLB_INFO("RDMA transport: COLIBRI_VERBS_EMULATOR is set, using the verbs emulator (no RDMA hardware)");
-    return clbSuccess;
-  }
-  return loadLibibverbs(api);
 }
 
 clbResult_t listDevices(const VerbsApi& api, ibv_device*** list, int* count) {

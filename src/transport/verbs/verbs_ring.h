@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "colibri/net_plugin.h"
 #include "core/comm.h"
 
 namespace clb {
@@ -14,7 +15,7 @@ class RingChannel;
 class Transport;
 namespace verbs {
 struct VerbsOptions;
-struct DeviceMemory;
+using DeviceMemory = clbNetDeviceMemory_v1_t;  // as in verbs_channel.h
 struct VerbsApi;
 }
 
@@ -23,12 +24,11 @@ struct VerbsApi;
 // deviceName points into `cfg`.
 void verbsOptionsFromConfig(const clbConfig_t& cfg, verbs::VerbsOptions* o);
 
-// Creates the verbs ring channel of `c` (nranks > 1, bootstrap up): options from c->cfg (the
-// verbs* fields: clbConfigInit reads COLIBRI_VERBS_*, Java sets them from Options), the table from
-// selectVerbsApi (COLIBRI_VERBS_EMULATOR=1: the emulator), connection infos exchanged with one
-// bootstrap allGather (rank r's send side goes to rank r+1's receive side), connected, and every
-// rank's outcome exchanged once more, so all ranks fail together instead of one waiting for
-// another. `*describe`: "verbs (emulator): colibri_emu0 port 1, GID index 1, path MTU 4096,
+// Creates the verbs ring channel of `c` (nranks > 1, bootstrap up): the table from
+// selectVerbsApi (COLIBRI_VERBS_EMULATOR=1: the emulator), then verbs::connectVerbs over the
+// communicator's plugin host (netHostFor: options from c->cfg, connection infos through the
+// bootstrap, every rank's outcome exchanged, so all ranks fail together instead of one waiting
+// for another). `*describe`: "verbs (emulator): colibri_emu0 port 1, GID index 1, path MTU 4096,
 // traffic class 0, timeout 14, retry count 7" (then ", 2 queue pairs per link" when more than
 // one) or the real device's.
 clbResult_t createVerbsRing(clbComm* c, std::unique_ptr<RingChannel>* out, std::string* describe);
@@ -42,11 +42,5 @@ clbResult_t createVerbsTransport(clbComm* c, std::unique_ptr<Transport>* out);
 // device collective between hosts, a collective step. device == NULL: createVerbsRing.
 clbResult_t createVerbsChannel(clbComm* c, const verbs::DeviceMemory* device, std::unique_ptr<RingChannel>* out,
                                std::string* describe);
-
-// What transportInfo says at init about device buffers (COLIBRI_VERBS_GPU_MEMORY, whether
-// libibverbs can register dma-bufs, whether nvidia_peermem is loaded).
-std::string gpuMemoryPlan(const verbs::VerbsApi& api);
-// Whether nvidia_peermem (or the older nv_peer_mem) is in /proc/modules.
-bool peermemLoaded();
 
 }  // namespace clb
