@@ -825,7 +825,7 @@ TEST(VerbsDeviceMode, RingOverDmabufSlotsMatchesReferenceAndCountsDeviceBytes) {
                                     {3, 10007, 3}, {2, 100, 2}}) {
     std::vector<MemfdDevice> dev(nranks);
     expectNoErrors(runVerbs(nranks, [&, nranks = nranks, count = count](int r, clbComm_t comm) {
-      clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd"};
+      clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd", nullptr, nullptr};
       std::unique_ptr<clb::RingChannel> ch;
       std::string info;
       ASSERT_EQ(clb::createVerbsChannel(comm, &dm, &ch, &info), clbSuccess) << clbGetLastError();
@@ -963,7 +963,7 @@ TEST(VerbsDeviceMode, MixedHostAndDeviceEndsAreRefusedByName) {
   EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   std::vector<MemfdDevice> dev(2);
   expectNoErrors(runVerbs(2, [&](int r, clbComm_t comm) {
-    clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd"};
+    clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd", nullptr, nullptr};
     std::unique_ptr<clb::RingChannel> ch;
     std::string info;
     clbResult_t rc = clb::createVerbsChannel(comm, r == 0 ? &dm : nullptr, &ch, &info);
@@ -980,7 +980,7 @@ TEST(VerbsDeviceMode, DmabufRegistrationFailureIsReportedOnEveryRank) {
   EnvVar noDmabuf("COLIBRI_VERBS_EMU_DMABUF", "0");
   std::vector<MemfdDevice> dev(2);
   expectNoErrors(runVerbs(2, [&](int r, clbComm_t comm) {
-    clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd"};
+    clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd", nullptr, nullptr};
     std::unique_ptr<clb::RingChannel> ch;
     std::string info;
     EXPECT_NE(clb::createVerbsChannel(comm, &dm, &ch, &info), clbSuccess);

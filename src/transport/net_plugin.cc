@@ -3,8 +3,15 @@
 // The core's side of the network plugin interface (see net_plugin.h).
 #include "transport/net_plugin.h"
 
+#include <dlfcn.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <type_traits>
+#include <vector>
 
 #include "core/error.h"
 
@@ -52,7 +59,146 @@ int hostOption(void* ctx, const char* name, char* buf, size_t len) {
   return n >= 0 && (size_t)n < len ? 0 : -1;
 }
 
+static_assert(sizeof(clbNetTag_v1_t) == sizeof(MsgTag) && sizeof(OpDesc) == CLB_NET_TAG_CALL_BYTES &&
+                  offsetof(clbNetTag_v1_t, index) == offsetof(MsgTag, index) &&
+                  offsetof(clbNetTag_v1_t, bytes) == offsetof(MsgTag, bytes) && std::is_trivially_copyable<MsgTag>::value,
+              "clbNetTag_v1_t is MsgTag byte for byte");
+const clbNetTag_v1_t* asNet(const MsgTag& t) { return reinterpret_cast<const clbNetTag_v1_t*>(&t); }
+
+std::mutex gPluginMutex;
+std::string gPluginDir;                                 // clbSetPluginDir
+std::map<std::string, const clbNetPlugin_v1_t*> gPlugins;  // loaded and initialised
+
+// Which jar carries a plugin, for the message when it is missing.
+const char* jarOf(const std::string& name) {
+  return name == "verbs" ? "io.colibri:colibri-verbs (classifier linux-x86_64)" : "the plugin's jar";
+}
+
+std::string folderOfCore() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&netCore), &info) && info.dli_fname) {
+    std::string f = info.dli_fname;
+    size_t slash = f.rfind('/');
+    if (slash != std::string::npos) return f.substr(0, slash);
+  }
+  return std::string();
+}
+
+// Opens `path` and checks its clbNetPlugin_v1; *why says what was wrong (then NULL).
+const clbNetPlugin_v1_t* openPlugin(const std::string& path, const std::string& name, std::string* why,
+                                    bool* found) {
+  dlerror();
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = dlerror();
+    // "cannot open shared object file": not there; anything else: there, but broken.
+    *found = e && !strstr(e, "No such file");
+    *why = e ? e : "dlopen failed";
+    return nullptr;
+  }
+  *found = true;
+  auto* p = static_cast<const clbNetPlugin_v1_t*>(dlsym(h, CLB_NET_PLUGIN_SYMBOL_V1));
+  char b[512];
+  if (!p) {
+    snprintf(b, sizeof b, "%s has no symbol %s: it is not a Colibri network plugin of interface version %d", path.c_str(),
+             CLB_NET_PLUGIN_SYMBOL_V1, CLB_NET_PLUGIN_VERSION);
+  } else if (p->version != CLB_NET_PLUGIN_VERSION || p->size < sizeof(clbNetPlugin_v1_t)) {
+    snprintf(b, sizeof b, "%s implements the network plugin interface version %u (struct of %u bytes), this "
+             "libcolibri needs version %d (%zu bytes): use the plugin of the same Colibri release (for Java, the "
+             "colibri-verbs jar of colibri-native's version)", path.c_str(), p->version, p->size,
+             CLB_NET_PLUGIN_VERSION, sizeof(clbNetPlugin_v1_t));
+    p = nullptr;
+  } else if (!p->name || name != p->name) {
+    snprintf(b, sizeof b, "%s is the network plugin \"%s\", not \"%s\"", path.c_str(), p->name ? p->name : "",
+             name.c_str());
+    p = nullptr;
+  } else {
+    return p;  // the handle stays open for the life of the process
+  }
+  *why = b;
+  dlclose(h);
+  return nullptr;
+}
+
 }  // namespace
+
+std::string netPluginDir() {
+  std::lock_guard<std::mutex> g(gPluginMutex);
+  return gPluginDir;
+}
+
+clbResult_t loadNetPlugin(const char* name, const clbNetPlugin_v1_t** out) {
+  *out = nullptr;
+  std::lock_guard<std::mutex> g(gPluginMutex);
+  auto it = gPlugins.find(name);
+  if (it != gPlugins.end()) {
+    *out = it->second;
+    return clbSuccess;
+  }
+  const std::string file = std::string("libcolibri_") + name + ".so";
+  std::vector<std::string> places;
+  if (!gPluginDir.empty()) places.push_back(gPluginDir + "/" + file);
+  if (const char* env = getenv("COLIBRI_PLUGIN_DIR"); env && *env) places.push_back(std::string(env) + "/" + file);
+  if (std::string core = folderOfCore(); !core.empty()) places.push_back(core + "/" + file);
+  places.push_back(file);  // the dynamic linker's search path
+  std::string looked;
+  for (const std::string& path : places) {
+    std::string why;
+    bool found = false;
+    const clbNetPlugin_v1_t* p = openPlugin(path, name, &why, &found);
+    if (!p && found) return setError(clbInvalidUsage, "transport %s: %s", name, why.c_str());
+    if (!p) {
+      looked += looked.empty() ? path : ", " + path;
+      continue;
+    }
+    if (p->transport <= clbTransportAuto || p->transport >= clbNumTransports)
+      return setError(clbInvalidUsage, "transport %s: %s says it provides transport %d, which this libcolibri does "
+                      "not have", name, path.c_str(), p->transport);
+    clbResult_t rc = p->init(netCore());
+    if (rc != clbSuccess) {
+      appendBreadcrumb(__FILE__, __LINE__);
+      return rc;
+    }
+    CLB_DEBUG("transport %s: loaded %s (%s)", name, path.c_str(), p->build ? p->build : "");
+    gPlugins[name] = p;
+    *out = p;
+    return clbSuccess;
+  }
+  return setError(clbUnsupported,
+                  "transport %s needs the network plugin %s, which was not found (looked for %s): from Java, add "
+                  "%s to the classpath next to colibri-native; from C, put %s beside libcolibri.so or point "
+                  "COLIBRI_PLUGIN_DIR (or clbSetPluginDir) at its folder", name, file.c_str(), looked.c_str(),
+                  jarOf(name), file.c_str());
+}
+
+clbResult_t NetRingChannel::prepare(size_t maxBytes) { return p_->prepare(ch_, maxBytes); }
+clbResult_t NetRingChannel::acquireSend(size_t bytes, void** buf) { return p_->acquireSend(ch_, bytes, buf); }
+clbResult_t NetRingChannel::postSend(const MsgTag& tag) { return p_->postSend(ch_, asNet(tag)); }
+clbResult_t NetRingChannel::waitRecv(const MsgTag& expect, const void** buf) {
+  MsgTag got;
+  CLB_CHECK(p_->waitRecv(ch_, reinterpret_cast<clbNetTag_v1_t*>(&got), buf));
+  return checkTag(got, expect, prev_, rank_);
+}
+clbResult_t NetRingChannel::releaseRecv() { return p_->releaseRecv(ch_); }
+clbResult_t NetRingChannel::finish() { return p_->finish(ch_); }
+clbResult_t NetRingChannel::trim() { return p_->trim(ch_); }
+clbResult_t NetRingChannel::sendFrom(const void* src, const MsgTag& tag, bool* sent) {
+  int s = 0;
+  clbResult_t rc = p_->sendFrom(ch_, src, asNet(tag), &s);
+  *sent = s != 0;
+  return rc;
+}
+
+clbResult_t connectNetChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, const clbNetDeviceMemory_v1_t* device,
+                              std::unique_ptr<NetRingChannel>* out, std::string* describe) {
+  const clbNetHost_v1_t host = netHostFor(c);  // copied by the plugin
+  clbNetChannel ch = nullptr;
+  char text[1024] = "";
+  CLB_CHECK(plugin->connect(&host, device, &ch, text, sizeof text));
+  *describe = text;
+  *out = std::make_unique<NetRingChannel>(plugin, ch, (c->rank + c->nranks - 1) % c->nranks, c->rank);
+  return clbSuccess;
+}
 
 const clbNetCore_v1_t* netCore() { return &kCore; }
 
@@ -74,3 +220,12 @@ clbNetHost_v1_t netHostFor(clbComm* c) {
 }
 
 }  // namespace clb
+
+using namespace clb;
+
+extern "C" CLB_API clbResult_t clbSetPluginDir(const char* dir) {
+  clearError();
+  std::lock_guard<std::mutex> g(gPluginMutex);
+  gPluginDir = dir ? dir : "";
+  return clbSuccess;
+}

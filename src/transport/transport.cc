@@ -3,9 +3,18 @@
 // createTransport: the one place that knows every transport (see transport.h).
 #include "transport/transport.h"
 
+#include <vector>
+
+#include "transport/net_plugin.h"
 #include "transport/shm.h"
 #include "transport/socket.h"
 #include "transport/verbs/verbs_ring.h"
+
+#ifdef CLB_HAVE_VERBS
+namespace clb::verbs {
+bool emulatorRequested();  // verbs_select.cc
+}
+#endif
 
 namespace clb {
 
@@ -30,11 +39,32 @@ clbResult_t createTransport(clbComm* c, std::unique_ptr<Transport>* out) {
     *out = std::move(shm);
   } else if (c->transport == clbTransportVerbs) {
 #ifdef CLB_HAVE_VERBS
-    CLB_CHECK(createVerbsTransport(c, out));
-#else
-    return setError(clbUnsupported, "transport verbs: this libcolibri was built without infiniband/verbs.h "
-                    "(libibverbs-dev), so it has no verbs transport: use transport socket");
+    // Transitional (issue 15): the emulator still lives in the core, so COLIBRI_VERBS_EMULATOR
+    // keeps the core's copy of the verbs transport until the emulator is a stand-in libibverbs.
+    if (verbs::emulatorRequested()) {
+      CLB_CHECK(createVerbsTransport(c, out));
+      return clbSuccess;
+    }
 #endif
+    // The network plugin (libcolibri_verbs.so): its channel, with the socket transport's failure
+    // notices on the bootstrap connections.
+    // Every rank learns whether every rank has it, so that none waits in the plugin's exchanges
+    // for a rank that could not load it.
+    const clbNetPlugin_v1_t* plugin = nullptr;
+    clbResult_t rc = loadNetPlugin("verbs", &plugin);
+    const std::string myError = rc != clbSuccess ? lastError() : std::string();
+    std::vector<int32_t> status(c->nranks, 0);
+    status[c->rank] = rc;
+    CLB_CHECK(c->boot.allGather(status.data(), sizeof(int32_t)));
+    if (rc != clbSuccess) return setError(rc, "%s", myError.c_str());
+    for (int p = 0; p < c->nranks; p++)
+      if (status[p] != clbSuccess)
+        return setError(clbRemoteError, "rank %d could not load the verbs network plugin (see its error), so rank %d "
+                        "cannot use transport verbs either", p, c->rank);
+    std::unique_ptr<NetRingChannel> ring;
+    std::string describe;
+    CLB_CHECK(connectNetChannel(c, plugin, nullptr, &ring, &describe));
+    *out = std::make_unique<LinkTransport>(c, clbTransportVerbs, std::move(ring), std::move(describe));
   } else {
     *out = std::make_unique<LinkTransport>(c, clbTransportSocket,
                                            std::make_unique<SocketRingChannel>(c, c->boot.next(), c->boot.prev()));

@@ -83,7 +83,8 @@ class Transport {
 // The transport of communicator `c` (bootstrap up): config transport auto picks shm when every
 // rank is on one host, else socket. Sets c->transport (resolved) and c->allOnOneHost. *out stays
 // null for one rank (its collectives are copies). Errors: shm across hosts, algorithm direct off
-// shm, verbs in a build without verbs.h, and whatever setting the transport up fails with.
+// shm, verbs without its network plugin (libcolibri_verbs.so, loaded by loadNetPlugin; every rank
+// learns whether every rank has it), and whatever setting the transport up fails with.
 clbResult_t createTransport(clbComm* c, std::unique_ptr<Transport>* out);
 
 }  // namespace clb

@@ -310,6 +310,10 @@ CLB_API clbResult_t clbStreamSynchronize(void* stream);
 /* Folder holding the kernel images (colibri_kernels_sm*.cubin, colibri_kernels.ptx), for the whole
  * process; default: COLIBRI_KERNEL_DIR, else the folder of libcolibri.so. */
 CLB_API clbResult_t clbSetKernelDir(const char* dir);
+/* Folder holding the network plugins (libcolibri_verbs.so, ...; colibri/net_plugin.h), for the
+ * whole process; looked in first, then COLIBRI_PLUGIN_DIR, the folder of libcolibri.so and the
+ * dynamic linker's path. A plugin already loaded stays. */
+CLB_API clbResult_t clbSetPluginDir(const char* dir);
 
 /* What the driver says about GPU `device` (0 .. clbDeviceCount - 1), for diagnostics (the perf
  * tool's `doctor`). Creates no context and allocates nothing on the GPU. */

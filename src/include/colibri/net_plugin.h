@@ -78,7 +78,8 @@ typedef struct clbNetDeviceMemory_v1_s {
   clbResult_t (*exportRange)(void* self, void* base, size_t bytes, int* dmabufFd);
 } clbNetDeviceMemory_v1_t;
 
-/* One communicator's side of a connection, for connect(). Valid until destroy(). */
+/* One communicator's side of a connection, for connect(): valid during connect only (the plugin
+ * copies what it keeps); `ctx` and the callbacks stay valid until the channel is destroyed. */
 typedef struct clbNetHost_v1_s {
   uint32_t version; /* CLB_NET_PLUGIN_VERSION */
   uint32_t size;    /* sizeof(clbNetHost_v1_t) in the core */
