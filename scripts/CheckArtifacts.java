@@ -90,9 +90,14 @@ public class CheckArtifacts {
         check(holds(docs, n -> n.startsWith("io/colibri/") && n.endsWith(".html")),
             docs + " has the pages of its classes in the package layout (io/colibri/...)");
       }
-      if (artifact.equals("colibri-native")) {
+      if (artifact.equals("colibri-native") || artifact.equals("colibri-verbs")) {
         published.add(artifact + ":" + platform);
-        checkMainJar(new File(target, base + "-" + platform + ".jar"), moduleNames);
+        File natives = new File(target, base + "-" + platform + ".jar");
+        checkMainJar(natives, moduleNames);
+        if (artifact.equals("colibri-verbs")) {
+          String lib = "io/colibri/verbs/" + platform + "/libcolibri_verbs.so";
+          check(holds(natives, n -> n.equals(lib)), natives + " holds " + lib + " (the verbs network plugin)");
+        }
       }
     }
 

@@ -1041,6 +1041,17 @@ public final class ColibriLib {
   public static native @Cast("clbResult_t") int clbSetKernelDir(@Cast("const char*") String dir);
 
   /**
+   * Calls {@code clbSetPluginDir}: sets the folder of the network plugins
+   * ({@code libcolibri_verbs.so}, ...) for the whole process; the core looks there first when a
+   * transport that is a plugin is asked for.
+   *
+   * @param dir the folder
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
+  public static native @Cast("clbResult_t") int clbSetPluginDir(@Cast("const char*") String dir);
+
+  /**
    * Calls {@code clbDeviceInfo}: what the driver says about a GPU, creating no context.
    *
    * @param device the GPU, 0..count-1

@@ -40,6 +40,7 @@ final class NativeLibrary {
         ColibriLib.load();
         ColibriLib.versionCode(); // throws UnsatisfiedLinkError if JavaCPP found nothing to load
         useKernelImagesFromClasspath();
+        useNetworkPluginsFromClasspath();
         NativeLog.install();
         loaded = true;
       } catch (UnsatisfiedLinkError | ExceptionInInitializerError | NoClassDefFoundError e) {
@@ -125,6 +126,34 @@ final class NativeLibrary {
     if (dir != null) {
       ColibriLib.clbSetKernelDir(dir.getAbsolutePath());
     }
+  }
+
+  /**
+   * Where io.colibri:colibri-verbs (classifier linux-x86_64) keeps the verbs network plugin, the
+   * library that the core loads when transport VERBS is asked for.
+   */
+  static final String VERBS_PLUGIN = "/io/colibri/verbs/linux-x86_64/libcolibri_verbs.so";
+
+  /**
+   * With colibri-verbs' natives jar on the classpath, extracts its plugin library to JavaCPP's
+   * cache and tells the native library where it is. Without it, nothing happens: every transport
+   * but VERBS works, and VERBS says which jar to add.
+   */
+  private static void useNetworkPluginsFromClasspath() {
+    java.net.URL url = NativeLibrary.class.getResource(VERBS_PLUGIN);
+    if (url == null) {
+      return;
+    }
+    java.io.File dir;
+    try {
+      dir = org.bytedeco.javacpp.Loader.cacheResource(url).getParentFile();
+    } catch (java.io.IOException | java.io.UncheckedIOException e) {
+      System.getLogger("io.colibri").log(System.Logger.Level.WARNING,
+          "could not extract the verbs network plugin of colibri-verbs (" + e
+              + "); transport VERBS will report it missing");
+      return;
+    }
+    ColibriLib.clbSetPluginDir(dir.getAbsolutePath());
   }
 
   /** The failure of a native call: its code and the calling thread's last-error message. */
