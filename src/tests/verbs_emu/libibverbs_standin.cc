@@ -1,0 +1,85 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// The verbs emulator as a stand-in libibverbs.so.1, for tests only (issue 15; docs/architecture.md,
+// "Network plugins"): it exports the ibv_* entry points that the production loader
+// (src/transport/verbs/verbs_loader.cc) looks up, over the emulator's table, so a test that puts
+// this library first on the library path (or loads it before the verbs plugin does: the dynamic
+// loader then matches the plugin's dlopen("libibverbs.so.1") by soname) runs the unchanged
+// production path over the emulated NIC. The inline verbs calls (post_send, post_recv, poll_cq,
+// req_notify_cq) go through the context's ops, which the emulator fills like a provider.
+//
+// The emulator's test hooks are the extra colibri_emu_* symbols below, which tests look up
+// themselves (the structs are the emulator's own, shared by the tests through verbs_emu.h: this
+// is a test library, built with the tests, not a product interface).
+#include <infiniband/verbs.h>
+
+#include "transport/verbs/verbs_emu.h"
+
+#undef ibv_get_device_list
+#undef ibv_query_port
+#undef ibv_reg_mr
+
+using clb::verbs::VerbsApi;
+namespace emu = clb::verbs::emu;
+
+namespace {
+const VerbsApi& E() { return *emu::api(); }
+}  // namespace
+
+#define CLB_STANDIN extern "C" __attribute__((visibility("default")))
+
+CLB_STANDIN ibv_device** ibv_get_device_list(int* n) { return E().getDeviceList(n); }
+CLB_STANDIN void ibv_free_device_list(ibv_device** l) { E().freeDeviceList(l); }
+CLB_STANDIN const char* ibv_get_device_name(ibv_device* d) { return E().getDeviceName(d); }
+CLB_STANDIN ibv_context* ibv_open_device(ibv_device* d) { return E().openDevice(d); }
+CLB_STANDIN int ibv_close_device(ibv_context* c) { return E().closeDevice(c); }
+CLB_STANDIN int ibv_query_device(ibv_context* c, ibv_device_attr* a) { return E().queryDevice(c, a); }
+// The compatible entry point: the loader passes a whole ibv_port_attr (zeroed), as libibverbs'
+// inline wrapper does for providers without the extended context.
+CLB_STANDIN int ibv_query_port(ibv_context* c, uint8_t port, _compat_ibv_port_attr* a) {
+  return E().queryPort(c, port, reinterpret_cast<ibv_port_attr*>(a));
+}
+CLB_STANDIN int ibv_query_gid(ibv_context* c, uint8_t port, int index, ibv_gid* gid) {
+  return E().queryGid(c, port, index, gid);
+}
+CLB_STANDIN int _ibv_query_gid_ex(ibv_context* c, uint32_t port, uint32_t index, ibv_gid_entry* e, uint32_t flags,
+                                  size_t) {
+  return E().queryGidEx(c, port, index, e, flags);
+}
+CLB_STANDIN int ibv_get_async_event(ibv_context* c, ibv_async_event* e) { return E().getAsyncEvent(c, e); }
+CLB_STANDIN void ibv_ack_async_event(ibv_async_event* e) { E().ackAsyncEvent(e); }
+CLB_STANDIN ibv_pd* ibv_alloc_pd(ibv_context* c) { return E().allocPd(c); }
+CLB_STANDIN int ibv_dealloc_pd(ibv_pd* pd) { return E().deallocPd(pd); }
+CLB_STANDIN ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t len, int access) {
+  return E().regMr(pd, addr, len, access);
+}
+CLB_STANDIN ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd, int access) {
+  return E().regDmabufMr(pd, offset, len, iova, fd, access);
+}
+CLB_STANDIN int ibv_dereg_mr(ibv_mr* mr) { return E().deregMr(mr); }
+CLB_STANDIN ibv_comp_channel* ibv_create_comp_channel(ibv_context* c) { return E().createCompChannel(c); }
+CLB_STANDIN int ibv_destroy_comp_channel(ibv_comp_channel* ch) { return E().destroyCompChannel(ch); }
+CLB_STANDIN ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* ctx, ibv_comp_channel* ch, int vec) {
+  return E().createCq(c, cqe, ctx, ch, vec);
+}
+CLB_STANDIN int ibv_destroy_cq(ibv_cq* cq) { return E().destroyCq(cq); }
+CLB_STANDIN int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** ctx) { return E().getCqEvent(ch, cq, ctx); }
+CLB_STANDIN void ibv_ack_cq_events(ibv_cq* cq, unsigned int n) { E().ackCqEvents(cq, n); }
+CLB_STANDIN ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) { return E().createQp(pd, a); }
+CLB_STANDIN int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) { return E().modifyQp(qp, a, mask); }
+CLB_STANDIN int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, ibv_qp_init_attr* ia) {
+  return E().queryQp(qp, a, mask, ia);
+}
+CLB_STANDIN int ibv_destroy_qp(ibv_qp* qp) { return E().destroyQp(qp); }
+CLB_STANDIN const char* ibv_wc_status_str(ibv_wc_status s) { return E().wcStatusStr(s); }
+
+// Test hooks (the emulator's verbs_emu.h, by C names).
+CLB_STANDIN void colibri_emu_config(emu::Config* out) { *out = emu::config(); }
+CLB_STANDIN void colibri_emu_configure(const emu::Config* c) { emu::configure(*c); }
+CLB_STANDIN void colibri_emu_reset_config(void) { emu::resetConfig(); }
+CLB_STANDIN int colibri_emu_is_emulated(ibv_context* c) { return emu::isEmulated(c) ? 1 : 0; }
+CLB_STANDIN uint32_t colibri_emu_node_id(ibv_context* c) { return emu::nodeId(c); }
+CLB_STANDIN int colibri_emu_set_port_state(ibv_context* c, int up) { return emu::setPortState(c, up != 0); }
+CLB_STANDIN int colibri_emu_drop_packets(ibv_qp* qp, int count) { return emu::dropPackets(qp, count); }
+CLB_STANDIN int colibri_emu_query_stats(ibv_qp* qp, emu::QpStats* out) { return emu::queryStats(qp, out); }
+CLB_STANDIN void colibri_emu_set_device_copy(emu::DeviceCopy copy) { emu::setDeviceCopy(copy); }
