@@ -34,6 +34,7 @@
 #ifdef CLB_HAVE_VERBS
 #include "transport/verbs/verbs_channel.h"
 #include "transport/verbs/verbs_emu.h"
+#include "transport/net_plugin.h"
 #include "transport/verbs/verbs_connect.h"
 #include "transport/verbs/verbs_ring.h"
 #endif
@@ -231,24 +232,39 @@ clbResult_t GpuDirectPath::setUp() {
   g->comm = s_.comm;
   g->ordinal = s_.ordinal;
   // How this rank registers GPU memory: dma-buf where the driver exports it, else nvidia-peermem.
+  // The NIC side is the verbs network plugin (libcolibri_verbs.so), which says what its library
+  // can register. Transitional (issue 15): with COLIBRI_VERBS_EMULATOR the core's own copy of the
+  // verbs code and the emulator serve instead, until the emulator is a stand-in libibverbs.
+  const bool emulated = verbs::emulatorRequested();
   const verbs::VerbsApi* api = nullptr;
-  clbResult_t rc = verbs::selectVerbsApi(&api);
+  const clbNetPlugin_v1_t* plugin = nullptr;
+  bool nicDmabuf = false, nicPeermem = false;
+  clbResult_t rc;
+  if (emulated) {
+    rc = verbs::selectVerbsApi(&api);
+    nicDmabuf = api && api->regDmabufMr;
+  } else {
+    rc = loadNetPlugin("verbs", &plugin);
+    clbNetDeviceSupport_v1_t support{};
+    if (rc == clbSuccess) rc = plugin->deviceSupport(&support);
+    nicDmabuf = support.dmabuf != 0;
+    nicPeermem = support.peermem != 0;
+  }
   int dmabufAttr = 0;
   if (s_.d->cuMemGetHandleForAddressRange)
     s_.d->cuDeviceGetAttribute(&dmabufAttr, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, s_.dev);
-  const bool canDmabuf = api && api->regDmabufMr && dmabufAttr == 1;
+  const bool canDmabuf = nicDmabuf && dmabufAttr == 1;
   // The emulator reaches GPU memory only through dma-bufs and its copy hook (a device address
   // registered with ibv_reg_mr would be read as host memory).
-  const bool emulated = api && strcmp(api->impl, "emulator") == 0;
   if (emulated) verbs::emu::setDeviceCopy(emulatorDeviceCopy);
   std::string why;
   if (mode != "peermem" && canDmabuf) {
     g->dmabuf = true;
-  } else if (mode != "dmabuf" && verbs::peermemLoaded() && !emulated) {
+  } else if (mode != "dmabuf" && nicPeermem) {
     g->dmabuf = false;
   } else {
     why = emulated && mode == "peermem" ? std::string("the verbs emulator registers GPU memory only as dma-bufs") :
-          std::string(!api || !api->regDmabufMr ? "libibverbs cannot register dma-bufs (rdma-core < 34)"
+          std::string(!nicDmabuf ? "libibverbs cannot register dma-bufs (rdma-core < 34)"
                       : dmabufAttr != 1        ? "the GPU driver does not export dma-bufs (needs the open kernel "
                                                  "module and Linux 5.12+)"
                                                : "dma-buf not chosen") +
@@ -275,7 +291,13 @@ clbResult_t GpuDirectPath::setUp() {
   rc = agreeOnStatus(s_.comm, rc, "GPUDirect RDMA", &exchanged);
   if (!exchanged) return rc;
   if (rc == clbSuccess) {
-    rc = createVerbsChannel(s_.comm, &g->memory, &g->ring, &g->describe);
+    if (emulated) {
+      rc = createVerbsChannel(s_.comm, &g->memory, &g->ring, &g->describe);
+    } else {
+      std::unique_ptr<NetRingChannel> ch;
+      rc = connectNetChannel(s_.comm, plugin, &g->memory, &ch, &g->describe);
+      g->ring = std::move(ch);
+    }
     rc = agreeOnStatus(s_.comm, rc, "the GPUDirect RDMA channel", &exchanged);
     if (!exchanged) return rc;
   }
@@ -330,6 +352,15 @@ std::string GpuDirectPath::info() const {
       snprintf(b, sizeof b, ", sent from user buffers without a copy: %zu allocation(s) registered (%lld bytes), "
                "%llu hit(s)", st.cached, (long long)st.cachedBytes, (unsigned long long)st.hits);
       s += b;
+    } else if (auto* nc = dynamic_cast<const NetRingChannel*>(gdr_->ring.get())) {
+      clbNetStats_v1_t st{};
+      if (nc->plugin()->stats(nc->handle(), &st) == clbSuccess) {
+        char b[256];
+        snprintf(b, sizeof b, ", sent from user buffers without a copy: %llu allocation(s) registered (%lld bytes), "
+                 "%llu hit(s)", (unsigned long long)st.userRegs, (long long)st.userRegBytes,
+                 (unsigned long long)st.userRegHits);
+        s += b;
+      }
     }
     return s;
   }
