@@ -3,7 +3,8 @@
  */
 
 /**
- * RDMA verbs support for Colibri: will hold the verbs transport plugin and its diagnostics. Empty
- * until the verbs path lands.
+ * RDMA verbs support for Colibri. The artifact's linux-x86_64 jar carries the verbs network plugin
+ * (libcolibri_verbs.so), which colibri-native extracts and the native core loads for transport
+ * VERBS; this package has no classes yet (diagnostics may come here).
  */
 package io.colibri.verbs;
