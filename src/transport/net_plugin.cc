@@ -4,6 +4,7 @@
 #include "transport/net_plugin.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -91,8 +92,11 @@ const clbNetPlugin_v1_t* openPlugin(const std::string& path, const std::string& 
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
-    // "cannot open shared object file": not there; anything else: there, but broken.
-    *found = e && !strstr(e, "No such file");
+    // Not there, or there but unloadable (another architecture, a missing dependency): a path is
+    // looked at on disk; for a bare name the linker's message is all there is.
+    struct stat st;
+    *found = path.find('/') != std::string::npos ? stat(path.c_str(), &st) == 0
+                                                 : e && !strstr(e, "No such file");
     *why = e ? e : "dlopen failed";
     return nullptr;
   }
