@@ -135,12 +135,11 @@ clbResult_t connectVerbs(const VerbsApi* api, clbResult_t rc, const clbNetHost_v
   ibv_context* ctx = ch->context();
   const char* dev = ctx && ctx->device ? api->getDeviceName(ctx->device) : "?";
   if (o.qpsPerConnection > 1) snprintf(qps, sizeof qps, ", %d queue pairs per link", o.qpsPerConnection);
-  // The GPU memory path is said here, at init, not only at the first device call.
-  // TODO(issue 15, step 3): the "(emulator)" mark goes with the emulator's move to a stand-in
-  // libibverbs (the device name, colibri_emu0, says it then).
+  // The GPU memory path is said here, at init, not only at the first device call. Which library
+  // serves the device is not named: the device's name says it (colibri_emu0 for the emulator).
   snprintf(b, sizeof b,
-           "verbs%s: %s port %d, GID index %d, path MTU %d, traffic class %d, timeout %d, retry count %d%s%s%s",
-           strcmp(api->impl, "emulator") == 0 ? " (emulator)" : "", dev ? dev : "?", (int)o.port, ch->gidIndex(),
+           "verbs: %s port %d, GID index %d, path MTU %d, traffic class %d, timeout %d, retry count %d%s%s%s",
+           dev ? dev : "?", (int)o.port, ch->gidIndex(),
            mtuBytes(ch->pathMtu()), (int)o.trafficClass, (int)o.timeout, (int)o.retryCnt, qps,
            device ? "; GPU memory registered through " : "; ", device ? device->name : gpuMemoryPlan(*api).c_str());
   *describe = b;

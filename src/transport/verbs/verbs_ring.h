@@ -28,7 +28,7 @@ void verbsOptionsFromConfig(const clbConfig_t& cfg, verbs::VerbsOptions* o);
 // selectVerbsApi (COLIBRI_VERBS_EMULATOR=1: the emulator), then verbs::connectVerbs over the
 // communicator's plugin host (netHostFor: options from c->cfg, connection infos through the
 // bootstrap, every rank's outcome exchanged, so all ranks fail together instead of one waiting
-// for another). `*describe`: "verbs (emulator): colibri_emu0 port 1, GID index 1, path MTU 4096,
+// for another). `*describe`: "verbs: colibri_emu0 port 1, GID index 1, path MTU 4096,
 // traffic class 0, timeout 14, retry count 7" (then ", 2 queue pairs per link" when more than
 // one) or the real device's.
 clbResult_t createVerbsRing(clbComm* c, std::unique_ptr<RingChannel>* out, std::string* describe);

@@ -25,7 +25,7 @@ import org.junit.jupiter.api.Test;
  */
 class VerbsOptionsTest {
 
-  private static final String WANT = "verbs (emulator): colibri_emu0 port 1, GID index 1, path MTU"
+  private static final String WANT = "verbs: colibri_emu0 port 1, GID index 1, path MTU"
       + " 4096, traffic class 106, timeout 9, retry count 3";
 
   @Test
