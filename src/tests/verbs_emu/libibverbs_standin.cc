@@ -8,12 +8,20 @@
 // production path over the emulated NIC. The inline verbs calls (post_send, post_recv, poll_cq,
 // req_notify_cq) go through the context's ops, which the emulator fills like a provider.
 //
+// GPU memory (GPUDirect RDMA over the emulator) needs no hook: on a build with cuda.h the
+// stand-in reaches it through the CUDA driver itself (deviceCopy below).
+//
 // The emulator's test hooks are the extra colibri_emu_* symbols below, which tests look up
 // themselves (the structs are the emulator's own, shared by the tests through verbs_emu.h: this
 // is a test library, built with the tests, not a product interface).
 #include <infiniband/verbs.h>
 
+#include <cerrno>
+
 #include "transport/verbs/verbs_emu.h"
+#ifdef CLB_HAVE_CUDA
+#include "core/cuda/driver.h"
+#endif
 
 #undef ibv_get_device_list
 #undef ibv_query_port
@@ -24,6 +32,26 @@ namespace emu = clb::verbs::emu;
 
 namespace {
 const VerbsApi& E() { return *emu::api(); }
+
+#ifdef CLB_HAVE_CUDA
+// GPU memory: NVIDIA's dma-bufs cannot be mapped, so the emulated NIC reaches registrations of
+// them through the driver, in the context that owns the memory (the NIC threads have none). The
+// stand-in installs this itself, so tests in any language (the Java GPU tests too) need no hook;
+// libcuda is loaded only at the first such copy. The buffers carry SYNC_MEMOPS (gpudirect.cc), so
+// a copy is complete when cuMemcpy returns.
+int deviceCopy(void* dst, const void* src, size_t bytes) {
+  const clb::cuda::Driver* d = nullptr;
+  if (clb::cuda::driver(&d) != clbSuccess) return ENODEV;
+  CUcontext ctx = nullptr;
+  if (d->cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)dst) != CUDA_SUCCESS || !ctx)
+    d->cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)src);
+  if (!ctx) return EFAULT;
+  clb::cuda::CtxScope scope(d, ctx);
+  return d->cuMemcpy((CUdeviceptr)dst, (CUdeviceptr)src, bytes) == CUDA_SUCCESS ? 0 : EFAULT;
+}
+
+__attribute__((constructor)) void installDeviceCopy() { emu::setDeviceCopy(deviceCopy); }
+#endif
 }  // namespace
 
 #define CLB_STANDIN extern "C" __attribute__((visibility("default")))
