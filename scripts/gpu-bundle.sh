@@ -7,11 +7,14 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 dir=${1:-.gpun}
-cmake -S src -B build/native -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S src -B build/native -DCMAKE_BUILD_TYPE=Release -DCOLIBRI_BUILD_TESTS=ON >/dev/null
 cmake --build build/native -j "$(nproc)"
 rm -rf "$dir" && mkdir -p "$dir"
 cp build/native/colibri_tests build/native/colibri_device_bench build/native/colibri_kernels* \
-  build/native/kernel-images.txt "$dir/"
+  build/native/kernel-images.txt build/native/libcolibri_verbs.so "$dir/"
+# The verbs emulator as the tests' libibverbs.so.1: colibri_tests finds it through its RPATH
+# ($ORIGIN/verbs-emu), the Java GPU tests through LD_LIBRARY_PATH (gpu-check.sh).
+mkdir -p "$dir/verbs-emu" && cp -L build/native/verbs-emu/libibverbs.so.1 "$dir/verbs-emu/"
 pack=${PACK_SH:-../shared/gpu/pack.sh}
 if [[ -x $pack || -f $pack ]]; then
   mvn -B -ntp -q install -DskipTests

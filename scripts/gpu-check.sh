@@ -17,7 +17,9 @@ status=0
 grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests|FOOTPRINT|^\[  FAILED' "$out/native-suite.log"
 if [[ -f $dir/jre.txz ]]; then  # Java on device memory: the gpu-tagged JUnit tests
   tar xJf "$dir/jre.txz" -C /tmp
-  COLIBRI_VERBS_EMULATOR=1 /tmp/jre/bin/java -jar "$dir"/lib/junit-platform-console-standalone-*.jar execute \
+  # Transport verbs over the verbs emulator: the stand-in libibverbs.so.1 and the plugin of the bundle.
+  LD_LIBRARY_PATH=$COLIBRI_KERNEL_DIR/verbs-emu COLIBRI_PLUGIN_DIR=$COLIBRI_KERNEL_DIR \
+    /tmp/jre/bin/java -Dcolibri.test.verbsEmulator=true -jar "$dir"/lib/junit-platform-console-standalone-*.jar execute \
     -cp "$(ls "$dir"/lib/*.jar | grep -E 'colibri|javacpp' | tr '\n' ':')" \
     --select-class io.colibri.cuda.DeviceCollectivesGpuTest --select-class io.colibri.cuda.DeviceCollectivesProcessGpuTest --include-tag gpu --details=tree >"$out/java-gpu.log" 2>&1 || status=1
   grep -E 'tests (successful|failed|found)|✘' "$out/java-gpu.log"

@@ -69,8 +69,6 @@ const Item kItems[] = {
     {"COLIBRI_VERBS_QPS_PER_CONNECTION", "verbsQpsPerConnection", kVerbs,
      [](const AgreedSettings& a, const Resolved&) { return (int64_t)a.verbsQpsPerConnection; },
      [](const AgreedSettings& a, const Resolved&) { return num(a.verbsQpsPerConnection); }},
-    {"COLIBRI_VERBS_EMULATOR", nullptr, kVerbs, [](const AgreedSettings& a, const Resolved&) { return (int64_t)a.verbsEmulator; },
-     [](const AgreedSettings& a, const Resolved&) { return std::string(a.verbsEmulator ? "the emulator" : "libibverbs"); }},
     {"COLIBRI_VERBS_GPU_MEMORY", nullptr, kVerbs, [](const AgreedSettings& a, const Resolved&) { return (int64_t)a.verbsGpuMemory; },
      [](const AgreedSettings& a, const Resolved&) {
        static const char* const w[] = {"auto", "dmabuf", "peermem", "host"};
@@ -113,7 +111,6 @@ AgreedSettings agreedSettings(const clbConfig_t& cfg, const DeviceConfig& device
   a.chunkBytes = cfg.chunkBytes;
   a.directMaxBytes = cfg.directMaxBytes;
   a.stagingCapBytes = cfg.stagingCapBytes;
-  a.verbsEmulator = envFlag("COLIBRI_VERBS_EMULATOR", false) ? 1 : 0;  // as verbs::emulatorRequested()
   a.verbsGpuMemory = device.gpuMemory;
   a.devicePath = device.path;
   a.deviceCheckCalls = device.checkCalls ? 1 : 0;

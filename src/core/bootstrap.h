@@ -67,7 +67,7 @@ struct AgreedSettings {
   int64_t chunkBytes;
   int64_t directMaxBytes;
   int64_t stagingCapBytes;        // it caps the direct path's scratch, so it changes what auto picks
-  int32_t verbsEmulator;          // COLIBRI_VERBS_EMULATOR: 1 the emulator, 0 libibverbs
+  int32_t reserved0;              // 0
   int32_t verbsGpuMemory;         // COLIBRI_VERBS_GPU_MEMORY (GpuMemorySetting, core/config.h)
   int32_t devicePath;             // COLIBRI_DEVICE_PATH (DevicePathSetting)
   int32_t deviceCheckCalls;       // COLIBRI_DEVICE_CHECK_CALLS

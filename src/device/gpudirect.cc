@@ -31,25 +31,17 @@
 #include "device/device.h"
 #include "transport/channel.h"
 
-#ifdef CLB_HAVE_VERBS
-#include "transport/verbs/verbs_channel.h"
-#include "transport/verbs/verbs_emu.h"
 #include "transport/net_plugin.h"
-#include "transport/verbs/verbs_connect.h"
-#include "transport/verbs/verbs_ring.h"
-#endif
 
 namespace clb::cuda {
 
-#ifdef CLB_HAVE_VERBS
-
 struct GpuDirectPath::GpuDirect {
-  verbs::DeviceMemory memory{};
+  clbNetDeviceMemory_v1_t memory{};
   const Driver* d = nullptr;
   CUcontext ctx = nullptr;
   bool dmabuf = false;  // else nvidia-peermem
   bool flush = false;   // writes need cuFlushGPUDirectRDMAWrites before a kernel reads them
-  std::unique_ptr<RingChannel> ring;
+  std::unique_ptr<NetRingChannel> ring;
   std::string describe;
   std::mutex mu;
   std::map<void*, std::pair<CUdeviceptr, size_t>> bases;  // address handed out -> allocation, bytes beyond the ask
@@ -116,7 +108,7 @@ void gdrRelease(void* self, void* mem, size_t) {
 // A user buffer the NIC may read without a copy: the page-aligned part of its allocation (the
 // whole of it for allocations of whole pages, as caching allocators make them), and the
 // allocation's ID, which changes when it is freed and another takes its address.
-clbResult_t gdrLookup(void* self, const void* p, size_t len, verbs::UserRange* r, int* found) {
+clbResult_t gdrLookup(void* self, const void* p, size_t len, clbNetUserRange_v1_t* r, int* found) {
   auto* g = static_cast<GpuDirectPath::GpuDirect*>(self);
   const Driver* d = g->d;
   *found = 0;
@@ -131,7 +123,7 @@ clbResult_t gdrLookup(void* self, const void* p, size_t len, verbs::UserRange* r
   const size_t page = (size_t)sysconf(_SC_PAGESIZE);
   const CUdeviceptr lo = (al.base + page - 1) / page * page, hi = (al.base + al.size) / page * page;
   if (hi <= lo || (CUdeviceptr)p < lo || (CUdeviceptr)p + len > hi) return clbSuccess;
-  *r = verbs::UserRange{reinterpret_cast<void*>(lo), (size_t)(hi - lo), al.id};
+  *r = clbNetUserRange_v1_t{reinterpret_cast<void*>(lo), (size_t)(hi - lo), al.id};
   *found = 1;
   return clbSuccess;
 }
@@ -147,20 +139,6 @@ clbResult_t gdrExport(void* self, void* base, size_t bytes, int* fd) {
   if (!g->dmabuf) return clbSuccess;  // nvidia-peermem: the address itself
   CLB_CU(g->d, cuMemGetHandleForAddressRange, fd, (CUdeviceptr)base, bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
   return clbSuccess;
-}
-
-// The verbs emulator cannot map a GPU dma-buf (NVIDIA's do not support mmap): its NIC threads
-// reach the memory through the driver instead, in the context that owns it (they have none).
-// The buffers carry SYNC_MEMOPS, so the copy is complete when cuMemcpy returns.
-int emulatorDeviceCopy(void* dst, const void* src, size_t bytes) {
-  const Driver* d = nullptr;
-  if (driver(&d) != clbSuccess) return ENODEV;
-  CUcontext ctx = nullptr;
-  if (d->cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)dst) != CUDA_SUCCESS || !ctx)
-    d->cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)src);
-  if (!ctx) return EFAULT;
-  CtxScope scope(d, ctx);
-  return d->cuMemcpy((CUdeviceptr)dst, (CUdeviceptr)src, bytes) == CUDA_SUCCESS ? 0 : EFAULT;
 }
 
 // The ring's buffer operations as kernels on the caller's stream.
@@ -233,46 +211,31 @@ clbResult_t GpuDirectPath::setUp() {
   g->ordinal = s_.ordinal;
   // How this rank registers GPU memory: dma-buf where the driver exports it, else nvidia-peermem.
   // The NIC side is the verbs network plugin (libcolibri_verbs.so), which says what its library
-  // can register. Transitional (issue 15): with COLIBRI_VERBS_EMULATOR the core's own copy of the
-  // verbs code and the emulator serve instead, until the emulator is a stand-in libibverbs.
-  const bool emulated = verbs::emulatorRequested();
-  const verbs::VerbsApi* api = nullptr;
+  // can register.
   const clbNetPlugin_v1_t* plugin = nullptr;
-  bool nicDmabuf = false, nicPeermem = false;
-  clbResult_t rc;
-  if (emulated) {
-    rc = verbs::selectVerbsApi(&api);
-    nicDmabuf = api && api->regDmabufMr;
-  } else {
-    rc = loadNetPlugin("verbs", &plugin);
-    clbNetDeviceSupport_v1_t support{};
-    if (rc == clbSuccess) rc = plugin->deviceSupport(&support);
-    nicDmabuf = support.dmabuf != 0;
-    nicPeermem = support.peermem != 0;
-  }
+  clbResult_t rc = loadNetPlugin("verbs", &plugin);
+  clbNetDeviceSupport_v1_t support{};
+  if (rc == clbSuccess) rc = plugin->deviceSupport(&support);
+  const bool nicDmabuf = support.dmabuf != 0, nicPeermem = support.peermem != 0;
   int dmabufAttr = 0;
   if (s_.d->cuMemGetHandleForAddressRange)
     s_.d->cuDeviceGetAttribute(&dmabufAttr, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, s_.dev);
   const bool canDmabuf = nicDmabuf && dmabufAttr == 1;
-  // The emulator reaches GPU memory only through dma-bufs and its copy hook (a device address
-  // registered with ibv_reg_mr would be read as host memory).
-  if (emulated) verbs::emu::setDeviceCopy(emulatorDeviceCopy);
   std::string why;
   if (mode != "peermem" && canDmabuf) {
     g->dmabuf = true;
   } else if (mode != "dmabuf" && nicPeermem) {
     g->dmabuf = false;
   } else {
-    why = emulated && mode == "peermem" ? std::string("the verbs emulator registers GPU memory only as dma-bufs") :
-          std::string(!nicDmabuf ? "libibverbs cannot register dma-bufs (rdma-core < 34)"
+    why = std::string(!nicDmabuf ? "libibverbs cannot register dma-bufs (rdma-core < 34)"
                       : dmabufAttr != 1        ? "the GPU driver does not export dma-bufs (needs the open kernel "
                                                  "module and Linux 5.12+)"
                                                : "dma-buf not chosen") +
-          (mode == "dmabuf" || emulated ? "" : " and nvidia_peermem is not loaded");
+          (mode == "dmabuf" ? "" : " and nvidia_peermem is not loaded");
     if (rc == clbSuccess) rc = setError(clbUnsupported, "rank %d: no GPUDirect RDMA: %s", s_.comm->rank, why.c_str());
   }
-  g->memory = verbs::DeviceMemory{gdrAlloc,   gdrRelease, g.get(), g->dmabuf ? "dma-buf" : "nvidia-peermem",
-                                  gdrLookup, gdrExport};
+  g->memory = clbNetDeviceMemory_v1_t{gdrAlloc,  gdrRelease, g.get(), g->dmabuf ? "dma-buf" : "nvidia-peermem",
+                                     gdrLookup, gdrExport};
   // Kernels for the reductions; GPUs whose RDMA writes are not ordered for the owner need a flush.
   if (rc == clbSuccess) rc = s_.kernels.load(s_.dev, defaultKernelDir());
   int ordering = 0, flushOptions = 0;
@@ -291,13 +254,7 @@ clbResult_t GpuDirectPath::setUp() {
   rc = agreeOnStatus(s_.comm, rc, "GPUDirect RDMA", &exchanged);
   if (!exchanged) return rc;
   if (rc == clbSuccess) {
-    if (emulated) {
-      rc = createVerbsChannel(s_.comm, &g->memory, &g->ring, &g->describe);
-    } else {
-      std::unique_ptr<NetRingChannel> ch;
-      rc = connectNetChannel(s_.comm, plugin, &g->memory, &ch, &g->describe);
-      g->ring = std::move(ch);
-    }
+    rc = connectNetChannel(s_.comm, plugin, &g->memory, &g->ring, &g->describe);
     rc = agreeOnStatus(s_.comm, rc, "the GPUDirect RDMA channel", &exchanged);
     if (!exchanged) return rc;
   }
@@ -346,42 +303,18 @@ void GpuDirectPath::release() {
 std::string GpuDirectPath::info() const {
   if (gdr_) {
     std::string s = std::string("GPUDirect RDMA through ") + gdr_->memory.name + " (" + gdr_->describe + ")";
-    if (auto* vc = dynamic_cast<const verbs::VerbsChannel*>(gdr_->ring.get())) {
-      auto st = vc->userRegStats();
+    clbNetStats_v1_t st{};
+    if (gdr_->ring->plugin()->stats(gdr_->ring->handle(), &st) == clbSuccess) {
       char b[256];
-      snprintf(b, sizeof b, ", sent from user buffers without a copy: %zu allocation(s) registered (%lld bytes), "
-               "%llu hit(s)", st.cached, (long long)st.cachedBytes, (unsigned long long)st.hits);
+      snprintf(b, sizeof b, ", sent from user buffers without a copy: %llu allocation(s) registered (%lld bytes), "
+               "%llu hit(s)", (unsigned long long)st.userRegs, (long long)st.userRegBytes,
+               (unsigned long long)st.userRegHits);
       s += b;
-    } else if (auto* nc = dynamic_cast<const NetRingChannel*>(gdr_->ring.get())) {
-      clbNetStats_v1_t st{};
-      if (nc->plugin()->stats(nc->handle(), &st) == clbSuccess) {
-        char b[256];
-        snprintf(b, sizeof b, ", sent from user buffers without a copy: %llu allocation(s) registered (%lld bytes), "
-                 "%llu hit(s)", (unsigned long long)st.userRegs, (long long)st.userRegBytes,
-                 (unsigned long long)st.userRegHits);
-        s += b;
-      }
     }
     return s;
   }
   return "pinned host memory (" + (why_.empty() ? std::string("not decided yet") : why_) + ")";
 }
-
-#else  // no verbs.h at build time
-
-struct GpuDirectPath::GpuDirect {};
-clbResult_t GpuDirectPath::setUp() {
-  why_ = "built without the verbs transport";
-  return clbSuccess;
-}
-clbResult_t GpuDirectPath::run(const CollArgs&, CUstream) {
-  return setError(clbInternalError, "GPUDirect RDMA without the verbs transport");
-}
-clbResult_t GpuDirectPath::trim() { return clbSuccess; }
-void GpuDirectPath::release() {}
-std::string GpuDirectPath::info() const { return "pinned host memory (" + why_ + ")"; }
-
-#endif
 
 clbResult_t GpuDirectPath::decide() {
   if (!decided_) {  // collective: every rank is in this call

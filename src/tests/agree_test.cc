@@ -131,12 +131,12 @@ struct Row {
 const char* const kRowVars[] = {
     "COLIBRI_TRANSPORT",          "COLIBRI_ALGORITHM",           "COLIBRI_CHUNK_BYTES",
     "COLIBRI_PIPELINE_DEPTH",     "COLIBRI_DIRECT_MAX_BYTES",    "COLIBRI_STAGING_CAP_BYTES",
-    "COLIBRI_VERBS_QPS_PER_CONNECTION", "COLIBRI_VERBS_EMULATOR", "COLIBRI_VERBS_GPU_MEMORY",
+    "COLIBRI_VERBS_QPS_PER_CONNECTION", "COLIBRI_VERBS_GPU_MEMORY",
     "COLIBRI_DEVICE_PATH",        "COLIBRI_DEVICE_LL_MAX_BYTES", "COLIBRI_DEVICE_DIRECT_MIN_BYTES",
     "COLIBRI_DEVICE_CHECK_CALLS",
 };
 
-const std::vector<std::string> kVerbs{"COLIBRI_TRANSPORT=verbs", "COLIBRI_VERBS_EMULATOR=1"};
+const std::vector<std::string> kVerbs{"COLIBRI_TRANSPORT=verbs"};  // over the stand-in libibverbs the tests load
 
 const Row kRows[] = {
     // The user's case: socket on one rank only, the other on auto (shm on one host).
@@ -147,7 +147,6 @@ const Row kRows[] = {
     {"DirectMaxBytes", {}, "COLIBRI_DIRECT_MAX_BYTES", "0", "", "0", "65536"},
     {"StagingCapBytes", {}, "COLIBRI_STAGING_CAP_BYTES", "33554432", "", "33554432", "67108864"},
     {"VerbsQpsPerConnection", kVerbs, "COLIBRI_VERBS_QPS_PER_CONNECTION", "1", "2", "1", "2"},
-    {"VerbsEmulator", {"COLIBRI_TRANSPORT=verbs"}, "COLIBRI_VERBS_EMULATOR", "1", "0", "the emulator", "libibverbs"},
     {"VerbsGpuMemory", kVerbs, "COLIBRI_VERBS_GPU_MEMORY", "", "host", "auto", "host"},
     {"DevicePath", {}, "COLIBRI_DEVICE_PATH", "staged", "", "staged", "auto"},
     {"DeviceLLMaxBytes", {}, "COLIBRI_DEVICE_LL_MAX_BYTES", "65536", "131072", "65536", "131072"},

@@ -24,7 +24,7 @@
 #include "core/dtype.h"
 #include "tests/cuda_test_util.h"
 #ifdef CLB_HAVE_VERBS
-#include "transport/verbs/verbs_emu.h"  // its knobs are read once: reset after setenv
+#include "tests/verbs_emu/emu_client.h"  // its knobs are read once: reset after setenv
 #endif
 
 
@@ -850,7 +850,7 @@ std::string acrossHostsRank(const clbUniqueId& id, int rank, int n) {
 
 void resetEmulator() {
 #ifdef CLB_HAVE_VERBS
-  clb::verbs::emu::resetConfig();
+  clbtest::emu::resetConfig();
 #endif
 }
 
@@ -863,13 +863,11 @@ TEST_P(DeviceAcrossHosts, AllFourMatchTheReference) {
   const std::string param = std::get<1>(GetParam());
   const std::string transport = param == "socket" ? "socket" : "verbs";
   setenv("COLIBRI_TRANSPORT", transport.c_str(), 1);
-  if (transport == "verbs") setenv("COLIBRI_VERBS_EMULATOR", "1", 1);
   if (param == "verbs_hoststaged") setenv("COLIBRI_VERBS_GPU_MEMORY", "host", 1);
   if (param == "verbs_nodmabuf") setenv("COLIBRI_VERBS_EMU_DMABUF", "0", 1);
   resetEmulator();
   runThreads(std::get<0>(GetParam()), acrossHostsRank);
   unsetenv("COLIBRI_TRANSPORT");
-  unsetenv("COLIBRI_VERBS_EMULATOR");
   unsetenv("COLIBRI_VERBS_GPU_MEMORY");
   unsetenv("COLIBRI_VERBS_EMU_DMABUF");
   resetEmulator();
@@ -909,14 +907,13 @@ TEST(DeviceAcrossHostsGpuDirect, ForcedModeThatCannotWorkFailsEveryCall) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
   setPlacement("auto", false);
   setenv("COLIBRI_TRANSPORT", "verbs", 1);
-  setenv("COLIBRI_VERBS_EMULATOR", "1", 1);
   setenv("COLIBRI_VERBS_EMU_DMABUF", "0", 1);
   setenv("COLIBRI_VERBS_GPU_MEMORY", "dmabuf", 1);
   resetEmulator();
   runThreads(2, forcedModeRank);
   setenv("COLIBRI_VERBS_GPU_MEMORY", "bogus", 1);
   runThreads(2, forcedModeRank);
-  for (const char* v : {"COLIBRI_TRANSPORT", "COLIBRI_VERBS_EMULATOR", "COLIBRI_VERBS_EMU_DMABUF", "COLIBRI_VERBS_GPU_MEMORY"})
+  for (const char* v : {"COLIBRI_TRANSPORT", "COLIBRI_VERBS_EMU_DMABUF", "COLIBRI_VERBS_GPU_MEMORY"})
     unsetenv(v);
   resetEmulator();
 }

@@ -34,7 +34,7 @@ class Device {};  // as in comm.cc without CUDA
 #endif
 #include "transport/net_plugin.h"
 #include "transport/verbs/verbs_channel.h"
-#include "transport/verbs/verbs_emu.h"
+#include "tests/verbs_emu/emu_client.h"
 
 extern char** environ;
 
@@ -44,7 +44,7 @@ using clb::MsgTag;
 using clb::verbs::VerbsChannel;
 using clb::verbs::VerbsConnInfo;
 using clb::verbs::VerbsOptions;
-namespace emu = clb::verbs::emu;
+namespace emu = clbtest::emu;
 using Clock = std::chrono::steady_clock;
 using Ms = std::chrono::milliseconds;
 

@@ -1,7 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// Transport verbs through the C ABI: threads as ranks, the four collectives over the verbs
-// emulator (COLIBRI_VERBS_EMULATOR=1), checked element by element with the references of
+// Transport verbs through the C ABI: threads as ranks, the four collectives through the verbs
+// plugin over the verbs emulator (the stand-in libibverbs.so.1 this binary links), checked element by element with the references of
 // collectives_test.cc; and the set-up failures every rank must report (no kernel RDMA support,
 // port down, algorithm direct) without hanging. The same collectives with ranks as processes (the
 // test binary spawned once per rank), and environment errors end to end through clbCommInitRank:
@@ -33,9 +33,10 @@
 #include "core/comm.h"
 #include "core/dtype.h"
 #include "transport/transport.h"
-#include "transport/verbs/verbs_ring.h"
+#include "transport/net_plugin.h"
+#include "transport/verbs/verbs_connect.h"
 #include "transport/verbs/verbs_channel.h"
-#include "transport/verbs/verbs_emu.h"
+#include "tests/verbs_emu/emu_client.h"
 
 extern char** environ;
 
@@ -53,12 +54,12 @@ class EnvVar {
     if (had_) old_ = old;
     if (value) setenv(name, value, 1);
     else unsetenv(name);
-    clb::verbs::emu::resetConfig();
+    clbtest::emu::resetConfig();
   }
   ~EnvVar() {
     if (had_) setenv(name_, old_.c_str(), 1);
     else unsetenv(name_);
-    clb::verbs::emu::resetConfig();
+    clbtest::emu::resetConfig();
   }
 
  private:
@@ -141,7 +142,6 @@ class VerbsCollectives : public ::testing::TestWithParam<std::tuple<int, size_t>
 // chunkBytes 4096: 10007 int64 (80 KB) and 10007 float64 span many slot-sized messages.
 TEST_P(VerbsCollectives, AllFourOverEmulatorMatchReference) {
   auto [nranks, count] = GetParam();
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   auto start = Clock::now();
   expectNoErrors(runVerbs(nranks, [&, nranks = nranks, count = count](int r, clbComm_t comm) {
     checkAllFour<int64_t>(nranks, r, comm, count, clbInt64);
@@ -174,7 +174,6 @@ std::vector<std::string> infosOfTwoRanks() {
 // Messages striped over 3 queue pairs per link (verbsQpsPerConnection), through the C ABI: the
 // same references, element by element, and the transport line says it.
 TEST(VerbsCollectivesQps, AllFourOverThreeQueuePairsMatchReference) {
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   for (int nranks : {2, 3}) {
     expectNoErrors(runVerbs(
         nranks,
@@ -202,7 +201,6 @@ TEST(VerbsTransport, NameParsesAndInfoNamesTheEmulatorLink) {
     ASSERT_EQ(clbConfigInit(&cfg), clbSuccess) << clbGetLastError();
     EXPECT_EQ(cfg.transport, clbTransportVerbs);
   }
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   for (auto& i : infosOfTwoRanks()) {
     EXPECT_NE(i.find("transport: verbs"), std::string::npos) << i;
     EXPECT_NE(i.find("verbs: colibri_emu0 port 1, GID index"), std::string::npos) << i;
@@ -214,7 +212,6 @@ TEST(VerbsTransport, NameParsesAndInfoNamesTheEmulatorLink) {
 }
 
 TEST(VerbsTransport, InfoSaysDeviceBuffersAreStagedWhenGpuMemoryIsHost) {
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   EnvVar env("COLIBRI_VERBS_GPU_MEMORY", "host");
   for (auto& i : infosOfTwoRanks())
     EXPECT_NE(i.find("device buffers staged through pinned host memory (COLIBRI_VERBS_GPU_MEMORY=host)"),
@@ -230,33 +227,17 @@ void expectAllFail(int nranks, const std::string& want, int algorithm = clbAlgoR
   EXPECT_LT(s, 5.0) << "failing init took " << s << " s";
 }
 
-TEST(VerbsTransport, WithoutEmulatorHereFailsOnEveryRankWithEnosys) {
-  struct stat st;
-  if (stat("/sys/class/infiniband_verbs", &st) == 0) GTEST_SKIP() << "this machine has kernel RDMA support";
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", nullptr);
-  void* h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    expectAllFail(2, "libibverbs");  // no library: the loader's message names the package
-    return;
-  }
-  dlclose(h);
-  for (int n : {2, 3}) expectAllFail(n, "ENOSYS: this kernel has no RDMA support loaded");
-}
-
 TEST(VerbsTransport, EmulatedNoKernelSupportFailsOnEveryRank) {
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   EnvVar nk("COLIBRI_VERBS_EMU_NO_KERNEL", "1");
   expectAllFail(3, "ENOSYS: this kernel has no RDMA support loaded");
 }
 
 TEST(VerbsTransport, PortDownFailsOnEveryRank) {
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   EnvVar down("COLIBRI_VERBS_EMU_PORT_DOWN", "1");
   expectAllFail(2, "not ACTIVE");
 }
 
 TEST(VerbsTransport, UnknownDeviceAndBadPortAreClear) {
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   {
     EnvVar d("COLIBRI_VERBS_DEVICE", "mlx5_9");
     expectAllFail(2, "no RDMA device named \"mlx5_9\"");
@@ -270,7 +251,6 @@ TEST(VerbsTransport, UnknownDeviceAndBadPortAreClear) {
 }
 
 TEST(VerbsTransport, AlgorithmDirectIsRefused) {
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   expectAllFail(2, "algorithm direct needs the shm transport", clbAlgoDirect);
 }
 
@@ -385,7 +365,7 @@ class VerbsProcessCollectives : public ::testing::TestWithParam<int> {};
 
 TEST_P(VerbsProcessCollectives, AllFourOverEmulatorMatchReference) {
   auto start = Clock::now();
-  runRankProcesses(GetParam(), {"COLIBRI_VERBS_EMULATOR=1"});
+  runRankProcesses(GetParam(), {});
   double s = std::chrono::duration<double>(Clock::now() - start).count();
   EXPECT_LT(s, 25.0) << "the emulated verbs suite in processes took " << s << " s";
 }
@@ -398,7 +378,7 @@ INSTANTIATE_TEST_SUITE_P(Emulator, VerbsProcessCollectives, ::testing::Values(2,
 // RLIMIT_MEMLOCK too low: the emulator's per-process byte limit makes ibv_reg_mr fail with ENOMEM
 // on every rank process; the message names the limit and the fixes.
 TEST(VerbsEnvironment, MemlockTooLowNamesRlimitAndTheFix) {
-  runRankProcesses(2, {"COLIBRI_VERBS_EMULATOR=1", "COLIBRI_VERBS_EMU_MEMLOCK_BYTES=1",
+  runRankProcesses(2, {"COLIBRI_VERBS_EMU_MEMLOCK_BYTES=1",
                        std::string(kWantErrorEnv) +
                            "=RLIMIT_MEMLOCK|ulimit -l unlimited|limits.conf|--ulimit memlock=-1"});
 }
@@ -406,14 +386,13 @@ TEST(VerbsEnvironment, MemlockTooLowNamesRlimitAndTheFix) {
 // Different active MTUs on the emulated hosts: the path MTU is the minimum, and the collectives
 // still work.
 TEST(VerbsEnvironment, PathMtuMismatchUsesTheMinimum) {
-  runRankProcesses(2, {"COLIBRI_VERBS_EMULATOR=1", std::string(kWantInfoEnv) + "=path MTU 1024"},
+  runRankProcesses(2, {std::string(kWantInfoEnv) + "=path MTU 1024"},
                    {{"COLIBRI_VERBS_EMU_MTU=1024"}, {"COLIBRI_VERBS_EMU_MTU=4096"}});
 }
 
 // A RoCE port without a RoCE v2 GID (the interface has no IP address): the automatic choice finds
 // none, and every rank says so, with both fixes.
 TEST(VerbsEnvironment, NoRoceV2GidNamesBothFixes) {
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   EnvVar noV2("COLIBRI_VERBS_EMU_ROCE_V2", "0");
   expectAllFail(2, "has no RoCE v2 GID: give the interface an IP address, or set COLIBRI_VERBS_GID_INDEX");
 }
@@ -421,7 +400,6 @@ TEST(VerbsEnvironment, NoRoceV2GidNamesBothFixes) {
 // A GID index that names no usable RoCE v2 GID (an empty entry, one past the table): the message
 // says to set COLIBRI_VERBS_GID_INDEX.
 TEST(VerbsEnvironment, BadGidIndexNamesTheVariable) {
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   for (const char* idx : {"5", "200"}) {
     EnvVar g("COLIBRI_VERBS_GID_INDEX", idx);
     expectAllFail(2, "set COLIBRI_VERBS_GID_INDEX to the index of a RoCE v2 GID");
@@ -481,16 +459,33 @@ TEST(VerbsConfig, DefaultsAndEnvironmentVariables) {
   EXPECT_EQ(cfg.verbsQpsPerConnection, 4);
 }
 
-// The channel options carry the config's verbs fields, the QP count among them.
-TEST(VerbsConfig, OptionsFromConfigCarryTheQueuePairCount) {
+// The channel options the plugin reads through the core's host (its option callback over the
+// communicator's configuration) carry the config's verbs fields, the QP count among them.
+TEST(VerbsConfig, OptionsThroughTheHostCarryTheConfigFields) {
   NoVerbsEnvironment none;
-  clbConfig_t cfg;
-  ASSERT_EQ(clbConfigInit(&cfg), clbSuccess) << clbGetLastError();
   for (int n : {1, 2, 8}) {
-    cfg.verbsQpsPerConnection = n;
-    clb::verbs::VerbsOptions o;
-    clb::verbsOptionsFromConfig(cfg, &o);
-    EXPECT_EQ(o.qpsPerConnection, n);
+    auto errors = clbtest::runThreadRanks(
+        1,
+        [n](int, clbConfig_t* cfg) {
+          cfg->verbsQpsPerConnection = n;
+          cfg->verbsTrafficClass = 40 + n;
+          cfg->verbsRetryCount = n % 8;
+          cfg->pipelineDepth = 3;
+          snprintf(cfg->verbsDevice, sizeof cfg->verbsDevice, "mlx5_%d", n);
+        },
+        [n](int, clbComm_t comm) {
+          clb::verbs::VerbsOptions o;
+          std::string device;
+          ASSERT_EQ(clb::verbs::verbsOptionsFromHost(clb::netHostFor(comm), &o, &device), clbSuccess)
+              << clbGetLastError();
+          EXPECT_EQ(o.qpsPerConnection, n);
+          EXPECT_EQ(o.trafficClass, 40 + n);
+          EXPECT_EQ(o.retryCnt, n % 8);
+          EXPECT_EQ(o.slots, 3);
+          EXPECT_EQ(device, "mlx5_" + std::to_string(n));
+          EXPECT_STREQ(o.deviceName, device.c_str());
+        });
+    EXPECT_EQ(errors[0], "");
   }
 }
 
@@ -631,20 +626,22 @@ TEST(VerbsConfig, StructOfTheSecondVersionGetsTheDefaultQueuePairCount) {
   EXPECT_TRUE(contains(initAlone(old), "config.size=145 but this library expects")) << clbGetLastError();
 }
 
-// Every rank's queue pairs (as the emulator reports them) carry `tc`, `timeout`, `retry` and the
-// GID index; the transport line of clbCommInfo says them.
+// Every queue pair of the communicator (as the emulator reports them: two per rank, one per link
+// end) carries `tc`, `timeout`, `retry` and the GID index; the transport line of clbCommInfo says
+// them.
 void expectQueuePairs(const std::function<void(clbConfig_t*)>& configure, int tc, int timeout, int retry, int gid) {
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   std::vector<std::string> infos(2);
   expectNoErrors(runVerbs(
       2,
       [&](int r, clbComm_t comm) {
-        auto* ch = dynamic_cast<clb::verbs::VerbsChannel*>(&comm->carrier->ring());
-        ASSERT_NE(ch, nullptr) << "the ring of a verbs communicator is a VerbsChannel";
-        for (ibv_qp* q : {ch->sendQp(), ch->recvQp()}) {
+        // Init is collective and connects every queue pair: all four exist until the all-reduce.
+        ibv_qp* qps[8];
+        ASSERT_EQ(clbtest::emu::liveQps(qps, 8), 4) << "a send and a receive queue pair per rank";
+        for (ibv_qp* q : qps) {
+          if (q == qps[4]) break;
           ibv_qp_attr a;
           ibv_qp_init_attr ia;
-          ASSERT_EQ(clb::verbs::emu::api()->queryQp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &ia), 0);
+          ASSERT_EQ(clbtest::emu::api()->queryQp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &ia), 0);
           EXPECT_EQ(a.qp_state, IBV_QPS_RTS);
           EXPECT_EQ(a.ah_attr.is_global, 1) << "RoCE: a GRH on every packet";
           EXPECT_EQ(a.ah_attr.grh.traffic_class, tc) << "rank " << r;
@@ -698,7 +695,6 @@ TEST(VerbsConfig, EnvironmentReachesTheQueuePairsAndTheStructWinsOverIt) {
 
 TEST(VerbsConfig, DeviceFromTheStructIsUsed) {
   NoVerbsEnvironment none;
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   auto errors = runVerbs(2, [](int, clbComm_t) { ADD_FAILURE() << "init succeeded"; }, clbAlgoRing, 4096, 10000,
                          [](clbConfig_t* c) { snprintf(c->verbsDevice, sizeof c->verbsDevice, "%s", "mlx5_7"); });
   for (auto& e : errors) EXPECT_TRUE(contains(e, "no RDMA device named \"mlx5_7\"")) << e;
@@ -772,6 +768,16 @@ struct MemfdDevice {
   }
 };
 
+// This rank's verbs channel, connected the way the plugin's connect does it (the plugin's own
+// sources, linked into the tests, over the process's libibverbs: the stand-in), through the core's
+// host for the communicator: so a test can reach the channel's statistics and limits.
+clbResult_t connectChannel(clbComm_t comm, const clb::verbs::DeviceMemory* device,
+                           std::unique_ptr<clb::verbs::VerbsChannel>* ch, std::string* describe) {
+  const clb::verbs::VerbsApi* api = nullptr;
+  clbResult_t rc = clb::verbs::loadLibibverbs(&api);
+  return clb::verbs::connectVerbs(rc == clbSuccess ? api : nullptr, rc, clb::netHostFor(comm), device, ch, describe);
+}
+
 class CountingMemory : public clb::RingMemory {
  public:
   clbResult_t copy(void* dst, const void* src, size_t bytes) override {
@@ -817,7 +823,6 @@ clb::CollArgs collArgs(clbComm_t comm, uint32_t coll, const void* in, void* out,
 }
 
 TEST(VerbsDeviceMode, RingOverDmabufSlotsMatchesReferenceAndCountsDeviceBytes) {
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   // 10007 int64 with chunkBytes 4096: many messages per segment, slots reused many times; 2 over
   // 3 ranks: empty segments (messages without payload, which still need announced slots).
   // (ranks, count, queue pairs per link)
@@ -826,11 +831,11 @@ TEST(VerbsDeviceMode, RingOverDmabufSlotsMatchesReferenceAndCountsDeviceBytes) {
     std::vector<MemfdDevice> dev(nranks);
     expectNoErrors(runVerbs(nranks, [&, nranks = nranks, count = count](int r, clbComm_t comm) {
       clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd", nullptr, nullptr};
-      std::unique_ptr<clb::RingChannel> ch;
+      std::unique_ptr<clb::verbs::VerbsChannel> ch;
       std::string info;
-      ASSERT_EQ(clb::createVerbsChannel(comm, &dm, &ch, &info), clbSuccess) << clbGetLastError();
+      ASSERT_EQ(connectChannel(comm, &dm, &ch, &info), clbSuccess) << clbGetLastError();
       EXPECT_NE(info.find("GPU memory registered through test memfd"), std::string::npos) << info;
-      auto* vc = dynamic_cast<clb::verbs::VerbsChannel*>(ch.get());
+      auto* vc = ch.get();
       ASSERT_TRUE(vc && vc->deviceMode());
       const int64_t devBefore = comm->mem.device;
       CountingMemory mem;
@@ -883,16 +888,15 @@ TEST(VerbsDeviceMode, RingOverDmabufSlotsMatchesReferenceAndCountsDeviceBytes) {
 // later calls), an allocation that changed behind the same address is registered again, the
 // cache stays within its bounds (least recently used dropped), and trim drops it.
 TEST(VerbsDeviceMode, UserBuffersAreSentWithoutACopyAndCachedByAllocation) {
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   for (auto [nranks, qps] : {std::pair<int, int>{2, 1}, {3, 2}}) {
     std::vector<MemfdDevice> dev(nranks);
     expectNoErrors(runVerbs(nranks, [&, nranks = nranks](int r, clbComm_t comm) {
       clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd",
                                   MemfdDevice::lookup, MemfdDevice::exportRange};
-      std::unique_ptr<clb::RingChannel> ch;
+      std::unique_ptr<clb::verbs::VerbsChannel> ch;
       std::string info;
-      ASSERT_EQ(clb::createVerbsChannel(comm, &dm, &ch, &info), clbSuccess) << clbGetLastError();
-      auto* vc = dynamic_cast<clb::verbs::VerbsChannel*>(ch.get());
+      ASSERT_EQ(connectChannel(comm, &dm, &ch, &info), clbSuccess) << clbGetLastError();
+      auto* vc = ch.get();
       ASSERT_TRUE(vc);
       const size_t count = 10007;
       int64_t* in = dev[r].allocUser<int64_t>(count);
@@ -960,13 +964,12 @@ TEST(VerbsDeviceMode, UserBuffersAreSentWithoutACopyAndCachedByAllocation) {
 
 // A device-mode channel and a host-mode channel cannot be linked: both ranks fail, naming it.
 TEST(VerbsDeviceMode, MixedHostAndDeviceEndsAreRefusedByName) {
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   std::vector<MemfdDevice> dev(2);
   expectNoErrors(runVerbs(2, [&](int r, clbComm_t comm) {
     clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd", nullptr, nullptr};
-    std::unique_ptr<clb::RingChannel> ch;
+    std::unique_ptr<clb::verbs::VerbsChannel> ch;
     std::string info;
-    clbResult_t rc = clb::createVerbsChannel(comm, r == 0 ? &dm : nullptr, &ch, &info);
+    clbResult_t rc = connectChannel(comm, r == 0 ? &dm : nullptr, &ch, &info);
     std::string e = clbGetLastError();
     EXPECT_NE(rc, clbSuccess) << e;
     EXPECT_TRUE(contains(e, "both ends of a link must be set up alike") || contains(e, "could not connect")) << e;
@@ -976,14 +979,13 @@ TEST(VerbsDeviceMode, MixedHostAndDeviceEndsAreRefusedByName) {
 // Registration of the device memory fails (a dma-buf the NIC cannot take): every rank fails at
 // set-up, the failing one with the reason and the fix, the others naming it.
 TEST(VerbsDeviceMode, DmabufRegistrationFailureIsReportedOnEveryRank) {
-  EnvVar emu("COLIBRI_VERBS_EMULATOR", "1");
   EnvVar noDmabuf("COLIBRI_VERBS_EMU_DMABUF", "0");
   std::vector<MemfdDevice> dev(2);
   expectNoErrors(runVerbs(2, [&](int r, clbComm_t comm) {
     clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd", nullptr, nullptr};
-    std::unique_ptr<clb::RingChannel> ch;
+    std::unique_ptr<clb::verbs::VerbsChannel> ch;
     std::string info;
-    EXPECT_NE(clb::createVerbsChannel(comm, &dm, &ch, &info), clbSuccess);
+    EXPECT_NE(connectChannel(comm, &dm, &ch, &info), clbSuccess);
     std::string e = clbGetLastError();
     EXPECT_TRUE(contains(e, "ibv_reg_dmabuf_mr") || contains(e, "could not set up the verbs transport")) << e;
     if (contains(e, "ibv_reg_dmabuf_mr")) {

@@ -31,14 +31,14 @@
 
 #include "core/error.h"
 #include "transport/verbs/verbs_api.h"
-#include "transport/verbs/verbs_emu.h"
+#include "tests/verbs_emu/emu_client.h"
 
 extern char** environ;
 
 namespace {
 
 using clb::verbs::VerbsApi;
-namespace emu = clb::verbs::emu;
+namespace emu = clbtest::emu;
 using Ms = std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
@@ -535,11 +535,12 @@ int faultingDeviceCopy(void*, const void*, size_t) {
 // Sets the emulator's DeviceCopy for one test and clears it however the test ends (declared
 // before the hosts, so that their NIC threads are gone first).
 struct DeviceCopyScope {
-  explicit DeviceCopyScope(emu::DeviceCopy copy) {
+  explicit DeviceCopyScope(emu::DeviceCopy copy) : before(emu::deviceCopy()) {
     gDeviceCopies = 0;
     emu::setDeviceCopy(copy);
   }
-  ~DeviceCopyScope() { emu::setDeviceCopy(nullptr); }
+  ~DeviceCopyScope() { emu::setDeviceCopy(before); }  // the stand-in's CUDA copy, on a CUDA build
+  emu::DeviceCopy before;
 };
 
 // A pipe's end: a valid fd that cannot be mapped, like a GPU dma-buf.

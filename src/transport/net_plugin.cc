@@ -4,6 +4,7 @@
 #include "transport/net_plugin.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -78,7 +79,9 @@ const char* jarOf(const std::string& name) {
 std::string folderOfCore() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&netCore), &info) && info.dli_fname) {
-    std::string f = info.dli_fname;
+    // The real path: a program started as /proc/self/exe (or through a link) names that.
+    char real[PATH_MAX];
+    std::string f = realpath(info.dli_fname, real) ? real : info.dli_fname;
     size_t slash = f.rfind('/');
     if (slash != std::string::npos) return f.substr(0, slash);
   }

@@ -8,13 +8,6 @@
 #include "transport/net_plugin.h"
 #include "transport/shm.h"
 #include "transport/socket.h"
-#include "transport/verbs/verbs_ring.h"
-
-#ifdef CLB_HAVE_VERBS
-namespace clb::verbs {
-bool emulatorRequested();  // verbs_select.cc
-}
-#endif
 
 namespace clb {
 
@@ -38,14 +31,6 @@ clbResult_t createTransport(clbComm* c, std::unique_ptr<Transport>* out) {
     CLB_CHECK(shm->init());
     *out = std::move(shm);
   } else if (c->transport == clbTransportVerbs) {
-#ifdef CLB_HAVE_VERBS
-    // Transitional (issue 15): the emulator still lives in the core, so COLIBRI_VERBS_EMULATOR
-    // keeps the core's copy of the verbs transport until the emulator is a stand-in libibverbs.
-    if (verbs::emulatorRequested()) {
-      CLB_CHECK(createVerbsTransport(c, out));
-      return clbSuccess;
-    }
-#endif
     // The network plugin (libcolibri_verbs.so): its channel, with the socket transport's failure
     // notices on the bootstrap connections.
     // Every rank learns whether every rank has it, so that none waits in the plugin's exchanges

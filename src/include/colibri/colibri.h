@@ -57,8 +57,8 @@ typedef enum {
 typedef enum { clbSum = 0, clbProd = 1, clbMin = 2, clbMax = 3, clbAvg = 4, clbNumOps = 5 } clbRedOp_t;
 
 /* Transport between ranks. Auto: shm between ranks on one host, socket otherwise. Verbs: RDMA
-   (libibverbs loaded at run time, or the emulator with COLIBRI_VERBS_EMULATOR=1), ring only;
-   never chosen by auto. */
+   through the verbs network plugin (libcolibri_verbs.so, which loads libibverbs at run time),
+   ring only; never chosen by auto. */
 typedef enum {
   clbTransportAuto = 0, clbTransportShm = 1, clbTransportSocket = 2, clbTransportVerbs = 3,
   clbNumTransports = 4

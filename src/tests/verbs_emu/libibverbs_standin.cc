@@ -1,26 +1,27 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// The verbs emulator as a stand-in libibverbs.so.1, for tests only (issue 15; docs/architecture.md,
+// The verbs emulator as a stand-in libibverbs.so.1, for tests only (docs/architecture.md,
 // "Network plugins"): it exports the ibv_* entry points that the production loader
-// (src/transport/verbs/verbs_loader.cc) looks up, over the emulator's table, so a test that puts
-// this library first on the library path (or loads it before the verbs plugin does: the dynamic
-// loader then matches the plugin's dlopen("libibverbs.so.1") by soname) runs the unchanged
-// production path over the emulated NIC. The inline verbs calls (post_send, post_recv, poll_cq,
-// req_notify_cq) go through the context's ops, which the emulator fills like a provider.
+// (src/transport/verbs/verbs_loader.cc) looks up, over the emulator's table. colibri_tests links
+// it, so the name libibverbs.so.1 is taken by it in every test process and the plugin's
+// dlopen("libibverbs.so.1") gets it by soname; the Java tests put its folder first on the library
+// path. Either way the unchanged production path runs over the emulated NIC. The inline verbs
+// calls (post_send, post_recv, poll_cq, req_notify_cq) go through the context's ops, which the
+// emulator fills like a provider.
 //
 // GPU memory (GPUDirect RDMA over the emulator) needs no hook: on a build with cuda.h the
 // stand-in reaches it through the CUDA driver itself (deviceCopy below).
 //
-// The emulator's test hooks are the extra colibri_emu_* symbols below, which tests look up
-// themselves (the structs are the emulator's own, shared by the tests through verbs_emu.h: this
-// is a test library, built with the tests, not a product interface).
+// The emulator's test hooks are the extra colibri_emu_* symbols below, which the tests call
+// through emu_client.h (the structs are the emulator's own, from verbs_emu.h: this is a test
+// library, built with the tests, not a product interface).
 #include <infiniband/verbs.h>
 
 #include <cerrno>
 
-#include "transport/verbs/verbs_emu.h"
+#include "tests/verbs_emu/verbs_emu.h"
 #ifdef CLB_HAVE_CUDA
-#include "core/cuda/driver.h"
+#include "platform/cuda/driver.h"
 #endif
 
 #undef ibv_get_device_list
@@ -111,3 +112,6 @@ CLB_STANDIN int colibri_emu_set_port_state(ibv_context* c, int up) { return emu:
 CLB_STANDIN int colibri_emu_drop_packets(ibv_qp* qp, int count) { return emu::dropPackets(qp, count); }
 CLB_STANDIN int colibri_emu_query_stats(ibv_qp* qp, emu::QpStats* out) { return emu::queryStats(qp, out); }
 CLB_STANDIN void colibri_emu_set_device_copy(emu::DeviceCopy copy) { emu::setDeviceCopy(copy); }
+CLB_STANDIN emu::DeviceCopy colibri_emu_device_copy(void) { return emu::deviceCopy(); }
+CLB_STANDIN int colibri_emu_live_qps(ibv_qp** out, int max) { return emu::liveQps(out, max); }
+CLB_STANDIN const VerbsApi* colibri_emu_api(void) { return emu::api(); }

@@ -2,9 +2,10 @@
 //
 // The verbs function table. Everything the RDMA transport calls in libibverbs goes through one
 // VerbsApi: filled from libibverbs.so.1 with dlopen/dlsym at run time (verbs_loader.cc: nothing
-// links -libverbs, so libraries load where rdma-core is absent), or by the verbs emulator
-// (verbs_emu.h), which implements the same entries over Unix sockets so that the transport runs
-// in CI without an RDMA device. The entries take and return the real <infiniband/verbs.h> types
+// links -libverbs, so libraries load where rdma-core is absent). The tests' verbs emulator
+// (src/tests/verbs_emu/) implements the same entries over Unix sockets and exports them as a
+// stand-in libibverbs.so.1, so that the transport runs in CI without an RDMA device; nothing here
+// knows which library it loaded. The entries take and return the real <infiniband/verbs.h> types
 // and follow libibverbs' conventions exactly:
 //   - calls returning a pointer return NULL and set errno on failure;
 //   - calls returning int return 0 or a positive errno value (modifyQp, postSend, ...), except
@@ -32,7 +33,8 @@ namespace clb {
 namespace verbs {
 
 struct VerbsApi {
-  // "libibverbs" or "emulator": which implementation filled the table (for messages and logs).
+  // Which implementation filled the table: "libibverbs" from the loader ("emulator" inside the
+  // tests' stand-in library, whose own table it is).
   const char* impl;
 
   // Devices.
@@ -94,11 +96,6 @@ clbResult_t loadLibibverbs(const VerbsApi** api);
 // Loads `soname` into `api` (no caching; tests use it with a library that does not exist). The
 // handle stays open for the life of the process on success.
 clbResult_t loadLibibverbsFrom(const char* soname, VerbsApi* api);
-
-// The table the transport uses: the emulator when COLIBRI_VERBS_EMULATOR is set to anything but
-// "", "0", "false" or "no" (the words in any case; clb::envFlag), e.g. =1; else libibverbs.
-clbResult_t selectVerbsApi(const VerbsApi** api);
-bool emulatorRequested();
 
 // ibv_get_device_list with the environment's failures turned into messages that name the fix:
 // no kernel RDMA support (ENOSYS), no permission, zero devices (clbUnsupported). On success

@@ -1,11 +1,12 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // The verbs ring channel: a RingChannel over RC queue pairs, driven through a VerbsApi table
-// (libibverbs or the emulator). One VerbsChannel is one rank's place in the ring: a queue pair
+// (libibverbs.so.1, or the tests' stand-in of it). One VerbsChannel is one rank's place in the ring: a queue pair
 // that sends to the next rank ("send side") and one that receives from the previous rank
 // ("receive side"), on a device context of its own.
 //
-// Construction (verbs_ring.cc makes the verbs transport's, src/device/gpudirect.cc GPUDirect's):
+// Construction (verbs_connect.cc, for the plugin's connect: the verbs transport's channel and,
+// in device mode, GPUDirect's):
 //   VerbsChannel::create(api, options, comm-or-null, &ch);
 //   give ch->sendSideInfo() to the next rank and ch->recvSideInfo() to the previous rank (any
 //   transport: bootstrap, a socket, memory); then

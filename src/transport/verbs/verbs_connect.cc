@@ -136,7 +136,7 @@ clbResult_t connectVerbs(const VerbsApi* api, clbResult_t rc, const clbNetHost_v
   const char* dev = ctx && ctx->device ? api->getDeviceName(ctx->device) : "?";
   if (o.qpsPerConnection > 1) snprintf(qps, sizeof qps, ", %d queue pairs per link", o.qpsPerConnection);
   // The GPU memory path is said here, at init, not only at the first device call. Which library
-  // serves the device is not named: the device's name says it (colibri_emu0 for the emulator).
+  // serves the device is not named: the device's name says it (colibri_emu0 for the tests' emulator).
   snprintf(b, sizeof b,
            "verbs: %s port %d, GID index %d, path MTU %d, traffic class %d, timeout %d, retry count %d%s%s%s",
            dev ? dev : "?", (int)o.port, ch->gidIndex(),

@@ -2,8 +2,8 @@
 //
 // Opening and connecting one rank's verbs channel through the plugin interface's host
 // (clbNetHost_v1_t: bootstrap allGather, waits, accounting, options). No core types: this is the
-// code that libcolibri_verbs.so runs for clbNetPlugin_v1_t.connect (verbs_plugin.cc), and, until
-// the core uses the plugin for every verbs channel, what createVerbsChannel in the core runs.
+// code that libcolibri_verbs.so runs for clbNetPlugin_v1_t.connect (verbs_plugin.cc); the unit
+// tests call it directly over the stand-in libibverbs.
 #pragma once
 
 #include <memory>

@@ -20,9 +20,9 @@ public enum Option {
   /** {@code clbConfig_t.transport}: the {@link Transport} between ranks; default auto. */
   TRANSPORT("transport", "TRANSPORT", Kind.TRANSPORT, Transport.AUTO, 0, 0,
       "Transport between ranks: `shm` (one host), `socket` (TCP, any hosts), `verbs` (RDMA"
-          + " through libibverbs, or its emulator with COLIBRI_VERBS_EMULATOR=1; ring algorithm"
-          + " only; tuned by the `verbs*` options below), or `auto` (shm between ranks on one host,"
-          + " socket otherwise; never verbs)."),
+          + " through the verbs network plugin of the colibri-verbs jar, which loads libibverbs at"
+          + " run time; ring algorithm only; tuned by the `verbs*` options below), or `auto` (shm"
+          + " between ranks on one host, socket otherwise; never verbs)."),
   /** {@code clbConfig_t.algorithm}: the {@link Algorithm} forced for every call; default auto. */
   ALGORITHM("algorithm", "ALGORITHM", Kind.ALGORITHM, Algorithm.AUTO, 0, 0,
       "Algorithm forced for every collective: `ring`, `direct`, or `auto` (picked by message size"

@@ -14,8 +14,8 @@ public enum Transport {
   /** TCP sockets, any hosts. */
   SOCKET(2),
   /**
-   * RDMA verbs (libibverbs loaded at run time; the emulator with {@code COLIBRI_VERBS_EMULATOR=1}),
-   * ring algorithm only; never picked by {@link #AUTO}.
+   * RDMA verbs through the verbs network plugin (the {@code io.colibri:colibri-verbs} jar, which
+   * loads libibverbs at run time), ring algorithm only; never picked by {@link #AUTO}.
    */
   VERBS(3);
 

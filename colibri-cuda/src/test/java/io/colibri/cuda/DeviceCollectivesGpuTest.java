@@ -160,14 +160,17 @@ class DeviceCollectivesGpuTest {
 
   /**
    * Transport verbs between ranks that share no memory: device buffers go over GPUDirect RDMA
-   * (GPU memory registered as dma-bufs; here with the verbs emulator, which reaches them through
-   * the driver). scripts/gpu-check.sh sets COLIBRI_VERBS_EMULATOR=1 for these tests.
+   * (GPU memory registered as dma-bufs; here over the verbs emulator, the native build's stand-in
+   * libibverbs.so.1, which reaches them through the driver). scripts/gpu-check.sh puts the
+   * stand-in on the library path, the verbs plugin in COLIBRI_PLUGIN_DIR and sets
+   * -Dcolibri.test.verbsEmulator=true for these tests.
    */
   @Test
   @Timeout(120)
   void verbsBetweenHostsGoesOverGpuDirect() throws Exception {
-    Assumptions.assumeTrue("1".equals(System.getenv("COLIBRI_VERBS_EMULATOR")),
-        "skipped: needs COLIBRI_VERBS_EMULATOR=1 (no RDMA device here)");
+    Assumptions.assumeTrue(Boolean.getBoolean("colibri.test.verbsEmulator"),
+        "skipped: needs -Dcolibri.test.verbsEmulator=true with the verbs emulator as libibverbs"
+            + " (no RDMA device here)");
     int n = 2;
     int count = 300_007;
     UniqueId id = UniqueId.create();

@@ -31,8 +31,8 @@ import org.junit.jupiter.params.provider.MethodSource;
 
 /**
  * Forced algorithms (RING, DIRECT), the AUTO choice observed through lastAlgorithm(), every
- * transport (SHM, SOCKET, and VERBS over the verbs emulator that surefire selects with
- * COLIBRI_VERBS_EMULATOR=1), in-place and raw-address variants, and special float values, all with
+ * transport (SHM, SOCKET, and VERBS through the native build's verbs plugin over the verbs
+ * emulator, which surefire puts on the library path as libibverbs.so.1), in-place and raw-address variants, and special float values, all with
  * threads as ranks and the same element-by-element checks as the matrix.
  */
 class AlgorithmTransportTest {

@@ -94,6 +94,55 @@ class NativeLoadingTest {
     assertNoForbiddenNeeded(lib);
   }
 
+  /**
+   * The product libraries carry no verbs emulator (it is the tests' stand-in libibverbs.so.1), and
+   * libcolibri.so no verbs code at all (that is the plugin): neither the emulator's device and
+   * socket names nor, in the core, the libibverbs entry points the loader looks up appear in their
+   * bytes, and each exports only its interface (no C++ symbol, not even a weak template instance of
+   * the libstdc++ it links statically).
+   */
+  @Test
+  void productLibrariesCarryNoEmulatorAndTheCoreNoVerbs() throws Exception {
+    Path build = Paths.get(System.getProperty("colibri.nativeBuildDir", "../build/native"));
+    Path core = build.resolve("libcolibri.so");
+    Path plugin = build.resolve("libcolibri_verbs.so");
+    assumeTrue(Files.exists(core) && Files.exists(plugin),
+        "libcolibri.so or libcolibri_verbs.so not built (-Dcolibri.skipNative, or no verbs.h)");
+    for (Path lib : List.of(core, plugin)) {
+      String bytes = new String(Files.readAllBytes(lib), StandardCharsets.ISO_8859_1);
+      for (String emulator : List.of("colibri_emu0", "colibri-verbs-emu", "verbs emulator")) {
+        assertFalse(bytes.contains(emulator), lib + " contains \"" + emulator + "\"");
+      }
+    }
+    String coreBytes = new String(Files.readAllBytes(core), StandardCharsets.ISO_8859_1);
+    for (String verbs : List.of("ibv_reg_mr", "ibv_create_qp", "libibverbs.so.1")) {
+      assertFalse(coreBytes.contains(verbs), core + " contains \"" + verbs + "\": verbs code");
+    }
+    assertEquals(List.of("clbNetPlugin_v1"), exports(plugin));
+    for (String e : exports(core)) {
+      assertTrue(e.startsWith("clb"), core + " exports " + e);
+    }
+  }
+
+  /** The symbols a library defines for others (readelf --dyn-syms: defined, global or weak). */
+  private static List<String> exports(Path lib) throws IOException, InterruptedException {
+    Process p = new ProcessBuilder("readelf", "-W", "--dyn-syms", lib.toString())
+        .redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    assertTrue(p.waitFor(30, TimeUnit.SECONDS), "readelf hung");
+    List<String> names = new ArrayList<>();
+    for (String line : out.split("\n")) {
+      String[] f = line.trim().split("\\s+");
+      // Num: Value Size Type Bind Vis Ndx Name
+      if (f.length >= 8 && f[0].endsWith(":") && !f[6].equals("UND")
+          && (f[4].equals("GLOBAL") || f[4].equals("WEAK"))
+          && f[5].equals("DEFAULT")) {
+        names.add(f[7].replaceAll("@.*", ""));
+      }
+    }
+    return names;
+  }
+
   @Test
   void jniLibraryHasNoBuildPathInItsRunpath() throws Exception {
     NativeLibrary.ensureLoaded();

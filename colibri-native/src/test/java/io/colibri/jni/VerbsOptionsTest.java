@@ -12,6 +12,7 @@ import io.colibri.Transport;
 import io.colibri.UniqueId;
 import java.io.File;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -19,7 +20,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The verbs options travel from Java to the queue pairs: two ranks (threads of a child JVM, which
- * runs the verbs emulator: COLIBRI_VERBS_EMULATOR=1 must be in its environment) report in
+ * runs the native build's verbs plugin over the verbs emulator, the stand-in libibverbs.so.1 in
+ * the build's verbs-emu/) report in
  * transportInfo() the device, GID index, traffic class, timeout and retry count they connected
  * with, some set on the builder, one from a system property.
  */
@@ -40,7 +42,9 @@ class VerbsOptionsTest {
     cmd.add(VerbsOptionsTest.class.getName());
     ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
     pb.environment().keySet().removeIf(k -> k.startsWith("COLIBRI_"));
-    pb.environment().put("COLIBRI_VERBS_EMULATOR", "1");
+    Path build = Path.of(System.getProperty("colibri.nativeBuildDir", "../build/native"));
+    pb.environment().put("COLIBRI_PLUGIN_DIR", build.toAbsolutePath().toString());
+    pb.environment().put("LD_LIBRARY_PATH", build.resolve("verbs-emu").toAbsolutePath().toString());
     pb.environment().put("COLIBRI_VERBS_TRAFFIC_CLASS", "32");  // the builder wins over it
     Process p = pb.start();
     String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);

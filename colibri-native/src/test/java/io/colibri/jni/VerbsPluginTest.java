@@ -27,8 +27,9 @@ import org.junit.jupiter.api.io.TempDir;
  * without it on the classpath, init fails naming that jar; with it (here a folder in the jar's
  * layout, since colibri-verbs is built after this module), NativeLibrary extracts it and the core
  * loads it, and over the verbs emulator as a stand-in libibverbs.so.1 (the native build's
- * verbs-emu/, put on the child's library path) two ranks connect. Both run in child JVMs without
- * COLIBRI_VERBS_EMULATOR: the core does not know it talks to an emulator.
+ * verbs-emu/, put on the child's library path) two ranks connect. Both run in child JVMs whose
+ * environment has no COLIBRI_* variable (so no COLIBRI_PLUGIN_DIR from surefire): the plugin comes
+ * from the classpath only, and neither it nor the core knows it talks to an emulator.
  */
 class VerbsPluginTest {
 

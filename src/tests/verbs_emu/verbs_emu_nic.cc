@@ -43,7 +43,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "transport/verbs/verbs_emu_internal.h"
+#include "tests/verbs_emu/verbs_emu_internal.h"
 
 namespace clb {
 namespace verbs {

@@ -40,7 +40,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
-#include "transport/verbs/verbs_emu_internal.h"
+#include "tests/verbs_emu/verbs_emu_internal.h"
 
 namespace clb {
 namespace verbs {
@@ -70,6 +70,10 @@ ibv_device* emuDevice() {
 
 bool ours(ibv_context* c) { return c && c->device == emuDevice(); }
 Ctx* ctxOf(ibv_context* c) { return reinterpret_cast<Ctx*>(c); }
+
+// The open contexts, for liveQps.
+std::mutex gCtxsMu;
+std::set<Ctx*> gCtxs;
 Qp* qpOf(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
 Cq* cqOf(ibv_cq* q) { return reinterpret_cast<Cq*>(q); }
 Pd* pdOf(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
@@ -157,12 +161,18 @@ ibv_context* openDevice(ibv_device* d) {
     delete c;
     return failNull<ibv_context>(e);
   }
+  std::lock_guard<std::mutex> lock(gCtxsMu);
+  gCtxs.insert(c);
   return &c->ibv;
 }
 
 int closeDevice(ibv_context* ctx) {
   if (!ours(ctx)) return EINVAL;
   Ctx* c = ctxOf(ctx);
+  {
+    std::lock_guard<std::mutex> lock(gCtxsMu);
+    gCtxs.erase(c);
+  }
   stopNic(c);
   {
     std::lock_guard<std::mutex> lock(c->mu);
@@ -1098,6 +1108,8 @@ void resetConfig() {
 
 void setDeviceCopy(DeviceCopy copy) { gDeviceCopy.store(copy); }
 
+DeviceCopy deviceCopy() { return gDeviceCopy.load(); }
+
 bool isEmulated(ibv_context* ctx) { return ours(ctx); }
 
 uint32_t nodeId(ibv_context* ctx) { return ours(ctx) ? ctxOf(ctx)->node : 0; }
@@ -1125,6 +1137,19 @@ int dropPackets(ibv_qp* qp, int count) {
   std::lock_guard<std::mutex> lock(q->ctx->mu);
   q->dropCount = count;
   return 0;
+}
+
+int liveQps(ibv_qp** out, int max) {
+  std::lock_guard<std::mutex> lock(gCtxsMu);
+  int n = 0;
+  for (Ctx* c : gCtxs) {
+    std::lock_guard<std::mutex> ctxLock(c->mu);
+    for (auto& kv : c->qps) {
+      if (out && n < max) out[n] = &kv.second->ibv;
+      n++;
+    }
+  }
+  return n;
 }
 
 int queryStats(ibv_qp* qp, QpStats* s) {

@@ -93,6 +93,9 @@ struct QpStats {
   uint64_t rejected = 0;        // packets addressed to this QP that it dropped (state, source, PSN)
 };
 int queryStats(ibv_qp* qp, QpStats* stats);
+// The queue pairs of the process's open contexts that are not destroyed (any order): up to `max`
+// of them into `out`; returns how many there are.
+int liveQps(ibv_qp** out, int max);
 
 // How the emulated NIC reaches memory registered with regDmabufMr whose fd cannot be mapped
 // (GPU memory: NVIDIA's dma-bufs do not support mmap). With a copy function set, such a
@@ -104,6 +107,7 @@ int queryStats(ibv_qp* qp, QpStats* stats);
 // (their copies then fail with EFAULT).
 using DeviceCopy = int (*)(void* dst, const void* src, size_t bytes);
 void setDeviceCopy(DeviceCopy copy);
+DeviceCopy deviceCopy();  // the one set now
 
 }  // namespace emu
 }  // namespace verbs

@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/verbs/verbs_emu.h"
+#include "tests/verbs_emu/verbs_emu.h"
 
 namespace clb {
 namespace verbs {
