@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds what scripts/gpu-check.sh needs into DIR (default .gpun): the native test binary, the
-# device benchmark, the kernel images and their list (kernel-images.txt), and — for the Java GPU
+# device benchmark, the kernel images and their list (kernel-images.txt), the verbs plugin, the
+# verbs emulator as verbs-emu/libibverbs.so.1, the test plugins, and — for the Java GPU
 # tests — a trimmed JRE plus the jars (made with shared/gpu/pack.sh when it is there). Run here;
 # carry DIR to the GPU host.
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
@@ -15,6 +16,8 @@ cp build/native/colibri_tests build/native/colibri_device_bench build/native/col
 # The verbs emulator as the tests' libibverbs.so.1: colibri_tests finds it through its RPATH
 # ($ORIGIN/verbs-emu), the Java GPU tests through LD_LIBRARY_PATH (gpu-check.sh).
 mkdir -p "$dir/verbs-emu" && cp -L build/native/verbs-emu/libibverbs.so.1 "$dir/verbs-emu/"
+# Plugins the loader must refuse (net_plugin_test.cc), beside the tests as in the build.
+cp -r build/native/test-plugins "$dir/"
 pack=${PACK_SH:-../shared/gpu/pack.sh}
 if [[ -x $pack || -f $pack ]]; then
   mvn -B -ntp -q install -DskipTests

@@ -13,6 +13,7 @@
 #include "colibri/colibri.h"
 #include "colibri/net_plugin.h"
 #include "core/error.h"
+#include "tests/test_paths.h"
 #include "transport/net_plugin.h"
 
 namespace {
@@ -21,7 +22,7 @@ std::string lastError() { return clb::lastError(); }
 
 class PluginDir {
  public:
-  explicit PluginDir(const char* dir) { clbSetPluginDir(dir); }
+  explicit PluginDir(const std::string& dir) { clbSetPluginDir(dir.c_str()); }
   ~PluginDir() { clbSetPluginDir(nullptr); }
 };
 
@@ -48,7 +49,7 @@ TEST(NetPlugin, PluginDirIsLookedInFirst) {
 }
 
 TEST(NetPlugin, OtherInterfaceVersionIsRefusedNamingBoth) {
-  PluginDir dir(CLB_TEST_PLUGIN_DIR);
+  PluginDir dir(clbtest::testPluginDir());
   const clbNetPlugin_v1_t* p = nullptr;
   EXPECT_EQ(clb::loadNetPlugin("fakev99", &p), clbInvalidUsage);
   const std::string e = lastError();
@@ -58,14 +59,14 @@ TEST(NetPlugin, OtherInterfaceVersionIsRefusedNamingBoth) {
 }
 
 TEST(NetPlugin, LibraryWithoutThePluginSymbolIsRefused) {
-  PluginDir dir(CLB_TEST_PLUGIN_DIR);
+  PluginDir dir(clbtest::testPluginDir());
   const clbNetPlugin_v1_t* p = nullptr;
   EXPECT_EQ(clb::loadNetPlugin("nosymbol", &p), clbInvalidUsage);
   EXPECT_NE(lastError().find("has no symbol clbNetPlugin_v1"), std::string::npos) << lastError();
 }
 
 TEST(NetPlugin, PluginOfAnotherNameIsRefused) {
-  PluginDir dir(CLB_TEST_PLUGIN_DIR);
+  PluginDir dir(clbtest::testPluginDir());
   const clbNetPlugin_v1_t* p = nullptr;
   EXPECT_EQ(clb::loadNetPlugin("wrongname", &p), clbInvalidUsage);
   EXPECT_NE(lastError().find("is the network plugin \"other\", not \"wrongname\""), std::string::npos) << lastError();

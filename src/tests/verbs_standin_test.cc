@@ -15,6 +15,7 @@
 
 #include "colibri/colibri.h"
 #include "core/error.h"
+#include "tests/test_paths.h"
 #include "tests/test_ranks.h"
 #include "transport/verbs/verbs_api.h"
 
@@ -22,7 +23,7 @@ namespace {
 
 TEST(VerbsStandin, ExportsWhatTheProductionLoaderLooksUp) {
   clb::verbs::VerbsApi api{};
-  ASSERT_EQ(clb::verbs::loadLibibverbsFrom(CLB_TEST_VERBS_EMU_LIB, &api), clbSuccess) << clb::lastError();
+  ASSERT_EQ(clb::verbs::loadLibibverbsFrom(clbtest::verbsEmuLib().c_str(), &api), clbSuccess) << clb::lastError();
   EXPECT_STREQ(api.impl, "libibverbs");
   EXPECT_NE(api.regDmabufMr, nullptr);
   EXPECT_NE(api.queryGidEx, nullptr);
@@ -32,7 +33,7 @@ TEST(VerbsStandin, ExportsWhatTheProductionLoaderLooksUp) {
   ASSERT_EQ(n, 1);
   EXPECT_STREQ(api.getDeviceName(list[0]), "colibri_emu0");
   api.freeDeviceList(list);
-  void* h = dlopen(CLB_TEST_VERBS_EMU_LIB, RTLD_NOW | RTLD_LOCAL);
+  void* h = dlopen(clbtest::verbsEmuLib().c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(h, nullptr);
   for (const char* hook : {"colibri_emu_configure", "colibri_emu_reset_config", "colibri_emu_set_device_copy",
                            "colibri_emu_query_stats", "colibri_emu_set_port_state", "colibri_emu_drop_packets"})
@@ -43,9 +44,9 @@ TEST(VerbsStandin, IsTheProcessLibibverbs) {
   // Linked by the test binary, so the name libibverbs.so.1 (what the plugin's loader opens) is
   // already taken by it.
   void* byName = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
-  void* byPath = dlopen(CLB_TEST_VERBS_EMU_LIB, RTLD_NOW | RTLD_NOLOAD);
+  void* byPath = dlopen(clbtest::verbsEmuLib().c_str(), RTLD_NOW | RTLD_NOLOAD);
   ASSERT_NE(byName, nullptr) << "libibverbs.so.1 is not loaded";
-  EXPECT_EQ(byName, byPath) << "libibverbs.so.1 is not the stand-in " << CLB_TEST_VERBS_EMU_LIB;
+  EXPECT_EQ(byName, byPath) << "libibverbs.so.1 is not the stand-in " << clbtest::verbsEmuLib();
   EXPECT_NE(dlsym(byName, "colibri_emu_api"), nullptr);
 }
 
