@@ -94,6 +94,9 @@ public class CheckArtifacts {
         published.add(artifact + ":" + platform);
         File natives = new File(target, base + "-" + platform + ".jar");
         checkMainJar(natives, moduleNames);
+        // The verbs emulator is a test library (a stand-in libibverbs.so.1): no jar ships it.
+        check(!holds(natives, n -> n.contains("libibverbs") || n.contains("verbs_emu")),
+            natives + " carries no verbs emulator (libibverbs*, verbs_emu*)");
         if (artifact.equals("colibri-verbs")) {
           String lib = "io/colibri/verbs/" + platform + "/libcolibri_verbs.so";
           check(holds(natives, n -> n.equals(lib)), natives + " holds " + lib + " (the verbs network plugin)");
