@@ -121,6 +121,10 @@ clbResult_t decodeId(const clbUniqueId* id, IdData* out);
 // gives up (closing every connection, the thread ending) when no communicator forms within
 // `waitMs`, counted again from each rank's join with that rank's timeout, or when released.
 clbResult_t startRoot(const SockAddr& listenAddr, const IdData& id, int64_t waitMs, SockAddr* bound);
+// Fills the address of *id (magic, protocol, flags and secret already set) with a root started
+// in this process on this host's address (COLIBRI_SOCKET_IFNAME / COLIBRI_SOCKET_FAMILY), as
+// clbGetUniqueId does.
+clbResult_t startLocalRoot(IdData* id);
 // Stops the root of `id` that runs in this process, if it still runs. clbSuccess either way.
 void releaseRoot(const IdData& id);
 // How many roots run in this process, and whether the root of `id` does (tests).
@@ -166,6 +170,8 @@ class Bootstrap {
   Link& nextCtl() { return nextCtl_; }
   Link& prevCtl() { return prevCtl_; }
   TlsMode tlsMode() const { return idTlsMode(id_); }
+  // The id this communicator was made from (its secret included: never send it).
+  const IdData& id() const { return id_; }
   int64_t timeoutMs() const { return timeoutMs_; }
 
  private:

@@ -41,6 +41,7 @@ const char* callName(uint32_t call) {
     case kCallDeregister: return "clbCommDeregister";
     case kCallTrim: return "clbCommTrim";
     case kCallDestroy: return "clbCommDestroy";
+    case kCallSplit: return "clbCommSplit";
   }
   return collectiveName(call);
 }

@@ -28,7 +28,7 @@ enum Collective : uint32_t { kAllReduce = 1, kAllGather = 2, kReduceScatter = 3,
 const char* collectiveName(uint32_t c);
 // The other calls that take the communicator for their duration (clbComm::enterCall), after the
 // collectives: they use its channels, staging or sequence numbers too.
-enum Call : uint32_t { kCallRegister = 16, kCallDeregister, kCallTrim, kCallDestroy };
+enum Call : uint32_t { kCallRegister = 16, kCallDeregister, kCallTrim, kCallDestroy, kCallSplit };
 // "allReduce" for a Collective, "clbCommTrim" for a Call.
 const char* callName(uint32_t call);
 
@@ -79,6 +79,7 @@ struct clbComm {
   // (relaxed, plain loads and stores) because every call reads it before it tries to take `inCall`,
   // which, while another thread holds it, is a read during that thread's writes.
   std::atomic<uint64_t> seq{0};
+  uint64_t splits = 0;  // clbCommSplit calls so far: every rank counts alike (they are collective)
   // The call in progress, 0 when none: (seq when it began << 8) | its Collective or Call. A call
   // takes it with one compare-and-swap and gives it back with one store; a call from a second
   // thread meanwhile is refused (clbInvalidUsage) without touching anything else. No lock is held

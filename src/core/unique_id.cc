@@ -42,6 +42,24 @@ static int64_t rootWaitMs() {
   return ms;
 }
 
+static void fillAddress(IdData* d, const SockAddr& a);
+
+}  // extern "C"
+
+clbResult_t clb::startLocalRoot(IdData* d) {
+  SockAddr local;
+  CLB_CHECK(localAddress(&local));
+  SockAddr bound;
+  fillAddress(d, local);  // port filled below
+  d->port = 0;
+  CLB_CHECK(startRoot(listenAddressFor(local), *d, rootWaitMs(), &bound));
+  d->port = (uint16_t)bound.port();
+  snprintf(d->host, sizeof d->host, "%s", local.str().c_str());
+  return clbSuccess;
+}
+
+extern "C" {
+
 static void fillAddress(IdData* d, const SockAddr& a) {
   d->family = a.ss.ss_family;
   d->port = (uint16_t)a.port();
@@ -61,15 +79,9 @@ clbResult_t clbGetUniqueId(clbUniqueId* id) {
   CLB_CHECK(tlsModeForNewId(&tls));
   setIdTlsMode(&d, tls);
   CLB_CHECK(randomSecret(d.secret));
-  SockAddr local;
-  CLB_CHECK(localAddress(&local));
-  SockAddr bound;
-  fillAddress(&d, local);  // port filled below
-  d.port = 0;
-  CLB_CHECK(startRoot(listenAddressFor(local), d, rootWaitMs(), &bound));
-  d.port = (uint16_t)bound.port();
-  snprintf(d.host, sizeof d.host, "%s", local.str().c_str());
+  CLB_CHECK(startLocalRoot(&d));
   memcpy(id, &d, sizeof d);
+  wipe(&d, sizeof d);
   return clbSuccess;
 }
 

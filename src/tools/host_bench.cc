@@ -1,7 +1,9 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Host-memory all-reduce over one transport, ranks as threads of this process: the init time of
-// the slowest rank (median and min of `inits` inits), then for each size from min to max bytes
+// the slowest rank (median and min of `inits` inits), the time of the slowest rank's clbCommSplit
+// of the same ranks into one communicator (median and min of `inits` splits: what a split costs
+// next to a fresh init of as many ranks), then for each size from min to max bytes
 // (x4) the time per call (median of 5 runs of `iters` calls, slowest rank) and its bus bandwidth,
 // 2 (n - 1) / n * bytes / time. CSV on stdout. The environment chooses the rest (COLIBRI_TLS ...).
 //   colibri_host_bench [ranks=2] [transport=socket|shm] [min=4096] [max=67108864] [iters=20] [inits=50]
@@ -28,6 +30,21 @@ bool check(clbResult_t rc, const char* what) {
   exit(1);
 }
 
+// Runs fn(rank) on n threads at once; the slowest one's time, µs.
+template <class Fn>
+double slowestUs(int n, Fn fn) {
+  std::vector<double> us(n);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; r++)
+    ts.emplace_back([&, r] {
+      auto t0 = Clock::now();
+      fn(r);
+      us[r] = since(t0);
+    });
+  for (auto& t : ts) t.join();
+  return *std::max_element(us.begin(), us.end());
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -52,23 +69,13 @@ int main(int argc, char** argv) {
   for (int i = 0; i < inits; i++) {
     clbUniqueId id;
     check(clbGetUniqueId(&id), "clbGetUniqueId");
-    std::vector<double> us(n);
-    std::vector<std::thread> ts;
-    for (int r = 0; r < n; r++)
-      ts.emplace_back([&, r] {
-        clbComm_t c = nullptr;
-        auto t0 = Clock::now();
-        check(clbCommInitRank(&c, &id, r, n, &cfg), "clbCommInitRank");
-        us[r] = since(t0);
-        clbCommDestroy(c);
-      });
-    for (auto& t : ts) t.join();
-    initUs.push_back(*std::max_element(us.begin(), us.end()));
+    std::vector<clbComm_t> made(n);
+    initUs.push_back(slowestUs(n, [&](int r) { check(clbCommInitRank(&made[r], &id, r, n, &cfg), "clbCommInitRank"); }));
+    for (clbComm_t c : made) clbCommDestroy(c);
   }
   printf("# ranks %d, transport %s, COLIBRI_TLS=%s: init median %.0f us, min %.0f us (%d inits)\n", n,
          transport == clbTransportShm ? "shm" : "socket", tls ? tls : "(unset)", median(initUs),
          *std::min_element(initUs.begin(), initUs.end()), inits);
-  printf("tls,ranks,bytes,us_per_call,busbw_GBps\n");
 
   clbUniqueId id;
   check(clbGetUniqueId(&id), "clbGetUniqueId");
@@ -78,6 +85,17 @@ int main(int argc, char** argv) {
     for (int r = 0; r < n; r++) ts.emplace_back([&, r] { check(clbCommInitRank(&comms[r], &id, r, n, &cfg), "init"); });
     for (auto& t : ts) t.join();
   }
+
+  // clbCommSplit of the same ranks (one color), the slowest rank's time.
+  std::vector<double> splitUs;
+  for (int i = 0; i < inits; i++) {
+    std::vector<clbComm_t> made(n);
+    splitUs.push_back(slowestUs(n, [&](int r) { check(clbCommSplit(comms[r], 0, r, nullptr, &made[r]), "clbCommSplit"); }));
+    for (clbComm_t c : made) clbCommDestroy(c);
+  }
+  printf("# ranks %d: clbCommSplit into one communicator median %.0f us, min %.0f us (%d splits)\n", n,
+         median(splitUs), *std::min_element(splitUs.begin(), splitUs.end()), inits);
+  printf("tls,ranks,bytes,us_per_call,busbw_GBps\n");
   for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 4) {
     const size_t count = bytes / sizeof(float);
     std::vector<double> runs;

@@ -219,6 +219,17 @@ CLB_API clbResult_t clbUniqueIdDescribe(const clbUniqueId* id, char* buf, size_t
 #define CLB_MAX_RANKS 65536
 CLB_API clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, int nranks,
                             const clbConfig_t* config);
+/* Splits comm into communicators of the ranks that pass the same color (NCCL's ncclCommSplit).
+ * Collective: every rank of comm calls it. Ranks of one color >= 0 form a new communicator,
+ * numbered by key (ties: by their rank in comm); a rank passing CLB_SPLIT_NOCOLOR takes part and
+ * gets *newcomm = NULL. config NULL: the new communicator gets comm's configuration (as comm
+ * resolved it at init). Each new communicator has a bootstrap of its own, made by its rank 0:
+ * its secret is derived from comm's, so nothing secret crosses the network, and comm stays usable
+ * (the two are independent; destroy each). A bad color or config on any rank fails the call on
+ * every rank, naming that rank; comm stays usable then too. One call at a time on comm, like the
+ * collectives. */
+#define CLB_SPLIT_NOCOLOR (-1)
+CLB_API clbResult_t clbCommSplit(clbComm_t comm, int color, int key, const clbConfig_t* config, clbComm_t* newcomm);
 /* Frees everything the communicator holds. Safe after an error or an abort. While another thread
  * is in a call on comm it frees nothing and returns clbInvalidUsage naming that call: make the call
  * return first (clbCommAbort does at once), then destroy. */

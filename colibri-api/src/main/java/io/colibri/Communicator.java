@@ -466,6 +466,45 @@ public interface Communicator extends AutoCloseable {
    */
   void trim();
 
+  /** The color of a rank that takes part in {@link #split} but joins no new communicator. */
+  int NO_COLOR = -1;
+
+  /**
+   * Splits this communicator: the ranks that pass the same {@code color} form a new communicator
+   * with this one's {@link Options} (NCCL's {@code ncclCommSplit}, e.g. tensor-parallel groups
+   * {@code split(rank / tp, rank)} and data-parallel groups {@code split(rank % tp, rank)}).
+   * Collective: every rank of this communicator calls it, as it would a collective.
+   *
+   * @param color the group to join, {@code >= 0}, or {@link #NO_COLOR} to join none
+   * @param key the order within the group (ties: by rank in this communicator)
+   * @return the new communicator (close it as well; this one stays usable), or {@code null} for
+   *     {@link #NO_COLOR}
+   * @throws ColibriException INVALID_ARGUMENT on every rank when any rank passed a negative color
+   *     other than {@code NO_COLOR} (the message names that rank); this communicator stays usable
+   */
+  default Communicator split(int color, int key) {
+    return split(color, key, options());
+  }
+
+  /**
+   * {@link #split(int, int)} with options of its own for the new communicator (its transport,
+   * timeouts, chunk size and so on; the settings that must agree across ranks must agree among its
+   * ranks).
+   *
+   * @param color the group to join, {@code >= 0}, or {@link #NO_COLOR} to join none
+   * @param key the order within the group (ties: by rank in this communicator)
+   * @param options the new communicator's options
+   * @return the new communicator, or {@code null} for {@link #NO_COLOR}
+   */
+  Communicator split(int color, int key, Options options);
+
+  /**
+   * The options this communicator was made with.
+   *
+   * @return its options
+   */
+  Options options();
+
   /**
    * Algorithm of this rank's last collective on this communicator.
    *

@@ -83,6 +83,9 @@ public final class ColibriLib {
    */
   public static native @MemberGetter @Name("CLB_DEFAULT_VERSION_CHECK") int defaultVersionCheck();
 
+  /** {@return {@code CLB_SPLIT_NOCOLOR}: the color of a rank that joins no new communicator} */
+  public static native @MemberGetter @Name("CLB_SPLIT_NOCOLOR") int splitNoColor();
+
   /** {@return {@code CLB_DEFAULT_VERBS_PORT}: the default of {@code clbConfig_t.verbsPort}} */
   public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_PORT") int defaultVerbsPort();
 
@@ -673,6 +676,21 @@ public final class ColibriLib {
    *     {@link #clbGetLastError()} explains
    */
   public static native @Cast("clbResult_t") int clbCommDestroy(@Cast("clbComm_t") long comm);
+
+  /**
+   * Calls {@code clbCommSplit}: the ranks passing the same color form a new communicator, ordered
+   * by key (collective over every rank of {@code comm}).
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @param color the group, {@code >= 0}, or {@link #splitNoColor()} for none
+   * @param key the order within the group (ties: by rank in {@code comm})
+   * @param config the new communicator's settings, from {@link #clbConfigInit}
+   * @param newcomm out: element 0 receives the new {@code clbComm_t} handle, 0 for no color
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
+  public static native @Cast("clbResult_t") int clbCommSplit(@Cast("clbComm_t") long comm, int color,
+      int key, @Const ClbConfig config, @Cast("clbComm_t*") long[] newcomm);
 
   /**
    * Calls {@code clbCommAbort}: makes every blocked or later call on the communicator return

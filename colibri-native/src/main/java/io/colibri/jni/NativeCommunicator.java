@@ -11,6 +11,7 @@ import io.colibri.ErrorCode;
 import io.colibri.MemoryStats;
 import io.colibri.Options;
 import io.colibri.ReduceOp;
+import io.colibri.jni.ColibriLib.ClbConfig;
 import io.colibri.jni.ColibriLib.ClbMemStats;
 import io.colibri.spi.CallQueue;
 import io.colibri.spi.NativeCalls;
@@ -57,6 +58,7 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   private final int rank;
   private final int size;
   private final long closeWaitNanos;
+  private final Options options;
 
   /** What the cleaner needs: never a reference to the communicator itself. */
   private static final class State implements Runnable {
@@ -94,6 +96,7 @@ final class NativeCommunicator implements Communicator, NativeCalls {
         new CallQueue("colibri-comm-" + rank, "rank " + rank + " of " + size));
     this.cleanable = CLEANER.register(this, state);
     this.closeWaitNanos = options.timeout().toNanos() + CLOSE_GRACE_NANOS;
+    this.options = options;
   }
 
   // ---- collectives on ByteBuffers ----
@@ -323,6 +326,46 @@ final class NativeCommunicator implements Communicator, NativeCalls {
     } finally {
       release();
     }
+  }
+
+  @Override
+  public Options options() {
+    return options;
+  }
+
+  @Override
+  public Communicator split(int color, int key, Options newOptions) {
+    // No local check of color: a rank that refused here would leave the others waiting in the
+    // split; clbCommSplit refuses a bad color on every rank at once.
+    if (newOptions == null) {
+      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "options are null: pass options(), "
+          + "Options.defaults() or an Options built with Options.builder()");
+    }
+    long h = acquire("split");
+    long child;
+    try (ClbConfig config = NativeProvider.toConfig(newOptions)) {
+      config.logLevel(NativeLog.levelForInit(newOptions));
+      long[] out = new long[1];
+      check(ColibriLib.clbCommSplit(h, color, key, config, out), "split");
+      child = out[0];
+    } finally {
+      release();
+    }
+    if (child == 0) {
+      return null; // NO_COLOR
+    }
+    int[] r = new int[1];
+    int[] n = new int[1];
+    int rc = ColibriLib.clbCommRank(child, r);
+    if (rc == 0) {
+      rc = ColibriLib.clbCommCount(child, n);
+    }
+    if (rc != 0) {
+      ColibriException e = NativeLibrary.error(rc, "split");
+      ColibriLib.clbCommDestroy(child);
+      throw e;
+    }
+    return new NativeCommunicator(child, r[0], n[0], newOptions);
   }
 
   @Override

@@ -43,10 +43,11 @@ class NativeLoadingTest {
   }
 
   @Test
-  void versionMatchesTheHeader() {
+  void versionAndConstantsMatchTheHeader() {
     NativeLibrary.ensureLoaded();
     assertEquals(ColibriLib.versionCode(), new NativeProvider().version());
     assertEquals(0 * 10000 + 1 * 100 + 0, ColibriLib.versionCode());
+    assertEquals(ColibriLib.splitNoColor(), io.colibri.Communicator.NO_COLOR, "CLB_SPLIT_NOCOLOR");
     assertEquals(4, ColibriLib.protocolVersion());
   }
 
