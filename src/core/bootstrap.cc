@@ -405,7 +405,18 @@ clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t time
   abort_ = abort;
   const int64_t deadline = nowMs() + timeoutMs;
   SockAddr root = idAddress(id);
+  CLB_CHECK(setUpTls(id, rank));
+  if ((id.flags & kIdRootAtRank0) && rank == 0) {
+    SockAddr bound;
+    CLB_CHECK(startRoot(listenAddressFor(root, id.host), id, timeoutMs, &bound));
+    clbResult_t rc = joinRoot(root, deadline, versions, agreed, checkTable);
+    if (rc != clbSuccess) releaseRoot(id_);  // frees MASTER_PORT for a retry in this process
+    return rc;
+  }
+  return joinRoot(root, deadline, versions, agreed, checkTable);
+}
 
+clbResult_t Bootstrap::setUpTls(const IdData& id, int rank) {
   // TLS as the id says; a rank told otherwise by its own COLIBRI_TLS does not silently follow.
   TlsMode envMode = TlsMode::kOff;
   bool envSet = false;
@@ -425,15 +436,49 @@ clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t time
   }
   rootTls_ = mode != TlsMode::kOff ? ctx : nullptr;
   ringTls_ = mode == TlsMode::kAll ? ctx : nullptr;
+  return clbSuccess;
+}
 
-  if ((id.flags & kIdRootAtRank0) && rank == 0) {
-    SockAddr bound;
-    CLB_CHECK(startRoot(listenAddressFor(root, id.host), id, timeoutMs, &bound));
-    clbResult_t rc = joinRoot(root, deadline, versions, agreed, checkTable);
-    if (rc != clbSuccess) releaseRoot(id_);  // frees MASTER_PORT for a retry in this process
-    return rc;
-  }
-  return joinRoot(root, deadline, versions, agreed, checkTable);
+clbResult_t Bootstrap::openListener(int rank, RankInfo* info) {
+  // On the address other hosts can reach (advertised in the table).
+  SockAddr local;
+  CLB_CHECK(localAddress(&local));
+  SockAddr bound;
+  closeFd(&listenFd_);
+  CLB_CHECK(listenTcp(listenAddressFor(local), &listenFd_, &bound));
+  memset(info, 0, sizeof *info);
+  info->rank = rank;
+  info->pid = getpid();
+  info->hostHash = localHostHash();
+  info->family = local.ss.ss_family;
+  info->port = (uint16_t)bound.port();
+  if (local.ss.ss_family == AF_INET)
+    memcpy(info->addr, &reinterpret_cast<sockaddr_in*>(&local.ss)->sin_addr, 4);
+  else
+    memcpy(info->addr, &reinterpret_cast<sockaddr_in6*>(&local.ss)->sin6_addr, 16);
+  gethostname(info->hostname, sizeof info->hostname - 1);
+  return clbSuccess;
+}
+
+clbResult_t Bootstrap::initWithTable(const IdData& id, int rank, int nranks, int64_t timeoutMs,
+                                     const std::atomic<bool>* abort, const uint8_t session[kSessionBytes],
+                                     std::vector<RankInfo> table, const TableCheck& checkTable) {
+  id_ = id;
+  rank_ = rank;
+  nranks_ = nranks;
+  timeoutMs_ = timeoutMs;
+  abort_ = abort;
+  if (listenFd_ < 0 || (int)table.size() != nranks)
+    return setError(clbInternalError, "bootstrap from a table: no listener, or a table of %zu ranks for %d",
+                    table.size(), nranks);
+  CLB_CHECK(setUpTls(id, rank));
+  memcpy(session_, session, kSessionBytes);
+  memcpy(&nonce_, session_, sizeof nonce_);
+  peers_ = std::move(table);
+  if (checkTable) CLB_CHECK(checkTable(peers_));  // every member has this table: all fail, or none does
+  CLB_CHECK(connectRing());
+  closeFd(&listenFd_);
+  return clbSuccess;
 }
 
 clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const VersionInfo* versions,
@@ -443,26 +488,11 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
   const int64_t timeoutMs = timeoutMs_;
   const std::atomic<bool>* abort = abort_;
 
-  // Our ring listener, on the address other hosts can reach (advertised in the table).
-  SockAddr local;
-  CLB_CHECK(localAddress(&local));
-  SockAddr bound;
-  CLB_CHECK(listenTcp(listenAddressFor(local), &listenFd_, &bound));
-
   HelloBody body{};
   body.rank = rank;
   body.nranks = nranks;
   body.timeoutMs = timeoutMs;
-  body.info.rank = rank;
-  body.info.pid = getpid();
-  body.info.hostHash = localHostHash();
-  body.info.family = local.ss.ss_family;
-  body.info.port = (uint16_t)bound.port();
-  if (local.ss.ss_family == AF_INET)
-    memcpy(body.info.addr, &reinterpret_cast<sockaddr_in*>(&local.ss)->sin_addr, 4);
-  else
-    memcpy(body.info.addr, &reinterpret_cast<sockaddr_in6*>(&local.ss)->sin6_addr, 16);
-  gethostname(body.info.hostname, sizeof body.info.hostname - 1);
+  CLB_CHECK(openListener(rank, &body.info));  // our ring listener
   if (versions) body.info.versions = *versions;
   if (agreed) body.info.agreed = *agreed;
 

@@ -154,6 +154,15 @@ class Bootstrap {
   clbResult_t init(const IdData& id, int rank, int nranks, int64_t timeoutMs, const std::atomic<bool>* abort,
                    const VersionInfo* versions = nullptr, const AgreedSettings* agreed = nullptr,
                    const TableCheck& checkTable = {});
+  // For members that already share an authenticated channel (clbCommSplit, over the parent's
+  // bootstrap): no root. openListener opens this rank's ring listener and describes it (the
+  // caller adds versions and agreed settings); the members exchange those RankInfos over their
+  // channel; initWithTable then takes the table (child rank order) and the session every member
+  // derived, checks the table and connects the ring, as init does after the root's reply.
+  clbResult_t openListener(int rank, RankInfo* info);
+  clbResult_t initWithTable(const IdData& id, int rank, int nranks, int64_t timeoutMs, const std::atomic<bool>* abort,
+                            const uint8_t session[kSessionBytes], std::vector<RankInfo> table,
+                            const TableCheck& checkTable);
   // Every rank contributes `bytes` at buf + rank * bytes; all ranks end with every block.
   clbResult_t allGather(void* buf, size_t bytes);
   clbResult_t barrier();
@@ -178,6 +187,7 @@ class Bootstrap {
   clbResult_t joinRoot(const SockAddr& root, int64_t deadline, const VersionInfo* versions,
                        const AgreedSettings* agreed, const TableCheck& checkTable);
   clbResult_t connectRing();
+  clbResult_t setUpTls(const IdData& id, int rank);  // the TLS contexts the id's mode asks for
   void acceptPrev(Authenticated* a);
   clbResult_t stepDial(RingDial* d, bool ready, const SockAddr& next, int64_t deadline, const char* nextName);
   int rank_ = 0, nranks_ = 0;

@@ -10,6 +10,7 @@
 
 #include "core/agree.h"
 #include "core/config.h"
+#include "core/crypto.h"
 #include "core/dtype.h"
 #include "core/tls.h"
 #include "core/versions.h"
@@ -258,19 +259,42 @@ static void buildInfo(clbComm* c, const std::string& detail) {
   c->info += describeVersions(c->boot.peers());
 }
 
-static clbResult_t initComm(clbComm* c, const IdData& id) {
-  VersionInfo versions = localVersions(c->cfg.versionCheck);
-  c->deviceCfg = readDeviceConfig(c->nranks);
-  const AgreedSettings agreed = agreedSettings(c->cfg, c->deviceCfg);
+}  // extern "C": the steps below are C++ (comm.h)
+
+clbResult_t clb::newComm(int rank, int nranks, const clbConfig_t* config, std::unique_ptr<clbComm>* out) {
+  clbConfig_t cfg;
+  CLB_CHECK(resolveConfig(config, &cfg));
+  setLogLevelIfLower(cfg.logLevel);
+  std::unique_ptr<clbComm> c(new (std::nothrow) clbComm());
+  if (!c) return setError(clbOutOfMemory, "cannot allocate a communicator");
+  c->rank = rank;
+  c->nranks = nranks;
+  c->cfg = cfg;
+  c->versions = localVersions(cfg.versionCheck);
+  c->deviceCfg = readDeviceConfig(nranks);
+  c->agreed = agreedSettings(c->cfg, c->deviceCfg);
+  *out = std::move(c);
+  return clbSuccess;
+}
+
+Bootstrap::TableCheck clb::initTableCheck(clbComm* c) {
   // Every rank has the same table and takes the same decision on it, before the ring connects:
   // all fail, or none does.
   const int rank = c->rank;
   const std::string deviceError = c->deviceCfg.error;
-  CLB_CHECK(c->boot.init(id, c->rank, c->nranks, c->cfg.timeoutMs, &c->aborted, &versions, &agreed,
-                         [rank, &deviceError](const std::vector<RankInfo>& table) {
-                           CLB_CHECK(checkVersions(table, rank));
-                           return checkAgreedSettings(table, rank, deviceError);
-                         }));
+  return [rank, deviceError](const std::vector<RankInfo>& table) {
+    CLB_CHECK(checkVersions(table, rank));
+    return checkAgreedSettings(table, rank, deviceError);
+  };
+}
+
+static clbResult_t initComm(clbComm* c, const IdData& id) {
+  CLB_CHECK(c->boot.init(id, c->rank, c->nranks, c->cfg.timeoutMs, &c->aborted, &c->versions, &c->agreed,
+                         initTableCheck(c)));
+  return finishInit(c);
+}
+
+clbResult_t clb::finishInit(clbComm* c) {
   CLB_CHECK(createTransport(c, &c->carrier));
   const std::string detail = c->carrier ? c->carrier->describe() : std::string();
   buildInfo(c, detail);
@@ -278,6 +302,8 @@ static clbResult_t initComm(clbComm* c, const IdData& id) {
            detail.empty() ? "" : ", ", detail.c_str());
   return clbSuccess;
 }
+
+extern "C" {
 
 clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, int nranks, const clbConfig_t* config) {
   clearError();
@@ -291,23 +317,18 @@ clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, in
     return setError(clbInvalidArgument, "rank=%d is out of range for nranks=%d: use 0..%d", rank, nranks, nranks - 1);
   IdData d;
   CLB_CHECK(decodeId(id, &d));
-  clbConfig_t cfg;
-  CLB_CHECK(resolveConfig(config, &cfg));
-  setLogLevelIfLower(cfg.logLevel);
-  clbComm* c = new (std::nothrow) clbComm();
-  if (!c) return setError(clbOutOfMemory, "cannot allocate a communicator");
-  c->rank = rank;
-  c->nranks = nranks;
-  c->cfg = cfg;
-  clbResult_t rc = initComm(c, d);
+  std::unique_ptr<clbComm> c;
+  CLB_CHECK(newComm(rank, nranks, config, &c));
+  clbResult_t rc = initComm(c.get(), d);
+  wipe(&d, sizeof d);
   if (rc != clbSuccess) {
     appendBreadcrumb(__FILE__, __LINE__);
     std::string msg = lastError();
-    delete c;
+    c.reset();
     setError(rc, "%s", msg.c_str());
     return rc;
   }
-  *comm = c;
+  *comm = c.release();
   return clbSuccess;
 }
 

@@ -80,6 +80,8 @@ struct clbComm {
   // which, while another thread holds it, is a read during that thread's writes.
   std::atomic<uint64_t> seq{0};
   uint64_t splits = 0;  // clbCommSplit calls so far: every rank counts alike (they are collective)
+  clb::VersionInfo versions{};  // what this rank puts in the bootstrap table (init)
+  clb::AgreedSettings agreed{};
   // The call in progress, 0 when none: (seq when it began << 8) | its Collective or Call. A call
   // takes it with one compare-and-swap and gives it back with one store; a call from a second
   // thread meanwhile is refused (clbInvalidUsage) without touching anything else. No lock is held
@@ -124,6 +126,14 @@ struct clbComm {
 };
 
 namespace clb {
+
+// The steps of clbCommInitRank, shared with clbCommSplit: a communicator with its resolved
+// configuration, versions and agreed settings (newComm); the check of the bootstrap table that
+// every rank makes alike (initTableCheck); once the bootstrap is up, the transport and the info
+// (finishInit).
+clbResult_t newComm(int rank, int nranks, const clbConfig_t* config, std::unique_ptr<clbComm>* out);
+Bootstrap::TableCheck initTableCheck(clbComm* c);
+clbResult_t finishInit(clbComm* c);
 
 // clbInvalidArgument for a NULL communicator, with the message every call gives.
 clbResult_t checkComm(clbComm* c);

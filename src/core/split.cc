@@ -1,22 +1,27 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // clbCommSplit: new communicators of the ranks that pass the same color, made over the parent's
-// bootstrap in two all-gathers and one init per child.
+// bootstrap in two all-gathers, without a root.
 //
 //  1. Every rank gives {status, color, key}: a bad color or config on any rank fails every rank
-//     here, naming it, before anything is started (no rank waits for a child that never comes).
-//  2. Every rank computes the same table: per color, its members ordered by (key, parent rank).
-//     The child's rank 0 starts the child's bootstrap root in its process. The child's secret is
-//     derived, by every member alike, from the parent's secret, the parent's session nonce, the
-//     split's number on the parent and the color: nothing secret is sent, and two splits never
-//     share a secret. The second all-gather carries each child root's address (the id without
-//     its secret) and whether starting it worked.
-//  3. Every member joins its child with clbCommInitRank on that id; different colors do so at once.
-// The parent is not changed (it only counts the split), so it stays usable whatever happens.
+//     here, naming it, before anything is made (no rank waits for a child that never comes).
+//  2. Every rank computes the same grouping: per color, its members ordered by (key, parent
+//     rank). Each member makes its child communicator and opens the child's ring listener; the
+//     second all-gather carries every member's row of the child's bootstrap table (address,
+//     versions, agreed settings) and whether making it worked.
+//  3. Each member takes its color's rows as the child's table, the same on all of them, and
+//     connects the child's ring as an init does after the root's reply (Bootstrap::initWithTable).
+//     The child's secret and session are derived, by every member alike, from the parent's secret,
+//     the parent's session nonce, the split's number on the parent and the color: nothing secret
+//     is sent, two splits never share them, and the ring's handshakes prove them as usual. The
+//     parent's all-gather is authenticated, so the table arrives as its ranks sent it.
+// The parent is not changed (it only counts the split), so it stays usable whatever happens, but
+// a failure inside one of its all-gathers (the ranks may then disagree) breaks it.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,23 +42,25 @@ struct SplitEntry {
   char why[160];   // what was wrong with them
 };
 
-struct SplitRoot {
-  int32_t status;  // the child root's start, on the child's rank 0; else 0
+struct SplitMember {
+  int32_t status;  // making this rank's child and its listener; 0 on ranks without a color
   int32_t pad;
-  IdData id;       // its address, secret zeroed
+  RankInfo info;   // its row of the child's table
   char why[192];   // what failed, when status is not clbSuccess
 };
 
-void deriveSecret(const IdData& parent, uint64_t nonce, uint64_t splitSeq, int32_t color, uint8_t* out) {
+// What the members of a split derive alike from the parent's secret: the child's secret and its
+// session, each for one split (`splitSeq`) of one parent session (`nonce`) and one color.
+void derive(const IdData& parent, const char* label, uint64_t nonce, uint64_t splitSeq, int32_t color, uint8_t* out,
+            size_t bytes) {
   HmacSha256 h(parent.secret, kSecretBytes);
-  static const char label[] = "colibri/split/1";
-  h.update(label, sizeof label);
+  h.update(label, strlen(label) + 1);
   h.update(&nonce, sizeof nonce);
   h.update(&splitSeq, sizeof splitSeq);
   h.update(&color, sizeof color);
   uint8_t digest[kSha256Bytes];
   h.final(digest);
-  memcpy(out, digest, kSecretBytes);
+  memcpy(out, digest, bytes);
   wipe(digest, sizeof digest);
 }
 
@@ -104,7 +111,7 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
       return setError((clbResult_t)entries[p].status, "rank %d: clbCommSplit was refused on rank %d, so on every rank "
                       "(comm stays usable): %.160s", c->rank, p, entries[p].why);
 
-  // 2. The children's tables; this rank's child root if it is a child's rank 0.
+  // 2. Every member's child, and its ring listener; one all-gather of them over the parent.
   std::vector<int> members;  // parent ranks of this rank's color, in child order
   if (color != CLB_SPLIT_NOCOLOR) {
     for (int p = 0; p < n; p++)
@@ -114,58 +121,56 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
   }
   const int childRank =
       color == CLB_SPLIT_NOCOLOR ? -1 : (int)(std::find(members.begin(), members.end(), c->rank) - members.begin());
-  std::vector<SplitRoot> roots(n);
-  memset(roots.data(), 0, roots.size() * sizeof(SplitRoot));
-  IdData child{};
-  if (childRank == 0) {
-    const IdData& parent = c->boot.id();
-    child.magic = kIdMagic;
-    child.protocol = parent.protocol;
-    child.flags = parent.flags & kIdTlsMask;  // the parent's TLS mode; the root runs here, not at rank 0's init
-    deriveSecret(parent, c->boot.sessionNonce(), splitSeq, color, child.secret);
-    SplitRoot& r = roots[c->rank];
-    r.status = startLocalRoot(&child);
-    if (r.status != clbSuccess) snprintf(r.why, sizeof r.why, "%s", lastError().c_str());
-    r.id = child;
-    wipe(r.id.secret, kSecretBytes);
+  std::vector<SplitMember> all(n);
+  memset(all.data(), 0, all.size() * sizeof(SplitMember));
+  SplitMember& me = all[c->rank];
+  std::unique_ptr<clbComm> child;
+  if (color != CLB_SPLIT_NOCOLOR) {
+    clbResult_t rc = newComm(childRank, (int)members.size(), config ? config : &c->cfg, &child);
+    if (rc == clbSuccess) rc = child->boot.openListener(childRank, &me.info);
+    if (rc == clbSuccess) {
+      me.info.versions = child->versions;
+      me.info.agreed = child->agreed;
+    } else {
+      snprintf(me.why, sizeof me.why, "%s", lastError().c_str());
+    }
+    me.status = rc;
   }
   if (n > 1) {
-    clbResult_t rc = c->boot.allGather(roots.data(), sizeof(SplitRoot));
+    clbResult_t rc = c->boot.allGather(all.data(), sizeof(SplitMember));
     if (rc != clbSuccess) {
-      if (childRank == 0 && roots[c->rank].status == clbSuccess) releaseRoot(child);
-      wipe(&child, sizeof child);
       c->markFailed(rc);
       return rc;
     }
   }
   if (color == CLB_SPLIT_NOCOLOR) return clbSuccess;  // *newcomm stays NULL
-  const SplitRoot& root = roots[members[0]];
-  if (root.status != clbSuccess) {
-    wipe(&child, sizeof child);
-    return setError((clbResult_t)root.status, "rank %d: the communicator of color %d could not start its bootstrap "
-                    "on rank %d (its rank 0): %.191s", c->rank, color, members[0], root.why);
-  }
+  for (int p : members)
+    if (all[p].status != clbSuccess)
+      return setError((clbResult_t)all[p].status, "rank %d: the communicator of color %d could not be made, because "
+                      "rank %d could not take part (comm stays usable): %.191s", c->rank, color, p, all[p].why);
 
-  // 3. Join the child.
-  if (childRank != 0) {
-    child = root.id;
-    deriveSecret(c->boot.id(), c->boot.sessionNonce(), splitSeq, color, child.secret);
-  }
-  clbUniqueId id;
-  static_assert(sizeof id == sizeof child, "IdData fills clbUniqueId");
-  memcpy(&id, &child, sizeof id);
-  clbComm_t out = nullptr;
-  clbResult_t rc = clbCommInitRank(&out, &id, childRank, (int)members.size(), config ? config : &c->cfg);
+  // 3. The child's bootstrap from that table: its id and session derived by every member alike.
+  std::vector<RankInfo> table;
+  for (int p : members) table.push_back(all[p].info);
+  const IdData& parent = c->boot.id();
+  IdData id{};
+  id.magic = kIdMagic;
+  id.protocol = parent.protocol;
+  id.flags = parent.flags & kIdTlsMask;  // the parent's TLS mode; no root
+  derive(parent, "colibri/split/secret/1", c->boot.sessionNonce(), splitSeq, color, id.secret, kSecretBytes);
+  uint8_t session[kSessionBytes];
+  derive(parent, "colibri/split/session/1", c->boot.sessionNonce(), splitSeq, color, session, kSessionBytes);
+  clbResult_t rc = child->boot.initWithTable(id, childRank, (int)members.size(), child->cfg.timeoutMs,
+                                             &child->aborted, session, std::move(table), initTableCheck(child.get()));
+  wipe(&id, sizeof id);
+  if (rc == clbSuccess) rc = finishInit(child.get());
   if (rc != clbSuccess) {
     const std::string why = lastError();
-    if (childRank == 0) releaseRoot(child);
-    wipe(&child, sizeof child);
-    wipe(&id, sizeof id);
+    child.reset();
     return setError(rc, "rank %d: the communicator of color %d (rank %d of %d there) failed to start: %s", c->rank,
                     color, childRank, (int)members.size(), why.c_str());
   }
-  wipe(&child, sizeof child);
-  wipe(&id, sizeof id);
+  clbComm_t out = child.release();
   *newcomm = out;
   return clbSuccess;
 }

@@ -75,6 +75,34 @@ TEST(Tls, AllRunsEveryConnectionOverTls13) {
   EXPECT_NE(info.find("tls: all (every connection, TLSv1.3 TLS_"), std::string::npos) << info;
 }
 
+// A split of a communicator under COLIBRI_TLS=all runs its own ring over TLS too (the child has
+// no root; its ring connections are TLS like the parent's), and its collectives are right.
+TEST(Tls, SplitOfACommunicatorUnderAllIsTlsToo) {
+  REQUIRE_PKI();
+  auto env = tlsEnv("all");
+  const int n = 4;
+  auto errors = clbtest::runThreadRanks(
+      n, [](int, clbConfig_t* c) { c->transport = clbTransportSocket; c->timeoutMs = 20000; },
+      [&](int rank, clbComm_t comm) {
+        clbComm_t half = nullptr;
+        ASSERT_EQ(clbCommSplit(comm, rank % 2, rank, nullptr, &half), clbSuccess) << clbGetLastError();
+        char b[4096];
+        ASSERT_EQ(clbCommInfo(half, b, sizeof b), clbSuccess);
+        EXPECT_NE(std::string(b).find("tls: all (every connection, TLSv1.3 TLS_"), std::string::npos) << b;
+        std::vector<int32_t> v(5000);
+        for (int i = 0; i < 5000; i++) v[i] = rank * 100000 + i;
+        ASSERT_EQ(clbAllReduce(v.data(), v.data(), v.size(), clbInt32, clbSum, half, nullptr), clbSuccess)
+            << clbGetLastError();
+        for (int i = 0; i < 5000; i++) {
+          int32_t want = 0;
+          for (int r = rank % 2; r < n; r += 2) want += r * 100000 + i;
+          ASSERT_EQ(v[i], want) << "element " << i;
+        }
+        clbCommDestroy(half);
+      });
+  expectAllOk(errors);
+}
+
 TEST(Tls, BootstrapCoversTheRootConnections) {
   REQUIRE_PKI();
   auto env = tlsEnv("bootstrap");

@@ -223,9 +223,9 @@ CLB_API clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int 
  * Collective: every rank of comm calls it. Ranks of one color >= 0 form a new communicator,
  * numbered by key (ties: by their rank in comm); a rank passing CLB_SPLIT_NOCOLOR takes part and
  * gets *newcomm = NULL. config NULL: the new communicator gets comm's configuration (as comm
- * resolved it at init). Each new communicator has a bootstrap of its own, made by its rank 0:
- * its secret is derived from comm's, so nothing secret crosses the network, and comm stays usable
- * (the two are independent; destroy each). A bad color or config on any rank fails the call on
+ * resolved it at init). Each new communicator has bootstrap connections of its own, made without a
+ * root from a table its members exchange over comm; its secret is derived from comm's, so nothing
+ * secret crosses the network, and comm stays usable (the two are independent; destroy each). A bad color or config on any rank fails the call on
  * every rank, naming that rank; comm stays usable then too. One call at a time on comm, like the
  * collectives. */
 #define CLB_SPLIT_NOCOLOR (-1)
