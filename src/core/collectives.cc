@@ -91,7 +91,8 @@ CollArgs describeCall(clbComm* c, uint32_t coll, const void* send, void* recv, s
   a.desc.coll = coll;
   a.desc.dtype = type;
   a.desc.op = (coll == kAllReduce || coll == kReduceScatter) ? op : 0;
-  a.desc.root = coll == kBroadcast ? root : -1;
+  // The root only a broadcast has; kBarrierRoot marks clbBarrier's all-reduce (its tags differ).
+  a.desc.root = coll == kBroadcast || root == kBarrierRoot ? root : -1;
   a.desc.count = count;
   a.send = send;
   a.recv = recv;
@@ -204,6 +205,45 @@ clbResult_t clbReduceScatter(const void* send, void* recv, size_t recvcount, clb
 clbResult_t clbBroadcast(const void* send, void* recv, size_t count, clbDataType_t type, int root,
                          clbComm_t comm, void* stream) {
   return run(comm, kBroadcast, send, recv, count, type, clbSum, root, stream);
+}
+
+clbResult_t clbBarrier(clbComm_t comm, void* stream) {
+  clearError();
+  CLB_CHECK(checkComm(comm));
+  if (!stream) {
+    int32_t token = 0;  // host: the call returns once every rank has entered it
+    return run(comm, kAllReduce, &token, &token, 1, clbInt32, clbSum, kBarrierRoot, nullptr);
+  }
+#ifdef CLB_HAVE_CUDA
+  {
+    // On the stream: an all-reduce of one int32 in device memory of the stream's context, made
+    // at the first such barrier (not inside a graph capture: memory is not allocated there).
+    std::lock_guard<std::mutex> g(comm->barrierMutex);
+    if (!comm->barrierScratch) {
+      const cuda::Driver* d = nullptr;
+      CLB_CHECK(cuda::driver(&d));
+      CUcontext ctx = nullptr;
+      CLB_CU(d, cuStreamGetCtx, static_cast<CUstream>(stream), &ctx);
+      cuda::CtxScope scope(d, ctx);
+      CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+      d->cuStreamIsCapturing(static_cast<CUstream>(stream), &capturing);
+      if (capturing != CU_STREAM_CAPTURE_STATUS_NONE)
+        return setError(clbInvalidUsage, "rank %d: the first clbBarrier on a stream was called inside a CUDA graph "
+                        "capture: call it once before capturing (it allocates its 4 bytes of device memory then)",
+                        comm->rank);
+      CUdeviceptr p = 0;
+      CLB_CU(d, cuMemAlloc, &p, sizeof(int32_t));
+      CLB_CU(d, cuMemsetD8, p, 0, sizeof(int32_t));
+      comm->barrierScratch = reinterpret_cast<void*>(p);
+      comm->barrierContext = ctx;
+      comm->mem.addDevice(sizeof(int32_t));
+    }
+  }
+  return run(comm, kAllReduce, comm->barrierScratch, comm->barrierScratch, 1, clbInt32, clbSum, kBarrierRoot, stream);
+#else
+  return setError(clbUnsupported, "clbBarrier on a stream: this libcolibri was built without CUDA; pass stream NULL "
+                  "for a barrier of the calling threads");
+#endif
 }
 
 }  // extern "C"

@@ -49,6 +49,10 @@ const char* callName(uint32_t call) {
 
 std::string describe(const OpDesc& d) {
   char b[200];
+  if (d.coll == kAllReduce && d.root == kBarrierRoot) {
+    snprintf(b, sizeof b, "barrier #%llu", (unsigned long long)d.seq);
+    return b;
+  }
   snprintf(b, sizeof b, "%s #%llu (count %llu, %s%s%s, root %d, algorithm %s)", collectiveName(d.coll),
            (unsigned long long)d.seq, (unsigned long long)d.count, typeName((int)d.dtype),
            d.coll == kAllReduce || d.coll == kReduceScatter ? ", " : "",
@@ -341,6 +345,13 @@ clbResult_t clbCommDestroy(clbComm_t c) {
     c->carrier->close(c->aborted ? PeerNotice::kAborted : c->failed ? PeerNotice::kFailed : PeerNotice::kClosed);
 #ifdef CLB_HAVE_CUDA
   c->device.reset();
+  if (c->barrierScratch) {
+    const cuda::Driver* d = nullptr;
+    if (cuda::driver(&d) == clbSuccess) {
+      cuda::CtxScope scope(d, static_cast<CUcontext>(c->barrierContext));
+      d->cuMemFree((CUdeviceptr)c->barrierScratch);
+    }
+  }
 #endif
   c->carrier.reset();
   c->boot.close();

@@ -25,6 +25,9 @@ class Device;
 }
 
 enum Collective : uint32_t { kAllReduce = 1, kAllGather = 2, kReduceScatter = 3, kBroadcast = 4 };
+// clbBarrier is an all-reduce of one int32 whose descriptor says root kBarrierRoot (an all-reduce
+// has no root): every path runs it as an all-reduce, and its tags never match a user's call.
+constexpr int32_t kBarrierRoot = -2;
 const char* collectiveName(uint32_t c);
 // The other calls that take the communicator for their duration (clbComm::enterCall), after the
 // collectives: they use its channels, staging or sequence numbers too.
@@ -80,6 +83,10 @@ struct clbComm {
   // which, while another thread holds it, is a read during that thread's writes.
   std::atomic<uint64_t> seq{0};
   uint64_t splits = 0;  // clbCommSplit calls so far: every rank counts alike (they are collective)
+  // clbBarrier on a stream: one int32 of device memory, made at the first in the stream's context.
+  std::mutex barrierMutex;
+  void* barrierScratch = nullptr;
+  void* barrierContext = nullptr;  // its CUcontext
   clb::VersionInfo versions{};  // what this rank puts in the bootstrap table (init)
   clb::AgreedSettings agreed{};
   // The call in progress, 0 when none: (seq when it began << 8) | its Collective or Call. A call

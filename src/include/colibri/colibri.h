@@ -284,6 +284,14 @@ CLB_API clbResult_t clbReduceScatter(const void* sendbuff, void* recvbuff, size_
                              clbDataType_t datatype, clbRedOp_t op, clbComm_t comm, void* stream);
 CLB_API clbResult_t clbBroadcast(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype,
                          int root, clbComm_t comm, void* stream);
+/* Every rank of comm waits for every other (collective; one call like the others). stream NULL:
+ * the call returns once every rank has entered it. A stream: the barrier is on the stream (work
+ * queued after it on any rank starts once every rank's stream reached it), it can be captured
+ * into a CUDA graph, and the call returns at once; the first such barrier, outside any capture,
+ * allocates 4 bytes of device memory in the stream's context (counted in clbCommMemStats). It is
+ * an all-reduce of one int32 underneath whose description no other call has: on host buffers a
+ * rank in a barrier while another is in a collective gets the mismatch error that names both. */
+CLB_API clbResult_t clbBarrier(clbComm_t comm, void* stream);
 
 CLB_API size_t clbTypeSize(clbDataType_t datatype);
 

@@ -336,6 +336,23 @@ public interface Communicator extends AutoCloseable {
   void allReduce(long send, long recv, long count, DataType type, ReduceOp op, long stream);
 
   /**
+   * Waits until every rank of this communicator has called {@code barrier()} (collective, like a
+   * collective call: in the same order among the other calls on every rank).
+   */
+  default void barrier() {
+    barrier(0L);
+  }
+
+  /**
+   * A barrier on a CUDA stream: work queued on {@code stream} after it starts once every rank's
+   * stream has reached it; returns at once, and can be captured into a CUDA graph. The first one,
+   * outside any capture, allocates 4 bytes of device memory in the stream's context.
+   *
+   * @param stream CUDA stream handle ({@code cudaStream_t}), or 0 for {@link #barrier()}
+   */
+  void barrier(long stream);
+
+  /**
    * {@link #allGather(ByteBuffer, ByteBuffer, long, DataType)} on raw addresses.
    *
    * @param send address of this rank's input, {@code sendCount} elements (device or host memory)

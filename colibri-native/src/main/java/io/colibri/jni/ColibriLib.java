@@ -812,6 +812,18 @@ public final class ColibriLib {
   // ---- collectives on raw addresses (host memory you manage, device memory) ----
 
   /**
+   * Calls {@code clbBarrier}: every rank waits for every other; on a stream when {@code stream}
+   * is not 0 (enqueued, capturable).
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @param stream a CUDA stream handle, or 0 for a barrier of the calling threads
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
+  public static native @Cast("clbResult_t") int clbBarrier(@Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
+
+  /**
    * Calls {@code clbAllReduce} on raw addresses: every rank ends with the reduction of all ranks'
    * send buffers in its recv buffer.
    *

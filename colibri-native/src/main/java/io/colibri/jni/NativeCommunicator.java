@@ -250,6 +250,16 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   }
 
   @Override
+  public void barrier(long stream) {
+    long h = acquire("barrier");
+    try {
+      check(ColibriLib.clbBarrier(h, stream), "barrier");
+    } finally {
+      release();
+    }
+  }
+
+  @Override
   public void allGather(long send, long recv, long sendCount, DataType type, long stream) {
     long h = acquire("allGather");
     try {
