@@ -381,6 +381,8 @@ SockAddr listenAddressFor(const SockAddr& advertised, const char* hostAsGiven) {
 Bootstrap::~Bootstrap() { close(); }
 
 void Bootstrap::close() {
+  wipe(id_.secret, kSecretBytes);
+  wipe(session_, kSessionBytes);
   closeFd(&listenFd_);
   next_.close();
   prev_.close();
@@ -460,6 +462,11 @@ clbResult_t Bootstrap::openListener(int rank, RankInfo* info) {
   return clbSuccess;
 }
 
+clbResult_t Bootstrap::prepareTable(const IdData& id, int rank, RankInfo* info) {
+  CLB_CHECK(setUpTls(id, rank));
+  return openListener(rank, info);
+}
+
 clbResult_t Bootstrap::initWithTable(const IdData& id, int rank, int nranks, int64_t timeoutMs,
                                      const std::atomic<bool>* abort, const uint8_t session[kSessionBytes],
                                      std::vector<RankInfo> table, const TableCheck& checkTable) {
@@ -469,9 +476,13 @@ clbResult_t Bootstrap::initWithTable(const IdData& id, int rank, int nranks, int
   timeoutMs_ = timeoutMs;
   abort_ = abort;
   if (listenFd_ < 0 || (int)table.size() != nranks)
-    return setError(clbInternalError, "bootstrap from a table: no listener, or a table of %zu ranks for %d",
-                    table.size(), nranks);
-  CLB_CHECK(setUpTls(id, rank));
+    return setError(clbInternalError, "bootstrap from a table: no listener (prepareTable), or a table of %zu ranks "
+                    "for %d", table.size(), nranks);
+  for (int p = 0; p < nranks; p++) {  // as the root does with the rows it receives
+    table[p].hostname[sizeof table[p].hostname - 1] = '\0';
+    if (table[p].rank != p)
+      return setError(clbRemoteError, "rank %d: row %d of the table says rank %d", rank, p, table[p].rank);
+  }
   memcpy(session_, session, kSessionBytes);
   memcpy(&nonce_, session_, sizeof nonce_);
   peers_ = std::move(table);

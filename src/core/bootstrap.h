@@ -159,6 +159,11 @@ class Bootstrap {
   // caller adds versions and agreed settings); the members exchange those RankInfos over their
   // channel; initWithTable then takes the table (child rank order) and the session every member
   // derived, checks the table and connects the ring, as init does after the root's reply.
+  // `abort` may be switched later (setAbortFlag): a split connects under the parent's flag.
+  void setAbortFlag(const std::atomic<bool>* abort) { abort_ = abort; }
+  // prepareTable: the TLS contexts the id asks for, then openListener (so that a rank that cannot
+  // says so in the exchange, before anyone connects).
+  clbResult_t prepareTable(const IdData& id, int rank, RankInfo* info);
   clbResult_t openListener(int rank, RankInfo* info);
   clbResult_t initWithTable(const IdData& id, int rank, int nranks, int64_t timeoutMs, const std::atomic<bool>* abort,
                             const uint8_t session[kSessionBytes], std::vector<RankInfo> table,

@@ -130,13 +130,9 @@ clbResult_t runHost(clbComm* c, CollArgs& a, bool recordAlgo) {
   return rc;
 }
 
-clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
-                clbRedOp_t op, int root, void* stream) {
-  clearError();
-  CLB_CHECK(checkComm(c));
-  // One call at a time: a second thread's call is refused here, before it reads or writes anything.
-  CallScope call(c, coll);
-  CLB_CHECK(call.result());
+// A collective on a communicator whose call the caller holds (CallScope).
+clbResult_t runTaken(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
+                     clbRedOp_t op, int root, void* stream) {
   CLB_CHECK(validate(c, coll, send, recv, count, type, op, root, stream));
   CollArgs a = describeCall(c, coll, send, recv, count, type, op, root);
 
@@ -170,6 +166,16 @@ clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t 
   }
 
   return runHost(c, a, true);
+}
+
+clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
+                clbRedOp_t op, int root, void* stream) {
+  clearError();
+  CLB_CHECK(checkComm(c));
+  // One call at a time: a second thread's call is refused here, before it reads or writes anything.
+  CallScope call(c, coll);
+  CLB_CHECK(call.result());
+  return runTaken(c, coll, send, recv, count, type, op, root, stream);
 }
 
 }  // namespace
@@ -215,31 +221,40 @@ clbResult_t clbBarrier(clbComm_t comm, void* stream) {
     return run(comm, kAllReduce, &token, &token, 1, clbInt32, clbSum, kBarrierRoot, nullptr);
   }
 #ifdef CLB_HAVE_CUDA
-  {
-    // On the stream: an all-reduce of one int32 in device memory of the stream's context, made
-    // at the first such barrier (not inside a graph capture: memory is not allocated there).
-    std::lock_guard<std::mutex> g(comm->barrierMutex);
-    if (!comm->barrierScratch) {
-      const cuda::Driver* d = nullptr;
-      CLB_CHECK(cuda::driver(&d));
-      CUcontext ctx = nullptr;
-      CLB_CU(d, cuStreamGetCtx, static_cast<CUstream>(stream), &ctx);
-      cuda::CtxScope scope(d, ctx);
-      CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
-      d->cuStreamIsCapturing(static_cast<CUstream>(stream), &capturing);
-      if (capturing != CU_STREAM_CAPTURE_STATUS_NONE)
-        return setError(clbInvalidUsage, "rank %d: the first clbBarrier on a stream was called inside a CUDA graph "
-                        "capture: call it once before capturing (it allocates its 4 bytes of device memory then)",
-                        comm->rank);
-      CUdeviceptr p = 0;
-      CLB_CU(d, cuMemAlloc, &p, sizeof(int32_t));
-      CLB_CU(d, cuMemsetD8, p, 0, sizeof(int32_t));
-      comm->barrierScratch = reinterpret_cast<void*>(p);
-      comm->barrierContext = ctx;
-      comm->mem.addDevice(sizeof(int32_t));
+  // On the stream: an all-reduce of one int32 in device memory of the stream's context, made at
+  // the communicator's first such barrier (not inside a graph capture: memory is not allocated
+  // there). Under the call, like the collective itself: nothing else runs on comm meanwhile.
+  CallScope call(comm, kAllReduce);
+  CLB_CHECK(call.result());
+  const cuda::Driver* d = nullptr;
+  CLB_CHECK(cuda::driver(&d));
+  CUcontext ctx = nullptr;
+  CLB_CU(d, cuStreamGetCtx, static_cast<CUstream>(stream), &ctx);
+  if (!comm->barrierScratch) {
+    cuda::CtxScope scope(d, ctx);
+    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+    d->cuStreamIsCapturing(static_cast<CUstream>(stream), &capturing);
+    if (capturing != CU_STREAM_CAPTURE_STATUS_NONE)
+      return setError(clbInvalidUsage, "rank %d: the first clbBarrier on a stream was called inside a CUDA graph "
+                      "capture: call it once before capturing (it allocates its 4 bytes of device memory then)",
+                      comm->rank);
+    CUdeviceptr p = 0;
+    CLB_CU(d, cuMemAlloc, &p, sizeof(int32_t));
+    if (CUresult r = d->cuMemsetD8(p, 0, sizeof(int32_t)); r != CUDA_SUCCESS) {
+      d->cuMemFree(p);
+      return setError(clbSystemError, "rank %d: clbBarrier: cuMemsetD8 of its 4 bytes failed (CUresult %d)",
+                      comm->rank, (int)r);
     }
+    comm->barrierScratch = reinterpret_cast<void*>(p);
+    comm->barrierContext = ctx;
+    comm->mem.addDevice(sizeof(int32_t));
+  } else if (ctx != comm->barrierContext) {
+    return setError(clbInvalidUsage, "rank %d: clbBarrier on a stream of another CUDA context than this "
+                    "communicator's first barrier: a communicator's device calls use one GPU (its primary "
+                    "context)", comm->rank);
   }
-  return run(comm, kAllReduce, comm->barrierScratch, comm->barrierScratch, 1, clbInt32, clbSum, kBarrierRoot, stream);
+  return runTaken(comm, kAllReduce, comm->barrierScratch, comm->barrierScratch, 1, clbInt32, clbSum, kBarrierRoot,
+                  stream);
 #else
   return setError(clbUnsupported, "clbBarrier on a stream: this libcolibri was built without CUDA; pass stream NULL "
                   "for a barrier of the calling threads");

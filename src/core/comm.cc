@@ -322,8 +322,12 @@ clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, in
   IdData d;
   CLB_CHECK(decodeId(id, &d));
   std::unique_ptr<clbComm> c;
-  CLB_CHECK(newComm(rank, nranks, config, &c));
-  clbResult_t rc = initComm(c.get(), d);
+  clbResult_t rc = newComm(rank, nranks, config, &c);
+  if (rc != clbSuccess) {
+    wipe(&d, sizeof d);
+    return rc;
+  }
+  rc = initComm(c.get(), d);
   wipe(&d, sizeof d);
   if (rc != clbSuccess) {
     appendBreadcrumb(__FILE__, __LINE__);

@@ -83,8 +83,8 @@ struct clbComm {
   // which, while another thread holds it, is a read during that thread's writes.
   std::atomic<uint64_t> seq{0};
   uint64_t splits = 0;  // clbCommSplit calls so far: every rank counts alike (they are collective)
-  // clbBarrier on a stream: one int32 of device memory, made at the first in the stream's context.
-  std::mutex barrierMutex;
+  // clbBarrier on a stream: one int32 of device memory, made at the first in the stream's context
+  // (under the call, like every use).
   void* barrierScratch = nullptr;
   void* barrierContext = nullptr;  // its CUcontext
   clb::VersionInfo versions{};  // what this rank puts in the bootstrap table (init)

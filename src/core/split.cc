@@ -125,9 +125,19 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
   memset(all.data(), 0, all.size() * sizeof(SplitMember));
   SplitMember& me = all[c->rank];
   std::unique_ptr<clbComm> child;
+  // The child's id and session, derived by every member alike; no root.
+  const IdData& parent = c->boot.id();
+  IdData id{};
+  id.magic = kIdMagic;
+  id.protocol = parent.protocol;
+  id.flags = parent.flags & kIdTlsMask;  // the parent's TLS mode
+  uint8_t session[kSessionBytes];
   if (color != CLB_SPLIT_NOCOLOR) {
+    derive(parent, "colibri/split/secret/1", c->boot.sessionNonce(), splitSeq, color, id.secret, kSecretBytes);
+    derive(parent, "colibri/split/session/1", c->boot.sessionNonce(), splitSeq, color, session, kSessionBytes);
     clbResult_t rc = newComm(childRank, (int)members.size(), config ? config : &c->cfg, &child);
-    if (rc == clbSuccess) rc = child->boot.openListener(childRank, &me.info);
+    // TLS set up and listener opened before the exchange: a rank that cannot says so there.
+    if (rc == clbSuccess) rc = child->boot.prepareTable(id, childRank, &me.info);
     if (rc == clbSuccess) {
       me.info.versions = child->versions;
       me.info.agreed = child->agreed;
@@ -139,30 +149,31 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
   if (n > 1) {
     clbResult_t rc = c->boot.allGather(all.data(), sizeof(SplitMember));
     if (rc != clbSuccess) {
+      wipe(&id, sizeof id);
+      wipe(session, sizeof session);
       c->markFailed(rc);
       return rc;
     }
   }
   if (color == CLB_SPLIT_NOCOLOR) return clbSuccess;  // *newcomm stays NULL
   for (int p : members)
-    if (all[p].status != clbSuccess)
+    if (all[p].status != clbSuccess) {
+      wipe(&id, sizeof id);
+      wipe(session, sizeof session);
       return setError((clbResult_t)all[p].status, "rank %d: the communicator of color %d could not be made, because "
                       "rank %d could not take part (comm stays usable): %.191s", c->rank, color, p, all[p].why);
+    }
 
-  // 3. The child's bootstrap from that table: its id and session derived by every member alike.
+  // 3. The child's bootstrap from that table. Its ring connects under the parent's abort flag
+  // (the caller has no handle on the child yet: clbCommAbort(comm) ends the wait), then the
+  // child's own.
   std::vector<RankInfo> table;
   for (int p : members) table.push_back(all[p].info);
-  const IdData& parent = c->boot.id();
-  IdData id{};
-  id.magic = kIdMagic;
-  id.protocol = parent.protocol;
-  id.flags = parent.flags & kIdTlsMask;  // the parent's TLS mode; no root
-  derive(parent, "colibri/split/secret/1", c->boot.sessionNonce(), splitSeq, color, id.secret, kSecretBytes);
-  uint8_t session[kSessionBytes];
-  derive(parent, "colibri/split/session/1", c->boot.sessionNonce(), splitSeq, color, session, kSessionBytes);
   clbResult_t rc = child->boot.initWithTable(id, childRank, (int)members.size(), child->cfg.timeoutMs,
-                                             &child->aborted, session, std::move(table), initTableCheck(child.get()));
+                                             &c->aborted, session, std::move(table), initTableCheck(child.get()));
+  child->boot.setAbortFlag(&child->aborted);
   wipe(&id, sizeof id);
+  wipe(session, sizeof session);
   if (rc == clbSuccess) rc = finishInit(child.get());
   if (rc != clbSuccess) {
     const std::string why = lastError();

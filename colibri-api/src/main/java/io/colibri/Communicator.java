@@ -510,7 +510,9 @@ public interface Communicator extends AutoCloseable {
    *
    * @param color the group to join, {@code >= 0}, or {@link #NO_COLOR} to join none
    * @param key the order within the group (ties: by rank in this communicator)
-   * @param options the new communicator's options
+   * @param options the new communicator's options ({@code null}: this communicator's, as
+   *     {@link #split(int, int)}; never refused on one rank alone, which would leave the others
+   *     waiting)
    * @return the new communicator, or {@code null} for {@link #NO_COLOR}
    */
   Communicator split(int color, int key, Options options);

@@ -345,16 +345,13 @@ final class NativeCommunicator implements Communicator, NativeCalls {
 
   @Override
   public Communicator split(int color, int key, Options newOptions) {
-    // No local check of color: a rank that refused here would leave the others waiting in the
-    // split; clbCommSplit refuses a bad color on every rank at once.
-    if (newOptions == null) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "options are null: pass options(), "
-          + "Options.defaults() or an Options built with Options.builder()");
-    }
+    // No local refusal: a rank that refused here would leave the others waiting in the split;
+    // clbCommSplit refuses a bad color on every rank at once. Null options: this one's.
+    Options use = newOptions != null ? newOptions : options;
     long h = acquire("split");
     long child;
-    try (ClbConfig config = NativeProvider.toConfig(newOptions)) {
-      config.logLevel(NativeLog.levelForInit(newOptions));
+    try (ClbConfig config = NativeProvider.toConfig(use)) {
+      config.logLevel(NativeLog.levelForInit(use));
       long[] out = new long[1];
       check(ColibriLib.clbCommSplit(h, color, key, config, out), "split");
       child = out[0];
@@ -375,7 +372,7 @@ final class NativeCommunicator implements Communicator, NativeCalls {
       ColibriLib.clbCommDestroy(child);
       throw e;
     }
-    return new NativeCommunicator(child, r[0], n[0], newOptions);
+    return new NativeCommunicator(child, r[0], n[0], use);
   }
 
   @Override

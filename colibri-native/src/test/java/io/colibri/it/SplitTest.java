@@ -107,6 +107,11 @@ class SplitTest {
         assertTrue(e.getMessage().contains("color=-7"), e.getMessage());
         // The parent is still usable.
         checkSum(r.comm, r.rank, List.of(0, 1), "the parent after the refusal");
+        // Null options: the parent's (not a refusal on one rank, which would strand the others).
+        try (Communicator same = r.comm.split(0, r.rank, null)) {
+          assertEquals(OPTIONS, same.options());
+          checkSum(same, r.rank, List.of(0, 1), "split with null options");
+        }
         return null;
       });
     }
