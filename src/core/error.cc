@@ -32,11 +32,7 @@ clbResult_t setSysError(int errnum, const char* fmt, ...) {
   va_start(ap, fmt);
   tlsError = vformat(fmt, ap);
   va_end(ap);
-  char num[64];
-  snprintf(num, sizeof num, " (errno %d)", errnum);
-  tlsError += ": ";
-  tlsError += strerror(errnum);
-  tlsError += num;
+  appendErrno(&tlsError, errnum);
   return clbSystemError;
 }
 

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdarg>
+#include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "colibri/colibri.h"
@@ -16,6 +18,14 @@ namespace clb {
 clbResult_t setError(clbResult_t result, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 // Like setError, with ": <strerror(errnum)> (errno N)" appended.
 clbResult_t setSysError(int errnum, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+// What setSysError appends to its message (shared with the verbs plugin's own setSysError).
+inline void appendErrno(std::string* text, int errnum) {
+  char num[64];
+  snprintf(num, sizeof num, " (errno %d)", errnum);
+  *text += ": ";
+  *text += strerror(errnum);
+  *text += num;
+}
 void appendBreadcrumb(const char* file, int line);
 void clearError();
 const std::string& lastError();

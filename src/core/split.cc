@@ -6,15 +6,16 @@
 //  1. Every rank gives {status, color, key}: a bad color or config on any rank fails every rank
 //     here, naming it, before anything is made (no rank waits for a child that never comes).
 //  2. Every rank computes the same grouping: per color, its members ordered by (key, parent
-//     rank). Each member makes its child communicator and opens the child's ring listener; the
-//     second all-gather carries every member's row of the child's bootstrap table (address,
-//     versions, agreed settings) and whether making it worked.
+//     rank). Each member derives the child's secret and session, as every member does alike, from
+//     the parent's secret, the parent's session nonce, the split's number on the parent and the
+//     color (nothing secret is sent, two splits never share them); makes its child communicator;
+//     sets up its TLS and opens its ring listener (Bootstrap::prepareTable). The second
+//     all-gather carries every member's row of the child's bootstrap table (address, versions,
+//     agreed settings) and whether making it worked.
 //  3. Each member takes its color's rows as the child's table, the same on all of them, and
-//     connects the child's ring as an init does after the root's reply (Bootstrap::initWithTable).
-//     The child's secret and session are derived, by every member alike, from the parent's secret,
-//     the parent's session nonce, the split's number on the parent and the color: nothing secret
-//     is sent, two splits never share them, and the ring's handshakes prove them as usual. The
-//     parent's all-gather is authenticated, so the table arrives as its ranks sent it.
+//     connects the child's ring as an init does after the root's reply (Bootstrap::initWithTable),
+//     whose handshakes prove the derived secret and session as usual. The parent's all-gather is
+//     authenticated, so the table arrives as its ranks sent it.
 // The parent is not changed (it only counts the split), so it stays usable whatever happens, but
 // a failure inside one of its all-gathers (the ranks may then disagree) breaks it.
 #include <algorithm>

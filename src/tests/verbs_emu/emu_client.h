@@ -9,20 +9,20 @@
 
 #include "tests/verbs_emu/verbs_emu.h"
 
-extern "C" {
-const clb::verbs::VerbsApi* colibri_emu_api(void);
-void colibri_emu_config(clb::verbs::emu::Config* out);
-void colibri_emu_configure(const clb::verbs::emu::Config* c);
-void colibri_emu_reset_config(void);
-int colibri_emu_is_emulated(ibv_context* c);
-uint32_t colibri_emu_node_id(ibv_context* c);
-int colibri_emu_set_port_state(ibv_context* c, int up);
-int colibri_emu_drop_packets(ibv_qp* qp, int count);
-int colibri_emu_query_stats(ibv_qp* qp, clb::verbs::emu::QpStats* out);
-void colibri_emu_set_device_copy(clb::verbs::emu::DeviceCopy copy);
-clb::verbs::emu::DeviceCopy colibri_emu_device_copy(void);
-int colibri_emu_live_qps(ibv_qp** out, int max);
-}
+// The hooks, declared once: libibverbs_standin.cc defines them against these declarations.
+#define CLB_EMU_HOOK extern "C" __attribute__((visibility("default")))
+CLB_EMU_HOOK const clb::verbs::VerbsApi* colibri_emu_api(void);
+CLB_EMU_HOOK void colibri_emu_config(clb::verbs::emu::Config* out);
+CLB_EMU_HOOK void colibri_emu_configure(const clb::verbs::emu::Config* c);
+CLB_EMU_HOOK void colibri_emu_reset_config(void);
+CLB_EMU_HOOK int colibri_emu_is_emulated(ibv_context* c);
+CLB_EMU_HOOK uint32_t colibri_emu_node_id(ibv_context* c);
+CLB_EMU_HOOK int colibri_emu_set_port_state(ibv_context* c, int up);
+CLB_EMU_HOOK int colibri_emu_drop_packets(ibv_qp* qp, int count);
+CLB_EMU_HOOK int colibri_emu_query_stats(ibv_qp* qp, clb::verbs::emu::QpStats* out);
+CLB_EMU_HOOK void colibri_emu_set_device_copy(clb::verbs::emu::DeviceCopy copy);
+CLB_EMU_HOOK clb::verbs::emu::DeviceCopy colibri_emu_device_copy(void);
+CLB_EMU_HOOK int colibri_emu_live_qps(ibv_qp** out, int max);
 
 namespace clbtest {
 namespace emu {

@@ -19,6 +19,7 @@
 
 #include <cerrno>
 
+#include "tests/verbs_emu/emu_client.h"
 #include "tests/verbs_emu/verbs_emu.h"
 #ifdef CLB_HAVE_CUDA
 #include "platform/cuda/driver.h"

@@ -57,11 +57,7 @@ clbResult_t setSysError(int errnum, const char* fmt, ...) {
   va_start(ap, fmt);
   std::string s = vformat(fmt, ap);
   va_end(ap);
-  char num[64];
-  snprintf(num, sizeof num, " (errno %d)", errnum);
-  s += ": ";
-  s += strerror(errnum);
-  s += num;
+  appendErrno(&s, errnum);
   return put(clbSystemError, s);
 }
 

@@ -8,10 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.colibri.bench.Main;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
+import io.colibri.bench.MainRun;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -21,15 +18,8 @@ import org.junit.jupiter.api.Timeout;
 class ProgressTest {
 
   private static String[] run(String... args) {
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    ByteArrayOutputStream err = new ByteArrayOutputStream();
-    int rc;
-    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
-        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-      rc = Main.run(args, o, e);
-    }
-    return new String[] {Integer.toString(rc), out.toString(StandardCharsets.UTF_8),
-        err.toString(StandardCharsets.UTF_8)};
+    MainRun r = MainRun.of(args);
+    return new String[] {Integer.toString(r.rc), r.out, r.err};
   }
 
   @Test
