@@ -109,22 +109,42 @@ final class NativeLibrary {
    * a device call says what is missing.
    */
   private static void useKernelImagesFromClasspath() {
-    java.io.File dir = null;
+    java.util.List<String> images;
     try {
-      for (String image : kernelImages()) {
-        java.net.URL url = NativeLibrary.class.getResource(KERNEL_RESOURCES + image);
-        if (url != null) {
-          dir = org.bytedeco.javacpp.Loader.cacheResource(url).getParentFile();
-        }
-      }
+      images = kernelImages();
     } catch (java.io.IOException | java.io.UncheckedIOException e) {
       System.getLogger("io.colibri").log(System.Logger.Level.WARNING,
-          "could not extract the CUDA kernel images of colibri-cuda (" + e
-              + "); device collectives will report them missing");
+          "could not read the kernel image list of colibri-cuda (" + e
+              + "); device collectives will report the images missing");
       return;
+    }
+    java.io.File dir = null;
+    for (String image : images) {
+      java.net.URL url = NativeLibrary.class.getResource(KERNEL_RESOURCES + image);
+      if (url != null) {
+        dir = extracted(url, "the CUDA kernel images of colibri-cuda",
+            "device collectives will report them missing");
+        if (dir == null) {
+          return;
+        }
+      }
     }
     if (dir != null) {
       ColibriLib.clbSetKernelDir(dir.getAbsolutePath());
+    }
+  }
+
+  /**
+   * Extracts a classpath resource to JavaCPP's cache; its folder, or null after a warning that
+   * says what could not be extracted and what follows from it.
+   */
+  private static java.io.File extracted(java.net.URL url, String what, String consequence) {
+    try {
+      return org.bytedeco.javacpp.Loader.cacheResource(url).getParentFile();
+    } catch (java.io.IOException | java.io.UncheckedIOException e) {
+      System.getLogger("io.colibri").log(System.Logger.Level.WARNING,
+          "could not extract " + what + " (" + e + "); " + consequence);
+      return null;
     }
   }
 
@@ -144,16 +164,11 @@ final class NativeLibrary {
     if (url == null) {
       return;
     }
-    java.io.File dir;
-    try {
-      dir = org.bytedeco.javacpp.Loader.cacheResource(url).getParentFile();
-    } catch (java.io.IOException | java.io.UncheckedIOException e) {
-      System.getLogger("io.colibri").log(System.Logger.Level.WARNING,
-          "could not extract the verbs network plugin of colibri-verbs (" + e
-              + "); transport VERBS will report it missing");
-      return;
+    java.io.File dir = extracted(url, "the verbs network plugin of colibri-verbs",
+        "transport VERBS will report it missing");
+    if (dir != null) {
+      ColibriLib.clbSetPluginDir(dir.getAbsolutePath());
     }
-    ColibriLib.clbSetPluginDir(dir.getAbsolutePath());
   }
 
   /** The failure of a native call: its code and the calling thread's last-error message. */
