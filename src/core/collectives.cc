@@ -1,11 +1,13 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// The four collectives: argument checks, the algorithm choice, and error bookkeeping.
+// The four collectives and the barrier: argument checks, the algorithm choice, and error bookkeeping
+// (inside a group they are recorded instead: core/p2p.h).
 #include <cstring>
 
 #include "algo/algorithms.h"
 #include "core/comm.h"
 #include "core/dtype.h"
+#include "core/p2p.h"
 #include "transport/transport.h"
 #ifdef CLB_HAVE_CUDA
 #include "device/device.h"
@@ -172,6 +174,8 @@ clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t 
                 clbRedOp_t op, int root, void* stream) {
   clearError();
   CLB_CHECK(checkComm(c));
+  // Inside a group (clbGroupStart): recorded, and run (checks included) at the group's end.
+  if (inGroup()) return recordCollective(c, coll, send, recv, count, type, op, root, stream);
   // One call at a time: a second thread's call is refused here, before it reads or writes anything.
   CallScope call(c, coll);
   CLB_CHECK(call.result());
@@ -216,6 +220,7 @@ clbResult_t clbBroadcast(const void* send, void* recv, size_t count, clbDataType
 clbResult_t clbBarrier(clbComm_t comm, void* stream) {
   clearError();
   CLB_CHECK(checkComm(comm));
+  if (inGroup()) return recordCollective(comm, kAllReduce, nullptr, nullptr, 1, clbInt32, clbSum, kBarrierRoot, stream);
   if (!stream) {
     int32_t token = 0;  // host: the call returns once every rank has entered it
     return run(comm, kAllReduce, &token, &token, 1, clbInt32, clbSum, kBarrierRoot, nullptr);

@@ -32,6 +32,12 @@ const char* collectiveName(uint32_t c) {
     case kAllGather: return "allGather";
     case kReduceScatter: return "reduceScatter";
     case kBroadcast: return "broadcast";
+    case kSendRecv: return "send/recv";
+    case kAllToAll: return "allToAll";
+    case kAllToAllv: return "allToAllv";
+    case kGather: return "gather";
+    case kScatter: return "scatter";
+    case kReduce: return "reduce";
   }
   return "unknown";
 }
@@ -43,6 +49,7 @@ const char* callName(uint32_t call) {
     case kCallTrim: return "clbCommTrim";
     case kCallDestroy: return "clbCommDestroy";
     case kCallSplit: return "clbCommSplit";
+    case kCallPeers: return "point-to-point calls (clbSend/clbRecv, or a group of them)";
   }
   return collectiveName(call);
 }
@@ -51,6 +58,13 @@ std::string describe(const OpDesc& d) {
   char b[200];
   if (d.coll == kAllReduce && d.root == kBarrierRoot) {
     snprintf(b, sizeof b, "barrier #%llu", (unsigned long long)d.seq);
+    return b;
+  }
+  if (isPeerCall(d.coll)) {  // seq numbers the messages of one pair and direction (core/p2p.cc)
+    snprintf(b, sizeof b, "%s (operation %llu between the two ranks: count %llu, %s%s%s%s)", collectiveName(d.coll),
+             (unsigned long long)d.seq, (unsigned long long)d.count, typeName((int)d.dtype),
+             d.coll == kReduce ? ", " : "", d.coll == kReduce ? opName((int)d.op) : "",
+             d.root >= 0 ? (", root " + std::to_string(d.root)).c_str() : "");
     return b;
   }
   snprintf(b, sizeof b, "%s #%llu (count %llu, %s%s%s, root %d, algorithm %s)", collectiveName(d.coll),
@@ -99,8 +113,8 @@ clbResult_t clbComm::checkUsable() const {
 clbResult_t clbComm::refuseCall(uint32_t call, uint64_t current) const {
   const uint32_t other = (uint32_t)(current & 0xff);
   // A collective in progress is the one after those started before it: its number as describe() gives it.
-  char inProgress[64];
-  if (other >= kCallRegister) snprintf(inProgress, sizeof inProgress, "%s", callName(other));
+  char inProgress[96];
+  if (other >= kCallRegister || isPeerCall(other)) snprintf(inProgress, sizeof inProgress, "%s", callName(other));
   else snprintf(inProgress, sizeof inProgress, "%s #%llu", callName(other), (unsigned long long)(current >> 8) + 1);
   if (call == kCallDestroy)
     return setError(clbInvalidUsage,

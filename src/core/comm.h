@@ -25,13 +25,17 @@ class Device;
 }
 
 enum Collective : uint32_t { kAllReduce = 1, kAllGather = 2, kReduceScatter = 3, kBroadcast = 4 };
+// The calls made of point-to-point messages (core/p2p.cc): their messages carry one of these, so a
+// receiver in another of them (or in a send/recv of another count or type) is told, not fed.
+enum PeerCall : uint32_t { kSendRecv = 5, kAllToAll, kAllToAllv, kGather, kScatter, kReduce };
+inline bool isPeerCall(uint32_t c) { return c >= kSendRecv && c <= kReduce; }
 // clbBarrier is an all-reduce of one int32 whose descriptor says root kBarrierRoot (an all-reduce
 // has no root): every path runs it as an all-reduce, and its tags never match a user's call.
 constexpr int32_t kBarrierRoot = -2;
 const char* collectiveName(uint32_t c);
 // The other calls that take the communicator for their duration (clbComm::enterCall), after the
 // collectives: they use its channels, staging or sequence numbers too.
-enum Call : uint32_t { kCallRegister = 16, kCallDeregister, kCallTrim, kCallDestroy, kCallSplit };
+enum Call : uint32_t { kCallRegister = 16, kCallDeregister, kCallTrim, kCallDestroy, kCallSplit, kCallPeers };
 // "allReduce" for a Collective, "clbCommTrim" for a Call.
 const char* callName(uint32_t call);
 
@@ -83,6 +87,11 @@ struct clbComm {
   // which, while another thread holds it, is a read during that thread's writes.
   std::atomic<uint64_t> seq{0};
   uint64_t splits = 0;  // clbCommSplit calls so far: every rank counts alike (they are collective)
+  // Point-to-point messages so far, per peer and direction: the operations (a send, or one peer's
+  // part of an all-to-all) this rank sent to / received from each rank, numbered like `seq` is for
+  // collectives. Sized at the first such call; only the pair itself counts alike, so these never
+  // touch `seq`.
+  std::vector<uint64_t> peerSent, peerRecvd;
   // clbBarrier on a stream: one int32 of device memory, made at the first in the stream's context
   // (under the call, like every use).
   void* barrierScratch = nullptr;

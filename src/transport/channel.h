@@ -47,6 +47,33 @@ class RingChannel {
   }
 };
 
+// The messages between this rank and one peer: an ordered stream each way, for the calls made of
+// point-to-point messages (clbSend / clbRecv, all-to-all, gather, scatter, reduce). The transport
+// makes one at the first such call with that peer, and only then. Nothing here blocks: a batch of
+// sends and receives to many peers (algo/p2p.cc) moves on whichever can, so no order of the calls
+// inside a group waits in a circle. Messages carry a MsgTag like the ring's; a message may be
+// shorter than the operation (the sender slices by its maxMessageBytes).
+class PeerChannel {
+ public:
+  virtual ~PeerChannel() = default;
+  // The largest payload of one message (at least 4 KiB).
+  virtual size_t maxMessageBytes() const = 0;
+  // Room for the next outgoing message of up to `bytes` (<= maxMessageBytes): *room bytes (at
+  // least 4 KiB, or `bytes`; less where staging is near its cap), or *buf null when there is none
+  // now (the receiver has not consumed enough yet).
+  virtual clbResult_t trySend(size_t bytes, void** buf, size_t* room) = 0;
+  virtual clbResult_t postSend(const MsgTag& tag) = 0;
+  // The next incoming message and its tag (the caller checks it), or *buf null when none arrived.
+  virtual clbResult_t tryRecv(const MsgTag** tag, const void** buf) = 0;
+  virtual clbResult_t releaseRecv() = 0;
+  // Moves queued writes on where the transport queues them; *sent: every posted message has left
+  // this rank's queue (then a later call need not run for the peer to get it).
+  virtual clbResult_t progress(bool* sent) {
+    *sent = true;
+    return clbSuccess;
+  }
+};
+
 // Compares a received tag with the expected one; on mismatch a message naming both ranks' calls.
 clbResult_t checkTag(const MsgTag& got, const MsgTag& expect, int fromRank, int myRank);
 

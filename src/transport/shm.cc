@@ -372,6 +372,10 @@ void ShmTransport::close(PeerNotice::Kind end) {
   // A healthy rank lets peers read what it sent last before its memory goes away.
   if (end == PeerNotice::kClosed && world_.waitDrained() != clbSuccess)
     CLB_WARN("rank %d: destroy did not wait for peers to drain: %s", comm_->rank, lastError().c_str());
+  for (auto& ch : peers_)
+    if (end == PeerNotice::kClosed && ch && ch->waitDrained() != clbSuccess)
+      CLB_WARN("rank %d: destroy did not wait for a peer to read its point-to-point messages: %s", comm_->rank,
+               lastError().c_str());
   world_.setState(end == PeerNotice::kAborted ? kAborted : end == PeerNotice::kFailed ? kFailed : kClosed, nullptr);
   // A peer process that died left its segments' names behind: the survivors remove them.
   for (int p = 0; p < comm_->nranks; p++)

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@ struct CtlBlock {
   Counter directDone;    // seq of the last direct collective this rank finished reading
   Counter opSeq;         // seq of the collective this rank is in (diagnostics)
   OpDesc opDesc;
+  Counter peerBell;      // bumped by a peer that posted to, or consumed from, this rank's point-to-point FIFOs
 };
 static_assert(sizeof(CtlBlock) <= 4096, "control block must fit a page");
 
@@ -131,6 +133,64 @@ class ShmDirect : public DirectAlgorithm {
   ShmWorld* world_;
 };
 
+// The point-to-point FIFO from one rank to another: a segment of its own that the sender makes at
+// its first message to that peer (sized for that message, at most chunkBytes a slot), grows by
+// making the next generation once the receiver consumed everything, and gives back at trim. Its
+// name says sender, receiver and generation, so the receiver finds it without being told.
+struct alignas(64) PeerFifo {
+  std::atomic<uint32_t> magic;  // set last by the sender, once the header is written
+  uint32_t pad;
+  uint64_t bytes, slotBytes, slots;
+  Counter head;                 // messages the sender posted
+  Counter tail;                 // messages the receiver consumed
+  std::atomic<uint64_t> next;   // once drained: the generation that replaces this one (0: none yet)
+};
+
+class ShmTransport;
+
+// Both directions between this rank and peer `peer` (transport/shm_peer.cc).
+class ShmPeerChannel : public PeerChannel {
+ public:
+  ShmPeerChannel(clbComm* comm, ShmWorld* world, ShmTransport* owner, int peer)
+      : comm_(comm), world_(world), owner_(owner), peer_(peer) {}
+  ~ShmPeerChannel() override;
+  size_t maxMessageBytes() const override;
+  clbResult_t trySend(size_t bytes, void** buf, size_t* room) override;
+  clbResult_t postSend(const MsgTag& tag) override;
+  clbResult_t tryRecv(const MsgTag** tag, const void** buf) override;
+  clbResult_t releaseRecv() override;
+  // Gives back the outgoing FIFO and the incoming mapping where nothing is left in them.
+  void trim();
+  // Waits until the peer consumed everything sent to it (destroy of a healthy rank).
+  clbResult_t waitDrained();
+
+ private:
+  struct Fifo {
+    uint64_t gen = 0;
+    char* base = nullptr;
+    size_t bytes = 0;
+    PeerFifo* hdr() const { return reinterpret_cast<PeerFifo*>(base); }
+  };
+  std::string name(int from, int to, uint64_t gen) const;
+  char* slot(const Fifo& f, uint64_t index) const;
+  // Replaces the outgoing FIFO (drained) by one whose slots hold `bytes` (0: by none).
+  clbResult_t remake(size_t bytes);
+  void dropOut();
+  void ringBell();  // the peer's bell: something moved between the two (it may wait for that)
+  clbComm* comm_;
+  ShmWorld* world_;
+  ShmTransport* owner_;  // near the cap, it gives back the other peers' idle FIFOs first
+  int peer_;
+  Fifo out_, in_;
+  uint64_t outGens_ = 0;     // generations made so far (the next is outGens_ + 1)
+  uint64_t inGen_ = 1;       // the generation the receiver maps next
+  uint64_t inMapped_ = 0;    // the last generation it mapped
+  uint64_t head_ = 0, tail_ = 0;  // this rank's copies: posted to peer / consumed from peer
+  char* sendSlot_ = nullptr;
+  int64_t accounted_ = 0;
+  bool capped_ = false;  // the outgoing FIFO's slots are smaller than its messages (stagingCapBytes)
+};
+
 // The shm transport: the control blocks and segments, the ring over them, the direct algorithm,
 // and the peers' health from their control blocks (state, reason, collective) and processes.
 class ShmTransport : public Transport {
@@ -150,6 +210,12 @@ class ShmTransport : public Transport {
   bool statusNotice(PeerNotice* n) override;
   void announce(PeerNotice::Kind kind, const char* reason) override;
   void beginCollective(const OpDesc& d) override;
+  clbResult_t peer(int p, PeerChannel** out) override;
+  uint64_t peerActivity() override { return world_.self()->peerBell.v.load(std::memory_order_acquire); }
+  clbResult_t waitPeers(uint64_t seen, int64_t startMs, const char* what, int peer) override;
+  clbResult_t trim() override;
+  // Gives back every peer FIFO that nothing is left in (clbCommTrim, and staging near its cap).
+  void trimPeers();
   void close(PeerNotice::Kind end) override;
 
  private:
@@ -157,6 +223,7 @@ class ShmTransport : public Transport {
   ShmWorld world_;
   ShmRingChannel ring_;
   ShmDirect direct_;
+  std::vector<std::unique_ptr<ShmPeerChannel>> peers_;  // point-to-point, per peer once used
   std::vector<int> pidfds_;  // a pidfd per peer process (-1: none), readable once it exited
 };
 

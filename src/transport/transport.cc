@@ -11,6 +11,10 @@
 
 namespace clb {
 
+clbResult_t Transport::waitPeers(uint64_t, int64_t, const char*, int) {
+  return setError(clbInternalError, "waitPeers on a transport without point-to-point channels");
+}
+
 clbResult_t createTransport(clbComm* c, std::unique_ptr<Transport>* out) {
   const auto& peers = c->boot.peers();
   c->allOnOneHost = true;

@@ -57,6 +57,20 @@ class Transport {
   // The direct algorithm, where the transport has one; null otherwise.
   virtual DirectAlgorithm* direct() { return nullptr; }
 
+  // Point-to-point. The channel with peer p (never this rank), made at the first call that needs
+  // it; clbUnsupported (with the reason) where the transport has none.
+  virtual clbResult_t peer(int p, PeerChannel** out) {
+    (void)p;
+    *out = nullptr;
+    return setError(clbUnsupported, "this transport has no point-to-point channels");
+  }
+  // A number that changes whenever something may have moved on a peer channel of this rank (a
+  // message came in, a peer consumed one); waitPeers(seen, ...) returns once it differs from
+  // `seen` (or after a short while), with the slow path's checks (abort, peers, timeout from
+  // startMs, naming `what` and `peer`).
+  virtual uint64_t peerActivity() { return 0; }
+  virtual clbResult_t waitPeers(uint64_t seen, int64_t startMs, const char* what, int peer);
+
   // Peer health. Whether peer p's process exited or was killed, where the transport can tell
   // (over connections, the closed connection says so instead). Any thread.
   virtual bool peerGone(int p) const { return false; }

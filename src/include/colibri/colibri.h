@@ -293,6 +293,57 @@ CLB_API clbResult_t clbBroadcast(const void* sendbuff, void* recvbuff, size_t co
  * rank in a barrier while another is in a collective gets the mismatch error that names both. */
 CLB_API clbResult_t clbBarrier(clbComm_t comm, void* stream);
 
+/* ---- point-to-point, and the calls made of it ----
+ * A send and the receive it meets: count elements of datatype from this rank to rank peer. The
+ * two ranks match their sends and receives to each other in the order they post them (per pair
+ * and direction), and the pair must agree on count and type (a difference fails the receive,
+ * naming both calls). Outside a group a call returns once its data moved (a send: once its buffer
+ * may be reused); a receive whose send never comes ends in clbTimeout naming the peer. count 0 is
+ * a no-op on both sides. A send to this rank itself (peer == rank) is copied to its receive,
+ * which must be in the same group. Host buffers (stream NULL) in this version; device buffers are
+ * refused with clbUnsupported. Memory: per peer, and only for peers actually used, at the first
+ * message (shm: pipelineDepth slots, each as large as the messages, at most chunkBytes), counted
+ * in clbCommMemStats and capped by stagingCapBytes; clbCommTrim gives it back. */
+CLB_API clbResult_t clbSend(const void* sendbuff, size_t count, clbDataType_t datatype, int peer, clbComm_t comm,
+                            void* stream);
+CLB_API clbResult_t clbRecv(void* recvbuff, size_t count, clbDataType_t datatype, int peer, clbComm_t comm,
+                            void* stream);
+/* Groups: between clbGroupStart and clbGroupEnd every call of this thread (sends, receives, the
+ * calls below, collectives, barriers; on one communicator or several) is checked and recorded; the
+ * outermost clbGroupEnd runs them and returns once all are done, so any order of sends and
+ * receives inside a group completes (a ring exchange, an all-to-all made of sends and receives)
+ * and one thread can drive several communicators (one per rank of a clique) in one group. Per
+ * communicator the group's sends and receives run together, then its collectives in call order;
+ * the communicators run side by side. Groups nest: only the outermost end runs anything. Buffers
+ * must stay valid until the end. A call refused inside the group (a bad argument) returns its
+ * error, and the end then runs nothing and returns that error too. */
+CLB_API clbResult_t clbGroupStart(void);
+CLB_API clbResult_t clbGroupEnd(void);
+/* Every rank sends count elements to every rank: block p of sendbuff (count elements at p x count)
+ * goes to rank p, and block p of recvbuff comes from rank p. send and recv must not overlap. */
+CLB_API clbResult_t clbAllToAll(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype,
+                                clbComm_t comm, void* stream);
+/* As clbAllToAll with a count and a displacement (both in elements) per peer, host arrays of
+ * nranks entries: sendcounts[p] elements at sendbuff + sdispls[p] go to rank p, recvcounts[p]
+ * elements from rank p land at recvbuff + rdispls[p]. sendcounts[p] on this rank must equal
+ * recvcounts[this rank] on rank p; a count may be 0 (nothing moves between those two). */
+CLB_API clbResult_t clbAllToAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
+                                 void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
+                                 clbDataType_t datatype, clbComm_t comm, void* stream);
+/* Rank root gets the element-wise reduction of every rank's sendbuff (count elements) in recvbuff,
+ * combined in rank order whatever the timing; recvbuff is only used at the root (in place there:
+ * sendbuff == recvbuff). */
+CLB_API clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype,
+                              clbRedOp_t op, int root, clbComm_t comm, void* stream);
+/* Rank root gets every rank's count elements, rank p's at recvbuff + p x count (recvbuff only used
+ * at the root; in place there: sendbuff == recvbuff + root x count). */
+CLB_API clbResult_t clbGather(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, int root,
+                              clbComm_t comm, void* stream);
+/* Rank p gets count elements from rank root's sendbuff + p x count (sendbuff only used at the
+ * root; in place there: recvbuff == sendbuff + root x count). */
+CLB_API clbResult_t clbScatter(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, int root,
+                               clbComm_t comm, void* stream);
+
 CLB_API size_t clbTypeSize(clbDataType_t datatype);
 
 /* ---- registered device buffers ----

@@ -1,0 +1,216 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+#include "algo/p2p.h"
+
+#include <cstring>
+#include <string>
+
+#include "core/dtype.h"
+#include "transport/transport.h"
+
+namespace clb {
+namespace {
+
+// One operation's progress: bytes moved so far and its next message's number.
+struct Progress {
+  size_t done = 0;
+  uint64_t index = 0;
+  bool complete = false;
+};
+
+// The operations with one peer, in batch order per direction.
+struct PeerQueues {
+  int peer = -1;
+  PeerChannel* ch = nullptr;
+  std::vector<int> sends, recvs;
+  size_t sendHead = 0, recvHead = 0;
+};
+
+OpDesc descOf(const PeerOp& o, uint64_t seq) {
+  OpDesc d{};
+  d.seq = seq;
+  d.coll = o.call;
+  d.dtype = o.type;
+  d.op = o.call == kReduce ? o.op : 0;
+  d.algo = 0;
+  d.root = o.root;
+  d.pad = 0;
+  d.count = o.count;
+  return d;
+}
+
+// What the batch still waits for, for the timeout's message: the first incomplete operation.
+std::string waitingFor(const std::vector<PeerOp>& ops, const std::vector<Progress>& prog, int* peer) {
+  for (size_t i = 0; i < ops.size(); i++) {
+    if (prog[i].complete) continue;
+    const PeerOp& o = ops[i];
+    *peer = o.peer;
+    char b[200];
+    snprintf(b, sizeof b, "%s rank %d (%s of %zu %s, %zu of %zu bytes moved)",
+             o.kind == PeerOp::kSend ? "room to send to" : "the data of a receive from", o.peer, collectiveName(o.call), o.count, typeName(o.type),
+             prog[i].done, o.count * clbTypeSize(o.type));
+    return b;
+  }
+  *peer = -1;
+  return "point-to-point messages";
+}
+
+// dst = incoming op dst; the last step of an average divides.
+void reduceInto(void* dst, const void* in, size_t n, const PeerOp& o) {
+  if (o.divideBy > 0) reducePairFinal(dst, in, dst, n, o.type, o.op, o.divideBy);
+  else reducePair(dst, in, dst, n, o.type, o.op);
+}
+
+// Sends and receives of this rank to itself: the k-th send goes to the k-th receive, copied now.
+clbResult_t runSelf(clbComm* c, std::vector<PeerOp>& ops, std::vector<Progress>& prog) {
+  std::vector<int> sends, recvs;
+  for (size_t i = 0; i < ops.size(); i++) {
+    const PeerOp& o = ops[i];
+    if (o.kind == PeerOp::kCopy) {
+      if (o.dst != o.src && o.count) memmove(o.dst, o.src, o.count * clbTypeSize(o.type));
+      prog[i].complete = true;
+    } else if (o.peer == c->rank && o.kind == PeerOp::kSend) {
+      sends.push_back((int)i);
+    } else if (o.peer == c->rank) {
+      recvs.push_back((int)i);
+    }
+  }
+  if (sends.size() != recvs.size())
+    return setError(clbInvalidUsage,
+                    "rank %d posted %zu send(s) to itself and %zu receive(s) from itself: a send to this rank itself "
+                    "is copied to its matching receive, which must be in the same group (clbGroupStart / "
+                    "clbGroupEnd around both)", c->rank, sends.size(), recvs.size());
+  for (size_t k = 0; k < sends.size(); k++) {
+    const PeerOp& s = ops[sends[k]];
+    PeerOp& r = ops[recvs[k]];
+    if (s.count != r.count || s.type != r.type || s.call != r.call)
+      return setError(clbInvalidArgument,
+                      "rank %d: its send to itself #%zu (%s of %zu %s) and its receive from itself #%zu (%s of %zu %s) "
+                      "differ: a send and its receive must have the same count and type",
+                      c->rank, k, collectiveName(s.call), s.count, typeName(s.type), k, collectiveName(r.call),
+                      r.count, typeName(r.type));
+    const size_t bytes = s.count * clbTypeSize(s.type);
+    if (r.kind == PeerOp::kRecvReduce) reduceInto(r.dst, s.src, s.count, r);
+    else if (bytes && r.dst != s.src) memmove(r.dst, s.src, bytes);
+    prog[sends[k]].complete = prog[recvs[k]].complete = true;
+  }
+  return clbSuccess;
+}
+
+clbResult_t badMessage(clbComm* c, const PeerOp& o, const OpDesc& want, const MsgTag& got, const Progress& p) {
+  const size_t bytes = o.count * clbTypeSize(o.type);
+  if (!(got.op == want))
+    return setError(clbRemoteError,
+                    "rank %d is in %s from rank %d, but rank %d sent it %s: the two ranks must post their sends "
+                    "and receives to each other in the same order, with the same count and type",
+                    c->rank, describe(want).c_str(), o.peer, o.peer, describe(got.op).c_str());
+  return setError(clbRemoteError,
+                  "rank %d expected message %llu (at most %zu bytes) of %s from rank %d, got message %llu of %llu "
+                  "bytes", c->rank, (unsigned long long)p.index, bytes - p.done, describe(want).c_str(), o.peer,
+                  (unsigned long long)got.index, (unsigned long long)got.bytes);
+}
+
+}  // namespace
+
+clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
+  std::vector<Progress> prog(ops.size());
+  // Zero-count operations move nothing (and number nothing: the two ranks skip them alike).
+  for (size_t i = 0; i < ops.size(); i++)
+    if (ops[i].count == 0 && ops[i].kind != PeerOp::kCopy) prog[i].complete = true;
+  CLB_CHECK(runSelf(c, ops, prog));
+
+  // Number each operation within its pair and direction, in batch order, and queue it.
+  std::vector<OpDesc> desc(ops.size());
+  std::vector<PeerQueues> queues;
+  std::vector<int> queueOf;
+  for (size_t i = 0; i < ops.size(); i++) {
+    const PeerOp& o = ops[i];
+    if (prog[i].complete) continue;
+    if (c->peerSent.empty()) {
+      c->peerSent.assign(c->nranks, 0);
+      c->peerRecvd.assign(c->nranks, 0);
+    }
+    if (queueOf.empty()) queueOf.assign(c->nranks, -1);
+    if (queueOf[o.peer] < 0) {
+      queueOf[o.peer] = (int)queues.size();
+      queues.push_back(PeerQueues{});
+      queues.back().peer = o.peer;
+      CLB_CHECK(c->carrier->peer(o.peer, &queues.back().ch));
+    }
+    PeerQueues& q = queues[queueOf[o.peer]];
+    if (o.kind == PeerOp::kSend) {
+      desc[i] = descOf(o, ++c->peerSent[o.peer]);
+      q.sends.push_back((int)i);
+    } else {
+      desc[i] = descOf(o, ++c->peerRecvd[o.peer]);
+      q.recvs.push_back((int)i);
+    }
+  }
+
+  int64_t start = nowMs();
+  for (;;) {
+    const uint64_t seen = c->carrier ? c->carrier->peerActivity() : 0;
+    bool moved = false, pending = false;
+    for (PeerQueues& q : queues) {
+      const size_t maxMsg = q.ch->maxMessageBytes();
+      while (q.sendHead < q.sends.size()) {
+        const int i = q.sends[q.sendHead];
+        const PeerOp& o = ops[i];
+        Progress& p = prog[i];
+        if (o.after >= 0 && !prog[o.after].complete) { pending = true; break; }
+        const size_t esz = clbTypeSize(o.type), bytes = o.count * esz;
+        void* buf = nullptr;
+        size_t room = 0;
+        CLB_CHECK(q.ch->trySend(std::min(bytes - p.done, maxMsg / esz * esz), &buf, &room));
+        if (!buf) { pending = true; break; }
+        const size_t slice = std::min(bytes - p.done, room / esz * esz);
+        memcpy(buf, static_cast<const char*>(o.src) + p.done, slice);
+        CLB_CHECK(q.ch->postSend(MsgTag{desc[i], p.index++, slice}));
+        p.done += slice;
+        moved = true;
+        if (p.done == bytes) {
+          p.complete = true;
+          q.sendHead++;
+        }
+      }
+      while (q.recvHead < q.recvs.size()) {
+        const int i = q.recvs[q.recvHead];
+        const PeerOp& o = ops[i];
+        Progress& p = prog[i];
+        if (o.after >= 0 && !prog[o.after].complete) { pending = true; break; }
+        const MsgTag* tag = nullptr;
+        const void* buf = nullptr;
+        CLB_CHECK(q.ch->tryRecv(&tag, &buf));
+        if (!buf) { pending = true; break; }
+        const size_t esz = clbTypeSize(o.type), bytes = o.count * esz;
+        const MsgTag got = *tag;  // the slot is the sender's again once released
+        if (!(got.op == desc[i]) || got.index != p.index || got.bytes == 0 || got.bytes > bytes - p.done ||
+            got.bytes % esz)
+          return badMessage(c, o, desc[i], got, p);
+        char* dst = static_cast<char*>(o.dst) + p.done;
+        if (o.kind == PeerOp::kRecvReduce) reduceInto(dst, buf, got.bytes / esz, o);
+        else memcpy(dst, buf, got.bytes);
+        CLB_CHECK(q.ch->releaseRecv());
+        p.done += got.bytes;
+        p.index++;
+        moved = true;
+        if (p.done == bytes) {
+          p.complete = true;
+          q.recvHead++;
+        }
+      }
+      bool sent = true;
+      CLB_CHECK(q.ch->progress(&sent));
+      if (!sent) pending = true;
+    }
+    if (!pending) return clbSuccess;
+    if (moved) {
+      start = nowMs();
+      continue;
+    }
+    int peer = -1;
+    const std::string what = waitingFor(ops, prog, &peer);
+    CLB_CHECK(c->carrier->waitPeers(seen, start, what.c_str(), peer));
+  }
+}
+
+}  // namespace clb

@@ -1,0 +1,46 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// A batch of point-to-point operations (the sends and receives of a group, or of one all-to-all,
+// gather, scatter or reduce), run together over the transport's peer channels (PeerChannel).
+// Every operation moves on as soon as its peer lets it, whatever the order the batch lists them
+// in, so a batch never waits in a circle (a ring exchange, an all-to-all); operations with one
+// peer in one direction keep their order (that is how the two ranks match them), and an operation
+// may wait for another to complete first (`after`: a reduce at its root adds its peers' data in
+// rank order, so that its result does not depend on who was faster).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "core/comm.h"
+
+namespace clb {
+
+struct PeerOp {
+  enum Kind : uint8_t {
+    kSend,        // count elements at src to peer
+    kRecv,        // count elements from peer into dst
+    kRecvReduce,  // dst = (incoming op dst) over count elements; divideBy > 0: the last step (avg)
+    kCopy,        // count elements from src to dst on this rank (before any message moves)
+  };
+  Kind kind = kSend;
+  int peer = -1;  // this rank itself for a send or receive to itself (matched with each other)
+  const void* src = nullptr;
+  void* dst = nullptr;
+  size_t count = 0;
+  clbDataType_t type = clbUint8;
+  clbRedOp_t op = clbSum;
+  int divideBy = 0;
+  int after = -1;   // index in the batch of an operation that must complete before this one starts
+  uint32_t call = kSendRecv;  // the PeerCall it is part of: its messages say so
+  int root = -1;              // that call's root (gather, scatter, reduce)
+};
+
+// Runs `ops` on host buffers; returns when every receive completed and every send left this rank
+// (its buffer may be reused). Operations of count 0 move nothing. Errors: a send to this rank
+// itself without its receive (or counts that differ), a message that is not what the receive
+// expects (another call, count or type: the message names both), and the waits' errors (abort,
+// a peer that failed or left, the timeout naming the operation and peer still waited for).
+clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops);
+
+}  // namespace clb

@@ -1,0 +1,462 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// The point-to-point calls (clbSend, clbRecv) and those made of them (clbAllToAll, clbAllToAllv,
+// clbGather, clbScatter, clbReduce): their checks, the operations each becomes (algo/p2p.h), and
+// groups. Outside a group a call is a batch of its own; inside one it is recorded, and the
+// outermost clbGroupEnd runs each communicator's sends and receives as one batch, then its
+// collectives in call order. Several communicators in one group run side by side (each on a thread
+// of its own, the first on the caller's), so that one thread can drive the ranks of one clique.
+#include "core/p2p.h"
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algo/p2p.h"
+#include "core/dtype.h"
+#include "transport/transport.h"
+#ifdef CLB_HAVE_CUDA
+#include "device/device.h"
+#endif
+
+using namespace clb;
+
+namespace {
+
+// One recorded call of a group: point-to-point operations, or a collective to run at the end.
+struct GroupItem {
+  clbComm* comm = nullptr;
+  bool collective = false;
+  PeerOp op;  // !collective
+  uint32_t coll = 0;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  clbDataType_t type = clbUint8;
+  clbRedOp_t redop = clbSum;
+  int root = 0;
+  void* stream = nullptr;
+};
+
+struct GroupState {
+  int depth = 0;
+  std::vector<GroupItem> items;
+  clbResult_t refused = clbSuccess;  // the first call of the group that was refused
+  std::string refusal;
+};
+thread_local GroupState tGroup;
+
+clbResult_t checkType(int type) {
+  if (!validType(type)) return setError(clbInvalidArgument, "unknown data type %d: use a clbDataType_t value", type);
+  return clbSuccess;
+}
+
+clbResult_t checkRank(clbComm* c, const char* what, int r) {
+  if (r < 0 || r >= c->nranks)
+    return setError(clbInvalidArgument, "%s=%d is out of range for %d ranks: use 0..%d", what, r, c->nranks,
+                    c->nranks - 1);
+  return clbSuccess;
+}
+
+// bytes = count x elements x the type's size, refused where it overflows the address space.
+clbResult_t checkBytes(size_t count, size_t elements, clbDataType_t type, size_t* bytes) {
+  const size_t esz = clbTypeSize(type);
+  if (elements && count > SIZE_MAX / esz / elements)
+    return setError(clbInvalidArgument, "count=%zu elements of %zu bytes (x %zu) overflows the address space", count,
+                    esz, elements);
+  *bytes = count * esz * elements;
+  return clbSuccess;
+}
+
+clbResult_t checkOverlap(const char* call, const void* a, size_t aBytes, const void* b, size_t bBytes,
+                         const char* inPlace) {
+  const uintptr_t s = reinterpret_cast<uintptr_t>(a), r = reinterpret_cast<uintptr_t>(b);
+  if (aBytes && bBytes && s < r + bBytes && r < s + aBytes)
+    return setError(clbInvalidArgument,
+                    "%s: send [%p, +%zu bytes) and recv [%p, +%zu bytes) overlap%s%s: pass separate buffers%s", call, a,
+                    aBytes, b, bBytes, inPlace ? ", and not as in place (" : "", inPlace ? inPlace : "",
+                    inPlace ? "), or the in-place layout" : "");
+  return clbSuccess;
+}
+
+// Host memory only, for now: device buffers and streams are refused with what to do instead.
+clbResult_t checkHostMemory(clbComm* c, const char* call, const void* a, const void* b, void* stream) {
+#ifdef CLB_HAVE_CUDA
+  if (stream || cuda::driverInProcess()) {
+    for (const void* p : {a, b}) {
+      if (!p) continue;
+      bool dev = false;
+      int ordinal = -1;
+      CLB_CHECK(cuda::classifyPointer(p, &dev, &ordinal));
+      if (dev)
+        return setError(clbUnsupported,
+                        "rank %d: %s on device memory is not supported in this version (host buffers only): stage "
+                        "the data through host memory", c->rank, call);
+    }
+  }
+#endif
+  if (stream)
+    return setError(clbInvalidArgument,
+                    "rank %d: %s was given a CUDA stream but host buffers: pass stream 0 (NULL) for host buffers",
+                    c->rank, call);
+  return clbSuccess;
+}
+
+PeerOp peerOp(PeerOp::Kind kind, int peer, const void* src, void* dst, size_t count, clbDataType_t type,
+              uint32_t call, int root) {
+  PeerOp o;
+  o.kind = kind;
+  o.peer = peer;
+  o.src = src;
+  o.dst = dst;
+  o.count = count;
+  o.type = type;
+  o.call = call;
+  o.root = root;
+  return o;
+}
+
+// Runs one communicator's batch under its call (the refusal names `call` if another thread is in one).
+clbResult_t runBatch(clbComm* c, uint32_t call, std::vector<PeerOp>& ops) {
+  CallScope scope(c, call);
+  CLB_CHECK(scope.result());
+  CLB_CHECK(c->checkUsable());
+  clbResult_t rc = runPeerOps(c, ops);
+  if (rc != clbSuccess) {
+    appendBreadcrumb(__FILE__, __LINE__);
+    // Refusals before anything moved leave the communicator usable; midway, the peers' state is unknown.
+    if (rc != clbInvalidArgument && rc != clbUnsupported && rc != clbInvalidUsage) c->markFailed(rc);
+  }
+  return rc;
+}
+
+// A call's operations: recorded inside a group, else run now.
+clbResult_t issue(clbComm* c, uint32_t call, std::vector<PeerOp> ops) {
+  if (tGroup.depth > 0) {
+    // An operation's `after` counts within its call: within the group it moves with the call.
+    std::vector<GroupItem>& items = tGroup.items;
+    int base = 0;
+    for (const GroupItem& it : items)
+      if (it.comm == c && !it.collective) base++;
+    for (PeerOp& o : ops) {
+      if (o.after >= 0) o.after += base;
+      GroupItem it;
+      it.comm = c;
+      it.op = o;
+      items.push_back(it);
+    }
+    return clbSuccess;
+  }
+  return runBatch(c, call, ops);
+}
+
+// A refusal inside a group is also the group's: its end runs nothing and says why.
+clbResult_t refuse(clbResult_t rc) {
+  if (rc != clbSuccess && tGroup.depth > 0 && tGroup.refused == clbSuccess) {
+    tGroup.refused = rc;
+    tGroup.refusal = lastError();
+  }
+  return rc;
+}
+
+clbResult_t begin(clbComm* c) {
+  clearError();
+  CLB_CHECK(checkComm(c));
+  return c->checkUsable();
+}
+
+clbResult_t sendRecv(bool send, void* buf, size_t count, clbDataType_t type, int peer, clbComm* c, void* stream) {
+  CLB_CHECK(begin(c));
+  const char* call = send ? "clbSend" : "clbRecv";
+  CLB_CHECK(checkType(type));
+  CLB_CHECK(checkRank(c, "peer", peer));
+  size_t bytes = 0;
+  CLB_CHECK(checkBytes(count, 1, type, &bytes));
+  if (count && !buf) return setError(clbInvalidArgument, "%s: the buffer is NULL with count=%zu", call, count);
+  CLB_CHECK(checkHostMemory(c, call, buf, nullptr, stream));
+  std::vector<PeerOp> ops{peerOp(send ? PeerOp::kSend : PeerOp::kRecv, peer, buf, buf, count, type, kSendRecv, -1)};
+  if (peer == c->rank && tGroup.depth == 0 && count)
+    return setError(clbInvalidUsage,
+                    "rank %d: %s to/from itself outside a group: the send to this rank itself is copied to its "
+                    "matching receive, so put both in one group (clbGroupStart / clbGroupEnd)", c->rank, call);
+  return issue(c, kSendRecv, std::move(ops));
+}
+
+clbResult_t allToAllv(clbComm* c, uint32_t call, const void* send, const size_t* sendCounts, const size_t* sendDispls,
+                      void* recv, const size_t* recvCounts, const size_t* recvDispls, clbDataType_t type,
+                      void* stream) {
+  const char* name = call == kAllToAll ? "clbAllToAll" : "clbAllToAllv";
+  const int n = c->nranks, me = c->rank;
+  const size_t esz = clbTypeSize(type);
+  // Extents, for the NULL and overlap checks (in elements).
+  size_t sendEnd = 0, recvEnd = 0;
+  for (int p = 0; p < n; p++) {
+    size_t b = 0;
+    CLB_CHECK(checkBytes(sendCounts[p], 1, type, &b));
+    CLB_CHECK(checkBytes(recvCounts[p], 1, type, &b));
+    if (sendDispls[p] > SIZE_MAX / esz - sendCounts[p] || recvDispls[p] > SIZE_MAX / esz - recvCounts[p])
+      return setError(clbInvalidArgument, "%s: the displacement of peer %d plus its count overflows the address space",
+                      name, p);
+    if (sendCounts[p]) sendEnd = std::max(sendEnd, sendDispls[p] + sendCounts[p]);
+    if (recvCounts[p]) recvEnd = std::max(recvEnd, recvDispls[p] + recvCounts[p]);
+  }
+  if (sendEnd && !send) return setError(clbInvalidArgument, "%s: send is NULL but some send count is not 0", name);
+  if (recvEnd && !recv) return setError(clbInvalidArgument, "%s: recv is NULL but some recv count is not 0", name);
+  // In place would send what is already overwritten: refused rather than computed into garbage.
+  CLB_CHECK(checkOverlap(name, send, sendEnd * esz, recv, recvEnd * esz, nullptr));
+  CLB_CHECK(checkHostMemory(c, name, sendEnd ? send : nullptr, recvEnd ? recv : nullptr, stream));
+  std::vector<PeerOp> ops;
+  // This rank's own part first (a copy), then the peers from the next rank on, so that the ranks
+  // do not all start with rank 0.
+  for (int s = 0; s < n; s++) {
+    const int to = (me + s) % n, from = (me - s + n) % n;
+    ops.push_back(peerOp(PeerOp::kSend, to, static_cast<const char*>(send) + sendDispls[to] * esz, nullptr,
+                         sendCounts[to], type, call, -1));
+    ops.push_back(peerOp(PeerOp::kRecv, from, nullptr, static_cast<char*>(recv) + recvDispls[from] * esz,
+                         recvCounts[from], type, call, -1));
+  }
+  return issue(c, call, std::move(ops));
+}
+
+// Gather (every rank's block to the root) and scatter (the root's blocks to every rank) are
+// mirror images: the root's buffer of nranks blocks (gather: recv, scatter: send) and every
+// rank's own block (gather: send, scatter: recv).
+clbResult_t gatherOrScatter(uint32_t call, const void* sendbuff, void* recvbuff, size_t count, clbDataType_t type,
+                            int root, clbComm* c, void* stream) {
+  const bool gather = call == kGather;
+  const char* name = gather ? "clbGather" : "clbScatter";
+  CLB_CHECK(begin(c));
+  CLB_CHECK(checkType(type));
+  CLB_CHECK(checkRank(c, "root", root));
+  size_t bytes = 0, all = 0;
+  CLB_CHECK(checkBytes(count, 1, type, &bytes));
+  CLB_CHECK(checkBytes(count, (size_t)c->nranks, type, &all));
+  const int me = c->rank, n = c->nranks;
+  const bool isRoot = me == root;
+  char* whole = static_cast<char*>(const_cast<void*>(gather ? recvbuff : sendbuff));
+  void* part = gather ? const_cast<void*>(sendbuff) : recvbuff;
+  if (count && (!part || (isRoot && !whole)))
+    return setError(clbInvalidArgument, "%s: %s is NULL with count=%zu", name,
+                    !part ? (gather ? "send" : "recv") : (gather ? "recv (at the root)" : "send (at the root)"), count);
+  // In place at the root: its own block already sits at root x count elements into the whole.
+  const bool inPlace = isRoot && count && part == whole + (size_t)me * bytes;
+  if (isRoot && !inPlace)
+    CLB_CHECK(gather ? checkOverlap(name, part, bytes, whole, all, "send = recv + root x count elements")
+                     : checkOverlap(name, whole, all, part, bytes, "recv = send + root x count elements"));
+  CLB_CHECK(checkHostMemory(c, name, isRoot || gather ? sendbuff : nullptr, isRoot || !gather ? recvbuff : nullptr,
+                            stream));
+  std::vector<PeerOp> ops;
+  if (!isRoot) {
+    ops.push_back(gather ? peerOp(PeerOp::kSend, root, part, nullptr, count, type, call, root)
+                         : peerOp(PeerOp::kRecv, root, nullptr, part, count, type, call, root));
+  } else {
+    char* own = whole + (size_t)me * bytes;
+    ops.push_back(gather ? peerOp(PeerOp::kCopy, me, part, own, count, type, call, root)
+                         : peerOp(PeerOp::kCopy, me, own, part, count, type, call, root));
+    for (int s = 1; s < n; s++) {
+      const int p = (me + s) % n;
+      char* block = whole + (size_t)p * bytes;
+      ops.push_back(gather ? peerOp(PeerOp::kRecv, p, nullptr, block, count, type, call, root)
+                           : peerOp(PeerOp::kSend, p, block, nullptr, count, type, call, root));
+    }
+  }
+  return issue(c, call, std::move(ops));
+}
+
+}  // namespace
+
+bool clb::inGroup() { return tGroup.depth > 0; }
+
+clbResult_t clb::recordCollective(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count,
+                                  clbDataType_t type, clbRedOp_t op, int root, void* stream) {
+  GroupItem it;
+  it.comm = c;
+  it.collective = true;
+  it.coll = coll;
+  it.send = send;
+  it.recv = recv;
+  it.count = count;
+  it.type = type;
+  it.redop = op;
+  it.root = root;
+  it.stream = stream;
+  tGroup.items.push_back(it);
+  return clbSuccess;
+}
+
+namespace {
+
+clbResult_t runCollective(const GroupItem& it) {
+  clbComm* c = it.comm;
+  switch (it.coll) {
+    case kAllReduce:
+      if (it.root == kBarrierRoot) return clbBarrier(c, it.stream);
+      return clbAllReduce(it.send, it.recv, it.count, it.type, it.redop, c, it.stream);
+    case kAllGather: return clbAllGather(it.send, it.recv, it.count, it.type, c, it.stream);
+    case kReduceScatter: return clbReduceScatter(it.send, it.recv, it.count, it.type, it.redop, c, it.stream);
+    case kBroadcast: return clbBroadcast(it.send, it.recv, it.count, it.type, it.root, c, it.stream);
+  }
+  return setError(clbInternalError, "group: unknown collective %u", it.coll);
+}
+
+// One communicator's part of a group: its sends and receives as one batch, then its collectives.
+clbResult_t runCommItems(clbComm* c, const std::vector<const GroupItem*>& items) {
+  std::vector<PeerOp> ops;
+  for (const GroupItem* it : items)
+    if (!it->collective) ops.push_back(it->op);
+  if (!ops.empty()) CLB_CHECK(runBatch(c, kCallPeers, ops));
+  for (const GroupItem* it : items)
+    if (it->collective) CLB_CHECK(runCollective(*it));
+  return clbSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+clbResult_t clbGroupStart() {
+  clearError();
+  if (tGroup.depth == 0) {
+    tGroup.items.clear();
+    tGroup.refused = clbSuccess;
+    tGroup.refusal.clear();
+  }
+  tGroup.depth++;
+  return clbSuccess;
+}
+
+clbResult_t clbGroupEnd() {
+  clearError();
+  if (tGroup.depth == 0)
+    return setError(clbInvalidUsage, "clbGroupEnd without a clbGroupStart on this thread (a group belongs to the "
+                    "thread that started it)");
+  if (--tGroup.depth > 0) return clbSuccess;  // nested: the outermost end runs the group
+  std::vector<GroupItem> items;
+  items.swap(tGroup.items);
+  if (tGroup.refused != clbSuccess) {
+    const clbResult_t rc = tGroup.refused;
+    tGroup.refused = clbSuccess;
+    return setError(rc, "nothing in this group ran, because one of its calls was refused: %s", tGroup.refusal.c_str());
+  }
+  // Each communicator's items, communicators in the order they first appear.
+  std::vector<clbComm*> comms;
+  std::vector<std::vector<const GroupItem*>> perComm;
+  for (const GroupItem& it : items) {
+    size_t k = 0;
+    while (k < comms.size() && comms[k] != it.comm) k++;
+    if (k == comms.size()) {
+      comms.push_back(it.comm);
+      perComm.emplace_back();
+    }
+    perComm[k].push_back(&it);
+  }
+  if (comms.empty()) return clbSuccess;
+  if (comms.size() == 1) return runCommItems(comms[0], perComm[0]);
+  // Several communicators: side by side, or the ranks of one clique driven from this thread would
+  // wait for each other. The first error (by communicator order) is this call's.
+  std::vector<clbResult_t> rcs(comms.size(), clbSuccess);
+  std::vector<std::string> errors(comms.size());
+  std::vector<std::thread> threads;
+  for (size_t k = 1; k < comms.size(); k++)
+    threads.emplace_back([&, k] {
+      rcs[k] = runCommItems(comms[k], perComm[k]);
+      if (rcs[k] != clbSuccess) errors[k] = lastError();
+    });
+  rcs[0] = runCommItems(comms[0], perComm[0]);
+  if (rcs[0] != clbSuccess) errors[0] = lastError();
+  for (std::thread& t : threads) t.join();
+  for (size_t k = 0; k < comms.size(); k++)
+    if (rcs[k] != clbSuccess) return setError(rcs[k], "%s", errors[k].c_str());
+  return clbSuccess;
+}
+
+clbResult_t clbSend(const void* sendbuff, size_t count, clbDataType_t datatype, int peer, clbComm_t comm,
+                    void* stream) {
+  return refuse(sendRecv(true, const_cast<void*>(sendbuff), count, datatype, peer, comm, stream));
+}
+
+clbResult_t clbRecv(void* recvbuff, size_t count, clbDataType_t datatype, int peer, clbComm_t comm, void* stream) {
+  return refuse(sendRecv(false, recvbuff, count, datatype, peer, comm, stream));
+}
+
+clbResult_t clbAllToAll(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, clbComm_t comm,
+                        void* stream) {
+  clbResult_t rc = begin(comm);
+  if (rc == clbSuccess) rc = checkType(datatype);
+  if (rc == clbSuccess) {
+    size_t bytes = 0;
+    rc = checkBytes(count, (size_t)comm->nranks, datatype, &bytes);
+  }
+  if (rc != clbSuccess) return refuse(rc);
+  std::vector<size_t> counts(comm->nranks, count), displs(comm->nranks);
+  for (int p = 0; p < comm->nranks; p++) displs[p] = (size_t)p * count;
+  return refuse(allToAllv(comm, kAllToAll, sendbuff, counts.data(), displs.data(), recvbuff, counts.data(),
+                          displs.data(), datatype, stream));
+}
+
+clbResult_t clbAllToAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
+                         const size_t* recvcounts, const size_t* rdispls, clbDataType_t datatype, clbComm_t comm,
+                         void* stream) {
+  clbResult_t rc = begin(comm);
+  if (rc == clbSuccess) rc = checkType(datatype);
+  if (rc == clbSuccess && (!sendcounts || !sdispls || !recvcounts || !rdispls))
+    rc = setError(clbInvalidArgument, "clbAllToAllv: %s is NULL: pass an array of nranks (%d) entries",
+                  !sendcounts ? "sendcounts" : !sdispls ? "sdispls" : !recvcounts ? "recvcounts" : "rdispls",
+                  comm->nranks);
+  if (rc != clbSuccess) return refuse(rc);
+  return refuse(
+      allToAllv(comm, kAllToAllv, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype, stream));
+}
+
+clbResult_t clbGather(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, int root,
+                      clbComm_t comm, void* stream) {
+  return refuse(gatherOrScatter(kGather, sendbuff, recvbuff, count, datatype, root, comm, stream));
+}
+
+clbResult_t clbScatter(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, int root,
+                       clbComm_t comm, void* stream) {
+  return refuse(gatherOrScatter(kScatter, sendbuff, recvbuff, count, datatype, root, comm, stream));
+}
+
+clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, clbRedOp_t op,
+                      int root, clbComm_t comm, void* stream) {
+  clbResult_t rc = begin(comm);
+  if (rc == clbSuccess) rc = checkType(datatype);
+  if (rc == clbSuccess && !validOp(op))
+    rc = setError(clbInvalidArgument, "unknown reduction op %d: use a clbRedOp_t value", op);
+  if (rc == clbSuccess) rc = checkRank(comm, "root", root);
+  size_t bytes = 0;
+  if (rc == clbSuccess) rc = checkBytes(count, 1, datatype, &bytes);
+  if (rc != clbSuccess) return refuse(rc);
+  const int me = comm->rank, n = comm->nranks;
+  const bool isRoot = me == root;
+  if (count && (!sendbuff || (isRoot && !recvbuff)))
+    return refuse(setError(clbInvalidArgument, "clbReduce: %s is NULL with count=%zu", !sendbuff ? "send" : "recv (at the root)", count));
+  if (isRoot && sendbuff != recvbuff)
+    if ((rc = checkOverlap("clbReduce", sendbuff, bytes, recvbuff, bytes, "send = recv"))) return refuse(rc);
+  if ((rc = checkHostMemory(comm, "clbReduce", sendbuff, isRoot ? recvbuff : nullptr, stream))) return refuse(rc);
+  std::vector<PeerOp> ops;
+  if (!isRoot) {
+    PeerOp s = peerOp(PeerOp::kSend, root, sendbuff, nullptr, count, datatype, kReduce, root);
+    s.op = op;
+    ops.push_back(s);
+  } else {
+    // The root's own data first, then every peer's added in rank order (each after the one before),
+    // so that the result is the same whoever is faster; an average divides at the last step.
+    ops.push_back(peerOp(PeerOp::kCopy, me, sendbuff, recvbuff, count, datatype, kReduce, root));
+    int last = -1;
+    for (int p = 0; p < n; p++) {
+      if (p == me) continue;
+      PeerOp r = peerOp(PeerOp::kRecvReduce, p, nullptr, recvbuff, count, datatype, kReduce, root);
+      r.op = op;
+      r.after = last;
+      last = (int)ops.size();
+      ops.push_back(r);
+    }
+    if (last >= 0) ops[last].divideBy = n;
+  }
+  return refuse(issue(comm, kReduce, std::move(ops)));
+}
+
+}  // extern "C"

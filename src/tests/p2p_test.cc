@@ -1,0 +1,612 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Point-to-point and the calls made of it, ranks as threads through the C ABI: sends and
+// receives in groups posted in opposite orders, all-to-all against a group of sends and receives,
+// all-to-allv with empty pairs, gather, scatter and reduce at every root (in place too), on every
+// transport that carries them, every type, counts from 0 past the staging cap; groups (nested, one
+// thread driving every rank's communicator, collectives inside); the memory a pair holds; and bad
+// input, each refusal naming the argument or the peer. Every result is checked element by element
+// against values computed here from (rank, index).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "colibri/colibri.h"
+#include "core/dtype.h"
+#include "core/net.h"
+#include "tests/test_ranks.h"
+
+namespace {
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+// A buffer of `type` elements set and read as doubles (small integers: exact in every type).
+struct Buf {
+  clbDataType_t type;
+  std::vector<char> bytes;
+  Buf(clbDataType_t t, size_t n) : type(t), bytes(n * clbTypeSize(t) + 1, (char)0x5a) {}
+  void* data() { return bytes.data(); }
+  size_t size() const { return bytes.size() / clbTypeSize(type); }
+  void set(size_t i, double v) {
+    char* p = bytes.data() + i * clbTypeSize(type);
+    switch (type) {
+      case clbInt8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); break; }
+      case clbUint8: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
+      case clbInt32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
+      case clbUint32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
+      case clbInt64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
+      case clbUint64: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; }
+      case clbFloat16: { uint16_t x = clb::floatToHalf((float)v); memcpy(p, &x, 2); break; }
+      case clbBfloat16: { uint16_t x = clb::floatToBfloat16((float)v); memcpy(p, &x, 2); break; }
+      case clbFloat32: { float x = (float)v; memcpy(p, &x, 4); break; }
+      default: { memcpy(p, &v, 8); break; }
+    }
+  }
+  double get(size_t i) const {
+    const char* p = bytes.data() + i * clbTypeSize(type);
+    switch (type) {
+      case clbInt8: { int8_t x; memcpy(&x, p, 1); return x; }
+      case clbUint8: { uint8_t x; memcpy(&x, p, 1); return x; }
+      case clbInt32: { int32_t x; memcpy(&x, p, 4); return x; }
+      case clbUint32: { uint32_t x; memcpy(&x, p, 4); return x; }
+      case clbInt64: { int64_t x; memcpy(&x, p, 8); return (double)x; }
+      case clbUint64: { uint64_t x; memcpy(&x, p, 8); return (double)x; }
+      case clbFloat16: { uint16_t x; memcpy(&x, p, 2); return clb::halfToFloat(x); }
+      case clbBfloat16: { uint16_t x; memcpy(&x, p, 2); return clb::bfloat16ToFloat(x); }
+      case clbFloat32: { float x; memcpy(&x, p, 4); return x; }
+      default: { double x; memcpy(&x, p, 8); return x; }
+    }
+  }
+  // The guard byte after the last element is untouched.
+  bool guardIntact() const { return bytes.back() == (char)0x5a; }
+};
+
+bool isUnsigned(clbDataType_t t) { return t == clbUint8 || t == clbUint32 || t == clbUint64; }
+
+// What rank `from` sends to rank `to` at element i: small integers (sums of 8 stay exact in bf16
+// and int8), different per pair so that a block in the wrong place shows.
+double value(clbDataType_t t, int from, int to, size_t i) {
+  const int v = (int)((from * 7 + to * 3 + i * 13) % 31);
+  return isUnsigned(t) ? v % 16 : v - 15;
+}
+
+std::vector<std::string> runRanks(int n, int transport, const std::function<void(int, clbComm_t)>& body,
+                                  int64_t chunk = 64 << 10, int64_t cap = CLB_DEFAULT_STAGING_CAP_BYTES,
+                                  int64_t timeoutMs = 20000) {
+  return clbtest::runThreadRanks(
+      n,
+      [&](int, clbConfig_t* cfg) {
+        cfg->transport = transport;
+        cfg->chunkBytes = chunk;
+        cfg->stagingCapBytes = cap;
+        cfg->timeoutMs = timeoutMs;
+      },
+      body);
+}
+
+void expectInitOk(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); r++) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+const clbDataType_t kAllTypes[] = {clbInt8,    clbUint8,    clbInt32,   clbUint32,  clbInt64,
+                                   clbUint64,  clbFloat16,  clbBfloat16, clbFloat32, clbFloat64};
+
+// ---- the matrix: ranks x transports x counts, every type ----
+
+// Counts: 0, 1, 7, 1 000 003, and (kBeyondCap) one whose bytes exceed the staging cap the case
+// configures (64 KiB), so that it only goes through in many messages of one FIFO.
+constexpr size_t kBeyondCap = SIZE_MAX;  // marker, replaced by capElements()
+constexpr int64_t kSmallCap = 256 << 10;  // above the 4 KiB ring and the 64 KiB FIFO, below the message
+size_t capElements(clbDataType_t t) { return (size_t)(3 * kSmallCap) / clbTypeSize(t) + 5; }
+
+using MatrixParam = std::tuple<int, int, size_t>;  // nranks, transport, count
+class PeerMatrix : public ::testing::TestWithParam<MatrixParam> {};
+
+// A ring exchange in one group, the even ranks posting send then receive and the odd ones the
+// other way round; then an all-to-all compared with the same exchange built from a group of
+// sends and receives; gather, scatter and reduce at the last root. Every type.
+TEST_P(PeerMatrix, RingExchangeAllToAllGatherScatterReduce) {
+  auto [n, transport, countParam] = GetParam();
+  const bool smallCap = countParam == kBeyondCap;
+  auto errors = runRanks(
+      n, transport,
+      [&, n = n, countParam = countParam](int r, clbComm_t comm) {
+        for (clbDataType_t t : kAllTypes) {
+          const size_t count = smallCap ? capElements(t) : countParam;
+          // Bytes per call stay moderate: the largest counts run for the 1-byte and 8-byte types.
+          if (count > 100000 && clbTypeSize(t) != 1 && t != clbFloat64) continue;
+          const std::string what = std::string(clb::typeName(t)) + " x " + std::to_string(count);
+          const int next = (r + 1) % n, prev = (r + n - 1) % n;
+          {
+            Buf out(t, count), in(t, count);
+            for (size_t i = 0; i < count; i++) out.set(i, value(t, r, next, i));
+            ASSERT_EQ(clbGroupStart(), clbSuccess);
+            if (r % 2 == 0) {
+              ASSERT_EQ(clbSend(out.data(), count, t, next, comm, nullptr), clbSuccess) << clbGetLastError();
+              ASSERT_EQ(clbRecv(in.data(), count, t, prev, comm, nullptr), clbSuccess) << clbGetLastError();
+            } else {
+              ASSERT_EQ(clbRecv(in.data(), count, t, prev, comm, nullptr), clbSuccess) << clbGetLastError();
+              ASSERT_EQ(clbSend(out.data(), count, t, next, comm, nullptr), clbSuccess) << clbGetLastError();
+            }
+            ASSERT_EQ(clbGroupEnd(), clbSuccess) << what << ": " << clbGetLastError();
+            for (size_t i = 0; i < count; i++)
+              ASSERT_EQ(in.get(i), value(t, prev, r, i)) << "ring exchange " << what << " rank " << r << " element " << i;
+            ASSERT_TRUE(in.guardIntact()) << what;
+          }
+          if (count > 100000) continue;  // all-to-all of n blocks of a million: covered by the pairs
+          {
+            // All-to-all, and the same exchange as a group of sends and receives (peers in reverse).
+            Buf send(t, count * n), recv(t, count * n), recv2(t, count * n);
+            for (int p = 0; p < n; p++)
+              for (size_t i = 0; i < count; i++) send.set(p * count + i, value(t, r, p, i));
+            ASSERT_EQ(clbAllToAll(send.data(), recv.data(), count, t, comm, nullptr), clbSuccess)
+                << what << ": " << clbGetLastError();
+            ASSERT_EQ(clbGroupStart(), clbSuccess);
+            for (int p = n - 1; p >= 0; p--) {
+              ASSERT_EQ(clbRecv(static_cast<char*>(recv2.data()) + p * count * clbTypeSize(t), count, t, p, comm, nullptr),
+                        clbSuccess) << clbGetLastError();
+              ASSERT_EQ(clbSend(static_cast<char*>(send.data()) + p * count * clbTypeSize(t), count, t, p, comm, nullptr),
+                        clbSuccess) << clbGetLastError();
+            }
+            ASSERT_EQ(clbGroupEnd(), clbSuccess) << what << ": " << clbGetLastError();
+            for (int p = 0; p < n; p++)
+              for (size_t i = 0; i < count; i++) {
+                ASSERT_EQ(recv.get(p * count + i), value(t, p, r, i)) << "allToAll " << what << " from " << p;
+                ASSERT_EQ(recv2.get(p * count + i), value(t, p, r, i)) << "group all-to-all " << what << " from " << p;
+              }
+            ASSERT_TRUE(recv.guardIntact() && recv2.guardIntact()) << what;
+          }
+          {
+            const int root = n - 1;
+            Buf mine(t, count), all(t, count * n);
+            for (size_t i = 0; i < count; i++) mine.set(i, value(t, r, root, i));
+            ASSERT_EQ(clbGather(mine.data(), r == root ? all.data() : nullptr, count, t, root, comm, nullptr), clbSuccess)
+                << what << ": " << clbGetLastError();
+            if (r == root)
+              for (int p = 0; p < n; p++)
+                for (size_t i = 0; i < count; i++)
+                  ASSERT_EQ(all.get(p * count + i), value(t, p, root, i)) << "gather " << what << " block " << p;
+            Buf parts(t, count * n), got(t, count);
+            for (int p = 0; p < n; p++)
+              for (size_t i = 0; i < count; i++) parts.set(p * count + i, value(t, r, p, i));
+            ASSERT_EQ(clbScatter(r == root ? parts.data() : nullptr, got.data(), count, t, root, comm, nullptr),
+                      clbSuccess) << what << ": " << clbGetLastError();
+            for (size_t i = 0; i < count; i++) ASSERT_EQ(got.get(i), value(t, root, r, i)) << "scatter " << what;
+            for (clbRedOp_t op : {clbSum, clbMax, clbMin}) {
+              Buf red(t, count);
+              ASSERT_EQ(clbReduce(mine.data(), r == root ? red.data() : nullptr, count, t, op, root, comm, nullptr),
+                        clbSuccess) << what << ": " << clbGetLastError();
+              if (r != root) continue;
+              for (size_t i = 0; i < count; i++) {
+                double want = value(t, 0, root, i);
+                for (int p = 1; p < n; p++) {
+                  const double v = value(t, p, root, i);
+                  want = op == clbSum ? want + v : op == clbMax ? std::max(want, v) : std::min(want, v);
+                }
+                ASSERT_EQ(red.get(i), want) << "reduce " << clb::opName(op) << " " << what << " element " << i;
+              }
+            }
+          }
+        }
+      },
+      64 << 10, smallCap ? kSmallCap : CLB_DEFAULT_STAGING_CAP_BYTES);
+  expectInitOk(errors);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Host, PeerMatrix,
+    ::testing::Combine(::testing::Values(1, 2, 3, 4, 8), ::testing::Values(clbTransportShm),
+                       ::testing::Values(size_t(0), size_t(1), size_t(7), size_t(1000003), kBeyondCap)),
+    [](const auto& info) {
+      const size_t c = std::get<2>(info.param);
+      return "n" + std::to_string(std::get<0>(info.param)) + "_" + clbTransportName(std::get<1>(info.param)) + "_" +
+             (c == kBeyondCap ? std::string("beyondCap") : "c" + std::to_string(c));
+    });
+
+// ---- groups ----
+
+// Ranks as threads whose communicators are driven by one thread: body(comms) runs on the thread
+// of rank 0 once every rank initialized; the other threads wait for it, then destroy their own.
+void runFromOneThread(int n, int transport, const std::function<void(std::vector<clbComm_t>&)>& body) {
+  std::vector<clbComm_t> comms(n, nullptr);
+  std::atomic<int> ready{0};
+  std::atomic<bool> done{false};
+  auto errors = runRanks(n, transport, [&](int r, clbComm_t comm) {
+    comms[r] = comm;
+    ready++;
+    if (r == 0) {
+      while (ready.load() < n) std::this_thread::yield();
+      body(comms);
+      done = true;
+    } else {
+      while (!done.load()) std::this_thread::yield();
+    }
+  });
+  expectInitOk(errors);
+}
+
+TEST(PeerGroups, OneThreadDrivesEveryRankWithCollectivesInTheGroup) {
+  const int n = 4;
+  const size_t count = 50001;
+  runFromOneThread(n, clbTransportShm, [&](std::vector<clbComm_t>& comms) {
+    std::vector<std::vector<int32_t>> out(n, std::vector<int32_t>(count)), in(n, std::vector<int32_t>(count, -1)),
+        sum(n, std::vector<int32_t>(count, -1));
+    for (int r = 0; r < n; r++)
+      for (size_t i = 0; i < count; i++) out[r][i] = (int32_t)(r * 100000 + i);
+    ASSERT_EQ(clbGroupStart(), clbSuccess);
+    for (int r = 0; r < n; r++) {
+      // The receive first on every rank: from one thread, outside a group, this would wait forever.
+      ASSERT_EQ(clbRecv(in[r].data(), count, clbInt32, (r + n - 1) % n, comms[r], nullptr), clbSuccess);
+      ASSERT_EQ(clbSend(out[r].data(), count, clbInt32, (r + 1) % n, comms[r], nullptr), clbSuccess);
+      ASSERT_EQ(clbAllReduce(out[r].data(), sum[r].data(), count, clbInt32, clbSum, comms[r], nullptr), clbSuccess);
+    }
+    ASSERT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
+    for (int r = 0; r < n; r++)
+      for (size_t i = 0; i < count; i++) {
+        ASSERT_EQ(in[r][i], (int32_t)(((r + n - 1) % n) * 100000 + i)) << "rank " << r << " element " << i;
+        int32_t want = 0;
+        for (int p = 0; p < n; p++) want += (int32_t)(p * 100000 + i);
+        ASSERT_EQ(sum[r][i], want) << "allReduce in the group, rank " << r << " element " << i;
+      }
+  });
+}
+
+TEST(PeerGroups, NestedGroupsRunAtTheOutermostEnd) {
+  auto errors = runRanks(2, clbTransportShm, [](int r, clbComm_t comm) {
+    const int peer = 1 - r;
+    std::vector<int64_t> out(1000), in(1000, -1);
+    for (size_t i = 0; i < out.size(); i++) out[i] = r * 7000 + (int64_t)i;
+    ASSERT_EQ(clbGroupStart(), clbSuccess);
+    ASSERT_EQ(clbGroupStart(), clbSuccess);
+    ASSERT_EQ(clbRecv(in.data(), in.size(), clbInt64, peer, comm, nullptr), clbSuccess);
+    ASSERT_EQ(clbGroupEnd(), clbSuccess);  // inner: nothing runs yet
+    for (int64_t v : in) ASSERT_EQ(v, -1) << "the inner end ran the receive";
+    ASSERT_EQ(clbSend(out.data(), out.size(), clbInt64, peer, comm, nullptr), clbSuccess);
+    ASSERT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
+    for (size_t i = 0; i < in.size(); i++) ASSERT_EQ(in[i], peer * 7000 + (int64_t)i);
+  });
+  expectInitOk(errors);
+}
+
+TEST(PeerGroups, EndWithoutStartIsRefused) {
+  EXPECT_EQ(clbGroupEnd(), clbInvalidUsage);
+  EXPECT_TRUE(contains(clbGetLastError(), "without a clbGroupStart")) << clbGetLastError();
+}
+
+// A call refused inside a group returns its error; the end then runs nothing and says why, and the
+// communicator stays usable.
+TEST(PeerGroups, ARefusedCallMakesTheEndRunNothing) {
+  auto errors = runRanks(2, clbTransportShm, [](int r, clbComm_t comm) {
+    const int peer = 1 - r;
+    int32_t x = r + 1, y = -1;
+    ASSERT_EQ(clbGroupStart(), clbSuccess);
+    ASSERT_EQ(clbSend(&x, 1, clbInt32, peer, comm, nullptr), clbSuccess);
+    EXPECT_EQ(clbRecv(&y, 1, clbInt32, 5, comm, nullptr), clbInvalidArgument);
+    EXPECT_TRUE(contains(clbGetLastError(), "peer=5 is out of range for 2 ranks")) << clbGetLastError();
+    EXPECT_EQ(clbGroupEnd(), clbInvalidArgument);
+    EXPECT_TRUE(contains(clbGetLastError(), "nothing in this group ran")) << clbGetLastError();
+    EXPECT_TRUE(contains(clbGetLastError(), "peer=5")) << clbGetLastError();
+    // Usable: the same exchange, now well formed.
+    ASSERT_EQ(clbGroupStart(), clbSuccess);
+    ASSERT_EQ(clbSend(&x, 1, clbInt32, peer, comm, nullptr), clbSuccess);
+    ASSERT_EQ(clbRecv(&y, 1, clbInt32, peer, comm, nullptr), clbSuccess);
+    ASSERT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
+    EXPECT_EQ(y, peer + 1);
+  });
+  expectInitOk(errors);
+}
+
+// ---- sends and receives outside groups, to itself, all-to-allv, in place ----
+
+// Rank 0 sends more than its FIFO holds before rank 1 posts the receive: the send returns once
+// the receiver took it all, in order.
+TEST(PeerSendRecv, ABlockingSendLargerThanItsFifoWaitsForTheReceiver) {
+  const size_t count = 3000017;
+  auto errors = runRanks(2, clbTransportShm, [&](int r, clbComm_t comm) {
+    std::vector<int32_t> buf(count);
+    if (r == 0) {
+      for (size_t i = 0; i < count; i++) buf[i] = (int32_t)(i * 3 + 1);
+      ASSERT_EQ(clbSend(buf.data(), count, clbInt32, 1, comm, nullptr), clbSuccess) << clbGetLastError();
+      ASSERT_EQ(clbSend(buf.data(), 5, clbInt32, 1, comm, nullptr), clbSuccess) << clbGetLastError();
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      ASSERT_EQ(clbRecv(buf.data(), count, clbInt32, 0, comm, nullptr), clbSuccess) << clbGetLastError();
+      for (size_t i = 0; i < count; i++) ASSERT_EQ(buf[i], (int32_t)(i * 3 + 1)) << i;
+      std::vector<int32_t> five(5, -1);
+      ASSERT_EQ(clbRecv(five.data(), 5, clbInt32, 0, comm, nullptr), clbSuccess) << clbGetLastError();
+      for (size_t i = 0; i < 5; i++) ASSERT_EQ(five[i], (int32_t)(i * 3 + 1));
+    }
+  });
+  expectInitOk(errors);
+}
+
+TEST(PeerSendRecv, ASendToItselfGoesToItsReceiveInTheSameGroupOnly) {
+  auto errors = runRanks(2, clbTransportShm, [](int r, clbComm_t comm) {
+    std::vector<float> out(777), in(777, -1.f);
+    for (size_t i = 0; i < out.size(); i++) out[i] = r * 1000.f + (float)i;
+    ASSERT_EQ(clbGroupStart(), clbSuccess);
+    ASSERT_EQ(clbRecv(in.data(), in.size(), clbFloat32, r, comm, nullptr), clbSuccess);
+    ASSERT_EQ(clbSend(out.data(), out.size(), clbFloat32, r, comm, nullptr), clbSuccess);
+    ASSERT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
+    for (size_t i = 0; i < in.size(); i++) ASSERT_EQ(in[i], out[i]);
+    EXPECT_EQ(clbSend(out.data(), out.size(), clbFloat32, r, comm, nullptr), clbInvalidUsage);
+    EXPECT_TRUE(contains(clbGetLastError(), "put both in one group")) << clbGetLastError();
+    ASSERT_EQ(clbGroupStart(), clbSuccess);
+    ASSERT_EQ(clbSend(out.data(), 5, clbFloat32, r, comm, nullptr), clbSuccess);
+    ASSERT_EQ(clbRecv(in.data(), 6, clbFloat32, r, comm, nullptr), clbSuccess);
+    EXPECT_EQ(clbGroupEnd(), clbInvalidArgument);
+    EXPECT_TRUE(contains(clbGetLastError(), "must have the same count and type")) << clbGetLastError();
+    // Still usable.
+    int64_t a = r, b = -1;
+    ASSERT_EQ(clbAllReduce(&a, &b, 1, clbInt64, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();
+    EXPECT_EQ(b, 1);
+  });
+  expectInitOk(errors);
+}
+
+// Uneven counts, some of them 0 (nothing moves between those two ranks), packed displacements in
+// a permuted order; checked against the blocks computed here.
+TEST(PeerAllToAllv, UnevenCountsWithEmptyPairs) {
+  for (int n : {1, 2, 3, 5, 8}) {
+    auto cnt = [](int from, int to) { return (size_t)((from * 5 + to * 3) % 4 == 0 ? 0 : (from + 2 * to) % 7 * 1111 + 1); };
+    auto errors = runRanks(n, clbTransportShm, [&](int r, clbComm_t comm) {
+      std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+      size_t so = 0, ro = 0;
+      for (int k = 0; k < n; k++) {  // blocks laid out from the last peer to the first
+        const int p = n - 1 - k;
+        sc[p] = cnt(r, p), sd[p] = so, so += sc[p];
+        rc[p] = cnt(p, r), rd[p] = ro, ro += rc[p];
+      }
+      std::vector<double> send(so), recv(ro + 1, -1.0);
+      for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < sc[p]; i++) send[sd[p] + i] = value(clbFloat64, r, p, i);
+      ASSERT_EQ(clbAllToAllv(send.data(), sc.data(), sd.data(), recv.data(), rc.data(), rd.data(), clbFloat64, comm,
+                             nullptr), clbSuccess) << clbGetLastError();
+      for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < rc[p]; i++)
+          ASSERT_EQ(recv[rd[p] + i], value(clbFloat64, p, r, i)) << "n " << n << " rank " << r << " from " << p;
+      ASSERT_EQ(recv[ro], -1.0) << "written past the last block";
+    });
+    expectInitOk(errors);
+  }
+}
+
+TEST(PeerRooted, InPlaceAndEveryRootAvgAndProd) {
+  const int n = 3;
+  const size_t count = 10007;
+  auto errors = runRanks(n, clbTransportShm, [&](int r, clbComm_t comm) {
+    for (int root = 0; root < n; root++) {
+      // gather in place: the root's block already sits at recv + root x count
+      std::vector<int64_t> all(count * n, -1);
+      std::vector<int64_t> mine(count);
+      for (size_t i = 0; i < count; i++) mine[i] = r * 1000003 + (int64_t)i;
+      if (r == root) std::copy(mine.begin(), mine.end(), all.begin() + root * count);
+      ASSERT_EQ(clbGather(r == root ? all.data() + root * count : mine.data(), all.data(), count, clbInt64, root, comm,
+                          nullptr), clbSuccess) << clbGetLastError();
+      if (r == root)
+        for (int p = 0; p < n; p++)
+          for (size_t i = 0; i < count; i++) ASSERT_EQ(all[p * count + i], p * 1000003 + (int64_t)i);
+      // scatter in place at the root
+      std::vector<int64_t> parts(count * n), got(count, -1);
+      for (size_t i = 0; i < parts.size(); i++) parts[i] = root * 5000000 + (int64_t)i;
+      ASSERT_EQ(clbScatter(parts.data(), r == root ? parts.data() + root * count : got.data(), count, clbInt64, root,
+                           comm, nullptr), clbSuccess) << clbGetLastError();
+      const int64_t* mineGot = r == root ? parts.data() + root * count : got.data();
+      for (size_t i = 0; i < count; i++) ASSERT_EQ(mineGot[i], root * 5000000 + (int64_t)(r * count + i));
+      // reduce avg (float64, exact here) in place at the root, and prod (int64) out of place
+      std::vector<double> v(count);
+      for (size_t i = 0; i < count; i++) v[i] = (double)(r * 3 + (int)(i % 5));
+      ASSERT_EQ(clbReduce(v.data(), r == root ? v.data() : nullptr, count, clbFloat64, clbAvg, root, comm, nullptr),
+                clbSuccess) << clbGetLastError();
+      if (r == root)
+        for (size_t i = 0; i < count; i++) ASSERT_DOUBLE_EQ(v[i], (0 + 3 + 6) / 3.0 + (double)(i % 5));
+      std::vector<int64_t> f(count), prod(count, -1);
+      for (size_t i = 0; i < count; i++) f[i] = (int64_t)((i + r) % 3) - 1;
+      ASSERT_EQ(clbReduce(f.data(), prod.data(), count, clbInt64, clbProd, root, comm, nullptr), clbSuccess)
+          << clbGetLastError();
+      if (r == root)
+        for (size_t i = 0; i < count; i++) {
+          int64_t want = 1;
+          for (int p = 0; p < n; p++) want *= (int64_t)((i + p) % 3) - 1;
+          ASSERT_EQ(prod[i], want) << i;
+        }
+    }
+  });
+  expectInitOk(errors);
+}
+
+// ---- bad input, mismatches, a receive without its send ----
+
+TEST(PeerBadInput, EachRefusalNamesTheArgument) {
+  auto errors = runRanks(2, clbTransportShm, [](int r, clbComm_t comm) {
+    int32_t x[8] = {0};
+    size_t counts[2] = {1, 1}, displs[2] = {0, 1};
+    struct Case {
+      std::function<clbResult_t()> call;
+      clbResult_t rc;
+      const char* says;
+    } cases[] = {
+        {[&] { return clbSend(x, 1, clbInt32, 2, comm, nullptr); }, clbInvalidArgument, "peer=2 is out of range for 2 ranks"},
+        {[&] { return clbRecv(x, 1, clbInt32, -1, comm, nullptr); }, clbInvalidArgument, "peer=-1 is out of range"},
+        {[&] { return clbSend(nullptr, 3, clbInt32, 1 - r, comm, nullptr); }, clbInvalidArgument, "buffer is NULL with count=3"},
+        {[&] { return clbRecv(x, 1, (clbDataType_t)42, 1 - r, comm, nullptr); }, clbInvalidArgument, "unknown data type 42"},
+        {[&] { return clbSend(x, SIZE_MAX / 2, clbInt32, 1 - r, comm, nullptr); }, clbInvalidArgument, "overflows"},
+        {[&] { return clbAllToAllv(x, nullptr, displs, x + 4, counts, displs, clbInt32, comm, nullptr); },
+         clbInvalidArgument, "sendcounts is NULL"},
+        {[&] { return clbAllToAll(x, x + 1, 2, clbInt32, comm, nullptr); }, clbInvalidArgument, "overlap"},
+        {[&] { return clbAllToAll(x, x, 2, clbInt32, comm, nullptr); }, clbInvalidArgument, "overlap"},
+        {[&] { return clbGather(x, x, 1, clbInt32, 3, comm, nullptr); }, clbInvalidArgument, "root=3 is out of range"},
+        {[&] { return clbScatter(x, x, 1, clbInt32, -2, comm, nullptr); }, clbInvalidArgument, "root=-2 is out of range"},
+        {[&] { return clbReduce(x, x, 1, clbInt32, (clbRedOp_t)9, 0, comm, nullptr); }, clbInvalidArgument,
+         "unknown reduction op 9"},
+        {[&] { return clbReduce(x, x + 1, 2, clbInt32, clbSum, r, comm, nullptr); }, clbInvalidArgument, "overlap"},
+        {[&] { return clbSend(x, 1, clbInt32, 1 - r, nullptr, nullptr); }, clbInvalidArgument, "communicator is NULL"},
+    };
+    for (const Case& c : cases) {
+      EXPECT_EQ(c.call(), c.rc) << c.says;
+      EXPECT_TRUE(contains(clbGetLastError(), c.says)) << "want \"" << c.says << "\", got: " << clbGetLastError();
+    }
+    // Refusals leave the communicator usable.
+    int64_t a = 1, b = 0;
+    ASSERT_EQ(clbAllReduce(&a, &b, 1, clbInt64, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();
+    EXPECT_EQ(b, 2);
+  });
+  expectInitOk(errors);
+}
+
+// A receive that meets a send of another type (or count, or call) fails on the receiver, the
+// message naming both; never data reinterpreted.
+TEST(PeerBadInput, AMismatchedSendIsNamedNotDelivered) {
+  auto errors = runRanks(2, clbTransportShm, [](int r, clbComm_t comm) {
+    std::vector<int32_t> x(10, 7);
+    std::vector<float> y(10, -1.f);
+    if (r == 0) {
+      ASSERT_EQ(clbSend(x.data(), 10, clbInt32, 1, comm, nullptr), clbSuccess) << clbGetLastError();
+      ASSERT_EQ(clbGather(x.data(), nullptr, 10, clbInt32, 1, comm, nullptr), clbSuccess) << clbGetLastError();
+    } else {
+      EXPECT_EQ(clbRecv(y.data(), 10, clbFloat32, 0, comm, nullptr), clbRemoteError);
+      const std::string e = clbGetLastError();
+      EXPECT_TRUE(contains(e, "float32")) << e;
+      EXPECT_TRUE(contains(e, "int32")) << e;
+      EXPECT_TRUE(contains(e, "same order, with the same count and type")) << e;
+      for (float v : y) EXPECT_EQ(v, -1.f) << "data of the wrong type was delivered";
+    }
+  });
+  expectInitOk(errors);
+}
+
+TEST(PeerBadInput, AReceiveWithoutItsSendTimesOutNamingThePeer) {
+  std::atomic<bool> done{false};
+  auto errors = runRanks(
+      2, clbTransportShm,
+      [&](int r, clbComm_t comm) {
+        if (r == 1) {
+          int32_t y = 0;
+          const int64_t t0 = clb::nowMs();
+          EXPECT_EQ(clbRecv(&y, 1, clbInt32, 0, comm, nullptr), clbTimeout);
+          const std::string e = clbGetLastError();
+          EXPECT_TRUE(contains(e, "a receive from rank 0")) << e;
+          EXPECT_TRUE(contains(e, "send/recv of 1 int32")) << e;
+          EXPECT_GE(clb::nowMs() - t0, 400);
+          done = true;
+        } else {
+          while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      },
+      64 << 10, CLB_DEFAULT_STAGING_CAP_BYTES, 500);
+  expectInitOk(errors);
+}
+
+// ---- memory: per peer, at first use, counted, given back ----
+
+TEST(PeerMemory, OnlyThePeersUsedHoldAnythingAndTrimGivesItBack) {
+  const int n = 4;
+  std::vector<clbMemStats_t> before(n), after(n), trimmed(n);
+  std::atomic<int> phase{0};
+  auto errors = runRanks(n, clbTransportShm, [&](int r, clbComm_t comm) {
+    clbCommMemStats(comm, &before[r]);
+    std::vector<char> buf(8192, (char)r);
+    // A pipeline step: 0 -> 1 only.
+    if (r == 0) ASSERT_EQ(clbSend(buf.data(), buf.size(), clbUint8, 1, comm, nullptr), clbSuccess) << clbGetLastError();
+    if (r == 1) ASSERT_EQ(clbRecv(buf.data(), buf.size(), clbUint8, 0, comm, nullptr), clbSuccess) << clbGetLastError();
+    clbCommMemStats(comm, &after[r]);
+    phase++;
+    while (phase.load() < n) std::this_thread::yield();
+    ASSERT_EQ(clbCommTrim(comm), clbSuccess) << clbGetLastError();
+    clbCommMemStats(comm, &trimmed[r]);
+    phase++;
+    while (phase.load() < 2 * n) std::this_thread::yield();
+  });
+  expectInitOk(errors);
+  // The sender holds one FIFO of pipelineDepth slots of 8 KiB (and a header), nothing more.
+  const int64_t fifo = after[0].hostBytes - before[0].hostBytes;
+  EXPECT_GE(fifo, CLB_DEFAULT_PIPELINE_DEPTH * 8192);
+  EXPECT_LE(fifo, CLB_DEFAULT_PIPELINE_DEPTH * 8192 + 8192);
+  for (int r = 1; r < n; r++) EXPECT_EQ(after[r].hostBytes, before[r].hostBytes) << "rank " << r << " holds memory";
+  EXPECT_EQ(trimmed[0].hostBytes, before[0].hostBytes) << "trim left the FIFO";
+}
+
+// Trim on either side between messages of growing and shrinking size: the receiver finds the
+// sender's next FIFO whether it let go of the last one first or not.
+TEST(PeerMemory, TrimOnEitherSideBetweenMessagesOfChangingSize) {
+  auto errors = runRanks(2, clbTransportShm, [](int r, clbComm_t comm) {
+    const size_t sizes[] = {8192, 100000, 8192, 1 << 20, 5, 300000};
+    for (int round = 0; round < 6; round++) {
+      const size_t count = sizes[round];
+      std::vector<uint8_t> buf(count);
+      if (r == 0) {
+        for (size_t i = 0; i < count; i++) buf[i] = (uint8_t)(i * 7 + round);
+        ASSERT_EQ(clbSend(buf.data(), count, clbUint8, 1, comm, nullptr), clbSuccess) << clbGetLastError();
+        if (round % 2) ASSERT_EQ(clbCommTrim(comm), clbSuccess);
+      } else {
+        ASSERT_EQ(clbRecv(buf.data(), count, clbUint8, 0, comm, nullptr), clbSuccess) << clbGetLastError();
+        for (size_t i = 0; i < count; i++) ASSERT_EQ(buf[i], (uint8_t)(i * 7 + round)) << "round " << round;
+        if (round % 3 != 2) ASSERT_EQ(clbCommTrim(comm), clbSuccess);
+        // Late for the next message: the sender has replaced the FIFO that was let go by then.
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  });
+  expectInitOk(errors);
+}
+
+// ---- ranks as processes ----
+
+TEST(PeerChild, RingAndAllToAll) {
+  const char* id = getenv("CLB_P2P_ID");
+  if (!id) GTEST_SKIP() << "runs only as a rank process of PeerProcesses";
+  const clbUniqueId uid = clbtest::unhex(id);
+  const int r = atoi(getenv("CLB_P2P_RANK")), n = atoi(getenv("CLB_P2P_NRANKS"));
+  clbConfig_t cfg;
+  clbConfigInit(&cfg);
+  cfg.transport = atoi(getenv("CLB_P2P_TRANSPORT"));
+  cfg.timeoutMs = 20000;
+  clbComm_t comm = nullptr;
+  ASSERT_EQ(clbCommInitRank(&comm, &uid, r, n, &cfg), clbSuccess) << clbGetLastError();
+  const size_t count = 300007;
+  std::vector<int32_t> out(count), in(count, -1);
+  for (size_t i = 0; i < count; i++) out[i] = (int32_t)(r * 1000000 + i);
+  ASSERT_EQ(clbGroupStart(), clbSuccess);
+  ASSERT_EQ(clbRecv(in.data(), count, clbInt32, (r + n - 1) % n, comm, nullptr), clbSuccess);
+  ASSERT_EQ(clbSend(out.data(), count, clbInt32, (r + 1) % n, comm, nullptr), clbSuccess);
+  ASSERT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
+  for (size_t i = 0; i < count; i++) ASSERT_EQ(in[i], (int32_t)(((r + n - 1) % n) * 1000000 + i));
+  const size_t c2 = 1001;
+  std::vector<int64_t> s(c2 * n), g(c2 * n, -1);
+  for (int p = 0; p < n; p++)
+    for (size_t i = 0; i < c2; i++) s[p * c2 + i] = r * 100000 + p * 1000 + (int64_t)i;
+  ASSERT_EQ(clbAllToAll(s.data(), g.data(), c2, clbInt64, comm, nullptr), clbSuccess) << clbGetLastError();
+  for (int p = 0; p < n; p++)
+    for (size_t i = 0; i < c2; i++) ASSERT_EQ(g[p * c2 + i], p * 100000 + r * 1000 + (int64_t)i);
+  ASSERT_EQ(clbCommDestroy(comm), clbSuccess);
+}
+
+void runProcesses(int n, int transport) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; r++)
+    pids.push_back(clbtest::spawnSelf("PeerChild.RingAndAllToAll",
+                                      {"CLB_P2P_ID=" + clbtest::hex(id), "CLB_P2P_RANK=" + std::to_string(r),
+                                       "CLB_P2P_NRANKS=" + std::to_string(n),
+                                       "CLB_P2P_TRANSPORT=" + std::to_string(transport)}));
+  for (int r = 0; r < n; r++) {
+    ASSERT_GT(pids[r], 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(pids[r], &status, 0), pids[r]);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank process " << r << " failed (status " << status << ")";
+  }
+  clbUniqueIdRelease(&id);
+}
+
+TEST(PeerProcesses, ShmRingAndAllToAllAcrossThreeProcesses) { runProcesses(3, clbTransportShm); }
+
+}  // namespace
