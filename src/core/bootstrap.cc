@@ -381,6 +381,7 @@ SockAddr listenAddressFor(const SockAddr& advertised, const char* hostAsGiven) {
 Bootstrap::~Bootstrap() { close(); }
 
 void Bootstrap::close() {
+  stopAcceptor();  // first: its thread reads the secret and the listener
   wipe(id_.secret, kSecretBytes);
   wipe(session_, kSessionBytes);
   closeFd(&listenFd_);
@@ -487,8 +488,7 @@ clbResult_t Bootstrap::initWithTable(const IdData& id, int rank, int nranks, int
   memcpy(&nonce_, session_, sizeof nonce_);
   peers_ = std::move(table);
   if (checkTable) CLB_CHECK(checkTable(peers_));  // every member has this table: all fail, or none does
-  CLB_CHECK(connectRing());
-  closeFd(&listenFd_);
+  CLB_CHECK(connectRing());  // the listener stays: see closeListener / startPeerAcceptor
   return clbSuccess;
 }
 
@@ -597,8 +597,7 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
   memcpy(session_, rep.session, kSessionBytes);
   memcpy(&nonce_, session_, sizeof nonce_);
   if (checkTable) CLB_CHECK(checkTable(peers_));  // every rank has this table: all fail, or none does
-  CLB_CHECK(connectRing());
-  closeFd(&listenFd_);
+  CLB_CHECK(connectRing());  // the listener stays: see closeListener / startPeerAcceptor
   return clbSuccess;
 }
 
@@ -782,7 +781,10 @@ clbResult_t Bootstrap::connectRing() {
   // connections to next on, side by side. No thread to start, and no hop between threads.
   char where[96];
   snprintf(where, sizeof where, "rank %d's ring listener", rank_);
-  HandshakeServer server(listenFd_, id_.secret, (1u << kPurposeRingData) | (1u << kPurposeRingNotices), session_,
+  // A rank that finished init first may already dial this one for point-to-point (same body
+  // size): kept for the acceptor, which answers it once it runs (startPeerAcceptor).
+  HandshakeServer server(listenFd_, id_.secret,
+                         (1u << kPurposeRingData) | (1u << kPurposeRingNotices) | (1u << kPurposePeerData), session_,
                          sizeof(RingBody), where, handshakeTimeoutMs(), kMaxPendingHandshakes, ringTls_);
   RingDial dials[2];
   for (int ch = 0; ch < 2; ch++) {
@@ -821,7 +823,10 @@ clbResult_t Bootstrap::connectRing() {
       return setSysError(errno, "poll() on the ring connections");
     done.clear();
     server.advance(fds, 2, n, &done);
-    for (Authenticated& a : done) acceptPrev(&a);
+    for (Authenticated& a : done) {
+      if (a.purpose == kPurposePeerData) earlyPeers_.push_back(std::move(a));
+      else acceptPrev(&a);
+    }
     for (int ch = 0; ch < 2; ch++)
       if (fds[ch].fd >= 0 && (fds[ch].revents || dials[ch].buffered()))
         CLB_CHECK(stepDial(&dials[ch], true, na, deadline, nextName));

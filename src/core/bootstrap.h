@@ -10,7 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "colibri/colibri.h"
@@ -173,6 +175,19 @@ class Bootstrap {
   clbResult_t barrier();
   void close();
 
+  // Point-to-point connections (core/bootstrap_peers.cc), for transports whose ranks share no
+  // memory. The ring listener stays open after init; the transport either closes it
+  // (closeListener: shm, one rank) or starts a thread that answers the handshakes of the lower
+  // ranks that dial this one (startPeerAcceptor), so that a dial never waits for this rank's
+  // calls. A pair's connection is dialed by its lower rank (dialPeer, blocking until the higher
+  // rank's thread answered, the timeout or the abort) and taken by the higher one once it came
+  // (takePeerLink; acceptorFd is readable while one waits to be taken).
+  void closeListener();
+  clbResult_t startPeerAcceptor();
+  clbResult_t dialPeer(int p, Link* out);
+  bool takePeerLink(int p, Link* out);
+  int acceptorFd() const { return readyFd_; }
+
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   // The communicator's session, random per communicator (first 8 bytes of what the root sent).
@@ -208,6 +223,16 @@ class Bootstrap {
   IdData id_{};
   int listenFd_ = -1;
   Link next_, prev_, nextCtl_, prevCtl_;
+  // The point-to-point acceptor: its thread, the eventfds that stop it and that say a connection
+  // came, and the connections that came (per rank), under stashMutex_.
+  void acceptPeers();
+  void stopAcceptor();
+  std::thread acceptor_;
+  int stopFd_ = -1, readyFd_ = -1;
+  std::mutex stashMutex_;
+  std::vector<Link> stash_;
+  std::vector<Authenticated> earlyPeers_;  // point-to-point dials that came during connectRing
+  void answerPeer(Authenticated* a, const char* where);
   TlsContextRef rootTls_, ringTls_;  // set where COLIBRI_TLS covers those connections
   std::vector<RankInfo> peers_;
 };

@@ -203,7 +203,8 @@ TEST_P(PeerMatrix, RingExchangeAllToAllGatherScatterReduce) {
 
 INSTANTIATE_TEST_SUITE_P(
     Host, PeerMatrix,
-    ::testing::Combine(::testing::Values(1, 2, 3, 4, 8), ::testing::Values(clbTransportShm),
+    ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
+                       ::testing::Values(clbTransportShm, clbTransportSocket, clbTransportVerbs),
                        ::testing::Values(size_t(0), size_t(1), size_t(7), size_t(1000003), kBeyondCap)),
     [](const auto& info) {
       const size_t c = std::get<2>(info.param);
@@ -608,5 +609,7 @@ void runProcesses(int n, int transport) {
 }
 
 TEST(PeerProcesses, ShmRingAndAllToAllAcrossThreeProcesses) { runProcesses(3, clbTransportShm); }
+TEST(PeerProcesses, SocketRingAndAllToAllAcrossFourProcesses) { runProcesses(4, clbTransportSocket); }
+TEST(PeerProcesses, EmulatedVerbsRingAndAllToAllAcrossTwoProcesses) { runProcesses(2, clbTransportVerbs); }
 
 }  // namespace

@@ -12,6 +12,14 @@
 
 namespace clb {
 
+ssize_t readNow(Link& link, void* buf, size_t bytes, int* closedErrno) {
+  const ssize_t n = link.tryRecv(buf, bytes);
+  if (n > 0) return n;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+  *closedErrno = n == 0 ? -1 : errno;
+  return -1;
+}
+
 SocketRingChannel::SocketRingChannel(clbComm* comm, Link& send, Link& recv)
     : comm_(comm), sendLink_(send), recvLink_(recv), next_((comm->rank + 1) % comm->nranks),
       prev_((comm->rank + comm->nranks - 1) % comm->nranks) {}
@@ -82,13 +90,10 @@ clbResult_t SocketRingChannel::progress(bool wait, int64_t startMs, const char* 
   // Read eagerly while a slot is free.
   while (recvClosedErrno_ == 0 && recvRead_ - recvConsumed_ < slots_) {
     if (pendingHeaderDone_ < sizeof(MsgTag)) {
-      ssize_t n = recvLink_.tryRecv(reinterpret_cast<char*>(&pendingHeader_) + pendingHeaderDone_,
-                                     sizeof(MsgTag) - pendingHeaderDone_);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        recvClosedErrno_ = n == 0 ? -1 : errno;  // an error only if this rank still needs data
-        break;
-      }
-      if (n < 0) break;
+      // A close or error is one only if this rank still needs data (waitRecv says so then).
+      const ssize_t n = readNow(recvLink_, reinterpret_cast<char*>(&pendingHeader_) + pendingHeaderDone_,
+                                sizeof(MsgTag) - pendingHeaderDone_, &recvClosedErrno_);
+      if (n <= 0) break;
       pendingHeaderDone_ += n;
       if (pendingHeaderDone_ < sizeof(MsgTag)) break;
     }
@@ -103,12 +108,8 @@ clbResult_t SocketRingChannel::progress(bool wait, int64_t startMs, const char* 
     }
     size_t total = sizeof(MsgTag) + pendingHeader_.bytes;
     if (s.done < total) {
-      ssize_t n = recvLink_.tryRecv(s.data.data() + s.done, total - s.done);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        recvClosedErrno_ = n == 0 ? -1 : errno;
-        break;
-      }
-      if (n < 0) break;
+      const ssize_t n = readNow(recvLink_, s.data.data() + s.done, total - s.done, &recvClosedErrno_);
+      if (n <= 0) break;
       s.done += n;
       if (s.done < total) break;
     }
@@ -243,7 +244,11 @@ bool LinkTransport::statusNotice(PeerNotice* out) {
 }
 
 void LinkTransport::close(PeerNotice::Kind end) {
-  if (end == PeerNotice::kClosed) ring_->finish();
+  if (end != PeerNotice::kClosed) return;
+  ring_->finish();
+  for (auto& ch : peers_)  // what this rank sent last reaches its peers
+    if (ch && ch->connected() && ch->flush() != clbSuccess)
+      CLB_WARN("rank %d: destroy did not write every point-to-point message: %s", comm_->rank, lastError().c_str());
 }
 
 }  // namespace clb

@@ -23,12 +23,25 @@ namespace clb {
 // notices on the bootstrap's second pair of connections to the ring neighbours (they never wait
 // behind data). A rank that fails or aborts tells both neighbours; a rank that learns of it
 // forwards the notice (its origin kept) when it fails in turn, so the news goes round the ring.
+class SocketPeerChannel;
+
+// One non-blocking read of up to `bytes` into buf (Link::tryRecv): the bytes read, 0 when nothing
+// is there now, -1 when the peer closed (*closedErrno = -1) or the read failed (*closedErrno =
+// errno), which the ring and the point-to-point channels both report once they need the data.
+ssize_t readNow(Link& link, void* buf, size_t bytes, int* closedErrno);
+
 class LinkTransport : public Transport {
  public:
   LinkTransport(clbComm* comm, int kind, std::unique_ptr<RingChannel> ring, std::string describe = std::string());
+  ~LinkTransport() override;
   int kind() const override { return kind_; }
   std::string describe() const override { return describe_; }
   RingChannel& ring() override { return *ring_; }
+  // Point-to-point: a TCP connection per pair (the bootstrap's, core/bootstrap_peers.cc), also
+  // under transport verbs in this version (transport/socket_peer.cc).
+  clbResult_t peer(int p, PeerChannel** out) override;
+  clbResult_t waitPeers(uint64_t seen, int64_t startMs, const char* what, int peer) override;
+  clbResult_t trim() override;
   bool waitNotice(int peer, PeerNotice* n) override;
   bool statusNotice(PeerNotice* n) override;
   void announce(PeerNotice::Kind kind, const char* reason) override;
@@ -44,6 +57,53 @@ class LinkTransport : public Transport {
   std::atomic<char> noticeKind_{0};
   std::atomic<int> noticeOrigin_{-1};
   std::atomic<uint64_t> noticeSeq_{0};
+  std::vector<std::unique_ptr<SocketPeerChannel>> peers_;  // per peer once used
+  bool warnedVerbs_ = false;
+};
+
+// Both directions with one peer over one TCP connection (transport/socket_peer.cc): sends are
+// copied into pipelineDepth slots and written without blocking, receives read eagerly into as many.
+// The lower rank of the pair dials; the higher one waits for the connection to come (it is not
+// open until then, and nothing moves).
+class SocketPeerChannel : public PeerChannel {
+ public:
+  SocketPeerChannel(clbComm* comm, int peer);
+  ~SocketPeerChannel() override;
+  // Dials the peer (this rank the lower one), or takes its connection if it came.
+  clbResult_t connect();
+  bool connected() const { return link_.open(); }
+  size_t maxMessageBytes() const override { return (size_t)comm_->cfg.chunkBytes; }
+  clbResult_t trySend(size_t bytes, void** buf, size_t* room) override;
+  clbResult_t postSend(const MsgTag& tag) override;
+  clbResult_t tryRecv(const MsgTag** tag, const void** buf) override;
+  clbResult_t releaseRecv() override;
+  clbResult_t progress(bool* sent) override;
+  // What to poll for: the socket and its events (fd -1 while not connected).
+  int fd() const { return link_.fd(); }
+  short events() const;
+  bool buffered() const { return link_.buffered(); }
+  void trim();
+  // Writes what is queued (destroy of a healthy rank), until the timeout.
+  clbResult_t flush();
+
+ private:
+  struct Slot {
+    std::vector<char> data;  // MsgTag + payload
+    size_t done = 0;
+  };
+  clbResult_t io();
+  clbResult_t closedError() const;
+  void account();
+  clbComm* comm_;
+  int peer_;
+  Link link_;
+  size_t depth_, slotLimit_;
+  std::vector<Slot> send_, recv_;
+  uint64_t sendPosted_ = 0, sendWritten_ = 0, recvRead_ = 0, recvConsumed_ = 0;
+  MsgTag pendingHeader_{};
+  size_t pendingHeaderDone_ = 0;
+  int closedErrno_ = 0;  // -1: the peer closed; > 0: a failed read or write
+  int64_t accounted_ = 0;
 };
 
 class SocketRingChannel : public RingChannel {

@@ -29,6 +29,9 @@ clbResult_t createTransport(clbComm* c, std::unique_ptr<Transport>* out) {
                     "transport auto or socket", peers[0].hostname, other, peers[other].hostname);
   if (c->cfg.algorithm == clbAlgoDirect && c->transport != clbTransportShm && c->nranks > 1)
     return setError(clbInvalidUsage, "algorithm direct needs the shm transport (all ranks on one host): use algorithm auto or ring");
+  // The ring listener: kept, for the point-to-point connections of ranks that share no memory.
+  if (c->nranks == 1 || c->transport == clbTransportShm) c->boot.closeListener();
+  else CLB_CHECK(c->boot.startPeerAcceptor());
   if (c->nranks == 1) return clbSuccess;
   if (c->transport == clbTransportShm) {
     auto shm = std::make_unique<ShmTransport>(c);

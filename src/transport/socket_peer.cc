@@ -1,0 +1,219 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Point-to-point over TCP (socket.h, SocketPeerChannel): one connection per pair, made at the
+// pair's first message (core/bootstrap_peers.cc); nothing for peers never used. Slots are as large
+// as the messages need, at most chunkBytes, and their share of stagingCapBytes.
+#include <poll.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/tls.h"
+#include "transport/socket.h"
+
+namespace clb {
+
+SocketPeerChannel::SocketPeerChannel(clbComm* comm, int peer) : comm_(comm), peer_(peer) {
+  depth_ = comm->cfg.pipelineDepth < 2 ? 2 : (size_t)comm->cfg.pipelineDepth;
+  // Both directions' slots within this pair's share of the cap; both ranks compute the same.
+  const int64_t share = comm->cfg.stagingCapBytes / std::max(1, comm->nranks - 1);
+  size_t limit = (size_t)std::max<int64_t>(4096, share / (int64_t)(2 * depth_) / 4096 * 4096);
+  slotLimit_ = std::min(limit, std::max<size_t>(4096, (size_t)comm->cfg.chunkBytes));
+  send_.resize(depth_);
+  recv_.resize(depth_);
+}
+
+SocketPeerChannel::~SocketPeerChannel() { comm_->mem.addHost(-accounted_); }
+
+void SocketPeerChannel::account() {
+  int64_t total = 0;
+  for (const Slot& s : send_) total += (int64_t)s.data.capacity();
+  for (const Slot& s : recv_) total += (int64_t)s.data.capacity();
+  comm_->mem.addHost(total - accounted_);
+  accounted_ = total;
+}
+
+clbResult_t SocketPeerChannel::connect() {
+  if (link_.open()) return clbSuccess;
+  if (comm_->rank < peer_) return comm_->boot.dialPeer(peer_, &link_);
+  comm_->boot.takePeerLink(peer_, &link_);  // the lower rank dials: open once it did
+  return clbSuccess;
+}
+
+short SocketPeerChannel::events() const {
+  return link_.wantEvents(sendWritten_ < sendPosted_ ? (short)(POLLIN | POLLOUT) : (short)POLLIN);
+}
+
+clbResult_t SocketPeerChannel::closedError() const {
+  if (closedErrno_ == -1 || closedErrno_ == ECONNRESET)
+    return setError(clbRemoteError, "rank %d closed its point-to-point connection to rank %d (did it exit or fail?)",
+                    peer_, comm_->rank);
+  if (closedErrno_ == EPROTO)
+    return setError(clbAuthError, "the TLS connection with rank %d failed: %s", peer_,
+                    link_.tls() ? link_.tls()->failure().c_str() : "?");
+  return setSysError(closedErrno_, "the point-to-point connection between rank %d and rank %d failed (did it exit?)",
+                     comm_->rank, peer_);
+}
+
+// Writes what is queued, in order, and reads eagerly while a slot is free; never blocks.
+clbResult_t SocketPeerChannel::io() {
+  if (!link_.open()) return clbSuccess;
+  while (sendWritten_ < sendPosted_ && closedErrno_ == 0) {
+    Slot& s = send_[sendWritten_ % depth_];
+    const MsgTag* tag = reinterpret_cast<const MsgTag*>(s.data.data());
+    const size_t total = sizeof(MsgTag) + tag->bytes;
+    const ssize_t n = link_.trySend(s.data.data() + s.done, total - s.done);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+      closedErrno_ = errno == EPIPE || errno == ECONNRESET ? -1 : errno;
+      break;
+    }
+    s.done += n;
+    if (s.done < total) break;
+    s.done = 0;
+    sendWritten_++;
+  }
+  while (closedErrno_ == 0 && recvRead_ - recvConsumed_ < depth_) {
+    if (pendingHeaderDone_ < sizeof(MsgTag)) {
+      const ssize_t n = readNow(link_, reinterpret_cast<char*>(&pendingHeader_) + pendingHeaderDone_,
+                                sizeof(MsgTag) - pendingHeaderDone_, &closedErrno_);
+      if (n <= 0) break;
+      pendingHeaderDone_ += n;
+      if (pendingHeaderDone_ < sizeof(MsgTag)) break;
+      if (pendingHeader_.bytes > (uint64_t)std::max<int64_t>(4096, comm_->cfg.chunkBytes))
+        return setError(clbRemoteError, "rank %d sent rank %d a point-to-point message of %llu bytes, above chunkBytes "
+                        "(%lld): do the ranks agree on the configuration?", peer_, comm_->rank,
+                        (unsigned long long)pendingHeader_.bytes, (long long)comm_->cfg.chunkBytes);
+    }
+    Slot& s = recv_[recvRead_ % depth_];
+    const size_t total = sizeof(MsgTag) + pendingHeader_.bytes;
+    if (s.done == 0) {
+      if (s.data.size() < total) {
+        s.data.resize(total);
+        account();
+      }
+      memcpy(s.data.data(), &pendingHeader_, sizeof(MsgTag));
+      s.done = sizeof(MsgTag);
+    }
+    if (s.done < total) {
+      const ssize_t n = readNow(link_, s.data.data() + s.done, total - s.done, &closedErrno_);
+      if (n <= 0) break;
+      s.done += n;
+      if (s.done < total) break;
+    }
+    s.done = 0;
+    pendingHeaderDone_ = 0;
+    recvRead_++;
+  }
+  return clbSuccess;
+}
+
+clbResult_t SocketPeerChannel::trySend(size_t bytes, void** buf, size_t* room) {
+  *buf = nullptr;
+  CLB_CHECK(connect());
+  if (!link_.open()) return clbSuccess;
+  CLB_CHECK(io());
+  if (closedErrno_) return closedError();
+  if (sendPosted_ - sendWritten_ >= depth_) return clbSuccess;
+  Slot& s = send_[sendPosted_ % depth_];
+  *room = std::min(bytes, slotLimit_);
+  if (s.data.size() < sizeof(MsgTag) + *room) {
+    s.data.resize(sizeof(MsgTag) + *room);
+    account();
+  }
+  *buf = s.data.data() + sizeof(MsgTag);
+  return clbSuccess;
+}
+
+clbResult_t SocketPeerChannel::postSend(const MsgTag& tag) {
+  Slot& s = send_[sendPosted_ % depth_];
+  memcpy(s.data.data(), &tag, sizeof tag);
+  s.done = 0;
+  sendPosted_++;
+  return io();
+}
+
+clbResult_t SocketPeerChannel::tryRecv(const MsgTag** tag, const void** buf) {
+  *buf = nullptr;
+  CLB_CHECK(connect());
+  CLB_CHECK(io());
+  if (recvRead_ == recvConsumed_) return closedErrno_ ? closedError() : clbSuccess;
+  const char* d = recv_[recvConsumed_ % depth_].data.data();
+  *tag = reinterpret_cast<const MsgTag*>(d);
+  *buf = d + sizeof(MsgTag);
+  return clbSuccess;
+}
+
+clbResult_t SocketPeerChannel::releaseRecv() {
+  recvConsumed_++;
+  return io();  // a slot is free: read on
+}
+
+clbResult_t SocketPeerChannel::progress(bool* sent) {
+  CLB_CHECK(io());
+  if (closedErrno_ && sendWritten_ < sendPosted_) return closedError();
+  *sent = sendWritten_ == sendPosted_;
+  return clbSuccess;
+}
+
+clbResult_t SocketPeerChannel::flush() {
+  const int64_t start = nowMs();
+  char what[96];
+  snprintf(what, sizeof what, "rank %d to take the point-to-point messages this rank sent it", peer_);
+  for (;;) {
+    bool sent = false;
+    CLB_CHECK(progress(&sent));
+    if (sent) return clbSuccess;
+    struct pollfd p{fd(), events(), 0};
+    poll(&p, 1, 20);
+    CLB_CHECK(comm_->checkWait(start, what, peer_));
+  }
+}
+
+void SocketPeerChannel::trim() {
+  if (sendWritten_ != sendPosted_ || recvRead_ != recvConsumed_ || pendingHeaderDone_ != 0) return;
+  for (Slot& s : send_) std::vector<char>().swap(s.data);
+  for (Slot& s : recv_) std::vector<char>().swap(s.data);
+  account();
+}
+
+// ---- the transport's part ----
+
+LinkTransport::~LinkTransport() = default;
+
+clbResult_t LinkTransport::peer(int p, PeerChannel** out) {
+  if (peers_.empty()) peers_.resize(comm_->nranks);
+  if (!peers_[p]) {
+    if (kind_ == clbTransportVerbs && !warnedVerbs_) {
+      warnedVerbs_ = true;
+      CLB_WARN("rank %d: point-to-point messages of transport verbs go over TCP in this version (one connection "
+               "per pair of ranks); the collectives use RDMA", comm_->rank);
+    }
+    peers_[p] = std::make_unique<SocketPeerChannel>(comm_, p);
+  }
+  *out = peers_[p].get();
+  return clbSuccess;
+}
+
+clbResult_t LinkTransport::waitPeers(uint64_t, int64_t startMs, const char* what, int peer) {
+  std::vector<pollfd> fds;
+  int timeout = 20;
+  for (const auto& ch : peers_) {
+    if (!ch || !ch->connected()) continue;
+    if (ch->buffered()) timeout = 0;
+    fds.push_back({ch->fd(), ch->events(), 0});
+  }
+  if (comm_->boot.acceptorFd() >= 0) fds.push_back({comm_->boot.acceptorFd(), POLLIN, 0});
+  if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR)
+    return setSysError(errno, "poll() on the point-to-point connections");
+  return comm_->checkWait(startMs, what, peer);
+}
+
+clbResult_t LinkTransport::trim() {
+  for (auto& ch : peers_)
+    if (ch) ch->trim();
+  return ring_->trim();
+}
+
+}  // namespace clb
