@@ -392,6 +392,151 @@ public interface Communicator extends AutoCloseable {
    */
   void broadcast(long send, long recv, long count, DataType type, int root, long stream);
 
+  // ---- point-to-point, and the calls made of it (host buffers in this version) ----
+
+  /**
+   * Sends {@code count} elements of {@code send} to rank {@code peer}, which receives them with
+   * {@link #recv(ByteBuffer, long, DataType, int)}. The two ranks match their sends and receives
+   * to each other in the order they post them, and must agree on count and type (a difference
+   * fails the receive with REMOTE_ERROR, naming both calls). Returns once {@code send} may be
+   * reused; a send larger than the staging waits for its receive. Inside a {@link #group()} it is
+   * recorded and runs when the group closes (any order of sends and receives then completes). A
+   * send to this rank itself goes to its receive, which must be in the same group.
+   *
+   * @param send the data, {@code count} elements (direct buffer, from its position)
+   * @param count number of elements, 0 or more (0 moves nothing, on both sides)
+   * @param type element type
+   * @param peer the receiving rank, 0..size()-1
+   * @throws ColibriException INVALID_ARGUMENT for a peer out of range or a bad buffer; TIMEOUT
+   *     when the peer never takes it; REMOTE_ERROR when it fails or leaves
+   */
+  void send(ByteBuffer send, long count, DataType type, int peer);
+
+  /**
+   * Receives {@code count} elements from rank {@code peer} into {@code recv}: the counterpart of
+   * {@link #send(ByteBuffer, long, DataType, int)}. A receive whose send never comes ends in
+   * TIMEOUT naming the peer.
+   *
+   * @param recv where the data goes, {@code count} elements (writable direct buffer)
+   * @param count number of elements, 0 or more
+   * @param type element type
+   * @param peer the sending rank, 0..size()-1
+   */
+  void recv(ByteBuffer recv, long count, DataType type, int peer);
+
+  /**
+   * {@link #send(ByteBuffer, long, DataType, int)} on a raw address (host memory you manage).
+   *
+   * @param send address of the data, {@code count} elements
+   * @param count number of elements, 0 or more
+   * @param type element type
+   * @param peer the receiving rank, 0..size()-1
+   * @param stream 0 (device buffers are not supported by point-to-point in this version)
+   */
+  void send(long send, long count, DataType type, int peer, long stream);
+
+  /**
+   * {@link #recv(ByteBuffer, long, DataType, int)} on a raw address (host memory you manage).
+   *
+   * @param recv address where the data goes, {@code count} elements
+   * @param count number of elements, 0 or more
+   * @param type element type
+   * @param peer the sending rank, 0..size()-1
+   * @param stream 0 (device buffers are not supported by point-to-point in this version)
+   */
+  void recv(long recv, long count, DataType type, int peer, long stream);
+
+  /**
+   * Every rank sends {@code count} elements to every rank: block {@code p} of {@code send}
+   * ({@code count} elements at {@code p * count}) goes to rank {@code p}, and block {@code p} of
+   * {@code recv} comes from rank {@code p}. Collective. send and recv must not overlap.
+   *
+   * @param send {@code size() * count} elements (direct buffer)
+   * @param recv {@code size() * count} elements (writable direct buffer)
+   * @param count elements per peer, 0 or more
+   * @param type element type
+   */
+  void allToAll(ByteBuffer send, ByteBuffer recv, long count, DataType type);
+
+  /**
+   * {@link #allToAll(ByteBuffer, ByteBuffer, long, DataType)} with a count and a displacement (in
+   * elements, from the buffer's position) per peer, as MoE dispatch with uneven tokens needs:
+   * {@code sendCounts[p]} elements at {@code sendDispls[p]} go to rank {@code p}, and
+   * {@code recvCounts[p]} elements from rank {@code p} land at {@code recvDispls[p]}. A count may
+   * be 0; {@code sendCounts[p]} here must equal {@code recvCounts[rank()]} on rank {@code p}.
+   *
+   * @param send the data to send (direct buffer)
+   * @param sendCounts elements to each rank, {@code size()} entries
+   * @param sendDispls where each rank's elements start in {@code send}, {@code size()} entries
+   * @param recv where the data goes (writable direct buffer)
+   * @param recvCounts elements from each rank, {@code size()} entries
+   * @param recvDispls where each rank's elements go in {@code recv}, {@code size()} entries
+   * @param type element type
+   */
+  void allToAllv(ByteBuffer send, long[] sendCounts, long[] sendDispls, ByteBuffer recv,
+      long[] recvCounts, long[] recvDispls, DataType type);
+
+  /**
+   * Rank {@code root} gets the element-wise reduction of every rank's {@code send} in
+   * {@code recv}, combined in rank order whatever the timing. Collective.
+   *
+   * @param send this rank's {@code count} elements (direct buffer)
+   * @param recv the result on the root ({@code count} elements); ignored elsewhere (may be null);
+   *     in place at the root: the same buffer as {@code send}
+   * @param count number of elements, 0 or more
+   * @param type element type
+   * @param op how elements are combined
+   * @param root the rank that gets the result, 0..size()-1
+   */
+  void reduce(ByteBuffer send, ByteBuffer recv, long count, DataType type, ReduceOp op, int root);
+
+  /**
+   * Rank {@code root} gets every rank's {@code count} elements, rank {@code p}'s at
+   * {@code p * count} of {@code recv}. Collective.
+   *
+   * @param send this rank's {@code count} elements (direct buffer)
+   * @param recv {@code size() * count} elements on the root; ignored elsewhere (may be null)
+   * @param count elements per rank, 0 or more
+   * @param type element type
+   * @param root the rank that gathers, 0..size()-1
+   */
+  void gather(ByteBuffer send, ByteBuffer recv, long count, DataType type, int root);
+
+  /**
+   * Rank {@code p} gets the {@code count} elements at {@code p * count} of the root's
+   * {@code send}. Collective.
+   *
+   * @param send {@code size() * count} elements on the root; ignored elsewhere (may be null)
+   * @param recv this rank's {@code count} elements (writable direct buffer)
+   * @param count elements per rank, 0 or more
+   * @param type element type
+   * @param root the rank that scatters, 0..size()-1
+   */
+  void scatter(ByteBuffer send, ByteBuffer recv, long count, DataType type, int root);
+
+  /**
+   * Starts a group on this thread: the calls it makes until the group is closed (sends,
+   * receives, the calls made of them, collectives; on this communicator or others) are checked
+   * and recorded, and run together when it closes, so any order of sends and receives inside it
+   * completes and one thread can drive several communicators at once:
+   *
+   * <pre>{@code
+   * try (Group g = Communicator.group()) {
+   *   comm.send(out, n, DataType.FLOAT32, next);
+   *   comm.recv(in, n, DataType.FLOAT32, prev);
+   * } // both done here
+   * }</pre>
+   *
+   * <p>Groups nest (only the outermost close runs anything). Buffers must stay valid and
+   * untouched until the close. A call refused inside the group throws; the close then runs nothing
+   * and throws that error again. Close it on the thread that started it.
+   *
+   * @return the group, to close (try-with-resources)
+   */
+  static Group group() {
+    return Group.start(ProviderLookup.provider());
+  }
+
   /**
    * Registers {@code bytes} of device memory at {@code address} so that ranks in other processes
    * read it in place (CUDA IPC, zero copy) instead of copying through staging.

@@ -69,6 +69,23 @@ public interface CommunicatorProvider {
   }
 
   /**
+   * Starts a group of calls on this thread ({@code clbGroupStart}; see
+   * {@link io.colibri.Communicator#group()}).
+   */
+  default void groupStart() {
+    throw new io.colibri.ColibriException(io.colibri.ErrorCode.UNSUPPORTED,
+        "this Colibri provider has no groups");
+  }
+
+  /**
+   * Ends this thread's group ({@code clbGroupEnd}): the outermost end runs its calls.
+   */
+  default void groupEnd() {
+    throw new io.colibri.ColibriException(io.colibri.ErrorCode.UNSUPPORTED,
+        "this Colibri provider has no groups");
+  }
+
+  /**
    * Version of the implementation, encoded as major * 10000 + minor * 100 + patch (as
    * {@code CLB_VERSION_CODE}).
    *

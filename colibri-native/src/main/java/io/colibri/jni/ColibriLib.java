@@ -977,6 +977,167 @@ public final class ColibriLib {
       ByteBuffer recvbuff, @Cast("size_t") long count, @Cast("clbDataType_t") int datatype,
       int root, @Cast("clbComm_t") long comm, @Cast("void*") long stream);
 
+  // ---- point-to-point and groups ----
+
+  /**
+   * Calls {@code clbSend} on a direct buffer: {@code count} elements to rank {@code peer}.
+   *
+   * @param sendbuff the data, a direct buffer, from its position
+   * @param count number of elements
+   * @param datatype a {@code clbDataType_t}
+   * @param peer the receiving rank
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream 0 (host buffers)
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
+   */
+  public static native @Cast("clbResult_t") int clbSend(ByteBuffer sendbuff, @Cast("size_t") long count,
+      @Cast("clbDataType_t") int datatype, int peer, @Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
+
+  /**
+   * Calls {@code clbSend} on a raw address.
+   *
+   * @param sendbuff address of the data
+   * @param count number of elements
+   * @param datatype a {@code clbDataType_t}
+   * @param peer the receiving rank
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream a CUDA stream handle, or 0
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
+   */
+  public static native @Cast("clbResult_t") int clbSend(@Cast("const void*") long sendbuff,
+      @Cast("size_t") long count, @Cast("clbDataType_t") int datatype, int peer,
+      @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+
+  /**
+   * Calls {@code clbRecv} on a direct buffer: {@code count} elements from rank {@code peer}.
+   *
+   * @param recvbuff where the data goes, a direct buffer, from its position
+   * @param count number of elements
+   * @param datatype a {@code clbDataType_t}
+   * @param peer the sending rank
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream 0 (host buffers)
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
+   */
+  public static native @Cast("clbResult_t") int clbRecv(ByteBuffer recvbuff, @Cast("size_t") long count,
+      @Cast("clbDataType_t") int datatype, int peer, @Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
+
+  /**
+   * Calls {@code clbRecv} on a raw address.
+   *
+   * @param recvbuff address where the data goes
+   * @param count number of elements
+   * @param datatype a {@code clbDataType_t}
+   * @param peer the sending rank
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream a CUDA stream handle, or 0
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
+   */
+  public static native @Cast("clbResult_t") int clbRecv(@Cast("void*") long recvbuff,
+      @Cast("size_t") long count, @Cast("clbDataType_t") int datatype, int peer,
+      @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+
+  /**
+   * Calls {@code clbAllToAll} on direct buffers.
+   *
+   * @param sendbuff nranks blocks of {@code count} elements
+   * @param recvbuff nranks blocks of {@code count} elements
+   * @param count elements per peer
+   * @param datatype a {@code clbDataType_t}
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream 0 (host buffers)
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
+   */
+  public static native @Cast("clbResult_t") int clbAllToAll(ByteBuffer sendbuff, ByteBuffer recvbuff,
+      @Cast("size_t") long count, @Cast("clbDataType_t") int datatype, @Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
+
+  /**
+   * Calls {@code clbAllToAllv} on direct buffers; counts and displacements in elements, nranks
+   * entries each ({@code long} is {@code size_t} on the 64-bit platforms Colibri runs on).
+   *
+   * @param sendbuff the data to send
+   * @param sendcounts elements to each rank
+   * @param sdispls where each rank's elements start in sendbuff
+   * @param recvbuff where the data goes
+   * @param recvcounts elements from each rank
+   * @param rdispls where each rank's elements go in recvbuff
+   * @param datatype a {@code clbDataType_t}
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream 0 (host buffers)
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
+   */
+  public static native @Cast("clbResult_t") int clbAllToAllv(ByteBuffer sendbuff,
+      @Cast("const size_t*") long[] sendcounts, @Cast("const size_t*") long[] sdispls,
+      ByteBuffer recvbuff, @Cast("const size_t*") long[] recvcounts,
+      @Cast("const size_t*") long[] rdispls, @Cast("clbDataType_t") int datatype,
+      @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+
+  /**
+   * Calls {@code clbReduce} on direct buffers.
+   *
+   * @param sendbuff this rank's input
+   * @param recvbuff the result, at the root
+   * @param count number of elements
+   * @param datatype a {@code clbDataType_t}
+   * @param op a {@code clbRedOp_t}
+   * @param root the rank that gets the result
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream 0 (host buffers)
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
+   */
+  public static native @Cast("clbResult_t") int clbReduce(ByteBuffer sendbuff, ByteBuffer recvbuff,
+      @Cast("size_t") long count, @Cast("clbDataType_t") int datatype, @Cast("clbRedOp_t") int op,
+      int root, @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+
+  /**
+   * Calls {@code clbGather} on direct buffers.
+   *
+   * @param sendbuff this rank's {@code count} elements
+   * @param recvbuff nranks blocks, at the root
+   * @param count elements per rank
+   * @param datatype a {@code clbDataType_t}
+   * @param root the rank that gathers
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream 0 (host buffers)
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
+   */
+  public static native @Cast("clbResult_t") int clbGather(ByteBuffer sendbuff, ByteBuffer recvbuff,
+      @Cast("size_t") long count, @Cast("clbDataType_t") int datatype, int root,
+      @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+
+  /**
+   * Calls {@code clbScatter} on direct buffers.
+   *
+   * @param sendbuff nranks blocks, at the root
+   * @param recvbuff this rank's {@code count} elements
+   * @param count elements per rank
+   * @param datatype a {@code clbDataType_t}
+   * @param root the rank that scatters
+   * @param comm the communicator's {@code clbComm_t} handle
+   * @param stream 0 (host buffers)
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
+   */
+  public static native @Cast("clbResult_t") int clbScatter(ByteBuffer sendbuff, ByteBuffer recvbuff,
+      @Cast("size_t") long count, @Cast("clbDataType_t") int datatype, int root,
+      @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+
+  /**
+   * Calls {@code clbGroupStart}: this thread's calls are recorded until its {@code clbGroupEnd}.
+   *
+   * @return 0 ({@code clbSuccess})
+   */
+  public static native @Cast("clbResult_t") int clbGroupStart();
+
+  /**
+   * Calls {@code clbGroupEnd}: the outermost end runs the group's calls.
+   *
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
+   */
+  public static native @Cast("clbResult_t") int clbGroupEnd();
+
   /**
    * Calls {@code clbTypeSize}: the size of one element of a type.
    *

@@ -169,6 +169,144 @@ final class NativeCommunicator implements Communicator, NativeCalls {
     }
   }
 
+  // ---- point-to-point, and the calls made of it ----
+
+  @Override
+  public void send(ByteBuffer send, long count, DataType type, int peer) {
+    pointToPoint(true, true, send, 0L, count, type, peer, 0L);
+  }
+
+  @Override
+  public void recv(ByteBuffer recv, long count, DataType type, int peer) {
+    pointToPoint(false, true, recv, 0L, count, type, peer, 0L);
+  }
+
+  @Override
+  public void send(long send, long count, DataType type, int peer, long stream) {
+    pointToPoint(true, false, null, send, count, type, peer, stream);
+  }
+
+  @Override
+  public void recv(long recv, long count, DataType type, int peer, long stream) {
+    pointToPoint(false, false, null, recv, count, type, peer, stream);
+  }
+
+  /** A send or a receive, of {@code buffer} ({@code viaBuffer}) or of {@code address}. */
+  private void pointToPoint(boolean isSend, boolean viaBuffer, ByteBuffer buffer, long address,
+      long count, DataType type, int peer, long stream) {
+    String call = isSend ? "send" : "recv";
+    long h = acquire(call);
+    try {
+      checkTypeAndOp(call, type, null, false);
+      checkRank(call, "peer", peer);
+      long bytes = bytes(call, "count", count, 1, type);
+      int rc;
+      if (viaBuffer) {
+        checkBuffer(call, call, buffer, bytes, type, !isSend);
+        rc = isSend ? ColibriLib.clbSend(buffer, count, type.code(), peer, h, 0L)
+            : ColibriLib.clbRecv(buffer, count, type.code(), peer, h, 0L);
+      } else {
+        checkAddress(call, call, address, count);
+        rc = isSend ? ColibriLib.clbSend(address, count, type.code(), peer, h, stream)
+            : ColibriLib.clbRecv(address, count, type.code(), peer, h, stream);
+      }
+      check(rc, call, count, type);
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public void allToAll(ByteBuffer send, ByteBuffer recv, long count, DataType type) {
+    long h = acquire("allToAll");
+    try {
+      checkTypeAndOp("allToAll", type, null, false);
+      long all = bytes("allToAll", "count", count, size, type);
+      checkBuffer("allToAll", "send", send, all, type, false);
+      checkBuffer("allToAll", "recv", recv, all, type, true);
+      check(ColibriLib.clbAllToAll(send, recv, count, type.code(), h, 0L), "allToAll", count, type);
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public void allToAllv(ByteBuffer send, long[] sendCounts, long[] sendDispls, ByteBuffer recv,
+      long[] recvCounts, long[] recvDispls, DataType type) {
+    long h = acquire("allToAllv");
+    try {
+      checkTypeAndOp("allToAllv", type, null, false);
+      long sendBytes = extent("sendCounts", sendCounts, "sendDispls", sendDispls, type);
+      long recvBytes = extent("recvCounts", recvCounts, "recvDispls", recvDispls, type);
+      checkBuffer("allToAllv", "send", send, sendBytes, type, false);
+      checkBuffer("allToAllv", "recv", recv, recvBytes, type, true);
+      int rc = ColibriLib.clbAllToAllv(send, sendCounts, sendDispls, recv, recvCounts, recvDispls,
+          type.code(), h, 0L);
+      check(rc, "allToAllv");
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public void reduce(ByteBuffer send, ByteBuffer recv, long count, DataType type, ReduceOp op,
+      int root) {
+    long h = acquire("reduce");
+    try {
+      checkTypeAndOp("reduce", type, op, true);
+      checkRank("reduce", "root", root);
+      long bytes = bytes("reduce", "count", count, 1, type);
+      checkBuffer("reduce", "send", send, bytes, type, false);
+      if (rank == root) {
+        checkBuffer("reduce", "recv", recv, bytes, type, true);
+      } else if (recv == null) {
+        recv = send; // not written off the root; the C ABI gets a valid pointer all the same
+      }
+      check(ColibriLib.clbReduce(send, recv, count, type.code(), op.code(), root, h, 0L), "reduce",
+          count, type);
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public void gather(ByteBuffer send, ByteBuffer recv, long count, DataType type, int root) {
+    long h = acquire("gather");
+    try {
+      checkTypeAndOp("gather", type, null, false);
+      checkRank("gather", "root", root);
+      checkBuffer("gather", "send", send, bytes("gather", "count", count, 1, type), type, false);
+      if (rank == root) {
+        checkBuffer("gather", "recv", recv, bytes("gather", "count", count, size, type), type, true);
+      } else if (recv == null) {
+        recv = send; // not written off the root
+      }
+      check(ColibriLib.clbGather(send, recv, count, type.code(), root, h, 0L), "gather", count, type);
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public void scatter(ByteBuffer send, ByteBuffer recv, long count, DataType type, int root) {
+    long h = acquire("scatter");
+    try {
+      checkTypeAndOp("scatter", type, null, false);
+      checkRank("scatter", "root", root);
+      checkBuffer("scatter", "recv", recv, bytes("scatter", "count", count, 1, type), type, true);
+      if (rank == root) {
+        checkBuffer("scatter", "send", send, bytes("scatter", "count", count, size, type), type,
+            false);
+      } else if (send == null) {
+        send = recv; // not read off the root
+      }
+      check(ColibriLib.clbScatter(send, recv, count, type.code(), root, h, 0L), "scatter", count,
+          type);
+    } finally {
+      release();
+    }
+  }
+
   // ---- asynchronous collectives on ByteBuffers (the calls above, on the queue's thread) ----
 
   @Override
@@ -649,6 +787,44 @@ final class NativeCommunicator implements Communicator, NativeCalls {
     if (needsOp && op == null) {
       throw invalid(call, "op is null: pass a ReduceOp such as ReduceOp.SUM");
     }
+  }
+
+  private void checkRank(String call, String what, int r) {
+    if (r < 0 || r >= size) {
+      throw invalid(call, what + " " + r + " is out of range for a communicator of " + size
+          + " rank" + (size == 1 ? "" : "s") + ": pass a " + what + " in 0.." + (size - 1));
+    }
+  }
+
+  /**
+   * Bytes that counts and displacements (elements, one entry per rank) reach into a buffer;
+   * checks their lengths and signs.
+   */
+  private long extent(String countsName, long[] counts, String displsName, long[] displs,
+      DataType type) {
+    for (Object[] a : new Object[][] {{countsName, counts}, {displsName, displs}}) {
+      long[] v = (long[]) a[1];
+      if (v == null || v.length != size) {
+        throw invalid("allToAllv", a[0] + " is " + (v == null ? "null" : "of length " + v.length)
+            + ": pass one entry per rank (" + size + ")");
+      }
+    }
+    long end = 0;
+    for (int p = 0; p < size; p++) {
+      if (counts[p] < 0 || displs[p] < 0) {
+        throw invalid("allToAllv", countsName + "[" + p + "] = " + counts[p] + ", " + displsName
+            + "[" + p + "] = " + displs[p] + ": counts and displacements are 0 or more");
+      }
+      if (counts[p] > Long.MAX_VALUE - displs[p]) {
+        throw invalid("allToAllv", countsName + "[" + p + "] + " + displsName + "[" + p
+            + "] does not fit in a long");
+      }
+      if (counts[p] > 0) {
+        end = Math.max(end, bytes("allToAllv", countsName + "[" + p + "] + " + displsName + "["
+            + p + "]", counts[p] + displs[p], 1, type));
+      }
+    }
+    return end;
   }
 
   private void checkRoot(int root) {

@@ -97,6 +97,24 @@ public final class NativeProvider implements CommunicatorProvider {
   }
 
   @Override
+  public void groupStart() {
+    NativeLibrary.ensureLoaded();
+    int rc = ColibriLib.clbGroupStart();
+    if (rc != 0) {
+      throw NativeLibrary.error(rc, "Communicator.group");
+    }
+  }
+
+  @Override
+  public void groupEnd() {
+    NativeLibrary.ensureLoaded();
+    int rc = ColibriLib.clbGroupEnd();
+    if (rc != 0) {
+      throw NativeLibrary.error(rc, "Group.close");
+    }
+  }
+
+  @Override
   public int version() {
     NativeLibrary.ensureLoaded();
     int[] version = new int[1];
