@@ -35,7 +35,7 @@ export COLIBRI_TLS_CERT=$pki/rank.pem COLIBRI_TLS_KEY=$pki/rank.key COLIBRI_TLS_
 out=${OUT_DIR:-results/tls}
 mkdir -p "$out"
 csv=$out/$(date +%Y-%m-%d)-tls-socket.csv
-echo "round,tls,ranks,bytes,us_per_call,busbw_GBps,init_median_us" >"$csv"
+echo "round,tls,coll,ranks,bytes,us_per_call,busbw_GBps,init_median_us" >"$csv"
 for ((r = 1; r <= rounds; r++)); do
   for mode in off bootstrap all; do
     log "round $r: COLIBRI_TLS=$mode"

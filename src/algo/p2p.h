@@ -34,6 +34,8 @@ struct PeerOp {
   int after = -1;   // index in the batch of an operation that must complete before this one starts
   uint32_t call = kSendRecv;  // the PeerCall it is part of: its messages say so
   int root = -1;              // that call's root (gather, scatter, reduce)
+  bool onDevice = false;      // its buffers are device memory (cuda::runPeerOpsStaged stages them)
+  void* stream = nullptr;     // the CUstream of its call (device buffers)
 };
 
 // Runs `ops` on host buffers; returns when every receive completed and every send left this rank

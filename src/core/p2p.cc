@@ -80,26 +80,37 @@ clbResult_t checkOverlap(const char* call, const void* a, size_t aBytes, const v
   return clbSuccess;
 }
 
-// Host memory only, for now: device buffers and streams are refused with what to do instead.
-clbResult_t checkHostMemory(clbComm* c, const char* call, const void* a, const void* b, void* stream) {
+// Whether the call's buffers are device memory (they must agree, and be on one GPU); a stream
+// with host buffers is refused. Device buffers go through host memory (cuda::runPeerOpsStaged).
+clbResult_t memoryOf(clbComm* c, const char* call, const void* a, const void* b, void* stream, bool* onDevice) {
+  *onDevice = false;
 #ifdef CLB_HAVE_CUDA
   if (stream || cuda::driverInProcess()) {
+    int kinds = 0, devices = 0, ordinal = -1;
     for (const void* p : {a, b}) {
       if (!p) continue;
       bool dev = false;
-      int ordinal = -1;
-      CLB_CHECK(cuda::classifyPointer(p, &dev, &ordinal));
-      if (dev)
-        return setError(clbUnsupported,
-                        "rank %d: %s on device memory is not supported in this version (host buffers only): stage "
-                        "the data through host memory", c->rank, call);
+      int o = -1;
+      CLB_CHECK(cuda::classifyPointer(p, &dev, &o));
+      kinds++;
+      if (dev) {
+        if (devices && o != ordinal)
+          return setError(clbInvalidArgument, "rank %d: %s: send is on GPU %d but recv on GPU %d: pass buffers of one GPU",
+                          c->rank, call, ordinal, o);
+        devices++;
+        ordinal = o;
+      }
     }
+    if (devices && devices != kinds)
+      return setError(clbInvalidArgument, "rank %d: %s: one buffer is device memory and the other host memory: pass "
+                      "both on the GPU or both on the host", c->rank, call);
+    *onDevice = devices > 0;
   }
 #endif
-  if (stream)
+  if (stream && !*onDevice)
     return setError(clbInvalidArgument,
-                    "rank %d: %s was given a CUDA stream but host buffers: pass stream 0 (NULL) for host buffers",
-                    c->rank, call);
+                    "rank %d: %s was given a CUDA stream but host buffers: pass device buffers, or stream 0 (NULL) "
+                    "for host buffers", c->rank, call);
   return clbSuccess;
 }
 
@@ -122,7 +133,14 @@ clbResult_t runBatch(clbComm* c, uint32_t call, std::vector<PeerOp>& ops) {
   CallScope scope(c, call);
   CLB_CHECK(scope.result());
   CLB_CHECK(c->checkUsable());
+  bool device = false;
+  for (const PeerOp& o : ops) device = device || o.onDevice;
+#ifdef CLB_HAVE_CUDA
+  clbResult_t rc = device ? cuda::runPeerOpsStaged(c, ops, [c](std::vector<PeerOp>& staged) { return runPeerOps(c, staged); })
+                          : runPeerOps(c, ops);
+#else
   clbResult_t rc = runPeerOps(c, ops);
+#endif
   if (rc != clbSuccess) {
     appendBreadcrumb(__FILE__, __LINE__);
     // Refusals before anything moved leave the communicator usable; midway, the peers' state is unknown.
@@ -131,8 +149,13 @@ clbResult_t runBatch(clbComm* c, uint32_t call, std::vector<PeerOp>& ops) {
   return rc;
 }
 
-// A call's operations: recorded inside a group, else run now.
-clbResult_t issue(clbComm* c, uint32_t call, std::vector<PeerOp> ops) {
+// A call's operations (on device memory or not, with the call's stream): recorded inside a group,
+// else run now.
+clbResult_t issue(clbComm* c, uint32_t call, std::vector<PeerOp> ops, bool onDevice, void* stream) {
+  for (PeerOp& o : ops) {
+    o.onDevice = onDevice;
+    o.stream = stream;
+  }
   if (tGroup.depth > 0) {
     // An operation's `after` counts within its call: within the group it moves with the call.
     std::vector<GroupItem>& items = tGroup.items;
@@ -174,13 +197,14 @@ clbResult_t sendRecv(bool send, void* buf, size_t count, clbDataType_t type, int
   size_t bytes = 0;
   CLB_CHECK(checkBytes(count, 1, type, &bytes));
   if (count && !buf) return setError(clbInvalidArgument, "%s: the buffer is NULL with count=%zu", call, count);
-  CLB_CHECK(checkHostMemory(c, call, buf, nullptr, stream));
+  bool onDevice = false;
+  CLB_CHECK(memoryOf(c, call, buf, nullptr, stream, &onDevice));
   std::vector<PeerOp> ops{peerOp(send ? PeerOp::kSend : PeerOp::kRecv, peer, buf, buf, count, type, kSendRecv, -1)};
   if (peer == c->rank && tGroup.depth == 0 && count)
     return setError(clbInvalidUsage,
                     "rank %d: %s to/from itself outside a group: the send to this rank itself is copied to its "
                     "matching receive, so put both in one group (clbGroupStart / clbGroupEnd)", c->rank, call);
-  return issue(c, kSendRecv, std::move(ops));
+  return issue(c, kSendRecv, std::move(ops), onDevice, stream);
 }
 
 clbResult_t allToAllv(clbComm* c, uint32_t call, const void* send, const size_t* sendCounts, const size_t* sendDispls,
@@ -205,7 +229,8 @@ clbResult_t allToAllv(clbComm* c, uint32_t call, const void* send, const size_t*
   if (recvEnd && !recv) return setError(clbInvalidArgument, "%s: recv is NULL but some recv count is not 0", name);
   // In place would send what is already overwritten: refused rather than computed into garbage.
   CLB_CHECK(checkOverlap(name, send, sendEnd * esz, recv, recvEnd * esz, nullptr));
-  CLB_CHECK(checkHostMemory(c, name, sendEnd ? send : nullptr, recvEnd ? recv : nullptr, stream));
+  bool onDevice = false;
+  CLB_CHECK(memoryOf(c, name, sendEnd ? send : nullptr, recvEnd ? recv : nullptr, stream, &onDevice));
   std::vector<PeerOp> ops;
   // This rank's own part first (a copy), then the peers from the next rank on, so that the ranks
   // do not all start with rank 0.
@@ -216,7 +241,7 @@ clbResult_t allToAllv(clbComm* c, uint32_t call, const void* send, const size_t*
     ops.push_back(peerOp(PeerOp::kRecv, from, nullptr, static_cast<char*>(recv) + recvDispls[from] * esz,
                          recvCounts[from], type, call, -1));
   }
-  return issue(c, call, std::move(ops));
+  return issue(c, call, std::move(ops), onDevice, stream);
 }
 
 // Gather (every rank's block to the root) and scatter (the root's blocks to every rank) are
@@ -244,8 +269,9 @@ clbResult_t gatherOrScatter(uint32_t call, const void* sendbuff, void* recvbuff,
   if (isRoot && !inPlace)
     CLB_CHECK(gather ? checkOverlap(name, part, bytes, whole, all, "send = recv + root x count elements")
                      : checkOverlap(name, whole, all, part, bytes, "recv = send + root x count elements"));
-  CLB_CHECK(checkHostMemory(c, name, isRoot || gather ? sendbuff : nullptr, isRoot || !gather ? recvbuff : nullptr,
-                            stream));
+  bool onDevice = false;
+  CLB_CHECK(memoryOf(c, name, isRoot || gather ? sendbuff : nullptr, isRoot || !gather ? recvbuff : nullptr, stream,
+                     &onDevice));
   std::vector<PeerOp> ops;
   if (!isRoot) {
     ops.push_back(gather ? peerOp(PeerOp::kSend, root, part, nullptr, count, type, call, root)
@@ -261,7 +287,7 @@ clbResult_t gatherOrScatter(uint32_t call, const void* sendbuff, void* recvbuff,
                            : peerOp(PeerOp::kSend, p, block, nullptr, count, type, call, root));
     }
   }
-  return issue(c, call, std::move(ops));
+  return issue(c, call, std::move(ops), onDevice, stream);
 }
 
 }  // namespace
@@ -435,7 +461,8 @@ clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDat
     return refuse(setError(clbInvalidArgument, "clbReduce: %s is NULL with count=%zu", !sendbuff ? "send" : "recv (at the root)", count));
   if (isRoot && sendbuff != recvbuff)
     if ((rc = checkOverlap("clbReduce", sendbuff, bytes, recvbuff, bytes, "send = recv"))) return refuse(rc);
-  if ((rc = checkHostMemory(comm, "clbReduce", sendbuff, isRoot ? recvbuff : nullptr, stream))) return refuse(rc);
+  bool onDevice = false;
+  if ((rc = memoryOf(comm, "clbReduce", sendbuff, isRoot ? recvbuff : nullptr, stream, &onDevice))) return refuse(rc);
   std::vector<PeerOp> ops;
   if (!isRoot) {
     PeerOp s = peerOp(PeerOp::kSend, root, sendbuff, nullptr, count, datatype, kReduce, root);
@@ -456,7 +483,7 @@ clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDat
     }
     if (last >= 0) ops[last].divideBy = n;
   }
-  return refuse(issue(comm, kReduce, std::move(ops)));
+  return refuse(issue(comm, kReduce, std::move(ops), onDevice, stream));
 }
 
 }  // extern "C"

@@ -12,9 +12,12 @@
 
 #include <cuda.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "algo/algorithms.h"
+#include "algo/p2p.h"
 #include "device/paths.h"
 #include "device/shared.h"
 #include "platform/cuda/driver.h"
@@ -37,6 +40,12 @@ struct Allocation {
 clbResult_t allocationOf(const Driver* d, const void* p, Allocation* a);
 // True once this process has loaded libcuda (a process that never did cannot hold device memory).
 bool driverInProcess();
+
+// Point-to-point operations (algo/p2p.h) some of which are on device memory, from the host: the
+// streams synchronized, each device range copied to a host shadow, run(shadowed ops), the ranges
+// written copied back (p2p_staged.cc). Refused inside a CUDA graph capture.
+clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
+                             const std::function<clbResult_t(std::vector<PeerOp>&)>& run);
 
 class Device {
  public:

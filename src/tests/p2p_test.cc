@@ -506,6 +506,31 @@ TEST(PeerBadInput, AReceiveWithoutItsSendTimesOutNamingThePeer) {
   expectInitOk(errors);
 }
 
+// An abort from another thread ends a receive that waits for a send that never comes, at once,
+// on every transport.
+TEST(PeerBadInput, AbortEndsAWaitingReceive) {
+  for (int transport : {clbTransportShm, clbTransportSocket}) {
+    std::atomic<bool> done{false};
+    auto errors = runRanks(2, transport, [&](int r, clbComm_t comm) {
+      if (r == 1) {
+        std::thread aborter([&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          clbCommAbort(comm);
+        });
+        int64_t y = 0;
+        const int64_t t0 = clb::nowMs();
+        EXPECT_EQ(clbRecv(&y, 1, clbInt64, 0, comm, nullptr), clbAborted) << clbGetLastError();
+        EXPECT_LT(clb::nowMs() - t0, 5000) << "the abort did not end the wait";
+        aborter.join();
+        done = true;
+      } else {
+        while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+    expectInitOk(errors);
+  }
+}
+
 // ---- memory: per peer, at first use, counted, given back ----
 
 TEST(PeerMemory, OnlyThePeersUsedHoldAnythingAndTrimGivesItBack) {
@@ -606,6 +631,58 @@ void runProcesses(int n, int transport) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank process " << r << " failed (status " << status << ")";
   }
   clbUniqueIdRelease(&id);
+}
+
+// A rank process that dies while its peer waits for its send: the receive ends with the dead rank
+// named (shm: its pidfd; socket: its connection), not at the timeout.
+TEST(PeerChild, DiesBeforeItsSend) {
+  const char* id = getenv("CLB_P2P_DIE_ID");
+  if (!id) GTEST_SKIP() << "runs only as a rank process of PeerProcesses";
+  const clbUniqueId uid = clbtest::unhex(id);
+  const int r = atoi(getenv("CLB_P2P_RANK"));
+  clbConfig_t cfg;
+  clbConfigInit(&cfg);
+  cfg.transport = atoi(getenv("CLB_P2P_TRANSPORT"));
+  cfg.timeoutMs = 30000;
+  clbComm_t comm = nullptr;
+  ASSERT_EQ(clbCommInitRank(&comm, &uid, r, 2, &cfg), clbSuccess) << clbGetLastError();
+  int64_t x = 42;
+  // Both ranks exchange once (the pair's channel is up), then rank 0 dies before its second send.
+  ASSERT_EQ(clbGroupStart(), clbSuccess);
+  ASSERT_EQ(clbSend(&x, 1, clbInt64, 1 - r, comm, nullptr), clbSuccess);
+  ASSERT_EQ(clbRecv(&x, 1, clbInt64, 1 - r, comm, nullptr), clbSuccess);
+  ASSERT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
+  if (r == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    _exit(0);  // gone without a word
+  }
+  const int64_t t0 = clb::nowMs();
+  const clbResult_t rc = clbRecv(&x, 1, clbInt64, 0, comm, nullptr);
+  const std::string e = clbGetLastError();
+  EXPECT_EQ(rc, clbRemoteError) << e;
+  EXPECT_TRUE(contains(e, "rank 0")) << e;
+  EXPECT_LT(clb::nowMs() - t0, 10000) << "found at the timeout, not by the death: " << e;
+  clbCommDestroy(comm);
+}
+
+TEST(PeerProcesses, APeerThatDiesIsNamedByTheWaitingReceive) {
+  for (int transport : {clbTransportShm, clbTransportSocket}) {
+    clbUniqueId id;
+    ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+    std::vector<pid_t> pids;
+    for (int r = 0; r < 2; r++)
+      pids.push_back(clbtest::spawnSelf("PeerChild.DiesBeforeItsSend",
+                                        {"CLB_P2P_DIE_ID=" + clbtest::hex(id), "CLB_P2P_RANK=" + std::to_string(r),
+                                         "CLB_P2P_TRANSPORT=" + std::to_string(transport)}));
+    for (int r = 0; r < 2; r++) {
+      ASSERT_GT(pids[r], 0);
+      int status = 0;
+      ASSERT_EQ(waitpid(pids[r], &status, 0), pids[r]);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+          << clbTransportName(transport) << ": rank process " << r << " failed (status " << status << ")";
+    }
+    clbUniqueIdRelease(&id);
+  }
 }
 
 TEST(PeerProcesses, ShmRingAndAllToAllAcrossThreeProcesses) { runProcesses(3, clbTransportShm); }

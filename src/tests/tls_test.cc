@@ -103,6 +103,26 @@ TEST(Tls, SplitOfACommunicatorUnderAllIsTlsToo) {
   expectAllOk(errors);
 }
 
+// Point-to-point connections (dialed at a pair's first message, answered by the acceptor thread)
+// run over TLS as well under all: an exchange in both directions and an all-to-all arrive whole.
+TEST(Tls, PointToPointUnderAllRunsOverTls) {
+  REQUIRE_PKI();
+  auto env = tlsEnv("all");
+  const int n = 3;
+  auto errors = clbtest::runThreadRanks(
+      n, [](int, clbConfig_t* c) { c->transport = clbTransportSocket; c->timeoutMs = 20000; },
+      [&](int rank, clbComm_t comm) {
+        const size_t count = 100003;
+        std::vector<int32_t> out(count * n), in(count * n, -1);
+        for (size_t i = 0; i < out.size(); i++) out[i] = rank * 1000000 + (int32_t)i;
+        ASSERT_EQ(clbAllToAll(out.data(), in.data(), count, clbInt32, comm, nullptr), clbSuccess) << clbGetLastError();
+        for (int p = 0; p < n; p++)
+          for (size_t i = 0; i < count; i++)
+            ASSERT_EQ(in[p * count + i], p * 1000000 + (int32_t)(rank * count + i)) << "from " << p << " element " << i;
+      });
+  expectAllOk(errors);
+}
+
 TEST(Tls, BootstrapCoversTheRootConnections) {
   REQUIRE_PKI();
   auto env = tlsEnv("bootstrap");

@@ -5,7 +5,7 @@
 // measures the device-to-device copy bandwidth of GPU 0 in the same run, the ceiling for anything
 // on one GPU.
 //   colibri_device_bench [--ranks N] [--min BYTES] [--max BYTES] [--iters K] [--graph] [--nccl]
-//                        [--inplace] [--dtype float32|bfloat16] [--coll all|allreduce|...]
+//                        [--inplace] [--dtype float32|bfloat16] [--coll all|allreduce|...|sendrecv|alltoall]
 //                        [--processes] [--register]
 // --register registers every rank's buffers (clbCommRegister) after init: with --processes the
 // ranks then read each other's buffers in place instead of staging.
@@ -127,6 +127,10 @@ int (*allReduce)(const void*, void*, size_t, int, int, Comm, CUstream);
 int (*allGather)(const void*, void*, size_t, int, Comm, CUstream);
 int (*reduceScatter)(const void*, void*, size_t, int, int, Comm, CUstream);
 int (*broadcast)(const void*, void*, size_t, int, int, Comm, CUstream);
+int (*send)(const void*, size_t, int, int, Comm, CUstream);
+int (*recv)(void*, size_t, int, int, Comm, CUstream);
+int (*groupStart)();
+int (*groupEnd)();
 const char* (*errorString)(int);
 
 bool load() {
@@ -149,6 +153,10 @@ bool load() {
   allGather = (int (*)(const void*, void*, size_t, int, Comm, CUstream))sym("ncclAllGather");
   reduceScatter = (int (*)(const void*, void*, size_t, int, int, Comm, CUstream))sym("ncclReduceScatter");
   broadcast = (int (*)(const void*, void*, size_t, int, int, Comm, CUstream))sym("ncclBroadcast");
+  send = (int (*)(const void*, size_t, int, int, Comm, CUstream))sym("ncclSend");
+  recv = (int (*)(void*, size_t, int, int, Comm, CUstream))sym("ncclRecv");
+  groupStart = (int (*)())sym("ncclGroupStart");
+  groupEnd = (int (*)())sym("ncclGroupEnd");
   errorString = (const char* (*)(int))sym("ncclGetErrorString");
   return ok;
 }
@@ -184,10 +192,14 @@ struct RankGpu {
   }
 };
 
-// One collective (0 allReduce, 1 allGather, 2 reduceScatter, 3 broadcast from rank 0) through
+// One collective (0 allReduce, 1 allGather, 2 reduceScatter, 3 broadcast from rank 0, 4 sendRecv:
+// a ring exchange, count to the next rank and from the previous one, in a group; 5 allToAll:
+// count to every rank, a group of sends and receives for NCCL as nccl-tests makes it) through
 // Colibri or NCCL, sum for the reductions; "" or the library's error message.
 std::string collective(int c, const void* in, void* out, size_t count, bool bf16, clbComm_t comm, nccl::Comm ncomm,
-                       CUstream s) {
+                       CUstream s, int rank = 0, int nranks = 1) {
+  const size_t esz = bf16 ? 2 : 4;
+  const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
   if (ncomm) {
     const int t = bf16 ? nccl::kBfloat16 : nccl::kFloat32;
     int rc = 0;
@@ -196,6 +208,20 @@ std::string collective(int c, const void* in, void* out, size_t count, bool bf16
       case 1: rc = nccl::allGather(in, out, count, t, ncomm, s); break;
       case 2: rc = nccl::reduceScatter(in, out, count, t, nccl::kSum, ncomm, s); break;
       case 3: rc = nccl::broadcast(in, out, count, t, 0, ncomm, s); break;
+      case 4:
+        nccl::groupStart();
+        rc = nccl::send(in, count, t, next, ncomm, s);
+        if (!rc) rc = nccl::recv(out, count, t, prev, ncomm, s);
+        if (int e = nccl::groupEnd()) rc = e;
+        break;
+      case 5:
+        nccl::groupStart();
+        for (int p = 0; p < nranks && !rc; p++) {
+          rc = nccl::send((const char*)in + p * count * esz, count, t, p, ncomm, s);
+          if (!rc) rc = nccl::recv((char*)out + p * count * esz, count, t, p, ncomm, s);
+        }
+        if (int e = nccl::groupEnd()) rc = e;
+        break;
     }
     return rc ? nccl::errorString(rc) : "";
   }
@@ -206,6 +232,13 @@ std::string collective(int c, const void* in, void* out, size_t count, bool bf16
     case 1: rc = clbAllGather(in, out, count, t, comm, s); break;
     case 2: rc = clbReduceScatter(in, out, count, t, clbSum, comm, s); break;
     case 3: rc = clbBroadcast(in, out, count, t, 0, comm, s); break;
+    case 4:
+      clbGroupStart();
+      rc = clbSend(in, count, t, next, comm, s);
+      if (rc == clbSuccess) rc = clbRecv(out, count, t, prev, comm, s);
+      if (clbResult_t e = clbGroupEnd(); rc == clbSuccess) rc = e;
+      break;
+    case 5: rc = clbAllToAll(in, out, count, t, comm, s); break;
   }
   return rc == clbSuccess ? "" : clbGetLastError();
 }
@@ -601,7 +634,7 @@ int main(int argc, char** argv) {
     else {
       fprintf(stderr,
               "usage: %s [--ranks N] [--min B] [--max B] [--iters K] [--graph] [--nccl] [--inplace] "
-              "[--dtype float32|bfloat16] [--coll all|allreduce|allgather|reducescatter|broadcast] [--footprint] "
+              "[--dtype float32|bfloat16] [--coll all|allreduce|allgather|reducescatter|broadcast|sendrecv|alltoall] [--footprint] "
               "[--processes] [--register] [--enqueue]\n",
               argv[0]);
       return 2;
@@ -694,8 +727,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "%s\n", clbGetLastError());
     return 2;
   }
-  const char* names[] = {"allReduce", "allGather", "reduceScatter", "broadcast"};
-  const double factor[] = {2.0 * (nranks - 1) / nranks, (nranks - 1.0) / nranks, (nranks - 1.0) / nranks, 1.0};
+  const char* names[] = {"allReduce", "allGather", "reduceScatter", "broadcast", "sendRecv", "allToAll"};
+  const double factor[] = {2.0 * (nranks - 1) / nranks, (nranks - 1.0) / nranks, (nranks - 1.0) / nranks, 1.0, 1.0,
+                           (nranks - 1.0) / nranks};
   Barrier& bar = sh->bar;
   double* seconds = sh->seconds;
   double* initMs = sh->initMs;
@@ -732,15 +766,22 @@ int main(int argc, char** argv) {
     bar.wait();
     if (r == 0) usedInit = usedOnGpu0();
     bool first = true;
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < 6; c++) {
       std::string lower = names[c];
       for (auto& ch : lower) ch = (char)tolower(ch);
       if (which != "all" && which != lower) continue;
+      // Colibri's point-to-point on device buffers runs from the host in this version: no graph.
+      if (c >= 4 && inPlace) continue;  // no in-place form
+      if (c >= 4 && graph && !useNccl) {
+        if (r == 0) printf("#\n# %s: not capturable in this version (device buffers go through host memory)\n", names[c]);
+        continue;
+      }
       if (r == 0)
         printf("#\n# %s\n# %12s %12s %10s %10s %10s\n", names[c], "size(B)", "count", "time(us)", "algbw", "busbw");
       for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 2) {
-        // size = the message (allReduce, broadcast) or all ranks' data (allGather, reduceScatter)
-        size_t count = (c == 1 || c == 2) ? bytes / esz / nranks : bytes / esz;
+        // size = the message (allReduce, broadcast, sendRecv) or all ranks' data (allGather,
+        // reduceScatter) or one rank's whole buffer (allToAll: count to each of nranks)
+        size_t count = (c == 1 || c == 2 || c == 5) ? bytes / esz / nranks : bytes / esz;
         if (count == 0) continue;
         // In place as NCCL defines it: allGather's input is the rank's block of the output,
         // reduceScatter's output the rank's block of the input.
@@ -752,7 +793,7 @@ int main(int argc, char** argv) {
           if (c == 2) out = (void*)(sendb + (size_t)r * count * esz);
         }
         auto call = [&]() {
-          std::string e = collective(c, in, out, count, esz == 2, comm, ncomm, s);
+          std::string e = collective(c, in, out, count, esz == 2, comm, ncomm, s, r, nranks);
           if (!e.empty()) fprintf(stderr, "rank %d: %s\n", r, e.c_str()), failures++;
         };
         for (int w = 0; w < 5; w++) call();  // warm-up (and staging set-up)
@@ -792,7 +833,7 @@ int main(int argc, char** argv) {
           usedPeak = std::max(usedPeak, usedOnGpu0());
           double t = 0;
           for (int p = 0; p < nranks; p++) t = std::max(t, seconds[p]);
-          size_t sz = (c == 1 || c == 2) ? count * esz * nranks : count * esz;
+          size_t sz = (c == 1 || c == 2 || c == 5) ? count * esz * nranks : count * esz;
           double algbw = sz / t / 1e9;
           printf("  %12zu %12zu %10.2f %10.2f %10.2f\n", sz, count, t * 1e6, algbw, algbw * factor[c]);
           fflush(stdout);

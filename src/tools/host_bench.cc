@@ -1,12 +1,17 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// Host-memory all-reduce over one transport, ranks as threads of this process: the init time of
+// Host-memory all-reduce (or a send/recv ring exchange, or an all-to-all) over one transport, ranks
+// as threads of this process: the init time of
 // the slowest rank (median and min of `inits` inits), the time of the slowest rank's clbCommSplit
 // of the same ranks into one communicator (median and min of `inits` splits: what a split costs
 // next to a fresh init of as many ranks), then for each size from min to max bytes
-// (x4) the time per call (median of 5 runs of `iters` calls, slowest rank) and its bus bandwidth,
-// 2 (n - 1) / n * bytes / time. CSV on stdout. The environment chooses the rest (COLIBRI_TLS ...).
+// (x4) the time per call (median of 5 runs of `iters` calls, slowest rank) and its bus bandwidth as
+// nccl-tests counts it: all-reduce 2 (n - 1) / n * bytes / time; sendrecv (bytes to the next rank
+// and from the previous one, in a group) bytes / time; alltoall (bytes = one rank's whole buffer,
+// bytes / n to each rank) (n - 1) / n * bytes / time. CSV on stdout. The environment chooses the
+// rest (COLIBRI_TLS ...).
 //   colibri_host_bench [ranks=2] [transport=socket|shm] [min=4096] [max=67108864] [iters=20] [inits=50]
+//                      [coll=allreduce|sendrecv|alltoall]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -59,6 +64,11 @@ int main(int argc, char** argv) {
   const size_t maxBytes = argc > 4 ? strtoull(argv[4], nullptr, 10) : (64u << 20);
   const int iters = argc > 5 ? atoi(argv[5]) : 20;
   const int inits = argc > 6 ? atoi(argv[6]) : 50;
+  const std::string coll = argc > 7 ? argv[7] : "allreduce";
+  if (coll != "allreduce" && coll != "sendrecv" && coll != "alltoall") {
+    fprintf(stderr, "coll %s: use allreduce, sendrecv or alltoall\n", coll.c_str());
+    return 2;
+  }
   const char* tls = getenv("COLIBRI_TLS");
   clbConfig_t cfg;
   clbConfigInit(&cfg);
@@ -95,27 +105,41 @@ int main(int argc, char** argv) {
   }
   printf("# ranks %d: clbCommSplit into one communicator median %.0f us, min %.0f us (%d splits)\n", n,
          median(splitUs), *std::min_element(splitUs.begin(), splitUs.end()), inits);
-  printf("tls,ranks,bytes,us_per_call,busbw_GBps\n");
+  printf("tls,coll,ranks,bytes,us_per_call,busbw_GBps\n");
+  // One call of `coll` on rank r: count floats (alltoall: count / n to each rank).
+  auto call = [&](int r, float* in, float* out, size_t count) {
+    if (coll == "allreduce") {
+      check(clbAllReduce(in, in, count, clbFloat32, clbSum, comms[r], nullptr), "allReduce");
+    } else if (coll == "sendrecv") {
+      check(clbGroupStart(), "clbGroupStart");
+      check(clbSend(in, count, clbFloat32, (r + 1) % n, comms[r], nullptr), "clbSend");
+      check(clbRecv(out, count, clbFloat32, (r + n - 1) % n, comms[r], nullptr), "clbRecv");
+      check(clbGroupEnd(), "clbGroupEnd");
+    } else {
+      check(clbAllToAll(in, out, count / n, clbFloat32, comms[r], nullptr), "clbAllToAll");
+    }
+  };
+  const double factor = coll == "allreduce" ? 2.0 * (n - 1) / n : coll == "sendrecv" ? 1.0 : (n - 1.0) / n;
   for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 4) {
     const size_t count = bytes / sizeof(float);
+    if (coll == "alltoall" && count < (size_t)n) continue;  // less than one element per rank
     std::vector<double> runs;
     for (int run = 0; run < 6; run++) {  // the first is a warm-up
       std::vector<double> us(n);
       std::vector<std::thread> ts;
       for (int r = 0; r < n; r++)
         ts.emplace_back([&, r] {
-          std::vector<float> buf(count, 1.0f);
-          check(clbAllReduce(buf.data(), buf.data(), count, clbFloat32, clbSum, comms[r], nullptr), "allReduce");
+          std::vector<float> buf(count, 1.0f), out(count);
+          call(r, buf.data(), out.data(), count);
           auto t0 = Clock::now();
-          for (int i = 0; i < iters; i++)
-            check(clbAllReduce(buf.data(), buf.data(), count, clbFloat32, clbSum, comms[r], nullptr), "allReduce");
+          for (int i = 0; i < iters; i++) call(r, buf.data(), out.data(), count);
           us[r] = since(t0) / iters;
         });
       for (auto& t : ts) t.join();
       if (run > 0) runs.push_back(*std::max_element(us.begin(), us.end()));
     }
     const double t = median(runs);
-    printf("%s,%d,%zu,%.1f,%.3f\n", tls ? tls : "off", n, bytes, t, 2.0 * (n - 1) / n * bytes / t / 1e3);
+    printf("%s,%s,%d,%zu,%.1f,%.3f\n", tls ? tls : "off", coll.c_str(), n, bytes, t, factor * bytes / t / 1e3);
     fflush(stdout);
   }
   for (clbComm_t c : comms) clbCommDestroy(c);

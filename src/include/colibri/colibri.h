@@ -300,8 +300,9 @@ CLB_API clbResult_t clbBarrier(clbComm_t comm, void* stream);
  * naming both calls). Outside a group a call returns once its data moved (a send: once its buffer
  * may be reused); a receive whose send never comes ends in clbTimeout naming the peer. count 0 is
  * a no-op on both sides. A send to this rank itself (peer == rank) is copied to its receive,
- * which must be in the same group. Host buffers (stream NULL) in this version; device buffers are
- * refused with clbUnsupported. Memory: per peer, and only for peers actually used, at the first
+ * which must be in the same group. Host buffers take stream NULL; device buffers take their
+ * stream and, in this version, go through host memory (the streams synchronized, the data copied
+ * out and back before the call returns; refused inside a CUDA graph capture). Memory: per peer, and only for peers actually used, at the first
  * message (shm: pipelineDepth slots, each as large as the messages, at most chunkBytes), counted
  * in clbCommMemStats and capped by stagingCapBytes; clbCommTrim gives it back. */
 CLB_API clbResult_t clbSend(const void* sendbuff, size_t count, clbDataType_t datatype, int peer, clbComm_t comm,

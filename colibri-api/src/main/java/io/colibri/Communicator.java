@@ -392,7 +392,7 @@ public interface Communicator extends AutoCloseable {
    */
   void broadcast(long send, long recv, long count, DataType type, int root, long stream);
 
-  // ---- point-to-point, and the calls made of it (host buffers in this version) ----
+  // ---- point-to-point, and the calls made of it ----
 
   /**
    * Sends {@code count} elements of {@code send} to rank {@code peer}, which receives them with
@@ -425,24 +425,28 @@ public interface Communicator extends AutoCloseable {
   void recv(ByteBuffer recv, long count, DataType type, int peer);
 
   /**
-   * {@link #send(ByteBuffer, long, DataType, int)} on a raw address (host memory you manage).
+   * {@link #send(ByteBuffer, long, DataType, int)} on a raw address: host memory you manage, or
+   * device memory, which in this version goes through host memory (the stream is synchronized and
+   * the call returns once the data moved; not capturable in a CUDA graph).
    *
    * @param send address of the data, {@code count} elements
    * @param count number of elements, 0 or more
    * @param type element type
    * @param peer the receiving rank, 0..size()-1
-   * @param stream 0 (device buffers are not supported by point-to-point in this version)
+   * @param stream CUDA stream of device memory, 0 for host memory
    */
   void send(long send, long count, DataType type, int peer, long stream);
 
   /**
-   * {@link #recv(ByteBuffer, long, DataType, int)} on a raw address (host memory you manage).
+   * {@link #recv(ByteBuffer, long, DataType, int)} on a raw address: host memory you manage, or
+   * device memory (through host memory in this version, as for
+   * {@link #send(long, long, DataType, int, long)}).
    *
    * @param recv address where the data goes, {@code count} elements
    * @param count number of elements, 0 or more
    * @param type element type
    * @param peer the sending rank, 0..size()-1
-   * @param stream 0 (device buffers are not supported by point-to-point in this version)
+   * @param stream CUDA stream of device memory, 0 for host memory
    */
   void recv(long recv, long count, DataType type, int peer, long stream);
 

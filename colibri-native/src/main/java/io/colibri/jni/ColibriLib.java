@@ -1002,7 +1002,7 @@ public final class ColibriLib {
    * @param datatype a {@code clbDataType_t}
    * @param peer the receiving rank
    * @param comm the communicator's {@code clbComm_t} handle
-   * @param stream a CUDA stream handle, or 0
+   * @param stream a CUDA stream handle for device memory, or 0
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
    */
   public static native @Cast("clbResult_t") int clbSend(@Cast("const void*") long sendbuff,

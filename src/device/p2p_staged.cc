@@ -1,0 +1,85 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Point-to-point operations on device buffers through host memory (device.h, runPeerOpsStaged):
+// the way every transport carries them in this version. Each stream the operations name is
+// synchronized (their input is then final), every device range an operation reads is copied to
+// a host shadow, the host batch runs on the shadows, and every range an operation writes is copied
+// back before the call returns. Ranges that are the same memory share one shadow (a reduce in
+// place reads and writes one). Not capturable: the host runs it.
+#include <map>
+#include <set>
+#include <utility>
+
+#include "core/comm.h"
+#include "core/dtype.h"
+#include "device/device.h"
+
+namespace clb::cuda {
+namespace {
+
+struct Shadow {
+  std::vector<char> host;
+  bool download = false;  // an operation reads it: device -> host first
+  bool upload = false;    // an operation writes it: host -> device after
+};
+
+}  // namespace
+
+clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
+                             const std::function<clbResult_t(std::vector<PeerOp>&)>& run) {
+  const Driver* d = nullptr;
+  CLB_CHECK(driver(&d));
+  std::set<CUstream> streams;
+  const void* anyDevice = nullptr;
+  for (const PeerOp& o : ops)
+    if (o.onDevice) {
+      streams.insert(static_cast<CUstream>(o.stream));
+      // Not from an empty operation: its address may be one past its buffer's end.
+      if (!anyDevice && o.count) anyDevice = o.src ? o.src : o.dst;
+    }
+  if (!anyDevice) return run(ops);  // nothing moves between device and host
+  // The copies run in the buffers' context (one GPU: the calls checked that).
+  CUcontext ctx = nullptr;
+  CLB_CU(d, cuPointerGetAttribute, &ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)anyDevice);
+  CtxScope scope(d, ctx);
+  for (CUstream s : streams) {
+    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (s && d->cuStreamIsCapturing(s, &capturing) == CUDA_SUCCESS && capturing != CU_STREAM_CAPTURE_STATUS_NONE)
+      return setError(clbInvalidUsage,
+                      "rank %d: %s on device buffers runs from the host in this version (through host memory), so it "
+                      "cannot be captured in a CUDA graph: call it outside the capture", c->rank,
+                      collectiveName(ops.front().call));
+    CLB_CU(d, cuStreamSynchronize, s);
+  }
+  // One shadow per device range, shared by the operations on the same range.
+  std::map<std::pair<uintptr_t, size_t>, Shadow> shadows;
+  auto shadowOf = [&](const void* p, size_t bytes, bool reads) -> char* {
+    Shadow& s = shadows[{reinterpret_cast<uintptr_t>(p), bytes}];
+    s.host.resize(bytes);
+    (reads ? s.download : s.upload) = true;
+    return s.host.data();
+  };
+  std::vector<PeerOp> staged = ops;
+  for (PeerOp& o : staged) {
+    if (!o.onDevice || o.count == 0) continue;
+    const size_t bytes = o.count * clbTypeSize(o.type);
+    if (o.src) o.src = shadowOf(o.src, bytes, true);
+    if (o.dst) o.dst = shadowOf(o.dst, bytes, false);
+  }
+  int64_t held = 0;
+  for (auto& [range, s] : shadows) held += (int64_t)s.host.size();
+  c->mem.addHost(held);  // while the call runs: its peak shows it
+  struct Release {
+    clbComm* c;
+    int64_t n;
+    ~Release() { c->mem.addHost(-n); }
+  } release{c, held};
+  for (auto& [range, s] : shadows)
+    if (s.download) CLB_CU(d, cuMemcpyDtoH, s.host.data(), (CUdeviceptr)range.first, range.second);
+  CLB_CHECK(run(staged));
+  for (auto& [range, s] : shadows)
+    if (s.upload) CLB_CU(d, cuMemcpyHtoD, (CUdeviceptr)range.first, s.host.data(), range.second);
+  return clbSuccess;
+}
+
+}  // namespace clb::cuda
