@@ -141,6 +141,7 @@ clbResult_t runBatch(clbComm* c, uint32_t call, std::vector<PeerOp>& ops) {
 #else
   clbResult_t rc = runPeerOps(c, ops);
 #endif
+  c->lastAlgo = clbAlgoNone;  // no collective algorithm ran (clbCommLastAlgorithm)
   if (rc != clbSuccess) {
     appendBreadcrumb(__FILE__, __LINE__);
     // Refusals before anything moved leave the communicator usable; midway, the peers' state is unknown.

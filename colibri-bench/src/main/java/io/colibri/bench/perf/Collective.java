@@ -5,12 +5,13 @@ package io.colibri.bench.perf;
 
 import io.colibri.Communicator;
 import io.colibri.DataType;
+import io.colibri.Group;
 import io.colibri.ReduceOp;
 import java.nio.ByteBuffer;
 import java.util.Locale;
 
 /**
- * The four collectives as the perf tool sees them: how a size in bytes maps to counts, how to run
+ * The collectives as the perf tool sees them (the four, and sendRecv and allToAll): how a size in bytes maps to counts, how to run
  * one, the bus bandwidth factor, and how to check a result.
  *
  * <p>Sizes follow nccl-tests: for allReduce and broadcast the size is the message; for allGather
@@ -112,6 +113,67 @@ public enum Collective {
     long countWrong(ByteBuffer recv, int rank, int nranks, long count, PerfConfig c) {
       return DataCheck.countWrongCopy(recv, c.type, c.root, 0, 0, count);
     }
+  },
+
+  /**
+   * sendRecv: a ring exchange (nccl-tests' sendrecv): every rank sends its buffer to the next rank
+   * and receives the previous rank's, in one group.
+   */
+  SEND_RECV("sendRecv", "sendrecv", false) {
+    @Override
+    double busFactor(int n) {
+      return 1.0;
+    }
+
+    @Override
+    void run(Communicator comm, ByteBuffer send, ByteBuffer recv, long count, PerfConfig c) {
+      int n = comm.size();
+      int r = comm.rank();
+      try (Group g = Communicator.group()) {
+        comm.send(send, count, c.type, (r + 1) % n);
+        comm.recv(recv, count, c.type, (r + n - 1) % n);
+      }
+    }
+
+    @Override
+    void fillInput(ByteBuffer send, int rank, int nranks, long count, DataType type) {
+      DataCheck.fill(send, type, rank, 0, count);
+    }
+
+    @Override
+    long countWrong(ByteBuffer recv, int rank, int nranks, long count, PerfConfig c) {
+      return DataCheck.countWrongCopy(recv, c.type, (rank + nranks - 1) % nranks, 0, 0, count);
+    }
+  },
+
+  /**
+   * allToAll: block p of every rank's buffer goes to rank p; the size is one rank's whole buffer
+   * ({@code nranks x} the count per peer), as nccl-tests' alltoall counts it.
+   */
+  ALL_TO_ALL("allToAll", "alltoall", true) {
+    @Override
+    double busFactor(int n) {
+      return (n - 1.0) / n;
+    }
+
+    @Override
+    void run(Communicator comm, ByteBuffer send, ByteBuffer recv, long count, PerfConfig c) {
+      comm.allToAll(send, recv, count, c.type);
+    }
+
+    @Override
+    void fillInput(ByteBuffer send, int rank, int nranks, long count, DataType type) {
+      DataCheck.fill(send, type, rank, 0, count * nranks);
+    }
+
+    @Override
+    long countWrong(ByteBuffer recv, int rank, int nranks, long count, PerfConfig c) {
+      long wrong = 0;
+      for (int p = 0; p < nranks; p++) {
+        wrong += DataCheck.countWrongCopy(recv, c.type, p, p * count, rank * count, count);
+      }
+      return wrong;
+    }
   };
 
   private final String displayName;
@@ -128,13 +190,13 @@ public enum Collective {
   /**
    * The name in tables and files.
    *
-   * @return allReduce, allGather, reduceScatter or broadcast
+   * @return allReduce, allGather, reduceScatter, broadcast, sendRecv or allToAll
    */
   public String displayName() {
     return displayName;
   }
 
-  /** The name on the command line: allreduce, allgather, reducescatter, broadcast. */
+  /** The name on the command line: allreduce, allgather, reducescatter, broadcast, sendrecv, alltoall. */
   String optionName() {
     return optionName;
   }
@@ -183,7 +245,7 @@ public enum Collective {
 
   /** Elements that the recv buffer of a call with {@code count} holds. */
   long recvCount(long count, int nranks) {
-    return this == ALL_GATHER ? count * nranks : count;
+    return this == ALL_GATHER || this == ALL_TO_ALL ? count * nranks : count;
   }
 
   static String opColumn(Collective c, ReduceOp op, int root) {

@@ -45,18 +45,19 @@ class PerfSmokeTest {
 
   @Test
   @Timeout(120)
-  void threadsTwoRanksTinySweepAllFourCollectivesCorrect(@TempDir Path dir) throws Exception {
+  void threadsTwoRanksTinySweepEveryOperationCorrect(@TempDir Path dir) throws Exception {
     Path csv = dir.resolve("perf.csv");
     Path json = dir.resolve("out/perf.json");
     MainRun r = perf("--threads", "--ranks", "2", "-b", "8", "-e", "4K", "-w", "1", "-n", "2",
         "--csv", csv.toString(), "--json", json.toString());
     assertEquals(0, r.rc, () -> "exit code; stdout:\n" + r.out + "\nstderr:\n" + r.err);
 
-    String[] names = {"allReduce", "allGather", "reduceScatter", "broadcast"};
+    String[] names = {"allReduce", "allGather", "reduceScatter", "broadcast", "sendRecv", "allToAll"};
     int total = 0;
     for (String name : names) {
       List<String[]> rows = table(r.out, name);
-      // 8 B .. 4 KiB: 10 sizes; allGather/reduceScatter need 2 float32 (8 B) at least: same 10.
+      // 8 B .. 4 KiB: 10 sizes; allGather/reduceScatter/allToAll need 2 float32 (8 B) at least:
+      // same 10.
       assertEquals(10, rows.size(), () -> name + " rows in:\n" + r.out);
       long prevSize = 0;
       for (String[] row : rows) {
@@ -67,15 +68,19 @@ class PerfSmokeTest {
         prevSize = size;
         assertEquals(size, count * 4, "float32: size = 4 x count");
         assertEquals("float32", row[2]);
-        assertEquals(name.equals("broadcast") ? "0" : (name.equals("allGather") ? "-" : "sum"),
-            row[3]);
+        boolean reduces = name.equals("allReduce") || name.equals("reduceScatter");
+        assertEquals(name.equals("broadcast") ? "0" : (reduces ? "sum" : "-"), row[3]);
         assertTrue(Double.parseDouble(row[4]) > 0, "time > 0");
         double algbw = Double.parseDouble(row[5]);
         double busbw = Double.parseDouble(row[6]);
-        double factor = name.equals("allReduce") ? 1.0 : (name.equals("broadcast") ? 1.0 : 0.5);
+        double factor = name.equals("allReduce") || name.equals("broadcast") || name.equals("sendRecv")
+            ? 1.0 : 0.5;
         assertEquals(algbw * factor, busbw, Math.max(0.002, algbw * 0.01), "busbw of " + name);
         assertEquals("0", row[7], () -> "#wrong of " + name + " " + String.join(" ", row));
-        assertTrue(Set.of("ring", "direct").contains(row[8]), "algorithm " + row[8]);
+        // Point-to-point calls run no collective algorithm: none.
+        boolean p2p = name.equals("sendRecv") || name.equals("allToAll");
+        assertTrue(p2p ? row[8].equals("none") : Set.of("ring", "direct").contains(row[8]),
+            name + ": algorithm " + row[8]);
       }
       total += rows.size();
       assertTrue(r.out.contains("# " + name + ": avg busbw"), "summary of " + name);
@@ -140,7 +145,7 @@ class PerfSmokeTest {
     assertEquals(2, perf("--type", "complex").rc);
     assertEquals(2, perf("-b", "1M", "-e", "1K").rc);
     assertEquals(2, perf("--ranks", "2", "--root", "2").rc);
-    assertEquals(2, perf("--collectives", "alltoall").rc);
+    assertEquals(2, perf("--collectives", "alltoallw").rc);
     assertEquals(2, perf("-n").rc);
     assertEquals(2, perf("perf", "-n").rc);
   }
