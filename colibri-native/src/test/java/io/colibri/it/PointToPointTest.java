@@ -169,6 +169,37 @@ class PointToPointTest {
     }
   }
 
+  /** One thread drives every rank's communicator in one group (NCCL style, one per GPU). */
+  @Test
+  void oneThreadDrivesEveryRankInOneGroup() {
+    int n = 3;
+    int count = 40001;
+    try (RankGroup g = RankGroup.start(n, options(Transport.SHM), Duration.ofSeconds(60))) {
+      ByteBuffer[] out = new ByteBuffer[n];
+      ByteBuffer[] in = new ByteBuffer[n];
+      for (int r = 0; r < n; r++) {
+        out[r] = longs(count);
+        in[r] = longs(count);
+        for (int i = 0; i < count; i++) {
+          out[r].putLong(i * 8, value(r, (r + 1) % n, i));
+        }
+      }
+      try (Group grp = Communicator.group()) {
+        for (int r = 0; r < n; r++) {
+          // receive first on every rank: outside a group, one thread would wait here forever
+          g.comm(r).recv(in[r], count, DataType.INT64, (r + n - 1) % n);
+          g.comm(r).send(out[r], count, DataType.INT64, (r + 1) % n);
+        }
+      }
+      for (int r = 0; r < n; r++) {
+        int prev = (r + n - 1) % n;
+        for (int i = 0; i < count; i++) {
+          assertEquals(value(prev, r, i), in[r].getLong(i * 8), "rank " + r + " element " + i);
+        }
+      }
+    }
+  }
+
   @Test
   void aGroupClosesOnlyOnItsThread() throws Exception {
     Group grp = Communicator.group();
