@@ -23,6 +23,7 @@ struct PeerQueues {
   PeerChannel* ch = nullptr;
   std::vector<int> sends, recvs;
   size_t sendHead = 0, recvHead = 0;
+  bool unsent = false;  // messages posted but not yet out of this rank (socket writes queued)
 };
 
 OpDesc descOf(const PeerOp& o, uint64_t seq) {
@@ -60,19 +61,15 @@ void reduceInto(void* dst, const void* in, size_t n, const PeerOp& o) {
   else reducePair(dst, in, dst, n, o.type, o.op);
 }
 
-// Sends and receives of this rank to itself: the k-th send goes to the k-th receive, copied now.
-clbResult_t runSelf(clbComm* c, std::vector<PeerOp>& ops, std::vector<Progress>& prog) {
+// Sends and receives of this rank to itself (count > 0: count 0 moves nothing): the k-th send
+// goes to the k-th receive. Found and checked before anything is written (selfPairs), copied
+// with the batch's local copies once every check passed (runSelf).
+clbResult_t selfPairs(clbComm* c, const std::vector<PeerOp>& ops, std::vector<std::pair<int, int>>* pairs) {
   std::vector<int> sends, recvs;
   for (size_t i = 0; i < ops.size(); i++) {
     const PeerOp& o = ops[i];
-    if (o.kind == PeerOp::kCopy) {
-      if (o.dst != o.src && o.count) memmove(o.dst, o.src, o.count * clbTypeSize(o.type));
-      prog[i].complete = true;
-    } else if (o.peer == c->rank && o.kind == PeerOp::kSend) {
-      sends.push_back((int)i);
-    } else if (o.peer == c->rank) {
-      recvs.push_back((int)i);
-    }
+    if (o.kind == PeerOp::kCopy || o.peer != c->rank || o.count == 0) continue;
+    (o.kind == PeerOp::kSend ? sends : recvs).push_back((int)i);
   }
   if (sends.size() != recvs.size())
     return setError(clbInvalidUsage,
@@ -81,20 +78,40 @@ clbResult_t runSelf(clbComm* c, std::vector<PeerOp>& ops, std::vector<Progress>&
                     "clbGroupEnd around both)", c->rank, sends.size(), recvs.size());
   for (size_t k = 0; k < sends.size(); k++) {
     const PeerOp& s = ops[sends[k]];
-    PeerOp& r = ops[recvs[k]];
+    const PeerOp& r = ops[recvs[k]];
     if (s.count != r.count || s.type != r.type || s.call != r.call)
       return setError(clbInvalidArgument,
                       "rank %d: its send to itself #%zu (%s of %zu %s) and its receive from itself #%zu (%s of %zu %s) "
                       "differ: a send and its receive must have the same count and type",
                       c->rank, k, collectiveName(s.call), s.count, typeName(s.type), k, collectiveName(r.call),
                       r.count, typeName(r.type));
-    const size_t bytes = s.count * clbTypeSize(s.type);
-    if (r.kind == PeerOp::kRecvReduce) reduceInto(r.dst, s.src, s.count, r);
-    else if (bytes && r.dst != s.src) memmove(r.dst, s.src, bytes);
-    prog[sends[k]].complete = prog[recvs[k]].complete = true;
+    if (pairs) pairs->emplace_back(sends[k], recvs[k]);
   }
   return clbSuccess;
 }
+
+void runSelf(std::vector<PeerOp>& ops, const std::vector<std::pair<int, int>>& pairs, std::vector<Progress>& prog) {
+  for (size_t i = 0; i < ops.size(); i++) {
+    const PeerOp& o = ops[i];
+    if (o.kind != PeerOp::kCopy) continue;
+    if (o.dst != o.src && o.count) memmove(o.dst, o.src, o.count * clbTypeSize(o.type));
+    prog[i].complete = true;
+  }
+  for (auto [si, ri] : pairs) {
+    const PeerOp& s = ops[si];
+    PeerOp& r = ops[ri];
+    const size_t bytes = s.count * clbTypeSize(s.type);
+    if (r.kind == PeerOp::kRecvReduce) reduceInto(r.dst, s.src, s.count, r);
+    else if (bytes && r.dst != s.src) memmove(r.dst, s.src, bytes);
+    prog[si].complete = prog[ri].complete = true;
+  }
+}
+
+}  // namespace
+
+clbResult_t checkPeerOps(clbComm* c, const std::vector<PeerOp>& ops) { return selfPairs(c, ops, nullptr); }
+
+namespace {
 
 clbResult_t badMessage(clbComm* c, const PeerOp& o, const OpDesc& want, const MsgTag& got, const Progress& p) {
   const size_t bytes = o.count * clbTypeSize(o.type);
@@ -116,7 +133,9 @@ clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
   // Zero-count operations move nothing (and number nothing: the two ranks skip them alike).
   for (size_t i = 0; i < ops.size(); i++)
     if (ops[i].count == 0 && ops[i].kind != PeerOp::kCopy) prog[i].complete = true;
-  CLB_CHECK(runSelf(c, ops, prog));
+  std::vector<std::pair<int, int>> pairs;
+  CLB_CHECK(selfPairs(c, ops, &pairs));
+  runSelf(ops, pairs, prog);
 
   // Number each operation within its pair and direction, in batch order, and queue it.
   std::vector<OpDesc> desc(ops.size());
@@ -200,6 +219,7 @@ clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
       }
       bool sent = true;
       CLB_CHECK(q.ch->progress(&sent));
+      q.unsent = !sent;
       if (!sent) pending = true;
     }
     if (!pending) return clbSuccess;
@@ -209,7 +229,10 @@ clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
     }
     int peer = -1;
     const std::string what = waitingFor(ops, prog, &peer);
-    CLB_CHECK(c->carrier->waitPeers(seen, start, what.c_str(), peer));
+    std::vector<int> waiting;
+    for (const PeerQueues& q : queues)
+      if (q.sendHead < q.sends.size() || q.recvHead < q.recvs.size() || q.unsent) waiting.push_back(q.peer);
+    CLB_CHECK(c->carrier->waitPeers(seen, start, what.c_str(), peer, waiting));
   }
 }
 

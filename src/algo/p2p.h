@@ -44,5 +44,9 @@ struct PeerOp {
 // expects (another call, count or type: the message names both), and the waits' errors (abort,
 // a peer that failed or left, the timeout naming the operation and peer still waited for).
 clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops);
+// The checks runPeerOps makes before anything moves (a send to this rank itself without its
+// receive, or with another count or type), alone: a group checks every communicator's batch
+// first, so that a refusal on one runs nothing on any.
+clbResult_t checkPeerOps(clbComm* c, const std::vector<PeerOp>& ops);
 
 }  // namespace clb

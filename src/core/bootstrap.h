@@ -177,16 +177,18 @@ class Bootstrap {
 
   // Point-to-point connections (core/bootstrap_peers.cc), for transports whose ranks share no
   // memory. The ring listener stays open after init; the transport either closes it
-  // (closeListener: shm, one rank) or starts a thread that answers the handshakes of the lower
-  // ranks that dial this one (startPeerAcceptor), so that a dial never waits for this rank's
-  // calls. A pair's connection is dialed by its lower rank (dialPeer, blocking until the higher
-  // rank's thread answered, the timeout or the abort) and taken by the higher one once it came
-  // (takePeerLink; acceptorFd is readable while one waits to be taken).
+  // (closeListener: shm, one rank) or starts a thread that answers the handshakes of the ranks
+  // that dial this one (startPeerAcceptor), so that a dial never waits for this rank's calls.
+  // Whichever rank of a pair needs the connection first dials; when both dial at once, the lower
+  // rank's dial is the one kept (the higher one's is answered "duplicate" and it takes the lower
+  // one's as it comes). peerLink: the connection with rank p, dialing it if this rank has not yet;
+  // *out stays closed while the peer's dial is still to come (call again; acceptorFd is readable
+  // when a connection came).
   void closeListener();
   clbResult_t startPeerAcceptor();
-  clbResult_t dialPeer(int p, Link* out);
-  bool takePeerLink(int p, Link* out);
+  clbResult_t peerLink(int p, Link* out);
   int acceptorFd() const { return readyFd_; }
+  void drainAcceptorFd();  // after poll() said it is readable (the next peerLink looks)
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -230,9 +232,13 @@ class Bootstrap {
   std::thread acceptor_;
   int stopFd_ = -1, readyFd_ = -1;
   std::mutex stashMutex_;
-  std::vector<Link> stash_;
+  // kOwn / kTheirs: the connection is taken, the one this rank dialed / the one p dialed.
+  enum PeerState : uint8_t { kNoLink, kDialing, kAnswering, kAwaitingTheirs, kOwn, kTheirs };
+  std::vector<Link> stash_;            // [p]: the connection p dialed, until taken
+  std::vector<PeerState> peerState_;   // [p]: where this rank is with p's connection
   std::vector<Authenticated> earlyPeers_;  // point-to-point dials that came during connectRing
   void answerPeer(Authenticated* a, const char* where);
+  clbResult_t dialPeer(int p, Link* out, bool* duplicate);
   TlsContextRef rootTls_, ringTls_;  // set where COLIBRI_TLS covers those connections
   std::vector<RankInfo> peers_;
 };

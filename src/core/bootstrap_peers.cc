@@ -1,10 +1,13 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // The bootstrap's point-to-point connections (bootstrap.h): one TCP connection per pair of ranks
-// that exchange messages, made at their first message and never before. The lower rank dials the
-// higher rank's ring listener and proves the secret and the session as the ring's connections do
-// (core/handshake.h), purpose kPurposePeerData, body {from, to}; the higher rank's acceptor
-// thread answers with a tagged status and keeps the connection until its transport takes it.
+// that exchange messages, made at their first message and never before. The rank that needs it
+// first dials the other's ring listener and proves the secret and the session as the ring's
+// connections do (core/handshake.h), purpose kPurposePeerData, body {from, to}; the other rank's
+// acceptor thread answers with a tagged status and keeps the connection until its transport takes
+// it. Two dials at once: the acceptor of the lower rank, which is dialing too, answers the higher
+// rank's dial "duplicate", and the higher rank's acceptor takes the lower rank's: both end with
+// the lower rank's connection.
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -19,6 +22,8 @@ namespace clb {
 namespace {
 
 constexpr char kPeerAccept[] = "colibri/3/peer-accept";
+// The acceptor's answer to a dial that crossed this rank's own (lower) dial: use that one.
+constexpr uint32_t kPeerDuplicate = 0x44555021;  // "!PUD"
 
 // The size of the ring's body (bootstrap.cc), so that a ring listener still connecting its ring
 // takes these too.
@@ -51,8 +56,14 @@ clbResult_t Bootstrap::startPeerAcceptor() {
     return setSysError(e, "eventfd for the point-to-point acceptor");
   }
   stash_.resize(nranks_);
+  peerState_.assign(nranks_, kNoLink);
   acceptor_ = std::thread([this] { acceptPeers(); });
   return clbSuccess;
+}
+
+void Bootstrap::drainAcceptorFd() {
+  uint64_t v;
+  if (readyFd_ >= 0) (void)!read(readyFd_, &v, sizeof v);
 }
 
 void Bootstrap::stopAcceptor() {
@@ -88,35 +99,82 @@ void Bootstrap::acceptPeers() {
   }
 }
 
-// A dial that proved the secret and the session: kept when it says it comes from a lower rank
-// to this one, for the first time; the answer is tagged either way.
+// A dial that proved the secret and the session: kept when it is from another rank to this one
+// and this rank has no connection with it yet; "duplicate" when it crossed this rank's own dial
+// and this rank is the lower one; refused otherwise. The answer is tagged either way.
 void Bootstrap::answerPeer(Authenticated* a, const char* where) {
   PeerBody b;
   memcpy(&b, a->body.data(), sizeof b);
-  bool fresh = false;
+  uint32_t status = (uint32_t)clbAuthError;
+  const int from = b.fromRank;
   {
+    // Decided under the lock that this rank's thread takes before it dials: from here until the
+    // connection is in the stash that thread waits for it instead of dialing (kAnswering).
     std::lock_guard<std::mutex> g(stashMutex_);
-    fresh = b.fromRank >= 0 && b.fromRank < rank_ && b.toRank == rank_ && !stash_[b.fromRank].open();
+    if (from >= 0 && from < nranks_ && from != rank_ && b.toRank == rank_) {
+      const PeerState st = peerState_[from];
+      // The lower rank's own dial wins, also when it was answered already.
+      if ((st == kDialing || st == kOwn) && rank_ < from) status = kPeerDuplicate;
+      else if ((st == kNoLink || st == kDialing || st == kAwaitingTheirs) && !stash_[from].open())
+        status = (uint32_t)clbSuccess;
+    }
+    if (status == clbSuccess) peerState_[from] = kAnswering;
   }
-  const uint32_t status = fresh ? (uint32_t)clbSuccess : (uint32_t)clbAuthError;
   uint8_t mac[kTagBytes];
   tag(id_.secret, kPeerAccept, a->transcript, {{&status, sizeof status}}, mac);
   const int64_t by = nowMs() + handshakeTimeoutMs();
-  if (sendAllParts(a->link, {{&status, sizeof status}, {mac, sizeof mac}}, by, nullptr, where) != clbSuccess ||
-      !fresh) {
-    if (!fresh)
-      CLB_WARN("rank %d refused a point-to-point connection from %s: it proved the secret but says it is rank "
-               "%d to rank %d (a lower rank than this one, once)", rank_, a->from.c_str(), b.fromRank, b.toRank);
-    return;
-  }
+  const bool answered = sendAllParts(a->link, {{&status, sizeof status}, {mac, sizeof mac}}, by, nullptr, where) ==
+                        clbSuccess;
+  if (status == (uint32_t)clbAuthError)
+    CLB_WARN("rank %d refused a point-to-point connection from %s: it proved the secret but says it is rank "
+             "%d to rank %d, which has a connection with this rank already (or is not another rank of it)",
+             rank_, a->from.c_str(), from, b.toRank);
+  if (status != clbSuccess) return;
   {
     std::lock_guard<std::mutex> g(stashMutex_);
-    stash_[b.fromRank] = std::move(a->link);
+    // Not answered: the dialer dials again, and this rank may dial too.
+    if (answered) stash_[from] = std::move(a->link);
+    peerState_[from] = answered ? kAwaitingTheirs : kNoLink;
   }
   signal(readyFd_);
 }
 
-clbResult_t Bootstrap::dialPeer(int p, Link* out) {
+clbResult_t Bootstrap::peerLink(int p, Link* out) {
+  {
+    std::lock_guard<std::mutex> g(stashMutex_);
+    if (stash_[p].open()) {  // p dialed (and won any race)
+      *out = std::move(stash_[p]);
+      peerState_[p] = kTheirs;
+      return clbSuccess;
+    }
+    // p's connection is being answered, or is to come (this rank's dial was the duplicate).
+    const PeerState st = peerState_[p];
+    if (st == kAnswering || st == kAwaitingTheirs || st == kOwn || st == kTheirs) return clbSuccess;
+    peerState_[p] = kDialing;
+  }
+  bool duplicate = false;
+  Link link;
+  const clbResult_t rc = dialPeer(p, &link, &duplicate);
+  std::lock_guard<std::mutex> g(stashMutex_);
+  if (rc != clbSuccess) {
+    peerState_[p] = kNoLink;
+    return rc;
+  }
+  if (duplicate) {  // p is lower and dials this rank too: its connection is the pair's
+    if (stash_[p].open()) {
+      *out = std::move(stash_[p]);
+      peerState_[p] = kTheirs;
+    } else if (peerState_[p] != kAnswering) {
+      peerState_[p] = kAwaitingTheirs;
+    }
+    return clbSuccess;
+  }
+  *out = std::move(link);
+  peerState_[p] = kOwn;
+  return clbSuccess;
+}
+
+clbResult_t Bootstrap::dialPeer(int p, Link* out, bool* duplicate) {
   const RankInfo& pi = peers_[p];
   IdData tmp{};
   tmp.family = pi.family;
@@ -147,6 +205,10 @@ clbResult_t Bootstrap::dialPeer(int p, Link* out) {
       if (rc == clbSuccess && !tagMatches(id_.secret, kPeerAccept, t, {{&status, sizeof status}}, mac))
         return setError(clbAuthError, "%s's answer to this rank's point-to-point connection failed its "
                         "authentication tag: something on the network between the ranks changed it", name);
+      if (rc == clbSuccess && status == kPeerDuplicate) {
+        *duplicate = true;
+        return clbSuccess;
+      }
       if (rc == clbSuccess && status != clbSuccess)
         return setError(clbAuthError, "%s refused rank %d's point-to-point connection", name, rank_);
       if (rc == clbSuccess) {
@@ -160,17 +222,6 @@ clbResult_t Bootstrap::dialPeer(int p, Link* out) {
     usleep(delayMs * 1000);
     delayMs = std::min(delayMs * 2, 100);
   }
-}
-
-bool Bootstrap::takePeerLink(int p, Link* out) {
-  if (readyFd_ >= 0) {
-    uint64_t v;
-    (void)!read(readyFd_, &v, sizeof v);  // drained; whoever waits looks at the stash next
-  }
-  std::lock_guard<std::mutex> g(stashMutex_);
-  if (p >= (int)stash_.size() || !stash_[p].open()) return false;
-  *out = std::move(stash_[p]);
-  return true;
 }
 
 }  // namespace clb

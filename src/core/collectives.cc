@@ -173,9 +173,15 @@ clbResult_t runTaken(clbComm* c, uint32_t coll, const void* send, void* recv, si
 clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
                 clbRedOp_t op, int root, void* stream) {
   clearError();
+  // Inside a group (clbGroupStart): checked now, and recorded to run at the group's end; a refusal
+  // is the group's too (its end runs nothing).
+  if (inGroup()) {
+    clbResult_t rc = checkComm(c);
+    if (rc == clbSuccess) rc = validate(c, coll, send, recv, count, type, op, root, stream);
+    if (rc != clbSuccess) return refuseInGroup(rc);
+    return recordCollective(c, coll, send, recv, count, type, op, root, stream);
+  }
   CLB_CHECK(checkComm(c));
-  // Inside a group (clbGroupStart): recorded, and run (checks included) at the group's end.
-  if (inGroup()) return recordCollective(c, coll, send, recv, count, type, op, root, stream);
   // One call at a time: a second thread's call is refused here, before it reads or writes anything.
   CallScope call(c, coll);
   CLB_CHECK(call.result());
@@ -219,8 +225,11 @@ clbResult_t clbBroadcast(const void* send, void* recv, size_t count, clbDataType
 
 clbResult_t clbBarrier(clbComm_t comm, void* stream) {
   clearError();
+  if (inGroup()) {
+    if (clbResult_t rc = checkComm(comm); rc != clbSuccess) return refuseInGroup(rc);
+    return recordCollective(comm, kAllReduce, nullptr, nullptr, 1, clbInt32, clbSum, kBarrierRoot, stream);
+  }
   CLB_CHECK(checkComm(comm));
-  if (inGroup()) return recordCollective(comm, kAllReduce, nullptr, nullptr, 1, clbInt32, clbSum, kBarrierRoot, stream);
   if (!stream) {
     int32_t token = 0;  // host: the call returns once every rank has entered it
     return run(comm, kAllReduce, &token, &token, 1, clbInt32, clbSum, kBarrierRoot, nullptr);

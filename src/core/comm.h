@@ -92,6 +92,9 @@ struct clbComm {
   // collectives. Sized at the first such call; only the pair itself counts alike, so these never
   // touch `seq`.
   std::vector<uint64_t> peerSent, peerRecvd;
+  // Host memory a call holds only while it runs (the host copies of device buffers that
+  // point-to-point moves through host memory): in mem too, but not staging, so not under its cap.
+  std::atomic<int64_t> transientHost{0};
   // clbBarrier on a stream: one int32 of device memory, made at the first in the stream's context
   // (under the call, like every use).
   void* barrierScratch = nullptr;

@@ -295,6 +295,8 @@ clbResult_t gatherOrScatter(uint32_t call, const void* sendbuff, void* recvbuff,
 
 bool clb::inGroup() { return tGroup.depth > 0; }
 
+clbResult_t clb::refuseInGroup(clbResult_t rc) { return refuse(rc); }
+
 clbResult_t clb::recordCollective(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count,
                                   clbDataType_t type, clbRedOp_t op, int root, void* stream) {
   GroupItem it;
@@ -379,6 +381,15 @@ clbResult_t clbGroupEnd() {
     perComm[k].push_back(&it);
   }
   if (comms.empty()) return clbSuccess;
+  // Every communicator's refusals before anything runs on any (a wait on one for a peer whose
+  // batch was refused on another would last until the timeout).
+  for (size_t k = 0; k < comms.size(); k++) {
+    std::vector<PeerOp> ops;
+    for (const GroupItem* it : perComm[k])
+      if (!it->collective) ops.push_back(it->op);
+    if (clbResult_t rc = checkPeerOps(comms[k], ops))
+      return setError(rc, "nothing in this group ran: %s", lastError().c_str());
+  }
   if (comms.size() == 1) return runCommItems(comms[0], perComm[0]);
   // Several communicators: side by side, or the ranks of one clique driven from this thread would
   // wait for each other. The first error (by communicator order) is this call's.
@@ -393,8 +404,11 @@ clbResult_t clbGroupEnd() {
   rcs[0] = runCommItems(comms[0], perComm[0]);
   if (rcs[0] != clbSuccess) errors[0] = lastError();
   for (std::thread& t : threads) t.join();
-  for (size_t k = 0; k < comms.size(); k++)
-    if (rcs[k] != clbSuccess) return setError(rcs[k], "%s", errors[k].c_str());
+  // The cause rather than its echo: a failure that is not a wait ended by another's failure.
+  auto echo = [](clbResult_t rc) { return rc == clbTimeout || rc == clbRemoteError || rc == clbAborted; };
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t k = 0; k < comms.size(); k++)
+      if (rcs[k] != clbSuccess && (pass == 1 || !echo(rcs[k]))) return setError(rcs[k], "%s", errors[k].c_str());
   return clbSuccess;
 }
 

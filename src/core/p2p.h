@@ -13,9 +13,11 @@ namespace clb {
 
 // Whether this thread is between clbGroupStart and its clbGroupEnd.
 bool inGroup();
-// Records a collective (or, with root kBarrierRoot, a barrier) of this thread's group; the
-// arguments are checked when the group ends and runs it.
+// Records a collective (or, with root kBarrierRoot, a barrier) of this thread's group, checked
+// by the caller as far as it can be before it runs (the rest when the group ends).
 clbResult_t recordCollective(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
                              clbRedOp_t op, int root, void* stream);
+// A call refused inside a group is the group's too (its end runs nothing): returns rc.
+clbResult_t refuseInGroup(clbResult_t rc);
 
 }  // namespace clb

@@ -68,11 +68,15 @@ clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
   }
   int64_t held = 0;
   for (auto& [range, s] : shadows) held += (int64_t)s.host.size();
-  c->mem.addHost(held);  // while the call runs: its peak shows it
+  c->mem.addHost(held);  // while the call runs: its peak shows it (not staging: outside its cap)
+  c->transientHost += held;
   struct Release {
     clbComm* c;
     int64_t n;
-    ~Release() { c->mem.addHost(-n); }
+    ~Release() {
+      c->mem.addHost(-n);
+      c->transientHost -= n;
+    }
   } release{c, held};
   for (auto& [range, s] : shadows)
     if (s.download) CLB_CU(d, cuMemcpyDtoH, s.host.data(), (CUdeviceptr)range.first, range.second);

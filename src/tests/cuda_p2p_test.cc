@@ -157,6 +157,38 @@ TEST(DevicePeer, ThreadsOnOneGpuEveryCallMatchesTheReference) {
   for (int n : {2, 4}) runThreads(n, rankBody);
 }
 
+// Device buffers larger than the staging cap (64 MiB by default): the host copies a call makes
+// are not staging, so they do not count against the cap (they used to fail the call, and the
+// communicator with it).
+TEST(DevicePeer, ASendLargerThanTheStagingCapGoesThrough) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  runThreads(2, [](const clbUniqueId& id, int r, int n) -> std::string {
+    const Driver* d = nullptr;
+    CUstream stream = nullptr;
+    clbComm_t comm = nullptr;
+    if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
+    const size_t count = (70u << 20) / 8;
+    DevBuf b(d, count);
+    std::string err;
+    if (r == 0) {
+      std::vector<int64_t> v(count);
+      for (size_t i = 0; i < count; i++) v[i] = val(0, 1, i);
+      if (!b.put(v)) err = "cuMemcpyHtoD failed";
+      if (err.empty() && clbSend(b.ptr(), count, clbInt64, 1, comm, stream) != clbSuccess)
+        err = std::string("send: ") + clbGetLastError();
+    } else if (clbRecv(b.ptr(), count, clbInt64, 0, comm, stream) != clbSuccess) {
+      err = std::string("recv: ") + clbGetLastError();
+    } else {
+      std::vector<int64_t> v = b.get();
+      for (size_t i = 0; i < count && err.empty(); i++)
+        if (v[i] != val(0, 1, i)) err = "element " + std::to_string(i) + " wrong";
+    }
+    clbCommDestroy(comm);
+    d->cuStreamDestroy(stream);
+    return err;
+  });
+}
+
 TEST(DevicePeerChild, Rank) {
   const char* id = getenv("CLB_DEVICE_PEER_ID");
   if (!id) GTEST_SKIP() << "runs only as a rank process of DevicePeer";

@@ -531,6 +531,89 @@ TEST(PeerBadInput, AbortEndsAWaitingReceive) {
   }
 }
 
+// A send that fits the pair's staging returns before its receive is posted, whichever rank of the
+// pair it is from and whichever transport (over sockets the higher rank dials too: it used to
+// wait for the lower rank's first call with it, here at the receive after the barrier).
+TEST(PeerSendRecv, ASmallSendReturnsBeforeItsReceiveIsPosted) {
+  for (int transport : {clbTransportShm, clbTransportSocket}) {
+    auto errors = runRanks(2, transport, [&](int r, clbComm_t comm) {
+      int64_t x = 7, y = 0;
+      if (r == 1) {
+        ASSERT_EQ(clbSend(&x, 1, clbInt64, 0, comm, nullptr), clbSuccess) << clbGetLastError();
+        ASSERT_EQ(clbBarrier(comm, nullptr), clbSuccess) << clbGetLastError();
+      } else {
+        ASSERT_EQ(clbBarrier(comm, nullptr), clbSuccess) << clbGetLastError();
+        ASSERT_EQ(clbRecv(&y, 1, clbInt64, 1, comm, nullptr), clbSuccess) << clbGetLastError();
+        EXPECT_EQ(y, 7);
+      }
+    }, 64 << 10, CLB_DEFAULT_STAGING_CAP_BYTES, 3000);
+    expectInitOk(errors);
+  }
+}
+
+TEST(PeerSendRecv, CountZeroToItselfIsANoOpInsideAndOutsideAGroup) {
+  auto errors = runRanks(2, clbTransportShm, [](int r, clbComm_t comm) {
+    int32_t x = 1;
+    EXPECT_EQ(clbSend(&x, 0, clbInt32, r, comm, nullptr), clbSuccess) << clbGetLastError();
+    ASSERT_EQ(clbGroupStart(), clbSuccess);
+    EXPECT_EQ(clbSend(&x, 0, clbInt32, r, comm, nullptr), clbSuccess);
+    EXPECT_EQ(clbRecv(&x, 0, clbInt32, 1 - r, comm, nullptr), clbSuccess);
+    EXPECT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
+  });
+  expectInitOk(errors);
+}
+
+// A collective refused inside a group (a bad op, a NULL communicator) is refused at the call and
+// makes the end run nothing: the group's receive does not happen, its buffer keeps its bytes.
+TEST(PeerGroups, ARefusedCollectiveMakesTheEndRunNothing) {
+  auto errors = runRanks(2, clbTransportShm, [](int r, clbComm_t comm) {
+    const int peer = 1 - r;
+    int32_t x = r + 1, y = -1, z = 0;
+    for (int variant = 0; variant < 2; variant++) {
+      ASSERT_EQ(clbGroupStart(), clbSuccess);
+      ASSERT_EQ(clbSend(&x, 1, clbInt32, peer, comm, nullptr), clbSuccess);
+      ASSERT_EQ(clbRecv(&y, 1, clbInt32, peer, comm, nullptr), clbSuccess);
+      if (variant == 0) {
+        EXPECT_EQ(clbAllReduce(&x, &z, 1, clbInt32, (clbRedOp_t)99, comm, nullptr), clbInvalidArgument);
+        EXPECT_TRUE(contains(clbGetLastError(), "unknown reduction op 99")) << clbGetLastError();
+      } else {
+        EXPECT_EQ(clbBarrier(nullptr, nullptr), clbInvalidArgument);
+      }
+      EXPECT_NE(clbGroupEnd(), clbSuccess);
+      EXPECT_TRUE(contains(clbGetLastError(), "nothing in this group ran")) << clbGetLastError();
+      EXPECT_EQ(y, -1) << "the group's receive ran although a call in it was refused";
+    }
+  });
+  expectInitOk(errors);
+}
+
+// A refusal found at the end (an unmatched send to itself) on one communicator of a group runs
+// nothing on any: no communicator waits for the refused one, and nothing is written.
+TEST(PeerGroups, ARefusalOnOneCommunicatorRunsNothingOnAny) {
+  const int n = 2;
+  runFromOneThread(n, clbTransportShm, [&](std::vector<clbComm_t>& comms) {
+    int64_t in = -1, self = 5, all[2] = {-1, -1}, mine = 9;
+    ASSERT_EQ(clbGroupStart(), clbSuccess);
+    ASSERT_EQ(clbRecv(&in, 1, clbInt64, 1, comms[0], nullptr), clbSuccess);
+    ASSERT_EQ(clbGather(&mine, all, 1, clbInt64, 0, comms[0], nullptr), clbSuccess);
+    ASSERT_EQ(clbSend(&self, 1, clbInt64, 1, comms[1], nullptr), clbSuccess);  // to itself, no receive
+    const int64_t t0 = clb::nowMs();
+    EXPECT_EQ(clbGroupEnd(), clbInvalidUsage);
+    const std::string e = clbGetLastError();
+    EXPECT_TRUE(contains(e, "rank 1 posted 1 send(s) to itself and 0 receive(s)")) << e;
+    EXPECT_LT(clb::nowMs() - t0, 1000) << "a communicator waited for the refused one";
+    EXPECT_EQ(in, -1);
+    EXPECT_EQ(all[0], -1) << "the root's own block of the gather was written";
+    // Both usable.
+    ASSERT_EQ(clbGroupStart(), clbSuccess);
+    for (int r = 0; r < n; r++) {
+      ASSERT_EQ(clbAllReduce(&self, &all[r], 1, clbInt64, clbSum, comms[r], nullptr), clbSuccess);
+    }
+    ASSERT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
+    EXPECT_EQ(all[0], 10);
+  });
+}
+
 // ---- memory: per peer, at first use, counted, given back ----
 
 TEST(PeerMemory, OnlyThePeersUsedHoldAnythingAndTrimGivesItBack) {

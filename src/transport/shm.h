@@ -212,7 +212,8 @@ class ShmTransport : public Transport {
   void beginCollective(const OpDesc& d) override;
   clbResult_t peer(int p, PeerChannel** out) override;
   uint64_t peerActivity() override { return world_.self()->peerBell.v.load(std::memory_order_acquire); }
-  clbResult_t waitPeers(uint64_t seen, int64_t startMs, const char* what, int peer) override;
+  clbResult_t waitPeers(uint64_t seen, int64_t startMs, const char* what, int peer,
+                        const std::vector<int>& peers) override;
   clbResult_t trim() override;
   // Gives back every peer FIFO that nothing is left in (clbCommTrim, and staging near its cap).
   void trimPeers();

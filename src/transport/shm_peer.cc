@@ -97,10 +97,11 @@ clbResult_t ShmPeerChannel::remake(size_t bytes) {
   // room for every peer; near the cap, smaller slots (more messages, the same data), down to 4 KiB.
   const int64_t share = comm_->cfg.stagingCapBytes / std::max(1, comm_->nranks - 1);
   while (slotBytes > kMinSlot && (int64_t)totalFor(slotBytes) > share) slotBytes /= 2;
-  int64_t others = comm_->mem.host.load() - accounted_;
+  auto staging = [&] { return comm_->mem.host.load() - comm_->transientHost.load() - accounted_; };
+  int64_t others = staging();
   if (others + (int64_t)totalFor(slotBytes) > comm_->cfg.stagingCapBytes) {
     owner_->trimPeers();  // first, what other peers' FIFOs hold and no longer need
-    others = comm_->mem.host.load() - accounted_;
+    others = staging();
   }
   while (slotBytes > kMinSlot && others + (int64_t)totalFor(slotBytes) > comm_->cfg.stagingCapBytes) slotBytes /= 2;
   const size_t total = totalFor(slotBytes);
@@ -239,8 +240,12 @@ clbResult_t ShmTransport::peer(int p, PeerChannel** out) {
   return clbSuccess;
 }
 
-clbResult_t ShmTransport::waitPeers(uint64_t seen, int64_t, const char* what, int peer) {
+clbResult_t ShmTransport::waitPeers(uint64_t seen, int64_t startMs, const char* what, int peer,
+                                    const std::vector<int>&) {
   CtlBlock* me = world_.self();
+  // The timeout counts from the batch's last progress, not from this wait: bells that bring no
+  // progress (a peer consuming older messages) would otherwise start it again and again.
+  if (nowMs() - startMs >= 1) CLB_CHECK(comm_->checkWait(startMs, what, peer));
   return waitUntil(comm_, [&] { return me->peerBell.v.load(std::memory_order_acquire) != seen; }, &me->peerBell.v,
                    &me->waiters, what, peer);
 }

@@ -40,7 +40,8 @@ class LinkTransport : public Transport {
   // Point-to-point: a TCP connection per pair (the bootstrap's, core/bootstrap_peers.cc), also
   // under transport verbs in this version (transport/socket_peer.cc).
   clbResult_t peer(int p, PeerChannel** out) override;
-  clbResult_t waitPeers(uint64_t seen, int64_t startMs, const char* what, int peer) override;
+  clbResult_t waitPeers(uint64_t seen, int64_t startMs, const char* what, int peer,
+                        const std::vector<int>& peers) override;
   clbResult_t trim() override;
   bool waitNotice(int peer, PeerNotice* n) override;
   bool statusNotice(PeerNotice* n) override;
@@ -63,13 +64,13 @@ class LinkTransport : public Transport {
 
 // Both directions with one peer over one TCP connection (transport/socket_peer.cc): sends are
 // copied into pipelineDepth slots and written without blocking, receives read eagerly into as many.
-// The lower rank of the pair dials; the higher one waits for the connection to come (it is not
-// open until then, and nothing moves).
+// The rank that needs the connection first dials (bootstrap's peerLink); nothing moves until it is
+// open.
 class SocketPeerChannel : public PeerChannel {
  public:
   SocketPeerChannel(clbComm* comm, int peer);
   ~SocketPeerChannel() override;
-  // Dials the peer (this rank the lower one), or takes its connection if it came.
+  // Dials the peer, or takes its connection if it came (bootstrap's peerLink).
   clbResult_t connect();
   bool connected() const { return link_.open(); }
   size_t maxMessageBytes() const override { return (size_t)comm_->cfg.chunkBytes; }

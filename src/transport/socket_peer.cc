@@ -36,13 +36,15 @@ void SocketPeerChannel::account() {
 
 clbResult_t SocketPeerChannel::connect() {
   if (link_.open()) return clbSuccess;
-  if (comm_->rank < peer_) return comm_->boot.dialPeer(peer_, &link_);
-  comm_->boot.takePeerLink(peer_, &link_);  // the lower rank dials: open once it did
-  return clbSuccess;
+  return comm_->boot.peerLink(peer_, &link_);  // may stay closed: the peer's dial is to come
 }
 
 short SocketPeerChannel::events() const {
-  return link_.wantEvents(sendWritten_ < sendPosted_ ? (short)(POLLIN | POLLOUT) : (short)POLLIN);
+  // Readable matters only while a receive slot is free (else the data waits in the kernel), and
+  // writable only while something is queued: otherwise poll() would return at once, every time.
+  short want = recvRead_ - recvConsumed_ < depth_ && closedErrno_ == 0 ? (short)POLLIN : (short)0;
+  if (sendWritten_ < sendPosted_) want |= POLLOUT;
+  return want ? link_.wantEvents(want) : (short)0;
 }
 
 clbResult_t SocketPeerChannel::closedError() const {
@@ -196,17 +198,27 @@ clbResult_t LinkTransport::peer(int p, PeerChannel** out) {
   return clbSuccess;
 }
 
-clbResult_t LinkTransport::waitPeers(uint64_t, int64_t startMs, const char* what, int peer) {
+clbResult_t LinkTransport::waitPeers(uint64_t, int64_t startMs, const char* what, int peer,
+                                     const std::vector<int>& peers) {
+  // The batch's peers only: a connection of another peer with data for a later call is readable
+  // all along, and would make this wait spin.
   std::vector<pollfd> fds;
   int timeout = 20;
-  for (const auto& ch : peers_) {
-    if (!ch || !ch->connected()) continue;
+  bool awaiting = false;  // a peer's connection is still to come: the acceptor says when
+  for (int p : peers) {
+    SocketPeerChannel* ch = p < (int)peers_.size() ? peers_[p].get() : nullptr;
+    if (!ch || !ch->connected()) {
+      awaiting = true;
+      continue;
+    }
     if (ch->buffered()) timeout = 0;
-    fds.push_back({ch->fd(), ch->events(), 0});
+    if (const short ev = ch->events()) fds.push_back({ch->fd(), ev, 0});
   }
-  if (comm_->boot.acceptorFd() >= 0) fds.push_back({comm_->boot.acceptorFd(), POLLIN, 0});
+  const bool acceptor = awaiting && comm_->boot.acceptorFd() >= 0;
+  if (acceptor) fds.push_back({comm_->boot.acceptorFd(), POLLIN, 0});
   if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR)
     return setSysError(errno, "poll() on the point-to-point connections");
+  if (acceptor && fds.back().revents) comm_->boot.drainAcceptorFd();
   return comm_->checkWait(startMs, what, peer);
 }
 

@@ -11,7 +11,7 @@
 
 namespace clb {
 
-clbResult_t Transport::waitPeers(uint64_t, int64_t, const char*, int) {
+clbResult_t Transport::waitPeers(uint64_t, int64_t, const char*, int, const std::vector<int>&) {
   return setError(clbInternalError, "waitPeers on a transport without point-to-point channels");
 }
 

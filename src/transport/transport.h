@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/comm.h"
 #include "transport/channel.h"
@@ -67,9 +68,11 @@ class Transport {
   // A number that changes whenever something may have moved on a peer channel of this rank (a
   // message came in, a peer consumed one); waitPeers(seen, ...) returns once it differs from
   // `seen` (or after a short while), with the slow path's checks (abort, peers, timeout from
-  // startMs, naming `what` and `peer`).
+  // startMs, naming `what` and `peer`). `peers`: the ranks the waiting batch still has operations
+  // with (a transport that polls connections polls theirs only).
   virtual uint64_t peerActivity() { return 0; }
-  virtual clbResult_t waitPeers(uint64_t seen, int64_t startMs, const char* what, int peer);
+  virtual clbResult_t waitPeers(uint64_t seen, int64_t startMs, const char* what, int peer,
+                                const std::vector<int>& peers);
 
   // Peer health. Whether peer p's process exited or was killed, where the transport can tell
   // (over connections, the closed connection says so instead). Any thread.

@@ -316,8 +316,8 @@ CLB_API clbResult_t clbRecv(void* recvbuff, size_t count, clbDataType_t datatype
  * and one thread can drive several communicators (one per rank of a clique) in one group. Per
  * communicator the group's sends and receives run together, then its collectives in call order;
  * the communicators run side by side. Groups nest: only the outermost end runs anything. Buffers
- * must stay valid until the end. A call refused inside the group (a bad argument) returns its
- * error, and the end then runs nothing and returns that error too. */
+ * must stay valid until the end. A call refused inside the group (a bad argument, of a collective
+ * too) returns its error, and the end then runs nothing and returns that error too. */
 CLB_API clbResult_t clbGroupStart(void);
 CLB_API clbResult_t clbGroupEnd(void);
 /* Every rank sends count elements to every rank: block p of sendbuff (count elements at p x count)
