@@ -32,6 +32,7 @@ constexpr int kBioRead = 0x01, kBioWrite = 0x02, kBioRws = 0x07, kBioRetry = 0x0
 struct Api {
   void* lib = nullptr;
   std::string path;
+  int (*OPENSSL_init_ssl)(uint64_t, const void*);
   const void* (*TLS_method)();
   void* (*SSL_CTX_new)(const void*);
   void (*SSL_CTX_free)(void*);
@@ -146,7 +147,7 @@ clbResult_t loadApi(const Api** out) {
   a->path = path;
   std::string missing;
 #define CLB_BIND(fn) bind(lib, #fn, &a->fn, &missing)
-  CLB_BIND(TLS_method), CLB_BIND(SSL_CTX_new), CLB_BIND(SSL_CTX_free), CLB_BIND(SSL_CTX_use_certificate_chain_file),
+  CLB_BIND(OPENSSL_init_ssl), CLB_BIND(TLS_method), CLB_BIND(SSL_CTX_new), CLB_BIND(SSL_CTX_free), CLB_BIND(SSL_CTX_use_certificate_chain_file),
       CLB_BIND(SSL_CTX_use_PrivateKey_file), CLB_BIND(SSL_CTX_check_private_key),
       CLB_BIND(SSL_CTX_load_verify_locations), CLB_BIND(SSL_CTX_set_verify), CLB_BIND(SSL_CTX_ctrl),
       CLB_BIND(SSL_CTX_set_options), CLB_BIND(SSL_CTX_set_num_tickets), CLB_BIND(SSL_new), CLB_BIND(SSL_free),
@@ -165,6 +166,11 @@ clbResult_t loadApi(const Api** out) {
     return setError(clbUnsupported, "%s is not OpenSSL 3 (it lacks %s): install libssl3 or point COLIBRI_TLS_LIBRARY at "
                     "OpenSSL 3's libssl.so.3", path.c_str(), missing.c_str());
   }
+  // No clean-up at exit: a detached bootstrap root (or a communicator the program never
+  // destroyed) may still free its TLS sessions then, and OpenSSL's atexit handler freeing its
+  // tables under it aborted a process with "double free or corruption" (once, in CI).
+  constexpr uint64_t kInitNoAtexit = 0x00080000ull;  // OPENSSL_INIT_NO_ATEXIT
+  a->OPENSSL_init_ssl(kInitNoAtexit, nullptr);
   a->bioMethod = a->BIO_meth_new(a->BIO_get_new_index() | kBioTypeSourceSink, "colibri socket");
   if (!a->bioMethod || !a->BIO_meth_set_write(a->bioMethod, bioWrite) || !a->BIO_meth_set_read(a->bioMethod, bioRead) ||
       !a->BIO_meth_set_ctrl(a->bioMethod, bioCtrl)) {
@@ -238,9 +244,10 @@ clbResult_t tlsContextFor(TlsMode mode, TlsContextRef* out) {
   const Api* a = nullptr;
   CLB_CHECK(loadApi(&a));
   const std::string key = fileKey(files[0]) + "|" + fileKey(files[1]) + "|" + fileKey(files[2]);
-  static std::mutex cacheMutex;
-  static std::string cachedKey;
-  static TlsContextRef cached;
+  // Never destroyed (threads may outlive main, as above).
+  static std::mutex& cacheMutex = *new std::mutex;
+  static std::string& cachedKey = *new std::string;
+  static TlsContextRef& cached = *new TlsContextRef;
   std::lock_guard<std::mutex> g(cacheMutex);
   if (cached && cachedKey == key) {
     *out = cached;
