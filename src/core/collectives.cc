@@ -51,20 +51,29 @@ clbResult_t validate(clbComm* c, uint32_t coll, const void* send, void* recv, si
   return clbSuccess;
 }
 
+// A collective's buffers: the send buffer only where the call reads one (not on a broadcast's
+// other ranks).
+clbResult_t memoryKind(clbComm* c, uint32_t coll, const void* send, void* recv, int root, void* stream,
+                       bool* onDevice, int* ordinal) {
+  const bool hasSend = !(coll == kBroadcast && c->rank != root) && send;
+  return bufferMemory(hasSend ? send : nullptr, recv, stream, onDevice, ordinal);
+}
+
+}  // namespace
+
 // Host or device memory? Device memory is only possible once this process loaded the CUDA
 // driver, so host-only processes never pay for the question. Both buffers must agree, and a
 // stream means device work.
-clbResult_t memoryKind(clbComm* c, uint32_t coll, const void* send, void* recv, int root, void* stream,
-                       bool* onDevice, int* ordinal) {
+clbResult_t clb::bufferMemory(const void* send, const void* recv, void* stream, bool* onDevice, int* ordinal) {
   *onDevice = false;
 #ifdef CLB_HAVE_CUDA
   if (!stream && !cuda::driverInProcess()) return clbSuccess;
   bool recvDev = false, sendDev = false;
   int ro = -1, so = -1;
-  CLB_CHECK(cuda::classifyPointer(recv, &recvDev, &ro));
-  const bool hasSend = !(coll == kBroadcast && c->rank != root) && send;
-  if (hasSend && send != recv) CLB_CHECK(cuda::classifyPointer(send, &sendDev, &so));
-  else sendDev = recvDev, so = ro;  // in place (or no send buffer): one question
+  const void* first = recv ? recv : send;
+  if (first) CLB_CHECK(cuda::classifyPointer(first, &recvDev, &ro));
+  if (recv && send && send != recv) CLB_CHECK(cuda::classifyPointer(send, &sendDev, &so));
+  else sendDev = recvDev, so = ro;  // in place (or one buffer): one question
   if (sendDev != recvDev)
     return setError(clbInvalidArgument, "send is %s memory but recv is %s memory: pass both on the GPU or both on the host",
                     sendDev ? "device" : "host", recvDev ? "device" : "host");
@@ -83,6 +92,8 @@ clbResult_t memoryKind(clbComm* c, uint32_t coll, const void* send, void* recv, 
   return clbSuccess;
 #endif
 }
+
+namespace {
 
 CollArgs describeCall(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
                       clbRedOp_t op, int root) {

@@ -156,6 +156,10 @@ clbResult_t finishInit(clbComm* c);
 
 // clbInvalidArgument for a NULL communicator, with the message every call gives.
 clbResult_t checkComm(clbComm* c);
+// Whether a call's buffers are device memory (*ordinal: the GPU), for the collectives and the
+// point-to-point calls alike (core/collectives.cc): both must be on the GPU (one GPU) or both on
+// the host, and a stream needs device buffers. Either may be NULL (a call that has one).
+clbResult_t bufferMemory(const void* send, const void* recv, void* stream, bool* onDevice, int* ordinal);
 
 // The communicator taken for one call for the rest of the scope (clbComm::enterCall), given back
 // at its end on every path. result() is clbSuccess when it was taken, else the refusal.

@@ -80,37 +80,11 @@ clbResult_t checkOverlap(const char* call, const void* a, size_t aBytes, const v
   return clbSuccess;
 }
 
-// Whether the call's buffers are device memory (they must agree, and be on one GPU); a stream
-// with host buffers is refused. Device buffers go through host memory (cuda::runPeerOpsStaged).
+// bufferMemory (core/comm.h), the refusal naming the call.
 clbResult_t memoryOf(clbComm* c, const char* call, const void* a, const void* b, void* stream, bool* onDevice) {
-  *onDevice = false;
-#ifdef CLB_HAVE_CUDA
-  if (stream || cuda::driverInProcess()) {
-    int kinds = 0, devices = 0, ordinal = -1;
-    for (const void* p : {a, b}) {
-      if (!p) continue;
-      bool dev = false;
-      int o = -1;
-      CLB_CHECK(cuda::classifyPointer(p, &dev, &o));
-      kinds++;
-      if (dev) {
-        if (devices && o != ordinal)
-          return setError(clbInvalidArgument, "rank %d: %s: send is on GPU %d but recv on GPU %d: pass buffers of one GPU",
-                          c->rank, call, ordinal, o);
-        devices++;
-        ordinal = o;
-      }
-    }
-    if (devices && devices != kinds)
-      return setError(clbInvalidArgument, "rank %d: %s: one buffer is device memory and the other host memory: pass "
-                      "both on the GPU or both on the host", c->rank, call);
-    *onDevice = devices > 0;
-  }
-#endif
-  if (stream && !*onDevice)
-    return setError(clbInvalidArgument,
-                    "rank %d: %s was given a CUDA stream but host buffers: pass device buffers, or stream 0 (NULL) "
-                    "for host buffers", c->rank, call);
+  int ordinal = -1;
+  if (clbResult_t rc = bufferMemory(a, b, stream, onDevice, &ordinal))
+    return setError(rc, "rank %d: %s: %s", c->rank, call, lastError().c_str());
   return clbSuccess;
 }
 
