@@ -19,6 +19,7 @@ namespace {
 
 struct Shadow {
   std::vector<char> host;
+  CUstream stream = nullptr;  // of the (first) operation on the range: the copies go in its order
   bool download = false;  // an operation reads it: device -> host first
   bool upload = false;    // an operation writes it: host -> device after
 };
@@ -53,8 +54,10 @@ clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
   }
   // One shadow per device range, shared by the operations on the same range.
   std::map<std::pair<uintptr_t, size_t>, Shadow> shadows;
-  auto shadowOf = [&](const void* p, size_t bytes, bool reads) -> char* {
-    Shadow& s = shadows[{reinterpret_cast<uintptr_t>(p), bytes}];
+  auto shadowOf = [&](const void* p, size_t bytes, bool reads, void* stream) -> char* {
+    auto [it, made] = shadows.try_emplace({reinterpret_cast<uintptr_t>(p), bytes});
+    Shadow& s = it->second;
+    if (made) s.stream = static_cast<CUstream>(stream);
     s.host.resize(bytes);
     (reads ? s.download : s.upload) = true;
     return s.host.data();
@@ -63,8 +66,8 @@ clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
   for (PeerOp& o : staged) {
     if (!o.onDevice || o.count == 0) continue;
     const size_t bytes = o.count * clbTypeSize(o.type);
-    if (o.src) o.src = shadowOf(o.src, bytes, true);
-    if (o.dst) o.dst = shadowOf(o.dst, bytes, false);
+    if (o.src) o.src = shadowOf(o.src, bytes, true, o.stream);
+    if (o.dst) o.dst = shadowOf(o.dst, bytes, false, o.stream);
   }
   int64_t held = 0;
   for (auto& [range, s] : shadows) held += (int64_t)s.host.size();
@@ -78,12 +81,21 @@ clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
       c->transientHost -= n;
     }
   } release{c, held};
+  // The copies go on the operations' streams, each then synchronized: a synchronous copy would run
+  // on the legacy stream, which is not ordered with non-blocking streams, and from pageable memory
+  // to the GPU it may return before the data arrived (work the caller queues next on its stream
+  // could read the buffer before).
+  auto drain = [&] {
+    for (CUstream s : streams) CLB_CU(d, cuStreamSynchronize, s);
+    return clbSuccess;
+  };
   for (auto& [range, s] : shadows)
-    if (s.download) CLB_CU(d, cuMemcpyDtoH, s.host.data(), (CUdeviceptr)range.first, range.second);
+    if (s.download) CLB_CU(d, cuMemcpyDtoHAsync, s.host.data(), (CUdeviceptr)range.first, range.second, s.stream);
+  CLB_CHECK(drain());
   CLB_CHECK(run(staged));
   for (auto& [range, s] : shadows)
-    if (s.upload) CLB_CU(d, cuMemcpyHtoD, (CUdeviceptr)range.first, s.host.data(), range.second);
-  return clbSuccess;
+    if (s.upload) CLB_CU(d, cuMemcpyHtoDAsync, (CUdeviceptr)range.first, s.host.data(), range.second, s.stream);
+  return drain();
 }
 
 }  // namespace clb::cuda
