@@ -186,6 +186,12 @@ clbResult_t clbComm::asyncStatus() {
                     failure.c_str());
   }
 #ifdef CLB_HAVE_CUDA
+  if (peerDevice && peerDevice->timedOut()) {
+    setError(clbTimeout, "rank %d: a point-to-point kernel waited past the timeout (%lld ms) for a peer: its output "
+             "is undefined, and the communicator cannot go on", rank, (long long)cfg.timeoutMs);
+    markFailed(clbTimeout);
+    return clbTimeout;
+  }
   if (cuda::Device* d = deviceReady.load(std::memory_order_acquire)) {
     clbResult_t rc = d->deviceStatus();
     if (rc != clbSuccess) {

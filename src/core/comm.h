@@ -22,6 +22,7 @@ namespace clb {
 class Transport;
 namespace cuda {
 class Device;
+class PeerDevice;
 }
 
 enum Collective : uint32_t { kAllReduce = 1, kAllGather = 2, kReduceScatter = 3, kBroadcast = 4 };
@@ -111,6 +112,7 @@ struct clbComm {
   // `transport` says which one it is.
   std::unique_ptr<clb::Transport> carrier;
   std::unique_ptr<clb::cuda::Device> device;  // set up at the first call on device memory
+  std::unique_ptr<clb::cuda::PeerDevice> peerDevice;  // point-to-point on the GPU, at its first device call
   std::atomic<clb::cuda::Device*> deviceReady{nullptr};  // `device`, once set up (read by other threads)
   std::string info;
 

@@ -57,6 +57,7 @@ struct DeviceConfig {
   bool meetOff = false;        // COLIBRI_DEVICE_MEET=off
   int launch = kDeviceLaunchAuto;  // COLIBRI_DEVICE_LAUNCH
   bool p2pOff = false;         // COLIBRI_DEVICE_P2P=off
+  bool p2pInPlaceOff = false;  // COLIBRI_DEVICE_P2P_IN_PLACE=off: every message through the lines
   bool checkCalls = false;     // COLIBRI_DEVICE_CHECK_CALLS=1
   int64_t directMinBytes = kDefaultDeviceDirectMinBytes;  // COLIBRI_DEVICE_DIRECT_MIN_BYTES
   int64_t llMaxBytes = 0;                                  // COLIBRI_DEVICE_LL_MAX_BYTES (default by nranks)

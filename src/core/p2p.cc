@@ -110,8 +110,17 @@ clbResult_t runBatch(clbComm* c, uint32_t call, std::vector<PeerOp>& ops) {
   bool device = false;
   for (const PeerOp& o : ops) device = device || o.onDevice;
 #ifdef CLB_HAVE_CUDA
-  clbResult_t rc = device ? cuda::runPeerOpsStaged(c, ops, [c](std::vector<PeerOp>& staged) { return runPeerOps(c, staged); })
-                          : runPeerOps(c, ops);
+  clbResult_t rc = clbSuccess;
+  if (device) {
+    // On the GPU where the pairs allow (one process, one GPU), the rest through host memory.
+    if (!c->peerDevice) c->peerDevice = std::make_unique<cuda::PeerDevice>(c);
+    std::vector<PeerOp> rest;
+    rc = c->peerDevice->run(ops, &rest);
+    if (rc == clbSuccess && !rest.empty())
+      rc = cuda::runPeerOpsStaged(c, rest, [c](std::vector<PeerOp>& staged) { return runPeerOps(c, staged); });
+  } else {
+    rc = runPeerOps(c, ops);
+  }
 #else
   clbResult_t rc = runPeerOps(c, ops);
 #endif

@@ -19,6 +19,8 @@
 #include "algo/algorithms.h"
 #include "algo/p2p.h"
 #include "device/paths.h"
+#include "device/kernels.h"
+#include "core/peer_meet.h"
 #include "device/shared.h"
 #include "platform/cuda/driver.h"
 
@@ -46,6 +48,49 @@ bool driverInProcess();
 // written copied back (p2p_staged.cc). Refused inside a CUDA graph capture.
 clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
                              const std::function<clbResult_t(std::vector<PeerOp>&)>& run);
+
+// Point-to-point on the GPU for the pairs of ranks of one process on one GPU (p2p_device.cc,
+// kernels/p2p.cu): one launch per batch on the caller's stream, capturable once each pair made
+// one device call. run() launches the operations it takes and leaves the rest (host buffers,
+// pairs across processes or GPUs) in *rest, for runPeerOpsStaged.
+class PeerDevice {
+ public:
+  explicit PeerDevice(clbComm* c);
+  ~PeerDevice();
+  clbResult_t run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest);
+  // A wait of a launch ran out of time (clbCommGetAsyncError): the output is undefined.
+  bool timedOut() const;
+
+ private:
+  struct Pair;
+  clbResult_t setUpRank(CUcontext ctx, CUstream stream);
+  clbResult_t publish(int p, CUstream stream);
+  clbResult_t meet(int p);
+  clbResult_t check(const std::vector<PeerOp>& ops, const std::vector<int>& mine) const;
+  clbResult_t launch(std::vector<PeerOp>& ops, const std::vector<int>& mine, CUstream stream, bool captured);
+  clbResult_t refuseInCapture(CUstream stream, const char* what);
+  clbResult_t zero(CUdeviceptr p, size_t bytes);
+  clbComm* c_;
+  uint64_t nonce_;  // the communicator's session: names its boxes in the process table
+  const Driver* d_ = nullptr;
+  CUcontext ctx_ = nullptr;
+  int ordinal_ = -1;
+  Kernels kernels_;
+  CUfunction fn_ = nullptr, fnSmall_ = nullptr;  // clb_dev_p2p, clb_dev_p2p_small
+  clbResult_t carve(size_t bytes, CUdeviceptr* out);
+  std::vector<CUdeviceptr> arenas_;  // the state's and the boxes' allocations
+  CUdeviceptr state_ = 0;  // ClbP2pState
+  unsigned int* hostError_ = nullptr;
+  CUdeviceptr hostErrorDev_ = 0;
+  int64_t held_ = 0;  // device bytes, as counted in memStats
+  std::vector<Pair> pairs_;
+  int slots_ = 1;  // the GPU's block slots for clb_dev_p2p (setUpRank)
+  int blockBudget() const;
+  clbResult_t everyRankHere(bool* here);
+  CUevent lastLaunch_ = nullptr;   // recorded after each launch outside a capture
+  CUstream lastStream_ = nullptr;  // ... on this stream
+  std::shared_ptr<clb::PeerMeet> meet_;  // with the ranks of this process on this GPU (core/peer_meet.h)
+};
 
 class Device {
  public:

@@ -2,3 +2,4 @@
 // The one translation unit of a kernel image (nvcc -cubin takes a single source).
 #include "kernels/reduce.cu"
 #include "kernels/collective.cu"
+#include "kernels/p2p.cu"

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#define CLB_KERNEL_ABI_VERSION 4
+#define CLB_KERNEL_ABI_VERSION 6
 // Inputs one reduction kernel launch can combine (ranks on one node beyond that take more passes).
 #define CLB_MAX_KERNEL_SRCS 16
 
@@ -113,3 +113,82 @@ struct ClbDevCallArgs {
   const char* peerIn[CLB_MAX_DEVICE_RANKS];
   char* peerOut[CLB_MAX_DEVICE_RANKS];
 };
+
+// ---- point-to-point on device memory, ranks of one process on one GPU (src/kernels/p2p.cu) ----
+// Per pair and direction the receiver owns an inbox in its GPU's memory, which the sender's
+// kernels write: two halves of CLB_P2P_CHUNK payload bytes in 16-byte lines (8 data bytes and the
+// flag twice, as the LL path's). Chunks are numbered per pair and direction from 1, on the device
+// (a graph replayed numbers on); chunk k goes to half k & 1 with flag k, and the sender writes it
+// once the receiver consumed chunk k - 2 of that half (credit[k & 1] >= k - 2), so no order of the
+// two ranks' kernels overwrites what is unread. A message the host marks inPlace (over 16 KiB and
+// not part of a reduce; both ranks of the pair decide alike) is one "chunk" number that moves in
+// place instead: the receiver publishes its buffer's
+// address in the sender's box, the sender's blocks copy into it and say so in the receiver's box
+// (one process, one GPU: the address is the sender's to write). Every operation of a batch in one
+// launch (one block per operation, several for a large send or copy), so that a batch's sends and
+// receives to many peers move side by side; the batch's local copies (a send to itself, a root's
+// own block) are operations of the same launch. Batches of up to CLB_P2P_SMALL_OPS operations
+// launch clb_dev_p2p_small, whose parameters are that much smaller (a launch copies them).
+#define CLB_P2P_CHUNK (32u * 1024u)
+#define CLB_P2P_MAX_OPS 128
+#define CLB_P2P_SMALL_OPS 8
+
+// This rank's box for one peer (in this rank's GPU memory; the peer's kernels write `credit` and
+// `lines`, this rank's the rest).
+struct ClbP2pBox {
+  unsigned long long sent;       // chunks this rank sent to the peer
+  unsigned long long received;   // chunks this rank received from the peer
+  unsigned long long credit[2];  // [half]: the last chunk of this rank's the peer consumed there
+  // In place (a large message, number k, half k & 1): the peer, receiving from this rank, writes
+  // its buffer's address and then k into want; this rank, receiving from the peer, finds k in
+  // done once the peer's blocks copied into its buffer.
+  void* wantAddr[2];
+  unsigned long long want[2];
+  unsigned long long done[2];
+  // [half]: the last number this rank received from the peer there (its own kernels): an in-place
+  // receive publishes its address only once the one before in its half is through.
+  unsigned long long rxDone[2];
+  char lines[2][2 * CLB_P2P_CHUNK];  // [half]: the peer's chunks to this rank, in lines
+};
+
+// One rank's bookkeeping of its point-to-point launches (its GPU memory).
+struct ClbP2pState {
+  unsigned int blocksDone;      // blocks of the running launch that finished
+  unsigned int error;           // a wait timed out: the launches after it return at once
+  unsigned long long launches;  // launches completed
+  unsigned long long opDone[CLB_P2P_MAX_OPS];  // [i]: the launch whose operation i completed
+  unsigned int opBlocks[CLB_P2P_MAX_OPS];      // [i]: blocks of operation i that finished (several: a large send)
+};
+
+enum { CLB_P2P_SEND = 0, CLB_P2P_RECV = 1, CLB_P2P_RECV_REDUCE = 2, CLB_P2P_COPY = 3 };
+
+struct ClbP2pOp {
+  int kind;      // CLB_P2P_*
+  int after;     // -1, or the operation of this launch that must complete first
+  int divideBy;  // recv-reduce: > 0 on an average's last step
+  int type, op;  // recv-reduce: clbDataType_t, clbRedOp_t
+  int inPlace;   // 1: moved in place (one number), 0: in chunks of lines
+  int firstBlock, blocks;  // the blocks of the launch that run it
+  ClbP2pBox* local;   // this rank's box for the peer
+  ClbP2pBox* remote;  // the peer's box for this rank
+  const void* src;    // send, copy
+  void* dst;          // receive, copy
+  unsigned long long bytes;
+  unsigned long long firstChunk;  // chunks of the launch's earlier operations with the peer, same direction
+  unsigned long long advance;     // the last of those operations: all their chunks (the box's count moves on by it)
+};
+
+// clb_dev_p2p's parameters (N = CLB_P2P_MAX_OPS) and clb_dev_p2p_small's (N = CLB_P2P_SMALL_OPS).
+template <int N>
+struct ClbP2pArgsOf {
+  ClbP2pState* state;
+  unsigned int* hostError;  // mapped pinned host memory: set once a wait timed out
+  unsigned long long timeoutNs;
+  int nops;
+  // 1: no operation waits for another and each pair and direction has one operation, so each
+  // moves its own count on and the launch is not counted (opDone, launches untouched).
+  int alone;
+  ClbP2pOp ops[N];
+};
+typedef ClbP2pArgsOf<CLB_P2P_MAX_OPS> ClbP2pArgs;
+typedef ClbP2pArgsOf<CLB_P2P_SMALL_OPS> ClbP2pArgsSmall;

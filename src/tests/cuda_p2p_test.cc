@@ -1,15 +1,20 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// Point-to-point on device buffers (ranks as threads on one GPU, and as processes): a ring
-// exchange in a group posted in opposite orders, all-to-all against a group of sends and
-// receives, all-to-allv with empty pairs, reduce in place, gather and scatter, every result copied
-// back and checked element by element against values computed here; a call inside a CUDA graph
-// capture refused with what to do, the communicator still usable. Skipped without a GPU.
+// Point-to-point on device buffers (ranks as threads on one GPU: the on-GPU path; as processes:
+// through host memory): a ring exchange in a group posted in opposite orders, all-to-all against
+// a group of sends and receives, all-to-allv with empty pairs, reduce in place, gather and
+// scatter, every result copied back and checked element by element against values computed here;
+// between processes a call inside a CUDA graph capture refused with what to do, the communicator
+// still usable; between threads a pipeline step and an all-to-all captured and replayed with new
+// data, the application allocating, freeing and synchronizing between calls, and batches that do
+// not pair up refused on both ranks. Skipped without a GPU.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "colibri/colibri.h"
@@ -20,19 +25,34 @@ namespace {
 
 int64_t val(int from, int to, size_t i) { return (int64_t)from * 1000000007LL + (int64_t)to * 1000003LL + (int64_t)i; }
 
+// Device buffers allocated and freed around each call, as applications do: between ranks that
+// are threads on one GPU, cuMemAlloc and cuMemFree may wait for every kernel in the context, so
+// this holds only because no rank launches before its peers are in their calls and none returns
+// before they launched (core/peer_meet.h).
+// Its copies run on the rank's stream, in order with the calls (a synchronous copy from pageable
+// memory may return before its data reached the GPU, and the legacy stream it runs on is not
+// ordered with the ranks' non-blocking streams).
 struct DevBuf {
   const Driver* d;
+  CUstream s;
   CUdeviceptr p = 0;
   size_t n;
-  DevBuf(const Driver* drv, size_t elems) : d(drv), n(elems) { d->cuMemAlloc(&p, std::max<size_t>(8, elems * 8)); }
+  DevBuf(const Driver* drv, CUstream stream, size_t elems) : d(drv), s(stream), n(elems) {
+    d->cuMemAlloc(&p, std::max<size_t>(8, elems * 8));
+  }
   ~DevBuf() {
     if (p) d->cuMemFree(p);
   }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
   void* ptr(size_t at = 0) const { return reinterpret_cast<void*>(p + at * 8); }
-  bool put(const std::vector<int64_t>& v) { return d->cuMemcpyHtoD(p, v.data(), v.size() * 8) == CUDA_SUCCESS; }
+  bool put(const std::vector<int64_t>& v) {
+    return d->cuMemcpyHtoDAsync(p, v.data(), v.size() * 8, s) == CUDA_SUCCESS && d->cuStreamSynchronize(s) == CUDA_SUCCESS;
+  }
   std::vector<int64_t> get() const {
     std::vector<int64_t> v(n);
-    d->cuMemcpyDtoH(v.data(), p, n * 8);
+    if (d->cuMemcpyDtoHAsync(v.data(), p, n * 8, s) != CUDA_SUCCESS || d->cuStreamSynchronize(s) != CUDA_SUCCESS)
+      v.assign(n, -1);
     return v;
   }
 };
@@ -48,7 +68,7 @@ std::string exchange(const Driver* d, CUstream stream, clbComm_t comm, int r, in
   const size_t count = 300007;
   std::vector<int64_t> out(count);
   for (size_t i = 0; i < count; i++) out[i] = val(r, next, i);
-  DevBuf dout(d, count), din(d, count);
+  DevBuf dout(d, stream, count), din(d, stream, count);
   if (!dout.put(out)) return "cuMemcpyHtoD failed";
   CLB_OK(clbGroupStart());
   if (r % 2) {
@@ -68,7 +88,7 @@ std::string exchange(const Driver* d, CUstream stream, clbComm_t comm, int r, in
   std::vector<int64_t> s(c * n);
   for (int p = 0; p < n; p++)
     for (size_t i = 0; i < c; i++) s[p * c + i] = val(r, p, i);
-  DevBuf ds(d, c * n), dr(d, c * n), dr2(d, c * n);
+  DevBuf ds(d, stream, c * n), dr(d, stream, c * n), dr2(d, stream, c * n);
   if (!ds.put(s)) return "cuMemcpyHtoD failed";
   CLB_OK(clbAllToAll(ds.ptr(), dr.ptr(), c, clbInt64, comm, stream));
   CLB_OK(clbGroupStart());
@@ -77,6 +97,7 @@ std::string exchange(const Driver* d, CUstream stream, clbComm_t comm, int r, in
     CLB_OK(clbSend(ds.ptr(p * c), c, clbInt64, p, comm, stream));
   }
   CLB_OK(clbGroupEnd());
+  CU_OK(d->cuStreamSynchronize(stream));  // the calls are asynchronous on the GPU path
   std::vector<int64_t> g = dr.get(), g2 = dr2.get();
   for (int p = 0; p < n; p++)
     for (size_t i = 0; i < c; i++) {
@@ -94,9 +115,10 @@ std::string exchange(const Driver* d, CUstream stream, clbComm_t comm, int r, in
   std::vector<int64_t> vs(so);
   for (int p = 0; p < n; p++)
     for (size_t i = 0; i < sc[p]; i++) vs[sd[p] + i] = val(r, p, i);
-  DevBuf dvs(d, so), dvr(d, ro);
+  DevBuf dvs(d, stream, so), dvr(d, stream, ro);
   if (!dvs.put(vs)) return "cuMemcpyHtoD failed";
   CLB_OK(clbAllToAllv(dvs.ptr(), sc.data(), sd.data(), dvr.ptr(), rc.data(), rd.data(), clbInt64, comm, stream));
+  CU_OK(d->cuStreamSynchronize(stream));
   std::vector<int64_t> vr = dvr.get();
   for (int p = 0; p < n; p++)
     for (size_t i = 0; i < rc[p]; i++)
@@ -106,11 +128,12 @@ std::string exchange(const Driver* d, CUstream stream, clbComm_t comm, int r, in
   const size_t m = 20011;
   std::vector<int64_t> mine(m);
   for (size_t i = 0; i < m; i++) mine[i] = val(r, root, i);
-  DevBuf dm(d, m), dall(d, m * n), dgot(d, m);
+  DevBuf dm(d, stream, m), dall(d, stream, m * n), dgot(d, stream, m);
   if (!dm.put(mine)) return "cuMemcpyHtoD failed";
   CLB_OK(clbGather(dm.ptr(), dall.ptr(), m, clbInt64, root, comm, stream));
   CLB_OK(clbScatter(dall.ptr(), dgot.ptr(), m, clbInt64, root, comm, stream));
   CLB_OK(clbReduce(dm.ptr(), dm.ptr(), m, clbInt64, clbSum, root, comm, stream));
+  CU_OK(d->cuStreamSynchronize(stream));
   std::vector<int64_t> got = dgot.get(), red = dm.get(), all = dall.get();
   for (size_t i = 0; i < m; i++) {
     if (got[i] != val(r, root, i)) return "scatter of the gathered blocks: element " + std::to_string(i);
@@ -125,15 +148,16 @@ std::string exchange(const Driver* d, CUstream stream, clbComm_t comm, int r, in
   return "";
 }
 
-std::string rankBody(const clbUniqueId& id, int r, int n) {
+// `processes`: the ranks are processes, whose pairs go through host memory (not capturable).
+std::string rankBody(const clbUniqueId& id, int r, int n, bool processes) {
   const Driver* d = nullptr;
   CUstream stream = nullptr;
   clbComm_t comm = nullptr;
   if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
   std::string err = exchange(d, stream, comm, r, n);
-  // Inside a capture: refused, nothing moved, usable after.
-  if (err.empty()) {
-    DevBuf b(d, 16);
+  // Through host memory, inside a capture: refused, nothing moved, usable after.
+  if (err.empty() && processes) {
+    DevBuf b(d, stream, 16);
     CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     clbResult_t rc = clbGroupStart();
     if (rc == clbSuccess) rc = clbSend(b.ptr(), 16, clbInt64, (r + 1) % n, comm, stream);
@@ -154,7 +178,8 @@ std::string rankBody(const clbUniqueId& id, int r, int n) {
 
 TEST(DevicePeer, ThreadsOnOneGpuEveryCallMatchesTheReference) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
-  for (int n : {2, 4}) runThreads(n, rankBody);
+  for (int n : {2, 4})
+    runThreads(n, [](const clbUniqueId& id, int r, int k) { return rankBody(id, r, k, false); });
 }
 
 // Device buffers larger than the staging cap (64 MiB by default): the host copies a call makes
@@ -168,7 +193,7 @@ TEST(DevicePeer, ASendLargerThanTheStagingCapGoesThrough) {
     clbComm_t comm = nullptr;
     if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
     const size_t count = (70u << 20) / 8;
-    DevBuf b(d, count);
+    DevBuf b(d, stream, count);
     std::string err;
     if (r == 0) {
       std::vector<int64_t> v(count);
@@ -178,6 +203,8 @@ TEST(DevicePeer, ASendLargerThanTheStagingCapGoesThrough) {
         err = std::string("send: ") + clbGetLastError();
     } else if (clbRecv(b.ptr(), count, clbInt64, 0, comm, stream) != clbSuccess) {
       err = std::string("recv: ") + clbGetLastError();
+    } else if (d->cuStreamSynchronize(stream) != CUDA_SUCCESS) {
+      err = "sync failed";
     } else {
       std::vector<int64_t> v = b.get();
       for (size_t i = 0; i < count && err.empty(); i++)
@@ -189,11 +216,261 @@ TEST(DevicePeer, ASendLargerThanTheStagingCapGoesThrough) {
   });
 }
 
+// CUDA graphs (ranks as threads on one GPU, the on-GPU path): a pipeline step (receive from the
+// previous stage, copy, send to the next) and an all-to-all, each captured once after an eager
+// call and replayed with new data every time, every element checked after every replay.
+std::string graphBody(const clbUniqueId& id, int r, int n) {
+  const Driver* d = nullptr;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
+  const size_t count = 70001;  // three chunks of the pair's channel, and a tail
+  DevBuf in(d, stream, count), out(d, stream, count);
+  const size_t c = 1024;  // all-to-all: 8 KiB per peer
+  DevBuf as(d, stream, c * n), ar(d, stream, c * n);
+  auto step = [&]() -> clbResult_t {
+    if (r > 0) {
+      if (clbResult_t rc = clbRecv(in.ptr(), count, clbInt64, r - 1, comm, stream)) return rc;
+      if (d->cuMemcpyDtoDAsync(out.p, in.p, count * 8, stream) != CUDA_SUCCESS) return clbInternalError;
+    }
+    if (r < n - 1) return clbSend(out.ptr(), count, clbInt64, r + 1, comm, stream);
+    return clbSuccess;
+  };
+  auto fill = [&](int round) -> std::string {
+    if (r == 0) {
+      std::vector<int64_t> v(count);
+      for (size_t i = 0; i < count; i++) v[i] = val(round, 7, i);
+      if (!out.put(v)) return "cuMemcpyHtoD failed";
+    }
+    std::vector<int64_t> s(c * n);
+    for (int p = 0; p < n; p++)
+      for (size_t i = 0; i < c; i++) s[p * c + i] = val(r * 100 + round, p, i);
+    return as.put(s) ? "" : "cuMemcpyHtoD failed";
+  };
+  auto check = [&](int round) -> std::string {
+    if (r == n - 1) {
+      std::vector<int64_t> v = out.get();
+      for (size_t i = 0; i < count; i++)
+        if (v[i] != val(round, 7, i)) return "pipeline round " + std::to_string(round) + ": element " + std::to_string(i);
+    }
+    std::vector<int64_t> g = ar.get();
+    for (int p = 0; p < n; p++)
+      for (size_t i = 0; i < c; i++)
+        if (g[p * c + i] != val(p * 100 + round, r, i)) return "all-to-all round " + std::to_string(round) + ": from " + std::to_string(p);
+    return "";
+  };
+  std::string err = fill(0);
+  // Eager once: sets every pair's channel up.
+  if (err.empty() && step() != clbSuccess) err = std::string("eager step: ") + clbGetLastError();
+  if (err.empty() && clbAllToAll(as.ptr(), ar.ptr(), c, clbInt64, comm, stream) != clbSuccess)
+    err = std::string("eager allToAll: ") + clbGetLastError();
+  if (err.empty() && d->cuStreamSynchronize(stream) != CUDA_SUCCESS) err = "sync failed";
+  if (err.empty()) err = check(0);
+  CUgraph g = nullptr;
+  CUgraphExec exec = nullptr;
+  if (err.empty()) {
+    CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    clbResult_t rc = step();
+    if (rc == clbSuccess) rc = clbAllToAll(as.ptr(), ar.ptr(), c, clbInt64, comm, stream);
+    const std::string msg = clbGetLastError();
+    CU_OK(d->cuStreamEndCapture(stream, &g));
+    if (rc != clbSuccess) err = "captured calls: " + msg;
+    if (err.empty()) CU_OK(d->cuGraphInstantiateWithFlags(&exec, g, 0));
+    // Uploaded before any rank replays: a first launch that uploads may wait for the work running
+    // in the context, which could be a peer's replay waiting for this rank (docs/device.md).
+    if (err.empty()) CU_OK(d->cuGraphUpload(exec, stream));
+    CU_OK(d->cuStreamSynchronize(stream));
+  }
+  if (clbBarrier(comm, nullptr) != clbSuccess && err.empty()) err = std::string("barrier: ") + clbGetLastError();
+  for (int round = 1; round <= 5 && err.empty(); round++) {
+    err = fill(round);
+    if (err.empty() && d->cuGraphLaunch(exec, stream) != CUDA_SUCCESS) err = "cuGraphLaunch failed";
+    if (err.empty() && d->cuStreamSynchronize(stream) != CUDA_SUCCESS) err = "sync after the replay failed";
+    if (err.empty()) err = check(round);
+    // The next round's input is written only once every rank checked this one.
+    if (clbBarrier(comm, nullptr) != clbSuccess && err.empty()) err = std::string("barrier: ") + clbGetLastError();
+  }
+  clbMemStats_t st{};
+  clbCommMemStats(comm, &st);
+  if (err.empty() && st.deviceBytes <= 0) err = "the pairs' device channels are not counted";
+  if (exec) d->cuGraphExecDestroy(exec);
+  if (g) d->cuGraphDestroy(g);
+  clbResult_t async = clbSuccess;
+  clbCommGetAsyncError(comm, &async);
+  if (err.empty() && async != clbSuccess) err = std::string("async error: ") + clbGetLastError();
+  clbCommDestroy(comm);
+  d->cuStreamDestroy(stream);
+  return err;
+}
+
+TEST(DevicePeer, GraphsOfAPipelineStepAndAnAllToAllReplayWithNewData) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  for (int n : {2, 4}) runThreads(n, graphBody);
+}
+
+// The application allocates, frees and synchronizes between calls (rank threads staggered so that
+// each one's allocation falls while a peer's call is under way): every round of a ring exchange
+// arrives whole, none waits to the timeout.
+std::string churnBody(const clbUniqueId& id, int r, int n) {
+  const Driver* d = nullptr;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
+  std::string err;
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  for (int round = 0; round < 40 && err.empty(); round++) {
+    const size_t count = 1000 + 4099 * (size_t)round;  // up to 160,000 elements: lines and in place
+    std::this_thread::sleep_for(std::chrono::microseconds(((round + r) % n) * 500));
+    DevBuf out(d, stream, count), in(d, stream, count);
+    std::vector<int64_t> v(count);
+    for (size_t i = 0; i < count; i++) v[i] = val(r * 100 + round, next, i);
+    if (!out.put(v)) err = "cuMemcpyHtoD failed";
+    if (err.empty() && (clbGroupStart() != clbSuccess ||
+                        clbSend(out.ptr(), count, clbInt64, next, comm, stream) != clbSuccess ||
+                        clbRecv(in.ptr(), count, clbInt64, prev, comm, stream) != clbSuccess ||
+                        clbGroupEnd() != clbSuccess))
+      err = "round " + std::to_string(round) + ": " + clbGetLastError();
+    if (err.empty() && d->cuCtxSynchronize() != CUDA_SUCCESS) err = "cuCtxSynchronize failed";
+    if (err.empty()) {
+      std::vector<int64_t> g = in.get();
+      for (size_t i = 0; i < count && err.empty(); i++)
+        if (g[i] != val(prev * 100 + round, r, i)) err = "round " + std::to_string(round) + ": element " + std::to_string(i);
+    }
+  }
+  clbCommDestroy(comm);
+  d->cuStreamDestroy(stream);
+  return err;
+}
+
+TEST(DevicePeer, AllocationsFreesAndSynchronizationsBetweenCallsDoNotDeadlock) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  for (int n : {2, 4}) runThreads(n, churnBody);
+}
+
+// Rank 0 sends two messages in one group, rank 1 receives them in two calls: between ranks that
+// are threads on one GPU the batches must pair up, so both are refused naming what each posted,
+// nothing is launched, and a pair of calls that does pair up goes through after.
+TEST(DevicePeer, BatchesThatDoNotPairUpAreRefusedOnBothRanks) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  runThreads(2, [](const clbUniqueId& id, int r, int n) -> std::string {
+    const Driver* d = nullptr;
+    CUstream stream = nullptr;
+    clbComm_t comm = nullptr;
+    if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
+    std::string err;
+    const size_t count = 100;
+    DevBuf a(d, stream, count), b(d, stream, count);
+    clbResult_t rc = clbSuccess;
+    if (r == 0) {
+      if (clbGroupStart() != clbSuccess) return "groupStart";
+      clbSend(a.ptr(), count, clbInt64, 1, comm, stream);
+      clbSend(b.ptr(), count, clbInt64, 1, comm, stream);
+      rc = clbGroupEnd();
+    } else {
+      rc = clbRecv(a.ptr(), count, clbInt64, 0, comm, stream);
+    }
+    const std::string msg = clbGetLastError();
+    if (rc != clbInvalidUsage) err = "refusal: got " + std::to_string(rc) + ": " + msg;
+    if (err.empty() && msg.find(r == 0 ? "2 sends (800, 800 bytes) to rank 1" : "1 receive (800 bytes) from rank 0") == std::string::npos)
+      err = "refusal does not say what was posted: " + msg;
+    std::vector<int64_t> v(count);
+    for (size_t i = 0; i < count; i++) v[i] = val(7, r, i);
+    if (err.empty() && r == 0 && !a.put(v)) err = "cuMemcpyHtoD failed";
+    if (err.empty()) {
+      rc = r == 0 ? clbSend(a.ptr(), count, clbInt64, 1, comm, stream) : clbRecv(b.ptr(), count, clbInt64, 0, comm, stream);
+      if (rc != clbSuccess) err = std::string("the call after: ") + clbGetLastError();
+    }
+    if (err.empty() && d->cuStreamSynchronize(stream) != CUDA_SUCCESS) err = "sync failed";
+    if (err.empty() && r == 1) {
+      std::vector<int64_t> g = b.get();
+      for (size_t i = 0; i < count && err.empty(); i++)
+        if (g[i] != val(7, 0, i)) err = "element " + std::to_string(i);
+    }
+    clbCommDestroy(comm);
+    d->cuStreamDestroy(stream);
+    return err;
+  });
+}
+
+// A reduce into a separate output at the root (the root's copy of its own data and the first
+// receive that adds into it run in one launch: the receive waits for the copy), checked over 20
+// rounds with the output poisoned before each; and one rank's calls on two streams, the first one
+// held back on the receiving side, which must not share the pair's numbers (a rank's launches run
+// in call order whatever their streams).
+std::string reduceAndStreamsBody(const clbUniqueId& id, int r, int n) {
+  const Driver* d = nullptr;
+  CUstream stream = nullptr, other = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
+  CU_OK(d->cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+  std::string err;
+  const int root = n - 1;
+  for (size_t m : {(size_t)1024, (size_t)100003}) {
+    DevBuf ds(d, stream, m), dr(d, stream, m);
+    std::vector<int64_t> mine(m), poison(m, 0x1111111111111111LL);
+    for (size_t i = 0; i < m; i++) mine[i] = val(r, 9, i);
+    if (!ds.put(mine)) err = "cuMemcpyHtoD failed";
+    for (int round = 0; round < 20 && err.empty(); round++) {
+      if (!dr.put(poison)) err = "cuMemcpyHtoD failed";
+      if (err.empty() && clbReduce(ds.ptr(), dr.ptr(), m, clbInt64, clbSum, root, comm, stream) != clbSuccess)
+        err = std::string("reduce: ") + clbGetLastError();
+      if (err.empty() && r == root) {
+        std::vector<int64_t> g = dr.get();
+        for (size_t i = 0; i < m && err.empty(); i++) {
+          int64_t want = 0;
+          for (int p = 0; p < n; p++) want += val(p, 9, i);
+          if (g[i] != want) err = "reduce of " + std::to_string(m) + ", round " + std::to_string(round) + ": element " + std::to_string(i);
+        }
+      }
+      if (err.empty() && clbBarrier(comm, nullptr) != clbSuccess) err = std::string("barrier: ") + clbGetLastError();
+    }
+  }
+  // Pairs (0, 1), (2, 3): the even rank sends a then b, on two streams; the odd one receives a on
+  // a stream held back 50 ms, b on the other.
+  const size_t big = (8u << 20) / 8;
+  const int peer = r ^ 1;
+  DevBuf a(d, stream, big), b(d, other, big);
+  for (int round = 0; round < 5 && err.empty() && peer < n; round++) {
+    std::vector<int64_t> va(big), vb(big);
+    for (size_t i = 0; i < big; i++) va[i] = val(round, 1, i), vb[i] = val(round, 2, i);
+    if (r % 2 == 0) {
+      if (!a.put(va) || !b.put(vb)) err = "cuMemcpyHtoD failed";
+      if (err.empty() && (clbSend(a.ptr(), big, clbInt64, peer, comm, stream) != clbSuccess ||
+                          clbSend(b.ptr(), big, clbInt64, peer, comm, other) != clbSuccess))
+        err = std::string("send: ") + clbGetLastError();
+    } else {
+      CU_OK(d->cuLaunchHostFunc(stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }, nullptr));
+      if (clbRecv(a.ptr(), big, clbInt64, peer, comm, stream) != clbSuccess ||
+          clbRecv(b.ptr(), big, clbInt64, peer, comm, other) != clbSuccess)
+        err = std::string("recv: ") + clbGetLastError();
+    }
+    if (err.empty() && (d->cuStreamSynchronize(stream) != CUDA_SUCCESS || d->cuStreamSynchronize(other) != CUDA_SUCCESS))
+      err = "sync failed";
+    if (err.empty() && r % 2 == 1) {
+      std::vector<int64_t> ga = a.get(), gb = b.get();
+      for (size_t i = 0; i < big && err.empty(); i++)
+        if (ga[i] != va[i] || gb[i] != vb[i]) err = "two streams, round " + std::to_string(round) + ": element " + std::to_string(i);
+    }
+  }
+  clbResult_t async = clbSuccess;
+  clbCommGetAsyncError(comm, &async);
+  if (err.empty() && async != clbSuccess) err = std::string("async error: ") + clbGetLastError();
+  clbCommDestroy(comm);
+  d->cuStreamDestroy(other);
+  d->cuStreamDestroy(stream);
+  return err;
+}
+
+TEST(DevicePeer, AReduceIntoAnotherBufferAndCallsOnTwoStreamsGetEveryElementRight) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  for (int n : {2, 4}) runThreads(n, reduceAndStreamsBody);
+}
+
 TEST(DevicePeerChild, Rank) {
   const char* id = getenv("CLB_DEVICE_PEER_ID");
   if (!id) GTEST_SKIP() << "runs only as a rank process of DevicePeer";
   const int r = atoi(getenv("CLB_DEVICE_PEER_RANK")), n = atoi(getenv("CLB_DEVICE_PEER_NRANKS"));
-  EXPECT_EQ(rankBody(unhex(id), r, n), "");
+  EXPECT_EQ(rankBody(unhex(id), r, n, true), "");
 }
 
 TEST(DevicePeer, ProcessesOnOneGpuEveryCallMatchesTheReference) {

@@ -770,10 +770,10 @@ int main(int argc, char** argv) {
       std::string lower = names[c];
       for (auto& ch : lower) ch = (char)tolower(ch);
       if (which != "all" && which != lower) continue;
-      // Colibri's point-to-point on device buffers runs from the host in this version: no graph.
       if (c >= 4 && inPlace) continue;  // no in-place form
-      if (c >= 4 && graph && !useNccl) {
-        if (r == 0) printf("#\n# %s: not capturable in this version (device buffers go through host memory)\n", names[c]);
+      // Colibri's point-to-point between processes goes through host memory in this version: no graph.
+      if (c >= 4 && graph && !useNccl && procs) {
+        if (r == 0) printf("#\n# %s: not capturable between processes in this version (through host memory)\n", names[c]);
         continue;
       }
       if (r == 0)

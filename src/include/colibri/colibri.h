@@ -301,8 +301,10 @@ CLB_API clbResult_t clbBarrier(clbComm_t comm, void* stream);
  * may be reused); a receive whose send never comes ends in clbTimeout naming the peer. count 0 is
  * a no-op on both sides. A send to this rank itself (peer == rank) is copied to its receive,
  * which must be in the same group. Host buffers take stream NULL; device buffers take their
- * stream and, in this version, go through host memory (the streams synchronized, the data copied
- * out and back before the call returns; refused inside a CUDA graph capture). Memory: per peer, and only for peers actually used, at the first
+ * stream: between ranks of one process on one GPU the call enqueues a kernel and returns (it can
+ * be captured in a CUDA graph once the pair made one device call outside a capture); otherwise it
+ * goes through host memory in this version (the streams synchronized, the data copied out and back
+ * before the call returns; refused inside a capture). Memory: per peer, and only for peers actually used, at the first
  * message (shm: pipelineDepth slots, each as large as the messages, at most chunkBytes), counted
  * in clbCommMemStats and capped by stagingCapBytes; clbCommTrim gives it back. */
 CLB_API clbResult_t clbSend(const void* sendbuff, size_t count, clbDataType_t datatype, int peer, clbComm_t comm,

@@ -1,0 +1,486 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Point-to-point on the GPU (device.h, PeerDevice) for the pairs of ranks that live in one process
+// and use one GPU: the operations of a batch with such peers run as one kernel launch on the
+// caller's stream (kernels/p2p.cu), which returns at once and can be captured in a CUDA graph.
+// Each rank owns a box per such peer in its GPU memory (the peer's chunks land there, and the
+// peer's credits for this rank's chunks), made at the pair's first device call and found by the
+// peer through a table of this process, so nothing crosses the host channel. Pairs across
+// processes or GPUs go through host memory (p2p_staged.cc); both ranks of a pair decide alike.
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+#include "core/comm.h"
+#include "core/dtype.h"
+#include "device/device.h"
+#include "device/kernels.h"
+#include "core/peer_meet.h"
+
+namespace clb::cuda {
+namespace {
+
+// The boxes of this process: (session, owner rank, peer) -> the owner's box for that peer, and its GPU.
+struct BoxEntry {
+  CUdeviceptr box = 0;
+  int ordinal = -1;
+};
+std::mutex gBoxesMutex;
+
+// Messages larger than this move in place (measured on the H200, 2 ranks in a graph: 16 KiB in
+// lines 5.8 us, 64 KiB in place with one block 5.8 us, 32 KiB in lines 8.9 us). An in-place send
+// or a local copy takes a block per kInPlaceBytesPerBlock, at most kInPlaceMaxBlocks.
+constexpr unsigned long long kInPlaceMinBytes = 16 << 10;
+constexpr unsigned long long kInPlaceBytesPerBlock = 64 << 10;
+constexpr unsigned long long kInPlaceMaxBlocks = 64;
+std::map<std::tuple<uint64_t, int, int>, BoxEntry> gBoxes;
+// (session, rank) -> its GPU, once the rank made a device point-to-point call (everyRankHere).
+std::map<std::pair<uint64_t, int>, int> gRankGpus;
+// GPU -> the ranks (of every communicator) of this process set up for point-to-point on it: they
+// share its block slots.
+std::map<int, int> gRanksOnGpu;
+
+}  // namespace
+
+struct PeerDevice::Pair {
+  enum State { kNew, kGpu, kHost } state = kNew;
+  CUdeviceptr mine = 0;    // this rank's box for the peer
+  CUdeviceptr theirs = 0;  // the peer's box for this rank
+};
+
+PeerDevice::PeerDevice(clbComm* c) : c_(c), nonce_(c->boot.sessionNonce()) {}
+
+PeerDevice::~PeerDevice() {
+  if (!d_) return;
+  {
+    CtxScope scope(d_, ctx_);
+    // The peers' kernels may still credit this rank's boxes (their last receives): done first.
+    d_->cuCtxSynchronize();
+    for (CUdeviceptr a : arenas_) d_->cuMemFree(a);
+    if (hostError_) d_->cuMemFreeHost(hostError_);
+    c_->mem.addDevice(-held_);
+  }
+  if (lastLaunch_) d_->cuEventDestroy(lastLaunch_);
+  std::lock_guard<std::mutex> g(gBoxesMutex);
+  for (int p = 0; p < (int)pairs_.size(); p++) gBoxes.erase({nonce_, c_->rank, p});
+  if (state_) {
+    gRankGpus.erase({nonce_, c_->rank});
+    gRanksOnGpu[ordinal_]--;
+  }
+}
+
+bool PeerDevice::timedOut() const {
+  return hostError_ && *reinterpret_cast<volatile unsigned int*>(hostError_) != 0;
+}
+
+// The blocks one launch may take: its share of the GPU's slots (a margin of 4 for other work),
+// with every rank of this process set up on the GPU (of any communicator) launching at once.
+int PeerDevice::blockBudget() const {
+  std::lock_guard<std::mutex> g(gBoxesMutex);
+  auto it = gRanksOnGpu.find(ordinal_);
+  const int ranks = it == gRanksOnGpu.end() ? 1 : std::max(1, it->second);
+  return std::max(1, (slots_ - 4) / ranks);
+}
+
+// Whether every rank of the communicator is a thread of this process on this GPU: a reduce, which
+// every rank makes, waits for each to say which GPU it is on (its first device call).
+clbResult_t PeerDevice::everyRankHere(bool* here) {
+  *here = false;
+  for (int p = 0; p < c_->nranks; p++)
+    if (c_->boot.peers()[p].pid != getpid()) return clbSuccess;
+  const int64_t start = nowMs();
+  for (int p = 0; p < c_->nranks; p++)
+    for (;;) {
+      int gpu = -2;
+      {
+        std::lock_guard<std::mutex> g(gBoxesMutex);
+        auto it = gRankGpus.find({nonce_, p});
+        if (it != gRankGpus.end()) gpu = it->second;
+      }
+      if (gpu != -2) {
+        if (gpu != ordinal_) return clbSuccess;
+        break;
+      }
+      CLB_CHECK(c_->checkWait(start, "a rank to make its first device point-to-point call (a reduce)", p));
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  *here = true;
+  return clbSuccess;
+}
+
+clbResult_t PeerDevice::setUpRank(CUcontext ctx, CUstream stream) {
+  if (state_) return clbSuccess;
+  CLB_CHECK(refuseInCapture(stream, "its kernels and bookkeeping"));
+  CLB_CHECK(driver(&d_));
+  ctx_ = ctx;
+  CtxScope scope(d_, ctx_);
+  CUdevice dev = 0;
+  CLB_CU(d_, cuCtxGetDevice, &dev);
+  ordinal_ = (int)dev;
+  CLB_CHECK(kernels_.load(dev, defaultKernelDir()));
+  CLB_CHECK(kernels_.function("clb_dev_p2p", &fn_));
+  CLB_CHECK(kernels_.function("clb_dev_p2p_small", &fnSmall_));
+  // One empty launch of each kernel, waited for, before this rank publishes any box: with lazy
+  // loading (CUDA's default) a function is loaded at its first launch, which may wait for the
+  // work running in the context; done here, no kernel waits for this rank yet.
+  {
+    CUstream s = nullptr;
+    CLB_CU(d_, cuStreamCreate, &s, CU_STREAM_NON_BLOCKING);
+    ClbP2pArgs none{};
+    ClbP2pArgsSmall noneSmall{};
+    void* params[] = {&none};
+    void* paramsSmall[] = {&noneSmall};
+    CUresult rc = d_->cuLaunchKernel(fn_, 1, 1, 1, 32, 1, 1, 0, s, params, nullptr);
+    if (rc == CUDA_SUCCESS) rc = d_->cuLaunchKernel(fnSmall_, 1, 1, 1, 32, 1, 1, 0, s, paramsSmall, nullptr);
+    if (rc == CUDA_SUCCESS) rc = d_->cuStreamSynchronize(s);
+    d_->cuStreamDestroy(s);
+    if (rc != CUDA_SUCCESS) return cuError(rc, "the warm-up launches of clb_dev_p2p");
+  }
+  // The GPU's block slots, which the ranks set up on it share (blockBudget()).
+  int perSm = 1;
+  CLB_CU(d_, cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm, fn_, 256, 0);
+  slots_ = kernels_.smCount() * std::max(1, perSm);
+  CLB_CU(d_, cuEventCreate, &lastLaunch_, CU_EVENT_DISABLE_TIMING);
+  CLB_CHECK(carve(sizeof(ClbP2pState), &state_));
+  {
+    std::lock_guard<std::mutex> g(gBoxesMutex);
+    gRankGpus[{nonce_, c_->rank}] = ordinal_;
+    gRanksOnGpu[ordinal_]++;
+  }
+  CLB_CU(d_, cuMemHostAlloc, (void**)&hostError_, sizeof(unsigned int), CU_MEMHOSTALLOC_DEVICEMAP);
+  *hostError_ = 0;
+  CLB_CU(d_, cuMemHostGetDevicePointer, &hostErrorDev_, hostError_, 0);
+  pairs_.assign(c_->nranks, Pair{});
+  return clbSuccess;
+}
+
+clbResult_t PeerDevice::refuseInCapture(CUstream stream, const char* what) {
+  const Driver* d = nullptr;
+  CLB_CHECK(driver(&d));
+  CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (stream && d->cuStreamIsCapturing(stream, &capturing) == CUDA_SUCCESS && capturing != CU_STREAM_CAPTURE_STATUS_NONE)
+    return setError(clbInvalidUsage,
+                    "rank %d: the first point-to-point call on device memory with a peer sets up %s, which cannot "
+                    "happen inside a CUDA graph capture: make one such call with that peer before capturing",
+                    c_->rank, what);
+  return clbSuccess;
+}
+
+// Zeroed device memory for the state or a box, counted.
+clbResult_t PeerDevice::carve(size_t bytes, CUdeviceptr* out) {
+  CtxScope scope(d_, ctx_);
+  CUdeviceptr a = 0;
+  CLB_CU(d_, cuMemAlloc, &a, bytes);
+  arenas_.push_back(a);
+  held_ += (int64_t)bytes;
+  c_->mem.addDevice((int64_t)bytes);
+  CLB_CHECK(zero(a, bytes));
+  *out = a;
+  return clbSuccess;
+}
+
+// Zeroes device memory before a peer may write there, on a stream of its own (the legacy stream
+// would wait for other ranks' kernels, which may be waiting for this rank).
+clbResult_t PeerDevice::zero(CUdeviceptr p, size_t bytes) {
+  CUstream s = nullptr;
+  CLB_CU(d_, cuStreamCreate, &s, CU_STREAM_NON_BLOCKING);
+  CUresult rc = d_->cuMemsetD8Async(p, 0, bytes, s);
+  if (rc == CUDA_SUCCESS) rc = d_->cuStreamSynchronize(s);
+  d_->cuStreamDestroy(s);
+  if (rc != CUDA_SUCCESS) return cuError(rc, "cuMemsetD8Async");
+  return clbSuccess;
+}
+
+// A pair's first device call, in two steps over all the batch's new peers: every box of this rank
+// is made and published first (publish), then the peers' are awaited (meet), so that ranks
+// whose batches name their peers in different orders never wait for each other in a circle.
+clbResult_t PeerDevice::publish(int p, CUstream stream) {
+  Pair& pr = pairs_[p];
+  if (pr.state != Pair::kNew || pr.mine) return clbSuccess;
+  if (c_->boot.peers()[p].pid != getpid()) {  // another process: through host memory
+    pr.state = Pair::kHost;
+    return clbSuccess;
+  }
+  CLB_CHECK(refuseInCapture(stream, "the pair's device channel"));
+  CLB_CHECK(carve(sizeof(ClbP2pBox), &pr.mine));
+  std::lock_guard<std::mutex> g(gBoxesMutex);
+  gBoxes[{nonce_, c_->rank, p}] = BoxEntry{pr.mine, ordinal_};
+  return clbSuccess;
+}
+
+clbResult_t PeerDevice::meet(int p) {
+  Pair& pr = pairs_[p];
+  if (pr.state != Pair::kNew) return clbSuccess;
+  // The peer is in its own first device call with this rank (or comes to it): its box appears.
+  char what[96];
+  snprintf(what, sizeof what, "rank %d to set up its device channel with this rank", p);
+  const int64_t start = nowMs();
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> g(gBoxesMutex);
+      auto it = gBoxes.find({nonce_, p, c_->rank});
+      if (it != gBoxes.end()) {
+        // One GPU: the peer's box is reachable as it is. Other GPUs: through host memory for now.
+        pr.state = it->second.ordinal == ordinal_ ? Pair::kGpu : Pair::kHost;
+        pr.theirs = it->second.box;
+        return clbSuccess;
+      }
+    }
+    CLB_CHECK(c_->checkWait(start, what, p));
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest) {
+  // The device operations, their context and stream.
+  const PeerOp* first = nullptr;
+  for (const PeerOp& o : ops)
+    if (o.onDevice && o.count) {
+      first = &o;
+      break;
+    }
+  if (!first) {
+    *rest = ops;
+    return clbSuccess;
+  }
+  const Driver* d = nullptr;
+  CLB_CHECK(driver(&d));
+  CUcontext ctx = nullptr;
+  CLB_CU(d, cuPointerGetAttribute, &ctx, CU_POINTER_ATTRIBUTE_CONTEXT,
+         (CUdeviceptr)(first->src ? first->src : first->dst));
+  CUstream stream = static_cast<CUstream>(first->stream);
+  CLB_CHECK(setUpRank(ctx, stream));
+  CtxScope scope(d_, ctx_);
+  // Which peers go on the GPU (both ranks of a pair decide alike, at its first device call).
+  for (int step = 0; step < 2; step++)
+    for (const PeerOp& o : ops)
+      if (o.onDevice && o.count && o.kind != PeerOp::kCopy && o.peer != c_->rank)
+        CLB_CHECK(step == 0 ? publish(o.peer, stream) : meet(o.peer));
+  auto onGpu = [&](const PeerOp& o) {
+    if (!o.onDevice) return false;
+    if (o.kind == PeerOp::kCopy || o.peer == c_->rank) return true;
+    return pairs_[o.peer].state == Pair::kGpu;
+  };
+  // A reduce goes one way as a whole (its root's chain of receives waits op by op), decided alike
+  // on every rank: on the GPU only when every rank of the communicator is on this GPU in this
+  // process (a non-root rank cannot see the root's other pairs).
+  bool reduceOnGpu = true;
+  for (const PeerOp& o : ops)
+    if (o.call == kReduce && o.onDevice && o.count) {
+      CLB_CHECK(everyRankHere(&reduceOnGpu));
+      break;
+    }
+  std::vector<int> mine;               // indices of the operations this path runs
+  std::vector<int> restAt(ops.size(), -1);  // where the others are in *rest
+  for (size_t i = 0; i < ops.size(); i++) {
+    const PeerOp& o = ops[i];
+    if (onGpu(o) && (o.call != kReduce || reduceOnGpu)) {
+      mine.push_back((int)i);
+    } else {
+      restAt[i] = (int)rest->size();
+      rest->push_back(o);
+      // A reduce goes one way whole, so what it waits for went the same way.
+      rest->back().after = o.after >= 0 ? restAt[o.after] : -1;
+    }
+  }
+  if (mine.empty()) return clbSuccess;
+  // The peers' batches (and theirs' peers') are in their calls before this rank launches, and
+  // launched before it returns (core/peer_meet.h); a capture launches nothing, so it does not meet.
+  std::vector<PeerMeet::Edge> edges;
+  for (int i : mine) {
+    const PeerOp& o = ops[i];
+    if (o.count == 0 || o.kind == PeerOp::kCopy || o.peer == c_->rank) continue;
+    auto e = std::find_if(edges.begin(), edges.end(), [&](const PeerMeet::Edge& x) { return x.peer == o.peer; });
+    if (e == edges.end()) {
+      edges.emplace_back();
+      e = edges.end() - 1;
+      e->peer = o.peer;
+    }
+    (o.kind == PeerOp::kSend ? e->sends : e->recvs).push_back(o.count * clbTypeSize(o.type));
+  }
+  CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (stream) CLB_CU(d_, cuStreamIsCapturing, stream, &capturing);
+  const bool captured = capturing != CU_STREAM_CAPTURE_STATUS_NONE;
+  const bool meets = !edges.empty() && !captured && !c_->deviceCfg.meetOff;
+  if (meets && !meet_) meet_ = PeerMeet::join(nonce_);
+  // A refusal of this rank's own (checked before anything launches) fails its peers' matching
+  // calls too, instead of leaving them to wait for it until the timeout.
+  clbResult_t refused = clbSuccess;
+  for (int i : mine)
+    if (ops[i].stream != first->stream && ops[i].count && refused == clbSuccess)
+      refused = setError(clbInvalidUsage, "rank %d: the device point-to-point calls of one group on one communicator "
+                         "must use one stream: pass the same stream to each", c_->rank);
+  if (refused == clbSuccess) refused = check(ops, mine);
+  if (refused != clbSuccess) {
+    const std::string why = lastError();
+    if (meets) meet_->refuse(c_, edges, why);
+    return setError(refused, "%s", why.c_str());
+  }
+  if (meets) CLB_CHECK(meet_->arrive(c_, edges, c_->cfg.timeoutMs / 2));
+  clbResult_t rc = launch(ops, mine, stream, captured);
+  if (meets) {
+    const std::string why = lastError();
+    clbResult_t left = meet_->launched(c_);
+    if (rc == clbSuccess) return left;
+    setError(rc, "%s", why.c_str());
+  }
+  return rc;
+}
+
+// What would make the launch fail, found before the meeting (the peers would launch without it).
+clbResult_t PeerDevice::check(const std::vector<PeerOp>& ops, const std::vector<int>& mine) const {
+  std::vector<int> selfSends, selfRecvs;
+  int launched = 0;  // operations of the launch: copies, pairs to itself, operations with peers
+  for (int i : mine) {
+    const PeerOp& o = ops[i];
+    if (o.count == 0) continue;
+    if (o.kind != PeerOp::kCopy && o.peer == c_->rank)
+      (o.kind == PeerOp::kSend ? selfSends : selfRecvs).push_back(i);
+    else
+      launched++;
+  }
+  launched += (int)selfSends.size();
+  if (launched > blockBudget())
+    return setError(clbInvalidUsage, "rank %d: %d device point-to-point operations in one group on one communicator "
+                    "(local copies included), more than the %d blocks this rank's launch may hold on the GPU at once "
+                    "(its share, with every rank of this process set up on the GPU): split the group", c_->rank,
+                    launched, blockBudget());
+  if (launched > CLB_P2P_MAX_OPS)
+    return setError(clbInvalidUsage, "rank %d: %d device point-to-point operations in one group on one communicator "
+                    "(local copies included), more than the %d one launch takes: split the group", c_->rank, launched,
+                    CLB_P2P_MAX_OPS);
+  if (selfSends.size() != selfRecvs.size())
+    return setError(clbInvalidUsage, "rank %d posted %zu send(s) to itself and %zu receive(s) from itself on device "
+                    "memory: put each with its receive in one group", c_->rank, selfSends.size(), selfRecvs.size());
+  for (size_t k = 0; k < selfSends.size(); k++) {
+    const PeerOp& s = ops[selfSends[k]];
+    const PeerOp& r = ops[selfRecvs[k]];
+    if (s.count != r.count || s.type != r.type || r.kind != PeerOp::kRecv)
+      return setError(clbInvalidArgument, "rank %d: a send to itself and its receive differ in count or type",
+                      c_->rank);
+  }
+  return clbSuccess;
+}
+
+// The batch's operations on the GPU: copies on the stream, then one launch for those with peers.
+clbResult_t PeerDevice::launch(std::vector<PeerOp>& ops, const std::vector<int>& mine, CUstream stream,
+                               bool captured) {
+  ClbP2pArgs a{};
+  a.state = reinterpret_cast<ClbP2pState*>(state_);
+  a.hostError = reinterpret_cast<unsigned int*>(hostErrorDev_);
+  a.timeoutNs = (unsigned long long)c_->cfg.timeoutMs * 1000000ull;
+  std::vector<int> slot(ops.size(), -1);  // ops[i]'s operation in the launch
+  // Local copies first, as operations of the launch (one graph node less than a memcpy): a
+  // root's own block, and each send to itself with its receive (the k-th with the k-th; check()
+  // paired them). A copy onto itself moves nothing, and what waits for it waits for nothing.
+  auto addCopy = [&](void* dst, const void* src, unsigned long long bytes) {
+    ClbP2pOp& k = a.ops[a.nops];
+    k.kind = CLB_P2P_COPY;
+    k.after = -1;
+    k.src = src;
+    k.dst = dst;
+    k.bytes = bytes;
+    k.blocks = (int)std::min<unsigned long long>(kInPlaceMaxBlocks, (bytes + kInPlaceBytesPerBlock - 1) / kInPlaceBytesPerBlock);
+    return a.nops++;
+  };
+  std::vector<int> selfSends, selfRecvs;
+  for (int i : mine) {
+    const PeerOp& o = ops[i];
+    if (o.count == 0) continue;
+    if (o.kind == PeerOp::kCopy) {
+      if (o.src != o.dst) slot[i] = addCopy(o.dst, o.src, o.count * clbTypeSize(o.type));
+    } else if (o.peer == c_->rank) {
+      (o.kind == PeerOp::kSend ? selfSends : selfRecvs).push_back(i);
+    }
+  }
+  for (size_t k = 0; k < selfSends.size(); k++) {
+    const PeerOp& s = ops[selfSends[k]];
+    const PeerOp& r = ops[selfRecvs[k]];
+    slot[selfSends[k]] = slot[selfRecvs[k]] = addCopy(r.dst, s.src, s.count * clbTypeSize(s.type));
+  }
+  // The pairs' operations: one block each (an in-place send several), numbered within the launch.
+  std::map<std::pair<int, int>, unsigned long long> chunksSoFar;  // (peer, send?) -> chunks
+  std::map<std::pair<int, int>, int> lastOf;                      // (peer, send?) -> its last operation
+  for (int i : mine) {
+    const PeerOp& o = ops[i];
+    if (o.count == 0 || o.kind == PeerOp::kCopy || o.peer == c_->rank) continue;
+    ClbP2pOp& k = a.ops[a.nops];
+    k.kind = o.kind == PeerOp::kSend ? CLB_P2P_SEND : o.kind == PeerOp::kRecv ? CLB_P2P_RECV : CLB_P2P_RECV_REDUCE;
+    k.after = o.after >= 0 ? slot[o.after] : -1;
+    // The first receive of a reduce's root adds into what the root's copy writes: after it (the
+    // host batch runs copies first; here they are operations running alongside).
+    if (k.kind == CLB_P2P_RECV_REDUCE && k.after < 0)
+      for (int c = 0; c < a.nops; c++)
+        if (a.ops[c].kind == CLB_P2P_COPY && a.ops[c].dst == o.dst) k.after = c;
+    k.divideBy = o.divideBy;
+    k.type = o.type;
+    k.op = o.op;
+    k.local = reinterpret_cast<ClbP2pBox*>(pairs_[o.peer].mine);
+    k.remote = reinterpret_cast<ClbP2pBox*>(pairs_[o.peer].theirs);
+    k.src = o.src;
+    k.dst = o.dst;
+    k.bytes = o.count * clbTypeSize(o.type);
+    // In place: larger than kInPlaceMinBytes and not part of a reduce (whose receives add the lines up);
+    // a send's blocks are given out below. Both ranks of the pair (one process) decide alike.
+    k.inPlace = !c_->deviceCfg.p2pInPlaceOff && k.bytes > kInPlaceMinBytes && o.call != kReduce;
+    k.blocks = k.inPlace && k.kind == CLB_P2P_SEND ? (int)std::min<unsigned long long>(kInPlaceMaxBlocks, (k.bytes + kInPlaceBytesPerBlock - 1) / kInPlaceBytesPerBlock) : 1;
+    unsigned long long& sofar = chunksSoFar[{o.peer, k.kind == CLB_P2P_SEND}];
+    k.firstChunk = sofar;
+    sofar += k.inPlace ? 1 : (k.bytes + CLB_P2P_CHUNK - 1) / CLB_P2P_CHUNK;
+    lastOf[{o.peer, k.kind == CLB_P2P_SEND}] = a.nops;
+    slot[i] = a.nops++;
+  }
+  for (const auto& [key, at] : lastOf) a.ops[at].advance = chunksSoFar[key];
+  a.alone = 1;
+  for (int i = 0; i < a.nops; i++)
+    if (a.ops[i].after >= 0 || (a.ops[i].kind != CLB_P2P_COPY && a.ops[i].firstChunk > 0)) a.alone = 0;
+  if (a.nops == 0) return clbSuccess;
+  // Every block of every rank's launch on this GPU waits for others, so they must all fit at once:
+  // this launch takes its share of the GPU's block slots (in-place sends give blocks back first).
+  int want = 0;
+  for (int i = 0; i < a.nops; i++) want += a.ops[i].blocks;
+  const int budget = std::max(a.nops, blockBudget());
+  while (want > budget) {  // a block at a time from the widest: the wide ones end up alike
+    int widest = 0;
+    for (int i = 1; i < a.nops; i++)
+      if (a.ops[i].blocks > a.ops[widest].blocks) widest = i;
+    if (a.ops[widest].blocks == 1) break;
+    a.ops[widest].blocks--;
+    want--;
+  }
+  int blocks = 0;
+  for (int i = 0; i < a.nops; i++) {
+    a.ops[i].firstBlock = blocks;
+    blocks += a.ops[i].blocks;
+  }
+  // Small batches take the kernel with the smaller parameters (a launch copies them).
+  ClbP2pArgsSmall small{};
+  void* params[] = {&a};
+  CUfunction fn = fn_;
+  if (a.nops <= CLB_P2P_SMALL_OPS) {
+    small.state = a.state;
+    small.hostError = a.hostError;
+    small.timeoutNs = a.timeoutNs;
+    small.nops = a.nops;
+    small.alone = a.alone;
+    std::copy(a.ops, a.ops + a.nops, small.ops);
+    params[0] = &small;
+    fn = fnSmall_;
+  }
+  // This rank's launches run one after the other, whatever their streams: they share its state
+  // and its pairs' counts (NCCL orders a communicator's calls alike). A capture neither waits nor
+  // records: its replays are ordered by the application.
+  if (!captured && lastStream_ && lastStream_ != stream) CLB_CU(d_, cuStreamWaitEvent, stream, lastLaunch_, 0);
+  CLB_CU(d_, cuLaunchKernel, fn, (unsigned)blocks, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
+  if (!captured) {
+    CLB_CU(d_, cuEventRecord, lastLaunch_, stream);
+    lastStream_ = stream;
+  }
+  return clbSuccess;
+}
+
+}  // namespace clb::cuda

@@ -1,0 +1,299 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Point-to-point on device memory (ClbP2pArgs in kernel_abi.h): one block per operation of a
+// batch. A send writes each chunk of its buffer, in lines, into the peer's inbox half once the
+// peer consumed what was there; a receive polls its own inbox for the chunk's flag, copies (or
+// reduces) it out and credits the sender. The last block out moves the per-pair chunk counts on
+// and counts the launch as completed. Included by all_kernels.cu after collective.cu, whose line
+// helpers (storeLine, loadBytes8, storeBytes8) it uses.
+
+namespace {
+
+// The 8 bytes `in` combined into the 8 bytes `mine` element by element (dst = in op dst, the host
+// batch's order); an average's last step divides.
+template <typename S>
+__device__ unsigned long long reduceIntoLine(unsigned long long in, unsigned long long mine, int op, int divideBy) {
+  using C = clbk::Conv<S>;
+  using A = typename C::A;
+  constexpr int E = 8 / sizeof(S);
+  union U { unsigned long long raw; S e[E]; };
+  U a, b, out;
+  a.raw = in;
+  b.raw = mine;
+#pragma unroll
+  for (int j = 0; j < E; j++) {
+    A acc = clbk::combine<A>(C::load(a.e[j]), C::load(b.e[j]), op);
+    if (op == clbk::kAvg && divideBy > 0) acc = static_cast<A>(acc / static_cast<A>(divideBy));
+    out.e[j] = C::store(acc);
+  }
+  return out.raw;
+}
+
+__device__ unsigned long long reduceIntoLineTyped(int type, unsigned long long in, unsigned long long mine, int op,
+                                                  int divideBy) {
+  switch (type) {
+    case 0: return reduceIntoLine<int8_t>(in, mine, op, divideBy);
+    case 1: return reduceIntoLine<uint8_t>(in, mine, op, divideBy);
+    case 2: return reduceIntoLine<int32_t>(in, mine, op, divideBy);
+    case 3: return reduceIntoLine<uint32_t>(in, mine, op, divideBy);
+    case 4: return reduceIntoLine<int64_t>(in, mine, op, divideBy);
+    case 5: return reduceIntoLine<uint64_t>(in, mine, op, divideBy);
+    case 6: return reduceIntoLine<__half>(in, mine, op, divideBy);
+    case 7: return reduceIntoLine<__nv_bfloat16>(in, mine, op, divideBy);
+    case 8: return reduceIntoLine<float>(in, mine, op, divideBy);
+    default: return reduceIntoLine<double>(in, mine, op, divideBy);
+  }
+}
+
+// A wait that outlasts the timeout marks the error (device and mapped host) and gives up.
+template <class Args>
+__device__ bool p2pTimedOut(const Args& a, unsigned long long& start) {
+  const unsigned long long t = globalTimer();
+  if (start == 0) start = t;
+  if (t - start <= a.timeoutNs) return false;
+  atomicExch(&a.state->error, 1u);
+  __threadfence_system();
+  *reinterpret_cast<volatile unsigned int*>(a.hostError) = 1u;
+  return true;
+}
+
+__device__ __forceinline__ unsigned long long volatileLoad(const unsigned long long* p) {
+  return *reinterpret_cast<const volatile unsigned long long*>(p);
+}
+
+// Thread 0 waits until *w == v (a peer's kernel writes it); false on timeout.
+template <class Args>
+__device__ bool waitEqual(const Args& a, const unsigned long long* w, unsigned long long v) {
+  unsigned long long start = 0;
+  while (volatileLoad(w) != v) {
+    if (p2pTimedOut(a, start)) return false;
+    __nanosleep(32);
+  }
+  return true;
+}
+
+// This block's stripe (block `sub` of `blocks`) of `bytes` from src to dst: 16-byte words, four
+// loads in flight per thread before their stores, the tail byte by byte by the last block.
+__device__ void copyStripe(char* dst, const char* src, unsigned long long bytes, int sub, int blocks) {
+  const unsigned long long words = bytes / 16, per = (words + blocks - 1) / blocks;
+  const unsigned long long w0 = per * sub, w1 = w0 + per < words ? w0 + per : words;
+  const bool aligned = ((uintptr_t)src % 16 == 0) && ((uintptr_t)dst % 16 == 0);
+  if (aligned) {
+    uint4* d4 = reinterpret_cast<uint4*>(dst);
+    const uint4* s4 = reinterpret_cast<const uint4*>(src);
+    const unsigned long long step = blockDim.x;
+    unsigned long long w = w0 + threadIdx.x;
+    for (; w + 3 * step < w1; w += 4 * step) {
+      const uint4 v0 = __ldcg(s4 + w), v1 = __ldcg(s4 + w + step), v2 = __ldcg(s4 + w + 2 * step),
+                  v3 = __ldcg(s4 + w + 3 * step);
+      d4[w] = v0;
+      d4[w + step] = v1;
+      d4[w + 2 * step] = v2;
+      d4[w + 3 * step] = v3;
+    }
+    for (; w < w1; w += step) d4[w] = __ldcg(s4 + w);
+  } else {
+    for (unsigned long long w = w0 + threadIdx.x; w < w1; w += blockDim.x)
+      for (int b = 0; b < 16; b++) dst[w * 16 + b] = src[w * 16 + b];
+  }
+  if (sub == blocks - 1)
+    for (unsigned long long b = words * 16 + threadIdx.x; b < bytes; b += blockDim.x) dst[b] = src[b];
+}
+
+}  // namespace
+
+template <class Args>
+__device__ __forceinline__ void p2pBody(const Args& a) {
+  ClbP2pState* st = a.state;
+  int j = 0;  // this block's operation (a large send has several blocks)
+  while (j + 1 < a.nops && (unsigned)a.ops[j + 1].firstBlock <= blockIdx.x) j++;
+  const ClbP2pOp& o = a.ops[j];
+  const int sub = (int)blockIdx.x - o.firstBlock;
+  const bool send = o.kind == CLB_P2P_SEND;
+  const bool copy = o.kind == CLB_P2P_COPY;
+  // The loads every block starts with, issued together: the error word, the launch count, and
+  // the pair's count in this direction (nothing changes them while this launch runs but its own
+  // last block, or an alone operation's own block at its end).
+  __shared__ int failed;
+  if (threadIdx.x == 0) failed = *reinterpret_cast<volatile unsigned int*>(&st->error) != 0;
+  const unsigned long long launch = a.alone ? 0 : volatileLoad(&st->launches) + 1;
+  const unsigned long long counted = copy ? 0 : send ? volatileLoad(&o.local->sent) : volatileLoad(&o.local->received);
+  __syncthreads();
+  if (failed) return;  // an earlier wait timed out: the communicator is dead
+  // The operation this one waits for (a reduce adds its peers in rank order).
+  if (o.after >= 0) {
+    if (threadIdx.x == 0) {
+      unsigned long long start = 0;
+      while (volatileLoad(&st->opDone[o.after]) != launch)
+        if (p2pTimedOut(a, start)) {
+          failed = 1;
+          break;
+        } else {
+          __nanosleep(64);
+        }
+    }
+    __syncthreads();
+    if (failed) return;
+    __threadfence();
+  }
+  if (copy) {
+    // A local copy: this block's stripe; only the operation's last block out completes it.
+    copyStripe(static_cast<char*>(o.dst), static_cast<const char*>(o.src), o.bytes, sub, o.blocks);
+    __syncthreads();
+    if (threadIdx.x == 0 && o.blocks > 1) {
+      __threadfence();
+      if (atomicAdd(&st->opBlocks[j], 1u) == (unsigned)o.blocks - 1)
+        st->opBlocks[j] = 0;
+      else
+        failed = 2;
+    }
+  }
+  const unsigned long long base = counted + o.firstChunk;
+  if (o.inPlace) {
+    // One number k for the whole message: the receiver's buffer written in place.
+    const unsigned long long k = base + 1;
+    const int half = (int)(k & 1);
+    if (send) {
+      if (threadIdx.x == 0 && !(waitEqual(a, &o.local->want[half], k))) failed = 1;
+      __syncthreads();
+      if (failed) return;
+      __threadfence();
+      char* dst = static_cast<char*>(*reinterpret_cast<void* const volatile*>(&o.local->wantAddr[half]));
+      copyStripe(dst, static_cast<const char*>(o.src), o.bytes, sub, o.blocks);
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        __threadfence();
+        // The op's last block out says the copy is done, in the receiver's box.
+        if (atomicAdd(&st->opBlocks[j], 1u) == (unsigned)o.blocks - 1) {
+          st->opBlocks[j] = 0;
+          __threadfence();  // the other blocks' copies (ordered before their atomics) before done
+          *reinterpret_cast<volatile unsigned long long*>(&o.remote->done[half]) = k;
+        } else {
+          failed = 2;  // not the last of the operation: only the last one completes it
+        }
+      }
+    } else {
+      if (threadIdx.x == 0) {
+        unsigned long long start = 0;
+        while (k > 2 && volatileLoad(&o.local->rxDone[half]) < k - 2)
+          if (p2pTimedOut(a, start)) {
+            failed = 1;
+            break;
+          }
+      }
+      if (threadIdx.x == 0 && !failed) {
+        *reinterpret_cast<void* volatile*>(&o.remote->wantAddr[half]) = o.dst;
+        __threadfence();
+        *reinterpret_cast<volatile unsigned long long*>(&o.remote->want[half]) = k;
+        if (!waitEqual(a, &o.local->done[half], k)) failed = 1;
+        __threadfence();
+        *reinterpret_cast<volatile unsigned long long*>(&o.local->rxDone[half]) = k;
+        *reinterpret_cast<volatile unsigned long long*>(&o.remote->credit[half]) = k;
+      }
+    }
+    __syncthreads();
+    if (failed == 1) return;
+  }
+  const unsigned long long chunks = o.inPlace || copy ? 0 : (o.bytes + CLB_P2P_CHUNK - 1) / CLB_P2P_CHUNK;
+  for (unsigned long long c = 0; c < chunks; c++) {
+    const unsigned long long k = base + c + 1;
+    const int half = (int)(k & 1);
+    const unsigned int flag = (unsigned int)(k % 0xFFFFFFFFull) + 1;
+    const unsigned long long off = c * CLB_P2P_CHUNK;
+    const unsigned long long bytes = o.bytes - off < CLB_P2P_CHUNK ? o.bytes - off : CLB_P2P_CHUNK;
+    const unsigned long long lines = (bytes + 7) / 8;
+    if (send) {
+      // Room: the peer consumed chunk k - 2 (the last one of this half).
+      if (threadIdx.x == 0 && k > 2) {
+        unsigned long long start = 0;
+        while (volatileLoad(&o.local->credit[half]) < k - 2)
+          if (p2pTimedOut(a, start)) {
+            failed = 1;
+            break;
+          } else {
+            __nanosleep(32);
+          }
+      }
+      __syncthreads();
+      if (failed) return;
+      const char* src = static_cast<const char*>(o.src) + off;
+      char* to = o.remote->lines[half];
+      for (unsigned long long i = threadIdx.x; i < lines; i += blockDim.x)
+        storeLine(to + i * 16, loadBytes8(src, i, bytes), flag);
+    } else {
+      const char* from = o.local->lines[half];
+      char* dst = static_cast<char*>(o.dst) + off;
+      unsigned long long start = 0;
+      for (unsigned long long i = threadIdx.x; i < lines && !failed; i += blockDim.x) {
+        unsigned int x, f1, y, f2;
+        for (int spins = 0;; spins++) {
+          asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(x), "=r"(f1), "=r"(y), "=r"(f2) : "l"(from + i * 16) : "memory");
+          if (f1 == flag && f2 == flag) break;
+          if ((spins & 1023) == 1023 && p2pTimedOut(a, start)) {
+            failed = 1;
+            break;
+          }
+        }
+        if (failed) break;
+        const unsigned long long v = (unsigned long long)x | ((unsigned long long)y << 32);
+        if (o.kind == CLB_P2P_RECV_REDUCE)
+          storeBytes8(dst, i, bytes, reduceIntoLineTyped(o.type, v, loadBytes8(dst, i, bytes), o.op, o.divideBy));
+        else
+          storeBytes8(dst, i, bytes, v);
+      }
+      __syncthreads();
+      if (failed) return;
+      // Every line of chunk k read: the half is the sender's again.
+      if (threadIdx.x == 0) {
+        __threadfence();
+        *reinterpret_cast<volatile unsigned long long*>(&o.local->rxDone[half]) = k;
+        *reinterpret_cast<volatile unsigned long long*>(&o.remote->credit[half]) = k;
+      }
+    }
+  }
+  __syncthreads();
+  if (a.alone) {
+    // Every pair and direction has one operation here and nothing waits for another: each moves
+    // its own count on once all its blocks are through (no other block reads that count).
+    if (threadIdx.x == 0 && failed != 2 && o.advance)
+      *reinterpret_cast<volatile unsigned long long*>(send ? &o.local->sent : &o.local->received) = counted + o.advance;
+    return;
+  }
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (failed != 2) *reinterpret_cast<volatile unsigned long long*>(&st->opDone[j]) = launch;
+    // The last block out moves every pair's counts on (each block read them at its start, and the
+    // last one out comes after every start) and counts the launch.
+    last = atomicAdd(&st->blocksDone, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  // One thread per operation; the host gave each pair and direction's chunks of the launch to one.
+  for (int i = threadIdx.x; i < a.nops; i += blockDim.x) {
+    const ClbP2pOp& q = a.ops[i];
+    if (q.advance == 0) continue;
+    if (q.kind == CLB_P2P_SEND) q.local->sent += q.advance;
+    else q.local->received += q.advance;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  st->blocksDone = 0;
+  __threadfence();
+  *reinterpret_cast<volatile unsigned long long*>(&st->launches) = launch;
+}
+
+// At most 64 registers a thread, so that four blocks fit on an SM: every rank's launch on the GPU
+// takes its share of the block slots (PeerDevice::setUpRank), and fewer slots would squeeze the
+// blocks of large in-place sends (an unrolled line loop at 112 registers made a 4-rank all-to-all
+// of 64 MiB 4.5x slower on the H200).
+extern "C" __global__ void __launch_bounds__(256, 4) clb_dev_p2p(const ClbP2pArgs a) {
+  if (a.nops == 0) return;  // the warm-up launch (PeerDevice::setUpRank)
+  p2pBody(a);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 4) clb_dev_p2p_small(const ClbP2pArgsSmall a) {
+  if (a.nops == 0) return;
+  p2pBody(a);
+}
