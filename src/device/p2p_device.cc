@@ -243,7 +243,13 @@ clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest)
       first = &o;
       break;
     }
-  if (!first) {
+  // A batch whose peers are all in other processes goes through host memory whole (its local
+  // copies with it): nothing is set up on the GPU for it.
+  bool hereToo = false, elsewhere = false;
+  for (const PeerOp& o : ops)
+    if (o.onDevice && o.count && o.kind != PeerOp::kCopy && o.peer != c_->rank)
+      (c_->boot.peers()[o.peer].pid == getpid() ? hereToo : elsewhere) = true;
+  if (!first || (elsewhere && !hereToo)) {
     *rest = ops;
     return clbSuccess;
   }

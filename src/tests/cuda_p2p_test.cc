@@ -171,6 +171,11 @@ std::string rankBody(const clbUniqueId& id, int r, int n, bool processes) {
       err = "a send inside a capture: expected INVALID_USAGE saying so, got " + std::to_string(rc) + ": " + msg;
   }
   if (err.empty()) err = exchange(d, stream, comm, r, n);
+  // Pairs through host memory set nothing up on the GPU.
+  clbMemStats_t st{};
+  clbCommMemStats(comm, &st);
+  if (err.empty() && processes && st.deviceBytes != 0)
+    err = "pairs through host memory hold " + std::to_string(st.deviceBytes) + " bytes of device memory";
   clbCommDestroy(comm);
   d->cuStreamDestroy(stream);
   return err;
