@@ -8,10 +8,11 @@
 // (x4) the time per call (median of 5 runs of `iters` calls, slowest rank) and its bus bandwidth as
 // nccl-tests counts it: all-reduce 2 (n - 1) / n * bytes / time; sendrecv (bytes to the next rank
 // and from the previous one, in a group) bytes / time; alltoall (bytes = one rank's whole buffer,
-// bytes / n to each rank) (n - 1) / n * bytes / time. CSV on stdout. The environment chooses the
-// rest (COLIBRI_TLS ...).
+// bytes / n to each rank) (n - 1) / n * bytes / time; alltoallv (uneven, as MoE dispatch: rank r
+// sends w(r, p) / 3 of bytes / n to rank p, w = 1 + (r + p) mod 3) the bytes rank 0 sends to the
+// others / time. CSV on stdout. The environment chooses the rest (COLIBRI_TLS ...).
 //   colibri_host_bench [ranks=2] [transport=socket|shm] [min=4096] [max=67108864] [iters=20] [inits=50]
-//                      [coll=allreduce|sendrecv|alltoall]
+//                      [coll=allreduce|sendrecv|alltoall|alltoallv]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +27,9 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// alltoallv: the elements rank r sends to rank p out of `count` (1/3 to 3/3 of count / n).
+size_t unevenCount(size_t count, int n, int r, int p) { return count / n * (1 + (r + p) % 3) / 3; }
 
 double since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
 
@@ -65,8 +69,8 @@ int main(int argc, char** argv) {
   const int iters = argc > 5 ? atoi(argv[5]) : 20;
   const int inits = argc > 6 ? atoi(argv[6]) : 50;
   const std::string coll = argc > 7 ? argv[7] : "allreduce";
-  if (coll != "allreduce" && coll != "sendrecv" && coll != "alltoall") {
-    fprintf(stderr, "coll %s: use allreduce, sendrecv or alltoall\n", coll.c_str());
+  if (coll != "allreduce" && coll != "sendrecv" && coll != "alltoall" && coll != "alltoallv") {
+    fprintf(stderr, "coll %s: use allreduce, sendrecv, alltoall or alltoallv\n", coll.c_str());
     return 2;
   }
   const char* tls = getenv("COLIBRI_TLS");
@@ -115,14 +119,28 @@ int main(int argc, char** argv) {
       check(clbSend(in, count, clbFloat32, (r + 1) % n, comms[r], nullptr), "clbSend");
       check(clbRecv(out, count, clbFloat32, (r + n - 1) % n, comms[r], nullptr), "clbRecv");
       check(clbGroupEnd(), "clbGroupEnd");
-    } else {
+    } else if (coll == "alltoall") {
       check(clbAllToAll(in, out, count / n, clbFloat32, comms[r], nullptr), "clbAllToAll");
+    } else {
+      std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+      size_t so = 0, ro = 0;
+      for (int p = 0; p < n; p++) {
+        sc[p] = unevenCount(count, n, r, p), sd[p] = so, so += sc[p];
+        rc[p] = unevenCount(count, n, p, r), rd[p] = ro, ro += rc[p];
+      }
+      check(clbAllToAllv(in, sc.data(), sd.data(), out, rc.data(), rd.data(), clbFloat32, comms[r], nullptr),
+            "clbAllToAllv");
     }
   };
   const double factor = coll == "allreduce" ? 2.0 * (n - 1) / n : coll == "sendrecv" ? 1.0 : (n - 1.0) / n;
   for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 4) {
     const size_t count = bytes / sizeof(float);
-    if (coll == "alltoall" && count < (size_t)n) continue;  // less than one element per rank
+    if ((coll == "alltoall" || coll == "alltoallv") && count < (size_t)(3 * n)) continue;  // under one element per rank
+    double moved = factor * bytes;  // the bytes busbw counts
+    if (coll == "alltoallv") {
+      moved = 0;
+      for (int p = 1; p < n; p++) moved += (double)unevenCount(count, n, 0, p) * sizeof(float);
+    }
     std::vector<double> runs;
     for (int run = 0; run < 6; run++) {  // the first is a warm-up
       std::vector<double> us(n);
@@ -139,7 +157,7 @@ int main(int argc, char** argv) {
       if (run > 0) runs.push_back(*std::max_element(us.begin(), us.end()));
     }
     const double t = median(runs);
-    printf("%s,%s,%d,%zu,%.1f,%.3f\n", tls ? tls : "off", coll.c_str(), n, bytes, t, factor * bytes / t / 1e3);
+    printf("%s,%s,%d,%zu,%.1f,%.3f\n", tls ? tls : "off", coll.c_str(), n, bytes, t, moved / t / 1e3);
     fflush(stdout);
   }
   for (clbComm_t c : comms) clbCommDestroy(c);
