@@ -113,7 +113,7 @@ class CliTest {
         "'--min-bytes'", "'--no-gpu'", "'--grid'",
         "(\"float32\" \"float16\" \"bfloat16\" \"float64\"",
         "(\"auto\" \"shm\" \"socket\" \"verbs\")",
-        "(\"allreduce\" \"allgather\" \"reducescatter\" \"broadcast\" \"sendrecv\" \"alltoall\")");
+        "(\"allreduce\" \"allgather\" \"reducescatter\" \"broadcast\" \"sendrecv\" \"alltoall\" \"alltoallv\")");
     assertTrue(!r.out.contains("--child-rank"), "internal options are not completed");
     assertContains(run("generate-completion", "--name", "cbench").out,
         "complete -F _complete_cbench");

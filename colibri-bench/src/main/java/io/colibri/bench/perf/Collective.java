@@ -11,7 +11,7 @@ import java.nio.ByteBuffer;
 import java.util.Locale;
 
 /**
- * The collectives as the perf tool sees them (the four, and sendRecv and allToAll): how a size in bytes maps to counts, how to run
+ * The collectives as the perf tool sees them (the four, and sendRecv, allToAll and allToAllv): how a size in bytes maps to counts, how to run
  * one, the bus bandwidth factor, and how to check a result.
  *
  * <p>Sizes follow nccl-tests: for allReduce and broadcast the size is the message; for allGather
@@ -174,7 +174,60 @@ public enum Collective {
       }
       return wrong;
     }
+  },
+
+  /**
+   * allToAllv, uneven as MoE dispatch: rank r sends {@code count x w / 3} elements to rank p
+   * ({@code w = 1 + (r + p) mod 3}), block p of its buffer's first part; the size is one rank's
+   * whole buffer, as for allToAll, and busbw counts the data that moves (on average over ranks).
+   */
+  ALL_TO_ALLV("allToAllv", "alltoallv", true) {
+    @Override
+    double busFactor(int n) {
+      double moved = 0;
+      for (int r = 0; r < n; r++) {
+        for (int p = 0; p < n; p++) {
+          moved += p == r ? 0 : (1 + (r + p) % 3) / 3.0;
+        }
+      }
+      return moved / n / n;
+    }
+
+    @Override
+    void run(Communicator comm, ByteBuffer send, ByteBuffer recv, long count, PerfConfig c) {
+      int n = comm.size();
+      int r = comm.rank();
+      long[] sc = new long[n];
+      long[] rc = new long[n];
+      long[] displs = new long[n];
+      for (int p = 0; p < n; p++) {
+        sc[p] = uneven(count, r, p);
+        rc[p] = uneven(count, p, r);
+        displs[p] = p * count;
+      }
+      comm.allToAllv(send, sc, displs, recv, rc, displs, c.type);
+    }
+
+    @Override
+    void fillInput(ByteBuffer send, int rank, int nranks, long count, DataType type) {
+      DataCheck.fill(send, type, rank, 0, count * nranks);
+    }
+
+    @Override
+    long countWrong(ByteBuffer recv, int rank, int nranks, long count, PerfConfig c) {
+      long wrong = 0;
+      for (int p = 0; p < nranks; p++) {
+        wrong += DataCheck.countWrongCopy(recv, c.type, p, p * count, rank * count,
+            uneven(count, p, rank));
+      }
+      return wrong;
+    }
   };
+
+  /** allToAllv: the elements rank {@code from} sends to rank {@code to}. */
+  static long uneven(long count, int from, int to) {
+    return count * (1 + (from + to) % 3) / 3;
+  }
 
   private final String displayName;
   private final String optionName;
@@ -190,13 +243,13 @@ public enum Collective {
   /**
    * The name in tables and files.
    *
-   * @return allReduce, allGather, reduceScatter, broadcast, sendRecv or allToAll
+   * @return allReduce, allGather, reduceScatter, broadcast, sendRecv, allToAll or allToAllv
    */
   public String displayName() {
     return displayName;
   }
 
-  /** The name on the command line: allreduce, allgather, reducescatter, broadcast, sendrecv, alltoall. */
+  /** The name on the command line: allreduce, allgather, reducescatter, broadcast, sendrecv, alltoall, alltoallv. */
   String optionName() {
     return optionName;
   }
@@ -245,7 +298,7 @@ public enum Collective {
 
   /** Elements that the recv buffer of a call with {@code count} holds. */
   long recvCount(long count, int nranks) {
-    return this == ALL_GATHER || this == ALL_TO_ALL ? count * nranks : count;
+    return this == ALL_GATHER || this == ALL_TO_ALL || this == ALL_TO_ALLV ? count * nranks : count;
   }
 
   static String opColumn(Collective c, ReduceOp op, int root) {

@@ -519,7 +519,8 @@ public final class PerfConfig implements Callable<Integer> {
     private static final long serialVersionUID = 1L;
 
     CollectiveNames() {
-      super(List.of("allreduce", "allgather", "reducescatter", "broadcast", "sendrecv", "alltoall"));
+      super(List.of("allreduce", "allgather", "reducescatter", "broadcast", "sendrecv", "alltoall",
+          "alltoallv"));
     }
   }
 }
