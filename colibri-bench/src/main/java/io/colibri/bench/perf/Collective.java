@@ -163,16 +163,12 @@ public enum Collective {
 
     @Override
     void fillInput(ByteBuffer send, int rank, int nranks, long count, DataType type) {
-      DataCheck.fill(send, type, rank, 0, count * nranks);
+      fillBlocks(send, rank, nranks, count, type);
     }
 
     @Override
     long countWrong(ByteBuffer recv, int rank, int nranks, long count, PerfConfig c) {
-      long wrong = 0;
-      for (int p = 0; p < nranks; p++) {
-        wrong += DataCheck.countWrongCopy(recv, c.type, p, p * count, rank * count, count);
-      }
-      return wrong;
+      return countWrongBlocks(recv, rank, nranks, count, c, false);
     }
   },
 
@@ -210,19 +206,33 @@ public enum Collective {
 
     @Override
     void fillInput(ByteBuffer send, int rank, int nranks, long count, DataType type) {
-      DataCheck.fill(send, type, rank, 0, count * nranks);
+      fillBlocks(send, rank, nranks, count, type);
     }
 
     @Override
     long countWrong(ByteBuffer recv, int rank, int nranks, long count, PerfConfig c) {
-      long wrong = 0;
-      for (int p = 0; p < nranks; p++) {
-        wrong += DataCheck.countWrongCopy(recv, c.type, p, p * count, rank * count,
-            uneven(count, p, rank));
-      }
-      return wrong;
+      return countWrongBlocks(recv, rank, nranks, count, c, true);
     }
   };
+
+  /** allToAll(v): this rank's whole buffer, {@code nranks} blocks of {@code count}. */
+  static void fillBlocks(ByteBuffer send, int rank, int nranks, long count, DataType type) {
+    DataCheck.fill(send, type, rank, 0, count * nranks);
+  }
+
+  /**
+   * allToAll(v): block p of the result is rank p's block for this rank, all {@code count} of it
+   * or ({@code uneven}) the part allToAllv sends.
+   */
+  static long countWrongBlocks(ByteBuffer recv, int rank, int nranks, long count, PerfConfig c,
+      boolean uneven) {
+    long wrong = 0;
+    for (int p = 0; p < nranks; p++) {
+      long n = uneven ? uneven(count, p, rank) : count;
+      wrong += DataCheck.countWrongCopy(recv, c.type, p, p * count, rank * count, n);
+    }
+    return wrong;
+  }
 
   /** allToAllv: the elements rank {@code from} sends to rank {@code to}. */
   static long uneven(long count, int from, int to) {
