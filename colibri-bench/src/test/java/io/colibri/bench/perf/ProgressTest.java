@@ -38,8 +38,9 @@ class ProgressTest {
     PerfConfig c = PerfConfig.parse(new String[] {"--ranks", "3", "-b", "8", "-e", "64"});
     assertEquals(List.of(8L, 16L, 32L, 64L), Perf.runSizes(Collective.ALL_REDUCE, c));
     assertEquals(List.of(16L, 32L, 64L), Perf.runSizes(Collective.ALL_GATHER, c));
-    // sendRecv runs every size, allToAll (3 ranks x 4 B) from 16 B.
-    assertEquals(4 + 3 + 3 + 4 + 4 + 3, Perf.steps(c));
+    // sendRecv runs every size, allToAll and allToAllv (3 ranks x 4 B) from 16 B.
+    assertEquals(List.of(16L, 32L, 64L), Perf.runSizes(Collective.ALL_TO_ALLV, c));
+    assertEquals(4 + 3 + 3 + 4 + 4 + 3 + 3, Perf.steps(c));
   }
 
   @Test
