@@ -69,7 +69,6 @@ class PeerDevice {
   clbResult_t check(const std::vector<PeerOp>& ops, const std::vector<int>& mine) const;
   clbResult_t launch(std::vector<PeerOp>& ops, const std::vector<int>& mine, CUstream stream, bool captured);
   clbResult_t refuseInCapture(CUstream stream, const char* what);
-  clbResult_t zero(CUdeviceptr p, size_t bytes);
   clbComm* c_;
   uint64_t nonce_;  // the communicator's session: names its boxes in the process table
   const Driver* d_ = nullptr;
@@ -87,6 +86,7 @@ class PeerDevice {
   int slots_ = 1;  // the GPU's block slots for clb_dev_p2p (setUpRank)
   int blockBudget() const;
   clbResult_t everyRankHere(bool* here);
+  clbResult_t awaitTable(int peer, const char* what, const std::function<bool()>& found) const;
   CUevent lastLaunch_ = nullptr;   // recorded after each launch outside a capture
   CUstream lastStream_ = nullptr;  // ... on this stream
   std::shared_ptr<clb::PeerMeet> meet_;  // with the ranks of this process on this GPU (core/peer_meet.h)

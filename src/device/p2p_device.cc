@@ -92,24 +92,31 @@ clbResult_t PeerDevice::everyRankHere(bool* here) {
   *here = false;
   for (int p = 0; p < c_->nranks; p++)
     if (c_->boot.peers()[p].pid != getpid()) return clbSuccess;
-  const int64_t start = nowMs();
-  for (int p = 0; p < c_->nranks; p++)
-    for (;;) {
-      int gpu = -2;
-      {
-        std::lock_guard<std::mutex> g(gBoxesMutex);
-        auto it = gRankGpus.find({nonce_, p});
-        if (it != gRankGpus.end()) gpu = it->second;
-      }
-      if (gpu != -2) {
-        if (gpu != ordinal_) return clbSuccess;
-        break;
-      }
-      CLB_CHECK(c_->checkWait(start, "a rank to make its first device point-to-point call (a reduce)", p));
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+  for (int p = 0; p < c_->nranks; p++) {
+    int gpu = -1;
+    CLB_CHECK(awaitTable(p, "a rank to make its first device point-to-point call (a reduce)", [&] {
+      auto it = gRankGpus.find({nonce_, p});
+      if (it != gRankGpus.end()) gpu = it->second;
+      return it != gRankGpus.end();
+    }));
+    if (gpu != ordinal_) return clbSuccess;
+  }
   *here = true;
   return clbSuccess;
+}
+
+// Waits until `found` (called under the table's lock) holds: what rank `peer` publishes in this
+// process's tables at its first device call.
+clbResult_t PeerDevice::awaitTable(int peer, const char* what, const std::function<bool()>& found) const {
+  const int64_t start = nowMs();
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> g(gBoxesMutex);
+      if (found()) return clbSuccess;
+    }
+    CLB_CHECK(c_->checkWait(start, what, peer));
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 clbResult_t PeerDevice::setUpRank(CUcontext ctx, CUstream stream) {
@@ -178,20 +185,8 @@ clbResult_t PeerDevice::carve(size_t bytes, CUdeviceptr* out) {
   arenas_.push_back(a);
   held_ += (int64_t)bytes;
   c_->mem.addDevice((int64_t)bytes);
-  CLB_CHECK(zero(a, bytes));
+  CLB_CHECK(zeroNow(d_, a, bytes));
   *out = a;
-  return clbSuccess;
-}
-
-// Zeroes device memory before a peer may write there, on a stream of its own (the legacy stream
-// would wait for other ranks' kernels, which may be waiting for this rank).
-clbResult_t PeerDevice::zero(CUdeviceptr p, size_t bytes) {
-  CUstream s = nullptr;
-  CLB_CU(d_, cuStreamCreate, &s, CU_STREAM_NON_BLOCKING);
-  CUresult rc = d_->cuMemsetD8Async(p, 0, bytes, s);
-  if (rc == CUDA_SUCCESS) rc = d_->cuStreamSynchronize(s);
-  d_->cuStreamDestroy(s);
-  if (rc != CUDA_SUCCESS) return cuError(rc, "cuMemsetD8Async");
   return clbSuccess;
 }
 
@@ -218,21 +213,14 @@ clbResult_t PeerDevice::meet(int p) {
   // The peer is in its own first device call with this rank (or comes to it): its box appears.
   char what[96];
   snprintf(what, sizeof what, "rank %d to set up its device channel with this rank", p);
-  const int64_t start = nowMs();
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> g(gBoxesMutex);
-      auto it = gBoxes.find({nonce_, p, c_->rank});
-      if (it != gBoxes.end()) {
-        // One GPU: the peer's box is reachable as it is. Other GPUs: through host memory for now.
-        pr.state = it->second.ordinal == ordinal_ ? Pair::kGpu : Pair::kHost;
-        pr.theirs = it->second.box;
-        return clbSuccess;
-      }
-    }
-    CLB_CHECK(c_->checkWait(start, what, p));
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  return awaitTable(p, what, [&] {
+    auto it = gBoxes.find({nonce_, p, c_->rank});
+    if (it == gBoxes.end()) return false;
+    // One GPU: the peer's box is reachable as it is. Other GPUs: through host memory for now.
+    pr.state = it->second.ordinal == ordinal_ ? Pair::kGpu : Pair::kHost;
+    pr.theirs = it->second.box;
+    return true;
+  });
 }
 
 clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest) {
@@ -350,11 +338,11 @@ clbResult_t PeerDevice::check(const std::vector<PeerOp>& ops, const std::vector<
       launched++;
   }
   launched += (int)selfSends.size();
-  if (launched > blockBudget())
+  if (const int budget = blockBudget(); launched > budget)
     return setError(clbInvalidUsage, "rank %d: %d device point-to-point operations in one group on one communicator "
                     "(local copies included), more than the %d blocks this rank's launch may hold on the GPU at once "
                     "(its share, with every rank of this process set up on the GPU): split the group", c_->rank,
-                    launched, blockBudget());
+                    launched, budget);
   if (launched > CLB_P2P_MAX_OPS)
     return setError(clbInvalidUsage, "rank %d: %d device point-to-point operations in one group on one communicator "
                     "(local copies included), more than the %d one launch takes: split the group", c_->rank, launched,

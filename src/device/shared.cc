@@ -124,7 +124,7 @@ clbResult_t DeviceShared::refuseInCapture(CUstream stream, size_t need) {
 // writes (its "posted" word, its LL lines, its staged data) could land before the zeroing and be
 // wiped. Seen on 2 x H200: ranks in several processes read 0 instead of a broadcast's data.
 // A private stream, synchronized here, before the buffer's handle is given to anyone.
-clbResult_t DeviceShared::zeroNow(CUdeviceptr p, size_t bytes) {
+clbResult_t zeroNow(const Driver* d, CUdeviceptr p, size_t bytes) {
   CUstream s = nullptr;
   CLB_CU(d, cuStreamCreate, &s, CU_STREAM_NON_BLOCKING);
   CUresult rc = d->cuMemsetD8Async(p, 0, bytes, s);
@@ -349,7 +349,7 @@ clbResult_t DeviceShared::ensureShared(SharedBuffer* b, size_t bytes, CUstream s
   CLB_CU(d, cuMemAlloc, &b->mine, bytes);
   b->bytes = bytes;
   comm->mem.addDevice((int64_t)bytes);
-  CLB_CHECK(zeroNow(b->mine, bytes));  // LL lines start with flag 0: no call has that number
+  CLB_CHECK(zeroNow(d, b->mine, bytes));  // LL lines start with flag 0: no call has that number
   const int n = comm->nranks;
   std::vector<StagingInfo> all(n);
   all[comm->rank].staging = b->mine;

@@ -57,6 +57,10 @@ struct SharedBuffer {
 
 struct PeerInfo;  // what ranks tell each other at set-up
 
+// Zeroes device memory peers are about to write into (the collectives' shared buffers, the
+// point-to-point boxes), on a private stream, and waits until it is done (shared.cc says why).
+clbResult_t zeroNow(const Driver* d, CUdeviceptr p, size_t bytes);
+
 struct DeviceShared {
   explicit DeviceShared(clbComm* comm);  // the settings, as read at init (comm->deviceCfg)
 
@@ -65,7 +69,6 @@ struct DeviceShared {
   clbResult_t allocHostShared(SharedBuffer* b, size_t bytes, const char* what);  // viaHost
   clbResult_t decideViaHost(const std::vector<PeerInfo>& all);  // collective
   void releaseShared(SharedBuffer* b);
-  clbResult_t zeroNow(CUdeviceptr p, size_t bytes);  // before peers may write there
   clbResult_t refuseInCapture(CUstream stream, size_t need);  // set-up is impossible in capture
   clbResult_t checkStream(CUstream stream);
   void common(ClbDevCallArgs* k, const CollArgs& a) const;  // what every path passes alike

@@ -57,6 +57,18 @@ struct DevBuf {
   }
 };
 
+// Ends a rank: first the communicator's asynchronous error, when the rank found nothing wrong
+// itself and `async` asks (a device wait that timed out shows there), then the communicator and
+// the stream go. Returns what went wrong, "" if nothing.
+std::string closeRank(const Driver* d, clbComm_t comm, CUstream stream, std::string err, bool async = false) {
+  clbResult_t rc = clbSuccess;
+  if (async) clbCommGetAsyncError(comm, &rc);
+  if (err.empty() && rc != clbSuccess) err = std::string("async error: ") + clbGetLastError();
+  clbCommDestroy(comm);
+  d->cuStreamDestroy(stream);
+  return err;
+}
+
 #define CLB_OK(call)                                                                            \
   do {                                                                                          \
     if ((call) != clbSuccess) return std::string(#call) + " failed: " + clbGetLastError(); \
@@ -176,9 +188,7 @@ std::string rankBody(const clbUniqueId& id, int r, int n, bool processes) {
   clbCommMemStats(comm, &st);
   if (err.empty() && processes && st.deviceBytes != 0)
     err = "pairs through host memory hold " + std::to_string(st.deviceBytes) + " bytes of device memory";
-  clbCommDestroy(comm);
-  d->cuStreamDestroy(stream);
-  return err;
+  return closeRank(d, comm, stream, err);
 }
 
 TEST(DevicePeer, ThreadsOnOneGpuEveryCallMatchesTheReference) {
@@ -215,9 +225,7 @@ TEST(DevicePeer, ASendLargerThanTheStagingCapGoesThrough) {
       for (size_t i = 0; i < count && err.empty(); i++)
         if (v[i] != val(0, 1, i)) err = "element " + std::to_string(i) + " wrong";
     }
-    clbCommDestroy(comm);
-    d->cuStreamDestroy(stream);
-    return err;
+    return closeRank(d, comm, stream, err);
   });
 }
 
@@ -300,12 +308,7 @@ std::string graphBody(const clbUniqueId& id, int r, int n) {
   if (err.empty() && st.deviceBytes <= 0) err = "the pairs' device channels are not counted";
   if (exec) d->cuGraphExecDestroy(exec);
   if (g) d->cuGraphDestroy(g);
-  clbResult_t async = clbSuccess;
-  clbCommGetAsyncError(comm, &async);
-  if (err.empty() && async != clbSuccess) err = std::string("async error: ") + clbGetLastError();
-  clbCommDestroy(comm);
-  d->cuStreamDestroy(stream);
-  return err;
+  return closeRank(d, comm, stream, err, true);
 }
 
 TEST(DevicePeer, GraphsOfAPipelineStepAndAnAllToAllReplayWithNewData) {
@@ -342,9 +345,7 @@ std::string churnBody(const clbUniqueId& id, int r, int n) {
         if (g[i] != val(prev * 100 + round, r, i)) err = "round " + std::to_string(round) + ": element " + std::to_string(i);
     }
   }
-  clbCommDestroy(comm);
-  d->cuStreamDestroy(stream);
-  return err;
+  return closeRank(d, comm, stream, err);
 }
 
 TEST(DevicePeer, AllocationsFreesAndSynchronizationsBetweenCallsDoNotDeadlock) {
@@ -391,9 +392,7 @@ TEST(DevicePeer, BatchesThatDoNotPairUpAreRefusedOnBothRanks) {
       for (size_t i = 0; i < count && err.empty(); i++)
         if (g[i] != val(7, 0, i)) err = "element " + std::to_string(i);
     }
-    clbCommDestroy(comm);
-    d->cuStreamDestroy(stream);
-    return err;
+    return closeRank(d, comm, stream, err);
   });
 }
 
@@ -457,13 +456,8 @@ std::string reduceAndStreamsBody(const clbUniqueId& id, int r, int n) {
         if (ga[i] != va[i] || gb[i] != vb[i]) err = "two streams, round " + std::to_string(round) + ": element " + std::to_string(i);
     }
   }
-  clbResult_t async = clbSuccess;
-  clbCommGetAsyncError(comm, &async);
-  if (err.empty() && async != clbSuccess) err = std::string("async error: ") + clbGetLastError();
-  clbCommDestroy(comm);
   d->cuStreamDestroy(other);
-  d->cuStreamDestroy(stream);
-  return err;
+  return closeRank(d, comm, stream, err, true);
 }
 
 TEST(DevicePeer, AReduceIntoAnotherBufferAndCallsOnTwoStreamsGetEveryElementRight) {
