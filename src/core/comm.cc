@@ -38,6 +38,7 @@ const char* collectiveName(uint32_t c) {
     case kGather: return "gather";
     case kScatter: return "scatter";
     case kReduce: return "reduce";
+    case kPeerSetUp: return "the set-up of a device channel";
   }
   return "unknown";
 }

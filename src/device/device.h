@@ -49,10 +49,10 @@ bool driverInProcess();
 clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
                              const std::function<clbResult_t(std::vector<PeerOp>&)>& run);
 
-// Point-to-point on the GPU for the pairs of ranks of one process on one GPU (p2p_device.cc,
-// kernels/p2p.cu): one launch per batch on the caller's stream, capturable once each pair made
-// one device call. run() launches the operations it takes and leaves the rest (host buffers,
-// pairs across processes or GPUs) in *rest, for runPeerOpsStaged.
+// Point-to-point on the GPU for the pairs of ranks on one GPU, threads of one process or processes
+// of one host (p2p_device.cc, kernels/p2p.cu): one launch per batch on the caller's stream,
+// capturable once each pair made one device call. run() launches the operations it takes and
+// leaves the rest (host buffers, pairs across GPUs or hosts) in *rest, for runPeerOpsStaged.
 class PeerDevice {
  public:
   explicit PeerDevice(clbComm* c);
@@ -66,6 +66,8 @@ class PeerDevice {
   clbResult_t setUpRank(CUcontext ctx, CUstream stream);
   clbResult_t publish(int p, CUstream stream);
   clbResult_t meet(int p);
+  clbResult_t joinProcesses(const std::vector<int>& peers, CUcontext ctx, CUstream stream);
+  bool inThisProcess(int p) const;
   clbResult_t check(const std::vector<PeerOp>& ops, const std::vector<int>& mine) const;
   clbResult_t launch(std::vector<PeerOp>& ops, const std::vector<int>& mine, CUstream stream, bool captured);
   clbResult_t refuseInCapture(CUstream stream, const char* what);
@@ -77,6 +79,8 @@ class PeerDevice {
   Kernels kernels_;
   CUfunction fn_ = nullptr, fnSmall_ = nullptr;  // clb_dev_p2p, clb_dev_p2p_small
   clbResult_t carve(size_t bytes, CUdeviceptr* out);
+  void uncarve(CUdeviceptr a, size_t bytes);
+  int othersOnHost_ = 0;  // ranks of the communicator in other processes of this host (blockBudget)
   std::vector<CUdeviceptr> arenas_;  // the state's and the boxes' allocations
   CUdeviceptr state_ = 0;  // ClbP2pState
   unsigned int* hostError_ = nullptr;

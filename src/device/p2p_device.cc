@@ -1,12 +1,14 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// Point-to-point on the GPU (device.h, PeerDevice) for the pairs of ranks that live in one process
-// and use one GPU: the operations of a batch with such peers run as one kernel launch on the
-// caller's stream (kernels/p2p.cu), which returns at once and can be captured in a CUDA graph.
-// Each rank owns a box per such peer in its GPU memory (the peer's chunks land there, and the
-// peer's credits for this rank's chunks), made at the pair's first device call and found by the
-// peer through a table of this process, so nothing crosses the host channel. Pairs across
-// processes or GPUs go through host memory (p2p_staged.cc); both ranks of a pair decide alike.
+// Point-to-point on the GPU (device.h, PeerDevice) for the pairs of ranks that use one GPU: the
+// operations of a batch with such peers run as one kernel launch on the caller's stream
+// (kernels/p2p.cu), which returns at once and can be captured in a CUDA graph. Each rank owns a
+// box per such peer in its GPU memory (the peer's chunks land there, and the peer's credits for
+// this rank's chunks), made at the pair's first device call. A peer in this process finds it
+// through a table of the process, so nothing crosses the host channel; a peer in another process
+// of this host maps it through CUDA IPC, the handles exchanged over the pair's host channel at
+// that first call (joinProcesses). Pairs across GPUs or hosts go through host memory
+// (p2p_staged.cc); both ranks of a pair decide alike.
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,18 +50,44 @@ std::map<int, int> gRanksOnGpu;
 
 struct PeerDevice::Pair {
   enum State { kNew, kGpu, kHost } state = kNew;
+  bool process = false;    // the peer is in another process: its box is a CUDA IPC mapping
   CUdeviceptr mine = 0;    // this rank's box for the peer
   CUdeviceptr theirs = 0;  // the peer's box for this rank
 };
 
-PeerDevice::PeerDevice(clbComm* c) : c_(c), nonce_(c->boot.sessionNonce()) {}
+PeerDevice::PeerDevice(clbComm* c) : c_(c), nonce_(c->boot.sessionNonce()) {
+  pairs_.assign(c->nranks, Pair{});
+  const RankInfo& me = c->boot.peers()[c->rank];
+  for (int p = 0; p < c->nranks; p++)
+    if (c->boot.peers()[p].hostHash == me.hostHash && c->boot.peers()[p].pid != me.pid) othersOnHost_++;
+}
+
+bool PeerDevice::inThisProcess(int p) const {
+  const RankInfo& peer = c_->boot.peers()[p];
+  return peer.pid == getpid() && peer.hostHash == c_->boot.peers()[c_->rank].hostHash;
+}
 
 PeerDevice::~PeerDevice() {
   if (!d_) return;
   {
     CtxScope scope(d_, ctx_);
-    // The peers' kernels may still credit this rank's boxes (their last receives): done first.
+    // This rank's kernels first; then the peers' in other processes may still credit this rank's
+    // boxes (their last receives): a bounded wait until every chunk sent was credited.
     d_->cuCtxSynchronize();
+    if (!c_->failed && !c_->aborted) {
+      const int64_t deadline = nowMs() + std::min<int64_t>(c_->cfg.timeoutMs, 5000);
+      for (const Pair& pr : pairs_) {
+        if (!pr.process || pr.state != Pair::kGpu) continue;
+        for (;;) {
+          unsigned long long head[4] = {};  // sent, received, credit[2]
+          if (d_->cuMemcpyDtoH(head, pr.mine, sizeof head) != CUDA_SUCCESS) break;
+          if (std::max(head[2], head[3]) >= head[0] || nowMs() > deadline) break;
+          usleep(200);
+        }
+      }
+    }
+    for (const Pair& pr : pairs_)
+      if (pr.process && pr.theirs) d_->cuIpcCloseMemHandle(pr.theirs);
     for (CUdeviceptr a : arenas_) d_->cuMemFree(a);
     if (hostError_) d_->cuMemFreeHost(hostError_);
     c_->mem.addDevice(-held_);
@@ -78,11 +106,14 @@ bool PeerDevice::timedOut() const {
 }
 
 // The blocks one launch may take: its share of the GPU's slots (a margin of 4 for other work),
-// with every rank of this process set up on the GPU (of any communicator) launching at once.
+// with every rank of this process set up on the GPU (of any communicator), and every rank of the
+// communicator in another process of this host, launching at once.
 int PeerDevice::blockBudget() const {
   std::lock_guard<std::mutex> g(gBoxesMutex);
   auto it = gRanksOnGpu.find(ordinal_);
-  const int ranks = it == gRanksOnGpu.end() ? 1 : std::max(1, it->second);
+  // Ranks of this communicator in other processes of the host may be on this GPU too (under MPS
+  // their kernels share its slots): counted as if they all were.
+  const int ranks = (it == gRanksOnGpu.end() ? 1 : std::max(1, it->second)) + othersOnHost_;
   return std::max(1, (slots_ - 4) / ranks);
 }
 
@@ -161,7 +192,6 @@ clbResult_t PeerDevice::setUpRank(CUcontext ctx, CUstream stream) {
   CLB_CU(d_, cuMemHostAlloc, (void**)&hostError_, sizeof(unsigned int), CU_MEMHOSTALLOC_DEVICEMAP);
   *hostError_ = 0;
   CLB_CU(d_, cuMemHostGetDevicePointer, &hostErrorDev_, hostError_, 0);
-  pairs_.assign(c_->nranks, Pair{});
   return clbSuccess;
 }
 
@@ -190,16 +220,23 @@ clbResult_t PeerDevice::carve(size_t bytes, CUdeviceptr* out) {
   return clbSuccess;
 }
 
+// Gives back what carve made (a box whose pair went through host memory after all).
+void PeerDevice::uncarve(CUdeviceptr a, size_t bytes) {
+  auto it = std::find(arenas_.begin(), arenas_.end(), a);
+  if (it == arenas_.end()) return;
+  arenas_.erase(it);
+  CtxScope scope(d_, ctx_);
+  d_->cuMemFree(a);
+  held_ -= (int64_t)bytes;
+  c_->mem.addDevice(-(int64_t)bytes);
+}
+
 // A pair's first device call, in two steps over all the batch's new peers: every box of this rank
 // is made and published first (publish), then the peers' are awaited (meet), so that ranks
 // whose batches name their peers in different orders never wait for each other in a circle.
 clbResult_t PeerDevice::publish(int p, CUstream stream) {
   Pair& pr = pairs_[p];
   if (pr.state != Pair::kNew || pr.mine) return clbSuccess;
-  if (c_->boot.peers()[p].pid != getpid()) {  // another process: through host memory
-    pr.state = Pair::kHost;
-    return clbSuccess;
-  }
   CLB_CHECK(refuseInCapture(stream, "the pair's device channel"));
   CLB_CHECK(carve(sizeof(ClbP2pBox), &pr.mine));
   std::lock_guard<std::mutex> g(gBoxesMutex);
@@ -223,6 +260,135 @@ clbResult_t PeerDevice::meet(int p) {
   });
 }
 
+namespace {
+
+// What two ranks in different processes of one host tell each other at their first device call
+// with each other: round 1 which GPU they use, round 2 (same GPU) whether this rank's box for the
+// peer is there and its CUDA IPC handle, round 3 whether this rank mapped the peer's box. Each
+// round is one message each way over the pair's host channel (a kPeerSetUp batch), so that a
+// batch with several new peers exchanges with all of them side by side.
+struct SetUpRecord {
+  uint32_t round;
+  int32_t ok;
+  CUuuid gpu;
+  CUipcMemHandle box;
+};
+
+}  // namespace
+
+// One round of SetUpRecords with `peers` (mine[i] to peers[i], theirs[i] from it).
+static clbResult_t exchangeRecords(clbComm* c, uint32_t round, const std::vector<int>& peers,
+                                   std::vector<SetUpRecord>& mine, std::vector<SetUpRecord>* theirs) {
+  theirs->assign(peers.size(), SetUpRecord{});
+  std::vector<PeerOp> ops;
+  for (size_t i = 0; i < peers.size(); i++) {
+    mine[i].round = round;
+    PeerOp s, r;
+    s.kind = PeerOp::kSend;
+    r.kind = PeerOp::kRecv;
+    s.peer = r.peer = peers[i];
+    s.src = &mine[i];
+    r.dst = &(*theirs)[i];
+    s.count = r.count = sizeof(SetUpRecord);
+    s.call = r.call = kPeerSetUp;
+    ops.push_back(s);
+    ops.push_back(r);
+  }
+  CLB_CHECK(runPeerOps(c, ops));
+  for (size_t i = 0; i < peers.size(); i++)
+    if ((*theirs)[i].round != round)
+      return setError(clbRemoteError, "rank %d: rank %d's device channel record is round %u, expected %u", c->rank,
+                      peers[i], (*theirs)[i].round, round);
+  return clbSuccess;
+}
+
+// The first device calls of this rank with `peers`, ranks in other processes of this host: the
+// pairs on one GPU map each other's boxes through CUDA IPC and go on the GPU; the others, or
+// where a step fails on either rank (then with a warning), go through host memory. Both ranks
+// of each pair decide alike from the three rounds' records.
+clbResult_t PeerDevice::joinProcesses(const std::vector<int>& peers, CUcontext ctx, CUstream stream) {
+  CLB_CHECK(refuseInCapture(stream, "the pair's device channel"));
+  const Driver* d = nullptr;
+  CLB_CHECK(driver(&d));
+  CUuuid gpu{};
+  {
+    CtxScope scope(d, ctx);
+    CUdevice dev = 0;
+    CLB_CU(d, cuCtxGetDevice, &dev);
+    CLB_CU(d, cuDeviceGetUuid, &gpu, dev);
+  }
+  std::vector<SetUpRecord> mine(peers.size()), theirs;
+  for (SetUpRecord& r : mine) r.ok = 1, r.gpu = gpu;
+  CLB_CHECK(exchangeRecords(c_, 1, peers, mine, &theirs));
+  std::vector<int> same;
+  for (size_t i = 0; i < peers.size(); i++) {
+    if (!memcmp(&theirs[i].gpu, &gpu, sizeof gpu)) {
+      same.push_back(peers[i]);
+    } else {
+      pairs_[peers[i]].state = Pair::kHost;
+      CLB_INFO("rank %d: rank %d is on another GPU: their point-to-point calls on device memory go through host "
+               "memory", c_->rank, peers[i]);
+    }
+  }
+  if (same.empty()) return clbSuccess;
+  // Round 2: this rank's boxes and their handles.
+  std::string why;
+  clbResult_t up = setUpRank(ctx, stream);
+  if (up != clbSuccess) why = lastError();
+  mine.assign(same.size(), SetUpRecord{});
+  for (size_t i = 0; i < same.size(); i++) {
+    Pair& pr = pairs_[same[i]];
+    pr.process = true;
+    clbResult_t rc = up;
+    if (rc == clbSuccess) rc = carve(sizeof(ClbP2pBox), &pr.mine);
+    if (rc == clbSuccess) {
+      CtxScope scope(d_, ctx_);
+      if (CUresult cr = d_->cuIpcGetMemHandle(&mine[i].box, pr.mine); cr != CUDA_SUCCESS)
+        rc = cuError(cr, "cuIpcGetMemHandle (this rank's point-to-point box)");
+    }
+    if (rc != clbSuccess && why.empty()) why = lastError();
+    mine[i].ok = rc == clbSuccess;
+  }
+  CLB_CHECK(exchangeRecords(c_, 2, same, mine, &theirs));
+  // Round 3: the peers' boxes mapped.
+  for (size_t i = 0; i < same.size(); i++) {
+    Pair& pr = pairs_[same[i]];
+    const bool both = mine[i].ok && theirs[i].ok;
+    mine[i].ok = 0;
+    if (!both) continue;
+    CtxScope scope(d_, ctx_);
+    if (CUresult cr = d_->cuIpcOpenMemHandle(&pr.theirs, theirs[i].box, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        cr != CUDA_SUCCESS) {
+      pr.theirs = 0;
+      cuError(cr, "cuIpcOpenMemHandle (a peer's point-to-point box)");
+      if (why.empty()) why = lastError();
+    } else {
+      mine[i].ok = 1;
+    }
+  }
+  std::vector<SetUpRecord> mapped = mine;
+  CLB_CHECK(exchangeRecords(c_, 3, same, mapped, &theirs));
+  for (size_t i = 0; i < same.size(); i++) {
+    Pair& pr = pairs_[same[i]];
+    if (mapped[i].ok && theirs[i].ok) {
+      pr.state = Pair::kGpu;
+      continue;
+    }
+    // Through host memory after all: what was made for the pair goes.
+    pr.state = Pair::kHost;
+    if (pr.theirs) {
+      CtxScope scope(d_, ctx_);
+      d_->cuIpcCloseMemHandle(pr.theirs);
+    }
+    if (pr.mine) uncarve(pr.mine, sizeof(ClbP2pBox));
+    pr.theirs = pr.mine = 0;
+    CLB_WARN("rank %d: the device channel with rank %d (another process on this GPU) could not be set up (%s): "
+             "their point-to-point calls on device memory go through host memory (slower, not capturable)",
+             c_->rank, same[i], why.empty() ? "a step failed on the peer; its log says which" : why.c_str());
+  }
+  return clbSuccess;
+}
+
 clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest) {
   // The device operations, their context and stream.
   const PeerOp* first = nullptr;
@@ -231,15 +397,28 @@ clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest)
       first = &o;
       break;
     }
-  // A batch whose peers are all in other processes goes through host memory whole (its local
-  // copies with it): nothing is set up on the GPU for it.
-  bool hereToo = false, elsewhere = false;
-  for (const PeerOp& o : ops)
-    if (o.onDevice && o.count && o.kind != PeerOp::kCopy && o.peer != c_->rank)
-      (c_->boot.peers()[o.peer].pid == getpid() ? hereToo : elsewhere) = true;
-  if (!first || (elsewhere && !hereToo)) {
+  if (!first) {
     *rest = ops;
     return clbSuccess;
+  }
+  auto withPeer = [&](const PeerOp& o) {
+    return o.onDevice && o.count && o.kind != PeerOp::kCopy && o.peer != c_->rank;
+  };
+  // The pairs' first device calls: rank threads of this process find each other's boxes in its
+  // tables (publish, meet), ranks in other processes of this host exchange records over the host
+  // channel (joinProcesses), others go through host memory. COLIBRI_DEVICE_P2P=off sends the
+  // pairs across processes through host memory too.
+  std::vector<int> newThreads, newProcesses;
+  for (const PeerOp& o : ops) {
+    if (!withPeer(o) || pairs_[o.peer].state != Pair::kNew) continue;
+    if (inThisProcess(o.peer)) {
+      if (std::find(newThreads.begin(), newThreads.end(), o.peer) == newThreads.end()) newThreads.push_back(o.peer);
+    } else if (c_->boot.peers()[o.peer].hostHash == c_->boot.peers()[c_->rank].hostHash && !c_->deviceCfg.p2pOff) {
+      if (std::find(newProcesses.begin(), newProcesses.end(), o.peer) == newProcesses.end())
+        newProcesses.push_back(o.peer);
+    } else {
+      pairs_[o.peer].state = Pair::kHost;
+    }
   }
   const Driver* d = nullptr;
   CLB_CHECK(driver(&d));
@@ -247,13 +426,26 @@ clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest)
   CLB_CU(d, cuPointerGetAttribute, &ctx, CU_POINTER_ATTRIBUTE_CONTEXT,
          (CUdeviceptr)(first->src ? first->src : first->dst));
   CUstream stream = static_cast<CUstream>(first->stream);
+  if (!newProcesses.empty()) CLB_CHECK(joinProcesses(newProcesses, ctx, stream));
+  // A batch whose peers all go through host memory goes there whole (its local copies with it):
+  // nothing is set up on the GPU for it.
+  bool withPeers = false, onTheGpu = false;
+  for (const PeerOp& o : ops)
+    if (withPeer(o)) {
+      withPeers = true;
+      onTheGpu = onTheGpu || pairs_[o.peer].state == Pair::kGpu ||
+                 (pairs_[o.peer].state == Pair::kNew && inThisProcess(o.peer));
+    }
+  if (withPeers && !onTheGpu) {
+    *rest = ops;
+    return clbSuccess;
+  }
   CLB_CHECK(setUpRank(ctx, stream));
   CtxScope scope(d_, ctx_);
-  // Which peers go on the GPU (both ranks of a pair decide alike, at its first device call).
-  for (int step = 0; step < 2; step++)
-    for (const PeerOp& o : ops)
-      if (o.onDevice && o.count && o.kind != PeerOp::kCopy && o.peer != c_->rank)
-        CLB_CHECK(step == 0 ? publish(o.peer, stream) : meet(o.peer));
+  // Which peers of this process go on the GPU (both ranks of a pair decide alike, at its first
+  // device call): every box of this rank is published before any peer's is awaited.
+  for (int p : newThreads) CLB_CHECK(publish(p, stream));
+  for (int p : newThreads) CLB_CHECK(meet(p));
   auto onGpu = [&](const PeerOp& o) {
     if (!o.onDevice) return false;
     if (o.kind == PeerOp::kCopy || o.peer == c_->rank) return true;
@@ -287,7 +479,8 @@ clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest)
   std::vector<PeerMeet::Edge> edges;
   for (int i : mine) {
     const PeerOp& o = ops[i];
-    if (o.count == 0 || o.kind == PeerOp::kCopy || o.peer == c_->rank) continue;
+    // Ranks in other processes have contexts of their own: nothing of theirs waits for this one's threads.
+    if (o.count == 0 || o.kind == PeerOp::kCopy || o.peer == c_->rank || pairs_[o.peer].process) continue;
     auto e = std::find_if(edges.begin(), edges.end(), [&](const PeerMeet::Edge& x) { return x.peer == o.peer; });
     if (e == edges.end()) {
       edges.emplace_back();
@@ -418,9 +611,11 @@ clbResult_t PeerDevice::launch(std::vector<PeerOp>& ops, const std::vector<int>&
     k.src = o.src;
     k.dst = o.dst;
     k.bytes = o.count * clbTypeSize(o.type);
-    // In place: larger than kInPlaceMinBytes and not part of a reduce (whose receives add the lines up);
-    // a send's blocks are given out below. Both ranks of the pair (one process) decide alike.
-    k.inPlace = !c_->deviceCfg.p2pInPlaceOff && k.bytes > kInPlaceMinBytes && o.call != kReduce;
+    // In place: larger than kInPlaceMinBytes, not part of a reduce (whose receives add the lines up),
+    // and the peer in this process (the receiver's address is the sender's to write); a send's
+    // blocks are given out below. Both ranks of the pair decide alike.
+    k.inPlace = !c_->deviceCfg.p2pInPlaceOff && k.bytes > kInPlaceMinBytes && o.call != kReduce &&
+                !pairs_[o.peer].process;
     k.blocks = k.inPlace && k.kind == CLB_P2P_SEND ? (int)std::min<unsigned long long>(kInPlaceMaxBlocks, (k.bytes + kInPlaceBytesPerBlock - 1) / kInPlaceBytesPerBlock) : 1;
     unsigned long long& sofar = chunksSoFar[{o.peer, k.kind == CLB_P2P_SEND}];
     k.firstChunk = sofar;

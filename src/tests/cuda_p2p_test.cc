@@ -1,13 +1,13 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// Point-to-point on device buffers (ranks as threads on one GPU: the on-GPU path; as processes:
-// through host memory): a ring exchange in a group posted in opposite orders, all-to-all against
-// a group of sends and receives, all-to-allv with empty pairs, reduce in place, gather and
-// scatter, every result copied back and checked element by element against values computed here;
-// between processes a call inside a CUDA graph capture refused with what to do, the communicator
-// still usable; between threads a pipeline step and an all-to-all captured and replayed with new
-// data, the application allocating, freeing and synchronizing between calls, and batches that do
-// not pair up refused on both ranks. Skipped without a GPU.
+// Point-to-point on device buffers (ranks as threads or as processes on one GPU: the on-GPU path;
+// processes with COLIBRI_DEVICE_P2P=off: through host memory): a ring exchange in a group posted
+// in opposite orders, all-to-all against a group of sends and receives, all-to-allv with empty
+// pairs, reduce in place, gather and scatter, every result copied back and checked element by
+// element against values computed here; a pipeline step and an all-to-all captured and replayed
+// with new data, the application allocating, freeing and synchronizing between calls; through
+// host memory a call inside a CUDA graph capture refused with what to do, the communicator still
+// usable; between threads batches that do not pair up refused on both ranks. Skipped without a GPU.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -160,15 +160,16 @@ std::string exchange(const Driver* d, CUstream stream, clbComm_t comm, int r, in
   return "";
 }
 
-// `processes`: the ranks are processes, whose pairs go through host memory (not capturable).
-std::string rankBody(const clbUniqueId& id, int r, int n, bool processes) {
+// `viaHost`: the ranks are processes with COLIBRI_DEVICE_P2P=off, whose pairs go through host
+// memory (not capturable, nothing held on the GPU).
+std::string rankBody(const clbUniqueId& id, int r, int n, bool viaHost) {
   const Driver* d = nullptr;
   CUstream stream = nullptr;
   clbComm_t comm = nullptr;
   if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
   std::string err = exchange(d, stream, comm, r, n);
   // Through host memory, inside a capture: refused, nothing moved, usable after.
-  if (err.empty() && processes) {
+  if (err.empty() && viaHost) {
     DevBuf b(d, stream, 16);
     CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     clbResult_t rc = clbGroupStart();
@@ -186,9 +187,10 @@ std::string rankBody(const clbUniqueId& id, int r, int n, bool processes) {
   // Pairs through host memory set nothing up on the GPU.
   clbMemStats_t st{};
   clbCommMemStats(comm, &st);
-  if (err.empty() && processes && st.deviceBytes != 0)
+  if (err.empty() && viaHost && st.deviceBytes != 0)
     err = "pairs through host memory hold " + std::to_string(st.deviceBytes) + " bytes of device memory";
-  return closeRank(d, comm, stream, err);
+  if (err.empty() && !viaHost && st.deviceBytes <= 0) err = "the pairs' device channels are not counted";
+  return closeRank(d, comm, stream, err, true);
 }
 
 TEST(DevicePeer, ThreadsOnOneGpuEveryCallMatchesTheReference) {
@@ -229,9 +231,10 @@ TEST(DevicePeer, ASendLargerThanTheStagingCapGoesThrough) {
   });
 }
 
-// CUDA graphs (ranks as threads on one GPU, the on-GPU path): a pipeline step (receive from the
-// previous stage, copy, send to the next) and an all-to-all, each captured once after an eager
-// call and replayed with new data every time, every element checked after every replay.
+// CUDA graphs (ranks as threads or processes on one GPU, the on-GPU path): a pipeline step
+// (receive from the previous stage, copy, send to the next) and an all-to-all, each captured once
+// after an eager call and replayed with new data every time, every element checked after every
+// replay.
 std::string graphBody(const clbUniqueId& id, int r, int n) {
   const Driver* d = nullptr;
   CUstream stream = nullptr;
@@ -316,9 +319,9 @@ TEST(DevicePeer, GraphsOfAPipelineStepAndAnAllToAllReplayWithNewData) {
   for (int n : {2, 4}) runThreads(n, graphBody);
 }
 
-// The application allocates, frees and synchronizes between calls (rank threads staggered so that
-// each one's allocation falls while a peer's call is under way): every round of a ring exchange
-// arrives whole, none waits to the timeout.
+// The application allocates, frees and synchronizes between calls (ranks staggered so that each
+// one's allocation falls while a peer's call is under way): every round of a ring exchange arrives
+// whole, none waits to the timeout.
 std::string churnBody(const clbUniqueId& id, int r, int n) {
   const Driver* d = nullptr;
   CUstream stream = nullptr;
@@ -465,30 +468,60 @@ TEST(DevicePeer, AReduceIntoAnotherBufferAndCallsOnTwoStreamsGetEveryElementRigh
   for (int n : {2, 4}) runThreads(n, reduceAndStreamsBody);
 }
 
+// A rank process of the tests below: CLB_DEVICE_PEER_BODY says what it runs ("calls": every call
+// twice, "graphs", "churn"); with COLIBRI_DEVICE_P2P=off in its environment the pairs go through
+// host memory.
 TEST(DevicePeerChild, Rank) {
   const char* id = getenv("CLB_DEVICE_PEER_ID");
   if (!id) GTEST_SKIP() << "runs only as a rank process of DevicePeer";
   const int r = atoi(getenv("CLB_DEVICE_PEER_RANK")), n = atoi(getenv("CLB_DEVICE_PEER_NRANKS"));
-  EXPECT_EQ(rankBody(unhex(id), r, n, true), "");
+  const std::string body = getenv("CLB_DEVICE_PEER_BODY");
+  const char* p2p = getenv("COLIBRI_DEVICE_P2P");
+  const bool viaHost = p2p && std::string(p2p) == "off";
+  if (body == "calls") EXPECT_EQ(rankBody(unhex(id), r, n, viaHost), "");
+  if (body == "graphs") EXPECT_EQ(graphBody(unhex(id), r, n), "");
+  if (body == "churn") EXPECT_EQ(churnBody(unhex(id), r, n), "");
 }
 
-TEST(DevicePeer, ProcessesOnOneGpuEveryCallMatchesTheReference) {
-  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
-  const int n = 2;
+void runProcesses(int n, const std::string& body, const std::vector<std::string>& env = {}) {
   clbUniqueId id;
   ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
   std::vector<pid_t> pids;
-  for (int r = 0; r < n; r++)
-    pids.push_back(clbtest::spawnSelf("DevicePeerChild.Rank", {"CLB_DEVICE_PEER_ID=" + hex(id),
-                                                               "CLB_DEVICE_PEER_RANK=" + std::to_string(r),
-                                                               "CLB_DEVICE_PEER_NRANKS=" + std::to_string(n)}));
+  for (int r = 0; r < n; r++) {
+    std::vector<std::string> e = {"CLB_DEVICE_PEER_ID=" + hex(id), "CLB_DEVICE_PEER_RANK=" + std::to_string(r),
+                                  "CLB_DEVICE_PEER_NRANKS=" + std::to_string(n), "CLB_DEVICE_PEER_BODY=" + body};
+    e.insert(e.end(), env.begin(), env.end());
+    pids.push_back(clbtest::spawnSelf("DevicePeerChild.Rank", e));
+  }
   for (int r = 0; r < n; r++) {
     ASSERT_GT(pids[r], 0);
     int status = 0;
     ASSERT_EQ(waitpid(pids[r], &status, 0), pids[r]);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank process " << r << " failed";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << body << ": rank process " << r << " of " << n << " failed";
   }
   clbUniqueIdRelease(&id);
+}
+
+// Rank processes on one GPU map each other's boxes through CUDA IPC at their first device call
+// with each other and move on the GPU: every call, graphs replayed with new data, allocations
+// between calls. Without the MPS daemon the processes' kernels are time-sliced (slow, but they pass).
+TEST(DevicePeer, ProcessesOnOneGpuEveryCallMatchesTheReference) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  for (int n : {2, 4}) runProcesses(n, "calls");
+}
+
+TEST(DevicePeer, ProcessesOnOneGpuReplayGraphsWithNewDataAndSurviveAllocations) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  for (int n : {2, 4}) {
+    runProcesses(n, "graphs");
+    runProcesses(n, "churn");
+  }
+}
+
+// COLIBRI_DEVICE_P2P=off: the pairs across processes go through host memory (nothing on the GPU).
+TEST(DevicePeer, ProcessesThroughHostMemoryEveryCallMatchesTheReference) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  runProcesses(2, "calls", {"COLIBRI_DEVICE_P2P=off"});
 }
 
 }  // namespace

@@ -771,9 +771,11 @@ int main(int argc, char** argv) {
       for (auto& ch : lower) ch = (char)tolower(ch);
       if (which != "all" && which != lower) continue;
       if (c >= 4 && inPlace) continue;  // no in-place form
-      // Colibri's point-to-point between processes goes through host memory in this version: no graph.
-      if (c >= 4 && graph && !useNccl && procs) {
-        if (r == 0) printf("#\n# %s: not capturable between processes in this version (through host memory)\n", names[c]);
+      // Colibri's point-to-point between processes on different GPUs (or with COLIBRI_DEVICE_P2P=off)
+      // goes through host memory in this version: no graph.
+      const char* p2pEnv = getenv("COLIBRI_DEVICE_P2P");
+      if (c >= 4 && graph && !useNccl && procs && (ngpus > 1 || (p2pEnv && !strcmp(p2pEnv, "off")))) {
+        if (r == 0) printf("#\n# %s: not capturable between processes on several GPUs in this version (through host memory)\n", names[c]);
         continue;
       }
       if (r == 0)
