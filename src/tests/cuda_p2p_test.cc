@@ -478,9 +478,11 @@ TEST(DevicePeerChild, Rank) {
   const std::string body = getenv("CLB_DEVICE_PEER_BODY");
   const char* p2p = getenv("COLIBRI_DEVICE_P2P");
   const bool viaHost = p2p && std::string(p2p) == "off";
-  if (body == "calls") EXPECT_EQ(rankBody(unhex(id), r, n, viaHost), "");
-  if (body == "graphs") EXPECT_EQ(graphBody(unhex(id), r, n), "");
-  if (body == "churn") EXPECT_EQ(churnBody(unhex(id), r, n), "");
+  std::string err = "unknown CLB_DEVICE_PEER_BODY " + body;
+  if (body == "calls") err = rankBody(unhex(id), r, n, viaHost);
+  if (body == "graphs") err = graphBody(unhex(id), r, n);
+  if (body == "churn") err = churnBody(unhex(id), r, n);
+  EXPECT_EQ(err, "");
 }
 
 void runProcesses(int n, const std::string& body, const std::vector<std::string>& env = {}) {
