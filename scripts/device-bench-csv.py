@@ -12,7 +12,7 @@ ranks, coll = None, None
 print("collective,ranks,size_bytes,time_us,algbw_gbps,busbw_gbps")
 with open(sys.argv[1]) as f:
     for line in f:
-        m = re.match(r"# colibri_device_bench: .*?(\d+) ranks as threads", line)
+        m = re.match(r"# colibri_device_bench: .*?(\d+) ranks as (?:threads|processes)", line)
         if m:
             ranks = int(m.group(1))
             continue

@@ -58,8 +58,10 @@ class PeerDevice {
   explicit PeerDevice(clbComm* c);
   ~PeerDevice();
   clbResult_t run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest);
-  // A wait of a launch ran out of time (clbCommGetAsyncError): the output is undefined.
-  bool timedOut() const;
+  // What went wrong in a launch (clbCommGetAsyncError): 0, or CLB_P2P_ERROR_TIMEOUT (a wait ran
+  // out of time) or CLB_P2P_ERROR_SIZE (a receive got a message of another size); the output is
+  // then undefined.
+  unsigned int launchError() const;
 
  private:
   struct Pair;

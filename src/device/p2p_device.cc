@@ -101,8 +101,8 @@ PeerDevice::~PeerDevice() {
   }
 }
 
-bool PeerDevice::timedOut() const {
-  return hostError_ && *reinterpret_cast<volatile unsigned int*>(hostError_) != 0;
+unsigned int PeerDevice::launchError() const {
+  return hostError_ ? *reinterpret_cast<volatile unsigned int*>(hostError_) : 0;
 }
 
 // The blocks one launch may take: its share of the GPU's slots (a margin of 4 for other work),

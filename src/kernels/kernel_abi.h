@@ -132,6 +132,9 @@ struct ClbDevCallArgs {
 #define CLB_P2P_CHUNK (32u * 1024u)
 #define CLB_P2P_MAX_OPS 128
 #define CLB_P2P_SMALL_OPS 8
+// What a launch writes into its rank's mapped error word (ClbP2pArgs::hostError).
+#define CLB_P2P_ERROR_TIMEOUT 1u  // a wait outlasted the timeout
+#define CLB_P2P_ERROR_SIZE 2u     // a receive got a message of another size than its own
 
 // This rank's box for one peer (in this rank's GPU memory; the peer's kernels write `credit` and
 // `lines`, this rank's the rest).
@@ -182,7 +185,7 @@ struct ClbP2pOp {
 template <int N>
 struct ClbP2pArgsOf {
   ClbP2pState* state;
-  unsigned int* hostError;  // mapped pinned host memory: set once a wait timed out
+  unsigned int* hostError;  // mapped pinned host memory: CLB_P2P_ERROR_* once a launch failed
   unsigned long long timeoutNs;
   int nops;
   // 1: no operation waits for another and each pair and direction has one operation, so each

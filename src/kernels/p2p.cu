@@ -53,8 +53,30 @@ __device__ bool p2pTimedOut(const Args& a, unsigned long long& start) {
   if (t - start <= a.timeoutNs) return false;
   atomicExch(&a.state->error, 1u);
   __threadfence_system();
-  *reinterpret_cast<volatile unsigned int*>(a.hostError) = 1u;
+  *reinterpret_cast<volatile unsigned int*>(a.hostError) = CLB_P2P_ERROR_TIMEOUT;
   return true;
+}
+
+// A line's second flag word: its chunk's flag mixed with the size of the whole message, so that a
+// receive whose size differs from its send's (possible between processes, whose calls the host
+// does not compare) sees the chunk arrive with the wrong word and fails at once instead of taking
+// part of it or waiting for lines that never come.
+__device__ __forceinline__ unsigned int sizedFlag(unsigned int flag, unsigned long long bytes) {
+  return flag ^ (unsigned int)((bytes * 0x9E3779B97F4A7C15ull) >> 32);
+}
+
+__device__ __forceinline__ void storeSizedLine(char* p, unsigned long long v, unsigned int flag, unsigned int sized) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"((unsigned int)v), "r"(flag),
+               "r"((unsigned int)(v >> 32)), "r"(sized)
+               : "memory");
+}
+
+// A receive found a message of another size: the error marked as a timeout's is, with its own code.
+template <class Args>
+__device__ void p2pSizeMismatch(const Args& a) {
+  atomicExch(&a.state->error, 1u);
+  __threadfence_system();
+  *reinterpret_cast<volatile unsigned int*>(a.hostError) = CLB_P2P_ERROR_SIZE;
 }
 
 __device__ __forceinline__ unsigned long long volatileLoad(const unsigned long long* p) {
@@ -199,6 +221,7 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
     const unsigned long long k = base + c + 1;
     const int half = (int)(k & 1);
     const unsigned int flag = (unsigned int)(k % 0xFFFFFFFFull) + 1;
+    const unsigned int sized = sizedFlag(flag, o.bytes);
     const unsigned long long off = c * CLB_P2P_CHUNK;
     const unsigned long long bytes = o.bytes - off < CLB_P2P_CHUNK ? o.bytes - off : CLB_P2P_CHUNK;
     const unsigned long long lines = (bytes + 7) / 8;
@@ -219,7 +242,7 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
       const char* src = static_cast<const char*>(o.src) + off;
       char* to = o.remote->lines[half];
       for (unsigned long long i = threadIdx.x; i < lines; i += blockDim.x)
-        storeLine(to + i * 16, loadBytes8(src, i, bytes), flag);
+        storeSizedLine(to + i * 16, loadBytes8(src, i, bytes), flag, sized);
     } else {
       const char* from = o.local->lines[half];
       char* dst = static_cast<char*>(o.dst) + off;
@@ -229,8 +252,15 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
         for (int spins = 0;; spins++) {
           asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
                        : "=r"(x), "=r"(f1), "=r"(y), "=r"(f2) : "l"(from + i * 16) : "memory");
-          if (f1 == flag && f2 == flag) break;
-          if ((spins & 1023) == 1023 && p2pTimedOut(a, start)) {
+          if (f1 == flag) {
+            if (f2 == sized) break;
+            p2pSizeMismatch(a);
+            failed = 1;
+            break;
+          }
+          // Another thread of the block may have found the message's size wrong: its lines past
+          // the sender's end never come.
+          if ((spins & 1023) == 1023 && (*reinterpret_cast<volatile int*>(&failed) || p2pTimedOut(a, start))) {
             failed = 1;
             break;
           }

@@ -468,8 +468,37 @@ TEST(DevicePeer, AReduceIntoAnotherBufferAndCallsOnTwoStreamsGetEveryElementRigh
   for (int n : {2, 4}) runThreads(n, reduceAndStreamsBody);
 }
 
+// Between processes the host does not compare a send with its receive: the receive of another
+// size (`recvCount` against 1000 sent) finds it in the lines' second flag word and fails at once
+// (asyncError: INVALID_USAGE saying so), long before the 30 s timeout, instead of taking part of
+// the message or waiting out the timeout.
+std::string sizeMismatchBody(const clbUniqueId& id, int r, int n, size_t recvCount) {
+  const Driver* d = nullptr;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
+  DevBuf b(d, stream, std::max<size_t>(1000, recvCount));
+  std::string err;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (r == 0 && clbSend(b.ptr(), 1000, clbInt64, 1, comm, stream) != clbSuccess) err = std::string("send: ") + clbGetLastError();
+  if (r == 1 && clbRecv(b.ptr(), recvCount, clbInt64, 0, comm, stream) != clbSuccess) err = std::string("recv: ") + clbGetLastError();
+  if (err.empty()) d->cuStreamSynchronize(stream);
+  if (err.empty() && r == 1) {
+    clbResult_t rc = clbSuccess;
+    clbCommGetAsyncError(comm, &rc);
+    const std::string msg = clbGetLastError();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rc != clbInvalidUsage || msg.find("message of another size") == std::string::npos)
+      err = "a receive of " + std::to_string(recvCount) + " against a send of 1000: expected INVALID_USAGE naming the "
+            "size, got " + std::to_string(rc) + ": " + msg;
+    else if (s > 10)
+      err = "the size mismatch was found only after " + std::to_string(s) + " s";
+  }
+  return closeRank(d, comm, stream, err);
+}
+
 // A rank process of the tests below: CLB_DEVICE_PEER_BODY says what it runs ("calls": every call
-// twice, "graphs", "churn"); with COLIBRI_DEVICE_P2P=off in its environment the pairs go through
+// twice, "graphs", "churn", "shorter" and "longer": a receive of another size); with COLIBRI_DEVICE_P2P=off in its environment the pairs go through
 // host memory.
 TEST(DevicePeerChild, Rank) {
   const char* id = getenv("CLB_DEVICE_PEER_ID");
@@ -482,6 +511,8 @@ TEST(DevicePeerChild, Rank) {
   if (body == "calls") err = rankBody(unhex(id), r, n, viaHost);
   if (body == "graphs") err = graphBody(unhex(id), r, n);
   if (body == "churn") err = churnBody(unhex(id), r, n);
+  if (body == "shorter") err = sizeMismatchBody(unhex(id), r, n, 500);
+  if (body == "longer") err = sizeMismatchBody(unhex(id), r, n, 2000);
   EXPECT_EQ(err, "");
 }
 
@@ -518,6 +549,12 @@ TEST(DevicePeer, ProcessesOnOneGpuReplayGraphsWithNewDataAndSurviveAllocations) 
     runProcesses(n, "graphs");
     runProcesses(n, "churn");
   }
+}
+
+TEST(DevicePeer, ProcessesFindAReceiveOfAnotherSizeAtOnce) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  runProcesses(2, "shorter");
+  runProcesses(2, "longer");
 }
 
 // COLIBRI_DEVICE_P2P=off: the pairs across processes go through host memory (nothing on the GPU).
