@@ -426,8 +426,11 @@ public interface Communicator extends AutoCloseable {
 
   /**
    * {@link #send(ByteBuffer, long, DataType, int)} on a raw address: host memory you manage, or
-   * device memory, which in this version goes through host memory (the stream is synchronized and
-   * the call returns once the data moved; not capturable in a CUDA graph).
+   * device memory. Between ranks on one GPU (threads of one process, or processes of one host)
+   * device memory moves on the GPU: the call is enqueued on the stream, returns without waiting for
+   * the data, and can be captured in a CUDA graph once the pair made one call outside a capture.
+   * Between GPUs or hosts it goes through host memory in this version (the stream is synchronized
+   * and the call returns once the data moved; not capturable). docs/device.md has the details.
    *
    * @param send address of the data, {@code count} elements
    * @param count number of elements, 0 or more
@@ -439,7 +442,7 @@ public interface Communicator extends AutoCloseable {
 
   /**
    * {@link #recv(ByteBuffer, long, DataType, int)} on a raw address: host memory you manage, or
-   * device memory (through host memory in this version, as for
+   * device memory (on the GPU or through host memory, as for
    * {@link #send(long, long, DataType, int, long)}).
    *
    * @param recv address where the data goes, {@code count} elements
