@@ -69,6 +69,7 @@ class PeerDevice {
   clbResult_t publish(int p, CUstream stream);
   clbResult_t meet(int p);
   clbResult_t joinProcesses(const std::vector<int>& peers, CUcontext ctx, CUstream stream);
+  bool onThisHost(int p) const;
   bool inThisProcess(int p) const;
   clbResult_t check(const std::vector<PeerOp>& ops, const std::vector<int>& mine) const;
   clbResult_t launch(std::vector<PeerOp>& ops, const std::vector<int>& mine, CUstream stream, bool captured);

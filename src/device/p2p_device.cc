@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -57,15 +59,16 @@ struct PeerDevice::Pair {
 
 PeerDevice::PeerDevice(clbComm* c) : c_(c), nonce_(c->boot.sessionNonce()) {
   pairs_.assign(c->nranks, Pair{});
-  const RankInfo& me = c->boot.peers()[c->rank];
   for (int p = 0; p < c->nranks; p++)
-    if (c->boot.peers()[p].hostHash == me.hostHash && c->boot.peers()[p].pid != me.pid) othersOnHost_++;
+    if (onThisHost(p) && !inThisProcess(p)) othersOnHost_++;
 }
 
-bool PeerDevice::inThisProcess(int p) const {
-  const RankInfo& peer = c_->boot.peers()[p];
-  return peer.pid == getpid() && peer.hostHash == c_->boot.peers()[c_->rank].hostHash;
+bool PeerDevice::onThisHost(int p) const {
+  return c_->boot.peers()[p].hostHash == c_->boot.peers()[c_->rank].hostHash;
 }
+
+// (A pid alone is not enough: another host may reuse it.)
+bool PeerDevice::inThisProcess(int p) const { return onThisHost(p) && c_->boot.peers()[p].pid == getpid(); }
 
 PeerDevice::~PeerDevice() {
   if (!d_) return;
@@ -79,9 +82,11 @@ PeerDevice::~PeerDevice() {
       for (const Pair& pr : pairs_) {
         if (!pr.process || pr.state != Pair::kGpu) continue;
         for (;;) {
-          unsigned long long head[4] = {};  // sent, received, credit[2]
-          if (d_->cuMemcpyDtoH(head, pr.mine, sizeof head) != CUDA_SUCCESS) break;
-          if (std::max(head[2], head[3]) >= head[0] || nowMs() > deadline) break;
+          unsigned long long sent = 0, credit[2] = {};
+          if (d_->cuMemcpyDtoH(&sent, pr.mine + offsetof(ClbP2pBox, sent), sizeof sent) != CUDA_SUCCESS ||
+              d_->cuMemcpyDtoH(credit, pr.mine + offsetof(ClbP2pBox, credit), sizeof credit) != CUDA_SUCCESS)
+            break;
+          if (std::max(credit[0], credit[1]) >= sent || nowMs() > deadline) break;
           usleep(200);
         }
       }
@@ -122,7 +127,7 @@ int PeerDevice::blockBudget() const {
 clbResult_t PeerDevice::everyRankHere(bool* here) {
   *here = false;
   for (int p = 0; p < c_->nranks; p++)
-    if (c_->boot.peers()[p].pid != getpid()) return clbSuccess;
+    if (!inThisProcess(p)) return clbSuccess;
   for (int p = 0; p < c_->nranks; p++) {
     int gpu = -1;
     CLB_CHECK(awaitTable(p, "a rank to make its first device point-to-point call (a reduce)", [&] {
@@ -366,11 +371,10 @@ clbResult_t PeerDevice::joinProcesses(const std::vector<int>& peers, CUcontext c
       mine[i].ok = 1;
     }
   }
-  std::vector<SetUpRecord> mapped = mine;
-  CLB_CHECK(exchangeRecords(c_, 3, same, mapped, &theirs));
+  CLB_CHECK(exchangeRecords(c_, 3, same, mine, &theirs));
   for (size_t i = 0; i < same.size(); i++) {
     Pair& pr = pairs_[same[i]];
-    if (mapped[i].ok && theirs[i].ok) {
+    if (mine[i].ok && theirs[i].ok) {
       pr.state = Pair::kGpu;
       continue;
     }
@@ -413,7 +417,7 @@ clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest)
     if (!withPeer(o) || pairs_[o.peer].state != Pair::kNew) continue;
     if (inThisProcess(o.peer)) {
       if (std::find(newThreads.begin(), newThreads.end(), o.peer) == newThreads.end()) newThreads.push_back(o.peer);
-    } else if (c_->boot.peers()[o.peer].hostHash == c_->boot.peers()[c_->rank].hostHash && !c_->deviceCfg.p2pOff) {
+    } else if (onThisHost(o.peer) && !c_->deviceCfg.p2pOff) {
       if (std::find(newProcesses.begin(), newProcesses.end(), o.peer) == newProcesses.end())
         newProcesses.push_back(o.peer);
     } else {

@@ -83,11 +83,12 @@ __device__ __forceinline__ unsigned long long volatileLoad(const unsigned long l
   return *reinterpret_cast<const volatile unsigned long long*>(p);
 }
 
-// Thread 0 waits until *w == v (a peer's kernel writes it); false on timeout.
+// Thread 0 waits until the count at w (a peer's kernel or another block moves it on; every count
+// here only grows) reaches v; false on timeout.
 template <class Args>
-__device__ bool waitEqual(const Args& a, const unsigned long long* w, unsigned long long v) {
+__device__ bool waitReached(const Args& a, const unsigned long long* w, unsigned long long v) {
   unsigned long long start = 0;
-  while (volatileLoad(w) != v) {
+  while (volatileLoad(w) < v) {
     if (p2pTimedOut(a, start)) return false;
     __nanosleep(32);
   }
@@ -144,16 +145,7 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
   if (failed) return;  // an earlier wait timed out: the communicator is dead
   // The operation this one waits for (a reduce adds its peers in rank order).
   if (o.after >= 0) {
-    if (threadIdx.x == 0) {
-      unsigned long long start = 0;
-      while (volatileLoad(&st->opDone[o.after]) != launch)
-        if (p2pTimedOut(a, start)) {
-          failed = 1;
-          break;
-        } else {
-          __nanosleep(64);
-        }
-    }
+    if (threadIdx.x == 0 && !waitReached(a, &st->opDone[o.after], launch)) failed = 1;
     __syncthreads();
     if (failed) return;
     __threadfence();
@@ -176,7 +168,7 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
     const unsigned long long k = base + 1;
     const int half = (int)(k & 1);
     if (send) {
-      if (threadIdx.x == 0 && !(waitEqual(a, &o.local->want[half], k))) failed = 1;
+      if (threadIdx.x == 0 && !waitReached(a, &o.local->want[half], k)) failed = 1;
       __syncthreads();
       if (failed) return;
       __threadfence();
@@ -195,19 +187,13 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
         }
       }
     } else {
-      if (threadIdx.x == 0) {
-        unsigned long long start = 0;
-        while (k > 2 && volatileLoad(&o.local->rxDone[half]) < k - 2)
-          if (p2pTimedOut(a, start)) {
-            failed = 1;
-            break;
-          }
-      }
+      // The number before in this half is through (its address may be published again).
+      if (threadIdx.x == 0 && k > 2 && !waitReached(a, &o.local->rxDone[half], k - 2)) failed = 1;
       if (threadIdx.x == 0 && !failed) {
         *reinterpret_cast<void* volatile*>(&o.remote->wantAddr[half]) = o.dst;
         __threadfence();
         *reinterpret_cast<volatile unsigned long long*>(&o.remote->want[half]) = k;
-        if (!waitEqual(a, &o.local->done[half], k)) failed = 1;
+        if (!waitReached(a, &o.local->done[half], k)) failed = 1;
         __threadfence();
         *reinterpret_cast<volatile unsigned long long*>(&o.local->rxDone[half]) = k;
         *reinterpret_cast<volatile unsigned long long*>(&o.remote->credit[half]) = k;
@@ -227,16 +213,7 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
     const unsigned long long lines = (bytes + 7) / 8;
     if (send) {
       // Room: the peer consumed chunk k - 2 (the last one of this half).
-      if (threadIdx.x == 0 && k > 2) {
-        unsigned long long start = 0;
-        while (volatileLoad(&o.local->credit[half]) < k - 2)
-          if (p2pTimedOut(a, start)) {
-            failed = 1;
-            break;
-          } else {
-            __nanosleep(32);
-          }
-      }
+      if (threadIdx.x == 0 && k > 2 && !waitReached(a, &o.local->credit[half], k - 2)) failed = 1;
       __syncthreads();
       if (failed) return;
       const char* src = static_cast<const char*>(o.src) + off;
