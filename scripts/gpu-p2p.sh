@@ -6,7 +6,8 @@
 # processes, graphs, allocations between calls, through host memory) without the MPS daemon, its
 # rank-process tests under compute-sanitizer memcheck, then the suite REPEATS times (default 2)
 # under the MPS daemon, then the rank-process tables under MPS: sendRecv with 2 ranks and allToAll
-# with 4, eager and graph, 8 B to 64 MiB, and sendRecv as threads beside them. Under MPS every
+# with 4, eager and graph, 8 B to 64 MiB, with and without registered buffers (and the registered
+# allReduce beside them, the direct path's reference), and sendRecv as threads. Under MPS every
 # client keeps the driver's default of 8 hardware queues: with 32 each, a fifth client's context
 # (4 rank processes and the test's parent) failed with CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED.
 # Logs go to DIR/p2p-logs, and into $OUT/gpu-p2p-logs.tgz when $OUT is set (the device tool
@@ -42,12 +43,17 @@ bench() {  # bench NAME ARGS...: a table into $out/NAME.txt, its key rows shown
   shift
   timeout 240 "$dir/colibri_device_bench" --min 8 --max $((64 << 20)) "$@" >"$out/$name.txt" 2>&1 || status=1
   echo "== $name"
-  grep -E '^# (sendRecv|allToAll|Colibri|init|device)|^ +(8|4096|8192|32768|65536|1048576|16777216|67108864) ' "$out/$name.txt"
+  grep -E '^# (sendRecv|allToAll|allReduce|Colibri|init|device)|^ +(8|4096|8192|32768|65536|1048576|16777216|67108864) ' "$out/$name.txt"
 }
 for mode in "" --graph; do
   bench "sendrecv-n2-processes${mode:+-graph}" --ranks 2 --processes --coll sendrecv $mode
   bench "alltoall-n4-processes${mode:+-graph}" --ranks 4 --processes --coll alltoall $mode
   bench "sendrecv-n2-threads${mode:+-graph}" --ranks 2 --coll sendrecv $mode
+  # Registered buffers: large messages between processes move in place; the all-reduce's direct
+  # path between processes (also registered) is the bandwidth reference.
+  bench "sendrecv-n2-processes-register${mode:+-graph}" --ranks 2 --processes --register --coll sendrecv $mode
+  bench "alltoall-n4-processes-register${mode:+-graph}" --ranks 4 --processes --register --coll alltoall $mode
+  bench "allreduce-n2-processes-register${mode:+-graph}" --ranks 2 --processes --register --coll allreduce $mode
 done
 echo quit | nvidia-cuda-mps-control
 [[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-p2p-logs.tgz" -C "$out" .

@@ -39,6 +39,7 @@ const char* collectiveName(uint32_t c) {
     case kScatter: return "scatter";
     case kReduce: return "reduce";
     case kPeerSetUp: return "the set-up of a device channel";
+    case kPeerPlace: return "the place of a registered receive buffer";
   }
   return "unknown";
 }

@@ -29,9 +29,11 @@ enum Collective : uint32_t { kAllReduce = 1, kAllGather = 2, kReduceScatter = 3,
 // The calls made of point-to-point messages (core/p2p.cc): their messages carry one of these, so a
 // receiver in another of them (or in a send/recv of another count or type) is told, not fed.
 // kPeerSetUp: the records two ranks in different processes exchange at their first point-to-point
-// call on device memory with each other (device/p2p_device.cc), numbered like their messages.
-enum PeerCall : uint32_t { kSendRecv = 5, kAllToAll, kAllToAllv, kGather, kScatter, kReduce, kPeerSetUp };
-inline bool isPeerCall(uint32_t c) { return c >= kSendRecv && c <= kPeerSetUp; }
+// call on device memory with each other; kPeerPlace: the record a receive of a large message from
+// another process sends its sender when the communicator has registrations, saying where the
+// message may be written in place (device/p2p_device.cc). Both are numbered like the pair's messages.
+enum PeerCall : uint32_t { kSendRecv = 5, kAllToAll, kAllToAllv, kGather, kScatter, kReduce, kPeerSetUp, kPeerPlace };
+inline bool isPeerCall(uint32_t c) { return c >= kSendRecv && c <= kPeerPlace; }
 // clbBarrier is an all-reduce of one int32 whose descriptor says root kBarrierRoot (an all-reduce
 // has no root): every path runs it as an all-reduce, and its tags never match a user's call.
 constexpr int32_t kBarrierRoot = -2;

@@ -72,7 +72,16 @@ class PeerDevice {
   bool onThisHost(int p) const;
   bool inThisProcess(int p) const;
   clbResult_t check(const std::vector<PeerOp>& ops, const std::vector<int>& mine) const;
-  clbResult_t launch(std::vector<PeerOp>& ops, const std::vector<int>& mine, CUstream stream, bool captured);
+  // How an operation with a rank in another process moves (placeAcrossProcesses): in place or in
+  // lines, and for an in-place send the receiver's buffer as mapped here.
+  struct Placement {
+    bool inPlace = false;
+    void* peerDst = nullptr;
+  };
+  clbResult_t placeAcrossProcesses(const std::vector<PeerOp>& ops, const std::vector<int>& mine,
+                                   std::vector<Placement>* place);
+  clbResult_t launch(std::vector<PeerOp>& ops, const std::vector<int>& mine, const std::vector<Placement>& place,
+                     CUstream stream, bool captured);
   clbResult_t refuseInCapture(CUstream stream, const char* what);
   clbComm* c_;
   uint64_t nonce_;  // the communicator's session: names its boxes in the process table
@@ -121,6 +130,8 @@ class Device {
     return rc;
   }
   clbResult_t deregisterBuffer(void* handle) { return regs_.deregisterBuffer(handle); }
+  // The registrations, for point-to-point between processes (PeerDevice).
+  Registrations& registrations() { return regs_; }
   std::string describe() const;
   // clbCommGetAsyncError's device part: clbTimeout with the call, collective and ranks when a
   // device wait of this rank ran out of time, else clbSuccess. Any thread, once set up.

@@ -35,6 +35,8 @@ struct BoxEntry {
 };
 std::mutex gBoxesMutex;
 
+static_assert(sizeof(ClbP2pArgs) <= 32764, "clb_dev_p2p's parameters exceed what a launch takes");
+
 // Messages larger than this move in place (measured on the H200, 2 ranks in a graph: 16 KiB in
 // lines 5.8 us, 64 KiB in place with one block 5.8 us, 32 KiB in lines 8.9 us). An in-place send
 // or a local copy takes a block per kInPlaceBytesPerBlock, at most kInPlaceMaxBlocks.
@@ -393,6 +395,87 @@ clbResult_t PeerDevice::joinProcesses(const std::vector<int>& peers, CUcontext c
   return clbSuccess;
 }
 
+namespace {
+
+// What a receive of a large message from a rank in another process tells its sender when the
+// communicator has registrations (one kPeerPlace message per such receive, in the pair's order of
+// messages, so that it matches its send however the two ranks group their calls): whether the
+// receive buffer is registered, and where in the registration.
+struct PlaceRecord {
+  uint64_t bytes;   // the receive's size: the sender compares its send's
+  uint64_t regId;   // kUnregistered: the message moves in lines
+  uint64_t offset;  // the buffer's offset in that registration
+  uint64_t digest;  // the receiver's live registrations (Registrations::digest)
+};
+constexpr uint64_t kUnregistered = ~0ull;
+
+}  // namespace
+
+// Which of the batch's large messages with ranks in other processes move in place: a receive whose
+// buffer is registered (clbCommRegister) says so, and where, to its sender over the pair's host
+// channel; the sender finds that registration's mapping of the receiver's buffer and its blocks
+// write into it, as between rank threads. Nothing is exchanged without registrations: every such
+// message then moves in lines. The receiver decides; a sender that cannot follow (a send of
+// another size, registrations that differ) refuses its call, naming why.
+clbResult_t PeerDevice::placeAcrossProcesses(const std::vector<PeerOp>& ops, const std::vector<int>& mine,
+                                             std::vector<Placement>* place) {
+  place->assign(ops.size(), Placement{});
+  if (c_->deviceCfg.p2pInPlaceOff || !c_->device || c_->device->registrations().empty()) return clbSuccess;
+  Registrations& regs = c_->device->registrations();
+  std::vector<int> at;  // the operations that exchange a record
+  for (int i : mine) {
+    const PeerOp& o = ops[i];
+    if (o.count && (o.kind == PeerOp::kSend || o.kind == PeerOp::kRecv) && o.peer != c_->rank &&
+        pairs_[o.peer].process && o.call != kReduce && o.count * clbTypeSize(o.type) > kInPlaceMinBytes)
+      at.push_back(i);
+  }
+  if (at.empty()) return clbSuccess;
+  std::vector<PlaceRecord> rec(at.size());
+  std::vector<PeerOp> xops(at.size());
+  for (size_t j = 0; j < at.size(); j++) {
+    const PeerOp& o = ops[at[j]];
+    PlaceRecord& r = rec[j];
+    PeerOp& x = xops[j];
+    x.peer = o.peer;
+    x.count = sizeof(PlaceRecord);
+    x.call = kPeerPlace;
+    if (o.kind == PeerOp::kRecv) {
+      r.bytes = o.count * clbTypeSize(o.type);
+      r.digest = regs.digest();
+      r.regId = kUnregistered;
+      regs.locate(o.dst, r.bytes, &r.regId, &r.offset);
+      (*place)[at[j]].inPlace = r.regId != kUnregistered;
+      x.kind = PeerOp::kSend;
+      x.src = &r;
+    } else {
+      x.kind = PeerOp::kRecv;
+      x.dst = &r;
+    }
+  }
+  CLB_CHECK(runPeerOps(c_, xops));
+  for (size_t j = 0; j < at.size(); j++) {
+    const PeerOp& o = ops[at[j]];
+    const PlaceRecord& r = rec[j];
+    if (o.kind != PeerOp::kSend) continue;
+    const unsigned long long bytes = o.count * clbTypeSize(o.type);
+    if (r.bytes != bytes)
+      return setError(clbInvalidUsage, "rank %d sends %llu bytes to rank %d, whose receive is of %llu bytes: post "
+                      "each send with a receive of the same size", c_->rank, bytes, o.peer,
+                      (unsigned long long)r.bytes);
+    if (r.regId == kUnregistered) continue;
+    if (r.digest != regs.digest())
+      return setError(clbInvalidUsage, "rank %d and rank %d hold different buffer registrations (a registration "
+                      "made or dropped on one of them only): register and deregister on every rank at the same point",
+                      c_->rank, o.peer);
+    char* base = regs.peerRange(r.regId, o.peer);
+    if (!base)
+      return setError(clbInternalError, "rank %d: registration %llu of rank %d is not mapped here", c_->rank,
+                      (unsigned long long)r.regId, o.peer);
+    (*place)[at[j]] = Placement{true, base + r.offset};
+  }
+  return clbSuccess;
+}
+
 clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest) {
   // The device operations, their context and stream.
   const PeerOp* first = nullptr;
@@ -506,13 +589,15 @@ clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest)
       refused = setError(clbInvalidUsage, "rank %d: the device point-to-point calls of one group on one communicator "
                          "must use one stream: pass the same stream to each", c_->rank);
   if (refused == clbSuccess) refused = check(ops, mine);
+  std::vector<Placement> place;
+  if (refused == clbSuccess) refused = placeAcrossProcesses(ops, mine, &place);
   if (refused != clbSuccess) {
     const std::string why = lastError();
     if (meets) meet_->refuse(c_, edges, why);
     return setError(refused, "%s", why.c_str());
   }
   if (meets) CLB_CHECK(meet_->arrive(c_, edges, c_->cfg.timeoutMs / 2));
-  clbResult_t rc = launch(ops, mine, stream, captured);
+  clbResult_t rc = launch(ops, mine, place, stream, captured);
   if (meets) {
     const std::string why = lastError();
     clbResult_t left = meet_->launched(c_);
@@ -558,8 +643,8 @@ clbResult_t PeerDevice::check(const std::vector<PeerOp>& ops, const std::vector<
 }
 
 // The batch's operations on the GPU: copies on the stream, then one launch for those with peers.
-clbResult_t PeerDevice::launch(std::vector<PeerOp>& ops, const std::vector<int>& mine, CUstream stream,
-                               bool captured) {
+clbResult_t PeerDevice::launch(std::vector<PeerOp>& ops, const std::vector<int>& mine,
+                               const std::vector<Placement>& place, CUstream stream, bool captured) {
   ClbP2pArgs a{};
   a.state = reinterpret_cast<ClbP2pState*>(state_);
   a.hostError = reinterpret_cast<unsigned int*>(hostErrorDev_);
@@ -616,10 +701,15 @@ clbResult_t PeerDevice::launch(std::vector<PeerOp>& ops, const std::vector<int>&
     k.dst = o.dst;
     k.bytes = o.count * clbTypeSize(o.type);
     // In place: larger than kInPlaceMinBytes, not part of a reduce (whose receives add the lines up),
-    // and the peer in this process (the receiver's address is the sender's to write); a send's
-    // blocks are given out below. Both ranks of the pair decide alike.
-    k.inPlace = !c_->deviceCfg.p2pInPlaceOff && k.bytes > kInPlaceMinBytes && o.call != kReduce &&
-                !pairs_[o.peer].process;
+    // and the peer in this process (the receiver's address is the sender's to write) or, in
+    // another process, the receive buffer registered (placeAcrossProcesses); a send's blocks are
+    // given out below. Both ranks of the pair decide alike.
+    if (pairs_[o.peer].process) {
+      k.inPlace = place[i].inPlace;
+      k.peerDst = place[i].peerDst;
+    } else {
+      k.inPlace = !c_->deviceCfg.p2pInPlaceOff && k.bytes > kInPlaceMinBytes && o.call != kReduce;
+    }
     k.blocks = k.inPlace && k.kind == CLB_P2P_SEND ? (int)std::min<unsigned long long>(kInPlaceMaxBlocks, (k.bytes + kInPlaceBytesPerBlock - 1) / kInPlaceBytesPerBlock) : 1;
     unsigned long long& sofar = chunksSoFar[{o.peer, k.kind == CLB_P2P_SEND}];
     k.firstChunk = sofar;

@@ -81,6 +81,12 @@ class Registrations {
   // zeroCopy, which registered buffers it uses; true in *given when all ranks' are registered,
   // with the peers' addresses filled in. A host collective: only where every rank calls it.
   clbResult_t agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCallArgs* k, bool* given);
+  // Point-to-point between processes (p2p_device.cc): where a receive of `len` bytes at p lies in
+  // this rank's registrations (true, with the registration's ID and p's offset in it), and peer
+  // `peer`'s range of registration `id` as mapped here (nullptr: none such, or not mapped).
+  bool locate(const void* p, size_t len, uint64_t* id, uint64_t* offset);
+  char* peerRange(uint64_t id, int peer) const;
+  uint64_t digest() const { return liveDigest_; }
   bool empty() const { return regs_.empty(); }
   size_t count() const { return regs_.size(); }
   size_t mapped() const { return mappings_.size(); }  // peer allocations mapped here

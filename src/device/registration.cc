@@ -265,6 +265,18 @@ const Registrations::Registration* Registrations::findRegistration(const void* p
   return nullptr;
 }
 
+bool Registrations::locate(const void* p, size_t len, uint64_t* id, uint64_t* offset) {
+  const Registration* r = regs_.empty() ? nullptr : findRegistration(p, len, offset);
+  if (r) *id = r->id;
+  return r != nullptr;
+}
+
+char* Registrations::peerRange(uint64_t id, int peer) const {
+  for (const auto& r : regs_)
+    if (r->id == id) return peer >= 0 && peer < (int)r->peer.size() ? r->peer[peer] : nullptr;
+  return nullptr;
+}
+
 clbResult_t Registrations::agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCallArgs* k, bool* given) {
   *given = false;
   const int n = s_.comm->nranks, me = s_.comm->rank;

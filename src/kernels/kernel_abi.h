@@ -114,7 +114,7 @@ struct ClbDevCallArgs {
   char* peerOut[CLB_MAX_DEVICE_RANKS];
 };
 
-// ---- point-to-point on device memory, ranks of one process on one GPU (src/kernels/p2p.cu) ----
+// ---- point-to-point on device memory, ranks on one GPU (src/kernels/p2p.cu) ----
 // Per pair and direction the receiver owns an inbox in its GPU's memory, which the sender's
 // kernels write: two halves of CLB_P2P_CHUNK payload bytes in 16-byte lines (8 data bytes and the
 // flag twice, as the LL path's). Chunks are numbered per pair and direction from 1, on the device
@@ -122,9 +122,10 @@ struct ClbDevCallArgs {
 // once the receiver consumed chunk k - 2 of that half (credit[k & 1] >= k - 2), so no order of the
 // two ranks' kernels overwrites what is unread. A message the host marks inPlace (over 16 KiB and
 // not part of a reduce; both ranks of the pair decide alike) is one "chunk" number that moves in
-// place instead: the receiver publishes its buffer's
-// address in the sender's box, the sender's blocks copy into it and say so in the receiver's box
-// (one process, one GPU: the address is the sender's to write). Every operation of a batch in one
+// place instead: the receiver says it is ready (and, in one process, its buffer's address) in the
+// sender's box, the sender's blocks copy into it and say so in the receiver's box. Between
+// processes the address comes from the host instead (peerDst: the receiver's registered buffer as
+// mapped in the sender's process), and only registered receives move in place. Every operation of a batch in one
 // launch (one block per operation, several for a large send or copy), so that a batch's sends and
 // receives to many peers move side by side; the batch's local copies (a send to itself, a root's
 // own block) are operations of the same launch. Batches of up to CLB_P2P_SMALL_OPS operations
@@ -176,6 +177,9 @@ struct ClbP2pOp {
   ClbP2pBox* remote;  // the peer's box for this rank
   const void* src;    // send, copy
   void* dst;          // receive, copy
+  // An in-place send to a rank in another process: the receiver's buffer as mapped in this one
+  // (NULL: the address the receiver publishes, a rank of this process).
+  void* peerDst;
   unsigned long long bytes;
   unsigned long long firstChunk;  // chunks of the launch's earlier operations with the peer, same direction
   unsigned long long advance;     // the last of those operations: all their chunks (the box's count moves on by it)

@@ -172,7 +172,8 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
       __syncthreads();
       if (failed) return;
       __threadfence();
-      char* dst = static_cast<char*>(*reinterpret_cast<void* const volatile*>(&o.local->wantAddr[half]));
+      char* dst = o.peerDst ? static_cast<char*>(o.peerDst)
+                            : static_cast<char*>(*reinterpret_cast<void* const volatile*>(&o.local->wantAddr[half]));
       copyStripe(dst, static_cast<const char*>(o.src), o.bytes, sub, o.blocks);
       __syncthreads();
       if (threadIdx.x == 0) {

@@ -497,9 +497,132 @@ std::string sizeMismatchBody(const clbUniqueId& id, int r, int n, size_t recvCou
   return closeRank(d, comm, stream, err);
 }
 
+// Rank processes whose buffers are registered (clbCommRegister): a receive over 16 KiB into a
+// registered buffer tells its sender where, and the sender's blocks write the message in place.
+// Ring exchanges in a group at three sizes (one at an offset of 8 bytes), a receive into an
+// unregistered buffer between them (lines), an all-to-all between registered buffers, and a ring
+// step captured once and replayed with new data, every element checked.
+std::string registeredBody(const clbUniqueId& id, int r, int n) {
+  const Driver* d = nullptr;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  const size_t most = 1048583;  // 8 MiB and a little: the largest message, or an all-to-all's whole buffer
+  DevBuf out(d, stream, most + 1), in(d, stream, most + 1), loose(d, stream, 131075);
+  void* regs[2] = {nullptr, nullptr};
+  CLB_OK(clbCommRegister(comm, out.ptr(), (most + 1) * 8, &regs[0]));
+  CLB_OK(clbCommRegister(comm, in.ptr(), (most + 1) * 8, &regs[1]));
+  std::string err;
+  auto ring = [&](size_t count, size_t at, void* into, int round) -> std::string {
+    std::vector<int64_t> v(count);
+    for (size_t i = 0; i < count; i++) v[i] = val(r * 100 + round, next, i);
+    if (d->cuMemcpyHtoDAsync(out.p + at * 8, v.data(), count * 8, stream) != CUDA_SUCCESS) return "cuMemcpyHtoD failed";
+    CLB_OK(clbGroupStart());
+    CLB_OK(clbRecv(into, count, clbInt64, prev, comm, stream));
+    CLB_OK(clbSend(out.ptr(at), count, clbInt64, next, comm, stream));
+    CLB_OK(clbGroupEnd());
+    std::vector<int64_t> g(count);
+    if (d->cuMemcpyDtoHAsync(g.data(), (CUdeviceptr)into, count * 8, stream) != CUDA_SUCCESS ||
+        d->cuStreamSynchronize(stream) != CUDA_SUCCESS)
+      return "copy back failed";
+    for (size_t i = 0; i < count; i++)
+      if (g[i] != val(prev * 100 + round, r, i))
+        return "ring of " + std::to_string(count) + " (round " + std::to_string(round) + "): element " + std::to_string(i);
+    return "";
+  };
+  int round = 0;
+  for (size_t count : {(size_t)2049, (size_t)131075, most}) {
+    if (err.empty()) err = ring(count, 0, in.ptr(), round++);
+    if (err.empty()) err = ring(count, 1, in.ptr(1), round++);
+    if (err.empty() && count <= loose.n) err = ring(count, 0, loose.ptr(), round++);
+  }
+  // All-to-all between the registered buffers: 32 KiB and a little to each peer.
+  const size_t c = 4099;
+  std::vector<int64_t> s(c * n);
+  for (int p = 0; p < n; p++)
+    for (size_t i = 0; i < c; i++) s[p * c + i] = val(r, p, i);
+  if (err.empty() && !out.put(s)) err = "cuMemcpyHtoD failed";
+  if (err.empty() && clbAllToAll(out.ptr(), in.ptr(), c, clbInt64, comm, stream) != clbSuccess)
+    err = std::string("allToAll: ") + clbGetLastError();
+  if (err.empty() && d->cuStreamSynchronize(stream) != CUDA_SUCCESS) err = "sync failed";
+  if (err.empty()) {
+    std::vector<int64_t> g = in.get();
+    for (int p = 0; p < n && err.empty(); p++)
+      for (size_t i = 0; i < c && err.empty(); i++)
+        if (g[p * c + i] != val(p, r, i)) err = "allToAll: from " + std::to_string(p) + " element " + std::to_string(i);
+  }
+  // A ring step captured once, replayed with new data.
+  const size_t count = 131075;
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  if (err.empty()) {
+    CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    clbResult_t rc = clbGroupStart();
+    if (rc == clbSuccess) rc = clbRecv(in.ptr(), count, clbInt64, prev, comm, stream);
+    if (rc == clbSuccess) rc = clbSend(out.ptr(), count, clbInt64, next, comm, stream);
+    if (rc == clbSuccess) rc = clbGroupEnd();
+    const std::string msg = clbGetLastError();
+    CU_OK(d->cuStreamEndCapture(stream, &graph));
+    if (rc != clbSuccess) err = "captured ring: " + msg;
+    if (err.empty()) CU_OK(d->cuGraphInstantiateWithFlags(&exec, graph, 0));
+    if (err.empty()) CU_OK(d->cuGraphUpload(exec, stream));
+    CU_OK(d->cuStreamSynchronize(stream));
+  }
+  for (int k = 0; k < 4 && err.empty(); k++) {
+    std::vector<int64_t> v(count);
+    for (size_t i = 0; i < count; i++) v[i] = val(r * 100 + 50 + k, next, i);
+    if (!out.put(v)) err = "cuMemcpyHtoD failed";
+    if (err.empty() && clbBarrier(comm, nullptr) != clbSuccess) err = std::string("barrier: ") + clbGetLastError();
+    if (err.empty() && d->cuGraphLaunch(exec, stream) != CUDA_SUCCESS) err = "cuGraphLaunch failed";
+    if (err.empty() && d->cuStreamSynchronize(stream) != CUDA_SUCCESS) err = "sync after the replay failed";
+    if (err.empty()) {
+      std::vector<int64_t> g = in.get();
+      for (size_t i = 0; i < count && err.empty(); i++)
+        if (g[i] != val(prev * 100 + 50 + k, r, i)) err = "replay " + std::to_string(k) + ": element " + std::to_string(i);
+    }
+    // The next replay's input is written only once every rank checked this one.
+    if (clbBarrier(comm, nullptr) != clbSuccess && err.empty()) err = std::string("barrier: ") + clbGetLastError();
+  }
+  if (exec) d->cuGraphExecDestroy(exec);
+  if (graph) d->cuGraphDestroy(graph);
+  for (void* h : regs)
+    if (h && clbCommDeregister(comm, h) != clbSuccess && err.empty()) err = std::string("deregister: ") + clbGetLastError();
+  return closeRank(d, comm, stream, err, true);
+}
+
+// A send whose registered receive is of another size (both over 16 KiB): only the receive's
+// record tells the sender, which refuses its call at once naming both sizes; the receiver, told
+// nothing, waits for the message until the timeout (6 s here) and says so.
+std::string registeredMismatchBody(const clbUniqueId& id, int r, int n) {
+  const Driver* d = nullptr;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = openRank(id, r, n, &d, &stream, &comm, 6000); !e.empty()) return e;
+  DevBuf b(d, stream, 4096);
+  void* reg = nullptr;
+  CLB_OK(clbCommRegister(comm, b.ptr(), 4096 * 8, &reg));
+  std::string err;
+  if (r == 0) {
+    const clbResult_t rc = clbSend(b.ptr(), 4096, clbInt64, 1, comm, stream);
+    const std::string msg = clbGetLastError();
+    if (rc != clbInvalidUsage || msg.find("sends 32768 bytes to rank 1, whose receive is of 24000 bytes") == std::string::npos)
+      err = "a send of 32768 bytes to a receive of 24000: expected INVALID_USAGE naming both, got " + std::to_string(rc) +
+            ": " + msg;
+  } else {
+    if (clbRecv(b.ptr(), 3000, clbInt64, 0, comm, stream) != clbSuccess) err = std::string("recv: ") + clbGetLastError();
+    if (err.empty()) d->cuStreamSynchronize(stream);
+    clbResult_t rc = clbSuccess;
+    clbCommGetAsyncError(comm, &rc);
+    if (err.empty() && rc == clbSuccess) err = "the receive whose send was refused reports no error";
+  }
+  return closeRank(d, comm, stream, err);
+}
+
 // A rank process of the tests below: CLB_DEVICE_PEER_BODY says what it runs ("calls": every call
-// twice, "graphs", "churn", "shorter" and "longer": a receive of another size); with COLIBRI_DEVICE_P2P=off in its environment the pairs go through
-// host memory.
+// twice, "graphs", "churn", "shorter" and "longer": a receive of another size, "registered" and
+// "registered-mismatch": registered buffers); with COLIBRI_DEVICE_P2P=off in its environment the
+// pairs go through host memory.
 TEST(DevicePeerChild, Rank) {
   const char* id = getenv("CLB_DEVICE_PEER_ID");
   if (!id) GTEST_SKIP() << "runs only as a rank process of DevicePeer";
@@ -513,6 +636,8 @@ TEST(DevicePeerChild, Rank) {
   if (body == "churn") err = churnBody(unhex(id), r, n);
   if (body == "shorter") err = sizeMismatchBody(unhex(id), r, n, 500);
   if (body == "longer") err = sizeMismatchBody(unhex(id), r, n, 2000);
+  if (body == "registered") err = registeredBody(unhex(id), r, n);
+  if (body == "registered-mismatch") err = registeredMismatchBody(unhex(id), r, n);
   EXPECT_EQ(err, "");
 }
 
@@ -555,6 +680,12 @@ TEST(DevicePeer, ProcessesFindAReceiveOfAnotherSizeAtOnce) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
   runProcesses(2, "shorter");
   runProcesses(2, "longer");
+}
+
+TEST(DevicePeer, ProcessesWriteLargeMessagesInPlaceIntoRegisteredBuffers) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  for (int n : {2, 4}) runProcesses(n, "registered");
+  runProcesses(2, "registered-mismatch");
 }
 
 // COLIBRI_DEVICE_P2P=off: the pairs across processes go through host memory (nothing on the GPU).

@@ -351,7 +351,9 @@ CLB_API size_t clbTypeSize(clbDataType_t datatype);
 
 /* ---- registered device buffers ----
  * Ranks in several processes read each other's registered buffers in place (CUDA IPC, zero copy)
- * instead of copying through staging. Collective: every rank calls clbCommRegister (and later
+ * instead of copying through staging; point-to-point between processes on one GPU writes a
+ * message above 16 KiB straight into a registered receive buffer (the receive tells its sender
+ * where over the host) instead of moving it in lines. Collective: every rank calls clbCommRegister (and later
  * clbCommDeregister) at the same point of its sequence of calls on comm, each with its own buffer
  * of any size. A device call uses zero copy when, on every rank, its buffers lie inside one live
  * registration; otherwise it is staged as before, so a missing registration costs speed, never

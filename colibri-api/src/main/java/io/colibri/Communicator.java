@@ -429,6 +429,8 @@ public interface Communicator extends AutoCloseable {
    * device memory. Between ranks on one GPU (threads of one process, or processes of one host)
    * device memory moves on the GPU: the call is enqueued on the stream, returns without waiting for
    * the data, and can be captured in a CUDA graph once the pair made one call outside a capture.
+   * Between processes a message above 16 KiB whose receive buffer is {@link #register registered}
+   * is written in place (hundreds of GB/s); otherwise it moves in small lines (a few GB/s).
    * Between GPUs or hosts it goes through host memory in this version (the stream is synchronized
    * and the call returns once the data moved; not capturable). docs/device.md has the details.
    *
@@ -546,7 +548,9 @@ public interface Communicator extends AutoCloseable {
 
   /**
    * Registers {@code bytes} of device memory at {@code address} so that ranks in other processes
-   * read it in place (CUDA IPC, zero copy) instead of copying through staging.
+   * read it in place (CUDA IPC, zero copy) instead of copying through staging, and so that
+   * point-to-point messages above 16 KiB from ranks in other processes on the same GPU are
+   * written straight into it.
    * <b>Collective</b>: every rank calls it at the same point of its sequence of calls, each with
    * its own buffer of any size. A device collective uses zero copy when, on every rank, each of
    * its buffers lies inside a live registration; otherwise it is staged as before, so a missing
