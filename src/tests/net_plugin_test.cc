@@ -58,6 +58,18 @@ TEST(NetPlugin, OtherInterfaceVersionIsRefusedNamingBoth) {
   EXPECT_NE(e.find("same Colibri release"), std::string::npos) << e;
 }
 
+// A plugin built before point-to-point channels existed (its table ends where the first release's
+// did) still loads, and the core sees that it has none (its pairs' messages then go over TCP);
+// the verbs plugin of this build has them.
+TEST(NetPlugin, APluginOfTheFirstReleaseLoadsWithoutPointToPoint) {
+  PluginDir dir(clbtest::testPluginDir());
+  const clbNetPlugin_v1_t* p = nullptr;
+  ASSERT_EQ(clb::loadNetPlugin("oldv1", &p), clbSuccess) << lastError();
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->size, (uint32_t)CLB_NET_PLUGIN_V1_BASE_SIZE);
+  EXPECT_FALSE(clb::netPluginHasPeers(p));
+}
+
 TEST(NetPlugin, LibraryWithoutThePluginSymbolIsRefused) {
   PluginDir dir(clbtest::testPluginDir());
   const clbNetPlugin_v1_t* p = nullptr;
@@ -82,8 +94,11 @@ TEST(NetPlugin, VerbsPluginLoadsFromBesideTheCoreAndExportsOnlyItsTable) {
   EXPECT_EQ(p->transport, clbTransportVerbs);
   for (auto* f : {(void*)p->init, (void*)p->connect, (void*)p->destroy, (void*)p->prepare, (void*)p->acquireSend,
                   (void*)p->postSend, (void*)p->waitRecv, (void*)p->releaseRecv, (void*)p->finish, (void*)p->trim,
-                  (void*)p->sendFrom, (void*)p->stats, (void*)p->deviceSupport, (void*)p->devicePlan})
+                  (void*)p->sendFrom, (void*)p->stats, (void*)p->deviceSupport, (void*)p->devicePlan,
+                  (void*)p->peerOpen, (void*)p->peerConnect, (void*)p->peerStart, (void*)p->trySend,
+                  (void*)p->tryRecv})
     EXPECT_NE(f, nullptr);
+  EXPECT_TRUE(clb::netPluginHasPeers(p));
   const clbNetPlugin_v1_t* again = nullptr;
   ASSERT_EQ(clb::loadNetPlugin("verbs", &again), clbSuccess);
   EXPECT_EQ(again, p) << "loaded once per process";

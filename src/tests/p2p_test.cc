@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -717,7 +718,8 @@ void runProcesses(int n, int transport) {
 }
 
 // A rank process that dies while its peer waits for its send: the receive ends with the dead rank
-// named (shm: its pidfd; socket: its connection), not at the timeout.
+// named (shm: its pidfd; socket: its connection; verbs: the connection that set its channel up),
+// not at the timeout.
 TEST(PeerChild, DiesBeforeItsSend) {
   const char* id = getenv("CLB_P2P_DIE_ID");
   if (!id) GTEST_SKIP() << "runs only as a rank process of PeerProcesses";
@@ -749,7 +751,7 @@ TEST(PeerChild, DiesBeforeItsSend) {
 }
 
 TEST(PeerProcesses, APeerThatDiesIsNamedByTheWaitingReceive) {
-  for (int transport : {clbTransportShm, clbTransportSocket}) {
+  for (int transport : {clbTransportShm, clbTransportSocket, clbTransportVerbs}) {
     clbUniqueId id;
     ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
     std::vector<pid_t> pids;
@@ -766,6 +768,51 @@ TEST(PeerProcesses, APeerThatDiesIsNamedByTheWaitingReceive) {
     }
     clbUniqueIdRelease(&id);
   }
+}
+
+// Under transport verbs the pairs' messages move over queue pairs of their own (RDMA WRITE with
+// immediate into the peer's receive slots), set up at the pair's first message over its TCP
+// connection: every rank logs its channel with every peer of an all-to-all, nothing says that
+// point-to-point goes over TCP, and every element arrives (messages of several slots each way).
+struct LogLines {
+  std::mutex mutex;
+  std::vector<std::string> got;
+  static void collect(int, const char* message, void* user) {
+    auto* self = static_cast<LogLines*>(user);
+    std::lock_guard<std::mutex> g(self->mutex);
+    self->got.emplace_back(message);
+  }
+};
+
+TEST(PeerVerbs, PairsMoveOverQueuePairsOfTheirOwn) {
+  int level = clbLogWarn;
+  ASSERT_EQ(clbGetLogLevel(&level), clbSuccess);
+  LogLines lines;
+  ASSERT_EQ(clbSetLogLevel(clbLogInfo), clbSuccess);
+  ASSERT_EQ(clbSetLogCallback(&LogLines::collect, &lines), clbSuccess);
+  const int n = 3;
+  const size_t count = 300007;  // int32: about 1.2 MiB per peer, many 64 KiB messages
+  auto errors = runRanks(n, clbTransportVerbs, [&](int r, clbComm_t comm) {
+    std::vector<int32_t> out((size_t)n * count), in((size_t)n * count, -1);
+    for (int p = 0; p < n; p++)
+      for (size_t i = 0; i < count; i++) out[p * count + i] = (int32_t)(r * 1000003 + p * 7919 + (int64_t)i);
+    ASSERT_EQ(clbAllToAll(out.data(), in.data(), count, clbInt32, comm, nullptr), clbSuccess) << clbGetLastError();
+    for (int p = 0; p < n; p++)
+      for (size_t i = 0; i < count; i++)
+        ASSERT_EQ(in[p * count + i], (int32_t)(p * 1000003 + r * 7919 + (int64_t)i)) << "from rank " << p << ", element " << i;
+  });
+  EXPECT_EQ(clbSetLogCallback(nullptr, nullptr), clbSuccess);
+  EXPECT_EQ(clbSetLogLevel(level), clbSuccess);
+  expectInitOk(errors);
+  for (int r = 0; r < n; r++)
+    for (int p = 0; p < n; p++) {
+      if (p == r) continue;
+      const std::string want = "rank " + std::to_string(r) + ": point-to-point channel with rank " + std::to_string(p) + " over verbs";
+      bool found = false;
+      for (const std::string& l : lines.got) found = found || l == want;
+      EXPECT_TRUE(found) << "no log line \"" << want << "\"";
+    }
+  for (const std::string& l : lines.got) EXPECT_FALSE(contains(l, "over TCP")) << l;
 }
 
 TEST(PeerProcesses, ShmRingAndAllToAllAcrossThreeProcesses) { runProcesses(3, clbTransportShm); }

@@ -263,6 +263,80 @@ TEST_P(VerbsChannelTest, CreditsBoundTheSender) {
   for (int i = 0; i < 4; i++) ASSERT_NO_FATAL_FAILURE(recvCheck(*ch_[1], 1, i, d));
 }
 
+// Point-to-point mode (VerbsOptions::peer): rank 0 of 8 and rank 5 each open a channel whose
+// links both go to the other, two of rank 0's channels share one device (and protection
+// domain), and the non-blocking forms never wait: trySend gives no room before the receiver
+// announced its slots and once its four slots are full, tryRecv gives nothing before a message
+// arrives; messages arrive in order both ways, byte for byte, and a release gives room again.
+TEST_P(VerbsChannelTest, PairChannelsShareADeviceAndNeverBlock) {
+  VerbsOptions o0 = testOptions(0, 8), o5 = testOptions(5, 8);
+  o0.peer = 5;
+  o5.peer = 0;
+  auto a = make(o0), b = make(o5);
+  ASSERT_TRUE(a && b);
+  VerbsOptions o0b = testOptions(0, 8);
+  o0b.peer = 3;
+  o0b.sharedDevice = a->device();
+  auto c = make(o0b);  // rank 0's channel with rank 3: the same device as its channel with rank 5
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->device(), a->device());
+  EXPECT_EQ(c->context(), a->context());
+  EXPECT_NE(b->context(), a->context());
+  ASSERT_EQ(a->connect(b->recvSideInfo(), b->sendSideInfo()), clbSuccess) << clb::lastError();
+  ASSERT_EQ(b->connect(a->recvSideInfo(), a->sendSideInfo()), clbSuccess) << clb::lastError();
+  ASSERT_EQ(a->prepare(4096), clbSuccess) << clb::lastError();
+  void* buf = nullptr;
+  // Rank 5 has not announced its slots: no room, at once.
+  auto t0 = Clock::now();
+  ASSERT_EQ(a->trySend(100, &buf), clbSuccess) << clb::lastError();
+  EXPECT_EQ(buf, nullptr);
+  MsgTag got{};
+  const void* in = nullptr;
+  ASSERT_EQ(b->tryRecvTag(&got, &in), clbSuccess) << clb::lastError();
+  EXPECT_EQ(in, nullptr);
+  EXPECT_LT(Clock::now() - t0, Ms(500)) << "a try waited";
+  ASSERT_EQ(b->prepare(4096), clbSuccess) << clb::lastError();
+  std::vector<std::vector<char>> sent;
+  auto trySendUntil = [&](VerbsChannel& ch, size_t bytes, uint64_t index) -> bool {
+    const auto end = Clock::now() + Ms(2000);
+    for (;;) {
+      void* p = nullptr;
+      EXPECT_EQ(ch.trySend(bytes, &p), clbSuccess) << clb::lastError();
+      if (p) {
+        sent.push_back(content(bytes, (uint32_t)index + 7));
+        memcpy(p, sent.back().data(), bytes);
+        EXPECT_EQ(ch.postSend(MsgTag{desc(9), index, bytes}), clbSuccess) << clb::lastError();
+        return true;
+      }
+      if (Clock::now() > end) return false;
+      std::this_thread::sleep_for(Ms(1));
+    }
+  };
+  // Four messages fill rank 5's four slots (the first waits for its announcement to arrive).
+  for (uint64_t i = 0; i < 4; i++) ASSERT_TRUE(trySendUntil(*a, 1000 + i, i)) << "no room for message " << i;
+  ASSERT_EQ(a->trySend(10, &buf), clbSuccess) << clb::lastError();
+  EXPECT_EQ(buf, nullptr) << "room for a fifth message while four are unreleased";
+  // They arrive in order, byte for byte; the first release gives room for a fifth.
+  for (uint64_t i = 0; i < 4; i++) {
+    const auto end = Clock::now() + Ms(2000);
+    do {
+      ASSERT_EQ(b->tryRecvTag(&got, &in), clbSuccess) << clb::lastError();
+    } while (!in && Clock::now() < end);
+    ASSERT_NE(in, nullptr) << "message " << i << " did not arrive";
+    EXPECT_EQ(got.index, i);
+    ASSERT_EQ(got.bytes, sent[i].size());
+    EXPECT_EQ(firstDiff(static_cast<const char*>(in), sent[i].data(), sent[i].size()), -1) << "message " << i;
+    ASSERT_EQ(b->releaseRecv(), clbSuccess) << clb::lastError();
+  }
+  ASSERT_EQ(b->tryRecvTag(&got, &in), clbSuccess) << clb::lastError();
+  EXPECT_EQ(in, nullptr) << "a fifth message that was never sent";
+  ASSERT_TRUE(trySendUntil(*a, 333, 4)) << "no room after the releases";
+  // The other way, over the same pair of channels.
+  ASSERT_EQ(sendMsg(*b, 9, 0, content(4096, 3)), clbSuccess) << clb::lastError();
+  ASSERT_NO_FATAL_FAILURE(recvCheck(*a, 9, 0, content(4096, 3)));
+  ASSERT_NO_FATAL_FAILURE(recvCheck(*b, 9, 4, sent[4]));
+}
+
 TEST_P(VerbsChannelTest, TagMismatchIsAnErrorNamingBothCalls) {
   ASSERT_NO_FATAL_FAILURE(makePair());
   ASSERT_EQ(ch_[0]->prepare(16), clbSuccess);

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/net.h"
 
 namespace clb {
 
@@ -109,11 +111,11 @@ const clbNetPlugin_v1_t* openPlugin(const std::string& path, const std::string& 
   if (!p) {
     snprintf(b, sizeof b, "%s has no symbol %s: it is not a Colibri network plugin of interface version %d", path.c_str(),
              CLB_NET_PLUGIN_SYMBOL_V1, CLB_NET_PLUGIN_VERSION);
-  } else if (p->version != CLB_NET_PLUGIN_VERSION || p->size < sizeof(clbNetPlugin_v1_t)) {
+  } else if (p->version != CLB_NET_PLUGIN_VERSION || p->size < CLB_NET_PLUGIN_V1_BASE_SIZE) {
     snprintf(b, sizeof b, "%s implements the network plugin interface version %u (struct of %u bytes), this "
              "libcolibri needs version %d (%zu bytes): use the plugin of the same Colibri release (for Java, the "
              "colibri-verbs jar of colibri-native's version)", path.c_str(), p->version, p->size,
-             CLB_NET_PLUGIN_VERSION, sizeof(clbNetPlugin_v1_t));
+             CLB_NET_PLUGIN_VERSION, (size_t)CLB_NET_PLUGIN_V1_BASE_SIZE);
     p = nullptr;
   } else if (!p->name || name != p->name) {
     snprintf(b, sizeof b, "%s is the network plugin \"%s\", not \"%s\"", path.c_str(), p->name ? p->name : "",
@@ -194,6 +196,148 @@ clbResult_t NetRingChannel::sendFrom(const void* src, const MsgTag& tag, bool* s
   clbResult_t rc = p_->sendFrom(ch_, src, asNet(tag), &s);
   *sent = s != 0;
   return rc;
+}
+
+bool netPluginHasPeers(const clbNetPlugin_v1_t* p) {
+  return p && p->size >= offsetof(clbNetPlugin_v1_t, tryRecv) + sizeof(p->tryRecv) && p->peerOpen &&
+         p->peerConnect && p->peerStart && p->trySend && p->tryRecv;
+}
+
+NetPeerChannel::NetPeerChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, int peer, PeerChannel* link)
+    : c_(c), p_(plugin), peer_(peer), link_(link) {
+  // Both directions' slots (pipelineDepth each, a tag before each payload) and the channel's
+  // control block within this pair's share of the staging cap, at most a chunk each, as for the
+  // TCP channel; both ranks compute the same.
+  const int64_t depth = std::max(2, c->cfg.pipelineDepth);
+  const int64_t share = c->cfg.stagingCapBytes / std::max(1, c->nranks - 1);
+  const int64_t slot = std::max<int64_t>(4096, ((share - (16 << 10)) / (2 * depth) - (int64_t)sizeof(MsgTag)) / 4096 * 4096);
+  maxBytes_ = (size_t)std::min<int64_t>(slot, std::max<int64_t>(4096, c->cfg.chunkBytes));
+}
+
+NetPeerChannel::~NetPeerChannel() {
+  if (ch_) p_->destroy(ch_);
+}
+
+// One set-up message over the TCP link (index 1: the connection info, 2: "connected").
+clbResult_t NetPeerChannel::linkSend(const void* data, size_t bytes, uint64_t index, bool* sent) {
+  *sent = false;
+  void* buf = nullptr;
+  size_t room = 0;
+  CLB_CHECK(link_->trySend(bytes, &buf, &room));
+  if (!buf) return clbSuccess;
+  if (room < bytes) return setError(clbInternalError, "rank %d: %zu bytes of room for a %zu-byte set-up message",
+                                    c_->rank, room, bytes);
+  memcpy(buf, data, bytes);
+  MsgTag tag{};
+  tag.op.coll = kPeerSetUp;
+  tag.index = index;
+  tag.bytes = bytes;
+  CLB_CHECK(link_->postSend(tag));
+  *sent = true;
+  return clbSuccess;
+}
+
+clbResult_t NetPeerChannel::linkRecv(std::vector<char>* data, uint64_t index, bool* got) {
+  *got = false;
+  const MsgTag* tag = nullptr;
+  const void* buf = nullptr;
+  CLB_CHECK(link_->tryRecv(&tag, &buf));
+  if (!buf) return clbSuccess;
+  if (tag->op.coll != kPeerSetUp || tag->index != index) {
+    const uint64_t was = tag->index;
+    link_->releaseRecv();
+    return setError(clbRemoteError, "rank %d: rank %d sent set-up message %llu of its %s point-to-point channel, "
+                    "expected %llu", c_->rank, peer_, (unsigned long long)was, p_->name, (unsigned long long)index);
+  }
+  data->assign(static_cast<const char*>(buf), static_cast<const char*>(buf) + tag->bytes);
+  CLB_CHECK(link_->releaseRecv());
+  *got = true;
+  return clbSuccess;
+}
+
+clbResult_t NetPeerChannel::advance() {
+  if (state_ == kNew) {
+    const clbNetHost_v1_t host = netHostFor(c_);
+    info_.assign(1024, 0);
+    size_t len = info_.size();
+    CLB_CHECK(p_->peerOpen(&host, peer_, &ch_, info_.data(), &len));
+    info_.resize(len);
+    state_ = kSettingUp;
+  }
+  // Every step that can go now, each call: a receive is always tried, so a closed link (the peer
+  // gone) is found whatever step this side is at.
+  if (!sentInfo_) CLB_CHECK(linkSend(info_.data(), info_.size(), 1, &sentInfo_));
+  std::vector<char> got;
+  bool in = false;
+  if (!gotInfo_) {
+    CLB_CHECK(linkRecv(&got, 1, &in));
+    if (in) {
+      CLB_CHECK(p_->peerConnect(ch_, got.data(), got.size()));
+      gotInfo_ = true;
+    }
+  } else if (!gotConnected_) {
+    CLB_CHECK(linkRecv(&got, 2, &gotConnected_));
+  }
+  if (gotInfo_ && !sentConnected_) {
+    const char yes = 1;
+    CLB_CHECK(linkSend(&yes, 1, 2, &sentConnected_));
+  }
+  bool sent = false;
+  CLB_CHECK(link_->progress(&sent));
+  if (sentConnected_ && gotConnected_) {
+    CLB_CHECK(p_->peerStart(ch_, maxBytes_));
+    state_ = kReady;
+    watchedMs_ = nowMs();
+    CLB_INFO("rank %d: point-to-point channel with rank %d over %s", c_->rank, peer_, p_->name);
+  }
+  return clbSuccess;
+}
+
+clbResult_t NetPeerChannel::watchLink() {
+  const int64_t now = nowMs();
+  if (now - watchedMs_ < 2) return clbSuccess;
+  watchedMs_ = now;
+  const MsgTag* tag = nullptr;
+  const void* buf = nullptr;
+  CLB_CHECK(link_->tryRecv(&tag, &buf));
+  if (buf)
+    return setError(clbRemoteError, "rank %d: rank %d sent a message over the TCP link of their %s point-to-point "
+                    "channel, which carries only its set-up", c_->rank, peer_, p_->name);
+  return clbSuccess;
+}
+
+clbResult_t NetPeerChannel::trySend(size_t bytes, void** buf, size_t* room) {
+  *buf = nullptr;
+  if (state_ != kReady) CLB_CHECK(advance());
+  if (state_ != kReady) return clbSuccess;
+  bytes = std::min(bytes, maxBytes_);
+  CLB_CHECK(p_->trySend(ch_, bytes, buf));
+  *room = bytes;
+  if (!*buf) CLB_CHECK(watchLink());  // no room: is the peer still there?
+  return clbSuccess;
+}
+
+clbResult_t NetPeerChannel::postSend(const MsgTag& tag) { return p_->postSend(ch_, asNet(tag)); }
+
+clbResult_t NetPeerChannel::tryRecv(const MsgTag** tag, const void** buf) {
+  *buf = nullptr;
+  if (state_ != kReady) CLB_CHECK(advance());
+  if (state_ != kReady) return clbSuccess;
+  CLB_CHECK(p_->tryRecv(ch_, reinterpret_cast<clbNetTag_v1_t*>(&got_), buf));
+  *tag = &got_;
+  if (!*buf) CLB_CHECK(watchLink());  // nothing came: is the peer still there?
+  return clbSuccess;
+}
+
+clbResult_t NetPeerChannel::releaseRecv() { return p_->releaseRecv(ch_); }
+
+clbResult_t NetPeerChannel::progress(bool* sent) {
+  *sent = true;
+  if (state_ != kReady) {
+    CLB_CHECK(advance());
+    *sent = false;  // the set-up still needs this side's calls
+  }
+  return clbSuccess;
 }
 
 clbResult_t connectNetChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, const clbNetDeviceMemory_v1_t* device,

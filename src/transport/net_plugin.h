@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "colibri/net_plugin.h"
 #include "core/comm.h"
@@ -54,6 +55,51 @@ class NetRingChannel : public RingChannel {
   const clbNetPlugin_v1_t* p_;
   clbNetChannel ch_;
   int prev_, rank_;
+};
+
+// Whether `plugin` has point-to-point channels (clbNetPlugin_v1_t::peerOpen and the rest).
+bool netPluginHasPeers(const clbNetPlugin_v1_t* plugin);
+
+// A plugin's point-to-point channel with one peer as the core's PeerChannel, set up over `link`
+// (the pair's TCP channel, which then carries nothing else): each side opens its channel and
+// sends its connection info, connects once the peer's info is in and says so, and starts (slots
+// announced, messages moving) once the peer has said so too, so nothing reaches a queue pair the
+// peer has not connected yet. Nothing blocks: each call moves the set-up on as far as it can, so
+// a batch that names its peers in any order never waits in a circle. The link stays open and is
+// watched: its closing is how a peer that died is found (no queue pair says so while idle).
+class NetPeerChannel : public PeerChannel {
+ public:
+  NetPeerChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, int peer, PeerChannel* link);
+  ~NetPeerChannel() override;
+  size_t maxMessageBytes() const override { return maxBytes_; }
+  clbResult_t trySend(size_t bytes, void** buf, size_t* room) override;
+  clbResult_t postSend(const MsgTag& tag) override;
+  clbResult_t tryRecv(const MsgTag** tag, const void** buf) override;
+  clbResult_t releaseRecv() override;
+  clbResult_t progress(bool* sent) override;
+  // Set up: messages move over the plugin's channel (until then the TCP link is what to poll).
+  bool ready() const { return state_ == kReady; }
+  // Destroy of a healthy rank: every message posted acknowledged by the peer (nothing if never set up).
+  clbResult_t finish() { return state_ == kReady ? p_->finish(ch_) : clbSuccess; }
+
+ private:
+  enum State { kNew, kSettingUp, kReady };
+  clbResult_t advance();
+  clbResult_t watchLink();  // once set up: the link closing (the peer died) or carrying anything is an error
+  clbResult_t linkSend(const void* data, size_t bytes, uint64_t index, bool* sent);
+  clbResult_t linkRecv(std::vector<char>* data, uint64_t index, bool* got);
+  clbComm* c_;
+  const clbNetPlugin_v1_t* p_;
+  int peer_;
+  PeerChannel* link_;
+  clbNetChannel ch_ = nullptr;
+  State state_ = kNew;
+  // The set-up's steps: each side sends its info and, once it connected to the peer's, says so.
+  bool sentInfo_ = false, gotInfo_ = false, sentConnected_ = false, gotConnected_ = false;
+  int64_t watchedMs_ = 0;
+  size_t maxBytes_;
+  std::vector<char> info_;
+  MsgTag got_{};
 };
 
 // Connects communicator `c`'s channel through `plugin` (collective; device NULL: host memory).

@@ -201,8 +201,9 @@ struct Notice {
 };
 }  // namespace
 
-LinkTransport::LinkTransport(clbComm* comm, int kind, std::unique_ptr<RingChannel> ring, std::string describe)
-    : comm_(comm), kind_(kind), ring_(std::move(ring)), describe_(std::move(describe)) {}
+LinkTransport::LinkTransport(clbComm* comm, int kind, std::unique_ptr<RingChannel> ring, std::string describe,
+                             const clbNetPlugin_v1_t* plugin)
+    : comm_(comm), kind_(kind), ring_(std::move(ring)), describe_(std::move(describe)), plugin_(plugin) {}
 
 void LinkTransport::announce(PeerNotice::Kind kind, const char*) {
   Notice n{kind, {0, 0, 0}, noticeKind_ ? noticeOrigin_.load() : comm_->rank, comm_->seq};
@@ -246,7 +247,12 @@ bool LinkTransport::statusNotice(PeerNotice* out) {
 void LinkTransport::close(PeerNotice::Kind end) {
   if (end != PeerNotice::kClosed) return;
   ring_->finish();
-  for (auto& ch : peers_)  // what this rank sent last reaches its peers
+  // What this rank sent last reaches its peers (over the plugin: its writes acknowledged).
+  for (auto& ch : netPeers_)
+    if (ch && ch->finish() != clbSuccess)
+      CLB_WARN("rank %d: destroy did not see every point-to-point message acknowledged: %s", comm_->rank,
+               lastError().c_str());
+  for (auto& ch : peers_)
     if (ch && ch->connected() && ch->flush() != clbSuccess)
       CLB_WARN("rank %d: destroy did not write every point-to-point message: %s", comm_->rank, lastError().c_str());
 }

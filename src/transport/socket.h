@@ -15,6 +15,7 @@
 
 #include "core/net.h"
 #include "transport/channel.h"
+#include "transport/net_plugin.h"
 #include "transport/transport.h"
 
 namespace clb {
@@ -32,13 +33,17 @@ ssize_t readNow(Link& link, void* buf, size_t bytes, int* closedErrno);
 
 class LinkTransport : public Transport {
  public:
-  LinkTransport(clbComm* comm, int kind, std::unique_ptr<RingChannel> ring, std::string describe = std::string());
+  // `plugin`: the network plugin of the ring channel (transport verbs), whose point-to-point
+  // channels carry the pairs' messages where it has them; NULL: TCP.
+  LinkTransport(clbComm* comm, int kind, std::unique_ptr<RingChannel> ring, std::string describe = std::string(),
+                const clbNetPlugin_v1_t* plugin = nullptr);
   ~LinkTransport() override;
   int kind() const override { return kind_; }
   std::string describe() const override { return describe_; }
   RingChannel& ring() override { return *ring_; }
-  // Point-to-point: a TCP connection per pair (the bootstrap's, core/bootstrap_peers.cc), also
-  // under transport verbs in this version (transport/socket_peer.cc).
+  // Point-to-point: a TCP connection per pair (the bootstrap's, core/bootstrap_peers.cc;
+  // transport/socket_peer.cc); under transport verbs the plugin's channel with the peer
+  // (NetPeerChannel: RDMA WRITE with immediate into the peer's slots), set up over that connection.
   clbResult_t peer(int p, PeerChannel** out) override;
   clbResult_t waitPeers(uint64_t seen, int64_t startMs, const char* what, int peer,
                         const std::vector<int>& peers) override;
@@ -59,6 +64,8 @@ class LinkTransport : public Transport {
   std::atomic<int> noticeOrigin_{-1};
   std::atomic<uint64_t> noticeSeq_{0};
   std::vector<std::unique_ptr<SocketPeerChannel>> peers_;  // per peer once used
+  const clbNetPlugin_v1_t* plugin_ = nullptr;
+  std::vector<std::unique_ptr<NetPeerChannel>> netPeers_;  // per peer once used, over peers_[p]
   bool warnedVerbs_ = false;
 };
 

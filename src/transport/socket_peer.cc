@@ -1,12 +1,15 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Point-to-point over TCP (socket.h, SocketPeerChannel): one connection per pair, made at the
-// pair's first message (core/bootstrap_peers.cc); nothing for peers never used. Slots are as large
+// pair's first message (core/bootstrap_peers.cc); nothing for peers never used. Under transport
+// verbs that connection only sets up the plugin's channel with the peer (NetPeerChannel). Slots are as large
 // as the messages need, at most chunkBytes, and their share of stagingCapBytes.
 #include <poll.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "core/error.h"
 #include "core/tls.h"
@@ -186,15 +189,23 @@ LinkTransport::~LinkTransport() = default;
 
 clbResult_t LinkTransport::peer(int p, PeerChannel** out) {
   if (peers_.empty()) peers_.resize(comm_->nranks);
+  const bool overPlugin = netPluginHasPeers(plugin_);
   if (!peers_[p]) {
-    if (kind_ == clbTransportVerbs && !warnedVerbs_) {
+    if (kind_ == clbTransportVerbs && !overPlugin && !warnedVerbs_) {
       warnedVerbs_ = true;
-      CLB_WARN("rank %d: point-to-point messages of transport verbs go over TCP in this version (one connection "
-               "per pair of ranks); the collectives use RDMA", comm_->rank);
+      CLB_WARN("rank %d: the verbs plugin has no point-to-point channels (an older libcolibri_verbs.so): "
+               "point-to-point messages go over TCP (one connection per pair of ranks); the collectives use RDMA",
+               comm_->rank);
     }
     peers_[p] = std::make_unique<SocketPeerChannel>(comm_, p);
   }
-  *out = peers_[p].get();
+  if (!overPlugin) {
+    *out = peers_[p].get();
+    return clbSuccess;
+  }
+  if (netPeers_.empty()) netPeers_.resize(comm_->nranks);
+  if (!netPeers_[p]) netPeers_[p] = std::make_unique<NetPeerChannel>(comm_, plugin_, p, peers_[p].get());
+  *out = netPeers_[p].get();
   return clbSuccess;
 }
 
@@ -205,7 +216,12 @@ clbResult_t LinkTransport::waitPeers(uint64_t, int64_t startMs, const char* what
   std::vector<pollfd> fds;
   int timeout = 20;
   bool awaiting = false;  // a peer's connection is still to come: the acceptor says when
+  bool overPlugin = false;  // a peer set up over the plugin: its completions wake no poll
   for (int p : peers) {
+    if (p < (int)netPeers_.size() && netPeers_[p] && netPeers_[p]->ready()) {
+      overPlugin = true;
+      continue;
+    }
     SocketPeerChannel* ch = p < (int)peers_.size() ? peers_[p].get() : nullptr;
     if (!ch || !ch->connected()) {
       awaiting = true;
@@ -214,11 +230,13 @@ clbResult_t LinkTransport::waitPeers(uint64_t, int64_t startMs, const char* what
     if (ch->buffered()) timeout = 0;
     if (const short ev = ch->events()) fds.push_back({ch->fd(), ev, 0});
   }
+  if (overPlugin) timeout = 0;
   const bool acceptor = awaiting && comm_->boot.acceptorFd() >= 0;
   if (acceptor) fds.push_back({comm_->boot.acceptorFd(), POLLIN, 0});
   if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR)
     return setSysError(errno, "poll() on the point-to-point connections");
   if (acceptor && fds.back().revents) comm_->boot.drainAcceptorFd();
+  if (overPlugin) std::this_thread::sleep_for(std::chrono::microseconds(20));
   return comm_->checkWait(startMs, what, peer);
 }
 

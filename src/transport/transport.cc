@@ -56,7 +56,7 @@ clbResult_t createTransport(clbComm* c, std::unique_ptr<Transport>* out) {
     std::unique_ptr<NetRingChannel> ring;
     std::string describe;
     CLB_CHECK(connectNetChannel(c, plugin, nullptr, &ring, &describe));
-    *out = std::make_unique<LinkTransport>(c, clbTransportVerbs, std::move(ring), std::move(describe));
+    *out = std::make_unique<LinkTransport>(c, clbTransportVerbs, std::move(ring), std::move(describe), plugin);
   } else {
     *out = std::make_unique<LinkTransport>(c, clbTransportSocket,
                                            std::make_unique<SocketRingChannel>(c, c->boot.next(), c->boot.prev()));

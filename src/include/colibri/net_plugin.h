@@ -174,7 +174,27 @@ typedef struct clbNetPlugin_v1_s {
    * shows at init about them (NUL-terminated into buf). */
   clbResult_t (*deviceSupport)(clbNetDeviceSupport_v1_t* out);
   clbResult_t (*devicePlan)(char* buf, size_t len);
+
+  /* ---- Point-to-point (added within version 1: a plugin whose `size` ends before peerOpen, or
+   * whose peerOpen is NULL, has none, and the core sends point-to-point messages over TCP) ----
+   * A channel between this rank and one `peer`: ordered messages both ways, host memory. peerOpen
+   * opens it (the channels of one host->ctx may share a device) and writes this side's connection
+   * info into info (at most *infoLen bytes; *infoLen receives the bytes written), which the core
+   * hands to the peer by its own means. peerConnect takes the peer's info. peerStart is called
+   * once the core knows the peer has connected too (nothing may reach the peer before that):
+   * staging for messages of up to maxBytes, and from then on trySend, postSend, tryRecv and
+   * releaseRecv work as for the ring, without blocking: trySend gives space for the next message
+   * or *buf NULL when the peer has no free slot now, tryRecv the next message or *buf NULL when
+   * none has arrived. destroy, stats as for the ring. */
+  clbResult_t (*peerOpen)(const clbNetHost_v1_t* host, int peer, clbNetChannel* out, void* info, size_t* infoLen);
+  clbResult_t (*peerConnect)(clbNetChannel ch, const void* info, size_t infoLen);
+  clbResult_t (*peerStart)(clbNetChannel ch, size_t maxBytes);
+  clbResult_t (*trySend)(clbNetChannel ch, size_t bytes, void** buf);
+  clbResult_t (*tryRecv)(clbNetChannel ch, clbNetTag_v1_t* got, const void** buf);
 } clbNetPlugin_v1_t;
+
+/* The size of a version-1 plugin table without point-to-point (the first release's). */
+#define CLB_NET_PLUGIN_V1_BASE_SIZE offsetof(clbNetPlugin_v1_t, peerOpen)
 
 #ifdef __cplusplus
 }

@@ -85,8 +85,8 @@ VerbsChannel::VerbsChannel(const VerbsApi* api, const VerbsOptions& o, const clb
   rank_ = host ? host->rank : o.rank;
   int n = host ? host->nranks : o.nranks;
   if (n < 1) n = 1;
-  next_ = (rank_ + 1) % n;
-  prev_ = (rank_ + n - 1) % n;
+  next_ = o.peer >= 0 ? o.peer : (rank_ + 1) % n;
+  prev_ = o.peer >= 0 ? o.peer : (rank_ + n - 1) % n;
   if (host) o_.timeoutMs = host->timeoutMs, o_.stagingCapBytes = host->stagingCapBytes;
   K_ = (uint32_t)o.slots;
   Q_ = (uint32_t)o.qpsPerConnection;
@@ -167,6 +167,11 @@ clbResult_t VerbsChannel::newRegion(size_t bytes, int access, bool device, std::
 }
 
 clbResult_t VerbsChannel::open() {
+  if (o_.sharedDevice) {
+    dev_ = o_.sharedDevice;
+    ctx_ = dev_->ctx;
+    pd_ = dev_->pd;
+  }
   ibv_device** list = nullptr;
   int n = 0;
   CLB_CHECK(listDevices(*api_, &list, &n));
@@ -179,7 +184,11 @@ clbResult_t VerbsChannel::open() {
                     o_.deviceName, n);
   }
   std::string devName = api_->getDeviceName(dev);
-  ctx_ = api_->openDevice(dev);
+  if (!dev_) {
+    dev_ = std::make_shared<VerbsDevice>();
+    dev_->api = api_;
+    ctx_ = dev_->ctx = api_->openDevice(dev);
+  }
   int e = errno;
   api_->freeDeviceList(list);
   if (!ctx_) return setSysError(e, "verbs (%s): ibv_open_device(%s) failed", api_->impl, devName.c_str());
@@ -228,7 +237,7 @@ clbResult_t VerbsChannel::open() {
                     rc ? "cannot be queried" : "is empty", pa.gid_tbl_len);
   if (rc) return setSysError(rc, "verbs: ibv_query_gid(%s, port %d, index %d) failed", devName.c_str(), o_.port, gidIndex_);
 
-  pd_ = api_->allocPd(ctx_);
+  if (!pd_) pd_ = dev_->pd = api_->allocPd(ctx_);
   if (!pd_) return setSysError(errno, "verbs: ibv_alloc_pd(%s) failed", devName.c_str());
   sqDepth_ = 4 * (int)K_ + 64;
   rqDepth_ = 2 * (int)K_ + 32;
@@ -313,8 +322,7 @@ VerbsChannel::~VerbsChannel() {
   ctl_.reset();
   if (cq_) api_->destroyCq(cq_);
   if (hasHost_ && host_.account) host_.account(host_.ctx, -queueBytes_, 0);
-  if (pd_) api_->deallocPd(pd_);
-  if (ctx_) api_->closeDevice(ctx_);
+  dev_.reset();  // the protection domain and the device, unless another channel still uses them
 }
 
 clbResult_t VerbsChannel::postRecvs(ibv_qp* qp, int n) {
@@ -989,6 +997,30 @@ clbResult_t VerbsChannel::releaseRecv() {
   CLB_CHECK(postZero(recvQps_[0], imm(kKindCredit, (uint32_t)recvReleased_), prevInfo_.ctlAddr, prevInfo_.ctlRkey,
                      "a credit"));
   return progress();
+}
+
+clbResult_t VerbsChannel::trySend(size_t bytes, void** buf) {
+  *buf = nullptr;
+  CLB_CHECK(sticky());
+  if (header() + bytes > stagingStride_)
+    return setError(clbInternalError, "verbs: a message of %zu bytes, but prepare() staged %zu", bytes,
+                    stagingStride_ > header() ? stagingStride_ - header() : 0);
+  CLB_CHECK(progress());
+  const size_t len = header() + bytes;
+  if (sendSeq_ - sendDone_ >= K_ || remoteSlotBytes_ == 0 || remoteSlotBytes_ < len || sendSeq_ >= peerReleased_ + K_)
+    return clbSuccess;
+  *buf = staging_->slot((uint32_t)(sendSeq_ % K_)) + header();
+  acquired_ = true;
+  acquiredBytes_ = bytes;
+  return clbSuccess;
+}
+
+clbResult_t VerbsChannel::tryRecvTag(MsgTag* got, const void** buf) {
+  *buf = nullptr;
+  CLB_CHECK(sticky());
+  CLB_CHECK(progress());
+  if (recvSeq_ == recvReleased_) return clbSuccess;
+  return waitRecvTag(got, buf);
 }
 
 clbResult_t VerbsChannel::finish() {

@@ -106,6 +106,18 @@ using UserRange = clbNetUserRange_v1_t;
 // (optional) serve sends straight from user buffers (sendFrom).
 using DeviceMemory = clbNetDeviceMemory_v1_t;
 
+// An opened device and its protection domain, shared by the channels that use it (a rank's
+// point-to-point channels, one per peer, share one): closed when the last of them goes.
+struct VerbsDevice {
+  const VerbsApi* api = nullptr;
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ~VerbsDevice() {
+    if (pd) api->deallocPd(pd);
+    if (ctx) api->closeDevice(ctx);
+  }
+};
+
 struct VerbsOptions {
   const char* deviceName = nullptr;  // NULL: the first device
   uint8_t port = 1;
@@ -125,6 +137,10 @@ struct VerbsOptions {
   // Device mode: registrations of user buffers kept for sendFrom (least recently used dropped).
   size_t userRegMax = 32;                // 0: off (every message copied)
   int64_t userRegCapBytes = 8ll << 30;
+  // A point-to-point channel: both of its links go to this rank (-1: the ring's neighbours).
+  int peer = -1;
+  // The device (and protection domain) to use, opened by another channel; NULL: open one.
+  std::shared_ptr<VerbsDevice> sharedDevice;
 };
 
 class VerbsChannel : public RingChannel {
@@ -156,6 +172,14 @@ class VerbsChannel : public RingChannel {
   // entry: the core compares). Holds the message until releaseRecv.
   clbResult_t waitRecvTag(MsgTag* got, const void** buf);
   clbResult_t releaseRecv() override;
+  // Non-blocking forms, for point-to-point (the core's PeerChannel): space for the next message
+  // of `bytes` (within what prepare staged), or *buf NULL while the receiver has no free slot for
+  // it (or has not announced its slots yet); the next arrived message and its tag, or *buf NULL
+  // when none has arrived. Both move completions on first.
+  clbResult_t trySend(size_t bytes, void** buf);
+  clbResult_t tryRecvTag(MsgTag* got, const void** buf);
+  // The device this channel uses, for other channels to share (VerbsOptions::sharedDevice).
+  std::shared_ptr<VerbsDevice> device() const { return dev_; }
   clbResult_t finish() override;
   clbResult_t trim() override;
   // Device mode: the payload straight from user memory when its allocation is (or can be)
@@ -244,6 +268,7 @@ class VerbsChannel : public RingChannel {
   uint32_t Q_;  // queue pairs per link
   int64_t queueBytes_ = 0;
 
+  std::shared_ptr<VerbsDevice> dev_;  // ctx_ and pd_, perhaps shared with other channels
   ibv_context* ctx_ = nullptr;
   ibv_pd* pd_ = nullptr;
   ibv_cq* cq_ = nullptr;

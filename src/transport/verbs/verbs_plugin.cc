@@ -3,10 +3,13 @@
 // libcolibri_verbs.so's one export: clbNetPlugin_v1 (colibri/net_plugin.h), the verbs ring
 // channel behind the C plugin interface. The table is libibverbs.so.1, dlopen'ed on first use
 // (verbs_loader.cc); errors and logs go to the core through the clbNetCore_v1_t of init
-// (plugin_support.cc). A clbNetChannel is a VerbsChannel.
+// (plugin_support.cc). A clbNetChannel is a VerbsChannel: the ring's, or one of a rank's
+// point-to-point channels (peerOpen: both links to one peer, one device shared by the rank's).
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 
@@ -98,6 +101,68 @@ clbResult_t pluginStats(clbNetChannel ch, clbNetStats_v1_t* out) {
   return clbSuccess;
 }
 
+// The devices of the point-to-point channels, one per communicator (host->ctx), shared by its
+// channels to every peer: one device context and protection domain per rank, however many peers.
+std::mutex gPeerDevicesMutex;
+std::map<void*, std::weak_ptr<VerbsDevice>> gPeerDevices;
+
+// What a point-to-point channel tells its peer: the link to the peer and the link from it.
+struct PeerInfo {
+  VerbsConnInfo send, recv;
+};
+
+clbResult_t pluginPeerOpen(const clbNetHost_v1_t* host, int peer, clbNetChannel* out, void* info, size_t* infoLen) {
+  if (out) *out = nullptr;
+  if (!host || !out || !infoLen || host->version != CLB_NET_PLUGIN_VERSION || host->size < sizeof(clbNetHost_v1_t))
+    return setError(clbInvalidArgument, "verbs plugin: peerOpen without a host of interface version %d",
+                    CLB_NET_PLUGIN_VERSION);
+  if (!info || *infoLen < sizeof(PeerInfo))
+    return setError(clbInvalidArgument, "verbs plugin: peerOpen needs %zu bytes of info, got %zu", sizeof(PeerInfo),
+                    *infoLen);
+  if (peer < 0 || peer >= host->nranks || peer == host->rank)
+    return setError(clbInvalidArgument, "verbs plugin: peerOpen with rank %d of %d, this rank being %d", peer,
+                    host->nranks, host->rank);
+  const VerbsApi* api = nullptr;
+  CLB_CHECK(loadLibibverbs(&api));
+  VerbsOptions o;
+  std::string deviceName;
+  CLB_CHECK(verbsOptionsFromHost(*host, &o, &deviceName));
+  o.peer = peer;
+  o.qpsPerConnection = 1;  // messages of a pair are a chunk at most: one queue pair each way
+  std::lock_guard<std::mutex> g(gPeerDevicesMutex);
+  auto it = gPeerDevices.find(host->ctx);
+  if (it != gPeerDevices.end()) o.sharedDevice = it->second.lock();
+  std::unique_ptr<VerbsChannel> ch;
+  CLB_CHECK(VerbsChannel::create(api, o, host, &ch));
+  gPeerDevices[host->ctx] = ch->device();
+  for (auto i = gPeerDevices.begin(); i != gPeerDevices.end();)  // communicators gone
+    i = i->second.expired() ? gPeerDevices.erase(i) : std::next(i);
+  PeerInfo mine{ch->sendSideInfo(), ch->recvSideInfo()};
+  memcpy(info, &mine, sizeof mine);
+  *infoLen = sizeof mine;
+  *out = reinterpret_cast<clbNetChannel>(ch.release());
+  return clbSuccess;
+}
+
+clbResult_t pluginPeerConnect(clbNetChannel ch, const void* info, size_t infoLen) {
+  if (!info || infoLen != sizeof(PeerInfo))
+    return setError(clbRemoteError, "verbs plugin: the peer's connection info is %zu bytes, expected %zu", infoLen,
+                    sizeof(PeerInfo));
+  PeerInfo theirs;
+  memcpy(&theirs, info, sizeof theirs);
+  // This side's link to the peer meets the peer's link from this side, and the other way round.
+  return of(ch)->connect(theirs.recv, theirs.send);
+}
+
+clbResult_t pluginPeerStart(clbNetChannel ch, size_t maxBytes) { return of(ch)->prepare(maxBytes); }
+clbResult_t pluginTrySend(clbNetChannel ch, size_t bytes, void** buf) { return of(ch)->trySend(bytes, buf); }
+clbResult_t pluginTryRecv(clbNetChannel ch, clbNetTag_v1_t* got, const void** buf) {
+  MsgTag t;
+  CLB_CHECK(of(ch)->tryRecvTag(&t, buf));
+  if (*buf) memcpy(got, &t, sizeof t);
+  return clbSuccess;
+}
+
 clbResult_t pluginDeviceSupport(clbNetDeviceSupport_v1_t* out) {
   memset(out, 0, sizeof *out);
   const VerbsApi* api = nullptr;
@@ -138,4 +203,9 @@ extern "C" __attribute__((visibility("default"))) const clbNetPlugin_v1_t clbNet
     clb::verbs::pluginStats,
     clb::verbs::pluginDeviceSupport,
     clb::verbs::pluginDevicePlan,
+    clb::verbs::pluginPeerOpen,
+    clb::verbs::pluginPeerConnect,
+    clb::verbs::pluginPeerStart,
+    clb::verbs::pluginTrySend,
+    clb::verbs::pluginTryRecv,
 };
