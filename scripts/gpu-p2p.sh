@@ -5,7 +5,7 @@
 # benchmark and the kernel images). Runs the native DevicePeer suite (rank threads and rank
 # processes, graphs, allocations between calls, through host memory) without the MPS daemon, its
 # rank-process tests under compute-sanitizer memcheck, then the suite REPEATS times (default 2)
-# under the MPS daemon, then the rank-process tables under MPS: sendRecv with 2 ranks and allToAll
+# under the MPS daemon and once more there with every message in lines, then the rank-process tables under MPS: sendRecv with 2 ranks and allToAll
 # with 4, eager and graph, 8 B to 64 MiB, with and without registered buffers (and the registered
 # allReduce beside them, the direct path's reference), and sendRecv as threads. Under MPS every
 # client keeps the driver's default of 8 hardware queues: with 32 each, a fifth client's context
@@ -38,6 +38,8 @@ export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
 mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
 nvidia-cuda-mps-control -d
 for ((k = 1; k <= repeats; k++)); do suite "peer-suite-mps-$k"; done
+# Every message in lines (rank threads too: their lanes), under MPS.
+COLIBRI_DEVICE_P2P_IN_PLACE=off suite peer-suite-mps-lines
 bench() {  # bench NAME ARGS...: a table into $out/NAME.txt, its key rows shown
   local name=$1
   shift

@@ -89,7 +89,8 @@ class PeerDevice {
   CUcontext ctx_ = nullptr;
   int ordinal_ = -1;
   Kernels kernels_;
-  CUfunction fn_ = nullptr, fnSmall_ = nullptr;  // clb_dev_p2p, clb_dev_p2p_small
+  // [small][bulk]: clb_dev_p2p, clb_dev_p2p_bulk, clb_dev_p2p_small, clb_dev_p2p_small_bulk.
+  CUfunction fn_[2][2] = {};
   clbResult_t carve(size_t bytes, CUdeviceptr* out);
   void uncarve(CUdeviceptr a, size_t bytes);
   int othersOnHost_ = 0;  // ranks of the communicator in other processes of this host (blockBudget)

@@ -43,6 +43,10 @@ static_assert(sizeof(ClbP2pArgs) <= 32764, "clb_dev_p2p's parameters exceed what
 constexpr unsigned long long kInPlaceMinBytes = 16 << 10;
 constexpr unsigned long long kInPlaceBytesPerBlock = 64 << 10;
 constexpr unsigned long long kInPlaceMaxBlocks = 64;
+// A message in lines takes a block (lane) per kLaneBytes, at most kMaxLanes: one block keeps only
+// so many lines in flight (measured on the H200 between two processes: 8.2 GB/s at 64 MiB with one).
+constexpr unsigned long long kLaneBytes = 16 << 10;
+constexpr unsigned long long kMaxLanes = 8;
 std::map<std::tuple<uint64_t, int, int>, BoxEntry> gBoxes;
 // (session, rank) -> its GPU, once the rank made a device point-to-point call (everyRankHere).
 std::map<std::pair<uint64_t, int>, int> gRankGpus;
@@ -84,11 +88,11 @@ PeerDevice::~PeerDevice() {
       for (const Pair& pr : pairs_) {
         if (!pr.process || pr.state != Pair::kGpu) continue;
         for (;;) {
-          unsigned long long sent = 0, credit[2] = {};
+          unsigned long long sent = 0, credit[CLB_P2P_SLOTS] = {};
           if (d_->cuMemcpyDtoH(&sent, pr.mine + offsetof(ClbP2pBox, sent), sizeof sent) != CUDA_SUCCESS ||
               d_->cuMemcpyDtoH(credit, pr.mine + offsetof(ClbP2pBox, credit), sizeof credit) != CUDA_SUCCESS)
             break;
-          if (std::max(credit[0], credit[1]) >= sent || nowMs() > deadline) break;
+          if (*std::max_element(credit, credit + CLB_P2P_SLOTS) >= sent || nowMs() > deadline) break;
           usleep(200);
         }
       }
@@ -167,8 +171,10 @@ clbResult_t PeerDevice::setUpRank(CUcontext ctx, CUstream stream) {
   CLB_CU(d_, cuCtxGetDevice, &dev);
   ordinal_ = (int)dev;
   CLB_CHECK(kernels_.load(dev, defaultKernelDir()));
-  CLB_CHECK(kernels_.function("clb_dev_p2p", &fn_));
-  CLB_CHECK(kernels_.function("clb_dev_p2p_small", &fnSmall_));
+  CLB_CHECK(kernels_.function("clb_dev_p2p", &fn_[0][0]));
+  CLB_CHECK(kernels_.function("clb_dev_p2p_bulk", &fn_[0][1]));
+  CLB_CHECK(kernels_.function("clb_dev_p2p_small", &fn_[1][0]));
+  CLB_CHECK(kernels_.function("clb_dev_p2p_small_bulk", &fn_[1][1]));
   // One empty launch of each kernel, waited for, before this rank publishes any box: with lazy
   // loading (CUDA's default) a function is loaded at its first launch, which may wait for the
   // work running in the context; done here, no kernel waits for this rank yet.
@@ -179,15 +185,17 @@ clbResult_t PeerDevice::setUpRank(CUcontext ctx, CUstream stream) {
     ClbP2pArgsSmall noneSmall{};
     void* params[] = {&none};
     void* paramsSmall[] = {&noneSmall};
-    CUresult rc = d_->cuLaunchKernel(fn_, 1, 1, 1, 32, 1, 1, 0, s, params, nullptr);
-    if (rc == CUDA_SUCCESS) rc = d_->cuLaunchKernel(fnSmall_, 1, 1, 1, 32, 1, 1, 0, s, paramsSmall, nullptr);
+    CUresult rc = CUDA_SUCCESS;
+    for (int small = 0; small < 2; small++)
+      for (int bulk = 0; bulk < 2 && rc == CUDA_SUCCESS; bulk++)
+        rc = d_->cuLaunchKernel(fn_[small][bulk], 1, 1, 1, 32, 1, 1, 0, s, small ? paramsSmall : params, nullptr);
     if (rc == CUDA_SUCCESS) rc = d_->cuStreamSynchronize(s);
     d_->cuStreamDestroy(s);
     if (rc != CUDA_SUCCESS) return cuError(rc, "the warm-up launches of clb_dev_p2p");
   }
   // The GPU's block slots, which the ranks set up on it share (blockBudget()).
   int perSm = 1;
-  CLB_CU(d_, cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm, fn_, 256, 0);
+  CLB_CU(d_, cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm, fn_[0][1], 256, 0);
   slots_ = kernels_.smCount() * std::max(1, perSm);
   CLB_CU(d_, cuEventCreate, &lastLaunch_, CU_EVENT_DISABLE_TIMING);
   CLB_CHECK(carve(sizeof(ClbP2pState), &state_));
@@ -710,7 +718,13 @@ clbResult_t PeerDevice::launch(std::vector<PeerOp>& ops, const std::vector<int>&
     } else {
       k.inPlace = !c_->deviceCfg.p2pInPlaceOff && k.bytes > kInPlaceMinBytes && o.call != kReduce;
     }
-    k.blocks = k.inPlace && k.kind == CLB_P2P_SEND ? (int)std::min<unsigned long long>(kInPlaceMaxBlocks, (k.bytes + kInPlaceBytesPerBlock - 1) / kInPlaceBytesPerBlock) : 1;
+    // Blocks: an in-place send one per kInPlaceBytesPerBlock; a message in lines (not a reduce's)
+    // one lane per kLaneBytes, on either side (the two ranks may differ: the budget below may
+    // take lanes back on one of them).
+    if (k.inPlace)
+      k.blocks = k.kind == CLB_P2P_SEND ? (int)std::min<unsigned long long>(kInPlaceMaxBlocks, (k.bytes + kInPlaceBytesPerBlock - 1) / kInPlaceBytesPerBlock) : 1;
+    else
+      k.blocks = k.kind == CLB_P2P_RECV_REDUCE ? 1 : (int)std::min<unsigned long long>(kMaxLanes, (k.bytes + kLaneBytes - 1) / kLaneBytes);
     unsigned long long& sofar = chunksSoFar[{o.peer, k.kind == CLB_P2P_SEND}];
     k.firstChunk = sofar;
     sofar += k.inPlace ? 1 : (k.bytes + CLB_P2P_CHUNK - 1) / CLB_P2P_CHUNK;
@@ -740,10 +754,14 @@ clbResult_t PeerDevice::launch(std::vector<PeerOp>& ops, const std::vector<int>&
     a.ops[i].firstBlock = blocks;
     blocks += a.ops[i].blocks;
   }
-  // Small batches take the kernel with the smaller parameters (a launch copies them).
+  // Small batches take a kernel with the smaller parameters (a launch copies them); batches with
+  // a message of several lanes the bulk kernel, the others the lean one (faster for small ones).
+  bool bulk = false;
+  for (int i = 0; i < a.nops; i++)
+    bulk = bulk || (a.ops[i].kind != CLB_P2P_COPY && !a.ops[i].inPlace && a.ops[i].blocks > 1);
   ClbP2pArgsSmall small{};
   void* params[] = {&a};
-  CUfunction fn = fn_;
+  CUfunction fn = fn_[0][bulk];
   if (a.nops <= CLB_P2P_SMALL_OPS) {
     small.state = a.state;
     small.hostError = a.hostError;
@@ -752,7 +770,7 @@ clbResult_t PeerDevice::launch(std::vector<PeerOp>& ops, const std::vector<int>&
     small.alone = a.alone;
     std::copy(a.ops, a.ops + a.nops, small.ops);
     params[0] = &small;
-    fn = fnSmall_;
+    fn = fn_[1][bulk];
   }
   // This rank's launches run one after the other, whatever their streams: they share its state
   // and its pairs' counts (NCCL orders a communicator's calls alike). A capture neither waits nor

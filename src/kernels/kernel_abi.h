@@ -116,21 +116,26 @@ struct ClbDevCallArgs {
 
 // ---- point-to-point on device memory, ranks on one GPU (src/kernels/p2p.cu) ----
 // Per pair and direction the receiver owns an inbox in its GPU's memory, which the sender's
-// kernels write: two halves of CLB_P2P_CHUNK payload bytes in 16-byte lines (8 data bytes and the
-// flag twice, as the LL path's). Chunks are numbered per pair and direction from 1, on the device
-// (a graph replayed numbers on); chunk k goes to half k & 1 with flag k, and the sender writes it
-// once the receiver consumed chunk k - 2 of that half (credit[k & 1] >= k - 2), so no order of the
-// two ranks' kernels overwrites what is unread. A message the host marks inPlace (over 16 KiB and
+// kernels write: CLB_P2P_SLOTS slots of CLB_P2P_CHUNK payload bytes in 16-byte lines (8 data bytes,
+// the flag, and the flag mixed with the message's size). Chunks are numbered per pair and
+// direction from 1, on the device (a graph replayed numbers on); number k uses slot
+// k % CLB_P2P_SLOTS (flag k), and its sender writes it once the receiver is through with number
+// k - CLB_P2P_SLOTS of that slot (credit[slot] >= k - CLB_P2P_SLOTS), so no order of the two ranks'
+// kernels overwrites what is unread, every slot's numbers complete in order, and a large message
+// keeps that many chunks in flight. A message the host marks inPlace (over 16 KiB and
 // not part of a reduce; both ranks of the pair decide alike) is one "chunk" number that moves in
 // place instead: the receiver says it is ready (and, in one process, its buffer's address) in the
 // sender's box, the sender's blocks copy into it and say so in the receiver's box. Between
 // processes the address comes from the host instead (peerDst: the receiver's registered buffer as
 // mapped in the sender's process), and only registered receives move in place. Every operation of a batch in one
 // launch (one block per operation, several for a large send or copy), so that a batch's sends and
-// receives to many peers move side by side; the batch's local copies (a send to itself, a root's
+// receives to many peers move side by side (a message of several chunks in lines takes up to 8
+// blocks, its lanes, each moving a share of every chunk's lines); the batch's local copies (a send to itself, a root's
 // own block) are operations of the same launch. Batches of up to CLB_P2P_SMALL_OPS operations
-// launch clb_dev_p2p_small, whose parameters are that much smaller (a launch copies them).
+// launch clb_dev_p2p_small(_bulk), whose parameters are that much smaller (a launch copies them);
+// batches with a message of several lanes launch the _bulk kernels, the others the lean ones.
 #define CLB_P2P_CHUNK (32u * 1024u)
+#define CLB_P2P_SLOTS 2
 #define CLB_P2P_MAX_OPS 128
 #define CLB_P2P_SMALL_OPS 8
 // What a launch writes into its rank's mapped error word (ClbP2pArgs::hostError).
@@ -140,20 +145,25 @@ struct ClbDevCallArgs {
 // This rank's box for one peer (in this rank's GPU memory; the peer's kernels write `credit` and
 // `lines`, this rank's the rest).
 struct ClbP2pBox {
-  unsigned long long sent;       // chunks this rank sent to the peer
-  unsigned long long received;   // chunks this rank received from the peer
-  unsigned long long credit[2];  // [half]: the last chunk of this rank's the peer consumed there
-  // In place (a large message, number k, half k & 1): the peer, receiving from this rank, writes
-  // its buffer's address and then k into want; this rank, receiving from the peer, finds k in
-  // done once the peer's blocks copied into its buffer.
-  void* wantAddr[2];
-  unsigned long long want[2];
-  unsigned long long done[2];
-  // [half]: the last number this rank received from the peer there (its own kernels): an in-place
-  // receive publishes its address only once the one before in its half is through.
-  unsigned long long rxDone[2];
-  char lines[2][2 * CLB_P2P_CHUNK];  // [half]: the peer's chunks to this rank, in lines
+  unsigned long long sent;       // numbers this rank sent to the peer
+  unsigned long long received;   // numbers this rank received from the peer
+  unsigned long long credit[CLB_P2P_SLOTS];  // [slot]: the last number of this rank's the peer is through with there
+  // In place (a large message, number k, slot k % CLB_P2P_SLOTS): the peer, receiving from this
+  // rank, writes its buffer's address and then k into want; this rank, receiving from the peer,
+  // finds k in done once the peer's blocks copied into its buffer.
+  void* wantAddr[CLB_P2P_SLOTS];
+  unsigned long long want[CLB_P2P_SLOTS];
+  unsigned long long done[CLB_P2P_SLOTS];
+  // [slot]: the last number this rank received from the peer there (its own kernels): an
+  // in-place receive publishes its address only once the one before in its slot is through.
+  unsigned long long rxDone[CLB_P2P_SLOTS];
+  // [slot]: the lanes (blocks) of this rank's receive through the chunk there; the last one out
+  // credits it and sets this back to 0.
+  unsigned int lanes[CLB_P2P_SLOTS];
+  // [slot]: the peer's chunks to this rank, in lines (16-byte vector stores and loads: aligned).
+  alignas(16) char lines[CLB_P2P_SLOTS][2 * CLB_P2P_CHUNK];
 };
+static_assert(offsetof(ClbP2pBox, lines) % 16 == 0, "the lines are read and written 16 bytes at a time");
 
 // One rank's bookkeeping of its point-to-point launches (its GPU memory).
 struct ClbP2pState {
@@ -172,7 +182,7 @@ struct ClbP2pOp {
   int divideBy;  // recv-reduce: > 0 on an average's last step
   int type, op;  // recv-reduce: clbDataType_t, clbRedOp_t
   int inPlace;   // 1: moved in place (one number), 0: in chunks of lines
-  int firstBlock, blocks;  // the blocks of the launch that run it
+  int firstBlock, blocks;  // the blocks of the launch that run it (in lines: its lanes)
   ClbP2pBox* local;   // this rank's box for the peer
   ClbP2pBox* remote;  // the peer's box for this rank
   const void* src;    // send, copy

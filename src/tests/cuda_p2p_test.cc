@@ -684,6 +684,8 @@ TEST(DevicePeer, ProcessesFindAReceiveOfAnotherSizeAtOnce) {
 
 TEST(DevicePeer, ProcessesWriteLargeMessagesInPlaceIntoRegisteredBuffers) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  if (const char* v = getenv("COLIBRI_DEVICE_P2P_IN_PLACE"); v && std::string(v) == "off")
+    GTEST_SKIP() << "COLIBRI_DEVICE_P2P_IN_PLACE=off: every message moves in lines";
   for (int n : {2, 4}) runProcesses(n, "registered");
   runProcesses(2, "registered-mismatch");
 }
