@@ -16,7 +16,7 @@ with open(sys.argv[1]) as f:
         if m:
             ranks = int(m.group(1))
             continue
-        m = re.match(r"# (allReduce|allGather|reduceScatter|broadcast|sendRecv|allToAll)$", line.strip())
+        m = re.match(r"# (allReduce|allGather|reduceScatter|broadcast|sendRecv|allToAll|allToAllv)$", line.strip())
         if m:
             coll = m.group(1)
             continue

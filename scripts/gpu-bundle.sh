@@ -11,7 +11,7 @@ dir=${1:-.gpun}
 cmake -S src -B build/native -DCMAKE_BUILD_TYPE=Release -DCOLIBRI_BUILD_TESTS=ON >/dev/null
 cmake --build build/native -j "$(nproc)"
 rm -rf "$dir" && mkdir -p "$dir"
-cp build/native/colibri_tests build/native/colibri_device_bench build/native/colibri_kernels* \
+cp build/native/colibri_tests build/native/colibri_device_bench build/native/colibri_host_bench build/native/colibri_kernels* \
   build/native/kernel-images.txt build/native/libcolibri_verbs.so "$dir/"
 # The verbs emulator as the tests' libibverbs.so.1: colibri_tests finds it through its RPATH
 # ($ORIGIN/verbs-emu), the Java GPU tests through LD_LIBRARY_PATH (gpu-check.sh).

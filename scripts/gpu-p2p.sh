@@ -7,7 +7,8 @@
 # rank-process tests under compute-sanitizer memcheck, then the suite REPEATS times (default 2)
 # under the MPS daemon and once more there with every message in lines, then the rank-process tables under MPS: sendRecv with 2 ranks and allToAll
 # with 4, eager and graph, 8 B to 64 MiB, with and without registered buffers (and the registered
-# allReduce beside them, the direct path's reference), and sendRecv as threads. Under MPS every
+# allReduce beside them, the direct path's reference), allToAllv with 4, sendRecv as threads, and
+# what a split costs against an init (colibri_host_bench, rank threads). Under MPS every
 # client keeps the driver's default of 8 hardware queues: with 32 each, a fifth client's context
 # (4 rank processes and the test's parent) failed with CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED.
 # Logs go to DIR/p2p-logs, and into $OUT/gpu-p2p-logs.tgz when $OUT is set (the device tool
@@ -45,17 +46,23 @@ bench() {  # bench NAME ARGS...: a table into $out/NAME.txt, its key rows shown
   shift
   timeout 240 "$dir/colibri_device_bench" --min 8 --max $((64 << 20)) "$@" >"$out/$name.txt" 2>&1 || status=1
   echo "== $name"
-  grep -E '^# (sendRecv|allToAll|allReduce|Colibri|init|device)|^ +(8|4096|8192|32768|65536|1048576|16777216|67108864) ' "$out/$name.txt"
+  grep -E '^# (sendRecv|allToAll|allToAllv|allReduce|Colibri|init|device)|^ +(8|4096|8192|32768|65536|1048576|16777216|67108864) ' "$out/$name.txt"
 }
 for mode in "" --graph; do
   bench "sendrecv-n2-processes${mode:+-graph}" --ranks 2 --processes --coll sendrecv $mode
   bench "alltoall-n4-processes${mode:+-graph}" --ranks 4 --processes --coll alltoall $mode
+  bench "alltoallv-n4-processes${mode:+-graph}" --ranks 4 --processes --coll alltoallv $mode
   bench "sendrecv-n2-threads${mode:+-graph}" --ranks 2 --coll sendrecv $mode
   # Registered buffers: large messages between processes move in place; the all-reduce's direct
   # path between processes (also registered) is the bandwidth reference.
   bench "sendrecv-n2-processes-register${mode:+-graph}" --ranks 2 --processes --register --coll sendrecv $mode
   bench "alltoall-n4-processes-register${mode:+-graph}" --ranks 4 --processes --register --coll alltoall $mode
   bench "allreduce-n2-processes-register${mode:+-graph}" --ranks 2 --processes --register --coll allreduce $mode
+done
+# What a split costs against an init on this machine (colibri_host_bench: rank threads, shm).
+for n in 2 4; do
+  timeout 120 "$dir/colibri_host_bench" $n shm 4096 4096 1 50 >"$out/split-n$n.txt" 2>&1 || status=1
+  echo "== split-n$n: $(grep -E '^# ranks' "$out/split-n$n.txt" | tr '\n' ' ')"
 done
 echo quit | nvidia-cuda-mps-control
 [[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-p2p-logs.tgz" -C "$out" .

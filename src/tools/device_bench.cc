@@ -5,8 +5,11 @@
 // measures the device-to-device copy bandwidth of GPU 0 in the same run, the ceiling for anything
 // on one GPU.
 //   colibri_device_bench [--ranks N] [--min BYTES] [--max BYTES] [--iters K] [--graph] [--nccl]
-//                        [--inplace] [--dtype float32|bfloat16] [--coll all|allreduce|...|sendrecv|alltoall]
-//                        [--processes] [--register]
+//                        [--inplace] [--dtype float32|bfloat16]
+//                        [--coll all|allreduce|...|sendrecv|alltoall|alltoallv] [--processes] [--register]
+// allToAllv sends uneven shares (unevenCount: 1/3 to 3/3 of the block to each peer, as MoE
+// dispatch); its size column is one rank's whole buffer and its bus bandwidth what rank 0 sends
+// to the others per second.
 // --register registers every rank's buffers (clbCommRegister) after init: with --processes the
 // ranks then read each other's buffers in place instead of staging.
 // --footprint prints device memory, host RSS and init times instead of the sweep (see footprint()).
@@ -192,14 +195,27 @@ struct RankGpu {
   }
 };
 
+// allToAllv: the elements rank r sends to rank p out of `count` per peer (1/3 to 3/3 of it, as
+// MoE dispatch sends uneven shares; colibri_host_bench's definition).
+size_t unevenCount(size_t count, int r, int p) { return count * (1 + (r + p) % 3) / 3; }
+
 // One collective (0 allReduce, 1 allGather, 2 reduceScatter, 3 broadcast from rank 0, 4 sendRecv:
 // a ring exchange, count to the next rank and from the previous one, in a group; 5 allToAll:
-// count to every rank, a group of sends and receives for NCCL as nccl-tests makes it) through
-// Colibri or NCCL, sum for the reductions; "" or the library's error message.
+// count to every rank, a group of sends and receives for NCCL as nccl-tests makes it; 6
+// allToAllv: unevenCount(count, rank, p) to every rank p, from block p of `count` elements, into
+// block p) through Colibri or NCCL, sum for the reductions; "" or the library's error message.
 std::string collective(int c, const void* in, void* out, size_t count, bool bf16, clbComm_t comm, nccl::Comm ncomm,
                        CUstream s, int rank = 0, int nranks = 1) {
   const size_t esz = bf16 ? 2 : 4;
   const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  std::vector<size_t> sc, sd, rc6, rd;
+  if (c == 6)
+    for (int p = 0; p < nranks; p++) {
+      sc.push_back(unevenCount(count, rank, p));
+      rc6.push_back(unevenCount(count, p, rank));
+      sd.push_back((size_t)p * count);
+      rd.push_back((size_t)p * count);
+    }
   if (ncomm) {
     const int t = bf16 ? nccl::kBfloat16 : nccl::kFloat32;
     int rc = 0;
@@ -222,6 +238,14 @@ std::string collective(int c, const void* in, void* out, size_t count, bool bf16
         }
         if (int e = nccl::groupEnd()) rc = e;
         break;
+      case 6:
+        nccl::groupStart();
+        for (int p = 0; p < nranks && !rc; p++) {
+          rc = nccl::send((const char*)in + sd[p] * esz, sc[p], t, p, ncomm, s);
+          if (!rc) rc = nccl::recv((char*)out + rd[p] * esz, rc6[p], t, p, ncomm, s);
+        }
+        if (int e = nccl::groupEnd()) rc = e;
+        break;
     }
     return rc ? nccl::errorString(rc) : "";
   }
@@ -239,6 +263,7 @@ std::string collective(int c, const void* in, void* out, size_t count, bool bf16
       if (clbResult_t e = clbGroupEnd(); rc == clbSuccess) rc = e;
       break;
     case 5: rc = clbAllToAll(in, out, count, t, comm, s); break;
+    case 6: rc = clbAllToAllv(in, sc.data(), sd.data(), out, rc6.data(), rd.data(), t, comm, s); break;
   }
   return rc == clbSuccess ? "" : clbGetLastError();
 }
@@ -634,7 +659,7 @@ int main(int argc, char** argv) {
     else {
       fprintf(stderr,
               "usage: %s [--ranks N] [--min B] [--max B] [--iters K] [--graph] [--nccl] [--inplace] "
-              "[--dtype float32|bfloat16] [--coll all|allreduce|allgather|reducescatter|broadcast|sendrecv|alltoall] [--footprint] "
+              "[--dtype float32|bfloat16] [--coll all|allreduce|allgather|reducescatter|broadcast|sendrecv|alltoall|alltoallv] [--footprint] "
               "[--processes] [--register] [--enqueue]\n",
               argv[0]);
       return 2;
@@ -727,9 +752,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "%s\n", clbGetLastError());
     return 2;
   }
-  const char* names[] = {"allReduce", "allGather", "reduceScatter", "broadcast", "sendRecv", "allToAll"};
+  const char* names[] = {"allReduce", "allGather", "reduceScatter", "broadcast", "sendRecv", "allToAll", "allToAllv"};
   const double factor[] = {2.0 * (nranks - 1) / nranks, (nranks - 1.0) / nranks, (nranks - 1.0) / nranks, 1.0, 1.0,
-                           (nranks - 1.0) / nranks};
+                           (nranks - 1.0) / nranks, 1.0};
   Barrier& bar = sh->bar;
   double* seconds = sh->seconds;
   double* initMs = sh->initMs;
@@ -766,7 +791,7 @@ int main(int argc, char** argv) {
     bar.wait();
     if (r == 0) usedInit = usedOnGpu0();
     bool first = true;
-    for (int c = 0; c < 6; c++) {
+    for (int c = 0; c < 7; c++) {
       std::string lower = names[c];
       for (auto& ch : lower) ch = (char)tolower(ch);
       if (which != "all" && which != lower) continue;
@@ -783,7 +808,7 @@ int main(int argc, char** argv) {
       for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 2) {
         // size = the message (allReduce, broadcast, sendRecv) or all ranks' data (allGather,
         // reduceScatter) or one rank's whole buffer (allToAll: count to each of nranks)
-        size_t count = (c == 1 || c == 2 || c == 5) ? bytes / esz / nranks : bytes / esz;
+        size_t count = (c == 1 || c == 2 || c >= 5) ? bytes / esz / nranks : bytes / esz;
         if (count == 0) continue;
         // In place as NCCL defines it: allGather's input is the rank's block of the output,
         // reduceScatter's output the rank's block of the input.
@@ -835,9 +860,13 @@ int main(int argc, char** argv) {
           usedPeak = std::max(usedPeak, usedOnGpu0());
           double t = 0;
           for (int p = 0; p < nranks; p++) t = std::max(t, seconds[p]);
-          size_t sz = (c == 1 || c == 2 || c == 5) ? count * esz * nranks : count * esz;
+          size_t sz = (c == 1 || c == 2 || c >= 5) ? count * esz * nranks : count * esz;
           double algbw = sz / t / 1e9;
-          printf("  %12zu %12zu %10.2f %10.2f %10.2f\n", sz, count, t * 1e6, algbw, algbw * factor[c]);
+          // allToAllv: the bus bandwidth counts what rank 0 sends to the others.
+          double moved = 0;
+          for (int p = 1; p < nranks && c == 6; p++) moved += (double)unevenCount(count, 0, p) * esz;
+          printf("  %12zu %12zu %10.2f %10.2f %10.2f\n", sz, count, t * 1e6, algbw,
+                 c == 6 ? moved / t / 1e9 : algbw * factor[c]);
           fflush(stdout);
         }
         bar.wait();
