@@ -466,19 +466,26 @@ clbResult_t PeerDevice::placeAcrossProcesses(const std::vector<PeerOp>& ops, con
     const PlaceRecord& r = rec[j];
     if (o.kind != PeerOp::kSend) continue;
     const unsigned long long bytes = o.count * clbTypeSize(o.type);
+    // The receive waits on the GPU for a send that this rank cannot make: the pair's numbers no
+    // longer line up, so the communicator cannot go on (a retried send would complete that
+    // receive, into the wrong buffer).
+    auto fail = [&](clbResult_t code) {
+      c_->markFailed(code);
+      return code;
+    };
     if (r.bytes != bytes)
-      return setError(clbInvalidUsage, "rank %d sends %llu bytes to rank %d, whose receive is of %llu bytes: post "
-                      "each send with a receive of the same size", c_->rank, bytes, o.peer,
-                      (unsigned long long)r.bytes);
+      return fail(setError(clbInvalidUsage, "rank %d sends %llu bytes to rank %d, whose receive is of %llu bytes: post "
+                           "each send with a receive of the same size; the communicator cannot go on", c_->rank, bytes,
+                           o.peer, (unsigned long long)r.bytes));
     if (r.regId == kUnregistered) continue;
     if (r.digest != regs.digest())
-      return setError(clbInvalidUsage, "rank %d and rank %d hold different buffer registrations (a registration "
-                      "made or dropped on one of them only): register and deregister on every rank at the same point",
-                      c_->rank, o.peer);
+      return fail(setError(clbInvalidUsage, "rank %d and rank %d hold different buffer registrations (a registration "
+                           "made or dropped on one of them only): register and deregister on every rank at the same "
+                           "point; the communicator cannot go on", c_->rank, o.peer));
     char* base = regs.peerRange(r.regId, o.peer);
     if (!base)
-      return setError(clbInternalError, "rank %d: registration %llu of rank %d is not mapped here", c_->rank,
-                      (unsigned long long)r.regId, o.peer);
+      return fail(setError(clbInternalError, "rank %d: registration %llu of rank %d is not mapped here", c_->rank,
+                           (unsigned long long)r.regId, o.peer));
     (*place)[at[j]] = Placement{true, base + r.offset};
   }
   return clbSuccess;

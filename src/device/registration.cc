@@ -266,6 +266,9 @@ const Registrations::Registration* Registrations::findRegistration(const void* p
 }
 
 bool Registrations::locate(const void* p, size_t len, uint64_t* id, uint64_t* offset) {
+  // With some GPUs unable to reach each other no rank maps its peers' registrations (every rank
+  // decides that alike at set-up), so a sender could not write there.
+  if (s_.viaHost) return false;
   const Registration* r = regs_.empty() ? nullptr : findRegistration(p, len, offset);
   if (r) *id = r->id;
   return r != nullptr;

@@ -313,13 +313,15 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
       }
       __syncthreads();
       if (failed) return;
-      // Every line of chunk k read (by every lane): the slot is the sender's again. A lane that
+      // Every line of chunk k read (by every lane that has some: a short last chunk leaves lanes
+      // without lines, and they take no part): the slot is the sender's again. A lane that
       // finishes the slot's next chunk counts on only after this credit (its lines come after
       // it), so one counter per slot serves every chunk.
-      if (threadIdx.x == 0) {
+      const unsigned long long busy = all < (unsigned long long)o.blocks ? all : (unsigned long long)o.blocks;
+      if (threadIdx.x == 0 && l0 < lines) {
         __threadfence();
-        if (o.blocks == 1 || atomicAdd(&o.local->lanes[slot], 1u) == (unsigned)o.blocks - 1) {
-          if (o.blocks > 1) {
+        if (busy == 1 || atomicAdd(&o.local->lanes[slot], 1u) == (unsigned)busy - 1) {
+          if (busy > 1) {
             o.local->lanes[slot] = 0;
             __threadfence();
           }

@@ -771,9 +771,9 @@ TEST(PeerProcesses, APeerThatDiesIsNamedByTheWaitingReceive) {
 }
 
 // Under transport verbs the pairs' messages move over queue pairs of their own (RDMA WRITE with
-// immediate into the peer's receive slots), set up at the pair's first message over its TCP
-// connection: every rank logs its channel with every peer of an all-to-all, nothing says that
-// point-to-point goes over TCP, and every element arrives (messages of several slots each way).
+// immediate into the peer's receive slots), set up from the pair's first message over its TCP
+// connection: every rank logs its channel with every peer of repeated all-to-alls, nothing says
+// that point-to-point goes over TCP, and every element arrives (messages of several slots each way).
 struct LogLines {
   std::mutex mutex;
   std::vector<std::string> got;
@@ -793,13 +793,18 @@ TEST(PeerVerbs, PairsMoveOverQueuePairsOfTheirOwn) {
   const int n = 3;
   const size_t count = 300007;  // int32: about 1.2 MiB per peer, many 64 KiB messages
   auto errors = runRanks(n, clbTransportVerbs, [&](int r, clbComm_t comm) {
-    std::vector<int32_t> out((size_t)n * count), in((size_t)n * count, -1);
-    for (int p = 0; p < n; p++)
-      for (size_t i = 0; i < count; i++) out[p * count + i] = (int32_t)(r * 1000003 + p * 7919 + (int64_t)i);
-    ASSERT_EQ(clbAllToAll(out.data(), in.data(), count, clbInt32, comm, nullptr), clbSuccess) << clbGetLastError();
-    for (int p = 0; p < n; p++)
-      for (size_t i = 0; i < count; i++)
-        ASSERT_EQ(in[p * count + i], (int32_t)(p * 1000003 + r * 7919 + (int64_t)i)) << "from rank " << p << ", element " << i;
+    // Several calls: the first messages of a pair may go over its TCP connection while the
+    // channel is set up (a send does not wait for that), the later ones over the channel.
+    for (int round = 0; round < 6; round++) {
+      std::vector<int32_t> out((size_t)n * count), in((size_t)n * count, -1);
+      for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < count; i++) out[p * count + i] = (int32_t)(r * 1000003 + p * 7919 + round + (int64_t)i);
+      ASSERT_EQ(clbAllToAll(out.data(), in.data(), count, clbInt32, comm, nullptr), clbSuccess) << clbGetLastError();
+      for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < count; i++)
+          ASSERT_EQ(in[p * count + i], (int32_t)(p * 1000003 + r * 7919 + round + (int64_t)i))
+              << "round " << round << " from rank " << p << ", element " << i;
+    }
   });
   EXPECT_EQ(clbSetLogCallback(nullptr, nullptr), clbSuccess);
   EXPECT_EQ(clbSetLogLevel(level), clbSuccess);
@@ -813,6 +818,55 @@ TEST(PeerVerbs, PairsMoveOverQueuePairsOfTheirOwn) {
       EXPECT_TRUE(found) << "no log line \"" << want << "\"";
     }
   for (const std::string& l : lines.got) EXPECT_FALSE(contains(l, "over TCP")) << l;
+}
+
+// A send returns as soon as the pair's staging takes it, before its peer is in any call with this
+// rank: rank 0 sends to 1 then to 2, rank 1 receives from 2 then from 0, rank 2 receives from 0
+// then sends to 1, each call alone. Rank 0's first send must not wait for rank 1 (busy waiting for
+// rank 2, which waits for rank 0's second send). Over verbs the pair's channel is not set up at
+// that point (it needs both ranks), so those messages go over the pair's TCP connection first.
+TEST(PeerVerbs, ASendDoesNotWaitForItsPeerToSetTheChannelUp) {
+  for (int transport : {clbTransportSocket, clbTransportVerbs}) {
+    auto errors = runRanks(3, transport, [&](int r, clbComm_t comm) {
+      std::vector<int64_t> a(1000), b(1000);
+      auto fill = [](std::vector<int64_t>& v, int from, int to) {
+        for (size_t i = 0; i < v.size(); i++) v[i] = from * 1000003 + to * 7919 + (int64_t)i;
+      };
+      auto expect = [](const std::vector<int64_t>& v, int from, int to) {
+        for (size_t i = 0; i < v.size(); i++)
+          if (v[i] != from * 1000003 + to * 7919 + (int64_t)i) return false;
+        return true;
+      };
+      if (r == 0) {
+        fill(a, 0, 1);
+        fill(b, 0, 2);
+        ASSERT_EQ(clbSend(a.data(), a.size(), clbInt64, 1, comm, nullptr), clbSuccess) << clbGetLastError();
+        ASSERT_EQ(clbSend(b.data(), b.size(), clbInt64, 2, comm, nullptr), clbSuccess) << clbGetLastError();
+      } else if (r == 1) {
+        ASSERT_EQ(clbRecv(a.data(), a.size(), clbInt64, 2, comm, nullptr), clbSuccess) << clbGetLastError();
+        ASSERT_EQ(clbRecv(b.data(), b.size(), clbInt64, 0, comm, nullptr), clbSuccess) << clbGetLastError();
+        EXPECT_TRUE(expect(a, 2, 1)) << "from rank 2";
+        EXPECT_TRUE(expect(b, 0, 1)) << "from rank 0";
+      } else {
+        ASSERT_EQ(clbRecv(a.data(), a.size(), clbInt64, 0, comm, nullptr), clbSuccess) << clbGetLastError();
+        EXPECT_TRUE(expect(a, 0, 2)) << "from rank 0";
+        fill(b, 2, 1);
+        ASSERT_EQ(clbSend(b.data(), b.size(), clbInt64, 1, comm, nullptr), clbSuccess) << clbGetLastError();
+      }
+      // Then many messages both ways on every pair, over the channels once they are up.
+      for (int round = 0; round < 20; round++) {
+        std::vector<int64_t> out(3000), in(3000);
+        const int next = (r + 1) % 3, prev = (r + 2) % 3;
+        fill(out, r * 10 + round, next);
+        ASSERT_EQ(clbGroupStart(), clbSuccess);
+        ASSERT_EQ(clbSend(out.data(), out.size(), clbInt64, next, comm, nullptr), clbSuccess);
+        ASSERT_EQ(clbRecv(in.data(), in.size(), clbInt64, prev, comm, nullptr), clbSuccess);
+        ASSERT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
+        ASSERT_TRUE(expect(in, prev * 10 + round, r)) << "round " << round;
+      }
+    }, 64 << 10, CLB_DEFAULT_STAGING_CAP_BYTES, 10000);
+    expectInitOk(errors);
+  }
 }
 
 TEST(PeerProcesses, ShmRingAndAllToAllAcrossThreeProcesses) { runProcesses(3, clbTransportShm); }

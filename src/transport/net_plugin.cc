@@ -218,7 +218,7 @@ NetPeerChannel::~NetPeerChannel() {
   if (ch_) p_->destroy(ch_);
 }
 
-// One set-up message over the TCP link (index 1: the connection info, 2: "connected").
+// One set-up message over the TCP link (kInfo: the connection info, kConnected, kSwitch).
 clbResult_t NetPeerChannel::linkSend(const void* data, size_t bytes, uint64_t index, bool* sent) {
   *sent = false;
   void* buf = nullptr;
@@ -237,63 +237,69 @@ clbResult_t NetPeerChannel::linkSend(const void* data, size_t bytes, uint64_t in
   return clbSuccess;
 }
 
-clbResult_t NetPeerChannel::linkRecv(std::vector<char>* data, uint64_t index, bool* got) {
-  *got = false;
-  const MsgTag* tag = nullptr;
-  const void* buf = nullptr;
-  CLB_CHECK(link_->tryRecv(&tag, &buf));
-  if (!buf) return clbSuccess;
-  if (tag->op.coll != kPeerSetUp || tag->index != index) {
-    const uint64_t was = tag->index;
-    link_->releaseRecv();
-    return setError(clbRemoteError, "rank %d: rank %d sent set-up message %llu of its %s point-to-point channel, "
-                    "expected %llu", c_->rank, peer_, (unsigned long long)was, p_->name, (unsigned long long)index);
+// The set-up messages at the head of the link, taken in turn; stops at a data message (the peer's,
+// sent before it switched: tryRecv's) or when nothing is there.
+clbResult_t NetPeerChannel::pump() {
+  for (;;) {
+    if (holdingLink_) return clbSuccess;  // a data message is being read
+    const MsgTag* tag = nullptr;
+    const void* buf = nullptr;
+    CLB_CHECK(link_->tryRecv(&tag, &buf));
+    if (!buf || tag->op.coll != kPeerSetUp) return clbSuccess;
+    const uint64_t index = tag->index;
+    const uint64_t want = !gotInfo_ ? kInfo : !gotConnected_ ? kConnected : kSwitch;
+    if (index != want || peerSwitched_) {
+      link_->releaseRecv();
+      return setError(clbRemoteError, "rank %d: rank %d sent set-up message %llu of its %s point-to-point channel, "
+                      "expected %llu", c_->rank, peer_, (unsigned long long)index, p_->name,
+                      (unsigned long long)want);
+    }
+    if (index == kInfo) {
+      std::vector<char> theirs(static_cast<const char*>(buf), static_cast<const char*>(buf) + tag->bytes);
+      CLB_CHECK(link_->releaseRecv());
+      CLB_CHECK(p_->peerConnect(ch_, theirs.data(), theirs.size()));
+      gotInfo_ = true;
+    } else {
+      CLB_CHECK(link_->releaseRecv());
+      if (index == kConnected) gotConnected_ = true;
+      else peerSwitched_ = true;
+    }
   }
-  data->assign(static_cast<const char*>(buf), static_cast<const char*>(buf) + tag->bytes);
-  CLB_CHECK(link_->releaseRecv());
-  *got = true;
-  return clbSuccess;
 }
 
 clbResult_t NetPeerChannel::advance() {
-  if (state_ == kNew) {
+  if (!ch_) {
     const clbNetHost_v1_t host = netHostFor(c_);
     info_.assign(1024, 0);
     size_t len = info_.size();
     CLB_CHECK(p_->peerOpen(&host, peer_, &ch_, info_.data(), &len));
     info_.resize(len);
-    state_ = kSettingUp;
   }
-  // Every step that can go now, each call: a receive is always tried, so a closed link (the peer
-  // gone) is found whatever step this side is at.
-  if (!sentInfo_) CLB_CHECK(linkSend(info_.data(), info_.size(), 1, &sentInfo_));
-  std::vector<char> got;
-  bool in = false;
-  if (!gotInfo_) {
-    CLB_CHECK(linkRecv(&got, 1, &in));
-    if (in) {
-      CLB_CHECK(p_->peerConnect(ch_, got.data(), got.size()));
-      gotInfo_ = true;
-    }
-  } else if (!gotConnected_) {
-    CLB_CHECK(linkRecv(&got, 2, &gotConnected_));
-  }
+  // Every step that can go now, at every call: each side sends its info, connects once the peer's
+  // is in and says so, starts once the peer has said so too, then sends the switch and moves its
+  // messages over the channel from there on. A closed link (the peer gone) shows at any step.
+  if (!sentInfo_) CLB_CHECK(linkSend(info_.data(), info_.size(), kInfo, &sentInfo_));
+  CLB_CHECK(pump());
   if (gotInfo_ && !sentConnected_) {
     const char yes = 1;
-    CLB_CHECK(linkSend(&yes, 1, 2, &sentConnected_));
+    CLB_CHECK(linkSend(&yes, 1, kConnected, &sentConnected_));
+  }
+  if (sentConnected_ && gotConnected_ && !started_) {
+    CLB_CHECK(p_->peerStart(ch_, maxBytes_));
+    started_ = true;
+    watchedMs_ = nowMs();
+  }
+  if (started_ && !switched_ && !sendingLink_) {
+    const char yes = 1;
+    CLB_CHECK(linkSend(&yes, 1, kSwitch, &switched_));
+    if (switched_) CLB_INFO("rank %d: point-to-point channel with rank %d over %s", c_->rank, peer_, p_->name);
   }
   bool sent = false;
-  CLB_CHECK(link_->progress(&sent));
-  if (sentConnected_ && gotConnected_) {
-    CLB_CHECK(p_->peerStart(ch_, maxBytes_));
-    state_ = kReady;
-    watchedMs_ = nowMs();
-    CLB_INFO("rank %d: point-to-point channel with rank %d over %s", c_->rank, peer_, p_->name);
-  }
-  return clbSuccess;
+  return link_->progress(&sent);
 }
 
 clbResult_t NetPeerChannel::watchLink() {
+  if (!peerSwitched_) return pump();  // the peer's messages still come over the link: tryRecv reads it
   const int64_t now = nowMs();
   if (now - watchedMs_ < 2) return clbSuccess;
   watchedMs_ = now;
@@ -302,42 +308,72 @@ clbResult_t NetPeerChannel::watchLink() {
   CLB_CHECK(link_->tryRecv(&tag, &buf));
   if (buf)
     return setError(clbRemoteError, "rank %d: rank %d sent a message over the TCP link of their %s point-to-point "
-                    "channel, which carries only its set-up", c_->rank, peer_, p_->name);
+                    "channel after switching to it", c_->rank, peer_, p_->name);
   return clbSuccess;
 }
 
 clbResult_t NetPeerChannel::trySend(size_t bytes, void** buf, size_t* room) {
   *buf = nullptr;
-  if (state_ != kReady) CLB_CHECK(advance());
-  if (state_ != kReady) return clbSuccess;
+  if (!switched_) CLB_CHECK(advance());
   bytes = std::min(bytes, maxBytes_);
+  if (!switched_) {
+    // Not switched yet: over the link, at once, as the TCP transport would (the peer need not be
+    // in a call for the send to go).
+    CLB_CHECK(link_->trySend(bytes, buf, room));
+    if (*buf) {
+      *room = std::min(*room, bytes);
+      sendingLink_ = true;
+    }
+    return clbSuccess;
+  }
   CLB_CHECK(p_->trySend(ch_, bytes, buf));
   *room = bytes;
   if (!*buf) CLB_CHECK(watchLink());  // no room: is the peer still there?
   return clbSuccess;
 }
 
-clbResult_t NetPeerChannel::postSend(const MsgTag& tag) { return p_->postSend(ch_, asNet(tag)); }
+clbResult_t NetPeerChannel::postSend(const MsgTag& tag) {
+  if (sendingLink_) {
+    sendingLink_ = false;
+    return link_->postSend(tag);
+  }
+  return p_->postSend(ch_, asNet(tag));
+}
 
 clbResult_t NetPeerChannel::tryRecv(const MsgTag** tag, const void** buf) {
   *buf = nullptr;
-  if (state_ != kReady) CLB_CHECK(advance());
-  if (state_ != kReady) return clbSuccess;
+  if (!peerSwitched_) {
+    // The peer's messages before its switch come over the link, between the set-up messages
+    // (one may arrive between pump and the read: then it is pumped too).
+    if (!switched_) CLB_CHECK(advance());
+    for (;;) {
+      CLB_CHECK(pump());
+      if (peerSwitched_) break;
+      CLB_CHECK(link_->tryRecv(tag, buf));
+      if (!*buf) return clbSuccess;
+      if ((*tag)->op.coll == kPeerSetUp) continue;
+      holdingLink_ = true;
+      return clbSuccess;
+    }
+  }
   CLB_CHECK(p_->tryRecv(ch_, reinterpret_cast<clbNetTag_v1_t*>(&got_), buf));
   *tag = &got_;
   if (!*buf) CLB_CHECK(watchLink());  // nothing came: is the peer still there?
   return clbSuccess;
 }
 
-clbResult_t NetPeerChannel::releaseRecv() { return p_->releaseRecv(ch_); }
+clbResult_t NetPeerChannel::releaseRecv() {
+  if (holdingLink_) {
+    holdingLink_ = false;
+    return link_->releaseRecv();
+  }
+  return p_->releaseRecv(ch_);
+}
 
 clbResult_t NetPeerChannel::progress(bool* sent) {
-  *sent = true;
-  if (state_ != kReady) {
-    CLB_CHECK(advance());
-    *sent = false;  // the set-up still needs this side's calls
-  }
-  return clbSuccess;
+  // What went over the link must be written out; the channel's writes need no call.
+  if (!switched_ || !peerSwitched_) CLB_CHECK(advance());
+  return link_->progress(sent);
 }
 
 clbResult_t connectNetChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, const clbNetDeviceMemory_v1_t* device,

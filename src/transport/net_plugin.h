@@ -61,12 +61,14 @@ class NetRingChannel : public RingChannel {
 bool netPluginHasPeers(const clbNetPlugin_v1_t* plugin);
 
 // A plugin's point-to-point channel with one peer as the core's PeerChannel, set up over `link`
-// (the pair's TCP channel, which then carries nothing else): each side opens its channel and
-// sends its connection info, connects once the peer's info is in and says so, and starts (slots
-// announced, messages moving) once the peer has said so too, so nothing reaches a queue pair the
-// peer has not connected yet. Nothing blocks: each call moves the set-up on as far as it can, so
-// a batch that names its peers in any order never waits in a circle. The link stays open and is
-// watched: its closing is how a peer that died is found (no queue pair says so while idle).
+// (the pair's TCP channel): each side opens its channel and sends its connection info, connects
+// once the peer's info is in and says so, and starts (slots announced) once the peer has said so
+// too, so nothing reaches a queue pair the peer has not connected yet. Until then this side's
+// messages go over the link, so a send is as eager as over TCP (the peer need not be in a call);
+// then it sends "switch" and moves the rest over the channel, and the peer reads the link up to
+// that switch first. Nothing blocks: each call moves the set-up on as far as it can, so a batch
+// that names its peers in any order never waits in a circle. The link stays open and is watched:
+// its closing is how a peer that died is found (no queue pair says so while idle).
 class NetPeerChannel : public PeerChannel {
  public:
   NetPeerChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, int peer, PeerChannel* link);
@@ -77,25 +79,28 @@ class NetPeerChannel : public PeerChannel {
   clbResult_t tryRecv(const MsgTag** tag, const void** buf) override;
   clbResult_t releaseRecv() override;
   clbResult_t progress(bool* sent) override;
-  // Set up: messages move over the plugin's channel (until then the TCP link is what to poll).
-  bool ready() const { return state_ == kReady; }
-  // Destroy of a healthy rank: every message posted acknowledged by the peer (nothing if never set up).
-  clbResult_t finish() { return state_ == kReady ? p_->finish(ch_) : clbSuccess; }
+  // This side's messages go over the plugin's channel (until then the TCP link is what to poll).
+  bool ready() const { return switched_; }
+  // Destroy of a healthy rank: every message posted over the channel acknowledged by the peer.
+  clbResult_t finish() { return started_ ? p_->finish(ch_) : clbSuccess; }
 
  private:
-  enum State { kNew, kSettingUp, kReady };
+  enum : uint64_t { kInfo = 1, kConnected = 2, kSwitch = 3 };  // set-up messages over the link
   clbResult_t advance();
-  clbResult_t watchLink();  // once set up: the link closing (the peer died) or carrying anything is an error
+  clbResult_t pump();
+  clbResult_t watchLink();  // once switched both ways: the link closing (the peer died) or carrying anything is an error
   clbResult_t linkSend(const void* data, size_t bytes, uint64_t index, bool* sent);
-  clbResult_t linkRecv(std::vector<char>* data, uint64_t index, bool* got);
   clbComm* c_;
   const clbNetPlugin_v1_t* p_;
   int peer_;
   PeerChannel* link_;
   clbNetChannel ch_ = nullptr;
-  State state_ = kNew;
-  // The set-up's steps: each side sends its info and, once it connected to the peer's, says so.
-  bool sentInfo_ = false, gotInfo_ = false, sentConnected_ = false, gotConnected_ = false;
+  // The set-up's steps: each side sends its info and, once it connected to the peer's, says so;
+  // started (slots announced) once both have; then each sends "switch" and moves its messages
+  // over the channel, those before it having gone over the link.
+  bool sentInfo_ = false, gotInfo_ = false, sentConnected_ = false, gotConnected_ = false, started_ = false;
+  bool switched_ = false, peerSwitched_ = false;
+  bool sendingLink_ = false, holdingLink_ = false;  // a message of the link acquired / held
   int64_t watchedMs_ = 0;
   size_t maxBytes_;
   std::vector<char> info_;

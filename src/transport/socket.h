@@ -34,7 +34,7 @@ ssize_t readNow(Link& link, void* buf, size_t bytes, int* closedErrno);
 class LinkTransport : public Transport {
  public:
   // `plugin`: the network plugin of the ring channel (transport verbs), whose point-to-point
-  // channels carry the pairs' messages where it has them; NULL: TCP.
+  // channels carry the pairs' messages (every rank's has them: createTransport agreed); NULL: TCP.
   LinkTransport(clbComm* comm, int kind, std::unique_ptr<RingChannel> ring, std::string describe = std::string(),
                 const clbNetPlugin_v1_t* plugin = nullptr);
   ~LinkTransport() override;
@@ -66,7 +66,6 @@ class LinkTransport : public Transport {
   std::vector<std::unique_ptr<SocketPeerChannel>> peers_;  // per peer once used
   const clbNetPlugin_v1_t* plugin_ = nullptr;
   std::vector<std::unique_ptr<NetPeerChannel>> netPeers_;  // per peer once used, over peers_[p]
-  bool warnedVerbs_ = false;
 };
 
 // Both directions with one peer over one TCP connection (transport/socket_peer.cc): sends are

@@ -191,12 +191,6 @@ clbResult_t LinkTransport::peer(int p, PeerChannel** out) {
   if (peers_.empty()) peers_.resize(comm_->nranks);
   const bool overPlugin = netPluginHasPeers(plugin_);
   if (!peers_[p]) {
-    if (kind_ == clbTransportVerbs && !overPlugin && !warnedVerbs_) {
-      warnedVerbs_ = true;
-      CLB_WARN("rank %d: the verbs plugin has no point-to-point channels (an older libcolibri_verbs.so): "
-               "point-to-point messages go over TCP (one connection per pair of ranks); the collectives use RDMA",
-               comm_->rank);
-    }
     peers_[p] = std::make_unique<SocketPeerChannel>(comm_, p);
   }
   if (!overPlugin) {

@@ -42,21 +42,34 @@ clbResult_t createTransport(clbComm* c, std::unique_ptr<Transport>* out) {
     // notices on the bootstrap connections.
     // Every rank learns whether every rank has it, so that none waits in the plugin's exchanges
     // for a rank that could not load it.
+    // Also whether each rank's plugin has point-to-point channels: the pairs use them only where
+    // every rank's has (an older plugin on one host sends every pair over TCP, all ranks alike).
     const clbNetPlugin_v1_t* plugin = nullptr;
     clbResult_t rc = loadNetPlugin("verbs", &plugin);
     const std::string myError = rc != clbSuccess ? lastError() : std::string();
-    std::vector<int32_t> status(c->nranks, 0);
-    status[c->rank] = rc;
-    CLB_CHECK(c->boot.allGather(status.data(), sizeof(int32_t)));
+    struct Status {
+      int32_t rc, peers;
+    };
+    std::vector<Status> status(c->nranks, Status{0, 0});
+    status[c->rank] = Status{rc, rc == clbSuccess && netPluginHasPeers(plugin) ? 1 : 0};
+    CLB_CHECK(c->boot.allGather(status.data(), sizeof(Status)));
     if (rc != clbSuccess) return setError(rc, "%s", myError.c_str());
-    for (int p = 0; p < c->nranks; p++)
-      if (status[p] != clbSuccess)
+    int without = -1;  // a rank whose plugin has no point-to-point channels
+    for (int p = 0; p < c->nranks; p++) {
+      if (status[p].rc != clbSuccess)
         return setError(clbRemoteError, "rank %d could not load the verbs network plugin (see its error), so rank %d "
                         "cannot use transport verbs either", p, c->rank);
+      if (!status[p].peers && without < 0) without = p;
+    }
+    if (without >= 0 && c->rank == 0)
+      CLB_WARN("the verbs plugin of rank %d has no point-to-point channels (an older libcolibri_verbs.so): every "
+               "rank sends point-to-point messages over TCP (one connection per pair); the collectives use RDMA",
+               without);
     std::unique_ptr<NetRingChannel> ring;
     std::string describe;
     CLB_CHECK(connectNetChannel(c, plugin, nullptr, &ring, &describe));
-    *out = std::make_unique<LinkTransport>(c, clbTransportVerbs, std::move(ring), std::move(describe), plugin);
+    *out = std::make_unique<LinkTransport>(c, clbTransportVerbs, std::move(ring), std::move(describe),
+                                           without < 0 ? plugin : nullptr);
   } else {
     *out = std::make_unique<LinkTransport>(c, clbTransportSocket,
                                            std::make_unique<SocketRingChannel>(c, c->boot.next(), c->boot.prev()));

@@ -961,6 +961,10 @@ clbResult_t VerbsChannel::waitRecv(const MsgTag& expect, const void** buf) {
 clbResult_t VerbsChannel::waitRecvTag(MsgTag* out, const void** buf) {
   CLB_CHECK(sticky());
   CLB_CHECK(waitFor([&] { return recvSeq_ > recvReleased_; }, "a ring message from the previous rank", prev_));
+  return takeArrived(out, buf);
+}
+
+clbResult_t VerbsChannel::takeArrived(MsgTag* out, const void** buf) {
   const Arrived& a = arrived_[recvReleased_ % K_];
   const char* s = a.region->slot(a.slot);
   MsgTag& got = *out;
@@ -985,7 +989,9 @@ clbResult_t VerbsChannel::waitRecvTag(MsgTag* out, const void** buf) {
 }
 
 clbResult_t VerbsChannel::releaseRecv() {
-  CLB_CHECK(sticky());
+  // A point-to-point channel that failed still lets go of what it delivered (tryRecvTag), without
+  // a credit: the peer is gone or the link is broken, and the next try says so.
+  if (o_.peer < 0 || !holding_) CLB_CHECK(sticky());
   if (!holding_) return setError(clbInternalError, "verbs: releaseRecv without waitRecv");
   holding_ = false;
   Arrived& a = arrived_[recvReleased_ % K_];
@@ -994,6 +1000,7 @@ clbResult_t VerbsChannel::releaseRecv() {
   a.parts = 0;
   recvReleased_++;
   collectRetired();
+  if (failed_ != clbSuccess) return clbSuccess;  // a point-to-point channel's (above): no credit
   CLB_CHECK(postZero(recvQps_[0], imm(kKindCredit, (uint32_t)recvReleased_), prevInfo_.ctlAddr, prevInfo_.ctlRkey,
                      "a credit"));
   return progress();
@@ -1017,10 +1024,12 @@ clbResult_t VerbsChannel::trySend(size_t bytes, void** buf) {
 
 clbResult_t VerbsChannel::tryRecvTag(MsgTag* got, const void** buf) {
   *buf = nullptr;
-  CLB_CHECK(sticky());
-  CLB_CHECK(progress());
-  if (recvSeq_ == recvReleased_) return clbSuccess;
-  return waitRecvTag(got, buf);
+  // What arrived whole is delivered even after the channel failed (a peer that destroyed its side
+  // once its last messages were acknowledged turns this rank's next credit into an error).
+  if (recvSeq_ == recvReleased_) CLB_CHECK(progress());
+  if (recvSeq_ == recvReleased_) return sticky();
+  if (holding_) return setError(clbInternalError, "verbs: tryRecv while holding a message");
+  return takeArrived(got, buf);
 }
 
 clbResult_t VerbsChannel::finish() {

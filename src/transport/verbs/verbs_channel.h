@@ -171,6 +171,8 @@ class VerbsChannel : public RingChannel {
   // The next incoming message and the tag it came with, not compared with anything (the plugin
   // entry: the core compares). Holds the message until releaseRecv.
   clbResult_t waitRecvTag(MsgTag* got, const void** buf);
+  // The oldest message that arrived whole (recvSeq_ > recvReleased_), checked and held.
+  clbResult_t takeArrived(MsgTag* got, const void** buf);
   clbResult_t releaseRecv() override;
   // Non-blocking forms, for point-to-point (the core's PeerChannel): space for the next message
   // of `bytes` (within what prepare staged), or *buf NULL while the receiver has no free slot for
