@@ -1,0 +1,465 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// libnccl.so.2 on Colibri: NCCL's C interface (nccl.h, NCCL 2.28's binary interface) implemented
+// over Colibri's own C ABI (libcolibri.so, found beside this library), natively: nothing is ever
+// forwarded to an NVIDIA NCCL. Each call maps its arguments (NCCL's type and operation numbers
+// differ from Colibri's) and its result; what Colibri does not do yet is refused with
+// ncclInvalidUsage and a ncclGetLastError text that says so and what to do instead.
+//
+// An ncclComm_t is a Colibri communicator (clbComm_t) as it is. Host buffers with a NULL stream
+// work as they do through Colibri's C ABI (an extension of NCCL's interface), so the interface
+// is tested on machines without a GPU.
+#include <dlfcn.h>
+
+#include <cstdarg>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "colibri/colibri.h"
+#include "nccl/nccl.h"
+
+#define NCCL_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+static_assert(sizeof(ncclUniqueId) == sizeof(clbUniqueId), "an NCCL unique id carries a Colibri one as it is");
+
+// The calling thread's last failure of this library's own (a refusal before any Colibri call);
+// otherwise ncclGetLastError is Colibri's last error.
+thread_local std::string tError;
+thread_local bool tOwnError = false;
+
+// Every entry point starts with one: the previous call's own error is gone.
+struct Entry {
+  Entry() { tOwnError = false; }
+};
+
+ncclResult_t refuse(ncclResult_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+ncclResult_t refuse(ncclResult_t code, const char* fmt, ...) {
+  char b[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(b, sizeof b, fmt, ap);
+  va_end(ap);
+  tError = b;
+  tOwnError = true;
+  return code;
+}
+
+ncclResult_t result(clbResult_t rc) {
+  switch (rc) {
+    case clbSuccess: return ncclSuccess;
+    case clbInvalidArgument: return ncclInvalidArgument;
+    case clbInvalidUsage: return ncclInvalidUsage;
+    case clbSystemError: return ncclSystemError;
+    case clbInternalError: return ncclInternalError;
+    case clbRemoteError:
+    case clbTimeout:
+    case clbAborted: return ncclRemoteError;
+    case clbAuthError: return ncclInvalidUsage;
+    case clbUnsupported: return ncclInvalidUsage;
+    case clbOutOfMemory: return ncclSystemError;
+    default: return ncclInternalError;
+  }
+}
+
+clbComm_t of(ncclComm_t comm) { return reinterpret_cast<clbComm_t>(comm); }
+
+const char* typeName(ncclDataType_t t) {
+  return t == ncclFloat8e4m3 ? "ncclFloat8e4m3" : t == ncclFloat8e5m2 ? "ncclFloat8e5m2" : "this type";
+}
+
+// NCCL's type as Colibri's. `reduces`: the call does arithmetic on the elements; a call that only
+// moves them moves fp8 as bytes.
+bool type(ncclDataType_t t, bool reduces, clbDataType_t* out, ncclResult_t* rc) {
+  switch (t) {
+    case ncclInt8: *out = clbInt8; return true;
+    case ncclUint8: *out = clbUint8; return true;
+    case ncclInt32: *out = clbInt32; return true;
+    case ncclUint32: *out = clbUint32; return true;
+    case ncclInt64: *out = clbInt64; return true;
+    case ncclUint64: *out = clbUint64; return true;
+    case ncclFloat16: *out = clbFloat16; return true;
+    case ncclFloat32: *out = clbFloat32; return true;
+    case ncclFloat64: *out = clbFloat64; return true;
+    case ncclBfloat16: *out = clbBfloat16; return true;
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      if (!reduces) {
+        *out = clbUint8;
+        return true;
+      }
+      *rc = refuse(ncclInvalidArgument, "datatype %s: Colibri does not reduce fp8 elements yet; reduce them as "
+                   "ncclBfloat16 or ncclFloat16 (calls that only move data take fp8)", typeName(t));
+      return false;
+    default:
+      *rc = refuse(ncclInvalidArgument, "datatype %d is not an ncclDataType_t (0 .. %d)", (int)t, ncclNumTypes - 1);
+      return false;
+  }
+}
+
+bool op(ncclRedOp_t o, clbRedOp_t* out, ncclResult_t* rc) {
+  switch (o) {
+    case ncclSum: *out = clbSum; return true;
+    case ncclProd: *out = clbProd; return true;
+    case ncclMax: *out = clbMax; return true;
+    case ncclMin: *out = clbMin; return true;
+    case ncclAvg: *out = clbAvg; return true;
+    default:
+      *rc = refuse(ncclInvalidArgument, "reduction operation %d: Colibri has sum, prod, max, min and avg "
+                   "(ncclRedOpCreatePreMulSum's operations are not supported yet)", (int)o);
+      return false;
+  }
+}
+
+ncclResult_t unsupported(const char* call, const char* instead) {
+  return refuse(ncclInvalidUsage, "%s is not supported by Colibri's libnccl.so.2 yet: %s", call, instead);
+}
+
+// The CUDA device current on the calling thread (libcuda, looked up at run time: this library
+// links no CUDA); 0 without a context or a driver.
+int currentDevice() {
+  static void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  using GetDevice = int (*)(int*);
+  static GetDevice get = lib ? reinterpret_cast<GetDevice>(dlsym(lib, "cuCtxGetDevice")) : nullptr;
+  int dev = 0;
+  if (!get || get(&dev) != 0) return 0;
+  return dev;
+}
+
+}  // namespace
+
+// ---- versions, errors ----
+
+NCCL_EXPORT ncclResult_t ncclGetVersion(int* version) {
+  Entry e;
+  if (!version) return refuse(ncclInvalidArgument, "version (output) is NULL");
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+NCCL_EXPORT const char* ncclGetErrorString(ncclResult_t r) {
+  switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the Colibri developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+NCCL_EXPORT const char* ncclGetLastError(ncclComm_t) { return tOwnError ? tError.c_str() : clbGetLastError(); }
+
+// ---- communicators ----
+
+NCCL_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  Entry e;
+  if (!id) return refuse(ncclInvalidArgument, "uniqueId (output) is NULL");
+  return result(clbGetUniqueId(reinterpret_cast<clbUniqueId*>(id)));
+}
+
+NCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                                ncclConfig_t* config) {
+  Entry e;
+  if (!comm) return refuse(ncclInvalidArgument, "comm (output) is NULL");
+  *comm = nullptr;
+  if (config && (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)))
+    return refuse(ncclInvalidArgument, "config was not set up with NCCL_CONFIG_INITIALIZER (magic 0x%x, size %zu)",
+                  config->magic, config->size);
+  // Colibri's init completes before it returns, blocking or not: a non-blocking caller sees
+  // ncclSuccess at once, which NCCL allows (ncclInProgress is only ever a "not yet").
+  clbComm_t c = nullptr;
+  clbUniqueId id;
+  memcpy(&id, &commId, sizeof id);
+  const clbResult_t rc = clbCommInitRank(&c, &id, rank, nranks, nullptr);
+  if (rc != clbSuccess) return result(rc);
+  *comm = reinterpret_cast<ncclComm_t>(c);
+  return ncclSuccess;
+}
+
+NCCL_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return ncclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+NCCL_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                                  ncclUniqueId* commIds, ncclConfig_t* config) {
+  Entry e;
+  if (nId < 1 || !commIds)
+    return refuse(ncclInvalidArgument, "ncclCommInitRankScalable needs at least one unique id (nId %d)", nId);
+  // Colibri's bootstrap scales by itself: every rank meets at the first id.
+  return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
+}
+
+NCCL_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  Entry e;
+  if (!comms) return refuse(ncclInvalidArgument, "comms (output) is NULL");
+  if (ndev < 1) return refuse(ncclInvalidArgument, "ndev is %d: ncclCommInitAll needs at least one device", ndev);
+  (void)devlist;  // a Colibri communicator takes its GPU from the buffers of its calls
+  ncclUniqueId id;
+  if (ncclResult_t rc = ncclGetUniqueId(&id); rc != ncclSuccess) return rc;
+  // One thread per rank: each init waits for the others.
+  std::vector<ncclResult_t> rcs(ndev, ncclSuccess);
+  std::vector<std::string> errs(ndev);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < ndev; r++)
+    ts.emplace_back([&, r] {
+      rcs[r] = ncclCommInitRank(&comms[r], ndev, id, r);
+      if (rcs[r] != ncclSuccess) errs[r] = ncclGetLastError(nullptr);
+    });
+  for (auto& t : ts) t.join();
+  clbUniqueIdRelease(reinterpret_cast<clbUniqueId*>(&id));
+  for (int r = 0; r < ndev; r++)
+    if (rcs[r] != ncclSuccess) {
+      for (int p = 0; p < ndev; p++)
+        if (comms[p]) clbCommDestroy(of(comms[p])), comms[p] = nullptr;
+      return refuse(rcs[r], "rank %d of ncclCommInitAll: %s", r, errs[r].c_str());
+    }
+  return ncclSuccess;
+}
+
+NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  Entry e;
+  if (!comm) return refuse(ncclInvalidArgument, "comm is NULL");
+  // Colibri's calls are complete on the host when they return (device work is on the caller's
+  // streams): nothing is left to flush.
+  return ncclSuccess;
+}
+
+NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  Entry e;
+  if (!comm) return ncclSuccess;
+  return result(clbCommDestroy(of(comm)));
+}
+
+NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  Entry e;
+  if (!comm) return ncclSuccess;
+  clbCommAbort(of(comm));
+  return result(clbCommDestroy(of(comm)));
+}
+
+NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t*) {
+  Entry e;
+  if (!newcomm) return refuse(ncclInvalidArgument, "newcomm (output) is NULL");
+  clbComm_t c = nullptr;
+  const clbResult_t rc = clbCommSplit(of(comm), color < 0 ? CLB_SPLIT_NOCOLOR : color, key, nullptr, &c);
+  *newcomm = reinterpret_cast<ncclComm_t>(c);
+  return result(rc);
+}
+
+NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
+  Entry e;
+  if (newcomm) *newcomm = nullptr;
+  return unsupported("ncclCommShrink", "make the smaller communicator with ncclCommSplit (NCCL_SPLIT_NOCOLOR on the "
+                     "ranks to leave out)");
+}
+
+NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  Entry e;
+  if (!asyncError) return refuse(ncclInvalidArgument, "asyncError (output) is NULL");
+  clbResult_t err = clbSuccess;
+  const clbResult_t rc = clbCommGetAsyncError(of(comm), &err);
+  *asyncError = result(err);
+  return result(rc);
+}
+
+NCCL_EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  Entry e;
+  return result(clbCommCount(of(comm), count));
+}
+
+NCCL_EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  Entry e;
+  return result(clbCommRank(of(comm), rank));
+}
+
+NCCL_EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  Entry e;
+  if (!comm) return refuse(ncclInvalidArgument, "comm is NULL");
+  if (!device) return refuse(ncclInvalidArgument, "device (output) is NULL");
+  // A Colibri communicator takes its GPU from its calls' buffers; the device current on the
+  // calling thread is the one NCCL's callers set before their init.
+  *device = currentDevice();
+  return ncclSuccess;
+}
+
+// ---- memory ----
+
+NCCL_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  Entry e;
+  return result(clbCommRegister(of(comm), buff, size, handle));
+}
+
+NCCL_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  Entry e;
+  return result(clbCommDeregister(of(comm), handle));
+}
+
+NCCL_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
+  Entry e;
+  if (win) *win = nullptr;
+  return unsupported("ncclCommWindowRegister", "register the buffer with ncclCommRegister");
+}
+
+NCCL_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
+  Entry e;
+  return unsupported("ncclCommWindowDeregister", "windows are not made by this library");
+}
+
+NCCL_EXPORT ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  Entry e;
+  if (!ptr) return refuse(ncclInvalidArgument, "ptr (output) is NULL");
+  return result(clbDeviceAlloc(ptr, size, currentDevice()));
+}
+
+NCCL_EXPORT ncclResult_t ncclMemFree(void* ptr) {
+  Entry e;
+  if (!ptr) return ncclSuccess;
+  return result(clbDeviceFree(ptr));
+}
+
+// ---- reduction operations ----
+
+NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void*, ncclDataType_t, ncclScalarResidence_t,
+                                                  ncclComm_t) {
+  Entry e;
+  if (op) *op = ncclNumOps;
+  return unsupported("ncclRedOpCreatePreMulSum", "scale the input before an ncclSum, or use ncclAvg to divide by "
+                     "the number of ranks");
+}
+
+NCCL_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t, ncclComm_t) {
+  Entry e;
+  return unsupported("ncclRedOpDestroy", "no operation is created by this library");
+}
+
+// ---- collectives and point-to-point ----
+
+#define NCCL_TYPE(t, reduces, out)               \
+  clbDataType_t out;                             \
+  {                                              \
+    ncclResult_t bad = ncclSuccess;              \
+    if (!type(t, reduces, &out, &bad)) return bad; \
+  }
+#define NCCL_OP(o, out)                \
+  clbRedOp_t out;                      \
+  {                                    \
+    ncclResult_t bad = ncclSuccess;    \
+    if (!op(o, &out, &bad)) return bad; \
+  }
+
+NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       ncclRedOp_t o, ncclComm_t comm, cudaStream_t stream) {
+  Entry e;
+  NCCL_TYPE(datatype, true, t);
+  NCCL_OP(o, p);
+  return result(clbAllReduce(sendbuff, recvbuff, count, t, p, of(comm), stream));
+}
+
+NCCL_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                           ncclDataType_t datatype, ncclRedOp_t o, ncclComm_t comm,
+                                           cudaStream_t stream) {
+  Entry e;
+  NCCL_TYPE(datatype, true, t);
+  NCCL_OP(o, p);
+  return result(clbReduceScatter(sendbuff, recvbuff, recvcount, t, p, of(comm), stream));
+}
+
+NCCL_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    ncclRedOp_t o, int root, ncclComm_t comm, cudaStream_t stream) {
+  Entry e;
+  NCCL_TYPE(datatype, true, t);
+  NCCL_OP(o, p);
+  return result(clbReduce(sendbuff, recvbuff, count, t, p, root, of(comm), stream));
+}
+
+NCCL_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                       ncclComm_t comm, cudaStream_t stream) {
+  Entry e;
+  NCCL_TYPE(datatype, false, t);
+  return result(clbAllGather(sendbuff, recvbuff, sendcount, t, of(comm), stream));
+}
+
+NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       int root, ncclComm_t comm, cudaStream_t stream) {
+  Entry e;
+  NCCL_TYPE(datatype, false, t);
+  return result(clbBroadcast(sendbuff, recvbuff, count, t, root, of(comm), stream));
+}
+
+NCCL_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                   cudaStream_t stream) {
+  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+NCCL_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                      ncclComm_t comm, cudaStream_t stream) {
+  Entry e;
+  NCCL_TYPE(datatype, false, t);
+  return result(clbAllToAll(sendbuff, recvbuff, count, t, of(comm), stream));
+}
+
+NCCL_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    int root, ncclComm_t comm, cudaStream_t stream) {
+  Entry e;
+  NCCL_TYPE(datatype, false, t);
+  return result(clbGather(sendbuff, recvbuff, count, t, root, of(comm), stream));
+}
+
+NCCL_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                     int root, ncclComm_t comm, cudaStream_t stream) {
+  Entry e;
+  NCCL_TYPE(datatype, false, t);
+  return result(clbScatter(sendbuff, recvbuff, count, t, root, of(comm), stream));
+}
+
+NCCL_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                  ncclComm_t comm, cudaStream_t stream) {
+  Entry e;
+  NCCL_TYPE(datatype, false, t);
+  return result(clbSend(sendbuff, count, t, peer, of(comm), stream));
+}
+
+NCCL_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                  cudaStream_t stream) {
+  Entry e;
+  NCCL_TYPE(datatype, false, t);
+  return result(clbRecv(recvbuff, count, t, peer, of(comm), stream));
+}
+
+// ---- groups ----
+
+NCCL_EXPORT ncclResult_t ncclGroupStart(void) {
+  Entry e;
+  return result(clbGroupStart());
+}
+
+NCCL_EXPORT ncclResult_t ncclGroupEnd(void) {
+  Entry e;
+  return result(clbGroupEnd());
+}
+
+NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) {
+  Entry e;
+  return unsupported("ncclGroupSimulateEnd", "end the group with ncclGroupEnd");
+}
+
+// ---- the device-side API ----
+
+NCCL_EXPORT ncclResult_t ncclDevCommCreate(ncclComm_t, ncclDevCommRequirements_t const*, ncclDevComm_t*) {
+  Entry e;
+  return unsupported("ncclDevCommCreate (NCCL's device-side API)", "use the host API's collectives");
+}
+
+NCCL_EXPORT ncclResult_t ncclDevCommDestroy(ncclComm_t, ncclDevComm_t const*) {
+  Entry e;
+  return unsupported("ncclDevCommDestroy (NCCL's device-side API)", "use the host API's collectives");
+}

@@ -1,0 +1,275 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// libnccl.so.2 on Colibri, as NCCL's clients use it (this program links only that library): the
+// symbols PyTorch 2.11 and nccl-tests import are all there and nothing of Colibri's own leaks out;
+// ncclGetVersion; then ranks as threads with host buffers and a NULL stream (Colibri's extension,
+// so that this runs without a GPU): every collective and point-to-point call with NCCL's type and
+// operation numbers (which differ from Colibri's) checked element by element against values
+// computed here, fp8 moved as bytes and refused for reductions, split with NCCL_SPLIT_NOCOLOR,
+// ncclCommInitAll, a non-blocking config, and every call Colibri does not support refused with
+// ncclInvalidUsage and a ncclGetLastError text saying so.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl/nccl.h"
+
+namespace {
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+TEST(NcclInterface, ExportsEverySymbolItsClientsImportAndNothingElse) {
+  void* lib = dlopen(CLB_NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  // PyTorch 2.11's libtorch_cuda.so (nm -D --undefined-only), nccl-tests 2.19.6, vLLM-style wrappers.
+  for (const char* name :
+       {"ncclAllGather", "ncclAllReduce", "ncclAlltoAll", "ncclBcast", "ncclBroadcast", "ncclCommAbort",
+        "ncclCommCount", "ncclCommDeregister", "ncclCommDestroy", "ncclCommFinalize", "ncclCommGetAsyncError",
+        "ncclCommInitAll", "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable",
+        "ncclCommRegister", "ncclCommShrink", "ncclCommSplit", "ncclCommUserRank", "ncclCommWindowDeregister",
+        "ncclCommWindowRegister", "ncclDevCommCreate", "ncclDevCommDestroy", "ncclGetErrorString", "ncclGetLastError",
+        "ncclGetUniqueId", "ncclGetVersion", "ncclGroupEnd", "ncclGroupSimulateEnd", "ncclGroupStart", "ncclMemAlloc",
+        "ncclMemFree", "ncclRecv", "ncclRedOpCreatePreMulSum", "ncclRedOpDestroy", "ncclReduce", "ncclReduceScatter",
+        "ncclSend", "ncclGather", "ncclScatter", "ncclCommCuDevice"})
+    EXPECT_NE(dlsym(lib, name), nullptr) << name << " is missing";
+  // Colibri's own interface stays in libcolibri.so (which libnccl.so.2 links): none of it is
+  // libnccl.so.2's (a lookup searches the library first, then what it links).
+  Dl_info info{};
+  for (const char* name : {"clbAllReduce", "clbCommInitRank", "clbGetLastError"}) {
+    void* f = dlsym(lib, name);
+    ASSERT_NE(f, nullptr) << name << " (from libcolibri.so.0)";
+    ASSERT_TRUE(dladdr(f, &info));
+    EXPECT_FALSE(contains(info.dli_fname, "libnccl")) << name << " is exported by " << info.dli_fname;
+  }
+  void* ar = dlsym(lib, "ncclAllReduce");
+  ASSERT_TRUE(ar && dladdr(ar, &info));
+  EXPECT_TRUE(contains(info.dli_fname, "libnccl.so.2")) << info.dli_fname;
+  dlclose(lib);
+}
+
+TEST(NcclInterface, VersionIs2_28_9) {
+  int v = 0;
+  ASSERT_EQ(ncclGetVersion(&v), ncclSuccess);
+  EXPECT_EQ(v, 22809);
+  EXPECT_EQ(ncclGetVersion(nullptr), ncclInvalidArgument);
+  EXPECT_TRUE(contains(ncclGetLastError(nullptr), "version")) << ncclGetLastError(nullptr);
+}
+
+// Runs body(rank, comm) on n threads, each with a communicator of the same unique id.
+void runRanks(int n, const std::function<void(int, ncclComm_t)>& body) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; r++)
+    ts.emplace_back([&, r] {
+      ncclComm_t comm = nullptr;
+      ASSERT_EQ(ncclCommInitRank(&comm, n, id, r), ncclSuccess) << ncclGetLastError(nullptr);
+      body(r, comm);
+      EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+    });
+  for (auto& t : ts) t.join();
+}
+
+double val(int rank, size_t i) { return (double)((rank + 1) * 3 + (int)(i % 7)); }
+
+// bfloat16 from and to float (the values here are small integers: exact).
+uint16_t toBf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)(u >> 16);
+}
+float fromBf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+TEST(NcclInterface, CollectivesOnHostBuffersUseNcclsTypeAndOperationNumbers) {
+  const int n = 3;
+  const size_t count = 1001;
+  runRanks(n, [&](int r, ncclComm_t comm) {
+    int k = 0, me = -1;
+    ASSERT_EQ(ncclCommCount(comm, &k), ncclSuccess);
+    ASSERT_EQ(ncclCommUserRank(comm, &me), ncclSuccess);
+    EXPECT_EQ(k, n);
+    EXPECT_EQ(me, r);
+    // All-reduce in float32 with every operation: ncclMax is 2 and ncclMin 3 (Colibri's are the other way round).
+    std::vector<float> in(count), out(count);
+    for (size_t i = 0; i < count; i++) in[i] = (float)val(r, i);
+    for (ncclRedOp_t op : {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg}) {
+      ASSERT_EQ(ncclAllReduce(in.data(), out.data(), count, ncclFloat32, op, comm, nullptr), ncclSuccess)
+          << ncclGetLastError(comm);
+      for (size_t i = 0; i < count; i++) {
+        double want = op == ncclProd ? 1 : op == ncclMax ? -1e9 : op == ncclMin ? 1e9 : 0;
+        for (int p = 0; p < n; p++) {
+          const double v = val(p, i);
+          want = op == ncclProd ? want * v : op == ncclMax ? std::max(want, v) : op == ncclMin ? std::min(want, v)
+                                                                                               : want + v;
+        }
+        if (op == ncclAvg) want /= n;
+        ASSERT_NEAR(out[i], want, 1e-4) << "op " << op << " element " << i;
+      }
+    }
+    // ncclBfloat16 (9) and ncclFloat64 (8): Colibri numbers them 7 and 9.
+    std::vector<uint16_t> bin(count), bout(count);
+    for (size_t i = 0; i < count; i++) bin[i] = toBf16((float)val(r, i));
+    ASSERT_EQ(ncclAllReduce(bin.data(), bout.data(), count, ncclBfloat16, ncclSum, comm, nullptr), ncclSuccess);
+    std::vector<double> din(count), dout(count);
+    for (size_t i = 0; i < count; i++) din[i] = val(r, i);
+    ASSERT_EQ(ncclAllReduce(din.data(), dout.data(), count, ncclFloat64, ncclMax, comm, nullptr), ncclSuccess);
+    for (size_t i = 0; i < count; i++) {
+      double sum = 0, max = -1;
+      for (int p = 0; p < n; p++) sum += val(p, i), max = std::max(max, val(p, i));
+      ASSERT_EQ(fromBf16(bout[i]), (float)sum) << "bfloat16 element " << i;
+      ASSERT_EQ(dout[i], max) << "float64 element " << i;
+    }
+    // All-gather, reduce-scatter, reduce, broadcast (and ncclBcast in place) in int32.
+    std::vector<int32_t> mine(count), all(count * n), part(count), red(count), bc(count);
+    for (size_t i = 0; i < count; i++) mine[i] = (int32_t)val(r, i);
+    ASSERT_EQ(ncclAllGather(mine.data(), all.data(), count, ncclInt32, comm, nullptr), ncclSuccess);
+    for (int p = 0; p < n; p++)
+      for (size_t i = 0; i < count; i++) ASSERT_EQ(all[p * count + i], (int32_t)val(p, i)) << "allGather";
+    std::vector<int32_t> big(count * n);
+    for (size_t i = 0; i < big.size(); i++) big[i] = (int32_t)val(r, i);
+    ASSERT_EQ(ncclReduceScatter(big.data(), part.data(), count, ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
+    for (size_t i = 0; i < count; i++) {
+      int32_t want = 0;
+      for (int p = 0; p < n; p++) want += (int32_t)val(p, r * count + i);
+      ASSERT_EQ(part[i], want) << "reduceScatter element " << i;
+    }
+    ASSERT_EQ(ncclReduce(mine.data(), red.data(), count, ncclInt32, ncclMin, 1, comm, nullptr), ncclSuccess);
+    if (r == 1) {
+      for (size_t i = 0; i < count; i++) ASSERT_EQ(red[i], (int32_t)val(0, i)) << "reduce (min) element " << i;
+    }
+    for (size_t i = 0; i < count; i++) bc[i] = r == 2 ? (int32_t)(i * 5) : -1;
+    ASSERT_EQ(ncclBcast(bc.data(), count, ncclInt32, 2, comm, nullptr), ncclSuccess);
+    for (size_t i = 0; i < count; i++) ASSERT_EQ(bc[i], (int32_t)(i * 5)) << "bcast element " << i;
+    // fp8 moves as bytes; a reduction of it is refused, saying so.
+    std::vector<uint8_t> f8(count), f8all(count * n);
+    for (size_t i = 0; i < count; i++) f8[i] = (uint8_t)(r * 31 + i);
+    ASSERT_EQ(ncclAllGather(f8.data(), f8all.data(), count, ncclFloat8e4m3, comm, nullptr), ncclSuccess);
+    for (int p = 0; p < n; p++)
+      for (size_t i = 0; i < count; i++) ASSERT_EQ(f8all[p * count + i], (uint8_t)(p * 31 + i)) << "fp8 allGather";
+    EXPECT_EQ(ncclAllReduce(f8.data(), f8.data(), count, ncclFloat8e5m2, ncclSum, comm, nullptr), ncclInvalidArgument);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "ncclFloat8e5m2")) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclAllReduce(in.data(), out.data(), count, ncclFloat32, (ncclRedOp_t)7, comm, nullptr),
+              ncclInvalidArgument);
+    ncclResult_t async = ncclInternalError;
+    ASSERT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+    EXPECT_EQ(async, ncclSuccess);
+  });
+}
+
+TEST(NcclInterface, PointToPointAllToAllGatherAndScatterOnHostBuffers) {
+  const int n = 4;
+  const size_t count = 777;
+  runRanks(n, [&](int r, ncclComm_t comm) {
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    std::vector<int64_t> out(count), in(count, -1);
+    for (size_t i = 0; i < count; i++) out[i] = r * 100000 + (int64_t)i;
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    ASSERT_EQ(ncclRecv(in.data(), count, ncclInt64, prev, comm, nullptr), ncclSuccess);
+    ASSERT_EQ(ncclSend(out.data(), count, ncclInt64, next, comm, nullptr), ncclSuccess);
+    ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(comm);
+    for (size_t i = 0; i < count; i++) ASSERT_EQ(in[i], prev * 100000 + (int64_t)i) << "ring element " << i;
+    std::vector<int64_t> s(count * n), a(count * n, -1), g(count * n, -1), sc(count, -1);
+    for (int p = 0; p < n; p++)
+      for (size_t i = 0; i < count; i++) s[p * count + i] = r * 1000000 + p * 1000 + (int64_t)i;
+    ASSERT_EQ(ncclAlltoAll(s.data(), a.data(), count, ncclInt64, comm, nullptr), ncclSuccess);
+    for (int p = 0; p < n; p++)
+      for (size_t i = 0; i < count; i++) ASSERT_EQ(a[p * count + i], p * 1000000 + r * 1000 + (int64_t)i) << "alltoall";
+    ASSERT_EQ(ncclGather(out.data(), g.data(), count, ncclInt64, 3, comm, nullptr), ncclSuccess);
+    if (r == 3) {
+      for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < count; i++) ASSERT_EQ(g[p * count + i], p * 100000 + (int64_t)i) << "gather";
+    }
+    ASSERT_EQ(ncclScatter(s.data(), sc.data(), count, ncclInt64, 0, comm, nullptr), ncclSuccess);
+    for (size_t i = 0; i < count; i++) ASSERT_EQ(sc[i], r * 1000 + (int64_t)i) << "scatter";
+    // Split: even ranks together, rank 3 out (NCCL_SPLIT_NOCOLOR), the rest together.
+    ncclComm_t sub = nullptr;
+    const int color = r == 3 ? NCCL_SPLIT_NOCOLOR : r % 2;
+    ASSERT_EQ(ncclCommSplit(comm, color, -r, &sub, nullptr), ncclSuccess) << ncclGetLastError(comm);
+    if (r == 3) {
+      EXPECT_EQ(sub, nullptr);
+    } else {
+      int k = 0, me = -1;
+      ASSERT_EQ(ncclCommCount(sub, &k), ncclSuccess);
+      ASSERT_EQ(ncclCommUserRank(sub, &me), ncclSuccess);
+      EXPECT_EQ(k, r % 2 ? 1 : 2);
+      EXPECT_EQ(me, r == 0 ? 1 : 0);  // key -r: the higher rank first
+      int64_t x = r + 1, y = 0;
+      ASSERT_EQ(ncclAllReduce(&x, &y, 1, ncclInt64, ncclSum, sub, nullptr), ncclSuccess);
+      EXPECT_EQ(y, r % 2 ? 2 : 1 + 3);
+      EXPECT_EQ(ncclCommDestroy(sub), ncclSuccess);
+    }
+  });
+}
+
+TEST(NcclInterface, InitAllAndANonBlockingConfigComplete) {
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  ASSERT_EQ(ncclCommInitAll(comms, 2, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
+  for (int r = 0; r < 2; r++) {
+    int me = -1;
+    ASSERT_EQ(ncclCommUserRank(comms[r], &me), ncclSuccess);
+    EXPECT_EQ(me, r);
+  }
+  // One thread drives both communicators in one group.
+  int64_t x[2] = {5, 7}, y[2] = {0, 0};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; r++) ASSERT_EQ(ncclAllReduce(&x[r], &y[r], 1, ncclInt64, ncclSum, comms[r], nullptr), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  EXPECT_EQ(y[0], 12);
+  EXPECT_EQ(y[1], 12);
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t one = nullptr;
+  ASSERT_EQ(ncclCommInitRankConfig(&one, 1, id, 0, &config), ncclSuccess) << ncclGetLastError(nullptr);
+  ncclResult_t async = ncclInProgress;
+  ASSERT_EQ(ncclCommGetAsyncError(one, &async), ncclSuccess);
+  EXPECT_EQ(async, ncclSuccess);
+  EXPECT_EQ(ncclCommFinalize(one), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(one), ncclSuccess);
+  ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+  bad.magic = 1;
+  EXPECT_EQ(ncclCommInitRankConfig(&one, 1, id, 0, &bad), ncclInvalidArgument);
+  EXPECT_TRUE(contains(ncclGetLastError(nullptr), "NCCL_CONFIG_INITIALIZER")) << ncclGetLastError(nullptr);
+}
+
+TEST(NcclInterface, WhatColibriDoesNotDoIsRefusedSayingSo) {
+  runRanks(1, [](int, ncclComm_t comm) {
+    ncclRedOp_t op;
+    float scale = 2;
+    EXPECT_EQ(ncclRedOpCreatePreMulSum(&op, &scale, ncclFloat32, ncclScalarHostImmediate, comm), ncclInvalidUsage);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "ncclRedOpCreatePreMulSum is not supported by Colibri"))
+        << ncclGetLastError(comm);
+    ncclWindow_t win = nullptr;
+    char buf[64];
+    EXPECT_EQ(ncclCommWindowRegister(comm, buf, sizeof buf, &win, NCCL_WIN_DEFAULT), ncclInvalidUsage);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "ncclCommRegister")) << ncclGetLastError(comm);
+    ncclComm_t smaller = nullptr;
+    int out = 0;
+    EXPECT_EQ(ncclCommShrink(comm, &out, 1, &smaller, nullptr, NCCL_SHRINK_DEFAULT), ncclInvalidUsage);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "ncclCommSplit")) << ncclGetLastError(comm);
+    ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+    EXPECT_EQ(ncclGroupSimulateEnd(&sim), ncclInvalidUsage);
+    EXPECT_EQ(ncclDevCommCreate(comm, nullptr, nullptr), ncclInvalidUsage);
+    // A later call that works clears this library's own error.
+    int k = 0;
+    EXPECT_EQ(ncclCommCount(comm, &k), ncclSuccess);
+    EXPECT_FALSE(contains(ncclGetLastError(comm), "not supported")) << ncclGetLastError(comm);
+    EXPECT_STREQ(ncclGetErrorString(ncclInvalidUsage), "invalid usage (run with NCCL_DEBUG=WARN for details)");
+  });
+}
+
+}  // namespace
