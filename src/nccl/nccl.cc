@@ -11,10 +11,13 @@
 // is tested on machines without a GPU.
 #include <dlfcn.h>
 
+#include <cctype>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,9 +36,57 @@ static_assert(sizeof(ncclUniqueId) == sizeof(clbUniqueId), "an NCCL unique id ca
 thread_local std::string tError;
 thread_local bool tOwnError = false;
 
-// Every entry point starts with one: the previous call's own error is gone.
+// NCCL's environment variables that have a Colibri meaning, set as the COLIBRI_* ones before the
+// first call reaches Colibri (which reads those at init); a COLIBRI_* variable already set wins.
+// docs/nccl.md has the table.
+void setIfUnset(const char* name, const std::string& value) {
+  if (!value.empty() && !getenv(name)) setenv(name, value.c_str(), 0);
+}
+
+std::string env(const char* name) {
+  const char* v = getenv(name);
+  return v ? v : "";
+}
+
+void mapNcclVariables() {
+  std::string debug = env("NCCL_DEBUG");
+  for (char& c : debug) c = (char)toupper((unsigned char)c);
+  if (debug == "VERSION" || debug == "WARN") setIfUnset("COLIBRI_LOG_LEVEL", "warn");
+  else if (debug == "INFO") setIfUnset("COLIBRI_LOG_LEVEL", "info");
+  else if (debug == "TRACE") setIfUnset("COLIBRI_LOG_LEVEL", "debug");
+  if (debug == "VERSION" || debug == "INFO" || debug == "TRACE") {
+    int v = 0;
+    clbGetVersion(&v);
+    fprintf(stderr, "NCCL INFO NCCL version %d.%d.%d+colibri%d.%d.%d (libnccl.so.2 of Colibri, not NVIDIA's NCCL)\n",
+            NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, v / 10000, v / 100 % 100, v % 100);
+  }
+  // NCCL_IB_HCA: "mlx5_0:1,mlx5_1:1", "=mlx5_0" (exact) or "^mlx5_1" (all but): Colibri uses one
+  // device, the first one named (an exclusion list names none).
+  std::string hca = env("NCCL_IB_HCA");
+  if (!hca.empty() && hca[0] != '^') {
+    if (hca[0] == '=') hca.erase(0, 1);
+    hca = hca.substr(0, hca.find(','));
+    const size_t colon = hca.find(':');
+    if (colon != std::string::npos) setIfUnset("COLIBRI_VERBS_PORT", hca.substr(colon + 1));
+    setIfUnset("COLIBRI_VERBS_DEVICE", hca.substr(0, colon));
+  }
+  setIfUnset("COLIBRI_VERBS_GID_INDEX", env("NCCL_IB_GID_INDEX"));
+  setIfUnset("COLIBRI_VERBS_TRAFFIC_CLASS", env("NCCL_IB_TC"));
+  setIfUnset("COLIBRI_VERBS_TIMEOUT", env("NCCL_IB_TIMEOUT"));
+  setIfUnset("COLIBRI_VERBS_RETRY_COUNT", env("NCCL_IB_RETRY_CNT"));
+  setIfUnset("COLIBRI_VERBS_QPS_PER_CONNECTION", env("NCCL_IB_QPS_PER_CONNECTION"));
+  if (env("NCCL_P2P_DISABLE") == "1") setIfUnset("COLIBRI_DEVICE_P2P", "off");
+  if (env("NCCL_SHM_DISABLE") == "1") setIfUnset("COLIBRI_TRANSPORT", "socket");
+}
+
+// Every entry point starts with one: NCCL's variables mapped (once), the previous call's own error
+// gone.
 struct Entry {
-  Entry() { tOwnError = false; }
+  Entry() {
+    static std::once_flag once;
+    std::call_once(once, mapNcclVariables);
+    tOwnError = false;
+  }
 };
 
 ncclResult_t refuse(ncclResult_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -6,10 +6,14 @@
 // so that this runs without a GPU): every collective and point-to-point call with NCCL's type and
 // operation numbers (which differ from Colibri's) checked element by element against values
 // computed here, fp8 moved as bytes and refused for reductions, split with NCCL_SPLIT_NOCOLOR,
-// ncclCommInitAll, a non-blocking config, and every call Colibri does not support refused with
-// ncclInvalidUsage and a ncclGetLastError text saying so.
+// ncclCommInitAll, a non-blocking config, every call Colibri does not support refused with
+// ncclInvalidUsage and a ncclGetLastError text saying so, and NCCL's variables mapped to Colibri's.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
@@ -20,6 +24,8 @@
 #include <vector>
 
 #include "nccl/nccl.h"
+
+extern char** environ;
 
 namespace {
 
@@ -270,6 +276,60 @@ TEST(NcclInterface, WhatColibriDoesNotDoIsRefusedSayingSo) {
     EXPECT_FALSE(contains(ncclGetLastError(comm), "not supported")) << ncclGetLastError(comm);
     EXPECT_STREQ(ncclGetErrorString(ncclInvalidUsage), "invalid usage (run with NCCL_DEBUG=WARN for details)");
   });
+}
+
+// NCCL's variables map onto Colibri's (docs/nccl.md), in a child process: the mapping happens
+// once, at the first call, and an explicit COLIBRI_* variable wins; NCCL_DEBUG=INFO prints which
+// library answers.
+TEST(NcclInterfaceChild, Variables) {
+  if (!getenv("CLB_NCCL_CHILD")) GTEST_SKIP() << "runs only as a child of NcclInterface.NcclVariablesMapToColibris";
+  int v = 0;
+  ASSERT_EQ(ncclGetVersion(&v), ncclSuccess);
+  auto is = [](const char* name, const char* want) {
+    const char* got = getenv(name);
+    EXPECT_STREQ(got ? got : "(unset)", want) << name;
+  };
+  is("COLIBRI_LOG_LEVEL", "info");
+  is("COLIBRI_VERBS_DEVICE", "mlx5_3");
+  is("COLIBRI_VERBS_PORT", "2");
+  is("COLIBRI_DEVICE_P2P", "off");
+  is("COLIBRI_VERBS_GID_INDEX", "7");  // set: NCCL_IB_GID_INDEX=3 does not replace it
+  is("COLIBRI_VERBS_TRAFFIC_CLASS", "106");
+  is("COLIBRI_TRANSPORT", "(unset)");
+}
+
+TEST(NcclInterface, NcclVariablesMapToColibris) {
+  std::vector<std::string> envs = {"CLB_NCCL_CHILD=1",       "NCCL_DEBUG=info",          "NCCL_IB_HCA==mlx5_3:2,mlx5_4:1",
+                                   "NCCL_P2P_DISABLE=1",     "NCCL_IB_GID_INDEX=3",      "COLIBRI_VERBS_GID_INDEX=7",
+                                   "NCCL_IB_TC=106"};
+  for (char** e = environ; *e; e++)
+    if (strncmp(*e, "COLIBRI_", 8) != 0 && strncmp(*e, "NCCL_", 5) != 0) envs.push_back(*e);
+  std::vector<char*> envp;
+  for (auto& e : envs) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  char log[] = "/tmp/colibri-nccl-child-XXXXXX";
+  const int fd = mkstemp(log);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_TRUNC, 0);
+  std::string self = "/proc/self/exe", arg = "--gtest_filter=NcclInterfaceChild.Variables";
+  char* argv[] = {self.data(), arg.data(), nullptr};
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv, envp.data()), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's checks failed (status " << status << ")";
+  std::string text;
+  if (FILE* f = fopen(log, "r")) {
+    char b[512];
+    while (fgets(b, sizeof b, f)) text += b;
+    fclose(f);
+  }
+  unlink(log);
+  EXPECT_TRUE(contains(text, "NCCL version 2.28.9+colibri")) << text;
 }
 
 }  // namespace
