@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdio>
@@ -293,8 +294,14 @@ NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   Entry e;
   if (!comm) return ncclSuccess;
+  // Another thread may be inside a call on comm (that is what abort is for): the abort makes it
+  // return, and Colibri's destroy refuses (frees nothing) until it has, so it is tried again.
   clbCommAbort(of(comm));
-  return result(clbCommDestroy(of(comm)));
+  for (int waited = 0;; waited++) {
+    const clbResult_t rc = clbCommDestroy(of(comm));
+    if (rc != clbInvalidUsage || waited == 30000) return result(rc);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t*) {

@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -68,8 +69,9 @@ TEST(NcclInterface, VersionIs2_28_9) {
   EXPECT_TRUE(contains(ncclGetLastError(nullptr), "version")) << ncclGetLastError(nullptr);
 }
 
-// Runs body(rank, comm) on n threads, each with a communicator of the same unique id.
-void runRanks(int n, const std::function<void(int, ncclComm_t)>& body) {
+// Runs body(rank, comm) on n threads, each with a communicator of the same unique id, and
+// destroys the communicator (a body that returns one: what it returns, nullptr if it freed it).
+void runRanksOwning(int n, const std::function<ncclComm_t(int, ncclComm_t)>& body) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
   std::vector<std::thread> ts;
@@ -77,10 +79,17 @@ void runRanks(int n, const std::function<void(int, ncclComm_t)>& body) {
     ts.emplace_back([&, r] {
       ncclComm_t comm = nullptr;
       ASSERT_EQ(ncclCommInitRank(&comm, n, id, r), ncclSuccess) << ncclGetLastError(nullptr);
-      body(r, comm);
-      EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+      ncclComm_t left = body(r, comm);
+      if (left) EXPECT_EQ(ncclCommDestroy(left), ncclSuccess);
     });
   for (auto& t : ts) t.join();
+}
+
+void runRanks(int n, const std::function<void(int, ncclComm_t)>& body) {
+  runRanksOwning(n, [&](int r, ncclComm_t c) {
+    body(r, c);
+    return c;
+  });
 }
 
 double val(int rank, size_t i) { return (double)((rank + 1) * 3 + (int)(i % 7)); }
@@ -275,6 +284,29 @@ TEST(NcclInterface, WhatColibriDoesNotDoIsRefusedSayingSo) {
     EXPECT_EQ(ncclCommCount(comm, &k), ncclSuccess);
     EXPECT_FALSE(contains(ncclGetLastError(comm), "not supported")) << ncclGetLastError(comm);
     EXPECT_STREQ(ncclGetErrorString(ncclInvalidUsage), "invalid usage (run with NCCL_DEBUG=WARN for details)");
+  });
+}
+
+// ncclCommAbort from another thread while a receive waits for a send that never comes: the
+// receive returns with an error, the abort frees the communicator once it has, and the peer,
+// told of the abort, fails its own waiting call instead of waiting out the timeout.
+TEST(NcclInterface, AbortFromAnotherThreadEndsAWaitingReceive) {
+  runRanksOwning(2, [](int r, ncclComm_t comm) {
+    int64_t x = 0;
+    if (r == 0) {
+      std::thread aborter([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        EXPECT_EQ(ncclCommAbort(comm), ncclSuccess) << ncclGetLastError(comm);
+      });
+      const auto t0 = std::chrono::steady_clock::now();
+      EXPECT_NE(ncclRecv(&x, 1, ncclInt64, 1, comm, nullptr), ncclSuccess);
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+      aborter.join();
+      comm = nullptr;  // freed by the abort
+    } else {
+      EXPECT_NE(ncclRecv(&x, 1, ncclInt64, 0, comm, nullptr), ncclSuccess);
+    }
+    return comm;
   });
 }
 
