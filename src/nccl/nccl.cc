@@ -11,6 +11,7 @@
 // is tested on machines without a GPU.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdarg>
@@ -63,19 +64,27 @@ void mapNcclVariables() {
   }
   // NCCL_IB_HCA: "mlx5_0:1,mlx5_1:1", "=mlx5_0" (exact) or "^mlx5_1" (all but): Colibri uses one
   // device, the first one named (an exclusion list names none).
+  // NCCL matches names as prefixes unless "=" asks for exact ones: a name that ends in a digit
+  // (mlx5_0) is taken as a whole device name, a bare prefix (mlx5) is not mapped.
   std::string hca = env("NCCL_IB_HCA");
   if (!hca.empty() && hca[0] != '^') {
-    if (hca[0] == '=') hca.erase(0, 1);
+    const bool exact = hca[0] == '=';
+    if (exact) hca.erase(0, 1);
     hca = hca.substr(0, hca.find(','));
     const size_t colon = hca.find(':');
-    if (colon != std::string::npos) setIfUnset("COLIBRI_VERBS_PORT", hca.substr(colon + 1));
-    setIfUnset("COLIBRI_VERBS_DEVICE", hca.substr(0, colon));
+    const std::string name = hca.substr(0, colon);
+    if (!name.empty() && (exact || isdigit((unsigned char)name.back()))) {
+      if (colon != std::string::npos) setIfUnset("COLIBRI_VERBS_PORT", hca.substr(colon + 1));
+      setIfUnset("COLIBRI_VERBS_DEVICE", name);
+    }
   }
   setIfUnset("COLIBRI_VERBS_GID_INDEX", env("NCCL_IB_GID_INDEX"));
   setIfUnset("COLIBRI_VERBS_TRAFFIC_CLASS", env("NCCL_IB_TC"));
   setIfUnset("COLIBRI_VERBS_TIMEOUT", env("NCCL_IB_TIMEOUT"));
   setIfUnset("COLIBRI_VERBS_RETRY_COUNT", env("NCCL_IB_RETRY_CNT"));
-  setIfUnset("COLIBRI_VERBS_QPS_PER_CONNECTION", env("NCCL_IB_QPS_PER_CONNECTION"));
+  // NCCL takes up to 128 queue pairs per connection, Colibri 8.
+  if (std::string q = env("NCCL_IB_QPS_PER_CONNECTION"); !q.empty())
+    setIfUnset("COLIBRI_VERBS_QPS_PER_CONNECTION", std::to_string(std::min(8, std::max(1, atoi(q.c_str())))));
   if (env("NCCL_P2P_DISABLE") == "1") setIfUnset("COLIBRI_DEVICE_P2P", "off");
   if (env("NCCL_SHM_DISABLE") == "1") setIfUnset("COLIBRI_TRANSPORT", "socket");
 }
@@ -296,10 +305,13 @@ NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
   // Another thread may be inside a call on comm (that is what abort is for): the abort makes it
   // return, and Colibri's destroy refuses (frees nothing) until it has, so it is tried again.
+  // A destroy in progress on another thread frees the communicator itself: then nothing is left to
+  // do here (and the communicator may be gone already).
   clbCommAbort(of(comm));
   for (int waited = 0;; waited++) {
     const clbResult_t rc = clbCommDestroy(of(comm));
     if (rc != clbInvalidUsage || waited == 30000) return result(rc);
+    if (strstr(clbGetLastError(), "clbCommDestroy")) return ncclSuccess;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
@@ -307,6 +319,10 @@ NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
 NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t*) {
   Entry e;
   if (!newcomm) return refuse(ncclInvalidArgument, "newcomm (output) is NULL");
+  if (color < NCCL_SPLIT_NOCOLOR) {
+    *newcomm = nullptr;
+    return refuse(ncclInvalidArgument, "color %d: pass 0 or more, or NCCL_SPLIT_NOCOLOR (-1) to take no part", color);
+  }
   clbComm_t c = nullptr;
   const clbResult_t rc = clbCommSplit(of(comm), color < 0 ? CLB_SPLIT_NOCOLOR : color, key, nullptr, &c);
   *newcomm = reinterpret_cast<ncclComm_t>(c);
@@ -351,14 +367,24 @@ NCCL_EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
 
 // ---- memory ----
 
+// NCCL's registration is local (each rank, any time, e.g. PyTorch's allocator hook per segment);
+// Colibri's is collective. A local call cannot make a collective one, so these register nothing:
+// a buffer that is not registered costs speed (staging between processes), never correctness.
+// The handle is a token that deregistration gives back.
 NCCL_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
   Entry e;
-  return result(clbCommRegister(of(comm), buff, size, handle));
+  if (!comm) return refuse(ncclInvalidArgument, "comm is NULL");
+  if (!handle) return refuse(ncclInvalidArgument, "handle (output) is NULL");
+  if (!buff || size == 0) return refuse(ncclInvalidArgument, "buffer %p of %zu bytes: pass memory and a size", buff, size);
+  *handle = new char(0);
+  return ncclSuccess;
 }
 
 NCCL_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   Entry e;
-  return result(clbCommDeregister(of(comm), handle));
+  if (!comm) return refuse(ncclInvalidArgument, "comm is NULL");
+  delete static_cast<char*>(handle);
+  return ncclSuccess;
 }
 
 NCCL_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {

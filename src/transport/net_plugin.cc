@@ -229,7 +229,7 @@ clbResult_t NetPeerChannel::linkSend(const void* data, size_t bytes, uint64_t in
                                     c_->rank, room, bytes);
   memcpy(buf, data, bytes);
   MsgTag tag{};
-  tag.op.coll = kPeerSetUp;
+  tag.op.coll = kLinkSetUp;
   tag.index = index;
   tag.bytes = bytes;
   CLB_CHECK(link_->postSend(tag));
@@ -245,7 +245,7 @@ clbResult_t NetPeerChannel::pump() {
     const MsgTag* tag = nullptr;
     const void* buf = nullptr;
     CLB_CHECK(link_->tryRecv(&tag, &buf));
-    if (!buf || tag->op.coll != kPeerSetUp) return clbSuccess;
+    if (!buf || tag->op.coll != kLinkSetUp) return clbSuccess;
     const uint64_t index = tag->index;
     const uint64_t want = !gotInfo_ ? kInfo : !gotConnected_ ? kConnected : kSwitch;
     if (index != want || peerSwitched_) {
@@ -267,7 +267,7 @@ clbResult_t NetPeerChannel::pump() {
   }
 }
 
-clbResult_t NetPeerChannel::advance() {
+clbResult_t NetPeerChannel::advance(bool receive) {
   if (!ch_) {
     const clbNetHost_v1_t host = netHostFor(c_);
     info_.assign(1024, 0);
@@ -279,8 +279,8 @@ clbResult_t NetPeerChannel::advance() {
   // is in and says so, starts once the peer has said so too, then sends the switch and moves its
   // messages over the channel from there on. A closed link (the peer gone) shows at any step.
   if (!sentInfo_) CLB_CHECK(linkSend(info_.data(), info_.size(), kInfo, &sentInfo_));
-  CLB_CHECK(pump());
-  if (gotInfo_ && !sentConnected_) {
+  if (receive) CLB_CHECK(pump());
+  if (sentInfo_ && gotInfo_ && !sentConnected_) {  // "connected" never goes before this side's info
     const char yes = 1;
     CLB_CHECK(linkSend(&yes, 1, kConnected, &sentConnected_));
   }
@@ -290,8 +290,12 @@ clbResult_t NetPeerChannel::advance() {
     watchedMs_ = nowMs();
   }
   if (started_ && !switched_ && !sendingLink_) {
+    // Only once the peer's slots are announced (it starts at its own call): a switched side
+    // whose sends found no room would wait for the peer again.
+    void* room = nullptr;
+    CLB_CHECK(p_->trySend(ch_, 0, &room));
     const char yes = 1;
-    CLB_CHECK(linkSend(&yes, 1, kSwitch, &switched_));
+    if (room) CLB_CHECK(linkSend(&yes, 1, kSwitch, &switched_));
     if (switched_) CLB_INFO("rank %d: point-to-point channel with rank %d over %s", c_->rank, peer_, p_->name);
   }
   bool sent = false;
@@ -351,7 +355,7 @@ clbResult_t NetPeerChannel::tryRecv(const MsgTag** tag, const void** buf) {
       if (peerSwitched_) break;
       CLB_CHECK(link_->tryRecv(tag, buf));
       if (!*buf) return clbSuccess;
-      if ((*tag)->op.coll == kPeerSetUp) continue;
+      if ((*tag)->op.coll == kLinkSetUp) continue;
       holdingLink_ = true;
       return clbSuccess;
     }
@@ -371,9 +375,11 @@ clbResult_t NetPeerChannel::releaseRecv() {
 }
 
 clbResult_t NetPeerChannel::progress(bool* sent) {
-  // What went over the link must be written out; the channel's writes need no call.
-  if (!switched_ || !peerSwitched_) CLB_CHECK(advance());
-  return link_->progress(sent);
+  // What went over the link must be written out (the channel's writes need no call). Nothing is
+  // read here: a peer that took its messages and closed its side is no error of this batch.
+  CLB_CHECK(link_->progress(sent));
+  if (!switched_) CLB_CHECK(advance(false));
+  return clbSuccess;
 }
 
 clbResult_t connectNetChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, const clbNetDeviceMemory_v1_t* device,

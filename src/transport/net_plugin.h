@@ -86,7 +86,10 @@ class NetPeerChannel : public PeerChannel {
 
  private:
   enum : uint64_t { kInfo = 1, kConnected = 2, kSwitch = 3 };  // set-up messages over the link
-  clbResult_t advance();
+  // Their tags' call: no collective, call or point-to-point call has it (comm.h), so they are
+  // never taken for data, nor data for them.
+  static constexpr uint32_t kLinkSetUp = 0x4c494e4b;
+  clbResult_t advance(bool receive = true);
   clbResult_t pump();
   clbResult_t watchLink();  // once switched both ways: the link closing (the peer died) or carrying anything is an error
   clbResult_t linkSend(const void* data, size_t bytes, uint64_t index, bool* sent);

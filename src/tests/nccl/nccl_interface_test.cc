@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -279,6 +280,14 @@ TEST(NcclInterface, WhatColibriDoesNotDoIsRefusedSayingSo) {
     ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
     EXPECT_EQ(ncclGroupSimulateEnd(&sim), ncclInvalidUsage);
     EXPECT_EQ(ncclDevCommCreate(comm, nullptr, nullptr), ncclInvalidUsage);
+    // Registration is local in NCCL and collective in Colibri: a token, nothing registered.
+    void* handle = nullptr;
+    EXPECT_EQ(ncclCommRegister(comm, buf, sizeof buf, &handle), ncclSuccess);
+    EXPECT_NE(handle, nullptr);
+    EXPECT_EQ(ncclCommDeregister(comm, handle), ncclSuccess);
+    ncclComm_t split = nullptr;
+    EXPECT_EQ(ncclCommSplit(comm, -2, 0, &split, nullptr), ncclInvalidArgument);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "NCCL_SPLIT_NOCOLOR")) << ncclGetLastError(comm);
     // A later call that works clears this library's own error.
     int k = 0;
     EXPECT_EQ(ncclCommCount(comm, &k), ncclSuccess);
@@ -294,11 +303,14 @@ TEST(NcclInterface, AbortFromAnotherThreadEndsAWaitingReceive) {
   runRanksOwning(2, [](int r, ncclComm_t comm) {
     int64_t x = 0;
     if (r == 0) {
+      std::atomic<bool> receiving{false};
       std::thread aborter([&] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        while (!receiving) std::this_thread::yield();
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the receive is waiting by now
         EXPECT_EQ(ncclCommAbort(comm), ncclSuccess) << ncclGetLastError(comm);
       });
       const auto t0 = std::chrono::steady_clock::now();
+      receiving = true;
       EXPECT_NE(ncclRecv(&x, 1, ncclInt64, 1, comm, nullptr), ncclSuccess);
       EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
       aborter.join();
