@@ -124,6 +124,19 @@ __device__ __forceinline__ int pollLines(const Args& a, const char* from, unsign
   return N;
 }
 
+// Thread 0 of one of operation j's `blocks` blocks, once its part is written: true for the last
+// block out (it completes the operation; the count goes back to 0 for the next launch), false for
+// the others, which mark themselves failed = 2 (through, but not the one to complete it).
+__device__ __forceinline__ bool lastBlockOut(ClbP2pState* st, int j, int blocks, int* failed) {
+  __threadfence();
+  if (atomicAdd(&st->opBlocks[j], 1u) != (unsigned)blocks - 1) {
+    *failed = 2;
+    return false;
+  }
+  st->opBlocks[j] = 0;
+  return true;
+}
+
 __device__ __forceinline__ unsigned long long volatileLoad(const unsigned long long* p) {
   return *reinterpret_cast<const volatile unsigned long long*>(p);
 }
@@ -202,13 +215,7 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
     // A local copy: this block's stripe; only the operation's last block out completes it.
     copyStripe(static_cast<char*>(o.dst), static_cast<const char*>(o.src), o.bytes, sub, o.blocks);
     __syncthreads();
-    if (threadIdx.x == 0 && o.blocks > 1) {
-      __threadfence();
-      if (atomicAdd(&st->opBlocks[j], 1u) == (unsigned)o.blocks - 1)
-        st->opBlocks[j] = 0;
-      else
-        failed = 2;
-    }
+    if (threadIdx.x == 0 && o.blocks > 1) lastBlockOut(st, j, o.blocks, &failed);
   }
   const unsigned long long base = counted + o.firstChunk;
   if (o.inPlace) {
@@ -224,16 +231,10 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
                             : static_cast<char*>(*reinterpret_cast<void* const volatile*>(&o.local->wantAddr[slot]));
       copyStripe(dst, static_cast<const char*>(o.src), o.bytes, sub, o.blocks);
       __syncthreads();
-      if (threadIdx.x == 0) {
-        __threadfence();
-        // The op's last block out says the copy is done, in the receiver's box.
-        if (atomicAdd(&st->opBlocks[j], 1u) == (unsigned)o.blocks - 1) {
-          st->opBlocks[j] = 0;
-          __threadfence();  // the other blocks' copies (ordered before their atomics) before done
-          *reinterpret_cast<volatile unsigned long long*>(&o.remote->done[slot]) = k;
-        } else {
-          failed = 2;  // not the last of the operation: only the last one completes it
-        }
+      // The op's last block out says the copy is done, in the receiver's box.
+      if (threadIdx.x == 0 && lastBlockOut(st, j, o.blocks, &failed)) {
+        __threadfence();  // the other blocks' copies (ordered before their atomics) before done
+        *reinterpret_cast<volatile unsigned long long*>(&o.remote->done[slot]) = k;
       }
     } else {
       // The number before in this slot is through (its address may be published again).
@@ -334,13 +335,7 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
   if (chunks && o.blocks > 1) {
     // Only the operation's last lane out completes it.
     __syncthreads();
-    if (threadIdx.x == 0) {
-      __threadfence();
-      if (atomicAdd(&st->opBlocks[j], 1u) == (unsigned)o.blocks - 1)
-        st->opBlocks[j] = 0;
-      else
-        failed = 2;
-    }
+    if (threadIdx.x == 0) lastBlockOut(st, j, o.blocks, &failed);
   }
   __syncthreads();
   if (a.alone) {
