@@ -6,19 +6,23 @@
 // differ from Colibri's) and its result; what Colibri does not do yet is refused with
 // ncclInvalidUsage and a ncclGetLastError text that says so and what to do instead.
 //
-// An ncclComm_t is a Colibri communicator (clbComm_t) as it is. Host buffers with a NULL stream
-// work as they do through Colibri's C ABI (an extension of NCCL's interface), so the interface
-// is tested on machines without a GPU.
+// An ncclComm_t wraps a Colibri communicator (clbComm_t) with what NCCL's interface adds around
+// one: an init that completes later (inside a group: at its end; non-blocking: on a thread of its
+// own). Host buffers with a NULL stream work as they do through Colibri's C ABI (an extension of
+// NCCL's interface), so the interface is tested on machines without a GPU.
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -28,6 +32,32 @@
 #include "nccl/nccl.h"
 
 #define NCCL_EXPORT extern "C" __attribute__((visibility("default")))
+
+// What an ncclComm_t points to. Its Colibri communicator exists once its init has completed:
+// at once for a blocking init outside a group, at ncclGroupEnd for an init (or split) inside a
+// group (so that one thread can make several communicators of one clique, as nccl-tests -g N and
+// NCCL's grouped init do), on a thread of its own for a non-blocking one (config.blocking = 0:
+// the call returns ncclInProgress, ncclCommGetAsyncError says when it is done).
+struct ncclComm {
+  std::mutex mu;
+  std::condition_variable done;
+  clbComm_t c = nullptr;
+  // ncclInProgress until the init has completed, then its result.
+  ncclResult_t state = ncclInProgress;
+  bool waitsForGroupEnd = false;  // an init inside a group that has not ended yet
+  std::string error;              // the init's failure, for ncclGetLastError
+  std::thread worker;             // a non-blocking init's thread
+
+  // The init's outcome, once.
+  void finish(clbComm_t made, ncclResult_t rc, const std::string& why) {
+    std::lock_guard<std::mutex> g(mu);
+    c = made;
+    state = rc;
+    error = why;
+    waitsForGroupEnd = false;
+    done.notify_all();
+  }
+};
 
 namespace {
 
@@ -40,7 +70,7 @@ thread_local bool tOwnError = false;
 
 // NCCL's environment variables that have a Colibri meaning, set as the COLIBRI_* ones before the
 // first call reaches Colibri (which reads those at init); a COLIBRI_* variable already set wins.
-// docs/nccl.md has the table.
+// docs/nccl-compat.md has the table.
 void setIfUnset(const char* name, const std::string& value) {
   if (!value.empty() && !getenv(name)) setenv(name, value.c_str(), 0);
 }
@@ -128,7 +158,62 @@ ncclResult_t result(clbResult_t rc) {
   }
 }
 
-clbComm_t of(ncclComm_t comm) { return reinterpret_cast<clbComm_t>(comm); }
+// A call's communicator: Colibri's, once its init has completed (waiting for a non-blocking init
+// that runs); nullptr with *rc set (and the reason for ncclGetLastError) when there is none.
+clbComm_t of(ncclComm_t comm, ncclResult_t* rc) {
+  if (!comm) {
+    *rc = refuse(ncclInvalidArgument, "comm is NULL: pass a communicator made by ncclCommInitRank or ncclCommSplit");
+    return nullptr;
+  }
+  std::unique_lock<std::mutex> g(comm->mu);
+  if (comm->waitsForGroupEnd) {
+    *rc = refuse(ncclInvalidUsage, "this communicator's init was called inside a group and completes at the "
+                 "group's ncclGroupEnd: call ncclGroupEnd before using it");
+    return nullptr;
+  }
+  comm->done.wait(g, [&] { return comm->state != ncclInProgress; });
+  if (comm->state != ncclSuccess) {
+    *rc = refuse(comm->state, "this communicator's init failed: %s", comm->error.c_str());
+    return nullptr;
+  }
+  return comm->c;
+}
+
+// An init or a split that runs later, at the end of the calling thread's outermost group; it
+// returns its result and says why it failed.
+using Init = std::function<ncclResult_t(std::string* why)>;
+thread_local int tGroupDepth = 0;
+thread_local std::vector<Init> tGroupInits;
+
+// Runs an init (job makes the communicator, or fails) now, at the group's end or on a thread of
+// its own, as the caller's context asks; `comm` (nullptr for a split this rank takes no part in)
+// gets its outcome. Returns what the NCCL call returns.
+ncclResult_t startInit(ncclComm* comm, bool blocking, std::function<clbResult_t(clbComm_t*)> job) {
+  Init run = [comm, job](std::string* why) {
+    clbComm_t made = nullptr;
+    const clbResult_t rc = job(&made);
+    const ncclResult_t r = result(rc);
+    *why = rc == clbSuccess ? "" : clbGetLastError();
+    if (comm) comm->finish(made, r, *why);
+    return r;
+  };
+  if (tGroupDepth > 0) {
+    if (comm) comm->waitsForGroupEnd = true;
+    tGroupInits.push_back(run);
+    return ncclSuccess;
+  }
+  if (!blocking) {
+    comm->worker = std::thread([run] {
+      std::string why;
+      run(&why);
+    });
+    return ncclInProgress;
+  }
+  std::string why;
+  const ncclResult_t r = run(&why);
+  if (r != ncclSuccess) tError = why, tOwnError = true;
+  return r;
+}
 
 const char* typeName(ncclDataType_t t) {
   return t == ncclFloat8e4m3 ? "ncclFloat8e4m3" : t == ncclFloat8e5m2 ? "ncclFloat8e5m2" : "this type";
@@ -194,6 +279,26 @@ int currentDevice() {
 
 }  // namespace
 
+// A call's arguments as Colibri's, or the call returns the refusal.
+#define NCCL_TYPE(t, reduces, out)               \
+  clbDataType_t out;                             \
+  {                                              \
+    ncclResult_t bad = ncclSuccess;              \
+    if (!type(t, reduces, &out, &bad)) return bad; \
+  }
+#define NCCL_COMM(comm, out)                 \
+  clbComm_t out;                             \
+  {                                          \
+    ncclResult_t bad = ncclSuccess;          \
+    if (!(out = of(comm, &bad))) return bad; \
+  }
+#define NCCL_OP(o, out)                \
+  clbRedOp_t out;                      \
+  {                                    \
+    ncclResult_t bad = ncclSuccess;    \
+    if (!op(o, &out, &bad)) return bad; \
+  }
+
 // ---- versions, errors ----
 
 NCCL_EXPORT ncclResult_t ncclGetVersion(int* version) {
@@ -235,15 +340,19 @@ NCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, nc
   if (config && (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)))
     return refuse(ncclInvalidArgument, "config was not set up with NCCL_CONFIG_INITIALIZER (magic 0x%x, size %zu)",
                   config->magic, config->size);
-  // Colibri's init completes before it returns, blocking or not: a non-blocking caller sees
-  // ncclSuccess at once, which NCCL allows (ncclInProgress is only ever a "not yet").
-  clbComm_t c = nullptr;
   clbUniqueId id;
   memcpy(&id, &commId, sizeof id);
-  const clbResult_t rc = clbCommInitRank(&c, &id, rank, nranks, nullptr);
-  if (rc != clbSuccess) return result(rc);
-  *comm = reinterpret_cast<ncclComm_t>(c);
-  return ncclSuccess;
+  auto* w = new ncclComm;
+  const bool blocking = !config || config->blocking != 0;
+  const ncclResult_t rc = startInit(w, blocking, [id, rank, nranks](clbComm_t* made) {
+    return clbCommInitRank(made, &id, rank, nranks, nullptr);
+  });
+  if (rc != ncclSuccess && rc != ncclInProgress) {
+    delete w;
+    return rc;
+  }
+  *comm = w;
+  return rc;
 }
 
 NCCL_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
@@ -280,7 +389,7 @@ NCCL_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int*
   for (int r = 0; r < ndev; r++)
     if (rcs[r] != ncclSuccess) {
       for (int p = 0; p < ndev; p++)
-        if (comms[p]) clbCommDestroy(of(comms[p])), comms[p] = nullptr;
+        if (comms[p]) ncclCommDestroy(comms[p]), comms[p] = nullptr;
       return refuse(rcs[r], "rank %d of ncclCommInitAll: %s", r, errs[r].c_str());
     }
   return ncclSuccess;
@@ -288,45 +397,93 @@ NCCL_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int*
 
 NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   Entry e;
-  if (!comm) return refuse(ncclInvalidArgument, "comm is NULL");
+  ncclResult_t rc = ncclSuccess;
+  if (!of(comm, &rc)) return rc;
   // Colibri's calls are complete on the host when they return (device work is on the caller's
   // streams): nothing is left to flush.
   return ncclSuccess;
 }
 
+namespace {
+// Waits for an init that runs on a thread of its own (a non-blocking one); false for an init that
+// waits for its group's end (there is nothing to free before it has run).
+bool settle(ncclComm_t comm) {
+  {
+    std::lock_guard<std::mutex> g(comm->mu);
+    if (comm->waitsForGroupEnd) return false;
+  }
+  if (comm->worker.joinable() && comm->worker.get_id() != std::this_thread::get_id()) comm->worker.join();
+  return true;
+}
+}  // namespace
+
 NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   Entry e;
   if (!comm) return ncclSuccess;
-  return result(clbCommDestroy(of(comm)));
+  if (!settle(comm))
+    return refuse(ncclInvalidUsage, "ncclCommDestroy: this communicator's init completes at its group's "
+                  "ncclGroupEnd: end the group first");
+  if (comm->c) {
+    const clbResult_t rc = clbCommDestroy(comm->c);
+    if (rc != clbSuccess) return result(rc);  // a call in progress on another thread: nothing freed
+  }
+  delete comm;
+  return ncclSuccess;
 }
 
 NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   Entry e;
   if (!comm) return ncclSuccess;
+  // A non-blocking init still running is waited for (it ends, at the latest, at its timeout).
+  if (!settle(comm))
+    return refuse(ncclInvalidUsage, "ncclCommAbort: this communicator's init completes at its group's "
+                  "ncclGroupEnd: end the group first");
+  if (!comm->c) {
+    delete comm;
+    return ncclSuccess;
+  }
   // Another thread may be inside a call on comm (that is what abort is for): the abort makes it
   // return, and Colibri's destroy refuses (frees nothing) until it has, so it is tried again.
   // A destroy in progress on another thread frees the communicator itself: then nothing is left to
   // do here (and the communicator may be gone already).
-  clbCommAbort(of(comm));
+  clbCommAbort(comm->c);
   for (int waited = 0;; waited++) {
-    const clbResult_t rc = clbCommDestroy(of(comm));
+    const clbResult_t rc = clbCommDestroy(comm->c);
+    if (rc == clbSuccess) {
+      delete comm;
+      return ncclSuccess;
+    }
     if (rc != clbInvalidUsage || waited == 30000) return result(rc);
     if (strstr(clbGetLastError(), "clbCommDestroy")) return ncclSuccess;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
-NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t*) {
+NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   Entry e;
   if (!newcomm) return refuse(ncclInvalidArgument, "newcomm (output) is NULL");
-  if (color < NCCL_SPLIT_NOCOLOR) {
-    *newcomm = nullptr;
+  *newcomm = nullptr;
+  if (color < NCCL_SPLIT_NOCOLOR)
     return refuse(ncclInvalidArgument, "color %d: pass 0 or more, or NCCL_SPLIT_NOCOLOR (-1) to take no part", color);
+  if (config && (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)))
+    return refuse(ncclInvalidArgument, "config was not set up with NCCL_CONFIG_INITIALIZER (magic 0x%x, size %zu)",
+                  config->magic, config->size);
+  ncclResult_t rc = ncclSuccess;
+  clbComm_t parent = of(comm, &rc);
+  if (!parent) return rc;
+  // A rank that takes no part still takes part in the split (it is collective over the parent),
+  // and gets no communicator.
+  ncclComm* w = color < 0 ? nullptr : new ncclComm;
+  const bool blocking = !config || config->blocking != 0;
+  rc = startInit(w, blocking || !w, [parent, color, key](clbComm_t* made) {
+    return clbCommSplit(parent, color < 0 ? CLB_SPLIT_NOCOLOR : color, key, nullptr, made);
+  });
+  if (rc != ncclSuccess && rc != ncclInProgress) {
+    delete w;
+    return rc;
   }
-  clbComm_t c = nullptr;
-  const clbResult_t rc = clbCommSplit(of(comm), color < 0 ? CLB_SPLIT_NOCOLOR : color, key, nullptr, &c);
-  *newcomm = reinterpret_cast<ncclComm_t>(c);
-  return result(rc);
+  *newcomm = w;
+  return rc;
 }
 
 NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
@@ -339,20 +496,32 @@ NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t* newco
 NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   Entry e;
   if (!asyncError) return refuse(ncclInvalidArgument, "asyncError (output) is NULL");
+  if (!comm) return refuse(ncclInvalidArgument, "comm is NULL");
+  {
+    // An init still running (non-blocking) is in progress; one that failed is this
+    // communicator's error.
+    std::lock_guard<std::mutex> g(comm->mu);
+    if (comm->state != ncclSuccess) {
+      *asyncError = comm->state;
+      return ncclSuccess;
+    }
+  }
   clbResult_t err = clbSuccess;
-  const clbResult_t rc = clbCommGetAsyncError(of(comm), &err);
+  const clbResult_t rc = clbCommGetAsyncError(comm->c, &err);
   *asyncError = result(err);
   return result(rc);
 }
 
 NCCL_EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   Entry e;
-  return result(clbCommCount(of(comm), count));
+  NCCL_COMM(comm, c);
+  return result(clbCommCount(c, count));
 }
 
 NCCL_EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   Entry e;
-  return result(clbCommRank(of(comm), rank));
+  NCCL_COMM(comm, c);
+  return result(clbCommRank(c, rank));
 }
 
 NCCL_EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
@@ -427,56 +596,48 @@ NCCL_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t, ncclComm_t) {
 
 // ---- collectives and point-to-point ----
 
-#define NCCL_TYPE(t, reduces, out)               \
-  clbDataType_t out;                             \
-  {                                              \
-    ncclResult_t bad = ncclSuccess;              \
-    if (!type(t, reduces, &out, &bad)) return bad; \
-  }
-#define NCCL_OP(o, out)                \
-  clbRedOp_t out;                      \
-  {                                    \
-    ncclResult_t bad = ncclSuccess;    \
-    if (!op(o, &out, &bad)) return bad; \
-  }
-
 NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        ncclRedOp_t o, ncclComm_t comm, cudaStream_t stream) {
   Entry e;
+  NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, true, t);
   NCCL_OP(o, p);
-  return result(clbAllReduce(sendbuff, recvbuff, count, t, p, of(comm), stream));
+  return result(clbAllReduce(sendbuff, recvbuff, count, t, p, c, stream));
 }
 
 NCCL_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                            ncclDataType_t datatype, ncclRedOp_t o, ncclComm_t comm,
                                            cudaStream_t stream) {
   Entry e;
+  NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, true, t);
   NCCL_OP(o, p);
-  return result(clbReduceScatter(sendbuff, recvbuff, recvcount, t, p, of(comm), stream));
+  return result(clbReduceScatter(sendbuff, recvbuff, recvcount, t, p, c, stream));
 }
 
 NCCL_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     ncclRedOp_t o, int root, ncclComm_t comm, cudaStream_t stream) {
   Entry e;
+  NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, true, t);
   NCCL_OP(o, p);
-  return result(clbReduce(sendbuff, recvbuff, count, t, p, root, of(comm), stream));
+  return result(clbReduce(sendbuff, recvbuff, count, t, p, root, c, stream));
 }
 
 NCCL_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                                        ncclComm_t comm, cudaStream_t stream) {
   Entry e;
+  NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, false, t);
-  return result(clbAllGather(sendbuff, recvbuff, sendcount, t, of(comm), stream));
+  return result(clbAllGather(sendbuff, recvbuff, sendcount, t, c, stream));
 }
 
 NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        int root, ncclComm_t comm, cudaStream_t stream) {
   Entry e;
+  NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, false, t);
-  return result(clbBroadcast(sendbuff, recvbuff, count, t, root, of(comm), stream));
+  return result(clbBroadcast(sendbuff, recvbuff, count, t, root, c, stream));
 }
 
 NCCL_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -487,48 +648,77 @@ NCCL_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t data
 NCCL_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                       ncclComm_t comm, cudaStream_t stream) {
   Entry e;
+  NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, false, t);
-  return result(clbAllToAll(sendbuff, recvbuff, count, t, of(comm), stream));
+  return result(clbAllToAll(sendbuff, recvbuff, count, t, c, stream));
 }
 
 NCCL_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     int root, ncclComm_t comm, cudaStream_t stream) {
   Entry e;
+  NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, false, t);
-  return result(clbGather(sendbuff, recvbuff, count, t, root, of(comm), stream));
+  return result(clbGather(sendbuff, recvbuff, count, t, root, c, stream));
 }
 
 NCCL_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                      int root, ncclComm_t comm, cudaStream_t stream) {
   Entry e;
+  NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, false, t);
-  return result(clbScatter(sendbuff, recvbuff, count, t, root, of(comm), stream));
+  return result(clbScatter(sendbuff, recvbuff, count, t, root, c, stream));
 }
 
 NCCL_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                                   ncclComm_t comm, cudaStream_t stream) {
   Entry e;
+  NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, false, t);
-  return result(clbSend(sendbuff, count, t, peer, of(comm), stream));
+  return result(clbSend(sendbuff, count, t, peer, c, stream));
 }
 
 NCCL_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                                   cudaStream_t stream) {
   Entry e;
+  NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, false, t);
-  return result(clbRecv(recvbuff, count, t, peer, of(comm), stream));
+  return result(clbRecv(recvbuff, count, t, peer, c, stream));
 }
 
 // ---- groups ----
 
 NCCL_EXPORT ncclResult_t ncclGroupStart(void) {
   Entry e;
-  return result(clbGroupStart());
+  const ncclResult_t rc = result(clbGroupStart());
+  if (rc == ncclSuccess) tGroupDepth++;
+  return rc;
 }
 
+// The outermost end first completes the group's inits and splits, all at once (one thread each:
+// each waits for its clique's other ranks, which may be among them), then issues the group's calls
+// (none of which is on those communicators: a call on one is refused until its init completes).
 NCCL_EXPORT ncclResult_t ncclGroupEnd(void) {
   Entry e;
-  return result(clbGroupEnd());
+  if (tGroupDepth == 0) return refuse(ncclInvalidUsage, "ncclGroupEnd without a ncclGroupStart");
+  ncclResult_t initRc = ncclSuccess;
+  std::string initError;
+  if (--tGroupDepth == 0 && !tGroupInits.empty()) {
+    std::vector<Init> inits;
+    inits.swap(tGroupInits);
+    std::vector<ncclResult_t> rcs(inits.size(), ncclSuccess);
+    std::vector<std::string> whys(inits.size());
+    std::vector<std::thread> ts;
+    // Threads of their own also for one init: this thread is still inside Colibri's group, which
+    // would record the bootstrap's calls of a split instead of running them.
+    for (size_t i = 0; i < inits.size(); i++) ts.emplace_back([&, i] { rcs[i] = inits[i](&whys[i]); });
+    for (auto& t : ts) t.join();
+    for (size_t i = 0; i < inits.size() && initRc == ncclSuccess; i++)
+      if (rcs[i] != ncclSuccess) initRc = rcs[i], initError = whys[i];
+  }
+  const ncclResult_t rc = result(clbGroupEnd());
+  if (initRc != ncclSuccess)
+    return refuse(initRc, "a communicator's init in this group failed: %s", initError.c_str());
+  return rc;
 }
 
 NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) {

@@ -1,7 +1,7 @@
 /* Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
  *
  * Colibri's NCCL-compatible C interface: the header of libnccl.so.2 as Colibri builds it
- * (src/nccl/nccl.cc, docs/nccl.md). Written for Colibri, binary compatible with NCCL 2.28:
+ * (src/nccl/nccl.cc, docs/nccl-compat.md). Written for Colibri, binary compatible with NCCL 2.28:
  * the same enumerator values, the same struct layouts and sizes (ncclUniqueId 128 bytes,
  * ncclConfig_t 80 bytes on x86-64 with its size/magic/version header), the same macros and the
  * same function signatures, so that a program built against NVIDIA's nccl.h 2.28 (PyTorch,

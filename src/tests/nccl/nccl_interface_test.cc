@@ -9,6 +9,7 @@
 // ncclCommInitAll, a non-blocking config, every call Colibri does not support refused with
 // ncclInvalidUsage and a ncclGetLastError text saying so, and NCCL's variables mapped to Colibri's.
 #include <dlfcn.h>
+#include <link.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
@@ -62,6 +63,31 @@ TEST(NcclInterface, ExportsEverySymbolItsClientsImportAndNothingElse) {
   dlclose(lib);
 }
 
+// The library and what it loads need neither the CUDA driver nor libibverbs to load (Colibri
+// opens both at run time, where they are): a program that only links libnccl.so.2 starts on a
+// machine without either.
+TEST(NcclInterface, LoadsWithoutTheCudaDriverOrLibibverbs) {
+  void* lib = dlopen(CLB_NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  std::vector<std::string> loaded;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        if (info->dlpi_name && *info->dlpi_name) static_cast<std::vector<std::string>*>(out)->push_back(info->dlpi_name);
+        return 0;
+      },
+      &loaded);
+  bool sawNccl = false, sawColibri = false;
+  for (const std::string& name : loaded) {
+    EXPECT_FALSE(contains(name, "libcuda.so")) << name << " is loaded with libnccl.so.2";
+    EXPECT_FALSE(contains(name, "libcudart")) << name << " is loaded with libnccl.so.2";
+    EXPECT_FALSE(contains(name, "libibverbs")) << name << " is loaded with libnccl.so.2";
+    sawNccl |= contains(name, "libnccl.so.2");
+    sawColibri |= contains(name, "libcolibri.so.0");
+  }
+  EXPECT_TRUE(sawNccl && sawColibri) << "libnccl.so.2 and the libcolibri.so.0 beside it are loaded";
+  dlclose(lib);
+}
+
 TEST(NcclInterface, VersionIs2_28_9) {
   int v = 0;
   ASSERT_EQ(ncclGetVersion(&v), ncclSuccess);
@@ -81,7 +107,9 @@ void runRanksOwning(int n, const std::function<ncclComm_t(int, ncclComm_t)>& bod
       ncclComm_t comm = nullptr;
       ASSERT_EQ(ncclCommInitRank(&comm, n, id, r), ncclSuccess) << ncclGetLastError(nullptr);
       ncclComm_t left = body(r, comm);
-      if (left) EXPECT_EQ(ncclCommDestroy(left), ncclSuccess);
+      if (left) {
+        EXPECT_EQ(ncclCommDestroy(left), ncclSuccess);
+      }
     });
   for (auto& t : ts) t.join();
 }
@@ -250,16 +278,109 @@ TEST(NcclInterface, InitAllAndANonBlockingConfigComplete) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t one = nullptr;
-  ASSERT_EQ(ncclCommInitRankConfig(&one, 1, id, 0, &config), ncclSuccess) << ncclGetLastError(nullptr);
+  const ncclResult_t rc = ncclCommInitRankConfig(&one, 1, id, 0, &config);
+  ASSERT_TRUE(rc == ncclSuccess || rc == ncclInProgress) << ncclGetLastError(nullptr);
+  EXPECT_EQ(ncclCommFinalize(one), ncclSuccess);  // waits for the init
   ncclResult_t async = ncclInProgress;
   ASSERT_EQ(ncclCommGetAsyncError(one, &async), ncclSuccess);
   EXPECT_EQ(async, ncclSuccess);
-  EXPECT_EQ(ncclCommFinalize(one), ncclSuccess);
   EXPECT_EQ(ncclCommDestroy(one), ncclSuccess);
   ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
   bad.magic = 1;
   EXPECT_EQ(ncclCommInitRankConfig(&one, 1, id, 0, &bad), ncclInvalidArgument);
   EXPECT_TRUE(contains(ncclGetLastError(nullptr), "NCCL_CONFIG_INITIALIZER")) << ncclGetLastError(nullptr);
+}
+
+// Inits inside a group complete at its end, so one thread can make every communicator of a clique
+// (nccl-tests -g N, NCCL's grouped init); a split inside a group likewise. Before its group ends,
+// a communicator refuses calls, saying why; an init that fails makes the group's end fail.
+TEST(NcclInterface, InitsAndSplitsInsideAGroupCompleteAtItsEnd) {
+  const int n = 3;
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comms[n] = {};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < n; r++) ASSERT_EQ(ncclCommInitRank(&comms[r], n, id, r), ncclSuccess) << ncclGetLastError(nullptr);
+  int k = 0;
+  EXPECT_EQ(ncclCommCount(comms[0], &k), ncclInvalidUsage);
+  EXPECT_TRUE(contains(ncclGetLastError(nullptr), "ncclGroupEnd")) << ncclGetLastError(nullptr);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  int64_t x[n], y[n];
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < n; r++) {
+    int me = -1;
+    ASSERT_EQ(ncclCommUserRank(comms[r], &me), ncclSuccess);
+    EXPECT_EQ(me, r);
+    x[r] = 10 + r, y[r] = 0;
+    ASSERT_EQ(ncclAllReduce(&x[r], &y[r], 1, ncclInt64, ncclSum, comms[r], nullptr), ncclSuccess);
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  for (int r = 0; r < n; r++) EXPECT_EQ(y[r], 10 + 11 + 12) << "rank " << r;
+  // Split from one thread: ranks 0 and 1 together (key: the reverse order), rank 2 out.
+  ncclComm_t subs[n] = {};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < n; r++)
+    ASSERT_EQ(ncclCommSplit(comms[r], r == 2 ? NCCL_SPLIT_NOCOLOR : 0, -r, &subs[r], nullptr), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  EXPECT_EQ(subs[2], nullptr);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; r++) {
+    int me = -1, count = 0;
+    ASSERT_EQ(ncclCommUserRank(subs[r], &me), ncclSuccess);
+    ASSERT_EQ(ncclCommCount(subs[r], &count), ncclSuccess);
+    EXPECT_EQ(me, 1 - r);
+    EXPECT_EQ(count, 2);
+    x[r] = 100 * (r + 1), y[r] = 0;
+    ASSERT_EQ(ncclAllReduce(&x[r], &y[r], 1, ncclInt64, ncclSum, subs[r], nullptr), ncclSuccess);
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  EXPECT_EQ(y[0], 300);
+  EXPECT_EQ(y[1], 300);
+  for (ncclComm_t c : subs) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+  // An init that fails inside a group: the group's end says so, and so does the communicator.
+  ncclComm_t bad = nullptr;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclCommInitRank(&bad, 2, id, 5), ncclSuccess);
+  EXPECT_NE(ncclGroupEnd(), ncclSuccess);
+  EXPECT_TRUE(contains(ncclGetLastError(nullptr), "init in this group failed")) << ncclGetLastError(nullptr);
+  ncclResult_t async = ncclSuccess;
+  ASSERT_EQ(ncclCommGetAsyncError(bad, &async), ncclSuccess);
+  EXPECT_NE(async, ncclSuccess);
+  EXPECT_NE(ncclCommCount(bad, &k), ncclSuccess);
+  EXPECT_TRUE(contains(ncclGetLastError(nullptr), "init failed")) << ncclGetLastError(nullptr);
+  EXPECT_EQ(ncclCommDestroy(bad), ncclSuccess);
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage);  // no group is open
+}
+
+// Non-blocking inits (config.blocking = 0) return ncclInProgress and complete on their own, so one
+// thread can start every rank's init of a clique and poll ncclCommGetAsyncError; a call on a
+// communicator whose init still runs waits for it.
+TEST(NcclInterface, NonBlockingInitsFromOneThreadCompleteWhileItPolls) {
+  const int n = 2;
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comms[n] = {};
+  for (int r = 0; r < n; r++) ASSERT_EQ(ncclCommInitRankConfig(&comms[r], n, id, r, &config), ncclInProgress);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int r = 0; r < n; r++) {
+    ncclResult_t async = ncclInProgress;
+    while (async == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+      ASSERT_EQ(ncclCommGetAsyncError(comms[r], &async), ncclSuccess);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(async, ncclSuccess) << "rank " << r << "'s init";
+  }
+  float x[n] = {1.5f, 2.25f}, y[n] = {};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < n; r++) ASSERT_EQ(ncclAllReduce(&x[r], &y[r], 1, ncclFloat32, ncclMax, comms[r], nullptr), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  EXPECT_EQ(y[0], 2.25f);
+  EXPECT_EQ(y[1], 2.25f);
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }
 
 TEST(NcclInterface, WhatColibriDoesNotDoIsRefusedSayingSo) {
@@ -322,7 +443,7 @@ TEST(NcclInterface, AbortFromAnotherThreadEndsAWaitingReceive) {
   });
 }
 
-// NCCL's variables map onto Colibri's (docs/nccl.md), in a child process: the mapping happens
+// NCCL's variables map onto Colibri's (docs/nccl-compat.md), in a child process: the mapping happens
 // once, at the first call, and an explicit COLIBRI_* variable wins; NCCL_DEBUG=INFO prints which
 // library answers.
 TEST(NcclInterfaceChild, Variables) {
@@ -342,30 +463,41 @@ TEST(NcclInterfaceChild, Variables) {
   is("COLIBRI_TRANSPORT", "(unset)");
 }
 
-TEST(NcclInterface, NcclVariablesMapToColibris) {
-  std::vector<std::string> envs = {"CLB_NCCL_CHILD=1",       "NCCL_DEBUG=info",          "NCCL_IB_HCA==mlx5_3:2,mlx5_4:1",
-                                   "NCCL_P2P_DISABLE=1",     "NCCL_IB_GID_INDEX=3",      "COLIBRI_VERBS_GID_INDEX=7",
-                                   "NCCL_IB_TC=106"};
+// This test program again, running only `filter`, with NCCL's and Colibri's variables replaced by
+// `envs`, its stderr into `log` (when given).
+pid_t spawnSelf(const std::string& filter, std::vector<std::string> envs, const char* log) {
   for (char** e = environ; *e; e++)
     if (strncmp(*e, "COLIBRI_", 8) != 0 && strncmp(*e, "NCCL_", 5) != 0) envs.push_back(*e);
   std::vector<char*> envp;
   for (auto& e : envs) envp.push_back(e.data());
   envp.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (log) posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_TRUNC, 0);
+  std::string self = "/proc/self/exe", arg = "--gtest_filter=" + filter;
+  char* argv[] = {self.data(), arg.data(), nullptr};
+  pid_t pid = -1;
+  if (posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv, envp.data()) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+
+bool exitedCleanly(pid_t pid) {
+  int status = 0;
+  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+TEST(NcclInterface, NcclVariablesMapToColibris) {
   char log[] = "/tmp/colibri-nccl-child-XXXXXX";
   const int fd = mkstemp(log);
   ASSERT_GE(fd, 0);
   close(fd);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_TRUNC, 0);
-  std::string self = "/proc/self/exe", arg = "--gtest_filter=NcclInterfaceChild.Variables";
-  char* argv[] = {self.data(), arg.data(), nullptr};
-  pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv, envp.data()), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's checks failed (status " << status << ")";
+  const pid_t pid = spawnSelf("NcclInterfaceChild.Variables",
+                              {"CLB_NCCL_CHILD=1", "NCCL_DEBUG=info", "NCCL_IB_HCA==mlx5_3:2,mlx5_4:1",
+                               "NCCL_P2P_DISABLE=1", "NCCL_IB_GID_INDEX=3", "COLIBRI_VERBS_GID_INDEX=7", "NCCL_IB_TC=106"},
+                              log);
+  ASSERT_GT(pid, 0);
+  EXPECT_TRUE(exitedCleanly(pid)) << "the child's checks failed";
   std::string text;
   if (FILE* f = fopen(log, "r")) {
     char b[512];
@@ -374,6 +506,78 @@ TEST(NcclInterface, NcclVariablesMapToColibris) {
   }
   unlink(log);
   EXPECT_TRUE(contains(text, "NCCL version 2.28.9+colibri")) << text;
+}
+
+// Ranks as processes (host buffers): each child is one rank of a clique whose unique id the parent
+// made, running collectives, a ring of sends and receives in a group, an all-to-all and a split,
+// each result checked against values computed here. CLB_NCCL_RANK / _NRANKS / _ID tell a child
+// who it is.
+TEST(NcclInterfaceChild, Rank) {
+  const char* rankVar = getenv("CLB_NCCL_RANK");
+  if (!rankVar) GTEST_SKIP() << "runs only as a child of NcclInterface.RanksAsProcesses";
+  const int r = atoi(rankVar), n = atoi(getenv("CLB_NCCL_NRANKS"));
+  ncclUniqueId id;
+  const std::string hex = getenv("CLB_NCCL_ID");
+  ASSERT_EQ(hex.size(), 2 * sizeof id.internal);
+  for (size_t i = 0; i < sizeof id.internal; i++) id.internal[i] = (char)std::stoi(hex.substr(2 * i, 2), nullptr, 16);
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclCommInitRank(&comm, n, id, r), ncclSuccess) << ncclGetLastError(nullptr);
+  const size_t count = 100003;
+  std::vector<float> in(count), out(count);
+  for (size_t i = 0; i < count; i++) in[i] = (float)val(r, i);
+  ASSERT_EQ(ncclAllReduce(in.data(), out.data(), count, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess)
+      << ncclGetLastError(comm);
+  for (size_t i = 0; i < count; i++) {
+    double want = 0;
+    for (int p = 0; p < n; p++) want += val(p, i);
+    ASSERT_EQ(out[i], (float)want) << "allReduce element " << i;
+  }
+  std::vector<int32_t> ring(count, -1), mine(count), all(count * n), a2a(count * n), got(count * n, -1);
+  for (size_t i = 0; i < count; i++) mine[i] = r * 1000003 + (int32_t)i;
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclSend(mine.data(), count, ncclInt32, (r + 1) % n, comm, nullptr), ncclSuccess);
+  ASSERT_EQ(ncclRecv(ring.data(), count, ncclInt32, (r + n - 1) % n, comm, nullptr), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(comm);
+  for (size_t i = 0; i < count; i++) ASSERT_EQ(ring[i], ((r + n - 1) % n) * 1000003 + (int32_t)i) << "ring element " << i;
+  ASSERT_EQ(ncclAllGather(mine.data(), all.data(), count, ncclInt32, comm, nullptr), ncclSuccess);
+  for (int p = 0; p < n; p++)
+    for (size_t i = 0; i < count; i++) ASSERT_EQ(all[p * count + i], p * 1000003 + (int32_t)i) << "allGather";
+  for (int p = 0; p < n; p++)
+    for (size_t i = 0; i < count; i++) a2a[p * count + i] = r * 100 + p + (int32_t)(i % 13) * 10000;
+  ASSERT_EQ(ncclAlltoAll(a2a.data(), got.data(), count, ncclInt32, comm, nullptr), ncclSuccess);
+  for (int p = 0; p < n; p++)
+    for (size_t i = 0; i < count; i++) ASSERT_EQ(got[p * count + i], p * 100 + r + (int32_t)(i % 13) * 10000) << "alltoall";
+  ncclComm_t sub = nullptr;
+  ASSERT_EQ(ncclCommSplit(comm, r % 2, r, &sub, nullptr), ncclSuccess) << ncclGetLastError(comm);
+  int64_t x = r, y = -1;
+  ASSERT_EQ(ncclAllReduce(&x, &y, 1, ncclInt64, ncclMax, sub, nullptr), ncclSuccess);
+  int64_t want = -1;
+  for (int p = r % 2; p < n; p += 2) want = p;
+  EXPECT_EQ(y, want);
+  EXPECT_EQ(ncclCommDestroy(sub), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
+TEST(NcclInterface, RanksAsProcesses) {
+  for (int n : {2, 4}) {
+    ncclUniqueId id;
+    ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+    std::string hex;
+    for (char c : id.internal) {
+      char b[3];
+      snprintf(b, sizeof b, "%02x", (unsigned char)c);
+      hex += b;
+    }
+    std::vector<pid_t> pids;
+    for (int r = 0; r < n; r++)
+      pids.push_back(spawnSelf("NcclInterfaceChild.Rank", {"CLB_NCCL_RANK=" + std::to_string(r),
+                                                           "CLB_NCCL_NRANKS=" + std::to_string(n), "CLB_NCCL_ID=" + hex},
+                               nullptr));
+    for (int r = 0; r < n; r++) {
+      ASSERT_GT(pids[r], 0);
+      EXPECT_TRUE(exitedCleanly(pids[r])) << "rank " << r << " of " << n << " failed (its output is above)";
+    }
+  }
 }
 
 }  // namespace
