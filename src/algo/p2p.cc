@@ -31,7 +31,7 @@ OpDesc descOf(const PeerOp& o, uint64_t seq) {
   d.seq = seq;
   d.coll = o.call;
   d.dtype = o.type;
-  d.op = o.call == kReduce ? o.op : 0;
+  d.op = o.call == kReduce ? (o.preMulSum ? (uint32_t)kOpPreMulSum : (uint32_t)o.op) : 0;
   d.algo = 0;
   d.root = o.root;
   d.pad = 0;

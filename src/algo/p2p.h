@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/comm.h"
+#include "core/premul.h"
 
 namespace clb {
 
@@ -36,6 +37,11 @@ struct PeerOp {
   int root = -1;              // that call's root (gather, scatter, reduce)
   bool onDevice = false;      // its buffers are device memory (cuda::runPeerOpsStaged stages them)
   void* stream = nullptr;     // the CUstream of its call (device buffers)
+  // A reduce with a PreMulSum operation (core/premul.h): op is clbSum, its messages say
+  // kOpPreMulSum, and on the operation that reads the rank's input (a send, or the root's copy)
+  // `scale` holds the scalar: the batch scales src before anything moves (core/p2p.cc).
+  bool preMulSum = false;
+  PreMul scale;
 };
 
 // Runs `ops` on host buffers; returns when every receive completed and every send left this rank

@@ -8,6 +8,7 @@
 #include "core/comm.h"
 #include "core/dtype.h"
 #include "core/p2p.h"
+#include "core/premul.h"
 #include "transport/transport.h"
 #ifdef CLB_HAVE_CUDA
 #include "device/device.h"
@@ -95,15 +96,17 @@ clbResult_t clb::bufferMemory(const void* send, const void* recv, void* stream, 
 
 namespace {
 
+// `op` is what the call computes with (clbSum for a PreMulSum, whose descriptor says kOpPreMulSum:
+// a rank in a plain sum and one in a PreMulSum make different calls).
 CollArgs describeCall(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
-                      clbRedOp_t op, int root) {
+                      clbRedOp_t op, int root, bool preMul = false) {
   CollArgs a{};
   // Only the call that holds c->inCall writes seq (see comm.h).
   a.desc.seq = c->seq.load(std::memory_order_relaxed) + 1;
   c->seq.store(a.desc.seq, std::memory_order_relaxed);
   a.desc.coll = coll;
   a.desc.dtype = type;
-  a.desc.op = (coll == kAllReduce || coll == kReduceScatter) ? op : 0;
+  a.desc.op = (coll == kAllReduce || coll == kReduceScatter) ? (preMul ? kOpPreMulSum : op) : 0;
   // The root only a broadcast has; kBarrierRoot marks clbBarrier's all-reduce (its tags differ).
   a.desc.root = coll == kBroadcast || root == kBarrierRoot ? root : -1;
   a.desc.count = count;
@@ -143,11 +146,27 @@ clbResult_t runHost(clbComm* c, CollArgs& a, bool recordAlgo) {
   return rc;
 }
 
-// A collective on a communicator whose call the caller holds (CallScope).
+// A PreMulSum's scaling of this rank's input (core/premul.h), before the call runs as a sum: into
+// recv where recv is all the call writes (allReduce, and any call of one rank: element-wise, so
+// in place is safe), else into the communicator's scratch (reduceScatter reads nranks x count
+// elements and writes count). a.send then points at the scaled input.
+clbResult_t scaleHostInput(clbComm* c, CollArgs& a, const PreMul& pm) {
+  const size_t elems = a.desc.coll == kReduceScatter ? a.count * c->nranks : a.count;
+  void* dst = a.recv;
+  if (a.desc.coll == kReduceScatter && c->nranks > 1) CLB_CHECK(hostScratch(c, elems * clbTypeSize(a.type), &dst));
+  uint64_t scalar = 0;
+  CLB_CHECK(hostScalar(c, pm, &scalar));
+  scaleInto(dst, a.send, elems, a.type, &scalar);
+  a.send = dst;
+  return clbSuccess;
+}
+
+// A collective on a communicator whose call the caller holds (CallScope). `pm`: the call's
+// PreMulSum, resolved when the call was made (op is then clbSum).
 clbResult_t runTaken(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
-                     clbRedOp_t op, int root, void* stream) {
+                     clbRedOp_t op, int root, void* stream, const PreMul& pm = PreMul()) {
   CLB_CHECK(validate(c, coll, send, recv, count, type, op, root, stream));
-  CollArgs a = describeCall(c, coll, send, recv, count, type, op, root);
+  CollArgs a = describeCall(c, coll, send, recv, count, type, op, root, pm.on);
 
   if (count == 0) {
     c->lastAlgo = clbAlgoNone;
@@ -158,6 +177,23 @@ clbResult_t runTaken(clbComm* c, uint32_t coll, const void* send, void* recv, si
   CLB_CHECK(memoryKind(c, coll, send, recv, root, stream, &onDevice, &ordinal));
   if (onDevice) {
 #ifdef CLB_HAVE_CUDA
+    // PreMulSum: the scaling kernel on the stream, ahead of the collective's (see scaleHostInput
+    // for where it writes; the scratch is the Scaler's, device.h).
+    cuda::Scaler* scaler = nullptr;
+    if (pm.on) {
+      if (!c->scaler) c->scaler = std::make_unique<cuda::Scaler>(c);
+      scaler = c->scaler.get();
+      const size_t elems = coll == kReduceScatter ? count * c->nranks : count;
+      const bool scratch = coll == kReduceScatter && c->nranks > 1;
+      void* dst = nullptr;
+      CLB_CHECK(scaler->begin(ordinal, static_cast<CUstream>(stream), scratch ? elems * clbTypeSize(type) : 0, &dst));
+      if (!scratch) dst = recv;
+      if (clbResult_t rc = scaler->scale(dst, send, elems, pm, static_cast<CUstream>(stream))) {
+        scaler->end(static_cast<CUstream>(stream));
+        return rc;
+      }
+      a.send = dst;
+    }
     if (!c->device) c->device = std::make_unique<cuda::Device>(c);
     a.desc.algo = clbAlgoDirect;
     // Ranks that do not share a host (or memory: a socket or verbs transport) cannot map each
@@ -165,11 +201,16 @@ clbResult_t runTaken(clbComm* c, uint32_t coll, const void* send, void* recv, si
     clbResult_t rc = c->nranks > 1 && !c->carrier->sharesMemory()
                          ? c->device->runAcrossHosts(a, ordinal, static_cast<CUstream>(stream))
                          : c->device->run(a, ordinal, static_cast<CUstream>(stream));
+    if (scaler) scaler->end(static_cast<CUstream>(stream));
     c->lastAlgo = clbAlgoDirect;
     // Refusals before anything moved leave the communicator usable.
     if (rc != clbSuccess && rc != clbInvalidArgument && rc != clbUnsupported && rc != clbInvalidUsage) c->markFailed(rc);
     return rc;
 #endif
+  }
+  if (pm.on) {
+    CLB_CHECK(scaleHostInput(c, a, pm));
+    send = a.send;
   }
   if (c->nranks == 1) {
     // One rank: every collective is a copy (a reduction of one input; avg divides by 1).
@@ -184,22 +225,37 @@ clbResult_t runTaken(clbComm* c, uint32_t coll, const void* send, void* recv, si
 clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
                 clbRedOp_t op, int root, void* stream) {
   clearError();
+  // The operation as the call takes it now: a PreMulSum's scalar (or its pointer) is the call's
+  // from here on, so the operation may be destroyed once the call returns (also in a group).
+  PreMul pm;
+  const bool reduction = coll == kAllReduce || coll == kReduceScatter;
   // Inside a group (clbGroupStart): checked now, and recorded to run at the group's end; a refusal
   // is the group's too (its end runs nothing).
   if (inGroup()) {
     clbResult_t rc = checkComm(c);
-    if (rc == clbSuccess) rc = validate(c, coll, send, recv, count, type, op, root, stream);
+    if (rc == clbSuccess && reduction) rc = resolveOp(c, op, type, collectiveName(coll), &pm);
+    if (rc == clbSuccess) rc = validate(c, coll, send, recv, count, type, arithmeticOp(op, pm), root, stream);
     if (rc != clbSuccess) return refuseInGroup(rc);
-    return recordCollective(c, coll, send, recv, count, type, op, root, stream);
+    return recordCollective(c, coll, send, recv, count, type, arithmeticOp(op, pm), root, stream, pm);
   }
   CLB_CHECK(checkComm(c));
+  if (reduction) CLB_CHECK(resolveOp(c, op, type, collectiveName(coll), &pm));
   // One call at a time: a second thread's call is refused here, before it reads or writes anything.
   CallScope call(c, coll);
   CLB_CHECK(call.result());
-  return runTaken(c, coll, send, recv, count, type, op, root, stream);
+  return runTaken(c, coll, send, recv, count, type, arithmeticOp(op, pm), root, stream, pm);
 }
 
 }  // namespace
+
+clbResult_t clb::runRecordedCollective(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count,
+                                       clbDataType_t type, clbRedOp_t op, int root, void* stream, const PreMul& pm) {
+  clearError();
+  CLB_CHECK(checkComm(c));
+  CallScope call(c, coll);
+  CLB_CHECK(call.result());
+  return runTaken(c, coll, send, recv, count, type, op, root, stream, pm);
+}
 
 clbResult_t clb::hostCollective(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count,
                                 clbDataType_t type, clbRedOp_t op, int root) {

@@ -12,6 +12,7 @@
 #include "core/config.h"
 #include "core/crypto.h"
 #include "core/dtype.h"
+#include "core/premul.h"
 #include "core/tls.h"
 #include "core/versions.h"
 #include "transport/transport.h"
@@ -21,6 +22,7 @@
 #else
 namespace clb::cuda {
 class Device {};  // built without CUDA: never created
+class Scaler {};
 }  // namespace clb::cuda
 #endif
 
@@ -373,10 +375,12 @@ clbResult_t clbCommDestroy(clbComm_t c) {
   if (!c) return clbSuccess;
   // Taken for good: nothing gives the communicator back, it is freed below.
   CLB_CHECK(c->enterCall(kCallDestroy));
+  releaseOps(c);
   if (c->carrier)
     c->carrier->close(c->aborted ? PeerNotice::kAborted : c->failed ? PeerNotice::kFailed : PeerNotice::kClosed);
 #ifdef CLB_HAVE_CUDA
-  c->device.reset();
+  c->device.reset();  // waits for this rank's kernels (its context synchronized)
+  c->scaler.reset();  // ... so the scaling kernels' scratch is free to go
   if (c->barrierScratch) {
     const cuda::Driver* d = nullptr;
     if (cuda::driver(&d) == clbSuccess) {
@@ -387,6 +391,7 @@ clbResult_t clbCommDestroy(clbComm_t c) {
 #endif
   c->carrier.reset();
   c->boot.close();
+  trimHostScratch(c);
   delete c;
   clearError();
   return clbSuccess;
@@ -442,8 +447,10 @@ clbResult_t clbCommTrim(clbComm_t c) {
   CLB_CHECK(call.result());
   if (c->failed || c->aborted) return clbSuccess;
   if (c->carrier) CLB_CHECK(c->carrier->trim());
+  trimHostScratch(c);  // PreMulSum's scaled inputs (host buffers): made again by the next such call
 #ifdef CLB_HAVE_CUDA
   if (c->device) CLB_CHECK(c->device->trimHostStage());
+  if (c->scaler) CLB_CHECK(c->scaler->trim());
 #endif
   return clbSuccess;
 }

@@ -23,6 +23,7 @@ class Transport;
 namespace cuda {
 class Device;
 class PeerDevice;
+class Scaler;
 }
 
 enum Collective : uint32_t { kAllReduce = 1, kAllGather = 2, kReduceScatter = 3, kBroadcast = 4 };
@@ -118,6 +119,13 @@ struct clbComm {
   std::unique_ptr<clb::cuda::Device> device;  // set up at the first call on device memory
   std::unique_ptr<clb::cuda::PeerDevice> peerDevice;  // point-to-point on the GPU, at its first device call
   std::atomic<clb::cuda::Device*> deviceReady{nullptr};  // `device`, once set up (read by other threads)
+  // PreMulSum (core/premul.h), under the call like every use: on device buffers the scaling
+  // kernels and the device scratch (device.h), made at the first such call; on host buffers the
+  // scratch for scaled inputs (reduceScatter, reduce's other ranks), in mem.host. clbCommTrim and
+  // clbCommDestroy free them.
+  std::unique_ptr<clb::cuda::Scaler> scaler;
+  std::unique_ptr<char[]> preMulHost;
+  size_t preMulHostBytes = 0;
   std::string info;
 
   ~clbComm();

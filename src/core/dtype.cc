@@ -325,6 +325,29 @@ constexpr TypeKernels kKernels[clbNumTypes] = {
     kernelsFor<Half>(),             kernelsFor<Bf16>(),             kernelsFor<Native<float>>(),
     kernelsFor<Native<double>>()};
 
+// PreMulSum's scaling: every element multiplied by one scalar of the element type (read once),
+// with mul's wrapping for integers; float16/bfloat16 multiply in float32 and round once.
+template <typename C>
+void scaleKernel(void* dstv, const void* srcv, size_t n, const void* scalarv) {
+  using S = typename C::Storage;
+  using A = typename C::Acc;
+  S sv;
+  std::memcpy(&sv, scalarv, sizeof sv);
+  const A s = C::load(sv);
+  S* dst = static_cast<S*>(dstv);
+  const S* src = static_cast<const S*>(srcv);
+  for (size_t i = 0; i < n; ++i) dst[i] = C::store(mul(C::load(src[i]), s));
+}
+
+using ScaleFn = void (*)(void*, const void*, size_t, const void*);
+
+// Indexed by clbDataType_t.
+constexpr ScaleFn kScale[clbNumTypes] = {
+    &scaleKernel<Native<int8_t>>,   &scaleKernel<Native<uint8_t>>, &scaleKernel<Native<int32_t>>,
+    &scaleKernel<Native<uint32_t>>, &scaleKernel<Native<int64_t>>, &scaleKernel<Native<uint64_t>>,
+    &scaleKernel<Half>,             &scaleKernel<Bf16>,             &scaleKernel<Native<float>>,
+    &scaleKernel<Native<double>>};
+
 // Callers validate type and op before they get here; out-of-range values make the reductions do
 // nothing rather than index past the tables. nranks only matters for clbAvg, where it must be
 // >= 1; a bad value is treated as 1 instead of dividing by zero.
@@ -352,7 +375,12 @@ bool validOp(int op) { return op >= 0 && op < clbNumOps; }
 const char* typeName(int datatype) {
   return validType(datatype) ? kTypeNames[datatype] : "unknown";
 }
-const char* opName(int op) { return validOp(op) ? kOpNames[op] : "unknown"; }
+const char* opName(int op) { return validOp(op) ? kOpNames[op] : op == kOpPreMulSum ? "premulsum" : "unknown"; }
+
+void scaleInto(void* dst, const void* src, size_t n, clbDataType_t type, const void* scalar) {
+  if (!validType(static_cast<int>(type))) return;
+  kScale[type](dst, src, n, scalar);
+}
 
 void reducePair(void* dst, const void* a, const void* b, size_t n, clbDataType_t type,
                 clbRedOp_t op) {

@@ -26,7 +26,19 @@ float bfloat16ToFloat(uint16_t b);
 bool validType(int datatype);
 bool validOp(int op);
 const char* typeName(int datatype);
+// "sum" ... "avg" for the built-in ops, "premulsum" for kOpPreMulSum, else "unknown".
 const char* opName(int op);
+
+// What a call's descriptor (OpDesc::op, its message tags) says for a PreMulSum operation
+// (core/premul.h): the arithmetic is clbSum on scaled inputs, but a rank in a plain sum and one in a
+// PreMulSum make different calls, which the tags then tell apart. Never a user's op value.
+constexpr int kOpPreMulSum = clbNumOps;
+
+// dst[i] = src[i] * scalar for i < n, scalar pointing to one element of `type`: in the type itself
+// for float32/float64, in float32 rounded once to the type for float16/bfloat16 (the product of
+// two such values is exact in float32, except for bfloat16 products beyond float32's range),
+// wrapping for integers; the device's scaling kernel gives the same bits. dst may equal src.
+void scaleInto(void* dst, const void* src, size_t n, clbDataType_t type, const void* scalar);
 
 // dst[i] = a[i] (op) b[i] for i < n. dst may equal a or b. For clbAvg this is a plain sum; the
 // division happens in reduceFinal. `scale` is ignored.

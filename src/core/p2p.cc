@@ -34,9 +34,10 @@ struct GroupItem {
   void* recv = nullptr;
   size_t count = 0;
   clbDataType_t type = clbUint8;
-  clbRedOp_t redop = clbSum;
+  clbRedOp_t redop = clbSum;  // what it computes with (clbSum for a PreMulSum: pm)
   int root = 0;
   void* stream = nullptr;
+  PreMul pm;  // its PreMulSum, taken when it was recorded (the operation may be destroyed since)
 };
 
 struct GroupState {
@@ -102,6 +103,69 @@ PeerOp peerOp(PeerOp::Kind kind, int peer, const void* src, void* dst, size_t co
   return o;
 }
 
+// The reduces with a PreMulSum operation in a batch: each scales the rank's input before anything
+// moves (the batch then runs them as sums). The root's copy scales straight into its recv (the
+// sum's start, element-wise: in place is safe), so it copies nothing; a send scales into the
+// communicator's scratch, a region of its own per send (a group may hold several reduces), host
+// or device memory as its buffers are. Device buffers: kernels on the batch's stream ahead of its
+// launch; `scaler` is then set, and end() must follow the batch's launch.
+#ifdef CLB_HAVE_CUDA
+using ScalerPtr = cuda::Scaler*;
+#else
+using ScalerPtr = void*;
+#endif
+clbResult_t scaleInputs(clbComm* c, std::vector<PeerOp>& ops, ScalerPtr* scaler) {
+  *scaler = nullptr;
+  auto region = [](const PeerOp& o) { return (o.count * clbTypeSize(o.type) + 255) & ~(size_t)255; };
+  size_t hostBytes = 0, deviceBytes = 0;
+  const PeerOp* firstOnDevice = nullptr;
+  for (const PeerOp& o : ops) {
+    if (!o.scale.on || o.count == 0) continue;
+    if (o.onDevice && !firstOnDevice) firstOnDevice = &o;
+    if (o.kind == PeerOp::kSend) (o.onDevice ? deviceBytes : hostBytes) += region(o);
+  }
+  char* host = nullptr;
+  if (hostBytes) CLB_CHECK(hostScratch(c, hostBytes, reinterpret_cast<void**>(&host)));
+#ifdef CLB_HAVE_CUDA
+  char* device = nullptr;
+  CUstream stream = nullptr;
+  if (firstOnDevice) {
+    // A group's device operations on one communicator take one stream (PeerDevice refuses others).
+    stream = static_cast<CUstream>(firstOnDevice->stream);
+    bool onDevice = false;
+    int ordinal = -1;
+    CLB_CHECK(cuda::classifyPointer(firstOnDevice->src, &onDevice, &ordinal));
+    if (!c->scaler) c->scaler = std::make_unique<cuda::Scaler>(c);
+    CLB_CHECK(c->scaler->begin(ordinal, stream, deviceBytes, reinterpret_cast<void**>(&device)));
+    *scaler = c->scaler.get();
+  }
+#endif
+  for (PeerOp& o : ops) {
+    if (!o.scale.on || o.count == 0) continue;
+    void* dst = o.dst;  // the root's copy: into its recv
+    if (o.kind == PeerOp::kSend) {
+#ifdef CLB_HAVE_CUDA
+      char*& next = o.onDevice ? device : host;
+#else
+      char*& next = host;
+#endif
+      dst = next;
+      next += region(o);
+    }
+    if (o.onDevice) {
+#ifdef CLB_HAVE_CUDA
+      CLB_CHECK(c->scaler->scale(dst, o.src, o.count, o.scale, stream));
+#endif
+    } else {
+      uint64_t scalar = 0;
+      CLB_CHECK(hostScalar(c, o.scale, &scalar));
+      scaleInto(dst, o.src, o.count, o.type, &scalar);
+    }
+    o.src = dst;
+  }
+  return clbSuccess;
+}
+
 // Runs one communicator's batch under its call (the refusal names `call` if another thread is in one).
 clbResult_t runBatch(clbComm* c, uint32_t call, std::vector<PeerOp>& ops) {
   CallScope scope(c, call);
@@ -109,6 +173,21 @@ clbResult_t runBatch(clbComm* c, uint32_t call, std::vector<PeerOp>& ops) {
   CLB_CHECK(c->checkUsable());
   bool device = false;
   for (const PeerOp& o : ops) device = device || o.onDevice;
+  ScalerPtr scaler = nullptr;
+  clbResult_t scaled = scaleInputs(c, ops, &scaler);
+#ifdef CLB_HAVE_CUDA
+  // What read the device scratch is queued once the batch is (or nothing more will be).
+  struct EndScaling {
+    cuda::Scaler* s;
+    CUstream stream;
+    ~EndScaling() {
+      if (s) s->end(stream);
+    }
+  } endScaling{scaler, nullptr};
+  for (const PeerOp& o : ops)
+    if (o.onDevice && o.scale.on && o.count) endScaling.stream = static_cast<CUstream>(o.stream);
+#endif
+  CLB_CHECK(scaled);
 #ifdef CLB_HAVE_CUDA
   clbResult_t rc = clbSuccess;
   if (device) {
@@ -281,8 +360,9 @@ bool clb::inGroup() { return tGroup.depth > 0; }
 clbResult_t clb::refuseInGroup(clbResult_t rc) { return refuse(rc); }
 
 clbResult_t clb::recordCollective(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count,
-                                  clbDataType_t type, clbRedOp_t op, int root, void* stream) {
+                                  clbDataType_t type, clbRedOp_t op, int root, void* stream, const PreMul& pm) {
   GroupItem it;
+  it.pm = pm;
   it.comm = c;
   it.collective = true;
   it.coll = coll;
@@ -304,9 +384,11 @@ clbResult_t runCollective(const GroupItem& it) {
   switch (it.coll) {
     case kAllReduce:
       if (it.root == kBarrierRoot) return clbBarrier(c, it.stream);
-      return clbAllReduce(it.send, it.recv, it.count, it.type, it.redop, c, it.stream);
+      return runRecordedCollective(c, kAllReduce, it.send, it.recv, it.count, it.type, it.redop, 0, it.stream, it.pm);
     case kAllGather: return clbAllGather(it.send, it.recv, it.count, it.type, c, it.stream);
-    case kReduceScatter: return clbReduceScatter(it.send, it.recv, it.count, it.type, it.redop, c, it.stream);
+    case kReduceScatter:
+      return runRecordedCollective(c, kReduceScatter, it.send, it.recv, it.count, it.type, it.redop, 0, it.stream,
+                                   it.pm);
     case kBroadcast: return clbBroadcast(it.send, it.recv, it.count, it.type, it.root, c, it.stream);
   }
   return setError(clbInternalError, "group: unknown collective %u", it.coll);
@@ -447,8 +529,12 @@ clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDat
                       int root, clbComm_t comm, void* stream) {
   clbResult_t rc = begin(comm);
   if (rc == clbSuccess) rc = checkType(datatype);
-  if (rc == clbSuccess && !validOp(op))
+  // A PreMulSum's scalar (or its pointer) is the call's from here on (core/premul.h).
+  PreMul pm;
+  if (rc == clbSuccess) rc = resolveOp(comm, op, datatype, "clbReduce", &pm);
+  if (rc == clbSuccess && !pm.on && !validOp(op))
     rc = setError(clbInvalidArgument, "unknown reduction op %d: use a clbRedOp_t value", op);
+  op = arithmeticOp(op, pm);
   if (rc == clbSuccess) rc = checkRank(comm, "root", root);
   size_t bytes = 0;
   if (rc == clbSuccess) rc = checkBytes(count, 1, datatype, &bytes);
@@ -465,11 +551,13 @@ clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDat
   if (!isRoot) {
     PeerOp s = peerOp(PeerOp::kSend, root, sendbuff, nullptr, count, datatype, kReduce, root);
     s.op = op;
+    s.scale = pm;  // a PreMulSum scales what it sends (runBatch)
     ops.push_back(s);
   } else {
     // The root's own data first, then every peer's added in rank order (each after the one before),
     // so that the result is the same whoever is faster; an average divides at the last step.
     ops.push_back(peerOp(PeerOp::kCopy, me, sendbuff, recvbuff, count, datatype, kReduce, root));
+    ops.back().scale = pm;  // a PreMulSum scales its own data into recv (runBatch)
     int last = -1;
     for (int p = 0; p < n; p++) {
       if (p == me) continue;
@@ -481,6 +569,7 @@ clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDat
     }
     if (last >= 0) ops[last].divideBy = n;
   }
+  for (PeerOp& o : ops) o.preMulSum = pm.on;
   return refuse(issue(comm, kReduce, std::move(ops), onDevice, stream));
 }
 

@@ -13,7 +13,9 @@
 #include <cuda.h>
 
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algo/algorithms.h"
@@ -21,6 +23,7 @@
 #include "device/paths.h"
 #include "device/kernels.h"
 #include "core/peer_meet.h"
+#include "core/premul.h"
 #include "device/shared.h"
 #include "platform/cuda/driver.h"
 
@@ -108,6 +111,62 @@ class PeerDevice {
   CUstream lastStream_ = nullptr;  // ... on this stream
   std::shared_ptr<clb::PeerMeet> meet_;  // with the ranks of this process on this GPU (core/peer_meet.h)
 };
+
+// PreMulSum on device buffers (scale.cc; core/premul.h): this rank's input times its scalar, by a
+// kernel on the call's stream ahead of the collective's own (a capture records both), into recv or
+// into the communicator's device scratch. It loads a kernel image of its own at the first such
+// call (as PeerDevice does): a call between hosts never sets DeviceShared up, and its scaling
+// needs nothing of it.
+//
+// The scratch is one per communicator, whatever the streams: a call writes it on its stream only
+// once the previous user's work is done with it. On the same stream the stream orders them; on
+// another, the stream waits (on the GPU) for an event recorded after the previous call's work,
+// which orders a communicator's calls as they are ordered anyway (a rank's collectives pair with
+// its peers' in call order; the point-to-point launches do the same, p2p_device.cc). Inside a
+// capture nothing waits or records, as for PeerDevice: the graph's replays are ordered by the
+// application, as for every captured call. Scratch that a capture used is never freed before
+// clbCommDestroy (a replay still writes it): a larger one replaces it for later calls, and
+// clbCommTrim frees only scratch no capture used. Growing waits for the last use first.
+class Scaler {
+ public:
+  explicit Scaler(clbComm* c) : c_(c) {}
+  ~Scaler();
+  Scaler(const Scaler&) = delete;
+  Scaler& operator=(const Scaler&) = delete;
+  // Before a call's scaling on `stream`, its buffers on GPU `ordinal`: the kernels loaded, and for
+  // bytes > 0 *scratch at least that much device scratch, which work queued on `stream` from now on
+  // may write. Refused (clbInvalidUsage) inside a capture when either would have to be made. Every
+  // call whose begin() succeeded calls end() once its work is queued, also when it failed.
+  clbResult_t begin(int ordinal, CUstream stream, size_t bytes, void** scratch);
+  // dst[i] = src[i] x pm's scalar for n elements of pm.type, on `stream` (between begin and end).
+  // A device-residence scalar is read by the kernel when it runs, so it must be memory the GPU reads.
+  clbResult_t scale(void* dst, const void* src, size_t n, const PreMul& pm, CUstream stream);
+  // The call's work that uses the scratch is queued on `stream`: later calls on other streams wait for it.
+  void end(CUstream stream);
+  // clbCommTrim: frees the scratch that no capture used, once its last use is done.
+  clbResult_t trim();
+
+ private:
+  clbResult_t checkScalar(const PreMul& pm);
+  clbComm* c_;
+  const Driver* d_ = nullptr;
+  CUcontext ctx_ = nullptr;
+  CUdevice dev_ = 0;
+  int ordinal_ = -1;
+  std::unique_ptr<Kernels> kernels_;  // loaded at the first call (outside a capture)
+  CUdeviceptr scratch_ = 0;
+  size_t bytes_ = 0;
+  bool captured_ = false;  // a capture used scratch_: kept until destroy
+  std::vector<std::pair<CUdeviceptr, size_t>> retired_;  // earlier scratch a capture used
+  CUevent lastUse_ = nullptr;      // recorded after the work of the last call that used the scratch
+  CUstream lastStream_ = nullptr;  // ... on this stream
+  bool used_ = false;              // lastUse_ was recorded
+  bool capturing_ = false;         // the call between begin and end is being captured
+  bool scratchCall_ = false;       // ... and uses the scratch
+};
+// Copies one scalar of `bytes` from device memory on GPU `ordinal` to *out (a host call's
+// PreMulSum whose scalar lies in device memory).
+clbResult_t readScalar(const void* p, size_t bytes, int ordinal, uint64_t* out);
 
 class Device {
  public:

@@ -85,6 +85,8 @@ clbResult_t Kernels::load(CUdevice device, const std::string& dir) {
   for (int t = 0; t < clbNumTypes; t++) {
     std::string name = std::string("clb_reduce_") + typeName(t);
     CLB_CU(d, cuModuleGetFunction, &reduce_[t], module_, name.c_str());
+    name = std::string("clb_scale_") + typeName(t);
+    CLB_CU(d, cuModuleGetFunction, &scale_[t], module_, name.c_str());
   }
   CLB_CU(d, cuModuleGetFunction, &copy_, module_, "clb_copy");
   char buf[256];
@@ -112,6 +114,19 @@ clbResult_t Kernels::reduce(const ClbReduceArgs& args, clbDataType_t type, CUstr
   CLB_CHECK(driver(&d));
   void* params[] = {const_cast<ClbReduceArgs*>(&args)};
   CLB_CU(d, cuLaunchKernel, reduce_[type], grid(args.n), 1, 1, 512, 1, 1, 0, stream, params, nullptr);
+  return clbSuccess;
+}
+
+clbResult_t Kernels::scale(const ClbScaleArgs& args, clbDataType_t type, CUstream stream) const {
+  if (!module_) return setError(clbInvalidUsage, "kernels not loaded");
+  if (args.n == 0) return clbSuccess;
+  const Driver* d = nullptr;
+  CLB_CHECK(driver(&d));
+  void* params[] = {const_cast<ClbScaleArgs*>(&args)};
+  // A thread per 16 bytes (the kernel's vector step), as for the copy.
+  const unsigned long long perVector = 16 / clbTypeSize(type);
+  CLB_CU(d, cuLaunchKernel, scale_[type], grid((args.n + perVector - 1) / perVector), 1, 1, 512, 1, 1, 0, stream,
+         params, nullptr);
   return clbSuccess;
 }
 

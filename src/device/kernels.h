@@ -33,6 +33,8 @@ class Kernels {
   const std::string& description() const { return description_; }
   int smCount() const { return smCount_; }
   clbResult_t reduce(const ClbReduceArgs& args, clbDataType_t type, CUstream stream) const;
+  // PreMulSum's scaling (clb_scale_<type>) on `stream`, in the caller's current context.
+  clbResult_t scale(const ClbScaleArgs& args, clbDataType_t type, CUstream stream) const;
   clbResult_t copy(void* dst, const void* src, size_t bytes, CUstream stream) const;
   clbResult_t function(const char* name, CUfunction* f) const;
 
@@ -40,6 +42,7 @@ class Kernels {
   unsigned grid(unsigned long long items) const;
   CUmodule module_ = nullptr;
   CUfunction reduce_[clbNumTypes] = {};
+  CUfunction scale_[clbNumTypes] = {};
   CUfunction copy_ = nullptr;
   int smCount_ = 1;
   std::string description_;

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#define CLB_KERNEL_ABI_VERSION 6
+#define CLB_KERNEL_ABI_VERSION 7
 // Inputs one reduction kernel launch can combine (ranks on one node beyond that take more passes).
 #define CLB_MAX_KERNEL_SRCS 16
 
@@ -22,6 +22,20 @@ struct ClbReduceArgs {
   int op;      // clbRedOp_t
   int nranks;  // for avg
   int divide;  // 1: apply avg's division
+  unsigned long long n;
+};
+
+// Kernel parameter block of clb_scale_<type> (PreMulSum, src/device/scale.cc): dst[i] = src[i] x
+// the scalar for i < n, in the accumulation type (float32 for float16/bfloat16), rounded once,
+// integers wrapping: the host loop's bits (scaleInto in src/core/dtype.cc). The scalar is one
+// element read from `scalar` when the kernel runs (device memory or mapped pinned host memory: a
+// replayed graph reads the value of the moment), or, with `scalar` NULL, the element in the first
+// bytes of `value`. dst may equal src.
+struct ClbScaleArgs {
+  void* dst;
+  const void* src;
+  const void* scalar;
+  unsigned long long value;
   unsigned long long n;
 };
 

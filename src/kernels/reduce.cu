@@ -1,7 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Reduction kernels: one kernel per element type (the op is a warp-uniform branch, so 10 kernels
-// cover 10 types x 5 ops), plus a byte copy.
+// cover 10 types x 5 ops), PreMulSum's scaling kernels (one per type), and a byte copy.
 #include "kernels/reduce_device.cuh"
 
 #define CLB_REDUCE_KERNEL(NAME, S)                                                           \
@@ -20,6 +20,23 @@ CLB_REDUCE_KERNEL(clb_reduce_float16, __half)
 CLB_REDUCE_KERNEL(clb_reduce_bfloat16, __nv_bfloat16)
 CLB_REDUCE_KERNEL(clb_reduce_float32, float)
 CLB_REDUCE_KERNEL(clb_reduce_float64, double)
+
+#define CLB_SCALE_KERNEL(NAME, S)                                                            \
+  extern "C" __global__ void __launch_bounds__(512) NAME(const ClbScaleArgs args) {          \
+    clbk::scaleRange<S>(args, blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x,        \
+                        (unsigned long long)gridDim.x * blockDim.x);                            \
+  }
+
+CLB_SCALE_KERNEL(clb_scale_int8, int8_t)
+CLB_SCALE_KERNEL(clb_scale_uint8, uint8_t)
+CLB_SCALE_KERNEL(clb_scale_int32, int32_t)
+CLB_SCALE_KERNEL(clb_scale_uint32, uint32_t)
+CLB_SCALE_KERNEL(clb_scale_int64, int64_t)
+CLB_SCALE_KERNEL(clb_scale_uint64, uint64_t)
+CLB_SCALE_KERNEL(clb_scale_float16, __half)
+CLB_SCALE_KERNEL(clb_scale_bfloat16, __nv_bfloat16)
+CLB_SCALE_KERNEL(clb_scale_float32, float)
+CLB_SCALE_KERNEL(clb_scale_float64, double)
 
 // Byte copy, 16 bytes per thread where alignment allows.
 extern "C" __global__ void __launch_bounds__(512) clb_copy(void* dst, const void* src, unsigned long long bytes) {

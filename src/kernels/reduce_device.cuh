@@ -136,6 +136,38 @@ __device__ __forceinline__ void reduceRange(const ClbReduceArgs& args, unsigned 
   for (unsigned long long i = done + i0; i < args.n; i += stride) dst[i] = reduceOne<S>(args, src, i, avg);
 }
 
+// PreMulSum's scaling: every element times one scalar, read once per thread (a replayed graph
+// reads its value at each replay), multiplied as combine's prod does (integers wrap) in the
+// accumulation type and rounded once. 16 bytes per thread and step where every pointer allows;
+// the same numbers either way.
+template <typename S>
+__device__ __forceinline__ void scaleRange(const ClbScaleArgs& args, unsigned long long i0,
+                                           unsigned long long stride) {
+  using C = Conv<S>;
+  using A = typename C::A;
+  constexpr int V = 16 / sizeof(S);
+  S sv;
+  if (args.scalar) sv = *static_cast<const S*>(args.scalar);
+  else memcpy(&sv, &args.value, sizeof(S));
+  const A s = C::load(sv);
+  S* dst = static_cast<S*>(args.dst);
+  const S* src = static_cast<const S*>(args.src);
+  unsigned long long done = 0;
+  if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) % 16) == 0) {
+    const unsigned long long nv = args.n / V;
+    for (unsigned long long v = i0; v < nv; v += stride) {
+      union Vec { uint4 raw; S e[V]; };
+      Vec in, out;
+      in.raw = reinterpret_cast<const uint4*>(src)[v];
+#pragma unroll
+      for (int j = 0; j < V; j++) out.e[j] = C::store(combine<A>(C::load(in.e[j]), s, kProd));
+      reinterpret_cast<uint4*>(dst)[v] = out.raw;
+    }
+    done = nv * V;
+  }
+  for (unsigned long long i = done + i0; i < args.n; i += stride) dst[i] = C::store(combine<A>(C::load(src[i]), s, kProd));
+}
+
 __device__ __forceinline__ void copyRange(void* dst, const void* src, unsigned long long bytes,
                                           unsigned long long tid, unsigned long long stride) {
   if (((uintptr_t)dst | (uintptr_t)src) % 16 == 0) {

@@ -204,6 +204,56 @@ TEST(DeviceKernels, ReduceMatchesHostBitForBitForEveryTypeAndOp) {
   }
 }
 
+// PreMulSum's scaling kernel against the host loop (scaleInto), bit for bit, for every type, with
+// the scalar passed by value and read from device memory, aligned and not, in place and not.
+TEST(DeviceKernels, ScaleMatchesHostBitForBitForEveryType) {
+  Gpu g;
+  if (!g.up()) GTEST_SKIP() << "no GPU here: " << g.why;
+  cuda::Kernels k;
+  ASSERT_EQ(k.load(g.dev, kernelDir()), clbSuccess) << clbGetLastError();
+  std::mt19937_64 rng(20261205);
+  const size_t n = 100003;
+  for (int t = 0; t < clbNumTypes; t++) {
+    const clbDataType_t type = (clbDataType_t)t;
+    const size_t esz = clbTypeSize(type), bytes = (n + 1) * esz;
+    std::vector<uint8_t> in(bytes), scalars(4 * esz);
+    fillRandom(in, type, rng);
+    fillRandom(scalars, type, rng);
+    CUdeviceptr dIn, dOut, dScalar;
+    ASSERT_EQ(g.d->cuMemAlloc(&dIn, bytes), CUDA_SUCCESS);
+    ASSERT_EQ(g.d->cuMemAlloc(&dOut, bytes), CUDA_SUCCESS);
+    ASSERT_EQ(g.d->cuMemAlloc(&dScalar, esz), CUDA_SUCCESS);
+    for (int c = 0; c < 4; c++) {
+      const uint8_t* scalar = scalars.data() + c * esz;
+      const bool byValue = c % 2 == 0, inPlace = c == 3;
+      const size_t off = c == 1 ? esz : 0;  // one element in: not 16-byte aligned
+      ASSERT_EQ(g.d->cuMemcpyHtoD(dIn, in.data(), bytes), CUDA_SUCCESS);
+      ASSERT_EQ(g.d->cuMemcpyHtoD(dScalar, scalar, esz), CUDA_SUCCESS);
+      ClbScaleArgs a{};
+      a.src = (const void*)(dIn + off);
+      a.dst = (void*)((inPlace ? dIn : dOut) + off);
+      a.scalar = byValue ? nullptr : (const void*)dScalar;
+      memcpy(&a.value, scalar, esz);
+      a.n = n;
+      ASSERT_EQ(k.scale(a, type, nullptr), clbSuccess) << clbGetLastError();
+      ASSERT_EQ(g.d->cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+      std::vector<uint8_t> got(n * esz), want(n * esz);
+      ASSERT_EQ(g.d->cuMemcpyDtoH(got.data(), (CUdeviceptr)a.dst, n * esz), CUDA_SUCCESS);
+      scaleInto(want.data(), in.data() + off, n, type, scalar);
+      size_t wrong = 0, first = n;
+      for (size_t i = 0; i < n; i++)
+        if (!sameBits(got.data() + i * esz, want.data() + i * esz, type)) {
+          if (!wrong) first = i;
+          wrong++;
+        }
+      EXPECT_EQ(wrong, 0u) << typeName(t) << " case " << c << ": first wrong element " << first;
+    }
+    g.d->cuMemFree(dIn);
+    g.d->cuMemFree(dOut);
+    g.d->cuMemFree(dScalar);
+  }
+}
+
 TEST(DeviceKernels, CopyHandlesEveryAlignmentAndTail) {
   Gpu g;
   if (!g.up()) GTEST_SKIP() << "no GPU here: " << g.why;

@@ -54,7 +54,21 @@ typedef enum {
   clbNumTypes = 10
 } clbDataType_t;
 
-typedef enum { clbSum = 0, clbProd = 1, clbMin = 2, clbMax = 3, clbAvg = 4, clbNumOps = 5 } clbRedOp_t;
+/* Reduction operations. The built-in ones are 0 .. clbNumOps - 1. clbRedOpCreatePreMulSum (below)
+ * makes more, valid on one communicator only: their values are Colibri's own, clbNumOps + n, where n
+ * counts the operations created in this process (so a live value names one operation of one
+ * communicator, and a destroyed one is not handed out again before 2^31 - clbNumOps creations).
+ * clbMaxRedOp is no operation: it makes the enum wide enough to hold every such value. */
+typedef enum {
+  clbSum = 0, clbProd = 1, clbMin = 2, clbMax = 3, clbAvg = 4, clbNumOps = 5,
+  clbMaxRedOp = 0x7fffffff
+} clbRedOp_t;
+
+/* Where the scalar of a PreMulSum operation lies (NCCL's ncclScalarResidence_t, same values). */
+typedef enum {
+  clbScalarDevice = 0,         /* memory the GPU reads when each call runs, on the call's stream */
+  clbScalarHostImmediate = 1   /* host memory, read once by clbRedOpCreatePreMulSum */
+} clbScalarResidence_t;
 
 /* Transport between ranks. Auto: shm between ranks on one host, socket otherwise. Verbs: RDMA
    through the verbs network plugin (libcolibri_verbs.so, which loads libibverbs at run time),
@@ -250,9 +264,10 @@ CLB_API clbResult_t clbCommGetAsyncError(clbComm_t comm, clbResult_t* asyncError
 CLB_API clbResult_t clbCommRank(clbComm_t comm, int* rank);
 CLB_API clbResult_t clbCommCount(clbComm_t comm, int* nranks);
 CLB_API clbResult_t clbCommMemStats(clbComm_t comm, clbMemStats_t* stats);
-/* Gives back host staging memory not in use. Local: peers need not call it at the same time.
- * Device buffers (peers write into them) stay until clbCommDestroy. One call at a time, like the
- * collectives (see there). */
+/* Gives back host staging memory not in use, and the scratch of PreMulSum calls (host memory, and
+ * device memory that no CUDA graph capture used; see clbRedOpCreatePreMulSum). Local: peers need
+ * not call it at the same time. Device buffers (peers write into them) stay until clbCommDestroy.
+ * One call at a time, like the collectives (see there). */
 CLB_API clbResult_t clbCommTrim(clbComm_t comm);
 /* Algorithm used by this rank's last collective on comm. */
 CLB_API clbResult_t clbCommLastAlgorithm(clbComm_t comm, int* algorithm);
@@ -348,6 +363,50 @@ CLB_API clbResult_t clbScatter(const void* sendbuff, void* recvbuff, size_t coun
                                clbComm_t comm, void* stream);
 
 CLB_API size_t clbTypeSize(clbDataType_t datatype);
+
+/* ---- PreMulSum: a sum of scaled inputs (NCCL's ncclRedOpCreatePreMulSum) ----
+ * Makes in *op a reduction operation for clbAllReduce, clbReduceScatter and clbReduce on comm
+ * only: the result is the sum over the ranks r of scalar_r x input_r, element by element, where
+ * each rank multiplies its own input by its own scalar before the sum (the ranks' scalars may
+ * differ; every rank passes an operation of its own, made on its own communicator, to the same
+ * call). The multiplication is that of the other operations: float16 and bfloat16 multiply in
+ * float32 and round once to the element type, integers wrap around; the sum then follows the
+ * contract of clbSum (docs/semantics.md), the scaled inputs taking the place of the inputs.
+ *  - residence clbScalarHostImmediate: `scalar` points to one element of `datatype` in host memory,
+ *    read now (the memory may be reused once clbRedOpCreatePreMulSum returns);
+ *  - residence clbScalarDevice: `scalar` points to one element of `datatype` read when each call
+ *    runs: for device buffers on the call's stream, by the GPU (device memory, or pinned host
+ *    memory), so a call captured in a CUDA graph reads the value of each replay; for host buffers
+ *    (stream NULL) when the call runs (host memory, or device memory, copied then).
+ * A call with the operation must pass `datatype` as its type. The operation is valid until
+ * clbRedOpDestroy(op, comm) or clbCommDestroy(comm); a call takes what it needs of it when it is
+ * made (inside a group: when it is recorded), so the operation may be destroyed as soon as the
+ * calls that use it have returned. Refused with clbInvalidArgument, naming the argument: another
+ * communicator's operation, a destroyed one, a type that differs from the operation's, a NULL
+ * scalar, an unknown type or residence. A rank in a PreMulSum call and a peer in a plain sum make
+ * different calls (on host buffers the mismatch error names both). Any thread may create and
+ * destroy operations, also while another thread is in a call on comm (not during or after
+ * clbCommDestroy).
+ *
+ * How: each rank scales its input into memory of its own, then the call runs as a sum. allReduce
+ * (and reduce's root, and one rank) scale straight into recvbuff when that is the call's only
+ * output; reduceScatter and reduce's other ranks scale into a scratch buffer of the communicator
+ * (the input's size: nranks x recvcount, or count elements), made at the first such call, reused,
+ * counted in clbCommMemStats and given back by clbCommTrim and clbCommDestroy. Device buffers:
+ * a scaling kernel on the call's stream before the collective's own (capturable in a CUDA graph);
+ * the first such call of a communicator, and the first that needs more device scratch than it
+ * holds, must come outside a capture (inside one they are refused with clbInvalidUsage saying so).
+ * The device scratch is one per communicator, shared by its streams: a call on another stream
+ * than the previous one waits on the GPU for the previous one's work to finish with it, as the
+ * communicator's calls are ordered anyway; captured calls neither wait nor are waited for (their
+ * replays are ordered by the application, as for every captured call), and device scratch that a
+ * capture used stays until clbCommDestroy (clbCommTrim leaves it, since a graph may replay it). */
+CLB_API clbResult_t clbRedOpCreatePreMulSum(clbRedOp_t* op, void* scalar, clbDataType_t datatype, int residence,
+                                            clbComm_t comm);
+/* Destroys an operation made by clbRedOpCreatePreMulSum on comm (NCCL's ncclRedOpDestroy). A
+ * built-in operation, another communicator's operation or one already destroyed is refused with
+ * clbInvalidArgument, naming op. */
+CLB_API clbResult_t clbRedOpDestroy(clbRedOp_t op, clbComm_t comm);
 
 /* ---- registered device buffers ----
  * Ranks in several processes read each other's registered buffers in place (CUDA IPC, zero copy)
