@@ -97,6 +97,16 @@ public class CheckArtifacts {
         // The verbs emulator is a test library (a stand-in libibverbs.so.1): no jar ships it.
         check(!holds(natives, n -> n.contains("libibverbs") || n.contains("verbs_emu")),
             natives + " carries no verbs emulator (libibverbs*, verbs_emu*)");
+        if (artifact.equals("colibri-native")) {
+          // The NCCL drop-in: unpacked as it is, lib/libnccl.so.2 finds libcolibri.so.0 and that
+          // finds its kernel images beside itself.
+          published.add(artifact + ":" + platform + "-nccl");
+          File nccl = new File(target, base + "-" + platform + "-nccl.jar");
+          for (String f : new String[] {"lib/libnccl.so.2", "lib/libcolibri.so.0", "include/nccl.h"}) {
+            check(holds(nccl, n -> n.equals(f)), nccl + " holds " + f);
+          }
+          check(holds(nccl, n -> n.startsWith("lib/colibri_kernels")), nccl + " holds the kernel images in lib/");
+        }
         if (artifact.equals("colibri-verbs")) {
           String lib = "io/colibri/verbs/" + platform + "/libcolibri_verbs.so";
           check(holds(natives, n -> n.equals(lib)), natives + " holds " + lib + " (the verbs network plugin)");

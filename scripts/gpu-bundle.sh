@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds what scripts/gpu-check.sh needs into DIR (default .gpun): the native test binary, the
 # device benchmark, the kernel images and their list (kernel-images.txt), the verbs plugin, the
-# verbs emulator as verbs-emu/libibverbs.so.1, the test plugins, and — for the Java GPU
+# verbs emulator as verbs-emu/libibverbs.so.1, the test plugins, the NCCL drop-in as it ships
+# (nccl/lib: libnccl.so.2, libcolibri.so.0 and the kernel images in one folder; nccl/include:
+# its nccl.h) with nccl-tests' source beside it (for scripts/gpu-nccl.sh), and — for the Java GPU
 # tests — a trimmed JRE plus the jars (made with shared/gpu/pack.sh when it is there). Run here;
 # carry DIR to the GPU host.
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
@@ -18,6 +20,13 @@ cp build/native/colibri_tests build/native/colibri_device_bench build/native/col
 mkdir -p "$dir/verbs-emu" && cp -L build/native/verbs-emu/libibverbs.so.1 "$dir/verbs-emu/"
 # Plugins the loader must refuse (net_plugin_test.cc), beside the tests as in the build.
 cp -r build/native/test-plugins "$dir/"
+# The drop-in: libnccl.so.2 finds libcolibri.so.0 beside itself ($ORIGIN), which finds its kernel
+# images beside itself. nccl-tests (third-party test material, built on the GPU host) travels only
+# inside DIR: ../shared stays here.
+mkdir -p "$dir/nccl/lib" "$dir/nccl/include"
+cp -L build/native/libnccl.so.2 build/native/libcolibri.so.0 build/native/colibri_kernels* "$dir/nccl/lib/"
+cp src/nccl/nccl.h "$dir/nccl/include/"
+if [[ -d ../shared/third_party/nccl-tests ]]; then cp -r ../shared/third_party/nccl-tests "$dir/"; fi
 pack=${PACK_SH:-../shared/gpu/pack.sh}
 if [[ -x $pack || -f $pack ]]; then
   mvn -B -ntp -q install -DskipTests

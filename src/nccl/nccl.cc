@@ -248,6 +248,10 @@ bool type(ncclDataType_t t, bool reduces, clbDataType_t* out, ncclResult_t* rc) 
   }
 }
 
+// NCCL's operation as Colibri's: the built-in ones are numbered differently (NCCL's max is 2 and
+// min 3, Colibri's the other way round); those made by ncclRedOpCreatePreMulSum are Colibri's own
+// values (clbNumOps and up, as NCCL's are ncclNumOps and up), which Colibri checks against the
+// call's communicator and type.
 bool op(ncclRedOp_t o, clbRedOp_t* out, ncclResult_t* rc) {
   switch (o) {
     case ncclSum: *out = clbSum; return true;
@@ -256,8 +260,12 @@ bool op(ncclRedOp_t o, clbRedOp_t* out, ncclResult_t* rc) {
     case ncclMin: *out = clbMin; return true;
     case ncclAvg: *out = clbAvg; return true;
     default:
-      *rc = refuse(ncclInvalidArgument, "reduction operation %d: Colibri has sum, prod, max, min and avg "
-                   "(ncclRedOpCreatePreMulSum's operations are not supported yet)", (int)o);
+      if ((int)o >= (int)ncclNumOps) {
+        *out = static_cast<clbRedOp_t>(o);
+        return true;
+      }
+      *rc = refuse(ncclInvalidArgument, "reduction operation %d: pass ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg "
+                   "or an operation made by ncclRedOpCreatePreMulSum", (int)o);
       return false;
   }
 }
@@ -581,17 +589,28 @@ NCCL_EXPORT ncclResult_t ncclMemFree(void* ptr) {
 
 // ---- reduction operations ----
 
-NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void*, ncclDataType_t, ncclScalarResidence_t,
-                                                  ncclComm_t) {
+// PreMulSum: Colibri's (clbRedOpCreatePreMulSum): each rank scales its input by its own scalar,
+// then the ranks sum; NCCL's scalar residences have Colibri's values.
+NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                                  ncclScalarResidence_t residence, ncclComm_t comm) {
   Entry e;
-  if (op) *op = ncclNumOps;
-  return unsupported("ncclRedOpCreatePreMulSum", "scale the input before an ncclSum, or use ncclAvg to divide by "
-                     "the number of ranks");
+  if (!op) return refuse(ncclInvalidArgument, "op (output) is NULL");
+  NCCL_COMM(comm, c);
+  NCCL_TYPE(datatype, true, t);
+  clbRedOp_t made = clbSum;
+  const clbResult_t rc = clbRedOpCreatePreMulSum(&made, scalar, t, (int)residence, c);
+  if (rc != clbSuccess) return result(rc);
+  *op = static_cast<ncclRedOp_t>(made);
+  return ncclSuccess;
 }
 
-NCCL_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t, ncclComm_t) {
+NCCL_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   Entry e;
-  return unsupported("ncclRedOpDestroy", "no operation is created by this library");
+  NCCL_COMM(comm, c);
+  if ((int)op < (int)ncclNumOps)
+    return refuse(ncclInvalidArgument, "op %d is a built-in operation: only those made by ncclRedOpCreatePreMulSum "
+                  "are destroyed", (int)op);
+  return result(clbRedOpDestroy(static_cast<clbRedOp_t>(op), c));
 }
 
 // ---- collectives and point-to-point ----

@@ -6,7 +6,7 @@
 // so that this runs without a GPU): every collective and point-to-point call with NCCL's type and
 // operation numbers (which differ from Colibri's) checked element by element against values
 // computed here, fp8 moved as bytes and refused for reductions, split with NCCL_SPLIT_NOCOLOR,
-// ncclCommInitAll, a non-blocking config, every call Colibri does not support refused with
+// ncclCommInitAll, a non-blocking config, PreMulSum, every call Colibri does not support refused with
 // ncclInvalidUsage and a ncclGetLastError text saying so, and NCCL's variables mapped to Colibri's.
 #include <dlfcn.h>
 #include <link.h>
@@ -291,6 +291,69 @@ TEST(NcclInterface, InitAllAndANonBlockingConfigComplete) {
   EXPECT_TRUE(contains(ncclGetLastError(nullptr), "NCCL_CONFIG_INITIALIZER")) << ncclGetLastError(nullptr);
 }
 
+// PreMulSum: each rank scales its input by a scalar of its own (read now, or from its pointer at
+// each call: "device" residence, a host pointer on host buffers), then the ranks sum; in
+// all-reduce, reduce-scatter and reduce, float32 and bfloat16. The operation belongs to its
+// communicator and type: anything else is refused, as is a destroyed one.
+TEST(NcclInterface, PreMulSumScalesEachRanksInputByItsOwnScalar) {
+  const int n = 3;
+  const size_t count = 1003;
+  runRanks(n, [&](int r, ncclComm_t comm) {
+    const float scale = 0.5f * (r + 1);  // 0.5, 1, 1.5: exact in bfloat16 too
+    ncclRedOp_t now = ncclSum, later = ncclSum;
+    ASSERT_EQ(ncclRedOpCreatePreMulSum(&now, (void*)&scale, ncclFloat32, ncclScalarHostImmediate, comm), ncclSuccess)
+        << ncclGetLastError(comm);
+    float atCall = 1;
+    ASSERT_EQ(ncclRedOpCreatePreMulSum(&later, &atCall, ncclFloat32, ncclScalarDevice, comm), ncclSuccess);
+    EXPECT_GE((int)now, (int)ncclNumOps);
+    std::vector<float> in(count), out(count), part(count / n);
+    for (size_t i = 0; i < count; i++) in[i] = (float)val(r, i);
+    ASSERT_EQ(ncclAllReduce(in.data(), out.data(), count, ncclFloat32, now, comm, nullptr), ncclSuccess)
+        << ncclGetLastError(comm);
+    for (size_t i = 0; i < count; i++) {
+      double want = 0;
+      for (int p = 0; p < n; p++) want += 0.5 * (p + 1) * val(p, i);
+      ASSERT_EQ(out[i], (float)want) << "allReduce element " << i;
+    }
+    atCall = 2.0f + r;  // read when the call runs
+    ASSERT_EQ(ncclReduceScatter(in.data(), part.data(), count / n, ncclFloat32, later, comm, nullptr), ncclSuccess)
+        << ncclGetLastError(comm);
+    for (size_t i = 0; i < count / n; i++) {
+      double want = 0;
+      for (int p = 0; p < n; p++) want += (2.0 + p) * val(p, r * (count / n) + i);
+      ASSERT_EQ(part[i], (float)want) << "reduceScatter element " << i;
+    }
+    ASSERT_EQ(ncclReduce(in.data(), out.data(), count, ncclFloat32, now, 1, comm, nullptr), ncclSuccess);
+    if (r == 1) {
+      for (size_t i = 0; i < count; i++) {
+        double want = 0;
+        for (int p = 0; p < n; p++) want += 0.5 * (p + 1) * val(p, i);
+        ASSERT_EQ(out[i], (float)want) << "reduce element " << i;
+      }
+    }
+    // bfloat16: the scalar is a bfloat16 too.
+    const uint16_t bscale = toBf16(scale);
+    ncclRedOp_t bop = ncclSum;
+    ASSERT_EQ(ncclRedOpCreatePreMulSum(&bop, (void*)&bscale, ncclBfloat16, ncclScalarHostImmediate, comm), ncclSuccess);
+    std::vector<uint16_t> bin(count), bout(count);
+    for (size_t i = 0; i < count; i++) bin[i] = toBf16((float)val(r, i));
+    ASSERT_EQ(ncclAllReduce(bin.data(), bout.data(), count, ncclBfloat16, bop, comm, nullptr), ncclSuccess)
+        << ncclGetLastError(comm);
+    for (size_t i = 0; i < count; i++) {
+      double want = 0;
+      for (int p = 0; p < n; p++) want += 0.5 * (p + 1) * val(p, i);
+      ASSERT_EQ(fromBf16(bout[i]), (float)want) << "bfloat16 allReduce element " << i;
+    }
+    // The operation's type is the call's; a built-in operation is not destroyed; a destroyed one is refused.
+    EXPECT_EQ(ncclAllReduce(bin.data(), bout.data(), count, ncclBfloat16, now, comm, nullptr), ncclInvalidArgument);
+    EXPECT_EQ(ncclRedOpDestroy(ncclSum, comm), ncclInvalidArgument);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "built-in")) << ncclGetLastError(comm);
+    for (ncclRedOp_t o : {now, later, bop}) EXPECT_EQ(ncclRedOpDestroy(o, comm), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclAllReduce(in.data(), out.data(), count, ncclFloat32, now, comm, nullptr), ncclInvalidArgument);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "destroyed")) << ncclGetLastError(comm);
+  });
+}
+
 // Inits inside a group complete at its end, so one thread can make every communicator of a clique
 // (nccl-tests -g N, NCCL's grouped init); a split inside a group likewise. Before its group ends,
 // a communicator refuses calls, saying why; an init that fails makes the group's end fail.
@@ -385,11 +448,6 @@ TEST(NcclInterface, NonBlockingInitsFromOneThreadCompleteWhileItPolls) {
 
 TEST(NcclInterface, WhatColibriDoesNotDoIsRefusedSayingSo) {
   runRanks(1, [](int, ncclComm_t comm) {
-    ncclRedOp_t op;
-    float scale = 2;
-    EXPECT_EQ(ncclRedOpCreatePreMulSum(&op, &scale, ncclFloat32, ncclScalarHostImmediate, comm), ncclInvalidUsage);
-    EXPECT_TRUE(contains(ncclGetLastError(comm), "ncclRedOpCreatePreMulSum is not supported by Colibri"))
-        << ncclGetLastError(comm);
     ncclWindow_t win = nullptr;
     char buf[64];
     EXPECT_EQ(ncclCommWindowRegister(comm, buf, sizeof buf, &win, NCCL_WIN_DEFAULT), ncclInvalidUsage);
