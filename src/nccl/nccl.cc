@@ -108,6 +108,11 @@ void mapNcclVariables() {
       setIfUnset("COLIBRI_VERBS_DEVICE", name);
     }
   }
+  // NCCL_SOCKET_IFNAME: the bootstrap's interface, by name prefix (as Colibri's), or "=name"
+  // (exact: Colibri's prefix match takes the whole name); an exclusion list ("^docker") is not
+  // mapped (Colibri has none: it then picks the default route's interface).
+  if (std::string ifname = env("NCCL_SOCKET_IFNAME"); !ifname.empty() && ifname[0] != '^')
+    setIfUnset("COLIBRI_SOCKET_IFNAME", ifname[0] == '=' ? ifname.substr(1) : ifname);
   setIfUnset("COLIBRI_VERBS_GID_INDEX", env("NCCL_IB_GID_INDEX"));
   setIfUnset("COLIBRI_VERBS_TRAFFIC_CLASS", env("NCCL_IB_TC"));
   setIfUnset("COLIBRI_VERBS_TIMEOUT", env("NCCL_IB_TIMEOUT"));

@@ -519,6 +519,7 @@ TEST(NcclInterfaceChild, Variables) {
   is("COLIBRI_VERBS_GID_INDEX", "7");  // set: NCCL_IB_GID_INDEX=3 does not replace it
   is("COLIBRI_VERBS_TRAFFIC_CLASS", "106");
   is("COLIBRI_TRANSPORT", "(unset)");
+  is("COLIBRI_SOCKET_IFNAME", "lo,eth");
 }
 
 // This test program again, running only `filter`, with NCCL's and Colibri's variables replaced by
@@ -552,7 +553,8 @@ TEST(NcclInterface, NcclVariablesMapToColibris) {
   close(fd);
   const pid_t pid = spawnSelf("NcclInterfaceChild.Variables",
                               {"CLB_NCCL_CHILD=1", "NCCL_DEBUG=info", "NCCL_IB_HCA==mlx5_3:2,mlx5_4:1",
-                               "NCCL_P2P_DISABLE=1", "NCCL_IB_GID_INDEX=3", "COLIBRI_VERBS_GID_INDEX=7", "NCCL_IB_TC=106"},
+                               "NCCL_P2P_DISABLE=1", "NCCL_IB_GID_INDEX=3", "COLIBRI_VERBS_GID_INDEX=7", "NCCL_IB_TC=106",
+                               "NCCL_SOCKET_IFNAME==lo,eth"},
                               log);
   ASSERT_GT(pid, 0);
   EXPECT_TRUE(exitedCleanly(pid)) << "the child's checks failed";
