@@ -13,7 +13,8 @@
 # nccl-tests includes nccl_device.h (NCCL's device API, which Colibri refuses) when nccl.h says
 # 2.28 or later. The build first takes NVIDIA's nccl_device.h from the host's NCCL package for
 # those never-run paths, keeping Colibri's nccl.h for everything else (its include guard set so
-# that NVIDIA's nccl.h is not read); where that does not compile, it builds at NCCL's 2.27 API
+# that NVIDIA's nccl.h is not read) with the version macros of the host's NCCL (later 2.28
+# releases' paths need their own nccl_device.h); where that does not compile, it builds at NCCL's 2.27 API
 # level instead (the tests then call send/recv where 2.28 has ncclAlltoAll / ncclGather /
 # ncclScatter). The log says which (nccl-tests-build.txt).
 # Logs go to DIR/nccl-logs and into $OUT/gpu-nccl-logs.tgz when $OUT is set. Exits non-zero if a
@@ -35,6 +36,7 @@ mps_on() {
   nvidia-cuda-mps-control -d
 }
 mps_off() { echo quit | nvidia-cuda-mps-control; sleep 1; }
+trap 'exit 143' TERM
 trap 'mps_off >/dev/null 2>&1; [[ -n ${OUT:-} ]] && tar -C "$dir" -czf "$OUT/gpu-nccl-logs.tgz" nccl-logs' EXIT
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 
@@ -62,15 +64,29 @@ fi
 if [[ " $parts " == *" tests "* ]]; then
   nt=/tmp/nccl-tests home=/tmp/nccl-home
   rm -rf $nt $home && cp -r "$dir/nccl-tests" $nt && mkdir -p $home/include $home/lib
-  ln -sf "$lib/libnccl.so.2" $home/lib/libnccl.so
+  # libcolibri.so.0 beside the link too: the linker resolves libnccl.so.2's $ORIGIN from there.
+  ln -sf "$lib/libnccl.so.2" $home/lib/libnccl.so && ln -sf "$lib/libcolibri.so.0" $home/lib/libcolibri.so.0
   mpi=/usr/lib/x86_64-linux-gnu/openmpi
   gencode="-gencode=arch=compute_90,code=sm_90"
   build() {  # build FLAGS...: nccl-tests' binaries, or non-zero
     make -C $nt -j16 MPI=1 MPI_HOME=$mpi NCCL_HOME=$home "$@" >>"$out/nccl-tests-build.log" 2>&1
   }
-  cp "$dir/nccl/include/nccl.h" $home/include/nccl.h
-  if [[ -f /usr/include/nccl_device.h ]] && build NVCC_GENCODE="$gencode -DNCCL_H_"; then
-    echo "nccl-tests built at NCCL's 2.28 API level (Colibri's nccl.h, NVIDIA's nccl_device.h for the device API's paths)" | tee "$out/nccl-tests-build.txt"
+  # The host's nccl_device.h matches its own NCCL version (2.28.3 on the H200 host): the version
+  # macros are lowered to it, or nccl-tests compiles device-API paths (2.28.7's) that header lacks.
+  sysver() { awk -v k="$1" '$1 == "#define" && $2 == k {print $3}' /usr/include/nccl.h 2>/dev/null; }
+  minor=$(sysver NCCL_MINOR) patch=$(sysver NCCL_PATCH)
+  cat >$home/include/nccl.h <<EOF
+/* Colibri's nccl.h at the API level of the host's nccl_device.h (2.$minor.$patch). */
+#include "$dir/nccl/include/nccl.h"
+#undef NCCL_MINOR
+#define NCCL_MINOR $minor
+#undef NCCL_PATCH
+#define NCCL_PATCH $patch
+#undef NCCL_VERSION_CODE
+#define NCCL_VERSION_CODE NCCL_VERSION(2, $minor, $patch)
+EOF
+  if [[ -f /usr/include/nccl_device.h && ${minor:-0} -ge 28 ]] && build NVCC_GENCODE="$gencode -DNCCL_H_"; then
+    echo "nccl-tests built at NCCL's 2.$minor.$patch API level (Colibri's nccl.h, NVIDIA's nccl_device.h for the device API's paths, never run)" | tee "$out/nccl-tests-build.txt"
   else
     make -C $nt clean >/dev/null 2>&1
     cat >$home/include/nccl.h <<EOF
@@ -94,7 +110,7 @@ EOF
   mps_on
   for n in ${NPROCS:-2 4}; do
     for mode in ${MODES:-eager graph}; do
-      for t in all_reduce all_gather reduce_scatter broadcast reduce sendrecv alltoall gather scatter; do
+      for t in ${TESTS:-all_reduce all_gather reduce_scatter broadcast reduce sendrecv alltoall gather scatter}; do
         name=$t-n$n-$mode
         flag=""
         [[ $mode == graph ]] && flag="-G 1"

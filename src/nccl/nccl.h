@@ -16,8 +16,21 @@
 #include <limits.h>
 #include <stddef.h>
 
-/* cudaStream_t as the CUDA runtime declares it (an opaque stream pointer); a program that
- * includes cuda_runtime.h first gets the runtime's own declaration. */
+/* Like NVIDIA's nccl.h, this header brings in the CUDA runtime's declarations and the
+ * half-precision types in C++ where the CUDA headers are on the include path (clients such as
+ * nccl-tests use `half` having included only nccl.h). In C, or without them (a build with no CUDA
+ * toolkit), it declares cudaStream_t as the runtime does: an opaque stream pointer. */
+#if defined(__cplusplus) && defined(__has_include)
+#if __has_include(<cuda_runtime.h>)
+#include <cuda_runtime.h>
+#if __has_include(<cuda_fp16.h>)
+#include <cuda_fp16.h>
+#endif
+#if __has_include(<cuda_bf16.h>)
+#include <cuda_bf16.h>
+#endif
+#endif
+#endif
 #ifndef __DRIVER_TYPES_H__
 typedef struct CUstream_st* cudaStream_t;
 #endif

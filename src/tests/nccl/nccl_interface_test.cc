@@ -230,6 +230,11 @@ TEST(NcclInterface, PointToPointAllToAllGatherAndScatterOnHostBuffers) {
     ASSERT_EQ(ncclAlltoAll(s.data(), a.data(), count, ncclInt64, comm, nullptr), ncclSuccess);
     for (int p = 0; p < n; p++)
       for (size_t i = 0; i < count; i++) ASSERT_EQ(a[p * count + i], p * 1000000 + r * 1000 + (int64_t)i) << "alltoall";
+    // In place, as nccl-tests' alltoall_perf calls it.
+    std::vector<int64_t> inPlace = s;
+    ASSERT_EQ(ncclAlltoAll(inPlace.data(), inPlace.data(), count, ncclInt64, comm, nullptr), ncclSuccess)
+        << ncclGetLastError(comm);
+    for (size_t i = 0; i < inPlace.size(); i++) ASSERT_EQ(inPlace[i], a[i]) << "alltoall in place, element " << i;
     ASSERT_EQ(ncclGather(out.data(), g.data(), count, ncclInt64, 3, comm, nullptr), ncclSuccess);
     if (r == 3) {
       for (int p = 0; p < n; p++)
