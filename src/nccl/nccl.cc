@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
@@ -44,6 +45,7 @@ struct ncclComm {
   clbComm_t c = nullptr;
   // ncclInProgress until the init has completed, then its result.
   ncclResult_t state = ncclInProgress;
+  std::atomic<bool> ready{false};  // state is ncclSuccess for good: calls skip the lock
   bool waitsForGroupEnd = false;  // an init inside a group that has not ended yet
   std::string error;              // the init's failure, for ncclGetLastError
   std::thread worker;             // a non-blocking init's thread
@@ -55,6 +57,7 @@ struct ncclComm {
     state = rc;
     error = why;
     waitsForGroupEnd = false;
+    ready.store(rc == ncclSuccess, std::memory_order_release);
     done.notify_all();
   }
 };
@@ -170,6 +173,7 @@ clbComm_t of(ncclComm_t comm, ncclResult_t* rc) {
     *rc = refuse(ncclInvalidArgument, "comm is NULL: pass a communicator made by ncclCommInitRank or ncclCommSplit");
     return nullptr;
   }
+  if (comm->ready.load(std::memory_order_acquire)) return comm->c;
   std::unique_lock<std::mutex> g(comm->mu);
   if (comm->waitsForGroupEnd) {
     *rc = refuse(ncclInvalidUsage, "this communicator's init was called inside a group and completes at the "
@@ -218,6 +222,15 @@ ncclResult_t startInit(ncclComm* comm, bool blocking, std::function<clbResult_t(
   const ncclResult_t r = run(&why);
   if (r != ncclSuccess) tError = why, tOwnError = true;
   return r;
+}
+
+// A config the caller did not make with NCCL_CONFIG_INITIALIZER (NULL is fine: the defaults).
+bool badConfig(const ncclConfig_t* config, ncclResult_t* rc) {
+  if (!config || (config->magic == 0xcafebeef && config->size >= offsetof(ncclConfig_t, blocking) + sizeof(int)))
+    return false;
+  *rc = refuse(ncclInvalidArgument, "config was not set up with NCCL_CONFIG_INITIALIZER (magic 0x%x, size %zu)",
+               config->magic, config->size);
+  return true;
 }
 
 const char* typeName(ncclDataType_t t) {
@@ -377,9 +390,7 @@ NCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, nc
   Entry e;
   if (!comm) return refuse(ncclInvalidArgument, "comm (output) is NULL");
   *comm = nullptr;
-  if (config && (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)))
-    return refuse(ncclInvalidArgument, "config was not set up with NCCL_CONFIG_INITIALIZER (magic 0x%x, size %zu)",
-                  config->magic, config->size);
+  if (ncclResult_t bad = ncclSuccess; badConfig(config, &bad)) return bad;
   clbUniqueId id;
   memcpy(&id, &commId, sizeof id);
   auto* w = new ncclComm;
@@ -505,9 +516,7 @@ NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
   *newcomm = nullptr;
   if (color < NCCL_SPLIT_NOCOLOR)
     return refuse(ncclInvalidArgument, "color %d: pass 0 or more, or NCCL_SPLIT_NOCOLOR (-1) to take no part", color);
-  if (config && (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)))
-    return refuse(ncclInvalidArgument, "config was not set up with NCCL_CONFIG_INITIALIZER (magic 0x%x, size %zu)",
-                  config->magic, config->size);
+  if (ncclResult_t bad = ncclSuccess; badConfig(config, &bad)) return bad;
   ncclResult_t rc = ncclSuccess;
   clbComm_t parent = of(comm, &rc);
   if (!parent) return rc;
