@@ -125,20 +125,15 @@ __device__ void announce(const ClbDevCallArgs& a, unsigned long long seq, int co
 }
 
 template <typename S>
-__device__ void reduceFrom(const ClbDevCallArgs& a, void* dst, const char* const* srcs, unsigned long long offset,
-                           unsigned long long n, unsigned long long tid, unsigned long long stride) {
-  ClbReduceArgs r;
-  r.dst = dst;
-  for (int p = 0; p < a.nranks; p++) r.srcs[p] = srcs[p] + offset;
-  r.k = a.nranks;
-  r.op = a.op;
-  r.nranks = a.nranks;
-  r.divide = 1;
-  r.n = n;
+__device__ __forceinline__ void reduceFrom(const ClbDevCallArgs& a, void* dst, const char* const* srcs,
+                                           unsigned long long offset, unsigned long long n, unsigned long long tid,
+                                           unsigned long long stride) {
+  const clbk::ReduceRange<S> r{static_cast<S*>(dst), srcs, offset, n, a.nranks, a.op, a.nranks, a.op == clbk::kAvg};
   clbk::reduceRange<S>(r, tid, stride);
 }
 
-// dst = srcs[0..n)[offset..] combined in rank order, n elements of a.type.
+// dst = srcs[0..nranks)[offset..] combined in rank order, n elements of a.type. `srcs` is in
+// shared memory (clbk::ReduceRange says why).
 __device__ __noinline__ void reduceTyped(const ClbDevCallArgs& a, void* dst, const char* const* srcs, unsigned long long offset,
                             unsigned long long n, unsigned long long tid, unsigned long long stride) {
   switch (a.type) {
@@ -165,6 +160,26 @@ __device__ bool barrier(const ClbDevCallArgs& a, unsigned long long seq, int cou
   return ok;
 }
 
+// Two-shot allReduce's second half, after this rank reduced its segment: "mid" from every rank,
+// then the other segments copied from their owners' outputs. What it needs is read again from
+// the parameters and shared memory (`recv`), not kept in registers across reduceTyped's call,
+// where they would spill into a stack frame (clbk::ReduceRange says why that matters).
+__device__ __forceinline__ bool twoShotGather(const ClbDevCallArgs& a, unsigned long long seq, char* const* recv) {
+  if (!barrier(a, seq, (int)(seq & 1), offsetof(ClbDevFlags, mid), a.flags[a.rank]->mid)) return false;
+  const int n = a.nranks, r = a.rank;
+  const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  const unsigned long long esz = a.elemSize;
+  const unsigned long long seg = ((a.count + n - 1) / n + 15) / 16 * 16;
+  char* out = recv[r];
+  for (int i = 1; i < n; i++) {
+    const int q = (r + i) % n;
+    const unsigned long long qb = min(a.count, seg * q), qe = min(a.count, seg * (q + 1));
+    clbk::copyRange(out + qb * esz, recv[q] + qb * esz, (qe - qb) * esz, tid, stride);
+  }
+  return true;
+}
+
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCallArgs a) {
@@ -174,6 +189,13 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCal
   const int n = a.nranks, r = a.rank;
   ClbDevFlags* me = a.flags[r];
   __shared__ int ok;
+  // In shared memory, not in registers or a local array, so that the kernel has no stack frame
+  // (clbk::ReduceRange says why): this rank's staging rank by rank, and seq for after
+  // reduceTyped's call (a register kept across the call spills).
+  __shared__ const char* slots[CLB_MAX_DEVICE_RANKS];
+  __shared__ unsigned long long seqKept;
+  if (threadIdx.x < n) slots[threadIdx.x] = a.staging[r] + half + threadIdx.x * a.slot;
+  if (threadIdx.x == 0) seqKept = seq;
   // Every rank finished reading the slots this call fills (the same parity, two calls ago).
   if (threadIdx.x == 0) ok = waitAll(a, me->done, seq >= 2 ? seq - 2 : 0, seq);
   __syncthreads();
@@ -187,8 +209,6 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCal
       clbk::copyRange(a.staging[p] + half + r * a.slot, src, a.inBytes, tid, stride);
     }
   if (!barrier(a, seq, (int)(seq & 1), offsetof(ClbDevFlags, posted), me->posted)) return;
-  const char* slots[CLB_MAX_DEVICE_RANKS];
-  for (int p = 0; p < n; p++) slots[p] = a.staging[r] + half + p * a.slot;
   if (a.mode == 0) {
     reduceTyped(a, a.out, slots, 0, a.count, tid, stride);
   } else if (a.mode == 1) {
@@ -197,7 +217,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCal
   } else {
     clbk::copyRange(a.out, slots[a.root], a.count, tid, stride);
   }
-  announce(a, seq, 2 + (int)(seq & 1), offsetof(ClbDevFlags, done), true);
+  announce(a, seqKept, 2 + (int)(seqKept & 1), offsetof(ClbDevFlags, done), true);
 }
 
 extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCallArgs a) {
@@ -209,6 +229,9 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
   __shared__ int ok;
   __shared__ const char* send[CLB_MAX_DEVICE_RANKS];
   __shared__ char* recv[CLB_MAX_DEVICE_RANKS];
+  // seq for after reduceTyped's calls, in shared memory: a register kept across a call may spill
+  // (a stack frame; clbk::ReduceRange says why that matters).
+  __shared__ unsigned long long seqKept;
   if (blockIdx.x == 0 && threadIdx.x == 0) {  // hand this call's buffers to every rank, then say so
     for (int p = 0; p < n && !a.given; p++) {
       reinterpret_cast<volatile unsigned long long*>(a.flags[p]->send[par])[r] = reinterpret_cast<unsigned long long>(a.in);
@@ -218,6 +241,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
     for (int p = 0; p < n; p++) reinterpret_cast<volatile unsigned long long*>(a.flags[p]->posted)[r] = seq;
   }
   if (threadIdx.x == 0) {
+    seqKept = seq;
     ok = waitAll(a, me->posted, seq, seq);
     if (ok && a.given)
       for (int p = 0; p < n; p++) {  // registered buffers, mapped here by the host
@@ -245,12 +269,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
         const unsigned long long seg = ((a.count + n - 1) / n + 15) / 16 * 16;
         const unsigned long long b = min(a.count, seg * r), e = min(a.count, seg * (r + 1));
         reduceTyped(a, out + b * esz, send, b * esz, e - b, tid, stride);
-        if (!barrier(a, seq, par, offsetof(ClbDevFlags, mid), me->mid)) return;
-        for (int i = 1; i < n; i++) {
-          const int q = (r + i) % n;
-          const unsigned long long qb = min(a.count, seg * q), qe = min(a.count, seg * (q + 1));
-          clbk::copyRange(out + qb * esz, recv[q] + qb * esz, (qe - qb) * esz, tid, stride);
-        }
+        if (!twoShotGather(a, seqKept, recv)) return;
       } else {
         reduceTyped(a, out, send, 0, a.count, tid, stride);
       }
@@ -270,9 +289,11 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
       break;
   }
   // Done reading; the kernel (so the caller's stream) goes on only when every rank is.
-  announce(a, seq, 2 + par, offsetof(ClbDevFlags, done), false);
+  const unsigned long long last = seqKept;
+  announce(a, last, 2 + (int)(last & 1), offsetof(ClbDevFlags, done), false);
   if (threadIdx.x == 0 && blockIdx.x == 0) {
-    if (waitAll(a, me->done, seq, seq)) *reinterpret_cast<volatile unsigned long long*>(&me->calls) = seq;
+    ClbDevFlags* mine = a.flags[a.rank];
+    if (waitAll(a, mine->done, last, last)) *reinterpret_cast<volatile unsigned long long*>(&mine->calls) = last;
   }
 }
 
@@ -338,46 +359,68 @@ __device__ __forceinline__ void storeBytes8(char* dst, unsigned long long i, uns
   for (unsigned long long b = 0; b < 8 && off + b < bytes; b++) dst[off + b] = (char)(v >> (8 * b));
 }
 
-// The 8 bytes of every rank combined element by element in rank order (the same numbers as
-// clbk::reduceRange: accumulation type, one rounding, avg divided at the end).
+// LL's reduction, one rank's 8 bytes at a time as their lines arrive (no array of every rank's
+// lines: a stack frame, see clbk::ReduceRange): the same numbers as clbk::reduceRange (rank order,
+// accumulation type, one rounding, avg divided at the end). The accumulator of 8 bytes of any
+// type fits in 16 (float16's four floats are the most).
 template <typename S>
-__device__ unsigned long long reduceLine(const ClbDevCallArgs& a, const unsigned long long* v) {
+__device__ __forceinline__ uint4 foldLine(uint4 accRaw, unsigned long long v, int op, bool first) {
   using C = clbk::Conv<S>;
   using A = typename C::A;
   constexpr int E = 8 / sizeof(S);
-  union U { unsigned long long raw; S e[E]; };
-  U in, out;
-  A acc[E];
-  in.raw = v[0];
+  static_assert(sizeof(A) * E <= 16, "accumulator");
+  union Acc { uint4 raw; A e[E]; } acc;
+  union In { unsigned long long raw; S e[E]; } in;
+  acc.raw = accRaw;
+  in.raw = v;
 #pragma unroll
-  for (int j = 0; j < E; j++) acc[j] = C::load(in.e[j]);
-  for (int p = 1; p < a.nranks; p++) {
-    in.raw = v[p];
-#pragma unroll
-    for (int j = 0; j < E; j++) acc[j] = clbk::combine<A>(acc[j], C::load(in.e[j]), a.op);
-  }
+  for (int j = 0; j < E; j++) acc.e[j] = first ? C::load(in.e[j]) : clbk::combine<A>(acc.e[j], C::load(in.e[j]), op);
+  return acc.raw;
+}
+
+template <typename S>
+__device__ __forceinline__ unsigned long long finishLine(uint4 accRaw, int op, int nranks) {
+  using C = clbk::Conv<S>;
+  using A = typename C::A;
+  constexpr int E = 8 / sizeof(S);
+  union Acc { uint4 raw; A e[E]; } acc;
+  union Out { unsigned long long raw; S e[E]; } out;
+  acc.raw = accRaw;
 #pragma unroll
   for (int j = 0; j < E; j++) {
-    if (a.op == clbk::kAvg) acc[j] = static_cast<A>(acc[j] / static_cast<A>(a.nranks));
-    out.e[j] = C::store(acc[j]);
+    A x = acc.e[j];
+    if (op == clbk::kAvg) x = static_cast<A>(x / static_cast<A>(nranks));
+    out.e[j] = C::store(x);
   }
   return out.raw;
 }
 
-__device__ unsigned long long reduceLineTyped(const ClbDevCallArgs& a, const unsigned long long* v) {
-  switch (a.type) {
-    case 0: return reduceLine<int8_t>(a, v);
-    case 1: return reduceLine<uint8_t>(a, v);
-    case 2: return reduceLine<int32_t>(a, v);
-    case 3: return reduceLine<uint32_t>(a, v);
-    case 4: return reduceLine<int64_t>(a, v);
-    case 5: return reduceLine<uint64_t>(a, v);
-    case 6: return reduceLine<__half>(a, v);
-    case 7: return reduceLine<__nv_bfloat16>(a, v);
-    case 8: return reduceLine<float>(a, v);
-    default: return reduceLine<double>(a, v);
+#define CLB_LINE_TYPED(CALL)              \
+  switch (type) {                         \
+    case 0: return CALL(int8_t);          \
+    case 1: return CALL(uint8_t);         \
+    case 2: return CALL(int32_t);         \
+    case 3: return CALL(uint32_t);        \
+    case 4: return CALL(int64_t);         \
+    case 5: return CALL(uint64_t);        \
+    case 6: return CALL(__half);          \
+    case 7: return CALL(__nv_bfloat16);   \
+    case 8: return CALL(float);           \
+    default: return CALL(double);         \
   }
+
+__device__ uint4 foldLineTyped(int type, uint4 acc, unsigned long long v, int op, bool first) {
+#define CLB_FOLD(S) foldLine<S>(acc, v, op, first)
+  CLB_LINE_TYPED(CLB_FOLD)
+#undef CLB_FOLD
 }
+
+__device__ unsigned long long finishLineTyped(int type, uint4 acc, int op, int nranks) {
+#define CLB_FINISH(S) finishLine<S>(acc, op, nranks)
+  CLB_LINE_TYPED(CLB_FINISH)
+#undef CLB_FINISH
+}
+#undef CLB_LINE_TYPED
 
 }  // namespace
 
@@ -440,14 +483,15 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArg
   WaitClock clock;
   bool ok = true;
   for (unsigned long long i = tid; i < lines && ok && a.coll != CLB_DEV_BROADCAST; i += stride) {
-    unsigned long long v[CLB_MAX_DEVICE_RANKS];
-    for (int p = 0; p < n && ok; p++) ok = loadLine(a, mine, p, i * 16, flag, seq, &v[p], clock);
-    if (!ok) break;
-    if (a.coll == CLB_DEV_ALLGATHER) {
-      for (int p = 0; p < n; p++) storeBytes8(out + p * bytes, i, bytes, v[p]);
-    } else {
-      storeBytes8(out, i, bytes, reduceLineTyped(a, v));
+    uint4 acc = make_uint4(0, 0, 0, 0);
+    for (int p = 0; p < n && ok; p++) {
+      unsigned long long v;
+      ok = loadLine(a, mine, p, i * 16, flag, seq, &v, clock);
+      if (!ok) break;
+      if (a.coll == CLB_DEV_ALLGATHER) storeBytes8(out + p * bytes, i, bytes, v);
+      else acc = foldLineTyped(a.type, acc, v, a.op, p == 0);
     }
+    if (ok && a.coll != CLB_DEV_ALLGATHER) storeBytes8(out, i, bytes, finishLineTyped(a.type, acc, a.op, n));
   }
   // The last block out counts the call as completed and tells the peers this rank is done.
   __syncthreads();

@@ -79,15 +79,32 @@ __device__ __forceinline__ T loadCg(const T* p) {
   return v;
 }
 
-// One element: srcs combined left to right in the accumulation type, rounded once.
+// What one reduction combines: dst[i] = (srcs[0] + offset)[i] op ... op (srcs[k-1] + offset)[i].
+// `srcs` points into shared (or global) memory, never at a local array: a kernel whose threads
+// index an array of their own gets a stack frame, and the driver reserves that frame for every
+// thread the GPU can hold (bytes x 2048 x SMs: 288 B cost 74 MiB on the H200) for as long as the
+// context lives. The check in src/tests/kernel_frames.cmake keeps every kernel at 0 bytes.
 template <typename S>
-__device__ __forceinline__ S reduceOne(const ClbReduceArgs& args, const S* const* src, unsigned long long i,
-                                       bool avg) {
+struct ReduceRange {
+  S* dst;
+  const char* const* srcs;
+  unsigned long long offset;  // bytes, added to every source
+  unsigned long long n;
+  int k;
+  int op;
+  int nranks;  // avg's divisor
+  bool avg;    // divide (op == avg and this is the last step)
+  __device__ const S* src(int s) const { return reinterpret_cast<const S*>(srcs[s] + offset); }
+};
+
+// One element: the sources combined left to right in the accumulation type, rounded once.
+template <typename S>
+__device__ __forceinline__ S reduceOne(const ReduceRange<S>& r, unsigned long long i) {
   using C = Conv<S>;
   using A = typename C::A;
-  A acc = C::load(loadCg(src[0] + i));
-  for (int s = 1; s < args.k; s++) acc = combine<A>(acc, C::load(loadCg(src[s] + i)), args.op);
-  if (avg) acc = static_cast<A>(acc / static_cast<A>(args.nranks));
+  A acc = C::load(loadCg(r.src(0) + i));
+  for (int s = 1; s < r.k; s++) acc = combine<A>(acc, C::load(loadCg(r.src(s) + i)), r.op);
+  if (r.avg) acc = static_cast<A>(acc / static_cast<A>(r.nranks));
   return C::store(acc);
 }
 
@@ -95,45 +112,39 @@ __device__ __forceinline__ S reduceOne(const ClbReduceArgs& args, const S* const
 // source per step (memory-bound kernels need wide loads); the per-element order and rounding are
 // exactly those of the scalar loop, so results do not depend on alignment.
 template <typename S>
-__device__ __forceinline__ void reduceRange(const ClbReduceArgs& args, unsigned long long i0,
+__device__ __forceinline__ void reduceRange(const ReduceRange<S>& r, unsigned long long i0,
                                             unsigned long long stride) {
   using C = Conv<S>;
   using A = typename C::A;
   constexpr int V = 16 / sizeof(S);
-  S* dst = static_cast<S*>(args.dst);
-  const S* src[CLB_MAX_KERNEL_SRCS];
-  uintptr_t align = reinterpret_cast<uintptr_t>(dst);
-  for (int s = 0; s < args.k; s++) {
-    src[s] = static_cast<const S*>(args.srcs[s]);
-    align |= reinterpret_cast<uintptr_t>(src[s]);
-  }
-  const bool avg = args.op == kAvg && args.divide;
+  uintptr_t align = reinterpret_cast<uintptr_t>(r.dst);
+  for (int s = 0; s < r.k; s++) align |= reinterpret_cast<uintptr_t>(r.src(s));
   unsigned long long done = 0;
   if (align % 16 == 0) {
-    const unsigned long long nv = args.n / V;
+    const unsigned long long nv = r.n / V;
     for (unsigned long long v = i0; v < nv; v += stride) {
       union Vec { uint4 raw; S e[V]; };
       Vec in;
-      in.raw = loadCg(reinterpret_cast<const uint4*>(src[0]) + v);
+      in.raw = loadCg(reinterpret_cast<const uint4*>(r.src(0)) + v);
       A acc[V];
 #pragma unroll
       for (int j = 0; j < V; j++) acc[j] = C::load(in.e[j]);
-      for (int s = 1; s < args.k; s++) {
-        in.raw = loadCg(reinterpret_cast<const uint4*>(src[s]) + v);
+      for (int s = 1; s < r.k; s++) {
+        in.raw = loadCg(reinterpret_cast<const uint4*>(r.src(s)) + v);
 #pragma unroll
-        for (int j = 0; j < V; j++) acc[j] = combine<A>(acc[j], C::load(in.e[j]), args.op);
+        for (int j = 0; j < V; j++) acc[j] = combine<A>(acc[j], C::load(in.e[j]), r.op);
       }
       Vec out;
 #pragma unroll
       for (int j = 0; j < V; j++) {
-        if (avg) acc[j] = static_cast<A>(acc[j] / static_cast<A>(args.nranks));
+        if (r.avg) acc[j] = static_cast<A>(acc[j] / static_cast<A>(r.nranks));
         out.e[j] = C::store(acc[j]);
       }
-      reinterpret_cast<uint4*>(dst)[v] = out.raw;
+      reinterpret_cast<uint4*>(r.dst)[v] = out.raw;
     }
     done = nv * V;
   }
-  for (unsigned long long i = done + i0; i < args.n; i += stride) dst[i] = reduceOne<S>(args, src, i, avg);
+  for (unsigned long long i = done + i0; i < r.n; i += stride) r.dst[i] = reduceOne<S>(r, i);
 }
 
 // PreMulSum's scaling: every element times one scalar, read once per thread (a replayed graph
