@@ -11,6 +11,7 @@
 // own). Host buffers with a NULL stream work as they do through Colibri's C ABI (an extension of
 // NCCL's interface), so the interface is tested on machines without a GPU.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -83,9 +84,14 @@ std::string env(const char* name) {
   return v ? v : "";
 }
 
+// NCCL_DEBUG=WARN (or INFO, TRACE): every failed call says why on stderr, as NCCL's WARN lines
+// do, since clients answer a failure with "run with NCCL_DEBUG=WARN for details".
+std::atomic<bool> gWarn{false};
+
 void mapNcclVariables() {
   std::string debug = env("NCCL_DEBUG");
   for (char& c : debug) c = (char)toupper((unsigned char)c);
+  gWarn = debug == "WARN" || debug == "INFO" || debug == "TRACE";
   if (debug == "VERSION" || debug == "WARN") setIfUnset("COLIBRI_LOG_LEVEL", "warn");
   else if (debug == "INFO") setIfUnset("COLIBRI_LOG_LEVEL", "info");
   else if (debug == "TRACE") setIfUnset("COLIBRI_LOG_LEVEL", "debug");
@@ -137,6 +143,11 @@ struct Entry {
   }
 };
 
+void warn(ncclResult_t code, const char* why) {
+  if (code != ncclSuccess && code != ncclInProgress && gWarn)
+    fprintf(stderr, "NCCL WARN [Colibri, pid %d] %s\n", (int)getpid(), why && *why ? why : "(no reason recorded)");
+}
+
 ncclResult_t refuse(ncclResult_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 ncclResult_t refuse(ncclResult_t code, const char* fmt, ...) {
   char b[1024];
@@ -146,10 +157,11 @@ ncclResult_t refuse(ncclResult_t code, const char* fmt, ...) {
   va_end(ap);
   tError = b;
   tOwnError = true;
+  warn(code, b);
   return code;
 }
 
-ncclResult_t result(clbResult_t rc) {
+ncclResult_t code(clbResult_t rc) {
   switch (rc) {
     case clbSuccess: return ncclSuccess;
     case clbInvalidArgument: return ncclInvalidArgument;
@@ -164,6 +176,13 @@ ncclResult_t result(clbResult_t rc) {
     case clbOutOfMemory: return ncclSystemError;
     default: return ncclInternalError;
   }
+}
+
+// A Colibri call's outcome as NCCL's, said on stderr when it failed and NCCL_DEBUG asks.
+ncclResult_t result(clbResult_t rc) {
+  const ncclResult_t r = code(rc);
+  if (r != ncclSuccess) warn(r, clbGetLastError());
+  return r;
 }
 
 // A call's communicator: Colibri's, once its init has completed (waiting for a non-blocking init
@@ -557,7 +576,7 @@ NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* as
   }
   clbResult_t err = clbSuccess;
   const clbResult_t rc = clbCommGetAsyncError(comm->c, &err);
-  *asyncError = result(err);
+  *asyncError = code(err);  // polled (PyTorch's watchdog asks often): not said on stderr at each poll
   return result(rc);
 }
 

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <strings.h>
 #include <functional>
 #include <string>
 #include <thread>
@@ -551,26 +552,68 @@ bool exitedCleanly(pid_t pid) {
   return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-TEST(NcclInterface, NcclVariablesMapToColibris) {
+// The child test `filter` of this program run with `envs` (spawnSelf): whether it passed, and its
+// stderr into *text.
+bool runChild(const std::string& filter, std::vector<std::string> envs, std::string* text) {
   char log[] = "/tmp/colibri-nccl-child-XXXXXX";
   const int fd = mkstemp(log);
-  ASSERT_GE(fd, 0);
+  if (fd < 0) return false;
   close(fd);
-  const pid_t pid = spawnSelf("NcclInterfaceChild.Variables",
-                              {"CLB_NCCL_CHILD=1", "NCCL_DEBUG=info", "NCCL_IB_HCA==mlx5_3:2,mlx5_4:1",
-                               "NCCL_P2P_DISABLE=1", "NCCL_IB_GID_INDEX=3", "COLIBRI_VERBS_GID_INDEX=7", "NCCL_IB_TC=106",
-                               "NCCL_SOCKET_IFNAME==lo,eth"},
-                              log);
-  ASSERT_GT(pid, 0);
-  EXPECT_TRUE(exitedCleanly(pid)) << "the child's checks failed";
-  std::string text;
+  const pid_t pid = spawnSelf(filter, std::move(envs), log);
+  const bool ok = pid > 0 && exitedCleanly(pid);
+  text->clear();
   if (FILE* f = fopen(log, "r")) {
     char b[512];
-    while (fgets(b, sizeof b, f)) text += b;
+    while (fgets(b, sizeof b, f)) *text += b;
     fclose(f);
   }
   unlink(log);
+  return ok;
+}
+
+TEST(NcclInterface, NcclVariablesMapToColibris) {
+  std::string text;
+  EXPECT_TRUE(runChild("NcclInterfaceChild.Variables",
+                       {"CLB_NCCL_CHILD=1", "NCCL_DEBUG=info", "NCCL_IB_HCA==mlx5_3:2,mlx5_4:1", "NCCL_P2P_DISABLE=1",
+                        "NCCL_IB_GID_INDEX=3", "COLIBRI_VERBS_GID_INDEX=7", "NCCL_IB_TC=106",
+                        "NCCL_SOCKET_IFNAME==lo,eth"},
+                       &text))
+      << "the child's checks failed:\n" << text;
   EXPECT_TRUE(contains(text, "NCCL version 2.28.9+colibri")) << text;
+}
+
+// A failed call says why on stderr when NCCL_DEBUG is WARN (or more), as NCCL does: clients
+// answer a failure with "run with NCCL_DEBUG=WARN for details". The child makes three calls that
+// fail (one refused by the interface, two by Colibri's core) and one that succeeds.
+TEST(NcclInterfaceChild, FailedCalls) {
+  if (!getenv("CLB_NCCL_CHILD")) GTEST_SKIP() << "runs only as a child of NcclInterface.FailedCallsSayWhyWhenNcclDebugAsks";
+  EXPECT_EQ(ncclGetUniqueId(nullptr), ncclInvalidArgument);
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+  float x = 1;
+  EXPECT_EQ(ncclSend(&x, 1, ncclFloat32, 5, comm, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(&x, &x, 1, ncclFloat32, static_cast<ncclRedOp_t>(999), comm, nullptr), ncclInvalidArgument);
+  ncclCommDestroy(comm);
+}
+
+TEST(NcclInterface, FailedCallsSayWhyWhenNcclDebugAsks) {
+  for (const char* level : {"WARN", "info", "VERSION", ""}) {
+    std::vector<std::string> envs = {"CLB_NCCL_CHILD=1"};
+    if (*level) envs.push_back(std::string("NCCL_DEBUG=") + level);
+    std::string text;
+    EXPECT_TRUE(runChild("NcclInterfaceChild.FailedCalls", envs, &text)) << "the child's checks failed:\n" << text;
+    size_t warns = 0;
+    for (size_t at = text.find("NCCL WARN"); at != std::string::npos; at = text.find("NCCL WARN", at + 1)) warns++;
+    const bool says = strcasecmp(level, "WARN") == 0 || strcasecmp(level, "INFO") == 0;
+    EXPECT_EQ(warns, says ? 3u : 0u) << "NCCL_DEBUG=" << level << ":\n" << text;
+    if (says) {
+      EXPECT_TRUE(contains(text, "uniqueId (output) is NULL")) << text;
+      EXPECT_TRUE(contains(text, "peer=5 is out of range for 1 ranks")) << text;
+      EXPECT_TRUE(contains(text, "reduction op 999")) << text;
+    }
+  }
 }
 
 // Ranks as processes (host buffers): each child is one rank of a clique whose unique id the parent
