@@ -67,6 +67,9 @@ clbResult_t memoryKind(clbComm* c, uint32_t coll, const void* send, void* recv, 
 // stream means device work.
 clbResult_t clb::bufferMemory(const void* send, const void* recv, void* stream, bool* onDevice, int* ordinal) {
   *onDevice = false;
+  // No buffer (a call that moves nothing: counts of 0): nothing to ask, and the stream has no work
+  // to order, whatever it is.
+  if (!send && !recv) return clbSuccess;
 #ifdef CLB_HAVE_CUDA
   if (!stream && !cuda::driverInProcess()) return clbSuccess;
   bool recvDev = false, sendDev = false;

@@ -8,6 +8,8 @@
 // of its own, the first on the caller's), so that one thread can drive the ranks of one clique.
 #include "core/p2p.h"
 
+#include <algorithm>
+
 #include <cstring>
 #include <string>
 #include <thread>
@@ -215,6 +217,11 @@ clbResult_t runBatch(clbComm* c, uint32_t call, std::vector<PeerOp>& ops) {
 // A call's operations (on device memory or not, with the call's stream): recorded inside a group,
 // else run now.
 clbResult_t issue(clbComm* c, uint32_t call, std::vector<PeerOp> ops, bool onDevice, void* stream) {
+  // An operation of 0 elements moves nothing and waits for no one (its peer's matching one, of 0
+  // elements too, goes the same way), whichever path the call's other operations take. A reduce's
+  // chain (`after`) has all or none of them.
+  ops.erase(std::remove_if(ops.begin(), ops.end(), [](const PeerOp& o) { return o.count == 0; }), ops.end());
+  if (ops.empty()) return clbSuccess;
   for (PeerOp& o : ops) {
     o.onDevice = onDevice;
     o.stream = stream;

@@ -564,6 +564,38 @@ TEST(PeerSendRecv, CountZeroToItselfIsANoOpInsideAndOutsideAGroup) {
   expectInitOk(errors);
 }
 
+// Calls of 0 elements move nothing and wait for no one, with a stream too (nccl-tests' alltoall
+// passes count 0 on its stream for its smallest sizes: refused once as "a stream with host
+// buffers"), and whether or not the peer posts a matching one: here rank 0 alone makes them, then
+// both exchange real data, which arrives intact (no zero-size message was left between them).
+TEST(PeerSendRecv, CallsOfZeroElementsMoveNothingAndWaitForNoOneWithAStreamToo) {
+  for (int transport : {clbTransportShm, clbTransportSocket}) {
+    auto errors = runRanks(2, transport, [](int r, clbComm_t comm) {
+      void* const stream = reinterpret_cast<void*>(0x1);  // never used: nothing is enqueued
+      const int peer = 1 - r;
+      if (r == 0) {
+        EXPECT_EQ(clbAllToAll(nullptr, nullptr, 0, clbFloat32, comm, stream), clbSuccess) << clbGetLastError();
+        EXPECT_EQ(clbSend(nullptr, 0, clbFloat32, peer, comm, stream), clbSuccess) << clbGetLastError();
+        EXPECT_EQ(clbRecv(nullptr, 0, clbFloat32, peer, comm, nullptr), clbSuccess) << clbGetLastError();
+        const size_t zeros[2] = {0, 0};
+        EXPECT_EQ(clbAllToAllv(nullptr, zeros, zeros, nullptr, zeros, zeros, clbFloat32, comm, stream), clbSuccess)
+            << clbGetLastError();
+        ASSERT_EQ(clbGroupStart(), clbSuccess);
+        EXPECT_EQ(clbSend(nullptr, 0, clbInt32, peer, comm, stream), clbSuccess);
+        EXPECT_EQ(clbRecv(nullptr, 0, clbInt32, peer, comm, stream), clbSuccess);
+        EXPECT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
+      }
+      int32_t out[3] = {r * 10 + 1, r * 10 + 2, r * 10 + 3}, in[3] = {-1, -1, -1};
+      ASSERT_EQ(clbGroupStart(), clbSuccess);
+      ASSERT_EQ(clbSend(out, 3, clbInt32, peer, comm, nullptr), clbSuccess);
+      ASSERT_EQ(clbRecv(in, 3, clbInt32, peer, comm, nullptr), clbSuccess);
+      ASSERT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
+      for (int i = 0; i < 3; i++) EXPECT_EQ(in[i], peer * 10 + i + 1) << "rank " << r << " element " << i;
+    });
+    expectInitOk(errors);
+  }
+}
+
 // A collective refused inside a group (a bad op, a NULL communicator) is refused at the call and
 // makes the end run nothing: the group's receive does not happen, its buffer keeps its bytes.
 TEST(PeerGroups, ARefusedCollectiveMakesTheEndRunNothing) {
