@@ -42,6 +42,9 @@ struct PeerOp {
   // `scale` holds the scalar: the batch scales src before anything moves (core/p2p.cc).
   bool preMulSum = false;
   PreMul scale;
+  // A send of an in-place all-to-all: the batch copies src into the communicator's scratch before
+  // anything moves (the receives overwrite the buffer it reads), as it does a PreMulSum's scaling.
+  bool copyAside = false;
 };
 
 // Runs `ops` on host buffers; returns when every receive completed and every send left this rank

@@ -77,9 +77,9 @@ clbResult_t checkOverlap(const char* call, const void* a, size_t aBytes, const v
   const uintptr_t s = reinterpret_cast<uintptr_t>(a), r = reinterpret_cast<uintptr_t>(b);
   if (aBytes && bBytes && s < r + bBytes && r < s + aBytes)
     return setError(clbInvalidArgument,
-                    "%s: send [%p, +%zu bytes) and recv [%p, +%zu bytes) overlap%s%s: pass separate buffers%s", call, a,
-                    aBytes, b, bBytes, inPlace ? ", and not as in place (" : "", inPlace ? inPlace : "",
-                    inPlace ? "), or the in-place layout" : "");
+                    "%s: send [%p, +%zu bytes) and recv [%p, +%zu bytes) overlap%s%s%s: pass separate buffers%s", call,
+                    a, aBytes, b, bBytes, inPlace ? ", and not as in place (" : "", inPlace ? inPlace : "",
+                    inPlace ? ")" : "", inPlace ? ", or the in-place layout" : "");
   return clbSuccess;
 }
 
@@ -105,24 +105,26 @@ PeerOp peerOp(PeerOp::Kind kind, int peer, const void* src, void* dst, size_t co
   return o;
 }
 
-// The reduces with a PreMulSum operation in a batch: each scales the rank's input before anything
-// moves (the batch then runs them as sums). The root's copy scales straight into its recv (the
-// sum's start, element-wise: in place is safe), so it copies nothing; a send scales into the
-// communicator's scratch, a region of its own per send (a group may hold several reduces), host
-// or device memory as its buffers are. Device buffers: kernels on the batch's stream ahead of its
-// launch; `scaler` is then set, and end() must follow the batch's launch.
+// The inputs a batch stages before anything moves: a reduce with a PreMulSum operation scales the
+// rank's input (the batch then runs it as a sum), and an all-to-all in place copies its input
+// aside (its receives overwrite the buffer its sends read). The root's copy scales straight into
+// its recv (the sum's start, element-wise: in place is safe), so it copies nothing; a send's input
+// goes into the communicator's scratch, a region of its own per send (a group may hold several
+// calls), host or device memory as its buffers are. Device buffers: kernels or copies on the
+// batch's stream ahead of its launch; `scaler` is then set, and end() must follow the batch's launch.
 #ifdef CLB_HAVE_CUDA
 using ScalerPtr = cuda::Scaler*;
 #else
 using ScalerPtr = void*;
 #endif
-clbResult_t scaleInputs(clbComm* c, std::vector<PeerOp>& ops, ScalerPtr* scaler) {
+clbResult_t stageInputs(clbComm* c, std::vector<PeerOp>& ops, ScalerPtr* scaler) {
   *scaler = nullptr;
   auto region = [](const PeerOp& o) { return (o.count * clbTypeSize(o.type) + 255) & ~(size_t)255; };
+  auto staged = [](const PeerOp& o) { return (o.scale.on || o.copyAside) && o.count; };
   size_t hostBytes = 0, deviceBytes = 0;
   const PeerOp* firstOnDevice = nullptr;
   for (const PeerOp& o : ops) {
-    if (!o.scale.on || o.count == 0) continue;
+    if (!staged(o)) continue;
     if (o.onDevice && !firstOnDevice) firstOnDevice = &o;
     if (o.kind == PeerOp::kSend) (o.onDevice ? deviceBytes : hostBytes) += region(o);
   }
@@ -143,7 +145,7 @@ clbResult_t scaleInputs(clbComm* c, std::vector<PeerOp>& ops, ScalerPtr* scaler)
   }
 #endif
   for (PeerOp& o : ops) {
-    if (!o.scale.on || o.count == 0) continue;
+    if (!staged(o)) continue;
     void* dst = o.dst;  // the root's copy: into its recv
     if (o.kind == PeerOp::kSend) {
 #ifdef CLB_HAVE_CUDA
@@ -156,12 +158,15 @@ clbResult_t scaleInputs(clbComm* c, std::vector<PeerOp>& ops, ScalerPtr* scaler)
     }
     if (o.onDevice) {
 #ifdef CLB_HAVE_CUDA
-      CLB_CHECK(c->scaler->scale(dst, o.src, o.count, o.scale, stream));
+      if (o.scale.on) CLB_CHECK(c->scaler->scale(dst, o.src, o.count, o.scale, stream));
+      else CLB_CHECK(c->scaler->copy(dst, o.src, o.count * clbTypeSize(o.type), stream));
 #endif
-    } else {
+    } else if (o.scale.on) {
       uint64_t scalar = 0;
       CLB_CHECK(hostScalar(c, o.scale, &scalar));
       scaleInto(dst, o.src, o.count, o.type, &scalar);
+    } else {
+      memcpy(dst, o.src, o.count * clbTypeSize(o.type));
     }
     o.src = dst;
   }
@@ -176,7 +181,7 @@ clbResult_t runBatch(clbComm* c, uint32_t call, std::vector<PeerOp>& ops) {
   bool device = false;
   for (const PeerOp& o : ops) device = device || o.onDevice;
   ScalerPtr scaler = nullptr;
-  clbResult_t scaled = scaleInputs(c, ops, &scaler);
+  clbResult_t scaled = stageInputs(c, ops, &scaler);
 #ifdef CLB_HAVE_CUDA
   // What read the device scratch is queued once the batch is (or nothing more will be).
   struct EndScaling {
@@ -187,7 +192,7 @@ clbResult_t runBatch(clbComm* c, uint32_t call, std::vector<PeerOp>& ops) {
     }
   } endScaling{scaler, nullptr};
   for (const PeerOp& o : ops)
-    if (o.onDevice && o.scale.on && o.count) endScaling.stream = static_cast<CUstream>(o.stream);
+    if (o.onDevice && (o.scale.on || o.copyAside) && o.count) endScaling.stream = static_cast<CUstream>(o.stream);
 #endif
   CLB_CHECK(scaled);
 #ifdef CLB_HAVE_CUDA
@@ -297,8 +302,16 @@ clbResult_t allToAllv(clbComm* c, uint32_t call, const void* send, const size_t*
   }
   if (sendEnd && !send) return setError(clbInvalidArgument, "%s: send is NULL but some send count is not 0", name);
   if (recvEnd && !recv) return setError(clbInvalidArgument, "%s: recv is NULL but some recv count is not 0", name);
-  // In place would send what is already overwritten: refused rather than computed into garbage.
-  CLB_CHECK(checkOverlap(name, send, sendEnd * esz, recv, recvEnd * esz, nullptr));
+  // In place: one buffer and one layout (the counts and displacements of what is sent equal
+  // those of what is received, as clbAllToAll's always are); every send reads a copy of the input
+  // made before anything moves (stageInputs). Any other overlap would send what is already
+  // overwritten: refused rather than computed into garbage.
+  bool inPlace = send == recv && sendEnd;
+  for (int p = 0; p < n && inPlace; p++)
+    inPlace = sendCounts[p] == recvCounts[p] && (sendCounts[p] == 0 || sendDispls[p] == recvDispls[p]);
+  if (!inPlace)
+    CLB_CHECK(checkOverlap(name, send, sendEnd * esz, recv, recvEnd * esz,
+                           send == recv ? "the same counts and displacements for sending and receiving" : nullptr));
   bool onDevice = false;
   CLB_CHECK(memoryOf(c, name, sendEnd ? send : nullptr, recvEnd ? recv : nullptr, stream, &onDevice));
   std::vector<PeerOp> ops;
@@ -308,6 +321,7 @@ clbResult_t allToAllv(clbComm* c, uint32_t call, const void* send, const size_t*
     const int to = (me + s) % n, from = (me - s + n) % n;
     ops.push_back(peerOp(PeerOp::kSend, to, static_cast<const char*>(send) + sendDispls[to] * esz, nullptr,
                          sendCounts[to], type, call, -1));
+    ops.back().copyAside = inPlace;
     ops.push_back(peerOp(PeerOp::kRecv, from, nullptr, static_cast<char*>(recv) + recvDispls[from] * esz,
                          recvCounts[from], type, call, -1));
   }

@@ -116,7 +116,7 @@ class PeerDevice {
 // kernel on the call's stream ahead of the collective's own (a capture records both), into recv or
 // into the communicator's device scratch. It loads a kernel image of its own at the first such
 // call (as PeerDevice does): a call between hosts never sets DeviceShared up, and its scaling
-// needs nothing of it.
+// needs nothing of it. An in-place all-to-all copies its input into the same scratch (copy()).
 //
 // The scratch is one per communicator, whatever the streams: a call writes it on its stream only
 // once the previous user's work is done with it. On the same stream the stream orders them; on
@@ -141,6 +141,8 @@ class Scaler {
   // dst[i] = src[i] x pm's scalar for n elements of pm.type, on `stream` (between begin and end).
   // A device-residence scalar is read by the kernel when it runs, so it must be memory the GPU reads.
   clbResult_t scale(void* dst, const void* src, size_t n, const PreMul& pm, CUstream stream);
+  // dst = src, `bytes` of them, on `stream` (an in-place all-to-all's input, copied aside).
+  clbResult_t copy(void* dst, const void* src, size_t bytes, CUstream stream);
   // The call's work that uses the scratch is queued on `stream`: later calls on other streams wait for it.
   void end(CUstream stream);
   // clbCommTrim: frees the scratch that no capture used, once its last use is done.

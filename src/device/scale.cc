@@ -57,7 +57,8 @@ clbResult_t Scaler::begin(int ordinal, CUstream stream, size_t bytes, void** scr
   CLB_CHECK(capturing(d_, stream, &inCapture));
   auto refuse = [&](const char* what, size_t need) {
     return setError(clbInvalidUsage,
-                    "rank %d: this call with a PreMulSum operation on device buffers needs %s (%zu bytes), and its "
+                    "rank %d: this call on device buffers (a PreMulSum operation, or an all-to-all in place) needs "
+                    "%s (%zu bytes), and its "
                     "stream is being captured into a CUDA graph, where Colibri cannot load kernels or allocate: make "
                     "one such call outside the capture first, with the largest count the graph will use (it sets "
                     "this up, and later calls inside captures reuse it)", c_->rank, what, need);
@@ -109,7 +110,8 @@ clbResult_t Scaler::begin(int ordinal, CUstream stream, size_t bytes, void** scr
       const char* name = "?";
       d_->cuGetErrorName(rc, &name);
       return setError(rc == CUDA_ERROR_OUT_OF_MEMORY ? clbOutOfMemory : clbSystemError,
-                      "rank %d: no %zu bytes of device memory for the scaled input of a PreMulSum (cuMemAlloc: %s)",
+                      "rank %d: no %zu bytes of device memory for the scaled input of a PreMulSum or the copied "
+                      "input of an all-to-all in place (cuMemAlloc: %s)",
                       c_->rank, want, name);
     }
     bytes_ = want;
@@ -156,6 +158,13 @@ clbResult_t Scaler::scale(void* dst, const void* src, size_t n, const PreMul& pm
   a.value = pm.value;
   a.n = n;
   return kernels_->scale(a, pm.type, stream);
+}
+
+clbResult_t Scaler::copy(void* dst, const void* src, size_t bytes, CUstream stream) {
+  if (bytes == 0) return clbSuccess;
+  CtxScope scope(d_, ctx_);
+  CLB_CU(d_, cuMemcpyDtoDAsync, (CUdeviceptr)dst, (CUdeviceptr)src, bytes, stream);
+  return clbSuccess;
 }
 
 void Scaler::end(CUstream stream) {

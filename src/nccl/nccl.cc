@@ -326,29 +326,6 @@ int currentDevice() {
   return dev;
 }
 
-// The GPU that holds p, or -1 for host memory (also without a driver).
-int deviceOf(const void* p) {
-  using GetAttribute = int (*)(void*, int, unsigned long long);
-  static GetAttribute get =
-      cudaDriver() ? reinterpret_cast<GetAttribute>(dlsym(cudaDriver(), "cuPointerGetAttribute")) : nullptr;
-  unsigned int type = 0;
-  int ordinal = -1;
-  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE (2) is CU_MEMORYTYPE_DEVICE (2) for device memory;
-  // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL is 9.
-  if (!get || get(&type, 2, (unsigned long long)(uintptr_t)p) != 0 || type != 2) return -1;
-  if (get(&ordinal, 9, (unsigned long long)(uintptr_t)p) != 0) return -1;
-  return ordinal;
-}
-
-// Whether a CUDA graph capture is recording on stream.
-bool capturing(cudaStream_t stream) {
-  using IsCapturing = int (*)(void*, int*);
-  static IsCapturing get =
-      cudaDriver() ? reinterpret_cast<IsCapturing>(dlsym(cudaDriver(), "cuStreamIsCapturing")) : nullptr;
-  int status = 0;
-  return stream && get && get(stream, &status) == 0 && status != 0;
-}
-
 }  // namespace
 
 // A call's arguments as Colibri's, or the call returns the refusal.
@@ -729,28 +706,8 @@ NCCL_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size
   Entry e;
   NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, false, t);
-  if (sendbuff != recvbuff || count == 0) return result(clbAllToAll(sendbuff, recvbuff, count, t, c, stream));
-  // In place (NCCL allows it; Colibri's all-to-all reads and writes separate buffers): the input
-  // is copied aside first, on the call's stream, and the copy is freed once the stream is done
-  // with it, so this form waits for the call and cannot be captured in a CUDA graph.
-  int n = 0;
-  if (clbResult_t rc = clbCommCount(c, &n)) return result(rc);
-  const size_t bytes = count * clbTypeSize(t) * (size_t)n;
-  const int device = deviceOf(sendbuff);
-  if (device < 0) {
-    std::vector<char> copy(static_cast<const char*>(sendbuff), static_cast<const char*>(sendbuff) + bytes);
-    return result(clbAllToAll(copy.data(), recvbuff, count, t, c, stream));
-  }
-  if (capturing(stream))
-    return refuse(ncclInvalidUsage, "ncclAlltoAll in place (sendbuff == recvbuff) on device buffers copies the input "
-                  "aside and waits for the call, so it cannot be captured in a CUDA graph: pass separate buffers");
-  void* copy = nullptr;
-  if (clbResult_t rc = clbDeviceAlloc(&copy, bytes, device)) return result(rc);
-  clbResult_t rc = clbMemcpy(copy, sendbuff, bytes, stream);
-  if (rc == clbSuccess) rc = clbAllToAll(copy, recvbuff, count, t, c, stream);
-  const clbResult_t synced = clbStreamSynchronize(stream);
-  clbDeviceFree(copy);
-  return result(rc != clbSuccess ? rc : synced);
+  // In place too (sendbuff == recvbuff): Colibri copies the input aside on the call's stream.
+  return result(clbAllToAll(sendbuff, recvbuff, count, t, c, stream));
 }
 
 NCCL_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,

@@ -232,9 +232,10 @@ TEST(DevicePeer, ASendLargerThanTheStagingCapGoesThrough) {
 }
 
 // CUDA graphs (ranks as threads or processes on one GPU, the on-GPU path): a pipeline step
-// (receive from the previous stage, copy, send to the next) and an all-to-all, each captured once
-// after an eager call and replayed with new data every time, every element checked after every
-// replay.
+// (receive from the previous stage, copy, send to the next), an all-to-all and an all-to-all in
+// place (its input copied aside into the communicator's scratch, on the stream), each captured
+// once after an eager call and replayed with new data every time, every element checked after
+// every replay.
 std::string graphBody(const clbUniqueId& id, int r, int n) {
   const Driver* d = nullptr;
   CUstream stream = nullptr;
@@ -243,7 +244,7 @@ std::string graphBody(const clbUniqueId& id, int r, int n) {
   const size_t count = 70001;  // three chunks of the pair's channel, and a tail
   DevBuf in(d, stream, count), out(d, stream, count);
   const size_t c = 1024;  // all-to-all: 8 KiB per peer
-  DevBuf as(d, stream, c * n), ar(d, stream, c * n);
+  DevBuf as(d, stream, c * n), ar(d, stream, c * n), ip(d, stream, c * n);
   auto step = [&]() -> clbResult_t {
     if (r > 0) {
       if (clbResult_t rc = clbRecv(in.ptr(), count, clbInt64, r - 1, comm, stream)) return rc;
@@ -258,10 +259,10 @@ std::string graphBody(const clbUniqueId& id, int r, int n) {
       for (size_t i = 0; i < count; i++) v[i] = val(round, 7, i);
       if (!out.put(v)) return "cuMemcpyHtoD failed";
     }
-    std::vector<int64_t> s(c * n);
+    std::vector<int64_t> s(c * n), t(c * n);
     for (int p = 0; p < n; p++)
-      for (size_t i = 0; i < c; i++) s[p * c + i] = val(r * 100 + round, p, i);
-    return as.put(s) ? "" : "cuMemcpyHtoD failed";
+      for (size_t i = 0; i < c; i++) s[p * c + i] = val(r * 100 + round, p, i), t[p * c + i] = val(r * 100 + round + 50, p, i);
+    return as.put(s) && ip.put(t) ? "" : "cuMemcpyHtoD failed";
   };
   auto check = [&](int round) -> std::string {
     if (r == n - 1) {
@@ -269,10 +270,13 @@ std::string graphBody(const clbUniqueId& id, int r, int n) {
       for (size_t i = 0; i < count; i++)
         if (v[i] != val(round, 7, i)) return "pipeline round " + std::to_string(round) + ": element " + std::to_string(i);
     }
-    std::vector<int64_t> g = ar.get();
+    std::vector<int64_t> g = ar.get(), h = ip.get();
     for (int p = 0; p < n; p++)
-      for (size_t i = 0; i < c; i++)
+      for (size_t i = 0; i < c; i++) {
         if (g[p * c + i] != val(p * 100 + round, r, i)) return "all-to-all round " + std::to_string(round) + ": from " + std::to_string(p);
+        if (h[p * c + i] != val(p * 100 + round + 50, r, i))
+          return "all-to-all in place round " + std::to_string(round) + ": from " + std::to_string(p) + " element " + std::to_string(i);
+      }
     return "";
   };
   std::string err = fill(0);
@@ -280,6 +284,8 @@ std::string graphBody(const clbUniqueId& id, int r, int n) {
   if (err.empty() && step() != clbSuccess) err = std::string("eager step: ") + clbGetLastError();
   if (err.empty() && clbAllToAll(as.ptr(), ar.ptr(), c, clbInt64, comm, stream) != clbSuccess)
     err = std::string("eager allToAll: ") + clbGetLastError();
+  if (err.empty() && clbAllToAll(ip.ptr(), ip.ptr(), c, clbInt64, comm, stream) != clbSuccess)
+    err = std::string("eager allToAll in place: ") + clbGetLastError();
   if (err.empty() && d->cuStreamSynchronize(stream) != CUDA_SUCCESS) err = "sync failed";
   if (err.empty()) err = check(0);
   CUgraph g = nullptr;
@@ -288,6 +294,7 @@ std::string graphBody(const clbUniqueId& id, int r, int n) {
     CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     clbResult_t rc = step();
     if (rc == clbSuccess) rc = clbAllToAll(as.ptr(), ar.ptr(), c, clbInt64, comm, stream);
+    if (rc == clbSuccess) rc = clbAllToAll(ip.ptr(), ip.ptr(), c, clbInt64, comm, stream);
     const std::string msg = clbGetLastError();
     CU_OK(d->cuStreamEndCapture(stream, &g));
     if (rc != clbSuccess) err = "captured calls: " + msg;

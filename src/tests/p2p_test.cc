@@ -381,6 +381,57 @@ TEST(PeerAllToAllv, UnevenCountsWithEmptyPairs) {
   }
 }
 
+// All-to-all in place (one buffer, the same layout for sending and receiving): every rank ends
+// with what it would receive out of place, element by element, and the guard after the buffer is
+// untouched. clbAllToAll and clbAllToAllv with uneven counts (symmetric, as one layout for both
+// directions needs; some pairs empty), through the communicator's scratch (the input is copied
+// aside before anything moves).
+TEST(PeerAllToAll, InPlaceEveryRankGetsWhatOutOfPlaceGives) {
+  for (int transport : {clbTransportShm, clbTransportSocket}) {
+    for (int n : {1, 2, 3, 5}) {
+      for (size_t count : {(size_t)0, (size_t)1, (size_t)7, (size_t)100003}) {
+        auto errors = runRanks(n, transport, [&](int r, clbComm_t comm) {
+          for (clbDataType_t t : {clbInt8, clbBfloat16, clbFloat64}) {
+            Buf b(t, count * n);
+            for (int p = 0; p < n; p++)
+              for (size_t i = 0; i < count; i++) b.set(p * count + i, value(t, r, p, i));
+            ASSERT_EQ(clbAllToAll(b.data(), b.data(), count, t, comm, nullptr), clbSuccess) << clbGetLastError();
+            for (int p = 0; p < n; p++) {
+              for (size_t i = 0; i < count; i++) {
+                ASSERT_EQ(b.get(p * count + i), value(t, p, r, i))
+                    << "n " << n << " transport " << transport << " count " << count << " type " << t << " rank "
+                    << r << " from " << p << " element " << i;
+              }
+            }
+            ASSERT_TRUE(b.guardIntact());
+          }
+          // allToAllv: blocks from the last peer to the first, counts symmetric in the pair.
+          auto cnt = [&](int a, int c) { return (a + c) % 3 == 0 ? 0 : (size_t)((a * c + a + c) % 5) * count + 1; };
+          std::vector<size_t> counts(n), displs(n);
+          size_t total = 0;
+          for (int k = 0; k < n; k++) {
+            const int p = n - 1 - k;
+            counts[p] = cnt(r, p), displs[p] = total, total += counts[p];
+          }
+          Buf v(clbFloat32, total);
+          for (int p = 0; p < n; p++)
+            for (size_t i = 0; i < counts[p]; i++) v.set(displs[p] + i, value(clbFloat32, r, p, i));
+          ASSERT_EQ(clbAllToAllv(v.data(), counts.data(), displs.data(), v.data(), counts.data(), displs.data(),
+                                 clbFloat32, comm, nullptr), clbSuccess) << clbGetLastError();
+          for (int p = 0; p < n; p++) {
+            for (size_t i = 0; i < counts[p]; i++) {
+              ASSERT_EQ(v.get(displs[p] + i), value(clbFloat32, p, r, i))
+                  << "allToAllv n " << n << " count " << count << " rank " << r << " from " << p << " element " << i;
+            }
+          }
+          ASSERT_TRUE(v.guardIntact());
+        });
+        expectInitOk(errors);
+      }
+    }
+  }
+}
+
 TEST(PeerRooted, InPlaceAndEveryRootAvgAndProd) {
   const int n = 3;
   const size_t count = 10007;
@@ -430,7 +481,7 @@ TEST(PeerRooted, InPlaceAndEveryRootAvgAndProd) {
 TEST(PeerBadInput, EachRefusalNamesTheArgument) {
   auto errors = runRanks(2, clbTransportShm, [](int r, clbComm_t comm) {
     int32_t x[8] = {0};
-    size_t counts[2] = {1, 1}, displs[2] = {0, 1};
+    size_t counts[2] = {1, 1}, displs[2] = {0, 1}, swapped[2] = {1, 0};
     struct Case {
       std::function<clbResult_t()> call;
       clbResult_t rc;
@@ -444,7 +495,8 @@ TEST(PeerBadInput, EachRefusalNamesTheArgument) {
         {[&] { return clbAllToAllv(x, nullptr, displs, x + 4, counts, displs, clbInt32, comm, nullptr); },
          clbInvalidArgument, "sendcounts is NULL"},
         {[&] { return clbAllToAll(x, x + 1, 2, clbInt32, comm, nullptr); }, clbInvalidArgument, "overlap"},
-        {[&] { return clbAllToAll(x, x, 2, clbInt32, comm, nullptr); }, clbInvalidArgument, "overlap"},
+        {[&] { return clbAllToAllv(x, counts, displs, x, counts, swapped, clbInt32, comm, nullptr); },
+         clbInvalidArgument, "not as in place (the same counts and displacements for sending and receiving)"},
         {[&] { return clbGather(x, x, 1, clbInt32, 3, comm, nullptr); }, clbInvalidArgument, "root=3 is out of range"},
         {[&] { return clbScatter(x, x, 1, clbInt32, -2, comm, nullptr); }, clbInvalidArgument, "root=-2 is out of range"},
         {[&] { return clbReduce(x, x, 1, clbInt32, (clbRedOp_t)9, 0, comm, nullptr); }, clbInvalidArgument,
