@@ -338,13 +338,17 @@ CLB_API clbResult_t clbRecv(void* recvbuff, size_t count, clbDataType_t datatype
 CLB_API clbResult_t clbGroupStart(void);
 CLB_API clbResult_t clbGroupEnd(void);
 /* Every rank sends count elements to every rank: block p of sendbuff (count elements at p x count)
- * goes to rank p, and block p of recvbuff comes from rank p. send and recv must not overlap. */
+ * goes to rank p, and block p of recvbuff comes from rank p. In place with sendbuff == recvbuff
+ * (the input is first copied into the communicator's scratch, on the stream for device buffers);
+ * otherwise send and recv must not overlap. */
 CLB_API clbResult_t clbAllToAll(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype,
                                 clbComm_t comm, void* stream);
 /* As clbAllToAll with a count and a displacement (both in elements) per peer, host arrays of
  * nranks entries: sendcounts[p] elements at sendbuff + sdispls[p] go to rank p, recvcounts[p]
  * elements from rank p land at recvbuff + rdispls[p]. sendcounts[p] on this rank must equal
- * recvcounts[this rank] on rank p; a count may be 0 (nothing moves between those two). */
+ * recvcounts[this rank] on rank p; a count may be 0 (nothing moves between those two). In place
+ * with sendbuff == recvbuff and the same counts and displacements both ways; otherwise the two
+ * buffers' extents must not overlap. */
 CLB_API clbResult_t clbAllToAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
                                  void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
                                  clbDataType_t datatype, clbComm_t comm, void* stream);

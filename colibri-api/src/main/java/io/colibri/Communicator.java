@@ -458,7 +458,9 @@ public interface Communicator extends AutoCloseable {
   /**
    * Every rank sends {@code count} elements to every rank: block {@code p} of {@code send}
    * ({@code count} elements at {@code p * count}) goes to rank {@code p}, and block {@code p} of
-   * {@code recv} comes from rank {@code p}. Collective. send and recv must not overlap.
+   * {@code recv} comes from rank {@code p}. Collective. In place when {@code send} and
+   * {@code recv} are the same memory (the input is first copied into the communicator's scratch);
+   * otherwise they must not overlap.
    *
    * @param send {@code size() * count} elements (direct buffer)
    * @param recv {@code size() * count} elements (writable direct buffer)
@@ -472,7 +474,9 @@ public interface Communicator extends AutoCloseable {
    * elements, from the buffer's position) per peer, as MoE dispatch with uneven tokens needs:
    * {@code sendCounts[p]} elements at {@code sendDispls[p]} go to rank {@code p}, and
    * {@code recvCounts[p]} elements from rank {@code p} land at {@code recvDispls[p]}. A count may
-   * be 0; {@code sendCounts[p]} here must equal {@code recvCounts[rank()]} on rank {@code p}.
+   * be 0; {@code sendCounts[p]} here must equal {@code recvCounts[rank()]} on rank {@code p}. In
+   * place when {@code send} and {@code recv} are the same memory and the counts and displacements
+   * are the same both ways; otherwise the two must not overlap.
    *
    * @param send the data to send (direct buffer)
    * @param sendCounts elements to each rank, {@code size()} entries

@@ -82,6 +82,13 @@ class PointToPointTest {
             assertEquals(value(p, r.rank, i), recv.getLong((p * c + i) * 8), "from " + p);
           }
         }
+        // In place: one buffer for both, its input copied aside first.
+        r.comm.allToAll(send, send, c, DataType.INT64);
+        for (int p = 0; p < n; p++) {
+          for (int i = 0; i < c; i++) {
+            assertEquals(value(p, r.rank, i), send.getLong((p * c + i) * 8), "in place, from " + p);
+          }
+        }
         return null;
       });
     }
