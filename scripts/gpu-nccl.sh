@@ -9,7 +9,9 @@
 #          processes on GPU 0 with Colibri's under the MPS daemon (NCCL refuses two ranks on one GPU).
 #   tests  nccl-tests built here against Colibri's nccl.h and libnccl.so.2 (MPI=1), each binary
 #          with -c 1 (every result checked) from 8 B to 256 MiB, NPROCS rank processes (default
-#          "2 4") on GPU 0 under MPS, eager and with -G (CUDA graphs) (MODES, default "eager graph").
+#          "2 4") on GPU 0 under MPS, eager and with -G (CUDA graphs) (MODES, default "eager graph"),
+#          TESTS (default all nine), sizes MIN_BYTES..MAX_BYTES (default 8..256M), NCCL_DEBUG as
+#          TEST_NCCL_DEBUG (default VERSION), TEST_LOG_LINES of each log's warnings shown.
 # nccl-tests includes nccl_device.h (NCCL's device API, which Colibri refuses) when nccl.h says
 # 2.28 or later. The build first takes NVIDIA's nccl_device.h from the host's NCCL package for
 # those never-run paths, keeping Colibri's nccl.h for everything else (its include guard set so
@@ -115,14 +117,14 @@ EOF
         flag=""
         [[ $mode == graph ]] && flag="-G 1"
         timeout ${TEST_TIMEOUT:-300} mpirun --allow-run-as-root --bind-to none -np $n -x LD_LIBRARY_PATH="$lib" -x NCCL_TESTS_DEVICE=0 \
-          -x NCCL_DEBUG=VERSION -x CUDA_MPS_PIPE_DIRECTORY -x NCCL_NVLS_ENABLE \
-          $nt/build/${t}_perf -b 8 -e 256M -f 2 -c 1 $flag >"$out/$name.txt" 2>&1 || status=1
+          -x NCCL_DEBUG=${TEST_NCCL_DEBUG:-VERSION} -x CUDA_MPS_PIPE_DIRECTORY -x NCCL_NVLS_ENABLE \
+          $nt/build/${t}_perf -b ${MIN_BYTES:-8} -e ${MAX_BYTES:-256M} -f 2 -c 1 $flag >"$out/$name.txt" 2>&1 || status=1
         # Rows: size count type redop root, then time algbw busbw #wrong out of place and in place.
         rows=$(awk 'NF >= 13 && $1 ~ /^[0-9]+$/ {n++} END {print n + 0}' "$out/$name.txt")
         wrong=$(awk 'NF >= 13 && $1 ~ /^[0-9]+$/ {w += $9 + $13} END {print w + 0}' "$out/$name.txt")
         echo "== $name: $rows rows, #wrong $wrong; $(grep -E 'Out of bounds|Avg bus' "$out/$name.txt" | tr -s ' ' | tr '\n' ';')" \
           "$(grep -c 'colibri' "$out/$name.txt") colibri version lines"
-        grep -E 'FAIL|error|Error|NCCL failure|wrong' "$out/$name.txt" | head -5 | sed 's/^/  /'
+        grep -E 'FAIL|error|Error|NCCL failure|wrong|WARN' "$out/$name.txt" | head -${TEST_LOG_LINES:-5} | sed 's/^/  /'
       done
     done
   done
