@@ -223,10 +223,12 @@ clbResult_t runBatch(clbComm* c, uint32_t call, std::vector<PeerOp>& ops) {
 // else run now.
 clbResult_t issue(clbComm* c, uint32_t call, std::vector<PeerOp> ops, bool onDevice, void* stream) {
   // An operation of 0 elements moves nothing and waits for no one (its peer's matching one, of 0
-  // elements too, goes the same way), whichever path the call's other operations take. A reduce's
-  // chain (`after`) has all or none of them.
+  // elements too, goes the same way), whichever path the call's other operations take: none
+  // reaches the device paths (the host path skips them too). A reduce's chain (`after`) has all or
+  // none of them. A call left with none still runs its (empty) batch outside a group, which
+  // says that no collective algorithm ran (clbCommLastAlgorithm).
   ops.erase(std::remove_if(ops.begin(), ops.end(), [](const PeerOp& o) { return o.count == 0; }), ops.end());
-  if (ops.empty()) return clbSuccess;
+  if (ops.empty() && tGroup.depth > 0) return clbSuccess;
   for (PeerOp& o : ops) {
     o.onDevice = onDevice;
     o.stream = stream;

@@ -625,8 +625,13 @@ TEST(PeerSendRecv, CallsOfZeroElementsMoveNothingAndWaitForNoOneWithAStreamToo) 
     auto errors = runRanks(2, transport, [](int r, clbComm_t comm) {
       void* const stream = reinterpret_cast<void*>(0x1);  // never used: nothing is enqueued
       const int peer = 1 - r;
+      float one = 1, sum = 0;  // a collective first: the all-to-all after it ran no algorithm
+      EXPECT_EQ(clbAllReduce(&one, &sum, 1, clbFloat32, clbSum, comm, nullptr), clbSuccess);
       if (r == 0) {
         EXPECT_EQ(clbAllToAll(nullptr, nullptr, 0, clbFloat32, comm, stream), clbSuccess) << clbGetLastError();
+        int algo = -1;
+        EXPECT_EQ(clbCommLastAlgorithm(comm, &algo), clbSuccess);
+        EXPECT_EQ(algo, (int)clbAlgoNone) << "an all-to-all of 0 elements reports the collective before it";
         EXPECT_EQ(clbSend(nullptr, 0, clbFloat32, peer, comm, stream), clbSuccess) << clbGetLastError();
         EXPECT_EQ(clbRecv(nullptr, 0, clbFloat32, peer, comm, nullptr), clbSuccess) << clbGetLastError();
         const size_t zeros[2] = {0, 0};
