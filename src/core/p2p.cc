@@ -126,6 +126,14 @@ clbResult_t stageInputs(clbComm* c, std::vector<PeerOp>& ops, ScalerPtr* scaler)
   for (const PeerOp& o : ops) {
     if (!staged(o)) continue;
     if (o.onDevice && !firstOnDevice) firstOnDevice = &o;
+    // The copies and scalings go on one stream, ordered after the work on it that produced their
+    // inputs: a batch whose staged device calls name several streams is refused before anything
+    // is queued (the GPU path refuses any mix; through host memory one would read stale input).
+    if (o.onDevice && o.stream != firstOnDevice->stream)
+      return setError(clbInvalidUsage,
+                      "rank %d: the device calls of one group on one communicator that stage their input (a "
+                      "PreMulSum reduce, an all-to-all in place) must use one stream: pass the same stream to each",
+                      c->rank);
     if (o.kind == PeerOp::kSend) (o.onDevice ? deviceBytes : hostBytes) += region(o);
   }
   char* host = nullptr;

@@ -183,6 +183,23 @@ std::string rankBody(const clbUniqueId& id, int r, int n, bool viaHost) {
     if (rc != clbInvalidUsage || msg.find("cannot be captured in a CUDA graph") == std::string::npos)
       err = "a send inside a capture: expected INVALID_USAGE saying so, got " + std::to_string(rc) + ": " + msg;
   }
+  // Two all-to-alls in place in one group on two streams (their inputs are copied aside, on one
+  // stream): refused on every rank before anything is queued, usable after.
+  if (err.empty()) {
+    CUstream other = nullptr;
+    CU_OK(d->cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    DevBuf x(d, stream, 2 * n), y(d, stream, 2 * n);
+    CU_OK(d->cuStreamSynchronize(stream));
+    clbResult_t rc = clbGroupStart();
+    if (rc == clbSuccess) rc = clbAllToAll(x.ptr(), x.ptr(), 2, clbInt64, comm, stream);
+    if (rc == clbSuccess) rc = clbAllToAll(y.ptr(), y.ptr(), 2, clbInt64, comm, other);
+    const clbResult_t end = clbGroupEnd();
+    const std::string msg = clbGetLastError();
+    d->cuStreamDestroy(other);
+    if (rc != clbSuccess || end != clbInvalidUsage || msg.find("must use one stream") == std::string::npos)
+      err = "staged inputs on two streams: expected INVALID_USAGE at the end saying so, got " + std::to_string(rc) +
+            " / " + std::to_string(end) + ": " + msg;
+  }
   if (err.empty()) err = exchange(d, stream, comm, r, n);
   // Pairs through host memory set nothing up on the GPU.
   clbMemStats_t st{};
