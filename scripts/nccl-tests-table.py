@@ -4,8 +4,9 @@
 
   python3 scripts/nccl-tests-table.py LOGDIR OUTDIR
 
-OUTDIR/nccl-tests.csv: every row of every log (test, ranks, mode, bytes, count, type, op, root,
-then time in us, algbw and busbw in GB/s and #wrong, out of place and in place).
+OUTDIR/nccl-tests.csv: per log, its rows at the sizes below (test, ranks, mode, bytes, count, type,
+op, root, then time in us, algbw and busbw in GB/s and #wrong, out of place and in place); the
+logs themselves, every row, stay outside the repository.
 OUTDIR/nccl-tests.md: per log, the rows at 8 B, 64 KiB, 1 MiB, 64 MiB and 256 MiB, the sum of
 #wrong over every row, and the "Out of bounds values" line.
 """
@@ -48,7 +49,8 @@ def main():
             w = sum(int(x) for x in (p[8], p[12]) if x.isdigit())
             wrong += w
             by_size[size] = p
-            out.append([test, ranks, mode] + p)
+            if size in SHOWN:
+                out.append([test, ranks, mode] + p)
         bounds = ""
         with open(path, errors="replace") as f:
             for line in f:
