@@ -169,6 +169,9 @@ class Scaler {
 // Copies one scalar of `bytes` from device memory on GPU `ordinal` to *out (a host call's
 // PreMulSum whose scalar lies in device memory).
 clbResult_t readScalar(const void* p, size_t bytes, int ordinal, uint64_t* out);
+// A stream (non-NULL) of another GPU than `dev` (GPU `ordinal`, context `ctx`) would run kernels
+// that cannot see the rank's set-up: refused by name (shared.cc) rather than failing in the launch.
+clbResult_t checkStreamGpu(const Driver* d, CUstream stream, CUcontext ctx, CUdevice dev, int ordinal, int rank);
 
 class Device {
  public:

@@ -75,22 +75,7 @@ clbResult_t Scaler::begin(int ordinal, CUstream stream, size_t bytes, void** scr
     ordinal_ = ordinal;
   }
   CtxScope scope(d_, ctx_);
-  if (stream) {  // a stream of another GPU would run a kernel its context cannot launch: refused by name
-    CUcontext sctx = nullptr;
-    CLB_CU(d_, cuStreamGetCtx, stream, &sctx);
-    if (sctx != ctx_) {
-      CUdevice sdev = -1;
-      CLB_CU(d_, cuCtxPushCurrent, sctx);
-      CUresult rc = d_->cuCtxGetDevice(&sdev);
-      CUcontext popped;
-      d_->cuCtxPopCurrent(&popped);
-      if (rc != CUDA_SUCCESS) return cuError(rc, "cuCtxGetDevice");
-      if (sdev != dev_)
-        return setError(clbInvalidArgument,
-                        "rank %d's stream belongs to GPU %d but its buffers (and communicator) are on GPU %d: create "
-                        "the stream on GPU %d", c_->rank, (int)sdev, ordinal_, ordinal_);
-    }
-  }
+  CLB_CHECK(checkStreamGpu(d_, stream, ctx_, dev_, ordinal_, c_->rank));
   if (bytes > bytes_) {
     if (inCapture) return refuse("more device scratch than it holds", bytes);
     // What the last call queued may still read the old scratch.

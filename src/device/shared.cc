@@ -22,6 +22,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/launch_meet.h"
+#include "device/device.h"
 #include "transport/shm.h"
 
 namespace clb::cuda {
@@ -370,9 +371,7 @@ clbResult_t DeviceShared::ensureShared(SharedBuffer* b, size_t bytes, CUstream s
   return clbSuccess;
 }
 
-// A stream of another GPU than the communicator's would run kernels that cannot see this rank's
-// set-up: refuse it by name rather than fail inside the launch.
-clbResult_t DeviceShared::checkStream(CUstream stream) {
+clbResult_t checkStreamGpu(const Driver* d, CUstream stream, CUcontext ctx, CUdevice dev, int ordinal, int rank) {
   if (!stream) return clbSuccess;
   CUcontext sctx = nullptr;
   CLB_CU(d, cuStreamGetCtx, stream, &sctx);
@@ -386,8 +385,12 @@ clbResult_t DeviceShared::checkStream(CUstream stream) {
   if (sdev != dev)
     return setError(clbInvalidArgument,
                     "rank %d's stream belongs to GPU %d but its buffers (and communicator) are on GPU %d: create the "
-                    "stream on GPU %d", comm->rank, (int)sdev, ordinal, ordinal);
+                    "stream on GPU %d", rank, (int)sdev, ordinal, ordinal);
   return clbSuccess;
+}
+
+clbResult_t DeviceShared::checkStream(CUstream stream) {
+  return checkStreamGpu(d, stream, ctx, dev, ordinal, comm->rank);
 }
 
 void DeviceShared::common(ClbDevCallArgs* k, const CollArgs& a) const {
