@@ -22,19 +22,21 @@ clbResult_t validate(clbComm* c, uint32_t coll, const void* send, void* recv, si
                      int op, int root, void* stream) {
   CLB_CHECK(c->checkUsable());
   if (!validType(type)) return setError(clbInvalidArgument, "unknown data type %d: use a clbDataType_t value", type);
-  if ((coll == kAllReduce || coll == kReduceScatter) && !validOp(op))
+  if ((coll == kAllReduce || coll == kReduceScatter || coll == kReduce) && !validOp(op))
     return setError(clbInvalidArgument, "unknown reduction op %d: use a clbRedOp_t value", op);
-  if (coll == kBroadcast && (root < 0 || root >= c->nranks))
+  if ((coll == kBroadcast || coll == kReduce) && (root < 0 || root >= c->nranks))
     return setError(clbInvalidArgument, "root=%d is out of range for %d ranks: use 0..%d", root, c->nranks, c->nranks - 1);
   size_t esz = clbTypeSize((clbDataType_t)type);
   size_t mult = (coll == kAllGather || coll == kReduceScatter) ? (size_t)c->nranks : 1;
   if (count > SIZE_MAX / esz / mult)
     return setError(clbInvalidArgument, "count=%zu elements of %zu bytes overflows the address space", count, esz);
-  if (count > 0 && (!recv || (!send && !(coll == kBroadcast && c->rank != root))))
-    return setError(clbInvalidArgument, "%s buffer is NULL with count=%zu", !recv ? "recv" : "send", count);
+  // A broadcast's other ranks read no send buffer, a reduce's write no recv buffer.
+  const bool needSend = !(coll == kBroadcast && c->rank != root), needRecv = !(coll == kReduce && c->rank != root);
+  if (count > 0 && ((needRecv && !recv) || (needSend && !send)))
+    return setError(clbInvalidArgument, "%s buffer is NULL with count=%zu", needRecv && !recv ? "recv" : "send", count);
   // Buffers that overlap without being the in-place layout would be read where they are written:
   // refused rather than computed into garbage (host and device buffers alike).
-  if (count > 0 && send && !(coll == kBroadcast && c->rank != root)) {
+  if (count > 0 && send && needSend && needRecv) {
     const size_t sendBytes = count * esz * (coll == kReduceScatter ? c->nranks : 1);
     const size_t recvBytes = count * esz * (coll == kAllGather ? c->nranks : 1);
     const uintptr_t s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
@@ -53,11 +55,12 @@ clbResult_t validate(clbComm* c, uint32_t coll, const void* send, void* recv, si
 }
 
 // A collective's buffers: the send buffer only where the call reads one (not on a broadcast's
-// other ranks).
+// other ranks), the recv buffer only where it writes one (not on a reduce's other ranks).
 clbResult_t memoryKind(clbComm* c, uint32_t coll, const void* send, void* recv, int root, void* stream,
                        bool* onDevice, int* ordinal) {
   const bool hasSend = !(coll == kBroadcast && c->rank != root) && send;
-  return bufferMemory(hasSend ? send : nullptr, recv, stream, onDevice, ordinal);
+  const bool hasRecv = !(coll == kReduce && c->rank != root) && recv;
+  return bufferMemory(hasSend ? send : nullptr, hasRecv ? recv : nullptr, stream, onDevice, ordinal);
 }
 
 }  // namespace
@@ -109,9 +112,10 @@ CollArgs describeCall(clbComm* c, uint32_t coll, const void* send, void* recv, s
   c->seq.store(a.desc.seq, std::memory_order_relaxed);
   a.desc.coll = coll;
   a.desc.dtype = type;
-  a.desc.op = (coll == kAllReduce || coll == kReduceScatter) ? (preMul ? kOpPreMulSum : op) : 0;
-  // The root only a broadcast has; kBarrierRoot marks clbBarrier's all-reduce (its tags differ).
-  a.desc.root = coll == kBroadcast || root == kBarrierRoot ? root : -1;
+  a.desc.op = (coll == kAllReduce || coll == kReduceScatter || coll == kReduce) ? (preMul ? kOpPreMulSum : op) : 0;
+  // The root only a broadcast and a reduce have; kBarrierRoot marks clbBarrier's all-reduce (its
+  // tags differ).
+  a.desc.root = coll == kBroadcast || coll == kReduce || root == kBarrierRoot ? root : -1;
   a.desc.count = count;
   a.send = send;
   a.recv = recv;
@@ -186,10 +190,15 @@ clbResult_t runTaken(clbComm* c, uint32_t coll, const void* send, void* recv, si
     if (pm.on) {
       if (!c->scaler) c->scaler = std::make_unique<cuda::Scaler>(c);
       scaler = c->scaler.get();
+      // Into recv where recv is all the call writes, else (reduceScatter; a reduce's other ranks,
+      // whose recv the call leaves alone) into the scratch.
       const size_t elems = coll == kReduceScatter ? count * c->nranks : count;
-      const bool scratch = coll == kReduceScatter && c->nranks > 1;
+      const bool scratch = (coll == kReduceScatter && c->nranks > 1) || (coll == kReduce && c->rank != root);
       void* dst = nullptr;
-      CLB_CHECK(scaler->begin(ordinal, static_cast<CUstream>(stream), scratch ? elems * clbTypeSize(type) : 0, &dst));
+      // Every rank of a reduce asks for the same scratch, the root too (which scales into recv):
+      // inside a capture a scratch too small is refused, and so on every rank alike.
+      const size_t want = scratch || coll == kReduce ? elems * clbTypeSize(type) : 0;
+      CLB_CHECK(scaler->begin(ordinal, static_cast<CUstream>(stream), want, &dst));
       if (!scratch) dst = recv;
       if (clbResult_t rc = scaler->scale(dst, send, elems, pm, static_cast<CUstream>(stream))) {
         scaler->end(static_cast<CUstream>(stream));
@@ -211,6 +220,8 @@ clbResult_t runTaken(clbComm* c, uint32_t coll, const void* send, void* recv, si
     return rc;
 #endif
   }
+  // A reduce comes here on device memory of ranks that share a host only (clbReduce, p2p.cc).
+  if (coll == kReduce) return setError(clbInternalError, "rank %d: a reduce reached the host collectives", c->rank);
   if (pm.on) {
     CLB_CHECK(scaleHostInput(c, a, pm));
     send = a.send;
@@ -231,7 +242,7 @@ clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t 
   // The operation as the call takes it now: a PreMulSum's scalar (or its pointer) is the call's
   // from here on, so the operation may be destroyed once the call returns (also in a group).
   PreMul pm;
-  const bool reduction = coll == kAllReduce || coll == kReduceScatter;
+  const bool reduction = coll == kAllReduce || coll == kReduceScatter || coll == kReduce;
   // Inside a group (clbGroupStart): checked now, and recorded to run at the group's end; a refusal
   // is the group's too (its end runs nothing).
   if (inGroup()) {
@@ -250,6 +261,11 @@ clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t 
 }
 
 }  // namespace
+
+clbResult_t clb::reduceOnDevice(clbComm* c, const void* send, void* recv, size_t count, clbDataType_t type,
+                                clbRedOp_t op, int root, void* stream) {
+  return run(c, kReduce, send, recv, count, type, op, root, stream);
+}
 
 clbResult_t clb::runRecordedCollective(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count,
                                        clbDataType_t type, clbRedOp_t op, int root, void* stream, const PreMul& pm) {

@@ -421,6 +421,8 @@ clbResult_t runCollective(const GroupItem& it) {
       return runRecordedCollective(c, kReduceScatter, it.send, it.recv, it.count, it.type, it.redop, 0, it.stream,
                                    it.pm);
     case kBroadcast: return clbBroadcast(it.send, it.recv, it.count, it.type, it.root, c, it.stream);
+    case kReduce:  // on device memory of one host (clbReduce)
+      return runRecordedCollective(c, kReduce, it.send, it.recv, it.count, it.type, it.redop, it.root, it.stream, it.pm);
   }
   return setError(clbInternalError, "group: unknown collective %u", it.coll);
 }
@@ -558,6 +560,7 @@ clbResult_t clbScatter(const void* sendbuff, void* recvbuff, size_t count, clbDa
 
 clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, clbRedOp_t op,
                       int root, clbComm_t comm, void* stream) {
+  const clbRedOp_t given = op;
   clbResult_t rc = begin(comm);
   if (rc == clbSuccess) rc = checkType(datatype);
   // A PreMulSum's scalar (or its pointer) is the call's from here on (core/premul.h).
@@ -578,6 +581,11 @@ clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDat
     if ((rc = checkOverlap("clbReduce", sendbuff, bytes, recvbuff, bytes, "send = recv"))) return refuse(rc);
   bool onDevice = false;
   if ((rc = memoryOf(comm, "clbReduce", sendbuff, isRoot ? recvbuff : nullptr, stream, &onDevice))) return refuse(rc);
+  // Device memory, ranks on one host: a device collective (fast, capturable, whichever process
+  // each rank is in), every rank deciding alike (their buffers are all device memory, and the
+  // transport is the communicator's). Elsewhere a root's chain of receives (below).
+  if (onDevice && count && (n == 1 || comm->carrier->sharesMemory()))
+    return reduceOnDevice(comm, sendbuff, isRoot ? recvbuff : nullptr, count, datatype, given, root, stream);
   std::vector<PeerOp> ops;
   if (!isRoot) {
     PeerOp s = peerOp(PeerOp::kSend, root, sendbuff, nullptr, count, datatype, kReduce, root);

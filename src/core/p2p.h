@@ -23,6 +23,10 @@ clbResult_t recordCollective(clbComm* c, uint32_t coll, const void* send, void* 
 // call would, with the operation it took when it was recorded.
 clbResult_t runRecordedCollective(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count,
                                   clbDataType_t type, clbRedOp_t op, int root, void* stream, const PreMul& pm);
+// A reduce on device memory of ranks that share a host (core/collectives.cc): a device collective
+// (the all-reduce kernels, the root alone writing), capturable; `op` as the caller gave it.
+clbResult_t reduceOnDevice(clbComm* c, const void* send, void* recv, size_t count, clbDataType_t type, clbRedOp_t op,
+                           int root, void* stream);
 // A call refused inside a group is the group's too (its end runs nothing): returns rc.
 clbResult_t refuseInGroup(clbResult_t rc);
 

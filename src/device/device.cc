@@ -147,8 +147,9 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   // Both need every rank's word on this call (over the host), so both are decided alike everywhere:
   // registrations are made and dropped by collective steps (a registration kept only where every
   // rank mapped it; a deregistration meets every rank), so every rank holds as many at any call.
+  // (Not a reduce: its other ranks have no recv buffer to register; it stages.)
   const bool zeroCopy = path == DevicePath::kStaged && s_.path != DevicePath::kStaged && !s_.allInProcess &&
-                        !s_.viaHost && !regs_.empty() && msg >= s_.directMin;
+                        !s_.viaHost && !regs_.empty() && msg >= s_.directMin && a.desc.coll != kReduce;
   if (n > 1 && (zeroCopy || s_.checkCalls)) {
     bool given = false;
     CLB_CHECK(regs_.agreeCall(a, zeroCopy, &args(), &given));

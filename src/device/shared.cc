@@ -401,7 +401,7 @@ void DeviceShared::common(ClbDevCallArgs* k, const CollArgs& a) const {
   k->rank = comm->rank;
   k->nranks = comm->nranks;
   k->in = a.desc.coll == kBroadcast && comm->rank != a.root ? nullptr : a.send;
-  k->out = a.recv;
+  k->out = a.desc.coll == kReduce && comm->rank != a.root ? nullptr : a.recv;
   k->type = a.type;
   k->op = a.op;
   k->root = a.root;
@@ -411,6 +411,7 @@ void DeviceShared::common(ClbDevCallArgs* k, const CollArgs& a) const {
     case kAllReduce: k->coll = CLB_DEV_ALLREDUCE; break;
     case kAllGather: k->coll = CLB_DEV_ALLGATHER; break;
     case kReduceScatter: k->coll = CLB_DEV_REDUCESCATTER; break;
+    case kReduce: k->coll = CLB_DEV_REDUCE; break;
     default: k->coll = CLB_DEV_BROADCAST; break;
   }
 }

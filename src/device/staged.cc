@@ -52,10 +52,11 @@ clbResult_t StagedPath::launch(const CollArgs& a, size_t e0, size_t m, CUstream 
   char* out = static_cast<char*>(a.recv);
   switch (a.desc.coll) {
     case kAllReduce:
+    case kReduce:  // the inputs to the root's staging only, and only the root writes (kernel_abi.h)
       k.in = in + e0 * esz;
       k.inBytes = m * esz;
       k.mode = 0;
-      k.out = out + e0 * esz;
+      k.out = a.desc.coll == kReduce && r != a.root ? nullptr : out + e0 * esz;
       k.count = m;
       break;
     case kReduceScatter:  // rank p's slot gets the slice rank p reduces

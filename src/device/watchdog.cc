@@ -20,6 +20,7 @@ const char* collName(unsigned int coll) {
     case CLB_DEV_ALLGATHER: return "allGather";
     case CLB_DEV_REDUCESCATTER: return "reduceScatter";
     case CLB_DEV_BROADCAST: return "broadcast";
+    case CLB_DEV_REDUCE: return "reduce";
   }
   return "a collective";
 }

@@ -205,12 +205,13 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCal
   if (a.inBytes)
     for (int i = 0; i < n; i++) {
       const int p = (r + i) % n;  // start with self, then the next ranks: spreads the links' load
+      if (a.coll == CLB_DEV_REDUCE && p != a.root) continue;  // a reduce's inputs go to its root only
       const char* src = static_cast<const char*>(a.in) + (a.inSlices > 1 ? p * a.inStride : 0);
       clbk::copyRange(a.staging[p] + half + r * a.slot, src, a.inBytes, tid, stride);
     }
   if (!barrier(a, seq, (int)(seq & 1), offsetof(ClbDevFlags, posted), me->posted)) return;
   if (a.mode == 0) {
-    reduceTyped(a, a.out, slots, 0, a.count, tid, stride);
+    if (a.out) reduceTyped(a, a.out, slots, 0, a.count, tid, stride);  // (a reduce's other ranks have none)
   } else if (a.mode == 1) {
     for (int p = 0; p < n; p++)
       clbk::copyRange(static_cast<char*>(a.out) + p * a.outStride, slots[p], a.count, tid, stride);
@@ -261,7 +262,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
   const unsigned long long esz = a.elemSize;
   char* out = recv[r];
   bool twoShot = a.twoShot;  // one-shot reads all of every send buffer: not while its owner overwrites it
-  for (int p = 0; p < n; p++) twoShot = twoShot || send[p] == recv[p];
+  for (int p = 0; p < n && a.coll == CLB_DEV_ALLREDUCE; p++) twoShot = twoShot || send[p] == recv[p];
   switch (a.coll) {
     case CLB_DEV_ALLREDUCE:
       if (twoShot) {
@@ -286,6 +287,11 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
       break;
     case CLB_DEV_BROADCAST:
       if (out != send[a.root]) clbk::copyRange(out, send[a.root], a.count * esz, tid, stride);
+      break;
+    case CLB_DEV_REDUCE:
+      // One-shot at the root (in place too: each element is read from every buffer before it is
+      // written, and no other rank reads the root's); the others only say they are done.
+      if (out) reduceTyped(a, out, send, 0, a.count, tid, stride);
       break;
   }
   // Done reading; the kernel (so the caller's stream) goes on only when every rank is.
@@ -455,7 +461,8 @@ __device__ void llBroadcast(const ClbDevCallArgs& a, unsigned long long seq, uns
       if (p != root && !loadLine(a, mine, p, 0, flag, seq, &v, clock)) return;
 }
 
-// allReduce, allGather, reduceScatter (and broadcast, above) through LL lines. `count` elements
+// allReduce, allGather, reduceScatter, reduce (an allReduce only the root writes out; and
+// broadcast, above) through LL lines. `count` elements
 // per destination.
 extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArgs a) {
   const unsigned long long seq = callNumber(a);
@@ -491,7 +498,8 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArg
       if (a.coll == CLB_DEV_ALLGATHER) storeBytes8(out + p * bytes, i, bytes, v);
       else acc = foldLineTyped(a.type, acc, v, a.op, p == 0);
     }
-    if (ok && a.coll != CLB_DEV_ALLGATHER) storeBytes8(out, i, bytes, finishLineTyped(a.type, acc, a.op, n));
+    if (ok && a.coll != CLB_DEV_ALLGATHER && out)  // (a reduce's other ranks have no out)
+      storeBytes8(out, i, bytes, finishLineTyped(a.type, acc, a.op, n));
   }
   // The last block out counts the call as completed and tells the peers this rank is done.
   __syncthreads();

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#define CLB_KERNEL_ABI_VERSION 7
+#define CLB_KERNEL_ABI_VERSION 8
 // Inputs one reduction kernel launch can combine (ranks on one node beyond that take more passes).
 #define CLB_MAX_KERNEL_SRCS 16
 
@@ -89,8 +89,12 @@ struct ClbDevHostStatus {
 static_assert(offsetof(ClbDevFlags, calls) % 16 == 0 && offsetof(ClbDevFlags, error) == offsetof(ClbDevFlags, calls) + 8,
               "calls and error are read with one 16-byte load");
 
-// Collectives as the kernels number them.
-enum { CLB_DEV_ALLREDUCE = 0, CLB_DEV_ALLGATHER = 1, CLB_DEV_REDUCESCATTER = 2, CLB_DEV_BROADCAST = 3 };
+// Collectives as the kernels number them. A reduce runs as an all-reduce whose result only the
+// root writes (`out` is NULL elsewhere, and says so to the kernels): every rank still hears from
+// every rank in every call
+// (what lets LL and staging slots be reused), staged inputs go to the root's staging only, and
+// direct has the root read every rank's send buffer.
+enum { CLB_DEV_ALLREDUCE = 0, CLB_DEV_ALLGATHER = 1, CLB_DEV_REDUCESCATTER = 2, CLB_DEV_BROADCAST = 3, CLB_DEV_REDUCE = 4 };
 
 // The call number is read on the device (this rank's `calls` + 1), not passed in: a call captured
 // in a CUDA graph and replayed is a new call each time.

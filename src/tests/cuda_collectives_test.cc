@@ -56,6 +56,11 @@ std::vector<Call> theCalls() {
   v.push_back({3, clbInt64, clbMax, 333, true});
   v.push_back({4, clbFloat64, clbSum, 12345, false});
   v.push_back({4, clbUint8, clbSum, 7, true});
+  v.push_back({5, clbFloat32, clbSum, 1003, false});  // reduce: LL
+  v.push_back({5, clbBfloat16, clbAvg, 517, true});
+  v.push_back({5, clbInt64, clbMax, 200001, true});    // direct or staged
+  v.push_back({5, clbFloat32, clbSum, 3000001, false});  // several rounds through staging
+  v.push_back({5, clbUint8, clbProd, 7, false});
   return v;
 }
 
@@ -170,6 +175,8 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
       case 2: rc = clbAllGather(send, recv, c.count, c.type, comm, stream); break;
       case 3: rc = clbReduceScatter(send, recv, c.count, c.type, c.op, comm, stream); break;
       case 4: rc = clbBroadcast(send, recv, c.count, c.type, n - 1, comm, stream); break;
+      // The other ranks pass no recv out of place (NCCL's clients pass theirs or NULL).
+      case 5: rc = clbReduce(send, rank == n / 2 || c.inPlace ? recv : nullptr, c.count, c.type, c.op, n / 2, comm, stream); break;
     }
     if (rc != clbSuccess) err = "call " + std::to_string(i) + ": " + clbGetLastError();
   }
@@ -312,14 +319,17 @@ INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceProcesses,
 
 namespace {
 
-// Captures 100 allReduces into a CUDA graph and replays it with new data; first checks that a
-// capture before the staging exists is refused with the reason.
+// Captures 100 calls into a CUDA graph, allReduces and (every fourth, from the second) reduces
+// at root i % n, and replays it with new data; first checks that a capture before the staging
+// exists is refused with the reason. A reduce's other ranks pass no recv buffer, and theirs keeps
+// its bytes.
 std::string graphRank(const clbUniqueId& id, int rank, int n) {
   const Driver* d = nullptr;
   CUstream stream = nullptr;
   clbComm_t comm = nullptr;
   if (std::string e = openRank(id, rank, n, &d, &stream, &comm); !e.empty()) return e;
   const int calls = 100;
+  auto isReduce = [](int i) { return i % 4 == 1; };
   std::vector<CUdeviceptr> in(calls), out(calls);
   std::vector<size_t> count(calls);
   size_t maxCount = 0;
@@ -354,9 +364,12 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
   CUgraphExec exec = nullptr;
   if (err.empty()) {
     CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    for (int i = 0; i < calls && err.empty(); i++)
-      if (clbAllReduce((void*)in[i], (void*)out[i], count[i], clbFloat32, clbSum, comm, stream) != clbSuccess)
-        err = "captured call " + std::to_string(i) + ": " + clbGetLastError();
+    for (int i = 0; i < calls && err.empty(); i++) {
+      const clbResult_t rc = isReduce(i) ? clbReduce((void*)in[i], rank == i % n ? (void*)out[i] : nullptr, count[i],
+                                                     clbFloat32, clbSum, i % n, comm, stream)
+                                         : clbAllReduce((void*)in[i], (void*)out[i], count[i], clbFloat32, clbSum, comm, stream);
+      if (rc != clbSuccess) err = "captured call " + std::to_string(i) + ": " + clbGetLastError();
+    }
     CU_OK(d->cuStreamEndCapture(stream, &graph));
     if (err.empty()) CU_OK(d->cuGraphInstantiateWithFlags(&exec, graph, 0));
   }
@@ -373,10 +386,13 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
     for (int i = 0; i < calls && err.empty(); i++) {
       std::vector<float> got(count[i]);
       CU_OK(d->cuMemcpyDtoH(got.data(), out[i], got.size() * 4));
+      const bool untouched = isReduce(i) && rank != i % n;  // the poison stays
       for (size_t e = 0; e < count[i]; e++) {
         float want = 0;
         for (int p = 0; p < n; p++) want += (float)((p + 1) * 1000 + (int)e % 977 + rep * 7 + i);
-        if (got[e] != want) {
+        uint32_t poison = 0xa5a5a5a5u;
+        if (untouched) memcpy(&want, &poison, 4);
+        if (memcmp(&got[e], &want, 4) != 0) {
           err = "replay " + std::to_string(rep) + " call " + std::to_string(i) + " element " + std::to_string(e) +
                 ": got " + std::to_string(got[e]) + " want " + std::to_string(want);
           break;

@@ -157,6 +157,20 @@ std::string exchange(const Driver* d, CUstream stream, clbComm_t comm, int r, in
     }
     if (red[i] != want) return "reduce in place: element " + std::to_string(i);
   }
+  // A reduce inside a group (recorded, run at the group's end), to root 0, out of place.
+  DevBuf dg(d, stream, m);
+  CLB_OK(clbGroupStart());
+  CLB_OK(clbReduce(dgot.ptr(), r == 0 ? dg.ptr() : nullptr, m, clbInt64, clbSum, 0, comm, stream));
+  CLB_OK(clbGroupEnd());
+  CU_OK(d->cuStreamSynchronize(stream));
+  if (r == 0) {
+    std::vector<int64_t> gr = dg.get();
+    for (size_t i = 0; i < m; i++) {
+      int64_t want = 0;
+      for (int p = 0; p < n; p++) want += val(p, root, i);  // each rank's dgot holds its scattered block
+      if (gr[i] != want) return "reduce in a group: element " + std::to_string(i);
+    }
+  }
   return "";
 }
 

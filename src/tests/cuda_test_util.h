@@ -65,7 +65,7 @@ inline std::vector<uint8_t> makeInput(int rank, size_t elems, clbDataType_t t, i
 }
 
 struct Call {
-  int coll;  // 1 allReduce, 2 allGather, 3 reduceScatter, 4 broadcast
+  int coll;  // 1 allReduce, 2 allGather, 3 reduceScatter, 4 broadcast (root n - 1), 5 reduce (root n / 2)
   clbDataType_t type;
   clbRedOp_t op;
   size_t count;
@@ -96,6 +96,17 @@ inline std::vector<uint8_t> expected(const Call& c, int rank, int n, int salt) {
       break;
     case 4:
       out = in[n - 1];  // root: the last rank
+      break;
+    case 5:  // root n / 2; the others' recv keeps what it held: its input in place, else the poison
+      if (rank == n / 2) {
+        out.resize(c.count * esz);
+        for (int p = 0; p < n; p++) srcs[p] = in[p].data();
+        clb::reduceMany(out.data(), srcs.data(), n, c.count, c.type, c.op, n);
+      } else if (c.inPlace) {
+        out = in[rank];
+      } else {
+        out.assign(c.count * esz, 0xa5);
+      }
       break;
   }
   return out;
