@@ -82,8 +82,8 @@ __device__ __forceinline__ T loadCg(const T* p) {
 // What one reduction combines: dst[i] = (srcs[0] + offset)[i] op ... op (srcs[k-1] + offset)[i].
 // `srcs` points into shared (or global) memory, never at a local array: a kernel whose threads
 // index an array of their own gets a stack frame, and the driver reserves that frame for every
-// thread the GPU can hold (bytes x 2048 x SMs: 288 B cost 74 MiB on the H200) for as long as the
-// context lives. The check in src/tests/kernel_frames.cmake keeps every kernel at 0 bytes.
+// thread the GPU can hold (bytes x 2048 x SMs: 288 B would be 74 MiB on an H200) for as long as the
+// context lives. The check in src/tests/kernel_frames.cmake holds every kernel to its ceiling.
 template <typename S>
 struct ReduceRange {
   S* dst;
