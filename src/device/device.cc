@@ -91,6 +91,13 @@ clbResult_t Device::release() {
   s_.releaseShared(&s_.staging);
   s_.releaseShared(&s_.llBuf);
   s_.releaseShared(&s_.flagBuf);
+  hostCopy_.release();
+  if (s_.ownCounters) {
+    s_.d->cuMemFree(s_.counters);
+    s_.comm->mem.addDevice(-(int64_t)sizeof(ClbDevFlags::blocks));
+  }
+  s_.counters = 0;
+  s_.ownCounters = false;
   if (s_.hostStatus) s_.d->cuMemFreeHost(s_.hostStatus);
   s_.flags = 0;
   s_.hostStatus = nullptr;
@@ -155,15 +162,20 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
     CLB_CHECK(regs_.agreeCall(a, zeroCopy, &args(), &given));
     if (given) path = DevicePath::kDirect;
   }
+  // Staging in host memory (GPUs without peer access): the copy engines move the bulk, unless
+  // COLIBRI_DEVICE_PATH=staged asks for the staged kernel.
+  if (path == DevicePath::kStaged && s_.viaHost && s_.path != DevicePath::kStaged) path = DevicePath::kCopies;
   lastPath_ = path;
   lastZeroCopy_ = path == DevicePath::kDirect && !s_.allInProcess;
   // The buffers the path needs (the LL buffer is set up whole at the first call of any path).
   CLB_CHECK(ll_.prepare(path == DevicePath::kLL, perDest, stream));
   if (path == DevicePath::kStaged) CLB_CHECK(staged_.prepare(a, stream));
+  if (path == DevicePath::kCopies) CLB_CHECK(hostCopy_.prepare(a, stream));
   // Everything above that meets the peers over the host is done: now only launches.
   if (path == DevicePath::kLL) return s_.together(a, [&] { CtxScope scope(s_.d, s_.ctx); return ll_.launch(a, stream); });
   if (path == DevicePath::kDirect)
     return s_.together(a, [&] { CtxScope scope(s_.d, s_.ctx); return direct_.launch(a, stream, args()); });
+  if (path == DevicePath::kCopies) return hostCopy_.run(a, stream);  // in rounds, each in two meetings
   return staged_.run(a, stream);  // in rounds, each between the meetings
 }
 
@@ -204,6 +216,11 @@ clbResult_t Device::trimHostStage() {
   return hostStaged_.trim();
 }
 
+std::string Device::scratchNote() const {
+  if (!hostCopy_.scratchBytes()) return "";
+  return ", device scratch " + std::to_string(hostCopy_.scratchBytes()) + " bytes";
+}
+
 std::string Device::describe() const {
   if (!s_.d) return "device: not used yet (set up at the first collective on device memory)\n";
   if (s_.acrossHosts)
@@ -213,14 +230,16 @@ std::string Device::describe() const {
   char b[1024];
   snprintf(b, sizeof b,
            "device: GPU %d, %d rank(s) on it, %s%s; LL up to %zu bytes per rank, then %s; last call %s%s; "
-           "%zu registration(s), %zu peer allocation(s) mapped; LL buffer %zu bytes, staging %zu bytes; kernels %s; "
+           "%zu registration(s), %zu peer allocation(s) mapped; LL buffer %zu bytes, staging %zu bytes%s; kernels %s; "
            "eager launches %s (%zu prepared)\n",
            s_.ordinal, s_.sameGpu, s_.allInProcess ? "every rank in this process" : "ranks in several processes",
            s_.viaHost ? ", flags, LL and staging in host memory (no peer access between some GPUs)" : "", s_.llMax,
-           s_.viaHost ? "staged" : s_.allInProcess ? "direct (peers' buffers read in place)"
-                                                   : "direct on registered buffers (zero copy), else staged",
+           !s_.viaHost             ? (s_.allInProcess ? "direct (peers' buffers read in place)"
+                                                      : "direct on registered buffers (zero copy), else staged")
+           : s_.path == DevicePath::kStaged ? "staged (COLIBRI_DEVICE_PATH=staged)"
+                                           : "copies (the copy engines through the staging)",
            lastPath(), lastZeroCopy_ ? " (zero copy through registered buffers)" : "", regs_.count(),
-           regs_.mapped(), s_.llBuf.bytes, s_.staging.bytes, s_.kernels.description().c_str(),
+           regs_.mapped(), s_.llBuf.bytes, s_.staging.bytes, scratchNote().c_str(), s_.kernels.description().c_str(),
            s_.launcher.usesGraphs() ? "replay graphs" : "are ordinary", s_.launcher.graphs());
   return b;
 }

@@ -201,17 +201,26 @@ class Device {
   // clbCommGetAsyncError's device part: clbTimeout with the call, collective and ranks when a
   // device wait of this rank ran out of time, else clbSuccess. Any thread, once set up.
   clbResult_t deviceStatus() const { return s_.deviceStatus(); }
-  // The path the last call took ("ll", "staged" or "direct").
-  const char* lastPath() const { return lastPath_ == DevicePath::kLL ? "ll" : lastPath_ == DevicePath::kDirect ? "direct" : "staged"; }
+  // The path the last call took ("ll", "staged", "direct" or "copies").
+  const char* lastPath() const {
+    switch (lastPath_) {
+      case DevicePath::kLL: return "ll";
+      case DevicePath::kDirect: return "direct";
+      case DevicePath::kCopies: return "copies";
+      default: return "staged";
+    }
+  }
 
  private:
   // Once set up, the communicator's async query reads this device's status (clbComm::deviceReady).
   void markReady();
   clbResult_t release();
+  std::string scratchNote() const;  // for describe(): the copies path's device scratch, if any
   DeviceShared s_;
   LLPath ll_{s_};
   DirectPath direct_{s_};
   StagedPath staged_{s_};
+  HostCopyPath hostCopy_{s_};
   Registrations regs_{s_};
   GpuDirectPath gpuDirect_{s_};
   HostStagedPath hostStaged_{s_};

@@ -8,6 +8,8 @@
 //     LLPath          ll.cc           small messages: data and call number in 16-byte lines
 //     DirectPath      direct.cc       peers' buffers read in place (one process, or registered)
 //     StagedPath      staged.cc       through every rank's staging, in rounds
+//     HostCopyPath    hostcopy.cc     GPUs without peer access: the copy engines through the
+//                                     staging in host memory, in rounds
 //     Registrations   registration.cc clbCommRegister: peers' buffers mapped through CUDA IPC
 //   between hosts:
 //     GpuDirectPath   gpudirect.cc    the verbs ring channel on GPU memory (GPUDirect RDMA)
@@ -65,6 +67,28 @@ class StagedPath {
   size_t slotBytes() const;  // bytes per rank's slot in a staging half
   clbResult_t launch(const CollArgs& a, size_t e0, size_t m, CUstream stream);
   DeviceShared& s_;
+};
+
+// Between GPUs without peer access, above the LL sizes (hostcopy.cc): the copy engines move the
+// data through each rank's staging in pinned host memory; small one-block kernels in between
+// wait and announce with plain loads and stores (no atomics on host memory).
+class HostCopyPath {
+ public:
+  explicit HostCopyPath(DeviceShared& s) : s_(s) {}
+  clbResult_t prepare(const CollArgs& a, CUstream stream);  // the staging, and the device scratch
+  clbResult_t run(const CollArgs& a, CUstream stream);      // every round, each in two meetings
+  void release();                                           // the scratch goes (at destroy)
+  size_t scratchBytes() const { return scratchBytes_; }
+
+ private:
+  size_t roundBytes(const CollArgs& a) const;
+  clbResult_t post(const CollArgs& a, size_t e0, size_t m, CUstream stream);
+  clbResult_t collect(const CollArgs& a, size_t e0, size_t m, CUstream stream);
+  clbResult_t step(const CollArgs& a, int phase, size_t m, void* out, unsigned blocks, CUstream stream);
+  DeviceShared& s_;
+  CUdeviceptr scratch_ = 0;  // the peers' parts of a round, copied in (reducing collectives)
+  size_t scratchBytes_ = 0;
+  const char* parts_[CLB_MAX_DEVICE_RANKS] = {};  // what COMBINE reads, rank by rank
 };
 
 struct RegInfo;  // what a rank tells the others about a buffer it registers

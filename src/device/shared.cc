@@ -104,6 +104,7 @@ void DeviceShared::releaseShared(SharedBuffer* b) {
   b->host = false;
   b->hostMine = nullptr;
   b->peers.clear();
+  b->hostPeers.clear();
 }
 
 clbResult_t DeviceShared::refuseInCapture(CUstream stream, size_t need) {
@@ -156,6 +157,8 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   CLB_CHECK(kernels.function("clb_dev_staged", &stagedFn));
   CLB_CHECK(kernels.function("clb_dev_direct", &directFn));
   CLB_CHECK(kernels.function("clb_dev_ll", &llFn));
+  CLB_CHECK(kernels.function("clb_dev_hostcopy", &hostCopyFn));
+  CLB_CHECK(kernels.function("clb_dev_hostcopy_combine", &hostCombineFn));
   CLB_CU(d, cuMemHostAlloc, reinterpret_cast<void**>(&hostStatus), sizeof(ClbDevHostStatus),
          CU_MEMHOSTALLOC_DEVICEMAP);
   memset(hostStatus, 0, sizeof(ClbDevHostStatus));
@@ -184,6 +187,14 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   // The flag blocks: where the peers can reach them (CUDA IPC, the pointer itself, or host memory).
   CLB_CHECK(ensureShared(&flagBuf, sizeof(ClbDevFlags), stream, "flags"));
   flags = flagBuf.mine;
+  if (flagBuf.host) {
+    CLB_CU(d, cuMemAlloc, &counters, sizeof(ClbDevFlags::blocks));
+    ownCounters = true;
+    comm->mem.addDevice((int64_t)sizeof(ClbDevFlags::blocks));
+    CLB_CHECK(zeroNow(d, counters, sizeof(ClbDevFlags::blocks)));
+  } else {
+    counters = flags + offsetof(ClbDevFlags, blocks);
+  }
   peerFlags.assign(n, nullptr);
   for (int p = 0; p < n; p++) peerFlags[p] = reinterpret_cast<ClbDevFlags*>(flagBuf.peers[p]);
   // Blocks of one launch wait for each other, and every rank sharing this GPU has one launch in
@@ -314,9 +325,11 @@ clbResult_t DeviceShared::allocHostShared(SharedBuffer* b, size_t bytes, const c
       rc = setError((clbResult_t)all[p].status, "rank %d could not set up the %s buffer in host memory: %s", p, what,
                     all[p].why);
   b->peers.assign(n, nullptr);
+  b->hostPeers.assign(n, nullptr);
   for (int p = 0; p < n && ex == clbSuccess && rc == clbSuccess; p++) {
     void* at = reinterpret_cast<void*>(all[p].ptr);  // the same address space
     if (all[p].pid != mine.pid) rc = mapShm(all[p].name, false, &at);
+    b->hostPeers[p] = static_cast<char*>(at);
     CUdeviceptr dp = 0;
     if (rc == clbSuccess) {
       CUresult cr = d->cuMemHostGetDevicePointer(&dp, at, 0);
@@ -396,6 +409,7 @@ clbResult_t DeviceShared::checkStream(CUstream stream) {
 void DeviceShared::common(ClbDevCallArgs* k, const CollArgs& a) const {
   for (int p = 0; p < comm->nranks; p++) k->flags[p] = peerFlags[p];
   k->host = reinterpret_cast<ClbDevHostStatus*>(hostStatusDev);
+  k->counters = reinterpret_cast<unsigned int*>(counters);
   k->timeoutNs = (unsigned long long)comm->cfg.timeoutMs * 1000000ull;
   k->warnNs = (unsigned long long)watched.warnMs * 1000000ull;
   k->rank = comm->rank;

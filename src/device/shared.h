@@ -38,7 +38,9 @@ constexpr size_t kBytesPerBlock = 8u << 10;   // below this per block, fewer blo
 clbResult_t agreeOnStatus(clbComm* comm, clbResult_t mine, const char* what, bool* exchanged = nullptr);
 
 // Which way a call goes (COLIBRI_DEVICE_PATH forces one; see docs/device.md).
-enum class DevicePath { kAuto, kLL, kStaged, kDirect };
+// kCopies is never forced: auto (or ll, beyond the LL sizes) takes it where the staging is in
+// host memory (hostcopy.cc); COLIBRI_DEVICE_PATH=staged keeps the staged kernel there.
+enum class DevicePath { kAuto, kLL, kStaged, kDirect, kCopies };
 
 // Device memory every rank of the node sees: this rank's allocation and every rank's, mapped
 // (CUDA IPC across processes, the pointer itself inside one). Allocated on demand, grown by a
@@ -52,6 +54,7 @@ struct SharedBuffer {
   std::vector<CUdeviceptr> opened;  // IPC mappings to close
   bool host = false;                                  // in host memory (viaHost)
   void* hostMine = nullptr;                           // ... this rank's, as the host sees it
+  std::vector<char*> hostPeers;                       // ... every rank's, as this process's host sees it
   std::vector<std::pair<void*, size_t>> hostMaps;     // host mappings to unregister and unmap
 };
 
@@ -83,7 +86,7 @@ struct DeviceShared {
   clbComm* comm;
   const Driver* d = nullptr;
   Kernels kernels;
-  CUfunction stagedFn = nullptr, directFn = nullptr, llFn = nullptr;
+  CUfunction stagedFn = nullptr, directFn = nullptr, llFn = nullptr, hostCopyFn = nullptr, hostCombineFn = nullptr;
   GraphLauncher launcher;  // eager launches: prepared graphs or ordinary (set up in setUp)
   int launchMode = 0;      // COLIBRI_DEVICE_LAUNCH (DeviceLaunchSetting, core/config.h)
   std::string configError;       // a COLIBRI_DEVICE_* variable had a bad value
@@ -99,6 +102,10 @@ struct DeviceShared {
   SharedBuffer llBuf;    // LL path: two halves, a slot of 16-byte lines per rank in each
   SharedBuffer flagBuf;  // every rank's ClbDevFlags
   CUdeviceptr flags = 0;  // this rank's (flagBuf.mine): set up once this is set
+  // This rank's block counters (ClbDevCallArgs::counters): in its flag block, or, with the flags
+  // in host memory, in device memory of their own (ownCounters), so no kernel needs a host atomic.
+  CUdeviceptr counters = 0;
+  bool ownCounters = false;
   bool viaHost = false;   // some GPUs cannot reach each other: shared buffers in host memory
   bool forceHost = false; // COLIBRI_DEVICE_P2P=off
   bool checkCalls = false;  // COLIBRI_DEVICE_CHECK_CALLS=1: every call compared across ranks

@@ -49,7 +49,10 @@ __device__ void publishWait(const ClbDevCallArgs& a, unsigned long long seq, boo
     h->stuckCall = seq;
     return;
   }
-  atomicExch(&a.flags[a.rank]->error, 1u);
+  // A plain store (the word only ever goes from 0 to 1): the flags may be in host memory, where
+  // some PCIe hosts have no atomics.
+  *reinterpret_cast<volatile unsigned int*>(&a.flags[a.rank]->error) = 1u;
+  __threadfence_system();
   h->errorColl = (unsigned int)a.coll;
   h->errorCall = seq;
   __threadfence_system();
@@ -106,6 +109,16 @@ __device__ __forceinline__ unsigned long long callNumber(const ClbDevCallArgs& a
   return (unsigned int)error ? 0 : calls + 1;
 }
 
+// callNumber read once per block, by thread 0, and shared with the block: where the flags live
+// in host memory (GPUs without peer access) a load by every thread was one PCIe read per thread,
+// about 4 ms per MiB-sized round of the copies path's combine on the H200.
+// `kept` (in shared memory) holds it for after a call that would spill a register kept across it.
+__device__ __forceinline__ unsigned long long blockCallNumber(const ClbDevCallArgs& a, unsigned long long& kept) {
+  if (threadIdx.x == 0) kept = callNumber(a);
+  __syncthreads();
+  return kept;
+}
+
 // Last block out announces `seq` in word [rank] of every rank's flag block (field at `fieldOff`),
 // and with `finish` counts the call as completed.
 __device__ void announce(const ClbDevCallArgs& a, unsigned long long seq, int counter, size_t fieldOff, bool finish) {
@@ -113,8 +126,8 @@ __device__ void announce(const ClbDevCallArgs& a, unsigned long long seq, int co
   if (threadIdx.x != 0) return;
   __threadfence_system();
   ClbDevFlags* me = a.flags[a.rank];
-  if (atomicAdd(&me->blocks[counter], 1u) != gridDim.x - 1) return;
-  me->blocks[counter] = 0;
+  if (atomicAdd(&a.counters[counter], 1u) != gridDim.x - 1) return;
+  a.counters[counter] = 0;
   __threadfence_system();
   for (int p = 0; p < a.nranks; p++) {
     auto* words = reinterpret_cast<volatile unsigned long long*>(reinterpret_cast<char*>(a.flags[p]) + fieldOff);
@@ -183,7 +196,8 @@ __device__ __forceinline__ bool twoShotGather(const ClbDevCallArgs& a, unsigned 
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCallArgs a) {
-  const unsigned long long seq = callNumber(a);
+  __shared__ unsigned long long seqKept;  // seq for after reduceTyped's call (below)
+  const unsigned long long seq = blockCallNumber(a, seqKept);
   if (seq == 0) return;
   const size_t half = (seq & 1) * a.half;
   const int n = a.nranks, r = a.rank;
@@ -193,9 +207,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCal
   // (clbk::ReduceRange says why): this rank's staging rank by rank, and seq for after
   // reduceTyped's call (a register kept across the call spills).
   __shared__ const char* slots[CLB_MAX_DEVICE_RANKS];
-  __shared__ unsigned long long seqKept;
   if (threadIdx.x < n) slots[threadIdx.x] = a.staging[r] + half + threadIdx.x * a.slot;
-  if (threadIdx.x == 0) seqKept = seq;
   // Every rank finished reading the slots this call fills (the same parity, two calls ago).
   if (threadIdx.x == 0) ok = waitAll(a, me->done, seq >= 2 ? seq - 2 : 0, seq);
   __syncthreads();
@@ -222,7 +234,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCal
 }
 
 extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCallArgs a) {
-  const unsigned long long seq = callNumber(a);
+  const unsigned long long seq = callNumber(a);  // (flags in device memory: direct needs peer access)
   if (seq == 0) return;
   const int par = (int)(seq & 1);
   ClbDevFlags* me = a.flags[a.rank];
@@ -465,6 +477,8 @@ __device__ void llBroadcast(const ClbDevCallArgs& a, unsigned long long seq, uns
 // broadcast, above) through LL lines. `count` elements
 // per destination.
 extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArgs a) {
+  // Every thread reads the call number (reading it once per block, as the staged and copies
+  // kernels do, gave this kernel a stack frame on sm_100).
   const unsigned long long seq = callNumber(a);
   if (seq == 0) return;
   // Never 0, the value of lines no call has written yet (after 2^32 - 1 calls seq would wrap to it).
@@ -505,10 +519,56 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArg
   __syncthreads();
   if (threadIdx.x == 0) {
     ClbDevFlags* me = a.flags[r];
-    if (atomicAdd(&me->blocks[2 + (int)(seq & 1)], 1u) == gridDim.x - 1) {
-      me->blocks[2 + (int)(seq & 1)] = 0;
+    if (atomicAdd(&a.counters[2 + (int)(seq & 1)], 1u) == gridDim.x - 1) {
+      a.counters[2 + (int)(seq & 1)] = 0;
       for (int p = 0; p < n; p++) reinterpret_cast<volatile unsigned long long*>(a.flags[p]->done)[r] = seq;
       *reinterpret_cast<volatile unsigned long long*>(&me->calls) = seq;
     }
   }
+}
+
+// ---- copies: GPUs without peer access (flags and staging in host memory) ----
+// The copy engines move the data between the caller's buffers and the staging in host memory
+// (src/device/hostcopy.cc enqueues them on the caller's stream); these launches order them
+// against the peers. Every step but the combine is one block of 32 threads (the launch bound
+// that keeps the kernel without a stack frame) whose thread 0 waits or announces with plain loads
+// and stores: nothing here needs an atomic on host memory.
+extern "C" __global__ void __launch_bounds__(32) clb_dev_hostcopy(const ClbDevCallArgs a) {
+  if (threadIdx.x != 0) return;
+  const unsigned long long seq = callNumber(a);  // the same for every step: DONE counts the call
+  if (seq == 0) return;
+  const int n = a.nranks, r = a.rank;
+  ClbDevFlags* me = a.flags[r];
+  switch (a.phase) {
+    case CLB_HC_GATE:  // every rank finished reading this rank's slot in the previous call
+      waitAll(a, me->done, seq - 1, seq);
+      break;
+    case CLB_HC_POSTED:
+      __threadfence_system();
+      for (int p = 0; p < n; p++) reinterpret_cast<volatile unsigned long long*>(a.flags[p]->posted)[r] = seq;
+      __threadfence_system();
+      break;
+    case CLB_HC_WAIT:
+      waitAll(a, me->posted, seq, seq);
+      break;
+    case CLB_HC_DONE:
+      __threadfence_system();
+      for (int p = 0; p < n; p++) reinterpret_cast<volatile unsigned long long*>(a.flags[p]->done)[r] = seq;
+      *reinterpret_cast<volatile unsigned long long*>(&me->calls) = seq;
+      __threadfence_system();
+      break;
+  }
+}
+
+// The copies path's COMBINE step: out = peerIn[0] op ... op peerIn[n-1], count elements, in rank
+// order (a kernel of its own: the steps' waits beside the reduction's call would spill).
+extern "C" __global__ void __launch_bounds__(512) clb_dev_hostcopy_combine(const ClbDevCallArgs a) {
+  __shared__ unsigned long long seq;
+  if (blockCallNumber(a, seq) == 0) return;
+  __shared__ const char* srcs[CLB_MAX_DEVICE_RANKS];  // shared memory: no stack frame (clbk::ReduceRange)
+  if (threadIdx.x < a.nranks) srcs[threadIdx.x] = a.peerIn[threadIdx.x];
+  __syncthreads();
+  const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  reduceTyped(a, a.out, srcs, 0, a.count, tid, stride);
 }

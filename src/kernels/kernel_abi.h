@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#define CLB_KERNEL_ABI_VERSION 8
+#define CLB_KERNEL_ABI_VERSION 9
 // Inputs one reduction kernel launch can combine (ranks on one node beyond that take more passes).
 #define CLB_MAX_KERNEL_SRCS 16
 
@@ -54,7 +54,12 @@ struct ClbScaleArgs {
 //  direct: hand this call's buffer addresses to every rank (or, across processes, take the mapped
 //          addresses of the peers' registered buffers from the host), wait until every rank
 //          posted, read the peers' buffers themselves (no copy in), wait until every rank
-//          finished reading.
+//          finished reading;
+//  copies: (GPUs without peer access, flags and staging in host memory) the copy engines move
+//          the bulk: this rank's input is copied into its slot of its own staging, the peers'
+//          slots out of theirs, and small one-block kernels in between wait and announce
+//          (clb_dev_hostcopy, one phase per launch; src/device/hostcopy.cc). No kernel on this
+//          path touches host memory with an atomic (some PCIe hosts lack those).
 #define CLB_MAX_DEVICE_RANKS 16
 
 struct ClbDevFlags {
@@ -67,7 +72,7 @@ struct ClbDevFlags {
   unsigned int pad;
   unsigned long long send[2][CLB_MAX_DEVICE_RANKS];  // direct: [call parity][p] rank p's buffers,
   unsigned long long recv[2][CLB_MAX_DEVICE_RANKS];  // written here by rank p
-  unsigned int blocks[4];                           // block counters (first/second announcement x parity)
+  unsigned int blocks[4];  // block counters (first/second announcement x parity), where the flags are in device memory
 };
 
 // What this rank's kernels tell its host without a synchronization: a word block in mapped pinned
@@ -130,6 +135,23 @@ struct ClbDevCallArgs {
   int given;
   const char* peerIn[CLB_MAX_DEVICE_RANKS];
   char* peerOut[CLB_MAX_DEVICE_RANKS];
+  // This rank's block counters (4 words, only its own kernels touch them): its flag block's
+  // `blocks` where the flags are in device memory, else a word block in device memory, so that
+  // no kernel needs an atomic on host memory.
+  unsigned int* counters;
+  // copies (clb_dev_hostcopy): which step this launch is (CLB_HC_*); the combine step
+  // (clb_dev_hostcopy_combine) reads rank p's part from peerIn[p] (the device scratch the peers'
+  // staging was copied into, or this rank's own input) into `out`.
+  int phase;
+};
+
+// clb_dev_hostcopy's steps, each a launch on the caller's stream between the copies (hostcopy.cc).
+enum {
+  CLB_HC_GATE = 0,     // wait until every rank is done with the previous call (its slot may be overwritten)
+  CLB_HC_POSTED = 1,   // tell every rank this rank's input is in its slot
+  CLB_HC_WAIT = 2,     // wait until every rank said so
+  CLB_HC_COMBINE = 3,  // out = peerIn[0] op ... op peerIn[n-1] (count elements): clb_dev_hostcopy_combine
+  CLB_HC_DONE = 4      // tell every rank this rank finished reading, and count the call as completed
 };
 
 // ---- point-to-point on device memory, ranks on one GPU (src/kernels/p2p.cu) ----

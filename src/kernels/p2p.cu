@@ -87,8 +87,8 @@ __device__ void p2pSizeMismatch(const Args& a) {
 // line carries another message size (the error marked), another thread of the block failed, or
 // the timeout passed: a line past the sender's end never comes.
 template <int N, class Args>
-__device__ __forceinline__ int pollLines(const Args& a, const char* from, unsigned int i, unsigned int step,
-                                         unsigned int lines, unsigned int flag, unsigned int sized,
+__device__ __forceinline__ int pollLines(const Args& a, const char* from, unsigned long long i, unsigned long long step,
+                                         unsigned long long lines, unsigned int flag, unsigned int sized,
                                          unsigned long long* v, int* failed, unsigned long long& start) {
   unsigned int pending = 0;  // bit u: line i + u * step still to come
 #pragma unroll
@@ -101,7 +101,7 @@ __device__ __forceinline__ int pollLines(const Args& a, const char* from, unsign
       if (pending & (1u << u))
         asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
                      : "=r"(x[u]), "=r"(f1[u]), "=r"(y[u]), "=r"(f2[u])
-                     : "l"(from + (size_t)(i + u * step) * 16)
+                     : "l"(from + (i + u * step) * 16)
                      : "memory");
     bool mismatch = false;
 #pragma unroll
@@ -183,135 +183,58 @@ __device__ void copyStripe(char* dst, const char* src, unsigned long long bytes,
 
 }  // namespace
 
-// A block-uniform value in shared memory, read again here (not kept in a register since its
-// last read).
-template <typename T>
-__device__ __forceinline__ T again(const T& x) {
-  return *reinterpret_cast<const volatile T*>(&x);
-}
-
-// One chunk of a message in lines, as this block moves it (in shared memory: p2pBody).
-struct ChunkAt {
-  unsigned long long k;    // the pair's number of this chunk
-  unsigned long long off;  // its first byte in the message
-  // Within a chunk (at most CLB_P2P_CHUNK bytes) 32 bits suffice, and take half the registers.
-  unsigned int bytes;      // its size
-  unsigned int all;        // its lines
-  unsigned int l0, lines;  // this block's lines [l0, lines)
-  int slot;
-  unsigned int flag, sized;  // the flag words its lines carry
-};
-
-// A send's lines [l0, lines) of a chunk of `bytes` at src, into the peer's slot `to`: N lines per
-// thread in flight, their loads issued before any store (a store's "memory" clobber would
-// otherwise hold each load back until the store before it).
-template <int N>
-__device__ __forceinline__ void sendLines(const char* src, char* to, unsigned int l0, unsigned int lines,
-                                          unsigned int bytes, unsigned int flag, unsigned int sized) {
-  const unsigned int step = blockDim.x;
-  for (unsigned int i = l0 + threadIdx.x; i < lines; i += N * step) {
-    unsigned long long v[N];
-#pragma unroll
-    for (int u = 0; u < N; u++)
-      if (i + u * step < lines)
-        v[u] = loadBytes8(src, i + u * step, bytes);
-#pragma unroll
-    for (int u = 0; u < N; u++)
-      if (i + u * step < lines) storeSizedLine(to + (size_t)(i + u * step) * 16, v[u], flag, sized);
-  }
-}
-
-// A receive's lines of chunk `ch` from its slot `from` into dst: N lines per thread polled
-// together, as the sender writes them.
-template <int N, class Args>
-__device__ __forceinline__ void recvLines(const Args& a, const char* from, char* dst, int* failed, const ChunkAt& ch) {
-  const unsigned int step = blockDim.x, lines = again(ch.lines), bytes = again(ch.bytes);
-  const unsigned int flag = again(ch.flag), sized = again(ch.sized);
-  unsigned long long start = 0;
-  for (unsigned int i = again(ch.l0) + threadIdx.x; i < lines && !*failed; i += N * step) {
-    unsigned long long v[N];
-    if (pollLines<N>(a, from, i, step, lines, flag, sized, v, failed, start) < 0) break;
-#pragma unroll
-    for (int u = 0; u < N; u++)
-      if (i + u * step < lines) storeBytes8(dst, i + u * step, bytes, v[u]);
-  }
-}
-
-// A reducing receive adds each line into the buffer as it arrives, one line at a time.
-template <class Args>
-__device__ __forceinline__ void recvReduceLines(const Args& a, const ClbP2pOp& q, const char* from, char* dst,
-                                                int* failed, const ChunkAt& ch) {
-  const unsigned int lines = again(ch.lines), bytes = again(ch.bytes);
-  const unsigned int flag = again(ch.flag), sized = again(ch.sized);
-  unsigned long long start = 0;
-  for (unsigned int i = again(ch.l0) + threadIdx.x; i < lines && !*failed; i += blockDim.x) {
-    unsigned long long v = 0;
-    if (pollLines<1>(a, from, i, 0, lines, flag, sized, &v, failed, start) < 0) break;
-    storeBytes8(dst, i, bytes, reduceIntoLineTyped(q.type, v, loadBytes8(dst, i, bytes), q.op, q.divideBy));
-  }
-}
-
 // kBulk: messages in lines may have several lanes, and each thread keeps kLinesAtOnce lines in
 // flight; otherwise one lane and one line at a time, which keeps the kernel small and its small
 // messages fast (on the H200 between two processes, 8 B in a graph: 3.2 us lean, 4.0 us bulk).
 template <bool kBulk, class Args>
 __device__ __forceinline__ void p2pBody(const Args& a) {
   ClbP2pState* st = a.state;
-  // Block-uniform values live in shared memory and are read again where used (again()): held in
-  // registers across the copy and line loops they spill under the 64-register cap into a stack
-  // frame, which the driver reserves for every thread the GPU can hold (clbk::ReduceRange).
-  __shared__ int failed, sj, ssub;
-  __shared__ unsigned long long slaunch, scounted;
-  if (threadIdx.x == 0) {
-    int j = 0;  // this block's operation (a large send has several blocks)
-    while (j + 1 < a.nops && (unsigned)a.ops[j + 1].firstBlock <= blockIdx.x) j++;
-    sj = j;
-    ssub = (int)blockIdx.x - a.ops[j].firstBlock;
-    // The loads every block starts with: the error word, the launch count, and the pair's count
-    // in this direction (nothing changes them while this launch runs but its own last block, or
-    // an alone operation's own block at its end).
-    const ClbP2pOp& o = a.ops[j];
-    failed = *reinterpret_cast<volatile unsigned int*>(&st->error) != 0;
-    slaunch = a.alone ? 0 : volatileLoad(&st->launches) + 1;
-    scounted = o.kind == CLB_P2P_COPY ? 0
-               : o.kind == CLB_P2P_SEND ? volatileLoad(&o.local->sent)
-                                        : volatileLoad(&o.local->received);
-    // The operation this one waits for (a reduce adds its peers in rank order).
-    if (!failed && o.after >= 0 && !waitReached(a, &st->opDone[o.after], slaunch)) failed = 1;
-  }
+  int j = 0;  // this block's operation (a large send has several blocks)
+  while (j + 1 < a.nops && (unsigned)a.ops[j + 1].firstBlock <= blockIdx.x) j++;
+  const ClbP2pOp& o = a.ops[j];
+  const int sub = (int)blockIdx.x - o.firstBlock;
+  const bool send = o.kind == CLB_P2P_SEND;
+  const bool copy = o.kind == CLB_P2P_COPY;
+  // The loads every block starts with, issued together: the error word, the launch count, and
+  // the pair's count in this direction (nothing changes them while this launch runs but its own
+  // last block, or an alone operation's own block at its end).
+  __shared__ int failed;
+  if (threadIdx.x == 0) failed = *reinterpret_cast<volatile unsigned int*>(&st->error) != 0;
+  const unsigned long long launch = a.alone ? 0 : volatileLoad(&st->launches) + 1;
+  const unsigned long long counted = copy ? 0 : send ? volatileLoad(&o.local->sent) : volatileLoad(&o.local->received);
   __syncthreads();
-  if (failed) return;  // an earlier wait timed out (the communicator is dead), or this one did
-  __threadfence();     // (after the operation waited for)
-  if (a.ops[again(sj)].kind == CLB_P2P_COPY) {
-    // A local copy: this block's stripe; only the operation's last block out completes it.
-    const ClbP2pOp& o = a.ops[again(sj)];
-    copyStripe(static_cast<char*>(o.dst), static_cast<const char*>(o.src), o.bytes, again(ssub), o.blocks);
+  if (failed) return;  // an earlier wait timed out: the communicator is dead
+  // The operation this one waits for (a reduce adds its peers in rank order).
+  if (o.after >= 0) {
+    if (threadIdx.x == 0 && !waitReached(a, &st->opDone[o.after], launch)) failed = 1;
     __syncthreads();
-    if (threadIdx.x == 0 && a.ops[again(sj)].blocks > 1) lastBlockOut(st, again(sj), a.ops[again(sj)].blocks, &failed);
+    if (failed) return;
+    __threadfence();
   }
-  if (a.ops[again(sj)].inPlace) {
+  if (copy) {
+    // A local copy: this block's stripe; only the operation's last block out completes it.
+    copyStripe(static_cast<char*>(o.dst), static_cast<const char*>(o.src), o.bytes, sub, o.blocks);
+    __syncthreads();
+    if (threadIdx.x == 0 && o.blocks > 1) lastBlockOut(st, j, o.blocks, &failed);
+  }
+  const unsigned long long base = counted + o.firstChunk;
+  if (o.inPlace) {
     // One number k for the whole message: the receiver's buffer written in place.
-    const ClbP2pOp& o = a.ops[again(sj)];
-    const unsigned long long k = again(scounted) + o.firstChunk + 1;
+    const unsigned long long k = base + 1;
     const int slot = (int)(k % CLB_P2P_SLOTS);
-    if (o.kind == CLB_P2P_SEND) {
+    if (send) {
       if (threadIdx.x == 0 && !waitReached(a, &o.local->want[slot], k)) failed = 1;
       __syncthreads();
       if (failed) return;
       __threadfence();
-      {
-        const ClbP2pOp& q = a.ops[again(sj)];
-        char* dst = q.peerDst ? static_cast<char*>(q.peerDst)
-                              : static_cast<char*>(*reinterpret_cast<void* const volatile*>(&q.local->wantAddr[slot]));
-        copyStripe(dst, static_cast<const char*>(q.src), q.bytes, again(ssub), q.blocks);
-      }
+      char* dst = o.peerDst ? static_cast<char*>(o.peerDst)
+                            : static_cast<char*>(*reinterpret_cast<void* const volatile*>(&o.local->wantAddr[slot]));
+      copyStripe(dst, static_cast<const char*>(o.src), o.bytes, sub, o.blocks);
       __syncthreads();
       // The op's last block out says the copy is done, in the receiver's box.
-      if (threadIdx.x == 0 && lastBlockOut(st, again(sj), a.ops[again(sj)].blocks, &failed)) {
-        const ClbP2pOp& q = a.ops[again(sj)];
-        const unsigned long long kk = again(scounted) + q.firstChunk + 1;
+      if (threadIdx.x == 0 && lastBlockOut(st, j, o.blocks, &failed)) {
         __threadfence();  // the other blocks' copies (ordered before their atomics) before done
-        *reinterpret_cast<volatile unsigned long long*>(&q.remote->done[kk % CLB_P2P_SLOTS]) = kk;
+        *reinterpret_cast<volatile unsigned long long*>(&o.remote->done[slot]) = k;
       }
     } else {
       // The number before in this slot is through (its address may be published again).
@@ -331,94 +254,101 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
   }
   // In lines: each of the operation's blocks (its lanes) moves its share [l0, l1) of every chunk's
   // lines; the two ranks may give a message different numbers of lanes (the lines' places do not
-  // depend on them), and a receive's last lane out of a chunk credits it. The chunk's values are
-  // in shared memory (`ch`), read again after the line loops rather than kept across them.
-  __shared__ ChunkAt ch;
-  if (threadIdx.x == 0) ch.off = 0;
-  __syncthreads();
-  for (;;) {
-    {
-      const ClbP2pOp& q = a.ops[again(sj)];
-      if (q.inPlace || q.kind == CLB_P2P_COPY || again(ch.off) >= q.bytes) break;
+  // depend on them), and a receive's last lane out of a chunk credits it.
+  const unsigned long long chunks = o.inPlace || copy ? 0 : (o.bytes + CLB_P2P_CHUNK - 1) / CLB_P2P_CHUNK;
+  for (unsigned long long c = 0; c < chunks; c++) {
+    const unsigned long long k = base + c + 1;
+    const int slot = (int)(k % CLB_P2P_SLOTS);
+    const unsigned int flag = (unsigned int)(k % 0xFFFFFFFFull) + 1;
+    const unsigned int sized = sizedFlag(flag, o.bytes);
+    const unsigned long long off = c * CLB_P2P_CHUNK;
+    const unsigned long long bytes = o.bytes - off < CLB_P2P_CHUNK ? o.bytes - off : CLB_P2P_CHUNK;
+    const unsigned long long all = (bytes + 7) / 8;
+    unsigned long long l0 = 0, lines = all;
+    if constexpr (kBulk) {
+      l0 = all * sub / o.blocks;
+      lines = all * (sub + 1) / o.blocks;
     }
-    __syncthreads();  // every thread read ch.off before it moves on
-    if (threadIdx.x == 0) {
-      const ClbP2pOp& q = a.ops[again(sj)];
-      const unsigned long long c = ch.off / CLB_P2P_CHUNK;
-      const unsigned long long k = again(scounted) + q.firstChunk + c + 1;
-      ch.k = k;
-      ch.slot = (int)(k % CLB_P2P_SLOTS);
-      ch.flag = (unsigned int)(k % 0xFFFFFFFFull) + 1;
-      ch.sized = sizedFlag(ch.flag, q.bytes);
-      ch.bytes = (unsigned int)(q.bytes - ch.off < CLB_P2P_CHUNK ? q.bytes - ch.off : CLB_P2P_CHUNK);
-      ch.all = (ch.bytes + 7) / 8;
-      ch.l0 = kBulk ? (unsigned int)((unsigned long long)ch.all * again(ssub) / q.blocks) : 0;
-      ch.lines = kBulk ? (unsigned int)((unsigned long long)ch.all * (again(ssub) + 1) / q.blocks) : ch.all;
+    constexpr int kAtOnce = kBulk ? kLinesAtOnce : 1;
+    if (send) {
       // Room: the peer consumed number k - CLB_P2P_SLOTS (the last one of this slot).
-      if (q.kind == CLB_P2P_SEND && k > CLB_P2P_SLOTS && !waitReached(a, &q.local->credit[ch.slot], k - CLB_P2P_SLOTS))
-        failed = 1;
-    }
-    __syncthreads();
-    if (failed) return;
-    const ClbP2pOp& q = a.ops[again(sj)];
-    if (q.kind == CLB_P2P_SEND) {
-      sendLines<kBulk ? kLinesAtOnce : 1>(static_cast<const char*>(q.src) + again(ch.off), q.remote->lines[again(ch.slot)],
-                                           again(ch.l0), again(ch.lines), again(ch.bytes), again(ch.flag),
-                                           again(ch.sized));
+      if (threadIdx.x == 0 && k > CLB_P2P_SLOTS && !waitReached(a, &o.local->credit[slot], k - CLB_P2P_SLOTS)) failed = 1;
       __syncthreads();
+      if (failed) return;
+      // kAtOnce lines per thread in flight: their loads are issued before any store (a
+      // store's "memory" clobber would otherwise hold each load back until the store before it).
+      const char* src = static_cast<const char*>(o.src) + off;
+      char* to = o.remote->lines[slot];
+      const unsigned long long step = blockDim.x;
+      for (unsigned long long i = l0 + threadIdx.x; i < lines; i += kAtOnce * step) {
+        unsigned long long v[kAtOnce];
+#pragma unroll
+        for (int u = 0; u < kAtOnce; u++)
+          if (i + u * step < lines) v[u] = loadBytes8(src, i + u * step, bytes);
+#pragma unroll
+        for (int u = 0; u < kAtOnce; u++)
+          if (i + u * step < lines) storeSizedLine(to + (i + u * step) * 16, v[u], flag, sized);
+      }
     } else {
-      char* dst = static_cast<char*>(q.dst) + again(ch.off);
-      if (q.kind == CLB_P2P_RECV_REDUCE)
-        recvReduceLines(a, q, q.local->lines[again(ch.slot)], dst, &failed, ch);
-      else
-        recvLines<kBulk ? kLinesAtOnce : 1>(a, q.local->lines[again(ch.slot)], dst, &failed, ch);
+      const char* from = o.local->lines[slot];
+      char* dst = static_cast<char*>(o.dst) + off;
+      unsigned long long start = 0;
+      if (o.kind == CLB_P2P_RECV_REDUCE) {
+        // A reduce adds each line into the buffer as it arrives, one line at a time.
+        for (unsigned long long i = l0 + threadIdx.x; i < lines && !failed; i += blockDim.x) {
+          unsigned long long v = 0;
+          const int got = pollLines<1>(a, from, i, 0, lines, flag, sized, &v, &failed, start);
+          if (got < 0) break;
+          storeBytes8(dst, i, bytes, reduceIntoLineTyped(o.type, v, loadBytes8(dst, i, bytes), o.op, o.divideBy));
+        }
+      } else {
+        // kAtOnce lines per thread polled together, as the sender writes them.
+        const unsigned long long step = blockDim.x;
+        for (unsigned long long i = l0 + threadIdx.x; i < lines && !failed; i += kAtOnce * step) {
+          unsigned long long v[kAtOnce];
+          if (pollLines<kAtOnce>(a, from, i, step, lines, flag, sized, v, &failed, start) < 0) break;
+#pragma unroll
+          for (int u = 0; u < kAtOnce; u++)
+            if (i + u * step < lines) storeBytes8(dst, i + u * step, bytes, v[u]);
+        }
+      }
       __syncthreads();
       if (failed) return;
       // Every line of chunk k read (by every lane that has some: a short last chunk leaves lanes
       // without lines, and they take no part): the slot is the sender's again. A lane that
       // finishes the slot's next chunk counts on only after this credit (its lines come after
       // it), so one counter per slot serves every chunk.
-      if (threadIdx.x == 0 && ch.l0 < ch.lines) {
-        const ClbP2pOp& r = a.ops[again(sj)];
-        const unsigned int busy = ch.all < (unsigned int)r.blocks ? ch.all : (unsigned int)r.blocks;
-        const int slot = ch.slot;
+      const unsigned long long busy = all < (unsigned long long)o.blocks ? all : (unsigned long long)o.blocks;
+      if (threadIdx.x == 0 && l0 < lines) {
         __threadfence();
-        if (busy == 1 || atomicAdd(&r.local->lanes[slot], 1u) == (unsigned)busy - 1) {
+        if (busy == 1 || atomicAdd(&o.local->lanes[slot], 1u) == (unsigned)busy - 1) {
           if (busy > 1) {
-            r.local->lanes[slot] = 0;
+            o.local->lanes[slot] = 0;
             __threadfence();
           }
-          *reinterpret_cast<volatile unsigned long long*>(&r.local->rxDone[slot]) = ch.k;
-          *reinterpret_cast<volatile unsigned long long*>(&r.remote->credit[slot]) = ch.k;
+          *reinterpret_cast<volatile unsigned long long*>(&o.local->rxDone[slot]) = k;
+          *reinterpret_cast<volatile unsigned long long*>(&o.remote->credit[slot]) = k;
         }
       }
     }
-    // The next chunk, once every thread is through with this one's values (the syncs above).
-    if (threadIdx.x == 0) ch.off += CLB_P2P_CHUNK;
-    __syncthreads();
   }
-  {
-    const ClbP2pOp& o = a.ops[again(sj)];
-    if (!o.inPlace && o.kind != CLB_P2P_COPY && o.bytes && o.blocks > 1) {
-      // Only the operation's last lane out completes it.
-      __syncthreads();
-      if (threadIdx.x == 0) lastBlockOut(st, again(sj), o.blocks, &failed);
-    }
+  if (chunks && o.blocks > 1) {
+    // Only the operation's last lane out completes it.
+    __syncthreads();
+    if (threadIdx.x == 0) lastBlockOut(st, j, o.blocks, &failed);
   }
   __syncthreads();
   if (a.alone) {
     // Every pair and direction has one operation here and nothing waits for another: each moves
     // its own count on once all its blocks are through (no other block reads that count).
-    const ClbP2pOp& o = a.ops[again(sj)];
     if (threadIdx.x == 0 && failed != 2 && o.advance)
-      *reinterpret_cast<volatile unsigned long long*>(o.kind == CLB_P2P_SEND ? &o.local->sent : &o.local->received) =
-          again(scounted) + o.advance;
+      *reinterpret_cast<volatile unsigned long long*>(send ? &o.local->sent : &o.local->received) = counted + o.advance;
     return;
   }
   __shared__ bool last;
   if (threadIdx.x == 0) {
     __threadfence();
-    if (failed != 2) *reinterpret_cast<volatile unsigned long long*>(&st->opDone[again(sj)]) = again(slaunch);
+    if (failed != 2) *reinterpret_cast<volatile unsigned long long*>(&st->opDone[j]) = launch;
     // The last block out moves every pair's counts on (each block read them at its start, and the
     // last one out comes after every start) and counts the launch.
     last = atomicAdd(&st->blocksDone, 1u) == gridDim.x - 1;
@@ -436,7 +366,7 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
   if (threadIdx.x != 0) return;
   st->blocksDone = 0;
   __threadfence();
-  *reinterpret_cast<volatile unsigned long long*>(&st->launches) = again(slaunch);
+  *reinterpret_cast<volatile unsigned long long*>(&st->launches) = launch;
 }
 
 // At most 64 registers a thread, so that four blocks fit on an SM: every rank's launch on the GPU

@@ -116,6 +116,46 @@ double copyCeilingGBs() {
   return 10.0 * bytes / (ms / 1e3) / 1e9;  // bytes copied per second (read + write = 2x traffic)
 }
 
+// Pinned host memory <-> GPU 0 through the copy engines (64 MiB, cuMemcpyDtoHAsync /
+// cuMemcpyHtoDAsync), GB/s each way: the ceiling of the path between GPUs without peer access
+// (COLIBRI_DEVICE_P2P=off), measured in the same run.
+void hostCopyCeilingGBs(double* toHost, double* toDevice) {
+  CUdevice dev;
+  CUcontext ctx;
+  CHECK_CU(d->cuDeviceGet(&dev, 0));
+  CHECK_CU(d->cuDevicePrimaryCtxRetain(&ctx, dev));
+  CHECK_CU(d->cuCtxSetCurrent(ctx));
+  const size_t bytes = 64ull << 20;
+  CUdeviceptr g;
+  void* h = nullptr;
+  CHECK_CU(d->cuMemAlloc(&g, bytes));
+  CHECK_CU(d->cuMemHostAlloc(&h, bytes, 0));
+  CUstream s;
+  CHECK_CU(d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUevent e0, e1;
+  CHECK_CU(d->cuEventCreate(&e0, 0));
+  CHECK_CU(d->cuEventCreate(&e1, 0));
+  for (int dir = 0; dir < 2; dir++) {
+    auto once = [&] {
+      if (dir == 0) CHECK_CU(d->cuMemcpyDtoHAsync(h, g, bytes, s));
+      else CHECK_CU(d->cuMemcpyHtoDAsync(g, h, bytes, s));
+    };
+    once();
+    CHECK_CU(d->cuEventRecord(e0, s));
+    for (int i = 0; i < 10; i++) once();
+    CHECK_CU(d->cuEventRecord(e1, s));
+    CHECK_CU(d->cuEventSynchronize(e1));
+    float ms = 0;
+    CHECK_CU(d->cuEventElapsedTime(&ms, e0, e1));
+    (dir == 0 ? *toHost : *toDevice) = 10.0 * bytes / (ms / 1e3) / 1e9;
+  }
+  d->cuEventDestroy(e0);
+  d->cuEventDestroy(e1);
+  d->cuMemFree(g);
+  d->cuMemFreeHost(h);
+  d->cuStreamDestroy(s);
+}
+
 // NCCL, loaded at run time when asked for (--nccl): the same sweep through NCCL with the same
 // buffers, streams and timing. Only the few entry points used are declared here (NCCL 2.x ABI).
 namespace nccl {
@@ -740,6 +780,10 @@ int main(int argc, char** argv) {
            dtype.c_str(), inPlace ? "in place" : "out of place", iters, reg ? ", registered buffers" : "");
     printf("# device-to-device copy on GPU 0 (1 GiB cuMemcpyDtoD): %.1f GB/s copied (the ceiling on one GPU)\n",
            copyCeilingGBs());
+    double toHost = 0, toDevice = 0;
+    hostCopyCeilingGBs(&toHost, &toDevice);
+    printf("# pinned host memory and GPU 0 (64 MiB, copy engines): %.1f GB/s to the host, %.1f GB/s to the GPU "
+           "(the ceiling with COLIBRI_DEVICE_P2P=off)\n", toHost, toDevice);
   }
   if (procs) {
   } else if (useNccl) {
