@@ -3,24 +3,28 @@
 // The copies path (HostCopyPath, paths.h): messages above the LL sizes between GPUs without peer
 // access, where the flags and the staging live in pinned host memory that every rank maps. The
 // staged kernel would move the bulk with GPU loads and stores over PCIe (0.6 GB/s measured on an
-// H200 with the path forced); here the copy engines move it instead, on the caller's stream:
+// H200 with the path forced); here the copy engines move it instead. A call goes in rounds, each
+// through one half of every rank's staging (round j: half j % 2), in two streams:
 //
-//   GATE     every rank finished reading this rank's staging in the previous call
-//   copy     this rank's input -> its own staging (device to host; a reduceScatter's n slices)
-//   POSTED   tell every rank
-//   WAIT     every rank posted
-//   copy     each peer's staging -> this rank's device scratch (reducing collectives), or straight
-//            into the output (allGather, broadcast) (host to device)
-//   COMBINE  out = rank 0's part op ... op rank n-1's part, in rank order (reducing collectives)
-//   DONE     tell every rank this one finished reading, and count the call
+//   caller's stream   GATE j      every rank finished reading this rank's half (round j - 2, or the
+//                                 call before)
+//                     copy        this rank's input -> its half (device to host; a
+//                                 reduceScatter's n slices)
+//                     POSTED j    tell every rank
+//   second stream     WAIT j      every rank posted round j
+//   (forked from the  copy        each peer's half -> the device scratch (reducing collectives) or
+//    caller's after               straight into the output (allGather, broadcast) (host to device)
+//    POSTED j)        READ j      tell every rank this one read their halves
+//                     COMBINE j   out = rank 0's part op ... op rank n-1's, in rank order
+//   caller's stream   DONE        (after the last round, joined back) the call is done here
 //
-// (the steps in capitals are launches of clb_dev_hostcopy, one block each, and COMBINE of
-// clb_dev_hostcopy_combine; plain
-// loads and stores on the flags: no atomics on host memory). A message larger than a round goes in
-// rounds, each a call of its own. Everything is on the caller's stream, so a CUDA graph captures
-// it. Ranks that share this GPU and process enqueue the first three steps of a round, meet, then
-// the rest: every wait then waits for work enqueued before it, whichever hardware queue the
-// streams share.
+// so that round j + 1's copy in overlaps round j's copies out (the PCIe link carries both
+// directions at once). The steps in capitals are launches of clb_dev_hostcopy (one block; plain
+// loads and stores on the flags: no atomics on host memory) and, for COMBINE,
+// clb_dev_hostcopy_combine. Everything is on the caller's stream or joined back to it, so a CUDA
+// graph captures it. Ranks that share this GPU and process enqueue each round's caller-stream
+// steps, meet, then its second-stream steps: every wait then waits for work enqueued before it,
+// whichever hardware queues the streams share.
 #include <algorithm>
 
 #include "core/comm.h"
@@ -36,45 +40,61 @@ bool reducing(const CollArgs& a) {
 }  // namespace
 
 size_t HostCopyPath::roundBytes(const CollArgs& a) const {
-  // A reducing collective copies every rank's part of a round into the scratch (as large as the
-  // staging): a round of staging / n bytes per part (a reduceScatter's staging holds n slices of
-  // that). allGather and broadcast copy into the output: a round of the whole staging.
-  return (reducing(a) ? s_.staging.bytes / s_.comm->nranks : s_.staging.bytes) / 256 * 256;
+  // Per round a half of the staging. A reducing collective copies every rank's part into the
+  // scratch (as large as a half): parts of half / n bytes (a reduceScatter's half holds n slices
+  // of that). allGather and broadcast copy into the output: the whole half.
+  const size_t half = s_.staging.bytes / 2;
+  return (reducing(a) ? half / s_.comm->nranks : half) / 256 * 256;
 }
 
 clbResult_t HostCopyPath::prepare(const CollArgs& a, CUstream stream) {
   const size_t esz = clbTypeSize(a.type);
   const int n = s_.comm->nranks;
-  // The staging as the staged path sizes it (there: two halves of a slot per rank; here each
-  // rank's whole staging is its own input's, and readers copy from it).
+  // The staging as the staged path sizes it (two halves; here each rank's halves hold its own
+  // input, and readers copy from them).
   size_t want = std::min(std::max(a.count * esz * n, kMinHalf), kMaxHalf);
   want = (want + kMinHalf - 1) / kMinHalf * kMinHalf;
   CLB_CHECK(s_.ensureShared(&s_.staging, std::max(s_.staging.bytes, 2 * want), stream, "staging"));
-  // The scratch, for the reducing collectives, follows the staging (local: no peer sees it),
-  // grown outside a capture only.
-  if (!reducing(a) || scratchBytes_ >= s_.staging.bytes) return clbSuccess;
-  CLB_CHECK(s_.refuseInCapture(stream, s_.staging.bytes));
+  // The second stream and its events, and the scratch for the reducing collectives (as large as
+  // a half; local: no peer sees it): made outside a capture only.
+  const size_t scratch = reducing(a) ? s_.staging.bytes / 2 : 0;
+  if (side_ && scratchBytes_ >= scratch) return clbSuccess;
+  CLB_CHECK(s_.refuseInCapture(stream, s_.staging.bytes / 2));
   CtxScope scope(s_.d, s_.ctx);
+  if (!side_) {
+    CLB_CU(s_.d, cuStreamCreate, &side_, CU_STREAM_NON_BLOCKING);
+    CLB_CU(s_.d, cuEventCreate, &fork_, CU_EVENT_DISABLE_TIMING);
+    CLB_CU(s_.d, cuEventCreate, &join_, CU_EVENT_DISABLE_TIMING);
+  }
+  if (scratchBytes_ >= scratch) return clbSuccess;
   if (scratch_) {
-    CLB_CU(s_.d, cuStreamSynchronize, stream);  // the calls before on this stream have read it
+    CLB_CU(s_.d, cuStreamSynchronize, side_);  // the calls before have read it (all on side_)
     s_.d->cuMemFree(scratch_);
     s_.comm->mem.addDevice(-(int64_t)scratchBytes_);
     scratch_ = 0;
     scratchBytes_ = 0;
   }
-  CLB_CU(s_.d, cuMemAlloc, &scratch_, s_.staging.bytes);
-  scratchBytes_ = s_.staging.bytes;
+  CLB_CU(s_.d, cuMemAlloc, &scratch_, scratch);
+  scratchBytes_ = scratch;
   s_.comm->mem.addDevice((int64_t)scratchBytes_);
   return clbSuccess;
 }
 
 void HostCopyPath::release() {
-  if (!scratch_) return;
+  if (!s_.d || (!scratch_ && !side_)) return;
   CtxScope scope(s_.d, s_.ctx);
-  s_.d->cuMemFree(scratch_);
-  s_.comm->mem.addDevice(-(int64_t)scratchBytes_);
+  if (side_) s_.d->cuStreamSynchronize(side_);
+  if (scratch_) {
+    s_.d->cuMemFree(scratch_);
+    s_.comm->mem.addDevice(-(int64_t)scratchBytes_);
+  }
+  if (fork_) s_.d->cuEventDestroy(fork_);
+  if (join_) s_.d->cuEventDestroy(join_);
+  if (side_) s_.d->cuStreamDestroy(side_);
   scratch_ = 0;
   scratchBytes_ = 0;
+  side_ = nullptr;
+  fork_ = join_ = nullptr;
 }
 
 clbResult_t HostCopyPath::run(const CollArgs& a, CUstream stream) {
@@ -83,24 +103,35 @@ clbResult_t HostCopyPath::run(const CollArgs& a, CUstream stream) {
   if (perRound == 0)
     return setError(clbInternalError, "the staging (%zu bytes) holds no element of %zu bytes per rank",
                     s_.staging.bytes, esz);
-  for (size_t e0 = 0; e0 < a.count; e0 += perRound) {
-    const size_t m = std::min(perRound, a.count - e0);
+  const size_t rounds = (a.count + perRound - 1) / perRound;
+  if (rounds >= (1u << CLB_HC_ROUND_BITS))
+    return setError(clbInvalidArgument, "%zu elements take %zu rounds of the host-memory staging, more than the %u "
+                    "a call can count: split the call", a.count, rounds, (1u << CLB_HC_ROUND_BITS) - 1);
+  for (size_t j = 0; j < rounds; j++) {
+    const size_t e0 = j * perRound, m = std::min(perRound, a.count - e0);
     CLB_CHECK(s_.together(a, [&] {
       CtxScope scope(s_.d, s_.ctx);
-      return post(a, e0, m, stream);
+      return post(a, (int)j, e0, m, stream);
     }));
     CLB_CHECK(s_.together(a, [&] {
       CtxScope scope(s_.d, s_.ctx);
-      return collect(a, e0, m, stream);
+      CLB_CHECK(collect(a, (int)j, e0, m));
+      if (j + 1 < rounds) return clbSuccess;
+      // The last round: the second stream joins the caller's, which counts the call.
+      CLB_CU(s_.d, cuEventRecord, join_, side_);
+      CLB_CU(s_.d, cuStreamWaitEvent, stream, join_, 0);
+      return step(a, CLB_HC_DONE, (int)j, 0, nullptr, 1, stream);
     }));
   }
   return clbSuccess;
 }
 
-clbResult_t HostCopyPath::step(const CollArgs& a, int phase, size_t m, void* out, unsigned blocks, CUstream stream) {
+clbResult_t HostCopyPath::step(const CollArgs& a, int phase, int round, size_t m, void* out, unsigned blocks,
+                               CUstream stream) {
   ClbDevCallArgs k{};
   s_.common(&k, a);
   k.phase = phase;
+  k.round = round;
   k.count = m;
   k.out = out;
   for (int p = 0; p < s_.comm->nranks; p++) k.peerIn[p] = parts_[p];
@@ -108,13 +139,14 @@ clbResult_t HostCopyPath::step(const CollArgs& a, int phase, size_t m, void* out
   return s_.launcher.launch(s_.d, s_.hostCopyFn, 1, 32, stream, &k, sizeof k);
 }
 
-// GATE, this rank's input into its staging, POSTED.
-clbResult_t HostCopyPath::post(const CollArgs& a, size_t e0, size_t m, CUstream stream) {
+// Round j on the caller's stream: GATE, this rank's input into its half, POSTED; then the second
+// stream forks from it.
+clbResult_t HostCopyPath::post(const CollArgs& a, int j, size_t e0, size_t m, CUstream stream) {
   const size_t esz = clbTypeSize(a.type);
   const int n = s_.comm->nranks, r = s_.comm->rank;
-  CLB_CHECK(step(a, CLB_HC_GATE, m, nullptr, 1, stream));
+  CLB_CHECK(step(a, CLB_HC_GATE, j, m, nullptr, 1, stream));
   const char* in = static_cast<const char*>(a.send);
-  char* mine = s_.staging.hostPeers[r];  // pinned host memory: the copy engines' way
+  char* mine = s_.staging.hostPeers[r] + (j % 2) * (s_.staging.bytes / 2);  // pinned: the copy engines' way
   switch (a.desc.coll) {
     case kReduceScatter:  // slice p of this round, for rank p, at p * m elements
       for (int p = 0; p < n; p++)
@@ -127,24 +159,27 @@ clbResult_t HostCopyPath::post(const CollArgs& a, size_t e0, size_t m, CUstream 
     default:
       CLB_CU(s_.d, cuMemcpyDtoHAsync, mine, (CUdeviceptr)(in + e0 * esz), m * esz, stream);
   }
-  return step(a, CLB_HC_POSTED, m, nullptr, 1, stream);
+  CLB_CHECK(step(a, CLB_HC_POSTED, j, m, nullptr, 1, stream));
+  CLB_CU(s_.d, cuEventRecord, fork_, stream);
+  CLB_CU(s_.d, cuStreamWaitEvent, side_, fork_, 0);
+  return clbSuccess;
 }
 
-// WAIT, the peers' staging out, COMBINE (reducing collectives), DONE.
-clbResult_t HostCopyPath::collect(const CollArgs& a, size_t e0, size_t m, CUstream stream) {
+// Round j on the second stream: WAIT, the peers' halves out, READ, COMBINE (reducing collectives).
+clbResult_t HostCopyPath::collect(const CollArgs& a, int j, size_t e0, size_t m) {
   const size_t esz = clbTypeSize(a.type);
   const int n = s_.comm->nranks, r = s_.comm->rank;
-  const size_t bytes = m * esz;
-  CLB_CHECK(step(a, CLB_HC_WAIT, m, nullptr, 1, stream));
+  const size_t bytes = m * esz, halfAt = (j % 2) * (s_.staging.bytes / 2);
+  CLB_CHECK(step(a, CLB_HC_WAIT, j, m, nullptr, 1, side_));
   const char* in = static_cast<const char*>(a.send);
   char* out = static_cast<char*>(a.recv);
-  auto staging = [&](int p) -> const char* { return s_.staging.hostPeers[p]; };
+  auto staging = [&](int p) -> const char* { return s_.staging.hostPeers[p] + halfAt; };
   auto copy = [&](const void* dst, const char* fromHost) -> clbResult_t {  // host to device
-    CLB_CU(s_.d, cuMemcpyHtoDAsync, (CUdeviceptr)dst, fromHost, bytes, stream);
+    CLB_CU(s_.d, cuMemcpyHtoDAsync, (CUdeviceptr)dst, fromHost, bytes, side_);
     return clbSuccess;
   };
   auto copyOnDevice = [&](const void* dst, const char* src) -> clbResult_t {
-    CLB_CU(s_.d, cuMemcpyDtoDAsync, (CUdeviceptr)dst, (CUdeviceptr)src, bytes, stream);
+    CLB_CU(s_.d, cuMemcpyDtoDAsync, (CUdeviceptr)dst, (CUdeviceptr)src, bytes, side_);
     return clbSuccess;
   };
   void* combineInto = nullptr;
@@ -179,8 +214,9 @@ clbResult_t HostCopyPath::collect(const CollArgs& a, size_t e0, size_t m, CUstre
       else if (out != in) CLB_CHECK(copyOnDevice(out + e0 * esz, in + e0 * esz));
       break;
   }
-  if (combineInto) CLB_CHECK(step(a, CLB_HC_COMBINE, m, combineInto, s_.blocksFor(bytes * n), stream));
-  return step(a, CLB_HC_DONE, m, nullptr, 1, stream);
+  CLB_CHECK(step(a, CLB_HC_READ, j, m, nullptr, 1, side_));
+  if (combineInto) CLB_CHECK(step(a, CLB_HC_COMBINE, j, m, combineInto, s_.blocksFor(bytes * n), side_));
+  return clbSuccess;
 }
 
 }  // namespace clb::cuda

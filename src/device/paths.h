@@ -75,17 +75,20 @@ class StagedPath {
 class HostCopyPath {
  public:
   explicit HostCopyPath(DeviceShared& s) : s_(s) {}
-  clbResult_t prepare(const CollArgs& a, CUstream stream);  // the staging, and the device scratch
-  clbResult_t run(const CollArgs& a, CUstream stream);      // every round, each in two meetings
-  void release();                                           // the scratch goes (at destroy)
+  // The staging, the second stream and the device scratch (outside a capture).
+  clbResult_t prepare(const CollArgs& a, CUstream stream);
+  clbResult_t run(const CollArgs& a, CUstream stream);  // every round, each in two meetings
+  void release();                                       // the scratch and the stream go (at destroy)
   size_t scratchBytes() const { return scratchBytes_; }
 
  private:
   size_t roundBytes(const CollArgs& a) const;
-  clbResult_t post(const CollArgs& a, size_t e0, size_t m, CUstream stream);
-  clbResult_t collect(const CollArgs& a, size_t e0, size_t m, CUstream stream);
-  clbResult_t step(const CollArgs& a, int phase, size_t m, void* out, unsigned blocks, CUstream stream);
+  clbResult_t post(const CollArgs& a, int j, size_t e0, size_t m, CUstream stream);
+  clbResult_t collect(const CollArgs& a, int j, size_t e0, size_t m);
+  clbResult_t step(const CollArgs& a, int phase, int round, size_t m, void* out, unsigned blocks, CUstream stream);
   DeviceShared& s_;
+  CUstream side_ = nullptr;  // the second stream: each round's copies out of the peers' halves
+  CUevent fork_ = nullptr, join_ = nullptr;
   CUdeviceptr scratch_ = 0;  // the peers' parts of a round, copied in (reducing collectives)
   size_t scratchBytes_ = 0;
   const char* parts_[CLB_MAX_DEVICE_RANKS] = {};  // what COMBINE reads, rank by rank

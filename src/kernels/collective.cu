@@ -529,31 +529,41 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArg
 
 // ---- copies: GPUs without peer access (flags and staging in host memory) ----
 // The copy engines move the data between the caller's buffers and the staging in host memory
-// (src/device/hostcopy.cc enqueues them on the caller's stream); these launches order them
-// against the peers. Every step but the combine is one block of 32 threads (the launch bound
+// (src/device/hostcopy.cc enqueues them on the caller's stream and a second one); these launches
+// order them against the peers. Every step but the combine is one block of 32 threads (the launch bound
 // that keeps the kernel without a stack frame) whose thread 0 waits or announces with plain loads
 // and stores: nothing here needs an atomic on host memory.
 extern "C" __global__ void __launch_bounds__(32) clb_dev_hostcopy(const ClbDevCallArgs a) {
   if (threadIdx.x != 0) return;
-  const unsigned long long seq = callNumber(a);  // the same for every step: DONE counts the call
+  // The same for every step of the call (DONE, the last, counts it), so every round's progress
+  // word is known on the device: a graph replayed numbers its calls on.
+  const unsigned long long seq = callNumber(a);
   if (seq == 0) return;
   const int n = a.nranks, r = a.rank;
   ClbDevFlags* me = a.flags[r];
+  auto progress = [&](int round) { return (seq << CLB_HC_ROUND_BITS) | (unsigned long long)(round + 1); };
+  auto tellAll = [&](size_t field, unsigned long long v) {
+    __threadfence_system();  // what came before (the copies, in stream order) before the word
+    for (int p = 0; p < n; p++)
+      reinterpret_cast<volatile unsigned long long*>(reinterpret_cast<char*>(a.flags[p]) + field)[r] = v;
+    __threadfence_system();
+  };
   switch (a.phase) {
-    case CLB_HC_GATE:  // every rank finished reading this rank's slot in the previous call
-      waitAll(a, me->done, seq - 1, seq);
+    case CLB_HC_GATE:  // the half this round fills was read: two rounds ago, or in a call before
+      if (a.round < 2) waitAll(a, me->done, seq - 1, seq);
+      else waitAll(a, me->hcRead, progress(a.round - 2), seq);
       break;
     case CLB_HC_POSTED:
-      __threadfence_system();
-      for (int p = 0; p < n; p++) reinterpret_cast<volatile unsigned long long*>(a.flags[p]->posted)[r] = seq;
-      __threadfence_system();
+      tellAll(offsetof(ClbDevFlags, hcPosted), progress(a.round));
       break;
     case CLB_HC_WAIT:
-      waitAll(a, me->posted, seq, seq);
+      waitAll(a, me->hcPosted, progress(a.round), seq);
+      break;
+    case CLB_HC_READ:
+      tellAll(offsetof(ClbDevFlags, hcRead), progress(a.round));
       break;
     case CLB_HC_DONE:
-      __threadfence_system();
-      for (int p = 0; p < n; p++) reinterpret_cast<volatile unsigned long long*>(a.flags[p]->done)[r] = seq;
+      tellAll(offsetof(ClbDevFlags, done), seq);
       *reinterpret_cast<volatile unsigned long long*>(&me->calls) = seq;
       __threadfence_system();
       break;

@@ -73,7 +73,15 @@ struct ClbDevFlags {
   unsigned long long send[2][CLB_MAX_DEVICE_RANKS];  // direct: [call parity][p] rank p's buffers,
   unsigned long long recv[2][CLB_MAX_DEVICE_RANKS];  // written here by rank p
   unsigned int blocks[4];  // block counters (first/second announcement x parity), where the flags are in device memory
+  // copies (clb_dev_hostcopy): [p] the progress (hcProgress) of the last round rank p copied into
+  // its staging, and of the last round whose peers' staging rank p finished copying out.
+  unsigned long long hcPosted[CLB_MAX_DEVICE_RANKS];
+  unsigned long long hcRead[CLB_MAX_DEVICE_RANKS];
 };
+
+// The copies path's progress word for round `round` (0-based) of call `seq`: grows with both, so
+// that every wait is "every rank's word >= this".
+#define CLB_HC_ROUND_BITS 24
 
 // What this rank's kernels tell its host without a synchronization: a word block in mapped pinned
 // host memory, written with plain stores only (no atomics to host memory, which some PCIe hosts
@@ -139,19 +147,23 @@ struct ClbDevCallArgs {
   // `blocks` where the flags are in device memory, else a word block in device memory, so that
   // no kernel needs an atomic on host memory.
   unsigned int* counters;
-  // copies (clb_dev_hostcopy): which step this launch is (CLB_HC_*); the combine step
-  // (clb_dev_hostcopy_combine) reads rank p's part from peerIn[p] (the device scratch the peers'
-  // staging was copied into, or this rank's own input) into `out`.
+  // copies (clb_dev_hostcopy): which step this launch is (CLB_HC_*) and of which round of the
+  // call; the combine step (clb_dev_hostcopy_combine) reads rank p's part from peerIn[p] (the
+  // device scratch the peers' staging was copied into, or this rank's own input) into `out`.
   int phase;
+  int round;
 };
 
-// clb_dev_hostcopy's steps, each a launch on the caller's stream between the copies (hostcopy.cc).
+// clb_dev_hostcopy's steps, each a launch between the copies (hostcopy.cc). A call's rounds
+// alternate between the two halves of every rank's staging; its copies out of the peers' staging
+// run on a second stream, so that round j + 1's copy in overlaps round j's copies out.
 enum {
-  CLB_HC_GATE = 0,     // wait until every rank is done with the previous call (its slot may be overwritten)
-  CLB_HC_POSTED = 1,   // tell every rank this rank's input is in its slot
-  CLB_HC_WAIT = 2,     // wait until every rank said so
-  CLB_HC_COMBINE = 3,  // out = peerIn[0] op ... op peerIn[n-1] (count elements): clb_dev_hostcopy_combine
-  CLB_HC_DONE = 4      // tell every rank this rank finished reading, and count the call as completed
+  CLB_HC_GATE = 0,     // (caller's stream) every rank finished reading this rank's half: the round two before, or the previous call
+  CLB_HC_POSTED = 1,   // (caller's stream) tell every rank this round's input is in this rank's half
+  CLB_HC_WAIT = 2,     // (second stream) wait until every rank posted this round
+  CLB_HC_COMBINE = 3,  // (second stream) out = peerIn[0] op ... op peerIn[n-1] (count elements): clb_dev_hostcopy_combine
+  CLB_HC_READ = 4,     // (second stream) tell every rank this one copied this round out of every half
+  CLB_HC_DONE = 5      // (caller's stream, after every round) tell every rank the call is done here, and count it
 };
 
 // ---- point-to-point on device memory, ranks on one GPU (src/kernels/p2p.cu) ----
