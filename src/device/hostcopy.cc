@@ -48,13 +48,9 @@ size_t HostCopyPath::roundBytes(const CollArgs& a) const {
 }
 
 clbResult_t HostCopyPath::prepare(const CollArgs& a, CUstream stream) {
-  const size_t esz = clbTypeSize(a.type);
-  const int n = s_.comm->nranks;
   // The staging as the staged path sizes it (two halves; here each rank's halves hold its own
   // input, and readers copy from them).
-  size_t want = std::min(std::max(a.count * esz * n, kMinHalf), kMaxHalf);
-  want = (want + kMinHalf - 1) / kMinHalf * kMinHalf;
-  CLB_CHECK(s_.ensureShared(&s_.staging, std::max(s_.staging.bytes, 2 * want), stream, "staging"));
+  CLB_CHECK(s_.ensureStaging(a, stream));
   // The second stream and its events, and the scratch for the reducing collectives (as large as
   // a half; local: no peer sees it): made outside a capture only.
   const size_t scratch = reducing(a) ? s_.staging.bytes / 2 : 0;
@@ -107,6 +103,9 @@ clbResult_t HostCopyPath::run(const CollArgs& a, CUstream stream) {
   if (rounds >= (1u << CLB_HC_ROUND_BITS))
     return setError(clbInvalidArgument, "%zu elements take %zu rounds of the host-memory staging, more than the %u "
                     "a call can count: split the call", a.count, rounds, (1u << CLB_HC_ROUND_BITS) - 1);
+  // What every step passes alike, built once per call (a step sets its phase, round and parts).
+  base_ = ClbDevCallArgs{};
+  s_.common(&base_, a);
   for (size_t j = 0; j < rounds; j++) {
     const size_t e0 = j * perRound, m = std::min(perRound, a.count - e0);
     CLB_CHECK(s_.together(a, [&] {
@@ -120,16 +119,15 @@ clbResult_t HostCopyPath::run(const CollArgs& a, CUstream stream) {
       // The last round: the second stream joins the caller's, which counts the call.
       CLB_CU(s_.d, cuEventRecord, join_, side_);
       CLB_CU(s_.d, cuStreamWaitEvent, stream, join_, 0);
-      return step(a, CLB_HC_DONE, (int)j, 0, nullptr, 1, stream);
+      return step(CLB_HC_DONE, (int)j, 0, nullptr, 1, stream);
     }));
   }
   return clbSuccess;
 }
 
-clbResult_t HostCopyPath::step(const CollArgs& a, int phase, int round, size_t m, void* out, unsigned blocks,
+clbResult_t HostCopyPath::step(int phase, int round, size_t m, void* out, unsigned blocks,
                                CUstream stream) {
-  ClbDevCallArgs k{};
-  s_.common(&k, a);
+  ClbDevCallArgs k = base_;
   k.phase = phase;
   k.round = round;
   k.count = m;
@@ -144,7 +142,7 @@ clbResult_t HostCopyPath::step(const CollArgs& a, int phase, int round, size_t m
 clbResult_t HostCopyPath::post(const CollArgs& a, int j, size_t e0, size_t m, CUstream stream) {
   const size_t esz = clbTypeSize(a.type);
   const int n = s_.comm->nranks, r = s_.comm->rank;
-  CLB_CHECK(step(a, CLB_HC_GATE, j, m, nullptr, 1, stream));
+  CLB_CHECK(step(CLB_HC_GATE, j, m, nullptr, 1, stream));
   const char* in = static_cast<const char*>(a.send);
   char* mine = s_.staging.hostPeers[r] + (j % 2) * (s_.staging.bytes / 2);  // pinned: the copy engines' way
   switch (a.desc.coll) {
@@ -159,7 +157,7 @@ clbResult_t HostCopyPath::post(const CollArgs& a, int j, size_t e0, size_t m, CU
     default:
       CLB_CU(s_.d, cuMemcpyDtoHAsync, mine, (CUdeviceptr)(in + e0 * esz), m * esz, stream);
   }
-  CLB_CHECK(step(a, CLB_HC_POSTED, j, m, nullptr, 1, stream));
+  CLB_CHECK(step(CLB_HC_POSTED, j, m, nullptr, 1, stream));
   CLB_CU(s_.d, cuEventRecord, fork_, stream);
   CLB_CU(s_.d, cuStreamWaitEvent, side_, fork_, 0);
   return clbSuccess;
@@ -170,7 +168,7 @@ clbResult_t HostCopyPath::collect(const CollArgs& a, int j, size_t e0, size_t m)
   const size_t esz = clbTypeSize(a.type);
   const int n = s_.comm->nranks, r = s_.comm->rank;
   const size_t bytes = m * esz, halfAt = (j % 2) * (s_.staging.bytes / 2);
-  CLB_CHECK(step(a, CLB_HC_WAIT, j, m, nullptr, 1, side_));
+  CLB_CHECK(step(CLB_HC_WAIT, j, m, nullptr, 1, side_));
   const char* in = static_cast<const char*>(a.send);
   char* out = static_cast<char*>(a.recv);
   auto staging = [&](int p) -> const char* { return s_.staging.hostPeers[p] + halfAt; };
@@ -214,8 +212,8 @@ clbResult_t HostCopyPath::collect(const CollArgs& a, int j, size_t e0, size_t m)
       else if (out != in) CLB_CHECK(copyOnDevice(out + e0 * esz, in + e0 * esz));
       break;
   }
-  CLB_CHECK(step(a, CLB_HC_READ, j, m, nullptr, 1, side_));
-  if (combineInto) CLB_CHECK(step(a, CLB_HC_COMBINE, j, m, combineInto, s_.blocksFor(bytes * n), side_));
+  CLB_CHECK(step(CLB_HC_READ, j, m, nullptr, 1, side_));
+  if (combineInto) CLB_CHECK(step(CLB_HC_COMBINE, j, m, combineInto, s_.blocksFor(bytes * n), side_));
   return clbSuccess;
 }
 

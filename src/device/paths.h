@@ -85,13 +85,14 @@ class HostCopyPath {
   size_t roundBytes(const CollArgs& a) const;
   clbResult_t post(const CollArgs& a, int j, size_t e0, size_t m, CUstream stream);
   clbResult_t collect(const CollArgs& a, int j, size_t e0, size_t m);
-  clbResult_t step(const CollArgs& a, int phase, int round, size_t m, void* out, unsigned blocks, CUstream stream);
+  clbResult_t step(int phase, int round, size_t m, void* out, unsigned blocks, CUstream stream);
   DeviceShared& s_;
   CUstream side_ = nullptr;  // the second stream: each round's copies out of the peers' halves
   CUevent fork_ = nullptr, join_ = nullptr;
   CUdeviceptr scratch_ = 0;  // the peers' parts of a round, copied in (reducing collectives)
   size_t scratchBytes_ = 0;
   const char* parts_[CLB_MAX_DEVICE_RANKS] = {};  // what COMBINE reads, rank by rank
+  ClbDevCallArgs base_{};  // this call's arguments common to every step (run())
 };
 
 struct RegInfo;  // what a rank tells the others about a buffer it registers

@@ -384,6 +384,15 @@ clbResult_t DeviceShared::ensureShared(SharedBuffer* b, size_t bytes, CUstream s
   return clbSuccess;
 }
 
+clbResult_t DeviceShared::ensureStaging(const CollArgs& a, CUstream stream) {
+  const size_t esz = clbTypeSize(a.type);
+  // Two halves, each sized to the call's n x count elements, at least kMinHalf and at most
+  // kMaxHalf, in steps of kMinHalf; never shrunk.
+  size_t want = std::min(std::max(a.count * esz * comm->nranks, kMinHalf), kMaxHalf);
+  want = (want + kMinHalf - 1) / kMinHalf * kMinHalf;
+  return ensureShared(&staging, std::max(staging.bytes, 2 * want), stream, "staging");
+}
+
 clbResult_t checkStreamGpu(const Driver* d, CUstream stream, CUcontext ctx, CUdevice dev, int ordinal, int rank) {
   if (!stream) return clbSuccess;
   CUcontext sctx = nullptr;

@@ -69,6 +69,8 @@ struct DeviceShared {
 
   clbResult_t setUp(int gpu, CUstream stream);  // once (collective): kernels, flags, peers
   clbResult_t ensureShared(SharedBuffer* b, size_t bytes, CUstream stream, const char* what);
+  // The staging for call `a` (the staged and copies paths size it alike), grown when it needs more.
+  clbResult_t ensureStaging(const CollArgs& a, CUstream stream);
   clbResult_t allocHostShared(SharedBuffer* b, size_t bytes, const char* what);  // viaHost
   clbResult_t decideViaHost(const std::vector<PeerInfo>& all);  // collective
   void releaseShared(SharedBuffer* b);

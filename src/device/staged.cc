@@ -16,14 +16,7 @@ namespace clb::cuda {
 
 size_t StagedPath::slotBytes() const { return s_.staging.bytes / 2 / s_.comm->nranks / 16 * 16; }
 
-clbResult_t StagedPath::prepare(const CollArgs& a, CUstream stream) {
-  const size_t esz = clbTypeSize(a.type);
-  const int n = s_.comm->nranks;
-  // A staging half holds one slot per rank; a round moves at most a slot's worth of elements.
-  size_t want = std::min(std::max(a.count * esz * n, kMinHalf), kMaxHalf);
-  want = (want + kMinHalf - 1) / kMinHalf * kMinHalf;
-  return s_.ensureShared(&s_.staging, std::max(s_.staging.bytes, 2 * want), stream, "staging");
-}
+clbResult_t StagedPath::prepare(const CollArgs& a, CUstream stream) { return s_.ensureStaging(a, stream); }
 
 clbResult_t StagedPath::run(const CollArgs& a, CUstream stream) {
   const size_t esz = clbTypeSize(a.type);
