@@ -8,7 +8,8 @@
 # under the MPS daemon and once more there with every message in lines, then the rank-process tables under MPS: sendRecv with 2 ranks and allToAll
 # with 4, eager and graph, 8 B to 64 MiB, with and without registered buffers (and the registered
 # allReduce beside them, the direct path's reference), allToAllv with 4, sendRecv as threads, and
-# what a split costs against an init (colibri_host_bench, rank threads). Under MPS every
+# what a split costs against an init (colibri_host_bench, rank threads), and send/recv between
+# rank processes over the verbs emulator with and without GPU memory for the channels. Under MPS every
 # client keeps the driver's default of 8 hardware queues: with 32 each, a fifth client's context
 # (4 rank processes and the test's parent) failed with CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED.
 # Logs go to DIR/p2p-logs, and into $OUT/gpu-p2p-logs.tgz when $OUT is set (the device tool
@@ -19,6 +20,8 @@ dir=$(cd "${1:?usage: gpu-p2p.sh DIR [REPEATS]}" && pwd)
 repeats=${2:-2}
 out=$dir/p2p-logs
 rm -rf "$out" && mkdir -p "$out"
+# The MPS daemon stopped and the logs packed however the run ends (a device tool's time limit too).
+trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1; [[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-p2p-logs.tgz" -C "$out" .' EXIT
 export COLIBRI_KERNEL_DIR=$dir
 export CUDA_DEVICE_MAX_CONNECTIONS=32
 nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
@@ -64,6 +67,14 @@ for n in 2 4; do
   timeout 120 "$dir/colibri_host_bench" $n shm 4096 4096 1 50 >"$out/split-n$n.txt" 2>&1 || status=1
   echo "== split-n$n: $(grep -E '^# ranks' "$out/split-n$n.txt" | tr '\n' ' ')"
 done
-echo quit | nvidia-cuda-mps-control
-[[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-p2p-logs.tgz" -C "$out" .
+# Between "hosts" (rank processes over the verbs emulator, COLIBRI_DEVICE_P2P=off): send/recv
+# through channels in GPU memory (GPUDirect RDMA) and through host memory. The emulator moves
+# packets over Unix sockets, so these say how the two paths compare here, not what a NIC does.
+for gm in auto host; do
+  LD_LIBRARY_PATH=$dir/verbs-emu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} COLIBRI_PLUGIN_DIR=$dir COLIBRI_TRANSPORT=verbs \
+    COLIBRI_DEVICE_P2P=off COLIBRI_VERBS_GPU_MEMORY=$gm timeout 120 "$dir/colibri_device_bench" --min 8 --max $((4 << 20)) \
+    --ranks 2 --processes --coll sendrecv >"$out/sendrecv-n2-verbs-emu-$gm.txt" 2>&1 || status=1
+  echo "== sendrecv-n2-verbs-emu-$gm"
+  grep -E '^# (sendRecv|Colibri|device)|^ +(8|65536|1048576|4194304) ' "$out/sendrecv-n2-verbs-emu-$gm.txt"
+done
 exit $status

@@ -61,6 +61,22 @@ void reduceInto(void* dst, const void* in, size_t n, const PeerOp& o) {
   else reducePair(dst, in, dst, n, o.type, o.op);
 }
 
+// A message's bytes between an operation's buffer and a channel's slot: memcpy in host memory,
+// else through the communicator's PeerDeviceMemory (an operation on device buffers, or a slot of a
+// channel in device mode), complete when it returns.
+clbResult_t moveBytes(clbComm* c, void* dst, const void* src, size_t bytes, bool device, void* stream) {
+  if (!bytes) return clbSuccess;
+  if (!device) {
+    memcpy(dst, src, bytes);
+    return clbSuccess;
+  }
+  const PeerDeviceMemory* m = c->peerDeviceMemory.get();
+  if (!m || !m->copy)
+    return setError(clbInternalError, "rank %d: a point-to-point message in GPU memory without the means to reach it",
+                    c->rank);
+  return m->copy(m->self, dst, src, bytes, stream);
+}
+
 // Sends and receives of this rank to itself (count > 0: count 0 moves nothing): the k-th send
 // goes to the k-th receive. Found and checked before anything is written (selfPairs), copied
 // with the batch's local copies once every check passed (runSelf).
@@ -165,6 +181,7 @@ clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
     }
   }
 
+  std::vector<char> bounce;  // a reduce's message out of a slot in GPU memory
   int64_t start = nowMs();
   for (;;) {
     const uint64_t seen = c->carrier ? c->carrier->peerActivity() : 0;
@@ -182,7 +199,8 @@ clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
         CLB_CHECK(q.ch->trySend(std::min(bytes - p.done, maxMsg / esz * esz), &buf, &room));
         if (!buf) { pending = true; break; }
         const size_t slice = std::min(bytes - p.done, room / esz * esz);
-        memcpy(buf, static_cast<const char*>(o.src) + p.done, slice);
+        CLB_CHECK(moveBytes(c, buf, static_cast<const char*>(o.src) + p.done, slice,
+                            o.onDevice || q.ch->sendOnDevice(), o.stream));
         CLB_CHECK(q.ch->postSend(MsgTag{desc[i], p.index++, slice}));
         p.done += slice;
         moved = true;
@@ -206,8 +224,21 @@ clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
             got.bytes % esz)
           return badMessage(c, o, desc[i], got, p);
         char* dst = static_cast<char*>(o.dst) + p.done;
-        if (o.kind == PeerOp::kRecvReduce) reduceInto(dst, buf, got.bytes / esz, o);
-        else memcpy(dst, buf, got.bytes);
+        const bool slotOnDevice = q.ch->recvOnDevice();
+        if (slotOnDevice && c->peerDeviceMemory && c->peerDeviceMemory->arrived)
+          CLB_CHECK(c->peerDeviceMemory->arrived(c->peerDeviceMemory->self));
+        if (o.kind == PeerOp::kRecvReduce) {
+          // Host buffers only (reductions on device buffers go through host copies: p2p_staged.cc).
+          const void* in = buf;
+          if (slotOnDevice) {
+            bounce.resize(got.bytes);
+            CLB_CHECK(moveBytes(c, bounce.data(), buf, got.bytes, true, nullptr));
+            in = bounce.data();
+          }
+          reduceInto(dst, in, got.bytes / esz, o);
+        } else {
+          CLB_CHECK(moveBytes(c, dst, buf, got.bytes, o.onDevice || slotOnDevice, o.stream));
+        }
         CLB_CHECK(q.ch->releaseRecv());
         p.done += got.bytes;
         p.index++;

@@ -470,6 +470,10 @@ clbResult_t clbCommInfo(clbComm_t c, char* buf, size_t bytes) {
   std::string dev = "device: none (built without CUDA)\n";
 #ifdef CLB_HAVE_CUDA
   dev = c->device ? c->device->describe() : "device: not used yet (set up at the first collective on device memory)\n";
+  if (c->peerDeviceMemory)
+    dev += "point-to-point on device buffers between hosts: channels in GPU memory, " + c->peerDeviceMemory->name + "\n";
+  else if (!c->peerDeviceMemoryWhy.empty())
+    dev += "point-to-point on device buffers between hosts: through host memory (" + c->peerDeviceMemoryWhy + ")\n";
 #endif
   snprintf(buf, bytes, "%s%s", c->info.c_str(), dev.c_str());
   return clbSuccess;

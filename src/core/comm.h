@@ -20,6 +20,7 @@
 namespace clb {
 
 class Transport;
+struct PeerDeviceMemory;
 namespace cuda {
 class Device;
 class PeerDevice;
@@ -118,6 +119,12 @@ struct clbComm {
   std::unique_ptr<clb::Transport> carrier;
   std::unique_ptr<clb::cuda::Device> device;  // set up at the first call on device memory
   std::unique_ptr<clb::cuda::PeerDevice> peerDevice;  // point-to-point on the GPU, at its first device call
+  // Point-to-point on device buffers between hosts (transport/channel.h): the GPU memory of the
+  // channels in device mode (GPUDirect RDMA), made at the first such call over a network plugin
+  // that has them; null before, and for good when it cannot be had (peerDeviceMemoryWhy: why not).
+  // A channel holds it while it lives, so it may outlive `device`.
+  std::shared_ptr<clb::PeerDeviceMemory> peerDeviceMemory;
+  std::string peerDeviceMemoryWhy;
   std::atomic<clb::cuda::Device*> deviceReady{nullptr};  // `device`, once set up (read by other threads)
   // PreMulSum (core/premul.h), under the call like every use: on device buffers the scaling
   // kernels and the device scratch (device.h), made at the first such call; on host buffers the

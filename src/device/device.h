@@ -49,8 +49,19 @@ bool driverInProcess();
 // Point-to-point operations (algo/p2p.h) some of which are on device memory, from the host: the
 // streams synchronized, each device range copied to a host shadow, run(shadowed ops), the ranges
 // written copied back (p2p_staged.cc). Refused inside a CUDA graph capture.
+// Sends and receives on device buffers whose pair goes over a network plugin with channels in
+// GPU memory (clbComm::peerDeviceMemory) are left in place: the batch copies each message between
+// the buffer and the channel's slot (GPU memory: GPUDirect RDMA, no host copy).
 clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
                              const std::function<clbResult_t(std::vector<PeerOp>&)>& run);
+// Makes c->peerDeviceMemory at the first point-to-point call on device buffers (at `anyDevice`,
+// on the communicator's GPU) over the verbs transport, where the plugin has channels in GPU memory
+// and this rank can register GPU memory (COLIBRI_VERBS_GPU_MEMORY); else says why not in
+// c->peerDeviceMemoryWhy, with a warning (auto), or fails (a forced mode, a bad value). Once.
+clbResult_t peerDeviceMemoryFor(clbComm* c, const void* anyDevice);
+// Whether device memory at p is on the GPU of c->peerDeviceMemory (so a message may move between
+// it and a channel's slots in place).
+bool peerDeviceMemoryReaches(const clbComm* c, const void* p);
 
 // Point-to-point on the GPU for the pairs of ranks on one GPU, threads of one process or processes
 // of one host (p2p_device.cc, kernels/p2p.cu): one launch per batch on the caller's stream,

@@ -47,7 +47,20 @@ struct GpuDirectPath::GpuDirect {
   std::map<void*, std::pair<CUdeviceptr, size_t>> bases;  // address handed out -> allocation, bytes beyond the ask
   clbComm* comm = nullptr;  // counts the alignment bytes (the channel counts what it asked for)
   int ordinal = -1;         // the communicator's GPU
-  ~GpuDirect() { ring.reset(); }       // its regions give their memory back through the members above
+  // Point-to-point's (PeerDeviceMemory): the primary context retained for as long as a channel
+  // holds slots in it (channels may outlive the device path), and a stream of its own for the
+  // copies of host-buffer operations to and from slots in GPU memory.
+  bool retained = false;
+  CUdevice dev = 0;
+  CUstream own = nullptr;
+  ~GpuDirect() {
+    ring.reset();  // its regions give their memory back through the members above
+    if (own) {
+      CtxScope scope(d, ctx);
+      d->cuStreamDestroy(own);
+    }
+    if (retained) d->cuDevicePrimaryCtxRelease(dev);
+  }
 };
 
 namespace {
@@ -191,25 +204,20 @@ class DeviceRingMemory : public RingMemory {
 
 }  // namespace
 
-clbResult_t GpuDirectPath::setUp() {
-  if (s_.comm->transport != clbTransportVerbs) {
-    why_ = std::string("the transport is ") + clbTransportName(s_.comm->transport) + ", not verbs";
-    return clbSuccess;
-  }
-  const std::string mode = s_.comm->deviceCfg.gpuMemoryText;  // COLIBRI_VERBS_GPU_MEMORY, read at init
-  if (mode != "auto" && mode != "dmabuf" && mode != "peermem" && mode != "host")
-    return setError(clbInvalidArgument, "COLIBRI_VERBS_GPU_MEMORY='%s' is not one of auto, dmabuf, peermem, host",
-                    mode.c_str());
-  if (mode == "host") {
-    why_ = "COLIBRI_VERBS_GPU_MEMORY=host";
-    return clbSuccess;  // every rank sees the same variable (a launcher sets it for all)
-  }
-  std::unique_ptr<GpuDirect> g(new GpuDirect);
-  g->d = s_.d;
-  g->ctx = s_.ctx;
-  g->comm = s_.comm;
-  g->ordinal = s_.ordinal;
-  // How this rank registers GPU memory: dma-buf where the driver exports it, else nvidia-peermem.
+namespace {
+
+// This rank's way to register GPU memory of `dev` with the verbs NIC: dma-buf where the plugin's
+// libibverbs and the driver can, else nvidia-peermem (`mode`: COLIBRI_VERBS_GPU_MEMORY, auto,
+// dmabuf or peermem), and whether the NIC's writes need a flush before the GPU reads them.
+// *out is made even on failure (clbUnsupported saying why), for the collective agreement.
+clbResult_t makeGpuDirect(const Driver* d, CUcontext ctx, CUdevice dev, int ordinal, clbComm* c, const std::string& mode,
+                          const clbNetPlugin_v1_t** pluginOut, std::unique_ptr<GpuDirectPath::GpuDirect>* out) {
+  std::unique_ptr<GpuDirectPath::GpuDirect> g(new GpuDirectPath::GpuDirect);
+  g->d = d;
+  g->ctx = ctx;
+  g->comm = c;
+  g->ordinal = ordinal;
+  g->dev = dev;
   // The NIC side is the verbs network plugin (libcolibri_verbs.so), which says what its library
   // can register.
   const clbNetPlugin_v1_t* plugin = nullptr;
@@ -218,35 +226,61 @@ clbResult_t GpuDirectPath::setUp() {
   if (rc == clbSuccess) rc = plugin->deviceSupport(&support);
   const bool nicDmabuf = support.dmabuf != 0, nicPeermem = support.peermem != 0;
   int dmabufAttr = 0;
-  if (s_.d->cuMemGetHandleForAddressRange)
-    s_.d->cuDeviceGetAttribute(&dmabufAttr, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, s_.dev);
+  if (d->cuMemGetHandleForAddressRange) d->cuDeviceGetAttribute(&dmabufAttr, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev);
   const bool canDmabuf = nicDmabuf && dmabufAttr == 1;
-  std::string why;
   if (mode != "peermem" && canDmabuf) {
     g->dmabuf = true;
   } else if (mode != "dmabuf" && nicPeermem) {
     g->dmabuf = false;
   } else {
-    why = std::string(!nicDmabuf ? "libibverbs cannot register dma-bufs (rdma-core < 34)"
-                      : dmabufAttr != 1        ? "the GPU driver does not export dma-bufs (needs the open kernel "
-                                                 "module and Linux 5.12+)"
-                                               : "dma-buf not chosen") +
-          (mode == "dmabuf" ? "" : " and nvidia_peermem is not loaded");
-    if (rc == clbSuccess) rc = setError(clbUnsupported, "rank %d: no GPUDirect RDMA: %s", s_.comm->rank, why.c_str());
+    const std::string why =
+        std::string(!nicDmabuf ? "libibverbs cannot register dma-bufs (rdma-core < 34)"
+                    : dmabufAttr != 1 ? "the GPU driver does not export dma-bufs (needs the open kernel module and "
+                                        "Linux 5.12+)"
+                                      : "dma-buf not chosen") +
+        (mode == "dmabuf" ? "" : " and nvidia_peermem is not loaded");
+    if (rc == clbSuccess) rc = setError(clbUnsupported, "rank %d: no GPUDirect RDMA: %s", c->rank, why.c_str());
   }
   g->memory = clbNetDeviceMemory_v1_t{gdrAlloc,  gdrRelease, g.get(), g->dmabuf ? "dma-buf" : "nvidia-peermem",
                                      gdrLookup, gdrExport};
-  // Kernels for the reductions; GPUs whose RDMA writes are not ordered for the owner need a flush.
-  if (rc == clbSuccess) rc = s_.kernels.load(s_.dev, defaultKernelDir());
+  // GPUs whose RDMA writes are not ordered for the owner need a flush before the GPU reads them.
   int ordering = 0, flushOptions = 0;
-  s_.d->cuDeviceGetAttribute(&ordering, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, s_.dev);
-  s_.d->cuDeviceGetAttribute(&flushOptions, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, s_.dev);
+  d->cuDeviceGetAttribute(&ordering, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, dev);
+  d->cuDeviceGetAttribute(&flushOptions, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, dev);
   g->flush = ordering < CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER;
   if (rc == clbSuccess && g->flush &&
-      !((flushOptions & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST) && s_.d->cuFlushGPUDirectRDMAWrites))
+      !((flushOptions & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST) && d->cuFlushGPUDirectRDMAWrites))
     rc = setError(clbUnsupported, "rank %d: GPU %d does not order RDMA writes for its own kernels and cannot flush "
-                  "them (cuFlushGPUDirectRDMAWrites): kernels could read chunks before they land", s_.comm->rank,
-                  s_.ordinal);
+                  "them (cuFlushGPUDirectRDMAWrites): kernels could read chunks before they land", c->rank, ordinal);
+  *pluginOut = plugin;
+  *out = std::move(g);
+  return rc;
+}
+
+clbResult_t checkGpuMemoryMode(const std::string& mode) {
+  if (mode != "auto" && mode != "dmabuf" && mode != "peermem" && mode != "host")
+    return setError(clbInvalidArgument, "COLIBRI_VERBS_GPU_MEMORY='%s' is not one of auto, dmabuf, peermem, host",
+                    mode.c_str());
+  return clbSuccess;
+}
+
+}  // namespace
+
+clbResult_t GpuDirectPath::setUp() {
+  if (s_.comm->transport != clbTransportVerbs) {
+    why_ = std::string("the transport is ") + clbTransportName(s_.comm->transport) + ", not verbs";
+    return clbSuccess;
+  }
+  const std::string mode = s_.comm->deviceCfg.gpuMemoryText;  // COLIBRI_VERBS_GPU_MEMORY, read at init
+  CLB_CHECK(checkGpuMemoryMode(mode));
+  if (mode == "host") {
+    why_ = "COLIBRI_VERBS_GPU_MEMORY=host";
+    return clbSuccess;  // every rank sees the same variable (a launcher sets it for all)
+  }
+  std::unique_ptr<GpuDirect> g;
+  const clbNetPlugin_v1_t* plugin = nullptr;
+  clbResult_t rc = makeGpuDirect(s_.d, s_.ctx, s_.dev, s_.ordinal, s_.comm, mode, &plugin, &g);
+  if (rc == clbSuccess) rc = s_.kernels.load(s_.dev, defaultKernelDir());  // for the reductions
   // Every rank learns whether every rank could (a failed rank stays in the exchanges). Only a
   // failure every rank knows of is a fallback: if an exchange itself fails, the ranks may not
   // agree, and the communicator is broken.
@@ -324,6 +358,96 @@ clbResult_t GpuDirectPath::decide() {
   }
   if (failure_ != clbSuccess) return setError(failure_, "%s", failMsg_.c_str());
   return clbSuccess;
+}
+
+namespace {
+
+// PeerDeviceMemory's copy: on the operation's stream (ordered with the caller's work, not with
+// the legacy stream's), else on the provider's own; synchronized, so the bytes are in place (and
+// a slot may be posted or released) when it returns. Unified addressing tells host from device.
+clbResult_t gdrCopy(void* self, void* dst, const void* src, size_t bytes, void* stream) {
+  auto* g = static_cast<GpuDirectPath::GpuDirect*>(self);
+  CtxScope scope(g->d, g->ctx);
+  CUstream s = static_cast<CUstream>(stream);
+  if (!s) {
+    if (!g->own) CLB_CU(g->d, cuStreamCreate, &g->own, CU_STREAM_NON_BLOCKING);
+    s = g->own;
+  }
+  CLB_CU(g->d, cuMemcpyAsync, (CUdeviceptr)dst, (CUdeviceptr)src, bytes, s);
+  CLB_CU(g->d, cuStreamSynchronize, s);
+  return clbSuccess;
+}
+
+clbResult_t gdrArrived(void* self) {
+  auto* g = static_cast<GpuDirectPath::GpuDirect*>(self);
+  if (!g->flush) return clbSuccess;
+  CtxScope scope(g->d, g->ctx);
+  CLB_CU(g->d, cuFlushGPUDirectRDMAWrites, CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+         CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
+  return clbSuccess;
+}
+
+}  // namespace
+
+clbResult_t peerDeviceMemoryFor(clbComm* c, const void* anyDevice) {
+  if (c->peerDeviceMemory || !c->peerDeviceMemoryWhy.empty()) return clbSuccess;  // decided
+  auto fallBack = [c](const std::string& why) {
+    c->peerDeviceMemoryWhy = why;
+    return clbSuccess;
+  };
+  if (c->transport != clbTransportVerbs)
+    return fallBack(std::string("the transport is ") + clbTransportName(c->transport) + ", not verbs");
+  const std::string mode = c->deviceCfg.gpuMemoryText;  // COLIBRI_VERBS_GPU_MEMORY
+  CLB_CHECK(checkGpuMemoryMode(mode));
+  if (mode == "host") return fallBack("COLIBRI_VERBS_GPU_MEMORY=host");
+  const clbNetPlugin_v1_t* plugin = nullptr;
+  if (loadNetPlugin("verbs", &plugin) != clbSuccess || !netPluginHasDevicePeers(plugin)) {
+    clearError();
+    return fallBack("the verbs plugin has no point-to-point channels in GPU memory (an older libcolibri_verbs.so)");
+  }
+  const Driver* d = nullptr;
+  CLB_CHECK(driver(&d));
+  Allocation al;
+  CLB_CHECK(allocationOf(d, anyDevice, &al));
+  CUdevice dev = 0;
+  CLB_CU(d, cuDeviceGet, &dev, al.ordinal);
+  // The primary context, retained for the provider's life: the channels' slots live in it and
+  // may be freed after the device path let go of its own reference.
+  CUcontext ctx = nullptr;
+  CLB_CU(d, cuDevicePrimaryCtxRetain, &ctx, dev);
+  std::unique_ptr<GpuDirectPath::GpuDirect> g;
+  clbResult_t rc = makeGpuDirect(d, ctx, dev, al.ordinal, c, mode, &plugin, &g);
+  g->retained = true;  // released with g, whatever happens next
+  if (rc != clbSuccess) {
+    if (mode != "auto") return setError(rc, "%s (COLIBRI_VERBS_GPU_MEMORY=%s)", lastError().c_str(), mode.c_str());
+    CLB_WARN("rank %d: point-to-point on device buffers between hosts goes through host memory, not GPUDirect RDMA: "
+             "%s", c->rank, lastError().c_str());
+    const std::string why = lastError();
+    clearError();
+    return fallBack(why);
+  }
+  auto m = std::make_shared<PeerDeviceMemory>();
+  m->nic = g->memory;
+  m->copy = gdrCopy;
+  m->arrived = gdrArrived;
+  m->self = g.get();
+  m->name = std::string("GPUDirect RDMA through ") + g->memory.name + " (GPU " + std::to_string(al.ordinal) + ")" +
+            (g->flush ? ", writes flushed before they are read" : "");
+  m->owner = std::shared_ptr<GpuDirectPath::GpuDirect>(g.release());
+  CLB_INFO("rank %d: point-to-point on device buffers between hosts: %s", c->rank, m->name.c_str());
+  c->peerDeviceMemory = std::move(m);
+  return clbSuccess;
+}
+
+bool peerDeviceMemoryReaches(const clbComm* c, const void* p) {
+  if (!c->peerDeviceMemory) return false;
+  auto* g = static_cast<const GpuDirectPath::GpuDirect*>(c->peerDeviceMemory->self);
+  Allocation al;
+  if (allocationOf(g->d, p, &al) != clbSuccess) {
+    clearError();
+    return false;
+  }
+  return al.type == CU_MEMORYTYPE_DEVICE && al.ordinal == g->ordinal;
 }
 
 }  // namespace clb::cuda

@@ -1,7 +1,9 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// Point-to-point operations on device buffers through host memory (device.h, runPeerOpsStaged):
-// the way every transport carries them in this version. Each stream the operations name is
+// Point-to-point operations on device buffers from the host (device.h, runPeerOpsStaged), for
+// the pairs the GPU kernels do not take (several GPUs or hosts). Over the verbs transport with
+// channels in GPU memory (GPUDirect RDMA, c->peerDeviceMemory) sends and receives stay in place:
+// the batch copies each message between the buffer and the channel's slot. Otherwise each stream the operations name is
 // synchronized (their input is then final), every device range an operation reads is copied to
 // a host shadow, the host batch runs on the shadows, and every range an operation writes is copied
 // back before the call returns. Ranges that are the same memory share one shadow (a reduce in
@@ -39,6 +41,13 @@ clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
       if (!anyDevice && o.count) anyDevice = o.src ? o.src : o.dst;
     }
   if (!anyDevice) return run(ops);  // nothing moves between device and host
+  CLB_CHECK(peerDeviceMemoryFor(c, anyDevice));
+  // Kept in place (not shadowed): sends and receives to other ranks, whose messages the batch
+  // copies between the buffer and the channel's slots (PeerDeviceMemory).
+  auto inPlace = [c](const PeerOp& o) {
+    return c->peerDeviceMemory && (o.kind == PeerOp::kSend || o.kind == PeerOp::kRecv) && o.peer != c->rank &&
+           !o.preMulSum && !o.copyAside && !o.scale.on && peerDeviceMemoryReaches(c, o.src ? o.src : o.dst);
+  };
   // The copies run in the buffers' context (one GPU: the calls checked that).
   CUcontext ctx = nullptr;
   CLB_CU(d, cuPointerGetAttribute, &ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)anyDevice);
@@ -64,10 +73,11 @@ clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
   };
   std::vector<PeerOp> staged = ops;
   for (PeerOp& o : staged) {
-    if (!o.onDevice || o.count == 0) continue;
+    if (!o.onDevice || o.count == 0 || inPlace(o)) continue;
     const size_t bytes = o.count * clbTypeSize(o.type);
     if (o.src) o.src = shadowOf(o.src, bytes, true, o.stream);
     if (o.dst) o.dst = shadowOf(o.dst, bytes, false, o.stream);
+    o.onDevice = false;  // host memory now
   }
   int64_t held = 0;
   for (auto& [range, s] : shadows) held += (int64_t)s.host.size();

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -659,9 +660,48 @@ std::string registeredMismatchBody(const clbUniqueId& id, int r, int n) {
   return closeRank(d, comm, stream, err);
 }
 
+// Ranks that share no memory (rank processes with COLIBRI_TRANSPORT=verbs over the emulator and
+// COLIBRI_DEVICE_P2P=off: "hosts" to each other): every call of exchange(), twice. With GPU memory for the pairs'
+// channels (`gpuMemory`: GPUDirect RDMA, the emulator registering the GPU's dma-bufs) the sends
+// and receives move between the buffers and the channels' slots in GPU memory, counted as device
+// bytes; with COLIBRI_VERBS_GPU_MEMORY=host through host memory, nothing on the GPU for them.
+// Either way a call inside a capture is refused, saying why.
+std::string acrossHostsBody(const clbUniqueId& id, int r, int n, bool gpuMemory) {
+  const Driver* d = nullptr;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
+  std::string err = exchange(d, stream, comm, r, n);
+  if (err.empty()) err = exchange(d, stream, comm, r, n);
+  char info[4096] = "";
+  clbCommInfo(comm, info, sizeof info);
+  clbMemStats_t st{};
+  clbCommMemStats(comm, &st);
+  const std::string want = gpuMemory ? "point-to-point on device buffers between hosts: channels in GPU memory, "
+                                       "GPUDirect RDMA through dma-buf"
+                                     : "point-to-point on device buffers between hosts: through host memory "
+                                       "(COLIBRI_VERBS_GPU_MEMORY=host)";
+  if (err.empty() && !strstr(info, want.c_str())) err = "transportInfo does not say \"" + want + "\": " + info;
+  // The collectives of exchange() are small reduces between "hosts": through host memory or
+  // GPUDirect's ring channel, which holds GPU memory of its own when GPU memory is on.
+  if (err.empty() && gpuMemory && st.deviceBytes <= 0) err = "the channels' GPU memory is not counted";
+  if (err.empty()) {
+    DevBuf b(d, stream, 16);
+    CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    clbResult_t rc = clbSend(b.ptr(), 16, clbInt64, (r + 1) % n, comm, stream);
+    const std::string msg = clbGetLastError();
+    CUgraph none = nullptr;
+    d->cuStreamEndCapture(stream, &none);
+    if (none) d->cuGraphDestroy(none);
+    if (rc != clbInvalidUsage || msg.find("cannot be captured in a CUDA graph") == std::string::npos)
+      err = "a send between hosts inside a capture: expected INVALID_USAGE saying so, got " + std::to_string(rc) + ": " + msg;
+  }
+  return closeRank(d, comm, stream, err, true);
+}
+
 // A rank process of the tests below: CLB_DEVICE_PEER_BODY says what it runs ("calls": every call
 // twice, "graphs", "churn", "shorter" and "longer": a receive of another size, "registered" and
-// "registered-mismatch": registered buffers); with COLIBRI_DEVICE_P2P=off in its environment the
+// "registered-mismatch": registered buffers, "across-hosts": over verbs without shared memory); with COLIBRI_DEVICE_P2P=off in its environment the
 // pairs go through host memory.
 TEST(DevicePeerChild, Rank) {
   const char* id = getenv("CLB_DEVICE_PEER_ID");
@@ -678,6 +718,10 @@ TEST(DevicePeerChild, Rank) {
   if (body == "longer") err = sizeMismatchBody(unhex(id), r, n, 2000);
   if (body == "registered") err = registeredBody(unhex(id), r, n);
   if (body == "registered-mismatch") err = registeredMismatchBody(unhex(id), r, n);
+  if (body == "across-hosts") {
+    const char* gm = getenv("COLIBRI_VERBS_GPU_MEMORY");
+    err = acrossHostsBody(unhex(id), r, n, !(gm && std::string(gm) == "host"));
+  }
   EXPECT_EQ(err, "");
 }
 
@@ -728,6 +772,14 @@ TEST(DevicePeer, ProcessesWriteLargeMessagesInPlaceIntoRegisteredBuffers) {
     GTEST_SKIP() << "COLIBRI_DEVICE_P2P_IN_PLACE=off: every message moves in lines";
   for (int n : {2, 4}) runProcesses(n, "registered");
   runProcesses(2, "registered-mismatch");
+}
+
+TEST(DevicePeer, ProcessesAcrossHostsOverVerbsMoveThroughChannelsInGpuMemory) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  for (int n : {2, 3}) {
+    runProcesses(n, "across-hosts", {"COLIBRI_TRANSPORT=verbs", "COLIBRI_DEVICE_P2P=off"});
+    runProcesses(n, "across-hosts", {"COLIBRI_TRANSPORT=verbs", "COLIBRI_DEVICE_P2P=off", "COLIBRI_VERBS_GPU_MEMORY=host"});
+  }
 }
 
 // COLIBRI_DEVICE_P2P=off: the pairs across processes go through host memory (nothing on the GPU).

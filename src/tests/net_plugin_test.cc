@@ -68,6 +68,7 @@ TEST(NetPlugin, APluginOfTheFirstReleaseLoadsWithoutPointToPoint) {
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->size, (uint32_t)CLB_NET_PLUGIN_V1_BASE_SIZE);
   EXPECT_FALSE(clb::netPluginHasPeers(p));
+  EXPECT_FALSE(clb::netPluginHasDevicePeers(p)) << "its table ends long before peerOpenDevice";
 }
 
 TEST(NetPlugin, LibraryWithoutThePluginSymbolIsRefused) {
@@ -96,9 +97,10 @@ TEST(NetPlugin, VerbsPluginLoadsFromBesideTheCoreAndExportsOnlyItsTable) {
                   (void*)p->postSend, (void*)p->waitRecv, (void*)p->releaseRecv, (void*)p->finish, (void*)p->trim,
                   (void*)p->sendFrom, (void*)p->stats, (void*)p->deviceSupport, (void*)p->devicePlan,
                   (void*)p->peerOpen, (void*)p->peerConnect, (void*)p->peerStart, (void*)p->trySend,
-                  (void*)p->tryRecv})
+                  (void*)p->tryRecv, (void*)p->peerOpenDevice})
     EXPECT_NE(f, nullptr);
   EXPECT_TRUE(clb::netPluginHasPeers(p));
+  EXPECT_TRUE(clb::netPluginHasDevicePeers(p));
   const clbNetPlugin_v1_t* again = nullptr;
   ASSERT_EQ(clb::loadNetPlugin("verbs", &again), clbSuccess);
   EXPECT_EQ(again, p) << "loaded once per process";

@@ -23,6 +23,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +34,7 @@
 #include "algo/algorithms.h"
 #include "core/comm.h"
 #include "core/dtype.h"
+#include "transport/channel.h"
 #include "transport/transport.h"
 #include "transport/net_plugin.h"
 #include "transport/verbs/verbs_connect.h"
@@ -993,6 +996,170 @@ TEST(VerbsDeviceMode, DmabufRegistrationFailureIsReportedOnEveryRank) {
     }
   }));
   for (auto& d : dev) EXPECT_EQ(d.live.load(), 0) << "the probe page is given back";
+}
+
+// ---- point-to-point channels in device mode (GPUDirect RDMA) without a GPU --------------------
+// A rank's PeerDeviceMemory (clbComm::peerDeviceMemory: what the device layer makes at the first
+// point-to-point call on device buffers over verbs) is memfd "GPU memory" here, reached with
+// memcpy, counted. Host buffers: the batch moves every message between the buffer and the slots
+// through it, as it does for device buffers on a GPU.
+struct PeerMemfd {
+  MemfdDevice dev;
+  std::atomic<int> copies{0}, arrivals{0};
+  bool failAlloc = false;
+  static clbResult_t alloc(void* self, size_t bytes, void** mem, int* fd) {
+    auto* m = static_cast<PeerMemfd*>(self);
+    if (m->failAlloc) return clb::setError(clbSystemError, "test: this rank's GPU memory cannot be had");
+    return MemfdDevice::alloc(&m->dev, bytes, mem, fd);
+  }
+  static void release(void* self, void* mem, size_t bytes) {
+    MemfdDevice::release(&static_cast<PeerMemfd*>(self)->dev, mem, bytes);
+  }
+  static clbResult_t copy(void* self, void* dst, const void* src, size_t bytes, void*) {
+    memcpy(dst, src, bytes);
+    static_cast<PeerMemfd*>(self)->copies++;
+    return clbSuccess;
+  }
+  static clbResult_t arrived(void* self) {
+    static_cast<PeerMemfd*>(self)->arrivals++;
+    return clbSuccess;
+  }
+  std::shared_ptr<clb::PeerDeviceMemory> memory() {
+    auto m = std::make_shared<clb::PeerDeviceMemory>();
+    m->nic = clb::verbs::DeviceMemory{alloc, release, this, "test memfd", nullptr, nullptr};
+    m->copy = copy;
+    m->arrived = arrived;
+    m->self = this;
+    m->name = "test memfd";
+    return m;
+  }
+};
+
+struct CollectLogs {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  int level = clbLogWarn;
+  CollectLogs() {
+    clbGetLogLevel(&level);
+    clbSetLogLevel(clbLogInfo);
+    clbSetLogCallback(&CollectLogs::add, this);
+  }
+  ~CollectLogs() {
+    clbSetLogCallback(nullptr, nullptr);
+    clbSetLogLevel(level);
+  }
+  static void add(int, const char* m, void* self) {
+    auto* c = static_cast<CollectLogs*>(self);
+    std::lock_guard<std::mutex> g(c->mu);
+    c->lines.emplace_back(m);
+  }
+  bool has(const std::string& what) {
+    std::lock_guard<std::mutex> g(mu);
+    for (const std::string& l : lines)
+      if (contains(l, what)) return true;
+    return false;
+  }
+};
+
+// Three ranks, `withMemory[r]`: whether rank r has GPU memory for channels (and whether its alloc
+// fails). Rounds of a ring exchange in both directions and an all-to-all, host buffers, the
+// first messages of each pair over its TCP link and the rest over the channel; every element
+// checked. Returns each rank's channel mode with each peer (deviceSlots), the copies and
+// arrivals through each rank's memory.
+struct PeerRun {
+  std::vector<std::vector<int>> slots;  // [rank][peer]: 1 GPU memory, 0 host, -1 itself
+  std::vector<int> copies, arrivals;
+  std::vector<int64_t> deviceBytes;  // the communicator's device bytes after the exchanges
+};
+PeerRun runPeersWithMemory(const std::vector<int>& withMemory, bool failAlloc = false) {
+  const int n = (int)withMemory.size();
+  std::vector<PeerMemfd> mem(n);
+  PeerRun out;
+  out.slots.assign(n, std::vector<int>(n, -1));
+  out.copies.assign(n, 0);
+  out.arrivals.assign(n, 0);
+  out.deviceBytes.assign(n, 0);
+  const size_t count = 30011;  // int64: about 235 KiB per message, several slots each
+  expectNoErrors(runVerbs(n, [&](int r, clbComm_t comm) {
+    mem[r].failAlloc = failAlloc && r == 0;
+    if (withMemory[r]) comm->peerDeviceMemory = mem[r].memory();
+    auto value = [](int from, int to, int round, size_t i) { return (int64_t)from * 1000003 + to * 7919 + round * 31 + (int64_t)i; };
+    for (int round = 0; round < 4; round++) {
+      const int next = (r + 1) % n, prev = (r + n - 1) % n;
+      std::vector<int64_t> toNext(count), toPrev(count), fromPrev(count, -1), fromNext(count, -1);
+      for (size_t i = 0; i < count; i++) toNext[i] = value(r, next, round, i), toPrev[i] = value(r, prev, round, i);
+      ASSERT_EQ(clbGroupStart(), clbSuccess);
+      // Receives first on even ranks, sends first on odd ones: any order completes in a group.
+      if (r % 2 == 0) {
+        ASSERT_EQ(clbRecv(fromPrev.data(), count, clbInt64, prev, comm, nullptr), clbSuccess);
+        ASSERT_EQ(clbRecv(fromNext.data(), count, clbInt64, next, comm, nullptr), clbSuccess);
+      }
+      ASSERT_EQ(clbSend(toNext.data(), count, clbInt64, next, comm, nullptr), clbSuccess);
+      ASSERT_EQ(clbSend(toPrev.data(), count, clbInt64, prev, comm, nullptr), clbSuccess);
+      if (r % 2 == 1) {
+        ASSERT_EQ(clbRecv(fromPrev.data(), count, clbInt64, prev, comm, nullptr), clbSuccess);
+        ASSERT_EQ(clbRecv(fromNext.data(), count, clbInt64, next, comm, nullptr), clbSuccess);
+      }
+      ASSERT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
+      for (size_t i = 0; i < count; i++) {
+        ASSERT_EQ(fromPrev[i], value(prev, r, round, i)) << "round " << round << ", from rank " << prev << ", element " << i;
+        ASSERT_EQ(fromNext[i], value(next, r, round, i)) << "round " << round << ", from rank " << next << ", element " << i;
+      }
+      std::vector<int64_t> a((size_t)n * 1001), b((size_t)n * 1001, -1);
+      for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < 1001; i++) a[p * 1001 + i] = value(r, p, round, i);
+      ASSERT_EQ(clbAllToAll(a.data(), b.data(), 1001, clbInt64, comm, nullptr), clbSuccess) << clbGetLastError();
+      for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < 1001; i++)
+          ASSERT_EQ(b[p * 1001 + i], value(p, r, round, i)) << "all-to-all round " << round << " from rank " << p;
+    }
+    for (int p = 0; p < n; p++) {
+      if (p == r) continue;
+      clb::PeerChannel* ch = nullptr;
+      ASSERT_EQ(comm->carrier->peer(p, &ch), clbSuccess);
+      auto* net = dynamic_cast<clb::NetPeerChannel*>(ch);
+      ASSERT_NE(net, nullptr) << "rank " << r << ": the pair with rank " << p << " is not over the plugin";
+      EXPECT_TRUE(net->ready()) << "rank " << r << ": the pair with rank " << p << " never switched to its channel";
+      out.slots[r][p] = net->deviceSlots() ? 1 : 0;
+    }
+    out.copies[r] = mem[r].copies;
+    out.arrivals[r] = mem[r].arrivals;
+    out.deviceBytes[r] = comm->mem.device;
+  }, clbAlgoRing, 64 << 10));
+  for (int r = 0; r < n; r++) EXPECT_EQ(mem[r].dev.live.load(), 0) << "rank " << r << ": GPU memory left after destroy";
+  return out;
+}
+
+TEST(VerbsDeviceMode, PeerChannelsAreInGpuMemoryWhenBothRanksHaveIt) {
+  CollectLogs logs;
+  PeerRun run = runPeersWithMemory({1, 1, 1});
+  for (int r = 0; r < 3; r++) {
+    for (int p = 0; p < 3; p++)
+      if (p != r) EXPECT_EQ(run.slots[r][p], 1) << "rank " << r << " with rank " << p;
+    EXPECT_GT(run.copies[r], 0) << "rank " << r << ": no message went through its GPU memory";
+    EXPECT_GT(run.arrivals[r], 0) << "rank " << r << ": no message read out of GPU memory was announced";
+    EXPECT_GT(run.deviceBytes[r], 0) << "rank " << r << ": the channels' GPU memory is not counted";
+  }
+  EXPECT_TRUE(logs.has("rank 0: point-to-point channel with rank 1 over verbs, slots in GPU memory: test memfd"));
+}
+
+TEST(VerbsDeviceMode, PeerChannelIsInHostMemoryWhenOneRankHasNoGpuMemory) {
+  CollectLogs logs;
+  // Rank 1 has none: its pairs with 0 and 2 agree on host memory whichever side opened first;
+  // the pair 0-2 has GPU memory on both sides.
+  PeerRun run = runPeersWithMemory({1, 0, 1});
+  // [rank][peer]: 1 slots in GPU memory, 0 in host memory.
+  EXPECT_EQ(run.slots, (std::vector<std::vector<int>>{{-1, 0, 1}, {0, -1, 0}, {1, 0, -1}}));
+  EXPECT_EQ(run.copies[1], 0);
+  EXPECT_TRUE(logs.has("rank 0: point-to-point channel with rank 1 in host memory (rank 1 has no GPU memory for it)"));
+}
+
+TEST(VerbsDeviceMode, PeerChannelFallsBackToHostMemoryWhenItsGpuMemoryFails) {
+  CollectLogs logs;
+  PeerRun run = runPeersWithMemory({1, 1, 1}, /*failAlloc (rank 0)=*/true);
+  EXPECT_EQ(run.slots, (std::vector<std::vector<int>>{{-1, 0, 0}, {0, -1, 1}, {0, 1, -1}}));
+  EXPECT_TRUE(logs.has("rank 0: point-to-point channel with rank 1 in host memory: its GPU memory could not be set up "
+                       "for verbs (test: this rank's GPU memory cannot be had"));
 }
 
 }  // namespace

@@ -8,7 +8,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
 
+#include "colibri/net_plugin.h"
 #include "core/comm.h"
 
 namespace clb {
@@ -72,6 +75,29 @@ class PeerChannel {
     *sent = true;
     return clbSuccess;
   }
+  // Whether the buffer of the message being sent (trySend to postSend) or read (tryRecv to
+  // releaseRecv) is GPU memory: a channel in device mode (GPUDirect RDMA) gives device addresses,
+  // which the batch reaches through clbComm::peerDeviceMemory.
+  virtual bool sendOnDevice() const { return false; }
+  virtual bool recvOnDevice() const { return false; }
+};
+
+// GPU memory for the point-to-point channels between hosts in device mode (GPUDirect RDMA), made
+// by the device layer at a communicator's first point-to-point call on device buffers over a
+// network plugin that has such channels (device/gpudirect.cc): the hooks the plugin registers
+// memory with, and how the host reaches that memory. Shared by the channels that use it (and
+// kept alive by them: their slots go back through it).
+struct PeerDeviceMemory {
+  clbNetDeviceMemory_v1_t nic{};
+  // `bytes` from src to dst, either of which may be GPU memory, complete when it returns;
+  // `stream`: the operation's (device buffers), else null.
+  clbResult_t (*copy)(void* self, void* dst, const void* src, size_t bytes, void* stream) = nullptr;
+  // A message arrived in GPU memory and is about to be read: what makes the NIC's writes visible
+  // to the copy (a flush, on GPUs that need one).
+  clbResult_t (*arrived)(void* self) = nullptr;
+  void* self = nullptr;
+  std::shared_ptr<void> owner;  // what `self` points into
+  std::string name;             // for transportInfo: "GPUDirect RDMA through dma-buf (GPU 0)"
 };
 
 // Compares a received tag with the expected one; on mismatch a message naming both ranks' calls.

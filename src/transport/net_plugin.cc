@@ -203,8 +203,14 @@ bool netPluginHasPeers(const clbNetPlugin_v1_t* p) {
          p->peerConnect && p->peerStart && p->trySend && p->tryRecv;
 }
 
-NetPeerChannel::NetPeerChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, int peer, PeerChannel* link)
-    : c_(c), p_(plugin), peer_(peer), link_(link) {
+bool netPluginHasDevicePeers(const clbNetPlugin_v1_t* p) {
+  return netPluginHasPeers(p) && p->size >= offsetof(clbNetPlugin_v1_t, peerOpenDevice) + sizeof(p->peerOpenDevice) &&
+         p->peerOpenDevice;
+}
+
+NetPeerChannel::NetPeerChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, int peer, PeerChannel* link,
+                               std::shared_ptr<PeerDeviceMemory> device)
+    : c_(c), p_(plugin), peer_(peer), link_(link), device_(netPluginHasDevicePeers(plugin) ? std::move(device) : nullptr) {
   // Both directions' slots (pipelineDepth each, a tag before each payload) and the channel's
   // control block within this pair's share of the staging cap, at most a chunk each, as for the
   // TCP channel; both ranks compute the same.
@@ -255,9 +261,20 @@ clbResult_t NetPeerChannel::pump() {
                       (unsigned long long)want);
     }
     if (index == kInfo) {
+      // [how the peer opened: 1 device mode, 0 host memory | the plugin's connection info]
       std::vector<char> theirs(static_cast<const char*>(buf), static_cast<const char*>(buf) + tag->bytes);
       CLB_CHECK(link_->releaseRecv());
-      CLB_CHECK(p_->peerConnect(ch_, theirs.data(), theirs.size()));
+      if (theirs.empty() || (theirs[0] != 0 && theirs[0] != 1))
+        return setError(clbRemoteError, "rank %d: rank %d sent a set-up message of its %s point-to-point channel "
+                        "that says neither host nor device memory", c_->rank, peer_, p_->name);
+      const bool theirDevice = theirs[0] == 1;
+      if (theirDevice && !deviceSlots_) continue;  // it opens again in host memory and says so next
+      if (deviceSlots_ && !theirDevice) {
+        CLB_INFO("rank %d: point-to-point channel with rank %d in host memory (rank %d has no GPU memory for it)",
+                 c_->rank, peer_, peer_);
+        CLB_CHECK(open(false));
+      }
+      CLB_CHECK(p_->peerConnect(ch_, theirs.data() + 1, theirs.size() - 1));
       gotInfo_ = true;
     } else {
       CLB_CHECK(link_->releaseRecv());
@@ -267,14 +284,33 @@ clbResult_t NetPeerChannel::pump() {
   }
 }
 
-clbResult_t NetPeerChannel::advance(bool receive) {
-  if (!ch_) {
-    const clbNetHost_v1_t host = netHostFor(c_);
-    info_.assign(1024, 0);
-    size_t len = info_.size();
-    CLB_CHECK(p_->peerOpen(&host, peer_, &ch_, info_.data(), &len));
-    info_.resize(len);
+clbResult_t NetPeerChannel::open(bool device) {
+  if (ch_) p_->destroy(ch_);
+  ch_ = nullptr;
+  deviceSlots_ = false;
+  sentInfo_ = false;  // (again: after a device-mode open the peer did not take)
+  const clbNetHost_v1_t host = netHostFor(c_);
+  info_.assign(1024, 0);
+  size_t len = info_.size() - 1;
+  if (device) {
+    if (p_->peerOpenDevice(&host, &device_->nic, peer_, &ch_, info_.data() + 1, &len) == clbSuccess) {
+      deviceSlots_ = true;
+    } else {
+      CLB_WARN("rank %d: point-to-point channel with rank %d in host memory: its GPU memory could not be set up "
+               "for %s (%s)", c_->rank, peer_, p_->name, lastError().c_str());
+      clearError();
+      ch_ = nullptr;
+      len = info_.size() - 1;
+    }
   }
+  if (!ch_) CLB_CHECK(p_->peerOpen(&host, peer_, &ch_, info_.data() + 1, &len));
+  info_[0] = deviceSlots_ ? 1 : 0;
+  info_.resize(len + 1);
+  return clbSuccess;
+}
+
+clbResult_t NetPeerChannel::advance(bool receive) {
+  if (!ch_) CLB_CHECK(open(device_ != nullptr));
   // Every step that can go now, at every call: each side sends its info, connects once the peer's
   // is in and says so, starts once the peer has said so too, then sends the switch and moves its
   // messages over the channel from there on. A closed link (the peer gone) shows at any step.
@@ -296,7 +332,9 @@ clbResult_t NetPeerChannel::advance(bool receive) {
     CLB_CHECK(p_->trySend(ch_, 0, &room));
     const char yes = 1;
     if (room) CLB_CHECK(linkSend(&yes, 1, kSwitch, &switched_));
-    if (switched_) CLB_INFO("rank %d: point-to-point channel with rank %d over %s", c_->rank, peer_, p_->name);
+    if (switched_)
+      CLB_INFO("rank %d: point-to-point channel with rank %d over %s%s", c_->rank, peer_, p_->name,
+               deviceSlots_ ? (", slots in GPU memory: " + device_->name).c_str() : "");
   }
   bool sent = false;
   return link_->progress(&sent);

@@ -57,8 +57,10 @@ class NetRingChannel : public RingChannel {
   int prev_, rank_;
 };
 
-// Whether `plugin` has point-to-point channels (clbNetPlugin_v1_t::peerOpen and the rest).
+// Whether `plugin` has point-to-point channels (clbNetPlugin_v1_t::peerOpen and the rest), and
+// whether it can open them in device mode too (peerOpenDevice).
 bool netPluginHasPeers(const clbNetPlugin_v1_t* plugin);
+bool netPluginHasDevicePeers(const clbNetPlugin_v1_t* plugin);
 
 // A plugin's point-to-point channel with one peer as the core's PeerChannel, set up over `link`
 // (the pair's TCP channel): each side opens its channel and sends its connection info, connects
@@ -69,9 +71,18 @@ bool netPluginHasPeers(const clbNetPlugin_v1_t* plugin);
 // that switch first. Nothing blocks: each call moves the set-up on as far as it can, so a batch
 // that names its peers in any order never waits in a circle. The link stays open and is watched:
 // its closing is how a peer that died is found (no queue pair says so while idle).
+//
+// Device mode (`device` given: this rank has GPU memory for channels, see PeerDeviceMemory): the
+// channel's slots and staging are GPU memory (GPUDirect RDMA) if the peer's side can have them
+// too. Each side's info message starts with a byte saying how it opened; a side that opened in
+// device mode and finds the peer in host memory opens again in host memory and sends its info
+// again, and a side in host memory skips a device-mode info (the host-memory one follows), so
+// both end alike with no extra round trip when they already agree. A side whose device-mode open
+// fails (registration refused) opens in host memory with a warning saying why.
 class NetPeerChannel : public PeerChannel {
  public:
-  NetPeerChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, int peer, PeerChannel* link);
+  NetPeerChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, int peer, PeerChannel* link,
+                 std::shared_ptr<PeerDeviceMemory> device = nullptr);
   ~NetPeerChannel() override;
   size_t maxMessageBytes() const override { return maxBytes_; }
   clbResult_t trySend(size_t bytes, void** buf, size_t* room) override;
@@ -79,8 +90,12 @@ class NetPeerChannel : public PeerChannel {
   clbResult_t tryRecv(const MsgTag** tag, const void** buf) override;
   clbResult_t releaseRecv() override;
   clbResult_t progress(bool* sent) override;
+  bool sendOnDevice() const override { return deviceSlots_ && !sendingLink_; }
+  bool recvOnDevice() const override { return deviceSlots_ && !holdingLink_; }
   // This side's messages go over the plugin's channel (until then the TCP link is what to poll).
   bool ready() const { return switched_; }
+  // The channel's slots are GPU memory (both sides agreed; meaningful once set up).
+  bool deviceSlots() const { return deviceSlots_; }
   // Destroy of a healthy rank: every message posted over the channel acknowledged by the peer.
   clbResult_t finish() { return started_ ? p_->finish(ch_) : clbSuccess; }
 
@@ -90,6 +105,7 @@ class NetPeerChannel : public PeerChannel {
   // never taken for data, nor data for them.
   static constexpr uint32_t kLinkSetUp = 0x4c494e4b;
   clbResult_t advance(bool receive = true);
+  clbResult_t open(bool device);  // the plugin's channel, and this side's info message
   clbResult_t pump();
   clbResult_t watchLink();  // once switched both ways: the link closing (the peer died) or carrying anything is an error
   clbResult_t linkSend(const void* data, size_t bytes, uint64_t index, bool* sent);
@@ -98,6 +114,8 @@ class NetPeerChannel : public PeerChannel {
   int peer_;
   PeerChannel* link_;
   clbNetChannel ch_ = nullptr;
+  std::shared_ptr<PeerDeviceMemory> device_;  // GPU memory for device mode, if this rank has it
+  bool deviceSlots_ = false;                  // ch_ was opened in device mode
   // The set-up's steps: each side sends its info and, once it connected to the peer's, says so;
   // started (slots announced) once both have; then each sends "switch" and moves its messages
   // over the channel, those before it having gone over the link.

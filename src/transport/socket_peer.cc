@@ -198,7 +198,8 @@ clbResult_t LinkTransport::peer(int p, PeerChannel** out) {
     return clbSuccess;
   }
   if (netPeers_.empty()) netPeers_.resize(comm_->nranks);
-  if (!netPeers_[p]) netPeers_[p] = std::make_unique<NetPeerChannel>(comm_, plugin_, p, peers_[p].get());
+  if (!netPeers_[p])  // in device mode where this rank has GPU memory for it by now (NetPeerChannel)
+    netPeers_[p] = std::make_unique<NetPeerChannel>(comm_, plugin_, p, peers_[p].get(), comm_->peerDeviceMemory);
   *out = netPeers_[p].get();
   return clbSuccess;
 }

@@ -191,6 +191,16 @@ typedef struct clbNetPlugin_v1_s {
   clbResult_t (*peerStart)(clbNetChannel ch, size_t maxBytes);
   clbResult_t (*trySend)(clbNetChannel ch, size_t bytes, void** buf);
   clbResult_t (*tryRecv)(clbNetChannel ch, clbNetTag_v1_t* got, const void** buf);
+
+  /* ---- Point-to-point in device mode (added within version 1: a plugin whose `size` ends before
+   * it, or whose entry is NULL, has host-memory peer channels only) ----
+   * peerOpen with the channel's slots and staging in GPU memory from `device` (GPUDirect RDMA),
+   * which must outlive the channel: trySend and tryRecv then give device addresses (the core
+   * copies in and out of them). It proves that GPU memory can be registered before it returns
+   * (else fails, saying why). Both ends of a pair must open alike: the connection info says how,
+   * and peerConnect refuses a peer that opened the other way; the core agrees on the way first. */
+  clbResult_t (*peerOpenDevice)(const clbNetHost_v1_t* host, const clbNetDeviceMemory_v1_t* device, int peer,
+                                clbNetChannel* out, void* info, size_t* infoLen);
 } clbNetPlugin_v1_t;
 
 /* The size of a version-1 plugin table without point-to-point (the first release's). */

@@ -44,9 +44,14 @@ const VerbsApi& E() { return *emu::api(); }
 int deviceCopy(void* dst, const void* src, size_t bytes) {
   const clb::cuda::Driver* d = nullptr;
   if (clb::cuda::driver(&d) != clbSuccess) return ENODEV;
+  // The context of whichever end is device memory (the other may be host memory, which CUDA
+  // does not know: cuPointerGetAttributes leaves the context null there instead of failing, so
+  // compute-sanitizer sees no API error).
   CUcontext ctx = nullptr;
-  if (d->cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)dst) != CUDA_SUCCESS || !ctx)
-    d->cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)src);
+  CUpointer_attribute what = CU_POINTER_ATTRIBUTE_CONTEXT;
+  void* into[] = {&ctx};
+  if (d->cuPointerGetAttributes(1, &what, into, (CUdeviceptr)dst) != CUDA_SUCCESS || !ctx)
+    d->cuPointerGetAttributes(1, &what, into, (CUdeviceptr)src);
   if (!ctx) return EFAULT;
   clb::cuda::CtxScope scope(d, ctx);
   return d->cuMemcpy((CUdeviceptr)dst, (CUdeviceptr)src, bytes) == CUDA_SUCCESS ? 0 : EFAULT;

@@ -111,7 +111,8 @@ struct PeerInfo {
   VerbsConnInfo send, recv;
 };
 
-clbResult_t pluginPeerOpen(const clbNetHost_v1_t* host, int peer, clbNetChannel* out, void* info, size_t* infoLen) {
+clbResult_t peerOpenWith(const clbNetHost_v1_t* host, const clbNetDeviceMemory_v1_t* device, int peer,
+                         clbNetChannel* out, void* info, size_t* infoLen) {
   if (out) *out = nullptr;
   if (!host || !out || !infoLen || host->version != CLB_NET_PLUGIN_VERSION || host->size < sizeof(clbNetHost_v1_t))
     return setError(clbInvalidArgument, "verbs plugin: peerOpen without a host of interface version %d",
@@ -129,11 +130,13 @@ clbResult_t pluginPeerOpen(const clbNetHost_v1_t* host, int peer, clbNetChannel*
   CLB_CHECK(verbsOptionsFromHost(*host, &o, &deviceName));
   o.peer = peer;
   o.qpsPerConnection = 1;  // messages of a pair are a chunk at most: one queue pair each way
+  o.device = device;       // NULL: host memory
   std::lock_guard<std::mutex> g(gPeerDevicesMutex);
   auto it = gPeerDevices.find(host->ctx);
   if (it != gPeerDevices.end()) o.sharedDevice = it->second.lock();
   std::unique_ptr<VerbsChannel> ch;
   CLB_CHECK(VerbsChannel::create(api, o, host, &ch));
+  if (device) CLB_CHECK(ch->checkDeviceMemory());  // a registration that cannot work shows here, not at a message
   gPeerDevices[host->ctx] = ch->device();
   for (auto i = gPeerDevices.begin(); i != gPeerDevices.end();)  // communicators gone
     i = i->second.expired() ? gPeerDevices.erase(i) : std::next(i);
@@ -142,6 +145,19 @@ clbResult_t pluginPeerOpen(const clbNetHost_v1_t* host, int peer, clbNetChannel*
   *infoLen = sizeof mine;
   *out = reinterpret_cast<clbNetChannel>(ch.release());
   return clbSuccess;
+}
+
+clbResult_t pluginPeerOpen(const clbNetHost_v1_t* host, int peer, clbNetChannel* out, void* info, size_t* infoLen) {
+  return peerOpenWith(host, nullptr, peer, out, info, infoLen);
+}
+
+clbResult_t pluginPeerOpenDevice(const clbNetHost_v1_t* host, const clbNetDeviceMemory_v1_t* device, int peer,
+                                 clbNetChannel* out, void* info, size_t* infoLen) {
+  if (!device || !device->alloc || !device->release) {
+    if (out) *out = nullptr;
+    return setError(clbInvalidArgument, "verbs plugin: peerOpenDevice without device memory (alloc and release)");
+  }
+  return peerOpenWith(host, device, peer, out, info, infoLen);
 }
 
 clbResult_t pluginPeerConnect(clbNetChannel ch, const void* info, size_t infoLen) {
@@ -208,4 +224,5 @@ extern "C" __attribute__((visibility("default"))) const clbNetPlugin_v1_t clbNet
     clb::verbs::pluginPeerStart,
     clb::verbs::pluginTrySend,
     clb::verbs::pluginTryRecv,
+    clb::verbs::pluginPeerOpenDevice,
 };
