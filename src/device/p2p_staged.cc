@@ -8,6 +8,7 @@
 // a host shadow, the host batch runs on the shadows, and every range an operation writes is copied
 // back before the call returns. Ranges that are the same memory share one shadow (a reduce in
 // place reads and writes one). Not capturable: the host runs it.
+#include <algorithm>
 #include <map>
 #include <set>
 #include <utility>
@@ -41,12 +42,16 @@ clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
       if (!anyDevice && o.count) anyDevice = o.src ? o.src : o.dst;
     }
   if (!anyDevice) return run(ops);  // nothing moves between device and host
-  CLB_CHECK(peerDeviceMemoryFor(c, anyDevice));
   // Kept in place (not shadowed): sends and receives to other ranks, whose messages the batch
-  // copies between the buffer and the channel's slots (PeerDeviceMemory).
-  auto inPlace = [c](const PeerOp& o) {
-    return c->peerDeviceMemory && (o.kind == PeerOp::kSend || o.kind == PeerOp::kRecv) && o.peer != c->rank &&
-           !o.preMulSum && !o.copyAside && !o.scale.on && peerDeviceMemoryReaches(c, o.src ? o.src : o.dst);
+  // copies between the buffer and the channel's slots (PeerDeviceMemory), made at the first batch
+  // that has one (a forced COLIBRI_VERBS_GPU_MEMORY that cannot work fails that batch).
+  auto candidate = [c](const PeerOp& o) {
+    return o.onDevice && o.count && (o.kind == PeerOp::kSend || o.kind == PeerOp::kRecv) && o.peer != c->rank &&
+           !o.preMulSum && !o.copyAside && !o.scale.on;
+  };
+  if (std::any_of(ops.begin(), ops.end(), candidate)) CLB_CHECK(peerDeviceMemoryFor(c, anyDevice));
+  auto inPlace = [&](const PeerOp& o) {
+    return c->peerDeviceMemory && candidate(o) && peerDeviceMemoryReaches(c, o.src ? o.src : o.dst);
   };
   // The copies run in the buffers' context (one GPU: the calls checked that).
   CUcontext ctx = nullptr;
