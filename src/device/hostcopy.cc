@@ -16,6 +16,8 @@
 //    caller's after               straight into the output (allGather, broadcast) (host to device)
 //    POSTED j)        READ j      tell every rank this one read their halves
 //                     COMBINE j   out = rank 0's part op ... op rank n-1's, in rank order
+//                                 (allReduce and reduce fold instead: each peer's part copied in
+//                                 and added by a reduce kernel in turn, fold())
 //   caller's stream   DONE        (after the last round, joined back) the call is done here
 //
 // so that round j + 1's copy in overlaps round j's copies out (the PCIe link carries both
@@ -37,14 +39,35 @@ namespace {
 bool reducing(const CollArgs& a) {
   return a.desc.coll == kAllReduce || a.desc.coll == kReduce || a.desc.coll == kReduceScatter;
 }
+// allReduce and reduce fold the peers' parts in one by one (fold()) where that gives the bits of
+// one pass over all parts: two ranks (one step), or types whose accumulation type is their own
+// (every step rounds as a register would). 16-bit floats with more ranks, and reduceScatter,
+// combine all parts at once.
+bool folding(const CollArgs& a, int nranks) {
+  return (a.desc.coll == kAllReduce || a.desc.coll == kReduce) &&
+         (nranks <= 2 || (a.type != clbFloat16 && a.type != clbBfloat16));
+}
 }  // namespace
 
 size_t HostCopyPath::roundBytes(const CollArgs& a) const {
-  // Per round a half of the staging. A reducing collective copies every rank's part into the
-  // scratch (as large as a half): parts of half / n bytes (a reduceScatter's half holds n slices
-  // of that). allGather and broadcast copy into the output: the whole half.
+  // Per round a half of the staging: this rank's part of the round (allGather, broadcast, and a
+  // fold, which copies the peers' parts in one at a time through a scratch of a half). Combining
+  // all parts at once copies them into the scratch together: parts of half / n bytes (a
+  // reduceScatter's half holds n slices of that).
   const size_t half = s_.staging.bytes / 2;
-  return (reducing(a) ? half / s_.comm->nranks : half) / 256 * 256;
+  const bool together = reducing(a) && !folding(a, s_.comm->nranks);
+  return (together ? half / s_.comm->nranks : half) / 256 * 256;
+}
+
+size_t HostCopyPath::scratchFor(const CollArgs& a) const {
+  if (!reducing(a)) return 0;
+  const size_t half = s_.staging.bytes / 2;
+  // The fold's accumulator is the output, except in place before this rank's own part joins (it
+  // is the input there): ranks 2 and above then fold ranks 0..r-1 in a second half.
+  const int r = s_.comm->rank;
+  const bool second = folding(a, s_.comm->nranks) && a.send == a.recv && r >= 2 &&
+                      !(a.desc.coll == kReduce && r != a.root);
+  return second ? 2 * half : half;
 }
 
 clbResult_t HostCopyPath::prepare(const CollArgs& a, CUstream stream) {
@@ -53,7 +76,7 @@ clbResult_t HostCopyPath::prepare(const CollArgs& a, CUstream stream) {
   CLB_CHECK(s_.ensureStaging(a, stream));
   // The second stream and its events, and the scratch for the reducing collectives (as large as
   // a half; local: no peer sees it): made outside a capture only.
-  const size_t scratch = reducing(a) ? s_.staging.bytes / 2 : 0;
+  const size_t scratch = scratchFor(a);
   if (side_ && scratchBytes_ >= scratch) return clbSuccess;
   CLB_CHECK(s_.refuseInCapture(stream, s_.staging.bytes / 2));
   CtxScope scope(s_.d, s_.ctx);
@@ -186,6 +209,7 @@ clbResult_t HostCopyPath::collect(const CollArgs& a, int j, size_t e0, size_t m)
     case kReduce:
     case kReduceScatter: {
       if (a.desc.coll == kReduce && r != a.root) break;  // only the root combines
+      if (folding(a, n)) return fold(a, j, e0, m);
       const size_t mineAt = a.desc.coll == kReduceScatter ? (r * a.count + e0) * esz : e0 * esz;
       const size_t theirsAt = a.desc.coll == kReduceScatter ? r * bytes : 0;
       for (int p = 0; p < n; p++) {
@@ -214,6 +238,55 @@ clbResult_t HostCopyPath::collect(const CollArgs& a, int j, size_t e0, size_t m)
   }
   CLB_CHECK(step(CLB_HC_READ, j, m, nullptr, 1, side_));
   if (combineInto) CLB_CHECK(step(CLB_HC_COMBINE, j, m, combineInto, s_.blocksFor(bytes * n), side_));
+  return clbSuccess;
+}
+
+// allReduce (and reduce at its root), round j after WAIT: out = part 0 op part 1 ... op part n-1,
+// folded left to right, each peer's part copied from its half into the scratch when its turn
+// comes (the first lands where the fold starts), each step a reduce kernel of two inputs; READ
+// once the last peer's part is copied in. The accumulator is the output, or, in place before this
+// rank's own part joins (the output is its input then), the scratch's second half. The order is
+// every rank's alike, and the bits are those of one pass over all parts (folding() says when).
+clbResult_t HostCopyPath::fold(const CollArgs& a, int j, size_t e0, size_t m) {
+  const size_t esz = clbTypeSize(a.type), bytes = m * esz, half = s_.staging.bytes / 2;
+  const int n = s_.comm->nranks, r = s_.comm->rank;
+  const char* mine = static_cast<const char*>(a.send) + e0 * esz;
+  char* out = static_cast<char*>(a.recv) + e0 * esz;
+  char* landing = reinterpret_cast<char*>(scratch_);
+  char* before = out != mine ? out : r >= 2 ? landing + half : nullptr;  // the fold until part r joins
+  const int lastPeer = r == n - 1 ? n - 2 : n - 1;
+  const char* acc = nullptr;
+  for (int p = 0; p < n; p++) {
+    const char* part = mine;
+    if (p != r) {
+      // Into the fold's start if this is the first part and it may go there, else the landing.
+      char* into = !acc && before ? before : landing;
+      CLB_CU(s_.d, cuMemcpyHtoDAsync, (CUdeviceptr)into,
+             s_.staging.hostPeers[p] + (j % 2) * half, bytes, side_);
+      if (p == lastPeer) CLB_CHECK(step(CLB_HC_READ, j, m, nullptr, 1, side_));
+      part = into;
+    }
+    if (!acc) {
+      acc = part;
+      continue;
+    }
+    char* dst = p < r ? before : out;
+    ClbReduceArgs k{};
+    k.dst = dst;
+    k.srcs[0] = acc;
+    k.srcs[1] = part;
+    k.k = 2;
+    k.op = a.op;
+    k.nranks = n;
+    k.divide = a.op == clbAvg && p == n - 1;
+    k.n = m;
+    CLB_CHECK(s_.kernels.reduce(k, a.type, side_));
+    acc = dst;
+  }
+  if (lastPeer < 0) {  // one rank: its input is the result
+    CLB_CHECK(step(CLB_HC_READ, j, m, nullptr, 1, side_));
+    if (out != mine) CLB_CU(s_.d, cuMemcpyDtoDAsync, (CUdeviceptr)out, (CUdeviceptr)mine, bytes, side_);
+  }
   return clbSuccess;
 }
 

@@ -83,6 +83,8 @@ class HostCopyPath {
 
  private:
   size_t roundBytes(const CollArgs& a) const;
+  size_t scratchFor(const CollArgs& a) const;  // device scratch a call needs
+  clbResult_t fold(const CollArgs& a, int j, size_t e0, size_t m);  // allReduce / reduce's round j, after WAIT
   clbResult_t post(const CollArgs& a, int j, size_t e0, size_t m, CUstream stream);
   clbResult_t collect(const CollArgs& a, int j, size_t e0, size_t m);
   clbResult_t step(int phase, int round, size_t m, void* out, unsigned blocks, CUstream stream);
