@@ -1007,9 +1007,12 @@ struct PeerMemfd {
   MemfdDevice dev;
   std::atomic<int> copies{0}, arrivals{0};
   bool failAlloc = false;
+  size_t maxAlloc = 0;  // larger allocations fail (0: none do)
   static clbResult_t alloc(void* self, size_t bytes, void** mem, int* fd) {
     auto* m = static_cast<PeerMemfd*>(self);
     if (m->failAlloc) return clb::setError(clbSystemError, "test: this rank's GPU memory cannot be had");
+    if (m->maxAlloc && bytes > m->maxAlloc)
+      return clb::setError(clbOutOfMemory, "test: no %zu bytes of GPU memory on this rank", bytes);
     return MemfdDevice::alloc(&m->dev, bytes, mem, fd);
   }
   static void release(void* self, void* mem, size_t bytes) {
@@ -1071,7 +1074,7 @@ struct PeerRun {
   std::vector<int> copies, arrivals;
   std::vector<int64_t> deviceBytes;  // the communicator's device bytes after the exchanges
 };
-PeerRun runPeersWithMemory(const std::vector<int>& withMemory, bool failAlloc = false) {
+PeerRun runPeersWithMemory(const std::vector<int>& withMemory, bool failAlloc = false, size_t maxAlloc = 0) {
   const int n = (int)withMemory.size();
   std::vector<PeerMemfd> mem(n);
   PeerRun out;
@@ -1082,6 +1085,7 @@ PeerRun runPeersWithMemory(const std::vector<int>& withMemory, bool failAlloc = 
   const size_t count = 30011;  // int64: about 235 KiB per message, several slots each
   expectNoErrors(runVerbs(n, [&](int r, clbComm_t comm) {
     mem[r].failAlloc = failAlloc && r == 0;
+    if (r == 0) mem[r].maxAlloc = maxAlloc;
     if (withMemory[r]) comm->peerDeviceMemory = mem[r].memory();
     auto value = [](int from, int to, int round, size_t i) { return (int64_t)from * 1000003 + to * 7919 + round * 31 + (int64_t)i; };
     for (int round = 0; round < 4; round++) {
@@ -1152,6 +1156,17 @@ TEST(VerbsDeviceMode, PeerChannelIsInHostMemoryWhenOneRankHasNoGpuMemory) {
   EXPECT_EQ(run.slots, (std::vector<std::vector<int>>{{-1, 0, 1}, {0, -1, 0}, {1, 0, -1}}));
   EXPECT_EQ(run.copies[1], 0);
   EXPECT_TRUE(logs.has("rank 0: point-to-point channel with rank 1 in host memory (rank 1 has no GPU memory for it)"));
+}
+
+// Rank 0 can have a page of GPU memory but not the channels' slots and staging (a GPU short of
+// memory or of NIC-mappable space): its open in device mode asks for all of it at once and fails,
+// so its pairs choose host memory before either side starts, instead of failing at the start.
+TEST(VerbsDeviceMode, PeerChannelFallsBackToHostMemoryWhenItsSlotsDoNotFit) {
+  CollectLogs logs;
+  PeerRun run = runPeersWithMemory({1, 1, 1}, false, /*maxAlloc (rank 0)=*/64 << 10);
+  EXPECT_EQ(run.slots, (std::vector<std::vector<int>>{{-1, 0, 0}, {0, -1, 1}, {0, 1, -1}}));
+  EXPECT_TRUE(logs.has("rank 0: point-to-point channel with rank 1 in host memory: its GPU memory could not be set up "
+                       "for verbs (test: no 262144 bytes of GPU memory on this rank"));
 }
 
 TEST(VerbsDeviceMode, PeerChannelFallsBackToHostMemoryWhenItsGpuMemoryFails) {

@@ -293,7 +293,7 @@ clbResult_t NetPeerChannel::open(bool device) {
   info_.assign(1024, 0);
   size_t len = info_.size() - 1;
   if (device) {
-    if (p_->peerOpenDevice(&host, &device_->nic, peer_, &ch_, info_.data() + 1, &len) == clbSuccess) {
+    if (p_->peerOpenDevice(&host, &device_->nic, peer_, maxBytes_, &ch_, info_.data() + 1, &len) == clbSuccess) {
       deviceSlots_ = true;
     } else {
       CLB_WARN("rank %d: point-to-point channel with rank %d in host memory: its GPU memory could not be set up "

@@ -196,11 +196,14 @@ typedef struct clbNetPlugin_v1_s {
    * it, or whose entry is NULL, has host-memory peer channels only) ----
    * peerOpen with the channel's slots and staging in GPU memory from `device` (GPUDirect RDMA),
    * which must outlive the channel: trySend and tryRecv then give device addresses (the core
-   * copies in and out of them). It proves that GPU memory can be registered before it returns
-   * (else fails, saying why). Both ends of a pair must open alike: the connection info says how,
-   * and peerConnect refuses a peer that opened the other way; the core agrees on the way first. */
+   * copies in and out of them). Before it returns it proves that the GPU memory the channel will
+   * hold for messages of up to `maxBytes` (what peerStart will be given) can be had and
+   * registered, all of it at once, and gives it back (else fails, saying why), so that a rank
+   * short of GPU memory or NIC-mappable space finds out while the pair can still choose host
+   * memory. Both ends of a pair must open alike: the connection info says how, and peerConnect
+   * refuses a peer that opened the other way; the core agrees on the way first. */
   clbResult_t (*peerOpenDevice)(const clbNetHost_v1_t* host, const clbNetDeviceMemory_v1_t* device, int peer,
-                                clbNetChannel* out, void* info, size_t* infoLen);
+                                size_t maxBytes, clbNetChannel* out, void* info, size_t* infoLen);
 } clbNetPlugin_v1_t;
 
 /* The size of a version-1 plugin table without point-to-point (the first release's). */

@@ -304,10 +304,17 @@ clbResult_t VerbsChannel::open() {
   return clbSuccess;
 }
 
-clbResult_t VerbsChannel::checkDeviceMemory() {
+clbResult_t VerbsChannel::checkDeviceMemory(size_t maxBytes) {
   if (!o_.device) return setError(clbInvalidUsage, "verbs: checkDeviceMemory on a channel of host memory");
-  std::unique_ptr<Region> r;
-  return newRegion(4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, true, &r);
+  if (maxBytes == 0) {
+    std::unique_ptr<Region> r;
+    return newRegion(4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, true, &r);
+  }
+  // What prepare(maxBytes) will hold: the send staging and the receive slots, both at once.
+  const size_t need = K_ * (header() + (maxBytes + 4095) / 4096 * 4096);
+  std::unique_ptr<Region> staging, slots;
+  CLB_CHECK(newRegion(need, IBV_ACCESS_LOCAL_WRITE, true, &staging));
+  return newRegion(need, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, true, &slots);
 }
 
 VerbsChannel::~VerbsChannel() {

@@ -160,8 +160,9 @@ class VerbsChannel : public RingChannel {
   clbResult_t connect(const VerbsConnInfo& next, const VerbsConnInfo& prev);
 
   // Device mode: registers one page of device memory and lets it go, so that a set-up failure
-  // (no dma-buf support, nvidia-peermem missing) shows at init rather than at the first message.
-  clbResult_t checkDeviceMemory();
+  // (no dma-buf support, nvidia-peermem missing) shows at init rather than at the first message;
+  // with maxBytes, all that prepare(maxBytes) will hold (staging and receive slots) at once.
+  clbResult_t checkDeviceMemory(size_t maxBytes = 0);
 
   const char* name() const override { return "verbs"; }
   clbResult_t prepare(size_t maxBytes) override;

@@ -112,7 +112,7 @@ struct PeerInfo {
 };
 
 clbResult_t peerOpenWith(const clbNetHost_v1_t* host, const clbNetDeviceMemory_v1_t* device, int peer,
-                         clbNetChannel* out, void* info, size_t* infoLen) {
+                         size_t maxBytes, clbNetChannel* out, void* info, size_t* infoLen) {
   if (out) *out = nullptr;
   if (!host || !out || !infoLen || host->version != CLB_NET_PLUGIN_VERSION || host->size < sizeof(clbNetHost_v1_t))
     return setError(clbInvalidArgument, "verbs plugin: peerOpen without a host of interface version %d",
@@ -136,7 +136,7 @@ clbResult_t peerOpenWith(const clbNetHost_v1_t* host, const clbNetDeviceMemory_v
   if (it != gPeerDevices.end()) o.sharedDevice = it->second.lock();
   std::unique_ptr<VerbsChannel> ch;
   CLB_CHECK(VerbsChannel::create(api, o, host, &ch));
-  if (device) CLB_CHECK(ch->checkDeviceMemory());  // a registration that cannot work shows here, not at a message
+  if (device) CLB_CHECK(ch->checkDeviceMemory(maxBytes));  // what cannot be had shows here, not at peerStart
   gPeerDevices[host->ctx] = ch->device();
   for (auto i = gPeerDevices.begin(); i != gPeerDevices.end();)  // communicators gone
     i = i->second.expired() ? gPeerDevices.erase(i) : std::next(i);
@@ -148,16 +148,16 @@ clbResult_t peerOpenWith(const clbNetHost_v1_t* host, const clbNetDeviceMemory_v
 }
 
 clbResult_t pluginPeerOpen(const clbNetHost_v1_t* host, int peer, clbNetChannel* out, void* info, size_t* infoLen) {
-  return peerOpenWith(host, nullptr, peer, out, info, infoLen);
+  return peerOpenWith(host, nullptr, peer, 0, out, info, infoLen);
 }
 
 clbResult_t pluginPeerOpenDevice(const clbNetHost_v1_t* host, const clbNetDeviceMemory_v1_t* device, int peer,
-                                 clbNetChannel* out, void* info, size_t* infoLen) {
+                                 size_t maxBytes, clbNetChannel* out, void* info, size_t* infoLen) {
   if (!device || !device->alloc || !device->release) {
     if (out) *out = nullptr;
     return setError(clbInvalidArgument, "verbs plugin: peerOpenDevice without device memory (alloc and release)");
   }
-  return peerOpenWith(host, device, peer, out, info, infoLen);
+  return peerOpenWith(host, device, peer, maxBytes, out, info, infoLen);
 }
 
 clbResult_t pluginPeerConnect(clbNetChannel ch, const void* info, size_t infoLen) {
