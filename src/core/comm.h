@@ -125,6 +125,7 @@ struct clbComm {
   // A channel holds it while it lives, so it may outlive `device`.
   std::shared_ptr<clb::PeerDeviceMemory> peerDeviceMemory;
   std::string peerDeviceMemoryWhy;
+  bool peerStagedWarned = false;  // the warning that device point-to-point goes through host copies (once)
   std::atomic<clb::cuda::Device*> deviceReady{nullptr};  // `device`, once set up (read by other threads)
   // PreMulSum (core/premul.h), under the call like every use: on device buffers the scaling
   // kernels and the device scratch (device.h), made at the first such call; on host buffers the

@@ -77,12 +77,25 @@ clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
     return s.host.data();
   };
   std::vector<PeerOp> staged = ops;
+  int shadowedPeer = -1;  // a peer of an operation that goes through a host copy (for the warning)
   for (PeerOp& o : staged) {
     if (!o.onDevice || o.count == 0 || inPlace(o)) continue;
     const size_t bytes = o.count * clbTypeSize(o.type);
     if (o.src) o.src = shadowOf(o.src, bytes, true, o.stream);
     if (o.dst) o.dst = shadowOf(o.dst, bytes, false, o.stream);
     o.onDevice = false;  // host memory now
+    if (o.kind != PeerOp::kCopy && o.peer != c->rank && shadowedPeer < 0) shadowedPeer = o.peer;
+  }
+  // Once per communicator, as the collectives warn of their host staging: the first batch whose
+  // messages to a peer go through host copies of the device buffers.
+  if (shadowedPeer >= 0 && !c->peerStagedWarned) {
+    c->peerStagedWarned = true;
+    const std::string why = c->peerDeviceMemory       ? "a reduce, a PreMulSum, an in-place all-to-all or another GPU's buffer"
+                            : c->peerDeviceMemoryWhy.empty() ? "no GPU path for the pair"
+                                                             : c->peerDeviceMemoryWhy;
+    CLB_WARN("rank %d: point-to-point on device buffers with rank %d (and any other peer the GPU kernels do not "
+             "reach) goes through host copies of the buffers (%s): each such call waits for its streams and cannot "
+             "be captured in a CUDA graph", c->rank, shadowedPeer, why.c_str());
   }
   int64_t held = 0;
   for (auto& [range, s] : shadows) held += (int64_t)s.host.size();
