@@ -44,8 +44,15 @@ bool reducing(const CollArgs& a) {
 // (every step rounds as a register would). 16-bit floats with more ranks, and reduceScatter,
 // combine all parts at once.
 bool folding(const CollArgs& a, int nranks) {
-  return (a.desc.coll == kAllReduce || a.desc.coll == kReduce) &&
-         (nranks <= 2 || (a.type != clbFloat16 && a.type != clbBfloat16));
+  return reducing(a) && (nranks <= 2 || (a.type != clbFloat16 && a.type != clbBfloat16));
+}
+// A reduceScatter's half holds one slice per peer (not the owner's own, which it reads from its
+// input): rank p's slice in rank `owner`'s half is at this index.
+int slotOf(int p, int owner) { return p < owner ? p : p - 1; }
+// Whether this rank's part and its output are the same memory (in place).
+bool inPlace(const CollArgs& a, int rank) {
+  if (a.desc.coll != kReduceScatter) return a.send == a.recv;
+  return a.recv == static_cast<const char*>(a.send) + (size_t)rank * a.count * clbTypeSize(a.type);
 }
 }  // namespace
 
@@ -55,8 +62,10 @@ size_t HostCopyPath::roundBytes(const CollArgs& a) const {
   // all parts at once copies them into the scratch together: parts of half / n bytes (a
   // reduceScatter's half holds n slices of that).
   const size_t half = s_.staging.bytes / 2;
-  const bool together = reducing(a) && !folding(a, s_.comm->nranks);
-  return (together ? half / s_.comm->nranks : half) / 256 * 256;
+  const int n = s_.comm->nranks;
+  if (a.desc.coll == kReduceScatter) return (half / std::max(1, n - 1)) / 256 * 256;  // a slice per peer
+  const bool together = reducing(a) && !folding(a, n);
+  return (together ? half / n : half) / 256 * 256;
 }
 
 size_t HostCopyPath::scratchFor(const CollArgs& a) const {
@@ -65,7 +74,7 @@ size_t HostCopyPath::scratchFor(const CollArgs& a) const {
   // The fold's accumulator is the output, except in place before this rank's own part joins (it
   // is the input there): ranks 2 and above then fold ranks 0..r-1 in a second half.
   const int r = s_.comm->rank;
-  const bool second = folding(a, s_.comm->nranks) && a.send == a.recv && r >= 2 &&
+  const bool second = folding(a, s_.comm->nranks) && inPlace(a, r) && r >= 2 &&
                       !(a.desc.coll == kReduce && r != a.root);
   return second ? 2 * half : half;
 }
@@ -169,10 +178,11 @@ clbResult_t HostCopyPath::post(const CollArgs& a, int j, size_t e0, size_t m, CU
   const char* in = static_cast<const char*>(a.send);
   char* mine = s_.staging.hostPeers[r] + (j % 2) * (s_.staging.bytes / 2);  // pinned: the copy engines' way
   switch (a.desc.coll) {
-    case kReduceScatter:  // slice p of this round, for rank p, at p * m elements
+    case kReduceScatter:  // slice p of this round, for rank p, at slotOf(p, r) * m elements
       for (int p = 0; p < n; p++)
-        CLB_CU(s_.d, cuMemcpyDtoHAsync, mine + p * m * esz, (CUdeviceptr)(in + (p * a.count + e0) * esz), m * esz,
-               stream);
+        if (p != r)
+          CLB_CU(s_.d, cuMemcpyDtoHAsync, mine + slotOf(p, r) * m * esz, (CUdeviceptr)(in + (p * a.count + e0) * esz),
+                 m * esz, stream);
       break;
     case kBroadcast:
       if (r == a.root) CLB_CU(s_.d, cuMemcpyDtoHAsync, mine, (CUdeviceptr)(in + e0 * esz), m * esz, stream);
@@ -210,15 +220,15 @@ clbResult_t HostCopyPath::collect(const CollArgs& a, int j, size_t e0, size_t m)
     case kReduceScatter: {
       if (a.desc.coll == kReduce && r != a.root) break;  // only the root combines
       if (folding(a, n)) return fold(a, j, e0, m);
-      const size_t mineAt = a.desc.coll == kReduceScatter ? (r * a.count + e0) * esz : e0 * esz;
-      const size_t theirsAt = a.desc.coll == kReduceScatter ? r * bytes : 0;
+      const bool rs = a.desc.coll == kReduceScatter;
+      const size_t mineAt = rs ? (r * a.count + e0) * esz : e0 * esz;
       for (int p = 0; p < n; p++) {
         if (p == r) {
           parts_[p] = in + mineAt;
           continue;
         }
-        char* at = reinterpret_cast<char*>(scratch_) + p * bytes;
-        CLB_CHECK(copy(at, staging(p) + theirsAt));
+        char* at = reinterpret_cast<char*>(scratch_) + slotOf(p, r) * bytes;
+        CLB_CHECK(copy(at, staging(p) + (rs ? slotOf(r, p) * bytes : 0)));
         parts_[p] = at;
       }
       combineInto = out + e0 * esz;
@@ -250,7 +260,8 @@ clbResult_t HostCopyPath::collect(const CollArgs& a, int j, size_t e0, size_t m)
 clbResult_t HostCopyPath::fold(const CollArgs& a, int j, size_t e0, size_t m) {
   const size_t esz = clbTypeSize(a.type), bytes = m * esz, half = s_.staging.bytes / 2;
   const int n = s_.comm->nranks, r = s_.comm->rank;
-  const char* mine = static_cast<const char*>(a.send) + e0 * esz;
+  const bool rs = a.desc.coll == kReduceScatter;  // this rank's slice of its input; peers' slots for it
+  const char* mine = static_cast<const char*>(a.send) + ((rs ? r * a.count : 0) + e0) * esz;
   char* out = static_cast<char*>(a.recv) + e0 * esz;
   char* landing = reinterpret_cast<char*>(scratch_);
   char* before = out != mine ? out : r >= 2 ? landing + half : nullptr;  // the fold until part r joins
@@ -262,7 +273,7 @@ clbResult_t HostCopyPath::fold(const CollArgs& a, int j, size_t e0, size_t m) {
       // Into the fold's start if this is the first part and it may go there, else the landing.
       char* into = !acc && before ? before : landing;
       CLB_CU(s_.d, cuMemcpyHtoDAsync, (CUdeviceptr)into,
-             s_.staging.hostPeers[p] + (j % 2) * half, bytes, side_);
+             s_.staging.hostPeers[p] + (j % 2) * half + (rs ? slotOf(r, p) * bytes : 0), bytes, side_);
       if (p == lastPeer) CLB_CHECK(step(CLB_HC_READ, j, m, nullptr, 1, side_));
       part = into;
     }
