@@ -94,7 +94,7 @@ clbResult_t Device::release() {
   hostCopy_.release();
   if (s_.ownCounters) {
     s_.d->cuMemFree(s_.counters);
-    s_.comm->mem.addDevice(-(int64_t)sizeof(ClbDevFlags::blocks));
+    s_.comm->mem.addDevice(-(int64_t)DeviceShared::kOwnWordsBytes);
   }
   s_.counters = 0;
   s_.ownCounters = false;

@@ -188,10 +188,10 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   CLB_CHECK(ensureShared(&flagBuf, sizeof(ClbDevFlags), stream, "flags"));
   flags = flagBuf.mine;
   if (flagBuf.host) {
-    CLB_CU(d, cuMemAlloc, &counters, sizeof(ClbDevFlags::blocks));
+    CLB_CU(d, cuMemAlloc, &counters, kOwnWordsBytes);
     ownCounters = true;
-    comm->mem.addDevice((int64_t)sizeof(ClbDevFlags::blocks));
-    CLB_CHECK(zeroNow(d, counters, sizeof(ClbDevFlags::blocks)));
+    comm->mem.addDevice((int64_t)kOwnWordsBytes);
+    CLB_CHECK(zeroNow(d, counters, kOwnWordsBytes));
   } else {
     counters = flags + offsetof(ClbDevFlags, blocks);
   }

@@ -108,6 +108,9 @@ struct DeviceShared {
   // in host memory, in device memory of their own (ownCounters), so no kernel needs a host atomic.
   CUdeviceptr counters = 0;
   bool ownCounters = false;
+  // The counters' own device memory: the 16 bytes of ClbDevFlags::blocks, then the copy of calls
+  // and error that this rank's kernels read at the start of a call (ClbDevCallArgs::counters).
+  static constexpr size_t kOwnWordsBytes = sizeof(ClbDevFlags::blocks) + 16;
   bool viaHost = false;   // some GPUs cannot reach each other: shared buffers in host memory
   bool forceHost = false; // COLIBRI_DEVICE_P2P=off
   bool checkCalls = false;  // COLIBRI_DEVICE_CHECK_CALLS=1: every call compared across ranks

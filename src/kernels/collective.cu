@@ -36,6 +36,11 @@ __device__ __forceinline__ unsigned long long globalTimer() {
   return t;
 }
 
+// This rank's calls and error as its kernels read them (ClbDevCallArgs::counters).
+__device__ __forceinline__ unsigned long long* selfWords(const ClbDevCallArgs& a) {
+  return reinterpret_cast<unsigned long long*>(a.counters + 4);
+}
+
 // What a stuck wait tells the host (ClbDevHostStatus): which ranks it still waits for, then the
 // call; at the timeout also the error word, last, so the host that sees it sees the rest.
 __device__ void noteRank(const ClbDevCallArgs& a, int p, unsigned long long seq, bool timedOut) {
@@ -52,6 +57,7 @@ __device__ void publishWait(const ClbDevCallArgs& a, unsigned long long seq, boo
   // A plain store (the word only ever goes from 0 to 1): the flags may be in host memory, where
   // some PCIe hosts have no atomics.
   *reinterpret_cast<volatile unsigned int*>(&a.flags[a.rank]->error) = 1u;
+  reinterpret_cast<volatile unsigned int*>(selfWords(a))[2] = 1u;  // (the same word where the flags are in device memory)
   __threadfence_system();
   h->errorColl = (unsigned int)a.coll;
   h->errorCall = seq;
@@ -104,9 +110,17 @@ __device__ bool waitAll(const ClbDevCallArgs& a, unsigned long long* words, unsi
 // output is undefined, as clbCommGetAsyncError says. One load for both (kernel_abi.h).
 __device__ __forceinline__ unsigned long long callNumber(const ClbDevCallArgs& a) {
   unsigned long long calls, error;
-  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(calls), "=l"(error) : "l"(&a.flags[a.rank]->calls)
-               : "memory");
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(calls), "=l"(error) : "l"(selfWords(a)) : "memory");
   return (unsigned int)error ? 0 : calls + 1;
+}
+
+// Counts call `seq` as completed on this rank: in its flag block (what its host reads at
+// destroy) and in its own words (selfWords) where those are a copy (the flags in host memory).
+__device__ __forceinline__ void countCall(const ClbDevCallArgs& a, unsigned long long seq) {
+  // Both, unconditionally (the same word twice where the flags are in device memory): a branch
+  // here gave the LL kernel a stack frame on sm_120.
+  *reinterpret_cast<volatile unsigned long long*>(&a.flags[a.rank]->calls) = seq;
+  *reinterpret_cast<volatile unsigned long long*>(selfWords(a)) = seq;
 }
 
 // callNumber read once per block, by thread 0, and shared with the block: where the flags live
@@ -125,7 +139,6 @@ __device__ void announce(const ClbDevCallArgs& a, unsigned long long seq, int co
   __syncthreads();
   if (threadIdx.x != 0) return;
   __threadfence_system();
-  ClbDevFlags* me = a.flags[a.rank];
   if (atomicAdd(&a.counters[counter], 1u) != gridDim.x - 1) return;
   a.counters[counter] = 0;
   __threadfence_system();
@@ -133,7 +146,7 @@ __device__ void announce(const ClbDevCallArgs& a, unsigned long long seq, int co
     auto* words = reinterpret_cast<volatile unsigned long long*>(reinterpret_cast<char*>(a.flags[p]) + fieldOff);
     words[a.rank] = seq;
   }
-  if (finish) *reinterpret_cast<volatile unsigned long long*>(&me->calls) = seq;
+  if (finish) countCall(a, seq);
   __threadfence_system();
 }
 
@@ -311,7 +324,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
   announce(a, last, 2 + (int)(last & 1), offsetof(ClbDevFlags, done), false);
   if (threadIdx.x == 0 && blockIdx.x == 0) {
     ClbDevFlags* mine = a.flags[a.rank];
-    if (waitAll(a, mine->done, last, last)) *reinterpret_cast<volatile unsigned long long*>(&mine->calls) = last;
+    if (waitAll(a, mine->done, last, last)) countCall(a, last);
   }
 }
 
@@ -476,7 +489,9 @@ __device__ void llBroadcast(const ClbDevCallArgs& a, unsigned long long seq, uns
 // allReduce, allGather, reduceScatter, reduce (an allReduce only the root writes out; and
 // broadcast, above) through LL lines. `count` elements
 // per destination.
-extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArgs a) {
+// (Two blocks per SM asked for: with the bound alone ptxas gave this kernel an 8-byte stack frame
+// on sm_120 at 40 registers; with it, 48 there and no frame, the other images unchanged.)
+extern "C" __global__ void __launch_bounds__(512, 2) clb_dev_ll(const ClbDevCallArgs a) {
   // Every thread reads the call number (reading it once per block, as the staged and copies
   // kernels do, gave this kernel a stack frame on sm_100).
   const unsigned long long seq = callNumber(a);
@@ -518,11 +533,10 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_ll(const ClbDevCallArg
   // The last block out counts the call as completed and tells the peers this rank is done.
   __syncthreads();
   if (threadIdx.x == 0) {
-    ClbDevFlags* me = a.flags[r];
     if (atomicAdd(&a.counters[2 + (int)(seq & 1)], 1u) == gridDim.x - 1) {
       a.counters[2 + (int)(seq & 1)] = 0;
       for (int p = 0; p < n; p++) reinterpret_cast<volatile unsigned long long*>(a.flags[p]->done)[r] = seq;
-      *reinterpret_cast<volatile unsigned long long*>(&me->calls) = seq;
+      countCall(a, seq);
     }
   }
 }
@@ -564,7 +578,7 @@ extern "C" __global__ void __launch_bounds__(32) clb_dev_hostcopy(const ClbDevCa
       break;
     case CLB_HC_DONE:
       tellAll(offsetof(ClbDevFlags, done), seq);
-      *reinterpret_cast<volatile unsigned long long*>(&me->calls) = seq;
+      countCall(a, seq);
       __threadfence_system();
       break;
   }

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#define CLB_KERNEL_ABI_VERSION 9
+#define CLB_KERNEL_ABI_VERSION 10
 // Inputs one reduction kernel launch can combine (ranks on one node beyond that take more passes).
 #define CLB_MAX_KERNEL_SRCS 16
 
@@ -66,13 +66,14 @@ struct ClbDevFlags {
   unsigned long long posted[CLB_MAX_DEVICE_RANKS];  // [p]: last call rank p pushed its data / addresses for
   unsigned long long mid[CLB_MAX_DEVICE_RANKS];     // [p]: last call whose first phase rank p finished (two-shot)
   unsigned long long done[CLB_MAX_DEVICE_RANKS];    // [p]: last call rank p finished reading
-  // calls and error side by side, 16-byte aligned: a kernel reads both with one load.
+  unsigned int blocks[4];  // block counters (first/second announcement x parity), where the flags are in device memory
+  // calls and error side by side, 16-byte aligned, right after the block counters: a kernel reads
+  // both with one load at ClbDevCallArgs::counters + 16 (see there).
   unsigned long long calls;                         // calls this rank completed
   unsigned int error;                               // nonzero: a wait timed out on this rank
   unsigned int pad;
   unsigned long long send[2][CLB_MAX_DEVICE_RANKS];  // direct: [call parity][p] rank p's buffers,
   unsigned long long recv[2][CLB_MAX_DEVICE_RANKS];  // written here by rank p
-  unsigned int blocks[4];  // block counters (first/second announcement x parity), where the flags are in device memory
   // copies (clb_dev_hostcopy): [p] the progress (hcProgress) of the last round rank p copied into
   // its staging, and of the last round whose peers' staging rank p finished copying out.
   unsigned long long hcPosted[CLB_MAX_DEVICE_RANKS];
@@ -101,6 +102,8 @@ struct ClbDevHostStatus {
 
 static_assert(offsetof(ClbDevFlags, calls) % 16 == 0 && offsetof(ClbDevFlags, error) == offsetof(ClbDevFlags, calls) + 8,
               "calls and error are read with one 16-byte load");
+static_assert(offsetof(ClbDevFlags, calls) == offsetof(ClbDevFlags, blocks) + 16,
+              "calls and error follow the block counters: kernels find them at counters + 16");
 
 // Collectives as the kernels number them. A reduce runs as an all-reduce whose result only the
 // root writes (`out` is NULL elsewhere, and says so to the kernels): every rank still hears from
@@ -143,9 +146,13 @@ struct ClbDevCallArgs {
   int given;
   const char* peerIn[CLB_MAX_DEVICE_RANKS];
   char* peerOut[CLB_MAX_DEVICE_RANKS];
-  // This rank's block counters (4 words, only its own kernels touch them): its flag block's
-  // `blocks` where the flags are in device memory, else a word block in device memory, so that
-  // no kernel needs an atomic on host memory.
+  // This rank's block counters (4 words, only its own kernels touch them), followed by its
+  // `calls` and `error` as its own kernels read them at the start of every call (16 bytes at
+  // counters + 16): its flag block's `blocks` where the flags are in device memory, else 32 bytes
+  // of device memory, so that no kernel needs an atomic on host memory and none reads its call
+  // number there (that copy kept by the kernels alongside the flag block's; a read of host
+  // memory by every thread of a launch cost about 12 us per call on the H200). (A pointer of its
+  // own gave the LL kernel a stack frame on sm_120.)
   unsigned int* counters;
   // copies (clb_dev_hostcopy): which step this launch is (CLB_HC_*) and of which round of the
   // call; the combine step (clb_dev_hostcopy_combine) reads rank p's part from peerIn[p] (the

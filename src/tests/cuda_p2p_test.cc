@@ -217,12 +217,12 @@ std::string rankBody(const clbUniqueId& id, int r, int n, bool viaHost) {
   }
   if (err.empty()) err = exchange(d, stream, comm, r, n);
   // Pairs through host memory set nothing up on the GPU; the reduces of exchange() (small: LL)
-  // hold only the collectives' 16 bytes of block counters there.
+  // hold only the collectives' 32 bytes there (block counters, and the copy of the call count).
   clbMemStats_t st{};
   clbCommMemStats(comm, &st);
-  if (err.empty() && viaHost && st.deviceBytes != 16)
+  if (err.empty() && viaHost && st.deviceBytes != 32)
     err = "pairs through host memory (and small reduces) hold " + std::to_string(st.deviceBytes) +
-          " bytes of device memory, expected the 16 of the reduces' block counters";
+          " bytes of device memory, expected the 32 of the reduces' block counters and call count";
   if (err.empty() && !viaHost && st.deviceBytes <= 0) err = "the pairs' device channels are not counted";
   return closeRank(d, comm, stream, err, true);
 }
