@@ -9,15 +9,16 @@
 //   caller's stream   GATE j      every rank finished reading this rank's half (round j - 2, or the
 //                                 call before)
 //                     copy        this rank's input -> its half (device to host; a
-//                                 reduceScatter's n slices)
+//                                 reduceScatter's slices for its n - 1 peers)
 //                     POSTED j    tell every rank
 //   second stream     WAIT j      every rank posted round j
 //   (forked from the  copy        each peer's half -> the device scratch (reducing collectives) or
 //    caller's after               straight into the output (allGather, broadcast) (host to device)
 //    POSTED j)        READ j      tell every rank this one read their halves
 //                     COMBINE j   out = rank 0's part op ... op rank n-1's, in rank order
-//                                 (allReduce and reduce fold instead: each peer's part copied in
-//                                 and added by a reduce kernel in turn, fold())
+//                                 (allReduce, reduce and reduceScatter fold instead where the bits
+//                                 allow: each peer's part copied in and added by a reduce kernel
+//                                 in turn, fold())
 //   caller's stream   DONE        (after the last round, joined back) the call is done here
 //
 // so that round j + 1's copy in overlaps round j's copies out (the PCIe link carries both
@@ -39,10 +40,10 @@ namespace {
 bool reducing(const CollArgs& a) {
   return a.desc.coll == kAllReduce || a.desc.coll == kReduce || a.desc.coll == kReduceScatter;
 }
-// allReduce and reduce fold the peers' parts in one by one (fold()) where that gives the bits of
-// one pass over all parts: two ranks (one step), or types whose accumulation type is their own
-// (every step rounds as a register would). 16-bit floats with more ranks, and reduceScatter,
-// combine all parts at once.
+// The reducing collectives fold the peers' parts in one by one (fold()) where that gives the
+// bits of one pass over all parts: two ranks (one step), or types whose accumulation type is
+// their own (every step rounds as a register would). 16-bit floats with more ranks combine all
+// parts at once.
 bool folding(const CollArgs& a, int nranks) {
   return reducing(a) && (nranks <= 2 || (a.type != clbFloat16 && a.type != clbBfloat16));
 }
@@ -59,8 +60,8 @@ bool inPlace(const CollArgs& a, int rank) {
 size_t HostCopyPath::roundBytes(const CollArgs& a) const {
   // Per round a half of the staging: this rank's part of the round (allGather, broadcast, and a
   // fold, which copies the peers' parts in one at a time through a scratch of a half). Combining
-  // all parts at once copies them into the scratch together: parts of half / n bytes (a
-  // reduceScatter's half holds n slices of that).
+  // all parts at once copies them into the scratch together: parts of half / n bytes. A
+  // reduceScatter's half holds a slice per peer: slices of half / (n - 1), folded or combined.
   const size_t half = s_.staging.bytes / 2;
   const int n = s_.comm->nranks;
   if (a.desc.coll == kReduceScatter) return (half / std::max(1, n - 1)) / 256 * 256;  // a slice per peer
@@ -251,7 +252,8 @@ clbResult_t HostCopyPath::collect(const CollArgs& a, int j, size_t e0, size_t m)
   return clbSuccess;
 }
 
-// allReduce (and reduce at its root), round j after WAIT: out = part 0 op part 1 ... op part n-1,
+// allReduce, reduceScatter (this rank's slice) and reduce (at its root), round j after WAIT:
+// out = part 0 op part 1 ... op part n-1,
 // folded left to right, each peer's part copied from its half into the scratch when its turn
 // comes (the first lands where the fold starts), each step a reduce kernel of two inputs; READ
 // once the last peer's part is copied in. The accumulator is the output, or, in place before this

@@ -216,8 +216,9 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
   const char* p2p = getenv("COLIBRI_DEVICE_P2P");
   if (p2p && !strcmp(p2p, "off")) {
     // Everything shared lives in host memory; in device memory only this rank's block counters
-    // and its copy of its call count and error word (32 bytes) and, where the copy engines moved the bulk (not with the staged kernel forced),
-    // the scratch the peers' parts are copied into (at most the staging's 8 MiB).
+    // with its copy of its call count and error word (32 bytes) and, where the copy engines moved
+    // the bulk (not with the staged kernel forced), the scratch the peers' parts are copied into
+    // (at most the staging's 8 MiB).
     const char* path = getenv("COLIBRI_DEVICE_PATH");
     const bool staged = path && !strcmp(path, "staged");
     const bool scratch = strstr(info, "device scratch") != nullptr;
