@@ -80,6 +80,9 @@ class PeerChannel {
   // which the batch reaches through clbComm::peerDeviceMemory.
   virtual bool sendOnDevice() const { return false; }
   virtual bool recvOnDevice() const { return false; }
+  // Whether the peer closed its side (it destroyed its communicator, or exited): what it sent
+  // before may still be read, but nothing more goes to it.
+  virtual bool closedByPeer() const { return false; }
 };
 
 // GPU memory for the point-to-point channels between hosts in device mode (GPUDirect RDMA), made

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +86,9 @@ class SocketPeerChannel : public PeerChannel {
   clbResult_t tryRecv(const MsgTag** tag, const void** buf) override;
   clbResult_t releaseRecv() override;
   clbResult_t progress(bool* sent) override;
+  bool closedByPeer() const override {
+    return closedErrno_ == -1 || closedErrno_ == ECONNRESET || sendErrno_ == -1 || sendErrno_ == ECONNRESET;
+  }
   // What to poll for: the socket and its events (fd -1 while not connected).
   int fd() const { return link_.fd(); }
   short events() const;
@@ -99,7 +103,7 @@ class SocketPeerChannel : public PeerChannel {
     size_t done = 0;
   };
   clbResult_t io();
-  clbResult_t closedError() const;
+  clbResult_t closedError(int e) const;
   void account();
   clbComm* comm_;
   int peer_;
@@ -109,7 +113,10 @@ class SocketPeerChannel : public PeerChannel {
   uint64_t sendPosted_ = 0, sendWritten_ = 0, recvRead_ = 0, recvConsumed_ = 0;
   MsgTag pendingHeader_{};
   size_t pendingHeaderDone_ = 0;
-  int closedErrno_ = 0;  // -1: the peer closed; > 0: a failed read or write
+  int closedErrno_ = 0;  // reading: -1 the peer closed; > 0 a failed read
+  // Writing: -1 the peer closed; > 0 a failed write. Reads go on after a failed write: what the
+  // peer sent before it closed is still there to take.
+  int sendErrno_ = 0;
   int64_t accounted_ = 0;
 };
 

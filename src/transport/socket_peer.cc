@@ -46,32 +46,32 @@ short SocketPeerChannel::events() const {
   // Readable matters only while a receive slot is free (else the data waits in the kernel), and
   // writable only while something is queued: otherwise poll() would return at once, every time.
   short want = recvRead_ - recvConsumed_ < depth_ && closedErrno_ == 0 ? (short)POLLIN : (short)0;
-  if (sendWritten_ < sendPosted_) want |= POLLOUT;
+  if (sendWritten_ < sendPosted_ && sendErrno_ == 0) want |= POLLOUT;
   return want ? link_.wantEvents(want) : (short)0;
 }
 
-clbResult_t SocketPeerChannel::closedError() const {
-  if (closedErrno_ == -1 || closedErrno_ == ECONNRESET)
+clbResult_t SocketPeerChannel::closedError(int e) const {
+  if (e == -1 || e == ECONNRESET)
     return setError(clbRemoteError, "rank %d closed its point-to-point connection to rank %d (did it exit or fail?)",
                     peer_, comm_->rank);
-  if (closedErrno_ == EPROTO)
+  if (e == EPROTO)
     return setError(clbAuthError, "the TLS connection with rank %d failed: %s", peer_,
                     link_.tls() ? link_.tls()->failure().c_str() : "?");
-  return setSysError(closedErrno_, "the point-to-point connection between rank %d and rank %d failed (did it exit?)",
+  return setSysError(e, "the point-to-point connection between rank %d and rank %d failed (did it exit?)",
                      comm_->rank, peer_);
 }
 
 // Writes what is queued, in order, and reads eagerly while a slot is free; never blocks.
 clbResult_t SocketPeerChannel::io() {
   if (!link_.open()) return clbSuccess;
-  while (sendWritten_ < sendPosted_ && closedErrno_ == 0) {
+  while (sendWritten_ < sendPosted_ && closedErrno_ == 0 && sendErrno_ == 0) {
     Slot& s = send_[sendWritten_ % depth_];
     const MsgTag* tag = reinterpret_cast<const MsgTag*>(s.data.data());
     const size_t total = sizeof(MsgTag) + tag->bytes;
     const ssize_t n = link_.trySend(s.data.data() + s.done, total - s.done);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
-      closedErrno_ = errno == EPIPE || errno == ECONNRESET ? -1 : errno;
+      sendErrno_ = errno == EPIPE || errno == ECONNRESET ? -1 : errno;
       break;
     }
     s.done += n;
@@ -119,7 +119,7 @@ clbResult_t SocketPeerChannel::trySend(size_t bytes, void** buf, size_t* room) {
   CLB_CHECK(connect());
   if (!link_.open()) return clbSuccess;
   CLB_CHECK(io());
-  if (closedErrno_) return closedError();
+  if (sendErrno_ || closedErrno_) return closedError(sendErrno_ ? sendErrno_ : closedErrno_);
   if (sendPosted_ - sendWritten_ >= depth_) return clbSuccess;
   Slot& s = send_[sendPosted_ % depth_];
   *room = std::min(bytes, slotLimit_);
@@ -143,7 +143,7 @@ clbResult_t SocketPeerChannel::tryRecv(const MsgTag** tag, const void** buf) {
   *buf = nullptr;
   CLB_CHECK(connect());
   CLB_CHECK(io());
-  if (recvRead_ == recvConsumed_) return closedErrno_ ? closedError() : clbSuccess;
+  if (recvRead_ == recvConsumed_) return closedErrno_ ? closedError(closedErrno_) : clbSuccess;
   const char* d = recv_[recvConsumed_ % depth_].data.data();
   *tag = reinterpret_cast<const MsgTag*>(d);
   *buf = d + sizeof(MsgTag);
@@ -157,7 +157,8 @@ clbResult_t SocketPeerChannel::releaseRecv() {
 
 clbResult_t SocketPeerChannel::progress(bool* sent) {
   CLB_CHECK(io());
-  if (closedErrno_ && sendWritten_ < sendPosted_) return closedError();
+  if ((sendErrno_ || closedErrno_) && sendWritten_ < sendPosted_)
+    return closedError(sendErrno_ ? sendErrno_ : closedErrno_);
   *sent = sendWritten_ == sendPosted_;
   return clbSuccess;
 }
