@@ -22,7 +22,11 @@
 //   caller's stream   DONE        (after the last round, joined back) the call is done here
 //
 // so that round j + 1's copy in overlaps round j's copies out (the PCIe link carries both
-// directions at once). The steps in capitals are launches of clb_dev_hostcopy (one block; plain
+// directions at once). An allReduce over three or more ranks goes as a reduceScatter into each
+// rank's slice of the output, then an allGather of the slices (splitCopyCall): parts of one call
+// whose rounds follow on from each other (the allGather's first waits for the reduceScatter's
+// last COMBINE). Each rank then copies in 2 (n - 1) / n of the message rather than every peer's
+// whole input. The steps in capitals are launches of clb_dev_hostcopy (one block; plain
 // loads and stores on the flags: no atomics on host memory) and, for COMBINE,
 // clb_dev_hostcopy_combine. Everything is on the caller's stream or joined back to it, so a CUDA
 // graph captures it. Ranks that share this GPU and process enqueue each round's caller-stream
@@ -50,12 +54,36 @@ bool folding(const CollArgs& a, int nranks) {
 // A reduceScatter's half holds one slice per peer (not the owner's own, which it reads from its
 // input): rank p's slice in rank `owner`'s half is at this index.
 int slotOf(int p, int owner) { return p < owner ? p : p - 1; }
+// Rounds and slices start at multiples of 256 bytes.
+size_t granule(const CollArgs& a) { return std::max<size_t>(1, 256 / clbTypeSize(a.type)); }
 // Whether this rank's part and its output are the same memory (in place).
 bool inPlace(const CollArgs& a, int rank) {
   if (a.desc.coll != kReduceScatter) return a.send == a.recv;
   return a.recv == static_cast<const char*>(a.send) + (size_t)rank * a.count * clbTypeSize(a.type);
 }
 }  // namespace
+
+int splitCopyCall(const CollArgs& a, int nranks, int rank, size_t granule, CollArgs parts[3]) {
+  parts[0] = a;
+  const size_t q = nranks >= 3 && a.desc.coll == kAllReduce ? a.count / nranks / granule * granule : 0;
+  if (q == 0) return 1;
+  const size_t esz = clbTypeSize(a.type), all = (size_t)nranks * q;
+  char* out = static_cast<char*>(a.recv);
+  char* mine = out + (size_t)rank * q * esz;  // this rank's slice of the output
+  parts[0].desc.coll = kReduceScatter;
+  parts[0].count = q;
+  parts[0].recv = mine;
+  parts[1] = a;
+  parts[1].desc.coll = kAllGather;
+  parts[1].count = q;
+  parts[1].send = mine;
+  if (a.count == all) return 2;
+  parts[2] = a;
+  parts[2].count = a.count - all;
+  parts[2].send = static_cast<const char*>(a.send) + all * esz;
+  parts[2].recv = out + all * esz;
+  return 3;
+}
 
 size_t HostCopyPath::roundBytes(const CollArgs& a) const {
   // Per round a half of the staging: this rank's part of the round (allGather, broadcast, and a
@@ -80,13 +108,21 @@ size_t HostCopyPath::scratchFor(const CollArgs& a) const {
   return second ? 2 * half : half;
 }
 
+size_t HostCopyPath::scratchForCall(const CollArgs& a) const {
+  CollArgs parts[3];
+  const int n = splitCopyCall(a, s_.comm->nranks, s_.comm->rank, granule(a), parts);
+  size_t most = 0;
+  for (int k = 0; k < n; k++) most = std::max(most, scratchFor(parts[k]));
+  return most;
+}
+
 clbResult_t HostCopyPath::prepare(const CollArgs& a, CUstream stream) {
   // The staging as the staged path sizes it (two halves; here each rank's halves hold its own
   // input, and readers copy from them).
   CLB_CHECK(s_.ensureStaging(a, stream));
   // The second stream and its events, and the scratch for the reducing collectives (as large as
   // a half; local: no peer sees it): made outside a capture only.
-  const size_t scratch = scratchFor(a);
+  const size_t scratch = scratchForCall(a);
   if (side_ && scratchBytes_ >= scratch) return clbSuccess;
   CLB_CHECK(s_.refuseInCapture(stream, s_.staging.bytes / 2));
   CtxScope scope(s_.d, s_.ctx);
@@ -128,11 +164,18 @@ void HostCopyPath::release() {
 
 clbResult_t HostCopyPath::run(const CollArgs& a, CUstream stream) {
   const size_t esz = clbTypeSize(a.type);
-  const size_t perRound = roundBytes(a) / esz;  // elements per rank (a reduceScatter's per slice)
-  if (perRound == 0)
-    return setError(clbInternalError, "the staging (%zu bytes) holds no element of %zu bytes per rank",
-                    s_.staging.bytes, esz);
-  const size_t rounds = (a.count + perRound - 1) / perRound;
+  CollArgs parts[3];
+  const int nparts = splitCopyCall(a, s_.comm->nranks, s_.comm->rank, granule(a), parts);
+  rounds_.clear();
+  for (int k = 0; k < nparts; k++) {
+    const size_t perRound = roundBytes(parts[k]) / esz;  // elements per rank (a reduceScatter's per slice)
+    if (perRound == 0)
+      return setError(clbInternalError, "the staging (%zu bytes) holds no element of %zu bytes per rank",
+                      s_.staging.bytes, esz);
+    for (size_t e0 = 0; e0 < parts[k].count; e0 += perRound)
+      rounds_.push_back({k, e0, std::min(perRound, parts[k].count - e0)});
+  }
+  const size_t rounds = rounds_.size();
   if (rounds >= (1u << CLB_HC_ROUND_BITS))
     return setError(clbInvalidArgument, "%zu elements take %zu rounds of the host-memory staging, more than the %u "
                     "a call can count: split the call", a.count, rounds, (1u << CLB_HC_ROUND_BITS) - 1);
@@ -140,14 +183,21 @@ clbResult_t HostCopyPath::run(const CollArgs& a, CUstream stream) {
   base_ = ClbDevCallArgs{};
   s_.common(&base_, a);
   for (size_t j = 0; j < rounds; j++) {
-    const size_t e0 = j * perRound, m = std::min(perRound, a.count - e0);
+    const Round rd = rounds_[j];
+    const CollArgs& part = parts[rd.part];
+    // An allReduce's allGather sends the slice its reduceScatter combined on the second stream.
+    const bool gathersReduced = rd.part == 1 && rd.e0 == 0;
     CLB_CHECK(s_.together(a, [&] {
       CtxScope scope(s_.d, s_.ctx);
-      return post(a, (int)j, e0, m, stream);
+      if (gathersReduced) {
+        CLB_CU(s_.d, cuEventRecord, join_, side_);
+        CLB_CU(s_.d, cuStreamWaitEvent, stream, join_, 0);
+      }
+      return post(part, (int)j, rd.e0, rd.m, stream);
     }));
     CLB_CHECK(s_.together(a, [&] {
       CtxScope scope(s_.d, s_.ctx);
-      CLB_CHECK(collect(a, (int)j, e0, m));
+      CLB_CHECK(collect(part, (int)j, rd.e0, rd.m));
       if (j + 1 < rounds) return clbSuccess;
       // The last round: the second stream joins the caller's, which counts the call.
       CLB_CU(s_.d, cuEventRecord, join_, side_);

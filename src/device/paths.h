@@ -69,6 +69,14 @@ class StagedPath {
   DeviceShared& s_;
 };
 
+// A copies-path call as the parts that go through its rounds one after the other (hostcopy.cc):
+// the call itself, or, for an allReduce over three or more ranks, a reduceScatter of the first
+// n * q elements into each rank's slice of the output (q elements, a multiple of `granule`), an
+// allGather of those slices in place, and an allReduce of the rest (fewer than n * granule
+// elements) when there is one. Each rank then copies in 2 (n - 1) / n of the message instead of
+// n - 1 times it. Returns how many parts it wrote (1 to 3); rank is the caller's.
+int splitCopyCall(const CollArgs& a, int nranks, int rank, size_t granule, CollArgs parts[3]);
+
 // Between GPUs without peer access, above the LL sizes (hostcopy.cc): the copy engines move the
 // data through each rank's staging in pinned host memory; small one-block kernels in between
 // wait and announce with plain loads and stores (no atomics on host memory).
@@ -83,7 +91,8 @@ class HostCopyPath {
 
  private:
   size_t roundBytes(const CollArgs& a) const;
-  size_t scratchFor(const CollArgs& a) const;  // device scratch a call needs
+  size_t scratchFor(const CollArgs& a) const;      // device scratch a part needs
+  size_t scratchForCall(const CollArgs& a) const;  // ... and a whole call (its parts' largest)
   clbResult_t fold(const CollArgs& a, int j, size_t e0, size_t m);  // allReduce / reduce's round j, after WAIT
   clbResult_t post(const CollArgs& a, int j, size_t e0, size_t m, CUstream stream);
   clbResult_t collect(const CollArgs& a, int j, size_t e0, size_t m);
@@ -95,6 +104,11 @@ class HostCopyPath {
   size_t scratchBytes_ = 0;
   const char* parts_[CLB_MAX_DEVICE_RANKS] = {};  // what COMBINE reads, rank by rank
   ClbDevCallArgs base_{};  // this call's arguments common to every step (run())
+  struct Round {
+    int part;
+    size_t e0, m;
+  };
+  std::vector<Round> rounds_;  // this call's rounds, part by part (run())
 };
 
 struct RegInfo;  // what a rank tells the others about a buffer it registers
