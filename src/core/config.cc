@@ -83,6 +83,7 @@ DeviceConfig readDeviceConfig(int nranks) {
   // default at most 256 KiB per destination and 6 MiB in all (192 KiB with 8 ranks).
   d.llMaxBytes = std::min<int64_t>(kDefaultDeviceLLMaxBytes, kDeviceLLBufferCap / (4 * (int64_t)nranks) / 4096 * 4096);
   int64_t check = 0;
+  if (const char* v = getenv("COLIBRI_DEVICE_LL_MAX_BYTES"); v && *v) d.llMaxGiven = true;
   if (envInt("COLIBRI_DEVICE_DIRECT_MIN_BYTES", 0, INT64_MAX, &d.directMinBytes) != clbSuccess ||
       envInt("COLIBRI_DEVICE_LL_MAX_BYTES", 0, kMaxDeviceLLMaxBytes, &d.llMaxBytes) != clbSuccess ||
       envInt("COLIBRI_DEVICE_CHECK_CALLS", 0, 1, &check) != clbSuccess ||

@@ -47,6 +47,9 @@ clbResult_t resolveConfig(const clbConfig_t* in, clbConfig_t* out);
 constexpr int64_t kDefaultDeviceDirectMinBytes = 0;   // auto: direct from this size (docs/performance.md)
 constexpr int64_t kDefaultDeviceLLMaxBytes = 256 << 10;  // auto: LL up to this many bytes per destination
 constexpr int64_t kDeviceLLBufferCap = 6 << 20;        // ... and an LL buffer of at most this much by default
+// ... and, through host memory (GPUs without peer access) with three or more ranks, up to this
+// many: beyond, the copy engines are faster there (results/gpu/2026-12-03-h200-copies-split/).
+constexpr int64_t kDefaultViaHostLLMaxBytes = 128 << 10;
 constexpr int64_t kMaxDeviceLLMaxBytes = 1 << 20;      // COLIBRI_DEVICE_LL_MAX_BYTES at most (4 x ranks MiB)
 enum DevicePathSetting { kDevicePathAuto, kDevicePathLL, kDevicePathStaged, kDevicePathDirect, kDevicePathInvalid };
 // COLIBRI_DEVICE_LAUNCH: auto replays prepared graphs where a rank is alone in its process.
@@ -61,6 +64,7 @@ struct DeviceConfig {
   bool checkCalls = false;     // COLIBRI_DEVICE_CHECK_CALLS=1
   int64_t directMinBytes = kDefaultDeviceDirectMinBytes;  // COLIBRI_DEVICE_DIRECT_MIN_BYTES
   int64_t llMaxBytes = 0;                                  // COLIBRI_DEVICE_LL_MAX_BYTES (default by nranks)
+  bool llMaxGiven = false;                                 // ... set in the environment
   int64_t stuckWarnPercent = 50;                           // COLIBRI_STUCK_WARN_PERCENT
   std::string error;           // a COLIBRI_DEVICE_* / COLIBRI_STUCK_WARN_PERCENT value that is not valid
   int gpuMemory = kGpuMemoryAuto;  // COLIBRI_VERBS_GPU_MEMORY (kGpuMemoryInvalid: a bad value)

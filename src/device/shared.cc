@@ -83,6 +83,7 @@ DeviceShared::DeviceShared(clbComm* comm) : comm(comm) {
   warnPercent = c.stuckWarnPercent;
   directMin = (size_t)c.directMinBytes;
   llMax = (size_t)c.llMaxBytes;
+  llMaxGiven = c.llMaxGiven;
 }
 
 void DeviceShared::releaseShared(SharedBuffer* b) {
@@ -275,6 +276,9 @@ clbResult_t DeviceShared::decideViaHost(const std::vector<PeerInfo>& all) {
   need[me] = !why.empty();
   CLB_CHECK(comm->boot.allGather(need.data(), sizeof(int32_t)));
   for (int p = 0; p < n; p++) viaHost = viaHost || need[p];
+  // Through host memory every LL reader polls n ranks' lines over PCIe, while the copies' cost
+  // hardly grows with n: with three or more ranks they overtake LL from about 128 KiB per rank.
+  if (viaHost && n >= 3 && !llMaxGiven) llMax = std::min(llMax, (size_t)kDefaultViaHostLLMaxBytes);
   if (viaHost)
     CLB_WARN("rank %d: device collectives go through host memory (slower): %s", me,
              why.empty() ? "another rank's GPU has no peer access to some GPU" : why.c_str());
