@@ -3,10 +3,10 @@
 # host with what it is given (no build, no network there):
 #   bash scripts/gpu-copies.sh DIR
 # DIR comes from `PACK_SH=none bash scripts/gpu-bundle.sh DIR`. Runs the device suites with the
-# path forced (the viahost placements: threads 1-8, processes 2-8, graphs) and the robustness of
-# process graphs, then colibri_device_bench under the MPS daemon: the four collectives with 2 rank
-# processes in graph mode from 8 B to 256 MiB, allReduce eager, allReduce with 4 processes and with
-# 2 threads; every table names the pinned copy rate measured in the same run (the ceiling). Logs
+# path forced (the viahost placements: threads 1-8, processes 2-8, graphs of threads and of
+# processes), then colibri_device_bench under the MPS daemon: the four collectives with 2 and with 4
+# rank processes in graph mode from 8 B to 256 MiB, allReduce eager, with 3 processes and with 2
+# threads; every table names the pinned copy rate measured in the same run (the ceiling). Logs
 # go to DIR/copies-logs and into $OUT/gpu-copies-logs.tgz when $OUT is set. SIZES_MAX (bytes,
 # default 256 MiB) bounds the tables. Exits non-zero if a suite or a table failed.
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
@@ -32,10 +32,12 @@ bench() {  # bench NAME ARGS...: a table into $out/NAME.txt, its key rows shown
   shift
   COLIBRI_DEVICE_P2P=off timeout 120 "$dir/colibri_device_bench" --min 8 --max "$max" "$@" >"$out/$name.txt" 2>&1 || status=1
   echo "[$(( $(date +%s) - start )) s] == $name"
-  grep -E '^# (pinned|Colibri)|^ +(8|65536|1048576|16777216|67108864|268435456) ' "$out/$name.txt"
+  grep -E "^# (pinned|Colibri)|^ +(8|65536|131072|262144|1048576|16777216|67108864|268435456) " "$out/$name.txt"
 }
 for c in allreduce allgather reducescatter broadcast; do bench "$c-n2-processes-graph" --ranks 2 --processes --coll $c --graph; done
 bench allreduce-n2-processes --ranks 2 --processes --coll allreduce
+bench allreduce-n3-processes-graph --ranks 3 --processes --coll allreduce --graph
 bench allreduce-n4-processes-graph --ranks 4 --processes --coll allreduce --graph
+for c in allgather reducescatter broadcast; do bench "$c-n4-processes-graph" --ranks 4 --processes --coll $c --graph; done
 bench allreduce-n2-threads-graph --ranks 2 --coll allreduce --graph
 exit $status
