@@ -4,7 +4,9 @@
 // pair's first message (core/bootstrap_peers.cc); nothing for peers never used. Under transport
 // verbs that connection only sets up the plugin's channel with the peer (NetPeerChannel). Slots are as large
 // as the messages need, at most chunkBytes, and their share of stagingCapBytes.
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 
 #include <cerrno>
 #include <chrono>
@@ -170,9 +172,19 @@ clbResult_t SocketPeerChannel::flush() {
   for (;;) {
     bool sent = false;
     CLB_CHECK(progress(&sent));
-    if (sent) return clbSuccess;
+    if (sent) break;
     struct pollfd p{fd(), events(), 0};
     poll(&p, 1, 20);
+    CLB_CHECK(comm_->checkWait(start, what, peer_));
+  }
+  // Written is not delivered: closing a socket with unread bytes in it (set-up messages the peer
+  // sent that this rank no longer needed) resets the connection, and the reset drops what the
+  // kernel still holds to send, such as this rank's last message. So the kernel's queue empties
+  // (the peer acknowledged every byte) before the socket closes; a peer that is gone empties it
+  // too (its reset), one that cannot be reached ends the wait at the timeout.
+  for (int queued = 1;;) {
+    if (ioctl(fd(), SIOCOUTQ, &queued) != 0 || queued == 0) return clbSuccess;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
     CLB_CHECK(comm_->checkWait(start, what, peer_));
   }
 }
