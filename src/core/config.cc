@@ -81,9 +81,10 @@ DeviceConfig readDeviceConfig(int nranks) {
   d.p2pInPlaceOff = inPlace == 1;
   // LL lines carry 8 data bytes in 16, in two halves: the buffer is 4 x ranks x llMax bytes. By
   // default at most 256 KiB per destination and 6 MiB in all (192 KiB with 8 ranks).
-  d.llMaxBytes = std::min<int64_t>(kDefaultDeviceLLMaxBytes, kDeviceLLBufferCap / (4 * (int64_t)nranks) / 4096 * 4096);
+  const int64_t llByDefault =
+      std::min<int64_t>(kDefaultDeviceLLMaxBytes, kDeviceLLBufferCap / (4 * (int64_t)nranks) / 4096 * 4096);
+  d.llMaxBytes = llByDefault;
   int64_t check = 0;
-  if (const char* v = getenv("COLIBRI_DEVICE_LL_MAX_BYTES"); v && *v) d.llMaxGiven = true;
   if (envInt("COLIBRI_DEVICE_DIRECT_MIN_BYTES", 0, INT64_MAX, &d.directMinBytes) != clbSuccess ||
       envInt("COLIBRI_DEVICE_LL_MAX_BYTES", 0, kMaxDeviceLLMaxBytes, &d.llMaxBytes) != clbSuccess ||
       envInt("COLIBRI_DEVICE_CHECK_CALLS", 0, 1, &check) != clbSuccess ||
@@ -92,6 +93,9 @@ DeviceConfig readDeviceConfig(int nranks) {
     clearError();  // init goes on: the first device call reports it
   }
   d.checkCalls = check != 0;
+  // Decided from the value, which the ranks compare at init, not from whether the variable is
+  // set: a rank that sets the default and one that does not must lower it alike (shared.cc).
+  d.llMaxGiven = d.llMaxBytes != llByDefault;
   // Checked where it is used, at the first device call over verbs (a bad value fails that call).
   if (const char* v = getenv("COLIBRI_VERBS_GPU_MEMORY"); v && *v) {
     static const char* const kModes[] = {"auto", "dmabuf", "peermem", "host"};

@@ -64,7 +64,7 @@ struct DeviceConfig {
   bool checkCalls = false;     // COLIBRI_DEVICE_CHECK_CALLS=1
   int64_t directMinBytes = kDefaultDeviceDirectMinBytes;  // COLIBRI_DEVICE_DIRECT_MIN_BYTES
   int64_t llMaxBytes = 0;                                  // COLIBRI_DEVICE_LL_MAX_BYTES (default by nranks)
-  bool llMaxGiven = false;                                 // ... set in the environment
+  bool llMaxGiven = false;  // ... other than its default (set by COLIBRI_DEVICE_LL_MAX_BYTES)
   int64_t stuckWarnPercent = 50;                           // COLIBRI_STUCK_WARN_PERCENT
   std::string error;           // a COLIBRI_DEVICE_* / COLIBRI_STUCK_WARN_PERCENT value that is not valid
   int gpuMemory = kGpuMemoryAuto;  // COLIBRI_VERBS_GPU_MEMORY (kGpuMemoryInvalid: a bad value)

@@ -98,7 +98,7 @@ struct DeviceShared {
   DevicePath path = DevicePath::kAuto;
   size_t directMin = 0;          // auto: direct from this message size on (bytes)
   size_t llMax = 0;              // auto: LL up to this many bytes per destination
-  bool llMaxGiven = false;       // ... set by COLIBRI_DEVICE_LL_MAX_BYTES (else lowered through host memory)
+  bool llMaxGiven = false;       // ... other than the default (else lowered through host memory)
   int sameGpu = 1;               // ranks sharing this GPU, this one included
   unsigned maxBlocks = 1;        // per launch: every sharing rank's kernel stays resident
   SharedBuffer staging;  // staged path: two halves (call parity), a slot per rank in each
