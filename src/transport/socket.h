@@ -86,9 +86,7 @@ class SocketPeerChannel : public PeerChannel {
   clbResult_t tryRecv(const MsgTag** tag, const void** buf) override;
   clbResult_t releaseRecv() override;
   clbResult_t progress(bool* sent) override;
-  bool closedByPeer() const override {
-    return closedErrno_ == -1 || closedErrno_ == ECONNRESET || sendErrno_ == -1 || sendErrno_ == ECONNRESET;
-  }
+  bool closedByPeer() const override { return closedErrno_ == -1 || closedErrno_ == ECONNRESET || sendErrno_ == -1; }
   // What to poll for: the socket and its events (fd -1 while not connected).
   int fd() const { return link_.fd(); }
   short events() const;
@@ -104,6 +102,7 @@ class SocketPeerChannel : public PeerChannel {
   };
   clbResult_t io();
   clbResult_t closedError(int e) const;
+  int sendFailure() const { return sendErrno_ ? sendErrno_ : closedErrno_; }  // why nothing more goes out (0: it can)
   void account();
   clbComm* comm_;
   int peer_;

@@ -66,7 +66,7 @@ clbResult_t SocketPeerChannel::closedError(int e) const {
 // Writes what is queued, in order, and reads eagerly while a slot is free; never blocks.
 clbResult_t SocketPeerChannel::io() {
   if (!link_.open()) return clbSuccess;
-  while (sendWritten_ < sendPosted_ && closedErrno_ == 0 && sendErrno_ == 0) {
+  while (sendWritten_ < sendPosted_ && sendFailure() == 0) {
     Slot& s = send_[sendWritten_ % depth_];
     const MsgTag* tag = reinterpret_cast<const MsgTag*>(s.data.data());
     const size_t total = sizeof(MsgTag) + tag->bytes;
@@ -121,7 +121,7 @@ clbResult_t SocketPeerChannel::trySend(size_t bytes, void** buf, size_t* room) {
   CLB_CHECK(connect());
   if (!link_.open()) return clbSuccess;
   CLB_CHECK(io());
-  if (sendErrno_ || closedErrno_) return closedError(sendErrno_ ? sendErrno_ : closedErrno_);
+  if (const int e = sendFailure()) return closedError(e);
   if (sendPosted_ - sendWritten_ >= depth_) return clbSuccess;
   Slot& s = send_[sendPosted_ % depth_];
   *room = std::min(bytes, slotLimit_);
@@ -159,8 +159,7 @@ clbResult_t SocketPeerChannel::releaseRecv() {
 
 clbResult_t SocketPeerChannel::progress(bool* sent) {
   CLB_CHECK(io());
-  if ((sendErrno_ || closedErrno_) && sendWritten_ < sendPosted_)
-    return closedError(sendErrno_ ? sendErrno_ : closedErrno_);
+  if (const int e = sendFailure(); e && sendWritten_ < sendPosted_) return closedError(e);
   *sent = sendWritten_ == sendPosted_;
   return clbSuccess;
 }
