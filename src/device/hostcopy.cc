@@ -85,16 +85,21 @@ int splitCopyCall(const CollArgs& a, int nranks, int rank, size_t granule, CollA
   return 3;
 }
 
+size_t copyRoundBytes(size_t fits, size_t walked) {
+  return std::min(fits, std::max(kCopyRoundMin, walked / kCopyRounds)) / 256 * 256;
+}
+
 size_t HostCopyPath::roundBytes(const CollArgs& a) const {
-  // Per round a half of the staging: this rank's part of the round (allGather, broadcast, and a
-  // fold, which copies the peers' parts in one at a time through a scratch of a half). Combining
-  // all parts at once copies them into the scratch together: parts of half / n bytes. A
-  // reduceScatter's half holds a slice per peer: slices of half / (n - 1), folded or combined.
-  const size_t half = s_.staging.bytes / 2;
+  // Per round at most a half of the staging: this rank's part of the round (allGather,
+  // broadcast, and a fold, which copies the peers' parts in one at a time through a scratch of a
+  // half). Combining all parts at once copies them into the scratch together: parts of half / n
+  // bytes. A reduceScatter's half holds a slice per peer: slices of half / (n - 1), folded or
+  // combined. copyRoundBytes makes them smaller where a call would have too few rounds.
+  const size_t half = s_.staging.bytes / 2, walked = a.count * clbTypeSize(a.type);
   const int n = s_.comm->nranks;
-  if (a.desc.coll == kReduceScatter) return (half / std::max(1, n - 1)) / 256 * 256;  // a slice per peer
+  if (a.desc.coll == kReduceScatter) return copyRoundBytes(half / std::max(1, n - 1), walked);  // a slice per peer
   const bool together = reducing(a) && !folding(a, n);
-  return (together ? half / n : half) / 256 * 256;
+  return copyRoundBytes(together ? half / n : half, walked);
 }
 
 size_t HostCopyPath::scratchFor(const CollArgs& a) const {

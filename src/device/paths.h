@@ -77,6 +77,16 @@ class StagedPath {
 // n - 1 times it. Returns how many parts it wrote (1 to 3); rank is the caller's.
 int splitCopyCall(const CollArgs& a, int nranks, int rank, size_t granule, CollArgs parts[3]);
 
+// The bytes per rank (a reduceScatter's per slice) of one round of a part that walks `walked`
+// bytes per rank, where a half of the staging holds `fits`: at least kCopyRounds rounds until a
+// round reaches kCopyRoundMin, never more than fits, a multiple of 256. Each round costs fixed
+// steps (small kernels, a meeting over host memory), so rounds are large, but the first copy in
+// and the last copies out overlap nothing, so a call has enough of them (measured on the H200,
+// docs/decisions.md).
+constexpr size_t kCopyRoundMin = 4u << 20;
+constexpr size_t kCopyRounds = 8;
+size_t copyRoundBytes(size_t fits, size_t walked);
+
 // Between GPUs without peer access, above the LL sizes (hostcopy.cc): the copy engines move the
 // data through each rank's staging in pinned host memory; small one-block kernels in between
 // wait and announce with plain loads and stores (no atomics on host memory).

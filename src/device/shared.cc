@@ -119,7 +119,7 @@ clbResult_t DeviceShared::refuseInCapture(CUstream stream, size_t need) {
                   "this collective needs set-up that rank %d has not done (%zu bytes of device staging, or the first "
                   "device call), and the stream is being captured into a CUDA graph, where Colibri cannot allocate "
                   "or meet its peers: before capturing, run one collective of the largest size the graph will use "
-                  "(up to %zu bytes per rank suffices for any size)", comm->rank, need, kMaxHalf);
+                  "(up to %zu bytes per rank suffices for any size)", comm->rank, need, maxHalf());
 }
 
 // Zeroes memory peers are about to write into, and waits until it is done. cuMemsetD8 only
@@ -391,8 +391,8 @@ clbResult_t DeviceShared::ensureShared(SharedBuffer* b, size_t bytes, CUstream s
 clbResult_t DeviceShared::ensureStaging(const CollArgs& a, CUstream stream) {
   const size_t esz = clbTypeSize(a.type);
   // Two halves, each sized to the call's n x count elements, at least kMinHalf and at most
-  // kMaxHalf, in steps of kMinHalf; never shrunk.
-  size_t want = std::min(std::max(a.count * esz * comm->nranks, kMinHalf), kMaxHalf);
+  // maxHalf(), in steps of kMinHalf; never shrunk.
+  size_t want = std::min(std::max(a.count * esz * comm->nranks, kMinHalf), maxHalf());
   want = (want + kMinHalf - 1) / kMinHalf * kMinHalf;
   return ensureShared(&staging, std::max(staging.bytes, 2 * want), stream, "staging");
 }

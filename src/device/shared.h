@@ -26,6 +26,9 @@
 namespace clb::cuda {
 
 constexpr size_t kMaxHalf = 4u << 20;   // staging per half: 8 MiB per rank at most
+// Through host memory (pinned, the copies path) the halves grow to 8 MiB: rounds of more than
+// 4 MiB measured faster there for large messages (copyRoundBytes, hostcopy.cc).
+constexpr size_t kMaxHalfViaHost = 8u << 20;
 constexpr size_t kMinHalf = 64u << 10;
 constexpr int kThreads = 512;                  // per block (the kernels' launch bounds)
 constexpr int kMaxBlocks = 256;
@@ -71,6 +74,7 @@ struct DeviceShared {
   clbResult_t ensureShared(SharedBuffer* b, size_t bytes, CUstream stream, const char* what);
   // The staging for call `a` (the staged and copies paths size it alike), grown when it needs more.
   clbResult_t ensureStaging(const CollArgs& a, CUstream stream);
+  size_t maxHalf() const { return viaHost ? kMaxHalfViaHost : kMaxHalf; }  // the largest half
   clbResult_t allocHostShared(SharedBuffer* b, size_t bytes, const char* what);  // viaHost
   clbResult_t decideViaHost(const std::vector<PeerInfo>& all);  // collective
   void releaseShared(SharedBuffer* b);

@@ -219,12 +219,12 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
     // Everything shared lives in host memory; in device memory only this rank's block counters
     // with its copy of its call count and error word (32 bytes) and, where the copy engines moved
     // the bulk (not with the staged kernel forced), the scratch the peers' parts are copied into
-    // (at most the staging's 8 MiB).
+    // (at most the staging's 16 MiB: a half, or both for an in-place fold on ranks 2 and up).
     const char* path = getenv("COLIBRI_DEVICE_PATH");
     const bool staged = path && !strcmp(path, "staged");
     const bool scratch = strstr(info, "device scratch") != nullptr;
     if (err.empty() && (!strstr(info, "in host memory") || scratch == staged ||
-                        (staged ? st.deviceBytes != 32 : st.deviceBytes <= 32 || st.deviceBytes > 32 + (8 << 20))))
+                        (staged ? st.deviceBytes != 32 : st.deviceBytes <= 32 || st.deviceBytes > 32 + (16 << 20))))
       err = std::string("through host memory") + (staged ? " (staged kernel)" : " (copies)") + ", device bytes held " +
             std::to_string(st.deviceBytes) + ": " + info;
   } else if (err.empty() && (st.deviceBytes <= 0 || st.deviceBytes > (16 << 20))) {

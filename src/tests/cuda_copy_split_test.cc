@@ -6,6 +6,7 @@
 // output must receive; no GPU needed.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <vector>
 
 #include "core/comm.h"
@@ -117,6 +118,34 @@ TEST(CopySplit, TwoRanksOtherCollectivesAndCallsBelowAGranulePerRankStayWhole) {
     a.desc.coll = c;
     EXPECT_EQ(splitCopyCall(a, 4, 2, 64, parts), 1) << "collective " << c;
     EXPECT_EQ(parts[0].desc.coll, c);
+  }
+}
+
+// How large a round is (copyRoundBytes): what a half holds, unless that leaves a call fewer than
+// 8 rounds; never below 4 MiB (or what the half holds); a multiple of 256 bytes.
+TEST(CopyRounds, AtLeastEightRoundsUntilTheyReachFourMiBNeverMoreThanAHalfHolds) {
+  using clb::cuda::copyRoundBytes;
+  const size_t MiB = 1u << 20;
+  struct Case {
+    size_t fits, walked, round;
+  };
+  for (const Case& c : std::initializer_list<Case>{
+           {8 * MiB, 256 * MiB, 8 * MiB},            // 32 rounds of a whole half
+           {8 * MiB, 64 * MiB, 8 * MiB},             // 8 rounds
+           {8 * MiB, 40 * MiB, 5 * MiB},             // 8 rounds of 5 MiB
+           {8 * MiB, 40 * MiB + 100, 5 * MiB},       // ... the last one 100 bytes longer, 256-aligned
+           {8 * MiB, 16 * MiB, 4 * MiB},             // 4 rounds: none smaller than 4 MiB
+           {8 * MiB, 4 * MiB, 4 * MiB},              // one round
+           {8 * MiB, 1000, 4 * MiB},                 // one round (a round may hold more than the call)
+           {2 * MiB, 1 * MiB, 2 * MiB},              // a small staging: one round
+           {2 * MiB, 64 * MiB, 2 * MiB},             // a half of 2 MiB bounds every round
+           {8 * MiB / 3, 64 * MiB, 2796032},         // a reduceScatter's slice of a half, 256-aligned
+           {300, 64 * MiB, 256},
+           {4 * MiB, 512 * MiB, 4 * MiB},            // the staged path's largest half
+       }) {
+    const size_t got = copyRoundBytes(c.fits, c.walked);
+    EXPECT_EQ(got, c.round) << "a half holds " << c.fits << " bytes, the part walks " << c.walked;
+    EXPECT_EQ(got % 256, 0u);
   }
 }
 
