@@ -27,7 +27,7 @@ constexpr char kRingBlock[] = "colibri/3/ring-block";
 struct RingBody {
   int32_t fromRank;
   int32_t toRank;
-  int32_t channel;  // 0: data, 1: notices
+  int32_t channel;  // kRingChannelBootstrap, kRingChannelNotices or kRingChannelTransport
   int32_t pad;
 };
 
@@ -389,6 +389,8 @@ void Bootstrap::close() {
   prev_.close();
   nextCtl_.close();
   prevCtl_.close();
+  dataNext_.close();
+  dataPrev_.close();
 }
 
 clbResult_t tlsModeForNewId(TlsMode* out) {
@@ -601,13 +603,13 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
   return clbSuccess;
 }
 
-// One of this rank's two connections to next, moved on by connectRing's poll loop: connect (again
+// One of this rank's three connections to next, moved on by connectRing's poll loop: connect (again
 // after a refusal, or after a close during TLS or before next's challenge or answer), TLS
 // (COLIBRI_TLS=all), hello, proof + body, then next's tagged answer.
 struct RingDial {
   enum Stage { kWaiting, kConnecting, kTls, kChallenge, kAnswer, kDone };
   int channel = 0;
-  Link* link = nullptr;  // the connection, from its socket on (next_ or nextCtl_)
+  Link* link = nullptr;  // the connection, from its socket on (next_, nextCtl_ or dataNext_)
   Stage stage = kWaiting;
   int64_t at = 0;         // kWaiting: when to connect
   int64_t connectBy = 0;  // the attempts of one connect end then (0: not started)
@@ -632,8 +634,10 @@ void Bootstrap::acceptPrev(Authenticated* a) {
   const int prev = (rank_ + nranks_ - 1) % nranks_;
   RingBody b;
   memcpy(&b, a->body.data(), sizeof b);
-  const int channel = a->purpose == kPurposeRingData ? 0 : 1;
-  Link* slot = channel == 0 ? &prev_ : &prevCtl_;
+  const int channel = a->purpose == kPurposeRingNotices ? kRingChannelNotices
+                      : b.channel == kRingChannelTransport ? kRingChannelTransport
+                                                           : kRingChannelBootstrap;
+  Link* slot = ringLink(channel, false);
   const uint32_t status = b.fromRank == prev && b.toRank == rank_ && b.channel == channel && !slot->open()
                               ? (uint32_t)clbSuccess : (uint32_t)clbAuthError;
   uint8_t mac[kTagBytes];
@@ -649,7 +653,7 @@ void Bootstrap::acceptPrev(Authenticated* a) {
     return;
   }
   *slot = std::move(a->link);
-  if (channel == 0) recvT_ = a->transcript;
+  if (channel == kRingChannelBootstrap) recvT_ = a->transcript;
 }
 
 // Moves `d` on; `ready`: poll() saw its socket ready (or TLS holds data for it).
@@ -695,7 +699,7 @@ clbResult_t Bootstrap::stepDial(RingDial* d, bool ready, const SockAddr& na, int
       CLB_DEBUG("TLS to %s: %s", nextName, d->tls->describe().c_str());
       d->link->setTls(std::move(d->tls));
       d->stage = RingDial::kChallenge;
-      return clientHello(*d->link, id_.secret, d->channel == 0 ? kPurposeRingData : kPurposeRingNotices, deadline,
+      return clientHello(*d->link, id_.secret, ringPurpose(d->channel), deadline,
                          abort_, nextName, &d->hello);
     }
     case RingDial::kChallenge: {
@@ -718,7 +722,7 @@ clbResult_t Bootstrap::stepDial(RingDial* d, bool ready, const SockAddr& na, int
         return setError(clbAuthError, "%s's answer failed its authentication tag: something on the network between "
                         "the ranks changed it", nextName);
       if (status != clbSuccess) return setError(clbAuthError, "%s refused this rank's ring connection", nextName);
-      if (d->channel == 0) sendT_ = d->t;
+      if (d->channel == kRingChannelBootstrap) sendT_ = d->t;
       d->stage = RingDial::kDone;
       return clbSuccess;
     }
@@ -739,7 +743,7 @@ clbResult_t Bootstrap::stepDial(RingDial* d, bool ready, const SockAddr& na, int
       return stepDial(d, true, na, deadline, nextName);  // its client hello goes out now
     }
     d->stage = RingDial::kChallenge;
-    return clientHello(*d->link, id_.secret, d->channel == 0 ? kPurposeRingData : kPurposeRingNotices, deadline, abort_,
+    return clientHello(*d->link, id_.secret, ringPurpose(d->channel), deadline, abort_,
                        nextName, &d->hello);
   } else {
     if (!connectRetryable(err)) return setSysError(err, "cannot connect to %s", nextName);
@@ -786,17 +790,21 @@ clbResult_t Bootstrap::connectRing() {
   HandshakeServer server(listenFd_, id_.secret,
                          (1u << kPurposeRingData) | (1u << kPurposeRingNotices) | (1u << kPurposePeerData), session_,
                          sizeof(RingBody), where, handshakeTimeoutMs(), kMaxPendingHandshakes, ringTls_);
-  RingDial dials[2];
-  for (int ch = 0; ch < 2; ch++) {
+  RingDial dials[kRingChannels];
+  for (int ch = 0; ch < kRingChannels; ch++) {
     dials[ch].channel = ch;
-    dials[ch].link = ch == 0 ? &next_ : &nextCtl_;
+    dials[ch].link = ringLink(ch, true);
   }
   std::vector<pollfd> fds;
   std::vector<Authenticated> done;
   for (;;) {
     for (RingDial& d : dials) CLB_CHECK(stepDial(&d, false, na, deadline, nextName));  // the attempts due
-    const bool connected = dials[0].stage == RingDial::kDone && dials[1].stage == RingDial::kDone;
-    if (connected && prev_.open() && prevCtl_.open()) return clbSuccess;
+    bool connected = true, accepted = true;
+    for (int ch = 0; ch < kRingChannels; ch++) {
+      connected = connected && dials[ch].stage == RingDial::kDone;
+      accepted = accepted && ringLink(ch, false)->open();
+    }
+    if (connected && accepted) return clbSuccess;
     if (abort_ && abort_->load())
       return setError(clbAborted, "rank %d stopped connecting its ring (to rank %d, from rank %d): aborted", rank_,
                       next, prev);
@@ -822,12 +830,12 @@ clbResult_t Bootstrap::connectRing() {
     if (poll(fds.data(), fds.size(), (int)wait) < 0 && errno != EINTR)
       return setSysError(errno, "poll() on the ring connections");
     done.clear();
-    server.advance(fds, 2, n, &done);
+    server.advance(fds, kRingChannels, n, &done);
     for (Authenticated& a : done) {
       if (a.purpose == kPurposePeerData) earlyPeers_.push_back(std::move(a));
       else acceptPrev(&a);
     }
-    for (int ch = 0; ch < 2; ch++)
+    for (int ch = 0; ch < kRingChannels; ch++)
       if (fds[ch].fd >= 0 && (fds[ch].revents || dials[ch].buffered()))
         CLB_CHECK(stepDial(&dials[ch], true, na, deadline, nextName));
   }

@@ -141,6 +141,12 @@ SockAddr listenAddressFor(const SockAddr& advertised, const char* hostAsGiven = 
 
 struct RingDial;  // one of a rank's ring connections being opened (bootstrap.cc)
 
+// The ring's connection pairs (Bootstrap::next / nextCtl / dataNext), as a dial names them.
+enum RingLinkKind : int32_t { kRingChannelBootstrap = 0, kRingChannelNotices = 1, kRingChannelTransport = 2, kRingChannels = 3 };
+inline Purpose ringPurpose(int channel) {
+  return channel == kRingChannelNotices ? kPurposeRingNotices : kPurposeRingData;
+}
+
 class Bootstrap {
  public:
   Bootstrap() = default;
@@ -195,11 +201,18 @@ class Bootstrap {
   // The communicator's session, random per communicator (first 8 bytes of what the root sent).
   uint64_t sessionNonce() const { return nonce_; }
   const std::vector<RankInfo>& peers() const { return peers_; }
+  // The ring's three connection pairs with the neighbours, each with one reader and one writer:
+  // the bootstrap's own (allGather, barrier: the exchanges of init, split, the device set-up and
+  // registrations, at any time between calls), the notices (abort, failure) that must not wait
+  // behind data, and the transport's data (the socket ring channel). The transport's channel
+  // reads ahead (a later call's message header waits in it), so it never shares a connection
+  // with the bootstrap's exchanges.
   Link& next() { return next_; }
   Link& prev() { return prev_; }
-  // Second connection pair for notices (abort, failure) that must not wait behind data.
   Link& nextCtl() { return nextCtl_; }
   Link& prevCtl() { return prevCtl_; }
+  Link& dataNext() { return dataNext_; }
+  Link& dataPrev() { return dataPrev_; }
   TlsMode tlsMode() const { return idTlsMode(id_); }
   // The id this communicator was made from (its secret included: never send it).
   const IdData& id() const { return id_; }
@@ -224,7 +237,13 @@ class Bootstrap {
   const std::atomic<bool>* abort_ = nullptr;
   IdData id_{};
   int listenFd_ = -1;
-  Link next_, prev_, nextCtl_, prevCtl_;
+  Link next_, prev_, nextCtl_, prevCtl_, dataNext_, dataPrev_;
+  // The ring connection of a channel (RingBody::channel): to next (`toNext`) or from prev.
+  Link* ringLink(int channel, bool toNext) {
+    if (channel == kRingChannelNotices) return toNext ? &nextCtl_ : &prevCtl_;
+    if (channel == kRingChannelTransport) return toNext ? &dataNext_ : &dataPrev_;
+    return toNext ? &next_ : &prev_;
+  }
   // The point-to-point acceptor: its thread, the eventfds that stop it and that say a connection
   // came, and the connections that came (per rank), under stashMutex_.
   void acceptPeers();

@@ -72,7 +72,7 @@ clbResult_t createTransport(clbComm* c, std::unique_ptr<Transport>* out) {
                                            without < 0 ? plugin : nullptr);
   } else {
     *out = std::make_unique<LinkTransport>(c, clbTransportSocket,
-                                           std::make_unique<SocketRingChannel>(c, c->boot.next(), c->boot.prev()));
+                                           std::make_unique<SocketRingChannel>(c, c->boot.dataNext(), c->boot.dataPrev()));
   }
   return clbSuccess;
 }

@@ -30,8 +30,9 @@ extern "C" {
 /* Version of the bootstrap wire protocol; ranks speaking different versions refuse each other.
  * 2: the hello carries the library, NVIDIA driver and NIC firmware versions (versionCheck).
  * 3: challenge-response handshakes (the secret never sent), tagged replies and bootstrap blocks.
- * 4: the rank table carries the settings every rank must share, compared at init. */
-#define CLB_PROTOCOL_VERSION 4
+ * 4: the rank table carries the settings every rank must share, compared at init.
+ * 5: a third ring connection pair, the transport's data apart from the bootstrap's exchanges. */
+#define CLB_PROTOCOL_VERSION 5
 
 typedef enum {
   clbSuccess = 0,
