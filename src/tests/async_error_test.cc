@@ -19,6 +19,7 @@
 
 #include "colibri/colibri.h"
 #include "tests/test_ranks.h"
+#include "tests/test_transports.h"
 
 namespace {
 
@@ -74,11 +75,14 @@ TEST(AsyncError, HealthyCommunicatorsSaySoAndBadArgumentsAreRefused) {
   });
 }
 
-class AsyncErrorTransports : public ::testing::TestWithParam<int> {};
+using clbtest::Net;
+
+class AsyncErrorTransports : public ::testing::TestWithParam<Net> {};
 
 TEST_P(AsyncErrorTransports, PeerAbortIsReportedWithoutACall) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
   Meet meet;
-  twoRanks(GetParam(), 10000, [&](int r, clbComm_t comm) {
+  twoRanks(clbtest::netTransport(GetParam()), 10000, [&](int r, clbComm_t comm) {
     std::vector<float> v(64, 1.0f);
     ASSERT_EQ(clbAllReduce(v.data(), v.data(), v.size(), clbFloat32, clbSum, comm, nullptr), clbSuccess)
         << clbGetLastError();
@@ -96,10 +100,7 @@ TEST_P(AsyncErrorTransports, PeerAbortIsReportedWithoutACall) {
     meet.at(2);
   });
 }
-INSTANTIATE_TEST_SUITE_P(Host, AsyncErrorTransports, ::testing::Values(clbTransportShm, clbTransportSocket),
-                         [](const ::testing::TestParamInfo<int>& i) {
-                           return std::string(i.param == clbTransportShm ? "shm" : "socket");
-                         });
+INSTANTIATE_TRANSPORTS(AsyncErrorTransports);
 
 TEST(AsyncError, FailedCollectiveIsReportedOnThisRankAndItsPeer) {
   Meet meet;
@@ -124,8 +125,11 @@ TEST(AsyncErrorChild, RankThatWaitsToBeKilled) {
   const char* id = getenv("CLB_ASYNC_CHILD_ID");
   if (!id) GTEST_SKIP() << "runs only as a child of AsyncError.PeerProcessKilled";
   clbUniqueId uid = clbtest::unhex(id);
+  clbConfig_t cfg;
+  clbConfigInit(&cfg);
+  cfg.transport = atoi(getenv("CLB_ASYNC_CHILD_TRANSPORT"));
   clbComm_t comm = nullptr;
-  ASSERT_EQ(clbCommInitRank(&comm, &uid, 1, 2, nullptr), clbSuccess) << clbGetLastError();
+  ASSERT_EQ(clbCommInitRank(&comm, &uid, 1, 2, &cfg), clbSuccess) << clbGetLastError();
   std::vector<float> v(1 << 16, 1.0f);  // one call with rank 0: its shared segment exists
   ASSERT_EQ(clbAllReduce(v.data(), v.data(), v.size(), clbFloat32, clbSum, comm, nullptr), clbSuccess);
   if (getenv("CLB_ASYNC_CHILD_CLOSES")) {  // a rank that is done: it closes and exits
@@ -135,16 +139,19 @@ TEST(AsyncErrorChild, RankThatWaitsToBeKilled) {
   pause();  // until SIGKILL
 }
 
-// Rank 0 here, rank 1 in a child process that waits to be killed; its pid, or -1.
-pid_t withChildRank(clbComm_t* comm, int64_t timeoutMs, bool childCloses = false) {
+// Rank 0 here, rank 1 in a child process that waits to be killed, both over `net` (the child
+// inherits the environment: COLIBRI_TLS and its files); its pid, or -1.
+pid_t withChildRank(Net net, clbComm_t* comm, int64_t timeoutMs, bool childCloses = false) {
   clbUniqueId id;
   if (clbGetUniqueId(&id) != clbSuccess) return -1;
-  std::vector<std::string> env{"CLB_ASYNC_CHILD_ID=" + clbtest::hex(id)};
+  std::vector<std::string> env{"CLB_ASYNC_CHILD_ID=" + clbtest::hex(id),
+                               "CLB_ASYNC_CHILD_TRANSPORT=" + std::to_string(clbtest::netTransport(net))};
   if (childCloses) env.push_back("CLB_ASYNC_CHILD_CLOSES=1");
   pid_t pid = clbtest::spawnSelf("AsyncErrorChild.RankThatWaitsToBeKilled", env);
   clbConfig_t cfg;
   clbConfigInit(&cfg);
   cfg.timeoutMs = timeoutMs;
+  cfg.transport = clbtest::netTransport(net);
   if (pid > 0 && clbCommInitRank(comm, &id, 0, 2, &cfg) != clbSuccess) return -1;
   std::vector<float> v(1 << 16, 1.0f);
   if (clbAllReduce(v.data(), v.data(), v.size(), clbFloat32, clbSum, *comm, nullptr) != clbSuccess) return -1;
@@ -163,9 +170,15 @@ std::vector<std::string> segmentsOf(pid_t pid) {
   return v;
 }
 
-TEST(AsyncError, PeerProcessKilledIsReportedWithoutACall) {
+// Rank processes over every transport: a peer killed between calls is reported without a call
+// (over socket and verbs it once never was: only the shared-memory transport looked), a peer that
+// closed and exited is no error, and a rank blocked in a collective learns of a killed peer at once.
+class AsyncErrorProcesses : public ::testing::TestWithParam<Net> {};
+
+TEST_P(AsyncErrorProcesses, PeerProcessKilledIsReportedWithoutACall) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
   clbComm_t comm = nullptr;
-  pid_t pid = withChildRank(&comm, 10000);
+  pid_t pid = withChildRank(GetParam(), &comm, 10000);
   ASSERT_GT(pid, 0) << clbGetLastError();
   clbResult_t a = clbInternalError;
   ASSERT_EQ(clbCommGetAsyncError(comm, &a), clbSuccess);
@@ -185,9 +198,10 @@ TEST(AsyncError, PeerProcessKilledIsReportedWithoutACall) {
 
 // A peer that closed its communicator and exited is no error for the rank still holding its own:
 // every call they shared completed. (Its process is a zombie here, not yet reaped.)
-TEST(AsyncError, PeerThatClosedAndExitedIsNoError) {
+TEST_P(AsyncErrorProcesses, PeerThatClosedAndExitedIsNoError) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
   clbComm_t comm = nullptr;
-  pid_t pid = withChildRank(&comm, 10000, true);
+  pid_t pid = withChildRank(GetParam(), &comm, 10000, true);
   ASSERT_GT(pid, 0) << clbGetLastError();
   siginfo_t info{};
   ASSERT_EQ(waitid(P_PID, pid, &info, WEXITED | WNOWAIT), 0);  // exited, left unreaped
@@ -200,11 +214,12 @@ TEST(AsyncError, PeerThatClosedAndExitedIsNoError) {
   waitpid(pid, &status, 0);
 }
 
-// The same for a rank blocked in a collective over shared memory: it fails within 100 ms of its
-// peer's SIGKILL (the peer not reaped), not at its timeout.
-TEST(AsyncError, RankInACollectiveLearnsOfAKilledPeerWithin100Ms) {
+// The same for a rank blocked in a collective: it fails within 100 ms of its peer's SIGKILL (the
+// peer not reaped), not at its timeout.
+TEST_P(AsyncErrorProcesses, RankInACollectiveLearnsOfAKilledPeerWithin100Ms) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
   clbComm_t comm = nullptr;
-  pid_t pid = withChildRank(&comm, 10000);
+  pid_t pid = withChildRank(GetParam(), &comm, 10000);
   ASSERT_GT(pid, 0) << clbGetLastError();
   Clock::time_point killedAt;
   std::thread killer([&] {
@@ -220,11 +235,14 @@ TEST(AsyncError, RankInACollectiveLearnsOfAKilledPeerWithin100Ms) {
   EXPECT_EQ(rc, clbRemoteError) << msg;
   EXPECT_NE(msg.find("exited or was killed"), std::string::npos) << msg;
   EXPECT_LT(returnedAt - killedAt, std::chrono::milliseconds(100));
-  EXPECT_FALSE(segmentsOf(pid).empty()) << "the dead rank's staging segment is still named";
+  // Only the shared-memory transport names segments of its ranks.
+  if (GetParam() == Net::kShm) EXPECT_FALSE(segmentsOf(pid).empty()) << "the dead rank's staging segment is still named";
   clbCommDestroy(comm);
   EXPECT_EQ(segmentsOf(pid), std::vector<std::string>()) << "the survivor removes the dead rank's segments";
   int status = 0;
   waitpid(pid, &status, 0);
 }
+
+INSTANTIATE_TRANSPORTS(AsyncErrorProcesses);
 
 }  // namespace

@@ -144,6 +144,12 @@ clbResult_t SocketRingChannel::waitRecv(const MsgTag& expect, const void** buf) 
   while (recvRead_ == recvConsumed_) {
     if (pendingHeaderDone_ == sizeof(MsgTag) && pendingHeader_.bytes > capacity_)
       return checkTag(pendingHeader_, expect, prev_, comm_->rank);  // fails: sizes differ
+    if (recvClosedErrno_ == -1 || recvClosedErrno_ == ECONNRESET) {
+      // The connection's end says little; the notices say why (a failure, an abort, a close, a
+      // process that is gone) and come within moments of it on the control connections.
+      for (const int64_t until = nowMs() + 100; nowMs() < until; poll(nullptr, 0, 1))
+        CLB_CHECK(comm_->checkWait(start, "a ring message from the previous rank", prev_));
+    }
     if (recvClosedErrno_ == -1)
       return setError(clbRemoteError, "rank %d closed the connection while rank %d waited for its data (did it exit or fail?)",
                       prev_, comm_->rank);
@@ -191,10 +197,18 @@ clbResult_t SocketRingChannel::trim() {
 }
 
 // ---- failure notices over the bootstrap's control connections ----
+//
+// Each control connection carries at most a few notices, then the end of the connection. A rank
+// that fails or aborts sends 'F' or 'A'; a rank that destroys its communicator after its calls
+// sends 'C' before closing; a rank that learns that a neighbour's process ended without any of
+// these (the connection ends with nothing on it: killed, or exited without destroying) forwards
+// 'G' with that neighbour as origin, so that the news goes round the ring to ranks that share no
+// connection with it. Notices are read without being taken (a peek of the first one), by the
+// collective's thread and by clbCommGetAsyncError's callers alike, under one mutex.
 
 namespace {
 struct Notice {
-  char kind;  // 'A' aborted, 'F' failed
+  char kind;  // 'A' aborted, 'F' failed, 'C' closed, 'G' a rank's process is gone
   char pad[3];
   int32_t origin;
   uint64_t seq;  // the collective the sender was in: it completed every earlier one
@@ -205,48 +219,88 @@ LinkTransport::LinkTransport(clbComm* comm, int kind, std::unique_ptr<RingChanne
                              const clbNetPlugin_v1_t* plugin)
     : comm_(comm), kind_(kind), ring_(std::move(ring)), describe_(std::move(describe)), plugin_(plugin) {}
 
-void LinkTransport::announce(PeerNotice::Kind kind, const char*) {
-  Notice n{kind, {0, 0, 0}, noticeKind_ ? noticeOrigin_.load() : comm_->rank, comm_->seq};
-  if (noticeKind_ == 'A') n.kind = 'A';
+void LinkTransport::sendNotice(char kind, int origin, uint64_t seq, Link* only) {
+  const Notice n{kind, {0, 0, 0}, origin, seq};
   for (Link* l : {&comm_->boot.nextCtl(), &comm_->boot.prevCtl()})
-    if (l->open()) (void)!l->trySend(&n, sizeof n);
+    if (l->open() && (!only || l == only)) (void)!l->trySend(&n, sizeof n);
+}
+
+void LinkTransport::announce(PeerNotice::Kind kind, const char*) {
+  std::lock_guard<std::mutex> lock(noticeMutex_);
+  char k = kind == PeerNotice::kAborted ? 'A' : 'F';
+  if (noticeKind_ == 'A') k = 'A';
+  sendNotice(k, noticeKind_ ? noticeOrigin_.load() : comm_->rank, comm_->seq);
+}
+
+void LinkTransport::readNotices() {
+  if (noticeKind_) return;  // the first news is kept (and was forwarded where it needs to be)
+  const int prev = (comm_->rank + comm_->nranks - 1) % comm_->nranks, next = (comm_->rank + 1) % comm_->nranks;
+  Link* links[2] = {&comm_->boot.prevCtl(), &comm_->boot.nextCtl()};
+  for (int i = 0; i < 2 && !noticeKind_; i++) {
+    Link* l = links[i];
+    if (!l->open() || closedBy_[i]) continue;
+    Notice n{};
+    const ssize_t got = l->tryRecv(&n, sizeof n, true);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+    if (got > 0 && got < (ssize_t)sizeof n) continue;  // the rest is on its way
+    if (got == (ssize_t)sizeof n && n.kind == 'C') {  // that neighbour ended its part normally
+      closedBy_[i] = true;
+      closedSeq_[i] = n.seq;
+      continue;
+    }
+    if (got == (ssize_t)sizeof n) {
+      noticeOrigin_ = n.origin;
+      noticeSeq_ = n.seq;
+      noticeKind_ = n.kind;  // last: a reader that sees the kind sees the rest
+    } else {  // the connection ended (or broke) with no notice on it: the neighbour's process is gone
+      noticeOrigin_ = i == 0 ? prev : next;
+      noticeSeq_ = 0;
+      noticeKind_ = 'G';
+    }
+    // Whoever shares no connection with the origin hears of it through the other neighbour.
+    if (comm_->nranks > 2) sendNotice(noticeKind_ == 'A' ? 'A' : noticeKind_ == 'G' ? 'G' : 'F', noticeOrigin_,
+                                      noticeSeq_, links[1 - i]);
+  }
+}
+
+bool LinkTransport::noticeOf(PeerNotice* out) const {
+  const char kind = noticeKind_;
+  if (kind != 'A' && kind != 'F' && kind != 'G') return false;
+  out->kind = kind == 'A' ? PeerNotice::kAborted : kind == 'G' ? PeerNotice::kGone : PeerNotice::kFailed;
+  out->origin = noticeOrigin_;
+  if (out->kind == PeerNotice::kGone && out->origin >= 0 && out->origin < comm_->nranks)
+    out->pid = comm_->boot.peers()[out->origin].pid;
+  return true;
 }
 
 bool LinkTransport::waitNotice(int, PeerNotice* out) {
-  for (Link* l : {&comm_->boot.prevCtl(), &comm_->boot.nextCtl()}) {
-    Notice n{};
-    if (noticeKind_ || !l->open() || l->tryRecv(&n, sizeof n, true) != (ssize_t)sizeof n) continue;
-    (void)!l->tryRecv(&n, sizeof n);
-    noticeOrigin_ = n.origin;
-    noticeSeq_ = n.seq;
-    noticeKind_ = n.kind;  // last: a reader that sees the kind sees the rest
-  }
-  // A neighbour that failed in a later collective finished this one: let this one complete.
-  if (!noticeKind_ || noticeSeq_ > comm_->seq) return false;
-  out->kind = noticeKind_ == 'A' ? PeerNotice::kAborted : PeerNotice::kFailed;
-  out->origin = noticeOrigin_;
-  return true;
+  std::lock_guard<std::mutex> lock(noticeMutex_);
+  readNotices();
+  // A neighbour that failed in a later collective finished this one: let this one complete. A
+  // neighbour that closed after this collective did too; one that closed before it never joins.
+  if (noticeKind_ && (noticeKind_ == 'G' || noticeSeq_ <= comm_->seq)) return noticeOf(out);
+  for (int i = 0; i < 2; i++)
+    if (closedBy_[i] && closedSeq_[i] < comm_->seq) {
+      out->kind = PeerNotice::kClosed;
+      out->origin = i == 0 ? (comm_->rank + comm_->nranks - 1) % comm_->nranks : (comm_->rank + 1) % comm_->nranks;
+      return true;
+    }
+  return false;
 }
 
 bool LinkTransport::statusNotice(PeerNotice* out) {
-  // A neighbour's notice, looked at without taking it (a collective may be reading too).
-  char kind = noticeKind_;
-  int origin = noticeOrigin_;
-  for (Link* l : {&comm_->boot.prevCtl(), &comm_->boot.nextCtl()}) {
-    Notice n{};
-    if (kind || !l->open() || l->tryRecv(&n, sizeof n, true) != (ssize_t)sizeof n) continue;
-    kind = n.kind;
-    origin = n.origin;
-  }
-  if (kind != 'A' && kind != 'F') return false;
-  out->kind = kind == 'A' ? PeerNotice::kAborted : PeerNotice::kFailed;
-  out->origin = origin;
-  return true;
+  std::lock_guard<std::mutex> lock(noticeMutex_);
+  readNotices();
+  return noticeOf(out);
 }
 
 void LinkTransport::close(PeerNotice::Kind end) {
   if (end != PeerNotice::kClosed) return;
   ring_->finish();
+  {
+    std::lock_guard<std::mutex> lock(noticeMutex_);
+    sendNotice('C', comm_->rank, comm_->seq);  // this rank's end is no failure (readNotices)
+  }
   // What this rank sent last reaches its peers (over the plugin: its writes acknowledged).
   for (auto& ch : netPeers_)
     if (ch && ch->finish() != clbSuccess)

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -59,11 +60,19 @@ class LinkTransport : public Transport {
   int kind_;
   std::unique_ptr<RingChannel> ring_;
   std::string describe_;
-  // The notice received from a neighbour (the first one), forwarded on failure. Atomic:
-  // statusNotice reads it from other threads; the collective's thread writes it.
+  // The first notice from a neighbour ('A', 'F', or 'G' for a neighbour whose process ended
+  // without one), forwarded on failure; and which neighbour (0 prev, 1 next) closed after which
+  // call. Read and written under noticeMutex_ (any thread asks statusNotice); the atomics let
+  // announce's forwarding read them too.
+  void sendNotice(char kind, int origin, uint64_t seq, Link* only = nullptr);
+  void readNotices();
+  bool noticeOf(PeerNotice* out) const;
+  std::mutex noticeMutex_;
   std::atomic<char> noticeKind_{0};
   std::atomic<int> noticeOrigin_{-1};
   std::atomic<uint64_t> noticeSeq_{0};
+  bool closedBy_[2] = {false, false};
+  uint64_t closedSeq_[2] = {0, 0};
   std::vector<std::unique_ptr<SocketPeerChannel>> peers_;  // per peer once used
   const clbNetPlugin_v1_t* plugin_ = nullptr;
   std::vector<std::unique_ptr<NetPeerChannel>> netPeers_;  // per peer once used, over peers_[p]
