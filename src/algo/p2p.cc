@@ -34,7 +34,7 @@ OpDesc descOf(const PeerOp& o, uint64_t seq) {
   d.op = o.call == kReduce ? (o.preMulSum ? (uint32_t)kOpPreMulSum : (uint32_t)o.op) : 0;
   d.algo = 0;
   d.root = o.root;
-  d.pad = 0;
+  d.epoch = o.epoch;
   d.count = o.count;
   return d;
 }
@@ -196,6 +196,16 @@ clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
         const size_t esz = clbTypeSize(o.type), bytes = o.count * esz;
         void* buf = nullptr;
         size_t room = 0;
+        if (o.announce) {  // its tag alone, one byte of nothing (a message of data is never empty)
+          CLB_CHECK(q.ch->trySend(1, &buf, &room));
+          if (!buf) { pending = true; break; }
+          *static_cast<char*>(buf) = 0;
+          CLB_CHECK(q.ch->postSend(MsgTag{desc[i], p.index++, 1}));
+          p.complete = true;
+          q.sendHead++;
+          moved = true;
+          continue;
+        }
         CLB_CHECK(q.ch->trySend(std::min(bytes - p.done, maxMsg / esz * esz), &buf, &room));
         if (!buf) { pending = true; break; }
         const size_t slice = std::min(bytes - p.done, room / esz * esz);
@@ -220,6 +230,14 @@ clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
         if (!buf) { pending = true; break; }
         const size_t esz = clbTypeSize(o.type), bytes = o.count * esz;
         const MsgTag got = *tag;  // the slot is the sender's again once released
+        if (o.announce) {
+          if (!(got.op == desc[i]) || got.index != 0 || got.bytes != 1) return badMessage(c, o, desc[i], got, p);
+          CLB_CHECK(q.ch->releaseRecv());
+          p.complete = true;
+          q.recvHead++;
+          moved = true;
+          continue;
+        }
         if (!(got.op == desc[i]) || got.index != p.index || got.bytes == 0 || got.bytes > bytes - p.done ||
             got.bytes % esz)
           return badMessage(c, o, desc[i], got, p);

@@ -176,6 +176,11 @@ clbResult_t ringRunOn(clbComm* comm, RingChannel& ch, RingMemory& mem, const Col
       Layout L{a.count, 1, sliceCount(a.count, esz, chunk), esz};
       CLB_CHECK(ch.prepare(L.len(0, 0) * esz));
       const int pos = mod(r - a.root, n);
+      // The ring's last rank also tells the root that it is in the same call: a message with no
+      // data, sent first (one hop, beside the root's sends), whose tag the root checks after its
+      // sends. So every rank receives, and so checks, a message of its previous rank's call: a
+      // rank that wrongly believes it is the root (and would only send) learns so.
+      if (n > 1 && pos == n - 1) CLB_CHECK(st.send(0, [](void*) { return clbSuccess; }));
       if (pos == 0 && out != in) CLB_CHECK(mem.copy(out, in, a.count * esz));
       for (size_t j = 0; j < L.J; j++) {
         size_t len = L.len(0, j), off = L.start(0, j);
@@ -189,6 +194,7 @@ clbResult_t ringRunOn(clbComm* comm, RingChannel& ch, RingMemory& mem, const Col
           }));
         }
       }
+      if (n > 1 && pos == 0) CLB_CHECK(st.recv(0, [](const void*) { return clbSuccess; }));
       break;
     }
     default:

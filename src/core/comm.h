@@ -50,11 +50,16 @@ const char* callName(uint32_t call);
 struct OpDesc {
   uint64_t seq;
   uint32_t coll, dtype, op, algo;
-  int32_t root, pad;
+  int32_t root;
+  // Point-to-point messages of a call that every rank makes (all-to-all, gather, scatter,
+  // reduce): the call's number among those on this communicator (clbComm::peerCollectives), so
+  // that a message left over from an earlier call (ranks that disagreed on a root, say) never
+  // matches a later one; 0 for send / recv and the collectives (whose seq already numbers calls).
+  uint32_t epoch;
   uint64_t count;
   bool operator==(const OpDesc& o) const {
     return seq == o.seq && coll == o.coll && dtype == o.dtype && op == o.op && algo == o.algo &&
-           root == o.root && count == o.count;
+           root == o.root && epoch == o.epoch && count == o.count;
   }
 };
 std::string describe(const OpDesc& d);
@@ -99,6 +104,9 @@ struct clbComm {
   // collectives. Sized at the first such call; only the pair itself counts alike, so these never
   // touch `seq`.
   std::vector<uint64_t> peerSent, peerRecvd;
+  // Calls made of point-to-point operations that every rank makes (all-to-all(v), gather,
+  // scatter, reduce), numbered alike on every rank: their messages' OpDesc::epoch.
+  uint32_t peerCollectives = 0;
   // Host memory a call holds only while it runs (the host copies of device buffers that
   // point-to-point moves through host memory): in mem too, but not staging, so not under its cap.
   std::atomic<int64_t> transientHost{0};

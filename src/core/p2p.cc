@@ -105,6 +105,18 @@ PeerOp peerOp(PeerOp::Kind kind, int peer, const void* src, void* dst, size_t co
   return o;
 }
 
+// A rooted call's message without data (PeerOp::announce) against the way its data flows: the
+// root of a gather or reduce tells each other rank which call it is in, each other rank of a
+// scatter tells the root. So every rank of such a call receives a message tagged with a peer's
+// view of it (count, type, op, root, the call's number) and checks it: a rank that wrongly
+// believes it is the root, or that another rank is, fails at once instead of returning success
+// with a block that is not its root's, or waiting out the timeout.
+PeerOp announcement(PeerOp::Kind kind, int peer, size_t count, clbDataType_t type, uint32_t call, int root) {
+  PeerOp o = peerOp(kind, peer, nullptr, nullptr, count, type, call, root);
+  o.announce = true;
+  return o;
+}
+
 // The inputs a batch stages before anything moves: a reduce with a PreMulSum operation scales the
 // rank's input (the batch then runs it as a sum), and an all-to-all in place copies its input
 // aside (its receives overwrite the buffer its sends read). The root's copy scales straight into
@@ -207,11 +219,17 @@ clbResult_t runBatch(clbComm* c, uint32_t call, std::vector<PeerOp>& ops) {
   clbResult_t rc = clbSuccess;
   if (device) {
     // On the GPU where the pairs allow (one process, one GPU), the rest through host memory.
+    // Announcements carry no data: they go between the hosts whatever memory the call moves.
+    std::vector<PeerOp> announce;
+    for (const PeerOp& o : ops)
+      if (o.announce) announce.push_back(o);
+    ops.erase(std::remove_if(ops.begin(), ops.end(), [](const PeerOp& o) { return o.announce; }), ops.end());
     if (!c->peerDevice) c->peerDevice = std::make_unique<cuda::PeerDevice>(c);
     std::vector<PeerOp> rest;
     rc = c->peerDevice->run(ops, &rest);
     if (rc == clbSuccess && !rest.empty())
       rc = cuda::runPeerOpsStaged(c, rest, [c](std::vector<PeerOp>& staged) { return runPeerOps(c, staged); });
+    if (rc == clbSuccess && !announce.empty()) rc = runPeerOps(c, announce);
   } else {
     rc = runPeerOps(c, ops);
   }
@@ -235,6 +253,11 @@ clbResult_t issue(clbComm* c, uint32_t call, std::vector<PeerOp> ops, bool onDev
   // reaches the device paths (the host path skips them too). A reduce's chain (`after`) has all or
   // none of them. A call left with none still runs its (empty) batch outside a group, which
   // says that no collective algorithm ran (clbCommLastAlgorithm).
+  // A call that every rank makes is numbered alike on every rank, also when it moves nothing here.
+  if (call != kSendRecv) {
+    const uint32_t epoch = ++c->peerCollectives;
+    for (PeerOp& o : ops) o.epoch = epoch;
+  }
   ops.erase(std::remove_if(ops.begin(), ops.end(), [](const PeerOp& o) { return o.count == 0; }), ops.end());
   if (ops.empty() && tGroup.depth > 0) return clbSuccess;
   for (PeerOp& o : ops) {
@@ -370,6 +393,7 @@ clbResult_t gatherOrScatter(uint32_t call, const void* sendbuff, void* recvbuff,
   if (!isRoot) {
     ops.push_back(gather ? peerOp(PeerOp::kSend, root, part, nullptr, count, type, call, root)
                          : peerOp(PeerOp::kRecv, root, nullptr, part, count, type, call, root));
+    ops.push_back(announcement(gather ? PeerOp::kRecv : PeerOp::kSend, root, count, type, call, root));
   } else {
     char* own = whole + (size_t)me * bytes;
     ops.push_back(gather ? peerOp(PeerOp::kCopy, me, part, own, count, type, call, root)
@@ -379,6 +403,7 @@ clbResult_t gatherOrScatter(uint32_t call, const void* sendbuff, void* recvbuff,
       char* block = whole + (size_t)p * bytes;
       ops.push_back(gather ? peerOp(PeerOp::kRecv, p, nullptr, block, count, type, call, root)
                            : peerOp(PeerOp::kSend, p, block, nullptr, count, type, call, root));
+      ops.push_back(announcement(gather ? PeerOp::kSend : PeerOp::kRecv, p, count, type, call, root));
     }
   }
   return issue(c, call, std::move(ops), onDevice, stream);
@@ -592,6 +617,8 @@ clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDat
     s.op = op;
     s.scale = pm;  // a PreMulSum scales what it sends (runBatch)
     ops.push_back(s);
+    ops.push_back(announcement(PeerOp::kRecv, root, count, datatype, kReduce, root));
+    ops.back().op = op;
   } else {
     // The root's own data first, then every peer's added in rank order (each after the one before),
     // so that the result is the same whoever is faster; an average divides at the last step.
@@ -607,6 +634,11 @@ clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDat
       ops.push_back(r);
     }
     if (last >= 0) ops[last].divideBy = n;
+    for (int p = 0; p < n; p++)
+      if (p != me) {
+        ops.push_back(announcement(PeerOp::kSend, p, count, datatype, kReduce, root));
+        ops.back().op = op;
+      }
   }
   for (PeerOp& o : ops) o.preMulSum = pm.on;
   return refuse(issue(comm, kReduce, std::move(ops), onDevice, stream));

@@ -12,7 +12,9 @@
 // sends w(r, p) / 3 of bytes / n to rank p, w = 1 + (r + p) mod 3) the bytes rank 0 sends to the
 // others / time. CSV on stdout. The environment chooses the rest (COLIBRI_TLS ...).
 //   colibri_host_bench [ranks=2] [transport=socket|shm] [min=4096] [max=67108864] [iters=20] [inits=50]
-//                      [coll=allreduce|sendrecv|alltoall|alltoallv]
+//                      [coll=allreduce|sendrecv|alltoall|alltoallv|broadcast|scatter|gather]
+// broadcast, scatter and gather have root 0 (scatter / gather: bytes is the root's whole buffer);
+// their busbw is bytes / time for broadcast, (n - 1) / n * bytes / time for the other two.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -69,8 +71,10 @@ int main(int argc, char** argv) {
   const int iters = argc > 5 ? atoi(argv[5]) : 20;
   const int inits = argc > 6 ? atoi(argv[6]) : 50;
   const std::string coll = argc > 7 ? argv[7] : "allreduce";
-  if (coll != "allreduce" && coll != "sendrecv" && coll != "alltoall" && coll != "alltoallv") {
-    fprintf(stderr, "coll %s: use allreduce, sendrecv, alltoall or alltoallv\n", coll.c_str());
+  if (coll != "allreduce" && coll != "sendrecv" && coll != "alltoall" && coll != "alltoallv" && coll != "broadcast" &&
+      coll != "scatter" && coll != "gather") {
+    fprintf(stderr, "coll %s: use allreduce, sendrecv, alltoall, alltoallv, broadcast, scatter or gather\n",
+            coll.c_str());
     return 2;
   }
   const char* tls = getenv("COLIBRI_TLS");
@@ -121,6 +125,12 @@ int main(int argc, char** argv) {
       check(clbGroupEnd(), "clbGroupEnd");
     } else if (coll == "alltoall") {
       check(clbAllToAll(in, out, count / n, clbFloat32, comms[r], nullptr), "clbAllToAll");
+    } else if (coll == "broadcast") {
+      check(clbBroadcast(in, out, count, clbFloat32, 0, comms[r], nullptr), "clbBroadcast");
+    } else if (coll == "scatter") {
+      check(clbScatter(in, out, count / n, clbFloat32, 0, comms[r], nullptr), "clbScatter");
+    } else if (coll == "gather") {
+      check(clbGather(in, out, count / n, clbFloat32, 0, comms[r], nullptr), "clbGather");
     } else {
       std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
       size_t so = 0, ro = 0;
@@ -132,10 +142,12 @@ int main(int argc, char** argv) {
             "clbAllToAllv");
     }
   };
-  const double factor = coll == "allreduce" ? 2.0 * (n - 1) / n : coll == "sendrecv" ? 1.0 : (n - 1.0) / n;
+  const double factor = coll == "allreduce" ? 2.0 * (n - 1) / n : coll == "sendrecv" || coll == "broadcast" ? 1.0
+                                                                                                 : (n - 1.0) / n;
   for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 4) {
     const size_t count = bytes / sizeof(float);
-    if ((coll == "alltoall" || coll == "alltoallv") && count < (size_t)(3 * n)) continue;  // under one element per rank
+    if (coll != "allreduce" && coll != "sendrecv" && coll != "broadcast" && count < (size_t)(3 * n))
+      continue;  // under one element per rank
     double moved = factor * bytes;  // the bytes busbw counts
     if (coll == "alltoallv") {
       moved = 0;
