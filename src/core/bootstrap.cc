@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <strings.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -233,6 +234,22 @@ uint64_t localHostHash() {
   return x;
 }
 
+uint32_t processNamespaceId() {
+  struct stat st{};
+  if (stat("/proc/self/ns/pid", &st) == 0 && (uint32_t)st.st_ino != 0) return (uint32_t)st.st_ino;
+  static std::mutex m;
+  static pid_t owner = 0;
+  static uint32_t made = 0;
+  std::lock_guard<std::mutex> lock(m);
+  if (owner != getpid()) {  // first call, or a forked child: a value of its own
+    owner = getpid();
+    made = 0;
+    while (made == 0)
+      if (!randomBytes(&made, sizeof made)) made = (uint32_t)nowMs() ^ ((uint32_t)owner << 16);
+  }
+  return made;
+}
+
 SockAddr idAddress(const IdData& id) {
   SockAddr a;
   if (id.family == AF_INET6) {
@@ -380,6 +397,15 @@ SockAddr listenAddressFor(const SockAddr& advertised, const char* hostAsGiven) {
 
 Bootstrap::~Bootstrap() { close(); }
 
+bool Bootstrap::inThisPidNamespace(int p) const {
+  const RankInfo &o = peers_[p], &me = peers_[rank_];
+  return o.hostHash == me.hostHash && o.pidNamespace == me.pidNamespace && me.pidNamespace != 0;
+}
+
+bool Bootstrap::inThisProcess(int p) const {
+  return p == rank_ || (inThisPidNamespace(p) && peers_[p].pid == peers_[rank_].pid);
+}
+
 void Bootstrap::close() {
   stopAcceptor();  // first: its thread reads the secret and the listener
   wipe(id_.secret, kSecretBytes);
@@ -455,6 +481,7 @@ clbResult_t Bootstrap::openListener(int rank, RankInfo* info) {
   info->rank = rank;
   info->pid = getpid();
   info->hostHash = localHostHash();
+  info->pidNamespace = processNamespaceId();
   info->family = local.ss.ss_family;
   info->port = (uint16_t)bound.port();
   if (local.ss.ss_family == AF_INET)

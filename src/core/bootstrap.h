@@ -90,7 +90,10 @@ struct RankInfo {
   uint8_t addr[16];
   char hostname[64];
   VersionInfo versions;
-  uint8_t pad[4];         // zero
+  // With pid, names the process on its host (pid alone does not: processes in different PID
+  // namespaces, containers, may have the same pid). See processNamespaceId. 0 from a library
+  // older than this field (it was padding), never the value of this process.
+  uint32_t pidNamespace;
   AgreedSettings agreed;  // protocol 4
 };
 static_assert(sizeof(RankInfo) == 304 && offsetof(RankInfo, agreed) == 224, "RankInfo is the wire format");
@@ -115,6 +118,10 @@ struct ReplyHeader {
 constexpr uint32_t kMaxReplyMessageBytes = 1024;
 constexpr uint32_t kReplyAboutAnother = 1;
 uint64_t localHostHash();
+// This process's PID namespace: the inode number of /proc/self/ns/pid, unique among the namespaces
+// of a host (the pid in a RankInfo counts in it). Where that cannot be read, a random value made
+// once per process (never 0): then no other process is taken for one in the same namespace.
+uint32_t processNamespaceId();
 SockAddr idAddress(const IdData& id);
 clbResult_t decodeId(const clbUniqueId* id, IdData* out);
 
@@ -201,6 +208,10 @@ class Bootstrap {
   // The communicator's session, random per communicator (first 8 bytes of what the root sent).
   uint64_t sessionNonce() const { return nonce_; }
   const std::vector<RankInfo>& peers() const { return peers_; }
+  // Whether rank p is this rank's process (threads of one process), or only in its PID namespace
+  // (so that its pid means here what it means there). Equal pids alone say neither.
+  bool inThisProcess(int p) const;
+  bool inThisPidNamespace(int p) const;
   // The ring's three connection pairs with the neighbours, each with one reader and one writer:
   // the bootstrap's own (allGather, barrier: the exchanges of init, split, the device set-up and
   // registrations, at any time between calls), the notices (abort, failure) that must not wait

@@ -73,8 +73,8 @@ bool PeerDevice::onThisHost(int p) const {
   return c_->boot.peers()[p].hostHash == c_->boot.peers()[c_->rank].hostHash;
 }
 
-// (A pid alone is not enough: another host may reuse it.)
-bool PeerDevice::inThisProcess(int p) const { return onThisHost(p) && c_->boot.peers()[p].pid == getpid(); }
+// (A pid alone is not enough: another host, or another PID namespace of this one, may reuse it.)
+bool PeerDevice::inThisProcess(int p) const { return c_->boot.inThisProcess(p); }
 
 PeerDevice::~PeerDevice() {
   if (!d_) return;

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -153,7 +154,7 @@ class Registrations {
     uintptr_t begin, end;  // this rank's buffer
     uint64_t bufferId;     // its allocation's ID when registered: freeing changes it
     std::vector<char*> peer;
-    std::vector<std::pair<int32_t, uint64_t>> mapped;  // keys of mappings_ this one holds
+    std::vector<std::tuple<int32_t, uint32_t, uint64_t>> mapped;  // keys of mappings_ this one holds
   };
   struct Mapping {  // a peer process's allocation, opened once here (CUDA IPC)
     CUdeviceptr local = 0;
@@ -166,7 +167,8 @@ class Registrations {
   const Registration* findRegistration(const void* p, size_t len, uint64_t* offset);
   DeviceShared& s_;
   std::vector<std::unique_ptr<Registration>> regs_;
-  std::map<std::pair<int32_t, uint64_t>, Mapping> mappings_;  // (peer pid, allocation ID) -> here
+  // (peer pid, its PID namespace, allocation ID) -> here
+  std::map<std::tuple<int32_t, uint32_t, uint64_t>, Mapping> mappings_;
   std::vector<CUdeviceptr> closeLater_;  // unused mappings, closed at release (ranks share this process)
   uint64_t nextRegId_ = 0;   // registrations attempted (every rank counts each, failed or not)
   uint64_t liveDigest_ = 0;  // sum of mixed IDs of the live registrations

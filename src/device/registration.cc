@@ -31,7 +31,7 @@ constexpr uint64_t kNone = ~0ull;
 
 struct RegInfo {
   int32_t code;      // clbSuccess, or why this rank's buffer cannot be registered
-  int32_t pid;
+  int32_t pid;       // unused: which ranks share a process is Bootstrap::inThisProcess
   int32_t exported;  // 1: `handle` is valid (CUDA IPC can share this allocation)
   int32_t pad;
   uint64_t base, offset;  // the allocation's start in the owner's address space; buffer - base
@@ -136,17 +136,18 @@ clbResult_t Registrations::registerLocal(void* buff, size_t bytes, RegInfo* info
 
 clbResult_t Registrations::mapRegistration(const std::vector<RegInfo>& all, Registration* reg) {
   const int n = s_.comm->nranks;
-  const int32_t pid = getpid();
+  const auto& peers = s_.comm->boot.peers();
   reg->peer.assign(n, nullptr);
   CtxScope scope(s_.d, s_.ctx);
   for (int p = 0; p < n; p++) {
-    if (all[p].pid == pid) {  // same address space
+    if (s_.inProcess[p]) {  // same address space
       reg->peer[p] = reinterpret_cast<char*>(all[p].base + all[p].offset);
       continue;
     }
     if (s_.viaHost) continue;  // no GPU reads another's memory here: calls are staged through the host
     if (!all[p].exported) return setError(clbInvalidArgument, "%s", all[p].why);
-    const auto key = std::make_pair(all[p].pid, all[p].bufferId);
+    // The peer's process: its pid and PID namespace (a pid alone may be two processes' here).
+    const auto key = std::make_tuple(peers[p].pid, peers[p].pidNamespace, all[p].bufferId);
     Mapping& m = mappings_[key];
     if (!m.local) {
       CUresult rc = s_.d->cuIpcOpenMemHandle(&m.local, all[p].handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);

@@ -28,7 +28,7 @@
 namespace clb::cuda {
 
 struct PeerInfo {  // exchanged once, at set-up
-  int32_t pid;
+  int32_t pid;  // unused: which ranks share a process is Bootstrap::inThisProcess
   int32_t ordinal;
   CUuuid uuid;
 };
@@ -39,7 +39,7 @@ struct StagingInfo {  // exchanged whenever a shared buffer is (re)allocated in 
   CUipcMemHandle hStaging;
 };
 struct HostShmInfo {  // ... or in host memory
-  int32_t pid;
+  int32_t pid;     // unused (see PeerInfo)
   int32_t status;  // clbSuccess, or why this rank failed (then `why`)
   uint64_t ptr;    // in the owner's address space
   char name[64];   // POSIX shared memory object
@@ -171,13 +171,13 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   me.ordinal = ordinal;
   CLB_CU(d, cuDeviceGetUuid, &me.uuid, dev);
   CLB_CHECK(comm->boot.allGather(all.data(), sizeof(PeerInfo)));
-  peerPid.assign(n, 0);
+  inProcess.assign(n, 0);
   allInProcess = true;
   sameGpu = 0;
   for (int p = 0; p < n; p++) {
-    peerPid[p] = all[p].pid;
-    allInProcess = allInProcess && all[p].pid == me.pid;
-    if (all[p].pid == me.pid && p != comm->rank) sharedProcess = true;
+    inProcess[p] = comm->boot.inThisProcess(p);  // equal pids may be processes of two PID namespaces
+    allInProcess = allInProcess && inProcess[p];
+    if (inProcess[p] && p != comm->rank) sharedProcess = true;
     if (!memcmp(&all[p].uuid, &me.uuid, sizeof(CUuuid))) sameGpu++;
   }
   CLB_CHECK(decideViaHost(all));
@@ -210,7 +210,7 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   // Ranks sharing this GPU's context (threads of this process) launch together (launch_meet.h).
   std::vector<int> together;
   for (int p = 0; p < n; p++)
-    if (all[p].pid == me.pid && !memcmp(&all[p].uuid, &me.uuid, sizeof(CUuuid))) together.push_back(p);
+    if (inProcess[p] && !memcmp(&all[p].uuid, &me.uuid, sizeof(CUuuid))) together.push_back(p);
   if (together.size() > 1 && meetOff) {
     CLB_WARN("rank %d: COLIBRI_DEVICE_MEET=off: the %zu ranks on GPU %d in this process launch without meeting; "
              "an allocation, free or device synchronization on one of their threads between calls can deadlock "
@@ -266,7 +266,7 @@ clbResult_t DeviceShared::decideViaHost(const std::vector<PeerInfo>& all) {
       why = b;
       break;
     }
-    if (all[p].pid == all[me].pid) {  // another GPU of this process: enable access to its memory
+    if (inProcess[p]) {  // another GPU of this process: enable access to its memory
       CUcontext otherCtx;
       CLB_CU(d, cuDevicePrimaryCtxRetain, &otherCtx, other);
       CUresult rc = d->cuCtxEnablePeerAccess(otherCtx, 0);
@@ -293,15 +293,16 @@ clbResult_t DeviceShared::allocHostShared(SharedBuffer* b, size_t bytes, const c
   std::vector<HostShmInfo> all(n);
   HostShmInfo& mine = all[me];
   mine.pid = getpid();
-  snprintf(mine.name, sizeof mine.name, "/clb-%d-%016llx-dev-r%d-%llu", (int)mine.pid,
-           (unsigned long long)comm->boot.sessionNonce(), me, (unsigned long long)hostGen++);
+  snprintf(mine.name, sizeof mine.name, "%s",
+           segmentName(comm->boot.sessionNonce(), me, "dev" + std::to_string(hostGen++)).c_str());
+  int lock = -1;  // this rank's segment: held until its name is removed (as the shm transport's)
   auto mapShm = [&](const char* name, bool create, void** out) -> clbResult_t {
     char* p = nullptr;
-    CLB_CHECK(mapSegment(name, len, create, &p));  // the name as the shm transport's: swept if we die
+    CLB_CHECK(mapSegment(name, len, create, &p, create ? &lock : nullptr));
     CUresult rc = d->cuMemHostRegister(p, len, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
     if (rc != CUDA_SUCCESS) {
       munmap(p, len);
-      if (create) shm_unlink(name);
+      if (create) unlinkSegment(name, &lock);
       return cuError(rc, "cuMemHostRegister (a device buffer in host memory)");
     }
     b->hostMaps.emplace_back(p, len);
@@ -332,7 +333,7 @@ clbResult_t DeviceShared::allocHostShared(SharedBuffer* b, size_t bytes, const c
   b->hostPeers.assign(n, nullptr);
   for (int p = 0; p < n && ex == clbSuccess && rc == clbSuccess; p++) {
     void* at = reinterpret_cast<void*>(all[p].ptr);  // the same address space
-    if (all[p].pid != mine.pid) rc = mapShm(all[p].name, false, &at);
+    if (!inProcess[p]) rc = mapShm(all[p].name, false, &at);
     b->hostPeers[p] = static_cast<char*>(at);
     CUdeviceptr dp = 0;
     if (rc == clbSuccess) {
@@ -343,7 +344,7 @@ clbResult_t DeviceShared::allocHostShared(SharedBuffer* b, size_t bytes, const c
   }
   // Every rank mapped every buffer (or failed): the names can go, and all learn the outcome.
   clbResult_t all2 = ex == clbSuccess ? agreeOnStatus(comm, rc, what) : ex;
-  if (own) shm_unlink(mine.name);
+  if (lock >= 0) unlinkSegment(mine.name, &lock);
   if (all2 != clbSuccess) {
     releaseShared(b);
     return all2;
@@ -375,7 +376,7 @@ clbResult_t DeviceShared::ensureShared(SharedBuffer* b, size_t bytes, CUstream s
   CLB_CHECK(comm->boot.allGather(all.data(), sizeof(StagingInfo)));
   b->peers.assign(n, nullptr);
   for (int p = 0; p < n; p++) {
-    if (peerPid[p] == getpid()) {
+    if (inProcess[p]) {
       b->peers[p] = reinterpret_cast<char*>(all[p].staging);
       continue;
     }

@@ -128,7 +128,7 @@ struct DeviceShared {
   std::shared_ptr<LaunchMeet> meet;        // the ranks sharing this GPU and process, when there are others
   bool meetOff = false;                    // COLIBRI_DEVICE_MEET=off: they launch without meeting
   std::vector<ClbDevFlags*> peerFlags;
-  std::vector<int32_t> peerPid;
+  std::vector<char> inProcess;  // [p]: rank p lives in this process (Bootstrap::inThisProcess: not by pid alone)
   bool sharedProcess = false;  // another rank lives in this process
   bool allInProcess = false;   // every rank lives in this process: the direct path is possible
   bool acrossHosts = false;    // Device::runAcrossHosts was used (host staging tells it once, by a warning)

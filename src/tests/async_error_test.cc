@@ -18,8 +18,10 @@
 #include <vector>
 
 #include "colibri/colibri.h"
+#include "core/comm.h"
 #include "tests/test_ranks.h"
 #include "tests/test_transports.h"
+#include "transport/shm.h"
 
 namespace {
 
@@ -158,10 +160,10 @@ pid_t withChildRank(Net net, clbComm_t* comm, int64_t timeoutMs, bool childClose
   return pid;
 }
 
-// The shared-memory names in /dev/shm that process `pid` made.
-std::vector<std::string> segmentsOf(pid_t pid) {
+// The names in /dev/shm of the segments that rank `rank` of communicator `session` made.
+std::vector<std::string> segmentsOf(uint64_t session, int rank) {
   std::vector<std::string> v;
-  const std::string prefix = "clb-" + std::to_string(pid) + "-";
+  const std::string prefix = clb::sessionSegmentPrefix(session) + "r" + std::to_string(rank) + "-";
   if (DIR* d = opendir("/dev/shm")) {
     while (struct dirent* e = readdir(d))
       if (!strncmp(e->d_name, prefix.c_str(), prefix.size())) v.push_back(e->d_name);
@@ -183,8 +185,8 @@ TEST_P(AsyncErrorProcesses, PeerProcessKilledIsReportedWithoutACall) {
   clbResult_t a = clbInternalError;
   ASSERT_EQ(clbCommGetAsyncError(comm, &a), clbSuccess);
   EXPECT_EQ(a, clbSuccess) << clbGetLastError();
-  // Not reaped until the end: a zombie still answers kill(pid, 0), and a launcher that is itself a
-  // rank, blocked in a collective, cannot reap its children.
+  // Not reaped until the end: a zombie still has its pid (a check by pid would miss it), and a
+  // launcher that is itself a rank, blocked in a collective, cannot reap its children.
   kill(pid, SIGKILL);
   const auto t0 = Clock::now();
   std::string msg;
@@ -236,9 +238,10 @@ TEST_P(AsyncErrorProcesses, RankInACollectiveLearnsOfAKilledPeerWithin100Ms) {
   EXPECT_NE(msg.find("exited or was killed"), std::string::npos) << msg;
   EXPECT_LT(returnedAt - killedAt, std::chrono::milliseconds(100));
   // Only the shared-memory transport names segments of its ranks.
-  if (GetParam() == Net::kShm) EXPECT_FALSE(segmentsOf(pid).empty()) << "the dead rank's staging segment is still named";
+  const uint64_t session = comm->boot.sessionNonce();
+  if (GetParam() == Net::kShm) EXPECT_FALSE(segmentsOf(session, 1).empty()) << "the dead rank's staging segment is still named";
   clbCommDestroy(comm);
-  EXPECT_EQ(segmentsOf(pid), std::vector<std::string>()) << "the survivor removes the dead rank's segments";
+  EXPECT_EQ(segmentsOf(session, 1), std::vector<std::string>()) << "the survivor removes the dead rank's segments";
   int status = 0;
   waitpid(pid, &status, 0);
 }

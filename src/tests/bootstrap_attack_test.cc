@@ -549,15 +549,15 @@ TamperCase ringAccept(int n, int server) {
 }
 
 // The first all-gather block that rank `victim` receives. Init's first bootstrap all-gather is the
-// shm transport's barrier (every control block exists): a block of 1 byte per rank, sent on the
-// connection to the victim's ring listener (its peer port; the notice channel to that listener
-// carries nothing during init). Its one byte changes: a barrier never reads its blocks, so without
-// the tag the change would pass unnoticed.
+// shm transport's (every control block exists, and on which /dev/shm): a block of 8 bytes per
+// rank, sent on the connection to the victim's ring listener (its peer port; the notice channel to
+// that listener carries nothing during init). Its first byte changes: without the tag the victim
+// would read it as a rank on another /dev/shm, not as a change on the way.
 TamperCase allGatherBlock(int n, int victim) {
   Tamper t;
   t.picks = [victim, ports = RingPorts(n)](int fd, const char* p, size_t bytes) mutable {
     ports.learn(p, bytes);
-    return bytes == 1 && ports.port[victim] > 0 && peerPort(fd) == ports.port[victim];
+    return bytes == sizeof(uint64_t) && ports.port[victim] > 0 && peerPort(fd) == ports.port[victim];
   };
   t.offset = 0;
   return {"an all-gather block", n, clbTransportShm, victim, t,

@@ -46,22 +46,32 @@ inline std::vector<std::string> runThreadRanks(int nranks, const std::function<v
   return errors;
 }
 
-// Starts this test binary again with --gtest_filter=`filter` and the environment plus `extra`
-// ("NAME=value" entries, which replace the inherited ones of those names); -1 if it cannot.
-inline pid_t spawnSelf(const std::string& filter, const std::vector<std::string>& extra) {
-  std::vector<std::string> envs = extra;
-  for (char** e = environ; *e; e++) {
-    bool replaced = false;
-    for (const std::string& x : extra) replaced = replaced || !strncmp(*e, x.c_str(), x.find('=') + 1);
-    if (!replaced) envs.push_back(*e);
+// This test binary's command line with --gtest_filter=`filter`, and the environment plus `extra`
+// ("NAME=value" entries, which replace the inherited ones of those names): argv and envp, ready
+// for exec (made before a fork, so that the child only has to call execve).
+struct SelfCommand {
+  SelfCommand(const std::string& filter, const std::vector<std::string>& extra) : envs(extra) {
+    for (char** e = environ; *e; e++) {
+      bool replaced = false;
+      for (const std::string& x : extra) replaced = replaced || !strncmp(*e, x.c_str(), x.find('=') + 1);
+      if (!replaced) envs.push_back(*e);
+    }
+    for (auto& e : envs) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    args = {"/proc/self/exe", "--gtest_filter=" + filter};
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
   }
-  std::vector<char*> envp;
-  for (auto& e : envs) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::string self = "/proc/self/exe", arg = "--gtest_filter=" + filter;
-  char* argv[] = {self.data(), arg.data(), nullptr};
+  std::vector<std::string> envs, args;
+  std::vector<char*> envp, argv;
+};
+
+// Starts this test binary again with --gtest_filter=`filter` and the environment plus `extra`
+// (SelfCommand); -1 if it cannot.
+inline pid_t spawnSelf(const std::string& filter, const std::vector<std::string>& extra) {
+  SelfCommand c(filter, extra);
   pid_t pid = -1;
-  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()) != 0) return -1;
+  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, c.argv.data(), c.envp.data()) != 0) return -1;
   return pid;
 }
 

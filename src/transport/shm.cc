@@ -4,7 +4,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
+#include <sched.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -25,65 +26,126 @@ constexpr size_t kAlign = 4096;
 
 size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-// Unlinks every Colibri name in /dev/shm for which gone(name, creator's pid) says so.
-template <class Gone>
-void unlinkNames(Gone gone) {
-  DIR* d = opendir("/dev/shm");
-  if (!d) return;
-  while (struct dirent* e = readdir(d)) {
-    int pid = 0;
-    if (sscanf(e->d_name, "clb-%d-", &pid) != 1 || pid <= 0 || !gone(e->d_name, pid)) continue;
-    shm_unlink((std::string("/") + e->d_name).c_str());
-  }
-  closedir(d);
+// Opens an existing segment to look at it. O_NONBLOCK: a FIFO someone put in /dev/shm under a
+// Colibri name would otherwise block the open.
+int openToLook(const char* name) { return shm_open(name, O_RDONLY | O_NONBLOCK, 0); }
+
+// Whether the segment `name` is the file open as fd (the name was not removed, or made again).
+bool namesFile(const char* name, int fd) {
+  int g = openToLook(name);
+  if (g < 0) return false;
+  struct stat a{}, b{};
+  bool same = fstat(fd, &a) == 0 && fstat(g, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  close(g);
+  return same;
 }
 
-// Removes segments left behind by processes that died (kill -9 leaves /dev/shm names behind).
-void sweepStale() {
-  unlinkNames([](const char*, int pid) { return kill(pid, 0) != 0 && errno == ESRCH; });
+// Creates `name` (O_EXCL) and takes its maker's lock, never waiting for it. A cleaner may judge
+// the name between the two (nobody holds it yet): then it holds the lock for a moment, or has
+// removed the name. The name is this communicator's alone, so this process removes it and makes
+// it again. Once the lock is held and the name leads to this file, only this process removes it.
+int createLocked(const char* name, int* out) {
+  for (int attempt = 0; attempt < 100; attempt++) {
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) return errno;
+    int rc;
+    while ((rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
+    }
+    const int e = errno;
+    if (rc == 0 && namesFile(name, fd)) {
+      *out = fd;
+      return 0;
+    }
+    close(fd);
+    shm_unlink(name);
+    if (rc != 0 && e != EWOULDBLOCK) return e;
+    sched_yield();
+  }
+  return EAGAIN;
 }
 
 }  // namespace
 
-clbResult_t mapSegment(const std::string& name, size_t bytes, bool create, char** out) {
-  int fd = shm_open(name.c_str(), create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR, 0600);
-  if (fd < 0 && !create && errno == ENOENT)  // a peer's segment: it made it, then removed it
-    return setError(clbRemoteError,
-                    "the shared memory %s of a peer rank is gone: that rank failed or exited during init (its "
-                    "error says why)", name.c_str());
-  if (fd < 0)
-    return setSysError(errno, "shm_open(%s) failed (is /dev/shm mounted and large enough?)", name.c_str());
+std::string sessionSegmentPrefix(uint64_t session) {
+  char b[40];
+  snprintf(b, sizeof b, "%s%016" PRIx64 "-", kSegmentPrefix, session);
+  return b;
+}
+
+std::string segmentName(uint64_t session, int rank, const std::string& what) {
+  return "/" + sessionSegmentPrefix(session) + "r" + std::to_string(rank) + "-" + what;
+}
+
+void removeUnheldSegments(const std::string& prefix) {
+  DIR* d = opendir("/dev/shm");
+  if (!d) return;
+  while (struct dirent* e = readdir(d)) {
+    if (strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0) continue;
+    const std::string name = std::string("/") + e->d_name;
+    int fd = openToLook(name.c_str());
+    if (fd < 0) continue;  // removed meanwhile, or another user's
+    // Nobody holds it: its maker exited (the kernel let go of the lock) or was killed. (It is the
+    // file the name leads to: a name made again meanwhile leads to another.)
+    struct stat st{};
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+        namesFile(name.c_str(), fd))
+      shm_unlink(name.c_str());
+    close(fd);
+  }
+  closedir(d);
+}
+
+bool ownerHoldsLock(int fd) {
+  if (flock(fd, LOCK_SH | LOCK_NB) != 0) return true;  // EWOULDBLOCK: held (anything else: say held)
+  flock(fd, LOCK_UN);
+  return false;
+}
+
+void unlinkSegment(const std::string& name, int* fd) {
+  shm_unlink(name.c_str());  // before the lock goes: nobody else may remove a name while it is held
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+clbResult_t mapSegment(const std::string& name, size_t bytes, bool create, char** out, int* fd) {
+  int f = -1;
+  if (create) {
+    if (int e = createLocked(name.c_str(), &f))
+      return setSysError(e, "shm_open(%s) failed (is /dev/shm mounted and large enough?)", name.c_str());
+  } else {
+    f = shm_open(name.c_str(), O_RDWR, 0600);
+    if (f < 0 && errno == ENOENT)  // a peer's segment: it made it, then removed it
+      return setError(clbRemoteError,
+                      "the shared memory %s of a peer rank is gone: that rank failed or exited during init (its "
+                      "error says why)", name.c_str());
+    if (f < 0)
+      return setSysError(errno, "shm_open(%s) failed (is /dev/shm mounted and large enough?)", name.c_str());
+  }
   // posix_fallocate reserves the pages now: on a full /dev/shm the error comes here, not as a
   // SIGBUS at first touch.
   int fe = 0;
-  if (create && (ftruncate(fd, (off_t)bytes) != 0 || (fe = posix_fallocate(fd, 0, (off_t)bytes)) != 0)) {
+  if (create && (ftruncate(f, (off_t)bytes) != 0 || (fe = posix_fallocate(f, 0, (off_t)bytes)) != 0)) {
     int e = fe ? fe : errno;
-    close(fd);
-    shm_unlink(name.c_str());
+    unlinkSegment(name, &f);
     return setSysError(e, "cannot size shared memory %s to %zu bytes (is /dev/shm full? docker: --shm-size)",
                        name.c_str(), bytes);
   }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
   int e = errno;
-  close(fd);
   if (p == MAP_FAILED) {
-    if (create) shm_unlink(name.c_str());
+    if (create) unlinkSegment(name, &f);
+    else close(f);
     return setSysError(e, "mmap of shared memory %s (%zu bytes) failed", name.c_str(), bytes);
   }
+  if (fd) *fd = f;
+  else close(f);
   *out = static_cast<char*>(p);
   return clbSuccess;
 }
 
 
 std::string ShmWorld::segName(int rank, uint64_t gen, bool control) const {
-  char b[96];
-  // The creator's pid leads the name so that a later init can remove it if that process died.
-  int pid = comm_->boot.peers()[rank].pid;
-  if (control)
-    snprintf(b, sizeof b, "/clb-%d-%016" PRIx64 "-r%d-ctl", pid, comm_->boot.sessionNonce(), rank);
-  else
-    snprintf(b, sizeof b, "/clb-%d-%016" PRIx64 "-r%d-g%" PRIu64, pid, comm_->boot.sessionNonce(), rank, gen);
-  return b;
+  return segmentName(comm_->boot.sessionNonce(), rank, control ? std::string("ctl") : "g" + std::to_string(gen));
 }
 
 ShmWorld::~ShmWorld() {
@@ -95,30 +157,50 @@ ShmWorld::~ShmWorld() {
       if (r == comm_->rank) comm_->mem.addHost(-(int64_t)kCtlBytes);
       munmap(ctls_[r], kCtlBytes);
     }
+  // This rank's lock goes with them: peers see it gone from here on (its state says why).
+  for (int fd : ctlFds_)
+    if (fd >= 0) close(fd);
 }
 
 clbResult_t ShmWorld::init() {
   const int n = comm_->nranks, me = comm_->rank;
-  sweepStale();
+  removeUnheldSegments(kSegmentPrefix);  // left by processes that died (kill -9 leaves the names)
   ctls_.assign(n, nullptr);
+  ctlFds_.assign(n, -1);
   peers_.assign(n, Mapping{});
   char* p = nullptr;
   std::string myName = segName(me, 0, true);
-  CLB_CHECK(mapSegment(myName, kCtlBytes, true, &p));
+  // Its lock is held until the communicator is destroyed: the peers' sign that this rank lives.
+  CLB_CHECK(mapSegment(myName, kCtlBytes, true, &p, &ctlFds_[me]));
   comm_->mem.addHost(kCtlBytes);
   ctls_[me] = new (p) CtlBlock();
   CtlBlock* c = ctls_[me];
   c->magic = kCtlMagic;
   c->rank = me;
   c->pid = getpid();
-  clbResult_t rc = comm_->boot.barrier();  // every control block exists
+  // Every control block exists, and each rank says on which file system (its device number, the
+  // same for all that share that /dev/shm, whatever their namespaces): ranks with the same host
+  // name and boot id but /dev/shm of their own (containers with IPC namespaces of their own)
+  // cannot meet there, and all fail at once, saying so.
+  std::vector<uint64_t> shmDev(n, 0);
+  struct stat st{};
+  if (fstat(ctlFds_[me], &st) == 0) shmDev[me] = (uint64_t)st.st_dev;
+  clbResult_t rc = comm_->boot.allGather(shmDev.data(), sizeof(uint64_t));
+  for (int r = 0; rc == clbSuccess && r < n; r++)
+    if (shmDev[r] != shmDev[me])
+      rc = setError(clbInvalidUsage,
+                    "rank %d and rank %d have the same host name and boot id but not the same /dev/shm (containers "
+                    "with IPC namespaces of their own?), so the shm transport cannot connect them: give them one "
+                    "/dev/shm (docker run --ipc=host, or one shared-memory volume mounted at /dev/shm in each), or "
+                    "use transport socket (COLIBRI_TRANSPORT=socket)", me, r);
   for (int r = 0; rc == clbSuccess && r < n; r++) {
     if (r == me) continue;
-    rc = mapSegment(segName(r, 0, true), kCtlBytes, false, &p);
+    // Kept open for ownerGone, but not for ranks of this process (they cannot die alone).
+    rc = mapSegment(segName(r, 0, true), kCtlBytes, false, &p, comm_->boot.inThisProcess(r) ? nullptr : &ctlFds_[r]);
     if (rc == clbSuccess) ctls_[r] = reinterpret_cast<CtlBlock*>(p);
   }
   if (rc == clbSuccess) rc = comm_->boot.barrier();  // every control block is mapped by everyone
-  shm_unlink(myName.c_str());
+  shm_unlink(myName.c_str());  // the name only: the lock stays
   CLB_CHECK(rc);
   for (int r = 0; r < n; r++)
     if (ctls_[r]->magic != kCtlMagic || ctls_[r]->rank != r)
@@ -126,10 +208,12 @@ clbResult_t ShmWorld::init() {
   return clbSuccess;
 }
 
-void ShmWorld::removeSegmentsOf(int pid) const {
-  char prefix[64];
-  snprintf(prefix, sizeof prefix, "clb-%d-%016" PRIx64 "-", pid, comm_->boot.sessionNonce());
-  unlinkNames([&](const char* name, int) { return !strncmp(name, prefix, strlen(prefix)); });
+bool ShmWorld::ownerGone(int r) const {
+  return r < (int)ctlFds_.size() && r != comm_->rank && ctlFds_[r] >= 0 && !ownerHoldsLock(ctlFds_[r]);
+}
+
+void ShmWorld::removeAbandoned() const {
+  removeUnheldSegments(sessionSegmentPrefix(comm_->boot.sessionNonce()));
 }
 
 void ShmWorld::setState(RankState s, const char* reason) {
@@ -145,7 +229,7 @@ void ShmWorld::setState(RankState s, const char* reason) {
 void ShmWorld::unmapOwn() {
   if (!own_.base) return;
   munmap(own_.base, own_.bytes);
-  shm_unlink(segName(comm_->rank, own_.gen, false).c_str());
+  unlinkSegment(segName(comm_->rank, own_.gen, false), &own_.fd);
   comm_->mem.addHost(-(int64_t)own_.bytes);
   own_ = Mapping{};
 }
@@ -189,8 +273,9 @@ clbResult_t ShmWorld::ensure(size_t slotBytes, size_t slots, size_t scratchBytes
   uint64_t gen = ++lastGen_;  // never reused: peers cache mappings by generation
   unmapOwn();
   char* base = nullptr;
-  CLB_CHECK(mapSegment(segName(comm_->rank, gen, false), total, true, &base));
-  own_ = Mapping{gen, base, total};
+  int fd = -1;
+  CLB_CHECK(mapSegment(segName(comm_->rank, gen, false), total, true, &base, &fd));
+  own_ = Mapping{gen, base, total, fd};
   comm_->mem.addHost((int64_t)total);
   d.bytes = total;
   d.fifoOffset = 0;
@@ -213,7 +298,7 @@ clbResult_t ShmWorld::peerBase(int r, char** base) {
     m = Mapping{};
     if (gen == 0) return setError(clbInternalError, "rank %d has no data segment", r);
     char* p = nullptr;
-    CLB_CHECK(mapSegment(segName(r, gen, false), d.bytes, false, &p));
+    CLB_CHECK(mapSegment(segName(r, gen, false), d.bytes, false, &p, nullptr));
     m = Mapping{gen, p, (size_t)d.bytes};
   }
   *base = m.base;
@@ -300,24 +385,27 @@ ShmTransport::~ShmTransport() {
 
 clbResult_t ShmTransport::init() {
   CLB_CHECK(world_.init());
-  // A pidfd per peer process: its death (a zombie's too) is one poll away.
+  // Where a peer process is in this PID namespace, a pidfd too: it also sees the death of a
+  // process whose forked child still holds the lock. (Elsewhere its pid means another process.)
   pidfds_.assign(comm_->nranks, -1);
   for (int p = 0; p < comm_->nranks; p++) {
-    const int pid = comm_->boot.peers()[p].pid;
 #ifdef SYS_pidfd_open
-    if (p != comm_->rank && pid != getpid()) pidfds_[p] = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (!comm_->boot.inThisProcess(p) && comm_->boot.inThisPidNamespace(p))
+      pidfds_[p] = (int)syscall(SYS_pidfd_open, comm_->boot.peers()[p].pid, 0);
 #endif
   }
   return clbSuccess;
 }
 
 bool ShmTransport::peerGone(int p) const {
-  if (p < (int)pidfds_.size() && pidfds_[p] >= 0) {
+  bool gone = world_.ownerGone(p);
+  if (!gone && p < (int)pidfds_.size() && pidfds_[p] >= 0) {
     struct pollfd f{pidfds_[p], POLLIN, 0};
-    return poll(&f, 1, 0) == 1;
+    gone = poll(&f, 1, 0) == 1;
   }
-  const int pid = comm_->boot.peers()[p].pid;  // no pidfd (an old kernel, or this process): ask kill
-  return pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH;
+  // A rank lets go of its lock when it destroys its communicator, after it said why (closed,
+  // failed, aborted): then that is the news, not its death.
+  return gone && world_.ctl(p)->state.load(std::memory_order_acquire) == kRunning;
 }
 
 bool ShmTransport::waitNotice(int peer, PeerNotice* n) {
@@ -336,10 +424,9 @@ bool ShmTransport::waitNotice(int peer, PeerNotice* n) {
   // A peer process that died cannot say so: look for it (cheap, at most every ~2 ms here). One
   // that closed its communicator first is not dead to it: it finished what it shared with us.
   for (int p = 0; p < comm_->nranks; p++) {
-    int pid = world_.ctl(p)->pid;
-    if (p == me || pid == getpid()) continue;
+    if (p == me || comm_->boot.inThisProcess(p)) continue;
     if (world_.ctl(p)->state.load(std::memory_order_acquire) == kClosed) continue;
-    if (peerGone(p)) return *n = PeerNotice{PeerNotice::kGone, p, pid}, true;
+    if (peerGone(p)) return *n = PeerNotice{PeerNotice::kGone, p, world_.ctl(p)->pid}, true;
   }
   return false;
 }
@@ -377,9 +464,9 @@ void ShmTransport::close(PeerNotice::Kind end) {
       CLB_WARN("rank %d: destroy did not wait for a peer to read its point-to-point messages: %s", comm_->rank,
                lastError().c_str());
   world_.setState(end == PeerNotice::kAborted ? kAborted : end == PeerNotice::kFailed ? kFailed : kClosed, nullptr);
-  // A peer process that died left its segments' names behind: the survivors remove them.
-  for (int p = 0; p < comm_->nranks; p++)
-    if (p != comm_->rank && peerGone(p)) world_.removeSegmentsOf(comm_->boot.peers()[p].pid);
+  // A peer process that died left its segments' names behind: the survivors remove them (only
+  // names nobody holds the lock of: a live peer's stay).
+  world_.removeAbandoned();
 }
 
 }  // namespace clb

@@ -34,7 +34,7 @@ enum RankState : uint32_t { kRunning = 0, kFailed = 1, kAborted = 2, kClosed = 3
 struct CtlBlock {
   uint32_t magic;
   int32_t rank;
-  int32_t pid;
+  int32_t pid;  // as its own PID namespace counts it: for messages only
   std::atomic<uint32_t> state;
   std::atomic<uint32_t> waiters;  // threads sleeping on a counter of this block
   char reason[236];
@@ -55,10 +55,29 @@ struct SlotHeader {
   char pad[64 - sizeof(MsgTag) % 64];
 };
 
+// Segments and who owns them. Every name is "/clb-j<session>-r<rank>-<what>": the communicator's
+// random session (16 hex digits, so unique per job) and the rank that made it. Its maker holds an
+// exclusive flock on it from before anyone could judge the name until it removed the name, and
+// only the holder of that lock removes a name. The kernel drops the lock when the last descriptor
+// of it closes, at the latest when the process ends however it ends, so a name nobody holds is
+// left by a process that is gone: removeUnheldSegments removes those. No pid is involved, so this
+// holds across PID namespaces (containers sharing /dev/shm). Names of the older form
+// "/clb-<pid>-..." (their makers held no lock) are never removed here.
+constexpr const char* kSegmentPrefix = "clb-j";
+std::string sessionSegmentPrefix(uint64_t session);  // "clb-j<session>-", without the "/"
+std::string segmentName(uint64_t session, int rank, const std::string& what);
+
 // Creates (O_EXCL, the pages reserved, unlinked again on failure) or opens a POSIX shared memory
-// segment of `bytes` and maps it. Names start "/clb-<pid>-" so that the segments of a process
-// that died are swept at the next init on the host.
-clbResult_t mapSegment(const std::string& name, size_t bytes, bool create, char** out);
+// segment of `bytes` and maps it. Creating, *fd receives the descriptor that holds the lock:
+// keep it open while the name exists and remove the name with unlinkSegment. Opening, the
+// descriptor is kept in *fd when fd is not null (ownerHoldsLock), else closed.
+clbResult_t mapSegment(const std::string& name, size_t bytes, bool create, char** out, int* fd);
+// Removes the name, then closes *fd (its lock) and sets it to -1.
+void unlinkSegment(const std::string& name, int* fd);
+// Removes every segment in /dev/shm whose name starts with `prefix` and whose lock nobody holds.
+void removeUnheldSegments(const std::string& prefix);
+// Whether the maker of the segment open as `fd` still holds its lock (a non-blocking try).
+bool ownerHoldsLock(int fd);
 
 class ShmWorld {
  public:
@@ -66,6 +85,7 @@ class ShmWorld {
   ~ShmWorld();
   clbResult_t init();
   CtlBlock* ctl(int r) { return ctls_[r]; }
+  const CtlBlock* ctl(int r) const { return ctls_[r]; }
   CtlBlock* self() { return ctls_[comm_->rank]; }
 
   // Makes this rank's data segment hold a FIFO of `slots` x `slotBytes` and `scratchBytes` of
@@ -78,9 +98,12 @@ class ShmWorld {
   clbResult_t waitDrained();
   clbResult_t trim();
   void setState(RankState s, const char* reason);
-  // Unlinks every shared-memory name of this communicator that process `pid` made (it died and
-  // cannot unlink them itself; the mappings stay valid until they are unmapped).
-  void removeSegmentsOf(int pid) const;
+  // Whether rank r (of another process) let go of its control block's lock: its process ended
+  // (or it destroyed its communicator). Never for this rank, nor ranks of this process.
+  bool ownerGone(int r) const;
+  // Removes the names of this communicator's segments whose makers are gone (they cannot remove
+  // them themselves; the mappings stay valid until they are unmapped). A live rank's stay.
+  void removeAbandoned() const;
   uint64_t lastDirectSeq = 0;  // seq of this rank's last direct collective that used its scratch
   std::vector<const void*> srcScratch;  // the direct path's per-call input table, kept allocated
 
@@ -89,11 +112,15 @@ class ShmWorld {
     uint64_t gen = 0;
     char* base = nullptr;
     size_t bytes = 0;
+    int fd = -1;  // this rank's own segment: its lock
   };
   std::string segName(int rank, uint64_t gen, bool control) const;
   void unmapOwn();
   clbComm* comm_;
   std::vector<CtlBlock*> ctls_;
+  // [me]: the lock on this rank's control block, held for the communicator's life; [r]: rank
+  // r's control block open, to try its lock (-1: r is in this process).
+  std::vector<int> ctlFds_;
   Mapping own_;
   uint64_t lastGen_ = 0;
   std::vector<Mapping> peers_;
@@ -169,6 +196,7 @@ class ShmPeerChannel : public PeerChannel {
     uint64_t gen = 0;
     char* base = nullptr;
     size_t bytes = 0;
+    int fd = -1;  // the outgoing FIFO: its lock
     PeerFifo* hdr() const { return reinterpret_cast<PeerFifo*>(base); }
   };
   std::string name(int from, int to, uint64_t gen) const;
@@ -197,14 +225,15 @@ class ShmTransport : public Transport {
  public:
   explicit ShmTransport(clbComm* comm);
   ~ShmTransport() override;
-  // Every rank's control block mapped, and a pidfd per peer process.
+  // Every rank's control block mapped, and a pidfd per peer process in this PID namespace.
   clbResult_t init();
   int kind() const override { return clbTransportShm; }
   RingChannel& ring() override { return ring_; }
   bool sharesMemory() const override { return true; }
   DirectAlgorithm* direct() override { return &direct_; }
-  // A peer process that exited or was killed, even one its parent has not reaped yet (a zombie
-  // still answers kill(pid, 0)): its pidfd is readable.
+  // A peer process that exited or was killed while its rank was running, even one its parent has
+  // not reaped yet: it let go of its control block's lock (ShmWorld::ownerGone), or, in this PID
+  // namespace, its pidfd is readable. No pid is looked up: in another namespace it is another's.
   bool peerGone(int p) const override;
   bool waitNotice(int peer, PeerNotice* n) override;
   bool statusNotice(PeerNotice* n) override;
@@ -225,7 +254,7 @@ class ShmTransport : public Transport {
   ShmRingChannel ring_;
   ShmDirect direct_;
   std::vector<std::unique_ptr<ShmPeerChannel>> peers_;  // point-to-point, per peer once used
-  std::vector<int> pidfds_;  // a pidfd per peer process (-1: none), readable once it exited
+  std::vector<int> pidfds_;  // a pidfd per peer process in this PID namespace (-1: none), readable once it exited
 };
 
 }  // namespace clb

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cinttypes>
 #include <cstring>
 
 #include "core/error.h"
@@ -59,11 +58,7 @@ ShmPeerChannel::~ShmPeerChannel() {
 }
 
 std::string ShmPeerChannel::name(int from, int to, uint64_t gen) const {
-  char b[112];
-  // The sender's pid leads, as for every segment (shm.cc): a later init removes it if it died.
-  snprintf(b, sizeof b, "/clb-%d-%016" PRIx64 "-r%d-p%d-g%" PRIu64, comm_->boot.peers()[from].pid,
-           comm_->boot.sessionNonce(), from, to, gen);
-  return b;
+  return segmentName(comm_->boot.sessionNonce(), from, "p" + std::to_string(to) + "-g" + std::to_string(gen));
 }
 
 size_t ShmPeerChannel::maxMessageBytes() const { return (size_t)comm_->cfg.chunkBytes; }
@@ -76,7 +71,7 @@ char* ShmPeerChannel::slot(const Fifo& f, uint64_t index) const {
 void ShmPeerChannel::dropOut() {
   if (!out_.base) return;
   munmap(out_.base, out_.bytes);
-  shm_unlink(name(comm_->rank, peer_, out_.gen).c_str());
+  unlinkSegment(name(comm_->rank, peer_, out_.gen), &out_.fd);
   comm_->mem.addHost(-accounted_);
   accounted_ = 0;
   out_ = Fifo{};
@@ -117,7 +112,8 @@ clbResult_t ShmPeerChannel::remake(size_t bytes) {
   PeerFifo* old = out_.base ? out_.hdr() : nullptr;
   const uint64_t gen = outGens_ + 1;
   char* base = nullptr;
-  CLB_CHECK(mapSegment(name(comm_->rank, peer_, gen), total, true, &base));
+  int fd = -1;
+  CLB_CHECK(mapSegment(name(comm_->rank, peer_, gen), total, true, &base, &fd));
   outGens_ = gen;
   PeerFifo* h = new (base) PeerFifo();
   h->bytes = total;
@@ -129,11 +125,11 @@ clbResult_t ShmPeerChannel::remake(size_t bytes) {
   if (old) {
     old->next.store(gen, std::memory_order_release);  // the receiver moves over once it read all
     munmap(out_.base, out_.bytes);
-    shm_unlink(name(comm_->rank, peer_, out_.gen).c_str());
+    unlinkSegment(name(comm_->rank, peer_, out_.gen), &out_.fd);
   }
   comm_->mem.addHost((int64_t)total - accounted_);
   accounted_ = (int64_t)total;
-  out_ = Fifo{gen, base, total};
+  out_ = Fifo{gen, base, total, fd};
   CLB_DEBUG("rank %d: point-to-point FIFO to rank %d, generation %llu: %zu x %zu bytes", comm_->rank, peer_,
             (unsigned long long)gen, slots, slotBytes);
   return clbSuccess;

@@ -258,7 +258,7 @@ CLB_API clbResult_t clbCommAbort(clbComm_t comm);
  * undefined), clbRemoteError (a peer failed, or its process died) or the code of an earlier failure;
  * then clbGetLastError() says what happened and which call and ranks it concerns, and the
  * communicator must be destroyed. Returns clbInvalidArgument only for a NULL comm or asyncError.
- * Cheap (a few loads, one kill(pid, 0) per peer process on this host): poll it after replaying a
+ * Cheap (a few loads, one lock probe per peer process on this host): poll it after replaying a
  * CUDA graph, or from a health check. Any thread, also while a collective runs on another, but not
  * during or after clbCommDestroy of the same communicator. */
 CLB_API clbResult_t clbCommGetAsyncError(clbComm_t comm, clbResult_t* asyncError);
