@@ -1,6 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// Threads as ranks through the C ABI: every collective on both transports and both algorithms,
+// Threads as ranks through the C ABI: every collective on every transport (shm, socket, socket with
+// TLS, the verbs stand-in: tests/test_transports.h) and both algorithms,
 // checked element by element (int64: exact reference; float32: reference with a bound).
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 
 #include "colibri/colibri.h"
 #include "tests/test_ranks.h"
+#include "tests/test_transports.h"
 
 namespace {
 
@@ -41,11 +43,15 @@ struct Case {
   int transport, algorithm;
 };
 
-class Collectives : public ::testing::TestWithParam<std::tuple<int, int, int, size_t>> {};
+using clbtest::Net;
+
+class Collectives : public ::testing::TestWithParam<std::tuple<int, Net, int, size_t>> {};
 
 TEST_P(Collectives, AllFourMatchReference) {
-  auto [nranks, transport, algorithm, count] = GetParam();
-  if (transport == clbTransportSocket && algorithm == clbAlgoDirect && nranks > 1)
+  auto [nranks, net, algorithm, count] = GetParam();
+  CLB_TRANSPORT_SCOPE(scope, net);
+  const int transport = clbtest::netTransport(net);
+  if (transport != clbTransportShm && algorithm == clbAlgoDirect && nranks > 1)
     GTEST_SKIP() << "direct needs shared memory (refusal tested in Bootstrap tests)";
   runRanks(nranks, transport, algorithm, [&, nranks = nranks, count = count](int r, clbComm_t comm) {
     // allReduce sum, in place and out of place
@@ -94,11 +100,11 @@ TEST_P(Collectives, AllFourMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Host, Collectives,
-    ::testing::Combine(::testing::Values(1, 2, 3, 5, 16), ::testing::Values(clbTransportShm, clbTransportSocket),
+    ::testing::Combine(::testing::Values(1, 2, 3, 5, 16), ::testing::ValuesIn(clbtest::allNets()),
                        ::testing::Values(clbAlgoRing, clbAlgoDirect, clbAlgoAuto),
                        ::testing::Values(size_t(0), size_t(1), size_t(7), size_t(10007))),
     [](const auto& info) {
-      return "n" + std::to_string(std::get<0>(info.param)) + "_" + clbTransportName(std::get<1>(info.param)) + "_" +
+      return "n" + std::to_string(std::get<0>(info.param)) + "_" + clbtest::netName(std::get<1>(info.param)) + "_" +
              clbAlgorithmName(std::get<2>(info.param)) + "_c" + std::to_string(std::get<3>(info.param));
     });
 

@@ -14,6 +14,7 @@
 
 #include "colibri/colibri.h"
 #include "tests/test_ranks.h"
+#include "tests/test_transports.h"
 
 namespace {
 
@@ -36,10 +37,11 @@ Refusal attempt(Call call) {
   return r;
 }
 
-class ConcurrentCalls : public ::testing::TestWithParam<int> {};
+class ConcurrentCalls : public ::testing::TestWithParam<clbtest::Net> {};
 
 TEST_P(ConcurrentCalls, SecondThreadIsRefusedNamingTheCallInProgress) {
-  const int transport = GetParam();
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  const int transport = clbtest::netTransport(GetParam());
   const size_t count = 16u << 20;  // 64 MiB of float32: the call that is in progress
   const size_t small = 16;
   std::atomic<bool> entering{false}, probed{false};
@@ -141,10 +143,7 @@ TEST_P(ConcurrentCalls, SecondThreadIsRefusedNamingTheCallInProgress) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, ConcurrentCalls, ::testing::Values(clbTransportShm, clbTransportSocket),
-                         [](const ::testing::TestParamInfo<int>& i) {
-                           return std::string(i.param == clbTransportShm ? "Shm" : "Socket");
-                         });
+INSTANTIATE_TRANSPORTS(ConcurrentCalls);
 
 // Calls one after another from different threads are fine: the communicator is given back at the
 // end of every call, also of one that failed or was refused.
