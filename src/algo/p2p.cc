@@ -196,10 +196,11 @@ clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
         const size_t esz = clbTypeSize(o.type), bytes = o.count * esz;
         void* buf = nullptr;
         size_t room = 0;
-        if (o.announce) {  // its tag alone, one byte of nothing (a message of data is never empty)
+        if (o.announce) {
+          // Its tag alone, with one byte that nobody reads (a message of data is never empty, and
+          // the slot may be GPU memory: the byte is left as it is).
           CLB_CHECK(q.ch->trySend(1, &buf, &room));
           if (!buf) { pending = true; break; }
-          *static_cast<char*>(buf) = 0;
           CLB_CHECK(q.ch->postSend(MsgTag{desc[i], p.index++, 1}));
           p.complete = true;
           q.sendHead++;
