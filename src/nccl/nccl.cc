@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <cstdarg>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -590,6 +591,10 @@ NCCL_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, siz
   if (!comm) return refuse(ncclInvalidArgument, "comm is NULL");
   if (!handle) return refuse(ncclInvalidArgument, "handle (output) is NULL");
   if (!buff || size == 0) return refuse(ncclInvalidArgument, "buffer %p of %zu bytes: pass memory and a size", buff, size);
+  if (size > UINTPTR_MAX - reinterpret_cast<uintptr_t>(buff))
+    return refuse(ncclInvalidArgument, "ncclCommRegister: buffer [%p, +%zu bytes) runs past the end of the address "
+                  "space (the address plus the size wraps around): pass the size of the memory the buffer holds",
+                  buff, size);
   *handle = new char(0);
   return ncclSuccess;
 }

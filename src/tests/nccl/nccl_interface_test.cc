@@ -481,6 +481,29 @@ TEST(NcclInterface, WhatColibriDoesNotDoIsRefusedSayingSo) {
   });
 }
 
+// Issue 38, 5, through this library: a buffer whose end would pass the last address (the address
+// plus the size wraps around) is refused with ncclInvalidArgument, saying so, before anything
+// moves (inside a group, so that a call wrongly taken is only recorded; a refused call after it
+// makes the end run nothing); a registration of such a range too.
+TEST(NcclInterface, BuffersWhoseEndWrapsTheAddressSpaceAreRefused) {
+  runRanks(2, [](int, ncclComm_t comm) {
+    static thread_local float buf[64];
+    const size_t wrapping = (SIZE_MAX - reinterpret_cast<uintptr_t>(buf)) / (4 * 2) + 1;  // x 2 blocks of 4 bytes
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    EXPECT_EQ(ncclAlltoAll(buf, buf + 32, wrapping, ncclFloat32, comm, nullptr), ncclInvalidArgument);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "runs past the end of the address space")) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclSend(buf, 1, ncclFloat32, -1, comm, nullptr), ncclInvalidArgument);
+    EXPECT_NE(ncclGroupEnd(), ncclSuccess);
+    void* handle = nullptr;
+    EXPECT_EQ(ncclCommRegister(comm, buf + 8, SIZE_MAX - 4, &handle), ncclInvalidArgument);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "runs past the end of the address space")) << ncclGetLastError(comm);
+    EXPECT_EQ(handle, nullptr);
+    float x = 1, y = 0;
+    ASSERT_EQ(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(y, 2.f);
+  });
+}
+
 // ncclCommAbort from another thread while a receive waits for a send that never comes: the
 // receive returns with an error, the abort frees the communicator once it has, and the peer,
 // told of the abort, fails its own waiting call instead of waiting out the timeout.
