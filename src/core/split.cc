@@ -84,8 +84,8 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
   if (!newcomm) {
     mine = setError(clbInvalidArgument, "rank %d: newcomm (output) is NULL", c->rank);
   } else if (color < 0 && color != CLB_SPLIT_NOCOLOR) {
-    mine = setError(clbInvalidArgument, "rank %d: color=%d: a color is >= 0, or CLB_SPLIT_NOCOLOR (-1) for no new "
-                    "communicator", c->rank, color);
+    mine = setError(clbInvalidArgument, "rank %d: color=%d: a color is >= 0, or -1 (CLB_SPLIT_NOCOLOR, "
+                    "NCCL_SPLIT_NOCOLOR through libnccl.so.2) for no new communicator", c->rank, color);
   } else if (config && color != CLB_SPLIT_NOCOLOR) {
     clbConfig_t resolved;
     mine = resolveConfig(config, &resolved);

@@ -509,26 +509,28 @@ NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   Entry e;
-  if (!newcomm) return refuse(ncclInvalidArgument, "newcomm (output) is NULL");
-  *newcomm = nullptr;
-  if (color < NCCL_SPLIT_NOCOLOR)
-    return refuse(ncclInvalidArgument, "color %d: pass 0 or more, or NCCL_SPLIT_NOCOLOR (-1) to take no part", color);
+  if (newcomm) *newcomm = nullptr;
   if (ncclResult_t bad = ncclSuccess; badConfig(config, &bad)) return bad;
   ncclResult_t rc = ncclSuccess;
   clbComm_t parent = of(comm, &rc);
   if (!parent) return rc;
-  // A rank that takes no part still takes part in the split (it is collective over the parent),
-  // and gets no communicator.
-  ncclComm* w = color < 0 ? nullptr : new ncclComm;
+  // A bad color or a NULL newcomm goes to clbCommSplit as it is: its first exchange refuses it on
+  // every rank at once, naming this one, and the parent stays usable (refused here alone, the
+  // other ranks would wait for this one until the timeout, and their parent would fail). A rank
+  // that takes no part still takes part in the split (it is collective over the parent), and gets
+  // no communicator. NCCL_SPLIT_NOCOLOR is CLB_SPLIT_NOCOLOR (-1).
+  const bool valid = newcomm && (color >= 0 || color == NCCL_SPLIT_NOCOLOR);
+  ncclComm* w = valid && color >= 0 ? new ncclComm : nullptr;
   const bool blocking = !config || config->blocking != 0;
-  rc = startInit(w, blocking || !w, [parent, color, key](clbComm_t* made) {
-    return clbCommSplit(parent, color < 0 ? CLB_SPLIT_NOCOLOR : color, key, nullptr, made);
+  const bool hasOut = newcomm != nullptr;
+  rc = startInit(w, blocking || !w, [parent, color, key, hasOut](clbComm_t* made) {
+    return clbCommSplit(parent, color, key, nullptr, hasOut ? made : nullptr);
   });
   if (rc != ncclSuccess && rc != ncclInProgress) {
     delete w;
     return rc;
   }
-  *newcomm = w;
+  if (newcomm) *newcomm = w;
   return rc;
 }
 

@@ -481,6 +481,41 @@ TEST(NcclInterface, WhatColibriDoesNotDoIsRefusedSayingSo) {
   });
 }
 
+// Issue 38, 6a: a bad color (below NCCL_SPLIT_NOCOLOR) or a NULL newcomm on one rank only reaches
+// the split's first exchange, so every rank's ncclCommSplit fails at once with ncclInvalidArgument
+// naming that rank (not the others after the timeout), nobody gets a communicator, and the parent
+// still runs collectives (and splits).
+TEST(NcclInterface, ABadSplitOnOneRankFailsOnEveryRankAtOnceAndTheParentStaysUsable) {
+  const int n = 3;
+  runRanks(n, [&](int r, ncclComm_t comm) {
+    for (int variant = 0; variant < 2; variant++) {
+      ncclComm_t sub = reinterpret_cast<ncclComm_t>(&sub);  // overwritten with NULL
+      const auto t0 = std::chrono::steady_clock::now();
+      const ncclResult_t rc = variant == 0 ? ncclCommSplit(comm, r == 1 ? -5 : 0, r, &sub, nullptr)
+                                           : ncclCommSplit(comm, 0, r, r == 1 ? nullptr : &sub, nullptr);
+      EXPECT_EQ(rc, ncclInvalidArgument) << "rank " << r << ", variant " << variant;
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << "rank " << r << " waited";
+      const std::string e = ncclGetLastError(comm);
+      EXPECT_TRUE(contains(e, variant == 0 ? "color=-5" : "newcomm (output) is NULL")) << e;
+      if (variant == 0) {
+        EXPECT_TRUE(contains(e, "NCCL_SPLIT_NOCOLOR")) << e;
+      }
+      if (r != 1) {
+        EXPECT_TRUE(contains(e, "refused on rank 1")) << e;
+      }
+      if (variant == 0 || r != 1) {
+        EXPECT_EQ(sub, nullptr);
+      }
+      int32_t x = r + 1, y = 0;
+      ASSERT_EQ(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, comm, nullptr), ncclSuccess) << ncclGetLastError(comm);
+      EXPECT_EQ(y, 6);
+    }
+    ncclComm_t sub = nullptr;
+    ASSERT_EQ(ncclCommSplit(comm, 0, r, &sub, nullptr), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclCommDestroy(sub), ncclSuccess);
+  });
+}
+
 // Issue 38, 5, through this library: a buffer whose end would pass the last address (the address
 // plus the size wraps around) is refused with ncclInvalidArgument, saying so, before anything
 // moves (inside a group, so that a call wrongly taken is only recorded; a refused call after it
