@@ -4,9 +4,12 @@
 // unique_id.cc; the device helpers of a build without CUDA: no_cuda.cc).
 #include "core/comm.h"
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <thread>
 
 #include "core/agree.h"
 #include "core/config.h"
@@ -337,9 +340,57 @@ clbResult_t clb::finishInit(clbComm* c) {
   return clbSuccess;
 }
 
+namespace {
+
+// The caller's abort flag of an init (clbCommInitRankAbortable), copied into the communicator's
+// own, which every wait of the init watches (the bootstrap's and the transport's), until the init
+// ends: a thread that looks every 5 ms, for the init's duration only.
+class InitAbortWatch {
+ public:
+  InitAbortWatch(const int* flag, std::atomic<bool>* aborted) {
+    if (!flag) return;
+    thread_ = std::thread([this, flag, aborted] {
+      std::unique_lock<std::mutex> g(mutex_);
+      while (!done_) {
+        if (__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {
+          aborted->store(true);
+          return;
+        }
+        wake_.wait_for(g, std::chrono::milliseconds(5));
+      }
+    });
+  }
+  ~InitAbortWatch() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  InitAbortWatch(const InitAbortWatch&) = delete;
+  InitAbortWatch& operator=(const InitAbortWatch&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+bool raised(const int* flag) { return flag && __atomic_load_n(flag, __ATOMIC_ACQUIRE); }
+
+}  // namespace
+
 extern "C" {
 
 clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, int nranks, const clbConfig_t* config) {
+  return clbCommInitRankAbortable(comm, id, rank, nranks, config, nullptr);
+}
+
+clbResult_t clbCommInitRankAbortable(clbComm_t* comm, const clbUniqueId* id, int rank, int nranks,
+                                     const clbConfig_t* config, const int* abortFlag) {
   clearError();
   if (!comm) return setError(clbInvalidArgument, "comm (output) is NULL");
   *comm = nullptr;
@@ -357,12 +408,26 @@ clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, in
     wipe(&d, sizeof d);
     return rc;
   }
-  rc = initComm(c.get(), d);
+  {
+    InitAbortWatch watch(abortFlag, &c->aborted);
+    rc = raised(abortFlag) ? setError(clbAborted, "it was aborted before it began") : initComm(c.get(), d);
+  }
   wipe(&d, sizeof d);
+  if (rc == clbSuccess && raised(abortFlag)) {
+    // Aborted as it completed: the peers have this rank in their communicators, so it goes as an
+    // aborted one does (they are told).
+    c->aborted.store(true);
+    if (c->carrier) c->carrier->announce(PeerNotice::kAborted, "aborted during its init");
+    clbCommDestroy(c.release());
+    rc = setError(clbAborted, "it was aborted as it completed");
+  }
   if (rc != clbSuccess) {
     appendBreadcrumb(__FILE__, __LINE__);
     std::string msg = lastError();
     c.reset();
+    if (raised(abortFlag))
+      return setError(clbAborted, "rank %d of %d: the init was aborted (its abort flag was set) and freed what it "
+                      "made: %s", rank, nranks, msg.c_str());
     setError(rc, "%s", msg.c_str());
     return rc;
   }

@@ -51,6 +51,10 @@ struct ncclComm {
   bool waitsForGroupEnd = false;  // an init inside a group that has not ended yet
   std::string error;              // the init's failure, for ncclGetLastError
   std::thread worker;             // a non-blocking init's thread
+  // Set (__atomic_store_n) by ncclCommAbort: the init's clbCommInitRankAbortable then returns at
+  // once, freeing what it made.
+  int abortFlag = 0;
+  int waiters = 0;  // threads in of() waiting for the init (under mu): the wrapper outlives them
 
   // The init's outcome, once.
   void finish(clbComm_t made, ncclResult_t rc, const std::string& why) {
@@ -200,7 +204,9 @@ clbComm_t of(ncclComm_t comm, ncclResult_t* rc) {
                  "group's ncclGroupEnd: call ncclGroupEnd before using it");
     return nullptr;
   }
+  comm->waiters++;
   comm->done.wait(g, [&] { return comm->state != ncclInProgress; });
+  if (--comm->waiters == 0) comm->done.notify_all();  // a destroy or abort may wait for the last
   if (comm->state != ncclSuccess) {
     *rc = refuse(comm->state, "this communicator's init failed: %s", comm->error.c_str());
     return nullptr;
@@ -392,8 +398,9 @@ NCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, nc
   memcpy(&id, &commId, sizeof id);
   auto* w = new ncclComm;
   const bool blocking = !config || config->blocking != 0;
-  const ncclResult_t rc = startInit(w, blocking, [id, rank, nranks](clbComm_t* made) {
-    return clbCommInitRank(made, &id, rank, nranks, nullptr);
+  const int* abortFlag = &w->abortFlag;  // ncclCommAbort ends a non-blocking init through it
+  const ncclResult_t rc = startInit(w, blocking, [id, rank, nranks, abortFlag](clbComm_t* made) {
+    return clbCommInitRankAbortable(made, &id, rank, nranks, nullptr, abortFlag);
   });
   if (rc != ncclSuccess && rc != ncclInProgress) {
     delete w;
@@ -453,14 +460,17 @@ NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 }
 
 namespace {
-// Waits for an init that runs on a thread of its own (a non-blocking one); false for an init that
-// waits for its group's end (there is nothing to free before it has run).
+// Waits for an init that runs on a thread of its own (a non-blocking one), and for the calls
+// waiting in of() to have seen its outcome; false for an init that waits for its group's end
+// (there is nothing to free before it has run).
 bool settle(ncclComm_t comm) {
   {
     std::lock_guard<std::mutex> g(comm->mu);
     if (comm->waitsForGroupEnd) return false;
   }
   if (comm->worker.joinable() && comm->worker.get_id() != std::this_thread::get_id()) comm->worker.join();
+  std::unique_lock<std::mutex> g(comm->mu);
+  comm->done.wait(g, [&] { return comm->waiters == 0; });
   return true;
 }
 }  // namespace
@@ -482,10 +492,16 @@ NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   Entry e;
   if (!comm) return ncclSuccess;
-  // A non-blocking init still running is waited for (it ends, at the latest, at its timeout).
-  if (!settle(comm))
-    return refuse(ncclInvalidUsage, "ncclCommAbort: this communicator's init completes at its group's "
-                  "ncclGroupEnd: end the group first");
+  {
+    std::lock_guard<std::mutex> g(comm->mu);
+    if (comm->waitsForGroupEnd)
+      return refuse(ncclInvalidUsage, "ncclCommAbort: this communicator's init completes at its group's "
+                    "ncclGroupEnd: end the group first");
+  }
+  // A non-blocking init still running is stopped (its clbCommInitRankAbortable returns within
+  // about 100 ms, having freed what it made) and waited for.
+  __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
+  settle(comm);
   if (!comm->c) {
     delete comm;
     return ncclSuccess;

@@ -8,6 +8,7 @@
 // computed here, fp8 moved as bytes and refused for reductions, split with NCCL_SPLIT_NOCOLOR,
 // ncclCommInitAll, a non-blocking config, PreMulSum, every call Colibri does not support refused with
 // ncclInvalidUsage and a ncclGetLastError text saying so, and NCCL's variables mapped to Colibri's.
+#include <dirent.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <fcntl.h>
@@ -674,6 +675,80 @@ TEST(NcclInterface, FailedCallsSayWhyWhenNcclDebugAsks) {
   }
 }
 
+// Issue 38, 6b: ncclCommAbort on a communicator whose non-blocking init (config.blocking = 0) waits
+// for a rank that never comes ends the init at once (not at its timeout) and frees all of it: the
+// process has the descriptors and threads it had before the init, and a call that waited for the
+// init on another thread returns an error. In a child process (the root of the unique id is the
+// parent's, so that none of its connections count here); CLB_NCCL_ID is the id.
+// A unique id as text, for a child's environment (CLB_NCCL_ID), and back.
+std::string hexOf(const ncclUniqueId& id) {
+  std::string hex;
+  for (char c : id.internal) {
+    char b[3];
+    snprintf(b, sizeof b, "%02x", (unsigned char)c);
+    hex += b;
+  }
+  return hex;
+}
+
+ncclUniqueId idOf(const std::string& hex) {
+  ncclUniqueId id;
+  for (size_t i = 0; i < sizeof id.internal && 2 * i + 1 < hex.size(); i++)
+    id.internal[i] = (char)std::stoi(hex.substr(2 * i, 2), nullptr, 16);
+  return id;
+}
+
+size_t entries(const char* dir) {
+  size_t n = 0;
+  if (DIR* d = opendir(dir)) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+TEST(NcclInterfaceChild, AbortNonBlockingInit) {
+  const char* hex = getenv("CLB_NCCL_ID");
+  if (!getenv("CLB_NCCL_CHILD") || !hex) GTEST_SKIP() << "runs only as a child of NcclInterface.AbortEndsANonBlockingInitAtOnceAndFreesIt";
+  const ncclUniqueId id = idOf(hex);
+  int v = 0;
+  ASSERT_EQ(ncclGetVersion(&v), ncclSuccess);  // the library's own set-up done before counting
+  for (int round = 0; round < 3; round++) {
+    const size_t fds = entries("/proc/self/fd"), threads = entries("/proc/self/task");
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    ASSERT_EQ(ncclCommInitRankConfig(&comm, 2, id, 0, &config), ncclInProgress) << ncclGetLastError(nullptr);
+    ncclResult_t waited = ncclSuccess;
+    std::thread caller([&] {
+      int64_t x = 1, y = 0;
+      waited = ncclAllReduce(&x, &y, 1, ncclInt64, ncclSum, comm, nullptr);  // waits for the init
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the init waits for rank 1 by now
+    ncclResult_t async = ncclSuccess;
+    ASSERT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+    EXPECT_EQ(async, ncclInProgress);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(ncclCommAbort(comm), ncclSuccess) << ncclGetLastError(nullptr);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_LT(took, std::chrono::seconds(3)) << "ncclCommAbort waited for the init's timeout";
+    caller.join();
+    EXPECT_EQ(waited, ncclRemoteError) << "round " << round;
+    EXPECT_EQ(entries("/proc/self/fd"), fds) << "round " << round << ": descriptors left open";
+    EXPECT_EQ(entries("/proc/self/task"), threads) << "round " << round << ": threads left running";
+  }
+}
+
+TEST(NcclInterface, AbortEndsANonBlockingInitAtOnceAndFreesIt) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+  const std::string hex = hexOf(id);
+  std::string text;
+  EXPECT_TRUE(runChild("NcclInterfaceChild.AbortNonBlockingInit",
+                       {"CLB_NCCL_CHILD=1", "CLB_NCCL_ID=" + hex, "COLIBRI_TIMEOUT_MS=15000"}, &text))
+      << "the child's checks failed:\n" << text;
+}
+
 // Ranks as processes (host buffers): each child is one rank of a clique whose unique id the parent
 // made, running collectives, a ring of sends and receives in a group, an all-to-all and a split,
 // each result checked against values computed here. CLB_NCCL_RANK / _NRANKS / _ID tell a child
@@ -682,10 +757,9 @@ TEST(NcclInterfaceChild, Rank) {
   const char* rankVar = getenv("CLB_NCCL_RANK");
   if (!rankVar) GTEST_SKIP() << "runs only as a child of NcclInterface.RanksAsProcesses";
   const int r = atoi(rankVar), n = atoi(getenv("CLB_NCCL_NRANKS"));
-  ncclUniqueId id;
   const std::string hex = getenv("CLB_NCCL_ID");
-  ASSERT_EQ(hex.size(), 2 * sizeof id.internal);
-  for (size_t i = 0; i < sizeof id.internal; i++) id.internal[i] = (char)std::stoi(hex.substr(2 * i, 2), nullptr, 16);
+  ASSERT_EQ(hex.size(), 2 * sizeof(ncclUniqueId::internal));
+  const ncclUniqueId id = idOf(hex);
   ncclComm_t comm = nullptr;
   ASSERT_EQ(ncclCommInitRank(&comm, n, id, r), ncclSuccess) << ncclGetLastError(nullptr);
   const size_t count = 100003;
@@ -728,12 +802,7 @@ TEST(NcclInterface, RanksAsProcesses) {
   for (int n : {2, 4}) {
     ncclUniqueId id;
     ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
-    std::string hex;
-    for (char c : id.internal) {
-      char b[3];
-      snprintf(b, sizeof b, "%02x", (unsigned char)c);
-      hex += b;
-    }
+    const std::string hex = hexOf(id);
     std::vector<pid_t> pids;
     for (int r = 0; r < n; r++)
       pids.push_back(spawnSelf("NcclInterfaceChild.Rank", {"CLB_NCCL_RANK=" + std::to_string(r),
