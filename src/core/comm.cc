@@ -9,7 +9,9 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <shared_mutex>
 #include <thread>
+#include <unordered_set>
 
 #include "core/agree.h"
 #include "core/config.h"
@@ -96,8 +98,40 @@ clbResult_t checkTag(const MsgTag& got, const MsgTag& expect, int fromRank, int 
                   describe(expect.op).c_str(), (unsigned long long)got.index, (unsigned long long)got.bytes);
 }
 
+namespace {
+
+// The communicators alive in this process: made by clbCommInitRank(Abortable) or clbCommSplit and
+// not destroyed yet. A handle not among them is refused by every call (a second clbCommDestroy, a
+// call after it) instead of being read. Never freed: calls may come until the process exits.
+std::shared_mutex& liveMutex() {
+  static auto* m = new std::shared_mutex;
+  return *m;
+}
+
+std::unordered_set<const clbComm*>& live() {
+  static auto* s = new std::unordered_set<const clbComm*>;
+  return *s;
+}
+
+// `call`: the call to name first, or NULL.
+clbResult_t notAlive(const char* call, const clbComm* c) {
+  return setError(clbInvalidArgument,
+                  "%s%scommunicator %p is not alive in this process: it was destroyed already (clbCommDestroy), "
+                  "or was never made by clbCommInitRank or clbCommSplit; nothing was done: make a new one",
+                  call ? call : "", call ? ": " : "", (const void*)c);
+}
+
+}  // namespace
+
+void registerComm(const clbComm* c) {
+  std::unique_lock<std::shared_mutex> g(liveMutex());
+  live().insert(c);
+}
+
 clbResult_t checkComm(clbComm* c) {
   if (!c) return setError(clbInvalidArgument, "communicator is NULL (was it created, or already destroyed?)");
+  std::shared_lock<std::shared_mutex> g(liveMutex());
+  if (!live().count(c)) return notAlive(nullptr, c);
   return clbSuccess;
 }
 
@@ -418,6 +452,7 @@ clbResult_t clbCommInitRankAbortable(clbComm_t* comm, const clbUniqueId* id, int
     // aborted one does (they are told).
     c->aborted.store(true);
     if (c->carrier) c->carrier->announce(PeerNotice::kAborted, "aborted during its init");
+    registerComm(c.get());  // destroyed as any communicator made
     clbCommDestroy(c.release());
     rc = setError(clbAborted, "it was aborted as it completed");
   }
@@ -431,6 +466,7 @@ clbResult_t clbCommInitRankAbortable(clbComm_t* comm, const clbUniqueId* id, int
     setError(rc, "%s", msg.c_str());
     return rc;
   }
+  registerComm(c.get());
   *comm = c.release();
   return clbSuccess;
 }
@@ -438,8 +474,14 @@ clbResult_t clbCommInitRankAbortable(clbComm_t* comm, const clbUniqueId* id, int
 clbResult_t clbCommDestroy(clbComm_t c) {
   clearError();
   if (!c) return clbSuccess;
-  // Taken for good: nothing gives the communicator back, it is freed below.
-  CLB_CHECK(c->enterCall(kCallDestroy));
+  {
+    // Taken for good: nothing gives the communicator back, it is freed below. Under the lock of the
+    // communicators alive, so that of two destroys one frees it and the other finds it gone.
+    std::unique_lock<std::shared_mutex> g(liveMutex());
+    if (!live().count(c)) return notAlive("clbCommDestroy", c);
+    CLB_CHECK(c->enterCall(kCallDestroy));
+    live().erase(c);
+  }
   releaseOps(c);
   if (c->carrier)
     c->carrier->close(c->aborted ? PeerNotice::kAborted : c->failed ? PeerNotice::kFailed : PeerNotice::kClosed);

@@ -176,8 +176,11 @@ clbResult_t newComm(int rank, int nranks, const clbConfig_t* config, std::unique
 Bootstrap::TableCheck initTableCheck(clbComm* c);
 clbResult_t finishInit(clbComm* c);
 
-// clbInvalidArgument for a NULL communicator, with the message every call gives.
+// clbInvalidArgument for a NULL communicator, or one that is not alive in this process (destroyed
+// already, or never made), with the message every call gives; nothing of it is read.
 clbResult_t checkComm(clbComm* c);
+// A communicator made (an init's, a split's): alive from now on, until clbCommDestroy.
+void registerComm(const clbComm* c);
 // A buffer of a call, `bytes` from `p`: refused where its end passes the last address (the
 // address plus the size wraps around, so a huge count or displacement would reach memory below
 // the buffer). `what` says which buffer or block, for the message.

@@ -72,8 +72,8 @@ using namespace clb;
 
 extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbConfig_t* config, clbComm_t* newcomm) {
   clearError();
-  if (!c) return setError(clbInvalidArgument, "communicator is NULL (was it created, or already destroyed?)");
   if (newcomm) *newcomm = nullptr;
+  CLB_CHECK(checkComm(c));
   CallScope call(c, kCallSplit);
   CLB_CHECK(call.result());
   CLB_CHECK(c->checkUsable());
@@ -182,6 +182,7 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
     return setError(rc, "rank %d: the communicator of color %d (rank %d of %d there) failed to start: %s", c->rank,
                     color, childRank, (int)members.size(), why.c_str());
   }
+  registerComm(child.get());
   clbComm_t out = child.release();
   *newcomm = out;
   return clbSuccess;

@@ -257,7 +257,10 @@ CLB_API clbResult_t clbCommInitRankAbortable(clbComm_t* comm, const clbUniqueId*
 CLB_API clbResult_t clbCommSplit(clbComm_t comm, int color, int key, const clbConfig_t* config, clbComm_t* newcomm);
 /* Frees everything the communicator holds. Safe after an error or an abort. While another thread
  * is in a call on comm it frees nothing and returns clbInvalidUsage naming that call: make the call
- * return first (clbCommAbort does at once), then destroy. */
+ * return first (clbCommAbort does at once), then destroy. A second clbCommDestroy of the same
+ * handle, and any call on a destroyed handle, returns clbInvalidArgument saying so and reads
+ * nothing of it (the process keeps the set of communicators alive; a handle whose address a later
+ * communicator got again names that one). */
 CLB_API clbResult_t clbCommDestroy(clbComm_t comm);
 /* Makes every blocked or later call on this communicator return clbAborted, tells peers, and may
  * be called from any thread while another thread is inside a collective. Destroy still needed. */

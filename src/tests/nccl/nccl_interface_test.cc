@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -606,9 +607,20 @@ pid_t spawnSelf(const std::string& filter, std::vector<std::string> envs, const 
   return pid;
 }
 
-bool exitedCleanly(pid_t pid) {
+// Whether the child exited with 0; `timeoutMs` >= 0: killed (and false) once that passed.
+bool exitedCleanly(pid_t pid, int timeoutMs = -1) {
   int status = 0;
-  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  pid_t w = 0;
+  while (timeoutMs >= 0 && (w = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (timeoutMs >= 0 && w == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return false;
+  }
+  if (timeoutMs < 0) w = waitpid(pid, &status, 0);
+  return w == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 // The child test `filter` of this program run with `envs` (spawnSelf): whether it passed, and its
@@ -747,6 +759,62 @@ TEST(NcclInterface, AbortEndsANonBlockingInitAtOnceAndFreesIt) {
   EXPECT_TRUE(runChild("NcclInterfaceChild.AbortNonBlockingInit",
                        {"CLB_NCCL_CHILD=1", "CLB_NCCL_ID=" + hex, "COLIBRI_TIMEOUT_MS=15000"}, &text))
       << "the child's checks failed:\n" << text;
+}
+
+// Issue 38, 6c: a second ncclCommDestroy (or one after ncclCommAbort), and every call on a handle
+// destroyed, returns ncclInvalidArgument saying that it is not alive, reads nothing of it and never
+// hangs (it hung before); a communicator split from it before lives on. In a child process, killed
+// if it hangs.
+TEST(NcclInterfaceChild, DestroyedCommunicator) {
+  if (!getenv("CLB_NCCL_CHILD")) GTEST_SKIP() << "runs only as a child of NcclInterface.ASecondDestroyAndCallsOnADestroyedCommunicatorAreRefused";
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = nullptr, sub = nullptr;
+  ASSERT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess) << ncclGetLastError(nullptr);
+  ASSERT_EQ(ncclCommSplit(comm, 0, 0, &sub, nullptr), ncclSuccess) << ncclGetLastError(comm);
+  ASSERT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  auto refused = [](ncclResult_t rc, const char* says) {
+    EXPECT_EQ(rc, ncclInvalidArgument) << says;
+    const std::string e = ncclGetLastError(nullptr);
+    EXPECT_TRUE(contains(e, says)) << e;
+    EXPECT_TRUE(contains(e, "is not alive in this process: it was destroyed already")) << e;
+  };
+  refused(ncclCommDestroy(comm), "ncclCommDestroy: comm 0x");
+  float x = 1, y = 0;
+  int k = 0;
+  ncclResult_t async = ncclSuccess;
+  void* handle = nullptr;
+  ncclComm_t again = nullptr;
+  refused(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, nullptr), "ncclAllReduce: comm 0x");
+  refused(ncclSend(&x, 1, ncclFloat32, 0, comm, nullptr), "ncclSend: comm 0x");
+  refused(ncclCommCount(comm, &k), "ncclCommCount: comm 0x");
+  refused(ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError: comm 0x");
+  refused(ncclCommCuDevice(comm, &k), "ncclCommCuDevice: comm 0x");
+  refused(ncclCommRegister(comm, &x, sizeof x, &handle), "ncclCommRegister: comm 0x");
+  refused(ncclCommFinalize(comm), "ncclCommFinalize: comm 0x");
+  refused(ncclCommSplit(comm, 0, 0, &again, nullptr), "ncclCommSplit: comm 0x");
+  refused(ncclCommAbort(comm), "ncclCommAbort: comm 0x");
+  // The split's communicator is its own; aborted, it is freed, and a destroy after is refused.
+  ASSERT_EQ(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, sub, nullptr), ncclSuccess) << ncclGetLastError(sub);
+  EXPECT_EQ(y, 1.f);
+  EXPECT_EQ(ncclCommAbort(sub), ncclSuccess) << ncclGetLastError(nullptr);
+  refused(ncclCommDestroy(sub), "ncclCommDestroy: comm 0x");
+  // A non-blocking init's handle likewise.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t nb = nullptr;
+  const ncclResult_t rc = ncclCommInitRankConfig(&nb, 1, id, 0, &config);
+  ASSERT_TRUE(rc == ncclSuccess || rc == ncclInProgress) << ncclGetLastError(nullptr);
+  EXPECT_EQ(ncclCommDestroy(nb), ncclSuccess) << ncclGetLastError(nullptr);
+  refused(ncclCommDestroy(nb), "ncclCommDestroy: comm 0x");
+  EXPECT_EQ(ncclCommDestroy(nullptr), ncclSuccess);  // NULL stays a no-op
+}
+
+TEST(NcclInterface, ASecondDestroyAndCallsOnADestroyedCommunicatorAreRefused) {
+  const pid_t pid = spawnSelf("NcclInterfaceChild.DestroyedCommunicator", {"CLB_NCCL_CHILD=1"}, nullptr);
+  ASSERT_GT(pid, 0);
+  EXPECT_TRUE(exitedCleanly(pid, 30000)) << "the child failed or hung (killed after 30 s); its output is above";
 }
 
 // Ranks as processes (host buffers): each child is one rank of a clique whose unique id the parent
