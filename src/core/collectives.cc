@@ -34,22 +34,25 @@ clbResult_t validate(clbComm* c, uint32_t coll, const void* send, void* recv, si
   const bool needSend = !(coll == kBroadcast && c->rank != root), needRecv = !(coll == kReduce && c->rank != root);
   if (count > 0 && ((needRecv && !recv) || (needSend && !send)))
     return setError(clbInvalidArgument, "%s buffer is NULL with count=%zu", needRecv && !recv ? "recv" : "send", count);
-  // Buffers that overlap without being the in-place layout would be read where they are written:
-  // refused rather than computed into garbage (host and device buffers alike).
-  if (count > 0 && send && needSend && needRecv) {
+  // Each buffer's end is an address (no wrap past the last one), and buffers that overlap without
+  // being the in-place layout would be read where they are written: refused rather than computed
+  // into garbage (host and device buffers alike).
+  if (count > 0) {
     const size_t sendBytes = count * esz * (coll == kReduceScatter ? c->nranks : 1);
     const size_t recvBytes = count * esz * (coll == kAllGather ? c->nranks : 1);
-    const uintptr_t s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
-    const uintptr_t slice = (uintptr_t)c->rank * count * esz;
-    const bool inPlace = coll == kAllGather ? s == r + slice : coll == kReduceScatter ? r == s + slice : s == r;
-    if (!inPlace && s < r + recvBytes && r < s + sendBytes)
-      return setError(clbInvalidArgument,
-                      "%s: send [%p, +%zu bytes) and recv [%p, +%zu bytes) overlap, and not as in place (%s): "
-                      "pass separate buffers, or the in-place layout", collectiveName(coll), send, sendBytes, recv,
-                      recvBytes,
-                      coll == kAllGather ? "send = recv + rank x count elements"
-                      : coll == kReduceScatter ? "recv = send + rank x recvcount elements"
-                                               : "send = recv");
+    const char* name = collectiveName(coll);
+    if (needSend) CLB_CHECK(checkExtent(name, "send", send, sendBytes));
+    if (needRecv) CLB_CHECK(checkExtent(name, "recv", recv, recvBytes));
+    if (needSend && needRecv) {
+      const uintptr_t s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+      const uintptr_t slice = (uintptr_t)c->rank * count * esz;  // inside the extent checked above
+      const bool inPlace = coll == kAllGather ? s == r + slice : coll == kReduceScatter ? r == s + slice : s == r;
+      if (!inPlace)
+        CLB_CHECK(checkOverlap(name, send, sendBytes, recv, recvBytes,
+                               coll == kAllGather ? "send = recv + rank x count elements"
+                               : coll == kReduceScatter ? "recv = send + rank x recvcount elements"
+                                                        : "send = recv"));
+    }
   }
   return clbSuccess;
 }
@@ -64,6 +67,29 @@ clbResult_t memoryKind(clbComm* c, uint32_t coll, const void* send, void* recv, 
 }
 
 }  // namespace
+
+clbResult_t clb::checkExtent(const char* call, const char* what, const void* p, size_t bytes) {
+  if (wrapsAround(p, bytes))
+    return setError(clbInvalidArgument,
+                    "%s: %s [%p, +%zu bytes) runs past the end of the address space (the address plus the size "
+                    "wraps around, to memory below the buffer): a count or displacement is wrong; pass counts and "
+                    "displacements that stay inside the memory the buffer holds", call, what, p, bytes);
+  return clbSuccess;
+}
+
+clbResult_t clb::checkOverlap(const char* call, const void* send, size_t sendBytes, const void* recv,
+                              size_t recvBytes, const char* inPlace) {
+  if (!sendBytes || !recvBytes) return clbSuccess;
+  CLB_CHECK(checkExtent(call, "send", send, sendBytes));
+  CLB_CHECK(checkExtent(call, "recv", recv, recvBytes));
+  const uintptr_t s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+  if (s < r + recvBytes && r < s + sendBytes)
+    return setError(clbInvalidArgument,
+                    "%s: send [%p, +%zu bytes) and recv [%p, +%zu bytes) overlap%s%s%s: pass separate buffers%s", call,
+                    send, sendBytes, recv, recvBytes, inPlace ? ", and not as in place (" : "", inPlace ? inPlace : "",
+                    inPlace ? ")" : "", inPlace ? ", or the in-place layout" : "");
+  return clbSuccess;
+}
 
 // Host or device memory? Device memory is only possible once this process loaded the CUDA
 // driver, so host-only processes never pay for the question. Both buffers must agree, and a

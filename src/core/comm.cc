@@ -4,9 +4,14 @@
 // unique_id.cc; the device helpers of a build without CUDA: no_cuda.cc).
 #include "core/comm.h"
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_set>
 
 #include "core/agree.h"
 #include "core/config.h"
@@ -93,8 +98,40 @@ clbResult_t checkTag(const MsgTag& got, const MsgTag& expect, int fromRank, int 
                   describe(expect.op).c_str(), (unsigned long long)got.index, (unsigned long long)got.bytes);
 }
 
+namespace {
+
+// The communicators alive in this process: made by clbCommInitRank(Abortable) or clbCommSplit and
+// not destroyed yet. A handle not among them is refused by every call (a second clbCommDestroy, a
+// call after it) instead of being read. Never freed: calls may come until the process exits.
+std::shared_mutex& liveMutex() {
+  static auto* m = new std::shared_mutex;
+  return *m;
+}
+
+std::unordered_set<const clbComm*>& live() {
+  static auto* s = new std::unordered_set<const clbComm*>;
+  return *s;
+}
+
+// `call`: the call to name first, or NULL.
+clbResult_t notAlive(const char* call, const clbComm* c) {
+  return setError(clbInvalidArgument,
+                  "%s%scommunicator %p is not alive in this process: it was destroyed already (clbCommDestroy), "
+                  "or was never made by clbCommInitRank or clbCommSplit; nothing was done: make a new one",
+                  call ? call : "", call ? ": " : "", (const void*)c);
+}
+
+}  // namespace
+
+void registerComm(const clbComm* c) {
+  std::unique_lock<std::shared_mutex> g(liveMutex());
+  live().insert(c);
+}
+
 clbResult_t checkComm(clbComm* c) {
   if (!c) return setError(clbInvalidArgument, "communicator is NULL (was it created, or already destroyed?)");
+  std::shared_lock<std::shared_mutex> g(liveMutex());
+  if (!live().count(c)) return notAlive(nullptr, c);
   return clbSuccess;
 }
 
@@ -337,9 +374,57 @@ clbResult_t clb::finishInit(clbComm* c) {
   return clbSuccess;
 }
 
+namespace {
+
+// The caller's abort flag of an init (clbCommInitRankAbortable), copied into the communicator's
+// own, which every wait of the init watches (the bootstrap's and the transport's), until the init
+// ends: a thread that looks every 5 ms, for the init's duration only.
+class InitAbortWatch {
+ public:
+  InitAbortWatch(const int* flag, std::atomic<bool>* aborted) {
+    if (!flag) return;
+    thread_ = std::thread([this, flag, aborted] {
+      std::unique_lock<std::mutex> g(mutex_);
+      while (!done_) {
+        if (__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {
+          aborted->store(true);
+          return;
+        }
+        wake_.wait_for(g, std::chrono::milliseconds(5));
+      }
+    });
+  }
+  ~InitAbortWatch() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  InitAbortWatch(const InitAbortWatch&) = delete;
+  InitAbortWatch& operator=(const InitAbortWatch&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+bool raised(const int* flag) { return flag && __atomic_load_n(flag, __ATOMIC_ACQUIRE); }
+
+}  // namespace
+
 extern "C" {
 
 clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, int nranks, const clbConfig_t* config) {
+  return clbCommInitRankAbortable(comm, id, rank, nranks, config, nullptr);
+}
+
+clbResult_t clbCommInitRankAbortable(clbComm_t* comm, const clbUniqueId* id, int rank, int nranks,
+                                     const clbConfig_t* config, const int* abortFlag) {
   clearError();
   if (!comm) return setError(clbInvalidArgument, "comm (output) is NULL");
   *comm = nullptr;
@@ -357,15 +442,31 @@ clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, in
     wipe(&d, sizeof d);
     return rc;
   }
-  rc = initComm(c.get(), d);
+  {
+    InitAbortWatch watch(abortFlag, &c->aborted);
+    rc = raised(abortFlag) ? setError(clbAborted, "it was aborted before it began") : initComm(c.get(), d);
+  }
   wipe(&d, sizeof d);
+  if (rc == clbSuccess && raised(abortFlag)) {
+    // Aborted as it completed: the peers have this rank in their communicators, so it goes as an
+    // aborted one does (they are told).
+    c->aborted.store(true);
+    if (c->carrier) c->carrier->announce(PeerNotice::kAborted, "aborted during its init");
+    registerComm(c.get());  // destroyed as any communicator made
+    clbCommDestroy(c.release());
+    rc = setError(clbAborted, "it was aborted as it completed");
+  }
   if (rc != clbSuccess) {
     appendBreadcrumb(__FILE__, __LINE__);
     std::string msg = lastError();
     c.reset();
+    if (raised(abortFlag))
+      return setError(clbAborted, "rank %d of %d: the init was aborted (its abort flag was set) and freed what it "
+                      "made: %s", rank, nranks, msg.c_str());
     setError(rc, "%s", msg.c_str());
     return rc;
   }
+  registerComm(c.get());
   *comm = c.release();
   return clbSuccess;
 }
@@ -373,8 +474,14 @@ clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, in
 clbResult_t clbCommDestroy(clbComm_t c) {
   clearError();
   if (!c) return clbSuccess;
-  // Taken for good: nothing gives the communicator back, it is freed below.
-  CLB_CHECK(c->enterCall(kCallDestroy));
+  {
+    // Taken for good: nothing gives the communicator back, it is freed below. Under the lock of the
+    // communicators alive, so that of two destroys one frees it and the other finds it gone.
+    std::unique_lock<std::shared_mutex> g(liveMutex());
+    if (!live().count(c)) return notAlive("clbCommDestroy", c);
+    CLB_CHECK(c->enterCall(kCallDestroy));
+    live().erase(c);
+  }
   releaseOps(c);
   if (c->carrier)
     c->carrier->close(c->aborted ? PeerNotice::kAborted : c->failed ? PeerNotice::kFailed : PeerNotice::kClosed);

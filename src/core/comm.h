@@ -184,8 +184,21 @@ clbResult_t newComm(int rank, int nranks, const clbConfig_t* config, std::unique
 Bootstrap::TableCheck initTableCheck(clbComm* c);
 clbResult_t finishInit(clbComm* c);
 
-// clbInvalidArgument for a NULL communicator, with the message every call gives.
+// clbInvalidArgument for a NULL communicator, or one that is not alive in this process (destroyed
+// already, or never made), with the message every call gives; nothing of it is read.
 clbResult_t checkComm(clbComm* c);
+// A communicator made (an init's, a split's): alive from now on, until clbCommDestroy.
+void registerComm(const clbComm* c);
+// A buffer of a call, `bytes` from `p`: refused where its end passes the last address (the
+// address plus the size wraps around, so a huge count or displacement would reach memory below
+// the buffer). `what` says which buffer or block, for the message.
+clbResult_t checkExtent(const char* call, const char* what, const void* p, size_t bytes);
+inline bool wrapsAround(const void* p, size_t bytes) { return bytes > UINTPTR_MAX - reinterpret_cast<uintptr_t>(p); }
+// A call's send and recv extents, which must not overlap (`inPlace`: the call's in-place layout,
+// named in the message; NULL where it has none). Each is checked with checkExtent first, so that a
+// wrapped end cannot hide an overlap.
+clbResult_t checkOverlap(const char* call, const void* send, size_t sendBytes, const void* recv, size_t recvBytes,
+                         const char* inPlace);
 // Whether a call's buffers are device memory (*ordinal: the GPU), for the collectives and the
 // point-to-point calls alike (core/collectives.cc): both must be on the GPU (one GPU) or both on
 // the host, and a stream needs device buffers. Either may be NULL (a call that has one).

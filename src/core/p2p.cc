@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -69,17 +70,6 @@ clbResult_t checkBytes(size_t count, size_t elements, clbDataType_t type, size_t
     return setError(clbInvalidArgument, "count=%zu elements of %zu bytes (x %zu) overflows the address space", count,
                     esz, elements);
   *bytes = count * esz * elements;
-  return clbSuccess;
-}
-
-clbResult_t checkOverlap(const char* call, const void* a, size_t aBytes, const void* b, size_t bBytes,
-                         const char* inPlace) {
-  const uintptr_t s = reinterpret_cast<uintptr_t>(a), r = reinterpret_cast<uintptr_t>(b);
-  if (aBytes && bBytes && s < r + bBytes && r < s + aBytes)
-    return setError(clbInvalidArgument,
-                    "%s: send [%p, +%zu bytes) and recv [%p, +%zu bytes) overlap%s%s%s: pass separate buffers%s", call,
-                    a, aBytes, b, bBytes, inPlace ? ", and not as in place (" : "", inPlace ? inPlace : "",
-                    inPlace ? ")" : "", inPlace ? ", or the in-place layout" : "");
   return clbSuccess;
 }
 
@@ -305,6 +295,7 @@ clbResult_t sendRecv(bool send, void* buf, size_t count, clbDataType_t type, int
   size_t bytes = 0;
   CLB_CHECK(checkBytes(count, 1, type, &bytes));
   if (count && !buf) return setError(clbInvalidArgument, "%s: the buffer is NULL with count=%zu", call, count);
+  CLB_CHECK(checkExtent(call, "the buffer", buf, bytes));
   bool onDevice = false;
   CLB_CHECK(memoryOf(c, call, buf, nullptr, stream, &onDevice));
   std::vector<PeerOp> ops{peerOp(send ? PeerOp::kSend : PeerOp::kRecv, peer, buf, buf, count, type, kSendRecv, -1)};
@@ -335,6 +326,26 @@ clbResult_t allToAllv(clbComm* c, uint32_t call, const void* send, const size_t*
   }
   if (sendEnd && !send) return setError(clbInvalidArgument, "%s: send is NULL but some send count is not 0", name);
   if (recvEnd && !recv) return setError(clbInvalidArgument, "%s: recv is NULL but some recv count is not 0", name);
+  // Every block's end is an address: a displacement so large that the buffer's address plus it
+  // wraps around would read or write below the buffer. The largest end bounds the others; where
+  // it wraps, the message names the block.
+  for (const bool isSend : {true, false}) {
+    const void* buf = isSend ? send : recv;
+    if (!wrapsAround(buf, (isSend ? sendEnd : recvEnd) * esz)) continue;
+    for (int p = 0; p < n; p++) {
+      const size_t displ = isSend ? sendDispls[p] : recvDispls[p], cnt = isSend ? sendCounts[p] : recvCounts[p];
+      if (!cnt || !wrapsAround(buf, (displ + cnt) * esz)) continue;
+      char what[160];
+      if (call == kAllToAll)
+        snprintf(what, sizeof what, "the %s block of peer %d (at %d x count=%zu elements of %zu bytes) in %s",
+                 isSend ? "send" : "recv", p, p, cnt, esz, isSend ? "send" : "recv");
+      else
+        snprintf(what, sizeof what, "the %s block of peer %d (%s[%d]=%zu, %s[%d]=%zu elements of %zu bytes) in %s",
+                 isSend ? "send" : "recv", p, isSend ? "sdispls" : "rdispls", p, displ,
+                 isSend ? "sendcounts" : "recvcounts", p, cnt, esz, isSend ? "send" : "recv");
+      return checkExtent(name, what, buf, (displ + cnt) * esz);
+    }
+  }
   // In place: one buffer and one layout (the counts and displacements of what is sent equal
   // those of what is received, as clbAllToAll's always are); every send reads a copy of the input
   // made before anything moves (stageInputs). Any other overlap would send what is already
@@ -381,6 +392,9 @@ clbResult_t gatherOrScatter(uint32_t call, const void* sendbuff, void* recvbuff,
   if (count && (!part || (isRoot && !whole)))
     return setError(clbInvalidArgument, "%s: %s is NULL with count=%zu", name,
                     !part ? (gather ? "send" : "recv") : (gather ? "recv (at the root)" : "send (at the root)"), count);
+  CLB_CHECK(checkExtent(name, gather ? "send" : "recv", part, bytes));
+  if (isRoot) CLB_CHECK(checkExtent(name, gather ? "recv (nranks x count elements)" : "send (nranks x count elements)",
+                                    whole, all));
   // In place at the root: its own block already sits at root x count elements into the whole.
   const bool inPlace = isRoot && count && part == whole + (size_t)me * bytes;
   if (isRoot && !inPlace)
@@ -602,6 +616,8 @@ clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDat
   const bool isRoot = me == root;
   if (count && (!sendbuff || (isRoot && !recvbuff)))
     return refuse(setError(clbInvalidArgument, "clbReduce: %s is NULL with count=%zu", !sendbuff ? "send" : "recv (at the root)", count));
+  if ((rc = checkExtent("clbReduce", "send", sendbuff, bytes))) return refuse(rc);
+  if (isRoot && (rc = checkExtent("clbReduce", "recv", recvbuff, bytes))) return refuse(rc);
   if (isRoot && sendbuff != recvbuff)
     if ((rc = checkOverlap("clbReduce", sendbuff, bytes, recvbuff, bytes, "send = recv"))) return refuse(rc);
   bool onDevice = false;

@@ -72,8 +72,8 @@ using namespace clb;
 
 extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbConfig_t* config, clbComm_t* newcomm) {
   clearError();
-  if (!c) return setError(clbInvalidArgument, "communicator is NULL (was it created, or already destroyed?)");
   if (newcomm) *newcomm = nullptr;
+  CLB_CHECK(checkComm(c));
   CallScope call(c, kCallSplit);
   CLB_CHECK(call.result());
   CLB_CHECK(c->checkUsable());
@@ -84,8 +84,8 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
   if (!newcomm) {
     mine = setError(clbInvalidArgument, "rank %d: newcomm (output) is NULL", c->rank);
   } else if (color < 0 && color != CLB_SPLIT_NOCOLOR) {
-    mine = setError(clbInvalidArgument, "rank %d: color=%d: a color is >= 0, or CLB_SPLIT_NOCOLOR (-1) for no new "
-                    "communicator", c->rank, color);
+    mine = setError(clbInvalidArgument, "rank %d: color=%d: a color is >= 0, or -1 (CLB_SPLIT_NOCOLOR, "
+                    "NCCL_SPLIT_NOCOLOR through libnccl.so.2) for no new communicator", c->rank, color);
   } else if (config && color != CLB_SPLIT_NOCOLOR) {
     clbConfig_t resolved;
     mine = resolveConfig(config, &resolved);
@@ -182,6 +182,7 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
     return setError(rc, "rank %d: the communicator of color %d (rank %d of %d there) failed to start: %s", c->rank,
                     color, childRank, (int)members.size(), why.c_str());
   }
+  registerComm(child.get());
   clbComm_t out = child.release();
   *newcomm = out;
   return clbSuccess;

@@ -20,14 +20,17 @@
 #include <condition_variable>
 #include <cstdarg>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "colibri/colibri.h"
@@ -50,6 +53,10 @@ struct ncclComm {
   bool waitsForGroupEnd = false;  // an init inside a group that has not ended yet
   std::string error;              // the init's failure, for ncclGetLastError
   std::thread worker;             // a non-blocking init's thread
+  // Set (__atomic_store_n) by ncclCommAbort: the init's clbCommInitRankAbortable then returns at
+  // once, freeing what it made.
+  int abortFlag = 0;
+  int waiters = 0;  // threads in of() waiting for the init (under mu): the wrapper outlives them
 
   // The init's outcome, once.
   void finish(clbComm_t made, ncclResult_t rc, const std::string& why) {
@@ -185,11 +192,53 @@ ncclResult_t result(clbResult_t rc) {
   return r;
 }
 
+// The handles alive: made by an init or a split and not destroyed (or aborted) yet. A handle not
+// among them is refused by every call (a second ncclCommDestroy, a call after it) instead of read.
+// A destroy or an abort takes its handle out first (claim), so that of two, one frees it and the
+// other finds it gone; it puts it back when it frees nothing. Never freed: calls may come until
+// the process exits.
+std::shared_mutex& liveMutex() {
+  static auto* m = new std::shared_mutex;
+  return *m;
+}
+
+std::unordered_set<const ncclComm*>& live() {
+  static auto* s = new std::unordered_set<const ncclComm*>;
+  return *s;
+}
+
+void addLive(const ncclComm* comm) {
+  std::unique_lock<std::shared_mutex> g(liveMutex());
+  live().insert(comm);
+}
+
+bool claim(const ncclComm* comm) {
+  std::unique_lock<std::shared_mutex> g(liveMutex());
+  return live().erase(comm) == 1;
+}
+
+bool alive(const ncclComm* comm) {
+  std::shared_lock<std::shared_mutex> g(liveMutex());
+  return comm && live().count(comm);
+}
+
+// The refusal (ncclInvalidArgument, said why) of a NULL handle, or of one that is not alive; `call`
+// names the call.
+ncclResult_t refuseDead(const char* call, const ncclComm* comm) {
+  if (!comm)
+    return refuse(ncclInvalidArgument, "%s: comm is NULL: pass a communicator made by ncclCommInitRank or "
+                  "ncclCommSplit", call);
+  return refuse(ncclInvalidArgument, "%s: comm %p is not alive in this process: it was destroyed already "
+                "(ncclCommDestroy or ncclCommAbort), or was never made by ncclCommInitRank or ncclCommSplit; "
+                "nothing was done: make a new one", call, (const void*)comm);
+}
+
 // A call's communicator: Colibri's, once its init has completed (waiting for a non-blocking init
-// that runs); nullptr with *rc set (and the reason for ncclGetLastError) when there is none.
-clbComm_t of(ncclComm_t comm, ncclResult_t* rc) {
-  if (!comm) {
-    *rc = refuse(ncclInvalidArgument, "comm is NULL: pass a communicator made by ncclCommInitRank or ncclCommSplit");
+// that runs); nullptr with *rc set (and the reason for ncclGetLastError, naming `call`) when there
+// is none.
+clbComm_t of(ncclComm_t comm, ncclResult_t* rc, const char* call) {
+  if (!alive(comm)) {
+    *rc = refuseDead(call, comm);
     return nullptr;
   }
   if (comm->ready.load(std::memory_order_acquire)) return comm->c;
@@ -199,7 +248,9 @@ clbComm_t of(ncclComm_t comm, ncclResult_t* rc) {
                  "group's ncclGroupEnd: call ncclGroupEnd before using it");
     return nullptr;
   }
+  comm->waiters++;
   comm->done.wait(g, [&] { return comm->state != ncclInProgress; });
+  if (--comm->waiters == 0) comm->done.notify_all();  // a destroy or abort may wait for the last
   if (comm->state != ncclSuccess) {
     *rc = refuse(comm->state, "this communicator's init failed: %s", comm->error.c_str());
     return nullptr;
@@ -335,11 +386,11 @@ int currentDevice() {
     ncclResult_t bad = ncclSuccess;              \
     if (!type(t, reduces, &out, &bad)) return bad; \
   }
-#define NCCL_COMM(comm, out)                 \
-  clbComm_t out;                             \
-  {                                          \
-    ncclResult_t bad = ncclSuccess;          \
-    if (!(out = of(comm, &bad))) return bad; \
+#define NCCL_COMM(comm, out)                           \
+  clbComm_t out;                                       \
+  {                                                    \
+    ncclResult_t bad = ncclSuccess;                    \
+    if (!(out = of(comm, &bad, __func__))) return bad; \
   }
 #define NCCL_OP(o, out)                \
   clbRedOp_t out;                      \
@@ -391,13 +442,15 @@ NCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, nc
   memcpy(&id, &commId, sizeof id);
   auto* w = new ncclComm;
   const bool blocking = !config || config->blocking != 0;
-  const ncclResult_t rc = startInit(w, blocking, [id, rank, nranks](clbComm_t* made) {
-    return clbCommInitRank(made, &id, rank, nranks, nullptr);
+  const int* abortFlag = &w->abortFlag;  // ncclCommAbort ends a non-blocking init through it
+  const ncclResult_t rc = startInit(w, blocking, [id, rank, nranks, abortFlag](clbComm_t* made) {
+    return clbCommInitRankAbortable(made, &id, rank, nranks, nullptr, abortFlag);
   });
   if (rc != ncclSuccess && rc != ncclInProgress) {
     delete w;
     return rc;
   }
+  addLive(w);
   *comm = w;
   return rc;
 }
@@ -445,21 +498,24 @@ NCCL_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int*
 NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   Entry e;
   ncclResult_t rc = ncclSuccess;
-  if (!of(comm, &rc)) return rc;
+  if (!of(comm, &rc, __func__)) return rc;
   // Colibri's calls are complete on the host when they return (device work is on the caller's
   // streams): nothing is left to flush.
   return ncclSuccess;
 }
 
 namespace {
-// Waits for an init that runs on a thread of its own (a non-blocking one); false for an init that
-// waits for its group's end (there is nothing to free before it has run).
+// Waits for an init that runs on a thread of its own (a non-blocking one), and for the calls
+// waiting in of() to have seen its outcome; false for an init that waits for its group's end
+// (there is nothing to free before it has run).
 bool settle(ncclComm_t comm) {
   {
     std::lock_guard<std::mutex> g(comm->mu);
     if (comm->waitsForGroupEnd) return false;
   }
   if (comm->worker.joinable() && comm->worker.get_id() != std::this_thread::get_id()) comm->worker.join();
+  std::unique_lock<std::mutex> g(comm->mu);
+  comm->done.wait(g, [&] { return comm->waiters == 0; });
   return true;
 }
 }  // namespace
@@ -467,12 +523,18 @@ bool settle(ncclComm_t comm) {
 NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   Entry e;
   if (!comm) return ncclSuccess;
-  if (!settle(comm))
+  if (!claim(comm)) return refuseDead("ncclCommDestroy", comm);
+  if (!settle(comm)) {
+    addLive(comm);
     return refuse(ncclInvalidUsage, "ncclCommDestroy: this communicator's init completes at its group's "
                   "ncclGroupEnd: end the group first");
+  }
   if (comm->c) {
     const clbResult_t rc = clbCommDestroy(comm->c);
-    if (rc != clbSuccess) return result(rc);  // a call in progress on another thread: nothing freed
+    if (rc != clbSuccess) {  // a call in progress on another thread: nothing freed
+      addLive(comm);
+      return result(rc);
+    }
   }
   delete comm;
   return ncclSuccess;
@@ -481,18 +543,26 @@ NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   Entry e;
   if (!comm) return ncclSuccess;
-  // A non-blocking init still running is waited for (it ends, at the latest, at its timeout).
-  if (!settle(comm))
-    return refuse(ncclInvalidUsage, "ncclCommAbort: this communicator's init completes at its group's "
-                  "ncclGroupEnd: end the group first");
+  if (!claim(comm)) return refuseDead("ncclCommAbort", comm);
+  {
+    std::lock_guard<std::mutex> g(comm->mu);
+    if (comm->waitsForGroupEnd) {
+      addLive(comm);
+      return refuse(ncclInvalidUsage, "ncclCommAbort: this communicator's init completes at its group's "
+                    "ncclGroupEnd: end the group first");
+    }
+  }
+  // A non-blocking init still running is stopped (its clbCommInitRankAbortable returns within
+  // about 100 ms, having freed what it made) and waited for.
+  __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
+  settle(comm);
   if (!comm->c) {
     delete comm;
     return ncclSuccess;
   }
   // Another thread may be inside a call on comm (that is what abort is for): the abort makes it
-  // return, and Colibri's destroy refuses (frees nothing) until it has, so it is tried again.
-  // A destroy in progress on another thread frees the communicator itself: then nothing is left to
-  // do here (and the communicator may be gone already).
+  // return, and Colibri's destroy refuses (frees nothing) until it has, so it is tried again. No
+  // other destroy or abort of this handle runs (this one claimed it).
   clbCommAbort(comm->c);
   for (int waited = 0;; waited++) {
     const clbResult_t rc = clbCommDestroy(comm->c);
@@ -500,34 +570,39 @@ NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
       delete comm;
       return ncclSuccess;
     }
-    if (rc != clbInvalidUsage || waited == 30000) return result(rc);
-    if (strstr(clbGetLastError(), "clbCommDestroy")) return ncclSuccess;
+    if (rc != clbInvalidUsage || waited == 30000) {
+      addLive(comm);  // aborted, not freed: a later destroy may still free it
+      return result(rc);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
 NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   Entry e;
-  if (!newcomm) return refuse(ncclInvalidArgument, "newcomm (output) is NULL");
-  *newcomm = nullptr;
-  if (color < NCCL_SPLIT_NOCOLOR)
-    return refuse(ncclInvalidArgument, "color %d: pass 0 or more, or NCCL_SPLIT_NOCOLOR (-1) to take no part", color);
+  if (newcomm) *newcomm = nullptr;
   if (ncclResult_t bad = ncclSuccess; badConfig(config, &bad)) return bad;
   ncclResult_t rc = ncclSuccess;
-  clbComm_t parent = of(comm, &rc);
+  clbComm_t parent = of(comm, &rc, __func__);
   if (!parent) return rc;
-  // A rank that takes no part still takes part in the split (it is collective over the parent),
-  // and gets no communicator.
-  ncclComm* w = color < 0 ? nullptr : new ncclComm;
+  // A bad color or a NULL newcomm goes to clbCommSplit as it is: its first exchange refuses it on
+  // every rank at once, naming this one, and the parent stays usable (refused here alone, the
+  // other ranks would wait for this one until the timeout, and their parent would fail). A rank
+  // that takes no part still takes part in the split (it is collective over the parent), and gets
+  // no communicator. NCCL_SPLIT_NOCOLOR is CLB_SPLIT_NOCOLOR (-1).
+  const bool valid = newcomm && (color >= 0 || color == NCCL_SPLIT_NOCOLOR);
+  ncclComm* w = valid && color >= 0 ? new ncclComm : nullptr;
   const bool blocking = !config || config->blocking != 0;
-  rc = startInit(w, blocking || !w, [parent, color, key](clbComm_t* made) {
-    return clbCommSplit(parent, color < 0 ? CLB_SPLIT_NOCOLOR : color, key, nullptr, made);
+  const bool hasOut = newcomm != nullptr;
+  rc = startInit(w, blocking || !w, [parent, color, key, hasOut](clbComm_t* made) {
+    return clbCommSplit(parent, color, key, nullptr, hasOut ? made : nullptr);
   });
   if (rc != ncclSuccess && rc != ncclInProgress) {
     delete w;
     return rc;
   }
-  *newcomm = w;
+  if (w) addLive(w);
+  if (newcomm) *newcomm = w;
   return rc;
 }
 
@@ -541,7 +616,7 @@ NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t* newco
 NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   Entry e;
   if (!asyncError) return refuse(ncclInvalidArgument, "asyncError (output) is NULL");
-  if (!comm) return refuse(ncclInvalidArgument, "comm is NULL");
+  if (!alive(comm)) return refuseDead("ncclCommGetAsyncError", comm);
   {
     // An init still running (non-blocking) is in progress; one that failed is this
     // communicator's error.
@@ -571,7 +646,7 @@ NCCL_EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
 
 NCCL_EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
   Entry e;
-  if (!comm) return refuse(ncclInvalidArgument, "comm is NULL");
+  if (!alive(comm)) return refuseDead("ncclCommCuDevice", comm);
   if (!device) return refuse(ncclInvalidArgument, "device (output) is NULL");
   // A Colibri communicator takes its GPU from its calls' buffers; the device current on the
   // calling thread is the one NCCL's callers set before their init.
@@ -587,16 +662,20 @@ NCCL_EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
 // The handle is a token that deregistration gives back.
 NCCL_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
   Entry e;
-  if (!comm) return refuse(ncclInvalidArgument, "comm is NULL");
+  if (!alive(comm)) return refuseDead("ncclCommRegister", comm);
   if (!handle) return refuse(ncclInvalidArgument, "handle (output) is NULL");
   if (!buff || size == 0) return refuse(ncclInvalidArgument, "buffer %p of %zu bytes: pass memory and a size", buff, size);
+  if (size > UINTPTR_MAX - reinterpret_cast<uintptr_t>(buff))
+    return refuse(ncclInvalidArgument, "ncclCommRegister: buffer [%p, +%zu bytes) runs past the end of the address "
+                  "space (the address plus the size wraps around): pass the size of the memory the buffer holds",
+                  buff, size);
   *handle = new char(0);
   return ncclSuccess;
 }
 
 NCCL_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   Entry e;
-  if (!comm) return refuse(ncclInvalidArgument, "comm is NULL");
+  if (!alive(comm)) return refuseDead("ncclCommDeregister", comm);
   delete static_cast<char*>(handle);
   return ncclSuccess;
 }

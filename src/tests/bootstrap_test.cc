@@ -325,4 +325,39 @@ TEST(Bootstrap, DirectAlgorithmOverSocketIsRefusedAtInit) {
   for (int r = 0; r < 2; r++) EXPECT_NE(msg[r].find("direct needs the shm transport"), std::string::npos) << msg[r];
 }
 
+// clbCommInitRankAbortable: a flag set by another thread while the init waits for a rank that
+// never comes ends it within about 100 ms (not at its timeout) with clbAborted, *comm NULL; a flag
+// set before the call stops it before it connects; an init whose flag stays 0 completes, and the
+// abort of the ranks that finished (all-to-all alike) works on the communicator as usual.
+TEST(Bootstrap, AnAbortableInitEndsOnceItsFlagIsSet) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  clbConfig_t cfg = quickConfig(20000);
+  int flag = 0;
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    __atomic_store_n(&flag, 1, __ATOMIC_RELEASE);
+  });
+  clbComm_t c = reinterpret_cast<clbComm_t>(&c);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(clbCommInitRankAbortable(&c, &id, 0, 2, &cfg, &flag), clbAborted);
+  const std::string e = clbGetLastError();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3)) << "the init waited for its timeout";
+  setter.join();
+  EXPECT_EQ(c, nullptr);
+  EXPECT_NE(e.find("rank 0 of 2: the init was aborted (its abort flag was set) and freed what it made"),
+            std::string::npos) << e;
+  EXPECT_EQ(clbCommInitRankAbortable(&c, &id, 1, 2, &cfg, &flag), clbAborted);  // set already
+  EXPECT_NE(std::string(clbGetLastError()).find("before it began"), std::string::npos) << clbGetLastError();
+  // Not set: the init completes.
+  clbUniqueId fresh;
+  ASSERT_EQ(clbGetUniqueId(&fresh), clbSuccess);
+  int never = 0;
+  ASSERT_EQ(clbCommInitRankAbortable(&c, &fresh, 0, 1, &cfg, &never), clbSuccess) << clbGetLastError();
+  int32_t x = 3, y = 0;
+  EXPECT_EQ(clbAllReduce(&x, &y, 1, clbInt32, clbSum, c, nullptr), clbSuccess);
+  EXPECT_EQ(y, 3);
+  EXPECT_EQ(clbCommDestroy(c), clbSuccess);
+}
+
 }  // namespace

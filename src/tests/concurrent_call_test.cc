@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
+#include "tests/test_fd_io.h"
 #include "tests/test_ranks.h"
 #include "tests/test_transports.h"
 
@@ -161,6 +162,58 @@ TEST(ConcurrentCalls, CallsInTurnFromDifferentThreadsWork) {
     }).join();
   }
   EXPECT_EQ(clbCommDestroy(comm), clbSuccess) << clbGetLastError();
+}
+
+// Issue 38, 6c: a second clbCommDestroy of a handle, and every call on a destroyed one, returns
+// clbInvalidArgument saying that the communicator is not alive, reads nothing of it, never hangs
+// or crashes; a communicator split from it before lives on. In a child process: before this was
+// refused, the second destroy ran on freed memory (hang or crash).
+TEST(DestroyedCommunicatorChild, Calls) {
+  if (!getenv("CLB_DESTROYED_CHILD")) GTEST_SKIP() << "runs only as a child of DestroyedCommunicator.*";
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess) << clbGetLastError();
+  clbComm_t comm = nullptr, child = nullptr;
+  ASSERT_EQ(clbCommInitRank(&comm, &id, 0, 1, nullptr), clbSuccess) << clbGetLastError();
+  ASSERT_EQ(clbCommSplit(comm, 0, 0, nullptr, &child), clbSuccess) << clbGetLastError();
+  ASSERT_EQ(clbCommDestroy(comm), clbSuccess) << clbGetLastError();
+  auto refused = [](clbResult_t rc, const char* what, const char* says) {
+    EXPECT_EQ(rc, clbInvalidArgument) << what;
+    const std::string e = clbGetLastError();
+    EXPECT_NE(e.find(says), std::string::npos) << what << ": " << e;
+    EXPECT_NE(e.find("is not alive in this process: it was destroyed already (clbCommDestroy)"), std::string::npos)
+        << what << ": " << e;
+  };
+  refused(clbCommDestroy(comm), "a second destroy", "clbCommDestroy: communicator 0x");
+  float x = 1;
+  int r = -1;
+  clbResult_t async = clbSuccess;
+  clbComm_t grandchild = nullptr;
+  char info[64];
+  refused(clbAllReduce(&x, &x, 1, clbFloat32, clbSum, comm, nullptr), "allReduce", "communicator 0x");
+  refused(clbSend(&x, 1, clbFloat32, 0, comm, nullptr), "send", "communicator 0x");
+  refused(clbCommRank(comm, &r), "rank", "communicator 0x");
+  refused(clbCommAbort(comm), "abort", "communicator 0x");
+  refused(clbCommGetAsyncError(comm, &async), "asyncError", "communicator 0x");
+  refused(clbCommTrim(comm), "trim", "communicator 0x");
+  refused(clbCommInfo(comm, info, sizeof info), "info", "communicator 0x");
+  refused(clbCommSplit(comm, 0, 0, nullptr, &grandchild), "split", "communicator 0x");
+  EXPECT_EQ(grandchild, nullptr);
+  // The communicator split from it before is its own.
+  float y = 0;
+  EXPECT_EQ(clbAllReduce(&x, &y, 1, clbFloat32, clbSum, child, nullptr), clbSuccess) << clbGetLastError();
+  EXPECT_EQ(y, 1.f);
+  EXPECT_EQ(clbCommDestroy(child), clbSuccess) << clbGetLastError();
+  refused(clbCommDestroy(child), "a second destroy of the split's", "clbCommDestroy: communicator 0x");
+  EXPECT_EQ(clbCommDestroy(nullptr), clbSuccess);  // NULL stays a no-op
+}
+
+TEST(DestroyedCommunicator, ASecondDestroyAndAnyLaterCallAreRefusedNotRun) {
+  const pid_t pid = clb::test::spawnSelf("DestroyedCommunicatorChild.Calls", {"CLB_DESTROYED_CHILD=1"});
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_TRUE(clb::test::waitOrKill(pid, 30000, &status)) << "the child hung (killed after 30 s)";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child failed (its output is above), status " << status;
 }
 
 }  // namespace

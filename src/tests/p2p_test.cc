@@ -8,6 +8,7 @@
 // input, each refusal naming the argument or the peer. Every result is checked element by element
 // against values computed here from (rank, index).
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -586,6 +587,134 @@ TEST(PeerBadInput, AbortEndsAWaitingReceive) {
     });
     expectInitOk(errors);
   }
+}
+
+// One page of a rank's buffers between two inaccessible pages (PROT_NONE): every byte of it starts
+// as 0x5a, so that a byte written outside the buffers the call was given shows (and an access
+// farther away faults).
+struct GuardedPage {
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  char* base = static_cast<char*>(mmap(nullptr, 3 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  char* mid = base + page;
+  std::vector<char> before;
+  GuardedPage() {
+    mprotect(mid, page, PROT_READ | PROT_WRITE);
+    memset(mid, 0x5a, page);
+  }
+  ~GuardedPage() { munmap(base, 3 * page); }
+  void snapshot() { before.assign(mid, mid + page); }
+  // The first byte that changed since snapshot(), as its offset in the page; -1 if none did.
+  long firstChange() const {
+    for (size_t i = 0; i < page; i++)
+      if (mid[i] != before[i]) return (long)i;
+    return -1;
+  }
+};
+
+// Issue 38, 5: an all-to-allv displacement so large that the buffer's address plus it wraps around
+// (2^62 - 16 float32 elements: 2^64 - 64 bytes, i.e. 64 bytes below the buffer) is refused on the
+// calling rank, naming the block, before anything moves: nothing is written below its recv or read
+// below its send (its page is as it was), and its peer, whose matching call never gets the data,
+// fails at the timeout (clbTimeout) with its recv untouched rather than waiting longer.
+TEST(PeerBadInput, AnAllToAllvDisplacementThatWrapsTheAddressSpaceIsRefusedAndNothingMoves) {
+  const int64_t timeoutMs = 1000;
+  std::atomic<bool> peerDone{false};
+  auto errors = runRanks(
+      2, clbTransportShm,
+      [&](int r, clbComm_t comm) {
+        GuardedPage g;
+        float* send = reinterpret_cast<float*>(g.mid + 1024);
+        float* recv = reinterpret_cast<float*>(g.mid + 2048);
+        for (int i = 0; i < 8; i++) send[i] = (float)(r * 100 + i), recv[i] = -1.f;
+        g.snapshot();
+        const size_t wrap = ((size_t)1 << 62) - 16;  // x 4 bytes = 2^64 - 64
+        size_t counts[2] = {4, 4}, displs[2] = {0, 4};
+        if (r == 0) {
+          size_t bad[2] = {0, wrap};
+          EXPECT_EQ(clbAllToAllv(send, counts, bad, recv, counts, bad, clbFloat32, comm, nullptr), clbInvalidArgument);
+          const std::string e = clbGetLastError();
+          EXPECT_TRUE(contains(e, "clbAllToAllv: the send block of peer 1 (sdispls[1]=4611686018427387888")) << e;
+          EXPECT_TRUE(contains(e, "runs past the end of the address space")) << e;
+          EXPECT_TRUE(contains(e, "pass counts and displacements that stay inside")) << e;
+          EXPECT_EQ(g.firstChange(), -1) << "rank 0 wrote outside its buffers (or inside them, though refused)";
+          // Its communicator stays (the peer's waits for the timeout, not for its close).
+          while (!peerDone.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        } else {
+          const int64_t t0 = clb::nowMs();
+          EXPECT_EQ(clbAllToAllv(send, counts, displs, recv, counts, displs, clbFloat32, comm, nullptr), clbTimeout)
+              << clbGetLastError();
+          EXPECT_LT(clb::nowMs() - t0, timeoutMs + 5000) << "the peer of the refused call waited past its timeout";
+          for (int i = 0; i < 4; i++) EXPECT_EQ(recv[i], -1.f) << "rank 1 received a block rank 0 refused to send";
+          // Its own block (recv[4..8), 16 bytes at 2064) may be copied; nothing else changes.
+          const long changed = g.firstChange();
+          EXPECT_TRUE(changed == -1 || (changed >= 2064 && changed < 2080)) << "rank 1's page changed at " << changed;
+          peerDone = true;
+        }
+      },
+      64 << 10, CLB_DEFAULT_STAGING_CAP_BYTES, timeoutMs);
+  expectInitOk(errors);
+}
+
+// Every buffer of every call whose end would pass the last address is refused at the call, naming
+// the call and the buffer: sends, receives, the collectives (the nranks x count buffers of
+// all-gather and reduce-scatter too), reduce, gather and scatter at the root, all-to-all. Inside a
+// group, so that a call wrongly taken is only recorded (a refused call after it makes the group's
+// end run nothing).
+TEST(PeerBadInput, EveryBufferWhoseEndWrapsTheAddressSpaceIsRefused) {
+  auto errors = runRanks(2, clbTransportShm, [](int r, clbComm_t comm) {
+    static thread_local float buf[128];
+    float* x = buf;
+    float* y = buf + 64;  // above x: an end that wraps from y does not from x
+    const int n = 2;
+    // Elements of float32 from x (or y) to just past the last address; for a buffer of n blocks,
+    // so many per block.
+    auto past = [](const void* p, size_t blocks) {
+      return (SIZE_MAX - reinterpret_cast<uintptr_t>(p)) / (4 * blocks) + 1;
+    };
+    const int peer = 1 - r;
+    size_t counts[2] = {1, 1}, displs[2] = {0, 1};
+    size_t far[2] = {0, 1};
+    far[peer] = (SIZE_MAX - reinterpret_cast<uintptr_t>(y)) / 4;  // y + far x 4 bytes + 4 bytes wraps
+    struct Case {
+      const char* name;
+      std::function<clbResult_t()> call;
+      const char* says;
+    } cases[] = {
+        {"send", [&] { return clbSend(x, past(x, 1), clbFloat32, peer, comm, nullptr); }, "clbSend: the buffer ["},
+        {"recv", [&] { return clbRecv(y, past(y, 1), clbFloat32, peer, comm, nullptr); }, "clbRecv: the buffer ["},
+        {"allReduce", [&] { return clbAllReduce(x, y, past(x, 1), clbFloat32, clbSum, comm, nullptr); },
+         "allReduce: send ["},
+        {"allGather", [&] { return clbAllGather(x, y, past(y, n), clbFloat32, comm, nullptr); }, "allGather: recv ["},
+        {"reduceScatter", [&] { return clbReduceScatter(x, y, past(x, n), clbFloat32, clbSum, comm, nullptr); },
+         "reduceScatter: send ["},
+        {"broadcast", [&] { return clbBroadcast(x, y, past(y, 1), clbFloat32, peer, comm, nullptr); },
+         "broadcast: recv ["},
+        {"reduce", [&] { return clbReduce(x, y, past(y, 1), clbFloat32, clbSum, r, comm, nullptr); },
+         "clbReduce: recv ["},
+        {"gather", [&] { return clbGather(x, y, past(y, n), clbFloat32, r, comm, nullptr); },
+         "clbGather: recv (nranks x count elements) ["},
+        {"scatter", [&] { return clbScatter(x, y, past(x, n), clbFloat32, r, comm, nullptr); },
+         "clbScatter: send (nranks x count elements) ["},
+        {"allToAll", [&] { return clbAllToAll(x, y, past(x, n), clbFloat32, comm, nullptr); },
+         "clbAllToAll: the send block of peer"},
+        {"allToAllv", [&] { return clbAllToAllv(x, counts, displs, y, counts, far, clbFloat32, comm, nullptr); },
+         "clbAllToAllv: the recv block of peer"},
+    };
+    for (const Case& c : cases) {
+      ASSERT_EQ(clbGroupStart(), clbSuccess);
+      EXPECT_EQ(c.call(), clbInvalidArgument) << c.name;
+      const std::string e = clbGetLastError();
+      EXPECT_TRUE(contains(e, c.says)) << c.name << ": want \"" << c.says << "\", got: " << e;
+      EXPECT_TRUE(contains(e, "runs past the end of the address space")) << c.name << ": " << e;
+      EXPECT_EQ(clbSend(x, 1, clbFloat32, -1, comm, nullptr), clbInvalidArgument);  // the group runs nothing
+      EXPECT_NE(clbGroupEnd(), clbSuccess) << c.name;
+    }
+    // Refusals leave the communicator usable.
+    int64_t a = 1, b = 0;
+    ASSERT_EQ(clbAllReduce(&a, &b, 1, clbInt64, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();
+    EXPECT_EQ(b, 2);
+  });
+  expectInitOk(errors);
 }
 
 // A send that fits the pair's staging returns before its receive is posted, whichever rank of the

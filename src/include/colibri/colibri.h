@@ -234,6 +234,17 @@ CLB_API clbResult_t clbUniqueIdDescribe(const clbUniqueId* id, char* buf, size_t
 #define CLB_MAX_RANKS 65536
 CLB_API clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, int nranks,
                             const clbConfig_t* config);
+/* clbCommInitRank that another thread can stop (what NCCL's ncclCommAbort does to a non-blocking
+ * init): once *abortFlag is non-zero, the call returns clbAborted within about 100 ms (its waits
+ * look at the flag at least that often), having freed everything it made, and *comm stays NULL;
+ * a flag set when the call begins stops it before it connects, and one set as it completes still
+ * makes it clbAborted (the communicator made is destroyed, the peers told as of an abort). Set the
+ * flag from the other thread with an atomic store (C11 atomic_store on an _Atomic int,
+ * __atomic_store_n, C++ std::atomic_ref<int>); it is read only while the call runs. NULL: the
+ * same as clbCommInitRank. The peers whose inits wait for this rank fail as they would if it had
+ * never come (a timeout), or sooner where its connections close. */
+CLB_API clbResult_t clbCommInitRankAbortable(clbComm_t* comm, const clbUniqueId* id, int rank, int nranks,
+                                             const clbConfig_t* config, const int* abortFlag);
 /* Splits comm into communicators of the ranks that pass the same color (NCCL's ncclCommSplit).
  * Collective: every rank of comm calls it. Ranks of one color >= 0 form a new communicator,
  * numbered by key (ties: by their rank in comm); a rank passing CLB_SPLIT_NOCOLOR takes part and
@@ -247,7 +258,10 @@ CLB_API clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int 
 CLB_API clbResult_t clbCommSplit(clbComm_t comm, int color, int key, const clbConfig_t* config, clbComm_t* newcomm);
 /* Frees everything the communicator holds. Safe after an error or an abort. While another thread
  * is in a call on comm it frees nothing and returns clbInvalidUsage naming that call: make the call
- * return first (clbCommAbort does at once), then destroy. */
+ * return first (clbCommAbort does at once), then destroy. A second clbCommDestroy of the same
+ * handle, and any call on a destroyed handle, returns clbInvalidArgument saying so and reads
+ * nothing of it (the process keeps the set of communicators alive; a handle whose address a later
+ * communicator got again names that one). */
 CLB_API clbResult_t clbCommDestroy(clbComm_t comm);
 /* Makes every blocked or later call on this communicator return clbAborted, tells peers, and may
  * be called from any thread while another thread is inside a collective. Destroy still needed. */

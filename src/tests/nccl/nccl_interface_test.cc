@@ -8,11 +8,13 @@
 // computed here, fp8 moved as bytes and refused for reductions, split with NCCL_SPLIT_NOCOLOR,
 // ncclCommInitAll, a non-blocking config, PreMulSum, every call Colibri does not support refused with
 // ncclInvalidUsage and a ncclGetLastError text saying so, and NCCL's variables mapped to Colibri's.
+#include <dirent.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -481,6 +483,64 @@ TEST(NcclInterface, WhatColibriDoesNotDoIsRefusedSayingSo) {
   });
 }
 
+// Issue 38, 6a: a bad color (below NCCL_SPLIT_NOCOLOR) or a NULL newcomm on one rank only reaches
+// the split's first exchange, so every rank's ncclCommSplit fails at once with ncclInvalidArgument
+// naming that rank (not the others after the timeout), nobody gets a communicator, and the parent
+// still runs collectives (and splits).
+TEST(NcclInterface, ABadSplitOnOneRankFailsOnEveryRankAtOnceAndTheParentStaysUsable) {
+  const int n = 3;
+  runRanks(n, [&](int r, ncclComm_t comm) {
+    for (int variant = 0; variant < 2; variant++) {
+      ncclComm_t sub = reinterpret_cast<ncclComm_t>(&sub);  // overwritten with NULL
+      const auto t0 = std::chrono::steady_clock::now();
+      const ncclResult_t rc = variant == 0 ? ncclCommSplit(comm, r == 1 ? -5 : 0, r, &sub, nullptr)
+                                           : ncclCommSplit(comm, 0, r, r == 1 ? nullptr : &sub, nullptr);
+      EXPECT_EQ(rc, ncclInvalidArgument) << "rank " << r << ", variant " << variant;
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << "rank " << r << " waited";
+      const std::string e = ncclGetLastError(comm);
+      EXPECT_TRUE(contains(e, variant == 0 ? "color=-5" : "newcomm (output) is NULL")) << e;
+      if (variant == 0) {
+        EXPECT_TRUE(contains(e, "NCCL_SPLIT_NOCOLOR")) << e;
+      }
+      if (r != 1) {
+        EXPECT_TRUE(contains(e, "refused on rank 1")) << e;
+      }
+      if (variant == 0 || r != 1) {
+        EXPECT_EQ(sub, nullptr);
+      }
+      int32_t x = r + 1, y = 0;
+      ASSERT_EQ(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, comm, nullptr), ncclSuccess) << ncclGetLastError(comm);
+      EXPECT_EQ(y, 6);
+    }
+    ncclComm_t sub = nullptr;
+    ASSERT_EQ(ncclCommSplit(comm, 0, r, &sub, nullptr), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclCommDestroy(sub), ncclSuccess);
+  });
+}
+
+// Issue 38, 5, through this library: a buffer whose end would pass the last address (the address
+// plus the size wraps around) is refused with ncclInvalidArgument, saying so, before anything
+// moves (inside a group, so that a call wrongly taken is only recorded; a refused call after it
+// makes the end run nothing); a registration of such a range too.
+TEST(NcclInterface, BuffersWhoseEndWrapsTheAddressSpaceAreRefused) {
+  runRanks(2, [](int, ncclComm_t comm) {
+    static thread_local float buf[64];
+    const size_t wrapping = (SIZE_MAX - reinterpret_cast<uintptr_t>(buf)) / (4 * 2) + 1;  // x 2 blocks of 4 bytes
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    EXPECT_EQ(ncclAlltoAll(buf, buf + 32, wrapping, ncclFloat32, comm, nullptr), ncclInvalidArgument);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "runs past the end of the address space")) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclSend(buf, 1, ncclFloat32, -1, comm, nullptr), ncclInvalidArgument);
+    EXPECT_NE(ncclGroupEnd(), ncclSuccess);
+    void* handle = nullptr;
+    EXPECT_EQ(ncclCommRegister(comm, buf + 8, SIZE_MAX - 4, &handle), ncclInvalidArgument);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "runs past the end of the address space")) << ncclGetLastError(comm);
+    EXPECT_EQ(handle, nullptr);
+    float x = 1, y = 0;
+    ASSERT_EQ(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(y, 2.f);
+  });
+}
+
 // ncclCommAbort from another thread while a receive waits for a send that never comes: the
 // receive returns with an error, the abort frees the communicator once it has, and the peer,
 // told of the abort, fails its own waiting call instead of waiting out the timeout.
@@ -547,9 +607,20 @@ pid_t spawnSelf(const std::string& filter, std::vector<std::string> envs, const 
   return pid;
 }
 
-bool exitedCleanly(pid_t pid) {
+// Whether the child exited with 0; `timeoutMs` >= 0: killed (and false) once that passed.
+bool exitedCleanly(pid_t pid, int timeoutMs = -1) {
   int status = 0;
-  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  pid_t w = 0;
+  while (timeoutMs >= 0 && (w = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (timeoutMs >= 0 && w == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return false;
+  }
+  if (timeoutMs < 0) w = waitpid(pid, &status, 0);
+  return w == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 // The child test `filter` of this program run with `envs` (spawnSelf): whether it passed, and its
@@ -616,6 +687,136 @@ TEST(NcclInterface, FailedCallsSayWhyWhenNcclDebugAsks) {
   }
 }
 
+// Issue 38, 6b: ncclCommAbort on a communicator whose non-blocking init (config.blocking = 0) waits
+// for a rank that never comes ends the init at once (not at its timeout) and frees all of it: the
+// process has the descriptors and threads it had before the init, and a call that waited for the
+// init on another thread returns an error. In a child process (the root of the unique id is the
+// parent's, so that none of its connections count here); CLB_NCCL_ID is the id.
+// A unique id as text, for a child's environment (CLB_NCCL_ID), and back.
+std::string hexOf(const ncclUniqueId& id) {
+  std::string hex;
+  for (char c : id.internal) {
+    char b[3];
+    snprintf(b, sizeof b, "%02x", (unsigned char)c);
+    hex += b;
+  }
+  return hex;
+}
+
+ncclUniqueId idOf(const std::string& hex) {
+  ncclUniqueId id;
+  for (size_t i = 0; i < sizeof id.internal && 2 * i + 1 < hex.size(); i++)
+    id.internal[i] = (char)std::stoi(hex.substr(2 * i, 2), nullptr, 16);
+  return id;
+}
+
+size_t entries(const char* dir) {
+  size_t n = 0;
+  if (DIR* d = opendir(dir)) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+TEST(NcclInterfaceChild, AbortNonBlockingInit) {
+  const char* hex = getenv("CLB_NCCL_ID");
+  if (!getenv("CLB_NCCL_CHILD") || !hex) GTEST_SKIP() << "runs only as a child of NcclInterface.AbortEndsANonBlockingInitAtOnceAndFreesIt";
+  const ncclUniqueId id = idOf(hex);
+  int v = 0;
+  ASSERT_EQ(ncclGetVersion(&v), ncclSuccess);  // the library's own set-up done before counting
+  for (int round = 0; round < 3; round++) {
+    const size_t fds = entries("/proc/self/fd"), threads = entries("/proc/self/task");
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    ASSERT_EQ(ncclCommInitRankConfig(&comm, 2, id, 0, &config), ncclInProgress) << ncclGetLastError(nullptr);
+    ncclResult_t waited = ncclSuccess;
+    std::thread caller([&] {
+      int64_t x = 1, y = 0;
+      waited = ncclAllReduce(&x, &y, 1, ncclInt64, ncclSum, comm, nullptr);  // waits for the init
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the init waits for rank 1 by now
+    ncclResult_t async = ncclSuccess;
+    ASSERT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+    EXPECT_EQ(async, ncclInProgress);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(ncclCommAbort(comm), ncclSuccess) << ncclGetLastError(nullptr);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_LT(took, std::chrono::seconds(3)) << "ncclCommAbort waited for the init's timeout";
+    caller.join();
+    EXPECT_EQ(waited, ncclRemoteError) << "round " << round;
+    EXPECT_EQ(entries("/proc/self/fd"), fds) << "round " << round << ": descriptors left open";
+    EXPECT_EQ(entries("/proc/self/task"), threads) << "round " << round << ": threads left running";
+  }
+}
+
+TEST(NcclInterface, AbortEndsANonBlockingInitAtOnceAndFreesIt) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+  const std::string hex = hexOf(id);
+  std::string text;
+  EXPECT_TRUE(runChild("NcclInterfaceChild.AbortNonBlockingInit",
+                       {"CLB_NCCL_CHILD=1", "CLB_NCCL_ID=" + hex, "COLIBRI_TIMEOUT_MS=15000"}, &text))
+      << "the child's checks failed:\n" << text;
+}
+
+// Issue 38, 6c: a second ncclCommDestroy (or one after ncclCommAbort), and every call on a handle
+// destroyed, returns ncclInvalidArgument saying that it is not alive, reads nothing of it and never
+// hangs (it hung before); a communicator split from it before lives on. In a child process, killed
+// if it hangs.
+TEST(NcclInterfaceChild, DestroyedCommunicator) {
+  if (!getenv("CLB_NCCL_CHILD")) GTEST_SKIP() << "runs only as a child of NcclInterface.ASecondDestroyAndCallsOnADestroyedCommunicatorAreRefused";
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = nullptr, sub = nullptr;
+  ASSERT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess) << ncclGetLastError(nullptr);
+  ASSERT_EQ(ncclCommSplit(comm, 0, 0, &sub, nullptr), ncclSuccess) << ncclGetLastError(comm);
+  ASSERT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  auto refused = [](ncclResult_t rc, const char* says) {
+    EXPECT_EQ(rc, ncclInvalidArgument) << says;
+    const std::string e = ncclGetLastError(nullptr);
+    EXPECT_TRUE(contains(e, says)) << e;
+    EXPECT_TRUE(contains(e, "is not alive in this process: it was destroyed already")) << e;
+  };
+  refused(ncclCommDestroy(comm), "ncclCommDestroy: comm 0x");
+  float x = 1, y = 0;
+  int k = 0;
+  ncclResult_t async = ncclSuccess;
+  void* handle = nullptr;
+  ncclComm_t again = nullptr;
+  refused(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, nullptr), "ncclAllReduce: comm 0x");
+  refused(ncclSend(&x, 1, ncclFloat32, 0, comm, nullptr), "ncclSend: comm 0x");
+  refused(ncclCommCount(comm, &k), "ncclCommCount: comm 0x");
+  refused(ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError: comm 0x");
+  refused(ncclCommCuDevice(comm, &k), "ncclCommCuDevice: comm 0x");
+  refused(ncclCommRegister(comm, &x, sizeof x, &handle), "ncclCommRegister: comm 0x");
+  refused(ncclCommFinalize(comm), "ncclCommFinalize: comm 0x");
+  refused(ncclCommSplit(comm, 0, 0, &again, nullptr), "ncclCommSplit: comm 0x");
+  refused(ncclCommAbort(comm), "ncclCommAbort: comm 0x");
+  // The split's communicator is its own; aborted, it is freed, and a destroy after is refused.
+  ASSERT_EQ(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, sub, nullptr), ncclSuccess) << ncclGetLastError(sub);
+  EXPECT_EQ(y, 1.f);
+  EXPECT_EQ(ncclCommAbort(sub), ncclSuccess) << ncclGetLastError(nullptr);
+  refused(ncclCommDestroy(sub), "ncclCommDestroy: comm 0x");
+  // A non-blocking init's handle likewise.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t nb = nullptr;
+  const ncclResult_t rc = ncclCommInitRankConfig(&nb, 1, id, 0, &config);
+  ASSERT_TRUE(rc == ncclSuccess || rc == ncclInProgress) << ncclGetLastError(nullptr);
+  EXPECT_EQ(ncclCommDestroy(nb), ncclSuccess) << ncclGetLastError(nullptr);
+  refused(ncclCommDestroy(nb), "ncclCommDestroy: comm 0x");
+  EXPECT_EQ(ncclCommDestroy(nullptr), ncclSuccess);  // NULL stays a no-op
+}
+
+TEST(NcclInterface, ASecondDestroyAndCallsOnADestroyedCommunicatorAreRefused) {
+  const pid_t pid = spawnSelf("NcclInterfaceChild.DestroyedCommunicator", {"CLB_NCCL_CHILD=1"}, nullptr);
+  ASSERT_GT(pid, 0);
+  EXPECT_TRUE(exitedCleanly(pid, 30000)) << "the child failed or hung (killed after 30 s); its output is above";
+}
+
 // Ranks as processes (host buffers): each child is one rank of a clique whose unique id the parent
 // made, running collectives, a ring of sends and receives in a group, an all-to-all and a split,
 // each result checked against values computed here. CLB_NCCL_RANK / _NRANKS / _ID tell a child
@@ -624,10 +825,9 @@ TEST(NcclInterfaceChild, Rank) {
   const char* rankVar = getenv("CLB_NCCL_RANK");
   if (!rankVar) GTEST_SKIP() << "runs only as a child of NcclInterface.RanksAsProcesses";
   const int r = atoi(rankVar), n = atoi(getenv("CLB_NCCL_NRANKS"));
-  ncclUniqueId id;
   const std::string hex = getenv("CLB_NCCL_ID");
-  ASSERT_EQ(hex.size(), 2 * sizeof id.internal);
-  for (size_t i = 0; i < sizeof id.internal; i++) id.internal[i] = (char)std::stoi(hex.substr(2 * i, 2), nullptr, 16);
+  ASSERT_EQ(hex.size(), 2 * sizeof(ncclUniqueId::internal));
+  const ncclUniqueId id = idOf(hex);
   ncclComm_t comm = nullptr;
   ASSERT_EQ(ncclCommInitRank(&comm, n, id, r), ncclSuccess) << ncclGetLastError(nullptr);
   const size_t count = 100003;
@@ -670,12 +870,7 @@ TEST(NcclInterface, RanksAsProcesses) {
   for (int n : {2, 4}) {
     ncclUniqueId id;
     ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
-    std::string hex;
-    for (char c : id.internal) {
-      char b[3];
-      snprintf(b, sizeof b, "%02x", (unsigned char)c);
-      hex += b;
-    }
+    const std::string hex = hexOf(id);
     std::vector<pid_t> pids;
     for (int r = 0; r < n; r++)
       pids.push_back(spawnSelf("NcclInterfaceChild.Rank", {"CLB_NCCL_RANK=" + std::to_string(r),

@@ -67,6 +67,18 @@ import java.util.concurrent.CompletableFuture;
  * {@link #lastAlgorithm()} answer at any time too. {@link #close()} may also be called from
  * another thread: it aborts a collective still running and waits for it to return.
  *
+ * <p><b>Interrupts.</b> A thread blocked in a call ({@link #init init}, a collective, a
+ * point-to-point call, a split) waits in native code and does not respond to
+ * {@link Thread#interrupt()}: the call returns when it completes, fails, or its timeout passes, and
+ * the thread's interrupt status stays set for its next interruptible operation. To stop a blocked
+ * call, have another thread call {@link #abort()}: the call then fails with
+ * {@link ErrorCode#ABORTED}, here and on the peers, and the communicator must be closed. An
+ * interrupt is not turned into an abort because an abort ends the communicator on every rank,
+ * which an interrupt meant for something else (an executor's {@code shutdownNow}, a task's
+ * {@code cancel(true)}) must not do. For {@link #init init} there is no handle to abort yet: it
+ * waits at most the timeout. Waiting for an asynchronous call's future with {@code get()} is
+ * interruptible, but the call itself goes on.
+ *
  * <h2>Asynchronous calls</h2>
  *
  * <p>{@link #allReduceAsync allReduceAsync}, {@link #allGatherAsync allGatherAsync},
@@ -740,7 +752,9 @@ public interface Communicator extends AutoCloseable {
   /**
    * Makes a blocked collective, and every later call, fail with {@link ErrorCode#ABORTED}, and
    * tells the peers. The futures of queued asynchronous calls complete at once with ABORTED. Any
-   * thread, any time; does nothing after {@link #close()}. Close still needed.
+   * thread, any time; does nothing after {@link #close()}. Close still needed. This is the way to
+   * stop a blocked call: {@link Thread#interrupt()} of the blocked thread does not (see
+   * <i>Interrupts</i> above).
    */
   void abort();
 

@@ -4,6 +4,7 @@
 package io.colibri.it;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -18,6 +19,8 @@ import io.colibri.Transport;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -219,5 +222,40 @@ class PointToPointTest {
     t.join();
     grp.close(); // empty: nothing runs
     grp.close(); // idempotent
+  }
+
+  /**
+   * A thread blocked in a call does not answer {@link Thread#interrupt()} (Communicator's
+   * <i>Interrupts</i>, docs/semantics.md): a receive whose send never comes goes on waiting when
+   * its thread is interrupted, fails with ABORTED once another thread calls abort(), and the
+   * thread's interrupt status is still set afterwards.
+   */
+  @Test
+  void anInterruptedReceiveWaitsForAbortAndKeepsTheInterruptStatus() throws Exception {
+    try (RankGroup g = RankGroup.start(2, options(Transport.SHM), Duration.ofSeconds(60))) {
+      Communicator c0 = g.comm(0);
+      ByteBuffer in = longs(1);
+      AtomicReference<Throwable> thrown = new AtomicReference<>();
+      AtomicBoolean interruptedAfter = new AtomicBoolean();
+      Thread t = new Thread(() -> {
+        try {
+          c0.recv(in, 1, DataType.INT64, 1); // rank 1 sends nothing
+        } catch (Throwable e) {
+          thrown.set(e);
+        }
+        interruptedAfter.set(Thread.currentThread().isInterrupted());
+      }, "interrupted-receiver");
+      t.start();
+      Thread.sleep(300);
+      t.interrupt();
+      t.join(1000);
+      assertTrue(t.isAlive(), "the interrupt ended the receive");
+      c0.abort();
+      t.join(10_000);
+      assertFalse(t.isAlive(), "abort() did not end the receive");
+      assertTrue(thrown.get() instanceof ColibriException, "the receive threw " + thrown.get());
+      assertEquals(ErrorCode.ABORTED, ((ColibriException) thrown.get()).code());
+      assertTrue(interruptedAfter.get(), "the receive cleared the thread's interrupt status");
+    }
   }
 }
