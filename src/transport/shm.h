@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,10 @@ class ShmWorld {
   void unmapOwn();
   clbComm* comm_;
   std::vector<CtlBlock*> ctls_;
+  // setState's: its callers are any threads of this rank (a failed call, clbCommAbort from another
+  // thread), and its failure reason is written once (peers read it once they see kFailed).
+  std::mutex stateMutex_;
+  bool reasonWritten_ = false;
   Mapping own_;
   uint64_t lastGen_ = 0;
   std::vector<Mapping> peers_;
