@@ -529,7 +529,7 @@ void group(Reader& in, bool nccl) {
   std::vector<std::pair<Region, Region>> order;
   for (size_t k = 0; k < sends.size() && k < recvs.size(); k++) order.push_back({recvs[k]->region, sends[k]->region});
   for (auto& x : all.copies) order.push_back(x);
-  applyCopies(order);
+  if (!all.invalid) applyCopies(order);  // a refused group changes nothing (and its pairs may differ in size)
   int startRc = nccl ? ncclGroupStart() : clbGroupStart();
   if (startRc != 0) fail("group start failed");
   bool anyRefused = false;
