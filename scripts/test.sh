@@ -4,6 +4,10 @@
 # (colibri-api, colibri-native against the real native library, the perf tool's smoke tests) and
 # packages them with their -sources and -javadoc jars (javadoc warnings fail it), then checks the
 # artifacts (scripts/CheckArtifacts.java: those jars, Automatic-Module-Name, the BOM, pom metadata).
+# Then scripts/sanitize.sh: the native tests again under ASan+UBSan (build/asan) and, the threaded
+# ones, under TSan (build/tsan), and a bounded libFuzzer run over the argument checks of the C ABI
+# and the NCCL drop-in (build/fuzz). COLIBRI_SKIP_SANITIZERS=1 skips that step (a quicker local
+# run); CI runs it.
 # Fails on the first failure. Idempotent: a second run rebuilds only what changed.
 # Installs missing tools (cmake, g++, GoogleTest, verbs.h for the RDMA emulator's build, OpenSSL 3
 # for the TLS tests, a JDK, Maven)
@@ -35,5 +39,12 @@ mvn -B -ntp verify
 log "artifacts: java scripts/CheckArtifacts.java"
 java scripts/CheckArtifacts.java
 bash scripts/check-doc-links.sh
+
+if [[ "${COLIBRI_SKIP_SANITIZERS:-0}" == 1 ]]; then
+  log "sanitizers: skipped (COLIBRI_SKIP_SANITIZERS=1)"
+else
+  log "sanitizers: scripts/sanitize.sh"
+  bash scripts/sanitize.sh
+fi
 
 log "all tests passed"

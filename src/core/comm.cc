@@ -28,6 +28,7 @@
 namespace clb::cuda {
 class Device {};  // built without CUDA: never created
 class Scaler {};
+class PeerDevice {};
 }  // namespace clb::cuda
 #endif
 

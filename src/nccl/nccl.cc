@@ -79,6 +79,14 @@ static_assert(sizeof(ncclUniqueId) == sizeof(clbUniqueId), "an NCCL unique id ca
 thread_local std::string tError;
 thread_local bool tOwnError = false;
 
+// The calling thread's group depth (ncclGroupStart / ncclGroupEnd), and the first collective or
+// point-to-point call of its group that this library refused by itself (a type, an operation, a
+// communicator): as in NCCL, and as Colibri does with its own refusals, the group's end then runs
+// none of its calls and fails.
+thread_local int tGroupDepth = 0;
+thread_local ncclResult_t tGroupRefused = ncclSuccess;
+thread_local std::string tGroupRefusal;
+
 // NCCL's environment variables that have a Colibri meaning, set as the COLIBRI_* ones before the
 // first call reaches Colibri (which reads those at init); a COLIBRI_* variable already set wins.
 // docs/nccl-compat.md has the table.
@@ -150,6 +158,14 @@ struct Entry {
   }
 };
 
+// The collectives and the point-to-point calls start with this one instead: inside a group, a
+// refusal of theirs is the group's too (refuse()); a query's (ncclCommCount...) is not.
+thread_local bool tGroupCall = false;
+struct CallEntry : Entry {
+  CallEntry() { tGroupCall = true; }
+  ~CallEntry() { tGroupCall = false; }
+};
+
 void warn(ncclResult_t code, const char* why) {
   if (code != ncclSuccess && code != ncclInProgress && gWarn)
     fprintf(stderr, "NCCL WARN [Colibri, pid %d] %s\n", (int)getpid(), why && *why ? why : "(no reason recorded)");
@@ -165,6 +181,13 @@ ncclResult_t refuse(ncclResult_t code, const char* fmt, ...) {
   tError = b;
   tOwnError = true;
   warn(code, b);
+  if (tGroupCall && tGroupDepth > 0 && tGroupRefused == ncclSuccess) {
+    tGroupRefused = code;
+    tGroupRefusal = b;
+    // Colibri's group (which holds the group's other calls) learns of it as of a refusal of its
+    // own: a call it refuses (no communicator) is recorded as the group's, so its end runs nothing.
+    clbSend(nullptr, 0, clbUint8, 0, nullptr, nullptr);
+  }
   return code;
 }
 
@@ -261,7 +284,6 @@ clbComm_t of(ncclComm_t comm, ncclResult_t* rc, const char* call) {
 // An init or a split that runs later, at the end of the calling thread's outermost group; it
 // returns its result and says why it failed.
 using Init = std::function<ncclResult_t(std::string* why)>;
-thread_local int tGroupDepth = 0;
 thread_local std::vector<Init> tGroupInits;
 
 // Runs an init (job makes the communicator, or fails) now, at the group's end or on a thread of
@@ -733,7 +755,7 @@ NCCL_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 
 NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        ncclRedOp_t o, ncclComm_t comm, cudaStream_t stream) {
-  Entry e;
+  CallEntry e;
   NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, true, t);
   NCCL_OP(o, p);
@@ -743,7 +765,7 @@ NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, siz
 NCCL_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                            ncclDataType_t datatype, ncclRedOp_t o, ncclComm_t comm,
                                            cudaStream_t stream) {
-  Entry e;
+  CallEntry e;
   NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, true, t);
   NCCL_OP(o, p);
@@ -752,7 +774,7 @@ NCCL_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
 
 NCCL_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     ncclRedOp_t o, int root, ncclComm_t comm, cudaStream_t stream) {
-  Entry e;
+  CallEntry e;
   NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, true, t);
   NCCL_OP(o, p);
@@ -761,7 +783,7 @@ NCCL_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t
 
 NCCL_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                                        ncclComm_t comm, cudaStream_t stream) {
-  Entry e;
+  CallEntry e;
   NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, false, t);
   return result(clbAllGather(sendbuff, recvbuff, sendcount, t, c, stream));
@@ -769,7 +791,7 @@ NCCL_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, siz
 
 NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        int root, ncclComm_t comm, cudaStream_t stream) {
-  Entry e;
+  CallEntry e;
   NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, false, t);
   return result(clbBroadcast(sendbuff, recvbuff, count, t, root, c, stream));
@@ -782,7 +804,7 @@ NCCL_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t data
 
 NCCL_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                       ncclComm_t comm, cudaStream_t stream) {
-  Entry e;
+  CallEntry e;
   NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, false, t);
   // In place too (sendbuff == recvbuff): Colibri copies the input aside on the call's stream.
@@ -791,7 +813,7 @@ NCCL_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size
 
 NCCL_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     int root, ncclComm_t comm, cudaStream_t stream) {
-  Entry e;
+  CallEntry e;
   NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, false, t);
   return result(clbGather(sendbuff, recvbuff, count, t, root, c, stream));
@@ -799,7 +821,7 @@ NCCL_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t
 
 NCCL_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                      int root, ncclComm_t comm, cudaStream_t stream) {
-  Entry e;
+  CallEntry e;
   NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, false, t);
   return result(clbScatter(sendbuff, recvbuff, count, t, root, c, stream));
@@ -807,7 +829,7 @@ NCCL_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_
 
 NCCL_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                                   ncclComm_t comm, cudaStream_t stream) {
-  Entry e;
+  CallEntry e;
   NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, false, t);
   return result(clbSend(sendbuff, count, t, peer, c, stream));
@@ -815,7 +837,7 @@ NCCL_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataTy
 
 NCCL_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                                   cudaStream_t stream) {
-  Entry e;
+  CallEntry e;
   NCCL_COMM(comm, c);
   NCCL_TYPE(datatype, false, t);
   return result(clbRecv(recvbuff, count, t, peer, c, stream));
@@ -852,8 +874,16 @@ NCCL_EXPORT ncclResult_t ncclGroupEnd(void) {
       if (rcs[i] != ncclSuccess) initRc = rcs[i], initError = whys[i];
   }
   const ncclResult_t rc = result(clbGroupEnd());
+  ncclResult_t refused = ncclSuccess;
+  std::string refusal;
+  if (tGroupDepth == 0) {
+    std::swap(refused, tGroupRefused);
+    refusal.swap(tGroupRefusal);
+  }
   if (initRc != ncclSuccess)
     return refuse(initRc, "a communicator's init in this group failed: %s", initError.c_str());
+  if (refused != ncclSuccess)
+    return refuse(refused, "nothing in this group ran, because one of its calls was refused: %s", refusal.c_str());
   return rc;
 }
 

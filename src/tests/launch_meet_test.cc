@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <random>
@@ -89,6 +90,9 @@ TEST(LaunchMeet, DifferentCallsAreRefusedByEveryMemberNamingBoth) {
 TEST(LaunchMeet, MemberThatNeverComesIsNamedAtTheTimeoutAndWarnedAboutBefore) {
   LaunchMeet meet(ranks(3));
   std::atomic<int> gaveUp{0}, finished{0};
+  // The first of the two waiting members' starts: the one that learns of the other's timeout may
+  // have started later (its thread did), so its own wait can be shorter than the timeout.
+  std::atomic<int64_t> firstStart{INT64_MAX};
   testing::internal::CaptureStderr();
   withRanks(3, 600, [&](int r, clbComm* comm) {
     if (r == 2) {  // comes only after the others gave up: refused, nothing launched
@@ -99,14 +103,22 @@ TEST(LaunchMeet, MemberThatNeverComesIsNamedAtTheTimeoutAndWarnedAboutBefore) {
       return;
     }
     auto t0 = std::chrono::steady_clock::now();
+    const int64_t t0ns = t0.time_since_epoch().count();
+    for (int64_t first = firstStart.load(); t0ns < first && !firstStart.compare_exchange_weak(first, t0ns);) {
+    }
     clbResult_t rc = meet.arrive(comm, call(1), 200);
     const std::string msg = clbGetLastError();
-    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    const auto end = std::chrono::steady_clock::now();
+    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(end - t0).count();
+    auto sinceFirst = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end.time_since_epoch() - std::chrono::steady_clock::duration(firstStart.load())).count();
     gaveUp++;
-    // Its own timeout, or (a moment later) the other waiting member's, which it learns at once.
+    // Its own timeout, or (a moment later) the other waiting member's, which it learns at once: at
+    // least the timeout after its own start, or after the other's (the earlier).
     EXPECT_TRUE(rc == clbTimeout || rc == clbRemoteError) << rc << ": " << msg;
     EXPECT_NE(msg.find("for rank(s) 2"), std::string::npos) << msg;
-    EXPECT_GE(took, 600);
+    EXPECT_GE(rc == clbTimeout ? took : sinceFirst, 600) << "took " << took << " ms, " << sinceFirst
+                                                         << " ms since the first member's start";
     EXPECT_LT(took, 1600);
     finished++;
     while (finished.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // nobody closes early

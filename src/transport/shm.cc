@@ -216,12 +216,19 @@ void ShmWorld::removeAbandoned() const {
   removeUnheldSegments(sessionSegmentPrefix(comm_->boot.sessionNonce()));
 }
 
+// Any thread of this rank may announce, several at once (a call that failed while another thread
+// aborts). Peers, in other threads or processes, copy the reason once they see kFailed, without a
+// lock: so it is written once, by the first failure that gives one (the cause; later ones are its
+// echoes), before the state that publishes it, and never rewritten under a reader. The state
+// itself is the last one announced, as before.
 void ShmWorld::setState(RankState s, const char* reason) {
   if (ctls_.empty() || !self()) return;
   CtlBlock* c = self();
-  if (reason) {
+  std::lock_guard<std::mutex> g(stateMutex_);
+  if (reason && s == kFailed && !reasonWritten_) {
     strncpy(c->reason, reason, sizeof c->reason - 1);
     c->reason[sizeof c->reason - 1] = 0;
+    reasonWritten_ = true;
   }
   c->state.store(s, std::memory_order_seq_cst);
 }

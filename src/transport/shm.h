@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,10 @@ class ShmWorld {
   // [me]: the lock on this rank's control block, held for the communicator's life; [r]: rank
   // r's control block open, to try its lock (-1: r is in this process).
   std::vector<int> ctlFds_;
+  // setState's: its callers are any threads of this rank (a failed call, clbCommAbort from another
+  // thread), and its failure reason is written once (peers read it once they see kFailed).
+  std::mutex stateMutex_;
+  bool reasonWritten_ = false;
   Mapping own_;
   uint64_t lastGen_ = 0;
   std::vector<Mapping> peers_;

@@ -428,6 +428,40 @@ TEST(NcclInterface, InitsAndSplitsInsideAGroupCompleteAtItsEnd) {
 // Non-blocking inits (config.blocking = 0) return ncclInProgress and complete on their own, so one
 // thread can start every rank's init of a clique and poll ncclCommGetAsyncError; a call on a
 // communicator whose init still runs waits for it.
+// A call of a group that libnccl refuses by itself (fp8 in a reduction, an unknown type or
+// operation, a NULL communicator) is the group's refusal too, as in NCCL and as Colibri's own
+// refusals are: the group's end fails, saying why, and none of its calls ran. (Before, the end ran
+// the rest of the group and succeeded.) A query refused inside a group (ncclCommCount on a
+// communicator whose init waits for the group's end, above) is no call of the group.
+TEST(NcclInterface, ACallRefusedInsideAGroupFailsTheGroupAndNothingRuns) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess) << ncclGetLastError(nullptr);
+  for (int bad = 0; bad < 4; bad++) {
+    float in[4] = {1, 2, 3, 4}, out[4] = {0, 0, 0, 0};
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    EXPECT_EQ(ncclAllReduce(in, out, 4, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
+    const ncclResult_t refused =
+        bad == 0   ? ncclAllReduce(in, out, 4, ncclFloat8e4m3, ncclSum, comm, nullptr)
+        : bad == 1 ? ncclAllGather(in, out, 1, static_cast<ncclDataType_t>(99), comm, nullptr)
+        : bad == 2 ? ncclReduce(in, out, 4, ncclFloat32, static_cast<ncclRedOp_t>(-1), 0, comm, nullptr)
+                   : ncclSend(in, 4, ncclFloat32, 0, nullptr, nullptr);
+    EXPECT_EQ(refused, ncclInvalidArgument) << bad;
+    const std::string why = ncclGetLastError(comm);
+    EXPECT_EQ(ncclGroupEnd(), ncclInvalidArgument) << bad;
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "nothing in this group ran")) << ncclGetLastError(comm);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), why)) << ncclGetLastError(comm) << " / " << why;
+    EXPECT_EQ(out[0], 0.0f) << bad << ": a call of the refused group ran";
+    // The next group is a group of its own.
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    EXPECT_EQ(ncclAllReduce(in, out, 4, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
+    EXPECT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(out[3], 4.0f);
+  }
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
 TEST(NcclInterface, NonBlockingInitsFromOneThreadCompleteWhileItPolls) {
   const int n = 2;
   ncclUniqueId id;
