@@ -5,7 +5,7 @@
 # (nccl/lib: libnccl.so.2, libcolibri.so.0 and the kernel images in one folder; nccl/include:
 # its nccl.h) with nccl-tests' source beside it (for scripts/gpu-nccl.sh), and — for the Java GPU
 # tests — a trimmed JRE plus the jars (made with shared/gpu/pack.sh when it is there). Run here;
-# carry DIR to the GPU host.
+# carry DIR to the GPU host (.gpun and .gpuj are git-ignored: the device tool takes them in `carry`).
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
