@@ -37,6 +37,7 @@ export COLIBRI_REQUIRE_TLS_TESTS=1
 # Under ASan+UBSan:
 ASAN_EXCLUDE=(
   'KernelImage.EveryImageWasBuilt|checks the nvcc kernel images beside the tests, which a checking build does not build (-DCOLIBRI_KERNEL_IMAGES=OFF; no GPU runs them here)'
+  'VerbsEmuData.MisconfiguredConnectionsTimeOut|its MTU-mismatch case needs a write within the MTU to complete before the emulated retry timer runs out, which the sanitizers slowdown on 2 shared cores broke once in a CI run here (5 of 5 passed alone); the Release suite runs it'
   'Transports/AsyncErrorProcesses.RankInACollectiveLearnsOfAKilledPeerWithin100Ms/shm|a latency bound (100 ms) that the sanitizers slowdown on 2 shared cores breaks (156 ms measured under ctest -j2); the Release suite runs it, and the other AsyncError tests run here'
   'Transports/AsyncErrorProcesses.RankInACollectiveLearnsOfAKilledPeerWithin100Ms/socket|a latency bound (100 ms) that the sanitizers slowdown on 2 shared cores breaks (156 ms measured under ctest -j2); the Release suite runs it, and the other AsyncError tests run here'
   'Transports/AsyncErrorProcesses.RankInACollectiveLearnsOfAKilledPeerWithin100Ms/socket_tls|a latency bound (100 ms) that the sanitizers slowdown on 2 shared cores breaks (156 ms measured under ctest -j2); the Release suite runs it, and the other AsyncError tests run here'
