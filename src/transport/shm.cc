@@ -41,12 +41,20 @@ bool namesFile(const char* name, int fd) {
 }
 
 // Creates `name` (O_EXCL) and takes its maker's lock, never waiting for it. A cleaner may judge
-// the name between the two (nobody holds it yet): then it holds the lock for a moment, or has
-// removed the name. The name is this communicator's alone, so this process removes it and makes
-// it again. Once the lock is held and the name leads to this file, only this process removes it.
+// the name between the two (nobody holds it yet): it then holds the file's lock and removes the
+// name. The maker never removes a name it does not hold (a cleaner that checked the name before
+// such a removal would remove the maker's next file under it): it waits until the cleaner removed
+// it and makes it again. Once the lock is held and the name leads to this file, only this process
+// removes it.
 int createLocked(const char* name, int* out) {
-  for (int attempt = 0; attempt < 100; attempt++) {
+  bool cleaned = false;  // a cleaner took a file of ours: the name goes away soon
+  const int64_t until = nowMs() + 2000;
+  for (;;) {
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0 && errno == EEXIST && cleaned && nowMs() < until) {
+      sched_yield();
+      continue;
+    }
     if (fd < 0) return errno;
     int rc;
     while ((rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
@@ -56,12 +64,12 @@ int createLocked(const char* name, int* out) {
       *out = fd;
       return 0;
     }
-    close(fd);
-    shm_unlink(name);
+    close(fd);  // the cleaner holds it, or removed its name already: it is gone or going
     if (rc != 0 && e != EWOULDBLOCK) return e;
+    if (nowMs() >= until) return EAGAIN;
+    cleaned = true;
     sched_yield();
   }
-  return EAGAIN;
 }
 
 }  // namespace
