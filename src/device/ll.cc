@@ -33,8 +33,10 @@ clbResult_t LLPath::launch(const CollArgs& a, CUstream stream) {
   for (int p = 0; p < n; p++) k.staging[p] = s_.llBuf.peers[p];
   k.half = s_.llBuf.bytes / 2;
   k.slot = k.half / n;
-  const size_t lines = (a.count * esz + 7) / 8;
-  const unsigned blocks = (unsigned)std::min<size_t>(s_.maxBlocks, std::max<size_t>(1, (lines + kThreads - 1) / kThreads));
+  // A thread per data line, and a warp of n more that read the ranks' call lines meanwhile (the
+  // kernel's checkersAt).
+  const size_t threads = ((a.count * esz + 7) / 8 + 31) / 32 * 32 + n;
+  const unsigned blocks = (unsigned)std::min<size_t>(s_.maxBlocks, std::max<size_t>(1, (threads + kThreads - 1) / kThreads));
   return s_.launcher.launch(s_.d, s_.llFn, blocks, kThreads, stream, &k, sizeof k);
 }
 

@@ -442,6 +442,9 @@ void DeviceShared::common(ClbDevCallArgs* k, const CollArgs& a) const {
     case kReduce: k->coll = CLB_DEV_REDUCE; break;
     default: k->coll = CLB_DEV_BROADCAST; break;
   }
+  const bool rooted = k->coll == CLB_DEV_BROADCAST || k->coll == CLB_DEV_REDUCE;
+  const bool reduces = k->coll != CLB_DEV_BROADCAST && k->coll != CLB_DEV_ALLGATHER;
+  k->sig = CLB_DEV_SIG(k->coll, a.type, reduces ? a.op : 0, rooted ? a.root : 0, a.count);
 }
 
 unsigned DeviceShared::blocksFor(size_t bytes) const {
@@ -451,15 +454,9 @@ unsigned DeviceShared::blocksFor(size_t bytes) const {
 clbResult_t DeviceShared::deviceStatus() const {
   const volatile ClbDevHostStatus* s = hostStatus;
   if (!s || !s->error) return clbSuccess;
-  std::atomic_thread_fence(std::memory_order_acquire);  // the fields the kernel wrote before `error`
-  const unsigned long long call = s->errorCall;
-  char ranks[128];
-  return setError(clbTimeout,
-                  "a device wait of rank %d's device call #%llu (%s) timed out after %lld ms waiting for rank(s) %s "
-                  "(a peer died, hung, or made different calls): the output of that call and of every later one on "
-                  "this communicator is undefined; destroy the communicator", comm->rank, call,
-                  collName(s->errorColl), (long long)comm->cfg.timeoutMs,
-                  ranksTimedOutFor(s, comm->nranks, call, ranks, sizeof ranks));
+  std::string text;
+  const clbResult_t rc = deviceError(s, comm->rank, comm->nranks, comm->cfg.timeoutMs, &text);
+  return setError(rc, "%s", text.c_str());
 }
 
 }  // namespace clb::cuda

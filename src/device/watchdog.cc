@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace clb::cuda {
@@ -49,6 +50,45 @@ const char* ranksTimedOutFor(const volatile ClbDevHostStatus* s, int nranks, uns
 
 namespace {
 
+// A call's description as the kernels packed it (CLB_DEV_SIG): "allReduce of 4096 float32 (sum)".
+std::string describeSig(unsigned long long sig) {
+  const unsigned coll = sig & 0x7, type = (sig >> 3) & 0x1F, op = (sig >> 8) & 0x3F, root = (sig >> 14) & 0xFF;
+  const unsigned long long count = sig >> 22;
+  char b[160];
+  int at = snprintf(b, sizeof b, "%s of %llu %s%s", collName(coll), count, typeName((int)type),
+                    coll == CLB_DEV_ALLGATHER || coll == CLB_DEV_REDUCESCATTER ? " per rank" : "");
+  if (coll != CLB_DEV_BROADCAST && coll != CLB_DEV_ALLGATHER) at += snprintf(b + at, sizeof b - at, " (%s)", opName((int)op));
+  if (coll == CLB_DEV_BROADCAST || coll == CLB_DEV_REDUCE) snprintf(b + at, sizeof b - at, " with root %u", root);
+  return b;
+}
+
+}  // namespace
+
+clbResult_t deviceError(const volatile ClbDevHostStatus* s, int rank, int nranks, int64_t timeoutMs, std::string* text) {
+  std::atomic_thread_fence(std::memory_order_acquire);  // the fields the kernel wrote before `error`
+  const unsigned long long call = s->errorCall;
+  char b[512];
+  if (s->errorKind == CLB_DEV_ERR_DISAGREE) {
+    snprintf(b, sizeof b,
+             "rank %d's device call #%llu is an %s but rank %d made %s as its call #%llu: ranks must make the same "
+             "calls in the same order with the same count, type, op and root. The output of that call and of every "
+             "later one on this communicator is undefined; destroy the communicator",
+             rank, call, describeSig(s->errorSig).c_str(), (int)s->errorRank, describeSig(s->errorPeerSig).c_str(), call);
+    *text = b;
+    return clbRemoteError;
+  }
+  char ranks[128];
+  snprintf(b, sizeof b,
+           "a device wait of rank %d's device call #%llu (%s) timed out after %lld ms waiting for rank(s) %s (a peer "
+           "died, hung, or made different calls): the output of that call and of every later one on this "
+           "communicator is undefined; destroy the communicator",
+           rank, call, collName(s->errorColl), (long long)timeoutMs, ranksTimedOutFor(s, nranks, call, ranks, sizeof ranks));
+  *text = b;
+  return clbTimeout;
+}
+
+namespace {
+
 struct State {
   std::mutex mu;
   std::condition_variable cv;
@@ -66,13 +106,9 @@ void look(Watched* w) {
   char ranks[128];
   if (s->error && !w->saidError) {
     w->saidError = true;
-    std::atomic_thread_fence(std::memory_order_acquire);  // what the kernel wrote before `error`
-    const unsigned long long call = s->errorCall;
-    CLB_LOG(clbLogError,
-            "rank %d: device call #%llu (%s) timed out after %lld ms waiting for rank(s) %s; its output is "
-            "undefined and the communicator cannot go on (clbCommGetAsyncError reports it): destroy it",
-            w->rank, call, collName(s->errorColl), (long long)w->timeoutMs,
-            ranksTimedOutFor(s, w->nranks, call, ranks, sizeof ranks));
+    std::string text;
+    deviceError(s, w->rank, w->nranks, w->timeoutMs, &text);
+    CLB_LOG(clbLogError, "%s (clbCommGetAsyncError reports it)", text.c_str());
     return;
   }
   const unsigned long long stuck = s->stuckCall;

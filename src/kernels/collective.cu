@@ -54,15 +54,90 @@ __device__ void publishWait(const ClbDevCallArgs& a, unsigned long long seq, boo
     h->stuckCall = seq;
     return;
   }
-  // A plain store (the word only ever goes from 0 to 1): the flags may be in host memory, where
-  // some PCIe hosts have no atomics.
-  *reinterpret_cast<volatile unsigned int*>(&a.flags[a.rank]->error) = 1u;
-  reinterpret_cast<volatile unsigned int*>(selfWords(a))[2] = 1u;  // (the same word where the flags are in device memory)
+  // A plain store (the word only ever goes from 0 to nonzero): the flags may be in host memory,
+  // where some PCIe hosts have no atomics. A disagreement reported first keeps its kind.
+  volatile unsigned int* self = reinterpret_cast<volatile unsigned int*>(selfWords(a)) + 2;
+  if (*self == CLB_DEV_ERR_DISAGREE) return;
+  *reinterpret_cast<volatile unsigned int*>(&a.flags[a.rank]->error) = CLB_DEV_ERR_TIMEOUT;
+  *self = CLB_DEV_ERR_TIMEOUT;  // (the same word where the flags are in device memory)
   __threadfence_system();
   h->errorColl = (unsigned int)a.coll;
   h->errorCall = seq;
+  h->errorKind = CLB_DEV_ERR_TIMEOUT;
   __threadfence_system();
   h->error = 1u;
+}
+
+// ---- the agreement check (ClbDevFlags::callLine) ----
+
+__device__ __forceinline__ void storeLine(char* p, unsigned long long v, unsigned int flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"((unsigned int)v), "r"(flag),
+               "r"((unsigned int)(v >> 32)), "r"(flag)
+               : "memory");
+}
+
+// One thread: this rank's description of call `seq` into its call line in every rank's flag block.
+// Every kernel of a call does this first, before any wait, so that a peer waiting in any path (one
+// whose count took it to another path, say) finds it.
+__device__ __forceinline__ void postCallLine(const ClbDevCallArgs& a, unsigned long long seq) {
+  for (int p = 0; p < a.nranks; p++)
+    storeLine(reinterpret_cast<char*>(a.flags[p]->callLine[seq & 1][a.rank]), a.sig, CLB_DEV_LINE_FLAG(seq));
+}
+
+// Rank p's call line for call `seq` in this rank's flag block: 0 not written yet, 1 the same
+// description as this rank's, 2 another one (in *theirs).
+__device__ __forceinline__ int peerCall(const ClbDevCallArgs& a, int p, unsigned long long seq, unsigned long long* theirs) {
+  const unsigned int* at = a.flags[a.rank]->callLine[seq & 1][p];
+  unsigned int x, f1, y, f2;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(f1), "=r"(y), "=r"(f2) : "l"(at)
+               : "memory");
+  const unsigned int flag = CLB_DEV_LINE_FLAG(seq);
+  if (f1 != flag || f2 != flag) return 0;
+  *theirs = (unsigned long long)x | ((unsigned long long)y << 32);
+  return *theirs == a.sig ? 1 : 2;
+}
+
+// Rank p made another call than this rank's call `seq`: the first thread of this rank to see a
+// disagreement (one atomic on this rank's own error word, in device memory) tells the host both
+// descriptions, and marks the communicator failed so that every later call ends at once.
+__device__ __forceinline__ void publishDisagreement(const ClbDevCallArgs& a, unsigned long long seq, int p,
+                                                 unsigned long long theirs) {
+  if (atomicCAS(reinterpret_cast<unsigned int*>(selfWords(a)) + 2, 0u, (unsigned int)CLB_DEV_ERR_DISAGREE) != 0u) return;
+  *reinterpret_cast<volatile unsigned int*>(&a.flags[a.rank]->error) = CLB_DEV_ERR_DISAGREE;
+  volatile ClbDevHostStatus* h = a.host;
+  h->errorColl = (unsigned int)a.coll;
+  h->errorCall = seq;
+  h->errorKind = CLB_DEV_ERR_DISAGREE;
+  h->errorRank = p;
+  h->errorSig = a.sig;
+  h->errorPeerSig = theirs;
+  __threadfence_system();
+  h->error = 1u;
+}
+
+// An LL wait's slow path for rank p's line: true when this call must end now, because this rank
+// already failed the communicator or rank p's call line shows another call (the one rank looked
+// at: a loop over every rank here gave the LL kernel a stack frame on sm_90).
+__device__ __forceinline__ bool peerFailed(const ClbDevCallArgs& a, int p, unsigned long long seq) {
+  if (reinterpret_cast<volatile unsigned int*>(selfWords(a))[2]) return true;
+  unsigned long long theirs;
+  if (peerCall(a, p, seq, &theirs) != 2) return false;
+  publishDisagreement(a, seq, p, theirs);
+  return true;
+}
+
+// A wait's slow path: true when this call must end now, because another thread of this rank
+// already failed the communicator, or a peer's call line for this call shows another call.
+__device__ __forceinline__ bool callFailed(const ClbDevCallArgs& a, unsigned long long seq) {
+  if (reinterpret_cast<volatile unsigned int*>(selfWords(a))[2]) return true;
+  for (int p = 0; p < a.nranks; p++) {
+    unsigned long long theirs;
+    if (peerCall(a, p, seq, &theirs) == 2) {
+      publishDisagreement(a, seq, p, theirs);
+      return true;
+    }
+  }
+  return false;
 }
 
 // How long one thread has waited: started at its first slow check, warned once past warnNs.
@@ -83,14 +158,37 @@ struct WaitClock {
   }
 };
 
+// Waits for rank p's call line of call `seq`; false when it shows another call, or on timeout.
+__device__ __forceinline__ bool callLineAgrees(const ClbDevCallArgs& a, int p, unsigned long long seq, WaitClock& clock) {
+  unsigned long long theirs;
+  for (int spins = 0;; spins++) {
+    const int c = peerCall(a, p, seq, &theirs);
+    if (c == 1) return true;
+    if (c == 2) {
+      publishDisagreement(a, seq, p, theirs);
+      return false;
+    }
+    if ((spins & 1023) == 1023) {
+      if (callFailed(a, seq)) return false;
+      if (const int t = clock.check(a)) {
+        noteRank(a, p, seq, t == 2);
+        publishWait(a, seq, t == 2);
+        if (t == 2) return false;
+      }
+    }
+  }
+}
+
 // Thread 0 of the block waits until word >= v for every rank's word; false on timeout. `seq` is
 // the call, for what the host is told about a wait that takes long.
 __device__ bool waitAll(const ClbDevCallArgs& a, unsigned long long* words, unsigned long long v,
                         unsigned long long seq) {
   WaitClock clock;
+  unsigned int spins = 0;
   for (int p = 0; p < a.nranks; p++) {
     volatile unsigned long long* w = words + p;
     while (*w < v) {
+      if ((++spins & 63) == 0 && callFailed(a, seq)) return false;
       if (const int c = clock.check(a)) {
         for (int q = p; q < a.nranks; q++)
           if (reinterpret_cast<volatile unsigned long long*>(words)[q] < v) noteRank(a, q, seq, c == 2);
@@ -177,13 +275,20 @@ __device__ __noinline__ void reduceTyped(const ClbDevCallArgs& a, void* dst, con
 }
 
 // Every block: announce (last block out) in `field`, then wait for every rank's word >= seq.
+// With `agree`, threads 1..n meanwhile read the ranks' call lines (callLineAgrees), so that a
+// rank that made another call is seen by the same block barrier, at no extra latency.
 __device__ bool barrier(const ClbDevCallArgs& a, unsigned long long seq, int counter, size_t field,
-                        unsigned long long* myWords) {
+                        unsigned long long* myWords, bool agree = false) {
   announce(a, seq, counter, field, false);
   __shared__ int ok;
-  if (threadIdx.x == 0) ok = waitAll(a, myWords, seq, seq);
-  __syncthreads();
-  return ok;
+  bool bad = false;
+  if (threadIdx.x == 0) {
+    ok = waitAll(a, myWords, seq, seq);
+  } else if (agree && threadIdx.x <= a.nranks) {
+    WaitClock clock;
+    bad = !callLineAgrees(a, threadIdx.x - 1, seq, clock);
+  }
+  return !__syncthreads_or(bad) && ok;
 }
 
 // Two-shot allReduce's second half, after this rank reduced its segment: "mid" from every rank,
@@ -221,6 +326,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCal
   // reduceTyped's call (a register kept across the call spills).
   __shared__ const char* slots[CLB_MAX_DEVICE_RANKS];
   if (threadIdx.x < n) slots[threadIdx.x] = a.staging[r] + half + threadIdx.x * a.slot;
+  if (blockIdx.x == 0 && threadIdx.x == 0) postCallLine(a, seq);
   // Every rank finished reading the slots this call fills (the same parity, two calls ago).
   if (threadIdx.x == 0) ok = waitAll(a, me->done, seq >= 2 ? seq - 2 : 0, seq);
   __syncthreads();
@@ -234,7 +340,9 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCal
       const char* src = static_cast<const char*>(a.in) + (a.inSlices > 1 ? p * a.inStride : 0);
       clbk::copyRange(a.staging[p] + half + r * a.slot, src, a.inBytes, tid, stride);
     }
-  if (!barrier(a, seq, (int)(seq & 1), offsetof(ClbDevFlags, posted), me->posted)) return;
+  // ... and compare every rank's call line: a rank that made another call is seen here, before
+  // anything is combined (the slots hold what its arguments sent, within their bounds).
+  if (!barrier(a, seq, (int)(seq & 1), offsetof(ClbDevFlags, posted), me->posted, true)) return;
   if (a.mode == 0) {
     if (a.out) reduceTyped(a, a.out, slots, 0, a.count, tid, stride);  // (a reduce's other ranks have none)
   } else if (a.mode == 1) {
@@ -259,6 +367,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
   // (a stack frame; clbk::ReduceRange says why that matters).
   __shared__ unsigned long long seqKept;
   if (blockIdx.x == 0 && threadIdx.x == 0) {  // hand this call's buffers to every rank, then say so
+    postCallLine(a, seq);
     for (int p = 0; p < n && !a.given; p++) {
       reinterpret_cast<volatile unsigned long long*>(a.flags[p]->send[par])[r] = reinterpret_cast<unsigned long long>(a.in);
       reinterpret_cast<volatile unsigned long long*>(a.flags[p]->recv[par])[r] = reinterpret_cast<unsigned long long>(a.out);
@@ -266,6 +375,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
     __threadfence_system();
     for (int p = 0; p < n; p++) reinterpret_cast<volatile unsigned long long*>(a.flags[p]->posted)[r] = seq;
   }
+  bool bad = false;
   if (threadIdx.x == 0) {
     seqKept = seq;
     ok = waitAll(a, me->posted, seq, seq);
@@ -279,9 +389,13 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
         send[p] = reinterpret_cast<const char*>(reinterpret_cast<volatile unsigned long long*>(me->send[par])[p]);
         recv[p] = reinterpret_cast<char*>(reinterpret_cast<volatile unsigned long long*>(me->recv[par])[p]);
       }
+  } else if (threadIdx.x <= n) {  // meanwhile every rank's call line (barrier() says why here)
+    WaitClock clock;
+    bad = !callLineAgrees(a, threadIdx.x - 1, seq, clock);
   }
-  __syncthreads();
-  if (!ok) return;
+  // A rank that made another call is seen before any peer's buffer is read by a count that
+  // buffer may not have.
+  if (__syncthreads_or(bad) || !ok) return;
   const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   const unsigned long long esz = a.elemSize;
@@ -338,12 +452,6 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
 // from every rank in call s+1, and each rank finished call s before it spoke in s+1).
 namespace {
 
-__device__ __forceinline__ void storeLine(char* p, unsigned long long v, unsigned int flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"((unsigned int)v), "r"(flag),
-               "r"((unsigned int)(v >> 32)), "r"(flag)
-               : "memory");
-}
-
 // Waits for rank p's line at `off` in this rank's slots (`mine`) to carry `flag`; false on
 // timeout. A wait that takes long names every rank whose line is still missing.
 __device__ __forceinline__ bool loadLine(const ClbDevCallArgs& a, const char* mine, int p, unsigned long long off,
@@ -356,6 +464,7 @@ __device__ __forceinline__ bool loadLine(const ClbDevCallArgs& a, const char* mi
                  : "memory");
     if (f1 == flag && f2 == flag) break;
     if ((spins & 1023) == 1023) {
+      if (peerFailed(a, p, seq)) return false;
       if (const int c = clock.check(a)) {
         for (int q = everyRankWrites ? 0 : p; q < (everyRankWrites ? a.nranks : p + 1); q++) {
           const volatile unsigned int* line = reinterpret_cast<const volatile unsigned int*>(mine + q * a.slot + off);
@@ -368,6 +477,17 @@ __device__ __forceinline__ bool loadLine(const ClbDevCallArgs& a, const char* mi
   }
   *v = (unsigned long long)x | ((unsigned long long)y << 32);
   return true;
+}
+
+// The LL threads that read the call lines, rank p's by thread checkersAt() + p: the first warp
+// past the data lines where the launch has it, so that the lines are read side by side with the
+// data, else threads 0..n-1 once their data lines are in. Measured on the H200 (2 ranks, 8 B, graph
+// mode): threads 0..n-1 after their data lines added a memory round trip, 0.4-0.6 us of 4;
+// threads right after the data lines, in the data's warp, 0.3 us (the warp's two branches
+// take turns), 1.5 us where the flags are in host memory; a warp of their own, nothing measurable.
+__device__ __forceinline__ unsigned long long checkersAt(unsigned long long lines, int n, unsigned long long stride) {
+  const unsigned long long warp = (lines + 31) / 32 * 32;
+  return warp + n <= stride ? warp : 0;
 }
 
 // Bytes [8i, 8i+8) of src, fewer at the end (zeros past `bytes`); any alignment.
@@ -455,25 +575,22 @@ __device__ unsigned long long finishLineTyped(int type, uint4 acc, int op, int n
 
 }  // namespace
 
-// Broadcast through LL lines: the root writes its lines into its slot of every rank; every other
-// rank writes one token line (line 0 of its own slot) to every rank, so that each rank still hears
-// from every rank in every call, which is what lets slots be reused two calls later (a root that
-// heard from nobody could run two calls ahead and overwrite lines not yet read).
+// Broadcast through LL lines: the root writes its lines into its slot of every rank; the other
+// ranks write only their call lines, which every rank reads, so that each rank still hears from
+// every rank in every call, which is what lets slots be reused two calls later (a root that heard
+// from nobody could run two calls ahead and overwrite lines not yet read).
 __device__ void llBroadcast(const ClbDevCallArgs& a, unsigned long long seq, unsigned int flag, size_t half,
                             unsigned long long lines,
                             unsigned long long tid, unsigned long long stride) {
   const int n = a.nranks, r = a.rank, root = a.root;
   const unsigned long long bytes = a.count * (unsigned long long)a.elemSize;
-  if (r == root) {
+  if (r == root)
     for (unsigned long long i = tid; i < lines; i += stride)
       for (int k = 0; k < n; k++) {
         const int p = (r + k) % n;
         storeLine(a.staging[p] + half + root * a.slot + i * 16, loadBytes8(static_cast<const char*>(a.in), i, bytes),
                   flag);
       }
-  } else if (tid == 0) {
-    for (int p = 0; p < n; p++) storeLine(a.staging[p] + half + r * a.slot, 0, flag);
-  }
   const char* mine = a.staging[r] + half;
   WaitClock clock;
   unsigned long long v;
@@ -481,9 +598,8 @@ __device__ void llBroadcast(const ClbDevCallArgs& a, unsigned long long seq, uns
     if (!loadLine(a, mine, root, i * 16, flag, seq, &v, clock, false)) return;
     storeBytes8(static_cast<char*>(a.out), i, bytes, v);
   }
-  if (tid == 0)
-    for (int p = 0; p < n; p++)
-      if (p != root && !loadLine(a, mine, p, 0, flag, seq, &v, clock)) return;
+  const unsigned long long at = checkersAt(lines, n, stride);  // every rank's call line
+  if (tid >= at && tid < at + n) callLineAgrees(a, (int)(tid - at), seq, clock);
 }
 
 // allReduce, allGather, reduceScatter, reduce (an allReduce only the root writes out; and
@@ -497,7 +613,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) clb_dev_ll(const ClbDevCall
   const unsigned long long seq = callNumber(a);
   if (seq == 0) return;
   // Never 0, the value of lines no call has written yet (after 2^32 - 1 calls seq would wrap to it).
-  const unsigned int flag = (unsigned int)(seq % 0xFFFFFFFFull) + 1;
+  const unsigned int flag = CLB_DEV_LINE_FLAG(seq);
   const size_t half = (seq & 1) * a.half;
   const int n = a.nranks, r = a.rank;
   const unsigned long long bytes = a.count * (unsigned long long)a.elemSize;
@@ -506,6 +622,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) clb_dev_ll(const ClbDevCall
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   const char* in = static_cast<const char*>(a.in);
   char* out = static_cast<char*>(a.out);
+  if (tid == 0) postCallLine(a, seq);
   if (a.coll == CLB_DEV_BROADCAST) llBroadcast(a, seq, flag, half, lines, tid, stride);
   // Send: this rank's lines into its slot of every rank (reduceScatter: rank p's slice to rank p).
   for (unsigned long long i = tid; i < lines && a.coll != CLB_DEV_BROADCAST; i += stride)
@@ -514,7 +631,8 @@ extern "C" __global__ void __launch_bounds__(512, 2) clb_dev_ll(const ClbDevCall
       const char* src = in + (a.coll == CLB_DEV_REDUCESCATTER ? p * bytes : 0);
       storeLine(a.staging[p] + half + r * a.slot + i * 16, loadBytes8(src, i, bytes), flag);
     }
-  // Receive: every rank's line i from this rank's own buffer, then combine or place it.
+  // Receive: every rank's line i from this rank's own buffer, then combine or place it; past the
+  // data, every rank's call line (a rank that made another call fails the call here).
   const char* mine = a.staging[r] + half;
   WaitClock clock;
   bool ok = true;
@@ -530,6 +648,9 @@ extern "C" __global__ void __launch_bounds__(512, 2) clb_dev_ll(const ClbDevCall
     if (ok && a.coll != CLB_DEV_ALLGATHER && out)  // (a reduce's other ranks have no out)
       storeBytes8(out, i, bytes, finishLineTyped(a.type, acc, a.op, n));
   }
+  // Every rank's call line, by threads 0..n-1 (a rank that made another call fails the call here).
+  const unsigned long long at = checkersAt(lines, n, stride);
+  if (ok && tid >= at && tid < at + n && a.coll != CLB_DEV_BROADCAST) ok = callLineAgrees(a, (int)(tid - at), seq, clock);
   // The last block out counts the call as completed and tells the peers this rank is done.
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -548,6 +669,16 @@ extern "C" __global__ void __launch_bounds__(512, 2) clb_dev_ll(const ClbDevCall
 // that keeps the kernel without a stack frame) whose thread 0 waits or announces with plain loads
 // and stores: nothing here needs an atomic on host memory.
 extern "C" __global__ void __launch_bounds__(32) clb_dev_hostcopy(const ClbDevCallArgs a) {
+  // The first round's wait: lanes 1..n compare every rank's call line meanwhile (each rank wrote
+  // it at its first round's gate, before it posted). The copies out of the peers' staging follow
+  // on this stream, so a disagreement seen here fails the communicator, and the steps after it
+  // end at once (callNumber).
+  if (a.phase == CLB_HC_WAIT && a.round == 0 && threadIdx.x >= 1 && threadIdx.x <= a.nranks) {
+    const unsigned long long seq = callNumber(a);
+    WaitClock clock;
+    if (seq) callLineAgrees(a, threadIdx.x - 1, seq, clock);
+    return;
+  }
   if (threadIdx.x != 0) return;
   // The same for every step of the call (DONE, the last, counts it), so every round's progress
   // word is known on the device: a graph replayed numbers its calls on.
@@ -564,6 +695,7 @@ extern "C" __global__ void __launch_bounds__(32) clb_dev_hostcopy(const ClbDevCa
   };
   switch (a.phase) {
     case CLB_HC_GATE:  // the half this round fills was read: two rounds ago, or in a call before
+      if (a.round == 0) postCallLine(a, seq);
       if (a.round < 2) waitAll(a, me->done, seq - 1, seq);
       else waitAll(a, me->hcRead, progress(a.round - 2), seq);
       break;

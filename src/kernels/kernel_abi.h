@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#define CLB_KERNEL_ABI_VERSION 10
+#define CLB_KERNEL_ABI_VERSION 11
 // Inputs one reduction kernel launch can combine (ranks on one node beyond that take more passes).
 #define CLB_MAX_KERNEL_SRCS 16
 
@@ -78,7 +78,31 @@ struct ClbDevFlags {
   // its staging, and of the last round whose peers' staging rank p finished copying out.
   unsigned long long hcPosted[CLB_MAX_DEVICE_RANKS];
   unsigned long long hcRead[CLB_MAX_DEVICE_RANKS];
+  // [call parity][p]: rank p's description of its call (ClbDevCallArgs::sig) as one 16-byte line
+  // {sig low, flag, sig high, flag}, flag = CLB_DEV_LINE_FLAG(call), written with one vector store
+  // like an LL line, so that a reader that sees the call's flag in both words has the whole
+  // description without a fence. Every path's kernel writes its line into every rank's block when
+  // its call starts; a rank compares every peer's line with its own description (the agreement
+  // check: ranks that make different calls fail at once instead of moving data their arguments do
+  // not define). A line of call s is rewritten at call s + 2, which a rank cannot start before
+  // every rank finished call s.
+  unsigned int callLine[2][CLB_MAX_DEVICE_RANKS][4];
 };
+
+// The flag of call `seq`'s lines (LL data and call lines): never 0, the value of lines no call has
+// written yet (after 2^32 - 1 calls seq would wrap to it).
+#define CLB_DEV_LINE_FLAG(seq) ((unsigned int)((seq) % 0xFFFFFFFFull) + 1u)
+
+// A call's description as the kernels compare it across ranks (ClbDevCallArgs::sig), packed so
+// that the host can name what a peer called: bits 0-2 the collective (CLB_DEV_*), 3-7 the type,
+// 8-13 the reduction (the kernels' op; 0 for calls without one), 14-21 the root (0 for calls
+// without one; device ranks are at most CLB_MAX_DEVICE_RANKS), 22-63 the count (elements per rank
+// as the call takes it, modulo 2^42: exact for any count a GPU's memory holds).
+#define CLB_DEV_SIG_COUNT_BITS 42
+#define CLB_DEV_SIG(coll, type, op, root, count)                                                       \
+  ((unsigned long long)((coll) & 0x7) | ((unsigned long long)((type) & 0x1F) << 3) |                  \
+   ((unsigned long long)((op) & 0x3F) << 8) | ((unsigned long long)((root) & 0xFF) << 14) |           \
+   ((unsigned long long)(count) << 22))
 
 // The copies path's progress word for round `round` (0-based) of call `seq`: grows with both, so
 // that every wait is "every rank's word >= this".
@@ -93,17 +117,27 @@ struct ClbDevHostStatus {
   unsigned long long errorCall;  // ... of this call number
   unsigned long long stuckCall;  // the latest call with a wait past the warning threshold
   unsigned int stuckColl;
-  unsigned int pad;
+  unsigned int errorKind;        // what `error` means: CLB_DEV_ERR_*
   // [p] == low 32 bits of a call number: that call waited for rank p past the warning threshold;
   // and until its timeout (a rank that came between the two is only in waitingFor).
   unsigned int waitingFor[CLB_MAX_DEVICE_RANKS];
   unsigned int timedOutFor[CLB_MAX_DEVICE_RANKS];
+  // CLB_DEV_ERR_DISAGREE: the first peer seen to make another call, its description and this
+  // rank's (ClbDevCallArgs::sig), written before `error`.
+  int errorRank;
+  unsigned int pad;
+  unsigned long long errorSig, errorPeerSig;
 };
+
+// ClbDevHostStatus::errorKind. The device error word (ClbDevFlags::error, and this rank's copy
+// beside its call count) holds the same value, so that later calls end at once either way.
+enum { CLB_DEV_ERR_TIMEOUT = 1, CLB_DEV_ERR_DISAGREE = 2 };
 
 static_assert(offsetof(ClbDevFlags, calls) % 16 == 0 && offsetof(ClbDevFlags, error) == offsetof(ClbDevFlags, calls) + 8,
               "calls and error are read with one 16-byte load");
 static_assert(offsetof(ClbDevFlags, calls) == offsetof(ClbDevFlags, blocks) + 16,
               "calls and error follow the block counters: kernels find them at counters + 16");
+static_assert(offsetof(ClbDevFlags, callLine) % 16 == 0, "call lines are written and read as one 16-byte vector");
 
 // Collectives as the kernels number them. A reduce runs as an all-reduce whose result only the
 // root writes (`out` is NULL elsewhere, and says so to the kernels): every rank still hears from
@@ -159,6 +193,9 @@ struct ClbDevCallArgs {
   // device scratch the peers' staging was copied into, or this rank's own input) into `out`.
   int phase;
   int round;
+  // This call's description (CLB_DEV_SIG), the same on every rank that makes the same call; each
+  // rank's kernels write it into their call lines (ClbDevFlags::callLine) and compare the peers'.
+  unsigned long long sig;
 };
 
 // clb_dev_hostcopy's steps, each a launch between the copies (hostcopy.cc). A call's rounds

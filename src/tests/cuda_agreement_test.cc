@@ -1,0 +1,189 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// Ranks in several processes that make different device calls: every rank's kernel must see it
+// at once (REMOTE_ERROR from clbCommGetAsyncError naming both calls, long before the timeout),
+// never finish with data its arguments do not define, and the communicator must refuse the next
+// call. Ranks that share a process are compared by the host at their meeting before any launch
+// (docs/device.md); between processes only the kernels meet, so the check is theirs (the call
+// lines of ClbDevFlags). One rank deviates in each case, on every device path a call between
+// processes takes: LL (in device and in host memory), the staged kernel (both), the copies.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/cuda_test_util.h"
+
+namespace {
+
+void setPlacement(const std::string& path) {
+  const bool viaHost = path == "viahost" || path == "viahoststaged";
+  setenv("COLIBRI_DEVICE_PATH", path == "viahost" ? "auto" : path == "viahoststaged" ? "staged" : path.c_str(), 1);
+  setenv("COLIBRI_DEVICE_P2P", viaHost ? "off" : "auto", 1);
+  unsetenv("CLB_TEST_SPREAD");
+}
+
+constexpr int64_t kTimeoutMs = 30000;  // the communicator's; "at once" is under kAtOnceMs
+constexpr int64_t kAtOnceMs = 5000;
+
+// What rank `rank` calls in case `c` with base count `count`; `deviate` is the rank that differs.
+struct DevCall {
+  bool broadcast = false, allGather = false;
+  size_t count = 0;
+  clbDataType_t type = clbFloat32;
+  clbRedOp_t op = clbSum;
+  int root = 0;
+};
+
+DevCall callOf(const std::string& c, int rank, int deviate, size_t count) {
+  DevCall k;
+  k.count = count;
+  const bool me = rank == deviate;
+  if (c == "count" && me) k.count = count + 1;
+  if (c == "op" && me) k.op = clbMax;
+  if (c == "type" && me) k.type = clbInt32;
+  if (c == "root") k.broadcast = true, k.root = me ? deviate : 0;
+  if (c == "collective" && me) k.allGather = true;
+  if (c == "path" && me) k.count = count * 256;  // beyond the LL limit: another kernel on this rank
+  return k;
+}
+
+std::string describe(const DevCall& k) {
+  const char* type = k.type == clbInt32 ? "int32" : "float32";
+  if (k.broadcast) return "broadcast of " + std::to_string(k.count) + " " + type + " with root " + std::to_string(k.root);
+  if (k.allGather) return "allGather of " + std::to_string(k.count) + " " + type + " per rank";
+  return "allReduce of " + std::to_string(k.count) + " " + type + " (" + (k.op == clbMax ? "max" : "sum") + ")";
+}
+
+clbResult_t issue(const DevCall& k, CUdeviceptr in, CUdeviceptr out, clbComm_t comm, CUstream s) {
+  if (k.broadcast) return clbBroadcast((void*)in, (void*)out, k.count, k.type, k.root, comm, s);
+  if (k.allGather) return clbAllGather((void*)in, (void*)out, k.count, k.type, comm, s);
+  return clbAllReduce((void*)in, (void*)out, k.count, k.type, k.op, comm, s);
+}
+
+// One rank process: a matching call first (the check must not refuse it), then the case's call,
+// then a matching call that must be refused.
+std::string agreementRank(const clbUniqueId& id, int rank, int n, const std::string& c, int deviate, size_t count) {
+  const Driver* d = nullptr;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = openRank(id, rank, n, &d, &stream, &comm, kTimeoutMs); !e.empty()) return e;
+  const size_t most = count * 256 * n + 64;  // room for every case's largest call (allGather's n blocks)
+  CUdeviceptr in = 0, out = 0;
+  CU_OK(d->cuMemAlloc(&in, most * 4));
+  CU_OK(d->cuMemAlloc(&out, most * 4));
+  std::vector<float> ones(most, 1.0f), got(count);
+  CU_OK(d->cuMemcpyHtoD(in, ones.data(), most * 4));
+  std::string err;
+  const DevCall same = callOf("none", rank, deviate, count);
+  // "path": the staging is set up by a matching call first. Setting it up is a step every rank
+  // takes over the host at the same call, so a rank alone in its first call beyond the LL limit
+  // waits there, before any kernel, until the timeout (docs/semantics.md).
+  if (c == "path" && issue(callOf("count", deviate, deviate, count * 256 - 1), in, out, comm, stream) != clbSuccess)
+    err = std::string("the matching large call: ") + clbGetLastError();
+  if (issue(same, in, out, comm, stream) != clbSuccess) err = std::string("the matching call: ") + clbGetLastError();
+  CU_OK(d->cuStreamSynchronize(stream));
+  CU_OK(d->cuMemcpyDtoH(got.data(), out, count * 4));
+  for (size_t e = 0; e < count && err.empty(); e++)
+    if (got[e] != (float)n) err = "the matching call: element " + std::to_string(e) + " = " + std::to_string(got[e]);
+  const DevCall mine = callOf(c, rank, deviate, count);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (err.empty()) {
+    const clbResult_t rc = issue(mine, in, out, comm, stream);
+    const std::string msg = clbGetLastError();
+    CU_OK(d->cuStreamSynchronize(stream));
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    clbResult_t async = clbSuccess;
+    const clbResult_t q = clbCommGetAsyncError(comm, &async);
+    const std::string why = clbGetLastError();
+    // The deviating rank names the others' call, the others the deviating rank's.
+    const DevCall other = callOf(c, rank == deviate ? (deviate + 1) % n : deviate, deviate, count);
+    if (rc != clbSuccess)
+      err = "the call itself failed (" + std::to_string(rc) + "): " + msg;
+    else if (q != clbSuccess || async != clbRemoteError)
+      err = "clbCommGetAsyncError gave " + std::to_string(async) + " (query " + std::to_string(q) +
+            ") after " + std::to_string(ms) + " ms, not REMOTE_ERROR: " + why;
+    else if (why.find(describe(mine)) == std::string::npos || why.find(describe(other)) == std::string::npos)
+      err = "the error does not name '" + describe(mine) + "' and '" + describe(other) + "': " + why;
+    else if (ms > kAtOnceMs)
+      err = "seen after " + std::to_string(ms) + " ms, not at once (timeout " + std::to_string(kTimeoutMs) + " ms)";
+  }
+  if (err.empty()) {
+    const clbResult_t rc = issue(same, in, out, comm, stream);
+    if (rc == clbSuccess) err = "the call after the disagreement was accepted";
+  }
+  clbCommDestroy(comm);
+  d->cuMemFree(in);
+  d->cuMemFree(out);
+  d->cuStreamDestroy(stream);
+  return err;
+}
+
+}  // namespace
+
+// The body of one rank process (started by DeviceAgreement); skipped when run on its own.
+TEST(DeviceAgreementChild, Rank) {
+  const char* spec = getenv("CLB_AGREE_CHILD");
+  if (!spec) GTEST_SKIP() << "runs only as a child of DeviceAgreement";
+  int rank = 0, n = 0, deviate = 0;
+  unsigned long long count = 0;
+  char c[32] = {0}, idHex[2 * CLB_UNIQUE_ID_BYTES + 1] = {0};
+  ASSERT_EQ(sscanf(spec, "%d:%d:%d:%llu:%31[^:]:%256s", &rank, &n, &deviate, &count, c, idHex), 6);
+  EXPECT_EQ(agreementRank(unhex(idHex), rank, n, c, deviate, count), "") << "rank " << rank;
+}
+
+// (path, case, ranks, base count)
+using AgreeParam = std::tuple<std::string, std::string, int, size_t>;
+class DeviceAgreement : public ::testing::TestWithParam<AgreeParam> {};
+
+TEST_P(DeviceAgreement, ADeviatingRankIsSeenAtOnceByEveryRank) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  const auto& [path, c, n, count] = GetParam();
+  setPlacement(path);
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  const int deviate = n - 1;
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; r++) {
+    const std::string spec = std::to_string(r) + ":" + std::to_string(n) + ":" + std::to_string(deviate) + ":" +
+                             std::to_string(count) + ":" + c + ":" + hex(id);
+    pid_t pid = clbtest::spawnSelf("DeviceAgreementChild.Rank", {"CLB_AGREE_CHILD=" + spec});
+    ASSERT_GT(pid, 0);
+    pids.push_back(pid);
+  }
+  // Each child ends within its timeout (plus set-up) whatever happens; past that it is killed.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTimeoutMs + 30000);
+  for (int r = 0; r < n; r++) {
+    int status = 0;
+    while (waitpid(pids[r], &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        for (pid_t p : pids) kill(p, SIGKILL);
+        waitpid(pids[r], &status, 0);
+        ADD_FAILURE() << "rank process " << r << " did not end";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank process " << r << " status " << status;
+  }
+}
+
+// LL ("auto": small calls between processes), the staged kernel, and the same in host memory
+// (GPUs without peer access: LL, then the copies above the LL limit, and the staged kernel).
+INSTANTIATE_TEST_SUITE_P(
+    Paths, DeviceAgreement,
+    ::testing::Values(AgreeParam{"auto", "count", 2, 1000}, AgreeParam{"auto", "op", 2, 1000},
+                      AgreeParam{"auto", "type", 2, 1000}, AgreeParam{"auto", "root", 2, 1000},
+                      AgreeParam{"auto", "collective", 2, 1000}, AgreeParam{"auto", "path", 2, 1000},
+                      AgreeParam{"auto", "op", 3, 1000}, AgreeParam{"auto", "root", 3, 1000},
+                      AgreeParam{"staged", "count", 2, 1000}, AgreeParam{"staged", "op", 2, 1000},
+                      AgreeParam{"staged", "root", 2, 1000}, AgreeParam{"staged", "collective", 2, 1000},
+                      AgreeParam{"viahost", "op", 2, 1000}, AgreeParam{"viahost", "count", 2, 1000},
+                      AgreeParam{"viahost", "op", 2, 200000}, AgreeParam{"viahost", "count", 2, 200000},
+                      AgreeParam{"viahost", "root", 2, 200000}, AgreeParam{"viahoststaged", "type", 2, 1000}),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" + std::to_string(std::get<2>(info.param)) +
+             "ranks_c" + std::to_string(std::get<3>(info.param));
+    });
