@@ -360,14 +360,20 @@ clbResult_t allToAllv(clbComm* c, uint32_t call, const void* send, const size_t*
   CLB_CHECK(memoryOf(c, name, sendEnd ? send : nullptr, recvEnd ? recv : nullptr, stream, &onDevice));
   std::vector<PeerOp> ops;
   // This rank's own part first (a copy), then the peers from the next rank on, so that the ranks
-  // do not all start with rank 0.
+  // do not all start with rank 0. A block of 0 elements has no address (issue drops it): its
+  // displacement is not applied to the buffer, which may be NULL, or end before the displacement
+  // (the pointer arithmetic would be undefined behaviour).
+  auto block = [esz](const void* buf, size_t displ, size_t count) {
+    return count ? static_cast<const char*>(buf) + displ * esz : nullptr;
+  };
   for (int s = 0; s < n; s++) {
     const int to = (me + s) % n, from = (me - s + n) % n;
-    ops.push_back(peerOp(PeerOp::kSend, to, static_cast<const char*>(send) + sendDispls[to] * esz, nullptr,
-                         sendCounts[to], type, call, -1));
+    ops.push_back(peerOp(PeerOp::kSend, to, block(send, sendDispls[to], sendCounts[to]), nullptr, sendCounts[to],
+                         type, call, -1));
     ops.back().copyAside = inPlace;
-    ops.push_back(peerOp(PeerOp::kRecv, from, nullptr, static_cast<char*>(recv) + recvDispls[from] * esz,
-                         recvCounts[from], type, call, -1));
+    ops.push_back(peerOp(PeerOp::kRecv, from, nullptr,
+                         const_cast<char*>(block(recv, recvDispls[from], recvCounts[from])), recvCounts[from], type,
+                         call, -1));
   }
   return issue(c, call, std::move(ops), onDevice, stream);
 }

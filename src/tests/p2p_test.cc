@@ -382,6 +382,50 @@ TEST(PeerAllToAllv, UnevenCountsWithEmptyPairs) {
   }
 }
 
+// A block of 0 elements has no address: its displacement is never applied to its buffer. So a
+// NULL buffer with displacements that are not 0 (all its counts 0), and a displacement of 2^62 - 16
+// float32 elements (2^64 - 64 bytes: past the end of the address space from any buffer) for an
+// empty block, are accepted and move nothing (the sanitizer build stops on the pointer arithmetic
+// where the library does it all the same); the other blocks arrive, element by element, and every
+// other element of a recv buffer stays as it was. Two rounds: rank 0 with a NULL send, then with a
+// NULL recv.
+TEST(PeerAllToAllv, EmptyBlocksIgnoreTheirDisplacementsEvenOnNullOrPastTheAddressSpace) {
+  constexpr size_t kFar = ((size_t)1 << 62) - 16, kLen = 8;
+  struct Side {
+    bool null;
+    size_t counts[2], displs[2];
+  };
+  struct Layout {
+    Side send, recv;
+  };
+  // [round][rank]
+  const Layout layouts[2][2] = {
+      {{{true, {0, 0}, {7, (size_t)1 << 40}}, {false, {0, 4}, {kFar, 2}}},
+       {{false, {4, 3}, {3, 0}}, {false, {0, 3}, {kFar, 1}}}},
+      {{{false, {0, 4}, {kFar, 1}}, {true, {0, 0}, {5, (size_t)1 << 40}}},
+       {{false, {0, 3}, {kFar, 0}}, {false, {4, 3}, {4, 0}}}},
+  };
+  for (int round = 0; round < 2; round++) {
+    auto errors = runRanks(2, clbTransportShm, [&](int r, clbComm_t comm) {
+      const Layout& l = layouts[round][r];
+      std::vector<float> send(kLen, -2.f), recv(kLen, -1.f);
+      for (int p = 0; p < 2; p++)
+        for (size_t i = 0; i < l.send.counts[p]; i++) send[l.send.displs[p] + i] = (float)value(clbFloat32, r, p, i);
+      ASSERT_EQ(clbAllToAllv(l.send.null ? nullptr : send.data(), l.send.counts, l.send.displs,
+                             l.recv.null ? nullptr : recv.data(), l.recv.counts, l.recv.displs, clbFloat32, comm,
+                             nullptr),
+                clbSuccess)
+          << "round " << round << " rank " << r << ": " << clbGetLastError();
+      std::vector<float> want(kLen, -1.f);
+      for (int p = 0; p < 2; p++)
+        for (size_t i = 0; i < l.recv.counts[p]; i++) want[l.recv.displs[p] + i] = (float)value(clbFloat32, p, r, i);
+      for (size_t i = 0; i < kLen; i++)
+        EXPECT_EQ(recv[i], want[i]) << "round " << round << " rank " << r << " element " << i;
+    });
+    expectInitOk(errors);
+  }
+}
+
 // All-to-all in place (one buffer, the same layout for sending and receiving): every rank ends
 // with what it would receive out of place, element by element, and the guard after the buffer is
 // untouched. clbAllToAll and clbAllToAllv with uneven counts (symmetric, as one layout for both

@@ -22,6 +22,9 @@
 // Any read or write outside the arena faults on a guard page (or is an ASan report); an unchecked
 // wrap-around of an address lands before its buffer: on the lower guard page when the buffer
 // starts the arena, else on arena bytes that the data check finds changed.
+// An input whose first byte is 0xf0 or above drives two-rank communicators instead, with calls on
+// which the ranks agree or disagree (kTwoRanks, below: the data each rank must see, nothing
+// written outside its buffers, every disagreement ended by a mismatch or a short timeout).
 //
 // Built with -DCOLIBRI_FUZZ=ON (clang), run by scripts/sanitize.sh for a bounded time on the seed
 // corpus in corpus/. Run by hand: build/fuzz/colibri_abi_fuzz -max_total_time=60 src/tests/fuzz/corpus
@@ -33,7 +36,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "colibri/colibri.h"
@@ -50,19 +56,13 @@ std::vector<unsigned char> gBefore;     // the arena before a call
 std::vector<unsigned char> gExpected;   // what the call must leave
 clbComm_t gComm = nullptr;
 ncclComm_t gNccl = nullptr;
+constexpr int64_t kPairTimeoutMs = 300;  // the two-rank communicators' timeout (twoRanks)
 
 // ---- known defects, not fixed yet ----
 // Inputs that reach a known defect are not made while it is listed here (the run says so when it
 // starts); COLIBRI_FUZZ_KNOWN_DEFECTS=1 makes them too, to show the defect or to check its fix.
 // Remove an entry with the fix.
-const char* const kEmptyBlockAddress =
-    "empty-block-address: clbAllToAllv computes each block's address, send + sdispls[p] x size, also "
-    "for a block of 0 elements, which it then drops (src/core/p2p.cc, allToAllv's loop over the "
-    "peers): with a NULL buffer and a displacement that is not 0 (\"applying non-zero offset to null "
-    "pointer\"), or with a displacement that takes the address past the end of the address space "
-    "(\"pointer overflow\"), that is undefined behaviour, which UBSan stops on; the address is never "
-    "used. Fix: compute it only for a block of count > 0";
-const char* const kKnownDefects[] = {kEmptyBlockAddress};
+const std::vector<const char*> kKnownDefects = {};  // none at present
 bool gKnownDefectsToo = false;
 
 [[noreturn]] void fail(const std::string& what) {
@@ -83,6 +83,8 @@ void setUp() {
   gBefore.resize(kArena);
   gExpected.resize(kArena);
   clbSetLogLevel(clbLogOff);
+  // The drop-in's two-rank communicators (kTwoRanks) take their timeout from the environment.
+  setenv("COLIBRI_TIMEOUT_MS", std::to_string(kPairTimeoutMs).c_str(), 0);
   clbUniqueId id;
   if (clbGetUniqueId(&id) != clbSuccess || clbCommInitRank(&gComm, &id, 0, 1, nullptr) != clbSuccess)
     fail(std::string("one-rank clbCommInitRank failed: ") + clbGetLastError());
@@ -313,8 +315,6 @@ Plan plan(const Call& c, bool inGroup) {
       auto emptyBlock = [&](const char* p0, uint64_t d) {
         const u128 at = (u128)reinterpret_cast<uintptr_t>(p0) + (u128)d * esz;
         if ((u128)d * esz > SIZE_MAX || at > kAddressSpace) p.maybe = true;
-        // Known defect (kKnownDefects): the block's address is computed all the same.
-        if (d && (!p0 || at >= kAddressSpace)) p.knownDefect = kEmptyBlockAddress;
       };
       Region s, r;
       if (sc) s = p.extent("send block", c.send, (u128)sd * esz, (u128)sc * esz);
@@ -547,12 +547,389 @@ void group(Reader& in, bool nccl) {
   judge(all, rc, msg, exact);
 }
 
+// ---- two ranks ----
+// An input whose first byte is kTwoRanks or above drives a two-rank communicator instead (clb's
+// or the drop-in's, made anew for every input that needs one and after every call that failed or
+// that the ranks disagreed on): rank 0 on this thread, rank 1 on a thread of its own, each with
+// an arena of its own between PROT_NONE pages. Rank 1 makes rank 0's call, or one that differs in
+// one argument (count, type, op, root or peer, the call itself, one all-to-all-v count), which
+// may be out of range. Every value a rank sends is a small integer computed from (rank, index),
+// so the result a rank must see is computed here from its own arguments, the peer assumed to make
+// the same call (all-to-all-v: the peer's own layout):
+//   * arguments of its own that are invalid: the call fails and changes nothing of its arena;
+//   * both ranks agree: both succeed and leave exactly that result, nothing else changed;
+//   * they disagree: a rank that succeeds has exactly that result; one that fails (a mismatch it
+//     sees, or the peer's timeout, kPairTimeoutMs) says why and changes nothing outside the
+//     buffers its own arguments let the call write.
+// A call that does not end within libFuzzer's -timeout is a hang, which it reports.
+constexpr uint8_t kTwoRanks = 0xf0;
+constexpr size_t kRankArena = 16 * 1024;
+char* gRankArena[2] = {nullptr, nullptr};
+clbComm_t gPairClb[2] = {nullptr, nullptr};
+ncclComm_t gPairNccl[2] = {nullptr, nullptr};
+
+void setUpRankArenas() {
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  void* m = mmap(nullptr, 2 * kRankArena + 3 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) fail("mmap of the rank arenas failed");
+  for (int r = 0; r < 2; r++) {
+    gRankArena[r] = static_cast<char*>(m) + page + r * (kRankArena + page);
+    if (mprotect(gRankArena[r], kRankArena, PROT_READ | PROT_WRITE) != 0) fail("mprotect of a rank arena failed");
+  }
+}
+
+// Runs f(0) here and f(1) on a thread of its own, both at once.
+template <typename F>
+void onBothRanks(F f) {
+  std::thread peer([&] { f(1); });
+  f(0);
+  peer.join();
+}
+
+void destroyPair() {
+  onBothRanks([](int r) {
+    if (gPairClb[r]) clbCommDestroy(gPairClb[r]);
+    if (gPairNccl[r]) ncclCommDestroy(gPairNccl[r]);
+    gPairClb[r] = nullptr;
+    gPairNccl[r] = nullptr;
+  });
+}
+
+void makePair(bool nccl) {
+  if (nccl ? gPairNccl[0] != nullptr : gPairClb[0] != nullptr) return;
+  int rcs[2] = {0, 0};
+  std::string errors[2];
+  if (nccl) {
+    ncclUniqueId id;
+    if (ncclGetUniqueId(&id) != ncclSuccess) fail("ncclGetUniqueId failed");
+    onBothRanks([&](int r) {
+      rcs[r] = ncclCommInitRank(&gPairNccl[r], 2, id, r);  // the timeout: COLIBRI_TIMEOUT_MS (setUp)
+      if (rcs[r]) errors[r] = ncclGetLastError(nullptr);
+    });
+  } else {
+    clbUniqueId id;
+    if (clbGetUniqueId(&id) != clbSuccess) fail("clbGetUniqueId failed");
+    onBothRanks([&](int r) {
+      clbConfig_t cfg;
+      clbConfigInit(&cfg);
+      cfg.timeoutMs = kPairTimeoutMs;
+      cfg.logLevel = clbLogOff;
+      rcs[r] = clbCommInitRank(&gPairClb[r], &id, r, 2, &cfg);
+      if (rcs[r]) errors[r] = clbGetLastError();
+    });
+  }
+  for (int r = 0; r < 2; r++)
+    if (rcs[r]) fail("two-rank init failed on rank " + std::to_string(r) + ": " + errors[r]);
+}
+
+// One rank's view of a two-rank call. kSend: rank `root` sends to the other, which receives.
+struct Call2 {
+  bool nccl = false;
+  int kind = kAllReduce, type = 0, op = 0, root = 0;
+  size_t count = 0;
+  size_t sc[2] = {0, 0}, sd[2] = {0, 0}, rc[2] = {0, 0}, rd[2] = {0, 0};  // AllToAllv
+  bool inPlace = false;
+  bool operator==(const Call2& o) const {
+    return nccl == o.nccl && kind == o.kind && type == o.type && op == o.op && root == o.root && count == o.count &&
+           !memcmp(sc, o.sc, sizeof sc) && !memcmp(sd, o.sd, sizeof sd) && !memcmp(rc, o.rc, sizeof rc) &&
+           !memcmp(rd, o.rd, sizeof rd) && inPlace == o.inPlace;
+  }
+};
+
+// What rank `r` sends at element i of its send buffer: 0 .. 7, so that sums, products and
+// averages of two stay exact in every type.
+uint64_t val(int r, size_t i) { return (r * 3 + i * 5 + 1) % 8; }
+
+// v (a small non-negative integer or a half) as one element of clb type t, encoded here.
+void encode(int t, char* at, double v) {
+  switch (t) {
+    case clbInt8:
+    case clbUint8: { uint8_t x = (uint8_t)v; memcpy(at, &x, 1); break; }
+    case clbInt32:
+    case clbUint32: { uint32_t x = (uint32_t)v; memcpy(at, &x, 4); break; }
+    case clbInt64:
+    case clbUint64: { uint64_t x = (uint64_t)v; memcpy(at, &x, 8); break; }
+    case clbFloat16: {
+      uint16_t h = 0;
+      if (v != 0) {  // v = m x 2^e, m in [0.5, 1): exponent e - 1 (bias 15), 10 bits of 2m - 1
+        int e = 0;
+        const double m = frexp(v, &e);
+        h = (uint16_t)((e - 1 + 15) << 10 | (uint16_t)((2 * m - 1) * 1024));
+      }
+      memcpy(at, &h, 2);
+      break;
+    }
+    case clbBfloat16: {
+      const float f = (float)v;
+      uint32_t bits;
+      memcpy(&bits, &f, 4);
+      const uint16_t b = (uint16_t)(bits >> 16);
+      memcpy(at, &b, 2);
+      break;
+    }
+    case clbFloat32: { float x = (float)v; memcpy(at, &x, 4); break; }
+    default: { memcpy(at, &v, 8); break; }
+  }
+}
+
+bool isFloat(int t) { return t >= clbFloat16; }
+
+double combine(int t, int op, double a, double b) {
+  switch (op) {
+    case clbSum: return a + b;
+    case clbProd: return a * b;
+    case clbMin: return a < b ? a : b;
+    case clbMax: return a > b ? a : b;
+    default: return isFloat(t) ? (a + b) / 2 : (double)(((uint64_t)a + (uint64_t)b) / 2);
+  }
+}
+
+// A rank's buffers in its arena, where its own arguments put them, and what the call reads and
+// writes there (in elements; a write of ok = true only).
+struct Layout2 {
+  bool valid = true;
+  size_t sendElems = 0, recvElems = 0;  // extents
+  size_t sendAt = 0, recvAt = 0;        // byte offsets
+  bool writes = false;                  // whether recv is written at all
+};
+
+Layout2 layout2(const Call2& c, int r, uint8_t place, uint16_t sendOff, uint16_t recvOff) {
+  Layout2 l;
+  const bool typeOk = c.type >= 0 && c.type < clbNumTypes;
+  const bool rootOk = c.root == 0 || c.root == 1;
+  const bool opOk = c.op >= 0 && c.op < clbNumOps;
+  const size_t n = c.count;
+  l.valid = typeOk && (!reduces(c.kind) || opOk);
+  if (c.kind == kBroadcast || c.kind == kReduce || c.kind == kGather || c.kind == kScatter || c.kind == kSend)
+    l.valid = l.valid && rootOk;
+  if (c.kind == kAllToAllv) l.valid = l.valid && c.sc[r] == c.rc[r];  // its own block: both or neither
+  const size_t esz = typeOk ? typeSize(c.type) : 1;
+  const bool isRoot = c.root == r;
+  switch (c.kind) {
+    case kAllReduce: l.sendElems = n, l.recvElems = n; break;
+    case kAllGather: l.sendElems = n, l.recvElems = 2 * n; break;
+    case kReduceScatter: l.sendElems = 2 * n, l.recvElems = n; break;
+    case kBroadcast: l.sendElems = n, l.recvElems = n; break;
+    case kReduce: l.sendElems = n, l.recvElems = isRoot ? n : 0; break;
+    case kGather: l.sendElems = n, l.recvElems = isRoot ? 2 * n : 0; break;
+    case kScatter: l.sendElems = isRoot ? 2 * n : 0, l.recvElems = n; break;
+    case kAllToAll: l.sendElems = 2 * n, l.recvElems = 2 * n; break;
+    case kAllToAllv:
+      for (int p = 0; p < 2; p++) {
+        if (c.sc[p]) l.sendElems = std::max(l.sendElems, c.sd[p] + c.sc[p]);
+        if (c.rc[p]) l.recvElems = std::max(l.recvElems, c.rd[p] + c.rc[p]);
+      }
+      break;
+    case kSend: l.sendElems = isRoot ? n : 0, l.recvElems = isRoot ? 0 : n; break;
+  }
+  l.writes = l.recvElems > 0;
+  const size_t half = kRankArena / 2, sendBytes = l.sendElems * esz, recvBytes = l.recvElems * esz;
+  l.sendAt = place & 2 ? 0 : (sendOff % (half - sendBytes + 1)) / esz * esz;
+  l.recvAt = place & 4 ? (kRankArena - recvBytes) / esz * esz : half + (recvOff % (half - recvBytes + 1)) / esz * esz;
+  if (c.inPlace) l.recvAt = l.sendAt;
+  return l;
+}
+
+// The arena rank r must leave (from `before`) where its call succeeds.
+void expected2(const Call2& c, int r, const Layout2& l, const Call2& peer, std::vector<unsigned char>& image) {
+  const size_t esz = typeSize(c.type), n = c.count;
+  char* out = reinterpret_cast<char*>(image.data()) + l.recvAt;
+  auto put = [&](size_t i, double v) { encode(c.type, out + i * esz, v); };
+  const int other = 1 - r;
+  auto red = [&](size_t i) { return combine(c.type, c.op, (double)val(0, i), (double)val(1, i)); };
+  switch (c.kind) {
+    case kAllReduce: for (size_t i = 0; i < n; i++) put(i, red(i)); break;
+    case kAllGather: for (size_t i = 0; i < 2 * n; i++) put(i, (double)val((int)(i / (n ? n : 1)), i % (n ? n : 1))); break;
+    case kReduceScatter: for (size_t i = 0; i < n; i++) put(i, red(r * n + i)); break;
+    case kBroadcast: for (size_t i = 0; i < n; i++) put(i, (double)val(c.root, i)); break;
+    case kReduce: if (c.root == r) for (size_t i = 0; i < n; i++) put(i, red(i)); break;
+    case kGather: if (c.root == r) for (size_t i = 0; i < 2 * n; i++) put(i, (double)val((int)(i / n), i % n)); break;
+    case kScatter: for (size_t i = 0; i < n; i++) put(i, (double)val(c.root, r * n + i)); break;
+    case kAllToAll: for (size_t i = 0; i < 2 * n; i++) put(i, (double)val((int)(i / n), r * n + i % n)); break;
+    case kAllToAllv:
+      for (int p = 0; p < 2; p++) {
+        const size_t from = p == r ? c.sd[r] : peer.sd[r];  // where the sender keeps its block for r
+        for (size_t i = 0; i < c.rc[p]; i++) put(c.rd[p] + i, (double)val(p, from + i));
+      }
+      break;
+    case kSend: if (c.root == other) for (size_t i = 0; i < n; i++) put(i, (double)val(other, i)); break;
+  }
+}
+
+int nccType(int t) {
+  static const int map[] = {ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64, ncclUint64,
+                            ncclFloat16, ncclBfloat16, ncclFloat32, ncclFloat64};
+  return t >= 0 && t < clbNumTypes ? map[t] : ncclNumTypes + (t - clbNumTypes);  // out of range: none
+}
+int ncclOp(int o) {
+  static const int map[] = {ncclSum, ncclProd, ncclMin, ncclMax, ncclAvg};
+  return o >= 0 && o < clbNumOps ? map[o] : o;
+}
+
+// Rank r's call; its result (0 success) and its message.
+int invoke2(const Call2& c, int r, const Layout2& l, std::string* msg) {
+  char* send = gRankArena[r] + l.sendAt;
+  char* recv = gRankArena[r] + l.recvAt;
+  const int other = 1 - r;
+  int rc = 0;
+  if (!c.nccl) {
+    clbComm_t comm = gPairClb[r];
+    const auto t = static_cast<clbDataType_t>(c.type);
+    const auto o = static_cast<clbRedOp_t>(c.op);
+    switch (c.kind) {
+      case kAllReduce: rc = clbAllReduce(send, recv, c.count, t, o, comm, nullptr); break;
+      case kAllGather: rc = clbAllGather(send, recv, c.count, t, comm, nullptr); break;
+      case kReduceScatter: rc = clbReduceScatter(send, recv, c.count, t, o, comm, nullptr); break;
+      case kBroadcast: rc = clbBroadcast(send, recv, c.count, t, c.root, comm, nullptr); break;
+      case kReduce: rc = clbReduce(send, recv, c.count, t, o, c.root, comm, nullptr); break;
+      case kGather: rc = clbGather(send, recv, c.count, t, c.root, comm, nullptr); break;
+      case kScatter: rc = clbScatter(send, recv, c.count, t, c.root, comm, nullptr); break;
+      case kAllToAll: rc = clbAllToAll(send, recv, c.count, t, comm, nullptr); break;
+      case kAllToAllv: rc = clbAllToAllv(send, c.sc, c.sd, recv, c.rc, c.rd, t, comm, nullptr); break;
+      default:
+        rc = c.root == r ? clbSend(send, c.count, t, other, comm, nullptr)
+                         : clbRecv(recv, c.count, t, c.root == other ? other : c.root, comm, nullptr);
+    }
+    *msg = clbGetLastError();
+    return rc;
+  }
+  ncclComm_t comm = gPairNccl[r];
+  const auto t = static_cast<ncclDataType_t>(nccType(c.type));
+  const auto o = static_cast<ncclRedOp_t>(ncclOp(c.op));
+  switch (c.kind) {
+    case kAllReduce: rc = ncclAllReduce(send, recv, c.count, t, o, comm, nullptr); break;
+    case kAllGather: rc = ncclAllGather(send, recv, c.count, t, comm, nullptr); break;
+    case kReduceScatter: rc = ncclReduceScatter(send, recv, c.count, t, o, comm, nullptr); break;
+    case kBroadcast: rc = ncclBroadcast(send, recv, c.count, t, c.root, comm, nullptr); break;
+    case kReduce: rc = ncclReduce(send, recv, c.count, t, o, c.root, comm, nullptr); break;
+    case kGather: rc = ncclGather(send, recv, c.count, t, c.root, comm, nullptr); break;
+    case kScatter: rc = ncclScatter(send, recv, c.count, t, c.root, comm, nullptr); break;
+    case kAllToAll: rc = ncclAlltoAll(send, recv, c.count, t, comm, nullptr); break;
+    default:
+      rc = c.root == r ? ncclSend(send, c.count, t, other, comm, nullptr)
+                       : ncclRecv(recv, c.count, t, c.root == other ? other : c.root, comm, nullptr);
+  }
+  *msg = ncclGetLastError(comm);
+  return rc;
+}
+
+// Rank 0's call from the input; rank 1's is a copy, changed in one argument where the input says.
+void drawPair(Reader& in, Call2 c[2]) {
+  Call2& a = c[0];
+  a.nccl = in.u8() & 1;
+  a.kind = in.u8() % (kSend + 1);
+  if (a.nccl && a.kind == kAllToAllv) a.kind = kAllToAll;  // the drop-in has no all-to-all-v
+  a.type = in.u8() % clbNumTypes;
+  a.op = in.u8() % clbNumOps;
+  a.root = in.u8() % 2;
+  a.count = in.u8() % 4 == 0 ? 0 : in.u8();
+  if (a.kind == kAllToAllv) {
+    // counts[from][to]; each rank packs its blocks with gaps, in peer order or reversed
+    size_t counts[2][2];
+    for (auto& row : counts)
+      for (size_t& x : row) x = in.u8() % 4 == 0 ? 0 : in.u8() % 40;
+    const uint8_t order = in.u8();
+    for (int r = 0; r < 2; r++) {
+      size_t s = in.u8() % 8, q = in.u8() % 8;
+      for (int k = 0; k < 2; k++) {
+        const int p = order >> r & 1 ? 1 - k : k;
+        c[r].sc[p] = counts[r][p], c[r].sd[p] = s, s += counts[r][p] + in.u8() % 8;
+        c[r].rc[p] = counts[p][r], c[r].rd[p] = q, q += counts[p][r] + in.u8() % 8;
+      }
+    }
+  }
+  const uint8_t place = in.u8();
+  a.inPlace = place & 1 && (a.kind == kAllReduce || a.kind == kBroadcast || a.kind == kReduce || a.kind == kAllToAll);
+  Call2 b = a;
+  memcpy(b.sc, c[1].sc, sizeof b.sc), memcpy(b.sd, c[1].sd, sizeof b.sd);
+  memcpy(b.rc, c[1].rc, sizeof b.rc), memcpy(b.rd, c[1].rd, sizeof b.rd);
+  const uint8_t change = in.u8();
+  if (change % 4 == 0) {  // one argument differs on rank 1
+    switch (in.u8() % 6) {
+      case 0: b.count = in.u8() % 2 ? in.u8() : a.count + 1; break;
+      case 1: b.type = in.u8() % (clbNumTypes + 1); break;
+      case 2: b.op = in.u8() % (clbNumOps + 1); break;
+      case 3: b.root = (int)(in.u8() % 4) - 1; break;
+      case 4: b.kind = in.u8() % (kSend + 1); if (b.nccl && b.kind == kAllToAllv) b.kind = kAllToAll; break;
+      default: {
+        const int p = in.u8() % 2;
+        (in.u8() % 2 ? b.sc[p] : b.rc[p]) = in.u8() % 40;
+      }
+    }
+    b.inPlace = b.inPlace && (b.kind == kAllReduce || b.kind == kBroadcast || b.kind == kReduce || b.kind == kAllToAll);
+  }
+  c[1] = b;
+}
+
+// One call on both ranks, judged on each.
+void pairStep(Reader& in) {
+  Call2 c[2];
+  drawPair(in, c);
+  const uint8_t place = in.u8();
+  const uint16_t offs[2] = {(uint16_t)(in.u8() | in.u8() << 8), (uint16_t)(in.u8() | in.u8() << 8)};
+  const bool agree = c[0] == c[1];
+  makePair(c[0].nccl);
+  Layout2 l[2];
+  std::vector<unsigned char> before[2], want[2];
+  for (int r = 0; r < 2; r++) {
+    l[r] = layout2(c[r], r, place, offs[0], offs[1]);
+    // The send buffer holds val(r, i); the rest of the arena a pattern of its own.
+    for (size_t i = 0; i < kRankArena; i++) gRankArena[r][i] = (char)(0xa5 ^ (i * 7 + r));
+    if (l[r].valid)
+      for (size_t i = 0; i < l[r].sendElems; i++)
+        encode(c[r].type, gRankArena[r] + l[r].sendAt + i * typeSize(c[r].type), (double)val(r, i));
+    before[r].assign(gRankArena[r], gRankArena[r] + kRankArena);
+    want[r] = before[r];
+    if (l[r].valid) expected2(c[r], r, l[r], c[1 - r], want[r]);
+  }
+  int rcs[2] = {0, 0};
+  std::string msgs[2];
+  onBothRanks([&](int r) { rcs[r] = invoke2(c[r], r, l[r], &msgs[r]); });
+  for (int r = 0; r < 2; r++) {
+    char what[400];
+    snprintf(what, sizeof what,
+             "two ranks, rank %d of %s: %s%s(count=%zu type=%d op=%d root/peer=%d inPlace=%d sc=%zu,%zu sd=%zu,%zu "
+             "rc=%zu,%zu rd=%zu,%zu send@%zu recv@%zu) -> %d",
+             r, agree ? "agreeing calls" : "disagreeing calls", c[r].nccl ? "nccl" : "clb", kKindNames[c[r].kind],
+             c[r].count, c[r].type, c[r].op, c[r].root, c[r].inPlace, c[r].sc[0], c[r].sc[1], c[r].sd[0], c[r].sd[1],
+             c[r].rc[0], c[r].rc[1], c[r].rd[0], c[r].rd[1], l[r].sendAt, l[r].recvAt, rcs[r]);
+    const std::string call = what;
+    if (!l[r].valid && rcs[r] == 0) fail(call + ": succeeded with an argument out of range");
+    if (l[r].valid && agree && rcs[r] != 0) fail(call + ": refused, but both ranks made this valid call: " + msgs[r]);
+    if (rcs[r] != 0 && msgs[r].empty()) fail(call + ": failed with no message");
+    const unsigned char* now = reinterpret_cast<const unsigned char*>(gRankArena[r]);
+    const size_t esz = l[r].valid ? typeSize(c[r].type) : 1;
+    for (size_t i = 0; i < kRankArena; i++) {
+      const bool inRecv = l[r].writes && i >= l[r].recvAt && i < l[r].recvAt + l[r].recvElems * esz;
+      const unsigned char must = rcs[r] == 0 ? want[r][i] : before[r][i];
+      if (now[i] != must && (rcs[r] == 0 || !inRecv)) {
+        char b[200];
+        snprintf(b, sizeof b, ": arena byte %zu is 0x%02x, expected 0x%02x (%s)%s%s", i, now[i], must,
+                 inRecv ? "inside what it writes" : "outside what it writes", rcs[r] ? "; it failed: " : "",
+                 msgs[r].c_str());
+        fail(call + b);
+      }
+    }
+  }
+  // A communicator that failed, or whose ranks disagreed (a send may wait unmatched), is made anew.
+  if (rcs[0] || rcs[1] || !agree) destroyPair();
+}
+
+void twoRanks(Reader& in) {
+  for (int step = 0; step < 4 && in.n; step++) pairStep(in);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static bool ready = (setUp(), true);
+  static bool ready = (setUp(), setUpRankArenas(), true);
   (void)ready;
   Reader in{data, size};
+  if (size && data[0] >= kTwoRanks) {
+    in.u8();
+    twoRanks(in);
+    return 0;
+  }
   fill((uint32_t)size * 2654435761u);
   for (int step = 0; step < 12 && in.n; step++) {
     const uint8_t what = in.u8();
