@@ -11,11 +11,11 @@
 #include <new>
 #include <shared_mutex>
 #include <thread>
-#include <unordered_set>
 
 #include "core/agree.h"
 #include "core/config.h"
 #include "core/crypto.h"
+#include "core/live_handles.h"
 #include "core/dtype.h"
 #include "core/premul.h"
 #include "core/tls.h"
@@ -102,15 +102,9 @@ clbResult_t checkTag(const MsgTag& got, const MsgTag& expect, int fromRank, int 
 namespace {
 
 // The communicators alive in this process: made by clbCommInitRank(Abortable) or clbCommSplit and
-// not destroyed yet. A handle not among them is refused by every call (a second clbCommDestroy, a
-// call after it) instead of being read. Never freed: calls may come until the process exits.
-std::shared_mutex& liveMutex() {
-  static auto* m = new std::shared_mutex;
-  return *m;
-}
-
-std::unordered_set<const clbComm*>& live() {
-  static auto* s = new std::unordered_set<const clbComm*>;
+// not destroyed yet (live_handles.h). Never freed: calls may come until the process exits.
+LiveHandles<clbComm>& live() {
+  static auto* s = new LiveHandles<clbComm>;
   return *s;
 }
 
@@ -125,14 +119,12 @@ clbResult_t notAlive(const char* call, const clbComm* c) {
 }  // namespace
 
 void registerComm(const clbComm* c) {
-  std::unique_lock<std::shared_mutex> g(liveMutex());
-  live().insert(c);
+  live().add(c);
 }
 
 clbResult_t checkComm(clbComm* c) {
   if (!c) return setError(clbInvalidArgument, "communicator is NULL (was it created, or already destroyed?)");
-  std::shared_lock<std::shared_mutex> g(liveMutex());
-  if (!live().count(c)) return notAlive(nullptr, c);
+  if (!live().contains(c)) return notAlive(nullptr, c);
   return clbSuccess;
 }
 
@@ -478,10 +470,10 @@ clbResult_t clbCommDestroy(clbComm_t c) {
   {
     // Taken for good: nothing gives the communicator back, it is freed below. Under the lock of the
     // communicators alive, so that of two destroys one frees it and the other finds it gone.
-    std::unique_lock<std::shared_mutex> g(liveMutex());
-    if (!live().count(c)) return notAlive("clbCommDestroy", c);
+    std::unique_lock<std::shared_mutex> g(live().mutex());
+    if (!live().containsLocked(c)) return notAlive("clbCommDestroy", c);
     CLB_CHECK(c->enterCall(kCallDestroy));
-    live().erase(c);
+    live().removeLocked(c);
   }
   releaseOps(c);
   if (c->carrier)

@@ -27,13 +27,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <thread>
-#include <unordered_set>
 #include <vector>
 
 #include "colibri/colibri.h"
+#include "core/live_handles.h"
 #include "nccl/nccl.h"
 
 #define NCCL_EXPORT extern "C" __attribute__((visibility("default")))
@@ -218,32 +217,16 @@ ncclResult_t result(clbResult_t rc) {
 // The handles alive: made by an init or a split and not destroyed (or aborted) yet. A handle not
 // among them is refused by every call (a second ncclCommDestroy, a call after it) instead of read.
 // A destroy or an abort takes its handle out first (claim), so that of two, one frees it and the
-// other finds it gone; it puts it back when it frees nothing. Never freed: calls may come until
-// the process exits.
-std::shared_mutex& liveMutex() {
-  static auto* m = new std::shared_mutex;
-  return *m;
-}
-
-std::unordered_set<const ncclComm*>& live() {
-  static auto* s = new std::unordered_set<const ncclComm*>;
+// other finds it gone; it puts it back when it frees nothing. The lookup is read-mostly
+// (core/live_handles.h). Never freed: calls may come until the process exits.
+clb::LiveHandles<ncclComm>& live() {
+  static auto* s = new clb::LiveHandles<ncclComm>;
   return *s;
 }
 
-void addLive(const ncclComm* comm) {
-  std::unique_lock<std::shared_mutex> g(liveMutex());
-  live().insert(comm);
-}
-
-bool claim(const ncclComm* comm) {
-  std::unique_lock<std::shared_mutex> g(liveMutex());
-  return live().erase(comm) == 1;
-}
-
-bool alive(const ncclComm* comm) {
-  std::shared_lock<std::shared_mutex> g(liveMutex());
-  return comm && live().count(comm);
-}
+void addLive(const ncclComm* comm) { live().add(comm); }
+bool claim(const ncclComm* comm) { return live().remove(comm); }
+bool alive(const ncclComm* comm) { return live().contains(comm); }
 
 // The refusal (ncclInvalidArgument, said why) of a NULL handle, or of one that is not alive; `call`
 // names the call.

@@ -25,6 +25,7 @@
 #include "core/dtype.h"
 #include "core/net.h"
 #include "tests/test_ranks.h"
+#include "tests/test_transports.h"
 
 namespace {
 
@@ -109,17 +110,22 @@ constexpr size_t kBeyondCap = SIZE_MAX;  // marker, replaced by capElements()
 constexpr int64_t kSmallCap = 256 << 10;  // above the 4 KiB ring and the 64 KiB FIFO, below the message
 size_t capElements(clbDataType_t t) { return (size_t)(3 * kSmallCap) / clbTypeSize(t) + 5; }
 
-using MatrixParam = std::tuple<int, int, size_t>;  // nranks, transport, count
+using MatrixParam = std::tuple<int, clbtest::Net, size_t>;  // nranks, transport, count
 class PeerMatrix : public ::testing::TestWithParam<MatrixParam> {};
 
 // A ring exchange in one group, the even ranks posting send then receive and the odd ones the
 // other way round; then an all-to-all compared with the same exchange built from a group of
 // sends and receives; gather, scatter and reduce at the last root. Every type.
 TEST_P(PeerMatrix, RingExchangeAllToAllGatherScatterReduce) {
-  auto [n, transport, countParam] = GetParam();
+  auto [n, net, countParam] = GetParam();
+  CLB_TRANSPORT_SCOPE(scope, net);
   const bool smallCap = countParam == kBeyondCap;
-  auto errors = runRanks(
-      n, transport,
+  auto errors = clbtest::runOver(
+      net, n, 20000,
+      [&](int, clbConfig_t* cfg) {
+        cfg->chunkBytes = 64 << 10;
+        cfg->stagingCapBytes = smallCap ? kSmallCap : CLB_DEFAULT_STAGING_CAP_BYTES;
+      },
       [&, n = n, countParam = countParam](int r, clbComm_t comm) {
         for (clbDataType_t t : kAllTypes) {
           const size_t count = smallCap ? capElements(t) : countParam;
@@ -198,19 +204,18 @@ TEST_P(PeerMatrix, RingExchangeAllToAllGatherScatterReduce) {
             }
           }
         }
-      },
-      64 << 10, smallCap ? kSmallCap : CLB_DEFAULT_STAGING_CAP_BYTES);
+      });
   expectInitOk(errors);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Host, PeerMatrix,
     ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
-                       ::testing::Values(clbTransportShm, clbTransportSocket, clbTransportVerbs),
+                       ::testing::ValuesIn(clbtest::allNets()),
                        ::testing::Values(size_t(0), size_t(1), size_t(7), size_t(1000003), kBeyondCap)),
     [](const auto& info) {
       const size_t c = std::get<2>(info.param);
-      return "n" + std::to_string(std::get<0>(info.param)) + "_" + clbTransportName(std::get<1>(info.param)) + "_" +
+      return "n" + std::to_string(std::get<0>(info.param)) + "_" + clbtest::netName(std::get<1>(info.param)) + "_" +
              (c == kBeyondCap ? std::string("beyondCap") : "c" + std::to_string(c));
     });
 

@@ -399,6 +399,47 @@ TEST_P(VerbsChannelTest, GrowWithMessagesBuffered) {
   ASSERT_NO_FATAL_FAILURE(recvCheck(*ch_[1], 2, 0, large));
 }
 
+// The receiver's call prepared less than the sender's message (the ranks disagree on the call):
+// the message's tag goes ahead as a notice, and the receiver's tag check fails at once naming
+// the size, instead of both ends waiting until the timeout. The sender keeps waiting for slots
+// that never come (a communicator's failure notice ends that wait; here its timeout does).
+TEST_P(VerbsChannelTest, MessageLargerThanTheReceiverPreparedFailsAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(makePair(4, 1000));
+  ASSERT_EQ(ch_[1]->prepare(100), clbSuccess) << clb::lastError();
+  ASSERT_EQ(ch_[0]->prepare(300000), clbSuccess) << clb::lastError();
+  clbResult_t sent = clbSuccess;
+  std::thread tx([&] { sent = sendMsg(*ch_[0], 1, 0, content(300000, 3)); });
+  const auto t0 = Clock::now();
+  const void* p = nullptr;
+  EXPECT_EQ(ch_[1]->waitRecv(MsgTag{desc(1), 0, 100}, &p), clbRemoteError);
+  EXPECT_LT(Clock::now() - t0, Ms(500)) << "the disagreement must show before the timeout";
+  const std::string err = clb::lastError();
+  EXPECT_NE(err.find("300000"), std::string::npos) << err;
+  EXPECT_NE(ch_[1]->waitRecv(MsgTag{desc(1), 0, 100}, &p), clbSuccess) << "the channel stays failed";
+  tx.join();
+  EXPECT_EQ(sent, clbTimeout);
+}
+
+// A notice whose message the receiver's next call prepares for is no disagreement: the receiver,
+// still in its earlier call (slots of 100 bytes) when the large message's notice arrives, takes
+// the earlier message, grows its slots and gets the large one, byte for byte.
+TEST_P(VerbsChannelTest, NoticeOfAMessageTheReceiversNextCallHoldsIsDropped) {
+  ASSERT_NO_FATAL_FAILURE(makePair(4));
+  for (auto& c : ch_) ASSERT_EQ(c->prepare(100), clbSuccess) << clb::lastError();
+  auto small = content(100, 4), large = content(300000, 5);
+  std::thread tx([&] {
+    ASSERT_EQ(sendMsg(*ch_[0], 1, 0, small), clbSuccess) << clb::lastError();
+    ASSERT_EQ(ch_[0]->prepare(300000), clbSuccess) << clb::lastError();
+    ASSERT_EQ(sendMsg(*ch_[0], 2, 0, large), clbSuccess) << clb::lastError();
+    ASSERT_EQ(ch_[0]->finish(), clbSuccess) << clb::lastError();
+  });
+  std::this_thread::sleep_for(Ms(100));  // the notice is in
+  ASSERT_NO_FATAL_FAILURE(recvCheck(*ch_[1], 1, 0, small));
+  ASSERT_EQ(ch_[1]->prepare(300000), clbSuccess) << clb::lastError();
+  ASSERT_NO_FATAL_FAILURE(recvCheck(*ch_[1], 2, 0, large));
+  tx.join();
+}
+
 TEST_P(VerbsChannelTest, ThreeRankRingInThreads) {
   ch_.clear();
   for (int r = 0; r < 3; r++) ch_.push_back(make(testOptions(r, 3, 3)));

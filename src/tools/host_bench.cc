@@ -10,8 +10,10 @@
 // and from the previous one, in a group) bytes / time; alltoall (bytes = one rank's whole buffer,
 // bytes / n to each rank) (n - 1) / n * bytes / time; alltoallv (uneven, as MoE dispatch: rank r
 // sends w(r, p) / 3 of bytes / n to rank p, w = 1 + (r + p) mod 3) the bytes rank 0 sends to the
-// others / time. CSV on stdout. The environment chooses the rest (COLIBRI_TLS ...).
-//   colibri_host_bench [ranks=2] [transport=socket|shm] [min=4096] [max=67108864] [iters=20] [inits=50]
+// others / time. CSV on stdout. The environment chooses the rest (COLIBRI_TLS ...). verbs needs
+// a libibverbs.so.1: on a machine without RDMA, the stand-in over emulated NICs
+// (LD_LIBRARY_PATH=build/native/verbs-emu, built with the tests).
+//   colibri_host_bench [ranks=2] [transport=socket|shm|verbs] [min=4096] [max=67108864] [iters=20] [inits=50]
 //                      [coll=allreduce|sendrecv|alltoall|alltoallv|broadcast|scatter|gather]
 // broadcast, scatter and gather have root 0 (scatter / gather: bytes is the root's whole buffer);
 // their busbw is bytes / time for broadcast, (n - 1) / n * bytes / time for the other two.
@@ -65,7 +67,10 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? atoi(argv[1]) : 2;
-  const int transport = argc > 2 && !strcmp(argv[2], "shm") ? clbTransportShm : clbTransportSocket;
+  const char* transportName = argc > 2 && (!strcmp(argv[2], "shm") || !strcmp(argv[2], "verbs")) ? argv[2] : "socket";
+  const int transport = !strcmp(transportName, "shm")     ? clbTransportShm
+                        : !strcmp(transportName, "verbs") ? clbTransportVerbs
+                                                          : clbTransportSocket;
   const size_t minBytes = argc > 3 ? strtoull(argv[3], nullptr, 10) : 4096;
   const size_t maxBytes = argc > 4 ? strtoull(argv[4], nullptr, 10) : (64u << 20);
   const int iters = argc > 5 ? atoi(argv[5]) : 20;
@@ -92,7 +97,7 @@ int main(int argc, char** argv) {
     for (clbComm_t c : made) clbCommDestroy(c);
   }
   printf("# ranks %d, transport %s, COLIBRI_TLS=%s: init median %.0f us, min %.0f us (%d inits)\n", n,
-         transport == clbTransportShm ? "shm" : "socket", tls ? tls : "(unset)", median(initUs),
+         transportName, tls ? tls : "(unset)", median(initUs),
          *std::min_element(initUs.begin(), initUs.end()), inits);
 
   clbUniqueId id;

@@ -24,12 +24,16 @@ namespace verbs {
 namespace {
 
 constexpr uint32_t kKindData = 0, kKindCredit = 1, kKindAnnounce = 2, kKindAck = 3;
+// Toward the receiver kind 1 is a notice (credits only travel the other way): the sender's next
+// message does not fit the slots it knows of; its tag is in tag slot n % K of the control block.
+constexpr uint32_t kKindNotice = 1;
 constexpr uint32_t kLow30 = 0x3FFFFFFFu, kLow24 = 0xFFFFFFu;
-constexpr uint64_t kWrData = 1, kWrCredit = 2, kWrAnnounce = 3, kWrAck = 4, kWrPayload = 5;
+constexpr uint64_t kWrData = 1, kWrCredit = 2, kWrAnnounce = 3, kWrAck = 4, kWrPayload = 5, kWrNotice = 6;
 constexpr uint64_t kWrRecvSend = 10, kWrRecvRecv = 11;  // receives on the send / receive side QP
 constexpr size_t kCtlBytes = 4096, kCtlOut = 256;
-// Device mode: the control block also holds K tags in (written by the previous rank) and K tags
-// out (the source of this rank's tag writes), 64 slots at most.
+// The control block also holds K tags in, written by the previous rank (device mode: every
+// message's tag; both modes: the tag of a notice), and in device mode K tags out (the source of
+// this rank's tag writes), 64 slots at most.
 constexpr size_t kCtlTagIn = 512, kCtlTagOut = kCtlTagIn + 64 * sizeof(MsgTag);
 constexpr size_t kCtlBytesDevice = (kCtlTagOut + 64 * sizeof(MsgTag) + 4095) / 4096 * 4096;
 
@@ -51,6 +55,7 @@ const char* wrWhat(uint64_t wrId) {
     case kWrCredit: return "returning a credit (RDMA WRITE_WITH_IMM)";
     case kWrAnnounce: return "announcing receive slots (RDMA WRITE_WITH_IMM)";
     case kWrAck: return "acknowledging new receive slots (RDMA WRITE_WITH_IMM)";
+    case kWrNotice: return "the notice of a message larger than the receive slots (RDMA WRITE_WITH_IMM)";
     default: return "a posted receive";
   }
 }
@@ -58,6 +63,7 @@ const char* wrWhat(uint64_t wrId) {
 }  // namespace
 
 static_assert(sizeof(MsgTag) <= 64, "host mode: the tag fits in part 0 of a message (parts are 64-byte multiples)");
+static_assert(kCtlTagIn + 64 * sizeof(MsgTag) <= kCtlBytes, "host mode: the tags of notices fit in the control block");
 
 struct VerbsChannel::Region {
   VerbsChannel* owner = nullptr;
@@ -555,6 +561,19 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
       }
       return applyAnnounce(a);
     }
+    if (!onSendQp && kind == kKindNotice) {
+      // Queue pair 0 keeps order: the notice is for the message whose parts come next on it.
+      const uint64_t n = recvSeqQ_[0];
+      if (q != 0 || (v & kLow30) != (n & kLow30))
+        return fail(setError(clbRemoteError, "verbs: rank %d sent a notice for message %u on queue pair %u; rank %d "
+                             "expected message %llu next (protocol error)", peer, v & kLow30, q, rank_,
+                             (unsigned long long)(n & kLow30)));
+      memcpy(&noticeTag_, static_cast<const char*>(ctl_->mem) + kCtlTagIn + (size_t)(n % K_) * sizeof(MsgTag),
+             sizeof noticeTag_);
+      noticeSeq_ = n;
+      noticed_ = true;
+      return clbSuccess;
+    }
     if (!onSendQp && kind == kKindAck) {
       if (!announcePending_ || (v & kLow30) != (epoch_ & kLow30) || ackedQ_[q] == epoch_)
         return fail(setError(clbRemoteError, "verbs: rank %d acknowledged slot epoch %u on queue pair %u, rank %d "
@@ -726,17 +745,46 @@ clbResult_t VerbsChannel::postSend(const MsgTag& tag) {
 }
 
 // Until the next rank has announced slots of at least `slotBytes` (announced at all, even for an
-// empty payload: the tag still takes a slot) and a slot is free for the next message.
-clbResult_t VerbsChannel::waitForCredit(size_t slotBytes) {
-  return waitFor([&] { return remoteSlotBytes_ > 0 && remoteSlotBytes_ >= slotBytes && sendSeq_ < peerReleased_ + K_; },
-                 "a free receive slot (credit) from the next rank", next_);
+// empty payload: the tag still takes a slot) and a slot is free for the next message. While the
+// slots it announced are smaller, the message's tag (at tagSrc, registered with tagLkey) goes
+// ahead once as a notice, so that a receiver whose call prepared less sees the disagreement at
+// once (noticeUnfit) instead of both waiting until the timeout.
+clbResult_t VerbsChannel::waitForCredit(size_t slotBytes, const char* tagSrc, uint32_t tagLkey) {
+  bool noticeSent = false;
+  clbResult_t noticeRc = clbSuccess;
+  CLB_CHECK(waitFor(
+      [&] {
+        const bool credit = sendSeq_ < peerReleased_ + K_;
+        if (remoteSlotBytes_ > 0 && remoteSlotBytes_ >= slotBytes) return credit;
+        if (noticeSent || remoteSlotBytes_ == 0 || !credit) return false;
+        noticeSent = true;  // with a credit: tag slot n % K of the receiver is free (message n - K released)
+        noticeRc = postNotice(tagSrc, tagLkey);
+        return noticeRc != clbSuccess;
+      },
+      "a free receive slot (credit) from the next rank", next_));
+  return noticeRc;
+}
+
+clbResult_t VerbsChannel::postNotice(const char* tagSrc, uint32_t tagLkey) {
+  ibv_sge sge{(uint64_t)(uintptr_t)tagSrc, (uint32_t)sizeof(MsgTag), tagLkey};
+  ibv_send_wr wr;
+  memset(&wr, 0, sizeof wr);
+  wr.wr_id = kWrNotice << 56 | (sendSeq_ & ((1ull << 56) - 1));
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(imm(kKindNotice, (uint32_t)sendSeq_));
+  wr.wr.rdma.remote_addr = nextInfo_.ctlAddr + kCtlTagIn + (sendSeq_ % K_) * sizeof(MsgTag);
+  wr.wr.rdma.rkey = nextInfo_.ctlRkey;
+  return post(sendQps_[0], &wr, "the notice of a message larger than the receive slots");
 }
 
 clbResult_t VerbsChannel::postParts(const MsgTag& tag, uint32_t slot) {
   char* s = staging_->slot(slot);
   memcpy(s, &tag, sizeof tag);
   const size_t len = sizeof(MsgTag) + tag.bytes;
-  CLB_CHECK(waitForCredit(len));
+  CLB_CHECK(waitForCredit(len, s, staging_->mr->lkey));
   midMessage_ = true;  // from here to the last part the slots stay where they are
   for (uint32_t j = 0; j < Q_; j++) {
     size_t off, n;
@@ -765,7 +813,7 @@ clbResult_t VerbsChannel::postParts(const MsgTag& tag, uint32_t slot) {
 clbResult_t VerbsChannel::postDeviceSend(const MsgTag& tag, uint32_t slot, const char* src, uint32_t lkey) {
   char* outTag = static_cast<char*>(ctl_->mem) + kCtlTagOut + (size_t)slot * sizeof(MsgTag);
   memcpy(outTag, &tag, sizeof tag);
-  CLB_CHECK(waitForCredit(tag.bytes));
+  CLB_CHECK(waitForCredit(tag.bytes, outTag, ctl_->mr->lkey));
   midMessage_ = true;  // from here to the last part the slots stay where they are
   const uint64_t remote = remoteAddr_ + (uint64_t)slot * remoteSlotBytes_;
   for (uint32_t j = 0; j < Q_; j++) {
@@ -962,13 +1010,41 @@ clbResult_t VerbsChannel::waitRecv(const MsgTag& expect, const void** buf) {
   CLB_CHECK(waitRecvTag(&got, buf));
   clbResult_t rc = checkTag(got, expect, prev_, rank_);
   if (rc != clbSuccess) holding_ = false;  // as before: a mismatch holds nothing
+  if (rc == clbSuccess && !*buf) return sticky();  // a notice never matches (see takeNotice)
   return rc;
 }
 
 clbResult_t VerbsChannel::waitRecvTag(MsgTag* out, const void** buf) {
   CLB_CHECK(sticky());
-  CLB_CHECK(waitFor([&] { return recvSeq_ > recvReleased_; }, "a ring message from the previous rank", prev_));
-  return takeArrived(out, buf);
+  CLB_CHECK(waitFor([&] { return recvSeq_ > recvReleased_ || noticeUnfit(); }, "a ring message from the previous rank",
+                    prev_));
+  if (recvSeq_ > recvReleased_) return takeArrived(out, buf);
+  return takeNotice(out, buf);
+}
+
+// The previous rank's next message is larger than the slots this rank announced last, which its
+// present call prepared (a message is awaited only inside a call, after its prepare): the ranks
+// disagree on the call. A notice the present slots hold (they grew after the sender looked) is
+// no disagreement: the message follows.
+bool VerbsChannel::noticeUnfit() const {
+  return noticed_ && noticeSeq_ == recvReleased_ &&
+         header() + noticeTag_.bytes > (announcePending_ ? pendingSlotBytes_ : curSlotBytes_);
+}
+
+// The noticed tag, for the caller to compare with what it expects (which fails: it expects no more
+// than its call prepared for), with no message (*buf NULL, nothing held). The channel fails: the
+// sender waits for slots that never come, and its ring is out of step.
+clbResult_t VerbsChannel::takeNotice(MsgTag* out, const void** buf) {
+  *out = noticeTag_;
+  *buf = nullptr;
+  const size_t slotBytes = announcePending_ ? pendingSlotBytes_ : curSlotBytes_;
+  setError(clbRemoteError, "verbs: rank %d's message %llu is %llu bytes, more than the %zu bytes of the receive "
+           "slots that rank %d's call prepared: the ranks disagree on the call", prev_,
+           (unsigned long long)noticeTag_.index, (unsigned long long)noticeTag_.bytes,
+           slotBytes > header() ? slotBytes - header() : (size_t)0, rank_);
+  failed_ = clbRemoteError;
+  failMsg_ = lastError();
+  return clbSuccess;
 }
 
 clbResult_t VerbsChannel::takeArrived(MsgTag* out, const void** buf) {

@@ -23,12 +23,23 @@
 //   - Message number n goes to slot n % K as one RDMA WRITE_WITH_IMM of [MsgTag | payload] from
 //     the sender's registered staging slot n % K. The sender may write message n only when
 //     n < released + K, where `released` is the receiver's count of releaseRecv calls.
+//   - A message larger than the slots the sender knows of waits for larger ones (the receiver's
+//     call announces them in its prepare). Meanwhile its MsgTag goes ahead once as a "notice", an
+//     RDMA WRITE_WITH_IMM into tag slot n % K of the receiver's control block, posted on queue
+//     pair 0 once message n has a credit (so message n - K, whose tag slot it is, was released).
+//     A receiver waiting for message n whose last announced slots are smaller than the notice
+//     says returns the noticed tag as message n's (no payload, *buf NULL) and fails the channel:
+//     its call prepared less than the sender's, so the ranks disagree on the call, and the
+//     caller's tag check names both descriptions at once instead of both ranks waiting until the
+//     timeout. A notice the receiver's present slots hold (they grew after the sender looked) is
+//     dropped: the message follows.
 //   - releaseRecv returns a credit: a zero-length WRITE_WITH_IMM whose immediate carries the
 //     cumulative release count (low 30 bits), so lost coalescing never loses credits.
 //   - Immediate (32 bits, network order on the wire): bits 31..30 kind (0 data, 1 credit,
 //     2 announce, 3 epoch ack); data: bits 29..24 slot index, bits 23..0 message number mod 2^24
 //     (both checked by the receiver, then the full MsgTag in the slot against the expectation);
-//     credit: cumulative releases mod 2^30; announce / ack: epoch mod 2^30.
+//     credit: cumulative releases mod 2^30; announce / ack: epoch mod 2^30. Toward the receiver
+//     kind 1 (credits only travel the other way) is a notice: message number mod 2^30.
 //   - Receives (no scatter list) stay posted on both queue pairs at all times.
 //   - Device mode (options.device set: GPUDirect RDMA): slots and staging are GPU memory the NIC
 //     reads and writes (registered through dma-buf or nvidia-peermem); the host never touches
@@ -232,7 +243,10 @@ class VerbsChannel : public RingChannel {
                         const char* which);
   bool isSendQp(const ibv_qp* qp) const;
   clbResult_t postParts(const MsgTag& tag, uint32_t slot);
-  clbResult_t waitForCredit(size_t slotBytes);  // host mode: [MsgTag | payload] in Q parts
+  clbResult_t waitForCredit(size_t slotBytes, const char* tagSrc, uint32_t tagLkey);
+  clbResult_t postNotice(const char* tagSrc, uint32_t tagLkey);
+  bool noticeUnfit() const;
+  clbResult_t takeNotice(MsgTag* out, const void** buf);
   clbResult_t progress();
   clbResult_t handleWc(const ibv_wc& wc);
   template <class Pred>
@@ -328,6 +342,9 @@ class VerbsChannel : public RingChannel {
   std::vector<uint32_t> ackedQ_;    // per receive queue pair: the last epoch it acknowledged
   uint32_t acksPending_ = 0;        // queue pairs that have not acknowledged the pending epoch
   uint64_t recvReleased_ = 0;       // messages released
+  bool noticed_ = false;            // a notice came: message noticeSeq_ will be noticeTag_.bytes long
+  uint64_t noticeSeq_ = 0;
+  MsgTag noticeTag_{};
   bool holding_ = false;            // waitRecv returned, releaseRecv not yet called
 
   bool inProgress_ = false;
