@@ -210,7 +210,8 @@ class Device {
   Registrations& registrations() { return regs_; }
   std::string describe() const;
   // clbCommGetAsyncError's device part: clbTimeout with the call, collective and ranks when a
-  // device wait of this rank ran out of time, else clbSuccess. Any thread, once set up.
+  // device wait of this rank ran out of time, clbRemoteError naming both calls when a peer made
+  // another call (deviceError in watchdog.h), else clbSuccess. Any thread, once set up.
   clbResult_t deviceStatus() const { return s_.deviceStatus(); }
   // The path the last call took ("ll", "staged", "direct" or "copies").
   const char* lastPath() const {

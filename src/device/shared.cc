@@ -356,20 +356,32 @@ clbResult_t DeviceShared::allocHostShared(SharedBuffer* b, size_t bytes, const c
 clbResult_t DeviceShared::ensureShared(SharedBuffer* b, size_t bytes, CUstream stream, const char* what) {
   if (b->mine && bytes <= b->bytes) return clbSuccess;
   CLB_CHECK(refuseInCapture(stream, bytes));
-  // Every rank reaches this point at the same call (same sizes everywhere), so this is collective.
+  // Every rank reaches this point at the same call with the same size, unless the ranks make
+  // different calls: the sizes are compared first, so that no rank's kernels ever write past the
+  // end of a peer's smaller buffer (the kernels compare the calls only once they run). Growing,
+  // every rank drains its stream first: the exchange is then also the meeting after which the
+  // old buffers go.
   CtxScope scope(d, ctx);
-  if (b->mine) {
-    // Growing: every rank drains its stream, then all meet, then the old buffers go.
-    CLB_CU(d, cuStreamSynchronize, stream);
-    CLB_CHECK(comm->boot.barrier());
-    releaseShared(b);
-  }
+  if (b->mine) CLB_CU(d, cuStreamSynchronize, stream);
+  const int n = comm->nranks;
+  std::vector<uint64_t> sizes(n);
+  sizes[comm->rank] = bytes;
+  CLB_CHECK(comm->boot.allGather(sizes.data(), sizeof(uint64_t)));
+  for (int p = 0; p < n; p++)
+    if (sizes[p] != bytes) {
+      comm->markFailed(clbInvalidUsage);
+      return setError(clbInvalidUsage,
+                      "rank %d's device call needs a %s buffer of %zu bytes but rank %d's needs %llu: the ranks make "
+                      "different calls (every rank must make the same calls in the same order with the same count, "
+                      "type, op and root); the communicator cannot go on", comm->rank, what, bytes, p,
+                      (unsigned long long)sizes[p]);
+    }
+  if (b->mine) releaseShared(b);
   if (viaHost) return allocHostShared(b, bytes, what);
   CLB_CU(d, cuMemAlloc, &b->mine, bytes);
   b->bytes = bytes;
   comm->mem.addDevice((int64_t)bytes);
   CLB_CHECK(zeroNow(d, b->mine, bytes));  // LL lines start with flag 0: no call has that number
-  const int n = comm->nranks;
   std::vector<StagingInfo> all(n);
   all[comm->rank].staging = b->mine;
   CLB_CU(d, cuIpcGetMemHandle, &all[comm->rank].hStaging, b->mine);
@@ -442,9 +454,12 @@ void DeviceShared::common(ClbDevCallArgs* k, const CollArgs& a) const {
     case kReduce: k->coll = CLB_DEV_REDUCE; break;
     default: k->coll = CLB_DEV_BROADCAST; break;
   }
+  // The call as the host names it (a.desc: a PreMulSum is not a sum there, whatever op the
+  // kernels combine with, and a barrier is an allReduce with root kBarrierRoot).
   const bool rooted = k->coll == CLB_DEV_BROADCAST || k->coll == CLB_DEV_REDUCE;
   const bool reduces = k->coll != CLB_DEV_BROADCAST && k->coll != CLB_DEV_ALLGATHER;
-  k->sig = CLB_DEV_SIG(k->coll, a.type, reduces ? a.op : 0, rooted ? a.root : 0, a.count);
+  const int root = rooted ? a.root : a.desc.root == kBarrierRoot ? CLB_DEV_SIG_BARRIER : 0;
+  k->sig = CLB_DEV_SIG(k->coll, a.type, reduces ? (int)a.desc.op : 0, root, a.count);
 }
 
 unsigned DeviceShared::blocksFor(size_t bytes) const {

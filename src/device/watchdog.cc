@@ -55,6 +55,7 @@ std::string describeSig(unsigned long long sig) {
   const unsigned coll = sig & 0x7, type = (sig >> 3) & 0x1F, op = (sig >> 8) & 0x3F, root = (sig >> 14) & 0xFF;
   const unsigned long long count = sig >> 22;
   char b[160];
+  if (coll == CLB_DEV_ALLREDUCE && root == CLB_DEV_SIG_BARRIER) return "barrier";
   int at = snprintf(b, sizeof b, "%s of %llu %s%s", collName(coll), count, typeName((int)type),
                     coll == CLB_DEV_ALLGATHER || coll == CLB_DEV_REDUCESCATTER ? " per rank" : "");
   if (coll != CLB_DEV_BROADCAST && coll != CLB_DEV_ALLGATHER) at += snprintf(b + at, sizeof b - at, " (%s)", opName((int)op));
@@ -70,10 +71,10 @@ clbResult_t deviceError(const volatile ClbDevHostStatus* s, int rank, int nranks
   char b[512];
   if (s->errorKind == CLB_DEV_ERR_DISAGREE) {
     snprintf(b, sizeof b,
-             "rank %d's device call #%llu is an %s but rank %d made %s as its call #%llu: ranks must make the same "
-             "calls in the same order with the same count, type, op and root. The output of that call and of every "
-             "later one on this communicator is undefined; destroy the communicator",
-             rank, call, describeSig(s->errorSig).c_str(), (int)s->errorRank, describeSig(s->errorPeerSig).c_str(), call);
+             "rank %d's device call #%llu (%s) is not rank %d's (%s): ranks must make the same calls in the same "
+             "order with the same count, type, op and root. The output of that call and of every later one on this "
+             "communicator is undefined; destroy the communicator",
+             rank, call, describeSig(s->errorSig).c_str(), (int)s->errorRank, describeSig(s->errorPeerSig).c_str());
     *text = b;
     return clbRemoteError;
   }

@@ -54,12 +54,14 @@ __device__ void publishWait(const ClbDevCallArgs& a, unsigned long long seq, boo
     h->stuckCall = seq;
     return;
   }
-  // A plain store (the word only ever goes from 0 to nonzero): the flags may be in host memory,
-  // where some PCIe hosts have no atomics. A disagreement reported first keeps its kind.
-  volatile unsigned int* self = reinterpret_cast<volatile unsigned int*>(selfWords(a)) + 2;
-  if (*self == CLB_DEV_ERR_DISAGREE) return;
+  // The flag block's word with a plain store (it only ever goes from 0 to nonzero): the flags may
+  // be in host memory, where some PCIe hosts have no atomics.
+  // This rank's own word is in device memory: one atomic settles a race with a disagreement seen
+  // at the same time (publishDisagreement), which then keeps its kind.
+  if (atomicCAS(reinterpret_cast<unsigned int*>(selfWords(a)) + 2, 0u, (unsigned int)CLB_DEV_ERR_TIMEOUT) ==
+      CLB_DEV_ERR_DISAGREE)
+    return;
   *reinterpret_cast<volatile unsigned int*>(&a.flags[a.rank]->error) = CLB_DEV_ERR_TIMEOUT;
-  *self = CLB_DEV_ERR_TIMEOUT;  // (the same word where the flags are in device memory)
   __threadfence_system();
   h->errorColl = (unsigned int)a.coll;
   h->errorCall = seq;
@@ -168,6 +170,7 @@ __device__ __forceinline__ bool callLineAgrees(const ClbDevCallArgs& a, int p, u
       publishDisagreement(a, seq, p, theirs);
       return false;
     }
+    if (spins >= 32) __nanosleep(64);  // a late peer: fewer loads (of host memory, on some paths)
     if ((spins & 1023) == 1023) {
       if (callFailed(a, seq)) return false;
       if (const int t = clock.check(a)) {
@@ -355,7 +358,12 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCal
 }
 
 extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCallArgs a) {
-  const unsigned long long seq = callNumber(a);  // (flags in device memory: direct needs peer access)
+  // seq for after reduceTyped's calls, in shared memory: a register kept across a call may spill
+  // (a stack frame; clbk::ReduceRange says why that matters). Read once per block: every thread
+  // of the block must take the same way, as the shared words thread 0 fills below are read by all,
+  // and a disagreement another block sees can fail the communicator while this one starts.
+  __shared__ unsigned long long seqKept;
+  const unsigned long long seq = blockCallNumber(a, seqKept);
   if (seq == 0) return;
   const int par = (int)(seq & 1);
   ClbDevFlags* me = a.flags[a.rank];
@@ -363,9 +371,6 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
   __shared__ int ok;
   __shared__ const char* send[CLB_MAX_DEVICE_RANKS];
   __shared__ char* recv[CLB_MAX_DEVICE_RANKS];
-  // seq for after reduceTyped's calls, in shared memory: a register kept across a call may spill
-  // (a stack frame; clbk::ReduceRange says why that matters).
-  __shared__ unsigned long long seqKept;
   if (blockIdx.x == 0 && threadIdx.x == 0) {  // hand this call's buffers to every rank, then say so
     postCallLine(a, seq);
     for (int p = 0; p < n && !a.given; p++) {
@@ -377,7 +382,6 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
   }
   bool bad = false;
   if (threadIdx.x == 0) {
-    seqKept = seq;
     ok = waitAll(a, me->posted, seq, seq);
     if (ok && a.given)
       for (int p = 0; p < n; p++) {  // registered buffers, mapped here by the host
@@ -648,7 +652,8 @@ extern "C" __global__ void __launch_bounds__(512, 2) clb_dev_ll(const ClbDevCall
     if (ok && a.coll != CLB_DEV_ALLGATHER && out)  // (a reduce's other ranks have no out)
       storeBytes8(out, i, bytes, finishLineTyped(a.type, acc, a.op, n));
   }
-  // Every rank's call line, by threads 0..n-1 (a rank that made another call fails the call here).
+  // Every rank's call line, by the threads checkersAt() names (a rank that made another call fails
+  // the call here).
   const unsigned long long at = checkersAt(lines, n, stride);
   if (ok && tid >= at && tid < at + n && a.coll != CLB_DEV_BROADCAST) ok = callLineAgrees(a, (int)(tid - at), seq, clock);
   // The last block out counts the call as completed and tells the peers this rank is done.

@@ -70,7 +70,7 @@ struct ClbDevFlags {
   // calls and error side by side, 16-byte aligned, right after the block counters: a kernel reads
   // both with one load at ClbDevCallArgs::counters + 16 (see there).
   unsigned long long calls;                         // calls this rank completed
-  unsigned int error;                               // nonzero: a wait timed out on this rank
+  unsigned int error;                               // nonzero (CLB_DEV_ERR_*): this rank's communicator failed
   unsigned int pad;
   unsigned long long send[2][CLB_MAX_DEVICE_RANKS];  // direct: [call parity][p] rank p's buffers,
   unsigned long long recv[2][CLB_MAX_DEVICE_RANKS];  // written here by rank p
@@ -95,10 +95,12 @@ struct ClbDevFlags {
 
 // A call's description as the kernels compare it across ranks (ClbDevCallArgs::sig), packed so
 // that the host can name what a peer called: bits 0-2 the collective (CLB_DEV_*), 3-7 the type,
-// 8-13 the reduction (the kernels' op; 0 for calls without one), 14-21 the root (0 for calls
-// without one; device ranks are at most CLB_MAX_DEVICE_RANKS), 22-63 the count (elements per rank
-// as the call takes it, modulo 2^42: exact for any count a GPU's memory holds).
-#define CLB_DEV_SIG_COUNT_BITS 42
+// 8-13 the reduction as the caller named it (clbRedOp_t, a PreMulSum of any scalar as clbNumOps;
+// 0 for calls without one), 14-21 the root (device ranks are at most CLB_MAX_DEVICE_RANKS; for
+// calls without one 0, or CLB_DEV_SIG_BARRIER for a barrier, an allReduce of one int32), 22-63 the
+// count (elements per rank as the call takes it, modulo 2^42: exact for any count a GPU's memory
+// holds).
+#define CLB_DEV_SIG_BARRIER 0xFF
 #define CLB_DEV_SIG(coll, type, op, root, count)                                                       \
   ((unsigned long long)((coll) & 0x7) | ((unsigned long long)((type) & 0x1F) << 3) |                  \
    ((unsigned long long)((op) & 0x3F) << 8) | ((unsigned long long)((root) & 0xFF) << 14) |           \
@@ -112,7 +114,7 @@ struct ClbDevFlags {
 // host memory, written with plain stores only (no atomics to host memory, which some PCIe hosts
 // lack) and read by clbCommGetAsyncError and the watchdog (src/device/watchdog.cc).
 struct ClbDevHostStatus {
-  unsigned int error;            // nonzero: a wait timed out (written last, after the fields below)
+  unsigned int error;            // nonzero: a wait timed out or a peer made another call (errorKind; written last)
   unsigned int errorColl;        // ... in this collective (CLB_DEV_*)
   unsigned long long errorCall;  // ... of this call number
   unsigned long long stuckCall;  // the latest call with a wait past the warning threshold

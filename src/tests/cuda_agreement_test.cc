@@ -28,11 +28,13 @@ constexpr int64_t kTimeoutMs = 30000;  // the communicator's; "at once" is under
 constexpr int64_t kAtOnceMs = 5000;
 
 // What rank `rank` calls in case `c` with base count `count`; `deviate` is the rank that differs.
+enum class Kind { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kReduce, kBarrier };
 struct DevCall {
-  bool broadcast = false, allGather = false;
+  Kind kind = Kind::kAllReduce;
   size_t count = 0;
   clbDataType_t type = clbFloat32;
   clbRedOp_t op = clbSum;
+  bool preMul = false;  // a PreMulSum (by 2) instead of op
   int root = 0;
 };
 
@@ -43,23 +45,47 @@ DevCall callOf(const std::string& c, int rank, int deviate, size_t count) {
   if (c == "count" && me) k.count = count + 1;
   if (c == "op" && me) k.op = clbMax;
   if (c == "type" && me) k.type = clbInt32;
-  if (c == "root") k.broadcast = true, k.root = me ? deviate : 0;
-  if (c == "collective" && me) k.allGather = true;
+  if (c == "root") k.kind = Kind::kBroadcast, k.root = me ? deviate : 0;
+  if (c == "collective" && me) k.kind = Kind::kAllGather;
   if (c == "path" && me) k.count = count * 256;  // beyond the LL limit: another kernel on this rank
+  if (c == "premul" && me) k.preMul = true;
+  if (c == "barrier") k.kind = me ? Kind::kBarrier : Kind::kAllReduce, k.count = 1, k.type = clbInt32;
+  if (c == "rsop") k.kind = Kind::kReduceScatter, k.op = me ? clbMax : clbSum;
+  if (c == "reduceroot") k.kind = Kind::kReduce, k.root = me ? deviate : 0;
+  // Both ranks' first call beyond the LL limit, sized differently: the staging they would set up.
+  if (c == "grow") k.count = me ? count * 1024 : count * 128;
   return k;
 }
 
 std::string describe(const DevCall& k) {
-  const char* type = k.type == clbInt32 ? "int32" : "float32";
-  if (k.broadcast) return "broadcast of " + std::to_string(k.count) + " " + type + " with root " + std::to_string(k.root);
-  if (k.allGather) return "allGather of " + std::to_string(k.count) + " " + type + " per rank";
-  return "allReduce of " + std::to_string(k.count) + " " + type + " (" + (k.op == clbMax ? "max" : "sum") + ")";
+  const std::string type = k.type == clbInt32 ? "int32" : "float32", n = std::to_string(k.count);
+  const std::string op = k.preMul ? "premulsum" : k.op == clbMax ? "max" : "sum";
+  switch (k.kind) {
+    case Kind::kBroadcast: return "broadcast of " + n + " " + type + " with root " + std::to_string(k.root);
+    case Kind::kAllGather: return "allGather of " + n + " " + type + " per rank";
+    case Kind::kReduceScatter: return "reduceScatter of " + n + " " + type + " per rank (" + op + ")";
+    case Kind::kReduce: return "reduce of " + n + " " + type + " (" + op + ") with root " + std::to_string(k.root);
+    case Kind::kBarrier: return "barrier";
+    default: return "allReduce of " + n + " " + type + " (" + op + ")";
+  }
 }
 
 clbResult_t issue(const DevCall& k, CUdeviceptr in, CUdeviceptr out, clbComm_t comm, CUstream s) {
-  if (k.broadcast) return clbBroadcast((void*)in, (void*)out, k.count, k.type, k.root, comm, s);
-  if (k.allGather) return clbAllGather((void*)in, (void*)out, k.count, k.type, comm, s);
-  return clbAllReduce((void*)in, (void*)out, k.count, k.type, k.op, comm, s);
+  switch (k.kind) {
+    case Kind::kBroadcast: return clbBroadcast((void*)in, (void*)out, k.count, k.type, k.root, comm, s);
+    case Kind::kAllGather: return clbAllGather((void*)in, (void*)out, k.count, k.type, comm, s);
+    case Kind::kReduceScatter: return clbReduceScatter((void*)in, (void*)out, k.count, k.type, k.op, comm, s);
+    case Kind::kReduce: return clbReduce((void*)in, (void*)out, k.count, k.type, k.op, k.root, comm, s);
+    case Kind::kBarrier: return clbBarrier(comm, s);
+    default: break;
+  }
+  if (!k.preMul) return clbAllReduce((void*)in, (void*)out, k.count, k.type, k.op, comm, s);
+  float two = 2.0f;
+  clbRedOp_t op;
+  if (clbRedOpCreatePreMulSum(&op, &two, k.type, clbScalarHostImmediate, comm) != clbSuccess) return clbInternalError;
+  const clbResult_t rc = clbAllReduce((void*)in, (void*)out, k.count, k.type, op, comm, s);
+  clbRedOpDestroy(op, comm);
+  return rc;
 }
 
 // One rank process: a matching call first (the check must not refuse it), then the case's call,
@@ -69,7 +95,7 @@ std::string agreementRank(const clbUniqueId& id, int rank, int n, const std::str
   CUstream stream = nullptr;
   clbComm_t comm = nullptr;
   if (std::string e = openRank(id, rank, n, &d, &stream, &comm, kTimeoutMs); !e.empty()) return e;
-  const size_t most = count * 256 * n + 64;  // room for every case's largest call (allGather's n blocks)
+  const size_t most = count * 1024 * n + 64;  // room for every case's largest call (allGather's n blocks)
   CUdeviceptr in = 0, out = 0;
   CU_OK(d->cuMemAlloc(&in, most * 4));
   CU_OK(d->cuMemAlloc(&out, most * 4));
@@ -100,7 +126,10 @@ std::string agreementRank(const clbUniqueId& id, int rank, int n, const std::str
     const std::string why = clbGetLastError();
     // The deviating rank names the others' call, the others the deviating rank's.
     const DevCall other = callOf(c, rank == deviate ? (deviate + 1) % n : deviate, deviate, count);
-    if (rc != clbSuccess)
+    if (c == "grow") {  // refused by the call itself, on every rank, before any kernel
+      if (rc != clbInvalidUsage || msg.find("staging buffer of") == std::string::npos)
+        err = "expected INVALID_USAGE naming the staging sizes, got " + std::to_string(rc) + ": " + msg;
+    } else if (rc != clbSuccess)
       err = "the call itself failed (" + std::to_string(rc) + "): " + msg;
     else if (q != clbSuccess || async != clbRemoteError)
       err = "clbCommGetAsyncError gave " + std::to_string(async) + " (query " + std::to_string(q) +
@@ -182,7 +211,12 @@ INSTANTIATE_TEST_SUITE_P(
                       AgreeParam{"staged", "root", 2, 1000}, AgreeParam{"staged", "collective", 2, 1000},
                       AgreeParam{"viahost", "op", 2, 1000}, AgreeParam{"viahost", "count", 2, 1000},
                       AgreeParam{"viahost", "op", 2, 200000}, AgreeParam{"viahost", "count", 2, 200000},
-                      AgreeParam{"viahost", "root", 2, 200000}, AgreeParam{"viahoststaged", "type", 2, 1000}),
+                      AgreeParam{"viahost", "root", 2, 200000}, AgreeParam{"viahoststaged", "type", 2, 1000},
+                      AgreeParam{"auto", "premul", 2, 1000}, AgreeParam{"staged", "premul", 2, 1000},
+                      AgreeParam{"auto", "barrier", 2, 1}, AgreeParam{"auto", "rsop", 2, 1000},
+                      AgreeParam{"staged", "rsop", 3, 1000}, AgreeParam{"auto", "reduceroot", 2, 1000},
+                      AgreeParam{"staged", "reduceroot", 3, 1000}, AgreeParam{"auto", "grow", 2, 1000},
+                      AgreeParam{"viahost", "grow", 2, 1000}),
     [](const auto& info) {
       return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" + std::to_string(std::get<2>(info.param)) +
              "ranks_c" + std::to_string(std::get<3>(info.param));
