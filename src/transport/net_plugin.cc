@@ -255,7 +255,8 @@ clbResult_t NetPeerChannel::linkSend(const void* data, size_t bytes, uint64_t in
 // sent before it switched: tryRecv's), when nothing is there, or at the peer's switch: after it
 // the link carries nothing for this channel, and a peer that has closed it since is no error
 // (its messages are in the channel: seen as a rank failing right after reading the switch, once
-// in about 40 runs of PeerProcesses.EmulatedVerbs*; watchLink() looks after the link from then on).
+// in about 40 runs of PeerProcesses over the verbs stand-in; watchLink() looks after the link from
+// then on).
 clbResult_t NetPeerChannel::pump() {
   for (;;) {
     if (holdingLink_ || peerSwitched_) return clbSuccess;  // a data message is being read, or no more come

@@ -5,6 +5,8 @@
 // verbs that connection only sets up the plugin's channel with the peer (NetPeerChannel). Slots are as large
 // as the messages need, at most chunkBytes, and their share of stagingCapBytes.
 #include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 
@@ -180,9 +182,15 @@ clbResult_t SocketPeerChannel::flush() {
   // sent that this rank no longer needed) resets the connection, and the reset drops what the
   // kernel still holds to send, such as this rank's last message. So the kernel's queue empties
   // (the peer acknowledged every byte) before the socket closes; a peer that is gone empties it
-  // too (its reset), one that cannot be reached ends the wait at the timeout.
+  // too (its reset), one that cannot be reached ends the wait at the timeout. A reset connection
+  // (state CLOSE) keeps reporting the bytes it never had acknowledged (SIOCOUTQ is write_seq -
+  // snd_una, frozen by the reset), so its state ends the wait: seen over the verbs stand-in, whose
+  // peer closes the pair's connection with bytes unread, as a destroy that waited its whole timeout.
   for (int queued = 1;;) {
     if (ioctl(fd(), SIOCOUTQ, &queued) != 0 || queued == 0) return clbSuccess;
+    struct tcp_info info{};
+    socklen_t len = sizeof info;
+    if (getsockopt(fd(), IPPROTO_TCP, TCP_INFO, &info, &len) == 0 && info.tcpi_state == TCP_CLOSE) return clbSuccess;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
     CLB_CHECK(comm_->checkWait(start, what, peer_));
   }
