@@ -32,12 +32,16 @@ supp="$COLIBRI_ROOT/src/tests/sanitizers"
 ensure_tools cmake:cmake make:make g++:g++ /usr/include/gtest/gtest.h:libgtest-dev \
   /usr/include/infiniband/verbs.h:libibverbs-dev openssl:openssl
 export COLIBRI_REQUIRE_TLS_TESTS=1
+# The sanitizers slow the tests down several times over on the 2-core CI machine: a test that
+# bounds how soon something shows scales its bound by this (clbtest::slowdown()).
+export COLIBRI_TEST_SLOWDOWN=${COLIBRI_TEST_SLOWDOWN:-4}
 
 # ---- tests left out, each with its reason (ctest names: Suite.Test, Prefix/Suite.Test/N) ----
 # Under ASan+UBSan:
 ASAN_EXCLUDE=(
   'KernelImage.EveryImageWasBuilt|checks the nvcc kernel images beside the tests, which a checking build does not build (-DCOLIBRI_KERNEL_IMAGES=OFF; no GPU runs them here)'
   'VerbsEmuData.MisconfiguredConnectionsTimeOut|its MTU-mismatch case needs a write within the MTU to complete before the emulated retry timer runs out, which the sanitizers slowdown on 2 shared cores broke once in a CI run here (5 of 5 passed alone); the Release suite runs it'
+  'Host/PeerMatrix.RingExchangeAllToAllGatherScatterReduce/n8_verbs_standin_beyondCap|8 rank threads over the verbs emulator with messages beyond the staging cap: at the sanitizers pace on 2 shared cores an emulated ACK once came later than the emulated retransmission timer allows (20 ms x retries; "transport retry counter exceeded"), an artifact of the emulator, whose ACKs need the peer thread to run; the Release suite runs it, and its 1-4 rank and smaller variants run here'
   'Transports/AsyncErrorProcesses.RankInACollectiveLearnsOfAKilledPeerWithin100Ms/shm|a latency bound (100 ms) that the sanitizers slowdown on 2 shared cores breaks (156 ms measured under ctest -j2); the Release suite runs it, and the other AsyncError tests run here'
   'Transports/AsyncErrorProcesses.RankInACollectiveLearnsOfAKilledPeerWithin100Ms/socket|a latency bound (100 ms) that the sanitizers slowdown on 2 shared cores breaks (156 ms measured under ctest -j2); the Release suite runs it, and the other AsyncError tests run here'
   'Transports/AsyncErrorProcesses.RankInACollectiveLearnsOfAKilledPeerWithin100Ms/socket_tls|a latency bound (100 ms) that the sanitizers slowdown on 2 shared cores breaks (156 ms measured under ctest -j2); the Release suite runs it, and the other AsyncError tests run here'

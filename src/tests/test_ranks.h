@@ -6,6 +6,7 @@
 #include <spawn.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -73,6 +74,16 @@ inline pid_t spawnSelf(const std::string& filter, const std::vector<std::string>
   pid_t pid = -1;
   if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, c.argv.data(), c.envp.data()) != 0) return -1;
   return pid;
+}
+
+// How much slower than the Release build this test binary runs: COLIBRI_TEST_SLOWDOWN (default 1;
+// scripts/sanitize.sh sets it for the sanitizer builds). A test that bounds how soon something
+// shows ("at once, not at the timeout") multiplies its bound by it, so the bound keeps its
+// meaning under the sanitizers' slowdown instead of the test being left out there.
+inline int slowdown() {
+  const char* v = getenv("COLIBRI_TEST_SLOWDOWN");
+  const int f = v ? atoi(v) : 1;
+  return f >= 1 ? f : 1;
 }
 
 // A unique id as text (for a rank process's environment), and back.
