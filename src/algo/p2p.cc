@@ -1,8 +1,10 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 #include "algo/p2p.h"
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "core/dtype.h"
 #include "transport/transport.h"
@@ -142,7 +144,41 @@ clbResult_t badMessage(clbComm* c, const PeerOp& o, const OpDesc& want, const Ms
                   (unsigned long long)got.index, (unsigned long long)got.bytes);
 }
 
+// A call on the channel with `peer` failed. When that is because the peer's end went away, the
+// peer may have failed or aborted first: its notice travels over the carrier, not over this
+// channel, and can arrive a moment after the closed connection does. That notice names the cause,
+// so it is the error, if it comes within kNoticeGraceMs; otherwise the channel's own error stands.
+constexpr int64_t kNoticeGraceMs = 200;
+
+clbResult_t channelFailed(clbComm* c, clbResult_t rc, int peer, const std::string& what) {
+  if (rc != clbRemoteError || !c->carrier) return rc;
+  const std::string own = lastError();
+  const int64_t t0 = nowMs();
+  do {
+    const clbResult_t told = c->checkWait(nowMs(), what.c_str(), peer);
+    if (told != clbSuccess && told != clbTimeout) {
+      appendBreadcrumb(__FILE__, __LINE__);
+      return told;
+    }
+    if (told == clbTimeout) break;  // a timeout shorter than the grace: the channel's error is the one
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } while (nowMs() - t0 < kNoticeGraceMs);
+  setError(rc, "%s", own.c_str());
+  return rc;
+}
+
 }  // namespace
+
+// A call on q's channel; a failure goes through channelFailed.
+#define CLB_CHANNEL(q, call)                                                                     \
+  do {                                                                                           \
+    clbResult_t clb_rc_ = (call);                                                                \
+    if (clb_rc_ != clbSuccess) {                                                                 \
+      appendBreadcrumb(__FILE__, __LINE__);                                                      \
+      int waited_ = -1;                                                                          \
+      return channelFailed(c, clb_rc_, (q).peer, waitingFor(ops, prog, &waited_));               \
+    }                                                                                            \
+  } while (0)
 
 clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
   std::vector<Progress> prog(ops.size());
@@ -199,20 +235,20 @@ clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
         if (o.announce) {
           // Its tag alone, with one byte that nobody reads (a message of data is never empty, and
           // the slot may be GPU memory: the byte is left as it is).
-          CLB_CHECK(q.ch->trySend(1, &buf, &room));
+          CLB_CHANNEL(q, q.ch->trySend(1, &buf, &room));
           if (!buf) { pending = true; break; }
-          CLB_CHECK(q.ch->postSend(MsgTag{desc[i], p.index++, 1}));
+          CLB_CHANNEL(q, q.ch->postSend(MsgTag{desc[i], p.index++, 1}));
           p.complete = true;
           q.sendHead++;
           moved = true;
           continue;
         }
-        CLB_CHECK(q.ch->trySend(std::min(bytes - p.done, maxMsg / esz * esz), &buf, &room));
+        CLB_CHANNEL(q, q.ch->trySend(std::min(bytes - p.done, maxMsg / esz * esz), &buf, &room));
         if (!buf) { pending = true; break; }
         const size_t slice = std::min(bytes - p.done, room / esz * esz);
         CLB_CHECK(moveBytes(c, buf, static_cast<const char*>(o.src) + p.done, slice,
                             o.onDevice || q.ch->sendOnDevice(), o.stream));
-        CLB_CHECK(q.ch->postSend(MsgTag{desc[i], p.index++, slice}));
+        CLB_CHANNEL(q, q.ch->postSend(MsgTag{desc[i], p.index++, slice}));
         p.done += slice;
         moved = true;
         if (p.done == bytes) {
@@ -227,7 +263,7 @@ clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
         if (o.after >= 0 && !prog[o.after].complete) { pending = true; break; }
         const MsgTag* tag = nullptr;
         const void* buf = nullptr;
-        CLB_CHECK(q.ch->tryRecv(&tag, &buf));
+        CLB_CHANNEL(q, q.ch->tryRecv(&tag, &buf));
         if (!buf) { pending = true; break; }
         const size_t esz = clbTypeSize(o.type), bytes = o.count * esz;
         const MsgTag got = *tag;  // the slot is the sender's again once released
@@ -268,7 +304,7 @@ clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
         }
       }
       bool sent = true;
-      CLB_CHECK(q.ch->progress(&sent));
+      CLB_CHANNEL(q, q.ch->progress(&sent));
       q.unsent = !sent;
       if (!sent) pending = true;
     }
@@ -285,5 +321,7 @@ clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
     CLB_CHECK(c->carrier->waitPeers(seen, start, what.c_str(), peer, waiting));
   }
 }
+
+#undef CLB_CHANNEL
 
 }  // namespace clb
