@@ -70,14 +70,17 @@ DeviceConfig readDeviceConfig(int nranks) {
   static const char* const kAutoOff[] = {"auto", "off"};
   word("COLIBRI_DEVICE_PATH", kPaths, 4, &d.path);
   static const char* const kLaunch[] = {"auto", "graph", "kernel"};
-  int meet = 0, p2p = 0, launch = 0, inPlace = 0;
+  static const char* const kGate[] = {"auto", "on", "off"};
+  int meet = 0, p2p = 0, launch = 0, inPlace = 0, gate = 0;
   word("COLIBRI_DEVICE_MEET", kOnOff, 2, &meet);
   word("COLIBRI_DEVICE_LAUNCH", kLaunch, 3, &launch);
   word("COLIBRI_DEVICE_P2P", kAutoOff, 2, &p2p);
   word("COLIBRI_DEVICE_P2P_IN_PLACE", kOnOff, 2, &inPlace);
+  word("COLIBRI_DEVICE_GATE", kGate, 3, &gate);
   d.meetOff = meet == 1;
   d.launch = launch > kDeviceLaunchKernel ? kDeviceLaunchAuto : launch;  // a bad value: the error above
   d.p2pOff = p2p == 1;
+  d.gate = gate > kDeviceGateOff ? kDeviceGateAuto : gate;  // a bad value: the error above
   d.p2pInPlaceOff = inPlace == 1;
   // LL lines carry 8 data bytes in 16, in two halves: the buffer is 4 x ranks x llMax bytes. By
   // default at most 256 KiB per destination and 6 MiB in all (192 KiB with 8 ranks).

@@ -54,11 +54,14 @@ constexpr int64_t kMaxDeviceLLMaxBytes = 1 << 20;      // COLIBRI_DEVICE_LL_MAX_
 enum DevicePathSetting { kDevicePathAuto, kDevicePathLL, kDevicePathStaged, kDevicePathDirect, kDevicePathInvalid };
 // COLIBRI_DEVICE_LAUNCH: auto replays prepared graphs where a rank is alone in its process.
 enum DeviceLaunchSetting { kDeviceLaunchAuto, kDeviceLaunchGraph, kDeviceLaunchKernel };
+// COLIBRI_DEVICE_GATE: auto gates wide kernels where a rank of another process shares the GPU.
+enum DeviceGateSetting { kDeviceGateAuto, kDeviceGateOn, kDeviceGateOff };
 enum GpuMemorySetting { kGpuMemoryAuto, kGpuMemoryDmabuf, kGpuMemoryPeermem, kGpuMemoryHost, kGpuMemoryInvalid };
 struct DeviceConfig {
   int path = kDevicePathAuto;  // COLIBRI_DEVICE_PATH (kDevicePathInvalid: a bad value)
   bool meetOff = false;        // COLIBRI_DEVICE_MEET=off
   int launch = kDeviceLaunchAuto;  // COLIBRI_DEVICE_LAUNCH
+  int gate = kDeviceGateAuto;      // COLIBRI_DEVICE_GATE
   bool p2pOff = false;         // COLIBRI_DEVICE_P2P=off
   bool p2pInPlaceOff = false;  // COLIBRI_DEVICE_P2P_IN_PLACE=off: every message through the lines
   bool checkCalls = false;     // COLIBRI_DEVICE_CHECK_CALLS=1

@@ -26,7 +26,9 @@ clbResult_t DirectPath::launch(const CollArgs& a, CUstream stream, ClbDevCallArg
       break;
     case kAllGather: bytes *= n; break;
   }
-  return s_.launcher.launch(s_.d, s_.directFn, s_.blocksFor(bytes), kThreads, stream, &k, sizeof k);
+  const unsigned blocks = s_.blocksFor(bytes);
+  CLB_CHECK(s_.gate(k, blocks, stream));
+  return s_.launcher.launch(s_.d, s_.directFn, blocks, kThreads, stream, &k, sizeof k);
 }
 
 }  // namespace clb::cuda

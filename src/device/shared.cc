@@ -77,6 +77,7 @@ DeviceShared::DeviceShared(clbComm* comm) : comm(comm) {
          : c.path == kDevicePathDirect ? DevicePath::kDirect
                                        : DevicePath::kAuto;
   meetOff = c.meetOff;
+  gateSetting = c.gate;
   launchMode = c.launch;
   forceHost = c.p2pOff;
   checkCalls = c.checkCalls;
@@ -160,6 +161,7 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   CLB_CHECK(kernels.function("clb_dev_ll", &llFn));
   CLB_CHECK(kernels.function("clb_dev_hostcopy", &hostCopyFn));
   CLB_CHECK(kernels.function("clb_dev_hostcopy_combine", &hostCombineFn));
+  CLB_CHECK(kernels.function("clb_dev_gate", &gateFn));
   CLB_CU(d, cuMemHostAlloc, reinterpret_cast<void**>(&hostStatus), sizeof(ClbDevHostStatus),
          CU_MEMHOSTALLOC_DEVICEMAP);
   memset(hostStatus, 0, sizeof(ClbDevHostStatus));
@@ -178,8 +180,12 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
     inProcess[p] = comm->boot.inThisProcess(p);  // equal pids may be processes of two PID namespaces
     allInProcess = allInProcess && inProcess[p];
     if (inProcess[p] && p != comm->rank) sharedProcess = true;
-    if (!memcmp(&all[p].uuid, &me.uuid, sizeof(CUuuid))) sameGpu++;
+    if (!memcmp(&all[p].uuid, &me.uuid, sizeof(CUuuid))) {
+      sameGpu++;
+      if (!inProcess[p]) gateWide = true;  // (never this rank: it lives in this process)
+    }
   }
+  gateWide = gateSetting == kDeviceGateOn || (gateSetting == kDeviceGateAuto && gateWide);
   CLB_CHECK(decideViaHost(all));
   // Eager launches through prepared graphs where this rank is alone in its process (auto): with
   // rank threads of one process launching at once, graph launches measured slower than ordinary
@@ -232,9 +238,9 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   watched.status = hostStatus;
   watchdogAdd(&watched);
   watching = true;
-  CLB_INFO("rank %d: device collectives on GPU %d (%d rank(s) on it, %s); up to %u blocks per call; %s",
+  CLB_INFO("rank %d: device collectives on GPU %d (%d rank(s) on it, %s); up to %u blocks per call%s; %s",
            comm->rank, ordinal, sameGpu, allInProcess ? "all ranks in this process" : "ranks in several processes",
-           maxBlocks, kernels.description().c_str());
+           maxBlocks, gateWide ? " (wide ones behind the gate)" : "", kernels.description().c_str());
   return clbSuccess;
 }
 
@@ -460,6 +466,11 @@ void DeviceShared::common(ClbDevCallArgs* k, const CollArgs& a) const {
   const bool reduces = k->coll != CLB_DEV_BROADCAST && k->coll != CLB_DEV_ALLGATHER;
   const int root = rooted ? a.root : a.desc.root == kBarrierRoot ? CLB_DEV_SIG_BARRIER : 0;
   k->sig = CLB_DEV_SIG(k->coll, a.type, reduces ? (int)a.desc.op : 0, root, a.count);
+}
+
+clbResult_t DeviceShared::gate(const ClbDevCallArgs& k, unsigned blocks, CUstream stream) {
+  if (!gateWide || blocks <= kGateAboveBlocks) return clbSuccess;
+  return launcher.launch(d, gateFn, 1, 32, stream, &k, sizeof k);
 }
 
 unsigned DeviceShared::blocksFor(size_t bytes) const {

@@ -33,6 +33,9 @@ constexpr size_t kMinHalf = 64u << 10;
 constexpr int kThreads = 512;                  // per block (the kernels' launch bounds)
 constexpr int kMaxBlocks = 256;
 constexpr size_t kBytesPerBlock = 8u << 10;   // below this per block, fewer blocks
+// A kernel of at most this many blocks launches without the gate (DeviceShared::gateWide): while it
+// waits it holds as little of the GPU as the gate would (the small calls' LL kernel: 1 block).
+constexpr unsigned kGateAboveBlocks = 2;
 
 // After a step every rank takes: every rank's status exchanged, the first failure returned on
 // every rank (its own message on the failing rank, "rank p could not set up <what>" elsewhere).
@@ -82,6 +85,9 @@ struct DeviceShared {
   clbResult_t checkStream(CUstream stream);
   void common(ClbDevCallArgs* k, const CollArgs& a) const;  // what every path passes alike
   unsigned blocksFor(size_t bytes) const;
+  // Before a launch of `blocks` blocks with parameters `k` on `stream`: the gate (gateWide) where
+  // that is more than kGateAboveBlocks.
+  clbResult_t gate(const ClbDevCallArgs& k, unsigned blocks, CUstream stream);
   // clbCommGetAsyncError's device part (Device::deviceStatus).
   clbResult_t deviceStatus() const;
   // Runs `launch` (this rank's kernels of call `a`) between the two meetings of the ranks that
@@ -93,6 +99,7 @@ struct DeviceShared {
   const Driver* d = nullptr;
   Kernels kernels;
   CUfunction stagedFn = nullptr, directFn = nullptr, llFn = nullptr, hostCopyFn = nullptr, hostCombineFn = nullptr;
+  CUfunction gateFn = nullptr;  // clb_dev_gate (gateWide)
   GraphLauncher launcher;  // eager launches: prepared graphs or ordinary (set up in setUp)
   int launchMode = 0;      // COLIBRI_DEVICE_LAUNCH (DeviceLaunchSetting, core/config.h)
   std::string configError;       // a COLIBRI_DEVICE_* variable had a bad value
@@ -105,6 +112,11 @@ struct DeviceShared {
   bool llMaxGiven = false;       // ... other than the default (else lowered through host memory)
   int sameGpu = 1;               // ranks sharing this GPU, this one included
   unsigned maxBlocks = 1;        // per launch: every sharing rank's kernel stays resident
+  // A rank of another process shares this GPU (or COLIBRI_DEVICE_GATE=on; never with =off): a
+  // kernel of more than kGateAboveBlocks blocks waits behind clb_dev_gate until every rank is in
+  // its call (gate()), so that waiting ranks never hold the SMs a late rank's own work needs.
+  bool gateWide = false;
+  int gateSetting = 0;           // COLIBRI_DEVICE_GATE (DeviceGateSetting, core/config.h)
   SharedBuffer staging;  // staged path: two halves (call parity), a slot per rank in each
   SharedBuffer llBuf;    // LL path: two halves, a slot of 16-byte lines per rank in each
   SharedBuffer flagBuf;  // every rank's ClbDevFlags

@@ -78,7 +78,9 @@ clbResult_t StagedPath::launch(const CollArgs& a, size_t e0, size_t m, CUstream 
       break;
   }
   const size_t bytes = std::max<size_t>(k.inBytes * n, m * esz * (k.mode == 1 ? n : 1));
-  return s_.launcher.launch(s_.d, s_.stagedFn, s_.blocksFor(bytes), kThreads, stream, &k, sizeof k);
+  const unsigned blocks = s_.blocksFor(bytes);
+  CLB_CHECK(s_.gate(k, blocks, stream));
+  return s_.launcher.launch(s_.d, s_.stagedFn, blocks, kThreads, stream, &k, sizeof k);
 }
 
 }  // namespace clb::cuda

@@ -667,6 +667,25 @@ extern "C" __global__ void __launch_bounds__(512, 2) clb_dev_ll(const ClbDevCall
   }
 }
 
+// ---- the gate: a wide kernel launches only once every rank is in the call ----
+// Where a rank of another process shares this GPU, a kernel of many blocks that waits for a late
+// peer holds SMs that the late peer's own work may need before it can reach the call: a kernel
+// that wants whole SMs (a large GEMM's, attention's) finds none free once the waiting ranks'
+// blocks sit on every SM, and the late rank never arrives (a TP decode of 4 rank processes under
+// MPS hung so). So such a call first runs this one warp, which posts this rank's call line and
+// waits for every rank's (comparing them, as the kernels do); the wide kernel follows it on the
+// stream and starts when every rank is in the call. While it waits, a rank holds one warp's slot
+// on one SM. A disagreement or a timeout here fails the communicator, and the kernel after it
+// ends at once (callNumber).
+extern "C" __global__ void __launch_bounds__(32) clb_dev_gate(const ClbDevCallArgs a) {
+  const unsigned long long seq = callNumber(a);
+  if (seq == 0) return;
+  if (threadIdx.x == 0) postCallLine(a, seq);
+  WaitClock clock;
+  for (int p = threadIdx.x; p < a.nranks; p += 32)
+    if (!callLineAgrees(a, p, seq, clock)) return;
+}
+
 // ---- copies: GPUs without peer access (flags and staging in host memory) ----
 // The copy engines move the data between the caller's buffers and the staging in host memory
 // (src/device/hostcopy.cc enqueues them on the caller's stream and a second one); these launches

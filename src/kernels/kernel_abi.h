@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#define CLB_KERNEL_ABI_VERSION 11
+#define CLB_KERNEL_ABI_VERSION 12
 // Inputs one reduction kernel launch can combine (ranks on one node beyond that take more passes).
 #define CLB_MAX_KERNEL_SRCS 16
 

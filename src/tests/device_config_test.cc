@@ -45,4 +45,28 @@ TEST(DeviceConfig, TheLLLimitCountsAsGivenOnlyAtAValueOtherThanItsDefault) {
   else unsetenv("COLIBRI_DEVICE_LL_MAX_BYTES");
 }
 
+// COLIBRI_DEVICE_GATE: auto by default, on and off as named, anything else the error the first
+// device call reports (naming the values it takes).
+TEST(DeviceConfig, TheGateSettingIsReadAndABadValueNamed) {
+  const char* before = getenv("COLIBRI_DEVICE_GATE");
+  const std::string saved = before ? before : "";
+  unsetenv("COLIBRI_DEVICE_GATE");
+  EXPECT_EQ(clb::readDeviceConfig(4).gate, clb::kDeviceGateAuto);
+  const std::pair<const char*, int> named[] = {{"auto", clb::kDeviceGateAuto}, {"on", clb::kDeviceGateOn},
+                                               {"off", clb::kDeviceGateOff}, {"OFF", clb::kDeviceGateOff}};
+  for (const auto& [v, want] : named) {
+    setenv("COLIBRI_DEVICE_GATE", v, 1);
+    const clb::DeviceConfig d = clb::readDeviceConfig(4);
+    EXPECT_TRUE(d.error.empty()) << v << ": " << d.error;
+    EXPECT_EQ(d.gate, want) << v;
+  }
+  setenv("COLIBRI_DEVICE_GATE", "sometimes", 1);
+  const clb::DeviceConfig bad = clb::readDeviceConfig(4);
+  EXPECT_NE(bad.error.find("COLIBRI_DEVICE_GATE='sometimes' is not one of auto, on, off"), std::string::npos)
+      << bad.error;
+  EXPECT_EQ(bad.gate, clb::kDeviceGateAuto);
+  if (before) setenv("COLIBRI_DEVICE_GATE", saved.c_str(), 1);
+  else unsetenv("COLIBRI_DEVICE_GATE");
+}
+
 }  // namespace
