@@ -183,20 +183,7 @@ TEST_P(DeviceAgreement, ADeviatingRankIsSeenAtOnceByEveryRank) {
     pids.push_back(pid);
   }
   // Each child ends within its timeout (plus set-up) whatever happens; past that it is killed.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTimeoutMs + 30000);
-  for (int r = 0; r < n; r++) {
-    int status = 0;
-    while (waitpid(pids[r], &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        for (pid_t p : pids) kill(p, SIGKILL);
-        waitpid(pids[r], &status, 0);
-        ADD_FAILURE() << "rank process " << r << " did not end";
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank process " << r << " status " << status;
-  }
+  expectRanksEnd(pids, std::chrono::steady_clock::now() + std::chrono::milliseconds(kTimeoutMs + 30000));
 }
 
 // LL ("auto": small calls between processes), the staged kernel, and the same in host memory

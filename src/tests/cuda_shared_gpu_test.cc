@@ -276,22 +276,8 @@ TEST_P(DeviceSharedGpu, NoRankIsHeldUpByAnother) {
   // set-up, a rank process that has not ended is killed.
   const char* rep = getenv("CLB_TEST_REPEAT");
   const int passes = rep ? std::max(1, atoi(rep)) : 1;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(2 * kTimeoutMs + 30000 + passes * 2000);
-  for (int r = 0; r < sh.ranks; r++) {
-    int status = 0;
-    while (waitpid(pids[r], &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        for (pid_t p : pids) kill(p, SIGKILL);
-        waitpid(pids[r], &status, 0);
-        ADD_FAILURE() << "rank process " << r << " did not end";
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "rank process " << r << " status " << status << " (its output is above)";
-  }
+  expectRanksEnd(pids, std::chrono::steady_clock::now() +
+                           std::chrono::milliseconds(2 * kTimeoutMs + 30000 + passes * 2000));
 }
 
 INSTANTIATE_TEST_SUITE_P(Processes, DeviceSharedGpu, ::testing::ValuesIn(kShapes),

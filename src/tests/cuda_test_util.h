@@ -6,7 +6,10 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <thread>
@@ -160,6 +163,25 @@ inline std::string openRank(const clbUniqueId& id, int rank, int n, const Driver
                      int64_t timeoutMs = 30000) {
   if (!(*d = gpu())) return "no GPU: " + why;
   return setUpRank(*d, id, rank, n, stream, comm, timeoutMs);
+}
+
+// Waits for every rank process in `pids` to end, each expected to exit with 0; past `deadline` the
+// ones still running are killed, and each such rank is a failure.
+inline void expectRanksEnd(const std::vector<pid_t>& pids, std::chrono::steady_clock::time_point deadline) {
+  for (size_t r = 0; r < pids.size(); r++) {
+    int status = 0;
+    while (waitpid(pids[r], &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        for (pid_t p : pids) kill(p, SIGKILL);
+        waitpid(pids[r], &status, 0);
+        ADD_FAILURE() << "rank process " << r << " did not end";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "rank process " << r << " status " << status << " (its output is above)";
+  }
 }
 
 // Runs body(id, rank, n) for every rank on its own thread and expects each to return "".
