@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Rank processes sharing one GPU under the MPS daemon at its default settings (docs/device.md,
-# "Ranks in several processes on one GPU"), on a GPU host, with a bundle made here by
-# `PACK_SH=none bash scripts/gpu-bundle.sh DIR`:
+# Ranks sharing one GPU (processes under the MPS daemon at its default settings, and threads of
+# one process; docs/device.md, "Every rank sharing a GPU ... shares its SMs"), on a GPU host, with
+# a bundle made here by `PACK_SH=none bash scripts/gpu-bundle.sh DIR`:
 #   bash scripts/gpu-shared.sh DIR
-# 1. Before: the decode-shaped cases of DeviceSharedGpu (src/tests/cuda_shared_gpu_test.cc) with
-#    COLIBRI_DEVICE_GATE=off, where the early ranks' wide kernels wait on every SM (BEFORE_FILTER
-#    picks them; BEFORE=0 skips this part). These are expected to fail at the 20 s timeout.
+# 1. Before: decode-shaped cases of DeviceSharedGpu (src/tests/cuda_shared_gpu_test.cc) with
+#    COLIBRI_DEVICE_GATE=off (4 processes eager and graph, 4 threads eager), where the early
+#    ranks' wide kernels may sit on every SM (BEFORE_FILTER picks them; BEFORE=0 skips this
+#    part). A held-up rank fails its case at the 20 s timeout.
 # 2. After: every case with the gate (the default), CLB_TEST_REPEAT passes of 4 steps each
 #    (REPEAT, default 5: 20 steps per case), every element checked.
-# 3. What the gate costs: colibri_device_bench, 2 and 4 rank processes, graph mode, allReduce
-#    and allGather from 8 B to 4 MiB, gate on (auto) and off, alternating ROUNDS times (default 2).
+# 3. What the gate costs: colibri_device_bench in graph mode from 8 B to 4 MiB, 2 and 4 rank
+#    processes (allReduce, allGather) and 4 rank threads (allReduce), gate on (auto) and off,
+#    alternating ROUNDS times (default 2).
 # The MPS daemon is restarted between the parts (after a timeout it may refuse new clients).
 # Logs go to DIR/shared-logs and into $OUT/shared-logs.tgz when $OUT is set (the device tool).
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
@@ -30,30 +32,31 @@ suite() {  # suite NAME FILTER SECONDS [VAR=VALUE...]
   env "$@" timeout "$secs" "$dir/colibri_tests" --gtest_filter="$filter" >"$out/suite-$name.log" 2>&1
   local rc=$?
   echo "suite $name: rc $rc; $(grep -E '^\[  (PASSED|FAILED) +\] [0-9]+ tests' "$out/suite-$name.log" | tr '\n' ' ')"
-  grep -E '^\[ +(OK|FAILED) +\] Processes' "$out/suite-$name.log" | sed 's/^/  /'
+  grep -E '^\[ +(OK|FAILED) +\] SharedGpu' "$out/suite-$name.log" | sed 's/^/  /'
   return $rc
 }
 if [[ ${BEFORE:-1} != 0 ]]; then
   mps_start
-  suite before "${BEFORE_FILTER:-Processes/DeviceSharedGpu.*/4ranks_eager_decode:Processes/DeviceSharedGpu.*/4ranks_graph_decode}" \
+  suite before "${BEFORE_FILTER:-SharedGpu/DeviceSharedGpu.*/4ranks_eager_decode:SharedGpu/DeviceSharedGpu.*/4ranks_graph_decode:SharedGpu/DeviceSharedGpu.*/4threads_eager_decode}" \
     240 COLIBRI_DEVICE_GATE=off COLIBRI_LOG_LEVEL=info
   mps_stop
 fi
 mps_start
-suite after 'Processes/DeviceSharedGpu.*' 420 CLB_TEST_REPEAT="${REPEAT:-5}" || status=1
+suite after 'SharedGpu/DeviceSharedGpu.*' 420 CLB_TEST_REPEAT="${REPEAT:-5}" || status=1
 mps_stop
 mps_start
 bench() {  # bench NAME ARGS...
   local name=$1
   shift
-  timeout 120 "$dir/colibri_device_bench" --min 8 --max 4194304 --processes --graph "$@" >"$out/$name.txt" 2>&1 || status=1
+  timeout 120 "$dir/colibri_device_bench" --min 8 --max 4194304 --graph "$@" >"$out/$name.txt" 2>&1 || status=1
 }
 for ((i = 1; i <= ${ROUNDS:-2}; i++)); do
   for g in auto off; do
     for n in 2 4; do
-      COLIBRI_DEVICE_GATE=$g bench "r$i-gate-$g-${n}ranks-allreduce" --ranks $n --coll allreduce
-      COLIBRI_DEVICE_GATE=$g bench "r$i-gate-$g-${n}ranks-allgather" --ranks $n --coll allgather
+      COLIBRI_DEVICE_GATE=$g bench "r$i-gate-$g-${n}procs-allreduce" --processes --ranks $n --coll allreduce
+      COLIBRI_DEVICE_GATE=$g bench "r$i-gate-$g-${n}procs-allgather" --processes --ranks $n --coll allgather
     done
+    COLIBRI_DEVICE_GATE=$g bench "r$i-gate-$g-4threads-allreduce" --ranks 4 --coll allreduce
   done
 done
 for f in "$out"/r1-*.txt; do

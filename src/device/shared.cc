@@ -180,12 +180,12 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
     inProcess[p] = comm->boot.inThisProcess(p);  // equal pids may be processes of two PID namespaces
     allInProcess = allInProcess && inProcess[p];
     if (inProcess[p] && p != comm->rank) sharedProcess = true;
-    if (!memcmp(&all[p].uuid, &me.uuid, sizeof(CUuuid))) {
-      sameGpu++;
-      if (!inProcess[p]) gateWide = true;  // (never this rank: it lives in this process)
-    }
+    if (!memcmp(&all[p].uuid, &me.uuid, sizeof(CUuuid))) sameGpu++;
   }
-  gateWide = gateSetting == kDeviceGateOn || (gateSetting == kDeviceGateAuto && gateWide);
+  // Threads of one process meet on the host before they launch, but that orders their launches,
+  // not the work their streams hold before the call: a late thread's GEMM is as much in need of
+  // whole SMs as a late process's.
+  gateWide = gateSetting == kDeviceGateOn || (gateSetting == kDeviceGateAuto && sameGpu > 1);
   CLB_CHECK(decideViaHost(all));
   // Eager launches through prepared graphs where this rank is alone in its process (auto): with
   // rank threads of one process launching at once, graph launches measured slower than ordinary

@@ -112,7 +112,7 @@ struct DeviceShared {
   bool llMaxGiven = false;       // ... other than the default (else lowered through host memory)
   int sameGpu = 1;               // ranks sharing this GPU, this one included
   unsigned maxBlocks = 1;        // per launch: every sharing rank's kernel stays resident
-  // A rank of another process shares this GPU (or COLIBRI_DEVICE_GATE=on; never with =off): a
+  // Another rank shares this GPU (or COLIBRI_DEVICE_GATE=on; never with =off): a
   // kernel of more than kGateAboveBlocks blocks waits behind clb_dev_gate until every rank is in
   // its call (gate()), so that waiting ranks never hold the SMs a late rank's own work needs.
   bool gateWide = false;

@@ -1,6 +1,6 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// Rank processes that share one GPU, doing what a tensor-parallel decode step does between its
+// Ranks that share one GPU (processes, and threads of one process), doing what a tensor-parallel decode step does between its
 // collectives: kernels that want whole SMs (as large GEMMs and attention kernels do) on a compute
 // stream, the collectives on a stream of their own ordered after it by events (as PyTorch orders
 // its communication stream), an all-reduce after each "layer" and an all-gather of vocab-parallel
@@ -19,7 +19,9 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <thread>
 
@@ -58,6 +60,7 @@ SPIN:
 // (float32 elements: the all-reduce's count, the all-gather's per rank).
 struct Shape {
   int ranks;
+  bool threads;  // rank threads of one process (else rank processes)
   bool graph;
   size_t reduceCount;
   size_t gatherCount;
@@ -94,8 +97,10 @@ std::string launchHog(const Driver* d, const Hog& h, CUstream s, unsigned long l
   return "";
 }
 
-// One rank process: kSteps decode steps (times CLB_TEST_REPEAT), each checked element by element.
-std::string sharedRank(const clbUniqueId& id, int rank, const Shape& sh) {
+// One rank: kSteps decode steps (times CLB_TEST_REPEAT), each checked element by element.
+// `uploaded` (rank threads in graph mode) returns once every rank thread has its graph uploaded:
+// threads of one process must not replay before the others are past their set-up (docs/device.md).
+std::string sharedRank(const clbUniqueId& id, int rank, const Shape& sh, const std::function<void()>& uploaded) {
   const int n = sh.ranks;
   const Driver* d = nullptr;
   CUstream compute = nullptr, comm = nullptr;
@@ -198,6 +203,7 @@ std::string sharedRank(const clbUniqueId& id, int rank, const Shape& sh) {
     if (err.empty()) CU_OK(d->cuGraphInstantiateWithFlags(&exec, graph, 0));
     if (err.empty()) CU_OK(d->cuGraphUpload(exec, compute));
     if (err.empty()) CU_OK(d->cuStreamSynchronize(compute));
+    if (uploaded) uploaded();
   }
   for (int k = 0; k < passes * kSteps && err.empty(); k++) {
     const int s = sh.graph ? 0 : k + 1;
@@ -228,13 +234,21 @@ std::string sharedRank(const clbUniqueId& id, int rank, const Shape& sh) {
 }
 
 const Shape kShapes[] = {
-    // The decode's sizes (Llama-8B-shaped, batch 16): all-reduces of 128 KiB and 256 KiB, the
-    // logits' all-gather of 250 KB per rank; small all-reduces as control.
-    {2, false, 65536, 64000, "2ranks_eager_decode"},   {4, false, 65536, 64000, "4ranks_eager_decode"},
-    {8, false, 65536, 64000, "8ranks_eager_decode"},   {2, true, 65536, 64000, "2ranks_graph_decode"},
-    {4, true, 65536, 64000, "4ranks_graph_decode"},    {8, true, 65536, 64000, "8ranks_graph_decode"},
-    {4, false, 32768, 2, "4ranks_eager_allreduce128k"}, {4, false, 2, 2, "4ranks_eager_small"},
-    {4, true, 2, 2, "4ranks_graph_small"},
+    // The decode's sizes (Llama-8B-shaped, batch 16): all-reduces of 256 KiB, the logits'
+    // all-gather of 250 KB per rank; 128 KiB all-reduces alone, and small ones, as control.
+    {2, false, false, 65536, 64000, "2ranks_eager_decode"},
+    {4, false, false, 65536, 64000, "4ranks_eager_decode"},
+    {8, false, false, 65536, 64000, "8ranks_eager_decode"},
+    {2, false, true, 65536, 64000, "2ranks_graph_decode"},
+    {4, false, true, 65536, 64000, "4ranks_graph_decode"},
+    {8, false, true, 65536, 64000, "8ranks_graph_decode"},
+    {4, false, false, 32768, 2, "4ranks_eager_allreduce128k"},
+    {4, false, false, 2, 2, "4ranks_eager_small"},
+    {4, false, true, 2, 2, "4ranks_graph_small"},
+    {4, true, false, 65536, 64000, "4threads_eager_decode"},
+    {8, true, false, 65536, 64000, "8threads_eager_decode"},
+    {4, true, true, 65536, 64000, "4threads_graph_decode"},
+    {8, true, true, 65536, 64000, "8threads_graph_decode"},
 };
 
 const Shape* shapeNamed(const std::string& name) {
@@ -254,7 +268,7 @@ TEST(DeviceSharedGpuChild, Rank) {
   ASSERT_EQ(sscanf(spec, "%d:%63[^:]:%256s", &rank, name, idHex), 3);
   const Shape* sh = shapeNamed(name);
   ASSERT_NE(sh, nullptr) << name;
-  EXPECT_EQ(sharedRank(unhex(idHex), rank, *sh), "");
+  EXPECT_EQ(sharedRank(unhex(idHex), rank, *sh, nullptr), "");
 }
 
 class DeviceSharedGpu : public ::testing::TestWithParam<Shape> {};
@@ -263,6 +277,17 @@ TEST_P(DeviceSharedGpu, NoRankIsHeldUpByAnother) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
   const Shape& sh = GetParam();
   unsetenv("CLB_TEST_SPREAD");
+  if (sh.threads) {
+    std::atomic<int> ready{0};
+    const auto uploaded = [&] {
+      ready++;
+      while (ready.load() < sh.ranks) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    };
+    runThreads(sh.ranks, [&](const clbUniqueId& id, int r, int) {
+      return sharedRank(id, r, sh, sh.graph ? uploaded : std::function<void()>());
+    });
+    return;
+  }
   clbUniqueId id;
   ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
   std::vector<pid_t> pids;
@@ -280,5 +305,5 @@ TEST_P(DeviceSharedGpu, NoRankIsHeldUpByAnother) {
                            std::chrono::milliseconds(2 * kTimeoutMs + 30000 + passes * 2000));
 }
 
-INSTANTIATE_TEST_SUITE_P(Processes, DeviceSharedGpu, ::testing::ValuesIn(kShapes),
+INSTANTIATE_TEST_SUITE_P(SharedGpu, DeviceSharedGpu, ::testing::ValuesIn(kShapes),
                          [](const auto& info) { return std::string(info.param.name); });
