@@ -60,12 +60,17 @@ const char* callName(uint32_t call) {
     case kCallDestroy: return "clbCommDestroy";
     case kCallSplit: return "clbCommSplit";
     case kCallPeers: return "point-to-point calls (clbSend/clbRecv, or a group of them)";
+    case kCallGraphLaunch: return "clbGraphLaunch";
   }
   return collectiveName(call);
 }
 
 std::string describe(const OpDesc& d) {
   char b[200];
+  if (d.coll == kCallGraphLaunch) {
+    snprintf(b, sizeof b, "a CUDA graph replay through clbGraphLaunch (after call #%llu)", (unsigned long long)d.seq);
+    return b;
+  }
   if (d.coll == kAllReduce && d.root == kBarrierRoot) {
     snprintf(b, sizeof b, "barrier #%llu", (unsigned long long)d.seq);
     return b;

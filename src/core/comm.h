@@ -42,7 +42,9 @@ constexpr int32_t kBarrierRoot = -2;
 const char* collectiveName(uint32_t c);
 // The other calls that take the communicator for their duration (clbComm::enterCall), after the
 // collectives: they use its channels, staging or sequence numbers too.
-enum Call : uint32_t { kCallRegister = 16, kCallDeregister, kCallTrim, kCallDestroy, kCallSplit, kCallPeers };
+enum Call : uint32_t {
+  kCallRegister = 16, kCallDeregister, kCallTrim, kCallDestroy, kCallSplit, kCallPeers, kCallGraphLaunch
+};
 // "allReduce" for a Collective, "clbCommTrim" for a Call.
 const char* callName(uint32_t call);
 

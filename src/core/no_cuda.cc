@@ -19,6 +19,7 @@ clbResult_t clbMemcpy(void*, const void*, size_t, void*) { return noCuda(); }
 clbResult_t clbStreamCreate(void**, int) { return noCuda(); }
 clbResult_t clbStreamDestroy(void*) { return noCuda(); }
 clbResult_t clbStreamSynchronize(void*) { return noCuda(); }
+clbResult_t clbGraphLaunch(void*, void*, const clbComm_t*, int) { return noCuda(); }
 clbResult_t clbSetKernelDir(const char*) { return clbSuccess; }
 clbResult_t clbDeviceInfo(int, clbDeviceInfo_t*) { return noCuda(); }
 clbResult_t clbDeviceCanAccessPeer(int, int, int*) { return noCuda(); }

@@ -211,6 +211,21 @@ clbResult_t Device::runAcrossHosts(const CollArgs& a, int ordinal, CUstream stre
   return hostStaged_.run(a, stream, gpuDirect_.why());
 }
 
+clbResult_t Device::graphArrive(uint64_t seq) {
+  if (!s_.meet) return clbSuccess;
+  OpDesc call{};
+  call.seq = seq;
+  call.coll = kCallGraphLaunch;
+  call.root = -1;
+  clbResult_t rc = s_.meet->arrive(s_.comm, call, s_.watched.warnMs);
+  // Ranks that differ here (one replays a graph while another makes a call) are out of step for
+  // good, as for the calls (DeviceShared::together).
+  if (rc == clbInvalidUsage) s_.comm->markFailed(rc);
+  return rc;
+}
+
+clbResult_t Device::graphLaunched() { return s_.meet ? s_.meet->launched(s_.comm) : clbSuccess; }
+
 clbResult_t Device::trimHostStage() {
   CLB_CHECK(gpuDirect_.trim());
   return hostStaged_.trim();

@@ -209,6 +209,13 @@ class Device {
   // The registrations, for point-to-point between processes (PeerDevice).
   Registrations& registrations() { return regs_; }
   std::string describe() const;
+  // clbGraphLaunch's part (core/graph_launch.cc): the ranks that share this GPU and process meet
+  // before a replay of a graph holding their calls (graphArrive, with the call number `seq`), as
+  // eager calls do, and again once each has launched its own (graphLaunched, only after a
+  // graphArrive that succeeded). Without such ranks (or the device path not set up) both do nothing.
+  clbResult_t graphArrive(uint64_t seq);
+  clbResult_t graphLaunched();
+  bool graphMeets() const { return s_.meet != nullptr; }
   // clbCommGetAsyncError's device part: clbTimeout with the call, collective and ranks when a
   // device wait of this rank ran out of time, clbRemoteError naming both calls when a peer made
   // another call (deviceError in watchdog.h), else clbSuccess. Any thread, once set up.

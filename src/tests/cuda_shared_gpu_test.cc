@@ -19,9 +19,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
-#include <atomic>
 #include <chrono>
-#include <functional>
 #include <cstdio>
 #include <thread>
 
@@ -97,10 +95,12 @@ std::string launchHog(const Driver* d, const Hog& h, CUstream s, unsigned long l
   return "";
 }
 
-// One rank: kSteps decode steps (times CLB_TEST_REPEAT), each checked element by element.
-// `uploaded` (rank threads in graph mode) returns once every rank thread has its graph uploaded:
-// threads of one process must not replay before the others are past their set-up (docs/device.md).
-std::string sharedRank(const clbUniqueId& id, int rank, const Shape& sh, const std::function<void()>& uploaded) {
+// One rank: kSteps decode steps (times CLB_TEST_REPEAT), each checked element by element. Graphs
+// replay through clbGraphLaunch, each rank as soon as its own graph is uploaded (no barrier between
+// the ranks: a rank thread may still be capturing while another replays). Rank threads also
+// allocate and free device memory between steps (a free synchronizes the whole context, which
+// waits for every thread's work on the GPU).
+std::string sharedRank(const clbUniqueId& id, int rank, const Shape& sh) {
   const int n = sh.ranks;
   const Driver* d = nullptr;
   CUstream compute = nullptr, comm = nullptr;
@@ -203,7 +203,6 @@ std::string sharedRank(const clbUniqueId& id, int rank, const Shape& sh, const s
     if (err.empty()) CU_OK(d->cuGraphInstantiateWithFlags(&exec, graph, 0));
     if (err.empty()) CU_OK(d->cuGraphUpload(exec, compute));
     if (err.empty()) CU_OK(d->cuStreamSynchronize(compute));
-    if (uploaded) uploaded();
   }
   for (int k = 0; k < passes * kSteps && err.empty(); k++) {
     const int s = sh.graph ? 0 : k + 1;
@@ -211,12 +210,16 @@ std::string sharedRank(const clbUniqueId& id, int rank, const Shape& sh, const s
     if (!err.empty()) break;
     beLate();
     if (sh.graph) {
-      CUresult r = d->cuGraphLaunch(exec, compute);
-      if (r != CUDA_SUCCESS) err = "cuGraphLaunch failed: " + std::to_string(r);
+      if (clbGraphLaunch(exec, compute, &c, 1) != clbSuccess) err = std::string("clbGraphLaunch: ") + clbGetLastError();
     } else {
       err = step();
     }
     if (err.empty()) err = check(s, (sh.graph ? "replay " : "step ") + std::to_string(k + 1));
+    if (err.empty() && sh.threads) {  // the allocator between steps
+      CUdeviceptr scratch = 0;
+      CU_OK(d->cuMemAlloc(&scratch, (size_t)(k + 1) << 20));
+      CU_OK(d->cuMemFree(scratch));
+    }
   }
   if (exec) d->cuGraphExecDestroy(exec);
   if (graph) d->cuGraphDestroy(graph);
@@ -268,7 +271,7 @@ TEST(DeviceSharedGpuChild, Rank) {
   ASSERT_EQ(sscanf(spec, "%d:%63[^:]:%256s", &rank, name, idHex), 3);
   const Shape* sh = shapeNamed(name);
   ASSERT_NE(sh, nullptr) << name;
-  EXPECT_EQ(sharedRank(unhex(idHex), rank, *sh, nullptr), "");
+  EXPECT_EQ(sharedRank(unhex(idHex), rank, *sh), "");
 }
 
 class DeviceSharedGpu : public ::testing::TestWithParam<Shape> {};
@@ -278,14 +281,7 @@ TEST_P(DeviceSharedGpu, NoRankIsHeldUpByAnother) {
   const Shape& sh = GetParam();
   unsetenv("CLB_TEST_SPREAD");
   if (sh.threads) {
-    std::atomic<int> ready{0};
-    const auto uploaded = [&] {
-      ready++;
-      while (ready.load() < sh.ranks) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    };
-    runThreads(sh.ranks, [&](const clbUniqueId& id, int r, int) {
-      return sharedRank(id, r, sh, sh.graph ? uploaded : std::function<void()>());
-    });
+    runThreads(sh.ranks, [&](const clbUniqueId& id, int r, int) { return sharedRank(id, r, sh); });
     return;
   }
   clbUniqueId id;

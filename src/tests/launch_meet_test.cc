@@ -87,6 +87,23 @@ TEST(LaunchMeet, DifferentCallsAreRefusedByEveryMemberNamingBoth) {
   });
 }
 
+// A graph replay through clbGraphLaunch (device/graph_launch.cc) on one rank thread while another
+// makes an eager call: both refused, the message naming the replay and the call.
+TEST(LaunchMeet, AGraphReplayAgainstACallIsRefusedNamingBoth) {
+  LaunchMeet meet(ranks(2));
+  withRanks(2, 5000, [&](int r, clbComm* comm) {
+    OpDesc replay{};
+    replay.seq = 1;
+    replay.coll = clb::kCallGraphLaunch;
+    replay.root = -1;
+    const clbResult_t rc = meet.arrive(comm, r ? replay : call(1), 0);
+    const std::string msg = clbGetLastError();
+    EXPECT_EQ(rc, clbInvalidUsage) << msg;
+    EXPECT_NE(msg.find("a CUDA graph replay through clbGraphLaunch"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("allReduce #1"), std::string::npos) << msg;
+  });
+}
+
 TEST(LaunchMeet, MemberThatNeverComesIsNamedAtTheTimeoutAndWarnedAboutBefore) {
   LaunchMeet meet(ranks(3));
   std::atomic<int> gaveUp{0}, finished{0};

@@ -447,6 +447,21 @@ CLB_API clbResult_t clbCommRegister(clbComm_t comm, void* buff, size_t bytes, vo
  * for one call at a time, like the collectives. */
 CLB_API clbResult_t clbCommDeregister(clbComm_t comm, void* handle);
 
+/* ---- replaying CUDA graphs that hold calls ----
+ * Launches the instantiated CUDA graph `graphExec` (CUgraphExec / cudaGraphExec_t) on `stream`
+ * (cuGraphLaunch, in the calling thread's current context), for a graph that holds device calls
+ * of the `ncomms` communicators in `comms`. Where other ranks of a communicator share this GPU
+ * and this process (rank threads), those ranks meet first, as their eager calls do: each thread
+ * launches once every one of them has arrived here, and returns once every one has launched. So
+ * a thread that captures its graph lazily, or frees or allocates device memory between replays
+ * (a context-wide synchronization), never holds a peer's replayed kernels: replay such graphs
+ * through this call on every rank thread, naming the communicators in the same order on each
+ * (docs/device.md). With no such ranks it is cuGraphLaunch. Takes each communicator for its
+ * duration, like a collective; refused on a failed or aborted communicator. A rank thread that
+ * replays while another makes an eager call on the same communicator is refused on both
+ * (clbInvalidUsage naming both), and the communicator then cannot go on. */
+CLB_API clbResult_t clbGraphLaunch(void* graphExec, void* stream, const clbComm_t* comms, int ncomms);
+
 /* ---- device helpers ----
  * For callers without a CUDA binding of their own (the Java helpers in colibri-cuda use them).
  * Device buffers from any allocator (cudaMalloc, cuMemAlloc, PyTorch...) work with the

@@ -655,6 +655,24 @@ public interface Communicator extends AutoCloseable {
    */
   void trim();
 
+  /**
+   * Replays an instantiated CUDA graph ({@code cudaGraphExec_t} / {@code CUgraphExec}) that holds
+   * device calls of this communicator, on {@code stream}. Where other ranks of this communicator
+   * share this GPU in this process (rank threads), they meet first, as their eager calls do: each
+   * launches once every one of them has arrived here, and returns once every one has launched. A
+   * rank thread that captures lazily (a graph per batch size) or whose allocator frees device
+   * memory between replays then never holds a peer's replayed kernels. Replay such graphs through
+   * this method on every rank thread; with one rank per GPU it is a plain graph launch. Like a
+   * collective, it takes the communicator for its duration.
+   *
+   * @param graphExec the instantiated graph's handle
+   * @param stream the stream to launch it on (its handle; 0 for the legacy default stream)
+   * @throws ColibriException INVALID_ARGUMENT for a null graph, INVALID_USAGE when a rank thread
+   *     sharing the GPU makes an eager call meanwhile (both are refused, and the communicator
+   *     cannot go on), UNSUPPORTED without a GPU, the communicator's failure if it failed
+   */
+  void launchGraph(long graphExec, long stream);
+
   /** The color of a rank that takes part in {@link #split} but joins no new communicator. */
   int NO_COLOR = -1;
 

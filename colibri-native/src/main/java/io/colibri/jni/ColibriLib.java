@@ -1213,6 +1213,20 @@ public final class ColibriLib {
   public static native @Cast("clbResult_t") int clbStreamDestroy(@Cast("void*") long stream);
 
   /**
+   * Calls {@code clbGraphLaunch}: replays an instantiated CUDA graph holding device calls of the
+   * given communicators, the rank threads that share the GPU meeting first as for eager calls.
+   *
+   * @param graphExec the {@code CUgraphExec} / {@code cudaGraphExec_t} handle
+   * @param stream the stream handle
+   * @param comms the communicators' {@code clbComm_t} handles
+   * @param ncomms how many of {@code comms} to take
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
+  public static native @Cast("clbResult_t") int clbGraphLaunch(@Cast("void*") long graphExec,
+      @Cast("void*") long stream, @Cast("const clbComm_t*") long[] comms, int ncomms);
+
+  /**
    * Calls {@code clbStreamSynchronize}: waits until the work on a stream has finished.
    *
    * @param stream the stream handle

@@ -524,6 +524,16 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   }
 
   @Override
+  public void launchGraph(long graphExec, long stream) {
+    long h = acquire("launchGraph");
+    try {
+      check(ColibriLib.clbGraphLaunch(graphExec, stream, new long[] {h}, 1), "launchGraph");
+    } finally {
+      release();
+    }
+  }
+
+  @Override
   public Algorithm lastAlgorithm() {
     long h = acquireAnyTime("lastAlgorithm");
     try {
