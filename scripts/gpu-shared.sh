@@ -12,6 +12,8 @@
 # 3. What the gate costs: colibri_device_bench in graph mode from 8 B to 4 MiB, 2 and 4 rank
 #    processes (allReduce, allGather) and 4 rank threads (allReduce), gate on (auto) and off,
 #    alternating ROUNDS times (default 2).
+# 4. What a 1 ms device wait takes from a whole-SM kernel on another stream (--wait-cost), gate
+#    off and on.
 # The MPS daemon is restarted between the parts (after a timeout it may refuse new clients).
 # Logs go to DIR/shared-logs and into $OUT/shared-logs.tgz when $OUT is set (the device tool).
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
@@ -58,6 +60,12 @@ for ((i = 1; i <= ${ROUNDS:-2}; i++)); do
     done
     COLIBRI_DEVICE_GATE=$g bench "r$i-gate-$g-4threads-allreduce" --ranks 4 --coll allreduce
   done
+done
+# 4. What a 1 ms device wait takes from a whole-SM kernel on another stream (docs/device.md):
+#    ungated (a rank alone on its GPU) and gated.
+for g in off auto; do
+  COLIBRI_DEVICE_GATE=$g timeout 120 "$dir/colibri_device_bench" --wait-cost 1000 >"$out/wait-cost-gate-$g.txt" 2>&1 || status=1
+  cat "$out/wait-cost-gate-$g.txt"
 done
 for f in "$out"/r1-*.txt; do
   echo "== $(basename "$f")"

@@ -15,6 +15,8 @@
 // --footprint prints device memory, host RSS and init times instead of the sweep (see footprint()).
 // --enqueue prints what one 8-byte call costs the calling thread (1 rank), next to the driver calls
 // it is made of (see enqueueCost()).
+// --wait-cost LATE_US prints what a device wait of LATE_US takes from a whole-SM kernel on another
+// stream, by message size (see waitCost()).
 // --nccl runs the same sweep through NCCL (libnccl.so.2 loaded at run time, one rank per GPU)
 // instead of Colibri. Both print init time and the device memory in use on GPU 0 (cuMemGetInfo)
 // after init, after the first collective and at its highest, above the benchmark's own buffers.
@@ -675,10 +677,115 @@ int enqueueCost(bool useNccl) {
 
 }  // namespace
 
+// What a device wait takes from the GPU's other work (--wait-cost): on GPU 0, rank 1 (a thread,
+// without the launch meeting) comes `lateUs` late to an allReduce while rank 0, its kernel already
+// waiting on the GPU, runs a GEMM-like kernel on
+// another stream (whole-SM blocks: each wants all the shared memory a block may have, and spins
+// 20 us; 16 waves of the GPU's SMs, about 330 us alone). The kernel's time beside the wait, less
+// its time alone, is the SM time the waiting kernel took from it. Sizes from 8 B (LL, 1 block)
+// to 4 MiB (the most blocks); run it with COLIBRI_DEVICE_GATE=off for what a rank alone on its GPU
+// sees (its waiting kernel is never gated), and with the default for ranks sharing a GPU.
+int waitCost(int lateUs) {
+  constexpr int kReps = 7, kWaves = 16;
+  constexpr unsigned long long kBlockNs = 20000;
+  const char* ptx =
+      ".version 7.0\n.target sm_70\n.address_size 64\n.extern .shared .align 16 .b8 smem[];\n"
+      ".visible .entry gemmlike(.param .u64 ns) {\n  .reg .u64 %t0, %t1, %n, %d;\n  .reg .pred %p;\n"
+      "  .reg .b32 %r;\n  ld.param.u64 %n, [ns];\n  mov.u32 %r, %tid.x;\n  st.shared.u32 [smem], %r;\n"
+      "  mov.u64 %t0, %globaltimer;\nL: mov.u64 %t1, %globaltimer;\n  sub.u64 %d, %t1, %t0;\n"
+      "  setp.lt.u64 %p, %d, %n;\n  @%p bra L;\n  ret;\n}\n";
+  // The ranks are threads here, which would meet on the host before launching (the late one's
+  // delay then spent there, not on the GPU): without the meeting, rank 0's kernel waits on the GPU.
+  setenv("COLIBRI_DEVICE_MEET", "off", 1);
+  clbUniqueId id;
+  if (clbGetUniqueId(&id) != clbSuccess) return fprintf(stderr, "%s\n", clbGetLastError()), 2;
+  const size_t maxBytes = 4u << 20;
+  Barrier bar(2);
+  std::atomic<int> failures{0};
+  std::vector<std::pair<size_t, double>> rows;  // bytes, extra us (median)
+  double alone = 0;
+  auto rank = [&](int r) {
+    RankGpu g(0, maxBytes);
+    clbComm_t comm = nullptr;
+    if (clbCommInitRank(&comm, &id, r, 2, nullptr) != clbSuccess) {
+      fprintf(stderr, "init: %s\n", clbGetLastError());
+      failures++;
+      return;
+    }
+    CUmodule mod = nullptr;
+    CUfunction fn = nullptr;
+    CUstream other = nullptr;
+    CUevent e0 = nullptr, e1 = nullptr;
+    int sms = 0, smem = 0;
+    CUdevice dev;
+    CHECK_CU(d->cuDeviceGet(&dev, 0));
+    CHECK_CU(d->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+    CHECK_CU(d->cuDeviceGetAttribute(&smem, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+    CHECK_CU(d->cuModuleLoadData(&mod, ptx));
+    CHECK_CU(d->cuModuleGetFunction(&fn, mod, "gemmlike"));
+    CHECK_CU(d->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
+    CHECK_CU(d->cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(d->cuEventCreate(&e0, 0));
+    CHECK_CU(d->cuEventCreate(&e1, 0));
+    unsigned long long ns = kBlockNs;
+    void* args[] = {&ns};
+    auto gemm = [&]() -> double {  // launched on `other`; its time once it ends (us)
+      CHECK_CU(d->cuEventRecord(e0, other));
+      CHECK_CU(d->cuLaunchKernel(fn, kWaves * sms, 1, 1, 256, 1, 1, smem, other, args, nullptr));
+      CHECK_CU(d->cuEventRecord(e1, other));
+      CHECK_CU(d->cuEventSynchronize(e1));
+      float ms = 0;
+      CHECK_CU(d->cuEventElapsedTime(&ms, e0, e1));
+      return ms * 1000.0;
+    };
+    if (r == 0) {
+      std::vector<double> t;
+      for (int i = 0; i < kReps; i++) t.push_back(gemm());
+      std::sort(t.begin(), t.end());
+      alone = t[t.size() / 2];
+    }
+    for (size_t bytes : {(size_t)8, (size_t)8192, (size_t)65536, (size_t)262144, (size_t)1 << 20, maxBytes}) {
+      std::vector<double> extra;
+      for (int i = 0; i < kReps + 1; i++) {
+        bar.wait();
+        if (r == 1) std::this_thread::sleep_for(std::chrono::microseconds(lateUs));
+        if (clbAllReduce((void*)g.send, (void*)g.recv, bytes / 4, clbFloat32, clbSum, comm, g.s) != clbSuccess) {
+          fprintf(stderr, "allReduce: %s\n", clbGetLastError());
+          failures++;
+        }
+        if (r == 0) {
+          const double t = gemm();
+          if (i > 0) extra.push_back(t - alone);  // the first: the size's set-up
+        }
+        CHECK_CU(d->cuStreamSynchronize(g.s));
+      }
+      if (r == 0) {
+        std::sort(extra.begin(), extra.end());
+        rows.emplace_back(bytes, extra[extra.size() / 2]);
+      }
+    }
+    clbCommDestroy(comm);
+    d->cuEventDestroy(e0);
+    d->cuEventDestroy(e1);
+    d->cuStreamDestroy(other);
+    d->cuModuleUnload(mod);
+  };
+  std::thread t1([&] { rank(1); });
+  rank(0);
+  t1.join();
+  const char* gate = getenv("COLIBRI_DEVICE_GATE");
+  printf("# wait cost: rank 1 of 2 (threads on GPU 0) %d us late; a whole-SM kernel of %d waves on another stream "
+         "of rank 0 took %.1f us alone; COLIBRI_DEVICE_GATE=%s\n", lateUs, kWaves, alone, gate ? gate : "(auto)");
+  printf("# %12s %14s %14s\n", "bytes", "extra us", "share of wait");
+  for (auto& [bytes, x] : rows) printf("  %12zu %14.1f %13.0f%%\n", bytes, x, 100.0 * x / lateUs);
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
   int nranks = 2, iters = 50;
   size_t minBytes = 8, maxBytes = 64u << 20;
   bool graph = false, useNccl = false, inPlace = false, foot = false, procs = false, reg = false, enq = false;
+  int waitLateUs = 0;
   std::string which = "all", dtype = "float32";
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
@@ -696,11 +803,12 @@ int main(int argc, char** argv) {
     else if (a == "--dtype") dtype = next();
     else if (a == "--processes") procs = true;
     else if (a == "--register") reg = true;
+    else if (a == "--wait-cost") waitLateUs = std::stoi(next());
     else {
       fprintf(stderr,
               "usage: %s [--ranks N] [--min B] [--max B] [--iters K] [--graph] [--nccl] [--inplace] "
               "[--dtype float32|bfloat16] [--coll all|allreduce|allgather|reducescatter|broadcast|sendrecv|alltoall|alltoallv] [--footprint] "
-              "[--processes] [--register] [--enqueue]\n",
+              "[--processes] [--register] [--enqueue] [--wait-cost LATE_US]\n",
               argv[0]);
       return 2;
     }
@@ -774,6 +882,7 @@ int main(int argc, char** argv) {
   }
   if (foot) return footprint(nranks, ngpus, useNccl);
   if (enq) return enqueueCost(useNccl);
+  if (waitLateUs > 0) return waitCost(waitLateUs);
   if (procRank <= 0) {
     printf("# colibri_device_bench: %s, %d ranks as %s on %d GPU(s) (%s), %s mode, %s, %s, %d iterations per size%s\n",
            lib.c_str(), nranks, procs ? "processes" : "threads", ngpus, name, graph ? "CUDA graph" : "eager",
