@@ -44,7 +44,7 @@ if [[ ${BEFORE:-1} != 0 ]]; then
   mps_stop
 fi
 mps_start
-suite after 'SharedGpu/DeviceSharedGpu.*' 420 CLB_TEST_REPEAT="${REPEAT:-5}" || status=1
+suite after 'SharedGpu/DeviceSharedGpu.*:DeviceSharedGpuThreads.*' 420 CLB_TEST_REPEAT="${REPEAT:-5}" || status=1
 mps_stop
 mps_start
 bench() {  # bench NAME ARGS...

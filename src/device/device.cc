@@ -125,6 +125,14 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
                     "default stream (0), where each rank's kernels wait behind the others': give every rank its "
                     "own stream", s_.comm->rank);
   CLB_CHECK(s_.checkStream(stream));
+  // A call captured where other ranks of this process share the GPU runs only in a replay through
+  // clbGraphLaunch (its kernels check ClbDevFlags::replayPermit): one query, for those ranks only.
+  s_.replayGuard = false;
+  if (s_.meet && stream) {
+    CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+    CLB_CU(s_.d, cuStreamIsCapturing, stream, &cap);
+    s_.replayGuard = cap != CU_STREAM_CAPTURE_STATUS_NONE;
+  }
   const size_t esz = clbTypeSize(a.type);
   const int n = s_.comm->nranks;
   // Every rank decides alike, from what all ranks agree on (collective, count, type, placement).
@@ -225,6 +233,13 @@ clbResult_t Device::graphArrive(uint64_t seq) {
 }
 
 clbResult_t Device::graphLaunched() { return s_.meet ? s_.meet->launched(s_.comm) : clbSuccess; }
+
+clbResult_t Device::graphPermit(CUstream stream, unsigned int value) {
+  if (!s_.meet) return clbSuccess;
+  CtxScope scope(s_.d, s_.ctx);
+  CLB_CU(s_.d, cuStreamWriteValue32, stream, s_.permitWord(), value, 0);
+  return clbSuccess;
+}
 
 clbResult_t Device::trimHostStage() {
   CLB_CHECK(gpuDirect_.trim());

@@ -215,6 +215,9 @@ class Device {
   // graphArrive that succeeded). Without such ranks (or the device path not set up) both do nothing.
   clbResult_t graphArrive(uint64_t seq);
   clbResult_t graphLaunched();
+  // Sets (1) or clears (0) the permit that this rank's captured kernels check (replayGuard), on
+  // `stream` in stream order: around the graph clbGraphLaunch launches.
+  clbResult_t graphPermit(CUstream stream, unsigned int value);
   bool graphMeets() const { return s_.meet != nullptr; }
   // clbCommGetAsyncError's device part: clbTimeout with the call, collective and ranks when a
   // device wait of this rank ran out of time, clbRemoteError naming both calls when a peer made

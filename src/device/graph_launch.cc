@@ -8,7 +8,10 @@
 // graph, or frees device memory (each a context-wide synchronization, which waits for the first
 // thread's waiting kernels), would hold both until the timeout. Eager calls meet on the host
 // before they launch; a replay through here does the same, so a server may capture lazily (a
-// graph per batch size) and let its allocator free memory between replays.
+// graph per batch size) and let its allocator free memory between replays. Such ranks' captured
+// kernels run only inside a launch through here: the launch sets a permit word of each met rank
+// on the stream before the graph and clears it after, and a kernel that finds it clear (a plain
+// cudaGraphLaunch) fails the communicator at once, naming the cause, on every rank.
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,8 +62,18 @@ extern "C" clbResult_t clbGraphLaunch(void* graphExec, void* stream, const clbCo
     }
     met.push_back(c);
   }
-  const CUresult r = d->cuGraphLaunch(static_cast<CUgraphExec>(graphExec), static_cast<CUstream>(stream));
-  clbResult_t rc = r == CUDA_SUCCESS ? clbSuccess : cuda::cuError(r, "cuGraphLaunch");
+  // The permit each met rank's captured kernels check, set around the graph in stream order: a
+  // plain cuGraphLaunch of such a graph finds it clear and fails at once (docs/device.md).
+  const CUstream s = static_cast<CUstream>(stream);
+  clbResult_t rc = clbSuccess;
+  for (clbComm_t m : met)
+    if (rc == clbSuccess) rc = m->device->graphPermit(s, 1);
+  if (rc == clbSuccess) {
+    const CUresult r = d->cuGraphLaunch(static_cast<CUgraphExec>(graphExec), s);
+    if (r != CUDA_SUCCESS) rc = cuda::cuError(r, "cuGraphLaunch");
+  }
+  for (clbComm_t m : met)
+    if (clbResult_t off = m->device->graphPermit(s, 0); rc == clbSuccess) rc = off;
   const std::string why = rc == clbSuccess ? std::string() : lastError();
   clbResult_t left = clbSuccess;
   for (clbComm_t m : met) {

@@ -446,6 +446,7 @@ void DeviceShared::common(ClbDevCallArgs* k, const CollArgs& a) const {
   k->warnNs = (unsigned long long)watched.warnMs * 1000000ull;
   k->rank = comm->rank;
   k->nranks = comm->nranks;
+  k->replayGuard = replayGuard ? 1 : 0;
   k->in = a.desc.coll == kBroadcast && comm->rank != a.root ? nullptr : a.send;
   k->out = a.desc.coll == kReduce && comm->rank != a.root ? nullptr : a.recv;
   k->type = a.type;

@@ -138,6 +138,11 @@ struct DeviceShared {
   Watched watched;                         // what the watchdog looks at (registered once set up)
   bool watching = false;
   std::shared_ptr<LaunchMeet> meet;        // the ranks sharing this GPU and process, when there are others
+  // The call being launched is captured while `meet` exists (Device::run): its kernels check
+  // clbGraphLaunch's permit (ClbDevCallArgs::replayGuard).
+  bool replayGuard = false;
+  // Where the permit is (ClbDevFlags::replayPermit, beside this rank's calls and error).
+  CUdeviceptr permitWord() const { return counters + 16 + 12; }
   bool meetOff = false;                    // COLIBRI_DEVICE_MEET=off: they launch without meeting
   std::vector<ClbDevFlags*> peerFlags;
   std::vector<char> inProcess;  // [p]: rank p lives in this process (Bootstrap::inThisProcess: not by pid alone)

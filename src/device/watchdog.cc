@@ -69,6 +69,25 @@ clbResult_t deviceError(const volatile ClbDevHostStatus* s, int rank, int nranks
   std::atomic_thread_fence(std::memory_order_acquire);  // the fields the kernel wrote before `error`
   const unsigned long long call = s->errorCall;
   char b[512];
+  if (s->errorKind == CLB_DEV_ERR_REPLAY) {
+    snprintf(b, sizeof b,
+             "rank %d's device call #%llu (%s) was captured in a CUDA graph while other ranks of this process share "
+             "its GPU, and that graph was launched without clbGraphLaunch: such ranks replay their graphs through "
+             "clbGraphLaunch (Java: Communicator.launchGraph) on every rank thread, which meets them before "
+             "launching. The call did not run; the communicator cannot go on: destroy it",
+             rank, call, collName(s->errorColl));
+    *text = b;
+    return clbInvalidUsage;
+  }
+  if (s->errorKind == CLB_DEV_ERR_DISAGREE && s->errorPeerSig == CLB_DEV_SIG_REPLAY) {
+    snprintf(b, sizeof b,
+             "rank %d's device call #%llu (%s) cannot finish: rank %d launched the CUDA graph holding its call without "
+             "clbGraphLaunch (see rank %d's error). The output of that call and of every later one on this "
+             "communicator is undefined; destroy the communicator",
+             rank, call, describeSig(s->errorSig).c_str(), (int)s->errorRank, (int)s->errorRank);
+    *text = b;
+    return clbRemoteError;
+  }
   if (s->errorKind == CLB_DEV_ERR_DISAGREE) {
     snprintf(b, sizeof b,
              "rank %d's device call #%llu (%s) is not rank %d's (%s): ranks must make the same calls in the same "

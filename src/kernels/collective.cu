@@ -78,6 +78,23 @@ __device__ __forceinline__ void storeLine(char* p, unsigned long long v, unsigne
                : "memory");
 }
 
+// Call `seq`, captured where other ranks of this process share the GPU, was replayed without
+// clbGraphLaunch: the first thread to see it fails the communicator (one atomic on this rank's
+// error word), tells the host, and writes a call line no call has (CLB_DEV_SIG_REPLAY) into
+// every rank's flags, so that each peer's kernels of this call fail at once too, naming it.
+__device__ void refuseReplay(const ClbDevCallArgs& a, unsigned long long seq) {
+  if (atomicCAS(reinterpret_cast<unsigned int*>(selfWords(a)) + 2, 0u, (unsigned int)CLB_DEV_ERR_REPLAY) != 0u) return;
+  for (int p = 0; p < a.nranks; p++)
+    storeLine(reinterpret_cast<char*>(a.flags[p]->callLine[seq & 1][a.rank]), CLB_DEV_SIG_REPLAY, CLB_DEV_LINE_FLAG(seq));
+  *reinterpret_cast<volatile unsigned int*>(&a.flags[a.rank]->error) = CLB_DEV_ERR_REPLAY;
+  volatile ClbDevHostStatus* h = a.host;
+  h->errorColl = (unsigned int)a.coll;
+  h->errorCall = seq;
+  h->errorKind = CLB_DEV_ERR_REPLAY;
+  __threadfence_system();
+  h->error = 1u;
+}
+
 // One thread: this rank's description of call `seq` into its call line in every rank's flag block.
 // Every kernel of a call does this first, before any wait, so that a peer waiting in any path (one
 // whose count took it to another path, say) finds it.
@@ -212,7 +229,13 @@ __device__ bool waitAll(const ClbDevCallArgs& a, unsigned long long* words, unsi
 __device__ __forceinline__ unsigned long long callNumber(const ClbDevCallArgs& a) {
   unsigned long long calls, error;
   asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(calls), "=l"(error) : "l"(selfWords(a)) : "memory");
-  return (unsigned int)error ? 0 : calls + 1;
+  if ((unsigned int)error) return 0;
+  // The permit (ClbDevFlags::replayPermit, the word after `error`) of a guarded capture.
+  if (a.replayGuard && (error >> 32) == 0) {
+    refuseReplay(a, calls + 1);
+    return 0;
+  }
+  return calls + 1;
 }
 
 // Counts call `seq` as completed on this rank: in its flag block (what its host reads at

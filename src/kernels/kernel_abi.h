@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#define CLB_KERNEL_ABI_VERSION 12
+#define CLB_KERNEL_ABI_VERSION 13
 // Inputs one reduction kernel launch can combine (ranks on one node beyond that take more passes).
 #define CLB_MAX_KERNEL_SRCS 16
 
@@ -71,7 +71,11 @@ struct ClbDevFlags {
   // both with one load at ClbDevCallArgs::counters + 16 (see there).
   unsigned long long calls;                         // calls this rank completed
   unsigned int error;                               // nonzero (CLB_DEV_ERR_*): this rank's communicator failed
-  unsigned int pad;
+  // clbGraphLaunch's permit: set on the stream before a graph it launches and cleared after it
+  // (device/graph_launch.cc); a captured kernel of ranks sharing a GPU in one process
+  // (ClbDevCallArgs::replayGuard) that starts while it is 0 was replayed without that entry point.
+  // Read with `calls` and `error` (ClbDevCallArgs::counters + 28 where the flags are in host memory).
+  unsigned int replayPermit;
   unsigned long long send[2][CLB_MAX_DEVICE_RANKS];  // direct: [call parity][p] rank p's buffers,
   unsigned long long recv[2][CLB_MAX_DEVICE_RANKS];  // written here by rank p
   // copies (clb_dev_hostcopy): [p] the progress (hcProgress) of the last round rank p copied into
@@ -101,6 +105,9 @@ struct ClbDevFlags {
 // count (elements per rank as the call takes it, modulo 2^42: exact for any count a GPU's memory
 // holds).
 #define CLB_DEV_SIG_BARRIER 0xFF
+// The call line of a rank whose replay was refused (CLB_DEV_ERR_REPLAY): collective 7, which no
+// call has.
+#define CLB_DEV_SIG_REPLAY 0x7ull
 #define CLB_DEV_SIG(coll, type, op, root, count)                                                       \
   ((unsigned long long)((coll) & 0x7) | ((unsigned long long)((type) & 0x1F) << 3) |                  \
    ((unsigned long long)((op) & 0x3F) << 8) | ((unsigned long long)((root) & 0xFF) << 14) |           \
@@ -133,7 +140,9 @@ struct ClbDevHostStatus {
 
 // ClbDevHostStatus::errorKind. The device error word (ClbDevFlags::error, and this rank's copy
 // beside its call count) holds the same value, so that later calls end at once either way.
-enum { CLB_DEV_ERR_TIMEOUT = 1, CLB_DEV_ERR_DISAGREE = 2 };
+// CLB_DEV_ERR_REPLAY: a captured call of ranks sharing a GPU in one process ran in a graph launched
+// without clbGraphLaunch; its call line then holds CLB_DEV_SIG_REPLAY, so that every peer fails too.
+enum { CLB_DEV_ERR_TIMEOUT = 1, CLB_DEV_ERR_DISAGREE = 2, CLB_DEV_ERR_REPLAY = 3 };
 
 static_assert(offsetof(ClbDevFlags, calls) % 16 == 0 && offsetof(ClbDevFlags, error) == offsetof(ClbDevFlags, calls) + 8,
               "calls and error are read with one 16-byte load");
@@ -198,6 +207,9 @@ struct ClbDevCallArgs {
   // This call's description (CLB_DEV_SIG), the same on every rank that makes the same call; each
   // rank's kernels write it into their call lines (ClbDevFlags::callLine) and compare the peers'.
   unsigned long long sig;
+  // 1: a call captured in a CUDA graph where other ranks of this process share the GPU: it runs
+  // only inside a launch through clbGraphLaunch (ClbDevFlags::replayPermit).
+  int replayGuard;
 };
 
 // clb_dev_hostcopy's steps, each a launch between the copies (hostcopy.cc). A call's rounds

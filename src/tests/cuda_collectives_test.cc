@@ -413,7 +413,7 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
       CU_OK(d->cuMemcpyHtoD(in[i], v.data(), v.size() * 4));
       CU_OK(d->cuMemsetD8Async(out[i], 0xa5, count[i] * 4, stream));  // ordered before the graph
     }
-    CU_OK(d->cuGraphLaunch(exec, stream));
+    if (std::string e = replay(exec, stream, {comm}); !e.empty()) return e;
     CU_OK(d->cuStreamSynchronize(stream));
     for (int i = 0; i < calls && err.empty(); i++) {
       std::vector<float> got(count[i]);
@@ -613,7 +613,7 @@ std::string launchRank(const clbUniqueId& id, int rank, int n, const char* want)
   // The graph's calls all write `out`; the last (largest) decides what it holds.
   if (err.empty() && !fill(maxCount, call, first)) err = "filling the buffers failed";
   if (err.empty()) {
-    CU_OK(d->cuGraphLaunch(exec, first));
+    if (std::string e = replay(exec, first, {comm}); !e.empty()) return e;
     CU_OK(d->cuStreamSynchronize(first));
     err = check(maxCount, call, "replayed");
   }

@@ -462,7 +462,14 @@ TEST(DeviceRobustness, RankThatNeverCallsIsReportedProcesses) { runAsProcesses("
 TEST(DeviceRobustness, RankThatNeverCallsIsReportedAfterARegistrationProcesses) {
   runAsProcesses("never-registered", 2);
 }
-TEST(DeviceRobustness, RankThatNeverReplaysIsReportedFromTheGraph) { runAsThreads("graph", 2); }
+// Replayed with a plain cuGraphLaunch, which rank threads sharing a GPU may use only without the
+// launch meeting (COLIBRI_DEVICE_MEET=off; with it, their captured kernels run only inside
+// clbGraphLaunch): the point is the timeout a replayed kernel reports, with no host step at all.
+TEST(DeviceRobustness, RankThatNeverReplaysIsReportedFromTheGraph) {
+  setenv("COLIBRI_DEVICE_MEET", "off", 1);
+  runAsThreads("graph", 2);
+  unsetenv("COLIBRI_DEVICE_MEET");
+}
 
 TEST(DeviceRobustness, StuckWaitIsNamedBeforeTheTimeoutThreads) { runAsThreads("warn", 2); }
 TEST(DeviceRobustness, StuckWaitIsNamedBeforeTheTimeoutProcesses) { runAsProcesses("warn", 2); }

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -303,3 +304,64 @@ TEST_P(DeviceSharedGpu, NoRankIsHeldUpByAnother) {
 
 INSTANTIATE_TEST_SUITE_P(SharedGpu, DeviceSharedGpu, ::testing::ValuesIn(kShapes),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Rank threads sharing the GPU that replay a graph holding their calls with a plain
+// cuGraphLaunch, not clbGraphLaunch: every rank's call fails at once naming clbGraphLaunch (the
+// kernels find the permit clear), long before the timeout, and the communicator then refuses
+// the next call. (Every graph is uploaded before any launch, so nothing else could hold them.)
+TEST(DeviceSharedGpuThreads, APlainReplayFailsAtOnceNamingClbGraphLaunch) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  unsetenv("CLB_TEST_SPREAD");
+  constexpr int n = 4;
+  std::atomic<int> uploaded{0};
+  runThreads(n, [&](const clbUniqueId& id, int rank, int) -> std::string {
+    const Driver* d = nullptr;
+    CUstream s = nullptr;
+    clbComm_t c = nullptr;
+    if (std::string e = openRank(id, rank, n, &d, &s, &c, kTimeoutMs); !e.empty()) return e;
+    CUdeviceptr buf = 0;
+    const size_t count = 65536;
+    CU_OK(d->cuMemAlloc(&buf, count * 4));
+    CU_OK(d->cuMemsetD8(buf, 0, count * 4));
+    std::string err;
+    if (clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, c, s) != clbSuccess)
+      err = std::string("the eager call: ") + clbGetLastError();
+    CU_OK(d->cuStreamSynchronize(s));
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    if (err.empty()) {
+      CU_OK(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+      if (clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, c, s) != clbSuccess)
+        err = std::string("the captured call: ") + clbGetLastError();
+      CU_OK(d->cuStreamEndCapture(s, &graph));
+    }
+    if (err.empty()) {
+      CU_OK(d->cuGraphInstantiateWithFlags(&exec, graph, 0));
+      CU_OK(d->cuGraphUpload(exec, s));
+      CU_OK(d->cuStreamSynchronize(s));
+      uploaded++;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // a rank that failed before
+      while (uploaded.load() < n && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      const auto t0 = std::chrono::steady_clock::now();
+      CU_OK(d->cuGraphLaunch(exec, s));
+      CU_OK(d->cuStreamSynchronize(s));
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+      clbResult_t async = clbSuccess;
+      clbCommGetAsyncError(c, &async);
+      const std::string msg = clbGetLastError();
+      if (async == clbSuccess) err = "the plain replay was not refused";
+      else if (msg.find("without clbGraphLaunch") == std::string::npos) err = "the error does not name the cause: " + msg;
+      else if (ms > 5000) err = "refused after " + std::to_string(ms) + " ms, not at once";
+      else if (clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, c, s) == clbSuccess)
+        err = "the call after the refusal was accepted";
+    }
+    if (exec) d->cuGraphExecDestroy(exec);
+    if (graph) d->cuGraphDestroy(graph);
+    clbCommDestroy(c);
+    d->cuMemFree(buf);
+    d->cuStreamDestroy(s);
+    return err;
+  });
+}

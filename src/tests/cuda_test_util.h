@@ -165,6 +165,16 @@ inline std::string openRank(const clbUniqueId& id, int rank, int n, const Driver
   return setUpRank(*d, id, rank, n, stream, comm, timeoutMs);
 }
 
+// Replays `exec` on `stream` through clbGraphLaunch, for a graph holding calls of `comms` (rank
+// threads sharing a GPU meet there, and their captured kernels run only inside such a launch):
+// "" or what failed.
+inline std::string replay(CUgraphExec exec, CUstream stream, std::initializer_list<clbComm_t> comms) {
+  std::vector<clbComm_t> v(comms);
+  if (clbGraphLaunch(exec, stream, v.data(), (int)v.size()) != clbSuccess)
+    return std::string("clbGraphLaunch: ") + clbGetLastError();
+  return "";
+}
+
 // Waits for every rank process in `pids` to end, each expected to exit with 0; past `deadline` the
 // ones still running are killed, and each such rank is a failure.
 inline void expectRanksEnd(const std::vector<pid_t>& pids, std::chrono::steady_clock::time_point deadline) {

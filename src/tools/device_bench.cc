@@ -237,6 +237,17 @@ struct RankGpu {
   }
 };
 
+// A replay of a graph of calls: through clbGraphLaunch for Colibri (rank threads sharing a GPU
+// meet there, and their captured kernels run only inside such a launch), cuGraphLaunch for NCCL.
+void replayGraph(CUgraphExec exec, CUstream s, clbComm_t comm) {
+  if (!comm) {
+    CHECK_CU(d->cuGraphLaunch(exec, s));
+  } else if (clbGraphLaunch(exec, s, &comm, 1) != clbSuccess) {
+    fprintf(stderr, "clbGraphLaunch: %s\n", clbGetLastError());
+    exit(2);
+  }
+}
+
 // allToAllv: the elements rank r sends to rank p out of `count` per peer (1/3 to 3/3 of it, as
 // MoE dispatch sends uneven shares; colibri_host_bench's definition).
 size_t unevenCount(size_t count, int r, int p) { return count * (1 + (r + p) % 3) / 3; }
@@ -996,12 +1007,12 @@ int main(int argc, char** argv) {
           CHECK_CU(d->cuGraphUpload(exec, s));
           CHECK_CU(d->cuStreamSynchronize(s));
           bar.wait();
-          CHECK_CU(d->cuGraphLaunch(exec, s));  // one replay to warm the graph
+          replayGraph(exec, s, comm);  // one replay to warm the graph
           CHECK_CU(d->cuStreamSynchronize(s));
         }
         bar.wait();
         auto t1 = std::chrono::steady_clock::now();
-        if (graph) CHECK_CU(d->cuGraphLaunch(exec, s));
+        if (graph) replayGraph(exec, s, comm);
         else
           for (int k = 0; k < iters; k++) call();
         CHECK_CU(d->cuStreamSynchronize(s));
