@@ -471,7 +471,14 @@ void DeviceShared::common(ClbDevCallArgs* k, const CollArgs& a) const {
 
 clbResult_t DeviceShared::gate(const ClbDevCallArgs& k, unsigned blocks, CUstream stream) {
   if (!gateWide || blocks <= kGateAboveBlocks) return clbSuccess;
-  return launcher.launch(d, gateFn, 1, 32, stream, &k, sizeof k);
+  CLB_CHECK(launcher.launch(d, gateFn, 1, 32, stream, &k, sizeof k));
+  if (!meeting) return clbSuccess;
+  // Every rank decides alike (the same call, so the same blocks): each ends the first meeting and
+  // arrives at a second one, and together() ends that after the kernel.
+  clbResult_t rc = meet->launched(comm);
+  if (rc == clbSuccess) rc = meet->arrive(comm, *meeting, watched.warnMs);
+  if (rc != clbSuccess) meeting = nullptr;  // no meeting left open for together() to end
+  return rc;
 }
 
 unsigned DeviceShared::blocksFor(size_t bytes) const {

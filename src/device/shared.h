@@ -34,7 +34,9 @@ constexpr int kThreads = 512;                  // per block (the kernels' launch
 constexpr int kMaxBlocks = 256;
 constexpr size_t kBytesPerBlock = 8u << 10;   // below this per block, fewer blocks
 // A kernel of at most this many blocks launches without the gate (DeviceShared::gateWide): while it
-// waits it holds as little of the GPU as the gate would (the small calls' LL kernel: 1 block).
+// waits it holds at most two SMs' worth of a whole-SM kernel's room (a gate warp holds one), which
+// a late rank's work that runs in waves gets past; the small calls' LL kernel (1 block) keeps its
+// latency.
 constexpr unsigned kGateAboveBlocks = 2;
 
 // After a step every rank takes: every rank's status exchanged, the first failure returned on
@@ -86,7 +88,10 @@ struct DeviceShared {
   void common(ClbDevCallArgs* k, const CollArgs& a) const;  // what every path passes alike
   unsigned blocksFor(size_t bytes) const;
   // Before a launch of `blocks` blocks with parameters `k` on `stream`: the gate (gateWide) where
-  // that is more than kGateAboveBlocks.
+  // that is more than kGateAboveBlocks. Inside together(), the gate and the kernel after it are
+  // launched in two meetings: every sharing rank's gate is queued before any rank's kernel, which
+  // waits on its stream for its gate, so that streams sharing a hardware queue never hold a gate
+  // behind a kernel that waits for it.
   clbResult_t gate(const ClbDevCallArgs& k, unsigned blocks, CUstream stream);
   // clbCommGetAsyncError's device part (Device::deviceStatus).
   clbResult_t deviceStatus() const;
@@ -138,6 +143,7 @@ struct DeviceShared {
   Watched watched;                         // what the watchdog looks at (registered once set up)
   bool watching = false;
   std::shared_ptr<LaunchMeet> meet;        // the ranks sharing this GPU and process, when there are others
+  const OpDesc* meeting = nullptr;         // the call of the meeting together() holds open, if any
   // The call being launched is captured while `meet` exists (Device::run): its kernels check
   // clbGraphLaunch's permit (ClbDevCallArgs::replayGuard).
   bool replayGuard = false;
@@ -162,9 +168,12 @@ clbResult_t DeviceShared::together(const CollArgs& a, F&& launch) {
     if (rc == clbInvalidUsage) comm->markFailed(rc);
     return rc;
   }
+  meeting = &a.desc;
   rc = launch();
+  const bool open = meeting != nullptr;  // gate() closes it when its second arrival fails
+  meeting = nullptr;
   const std::string why = rc == clbSuccess ? std::string() : lastError();
-  clbResult_t left = meet->launched(comm);
+  clbResult_t left = open ? meet->launched(comm) : clbSuccess;
   if (rc != clbSuccess) return setError(rc, "%s", why.c_str());
   return left;
 }

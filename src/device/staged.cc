@@ -79,7 +79,8 @@ clbResult_t StagedPath::launch(const CollArgs& a, size_t e0, size_t m, CUstream 
   }
   const size_t bytes = std::max<size_t>(k.inBytes * n, m * esz * (k.mode == 1 ? n : 1));
   const unsigned blocks = s_.blocksFor(bytes);
-  CLB_CHECK(s_.gate(k, blocks, stream));
+  // Only the first round: once every rank passed it, the rounds after it wait only for each other.
+  if (e0 == 0) CLB_CHECK(s_.gate(k, blocks, stream));
   return s_.launcher.launch(s_.d, s_.stagedFn, blocks, kThreads, stream, &k, sizeof k);
 }
 

@@ -706,7 +706,15 @@ extern "C" __global__ void __launch_bounds__(32) clb_dev_gate(const ClbDevCallAr
   if (threadIdx.x == 0) postCallLine(a, seq);
   WaitClock clock;
   for (int p = threadIdx.x; p < a.nranks; p += 32)
-    if (!callLineAgrees(a, p, seq, clock)) return;
+    if (!callLineAgrees(a, p, seq, clock)) {
+      // Timed out: the line posted above would let a peer that comes later into its kernel, to
+      // wait there for data this rank never sends; a line no call has fails it at once instead.
+      if (reinterpret_cast<volatile unsigned int*>(selfWords(a))[2] == CLB_DEV_ERR_TIMEOUT)
+        for (int q = 0; q < a.nranks; q++)
+          storeLine(reinterpret_cast<char*>(a.flags[q]->callLine[seq & 1][a.rank]), CLB_DEV_SIG_GAVEUP,
+                    CLB_DEV_LINE_FLAG(seq));
+      return;
+    }
 }
 
 // ---- copies: GPUs without peer access (flags and staging in host memory) ----

@@ -108,6 +108,9 @@ struct ClbDevFlags {
 // The call line of a rank whose replay was refused (CLB_DEV_ERR_REPLAY): collective 7, which no
 // call has.
 #define CLB_DEV_SIG_REPLAY 0x7ull
+// The call line of a rank whose gate (clb_dev_gate) timed out: collective 6, which no call has, so
+// that a peer arriving later fails at once instead of waiting out a timeout of its own.
+#define CLB_DEV_SIG_GAVEUP 0x6ull
 #define CLB_DEV_SIG(coll, type, op, root, count)                                                       \
   ((unsigned long long)((coll) & 0x7) | ((unsigned long long)((type) & 0x1F) << 3) |                  \
    ((unsigned long long)((op) & 0x3F) << 8) | ((unsigned long long)((root) & 0xFF) << 14) |           \

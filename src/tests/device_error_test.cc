@@ -36,6 +36,11 @@ TEST(DeviceError, EachKindIsNamedWithItsCause) {
   EXPECT_EQ(clb::cuda::deviceError(&s, 0, 2, 5000, &text), clbRemoteError);
   EXPECT_TRUE(has(text, "rank 1 launched the CUDA graph holding its call without clbGraphLaunch")) << text;
 
+  // A peer whose gate timed out first.
+  s.errorPeerSig = CLB_DEV_SIG_GAVEUP;
+  EXPECT_EQ(clb::cuda::deviceError(&s, 0, 2, 5000, &text), clbRemoteError);
+  EXPECT_TRUE(has(text, "rank 1 gave up waiting for the ranks in this call")) << text;
+
   // The rank whose graph was launched without clbGraphLaunch.
   s.errorKind = CLB_DEV_ERR_REPLAY;
   EXPECT_EQ(clb::cuda::deviceError(&s, 1, 2, 5000, &text), clbInvalidUsage);
