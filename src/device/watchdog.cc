@@ -79,21 +79,16 @@ clbResult_t deviceError(const volatile ClbDevHostStatus* s, int rank, int nranks
     *text = b;
     return clbInvalidUsage;
   }
-  if (s->errorKind == CLB_DEV_ERR_DISAGREE && s->errorPeerSig == CLB_DEV_SIG_GAVEUP) {
+  // A peer's call line that no call has: the peer failed this call itself, and says why.
+  const bool gaveUp = s->errorPeerSig == CLB_DEV_SIG_GAVEUP, replayed = s->errorPeerSig == CLB_DEV_SIG_REPLAY;
+  if (s->errorKind == CLB_DEV_ERR_DISAGREE && (gaveUp || replayed)) {
     snprintf(b, sizeof b,
-             "rank %d's device call #%llu (%s) cannot finish: rank %d gave up waiting for the ranks in this call (its "
-             "device wait timed out first: see rank %d's error). The output of that call and of every later one on "
-             "this communicator is undefined; destroy the communicator",
-             rank, call, describeSig(s->errorSig).c_str(), (int)s->errorRank, (int)s->errorRank);
-    *text = b;
-    return clbRemoteError;
-  }
-  if (s->errorKind == CLB_DEV_ERR_DISAGREE && s->errorPeerSig == CLB_DEV_SIG_REPLAY) {
-    snprintf(b, sizeof b,
-             "rank %d's device call #%llu (%s) cannot finish: rank %d launched the CUDA graph holding its call without "
-             "clbGraphLaunch (see rank %d's error). The output of that call and of every later one on this "
-             "communicator is undefined; destroy the communicator",
-             rank, call, describeSig(s->errorSig).c_str(), (int)s->errorRank, (int)s->errorRank);
+             "rank %d's device call #%llu (%s) cannot finish: rank %d %s (see rank %d's error). The output of that "
+             "call and of every later one on this communicator is undefined; destroy the communicator",
+             rank, call, describeSig(s->errorSig).c_str(), (int)s->errorRank,
+             gaveUp ? "gave up waiting for the ranks in this call (its device wait timed out first)"
+                    : "launched the CUDA graph holding its call without clbGraphLaunch",
+             (int)s->errorRank);
     *text = b;
     return clbRemoteError;
   }
