@@ -14,6 +14,7 @@
 #    alternating ROUNDS times (default 2).
 # 4. What a 1 ms device wait takes from a whole-SM kernel on another stream (--wait-cost), gate
 #    off and on.
+# PARTS (default "before after bench wait") picks the parts; BEFORE=0 drops part 1.
 # The MPS daemon is restarted between the parts (after a timeout it may refuse new clients).
 # Logs go to DIR/shared-logs and into $OUT/shared-logs.tgz when $OUT is set (the device tool).
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
@@ -31,6 +32,8 @@ export COLIBRI_KERNEL_DIR=$dir
 # as applications run): colibri_tests and colibri_device_bench would set 32 when it is unset.
 export CUDA_DEVICE_MAX_CONNECTIONS=8
 status=0
+parts=" ${PARTS:-before after bench wait} "
+has() { [[ $parts == *" $1 "* ]]; }
 suite() {  # suite NAME FILTER SECONDS [VAR=VALUE...]
   local name=$1 filter=$2 secs=$3
   shift 3
@@ -40,25 +43,28 @@ suite() {  # suite NAME FILTER SECONDS [VAR=VALUE...]
   grep -E '^\[ +(OK|FAILED) +\] SharedGpu' "$out/suite-$name.log" | sed 's/^/  /'
   return $rc
 }
-if [[ ${BEFORE:-1} != 0 ]]; then
+if [[ ${BEFORE:-1} != 0 ]] && has before; then
   mps_start
   if suite before "${BEFORE_FILTER:-SharedGpu/DeviceSharedGpu.*/4ranks_eager_decode:SharedGpu/DeviceSharedGpu.*/4ranks_graph_decode:SharedGpu/DeviceSharedGpu.*/4threads_eager_decode}" \
-    240 COLIBRI_DEVICE_GATE=off COLIBRI_LOG_LEVEL=info; then
+    "${BEFORE_SECS:-240}" COLIBRI_DEVICE_GATE=off COLIBRI_LOG_LEVEL=info; then
     echo "before: NOT REPRODUCED (every case passed without the gate)"
   else
     echo "before: reproduced (cases failed without the gate, above)"
   fi
   mps_stop
 fi
-mps_start
-suite after 'SharedGpu/DeviceSharedGpu.*:DeviceSharedGpuThreads.*' 420 CLB_TEST_REPEAT="${REPEAT:-5}" || status=1
-mps_stop
+if has after; then
+  mps_start
+  suite after 'SharedGpu/DeviceSharedGpu.*:DeviceSharedGpuThreads.*' "${AFTER_SECS:-420}" CLB_TEST_REPEAT="${REPEAT:-5}" || status=1
+  mps_stop
+fi
 mps_start
 bench() {  # bench NAME ARGS...
   local name=$1
   shift
   timeout 120 "$dir/colibri_device_bench" --min 8 --max 4194304 --graph "$@" >"$out/$name.txt" 2>&1 || status=1
 }
+has bench || ROUNDS=0
 for ((i = 1; i <= ${ROUNDS:-2}; i++)); do
   for g in auto off; do
     for n in 2 4; do
@@ -70,11 +76,11 @@ for ((i = 1; i <= ${ROUNDS:-2}; i++)); do
 done
 # 4. What a 1 ms device wait takes from a whole-SM kernel on another stream (docs/device.md):
 #    ungated (a rank alone on its GPU) and gated.
-for g in off auto; do
+for g in $(has wait && echo off auto); do
   COLIBRI_DEVICE_GATE=$g timeout 120 "$dir/colibri_device_bench" --wait-cost 1000 >"$out/wait-cost-gate-$g.txt" 2>&1 || status=1
   cat "$out/wait-cost-gate-$g.txt"
 done
-for f in "$out"/r1-*.txt; do
+for f in $(has bench && echo "$out"/r1-*.txt); do
   echo "== $(basename "$f")"
   grep -E '^ +(8|65536|262144|1048576|4194304) ' "$f" | head -5
 done
