@@ -5,6 +5,7 @@ package io.colibri.bench;
 
 import io.colibri.bench.chart.ChartCommand;
 import io.colibri.bench.common.Commands;
+import io.colibri.bench.decode.DecodeCommand;
 import io.colibri.bench.doctor.Doctor;
 import io.colibri.bench.perf.PerfConfig;
 import java.io.PrintStream;
@@ -28,7 +29,7 @@ import picocli.CommandLine.UnmatchedArgumentException;
 /**
  * The command line of colibri-bench.jar (picocli): the commands {@code perf} ({@link PerfConfig},
  * also what runs when the first argument names no command), {@code doctor} ({@link Doctor}),
- * {@code chart} ({@link ChartCommand}), {@code generate-completion} (a bash/zsh completion script)
+ * {@code chart} ({@link ChartCommand}), {@code decode} ({@link DecodeCommand}), {@code generate-completion} (a bash/zsh completion script)
  * and {@code help}; {@code --help} and {@code --version} on each. A bad command line prints what
  * was wrong and where to look, and exits with 2. What the commands share (their name, how they
  * parse, {@code --version}) is {@link Commands}.
@@ -36,15 +37,16 @@ import picocli.CommandLine.UnmatchedArgumentException;
 @Command(name = Commands.NAME, mixinStandardHelpOptions = true,
     versionProvider = Commands.VersionProvider.class,
     description = {
-        "Colibri's bench tool: measures the collectives (perf), checks a machine (doctor) and"
-            + " draws charts of result files (chart).",
+        "Colibri's bench tool: measures the collectives (perf), checks a machine (doctor),"
+            + " draws charts of result files (chart) and runs a tensor-parallel decoder (decode).",
         "Without a command it runs perf: java -jar colibri-bench.jar [perf options]"
             + " ('java -jar colibri-bench.jar perf --help' lists them).",
         ""},
     commandListHeading = "%nCommands:%n",
     footer = {"",
         "Exit code: 0 ok, 2 bad command line; perf: 1 wrong elements, 3 a rank failed;"
-            + " doctor: 1 a check FAILed; chart: 3 could not write the charts.",
+            + " doctor: 1 a check FAILed; chart: 3 could not write the charts;"
+            + " decode: 1 --check failed, 3 a rank failed.",
         "JMH benchmarks (Colibri against NCCL on GPUs) are in colibri-jmh.jar: see docs/jmh.md."})
 final class Cli {
 
@@ -67,6 +69,7 @@ final class Cli {
     cli.addSubcommand(perf);
     cli.addSubcommand(doctor);
     cli.addSubcommand(new ChartCommand(out, err));
+    cli.addSubcommand(new DecodeCommand(out, err));
     cli.addSubcommand(new Completion());
     cli.addSubcommand(new HelpCommand());
     Commands.configure(cli);

@@ -30,7 +30,7 @@ class CliTest {
       assertEquals(0, r.rc, r.both());
       assertEquals("", r.err);
       assertContains(r.out, "Usage: java -jar colibri-bench.jar [-hV] [COMMAND]", "Commands:",
-          "\n  perf ", "\n  doctor ", "\n  chart ", "\n  generate-completion ", "\n  help ",
+          "\n  perf ", "\n  doctor ", "\n  chart ", "\n  decode ", "\n  generate-completion ", "\n  help ",
           "the default command", "colibri-jmh.jar");
     }
     assertEquals(run("--help").out, run("help").out);
@@ -43,6 +43,7 @@ class CliTest {
             "float32, float16, bfloat16", "auto, shm, socket, verbs", "Exit code: 0 ok, 1 wrong"},
         {"doctor", "--json", "--no-gpu", "--root=DIR", "docs/troubleshooting.md"},
         {"chart", "[LABEL=]FILE", "--out=DIR", "--width=PX", "--grid", "mpi_coll_bench"},
+        {"decode", "--tp=N", "--check", "--model=SHAPE", "--transport=T", "Exit code: 0 ok, 1 --check failed"},
         {"generate-completion", "--name=NAME", "source <("}};
     for (String[] c : commands) {
       for (String[] args : List.of(new String[] {c[0], "--help"}, new String[] {c[0], "-h"},

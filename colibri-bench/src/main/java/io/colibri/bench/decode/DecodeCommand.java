@@ -1,0 +1,190 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.bench.decode;
+
+import io.colibri.Options;
+import io.colibri.Transport;
+import io.colibri.bench.common.Commands;
+import java.io.PrintStream;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+import java.util.function.Function;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.Spec;
+
+/**
+ * The {@code decode} command: a tensor-parallel Llama-shaped decoder on Colibri, ranks as threads
+ * of this JVM, on the CPU in float32 (the reference the GPU decoder is checked against). Prints
+ * the generation's figures per TP size; {@code --check} runs TP=1 first and requires TP=N's tokens
+ * to be identical and its logits within {@code --tolerance}.
+ */
+@Command(name = "decode", mixinStandardHelpOptions = true,
+    versionProvider = Commands.VersionProvider.class,
+    header = "Runs a tensor-parallel Llama-shaped decoder on Colibri (CPU reference, float32).",
+    sortOptions = false,
+    description = {
+        "Greedy decoding with a Llama-shaped model whose weights come from a seed (nothing to"
+            + " download): column-parallel Q/K/V and gate/up, row-parallel O and down each followed"
+            + " by an all-reduce, a vocabulary-parallel head followed by an all-gather. The ranks"
+            + " are threads of this JVM, each with its own communicator; the model runs on the CPU"
+            + " in float32, over host memory (docs/end-to-end.md).",
+        ""},
+    footer = {"",
+        "Example:",
+        "  java -jar colibri-bench.jar decode --tp 4 --check",
+        "Exit code: 0 ok, 1 --check failed, 2 bad command line, 3 a rank failed."})
+public final class DecodeCommand implements Callable<Integer> {
+
+  static final int EXIT_OK = 0;
+  static final int EXIT_CHECK = 1;
+  static final int EXIT_USAGE = Commands.EXIT_USAGE;
+  static final int EXIT_FAILED = Commands.EXIT_FAILED;
+
+  /** A small model whose every size splits over 1, 2, 4 and 8 ranks; a step takes milliseconds on a CPU. */
+  static final ModelShape SMALL = new ModelShape(256, 16, 8, 512, 2, 1024, 4, 64);
+
+  private final PrintStream out;
+  private final PrintStream err;
+  private Function<TpCollectives, TpCollectives> wrap = Function.identity();
+
+  @Spec
+  private CommandSpec spec;
+
+  @Option(names = "--tp", paramLabel = "N", description = "Ranks of the group (default: ${DEFAULT-VALUE}).")
+  int tp = 2;
+
+  @Option(names = "--model", paramLabel = "SHAPE",
+      description = "small (hidden 256, 16 heads, 8 KV heads, intermediate 512, vocab 1024, batch 4,"
+          + " context 64) or llama8b (hidden 4096, 32 heads, 8 KV heads, intermediate 14336,"
+          + " vocab 32000, batch 16, context 256; slow on a CPU). Default: ${DEFAULT-VALUE}.")
+  String model = "small";
+
+  @Option(names = "--layers", paramLabel = "L", description = "Layers (default: 2).")
+  Integer layers;
+
+  @Option(names = "--batch", paramLabel = "B", description = "Sequences decoded together (default: the model's).")
+  Integer batch;
+
+  @Option(names = "--prompt", paramLabel = "P", description = "Prompt tokens per sequence (default: ${DEFAULT-VALUE}).")
+  int prompt = 8;
+
+  @Option(names = "--new", paramLabel = "N", description = "Tokens generated per sequence (default: ${DEFAULT-VALUE}).")
+  int newTokens = 16;
+
+  @Option(names = "--check", description = "Run TP=1 first; TP=N's tokens must be identical, its logits within --tolerance.")
+  boolean check;
+
+  @Option(names = "--tolerance", paramLabel = "T",
+      description = "--check: the largest logit difference allowed (default: ${DEFAULT-VALUE}).")
+  double tolerance = 1e-4;
+
+  @Option(names = "--transport", paramLabel = "T",
+      description = "Colibri's transport between the rank threads: auto, shm, socket (default: ${DEFAULT-VALUE}).")
+  String transport = "auto";
+
+  @Option(names = "--seed", paramLabel = "S", description = "The model's and the prompt's seed (default: ${DEFAULT-VALUE}).")
+  long seed = 1234;
+
+  @Option(names = "--timeout", paramLabel = "SECONDS",
+      description = "The communicators' timeout (default: ${DEFAULT-VALUE}).")
+  int timeoutSeconds = 60;
+
+  /**
+   * @param out where the figures go
+   * @param err where problems go
+   */
+  public DecodeCommand(PrintStream out, PrintStream err) {
+    this.out = out;
+    this.err = err;
+  }
+
+  /** Tests put a fault into every rank's collectives through this. */
+  DecodeCommand wrapCollectives(Function<TpCollectives, TpCollectives> w) {
+    this.wrap = w;
+    return this;
+  }
+
+  ModelShape shape() {
+    ModelShape base = switch (model) {
+      case "small" -> SMALL;
+      case "llama8b" -> ModelShape.llama8b(2);
+      default -> throw new ParameterException(spec.commandLine(),
+          "--model " + model + ": use small or llama8b");
+    };
+    return new ModelShape(base.hidden(), base.heads(), base.kvHeads(), base.intermediate(),
+        layers != null ? layers : base.layers(), base.vocab(), batch != null ? batch : base.batch(),
+        base.context());
+  }
+
+  @Override
+  public Integer call() {
+    ModelShape s = shape();
+    List<String> problems = s.problems(tp);
+    if (!problems.isEmpty()) {
+      throw new ParameterException(spec.commandLine(), String.join("; ", problems));
+    }
+    if (prompt < 1 || newTokens < 1 || prompt + newTokens > s.context()) {
+      throw new ParameterException(spec.commandLine(), "--prompt " + prompt + " and --new " + newTokens
+          + ": each must be 1 or more, and together at most the context of " + s.context());
+    }
+    Transport t = switch (transport.toLowerCase(Locale.ROOT)) {
+      case "auto" -> Transport.AUTO;
+      case "shm" -> Transport.SHM;
+      case "socket" -> Transport.SOCKET;
+      default -> throw new ParameterException(spec.commandLine(),
+          "--transport " + transport + ": use auto, shm or socket");
+    };
+    Options options = Options.builder().transport(t).timeout(Duration.ofSeconds(timeoutSeconds)).build();
+    out.printf(Locale.ROOT, "# decode: hidden %d, %d heads, %d KV heads, intermediate %d, %d layers,"
+        + " vocab %d, batch %d, context %d; prompt %d, new %d; float32 on the CPU, ranks as threads%n",
+        s.hidden(), s.heads(), s.kvHeads(), s.intermediate(), s.layers(), s.vocab(), s.batch(),
+        s.context(), prompt, newTokens);
+    out.printf(Locale.ROOT, "# %4s %12s %12s %14s %10s%n", "tp", "ms/step", "tokens/s", "first step ms", "init ms");
+    try {
+      LocalGroup.Result ref = null;
+      if (check) {
+        ref = LocalGroup.run(s, 1, options, seed, prompt, newTokens, true, Function.identity());
+        print(ref);
+      }
+      LocalGroup.Result r = LocalGroup.run(s, tp, options, seed, prompt, newTokens, check, wrap);
+      print(r);
+      out.println("tokens (sequence 0): " + Arrays.toString(column(r.rank0().tokens(), 0)));
+      if (check) {
+        boolean same = Arrays.deepEquals(ref.rank0().tokens(), r.rank0().tokens());
+        double diff = same ? LocalGroup.compare(ref.rank0(), r.rank0()) : Double.NaN;
+        if (!same || diff > tolerance) {
+          out.printf(Locale.ROOT, "FAIL: TP=%d against TP=1: tokens %s, largest logit difference %.3g"
+              + " (tolerance %.3g)%n", tp, same ? "identical" : "differ", diff, tolerance);
+          return EXIT_CHECK;
+        }
+        out.printf(Locale.ROOT, "ok: TP=%d equals TP=1 (tokens identical, logits within %.3g)%n", tp, diff);
+      }
+      return EXIT_OK;
+    } catch (IllegalStateException e) {
+      err.println("colibri decode: " + e.getMessage());
+      return EXIT_FAILED;
+    }
+  }
+
+  private void print(LocalGroup.Result r) {
+    Generation g = r.rank0();
+    double ms = g.medianStepNanos() / 1e6;
+    out.printf(Locale.ROOT, "  %4d %12.3f %12.1f %14.3f %10.3f%n", r.tp(), ms,
+        g.tokens()[0].length / ms * 1000, g.firstStepNanos() / 1e6, r.initNanos() / 1e6);
+  }
+
+  private static int[] column(int[][] t, int col) {
+    int[] c = new int[t.length];
+    for (int i = 0; i < t.length; i++) {
+      c[i] = t[i][col];
+    }
+    return c;
+  }
+}

@@ -1,0 +1,122 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.bench.decode;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.colibri.Options;
+import io.colibri.Transport;
+import io.colibri.bench.MainRun;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.function.Function;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The decoder as a group of rank threads on Colibri's host path: TP=2, 4 and 8 generate what
+ * TP=1 generates, over shm and socket; a wrong sum is caught by the check; the command's output
+ * and errors.
+ */
+class DecodeGroupTest {
+
+  private static final ModelShape S = DecodeCommand.SMALL;
+
+  private static Options options(Transport t) {
+    return Options.builder().transport(t).timeout(Duration.ofSeconds(60)).build();
+  }
+
+  @ParameterizedTest
+  @EnumSource(value = Transport.class, names = {"SHM", "SOCKET"})
+  void everyTpSizeGeneratesWhatOneRankGenerates(Transport t) {
+    LocalGroup.Result one = LocalGroup.run(S, 1, options(t), 5, 4, 6, true, Function.identity());
+    for (int tp : new int[] {2, 4, 8}) {
+      LocalGroup.Result r = LocalGroup.run(S, tp, options(t), 5, 4, 6, true, Function.identity());
+      assertEquals(tp, r.ranks().size());
+      assertArrayEquals(one.rank0().tokens(), r.rank0().tokens(), "TP=" + tp + " over " + t);
+      double diff = LocalGroup.compare(one.rank0(), r.rank0());
+      assertTrue(diff < 1e-4, "TP=" + tp + " over " + t + ": logits differ by " + diff);
+    }
+    // The tokens are not all the same one (a model that always says one token checks nothing).
+    int[][] tok = one.rank0().tokens();
+    java.util.Set<Integer> distinct = new java.util.HashSet<>();
+    for (int[] step : tok) {
+      for (int x : step) {
+        distinct.add(x);
+      }
+    }
+    assertTrue(distinct.size() > 3, "distinct tokens: " + distinct);
+  }
+
+  /** Every rank adds 0.01 to the first element of every sum: the ranks agree, the model is wrong. */
+  static TpCollectives skewed(TpCollectives c) {
+    return new TpCollectives() {
+      @Override
+      public int size() {
+        return c.size();
+      }
+
+      @Override
+      public int rank() {
+        return c.rank();
+      }
+
+      @Override
+      public void allReduceSum(float[] x, int count) {
+        c.allReduceSum(x, count);
+        x[0] += 0.01f;
+      }
+
+      @Override
+      public void allGather(float[] part, int count, float[] all) {
+        c.allGather(part, count, all);
+      }
+
+      @Override
+      public void close() {
+        c.close();
+      }
+    };
+  }
+
+  @Test
+  void theCheckFailsWhenTheSumsAreWrong() {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    DecodeCommand cmd = new DecodeCommand(new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8)).wrapCollectives(DecodeGroupTest::skewed);
+    int rc = new picocli.CommandLine(cmd).execute("--tp", "2", "--check");
+    String o = out.toString(StandardCharsets.UTF_8);
+    assertEquals(DecodeCommand.EXIT_CHECK, rc, o + err);
+    assertTrue(o.contains("FAIL: TP=2 against TP=1"), o);
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"2", "4"})
+  void theCommandChecksTpAgainstOneRank(String tp) {
+    MainRun r = MainRun.of("decode", "--tp", tp, "--check", "--new", "8");
+    assertEquals(0, r.rc, r.both());
+    assertTrue(r.out.contains("ok: TP=" + tp + " equals TP=1 (tokens identical, logits within"), r.out);
+    assertTrue(r.out.contains("# decode: hidden 256, 16 heads, 8 KV heads"), r.out);
+  }
+
+  @Test
+  void aShapeThatDoesNotSplitIsABadCommandLine() {
+    MainRun r = MainRun.of("decode", "--tp", "3");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--kv-heads 8 is not a multiple of --tp 3"), r.err);
+    r = MainRun.of("decode", "--prompt", "60", "--new", "8");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("at most the context of 64"), r.err);
+    r = MainRun.of("decode", "--model", "llama9b");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--model llama9b: use small or llama8b"), r.err);
+  }
+}
