@@ -21,20 +21,21 @@ import picocli.CommandLine.Spec;
 
 /**
  * The {@code decode} command: a tensor-parallel Llama-shaped decoder on Colibri, ranks as threads
- * of this JVM, on the CPU in float32 (the reference the GPU decoder is checked against). Prints
+ * of this JVM, in float32 on the CPU ({@link HostDecoder}, the reference) or on GPUs
+ * ({@link DeviceDecoder}). Prints
  * the generation's figures per TP size; {@code --check} runs TP=1 first and requires TP=N's tokens
  * to be identical and its logits within {@code --tolerance}.
  */
 @Command(name = "decode", mixinStandardHelpOptions = true,
     versionProvider = Commands.VersionProvider.class,
-    header = "Runs a tensor-parallel Llama-shaped decoder on Colibri (CPU reference, float32).",
+    header = "Runs a tensor-parallel Llama-shaped decoder on Colibri (float32, CPU or GPU).",
     sortOptions = false,
     description = {
         "Greedy decoding with a Llama-shaped model whose weights come from a seed (nothing to"
             + " download): column-parallel Q/K/V and gate/up, row-parallel O and down each followed"
             + " by an all-reduce, a vocabulary-parallel head followed by an all-gather. The ranks"
-            + " are threads of this JVM, each with its own communicator; the model runs on the CPU"
-            + " in float32, over host memory (docs/end-to-end.md).",
+            + " are threads of this JVM, each with its own communicator; the model runs in float32 on"
+            + " the CPU over host memory (the reference) or on GPUs (docs/end-to-end.md).",
         ""},
     footer = {"",
         "Example:",
@@ -89,6 +90,17 @@ public final class DecodeCommand implements Callable<Integer> {
       description = "Colibri's transport between the rank threads: auto, shm, socket (default: ${DEFAULT-VALUE}).")
   String transport = "auto";
 
+  @Option(names = "--device", paramLabel = "D",
+      description = "cpu (float32 on the CPU, host buffers) or gpu (float32 on GPUs: cuBLAS, the"
+          + " decoder's kernels, Colibri's device collectives). Default: ${DEFAULT-VALUE}.")
+  String device = "cpu";
+
+  @Option(names = "--graph", description = "gpu: capture the decode step once in a CUDA graph and replay it.")
+  boolean graph;
+
+  @Option(names = "--spread", description = "gpu: rank r on GPU r % (GPUs seen); default: every rank on GPU 0.")
+  boolean spread;
+
   @Option(names = "--seed", paramLabel = "S", description = "The model's and the prompt's seed (default: ${DEFAULT-VALUE}).")
   long seed = 1234;
 
@@ -141,19 +153,42 @@ public final class DecodeCommand implements Callable<Integer> {
       default -> throw new ParameterException(spec.commandLine(),
           "--transport " + transport + ": use auto, shm or socket");
     };
+    boolean gpu = switch (device) {
+      case "cpu" -> false;
+      case "gpu" -> true;
+      default -> throw new ParameterException(spec.commandLine(), "--device " + device + ": use cpu or gpu");
+    };
+    if (!gpu && (graph || spread)) {
+      throw new ParameterException(spec.commandLine(), (graph ? "--graph" : "--spread") + " needs --device gpu");
+    }
+    int gpus = 0;
+    if (gpu) {
+      try {
+        gpus = DeviceDecoder.gpuCount();
+      } catch (IllegalStateException e) {
+        err.println("colibri decode: " + e.getMessage());
+        return EXIT_FAILED;
+      }
+      if (gpus == 0) {
+        err.println("colibri decode: --device gpu: no GPU is visible to this process");
+        return EXIT_FAILED;
+      }
+    }
     Options options = Options.builder().transport(t).timeout(Duration.ofSeconds(timeoutSeconds)).build();
     out.printf(Locale.ROOT, "# decode: hidden %d, %d heads, %d KV heads, intermediate %d, %d layers,"
-        + " vocab %d, batch %d, context %d; prompt %d, new %d; float32 on the CPU, ranks as threads%n",
+        + " vocab %d, batch %d, context %d; prompt %d, new %d; float32 %s, ranks as threads%n",
         s.hidden(), s.heads(), s.kvHeads(), s.intermediate(), s.layers(), s.vocab(), s.batch(),
-        s.context(), prompt, newTokens);
+        s.context(), prompt, newTokens, !gpu ? "on the CPU"
+            : (graph ? "on the GPU, the step replayed as one CUDA graph" : "on the GPU, eager")
+                + (spread ? ", rank r on GPU r % " + gpus : ", every rank on GPU 0"));
     out.printf(Locale.ROOT, "# %4s %12s %12s %14s %10s%n", "tp", "ms/step", "tokens/s", "first step ms", "init ms");
     try {
       LocalGroup.Result ref = null;
       if (check) {
-        ref = LocalGroup.run(s, 1, options, seed, prompt, newTokens, true, Function.identity());
+        ref = group(s, 1, options, gpu, gpus, true, Function.identity());
         print(ref);
       }
-      LocalGroup.Result r = LocalGroup.run(s, tp, options, seed, prompt, newTokens, check, wrap);
+      LocalGroup.Result r = group(s, tp, options, gpu, gpus, check, wrap);
       print(r);
       out.println("tokens (sequence 0): " + Arrays.toString(column(r.rank0().tokens(), 0)));
       if (check) {
@@ -171,6 +206,19 @@ public final class DecodeCommand implements Callable<Integer> {
       err.println("colibri decode: " + e.getMessage());
       return EXIT_FAILED;
     }
+  }
+
+  private LocalGroup.Result group(ModelShape s, int n, Options options, boolean gpu, int gpus,
+      boolean keep, Function<TpCollectives, TpCollectives> w) {
+    if (!gpu) {
+      return LocalGroup.run(s, n, options, seed, prompt, newTokens, keep, w);
+    }
+    return LocalGroup.runRanks(n, options, (rank, comm) -> {
+      try (DeviceDecoder dec = new DeviceDecoder(new Shard(s, n, rank), new SeededWeights(seed), comm,
+          spread ? rank % gpus : 0)) {
+        return dec.generate(seed, prompt, newTokens, keep, graph);
+      }
+    });
   }
 
   private void print(LocalGroup.Result r) {

@@ -65,10 +65,7 @@ public final class HostDecoder {
    * @param comm the group's collectives (its rank and size those of {@code shard})
    */
   public HostDecoder(Shard shard, SeededWeights weights, TpCollectives comm) {
-    if (comm.size() != shard.tp() || comm.rank() != shard.rank()) {
-      throw new IllegalArgumentException("the collectives are rank " + comm.rank() + " of "
-          + comm.size() + ", the shard rank " + shard.rank() + " of " + shard.tp());
-    }
+    shard.checkGroup(comm.size(), comm.rank());
     this.s = shard.shape();
     this.shard = shard;
     this.comm = comm;
@@ -82,7 +79,6 @@ public final class HostDecoder {
     iw = shard.mlpColumns().size();
     vw = shard.vocabColumns().size();
     int layers = s.layers();
-    Shard.Range all = new Shard.Range(0, h);
     wq = new float[layers][];
     wk = new float[layers][];
     wv = new float[layers][];
@@ -93,18 +89,18 @@ public final class HostDecoder {
     kcache = new float[layers][];
     vcache = new float[layers][];
     for (int l = 0; l < layers; l++) {
-      wq[l] = draw(weights, Matrix.Q, l, all, shard.qColumns());
-      wk[l] = draw(weights, Matrix.K, l, all, shard.kvColumns());
-      wv[l] = draw(weights, Matrix.V, l, all, shard.kvColumns());
-      wo[l] = draw(weights, Matrix.O, l, shard.qColumns(), all);
-      wgate[l] = draw(weights, Matrix.GATE, l, all, shard.mlpColumns());
-      wup[l] = draw(weights, Matrix.UP, l, all, shard.mlpColumns());
-      wdown[l] = draw(weights, Matrix.DOWN, l, shard.mlpColumns(), all);
+      wq[l] = draw(weights, Matrix.Q, l);
+      wk[l] = draw(weights, Matrix.K, l);
+      wv[l] = draw(weights, Matrix.V, l);
+      wo[l] = draw(weights, Matrix.O, l);
+      wgate[l] = draw(weights, Matrix.GATE, l);
+      wup[l] = draw(weights, Matrix.UP, l);
+      wdown[l] = draw(weights, Matrix.DOWN, l);
       kcache[l] = new float[b * nkv * s.context() * d];
       vcache[l] = new float[b * nkv * s.context() * d];
     }
-    embed = draw(weights, Matrix.EMBED, 0, new Shard.Range(0, s.vocab()), all);
-    head = draw(weights, Matrix.HEAD, 0, all, shard.vocabColumns());
+    embed = draw(weights, Matrix.EMBED, 0);
+    head = draw(weights, Matrix.HEAD, 0);
     cos = new float[s.context() * d / 2];
     sin = new float[s.context() * d / 2];
     for (int p = 0; p < s.context(); p++) {
@@ -128,10 +124,10 @@ public final class HostDecoder {
     logits = new float[shard.tp() * b * vw];
   }
 
-  private float[] draw(SeededWeights w, Matrix m, int layer, Shard.Range rows,
-      Shard.Range cols) {
-    float[] a = new float[rows.size() * cols.size()];
-    w.fill(a, m, layer, s, rows, cols);
+  /** This rank's block of a matrix (its rows and columns: {@link Shard#rows}, {@link Shard#columns}). */
+  private float[] draw(SeededWeights w, Matrix m, int layer) {
+    float[] a = new float[shard.rows(m).size() * shard.columns(m).size()];
+    w.fill(a, m, layer, s, shard.rows(m), shard.columns(m));
     return a;
   }
 
@@ -188,12 +184,7 @@ public final class HostDecoder {
     rmsNorm(x, xn, b, h);
     matmul(xn, head, part, b, h, vw);
     comm.allGather(part, b * vw, logits);
-    // The gather is rank-major ([rank][batch][vw]): put each sequence's vocabulary in order.
-    for (int r = 0; r < shard.tp(); r++) {
-      for (int i = 0; i < b; i++) {
-        System.arraycopy(logits, (r * b + i) * vw, logitsOut, i * s.vocab() + r * vw, vw);
-      }
-    }
+    shard.vocabularyOrder(logits, logitsOut);
   }
 
   private void cache(int l, int pos) {

@@ -17,8 +17,9 @@ import java.util.function.Function;
 
 /**
  * A tensor-parallel group of rank threads in this JVM, each with its own Colibri communicator
- * (one {@link UniqueId}, as a server that runs its ranks as threads makes them), each running the
- * CPU decoder on host memory. Checks that every rank generated the same tokens.
+ * (one {@link UniqueId}, as a server that runs its ranks as threads makes them), each running a
+ * decoder: the CPU one on host memory ({@link #run}) or any other ({@link #runRanks}). Checks
+ * that every rank generated the same tokens.
  */
 public final class LocalGroup {
 
@@ -38,9 +39,23 @@ public final class LocalGroup {
 
   private LocalGroup() {}
 
+  /** What one rank thread does with its communicator: its generation. */
+  @FunctionalInterface
+  public interface RankBody {
+    /**
+     * Runs this rank's part.
+     *
+     * @param rank the rank
+     * @param comm its communicator (closed by the group afterwards)
+     * @return what it generated
+     * @throws Exception whatever the rank's work throws: the group reports it as the rank's failure
+     */
+    Generation run(int rank, Communicator comm) throws Exception;
+  }
+
   /**
-   * Runs {@code tp} rank threads: each inits its communicator, draws its shard, runs the prompt
-   * and the generation, and closes the communicator.
+   * Runs {@code tp} rank threads on the CPU: each inits its communicator, draws its shard, runs
+   * the prompt and the generation, and closes the communicator.
    *
    * @param shape the model's shape (split over tp)
    * @param tp the group's size
@@ -57,8 +72,28 @@ public final class LocalGroup {
   public static Result run(ModelShape shape, int tp, Options options, long seed, int prompt,
       int newTokens, boolean keepLogits, Function<TpCollectives, TpCollectives> wrap) {
     shape.check(tp);
-    UniqueId id = UniqueId.create();
     int maxCount = Math.max(shape.batch() * shape.hidden(), shape.batch() * shape.vocab() / tp);
+    return runRanks(tp, options, (rank, comm) -> {
+      try (TpCollectives c = wrap.apply(new ColibriHostCollectives(comm, maxCount))) {
+        HostDecoder dec = new HostDecoder(new Shard(shape, tp, rank), new SeededWeights(seed), c);
+        return Generation.run(dec, seed, prompt, newTokens, keepLogits);
+      }
+    });
+  }
+
+  /**
+   * Runs {@code tp} rank threads, each with a communicator of one {@link UniqueId}, each doing
+   * {@code body}; then checks that every rank generated the same tokens.
+   *
+   * @param tp the group's size
+   * @param options the communicators' options
+   * @param body what each rank does
+   * @return the group's result
+   * @throws IllegalStateException when a rank failed (its error as the cause) or the ranks'
+   *     tokens differ
+   */
+  public static Result runRanks(int tp, Options options, RankBody body) {
+    UniqueId id = UniqueId.create();
     ExecutorService pool = Executors.newFixedThreadPool(tp, r -> {
       Thread t = new Thread(r, "decode-rank");
       t.setDaemon(true);
@@ -70,11 +105,9 @@ public final class LocalGroup {
         final int rank = r;
         futures.add(pool.submit(() -> {
           long t0 = System.nanoTime();
-          Communicator comm = Communicator.init(id, rank, tp, options);
-          long init = System.nanoTime() - t0;
-          try (TpCollectives c = wrap.apply(new ColibriHostCollectives(comm, maxCount))) {
-            HostDecoder dec = new HostDecoder(new Shard(shape, tp, rank), new SeededWeights(seed), c);
-            return new Object[] {Generation.run(dec, seed, prompt, newTokens, keepLogits), init};
+          try (Communicator comm = Communicator.init(id, rank, tp, options)) {
+            long init = System.nanoTime() - t0;
+            return new Object[] {body.run(rank, comm), init};
           }
         }));
       }

@@ -76,4 +76,68 @@ public record Shard(ModelShape shape, int tp, int rank) {
   public Range vocabColumns() {
     return part(shape.vocab());
   }
+
+  /**
+   * This rank's rows of a matrix: the input rows of O and down are split, the rest whole.
+   *
+   * @param m the matrix
+   * @return the rows this rank holds
+   */
+  public Range rows(SeededWeights.Matrix m) {
+    return switch (m) {
+      case O -> qColumns();
+      case DOWN -> mlpColumns();
+      case EMBED -> new Range(0, shape.vocab());
+      default -> new Range(0, shape.hidden());
+    };
+  }
+
+  /**
+   * This rank's columns of a matrix: the outputs of Q, K, V, gate, up and the head are split,
+   * those of O, down and the embedding whole.
+   *
+   * @param m the matrix
+   * @return the columns this rank holds
+   */
+  public Range columns(SeededWeights.Matrix m) {
+    return switch (m) {
+      case Q -> qColumns();
+      case K, V -> kvColumns();
+      case GATE, UP -> mlpColumns();
+      case HEAD -> vocabColumns();
+      case O, DOWN, EMBED -> new Range(0, shape.hidden());
+    };
+  }
+
+  /**
+   * Checks that a group's collectives (or communicator) are this shard's rank of this shard's
+   * group.
+   *
+   * @param size the group's size as the collectives see it
+   * @param groupRank their rank
+   * @throws IllegalArgumentException when they differ
+   */
+  public void checkGroup(int size, int groupRank) {
+    if (size != tp || groupRank != rank) {
+      throw new IllegalArgumentException("the communicator is rank " + groupRank + " of " + size
+          + ", the shard rank " + rank + " of " + tp);
+    }
+  }
+
+  /**
+   * Puts the all-gathered logits, rank-major ([rank][batch][this rank's part of the vocabulary]),
+   * in vocabulary order per sequence ([batch][vocabulary]).
+   *
+   * @param gathered every rank's part, rank-major
+   * @param logits batch × vocabulary
+   */
+  public void vocabularyOrder(float[] gathered, float[] logits) {
+    int b = shape.batch();
+    int vw = vocabColumns().size();
+    for (int r = 0; r < tp; r++) {
+      for (int i = 0; i < b; i++) {
+        System.arraycopy(gathered, (r * b + i) * vw, logits, i * shape.vocab() + r * vw, vw);
+      }
+    }
+  }
 }

@@ -35,7 +35,7 @@ public interface TpCollectives extends AutoCloseable {
    */
   void allGather(float[] part, int count, float[] all);
 
-  /** Releases what the collectives hold (a communicator, buffers). */
+  /** Releases what the collectives hold (their buffers; the communicator is its owner's to close). */
   @Override
   void close();
 }

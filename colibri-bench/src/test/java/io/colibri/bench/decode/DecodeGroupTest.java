@@ -118,5 +118,37 @@ class DecodeGroupTest {
     r = MainRun.of("decode", "--model", "llama9b");
     assertEquals(2, r.rc, r.both());
     assertTrue(r.err.contains("--model llama9b: use small or llama8b"), r.err);
+    r = MainRun.of("decode", "--device", "tpu");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--device tpu: use cpu or gpu"), r.err);
+    r = MainRun.of("decode", "--graph");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--graph needs --device gpu"), r.err);
+  }
+
+  @Test
+  void theJarHoldsEveryKernelTheGpuDecoderLaunches() throws java.io.IOException {
+    try (java.io.InputStream in = DeviceDecoder.class.getResourceAsStream(DeviceDecoder.PTX)) {
+      org.junit.jupiter.api.Assertions.assertNotNull(in, DeviceDecoder.PTX + " is not on the class path");
+      String ptx = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+      for (String k : DeviceDecoder.KERNELS) {
+        assertTrue(ptx.contains(".entry " + k + "("), k + " is not an entry of " + DeviceDecoder.PTX);
+      }
+    }
+  }
+
+  @Test
+  void theGpuDecoderWithoutAGpuSaysWhy() {
+    boolean gpu;
+    try {
+      gpu = DeviceDecoder.gpuCount() > 0;
+    } catch (IllegalStateException e) {
+      gpu = false;
+    }
+    org.junit.jupiter.api.Assumptions.assumeFalse(gpu, "a GPU is here: DeviceDecoderGpuTest runs instead");
+    MainRun r = MainRun.of("decode", "--device", "gpu", "--new", "2");
+    assertEquals(3, r.rc, r.both());
+    assertTrue(r.err.contains("colibri decode: ") && (r.err.contains("the CUDA runtime could not be loaded")
+        || r.err.contains("no GPU is visible")), r.err);
   }
 }

@@ -192,7 +192,7 @@ class HostDecoderTest {
     assertTrue(e.getMessage().contains("position 8 is outside"), e.getMessage());
     e = assertThrows(IllegalArgumentException.class,
         () -> new HostDecoder(new Shard(s, 2, 1), new SeededWeights(1), new Alone()));
-    assertTrue(e.getMessage().contains("rank 0 of 1, the shard rank 1 of 2"), e.getMessage());
+    assertTrue(e.getMessage().contains("the communicator is rank 0 of 1, the shard rank 1 of 2"), e.getMessage());
   }
 
   @Test
