@@ -3,8 +3,10 @@
  */
 package io.colibri.bench.decode;
 
+import io.colibri.Communicator;
 import io.colibri.Options;
 import io.colibri.Transport;
+import io.colibri.UniqueId;
 import io.colibri.bench.common.Commands;
 import java.io.PrintStream;
 import java.time.Duration;
@@ -98,6 +100,11 @@ public final class DecodeCommand implements Callable<Integer> {
   @Option(names = "--graph", description = "gpu: capture the decode step once in a CUDA graph and replay it.")
   boolean graph;
 
+  @Option(names = "--library", paramLabel = "L",
+      description = "gpu: the collectives' library, colibri or nccl (the system's libnccl.so.2:"
+          + " one rank per GPU). Default: ${DEFAULT-VALUE}.")
+  String library = "colibri";
+
   @Option(names = "--spread", description = "gpu: rank r on GPU r % (GPUs seen); default: every rank on GPU 0.")
   boolean spread;
 
@@ -158,8 +165,12 @@ public final class DecodeCommand implements Callable<Integer> {
       case "gpu" -> true;
       default -> throw new ParameterException(spec.commandLine(), "--device " + device + ": use cpu or gpu");
     };
-    if (!gpu && (graph || spread)) {
-      throw new ParameterException(spec.commandLine(), (graph ? "--graph" : "--spread") + " needs --device gpu");
+    if (!gpu && (graph || spread || !library.equals("colibri"))) {
+      throw new ParameterException(spec.commandLine(),
+          (graph ? "--graph" : spread ? "--spread" : "--library " + library) + " needs --device gpu");
+    }
+    if (!library.equals("colibri") && !library.equals("nccl")) {
+      throw new ParameterException(spec.commandLine(), "--library " + library + ": use colibri or nccl");
     }
     int gpus = 0;
     if (gpu) {
@@ -181,7 +192,13 @@ public final class DecodeCommand implements Callable<Integer> {
         s.context(), prompt, newTokens, !gpu ? "on the CPU"
             : (graph ? "on the GPU, the step replayed as one CUDA graph" : "on the GPU, eager")
                 + (spread ? ", rank r on GPU r % " + gpus : ", every rank on GPU 0"));
-    out.printf(Locale.ROOT, "# %4s %12s %12s %14s %10s%n", "tp", "ms/step", "tokens/s", "first step ms", "init ms");
+    if (gpu) {
+      out.println("# collectives: " + (library.equals("nccl") ? "NCCL (the system's libnccl.so.2)" : "Colibri")
+          + "; GPU memory in use (cudaMemGetInfo, rank 0's GPU) grew by init+ at the library's init,"
+          + " model at the weights and buffers, run+ over the generation; own: the library's own count");
+    }
+    out.printf(Locale.ROOT, "# %4s %12s %12s %14s %10s %10s %10s %10s %10s%n", "tp", "ms/step", "tokens/s",
+        "first step ms", "init ms", "init+ MiB", "model MiB", "run+ MiB", "own MiB");
     try {
       LocalGroup.Result ref = null;
       if (check) {
@@ -213,10 +230,24 @@ public final class DecodeCommand implements Callable<Integer> {
     if (!gpu) {
       return LocalGroup.run(s, n, options, seed, prompt, newTokens, keep, w);
     }
-    return LocalGroup.runRanks(n, options, (rank, comm) -> {
-      try (DeviceDecoder dec = new DeviceDecoder(new Shard(s, n, rank), new SeededWeights(seed), comm,
-          spread ? rank % gpus : 0)) {
-        return dec.generate(seed, prompt, newTokens, keep, graph);
+    boolean nccl = library.equals("nccl");
+    UniqueId id = nccl ? null : UniqueId.create();
+    org.bytedeco.cuda.nccl.ncclUniqueId ncclId = nccl ? NcclDeviceCollectives.uniqueId() : null;
+    return LocalGroup.runRanks(n, rank -> {
+      int dev = spread ? rank % gpus : 0;
+      DeviceDecoder.selectDevice(dev);
+      long m0 = DeviceDecoder.usedBytes();
+      long t0 = System.nanoTime();
+      try (DeviceCollectives c = nccl ? new NcclDeviceCollectives(ncclId, n, rank)
+          : new ColibriDeviceCollectives(Communicator.init(id, rank, n, options))) {
+        long init = System.nanoTime() - t0;
+        long m1 = DeviceDecoder.usedBytes();
+        try (DeviceDecoder dec = new DeviceDecoder(new Shard(s, n, rank), new SeededWeights(seed), c, dev)) {
+          long m2 = DeviceDecoder.usedBytes();
+          Generation g = dec.generate(seed, prompt, newTokens, keep, graph);
+          long m3 = DeviceDecoder.usedBytes();
+          return new LocalGroup.RankRun(g, init, new LocalGroup.Memory(m0, m1, m2, m3, c.ownDeviceBytes()));
+        }
       }
     });
   }
@@ -224,8 +255,17 @@ public final class DecodeCommand implements Callable<Integer> {
   private void print(LocalGroup.Result r) {
     Generation g = r.rank0();
     double ms = g.medianStepNanos() / 1e6;
-    out.printf(Locale.ROOT, "  %4d %12.3f %12.1f %14.3f %10.3f%n", r.tp(), ms,
-        g.tokens()[0].length / ms * 1000, g.firstStepNanos() / 1e6, r.initNanos() / 1e6);
+    LocalGroup.Memory m = r.ranks().get(0).memory();
+    String mem = m == null ? String.format(Locale.ROOT, " %10s %10s %10s %10s", "-", "-", "-", "-")
+        : String.format(Locale.ROOT, " %10.1f %10.1f %10.1f %10s", mib(m.afterInit() - m.beforeInit()),
+            mib(m.afterModel() - m.afterInit()), mib(m.afterGeneration() - m.afterModel()),
+            m.libraryOwn() < 0 ? "-" : String.format(Locale.ROOT, "%.1f", mib(m.libraryOwn())));
+    out.printf(Locale.ROOT, "  %4d %12.3f %12.1f %14.3f %10.3f%s%n", r.tp(), ms,
+        g.tokens()[0].length / ms * 1000, g.firstStepNanos() / 1e6, r.initNanos() / 1e6, mem);
+  }
+
+  private static double mib(long bytes) {
+    return bytes / (1024.0 * 1024.0);
   }
 
   private static int[] column(int[][] t, int col) {

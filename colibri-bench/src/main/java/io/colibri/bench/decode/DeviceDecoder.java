@@ -21,6 +21,7 @@ import static org.bytedeco.cuda.global.cudart.cudaGraphExecDestroy;
 import static org.bytedeco.cuda.global.cudart.cudaGraphInstantiate;
 import static org.bytedeco.cuda.global.cudart.cudaGraphUpload;
 import static org.bytedeco.cuda.global.cudart.cudaMalloc;
+import static org.bytedeco.cuda.global.cudart.cudaMemGetInfo;
 import static org.bytedeco.cuda.global.cudart.cudaMemcpyAsync;
 import static org.bytedeco.cuda.global.cudart.cudaMemcpyDeviceToHost;
 import static org.bytedeco.cuda.global.cudart.cudaMemcpyHostToDevice;
@@ -35,9 +36,6 @@ import static org.bytedeco.cuda.global.cudart.cudaStreamNonBlocking;
 import static org.bytedeco.cuda.global.cudart.cudaStreamSynchronize;
 import static org.bytedeco.cuda.global.cudart.cudaSuccess;
 
-import io.colibri.Communicator;
-import io.colibri.DataType;
-import io.colibri.ReduceOp;
 import io.colibri.bench.decode.SeededWeights.Matrix;
 import java.io.IOException;
 import java.io.InputStream;
@@ -56,16 +54,18 @@ import org.bytedeco.javacpp.IntPointer;
 import org.bytedeco.javacpp.LongPointer;
 import org.bytedeco.javacpp.Pointer;
 import org.bytedeco.javacpp.PointerPointer;
+import org.bytedeco.javacpp.SizeTPointer;
 
 /**
  * One rank of the tensor-parallel decoder on a GPU, float32: {@link HostDecoder}'s model on
  * device buffers allocated once, GEMMs through cuBLAS, the small kernels of
  * src/tools/decode_kernels.cu (PTX in this jar), the all-reduces and the all-gather through
- * Colibri's device collectives on the rank's stream. A step reads its tokens and its position
+ * {@link DeviceCollectives} (Colibri's or NCCL's) on the rank's stream. A step reads its tokens and its position
  * from device memory and leaves the next tokens (the argmax) and the next position there, so the
  * whole step, collectives included, can be captured once in a CUDA graph and replayed
  * ({@link #captureStep()}, {@link #replay()}); replays go through
- * {@link Communicator#launchGraph}, which rank threads sharing a GPU need.
+ * {@link DeviceCollectives#launchGraph} (Colibri's: {@code Communicator.launchGraph}, which rank
+ * threads sharing a GPU need).
  *
  * <p>Needs the org.bytedeco CUDA presets' runtime loaded (a GPU host). The caller's thread must
  * have {@code device} current for every call.
@@ -84,7 +84,7 @@ public final class DeviceDecoder implements AutoCloseable {
 
   private final ModelShape s;
   private final Shard shard;
-  private final Communicator comm;
+  private final DeviceCollectives comm;
   private final CUstream_st stream = new CUstream_st();
   private final cublasContext blas = new cublasContext();
   private final CUmod_st module = new CUmod_st();
@@ -143,10 +143,10 @@ public final class DeviceDecoder implements AutoCloseable {
    *
    * @param shard the model's shape, the group's size and this rank
    * @param weights the model's weights
-   * @param comm the group's communicator (rank and size those of {@code shard})
+   * @param comm the group's collectives (rank and size those of {@code shard}; closed by their owner)
    * @param device the GPU (made current on this thread)
    */
-  public DeviceDecoder(Shard shard, SeededWeights weights, Communicator comm, int device) {
+  public DeviceDecoder(Shard shard, SeededWeights weights, DeviceCollectives comm, int device) {
     shard.checkGroup(comm.size(), comm.rank());
     this.s = shard.shape();
     this.shard = shard;
@@ -160,8 +160,7 @@ public final class DeviceDecoder implements AutoCloseable {
     kvw = shard.kvColumns().size();
     iw = shard.mlpColumns().size();
     vw = shard.vocabColumns().size();
-    cuda(cudaSetDevice(device), "cudaSetDevice(" + device + ")");
-    cuda(cudaFree(null), "creating the CUDA context of GPU " + device);
+    selectDevice(device);
     cuda(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     if (cublasCreate_v2(blas) != CUBLAS_STATUS_SUCCESS
         || cublasSetStream_v2(blas, stream) != CUBLAS_STATUS_SUCCESS) {
@@ -233,7 +232,6 @@ public final class DeviceDecoder implements AutoCloseable {
    * tokens, then the next tokens (argmax) and position into their device words.
    */
   public void enqueueStep() {
-    long st = stream.address();
     launch(fEmbed, b, 1, 0, embed, tokens, x, h);
     for (int l = 0; l < s.layers(); l++) {
       launch(fNorm, b, 1, 0, x, xn, h, ModelShape.NORM_EPS);
@@ -245,19 +243,19 @@ public final class DeviceDecoder implements AutoCloseable {
       launch(fCache, b, 1, 0, k, v, kcache[l], vcache[l], nkv, s.context(), d, pos);
       launch(fAttention, nh, b, 4 * s.context(), q, kcache[l], vcache[l], att, nh, nkv, s.context(), d, pos);
       gemm(att, wo[l], out, qw, h);
-      comm.allReduce(out.address(), out.address(), (long) b * h, DataType.FLOAT32, ReduceOp.SUM, st);
+      comm.allReduceSum(out, (long) b * h, stream);
       launch(fAdd, blocks((long) b * h), 1, 0, x, out, (long) b * h);
       launch(fNorm, b, 1, 0, x, xn, h, ModelShape.NORM_EPS);
       gemm(xn, wgate[l], gate, h, iw);
       gemm(xn, wup[l], up, h, iw);
       launch(fSiluMul, blocks((long) b * iw), 1, 0, gate, up, (long) b * iw);
       gemm(gate, wdown[l], out, iw, h);
-      comm.allReduce(out.address(), out.address(), (long) b * h, DataType.FLOAT32, ReduceOp.SUM, st);
+      comm.allReduceSum(out, (long) b * h, stream);
       launch(fAdd, blocks((long) b * h), 1, 0, x, out, (long) b * h);
     }
     launch(fNorm, b, 1, 0, x, xn, h, ModelShape.NORM_EPS);
     gemm(xn, head, part, h, vw);
-    comm.allGather(part.address(), gathered.address(), (long) b * vw, DataType.FLOAT32, st);
+    comm.allGather(part, gathered, (long) b * vw, stream);
     launch(fArgmax, b, 1, 0, gathered, tokens, shard.tp(), b, vw);
     launch(fAdvance, 1, 1, 0, pos);
   }
@@ -278,12 +276,12 @@ public final class DeviceDecoder implements AutoCloseable {
     sync();
   }
 
-  /** Replays the captured step on the rank's stream, through {@link Communicator#launchGraph}. */
+  /** Replays the captured step on the rank's stream, as its collectives' library wants it. */
   public void replay() {
     if (graph == null) {
       throw new IllegalStateException("no step captured: call captureStep() first");
     }
-    comm.launchGraph(graph.address(), stream.address());
+    comm.launchGraph(graph, stream);
   }
 
   /**
@@ -383,6 +381,24 @@ public final class DeviceDecoder implements AutoCloseable {
     cublasDestroy_v2(blas);
     cuModuleUnload(module);
     cudaStreamDestroy(stream);
+  }
+
+  /**
+   * Makes {@code device} current on this thread and creates its CUDA context.
+   *
+   * @param device the GPU
+   */
+  public static void selectDevice(int device) {
+    cuda(cudaSetDevice(device), "cudaSetDevice(" + device + ")");
+    cuda(cudaFree(null), "creating the CUDA context of GPU " + device);
+  }
+
+  /** @return the current GPU's memory in use (total less free, cudaMemGetInfo), in bytes */
+  public static long usedBytes() {
+    try (SizeTPointer free = new SizeTPointer(1); SizeTPointer total = new SizeTPointer(1)) {
+      cuda(cudaMemGetInfo(free, total), "cudaMemGetInfo");
+      return total.get() - free.get();
+    }
   }
 
   /**

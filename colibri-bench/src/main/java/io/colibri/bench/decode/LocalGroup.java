@@ -24,33 +24,59 @@ import java.util.function.Function;
 public final class LocalGroup {
 
   /**
+   * GPU memory in use (the whole GPU's, cudaMemGetInfo; where ranks share a GPU it holds theirs
+   * too) at the points of a rank's run, and what the library counts as its own.
+   *
+   * @param beforeInit with the CUDA context, before the library's init
+   * @param afterInit after the library's init
+   * @param afterModel after the model's weights, KV cache and buffers
+   * @param afterGeneration after the prompt and the generation (the library's and cuBLAS's lazy
+   *     allocations included)
+   * @param libraryOwn the library's own count of its device memory, or -1 where it gives none
+   */
+  public record Memory(long beforeInit, long afterInit, long afterModel, long afterGeneration,
+      long libraryOwn) {}
+
+  /**
+   * One rank's run.
+   *
+   * @param generation what it generated
+   * @param initNanos its communicator's init
+   * @param memory its GPU memory figures, or null on the CPU
+   */
+  public record RankRun(Generation generation, long initNanos, Memory memory) {}
+
+  /**
    * What a group's run gave.
    *
    * @param tp the group's size
-   * @param ranks each rank's generation
-   * @param initNanos the slowest rank's communicator init
+   * @param ranks each rank's run
    */
-  public record Result(int tp, List<Generation> ranks, long initNanos) {
+  public record Result(int tp, List<RankRun> ranks) {
     /** @return rank 0's generation (every rank's tokens are the same) */
     public Generation rank0() {
-      return ranks.get(0);
+      return ranks.get(0).generation();
+    }
+
+    /** @return the slowest rank's init */
+    public long initNanos() {
+      return ranks.stream().mapToLong(RankRun::initNanos).max().orElse(0);
     }
   }
 
   private LocalGroup() {}
 
-  /** What one rank thread does with its communicator: its generation. */
+  /** What one rank thread does: it makes its communicator, runs and closes it. */
   @FunctionalInterface
   public interface RankBody {
     /**
      * Runs this rank's part.
      *
      * @param rank the rank
-     * @param comm its communicator (closed by the group afterwards)
-     * @return what it generated
+     * @return its run
      * @throws Exception whatever the rank's work throws: the group reports it as the rank's failure
      */
-    Generation run(int rank, Communicator comm) throws Exception;
+    RankRun run(int rank) throws Exception;
   }
 
   /**
@@ -73,50 +99,44 @@ public final class LocalGroup {
       int newTokens, boolean keepLogits, Function<TpCollectives, TpCollectives> wrap) {
     shape.check(tp);
     int maxCount = Math.max(shape.batch() * shape.hidden(), shape.batch() * shape.vocab() / tp);
-    return runRanks(tp, options, (rank, comm) -> {
-      try (TpCollectives c = wrap.apply(new ColibriHostCollectives(comm, maxCount))) {
+    UniqueId id = UniqueId.create();
+    return runRanks(tp, rank -> {
+      long t0 = System.nanoTime();
+      try (Communicator comm = Communicator.init(id, rank, tp, options);
+          TpCollectives c = wrap.apply(new ColibriHostCollectives(comm, maxCount))) {
+        long init = System.nanoTime() - t0;
         HostDecoder dec = new HostDecoder(new Shard(shape, tp, rank), new SeededWeights(seed), c);
-        return Generation.run(dec, seed, prompt, newTokens, keepLogits);
+        return new RankRun(Generation.run(dec, seed, prompt, newTokens, keepLogits), init, null);
       }
     });
   }
 
   /**
-   * Runs {@code tp} rank threads, each with a communicator of one {@link UniqueId}, each doing
-   * {@code body}; then checks that every rank generated the same tokens.
+   * Runs {@code tp} rank threads, each doing {@code body}; then checks that every rank generated
+   * the same tokens.
    *
    * @param tp the group's size
-   * @param options the communicators' options
    * @param body what each rank does
    * @return the group's result
    * @throws IllegalStateException when a rank failed (its error as the cause) or the ranks'
    *     tokens differ
    */
-  public static Result runRanks(int tp, Options options, RankBody body) {
-    UniqueId id = UniqueId.create();
+  public static Result runRanks(int tp, RankBody body) {
     ExecutorService pool = Executors.newFixedThreadPool(tp, r -> {
       Thread t = new Thread(r, "decode-rank");
       t.setDaemon(true);
       return t;
     });
     try {
-      List<Future<Object[]>> futures = new ArrayList<>();
+      List<Future<RankRun>> futures = new ArrayList<>();
       for (int r = 0; r < tp; r++) {
         final int rank = r;
-        futures.add(pool.submit(() -> {
-          long t0 = System.nanoTime();
-          try (Communicator comm = Communicator.init(id, rank, tp, options)) {
-            long init = System.nanoTime() - t0;
-            return new Object[] {body.run(rank, comm), init};
-          }
-        }));
+        futures.add(pool.submit(() -> body.run(rank)));
       }
-      List<Generation> gens = new ArrayList<>();
-      long init = 0;
+      List<RankRun> runs = new ArrayList<>();
       for (int r = 0; r < tp; r++) {
-        Object[] o;
         try {
-          o = futures.get(r).get();
+          runs.add(futures.get(r).get());
         } catch (ExecutionException e) {
           throw new IllegalStateException("rank " + r + " of " + tp + " failed: " + e.getCause().getMessage(),
               e.getCause());
@@ -124,15 +144,13 @@ public final class LocalGroup {
           Thread.currentThread().interrupt();
           throw new IllegalStateException("interrupted while rank " + r + " of " + tp + " ran", e);
         }
-        gens.add((Generation) o[0]);
-        init = Math.max(init, (Long) o[1]);
       }
       for (int r = 1; r < tp; r++) {
-        if (!Arrays.deepEquals(gens.get(r).tokens(), gens.get(0).tokens())) {
+        if (!Arrays.deepEquals(runs.get(r).generation().tokens(), runs.get(0).generation().tokens())) {
           throw new IllegalStateException("rank " + r + " generated other tokens than rank 0");
         }
       }
-      return new Result(tp, gens, init);
+      return new Result(tp, runs);
     } finally {
       pool.shutdownNow();
     }

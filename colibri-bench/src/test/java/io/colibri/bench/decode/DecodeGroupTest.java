@@ -124,6 +124,12 @@ class DecodeGroupTest {
     r = MainRun.of("decode", "--graph");
     assertEquals(2, r.rc, r.both());
     assertTrue(r.err.contains("--graph needs --device gpu"), r.err);
+    r = MainRun.of("decode", "--library", "nccl");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--library nccl needs --device gpu"), r.err);
+    r = MainRun.of("decode", "--device", "gpu", "--library", "mpi");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--library mpi: use colibri or nccl"), r.err);
   }
 
   @Test

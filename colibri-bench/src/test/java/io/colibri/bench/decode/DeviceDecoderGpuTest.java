@@ -6,7 +6,9 @@ package io.colibri.bench.decode;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.colibri.Communicator;
 import io.colibri.Options;
+import io.colibri.UniqueId;
 import java.time.Duration;
 import java.util.function.Function;
 import org.junit.jupiter.api.Assumptions;
@@ -43,9 +45,12 @@ class DeviceDecoderGpuTest {
   void theGpuGeneratesWhatTheCpuGenerates(int tp, boolean graph) {
     Options options = Options.builder().timeout(Duration.ofSeconds(60)).build();
     LocalGroup.Result cpu = LocalGroup.run(S, 1, options, 11, 4, 8, true, Function.identity());
-    LocalGroup.Result gpu = LocalGroup.runRanks(tp, options, (rank, comm) -> {
-      try (DeviceDecoder dec = new DeviceDecoder(new Shard(S, tp, rank), new SeededWeights(11), comm, 0)) {
-        return dec.generate(11, 4, 8, true, graph);
+    UniqueId id = UniqueId.create();
+    LocalGroup.Result gpu = LocalGroup.runRanks(tp, rank -> {
+      DeviceDecoder.selectDevice(0);
+      try (DeviceCollectives c = new ColibriDeviceCollectives(Communicator.init(id, rank, tp, options));
+          DeviceDecoder dec = new DeviceDecoder(new Shard(S, tp, rank), new SeededWeights(11), c, 0)) {
+        return new LocalGroup.RankRun(dec.generate(11, 4, 8, true, graph), 0, null);
       }
     });
     assertArrayEquals(cpu.rank0().tokens(), gpu.rank0().tokens(), "TP=" + tp + (graph ? " graph" : " eager"));

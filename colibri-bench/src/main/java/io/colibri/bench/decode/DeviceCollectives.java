@@ -1,0 +1,60 @@
+/*
+ * Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+ */
+package io.colibri.bench.decode;
+
+import org.bytedeco.cuda.cudart.CUgraphExec_st;
+import org.bytedeco.cuda.cudart.CUstream_st;
+import org.bytedeco.javacpp.Pointer;
+
+/**
+ * The GPU decoder's collectives on one rank, on device buffers and the rank's stream: Colibri's
+ * ({@link ColibriDeviceCollectives}) or NCCL's ({@link NcclDeviceCollectives}), so that one
+ * decoder runs over either in the same run.
+ */
+public interface DeviceCollectives extends AutoCloseable {
+
+  /** @return the group's size */
+  int size();
+
+  /** @return this rank */
+  int rank();
+
+  /** @return the library's name and version, for the report */
+  String library();
+
+  /**
+   * Sums {@code count} float32 elements over the ranks, in place, on {@code stream}.
+   *
+   * @param buf the device buffer
+   * @param count elements
+   * @param stream the rank's stream
+   */
+  void allReduceSum(Pointer buf, long count, CUstream_st stream);
+
+  /**
+   * Gathers every rank's {@code count} float32 elements of {@code send} into {@code recv},
+   * rank-major, on {@code stream}.
+   *
+   * @param send this rank's part
+   * @param recv size() × count elements
+   * @param count elements per rank
+   * @param stream the rank's stream
+   */
+  void allGather(Pointer send, Pointer recv, long count, CUstream_st stream);
+
+  /**
+   * Replays a graph that holds this library's calls, as the library wants it replayed.
+   *
+   * @param graph the instantiated graph
+   * @param stream the rank's stream
+   */
+  void launchGraph(CUgraphExec_st graph, CUstream_st stream);
+
+  /** @return the device memory the library counts as its own, in bytes, or -1 where it does not say */
+  long ownDeviceBytes();
+
+  /** Destroys the communicator. */
+  @Override
+  void close();
+}
