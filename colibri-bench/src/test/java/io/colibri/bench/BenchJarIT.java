@@ -24,7 +24,8 @@ import org.junit.jupiter.api.Timeout;
  * The shaded jars as they are shipped (failsafe, after package): {@code java -jar
  * target/colibri-bench.jar} with only the Java modules of the GPU bundle's trimmed runtime
  * (shared/gpu/pack.sh's jlink list, through {@code --limit-modules}): help, the doctor's JSON and a
- * tiny sweep need no java.desktop, and picocli and Jackson are inside the jar. The chart command,
+ * tiny sweep and the decoder on the CPU need no java.desktop, and picocli and Jackson are inside
+ * the jar (the CUDA presets are not: the decoder on a GPU says so). The chart command,
  * which draws with AWT, runs on the full runtime and says what is missing on the trimmed one.
  * Compare from colibri-jmh.jar reads JMH's JSON on the trimmed one.
  */
@@ -101,6 +102,14 @@ class BenchJarIT {
         "-b", "8", "-e", "8", "-w", "0", "-n", "1", "--collectives", "allreduce");
     assertEquals(0, loud.rc(), loud.all());
     assertTrue(loud.err().contains("rank 0/2 ready"), loud.all());
+
+    // The decoder on the CPU from the slim jar, which has no CUDA presets; on the GPU it says why not.
+    Run decode = java(true, "-jar", jar, "decode", "--tp", "2", "--check", "--new", "4");
+    assertEquals(0, decode.rc(), decode.all());
+    assertTrue(decode.out().contains("ok: TP=2 equals TP=1"), decode.all());
+    Run decodeGpu = java(true, "-jar", jar, "decode", "--device", "gpu", "--new", "2");
+    assertEquals(Commands.EXIT_FAILED, decodeGpu.rc(), decodeGpu.all());
+    assertTrue(decodeGpu.err().contains("the CUDA runtime could not be loaded"), decodeGpu.all());
 
     Run chart = java(false, "-jar", jar, "chart", "--out", dir.resolve("charts").toString(),
         "--collectives", "allreduce", csv.toString());

@@ -3,10 +3,8 @@
  */
 package io.colibri.bench.decode;
 
-import io.colibri.Communicator;
 import io.colibri.Options;
 import io.colibri.Transport;
-import io.colibri.UniqueId;
 import io.colibri.bench.common.Commands;
 import java.io.PrintStream;
 import java.time.Duration;
@@ -230,26 +228,8 @@ public final class DecodeCommand implements Callable<Integer> {
     if (!gpu) {
       return LocalGroup.run(s, n, options, seed, prompt, newTokens, keep, w);
     }
-    boolean nccl = library.equals("nccl");
-    UniqueId id = nccl ? null : UniqueId.create();
-    org.bytedeco.cuda.nccl.ncclUniqueId ncclId = nccl ? NcclDeviceCollectives.uniqueId() : null;
-    return LocalGroup.runRanks(n, rank -> {
-      int dev = spread ? rank % gpus : 0;
-      DeviceDecoder.selectDevice(dev);
-      long m0 = DeviceDecoder.usedBytes();
-      long t0 = System.nanoTime();
-      try (DeviceCollectives c = nccl ? new NcclDeviceCollectives(ncclId, n, rank)
-          : new ColibriDeviceCollectives(Communicator.init(id, rank, n, options))) {
-        long init = System.nanoTime() - t0;
-        long m1 = DeviceDecoder.usedBytes();
-        try (DeviceDecoder dec = new DeviceDecoder(new Shard(s, n, rank), new SeededWeights(seed), c, dev)) {
-          long m2 = DeviceDecoder.usedBytes();
-          Generation g = dec.generate(seed, prompt, newTokens, keep, graph);
-          long m3 = DeviceDecoder.usedBytes();
-          return new LocalGroup.RankRun(g, init, new LocalGroup.Memory(m0, m1, m2, m3, c.ownDeviceBytes()));
-        }
-      }
-    });
+    return DeviceGroup.run(s, n, options, library.equals("nccl"), spread, gpus, seed, prompt, newTokens,
+        keep, graph);
   }
 
   private void print(LocalGroup.Result r) {
