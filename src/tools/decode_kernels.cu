@@ -160,7 +160,8 @@ extern "C" __global__ void clb_dec_argmax(const float* gathered, int* tokens, in
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0) tokens[b] = bestI[0];
+  // No logit above -inf (all NaN or -inf): token 0, as the CPU reference's scan from index 0 gives.
+  if (threadIdx.x == 0) tokens[b] = bestI[0] == 0x7fffffff ? 0 : bestI[0];
 }
 
 // The next step's position: one more.

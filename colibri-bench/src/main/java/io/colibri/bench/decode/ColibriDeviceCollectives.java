@@ -54,6 +54,11 @@ public final class ColibriDeviceCollectives implements DeviceCollectives {
   }
 
   @Override
+  public void checkHealthy() {
+    comm.checkHealthy();
+  }
+
+  @Override
   public long ownDeviceBytes() {
     return comm.memoryStats().devicePeakBytes();
   }

@@ -51,6 +51,12 @@ public interface DeviceCollectives extends AutoCloseable {
    */
   void launchGraph(CUgraphExec_st graph, CUstream_st stream);
 
+  /**
+   * Throws the library's asynchronous error, if it has one (a device wait that timed out leaves
+   * its kernels' outputs undefined while the stream itself completes).
+   */
+  void checkHealthy();
+
   /** @return the device memory the library counts as its own, in bytes, or -1 where it does not say */
   long ownDeviceBytes();
 

@@ -10,6 +10,10 @@ import static org.bytedeco.cuda.global.cublas.cublasDestroy_v2;
 import static org.bytedeco.cuda.global.cublas.cublasSetStream_v2;
 import static org.bytedeco.cuda.global.cublas.cublasSgemm_v2;
 import static org.bytedeco.cuda.global.cudart.CUDA_SUCCESS;
+import static org.bytedeco.cuda.global.cudart.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+import static org.bytedeco.cuda.global.cudart.cuFuncSetAttribute;
+import static org.bytedeco.cuda.global.cudart.cudaDevAttrMaxSharedMemoryPerBlockOptin;
+import static org.bytedeco.cuda.global.cudart.cudaDeviceGetAttribute;
 import static org.bytedeco.cuda.global.cudart.cuLaunchKernel;
 import static org.bytedeco.cuda.global.cudart.cuModuleGetFunction;
 import static org.bytedeco.cuda.global.cudart.cuModuleLoadData;
@@ -25,7 +29,7 @@ import static org.bytedeco.cuda.global.cudart.cudaMemGetInfo;
 import static org.bytedeco.cuda.global.cudart.cudaMemcpyAsync;
 import static org.bytedeco.cuda.global.cudart.cudaMemcpyDeviceToHost;
 import static org.bytedeco.cuda.global.cudart.cudaMemcpyHostToDevice;
-import static org.bytedeco.cuda.global.cudart.cudaMemset;
+import static org.bytedeco.cuda.global.cudart.cudaMemsetAsync;
 import static org.bytedeco.cuda.global.cudart.cudaSetDevice;
 import static org.bytedeco.cuda.global.cudart.cudaStreamBeginCapture;
 import static org.bytedeco.cuda.global.cudart.cudaStreamCaptureModeThreadLocal;
@@ -92,6 +96,8 @@ public final class DeviceDecoder implements AutoCloseable {
   private final FloatPointer one = new FloatPointer(1f);
   private final FloatPointer zero = new FloatPointer(0f);
   private CUgraphExec_st graph;
+  /** The position the next step computes (the device's word holds the same). */
+  private int position;
 
   private final CUfunc_st fEmbed = new CUfunc_st();
   private final CUfunc_st fNorm = new CUfunc_st();
@@ -160,50 +166,67 @@ public final class DeviceDecoder implements AutoCloseable {
     kvw = shard.kvColumns().size();
     iw = shard.mlpColumns().size();
     vw = shard.vocabColumns().size();
-    selectDevice(device);
-    cuda(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    if (cublasCreate_v2(blas) != CUBLAS_STATUS_SUCCESS
-        || cublasSetStream_v2(blas, stream) != CUBLAS_STATUS_SUCCESS) {
-      throw new IllegalStateException("cuBLAS could not be set up on GPU " + device);
+    try {
+      selectDevice(device);
+      cuda(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      if (cublasCreate_v2(blas) != CUBLAS_STATUS_SUCCESS
+          || cublasSetStream_v2(blas, stream) != CUBLAS_STATUS_SUCCESS) {
+        throw new IllegalStateException("cuBLAS could not be set up on GPU " + device);
+      }
+      loadKernels();
+      int scoreBytes = 4 * s.context();  // attention's dynamic shared memory: a score per position
+      if (scoreBytes > 48 * 1024) {
+        int[] most = new int[1];
+        cuda(cudaDeviceGetAttribute(most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
+        if (scoreBytes > most[0]) {
+          throw new IllegalArgumentException("a context of " + s.context() + " positions needs " + scoreBytes
+              + " bytes of shared memory per attention block; GPU " + device + " gives at most " + most[0]
+              + ": use a context of at most " + most[0] / 4);
+        }
+        driver(cuFuncSetAttribute(fAttention, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, scoreBytes),
+            "cuFuncSetAttribute(clb_dec_attention, dynamic shared memory " + scoreBytes + ")");
+      }
+      int layers = s.layers();
+      wq = new Pointer[layers];
+      wk = new Pointer[layers];
+      wv = new Pointer[layers];
+      wo = new Pointer[layers];
+      wgate = new Pointer[layers];
+      wup = new Pointer[layers];
+      wdown = new Pointer[layers];
+      kcache = new Pointer[layers];
+      vcache = new Pointer[layers];
+      for (int l = 0; l < layers; l++) {
+        wq[l] = upload(weights, Matrix.Q, l);
+        wk[l] = upload(weights, Matrix.K, l);
+        wv[l] = upload(weights, Matrix.V, l);
+        wo[l] = upload(weights, Matrix.O, l);
+        wgate[l] = upload(weights, Matrix.GATE, l);
+        wup[l] = upload(weights, Matrix.UP, l);
+        wdown[l] = upload(weights, Matrix.DOWN, l);
+        kcache[l] = alloc((long) b * nkv * s.context() * d);
+        vcache[l] = alloc((long) b * nkv * s.context() * d);
+      }
+      embed = upload(weights, Matrix.EMBED, 0);
+      head = upload(weights, Matrix.HEAD, 0);
+      x = alloc((long) b * h);
+      xn = alloc((long) b * h);
+      q = alloc((long) b * qw);
+      k = alloc((long) b * kvw);
+      v = alloc((long) b * kvw);
+      att = alloc((long) b * qw);
+      out = alloc((long) b * h);
+      gate = alloc((long) b * iw);
+      up = alloc((long) b * iw);
+      part = alloc((long) b * vw);
+      gathered = alloc((long) shard.tp() * b * vw);
+      tokens = alloc(b);
+      pos = alloc(1);
+      sync();
+    } catch (RuntimeException | Error e) {
+      close();  // what was made so far: a half-built decoder holds no GPU memory
+      throw e;
     }
-    loadKernels();
-    int layers = s.layers();
-    wq = new Pointer[layers];
-    wk = new Pointer[layers];
-    wv = new Pointer[layers];
-    wo = new Pointer[layers];
-    wgate = new Pointer[layers];
-    wup = new Pointer[layers];
-    wdown = new Pointer[layers];
-    kcache = new Pointer[layers];
-    vcache = new Pointer[layers];
-    for (int l = 0; l < layers; l++) {
-      wq[l] = upload(weights, Matrix.Q, l);
-      wk[l] = upload(weights, Matrix.K, l);
-      wv[l] = upload(weights, Matrix.V, l);
-      wo[l] = upload(weights, Matrix.O, l);
-      wgate[l] = upload(weights, Matrix.GATE, l);
-      wup[l] = upload(weights, Matrix.UP, l);
-      wdown[l] = upload(weights, Matrix.DOWN, l);
-      kcache[l] = alloc((long) b * nkv * s.context() * d);
-      vcache[l] = alloc((long) b * nkv * s.context() * d);
-    }
-    embed = upload(weights, Matrix.EMBED, 0);
-    head = upload(weights, Matrix.HEAD, 0);
-    x = alloc((long) b * h);
-    xn = alloc((long) b * h);
-    q = alloc((long) b * qw);
-    k = alloc((long) b * kvw);
-    v = alloc((long) b * kvw);
-    att = alloc((long) b * qw);
-    out = alloc((long) b * h);
-    gate = alloc((long) b * iw);
-    up = alloc((long) b * iw);
-    part = alloc((long) b * vw);
-    gathered = alloc((long) shard.tp() * b * vw);
-    tokens = alloc(b);
-    pos = alloc(1);
-    sync();
   }
 
   /** @return the rank's stream (its address is what Colibri's device calls take) */
@@ -218,6 +241,19 @@ public final class DeviceDecoder implements AutoCloseable {
    * @param position the position
    */
   public void setInput(int[] next, int position) {
+    if (next.length != b) {
+      throw new IllegalArgumentException(next.length + " tokens for a batch of " + b);
+    }
+    for (int t : next) {
+      if (t < 0 || t >= s.vocab()) {
+        throw new IllegalArgumentException("token " + t + " is outside the vocabulary of " + s.vocab());
+      }
+    }
+    if (position < 0 || position >= s.context()) {
+      throw new IllegalArgumentException("position " + position + " is outside the KV cache's "
+          + s.context() + " positions");
+    }
+    this.position = position;
     IntPointer t = new IntPointer(next);
     IntPointer p = new IntPointer(new int[] {position});
     cuda(cudaMemcpyAsync(tokens, t, 4L * b, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
@@ -232,6 +268,19 @@ public final class DeviceDecoder implements AutoCloseable {
    * tokens, then the next tokens (argmax) and position into their device words.
    */
   public void enqueueStep() {
+    step();
+    enqueue();
+  }
+
+  /** Counts a step on the host: one past the KV cache's last position is refused, not written. */
+  private void step() {
+    if (position >= s.context()) {
+      throw new IllegalStateException("the KV cache's " + s.context() + " positions are full");
+    }
+    position++;
+  }
+
+  private void enqueue() {
     launch(fEmbed, b, 1, 0, embed, tokens, x, h);
     for (int l = 0; l < s.layers(); l++) {
       launch(fNorm, b, 1, 0, x, xn, h, ModelShape.NORM_EPS);
@@ -265,9 +314,17 @@ public final class DeviceDecoder implements AutoCloseable {
     cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
     CUgraph_st g = new CUgraph_st();
     try {
-      enqueueStep();
-    } finally {
-      cuda(cudaStreamEndCapture(stream, g), "cudaStreamEndCapture");
+      enqueue();
+    } catch (RuntimeException e) {
+      cudaStreamEndCapture(stream, g);  // ends the capture; the first error is the one to report
+      if (!g.isNull()) {
+        cudaGraphDestroy(g);
+      }
+      throw e;
+    }
+    cuda(cudaStreamEndCapture(stream, g), "cudaStreamEndCapture");
+    if (graph != null) {
+      cudaGraphExecDestroy(graph);
     }
     graph = new CUgraphExec_st();
     cuda(cudaGraphInstantiate(graph, g, 0L), "cudaGraphInstantiate");
@@ -281,6 +338,7 @@ public final class DeviceDecoder implements AutoCloseable {
     if (graph == null) {
       throw new IllegalStateException("no step captured: call captureStep() first");
     }
+    step();
     comm.launchGraph(graph, stream);
   }
 
@@ -358,6 +416,7 @@ public final class DeviceDecoder implements AutoCloseable {
           "cudaMemcpyAsync");
     }
     sync();
+    comm.checkHealthy();
     t.get(nextOut);
     if (g != null) {
       float[] all = new float[shard.tp() * b * vw];
@@ -378,9 +437,18 @@ public final class DeviceDecoder implements AutoCloseable {
       cudaFree(p);
     }
     allocations.clear();
-    cublasDestroy_v2(blas);
-    cuModuleUnload(module);
-    cudaStreamDestroy(stream);
+    if (!blas.isNull()) {
+      cublasDestroy_v2(blas);
+      blas.setNull();
+    }
+    if (!module.isNull()) {
+      cuModuleUnload(module);
+      module.setNull();
+    }
+    if (!stream.isNull()) {
+      cudaStreamDestroy(stream);
+      stream.setNull();
+    }
   }
 
   /**
@@ -447,7 +515,7 @@ public final class DeviceDecoder implements AutoCloseable {
     Pointer p = new Pointer();
     cuda(cudaMalloc(p, 4 * floats), "cudaMalloc of " + 4 * floats + " bytes");
     allocations.add(p);
-    cuda(cudaMemset(p, 0, 4 * floats), "cudaMemset");
+    cuda(cudaMemsetAsync(p, 0, 4 * floats, stream), "cudaMemsetAsync");  // in the stream's order
     return p;
   }
 

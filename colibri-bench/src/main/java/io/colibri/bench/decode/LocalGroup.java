@@ -9,7 +9,9 @@ import io.colibri.UniqueId;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.CompletionService;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorCompletionService;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -128,21 +130,34 @@ public final class LocalGroup {
       return t;
     });
     try {
+      // Results in the order the ranks end: the first failure is reported at once (its peers,
+      // which may wait for it, are interrupted when the pool shuts down), not after them.
+      CompletionService<RankRun> done = new ExecutorCompletionService<>(pool);
       List<Future<RankRun>> futures = new ArrayList<>();
       for (int r = 0; r < tp; r++) {
         final int rank = r;
-        futures.add(pool.submit(() -> body.run(rank)));
+        futures.add(done.submit(() -> body.run(rank)));
       }
-      List<RankRun> runs = new ArrayList<>();
-      for (int r = 0; r < tp; r++) {
+      for (int i = 0; i < tp; i++) {
         try {
-          runs.add(futures.get(r).get());
-        } catch (ExecutionException e) {
-          throw new IllegalStateException("rank " + r + " of " + tp + " failed: " + e.getCause().getMessage(),
-              e.getCause());
+          Future<RankRun> f = done.take();
+          try {
+            f.get();
+          } catch (ExecutionException e) {
+            throw new IllegalStateException("rank " + futures.indexOf(f) + " of " + tp + " failed: "
+                + e.getCause().getMessage(), e.getCause());
+          }
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
-          throw new IllegalStateException("interrupted while rank " + r + " of " + tp + " ran", e);
+          throw new IllegalStateException("interrupted while the " + tp + " ranks ran", e);
+        }
+      }
+      List<RankRun> runs = new ArrayList<>();
+      for (Future<RankRun> f : futures) {
+        try {
+          runs.add(f.get());  // every one has ended
+        } catch (ExecutionException | InterruptedException e) {
+          throw new IllegalStateException("a rank's result: " + e, e);
         }
       }
       for (int r = 1; r < tp; r++) {

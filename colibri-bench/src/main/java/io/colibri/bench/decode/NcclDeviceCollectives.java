@@ -8,6 +8,7 @@ import static org.bytedeco.cuda.global.cudart.cudaSuccess;
 import static org.bytedeco.cuda.global.nccl.ncclAllGather;
 import static org.bytedeco.cuda.global.nccl.ncclAllReduce;
 import static org.bytedeco.cuda.global.nccl.ncclCommDestroy;
+import static org.bytedeco.cuda.global.nccl.ncclCommGetAsyncError;
 import static org.bytedeco.cuda.global.nccl.ncclCommInitRank;
 import static org.bytedeco.cuda.global.nccl.ncclFloat32;
 import static org.bytedeco.cuda.global.nccl.ncclGetErrorString;
@@ -100,6 +101,13 @@ public final class NcclDeviceCollectives implements DeviceCollectives {
     if (rc != cudaSuccess) {
       throw new IllegalStateException("cudaGraphLaunch failed: error " + rc);
     }
+  }
+
+  @Override
+  public void checkHealthy() {
+    int[] async = new int[1];
+    check(ncclCommGetAsyncError(comm, async), "ncclCommGetAsyncError");
+    check(async[0], "an earlier NCCL call (asynchronous error)");
   }
 
   @Override

@@ -98,6 +98,41 @@ class DecodeGroupTest {
     assertTrue(o.contains("FAIL: TP=2 against TP=1"), o);
   }
 
+  @Test
+  void aFailingRankIsReportedAtOnceNamingIt() {
+    long t0 = System.nanoTime();
+    IllegalStateException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
+        () -> LocalGroup.run(S, 2, options(Transport.SHM), 5, 4, 6, false, c -> c.rank() != 1 ? c
+            : new TpCollectives() {
+              @Override
+              public int size() {
+                return c.size();
+              }
+
+              @Override
+              public int rank() {
+                return c.rank();
+              }
+
+              @Override
+              public void allReduceSum(float[] x, int count) {
+                throw new IllegalStateException("rank 1's planted failure");
+              }
+
+              @Override
+              public void allGather(float[] part, int count, float[] all) {
+                c.allGather(part, count, all);
+              }
+
+              @Override
+              public void close() {}
+            }));
+    double s = (System.nanoTime() - t0) / 1e9;
+    assertTrue(e.getMessage().contains("rank 1 of 2 failed: rank 1's planted failure"), e.getMessage());
+    // Rank 0 waits in its all-reduce for rank 1 (timeout 60 s): the group does not wait with it.
+    assertTrue(s < 30, "reported after " + s + " s");
+  }
+
   @ParameterizedTest
   @ValueSource(strings = {"2", "4"})
   void theCommandChecksTpAgainstOneRank(String tp) {
