@@ -55,33 +55,47 @@ class DecodeGroupTest {
     assertTrue(distinct.size() > 3, "distinct tokens: " + distinct);
   }
 
+  /** Collectives that pass every call on to {@code c}; tests override one call to put a fault in. */
+  static class Forwarding implements TpCollectives {
+    final TpCollectives c;
+
+    Forwarding(TpCollectives c) {
+      this.c = c;
+    }
+
+    @Override
+    public int size() {
+      return c.size();
+    }
+
+    @Override
+    public int rank() {
+      return c.rank();
+    }
+
+    @Override
+    public void allReduceSum(float[] x, int count) {
+      c.allReduceSum(x, count);
+    }
+
+    @Override
+    public void allGather(float[] part, int count, float[] all) {
+      c.allGather(part, count, all);
+    }
+
+    @Override
+    public void close() {
+      c.close();
+    }
+  }
+
   /** Every rank adds 0.01 to the first element of every sum: the ranks agree, the model is wrong. */
   static TpCollectives skewed(TpCollectives c) {
-    return new TpCollectives() {
-      @Override
-      public int size() {
-        return c.size();
-      }
-
-      @Override
-      public int rank() {
-        return c.rank();
-      }
-
+    return new Forwarding(c) {
       @Override
       public void allReduceSum(float[] x, int count) {
         c.allReduceSum(x, count);
         x[0] += 0.01f;
-      }
-
-      @Override
-      public void allGather(float[] part, int count, float[] all) {
-        c.allGather(part, count, all);
-      }
-
-      @Override
-      public void close() {
-        c.close();
       }
     };
   }
@@ -103,29 +117,11 @@ class DecodeGroupTest {
     long t0 = System.nanoTime();
     IllegalStateException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
         () -> LocalGroup.run(S, 2, options(Transport.SHM), 5, 4, 6, false, c -> c.rank() != 1 ? c
-            : new TpCollectives() {
-              @Override
-              public int size() {
-                return c.size();
-              }
-
-              @Override
-              public int rank() {
-                return c.rank();
-              }
-
+            : new Forwarding(c) {
               @Override
               public void allReduceSum(float[] x, int count) {
                 throw new IllegalStateException("rank 1's planted failure");
               }
-
-              @Override
-              public void allGather(float[] part, int count, float[] all) {
-                c.allGather(part, count, all);
-              }
-
-              @Override
-              public void close() {}
             }));
     double s = (System.nanoTime() - t0) / 1e9;
     assertTrue(e.getMessage().contains("rank 1 of 2 failed: rank 1's planted failure"), e.getMessage());
