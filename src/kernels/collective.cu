@@ -78,14 +78,20 @@ __device__ __forceinline__ void storeLine(char* p, unsigned long long v, unsigne
                : "memory");
 }
 
+// One thread: `sig` as this rank's call line for call `seq` in every rank's flag block (its own
+// call's description, or a line no call has, which fails the peers' kernels of that call at once).
+__device__ __forceinline__ void writeCallLines(const ClbDevCallArgs& a, unsigned long long seq, unsigned long long sig) {
+  for (int p = 0; p < a.nranks; p++)
+    storeLine(reinterpret_cast<char*>(a.flags[p]->callLine[seq & 1][a.rank]), sig, CLB_DEV_LINE_FLAG(seq));
+}
+
 // Call `seq`, captured where other ranks of this process share the GPU, was replayed without
 // clbGraphLaunch: the first thread to see it fails the communicator (one atomic on this rank's
 // error word), tells the host, and writes a call line no call has (CLB_DEV_SIG_REPLAY) into
 // every rank's flags, so that each peer's kernels of this call fail at once too, naming it.
 __device__ void refuseReplay(const ClbDevCallArgs& a, unsigned long long seq) {
   if (atomicCAS(reinterpret_cast<unsigned int*>(selfWords(a)) + 2, 0u, (unsigned int)CLB_DEV_ERR_REPLAY) != 0u) return;
-  for (int p = 0; p < a.nranks; p++)
-    storeLine(reinterpret_cast<char*>(a.flags[p]->callLine[seq & 1][a.rank]), CLB_DEV_SIG_REPLAY, CLB_DEV_LINE_FLAG(seq));
+  writeCallLines(a, seq, CLB_DEV_SIG_REPLAY);
   *reinterpret_cast<volatile unsigned int*>(&a.flags[a.rank]->error) = CLB_DEV_ERR_REPLAY;
   volatile ClbDevHostStatus* h = a.host;
   h->errorColl = (unsigned int)a.coll;
@@ -99,8 +105,7 @@ __device__ void refuseReplay(const ClbDevCallArgs& a, unsigned long long seq) {
 // Every kernel of a call does this first, before any wait, so that a peer waiting in any path (one
 // whose count took it to another path, say) finds it.
 __device__ __forceinline__ void postCallLine(const ClbDevCallArgs& a, unsigned long long seq) {
-  for (int p = 0; p < a.nranks; p++)
-    storeLine(reinterpret_cast<char*>(a.flags[p]->callLine[seq & 1][a.rank]), a.sig, CLB_DEV_LINE_FLAG(seq));
+  writeCallLines(a, seq, a.sig);
 }
 
 // Rank p's call line for call `seq` in this rank's flag block: 0 not written yet, 1 the same
@@ -710,9 +715,7 @@ extern "C" __global__ void __launch_bounds__(32) clb_dev_gate(const ClbDevCallAr
       // Timed out: the line posted above would let a peer that comes later into its kernel, to
       // wait there for data this rank never sends; a line no call has fails it at once instead.
       if (reinterpret_cast<volatile unsigned int*>(selfWords(a))[2] == CLB_DEV_ERR_TIMEOUT)
-        for (int q = 0; q < a.nranks; q++)
-          storeLine(reinterpret_cast<char*>(a.flags[q]->callLine[seq & 1][a.rank]), CLB_DEV_SIG_GAVEUP,
-                    CLB_DEV_LINE_FLAG(seq));
+        writeCallLines(a, seq, CLB_DEV_SIG_GAVEUP);
       return;
     }
 }
