@@ -52,7 +52,6 @@ import org.bytedeco.cuda.cudart.CUgraph_st;
 import org.bytedeco.cuda.cudart.CUmod_st;
 import org.bytedeco.cuda.cudart.CUstream_st;
 import org.bytedeco.javacpp.BytePointer;
-import org.bytedeco.javacpp.DoublePointer;
 import org.bytedeco.javacpp.FloatPointer;
 import org.bytedeco.javacpp.IntPointer;
 import org.bytedeco.javacpp.LongPointer;
@@ -95,6 +94,12 @@ public final class DeviceDecoder implements AutoCloseable {
   private final List<Pointer> allocations = new ArrayList<>();
   private final FloatPointer one = new FloatPointer(1f);
   private final FloatPointer zero = new FloatPointer(0f);
+  /** The kernels' argument values, 8 bytes each, and the pointers to them that cuLaunchKernel takes. */
+  static final int MAX_ARGS = 12;
+  private final LongPointer argValues = new LongPointer(MAX_ARGS);
+  private final java.nio.ByteBuffer argBytes =
+      argValues.asByteBuffer().order(java.nio.ByteOrder.nativeOrder());
+  private final PointerPointer<Pointer> argSlots = slots(argValues);
   private CUgraphExec_st graph;
   /** The position the next step computes (the device's word holds the same). */
   private int position;
@@ -541,36 +546,51 @@ public final class DeviceDecoder implements AutoCloseable {
     }
   }
 
+  /** Pointers to each 8-byte slot of {@code values} (exact addresses: no JavaCPP position involved). */
+  static PointerPointer<Pointer> slots(LongPointer values) {
+    PointerPointer<Pointer> p = new PointerPointer<>(MAX_ARGS);
+    for (int i = 0; i < MAX_ARGS; i++) {
+      final long at = values.address() + 8L * i;
+      p.put(i, new Pointer() {
+        {
+          address = at;
+        }
+      });
+    }
+    return p;
+  }
+
   private static int blocks(long n) {
     return (int) Math.min((n + THREADS - 1) / THREADS, 1024);
   }
 
-  /** Launches {@code f} on (gx, gy) blocks of THREADS with the arguments as the kernel takes them. */
+  /**
+   * Launches {@code f} on (gx, gy) blocks of THREADS with the arguments as the kernel takes them.
+   * The values go into one 8-byte slot each of a buffer allocated once (the driver copies them at
+   * the launch, and at a captured launch too), so an eager step allocates nothing per launch.
+   */
   private void launch(CUfunc_st f, int gx, int gy, int smem, Object... args) {
-    Pointer[] values = new Pointer[args.length];
+    if (args.length > MAX_ARGS) {
+      throw new IllegalArgumentException(args.length + " kernel arguments: the slots hold " + MAX_ARGS);
+    }
     for (int i = 0; i < args.length; i++) {
       Object a = args[i];
+      int at = 8 * i;
       if (a instanceof Pointer p) {
-        values[i] = new LongPointer(1).put(p.address());
+        argBytes.putLong(at, p.address());
       } else if (a instanceof Integer n) {
-        values[i] = new IntPointer(1).put(n);
+        argBytes.putInt(at, n);
       } else if (a instanceof Long n) {
-        values[i] = new LongPointer(1).put(n);
+        argBytes.putLong(at, n);
       } else if (a instanceof Float n) {
-        values[i] = new FloatPointer(1).put(n);
+        argBytes.putFloat(at, n);
       } else if (a instanceof Double n) {
-        values[i] = new DoublePointer(1).put(n);
+        argBytes.putDouble(at, n);
       } else {
         throw new IllegalArgumentException("kernel argument of type " + a.getClass());
       }
     }
-    try (PointerPointer<Pointer> params = new PointerPointer<>(values)) {
-      driver(cuLaunchKernel(f, gx, gy, 1, THREADS, 1, 1, smem, stream, params, null), "cuLaunchKernel");
-    } finally {
-      for (Pointer p : values) {
-        p.close();
-      }
-    }
+    driver(cuLaunchKernel(f, gx, gy, 1, THREADS, 1, 1, smem, stream, argSlots, null), "cuLaunchKernel");
   }
 
   private static void cuda(int rc, String what) {

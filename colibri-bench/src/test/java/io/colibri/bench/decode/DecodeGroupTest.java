@@ -175,6 +175,25 @@ class DecodeGroupTest {
   }
 
   @Test
+  void theKernelArgumentSlotsPointAtTheirOwnEightBytes() {
+    try (org.bytedeco.javacpp.LongPointer values = new org.bytedeco.javacpp.LongPointer(DeviceDecoder.MAX_ARGS)) {
+      org.bytedeco.javacpp.PointerPointer<org.bytedeco.javacpp.Pointer> slots = DeviceDecoder.slots(values);
+      for (int i = 0; i < DeviceDecoder.MAX_ARGS; i++) {
+        values.put(i, 1000L + i);
+        assertEquals(values.address() + 8L * i, slots.get(i).address(), "slot " + i);
+        assertEquals(1000L + i, new org.bytedeco.javacpp.LongPointer(slots.get(i)).get(0), "slot " + i);
+      }
+      // The launch writes through a byte view of the same memory, every slot within it.
+      java.nio.ByteBuffer bytes = values.asByteBuffer().order(java.nio.ByteOrder.nativeOrder());
+      bytes.putInt(8 * 3, 77);
+      bytes.putDouble(8 * (DeviceDecoder.MAX_ARGS - 1), 2.5);
+      assertEquals(77, new org.bytedeco.javacpp.IntPointer(slots.get(3)).get(0));
+      assertEquals(2.5, new org.bytedeco.javacpp.DoublePointer(slots.get(DeviceDecoder.MAX_ARGS - 1)).get(0));
+      slots.close();
+    }
+  }
+
+  @Test
   void theGpuDecoderWithoutAGpuSaysWhy() {
     boolean gpu;
     try {
