@@ -152,6 +152,80 @@ std::vector<Case> cases() {
                      for (size_t i = 0; i < mine; i++) *right = *right && out[p * mine + i] == value(p, r * mine + i);
                  return rc;
                }});
+  v.push_back({"reduce_roots", 3, 500, [](int r, int nr, clbComm_t comm, size_t cnt, bool* right) {
+                 const int root = r == 2 ? 2 : 0;
+                 std::vector<int32_t> in(cnt), out(cnt, -1);
+                 for (size_t i = 0; i < cnt; i++) in[i] = value(r, i);
+                 const clbResult_t rc = clbReduce(in.data(), out.data(), cnt, clbInt32, clbSum, root, comm, nullptr);
+                 if (rc == clbSuccess && r == root)
+                   for (size_t i = 0; i < cnt; i++) {
+                     int32_t want = 0;
+                     for (int p = 0; p < nr; p++) want += value(p, i);
+                     *right = *right && out[i] == want;
+                   }
+                 return rc;
+               }});
+  v.push_back({"reduce_op", 2, 500, [](int r, int nr, clbComm_t comm, size_t cnt, bool* right) {
+                 std::vector<int32_t> in(cnt), out(cnt, -1);
+                 for (size_t i = 0; i < cnt; i++) in[i] = value(r, i);
+                 const clbRedOp_t op = r == 1 ? clbMax : clbSum;
+                 const clbResult_t rc = clbReduce(in.data(), out.data(), cnt, clbInt32, op, 0, comm, nullptr);
+                 if (rc == clbSuccess && r == 0)
+                   for (size_t i = 0; i < cnt; i++) *right = *right && out[i] == value(0, i) + value(1, i);
+                 (void)nr;
+                 return rc;
+               }});
+  for (size_t count : {size_t(64), size_t(100000)})
+    v.push_back({"reducescatter_op", 3, count, [](int r, int nr, clbComm_t comm, size_t cnt, bool* right) {
+                   std::vector<int32_t> in(cnt * nr), out(cnt, -1);
+                   for (size_t i = 0; i < in.size(); i++) in[i] = value(r, i);
+                   const clbRedOp_t op = r == 1 ? clbMax : clbSum;
+                   const clbResult_t rc = clbReduceScatter(in.data(), out.data(), cnt, clbInt32, op, comm, nullptr);
+                   if (rc == clbSuccess)
+                     for (size_t i = 0; i < cnt; i++) {
+                       int32_t want = op == clbMax ? value(0, r * cnt + i) : 0;
+                       for (int p = 0; p < nr; p++)
+                         want = op == clbMax ? std::max(want, value(p, r * cnt + i)) : want + value(p, r * cnt + i);
+                       *right = *right && out[i] == want;
+                     }
+                   return rc;
+                 }});
+  v.push_back({"reducescatter_count", 2, 1000, [](int r, int nr, clbComm_t comm, size_t cnt, bool* right) {
+                 const size_t mine = r == 1 ? cnt + 5 : cnt;
+                 std::vector<int32_t> in(mine * nr), out(mine, -1);
+                 for (size_t i = 0; i < in.size(); i++) in[i] = value(r, i);
+                 const clbResult_t rc = clbReduceScatter(in.data(), out.data(), mine, clbInt32, clbSum, comm, nullptr);
+                 if (rc == clbSuccess)
+                   for (size_t i = 0; i < mine; i++) {
+                     int32_t want = 0;
+                     for (int p = 0; p < nr; p++) want += value(p, r * mine + i);
+                     *right = *right && out[i] == want;
+                   }
+                 return rc;
+               }});
+  // All-to-allv: rank 1 sends rank 0 two elements more than rank 0 expects from it.
+  v.push_back({"alltoallv_counts", 2, 100, [](int r, int nr, clbComm_t comm, size_t cnt, bool* right) {
+                 std::vector<size_t> sc(nr, cnt), rc_(nr, cnt), sd(nr), rd(nr);
+                 if (r == 1) sc[0] = cnt + 2;
+                 for (int p = 0; p < nr; p++) sd[p] = p * (cnt + 2), rd[p] = p * (cnt + 2);
+                 std::vector<int32_t> in(nr * (cnt + 2)), out(nr * (cnt + 2), -1);
+                 for (size_t i = 0; i < in.size(); i++) in[i] = value(r, i);
+                 const clbResult_t rc = clbAllToAllv(in.data(), sc.data(), sd.data(), out.data(), rc_.data(), rd.data(),
+                                                     clbInt32, comm, nullptr);
+                 if (rc == clbSuccess)
+                   for (int p = 0; p < nr; p++)
+                     for (size_t i = 0; i < rc_[p]; i++) *right = *right && out[rd[p] + i] == value(p, r * (cnt + 2) + i);
+                 return rc;
+               }});
+  // A send and its receive of the same bytes but another type.
+  v.push_back({"sendrecv_type", 2, 1000, [](int r, int, clbComm_t comm, size_t cnt, bool* right) {
+                 std::vector<int32_t> buf(cnt, -1);
+                 for (size_t i = 0; i < cnt && r == 0; i++) buf[i] = value(0, i);
+                 const clbResult_t rc = r == 0 ? clbSend(buf.data(), cnt, clbInt32, 1, comm, nullptr)
+                                               : clbRecv(buf.data(), cnt, clbFloat32, 0, comm, nullptr);
+                 if (rc == clbSuccess && r == 1) *right = false;  // no int32 is a right float32 here
+                 return rc;
+               }});
   return v;
 }
 

@@ -102,11 +102,11 @@ TEST_P(AsyncErrorTransports, PeerAbortIsReportedWithoutACall) {
     meet.at(2);
   });
 }
-INSTANTIATE_TRANSPORTS(AsyncErrorTransports);
 
-TEST(AsyncError, FailedCollectiveIsReportedOnThisRankAndItsPeer) {
+TEST_P(AsyncErrorTransports, FailedCollectiveIsReportedOnThisRankAndItsPeer) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
   Meet meet;
-  twoRanks(clbTransportAuto, 300, [&](int r, clbComm_t comm) {
+  twoRanks(clbtest::netTransport(GetParam()), 300, [&](int r, clbComm_t comm) {
     std::vector<float> v(64, 1.0f);
     if (r == 1) {  // alone in a collective: times out, and the communicator is failed
       EXPECT_EQ(clbAllReduce(v.data(), v.data(), v.size(), clbFloat32, clbSum, comm, nullptr), clbTimeout);
@@ -121,6 +121,7 @@ TEST(AsyncError, FailedCollectiveIsReportedOnThisRankAndItsPeer) {
     meet.at(1);
   });
 }
+INSTANTIATE_TRANSPORTS(AsyncErrorTransports);
 
 // The body of the rank process that AsyncError.PeerProcessKilled kills.
 TEST(AsyncErrorChild, RankThatWaitsToBeKilled) {

@@ -207,7 +207,8 @@ TEST(DestroyedCommunicatorChild, Calls) {
   EXPECT_EQ(clbCommDestroy(nullptr), clbSuccess);  // NULL stays a no-op
 }
 
-TEST(DestroyedCommunicator, ASecondDestroyAndAnyLaterCallAreRefusedNotRun) {
+// One rank (a communicator of one rank opens no transport), so it runs once, not per transport.
+TEST(DestroyedCommunicator, ASecondDestroyAndAnyLaterCallAreRefusedNotRunOneRankNoTransport) {
   const pid_t pid = clb::test::spawnSelf("DestroyedCommunicatorChild.Calls", {"CLB_DESTROYED_CHILD=1"});
   ASSERT_GT(pid, 0);
   int status = 0;

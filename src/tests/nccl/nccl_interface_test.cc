@@ -8,6 +8,8 @@
 // computed here, fp8 moved as bytes and refused for reductions, split with NCCL_SPLIT_NOCOLOR,
 // ncclCommInitAll, a non-blocking config, PreMulSum, every call Colibri does not support refused with
 // ncclInvalidUsage and a ncclGetLastError text saying so, and NCCL's variables mapped to Colibri's.
+// What depends on the transport (a split refused on one rank, an abort of a non-blocking init)
+// runs over all four (NcclTransports).
 #include <dirent.h>
 #include <dlfcn.h>
 #include <link.h>
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "nccl/nccl.h"
+#include "tests/test_tls.h"
 
 extern char** environ;
 
@@ -123,6 +126,59 @@ void runRanks(int n, const std::function<void(int, ncclComm_t)>& body) {
     return c;
   });
 }
+
+// The transports every multi-rank behaviour here runs over, as in the core's suites
+// (tests/test_transports.h, which this binary cannot include: it links only libnccl.so.2): shm,
+// socket, socket with TLS on every connection, and the verbs stand-in, the emulator's
+// libibverbs.so.1 loaded into this process (its soname is what the verbs plugin opens).
+const std::vector<std::string> kNets = {"shm", "socket", "socket_tls", "verbs_standin"};
+
+class NetScope {
+ public:
+  explicit NetScope(const std::string& net)
+      : env_{{"COLIBRI_TRANSPORT", net == "shm" ? "shm" : net == "verbs_standin" ? "verbs" : "socket"},
+             {"COLIBRI_TLS", nullptr}} {
+    if (net == "socket_tls") {
+      if (!clbtest::pki().ok) {
+        why_ = "TLS needs the openssl command and libssl.so.3: " + clbtest::pki().why;
+        return;
+      }
+      tls_ = std::make_unique<clbtest::ScopedEnv>(clbtest::tlsEnv("all"));
+    }
+    if (net == "verbs_standin") {
+#ifdef CLB_VERBS_EMU_LIBRARY
+      if (!dlopen(CLB_VERBS_EMU_LIBRARY, RTLD_NOW | RTLD_GLOBAL)) why_ = std::string("the verbs emulator: ") + dlerror();
+#else
+      why_ = "this build has no verbs emulator (no infiniband/verbs.h)";
+#endif
+    }
+  }
+  bool ready() const { return why_.empty(); }
+  const std::string& why() const { return why_; }
+  // What a child process needs in its environment for the same transport.
+  std::vector<std::string> childEnv() const {
+    std::vector<std::string> e;
+    for (const char* k : {"COLIBRI_TRANSPORT", "COLIBRI_TLS", "COLIBRI_TLS_CERT", "COLIBRI_TLS_KEY", "COLIBRI_TLS_CA"})
+      if (const char* v = getenv(k)) e.push_back(std::string(k) + "=" + v);
+    return e;
+  }
+
+ private:
+  clbtest::ScopedEnv env_;
+  std::unique_ptr<clbtest::ScopedEnv> tls_;
+  std::string why_;
+};
+
+class NcclTransports : public ::testing::TestWithParam<std::string> {};
+
+// The scope, or a skip that names why (a failure where CI requires the TLS tests).
+#define NCCL_NET_SCOPE(scope)                                                                    \
+  NetScope scope(GetParam());                                                                    \
+  if (!scope.ready()) {                                                                          \
+    const char* req = getenv("COLIBRI_REQUIRE_TLS_TESTS");                                       \
+    if (GetParam() == "socket_tls" && req && !strcmp(req, "1")) FAIL() << GetParam() << ": " << scope.why(); \
+    GTEST_SKIP() << GetParam() << ": " << scope.why();                                           \
+  }
 
 double val(int rank, size_t i) { return (double)((rank + 1) * 3 + (int)(i % 7)); }
 
@@ -521,7 +577,8 @@ TEST(NcclInterface, WhatColibriDoesNotDoIsRefusedSayingSo) {
 // the split's first exchange, so every rank's ncclCommSplit fails at once with ncclInvalidArgument
 // naming that rank (not the others after the timeout), nobody gets a communicator, and the parent
 // still runs collectives (and splits).
-TEST(NcclInterface, ABadSplitOnOneRankFailsOnEveryRankAtOnceAndTheParentStaysUsable) {
+TEST_P(NcclTransports, ABadSplitOnOneRankFailsOnEveryRankAtOnceAndTheParentStaysUsable) {
+  NCCL_NET_SCOPE(scope);
   const int n = 3;
   runRanks(n, [&](int r, ncclComm_t comm) {
     for (int variant = 0; variant < 2; variant++) {
@@ -755,8 +812,13 @@ size_t entries(const char* dir) {
 
 TEST(NcclInterfaceChild, AbortNonBlockingInit) {
   const char* hex = getenv("CLB_NCCL_ID");
-  if (!getenv("CLB_NCCL_CHILD") || !hex) GTEST_SKIP() << "runs only as a child of NcclInterface.AbortEndsANonBlockingInitAtOnceAndFreesIt";
+  if (!getenv("CLB_NCCL_CHILD") || !hex) GTEST_SKIP() << "runs only as a child of NcclTransports.AbortEndsANonBlockingInitAtOnceAndFreesIt";
   const ncclUniqueId id = idOf(hex);
+#ifdef CLB_VERBS_EMU_LIBRARY
+  if (getenv("CLB_NCCL_VERBS_EMU")) {
+    ASSERT_NE(dlopen(CLB_VERBS_EMU_LIBRARY, RTLD_NOW | RTLD_GLOBAL), nullptr) << dlerror();
+  }
+#endif
   int v = 0;
   ASSERT_EQ(ncclGetVersion(&v), ncclSuccess);  // the library's own set-up done before counting
   for (int round = 0; round < 3; round++) {
@@ -785,13 +847,16 @@ TEST(NcclInterfaceChild, AbortNonBlockingInit) {
   }
 }
 
-TEST(NcclInterface, AbortEndsANonBlockingInitAtOnceAndFreesIt) {
+TEST_P(NcclTransports, AbortEndsANonBlockingInitAtOnceAndFreesIt) {
+  NCCL_NET_SCOPE(scope);
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
   const std::string hex = hexOf(id);
+  std::vector<std::string> env = {"CLB_NCCL_CHILD=1", "CLB_NCCL_ID=" + hex, "COLIBRI_TIMEOUT_MS=15000"};
+  for (const std::string& e : scope.childEnv()) env.push_back(e);
+  if (GetParam() == "verbs_standin") env.push_back(std::string("CLB_NCCL_VERBS_EMU=1"));
   std::string text;
-  EXPECT_TRUE(runChild("NcclInterfaceChild.AbortNonBlockingInit",
-                       {"CLB_NCCL_CHILD=1", "CLB_NCCL_ID=" + hex, "COLIBRI_TIMEOUT_MS=15000"}, &text))
+  EXPECT_TRUE(runChild("NcclInterfaceChild.AbortNonBlockingInit", env, &text))
       << "the child's checks failed:\n" << text;
 }
 
@@ -800,7 +865,7 @@ TEST(NcclInterface, AbortEndsANonBlockingInitAtOnceAndFreesIt) {
 // hangs (it hung before); a communicator split from it before lives on. In a child process, killed
 // if it hangs.
 TEST(NcclInterfaceChild, DestroyedCommunicator) {
-  if (!getenv("CLB_NCCL_CHILD")) GTEST_SKIP() << "runs only as a child of NcclInterface.ASecondDestroyAndCallsOnADestroyedCommunicatorAreRefused";
+  if (!getenv("CLB_NCCL_CHILD")) GTEST_SKIP() << "runs only as a child of NcclInterface.ASecondDestroyAndCallsOnADestroyedCommunicatorAreRefusedOneRankNoTransport";
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   ncclComm_t comm = nullptr, sub = nullptr;
@@ -845,7 +910,8 @@ TEST(NcclInterfaceChild, DestroyedCommunicator) {
   EXPECT_EQ(ncclCommDestroy(nullptr), ncclSuccess);  // NULL stays a no-op
 }
 
-TEST(NcclInterface, ASecondDestroyAndCallsOnADestroyedCommunicatorAreRefused) {
+// One rank (a communicator of one rank opens no transport), so it runs once, not per transport.
+TEST(NcclInterface, ASecondDestroyAndCallsOnADestroyedCommunicatorAreRefusedOneRankNoTransport) {
   const pid_t pid = spawnSelf("NcclInterfaceChild.DestroyedCommunicator", {"CLB_NCCL_CHILD=1"}, nullptr);
   ASSERT_GT(pid, 0);
   EXPECT_TRUE(exitedCleanly(pid, 30000)) << "the child failed or hung (killed after 30 s); its output is above";
@@ -916,5 +982,8 @@ TEST(NcclInterface, RanksAsProcesses) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, NcclTransports, ::testing::ValuesIn(kNets),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
