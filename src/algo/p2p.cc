@@ -129,6 +129,17 @@ void runSelf(std::vector<PeerOp>& ops, const std::vector<std::pair<int, int>>& p
 
 clbResult_t checkPeerOps(clbComm* c, const std::vector<PeerOp>& ops) { return selfPairs(c, ops, nullptr); }
 
+uint64_t peerOpSignature(const PeerOp& o) {
+  const OpDesc d = descOf(o, 0);
+  const uint64_t words[] = {d.coll, d.dtype, d.op, (uint32_t)d.root, d.epoch, d.count, o.announce ? 1u : 0u};
+  uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a over the words' bytes, then a final mix
+  for (uint64_t w : words)
+    for (int b = 0; b < 8; b++) h = (h ^ ((w >> (8 * b)) & 0xFF)) * 0x100000001B3ull;
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  return h ^ (h >> 33);
+}
+
 namespace {
 
 clbResult_t badMessage(clbComm* c, const PeerOp& o, const OpDesc& want, const MsgTag& got, const Progress& p) {

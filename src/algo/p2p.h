@@ -62,5 +62,10 @@ clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops);
 // receive, or with another count or type), alone: a group checks every communicator's batch
 // first, so that a refusal on one runs nothing on any.
 clbResult_t checkPeerOps(clbComm* c, const std::vector<PeerOp>& ops);
+// What a message of `o` says about its call on the GPU, hashed: the call's kind, count, type, op,
+// root and number among the calls every rank makes (what the host path's message tag carries,
+// but the message's own number), and whether it is an announcement. A send and the receive it
+// meets have the same one exactly when they agree (src/kernels/p2p.cu compares them).
+uint64_t peerOpSignature(const PeerOp& o);
 
 }  // namespace clb

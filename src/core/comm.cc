@@ -225,12 +225,13 @@ clbResult_t clbComm::asyncStatus() {
                     failure.c_str());
   }
 #ifdef CLB_HAVE_CUDA
-  if (const unsigned int e = peerDevice ? peerDevice->launchError() : 0; e == CLB_P2P_ERROR_SIZE) {
-    setError(clbInvalidUsage, "rank %d: a point-to-point receive on device memory got a message of another size from "
-             "a rank in another process (a send and its receive must have the same count and type, in the same "
-             "order): its output is undefined, and the communicator cannot go on", rank);
-    markFailed(clbInvalidUsage);
-    return clbInvalidUsage;
+  if (const unsigned int e = peerDevice ? peerDevice->launchError() : 0; e == CLB_P2P_ERROR_MISMATCH) {
+    setError(clbRemoteError, "rank %d: a point-to-point operation on device memory met its peer's of another call, "
+             "count or type (a send and its receive must have the same count and type, in the same order, within "
+             "calls of the same kind; every rank of a gather, scatter or reduce must pass the same root, count and "
+             "type): nothing moved into that receive, and the communicator cannot go on", rank);
+    markFailed(clbRemoteError);
+    return clbRemoteError;
   } else if (e) {
     setError(clbTimeout, "rank %d: a point-to-point kernel waited past the timeout (%lld ms) for a peer: its output "
              "is undefined, and the communicator cannot go on", rank, (long long)cfg.timeoutMs);

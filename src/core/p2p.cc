@@ -208,15 +208,25 @@ clbResult_t runBatch(clbComm* c, uint32_t call, std::vector<PeerOp>& ops) {
 #ifdef CLB_HAVE_CUDA
   clbResult_t rc = clbSuccess;
   if (device) {
-    // On the GPU where the pairs allow (one process, one GPU), the rest through host memory.
-    // Announcements carry no data: they go between the hosts whatever memory the call moves.
-    std::vector<PeerOp> announce;
-    for (const PeerOp& o : ops)
-      if (o.announce) announce.push_back(o);
-    ops.erase(std::remove_if(ops.begin(), ops.end(), [](const PeerOp& o) { return o.announce; }), ops.end());
+    // On the GPU where the pairs allow (ranks on one GPU), the rest through host memory. An
+    // announcement goes the way its pair goes: in the kernel beside the data (the peer's kernel
+    // compares its call signature, so a rank that disagrees on the root fails at once on both
+    // sides of the pair), or between the hosts after the staged data, carrying no data.
     if (!c->peerDevice) c->peerDevice = std::make_unique<cuda::PeerDevice>(c);
     std::vector<PeerOp> rest;
     rc = c->peerDevice->run(ops, &rest);
+    std::vector<PeerOp> announce, data;
+    std::vector<int> at(rest.size(), -1);  // rest[i]'s place in data (what waits for it moves with it)
+    for (size_t i = 0; i < rest.size(); i++) {
+      if (rest[i].announce) {
+        announce.push_back(rest[i]);
+        continue;
+      }
+      at[i] = (int)data.size();
+      data.push_back(rest[i]);
+      if (data.back().after >= 0) data.back().after = at[data.back().after];
+    }
+    rest.swap(data);
     if (rc == clbSuccess && !rest.empty())
       rc = cuda::runPeerOpsStaged(c, rest, [c](std::vector<PeerOp>& staged) { return runPeerOps(c, staged); });
     if (rc == clbSuccess && !announce.empty()) rc = runPeerOps(c, announce);

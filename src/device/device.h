@@ -73,8 +73,8 @@ class PeerDevice {
   ~PeerDevice();
   clbResult_t run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest);
   // What went wrong in a launch (clbCommGetAsyncError): 0, or CLB_P2P_ERROR_TIMEOUT (a wait ran
-  // out of time) or CLB_P2P_ERROR_SIZE (a receive got a message of another size); the output is
-  // then undefined.
+  // out of time) or CLB_P2P_ERROR_MISMATCH (an operation met its peer's of another call); the
+  // output is then undefined.
   unsigned int launchError() const;
 
  private:

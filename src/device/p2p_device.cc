@@ -433,7 +433,7 @@ clbResult_t PeerDevice::placeAcrossProcesses(const std::vector<PeerOp>& ops, con
   std::vector<int> at;  // the operations that exchange a record
   for (int i : mine) {
     const PeerOp& o = ops[i];
-    if (o.count && (o.kind == PeerOp::kSend || o.kind == PeerOp::kRecv) && o.peer != c_->rank &&
+    if (o.count && !o.announce && (o.kind == PeerOp::kSend || o.kind == PeerOp::kRecv) && o.peer != c_->rank &&
         pairs_[o.peer].process && o.call != kReduce && o.count * clbTypeSize(o.type) > kInPlaceMinBytes)
       at.push_back(i);
   }
@@ -495,7 +495,7 @@ clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest)
   // The device operations, their context and stream.
   const PeerOp* first = nullptr;
   for (const PeerOp& o : ops)
-    if (o.onDevice && o.count) {
+    if (o.onDevice && o.count && !o.announce) {
       first = &o;
       break;
     }
@@ -715,11 +715,20 @@ clbResult_t PeerDevice::launch(std::vector<PeerOp>& ops, const std::vector<int>&
     k.src = o.src;
     k.dst = o.dst;
     k.bytes = o.count * clbTypeSize(o.type);
+    k.sig = peerOpSignature(o);
+    if (o.announce) {
+      // An announcement moves one line of nothing; its signature is what the receive checks.
+      k.dst = reinterpret_cast<void*>(state_ + offsetof(ClbP2pState, sink));
+      k.src = k.dst;
+      k.bytes = sizeof(unsigned long long);
+    }
     // In place: larger than kInPlaceMinBytes, not part of a reduce (whose receives add the lines up),
     // and the peer in this process (the receiver's address is the sender's to write) or, in
     // another process, the receive buffer registered (placeAcrossProcesses); a send's blocks are
     // given out below. Both ranks of the pair decide alike.
-    if (pairs_[o.peer].process) {
+    if (o.announce) {
+      k.inPlace = 0;
+    } else if (pairs_[o.peer].process) {
       k.inPlace = place[i].inPlace;
       k.peerDst = place[i].peerDst;
     } else {

@@ -230,7 +230,7 @@ enum {
 // ---- point-to-point on device memory, ranks on one GPU (src/kernels/p2p.cu) ----
 // Per pair and direction the receiver owns an inbox in its GPU's memory, which the sender's
 // kernels write: CLB_P2P_SLOTS slots of CLB_P2P_CHUNK payload bytes in 16-byte lines (8 data bytes,
-// the flag, and the flag mixed with the message's size). Chunks are numbered per pair and
+// the flag, and the flag mixed with the message's call signature: ClbP2pOp::sig). Chunks are numbered per pair and
 // direction from 1, on the device (a graph replayed numbers on); number k uses slot
 // k % CLB_P2P_SLOTS (flag k), and its sender writes it once the receiver is through with number
 // k - CLB_P2P_SLOTS of that slot (credit[slot] >= k - CLB_P2P_SLOTS), so no order of the two ranks'
@@ -238,7 +238,11 @@ enum {
 // keeps that many chunks in flight. A message the host marks inPlace (over 16 KiB and
 // not part of a reduce; both ranks of the pair decide alike) is one "chunk" number that moves in
 // place instead: the receiver says it is ready (and, in one process, its buffer's address) in the
-// sender's box, the sender's blocks copy into it and say so in the receiver's box. Between
+// sender's box, the sender's blocks copy into it and say so in the receiver's box; the receiver
+// also publishes its call signature there, which the sender compares before it copies, and the
+// sender marks the slot's first line with its own (signed as in place), which the receiver
+// compares while it waits, so that neither side moves a byte for a call that is not its peer's
+// (nor waits for one: a receive in lines meeting a send in place fails at that line). Between
 // processes the address comes from the host instead (peerDst: the receiver's registered buffer as
 // mapped in the sender's process), and only registered receives move in place. Every operation of a batch in one
 // launch (one block per operation, several for a large send or copy), so that a batch's sends and
@@ -253,7 +257,8 @@ enum {
 #define CLB_P2P_SMALL_OPS 8
 // What a launch writes into its rank's mapped error word (ClbP2pArgs::hostError).
 #define CLB_P2P_ERROR_TIMEOUT 1u  // a wait outlasted the timeout
-#define CLB_P2P_ERROR_SIZE 2u     // a receive got a message of another size than its own
+// A send or receive met its peer's operation of another call, count or type (the signatures differ).
+#define CLB_P2P_ERROR_MISMATCH 2u
 
 // This rank's box for one peer (in this rank's GPU memory; the peer's kernels write `credit` and
 // `lines`, this rank's the rest).
@@ -266,6 +271,7 @@ struct ClbP2pBox {
   // finds k in done once the peer's blocks copied into its buffer.
   void* wantAddr[CLB_P2P_SLOTS];
   unsigned long long want[CLB_P2P_SLOTS];
+  unsigned long long wantSig[CLB_P2P_SLOTS];  // [slot]: that receive's signature (ClbP2pOp::sig)
   unsigned long long done[CLB_P2P_SLOTS];
   // [slot]: the last number this rank received from the peer there (its own kernels): an
   // in-place receive publishes its address only once the one before in its slot is through.
@@ -285,6 +291,9 @@ struct ClbP2pState {
   unsigned long long launches;  // launches completed
   unsigned long long opDone[CLB_P2P_MAX_OPS];  // [i]: the launch whose operation i completed
   unsigned int opBlocks[CLB_P2P_MAX_OPS];      // [i]: blocks of operation i that finished (several: a large send)
+  // What an announcement (a message without data: ClbP2pOp::sig alone says which call its sender
+  // is in) reads and writes: 8 bytes nobody reads.
+  unsigned long long sink;
 };
 
 enum { CLB_P2P_SEND = 0, CLB_P2P_RECV = 1, CLB_P2P_RECV_REDUCE = 2, CLB_P2P_COPY = 3 };
@@ -304,6 +313,10 @@ struct ClbP2pOp {
   // (NULL: the address the receiver publishes, a rank of this process).
   void* peerDst;
   unsigned long long bytes;
+  // The call this operation belongs to, hashed (its kind, count, type, op, root and number among
+  // the calls every rank makes: PeerOp's signature), alike on the send and its receive: a receive
+  // that meets another fails at once (CLB_P2P_ERROR_MISMATCH) and nothing moves into its buffer.
+  unsigned long long sig;
   unsigned long long firstChunk;  // chunks of the launch's earlier operations with the peer, same direction
   unsigned long long advance;     // the last of those operations: all their chunks (the box's count moves on by it)
 };

@@ -48,9 +48,11 @@ __device__ unsigned long long reduceIntoLineTyped(int type, unsigned long long i
   }
 }
 
-// A wait that outlasts the timeout marks the error (device and mapped host) and gives up.
+// A wait that outlasts the timeout marks the error (device and mapped host) and gives up; so does
+// a wait of a launch whose rank already failed (another block met a mismatch, or timed out).
 template <class Args>
 __device__ bool p2pTimedOut(const Args& a, unsigned long long& start) {
+  if (*reinterpret_cast<volatile unsigned int*>(&a.state->error) != 0) return true;
   const unsigned long long t = globalTimer();
   if (start == 0) start = t;
   if (t - start <= a.timeoutNs) return false;
@@ -60,31 +62,33 @@ __device__ bool p2pTimedOut(const Args& a, unsigned long long& start) {
   return true;
 }
 
-// A line's second flag word: its chunk's flag mixed with the size of the whole message, so that a
-// receive whose size differs from its send's (possible between processes, whose calls the host
-// does not compare) sees the chunk arrive with the wrong word and fails at once instead of taking
-// part of it or waiting for lines that never come.
-__device__ __forceinline__ unsigned int sizedFlag(unsigned int flag, unsigned long long bytes) {
-  return flag ^ (unsigned int)((bytes * 0x9E3779B97F4A7C15ull) >> 32);
+// A line's second flag word: its chunk's flag mixed with the signature of the message's call
+// (ClbP2pOp::sig: its kind, count, type, op, root, number), so that a receive that meets a send of
+// another call sees the chunk arrive with the wrong word and fails at once, instead of taking the
+// bytes or waiting for lines that never come. An in-place send marks the slot's first line with
+// its signature mixed with kInPlaceMark: a receive in lines fails on it, one in place checks it.
+constexpr unsigned long long kInPlaceMark = 0x5EC0DA7A1A7E11EDull;
+__device__ __forceinline__ unsigned int signedFlag(unsigned int flag, unsigned long long sig) {
+  return flag ^ (unsigned int)((sig * 0x9E3779B97F4A7C15ull) >> 32);
 }
 
-__device__ __forceinline__ void storeSizedLine(char* p, unsigned long long v, unsigned int flag, unsigned int sized) {
+__device__ __forceinline__ void storeSignedLine(char* p, unsigned long long v, unsigned int flag, unsigned int sized) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"((unsigned int)v), "r"(flag),
                "r"((unsigned int)(v >> 32)), "r"(sized)
                : "memory");
 }
 
-// A receive found a message of another size: the error marked as a timeout's is, with its own code.
+// An operation met its peer's of another call: the error marked as a timeout's is, with its own code.
 template <class Args>
-__device__ void p2pSizeMismatch(const Args& a) {
+__device__ void p2pMismatch(const Args& a) {
   atomicExch(&a.state->error, 1u);
   __threadfence_system();
-  *reinterpret_cast<volatile unsigned int*>(a.hostError) = CLB_P2P_ERROR_SIZE;
+  *reinterpret_cast<volatile unsigned int*>(a.hostError) = CLB_P2P_ERROR_MISMATCH;
 }
 
 // Thread's lines i, i + step, ... (N of them, those below `lines`) of a slot: polled together
 // until every one carries `flag`, their data into v. Returns N, or -1 (with *failed set) when a
-// line carries another message size (the error marked), another thread of the block failed, or
+// line carries another call's signature (the error marked), another thread of the block failed, or
 // the timeout passed: a line past the sender's end never comes.
 template <int N, class Args>
 __device__ __forceinline__ int pollLines(const Args& a, const char* from, unsigned long long i, unsigned long long step,
@@ -112,7 +116,7 @@ __device__ __forceinline__ int pollLines(const Args& a, const char* from, unsign
       v[u] = (unsigned long long)x[u] | ((unsigned long long)y[u] << 32);
     }
     if (mismatch) {
-      p2pSizeMismatch(a);
+      p2pMismatch(a);
       *failed = 1;
       return -1;
     }
@@ -222,11 +226,24 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
     // One number k for the whole message: the receiver's buffer written in place.
     const unsigned long long k = base + 1;
     const int slot = (int)(k % CLB_P2P_SLOTS);
+    const unsigned int flag = (unsigned int)(k % 0xFFFFFFFFull) + 1;
+    const unsigned int marked = signedFlag(flag, o.sig ^ kInPlaceMark);
     if (send) {
-      if (threadIdx.x == 0 && !waitReached(a, &o.local->want[slot], k)) failed = 1;
+      if (threadIdx.x == 0) {
+        // The slot's first line marked with this send's signature once the receiver is through
+        // with the slot's number before (a receive in lines then fails on it at once), then the
+        // receiver's readiness awaited, and its signature compared before a byte moves.
+        if (k > CLB_P2P_SLOTS && !waitReached(a, &o.local->credit[slot], k - CLB_P2P_SLOTS)) failed = 1;
+        if (!failed && sub == 0) storeSignedLine(o.remote->lines[slot], 0, flag, marked);
+        if (!failed && !waitReached(a, &o.local->want[slot], k)) failed = 1;
+        __threadfence();
+        if (!failed && volatileLoad(&o.local->wantSig[slot]) != o.sig) {
+          p2pMismatch(a);
+          failed = 1;
+        }
+      }
       __syncthreads();
       if (failed) return;
-      __threadfence();
       char* dst = o.peerDst ? static_cast<char*>(o.peerDst)
                             : static_cast<char*>(*reinterpret_cast<void* const volatile*>(&o.local->wantAddr[slot]));
       copyStripe(dst, static_cast<const char*>(o.src), o.bytes, sub, o.blocks);
@@ -240,13 +257,34 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
       // The number before in this slot is through (its address may be published again).
       if (threadIdx.x == 0 && k > CLB_P2P_SLOTS && !waitReached(a, &o.local->rxDone[slot], k - CLB_P2P_SLOTS)) failed = 1;
       if (threadIdx.x == 0 && !failed) {
+        *reinterpret_cast<volatile unsigned long long*>(&o.remote->wantSig[slot]) = o.sig;
         *reinterpret_cast<void* volatile*>(&o.remote->wantAddr[slot]) = o.dst;
         __threadfence();
         *reinterpret_cast<volatile unsigned long long*>(&o.remote->want[slot]) = k;
-        if (!waitReached(a, &o.local->done[slot], k)) failed = 1;
+        // Done, unless the slot's first line says this number is another call's (a send in place
+        // of another signature, or a send in lines).
+        unsigned long long start = 0;
+        const char* first = o.local->lines[slot];
+        while (!failed && volatileLoad(&o.local->done[slot]) < k) {
+          unsigned int x, f1, y, f2;
+          asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(x), "=r"(f1), "=r"(y), "=r"(f2)
+                       : "l"(first)
+                       : "memory");
+          if (f1 == flag && f2 != marked) {
+            p2pMismatch(a);
+            failed = 1;
+          } else if (p2pTimedOut(a, start)) {
+            failed = 1;
+          } else {
+            __nanosleep(32);
+          }
+        }
         __threadfence();
-        *reinterpret_cast<volatile unsigned long long*>(&o.local->rxDone[slot]) = k;
-        *reinterpret_cast<volatile unsigned long long*>(&o.remote->credit[slot]) = k;
+        if (!failed) {
+          *reinterpret_cast<volatile unsigned long long*>(&o.local->rxDone[slot]) = k;
+          *reinterpret_cast<volatile unsigned long long*>(&o.remote->credit[slot]) = k;
+        }
       }
     }
     __syncthreads();
@@ -260,7 +298,7 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
     const unsigned long long k = base + c + 1;
     const int slot = (int)(k % CLB_P2P_SLOTS);
     const unsigned int flag = (unsigned int)(k % 0xFFFFFFFFull) + 1;
-    const unsigned int sized = sizedFlag(flag, o.bytes);
+    const unsigned int sized = signedFlag(flag, o.sig);
     const unsigned long long off = c * CLB_P2P_CHUNK;
     const unsigned long long bytes = o.bytes - off < CLB_P2P_CHUNK ? o.bytes - off : CLB_P2P_CHUNK;
     const unsigned long long all = (bytes + 7) / 8;
@@ -287,7 +325,7 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
           if (i + u * step < lines) v[u] = loadBytes8(src, i + u * step, bytes);
 #pragma unroll
         for (int u = 0; u < kAtOnce; u++)
-          if (i + u * step < lines) storeSizedLine(to + (i + u * step) * 16, v[u], flag, sized);
+          if (i + u * step < lines) storeSignedLine(to + (i + u * step) * 16, v[u], flag, sized);
       }
     } else {
       const char* from = o.local->lines[slot];

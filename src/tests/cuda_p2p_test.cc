@@ -510,9 +510,9 @@ TEST(DevicePeer, AReduceIntoAnotherBufferAndCallsOnTwoStreamsGetEveryElementRigh
 }
 
 // Between processes the host does not compare a send with its receive: the receive of another
-// size (`recvCount` against 1000 sent) finds it in the lines' second flag word and fails at once
-// (asyncError: INVALID_USAGE saying so), long before the 30 s timeout, instead of taking part of
-// the message or waiting out the timeout.
+// size (`recvCount` against 1000 sent) finds it in the lines' second flag word (the call
+// signature) and fails at once (asyncError: REMOTE_ERROR saying so), long before the 30 s
+// timeout, instead of taking part of the message or waiting out the timeout.
 std::string sizeMismatchBody(const clbUniqueId& id, int r, int n, size_t recvCount) {
   const Driver* d = nullptr;
   CUstream stream = nullptr;
@@ -529,9 +529,9 @@ std::string sizeMismatchBody(const clbUniqueId& id, int r, int n, size_t recvCou
     clbCommGetAsyncError(comm, &rc);
     const std::string msg = clbGetLastError();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (rc != clbInvalidUsage || msg.find("message of another size") == std::string::npos)
-      err = "a receive of " + std::to_string(recvCount) + " against a send of 1000: expected INVALID_USAGE naming the "
-            "size, got " + std::to_string(rc) + ": " + msg;
+    if (rc != clbRemoteError || msg.find("met its peer's of another call, count or type") == std::string::npos)
+      err = "a receive of " + std::to_string(recvCount) + " against a send of 1000: expected REMOTE_ERROR saying so, "
+            "got " + std::to_string(rc) + ": " + msg;
     else if (s > 10)
       err = "the size mismatch was found only after " + std::to_string(s) + " s";
   }
