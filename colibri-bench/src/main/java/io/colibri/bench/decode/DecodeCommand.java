@@ -103,7 +103,7 @@ public final class DecodeCommand implements Callable<Integer> {
           + " one rank per GPU). Default: ${DEFAULT-VALUE}.")
   String library = "colibri";
 
-  @Option(names = "--spread", description = "gpu: rank r on GPU r % (GPUs seen); default: every rank on GPU 0.")
+  @Option(names = "--spread", description = "gpu: rank r on GPU r %% (GPUs seen); default: every rank on GPU 0.")
   boolean spread;
 
   @Option(names = "--seed", paramLabel = "S", description = "The model's and the prompt's seed (default: ${DEFAULT-VALUE}).")
