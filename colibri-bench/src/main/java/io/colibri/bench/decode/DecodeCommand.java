@@ -6,7 +6,12 @@ package io.colibri.bench.decode;
 import io.colibri.Options;
 import io.colibri.Transport;
 import io.colibri.bench.common.Commands;
+import java.io.IOException;
 import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
@@ -106,6 +111,10 @@ public final class DecodeCommand implements Callable<Integer> {
   @Option(names = "--spread", description = "gpu: rank r on GPU r %% (GPUs seen); default: every rank on GPU 0.")
   boolean spread;
 
+  @Option(names = "--csv", paramLabel = "FILE",
+      description = "Also append each printed row to FILE as CSV (the header first when FILE is new or empty).")
+  private Path csv;
+
   @Option(names = "--seed", paramLabel = "S", description = "The model's and the prompt's seed (default: ${DEFAULT-VALUE}).")
   long seed = 1234;
 
@@ -202,6 +211,7 @@ public final class DecodeCommand implements Callable<Integer> {
       if (check) {
         ref = group(s, 1, options, gpu, gpus, true, Function.identity());
         print(ref);
+        writeCsv(s, gpu, ref, "reference");
       }
       LocalGroup.Result r = group(s, tp, options, gpu, gpus, check, wrap);
       print(r);
@@ -210,15 +220,22 @@ public final class DecodeCommand implements Callable<Integer> {
         boolean same = Arrays.deepEquals(ref.rank0().tokens(), r.rank0().tokens());
         double diff = same ? LocalGroup.compare(ref.rank0(), r.rank0()) : Double.NaN;
         if (!same || diff > tolerance) {
+          writeCsv(s, gpu, r, "fail");
           out.printf(Locale.ROOT, "FAIL: TP=%d against TP=1: tokens %s, largest logit difference %.3g"
               + " (tolerance %.3g)%n", tp, same ? "identical" : "differ", diff, tolerance);
           return EXIT_CHECK;
         }
+        writeCsv(s, gpu, r, "ok");
         out.printf(Locale.ROOT, "ok: TP=%d equals TP=1 (tokens identical, logits within %.3g)%n", tp, diff);
+      } else {
+        writeCsv(s, gpu, r, "");
       }
       return EXIT_OK;
     } catch (IllegalStateException e) {
       err.println("colibri decode: " + e.getMessage());
+      return EXIT_FAILED;
+    } catch (IOException e) {
+      err.println("colibri decode: --csv " + csv + ": " + e.getMessage());
       return EXIT_FAILED;
     }
   }
@@ -242,6 +259,35 @@ public final class DecodeCommand implements Callable<Integer> {
             m.libraryOwn() < 0 ? "-" : String.format(Locale.ROOT, "%.1f", mib(m.libraryOwn())));
     out.printf(Locale.ROOT, "  %4d %12.3f %12.1f %14.3f %10.3f%s%n", r.tp(), ms,
         g.tokens()[0].length / ms * 1000, g.firstStepNanos() / 1e6, r.initNanos() / 1e6, mem);
+  }
+
+  /** The CSV's columns, in order (docs/end-to-end.md). */
+  static final String CSV_HEADER = "library,device,mode,hidden,layers,vocab,batch,tp,ms_per_step,tokens_per_s,"
+      + "first_step_ms,init_ms,init_mib,model_mib,run_mib,own_mib,check";
+
+  /**
+   * Appends one row to --csv (if given): the printed row's figures; the memory columns empty on
+   * the CPU, own_mib empty where the library counts none; check is "reference" (TP=1 of
+   * --check), "ok", "fail" or empty.
+   */
+  private void writeCsv(ModelShape s, boolean gpu, LocalGroup.Result r, String checked) throws IOException {
+    if (csv == null) {
+      return;
+    }
+    Generation g = r.rank0();
+    double ms = g.medianStepNanos() / 1e6;
+    LocalGroup.Memory m = r.ranks().get(0).memory();
+    String mem = m == null ? ",,,"
+        : String.format(Locale.ROOT, "%.1f,%.1f,%.1f,%s", mib(m.afterInit() - m.beforeInit()),
+            mib(m.afterModel() - m.afterInit()), mib(m.afterGeneration() - m.afterModel()),
+            m.libraryOwn() < 0 ? "" : String.format(Locale.ROOT, "%.1f", mib(m.libraryOwn())));
+    String row = String.format(Locale.ROOT, "%s,%s,%s,%d,%d,%d,%d,%d,%.4f,%.1f,%.3f,%.3f,%s,%s%n",
+        gpu ? library : "colibri", gpu ? "gpu" : "cpu", !gpu ? "host" : graph ? "graph" : "eager", s.hidden(),
+        s.layers(), s.vocab(), s.batch(), r.tp(), ms, g.tokens()[0].length / ms * 1000,
+        g.firstStepNanos() / 1e6, r.initNanos() / 1e6, mem, checked);
+    boolean fresh = !Files.exists(csv) || Files.size(csv) == 0;
+    Files.writeString(csv, (fresh ? CSV_HEADER + System.lineSeparator() : "") + row, StandardCharsets.UTF_8,
+        StandardOpenOption.CREATE, StandardOpenOption.APPEND);
   }
 
   private static double mib(long bytes) {

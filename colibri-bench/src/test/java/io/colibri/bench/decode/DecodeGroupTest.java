@@ -11,14 +11,19 @@ import io.colibri.Options;
 import io.colibri.Transport;
 import io.colibri.bench.MainRun;
 import java.io.ByteArrayOutputStream;
+import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.function.Function;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The decoder as a group of rank threads on Colibri's host path: TP=2, 4 and 8 generate what
@@ -136,6 +141,38 @@ class DecodeGroupTest {
     assertEquals(0, r.rc, r.both());
     assertTrue(r.out.contains("ok: TP=" + tp + " equals TP=1 (tokens identical, logits within"), r.out);
     assertTrue(r.out.contains("# decode: hidden 256, 16 heads, 8 KV heads"), r.out);
+  }
+
+  @Test
+  void csvRowsAppendUnderOneHeader(@TempDir Path dir) throws IOException {
+    Path f = dir.resolve("decode.csv");
+    MainRun r = MainRun.of("decode", "--tp", "2", "--check", "--new", "4", "--csv", f.toString());
+    assertEquals(0, r.rc, r.both());
+    r = MainRun.of("decode", "--tp", "4", "--new", "4", "--csv", f.toString());
+    assertEquals(0, r.rc, r.both());
+    List<String> lines = Files.readAllLines(f);
+    assertEquals(4, lines.size(), String.join("\n", lines));
+    assertEquals(DecodeCommand.CSV_HEADER, lines.get(0));
+    int columns = DecodeCommand.CSV_HEADER.split(",", -1).length;
+    String[][] rows = new String[3][];
+    for (int i = 0; i < 3; i++) {
+      rows[i] = lines.get(i + 1).split(",", -1);
+      assertEquals(columns, rows[i].length, lines.get(i + 1));
+      assertEquals("colibri", rows[i][0]);
+      assertEquals("cpu", rows[i][1]);
+      assertEquals("256", rows[i][3]);
+      assertTrue(Double.parseDouble(rows[i][8]) > 0, lines.get(i + 1));
+      assertEquals("", rows[i][12], "no GPU memory figures on the CPU: " + lines.get(i + 1));
+    }
+    assertEquals("1", rows[0][7]);
+    assertEquals("reference", rows[0][16]);
+    assertEquals("2", rows[1][7]);
+    assertEquals("ok", rows[1][16]);
+    assertEquals("4", rows[2][7]);
+    assertEquals("", rows[2][16]);
+    r = MainRun.of("decode", "--new", "4", "--csv", dir.resolve("missing").resolve("x.csv").toString());
+    assertEquals(DecodeCommand.EXIT_FAILED, r.rc, r.both());
+    assertTrue(r.err.contains("--csv "), r.err);
   }
 
   @Test
