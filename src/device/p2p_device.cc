@@ -637,9 +637,10 @@ clbResult_t PeerDevice::check(const std::vector<PeerOp>& ops, const std::vector<
   launched += (int)selfSends.size();
   if (const int budget = blockBudget(); launched > budget)
     return setError(clbInvalidUsage, "rank %d: %d device point-to-point operations in one group on one communicator "
-                    "(local copies included), more than the %d blocks this rank's launch may hold on the GPU at once "
-                    "(its share, with every rank of this process set up on the GPU): split the group", c_->rank,
-                    launched, budget);
+                    "(local copies included; the root of a gather, scatter or reduce counts two per peer, its data "
+                    "and its announcement), more than the %d blocks this rank's launch may hold on the GPU at once "
+                    "(its share, with every rank of this process set up on the GPU): split the group, or put fewer "
+                    "ranks on this GPU", c_->rank, launched, budget);
   if (launched > CLB_P2P_MAX_OPS)
     return setError(clbInvalidUsage, "rank %d: %d device point-to-point operations in one group on one communicator "
                     "(local copies included), more than the %d one launch takes: split the group", c_->rank, launched,
