@@ -111,6 +111,10 @@ public final class DecodeCommand implements Callable<Integer> {
   @Option(names = "--spread", description = "gpu: rank r on GPU r %% (GPUs seen); default: every rank on GPU 0.")
   boolean spread;
 
+  @Option(names = "--processes",
+      description = "Each rank a JVM of its own (started here, same Java and class path); default: threads of this JVM.")
+  private boolean processes;
+
   @Option(names = "--csv", paramLabel = "FILE",
       description = "Also append each printed row to FILE as CSV (the header first when FILE is new or empty).")
   private Path csv;
@@ -179,6 +183,10 @@ public final class DecodeCommand implements Callable<Integer> {
     if (!library.equals("colibri") && !library.equals("nccl")) {
       throw new ParameterException(spec.commandLine(), "--library " + library + ": use colibri or nccl");
     }
+    if (processes && library.equals("nccl")) {
+      throw new ParameterException(spec.commandLine(),
+          "--processes runs Colibri's collectives only so far: leave out --library nccl, or run the ranks as threads");
+    }
     int gpus = 0;
     if (gpu) {
       try {
@@ -194,11 +202,12 @@ public final class DecodeCommand implements Callable<Integer> {
     }
     Options options = Options.builder().transport(t).timeout(Duration.ofSeconds(timeoutSeconds)).build();
     out.printf(Locale.ROOT, "# decode: hidden %d, %d heads, %d KV heads, intermediate %d, %d layers,"
-        + " vocab %d, batch %d, context %d; prompt %d, new %d; float32 %s, ranks as threads%n",
+        + " vocab %d, batch %d, context %d; prompt %d, new %d; float32 %s, ranks as %s%n",
         s.hidden(), s.heads(), s.kvHeads(), s.intermediate(), s.layers(), s.vocab(), s.batch(),
         s.context(), prompt, newTokens, !gpu ? "on the CPU"
             : (graph ? "on the GPU, the step replayed as one CUDA graph" : "on the GPU, eager")
-                + (spread ? ", rank r on GPU r % " + gpus : ", every rank on GPU 0"));
+                + (spread ? ", rank r on GPU r % " + gpus : ", every rank on GPU 0"),
+        processes ? "processes" : "threads");
     if (gpu) {
       out.println("# collectives: " + (library.equals("nccl") ? "NCCL (the system's libnccl.so.2)" : "Colibri")
           + "; GPU memory in use (cudaMemGetInfo, rank 0's GPU) grew by init+ at the library's init,"
@@ -242,6 +251,10 @@ public final class DecodeCommand implements Callable<Integer> {
 
   private LocalGroup.Result group(ModelShape s, int n, Options options, boolean gpu, int gpus,
       boolean keep, Function<TpCollectives, TpCollectives> w) {
+    if (processes) {
+      return ProcessGroup.run(new ProcessGroup.Spec(s, n, options.transport(), options.timeout(), gpu, graph,
+          spread, gpus, seed, prompt, newTokens, keep, -1));
+    }
     if (!gpu) {
       return LocalGroup.run(s, n, options, seed, prompt, newTokens, keep, w);
     }

@@ -3,7 +3,9 @@
  */
 package io.colibri.bench.decode;
 
+import io.colibri.ColibriException;
 import io.colibri.Communicator;
+import io.colibri.ErrorCode;
 import io.colibri.Options;
 import io.colibri.UniqueId;
 import java.util.ArrayList;
@@ -15,6 +17,7 @@ import java.util.concurrent.ExecutorCompletionService;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 
 /**
@@ -100,17 +103,38 @@ public final class LocalGroup {
   public static Result run(ModelShape shape, int tp, Options options, long seed, int prompt,
       int newTokens, boolean keepLogits, Function<TpCollectives, TpCollectives> wrap) {
     shape.check(tp);
-    int maxCount = Math.max(shape.batch() * shape.hidden(), shape.batch() * shape.vocab() / tp);
     UniqueId id = UniqueId.create();
-    return runRanks(tp, rank -> {
-      long t0 = System.nanoTime();
-      try (Communicator comm = Communicator.init(id, rank, tp, options);
-          TpCollectives c = wrap.apply(new ColibriHostCollectives(comm, maxCount))) {
-        long init = System.nanoTime() - t0;
-        HostDecoder dec = new HostDecoder(new Shard(shape, tp, rank), new SeededWeights(seed), c);
-        return new RankRun(Generation.run(dec, seed, prompt, newTokens, keepLogits), init, null);
-      }
-    });
+    return runRanks(tp, rank -> hostRank(shape, tp, rank, id, options, seed, prompt, newTokens, keepLogits,
+        wrap));
+  }
+
+  /**
+   * One rank of {@link #run} (a thread here, or a process of {@link ProcessGroup}): inits its
+   * communicator, draws its shard, runs the prompt and the generation, and closes the
+   * communicator.
+   *
+   * @param shape the model's shape (split over tp)
+   * @param tp the group's size
+   * @param rank this rank
+   * @param id the group's id, the same on every rank
+   * @param options the communicator's options
+   * @param seed the model's and the prompt's seed
+   * @param prompt prompt tokens per sequence
+   * @param newTokens tokens generated per sequence
+   * @param keepLogits whether to keep every step's logits
+   * @param wrap wraps the rank's collectives
+   * @return the rank's run
+   */
+  static RankRun hostRank(ModelShape shape, int tp, int rank, UniqueId id, Options options, long seed,
+      int prompt, int newTokens, boolean keepLogits, Function<TpCollectives, TpCollectives> wrap) {
+    int maxCount = Math.max(shape.batch() * shape.hidden(), shape.batch() * shape.vocab() / tp);
+    long t0 = System.nanoTime();
+    try (Communicator comm = Communicator.init(id, rank, tp, options);
+        TpCollectives c = wrap.apply(new ColibriHostCollectives(comm, maxCount))) {
+      long init = System.nanoTime() - t0;
+      HostDecoder dec = new HostDecoder(new Shard(shape, tp, rank), new SeededWeights(seed), c);
+      return new RankRun(Generation.run(dec, seed, prompt, newTokens, keepLogits), init, null);
+    }
   }
 
   /**
@@ -131,26 +155,40 @@ public final class LocalGroup {
     });
     try {
       // Results in the order the ranks end: the first failure is reported at once (its peers,
-      // which may wait for it, are interrupted when the pool shuts down), not after them.
+      // which may wait for it, are interrupted when the pool shuts down), not after them. A peer
+      // that learns of it may end first (a rank closes its communicator on the way out of its
+      // failure): within a short grace, a rank's own failure wins over one a peer caused.
       CompletionService<RankRun> done = new ExecutorCompletionService<>(pool);
       List<Future<RankRun>> futures = new ArrayList<>();
       for (int r = 0; r < tp; r++) {
         final int rank = r;
         futures.add(done.submit(() -> body.run(rank)));
       }
-      for (int i = 0; i < tp; i++) {
-        try {
+      try {
+        for (int i = 0; i < tp; i++) {
           Future<RankRun> f = done.take();
-          try {
-            f.get();
-          } catch (ExecutionException e) {
-            throw new IllegalStateException("rank " + futures.indexOf(f) + " of " + tp + " failed: "
-                + e.getCause().getMessage(), e.getCause());
+          Throwable failed = failure(f);
+          if (failed == null) {
+            continue;
           }
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          throw new IllegalStateException("interrupted while the " + tp + " ranks ran", e);
+          int rank = futures.indexOf(f);
+          long graceEnd = System.nanoTime() + GRACE_NANOS;
+          for (int j = i + 1; j < tp && causedByPeer(failed); j++) {
+            Future<RankRun> g = done.poll(Math.max(0, graceEnd - System.nanoTime()), TimeUnit.NANOSECONDS);
+            if (g == null) {
+              break;
+            }
+            Throwable other = failure(g);
+            if (other != null && !causedByPeer(other)) {
+              failed = other;
+              rank = futures.indexOf(g);
+            }
+          }
+          throw new IllegalStateException("rank " + rank + " of " + tp + " failed: " + failed.getMessage(), failed);
         }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException("interrupted while the " + tp + " ranks ran", e);
       }
       List<RankRun> runs = new ArrayList<>();
       for (Future<RankRun> f : futures) {
@@ -169,6 +207,34 @@ public final class LocalGroup {
     } finally {
       pool.shutdownNow();
     }
+  }
+
+  /** How long a failure a peer caused waits for the failure of the rank that caused it. */
+  static final long GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
+
+  private static Throwable failure(Future<RankRun> f) throws InterruptedException {
+    try {
+      f.get();
+      return null;
+    } catch (ExecutionException e) {
+      return e.getCause();
+    }
+  }
+
+  /**
+   * Whether a rank's failure came from a peer's (Colibri's REMOTE_ERROR anywhere in its causes: a
+   * peer failed, aborted or closed its communicator while this rank waited for it).
+   *
+   * @param t a rank's failure
+   * @return true when a peer caused it
+   */
+  static boolean causedByPeer(Throwable t) {
+    for (Throwable c = t; c != null; c = c.getCause()) {
+      if (c instanceof ColibriException e && e.code() == ErrorCode.REMOTE_ERROR) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**

@@ -144,6 +144,82 @@ class DecodeGroupTest {
   }
 
   @Test
+  void ranksAsProcessesGenerateWhatOneRankGenerates() {
+    MainRun r = MainRun.of("decode", "--tp", "2", "--processes", "--check", "--new", "4");
+    assertEquals(0, r.rc, r.both());
+    assertTrue(r.out.contains("ranks as processes"), r.out);
+    assertTrue(r.out.contains("ok: TP=2 equals TP=1 (tokens identical, logits within"), r.out);
+    // The same tokens as rank threads generate.
+    MainRun t = MainRun.of("decode", "--tp", "2", "--new", "4");
+    assertEquals(0, t.rc, t.both());
+    assertEquals(tokensLine(t.out), tokensLine(r.out));
+  }
+
+  // A peer's failure that ends first (REMOTE_ERROR: rank 1 closed its communicator on its way out
+  // of its own failure) does not hide the failure that caused it; under load it once did.
+  @Test
+  void theFailureThatCausedAPeersIsReportedNotThePeers() {
+    IllegalStateException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
+        () -> LocalGroup.runRanks(2, rank -> {
+          if (rank == 0) {
+            throw new io.colibri.ColibriException(io.colibri.ErrorCode.REMOTE_ERROR,
+                "rank 1 closed its communicator while rank 0 waited");
+          }
+          Thread.sleep(100);
+          throw new IllegalStateException("rank 1's own failure");
+        }));
+    assertTrue(e.getMessage().startsWith("rank 1 of 2 failed: rank 1's own failure"), e.getMessage());
+    // Alone, a failure a peer caused is still reported (after the grace).
+    e = org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
+        () -> LocalGroup.runRanks(2, rank -> {
+          if (rank == 0) {
+            throw new io.colibri.ColibriException(io.colibri.ErrorCode.REMOTE_ERROR, "a peer failed");
+          }
+          return null;
+        }));
+    assertTrue(e.getMessage().startsWith("rank 0 of 2 failed: a peer failed"), e.getMessage());
+  }
+
+  @Test
+  void aFailingRankProcessIsReportedAtOnceNamingIt() {
+    long t0 = System.nanoTime();
+    IllegalStateException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
+        () -> ProcessGroup.run(new ProcessGroup.Spec(S, 2, Transport.SHM, Duration.ofSeconds(60), false, false,
+            false, 0, 5, 4, 6, false, 1)));
+    double s = (System.nanoTime() - t0) / 1e9;
+    assertTrue(e.getMessage().contains("rank 1 of 2 failed (its process exited with 3)"), e.getMessage());
+    assertTrue(e.getMessage().contains("the planted failure of rank 1"), e.getMessage());
+    // Rank 0 waits in its init for rank 1 (timeout 60 s): the group does not wait with it.
+    assertTrue(s < 30, "reported after " + s + " s");
+  }
+
+  @Test
+  void aRankRunSurvivesItsFile(@TempDir Path dir) throws IOException {
+    Generation g = new Generation(new int[][] {{1, 2}, {3, 4}, {5, 6}}, List.of(new float[] {0.5f, -1f}),
+        new long[] {7, 8, 9}, 10);
+    LocalGroup.RankRun run = new LocalGroup.RankRun(g, 11, new LocalGroup.Memory(1, 2, 3, 4, -1));
+    ProcessGroup.write(dir.resolve("r"), run);
+    LocalGroup.RankRun back = ProcessGroup.read(dir.resolve("r"));
+    assertEquals(java.util.Arrays.deepToString(g.tokens()), java.util.Arrays.deepToString(back.generation().tokens()));
+    assertArrayEquals(g.logits().get(0), back.generation().logits().get(0));
+    assertArrayEquals(g.stepNanos(), back.generation().stepNanos());
+    assertEquals(10, back.generation().firstStepNanos());
+    assertEquals(11, back.initNanos());
+    assertEquals(run.memory(), back.memory());
+    ProcessGroup.write(dir.resolve("h"), new LocalGroup.RankRun(g, 11, null));
+    assertEquals(null, ProcessGroup.read(dir.resolve("h")).memory());
+  }
+
+  private static String tokensLine(String out) {
+    for (String line : out.split("\n")) {
+      if (line.startsWith("tokens (sequence 0): ")) {
+        return line;
+      }
+    }
+    return "no tokens line in: " + out;
+  }
+
+  @Test
   void csvRowsAppendUnderOneHeader(@TempDir Path dir) throws IOException {
     Path f = dir.resolve("decode.csv");
     MainRun r = MainRun.of("decode", "--tp", "2", "--check", "--new", "4", "--csv", f.toString());
