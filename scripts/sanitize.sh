@@ -49,7 +49,10 @@ ASAN_EXCLUDE=(
 )
 # Under TSan, of the tests it builds:
 TSAN_EXCLUDE=(
-  'NcclInterface.AbortEndsANonBlockingInitAtOnceAndFreesIt|counts the threads of its child process (/proc/self/task) before and after, and the TSan runtime starts a background thread of its own in between (threads 1, then 2); ASan runs it'
+  'Transports/NcclTransports.AbortEndsANonBlockingInitAtOnceAndFreesIt/shm|counts the threads of its child process (/proc/self/task) before and after, and the TSan runtime starts a background thread of its own in between (threads 1, then 2); ASan runs it'
+  'Transports/NcclTransports.AbortEndsANonBlockingInitAtOnceAndFreesIt/socket|counts the threads of its child process (/proc/self/task) before and after, and the TSan runtime starts a background thread of its own in between (threads 1, then 2); ASan runs it'
+  'Transports/NcclTransports.AbortEndsANonBlockingInitAtOnceAndFreesIt/socket_tls|counts the threads of its child process (/proc/self/task) before and after, and the TSan runtime starts a background thread of its own in between (threads 1, then 2); ASan runs it'
+  'Transports/NcclTransports.AbortEndsANonBlockingInitAtOnceAndFreesIt/verbs_standin|counts the threads of its child process (/proc/self/task) before and after, and the TSan runtime starts a background thread of its own in between (threads 1, then 2); ASan runs it'
 )
 # ... and their large-message variants (a ctest -E regex): the same threads and code paths as the
 # smaller variants of those tests, which run, at 10-55 s each under TSan (about 10 of the run's 16
