@@ -15,7 +15,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.EnumSet;
-import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -33,8 +32,10 @@ import picocli.CommandLine.Spec;
 /**
  * {@code colibri-bench.jar chart}: PNG charts from result files, one series per file, one chart
  * per collective and metric (bus bandwidth, time, and memory held when the files have it),
- * message size on a log2 axis. See {@code docs/perf-tool.md}. This class reads the command line
- * and the files; {@code ChartDrawing} draws, and only it touches AWT, so that the other commands
+ * message size on a log2 axis; or, from the decode command's CSV, time per step, time to the
+ * first token and init memory against the TP size. See {@code docs/perf-tool.md} and
+ * {@code docs/end-to-end.md}. This class reads the command line and the files; {@code
+ * ChartDrawing} and {@code DecodeCharts} draw, and only they touch AWT, so that the other commands
  * run on a Java runtime without java.desktop (the GPU bundle's).
  */
 @Command(name = "chart", mixinStandardHelpOptions = true,
@@ -49,10 +50,14 @@ import picocli.CommandLine.Spec;
         "FILE: a CSV or JSON of the perf tool (--csv, --json) or the CSV of mpi_coll_bench"
             + " (scripts/bench-vs-mpi.sh). A file with several rank counts or types gives one"
             + " series for each.",
+        "Or FILE: CSVs of the decode command (decode --csv): time per step, time to the first"
+            + " token and GPU memory added by the library's init against the TP size, one series"
+            + " per file, library, type and mode (the median where a TP size ran more than once).",
         ""},
     footer = {"",
         "Files written: PREFIX<collective>-busbw.png, -time.png and -memory.png;",
-        "with --grid also PREFIXbusbw.png, PREFIXtime.png, ... (every collective).",
+        "with --grid also PREFIXbusbw.png, PREFIXtime.png, ... (every collective);",
+        "from decode CSVs: PREFIXdecode-step.png, -ttft.png and -init-memory.png.",
         "Example:",
         "  java -jar colibri-bench.jar chart --out charts A=a.csv \"Open MPI=b.csv\"",
         "Exit code: 0 charts written, 2 bad command line or input file, 3 could not write."})
@@ -61,6 +66,9 @@ public final class ChartCommand implements Callable<Integer> {
   static final int EXIT_OK = 0;
   static final int EXIT_USAGE = Commands.EXIT_USAGE;
   static final int EXIT_FAILED = Commands.EXIT_FAILED;
+
+  /** The first columns of a decode CSV (decode --csv), which tell it from the perf tool's files. */
+  static final String DECODE_HEADER_START = "library,device,dtype,mode,";
 
   static final int DEFAULT_WIDTH = 800;
   static final int DEFAULT_HEIGHT = 500;
@@ -170,9 +178,20 @@ public final class ChartCommand implements Callable<Integer> {
       throw new ParameterException(spec.commandLine(), "no result files: pass one or more"
           + " [LABEL=]FILE, e.g. chart --out charts Colibri=colibri.csv MPI=mpi.csv");
     }
-    List<Series> series;
+    List<Series> series = null;
+    Map<String, Path> files;
+    boolean decode;
     try {
-      series = load(o.inputs, o.collectives);
+      files = labelled(o.inputs);
+      decode = isDecodeCsv(files.values().iterator().next());
+      if (decode && (o.collectives != null || o.grid)) {
+        throw new ParameterException(spec.commandLine(), (o.grid ? "--grid" : "--collectives")
+            + " draws the perf tool's files; a decode CSV's charts are one per metric against the TP size:"
+            + " leave it out");
+      }
+      if (!decode) {
+        series = load(o.inputs, o.collectives);
+      }
     } catch (InputException e) {
       err.println("colibri chart: " + e.getMessage());
       return EXIT_USAGE;
@@ -180,7 +199,13 @@ public final class ChartCommand implements Callable<Integer> {
     // Charts are files, never windows: no display needed, and none is looked for.
     System.setProperty("java.awt.headless", "true");
     try {
-      List<Path> written = ChartDrawing.render(series, o);
+      List<Path> written;
+      try {
+        written = decode ? DecodeCharts.render(files, o) : ChartDrawing.render(series, o);
+      } catch (InputException e) {
+        err.println("colibri chart: " + e.getMessage());
+        return EXIT_USAGE;
+      }
       for (Path p : written) {
         out.println("wrote " + p);
       }
@@ -236,26 +261,9 @@ public final class ChartCommand implements Callable<Integer> {
    */
   static List<Series> load(List<String> inputs, Set<Collective> only) throws InputException {
     List<Series> all = new ArrayList<>();
-    Set<String> labels = new HashSet<>();
-    for (String spec : inputs) {
-      String label;
-      Path path;
-      int eq = spec.indexOf('=');
-      if (eq >= 0 && !Files.exists(Path.of(spec))) {
-        label = spec.substring(0, eq).strip();
-        path = Path.of(spec.substring(eq + 1));
-        if (label.isEmpty()) {
-          throw new InputException("'" + spec + "': the label before '=' is empty; write"
-              + " LABEL=FILE, or just FILE to use the file name");
-        }
-      } else {
-        path = Path.of(spec);
-        label = defaultLabel(path);
-      }
-      if (!labels.add(label)) {
-        throw new InputException("the label '" + label + "' is given to two files; give each"
-            + " its own with LABEL=FILE (e.g. Colibri=a.csv \"Open MPI\"=b.csv)");
-      }
+    for (Map.Entry<String, Path> file : labelled(inputs).entrySet()) {
+      String label = file.getKey();
+      Path path = file.getValue();
       List<Measurement> rows = new ArrayList<>();
       for (Measurement m : ResultFile.read(path)) {
         Collective c = Collective.byName(m.collective);
@@ -277,6 +285,46 @@ public final class ChartCommand implements Callable<Integer> {
       }
     }
     return all;
+  }
+
+  /**
+   * The command line's {@code [LABEL=]FILE} arguments as label → file, in order.
+   *
+   * @throws InputException for an empty label, or one given to two files
+   */
+  static Map<String, Path> labelled(List<String> inputs) throws InputException {
+    Map<String, Path> files = new LinkedHashMap<>();
+    for (String spec : inputs) {
+      String label;
+      Path path;
+      int eq = spec.indexOf('=');
+      if (eq >= 0 && !Files.exists(Path.of(spec))) {
+        label = spec.substring(0, eq).strip();
+        path = Path.of(spec.substring(eq + 1));
+        if (label.isEmpty()) {
+          throw new InputException("'" + spec + "': the label before '=' is empty; write"
+              + " LABEL=FILE, or just FILE to use the file name");
+        }
+      } else {
+        path = Path.of(spec);
+        label = defaultLabel(path);
+      }
+      if (files.putIfAbsent(label, path) != null) {
+        throw new InputException("the label '" + label + "' is given to two files; give each"
+            + " its own with LABEL=FILE (e.g. Colibri=a.csv \"Open MPI\"=b.csv)");
+      }
+    }
+    return files;
+  }
+
+  /** Whether the file's first line is a decode CSV's header (false when it cannot be read). */
+  static boolean isDecodeCsv(Path path) {
+    try (java.io.BufferedReader r = Files.newBufferedReader(path, java.nio.charset.StandardCharsets.UTF_8)) {
+      String first = r.readLine();
+      return first != null && first.startsWith(DECODE_HEADER_START);
+    } catch (IOException | RuntimeException e) {
+      return false;  // the perf tool's reader says what is wrong with it
+    }
   }
 
   /** "2026-11-30-colibri-n2" for results/host/2026-11-30-colibri-n2.csv. */

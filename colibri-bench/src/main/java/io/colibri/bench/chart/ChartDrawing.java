@@ -101,7 +101,7 @@ final class ChartDrawing {
   }
 
   /** Writes a PNG with the strongest compression (about 10% smaller than the default). */
-  private static Path writePng(BufferedImage image, Path path) throws IOException {
+  static Path writePng(BufferedImage image, Path path) throws IOException {
     Iterator<ImageWriter> writers = ImageIO.getImageWritersByFormatName("png");
     if (!writers.hasNext()) {
       throw new IOException("this Java has no PNG writer");
@@ -210,15 +210,7 @@ final class ChartDrawing {
     XYChart chart = new XYChartBuilder().width(o.width).height(o.height).title(title)
         .xAxisTitle("message size" + (allRanksData ? " (all ranks' data)" : ""))
         .yAxisTitle(metric.axisTitle).build();
-    XYStyler st = chart.getStyler();
-    st.setDefaultSeriesRenderStyle(XYSeriesRenderStyle.Line);
-    st.setChartBackgroundColor(Color.WHITE);
-    st.setPlotBackgroundColor(Color.WHITE);
-    st.setPlotBorderColor(Color.GRAY);
-    st.setPlotGridLinesColor(new Color(225, 225, 225));
-    st.setLegendPosition(LegendPosition.InsideNW);
-    st.setLegendBorderColor(Color.LIGHT_GRAY);
-    st.setMarkerSize(6);
+    XYStyler st = style(chart);
     st.setYAxisLogarithmic(metric.logarithmic);
     if (metric.logarithmic) {
       st.setYAxisDecimalPattern("#,##0.###"); // 0.1, 1, 10, 1,000 rather than 1E3
@@ -236,6 +228,20 @@ final class ChartDrawing {
       chart.addSeries(labels.get(i), data.get(i)[0], data.get(i)[1]);
     }
     return chart;
+  }
+
+  /** The charts' common look: lines with markers on white, a light grid, the legend top left. */
+  static XYStyler style(XYChart chart) {
+    XYStyler st = chart.getStyler();
+    st.setDefaultSeriesRenderStyle(XYSeriesRenderStyle.Line);
+    st.setChartBackgroundColor(Color.WHITE);
+    st.setPlotBackgroundColor(Color.WHITE);
+    st.setPlotBorderColor(Color.GRAY);
+    st.setPlotGridLinesColor(new Color(225, 225, 225));
+    st.setLegendPosition(LegendPosition.InsideNW);
+    st.setLegendBorderColor(Color.LIGHT_GRAY);
+    st.setMarkerSize(6);
+    return st;
   }
 
   static double log2(long bytes) {

@@ -4,7 +4,6 @@
 package io.colibri.bench.decode;
 
 import io.colibri.Communicator;
-import io.colibri.DataType;
 import io.colibri.ReduceOp;
 import org.bytedeco.cuda.cudart.CUgraphExec_st;
 import org.bytedeco.cuda.cudart.CUstream_st;
@@ -39,13 +38,13 @@ public final class ColibriDeviceCollectives implements DeviceCollectives {
   }
 
   @Override
-  public void allReduceSum(Pointer buf, long count, CUstream_st stream) {
-    comm.allReduce(buf.address(), buf.address(), count, DataType.FLOAT32, ReduceOp.SUM, stream.address());
+  public void allReduceSum(Pointer buf, long count, Precision type, CUstream_st stream) {
+    comm.allReduce(buf.address(), buf.address(), count, type.colibri(), ReduceOp.SUM, stream.address());
   }
 
   @Override
-  public void allGather(Pointer send, Pointer recv, long count, CUstream_st stream) {
-    comm.allGather(send.address(), recv.address(), count, DataType.FLOAT32, stream.address());
+  public void allGather(Pointer send, Pointer recv, long count, Precision type, CUstream_st stream) {
+    comm.allGather(send.address(), recv.address(), count, type.colibri(), stream.address());
   }
 
   @Override

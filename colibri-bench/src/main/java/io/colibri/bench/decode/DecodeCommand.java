@@ -33,19 +33,20 @@ import picocli.CommandLine.Spec;
  */
 @Command(name = "decode", mixinStandardHelpOptions = true,
     versionProvider = Commands.VersionProvider.class,
-    header = "Runs a tensor-parallel Llama-shaped decoder on Colibri (float32, CPU or GPU).",
+    header = "Runs a tensor-parallel Llama-shaped decoder on Colibri (CPU: float32; GPU: float32 or bfloat16).",
     sortOptions = false,
     description = {
         "Greedy decoding with a Llama-shaped model whose weights come from a seed (nothing to"
             + " download): column-parallel Q/K/V and gate/up, row-parallel O and down each followed"
             + " by an all-reduce, a vocabulary-parallel head followed by an all-gather. The ranks"
-            + " are threads of this JVM, each with its own communicator; the model runs in float32 on"
-            + " the CPU over host memory (the reference) or on GPUs (docs/end-to-end.md).",
+            + " are threads of this JVM (or processes), each with its own communicator; the model runs in"
+            + " float32 on the CPU over host memory (the reference) or on GPUs (docs/end-to-end.md).",
         ""},
     footer = {"",
         "Example:",
         "  java -jar colibri-bench.jar decode --tp 4 --check",
-        "Exit code: 0 ok, 1 --check failed, 2 bad command line, 3 a rank failed."})
+        "Exit code: 0 ok, 1 --check failed, 2 bad command line, 3 a rank failed or --csv could not be"
+            + " written."})
 public final class DecodeCommand implements Callable<Integer> {
 
   static final int EXIT_OK = 0;
@@ -96,17 +97,35 @@ public final class DecodeCommand implements Callable<Integer> {
   String transport = "auto";
 
   @Option(names = "--device", paramLabel = "D",
-      description = "cpu (float32 on the CPU, host buffers) or gpu (float32 on GPUs: cuBLAS, the"
+      description = "cpu (float32 on the CPU, host buffers) or gpu (on GPUs: cuBLAS, the"
           + " decoder's kernels, Colibri's device collectives). Default: ${DEFAULT-VALUE}.")
   String device = "cpu";
+
+  @Option(names = "--dtype", paramLabel = "T",
+      description = "gpu: float32 or bfloat16 (weights, activations, KV cache, collectives). Default: ${DEFAULT-VALUE}.")
+  String dtype = "float32";
 
   @Option(names = "--graph", description = "gpu: capture the decode step once in a CUDA graph and replay it.")
   boolean graph;
 
   @Option(names = "--library", paramLabel = "L",
-      description = "gpu: the collectives' library, colibri or nccl (the system's libnccl.so.2:"
-          + " one rank per GPU). Default: ${DEFAULT-VALUE}.")
+      description = "gpu: the collectives' library: colibri, nccl (the system's libnccl.so.2: one rank per"
+          + " GPU) or none (no collectives: each rank's compute alone, for the collectives' share of a step;"
+          + " wrong tokens above TP=1). Default: ${DEFAULT-VALUE}.")
   String library = "colibri";
+
+  @Option(names = "--prefill-chunk", paramLabel = "N",
+      description = "gpu: prompt positions per pass (default: the whole prompt in one pass; 1: one per pass,"
+          + " as on the CPU).")
+  Integer prefillChunk;
+
+  @Option(names = "--budget", paramLabel = "GIB",
+      description = "gpu: the GPU memory budget for the KV-cache column: tokens of cache that what is left"
+          + " of it after the run's use holds (default: 80).")
+  Double budget;
+
+  /** --budget or its default, as call() found it. */
+  private double budgetGib;
 
   @Option(names = "--spread", description = "gpu: rank r on GPU r %% (GPUs seen); default: every rank on GPU 0.")
   boolean spread;
@@ -176,19 +195,41 @@ public final class DecodeCommand implements Callable<Integer> {
       case "gpu" -> true;
       default -> throw new ParameterException(spec.commandLine(), "--device " + device + ": use cpu or gpu");
     };
-    if (!gpu && (graph || spread || !library.equals("colibri"))) {
-      throw new ParameterException(spec.commandLine(),
-          (graph ? "--graph" : spread ? "--spread" : "--library " + library) + " needs --device gpu");
+    GpuRun.Library lib;
+    Precision precision;
+    try {
+      lib = GpuRun.Library.parse(library);
+      precision = Precision.parse(dtype);
+    } catch (IllegalArgumentException e) {
+      throw new ParameterException(spec.commandLine(), e.getMessage());
     }
-    if (!library.equals("colibri") && !library.equals("nccl")) {
-      throw new ParameterException(spec.commandLine(), "--library " + library + ": use colibri or nccl");
+    if (!gpu && (graph || spread || lib != GpuRun.Library.COLIBRI || budget != null)) {
+      throw new ParameterException(spec.commandLine(), (graph ? "--graph" : spread ? "--spread"
+          : lib != GpuRun.Library.COLIBRI ? "--library " + library : "--budget") + " needs --device gpu");
     }
-    if (processes && library.equals("nccl")) {
+    if (!gpu && (precision != Precision.FLOAT32 || prefillChunk != null)) {
+      throw new ParameterException(spec.commandLine(), (prefillChunk != null ? "--prefill-chunk" : "--dtype " + dtype)
+          + " needs --device gpu (the CPU decoder is float32 and feeds the prompt one position per step)");
+    }
+    budgetGib = budget != null ? budget : 80;
+    if (prefillChunk != null && (prefillChunk < 1 || prefillChunk > prompt)) {
       throw new ParameterException(spec.commandLine(),
-          "--processes runs Colibri's collectives only so far: leave out --library nccl, or run the ranks as threads");
+          "--prefill-chunk " + prefillChunk + ": use 1 to the prompt's " + prompt + " positions");
+    }
+    if (check && precision != Precision.FLOAT32) {
+      throw new ParameterException(spec.commandLine(), "--check compares TP=N with TP=1 in float32: in "
+          + precision.label() + " the roundings depend on how the sums are split over the ranks, so the tokens"
+          + " may differ; leave out --check or --dtype");
+    }
+    if (check && lib == GpuRun.Library.NONE) {
+      throw new ParameterException(spec.commandLine(),
+          "--check with --library none: without collectives TP=N computes other tokens; leave out one of them");
+    }
+    if (!(budgetGib > 0) || Double.isInfinite(budgetGib)) {
+      throw new ParameterException(spec.commandLine(), "--budget " + budgetGib + ": give the GiB of a GPU, above 0");
     }
     int gpus = 0;
-    if (gpu) {
+    if (gpu) {  // after every check that needs no GPU: a bad command line says so without loading CUDA
       try {
         gpus = DeviceDecoder.gpuCount();
       } catch (IllegalStateException e) {
@@ -199,45 +240,57 @@ public final class DecodeCommand implements Callable<Integer> {
         err.println("colibri decode: --device gpu: no GPU is visible to this process");
         return EXIT_FAILED;
       }
+      int perGpu = spread ? (tp + gpus - 1) / gpus : tp;
+      if (lib == GpuRun.Library.NCCL && perGpu > 1) {
+        throw new ParameterException(spec.commandLine(), "--library nccl takes one rank per GPU (NVIDIA's NCCL"
+            + " refuses two on one GPU), and --tp " + tp + (spread ? " over " + gpus + " GPUs" : " without --spread")
+            + " puts " + perGpu + " on GPU 0: " + (gpus >= tp ? "add --spread" : "use --tp " + gpus + " or less with --spread"));
+      }
     }
+    GpuRun gpuRun = gpu ? new GpuRun(lib, precision, graph, spread, gpus,
+        prefillChunk != null ? prefillChunk : prompt) : null;
     Options options = Options.builder().transport(t).timeout(Duration.ofSeconds(timeoutSeconds)).build();
     out.printf(Locale.ROOT, "# decode: hidden %d, %d heads, %d KV heads, intermediate %d, %d layers,"
-        + " vocab %d, batch %d, context %d; prompt %d, new %d; float32 %s, ranks as %s%n",
+        + " vocab %d, batch %d, context %d; prompt %d, new %d; %s %s, ranks as %s%n",
         s.hidden(), s.heads(), s.kvHeads(), s.intermediate(), s.layers(), s.vocab(), s.batch(),
-        s.context(), prompt, newTokens, !gpu ? "on the CPU"
+        s.context(), prompt, newTokens, precision.label(), !gpu ? "on the CPU, the prompt one position per step"
             : (graph ? "on the GPU, the step replayed as one CUDA graph" : "on the GPU, eager")
+                + ", the prompt in passes of " + gpuRun.chunk()
                 + (spread ? ", rank r on GPU r % " + gpus : ", every rank on GPU 0"),
         processes ? "processes" : "threads");
     if (gpu) {
-      out.println("# collectives: " + (library.equals("nccl") ? "NCCL (the system's libnccl.so.2)" : "Colibri")
-          + "; GPU memory in use (cudaMemGetInfo, rank 0's GPU) grew by init+ at the library's init,"
-          + " model at the weights and buffers, run+ over the generation; own: the library's own count");
+      out.println("# collectives: " + switch (lib) {
+        case NCCL -> "NCCL (the system's libnccl.so.2)";
+        case COLIBRI -> "Colibri";
+        case NONE -> "none (each rank's compute alone; the tokens are not the model's above TP=1)";
+      } + "; GPU memory in use (cudaMemGetInfo, rank 0's GPU) grew by init+ at the library's init,"
+          + " model at the weights and buffers, run+ over the generation; own: the library's own count;"
+          + String.format(Locale.ROOT, " KV tokens: the KV cache's tokens that %s GiB of rank 0's GPU less all of"
+              + " that holds", budgetGib));
     }
-    out.printf(Locale.ROOT, "# %4s %12s %12s %14s %10s %10s %10s %10s %10s%n", "tp", "ms/step", "tokens/s",
-        "first step ms", "init ms", "init+ MiB", "model MiB", "run+ MiB", "own MiB");
+    out.printf(Locale.ROOT, "# %4s %10s %10s %10s %10s %10s %10s %10s %8s %12s%n", "tp", "ms/step", "tokens/s",
+        "TTFT ms", "init ms", "init+ MiB", "model MiB", "run+ MiB", "own MiB", "KV tokens");
     try {
       LocalGroup.Result ref = null;
       if (check) {
-        ref = group(s, 1, options, gpu, gpus, true, Function.identity());
-        print(ref);
-        writeCsv(s, gpu, ref, "reference");
+        ref = group(s, 1, options, gpuRun, true, Function.identity());
+        report(s, gpuRun, ref, "reference");
       }
-      LocalGroup.Result r = group(s, tp, options, gpu, gpus, check, wrap);
-      print(r);
+      LocalGroup.Result r = group(s, tp, options, gpuRun, check, wrap);
       out.println("tokens (sequence 0): " + Arrays.toString(column(r.rank0().tokens(), 0)));
       if (check) {
         boolean same = Arrays.deepEquals(ref.rank0().tokens(), r.rank0().tokens());
         double diff = same ? LocalGroup.compare(ref.rank0(), r.rank0()) : Double.NaN;
-        if (!same || diff > tolerance) {
-          writeCsv(s, gpu, r, "fail");
+        if (!same || !(diff <= tolerance)) {
+          report(s, gpuRun, r, "fail");
           out.printf(Locale.ROOT, "FAIL: TP=%d against TP=1: tokens %s, largest logit difference %.3g"
               + " (tolerance %.3g)%n", tp, same ? "identical" : "differ", diff, tolerance);
           return EXIT_CHECK;
         }
-        writeCsv(s, gpu, r, "ok");
+        report(s, gpuRun, r, "ok");
         out.printf(Locale.ROOT, "ok: TP=%d equals TP=1 (tokens identical, logits within %.3g)%n", tp, diff);
       } else {
-        writeCsv(s, gpu, r, "");
+        report(s, gpuRun, r, "");
       }
       return EXIT_OK;
     } catch (IllegalStateException e) {
@@ -249,57 +302,113 @@ public final class DecodeCommand implements Callable<Integer> {
     }
   }
 
-  private LocalGroup.Result group(ModelShape s, int n, Options options, boolean gpu, int gpus,
-      boolean keep, Function<TpCollectives, TpCollectives> w) {
+  private LocalGroup.Result group(ModelShape s, int n, Options options, GpuRun gpu, boolean keep,
+      Function<TpCollectives, TpCollectives> w) {
     if (processes) {
-      return ProcessGroup.run(new ProcessGroup.Spec(s, n, options.transport(), options.timeout(), gpu, graph,
-          spread, gpus, seed, prompt, newTokens, keep, -1));
+      return ProcessGroup.run(new ProcessGroup.Spec(s, n, options.transport(), options.timeout(), gpu, seed, prompt,
+          newTokens, keep, -1));
     }
-    if (!gpu) {
+    if (gpu == null) {
       return LocalGroup.run(s, n, options, seed, prompt, newTokens, keep, w);
     }
-    return DeviceGroup.run(s, n, options, library.equals("nccl"), spread, gpus, seed, prompt, newTokens,
-        keep, graph);
-  }
-
-  private void print(LocalGroup.Result r) {
-    Generation g = r.rank0();
-    double ms = g.medianStepNanos() / 1e6;
-    LocalGroup.Memory m = r.ranks().get(0).memory();
-    String mem = m == null ? String.format(Locale.ROOT, " %10s %10s %10s %10s", "-", "-", "-", "-")
-        : String.format(Locale.ROOT, " %10.1f %10.1f %10.1f %10s", mib(m.afterInit() - m.beforeInit()),
-            mib(m.afterModel() - m.afterInit()), mib(m.afterGeneration() - m.afterModel()),
-            m.libraryOwn() < 0 ? "-" : String.format(Locale.ROOT, "%.1f", mib(m.libraryOwn())));
-    out.printf(Locale.ROOT, "  %4d %12.3f %12.1f %14.3f %10.3f%s%n", r.tp(), ms,
-        g.tokens()[0].length / ms * 1000, g.firstStepNanos() / 1e6, r.initNanos() / 1e6, mem);
+    return DeviceGroup.run(s, n, options, gpu, seed, prompt, newTokens, keep);
   }
 
   /** The CSV's columns, in order (docs/end-to-end.md). */
-  static final String CSV_HEADER = "library,device,mode,hidden,layers,vocab,batch,tp,ms_per_step,tokens_per_s,"
-      + "first_step_ms,init_ms,init_mib,model_mib,run_mib,own_mib,check";
+  static final String CSV_HEADER = "library,device,dtype,mode,ranks_as,placement,hidden,layers,vocab,batch,prompt,"
+      + "prefill_chunk,tp,ms_per_step,tokens_per_s,ttft_ms,init_ms,init_mib,model_mib,run_mib,own_mib,budget_gib,"
+      + "kv_tokens,check";
+
+  /**
+   * One printed row's figures: what {@link #report} prints and appends to --csv.
+   *
+   * @param tp the group's size
+   * @param msPerStep the median generated step's time
+   * @param tokensPerSecond tokens per second over the batch (batch × 1000 / msPerStep)
+   * @param ttftMs the time to the first token
+   * @param initMs the slowest rank's init
+   * @param memory rank 0's GPU memory figures, or null on the CPU
+   * @param budgetGib the budget of the KV-cache column
+   * @param ranksOnGpu the ranks that share rank 0's GPU (their caches share its memory)
+   */
+  record Row(int tp, double msPerStep, double tokensPerSecond, double ttftMs, double initMs,
+      LocalGroup.Memory memory, double budgetGib, int ranksOnGpu) {
+
+    static Row of(LocalGroup.Result r, double budgetGib, GpuRun gpu) {
+      Generation g = r.rank0();
+      double ms = g.medianStepNanos() / 1e6;
+      int onGpu = 0;
+      for (int rank = 0; gpu != null && rank < r.tp(); rank++) {
+        onGpu += gpu.device(rank) == gpu.device(0) ? 1 : 0;
+      }
+      return new Row(r.tp(), ms, g.tokens()[0].length * 1000 / ms, g.firstTokenNanos() / 1e6, r.initNanos() / 1e6,
+          r.ranks().get(0).memory(), budgetGib, Math.max(1, onGpu));
+    }
+
+    double initMib() {
+      return mib(memory.afterInit() - memory.beforeInit());
+    }
+
+    double modelMib() {
+      return mib(memory.afterModel() - memory.afterInit());
+    }
+
+    double runMib() {
+      return mib(memory.afterGeneration() - memory.afterModel());
+    }
+
+    /** @return the library's own MiB, or null where it counts none */
+    Double ownMib() {
+      return memory.libraryOwn() < 0 ? null : mib(memory.libraryOwn());
+    }
+
+    /**
+     * @return tokens of KV cache that the budget of rank 0's GPU holds once the run's growth
+     *     there (libraries, model, lazy allocations) is taken from it, a token taking every
+     *     sharing rank's part of it; 0 when nothing is left
+     */
+    long kvTokens() {
+      long used = memory.afterGeneration() - memory.beforeInit();
+      long left = (long) (budgetGib * (1L << 30)) - used;
+      return left <= 0 ? 0 : left / (memory.kvBytesPerToken() * ranksOnGpu);
+    }
+  }
+
+  /** Prints the row of {@code r} and appends it to --csv (when given). */
+  private void report(ModelShape s, GpuRun gpu, LocalGroup.Result r, String checked) throws IOException {
+    Row row = Row.of(r, budgetGib, gpu);
+    LocalGroup.Memory m = row.memory();
+    String mem = m == null ? String.format(Locale.ROOT, " %10s %10s %10s %8s %12s", "-", "-", "-", "-", "-")
+        : String.format(Locale.ROOT, " %10.1f %10.1f %10.1f %8s %12d", row.initMib(), row.modelMib(), row.runMib(),
+            row.ownMib() == null ? "-" : String.format(Locale.ROOT, "%.1f", row.ownMib()), row.kvTokens());
+    out.printf(Locale.ROOT, "  %4d %10.3f %10.1f %10.3f %10.3f%s%n", row.tp(), row.msPerStep(),
+        row.tokensPerSecond(), row.ttftMs(), row.initMs(), mem);
+    writeCsv(s, gpu, row, checked);
+  }
 
   /**
    * Appends one row to --csv (if given): the printed row's figures; the memory columns empty on
    * the CPU, own_mib empty where the library counts none; check is "reference" (TP=1 of
    * --check), "ok", "fail" or empty.
    */
-  private void writeCsv(ModelShape s, boolean gpu, LocalGroup.Result r, String checked) throws IOException {
+  private void writeCsv(ModelShape s, GpuRun gpu, Row row, String checked) throws IOException {
     if (csv == null) {
       return;
     }
-    Generation g = r.rank0();
-    double ms = g.medianStepNanos() / 1e6;
-    LocalGroup.Memory m = r.ranks().get(0).memory();
-    String mem = m == null ? ",,,"
-        : String.format(Locale.ROOT, "%.1f,%.1f,%.1f,%s", mib(m.afterInit() - m.beforeInit()),
-            mib(m.afterModel() - m.afterInit()), mib(m.afterGeneration() - m.afterModel()),
-            m.libraryOwn() < 0 ? "" : String.format(Locale.ROOT, "%.1f", mib(m.libraryOwn())));
-    String row = String.format(Locale.ROOT, "%s,%s,%s,%d,%d,%d,%d,%d,%.4f,%.1f,%.3f,%.3f,%s,%s%n",
-        gpu ? library : "colibri", gpu ? "gpu" : "cpu", !gpu ? "host" : graph ? "graph" : "eager", s.hidden(),
-        s.layers(), s.vocab(), s.batch(), r.tp(), ms, g.tokens()[0].length / ms * 1000,
-        g.firstStepNanos() / 1e6, r.initNanos() / 1e6, mem, checked);
+    LocalGroup.Memory m = row.memory();
+    String mem = m == null ? ",,,,,"
+        : String.format(Locale.ROOT, "%.1f,%.1f,%.1f,%s,%s,%d", row.initMib(), row.modelMib(), row.runMib(),
+            row.ownMib() == null ? "" : String.format(Locale.ROOT, "%.1f", row.ownMib()),
+            String.format(Locale.ROOT, "%s", row.budgetGib()), row.kvTokens());
+    String line = String.format(Locale.ROOT, "%s,%s,%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%.4f,%.1f,%.3f,%.3f,%s,%s%n",
+        gpu != null ? gpu.library().label() : "colibri", gpu != null ? "gpu" : "cpu",
+        gpu != null ? gpu.precision().label() : "float32",
+        gpu == null ? "host" : gpu.graph() ? "graph" : "eager", processes ? "processes" : "threads",
+        gpu != null && gpu.spread() ? "spread" : "one", s.hidden(), s.layers(), s.vocab(), s.batch(),
+        prompt, gpu != null ? gpu.chunk() : 1, row.tp(), row.msPerStep(), row.tokensPerSecond(), row.ttftMs(),
+        row.initMs(), mem, checked);
     boolean fresh = !Files.exists(csv) || Files.size(csv) == 0;
-    Files.writeString(csv, (fresh ? CSV_HEADER + System.lineSeparator() : "") + row, StandardCharsets.UTF_8,
+    Files.writeString(csv, (fresh ? CSV_HEADER + System.lineSeparator() : "") + line, StandardCharsets.UTF_8,
         StandardOpenOption.CREATE, StandardOpenOption.APPEND);
   }
 

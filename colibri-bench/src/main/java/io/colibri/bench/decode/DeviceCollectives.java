@@ -24,24 +24,26 @@ public interface DeviceCollectives extends AutoCloseable {
   String library();
 
   /**
-   * Sums {@code count} float32 elements over the ranks, in place, on {@code stream}.
+   * Sums {@code count} elements over the ranks, in place, on {@code stream}.
    *
    * @param buf the device buffer
    * @param count elements
+   * @param type their type
    * @param stream the rank's stream
    */
-  void allReduceSum(Pointer buf, long count, CUstream_st stream);
+  void allReduceSum(Pointer buf, long count, Precision type, CUstream_st stream);
 
   /**
-   * Gathers every rank's {@code count} float32 elements of {@code send} into {@code recv},
-   * rank-major, on {@code stream}.
+   * Gathers every rank's {@code count} elements of {@code send} into {@code recv}, rank-major, on
+   * {@code stream}.
    *
    * @param send this rank's part
    * @param recv size() × count elements
    * @param count elements per rank
+   * @param type their type
    * @param stream the rank's stream
    */
-  void allGather(Pointer send, Pointer recv, long count, CUstream_st stream);
+  void allGather(Pointer send, Pointer recv, long count, Precision type, CUstream_st stream);
 
   /**
    * Replays a graph that holds this library's calls, as the library wants it replayed.
@@ -59,6 +61,19 @@ public interface DeviceCollectives extends AutoCloseable {
 
   /** @return the device memory the library counts as its own, in bytes, or -1 where it does not say */
   long ownDeviceBytes();
+
+  /**
+   * {@code cudaGraphLaunch}, for libraries that replay a graph as CUDA does.
+   *
+   * @param graph the instantiated graph
+   * @param stream the stream
+   */
+  static void cudaLaunch(CUgraphExec_st graph, CUstream_st stream) {
+    int rc = org.bytedeco.cuda.global.cudart.cudaGraphLaunch(graph, stream);
+    if (rc != org.bytedeco.cuda.global.cudart.cudaSuccess) {
+      throw new IllegalStateException("cudaGraphLaunch failed: error " + rc);
+    }
+  }
 
   /** Destroys the communicator. */
   @Override

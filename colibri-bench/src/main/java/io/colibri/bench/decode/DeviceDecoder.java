@@ -3,12 +3,14 @@
  */
 package io.colibri.bench.decode;
 
+import static org.bytedeco.cuda.global.cublas.CUBLAS_COMPUTE_32F;
+import static org.bytedeco.cuda.global.cublas.CUBLAS_GEMM_DEFAULT;
 import static org.bytedeco.cuda.global.cublas.CUBLAS_OP_N;
 import static org.bytedeco.cuda.global.cublas.CUBLAS_STATUS_SUCCESS;
 import static org.bytedeco.cuda.global.cublas.cublasCreate_v2;
 import static org.bytedeco.cuda.global.cublas.cublasDestroy_v2;
+import static org.bytedeco.cuda.global.cublas.cublasGemmEx;
 import static org.bytedeco.cuda.global.cublas.cublasSetStream_v2;
-import static org.bytedeco.cuda.global.cublas.cublasSgemm_v2;
 import static org.bytedeco.cuda.global.cudart.CUDA_SUCCESS;
 import static org.bytedeco.cuda.global.cudart.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
 import static org.bytedeco.cuda.global.cudart.cuFuncSetAttribute;
@@ -57,15 +59,21 @@ import org.bytedeco.javacpp.IntPointer;
 import org.bytedeco.javacpp.LongPointer;
 import org.bytedeco.javacpp.Pointer;
 import org.bytedeco.javacpp.PointerPointer;
+import org.bytedeco.javacpp.ShortPointer;
 import org.bytedeco.javacpp.SizeTPointer;
 
 /**
- * One rank of the tensor-parallel decoder on a GPU, float32: {@link HostDecoder}'s model on
- * device buffers allocated once, GEMMs through cuBLAS, the small kernels of
- * src/tools/decode_kernels.cu (PTX in this jar), the all-reduces and the all-gather through
- * {@link DeviceCollectives} (Colibri's or NCCL's) on the rank's stream. A step reads its tokens and its position
- * from device memory and leaves the next tokens (the argmax) and the next position there, so the
- * whole step, collectives included, can be captured once in a CUDA graph and replayed
+ * One rank of the tensor-parallel decoder on a GPU, in float32 or bfloat16
+ * ({@link Precision}): {@link HostDecoder}'s model on device buffers allocated once, GEMMs
+ * through cuBLAS (float32 accumulation), the small kernels of src/tools/decode_kernels.cu (PTX in
+ * this jar), the all-reduces and the all-gather through {@link DeviceCollectives} (Colibri's or
+ * NCCL's) on the rank's stream.
+ *
+ * <p>A pass of the model works on up to {@code chunk} positions of every sequence at once: the
+ * prompt goes in passes of {@code chunk} positions (a prefill; one pass when the prompt fits),
+ * the generation in steps of one. A pass reads its tokens and its position from device memory and
+ * leaves the next tokens (the argmax of each sequence's last row) and the next position there, so
+ * the whole decode step, collectives included, can be captured once in a CUDA graph and replayed
  * ({@link #captureStep()}, {@link #replay()}); replays go through
  * {@link DeviceCollectives#launchGraph} (Colibri's: {@code Communicator.launchGraph}, which rank
  * threads sharing a GPU need).
@@ -80,12 +88,28 @@ public final class DeviceDecoder implements AutoCloseable {
   /** The kernels' image, a resource beside this class. */
   static final String PTX = "colibri_decode_kernels.ptx";
 
-  /** The kernels of colibri_decode_kernels.ptx this decoder launches. */
-  static final List<String> KERNELS = List.of("clb_dec_embed", "clb_dec_rmsnorm", "clb_dec_rope",
-      "clb_dec_cache", "clb_dec_attention", "clb_dec_silu_mul", "clb_dec_add", "clb_dec_argmax",
-      "clb_dec_advance");
+  /** The kernels of colibri_decode_kernels.ptx that exist once per {@link Precision}, less its suffix. */
+  private static final List<String> TYPED = List.of("clb_dec_embed", "clb_dec_rmsnorm", "clb_dec_rope",
+      "clb_dec_cache", "clb_dec_attention", "clb_dec_silu_mul", "clb_dec_add", "clb_dec_argmax");
+  /** The kernel that moves the position on (no element type). */
+  private static final String ADVANCE = "clb_dec_advance";
+
+  /** Every kernel of colibri_decode_kernels.ptx this decoder launches, in any precision. */
+  static final List<String> KERNELS = kernelNames();
+
+  private static List<String> kernelNames() {
+    List<String> k = new ArrayList<>();
+    for (Precision p : Precision.values()) {
+      TYPED.forEach(n -> k.add(n + "_" + p.suffix()));
+    }
+    k.add(ADVANCE);
+    return List.copyOf(k);
+  }
 
   private final ModelShape s;
+  private final Precision pr;
+  /** Positions per sequence a pass takes at most (the prefill's chunk). */
+  private final int chunk;
   private final Shard shard;
   private final DeviceCollectives comm;
   private final CUstream_st stream = new CUstream_st();
@@ -103,6 +127,11 @@ public final class DeviceDecoder implements AutoCloseable {
   private CUgraphExec_st graph;
   /** The position the next step computes (the device's word holds the same). */
   private int position;
+  /**
+   * Positions per sequence the device's tokens are for: those of the last {@link #setInput}, or 1
+   * after a pass (its argmax wrote one token per sequence).
+   */
+  private int inputPositions = 1;
 
   private final CUfunc_st fEmbed = new CUfunc_st();
   private final CUfunc_st fNorm = new CUfunc_st();
@@ -150,7 +179,7 @@ public final class DeviceDecoder implements AutoCloseable {
   private final Pointer pos;
 
   /**
-   * Loads the kernels, draws this rank's shard and uploads it, and allocates every buffer.
+   * A float32 decoder that feeds the prompt one position per pass.
    *
    * @param shard the model's shape, the group's size and this rank
    * @param weights the model's weights
@@ -158,7 +187,28 @@ public final class DeviceDecoder implements AutoCloseable {
    * @param device the GPU (made current on this thread)
    */
   public DeviceDecoder(Shard shard, SeededWeights weights, DeviceCollectives comm, int device) {
+    this(shard, weights, comm, device, Precision.FLOAT32, 1);
+  }
+
+  /**
+   * Loads the kernels, draws this rank's shard and uploads it, and allocates every buffer.
+   *
+   * @param shard the model's shape, the group's size and this rank
+   * @param weights the model's weights
+   * @param comm the group's collectives (rank and size those of {@code shard}; closed by their owner)
+   * @param device the GPU (made current on this thread)
+   * @param precision the element type of weights, activations, KV cache and collectives
+   * @param chunk the most positions per sequence one pass takes (the prompt's chunk), 1 or more
+   */
+  public DeviceDecoder(Shard shard, SeededWeights weights, DeviceCollectives comm, int device,
+      Precision precision, int chunk) {
     shard.checkGroup(comm.size(), comm.rank());
+    if (chunk < 1 || chunk > shard.shape().context()) {
+      throw new IllegalArgumentException("a pass of " + chunk + " positions: use 1 to the context's "
+          + shard.shape().context());
+    }
+    this.pr = precision;
+    this.chunk = chunk;
     this.s = shard.shape();
     this.shard = shard;
     this.comm = comm;
@@ -179,7 +229,7 @@ public final class DeviceDecoder implements AutoCloseable {
         throw new IllegalStateException("cuBLAS could not be set up on GPU " + device);
       }
       loadKernels();
-      int scoreBytes = 4 * s.context();  // attention's dynamic shared memory: a score per position
+      int scoreBytes = 4 * s.context();  // attention's dynamic shared memory: a float score per position
       if (scoreBytes > 48 * 1024) {
         int[] most = new int[1];
         cuda(cudaDeviceGetAttribute(most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
@@ -214,19 +264,20 @@ public final class DeviceDecoder implements AutoCloseable {
       }
       embed = upload(weights, Matrix.EMBED, 0);
       head = upload(weights, Matrix.HEAD, 0);
-      x = alloc((long) b * h);
-      xn = alloc((long) b * h);
-      q = alloc((long) b * qw);
-      k = alloc((long) b * kvw);
-      v = alloc((long) b * kvw);
-      att = alloc((long) b * qw);
-      out = alloc((long) b * h);
-      gate = alloc((long) b * iw);
-      up = alloc((long) b * iw);
+      long rows = (long) b * chunk;
+      x = alloc(rows * h);
+      xn = alloc(rows * h);
+      q = alloc(rows * qw);
+      k = alloc(rows * kvw);
+      v = alloc(rows * kvw);
+      att = alloc(rows * qw);
+      out = alloc(rows * h);
+      gate = alloc(rows * iw);
+      up = alloc(rows * iw);
       part = alloc((long) b * vw);
       gathered = alloc((long) shard.tp() * b * vw);
-      tokens = alloc(b);
-      pos = alloc(1);
+      tokens = allocBytes(4 * rows);
+      pos = allocBytes(4);
       sync();
     } catch (RuntimeException | Error e) {
       close();  // what was made so far: a half-built decoder holds no GPU memory
@@ -240,28 +291,45 @@ public final class DeviceDecoder implements AutoCloseable {
   }
 
   /**
-   * Sets the tokens of the next step and its position (stream-ordered copies).
+   * Sets the tokens of the next decode step and its position (stream-ordered copies).
    *
    * @param next one token per sequence
    * @param position the position
    */
   public void setInput(int[] next, int position) {
-    if (next.length != b) {
-      throw new IllegalArgumentException(next.length + " tokens for a batch of " + b);
+    setInput(next, position, 1);
+  }
+
+  /**
+   * Sets the tokens of the next pass and its first position (stream-ordered copies).
+   *
+   * @param rowTokens n tokens per sequence, sequence-major: row r is sequence r / n at position
+   *     {@code position + r % n}
+   * @param position the first position
+   * @param n positions per sequence, 1 to the chunk
+   */
+  public void setInput(int[] rowTokens, int position, int n) {
+    if (n < 1 || n > chunk) {
+      throw new IllegalArgumentException("a pass of " + n + " positions: this decoder takes 1 to " + chunk);
     }
-    for (int t : next) {
+    if (rowTokens.length != b * n) {
+      throw new IllegalArgumentException(rowTokens.length + " tokens for a batch of " + b + " × " + n
+          + " positions");
+    }
+    for (int t : rowTokens) {
       if (t < 0 || t >= s.vocab()) {
         throw new IllegalArgumentException("token " + t + " is outside the vocabulary of " + s.vocab());
       }
     }
-    if (position < 0 || position >= s.context()) {
-      throw new IllegalArgumentException("position " + position + " is outside the KV cache's "
-          + s.context() + " positions");
+    if (position < 0 || position > s.context() - n) {
+      throw new IllegalArgumentException("positions " + position + " to " + (position + n - 1)
+          + " are outside the KV cache's " + s.context() + " positions");
     }
     this.position = position;
-    IntPointer t = new IntPointer(next);
+    this.inputPositions = n;
+    IntPointer t = new IntPointer(rowTokens);
     IntPointer p = new IntPointer(new int[] {position});
-    cuda(cudaMemcpyAsync(tokens, t, 4L * b, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+    cuda(cudaMemcpyAsync(tokens, t, 4L * rowTokens.length, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
     cuda(cudaMemcpyAsync(pos, p, 4, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
     sync();  // the host copies' sources live until here
     t.close();
@@ -269,49 +337,68 @@ public final class DeviceDecoder implements AutoCloseable {
   }
 
   /**
-   * Enqueues one step on the rank's stream: the model at the device position for the device
-   * tokens, then the next tokens (argmax) and position into their device words.
+   * Enqueues one decode step on the rank's stream: the model at the device position for the
+   * device tokens, then the next tokens (argmax) and position into their device words.
    */
   public void enqueueStep() {
-    step();
-    enqueue();
+    enqueuePass(1);
   }
 
-  /** Counts a step on the host: one past the KV cache's last position is refused, not written. */
-  private void step() {
-    if (position >= s.context()) {
+  /**
+   * Enqueues one pass of {@code n} positions per sequence (as {@link #setInput(int[], int, int)}
+   * set them): their KV entries go into the cache, and the next tokens are the argmax of each
+   * sequence's last position.
+   *
+   * @param n positions per sequence, 1 to the chunk
+   */
+  public void enqueuePass(int n) {
+    if (n != inputPositions) {
+      throw new IllegalArgumentException("a pass of " + n + " positions, but the device's tokens are for "
+          + inputPositions + ": call setInput with " + n + " per sequence first");
+    }
+    checkRoom(n);
+    enqueue(n);
+    position += n;
+    inputPositions = 1;
+  }
+
+  /** Positions past the KV cache's last are refused, not written. */
+  private void checkRoom(int n) {
+    if (position > s.context() - n) {
       throw new IllegalStateException("the KV cache's " + s.context() + " positions are full");
     }
-    position++;
   }
 
-  private void enqueue() {
-    launch(fEmbed, b, 1, 0, embed, tokens, x, h);
+  private void enqueue(int n) {
+    int rows = b * n;
+    long rh = (long) rows * h;
+    launch(fEmbed, rows, 1, 0, embed, tokens, x, h);
     for (int l = 0; l < s.layers(); l++) {
-      launch(fNorm, b, 1, 0, x, xn, h, ModelShape.NORM_EPS);
-      gemm(xn, wq[l], q, h, qw);
-      gemm(xn, wk[l], k, h, kvw);
-      gemm(xn, wv[l], v, h, kvw);
-      launch(fRope, b, 1, 0, q, nh, d, pos, ModelShape.ROPE_THETA);
-      launch(fRope, b, 1, 0, k, nkv, d, pos, ModelShape.ROPE_THETA);
-      launch(fCache, b, 1, 0, k, v, kcache[l], vcache[l], nkv, s.context(), d, pos);
-      launch(fAttention, nh, b, 4 * s.context(), q, kcache[l], vcache[l], att, nh, nkv, s.context(), d, pos);
-      gemm(att, wo[l], out, qw, h);
-      comm.allReduceSum(out, (long) b * h, stream);
-      launch(fAdd, blocks((long) b * h), 1, 0, x, out, (long) b * h);
-      launch(fNorm, b, 1, 0, x, xn, h, ModelShape.NORM_EPS);
-      gemm(xn, wgate[l], gate, h, iw);
-      gemm(xn, wup[l], up, h, iw);
-      launch(fSiluMul, blocks((long) b * iw), 1, 0, gate, up, (long) b * iw);
-      gemm(gate, wdown[l], out, iw, h);
-      comm.allReduceSum(out, (long) b * h, stream);
-      launch(fAdd, blocks((long) b * h), 1, 0, x, out, (long) b * h);
+      launch(fNorm, rows, 1, 0, x, xn, h, ModelShape.NORM_EPS);
+      gemm(rows, xn, h, wq[l], q, h, qw);
+      gemm(rows, xn, h, wk[l], k, h, kvw);
+      gemm(rows, xn, h, wv[l], v, h, kvw);
+      launch(fRope, rows, 1, 0, q, nh, d, pos, n, ModelShape.ROPE_THETA);
+      launch(fRope, rows, 1, 0, k, nkv, d, pos, n, ModelShape.ROPE_THETA);
+      launch(fCache, rows, 1, 0, k, v, kcache[l], vcache[l], nkv, s.context(), d, pos, n);
+      launch(fAttention, rows, nh, 4 * s.context(), q, kcache[l], vcache[l], att, nh, nkv, s.context(), d, pos, n);
+      gemm(rows, att, qw, wo[l], out, qw, h);
+      comm.allReduceSum(out, rh, pr, stream);
+      launch(fAdd, blocks(rh), 1, 0, x, out, rh);
+      launch(fNorm, rows, 1, 0, x, xn, h, ModelShape.NORM_EPS);
+      gemm(rows, xn, h, wgate[l], gate, h, iw);
+      gemm(rows, xn, h, wup[l], up, h, iw);
+      launch(fSiluMul, blocks((long) rows * iw), 1, 0, gate, up, (long) rows * iw);
+      gemm(rows, gate, iw, wdown[l], out, iw, h);
+      comm.allReduceSum(out, rh, pr, stream);
+      launch(fAdd, blocks(rh), 1, 0, x, out, rh);
     }
-    launch(fNorm, b, 1, 0, x, xn, h, ModelShape.NORM_EPS);
-    gemm(xn, head, part, h, vw);
-    comm.allGather(part, gathered, (long) b * vw, stream);
+    launch(fNorm, rows, 1, 0, x, xn, h, ModelShape.NORM_EPS);
+    // The head reads each sequence's last row: row n - 1 of the first, every n rows after it.
+    gemm(b, offset(xn, (long) (n - 1) * h * pr.bytes()), n * h, head, part, h, vw);
+    comm.allGather(part, gathered, (long) b * vw, pr, stream);
     launch(fArgmax, b, 1, 0, gathered, tokens, shard.tp(), b, vw);
-    launch(fAdvance, 1, 1, 0, pos);
+    launch(fAdvance, 1, 1, 0, pos, n);
   }
 
   /** Captures {@link #enqueueStep()} in a CUDA graph, instantiates and uploads it. */
@@ -319,7 +406,7 @@ public final class DeviceDecoder implements AutoCloseable {
     cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
     CUgraph_st g = new CUgraph_st();
     try {
-      enqueue();
+      enqueue(1);
     } catch (RuntimeException e) {
       cudaStreamEndCapture(stream, g);  // ends the capture; the first error is the one to report
       if (!g.isNull()) {
@@ -343,20 +430,27 @@ public final class DeviceDecoder implements AutoCloseable {
     if (graph == null) {
       throw new IllegalStateException("no step captured: call captureStep() first");
     }
-    step();
+    if (inputPositions != 1) {
+      throw new IllegalStateException("the device's tokens are for a pass of " + inputPositions
+          + " positions: the captured step takes 1");
+    }
+    checkRoom(1);
     comm.launchGraph(graph, stream);
+    position++;
   }
 
   /**
-   * Greedy generation as {@link Generation#run} does it on the CPU: the prompt one position per
-   * step (eager), then {@code newTokens} steps, eager or as replays of one captured step. Each
+   * Greedy generation as {@link Generation#run} does it on the CPU: the prompt in passes of up
+   * to the chunk's positions (eager; one pass when it fits), then {@code newTokens} steps, eager
+   * or as replays of one captured step. The prompt runs twice: once untimed (a warm-up), then
+   * timed: the time to the first token runs from its first pass to its tokens on the host. Each
    * generated step's time runs from its launch to its tokens on the host (the logits kept for
-   * the check are copied after that).
+   * the check are copied after either).
    *
    * @param seed the prompt's seed
    * @param promptLength prompt tokens per sequence
    * @param newTokens tokens to generate per sequence
-   * @param keepLogits whether to copy every step's logits to the host (for the check)
+   * @param keepLogits whether to copy the prompt's last logits and every step's to the host
    * @param useGraph whether to capture the step once and replay it
    * @return what was generated
    */
@@ -367,17 +461,21 @@ public final class DeviceDecoder implements AutoCloseable {
           + " tokens must be 2 or more and fit the context of " + s.context());
     }
     int[][] prompt = Generation.prompt(s, seed, promptLength);
-    long first = 0;
-    for (int p = 0; p < promptLength; p++) {
-      long t0 = System.nanoTime();
-      setInput(prompt[p], p);
-      enqueueStep();
-      if (p == 0) {
-        sync();
-        first = System.nanoTime() - t0;
-      }
+    int[] first = new int[b];
+    // One untimed pass of the prompt first, as a server warms up before it serves: the first call
+    // of each GEMM shape and each library's lazy set-up (Colibri's device paths, NCCL's
+    // connections) are not the prefill's. The timed prefill overwrites its KV entries.
+    prefill(prompt, promptLength);
+    read(null, first);
+    long t0 = System.nanoTime();
+    prefill(prompt, promptLength);
+    read(null, first);
+    long firstToken = System.nanoTime() - t0;
+    float[] promptLogits = null;
+    if (keepLogits) {
+      promptLogits = new float[b * s.vocab()];
+      read(promptLogits, first);
     }
-    sync();
     if (useGraph) {
       captureStep();
     }
@@ -386,14 +484,14 @@ public final class DeviceDecoder implements AutoCloseable {
     long[] times = new long[newTokens];
     float[] logits = keepLogits ? new float[b * s.vocab()] : null;
     for (int n = 0; n < newTokens; n++) {
-      long t0 = System.nanoTime();
+      long s0 = System.nanoTime();
       if (useGraph) {
         replay();
       } else {
         enqueueStep();
       }
       read(null, out[n]);
-      times[n] = System.nanoTime() - t0;
+      times[n] = System.nanoTime() - s0;
       if (keepLogits) {
         // Outside the step's time: the check's copy of the whole vocabulary's logits (2 MiB at
         // batch 16 and 32000 words) to pageable host memory took longer than the step itself.
@@ -401,7 +499,27 @@ public final class DeviceDecoder implements AutoCloseable {
         kept.add(logits.clone());
       }
     }
-    return new Generation(out, kept, times, first);
+    return new Generation(out, kept, times, firstToken, promptLogits);
+  }
+
+  /** The prompt from position 0, in passes of up to the chunk's positions. */
+  private void prefill(int[][] prompt, int promptLength) {
+    for (int p = 0; p < promptLength; p += chunk) {
+      int n = Math.min(chunk, promptLength - p);
+      int[] rowTokens = new int[b * n];
+      for (int seq = 0; seq < b; seq++) {
+        for (int i = 0; i < n; i++) {
+          rowTokens[seq * n + i] = prompt[p + i][seq];
+        }
+      }
+      setInput(rowTokens, p, n);
+      enqueuePass(n);
+    }
+  }
+
+  /** @return the KV cache's bytes per token on this rank: keys and values of every layer */
+  public long kvBytesPerToken() {
+    return 2L * s.layers() * nkv * d * pr.bytes();
   }
 
   /** Waits for the rank's stream. */
@@ -418,18 +536,28 @@ public final class DeviceDecoder implements AutoCloseable {
    */
   public void read(float[] logitsOut, int[] nextOut) {
     IntPointer t = new IntPointer(b);
-    FloatPointer g = logitsOut == null ? null : new FloatPointer((long) shard.tp() * b * vw);
+    int count = shard.tp() * b * vw;
+    Pointer g = logitsOut == null ? null
+        : pr == Precision.FLOAT32 ? new FloatPointer(count) : new ShortPointer(count);
     cuda(cudaMemcpyAsync(t, tokens, 4L * b, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
     if (g != null) {
-      cuda(cudaMemcpyAsync(g, gathered, 4L * shard.tp() * b * vw, cudaMemcpyDeviceToHost, stream),
+      cuda(cudaMemcpyAsync(g, gathered, (long) pr.bytes() * count, cudaMemcpyDeviceToHost, stream),
           "cudaMemcpyAsync");
     }
     sync();
     comm.checkHealthy();
     t.get(nextOut);
     if (g != null) {
-      float[] all = new float[shard.tp() * b * vw];
-      g.get(all);
+      float[] all = new float[count];
+      if (g instanceof FloatPointer f) {
+        f.get(all);
+      } else {
+        short[] raw = new short[count];
+        ((ShortPointer) g).get(raw);
+        for (int i = 0; i < count; i++) {
+          all[i] = Precision.fromBfloat16(raw[i]);
+        }
+      }
       shard.vocabularyOrder(all, logitsOut);
       g.close();
     }
@@ -513,41 +641,72 @@ public final class DeviceDecoder implements AutoCloseable {
     try (BytePointer image = new BytePointer(z)) {
       driver(cuModuleLoadData(module, image), "cuModuleLoadData of the decode kernels");
     }
-    String[] names = KERNELS.toArray(new String[0]);
-    CUfunc_st[] fs = {fEmbed, fNorm, fRope, fCache, fAttention, fSiluMul, fAdd, fArgmax, fAdvance};
-    for (int i = 0; i < names.length; i++) {
-      driver(cuModuleGetFunction(fs[i], module, names[i]), "cuModuleGetFunction(" + names[i] + ")");
+    CUfunc_st[] fs = {fEmbed, fNorm, fRope, fCache, fAttention, fSiluMul, fAdd, fArgmax};
+    for (int i = 0; i < fs.length; i++) {
+      String name = TYPED.get(i) + "_" + pr.suffix();
+      driver(cuModuleGetFunction(fs[i], module, name), "cuModuleGetFunction(" + name + ")");
     }
+    driver(cuModuleGetFunction(fAdvance, module, ADVANCE), "cuModuleGetFunction(" + ADVANCE + ")");
   }
 
-  private Pointer alloc(long floats) {
+  /** Device memory for {@code elements} of the decoder's precision, zeroed in the stream's order. */
+  private Pointer alloc(long elements) {
+    return allocBytes((long) pr.bytes() * elements);
+  }
+
+  private Pointer allocBytes(long bytes) {
     Pointer p = new Pointer();
-    cuda(cudaMalloc(p, 4 * floats), "cudaMalloc of " + 4 * floats + " bytes");
+    cuda(cudaMalloc(p, bytes), "cudaMalloc of " + bytes + " bytes");
     allocations.add(p);
-    cuda(cudaMemsetAsync(p, 0, 4 * floats, stream), "cudaMemsetAsync");  // in the stream's order
+    cuda(cudaMemsetAsync(p, 0, bytes, stream), "cudaMemsetAsync");  // in the stream's order
     return p;
   }
 
-  /** This rank's block of a matrix, drawn on the host and copied to the GPU. */
+  /** This rank's block of a matrix, drawn on the host, rounded to the precision and copied to the GPU. */
   private Pointer upload(SeededWeights w, Matrix m, int layer) {
     float[] a = new float[shard.rows(m).size() * shard.columns(m).size()];
     w.fill(a, m, layer, s, shard.rows(m), shard.columns(m));
     Pointer p = alloc(a.length);
-    try (FloatPointer src = new FloatPointer(a)) {
-      cuda(cudaMemcpyAsync(p, src, 4L * a.length, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+    Pointer src;
+    if (pr == Precision.FLOAT32) {
+      src = new FloatPointer(a);
+    } else {
+      short[] h16 = new short[a.length];
+      for (int i = 0; i < a.length; i++) {
+        h16[i] = Precision.toBfloat16(a[i]);
+      }
+      src = new ShortPointer(h16);
+    }
+    try (src) {
+      cuda(cudaMemcpyAsync(p, src, (long) pr.bytes() * a.length, cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync");
       sync();
     }
     return p;
   }
 
-  /** y[b][n] = a[b][kk] · w[kk][n], row-major, as cuBLAS's column-major y^T = w^T · a^T. */
-  private void gemm(Pointer a, Pointer w, Pointer y, int kk, int n) {
-    int rc = cublasSgemm_v2(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, b, kk, one, new FloatPointer(w), n,
-        new FloatPointer(a), kk, zero, new FloatPointer(y), n);
+  /**
+   * y[m][n] = a[m][kk] · w[kk][n], row-major, a's rows {@code lda} elements apart, as cuBLAS's
+   * column-major y^T = w^T · a^T; float32 accumulation in either precision.
+   */
+  private void gemm(int m, Pointer a, int lda, Pointer w, Pointer y, int kk, int n) {
+    int t = pr.cudaType();
+    int rc = cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, kk, one, w, t, n, a, t, lda, zero, y, t, n,
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (rc != CUBLAS_STATUS_SUCCESS) {
-      throw new IllegalStateException("cublasSgemm failed (status " + rc + ") for " + b + " x " + kk
-          + " x " + n);
+      throw new IllegalStateException("cublasGemmEx failed (status " + rc + ") for " + m + " x " + kk
+          + " x " + n + " in " + pr.label());
     }
+  }
+
+  /** {@code p} moved on by {@code bytes} (a view: nothing is allocated or freed). */
+  private static Pointer offset(Pointer p, long bytes) {
+    final long at = p.address() + bytes;
+    return new Pointer() {
+      {
+        address = at;
+      }
+    };
   }
 
   /** Pointers to each 8-byte slot of {@code values} (exact addresses: no JavaCPP position involved). */

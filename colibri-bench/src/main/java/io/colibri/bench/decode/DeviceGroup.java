@@ -23,22 +23,19 @@ final class DeviceGroup {
    * @param s the model's shape
    * @param n the group's size
    * @param options Colibri's options
-   * @param nccl whether the collectives are NCCL's (else Colibri's)
-   * @param spread whether rank r runs on GPU r % gpus (else every rank on GPU 0)
-   * @param gpus the GPUs seen
+   * @param gpu the library, precision, graph, placement and chunk
    * @param seed the model's and the prompt's seed
    * @param prompt prompt tokens per sequence
    * @param newTokens tokens generated per sequence
-   * @param keep whether to keep every step's logits
-   * @param graph whether to replay the step as one CUDA graph
+   * @param keep whether to keep the logits
    * @return the group's result
    */
-  static LocalGroup.Result run(ModelShape s, int n, Options options, boolean nccl, boolean spread,
-      int gpus, long seed, int prompt, int newTokens, boolean keep, boolean graph) {
-    UniqueId id = nccl ? null : UniqueId.create();
-    ncclUniqueId ncclId = nccl ? NcclDeviceCollectives.uniqueId() : null;
-    return LocalGroup.runRanks(n, rank -> rank(s, n, rank, id, ncclId, options, spread, gpus, seed, prompt,
-        newTokens, keep, graph));
+  static LocalGroup.Result run(ModelShape s, int n, Options options, GpuRun gpu, long seed, int prompt,
+      int newTokens, boolean keep) {
+    UniqueId id = gpu.library() == GpuRun.Library.COLIBRI ? UniqueId.create() : null;
+    ncclUniqueId ncclId = gpu.library() == GpuRun.Library.NCCL ? NcclDeviceCollectives.uniqueId() : null;
+    return LocalGroup.runRanks(n, rank -> rank(s, n, rank, id, ncclId, options, gpu, seed, prompt, newTokens,
+        keep), gpu.library() != GpuRun.Library.NONE);
   }
 
   /**
@@ -47,33 +44,36 @@ final class DeviceGroup {
    * @param s the model's shape
    * @param n the group's size
    * @param rank this rank
-   * @param id Colibri's id of the group (null for NCCL)
-   * @param ncclId NCCL's id of the group (null for Colibri)
+   * @param id Colibri's id of the group (null unless the library is Colibri)
+   * @param ncclId NCCL's id of the group (null unless the library is NCCL)
    * @param options Colibri's options
-   * @param spread whether rank r runs on GPU r % gpus (else on GPU 0)
-   * @param gpus the GPUs seen
+   * @param gpu the library, precision, graph, placement and chunk
    * @param seed the model's and the prompt's seed
    * @param prompt prompt tokens per sequence
    * @param newTokens tokens generated per sequence
-   * @param keep whether to keep every step's logits
-   * @param graph whether to replay the step as one CUDA graph
+   * @param keep whether to keep the logits
    * @return the rank's run, with its GPU memory figures
    */
   static LocalGroup.RankRun rank(ModelShape s, int n, int rank, UniqueId id, ncclUniqueId ncclId, Options options,
-      boolean spread, int gpus, long seed, int prompt, int newTokens, boolean keep, boolean graph) {
-    int dev = spread ? rank % gpus : 0;
+      GpuRun gpu, long seed, int prompt, int newTokens, boolean keep) {
+    int dev = gpu.device(rank);
     DeviceDecoder.selectDevice(dev);
     long m0 = DeviceDecoder.usedBytes();
     long t0 = System.nanoTime();
-    try (DeviceCollectives c = ncclId != null ? new NcclDeviceCollectives(ncclId, n, rank)
-        : new ColibriDeviceCollectives(Communicator.init(id, rank, n, options))) {
+    try (DeviceCollectives c = switch (gpu.library()) {
+      case NCCL -> new NcclDeviceCollectives(ncclId, n, rank);
+      case COLIBRI -> new ColibriDeviceCollectives(Communicator.init(id, rank, n, options));
+      case NONE -> new NoCollectives(n, rank);
+    }) {
       long init = System.nanoTime() - t0;
       long m1 = DeviceDecoder.usedBytes();
-      try (DeviceDecoder dec = new DeviceDecoder(new Shard(s, n, rank), new SeededWeights(seed), c, dev)) {
+      try (DeviceDecoder dec = new DeviceDecoder(new Shard(s, n, rank), new SeededWeights(seed), c, dev,
+          gpu.precision(), Math.min(gpu.chunk(), prompt))) {
         long m2 = DeviceDecoder.usedBytes();
-        Generation g = dec.generate(seed, prompt, newTokens, keep, graph);
+        Generation g = dec.generate(seed, prompt, newTokens, keep, gpu.graph());
         long m3 = DeviceDecoder.usedBytes();
-        return new LocalGroup.RankRun(g, init, new LocalGroup.Memory(m0, m1, m2, m3, c.ownDeviceBytes()));
+        return new LocalGroup.RankRun(g, init,
+            new LocalGroup.Memory(m0, m1, m2, m3, c.ownDeviceBytes(), dec.kvBytesPerToken()));
       }
     }
   }

@@ -9,17 +9,22 @@ import java.util.SplittableRandom;
 
 /**
  * Greedy generation on one rank, as a server decodes: a prompt of {@code promptLength} tokens
- * per sequence (drawn from the seed, the same for every TP size) fed one position per step, then
- * {@code newTokens} steps that each feed the argmax of the last logits. Keeps the generated
- * tokens, every generated step's logits (for the check against TP=1) and the step times.
+ * per sequence (drawn from the seed, the same for every TP size; on the CPU fed one position per
+ * step, on a GPU in passes of several), then {@code newTokens} steps that each feed the argmax of
+ * the last logits. Keeps the generated tokens, the prompt's last logits and every generated
+ * step's (for the check against TP=1) and the times.
  *
  * @param tokens the generated tokens, [step][sequence]
- * @param logits each generated step's logits, [step][sequence × vocab]
+ * @param logits each generated step's logits, [step][sequence × vocab] (empty unless kept)
  * @param stepNanos each generated step's time
- * @param firstStepNanos the first prompt step's time (the collectives' set-up included)
+ * @param firstTokenNanos the time to the first token: the whole prompt, to the argmax of its last
+ *     position on the host (on the CPU the first time, set-up included; on a GPU after an untimed
+ *     warm-up pass of the same prompt)
+ * @param promptLogits the logits of the prompt's last position, [sequence × vocab], or null
+ *     unless kept
  */
 public record Generation(int[][] tokens, List<float[]> logits, long[] stepNanos,
-    long firstStepNanos) {
+    long firstTokenNanos, float[] promptLogits) {
 
   /**
    * Runs the prompt and the generation on {@code decoder}.
@@ -40,29 +45,27 @@ public record Generation(int[][] tokens, List<float[]> logits, long[] stepNanos,
     }
     int[][] prompt = prompt(s, seed, promptLength);
     float[] logits = new float[s.batch() * s.vocab()];
-    long first = 0;
+    long t0 = System.nanoTime();
     for (int p = 0; p < promptLength; p++) {
-      long t0 = System.nanoTime();
       decoder.step(prompt[p], p, logits);
-      if (p == 0) {
-        first = System.nanoTime() - t0;
-      }
     }
+    int[] next = argmax(logits, s.batch(), s.vocab());
+    long first = System.nanoTime() - t0;
+    float[] promptLogits = keepLogits ? logits.clone() : null;
     int[][] out = new int[newTokens][];
     List<float[]> kept = new ArrayList<>();
     long[] times = new long[newTokens];
-    int[] next = argmax(logits, s.batch(), s.vocab());
     for (int n = 0; n < newTokens; n++) {
-      long t0 = System.nanoTime();
+      long s0 = System.nanoTime();
       decoder.step(next, promptLength + n, logits);
-      times[n] = System.nanoTime() - t0;
+      times[n] = System.nanoTime() - s0;
       next = argmax(logits, s.batch(), s.vocab());
       out[n] = next;
       if (keepLogits) {
         kept.add(logits.clone());
       }
     }
-    return new Generation(out, kept, times, first);
+    return new Generation(out, kept, times, first, promptLogits);
   }
 
   /**

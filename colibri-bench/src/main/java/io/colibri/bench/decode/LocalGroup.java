@@ -38,9 +38,10 @@ public final class LocalGroup {
    * @param afterGeneration after the prompt and the generation (the library's and cuBLAS's lazy
    *     allocations included)
    * @param libraryOwn the library's own count of its device memory, or -1 where it gives none
+   * @param kvBytesPerToken the rank's KV cache per token (keys and values of every layer)
    */
   public record Memory(long beforeInit, long afterInit, long afterModel, long afterGeneration,
-      long libraryOwn) {}
+      long libraryOwn, long kvBytesPerToken) {}
 
   /**
    * One rank's run.
@@ -148,6 +149,21 @@ public final class LocalGroup {
    *     tokens differ
    */
   public static Result runRanks(int tp, RankBody body) {
+    return runRanks(tp, body, true);
+  }
+
+  /**
+   * Runs {@code tp} rank threads, each doing {@code body}.
+   *
+   * @param tp the group's size
+   * @param body what each rank does
+   * @param sameTokens whether every rank must have generated the same tokens (not so without
+   *     collectives: {@code decode --library none})
+   * @return the group's result
+   * @throws IllegalStateException when a rank failed (its error as the cause) or, with
+   *     {@code sameTokens}, the ranks' tokens differ
+   */
+  public static Result runRanks(int tp, RankBody body, boolean sameTokens) {
     ExecutorService pool = Executors.newFixedThreadPool(tp, r -> {
       Thread t = new Thread(r, "decode-rank");
       t.setDaemon(true);
@@ -198,10 +214,8 @@ public final class LocalGroup {
           throw new IllegalStateException("a rank's result: " + e, e);
         }
       }
-      for (int r = 1; r < tp; r++) {
-        if (!Arrays.deepEquals(runs.get(r).generation().tokens(), runs.get(0).generation().tokens())) {
-          throw new IllegalStateException("rank " + r + " generated other tokens than rank 0");
-        }
+      if (sameTokens) {
+        requireSameTokens(runs);
       }
       return new Result(tp, runs);
     } finally {
@@ -238,8 +252,20 @@ public final class LocalGroup {
   }
 
   /**
+   * @param runs every rank's run
+   * @throws IllegalStateException naming the first rank whose tokens are not rank 0's
+   */
+  static void requireSameTokens(List<RankRun> runs) {
+    for (int r = 1; r < runs.size(); r++) {
+      if (!Arrays.deepEquals(runs.get(r).generation().tokens(), runs.get(0).generation().tokens())) {
+        throw new IllegalStateException("rank " + r + " generated other tokens than rank 0");
+      }
+    }
+  }
+
+  /**
    * The check of TP=N against TP=1: whether the tokens are identical, and the largest difference
-   * of any logit of any generated step.
+   * of any logit of the prompt's last position and of any generated step.
    *
    * @param reference TP=1's generation (its logits kept)
    * @param other TP=N's generation (its logits kept)
@@ -250,12 +276,31 @@ public final class LocalGroup {
       return Double.POSITIVE_INFINITY;
     }
     double max = 0;
+    if (reference.promptLogits() != null && other.promptLogits() != null) {
+      max = largestDifference(reference.promptLogits(), other.promptLogits());
+    }
     for (int n = 0; n < reference.logits().size(); n++) {
-      float[] a = reference.logits().get(n);
-      float[] b = other.logits().get(n);
-      for (int i = 0; i < a.length; i++) {
-        max = Math.max(max, Math.abs(a[i] - b[i]));
+      max = Math.max(max, largestDifference(reference.logits().get(n), other.logits().get(n)));
+    }
+    return max;
+  }
+
+  /**
+   * @param a some values
+   * @param b as many values
+   * @return the largest |a[i] - b[i]| (NaN where either is NaN)
+   */
+  static double largestDifference(float[] a, float[] b) {
+    if (a.length != b.length) {
+      throw new IllegalArgumentException(a.length + " logits against " + b.length);
+    }
+    double max = 0;
+    for (int i = 0; i < a.length; i++) {
+      double d = Math.abs(a[i] - b[i]);
+      if (Double.isNaN(d)) {
+        return Double.NaN;
       }
+      max = Math.max(max, d);
     }
     return max;
   }

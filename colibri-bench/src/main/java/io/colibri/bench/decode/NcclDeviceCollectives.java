@@ -3,14 +3,11 @@
  */
 package io.colibri.bench.decode;
 
-import static org.bytedeco.cuda.global.cudart.cudaGraphLaunch;
-import static org.bytedeco.cuda.global.cudart.cudaSuccess;
 import static org.bytedeco.cuda.global.nccl.ncclAllGather;
 import static org.bytedeco.cuda.global.nccl.ncclAllReduce;
 import static org.bytedeco.cuda.global.nccl.ncclCommDestroy;
 import static org.bytedeco.cuda.global.nccl.ncclCommGetAsyncError;
 import static org.bytedeco.cuda.global.nccl.ncclCommInitRank;
-import static org.bytedeco.cuda.global.nccl.ncclFloat32;
 import static org.bytedeco.cuda.global.nccl.ncclGetErrorString;
 import static org.bytedeco.cuda.global.nccl.ncclGetUniqueId;
 import static org.bytedeco.cuda.global.nccl.ncclGetVersion;
@@ -54,6 +51,37 @@ public final class NcclDeviceCollectives implements DeviceCollectives {
     return id;
   }
 
+  /** NCCL's unique id is 128 bytes (NCCL_UNIQUE_ID_BYTES). */
+  static final int ID_BYTES = 128;
+
+  /**
+   * @param id a group's id
+   * @return its bytes in hex, to pass to a rank process
+   */
+  public static String toHex(ncclUniqueId id) {
+    StringBuilder b = new StringBuilder(2 * ID_BYTES);
+    for (int i = 0; i < ID_BYTES; i++) {
+      b.append(String.format(java.util.Locale.ROOT, "%02x", id.internal(i) & 0xff));
+    }
+    return b.toString();
+  }
+
+  /**
+   * @param hex what {@link #toHex} gave
+   * @return the id
+   * @throws IllegalArgumentException when {@code hex} is not 256 hex digits
+   */
+  public static ncclUniqueId fromHex(String hex) {
+    if (hex.length() != 2 * ID_BYTES) {
+      throw new IllegalArgumentException("an NCCL unique id is " + 2 * ID_BYTES + " hex digits, not " + hex.length());
+    }
+    ncclUniqueId id = new ncclUniqueId();
+    for (int i = 0; i < ID_BYTES; i++) {
+      id.internal(i, (byte) Integer.parseInt(hex.substring(2 * i, 2 * i + 2), 16));
+    }
+    return id;
+  }
+
   /**
    * Joins rank {@code rank} of a group of {@code size} on the current GPU (blocks until every
    * rank has joined).
@@ -86,21 +114,18 @@ public final class NcclDeviceCollectives implements DeviceCollectives {
   }
 
   @Override
-  public void allReduceSum(Pointer buf, long count, CUstream_st stream) {
-    check(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, stream), "ncclAllReduce");
+  public void allReduceSum(Pointer buf, long count, Precision type, CUstream_st stream) {
+    check(ncclAllReduce(buf, buf, count, type.ncclType(), ncclSum, comm, stream), "ncclAllReduce");
   }
 
   @Override
-  public void allGather(Pointer send, Pointer recv, long count, CUstream_st stream) {
-    check(ncclAllGather(send, recv, count, ncclFloat32, comm, stream), "ncclAllGather");
+  public void allGather(Pointer send, Pointer recv, long count, Precision type, CUstream_st stream) {
+    check(ncclAllGather(send, recv, count, type.ncclType(), comm, stream), "ncclAllGather");
   }
 
   @Override
   public void launchGraph(CUgraphExec_st graph, CUstream_st stream) {
-    int rc = cudaGraphLaunch(graph, stream);
-    if (rc != cudaSuccess) {
-      throw new IllegalStateException("cudaGraphLaunch failed: error " + rc);
-    }
+    DeviceCollectives.cudaLaunch(graph, stream);
   }
 
   @Override

@@ -33,11 +33,11 @@ import java.util.function.Function;
 final class ProcessGroup {
 
   /**
-   * What the parent passes a rank process: the decode's parameters, and {@code plantedFailure}:
-   * the rank whose process fails at its start (tests; -1: none).
+   * What the parent passes a rank process: the decode's parameters ({@code gpu} null on the CPU),
+   * and {@code plantedFailure}: the rank whose process fails at its start (tests; -1: none).
    */
-  record Spec(ModelShape shape, int tp, Transport transport, Duration timeout, boolean gpu, boolean graph,
-      boolean spread, int gpus, long seed, int prompt, int newTokens, boolean keep, int plantedFailure) {}
+  record Spec(ModelShape shape, int tp, Transport transport, Duration timeout, GpuRun gpu, long seed, int prompt,
+      int newTokens, boolean keep, int plantedFailure) {}
 
   private static final int MAGIC = 0x434c4244;  // "CLBD"
   /** A rank process's exit: its own failure, or one a peer caused (REMOTE_ERROR). */
@@ -62,7 +62,12 @@ final class ProcessGroup {
     } catch (IOException e) {
       throw new IllegalStateException("a folder for the rank processes' results: " + e.getMessage(), e);
     }
-    UniqueId id = UniqueId.create();
+    GpuRun.Library library = spec.gpu() == null ? GpuRun.Library.COLIBRI : spec.gpu().library();
+    String id = switch (library) {
+      case COLIBRI -> UniqueId.create().toString();
+      case NCCL -> NcclDeviceCollectives.toHex(NcclDeviceCollectives.uniqueId());
+      case NONE -> "-";
+    };
     List<Process> procs = new ArrayList<>();
     try {
       for (int r = 0; r < spec.tp(); r++) {
@@ -73,10 +78,8 @@ final class ProcessGroup {
       for (int r = 0; r < spec.tp(); r++) {
         runs.add(read(dir.resolve("rank" + r + ".run")));
       }
-      for (int r = 1; r < spec.tp(); r++) {
-        if (!Arrays.deepEquals(runs.get(r).generation().tokens(), runs.get(0).generation().tokens())) {
-          throw new IllegalStateException("rank " + r + " generated other tokens than rank 0");
-        }
+      if (library != GpuRun.Library.NONE) {  // without collectives each rank computes its own tokens
+        LocalGroup.requireSameTokens(runs);
       }
       return new LocalGroup.Result(spec.tp(), runs);
     } catch (IOException e) {
@@ -87,7 +90,7 @@ final class ProcessGroup {
     }
   }
 
-  private static Process start(Spec s, UniqueId id, int rank, Path dir) throws IOException {
+  private static Process start(Spec s, String id, int rank, Path dir) throws IOException {
     List<String> cmd = new ArrayList<>();
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     // The parent's system properties given on its command line (the library's among them).
@@ -99,17 +102,22 @@ final class ProcessGroup {
     cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), ProcessGroup.class.getName()));
     ModelShape m = s.shape();
     Map<String, String> a = new HashMap<>();
-    a.put("id", id.toString());
+    a.put("id", id);
     a.put("rank", Integer.toString(rank));
     a.put("shape", m.hidden() + "," + m.heads() + "," + m.kvHeads() + "," + m.intermediate() + "," + m.layers()
         + "," + m.vocab() + "," + m.batch() + "," + m.context());
     a.put("tp", Integer.toString(s.tp()));
     a.put("transport", s.transport().name());
     a.put("timeout", Long.toString(s.timeout().toMillis()));
-    a.put("gpu", Boolean.toString(s.gpu()));
-    a.put("graph", Boolean.toString(s.graph()));
-    a.put("spread", Boolean.toString(s.spread()));
-    a.put("gpus", Integer.toString(s.gpus()));
+    GpuRun g = s.gpu();
+    if (g != null) {
+      a.put("library", g.library().label());
+      a.put("dtype", g.precision().label());
+      a.put("graph", Boolean.toString(g.graph()));
+      a.put("spread", Boolean.toString(g.spread()));
+      a.put("gpus", Integer.toString(g.gpus()));
+      a.put("chunk", Integer.toString(g.chunk()));
+    }
     a.put("seed", Long.toString(s.seed()));
     a.put("prompt", Integer.toString(s.prompt()));
     a.put("new", Integer.toString(s.newTokens()));
@@ -216,13 +224,19 @@ final class ProcessGroup {
       for (long v : g.stepNanos()) {
         o.writeLong(v);
       }
-      o.writeLong(g.firstStepNanos());
+      o.writeLong(g.firstTokenNanos());
+      o.writeInt(g.promptLogits() == null ? -1 : g.promptLogits().length);
+      if (g.promptLogits() != null) {
+        for (float v : g.promptLogits()) {
+          o.writeFloat(v);
+        }
+      }
       o.writeLong(run.initNanos());
       LocalGroup.Memory m = run.memory();
       o.writeBoolean(m != null);
       if (m != null) {
         for (long v : new long[] {m.beforeInit(), m.afterInit(), m.afterModel(), m.afterGeneration(),
-            m.libraryOwn()}) {
+            m.libraryOwn(), m.kvBytesPerToken()}) {
           o.writeLong(v);
         }
       }
@@ -253,11 +267,17 @@ final class ProcessGroup {
         steps[i] = in.readLong();
       }
       long first = in.readLong();
+      int promptCount = in.readInt();
+      float[] promptLogits = promptCount < 0 ? null : new float[promptCount];
+      for (int i = 0; i < promptCount; i++) {
+        promptLogits[i] = in.readFloat();
+      }
       long init = in.readLong();
       LocalGroup.Memory m = in.readBoolean()
-          ? new LocalGroup.Memory(in.readLong(), in.readLong(), in.readLong(), in.readLong(), in.readLong())
+          ? new LocalGroup.Memory(in.readLong(), in.readLong(), in.readLong(), in.readLong(), in.readLong(),
+              in.readLong())
           : null;
-      return new LocalGroup.RankRun(new Generation(tokens, logits, steps, first), init, m);
+      return new LocalGroup.RankRun(new Generation(tokens, logits, steps, first, promptLogits), init, m);
     }
   }
 
@@ -283,15 +303,23 @@ final class ProcessGroup {
       }
       Options options = Options.builder().transport(Transport.valueOf(a.get("transport")))
           .timeout(Duration.ofMillis(Long.parseLong(a.get("timeout")))).build();
-      UniqueId id = UniqueId.parse(a.get("id"));
       long seed = Long.parseLong(a.get("seed"));
       int prompt = Integer.parseInt(a.get("prompt"));
       int newTokens = Integer.parseInt(a.get("new"));
       boolean keep = Boolean.parseBoolean(a.get("keep"));
-      LocalGroup.RankRun run = Boolean.parseBoolean(a.get("gpu"))
-          ? DeviceGroup.rank(shape, tp, rank, id, null, options, Boolean.parseBoolean(a.get("spread")),
-              Integer.parseInt(a.get("gpus")), seed, prompt, newTokens, keep, Boolean.parseBoolean(a.get("graph")))
-          : LocalGroup.hostRank(shape, tp, rank, id, options, seed, prompt, newTokens, keep, Function.identity());
+      LocalGroup.RankRun run;
+      if (a.containsKey("library")) {
+        GpuRun g = new GpuRun(GpuRun.Library.parse(a.get("library")), Precision.parse(a.get("dtype")),
+            Boolean.parseBoolean(a.get("graph")), Boolean.parseBoolean(a.get("spread")),
+            Integer.parseInt(a.get("gpus")), Integer.parseInt(a.get("chunk")));
+        run = DeviceGroup.rank(shape, tp, rank,
+            g.library() == GpuRun.Library.COLIBRI ? UniqueId.parse(a.get("id")) : null,
+            g.library() == GpuRun.Library.NCCL ? NcclDeviceCollectives.fromHex(a.get("id")) : null,
+            options, g, seed, prompt, newTokens, keep);
+      } else {
+        run = LocalGroup.hostRank(shape, tp, rank, UniqueId.parse(a.get("id")), options, seed, prompt, newTokens,
+            keep, Function.identity());
+      }
       write(Path.of(a.get("out")), run);
     } catch (Exception | LinkageError e) {
       System.err.println("colibri decode, rank " + a.get("rank") + ": " + e);

@@ -250,6 +250,55 @@ class ChartCommandTest {
   }
 
   @Test
+  void decodeCsvsChartAgainstTheTpSize() throws Exception {
+    // The decode command's own CSV (CPU: no memory columns), two TP sizes in one file.
+    Path csv = dir.resolve("decode.csv");
+    for (String tp : new String[] {"1", "2"}) {
+      MainRun d = MainRun.of("decode", "--tp", tp, "--new", "2", "--csv", csv.toString());
+      assertEquals(0, d.rc, d.both());
+    }
+    Path out = dir.resolve("decode-charts");
+    MainRun r = chart("--out", out.toString(), "CPU=" + csv);
+    assertEquals(0, r.rc, r.both());
+    // No init memory on the CPU: two charts, not three.
+    assertEquals(Set.of("decode-step.png", "decode-ttft.png"), pngs(out));
+    assertPng(out.resolve("decode-step.png"), ChartCommand.DEFAULT_WIDTH, ChartCommand.DEFAULT_HEIGHT);
+    // GPU rows: each series one library, type and mode; the median of repeated TP sizes.
+    String header = Files.readAllLines(csv).get(0);
+    Path gpu = dir.resolve("gpu.csv");
+    Files.writeString(gpu, header + "\n"
+        + "nccl,gpu,float32,graph,threads,one,4096,2,32000,16,8,8,1,1.5,10666.7,20.0,603.0,580.0,2800.0,10.0,,80,1000,\n"
+        + "colibri,gpu,float32,graph,threads,one,4096,2,32000,16,8,8,1,1.6,10000.0,21.0,9.6,0.0,2800.0,10.0,1.0,80,1000,\n"
+        + "colibri,gpu,float32,graph,threads,one,4096,2,32000,16,8,8,4,1.9,8421.1,22.0,9.7,0.0,700.0,10.0,4.0,80,1000,\n"
+        + "colibri,gpu,float32,graph,threads,one,4096,2,32000,16,8,8,4,2.1,7619.0,22.0,9.7,0.0,700.0,10.0,4.0,80,1000,\n"
+        + "colibri,gpu,float32,graph,processes,one,4096,2,32000,16,8,8,4,2.5,6400.0,22.0,9.7,0.0,700.0,10.0,4.0,80,1000,\n"
+        + "colibri,gpu,float32,eager,threads,spread,4096,2,32000,16,8,2,4,2.5,6400.0,22.0,9.7,0.0,700.0,10.0,4.0,80,1000,\n");
+    Path out2 = dir.resolve("gpu-charts");
+    r = chart("--out", out2.toString(), "--prefix", "h200-", "H200=" + gpu);
+    assertEquals(0, r.rc, r.both());
+    assertEquals(Set.of("h200-decode-step.png", "h200-decode-ttft.png", "h200-decode-init-memory.png"), pngs(out2));
+    java.util.List<DecodeCharts.Line> lines = DecodeCharts.lines(java.util.Map.of("H200", gpu), "ms_per_step");
+    // Processes, spread and a prompt in several passes are lines of their own.
+    assertEquals(java.util.List.of("H200 nccl float32 graph", "H200 colibri float32 graph",
+        "H200 colibri float32 graph processes", "H200 colibri float32 eager spread chunk 2"),
+        lines.stream().map(DecodeCharts.Line::label).toList());
+    assertEquals(2.0, DecodeCharts.median(lines.get(1).byTp().get(4)), 1e-9);
+    r = chart("--out", out2.toString(), "--grid", "H200=" + gpu);
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--grid draws the perf tool's files"), r.err);
+    // A decode CSV with a perf file: said plainly.
+    r = chart("--out", dir.resolve("mixed").toString(), "A=" + gpu, "B=" + colibriCsv(false));
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("is not a decode CSV"), r.err);
+    // A short row names its line.
+    Path bad = dir.resolve("bad.csv");
+    Files.writeString(bad, header + "\ncolibri,gpu,float32,graph,1\n");
+    r = chart("--out", dir.resolve("bad").toString(), bad.toString());
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("line 2: 5 values under"), r.err);
+  }
+
+  @Test
   void badCommandLines() throws Exception {
     MainRun help = chart("--help");
     assertEquals(0, help.rc);

@@ -184,8 +184,8 @@ class DecodeGroupTest {
   void aFailingRankProcessIsReportedAtOnceNamingIt() {
     long t0 = System.nanoTime();
     IllegalStateException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
-        () -> ProcessGroup.run(new ProcessGroup.Spec(S, 2, Transport.SHM, Duration.ofSeconds(60), false, false,
-            false, 0, 5, 4, 6, false, 1)));
+        () -> ProcessGroup.run(new ProcessGroup.Spec(S, 2, Transport.SHM, Duration.ofSeconds(60), null, 5, 4, 6,
+            false, 1)));
     double s = (System.nanoTime() - t0) / 1e9;
     assertTrue(e.getMessage().contains("rank 1 of 2 failed (its process exited with 3)"), e.getMessage());
     assertTrue(e.getMessage().contains("the planted failure of rank 1"), e.getMessage());
@@ -194,20 +194,38 @@ class DecodeGroupTest {
   }
 
   @Test
+  void ranksMustAgreeOnTheirTokensUnlessTheyRunWithoutCollectives() {
+    // Rank r generates r's tokens: as ranks without collectives do, each from its own partial sums.
+    LocalGroup.RankBody own = rank -> new LocalGroup.RankRun(new Generation(new int[][] {{rank, rank}},
+        List.of(), new long[] {1}, 1, null), 0, null);
+    IllegalStateException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
+        () -> LocalGroup.runRanks(3, own));
+    assertEquals("rank 1 generated other tokens than rank 0", e.getMessage());
+    LocalGroup.Result r = LocalGroup.runRanks(3, own, false);
+    assertEquals(3, r.ranks().size());
+    assertEquals(2, r.ranks().get(2).generation().tokens()[0][0]);
+  }
+
+  @Test
   void aRankRunSurvivesItsFile(@TempDir Path dir) throws IOException {
     Generation g = new Generation(new int[][] {{1, 2}, {3, 4}, {5, 6}}, List.of(new float[] {0.5f, -1f}),
-        new long[] {7, 8, 9}, 10);
-    LocalGroup.RankRun run = new LocalGroup.RankRun(g, 11, new LocalGroup.Memory(1, 2, 3, 4, -1));
+        new long[] {7, 8, 9}, 10, new float[] {2.5f, Float.NaN, -0f});
+    LocalGroup.RankRun run = new LocalGroup.RankRun(g, 11, new LocalGroup.Memory(1, 2, 3, 4, -1, 4096));
     ProcessGroup.write(dir.resolve("r"), run);
     LocalGroup.RankRun back = ProcessGroup.read(dir.resolve("r"));
     assertEquals(java.util.Arrays.deepToString(g.tokens()), java.util.Arrays.deepToString(back.generation().tokens()));
     assertArrayEquals(g.logits().get(0), back.generation().logits().get(0));
     assertArrayEquals(g.stepNanos(), back.generation().stepNanos());
-    assertEquals(10, back.generation().firstStepNanos());
+    assertEquals(10, back.generation().firstTokenNanos());
+    assertArrayEquals(g.promptLogits(), back.generation().promptLogits());
     assertEquals(11, back.initNanos());
     assertEquals(run.memory(), back.memory());
-    ProcessGroup.write(dir.resolve("h"), new LocalGroup.RankRun(g, 11, null));
-    assertEquals(null, ProcessGroup.read(dir.resolve("h")).memory());
+    Generation unkept = new Generation(g.tokens(), List.of(), g.stepNanos(), 10, null);
+    ProcessGroup.write(dir.resolve("h"), new LocalGroup.RankRun(unkept, 11, null));
+    LocalGroup.RankRun host = ProcessGroup.read(dir.resolve("h"));
+    assertEquals(null, host.memory());
+    assertEquals(null, host.generation().promptLogits());
+    assertEquals(0, host.generation().logits().size());
   }
 
   private static String tokensLine(String out) {
@@ -234,18 +252,37 @@ class DecodeGroupTest {
     for (int i = 0; i < 3; i++) {
       rows[i] = lines.get(i + 1).split(",", -1);
       assertEquals(columns, rows[i].length, lines.get(i + 1));
-      assertEquals("colibri", rows[i][0]);
-      assertEquals("cpu", rows[i][1]);
-      assertEquals("256", rows[i][3]);
-      assertTrue(Double.parseDouble(rows[i][8]) > 0, lines.get(i + 1));
-      assertEquals("", rows[i][12], "no GPU memory figures on the CPU: " + lines.get(i + 1));
+      java.util.Map<String, String> row = new java.util.HashMap<>();
+      String[] names = DecodeCommand.CSV_HEADER.split(",");
+      for (int c = 0; c < names.length; c++) {
+        row.put(names[c], rows[i][c]);
+      }
+      assertEquals("colibri", row.get("library"));
+      assertEquals("cpu", row.get("device"));
+      assertEquals("float32", row.get("dtype"));
+      assertEquals("host", row.get("mode"));
+      assertEquals("threads", row.get("ranks_as"));
+      assertEquals("one", row.get("placement"));
+      assertEquals("1", row.get("prefill_chunk"));
+      assertEquals("256", row.get("hidden"));
+      assertEquals("8", row.get("prompt"));
+      assertTrue(Double.parseDouble(row.get("ms_per_step")) > 0, lines.get(i + 1));
+      // tokens/s counts the batch's 4 sequences
+      assertEquals(4000 / Double.parseDouble(row.get("ms_per_step")), Double.parseDouble(row.get("tokens_per_s")),
+          0.1 + 1e-3 * Double.parseDouble(row.get("tokens_per_s")), lines.get(i + 1));
+      assertTrue(Double.parseDouble(row.get("ttft_ms")) > 0, lines.get(i + 1));
+      for (String gpuOnly : List.of("init_mib", "model_mib", "run_mib", "own_mib", "budget_gib", "kv_tokens")) {
+        assertEquals("", row.get(gpuOnly), "no GPU memory figures on the CPU: " + lines.get(i + 1));
+      }
     }
-    assertEquals("1", rows[0][7]);
-    assertEquals("reference", rows[0][16]);
-    assertEquals("2", rows[1][7]);
-    assertEquals("ok", rows[1][16]);
-    assertEquals("4", rows[2][7]);
-    assertEquals("", rows[2][16]);
+    int tpAt = List.of(DecodeCommand.CSV_HEADER.split(",")).indexOf("tp");
+    int checkAt = List.of(DecodeCommand.CSV_HEADER.split(",")).indexOf("check");
+    assertEquals("1", rows[0][tpAt]);
+    assertEquals("reference", rows[0][checkAt]);
+    assertEquals("2", rows[1][tpAt]);
+    assertEquals("ok", rows[1][checkAt]);
+    assertEquals("4", rows[2][tpAt]);
+    assertEquals("", rows[2][checkAt]);
     r = MainRun.of("decode", "--new", "4", "--csv", dir.resolve("missing").resolve("x.csv").toString());
     assertEquals(DecodeCommand.EXIT_FAILED, r.rc, r.both());
     assertTrue(r.err.contains("--csv "), r.err);
@@ -273,7 +310,31 @@ class DecodeGroupTest {
     assertTrue(r.err.contains("--library nccl needs --device gpu"), r.err);
     r = MainRun.of("decode", "--device", "gpu", "--library", "mpi");
     assertEquals(2, r.rc, r.both());
-    assertTrue(r.err.contains("--library mpi: use colibri or nccl"), r.err);
+    assertTrue(r.err.contains("--library mpi: use colibri, nccl or none"), r.err);
+    r = MainRun.of("decode", "--dtype", "bfloat16");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--dtype bfloat16 needs --device gpu"), r.err);
+    r = MainRun.of("decode", "--device", "gpu", "--dtype", "fp8");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--dtype fp8: use float32 or bfloat16"), r.err);
+    r = MainRun.of("decode", "--device", "gpu", "--dtype", "bfloat16", "--check");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--check compares TP=N with TP=1 in float32"), r.err);
+    r = MainRun.of("decode", "--device", "gpu", "--library", "none", "--check");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--check with --library none"), r.err);
+    r = MainRun.of("decode", "--prefill-chunk", "2");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--prefill-chunk needs --device gpu"), r.err);
+    r = MainRun.of("decode", "--device", "gpu", "--prefill-chunk", "9");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--prefill-chunk 9: use 1 to the prompt's 8 positions"), r.err);
+    r = MainRun.of("decode", "--budget", "24");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--budget needs --device gpu"), r.err);
+    r = MainRun.of("decode", "--device", "gpu", "--budget", "-1");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--budget -1.0: give the GiB of a GPU, above 0"), r.err);
   }
 
   @Test

@@ -18,14 +18,18 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * The GPU decoder against the CPU reference: TP=1, 2 and 4 rank threads on GPU 0, eager and with
- * the step replayed as a CUDA graph, generate the CPU's TP=1 tokens with logits within 1e-3.
- * Tagged gpu; skipped, saying why, where no GPU is visible.
+ * The GPU decoder against the CPU reference (float32, the prompt one position per step). In
+ * float32, TP=1, 2 and 4 rank threads on GPU 0, eager and with the step replayed as a CUDA graph,
+ * the prompt one position per pass or in one pass (a prefill), generate the CPU's TP=1 tokens with
+ * logits within 1e-3. In bfloat16 the prompt's last logits stay within a tenth of the largest
+ * (bfloat16 keeps 8 bits of mantissa; a wrong type anywhere gives garbage, far outside). Tagged
+ * gpu; skipped, saying why, where no GPU is visible.
  */
 @Tag("gpu")
 class DeviceDecoderGpuTest {
 
   private static final ModelShape S = DecodeCommand.SMALL;
+  private static final int PROMPT = 4;
 
   @BeforeAll
   static void assumeAGpu() {
@@ -40,21 +44,47 @@ class DeviceDecoderGpuTest {
     Assumptions.assumeTrue(why == null, "skipped, no GPU here: " + why);
   }
 
-  @ParameterizedTest
-  @CsvSource({"1,false", "1,true", "2,false", "2,true", "4,false", "4,true"})
-  void theGpuGeneratesWhatTheCpuGenerates(int tp, boolean graph) {
+  private static LocalGroup.Result cpu() {
     Options options = Options.builder().timeout(Duration.ofSeconds(60)).build();
-    LocalGroup.Result cpu = LocalGroup.run(S, 1, options, 11, 4, 8, true, Function.identity());
+    return LocalGroup.run(S, 1, options, 11, PROMPT, 8, true, Function.identity());
+  }
+
+  private static LocalGroup.Result gpu(int tp, boolean graph, Precision precision, int chunk) {
+    Options options = Options.builder().timeout(Duration.ofSeconds(60)).build();
     UniqueId id = UniqueId.create();
-    LocalGroup.Result gpu = LocalGroup.runRanks(tp, rank -> {
+    return LocalGroup.runRanks(tp, rank -> {
       DeviceDecoder.selectDevice(0);
       try (DeviceCollectives c = new ColibriDeviceCollectives(Communicator.init(id, rank, tp, options));
-          DeviceDecoder dec = new DeviceDecoder(new Shard(S, tp, rank), new SeededWeights(11), c, 0)) {
-        return new LocalGroup.RankRun(dec.generate(11, 4, 8, true, graph), 0, null);
+          DeviceDecoder dec = new DeviceDecoder(new Shard(S, tp, rank), new SeededWeights(11), c, 0, precision,
+              chunk)) {
+        return new LocalGroup.RankRun(dec.generate(11, PROMPT, 8, true, graph), 0, null);
       }
     });
-    assertArrayEquals(cpu.rank0().tokens(), gpu.rank0().tokens(), "TP=" + tp + (graph ? " graph" : " eager"));
+  }
+
+  @ParameterizedTest
+  @CsvSource({"1,false,1", "1,true,1", "2,false,1", "2,true,1", "4,false,1", "4,true,1",
+      "1,false,4", "2,true,4", "4,true,3", "4,false,2"})
+  void theGpuGeneratesWhatTheCpuGenerates(int tp, boolean graph, int chunk) {
+    LocalGroup.Result cpu = cpu();
+    LocalGroup.Result gpu = gpu(tp, graph, Precision.FLOAT32, chunk);
+    String what = "TP=" + tp + (graph ? " graph" : " eager") + ", prompt in passes of " + chunk;
+    assertArrayEquals(cpu.rank0().tokens(), gpu.rank0().tokens(), what);
     double diff = LocalGroup.compare(cpu.rank0(), gpu.rank0());
-    assertTrue(diff < 1e-3, "TP=" + tp + ": logits differ from the CPU's by " + diff);
+    assertTrue(diff < 1e-3, what + ": logits differ from the CPU's by " + diff);
+  }
+
+  @ParameterizedTest
+  @CsvSource({"1,false,4", "2,true,4", "4,true,1"})
+  void bfloat16StaysNearTheCpu(int tp, boolean graph, int chunk) {
+    float[] ref = cpu().rank0().promptLogits();
+    float[] got = gpu(tp, graph, Precision.BFLOAT16, chunk).rank0().promptLogits();
+    double scale = 0;
+    for (float v : ref) {
+      scale = Math.max(scale, Math.abs(v));
+    }
+    double diff = LocalGroup.largestDifference(ref, got);
+    assertTrue(scale > 0 && diff <= 0.1 * scale, "TP=" + tp + " bfloat16: the prompt's logits differ from the"
+        + " CPU's float32 by " + diff + " (largest logit " + scale + ")");
   }
 }
