@@ -12,6 +12,7 @@
 # Installs missing tools (cmake, g++, GoogleTest, verbs.h for the RDMA emulator's build, OpenSSL 3
 # for the TLS tests, a JDK, Maven)
 # with apt-get when run as root on Debian/Ubuntu.
+# First, scripts/check-layers.sh: no native file includes a header of a layer above its own.
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -25,6 +26,9 @@ ensure_tools openssl:openssl
 export COLIBRI_REQUIRE_TLS_TESTS=1
 
 jobs=$(nproc 2>/dev/null || echo 2)
+
+log "layers: scripts/check-layers.sh (every native include points down)"
+bash scripts/check-layers.sh
 
 log "native core: cmake -S src -B build/native"
 cmake -S src -B build/native -DCMAKE_BUILD_TYPE=Release -DCOLIBRI_BUILD_TESTS=ON >/dev/null

@@ -6,7 +6,7 @@
 #include <string>
 #include <thread>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "transport/transport.h"
 
 namespace clb {

@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "algo/algorithms.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "transport/transport.h"
 
 namespace clb {

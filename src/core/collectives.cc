@@ -6,7 +6,7 @@
 
 #include "algo/algorithms.h"
 #include "core/comm.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "core/p2p.h"
 #include "core/premul.h"
 #include "transport/transport.h"

@@ -12,14 +12,14 @@
 #include <shared_mutex>
 #include <thread>
 
-#include "core/agree.h"
-#include "core/config.h"
-#include "core/crypto.h"
-#include "core/live_handles.h"
-#include "core/dtype.h"
+#include "bootstrap/agree.h"
+#include "base/config.h"
+#include "bootstrap/crypto.h"
+#include "base/live_handles.h"
+#include "base/dtype.h"
 #include "core/premul.h"
-#include "core/tls.h"
-#include "core/versions.h"
+#include "bootstrap/tls.h"
+#include "bootstrap/versions.h"
 #include "transport/transport.h"
 
 #ifdef CLB_HAVE_CUDA

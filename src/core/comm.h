@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/bootstrap.h"
-#include "core/config.h"
-#include "core/error.h"
+#include "bootstrap/bootstrap.h"
+#include "base/config.h"
+#include "base/error.h"
 
 namespace clb {
 

@@ -3,7 +3,7 @@
 // A libcolibri built without cuda.h: the device helpers of the C ABI exist and say why they
 // cannot work.
 #include "colibri/colibri.h"
-#include "core/error.h"
+#include "base/error.h"
 
 using namespace clb;
 

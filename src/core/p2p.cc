@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "algo/p2p.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "transport/transport.h"
 #ifdef CLB_HAVE_CUDA
 #include "device/device.h"

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #ifdef CLB_HAVE_CUDA
 #include "device/device.h"
 #endif

@@ -5,7 +5,7 @@
 // A call with such an operation scales this rank's input by the rank's scalar into memory of its
 // own (recv where that is the call's only output, else a scratch buffer of the communicator) and
 // then runs as a sum: core/collectives.cc (allReduce, reduceScatter) and core/p2p.cc (reduce) do
-// that, with the loop of core/dtype.cc on host buffers and device/scale.cc's kernel on device
+// that, with the loop of base/dtype.cc on host buffers and device/scale.cc's kernel on device
 // buffers. Simple rather than fused: the sum's paths (ring, direct, the device kernels, the
 // point-to-point batch) stay as they are, for one more pass over the input.
 #pragma once

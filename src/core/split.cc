@@ -27,10 +27,10 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/bootstrap.h"
+#include "bootstrap/bootstrap.h"
 #include "core/comm.h"
-#include "core/crypto.h"
-#include "core/error.h"
+#include "bootstrap/crypto.h"
+#include "base/error.h"
 
 namespace clb {
 namespace {

@@ -1,46 +1,13 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-// Implementation of clb::waitUntil (included by comm.h).
+// Implementation of clb::waitUntil (included by comm.h): a communicator's wait, with its
+// timeout and abort checks, over the clocks and futex of base/clock.h.
 #pragma once
 
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
-#include <climits>
-
-#include "core/net.h"
+#include "base/clock.h"
 
 namespace clb {
-
-inline int64_t nowNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-// Futex on the low 32 bits of a 64-bit counter (little endian): any increment changes them.
-inline void futexWaitLow(std::atomic<uint64_t>* word, uint32_t seen, long timeoutNs) {
-  struct timespec ts{0, timeoutNs};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
-}
-inline void futexWakeAll(std::atomic<uint64_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-// Publishes a new counter value and wakes sleepers.
-inline void storeAndWake(std::atomic<uint64_t>* word, uint64_t v, std::atomic<uint32_t>* waiters) {
-  word->store(v, std::memory_order_seq_cst);
-  if (waiters->load(std::memory_order_seq_cst) != 0) futexWakeAll(word);
-}
 
 template <class Pred, class Tick>
 clbResult_t waitUntil(clbComm* comm, Pred pred, std::atomic<uint64_t>* word,

@@ -12,8 +12,8 @@
 #include <cstring>
 
 #include "core/comm.h"
-#include "core/dtype.h"
-#include "core/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 
 namespace clb::cuda {
 

@@ -10,7 +10,7 @@
 #include "colibri/colibri.h"
 #include "platform/cuda/driver.h"
 #include "device/kernels.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace clb::cuda {
 namespace {

@@ -5,7 +5,7 @@
 // process) or given by the host (every rank's buffers registered: Registrations::agreeCall).
 // allReduce goes one-shot, or two-shot for larger messages (the kernel: clb_dev_direct).
 #include "core/comm.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "device/paths.h"
 
 namespace clb::cuda {

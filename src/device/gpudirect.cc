@@ -27,7 +27,7 @@
 
 #include "algo/algorithms.h"
 #include "core/comm.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "device/device.h"
 #include "transport/channel.h"
 

@@ -18,7 +18,7 @@
 
 #include "colibri/colibri.h"
 #include "core/comm.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "device/device.h"
 #include "platform/cuda/driver.h"
 

@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "core/comm.h"
-#include "core/dtype.h"
-#include "core/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 #include "device/paths.h"
 
 namespace clb::cuda {

@@ -9,8 +9,8 @@
 
 #include "colibri_kernel_images.h"  // generated from COLIBRI_KERNEL_ARCHS (src/CMakeLists.txt)
 #include "platform/cuda/driver.h"
-#include "core/dtype.h"
-#include "core/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 
 namespace clb::cuda {
 

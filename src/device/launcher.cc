@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace clb::cuda {
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "core/comm.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "device/paths.h"
 
 namespace clb::cuda {

@@ -20,7 +20,7 @@
 #include <tuple>
 
 #include "core/comm.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "device/device.h"
 #include "device/kernels.h"
 #include "core/peer_meet.h"

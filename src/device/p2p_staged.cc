@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "core/comm.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "device/device.h"
 
 namespace clb::cuda {

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "core/comm.h"
-#include "core/dtype.h"
-#include "core/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 #include "device/device.h"
 
 namespace clb::cuda {

@@ -18,9 +18,9 @@
 #include <cstring>
 
 #include "core/comm.h"
-#include "core/config.h"
-#include "core/dtype.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/dtype.h"
+#include "base/error.h"
 #include "core/launch_meet.h"
 #include "device/device.h"
 #include "transport/shm.h"
@@ -68,7 +68,7 @@ clbResult_t agreeOnStatus(clbComm* comm, clbResult_t mine, const char* what, boo
 }
 
 DeviceShared::DeviceShared(clbComm* comm) : comm(comm) {
-  // Read at init (core/config.h), where the ranks compared them; a bad value is reported by the
+  // Read at init (base/config.h), where the ranks compared them; a bad value is reported by the
   // first device call.
   const DeviceConfig& c = comm->deviceCfg;
   configError = c.error;

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "algo/algorithms.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/launch_meet.h"
 #include "device/kernels.h"
 #include "device/launcher.h"
@@ -106,7 +106,7 @@ struct DeviceShared {
   CUfunction stagedFn = nullptr, directFn = nullptr, llFn = nullptr, hostCopyFn = nullptr, hostCombineFn = nullptr;
   CUfunction gateFn = nullptr;  // clb_dev_gate (gateWide)
   GraphLauncher launcher;  // eager launches: prepared graphs or ordinary (set up in setUp)
-  int launchMode = 0;      // COLIBRI_DEVICE_LAUNCH (DeviceLaunchSetting, core/config.h)
+  int launchMode = 0;      // COLIBRI_DEVICE_LAUNCH (DeviceLaunchSetting, base/config.h)
   std::string configError;       // a COLIBRI_DEVICE_* variable had a bad value
   CUcontext ctx = nullptr;
   CUdevice dev = 0;
@@ -121,7 +121,7 @@ struct DeviceShared {
   // kernel of more than kGateAboveBlocks blocks waits behind clb_dev_gate until every rank is in
   // its call (gate()), so that waiting ranks never hold the SMs a late rank's own work needs.
   bool gateWide = false;
-  int gateSetting = 0;           // COLIBRI_DEVICE_GATE (DeviceGateSetting, core/config.h)
+  int gateSetting = 0;           // COLIBRI_DEVICE_GATE (DeviceGateSetting, base/config.h)
   SharedBuffer staging;  // staged path: two halves (call parity), a slot per rank in each
   SharedBuffer llBuf;    // LL path: two halves, a slot of 16-byte lines per rank in each
   SharedBuffer flagBuf;  // every rank's ClbDevFlags

@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 
 namespace clb::cuda {
 

@@ -14,7 +14,7 @@
 // Kernel parameter block of clb_reduce_<type>: dst[i] = srcs[0][i] op ... op srcs[k-1][i], left
 // to right, in the accumulation type (float32 for float16/bfloat16), rounded once; with
 // `divide` set and op == avg the result is divided by nranks before rounding (the ring's last
-// step, and the direct path). Same numbers as the host loops in src/core/dtype.cc, bit for bit.
+// step, and the direct path). Same numbers as the host loops in src/base/dtype.cc, bit for bit.
 struct ClbReduceArgs {
   void* dst;
   const void* srcs[CLB_MAX_KERNEL_SRCS];
@@ -27,7 +27,7 @@ struct ClbReduceArgs {
 
 // Kernel parameter block of clb_scale_<type> (PreMulSum, src/device/scale.cc): dst[i] = src[i] x
 // the scalar for i < n, in the accumulation type (float32 for float16/bfloat16), rounded once,
-// integers wrapping: the host loop's bits (scaleInto in src/core/dtype.cc). The scalar is one
+// integers wrapping: the host loop's bits (scaleInto in src/base/dtype.cc). The scalar is one
 // element read from `scalar` when the kernel runs (device memory or mapped pinned host memory: a
 // replayed graph reads the value of the moment), or, with `scalar` NULL, the element in the first
 // bytes of `value`. dst may equal src.

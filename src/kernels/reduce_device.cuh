@@ -1,7 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Device-side arithmetic shared by every kernel: element conversion and the reduction loop, with
-// the host loops' exact numbers (src/core/dtype.h): float16 and bfloat16 combine in float32 and
+// the host loops' exact numbers (src/base/dtype.h): float16 and bfloat16 combine in float32 and
 // round once (round to nearest even); integers wrap; integer avg truncates toward zero; min/max
 // propagate NaN and return the second operand on ties.
 #pragma once

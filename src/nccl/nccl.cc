@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/live_handles.h"
+#include "base/live_handles.h"
 #include "nccl/nccl.h"
 
 #define NCCL_EXPORT extern "C" __attribute__((visibility("default")))
@@ -218,7 +218,7 @@ ncclResult_t result(clbResult_t rc) {
 // among them is refused by every call (a second ncclCommDestroy, a call after it) instead of read.
 // A destroy or an abort takes its handle out first (claim), so that of two, one frees it and the
 // other finds it gone; it puts it back when it frees nothing. The lookup is read-mostly
-// (core/live_handles.h). Never freed: calls may come until the process exits.
+// (base/live_handles.h). Never freed: calls may come until the process exits.
 clb::LiveHandles<ncclComm>& live() {
   static auto* s = new clb::LiveHandles<ncclComm>;
   return *s;

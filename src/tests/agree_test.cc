@@ -1,6 +1,6 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// Settings that must agree across ranks (core/agree.h): a rank that resolved another value is
+// Settings that must agree across ranks (bootstrap/agree.h): a rank that resolved another value is
 // refused at init, on every rank at once (well within 2 s of a 20 s timeout), by a message that
 // names the setting, both values and the ranks; settings that may differ, or that do not apply to
 // the transport and algorithm in use, are accepted. The settings read from the environment are
@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/bootstrap.h"
-#include "core/net.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/net.h"
 #include "tests/test_ranks.h"
 
 namespace {

@@ -31,9 +31,9 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/bootstrap.h"
-#include "core/handshake.h"
-#include "core/net.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/handshake.h"
+#include "bootstrap/net.h"
 #include "tests/test_bootstrap.h"
 #include "tests/test_ranks.h"
 #include "tests/test_tls.h"

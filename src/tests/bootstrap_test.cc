@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/bootstrap.h"
-#include "core/net.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/net.h"
 #include "tests/test_bootstrap.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// The bootstrap's crypto (src/core/crypto.h): SHA-256 against the FIPS 180 examples, HMAC-SHA256
+// The bootstrap's crypto (src/bootstrap/crypto.h): SHA-256 against the FIPS 180 examples, HMAC-SHA256
 // against every test case of RFC 4231, the same digest for every split of a message into updates,
 // the padding boundaries (lengths around 56 and 64 bytes mod 64), the constant-time comparison
 // and the kernel's random bytes. Expected values not from the standards were computed with
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/crypto.h"
+#include "bootstrap/crypto.h"
 
 namespace clb {
 namespace {

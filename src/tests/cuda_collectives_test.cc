@@ -21,7 +21,7 @@
 
 #include "colibri/colibri.h"
 #include "platform/cuda/driver.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "tests/cuda_test_util.h"
 #ifdef CLB_HAVE_VERBS
 #include "tests/verbs_emu/emu_client.h"  // its knobs are read once: reset after setenv

@@ -1,7 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Device kernels: the image chosen per compute capability, and — on a machine with a GPU — every
-// type x op of the reduction kernel against the host loops of src/core/dtype.cc, bit for bit.
+// type x op of the reduction kernel against the host loops of src/base/dtype.cc, bit for bit.
 // Without a GPU or driver the device tests are skipped with the driver's reason.
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include "colibri_kernel_images.h"
 #include "device/kernels.h"
 #include "platform/cuda/driver.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 using namespace clb;
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "platform/cuda/driver.h"
 #include "tests/cuda_test_util.h"
 #include "tests/premul_reference.h"

@@ -20,7 +20,7 @@
 
 #include "colibri/colibri.h"
 #include "platform/cuda/driver.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "tests/test_ranks.h"
 
 namespace {

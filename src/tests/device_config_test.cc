@@ -1,6 +1,6 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// The device settings as init reads them (core/config.cc). The LL limit counts as given only at a
+// The device settings as init reads them (base/config.cc). The LL limit counts as given only at a
 // value other than its default: whether it is lowered through host memory (device/shared.cc) must
 // follow from the value, which the ranks compare at init, and not from whether each rank's
 // environment names it (a rank setting the default beside ranks that do not would otherwise take
@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/config.h"
+#include "base/config.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 // arithmetic (never the code under test), and every type x op of the reductions against a plain
 // element-by-element reference.
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// The registry of live handles (core/live_handles.h): a handle a thread remembers as alive is
+// The registry of live handles (base/live_handles.h): a handle a thread remembers as alive is
 // refused once it is removed, by that thread and by another, and found again once added again
 // (a new object at a freed one's address); more handles than a thread remembers all stay found.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/live_handles.h"
+#include "base/live_handles.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 
 #include "colibri/colibri.h"
 #include "colibri/net_plugin.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "tests/test_paths.h"
 #include "transport/net_plugin.h"
 

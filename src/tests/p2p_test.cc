@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/dtype.h"
-#include "core/net.h"
+#include "base/dtype.h"
+#include "bootstrap/net.h"
 #include "tests/test_ranks.h"
 #include "tests/test_transports.h"
 

@@ -15,7 +15,7 @@
 #include <type_traits>
 
 #include "colibri/colibri.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 namespace clbtest::premul {
 

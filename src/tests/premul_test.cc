@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "tests/premul_reference.h"
 #include "tests/test_ranks.h"
 #include "tests/test_transports.h"

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/bootstrap.h"
-#include "core/handshake.h"
-#include "core/net.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/handshake.h"
+#include "bootstrap/net.h"
 
 namespace clbtest {
 

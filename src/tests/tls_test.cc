@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/bootstrap.h"
-#include "core/handshake.h"
-#include "core/net.h"
-#include "core/tls.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/handshake.h"
+#include "bootstrap/net.h"
+#include "bootstrap/tls.h"
 #include "tests/test_bootstrap.h"
 #include "tests/test_ranks.h"
 #include "tests/test_tls.h"

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "transport/shm.h"
 #ifdef CLB_HAVE_CUDA
 #include "device/device.h"  // complete types for a clbComm on the stack

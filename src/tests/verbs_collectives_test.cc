@@ -33,7 +33,7 @@
 #include "tests/test_ranks.h"
 #include "algo/algorithms.h"
 #include "core/comm.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "transport/channel.h"
 #include "transport/transport.h"
 #include "transport/net_plugin.h"

@@ -29,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "transport/verbs/verbs_api.h"
 #include "tests/verbs_emu/emu_client.h"
 

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "transport/verbs/verbs_api.h"
 
 namespace {

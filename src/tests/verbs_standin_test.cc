@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "tests/test_paths.h"
 #include "tests/test_ranks.h"
 #include "transport/verbs/verbs_api.h"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/versions.h"
+#include "bootstrap/versions.h"
 
 namespace {
 

@@ -16,8 +16,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/error.h"
-#include "core/net.h"
+#include "base/error.h"
+#include "bootstrap/net.h"
 
 namespace clb {
 

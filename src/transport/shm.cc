@@ -15,7 +15,7 @@
 #include <cinttypes>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace clb {
 namespace {

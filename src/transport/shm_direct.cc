@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "algo/algorithms.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "transport/shm.h"
 
 namespace clb {

@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "transport/shm.h"
 
 namespace clb {

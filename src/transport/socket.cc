@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/error.h"
-#include "core/tls.h"
+#include "base/error.h"
+#include "bootstrap/tls.h"
 
 namespace clb {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/net.h"
+#include "bootstrap/net.h"
 #include "transport/channel.h"
 #include "transport/net_plugin.h"
 #include "transport/transport.h"
@@ -43,7 +43,7 @@ class LinkTransport : public Transport {
   int kind() const override { return kind_; }
   std::string describe() const override { return describe_; }
   RingChannel& ring() override { return *ring_; }
-  // Point-to-point: a TCP connection per pair (the bootstrap's, core/bootstrap_peers.cc;
+  // Point-to-point: a TCP connection per pair (the bootstrap's, bootstrap/bootstrap_peers.cc;
   // transport/socket_peer.cc); under transport verbs the plugin's channel with the peer
   // (NetPeerChannel: RDMA WRITE with immediate into the peer's slots), set up over that connection.
   clbResult_t peer(int p, PeerChannel** out) override;

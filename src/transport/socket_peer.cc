@@ -1,7 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Point-to-point over TCP (socket.h, SocketPeerChannel): one connection per pair, made at the
-// pair's first message (core/bootstrap_peers.cc); nothing for peers never used. Under transport
+// pair's first message (bootstrap/bootstrap_peers.cc); nothing for peers never used. Under transport
 // verbs that connection only sets up the plugin's channel with the peer (NetPeerChannel). Slots are as large
 // as the messages need, at most chunkBytes, and their share of stagingCapBytes.
 #include <linux/sockios.h>
@@ -15,8 +15,8 @@
 #include <cstring>
 #include <thread>
 
-#include "core/error.h"
-#include "core/tls.h"
+#include "base/error.h"
+#include "bootstrap/tls.h"
 #include "transport/socket.h"
 
 namespace clb {

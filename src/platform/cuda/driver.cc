@@ -5,7 +5,7 @@
 
 #include <mutex>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace clb::cuda {
 namespace {

@@ -38,8 +38,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "tests/verbs_emu/verbs_emu_internal.h"
 
 namespace clb {

@@ -42,7 +42,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "tests/verbs_emu/verbs_emu_internal.h"
 
 namespace clb {

@@ -1,7 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Linked into libcolibri_verbs.so only: the few core functions the verbs code calls (errors,
-// logging, the clock, environment flags), implemented over the clbNetCore_v1_t the core gives at
+// logging, environment flags), implemented over the clbNetCore_v1_t the core gives at
 // init. So a plugin's error lands in the calling thread's last error of the core
 // (clbGetLastError) and its logs in the core's sink, and the plugin has no state of its own for
 // either. In libcolibri.so (and the unit tests) the core's own definitions are used instead.
@@ -15,9 +15,9 @@
 #include <strings.h>
 
 #include "colibri/net_plugin.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/net.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "bootstrap/net.h"
 #include "transport/channel.h"
 
 namespace clb {
@@ -83,12 +83,6 @@ void log(int level, const char* fmt, ...) {
   va_end(ap);
   if (gCore) gCore->log(level, s.c_str());
   else fprintf(stderr, "colibri verbs plugin: %s\n", s.c_str());
-}
-
-int64_t nowMs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
 bool envFlag(const char* name, bool dflt) {

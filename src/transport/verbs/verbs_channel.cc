@@ -15,8 +15,8 @@
 
 #include <unistd.h>
 
-#include "core/error.h"
-#include "core/net.h"
+#include "base/error.h"
+#include "bootstrap/net.h"
 
 namespace clb {
 namespace verbs {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace clb {
 namespace verbs {

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "transport/verbs/verbs_api.h"
 
 namespace clb {

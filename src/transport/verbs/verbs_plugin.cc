@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include "colibri/net_plugin.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "transport/channel.h"
 #include "transport/verbs/verbs_api.h"
 #include "transport/verbs/verbs_channel.h"

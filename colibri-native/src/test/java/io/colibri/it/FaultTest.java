@@ -204,7 +204,7 @@ class FaultTest {
   void wrongSecretIsAuthErrorNamingFingerprints() throws Exception {
     UniqueId good = UniqueId.create();
     byte[] bytes = good.toBytes();
-    // IdData (src/core/bootstrap.h): magic, protocol, flags (3 x uint32), family, port (2 x
+    // IdData (src/bootstrap/bootstrap.h): magic, protocol, flags (3 x uint32), family, port (2 x
     // uint16), addr[16], then secret[16]: the secret starts at offset 32.
     bytes[32 + 5] ^= 0x5a;
     UniqueId bad = UniqueId.fromBytes(bytes);

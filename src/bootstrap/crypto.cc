@@ -1,5 +1,5 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-#include "core/crypto.h"
+#include "bootstrap/crypto.h"
 
 #include <errno.h>
 #include <sys/random.h>

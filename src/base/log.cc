@@ -23,7 +23,7 @@
 #include <new>
 #include <thread>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace clb {
 namespace {

@@ -1,11 +1,11 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-#include "core/agree.h"
+#include "bootstrap/agree.h"
 
 #include <cstring>
 #include <string>
 
-#include "core/error.h"
-#include "core/versions.h"
+#include "base/error.h"
+#include "bootstrap/versions.h"
 
 namespace clb {
 namespace {

@@ -1,5 +1,5 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-#include "core/error.h"
+#include "base/error.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/crypto.h"
-#include "core/net.h"
-#include "core/tls.h"
+#include "bootstrap/crypto.h"
+#include "bootstrap/net.h"
+#include "bootstrap/tls.h"
 
 namespace clb {
 
@@ -81,7 +81,7 @@ std::string versionString(uint32_t code);
 uint32_t secretFingerprint(const uint8_t* secret);
 
 // HMAC-SHA256(secret, label | transcript | parts...): the proofs and every later message's tag.
-// Each part is framed by its length. A part is a ConstBuf (core/net.h), as sendAllParts takes.
+// Each part is framed by its length. A part is a ConstBuf (bootstrap/net.h), as sendAllParts takes.
 using Part = ConstBuf;
 void tag(const uint8_t* secret, const char* label, const Transcript& t, const Part* parts, size_t count,
          uint8_t out[kTagBytes]);

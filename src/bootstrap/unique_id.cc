@@ -11,13 +11,13 @@
 #include <mutex>
 
 #include "colibri/colibri.h"
-#include "core/bootstrap.h"
-#include "core/config.h"
-#include "core/crypto.h"
-#include "core/error.h"
-#include "core/handshake.h"
-#include "core/net.h"
-#include "core/tls.h"
+#include "bootstrap/bootstrap.h"
+#include "base/config.h"
+#include "bootstrap/crypto.h"
+#include "base/error.h"
+#include "bootstrap/handshake.h"
+#include "bootstrap/net.h"
+#include "bootstrap/tls.h"
 
 using namespace clb;
 

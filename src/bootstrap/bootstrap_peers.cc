@@ -3,7 +3,7 @@
 // The bootstrap's point-to-point connections (bootstrap.h): one TCP connection per pair of ranks
 // that exchange messages, made at their first message and never before. The rank that needs it
 // first dials the other's ring listener and proves the secret and the session as the ring's
-// connections do (core/handshake.h), purpose kPurposePeerData, body {from, to}; the other rank's
+// connections do (bootstrap/handshake.h), purpose kPurposePeerData, body {from, to}; the other rank's
 // acceptor thread answers with a tagged status and keeps the connection until its transport takes
 // it. Two dials at once: the acceptor of the lower rank, which is dialing too, answers the higher
 // rank's dial "duplicate", and the higher rank's acceptor takes the lower rank's: both end with
@@ -15,8 +15,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/bootstrap.h"
-#include "core/error.h"
+#include "bootstrap/bootstrap.h"
+#include "base/error.h"
 
 namespace clb {
 namespace {

@@ -1,5 +1,5 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-#include "core/tls.h"
+#include "bootstrap/tls.h"
 
 #include <dlfcn.h>
 #include <poll.h>
@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/error.h"
-#include "core/net.h"
+#include "base/error.h"
+#include "bootstrap/net.h"
 
 namespace clb {
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/bootstrap.h"
+#include "bootstrap/bootstrap.h"
 
 namespace clb {
 

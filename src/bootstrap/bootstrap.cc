@@ -1,5 +1,5 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-#include "core/bootstrap.h"
+#include "bootstrap/bootstrap.h"
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -15,7 +15,7 @@
 #include <mutex>
 #include <thread>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace clb {
 namespace {

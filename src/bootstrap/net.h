@@ -15,11 +15,10 @@
 #include <memory>
 #include <string>
 
+#include "base/clock.h"  // nowMs(): the clock of every deadlineMs below
 #include "colibri/colibri.h"
 
 namespace clb {
-
-int64_t nowMs();
 
 struct SockAddr {
   sockaddr_storage ss{};
@@ -53,7 +52,7 @@ int finishConnect(int fd);
 bool connectRetryable(int err);
 clbResult_t acceptTcp(int listenFd, int64_t deadlineMs, const std::atomic<bool>* abort, int* fd);
 
-class TlsSession;  // core/tls.h
+class TlsSession;  // bootstrap/tls.h
 
 // A TCP connection of the bootstrap or the socket transport: its socket and, where COLIBRI_TLS
 // covers it, its TLS session. Owns both, closing them on destruction (a borrowed Link does not).

@@ -4,7 +4,7 @@
 // loaded at run time: Colibri never links it, and a host without it runs with TLS off.
 //
 // COLIBRI_TLS picks what runs over TLS 1.3 with mutual certificate authentication:
-//   off        nothing (the default): every connection still proves the secret (core/handshake.h);
+//   off        nothing (the default): every connection still proves the secret (bootstrap/handshake.h);
 //   bootstrap  the connections to the root (the table of every rank's address, host and pid, and
 //              the session);
 //   all        every TCP connection: the root's, and the ring's (the bootstrap's later

@@ -1,7 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Bootstrap: ranks meet at a root over TCP, prove the shared secret without sending it
-// (core/handshake.h), check protocol versions, receive the table of all ranks, then connect into a
+// (bootstrap/handshake.h), check protocol versions, receive the table of all ranks, then connect into a
 // ring of TCP connections (next / prev), each authenticated the same way, that serves the
 // bootstrap's own all-gather and barrier and, for the socket transport, the data path.
 #pragma once
@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/handshake.h"
-#include "core/net.h"
-#include "core/tls.h"
+#include "bootstrap/handshake.h"
+#include "bootstrap/net.h"
+#include "bootstrap/tls.h"
 
 namespace clb {
 
@@ -29,7 +29,7 @@ struct IdData {
   uint32_t magic;
   uint32_t protocol;
   uint32_t flags;  // kIdRootAtRank0: rank 0 opens the root itself (torchrun style); TLS mode
-                   // (core/tls.h) in bits kIdTlsShift..+1
+                   // (bootstrap/tls.h) in bits kIdTlsShift..+1
   uint16_t family;
   uint16_t port;
   uint8_t addr[16];
@@ -48,7 +48,7 @@ inline void setIdTlsMode(IdData* id, TlsMode m) {
 // that a mistake shows where the id is made.
 clbResult_t tlsModeForNewId(TlsMode* out);
 
-// The versions a rank runs with, compared across ranks at init (core/versions.h). Text, NUL
+// The versions a rank runs with, compared across ranks at init (bootstrap/versions.h). Text, NUL
 // terminated; "none" where the machine has no such thing.
 struct VersionInfo {
   char colibri[16];   // "0.1.0"
@@ -60,7 +60,7 @@ struct VersionInfo {
 
 // The settings that every rank must share (docs/configuration.md, "Settings that must agree
 // across ranks"), as this rank resolved them at init; compared across ranks on receipt of the
-// table (core/agree.h). Fixed size, no padding left undefined.
+// table (bootstrap/agree.h). Fixed size, no padding left undefined.
 struct AgreedSettings {
   int32_t transport;              // clbTransport_t as configured (auto is resolved with the table)
   int32_t algorithm;              // clbAlgorithm_t
@@ -70,7 +70,7 @@ struct AgreedSettings {
   int64_t directMaxBytes;
   int64_t stagingCapBytes;        // it caps the direct path's scratch, so it changes what auto picks
   int32_t reserved0;              // 0
-  int32_t verbsGpuMemory;         // COLIBRI_VERBS_GPU_MEMORY (GpuMemorySetting, core/config.h)
+  int32_t verbsGpuMemory;         // COLIBRI_VERBS_GPU_MEMORY (GpuMemorySetting, base/config.h)
   int32_t devicePath;             // COLIBRI_DEVICE_PATH (DevicePathSetting)
   int32_t deviceCheckCalls;       // COLIBRI_DEVICE_CHECK_CALLS
   int64_t deviceLLMaxBytes;       // COLIBRI_DEVICE_LL_MAX_BYTES (resolved default included)
@@ -188,7 +188,7 @@ class Bootstrap {
   clbResult_t barrier();
   void close();
 
-  // Point-to-point connections (core/bootstrap_peers.cc), for transports whose ranks share no
+  // Point-to-point connections (bootstrap/bootstrap_peers.cc), for transports whose ranks share no
   // memory. The ring listener stays open after init; the transport either closes it
   // (closeListener: shm, one rank) or starts a thread that answers the handshakes of the ranks
   // that dial this one (startPeerAcceptor), so that a dial never waits for this rank's calls.

@@ -12,7 +12,7 @@
 // runtime alias check keeps the vector path for it); reduceMany works through a local block
 // buffer, reading every input of a block before it writes that block of dst.
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 #include <algorithm>
 #include <cstring>

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "colibri/colibri.h"
-#include "core/bootstrap.h"
-#include "core/config.h"
+#include "bootstrap/bootstrap.h"
+#include "base/config.h"
 
 namespace clb {
 

@@ -42,7 +42,7 @@ clbResult_t resolveConfig(const clbConfig_t* in, clbConfig_t* out);
 // The device path's settings, read from COLIBRI_DEVICE_* (and COLIBRI_VERBS_GPU_MEMORY,
 // COLIBRI_STUCK_WARN_PERCENT) when a communicator starts: no CUDA call, and every rank's are in
 // the bootstrap's table, where the ones that change the device schedule are compared
-// (core/agree.h). The device path (src/device) takes them from here. A bad value does not fail
+// (bootstrap/agree.h). The device path (src/device) takes them from here. A bad value does not fail
 // init: `error` says what, and the first device call reports it (as when these were read there).
 constexpr int64_t kDefaultDeviceDirectMinBytes = 0;   // auto: direct from this size (docs/performance.md)
 constexpr int64_t kDefaultDeviceLLMaxBytes = 256 << 10;  // auto: LL up to this many bytes per destination

@@ -1,5 +1,5 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-#include "core/net.h"
+#include "bootstrap/net.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -16,16 +16,10 @@
 #include <cstring>
 #include <ctime>
 
-#include "core/error.h"
-#include "core/tls.h"
+#include "base/error.h"
+#include "bootstrap/tls.h"
 
 namespace clb {
-
-int64_t nowMs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
 
 std::string SockAddr::str() const {
   char host[INET6_ADDRSTRLEN] = "?";

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The native code's layers point down only: a file may include its own layer's headers and those
+# of the layers below it, never one above (docs/architecture.md, "Layers"). From the bottom:
+#
+#   0 include    the public C ABI (colibri/colibri.h, colibri/net_plugin.h)
+#   1 base       errors, logging, config, dtypes, clocks: nothing of a communicator
+#   2 platform   the CUDA driver table;  kernels: the device code and its argument ABI
+#   3 bootstrap  sockets, TLS, crypto, the handshake, the bootstrap, unique ids, the agreement
+#   4 algo, transport (with transport/verbs)   the algorithms and the transports under them
+#   5 device     the device runtime and its paths
+#   6 core       the communicator, the call dispatch, groups, split: the C entry points
+#   7 nccl, tools, tests   programs and libraries built on the whole
+#
+# Also: CLB_HAVE_CUDA (whether this build has the device runtime) is tested only in the device
+# runtime, platform, core's C entry points listed below, and tests.
+#
+# DEBT lists the includes that still point up, each with why; the check fails on any other, and
+# on a DEBT line that no longer matches (so the list only shrinks). Its end state is empty.
+#   bash scripts/check-layers.sh            exit 0 clean, 1 with every violation listed
+# Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../src"
+
+layer() {  # layer PATH: the layer of a file or an include path, or nothing when outside the tree
+  case $1 in
+  colibri/* | include/*) echo 0 ;;
+  base/*) echo 1 ;;
+  platform/* | kernels/*) echo 2 ;;
+  bootstrap/*) echo 3 ;;
+  algo/* | transport/*) echo 4 ;;
+  device/*) echo 5 ;;
+  core/*) echo 6 ;;
+  nccl/* | tools/*) echo 7 ;;
+  tests/*) echo 8 ;;
+  esac
+}
+
+# file -> included header: includes that point up today, each with what it needs from above. The
+# way out: lower layers get a narrow context (the rank, the size, the deadline, the bootstrap, the
+# config) instead of the whole clbComm (core/comm.h); PreMulSum's scalar moves into the call
+# descriptors; the two meetings of ranks sharing a GPU move into the device runtime once it exists
+# in every build (today they are host code that the build without CUDA tests).
+DEBT=$(cat <<'EOF'
+algo/algorithms.h -> core/comm.h      clbComm: the ring's rank, size, deadline and abort
+algo/p2p.h -> core/comm.h             clbComm: the peer channels, the rank, the deadline
+algo/p2p.h -> core/premul.h           a point-to-point reduction's PreMulSum scalar
+device/device.cc -> core/comm.h       the device facade's communicator (config, bootstrap, rank)
+device/device.h -> core/peer_meet.h   the peer meeting of ranks sharing a GPU
+device/device.h -> core/premul.h      the device call carries a PreMulSum operation
+device/direct.cc -> core/comm.h       the path's rank, size, deadline and bootstrap
+device/gpudirect.cc -> core/comm.h    the path's rank, size, deadline and bootstrap
+device/graph_launch.cc -> core/comm.h clbGraphLaunch's communicators
+device/host_staged.cc -> core/comm.h  the path's rank, size, deadline and transport
+device/hostcopy.cc -> core/comm.h     the copies' rank, size and deadline
+device/ll.cc -> core/comm.h           the path's rank, size, deadline and bootstrap
+device/p2p_device.cc -> core/comm.h   the point-to-point path's peers and deadline
+device/p2p_device.cc -> core/peer_meet.h   the peer meeting of ranks sharing a GPU
+device/p2p_staged.cc -> core/comm.h   the staged point-to-point path's peers and deadline
+device/registration.cc -> core/comm.h the registrations' agreement over the bootstrap
+device/scale.cc -> core/comm.h        the scaler's communicator
+device/shared.cc -> core/comm.h       the shared state's exchange over the bootstrap
+device/shared.cc -> core/launch_meet.h     the launch meeting of ranks sharing a GPU
+device/shared.h -> core/launch_meet.h      the launch meeting of ranks sharing a GPU
+device/staged.cc -> core/comm.h       the path's rank, size, deadline and bootstrap
+transport/channel.h -> core/comm.h    the channels' deadline and abort
+transport/net_plugin.h -> core/comm.h the plugin channels' bootstrap and config
+transport/shm.h -> core/comm.h        the shm transport's names, bootstrap and deadline
+transport/transport.h -> core/comm.h  the factory's config and bootstrap
+EOF
+)
+
+# Files outside the device runtime that still test CLB_HAVE_CUDA (the core's C entry points that
+# call into it; the way out: a device runtime that exists in every build and says "no CUDA").
+CUDA_DEBT="core/collectives.cc core/comm.cc core/p2p.cc core/premul.cc core/no_cuda.cc"
+
+fail=0
+used=""
+while IFS= read -r f; do
+  own=$(layer "$f")
+  [[ -z $own ]] && continue
+  while IFS= read -r inc; do
+    to=$(layer "$inc")
+    [[ -z $to ]] && continue  # a system or third-party header
+    ((to <= own)) && continue
+    if grep -qE "^$f -> $inc( |$)" <<<"$DEBT"; then
+      used+="$f -> $inc"$'\n'
+      continue
+    fi
+    echo "check-layers: $f (layer $own) includes $inc (layer $to): a layer includes only its own and those below"
+    fail=1
+  done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+done < <(find . -type f \( -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' -o -name '*.inc' \) | sed 's|^\./||' | sort)
+
+while IFS= read -r line; do
+  [[ -z $line ]] && continue
+  pair=$(awk '{print $1, $2, $3}' <<<"$line")
+  if ! grep -qxF "$pair" <<<"$used"; then
+    echo "check-layers: the DEBT line '$pair' matches no include any more: remove it from scripts/check-layers.sh"
+    fail=1
+  fi
+done <<<"$DEBT"
+
+while IFS= read -r f; do
+  case $f in device/* | platform/* | tests/* | kernels/*) continue ;; esac
+  if [[ " $CUDA_DEBT " != *" $f "* ]]; then
+    echo "check-layers: $f tests CLB_HAVE_CUDA: only the device runtime does (call into it instead)"
+    fail=1
+  fi
+done < <(grep -rl "CLB_HAVE_CUDA" --include='*.h' --include='*.cc' --include='*.cu' --include='*.cuh' . | sed 's|^\./||' | sort)
+for f in $CUDA_DEBT; do
+  grep -q "CLB_HAVE_CUDA" "$f" 2>/dev/null || {
+    echo "check-layers: $f no longer tests CLB_HAVE_CUDA: remove it from CUDA_DEBT in scripts/check-layers.sh"
+    fail=1
+  }
+done
+
+if ((fail == 0)); then
+  echo "check-layers: every include points down ($(grep -c . <<<"$DEBT") known exceptions listed as debt)"
+fi
+exit $fail
