@@ -36,17 +36,14 @@ layer() {  # layer PATH: the layer of a file or an include path, or nothing when
 }
 
 # file -> included header: includes that point up today, each with what it needs from above. The
-# way out: lower layers get a narrow context (the rank, the size, the deadline, the bootstrap, the
-# config) instead of the whole clbComm (core/comm.h); PreMulSum's scalar moves into the call
-# descriptors; the two meetings of ranks sharing a GPU move into the device runtime once it exists
-# in every build (today they are host code that the build without CUDA tests).
+# algorithms and transports see the communicator as a clb::CommContext (bootstrap/comm_context.h);
+# the device runtime still takes the whole clbComm (core/comm.h). The way out: the device's state
+# of the communicator (its device config, its failure marks, its device objects) moves into a
+# device context it owns, and the two meetings of ranks sharing a GPU move into the device runtime
+# once it exists in every build (today they are host code that the build without CUDA tests).
 DEBT=$(cat <<'EOF'
-algo/algorithms.h -> core/comm.h      clbComm: the ring's rank, size, deadline and abort
-algo/p2p.h -> core/comm.h             clbComm: the peer channels, the rank, the deadline
-algo/p2p.h -> core/premul.h           a point-to-point reduction's PreMulSum scalar
 device/device.cc -> core/comm.h       the device facade's communicator (config, bootstrap, rank)
 device/device.h -> core/peer_meet.h   the peer meeting of ranks sharing a GPU
-device/device.h -> core/premul.h      the device call carries a PreMulSum operation
 device/direct.cc -> core/comm.h       the path's rank, size, deadline and bootstrap
 device/gpudirect.cc -> core/comm.h    the path's rank, size, deadline and bootstrap
 device/graph_launch.cc -> core/comm.h clbGraphLaunch's communicators
@@ -62,10 +59,6 @@ device/shared.cc -> core/comm.h       the shared state's exchange over the boots
 device/shared.cc -> core/launch_meet.h     the launch meeting of ranks sharing a GPU
 device/shared.h -> core/launch_meet.h      the launch meeting of ranks sharing a GPU
 device/staged.cc -> core/comm.h       the path's rank, size, deadline and bootstrap
-transport/channel.h -> core/comm.h    the channels' deadline and abort
-transport/net_plugin.h -> core/comm.h the plugin channels' bootstrap and config
-transport/shm.h -> core/comm.h        the shm transport's names, bootstrap and deadline
-transport/transport.h -> core/comm.h  the factory's config and bootstrap
 EOF
 )
 

@@ -15,7 +15,7 @@
 
 #include <cstddef>
 
-#include "core/comm.h"
+#include "bootstrap/comm_context.h"
 
 namespace clb {
 
@@ -44,12 +44,7 @@ inline size_t sliceCount(size_t maxSegElems, size_t elemBytes, size_t chunkBytes
 }
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
-clbResult_t ringRun(clbComm* comm, const CollArgs& a);  // host buffers over the transport's ring
-// A collective on host buffers for the library's own use (exchanges of the device path, its
-// staging between hosts): the checks and algorithm of the public calls, without asking the
-// driver what the buffers are and without touching the caller-visible lastAlgorithm.
-clbResult_t hostCollective(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
-                           clbRedOp_t op, int root);
+clbResult_t ringRun(CommContext* comm, const CollArgs& a);  // host buffers over the transport's ring
 
 class RingChannel;
 // How the ring touches the buffers: host memory (memcpy and the host reduction loops), or device
@@ -67,6 +62,6 @@ class RingMemory {
   virtual clbResult_t settle() { return clbSuccess; }
 };
 // The ring over channel `ch` with buffers reached through `mem` (comm gives rank, size, chunkBytes).
-clbResult_t ringRunOn(clbComm* comm, RingChannel& ch, RingMemory& mem, const CollArgs& a);
+clbResult_t ringRunOn(CommContext* comm, RingChannel& ch, RingMemory& mem, const CollArgs& a);
 
 }  // namespace clb

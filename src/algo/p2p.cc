@@ -66,7 +66,7 @@ void reduceInto(void* dst, const void* in, size_t n, const PeerOp& o) {
 // A message's bytes between an operation's buffer and a channel's slot: memcpy in host memory,
 // else through the communicator's PeerDeviceMemory (an operation on device buffers, or a slot of a
 // channel in device mode), complete when it returns.
-clbResult_t moveBytes(clbComm* c, void* dst, const void* src, size_t bytes, bool device, void* stream) {
+clbResult_t moveBytes(CommContext* c, void* dst, const void* src, size_t bytes, bool device, void* stream) {
   if (!bytes) return clbSuccess;
   if (!device) {
     memcpy(dst, src, bytes);
@@ -82,7 +82,7 @@ clbResult_t moveBytes(clbComm* c, void* dst, const void* src, size_t bytes, bool
 // Sends and receives of this rank to itself (count > 0: count 0 moves nothing): the k-th send
 // goes to the k-th receive. Found and checked before anything is written (selfPairs), copied
 // with the batch's local copies once every check passed (runSelf).
-clbResult_t selfPairs(clbComm* c, const std::vector<PeerOp>& ops, std::vector<std::pair<int, int>>* pairs) {
+clbResult_t selfPairs(CommContext* c, const std::vector<PeerOp>& ops, std::vector<std::pair<int, int>>* pairs) {
   std::vector<int> sends, recvs;
   for (size_t i = 0; i < ops.size(); i++) {
     const PeerOp& o = ops[i];
@@ -127,7 +127,7 @@ void runSelf(std::vector<PeerOp>& ops, const std::vector<std::pair<int, int>>& p
 
 }  // namespace
 
-clbResult_t checkPeerOps(clbComm* c, const std::vector<PeerOp>& ops) { return selfPairs(c, ops, nullptr); }
+clbResult_t checkPeerOps(CommContext* c, const std::vector<PeerOp>& ops) { return selfPairs(c, ops, nullptr); }
 
 uint64_t peerOpSignature(const PeerOp& o) {
   const OpDesc d = descOf(o, 0);
@@ -142,7 +142,7 @@ uint64_t peerOpSignature(const PeerOp& o) {
 
 namespace {
 
-clbResult_t badMessage(clbComm* c, const PeerOp& o, const OpDesc& want, const MsgTag& got, const Progress& p) {
+clbResult_t badMessage(CommContext* c, const PeerOp& o, const OpDesc& want, const MsgTag& got, const Progress& p) {
   const size_t bytes = o.count * clbTypeSize(o.type);
   if (!(got.op == want))
     return setError(clbRemoteError,
@@ -161,7 +161,7 @@ clbResult_t badMessage(clbComm* c, const PeerOp& o, const OpDesc& want, const Ms
 // so it is the error, if it comes within kNoticeGraceMs; otherwise the channel's own error stands.
 constexpr int64_t kNoticeGraceMs = 200;
 
-clbResult_t channelFailed(clbComm* c, clbResult_t rc, int peer, const std::string& what) {
+clbResult_t channelFailed(CommContext* c, clbResult_t rc, int peer, const std::string& what) {
   if (rc != clbRemoteError || !c->carrier) return rc;
   const std::string own = lastError();
   const int64_t t0 = nowMs();
@@ -191,7 +191,7 @@ clbResult_t channelFailed(clbComm* c, clbResult_t rc, int peer, const std::strin
     }                                                                                            \
   } while (0)
 
-clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops) {
+clbResult_t runPeerOps(CommContext* c, std::vector<PeerOp>& ops) {
   std::vector<Progress> prog(ops.size());
   // Zero-count operations move nothing (and number nothing: the two ranks skip them alike).
   for (size_t i = 0; i < ops.size(); i++)

@@ -12,8 +12,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "core/comm.h"
-#include "core/premul.h"
+#include "bootstrap/comm_context.h"
+#include "base/call.h"
 
 namespace clb {
 
@@ -57,11 +57,11 @@ struct PeerOp {
 // itself without its receive (or counts that differ), a message that is not what the receive
 // expects (another call, count or type: the message names both), and the waits' errors (abort,
 // a peer that failed or left, the timeout naming the operation and peer still waited for).
-clbResult_t runPeerOps(clbComm* c, std::vector<PeerOp>& ops);
+clbResult_t runPeerOps(CommContext* c, std::vector<PeerOp>& ops);
 // The checks runPeerOps makes before anything moves (a send to this rank itself without its
 // receive, or with another count or type), alone: a group checks every communicator's batch
 // first, so that a refusal on one runs nothing on any.
-clbResult_t checkPeerOps(clbComm* c, const std::vector<PeerOp>& ops);
+clbResult_t checkPeerOps(CommContext* c, const std::vector<PeerOp>& ops);
 // What a message of `o` says about its call on the GPU, hashed: the call's kind, count, type, op,
 // root and number among the calls every rank makes (what the host path's message tag carries,
 // but the message's own number), and whether it is an announcement. A send and the receive it

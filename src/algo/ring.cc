@@ -91,7 +91,7 @@ struct Layout {
 
 // Reduce-scatter phase for slice j; leaves segment r reduced in `out` (at its place in the layout,
 // or at outBase for reduceScatter where out is only one segment).
-clbResult_t reduceScatterSlice(clbComm* comm, RingStepper& st, const CollArgs& a, const Layout& L,
+clbResult_t reduceScatterSlice(CommContext* comm, RingStepper& st, const CollArgs& a, const Layout& L,
                                size_t j, const char* in, char* out, bool outIsSegmentOnly) {
   const int n = comm->nranks, r = comm->rank;
   const size_t esz = L.esz;
@@ -115,7 +115,7 @@ clbResult_t reduceScatterSlice(clbComm* comm, RingStepper& st, const CollArgs& a
 }
 
 // All-gather phase for slice j: segment r of `out` is complete; fill all the others.
-clbResult_t allGatherSlice(clbComm* comm, RingStepper& st, const Layout& L, size_t j,
+clbResult_t allGatherSlice(CommContext* comm, RingStepper& st, const Layout& L, size_t j,
                            const char* own, char* out) {
   const int n = comm->nranks, r = comm->rank;
   const size_t esz = L.esz;
@@ -134,12 +134,12 @@ clbResult_t allGatherSlice(clbComm* comm, RingStepper& st, const Layout& L, size
 
 }  // namespace
 
-clbResult_t ringRun(clbComm* comm, const CollArgs& a) {
+clbResult_t ringRun(CommContext* comm, const CollArgs& a) {
   HostMemory host;
   return ringRunOn(comm, comm->carrier->ring(), host, a);
 }
 
-clbResult_t ringRunOn(clbComm* comm, RingChannel& ch, RingMemory& mem, const CollArgs& a) {
+clbResult_t ringRunOn(CommContext* comm, RingChannel& ch, RingMemory& mem, const CollArgs& a) {
   const int n = comm->nranks, r = comm->rank;
   const size_t esz = clbTypeSize(a.type);
   const size_t chunk = (size_t)comm->cfg.chunkBytes;

@@ -34,62 +34,6 @@ class PeerDevice {};
 
 namespace clb {
 
-const char* collectiveName(uint32_t c) {
-  switch (c) {
-    case kAllReduce: return "allReduce";
-    case kAllGather: return "allGather";
-    case kReduceScatter: return "reduceScatter";
-    case kBroadcast: return "broadcast";
-    case kSendRecv: return "send/recv";
-    case kAllToAll: return "allToAll";
-    case kAllToAllv: return "allToAllv";
-    case kGather: return "gather";
-    case kScatter: return "scatter";
-    case kReduce: return "reduce";
-    case kPeerSetUp: return "the set-up of a device channel";
-    case kPeerPlace: return "the place of a registered receive buffer";
-  }
-  return "unknown";
-}
-
-const char* callName(uint32_t call) {
-  switch (call) {
-    case kCallRegister: return "clbCommRegister";
-    case kCallDeregister: return "clbCommDeregister";
-    case kCallTrim: return "clbCommTrim";
-    case kCallDestroy: return "clbCommDestroy";
-    case kCallSplit: return "clbCommSplit";
-    case kCallPeers: return "point-to-point calls (clbSend/clbRecv, or a group of them)";
-    case kCallGraphLaunch: return "clbGraphLaunch";
-  }
-  return collectiveName(call);
-}
-
-std::string describe(const OpDesc& d) {
-  char b[200];
-  if (d.coll == kCallGraphLaunch) {
-    snprintf(b, sizeof b, "a CUDA graph replay through clbGraphLaunch (after call #%llu)", (unsigned long long)d.seq);
-    return b;
-  }
-  if (d.coll == kAllReduce && d.root == kBarrierRoot) {
-    snprintf(b, sizeof b, "barrier #%llu", (unsigned long long)d.seq);
-    return b;
-  }
-  if (isPeerCall(d.coll)) {  // seq numbers the messages of one pair and direction (core/p2p.cc)
-    snprintf(b, sizeof b, "%s (operation %llu between the two ranks: count %llu, %s%s%s%s)", collectiveName(d.coll),
-             (unsigned long long)d.seq, (unsigned long long)d.count, typeName((int)d.dtype),
-             d.coll == kReduce ? ", " : "", d.coll == kReduce ? opName((int)d.op) : "",
-             d.root >= 0 ? (", root " + std::to_string(d.root)).c_str() : "");
-    return b;
-  }
-  snprintf(b, sizeof b, "%s #%llu (count %llu, %s%s%s, root %d, algorithm %s)", collectiveName(d.coll),
-           (unsigned long long)d.seq, (unsigned long long)d.count, typeName((int)d.dtype),
-           d.coll == kAllReduce || d.coll == kReduceScatter ? ", " : "",
-           d.coll == kAllReduce || d.coll == kReduceScatter ? opName((int)d.op) : "", d.root,
-           clbAlgorithmName((int)d.algo));
-  return b;
-}
-
 clbResult_t checkTag(const MsgTag& got, const MsgTag& expect, int fromRank, int myRank) {
   if (got.op == expect.op && got.index == expect.index && got.bytes == expect.bytes) return clbSuccess;
   if (!(got.op == expect.op))
@@ -137,7 +81,12 @@ clbResult_t checkComm(clbComm* c) {
 
 using namespace clb;
 
-clbComm::~clbComm() = default;
+clbComm::~clbComm() {
+  // The order of old: the channels' device memory (a CommContext member, so destroyed after every
+  // member of clbComm) lets go before the device runtime does, as it did when it was declared
+  // after it; a channel of the carrier that still holds it keeps it until the carrier goes.
+  peerDeviceMemory.reset();
+}
 
 clbResult_t clbComm::checkUsable() const {
   if (aborted) return setError(clbAborted, "the communicator was aborted: destroy it and create a new one");
@@ -365,7 +314,8 @@ static clbResult_t initComm(clbComm* c, const IdData& id) {
 }
 
 clbResult_t clb::finishInit(clbComm* c) {
-  CLB_CHECK(createTransport(c, &c->carrier));
+  CLB_CHECK(createTransport(c, &c->ownedCarrier));
+  c->carrier = c->ownedCarrier.get();
   const std::string detail = c->carrier ? c->carrier->describe() : std::string();
   buildInfo(c, detail);
   CLB_INFO("rank %d/%d ready: transport %s%s%s", c->rank, c->nranks, clbTransportName(c->transport),
@@ -495,7 +445,8 @@ clbResult_t clbCommDestroy(clbComm_t c) {
     }
   }
 #endif
-  c->carrier.reset();
+  c->carrier = nullptr;
+  c->ownedCarrier.reset();
   c->boot.close();
   trimHostScratch(c);
   delete c;

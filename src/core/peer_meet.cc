@@ -127,7 +127,7 @@ void PeerMeet::settle(int start) {
 }
 
 void PeerMeet::pause(std::unique_lock<std::mutex>& lk) {
-  // As waitUntil (core/wait_impl.h): spin ~20 us, yield until ~300 us, then sleep (a wake-up
+  // As waitUntil (bootstrap/comm_context.h): spin ~20 us, yield until ~300 us, then sleep (a wake-up
   // costs tens of microseconds, which an eager call of a few microseconds must not pay).
   const uint64_t seen = version_.load(std::memory_order_acquire);
   lk.unlock();

@@ -23,7 +23,7 @@
 #include "device/paths.h"
 #include "device/kernels.h"
 #include "core/peer_meet.h"
-#include "core/premul.h"
+#include "base/call.h"
 #include "device/shared.h"
 #include "platform/cuda/driver.h"
 

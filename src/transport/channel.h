@@ -12,7 +12,7 @@
 #include <string>
 
 #include "colibri/net_plugin.h"
-#include "core/comm.h"
+#include "bootstrap/comm_context.h"
 
 namespace clb {
 
@@ -77,7 +77,7 @@ class PeerChannel {
   }
   // Whether the buffer of the message being sent (trySend to postSend) or read (tryRecv to
   // releaseRecv) is GPU memory: a channel in device mode (GPUDirect RDMA) gives device addresses,
-  // which the batch reaches through clbComm::peerDeviceMemory.
+  // which the batch reaches through CommContext::peerDeviceMemory.
   virtual bool sendOnDevice() const { return false; }
   virtual bool recvOnDevice() const { return false; }
   // Whether the peer closed its side (it destroyed its communicator, or exited): what it sent

@@ -32,7 +32,7 @@ int coreLogLevel() { return logLevel(); }
 const clbNetCore_v1_t kCore = {CLB_NET_PLUGIN_VERSION, sizeof(clbNetCore_v1_t), coreSetError, coreLastError,
                              coreBreadcrumb, coreLog, coreLogLevel};
 
-clbComm* commOf(void* ctx) { return static_cast<clbComm*>(ctx); }
+CommContext* commOf(void* ctx) { return static_cast<CommContext*>(ctx); }
 
 clbResult_t hostAllGather(void* ctx, void* buf, size_t bytesPerRank) {
   return commOf(ctx)->boot.allGather(buf, bytesPerRank);
@@ -41,7 +41,7 @@ clbResult_t hostCheckWait(void* ctx, int64_t startMs, const char* what, int peer
   return commOf(ctx)->checkWait(startMs, what, peer);
 }
 void hostAccount(void* ctx, int64_t hostDelta, int64_t deviceDelta) {
-  clbComm* c = commOf(ctx);
+  CommContext* c = commOf(ctx);
   if (hostDelta) c->mem.addHost(hostDelta);
   if (deviceDelta) c->mem.addDevice(deviceDelta);
 }
@@ -208,7 +208,7 @@ bool netPluginHasDevicePeers(const clbNetPlugin_v1_t* p) {
          p->peerOpenDevice;
 }
 
-NetPeerChannel::NetPeerChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, int peer, PeerChannel* link,
+NetPeerChannel::NetPeerChannel(CommContext* c, const clbNetPlugin_v1_t* plugin, int peer, PeerChannel* link,
                                std::shared_ptr<PeerDeviceMemory> device)
     : c_(c), p_(plugin), peer_(peer), link_(link), device_(netPluginHasDevicePeers(plugin) ? std::move(device) : nullptr) {
   // Both directions' slots (pipelineDepth each, a tag before each payload) and the channel's
@@ -456,7 +456,7 @@ clbResult_t NetPeerChannel::progress(bool* sent) {
   return clbSuccess;
 }
 
-clbResult_t connectNetChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, const clbNetDeviceMemory_v1_t* device,
+clbResult_t connectNetChannel(CommContext* c, const clbNetPlugin_v1_t* plugin, const clbNetDeviceMemory_v1_t* device,
                               std::unique_ptr<NetRingChannel>* out, std::string* describe) {
   const clbNetHost_v1_t host = netHostFor(c);  // copied by the plugin
   clbNetChannel ch = nullptr;
@@ -469,7 +469,7 @@ clbResult_t connectNetChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, const
 
 const clbNetCore_v1_t* netCore() { return &kCore; }
 
-clbNetHost_v1_t netHostFor(clbComm* c) {
+clbNetHost_v1_t netHostFor(CommContext* c) {
   clbNetHost_v1_t h{};
   h.version = CLB_NET_PLUGIN_VERSION;
   h.size = sizeof(clbNetHost_v1_t);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "colibri/net_plugin.h"
-#include "core/comm.h"
+#include "bootstrap/comm_context.h"
 #include "transport/channel.h"
 
 namespace clb {
@@ -21,7 +21,7 @@ namespace clb {
 const clbNetCore_v1_t* netCore();
 
 // Communicator `c`'s side of a connection (ctx is c, which must outlive every use).
-clbNetHost_v1_t netHostFor(clbComm* c);
+clbNetHost_v1_t netHostFor(CommContext* c);
 
 // The plugin of network `name` ("verbs": libcolibri_verbs.so), loaded once per process and
 // initialised: looked for in clbSetPluginDir's folder, else COLIBRI_PLUGIN_DIR, else the folder
@@ -81,7 +81,7 @@ bool netPluginHasDevicePeers(const clbNetPlugin_v1_t* plugin);
 // fails (registration refused) opens in host memory with a warning saying why.
 class NetPeerChannel : public PeerChannel {
  public:
-  NetPeerChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, int peer, PeerChannel* link,
+  NetPeerChannel(CommContext* c, const clbNetPlugin_v1_t* plugin, int peer, PeerChannel* link,
                  std::shared_ptr<PeerDeviceMemory> device = nullptr);
   ~NetPeerChannel() override;
   size_t maxMessageBytes() const override { return maxBytes_; }
@@ -110,7 +110,7 @@ class NetPeerChannel : public PeerChannel {
   clbResult_t watchLink();  // once switched both ways: the link closing (the peer died) or carrying anything is an error
   clbResult_t linkSend(const void* data, size_t bytes, uint64_t index, bool* sent);
   clbResult_t linkProgress(bool* sent);  // the link's writes; set-up messages a closed peer never took are no error
-  clbComm* c_;
+  CommContext* c_;
   const clbNetPlugin_v1_t* p_;
   int peer_;
   PeerChannel* link_;
@@ -131,7 +131,7 @@ class NetPeerChannel : public PeerChannel {
 };
 
 // Connects communicator `c`'s channel through `plugin` (collective; device NULL: host memory).
-clbResult_t connectNetChannel(clbComm* c, const clbNetPlugin_v1_t* plugin, const clbNetDeviceMemory_v1_t* device,
+clbResult_t connectNetChannel(CommContext* c, const clbNetPlugin_v1_t* plugin, const clbNetDeviceMemory_v1_t* device,
                               std::unique_ptr<NetRingChannel>* out, std::string* describe);
 
 }  // namespace clb

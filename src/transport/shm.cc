@@ -335,7 +335,7 @@ clbResult_t ShmWorld::trim() {
 
 // ---- ring channel over shared memory ----
 
-ShmRingChannel::ShmRingChannel(clbComm* comm, ShmWorld* world)
+ShmRingChannel::ShmRingChannel(CommContext* comm, ShmWorld* world)
     : comm_(comm), world_(world), next_((comm->rank + 1) % comm->nranks),
       prev_((comm->rank + comm->nranks - 1) % comm->nranks) {}
 
@@ -390,7 +390,7 @@ clbResult_t ShmRingChannel::releaseRecv() {
 
 // ---- the transport ----
 
-ShmTransport::ShmTransport(clbComm* comm)
+ShmTransport::ShmTransport(CommContext* comm)
     : comm_(comm), world_(comm), ring_(comm, &world_), direct_(comm, &world_) {}
 
 ShmTransport::~ShmTransport() {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/comm.h"
+#include "bootstrap/comm_context.h"
 #include "transport/channel.h"
 #include "transport/transport.h"
 
@@ -82,7 +82,7 @@ bool ownerHoldsLock(int fd);
 
 class ShmWorld {
  public:
-  explicit ShmWorld(clbComm* comm) : comm_(comm) {}
+  explicit ShmWorld(CommContext* comm) : comm_(comm) {}
   ~ShmWorld();
   clbResult_t init();
   CtlBlock* ctl(int r) { return ctls_[r]; }
@@ -117,7 +117,7 @@ class ShmWorld {
   };
   std::string segName(int rank, uint64_t gen, bool control) const;
   void unmapOwn();
-  clbComm* comm_;
+  CommContext* comm_;
   std::vector<CtlBlock*> ctls_;
   // [me]: the lock on this rank's control block, held for the communicator's life; [r]: rank
   // r's control block open, to try its lock (-1: r is in this process).
@@ -133,7 +133,7 @@ class ShmWorld {
 
 class ShmRingChannel : public RingChannel {
  public:
-  ShmRingChannel(clbComm* comm, ShmWorld* world);
+  ShmRingChannel(CommContext* comm, ShmWorld* world);
   const char* name() const override { return "shm"; }
   clbResult_t prepare(size_t maxBytes) override;
   clbResult_t acquireSend(size_t bytes, void** buf) override;
@@ -145,7 +145,7 @@ class ShmRingChannel : public RingChannel {
 
  private:
   char* slot(char* base, const SegDesc& d, uint64_t index) const;
-  clbComm* comm_;
+  CommContext* comm_;
   ShmWorld* world_;
   int next_, prev_;
   uint64_t head_ = 0, tail_ = 0;
@@ -156,12 +156,12 @@ class ShmRingChannel : public RingChannel {
 // scratch and reads the others' in place (it works on the control blocks and scratch).
 class ShmDirect : public DirectAlgorithm {
  public:
-  ShmDirect(clbComm* comm, ShmWorld* world) : comm_(comm), world_(world) {}
+  ShmDirect(CommContext* comm, ShmWorld* world) : comm_(comm), world_(world) {}
   size_t scratchBytes(const CollArgs& a) const override;
   clbResult_t run(const CollArgs& a) override;
 
  private:
-  clbComm* comm_;
+  CommContext* comm_;
   ShmWorld* world_;
 };
 
@@ -183,7 +183,7 @@ class ShmTransport;
 // Both directions between this rank and peer `peer` (transport/shm_peer.cc).
 class ShmPeerChannel : public PeerChannel {
  public:
-  ShmPeerChannel(clbComm* comm, ShmWorld* world, ShmTransport* owner, int peer)
+  ShmPeerChannel(CommContext* comm, ShmWorld* world, ShmTransport* owner, int peer)
       : comm_(comm), world_(world), owner_(owner), peer_(peer) {}
   ~ShmPeerChannel() override;
   size_t maxMessageBytes() const override;
@@ -210,7 +210,7 @@ class ShmPeerChannel : public PeerChannel {
   clbResult_t remake(size_t bytes);
   void dropOut();
   void ringBell();  // the peer's bell: something moved between the two (it may wait for that)
-  clbComm* comm_;
+  CommContext* comm_;
   ShmWorld* world_;
   ShmTransport* owner_;  // near the cap, it gives back the other peers' idle FIFOs first
   int peer_;
@@ -228,7 +228,7 @@ class ShmPeerChannel : public PeerChannel {
 // and the peers' health from their control blocks (state, reason, collective) and processes.
 class ShmTransport : public Transport {
  public:
-  explicit ShmTransport(clbComm* comm);
+  explicit ShmTransport(CommContext* comm);
   ~ShmTransport() override;
   // Every rank's control block mapped, and a pidfd per peer process in this PID namespace.
   clbResult_t init();
@@ -254,7 +254,7 @@ class ShmTransport : public Transport {
   void close(PeerNotice::Kind end) override;
 
  private:
-  clbComm* comm_;
+  CommContext* comm_;
   ShmWorld world_;
   ShmRingChannel ring_;
   ShmDirect direct_;

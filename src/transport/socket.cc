@@ -20,7 +20,7 @@ ssize_t readNow(Link& link, void* buf, size_t bytes, int* closedErrno) {
   return -1;
 }
 
-SocketRingChannel::SocketRingChannel(clbComm* comm, Link& send, Link& recv)
+SocketRingChannel::SocketRingChannel(CommContext* comm, Link& send, Link& recv)
     : comm_(comm), sendLink_(send), recvLink_(recv), next_((comm->rank + 1) % comm->nranks),
       prev_((comm->rank + comm->nranks - 1) % comm->nranks) {}
 
@@ -215,7 +215,7 @@ struct Notice {
 };
 }  // namespace
 
-LinkTransport::LinkTransport(clbComm* comm, int kind, std::unique_ptr<RingChannel> ring, std::string describe,
+LinkTransport::LinkTransport(CommContext* comm, int kind, std::unique_ptr<RingChannel> ring, std::string describe,
                              const clbNetPlugin_v1_t* plugin)
     : comm_(comm), kind_(kind), ring_(std::move(ring)), describe_(std::move(describe)), plugin_(plugin) {}
 

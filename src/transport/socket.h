@@ -37,7 +37,7 @@ class LinkTransport : public Transport {
  public:
   // `plugin`: the network plugin of the ring channel (transport verbs), whose point-to-point
   // channels carry the pairs' messages (every rank's has them: createTransport agreed); NULL: TCP.
-  LinkTransport(clbComm* comm, int kind, std::unique_ptr<RingChannel> ring, std::string describe = std::string(),
+  LinkTransport(CommContext* comm, int kind, std::unique_ptr<RingChannel> ring, std::string describe = std::string(),
                 const clbNetPlugin_v1_t* plugin = nullptr);
   ~LinkTransport() override;
   int kind() const override { return kind_; }
@@ -56,7 +56,7 @@ class LinkTransport : public Transport {
   void close(PeerNotice::Kind end) override;
 
  private:
-  clbComm* comm_;
+  CommContext* comm_;
   int kind_;
   std::unique_ptr<RingChannel> ring_;
   std::string describe_;
@@ -84,7 +84,7 @@ class LinkTransport : public Transport {
 // open.
 class SocketPeerChannel : public PeerChannel {
  public:
-  SocketPeerChannel(clbComm* comm, int peer);
+  SocketPeerChannel(CommContext* comm, int peer);
   ~SocketPeerChannel() override;
   // Dials the peer, or takes its connection if it came (bootstrap's peerLink).
   clbResult_t connect();
@@ -113,7 +113,7 @@ class SocketPeerChannel : public PeerChannel {
   clbResult_t closedError(int e) const;
   int sendFailure() const { return sendErrno_ ? sendErrno_ : closedErrno_; }  // why nothing more goes out (0: it can)
   void account();
-  clbComm* comm_;
+  CommContext* comm_;
   int peer_;
   Link link_;
   size_t depth_, slotLimit_;
@@ -131,7 +131,7 @@ class SocketPeerChannel : public PeerChannel {
 class SocketRingChannel : public RingChannel {
  public:
   // `send` and `recv` (the bootstrap's) outlive the channel.
-  SocketRingChannel(clbComm* comm, Link& send, Link& recv);
+  SocketRingChannel(CommContext* comm, Link& send, Link& recv);
   ~SocketRingChannel() override;
   const char* name() const override { return "socket"; }
   clbResult_t prepare(size_t maxBytes) override;
@@ -151,7 +151,7 @@ class SocketRingChannel : public RingChannel {
   clbResult_t progress(bool wait, int64_t startMs, const char* what);
   void resize(std::vector<Slot>& slots, size_t capacity);
   size_t depth() const { return slots_; }
-  clbComm* comm_;
+  CommContext* comm_;
   Link& sendLink_;
   Link& recvLink_;
   int next_, prev_;

@@ -21,7 +21,7 @@
 
 namespace clb {
 
-SocketPeerChannel::SocketPeerChannel(clbComm* comm, int peer) : comm_(comm), peer_(peer) {
+SocketPeerChannel::SocketPeerChannel(CommContext* comm, int peer) : comm_(comm), peer_(peer) {
   depth_ = comm->cfg.pipelineDepth < 2 ? 2 : (size_t)comm->cfg.pipelineDepth;
   // Both directions' slots within this pair's share of the cap; both ranks compute the same.
   const int64_t share = comm->cfg.stagingCapBytes / std::max(1, comm->nranks - 1);

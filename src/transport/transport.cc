@@ -15,7 +15,7 @@ clbResult_t Transport::waitPeers(uint64_t, int64_t, const char*, int, const std:
   return setError(clbInternalError, "waitPeers on a transport without point-to-point channels");
 }
 
-clbResult_t createTransport(clbComm* c, std::unique_ptr<Transport>* out) {
+clbResult_t createTransport(CommContext* c, std::unique_ptr<Transport>* out) {
   const auto& peers = c->boot.peers();
   c->allOnOneHost = true;
   int other = -1;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/comm.h"
+#include "bootstrap/comm_context.h"
 #include "transport/channel.h"
 
 namespace clb {
@@ -77,7 +77,7 @@ class Transport {
   // Peer health. Whether peer p's process exited or was killed, where the transport can tell
   // (over connections, the closed connection says so instead). Any thread.
   virtual bool peerGone(int p) const { return false; }
-  // On the slow path of every wait (clbComm::checkWait; `peer` as there): a notice that ends the
+  // On the slow path of every wait (CommContext::checkWait; `peer` as there): a notice that ends the
   // wait, taking what arrived; false if there is none. A peer that failed or aborted in a later
   // collective than this rank's has finished this one: that is no notice yet.
   virtual bool waitNotice(int peer, PeerNotice* n) = 0;
@@ -102,6 +102,6 @@ class Transport {
 // null for one rank (its collectives are copies). Errors: shm across hosts, algorithm direct off
 // shm, verbs without its network plugin (libcolibri_verbs.so, loaded by loadNetPlugin; every rank
 // learns whether every rank has it), and whatever setting the transport up fails with.
-clbResult_t createTransport(clbComm* c, std::unique_ptr<Transport>* out);
+clbResult_t createTransport(CommContext* c, std::unique_ptr<Transport>* out);
 
 }  // namespace clb
