@@ -25,10 +25,6 @@ struct Resolved {
   int algorithm;  // auto stays auto on shm; off shm it is ring
 };
 
-int resolveTransport(int t, bool allOnOneHost) {
-  return t == clbTransportAuto ? (allOnOneHost ? clbTransportShm : clbTransportSocket) : t;
-}
-
 // `transport`: rank 0's, so that a rank on another transport is named for that alone (its auto
 // would resolve otherwise too).
 Resolved resolve(const AgreedSettings& a, bool allOnOneHost, int transport) {
@@ -100,6 +96,10 @@ bool applies(Scope s, const Resolved& r) {
 }
 
 }  // namespace
+
+int resolveTransport(int t, bool allOnOneHost) {
+  return t == clbTransportAuto ? (allOnOneHost ? clbTransportShm : clbTransportSocket) : t;
+}
 
 AgreedSettings agreedSettings(const clbConfig_t& cfg, const DeviceConfig& device) {
   AgreedSettings a;

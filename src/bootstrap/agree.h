@@ -21,6 +21,10 @@ namespace clb {
 // What this rank resolved: from its configuration and its device settings.
 AgreedSettings agreedSettings(const clbConfig_t& cfg, const DeviceConfig& device);
 
+// The transport `t` (clbTransport_t) stands for: auto is shm when every rank is on one host,
+// else socket. The one place auto is resolved (the agreement and the transport factory).
+int resolveTransport(int t, bool allOnOneHost);
+
 // Compares every rank's settings (peers[r].agreed) where they matter: the transport as each rank
 // resolves it (auto: shm when every rank is on one host, else socket), the algorithm (auto is ring
 // off shm), and the rest only where the resolved transport and algorithm use them. A difference is

@@ -31,7 +31,7 @@
 #include "device/device.h"
 #include "transport/channel.h"
 
-#include "transport/net_plugin.h"
+#include "transport/net/net_plugin.h"
 
 namespace clb::cuda {
 

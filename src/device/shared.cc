@@ -23,7 +23,7 @@
 #include "base/error.h"
 #include "core/launch_meet.h"
 #include "device/device.h"
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 namespace clb::cuda {
 

@@ -21,7 +21,7 @@
 #include "core/comm.h"
 #include "tests/test_ranks.h"
 #include "tests/test_transports.h"
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// The network plugin loader (src/transport/net_plugin.cc): where it looks, what it refuses and
+// The network plugin loader (src/transport/net/net_plugin.cc): where it looks, what it refuses and
 // how it says so, and the verbs plugin (libcolibri_verbs.so, built beside the tests) loading
 // through it.
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include "colibri/net_plugin.h"
 #include "base/error.h"
 #include "tests/test_paths.h"
-#include "transport/net_plugin.h"
+#include "transport/net/net_plugin.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// Who owns a shared-memory segment, and when one job may remove another's (transport/shm.h): the
+// Who owns a shared-memory segment, and when one job may remove another's (transport/shm/shm.h): the
 // clean-up at init never removes a segment that a live process still holds, whatever its pid
 // looks like from here (another PID namespace, a container sharing /dev/shm), and still removes
 // what a process that is gone left behind. Ranks of one communicator in different PID namespaces
@@ -38,7 +38,7 @@
 #include "colibri/colibri.h"
 #include "core/comm.h"
 #include "tests/test_ranks.h"
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 namespace {
 

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 #ifdef CLB_HAVE_CUDA
 #include "device/device.h"  // complete types for a clbComm on the stack
 #else
@@ -32,7 +32,7 @@ namespace clb::cuda {
 class Device {};  // as in comm.cc without CUDA
 }  // namespace clb::cuda
 #endif
-#include "transport/net_plugin.h"
+#include "transport/net/net_plugin.h"
 #include "transport/verbs/verbs_channel.h"
 #include "tests/verbs_emu/emu_client.h"
 

@@ -36,7 +36,7 @@
 #include "base/dtype.h"
 #include "transport/channel.h"
 #include "transport/transport.h"
-#include "transport/net_plugin.h"
+#include "transport/net/net_plugin.h"
 #include "transport/verbs/verbs_connect.h"
 #include "transport/verbs/verbs_channel.h"
 #include "tests/verbs_emu/emu_client.h"

@@ -5,9 +5,10 @@
 
 #include <vector>
 
-#include "transport/net_plugin.h"
-#include "transport/shm.h"
-#include "transport/socket.h"
+#include "bootstrap/agree.h"
+#include "transport/net/net_plugin.h"
+#include "transport/shm/shm.h"
+#include "transport/socket/socket.h"
 
 namespace clb {
 
@@ -21,8 +22,7 @@ clbResult_t createTransport(CommContext* c, std::unique_ptr<Transport>* out) {
   int other = -1;
   for (int r = 0; r < c->nranks; r++)
     if (peers[r].hostHash != peers[0].hostHash) { c->allOnOneHost = false; other = r; break; }
-  c->transport = c->cfg.transport;
-  if (c->transport == clbTransportAuto) c->transport = c->allOnOneHost ? clbTransportShm : clbTransportSocket;
+  c->transport = resolveTransport(c->cfg.transport, c->allOnOneHost);
   if (c->transport == clbTransportShm && !c->allOnOneHost)
     return setError(clbInvalidUsage,
                     "transport shm needs every rank on one host, but rank 0 is on %s and rank %d on %s: use "

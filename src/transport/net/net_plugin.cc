@@ -1,7 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // The core's side of the network plugin interface (see net_plugin.h).
-#include "transport/net_plugin.h"
+#include "transport/net/net_plugin.h"
 
 #include <dlfcn.h>
 #include <limits.h>

@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "base/error.h"
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 namespace clb {
 namespace {

@@ -152,7 +152,7 @@ class ShmRingChannel : public RingChannel {
   char* sendSlot_ = nullptr;
 };
 
-// The direct algorithm (transport/shm_direct.cc): every rank posts its data in its shared-memory
+// The direct algorithm (transport/shm/direct.cc): every rank posts its data in its shared-memory
 // scratch and reads the others' in place (it works on the control blocks and scratch).
 class ShmDirect : public DirectAlgorithm {
  public:
@@ -180,7 +180,7 @@ struct alignas(64) PeerFifo {
 
 class ShmTransport;
 
-// Both directions between this rank and peer `peer` (transport/shm_peer.cc).
+// Both directions between this rank and peer `peer` (transport/shm/peer.cc).
 class ShmPeerChannel : public PeerChannel {
  public:
   ShmPeerChannel(CommContext* comm, ShmWorld* world, ShmTransport* owner, int peer)

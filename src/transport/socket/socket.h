@@ -17,7 +17,7 @@
 
 #include "bootstrap/net.h"
 #include "transport/channel.h"
-#include "transport/net_plugin.h"
+#include "transport/net/net_plugin.h"
 #include "transport/transport.h"
 
 namespace clb {
@@ -44,7 +44,7 @@ class LinkTransport : public Transport {
   std::string describe() const override { return describe_; }
   RingChannel& ring() override { return *ring_; }
   // Point-to-point: a TCP connection per pair (the bootstrap's, bootstrap/bootstrap_peers.cc;
-  // transport/socket_peer.cc); under transport verbs the plugin's channel with the peer
+  // transport/socket/peer.cc); under transport verbs the plugin's channel with the peer
   // (NetPeerChannel: RDMA WRITE with immediate into the peer's slots), set up over that connection.
   clbResult_t peer(int p, PeerChannel** out) override;
   clbResult_t waitPeers(uint64_t seen, int64_t startMs, const char* what, int peer,
@@ -78,7 +78,7 @@ class LinkTransport : public Transport {
   std::vector<std::unique_ptr<NetPeerChannel>> netPeers_;  // per peer once used, over peers_[p]
 };
 
-// Both directions with one peer over one TCP connection (transport/socket_peer.cc): sends are
+// Both directions with one peer over one TCP connection (transport/socket/peer.cc): sends are
 // copied into pipelineDepth slots and written without blocking, receives read eagerly into as many.
 // The rank that needs the connection first dials (bootstrap's peerLink); nothing moves until it is
 // open.

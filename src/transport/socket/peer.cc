@@ -17,7 +17,7 @@
 
 #include "base/error.h"
 #include "bootstrap/tls.h"
-#include "transport/socket.h"
+#include "transport/socket/socket.h"
 
 namespace clb {
 

@@ -1,5 +1,5 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-#include "transport/socket.h"
+#include "transport/socket/socket.h"
 
 #include <poll.h>
 #include <sys/socket.h>

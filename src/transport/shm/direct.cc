@@ -7,7 +7,7 @@
 
 #include "algo/algorithms.h"
 #include "base/dtype.h"
-#include "transport/shm.h"
+#include "transport/shm/shm.h"
 
 namespace clb {
 
