@@ -9,7 +9,8 @@
 #   4 algo, transport (with transport/verbs)   the algorithms and the transports under them
 #   5 device     the device runtime and its paths
 #   6 core       the communicator, the call dispatch, groups, split: the C entry points
-#   7 nccl, tools, tests   programs and libraries built on the whole
+#   7 nccl, tools        a library and programs built on the whole
+#   8 tests              the tests, which may reach into any layer
 #
 # Also: CLB_HAVE_CUDA (whether this build has the device runtime) is tested only in the device
 # runtime, platform, core's C entry points listed below, and tests.

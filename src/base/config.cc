@@ -16,6 +16,8 @@
 namespace {
 
 const char* kTransportNames[] = {"auto", "shm", "socket", "verbs"};
+static_assert(sizeof(kTransportNames) / sizeof(kTransportNames[0]) == clbNumTransports,
+              "a name for every clbTransport_t (colibri.h), in its order");
 const char* kAlgoNames[] = {"auto", "ring", "direct", "none"};
 const char* kLogNames[] = {"off", "error", "warn", "info", "debug"};
 const char* kVersionCheckNames[] = {"warn", "strict", "exact"};

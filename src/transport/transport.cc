@@ -70,9 +70,12 @@ clbResult_t createTransport(CommContext* c, std::unique_ptr<Transport>* out) {
     CLB_CHECK(connectNetChannel(c, plugin, nullptr, &ring, &describe));
     *out = std::make_unique<LinkTransport>(c, clbTransportVerbs, std::move(ring), std::move(describe),
                                            without < 0 ? plugin : nullptr);
-  } else {
+  } else if (c->transport == clbTransportSocket) {
     *out = std::make_unique<LinkTransport>(c, clbTransportSocket,
                                            std::make_unique<SocketRingChannel>(c, c->boot.dataNext(), c->boot.dataPrev()));
+  } else {  // a clbTransport_t this factory was not taught (validateConfig lets only known ones in)
+    return setError(clbInternalError, "createTransport has no branch for transport %s (%d)",
+                    clbTransportName(c->transport), c->transport);
   }
   return clbSuccess;
 }

@@ -192,7 +192,8 @@ public enum Option {
   public String validValues() {
     switch (kind) {
       case TRANSPORT:
-        return "auto, shm, socket, verbs";
+        return java.util.Arrays.stream(Transport.values()).map(Transport::configName)
+            .collect(java.util.stream.Collectors.joining(", "));
       case ALGORITHM:
         return "auto, ring, direct";
       case LOG_LEVEL:
