@@ -49,8 +49,8 @@ std::string waitingFor(const std::vector<PeerOp>& ops, const std::vector<Progres
     *peer = o.peer;
     char b[200];
     snprintf(b, sizeof b, "%s rank %d (%s of %zu %s, %zu of %zu bytes moved)",
-             o.kind == PeerOp::kSend ? "room to send to" : "the data of a receive from", o.peer, collectiveName(o.call), o.count, typeName(o.type),
-             prog[i].done, o.count * clbTypeSize(o.type));
+             o.kind == PeerOp::kSend ? "room to send to" : "the data of a receive from", o.peer, collectiveName(o.call),
+             o.count, typeName(o.type), prog[i].done, o.count * clbTypeSize(o.type));
     return b;
   }
   *peer = -1;
@@ -59,8 +59,10 @@ std::string waitingFor(const std::vector<PeerOp>& ops, const std::vector<Progres
 
 // dst = incoming op dst; the last step of an average divides.
 void reduceInto(void* dst, const void* in, size_t n, const PeerOp& o) {
-  if (o.divideBy > 0) reducePairFinal(dst, in, dst, n, o.type, o.op, o.divideBy);
-  else reducePair(dst, in, dst, n, o.type, o.op);
+  if (o.divideBy > 0)
+    reducePairFinal(dst, in, dst, n, o.type, o.op, o.divideBy);
+  else
+    reducePair(dst, in, dst, n, o.type, o.op);
 }
 
 // A message's bytes between an operation's buffer and a channel's slot: memcpy in host memory,
@@ -93,7 +95,8 @@ clbResult_t selfPairs(CommContext* c, const std::vector<PeerOp>& ops, std::vecto
     return setError(clbInvalidUsage,
                     "rank %d posted %zu send(s) to itself and %zu receive(s) from itself: a send to this rank itself "
                     "is copied to its matching receive, which must be in the same group (clbGroupStart / "
-                    "clbGroupEnd around both)", c->rank, sends.size(), recvs.size());
+                    "clbGroupEnd around both)",
+                    c->rank, sends.size(), recvs.size());
   for (size_t k = 0; k < sends.size(); k++) {
     const PeerOp& s = ops[sends[k]];
     const PeerOp& r = ops[recvs[k]];
@@ -101,8 +104,8 @@ clbResult_t selfPairs(CommContext* c, const std::vector<PeerOp>& ops, std::vecto
       return setError(clbInvalidArgument,
                       "rank %d: its send to itself #%zu (%s of %zu %s) and its receive from itself #%zu (%s of %zu %s) "
                       "differ: a send and its receive must have the same count and type",
-                      c->rank, k, collectiveName(s.call), s.count, typeName(s.type), k, collectiveName(r.call),
-                      r.count, typeName(r.type));
+                      c->rank, k, collectiveName(s.call), s.count, typeName(s.type), k, collectiveName(r.call), r.count,
+                      typeName(r.type));
     if (pairs) pairs->emplace_back(sends[k], recvs[k]);
   }
   return clbSuccess;
@@ -119,8 +122,10 @@ void runSelf(std::vector<PeerOp>& ops, const std::vector<std::pair<int, int>>& p
     const PeerOp& s = ops[si];
     PeerOp& r = ops[ri];
     const size_t bytes = s.count * clbTypeSize(s.type);
-    if (r.kind == PeerOp::kRecvReduce) reduceInto(r.dst, s.src, s.count, r);
-    else if (bytes && r.dst != s.src) memmove(r.dst, s.src, bytes);
+    if (r.kind == PeerOp::kRecvReduce)
+      reduceInto(r.dst, s.src, s.count, r);
+    else if (bytes && r.dst != s.src)
+      memmove(r.dst, s.src, bytes);
     prog[si].complete = prog[ri].complete = true;
   }
 }
@@ -151,7 +156,8 @@ clbResult_t badMessage(CommContext* c, const PeerOp& o, const OpDesc& want, cons
                     c->rank, describe(want).c_str(), o.peer, o.peer, describe(got.op).c_str());
   return setError(clbRemoteError,
                   "rank %d expected message %llu (at most %zu bytes) of %s from rank %d, got message %llu of %llu "
-                  "bytes", c->rank, (unsigned long long)p.index, bytes - p.done, describe(want).c_str(), o.peer,
+                  "bytes",
+                  c->rank, (unsigned long long)p.index, bytes - p.done, describe(want).c_str(), o.peer,
                   (unsigned long long)got.index, (unsigned long long)got.bytes);
 }
 
@@ -181,14 +187,14 @@ clbResult_t channelFailed(CommContext* c, clbResult_t rc, int peer, const std::s
 }  // namespace
 
 // A call on q's channel; a failure goes through channelFailed.
-#define CLB_CHANNEL(q, call)                                                                     \
-  do {                                                                                           \
-    clbResult_t clb_rc_ = (call);                                                                \
-    if (clb_rc_ != clbSuccess) {                                                                 \
-      appendBreadcrumb(__FILE__, __LINE__);                                                      \
-      int waited_ = -1;                                                                          \
-      return channelFailed(c, clb_rc_, (q).peer, waitingFor(ops, prog, &waited_));               \
-    }                                                                                            \
+#define CLB_CHANNEL(q, call)                                                       \
+  do {                                                                             \
+    clbResult_t clb_rc_ = (call);                                                  \
+    if (clb_rc_ != clbSuccess) {                                                   \
+      appendBreadcrumb(__FILE__, __LINE__);                                        \
+      int waited_ = -1;                                                            \
+      return channelFailed(c, clb_rc_, (q).peer, waitingFor(ops, prog, &waited_)); \
+    }                                                                              \
   } while (0)
 
 clbResult_t runPeerOps(CommContext* c, std::vector<PeerOp>& ops) {
@@ -239,7 +245,10 @@ clbResult_t runPeerOps(CommContext* c, std::vector<PeerOp>& ops) {
         const int i = q.sends[q.sendHead];
         const PeerOp& o = ops[i];
         Progress& p = prog[i];
-        if (o.after >= 0 && !prog[o.after].complete) { pending = true; break; }
+        if (o.after >= 0 && !prog[o.after].complete) {
+          pending = true;
+          break;
+        }
         const size_t esz = clbTypeSize(o.type), bytes = o.count * esz;
         void* buf = nullptr;
         size_t room = 0;
@@ -247,7 +256,10 @@ clbResult_t runPeerOps(CommContext* c, std::vector<PeerOp>& ops) {
           // Its tag alone, with one byte that nobody reads (a message of data is never empty, and
           // the slot may be GPU memory: the byte is left as it is).
           CLB_CHANNEL(q, q.ch->trySend(1, &buf, &room));
-          if (!buf) { pending = true; break; }
+          if (!buf) {
+            pending = true;
+            break;
+          }
           CLB_CHANNEL(q, q.ch->postSend(MsgTag{desc[i], p.index++, 1}));
           p.complete = true;
           q.sendHead++;
@@ -255,10 +267,13 @@ clbResult_t runPeerOps(CommContext* c, std::vector<PeerOp>& ops) {
           continue;
         }
         CLB_CHANNEL(q, q.ch->trySend(std::min(bytes - p.done, maxMsg / esz * esz), &buf, &room));
-        if (!buf) { pending = true; break; }
+        if (!buf) {
+          pending = true;
+          break;
+        }
         const size_t slice = std::min(bytes - p.done, room / esz * esz);
-        CLB_CHECK(moveBytes(c, buf, static_cast<const char*>(o.src) + p.done, slice,
-                            o.onDevice || q.ch->sendOnDevice(), o.stream));
+        CLB_CHECK(moveBytes(c, buf, static_cast<const char*>(o.src) + p.done, slice, o.onDevice || q.ch->sendOnDevice(),
+                            o.stream));
         CLB_CHANNEL(q, q.ch->postSend(MsgTag{desc[i], p.index++, slice}));
         p.done += slice;
         moved = true;
@@ -271,11 +286,17 @@ clbResult_t runPeerOps(CommContext* c, std::vector<PeerOp>& ops) {
         const int i = q.recvs[q.recvHead];
         const PeerOp& o = ops[i];
         Progress& p = prog[i];
-        if (o.after >= 0 && !prog[o.after].complete) { pending = true; break; }
+        if (o.after >= 0 && !prog[o.after].complete) {
+          pending = true;
+          break;
+        }
         const MsgTag* tag = nullptr;
         const void* buf = nullptr;
         CLB_CHANNEL(q, q.ch->tryRecv(&tag, &buf));
-        if (!buf) { pending = true; break; }
+        if (!buf) {
+          pending = true;
+          break;
+        }
         const size_t esz = clbTypeSize(o.type), bytes = o.count * esz;
         const MsgTag got = *tag;  // the slot is the sender's again once released
         if (o.announce) {

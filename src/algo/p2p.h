@@ -32,7 +32,7 @@ struct PeerOp {
   clbDataType_t type = clbUint8;
   clbRedOp_t op = clbSum;
   int divideBy = 0;
-  int after = -1;   // index in the batch of an operation that must complete before this one starts
+  int after = -1;             // index in the batch of an operation that must complete before this one starts
   uint32_t call = kSendRecv;  // the PeerCall it is part of: its messages say so
   int root = -1;              // that call's root (gather, scatter, reduce)
   uint32_t epoch = 0;         // that call's number among those every rank makes (OpDesc::epoch)
@@ -40,8 +40,8 @@ struct PeerOp {
   // type, root and epoch): scatter's other ranks send one to the root, which otherwise receives
   // nothing, so that a rank that wrongly believes it is the root finds out.
   bool announce = false;
-  bool onDevice = false;      // its buffers are device memory (cuda::runPeerOpsStaged stages them)
-  void* stream = nullptr;     // the CUstream of its call (device buffers)
+  bool onDevice = false;   // its buffers are device memory (cuda::runPeerOpsStaged stages them)
+  void* stream = nullptr;  // the CUstream of its call (device buffers)
   // A reduce with a PreMulSum operation (core/premul.h): op is clbSum, its messages say
   // kOpPreMulSum, and on the operation that reads the rank's input (a send, or the root's copy)
   // `scale` holds the scalar: the batch scales src before anything moves (core/p2p.cc).

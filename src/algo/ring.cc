@@ -67,8 +67,10 @@ class HostMemory : public RingMemory {
   }
   clbResult_t reduce(void* dst, const void* recvd, const void* mine, size_t n, clbDataType_t type, clbRedOp_t op,
                      int divideBy) override {
-    if (divideBy) reducePairFinal(dst, recvd, mine, n, type, op, divideBy);
-    else reducePair(dst, recvd, mine, n, type, op);
+    if (divideBy)
+      reducePairFinal(dst, recvd, mine, n, type, op, divideBy);
+    else
+      reducePair(dst, recvd, mine, n, type, op);
     return clbSuccess;
   }
 };
@@ -91,8 +93,8 @@ struct Layout {
 
 // Reduce-scatter phase for slice j; leaves segment r reduced in `out` (at its place in the layout,
 // or at outBase for reduceScatter where out is only one segment).
-clbResult_t reduceScatterSlice(CommContext* comm, RingStepper& st, const CollArgs& a, const Layout& L,
-                               size_t j, const char* in, char* out, bool outIsSegmentOnly) {
+clbResult_t reduceScatterSlice(CommContext* comm, RingStepper& st, const CollArgs& a, const Layout& L, size_t j,
+                               const char* in, char* out, bool outIsSegmentOnly) {
   const int n = comm->nranks, r = comm->rank;
   const size_t esz = L.esz;
   int seg0 = mod(r - 1, n);
@@ -102,8 +104,7 @@ clbResult_t reduceScatterSlice(CommContext* comm, RingStepper& st, const CollArg
     size_t len = L.len(seg, j), off = L.start(seg, j);
     if (s < n - 2) {
       CLB_CHECK(st.recv(len * esz, [&](const void* p) {
-        return st.send(len * esz,
-                       [&](void* q) { return st.mem().reduce(q, p, in + off * esz, len, a.type, a.op, 0); });
+        return st.send(len * esz, [&](void* q) { return st.mem().reduce(q, p, in + off * esz, len, a.type, a.op, 0); });
       }));
     } else {
       char* dst = outIsSegmentOnly ? out + (off - L.start(seg, 0)) * esz : out + off * esz;
@@ -115,8 +116,7 @@ clbResult_t reduceScatterSlice(CommContext* comm, RingStepper& st, const CollArg
 }
 
 // All-gather phase for slice j: segment r of `out` is complete; fill all the others.
-clbResult_t allGatherSlice(CommContext* comm, RingStepper& st, const Layout& L, size_t j,
-                           const char* own, char* out) {
+clbResult_t allGatherSlice(CommContext* comm, RingStepper& st, const Layout& L, size_t j, const char* own, char* out) {
   const int n = comm->nranks, r = comm->rank;
   const size_t esz = L.esz;
   CLB_CHECK(st.sendFrom(L.len(r, j) * esz, own));
@@ -168,8 +168,7 @@ clbResult_t ringRunOn(CommContext* comm, RingChannel& ch, RingMemory& mem, const
       CLB_CHECK(ch.prepare(L.len(0, 0) * esz));
       char* mine = out + L.start(r, 0) * esz;
       if (mine != in) CLB_CHECK(mem.copy(mine, in, a.count * esz));
-      for (size_t j = 0; j < L.J; j++)
-        CLB_CHECK(allGatherSlice(comm, st, L, j, out + L.start(r, j) * esz, out));
+      for (size_t j = 0; j < L.J; j++) CLB_CHECK(allGatherSlice(comm, st, L, j, out + L.start(r, j) * esz, out));
       break;
     }
     case kBroadcast: {
@@ -197,8 +196,7 @@ clbResult_t ringRunOn(CommContext* comm, RingChannel& ch, RingMemory& mem, const
       if (n > 1 && pos == 0) CLB_CHECK(st.recv(0, [](const void*) { return clbSuccess; }));
       break;
     }
-    default:
-      return setError(clbInternalError, "ring: unknown collective %u", a.desc.coll);
+    default: return setError(clbInternalError, "ring: unknown collective %u", a.desc.coll);
   }
   CLB_CHECK(mem.settle());
   return ch.finish();

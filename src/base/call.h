@@ -30,7 +30,13 @@ const char* collectiveName(uint32_t c);
 // The other calls that take the communicator for their duration (clbComm::enterCall), after the
 // collectives: they use its channels, staging or sequence numbers too.
 enum Call : uint32_t {
-  kCallRegister = 16, kCallDeregister, kCallTrim, kCallDestroy, kCallSplit, kCallPeers, kCallGraphLaunch
+  kCallRegister = 16,
+  kCallDeregister,
+  kCallTrim,
+  kCallDestroy,
+  kCallSplit,
+  kCallPeers,
+  kCallGraphLaunch
 };
 // "allReduce" for a Collective, "clbCommTrim" for a Call.
 const char* callName(uint32_t call);
@@ -47,8 +53,8 @@ struct OpDesc {
   uint32_t epoch;
   uint64_t count;
   bool operator==(const OpDesc& o) const {
-    return seq == o.seq && coll == o.coll && dtype == o.dtype && op == o.op && algo == o.algo &&
-           root == o.root && epoch == o.epoch && count == o.count;
+    return seq == o.seq && coll == o.coll && dtype == o.dtype && op == o.op && algo == o.algo && root == o.root &&
+           epoch == o.epoch && count == o.count;
   }
 };
 std::string describe(const OpDesc& d);
@@ -75,8 +81,8 @@ struct PreMul {
   int handle = 0;   // the operation's value, for messages
   int residence = clbScalarHostImmediate;
   clbDataType_t type = clbFloat32;
-  uint64_t value = 0;          // host immediate: the scalar, one element of `type` in the first bytes
-  const void* ptr = nullptr;   // device residence: where it is read when the call runs
+  uint64_t value = 0;         // host immediate: the scalar, one element of `type` in the first bytes
+  const void* ptr = nullptr;  // device residence: where it is read when the call runs
 };
 
 // The op a call computes with once its input is scaled: clbSum for a PreMulSum, else op itself.

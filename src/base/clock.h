@@ -38,7 +38,9 @@ inline void cpuRelax() {
 
 // Futex on the low 32 bits of a 64-bit counter (little endian): any increment changes them.
 inline void futexWaitLow(std::atomic<uint64_t>* word, uint32_t seen, long timeoutNs) {
-  struct timespec ts{0, timeoutNs};
+  struct timespec ts {
+    0, timeoutNs
+  };
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
 }
 inline void futexWakeAll(std::atomic<uint64_t>* word) {

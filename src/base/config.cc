@@ -28,7 +28,6 @@ int findName(const char* v, const char* const* names, int n) {
   return -1;
 }
 
-
 }  // namespace
 
 namespace clb {
@@ -40,8 +39,8 @@ clbResult_t envInt(const char* name, int64_t lo, int64_t hi, int64_t* out) {
   errno = 0;
   long long x = strtoll(v, &end, 10);
   if (errno || *end || x < lo || x > hi)
-    return clb::setError(clbInvalidArgument, "environment variable %s='%s' is not an integer in %lld..%lld",
-                         name, v, (long long)lo, (long long)hi);
+    return clb::setError(clbInvalidArgument, "environment variable %s='%s' is not an integer in %lld..%lld", name, v,
+                         (long long)lo, (long long)hi);
   *out = x;
   return clbSuccess;
 }
@@ -122,26 +121,34 @@ clbResult_t validateConfig(const clbConfig_t& c) {
   if (c.transport < 0 || c.transport >= clbNumTransports) return bad("transport", c.transport, 0, clbNumTransports - 1);
   if (c.algorithm < 0 || c.algorithm > clbAlgoDirect) return bad("algorithm", c.algorithm, 0, clbAlgoDirect);
   if (c.logLevel < 0 || c.logLevel > clbLogDebug) return bad("logLevel", c.logLevel, 0, clbLogDebug);
-  if (c.pipelineDepth < kMinDepth || c.pipelineDepth > kMaxDepth) return bad("pipelineDepth", c.pipelineDepth, kMinDepth, kMaxDepth);
-  if (c.chunkBytes < kMinChunk || c.chunkBytes > kMaxChunk) return bad("chunkBytes", c.chunkBytes, kMinChunk, kMaxChunk);
-  if (c.directMaxBytes < 0 || c.directMaxBytes > kMaxDirect) return bad("directMaxBytes", c.directMaxBytes, 0, kMaxDirect);
-  if (c.stagingCapBytes < kMinCap || c.stagingCapBytes > kMaxCap) return bad("stagingCapBytes", c.stagingCapBytes, kMinCap, kMaxCap);
+  if (c.pipelineDepth < kMinDepth || c.pipelineDepth > kMaxDepth)
+    return bad("pipelineDepth", c.pipelineDepth, kMinDepth, kMaxDepth);
+  if (c.chunkBytes < kMinChunk || c.chunkBytes > kMaxChunk)
+    return bad("chunkBytes", c.chunkBytes, kMinChunk, kMaxChunk);
+  if (c.directMaxBytes < 0 || c.directMaxBytes > kMaxDirect)
+    return bad("directMaxBytes", c.directMaxBytes, 0, kMaxDirect);
+  if (c.stagingCapBytes < kMinCap || c.stagingCapBytes > kMaxCap)
+    return bad("stagingCapBytes", c.stagingCapBytes, kMinCap, kMaxCap);
   if (c.timeoutMs < 1 || c.timeoutMs > kMaxTimeoutMs) return bad("timeoutMs", c.timeoutMs, 1, kMaxTimeoutMs);
   if (c.versionCheck < 0 || c.versionCheck >= clbNumVersionChecks)
     return bad("versionCheck", c.versionCheck, 0, clbNumVersionChecks - 1);
-  if (c.verbsPort < kMinVerbsPort || c.verbsPort > kMaxVerbsPort) return bad("verbsPort", c.verbsPort, kMinVerbsPort, kMaxVerbsPort);
+  if (c.verbsPort < kMinVerbsPort || c.verbsPort > kMaxVerbsPort)
+    return bad("verbsPort", c.verbsPort, kMinVerbsPort, kMaxVerbsPort);
   if (c.verbsGidIndex < kMinVerbsGidIndex || c.verbsGidIndex > kMaxVerbsGidIndex)
     return bad("verbsGidIndex", c.verbsGidIndex, kMinVerbsGidIndex, kMaxVerbsGidIndex);
   if (c.verbsTrafficClass < 0 || c.verbsTrafficClass > kMaxVerbsTrafficClass)
     return bad("verbsTrafficClass", c.verbsTrafficClass, 0, kMaxVerbsTrafficClass);
-  if (c.verbsTimeout < 0 || c.verbsTimeout > kMaxVerbsTimeout) return bad("verbsTimeout", c.verbsTimeout, 0, kMaxVerbsTimeout);
+  if (c.verbsTimeout < 0 || c.verbsTimeout > kMaxVerbsTimeout)
+    return bad("verbsTimeout", c.verbsTimeout, 0, kMaxVerbsTimeout);
   if (c.verbsRetryCount < 0 || c.verbsRetryCount > kMaxVerbsRetryCount)
     return bad("verbsRetryCount", c.verbsRetryCount, 0, kMaxVerbsRetryCount);
   if (c.verbsQpsPerConnection < kMinVerbsQpsPerConnection || c.verbsQpsPerConnection > kMaxVerbsQpsPerConnection)
     return bad("verbsQpsPerConnection", c.verbsQpsPerConnection, kMinVerbsQpsPerConnection, kMaxVerbsQpsPerConnection);
   if (!memchr(c.verbsDevice, 0, sizeof c.verbsDevice))
-    return setError(clbInvalidArgument, "config verbsDevice is not a NUL-terminated string within its %zu bytes "
-                    "(device names up to %zu bytes)", sizeof c.verbsDevice, sizeof c.verbsDevice - 1);
+    return setError(clbInvalidArgument,
+                    "config verbsDevice is not a NUL-terminated string within its %zu bytes "
+                    "(device names up to %zu bytes)",
+                    sizeof c.verbsDevice, sizeof c.verbsDevice - 1);
   return clbSuccess;
 }
 
@@ -171,14 +178,18 @@ clbResult_t resolveConfig(const clbConfig_t* in, clbConfig_t* out) {
     *out = *in;
   } else if (const OlderConfig* v = olderConfig(in->size)) {
     CLB_CHECK(clbConfigInitSized(out, sizeof *out));  // defaults and COLIBRI_* for the fields an old caller lacks
-    CLB_INFO("a clbConfig_t of the %s (%zu bytes): %s from the environment and the defaults (a caller that sets "
-             "them must start from clbConfigInitSized with sizeof(clbConfig_t))", v->name, v->size, v->lacks);
+    CLB_INFO(
+        "a clbConfig_t of the %s (%zu bytes): %s from the environment and the defaults (a caller that sets "
+        "them must start from clbConfigInitSized with sizeof(clbConfig_t))",
+        v->name, v->size, v->lacks);
     memcpy(out, in, v->copy);
     out->size = sizeof(clbConfig_t);
   } else {
-    return setError(clbInvalidArgument, "config.size=%zu but this library expects %zu (or %zu, the struct "
+    return setError(clbInvalidArgument,
+                    "config.size=%zu but this library expects %zu (or %zu, the struct "
                     "before verbsQpsPerConnection, or %zu, the struct before the verbs fields): start from "
-                    "clbConfigInit", in->size, sizeof(clbConfig_t), kConfigSizeV2, kConfigSizeV1);
+                    "clbConfigInit",
+                    in->size, sizeof(clbConfig_t), kConfigSizeV2, kConfigSizeV1);
   }
   return validateConfig(*out);
 }
@@ -216,7 +227,8 @@ clbResult_t clbConfigInitSized(clbConfig_t* out, size_t bytes) {
   c->verbsQpsPerConnection = CLB_DEFAULT_VERBS_QPS_PER_CONNECTION;
   if (const char* v = getenv("COLIBRI_TRANSPORT"); v && *v) {
     int t = findName(v, kTransportNames, clbNumTransports);
-    if (t < 0) return clb::setError(clbInvalidArgument, "COLIBRI_TRANSPORT='%s' is not one of auto, shm, socket, verbs", v);
+    if (t < 0)
+      return clb::setError(clbInvalidArgument, "COLIBRI_TRANSPORT='%s' is not one of auto, shm, socket, verbs", v);
     c->transport = t;
   }
   if (const char* v = getenv("COLIBRI_ALGORITHM"); v && *v) {
@@ -226,7 +238,8 @@ clbResult_t clbConfigInitSized(clbConfig_t* out, size_t bytes) {
   }
   if (const char* v = getenv("COLIBRI_LOG_LEVEL"); v && *v) {
     int l = findName(v, kLogNames, 5);
-    if (l < 0) return clb::setError(clbInvalidArgument, "COLIBRI_LOG_LEVEL='%s' is not one of off, error, warn, info, debug", v);
+    if (l < 0)
+      return clb::setError(clbInvalidArgument, "COLIBRI_LOG_LEVEL='%s' is not one of off, error, warn, info, debug", v);
     c->logLevel = l;
   }
   int64_t x = c->pipelineDepth;
@@ -234,17 +247,21 @@ clbResult_t clbConfigInitSized(clbConfig_t* out, size_t bytes) {
   c->pipelineDepth = (int)x;
   if (clbResult_t rc = clb::envInt("COLIBRI_CHUNK_BYTES", clb::kMinChunk, clb::kMaxChunk, &c->chunkBytes)) return rc;
   if (clbResult_t rc = clb::envInt("COLIBRI_DIRECT_MAX_BYTES", 0, clb::kMaxDirect, &c->directMaxBytes)) return rc;
-  if (clbResult_t rc = clb::envInt("COLIBRI_STAGING_CAP_BYTES", clb::kMinCap, clb::kMaxCap, &c->stagingCapBytes)) return rc;
+  if (clbResult_t rc = clb::envInt("COLIBRI_STAGING_CAP_BYTES", clb::kMinCap, clb::kMaxCap, &c->stagingCapBytes))
+    return rc;
   if (clbResult_t rc = clb::envInt("COLIBRI_TIMEOUT_MS", 1, clb::kMaxTimeoutMs, &c->timeoutMs)) return rc;
   if (const char* v = getenv("COLIBRI_VERSION_CHECK"); v && *v) {
     int k = findName(v, kVersionCheckNames, clbNumVersionChecks);
-    if (k < 0) return clb::setError(clbInvalidArgument, "COLIBRI_VERSION_CHECK='%s' is not one of warn, strict, exact", v);
+    if (k < 0)
+      return clb::setError(clbInvalidArgument, "COLIBRI_VERSION_CHECK='%s' is not one of warn, strict, exact", v);
     c->versionCheck = k;
   }
   if (const char* v = getenv("COLIBRI_VERBS_DEVICE"); v && *v) {
     if (strlen(v) >= sizeof c->verbsDevice)
-      return clb::setError(clbInvalidArgument, "environment variable COLIBRI_VERBS_DEVICE='%s' is %zu bytes long; "
-                           "a device name may have at most %zu", v, strlen(v), sizeof c->verbsDevice - 1);
+      return clb::setError(clbInvalidArgument,
+                           "environment variable COLIBRI_VERBS_DEVICE='%s' is %zu bytes long; "
+                           "a device name may have at most %zu",
+                           v, strlen(v), sizeof c->verbsDevice - 1);
     strcpy(c->verbsDevice, v);
   }
   struct {
@@ -275,7 +292,9 @@ clbResult_t clbConfigInitSized(clbConfig_t* out, size_t bytes) {
 clbResult_t clbTransportFromName(const char* name, int* t) {
   clb::clearError();
   int v = name ? findName(name, kTransportNames, clbNumTransports) : -1;
-  if (v < 0 || !t) return clb::setError(clbInvalidArgument, "unknown transport '%s': use auto, shm, socket or verbs", name ? name : "(null)");
+  if (v < 0 || !t)
+    return clb::setError(clbInvalidArgument, "unknown transport '%s': use auto, shm, socket or verbs",
+                         name ? name : "(null)");
   *t = v;
   return clbSuccess;
 }
@@ -283,7 +302,9 @@ clbResult_t clbTransportFromName(const char* name, int* t) {
 clbResult_t clbAlgorithmFromName(const char* name, int* a) {
   clb::clearError();
   int v = name ? findName(name, kAlgoNames, clbNumAlgos) : -1;
-  if (v < 0 || !a) return clb::setError(clbInvalidArgument, "unknown algorithm '%s': use auto, ring or direct", name ? name : "(null)");
+  if (v < 0 || !a)
+    return clb::setError(clbInvalidArgument, "unknown algorithm '%s': use auto, ring or direct",
+                         name ? name : "(null)");
   *a = v;
   return clbSuccess;
 }

@@ -44,13 +44,13 @@ clbResult_t resolveConfig(const clbConfig_t* in, clbConfig_t* out);
 // the bootstrap's table, where the ones that change the device schedule are compared
 // (bootstrap/agree.h). The device path (src/device) takes them from here. A bad value does not fail
 // init: `error` says what, and the first device call reports it (as when these were read there).
-constexpr int64_t kDefaultDeviceDirectMinBytes = 0;   // auto: direct from this size (docs/performance.md)
+constexpr int64_t kDefaultDeviceDirectMinBytes = 0;      // auto: direct from this size (docs/performance.md)
 constexpr int64_t kDefaultDeviceLLMaxBytes = 256 << 10;  // auto: LL up to this many bytes per destination
-constexpr int64_t kDeviceLLBufferCap = 6 << 20;        // ... and an LL buffer of at most this much by default
+constexpr int64_t kDeviceLLBufferCap = 6 << 20;          // ... and an LL buffer of at most this much by default
 // ... and, through host memory (GPUs without peer access) with three or more ranks, up to this
 // many: beyond, the copy engines are faster there (results/gpu/2026-12-03-h200-copies-split/).
 constexpr int64_t kDefaultViaHostLLMaxBytes = 128 << 10;
-constexpr int64_t kMaxDeviceLLMaxBytes = 1 << 20;      // COLIBRI_DEVICE_LL_MAX_BYTES at most (4 x ranks MiB)
+constexpr int64_t kMaxDeviceLLMaxBytes = 1 << 20;  // COLIBRI_DEVICE_LL_MAX_BYTES at most (4 x ranks MiB)
 enum DevicePathSetting { kDevicePathAuto, kDevicePathLL, kDevicePathStaged, kDevicePathDirect, kDevicePathInvalid };
 // COLIBRI_DEVICE_LAUNCH: auto replays prepared graphs where a rank is alone in its process.
 enum DeviceLaunchSetting { kDeviceLaunchAuto, kDeviceLaunchGraph, kDeviceLaunchKernel };
@@ -58,19 +58,19 @@ enum DeviceLaunchSetting { kDeviceLaunchAuto, kDeviceLaunchGraph, kDeviceLaunchK
 enum DeviceGateSetting { kDeviceGateAuto, kDeviceGateOn, kDeviceGateOff };
 enum GpuMemorySetting { kGpuMemoryAuto, kGpuMemoryDmabuf, kGpuMemoryPeermem, kGpuMemoryHost, kGpuMemoryInvalid };
 struct DeviceConfig {
-  int path = kDevicePathAuto;  // COLIBRI_DEVICE_PATH (kDevicePathInvalid: a bad value)
-  bool meetOff = false;        // COLIBRI_DEVICE_MEET=off
+  int path = kDevicePathAuto;      // COLIBRI_DEVICE_PATH (kDevicePathInvalid: a bad value)
+  bool meetOff = false;            // COLIBRI_DEVICE_MEET=off
   int launch = kDeviceLaunchAuto;  // COLIBRI_DEVICE_LAUNCH
   int gate = kDeviceGateAuto;      // COLIBRI_DEVICE_GATE
-  bool p2pOff = false;         // COLIBRI_DEVICE_P2P=off
-  bool p2pInPlaceOff = false;  // COLIBRI_DEVICE_P2P_IN_PLACE=off: every message through the lines
-  bool checkCalls = false;     // COLIBRI_DEVICE_CHECK_CALLS=1
+  bool p2pOff = false;             // COLIBRI_DEVICE_P2P=off
+  bool p2pInPlaceOff = false;      // COLIBRI_DEVICE_P2P_IN_PLACE=off: every message through the lines
+  bool checkCalls = false;         // COLIBRI_DEVICE_CHECK_CALLS=1
   int64_t directMinBytes = kDefaultDeviceDirectMinBytes;  // COLIBRI_DEVICE_DIRECT_MIN_BYTES
-  int64_t llMaxBytes = 0;                                  // COLIBRI_DEVICE_LL_MAX_BYTES (default by nranks)
-  bool llMaxGiven = false;  // ... other than its default (set by COLIBRI_DEVICE_LL_MAX_BYTES)
-  int64_t stuckWarnPercent = 50;                           // COLIBRI_STUCK_WARN_PERCENT
-  std::string error;           // a COLIBRI_DEVICE_* / COLIBRI_STUCK_WARN_PERCENT value that is not valid
-  int gpuMemory = kGpuMemoryAuto;  // COLIBRI_VERBS_GPU_MEMORY (kGpuMemoryInvalid: a bad value)
+  int64_t llMaxBytes = 0;                                 // COLIBRI_DEVICE_LL_MAX_BYTES (default by nranks)
+  bool llMaxGiven = false;             // ... other than its default (set by COLIBRI_DEVICE_LL_MAX_BYTES)
+  int64_t stuckWarnPercent = 50;       // COLIBRI_STUCK_WARN_PERCENT
+  std::string error;                   // a COLIBRI_DEVICE_* / COLIBRI_STUCK_WARN_PERCENT value that is not valid
+  int gpuMemory = kGpuMemoryAuto;      // COLIBRI_VERBS_GPU_MEMORY (kGpuMemoryInvalid: a bad value)
   std::string gpuMemoryText = "auto";  // ... as given, for messages
 };
 DeviceConfig readDeviceConfig(int nranks);

@@ -41,9 +41,7 @@ inline float floatOf(uint32_t u) {
 
 // All ones if c, else zero; and a bitwise select by such a mask.
 inline uint32_t maskIf(bool c) { return 0u - static_cast<uint32_t>(c); }
-inline uint32_t select(uint32_t mask, uint32_t ifSet, uint32_t ifClear) {
-  return (ifSet & mask) | (ifClear & ~mask);
-}
+inline uint32_t select(uint32_t mask, uint32_t ifSet, uint32_t ifClear) { return (ifSet & mask) | (ifClear & ~mask); }
 
 inline uint16_t halfFromFloat(float f) {
   const uint32_t u = bitsOf(f);
@@ -136,8 +134,7 @@ struct Bf16 {
 // by g++/clang before it).
 
 template <typename T>
-using WrapType =
-    std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+using WrapType = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 
 template <typename A>
 inline A add(A a, A b) {
@@ -176,11 +173,15 @@ inline A divide(A sum, DivType<A> nranks) {
 
 struct OpSum {
   template <typename A>
-  static A apply(A a, A b) { return add(a, b); }
+  static A apply(A a, A b) {
+    return add(a, b);
+  }
 };
 struct OpProd {
   template <typename A>
-  static A apply(A a, A b) { return mul(a, b); }
+  static A apply(A a, A b) {
+    return mul(a, b);
+  }
 };
 // min/max. For floats a NaN in either input wins: `a != a` is true only for NaN, and when b is
 // NaN the comparison is false so b is taken. On ties (including -0 vs +0) b is returned.
@@ -307,23 +308,25 @@ struct TypeKernels {
 
 template <typename C>
 constexpr TypeKernels kernelsFor() {
-  return {{&pairKernel<C, OpSum, false>, &pairKernel<C, OpProd, false>,
-           &pairKernel<C, OpMin, false>, &pairKernel<C, OpMax, false>,
-           &pairKernel<C, OpSum, false>},
-          {&pairKernel<C, OpSum, false>, &pairKernel<C, OpProd, false>,
-           &pairKernel<C, OpMin, false>, &pairKernel<C, OpMax, false>,
-           &pairKernel<C, OpSum, true>},
-          {&manyKernel<C, OpSum, false>, &manyKernel<C, OpProd, false>,
-           &manyKernel<C, OpMin, false>, &manyKernel<C, OpMax, false>,
-           &manyKernel<C, OpSum, true>}};
+  return {{&pairKernel<C, OpSum, false>, &pairKernel<C, OpProd, false>, &pairKernel<C, OpMin, false>,
+           &pairKernel<C, OpMax, false>, &pairKernel<C, OpSum, false>},
+          {&pairKernel<C, OpSum, false>, &pairKernel<C, OpProd, false>, &pairKernel<C, OpMin, false>,
+           &pairKernel<C, OpMax, false>, &pairKernel<C, OpSum, true>},
+          {&manyKernel<C, OpSum, false>, &manyKernel<C, OpProd, false>, &manyKernel<C, OpMin, false>,
+           &manyKernel<C, OpMax, false>, &manyKernel<C, OpSum, true>}};
 }
 
 // Indexed by clbDataType_t.
-constexpr TypeKernels kKernels[clbNumTypes] = {
-    kernelsFor<Native<int8_t>>(),   kernelsFor<Native<uint8_t>>(), kernelsFor<Native<int32_t>>(),
-    kernelsFor<Native<uint32_t>>(), kernelsFor<Native<int64_t>>(), kernelsFor<Native<uint64_t>>(),
-    kernelsFor<Half>(),             kernelsFor<Bf16>(),             kernelsFor<Native<float>>(),
-    kernelsFor<Native<double>>()};
+constexpr TypeKernels kKernels[clbNumTypes] = {kernelsFor<Native<int8_t>>(),
+                                               kernelsFor<Native<uint8_t>>(),
+                                               kernelsFor<Native<int32_t>>(),
+                                               kernelsFor<Native<uint32_t>>(),
+                                               kernelsFor<Native<int64_t>>(),
+                                               kernelsFor<Native<uint64_t>>(),
+                                               kernelsFor<Half>(),
+                                               kernelsFor<Bf16>(),
+                                               kernelsFor<Native<float>>(),
+                                               kernelsFor<Native<double>>()};
 
 // PreMulSum's scaling: every element multiplied by one scalar of the element type (read once),
 // with mul's wrapping for integers; float16/bfloat16 multiply in float32 and round once.
@@ -342,11 +345,16 @@ void scaleKernel(void* dstv, const void* srcv, size_t n, const void* scalarv) {
 using ScaleFn = void (*)(void*, const void*, size_t, const void*);
 
 // Indexed by clbDataType_t.
-constexpr ScaleFn kScale[clbNumTypes] = {
-    &scaleKernel<Native<int8_t>>,   &scaleKernel<Native<uint8_t>>, &scaleKernel<Native<int32_t>>,
-    &scaleKernel<Native<uint32_t>>, &scaleKernel<Native<int64_t>>, &scaleKernel<Native<uint64_t>>,
-    &scaleKernel<Half>,             &scaleKernel<Bf16>,             &scaleKernel<Native<float>>,
-    &scaleKernel<Native<double>>};
+constexpr ScaleFn kScale[clbNumTypes] = {&scaleKernel<Native<int8_t>>,
+                                         &scaleKernel<Native<uint8_t>>,
+                                         &scaleKernel<Native<int32_t>>,
+                                         &scaleKernel<Native<uint32_t>>,
+                                         &scaleKernel<Native<int64_t>>,
+                                         &scaleKernel<Native<uint64_t>>,
+                                         &scaleKernel<Half>,
+                                         &scaleKernel<Bf16>,
+                                         &scaleKernel<Native<float>>,
+                                         &scaleKernel<Native<double>>};
 
 // Callers validate type and op before they get here; out-of-range values make the reductions do
 // nothing rather than index past the tables. nranks only matters for clbAvg, where it must be
@@ -357,9 +365,8 @@ inline bool dispatchable(clbDataType_t type, clbRedOp_t op) {
 
 inline int safeRanks(int nranks) { return nranks < 1 ? 1 : nranks; }
 
-const char* const kTypeNames[clbNumTypes] = {"int8",   "uint8",   "int32",    "uint32",
-                                             "int64",  "uint64",  "float16",  "bfloat16",
-                                             "float32", "float64"};
+const char* const kTypeNames[clbNumTypes] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
+                                             "uint64", "float16", "bfloat16", "float32", "float64"};
 const char* const kOpNames[clbNumOps] = {"sum", "prod", "min", "max", "avg"};
 
 }  // namespace
@@ -372,9 +379,7 @@ float bfloat16ToFloat(uint16_t b) { return floatFromBf16(b); }
 bool validType(int datatype) { return datatype >= 0 && datatype < clbNumTypes; }
 bool validOp(int op) { return op >= 0 && op < clbNumOps; }
 
-const char* typeName(int datatype) {
-  return validType(datatype) ? kTypeNames[datatype] : "unknown";
-}
+const char* typeName(int datatype) { return validType(datatype) ? kTypeNames[datatype] : "unknown"; }
 const char* opName(int op) { return validOp(op) ? kOpNames[op] : op == kOpPreMulSum ? "premulsum" : "unknown"; }
 
 void scaleInto(void* dst, const void* src, size_t n, clbDataType_t type, const void* scalar) {
@@ -382,20 +387,17 @@ void scaleInto(void* dst, const void* src, size_t n, clbDataType_t type, const v
   kScale[type](dst, src, n, scalar);
 }
 
-void reducePair(void* dst, const void* a, const void* b, size_t n, clbDataType_t type,
-                clbRedOp_t op) {
+void reducePair(void* dst, const void* a, const void* b, size_t n, clbDataType_t type, clbRedOp_t op) {
   if (!dispatchable(type, op)) return;
   kKernels[type].pair[op](dst, a, b, n, 1);
 }
 
-void reducePairFinal(void* dst, const void* a, const void* b, size_t n, clbDataType_t type,
-                     clbRedOp_t op, int nranks) {
+void reducePairFinal(void* dst, const void* a, const void* b, size_t n, clbDataType_t type, clbRedOp_t op, int nranks) {
   if (!dispatchable(type, op)) return;
   kKernels[type].pairFinal[op](dst, a, b, n, safeRanks(nranks));
 }
 
-void reduceMany(void* dst, const void* const* srcs, int k, size_t n, clbDataType_t type,
-                clbRedOp_t op, int nranks) {
+void reduceMany(void* dst, const void* const* srcs, int k, size_t n, clbDataType_t type, clbRedOp_t op, int nranks) {
   if (!dispatchable(type, op) || k < 1) return;
   kKernels[type].many[op](dst, srcs, k, n, safeRanks(nranks));
 }

@@ -46,12 +46,10 @@ void reducePair(void* dst, const void* a, const void* b, size_t n, clbDataType_t
 
 // Like reducePair, and for clbAvg divides the combined value by nranks before rounding (the last
 // step of a ring reduction). For other ops identical to reducePair.
-void reducePairFinal(void* dst, const void* a, const void* b, size_t n, clbDataType_t type,
-                     clbRedOp_t op, int nranks);
+void reducePairFinal(void* dst, const void* a, const void* b, size_t n, clbDataType_t type, clbRedOp_t op, int nranks);
 
 // dst[i] = srcs[0][i] (op) srcs[1][i] (op) ... (op) srcs[k-1][i], left to right, k >= 1; for clbAvg
 // the result is divided by nranks at the end. dst may equal any src.
-void reduceMany(void* dst, const void* const* srcs, int k, size_t n, clbDataType_t type,
-                clbRedOp_t op, int nranks);
+void reduceMany(void* dst, const void* const* srcs, int k, size_t n, clbDataType_t type, clbRedOp_t op, int nranks);
 
 }  // namespace clb

@@ -38,17 +38,17 @@ void log(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 }  // namespace clb
 
-#define CLB_CHECK(call)                                  \
-  do {                                                   \
-    clbResult_t clb_rc_ = (call);                        \
-    if (clb_rc_ != clbSuccess) {                         \
-      ::clb::appendBreadcrumb(__FILE__, __LINE__);       \
-      return clb_rc_;                                    \
-    }                                                    \
+#define CLB_CHECK(call)                            \
+  do {                                             \
+    clbResult_t clb_rc_ = (call);                  \
+    if (clb_rc_ != clbSuccess) {                   \
+      ::clb::appendBreadcrumb(__FILE__, __LINE__); \
+      return clb_rc_;                              \
+    }                                              \
   } while (0)
 
-#define CLB_LOG(level, ...)                                        \
-  do {                                                             \
+#define CLB_LOG(level, ...)                                           \
+  do {                                                                \
     if (::clb::logLevel() >= (level)) ::clb::log(level, __VA_ARGS__); \
   } while (0)
 #define CLB_WARN(...) CLB_LOG(clbLogWarn, __VA_ARGS__)

@@ -59,7 +59,11 @@ void writeStderr(int level, const char* msg) {
   struct tm tm;
   localtime_r(&ts.tv_sec, &tm);
   fprintf(stderr, "%02d:%02d:%02d.%03ld colibri %s [pid %d] %s\n", tm.tm_hour, tm.tm_min, tm.tm_sec,
-          ts.tv_nsec / 1000000, tags[level < 0 ? 0 : level > 4 ? 4 : level], (int)getpid(), msg);
+          ts.tv_nsec / 1000000,
+          tags[level < 0   ? 0
+               : level > 4 ? 4
+                           : level],
+          (int)getpid(), msg);
 }
 
 // Hands the line to the installed callback; false if there is none (the caller writes it to stderr).
@@ -123,7 +127,8 @@ extern "C" {
 clbResult_t clbSetLogCallback(clbLogCallback_t callback, void* user) {
   clb::clearError();
   if (clb::tlsInCallback)
-    return clb::setError(clbInvalidUsage, "clbSetLogCallback was called from inside the log callback, which must not "
+    return clb::setError(clbInvalidUsage,
+                         "clbSetLogCallback was called from inside the log callback, which must not "
                          "call Colibri: install or remove the callback from another thread or after it returns");
   const clb::Sink* fresh = nullptr;
   if (callback) {

@@ -33,7 +33,9 @@ Resolved resolve(const AgreedSettings& a, bool allOnOneHost, int transport) {
   return r;
 }
 
-const char* word(const char* const* words, int n, int v) { return v >= 0 && v < n ? words[v] : "a value that is not valid"; }
+const char* word(const char* const* words, int n, int v) {
+  return v >= 0 && v < n ? words[v] : "a value that is not valid";
+}
 
 struct Item {
   const char* env;
@@ -47,9 +49,11 @@ struct Item {
 std::string num(int64_t v) { return std::to_string(v); }
 
 const Item kItems[] = {
-    {"COLIBRI_TRANSPORT", "transport", kAlways, [](const AgreedSettings&, const Resolved& r) { return (int64_t)r.transport; },
+    {"COLIBRI_TRANSPORT", "transport", kAlways,
+     [](const AgreedSettings&, const Resolved& r) { return (int64_t)r.transport; },
      [](const AgreedSettings&, const Resolved& r) { return std::string(clbTransportName(r.transport)); }},
-    {"COLIBRI_ALGORITHM", "algorithm", kAlways, [](const AgreedSettings&, const Resolved& r) { return (int64_t)r.algorithm; },
+    {"COLIBRI_ALGORITHM", "algorithm", kAlways,
+     [](const AgreedSettings&, const Resolved& r) { return (int64_t)r.algorithm; },
      [](const AgreedSettings&, const Resolved& r) { return std::string(clbAlgorithmName(r.algorithm)); }},
     {"COLIBRI_CHUNK_BYTES", "chunkBytes", kRing, [](const AgreedSettings& a, const Resolved&) { return a.chunkBytes; },
      [](const AgreedSettings& a, const Resolved&) { return num(a.chunkBytes); }},
@@ -57,7 +61,8 @@ const Item kItems[] = {
     {"COLIBRI_PIPELINE_DEPTH", "pipelineDepth", kRing,
      [](const AgreedSettings& a, const Resolved&) { return (int64_t)(a.pipelineDepth < 2 ? 2 : a.pipelineDepth); },
      [](const AgreedSettings& a, const Resolved&) { return num(a.pipelineDepth); }},
-    {"COLIBRI_DIRECT_MAX_BYTES", "directMaxBytes", kShmAuto, [](const AgreedSettings& a, const Resolved&) { return a.directMaxBytes; },
+    {"COLIBRI_DIRECT_MAX_BYTES", "directMaxBytes", kShmAuto,
+     [](const AgreedSettings& a, const Resolved&) { return a.directMaxBytes; },
      [](const AgreedSettings& a, const Resolved&) { return num(a.directMaxBytes); }},
     {"COLIBRI_STAGING_CAP_BYTES", "stagingCapBytes", kShmAuto,
      [](const AgreedSettings& a, const Resolved&) { return a.stagingCapBytes; },
@@ -65,22 +70,26 @@ const Item kItems[] = {
     {"COLIBRI_VERBS_QPS_PER_CONNECTION", "verbsQpsPerConnection", kVerbs,
      [](const AgreedSettings& a, const Resolved&) { return (int64_t)a.verbsQpsPerConnection; },
      [](const AgreedSettings& a, const Resolved&) { return num(a.verbsQpsPerConnection); }},
-    {"COLIBRI_VERBS_GPU_MEMORY", nullptr, kVerbs, [](const AgreedSettings& a, const Resolved&) { return (int64_t)a.verbsGpuMemory; },
+    {"COLIBRI_VERBS_GPU_MEMORY", nullptr, kVerbs,
+     [](const AgreedSettings& a, const Resolved&) { return (int64_t)a.verbsGpuMemory; },
      [](const AgreedSettings& a, const Resolved&) {
        static const char* const w[] = {"auto", "dmabuf", "peermem", "host"};
        return std::string(word(w, 4, a.verbsGpuMemory));
      }},
-    {"COLIBRI_DEVICE_PATH", nullptr, kShm, [](const AgreedSettings& a, const Resolved&) { return (int64_t)a.devicePath; },
+    {"COLIBRI_DEVICE_PATH", nullptr, kShm,
+     [](const AgreedSettings& a, const Resolved&) { return (int64_t)a.devicePath; },
      [](const AgreedSettings& a, const Resolved&) {
        static const char* const w[] = {"auto", "ll", "staged", "direct"};
        return std::string(word(w, 4, a.devicePath));
      }},
-    {"COLIBRI_DEVICE_LL_MAX_BYTES", nullptr, kShm, [](const AgreedSettings& a, const Resolved&) { return a.deviceLLMaxBytes; },
+    {"COLIBRI_DEVICE_LL_MAX_BYTES", nullptr, kShm,
+     [](const AgreedSettings& a, const Resolved&) { return a.deviceLLMaxBytes; },
      [](const AgreedSettings& a, const Resolved&) { return num(a.deviceLLMaxBytes); }},
     {"COLIBRI_DEVICE_DIRECT_MIN_BYTES", nullptr, kShm,
      [](const AgreedSettings& a, const Resolved&) { return a.deviceDirectMinBytes; },
      [](const AgreedSettings& a, const Resolved&) { return num(a.deviceDirectMinBytes); }},
-    {"COLIBRI_DEVICE_CHECK_CALLS", nullptr, kShm, [](const AgreedSettings& a, const Resolved&) { return (int64_t)a.deviceCheckCalls; },
+    {"COLIBRI_DEVICE_CHECK_CALLS", nullptr, kShm,
+     [](const AgreedSettings& a, const Resolved&) { return (int64_t)a.deviceCheckCalls; },
      [](const AgreedSettings& a, const Resolved&) { return num(a.deviceCheckCalls); }},
 };
 
@@ -168,7 +177,8 @@ clbResult_t checkAgreedSettings(const std::vector<RankInfo>& peers, int me, cons
     all = " (" + valuesByRank(values) + ")";
   }
   const std::string setting = first->option ? std::string(first->option) + " / " + first->env : first->env;
-  return setError(clbInvalidUsage, "%s differs across ranks: rank 0 resolved %s, rank %d resolved %s%s (set %s alike "
+  return setError(clbInvalidUsage,
+                  "%s differs across ranks: rank 0 resolved %s, rank %d resolved %s%s (set %s alike "
                   "on every rank)%s%s",
                   first->env, first->text(peers[0].agreed, res[0]).c_str(), other,
                   first->text(peers[other].agreed, res[other]).c_str(), all.c_str(), setting.c_str(),

@@ -34,23 +34,26 @@ struct RingBody {
 
 // 0.0.0.0 or ::, which names every interface of this host, none that another host can reach.
 bool isWildcard(const SockAddr& a) {
-  if (a.ss.ss_family == AF_INET) return reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr.s_addr == htonl(INADDR_ANY);
-  return a.ss.ss_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr);
+  if (a.ss.ss_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+  return a.ss.ss_family == AF_INET6 &&
+         IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr);
 }
 
 // The root's answer to an authenticated hello: header, message, table (on success), tag.
-clbResult_t sendReply(Link& link, const uint8_t* secret, const Transcript& t, clbResult_t status, const std::string& msg,
-                      uint32_t nranks, const uint8_t* session, const std::vector<RankInfo>* table, int64_t deadline,
-                      uint32_t flags = 0) {
+clbResult_t sendReply(Link& link, const uint8_t* secret, const Transcript& t, clbResult_t status,
+                      const std::string& msg, uint32_t nranks, const uint8_t* session,
+                      const std::vector<RankInfo>* table, int64_t deadline, uint32_t flags = 0) {
   ReplyHeader r{(uint32_t)status, (uint32_t)msg.size(), nranks, flags, {}};
   if (session) memcpy(r.session, session, kSessionBytes);
   const size_t tableBytes = table ? table->size() * sizeof(RankInfo) : 0;
   uint8_t mac[kTagBytes];
   tag(secret, kRootReply, t, {{&r, sizeof r}, {msg.data(), msg.size()}, {table ? table->data() : nullptr, tableBytes}},
       mac);
-  return sendAllParts(link, {{&r, sizeof r}, {msg.data(), msg.size()}, {table ? table->data() : nullptr, tableBytes},
-                             {mac, sizeof mac}},
-                      deadline, nullptr, "a rank");
+  return sendAllParts(
+      link,
+      {{&r, sizeof r}, {msg.data(), msg.size()}, {table ? table->data() : nullptr, tableBytes}, {mac, sizeof mac}},
+      deadline, nullptr, "a rank");
 }
 
 struct Root;
@@ -94,7 +97,8 @@ struct Root {
     char m[kMaxReplyMessageBytes];
     clbResult_t status = clbSuccess;
     if (b.nranks < 1 || b.nranks > CLB_MAX_RANKS) {  // before anything is sized by it
-      snprintf(m, sizeof m, "rank %d says nranks=%d: a communicator has 1 to %d ranks", b.rank, b.nranks, CLB_MAX_RANKS);
+      snprintf(m, sizeof m, "rank %d says nranks=%d: a communicator has 1 to %d ranks", b.rank, b.nranks,
+               CLB_MAX_RANKS);
       status = clbInvalidArgument;
     } else if (*nranks >= 0 && b.nranks != *nranks) {
       snprintf(m, sizeof m,
@@ -127,7 +131,8 @@ struct Root {
     (*joined)[b.rank] = Joined{std::move(a.link), a.transcript};
     (*table)[b.rank] = b.info;
     (*count)++;
-    const int64_t wait = (b.timeoutMs >= 1 && b.timeoutMs <= kMaxRootWaitMs ? b.timeoutMs : kMaxRootWaitMs) + kRootGraceMs;
+    const int64_t wait =
+        (b.timeoutMs >= 1 && b.timeoutMs <= kMaxRootWaitMs ? b.timeoutMs : kMaxRootWaitMs) + kRootGraceMs;
     if (nowMs() + wait > deadline) deadline = nowMs() + wait;
     return true;
   }
@@ -170,14 +175,17 @@ struct Root {
       hs.advance(fds, 1, n, &done);
       if (hs.refused() != refusedBefore) {
         std::lock_guard<std::mutex> g(refusedMutex);
-        refused = std::to_string(hs.refused()) + " connection(s) that hold another secret than the communicator's "
-                  "(the last from " + hs.lastRefused() + ")";
+        refused = std::to_string(hs.refused()) +
+                  " connection(s) that hold another secret than the communicator's "
+                  "(the last from " +
+                  hs.lastRefused() + ")";
       }
       // A joined rank sends nothing more: readable means it closed (it gave up) or misbehaves. Its
       // place frees, so that it can join again.
       for (size_t r = 0; r < joined.size(); r++) {
         if (!joined[r].link.open() || !fds[firstJoined + r].revents) continue;
-        CLB_INFO("bootstrap root at %s: rank %zu closed its connection before the communicator formed", where.c_str(), r);
+        CLB_INFO("bootstrap root at %s: rank %zu closed its connection before the communicator formed", where.c_str(),
+                 r);
         joined[r].link.close();
         count--;
       }
@@ -235,7 +243,7 @@ uint64_t localHostHash() {
 }
 
 uint32_t processNamespaceId() {
-  struct stat st{};
+  struct stat st {};
   if (stat("/proc/self/ns/pid", &st) == 0 && (uint32_t)st.st_ino != 0) return (uint32_t)st.st_ino;
   static std::mutex m;
   static pid_t owner = 0;
@@ -274,15 +282,18 @@ clbResult_t decodeId(const clbUniqueId* id, IdData* out) {
   if (out->magic != kIdMagic)
     return setError(clbInvalidArgument,
                     "this is not a Colibri unique id (bad magic %08x): create it with clbGetUniqueId / "
-                    "UniqueId.create() and pass its bytes unchanged to every rank", out->magic);
+                    "UniqueId.create() and pass its bytes unchanged to every rank",
+                    out->magic);
   if (out->protocol != CLB_PROTOCOL_VERSION)
     return setError(clbAuthError,
                     "the unique id was made for bootstrap protocol %u, this library (Colibri %s) speaks "
                     "protocol %u: run the same Colibri version on every rank",
                     out->protocol, versionString(CLB_VERSION_CODE).c_str(), CLB_PROTOCOL_VERSION);
   if (((out->flags & kIdTlsMask) >> kIdTlsShift) > (uint32_t)TlsMode::kAll)
-    return setError(clbInvalidArgument, "the unique id names TLS mode %u, which does not exist: pass every rank the id's "
-                    "bytes unchanged", (out->flags & kIdTlsMask) >> kIdTlsShift);
+    return setError(clbInvalidArgument,
+                    "the unique id names TLS mode %u, which does not exist: pass every rank the id's "
+                    "bytes unchanged",
+                    (out->flags & kIdTlsMask) >> kIdTlsShift);
   return clbSuccess;
 }
 
@@ -389,8 +400,10 @@ SockAddr listenAddressFor(const SockAddr& advertised, const char* hostAsGiven) {
     if (loopback && !isLiteral && !loopbackName) any = true;
   }
   if (any) {
-    if (a.ss.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&a.ss)->sin_addr.s_addr = htonl(INADDR_ANY);
-    else reinterpret_cast<sockaddr_in6*>(&a.ss)->sin6_addr = in6addr_any;
+    if (a.ss.ss_family == AF_INET)
+      reinterpret_cast<sockaddr_in*>(&a.ss)->sin_addr.s_addr = htonl(INADDR_ANY);
+    else
+      reinterpret_cast<sockaddr_in6*>(&a.ss)->sin6_addr = in6addr_any;
   }
   return a;
 }
@@ -426,9 +439,8 @@ clbResult_t tlsModeForNewId(TlsMode* out) {
   return tlsContextFor(*out, &ctx);
 }
 
-clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t timeoutMs,
-                            const std::atomic<bool>* abort, const VersionInfo* versions,
-                            const AgreedSettings* agreed, const TableCheck& checkTable) {
+clbResult_t Bootstrap::init(const IdData& id, int rank, int nranks, int64_t timeoutMs, const std::atomic<bool>* abort,
+                            const VersionInfo* versions, const AgreedSettings* agreed, const TableCheck& checkTable) {
   id_ = id;
   rank_ = rank;
   nranks_ = nranks;
@@ -506,8 +518,10 @@ clbResult_t Bootstrap::initWithTable(const IdData& id, int rank, int nranks, int
   timeoutMs_ = timeoutMs;
   abort_ = abort;
   if (listenFd_ < 0 || (int)table.size() != nranks)
-    return setError(clbInternalError, "bootstrap from a table: no listener (prepareTable), or a table of %zu ranks "
-                    "for %d", table.size(), nranks);
+    return setError(clbInternalError,
+                    "bootstrap from a table: no listener (prepareTable), or a table of %zu ranks "
+                    "for %d",
+                    table.size(), nranks);
   for (int p = 0; p < nranks; p++) {  // as the root does with the rows it receives
     table[p].hostname[sizeof table[p].hostname - 1] = '\0';
     if (table[p].rank != p)
@@ -517,7 +531,7 @@ clbResult_t Bootstrap::initWithTable(const IdData& id, int rank, int nranks, int
   memcpy(&nonce_, session_, sizeof nonce_);
   peers_ = std::move(table);
   if (checkTable) CLB_CHECK(checkTable(peers_));  // every member has this table: all fail, or none does
-  CLB_CHECK(connectRing());  // the listener stays: see closeListener / startPeerAcceptor
+  CLB_CHECK(connectRing());                       // the listener stays: see closeListener / startPeerAcceptor
   return clbSuccess;
 }
 
@@ -616,8 +630,10 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
                   {{&rep, sizeof rep}, {msg.data(), msg.size()}, {peers_.data(), ok ? nranks * sizeof(RankInfo) : 0}},
                   mac)) {
     peers_.clear();
-    return setError(clbAuthError, "the reply of %s failed its authentication tag: something on the network between "
-                    "this rank and the root changed it", rootName.c_str());
+    return setError(clbAuthError,
+                    "the reply of %s failed its authentication tag: something on the network between "
+                    "this rank and the root changed it",
+                    rootName.c_str());
   }
   if (!ok && (rep.flags & kReplyAboutAnother))
     return setError((clbResult_t)rep.status, "%s stopped before the communicator formed: %s", rootName.c_str(),
@@ -626,7 +642,7 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
   memcpy(session_, rep.session, kSessionBytes);
   memcpy(&nonce_, session_, sizeof nonce_);
   if (checkTable) CLB_CHECK(checkTable(peers_));  // every rank has this table: all fail, or none does
-  CLB_CHECK(connectRing());  // the listener stays: see closeListener / startPeerAcceptor
+  CLB_CHECK(connectRing());                       // the listener stays: see closeListener / startPeerAcceptor
   return clbSuccess;
 }
 
@@ -638,10 +654,10 @@ struct RingDial {
   int channel = 0;
   Link* link = nullptr;  // the connection, from its socket on (next_, nextCtl_ or dataNext_)
   Stage stage = kWaiting;
-  int64_t at = 0;         // kWaiting: when to connect
-  int64_t connectBy = 0;  // the attempts of one connect end then (0: not started)
-  int delayMs = 1;        // the wait before the next attempt
-  bool again = false;     // next closed before its answer: it is connected again only while it still listens
+  int64_t at = 0;                   // kWaiting: when to connect
+  int64_t connectBy = 0;            // the attempts of one connect end then (0: not started)
+  int delayMs = 1;                  // the wait before the next attempt
+  bool again = false;               // next closed before its answer: it is connected again only while it still listens
   std::unique_ptr<TlsSession> tls;  // kTls: the client handshake under way (on the link once done)
   ClientHello hello{};
   Transcript t{};
@@ -661,21 +677,23 @@ void Bootstrap::acceptPrev(Authenticated* a) {
   const int prev = (rank_ + nranks_ - 1) % nranks_;
   RingBody b;
   memcpy(&b, a->body.data(), sizeof b);
-  const int channel = a->purpose == kPurposeRingNotices ? kRingChannelNotices
+  const int channel = a->purpose == kPurposeRingNotices    ? kRingChannelNotices
                       : b.channel == kRingChannelTransport ? kRingChannelTransport
                                                            : kRingChannelBootstrap;
   Link* slot = ringLink(channel, false);
   const uint32_t status = b.fromRank == prev && b.toRank == rank_ && b.channel == channel && !slot->open()
-                              ? (uint32_t)clbSuccess : (uint32_t)clbAuthError;
+                              ? (uint32_t)clbSuccess
+                              : (uint32_t)clbAuthError;
   uint8_t mac[kTagBytes];
   tag(id_.secret, kRingAccept, a->transcript, {{&status, sizeof status}}, mac);
   const int64_t by = nowMs() + handshakeTimeoutMs();
   if (sendAllParts(a->link, {{&status, sizeof status}, {mac, sizeof mac}}, by, nullptr, prevNameBuf) != clbSuccess ||
       status != clbSuccess) {
     if (status != clbSuccess)
-      CLB_WARN("rank %d refused a ring connection from %s: it proved the secret but says it is rank %d to rank %d "
-               "on channel %d (expected rank %d, once per channel)",
-               rank_, a->from.c_str(), b.fromRank, b.toRank, b.channel, prev);
+      CLB_WARN(
+          "rank %d refused a ring connection from %s: it proved the secret but says it is rank %d to rank %d "
+          "on channel %d (expected rank %d, once per channel)",
+          rank_, a->from.c_str(), b.fromRank, b.toRank, b.channel, prev);
     a->link.close();
     return;
   }
@@ -714,7 +732,7 @@ clbResult_t Bootstrap::stepDial(RingDial* d, bool ready, const SockAddr& na, int
       std::string why;
       const int r = d->tls->handshakeStep(&why);
       if (r == 0) return clbSuccess;  // again once its socket is ready for what TLS wants
-      if (r == -2) {                   // closed during TLS: full, or restarting (connected again)
+      if (r == -2) {                  // closed during TLS: full, or restarting (connected again)
         rc = setError(clbRemoteError, "TLS with %s: %s", nextName, why.c_str());
         retry = true;
         break;
@@ -726,8 +744,7 @@ clbResult_t Bootstrap::stepDial(RingDial* d, bool ready, const SockAddr& na, int
       CLB_DEBUG("TLS to %s: %s", nextName, d->tls->describe().c_str());
       d->link->setTls(std::move(d->tls));
       d->stage = RingDial::kChallenge;
-      return clientHello(*d->link, id_.secret, ringPurpose(d->channel), deadline,
-                         abort_, nextName, &d->hello);
+      return clientHello(*d->link, id_.secret, ringPurpose(d->channel), deadline, abort_, nextName, &d->hello);
     }
     case RingDial::kChallenge: {
       if (!ready) return clbSuccess;
@@ -746,15 +763,16 @@ clbResult_t Bootstrap::stepDial(RingDial* d, bool ready, const SockAddr& na, int
       if (rc == clbSuccess) rc = recvAll(*d->link, mac, sizeof mac, deadline, abort_, nextName);
       if (rc != clbSuccess) break;
       if (!tagMatches(id_.secret, kRingAccept, d->t, {{&status, sizeof status}}, mac))
-        return setError(clbAuthError, "%s's answer failed its authentication tag: something on the network between "
-                        "the ranks changed it", nextName);
+        return setError(clbAuthError,
+                        "%s's answer failed its authentication tag: something on the network between "
+                        "the ranks changed it",
+                        nextName);
       if (status != clbSuccess) return setError(clbAuthError, "%s refused this rank's ring connection", nextName);
       if (d->channel == kRingChannelBootstrap) sendT_ = d->t;
       d->stage = RingDial::kDone;
       return clbSuccess;
     }
-    case RingDial::kDone:
-      return clbSuccess;
+    case RingDial::kDone: return clbSuccess;
   }
   if (d->stage == RingDial::kTls || d->stage == RingDial::kChallenge || d->stage == RingDial::kAnswer) {
     if (rc == clbSuccess) return clbSuccess;
@@ -770,8 +788,7 @@ clbResult_t Bootstrap::stepDial(RingDial* d, bool ready, const SockAddr& na, int
       return stepDial(d, true, na, deadline, nextName);  // its client hello goes out now
     }
     d->stage = RingDial::kChallenge;
-    return clientHello(*d->link, id_.secret, ringPurpose(d->channel), deadline, abort_,
-                       nextName, &d->hello);
+    return clientHello(*d->link, id_.secret, ringPurpose(d->channel), deadline, abort_, nextName, &d->hello);
   } else {
     if (!connectRetryable(err)) return setSysError(err, "cannot connect to %s", nextName);
     if (now + d->delayMs >= d->connectBy) {
@@ -859,8 +876,10 @@ clbResult_t Bootstrap::connectRing() {
     done.clear();
     server.advance(fds, kRingChannels, n, &done);
     for (Authenticated& a : done) {
-      if (a.purpose == kPurposePeerData) earlyPeers_.push_back(std::move(a));
-      else acceptPrev(&a);
+      if (a.purpose == kPurposePeerData)
+        earlyPeers_.push_back(std::move(a));
+      else
+        acceptPrev(&a);
     }
     for (int ch = 0; ch < kRingChannels; ch++)
       if (fds[ch].fd >= 0 && (fds[ch].revents || dials[ch].buffered()))

@@ -34,7 +34,7 @@ struct IdData {
   uint16_t port;
   uint8_t addr[16];
   uint8_t secret[kSecretBytes];
-  char host[64];   // as given by the user, for messages
+  char host[64];  // as given by the user, for messages
   uint8_t pad[16];
 };
 static_assert(sizeof(IdData) == CLB_UNIQUE_ID_BYTES, "IdData must fill clbUniqueId exactly");
@@ -62,21 +62,21 @@ struct VersionInfo {
 // across ranks"), as this rank resolved them at init; compared across ranks on receipt of the
 // table (bootstrap/agree.h). Fixed size, no padding left undefined.
 struct AgreedSettings {
-  int32_t transport;              // clbTransport_t as configured (auto is resolved with the table)
-  int32_t algorithm;              // clbAlgorithm_t
+  int32_t transport;  // clbTransport_t as configured (auto is resolved with the table)
+  int32_t algorithm;  // clbAlgorithm_t
   int32_t pipelineDepth;
   int32_t verbsQpsPerConnection;
   int64_t chunkBytes;
   int64_t directMaxBytes;
-  int64_t stagingCapBytes;        // it caps the direct path's scratch, so it changes what auto picks
-  int32_t reserved0;              // 0
-  int32_t verbsGpuMemory;         // COLIBRI_VERBS_GPU_MEMORY (GpuMemorySetting, base/config.h)
-  int32_t devicePath;             // COLIBRI_DEVICE_PATH (DevicePathSetting)
-  int32_t deviceCheckCalls;       // COLIBRI_DEVICE_CHECK_CALLS
-  int64_t deviceLLMaxBytes;       // COLIBRI_DEVICE_LL_MAX_BYTES (resolved default included)
-  int64_t deviceDirectMinBytes;   // COLIBRI_DEVICE_DIRECT_MIN_BYTES
-  int32_t deviceSettingsValid;    // 1: every COLIBRI_DEVICE_* / COLIBRI_STUCK_WARN_PERCENT value parsed
-  int32_t reserved;               // 0
+  int64_t stagingCapBytes;       // it caps the direct path's scratch, so it changes what auto picks
+  int32_t reserved0;             // 0
+  int32_t verbsGpuMemory;        // COLIBRI_VERBS_GPU_MEMORY (GpuMemorySetting, base/config.h)
+  int32_t devicePath;            // COLIBRI_DEVICE_PATH (DevicePathSetting)
+  int32_t deviceCheckCalls;      // COLIBRI_DEVICE_CHECK_CALLS
+  int64_t deviceLLMaxBytes;      // COLIBRI_DEVICE_LL_MAX_BYTES (resolved default included)
+  int64_t deviceDirectMinBytes;  // COLIBRI_DEVICE_DIRECT_MIN_BYTES
+  int32_t deviceSettingsValid;   // 1: every COLIBRI_DEVICE_* / COLIBRI_STUCK_WARN_PERCENT value parsed
+  int32_t reserved;              // 0
 };
 static_assert(sizeof(AgreedSettings) == 80, "AgreedSettings is part of the wire format");
 
@@ -86,7 +86,7 @@ struct RankInfo {
   int32_t pid;
   uint64_t hostHash;  // equal on one host (hostname + boot id)
   uint16_t family;
-  uint16_t port;      // this rank's ring listener
+  uint16_t port;  // this rank's ring listener
   uint8_t addr[16];
   char hostname[64];
   VersionInfo versions;
@@ -112,7 +112,7 @@ struct ReplyHeader {
   uint32_t status;  // clbResult_t
   uint32_t msgBytes;
   uint32_t nranks;
-  uint32_t flags;  // kReplyAboutAnother: the refusal is of another rank (this one's call was fine)
+  uint32_t flags;                  // kReplyAboutAnother: the refusal is of another rank (this one's call was fine)
   uint8_t session[kSessionBytes];  // names the communicator: binds the ring's handshakes to it
 };
 constexpr uint32_t kMaxReplyMessageBytes = 1024;
@@ -149,7 +149,12 @@ SockAddr listenAddressFor(const SockAddr& advertised, const char* hostAsGiven = 
 struct RingDial;  // one of a rank's ring connections being opened (bootstrap.cc)
 
 // The ring's connection pairs (Bootstrap::next / nextCtl / dataNext), as a dial names them.
-enum RingLinkKind : int32_t { kRingChannelBootstrap = 0, kRingChannelNotices = 1, kRingChannelTransport = 2, kRingChannels = 3 };
+enum RingLinkKind : int32_t {
+  kRingChannelBootstrap = 0,
+  kRingChannelNotices = 1,
+  kRingChannelTransport = 2,
+  kRingChannels = 3
+};
 inline Purpose ringPurpose(int channel) {
   return channel == kRingChannelNotices ? kPurposeRingNotices : kPurposeRingData;
 }
@@ -264,8 +269,8 @@ class Bootstrap {
   std::mutex stashMutex_;
   // kOwn / kTheirs: the connection is taken, the one this rank dialed / the one p dialed.
   enum PeerState : uint8_t { kNoLink, kDialing, kAnswering, kAwaitingTheirs, kOwn, kTheirs };
-  std::vector<Link> stash_;            // [p]: the connection p dialed, until taken
-  std::vector<PeerState> peerState_;   // [p]: where this rank is with p's connection
+  std::vector<Link> stash_;                // [p]: the connection p dialed, until taken
+  std::vector<PeerState> peerState_;       // [p]: where this rank is with p's connection
   std::vector<Authenticated> earlyPeers_;  // point-to-point dials that came during connectRing
   void answerPeer(Authenticated* a, const char* where);
   clbResult_t dialPeer(int p, Link* out, bool* duplicate);

@@ -114,7 +114,8 @@ void Bootstrap::answerPeer(Authenticated* a, const char* where) {
     if (from >= 0 && from < nranks_ && from != rank_ && b.toRank == rank_) {
       const PeerState st = peerState_[from];
       // The lower rank's own dial wins, also when it was answered already.
-      if ((st == kDialing || st == kOwn) && rank_ < from) status = kPeerDuplicate;
+      if ((st == kDialing || st == kOwn) && rank_ < from)
+        status = kPeerDuplicate;
       else if ((st == kNoLink || st == kDialing || st == kAwaitingTheirs) && !stash_[from].open())
         status = (uint32_t)clbSuccess;
     }
@@ -123,12 +124,13 @@ void Bootstrap::answerPeer(Authenticated* a, const char* where) {
   uint8_t mac[kTagBytes];
   tag(id_.secret, kPeerAccept, a->transcript, {{&status, sizeof status}}, mac);
   const int64_t by = nowMs() + handshakeTimeoutMs();
-  const bool answered = sendAllParts(a->link, {{&status, sizeof status}, {mac, sizeof mac}}, by, nullptr, where) ==
-                        clbSuccess;
+  const bool answered =
+      sendAllParts(a->link, {{&status, sizeof status}, {mac, sizeof mac}}, by, nullptr, where) == clbSuccess;
   if (status == (uint32_t)clbAuthError)
-    CLB_WARN("rank %d refused a point-to-point connection from %s: it proved the secret but says it is rank "
-             "%d to rank %d, which has a connection with this rank already (or is not another rank of it)",
-             rank_, a->from.c_str(), from, b.toRank);
+    CLB_WARN(
+        "rank %d refused a point-to-point connection from %s: it proved the secret but says it is rank "
+        "%d to rank %d, which has a connection with this rank already (or is not another rank of it)",
+        rank_, a->from.c_str(), from, b.toRank);
   if (status != clbSuccess) return;
   {
     std::lock_guard<std::mutex> g(stashMutex_);
@@ -194,8 +196,8 @@ clbResult_t Bootstrap::dialPeer(int p, Link* out, bool* duplicate) {
     Transcript t{};
     if (rc == clbSuccess) {
       const PeerBody body{rank_, p, {0, 0}};
-      rc = clientHandshake(link, ringTls_, id_.secret, kPurposePeerData, session_, &body, sizeof body, deadline,
-                           abort_, name, &t, &retry);
+      rc = clientHandshake(link, ringTls_, id_.secret, kPurposePeerData, session_, &body, sizeof body, deadline, abort_,
+                           name, &t, &retry);
     }
     if (rc == clbSuccess) {
       uint32_t status = 0;
@@ -203,8 +205,10 @@ clbResult_t Bootstrap::dialPeer(int p, Link* out, bool* duplicate) {
       rc = recvAll(link, &status, sizeof status, deadline, abort_, name);
       if (rc == clbSuccess) rc = recvAll(link, mac, sizeof mac, deadline, abort_, name);
       if (rc == clbSuccess && !tagMatches(id_.secret, kPeerAccept, t, {{&status, sizeof status}}, mac))
-        return setError(clbAuthError, "%s's answer to this rank's point-to-point connection failed its "
-                        "authentication tag: something on the network between the ranks changed it", name);
+        return setError(clbAuthError,
+                        "%s's answer to this rank's point-to-point connection failed its "
+                        "authentication tag: something on the network between the ranks changed it",
+                        name);
       if (rc == clbSuccess && status == kPeerDuplicate) {
         *duplicate = true;
         return clbSuccess;

@@ -78,8 +78,8 @@ struct NoTick {
   void operator()(int64_t) const {}
 };
 template <class Pred, class Tick = NoTick>
-clbResult_t waitUntil(CommContext* comm, Pred pred, std::atomic<uint64_t>* word,
-                      std::atomic<uint32_t>* waiters, const char* what, int peer, Tick tick = Tick()) {
+clbResult_t waitUntil(CommContext* comm, Pred pred, std::atomic<uint64_t>* word, std::atomic<uint32_t>* waiters,
+                      const char* what, int peer, Tick tick = Tick()) {
   if (pred()) return clbSuccess;
   // Phases by time, not by count (a pause instruction costs 10 to 150 cycles depending on the
   // CPU): spin ~20 us, then yield until ~300 us (lets oversubscribed peers run), then sleep on
@@ -106,7 +106,9 @@ clbResult_t waitUntil(CommContext* comm, Pred pred, std::atomic<uint64_t>* word,
       if (!pred()) futexWaitLow(word, seen, 2000000);  // 2 ms: bounded, so checks still run
       waiters->fetch_sub(1, std::memory_order_seq_cst);
     } else {
-      struct timespec ts{0, 50000};
+      struct timespec ts {
+        0, 50000
+      };
       nanosleep(&ts, nullptr);
     }
     if (pred()) return clbSuccess;

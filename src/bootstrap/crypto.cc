@@ -172,8 +172,7 @@ void HmacSha256::final(uint8_t out[kSha256Bytes]) {
   wipe(innerDigest, sizeof(innerDigest));
 }
 
-void hmacSha256(const void* key, size_t keyBytes, const void* data, size_t bytes,
-                uint8_t out[kSha256Bytes]) {
+void hmacSha256(const void* key, size_t keyBytes, const void* data, size_t bytes, uint8_t out[kSha256Bytes]) {
   HmacSha256 h(key, keyBytes);
   h.update(data, bytes);
   h.final(out);

@@ -27,7 +27,7 @@ class Sha256 {
   void compress(const uint8_t block[64]);
 
   uint32_t state_[8];
-  uint64_t total_;    // message bytes so far
+  uint64_t total_;     // message bytes so far
   uint8_t block_[64];  // the partial block not yet compressed
   size_t used_;        // bytes of block_ in use (0..63)
 };
@@ -48,8 +48,7 @@ class HmacSha256 {
 };
 
 // HMAC-SHA256 of one buffer.
-void hmacSha256(const void* key, size_t keyBytes, const void* data, size_t bytes,
-                uint8_t out[kSha256Bytes]);
+void hmacSha256(const void* key, size_t keyBytes, const void* data, size_t bytes, uint8_t out[kSha256Bytes]);
 
 // Constant-time comparison (time does not depend on where the bytes differ).
 bool equalConstantTime(const void* a, const void* b, size_t bytes);

@@ -42,7 +42,7 @@ bool sendNow(Link& link, const void* buf, size_t bytes) { return link.trySend(bu
 std::atomic<int> gPendingTotal{0};
 int processPendingLimit() {
   static const int limit = [] {
-    struct rlimit r{};
+    struct rlimit r {};
     if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 4096;
     const long q = (long)(r.rlim_cur / 4);
     return (int)(q < 16 ? 16 : q > 65536 ? 65536 : q);
@@ -164,7 +164,8 @@ clbResult_t clientProve(Link& link, const uint8_t* secret, const ClientHello& h,
   if (rc == clbRemoteError) *retry = true;  // closed before answering: full, or not a root yet
   CLB_CHECK(rc);
   if (c.magic != kWireMagic)
-    return setError(clbAuthError, "%s did not answer like a Colibri bootstrap (is another service on that port?)", peer);
+    return setError(clbAuthError, "%s did not answer like a Colibri bootstrap (is another service on that port?)",
+                    peer);
   if (c.protocol != CLB_PROTOCOL_VERSION)
     return setError(clbAuthError,
                     "%s speaks bootstrap protocol %u (Colibri %s); this rank speaks protocol %u (Colibri %s): run "
@@ -177,11 +178,11 @@ clbResult_t clientProve(Link& link, const uint8_t* secret, const ClientHello& h,
     std::string msg(c.msgBytes <= kMaxMessageBytes ? c.msgBytes : 0, '\0');
     if (!msg.empty()) CLB_CHECK(recvAll(link, msg.data(), msg.size(), deadlineMs, abort, peer));
     // Unauthenticated: the code is one of two, whatever the peer says; its words are in the message.
-    return setError(c.status == clbInvalidUsage ? clbInvalidUsage : clbAuthError, "%s refused the connection: %s",
-                    peer, msg.c_str());
+    return setError(c.status == clbInvalidUsage ? clbInvalidUsage : clbAuthError, "%s refused the connection: %s", peer,
+                    msg.c_str());
   }
-  CLB_CHECK(recvAll(link, reinterpret_cast<uint8_t*>(&c) + kPrefixBytes, sizeof c - kPrefixBytes, deadlineMs, abort,
-                    peer));
+  CLB_CHECK(
+      recvAll(link, reinterpret_cast<uint8_t*>(&c) + kPrefixBytes, sizeof c - kPrefixBytes, deadlineMs, abort, peer));
   Transcript t{CLB_PROTOCOL_VERSION, purpose, {}, {}, {}};
   if (session) memcpy(t.session, session, kSessionBytes);
   memcpy(t.clientNonce, h.nonce, kNonceBytes);
@@ -210,8 +211,13 @@ clbResult_t clientProve(Link& link, const uint8_t* secret, const ClientHello& h,
 HandshakeServer::HandshakeServer(int listenFd, const uint8_t* secret, uint32_t purposes, const uint8_t* session,
                                  size_t bodyBytes, std::string where, int64_t perConnectionMs, size_t maxPending,
                                  TlsContextRef tls)
-    : listenFd_(listenFd), tls_(std::move(tls)), purposes_(purposes), bodyBytes_(bodyBytes), where_(std::move(where)),
-      perConnectionMs_(perConnectionMs), maxPending_(maxPending ? maxPending : 1) {
+    : listenFd_(listenFd),
+      tls_(std::move(tls)),
+      purposes_(purposes),
+      bodyBytes_(bodyBytes),
+      where_(std::move(where)),
+      perConnectionMs_(perConnectionMs),
+      maxPending_(maxPending ? maxPending : 1) {
   memcpy(secret_, secret, kSecretBytes);
   fingerprint_ = secretFingerprint(secret_);
   memset(session_, 0, sizeof session_);
@@ -245,9 +251,10 @@ void HandshakeServer::drop(Conn& c, const char* why) {
   // A scan or a flood must not flood the log: one warning a second, with the count in between.
   const int64_t now = nowMs();
   if (now - lastWarnMs_ >= 1000) {
-    CLB_WARN("bootstrap %s dropped a connection from %s: %s (%llu other(s) dropped since the last warning); "
-             "real ranks are not delayed by it",
-             where_.c_str(), c.from.c_str(), why, (unsigned long long)unwarned_);
+    CLB_WARN(
+        "bootstrap %s dropped a connection from %s: %s (%llu other(s) dropped since the last warning); "
+        "real ranks are not delayed by it",
+        where_.c_str(), c.from.c_str(), why, (unsigned long long)unwarned_);
     lastWarnMs_ = now;
     unwarned_ = 0;
   } else {
@@ -257,7 +264,8 @@ void HandshakeServer::drop(Conn& c, const char* why) {
 
 void HandshakeServer::refuse(Conn& c, uint32_t status, const char* why) {
   // Unauthenticated and plain (a client that cannot speak TLS reads it too): a refusal header, the text.
-  uint32_t head[kRefusalBytes / 4] = {kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, status, (uint32_t)strlen(why)};
+  uint32_t head[kRefusalBytes / 4] = {kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, status,
+                                      (uint32_t)strlen(why)};
   std::string out(reinterpret_cast<const char*>(head), sizeof head);
   out += why;
   (void)sendNow(c.link, out.data(), out.size());
@@ -354,8 +362,7 @@ bool HandshakeServer::step(Conn& c, std::vector<Authenticated>* done) {
         refuse(c, status, m);
         return false;
       }
-      ServerChallenge ch{kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, clbSuccess, 0,
-                         fingerprint_, {}, {}};
+      ServerChallenge ch{kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, clbSuccess, 0, fingerprint_, {}, {}};
       if (!randomBytes(ch.nonce, sizeof ch.nonce)) {
         drop(c, "getrandom() failed");
         return false;
@@ -405,8 +412,8 @@ void HandshakeServer::advance(const std::vector<pollfd>& fds, size_t first, size
   const size_t watched = n > 0 ? n - 1 : 0;  // pending_ has not changed since addPollFds
   for (size_t i = 0; i < pending_.size(); i++) {
     Conn& c = pending_[i];
-    const bool ready = i < watched && fds[first + 1 + i].fd == c.link.fd() &&
-                       (fds[first + 1 + i].revents || c.link.buffered());
+    const bool ready =
+        i < watched && fds[first + 1 + i].fd == c.link.fd() && (fds[first + 1 + i].revents || c.link.buffered());
     if (ready && !step(c, done)) continue;
     if (c.link.open() && now > c.deadline) drop(c, "it did not complete the handshake in time");
   }
@@ -452,7 +459,7 @@ void HandshakeServer::advance(const std::vector<pollfd>& fds, size_t first, size
       pending_.pop_front();
       gPendingTotal--;
     }
-    Conn c{Link(fd), now + perConnectionMs_, tls_ ? -1 : 0, std::vector<uint8_t>(sizeof(ClientHello)), 0, {},
+    Conn c{Link(fd),    now + perConnectionMs_, tls_ ? -1 : 0, std::vector<uint8_t>(sizeof(ClientHello)), 0, {},
            peerName(fd)};
     pending_.push_back(std::move(c));
     gPendingTotal++;

@@ -129,9 +129,9 @@ struct Authenticated {
 // client that does not speak TLS to a TLS listener, or TLS to a plain one, is told why.
 class HandshakeServer {
  public:
-  HandshakeServer(int listenFd, const uint8_t* secret, uint32_t purposes /* bit per Purpose */,
-                  const uint8_t* session, size_t bodyBytes, std::string where, int64_t perConnectionMs,
-                  size_t maxPending, TlsContextRef tls = nullptr);
+  HandshakeServer(int listenFd, const uint8_t* secret, uint32_t purposes /* bit per Purpose */, const uint8_t* session,
+                  size_t bodyBytes, std::string where, int64_t perConnectionMs, size_t maxPending,
+                  TlsContextRef tls = nullptr);
   ~HandshakeServer();
   HandshakeServer(const HandshakeServer&) = delete;
   HandshakeServer& operator=(const HandshakeServer&) = delete;
@@ -162,8 +162,8 @@ class HandshakeServer {
     TlsBinding binding{};
     uint32_t fingerprint = 0;  // of the client's secret, from its hello
   };
-  bool step(Conn& c, std::vector<Authenticated>* done);  // false: drop it
-  bool stepTls(Conn& c);                                  // false: dropped
+  bool step(Conn& c, std::vector<Authenticated>* done);    // false: drop it
+  bool stepTls(Conn& c);                                   // false: dropped
   void refuse(Conn& c, uint32_t status, const char* why);  // tells the client why, then drops it
   void noteRefused(const Conn& c);                         // one more connection with another secret
   void drop(Conn& c, const char* why);

@@ -45,23 +45,27 @@ int SockAddr::port() const {
 }
 
 clbResult_t resolveHost(const char* host, int port, SockAddr* out) {
-  if (port < 0 || port > 65535)
-    return setError(clbInvalidArgument, "port %d is out of range: use 0..65535", port);
-  struct addrinfo hints{};
+  if (port < 0 || port > 65535) return setError(clbInvalidArgument, "port %d is out of range: use 0..65535", port);
+  struct addrinfo hints {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   struct addrinfo* res = nullptr;
   int rc = getaddrinfo(host, nullptr, &hints, &res);
   if (rc != 0 || !res)
-    return setError(clbInvalidArgument, "cannot resolve host '%s': %s; check the address (e.g. MASTER_ADDR)",
-                    host, gai_strerror(rc));
+    return setError(clbInvalidArgument, "cannot resolve host '%s': %s; check the address (e.g. MASTER_ADDR)", host,
+                    gai_strerror(rc));
   struct addrinfo* pick = res;
   for (auto* p = res; p; p = p->ai_next)
-    if (p->ai_family == AF_INET) { pick = p; break; }
+    if (p->ai_family == AF_INET) {
+      pick = p;
+      break;
+    }
   memcpy(&out->ss, pick->ai_addr, pick->ai_addrlen);
   out->len = pick->ai_addrlen;
-  if (out->ss.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&out->ss)->sin_port = htons(port);
-  else reinterpret_cast<sockaddr_in6*>(&out->ss)->sin6_port = htons(port);
+  if (out->ss.ss_family == AF_INET)
+    reinterpret_cast<sockaddr_in*>(&out->ss)->sin_port = htons(port);
+  else
+    reinterpret_cast<sockaddr_in6*>(&out->ss)->sin6_port = htons(port);
   freeaddrinfo(res);
   return clbSuccess;
 }
@@ -84,8 +88,7 @@ static clbResult_t interfaceAddress(const char* list, SockAddr* out) {
       for (auto* i = ifs; n && i; i = i->ifa_next) {
         if (!i->ifa_addr || (i->ifa_flags & IFF_UP) == 0 || i->ifa_addr->sa_family != family) continue;
         if (strncmp(i->ifa_name, p, n) != 0) continue;
-        if (family == AF_INET6 &&
-            IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr))
+        if (family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr))
           continue;
         const size_t len = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
         memcpy(&out->ss, i->ifa_addr, len);
@@ -104,7 +107,8 @@ static clbResult_t interfaceAddress(const char* list, SockAddr* out) {
   if (!seen.empty()) seen.pop_back();
   return setError(clbInvalidArgument,
                   "COLIBRI_SOCKET_IFNAME=%s matches no interface that is up with an address; the interfaces that "
-                  "are up here:%s", list, seen.c_str());
+                  "are up here:%s",
+                  list, seen.c_str());
 }
 
 clbResult_t localAddress(SockAddr* out) {
@@ -166,8 +170,7 @@ clbResult_t listenTcp(const SockAddr& addr, int* fd, SockAddr* bound) {
   if (bind(s, reinterpret_cast<const sockaddr*>(&addr.ss), addr.len) != 0) {
     int e = errno;
     close(s);
-    return setSysError(e, "cannot listen on %s (is the port in use, or the address not local?)",
-                       addr.str().c_str());
+    return setSysError(e, "cannot listen on %s (is the port in use, or the address not local?)", addr.str().c_str());
   }
   if (listen(s, 256) != 0) {
     int e = errno;
@@ -181,14 +184,15 @@ clbResult_t listenTcp(const SockAddr& addr, int* fd, SockAddr* bound) {
   return clbSuccess;
 }
 
-static clbResult_t waitFd(int fd, short events, int64_t deadlineMs, const std::atomic<bool>* abort,
-                          const char* what) {
+static clbResult_t waitFd(int fd, short events, int64_t deadlineMs, const std::atomic<bool>* abort, const char* what) {
   for (;;) {
     if (abort && abort->load(std::memory_order_relaxed))
       return setError(clbAborted, "aborted while waiting for %s", what);
     int64_t left = deadlineMs - nowMs();
     if (left <= 0) return setError(clbTimeout, "timed out waiting for %s", what);
-    struct pollfd p{fd, events, 0};
+    struct pollfd p {
+      fd, events, 0
+    };
     int rc = poll(&p, 1, (int)(left < 100 ? left : 100));
     if (rc > 0) return clbSuccess;
     if (rc < 0 && errno != EINTR) return setSysError(errno, "poll() waiting for %s failed", what);
@@ -226,8 +230,7 @@ bool connectRetryable(int err) {
          err == EAGAIN;
 }
 
-clbResult_t connectTcp(const SockAddr& addr, int64_t deadlineMs, const std::atomic<bool>* abort,
-                       int* fd) {
+clbResult_t connectTcp(const SockAddr& addr, int64_t deadlineMs, const std::atomic<bool>* abort, int* fd) {
   int delayMs = 1;
   for (;;) {
     bool noSocket = false;
@@ -264,8 +267,7 @@ clbResult_t acceptTcp(int listenFd, int64_t deadlineMs, const std::atomic<bool>*
       *fd = s;
       return clbSuccess;
     }
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-      return setSysError(errno, "accept() failed");
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return setSysError(errno, "accept() failed");
     CLB_CHECK(waitFd(listenFd, POLLIN, deadlineMs, abort, "an incoming connection"));
   }
 }
@@ -322,8 +324,8 @@ static clbResult_t sendFailed(Link& link, const char* what) {
   return setSysError(errno, "sending to %s failed (did the peer exit?)", what);
 }
 
-clbResult_t sendAll(Link& link, const void* buf, size_t bytes, int64_t deadlineMs,
-                    const std::atomic<bool>* abort, const char* what) {
+clbResult_t sendAll(Link& link, const void* buf, size_t bytes, int64_t deadlineMs, const std::atomic<bool>* abort,
+                    const char* what) {
   const char* p = static_cast<const char*>(buf);
   while (bytes > 0) {
     ssize_t n = link.trySend(p, bytes);
@@ -385,8 +387,8 @@ clbResult_t sendAllParts(Link& link, std::initializer_list<ConstBuf> parts, int6
   return clbSuccess;
 }
 
-clbResult_t recvAll(Link& link, void* buf, size_t bytes, int64_t deadlineMs,
-                    const std::atomic<bool>* abort, const char* what) {
+clbResult_t recvAll(Link& link, void* buf, size_t bytes, int64_t deadlineMs, const std::atomic<bool>* abort,
+                    const char* what) {
   char* p = static_cast<char*>(buf);
   while (bytes > 0) {
     ssize_t n = link.tryRecv(p, bytes);
@@ -400,8 +402,7 @@ clbResult_t recvAll(Link& link, void* buf, size_t bytes, int64_t deadlineMs,
       if (!link.buffered()) CLB_CHECK(waitFd(link.fd(), link.wantEvents(POLLIN), deadlineMs, abort, what));
       continue;
     }
-    if (errno == ECONNRESET)
-      return setError(clbRemoteError, "%s reset the connection (did it exit or fail?)", what);
+    if (errno == ECONNRESET) return setError(clbRemoteError, "%s reset the connection (did it exit or fail?)", what);
     if (errno == EPROTO)
       return setError(clbAuthError, "the TLS connection with %s failed: %s", what, link.tls()->failure().c_str());
     return setSysError(errno, "receiving from %s failed (did the peer exit?)", what);
@@ -409,14 +410,14 @@ clbResult_t recvAll(Link& link, void* buf, size_t bytes, int64_t deadlineMs,
   return clbSuccess;
 }
 
-clbResult_t sendAll(int fd, const void* buf, size_t bytes, int64_t deadlineMs,
-                    const std::atomic<bool>* abort, const char* what) {
+clbResult_t sendAll(int fd, const void* buf, size_t bytes, int64_t deadlineMs, const std::atomic<bool>* abort,
+                    const char* what) {
   Link l = Link::borrow(fd);
   return sendAll(l, buf, bytes, deadlineMs, abort, what);
 }
 
-clbResult_t recvAll(int fd, void* buf, size_t bytes, int64_t deadlineMs,
-                    const std::atomic<bool>* abort, const char* what) {
+clbResult_t recvAll(int fd, void* buf, size_t bytes, int64_t deadlineMs, const std::atomic<bool>* abort,
+                    const char* what) {
   Link l = Link::borrow(fd);
   return recvAll(l, buf, bytes, deadlineMs, abort, what);
 }

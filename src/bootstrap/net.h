@@ -38,8 +38,7 @@ clbResult_t localAddress(SockAddr* out);
 // Listens on `addr` (port 0 = ephemeral) and returns the bound address (with the real port).
 clbResult_t listenTcp(const SockAddr& addr, int* fd, SockAddr* bound);
 // Connects, retrying refused connections until deadlineMs (absolute, nowMs() clock).
-clbResult_t connectTcp(const SockAddr& addr, int64_t deadlineMs, const std::atomic<bool>* abort,
-                       int* fd);
+clbResult_t connectTcp(const SockAddr& addr, int64_t deadlineMs, const std::atomic<bool>* abort, int* fd);
 // One attempt of connectTcp without waiting, for callers that poll many sockets: 0 with *fd
 // connected, EINPROGRESS with *fd connecting (wait for POLLOUT, then finishConnect), or the errno
 // of the failed attempt with *fd = -1 (*noSocket set when socket() itself failed).
@@ -85,10 +84,10 @@ class Link {
 };
 
 // Whole-buffer send/recv with a deadline. `what` names the peer for messages.
-clbResult_t sendAll(Link& link, const void* buf, size_t bytes, int64_t deadlineMs,
-                    const std::atomic<bool>* abort, const char* what);
-clbResult_t recvAll(Link& link, void* buf, size_t bytes, int64_t deadlineMs,
-                    const std::atomic<bool>* abort, const char* what);
+clbResult_t sendAll(Link& link, const void* buf, size_t bytes, int64_t deadlineMs, const std::atomic<bool>* abort,
+                    const char* what);
+clbResult_t recvAll(Link& link, void* buf, size_t bytes, int64_t deadlineMs, const std::atomic<bool>* abort,
+                    const char* what);
 // The buffers one after the other as one message: on a plain socket one sendmsg for what fits
 // its buffer, so that the peer wakes once for it (with TCP_NODELAY, every send is a segment of its
 // own); over TLS one record (the parts copied into one buffer, one write).
@@ -98,10 +97,10 @@ struct ConstBuf {
 };
 clbResult_t sendAllParts(Link& link, std::initializer_list<ConstBuf> parts, int64_t deadlineMs,
                          const std::atomic<bool>* abort, const char* what);
-clbResult_t sendAll(int fd, const void* buf, size_t bytes, int64_t deadlineMs,
-                    const std::atomic<bool>* abort, const char* what);
-clbResult_t recvAll(int fd, void* buf, size_t bytes, int64_t deadlineMs,
-                    const std::atomic<bool>* abort, const char* what);
+clbResult_t sendAll(int fd, const void* buf, size_t bytes, int64_t deadlineMs, const std::atomic<bool>* abort,
+                    const char* what);
+clbResult_t recvAll(int fd, void* buf, size_t bytes, int64_t deadlineMs, const std::atomic<bool>* abort,
+                    const char* what);
 void setNonBlocking(int fd);
 // TCP_NODELAY and non-blocking, as every bootstrap and transport socket is.
 void tuneTcp(int fd);

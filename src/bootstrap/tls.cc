@@ -102,7 +102,8 @@ int bioWrite(void* b, const char* p, int n) {
   const int fd = (int)(intptr_t)gApi->BIO_get_data(b);
   gApi->BIO_clear_flags(b, kBioRws | kBioRetry);
   ssize_t r = ::send(fd, p, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) gApi->BIO_set_flags(b, kBioWrite | kBioRetry);
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    gApi->BIO_set_flags(b, kBioWrite | kBioRetry);
   return (int)r;
 }
 
@@ -110,7 +111,8 @@ int bioRead(void* b, char* p, int n) {
   const int fd = (int)(intptr_t)gApi->BIO_get_data(b);
   gApi->BIO_clear_flags(b, kBioRws | kBioRetry);
   ssize_t r = ::recv(fd, p, (size_t)n, MSG_DONTWAIT);
-  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) gApi->BIO_set_flags(b, kBioRead | kBioRetry);
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    gApi->BIO_set_flags(b, kBioRead | kBioRetry);
   return (int)r;
 }
 
@@ -139,32 +141,37 @@ clbResult_t loadApi(const Api** out) {
                     path.c_str(), dlerror());
   if (gApi) {
     dlclose(lib);
-    return setError(clbInvalidUsage, "COLIBRI_TLS_LIBRARY=%s, but this process already uses %s for TLS: one OpenSSL "
-                    "per process", path.c_str(), gApi->path.c_str());
+    return setError(clbInvalidUsage,
+                    "COLIBRI_TLS_LIBRARY=%s, but this process already uses %s for TLS: one OpenSSL "
+                    "per process",
+                    path.c_str(), gApi->path.c_str());
   }
   auto* a = new Api;
   a->lib = lib;
   a->path = path;
   std::string missing;
 #define CLB_BIND(fn) bind(lib, #fn, &a->fn, &missing)
-  CLB_BIND(OPENSSL_init_ssl), CLB_BIND(TLS_method), CLB_BIND(SSL_CTX_new), CLB_BIND(SSL_CTX_free), CLB_BIND(SSL_CTX_use_certificate_chain_file),
-      CLB_BIND(SSL_CTX_use_PrivateKey_file), CLB_BIND(SSL_CTX_check_private_key),
-      CLB_BIND(SSL_CTX_load_verify_locations), CLB_BIND(SSL_CTX_set_verify), CLB_BIND(SSL_CTX_ctrl),
-      CLB_BIND(SSL_CTX_set_options), CLB_BIND(SSL_CTX_set_num_tickets), CLB_BIND(SSL_new), CLB_BIND(SSL_free),
-      CLB_BIND(SSL_set_bio), CLB_BIND(SSL_set_connect_state), CLB_BIND(SSL_set_accept_state),
+  CLB_BIND(OPENSSL_init_ssl), CLB_BIND(TLS_method), CLB_BIND(SSL_CTX_new), CLB_BIND(SSL_CTX_free),
+      CLB_BIND(SSL_CTX_use_certificate_chain_file), CLB_BIND(SSL_CTX_use_PrivateKey_file),
+      CLB_BIND(SSL_CTX_check_private_key), CLB_BIND(SSL_CTX_load_verify_locations), CLB_BIND(SSL_CTX_set_verify),
+      CLB_BIND(SSL_CTX_ctrl), CLB_BIND(SSL_CTX_set_options), CLB_BIND(SSL_CTX_set_num_tickets), CLB_BIND(SSL_new),
+      CLB_BIND(SSL_free), CLB_BIND(SSL_set_bio), CLB_BIND(SSL_set_connect_state), CLB_BIND(SSL_set_accept_state),
       CLB_BIND(SSL_do_handshake), CLB_BIND(SSL_read), CLB_BIND(SSL_peek), CLB_BIND(SSL_write), CLB_BIND(SSL_get_error),
-      CLB_BIND(SSL_pending), CLB_BIND(SSL_has_pending), CLB_BIND(SSL_export_keying_material), CLB_BIND(SSL_shutdown), CLB_BIND(SSL_get_verify_result), CLB_BIND(SSL_get_version),
-      CLB_BIND(SSL_get_current_cipher), CLB_BIND(SSL_CIPHER_get_name), CLB_BIND(X509_verify_cert_error_string),
-      CLB_BIND(ERR_get_error), CLB_BIND(ERR_error_string_n), CLB_BIND(ERR_clear_error), CLB_BIND(OpenSSL_version),
-      CLB_BIND(BIO_meth_new), CLB_BIND(BIO_meth_set_write), CLB_BIND(BIO_meth_set_read), CLB_BIND(BIO_meth_set_ctrl),
+      CLB_BIND(SSL_pending), CLB_BIND(SSL_has_pending), CLB_BIND(SSL_export_keying_material), CLB_BIND(SSL_shutdown),
+      CLB_BIND(SSL_get_verify_result), CLB_BIND(SSL_get_version), CLB_BIND(SSL_get_current_cipher),
+      CLB_BIND(SSL_CIPHER_get_name), CLB_BIND(X509_verify_cert_error_string), CLB_BIND(ERR_get_error),
+      CLB_BIND(ERR_error_string_n), CLB_BIND(ERR_clear_error), CLB_BIND(OpenSSL_version), CLB_BIND(BIO_meth_new),
+      CLB_BIND(BIO_meth_set_write), CLB_BIND(BIO_meth_set_read), CLB_BIND(BIO_meth_set_ctrl),
       CLB_BIND(BIO_get_new_index), CLB_BIND(BIO_new), CLB_BIND(BIO_set_data), CLB_BIND(BIO_get_data),
       CLB_BIND(BIO_set_init), CLB_BIND(BIO_set_flags), CLB_BIND(BIO_clear_flags);
 #undef CLB_BIND
   if (!missing.empty()) {
     dlclose(lib);
     delete a;
-    return setError(clbUnsupported, "%s is not OpenSSL 3 (it lacks %s): install libssl3 or point COLIBRI_TLS_LIBRARY at "
-                    "OpenSSL 3's libssl.so.3", path.c_str(), missing.c_str());
+    return setError(clbUnsupported,
+                    "%s is not OpenSSL 3 (it lacks %s): install libssl3 or point COLIBRI_TLS_LIBRARY at "
+                    "OpenSSL 3's libssl.so.3",
+                    path.c_str(), missing.c_str());
   }
   // No clean-up at exit: a detached bootstrap root (or a communicator the program never
   // destroyed) may still free its TLS sessions then, and OpenSSL's atexit handler freeing its
@@ -188,10 +195,10 @@ clbResult_t loadApi(const Api** out) {
 // A file's identity for the context cache: its name, size and change time (a rotated
 // certificate makes a new context).
 std::string fileKey(const char* path) {
-  struct stat st{};
+  struct stat st {};
   if (stat(path, &st) != 0) return std::string(path) + "?";
-  return std::string(path) + ":" + std::to_string((long long)st.st_size) + ":" + std::to_string((long long)st.st_mtime) +
-         "." + std::to_string((long long)st.st_mtim.tv_nsec);
+  return std::string(path) + ":" + std::to_string((long long)st.st_size) + ":" +
+         std::to_string((long long)st.st_mtime) + "." + std::to_string((long long)st.st_mtim.tv_nsec);
 }
 
 }  // namespace
@@ -238,8 +245,7 @@ clbResult_t tlsContextFor(TlsMode mode, TlsContextRef* out) {
                       "COLIBRI_TLS=%s needs %s (PEM files: COLIBRI_TLS_CERT this rank's certificate chain, "
                       "COLIBRI_TLS_KEY its private key, COLIBRI_TLS_CA the CA that signed every rank's)",
                       tlsModeName(mode), names[i]);
-    if (access(files[i], R_OK) != 0)
-      return setSysError(errno, "%s=%s cannot be read", names[i], files[i]);
+    if (access(files[i], R_OK) != 0) return setSysError(errno, "%s=%s cannot be read", names[i], files[i]);
   }
   const Api* a = nullptr;
   CLB_CHECK(loadApi(&a));
@@ -258,17 +264,23 @@ clbResult_t tlsContextFor(TlsMode mode, TlsContextRef* out) {
   if (!ctx) return setError(clbSystemError, "OpenSSL could not make a TLS context: %s", drainErrors(a).c_str());
   auto ref = std::make_shared<TlsContext>(a, ctx);
   const char* step = nullptr;
-  if (a->SSL_CTX_ctrl(ctx, kCtrlSetMinProtoVersion, kTls13, nullptr) != 1) step = "TLS 1.3 is not available";
-  else if (a->SSL_CTX_use_certificate_chain_file(ctx, files[0]) != 1) step = "COLIBRI_TLS_CERT is not a PEM certificate";
-  else if (a->SSL_CTX_use_PrivateKey_file(ctx, files[1], kFiletypePem) != 1) step = "COLIBRI_TLS_KEY is not a PEM key";
-  else if (a->SSL_CTX_check_private_key(ctx) != 1) step = "COLIBRI_TLS_KEY is not the key of COLIBRI_TLS_CERT";
-  else if (a->SSL_CTX_load_verify_locations(ctx, files[2], nullptr) != 1) step = "COLIBRI_TLS_CA holds no PEM certificate";
+  if (a->SSL_CTX_ctrl(ctx, kCtrlSetMinProtoVersion, kTls13, nullptr) != 1)
+    step = "TLS 1.3 is not available";
+  else if (a->SSL_CTX_use_certificate_chain_file(ctx, files[0]) != 1)
+    step = "COLIBRI_TLS_CERT is not a PEM certificate";
+  else if (a->SSL_CTX_use_PrivateKey_file(ctx, files[1], kFiletypePem) != 1)
+    step = "COLIBRI_TLS_KEY is not a PEM key";
+  else if (a->SSL_CTX_check_private_key(ctx) != 1)
+    step = "COLIBRI_TLS_KEY is not the key of COLIBRI_TLS_CERT";
+  else if (a->SSL_CTX_load_verify_locations(ctx, files[2], nullptr) != 1)
+    step = "COLIBRI_TLS_CA holds no PEM certificate";
   std::string errors = step ? drainErrors(a) : "";
   if (step && errors.find("key values mismatch") != std::string::npos)
     step = "COLIBRI_TLS_KEY is not the key of COLIBRI_TLS_CERT";
   if (step)
-    return setError(clbInvalidArgument, "TLS setup (COLIBRI_TLS_CERT=%s, COLIBRI_TLS_KEY=%s, COLIBRI_TLS_CA=%s): %s (%s)",
-                    files[0], files[1], files[2], step, errors.c_str());
+    return setError(clbInvalidArgument,
+                    "TLS setup (COLIBRI_TLS_CERT=%s, COLIBRI_TLS_KEY=%s, COLIBRI_TLS_CA=%s): %s (%s)", files[0],
+                    files[1], files[2], step, errors.c_str());
   a->SSL_CTX_set_verify(ctx, kVerifyPeer | kVerifyFailIfNoPeerCert, nullptr);  // mutual: both sides present
   a->SSL_CTX_ctrl(ctx, kCtrlMode, kModePartialWrite | kModeMovingWriteBuffer, nullptr);
   a->SSL_CTX_set_options(ctx, kOpIgnoreUnexpectedEof | kOpNoTicket | kOpNoRenegotiation);
@@ -295,8 +307,10 @@ clbResult_t TlsSession::create(const TlsContextRef& ctx, int fd, bool server, st
   a->BIO_set_data(bio, (void*)(intptr_t)fd);
   a->BIO_set_init(bio, 1);
   a->SSL_set_bio(s->ssl_, bio, bio);  // the session owns the BIO now
-  if (server) a->SSL_set_accept_state(s->ssl_);
-  else a->SSL_set_connect_state(s->ssl_);
+  if (server)
+    a->SSL_set_accept_state(s->ssl_);
+  else
+    a->SSL_set_connect_state(s->ssl_);
   *out = std::move(s);
   return clbSuccess;
 }
@@ -332,16 +346,19 @@ int TlsSession::handshakeStep(std::string* why) {
            " (is it signed by COLIBRI_TLS_CA?)";
   else if (e == kSslZeroReturn || (e == kSslSyscall && (savedErrno == 0 || savedErrno == ECONNRESET)) ||
            errors.find("eof") != std::string::npos) {
-    *why = "it closed the connection during the TLS handshake (does it run with the same COLIBRI_TLS and trust the "
-           "same CA?)" + (errors.empty() ? std::string() : " [" + errors + "]");
+    *why =
+        "it closed the connection during the TLS handshake (does it run with the same COLIBRI_TLS and trust the "
+        "same CA?)" +
+        (errors.empty() ? std::string() : " [" + errors + "]");
     return -2;  // a server that was full or restarting does this too: the client may connect again
   } else if (e == kSslSyscall)
     *why = std::string("the TLS handshake failed: ") + strerror(savedErrno);
   else
-    *why = "the TLS handshake failed: " + (errors.empty() ? std::string("no reason given") : errors) +
-           (errors.find("wrong version number") != std::string::npos || errors.find("packet length") != std::string::npos
-                ? " (the peer does not speak TLS: does it run with COLIBRI_TLS?)"
-                : "");
+    *why =
+        "the TLS handshake failed: " + (errors.empty() ? std::string("no reason given") : errors) +
+        (errors.find("wrong version number") != std::string::npos || errors.find("packet length") != std::string::npos
+             ? " (the peer does not speak TLS: does it run with COLIBRI_TLS?)"
+             : "");
   return -1;
 }
 
@@ -357,7 +374,8 @@ clbResult_t TlsSession::connect(int64_t deadlineMs, const std::atomic<bool>* abo
     if (r < 0) return setError(clbAuthError, "TLS with %s: %s", peer, why.c_str());
     const int64_t now = nowMs();
     if (abort && abort->load()) return setError(clbAborted, "aborted during the TLS handshake with %s", peer);
-    if (now >= deadlineMs) return setError(clbTimeout, "the TLS handshake with %s did not complete before the timeout", peer);
+    if (now >= deadlineMs)
+      return setError(clbTimeout, "the TLS handshake with %s did not complete before the timeout", peer);
     pollfd p{fd_, wantEvents(POLLIN), 0};
     const int64_t left = deadlineMs - now;
     (void)poll(&p, 1, (int)(left < 100 ? left : 100));
@@ -439,8 +457,8 @@ std::string TlsSession::failure() {
 bool TlsSession::buffered() {
   std::lock_guard<std::mutex> g(mu_);
   const Api* a = ctx_->api;
-  if (a->SSL_pending(ssl_) > 0) return true;       // decrypted plaintext
-  if (!a->SSL_has_pending(ssl_)) return false;      // nothing read ahead either
+  if (a->SSL_pending(ssl_) > 0) return true;    // decrypted plaintext
+  if (!a->SSL_has_pending(ssl_)) return false;  // nothing read ahead either
   // Read ahead, but maybe only part of a record (then the socket must be waited for): a peek
   // says whether a whole record is there. An error or the peer's close counts as buffered, so
   // that the next receive reports it at once.

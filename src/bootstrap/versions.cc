@@ -50,17 +50,15 @@ bool looksLikeVersion(const std::string& t) {
   return digit && dot;
 }
 
-void copyField(char* dst, size_t cap, const std::string& v) {
-  snprintf(dst, cap, "%s", v.c_str());
-}
+void copyField(char* dst, size_t cap, const std::string& v) { snprintf(dst, cap, "%s", v.c_str()); }
 
 std::string field(const char* f, size_t cap) { return std::string(f, strnlen(f, cap)); }
 
 struct Item {
-  const char* name;     // in messages: "Colibri", "NVIDIA driver", "NIC firmware"
-  const char* infoName; // in the info line
-  int failsAt;          // the clbVersionCheck_t from which a difference fails init
-  bool skipNone;        // ranks without the thing are not compared
+  const char* name;      // in messages: "Colibri", "NVIDIA driver", "NIC firmware"
+  const char* infoName;  // in the info line
+  int failsAt;           // the clbVersionCheck_t from which a difference fails init
+  bool skipNone;         // ranks without the thing are not compared
   const char* fix;
   std::string (*get)(const RankInfo&);
 };
@@ -117,8 +115,10 @@ std::string valuesByRank(const std::vector<std::string>& values) {
   for (int r = 0; r < (int)values.size(); r++) {
     const std::string& v = values[r];
     auto f = std::find_if(g.begin(), g.end(), [&](const auto& p) { return p.first == v; });
-    if (f == g.end()) g.push_back({v, {r}});
-    else f->second.push_back(r);
+    if (f == g.end())
+      g.push_back({v, {r}});
+    else
+      f->second.push_back(r);
   }
   std::string s;
   for (size_t i = 0; i < g.size() && i < 8; i++) {
@@ -185,14 +185,22 @@ VersionInfo localVersions(int check) {
   snprintf(lib, sizeof lib, "%d.%d.%d", CLB_VERSION_MAJOR, CLB_VERSION_MINOR, CLB_VERSION_PATCH);
   std::string colibri = lib, driver, firmware;
   const char* env;
-  if (tOverride && !tOverride->colibri.empty()) colibri = tOverride->colibri;
-  else if ((env = getenv("COLIBRI_TEST_FAKE_VERSION")) && *env) colibri = env;
-  if (tOverride && !tOverride->driver.empty()) driver = tOverride->driver;
-  else if ((env = getenv("COLIBRI_TEST_FAKE_DRIVER")) && *env) driver = env;
-  else driver = readNvidiaDriverVersion();
-  if (tOverride && !tOverride->firmware.empty()) firmware = tOverride->firmware;
-  else if ((env = getenv("COLIBRI_TEST_FAKE_FIRMWARE")) && *env) firmware = env;
-  else firmware = readNicFirmware();
+  if (tOverride && !tOverride->colibri.empty())
+    colibri = tOverride->colibri;
+  else if ((env = getenv("COLIBRI_TEST_FAKE_VERSION")) && *env)
+    colibri = env;
+  if (tOverride && !tOverride->driver.empty())
+    driver = tOverride->driver;
+  else if ((env = getenv("COLIBRI_TEST_FAKE_DRIVER")) && *env)
+    driver = env;
+  else
+    driver = readNvidiaDriverVersion();
+  if (tOverride && !tOverride->firmware.empty())
+    firmware = tOverride->firmware;
+  else if ((env = getenv("COLIBRI_TEST_FAKE_FIRMWARE")) && *env)
+    firmware = env;
+  else
+    firmware = readNicFirmware();
   copyField(v.colibri, sizeof v.colibri, colibri);
   copyField(v.driver, sizeof v.driver, driver);
   copyField(v.firmware, sizeof v.firmware, firmware);
@@ -210,24 +218,27 @@ clbResult_t checkVersions(const std::vector<RankInfo>& peers, int myRank) {
     }
   int mine = peers[myRank].versions.check;
   std::string setting = std::string("versionCheck=") + clbVersionCheckName(check);
-  if (mine != check) setting += std::string(" (set on rank ") + std::to_string(setBy) + "; this rank has " +
-                                clbVersionCheckName(mine) + ": the strictest setting applies)";
+  if (mine != check)
+    setting += std::string(" (set on rank ") + std::to_string(setBy) + "; this rank has " + clbVersionCheckName(mine) +
+               ": the strictest setting applies)";
   for (const Item& it : kItems) {
     int ref = -1, other = -1;
     for (int r = 0; r < (int)peers.size() && other < 0; r++) {
       std::string v = it.get(peers[r]);
       if (it.skipNone && v == "none") continue;
-      if (ref < 0) ref = r;
-      else if (v != it.get(peers[ref])) other = r;
+      if (ref < 0)
+        ref = r;
+      else if (v != it.get(peers[ref]))
+        other = r;
     }
     if (other < 0) continue;
     std::string a = it.get(peers[ref]), b = it.get(peers[other]);
     std::string all = peers.size() > 2 ? " (" + groups(peers, it) + ")" : "";
     if (check >= it.failsAt)
-      return setError(clbInvalidUsage, "rank %d has %s %s but rank %d has %s%s: %s [%s]",
-                      ref, it.name, a.c_str(), other, b.c_str(), all.c_str(), it.fix, setting.c_str());
-    CLB_WARN("rank %d: rank %d has %s %s but rank %d has %s%s; init proceeds (%s)", myRank, ref, it.name,
-             a.c_str(), other, b.c_str(), all.c_str(), setting.c_str());
+      return setError(clbInvalidUsage, "rank %d has %s %s but rank %d has %s%s: %s [%s]", ref, it.name, a.c_str(),
+                      other, b.c_str(), all.c_str(), it.fix, setting.c_str());
+    CLB_WARN("rank %d: rank %d has %s %s but rank %d has %s%s; init proceeds (%s)", myRank, ref, it.name, a.c_str(),
+             other, b.c_str(), all.c_str(), setting.c_str());
   }
   return clbSuccess;
 }
@@ -241,9 +252,12 @@ std::string describeVersions(const std::vector<RankInfo>& peers) {
     const Item& it = kItems[i];
     if (i) s += same ? ", " : "; ";
     s += it.infoName;
-    if (same) s += " " + it.get(peers[0]);
-    else if (uniform(peers, it)) s += " " + it.get(peers[0]) + " on all ranks";
-    else s += " DIFFERS: " + groups(peers, it);
+    if (same)
+      s += " " + it.get(peers[0]);
+    else if (uniform(peers, it))
+      s += " " + it.get(peers[0]) + " on all ranks";
+    else
+      s += " DIFFERS: " + groups(peers, it);
   }
   s += same ? " (all ranks)\n" : "\n";
   return s;

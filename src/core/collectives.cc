@@ -18,14 +18,15 @@ using namespace clb;
 
 namespace {
 
-clbResult_t validate(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, int type,
-                     int op, int root, void* stream) {
+clbResult_t validate(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, int type, int op, int root,
+                     void* stream) {
   CLB_CHECK(c->checkUsable());
   if (!validType(type)) return setError(clbInvalidArgument, "unknown data type %d: use a clbDataType_t value", type);
   if ((coll == kAllReduce || coll == kReduceScatter || coll == kReduce) && !validOp(op))
     return setError(clbInvalidArgument, "unknown reduction op %d: use a clbRedOp_t value", op);
   if ((coll == kBroadcast || coll == kReduce) && (root < 0 || root >= c->nranks))
-    return setError(clbInvalidArgument, "root=%d is out of range for %d ranks: use 0..%d", root, c->nranks, c->nranks - 1);
+    return setError(clbInvalidArgument, "root=%d is out of range for %d ranks: use 0..%d", root, c->nranks,
+                    c->nranks - 1);
   size_t esz = clbTypeSize((clbDataType_t)type);
   size_t mult = (coll == kAllGather || coll == kReduceScatter) ? (size_t)c->nranks : 1;
   if (count > SIZE_MAX / esz / mult)
@@ -49,7 +50,7 @@ clbResult_t validate(clbComm* c, uint32_t coll, const void* send, void* recv, si
       const bool inPlace = coll == kAllGather ? s == r + slice : coll == kReduceScatter ? r == s + slice : s == r;
       if (!inPlace)
         CLB_CHECK(checkOverlap(name, send, sendBytes, recv, recvBytes,
-                               coll == kAllGather ? "send = recv + rank x count elements"
+                               coll == kAllGather       ? "send = recv + rank x count elements"
                                : coll == kReduceScatter ? "recv = send + rank x recvcount elements"
                                                         : "send = recv"));
     }
@@ -59,8 +60,8 @@ clbResult_t validate(clbComm* c, uint32_t coll, const void* send, void* recv, si
 
 // A collective's buffers: the send buffer only where the call reads one (not on a broadcast's
 // other ranks), the recv buffer only where it writes one (not on a reduce's other ranks).
-clbResult_t memoryKind(clbComm* c, uint32_t coll, const void* send, void* recv, int root, void* stream,
-                       bool* onDevice, int* ordinal) {
+clbResult_t memoryKind(clbComm* c, uint32_t coll, const void* send, void* recv, int root, void* stream, bool* onDevice,
+                       int* ordinal) {
   const bool hasSend = !(coll == kBroadcast && c->rank != root) && send;
   const bool hasRecv = !(coll == kReduce && c->rank != root) && recv;
   return bufferMemory(hasSend ? send : nullptr, hasRecv ? recv : nullptr, stream, onDevice, ordinal);
@@ -73,12 +74,13 @@ clbResult_t clb::checkExtent(const char* call, const char* what, const void* p, 
     return setError(clbInvalidArgument,
                     "%s: %s [%p, +%zu bytes) runs past the end of the address space (the address plus the size "
                     "wraps around, to memory below the buffer): a count or displacement is wrong; pass counts and "
-                    "displacements that stay inside the memory the buffer holds", call, what, p, bytes);
+                    "displacements that stay inside the memory the buffer holds",
+                    call, what, p, bytes);
   return clbSuccess;
 }
 
-clbResult_t clb::checkOverlap(const char* call, const void* send, size_t sendBytes, const void* recv,
-                              size_t recvBytes, const char* inPlace) {
+clbResult_t clb::checkOverlap(const char* call, const void* send, size_t sendBytes, const void* recv, size_t recvBytes,
+                              const char* inPlace) {
   if (!sendBytes || !recvBytes) return clbSuccess;
   CLB_CHECK(checkExtent(call, "send", send, sendBytes));
   CLB_CHECK(checkExtent(call, "recv", recv, recvBytes));
@@ -105,10 +107,13 @@ clbResult_t clb::bufferMemory(const void* send, const void* recv, void* stream, 
   int ro = -1, so = -1;
   const void* first = recv ? recv : send;
   if (first) CLB_CHECK(cuda::classifyPointer(first, &recvDev, &ro));
-  if (recv && send && send != recv) CLB_CHECK(cuda::classifyPointer(send, &sendDev, &so));
-  else sendDev = recvDev, so = ro;  // in place (or one buffer): one question
+  if (recv && send && send != recv)
+    CLB_CHECK(cuda::classifyPointer(send, &sendDev, &so));
+  else
+    sendDev = recvDev, so = ro;  // in place (or one buffer): one question
   if (sendDev != recvDev)
-    return setError(clbInvalidArgument, "send is %s memory but recv is %s memory: pass both on the GPU or both on the host",
+    return setError(clbInvalidArgument,
+                    "send is %s memory but recv is %s memory: pass both on the GPU or both on the host",
                     sendDev ? "device" : "host", recvDev ? "device" : "host");
   if (recvDev && so != ro)
     return setError(clbInvalidArgument, "send is on GPU %d but recv on GPU %d: pass buffers of one GPU", so, ro);
@@ -121,7 +126,8 @@ clbResult_t clb::bufferMemory(const void* send, const void* recv, void* stream, 
   return clbSuccess;
 #else
   if (stream)
-    return setError(clbUnsupported, "a CUDA stream was given, but this build has no CUDA path: pass NULL for host buffers");
+    return setError(clbUnsupported,
+                    "a CUDA stream was given, but this build has no CUDA path: pass NULL for host buffers");
   return clbSuccess;
 #endif
 }
@@ -164,7 +170,9 @@ clbResult_t runHost(clbComm* c, CollArgs& a, bool recordAlgo) {
   if (algo == clbAlgoAuto) {
     size_t msgBytes = coll == kAllReduce || coll == kBroadcast ? count * esz : count * esz * c->nranks;
     algo = (direct && msgBytes <= (size_t)c->cfg.directMaxBytes &&
-            (int64_t)direct->scratchBytes(a) <= c->cfg.stagingCapBytes / 2) ? clbAlgoDirect : clbAlgoRing;
+            (int64_t)direct->scratchBytes(a) <= c->cfg.stagingCapBytes / 2)
+               ? clbAlgoDirect
+               : clbAlgoRing;
   }
   a.desc.algo = algo;
   c->carrier->beginCollective(a.desc);
@@ -242,7 +250,8 @@ clbResult_t runTaken(clbComm* c, uint32_t coll, const void* send, void* recv, si
     if (scaler) scaler->end(static_cast<CUstream>(stream));
     c->lastAlgo = clbAlgoDirect;
     // Refusals before anything moved leave the communicator usable.
-    if (rc != clbSuccess && rc != clbInvalidArgument && rc != clbUnsupported && rc != clbInvalidUsage) c->markFailed(rc);
+    if (rc != clbSuccess && rc != clbInvalidArgument && rc != clbUnsupported && rc != clbInvalidUsage)
+      c->markFailed(rc);
     return rc;
 #endif
   }
@@ -315,8 +324,8 @@ clbResult_t clb::hostCollective(clbComm* c, uint32_t coll, const void* send, voi
 
 extern "C" {
 
-clbResult_t clbAllReduce(const void* send, void* recv, size_t count, clbDataType_t type, clbRedOp_t op,
-                         clbComm_t comm, void* stream) {
+clbResult_t clbAllReduce(const void* send, void* recv, size_t count, clbDataType_t type, clbRedOp_t op, clbComm_t comm,
+                         void* stream) {
   return run(comm, kAllReduce, send, recv, count, type, op, 0, stream);
 }
 
@@ -330,8 +339,8 @@ clbResult_t clbReduceScatter(const void* send, void* recv, size_t recvcount, clb
   return run(comm, kReduceScatter, send, recv, recvcount, type, op, 0, stream);
 }
 
-clbResult_t clbBroadcast(const void* send, void* recv, size_t count, clbDataType_t type, int root,
-                         clbComm_t comm, void* stream) {
+clbResult_t clbBroadcast(const void* send, void* recv, size_t count, clbDataType_t type, int root, clbComm_t comm,
+                         void* stream) {
   return run(comm, kBroadcast, send, recv, count, type, clbSum, root, stream);
 }
 
@@ -361,28 +370,32 @@ clbResult_t clbBarrier(clbComm_t comm, void* stream) {
     CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
     d->cuStreamIsCapturing(static_cast<CUstream>(stream), &capturing);
     if (capturing != CU_STREAM_CAPTURE_STATUS_NONE)
-      return setError(clbInvalidUsage, "rank %d: the first clbBarrier on a stream was called inside a CUDA graph "
+      return setError(clbInvalidUsage,
+                      "rank %d: the first clbBarrier on a stream was called inside a CUDA graph "
                       "capture: call it once before capturing (it allocates its 4 bytes of device memory then)",
                       comm->rank);
     CUdeviceptr p = 0;
     CLB_CU(d, cuMemAlloc, &p, sizeof(int32_t));
     if (CUresult r = d->cuMemsetD8(p, 0, sizeof(int32_t)); r != CUDA_SUCCESS) {
       d->cuMemFree(p);
-      return setError(clbSystemError, "rank %d: clbBarrier: cuMemsetD8 of its 4 bytes failed (CUresult %d)",
-                      comm->rank, (int)r);
+      return setError(clbSystemError, "rank %d: clbBarrier: cuMemsetD8 of its 4 bytes failed (CUresult %d)", comm->rank,
+                      (int)r);
     }
     comm->barrierScratch = reinterpret_cast<void*>(p);
     comm->barrierContext = ctx;
     comm->mem.addDevice(sizeof(int32_t));
   } else if (ctx != comm->barrierContext) {
-    return setError(clbInvalidUsage, "rank %d: clbBarrier on a stream of another CUDA context than this "
+    return setError(clbInvalidUsage,
+                    "rank %d: clbBarrier on a stream of another CUDA context than this "
                     "communicator's first barrier: a communicator's device calls use one GPU (its primary "
-                    "context)", comm->rank);
+                    "context)",
+                    comm->rank);
   }
   return runTaken(comm, kAllReduce, comm->barrierScratch, comm->barrierScratch, 1, clbInt32, clbSum, kBarrierRoot,
                   stream);
 #else
-  return setError(clbUnsupported, "clbBarrier on a stream: this libcolibri was built without CUDA; pass stream NULL "
+  return setError(clbUnsupported,
+                  "clbBarrier on a stream: this libcolibri was built without CUDA; pass stream NULL "
                   "for a barrier of the calling threads");
 #endif
 }

@@ -67,9 +67,7 @@ clbResult_t notAlive(const char* call, const clbComm* c) {
 
 }  // namespace
 
-void registerComm(const clbComm* c) {
-  live().add(c);
-}
+void registerComm(const clbComm* c) { live().add(c); }
 
 clbResult_t checkComm(clbComm* c) {
   if (!c) return setError(clbInvalidArgument, "communicator is NULL (was it created, or already destroyed?)");
@@ -92,8 +90,10 @@ clbResult_t clbComm::checkUsable() const {
   if (aborted) return setError(clbAborted, "the communicator was aborted: destroy it and create a new one");
   if (failed) {
     std::lock_guard<std::mutex> g(failureMutex);
-    return setError(clbInvalidUsage, "the communicator failed earlier and cannot be used: destroy it and create a "
-                    "new one. The first failure was: %s", failure.c_str());
+    return setError(clbInvalidUsage,
+                    "the communicator failed earlier and cannot be used: destroy it and create a "
+                    "new one. The first failure was: %s",
+                    failure.c_str());
   }
   return clbSuccess;
 }
@@ -102,8 +102,10 @@ clbResult_t clbComm::refuseCall(uint32_t call, uint64_t current) const {
   const uint32_t other = (uint32_t)(current & 0xff);
   // A collective in progress is the one after those started before it: its number as describe() gives it.
   char inProgress[96];
-  if (other >= kCallRegister || isPeerCall(other)) snprintf(inProgress, sizeof inProgress, "%s", callName(other));
-  else snprintf(inProgress, sizeof inProgress, "%s #%llu", callName(other), (unsigned long long)(current >> 8) + 1);
+  if (other >= kCallRegister || isPeerCall(other))
+    snprintf(inProgress, sizeof inProgress, "%s", callName(other));
+  else
+    snprintf(inProgress, sizeof inProgress, "%s #%llu", callName(other), (unsigned long long)(current >> 8) + 1);
   if (call == kCallDestroy)
     return setError(clbInvalidUsage,
                     "rank %d: %s was called while another thread is in %s on this communicator, so nothing was "
@@ -129,13 +131,15 @@ void clbComm::markFailed(clbResult_t code) {
 
 clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
   if (aborted.load(std::memory_order_relaxed))
-    return setError(clbAborted, "rank %d: the communicator was aborted (clbCommAbort) while waiting for %s", rank, what);
+    return setError(clbAborted, "rank %d: the communicator was aborted (clbCommAbort) while waiting for %s", rank,
+                    what);
   const int64_t now = nowMs();
   PeerNotice n;
   if (carrier && carrier->waitNotice(peer, &n)) {
     switch (n.kind) {
       case PeerNotice::kAborted:
-        return setError(clbAborted, "rank %d aborted its communicator while rank %d waited for %s", n.origin, rank, what);
+        return setError(clbAborted, "rank %d aborted its communicator while rank %d waited for %s", n.origin, rank,
+                        what);
       case PeerNotice::kClosed:
         return setError(clbRemoteError, "rank %d closed its communicator while rank %d waited for %s from it", n.origin,
                         rank, what);
@@ -144,12 +148,13 @@ clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
                         n.pid, rank, what);
       case PeerNotice::kFailed:
         if (n.reason)
-          return setError(clbRemoteError, "rank %d failed, so rank %d cannot finish (it waited for %s). Rank %d said: %.236s",
-                          n.origin, rank, what, n.origin, n.reason);
-        return setError(clbRemoteError, "rank %d failed, so rank %d cannot finish (it waited for %s); see rank %d's error",
-                        n.origin, rank, what, n.origin);
-      case PeerNotice::kNone:
-        break;  // a transport that says "notice" must say which: nothing ends the wait
+          return setError(clbRemoteError,
+                          "rank %d failed, so rank %d cannot finish (it waited for %s). Rank %d said: %.236s", n.origin,
+                          rank, what, n.origin, n.reason);
+        return setError(clbRemoteError,
+                        "rank %d failed, so rank %d cannot finish (it waited for %s); see rank %d's error", n.origin,
+                        rank, what, n.origin);
+      case PeerNotice::kNone: break;  // a transport that says "notice" must say which: nothing ends the wait
     }
   }
   if (now - startMs > cfg.timeoutMs) {
@@ -160,7 +165,8 @@ clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
                       rank, (long long)cfg.timeoutMs, what, peer, boot.peers()[peer].hostname, boot.peers()[peer].pid);
     return setError(clbTimeout,
                     "rank %d waited %lld ms for %s: is a peer stuck, or making different calls? Raise the "
-                    "timeout with COLIBRI_TIMEOUT_MS if it is just slow", rank, (long long)cfg.timeoutMs, what);
+                    "timeout with COLIBRI_TIMEOUT_MS if it is just slow",
+                    rank, (long long)cfg.timeoutMs, what);
   }
   return clbSuccess;
 }
@@ -175,15 +181,19 @@ clbResult_t clbComm::asyncStatus() {
   }
 #ifdef CLB_HAVE_CUDA
   if (const unsigned int e = peerDevice ? peerDevice->launchError() : 0; e == CLB_P2P_ERROR_MISMATCH) {
-    setError(clbRemoteError, "rank %d: a point-to-point operation on device memory met its peer's of another call, "
+    setError(clbRemoteError,
+             "rank %d: a point-to-point operation on device memory met its peer's of another call, "
              "count or type (a send and its receive must have the same count and type, in the same order, within "
              "calls of the same kind; every rank of a gather, scatter or reduce must pass the same root, count and "
-             "type): nothing moved into that receive, and the communicator cannot go on", rank);
+             "type): nothing moved into that receive, and the communicator cannot go on",
+             rank);
     markFailed(clbRemoteError);
     return clbRemoteError;
   } else if (e) {
-    setError(clbTimeout, "rank %d: a point-to-point kernel waited past the timeout (%lld ms) for a peer: its output "
-             "is undefined, and the communicator cannot go on", rank, (long long)cfg.timeoutMs);
+    setError(clbTimeout,
+             "rank %d: a point-to-point kernel waited past the timeout (%lld ms) for a peer: its output "
+             "is undefined, and the communicator cannot go on",
+             rank, (long long)cfg.timeoutMs);
     markFailed(clbTimeout);
     return clbTimeout;
   }
@@ -209,8 +219,7 @@ clbResult_t clbComm::asyncStatus() {
         return setError(clbRemoteError, "rank %d failed, so this communicator cannot go on; see rank %d's error",
                         n.origin, n.origin);
       case PeerNotice::kClosed:  // a peer that closed ended its part normally: no error of this one
-      case PeerNotice::kNone:
-        break;
+      case PeerNotice::kNone: break;
     }
   }
   return clbSuccess;
@@ -246,10 +255,16 @@ clbResult_t clbGetVersion(int* version) {
 
 size_t clbTypeSize(clbDataType_t t) {
   switch (t) {
-    case clbInt8: case clbUint8: return 1;
-    case clbFloat16: case clbBfloat16: return 2;
-    case clbInt32: case clbUint32: case clbFloat32: return 4;
-    case clbInt64: case clbUint64: case clbFloat64: return 8;
+    case clbInt8:
+    case clbUint8: return 1;
+    case clbFloat16:
+    case clbBfloat16: return 2;
+    case clbInt32:
+    case clbUint32:
+    case clbFloat32: return 4;
+    case clbInt64:
+    case clbUint64:
+    case clbFloat64: return 8;
     default: return 0;
   }
 }
@@ -262,8 +277,8 @@ static void buildInfo(clbComm* c, const std::string& detail) {
                    "direct: %s, up to %lld bytes\nstaging cap: %lld bytes\ntimeout: %lld ms\n",
                    CLB_VERSION_MAJOR, CLB_VERSION_MINOR, CLB_VERSION_PATCH, c->rank, c->nranks,
                    clbTransportName(c->transport), c->allOnOneHost ? "all ranks on one host" : "ranks on several hosts",
-                   detail.empty() ? "" : "\nlink: ", detail.c_str(), (long long)c->cfg.chunkBytes,
-                   c->cfg.pipelineDepth, c->carrier && c->carrier->direct() ? "available" : "unavailable (needs shm)",
+                   detail.empty() ? "" : "\nlink: ", detail.c_str(), (long long)c->cfg.chunkBytes, c->cfg.pipelineDepth,
+                   c->carrier && c->carrier->direct() ? "available" : "unavailable (needs shm)",
                    (long long)c->cfg.directMaxBytes, (long long)c->cfg.stagingCapBytes, (long long)c->cfg.timeoutMs);
   c->info.assign(b, n < (int)sizeof b ? n : sizeof b - 1);
   switch (c->boot.tlsMode()) {
@@ -308,8 +323,8 @@ Bootstrap::TableCheck clb::initTableCheck(clbComm* c) {
 }
 
 static clbResult_t initComm(clbComm* c, const IdData& id) {
-  CLB_CHECK(c->boot.init(id, c->rank, c->nranks, c->cfg.timeoutMs, &c->aborted, &c->versions, &c->agreed,
-                         initTableCheck(c)));
+  CLB_CHECK(
+      c->boot.init(id, c->rank, c->nranks, c->cfg.timeoutMs, &c->aborted, &c->versions, &c->agreed, initTableCheck(c)));
   return finishInit(c);
 }
 
@@ -410,8 +425,10 @@ clbResult_t clbCommInitRankAbortable(clbComm_t* comm, const clbUniqueId* id, int
     std::string msg = lastError();
     c.reset();
     if (raised(abortFlag))
-      return setError(clbAborted, "rank %d of %d: the init was aborted (its abort flag was set) and freed what it "
-                      "made: %s", rank, nranks, msg.c_str());
+      return setError(clbAborted,
+                      "rank %d of %d: the init was aborted (its abort flag was set) and freed what it "
+                      "made: %s",
+                      rank, nranks, msg.c_str());
     setError(rc, "%s", msg.c_str());
     return rc;
   }
@@ -528,7 +545,8 @@ clbResult_t clbCommInfo(clbComm_t c, char* buf, size_t bytes) {
 #ifdef CLB_HAVE_CUDA
   dev = c->device ? c->device->describe() : "device: not used yet (set up at the first collective on device memory)\n";
   if (c->peerDeviceMemory)
-    dev += "point-to-point on device buffers between hosts: channels in GPU memory, " + c->peerDeviceMemory->name + "\n";
+    dev +=
+        "point-to-point on device buffers between hosts: channels in GPU memory, " + c->peerDeviceMemory->name + "\n";
   else if (!c->peerDeviceMemoryWhy.empty())
     dev += "point-to-point on device buffers between hosts: through host memory (" + c->peerDeviceMemoryWhy + ")\n";
 #endif

@@ -26,7 +26,7 @@ namespace cuda {
 class Device;
 class PeerDevice;
 class Scaler;
-}
+}  // namespace cuda
 
 }  // namespace clb
 
@@ -35,7 +35,7 @@ struct clbComm : clb::CommContext {
   clb::DeviceConfig deviceCfg;  // the device path's settings, read at init
   std::atomic<bool> aborted{false};
   std::atomic<bool> failed{false};  // a collective failed midway: the communicator is unusable
-  std::string failure;               // the first failure (set under failureMutex before `failed`)
+  std::string failure;              // the first failure (set under failureMutex before `failed`)
   clbResult_t failureCode = clbSuccess;
   mutable std::mutex failureMutex;
   bool destroyed = false;
@@ -47,7 +47,7 @@ struct clbComm : clb::CommContext {
   // (under the call, like every use).
   void* barrierScratch = nullptr;
   void* barrierContext = nullptr;  // its CUcontext
-  clb::VersionInfo versions{};  // what this rank puts in the bootstrap table (init)
+  clb::VersionInfo versions{};     // what this rank puts in the bootstrap table (init)
   clb::AgreedSettings agreed{};
   // The call in progress, 0 when none: (seq when it began << 8) | its Collective or Call. A call
   // takes it with one compare-and-swap and gives it back with one store; a call from a second
@@ -58,9 +58,9 @@ struct clbComm : clb::CommContext {
   // The transport (clb::Transport: ring, peer health, failure notices), nranks > 1 only;
   // `transport` says which one it is, and `carrier` points at it.
   std::unique_ptr<clb::Transport> ownedCarrier;
-  std::unique_ptr<clb::cuda::Device> device;  // set up at the first call on device memory
+  std::unique_ptr<clb::cuda::Device> device;          // set up at the first call on device memory
   std::unique_ptr<clb::cuda::PeerDevice> peerDevice;  // point-to-point on the GPU, at its first device call
-  std::string peerDeviceMemoryWhy;  // why peerDeviceMemory could not be had
+  std::string peerDeviceMemoryWhy;                    // why peerDeviceMemory could not be had
   bool peerStagedWarned = false;  // the warning that device point-to-point goes through host copies (once)
   std::atomic<clb::cuda::Device*> deviceReady{nullptr};  // `device`, once set up (read by other threads)
   // PreMulSum (core/premul.h), under the call like every use: on device buffers the scaling
@@ -151,4 +151,3 @@ class CallScope {
 };
 
 }  // namespace clb
-

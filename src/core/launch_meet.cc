@@ -61,7 +61,7 @@ clbResult_t LaunchMeet::arrive(clbComm* comm, const OpDesc& call, int64_t warnMs
   const uint64_t k = me.arrived.load(std::memory_order_relaxed) + 1;
   const int n = size();
   const uint64_t complete = 2 * k * (uint64_t)n;  // round_ when every member arrived at meeting k
-  me.call = call;  // read by the others only after the meeting completes
+  me.call = call;                                 // read by the others only after the meeting completes
   me.arrived.store(k, std::memory_order_release);
   // An arrival counts only while nobody gave up: once the bit is set round_ stops moving, so a
   // meeting that did not complete before it never does, and (round_ without the bit) >= complete
@@ -79,11 +79,12 @@ clbResult_t LaunchMeet::arrive(clbComm* comm, const OpDesc& call, int64_t warnMs
   auto tick = [&](int64_t waitedMs) {
     if (warned || waitedMs < warnMs) return;
     warned = true;
-    CLB_WARN("rank %d has waited %lld ms (of its %lld ms timeout) in %s for rank(s) %s, which share its GPU and "
-             "process, to make the same call: is one of those threads blocked, or making other calls? (One thread "
-             "cannot issue the calls of several ranks of one GPU in turn.)",
-             comm->rank, (long long)waitedMs, (long long)comm->cfg.timeoutMs, describe(call).c_str(),
-             missing(k, false).c_str());
+    CLB_WARN(
+        "rank %d has waited %lld ms (of its %lld ms timeout) in %s for rank(s) %s, which share its GPU and "
+        "process, to make the same call: is one of those threads blocked, or making other calls? (One thread "
+        "cannot issue the calls of several ranks of one GPU in turn.)",
+        comm->rank, (long long)waitedMs, (long long)comm->cfg.timeoutMs, describe(call).c_str(),
+        missing(k, false).c_str());
   };
   // A fixed `what`: the call's description is formatted only for the messages of a failed wait,
   // not on every call.
@@ -116,8 +117,9 @@ clbResult_t LaunchMeet::arrive(clbComm* comm, const OpDesc& call, int64_t warnMs
     const std::string gone = missing(k, false);
     return setError(clbRemoteError,
                     "rank %d, which shares rank %d's GPU and process, stopped waiting for %s%s (see its error), so "
-                    "%s cannot run: destroy the communicator", gaveUp_.load(), comm->rank,
-                    gone.empty() ? "the others" : "rank(s) ", gone.c_str(), describe(call).c_str());
+                    "%s cannot run: destroy the communicator",
+                    gaveUp_.load(), comm->rank, gone.empty() ? "the others" : "rank(s) ", gone.c_str(),
+                    describe(call).c_str());
   }
   for (int j = 0; j < n && rc == clbSuccess; j++) {
     const OpDesc& other = m_[j].call;
@@ -152,9 +154,10 @@ clbResult_t LaunchMeet::launched(clbComm* comm) {
     bump();
   }
   if (rc == clbTimeout)
-    rc = setError(clbTimeout, "rank %d launched its kernels but rank(s) %s, which share its GPU and process, did not "
-                  "within %lld ms (every rank had entered the call)", comm->rank, missing(k, true).c_str(),
-                  (long long)comm->cfg.timeoutMs);
+    rc = setError(clbTimeout,
+                  "rank %d launched its kernels but rank(s) %s, which share its GPU and process, did not "
+                  "within %lld ms (every rank had entered the call)",
+                  comm->rank, missing(k, true).c_str(), (long long)comm->cfg.timeoutMs);
   return rc;
 }
 

@@ -57,8 +57,8 @@ class LaunchMeet {
     OpDesc call{};                      // its call at the latest one
   };
   int indexOf(int rank) const;
-  void bump();  // after any member's counter moved: wake sleepers
-  bool everyone(uint64_t k, bool launchedPhase) const;  // every member's counter is at k or past it
+  void bump();                                                // after any member's counter moved: wake sleepers
+  bool everyone(uint64_t k, bool launchedPhase) const;        // every member's counter is at k or past it
   std::string missing(uint64_t k, bool launchedPhase) const;  // the members whose counter is not
   std::vector<int> ranks_;
   std::unique_ptr<Member[]> m_;

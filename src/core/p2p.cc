@@ -81,8 +81,8 @@ clbResult_t memoryOf(clbComm* c, const char* call, const void* a, const void* b,
   return clbSuccess;
 }
 
-PeerOp peerOp(PeerOp::Kind kind, int peer, const void* src, void* dst, size_t count, clbDataType_t type,
-              uint32_t call, int root) {
+PeerOp peerOp(PeerOp::Kind kind, int peer, const void* src, void* dst, size_t count, clbDataType_t type, uint32_t call,
+              int root) {
   PeerOp o;
   o.kind = kind;
   o.peer = peer;
@@ -168,8 +168,10 @@ clbResult_t stageInputs(clbComm* c, std::vector<PeerOp>& ops, ScalerPtr* scaler)
     }
     if (o.onDevice) {
 #ifdef CLB_HAVE_CUDA
-      if (o.scale.on) CLB_CHECK(c->scaler->scale(dst, o.src, o.count, o.scale, stream));
-      else CLB_CHECK(c->scaler->copy(dst, o.src, o.count * clbTypeSize(o.type), stream));
+      if (o.scale.on)
+        CLB_CHECK(c->scaler->scale(dst, o.src, o.count, o.scale, stream));
+      else
+        CLB_CHECK(c->scaler->copy(dst, o.src, o.count * clbTypeSize(o.type), stream));
 #endif
     } else if (o.scale.on) {
       uint64_t scalar = 0;
@@ -312,7 +314,8 @@ clbResult_t sendRecv(bool send, void* buf, size_t count, clbDataType_t type, int
   if (peer == c->rank && tGroup.depth == 0 && count)
     return setError(clbInvalidUsage,
                     "rank %d: %s to/from itself outside a group: the send to this rank itself is copied to its "
-                    "matching receive, so put both in one group (clbGroupStart / clbGroupEnd)", c->rank, call);
+                    "matching receive, so put both in one group (clbGroupStart / clbGroupEnd)",
+                    c->rank, call);
   return issue(c, kSendRecv, std::move(ops), onDevice, stream);
 }
 
@@ -378,8 +381,8 @@ clbResult_t allToAllv(clbComm* c, uint32_t call, const void* send, const size_t*
   };
   for (int s = 0; s < n; s++) {
     const int to = (me + s) % n, from = (me - s + n) % n;
-    ops.push_back(peerOp(PeerOp::kSend, to, block(send, sendDispls[to], sendCounts[to]), nullptr, sendCounts[to],
-                         type, call, -1));
+    ops.push_back(peerOp(PeerOp::kSend, to, block(send, sendDispls[to], sendCounts[to]), nullptr, sendCounts[to], type,
+                         call, -1));
     ops.back().copyAside = inPlace;
     ops.push_back(peerOp(PeerOp::kRecv, from, nullptr,
                          const_cast<char*>(block(recv, recvDispls[from], recvCounts[from])), recvCounts[from], type,
@@ -409,8 +412,9 @@ clbResult_t gatherOrScatter(uint32_t call, const void* sendbuff, void* recvbuff,
     return setError(clbInvalidArgument, "%s: %s is NULL with count=%zu", name,
                     !part ? (gather ? "send" : "recv") : (gather ? "recv (at the root)" : "send (at the root)"), count);
   CLB_CHECK(checkExtent(name, gather ? "send" : "recv", part, bytes));
-  if (isRoot) CLB_CHECK(checkExtent(name, gather ? "recv (nranks x count elements)" : "send (nranks x count elements)",
-                                    whole, all));
+  if (isRoot)
+    CLB_CHECK(
+        checkExtent(name, gather ? "recv (nranks x count elements)" : "send (nranks x count elements)", whole, all));
   // In place at the root: its own block already sits at root x count elements into the whole.
   const bool inPlace = isRoot && count && part == whole + (size_t)me * bytes;
   if (isRoot && !inPlace)
@@ -477,7 +481,8 @@ clbResult_t runCollective(const GroupItem& it) {
                                    it.pm);
     case kBroadcast: return clbBroadcast(it.send, it.recv, it.count, it.type, it.root, c, it.stream);
     case kReduce:  // on device memory of one host (clbReduce)
-      return runRecordedCollective(c, kReduce, it.send, it.recv, it.count, it.type, it.redop, it.root, it.stream, it.pm);
+      return runRecordedCollective(c, kReduce, it.send, it.recv, it.count, it.type, it.redop, it.root, it.stream,
+                                   it.pm);
   }
   return setError(clbInternalError, "group: unknown collective %u", it.coll);
 }
@@ -511,7 +516,8 @@ clbResult_t clbGroupStart() {
 clbResult_t clbGroupEnd() {
   clearError();
   if (tGroup.depth == 0)
-    return setError(clbInvalidUsage, "clbGroupEnd without a clbGroupStart on this thread (a group belongs to the "
+    return setError(clbInvalidUsage,
+                    "clbGroupEnd without a clbGroupStart on this thread (a group belongs to the "
                     "thread that started it)");
   if (--tGroup.depth > 0) return clbSuccess;  // nested: the outermost end runs the group
   std::vector<GroupItem> items;
@@ -596,7 +602,10 @@ clbResult_t clbAllToAllv(const void* sendbuff, const size_t* sendcounts, const s
   if (rc == clbSuccess) rc = checkType(datatype);
   if (rc == clbSuccess && (!sendcounts || !sdispls || !recvcounts || !rdispls))
     rc = setError(clbInvalidArgument, "clbAllToAllv: %s is NULL: pass an array of nranks (%d) entries",
-                  !sendcounts ? "sendcounts" : !sdispls ? "sdispls" : !recvcounts ? "recvcounts" : "rdispls",
+                  !sendcounts   ? "sendcounts"
+                  : !sdispls    ? "sdispls"
+                  : !recvcounts ? "recvcounts"
+                                : "rdispls",
                   comm->nranks);
   if (rc != clbSuccess) return refuse(rc);
   return refuse(
@@ -631,7 +640,8 @@ clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDat
   const int me = comm->rank, n = comm->nranks;
   const bool isRoot = me == root;
   if (count && (!sendbuff || (isRoot && !recvbuff)))
-    return refuse(setError(clbInvalidArgument, "clbReduce: %s is NULL with count=%zu", !sendbuff ? "send" : "recv (at the root)", count));
+    return refuse(setError(clbInvalidArgument, "clbReduce: %s is NULL with count=%zu",
+                           !sendbuff ? "send" : "recv (at the root)", count));
   if ((rc = checkExtent("clbReduce", "send", sendbuff, bytes))) return refuse(rc);
   if (isRoot && (rc = checkExtent("clbReduce", "recv", recvbuff, bytes))) return refuse(rc);
   if (isRoot && sendbuff != recvbuff)

@@ -65,9 +65,8 @@ std::vector<int> PeerMeet::reach(int start, std::vector<int>* missing, std::stri
     for (const Edge& e : my.edges) {
       auto it = members_.find(e.peer);
       // A refusal counts once for each of its peers: for their calls that paired with the refused one.
-      const bool there = it != members_.end() &&
-                         (it->second.state == Member::kArrived ||
-                          (it->second.state == Member::kRefused && it->second.untold.count(y)));
+      const bool there = it != members_.end() && (it->second.state == Member::kArrived ||
+                                                  (it->second.state == Member::kRefused && it->second.untold.count(y)));
       const Edge* back = there ? edgeTo(it->second, y) : nullptr;
       if (!back) {  // not in the call that pairs with y's yet
         absent.insert(e.peer);
@@ -78,12 +77,13 @@ std::vector<int> PeerMeet::reach(int start, std::vector<int>* missing, std::stri
         const std::vector<uint64_t>& mine = sendsDiffer ? e.sends : e.recvs;
         const std::vector<uint64_t>& theirs = sendsDiffer ? back->recvs : back->sends;
         char b[512];
-        snprintf(b, sizeof b,
-                 "rank %d's device point-to-point batch has %s %s rank %d, whose batch has %s %s rank %d: between ranks "
-                 "of one process on one GPU, device sends and receives must pair up call for call (the same "
-                 "messages, of the same sizes, in one group on both sides); nothing was launched",
-                 y, messages(mine, sendsDiffer ? "send" : "receive").c_str(), sendsDiffer ? "to" : "from", e.peer,
-                 messages(theirs, sendsDiffer ? "receive" : "send").c_str(), sendsDiffer ? "from" : "to", y);
+        snprintf(
+            b, sizeof b,
+            "rank %d's device point-to-point batch has %s %s rank %d, whose batch has %s %s rank %d: between ranks "
+            "of one process on one GPU, device sends and receives must pair up call for call (the same "
+            "messages, of the same sizes, in one group on both sides); nothing was launched",
+            y, messages(mine, sendsDiffer ? "send" : "receive").c_str(), sendsDiffer ? "to" : "from", e.peer,
+            messages(theirs, sendsDiffer ? "receive" : "send").c_str(), sendsDiffer ? "from" : "to", y);
         *mismatch = b;
       }
       if (visited.insert(e.peer).second) {
@@ -162,8 +162,8 @@ clbResult_t PeerMeet::arrive(clbComm* comm, const std::vector<Edge>& edges, int6
     pause(lk);
     if (m.state != Member::kArrived) break;
     lk.unlock();
-    clbResult_t rc = comm->checkWait(start, "its peers to make the matching point-to-point calls",
-                                     clbComm::kClosesAreFine);
+    clbResult_t rc =
+        comm->checkWait(start, "its peers to make the matching point-to-point calls", clbComm::kClosesAreFine);
     lk.lock();
     if (m.state != Member::kArrived) break;  // decided meanwhile: go on like the others
     std::vector<int> missing;
@@ -171,10 +171,11 @@ clbResult_t PeerMeet::arrive(clbComm* comm, const std::vector<Edge>& edges, int6
     if (!warned && nowMs() - start >= warnMs) {
       warned = true;
       reach(me, &missing, &mismatch);
-      CLB_WARN("rank %d has waited %lld ms (of its %lld ms timeout) for rank(s) %s, which share its GPU and process, "
-               "to make the device point-to-point calls that pair with its own: is one of those threads blocked, or "
-               "making other calls first?", me, (long long)(nowMs() - start), (long long)comm->cfg.timeoutMs,
-               joined(missing).c_str());
+      CLB_WARN(
+          "rank %d has waited %lld ms (of its %lld ms timeout) for rank(s) %s, which share its GPU and process, "
+          "to make the device point-to-point calls that pair with its own: is one of those threads blocked, or "
+          "making other calls first?",
+          me, (long long)(nowMs() - start), (long long)comm->cfg.timeoutMs, joined(missing).c_str());
     }
     if (rc == clbSuccess) continue;
     reach(me, &missing, &mismatch);
@@ -185,7 +186,8 @@ clbResult_t PeerMeet::arrive(clbComm* comm, const std::vector<Edge>& edges, int6
                       "rank %d waited %lld ms for rank(s) %s, which share its GPU and process, to make the device "
                       "point-to-point calls that pair with its own (nothing was launched): is one of those threads "
                       "stuck, or making other calls first? Raise the timeout with COLIBRI_TIMEOUT_MS if it is just "
-                      "slow", me, (long long)comm->cfg.timeoutMs, joined(missing).c_str());
+                      "slow",
+                      me, (long long)comm->cfg.timeoutMs, joined(missing).c_str());
     return rc;
   }
   if (m.state == Member::kFailed) {
@@ -215,11 +217,13 @@ clbResult_t PeerMeet::launched(clbComm* comm) {
     pause(lk);
     if (comp->launched >= comp->ranks.size()) break;
     lk.unlock();
-    clbResult_t rc = comm->checkWait(start, "its peers to launch their point-to-point kernels", clbComm::kClosesAreFine);
+    clbResult_t rc =
+        comm->checkWait(start, "its peers to launch their point-to-point kernels", clbComm::kClosesAreFine);
     lk.lock();
     if (comp->launched >= comp->ranks.size()) break;
     if (rc == clbTimeout)
-      return setError(clbTimeout, "rank %d launched its point-to-point kernel but the rank(s) it waits for, %s, which "
+      return setError(clbTimeout,
+                      "rank %d launched its point-to-point kernel but the rank(s) it waits for, %s, which "
                       "share its GPU and process, did not within %lld ms (every one had entered its call)",
                       me, joined(comp->ranks).c_str(), (long long)comm->cfg.timeoutMs);
     if (rc != clbSuccess) return rc;

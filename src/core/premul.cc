@@ -40,17 +40,19 @@ clbResult_t findLocked(clbComm* c, int op, const char* call, OpEntry** out) {
     if (op < clbNumOps || ((int64_t)op - clbNumOps >= gCreated && gCreated < kValues))
       return setError(clbInvalidArgument,
                       "%s: unknown reduction op %d: use a clbRedOp_t value (0..%d) or an operation made by "
-                      "clbRedOpCreatePreMulSum on this communicator", call, op, clbNumOps - 1);
+                      "clbRedOpCreatePreMulSum on this communicator",
+                      call, op, clbNumOps - 1);
     return setError(clbInvalidArgument,
                     "%s: op %d was destroyed (by clbRedOpDestroy, or with its communicator by clbCommDestroy): "
-                    "make a new one with clbRedOpCreatePreMulSum", call, op);
+                    "make a new one with clbRedOpCreatePreMulSum",
+                    call, op);
   }
   if (it->second.comm != c)
     return setError(clbInvalidArgument,
                     "%s: op %d was made on another communicator (rank %d of %d), and an operation from "
                     "clbRedOpCreatePreMulSum is valid only on the communicator it was made on: make one on this "
-                    "communicator (rank %d of %d)", call, op, it->second.comm->rank, it->second.comm->nranks, c->rank,
-                    c->nranks);
+                    "communicator (rank %d of %d)",
+                    call, op, it->second.comm->rank, it->second.comm->nranks, c->rank, c->nranks);
   *out = &it->second;
   return clbSuccess;
 }
@@ -67,7 +69,8 @@ clbResult_t clb::resolveOp(clbComm* c, int op, clbDataType_t type, const char* c
   if (e->pm.type != type)
     return setError(clbInvalidArgument,
                     "%s: op %d is a PreMulSum over %s but the call's type is %s: make the operation with the type of "
-                    "the call's data", call, op, typeName(e->pm.type), typeName(type));
+                    "the call's data",
+                    call, op, typeName(e->pm.type), typeName(type));
   *pm = e->pm;
   return clbSuccess;
 }
@@ -134,8 +137,10 @@ clbResult_t clbRedOpCreatePreMulSum(clbRedOp_t* op, void* scalar, clbDataType_t 
   CLB_CHECK(checkComm(comm));
   if (!op) return setError(clbInvalidArgument, "clbRedOpCreatePreMulSum: op (output) is NULL");
   if (!validType(datatype))
-    return setError(clbInvalidArgument, "clbRedOpCreatePreMulSum: unknown data type %d (datatype): use a clbDataType_t "
-                    "value", (int)datatype);
+    return setError(clbInvalidArgument,
+                    "clbRedOpCreatePreMulSum: unknown data type %d (datatype): use a clbDataType_t "
+                    "value",
+                    (int)datatype);
   if (residence != clbScalarDevice && residence != clbScalarHostImmediate)
     return setError(clbInvalidArgument,
                     "clbRedOpCreatePreMulSum: residence %d is not a clbScalarResidence_t: use clbScalarHostImmediate "
@@ -157,7 +162,8 @@ clbResult_t clbRedOpCreatePreMulSum(clbRedOp_t* op, void* scalar, clbDataType_t 
       if (onDevice)
         return setError(clbInvalidArgument,
                         "clbRedOpCreatePreMulSum: scalar %p is device memory but residence is clbScalarHostImmediate "
-                        "(read now, on the host): pass clbScalarDevice for a scalar in device memory", scalar);
+                        "(read now, on the host): pass clbScalarDevice for a scalar in device memory",
+                        scalar);
     }
 #endif
     memcpy(&pm.value, scalar, clbTypeSize(datatype));
@@ -182,7 +188,8 @@ clbResult_t clbRedOpDestroy(clbRedOp_t op, clbComm_t comm) {
   if (validOp(op))
     return setError(clbInvalidArgument,
                     "clbRedOpDestroy: op %d (%s) is a built-in operation: only operations made by "
-                    "clbRedOpCreatePreMulSum are destroyed", (int)op, opName(op));
+                    "clbRedOpCreatePreMulSum are destroyed",
+                    (int)op, opName(op));
   std::lock_guard<std::mutex> g(gOpsMutex);
   OpEntry* e = nullptr;
   CLB_CHECK(findLocked(comm, (int)op, "clbRedOpDestroy", &e));

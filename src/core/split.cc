@@ -40,14 +40,14 @@ struct SplitEntry {
   int32_t color;
   int32_t key;
   int32_t pad;
-  char why[160];   // what was wrong with them
+  char why[160];  // what was wrong with them
 };
 
 struct SplitMember {
   int32_t status;  // making this rank's child and its listener; 0 on ranks without a color
   int32_t pad;
-  RankInfo info;   // its row of the child's table
-  char why[192];   // what failed, when status is not clbSuccess
+  RankInfo info;  // its row of the child's table
+  char why[192];  // what failed, when status is not clbSuccess
 };
 
 // What the members of a split derive alike from the parent's secret: the child's secret and its
@@ -84,8 +84,10 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
   if (!newcomm) {
     mine = setError(clbInvalidArgument, "rank %d: newcomm (output) is NULL", c->rank);
   } else if (color < 0 && color != CLB_SPLIT_NOCOLOR) {
-    mine = setError(clbInvalidArgument, "rank %d: color=%d: a color is >= 0, or -1 (CLB_SPLIT_NOCOLOR, "
-                    "NCCL_SPLIT_NOCOLOR through libnccl.so.2) for no new communicator", c->rank, color);
+    mine = setError(clbInvalidArgument,
+                    "rank %d: color=%d: a color is >= 0, or -1 (CLB_SPLIT_NOCOLOR, "
+                    "NCCL_SPLIT_NOCOLOR through libnccl.so.2) for no new communicator",
+                    c->rank, color);
   } else if (config && color != CLB_SPLIT_NOCOLOR) {
     clbConfig_t resolved;
     mine = resolveConfig(config, &resolved);
@@ -109,16 +111,17 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
   if (mine != clbSuccess) return setError(mine, "%s", myWhy.c_str());
   for (int p = 0; p < n; p++)
     if (entries[p].status != clbSuccess)
-      return setError((clbResult_t)entries[p].status, "rank %d: clbCommSplit was refused on rank %d, so on every rank "
-                      "(comm stays usable): %.160s", c->rank, p, entries[p].why);
+      return setError((clbResult_t)entries[p].status,
+                      "rank %d: clbCommSplit was refused on rank %d, so on every rank "
+                      "(comm stays usable): %.160s",
+                      c->rank, p, entries[p].why);
 
   // 2. Every member's child, and its ring listener; one all-gather of them over the parent.
   std::vector<int> members;  // parent ranks of this rank's color, in child order
   if (color != CLB_SPLIT_NOCOLOR) {
     for (int p = 0; p < n; p++)
       if (entries[p].color == color) members.push_back(p);
-    std::stable_sort(members.begin(), members.end(),
-                     [&](int a, int b) { return entries[a].key < entries[b].key; });
+    std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return entries[a].key < entries[b].key; });
   }
   const int childRank =
       color == CLB_SPLIT_NOCOLOR ? -1 : (int)(std::find(members.begin(), members.end(), c->rank) - members.begin());
@@ -161,8 +164,10 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
     if (all[p].status != clbSuccess) {
       wipe(&id, sizeof id);
       wipe(session, sizeof session);
-      return setError((clbResult_t)all[p].status, "rank %d: the communicator of color %d could not be made, because "
-                      "rank %d could not take part (comm stays usable): %.191s", c->rank, color, p, all[p].why);
+      return setError((clbResult_t)all[p].status,
+                      "rank %d: the communicator of color %d could not be made, because "
+                      "rank %d could not take part (comm stays usable): %.191s",
+                      c->rank, color, p, all[p].why);
     }
 
   // 3. The child's bootstrap from that table. Its ring connects under the parent's abort flag
@@ -170,8 +175,8 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
   // child's own.
   std::vector<RankInfo> table;
   for (int p : members) table.push_back(all[p].info);
-  clbResult_t rc = child->boot.initWithTable(id, childRank, (int)members.size(), child->cfg.timeoutMs,
-                                             &c->aborted, session, std::move(table), initTableCheck(child.get()));
+  clbResult_t rc = child->boot.initWithTable(id, childRank, (int)members.size(), child->cfg.timeoutMs, &c->aborted,
+                                             session, std::move(table), initTableCheck(child.get()));
   child->boot.setAbortFlag(&child->aborted);
   wipe(&id, sizeof id);
   wipe(session, sizeof session);

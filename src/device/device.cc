@@ -78,8 +78,10 @@ clbResult_t Device::release() {
     ClbDevFlags f;
     int64_t deadline = nowMs() + std::min<int64_t>(s_.comm->cfg.timeoutMs, 5000);
     for (;;) {
-      if (s_.flagBuf.host) memcpy(&f, s_.flagBuf.hostMine, sizeof f);  // pinned host memory, this rank's view
-      else if (s_.d->cuMemcpyDtoH(&f, s_.flags, sizeof f) != CUDA_SUCCESS) break;
+      if (s_.flagBuf.host)
+        memcpy(&f, s_.flagBuf.hostMine, sizeof f);  // pinned host memory, this rank's view
+      else if (s_.d->cuMemcpyDtoH(&f, s_.flags, sizeof f) != CUDA_SUCCESS)
+        break;
       bool all = true;
       for (int p = 0; p < s_.comm->nranks; p++) all = all && f.done[p] >= f.calls;
       if (all || nowMs() > deadline) break;
@@ -112,7 +114,8 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   if (s_.ordinal >= 0 && ordinal != s_.ordinal)
     return setError(clbInvalidArgument,
                     "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "
-                    "communicator per GPU", s_.comm->rank, ordinal, s_.ordinal);
+                    "communicator per GPU",
+                    s_.comm->rank, ordinal, s_.ordinal);
   if (!s_.configError.empty()) return setError(clbInvalidArgument, "%s", s_.configError.c_str());
   if (!s_.flags) {
     CLB_CHECK(s_.setUp(ordinal, stream));
@@ -123,7 +126,8 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
     return setError(clbInvalidUsage,
                     "rank %d shares its process with other ranks of this communicator, and they would all use the "
                     "default stream (0), where each rank's kernels wait behind the others': give every rank its "
-                    "own stream", s_.comm->rank);
+                    "own stream",
+                    s_.comm->rank);
   CLB_CHECK(s_.checkStream(stream));
   // A call captured where other ranks of this process share the GPU runs only in a replay through
   // clbGraphLaunch (its kernels check ClbDevFlags::replayPermit): one query, for those ranks only.
@@ -136,15 +140,19 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   const size_t esz = clbTypeSize(a.type);
   const int n = s_.comm->nranks;
   // Every rank decides alike, from what all ranks agree on (collective, count, type, placement).
-  const size_t perDest = a.count * esz;                 // bytes a rank sends to each rank
+  const size_t perDest = a.count * esz;  // bytes a rank sends to each rank
   const size_t msg = perDest * (a.desc.coll == kAllGather || a.desc.coll == kReduceScatter ? n : 1);
   DevicePath path = DevicePath::kStaged;
   const bool readPeers = s_.allInProcess && !s_.viaHost;  // peers' buffers readable in place
-  if (s_.path == DevicePath::kLL && perDest <= s_.llMax) path = DevicePath::kLL;
-  else if (s_.path == DevicePath::kDirect && readPeers) path = DevicePath::kDirect;
+  if (s_.path == DevicePath::kLL && perDest <= s_.llMax)
+    path = DevicePath::kLL;
+  else if (s_.path == DevicePath::kDirect && readPeers)
+    path = DevicePath::kDirect;
   else if (s_.path == DevicePath::kAuto) {
-    if (perDest <= s_.llMax) path = DevicePath::kLL;
-    else if (readPeers && msg >= s_.directMin) path = DevicePath::kDirect;
+    if (perDest <= s_.llMax)
+      path = DevicePath::kLL;
+    else if (readPeers && msg >= s_.directMin)
+      path = DevicePath::kDirect;
   }
   // The direct kernel's arguments, which the call agreement below may complete; built only when
   // needed (the LL kernel builds its own), as they cost an eager call time.
@@ -180,11 +188,18 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   if (path == DevicePath::kStaged) CLB_CHECK(staged_.prepare(a, stream));
   if (path == DevicePath::kCopies) CLB_CHECK(hostCopy_.prepare(a, stream));
   // Everything above that meets the peers over the host is done: now only launches.
-  if (path == DevicePath::kLL) return s_.together(a, [&] { CtxScope scope(s_.d, s_.ctx); return ll_.launch(a, stream); });
+  if (path == DevicePath::kLL)
+    return s_.together(a, [&] {
+      CtxScope scope(s_.d, s_.ctx);
+      return ll_.launch(a, stream);
+    });
   if (path == DevicePath::kDirect)
-    return s_.together(a, [&] { CtxScope scope(s_.d, s_.ctx); return direct_.launch(a, stream, args()); });
+    return s_.together(a, [&] {
+      CtxScope scope(s_.d, s_.ctx);
+      return direct_.launch(a, stream, args());
+    });
   if (path == DevicePath::kCopies) return hostCopy_.run(a, stream);  // in rounds, each in two meetings
-  return staged_.run(a, stream);  // in rounds, each between the meetings
+  return staged_.run(a, stream);                                     // in rounds, each between the meetings
 }
 
 clbResult_t Device::runAcrossHosts(const CollArgs& a, int ordinal, CUstream stream) {
@@ -192,7 +207,8 @@ clbResult_t Device::runAcrossHosts(const CollArgs& a, int ordinal, CUstream stre
   if (s_.ordinal >= 0 && ordinal != s_.ordinal)
     return setError(clbInvalidArgument,
                     "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "
-                    "communicator per GPU", s_.comm->rank, ordinal, s_.ordinal);
+                    "communicator per GPU",
+                    s_.comm->rank, ordinal, s_.ordinal);
   CLB_CHECK(driver(&s_.d));
   if (!s_.ctx) {
     CLB_CU(s_.d, cuDeviceGet, &s_.dev, ordinal);
@@ -264,12 +280,12 @@ std::string Device::describe() const {
            "eager launches %s (%zu prepared)\n",
            s_.ordinal, s_.sameGpu, s_.allInProcess ? "every rank in this process" : "ranks in several processes",
            s_.viaHost ? ", flags, LL and staging in host memory (no peer access between some GPUs)" : "", s_.llMax,
-           !s_.viaHost             ? (s_.allInProcess ? "direct (peers' buffers read in place)"
-                                                      : "direct on registered buffers (zero copy), else staged")
+           !s_.viaHost                      ? (s_.allInProcess ? "direct (peers' buffers read in place)"
+                                                               : "direct on registered buffers (zero copy), else staged")
            : s_.path == DevicePath::kStaged ? "staged (COLIBRI_DEVICE_PATH=staged)"
-                                           : "copies (the copy engines through the staging)",
-           lastPath(), lastZeroCopy_ ? " (zero copy through registered buffers)" : "", regs_.count(),
-           regs_.mapped(), s_.llBuf.bytes, s_.staging.bytes, scratchNote().c_str(), s_.kernels.description().c_str(),
+                                            : "copies (the copy engines through the staging)",
+           lastPath(), lastZeroCopy_ ? " (zero copy through registered buffers)" : "", regs_.count(), regs_.mapped(),
+           s_.llBuf.bytes, s_.staging.bytes, scratchNote().c_str(), s_.kernels.description().c_str(),
            s_.launcher.usesGraphs() ? "replay graphs" : "are ordinary", s_.launcher.graphs());
   return b;
 }

@@ -107,9 +107,9 @@ class PeerDevice {
   CUfunction fn_[2][2] = {};
   clbResult_t carve(size_t bytes, CUdeviceptr* out);
   void uncarve(CUdeviceptr a, size_t bytes);
-  int othersOnHost_ = 0;  // ranks of the communicator in other processes of this host (blockBudget)
+  int othersOnHost_ = 0;             // ranks of the communicator in other processes of this host (blockBudget)
   std::vector<CUdeviceptr> arenas_;  // the state's and the boxes' allocations
-  CUdeviceptr state_ = 0;  // ClbP2pState
+  CUdeviceptr state_ = 0;            // ClbP2pState
   unsigned int* hostError_ = nullptr;
   CUdeviceptr hostErrorDev_ = 0;
   int64_t held_ = 0;  // device bytes, as counted in memStats
@@ -118,8 +118,8 @@ class PeerDevice {
   int blockBudget() const;
   clbResult_t everyRankHere(bool* here);
   clbResult_t awaitTable(int peer, const char* what, const std::function<bool()>& found) const;
-  CUevent lastLaunch_ = nullptr;   // recorded after each launch outside a capture
-  CUstream lastStream_ = nullptr;  // ... on this stream
+  CUevent lastLaunch_ = nullptr;         // recorded after each launch outside a capture
+  CUstream lastStream_ = nullptr;        // ... on this stream
   std::shared_ptr<clb::PeerMeet> meet_;  // with the ranks of this process on this GPU (core/peer_meet.h)
 };
 
@@ -169,7 +169,7 @@ class Scaler {
   std::unique_ptr<Kernels> kernels_;  // loaded at the first call (outside a capture)
   CUdeviceptr scratch_ = 0;
   size_t bytes_ = 0;
-  bool captured_ = false;  // a capture used scratch_: kept until destroy
+  bool captured_ = false;                                // a capture used scratch_: kept until destroy
   std::vector<std::pair<CUdeviceptr, size_t>> retired_;  // earlier scratch a capture used
   CUevent lastUse_ = nullptr;      // recorded after the work of the last call that used the scratch
   CUstream lastStream_ = nullptr;  // ... on this stream

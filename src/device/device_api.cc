@@ -23,7 +23,8 @@ clbResult_t deviceHandle(const Driver* d, int ordinal, CUdevice* dev) {
   int n = 0;
   CLB_CU(d, cuDeviceGetCount, &n);
   if (ordinal < 0 || ordinal >= n)
-    return setError(clbInvalidArgument, "device %d does not exist: this machine has %d GPU(s) (0..%d)", ordinal, n, n - 1);
+    return setError(clbInvalidArgument, "device %d does not exist: this machine has %d GPU(s) (0..%d)", ordinal, n,
+                    n - 1);
   CLB_CU(d, cuDeviceGet, dev, ordinal);
   return clbSuccess;
 }

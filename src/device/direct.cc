@@ -10,7 +10,7 @@
 
 namespace clb::cuda {
 
-constexpr size_t kTwoShotMin = 256u << 10;       // allReduce, more than 2 ranks: two-shot from here
+constexpr size_t kTwoShotMin = 256u << 10;  // allReduce, more than 2 ranks: two-shot from here
 
 // `k` holds DeviceShared::common()'s fields, and the peers' buffers when the host gave them (registered).
 clbResult_t DirectPath::launch(const CollArgs& a, CUstream stream, ClbDevCallArgs k) {

@@ -210,8 +210,9 @@ namespace {
 // libibverbs and the driver can, else nvidia-peermem (`mode`: COLIBRI_VERBS_GPU_MEMORY, auto,
 // dmabuf or peermem), and whether the NIC's writes need a flush before the GPU reads them.
 // *out is made even on failure (clbUnsupported saying why), for the collective agreement.
-clbResult_t makeGpuDirect(const Driver* d, CUcontext ctx, CUdevice dev, int ordinal, clbComm* c, const std::string& mode,
-                          const clbNetPlugin_v1_t** pluginOut, std::unique_ptr<GpuDirectPath::GpuDirect>* out) {
+clbResult_t makeGpuDirect(const Driver* d, CUcontext ctx, CUdevice dev, int ordinal, clbComm* c,
+                          const std::string& mode, const clbNetPlugin_v1_t** pluginOut,
+                          std::unique_ptr<GpuDirectPath::GpuDirect>* out) {
   std::unique_ptr<GpuDirectPath::GpuDirect> g(new GpuDirectPath::GpuDirect);
   g->d = d;
   g->ctx = ctx;
@@ -226,7 +227,8 @@ clbResult_t makeGpuDirect(const Driver* d, CUcontext ctx, CUdevice dev, int ordi
   if (rc == clbSuccess) rc = plugin->deviceSupport(&support);
   const bool nicDmabuf = support.dmabuf != 0, nicPeermem = support.peermem != 0;
   int dmabufAttr = 0;
-  if (d->cuMemGetHandleForAddressRange) d->cuDeviceGetAttribute(&dmabufAttr, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev);
+  if (d->cuMemGetHandleForAddressRange)
+    d->cuDeviceGetAttribute(&dmabufAttr, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev);
   const bool canDmabuf = nicDmabuf && dmabufAttr == 1;
   if (mode != "peermem" && canDmabuf) {
     g->dmabuf = true;
@@ -234,7 +236,7 @@ clbResult_t makeGpuDirect(const Driver* d, CUcontext ctx, CUdevice dev, int ordi
     g->dmabuf = false;
   } else {
     const std::string why =
-        std::string(!nicDmabuf ? "libibverbs cannot register dma-bufs (rdma-core < 34)"
+        std::string(!nicDmabuf        ? "libibverbs cannot register dma-bufs (rdma-core < 34)"
                     : dmabufAttr != 1 ? "the GPU driver does not export dma-bufs (needs the open kernel module and "
                                         "Linux 5.12+)"
                                       : "dma-buf not chosen") +
@@ -242,7 +244,7 @@ clbResult_t makeGpuDirect(const Driver* d, CUcontext ctx, CUdevice dev, int ordi
     if (rc == clbSuccess) rc = setError(clbUnsupported, "rank %d: no GPUDirect RDMA: %s", c->rank, why.c_str());
   }
   g->memory = clbNetDeviceMemory_v1_t{gdrAlloc,  gdrRelease, g.get(), g->dmabuf ? "dma-buf" : "nvidia-peermem",
-                                     gdrLookup, gdrExport};
+                                      gdrLookup, gdrExport};
   // GPUs whose RDMA writes are not ordered for the owner need a flush before the GPU reads them.
   int ordering = 0, flushOptions = 0;
   d->cuDeviceGetAttribute(&ordering, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, dev);
@@ -250,8 +252,10 @@ clbResult_t makeGpuDirect(const Driver* d, CUcontext ctx, CUdevice dev, int ordi
   g->flush = ordering < CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER;
   if (rc == clbSuccess && g->flush &&
       !((flushOptions & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST) && d->cuFlushGPUDirectRDMAWrites))
-    rc = setError(clbUnsupported, "rank %d: GPU %d does not order RDMA writes for its own kernels and cannot flush "
-                  "them (cuFlushGPUDirectRDMAWrites): kernels could read chunks before they land", c->rank, ordinal);
+    rc = setError(clbUnsupported,
+                  "rank %d: GPU %d does not order RDMA writes for its own kernels and cannot flush "
+                  "them (cuFlushGPUDirectRDMAWrites): kernels could read chunks before they land",
+                  c->rank, ordinal);
   *pluginOut = plugin;
   *out = std::move(g);
   return rc;
@@ -295,13 +299,13 @@ clbResult_t GpuDirectPath::setUp() {
   if (rc != clbSuccess) {
     if (mode != "auto") return setError(rc, "%s (COLIBRI_VERBS_GPU_MEMORY=%s)", lastError().c_str(), mode.c_str());
     why_ = lastError();
-    CLB_WARN("rank %d: device buffers between hosts go through pinned host memory, not GPUDirect RDMA: %s", s_.comm->rank,
-             why_.c_str());
+    CLB_WARN("rank %d: device buffers between hosts go through pinned host memory, not GPUDirect RDMA: %s",
+             s_.comm->rank, why_.c_str());
     clearError();
     return clbSuccess;
   }
-  CLB_INFO("rank %d: device buffers between hosts: GPUDirect RDMA through %s (GPU %d)%s", s_.comm->rank,
-           g->memory.name, s_.ordinal, g->flush ? ", RDMA writes flushed before kernels read them" : "");
+  CLB_INFO("rank %d: device buffers between hosts: GPUDirect RDMA through %s (GPU %d)%s", s_.comm->rank, g->memory.name,
+           s_.ordinal, g->flush ? ", RDMA writes flushed before kernels read them" : "");
   gdr_ = g.release();
   return clbSuccess;
 }
@@ -340,9 +344,10 @@ std::string GpuDirectPath::info() const {
     clbNetStats_v1_t st{};
     if (gdr_->ring->plugin()->stats(gdr_->ring->handle(), &st) == clbSuccess) {
       char b[256];
-      snprintf(b, sizeof b, ", sent from user buffers without a copy: %llu allocation(s) registered (%lld bytes), "
-               "%llu hit(s)", (unsigned long long)st.userRegs, (long long)st.userRegBytes,
-               (unsigned long long)st.userRegHits);
+      snprintf(b, sizeof b,
+               ", sent from user buffers without a copy: %llu allocation(s) registered (%lld bytes), "
+               "%llu hit(s)",
+               (unsigned long long)st.userRegs, (long long)st.userRegBytes, (unsigned long long)st.userRegHits);
       s += b;
     }
     return s;
@@ -420,8 +425,10 @@ clbResult_t peerDeviceMemoryFor(clbComm* c, const void* anyDevice) {
   g->retained = true;  // released with g, whatever happens next
   if (rc != clbSuccess) {
     if (mode != "auto") return setError(rc, "%s (COLIBRI_VERBS_GPU_MEMORY=%s)", lastError().c_str(), mode.c_str());
-    CLB_WARN("rank %d: point-to-point on device buffers between hosts goes through host memory, not GPUDirect RDMA: "
-             "%s", c->rank, lastError().c_str());
+    CLB_WARN(
+        "rank %d: point-to-point on device buffers between hosts goes through host memory, not GPUDirect RDMA: "
+        "%s",
+        c->rank, lastError().c_str());
     const std::string why = lastError();
     clearError();
     return fallBack(why);

@@ -28,7 +28,8 @@ extern "C" clbResult_t clbGraphLaunch(void* graphExec, void* stream, const clbCo
   clearError();
   constexpr int kMostComms = 64;
   if (!graphExec)
-    return setError(clbInvalidArgument, "graphExec is NULL: pass the instantiated graph (CUgraphExec / cudaGraphExec_t)");
+    return setError(clbInvalidArgument,
+                    "graphExec is NULL: pass the instantiated graph (CUgraphExec / cudaGraphExec_t)");
   if (ncomms < 0 || ncomms > kMostComms)
     return setError(clbInvalidArgument, "ncomms=%d is not in 0..%d (the communicators whose calls the graph holds)",
                     ncomms, kMostComms);

@@ -62,9 +62,10 @@ clbResult_t HostStagedPath::run(const CollArgs& a, CUstream stream, const std::s
   }
   if (!s_.acrossHosts) {
     s_.acrossHosts = true;
-    CLB_WARN("rank %d: device buffers between hosts go through pinned host memory over the %s transport, and each "
-             "call waits for its stream (no GPUDirect RDMA: %s)", r, clbTransportName(s_.comm->transport),
-             whyNotGpuDirect.c_str());
+    CLB_WARN(
+        "rank %d: device buffers between hosts go through pinned host memory over the %s transport, and each "
+        "call waits for its stream (no GPUDirect RDMA: %s)",
+        r, clbTransportName(s_.comm->transport), whyNotGpuDirect.c_str());
   }
   // The input is complete only when the work queued before this call is.
   CLB_CU(s_.d, cuStreamSynchronize, stream);

@@ -108,8 +108,8 @@ size_t HostCopyPath::scratchFor(const CollArgs& a) const {
   // The fold's accumulator is the output, except in place before this rank's own part joins (it
   // is the input there): ranks 2 and above then fold ranks 0..r-1 in a second half.
   const int r = s_.comm->rank;
-  const bool second = folding(a, s_.comm->nranks) && inPlace(a, r) && r >= 2 &&
-                      !(a.desc.coll == kReduce && r != a.root);
+  const bool second =
+      folding(a, s_.comm->nranks) && inPlace(a, r) && r >= 2 && !(a.desc.coll == kReduce && r != a.root);
   return second ? 2 * half : half;
 }
 
@@ -182,8 +182,10 @@ clbResult_t HostCopyPath::run(const CollArgs& a, CUstream stream) {
   }
   const size_t rounds = rounds_.size();
   if (rounds >= (1u << CLB_HC_ROUND_BITS))
-    return setError(clbInvalidArgument, "%zu elements take %zu rounds of the host-memory staging, more than the %u "
-                    "a call can count: split the call", a.count, rounds, (1u << CLB_HC_ROUND_BITS) - 1);
+    return setError(clbInvalidArgument,
+                    "%zu elements take %zu rounds of the host-memory staging, more than the %u "
+                    "a call can count: split the call",
+                    a.count, rounds, (1u << CLB_HC_ROUND_BITS) - 1);
   // What every step passes alike, built once per call (a step sets its phase, round and parts).
   base_ = ClbDevCallArgs{};
   s_.common(&base_, a);
@@ -213,15 +215,15 @@ clbResult_t HostCopyPath::run(const CollArgs& a, CUstream stream) {
   return clbSuccess;
 }
 
-clbResult_t HostCopyPath::step(int phase, int round, size_t m, void* out, unsigned blocks,
-                               CUstream stream) {
+clbResult_t HostCopyPath::step(int phase, int round, size_t m, void* out, unsigned blocks, CUstream stream) {
   ClbDevCallArgs k = base_;
   k.phase = phase;
   k.round = round;
   k.count = m;
   k.out = out;
   for (int p = 0; p < s_.comm->nranks; p++) k.peerIn[p] = parts_[p];
-  if (phase == CLB_HC_COMBINE) return s_.launcher.launch(s_.d, s_.hostCombineFn, blocks, kThreads, stream, &k, sizeof k);
+  if (phase == CLB_HC_COMBINE)
+    return s_.launcher.launch(s_.d, s_.hostCombineFn, blocks, kThreads, stream, &k, sizeof k);
   return s_.launcher.launch(s_.d, s_.hostCopyFn, 1, 32, stream, &k, sizeof k);
 }
 
@@ -243,8 +245,7 @@ clbResult_t HostCopyPath::post(const CollArgs& a, int j, size_t e0, size_t m, CU
     case kBroadcast:
       if (r == a.root) CLB_CU(s_.d, cuMemcpyDtoHAsync, mine, (CUdeviceptr)(in + e0 * esz), m * esz, stream);
       break;
-    default:
-      CLB_CU(s_.d, cuMemcpyDtoHAsync, mine, (CUdeviceptr)(in + e0 * esz), m * esz, stream);
+    default: CLB_CU(s_.d, cuMemcpyDtoHAsync, mine, (CUdeviceptr)(in + e0 * esz), m * esz, stream);
   }
   CLB_CHECK(step(CLB_HC_POSTED, j, m, nullptr, 1, stream));
   CLB_CU(s_.d, cuEventRecord, fork_, stream);
@@ -293,13 +294,17 @@ clbResult_t HostCopyPath::collect(const CollArgs& a, int j, size_t e0, size_t m)
     case kAllGather:
       for (int p = 0; p < n; p++) {
         char* dst = out + (p * a.count + e0) * esz;
-        if (p != r) CLB_CHECK(copy(dst, staging(p)));
-        else if (dst != in + e0 * esz) CLB_CHECK(copyOnDevice(dst, in + e0 * esz));
+        if (p != r)
+          CLB_CHECK(copy(dst, staging(p)));
+        else if (dst != in + e0 * esz)
+          CLB_CHECK(copyOnDevice(dst, in + e0 * esz));
       }
       break;
     case kBroadcast:
-      if (r != a.root) CLB_CHECK(copy(out + e0 * esz, staging(a.root)));
-      else if (out != in) CLB_CHECK(copyOnDevice(out + e0 * esz, in + e0 * esz));
+      if (r != a.root)
+        CLB_CHECK(copy(out + e0 * esz, staging(a.root)));
+      else if (out != in)
+        CLB_CHECK(copyOnDevice(out + e0 * esz, in + e0 * esz));
       break;
   }
   CLB_CHECK(step(CLB_HC_READ, j, m, nullptr, 1, side_));

@@ -80,7 +80,8 @@ clbResult_t Kernels::load(CUdevice device, const std::string& dir) {
     return setError(clbUnsupported,
                     "the kernel image %s was not built for kernel ABI %d (it has no %s): it is from another Colibri "
                     "version; use the colibri-cuda jar of the same version, or point COLIBRI_KERNEL_DIR at the "
-                    "kernels built with this library", path.c_str(), CLB_KERNEL_ABI_VERSION, abiName.c_str());
+                    "kernels built with this library",
+                    path.c_str(), CLB_KERNEL_ABI_VERSION, abiName.c_str());
   }
   for (int t = 0; t < clbNumTypes; t++) {
     std::string name = std::string("clb_reduce_") + typeName(t);
@@ -91,8 +92,8 @@ clbResult_t Kernels::load(CUdevice device, const std::string& dir) {
   CLB_CU(d, cuModuleGetFunction, &copy_, module_, "clb_copy");
   char buf[256];
   snprintf(buf, sizeof buf, "%s (%s for compute capability %d.%d, %zu bytes) from %s", imageFile(image).c_str(),
-           std::string(image) == "ptx" ? "PTX, JIT-compiled by the driver" : "native code", major, minor,
-           data.size(), path.c_str());
+           std::string(image) == "ptx" ? "PTX, JIT-compiled by the driver" : "native code", major, minor, data.size(),
+           path.c_str());
   description_ = buf;
   CLB_INFO("kernels: %s", description_.c_str());
   return clbSuccess;

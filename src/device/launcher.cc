@@ -20,8 +20,8 @@ CUDA_KERNEL_NODE_PARAMS nodeParams(CUfunction fn, unsigned blocks, unsigned thre
 }
 }  // namespace
 
-clbResult_t GraphLauncher::launch(const Driver* d, CUfunction fn, unsigned blocks, unsigned threads,
-                                  CUstream stream, const void* arg, size_t argBytes) {
+clbResult_t GraphLauncher::launch(const Driver* d, CUfunction fn, unsigned blocks, unsigned threads, CUstream stream,
+                                  const void* arg, size_t argBytes) {
   void* params[] = {const_cast<void*>(arg)};
   auto plain = [&] {
     CLB_CU(d, cuLaunchKernel, fn, blocks, 1, 1, threads, 1, 1, 0, stream, params, nullptr);
@@ -63,8 +63,10 @@ clbResult_t GraphLauncher::launch(const Driver* d, CUfunction fn, unsigned block
     return cuError(rc, "cuGraphLaunch");
   }
   if (entries_.size() >= kMaxEntries) return plain();
-  Entry e{stream, fn, nullptr, nullptr, nullptr, blocks, threads,
-          std::vector<char>(static_cast<const char*>(arg), static_cast<const char*>(arg) + argBytes)};
+  Entry e{stream,  fn,
+          nullptr, nullptr,
+          nullptr, blocks,
+          threads, std::vector<char>(static_cast<const char*>(arg), static_cast<const char*>(arg) + argBytes)};
   CUresult rc = d->cuGraphCreate(&e.graph, 0);
   if (rc == CUDA_SUCCESS) rc = d->cuGraphAddKernelNode(&e.node, e.graph, nullptr, 0, &p);
   if (rc == CUDA_SUCCESS) rc = d->cuGraphInstantiateWithFlags(&e.exec, e.graph, 0);

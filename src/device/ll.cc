@@ -36,7 +36,8 @@ clbResult_t LLPath::launch(const CollArgs& a, CUstream stream) {
   // A thread per data line, and a warp of n more that read the ranks' call lines meanwhile (the
   // kernel's checkersAt).
   const size_t threads = ((a.count * esz + 7) / 8 + 31) / 32 * 32 + n;
-  const unsigned blocks = (unsigned)std::min<size_t>(s_.maxBlocks, std::max<size_t>(1, (threads + kThreads - 1) / kThreads));
+  const unsigned blocks =
+      (unsigned)std::min<size_t>(s_.maxBlocks, std::max<size_t>(1, (threads + kThreads - 1) / kThreads));
   CLB_CHECK(s_.gate(k, blocks, stream));
   return s_.launcher.launch(s_.d, s_.llFn, blocks, kThreads, stream, &k, sizeof k);
 }

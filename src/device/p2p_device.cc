@@ -69,9 +69,7 @@ PeerDevice::PeerDevice(clbComm* c) : c_(c), nonce_(c->boot.sessionNonce()) {
     if (onThisHost(p) && !inThisProcess(p)) othersOnHost_++;
 }
 
-bool PeerDevice::onThisHost(int p) const {
-  return c_->boot.peers()[p].hostHash == c_->boot.peers()[c_->rank].hostHash;
-}
+bool PeerDevice::onThisHost(int p) const { return c_->boot.peers()[p].hostHash == c_->boot.peers()[c_->rank].hostHash; }
 
 // (A pid alone is not enough: another host, or another PID namespace of this one, may reuse it.)
 bool PeerDevice::inThisProcess(int p) const { return c_->boot.inThisProcess(p); }
@@ -214,7 +212,8 @@ clbResult_t PeerDevice::refuseInCapture(CUstream stream, const char* what) {
   const Driver* d = nullptr;
   CLB_CHECK(driver(&d));
   CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (stream && d->cuStreamIsCapturing(stream, &capturing) == CUDA_SUCCESS && capturing != CU_STREAM_CAPTURE_STATUS_NONE)
+  if (stream && d->cuStreamIsCapturing(stream, &capturing) == CUDA_SUCCESS &&
+      capturing != CU_STREAM_CAPTURE_STATUS_NONE)
     return setError(clbInvalidUsage,
                     "rank %d: the first point-to-point call on device memory with a peer sets up %s, which cannot "
                     "happen inside a CUDA graph capture: make one such call with that peer before capturing",
@@ -341,8 +340,10 @@ clbResult_t PeerDevice::joinProcesses(const std::vector<int>& peers, CUcontext c
       same.push_back(peers[i]);
     } else {
       pairs_[peers[i]].state = Pair::kHost;
-      CLB_INFO("rank %d: rank %d is on another GPU: their point-to-point calls on device memory go through host "
-               "memory", c_->rank, peers[i]);
+      CLB_INFO(
+          "rank %d: rank %d is on another GPU: their point-to-point calls on device memory go through host "
+          "memory",
+          c_->rank, peers[i]);
     }
   }
   if (same.empty()) return clbSuccess;
@@ -396,9 +397,10 @@ clbResult_t PeerDevice::joinProcesses(const std::vector<int>& peers, CUcontext c
     }
     if (pr.mine) uncarve(pr.mine, sizeof(ClbP2pBox));
     pr.theirs = pr.mine = 0;
-    CLB_WARN("rank %d: the device channel with rank %d (another process on this GPU) could not be set up (%s): "
-             "their point-to-point calls on device memory go through host memory (slower, not capturable)",
-             c_->rank, same[i], why.empty() ? "a step failed on the peer; its log says which" : why.c_str());
+    CLB_WARN(
+        "rank %d: the device channel with rank %d (another process on this GPU) could not be set up (%s): "
+        "their point-to-point calls on device memory go through host memory (slower, not capturable)",
+        c_->rank, same[i], why.empty() ? "a step failed on the peer; its log says which" : why.c_str());
   }
   return clbSuccess;
 }
@@ -474,14 +476,17 @@ clbResult_t PeerDevice::placeAcrossProcesses(const std::vector<PeerOp>& ops, con
       return code;
     };
     if (r.bytes != bytes)
-      return fail(setError(clbInvalidUsage, "rank %d sends %llu bytes to rank %d, whose receive is of %llu bytes: post "
-                           "each send with a receive of the same size; the communicator cannot go on", c_->rank, bytes,
-                           o.peer, (unsigned long long)r.bytes));
+      return fail(setError(clbInvalidUsage,
+                           "rank %d sends %llu bytes to rank %d, whose receive is of %llu bytes: post "
+                           "each send with a receive of the same size; the communicator cannot go on",
+                           c_->rank, bytes, o.peer, (unsigned long long)r.bytes));
     if (r.regId == kUnregistered) continue;
     if (r.digest != regs.digest())
-      return fail(setError(clbInvalidUsage, "rank %d and rank %d hold different buffer registrations (a registration "
+      return fail(setError(clbInvalidUsage,
+                           "rank %d and rank %d hold different buffer registrations (a registration "
                            "made or dropped on one of them only): register and deregister on every rank at the same "
-                           "point; the communicator cannot go on", c_->rank, o.peer));
+                           "point; the communicator cannot go on",
+                           c_->rank, o.peer));
     char* base = regs.peerRange(r.regId, o.peer);
     if (!base)
       return fail(setError(clbInternalError, "rank %d: registration %llu of rank %d is not mapped here", c_->rank,
@@ -562,7 +567,7 @@ clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest)
       CLB_CHECK(everyRankHere(&reduceOnGpu));
       break;
     }
-  std::vector<int> mine;               // indices of the operations this path runs
+  std::vector<int> mine;                    // indices of the operations this path runs
   std::vector<int> restAt(ops.size(), -1);  // where the others are in *rest
   for (size_t i = 0; i < ops.size(); i++) {
     const PeerOp& o = ops[i];
@@ -601,8 +606,10 @@ clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest)
   clbResult_t refused = clbSuccess;
   for (int i : mine)
     if (ops[i].stream != first->stream && ops[i].count && refused == clbSuccess)
-      refused = setError(clbInvalidUsage, "rank %d: the device point-to-point calls of one group on one communicator "
-                         "must use one stream: pass the same stream to each", c_->rank);
+      refused = setError(clbInvalidUsage,
+                         "rank %d: the device point-to-point calls of one group on one communicator "
+                         "must use one stream: pass the same stream to each",
+                         c_->rank);
   if (refused == clbSuccess) refused = check(ops, mine);
   std::vector<Placement> place;
   if (refused == clbSuccess) refused = placeAcrossProcesses(ops, mine, &place);
@@ -636,18 +643,23 @@ clbResult_t PeerDevice::check(const std::vector<PeerOp>& ops, const std::vector<
   }
   launched += (int)selfSends.size();
   if (const int budget = blockBudget(); launched > budget)
-    return setError(clbInvalidUsage, "rank %d: %d device point-to-point operations in one group on one communicator "
+    return setError(clbInvalidUsage,
+                    "rank %d: %d device point-to-point operations in one group on one communicator "
                     "(local copies included; the root of a gather, scatter or reduce counts two per peer, its data "
                     "and its announcement), more than the %d blocks this rank's launch may hold on the GPU at once "
                     "(its share, with every rank of this process set up on the GPU): split the group, or put fewer "
-                    "ranks on this GPU", c_->rank, launched, budget);
+                    "ranks on this GPU",
+                    c_->rank, launched, budget);
   if (launched > CLB_P2P_MAX_OPS)
-    return setError(clbInvalidUsage, "rank %d: %d device point-to-point operations in one group on one communicator "
-                    "(local copies included), more than the %d one launch takes: split the group", c_->rank, launched,
-                    CLB_P2P_MAX_OPS);
+    return setError(clbInvalidUsage,
+                    "rank %d: %d device point-to-point operations in one group on one communicator "
+                    "(local copies included), more than the %d one launch takes: split the group",
+                    c_->rank, launched, CLB_P2P_MAX_OPS);
   if (selfSends.size() != selfRecvs.size())
-    return setError(clbInvalidUsage, "rank %d posted %zu send(s) to itself and %zu receive(s) from itself on device "
-                    "memory: put each with its receive in one group", c_->rank, selfSends.size(), selfRecvs.size());
+    return setError(clbInvalidUsage,
+                    "rank %d posted %zu send(s) to itself and %zu receive(s) from itself on device "
+                    "memory: put each with its receive in one group",
+                    c_->rank, selfSends.size(), selfRecvs.size());
   for (size_t k = 0; k < selfSends.size(); k++) {
     const PeerOp& s = ops[selfSends[k]];
     const PeerOp& r = ops[selfRecvs[k]];
@@ -676,7 +688,8 @@ clbResult_t PeerDevice::launch(std::vector<PeerOp>& ops, const std::vector<int>&
     k.src = src;
     k.dst = dst;
     k.bytes = bytes;
-    k.blocks = (int)std::min<unsigned long long>(kInPlaceMaxBlocks, (bytes + kInPlaceBytesPerBlock - 1) / kInPlaceBytesPerBlock);
+    k.blocks = (int)std::min<unsigned long long>(kInPlaceMaxBlocks,
+                                                 (bytes + kInPlaceBytesPerBlock - 1) / kInPlaceBytesPerBlock);
     return a.nops++;
   };
   std::vector<int> selfSends, selfRecvs;
@@ -739,9 +752,14 @@ clbResult_t PeerDevice::launch(std::vector<PeerOp>& ops, const std::vector<int>&
     // one lane per kLaneBytes, on either side (the two ranks may differ: the budget below may
     // take lanes back on one of them).
     if (k.inPlace)
-      k.blocks = k.kind == CLB_P2P_SEND ? (int)std::min<unsigned long long>(kInPlaceMaxBlocks, (k.bytes + kInPlaceBytesPerBlock - 1) / kInPlaceBytesPerBlock) : 1;
+      k.blocks = k.kind == CLB_P2P_SEND
+                     ? (int)std::min<unsigned long long>(kInPlaceMaxBlocks,
+                                                         (k.bytes + kInPlaceBytesPerBlock - 1) / kInPlaceBytesPerBlock)
+                     : 1;
     else
-      k.blocks = k.kind == CLB_P2P_RECV_REDUCE ? 1 : (int)std::min<unsigned long long>(kMaxLanes, (k.bytes + kLaneBytes - 1) / kLaneBytes);
+      k.blocks = k.kind == CLB_P2P_RECV_REDUCE
+                     ? 1
+                     : (int)std::min<unsigned long long>(kMaxLanes, (k.bytes + kLaneBytes - 1) / kLaneBytes);
     unsigned long long& sofar = chunksSoFar[{o.peer, k.kind == CLB_P2P_SEND}];
     k.firstChunk = sofar;
     sofar += k.inPlace ? 1 : (k.bytes + CLB_P2P_CHUNK - 1) / CLB_P2P_CHUNK;

@@ -23,8 +23,8 @@ namespace {
 struct Shadow {
   std::vector<char> host;
   CUstream stream = nullptr;  // of the (first) operation on the range: the copies go in its order
-  bool download = false;  // an operation reads it: device -> host first
-  bool upload = false;    // an operation writes it: host -> device after
+  bool download = false;      // an operation reads it: device -> host first
+  bool upload = false;        // an operation writes it: host -> device after
 };
 
 }  // namespace
@@ -62,8 +62,8 @@ clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
     if (s && d->cuStreamIsCapturing(s, &capturing) == CUDA_SUCCESS && capturing != CU_STREAM_CAPTURE_STATUS_NONE)
       return setError(clbInvalidUsage,
                       "rank %d: %s on device buffers runs from the host in this version (through host memory), so it "
-                      "cannot be captured in a CUDA graph: call it outside the capture", c->rank,
-                      collectiveName(ops.front().call));
+                      "cannot be captured in a CUDA graph: call it outside the capture",
+                      c->rank, collectiveName(ops.front().call));
     CLB_CU(d, cuStreamSynchronize, s);
   }
   // One shadow per device range, shared by the operations on the same range.
@@ -90,12 +90,15 @@ clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
   // messages to a peer go through host copies of the device buffers.
   if (shadowedPeer >= 0 && !c->peerStagedWarned) {
     c->peerStagedWarned = true;
-    const std::string why = c->peerDeviceMemory       ? "a reduce, a PreMulSum, an in-place all-to-all or another GPU's buffer"
+    const std::string why = c->peerDeviceMemory
+                                ? "a reduce, a PreMulSum, an in-place all-to-all or another GPU's buffer"
                             : c->peerDeviceMemoryWhy.empty() ? "no GPU path for the pair"
                                                              : c->peerDeviceMemoryWhy;
-    CLB_WARN("rank %d: point-to-point on device buffers with rank %d (and any other peer the GPU kernels do not "
-             "reach) goes through host copies of the buffers (%s): each such call waits for its streams and cannot "
-             "be captured in a CUDA graph", c->rank, shadowedPeer, why.c_str());
+    CLB_WARN(
+        "rank %d: point-to-point on device buffers with rank %d (and any other peer the GPU kernels do not "
+        "reach) goes through host copies of the buffers (%s): each such call waits for its streams and cannot "
+        "be captured in a CUDA graph",
+        c->rank, shadowedPeer, why.c_str());
   }
   int64_t held = 0;
   for (auto& [range, s] : shadows) held += (int64_t)s.host.size();

@@ -102,8 +102,8 @@ class HostCopyPath {
 
  private:
   size_t roundBytes(const CollArgs& a) const;
-  size_t scratchFor(const CollArgs& a) const;      // device scratch a part needs
-  size_t scratchForCall(const CollArgs& a) const;  // ... and a whole call (its parts' largest)
+  size_t scratchFor(const CollArgs& a) const;                       // device scratch a part needs
+  size_t scratchForCall(const CollArgs& a) const;                   // ... and a whole call (its parts' largest)
   clbResult_t fold(const CollArgs& a, int j, size_t e0, size_t m);  // allReduce / reduce's round j, after WAIT
   clbResult_t post(const CollArgs& a, int j, size_t e0, size_t m, CUstream stream);
   clbResult_t collect(const CollArgs& a, int j, size_t e0, size_t m);
@@ -114,7 +114,7 @@ class HostCopyPath {
   CUdeviceptr scratch_ = 0;  // the peers' parts of a round, copied in (reducing collectives)
   size_t scratchBytes_ = 0;
   const char* parts_[CLB_MAX_DEVICE_RANKS] = {};  // what COMBINE reads, rank by rank
-  ClbDevCallArgs base_{};  // this call's arguments common to every step (run())
+  ClbDevCallArgs base_{};                         // this call's arguments common to every step (run())
   struct Round {
     int part;
     size_t e0, m;
@@ -170,8 +170,8 @@ class Registrations {
   // (peer pid, its PID namespace, allocation ID) -> here
   std::map<std::tuple<int32_t, uint32_t, uint64_t>, Mapping> mappings_;
   std::vector<CUdeviceptr> closeLater_;  // unused mappings, closed at release (ranks share this process)
-  uint64_t nextRegId_ = 0;   // registrations attempted (every rank counts each, failed or not)
-  uint64_t liveDigest_ = 0;  // sum of mixed IDs of the live registrations
+  uint64_t nextRegId_ = 0;               // registrations attempted (every rank counts each, failed or not)
+  uint64_t liveDigest_ = 0;              // sum of mixed IDs of the live registrations
   bool warnedDigest_ = false;
 };
 
@@ -196,12 +196,12 @@ class GpuDirectPath {
  private:
   clbResult_t setUp();
   DeviceShared& s_;
-  GpuDirect* gdr_ = nullptr;            // set up: device buffers between hosts over GPUDirect RDMA
-  bool decided_ = false;                // setUp ran
-  clbResult_t failure_ = clbSuccess;    // ... and failed (a bad variable, a forced mode that cannot work): sticky
+  GpuDirect* gdr_ = nullptr;          // set up: device buffers between hosts over GPUDirect RDMA
+  bool decided_ = false;              // setUp ran
+  clbResult_t failure_ = clbSuccess;  // ... and failed (a bad variable, a forced mode that cannot work): sticky
   std::string failMsg_;
-  CUevent inputReady_ = nullptr;        // recorded on the caller's stream at each GPUDirect call
-  std::string why_;                     // why not (when not)
+  CUevent inputReady_ = nullptr;  // recorded on the caller's stream at each GPUDirect call
+  std::string why_;               // why not (when not)
 };
 
 // Between hosts otherwise (host_staged.cc): through pinned host memory and the host transport,
@@ -219,7 +219,7 @@ class HostStagedPath {
   DeviceShared& s_;
   void* stage_[2] = {nullptr, nullptr};  // input and output in pinned host memory
   size_t stageBytes_[2] = {0, 0};
-  CUevent stageDone_ = nullptr;         // recorded after the last copy back from the staging
+  CUevent stageDone_ = nullptr;  // recorded after the last copy back from the staging
 };
 
 }  // namespace clb::cuda

@@ -37,7 +37,7 @@ struct RegInfo {
   uint64_t base, offset;  // the allocation's start in the owner's address space; buffer - base
   uint64_t bufferId;      // CU_POINTER_ATTRIBUTE_BUFFER_ID of the allocation
   CUipcMemHandle handle;
-  char why[256];          // the reason, when code or !exported says something failed
+  char why[256];  // the reason, when code or !exported says something failed
 };
 
 namespace {
@@ -62,7 +62,7 @@ clbResult_t firstFailure(const std::vector<RegInfo>& all, int me) {
 struct CallDesc {
   OpDesc op;
   uint64_t sendId, sendOffset, recvId, recvOffset;  // registration IDs (kNone: not registered)
-  uint64_t liveDigest;  // which registrations this rank holds: ranks that differ all stage
+  uint64_t liveDigest;                              // which registrations this rank holds: ranks that differ all stage
 };
 
 uint64_t mixId(uint64_t x) {  // a 64-bit mix, so that the sum over live IDs tells sets apart
@@ -93,11 +93,13 @@ clbResult_t Registrations::registerLocal(void* buff, size_t bytes, RegInfo* info
   if (!isDevice)
     return setError(clbInvalidArgument,
                     "rank %d registers %p, which is host memory: register device memory (cudaMalloc, cuMemAlloc, "
-                    "clbDeviceAlloc); host buffers need no registration", s_.comm->rank, buff);
+                    "clbDeviceAlloc); host buffers need no registration",
+                    s_.comm->rank, buff);
   if (s_.ordinal >= 0 && ordinal != s_.ordinal)
     return setError(clbInvalidArgument,
                     "rank %d registers a buffer on GPU %d but its communicator works with GPU %d: one communicator "
-                    "per GPU", s_.comm->rank, ordinal, s_.ordinal);
+                    "per GPU",
+                    s_.comm->rank, ordinal, s_.ordinal);
   Allocation al;
   CLB_CHECK(allocationOf(d, buff, &al));
   const CUdeviceptr base = al.base;
@@ -107,7 +109,8 @@ clbResult_t Registrations::registerLocal(void* buff, size_t bytes, RegInfo* info
   if (bytes > base + size - b)
     return setError(clbInvalidArgument,
                     "rank %d registers %zu bytes at %p, but that allocation ends %llu bytes after it: register a "
-                    "range inside one allocation", s_.comm->rank, bytes, buff, (unsigned long long)(base + size - b));
+                    "range inside one allocation",
+                    s_.comm->rank, bytes, buff, (unsigned long long)(base + size - b));
   info->base = base;
   info->offset = b - base;
   info->bufferId = id;
@@ -167,7 +170,8 @@ void Registrations::unmap(Registration* reg, bool closeNow) {
   for (const auto& key : reg->mapped) {
     auto it = mappings_.find(key);
     if (it == mappings_.end() || --it->second.refs > 0) continue;
-    if (!closeNow) closeLater_.push_back(it->second.local);
+    if (!closeNow)
+      closeLater_.push_back(it->second.local);
     else if (CUresult rc = s_.d->cuIpcCloseMemHandle(it->second.local); rc != CUDA_SUCCESS)
       CLB_WARN("rank %d: cuIpcCloseMemHandle of a peer's registered buffer failed (%d)", s_.comm->rank, (int)rc);
     mappings_.erase(it);
@@ -240,7 +244,8 @@ clbResult_t Registrations::deregisterBuffer(void* handle) {
   }
   return setError(clbInvalidArgument,
                   "rank %d: %p is not a registration of this communicator (deregistered already, or from another "
-                  "communicator)", s_.comm->rank, handle);
+                  "communicator)",
+                  s_.comm->rank, handle);
 }
 
 void Registrations::release() {
@@ -304,7 +309,8 @@ clbResult_t Registrations::agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCal
     if (!sameCall(all[p].op, all[0].op))
       return setError(clbInvalidUsage,
                       "device call %llu: rank 0 called %s but rank %d called %s: every rank must make the same "
-                      "calls in the same order", (unsigned long long)a.desc.seq, clb::describe(all[0].op).c_str(), p,
+                      "calls in the same order",
+                      (unsigned long long)a.desc.seq, clb::describe(all[0].op).c_str(), p,
                       clb::describe(all[p].op).c_str());
   if (!zeroCopy) return clbSuccess;
   // Ranks holding different registrations (one deregistered early, or a registration failed on
@@ -312,8 +318,10 @@ clbResult_t Registrations::agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCal
   for (int p = 0; p < n; p++)
     if (all[p].liveDigest != all[0].liveDigest) {
       if (!warnedDigest_)
-        CLB_WARN("rank %d: ranks hold different buffer registrations (register and deregister on every rank at the "
-                 "same point): device calls are staged until they agree", me);
+        CLB_WARN(
+            "rank %d: ranks hold different buffer registrations (register and deregister on every rank at the "
+            "same point): device calls are staged until they agree",
+            me);
       warnedDigest_ = true;
       return clbSuccess;
     }
@@ -321,7 +329,8 @@ clbResult_t Registrations::agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCal
   // (two-shot copies the other segments from their owners).
   for (int p = 0; p < n; p++) {
     const bool needSend = a.desc.coll != kBroadcast || p == a.root;
-    if ((needSend && all[p].sendId == kNone) || (a.desc.coll == kAllReduce && all[p].recvId == kNone)) return clbSuccess;
+    if ((needSend && all[p].sendId == kNone) || (a.desc.coll == kAllReduce && all[p].recvId == kNone))
+      return clbSuccess;
   }
   auto lookup = [this](uint64_t id) -> const Registration* {
     for (const auto& reg : regs_)

@@ -51,7 +51,8 @@ clbResult_t Scaler::begin(int ordinal, CUstream stream, size_t bytes, void** scr
   if (ordinal_ >= 0 && ordinal != ordinal_)
     return setError(clbInvalidArgument,
                     "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one communicator per "
-                    "GPU", c_->rank, ordinal, ordinal_);
+                    "GPU",
+                    c_->rank, ordinal, ordinal_);
   CLB_CHECK(driver(&d_));
   bool inCapture = false;
   CLB_CHECK(capturing(d_, stream, &inCapture));
@@ -61,7 +62,8 @@ clbResult_t Scaler::begin(int ordinal, CUstream stream, size_t bytes, void** scr
                     "%s (%zu bytes), and its "
                     "stream is being captured into a CUDA graph, where Colibri cannot load kernels or allocate: make "
                     "one such call outside the capture first, with the largest count the graph will use (it sets "
-                    "this up, and later calls inside captures reuse it)", c_->rank, what, need);
+                    "this up, and later calls inside captures reuse it)",
+                    c_->rank, what, need);
   };
   if (!kernels_) {
     if (inCapture) return refuse("the scaling kernels loaded (the first such call of this communicator)", bytes);

@@ -28,7 +28,7 @@
 namespace clb::cuda {
 
 struct PeerInfo {  // exchanged once, at set-up
-  int32_t pid;  // unused: which ranks share a process is Bootstrap::inThisProcess
+  int32_t pid;     // unused: which ranks share a process is Bootstrap::inThisProcess
   int32_t ordinal;
   CUuuid uuid;
 };
@@ -39,10 +39,10 @@ struct StagingInfo {  // exchanged whenever a shared buffer is (re)allocated in 
   CUipcMemHandle hStaging;
 };
 struct HostShmInfo {  // ... or in host memory
-  int32_t pid;     // unused (see PeerInfo)
-  int32_t status;  // clbSuccess, or why this rank failed (then `why`)
-  uint64_t ptr;    // in the owner's address space
-  char name[64];   // POSIX shared memory object
+  int32_t pid;        // unused (see PeerInfo)
+  int32_t status;     // clbSuccess, or why this rank failed (then `why`)
+  uint64_t ptr;       // in the owner's address space
+  char name[64];      // POSIX shared memory object
   char why[192];
 };
 }  // namespace
@@ -120,7 +120,8 @@ clbResult_t DeviceShared::refuseInCapture(CUstream stream, size_t need) {
                   "this collective needs set-up that rank %d has not done (%zu bytes of device staging, or the first "
                   "device call), and the stream is being captured into a CUDA graph, where Colibri cannot allocate "
                   "or meet its peers: before capturing, run one collective of the largest size the graph will use "
-                  "(up to %zu bytes per rank suffices for any size)", comm->rank, need, maxHalf());
+                  "(up to %zu bytes per rank suffices for any size)",
+                  comm->rank, need, maxHalf());
 }
 
 // Zeroes memory peers are about to write into, and waits until it is done. cuMemsetD8 only
@@ -150,7 +151,8 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
     return setError(clbUnsupported,
                     "the device paths inside a node (and buffer registration) need ranks that share memory (transport "
                     "shm), and this communicator's transport is %s: its device collectives go through the host "
-                    "transport, without registration", clbTransportName(comm->transport));
+                    "transport, without registration",
+                    clbTransportName(comm->transport));
   CLB_CU(d, cuDeviceGet, &dev, gpu);
   CLB_CU(d, cuDevicePrimaryCtxRetain, &ctx, dev);
   CtxScope scope(d, ctx);
@@ -162,8 +164,7 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   CLB_CHECK(kernels.function("clb_dev_hostcopy", &hostCopyFn));
   CLB_CHECK(kernels.function("clb_dev_hostcopy_combine", &hostCombineFn));
   CLB_CHECK(kernels.function("clb_dev_gate", &gateFn));
-  CLB_CU(d, cuMemHostAlloc, reinterpret_cast<void**>(&hostStatus), sizeof(ClbDevHostStatus),
-         CU_MEMHOSTALLOC_DEVICEMAP);
+  CLB_CU(d, cuMemHostAlloc, reinterpret_cast<void**>(&hostStatus), sizeof(ClbDevHostStatus), CU_MEMHOSTALLOC_DEVICEMAP);
   memset(hostStatus, 0, sizeof(ClbDevHostStatus));
   CLB_CU(d, cuMemHostGetDevicePointer, &hostStatusDev, hostStatus, 0);
 
@@ -218,9 +219,11 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   for (int p = 0; p < n; p++)
     if (inProcess[p] && !memcmp(&all[p].uuid, &me.uuid, sizeof(CUuuid))) together.push_back(p);
   if (together.size() > 1 && meetOff) {
-    CLB_WARN("rank %d: COLIBRI_DEVICE_MEET=off: the %zu ranks on GPU %d in this process launch without meeting; "
-             "an allocation, free or device synchronization on one of their threads between calls can deadlock "
-             "them until the timeout (docs/device.md)", comm->rank, together.size(), ordinal);
+    CLB_WARN(
+        "rank %d: COLIBRI_DEVICE_MEET=off: the %zu ranks on GPU %d in this process launch without meeting; "
+        "an allocation, free or device synchronization on one of their threads between calls can deadlock "
+        "them until the timeout (docs/device.md)",
+        comm->rank, together.size(), ordinal);
   } else if (together.size() > 1) {
     char key[96];
     snprintf(key, sizeof key, "%016llx-", (unsigned long long)comm->boot.sessionNonce());
@@ -238,9 +241,9 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   watched.status = hostStatus;
   watchdogAdd(&watched);
   watching = true;
-  CLB_INFO("rank %d: device collectives on GPU %d (%d rank(s) on it, %s); up to %u blocks per call%s; %s",
-           comm->rank, ordinal, sameGpu, allInProcess ? "all ranks in this process" : "ranks in several processes",
-           maxBlocks, gateWide ? " (wide ones behind the gate)" : "", kernels.description().c_str());
+  CLB_INFO("rank %d: device collectives on GPU %d (%d rank(s) on it, %s); up to %u blocks per call%s; %s", comm->rank,
+           ordinal, sameGpu, allInProcess ? "all ranks in this process" : "ranks in several processes", maxBlocks,
+           gateWide ? " (wide ones behind the gate)" : "", kernels.description().c_str());
   return clbSuccess;
 }
 
@@ -276,7 +279,8 @@ clbResult_t DeviceShared::decideViaHost(const std::vector<PeerInfo>& all) {
       CUcontext otherCtx;
       CLB_CU(d, cuDevicePrimaryCtxRetain, &otherCtx, other);
       CUresult rc = d->cuCtxEnablePeerAccess(otherCtx, 0);
-      if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return cuError(rc, "cuCtxEnablePeerAccess");
+      if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+        return cuError(rc, "cuCtxEnablePeerAccess");
     }
   }
   need[me] = !why.empty();
@@ -379,8 +383,8 @@ clbResult_t DeviceShared::ensureShared(SharedBuffer* b, size_t bytes, CUstream s
       return setError(clbInvalidUsage,
                       "rank %d's device call needs a %s buffer of %zu bytes but rank %d's needs %llu: the ranks make "
                       "different calls (every rank must make the same calls in the same order with the same count, "
-                      "type, op and root); the communicator cannot go on", comm->rank, what, bytes, p,
-                      (unsigned long long)sizes[p]);
+                      "type, op and root); the communicator cannot go on",
+                      comm->rank, what, bytes, p, (unsigned long long)sizes[p]);
     }
   if (b->mine) releaseShared(b);
   if (viaHost) return allocHostShared(b, bytes, what);
@@ -430,7 +434,8 @@ clbResult_t checkStreamGpu(const Driver* d, CUstream stream, CUcontext ctx, CUde
   if (sdev != dev)
     return setError(clbInvalidArgument,
                     "rank %d's stream belongs to GPU %d but its buffers (and communicator) are on GPU %d: create the "
-                    "stream on GPU %d", rank, (int)sdev, ordinal, ordinal);
+                    "stream on GPU %d",
+                    rank, (int)sdev, ordinal, ordinal);
   return clbSuccess;
 }
 

@@ -25,14 +25,14 @@
 
 namespace clb::cuda {
 
-constexpr size_t kMaxHalf = 4u << 20;   // staging per half: 8 MiB per rank at most
+constexpr size_t kMaxHalf = 4u << 20;  // staging per half: 8 MiB per rank at most
 // Through host memory (pinned, the copies path) the halves grow to 8 MiB: rounds of more than
 // 4 MiB measured faster there for large messages (copyRoundBytes, hostcopy.cc).
 constexpr size_t kMaxHalfViaHost = 8u << 20;
 constexpr size_t kMinHalf = 64u << 10;
-constexpr int kThreads = 512;                  // per block (the kernels' launch bounds)
+constexpr int kThreads = 512;  // per block (the kernels' launch bounds)
 constexpr int kMaxBlocks = 256;
-constexpr size_t kBytesPerBlock = 8u << 10;   // below this per block, fewer blocks
+constexpr size_t kBytesPerBlock = 8u << 10;  // below this per block, fewer blocks
 // A kernel of at most this many blocks launches without the gate (DeviceShared::gateWide): while it
 // waits it holds at most two SMs' worth of a whole-SM kernel's room (a gate warp holds one), which
 // a late rank's work that runs in waves gets past; the small calls' LL kernel (1 block) keeps its
@@ -59,11 +59,11 @@ struct SharedBuffer {
   CUdeviceptr mine = 0;
   size_t bytes = 0;
   std::vector<char*> peers;
-  std::vector<CUdeviceptr> opened;  // IPC mappings to close
-  bool host = false;                                  // in host memory (viaHost)
-  void* hostMine = nullptr;                           // ... this rank's, as the host sees it
-  std::vector<char*> hostPeers;                       // ... every rank's, as this process's host sees it
-  std::vector<std::pair<void*, size_t>> hostMaps;     // host mappings to unregister and unmap
+  std::vector<CUdeviceptr> opened;                 // IPC mappings to close
+  bool host = false;                               // in host memory (viaHost)
+  void* hostMine = nullptr;                        // ... this rank's, as the host sees it
+  std::vector<char*> hostPeers;                    // ... every rank's, as this process's host sees it
+  std::vector<std::pair<void*, size_t>> hostMaps;  // host mappings to unregister and unmap
 };
 
 struct PeerInfo;  // what ranks tell each other at set-up
@@ -79,9 +79,9 @@ struct DeviceShared {
   clbResult_t ensureShared(SharedBuffer* b, size_t bytes, CUstream stream, const char* what);
   // The staging for call `a` (the staged and copies paths size it alike), grown when it needs more.
   clbResult_t ensureStaging(const CollArgs& a, CUstream stream);
-  size_t maxHalf() const { return viaHost ? kMaxHalfViaHost : kMaxHalf; }  // the largest half
+  size_t maxHalf() const { return viaHost ? kMaxHalfViaHost : kMaxHalf; }        // the largest half
   clbResult_t allocHostShared(SharedBuffer* b, size_t bytes, const char* what);  // viaHost
-  clbResult_t decideViaHost(const std::vector<PeerInfo>& all);  // collective
+  clbResult_t decideViaHost(const std::vector<PeerInfo>& all);                   // collective
   void releaseShared(SharedBuffer* b);
   clbResult_t refuseInCapture(CUstream stream, size_t need);  // set-up is impossible in capture
   clbResult_t checkStream(CUstream stream);
@@ -105,26 +105,26 @@ struct DeviceShared {
   Kernels kernels;
   CUfunction stagedFn = nullptr, directFn = nullptr, llFn = nullptr, hostCopyFn = nullptr, hostCombineFn = nullptr;
   CUfunction gateFn = nullptr;  // clb_dev_gate (gateWide)
-  GraphLauncher launcher;  // eager launches: prepared graphs or ordinary (set up in setUp)
-  int launchMode = 0;      // COLIBRI_DEVICE_LAUNCH (DeviceLaunchSetting, base/config.h)
-  std::string configError;       // a COLIBRI_DEVICE_* variable had a bad value
+  GraphLauncher launcher;       // eager launches: prepared graphs or ordinary (set up in setUp)
+  int launchMode = 0;           // COLIBRI_DEVICE_LAUNCH (DeviceLaunchSetting, base/config.h)
+  std::string configError;      // a COLIBRI_DEVICE_* variable had a bad value
   CUcontext ctx = nullptr;
   CUdevice dev = 0;
   int ordinal = -1;
   DevicePath path = DevicePath::kAuto;
-  size_t directMin = 0;          // auto: direct from this message size on (bytes)
-  size_t llMax = 0;              // auto: LL up to this many bytes per destination
-  bool llMaxGiven = false;       // ... other than the default (else lowered through host memory)
-  int sameGpu = 1;               // ranks sharing this GPU, this one included
-  unsigned maxBlocks = 1;        // per launch: every sharing rank's kernel stays resident
+  size_t directMin = 0;     // auto: direct from this message size on (bytes)
+  size_t llMax = 0;         // auto: LL up to this many bytes per destination
+  bool llMaxGiven = false;  // ... other than the default (else lowered through host memory)
+  int sameGpu = 1;          // ranks sharing this GPU, this one included
+  unsigned maxBlocks = 1;   // per launch: every sharing rank's kernel stays resident
   // Another rank shares this GPU (or COLIBRI_DEVICE_GATE=on; never with =off): a
   // kernel of more than kGateAboveBlocks blocks waits behind clb_dev_gate until every rank is in
   // its call (gate()), so that waiting ranks never hold the SMs a late rank's own work needs.
   bool gateWide = false;
-  int gateSetting = 0;           // COLIBRI_DEVICE_GATE (DeviceGateSetting, base/config.h)
-  SharedBuffer staging;  // staged path: two halves (call parity), a slot per rank in each
-  SharedBuffer llBuf;    // LL path: two halves, a slot of 16-byte lines per rank in each
-  SharedBuffer flagBuf;  // every rank's ClbDevFlags
+  int gateSetting = 0;    // COLIBRI_DEVICE_GATE (DeviceGateSetting, base/config.h)
+  SharedBuffer staging;   // staged path: two halves (call parity), a slot per rank in each
+  SharedBuffer llBuf;     // LL path: two halves, a slot of 16-byte lines per rank in each
+  SharedBuffer flagBuf;   // every rank's ClbDevFlags
   CUdeviceptr flags = 0;  // this rank's (flagBuf.mine): set up once this is set
   // This rank's block counters (ClbDevCallArgs::counters): in its flag block, or, with the flags
   // in host memory, in device memory of their own (ownCounters), so no kernel needs a host atomic.
@@ -133,28 +133,28 @@ struct DeviceShared {
   // The counters' own device memory: the 16 bytes of ClbDevFlags::blocks, then the copy of calls
   // and error that this rank's kernels read at the start of a call (ClbDevCallArgs::counters).
   static constexpr size_t kOwnWordsBytes = sizeof(ClbDevFlags::blocks) + 16;
-  bool viaHost = false;   // some GPUs cannot reach each other: shared buffers in host memory
-  bool forceHost = false; // COLIBRI_DEVICE_P2P=off
-  bool checkCalls = false;  // COLIBRI_DEVICE_CHECK_CALLS=1: every call compared across ranks
-  uint64_t hostGen = 0;   // host-shared buffers made so far (names them)
+  bool viaHost = false;                    // some GPUs cannot reach each other: shared buffers in host memory
+  bool forceHost = false;                  // COLIBRI_DEVICE_P2P=off
+  bool checkCalls = false;                 // COLIBRI_DEVICE_CHECK_CALLS=1: every call compared across ranks
+  uint64_t hostGen = 0;                    // host-shared buffers made so far (names them)
   ClbDevHostStatus* hostStatus = nullptr;  // mapped pinned host memory the kernels report into
   CUdeviceptr hostStatusDev = 0;
-  int64_t warnPercent = 50;                // COLIBRI_STUCK_WARN_PERCENT of the timeout: say a wait is long
-  Watched watched;                         // what the watchdog looks at (registered once set up)
+  int64_t warnPercent = 50;  // COLIBRI_STUCK_WARN_PERCENT of the timeout: say a wait is long
+  Watched watched;           // what the watchdog looks at (registered once set up)
   bool watching = false;
-  std::shared_ptr<LaunchMeet> meet;        // the ranks sharing this GPU and process, when there are others
-  const OpDesc* meeting = nullptr;         // the call of the meeting together() holds open, if any
+  std::shared_ptr<LaunchMeet> meet;  // the ranks sharing this GPU and process, when there are others
+  const OpDesc* meeting = nullptr;   // the call of the meeting together() holds open, if any
   // The call being launched is captured while `meet` exists (Device::run): its kernels check
   // clbGraphLaunch's permit (ClbDevCallArgs::replayGuard).
   bool replayGuard = false;
   // Where the permit is (ClbDevFlags::replayPermit, beside this rank's calls and error).
   CUdeviceptr permitWord() const { return counters + 16 + 12; }
-  bool meetOff = false;                    // COLIBRI_DEVICE_MEET=off: they launch without meeting
+  bool meetOff = false;  // COLIBRI_DEVICE_MEET=off: they launch without meeting
   std::vector<ClbDevFlags*> peerFlags;
   std::vector<char> inProcess;  // [p]: rank p lives in this process (Bootstrap::inThisProcess: not by pid alone)
-  bool sharedProcess = false;  // another rank lives in this process
-  bool allInProcess = false;   // every rank lives in this process: the direct path is possible
-  bool acrossHosts = false;    // Device::runAcrossHosts was used (host staging tells it once, by a warning)
+  bool sharedProcess = false;   // another rank lives in this process
+  bool allInProcess = false;    // every rank lives in this process: the direct path is possible
+  bool acrossHosts = false;     // Device::runAcrossHosts was used (host staging tells it once, by a warning)
 };
 
 template <class F>

@@ -27,8 +27,7 @@ const char* collName(unsigned int coll) {
 }
 
 namespace {
-const char* ranksIn(const volatile unsigned int* words, int nranks, unsigned long long call, char* buf,
-                    size_t bytes) {
+const char* ranksIn(const volatile unsigned int* words, int nranks, unsigned long long call, char* buf, size_t bytes) {
   size_t at = 0;
   buf[0] = 0;
   for (int p = 0; p < nranks && p < CLB_MAX_DEVICE_RANKS && at + 8 < bytes; p++)
@@ -58,14 +57,16 @@ std::string describeSig(unsigned long long sig) {
   if (coll == CLB_DEV_ALLREDUCE && root == CLB_DEV_SIG_BARRIER) return "barrier";
   int at = snprintf(b, sizeof b, "%s of %llu %s%s", collName(coll), count, typeName((int)type),
                     coll == CLB_DEV_ALLGATHER || coll == CLB_DEV_REDUCESCATTER ? " per rank" : "");
-  if (coll != CLB_DEV_BROADCAST && coll != CLB_DEV_ALLGATHER) at += snprintf(b + at, sizeof b - at, " (%s)", opName((int)op));
+  if (coll != CLB_DEV_BROADCAST && coll != CLB_DEV_ALLGATHER)
+    at += snprintf(b + at, sizeof b - at, " (%s)", opName((int)op));
   if (coll == CLB_DEV_BROADCAST || coll == CLB_DEV_REDUCE) snprintf(b + at, sizeof b - at, " with root %u", root);
   return b;
 }
 
 }  // namespace
 
-clbResult_t deviceError(const volatile ClbDevHostStatus* s, int rank, int nranks, int64_t timeoutMs, std::string* text) {
+clbResult_t deviceError(const volatile ClbDevHostStatus* s, int rank, int nranks, int64_t timeoutMs,
+                        std::string* text) {
   std::atomic_thread_fence(std::memory_order_acquire);  // the fields the kernel wrote before `error`
   const unsigned long long call = s->errorCall;
   char b[512];
@@ -106,7 +107,8 @@ clbResult_t deviceError(const volatile ClbDevHostStatus* s, int rank, int nranks
            "a device wait of rank %d's device call #%llu (%s) timed out after %lld ms waiting for rank(s) %s (a peer "
            "died, hung, or made different calls): the output of that call and of every later one on this "
            "communicator is undefined; destroy the communicator",
-           rank, call, collName(s->errorColl), (long long)timeoutMs, ranksTimedOutFor(s, nranks, call, ranks, sizeof ranks));
+           rank, call, collName(s->errorColl), (long long)timeoutMs,
+           ranksTimedOutFor(s, nranks, call, ranks, sizeof ranks));
   *text = b;
   return clbTimeout;
 }
@@ -139,9 +141,11 @@ void look(Watched* w) {
   if (w->warnMs > 0 && stuck && stuck != w->saidStuck && !s->error) {
     w->saidStuck = stuck;
     std::atomic_thread_fence(std::memory_order_acquire);  // what the kernel wrote before `stuckCall`
-    CLB_WARN("rank %d: device call #%llu (%s) has waited over %lld ms (of its %lld ms timeout) for rank(s) %s: is a "
-             "rank stuck, dead or making other calls?", w->rank, stuck, collName(s->stuckColl), (long long)w->warnMs,
-             (long long)w->timeoutMs, ranksWaitedFor(s, w->nranks, stuck, ranks, sizeof ranks));
+    CLB_WARN(
+        "rank %d: device call #%llu (%s) has waited over %lld ms (of its %lld ms timeout) for rank(s) %s: is a "
+        "rank stuck, dead or making other calls?",
+        w->rank, stuck, collName(s->stuckColl), (long long)w->warnMs, (long long)w->timeoutMs,
+        ranksWaitedFor(s, w->nranks, stuck, ranks, sizeof ranks));
   }
 }
 

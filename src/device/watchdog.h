@@ -4,8 +4,8 @@
 // communicator's device status (ClbDevHostStatus, written by its kernels into mapped host memory)
 // every 100 ms and logs what no call would report yet: a device wait past its warning threshold
 // (WARN, naming the call, the collective and the ranks that have not arrived), one that timed
-// out, and a peer that made another call (ERROR). Asynchronous calls, and graphs replayed without any call, so say they are stuck
-// while they are; clbCommGetAsyncError reads the same status.
+// out, and a peer that made another call (ERROR). Asynchronous calls, and graphs replayed without any call, so say they
+// are stuck while they are; clbCommGetAsyncError reads the same status.
 #pragma once
 
 #include <cstddef>

@@ -9,10 +9,10 @@
 //          own staging in rank order into the output, tell every rank "done[me] = seq". Every
 //          wait polls local memory and every transfer is a write: no round trip over the link.
 //  clb_dev_direct: write this call's send/recv addresses into every rank's flag block, tell
-//          every rank "posted[me] = seq", wait for everyone's; read the peers' buffers directly (allReduce two-shot: reduce this
-//          rank's segment from every send buffer into its own output, "mid", then copy the other
-//          segments from their owners' outputs); "done[me] = seq", and the kernel ends only when
-//          every rank is done, so no buffer is reused while a peer still reads it.
+//          every rank "posted[me] = seq", wait for everyone's; read the peers' buffers directly (allReduce two-shot:
+//          reduce this rank's segment from every send buffer into its own output, "mid", then copy the other segments
+//          from their owners' outputs); "done[me] = seq", and the kernel ends only when every rank is done, so no
+//          buffer is reused while a peer still reads it.
 // The blocks of one kernel wait for each other (through the announcements), so the host launches
 // no more blocks than can be resident at once for every rank sharing the GPU.
 // A wait that outlasts warnNs names the call and the ranks it waits for in mapped host memory
@@ -80,7 +80,8 @@ __device__ __forceinline__ void storeLine(char* p, unsigned long long v, unsigne
 
 // One thread: `sig` as this rank's call line for call `seq` in every rank's flag block (its own
 // call's description, or a line no call has, which fails the peers' kernels of that call at once).
-__device__ __forceinline__ void writeCallLines(const ClbDevCallArgs& a, unsigned long long seq, unsigned long long sig) {
+__device__ __forceinline__ void writeCallLines(const ClbDevCallArgs& a, unsigned long long seq,
+                                               unsigned long long sig) {
   for (int p = 0; p < a.nranks; p++)
     storeLine(reinterpret_cast<char*>(a.flags[p]->callLine[seq & 1][a.rank]), sig, CLB_DEV_LINE_FLAG(seq));
 }
@@ -110,10 +111,13 @@ __device__ __forceinline__ void postCallLine(const ClbDevCallArgs& a, unsigned l
 
 // Rank p's call line for call `seq` in this rank's flag block: 0 not written yet, 1 the same
 // description as this rank's, 2 another one (in *theirs).
-__device__ __forceinline__ int peerCall(const ClbDevCallArgs& a, int p, unsigned long long seq, unsigned long long* theirs) {
+__device__ __forceinline__ int peerCall(const ClbDevCallArgs& a, int p, unsigned long long seq,
+                                        unsigned long long* theirs) {
   const unsigned int* at = a.flags[a.rank]->callLine[seq & 1][p];
   unsigned int x, f1, y, f2;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(f1), "=r"(y), "=r"(f2) : "l"(at)
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(x), "=r"(f1), "=r"(y), "=r"(f2)
+               : "l"(at)
                : "memory");
   const unsigned int flag = CLB_DEV_LINE_FLAG(seq);
   if (f1 != flag || f2 != flag) return 0;
@@ -125,8 +129,9 @@ __device__ __forceinline__ int peerCall(const ClbDevCallArgs& a, int p, unsigned
 // disagreement (one atomic on this rank's own error word, in device memory) tells the host both
 // descriptions, and marks the communicator failed so that every later call ends at once.
 __device__ __forceinline__ void publishDisagreement(const ClbDevCallArgs& a, unsigned long long seq, int p,
-                                                 unsigned long long theirs) {
-  if (atomicCAS(reinterpret_cast<unsigned int*>(selfWords(a)) + 2, 0u, (unsigned int)CLB_DEV_ERR_DISAGREE) != 0u) return;
+                                                    unsigned long long theirs) {
+  if (atomicCAS(reinterpret_cast<unsigned int*>(selfWords(a)) + 2, 0u, (unsigned int)CLB_DEV_ERR_DISAGREE) != 0u)
+    return;
   *reinterpret_cast<volatile unsigned int*>(&a.flags[a.rank]->error) = CLB_DEV_ERR_DISAGREE;
   volatile ClbDevHostStatus* h = a.host;
   h->errorColl = (unsigned int)a.coll;
@@ -183,7 +188,8 @@ struct WaitClock {
 };
 
 // Waits for rank p's call line of call `seq`; false when it shows another call, or on timeout.
-__device__ __forceinline__ bool callLineAgrees(const ClbDevCallArgs& a, int p, unsigned long long seq, WaitClock& clock) {
+__device__ __forceinline__ bool callLineAgrees(const ClbDevCallArgs& a, int p, unsigned long long seq,
+                                               WaitClock& clock) {
   unsigned long long theirs;
   for (int spins = 0;; spins++) {
     const int c = peerCall(a, p, seq, &theirs);
@@ -289,8 +295,9 @@ __device__ __forceinline__ void reduceFrom(const ClbDevCallArgs& a, void* dst, c
 
 // dst = srcs[0..nranks)[offset..] combined in rank order, n elements of a.type. `srcs` is in
 // shared memory (clbk::ReduceRange says why).
-__device__ __noinline__ void reduceTyped(const ClbDevCallArgs& a, void* dst, const char* const* srcs, unsigned long long offset,
-                            unsigned long long n, unsigned long long tid, unsigned long long stride) {
+__device__ __noinline__ void reduceTyped(const ClbDevCallArgs& a, void* dst, const char* const* srcs,
+                                         unsigned long long offset, unsigned long long n, unsigned long long tid,
+                                         unsigned long long stride) {
   switch (a.type) {
     case 0: reduceFrom<int8_t>(a, dst, srcs, offset, n, tid, stride); break;
     case 1: reduceFrom<uint8_t>(a, dst, srcs, offset, n, tid, stride); break;
@@ -402,8 +409,10 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
   if (blockIdx.x == 0 && threadIdx.x == 0) {  // hand this call's buffers to every rank, then say so
     postCallLine(a, seq);
     for (int p = 0; p < n && !a.given; p++) {
-      reinterpret_cast<volatile unsigned long long*>(a.flags[p]->send[par])[r] = reinterpret_cast<unsigned long long>(a.in);
-      reinterpret_cast<volatile unsigned long long*>(a.flags[p]->recv[par])[r] = reinterpret_cast<unsigned long long>(a.out);
+      reinterpret_cast<volatile unsigned long long*>(a.flags[p]->send[par])[r] =
+          reinterpret_cast<unsigned long long>(a.in);
+      reinterpret_cast<volatile unsigned long long*>(a.flags[p]->recv[par])[r] =
+          reinterpret_cast<unsigned long long>(a.out);
     }
     __threadfence_system();
     for (int p = 0; p < n; p++) reinterpret_cast<volatile unsigned long long*>(a.flags[p]->posted)[r] = seq;
@@ -492,7 +501,9 @@ __device__ __forceinline__ bool loadLine(const ClbDevCallArgs& a, const char* mi
   const char* at = mine + p * a.slot + off;
   unsigned int x, f1, y, f2;
   for (int spins = 0;; spins++) {
-    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(f1), "=r"(y), "=r"(f2) : "l"(at)
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(x), "=r"(f1), "=r"(y), "=r"(f2)
+                 : "l"(at)
                  : "memory");
     if (f1 == flag && f2 == flag) break;
     if ((spins & 1023) == 1023) {
@@ -523,7 +534,8 @@ __device__ __forceinline__ unsigned long long checkersAt(unsigned long long line
 }
 
 // Bytes [8i, 8i+8) of src, fewer at the end (zeros past `bytes`); any alignment.
-__device__ __forceinline__ unsigned long long loadBytes8(const char* src, unsigned long long i, unsigned long long bytes) {
+__device__ __forceinline__ unsigned long long loadBytes8(const char* src, unsigned long long i,
+                                                         unsigned long long bytes) {
   const unsigned long long off = i * 8;
   if (off + 8 <= bytes && ((uintptr_t)(src + off) & 7) == 0)
     return __ldcg(reinterpret_cast<const unsigned long long*>(src + off));
@@ -533,7 +545,8 @@ __device__ __forceinline__ unsigned long long loadBytes8(const char* src, unsign
   return v;
 }
 
-__device__ __forceinline__ void storeBytes8(char* dst, unsigned long long i, unsigned long long bytes, unsigned long long v) {
+__device__ __forceinline__ void storeBytes8(char* dst, unsigned long long i, unsigned long long bytes,
+                                            unsigned long long v) {
   const unsigned long long off = i * 8;
   if (off + 8 <= bytes && ((uintptr_t)(dst + off) & 7) == 0) {
     *reinterpret_cast<unsigned long long*>(dst + off) = v;
@@ -552,8 +565,14 @@ __device__ __forceinline__ uint4 foldLine(uint4 accRaw, unsigned long long v, in
   using A = typename C::A;
   constexpr int E = 8 / sizeof(S);
   static_assert(sizeof(A) * E <= 16, "accumulator");
-  union Acc { uint4 raw; A e[E]; } acc;
-  union In { unsigned long long raw; S e[E]; } in;
+  union Acc {
+    uint4 raw;
+    A e[E];
+  } acc;
+  union In {
+    unsigned long long raw;
+    S e[E];
+  } in;
   acc.raw = accRaw;
   in.raw = v;
 #pragma unroll
@@ -566,8 +585,14 @@ __device__ __forceinline__ unsigned long long finishLine(uint4 accRaw, int op, i
   using C = clbk::Conv<S>;
   using A = typename C::A;
   constexpr int E = 8 / sizeof(S);
-  union Acc { uint4 raw; A e[E]; } acc;
-  union Out { unsigned long long raw; S e[E]; } out;
+  union Acc {
+    uint4 raw;
+    A e[E];
+  } acc;
+  union Out {
+    unsigned long long raw;
+    S e[E];
+  } out;
   acc.raw = accRaw;
 #pragma unroll
   for (int j = 0; j < E; j++) {
@@ -578,23 +603,23 @@ __device__ __forceinline__ unsigned long long finishLine(uint4 accRaw, int op, i
   return out.raw;
 }
 
-#define CLB_LINE_TYPED(CALL)              \
-  switch (type) {                         \
-    case 0: return CALL(int8_t);          \
-    case 1: return CALL(uint8_t);         \
-    case 2: return CALL(int32_t);         \
-    case 3: return CALL(uint32_t);        \
-    case 4: return CALL(int64_t);         \
-    case 5: return CALL(uint64_t);        \
-    case 6: return CALL(__half);          \
-    case 7: return CALL(__nv_bfloat16);   \
-    case 8: return CALL(float);           \
-    default: return CALL(double);         \
+#define CLB_LINE_TYPED(CALL)            \
+  switch (type) {                       \
+    case 0: return CALL(int8_t);        \
+    case 1: return CALL(uint8_t);       \
+    case 2: return CALL(int32_t);       \
+    case 3: return CALL(uint32_t);      \
+    case 4: return CALL(int64_t);       \
+    case 5: return CALL(uint64_t);      \
+    case 6: return CALL(__half);        \
+    case 7: return CALL(__nv_bfloat16); \
+    case 8: return CALL(float);         \
+    default: return CALL(double);       \
   }
 
-__device__ uint4 foldLineTyped(int type, uint4 acc, unsigned long long v, int op, bool first) {
+__device__ uint4 foldLineTyped(int type, uint4 acc, unsigned long long v, int op, bool first){
 #define CLB_FOLD(S) foldLine<S>(acc, v, op, first)
-  CLB_LINE_TYPED(CLB_FOLD)
+    CLB_LINE_TYPED(CLB_FOLD)
 #undef CLB_FOLD
 }
 
@@ -612,8 +637,7 @@ __device__ unsigned long long finishLineTyped(int type, uint4 acc, int op, int n
 // every rank in every call, which is what lets slots be reused two calls later (a root that heard
 // from nobody could run two calls ahead and overwrite lines not yet read).
 __device__ void llBroadcast(const ClbDevCallArgs& a, unsigned long long seq, unsigned int flag, size_t half,
-                            unsigned long long lines,
-                            unsigned long long tid, unsigned long long stride) {
+                            unsigned long long lines, unsigned long long tid, unsigned long long stride) {
   const int n = a.nranks, r = a.rank, root = a.root;
   const unsigned long long bytes = a.count * (unsigned long long)a.elemSize;
   if (r == root)
@@ -674,8 +698,10 @@ extern "C" __global__ void __launch_bounds__(512, 2) clb_dev_ll(const ClbDevCall
       unsigned long long v;
       ok = loadLine(a, mine, p, i * 16, flag, seq, &v, clock);
       if (!ok) break;
-      if (a.coll == CLB_DEV_ALLGATHER) storeBytes8(out + p * bytes, i, bytes, v);
-      else acc = foldLineTyped(a.type, acc, v, a.op, p == 0);
+      if (a.coll == CLB_DEV_ALLGATHER)
+        storeBytes8(out + p * bytes, i, bytes, v);
+      else
+        acc = foldLineTyped(a.type, acc, v, a.op, p == 0);
     }
     if (ok && a.coll != CLB_DEV_ALLGATHER && out)  // (a reduce's other ranks have no out)
       storeBytes8(out, i, bytes, finishLineTyped(a.type, acc, a.op, n));
@@ -683,7 +709,8 @@ extern "C" __global__ void __launch_bounds__(512, 2) clb_dev_ll(const ClbDevCall
   // Every rank's call line, by the threads checkersAt() names (a rank that made another call fails
   // the call here).
   const unsigned long long at = checkersAt(lines, n, stride);
-  if (ok && tid >= at && tid < at + n && a.coll != CLB_DEV_BROADCAST) ok = callLineAgrees(a, (int)(tid - at), seq, clock);
+  if (ok && tid >= at && tid < at + n && a.coll != CLB_DEV_BROADCAST)
+    ok = callLineAgrees(a, (int)(tid - at), seq, clock);
   // The last block out counts the call as completed and tells the peers this rank is done.
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -754,18 +781,14 @@ extern "C" __global__ void __launch_bounds__(32) clb_dev_hostcopy(const ClbDevCa
   switch (a.phase) {
     case CLB_HC_GATE:  // the half this round fills was read: two rounds ago, or in a call before
       if (a.round == 0) postCallLine(a, seq);
-      if (a.round < 2) waitAll(a, me->done, seq - 1, seq);
-      else waitAll(a, me->hcRead, progress(a.round - 2), seq);
+      if (a.round < 2)
+        waitAll(a, me->done, seq - 1, seq);
+      else
+        waitAll(a, me->hcRead, progress(a.round - 2), seq);
       break;
-    case CLB_HC_POSTED:
-      tellAll(offsetof(ClbDevFlags, hcPosted), progress(a.round));
-      break;
-    case CLB_HC_WAIT:
-      waitAll(a, me->hcPosted, progress(a.round), seq);
-      break;
-    case CLB_HC_READ:
-      tellAll(offsetof(ClbDevFlags, hcRead), progress(a.round));
-      break;
+    case CLB_HC_POSTED: tellAll(offsetof(ClbDevFlags, hcPosted), progress(a.round)); break;
+    case CLB_HC_WAIT: waitAll(a, me->hcPosted, progress(a.round), seq); break;
+    case CLB_HC_READ: tellAll(offsetof(ClbDevFlags, hcRead), progress(a.round)); break;
     case CLB_HC_DONE:
       tellAll(offsetof(ClbDevFlags, done), seq);
       countCall(a, seq);

@@ -69,8 +69,8 @@ struct ClbDevFlags {
   unsigned int blocks[4];  // block counters (first/second announcement x parity), where the flags are in device memory
   // calls and error side by side, 16-byte aligned, right after the block counters: a kernel reads
   // both with one load at ClbDevCallArgs::counters + 16 (see there).
-  unsigned long long calls;                         // calls this rank completed
-  unsigned int error;                               // nonzero (CLB_DEV_ERR_*): this rank's communicator failed
+  unsigned long long calls;  // calls this rank completed
+  unsigned int error;        // nonzero (CLB_DEV_ERR_*): this rank's communicator failed
   // clbGraphLaunch's permit: set on the stream before a graph it launches and cleared after it
   // (device/graph_launch.cc); a captured kernel of ranks sharing a GPU in one process
   // (ClbDevCallArgs::replayGuard) that starts while it is 0 was replayed without that entry point.
@@ -111,9 +111,9 @@ struct ClbDevFlags {
 // The call line of a rank whose gate (clb_dev_gate) timed out: collective 6, which no call has, so
 // that a peer arriving later fails at once instead of waiting out a timeout of its own.
 #define CLB_DEV_SIG_GAVEUP 0x6ull
-#define CLB_DEV_SIG(coll, type, op, root, count)                                                       \
-  ((unsigned long long)((coll) & 0x7) | ((unsigned long long)((type) & 0x1F) << 3) |                  \
-   ((unsigned long long)((op) & 0x3F) << 8) | ((unsigned long long)((root) & 0xFF) << 14) |           \
+#define CLB_DEV_SIG(coll, type, op, root, count)                                        \
+  ((unsigned long long)((coll)&0x7) | ((unsigned long long)((type)&0x1F) << 3) |        \
+   ((unsigned long long)((op)&0x3F) << 8) | ((unsigned long long)((root)&0xFF) << 14) | \
    ((unsigned long long)(count) << 22))
 
 // The copies path's progress word for round `round` (0-based) of call `seq`: grows with both, so
@@ -129,7 +129,7 @@ struct ClbDevHostStatus {
   unsigned long long errorCall;  // ... of this call number
   unsigned long long stuckCall;  // the latest call with a wait past the warning threshold
   unsigned int stuckColl;
-  unsigned int errorKind;        // what `error` means: CLB_DEV_ERR_*
+  unsigned int errorKind;  // what `error` means: CLB_DEV_ERR_*
   // [p] == low 32 bits of a call number: that call waited for rank p past the warning threshold;
   // and until its timeout (a rank that came between the two is only in waitingFor).
   unsigned int waitingFor[CLB_MAX_DEVICE_RANKS];
@@ -147,7 +147,8 @@ struct ClbDevHostStatus {
 // without clbGraphLaunch; its call line then holds CLB_DEV_SIG_REPLAY, so that every peer fails too.
 enum { CLB_DEV_ERR_TIMEOUT = 1, CLB_DEV_ERR_DISAGREE = 2, CLB_DEV_ERR_REPLAY = 3 };
 
-static_assert(offsetof(ClbDevFlags, calls) % 16 == 0 && offsetof(ClbDevFlags, error) == offsetof(ClbDevFlags, calls) + 8,
+static_assert(offsetof(ClbDevFlags, calls) % 16 == 0 &&
+                  offsetof(ClbDevFlags, error) == offsetof(ClbDevFlags, calls) + 8,
               "calls and error are read with one 16-byte load");
 static_assert(offsetof(ClbDevFlags, calls) == offsetof(ClbDevFlags, blocks) + 16,
               "calls and error follow the block counters: kernels find them at counters + 16");
@@ -158,7 +159,13 @@ static_assert(offsetof(ClbDevFlags, callLine) % 16 == 0, "call lines are written
 // every rank in every call
 // (what lets LL and staging slots be reused), staged inputs go to the root's staging only, and
 // direct has the root read every rank's send buffer.
-enum { CLB_DEV_ALLREDUCE = 0, CLB_DEV_ALLGATHER = 1, CLB_DEV_REDUCESCATTER = 2, CLB_DEV_BROADCAST = 3, CLB_DEV_REDUCE = 4 };
+enum {
+  CLB_DEV_ALLREDUCE = 0,
+  CLB_DEV_ALLGATHER = 1,
+  CLB_DEV_REDUCESCATTER = 2,
+  CLB_DEV_BROADCAST = 3,
+  CLB_DEV_REDUCE = 4
+};
 
 // The call number is read on the device (this rank's `calls` + 1), not passed in: a call captured
 // in a CUDA graph and replayed is a new call each time.
@@ -168,26 +175,26 @@ struct ClbDevCallArgs {
   char* staging[CLB_MAX_DEVICE_RANKS];
   unsigned long long half, slot;
   ClbDevFlags* flags[CLB_MAX_DEVICE_RANKS];
-  ClbDevHostStatus* host;   // mapped pinned host memory: the host sees a timeout without a sync
+  ClbDevHostStatus* host;     // mapped pinned host memory: the host sees a timeout without a sync
   unsigned long long warnNs;  // a wait this long says so in host->stuckCall / waitingFor (0: never)
   // staged: inBytes pushed to every rank (inSlices == nranks: slice p, inStride apart, to rank p).
   // direct: `in` is the whole send buffer (NULL on a broadcast's non-root ranks).
   const void* in;
   unsigned long long inBytes, inStride;
   int inSlices;
-  void* out;                // destination (staged mode 1: rank p's block at out + p * outStride)
+  void* out;  // destination (staged mode 1: rank p's block at out + p * outStride)
   unsigned long long outStride;
   unsigned long long timeoutNs;
   int rank, nranks;
   // staged: what to do with the staged inputs
   int mode;  // 0 reduce (every slot), 1 gather (concatenate the slots), 2 copy the root's slot
   int type, op, root;
-  unsigned long long count;      // staged mode 0: elements combined; 1 and 2: bytes copied per rank.
-                                 // direct: elements per rank's send buffer (allGather, broadcast,
-                                 // allReduce) or per rank's result (reduceScatter)
+  unsigned long long count;  // staged mode 0: elements combined; 1 and 2: bytes copied per rank.
+                             // direct: elements per rank's send buffer (allGather, broadcast,
+                             // allReduce) or per rank's result (reduceScatter)
   // direct
-  int coll;         // CLB_DEV_*
-  int twoShot;      // allReduce: reduce one segment per rank, then copy the others' (in place allowed)
+  int coll;     // CLB_DEV_*
+  int twoShot;  // allReduce: reduce one segment per rank, then copy the others' (in place allowed)
   int elemSize;
   // direct, ranks in several processes: every rank's buffers as mapped in this process (registered
   // buffers, CUDA IPC), given by the host instead of handed over through the flag blocks.
@@ -219,12 +226,14 @@ struct ClbDevCallArgs {
 // alternate between the two halves of every rank's staging; its copies out of the peers' staging
 // run on a second stream, so that round j + 1's copy in overlaps round j's copies out.
 enum {
-  CLB_HC_GATE = 0,     // (caller's stream) every rank finished reading this rank's half: the round two before, or the previous call
-  CLB_HC_POSTED = 1,   // (caller's stream) tell every rank this round's input is in this rank's half
-  CLB_HC_WAIT = 2,     // (second stream) wait until every rank posted this round
-  CLB_HC_COMBINE = 3,  // (second stream) out = peerIn[0] op ... op peerIn[n-1] (count elements): clb_dev_hostcopy_combine
-  CLB_HC_READ = 4,     // (second stream) tell every rank this one copied this round out of every half
-  CLB_HC_DONE = 5      // (caller's stream, after every round) tell every rank the call is done here, and count it
+  CLB_HC_GATE =
+      0,  // (caller's stream) every rank finished reading this rank's half: the round two before, or the previous call
+  CLB_HC_POSTED = 1,  // (caller's stream) tell every rank this round's input is in this rank's half
+  CLB_HC_WAIT = 2,    // (second stream) wait until every rank posted this round
+  CLB_HC_COMBINE =
+      3,            // (second stream) out = peerIn[0] op ... op peerIn[n-1] (count elements): clb_dev_hostcopy_combine
+  CLB_HC_READ = 4,  // (second stream) tell every rank this one copied this round out of every half
+  CLB_HC_DONE = 5   // (caller's stream, after every round) tell every rank the call is done here, and count it
 };
 
 // ---- point-to-point on device memory, ranks on one GPU (src/kernels/p2p.cu) ----
@@ -263,8 +272,8 @@ enum {
 // This rank's box for one peer (in this rank's GPU memory; the peer's kernels write `credit` and
 // `lines`, this rank's the rest).
 struct ClbP2pBox {
-  unsigned long long sent;       // numbers this rank sent to the peer
-  unsigned long long received;   // numbers this rank received from the peer
+  unsigned long long sent;                   // numbers this rank sent to the peer
+  unsigned long long received;               // numbers this rank received from the peer
   unsigned long long credit[CLB_P2P_SLOTS];  // [slot]: the last number of this rank's the peer is through with there
   // In place (a large message, number k, slot k % CLB_P2P_SLOTS): the peer, receiving from this
   // rank, writes its buffer's address and then k into want; this rank, receiving from the peer,
@@ -286,9 +295,9 @@ static_assert(offsetof(ClbP2pBox, lines) % 16 == 0, "the lines are read and writ
 
 // One rank's bookkeeping of its point-to-point launches (its GPU memory).
 struct ClbP2pState {
-  unsigned int blocksDone;      // blocks of the running launch that finished
-  unsigned int error;           // a wait timed out: the launches after it return at once
-  unsigned long long launches;  // launches completed
+  unsigned int blocksDone;                     // blocks of the running launch that finished
+  unsigned int error;                          // a wait timed out: the launches after it return at once
+  unsigned long long launches;                 // launches completed
   unsigned long long opDone[CLB_P2P_MAX_OPS];  // [i]: the launch whose operation i completed
   unsigned int opBlocks[CLB_P2P_MAX_OPS];      // [i]: blocks of operation i that finished (several: a large send)
   // What an announcement (a message without data: ClbP2pOp::sig alone says which call its sender
@@ -299,16 +308,16 @@ struct ClbP2pState {
 enum { CLB_P2P_SEND = 0, CLB_P2P_RECV = 1, CLB_P2P_RECV_REDUCE = 2, CLB_P2P_COPY = 3 };
 
 struct ClbP2pOp {
-  int kind;      // CLB_P2P_*
-  int after;     // -1, or the operation of this launch that must complete first
-  int divideBy;  // recv-reduce: > 0 on an average's last step
-  int type, op;  // recv-reduce: clbDataType_t, clbRedOp_t
-  int inPlace;   // 1: moved in place (one number), 0: in chunks of lines
+  int kind;                // CLB_P2P_*
+  int after;               // -1, or the operation of this launch that must complete first
+  int divideBy;            // recv-reduce: > 0 on an average's last step
+  int type, op;            // recv-reduce: clbDataType_t, clbRedOp_t
+  int inPlace;             // 1: moved in place (one number), 0: in chunks of lines
   int firstBlock, blocks;  // the blocks of the launch that run it (in lines: its lanes)
-  ClbP2pBox* local;   // this rank's box for the peer
-  ClbP2pBox* remote;  // the peer's box for this rank
-  const void* src;    // send, copy
-  void* dst;          // receive, copy
+  ClbP2pBox* local;        // this rank's box for the peer
+  ClbP2pBox* remote;       // the peer's box for this rank
+  const void* src;         // send, copy
+  void* dst;               // receive, copy
   // An in-place send to a rank in another process: the receiver's buffer as mapped in this one
   // (NULL: the address the receiver publishes, a rank of this process).
   void* peerDst;

@@ -19,7 +19,10 @@ __device__ unsigned long long reduceIntoLine(unsigned long long in, unsigned lon
   using C = clbk::Conv<S>;
   using A = typename C::A;
   constexpr int E = 8 / sizeof(S);
-  union U { unsigned long long raw; S e[E]; };
+  union U {
+    unsigned long long raw;
+    S e[E];
+  };
   U a, b, out;
   a.raw = in;
   b.raw = mine;
@@ -255,7 +258,8 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
       }
     } else {
       // The number before in this slot is through (its address may be published again).
-      if (threadIdx.x == 0 && k > CLB_P2P_SLOTS && !waitReached(a, &o.local->rxDone[slot], k - CLB_P2P_SLOTS)) failed = 1;
+      if (threadIdx.x == 0 && k > CLB_P2P_SLOTS && !waitReached(a, &o.local->rxDone[slot], k - CLB_P2P_SLOTS))
+        failed = 1;
       if (threadIdx.x == 0 && !failed) {
         *reinterpret_cast<volatile unsigned long long*>(&o.remote->wantSig[slot]) = o.sig;
         *reinterpret_cast<void* volatile*>(&o.remote->wantAddr[slot]) = o.dst;
@@ -310,7 +314,8 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
     constexpr int kAtOnce = kBulk ? kLinesAtOnce : 1;
     if (send) {
       // Room: the peer consumed number k - CLB_P2P_SLOTS (the last one of this slot).
-      if (threadIdx.x == 0 && k > CLB_P2P_SLOTS && !waitReached(a, &o.local->credit[slot], k - CLB_P2P_SLOTS)) failed = 1;
+      if (threadIdx.x == 0 && k > CLB_P2P_SLOTS && !waitReached(a, &o.local->credit[slot], k - CLB_P2P_SLOTS))
+        failed = 1;
       __syncthreads();
       if (failed) return;
       // kAtOnce lines per thread in flight: their loads are issued before any store (a
@@ -397,8 +402,10 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
   for (int i = threadIdx.x; i < a.nops; i += blockDim.x) {
     const ClbP2pOp& q = a.ops[i];
     if (q.advance == 0) continue;
-    if (q.kind == CLB_P2P_SEND) q.local->sent += q.advance;
-    else q.local->received += q.advance;
+    if (q.kind == CLB_P2P_SEND)
+      q.local->sent += q.advance;
+    else
+      q.local->received += q.advance;
   }
   __syncthreads();
   if (threadIdx.x != 0) return;

@@ -5,15 +5,21 @@
 #include "kernels/reduce_device.cuh"
 
 // The sources go to shared memory first (clbk::ReduceRange says why).
-#define CLB_REDUCE_KERNEL(NAME, S)                                                                    \
-  extern "C" __global__ void __launch_bounds__(512) NAME(const ClbReduceArgs args) {                  \
-    __shared__ const char* srcs[CLB_MAX_KERNEL_SRCS];                                                 \
+#define CLB_REDUCE_KERNEL(NAME, S)                                                                               \
+  extern "C" __global__ void __launch_bounds__(512) NAME(const ClbReduceArgs args) {                             \
+    __shared__ const char* srcs[CLB_MAX_KERNEL_SRCS];                                                            \
     if (threadIdx.x < CLB_MAX_KERNEL_SRCS) srcs[threadIdx.x] = static_cast<const char*>(args.srcs[threadIdx.x]); \
-    __syncthreads();                                                                                  \
-    const clbk::ReduceRange<S> r{static_cast<S*>(args.dst), srcs, 0, args.n, args.k, args.op, args.nranks, \
-                                 args.op == clbk::kAvg && args.divide != 0};                          \
-    clbk::reduceRange<S>(r, blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x,               \
-                         (unsigned long long)gridDim.x * blockDim.x);                                 \
+    __syncthreads();                                                                                             \
+    const clbk::ReduceRange<S> r{static_cast<S*>(args.dst),                                                      \
+                                 srcs,                                                                           \
+                                 0,                                                                              \
+                                 args.n,                                                                         \
+                                 args.k,                                                                         \
+                                 args.op,                                                                        \
+                                 args.nranks,                                                                    \
+                                 args.op == clbk::kAvg && args.divide != 0};                                     \
+    clbk::reduceRange<S>(r, blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x,                           \
+                         (unsigned long long)gridDim.x * blockDim.x);                                            \
   }
 
 CLB_REDUCE_KERNEL(clb_reduce_int8, int8_t)
@@ -27,10 +33,10 @@ CLB_REDUCE_KERNEL(clb_reduce_bfloat16, __nv_bfloat16)
 CLB_REDUCE_KERNEL(clb_reduce_float32, float)
 CLB_REDUCE_KERNEL(clb_reduce_float64, double)
 
-#define CLB_SCALE_KERNEL(NAME, S)                                                            \
-  extern "C" __global__ void __launch_bounds__(512) NAME(const ClbScaleArgs args) {          \
-    clbk::scaleRange<S>(args, blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x,        \
-                        (unsigned long long)gridDim.x * blockDim.x);                            \
+#define CLB_SCALE_KERNEL(NAME, S)                                                        \
+  extern "C" __global__ void __launch_bounds__(512) NAME(const ClbScaleArgs args) {      \
+    clbk::scaleRange<S>(args, blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x, \
+                        (unsigned long long)gridDim.x * blockDim.x);                     \
   }
 
 CLB_SCALE_KERNEL(clb_scale_int8, int8_t)

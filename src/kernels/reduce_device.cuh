@@ -16,38 +16,60 @@ namespace clbk {
 
 enum { kSum = 0, kProd = 1, kMin = 2, kMax = 3, kAvg = 4 };
 
-template <typename S> struct Conv {  // storage type -> accumulation type
+template <typename S>
+struct Conv {  // storage type -> accumulation type
   using A = S;
   __device__ static A load(S v) { return v; }
   __device__ static S store(A v) { return v; }
 };
-template <> struct Conv<__half> {
+template <>
+struct Conv<__half> {
   using A = float;
   __device__ static float load(__half v) { return __half2float(v); }
   __device__ static __half store(float v) { return __float2half_rn(v); }
 };
-template <> struct Conv<__nv_bfloat16> {
+template <>
+struct Conv<__nv_bfloat16> {
   using A = float;
   __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
   __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
 };
 
-template <typename A> struct Wrap { using U = A; };
-template <> struct Wrap<int8_t> { using U = uint32_t; };
-template <> struct Wrap<uint8_t> { using U = uint32_t; };
-template <> struct Wrap<int32_t> { using U = uint32_t; };
-template <> struct Wrap<int64_t> { using U = uint64_t; };
+template <typename A>
+struct Wrap {
+  using U = A;
+};
+template <>
+struct Wrap<int8_t> {
+  using U = uint32_t;
+};
+template <>
+struct Wrap<uint8_t> {
+  using U = uint32_t;
+};
+template <>
+struct Wrap<int32_t> {
+  using U = uint32_t;
+};
+template <>
+struct Wrap<int64_t> {
+  using U = uint64_t;
+};
 
 template <typename A>
 __device__ __forceinline__ A combine(A a, A b, int op) {
   constexpr bool integral = A(1) / A(2) == A(0);
   if (op == kSum || op == kAvg) {
-    if constexpr (integral) return static_cast<A>(static_cast<typename Wrap<A>::U>(a) + static_cast<typename Wrap<A>::U>(b));
-    else return a + b;
+    if constexpr (integral)
+      return static_cast<A>(static_cast<typename Wrap<A>::U>(a) + static_cast<typename Wrap<A>::U>(b));
+    else
+      return a + b;
   }
   if (op == kProd) {
-    if constexpr (integral) return static_cast<A>(static_cast<typename Wrap<A>::U>(a) * static_cast<typename Wrap<A>::U>(b));
-    else return a * b;
+    if constexpr (integral)
+      return static_cast<A>(static_cast<typename Wrap<A>::U>(a) * static_cast<typename Wrap<A>::U>(b));
+    else
+      return a * b;
   }
   if (op == kMin) return (a < b || a != a) ? a : b;
   return (a > b || a != a) ? a : b;
@@ -112,8 +134,7 @@ __device__ __forceinline__ S reduceOne(const ReduceRange<S>& r, unsigned long lo
 // source per step (memory-bound kernels need wide loads); the per-element order and rounding are
 // exactly those of the scalar loop, so results do not depend on alignment.
 template <typename S>
-__device__ __forceinline__ void reduceRange(const ReduceRange<S>& r, unsigned long long i0,
-                                            unsigned long long stride) {
+__device__ __forceinline__ void reduceRange(const ReduceRange<S>& r, unsigned long long i0, unsigned long long stride) {
   using C = Conv<S>;
   using A = typename C::A;
   constexpr int V = 16 / sizeof(S);
@@ -123,7 +144,10 @@ __device__ __forceinline__ void reduceRange(const ReduceRange<S>& r, unsigned lo
   if (align % 16 == 0) {
     const unsigned long long nv = r.n / V;
     for (unsigned long long v = i0; v < nv; v += stride) {
-      union Vec { uint4 raw; S e[V]; };
+      union Vec {
+        uint4 raw;
+        S e[V];
+      };
       Vec in;
       in.raw = loadCg(reinterpret_cast<const uint4*>(r.src(0)) + v);
       A acc[V];
@@ -152,14 +176,15 @@ __device__ __forceinline__ void reduceRange(const ReduceRange<S>& r, unsigned lo
 // accumulation type and rounded once. 16 bytes per thread and step where every pointer allows;
 // the same numbers either way.
 template <typename S>
-__device__ __forceinline__ void scaleRange(const ClbScaleArgs& args, unsigned long long i0,
-                                           unsigned long long stride) {
+__device__ __forceinline__ void scaleRange(const ClbScaleArgs& args, unsigned long long i0, unsigned long long stride) {
   using C = Conv<S>;
   using A = typename C::A;
   constexpr int V = 16 / sizeof(S);
   S sv;
-  if (args.scalar) sv = *static_cast<const S*>(args.scalar);
-  else memcpy(&sv, &args.value, sizeof(S));
+  if (args.scalar)
+    sv = *static_cast<const S*>(args.scalar);
+  else
+    memcpy(&sv, &args.value, sizeof(S));
   const A s = C::load(sv);
   S* dst = static_cast<S*>(args.dst);
   const S* src = static_cast<const S*>(args.src);
@@ -167,7 +192,10 @@ __device__ __forceinline__ void scaleRange(const ClbScaleArgs& args, unsigned lo
   if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) % 16) == 0) {
     const unsigned long long nv = args.n / V;
     for (unsigned long long v = i0; v < nv; v += stride) {
-      union Vec { uint4 raw; S e[V]; };
+      union Vec {
+        uint4 raw;
+        S e[V];
+      };
       Vec in, out;
       in.raw = reinterpret_cast<const uint4*>(src)[v];
 #pragma unroll
@@ -176,11 +204,12 @@ __device__ __forceinline__ void scaleRange(const ClbScaleArgs& args, unsigned lo
     }
     done = nv * V;
   }
-  for (unsigned long long i = done + i0; i < args.n; i += stride) dst[i] = C::store(combine<A>(C::load(src[i]), s, kProd));
+  for (unsigned long long i = done + i0; i < args.n; i += stride)
+    dst[i] = C::store(combine<A>(C::load(src[i]), s, kProd));
 }
 
-__device__ __forceinline__ void copyRange(void* dst, const void* src, unsigned long long bytes,
-                                          unsigned long long tid, unsigned long long stride) {
+__device__ __forceinline__ void copyRange(void* dst, const void* src, unsigned long long bytes, unsigned long long tid,
+                                          unsigned long long stride) {
   if (((uintptr_t)dst | (uintptr_t)src) % 16 == 0) {
     const unsigned long long vecs = bytes / 16;
     for (unsigned long long i = tid; i < vecs; i += stride)

@@ -49,9 +49,9 @@ struct ncclComm {
   // ncclInProgress until the init has completed, then its result.
   ncclResult_t state = ncclInProgress;
   std::atomic<bool> ready{false};  // state is ncclSuccess for good: calls skip the lock
-  bool waitsForGroupEnd = false;  // an init inside a group that has not ended yet
-  std::string error;              // the init's failure, for ncclGetLastError
-  std::thread worker;             // a non-blocking init's thread
+  bool waitsForGroupEnd = false;   // an init inside a group that has not ended yet
+  std::string error;               // the init's failure, for ncclGetLastError
+  std::thread worker;              // a non-blocking init's thread
   // Set (__atomic_store_n) by ncclCommAbort: the init's clbCommInitRankAbortable then returns at
   // once, freeing what it made.
   int abortFlag = 0;
@@ -106,9 +106,12 @@ void mapNcclVariables() {
   std::string debug = env("NCCL_DEBUG");
   for (char& c : debug) c = (char)toupper((unsigned char)c);
   gWarn = debug == "WARN" || debug == "INFO" || debug == "TRACE";
-  if (debug == "VERSION" || debug == "WARN") setIfUnset("COLIBRI_LOG_LEVEL", "warn");
-  else if (debug == "INFO") setIfUnset("COLIBRI_LOG_LEVEL", "info");
-  else if (debug == "TRACE") setIfUnset("COLIBRI_LOG_LEVEL", "debug");
+  if (debug == "VERSION" || debug == "WARN")
+    setIfUnset("COLIBRI_LOG_LEVEL", "warn");
+  else if (debug == "INFO")
+    setIfUnset("COLIBRI_LOG_LEVEL", "info");
+  else if (debug == "TRACE")
+    setIfUnset("COLIBRI_LOG_LEVEL", "debug");
   if (debug == "VERSION" || debug == "INFO" || debug == "TRACE") {
     int v = 0;
     clbGetVersion(&v);
@@ -232,11 +235,15 @@ bool alive(const ncclComm* comm) { return live().contains(comm); }
 // names the call.
 ncclResult_t refuseDead(const char* call, const ncclComm* comm) {
   if (!comm)
-    return refuse(ncclInvalidArgument, "%s: comm is NULL: pass a communicator made by ncclCommInitRank or "
-                  "ncclCommSplit", call);
-  return refuse(ncclInvalidArgument, "%s: comm %p is not alive in this process: it was destroyed already "
+    return refuse(ncclInvalidArgument,
+                  "%s: comm is NULL: pass a communicator made by ncclCommInitRank or "
+                  "ncclCommSplit",
+                  call);
+  return refuse(ncclInvalidArgument,
+                "%s: comm %p is not alive in this process: it was destroyed already "
                 "(ncclCommDestroy or ncclCommAbort), or was never made by ncclCommInitRank or ncclCommSplit; "
-                "nothing was done: make a new one", call, (const void*)comm);
+                "nothing was done: make a new one",
+                call, (const void*)comm);
 }
 
 // A call's communicator: Colibri's, once its init has completed (waiting for a non-blocking init
@@ -250,7 +257,8 @@ clbComm_t of(ncclComm_t comm, ncclResult_t* rc, const char* call) {
   if (comm->ready.load(std::memory_order_acquire)) return comm->c;
   std::unique_lock<std::mutex> g(comm->mu);
   if (comm->waitsForGroupEnd) {
-    *rc = refuse(ncclInvalidUsage, "this communicator's init was called inside a group and completes at the "
+    *rc = refuse(ncclInvalidUsage,
+                 "this communicator's init was called inside a group and completes at the "
                  "group's ncclGroupEnd: call ncclGroupEnd before using it");
     return nullptr;
   }
@@ -332,8 +340,10 @@ bool type(ncclDataType_t t, bool reduces, clbDataType_t* out, ncclResult_t* rc) 
         *out = clbUint8;
         return true;
       }
-      *rc = refuse(ncclInvalidArgument, "datatype %s: Colibri does not reduce fp8 elements yet; reduce them as "
-                   "ncclBfloat16 or ncclFloat16 (calls that only move data take fp8)", typeName(t));
+      *rc = refuse(ncclInvalidArgument,
+                   "datatype %s: Colibri does not reduce fp8 elements yet; reduce them as "
+                   "ncclBfloat16 or ncclFloat16 (calls that only move data take fp8)",
+                   typeName(t));
       return false;
     default:
       *rc = refuse(ncclInvalidArgument, "datatype %d is not an ncclDataType_t (0 .. %d)", (int)t, ncclNumTypes - 1);
@@ -357,8 +367,10 @@ bool op(ncclRedOp_t o, clbRedOp_t* out, ncclResult_t* rc) {
         *out = static_cast<clbRedOp_t>(o);
         return true;
       }
-      *rc = refuse(ncclInvalidArgument, "reduction operation %d: pass ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg "
-                   "or an operation made by ncclRedOpCreatePreMulSum", (int)o);
+      *rc = refuse(ncclInvalidArgument,
+                   "reduction operation %d: pass ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg "
+                   "or an operation made by ncclRedOpCreatePreMulSum",
+                   (int)o);
       return false;
   }
 }
@@ -385,10 +397,10 @@ int currentDevice() {
 }  // namespace
 
 // A call's arguments as Colibri's, or the call returns the refusal.
-#define NCCL_TYPE(t, reduces, out)               \
-  clbDataType_t out;                             \
-  {                                              \
-    ncclResult_t bad = ncclSuccess;              \
+#define NCCL_TYPE(t, reduces, out)                 \
+  clbDataType_t out;                               \
+  {                                                \
+    ncclResult_t bad = ncclSuccess;                \
     if (!type(t, reduces, &out, &bad)) return bad; \
   }
 #define NCCL_COMM(comm, out)                           \
@@ -397,10 +409,10 @@ int currentDevice() {
     ncclResult_t bad = ncclSuccess;                    \
     if (!(out = of(comm, &bad, __func__))) return bad; \
   }
-#define NCCL_OP(o, out)                \
-  clbRedOp_t out;                      \
-  {                                    \
-    ncclResult_t bad = ncclSuccess;    \
+#define NCCL_OP(o, out)                 \
+  clbRedOp_t out;                       \
+  {                                     \
+    ncclResult_t bad = ncclSuccess;     \
     if (!op(o, &out, &bad)) return bad; \
   }
 
@@ -531,7 +543,8 @@ NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!claim(comm)) return refuseDead("ncclCommDestroy", comm);
   if (!settle(comm)) {
     addLive(comm);
-    return refuse(ncclInvalidUsage, "ncclCommDestroy: this communicator's init completes at its group's "
+    return refuse(ncclInvalidUsage,
+                  "ncclCommDestroy: this communicator's init completes at its group's "
                   "ncclGroupEnd: end the group first");
   }
   if (comm->c) {
@@ -553,7 +566,8 @@ NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
     std::lock_guard<std::mutex> g(comm->mu);
     if (comm->waitsForGroupEnd) {
       addLive(comm);
-      return refuse(ncclInvalidUsage, "ncclCommAbort: this communicator's init completes at its group's "
+      return refuse(ncclInvalidUsage,
+                    "ncclCommAbort: this communicator's init completes at its group's "
                     "ncclGroupEnd: end the group first");
     }
   }
@@ -614,7 +628,8 @@ NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
 NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
   Entry e;
   if (newcomm) *newcomm = nullptr;
-  return unsupported("ncclCommShrink", "make the smaller communicator with ncclCommSplit (NCCL_SPLIT_NOCOLOR on the "
+  return unsupported("ncclCommShrink",
+                     "make the smaller communicator with ncclCommSplit (NCCL_SPLIT_NOCOLOR on the "
                      "ranks to leave out)");
 }
 
@@ -669,9 +684,11 @@ NCCL_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, siz
   Entry e;
   if (!alive(comm)) return refuseDead("ncclCommRegister", comm);
   if (!handle) return refuse(ncclInvalidArgument, "handle (output) is NULL");
-  if (!buff || size == 0) return refuse(ncclInvalidArgument, "buffer %p of %zu bytes: pass memory and a size", buff, size);
+  if (!buff || size == 0)
+    return refuse(ncclInvalidArgument, "buffer %p of %zu bytes: pass memory and a size", buff, size);
   if (size > UINTPTR_MAX - reinterpret_cast<uintptr_t>(buff))
-    return refuse(ncclInvalidArgument, "ncclCommRegister: buffer [%p, +%zu bytes) runs past the end of the address "
+    return refuse(ncclInvalidArgument,
+                  "ncclCommRegister: buffer [%p, +%zu bytes) runs past the end of the address "
                   "space (the address plus the size wraps around): pass the size of the memory the buffer holds",
                   buff, size);
   *handle = new char(0);
@@ -729,8 +746,10 @@ NCCL_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   Entry e;
   NCCL_COMM(comm, c);
   if ((int)op < (int)ncclNumOps)
-    return refuse(ncclInvalidArgument, "op %d is a built-in operation: only those made by ncclRedOpCreatePreMulSum "
-                  "are destroyed", (int)op);
+    return refuse(ncclInvalidArgument,
+                  "op %d is a built-in operation: only those made by ncclRedOpCreatePreMulSum "
+                  "are destroyed",
+                  (int)op);
   return result(clbRedOpDestroy(static_cast<clbRedOp_t>(op), c));
 }
 
@@ -863,8 +882,7 @@ NCCL_EXPORT ncclResult_t ncclGroupEnd(void) {
     std::swap(refused, tGroupRefused);
     refusal.swap(tGroupRefusal);
   }
-  if (initRc != ncclSuccess)
-    return refuse(initRc, "a communicator's init in this group failed: %s", initError.c_str());
+  if (initRc != ncclSuccess) return refuse(initRc, "a communicator's init in this group failed: %s", initError.c_str());
   if (refused != ncclSuccess)
     return refuse(refused, "nothing in this group ran, because one of its calls was refused: %s", refusal.c_str());
   return rc;

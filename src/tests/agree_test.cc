@@ -129,10 +129,17 @@ struct Row {
 // Everything the rows set, unset unless a row says otherwise (this process's environment may hold
 // some from other tests, and rank processes inherit it).
 const char* const kRowVars[] = {
-    "COLIBRI_TRANSPORT",          "COLIBRI_ALGORITHM",           "COLIBRI_CHUNK_BYTES",
-    "COLIBRI_PIPELINE_DEPTH",     "COLIBRI_DIRECT_MAX_BYTES",    "COLIBRI_STAGING_CAP_BYTES",
-    "COLIBRI_VERBS_QPS_PER_CONNECTION", "COLIBRI_VERBS_GPU_MEMORY",
-    "COLIBRI_DEVICE_PATH",        "COLIBRI_DEVICE_LL_MAX_BYTES", "COLIBRI_DEVICE_DIRECT_MIN_BYTES",
+    "COLIBRI_TRANSPORT",
+    "COLIBRI_ALGORITHM",
+    "COLIBRI_CHUNK_BYTES",
+    "COLIBRI_PIPELINE_DEPTH",
+    "COLIBRI_DIRECT_MAX_BYTES",
+    "COLIBRI_STAGING_CAP_BYTES",
+    "COLIBRI_VERBS_QPS_PER_CONNECTION",
+    "COLIBRI_VERBS_GPU_MEMORY",
+    "COLIBRI_DEVICE_PATH",
+    "COLIBRI_DEVICE_LL_MAX_BYTES",
+    "COLIBRI_DEVICE_DIRECT_MIN_BYTES",
     "COLIBRI_DEVICE_CHECK_CALLS",
 };
 
@@ -168,8 +175,8 @@ TEST_P(MustAgree, EveryRankIsRefusedAtOnceNamingTheSettingAndBothValues) {
   }
   const std::vector<Outcome> out = runRankProcesses(env);
   const int64_t lastStart = std::max(out[0].startMs, out[1].startMs);
-  const std::string want = std::string(row.var) + " differs across ranks: rank 0 resolved " + row.shown0 +
-                           ", rank 1 resolved " + row.shown1;
+  const std::string want =
+      std::string(row.var) + " differs across ranks: rank 0 resolved " + row.shown0 + ", rank 1 resolved " + row.shown1;
   for (int r = 0; r < 2; r++) {
     ASSERT_TRUE(out[r].problem.empty()) << "rank " << r << ": " << out[r].problem;
     EXPECT_EQ(out[r].rc, clbInvalidUsage) << "rank " << r << ": " << out[r].msg;
@@ -188,8 +195,8 @@ INSTANTIATE_TEST_SUITE_P(Settings, MustAgree, ::testing::ValuesIn(kRows),
 // while the other waits for it in the device set-up, so both refuse the communicator at init,
 // the bad rank saying what was wrong, the other which rank.
 TEST(Agree, ADeviceSettingThatDoesNotParseOnOneRankFailsEveryRankAtOnce) {
-  for (const char* bad : {"COLIBRI_DEVICE_LL_MAX_BYTES=abc", "COLIBRI_DEVICE_LAUNCH=graphs",
-                          "COLIBRI_STUCK_WARN_PERCENT=100"}) {
+  for (const char* bad :
+       {"COLIBRI_DEVICE_LL_MAX_BYTES=abc", "COLIBRI_DEVICE_LAUNCH=graphs", "COLIBRI_STUCK_WARN_PERCENT=100"}) {
     std::vector<std::vector<std::string>> env(2);
     for (int r = 0; r < 2; r++) {
       for (const char* v : kRowVars) env[r].push_back(std::string(v) + "=");
@@ -205,8 +212,9 @@ TEST(Agree, ADeviceSettingThatDoesNotParseOnOneRankFailsEveryRankAtOnce) {
     EXPECT_NE(out[1].msg.find(var), std::string::npos) << bad << ": " << out[1].msg;
     EXPECT_NE(out[1].msg.find("every rank of the communicator refuses it"), std::string::npos) << out[1].msg;
     EXPECT_EQ(out[0].rc, clbInvalidUsage) << bad << ": " << out[0].msg;
-    EXPECT_NE(out[0].msg.find("rank(s) 1 hold a COLIBRI_DEVICE_* or COLIBRI_STUCK_WARN_PERCENT value that is not valid"),
-              std::string::npos)
+    EXPECT_NE(
+        out[0].msg.find("rank(s) 1 hold a COLIBRI_DEVICE_* or COLIBRI_STUCK_WARN_PERCENT value that is not valid"),
+        std::string::npos)
         << bad << ": " << out[0].msg;
     for (int r = 0; r < 2; r++)
       EXPECT_LT(out[r].endMs - lastStart, 2000) << bad << ": rank " << r << " fails at once, not at its 20 s timeout";
@@ -251,7 +259,8 @@ TEST(Agree, SettingsThatMayDifferOrDoNotApplyAreAccepted) {
            snprintf(c->verbsDevice, sizeof c->verbsDevice, "mlx5_1");
          }
        }},
-      {"shm and auto resolve alike on one host", [](int r, clbConfig_t* c) { c->transport = r ? clbTransportShm : clbTransportAuto; }},
+      {"shm and auto resolve alike on one host",
+       [](int r, clbConfig_t* c) { c->transport = r ? clbTransportShm : clbTransportAuto; }},
       {"auto is ring off shm; the direct path's thresholds do not apply there",
        [](int r, clbConfig_t* c) {
          c->transport = clbTransportSocket;

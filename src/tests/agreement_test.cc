@@ -119,7 +119,8 @@ std::vector<Case> cases() {
                  if (rc == clbSuccess)
                    for (size_t i = 0; i < cnt; i++) {
                      int32_t want = op == clbMax ? value(0, i) : 0;
-                     for (int p = 0; p < nr; p++) want = op == clbMax ? std::max(want, value(p, i)) : want + value(p, i);
+                     for (int p = 0; p < nr; p++)
+                       want = op == clbMax ? std::max(want, value(p, i)) : want + value(p, i);
                      *right = *right && out[i] == want;
                    }
                  return rc;
@@ -135,8 +136,9 @@ std::vector<Case> cases() {
   v.push_back({"allgather_vs_broadcast", 2, 1000, [](int r, int nr, clbComm_t comm, size_t cnt, bool* right) {
                  std::vector<int32_t> in(cnt * nr), out(cnt * nr, -1);
                  for (size_t i = 0; i < in.size(); i++) in[i] = value(r, i);
-                 const clbResult_t rc = r == 0 ? clbAllGather(in.data(), out.data(), cnt, clbInt32, comm, nullptr)
-                                               : clbBroadcast(in.data(), out.data(), cnt * nr, clbInt32, 1, comm, nullptr);
+                 const clbResult_t rc = r == 0
+                                            ? clbAllGather(in.data(), out.data(), cnt, clbInt32, comm, nullptr)
+                                            : clbBroadcast(in.data(), out.data(), cnt * nr, clbInt32, 1, comm, nullptr);
                  if (rc == clbSuccess) *right = false;  // the two calls cannot both complete rightly
                  return rc;
                }});
@@ -214,7 +216,8 @@ std::vector<Case> cases() {
                                                      clbInt32, comm, nullptr);
                  if (rc == clbSuccess)
                    for (int p = 0; p < nr; p++)
-                     for (size_t i = 0; i < rc_[p]; i++) *right = *right && out[rd[p] + i] == value(p, r * (cnt + 2) + i);
+                     for (size_t i = 0; i < rc_[p]; i++)
+                       *right = *right && out[rd[p] + i] == value(p, r * (cnt + 2) + i);
                  return rc;
                }});
   // A send and its receive of the same bytes but another type.
@@ -248,7 +251,8 @@ TEST_P(Disagreement, NeverSucceedsWithDataItsArgumentsDoNotDefineAndLeavesNothin
   int failedAtOnce = 0;
   for (int r = 0; r < c.nranks; r++) {
     SCOPED_TRACE(std::string(c.name) + ", rank " + std::to_string(r));
-    if (first[r].rc == clbSuccess) EXPECT_TRUE(first[r].rightForItsArgs) << "succeeded with data its arguments do not define";
+    if (first[r].rc == clbSuccess)
+      EXPECT_TRUE(first[r].rightForItsArgs) << "succeeded with data its arguments do not define";
     if (first[r].rc != clbSuccess && first[r].ms < kTimeoutMs / 2) failedAtOnce++;
     if (second[r].rc == clbSuccess) EXPECT_TRUE(second[r].rightForItsArgs) << "the next call delivered stale data";
     printf("%s n=%d count=%zu rank %d: %s (%.0f ms) %s | next: %s %s\n", c.name, c.nranks, c.count, r,

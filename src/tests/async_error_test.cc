@@ -240,7 +240,8 @@ TEST_P(AsyncErrorProcesses, RankInACollectiveLearnsOfAKilledPeerWithin100Ms) {
   EXPECT_LT(returnedAt - killedAt, std::chrono::milliseconds(100));
   // Only the shared-memory transport names segments of its ranks.
   const uint64_t session = comm->boot.sessionNonce();
-  if (GetParam() == Net::kShm) EXPECT_FALSE(segmentsOf(session, 1).empty()) << "the dead rank's staging segment is still named";
+  if (GetParam() == Net::kShm)
+    EXPECT_FALSE(segmentsOf(session, 1).empty()) << "the dead rank's staging segment is still named";
   clbCommDestroy(comm);
   EXPECT_EQ(segmentsOf(session, 1), std::vector<std::string>()) << "the survivor removes the dead rank's segments";
   int status = 0;

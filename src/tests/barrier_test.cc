@@ -2,8 +2,8 @@
 //
 // clbBarrier on host (stream NULL): no rank leaves a barrier before every rank entered it
 // (checked with a counter each rank bumps before it enters, ranks arriving at different times),
-// over every transport (shm, socket, socket with TLS, the verbs stand-in), for 1 to 8 ranks; a barrier on one rank against an all-reduce on another
-// is an error naming the barrier, not a silent match; a NULL communicator is named.
+// over every transport (shm, socket, socket with TLS, the verbs stand-in), for 1 to 8 ranks; a barrier on one rank
+// against an all-reduce on another is an error naming the barrier, not a silent match; a NULL communicator is named.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -28,26 +28,23 @@ TEST_P(BarrierOrder, NoRankLeavesBeforeEveryRankEntered) {
   const int rounds = 20;
   std::vector<std::atomic<int>> entered(rounds);
   for (auto& e : entered) e = 0;
-  auto errors = clbtest::runOver(
-      net, n, 20000, nullptr,
-      [&, n = n](int r, clbComm_t comm) {
-        for (int round = 0; round < rounds; round++) {
-          // A different rank is late each round.
-          if (r == round % n) std::this_thread::sleep_for(std::chrono::milliseconds(3));
-          entered[round]++;
-          ASSERT_EQ(clbBarrier(comm, nullptr), clbSuccess) << clbGetLastError();
-          ASSERT_EQ(entered[round].load(), n) << "rank " << r << " left barrier " << round << " early";
-        }
-        int algo = -2;
-        clbCommLastAlgorithm(comm, &algo);
-        EXPECT_NE(algo, -2);
-      });
+  auto errors = clbtest::runOver(net, n, 20000, nullptr, [&, n = n](int r, clbComm_t comm) {
+    for (int round = 0; round < rounds; round++) {
+      // A different rank is late each round.
+      if (r == round % n) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      entered[round]++;
+      ASSERT_EQ(clbBarrier(comm, nullptr), clbSuccess) << clbGetLastError();
+      ASSERT_EQ(entered[round].load(), n) << "rank " << r << " left barrier " << round << " early";
+    }
+    int algo = -2;
+    clbCommLastAlgorithm(comm, &algo);
+    EXPECT_NE(algo, -2);
+  });
   for (int r = 0; r < n; r++) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, BarrierOrder,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 8),
-                                            ::testing::ValuesIn(clbtest::allNets())),
+                         ::testing::Combine(::testing::Values(1, 2, 3, 8), ::testing::ValuesIn(clbtest::allNets())),
                          [](const ::testing::TestParamInfo<std::tuple<int, Net>>& i) {
                            return std::to_string(std::get<0>(i.param)) + "ranks_" +
                                   clbtest::netName(std::get<1>(i.param));

@@ -44,7 +44,7 @@
 namespace {
 std::atomic<bool> gTapOn{false};
 std::mutex gTapMutex;
-std::string gTapped;                             // everything, in order
+std::string gTapped;                              // everything, in order
 std::vector<std::pair<int, std::string>> gSends;  // each send with its fd
 void record(int fd, const void* p, ssize_t n) {
   if (n <= 0 || !gTapOn.load(std::memory_order_relaxed)) return;
@@ -173,7 +173,6 @@ bool within(int ms, const std::function<bool()>& done) {
   return done();
 }
 
-
 clbConfig_t config(int64_t timeoutMs, int transport = clbTransportAuto) {
   clbConfig_t c;
   clbConfigInit(&c);
@@ -218,8 +217,10 @@ Formed formCommunicator(const clbUniqueId& uid, int n, int64_t timeoutMs, int tr
       }
       ms[r] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       int v = r + 1, out = 0;
-      if (clbAllReduce(&v, &out, 1, clbInt32, clbSum, c, nullptr) != clbSuccess) f.errors[r] = clbGetLastError();
-      else if (out != n * (n + 1) / 2) f.errors[r] = "allReduce gave " + std::to_string(out);
+      if (clbAllReduce(&v, &out, 1, clbInt32, clbSum, c, nullptr) != clbSuccess)
+        f.errors[r] = clbGetLastError();
+      else if (out != n * (n + 1) / 2)
+        f.errors[r] = "allReduce gave " + std::to_string(out);
       clbCommDestroy(c);
     });
     if (r == 0 && whileRank0Waits) {
@@ -265,7 +266,8 @@ INSTANTIATE_TEST_SUITE_P(Transports, SecretOnTheWire, ::testing::Values(clbTrans
 int freeLoopbackPort() {
   clb::SockAddr any, bound;
   int lfd = -1;
-  if (clb::resolveHost("127.0.0.1", 0, &any) != clbSuccess || clb::listenTcp(any, &lfd, &bound) != clbSuccess) return -1;
+  if (clb::resolveHost("127.0.0.1", 0, &any) != clbSuccess || clb::listenTcp(any, &lfd, &bound) != clbSuccess)
+    return -1;
   clb::closeFd(&lfd);
   return bound.port();
 }
@@ -301,16 +303,20 @@ TEST(Passphrase, DifferentPassphraseIsRefusedTheSameOneJoins) {
   std::thread r0([&] {
     clbConfig_t cfg = config(5000);
     clbComm_t comm = nullptr;
-    if (clbCommInitRank(&comm, &a, 0, 2, &cfg) != clbSuccess) e0 = clbGetLastError();
-    else clbCommDestroy(comm);
+    if (clbCommInitRank(&comm, &a, 0, 2, &cfg) != clbSuccess)
+      e0 = clbGetLastError();
+    else
+      clbCommDestroy(comm);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0 opens the root
   clbConfig_t cfg = config(2000);
   clbComm_t comm = nullptr;
   EXPECT_EQ(clbCommInitRank(&comm, &b, 1, 2, &cfg), clbAuthError);
   e1 = clbGetLastError();
-  if (clbCommInitRank(&comm, &c, 1, 2, &cfg) != clbSuccess) e2 = clbGetLastError();
-  else clbCommDestroy(comm);
+  if (clbCommInitRank(&comm, &c, 1, 2, &cfg) != clbSuccess)
+    e2 = clbGetLastError();
+  else
+    clbCommDestroy(comm);
   r0.join();
   EXPECT_NE(e1.find("wrong secret"), std::string::npos) << e1;
   EXPECT_EQ(e2, "");
@@ -455,7 +461,8 @@ bool listensHere(int port) {
     const int fd = atoi(e->d_name);
     int on = 0;
     socklen_t len = sizeof on;
-    if (fd > 2 && getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 && on && localPort(fd) == port) found = true;
+    if (fd > 2 && getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 && on && localPort(fd) == port)
+      found = true;
   }
   closedir(d);
   return found;
@@ -507,7 +514,11 @@ TamperCase rootReplyHeader(int n, int victim) {
     return seen++ == victim;
   };
   t.offset = offsetof(clb::ReplyHeader, session);
-  return {"the root's reply header", n, clbTransportShm, victim, t,
+  return {"the root's reply header",
+          n,
+          clbTransportShm,
+          victim,
+          t,
           "failed its authentication tag: something on the network between this rank and the root changed it"};
 }
 
@@ -526,7 +537,11 @@ TamperCase rootReplyTable(int n, int victim) {
     return seen++ == victim;
   };
   t.offset = (victim + 1) % n * sizeof(clb::RankInfo) + offsetof(clb::RankInfo, hostname);
-  return {"the root's reply table", n, clbTransportShm, victim, t,
+  return {"the root's reply table",
+          n,
+          clbTransportShm,
+          victim,
+          t,
           "failed its authentication tag: something on the network between this rank and the root changed it"};
 }
 
@@ -560,7 +575,11 @@ TamperCase allGatherBlock(int n, int victim) {
     return bytes == sizeof(uint64_t) && ports.port[victim] > 0 && peerPort(fd) == ports.port[victim];
   };
   t.offset = 0;
-  return {"an all-gather block", n, clbTransportShm, victim, t,
+  return {"an all-gather block",
+          n,
+          clbTransportShm,
+          victim,
+          t,
           "a bootstrap block from the previous rank failed its authentication tag"};
 }
 
@@ -879,7 +898,7 @@ TEST(Fuzz, RingServerSurvivesTenThousandHostileMessages) {
     clb::Transcript t{};
     bool retry = false;
     EXPECT_EQ(clbtest::clientHandshake(fd, server.secret, clb::kPurposeRingData, server.session, body, sizeof body,
-                                   clb::nowMs() + 3000, nullptr, "listener", &t, &retry),
+                                       clb::nowMs() + 3000, nullptr, "listener", &t, &retry),
               clbSuccess)
         << clbGetLastError();
     within(3000, [&] { return server.authenticated() > 0; });
@@ -909,7 +928,7 @@ TEST(Handshake, OtherSessionAndOtherPurposeAreRefused) {
   int fd = clbtest::rawConnect(server.bound);
   ASSERT_GE(fd, 0);
   EXPECT_EQ(clbtest::clientHandshake(fd, server.secret, clb::kPurposeRingData, other, body, sizeof body,
-                                 clb::nowMs() + 3000, nullptr, "listener", &t, &retry),
+                                     clb::nowMs() + 3000, nullptr, "listener", &t, &retry),
             clbAuthError);
   EXPECT_NE(std::string(clbGetLastError()).find("did not prove this communicator's secret"), std::string::npos)
       << clbGetLastError();
@@ -917,7 +936,7 @@ TEST(Handshake, OtherSessionAndOtherPurposeAreRefused) {
   fd = clbtest::rawConnect(server.bound);
   ASSERT_GE(fd, 0);
   EXPECT_EQ(clbtest::clientHandshake(fd, server.secret, clb::kPurposeRoot, server.session, body, sizeof body,
-                                 clb::nowMs() + 3000, nullptr, "listener", &t, &retry),
+                                     clb::nowMs() + 3000, nullptr, "listener", &t, &retry),
             clbInvalidUsage);
   EXPECT_NE(std::string(clbGetLastError()).find("does not serve connections of purpose 1"), std::string::npos)
       << clbGetLastError();

@@ -140,7 +140,8 @@ TEST(Bootstrap, WrongSecretAtAWildcardRootNamesTheAddressReached) {
   EXPECT_EQ(m[1].find("0.0.0.0"), std::string::npos) << m[1];
   EXPECT_LT(took[1], 2.0) << "the rank with another secret fails at once";
   EXPECT_EQ(rc[0], clbTimeout) << m[0];
-  EXPECT_NE(m[0].find("at 127.0.0.1:" + std::to_string(port) + " for all 2 ranks to join. Meanwhile the root refused 1 "
+  EXPECT_NE(m[0].find("at 127.0.0.1:" + std::to_string(port) +
+                      " for all 2 ranks to join. Meanwhile the root refused 1 "
                       "connection(s) that hold another secret"),
             std::string::npos)
       << m[0];
@@ -346,7 +347,8 @@ TEST(Bootstrap, AnAbortableInitEndsOnceItsFlagIsSet) {
   setter.join();
   EXPECT_EQ(c, nullptr);
   EXPECT_NE(e.find("rank 0 of 2: the init was aborted (its abort flag was set) and freed what it made"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
   EXPECT_EQ(clbCommInitRankAbortable(&c, &id, 1, 2, &cfg, &flag), clbAborted);  // set already
   EXPECT_NE(std::string(clbGetLastError()).find("before it began"), std::string::npos) << clbGetLastError();
   // Not set: the init completes.

@@ -57,13 +57,15 @@ TEST_P(Collectives, AllFourMatchReference) {
     // allReduce sum, in place and out of place
     std::vector<int64_t> in(count), out(count, -7);
     for (size_t i = 0; i < count; i++) in[i] = input(r, i);
-    ASSERT_EQ(clbAllReduce(in.data(), out.data(), count, clbInt64, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();
+    ASSERT_EQ(clbAllReduce(in.data(), out.data(), count, clbInt64, clbSum, comm, nullptr), clbSuccess)
+        << clbGetLastError();
     for (size_t i = 0; i < count; i++) {
       int64_t want = 0;
       for (int p = 0; p < nranks; p++) want += input(p, i);
       ASSERT_EQ(out[i], want) << "allReduce rank " << r << " element " << i;
     }
-    ASSERT_EQ(clbAllReduce(in.data(), in.data(), count, clbInt64, clbMax, comm, nullptr), clbSuccess) << clbGetLastError();
+    ASSERT_EQ(clbAllReduce(in.data(), in.data(), count, clbInt64, clbMax, comm, nullptr), clbSuccess)
+        << clbGetLastError();
     for (size_t i = 0; i < count; i++) {
       int64_t want = input(0, i);
       for (int p = 1; p < nranks; p++) want = std::max(want, input(p, i));
@@ -78,7 +80,8 @@ TEST_P(Collectives, AllFourMatchReference) {
     // reduceScatter: input n*count
     std::vector<int64_t> big(count * nranks), rs(count, -7);
     for (size_t i = 0; i < big.size(); i++) big[i] = input(r, i);
-    ASSERT_EQ(clbReduceScatter(big.data(), rs.data(), count, clbInt64, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();
+    ASSERT_EQ(clbReduceScatter(big.data(), rs.data(), count, clbInt64, clbSum, comm, nullptr), clbSuccess)
+        << clbGetLastError();
     for (size_t i = 0; i < count; i++) {
       int64_t want = 0;
       for (int p = 0; p < nranks; p++) want += input(p, r * count + i);
@@ -98,15 +101,16 @@ TEST_P(Collectives, AllFourMatchReference) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Host, Collectives,
-    ::testing::Combine(::testing::Values(1, 2, 3, 5, 16), ::testing::ValuesIn(clbtest::allNets()),
-                       ::testing::Values(clbAlgoRing, clbAlgoDirect, clbAlgoAuto),
-                       ::testing::Values(size_t(0), size_t(1), size_t(7), size_t(10007))),
-    [](const auto& info) {
-      return "n" + std::to_string(std::get<0>(info.param)) + "_" + clbtest::netName(std::get<1>(info.param)) + "_" +
-             clbAlgorithmName(std::get<2>(info.param)) + "_c" + std::to_string(std::get<3>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Host, Collectives,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 5, 16), ::testing::ValuesIn(clbtest::allNets()),
+                                            ::testing::Values(clbAlgoRing, clbAlgoDirect, clbAlgoAuto),
+                                            ::testing::Values(size_t(0), size_t(1), size_t(7), size_t(10007))),
+                         [](const auto& info) {
+                           return "n" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  clbtest::netName(std::get<1>(info.param)) + "_" +
+                                  clbAlgorithmName(std::get<2>(info.param)) + "_c" +
+                                  std::to_string(std::get<3>(info.param));
+                         });
 
 // Buffers that overlap without being the in-place layout are refused on every rank that passes
 // them, naming both ranges, before anything moves (they used to give silent garbage); the in-place

@@ -93,8 +93,7 @@ TEST(Sha256, MatchesFipsExampleFor896BitMessage) {
 }
 
 TEST(Sha256, MatchesFipsExampleForOneMillionA) {
-  EXPECT_EQ(sha256Hex(std::string(1000000, 'a')),
-            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  EXPECT_EQ(sha256Hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
   // The same, fed as 10000 updates of 100 bytes (partial blocks carried across updates).
   Sha256 h;
   const std::string hundred(100, 'a');

@@ -132,8 +132,8 @@ std::string agreementRank(const clbUniqueId& id, int rank, int n, const std::str
     } else if (rc != clbSuccess)
       err = "the call itself failed (" + std::to_string(rc) + "): " + msg;
     else if (q != clbSuccess || async != clbRemoteError)
-      err = "clbCommGetAsyncError gave " + std::to_string(async) + " (query " + std::to_string(q) +
-            ") after " + std::to_string(ms) + " ms, not REMOTE_ERROR: " + why;
+      err = "clbCommGetAsyncError gave " + std::to_string(async) + " (query " + std::to_string(q) + ") after " +
+            std::to_string(ms) + " ms, not REMOTE_ERROR: " + why;
     else if (why.find(describe(mine)) == std::string::npos || why.find(describe(other)) == std::string::npos)
       err = "the error does not name '" + describe(mine) + "' and '" + describe(other) + "': " + why;
     else if (ms > kAtOnceMs)

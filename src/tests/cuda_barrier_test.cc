@@ -36,7 +36,8 @@ std::string barrierRank(const clbUniqueId& id, int rank, int n) {
   d->cuStreamEndCapture(stream, &none);
   if (none) d->cuGraphDestroy(none);
   if (rc != clbInvalidUsage || msg.find("once before capturing") == std::string::npos)
-    err = "first barrier in a capture: expected INVALID_USAGE saying what to do, got " + std::to_string(rc) + ": " + msg;
+    err =
+        "first barrier in a capture: expected INVALID_USAGE saying what to do, got " + std::to_string(rc) + ": " + msg;
   auto late = [&](int round) {
     if (rank == round % n) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   };

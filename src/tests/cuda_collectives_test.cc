@@ -27,7 +27,6 @@
 #include "tests/verbs_emu/emu_client.h"  // its knobs are read once: reset after setenv
 #endif
 
-
 namespace {
 
 using clb::cuda::Driver;
@@ -45,7 +44,7 @@ std::vector<Call> theCalls() {
   for (clbDataType_t t : {clbInt32, clbFloat32, clbBfloat16, clbFloat16, clbUint64})
     for (clbRedOp_t o : {clbProd, clbMin, clbMax, clbAvg}) v.push_back({1, t, o, 517, false});
   v.push_back({1, clbFloat32, clbSum, 3000001, false});  // several rounds through staging
-  v.push_back({1, clbBfloat16, clbAvg, 400003, false});   // two-shot with 3+ ranks: odd segments
+  v.push_back({1, clbBfloat16, clbAvg, 400003, false});  // two-shot with 3+ ranks: odd segments
   v.push_back({1, clbInt64, clbMax, 200001, true});
   v.push_back({1, clbFloat32, clbSum, 4099, true});
   v.push_back({1, clbFloat32, clbSum, 1000003, true});  // through host memory: in place, in rounds
@@ -59,7 +58,7 @@ std::vector<Call> theCalls() {
   v.push_back({4, clbUint8, clbSum, 7, true});
   v.push_back({5, clbFloat32, clbSum, 1003, false});  // reduce: LL
   v.push_back({5, clbBfloat16, clbAvg, 517, true});
-  v.push_back({5, clbInt64, clbMax, 200001, true});    // direct or staged
+  v.push_back({5, clbInt64, clbMax, 200001, true});      // direct or staged
   v.push_back({5, clbFloat32, clbSum, 3000001, false});  // several rounds through staging
   v.push_back({5, clbUint8, clbProd, 7, false});
   return v;
@@ -73,10 +72,16 @@ std::vector<Call> theCalls() {
 void setPlacement(const std::string& path, bool spread) {
   const bool reg = path == "registered" || path == "mixed";
   const bool viaHost = path == "viahost" || path == "viahoststaged";
-  setenv("COLIBRI_DEVICE_PATH", reg || path == "viahost" ? "auto" : path == "viahoststaged" ? "staged" : path.c_str(), 1);
+  setenv("COLIBRI_DEVICE_PATH",
+         reg || path == "viahost"  ? "auto"
+         : path == "viahoststaged" ? "staged"
+                                   : path.c_str(),
+         1);
   setenv("COLIBRI_DEVICE_P2P", viaHost ? "off" : "auto", 1);
-  if (reg) setenv("CLB_TEST_REGISTER", path.c_str(), 1);
-  else unsetenv("CLB_TEST_REGISTER");
+  if (reg)
+    setenv("CLB_TEST_REGISTER", path.c_str(), 1);
+  else
+    unsetenv("CLB_TEST_REGISTER");
   setenv("CLB_TEST_SPREAD", spread ? "1" : "0", 1);
 }
 
@@ -92,16 +97,15 @@ std::string registrationFailsEverywhere(const Driver* d, clbComm_t comm, int ran
   d->cuMemFree(dev);
   const std::string want = rank == n - 1 ? "host memory" : "rank " + std::to_string(n - 1) + " could not register";
   if (rc != clbInvalidArgument || handle || msg.find(want) == std::string::npos)
-    return "registering host memory on rank " + std::to_string(n - 1) + ": expected INVALID_ARGUMENT saying '" +
-           want + "', got " + std::to_string(rc) + ": " + msg;
+    return "registering host memory on rank " + std::to_string(n - 1) + ": expected INVALID_ARGUMENT saying '" + want +
+           "', got " + std::to_string(rc) + ": " + msg;
   return "";
 }
 
 // Two ranks make different large calls: with registrations every rank learns it by name, at once.
-std::string mismatchNamed(clbComm_t comm, int rank, CUdeviceptr send, CUdeviceptr recv, size_t count,
-                          CUstream stream) {
-  clbResult_t rc = clbAllReduce((void*)send, (void*)recv, rank == 0 ? count : count - 1, clbFloat32, clbSum, comm,
-                                stream);
+std::string mismatchNamed(clbComm_t comm, int rank, CUdeviceptr send, CUdeviceptr recv, size_t count, CUstream stream) {
+  clbResult_t rc =
+      clbAllReduce((void*)send, (void*)recv, rank == 0 ? count : count - 1, clbFloat32, clbSum, comm, stream);
   const std::string msg = clbGetLastError();
   if (rc != clbInvalidUsage || msg.find("rank 0 called allReduce") == std::string::npos)
     return "mismatched calls: expected INVALID_USAGE naming rank 0's call, got " + std::to_string(rc) + ": " + msg;
@@ -117,7 +121,10 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
   clbComm_t comm = nullptr;
   if (std::string e = openRank(id, rank, n, &d, &stream, &comm); !e.empty()) return e;
   std::vector<Call> calls = theCalls();
-  struct Bufs { CUdeviceptr send, recv, recvView; size_t sendBytes, recvBytes; };
+  struct Bufs {
+    CUdeviceptr send, recv, recvView;
+    size_t sendBytes, recvBytes;
+  };
   std::vector<Bufs> bufs;
   std::string err;
   for (size_t i = 0; i < calls.size() && err.empty(); i++) {
@@ -179,7 +186,9 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
       case 3: rc = clbReduceScatter(send, recv, c.count, c.type, c.op, comm, stream); break;
       case 4: rc = clbBroadcast(send, recv, c.count, c.type, n - 1, comm, stream); break;
       // The other ranks pass no recv out of place (NCCL's clients pass theirs or NULL).
-      case 5: rc = clbReduce(send, rank == n / 2 || c.inPlace ? recv : nullptr, c.count, c.type, c.op, n / 2, comm, stream); break;
+      case 5:
+        rc = clbReduce(send, rank == n / 2 || c.inPlace ? recv : nullptr, c.count, c.type, c.op, n / 2, comm, stream);
+        break;
     }
     if (rc != clbSuccess) err = "call " + std::to_string(i) + ": " + clbGetLastError();
   }
@@ -191,8 +200,8 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
     CU_OK(d->cuMemcpyDtoH(got.data(), bufs[i].recvView, got.size()));
     for (size_t e = 0; e < want.size() / esz; e++)
       if (!sameBits(got.data() + e * esz, want.data() + e * esz, esz)) {
-        err = "rank " + std::to_string(rank) + " call " + std::to_string(i) + " (coll " + std::to_string(c.coll) +
-              " " + clb::typeName(c.type) + " " + clb::opName(c.op) + " count " + std::to_string(c.count) +
+        err = "rank " + std::to_string(rank) + " call " + std::to_string(i) + " (coll " + std::to_string(c.coll) + " " +
+              clb::typeName(c.type) + " " + clb::opName(c.op) + " count " + std::to_string(c.count) +
               (c.inPlace ? " in place" : "") + "): element " + std::to_string(e) + " differs";
         break;
       }
@@ -212,8 +221,9 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
     if (clbCommDeregister(comm, handles[h]) != clbSuccess) err = std::string("deregister: ") + clbGetLastError();
   clbMemStats_t st;
   clbCommMemStats(comm, &st);
-  if (rank == 0) printf("rank 0 of %d: device bytes held %lld (peak %lld)\n%s", n, (long long)st.deviceBytes,
-                        (long long)st.devicePeakBytes, info);
+  if (rank == 0)
+    printf("rank 0 of %d: device bytes held %lld (peak %lld)\n%s", n, (long long)st.deviceBytes,
+           (long long)st.devicePeakBytes, info);
   const char* p2p = getenv("COLIBRI_DEVICE_P2P");
   if (p2p && !strcmp(p2p, "off")) {
     // Everything shared lives in host memory; in device memory only this rank's block counters
@@ -252,11 +262,11 @@ std::string placementName(const ::testing::TestParamInfo<Placement>& i) {
 
 // Skips unless there is a GPU (and, for spread placements, two or more), then sets the placement.
 #define SKIP_UNLESS_PLACED(placement)                                                               \
-  do {                                                                                            \
-    if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;                                           \
-    if (std::get<2>(placement) && gpuCount() < 2)                                                 \
+  do {                                                                                              \
+    if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;                                             \
+    if (std::get<2>(placement) && gpuCount() < 2)                                                   \
       GTEST_SKIP() << "needs 2 or more GPUs to spread ranks over, this machine has " << gpuCount(); \
-    setPlacement(std::get<1>(placement), std::get<2>(placement));                                 \
+    setPlacement(std::get<1>(placement), std::get<2>(placement));                                   \
   } while (0)
 
 class DeviceThreads : public ::testing::TestWithParam<Placement> {};
@@ -298,9 +308,9 @@ void runProcesses(int n, bool graph) {
   ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
   std::vector<pid_t> pids;
   for (int r = 0; r < n; r++) {
-    pid_t pid = clbtest::spawnSelf("DeviceChild.Rank", {"CLB_DEVICE_CHILD=" + std::to_string(r) + ":" +
-                                                        std::to_string(n) + ":" + std::to_string(graph ? 1 : 0) +
-                                                        ":" + hex(id)});
+    pid_t pid =
+        clbtest::spawnSelf("DeviceChild.Rank", {"CLB_DEVICE_CHILD=" + std::to_string(r) + ":" + std::to_string(n) +
+                                                ":" + std::to_string(graph ? 1 : 0) + ":" + hex(id)});
     ASSERT_GT(pid, 0);
     pids.push_back(pid);
   }
@@ -379,8 +389,8 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
   // 2. Warm up with the largest size, then capture 100 calls. The reduce too: with registered
   // buffers the all-reduces go zero copy, but a reduce stages (its other ranks have no recv
   // buffer to register), and the staging must exist before the capture.
-  if (err.empty() && clbAllReduce((void*)in[largest], (void*)out[largest], maxCount, clbFloat32, clbSum, comm,
-                                  stream) != clbSuccess)
+  if (err.empty() &&
+      clbAllReduce((void*)in[largest], (void*)out[largest], maxCount, clbFloat32, clbSum, comm, stream) != clbSuccess)
     err = std::string("warm-up: ") + clbGetLastError();
   if (err.empty() && clbReduce((void*)in[largest], rank == 0 ? (void*)out[largest] : nullptr, maxCount, clbFloat32,
                                clbSum, 0, comm, stream) != clbSuccess)
@@ -391,9 +401,10 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
   if (err.empty()) {
     CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     for (int i = 0; i < calls && err.empty(); i++) {
-      const clbResult_t rc = isReduce(i) ? clbReduce((void*)in[i], rank == i % n ? (void*)out[i] : nullptr, count[i],
-                                                     clbFloat32, clbSum, i % n, comm, stream)
-                                         : clbAllReduce((void*)in[i], (void*)out[i], count[i], clbFloat32, clbSum, comm, stream);
+      const clbResult_t rc =
+          isReduce(i) ? clbReduce((void*)in[i], rank == i % n ? (void*)out[i] : nullptr, count[i], clbFloat32, clbSum,
+                                  i % n, comm, stream)
+                      : clbAllReduce((void*)in[i], (void*)out[i], count[i], clbFloat32, clbSum, comm, stream);
       if (rc != clbSuccess) err = "captured call " + std::to_string(i) + ": " + clbGetLastError();
     }
     CU_OK(d->cuStreamEndCapture(stream, &graph));
@@ -461,7 +472,8 @@ INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceGraphs,
                                             ::testing::Values(false)),
                          placementName);
 INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceGraphs,
-                         ::testing::Combine(::testing::Values(2, 4), ::testing::Values("ll", "staged", "direct", "viahost"),
+                         ::testing::Combine(::testing::Values(2, 4),
+                                            ::testing::Values("ll", "staged", "direct", "viahost"),
                                             ::testing::Values(true)),
                          placementName);
 
@@ -531,10 +543,11 @@ TEST_P(DeviceFootprint, Report) {
   clbCommMemStats(comms[0], &st);
   double maxInit = 0, maxFirst = 0;
   for (int r = 0; r < n; r++) maxInit = std::max(maxInit, initMs[r]), maxFirst = std::max(maxFirst, firstMs[r]);
-  printf("FOOTPRINT ranks=%d init_ms_max=%.2f first_device_op_ms_max=%.2f device_MiB_per_rank_after_init=%.2f "
-         "after_first_op=%.2f memstats_device_bytes=%lld\n",
-         n, maxInit, maxFirst, (double)(free0 - free1) / n / 1048576.0, (double)(free0 - free2) / n / 1048576.0,
-         (long long)st.deviceBytes);
+  printf(
+      "FOOTPRINT ranks=%d init_ms_max=%.2f first_device_op_ms_max=%.2f device_MiB_per_rank_after_init=%.2f "
+      "after_first_op=%.2f memstats_device_bytes=%lld\n",
+      n, maxInit, maxFirst, (double)(free0 - free1) / n / 1048576.0, (double)(free0 - free2) / n / 1048576.0,
+      (long long)st.deviceBytes);
   for (int r = 0; r < n; r++) clbCommDestroy(comms[r]);
   for (int r = 0; r < n; r++) d->cuMemFree(bufs[r]);
 }
@@ -545,7 +558,8 @@ namespace {
 // Eager calls launch their kernels by replaying prepared one-kernel graphs (one per stream and
 // kernel, at most 16, ordinary launches beyond): calls of every path and several grid sizes on 20
 // streams in turn, each call made twice with new inputs, each stream drained before the next
-// takes over, then one capture on a stream that has a prepared graph, replayed. Every result checked against the sum of the ranks' inputs.
+// takes over, then one capture on a stream that has a prepared graph, replayed. Every result checked against the sum of
+// the ranks' inputs.
 std::string launchRank(const clbUniqueId& id, int rank, int n, const char* want) {
   const Driver* d = nullptr;
   CUstream first = nullptr;
@@ -571,8 +585,9 @@ std::string launchRank(const clbUniqueId& id, int rank, int n, const char* want)
       float want = 0;
       for (int p = 0; p < n; p++) want += value(p, e, call);
       if (got[e] != want)
-        return std::string(what) + " call " + std::to_string(call) + " (" + std::to_string(count) + " elements) element " +
-               std::to_string(e) + ": got " + std::to_string(got[e]) + " want " + std::to_string(want);
+        return std::string(what) + " call " + std::to_string(call) + " (" + std::to_string(count) +
+               " elements) element " + std::to_string(e) + ": got " + std::to_string(got[e]) + " want " +
+               std::to_string(want);
     }
     return std::string();
   };
@@ -588,11 +603,14 @@ std::string launchRank(const clbUniqueId& id, int rank, int n, const char* want)
     // it is) and must still see the new inputs.
     for (size_t count : counts)
       for (int again = 0; again < 2 && err.empty(); again++) {
-        if (!fill(count, call, s)) err = "filling the buffers failed";
+        if (!fill(count, call, s))
+          err = "filling the buffers failed";
         else if (clbAllReduce((void*)in, (void*)out, count, clbFloat32, clbSum, comm, s) != clbSuccess)
           err = "eager call " + std::to_string(call) + ": " + clbGetLastError();
-        else if (d->cuStreamSynchronize(s) != CUDA_SUCCESS) err = "cuStreamSynchronize failed";
-        else err = check(count, call, "eager");
+        else if (d->cuStreamSynchronize(s) != CUDA_SUCCESS)
+          err = "cuStreamSynchronize failed";
+        else
+          err = check(count, call, "eager");
         call++;
       }
   }
@@ -742,10 +760,11 @@ std::string mismatchRank(const clbUniqueId& id, int rank, int n) {
   for (int round = 0; round < 2 && err.empty(); round++) {
     clbResult_t rc = round == 1 && rank == n - 1
                          ? clbBroadcast((void*)in, (void*)out, count, clbFloat32, 0, comm, stream)
-                         : clbAllReduce((void*)in, (void*)out, round == 0 && rank == 0 ? count : count - 1,
-                                        clbFloat32, clbSum, comm, stream);
+                         : clbAllReduce((void*)in, (void*)out, round == 0 && rank == 0 ? count : count - 1, clbFloat32,
+                                        clbSum, comm, stream);
     const std::string msg = clbGetLastError();
-    const std::string want = round == 0 ? "rank 0 called allReduce" : "rank " + std::to_string(n - 1) + " called broadcast";
+    const std::string want =
+        round == 0 ? "rank 0 called allReduce" : "rank " + std::to_string(n - 1) + " called broadcast";
     if (rc != clbInvalidUsage || msg.find(want) == std::string::npos)
       err = "round " + std::to_string(round) + ": expected INVALID_USAGE saying '" + want + "', got " +
             std::to_string(rc) + ": " + msg;
@@ -804,7 +823,8 @@ std::string acrossHostsRank(const clbUniqueId& id, int rank, int n) {
   CU_OK(d->cuMemcpyHtoD(fin, f.data(), count * n * 4));
   CU_OK(d->cuMemcpyHtoD(kin, k.data(), count * n * 4));
   std::string err;
-  auto check = [&](const char* what, CUdeviceptr at, size_t elems, bool isFloat, const std::function<int(size_t)>& want) {
+  auto check = [&](const char* what, CUdeviceptr at, size_t elems, bool isFloat,
+                   const std::function<int(size_t)>& want) {
     std::vector<int32_t> got(elems);
     CUresult rc = d->cuMemcpyDtoH(got.data(), at, elems * 4);
     for (size_t e = 0; e < elems && err.empty(); e++) {
@@ -816,7 +836,11 @@ std::string acrossHostsRank(const clbUniqueId& id, int rank, int n) {
               std::to_string(want(e));
     }
   };
-  auto sumOf = [&](size_t e) { int s = 0; for (int p = 0; p < n; p++) s += value(p, e); return s; };
+  auto sumOf = [&](size_t e) {
+    int s = 0;
+    for (int p = 0; p < n; p++) s += value(p, e);
+    return s;
+  };
   // Five calls back to back on the stream, then one synchronize.
   clbResult_t rc = clbAllReduce((void*)fin, (void*)fout, count, clbFloat32, clbSum, comm, stream);
   if (rc == clbSuccess) rc = clbAllReduce((void*)kin, (void*)kin, count, clbInt32, clbMax, comm, stream);
@@ -962,8 +986,7 @@ TEST(DeviceAcrossHostsGpuDirect, ForcedModeThatCannotWorkFailsEveryCall) {
   runThreads(2, forcedModeRank);
   setenv("COLIBRI_VERBS_GPU_MEMORY", "bogus", 1);
   runThreads(2, forcedModeRank);
-  for (const char* v : {"COLIBRI_TRANSPORT", "COLIBRI_VERBS_EMU_DMABUF", "COLIBRI_VERBS_GPU_MEMORY"})
-    unsetenv(v);
+  for (const char* v : {"COLIBRI_TRANSPORT", "COLIBRI_VERBS_EMU_DMABUF", "COLIBRI_VERBS_GPU_MEMORY"}) unsetenv(v);
   resetEmulator();
 }
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceAcrossHosts,

@@ -72,8 +72,7 @@ void expectSplitCovers(size_t count, clbDataType_t type, int n, bool inPlace) {
           mark(a.recv, a.count);
           break;
         }
-        default:
-          ADD_FAILURE() << "part " << p << " is collective " << a.desc.coll;
+        default: ADD_FAILURE() << "part " << p << " is collective " << a.desc.coll;
       }
     }
     const size_t split = k == 1 ? 0 : parts[0].count * n;  // elements the reduceScatter and allGather cover
@@ -88,7 +87,8 @@ void expectSplitCovers(size_t count, clbDataType_t type, int n, bool inPlace) {
       const bool own = e >= (size_t)r * (split / n) && e < (size_t)(r + 1) * (split / n);
       const int want = e < split && own ? 2 : 1;
       if (written[e] != want) {
-        ADD_FAILURE() << "rank " << r << ": output element " << e << " written " << written[e] << " times, want " << want;
+        ADD_FAILURE() << "rank " << r << ": output element " << e << " written " << written[e] << " times, want "
+                      << want;
         break;
       }
     }
@@ -130,18 +130,18 @@ TEST(CopyRounds, AtLeastEightRoundsUntilTheyReachFourMiBNeverMoreThanAHalfHolds)
     size_t fits, walked, round;
   };
   for (const Case& c : std::initializer_list<Case>{
-           {8 * MiB, 256 * MiB, 8 * MiB},            // 32 rounds of a whole half
-           {8 * MiB, 64 * MiB, 8 * MiB},             // 8 rounds
-           {8 * MiB, 40 * MiB, 5 * MiB},             // 8 rounds of 5 MiB
-           {8 * MiB, 40 * MiB + 100, 5 * MiB},       // ... the last one 100 bytes longer, 256-aligned
-           {8 * MiB, 16 * MiB, 4 * MiB},             // 4 rounds: none smaller than 4 MiB
-           {8 * MiB, 4 * MiB, 4 * MiB},              // one round
-           {8 * MiB, 1000, 4 * MiB},                 // one round (a round may hold more than the call)
-           {2 * MiB, 1 * MiB, 2 * MiB},              // a small staging: one round
-           {2 * MiB, 64 * MiB, 2 * MiB},             // a half of 2 MiB bounds every round
-           {8 * MiB / 3, 64 * MiB, 2796032},         // a reduceScatter's slice of a half, 256-aligned
+           {8 * MiB, 256 * MiB, 8 * MiB},       // 32 rounds of a whole half
+           {8 * MiB, 64 * MiB, 8 * MiB},        // 8 rounds
+           {8 * MiB, 40 * MiB, 5 * MiB},        // 8 rounds of 5 MiB
+           {8 * MiB, 40 * MiB + 100, 5 * MiB},  // ... the last one 100 bytes longer, 256-aligned
+           {8 * MiB, 16 * MiB, 4 * MiB},        // 4 rounds: none smaller than 4 MiB
+           {8 * MiB, 4 * MiB, 4 * MiB},         // one round
+           {8 * MiB, 1000, 4 * MiB},            // one round (a round may hold more than the call)
+           {2 * MiB, 1 * MiB, 2 * MiB},         // a small staging: one round
+           {2 * MiB, 64 * MiB, 2 * MiB},        // a half of 2 MiB bounds every round
+           {8 * MiB / 3, 64 * MiB, 2796032},    // a reduceScatter's slice of a half, 256-aligned
            {300, 64 * MiB, 256},
-           {4 * MiB, 512 * MiB, 4 * MiB},            // the staged path's largest half
+           {4 * MiB, 512 * MiB, 4 * MiB},  // the staged path's largest half
        }) {
     const size_t got = copyRoundBytes(c.fits, c.walked);
     EXPECT_EQ(got, c.round) << "a half holds " << c.fits << " bytes, the part walks " << c.walked;

@@ -36,8 +36,7 @@ TEST(DeviceInfo, NullOutputsAreRefused) {
   EXPECT_EQ(clbDeviceInfo(0, nullptr), clbInvalidArgument);
   EXPECT_NE(std::string(clbGetLastError()).find("info (output) is NULL"), std::string::npos) << clbGetLastError();
   EXPECT_EQ(clbDeviceCanAccessPeer(0, 0, nullptr), clbInvalidArgument);
-  EXPECT_NE(std::string(clbGetLastError()).find("canAccess (output) is NULL"), std::string::npos)
-      << clbGetLastError();
+  EXPECT_NE(std::string(clbGetLastError()).find("canAccess (output) is NULL"), std::string::npos) << clbGetLastError();
 }
 
 TEST(DeviceInfo, WithoutDriverTheDriversMessage) {

@@ -26,16 +26,16 @@ static std::string kernelDir() {
 }
 
 TEST(KernelImage, ChosenByComputeCapability) {
-  EXPECT_STREQ(cuda::imageFor(8, 0), "sm80");   // A100
-  EXPECT_STREQ(cuda::imageFor(8, 6), "sm80");   // sm_80 code runs on 8.6
-  EXPECT_STREQ(cuda::imageFor(8, 9), "sm89");   // L4, L40
-  EXPECT_STREQ(cuda::imageFor(9, 0), "sm90");   // H100, H200 (sm_90a)
-  EXPECT_STREQ(cuda::imageFor(10, 0), "sm100"); // B200
+  EXPECT_STREQ(cuda::imageFor(8, 0), "sm80");    // A100
+  EXPECT_STREQ(cuda::imageFor(8, 6), "sm80");    // sm_80 code runs on 8.6
+  EXPECT_STREQ(cuda::imageFor(8, 9), "sm89");    // L4, L40
+  EXPECT_STREQ(cuda::imageFor(9, 0), "sm90");    // H100, H200 (sm_90a)
+  EXPECT_STREQ(cuda::imageFor(10, 0), "sm100");  // B200
   EXPECT_STREQ(cuda::imageFor(12, 0), "sm120");
   EXPECT_STREQ(cuda::imageFor(7, 5), "ptx");
   EXPECT_STREQ(cuda::imageFor(11, 0), "ptx");
-  EXPECT_STREQ(cuda::imageFor(9, 1), "ptx");    // sm_90a runs on exactly 9.0
-  EXPECT_STREQ(cuda::imageFor(10, 3), "ptx");   // 100 and 120 are listed without "+"
+  EXPECT_STREQ(cuda::imageFor(9, 1), "ptx");   // sm_90a runs on exactly 9.0
+  EXPECT_STREQ(cuda::imageFor(10, 3), "ptx");  // 100 and 120 are listed without "+"
   EXPECT_STREQ(cuda::imageFor(12, 1), "ptx");
   EXPECT_EQ(cuda::imageFile("sm90"), "colibri_kernels_sm90.cubin");
   EXPECT_EQ(cuda::imageFile("ptx"), "colibri_kernels.ptx");
@@ -119,8 +119,7 @@ void fillRandom(std::vector<uint8_t>& buf, clbDataType_t t, std::mt19937_64& rng
         memcpy(p, &f, 8);
         break;
       }
-      default:
-        memcpy(p, &r, esz);
+      default: memcpy(p, &r, esz);
     }
   }
 }
@@ -166,7 +165,11 @@ TEST(DeviceKernels, ReduceMatchesHostBitForBitForEveryTypeAndOp) {
     ASSERT_EQ(g.d->cuMemAlloc(&dOut, bytes), CUDA_SUCCESS);
     for (int o = 0; o < clbNumOps; o++) {
       const clbRedOp_t op = (clbRedOp_t)o;
-      struct Case { int k; int divide; int nranks; };
+      struct Case {
+        int k;
+        int divide;
+        int nranks;
+      };
       for (Case c : {Case{2, 0, 2}, Case{2, 1, 3}, Case{5, 1, 5}, Case{1, 1, 7}}) {
         ClbReduceArgs a{};
         a.dst = (void*)dOut;

@@ -48,7 +48,8 @@ struct DevBuf {
   DevBuf& operator=(const DevBuf&) = delete;
   void* ptr(size_t at = 0) const { return reinterpret_cast<void*>(p + at * 8); }
   bool put(const std::vector<int64_t>& v) {
-    return d->cuMemcpyHtoDAsync(p, v.data(), v.size() * 8, s) == CUDA_SUCCESS && d->cuStreamSynchronize(s) == CUDA_SUCCESS;
+    return d->cuMemcpyHtoDAsync(p, v.data(), v.size() * 8, s) == CUDA_SUCCESS &&
+           d->cuStreamSynchronize(s) == CUDA_SUCCESS;
   }
   std::vector<int64_t> get() const {
     std::vector<int64_t> v(n);
@@ -70,8 +71,8 @@ std::string closeRank(const Driver* d, clbComm_t comm, CUstream stream, std::str
   return err;
 }
 
-#define CLB_OK(call)                                                                            \
-  do {                                                                                          \
+#define CLB_OK(call)                                                                       \
+  do {                                                                                     \
     if ((call) != clbSuccess) return std::string(#call) + " failed: " + clbGetLastError(); \
   } while (0)
 
@@ -229,8 +230,7 @@ std::string rankBody(const clbUniqueId& id, int r, int n, bool viaHost) {
 
 TEST(DevicePeer, ThreadsOnOneGpuEveryCallMatchesTheReference) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
-  for (int n : {2, 4})
-    runThreads(n, [](const clbUniqueId& id, int r, int k) { return rankBody(id, r, k, false); });
+  for (int n : {2, 4}) runThreads(n, [](const clbUniqueId& id, int r, int k) { return rankBody(id, r, k, false); });
 }
 
 // Device buffers larger than the staging cap (64 MiB by default): the host copies a call makes
@@ -295,21 +295,25 @@ std::string graphBody(const clbUniqueId& id, int r, int n) {
     }
     std::vector<int64_t> s(c * n), t(c * n);
     for (int p = 0; p < n; p++)
-      for (size_t i = 0; i < c; i++) s[p * c + i] = val(r * 100 + round, p, i), t[p * c + i] = val(r * 100 + round + 50, p, i);
+      for (size_t i = 0; i < c; i++)
+        s[p * c + i] = val(r * 100 + round, p, i), t[p * c + i] = val(r * 100 + round + 50, p, i);
     return as.put(s) && ip.put(t) ? "" : "cuMemcpyHtoD failed";
   };
   auto check = [&](int round) -> std::string {
     if (r == n - 1) {
       std::vector<int64_t> v = out.get();
       for (size_t i = 0; i < count; i++)
-        if (v[i] != val(round, 7, i)) return "pipeline round " + std::to_string(round) + ": element " + std::to_string(i);
+        if (v[i] != val(round, 7, i))
+          return "pipeline round " + std::to_string(round) + ": element " + std::to_string(i);
     }
     std::vector<int64_t> g = ar.get(), h = ip.get();
     for (int p = 0; p < n; p++)
       for (size_t i = 0; i < c; i++) {
-        if (g[p * c + i] != val(p * 100 + round, r, i)) return "all-to-all round " + std::to_string(round) + ": from " + std::to_string(p);
+        if (g[p * c + i] != val(p * 100 + round, r, i))
+          return "all-to-all round " + std::to_string(round) + ": from " + std::to_string(p);
         if (h[p * c + i] != val(p * 100 + round + 50, r, i))
-          return "all-to-all in place round " + std::to_string(round) + ": from " + std::to_string(p) + " element " + std::to_string(i);
+          return "all-to-all in place round " + std::to_string(round) + ": from " + std::to_string(p) + " element " +
+                 std::to_string(i);
       }
     return "";
   };
@@ -377,16 +381,16 @@ std::string churnBody(const clbUniqueId& id, int r, int n) {
     std::vector<int64_t> v(count);
     for (size_t i = 0; i < count; i++) v[i] = val(r * 100 + round, next, i);
     if (!out.put(v)) err = "cuMemcpyHtoD failed";
-    if (err.empty() && (clbGroupStart() != clbSuccess ||
-                        clbSend(out.ptr(), count, clbInt64, next, comm, stream) != clbSuccess ||
-                        clbRecv(in.ptr(), count, clbInt64, prev, comm, stream) != clbSuccess ||
-                        clbGroupEnd() != clbSuccess))
+    if (err.empty() &&
+        (clbGroupStart() != clbSuccess || clbSend(out.ptr(), count, clbInt64, next, comm, stream) != clbSuccess ||
+         clbRecv(in.ptr(), count, clbInt64, prev, comm, stream) != clbSuccess || clbGroupEnd() != clbSuccess))
       err = "round " + std::to_string(round) + ": " + clbGetLastError();
     if (err.empty() && d->cuCtxSynchronize() != CUDA_SUCCESS) err = "cuCtxSynchronize failed";
     if (err.empty()) {
       std::vector<int64_t> g = in.get();
       for (size_t i = 0; i < count && err.empty(); i++)
-        if (g[i] != val(prev * 100 + round, r, i)) err = "round " + std::to_string(round) + ": element " + std::to_string(i);
+        if (g[i] != val(prev * 100 + round, r, i))
+          err = "round " + std::to_string(round) + ": element " + std::to_string(i);
     }
   }
   return closeRank(d, comm, stream, err);
@@ -421,13 +425,15 @@ TEST(DevicePeer, BatchesThatDoNotPairUpAreRefusedOnBothRanks) {
     }
     const std::string msg = clbGetLastError();
     if (rc != clbInvalidUsage) err = "refusal: got " + std::to_string(rc) + ": " + msg;
-    if (err.empty() && msg.find(r == 0 ? "2 sends (800, 800 bytes) to rank 1" : "1 receive (800 bytes) from rank 0") == std::string::npos)
+    if (err.empty() && msg.find(r == 0 ? "2 sends (800, 800 bytes) to rank 1" : "1 receive (800 bytes) from rank 0") ==
+                           std::string::npos)
       err = "refusal does not say what was posted: " + msg;
     std::vector<int64_t> v(count);
     for (size_t i = 0; i < count; i++) v[i] = val(7, r, i);
     if (err.empty() && r == 0 && !a.put(v)) err = "cuMemcpyHtoD failed";
     if (err.empty()) {
-      rc = r == 0 ? clbSend(a.ptr(), count, clbInt64, 1, comm, stream) : clbRecv(b.ptr(), count, clbInt64, 0, comm, stream);
+      rc = r == 0 ? clbSend(a.ptr(), count, clbInt64, 1, comm, stream)
+                  : clbRecv(b.ptr(), count, clbInt64, 0, comm, stream);
       if (rc != clbSuccess) err = std::string("the call after: ") + clbGetLastError();
     }
     if (err.empty() && d->cuStreamSynchronize(stream) != CUDA_SUCCESS) err = "sync failed";
@@ -467,7 +473,9 @@ std::string reduceAndStreamsBody(const clbUniqueId& id, int r, int n) {
         for (size_t i = 0; i < m && err.empty(); i++) {
           int64_t want = 0;
           for (int p = 0; p < n; p++) want += val(p, 9, i);
-          if (g[i] != want) err = "reduce of " + std::to_string(m) + ", round " + std::to_string(round) + ": element " + std::to_string(i);
+          if (g[i] != want)
+            err = "reduce of " + std::to_string(m) + ", round " + std::to_string(round) + ": element " +
+                  std::to_string(i);
         }
       }
       if (err.empty() && clbBarrier(comm, nullptr) != clbSuccess) err = std::string("barrier: ") + clbGetLastError();
@@ -487,17 +495,20 @@ std::string reduceAndStreamsBody(const clbUniqueId& id, int r, int n) {
                           clbSend(b.ptr(), big, clbInt64, peer, comm, other) != clbSuccess))
         err = std::string("send: ") + clbGetLastError();
     } else {
-      CU_OK(d->cuLaunchHostFunc(stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }, nullptr));
+      CU_OK(d->cuLaunchHostFunc(
+          stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }, nullptr));
       if (clbRecv(a.ptr(), big, clbInt64, peer, comm, stream) != clbSuccess ||
           clbRecv(b.ptr(), big, clbInt64, peer, comm, other) != clbSuccess)
         err = std::string("recv: ") + clbGetLastError();
     }
-    if (err.empty() && (d->cuStreamSynchronize(stream) != CUDA_SUCCESS || d->cuStreamSynchronize(other) != CUDA_SUCCESS))
+    if (err.empty() &&
+        (d->cuStreamSynchronize(stream) != CUDA_SUCCESS || d->cuStreamSynchronize(other) != CUDA_SUCCESS))
       err = "sync failed";
     if (err.empty() && r % 2 == 1) {
       std::vector<int64_t> ga = a.get(), gb = b.get();
       for (size_t i = 0; i < big && err.empty(); i++)
-        if (ga[i] != va[i] || gb[i] != vb[i]) err = "two streams, round " + std::to_string(round) + ": element " + std::to_string(i);
+        if (ga[i] != va[i] || gb[i] != vb[i])
+          err = "two streams, round " + std::to_string(round) + ": element " + std::to_string(i);
     }
   }
   d->cuStreamDestroy(other);
@@ -521,8 +532,10 @@ std::string sizeMismatchBody(const clbUniqueId& id, int r, int n, size_t recvCou
   DevBuf b(d, stream, std::max<size_t>(1000, recvCount));
   std::string err;
   const auto t0 = std::chrono::steady_clock::now();
-  if (r == 0 && clbSend(b.ptr(), 1000, clbInt64, 1, comm, stream) != clbSuccess) err = std::string("send: ") + clbGetLastError();
-  if (r == 1 && clbRecv(b.ptr(), recvCount, clbInt64, 0, comm, stream) != clbSuccess) err = std::string("recv: ") + clbGetLastError();
+  if (r == 0 && clbSend(b.ptr(), 1000, clbInt64, 1, comm, stream) != clbSuccess)
+    err = std::string("send: ") + clbGetLastError();
+  if (r == 1 && clbRecv(b.ptr(), recvCount, clbInt64, 0, comm, stream) != clbSuccess)
+    err = std::string("recv: ") + clbGetLastError();
   if (err.empty()) d->cuStreamSynchronize(stream);
   if (err.empty() && r == 1) {
     clbResult_t rc = clbSuccess;
@@ -530,8 +543,10 @@ std::string sizeMismatchBody(const clbUniqueId& id, int r, int n, size_t recvCou
     const std::string msg = clbGetLastError();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (rc != clbRemoteError || msg.find("met its peer's of another call, count or type") == std::string::npos)
-      err = "a receive of " + std::to_string(recvCount) + " against a send of 1000: expected REMOTE_ERROR saying so, "
-            "got " + std::to_string(rc) + ": " + msg;
+      err = "a receive of " + std::to_string(recvCount) +
+            " against a send of 1000: expected REMOTE_ERROR saying so, "
+            "got " +
+            std::to_string(rc) + ": " + msg;
     else if (s > 10)
       err = "the size mismatch was found only after " + std::to_string(s) + " s";
   }
@@ -569,7 +584,8 @@ std::string registeredBody(const clbUniqueId& id, int r, int n) {
       return "copy back failed";
     for (size_t i = 0; i < count; i++)
       if (g[i] != val(prev * 100 + round, r, i))
-        return "ring of " + std::to_string(count) + " (round " + std::to_string(round) + "): element " + std::to_string(i);
+        return "ring of " + std::to_string(count) + " (round " + std::to_string(round) + "): element " +
+               std::to_string(i);
     return "";
   };
   int round = 0;
@@ -620,7 +636,8 @@ std::string registeredBody(const clbUniqueId& id, int r, int n) {
     if (err.empty()) {
       std::vector<int64_t> g = in.get();
       for (size_t i = 0; i < count && err.empty(); i++)
-        if (g[i] != val(prev * 100 + 50 + k, r, i)) err = "replay " + std::to_string(k) + ": element " + std::to_string(i);
+        if (g[i] != val(prev * 100 + 50 + k, r, i))
+          err = "replay " + std::to_string(k) + ": element " + std::to_string(i);
     }
     // The next replay's input is written only once every rank checked this one.
     if (clbBarrier(comm, nullptr) != clbSuccess && err.empty()) err = std::string("barrier: ") + clbGetLastError();
@@ -628,7 +645,8 @@ std::string registeredBody(const clbUniqueId& id, int r, int n) {
   if (exec) d->cuGraphExecDestroy(exec);
   if (graph) d->cuGraphDestroy(graph);
   for (void* h : regs)
-    if (h && clbCommDeregister(comm, h) != clbSuccess && err.empty()) err = std::string("deregister: ") + clbGetLastError();
+    if (h && clbCommDeregister(comm, h) != clbSuccess && err.empty())
+      err = std::string("deregister: ") + clbGetLastError();
   return closeRank(d, comm, stream, err, true);
 }
 
@@ -647,11 +665,13 @@ std::string registeredMismatchBody(const clbUniqueId& id, int r, int n) {
   if (r == 0) {
     const clbResult_t rc = clbSend(b.ptr(), 4096, clbInt64, 1, comm, stream);
     const std::string msg = clbGetLastError();
-    if (rc != clbInvalidUsage || msg.find("sends 32768 bytes to rank 1, whose receive is of 24000 bytes") == std::string::npos)
-      err = "a send of 32768 bytes to a receive of 24000: expected INVALID_USAGE naming both, got " + std::to_string(rc) +
-            ": " + msg;
+    if (rc != clbInvalidUsage ||
+        msg.find("sends 32768 bytes to rank 1, whose receive is of 24000 bytes") == std::string::npos)
+      err = "a send of 32768 bytes to a receive of 24000: expected INVALID_USAGE naming both, got " +
+            std::to_string(rc) + ": " + msg;
   } else {
-    if (clbRecv(b.ptr(), 3000, clbInt64, 0, comm, stream) != clbSuccess) err = std::string("recv: ") + clbGetLastError();
+    if (clbRecv(b.ptr(), 3000, clbInt64, 0, comm, stream) != clbSuccess)
+      err = std::string("recv: ") + clbGetLastError();
     if (err.empty()) d->cuStreamSynchronize(stream);
     clbResult_t rc = clbSuccess;
     clbCommGetAsyncError(comm, &rc);
@@ -694,15 +714,16 @@ std::string acrossHostsBody(const clbUniqueId& id, int r, int n, bool gpuMemory)
     d->cuStreamEndCapture(stream, &none);
     if (none) d->cuGraphDestroy(none);
     if (rc != clbInvalidUsage || msg.find("cannot be captured in a CUDA graph") == std::string::npos)
-      err = "a send between hosts inside a capture: expected INVALID_USAGE saying so, got " + std::to_string(rc) + ": " + msg;
+      err = "a send between hosts inside a capture: expected INVALID_USAGE saying so, got " + std::to_string(rc) +
+            ": " + msg;
   }
   return closeRank(d, comm, stream, err, true);
 }
 
 // A rank process of the tests below: CLB_DEVICE_PEER_BODY says what it runs ("calls": every call
 // twice, "graphs", "churn", "shorter" and "longer": a receive of another size, "registered" and
-// "registered-mismatch": registered buffers, "across-hosts": over verbs without shared memory); with COLIBRI_DEVICE_P2P=off in its environment the
-// pairs go through host memory.
+// "registered-mismatch": registered buffers, "across-hosts": over verbs without shared memory); with
+// COLIBRI_DEVICE_P2P=off in its environment the pairs go through host memory.
 TEST(DevicePeerChild, Rank) {
   const char* id = getenv("CLB_DEVICE_PEER_ID");
   if (!id) GTEST_SKIP() << "runs only as a rank process of DevicePeer";
@@ -739,7 +760,8 @@ void runProcesses(int n, const std::string& body, const std::vector<std::string>
     ASSERT_GT(pids[r], 0);
     int status = 0;
     ASSERT_EQ(waitpid(pids[r], &status, 0), pids[r]);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << body << ": rank process " << r << " of " << n << " failed";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << body << ": rank process " << r << " of " << n << " failed";
   }
   clbUniqueIdRelease(&id);
 }
@@ -778,7 +800,8 @@ TEST(DevicePeer, ProcessesAcrossHostsOverVerbsMoveThroughChannelsInGpuMemory) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
   for (int n : {2, 3}) {
     runProcesses(n, "across-hosts", {"COLIBRI_TRANSPORT=verbs", "COLIBRI_DEVICE_P2P=off"});
-    runProcesses(n, "across-hosts", {"COLIBRI_TRANSPORT=verbs", "COLIBRI_DEVICE_P2P=off", "COLIBRI_VERBS_GPU_MEMORY=host"});
+    runProcesses(n, "across-hosts",
+                 {"COLIBRI_TRANSPORT=verbs", "COLIBRI_DEVICE_P2P=off", "COLIBRI_VERBS_GPU_MEMORY=host"});
   }
 }
 

@@ -101,20 +101,27 @@ std::string rankCalls(const Driver* d, clbComm_t comm, CUstream stream, int r, i
     if (err.empty()) CU_OK(d->cuStreamSynchronize(stream));
     std::vector<S> got(count), gotBig(count * n);
     if (err.empty()) err = fromDevice(d, arOut, &got);
-    if (err.empty()) err = compare<R>(got, [&](size_t i) { return sumAt<R>(n, i); }, "allReduce, " + what);
+    if (err.empty())
+      err = compare<R>(
+          got, [&](size_t i) { return sumAt<R>(n, i); }, "allReduce, " + what);
     if (err.empty() && !immediate && (err = fromDevice(d, dIn, &got)).empty())
-      err = compare<R>(got, [&](size_t i) { return in[i]; }, "allReduce's send changed, " + what);
+      err = compare<R>(
+          got, [&](size_t i) { return in[i]; }, "allReduce's send changed, " + what);
     if (err.empty() && immediate && (err = fromDevice(d, dBig, &gotBig)).empty())
       for (size_t i = 0; i < count; i++) got[i] = gotBig[r * count + i];
     if (err.empty() && !immediate) err = fromDevice(d, dRs, &got);
     if (err.empty())
-      err = compare<R>(got, [&](size_t i) { return sumAt<R>(n, r * count + i); }, "reduceScatter, " + what);
+      err = compare<R>(
+          got, [&](size_t i) { return sumAt<R>(n, r * count + i); }, "reduceScatter, " + what);
     if (err.empty() && !immediate && (err = fromDevice(d, dBig, &gotBig)).empty())
-      err = compare<R>(gotBig, [&](size_t j) { return big[j]; }, "reduceScatter's send changed, " + what);
+      err = compare<R>(
+          gotBig, [&](size_t j) { return big[j]; }, "reduceScatter's send changed, " + what);
     if (err.empty() && r == root && (err = fromDevice(d, redOut, &got)).empty())
-      err = compare<R>(got, [&](size_t i) { return sumAt<R>(n, i); }, "reduce, " + what);
+      err = compare<R>(
+          got, [&](size_t i) { return sumAt<R>(n, i); }, "reduce, " + what);
     if (err.empty() && r != root && (err = fromDevice(d, dRedIn, &got)).empty())
-      err = compare<R>(got, [&](size_t i) { return in[i]; }, "reduce's send changed, " + what);
+      err = compare<R>(
+          got, [&](size_t i) { return in[i]; }, "reduce's send changed, " + what);
     for (CUdeviceptr p : {dIn, dOut, dBig, dRs, dRedIn, dRed})
       if (p) d->cuMemFree(p);
     if (!err.empty()) break;
@@ -220,8 +227,8 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
       }
       if (ar[i] != wantAr || rs[i] != wantRs)
         err = "replay " + std::to_string(rep) + " element " + std::to_string(i) + ": allReduce " +
-              std::to_string(ar[i]) + " (want " + std::to_string(wantAr) + "), reduceScatter " +
-              std::to_string(rs[i]) + " (want " + std::to_string(wantRs) + ")";
+              std::to_string(ar[i]) + " (want " + std::to_string(wantAr) + "), reduceScatter " + std::to_string(rs[i]) +
+              " (want " + std::to_string(wantRs) + ")";
     }
   }
   // The scratch a capture used stays through trim (a replay still writes it).
@@ -340,10 +347,9 @@ TEST(DevicePreMulSum, TheScalarMustBeMemoryItsReaderReaches) {
       err = std::string("create: ") + clbGetLastError();
     // A device pointer as a host-immediate scalar is refused at once.
     clbRedOp_t wrong = clbSum;
-    if (err.empty() &&
-        (clbRedOpCreatePreMulSum(&wrong, (void*)dScalar, clbFloat32, clbScalarHostImmediate, comm) !=
-             clbInvalidArgument ||
-         std::string(clbGetLastError()).find("device memory") == std::string::npos))
+    if (err.empty() && (clbRedOpCreatePreMulSum(&wrong, (void*)dScalar, clbFloat32, clbScalarHostImmediate, comm) !=
+                            clbInvalidArgument ||
+                        std::string(clbGetLastError()).find("device memory") == std::string::npos))
       err = std::string("a device scalar as host immediate: expected INVALID_ARGUMENT, got: ") + clbGetLastError();
     CUdevice dev = 0;
     int pageable = 0;

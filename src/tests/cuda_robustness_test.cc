@@ -94,12 +94,12 @@ std::string describeCall(const Call& c, int rank, int rep, size_t i) {
 std::string betweenCalls(const Driver* d, int rank, size_t i, CUdeviceptr scratch, CUstream other) {
   std::vector<uint8_t> bytes(4096, (uint8_t)i);
   switch ((i + rank) % 4) {
-    case 0: CU_OK(d->cuCtxSynchronize()); break;                              // cudaDeviceSynchronize
-    case 1:                                                                    // legacy-stream work
+    case 0: CU_OK(d->cuCtxSynchronize()); break;  // cudaDeviceSynchronize
+    case 1:                                       // legacy-stream work
       CU_OK(d->cuMemcpyHtoD(scratch, bytes.data(), bytes.size()));
       CU_OK(d->cuMemsetD8(scratch, 0x11, bytes.size()));
       break;
-    case 2:                                                                    // another stream's kernel
+    case 2:  // another stream's kernel
       CU_OK(d->cuMemsetD8Async(scratch, 0x22, bytes.size(), other));
       CU_OK(d->cuStreamSynchronize(other));
       break;
@@ -146,8 +146,8 @@ std::string allocatorRank(const clbUniqueId& id, int rank, int n, const std::vec
       // this rank's block of the input.
       const CUdeviceptr inAt = c.inPlace && c.coll == 2 ? recv + rank * c.count * esz : send;
       const CUdeviceptr outAt = c.inPlace && c.coll == 3 ? send + rank * c.count * esz : recv;
-      CU_OK(d->cuMemsetD8Async(c.inPlace ? send : recv, 0xa5, (c.inPlace ? std::max(inElems, outElems) : outElems) * esz,
-                               stream));
+      CU_OK(d->cuMemsetD8Async(c.inPlace ? send : recv, 0xa5,
+                               (c.inPlace ? std::max(inElems, outElems) : outElems) * esz, stream));
       CU_OK(d->cuMemcpyHtoDAsync(inAt, in.data(), in.size(), stream));
       if (lateMs && rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(lateMs));
       if (clbResult_t rc = collective(c, (const void*)inAt, (void*)outAt, n, comm, stream); rc != clbSuccess) {
@@ -240,7 +240,8 @@ std::string neverCalls(const clbUniqueId& id, int rank, int n, std::atomic<int>*
     // rank did (REMOTE_ERROR, its message quoted); processes: the device wait times out.
     const std::string missing = "rank(s) " + std::to_string(n - 1);
     auto expectedCode = [&](clbResult_t r) { return r == clbTimeout || (done && r == clbRemoteError); };
-    if (rc != clbSuccess && !expectedCode(rc)) err = "second call: unexpected " + std::to_string(rc) + ": " + msg;
+    if (rc != clbSuccess && !expectedCode(rc))
+      err = "second call: unexpected " + std::to_string(rc) + ": " + msg;
     else if (!expectedCode(async) || msg.find(missing) == std::string::npos || took > kShortTimeoutMs + 1000)
       err = "after " + std::to_string(took) + " ms the async query says " + std::to_string(async) + " (want " +
             std::to_string(clbTimeout) + " naming " + missing + "): " + msg;

@@ -1,13 +1,12 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// Ranks that share one GPU (processes, and threads of one process), doing what a tensor-parallel decode step does between its
-// collectives: kernels that want whole SMs (as large GEMMs and attention kernels do) on a compute
-// stream, the collectives on a stream of their own ordered after it by events (as PyTorch orders
-// its communication stream), an all-reduce after each "layer" and an all-gather of vocab-parallel
-// logits at the end, eager and captured in a CUDA graph. One rank is late by a few milliseconds
-// before each step, so the others' collectives are already on the GPU while its whole-SM kernels
-// still have to run. No rank may hold up another: every step ends well within the communicator's
-// timeout with every element right.
+// Ranks that share one GPU (processes, and threads of one process), doing what a tensor-parallel decode step does
+// between its collectives: kernels that want whole SMs (as large GEMMs and attention kernels do) on a compute stream,
+// the collectives on a stream of their own ordered after it by events (as PyTorch orders its communication stream), an
+// all-reduce after each "layer" and an all-gather of vocab-parallel logits at the end, eager and captured in a CUDA
+// graph. One rank is late by a few milliseconds before each step, so the others' collectives are already on the GPU
+// while its whole-SM kernels still have to run. No rank may hold up another: every step ends well within the
+// communicator's timeout with every element right.
 //
 // The whole-SM kernel is PTX, JIT-compiled by the driver: each block asks for all the shared
 // memory a block may opt in to, so it runs only on an SM where nothing else is resident, and
@@ -172,7 +171,8 @@ std::string sharedRank(const clbUniqueId& id, int rank, const Shape& sh) {
     // A hang shows here: the step's work ends only once the collectives have (or timed out).
     const auto t0 = std::chrono::steady_clock::now();
     CU_OK(d->cuStreamSynchronize(compute));
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
     clbResult_t async = clbSuccess;
     clbCommGetAsyncError(c, &async);
     if (async != clbSuccess)
@@ -301,8 +301,8 @@ TEST_P(DeviceSharedGpu, NoRankIsHeldUpByAnother) {
     const std::string spec = std::to_string(r) + ":" + sh.name + ":" + hex(id);
     // The MPS server's default hardware queues per client: 32 (which colibri_tests sets for its
     // thread suites) would exceed the server's connections with 8 clients.
-    pid_t pid = clbtest::spawnSelf("DeviceSharedGpuChild.Rank",
-                                   {"CLB_SHARED_CHILD=" + spec, "CUDA_DEVICE_MAX_CONNECTIONS=8"});
+    pid_t pid =
+        clbtest::spawnSelf("DeviceSharedGpuChild.Rank", {"CLB_SHARED_CHILD=" + spec, "CUDA_DEVICE_MAX_CONNECTIONS=8"});
     ASSERT_GT(pid, 0);
     pids.push_back(pid);
   }
@@ -310,8 +310,8 @@ TEST_P(DeviceSharedGpu, NoRankIsHeldUpByAnother) {
   // set-up, a rank process that has not ended is killed.
   const char* rep = getenv("CLB_TEST_REPEAT");
   const int passes = rep ? std::max(1, atoi(rep)) : 1;
-  expectRanksEnd(pids, std::chrono::steady_clock::now() +
-                           std::chrono::milliseconds(2 * kTimeoutMs + 30000 + passes * 2000));
+  expectRanksEnd(pids,
+                 std::chrono::steady_clock::now() + std::chrono::milliseconds(2 * kTimeoutMs + 30000 + passes * 2000));
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedGpu, DeviceSharedGpu, ::testing::ValuesIn(kShapes),
@@ -363,9 +363,12 @@ TEST(DeviceSharedGpuThreads, APlainReplayFailsAtOnceNamingClbGraphLaunch) {
       clbResult_t async = clbSuccess;
       clbCommGetAsyncError(c, &async);
       const std::string msg = clbGetLastError();
-      if (async == clbSuccess) err = "the plain replay was not refused";
-      else if (msg.find("without clbGraphLaunch") == std::string::npos) err = "the error does not name the cause: " + msg;
-      else if (ms > 5000) err = "refused after " + std::to_string(ms) + " ms, not at once";
+      if (async == clbSuccess)
+        err = "the plain replay was not refused";
+      else if (msg.find("without clbGraphLaunch") == std::string::npos)
+        err = "the error does not name the cause: " + msg;
+      else if (ms > 5000)
+        err = "refused after " + std::to_string(ms) + " ms, not at once";
       else if (clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, c, s) == clbSuccess)
         err = "the call after the refusal was accepted";
     }

@@ -67,9 +67,9 @@ std::string splitRank(const clbUniqueId& id, int rank, int n) {
     return "";
   };
   auto checkAll = [&](int round) -> std::string {
-    for (auto [out, members, what] : {std::make_tuple(outRow, &rowMembers, "row"),
-                                      std::make_tuple(outCol, &colMembers, "column"),
-                                      std::make_tuple(outAll, &all, "parent")})
+    for (auto [out, members, what] :
+         {std::make_tuple(outRow, &rowMembers, "row"), std::make_tuple(outCol, &colMembers, "column"),
+          std::make_tuple(outAll, &all, "parent")})
       if (std::string e = check(d, out, count, *members, round, what); !e.empty()) return e;
     return "";
   };

@@ -52,10 +52,26 @@ inline uint64_t inputBits(int rank, size_t i, int salt) {
 // A finite element value from bits (as the host test of the kernels does).
 inline void element(uint8_t* p, clbDataType_t t, uint64_t r) {
   switch (t) {
-    case clbFloat16: { uint16_t h = (uint16_t)(r & 0x3bff); memcpy(p, &h, 2); break; }   // |x| < 1
-    case clbBfloat16: { uint16_t b = (uint16_t)(r & 0xbf7f); memcpy(p, &b, 2); break; }
-    case clbFloat32: { float f = (float)((int64_t)(r >> 12) % 200001 - 100000) / 1024.0f; memcpy(p, &f, 4); break; }
-    case clbFloat64: { double f = (double)((int64_t)(r >> 12) % 2000001 - 1000000) / 4096.0; memcpy(p, &f, 8); break; }
+    case clbFloat16: {
+      uint16_t h = (uint16_t)(r & 0x3bff);
+      memcpy(p, &h, 2);
+      break;
+    }  // |x| < 1
+    case clbBfloat16: {
+      uint16_t b = (uint16_t)(r & 0xbf7f);
+      memcpy(p, &b, 2);
+      break;
+    }
+    case clbFloat32: {
+      float f = (float)((int64_t)(r >> 12) % 200001 - 100000) / 1024.0f;
+      memcpy(p, &f, 4);
+      break;
+    }
+    case clbFloat64: {
+      double f = (double)((int64_t)(r >> 12) % 2000001 - 1000000) / 4096.0;
+      memcpy(p, &f, 8);
+      break;
+    }
     default: memcpy(p, &r, clbTypeSize(t));
   }
 }
@@ -117,9 +133,9 @@ inline std::vector<uint8_t> expected(const Call& c, int rank, int n, int salt) {
 
 inline bool sameBits(const uint8_t* a, const uint8_t* b, size_t esz) { return memcmp(a, b, esz) == 0; }
 
-#define CU_OK(call)                                                                  \
-  do {                                                                               \
-    CUresult rc_ = (call);                                                           \
+#define CU_OK(call)                                                                         \
+  do {                                                                                      \
+    CUresult rc_ = (call);                                                                  \
     if (rc_ != CUDA_SUCCESS) return std::string(#call) + " failed: " + std::to_string(rc_); \
   } while (0)
 
@@ -144,7 +160,7 @@ inline int gpuCount() {
 
 // The rank's GPU's primary context on this thread, a stream of its own, and its communicator.
 inline std::string setUpRank(const Driver* d, const clbUniqueId& id, int rank, int n, CUstream* stream, clbComm_t* comm,
-                      int64_t timeoutMs = 30000) {
+                             int64_t timeoutMs = 30000) {
   CUdevice dev;
   CUcontext ctx;
   CU_OK(d->cuDeviceGet(&dev, rankGpu(d, rank)));
@@ -160,7 +176,7 @@ inline std::string setUpRank(const Driver* d, const clbUniqueId& id, int rank, i
 
 // The GPU (or why there is none), then setUpRank.
 inline std::string openRank(const clbUniqueId& id, int rank, int n, const Driver** d, CUstream* stream, clbComm_t* comm,
-                     int64_t timeoutMs = 30000) {
+                            int64_t timeoutMs = 30000) {
   if (!(*d = gpu())) return "no GPU: " + why;
   return setUpRank(*d, id, rank, n, stream, comm, timeoutMs);
 }

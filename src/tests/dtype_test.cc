@@ -104,10 +104,8 @@ void checkEncode(float f) {
     EXPECT_EQ(b & 0x8000, (bitsOf(f) >> 16) & 0x8000);
     return;
   }
-  ASSERT_EQ(h, refHalf(f)) << "float16 of " << std::hexfloat << f << ", bits " << std::hex
-                           << bitsOf(f);
-  ASSERT_EQ(b, refBf16(f)) << "bfloat16 of " << std::hexfloat << f << ", bits " << std::hex
-                           << bitsOf(f);
+  ASSERT_EQ(h, refHalf(f)) << "float16 of " << std::hexfloat << f << ", bits " << std::hex << bitsOf(f);
+  ASSERT_EQ(b, refBf16(f)) << "bfloat16 of " << std::hexfloat << f << ", bits " << std::hex << bitsOf(f);
 }
 
 // ---- Conversion tests ---------------------------------------------------------------------------
@@ -190,9 +188,9 @@ TEST(DtypeConvert, HalfKnownValues) {
   EXPECT_EQ(floatToHalf(0x1p-25f), 0x0000);  // tie with 0 goes to even (0)
   EXPECT_EQ(floatToHalf(-0x1p-25f), 0x8000);
   EXPECT_EQ(floatToHalf(std::nextafter(0x1p-25f, 1.0f)), 0x0001);
-  EXPECT_EQ(floatToHalf(3 * 0x1p-25f), 0x0002);  // 1.5 ulps: tie, to even (2)
-  EXPECT_EQ(floatToHalf(5 * 0x1p-25f), 0x0002);  // 2.5 ulps: tie, to even (2)
-  EXPECT_EQ(floatToHalf(0x1p-14f), 0x0400);      // smallest normal
+  EXPECT_EQ(floatToHalf(3 * 0x1p-25f), 0x0002);         // 1.5 ulps: tie, to even (2)
+  EXPECT_EQ(floatToHalf(5 * 0x1p-25f), 0x0002);         // 2.5 ulps: tie, to even (2)
+  EXPECT_EQ(floatToHalf(0x1p-14f), 0x0400);             // smallest normal
   EXPECT_EQ(floatToHalf(0x1p-14f - 0x1p-24f), 0x03ff);  // largest subnormal
   EXPECT_EQ(floatToHalf(0x1p-14f - 0x1p-25f), 0x0400);  // tie between 0x3ff (odd) and 0x400
   EXPECT_EQ(floatToHalf(std::nextafter(0x1p-14f - 0x1p-25f, 0.0f)), 0x03ff);
@@ -219,10 +217,10 @@ TEST(DtypeConvert, Bfloat16KnownValues) {
   EXPECT_EQ(floatToBfloat16(1.0f + 0x1p-8f), 0x3f80);      // tie, to even
   EXPECT_EQ(floatToBfloat16(1.0f + 3 * 0x1p-8f), 0x3f82);  // tie, to even (up)
   EXPECT_EQ(floatToBfloat16(std::nextafter(1.0f + 0x1p-8f, 2.0f)), 0x3f81);
-  EXPECT_EQ(floatToBfloat16(2.0f - 0x1p-9f), 0x4000);  // carry into the exponent
+  EXPECT_EQ(floatToBfloat16(2.0f - 0x1p-9f), 0x4000);                     // carry into the exponent
   EXPECT_EQ(floatToBfloat16(std::numeric_limits<float>::max()), 0x7f80);  // rounds to inf
   EXPECT_EQ(floatToBfloat16(floatOf(0x7f7f7fffu)), 0x7f7f);               // just below the tie
-  EXPECT_EQ(floatToBfloat16(floatOf(0x7f7f8000u)), 0x7f80);  // tie with odd 0x7f7f: to inf
+  EXPECT_EQ(floatToBfloat16(floatOf(0x7f7f8000u)), 0x7f80);               // tie with odd 0x7f7f: to inf
   EXPECT_EQ(floatToBfloat16(-HUGE_VALF), 0xff80);
   // Subnormals (bfloat16 shares float's exponent range).
   EXPECT_EQ(floatToBfloat16(0x1p-133f), 0x0001);
@@ -246,14 +244,13 @@ TEST(DtypeConvert, Bfloat16KnownValues) {
 void checkBoundaries(Format fmt) {
   for (uint32_t v = 0; v < fmt.infBits(); ++v) {
     const double lo = refDecode(fmt, static_cast<uint16_t>(v));
-    const double hi = v + 1 < fmt.infBits()
-                          ? refDecode(fmt, static_cast<uint16_t>(v + 1))
-                          : std::ldexp(1.0, fmt.expMax() - fmt.bias);  // first value past max
-    const float mid = static_cast<float>((lo + hi) / 2);                 // exact in float
+    const double hi = v + 1 < fmt.infBits() ? refDecode(fmt, static_cast<uint16_t>(v + 1))
+                                            : std::ldexp(1.0, fmt.expMax() - fmt.bias);  // first value past max
+    const float mid = static_cast<float>((lo + hi) / 2);                                 // exact in float
     ASSERT_EQ(static_cast<double>(mid), (lo + hi) / 2);
     const float lof = static_cast<float>(lo);
-    for (float f : {lof, std::nextafter(lof, 0.0f), std::nextafter(lof, HUGE_VALF), mid,
-                    std::nextafter(mid, 0.0f), std::nextafter(mid, HUGE_VALF)}) {
+    for (float f : {lof, std::nextafter(lof, 0.0f), std::nextafter(lof, HUGE_VALF), mid, std::nextafter(mid, 0.0f),
+                    std::nextafter(mid, HUGE_VALF)}) {
       checkEncode(f);
       checkEncode(-f);
       if (testing::Test::HasFatalFailure()) return;
@@ -281,8 +278,8 @@ TEST(DtypeConvert, RandomFloatsAgainstReference) {
 }
 
 TEST(DtypeConvert, NamesAndValidity) {
-  const char* types[] = {"int8",    "uint8",    "int32",   "uint32",  "int64",
-                         "uint64",  "float16",  "bfloat16", "float32", "float64"};
+  const char* types[] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
+                         "uint64", "float16", "bfloat16", "float32", "float64"};
   for (int t = 0; t < clbNumTypes; ++t) {
     EXPECT_TRUE(clb::validType(t));
     EXPECT_STREQ(clb::typeName(t), types[t]);
@@ -304,9 +301,13 @@ TEST(DtypeConvert, NamesAndValidity) {
 
 size_t elemSize(clbDataType_t t) {
   switch (t) {
-    case clbInt8: case clbUint8: return 1;
-    case clbFloat16: case clbBfloat16: return 2;
-    case clbInt32: case clbUint32: case clbFloat32: return 4;
+    case clbInt8:
+    case clbUint8: return 1;
+    case clbFloat16:
+    case clbBfloat16: return 2;
+    case clbInt32:
+    case clbUint32:
+    case clbFloat32: return 4;
     default: return 8;
   }
 }
@@ -344,7 +345,8 @@ bool intLess(clbDataType_t t, uint64_t a, uint64_t b) {
 
 uint64_t refIntOp(clbDataType_t t, clbRedOp_t op, uint64_t a, uint64_t b) {
   switch (op) {
-    case clbSum: case clbAvg: return truncBits(t, a + b);
+    case clbSum:
+    case clbAvg: return truncBits(t, a + b);
     case clbProd: return truncBits(t, a * b);
     case clbMin: return intLess(t, a, b) ? a : b;
     case clbMax: return intLess(t, b, a) ? a : b;
@@ -363,7 +365,11 @@ double loadFloat(clbDataType_t t, uint64_t raw) {
     case clbFloat16: return refDecode(kHalf, static_cast<uint16_t>(raw));
     case clbBfloat16: return refDecode(kBf16, static_cast<uint16_t>(raw));
     case clbFloat32: return floatOf(static_cast<uint32_t>(raw));
-    default: { double d; std::memcpy(&d, &raw, 8); return d; }
+    default: {
+      double d;
+      std::memcpy(&d, &raw, 8);
+      return d;
+    }
   }
 }
 
@@ -372,14 +378,19 @@ uint64_t storeFloat(clbDataType_t t, double v) {
     case clbFloat16: return refHalf(v);
     case clbBfloat16: return refBf16(v);
     case clbFloat32: return bitsOf(static_cast<float>(v));
-    default: { uint64_t u; std::memcpy(&u, &v, 8); return u; }
+    default: {
+      uint64_t u;
+      std::memcpy(&u, &v, 8);
+      return u;
+    }
   }
 }
 
 template <typename A>
 A refFloatOp(clbRedOp_t op, A a, A b) {
   switch (op) {
-    case clbSum: case clbAvg: return a + b;
+    case clbSum:
+    case clbAvg: return a + b;
     case clbProd: return a * b;
     case clbMin:
       if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<A>::quiet_NaN();
@@ -394,9 +405,8 @@ A refFloatOp(clbRedOp_t op, A a, A b) {
 // Element i of the reduction of `ins` left to right: accumulate, divide for avg when `final`,
 // round once.
 template <typename A>
-uint64_t refFloatReduce(clbDataType_t t, clbRedOp_t op,
-                        const std::vector<std::vector<uint8_t>>& ins, size_t i, bool final,
-                        int nranks) {
+uint64_t refFloatReduce(clbDataType_t t, clbRedOp_t op, const std::vector<std::vector<uint8_t>>& ins, size_t i,
+                        bool final, int nranks) {
   A acc = static_cast<A>(loadFloat(t, rawGet(t, ins[0], i)));
   for (size_t j = 1; j < ins.size(); ++j) {
     acc = refFloatOp<A>(op, acc, static_cast<A>(loadFloat(t, rawGet(t, ins[j], i))));
@@ -405,9 +415,8 @@ uint64_t refFloatReduce(clbDataType_t t, clbRedOp_t op,
   return storeFloat(t, acc);
 }
 
-std::vector<uint8_t> refReduce(clbDataType_t t, clbRedOp_t op,
-                               const std::vector<std::vector<uint8_t>>& ins, size_t n, bool final,
-                               int nranks) {
+std::vector<uint8_t> refReduce(clbDataType_t t, clbRedOp_t op, const std::vector<std::vector<uint8_t>>& ins, size_t n,
+                               bool final, int nranks) {
   std::vector<uint8_t> out(n * elemSize(t));
   for (size_t i = 0; i < n; ++i) {
     uint64_t r;
@@ -430,14 +439,18 @@ bool isNanRaw(clbDataType_t t, uint64_t v) {
     case clbFloat16: return isNanBits(kHalf, static_cast<uint16_t>(v));
     case clbBfloat16: return isNanBits(kBf16, static_cast<uint16_t>(v));
     case clbFloat32: return std::isnan(floatOf(static_cast<uint32_t>(v)));
-    case clbFloat64: { double d; std::memcpy(&d, &v, 8); return std::isnan(d); }
+    case clbFloat64: {
+      double d;
+      std::memcpy(&d, &v, 8);
+      return std::isnan(d);
+    }
     default: return false;
   }
 }
 
 // Bitwise equality, except that any NaN matches any NaN.
-void expectSame(clbDataType_t t, const std::vector<uint8_t>& want, const std::vector<uint8_t>& got,
-                size_t n, const std::string& what) {
+void expectSame(clbDataType_t t, const std::vector<uint8_t>& want, const std::vector<uint8_t>& got, size_t n,
+                const std::string& what) {
   for (size_t i = 0; i < n; ++i) {
     const uint64_t w = rawGet(t, want, i), g = rawGet(t, got, i);
     if (isNanRaw(t, w) && isNanRaw(t, g)) continue;
@@ -466,8 +479,10 @@ std::vector<uint8_t> randomInput(clbDataType_t t, size_t n, std::mt19937_64& rng
       if (pick == 2) d = (rng() & 1) ? 0.0 : -0.0;
       if (pick == 3 && t == clbFloat16) d = std::ldexp(static_cast<double>(rng() % 1024), -24);
       if (pick == 3 && t == clbBfloat16) d = std::ldexp(static_cast<double>(rng() % 128), -133);
-      if (pick == 4 && t != clbFloat64) v = rng();  // any bit pattern at all
-      else v = storeFloat(t, d);
+      if (pick == 4 && t != clbFloat64)
+        v = rng();  // any bit pattern at all
+      else
+        v = storeFloat(t, d);
     }
     rawSet(t, buf, i, v);
   }
@@ -564,8 +579,7 @@ TEST_P(DtypeReduce, Many) {
 }
 
 std::string paramName(const testing::TestParamInfo<std::tuple<int, int>>& info) {
-  return std::string(clb::typeName(std::get<0>(info.param))) + "_" +
-         clb::opName(std::get<1>(info.param));
+  return std::string(clb::typeName(std::get<0>(info.param))) + "_" + clb::opName(std::get<1>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypesOps, DtypeReduce,
@@ -613,10 +627,10 @@ TEST(DtypeSemantics, IntegerAvgTruncatesTowardZero) {
   EXPECT_EQ(final1<int32_t>(7, 0, clbInt32, clbAvg, 3), 2);
   EXPECT_EQ(final1<int8_t>(-7, 0, clbInt8, clbAvg, 3), -2);
   EXPECT_EQ(final1<int64_t>(-7, 0, clbInt64, clbAvg, 3), -2);
-  EXPECT_EQ(final1<int8_t>(100, 100, clbInt8, clbAvg, 2), -28);  // wrapped sum -56, then / 2
-  EXPECT_EQ(final1<uint8_t>(200, 100, clbUint8, clbAvg, 3), 14);  // wrapped sum 44, then / 3
+  EXPECT_EQ(final1<int8_t>(100, 100, clbInt8, clbAvg, 2), -28);                    // wrapped sum -56, then / 2
+  EXPECT_EQ(final1<uint8_t>(200, 100, clbUint8, clbAvg, 3), 14);                   // wrapped sum 44, then / 3
   EXPECT_EQ(final1<uint32_t>(0xfffffffau, 0, clbUint32, clbAvg, 3), 0x55555553u);  // unsigned
-  EXPECT_EQ(final1<int8_t>(100, 50, clbInt8, clbAvg, 200), 0);  // large nranks is not truncated
+  EXPECT_EQ(final1<int8_t>(100, 50, clbInt8, clbAvg, 200), 0);                     // large nranks is not truncated
   EXPECT_EQ(final1<int8_t>(-100, -50, clbInt8, clbAvg, 300), 0);
   // Other ops ignore nranks.
   EXPECT_EQ(final1<int32_t>(-7, 1, clbInt32, clbSum, 3), -6);
@@ -641,9 +655,19 @@ TEST(DtypeSemantics, IntegerAvgManyDivisors) {
     const int bits = static_cast<int>(elemSize(type)) * 8;
     const uint64_t top = uint64_t{1} << (bits - 1);
     // Extremes and their neighbours, and values just around multiples of small divisors.
-    const uint64_t special[] = {0, 1, top - 1, top, top + 1, truncBits(type, ~uint64_t{0}),
-                                truncBits(type, ~uint64_t{0} - 1), 6, 7, 8, truncBits(type, -6),
-                                truncBits(type, -7), truncBits(type, -8)};
+    const uint64_t special[] = {0,
+                                1,
+                                top - 1,
+                                top,
+                                top + 1,
+                                truncBits(type, ~uint64_t{0}),
+                                truncBits(type, ~uint64_t{0} - 1),
+                                6,
+                                7,
+                                8,
+                                truncBits(type, -6),
+                                truncBits(type, -7),
+                                truncBits(type, -8)};
     for (size_t i = 0; i < sizeof special / sizeof special[0]; ++i) rawSet(type, in, i, special[i]);
     for (int d : divisors) {
       std::vector<uint8_t> out(in.size());

@@ -97,7 +97,8 @@ void paramSources(const std::vector<Instr>& code, size_t before, const std::stri
       if (d.args.size() > 1 && std::regex_match(d.args[1], m, at)) {
         const long off = m[3].matched ? std::stol(m[3]) : 0;
         const std::string base = m[1];
-        if (base.find("_param_") != std::string::npos) out->insert(off);
+        if (base.find("_param_") != std::string::npos)
+          out->insert(off);
         else {  // [%rdX+off] with %rdX the parameter block's address
           std::set<long> baseOffs;
           paramSources(code, k, base, &baseOffs, depth + 1);

@@ -41,7 +41,8 @@ TEST(LastError, EmptyAfterEveryCallThatSucceeds) {
       {"clbCommMemStats", [&] { return clbCommMemStats(comm, &st); }},
       {"clbCommLastAlgorithm", [&] { return clbCommLastAlgorithm(comm, &i); }},
       {"clbCommInfo", [&] { return clbCommInfo(comm, info, sizeof info); }},
-      {"clbCommGetAsyncError", [&] {
+      {"clbCommGetAsyncError",
+       [&] {
          clbResult_t a;
          return clbCommGetAsyncError(comm, &a);
        }},

@@ -56,18 +56,18 @@ TEST(LaunchMeet, NobodyLaunchesBeforeAllArriveNorLeavesBeforeAllLaunched) {
   std::vector<std::atomic<int>> arrived(n), launched(n);
   std::atomic<int> violations{0};
   withRanks(n, 10000, [&](int r, clbComm* comm) {
-      for (int k = 1; k <= rounds; k++) {
-        if (k % 7 == r) std::this_thread::sleep_for(std::chrono::microseconds(200));  // someone is late
-        arrived[r].store(k);
-        if (meet.arrive(comm, call(k), 0) != clbSuccess) violations++;
-        for (int p = 0; p < n; p++)
-          if (arrived[p].load() < k) violations++;  // launching while p is still outside the call
-        if (k % 5 == r) std::this_thread::sleep_for(std::chrono::microseconds(200));  // a slow launch
-        launched[r].store(k);
-        if (meet.launched(comm) != clbSuccess) violations++;
-        for (int p = 0; p < n; p++)
-          if (launched[p].load() < k) violations++;  // returning while p has not launched
-      }
+    for (int k = 1; k <= rounds; k++) {
+      if (k % 7 == r) std::this_thread::sleep_for(std::chrono::microseconds(200));  // someone is late
+      arrived[r].store(k);
+      if (meet.arrive(comm, call(k), 0) != clbSuccess) violations++;
+      for (int p = 0; p < n; p++)
+        if (arrived[p].load() < k) violations++;  // launching while p is still outside the call
+      if (k % 5 == r) std::this_thread::sleep_for(std::chrono::microseconds(200));  // a slow launch
+      launched[r].store(k);
+      if (meet.launched(comm) != clbSuccess) violations++;
+      for (int p = 0; p < n; p++)
+        if (launched[p].load() < k) violations++;  // returning while p has not launched
+    }
   });
   EXPECT_EQ(violations.load(), 0);
 }
@@ -128,14 +128,15 @@ TEST(LaunchMeet, MemberThatNeverComesIsNamedAtTheTimeoutAndWarnedAboutBefore) {
     const auto end = std::chrono::steady_clock::now();
     auto took = std::chrono::duration_cast<std::chrono::milliseconds>(end - t0).count();
     auto sinceFirst = std::chrono::duration_cast<std::chrono::milliseconds>(
-        end.time_since_epoch() - std::chrono::steady_clock::duration(firstStart.load())).count();
+                          end.time_since_epoch() - std::chrono::steady_clock::duration(firstStart.load()))
+                          .count();
     gaveUp++;
     // Its own timeout, or (a moment later) the other waiting member's, which it learns at once: at
     // least the timeout after its own start, or after the other's (the earlier).
     EXPECT_TRUE(rc == clbTimeout || rc == clbRemoteError) << rc << ": " << msg;
     EXPECT_NE(msg.find("for rank(s) 2"), std::string::npos) << msg;
-    EXPECT_GE(rc == clbTimeout ? took : sinceFirst, 600) << "took " << took << " ms, " << sinceFirst
-                                                         << " ms since the first member's start";
+    EXPECT_GE(rc == clbTimeout ? took : sinceFirst, 600)
+        << "took " << took << " ms, " << sinceFirst << " ms since the first member's start";
     EXPECT_LT(took, 1600);
     finished++;
     while (finished.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // nobody closes early

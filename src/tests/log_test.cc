@@ -226,7 +226,8 @@ TEST_F(Log, CallbacksSwapSafelyWhileThreadsLog) {
   stop = true;
   for (std::thread& t : loggers) t.join();
   testing::internal::GetCapturedStderr();
-  EXPECT_EQ(a.afterRemoval.load() + b.afterRemoval.load(), 0) << "a callback ran after clbSetLogCallback swapped it out";
+  EXPECT_EQ(a.afterRemoval.load() + b.afterRemoval.load(), 0)
+      << "a callback ran after clbSetLogCallback swapped it out";
   EXPECT_EQ(a.calls.load() + b.calls.load(), afterUninstall) << "a callback ran after it was removed";
   EXPECT_EQ(swapsWithCalls, rounds - rounds / 3) << "an installed callback got no line";
   EXPECT_GT(emitted.load(), 0);

@@ -16,9 +16,9 @@
 namespace {
 
 TEST(NcclAbi, ResultsTypesAndOperationsHaveNcclsValues) {
-  const int results[] = {ncclSuccess,        ncclUnhandledCudaError, ncclSystemError, ncclInternalError,
-                         ncclInvalidArgument, ncclInvalidUsage,      ncclRemoteError, ncclInProgress,
-                         ncclNumResults};
+  const int results[] = {ncclSuccess,       ncclUnhandledCudaError, ncclSystemError,
+                         ncclInternalError, ncclInvalidArgument,    ncclInvalidUsage,
+                         ncclRemoteError,   ncclInProgress,         ncclNumResults};
   for (int i = 0; i < 9; i++) EXPECT_EQ(results[i], i) << "ncclResult_t enumerator " << i;
   EXPECT_EQ(ncclInt8, 0);
   EXPECT_EQ(ncclChar, 0);
@@ -55,8 +55,8 @@ TEST(NcclAbi, ResultsTypesAndOperationsHaveNcclsValues) {
 TEST(NcclAbi, UniqueIdIs128BytesAndVersionIs2_28) {
   EXPECT_EQ(sizeof(ncclUniqueId), 128u);
   EXPECT_EQ(alignof(ncclUniqueId), 1u);
-  EXPECT_EQ(NCCL_VERSION(2, 8, 4), 2804);     // up to 2.8: three digits for minor and patch
-  EXPECT_EQ(NCCL_VERSION(2, 28, 9), 22809);   // later: four
+  EXPECT_EQ(NCCL_VERSION(2, 8, 4), 2804);    // up to 2.8: three digits for minor and patch
+  EXPECT_EQ(NCCL_VERSION(2, 28, 9), 22809);  // later: four
   EXPECT_EQ(NCCL_VERSION(2, 28, 3), 22803);
   EXPECT_EQ(NCCL_VERSION_CODE, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH));
   EXPECT_EQ(NCCL_SPLIT_NOCOLOR, -1);

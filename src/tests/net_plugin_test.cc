@@ -44,8 +44,7 @@ TEST(NetPlugin, PluginDirIsLookedInFirst) {
   const clbNetPlugin_v1_t* p = nullptr;
   PluginDir dir("/nonexistent-colibri-plugins");
   ASSERT_EQ(clb::loadNetPlugin("nosuchnet", &p), clbUnsupported);
-  EXPECT_NE(lastError().find("/nonexistent-colibri-plugins/libcolibri_nosuchnet.so"), std::string::npos)
-      << lastError();
+  EXPECT_NE(lastError().find("/nonexistent-colibri-plugins/libcolibri_nosuchnet.so"), std::string::npos) << lastError();
 }
 
 TEST(NetPlugin, OtherInterfaceVersionIsRefusedNamingBoth) {
@@ -93,11 +92,11 @@ TEST(NetPlugin, VerbsPluginLoadsFromBesideTheCoreAndExportsOnlyItsTable) {
   EXPECT_EQ(p->size, sizeof(clbNetPlugin_v1_t));
   EXPECT_STREQ(p->name, "verbs");
   EXPECT_EQ(p->transport, clbTransportVerbs);
-  for (auto* f : {(void*)p->init, (void*)p->connect, (void*)p->destroy, (void*)p->prepare, (void*)p->acquireSend,
-                  (void*)p->postSend, (void*)p->waitRecv, (void*)p->releaseRecv, (void*)p->finish, (void*)p->trim,
-                  (void*)p->sendFrom, (void*)p->stats, (void*)p->deviceSupport, (void*)p->devicePlan,
-                  (void*)p->peerOpen, (void*)p->peerConnect, (void*)p->peerStart, (void*)p->trySend,
-                  (void*)p->tryRecv, (void*)p->peerOpenDevice})
+  for (auto* f : {(void*)p->init,          (void*)p->connect,    (void*)p->destroy,  (void*)p->prepare,
+                  (void*)p->acquireSend,   (void*)p->postSend,   (void*)p->waitRecv, (void*)p->releaseRecv,
+                  (void*)p->finish,        (void*)p->trim,       (void*)p->sendFrom, (void*)p->stats,
+                  (void*)p->deviceSupport, (void*)p->devicePlan, (void*)p->peerOpen, (void*)p->peerConnect,
+                  (void*)p->peerStart,     (void*)p->trySend,    (void*)p->tryRecv,  (void*)p->peerOpenDevice})
     EXPECT_NE(f, nullptr);
   EXPECT_TRUE(clb::netPluginHasPeers(p));
   EXPECT_TRUE(clb::netPluginHasDevicePeers(p));

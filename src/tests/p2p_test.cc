@@ -43,31 +43,110 @@ struct Buf {
   void set(size_t i, double v) {
     char* p = bytes.data() + i * clbTypeSize(type);
     switch (type) {
-      case clbInt8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); break; }
-      case clbUint8: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
-      case clbInt32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
-      case clbUint32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
-      case clbInt64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
-      case clbUint64: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; }
-      case clbFloat16: { uint16_t x = clb::floatToHalf((float)v); memcpy(p, &x, 2); break; }
-      case clbBfloat16: { uint16_t x = clb::floatToBfloat16((float)v); memcpy(p, &x, 2); break; }
-      case clbFloat32: { float x = (float)v; memcpy(p, &x, 4); break; }
-      default: { memcpy(p, &v, 8); break; }
+      case clbInt8: {
+        int8_t x = (int8_t)v;
+        memcpy(p, &x, 1);
+        break;
+      }
+      case clbUint8: {
+        uint8_t x = (uint8_t)v;
+        memcpy(p, &x, 1);
+        break;
+      }
+      case clbInt32: {
+        int32_t x = (int32_t)v;
+        memcpy(p, &x, 4);
+        break;
+      }
+      case clbUint32: {
+        uint32_t x = (uint32_t)v;
+        memcpy(p, &x, 4);
+        break;
+      }
+      case clbInt64: {
+        int64_t x = (int64_t)v;
+        memcpy(p, &x, 8);
+        break;
+      }
+      case clbUint64: {
+        uint64_t x = (uint64_t)v;
+        memcpy(p, &x, 8);
+        break;
+      }
+      case clbFloat16: {
+        uint16_t x = clb::floatToHalf((float)v);
+        memcpy(p, &x, 2);
+        break;
+      }
+      case clbBfloat16: {
+        uint16_t x = clb::floatToBfloat16((float)v);
+        memcpy(p, &x, 2);
+        break;
+      }
+      case clbFloat32: {
+        float x = (float)v;
+        memcpy(p, &x, 4);
+        break;
+      }
+      default: {
+        memcpy(p, &v, 8);
+        break;
+      }
     }
   }
   double get(size_t i) const {
     const char* p = bytes.data() + i * clbTypeSize(type);
     switch (type) {
-      case clbInt8: { int8_t x; memcpy(&x, p, 1); return x; }
-      case clbUint8: { uint8_t x; memcpy(&x, p, 1); return x; }
-      case clbInt32: { int32_t x; memcpy(&x, p, 4); return x; }
-      case clbUint32: { uint32_t x; memcpy(&x, p, 4); return x; }
-      case clbInt64: { int64_t x; memcpy(&x, p, 8); return (double)x; }
-      case clbUint64: { uint64_t x; memcpy(&x, p, 8); return (double)x; }
-      case clbFloat16: { uint16_t x; memcpy(&x, p, 2); return clb::halfToFloat(x); }
-      case clbBfloat16: { uint16_t x; memcpy(&x, p, 2); return clb::bfloat16ToFloat(x); }
-      case clbFloat32: { float x; memcpy(&x, p, 4); return x; }
-      default: { double x; memcpy(&x, p, 8); return x; }
+      case clbInt8: {
+        int8_t x;
+        memcpy(&x, p, 1);
+        return x;
+      }
+      case clbUint8: {
+        uint8_t x;
+        memcpy(&x, p, 1);
+        return x;
+      }
+      case clbInt32: {
+        int32_t x;
+        memcpy(&x, p, 4);
+        return x;
+      }
+      case clbUint32: {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        return x;
+      }
+      case clbInt64: {
+        int64_t x;
+        memcpy(&x, p, 8);
+        return (double)x;
+      }
+      case clbUint64: {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        return (double)x;
+      }
+      case clbFloat16: {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        return clb::halfToFloat(x);
+      }
+      case clbBfloat16: {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        return clb::bfloat16ToFloat(x);
+      }
+      case clbFloat32: {
+        float x;
+        memcpy(&x, p, 4);
+        return x;
+      }
+      default: {
+        double x;
+        memcpy(&x, p, 8);
+        return x;
+      }
     }
   }
   // The guard byte after the last element is untouched.
@@ -119,14 +198,14 @@ class PeerProcesses : public OverNets {};
   CLB_TRANSPORT_SCOPE(scope, GetParam()); \
   const int transport = clbtest::netTransport(GetParam())
 
-const clbDataType_t kAllTypes[] = {clbInt8,    clbUint8,    clbInt32,   clbUint32,  clbInt64,
-                                   clbUint64,  clbFloat16,  clbBfloat16, clbFloat32, clbFloat64};
+const clbDataType_t kAllTypes[] = {clbInt8,   clbUint8,   clbInt32,    clbUint32,  clbInt64,
+                                   clbUint64, clbFloat16, clbBfloat16, clbFloat32, clbFloat64};
 
 // ---- the matrix: ranks x transports x counts, every type ----
 
 // Counts: 0, 1, 7, 1 000 003, and (kBeyondCap) one whose bytes exceed the staging cap the case
 // configures (64 KiB), so that it only goes through in many messages of one FIFO.
-constexpr size_t kBeyondCap = SIZE_MAX;  // marker, replaced by capElements()
+constexpr size_t kBeyondCap = SIZE_MAX;   // marker, replaced by capElements()
 constexpr int64_t kSmallCap = 256 << 10;  // above the 4 KiB ring and the 64 KiB FIFO, below the message
 size_t capElements(clbDataType_t t) { return (size_t)(3 * kSmallCap) / clbTypeSize(t) + 5; }
 
@@ -166,7 +245,8 @@ TEST_P(PeerMatrix, RingExchangeAllToAllGatherScatterReduce) {
             }
             ASSERT_EQ(clbGroupEnd(), clbSuccess) << what << ": " << clbGetLastError();
             for (size_t i = 0; i < count; i++)
-              ASSERT_EQ(in.get(i), value(t, prev, r, i)) << "ring exchange " << what << " rank " << r << " element " << i;
+              ASSERT_EQ(in.get(i), value(t, prev, r, i))
+                  << "ring exchange " << what << " rank " << r << " element " << i;
             ASSERT_TRUE(in.guardIntact()) << what;
           }
           if (count > 100000) continue;  // all-to-all of n blocks of a million: covered by the pairs
@@ -179,10 +259,14 @@ TEST_P(PeerMatrix, RingExchangeAllToAllGatherScatterReduce) {
                 << what << ": " << clbGetLastError();
             ASSERT_EQ(clbGroupStart(), clbSuccess);
             for (int p = n - 1; p >= 0; p--) {
-              ASSERT_EQ(clbRecv(static_cast<char*>(recv2.data()) + p * count * clbTypeSize(t), count, t, p, comm, nullptr),
-                        clbSuccess) << clbGetLastError();
-              ASSERT_EQ(clbSend(static_cast<char*>(send.data()) + p * count * clbTypeSize(t), count, t, p, comm, nullptr),
-                        clbSuccess) << clbGetLastError();
+              ASSERT_EQ(
+                  clbRecv(static_cast<char*>(recv2.data()) + p * count * clbTypeSize(t), count, t, p, comm, nullptr),
+                  clbSuccess)
+                  << clbGetLastError();
+              ASSERT_EQ(
+                  clbSend(static_cast<char*>(send.data()) + p * count * clbTypeSize(t), count, t, p, comm, nullptr),
+                  clbSuccess)
+                  << clbGetLastError();
             }
             ASSERT_EQ(clbGroupEnd(), clbSuccess) << what << ": " << clbGetLastError();
             for (int p = 0; p < n; p++)
@@ -196,7 +280,8 @@ TEST_P(PeerMatrix, RingExchangeAllToAllGatherScatterReduce) {
             const int root = n - 1;
             Buf mine(t, count), all(t, count * n);
             for (size_t i = 0; i < count; i++) mine.set(i, value(t, r, root, i));
-            ASSERT_EQ(clbGather(mine.data(), r == root ? all.data() : nullptr, count, t, root, comm, nullptr), clbSuccess)
+            ASSERT_EQ(clbGather(mine.data(), r == root ? all.data() : nullptr, count, t, root, comm, nullptr),
+                      clbSuccess)
                 << what << ": " << clbGetLastError();
             if (r == root)
               for (int p = 0; p < n; p++)
@@ -206,12 +291,14 @@ TEST_P(PeerMatrix, RingExchangeAllToAllGatherScatterReduce) {
             for (int p = 0; p < n; p++)
               for (size_t i = 0; i < count; i++) parts.set(p * count + i, value(t, r, p, i));
             ASSERT_EQ(clbScatter(r == root ? parts.data() : nullptr, got.data(), count, t, root, comm, nullptr),
-                      clbSuccess) << what << ": " << clbGetLastError();
+                      clbSuccess)
+                << what << ": " << clbGetLastError();
             for (size_t i = 0; i < count; i++) ASSERT_EQ(got.get(i), value(t, root, r, i)) << "scatter " << what;
             for (clbRedOp_t op : {clbSum, clbMax, clbMin}) {
               Buf red(t, count);
               ASSERT_EQ(clbReduce(mine.data(), r == root ? red.data() : nullptr, count, t, op, root, comm, nullptr),
-                        clbSuccess) << what << ": " << clbGetLastError();
+                        clbSuccess)
+                  << what << ": " << clbGetLastError();
               if (r != root) continue;
               for (size_t i = 0; i < count; i++) {
                 double want = value(t, 0, root, i);
@@ -228,16 +315,16 @@ TEST_P(PeerMatrix, RingExchangeAllToAllGatherScatterReduce) {
   expectInitOk(errors);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Host, PeerMatrix,
-    ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
-                       ::testing::ValuesIn(clbtest::allNets()),
-                       ::testing::Values(size_t(0), size_t(1), size_t(7), size_t(1000003), kBeyondCap)),
-    [](const auto& info) {
-      const size_t c = std::get<2>(info.param);
-      return "n" + std::to_string(std::get<0>(info.param)) + "_" + clbtest::netName(std::get<1>(info.param)) + "_" +
-             (c == kBeyondCap ? std::string("beyondCap") : "c" + std::to_string(c));
-    });
+INSTANTIATE_TEST_SUITE_P(Host, PeerMatrix,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 8), ::testing::ValuesIn(clbtest::allNets()),
+                                            ::testing::Values(size_t(0), size_t(1), size_t(7), size_t(1000003),
+                                                              kBeyondCap)),
+                         [](const auto& info) {
+                           const size_t c = std::get<2>(info.param);
+                           return "n" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  clbtest::netName(std::get<1>(info.param)) + "_" +
+                                  (c == kBeyondCap ? std::string("beyondCap") : "c" + std::to_string(c));
+                         });
 
 // ---- groups ----
 
@@ -391,7 +478,9 @@ TEST_P(PeerSendRecv, ASendToItselfGoesToItsReceiveInTheSameGroupOnly) {
 TEST_P(PeerAllToAllv, UnevenCountsWithEmptyPairs) {
   NET_SCOPE();
   for (int n : {1, 2, 3, 5, 8}) {
-    auto cnt = [](int from, int to) { return (size_t)((from * 5 + to * 3) % 4 == 0 ? 0 : (from + 2 * to) % 7 * 1111 + 1); };
+    auto cnt = [](int from, int to) {
+      return (size_t)((from * 5 + to * 3) % 4 == 0 ? 0 : (from + 2 * to) % 7 * 1111 + 1);
+    };
     auto errors = runRanks(n, transport, [&](int r, clbComm_t comm) {
       std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
       size_t so = 0, ro = 0;
@@ -403,8 +492,10 @@ TEST_P(PeerAllToAllv, UnevenCountsWithEmptyPairs) {
       std::vector<double> send(so), recv(ro + 1, -1.0);
       for (int p = 0; p < n; p++)
         for (size_t i = 0; i < sc[p]; i++) send[sd[p] + i] = value(clbFloat64, r, p, i);
-      ASSERT_EQ(clbAllToAllv(send.data(), sc.data(), sd.data(), recv.data(), rc.data(), rd.data(), clbFloat64, comm,
-                             nullptr), clbSuccess) << clbGetLastError();
+      ASSERT_EQ(
+          clbAllToAllv(send.data(), sc.data(), sd.data(), recv.data(), rc.data(), rd.data(), clbFloat64, comm, nullptr),
+          clbSuccess)
+          << clbGetLastError();
       for (int p = 0; p < n; p++)
         for (size_t i = 0; i < rc[p]; i++)
           ASSERT_EQ(recv[rd[p] + i], value(clbFloat64, p, r, i)) << "n " << n << " rank " << r << " from " << p;
@@ -444,10 +535,10 @@ TEST_P(PeerAllToAllv, EmptyBlocksIgnoreTheirDisplacementsEvenOnNullOrPastTheAddr
       std::vector<float> send(kLen, -2.f), recv(kLen, -1.f);
       for (int p = 0; p < 2; p++)
         for (size_t i = 0; i < l.send.counts[p]; i++) send[l.send.displs[p] + i] = (float)value(clbFloat32, r, p, i);
-      ASSERT_EQ(clbAllToAllv(l.send.null ? nullptr : send.data(), l.send.counts, l.send.displs,
-                             l.recv.null ? nullptr : recv.data(), l.recv.counts, l.recv.displs, clbFloat32, comm,
-                             nullptr),
-                clbSuccess)
+      ASSERT_EQ(
+          clbAllToAllv(l.send.null ? nullptr : send.data(), l.send.counts, l.send.displs,
+                       l.recv.null ? nullptr : recv.data(), l.recv.counts, l.recv.displs, clbFloat32, comm, nullptr),
+          clbSuccess)
           << "round " << round << " rank " << r << ": " << clbGetLastError();
       std::vector<float> want(kLen, -1.f);
       for (int p = 0; p < 2; p++)
@@ -478,8 +569,8 @@ TEST_P(PeerAllToAll, InPlaceEveryRankGetsWhatOutOfPlaceGives) {
             for (int p = 0; p < n; p++) {
               for (size_t i = 0; i < count; i++) {
                 ASSERT_EQ(b.get(p * count + i), value(t, p, r, i))
-                    << "n " << n << " transport " << transport << " count " << count << " type " << t << " rank "
-                    << r << " from " << p << " element " << i;
+                    << "n " << n << " transport " << transport << " count " << count << " type " << t << " rank " << r
+                    << " from " << p << " element " << i;
               }
             }
             ASSERT_TRUE(b.guardIntact());
@@ -496,7 +587,9 @@ TEST_P(PeerAllToAll, InPlaceEveryRankGetsWhatOutOfPlaceGives) {
           for (int p = 0; p < n; p++)
             for (size_t i = 0; i < counts[p]; i++) v.set(displs[p] + i, value(clbFloat32, r, p, i));
           ASSERT_EQ(clbAllToAllv(v.data(), counts.data(), displs.data(), v.data(), counts.data(), displs.data(),
-                                 clbFloat32, comm, nullptr), clbSuccess) << clbGetLastError();
+                                 clbFloat32, comm, nullptr),
+                    clbSuccess)
+              << clbGetLastError();
           for (int p = 0; p < n; p++) {
             for (size_t i = 0; i < counts[p]; i++) {
               ASSERT_EQ(v.get(displs[p] + i), value(clbFloat32, p, r, i))
@@ -523,7 +616,9 @@ TEST_P(PeerRooted, InPlaceAndEveryRootAvgAndProd) {
       for (size_t i = 0; i < count; i++) mine[i] = r * 1000003 + (int64_t)i;
       if (r == root) std::copy(mine.begin(), mine.end(), all.begin() + root * count);
       ASSERT_EQ(clbGather(r == root ? all.data() + root * count : mine.data(), all.data(), count, clbInt64, root, comm,
-                          nullptr), clbSuccess) << clbGetLastError();
+                          nullptr),
+                clbSuccess)
+          << clbGetLastError();
       if (r == root)
         for (int p = 0; p < n; p++)
           for (size_t i = 0; i < count; i++) ASSERT_EQ(all[p * count + i], p * 1000003 + (int64_t)i);
@@ -531,14 +626,17 @@ TEST_P(PeerRooted, InPlaceAndEveryRootAvgAndProd) {
       std::vector<int64_t> parts(count * n), got(count, -1);
       for (size_t i = 0; i < parts.size(); i++) parts[i] = root * 5000000 + (int64_t)i;
       ASSERT_EQ(clbScatter(parts.data(), r == root ? parts.data() + root * count : got.data(), count, clbInt64, root,
-                           comm, nullptr), clbSuccess) << clbGetLastError();
+                           comm, nullptr),
+                clbSuccess)
+          << clbGetLastError();
       const int64_t* mineGot = r == root ? parts.data() + root * count : got.data();
       for (size_t i = 0; i < count; i++) ASSERT_EQ(mineGot[i], root * 5000000 + (int64_t)(r * count + i));
       // reduce avg (float64, exact here) in place at the root, and prod (int64) out of place
       std::vector<double> v(count);
       for (size_t i = 0; i < count; i++) v[i] = (double)(r * 3 + (int)(i % 5));
       ASSERT_EQ(clbReduce(v.data(), r == root ? v.data() : nullptr, count, clbFloat64, clbAvg, root, comm, nullptr),
-                clbSuccess) << clbGetLastError();
+                clbSuccess)
+          << clbGetLastError();
       if (r == root)
         for (size_t i = 0; i < count; i++) ASSERT_DOUBLE_EQ(v[i], (0 + 3 + 6) / 3.0 + (double)(i % 5));
       std::vector<int64_t> f(count), prod(count, -1);
@@ -568,10 +666,13 @@ TEST_P(PeerBadInput, EachRefusalNamesTheArgument) {
       clbResult_t rc;
       const char* says;
     } cases[] = {
-        {[&] { return clbSend(x, 1, clbInt32, 2, comm, nullptr); }, clbInvalidArgument, "peer=2 is out of range for 2 ranks"},
+        {[&] { return clbSend(x, 1, clbInt32, 2, comm, nullptr); }, clbInvalidArgument,
+         "peer=2 is out of range for 2 ranks"},
         {[&] { return clbRecv(x, 1, clbInt32, -1, comm, nullptr); }, clbInvalidArgument, "peer=-1 is out of range"},
-        {[&] { return clbSend(nullptr, 3, clbInt32, 1 - r, comm, nullptr); }, clbInvalidArgument, "buffer is NULL with count=3"},
-        {[&] { return clbRecv(x, 1, (clbDataType_t)42, 1 - r, comm, nullptr); }, clbInvalidArgument, "unknown data type 42"},
+        {[&] { return clbSend(nullptr, 3, clbInt32, 1 - r, comm, nullptr); }, clbInvalidArgument,
+         "buffer is NULL with count=3"},
+        {[&] { return clbRecv(x, 1, (clbDataType_t)42, 1 - r, comm, nullptr); }, clbInvalidArgument,
+         "unknown data type 42"},
         {[&] { return clbSend(x, SIZE_MAX / 2, clbInt32, 1 - r, comm, nullptr); }, clbInvalidArgument, "overflows"},
         {[&] { return clbAllToAllv(x, nullptr, displs, x + 4, counts, displs, clbInt32, comm, nullptr); },
          clbInvalidArgument, "sendcounts is NULL"},
@@ -579,7 +680,8 @@ TEST_P(PeerBadInput, EachRefusalNamesTheArgument) {
         {[&] { return clbAllToAllv(x, counts, displs, x, counts, swapped, clbInt32, comm, nullptr); },
          clbInvalidArgument, "not as in place (the same counts and displacements for sending and receiving)"},
         {[&] { return clbGather(x, x, 1, clbInt32, 3, comm, nullptr); }, clbInvalidArgument, "root=3 is out of range"},
-        {[&] { return clbScatter(x, x, 1, clbInt32, -2, comm, nullptr); }, clbInvalidArgument, "root=-2 is out of range"},
+        {[&] { return clbScatter(x, x, 1, clbInt32, -2, comm, nullptr); }, clbInvalidArgument,
+         "root=-2 is out of range"},
         {[&] { return clbReduce(x, x, 1, clbInt32, (clbRedOp_t)9, 0, comm, nullptr); }, clbInvalidArgument,
          "unknown reduction op 9"},
         {[&] { return clbReduce(x, x + 1, 2, clbInt32, clbSum, r, comm, nullptr); }, clbInvalidArgument, "overlap"},
@@ -808,17 +910,20 @@ TEST_P(PeerBadInput, EveryBufferWhoseEndWrapsTheAddressSpaceIsRefused) {
 TEST_P(PeerSendRecv, ASmallSendReturnsBeforeItsReceiveIsPosted) {
   NET_SCOPE();
   {
-    auto errors = runRanks(2, transport, [&](int r, clbComm_t comm) {
-      int64_t x = 7, y = 0;
-      if (r == 1) {
-        ASSERT_EQ(clbSend(&x, 1, clbInt64, 0, comm, nullptr), clbSuccess) << clbGetLastError();
-        ASSERT_EQ(clbBarrier(comm, nullptr), clbSuccess) << clbGetLastError();
-      } else {
-        ASSERT_EQ(clbBarrier(comm, nullptr), clbSuccess) << clbGetLastError();
-        ASSERT_EQ(clbRecv(&y, 1, clbInt64, 1, comm, nullptr), clbSuccess) << clbGetLastError();
-        EXPECT_EQ(y, 7);
-      }
-    }, 64 << 10, CLB_DEFAULT_STAGING_CAP_BYTES, 3000);
+    auto errors = runRanks(
+        2, transport,
+        [&](int r, clbComm_t comm) {
+          int64_t x = 7, y = 0;
+          if (r == 1) {
+            ASSERT_EQ(clbSend(&x, 1, clbInt64, 0, comm, nullptr), clbSuccess) << clbGetLastError();
+            ASSERT_EQ(clbBarrier(comm, nullptr), clbSuccess) << clbGetLastError();
+          } else {
+            ASSERT_EQ(clbBarrier(comm, nullptr), clbSuccess) << clbGetLastError();
+            ASSERT_EQ(clbRecv(&y, 1, clbInt64, 1, comm, nullptr), clbSuccess) << clbGetLastError();
+            EXPECT_EQ(y, 7);
+          }
+        },
+        64 << 10, CLB_DEFAULT_STAGING_CAP_BYTES, 3000);
     expectInitOk(errors);
   }
 }
@@ -1020,15 +1125,16 @@ void runProcesses(int n, int transport) {
   ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
   std::vector<pid_t> pids;
   for (int r = 0; r < n; r++)
-    pids.push_back(clbtest::spawnSelf("PeerChild.RingAndAllToAll",
-                                      {"CLB_P2P_ID=" + clbtest::hex(id), "CLB_P2P_RANK=" + std::to_string(r),
-                                       "CLB_P2P_NRANKS=" + std::to_string(n),
-                                       "CLB_P2P_TRANSPORT=" + std::to_string(transport)}));
+    pids.push_back(
+        clbtest::spawnSelf("PeerChild.RingAndAllToAll",
+                           {"CLB_P2P_ID=" + clbtest::hex(id), "CLB_P2P_RANK=" + std::to_string(r),
+                            "CLB_P2P_NRANKS=" + std::to_string(n), "CLB_P2P_TRANSPORT=" + std::to_string(transport)}));
   for (int r = 0; r < n; r++) {
     ASSERT_GT(pids[r], 0);
     int status = 0;
     ASSERT_EQ(waitpid(pids[r], &status, 0), pids[r]);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank process " << r << " failed (status " << status << ")";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "rank process " << r << " failed (status " << status << ")";
   }
   clbUniqueIdRelease(&id);
 }
@@ -1127,7 +1233,8 @@ TEST(PeerVerbs, PairsMoveOverQueuePairsOfTheirOwn) {
   for (int r = 0; r < n; r++)
     for (int p = 0; p < n; p++) {
       if (p == r) continue;
-      const std::string want = "rank " + std::to_string(r) + ": point-to-point channel with rank " + std::to_string(p) + " over verbs";
+      const std::string want =
+          "rank " + std::to_string(r) + ": point-to-point channel with rank " + std::to_string(p) + " over verbs";
       bool found = false;
       for (const std::string& l : lines.got) found = found || l == want;
       EXPECT_TRUE(found) << "no log line \"" << want << "\"";
@@ -1142,44 +1249,47 @@ TEST(PeerVerbs, PairsMoveOverQueuePairsOfTheirOwn) {
 // that point (it needs both ranks), so those messages go over the pair's TCP connection first.
 TEST(PeerVerbs, ASendDoesNotWaitForItsPeerToSetTheChannelUp) {
   for (int transport : {clbTransportSocket, clbTransportVerbs}) {
-    auto errors = runRanks(3, transport, [&](int r, clbComm_t comm) {
-      std::vector<int64_t> a(1000), b(1000);
-      auto fill = [](std::vector<int64_t>& v, int from, int to) {
-        for (size_t i = 0; i < v.size(); i++) v[i] = from * 1000003 + to * 7919 + (int64_t)i;
-      };
-      auto expect = [](const std::vector<int64_t>& v, int from, int to) {
-        for (size_t i = 0; i < v.size(); i++)
-          if (v[i] != from * 1000003 + to * 7919 + (int64_t)i) return false;
-        return true;
-      };
-      if (r == 0) {
-        fill(a, 0, 1);
-        fill(b, 0, 2);
-        ASSERT_EQ(clbSend(a.data(), a.size(), clbInt64, 1, comm, nullptr), clbSuccess) << clbGetLastError();
-        ASSERT_EQ(clbSend(b.data(), b.size(), clbInt64, 2, comm, nullptr), clbSuccess) << clbGetLastError();
-      } else if (r == 1) {
-        ASSERT_EQ(clbRecv(a.data(), a.size(), clbInt64, 2, comm, nullptr), clbSuccess) << clbGetLastError();
-        ASSERT_EQ(clbRecv(b.data(), b.size(), clbInt64, 0, comm, nullptr), clbSuccess) << clbGetLastError();
-        EXPECT_TRUE(expect(a, 2, 1)) << "from rank 2";
-        EXPECT_TRUE(expect(b, 0, 1)) << "from rank 0";
-      } else {
-        ASSERT_EQ(clbRecv(a.data(), a.size(), clbInt64, 0, comm, nullptr), clbSuccess) << clbGetLastError();
-        EXPECT_TRUE(expect(a, 0, 2)) << "from rank 0";
-        fill(b, 2, 1);
-        ASSERT_EQ(clbSend(b.data(), b.size(), clbInt64, 1, comm, nullptr), clbSuccess) << clbGetLastError();
-      }
-      // Then many messages both ways on every pair, over the channels once they are up.
-      for (int round = 0; round < 20; round++) {
-        std::vector<int64_t> out(3000), in(3000);
-        const int next = (r + 1) % 3, prev = (r + 2) % 3;
-        fill(out, r * 10 + round, next);
-        ASSERT_EQ(clbGroupStart(), clbSuccess);
-        ASSERT_EQ(clbSend(out.data(), out.size(), clbInt64, next, comm, nullptr), clbSuccess);
-        ASSERT_EQ(clbRecv(in.data(), in.size(), clbInt64, prev, comm, nullptr), clbSuccess);
-        ASSERT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
-        ASSERT_TRUE(expect(in, prev * 10 + round, r)) << "round " << round;
-      }
-    }, 64 << 10, CLB_DEFAULT_STAGING_CAP_BYTES, 10000);
+    auto errors = runRanks(
+        3, transport,
+        [&](int r, clbComm_t comm) {
+          std::vector<int64_t> a(1000), b(1000);
+          auto fill = [](std::vector<int64_t>& v, int from, int to) {
+            for (size_t i = 0; i < v.size(); i++) v[i] = from * 1000003 + to * 7919 + (int64_t)i;
+          };
+          auto expect = [](const std::vector<int64_t>& v, int from, int to) {
+            for (size_t i = 0; i < v.size(); i++)
+              if (v[i] != from * 1000003 + to * 7919 + (int64_t)i) return false;
+            return true;
+          };
+          if (r == 0) {
+            fill(a, 0, 1);
+            fill(b, 0, 2);
+            ASSERT_EQ(clbSend(a.data(), a.size(), clbInt64, 1, comm, nullptr), clbSuccess) << clbGetLastError();
+            ASSERT_EQ(clbSend(b.data(), b.size(), clbInt64, 2, comm, nullptr), clbSuccess) << clbGetLastError();
+          } else if (r == 1) {
+            ASSERT_EQ(clbRecv(a.data(), a.size(), clbInt64, 2, comm, nullptr), clbSuccess) << clbGetLastError();
+            ASSERT_EQ(clbRecv(b.data(), b.size(), clbInt64, 0, comm, nullptr), clbSuccess) << clbGetLastError();
+            EXPECT_TRUE(expect(a, 2, 1)) << "from rank 2";
+            EXPECT_TRUE(expect(b, 0, 1)) << "from rank 0";
+          } else {
+            ASSERT_EQ(clbRecv(a.data(), a.size(), clbInt64, 0, comm, nullptr), clbSuccess) << clbGetLastError();
+            EXPECT_TRUE(expect(a, 0, 2)) << "from rank 0";
+            fill(b, 2, 1);
+            ASSERT_EQ(clbSend(b.data(), b.size(), clbInt64, 1, comm, nullptr), clbSuccess) << clbGetLastError();
+          }
+          // Then many messages both ways on every pair, over the channels once they are up.
+          for (int round = 0; round < 20; round++) {
+            std::vector<int64_t> out(3000), in(3000);
+            const int next = (r + 1) % 3, prev = (r + 2) % 3;
+            fill(out, r * 10 + round, next);
+            ASSERT_EQ(clbGroupStart(), clbSuccess);
+            ASSERT_EQ(clbSend(out.data(), out.size(), clbInt64, next, comm, nullptr), clbSuccess);
+            ASSERT_EQ(clbRecv(in.data(), in.size(), clbInt64, prev, comm, nullptr), clbSuccess);
+            ASSERT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
+            ASSERT_TRUE(expect(in, prev * 10 + round, r)) << "round " << round;
+          }
+        },
+        64 << 10, CLB_DEFAULT_STAGING_CAP_BYTES, 10000);
     expectInitOk(errors);
   }
 }

@@ -117,7 +117,7 @@ TEST(PeerMeet, AChainWaitsForItsFarEnd) {
 TEST(PeerMeet, APeerStillInAnEarlierCallIsWaitedFor) {
   auto meet = PeerMeet::join(0xea41);
   withRanks(3, 20000, [&](int r, clbComm* comm) {
-    std::vector<std::vector<int>> calls = r == 0 ? std::vector<std::vector<int>>{{1}}
+    std::vector<std::vector<int>> calls = r == 0   ? std::vector<std::vector<int>>{{1}}
                                           : r == 1 ? std::vector<std::vector<int>>{{2}, {0}}
                                                    : std::vector<std::vector<int>>{{1}};
     if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -29,8 +29,8 @@ inline uint64_t mix(int rank, size_t i) {
 // Small integers in [-m, m].
 inline int64_t small(int rank, size_t i, int m) { return (int64_t)(mix(rank, i) % (uint64_t)(2 * m + 1)) - m; }
 
-inline const double kRounding[2] = {0.1, -1.3};         // one or two ranks
-inline const double kDyadic[3] = {0.75, -1.25, 2.5};     // three ranks: exact products and sums
+inline const double kRounding[2] = {0.1, -1.3};       // one or two ranks
+inline const double kDyadic[3] = {0.75, -1.25, 2.5};  // three ranks: exact products and sums
 inline const int32_t kIntScalars[3] = {123456789, -987654321, 31337};
 
 // Per type: storage S, how the library computes (in Acc, rounded once by store), the inputs and
@@ -99,12 +99,16 @@ struct I32 {
 };
 
 template <class S>
-bool same(S a, S b) { return memcmp(&a, &b, sizeof a) == 0; }
+bool same(S a, S b) {
+  return memcmp(&a, &b, sizeof a) == 0;
+}
 
 template <class S>
 std::string show(S v) {
-  if constexpr (std::is_same_v<S, uint16_t>) return std::to_string(clb::bfloat16ToFloat(v)) + " (bf16)";
-  else return std::to_string(v);
+  if constexpr (std::is_same_v<S, uint16_t>)
+    return std::to_string(clb::bfloat16ToFloat(v)) + " (bf16)";
+  else
+    return std::to_string(v);
 }
 
 // Whether the ranks' scalars are the dyadic ones (see above).

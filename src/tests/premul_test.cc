@@ -54,8 +54,8 @@ void rankCalls(int r, int n, clbComm_t comm, size_t count) {
     std::vector<S> in(count), out(count, R::junk());
     for (size_t i = 0; i < count; i++) in[i] = R::input(r, i, exact);
     S* result = immediate ? in.data() : out.data();
-    ASSERT_EQ(clbAllReduce(in.data(), result, count, T, op, comm, nullptr), clbSuccess) << what << ": "
-                                                                                         << clbGetLastError();
+    ASSERT_EQ(clbAllReduce(in.data(), result, count, T, op, comm, nullptr), clbSuccess)
+        << what << ": " << clbGetLastError();
     for (size_t i = 0; i < count; i++) {
       const S want = sum(i);
       ASSERT_TRUE(same(result[i], want)) << "allReduce, " << what << ", element " << i << ": " << show(result[i])
@@ -69,8 +69,8 @@ void rankCalls(int r, int n, clbComm_t comm, size_t count) {
     std::vector<S> big(count * n), rs(count, R::junk());
     for (size_t j = 0; j < big.size(); j++) big[j] = R::input(r, j, exact);
     S* rsOut = immediate ? big.data() + r * count : rs.data();
-    ASSERT_EQ(clbReduceScatter(big.data(), rsOut, count, T, op, comm, nullptr), clbSuccess) << what << ": "
-                                                                                            << clbGetLastError();
+    ASSERT_EQ(clbReduceScatter(big.data(), rsOut, count, T, op, comm, nullptr), clbSuccess)
+        << what << ": " << clbGetLastError();
     for (size_t i = 0; i < count; i++) {
       const S want = sum(r * count + i);
       ASSERT_TRUE(same(rsOut[i], want)) << "reduceScatter, " << what << ", element " << i << ": " << show(rsOut[i])
@@ -84,8 +84,8 @@ void rankCalls(int r, int n, clbComm_t comm, size_t count) {
     for (size_t i = 0; i < count; i++) in[i] = R::input(r, i, exact);
     std::vector<S> red(count, R::junk());
     S* redOut = r != root ? nullptr : immediate ? in.data() : red.data();
-    ASSERT_EQ(clbReduce(in.data(), redOut, count, T, op, root, comm, nullptr), clbSuccess) << what << ": "
-                                                                                           << clbGetLastError();
+    ASSERT_EQ(clbReduce(in.data(), redOut, count, T, op, root, comm, nullptr), clbSuccess)
+        << what << ": " << clbGetLastError();
     for (size_t i = 0; i < count && r == root; i++) {
       const S want = sum(i);
       ASSERT_TRUE(same(redOut[i], want)) << "reduce, " << what << ", element " << i << ": " << show(redOut[i])
@@ -164,8 +164,7 @@ TEST_P(PreMulSumCalls, BadInputIsRefusedNamingTheArgument) {
   refused(clbRedOpCreatePreMulSum(nullptr, &s, clbFloat32, clbScalarHostImmediate, a), {"op (output) is NULL"},
           "NULL op");
   refused(clbRedOpCreatePreMulSum(&op, &s, clbFloat32, 7, a), {"residence 7"}, "bad residence");
-  refused(clbRedOpCreatePreMulSum(&op, &s, (clbDataType_t)42, clbScalarHostImmediate, a), {"data type 42"},
-          "bad type");
+  refused(clbRedOpCreatePreMulSum(&op, &s, (clbDataType_t)42, clbScalarHostImmediate, a), {"data type 42"}, "bad type");
   refused(clbRedOpCreatePreMulSum(&op, &s, clbFloat32, clbScalarHostImmediate, nullptr), {"communicator is NULL"},
           "NULL communicator");
   EXPECT_EQ(op, clbSum) << "nothing made";
@@ -196,8 +195,8 @@ TEST_P(PreMulSumCalls, BadInputIsRefusedNamingTheArgument) {
   refused(clbReduce(x, y, 4, clbFloat32, op, 0, a, nullptr), {name, "destroyed"}, "reduce after destroy");
   refused(clbRedOpDestroy(op, a), {name, "destroyed"}, "destroy twice");
   // A value nobody made, and a negative one.
-  refused(clbAllReduce(x, y, 4, clbFloat32, (clbRedOp_t)0x7ffffff0, a, nullptr), {"unknown reduction op 2147483632", "clbRedOpCreatePreMulSum"},
-          "value never made");
+  refused(clbAllReduce(x, y, 4, clbFloat32, (clbRedOp_t)0x7ffffff0, a, nullptr),
+          {"unknown reduction op 2147483632", "clbRedOpCreatePreMulSum"}, "value never made");
   refused(clbAllReduce(x, y, 4, clbFloat32, (clbRedOp_t)-3, a, nullptr), {"op -3"}, "negative op");
   // The operations of a destroyed communicator are gone with it.
   clbRedOp_t opC = clbSum;
@@ -225,8 +224,8 @@ TEST_P(PreMulSumCalls, InAGroupTheOperationMayBeDestroyedOnceTheCallReturned) {
     for (size_t i = 0; i < in.size(); i++) in[i] = (float)(i % 17) + r;
     ASSERT_EQ(clbGroupStart(), clbSuccess);
     clbRedOp_t op1 = clbSum, op2 = clbSum;
-    ASSERT_EQ(clbRedOpCreatePreMulSum(&op1, &immediate, clbFloat32, clbScalarHostImmediate, comm),
-              clbSuccess) << clbGetLastError();
+    ASSERT_EQ(clbRedOpCreatePreMulSum(&op1, &immediate, clbFloat32, clbScalarHostImmediate, comm), clbSuccess)
+        << clbGetLastError();
     ASSERT_EQ(clbRedOpCreatePreMulSum(&op2, &later, clbFloat32, clbScalarDevice, comm), clbSuccess)
         << clbGetLastError();
     ASSERT_EQ(clbAllReduce(in.data(), ar.data(), count, clbFloat32, op1, comm, nullptr), clbSuccess)
@@ -299,12 +298,16 @@ TEST_P(PreMulSumCalls, APlainSumOnAnotherRankIsAMismatch) {
         clbResult_t rc = clbAllReduce(in.data(), out.data(), 64, clbFloat32, r == 0 ? op : clbSum, comm, nullptr);
         const std::string msg = clbGetLastError();
         EXPECT_EQ(rc, clbRemoteError) << msg;
-        if (msg.find("premulsum") != std::string::npos && msg.find("sum") != std::string::npos) named++;
-        else EXPECT_NE(msg.find("rank " + std::to_string(1 - r) + " failed"), std::string::npos) << msg;
+        if (msg.find("premulsum") != std::string::npos && msg.find("sum") != std::string::npos)
+          named++;
+        else
+          EXPECT_NE(msg.find("rank " + std::to_string(1 - r) + " failed"), std::string::npos) << msg;
       },
       10000);
-  if (GetParam() == Net::kShm) EXPECT_EQ(named.load(), 2) << "over shm every rank reads the other's record";
-  else EXPECT_GE(named.load(), 1) << "no rank named both calls";
+  if (GetParam() == Net::kShm)
+    EXPECT_EQ(named.load(), 2) << "over shm every rank reads the other's record";
+  else
+    EXPECT_GE(named.load(), 1) << "no rank named both calls";
 }
 
 INSTANTIATE_TRANSPORTS(PreMulSumCalls);

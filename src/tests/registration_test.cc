@@ -47,8 +47,8 @@ std::vector<Outcome> registerOnEveryRank(const std::vector<void*>& bufs, size_t 
       out[r].rc = clbCommRegister(c, bufs[r], bytes, &out[r].handle);
       out[r].msg = clbGetLastError();
       int v = r + 1, sum = 0;
-      out[r].afterwards = clbAllReduce(&v, &sum, 1, clbInt32, clbSum, c, nullptr) == clbSuccess &&
-                          sum == n * (n + 1) / 2;
+      out[r].afterwards =
+          clbAllReduce(&v, &sum, 1, clbInt32, clbSum, c, nullptr) == clbSuccess && sum == n * (n + 1) / 2;
       clbCommDestroy(c);
     });
   for (auto& t : ts) t.join();

@@ -64,7 +64,7 @@ std::vector<std::string> segmentsWith(const std::string& a, const std::string& b
 }
 
 bool segmentExists(const std::string& name) {
-  struct stat st{};
+  struct stat st {};
   return stat(("/dev/shm/" + name).c_str(), &st) == 0;
 }
 
@@ -133,8 +133,8 @@ void allReduceChecked(int r, int nranks, clbComm_t comm, Problems* pr) {
     const float base = (float)(nranks * (nranks - 1) / 2);
     for (size_t i = 0; i < n; i++)
       if (v[i] != base + (float)(nranks * (i % 1000))) {
-        pr->add(r, "allReduce of " + std::to_string(n) + ": element " + std::to_string(i) + " is " +
-                       std::to_string(v[i]));
+        pr->add(r,
+                "allReduce of " + std::to_string(n) + ": element " + std::to_string(i) + " is " + std::to_string(v[i]));
         return;
       }
   }
@@ -303,10 +303,10 @@ pid_t spawnSelfInNewPidNamespace(const std::string& filter, const std::vector<st
   ssize_t got = mid > 0 ? read(fds[0], report, sizeof report) : -1;
   close(fds[0]);
   if (mid < 0 || got != (ssize_t)sizeof report || report[0] != 0 || report[1] <= 0) {
-    *why = std::string(ownShm ? "unshare(CLONE_NEWPID | CLONE_NEWNS) and a tmpfs at /dev/shm"
-                              : "unshare(CLONE_NEWPID)") +
-           ", also in a user namespace: " +
-           (got == (ssize_t)sizeof report && report[0] > 0 ? strerror(report[0]) : "no answer");
+    *why =
+        std::string(ownShm ? "unshare(CLONE_NEWPID | CLONE_NEWNS) and a tmpfs at /dev/shm" : "unshare(CLONE_NEWPID)") +
+        ", also in a user namespace: " +
+        (got == (ssize_t)sizeof report && report[0] > 0 ? strerror(report[0]) : "no answer");
     if (mid > 0) exitStatus(mid);
     return -1;
   }
@@ -489,7 +489,8 @@ TEST(ShmOwnership, CleanersRacingMakersNeverRemoveAHeldSegment) {
         }
         made++;
         std::this_thread::yield();
-        struct stat a{}, b{};
+        struct stat a {
+        }, b{};
         if (fstat(fd, &a) != 0 || stat(("/dev/shm" + name).c_str(), &b) != 0 || a.st_ino != b.st_ino) lost++;
         munmap(base, 4096);
         clb::unlinkSegment(name, &fd);
@@ -600,7 +601,8 @@ TEST(ShmOwnership, RanksWithoutACommonDevShmFailAtOnceSayingWhy) {
   const std::string msg = clbGetLastError();
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
   EXPECT_NE(msg.find("rank 0 and rank 1 have the same host name and boot id but not the same /dev/shm"),
-            std::string::npos) << msg;
+            std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("--ipc=host"), std::string::npos) << msg;
   if (comm) clbCommDestroy(comm);
   EXPECT_EQ(rank1.status(), 0) << "rank 1, with its own /dev/shm";
@@ -613,8 +615,7 @@ TEST(ShmOwnership, LiveJobInAnotherPidNamespaceKeepsItsSegments) {
   TempDir dir;
   ASSERT_FALSE(dir.path.empty());
   const pid_t pidThere = unusedPid();
-  OtherNamespace job("JobWithAPendingMessage", {"CLB_SHM_OWNER_ROLE=job", "CLB_SHM_OWNER_DIR=" + dir.path},
-                     pidThere);
+  OtherNamespace job("JobWithAPendingMessage", {"CLB_SHM_OWNER_ROLE=job", "CLB_SHM_OWNER_DIR=" + dir.path}, pidThere);
   if (job.mid < 0) GTEST_SKIP() << "no PID namespace can be made here: " << job.why;
   const bool ready = waitForFile(dir.path + "/ready", 20000);
   EXPECT_TRUE(ready) << "the job in the other namespace did not get its message under way";

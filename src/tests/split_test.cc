@@ -35,7 +35,8 @@ std::pair<int, int> expectedPlace(const std::vector<int>& colors, const std::vec
   std::vector<int> members;
   for (int p = 0; p < (int)colors.size(); p++)
     if (colors[p] == colors[r]) members.push_back(p);
-  std::sort(members.begin(), members.end(), [&](int a, int b) { return keys[a] != keys[b] ? keys[a] < keys[b] : a < b; });
+  std::sort(members.begin(), members.end(),
+            [&](int a, int b) { return keys[a] != keys[b] ? keys[a] < keys[b] : a < b; });
   return {(int)(std::find(members.begin(), members.end(), r) - members.begin()), (int)members.size()};
 }
 

@@ -45,8 +45,7 @@ struct RootAnswer {
 
 // A connection to the root of `id` that proves `secret` and says hello as rank/nranks; when
 // `keep` is given the connection stays open (the rank's place held) and its fd is returned there.
-inline RootAnswer helloToRoot(const clb::IdData& id, const uint8_t* secret, int rank, int nranks,
-                              int* keep = nullptr) {
+inline RootAnswer helloToRoot(const clb::IdData& id, const uint8_t* secret, int rank, int nranks, int* keep = nullptr) {
   RootAnswer a;
   int fd = -1;
   const int64_t by = clb::nowMs() + 3000;
@@ -145,8 +144,7 @@ inline std::vector<Listening> listeningPorts() {
       char local[64] = {0}, remote[64] = {0};
       unsigned st = 0;
       unsigned long inode = 0;
-      if (sscanf(line, " %*d: %63s %63s %x %*s %*s %*s %*s %*s %lu", local, remote, &st, &inode) != 4 ||
-          st != 0x0A)
+      if (sscanf(line, " %*d: %63s %63s %x %*s %*s %*s %*s %*s %lu", local, remote, &st, &inode) != 4 || st != 0x0A)
         continue;
       bool own = false;
       for (const auto& m : mine) own = own || m == "socket:[" + std::to_string(inode) + "]";

@@ -23,14 +23,18 @@ class ScopedEnv {
     for (auto& [k, v] : vars) {
       const char* old = getenv(k);
       saved_.push_back({k, old ? std::string(old) : std::string(), old != nullptr});
-      if (v) setenv(k, v, 1);
-      else unsetenv(k);
+      if (v)
+        setenv(k, v, 1);
+      else
+        unsetenv(k);
     }
   }
   ~ScopedEnv() {
     for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->had) setenv(it->name.c_str(), it->value.c_str(), 1);
-      else unsetenv(it->name.c_str());
+      if (it->had)
+        setenv(it->name.c_str(), it->value.c_str(), 1);
+      else
+        unsetenv(it->name.c_str());
     }
   }
 
@@ -78,7 +82,8 @@ inline const Pki& pki() {
     const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
     const std::string caExt = " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign";
     std::vector<std::string> cmds = {
-        "openssl req -x509" + ec + " -keyout " + d + "ca.key -out " + d + "ca.pem -days 2 -subj /CN=colibri-test-ca" + caExt,
+        "openssl req -x509" + ec + " -keyout " + d + "ca.key -out " + d + "ca.pem -days 2 -subj /CN=colibri-test-ca" +
+            caExt,
         "openssl req" + ec + " -keyout " + d + "rank.key -out " + d + "rank.csr -subj /CN=colibri-rank",
         "openssl x509 -req -in " + d + "rank.csr -CA " + d + "ca.pem -CAkey " + d + "ca.key -CAcreateserial -out " + d +
             "rank.pem -days 2",
@@ -86,8 +91,10 @@ inline const Pki& pki() {
         "openssl req -x509" + ec + " -keyout " + d + "rogue-ca.key -out " + d + "rogue-ca.pem -days 2 -subj /CN=rogue" +
             caExt,
         "openssl req" + ec + " -keyout " + d + "rogue.key -out " + d + "rogue.csr -subj /CN=colibri-rank",
-        "openssl x509 -req -in " + d + "rogue.csr -CA " + d + "rogue-ca.pem -CAkey " + d + "rogue-ca.key -CAcreateserial "
-            "-out " + d + "rogue.pem -days 2",
+        "openssl x509 -req -in " + d + "rogue.csr -CA " + d + "rogue-ca.pem -CAkey " + d +
+            "rogue-ca.key -CAcreateserial "
+            "-out " +
+            d + "rogue.pem -days 2",
     };
     for (const std::string& c : cmds)
       if (sh(c) != 0) {
@@ -107,13 +114,13 @@ inline const Pki& pki() {
   return p;
 }
 
-#define REQUIRE_PKI()                                                                         \
-  do {                                                                                        \
-    if (!clbtest::pki().ok) {                                                                          \
-      const char* req = getenv("COLIBRI_REQUIRE_TLS_TESTS");                                  \
-      if (req && !strcmp(req, "1")) FAIL() << "TLS tests required but: " << clbtest::pki().why;        \
-      GTEST_SKIP() << "TLS tests skipped: " << clbtest::pki().why;                                     \
-    }                                                                                         \
+#define REQUIRE_PKI()                                                                           \
+  do {                                                                                          \
+    if (!clbtest::pki().ok) {                                                                   \
+      const char* req = getenv("COLIBRI_REQUIRE_TLS_TESTS");                                    \
+      if (req && !strcmp(req, "1")) FAIL() << "TLS tests required but: " << clbtest::pki().why; \
+      GTEST_SKIP() << "TLS tests skipped: " << clbtest::pki().why;                              \
+    }                                                                                           \
   } while (0)
 
 inline ScopedEnv tlsEnv(const char* mode) {

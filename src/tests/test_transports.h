@@ -62,7 +62,8 @@ class TransportScope {
       }
       env_ = std::make_unique<ScopedEnv>(tlsEnv("all"));
     } else {
-      env_ = std::make_unique<ScopedEnv>(std::initializer_list<std::pair<const char*, const char*>>{{"COLIBRI_TLS", nullptr}});
+      env_ = std::make_unique<ScopedEnv>(
+          std::initializer_list<std::pair<const char*, const char*>>{{"COLIBRI_TLS", nullptr}});
     }
 #ifndef CLB_HAVE_VERBS
     if (n == Net::kVerbs) why_ = "this test binary was built without infiniband/verbs.h, so without the verbs stand-in";
@@ -82,11 +83,11 @@ class TransportScope {
 };
 
 // Inside a TEST_P of a transport suite: the scope, or a skip (or failure) that names why.
-#define CLB_TRANSPORT_SCOPE(scope, net)                                    \
-  ::clbtest::TransportScope scope(net);                                    \
-  if (!scope.ready()) {                                                    \
-    if (scope.required()) FAIL() << netName(net) << ": " << scope.why();   \
-    GTEST_SKIP() << netName(net) << ": " << scope.why();                   \
+#define CLB_TRANSPORT_SCOPE(scope, net)                                  \
+  ::clbtest::TransportScope scope(net);                                  \
+  if (!scope.ready()) {                                                  \
+    if (scope.required()) FAIL() << netName(net) << ": " << scope.why(); \
+    GTEST_SKIP() << netName(net) << ": " << scope.why();                 \
   }
 
 // Ranks as threads over `net`, each config set by `configure` after the transport (may be empty).

@@ -38,7 +38,11 @@ using clbtest::tlsEnv;
 // rank 0's clbCommInfo.
 std::vector<std::string> sumOverSockets(int n, std::string* info) {
   return clbtest::runThreadRanks(
-      n, [](int, clbConfig_t* c) { c->transport = clbTransportSocket; c->timeoutMs = 20000; },
+      n,
+      [](int, clbConfig_t* c) {
+        c->transport = clbTransportSocket;
+        c->timeoutMs = 20000;
+      },
       [&](int rank, clbComm_t comm) {
         const size_t count = 300000;
         std::vector<float> v(count);
@@ -52,7 +56,8 @@ std::vector<std::string> sumOverSockets(int n, std::string* info) {
         }
         std::vector<int32_t> mine(1000, rank * 1000 + 1), all(1000 * n);
         for (int i = 0; i < 1000; i++) mine[i] = rank * 1000 + i;
-        ASSERT_EQ(clbAllGather(mine.data(), all.data(), 1000, clbInt32, comm, nullptr), clbSuccess) << clbGetLastError();
+        ASSERT_EQ(clbAllGather(mine.data(), all.data(), 1000, clbInt32, comm, nullptr), clbSuccess)
+            << clbGetLastError();
         for (int r = 0; r < n; r++)
           for (int i = 0; i < 1000; i++) ASSERT_EQ(all[r * 1000 + i], r * 1000 + i);
         if (rank == 0 && info) {
@@ -82,7 +87,11 @@ TEST(Tls, SplitOfACommunicatorUnderAllIsTlsToo) {
   auto env = tlsEnv("all");
   const int n = 4;
   auto errors = clbtest::runThreadRanks(
-      n, [](int, clbConfig_t* c) { c->transport = clbTransportSocket; c->timeoutMs = 20000; },
+      n,
+      [](int, clbConfig_t* c) {
+        c->transport = clbTransportSocket;
+        c->timeoutMs = 20000;
+      },
       [&](int rank, clbComm_t comm) {
         clbComm_t half = nullptr;
         ASSERT_EQ(clbCommSplit(comm, rank % 2, rank, nullptr, &half), clbSuccess) << clbGetLastError();
@@ -110,7 +119,11 @@ TEST(Tls, PointToPointUnderAllRunsOverTls) {
   auto env = tlsEnv("all");
   const int n = 3;
   auto errors = clbtest::runThreadRanks(
-      n, [](int, clbConfig_t* c) { c->transport = clbTransportSocket; c->timeoutMs = 20000; },
+      n,
+      [](int, clbConfig_t* c) {
+        c->transport = clbTransportSocket;
+        c->timeoutMs = 20000;
+      },
       [&](int rank, clbComm_t comm) {
         const size_t count = 100003;
         std::vector<int32_t> out(count * n), in(count * n, -1);
@@ -163,8 +176,9 @@ TEST(Tls, RankThatRunsAnotherModeThanItsIdIsRefused) {
   auto env = tlsEnv("all");
   clbComm_t c = nullptr;
   EXPECT_EQ(clbCommInitRank(&c, &id, 0, 1, nullptr), clbInvalidUsage);
-  EXPECT_NE(std::string(clbGetLastError()).find("runs with COLIBRI_TLS=all, but its unique id was made with "
-                                                "COLIBRI_TLS=off"),
+  EXPECT_NE(std::string(clbGetLastError())
+                .find("runs with COLIBRI_TLS=all, but its unique id was made with "
+                      "COLIBRI_TLS=off"),
             std::string::npos)
       << clbGetLastError();
   clbUniqueIdRelease(&id);
@@ -294,13 +308,13 @@ TEST_P(TlsRogue, PeerOfAnotherCaIsRefusedOnEitherSide) {
   const bool rogueCert = GetParam();
   std::vector<std::string> childEnv{"CLB_TLS_CHILD_ID=" + clbtest::hex(id), "COLIBRI_TLS=all"};
   if (rogueCert) {
-    childEnv.insert(childEnv.end(), {"COLIBRI_TLS_CERT=" + pki().rogueCert, "COLIBRI_TLS_KEY=" + pki().rogueKey,
-                                     "COLIBRI_TLS_CA=" + pki().ca,
-                                     "CLB_TLS_CHILD_EXPECT=the peer refused this rank's certificate"});
+    childEnv.insert(childEnv.end(),
+                    {"COLIBRI_TLS_CERT=" + pki().rogueCert, "COLIBRI_TLS_KEY=" + pki().rogueKey,
+                     "COLIBRI_TLS_CA=" + pki().ca, "CLB_TLS_CHILD_EXPECT=the peer refused this rank's certificate"});
   } else {
-    childEnv.insert(childEnv.end(), {"COLIBRI_TLS_CERT=" + pki().rogueCert, "COLIBRI_TLS_KEY=" + pki().rogueKey,
-                                     "COLIBRI_TLS_CA=" + pki().rogueCa,
-                                     "CLB_TLS_CHILD_EXPECT=its certificate was refused: "});
+    childEnv.insert(childEnv.end(),
+                    {"COLIBRI_TLS_CERT=" + pki().rogueCert, "COLIBRI_TLS_KEY=" + pki().rogueKey,
+                     "COLIBRI_TLS_CA=" + pki().rogueCa, "CLB_TLS_CHILD_EXPECT=its certificate was refused: "});
   }
   pid_t pid = clbtest::spawnSelf("TlsChild.RankWithARogueCertificate", childEnv);
   ASSERT_GT(pid, 0);
@@ -422,8 +436,9 @@ TEST(Tls, RelayBetweenTwoTlsSessionsIsRefused) {
   });
   bool retry = false;
   EXPECT_EQ(tlsHelloTo(bound, ctx, d.secret, &retry), clbAuthError);
-  EXPECT_NE(std::string(clbGetLastError()).find("did not prove this communicator's secret although it names the same "
-                                                "fingerprint"),
+  EXPECT_NE(std::string(clbGetLastError())
+                .find("did not prove this communicator's secret although it names the same "
+                      "fingerprint"),
             std::string::npos)
       << clbGetLastError();
   EXPECT_TRUE(relayed.load()) << "the relay had TLS with both sides";
@@ -482,8 +497,10 @@ TEST(Tls, IdleJunkAndStalledHandshakesDoNotStallInit) {
       clbConfigInit(&cfg);
       cfg.timeoutMs = 6000;
       clbComm_t c = nullptr;
-      if (clbCommInitRank(&c, &id, r, 2, &cfg) != clbSuccess) errors[r] = clbGetLastError();
-      else clbCommDestroy(c);
+      if (clbCommInitRank(&c, &id, r, 2, &cfg) != clbSuccess)
+        errors[r] = clbGetLastError();
+      else
+        clbCommDestroy(c);
     });
   for (auto& t : ts) t.join();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

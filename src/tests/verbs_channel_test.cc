@@ -821,7 +821,8 @@ TEST_F(VerbsChannelProcTest, TwoProcesses) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   fcntl(sv[0], F_SETFD, FD_CLOEXEC);
-  const pid_t pid = clb::test::spawnSelf("VerbsChannelProcTest.ProcessPeerSide", {std::string(kPeerFdEnv) + "=" + std::to_string(sv[1])});
+  const pid_t pid = clb::test::spawnSelf("VerbsChannelProcTest.ProcessPeerSide",
+                                         {std::string(kPeerFdEnv) + "=" + std::to_string(sv[1])});
   ASSERT_GT(pid, 0);
   close(sv[1]);
   processRank(sv[0], 0);

@@ -1,11 +1,11 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Transport verbs through the C ABI: threads as ranks, the four collectives through the verbs
-// plugin over the verbs emulator (the stand-in libibverbs.so.1 this binary links), checked element by element with the references of
-// collectives_test.cc; and the set-up failures every rank must report (no kernel RDMA support,
-// port down, algorithm direct) without hanging. The same collectives with ranks as processes (the
-// test binary spawned once per rank), and environment errors end to end through clbCommInitRank:
-// RLIMIT_MEMLOCK too low, a path MTU mismatch between hosts, a GID index without a RoCE v2 GID.
+// plugin over the verbs emulator (the stand-in libibverbs.so.1 this binary links), checked element by element with the
+// references of collectives_test.cc; and the set-up failures every rank must report (no kernel RDMA support, port down,
+// algorithm direct) without hanging. The same collectives with ranks as processes (the test binary spawned once per
+// rank), and environment errors end to end through clbCommInitRank: RLIMIT_MEMLOCK too low, a path MTU mismatch between
+// hosts, a GID index without a RoCE v2 GID.
 #include <gtest/gtest.h>
 
 #include "tests/test_fd_io.h"
@@ -55,13 +55,17 @@ class EnvVar {
     const char* old = getenv(name);
     had_ = old != nullptr;
     if (had_) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
     clbtest::emu::resetConfig();
   }
   ~EnvVar() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
     clbtest::emu::resetConfig();
   }
 
@@ -117,7 +121,8 @@ void checkAllFour(int nranks, int r, clbComm_t comm, size_t count, clbDataType_t
   // reduceScatter (min): input nranks * count
   std::vector<T> big(count * nranks), rs(count, T(-7));
   for (size_t i = 0; i < big.size(); i++) big[i] = (T)input(r, i);
-  ASSERT_EQ(clbReduceScatter(big.data(), rs.data(), count, type, clbMin, comm, nullptr), clbSuccess) << clbGetLastError();
+  ASSERT_EQ(clbReduceScatter(big.data(), rs.data(), count, type, clbMin, comm, nullptr), clbSuccess)
+      << clbGetLastError();
   for (size_t i = 0; i < count; i++) {
     T want = (T)input(0, r * count + i);
     for (int p = 1; p < nranks; p++) want = std::min(want, (T)input(p, r * count + i));
@@ -210,7 +215,9 @@ TEST(VerbsTransport, NameParsesAndInfoNamesTheEmulatorLink) {
     EXPECT_NE(i.find("path MTU 4096"), std::string::npos) << i;
     // The emulator registers dma-bufs; what the GPU does is decided at the first device call.
     EXPECT_NE(i.find("device buffers: GPUDirect RDMA, decided at the first device call (dma-buf if the GPU driver "
-                     "supports it, then nvidia-peermem"), std::string::npos) << i;
+                     "supports it, then nvidia-peermem"),
+              std::string::npos)
+        << i;
   }
 }
 
@@ -218,15 +225,18 @@ TEST(VerbsTransport, InfoSaysDeviceBuffersAreStagedWhenGpuMemoryIsHost) {
   EnvVar env("COLIBRI_VERBS_GPU_MEMORY", "host");
   for (auto& i : infosOfTwoRanks())
     EXPECT_NE(i.find("device buffers staged through pinned host memory (COLIBRI_VERBS_GPU_MEMORY=host)"),
-              std::string::npos) << i;
+              std::string::npos)
+        << i;
 }
 
 // Every rank fails with the same message, quickly (no rank waits for another until the timeout).
 void expectAllFail(int nranks, const std::string& want, int algorithm = clbAlgoRing) {
   auto start = Clock::now();
-  auto errors = runVerbs(nranks, [](int, clbComm_t) { ADD_FAILURE() << "init succeeded"; }, algorithm, 4096, 10000);
+  auto errors = runVerbs(
+      nranks, [](int, clbComm_t) { ADD_FAILURE() << "init succeeded"; }, algorithm, 4096, 10000);
   double s = std::chrono::duration<double>(Clock::now() - start).count();
-  for (int r = 0; r < nranks; r++) EXPECT_NE(errors[r].find(want), std::string::npos) << "rank " << r << ": " << errors[r];
+  for (int r = 0; r < nranks; r++)
+    EXPECT_NE(errors[r].find(want), std::string::npos) << "rank " << r << ": " << errors[r];
   EXPECT_LT(s, 5.0) << "failing init took " << s << " s";
 }
 
@@ -250,7 +260,8 @@ TEST(VerbsTransport, UnknownDeviceAndBadPortAreClear) {
   clbConfig_t cfg;
   EXPECT_EQ(clbConfigInit(&cfg), clbInvalidArgument);
   EXPECT_NE(std::string(clbGetLastError()).find("COLIBRI_VERBS_PORT='x' is not an integer in 1..255"),
-            std::string::npos) << clbGetLastError();
+            std::string::npos)
+      << clbGetLastError();
 }
 
 TEST(VerbsTransport, AlgorithmDirectIsRefused) {
@@ -354,7 +365,8 @@ void runRankProcesses(int nranks, const std::vector<std::string>& common,
   std::vector<int> status(nranks, 0);
   for (int r = 0; r < nranks; r++) {
     if (pids[r] < 0) continue;
-    const int left = (int)std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count());
+    const int left =
+        (int)std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count());
     if (!clb::test::waitOrKill(pids[r], left, &status[r])) {
       ADD_FAILURE() << "rank process " << r << " did not exit within " << timeoutS << " s (killed)";
       continue;
@@ -381,9 +393,9 @@ INSTANTIATE_TEST_SUITE_P(Emulator, VerbsProcessCollectives, ::testing::Values(2,
 // RLIMIT_MEMLOCK too low: the emulator's per-process byte limit makes ibv_reg_mr fail with ENOMEM
 // on every rank process; the message names the limit and the fixes.
 TEST(VerbsEnvironment, MemlockTooLowNamesRlimitAndTheFix) {
-  runRankProcesses(2, {"COLIBRI_VERBS_EMU_MEMLOCK_BYTES=1",
-                       std::string(kWantErrorEnv) +
-                           "=RLIMIT_MEMLOCK|ulimit -l unlimited|limits.conf|--ulimit memlock=-1"});
+  runRankProcesses(
+      2, {"COLIBRI_VERBS_EMU_MEMLOCK_BYTES=1",
+          std::string(kWantErrorEnv) + "=RLIMIT_MEMLOCK|ulimit -l unlimited|limits.conf|--ulimit memlock=-1"});
 }
 
 // Different active MTUs on the emulated hosts: the path MTU is the minimum, and the collectives
@@ -509,7 +521,8 @@ TEST(VerbsConfig, BadEnvironmentValuesNameTheVariableValueAndRange) {
       {"COLIBRI_VERBS_RETRY_COUNT", "8", "COLIBRI_VERBS_RETRY_COUNT='8' is not an integer in 0..7"},
       {"COLIBRI_VERBS_QPS_PER_CONNECTION", "0", "COLIBRI_VERBS_QPS_PER_CONNECTION='0' is not an integer in 1..8"},
       {"COLIBRI_VERBS_QPS_PER_CONNECTION", "9", "COLIBRI_VERBS_QPS_PER_CONNECTION='9' is not an integer in 1..8"},
-      {"COLIBRI_VERBS_DEVICE", longName, "COLIBRI_VERBS_DEVICE='" + longName + "' is 64 bytes long; a device name may have at most 63"},
+      {"COLIBRI_VERBS_DEVICE", longName,
+       "COLIBRI_VERBS_DEVICE='" + longName + "' is 64 bytes long; a device name may have at most 63"},
   };
   for (auto& c : cases) {
     EnvVar e(c.name, c.value.c_str());
@@ -555,7 +568,7 @@ TEST(VerbsConfig, StructOfTheFirstVersionGetsDefaultsForTheVerbsFields) {
   ASSERT_EQ(clbConfigInit(&cfg), clbSuccess) << clbGetLastError();
   cfg.timeoutMs = 12345;
   std::vector<unsigned char> old(sizeof(clbConfig_t), 0xAB);  // garbage where the new fields are
-  memcpy(old.data(), &cfg, 60);                                // size .. versionCheck
+  memcpy(old.data(), &cfg, 60);                               // size .. versionCheck
   reinterpret_cast<clbConfig_t*>(old.data())->size = 64;
   clbConfig_t used;
   EXPECT_EQ(initAlone(reinterpret_cast<clbConfig_t*>(old.data()), &used), "");
@@ -644,7 +657,9 @@ void expectQueuePairs(const std::function<void(clbConfig_t*)>& configure, int tc
           if (q == qps[4]) break;
           ibv_qp_attr a;
           ibv_qp_init_attr ia;
-          ASSERT_EQ(clbtest::emu::api()->queryQp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &ia), 0);
+          ASSERT_EQ(
+              clbtest::emu::api()->queryQp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &ia),
+              0);
           EXPECT_EQ(a.qp_state, IBV_QPS_RTS);
           EXPECT_EQ(a.ah_attr.is_global, 1) << "RoCE: a GRH on every packet";
           EXPECT_EQ(a.ah_attr.grh.traffic_class, tc) << "rank " << r;
@@ -661,8 +676,9 @@ void expectQueuePairs(const std::function<void(clbConfig_t*)>& configure, int tc
       },
       clbAlgoRing, 4096, 20000, configure));
   char want[200];
-  snprintf(want, sizeof want, "colibri_emu0 port 1, GID index %d, path MTU 4096, traffic class %d, timeout %d, retry count %d",
-           gid, tc, timeout, retry);
+  snprintf(want, sizeof want,
+           "colibri_emu0 port 1, GID index %d, path MTU 4096, traffic class %d, timeout %d, retry count %d", gid, tc,
+           timeout, retry);
   for (auto& i : infos) {
     EXPECT_TRUE(contains(i, want)) << "want \"" << want << "\" in\n" << i;
     EXPECT_FALSE(contains(i, "queue pairs per link")) << "one queue pair per link (the default) goes unsaid:\n" << i;
@@ -698,11 +714,11 @@ TEST(VerbsConfig, EnvironmentReachesTheQueuePairsAndTheStructWinsOverIt) {
 
 TEST(VerbsConfig, DeviceFromTheStructIsUsed) {
   NoVerbsEnvironment none;
-  auto errors = runVerbs(2, [](int, clbComm_t) { ADD_FAILURE() << "init succeeded"; }, clbAlgoRing, 4096, 10000,
-                         [](clbConfig_t* c) { snprintf(c->verbsDevice, sizeof c->verbsDevice, "%s", "mlx5_7"); });
+  auto errors = runVerbs(
+      2, [](int, clbComm_t) { ADD_FAILURE() << "init succeeded"; }, clbAlgoRing, 4096, 10000,
+      [](clbConfig_t* c) { snprintf(c->verbsDevice, sizeof c->verbsDevice, "%s", "mlx5_7"); });
   for (auto& e : errors) EXPECT_TRUE(contains(e, "no RDMA device named \"mlx5_7\"")) << e;
 }
-
 
 // ---- device mode (GPUDirect RDMA) without a GPU ------------------------------------------------
 // The verbs channel in device mode, driven by the ring, with "device memory" that is a memfd
@@ -790,8 +806,10 @@ class CountingMemory : public clb::RingMemory {
   }
   clbResult_t reduce(void* dst, const void* recvd, const void* mine, size_t n, clbDataType_t type, clbRedOp_t op,
                      int divideBy) override {
-    if (divideBy) clb::reducePairFinal(dst, recvd, mine, n, type, op, divideBy);
-    else clb::reducePair(dst, recvd, mine, n, type, op);
+    if (divideBy)
+      clb::reducePairFinal(dst, recvd, mine, n, type, op, divideBy);
+    else
+      clb::reducePair(dst, recvd, mine, n, type, op);
     ops++;
     return clbSuccess;
   }
@@ -829,59 +847,70 @@ TEST(VerbsDeviceMode, RingOverDmabufSlotsMatchesReferenceAndCountsDeviceBytes) {
   // 10007 int64 with chunkBytes 4096: many messages per segment, slots reused many times; 2 over
   // 3 ranks: empty segments (messages without payload, which still need announced slots).
   // (ranks, count, queue pairs per link)
-  for (auto [nranks, count, qps] : {std::tuple<int, size_t, int>{2, 10007, 1}, {3, 10007, 1}, {3, 2, 1}, {2, 1, 1},
-                                    {3, 10007, 3}, {2, 100, 2}}) {
+  for (auto [nranks, count, qps] :
+       {std::tuple<int, size_t, int>{2, 10007, 1}, {3, 10007, 1}, {3, 2, 1}, {2, 1, 1}, {3, 10007, 3}, {2, 100, 2}}) {
     std::vector<MemfdDevice> dev(nranks);
-    expectNoErrors(runVerbs(nranks, [&, nranks = nranks, count = count](int r, clbComm_t comm) {
-      clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd", nullptr, nullptr};
-      std::unique_ptr<clb::verbs::VerbsChannel> ch;
-      std::string info;
-      ASSERT_EQ(connectChannel(comm, &dm, &ch, &info), clbSuccess) << clbGetLastError();
-      EXPECT_NE(info.find("GPU memory registered through test memfd"), std::string::npos) << info;
-      auto* vc = ch.get();
-      ASSERT_TRUE(vc && vc->deviceMode());
-      const int64_t devBefore = comm->mem.device;
-      CountingMemory mem;
-      std::vector<int64_t> in(count), out(count, -7);
-      for (size_t i = 0; i < count; i++) in[i] = input(r, i);
-      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllReduce, in.data(), out.data(), count, clbSum)),
-                clbSuccess) << clbGetLastError();
-      for (size_t i = 0; i < count; i++) {
-        int64_t want = 0;
-        for (int p = 0; p < nranks; p++) want += input(p, i);
-        ASSERT_EQ(out[i], want) << "allReduce over device-mode slots, rank " << r << " element " << i;
-      }
-      EXPECT_GT(mem.arrivals, 0);
-      EXPECT_GE(mem.settles, mem.arrivals) << "every received message is settled before its slot is released";
-      std::vector<int64_t> g(count * nranks, -7);
-      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllGather, in.data(), g.data(), count, clbSum)),
-                clbSuccess) << clbGetLastError();
-      for (int p = 0; p < nranks; p++)
-        for (size_t i = 0; i < count; i++) ASSERT_EQ(g[p * count + i], input(p, i)) << "allGather, rank " << r;
-      std::vector<int64_t> big(count * nranks), rs(count, -7);
-      for (size_t i = 0; i < big.size(); i++) big[i] = input(r, i);
-      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kReduceScatter, big.data(), rs.data(), count, clbMax)),
-                clbSuccess) << clbGetLastError();
-      for (size_t i = 0; i < count; i++) {
-        int64_t want = input(0, r * count + i);
-        for (int p = 1; p < nranks; p++) want = std::max(want, input(p, r * count + i));
-        ASSERT_EQ(rs[i], want) << "reduceScatter max, rank " << r << " element " << i;
-      }
-      std::vector<int64_t> b(count, -7);
-      const int root = nranks - 1;
-      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem,
-                               collArgs(comm, clb::kBroadcast, r == root ? in.data() : nullptr, b.data(), count, clbSum, root)),
-                clbSuccess) << clbGetLastError();
-      for (size_t i = 0; i < count; i++) ASSERT_EQ(b[i], input(root, i)) << "broadcast, rank " << r;
-      // Slots and staging are "device" memory: counted as device bytes, and all of it is this
-      // channel's registered memory beyond the host control block.
-      EXPECT_GT(comm->mem.device, devBefore);
-      EXPECT_EQ(comm->mem.device - devBefore, dev[r].live.load());
-      EXPECT_GE(dev[r].allocs.load(), 3) << "the probe page, the staging and the receive slots";
-      EXPECT_EQ(comm->mem.device - devBefore, dev[r].live.load());
-      ASSERT_EQ(ch->trim(), clbSuccess) << clbGetLastError();
-      EXPECT_EQ(vc->qpCount(), qps);
-    }, clbAlgoRing, 4096, 20000, [qps = qps](clbConfig_t* c) { c->verbsQpsPerConnection = qps; }));
+    expectNoErrors(runVerbs(
+        nranks,
+        [&, nranks = nranks, count = count](int r, clbComm_t comm) {
+          clb::verbs::DeviceMemory dm{
+              MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd", nullptr, nullptr};
+          std::unique_ptr<clb::verbs::VerbsChannel> ch;
+          std::string info;
+          ASSERT_EQ(connectChannel(comm, &dm, &ch, &info), clbSuccess) << clbGetLastError();
+          EXPECT_NE(info.find("GPU memory registered through test memfd"), std::string::npos) << info;
+          auto* vc = ch.get();
+          ASSERT_TRUE(vc && vc->deviceMode());
+          const int64_t devBefore = comm->mem.device;
+          CountingMemory mem;
+          std::vector<int64_t> in(count), out(count, -7);
+          for (size_t i = 0; i < count; i++) in[i] = input(r, i);
+          ASSERT_EQ(
+              clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllReduce, in.data(), out.data(), count, clbSum)),
+              clbSuccess)
+              << clbGetLastError();
+          for (size_t i = 0; i < count; i++) {
+            int64_t want = 0;
+            for (int p = 0; p < nranks; p++) want += input(p, i);
+            ASSERT_EQ(out[i], want) << "allReduce over device-mode slots, rank " << r << " element " << i;
+          }
+          EXPECT_GT(mem.arrivals, 0);
+          EXPECT_GE(mem.settles, mem.arrivals) << "every received message is settled before its slot is released";
+          std::vector<int64_t> g(count * nranks, -7);
+          ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllGather, in.data(), g.data(), count, clbSum)),
+                    clbSuccess)
+              << clbGetLastError();
+          for (int p = 0; p < nranks; p++)
+            for (size_t i = 0; i < count; i++) ASSERT_EQ(g[p * count + i], input(p, i)) << "allGather, rank " << r;
+          std::vector<int64_t> big(count * nranks), rs(count, -7);
+          for (size_t i = 0; i < big.size(); i++) big[i] = input(r, i);
+          ASSERT_EQ(
+              clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kReduceScatter, big.data(), rs.data(), count, clbMax)),
+              clbSuccess)
+              << clbGetLastError();
+          for (size_t i = 0; i < count; i++) {
+            int64_t want = input(0, r * count + i);
+            for (int p = 1; p < nranks; p++) want = std::max(want, input(p, r * count + i));
+            ASSERT_EQ(rs[i], want) << "reduceScatter max, rank " << r << " element " << i;
+          }
+          std::vector<int64_t> b(count, -7);
+          const int root = nranks - 1;
+          ASSERT_EQ(clb::ringRunOn(comm, *ch, mem,
+                                   collArgs(comm, clb::kBroadcast, r == root ? in.data() : nullptr, b.data(), count,
+                                            clbSum, root)),
+                    clbSuccess)
+              << clbGetLastError();
+          for (size_t i = 0; i < count; i++) ASSERT_EQ(b[i], input(root, i)) << "broadcast, rank " << r;
+          // Slots and staging are "device" memory: counted as device bytes, and all of it is this
+          // channel's registered memory beyond the host control block.
+          EXPECT_GT(comm->mem.device, devBefore);
+          EXPECT_EQ(comm->mem.device - devBefore, dev[r].live.load());
+          EXPECT_GE(dev[r].allocs.load(), 3) << "the probe page, the staging and the receive slots";
+          EXPECT_EQ(comm->mem.device - devBefore, dev[r].live.load());
+          ASSERT_EQ(ch->trim(), clbSuccess) << clbGetLastError();
+          EXPECT_EQ(vc->qpCount(), qps);
+        },
+        clbAlgoRing, 4096, 20000, [qps = qps](clbConfig_t* c) { c->verbsQpsPerConnection = qps; }));
     for (auto& d : dev) EXPECT_EQ(d.live.load(), 0) << "device memory given back (trim, then destruction)";
   }
 }
@@ -893,75 +922,80 @@ TEST(VerbsDeviceMode, RingOverDmabufSlotsMatchesReferenceAndCountsDeviceBytes) {
 TEST(VerbsDeviceMode, UserBuffersAreSentWithoutACopyAndCachedByAllocation) {
   for (auto [nranks, qps] : {std::pair<int, int>{2, 1}, {3, 2}}) {
     std::vector<MemfdDevice> dev(nranks);
-    expectNoErrors(runVerbs(nranks, [&, nranks = nranks](int r, clbComm_t comm) {
-      clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r], "test memfd",
-                                  MemfdDevice::lookup, MemfdDevice::exportRange};
-      std::unique_ptr<clb::verbs::VerbsChannel> ch;
-      std::string info;
-      ASSERT_EQ(connectChannel(comm, &dm, &ch, &info), clbSuccess) << clbGetLastError();
-      auto* vc = ch.get();
-      ASSERT_TRUE(vc);
-      const size_t count = 10007;
-      int64_t* in = dev[r].allocUser<int64_t>(count);
-      int64_t* out = dev[r].allocUser<int64_t>(count * nranks);
-      auto fill = [&] {
-        for (size_t i = 0; i < count; i++) in[i] = input(r, i);
-        for (size_t i = 0; i < count * nranks; i++) out[i] = -7;
-      };
-      auto sumAt = [&](size_t i) {
-        int64_t want = 0;
-        for (int p = 0; p < nranks; p++) want += input(p, i);
-        return want;
-      };
-      CountingMemory mem;
-      for (int call = 0; call < 3; call++) {
-        fill();
-        ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllReduce, in, out, count, clbSum)), clbSuccess)
-            << clbGetLastError();
-        for (size_t i = 0; i < count; i++) ASSERT_EQ(out[i], sumAt(i)) << "call " << call << " element " << i;
-      }
-      auto st = vc->userRegStats();
-      EXPECT_EQ(st.registered, 2u) << "the input's and the output's allocations, once";
-      EXPECT_GT(st.hits, 0u);
-      EXPECT_EQ(st.cached, 2u);
-      // In place, then allGather and broadcast (sent from the output / the root's input).
-      fill();
-      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllReduce, in, in, count, clbSum)), clbSuccess)
-          << clbGetLastError();
-      for (size_t i = 0; i < count; i++) ASSERT_EQ(in[i], sumAt(i)) << "in place, element " << i;
-      fill();
-      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllGather, in, out, count, clbSum)), clbSuccess)
-          << clbGetLastError();
-      for (int p = 0; p < nranks; p++)
-        for (size_t i = 0; i < count; i++) ASSERT_EQ(out[p * count + i], input(p, i)) << "allGather from " << p;
-      fill();
-      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kBroadcast, r == 0 ? in : nullptr, out, count,
-                                                        clbSum, 0)),
-                clbSuccess) << clbGetLastError();
-      for (size_t i = 0; i < count; i++) ASSERT_EQ(out[i], input(0, i)) << "broadcast element " << i;
-      // The input's allocation "freed and allocated again" at the same address: registered anew.
-      dev[r].users[0].id += 100;
-      fill();
-      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllReduce, in, out, count, clbSum)), clbSuccess)
-          << clbGetLastError();
-      for (size_t i = 0; i < count; i++) ASSERT_EQ(out[i], sumAt(i)) << "after the change, element " << i;
-      st = vc->userRegStats();
-      EXPECT_EQ(st.stale, 1u);
-      EXPECT_EQ(st.registered, 3u);
-      // Bounded: one registration at most, so alternating buffers evicts.
-      ASSERT_EQ(vc->setUserRegLimits(1, 1ll << 30), clbSuccess) << clbGetLastError();
-      EXPECT_EQ(vc->userRegStats().cached, 1u) << "the least recently used one dropped at once";
-      fill();
-      ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllReduce, in, out, count, clbSum)), clbSuccess)
-          << clbGetLastError();
-      for (size_t i = 0; i < count; i++) ASSERT_EQ(out[i], sumAt(i)) << "bounded cache, element " << i;
-      st = vc->userRegStats();
-      EXPECT_LE(st.cached, 1u);
-      EXPECT_GT(st.evicted, 0u);
-      ASSERT_EQ(ch->trim(), clbSuccess) << clbGetLastError();
-      EXPECT_EQ(vc->userRegStats().cached, 0u);
-      EXPECT_EQ(vc->userRegStats().cachedBytes, 0);
-    }, clbAlgoRing, 4096, 20000, [qps = qps](clbConfig_t* c) { c->verbsQpsPerConnection = qps; }));
+    expectNoErrors(runVerbs(
+        nranks,
+        [&, nranks = nranks](int r, clbComm_t comm) {
+          clb::verbs::DeviceMemory dm{MemfdDevice::alloc, MemfdDevice::release, &dev[r],
+                                      "test memfd",       MemfdDevice::lookup,  MemfdDevice::exportRange};
+          std::unique_ptr<clb::verbs::VerbsChannel> ch;
+          std::string info;
+          ASSERT_EQ(connectChannel(comm, &dm, &ch, &info), clbSuccess) << clbGetLastError();
+          auto* vc = ch.get();
+          ASSERT_TRUE(vc);
+          const size_t count = 10007;
+          int64_t* in = dev[r].allocUser<int64_t>(count);
+          int64_t* out = dev[r].allocUser<int64_t>(count * nranks);
+          auto fill = [&] {
+            for (size_t i = 0; i < count; i++) in[i] = input(r, i);
+            for (size_t i = 0; i < count * nranks; i++) out[i] = -7;
+          };
+          auto sumAt = [&](size_t i) {
+            int64_t want = 0;
+            for (int p = 0; p < nranks; p++) want += input(p, i);
+            return want;
+          };
+          CountingMemory mem;
+          for (int call = 0; call < 3; call++) {
+            fill();
+            ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllReduce, in, out, count, clbSum)),
+                      clbSuccess)
+                << clbGetLastError();
+            for (size_t i = 0; i < count; i++) ASSERT_EQ(out[i], sumAt(i)) << "call " << call << " element " << i;
+          }
+          auto st = vc->userRegStats();
+          EXPECT_EQ(st.registered, 2u) << "the input's and the output's allocations, once";
+          EXPECT_GT(st.hits, 0u);
+          EXPECT_EQ(st.cached, 2u);
+          // In place, then allGather and broadcast (sent from the output / the root's input).
+          fill();
+          ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllReduce, in, in, count, clbSum)), clbSuccess)
+              << clbGetLastError();
+          for (size_t i = 0; i < count; i++) ASSERT_EQ(in[i], sumAt(i)) << "in place, element " << i;
+          fill();
+          ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllGather, in, out, count, clbSum)), clbSuccess)
+              << clbGetLastError();
+          for (int p = 0; p < nranks; p++)
+            for (size_t i = 0; i < count; i++) ASSERT_EQ(out[p * count + i], input(p, i)) << "allGather from " << p;
+          fill();
+          ASSERT_EQ(clb::ringRunOn(comm, *ch, mem,
+                                   collArgs(comm, clb::kBroadcast, r == 0 ? in : nullptr, out, count, clbSum, 0)),
+                    clbSuccess)
+              << clbGetLastError();
+          for (size_t i = 0; i < count; i++) ASSERT_EQ(out[i], input(0, i)) << "broadcast element " << i;
+          // The input's allocation "freed and allocated again" at the same address: registered anew.
+          dev[r].users[0].id += 100;
+          fill();
+          ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllReduce, in, out, count, clbSum)), clbSuccess)
+              << clbGetLastError();
+          for (size_t i = 0; i < count; i++) ASSERT_EQ(out[i], sumAt(i)) << "after the change, element " << i;
+          st = vc->userRegStats();
+          EXPECT_EQ(st.stale, 1u);
+          EXPECT_EQ(st.registered, 3u);
+          // Bounded: one registration at most, so alternating buffers evicts.
+          ASSERT_EQ(vc->setUserRegLimits(1, 1ll << 30), clbSuccess) << clbGetLastError();
+          EXPECT_EQ(vc->userRegStats().cached, 1u) << "the least recently used one dropped at once";
+          fill();
+          ASSERT_EQ(clb::ringRunOn(comm, *ch, mem, collArgs(comm, clb::kAllReduce, in, out, count, clbSum)), clbSuccess)
+              << clbGetLastError();
+          for (size_t i = 0; i < count; i++) ASSERT_EQ(out[i], sumAt(i)) << "bounded cache, element " << i;
+          st = vc->userRegStats();
+          EXPECT_LE(st.cached, 1u);
+          EXPECT_GT(st.evicted, 0u);
+          ASSERT_EQ(ch->trim(), clbSuccess) << clbGetLastError();
+          EXPECT_EQ(vc->userRegStats().cached, 0u);
+          EXPECT_EQ(vc->userRegStats().cachedBytes, 0);
+        },
+        clbAlgoRing, 4096, 20000, [qps = qps](clbConfig_t* c) { c->verbsQpsPerConnection = qps; }));
   }
 }
 
@@ -1083,53 +1117,60 @@ PeerRun runPeersWithMemory(const std::vector<int>& withMemory, bool failAlloc = 
   out.arrivals.assign(n, 0);
   out.deviceBytes.assign(n, 0);
   const size_t count = 30011;  // int64: about 235 KiB per message, several slots each
-  expectNoErrors(runVerbs(n, [&](int r, clbComm_t comm) {
-    mem[r].failAlloc = failAlloc && r == 0;
-    if (r == 0) mem[r].maxAlloc = maxAlloc;
-    if (withMemory[r]) comm->peerDeviceMemory = mem[r].memory();
-    auto value = [](int from, int to, int round, size_t i) { return (int64_t)from * 1000003 + to * 7919 + round * 31 + (int64_t)i; };
-    for (int round = 0; round < 4; round++) {
-      const int next = (r + 1) % n, prev = (r + n - 1) % n;
-      std::vector<int64_t> toNext(count), toPrev(count), fromPrev(count, -1), fromNext(count, -1);
-      for (size_t i = 0; i < count; i++) toNext[i] = value(r, next, round, i), toPrev[i] = value(r, prev, round, i);
-      ASSERT_EQ(clbGroupStart(), clbSuccess);
-      // Receives first on even ranks, sends first on odd ones: any order completes in a group.
-      if (r % 2 == 0) {
-        ASSERT_EQ(clbRecv(fromPrev.data(), count, clbInt64, prev, comm, nullptr), clbSuccess);
-        ASSERT_EQ(clbRecv(fromNext.data(), count, clbInt64, next, comm, nullptr), clbSuccess);
-      }
-      ASSERT_EQ(clbSend(toNext.data(), count, clbInt64, next, comm, nullptr), clbSuccess);
-      ASSERT_EQ(clbSend(toPrev.data(), count, clbInt64, prev, comm, nullptr), clbSuccess);
-      if (r % 2 == 1) {
-        ASSERT_EQ(clbRecv(fromPrev.data(), count, clbInt64, prev, comm, nullptr), clbSuccess);
-        ASSERT_EQ(clbRecv(fromNext.data(), count, clbInt64, next, comm, nullptr), clbSuccess);
-      }
-      ASSERT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
-      for (size_t i = 0; i < count; i++) {
-        ASSERT_EQ(fromPrev[i], value(prev, r, round, i)) << "round " << round << ", from rank " << prev << ", element " << i;
-        ASSERT_EQ(fromNext[i], value(next, r, round, i)) << "round " << round << ", from rank " << next << ", element " << i;
-      }
-      std::vector<int64_t> a((size_t)n * 1001), b((size_t)n * 1001, -1);
-      for (int p = 0; p < n; p++)
-        for (size_t i = 0; i < 1001; i++) a[p * 1001 + i] = value(r, p, round, i);
-      ASSERT_EQ(clbAllToAll(a.data(), b.data(), 1001, clbInt64, comm, nullptr), clbSuccess) << clbGetLastError();
-      for (int p = 0; p < n; p++)
-        for (size_t i = 0; i < 1001; i++)
-          ASSERT_EQ(b[p * 1001 + i], value(p, r, round, i)) << "all-to-all round " << round << " from rank " << p;
-    }
-    for (int p = 0; p < n; p++) {
-      if (p == r) continue;
-      clb::PeerChannel* ch = nullptr;
-      ASSERT_EQ(comm->carrier->peer(p, &ch), clbSuccess);
-      auto* net = dynamic_cast<clb::NetPeerChannel*>(ch);
-      ASSERT_NE(net, nullptr) << "rank " << r << ": the pair with rank " << p << " is not over the plugin";
-      EXPECT_TRUE(net->ready()) << "rank " << r << ": the pair with rank " << p << " never switched to its channel";
-      out.slots[r][p] = net->deviceSlots() ? 1 : 0;
-    }
-    out.copies[r] = mem[r].copies;
-    out.arrivals[r] = mem[r].arrivals;
-    out.deviceBytes[r] = comm->mem.device;
-  }, clbAlgoRing, 64 << 10));
+  expectNoErrors(runVerbs(
+      n,
+      [&](int r, clbComm_t comm) {
+        mem[r].failAlloc = failAlloc && r == 0;
+        if (r == 0) mem[r].maxAlloc = maxAlloc;
+        if (withMemory[r]) comm->peerDeviceMemory = mem[r].memory();
+        auto value = [](int from, int to, int round, size_t i) {
+          return (int64_t)from * 1000003 + to * 7919 + round * 31 + (int64_t)i;
+        };
+        for (int round = 0; round < 4; round++) {
+          const int next = (r + 1) % n, prev = (r + n - 1) % n;
+          std::vector<int64_t> toNext(count), toPrev(count), fromPrev(count, -1), fromNext(count, -1);
+          for (size_t i = 0; i < count; i++) toNext[i] = value(r, next, round, i), toPrev[i] = value(r, prev, round, i);
+          ASSERT_EQ(clbGroupStart(), clbSuccess);
+          // Receives first on even ranks, sends first on odd ones: any order completes in a group.
+          if (r % 2 == 0) {
+            ASSERT_EQ(clbRecv(fromPrev.data(), count, clbInt64, prev, comm, nullptr), clbSuccess);
+            ASSERT_EQ(clbRecv(fromNext.data(), count, clbInt64, next, comm, nullptr), clbSuccess);
+          }
+          ASSERT_EQ(clbSend(toNext.data(), count, clbInt64, next, comm, nullptr), clbSuccess);
+          ASSERT_EQ(clbSend(toPrev.data(), count, clbInt64, prev, comm, nullptr), clbSuccess);
+          if (r % 2 == 1) {
+            ASSERT_EQ(clbRecv(fromPrev.data(), count, clbInt64, prev, comm, nullptr), clbSuccess);
+            ASSERT_EQ(clbRecv(fromNext.data(), count, clbInt64, next, comm, nullptr), clbSuccess);
+          }
+          ASSERT_EQ(clbGroupEnd(), clbSuccess) << clbGetLastError();
+          for (size_t i = 0; i < count; i++) {
+            ASSERT_EQ(fromPrev[i], value(prev, r, round, i))
+                << "round " << round << ", from rank " << prev << ", element " << i;
+            ASSERT_EQ(fromNext[i], value(next, r, round, i))
+                << "round " << round << ", from rank " << next << ", element " << i;
+          }
+          std::vector<int64_t> a((size_t)n * 1001), b((size_t)n * 1001, -1);
+          for (int p = 0; p < n; p++)
+            for (size_t i = 0; i < 1001; i++) a[p * 1001 + i] = value(r, p, round, i);
+          ASSERT_EQ(clbAllToAll(a.data(), b.data(), 1001, clbInt64, comm, nullptr), clbSuccess) << clbGetLastError();
+          for (int p = 0; p < n; p++)
+            for (size_t i = 0; i < 1001; i++)
+              ASSERT_EQ(b[p * 1001 + i], value(p, r, round, i)) << "all-to-all round " << round << " from rank " << p;
+        }
+        for (int p = 0; p < n; p++) {
+          if (p == r) continue;
+          clb::PeerChannel* ch = nullptr;
+          ASSERT_EQ(comm->carrier->peer(p, &ch), clbSuccess);
+          auto* net = dynamic_cast<clb::NetPeerChannel*>(ch);
+          ASSERT_NE(net, nullptr) << "rank " << r << ": the pair with rank " << p << " is not over the plugin";
+          EXPECT_TRUE(net->ready()) << "rank " << r << ": the pair with rank " << p << " never switched to its channel";
+          out.slots[r][p] = net->deviceSlots() ? 1 : 0;
+        }
+        out.copies[r] = mem[r].copies;
+        out.arrivals[r] = mem[r].arrivals;
+        out.deviceBytes[r] = comm->mem.device;
+      },
+      clbAlgoRing, 64 << 10));
   for (int r = 0; r < n; r++) EXPECT_EQ(mem[r].dev.live.load(), 0) << "rank " << r << ": GPU memory left after destroy";
   return out;
 }
@@ -1165,16 +1206,18 @@ TEST(VerbsDeviceMode, PeerChannelFallsBackToHostMemoryWhenItsSlotsDoNotFit) {
   CollectLogs logs;
   PeerRun run = runPeersWithMemory({1, 1, 1}, false, /*maxAlloc (rank 0)=*/64 << 10);
   EXPECT_EQ(run.slots, (std::vector<std::vector<int>>{{-1, 0, 0}, {0, -1, 1}, {0, 1, -1}}));
-  EXPECT_TRUE(logs.has("rank 0: point-to-point channel with rank 1 in host memory: its GPU memory could not be set up "
-                       "for verbs (test: no 262144 bytes of GPU memory on this rank"));
+  EXPECT_TRUE(
+      logs.has("rank 0: point-to-point channel with rank 1 in host memory: its GPU memory could not be set up "
+               "for verbs (test: no 262144 bytes of GPU memory on this rank"));
 }
 
 TEST(VerbsDeviceMode, PeerChannelFallsBackToHostMemoryWhenItsGpuMemoryFails) {
   CollectLogs logs;
   PeerRun run = runPeersWithMemory({1, 1, 1}, /*failAlloc (rank 0)=*/true);
   EXPECT_EQ(run.slots, (std::vector<std::vector<int>>{{-1, 0, 0}, {0, -1, 1}, {0, 1, -1}}));
-  EXPECT_TRUE(logs.has("rank 0: point-to-point channel with rank 1 in host memory: its GPU memory could not be set up "
-                       "for verbs (test: this rank's GPU memory cannot be had"));
+  EXPECT_TRUE(
+      logs.has("rank 0: point-to-point channel with rank 1 in host memory: its GPU memory could not be set up "
+               "for verbs (test: this rank's GPU memory cannot be had"));
 }
 
 }  // namespace

@@ -111,8 +111,8 @@ ibv_qp_attr rtsAttr(uint32_t psn, const Opts& o) {
   a.max_rd_atomic = 1;
   return a;
 }
-constexpr int kRtsMask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                         IBV_QP_MAX_QP_RD_ATOMIC;
+constexpr int kRtsMask =
+    IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
 
 ibv_qp_state stateOf(ibv_qp* qp) {
   ibv_qp_attr a;
@@ -263,8 +263,10 @@ std::vector<ibv_wc> collect(ibv_cq* cq, int ms) {
   while (Clock::now() < end) {
     ibv_wc wc[16];
     int n = V().pollCq(cq, 16, wc);
-    if (n > 0) out.insert(out.end(), wc, wc + n);
-    else std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (n > 0)
+      out.insert(out.end(), wc, wc + n);
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   return out;
 }
@@ -556,7 +558,7 @@ struct Pipe {
 
 TEST_F(VerbsEmuMr, DmabufMemfdReceivesAWriteWithImmElementByElement) {
   DeviceCopyScope scope(nullptr);  // mapped regions never use it
-  const size_t kElems = 50000;  // 200000 bytes: four emulated packets
+  const size_t kElems = 50000;     // 200000 bytes: four emulated packets
   const size_t bytes = kElems * sizeof(uint32_t), fdBytes = bytes + 2 * 4096;
   int fd = memfd_create("colibri-dmabuf-imm-test", MFD_CLOEXEC);
   ASSERT_GE(fd, 0);
@@ -581,7 +583,8 @@ TEST_F(VerbsEmuMr, DmabufMemfdReceivesAWriteWithImmElementByElement) {
     ASSERT_NO_FATAL_FAILURE(connectPair(a, qa, b, qb));
     ibv_mr* sm = a.reg(src.data(), bytes);
     ASSERT_EQ(postRecv(qb, 70), 0);
-    ASSERT_EQ(postWrite(qa, 7, src.data(), bytes, sm->lkey, iova, dm->rkey, IBV_WR_RDMA_WRITE_WITH_IMM, 0xD0B0F00Du), 0);
+    ASSERT_EQ(postWrite(qa, 7, src.data(), bytes, sm->lkey, iova, dm->rkey, IBV_WR_RDMA_WRITE_WITH_IMM, 0xD0B0F00Du),
+              0);
     ibv_wc wc;
     ASSERT_TRUE(pollOne(b.cq, &wc));
     EXPECT_EQ(wc.wr_id, 70u);
@@ -648,7 +651,6 @@ TEST_F(VerbsEmuMr, UnmappableDmabufFailsWithMmapsErrnoWithoutADeviceCopy) {
   EXPECT_EQ(V().regDmabufMr(h.pd, 0, mem.size(), (uint64_t)(uintptr_t)mem.data(), p.fd(), kRw), nullptr);
   EXPECT_EQ(errno, mmapErr) << strerror(errno) << " vs mmap's " << strerror(mmapErr);
 }
-
 
 // ---- queue pair state machine ----------------------------------------------------------------
 
@@ -1050,8 +1052,8 @@ TEST_F(VerbsEmuData, WritePlacesEveryByteAndCompletesAfterward) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.open(1 << 20));
   uint64_t id = 0;
-  for (size_t len : {(size_t)0, (size_t)1, (size_t)4095, (size_t)4096, (size_t)65536, (size_t)65537,
-                     (size_t)300013, (size_t)(1 << 20)}) {
+  for (size_t len : {(size_t)0, (size_t)1, (size_t)4095, (size_t)4096, (size_t)65536, (size_t)65537, (size_t)300013,
+                     (size_t)(1 << 20)}) {
     std::fill(p.dst.begin(), p.dst.end(), (char)0xEE);
     ASSERT_EQ(postWrite(p.qa, ++id, p.src.data(), len, p.srcMr->lkey, p.dstAddr(), p.dstMr->rkey), 0);
     ibv_wc wc;
@@ -1088,8 +1090,8 @@ TEST_F(VerbsEmuData, WritePlacesEveryByteAndCompletesAfterward) {
   EXPECT_EQ(p.dst[16], (char)0xEE);
   EXPECT_EQ(p.dst[70120], (char)0xEE);
   // An unsignaled write gives no completion; the signaled one after it does, and implies both.
-  ASSERT_EQ(postWrite(p.qa, 200, p.src.data(), 1000, p.srcMr->lkey, p.dstAddr(200000), p.dstMr->rkey,
-                      IBV_WR_RDMA_WRITE, 0, 0),
+  ASSERT_EQ(postWrite(p.qa, 200, p.src.data(), 1000, p.srcMr->lkey, p.dstAddr(200000), p.dstMr->rkey, IBV_WR_RDMA_WRITE,
+                      0, 0),
             0);
   ASSERT_EQ(postWrite(p.qa, 201, p.src.data() + 1000, 1000, p.srcMr->lkey, p.dstAddr(201000), p.dstMr->rkey), 0);
   ASSERT_TRUE(pollOne(p.a.cq, &wc));
@@ -1215,9 +1217,9 @@ TEST_F(VerbsEmuData, InfinibandConnectsByLidWithoutAGlobalRoute) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.open(4096, o, o));
   ASSERT_EQ(postRecv(p.qb, 1), 0);
-  ASSERT_EQ(postWrite(p.qa, 2, p.src.data(), 4096, p.srcMr->lkey, p.dstAddr(), p.dstMr->rkey,
-                      IBV_WR_RDMA_WRITE_WITH_IMM, 9),
-            0);
+  ASSERT_EQ(
+      postWrite(p.qa, 2, p.src.data(), 4096, p.srcMr->lkey, p.dstAddr(), p.dstMr->rkey, IBV_WR_RDMA_WRITE_WITH_IMM, 9),
+      0);
   ibv_wc wc;
   ASSERT_TRUE(pollOne(p.b.cq, &wc));
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << V().wcStatusStr(wc.status);
@@ -1415,9 +1417,9 @@ TEST_F(VerbsEmuData, NoReceivePostedExhaustsRnrRetries) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.open(4096, oa));
   auto t0 = Clock::now();
-  ASSERT_EQ(postWrite(p.qa, 1, p.src.data(), 100, p.srcMr->lkey, p.dstAddr(), p.dstMr->rkey,
-                      IBV_WR_RDMA_WRITE_WITH_IMM, 1),
-            0);
+  ASSERT_EQ(
+      postWrite(p.qa, 1, p.src.data(), 100, p.srcMr->lkey, p.dstAddr(), p.dstMr->rkey, IBV_WR_RDMA_WRITE_WITH_IMM, 1),
+      0);
   ibv_wc wc;
   ASSERT_TRUE(pollOne(p.a.cq, &wc));
   EXPECT_EQ(wc.status, IBV_WC_RNR_RETRY_EXC_ERR) << V().wcStatusStr(wc.status);
@@ -1459,9 +1461,9 @@ TEST_F(VerbsEmuData, ErrorStateFlushesOutstandingAndLaterWorkRequests) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.open(4096));
   // The first WR waits for a receive that never comes (RNR forever); three more queue behind it.
-  ASSERT_EQ(postWrite(p.qa, 1, p.src.data(), 10, p.srcMr->lkey, p.dstAddr(), p.dstMr->rkey,
-                      IBV_WR_RDMA_WRITE_WITH_IMM, 1),
-            0);
+  ASSERT_EQ(
+      postWrite(p.qa, 1, p.src.data(), 10, p.srcMr->lkey, p.dstAddr(), p.dstMr->rkey, IBV_WR_RDMA_WRITE_WITH_IMM, 1),
+      0);
   ASSERT_EQ(postWrite(p.qa, 2, p.src.data(), 10, p.srcMr->lkey, p.dstAddr(), p.dstMr->rkey, IBV_WR_RDMA_WRITE, 0, 0),
             0);
   ASSERT_EQ(postWrite(p.qa, 3, p.src.data(), 10, p.srcMr->lkey, p.dstAddr(), p.dstMr->rkey), 0);
@@ -1538,9 +1540,8 @@ TEST_F(VerbsEmuData, AFewLostPacketsAreRetransmittedTransparently) {
   ASSERT_NO_FATAL_FAILURE(p.open(1 << 20, oa));
   ASSERT_EQ(emu::dropPackets(p.qa, 3), 0);
   for (int i = 0; i < 8; i++)
-    ASSERT_EQ(postWrite(p.qa, i, p.src.data() + i * 100000, 100000, p.srcMr->lkey, p.dstAddr(i * 100000),
-                        p.dstMr->rkey),
-              0);
+    ASSERT_EQ(
+        postWrite(p.qa, i, p.src.data() + i * 100000, 100000, p.srcMr->lkey, p.dstAddr(i * 100000), p.dstMr->rkey), 0);
   for (int i = 0; i < 8; i++) {
     ibv_wc wc;
     ASSERT_TRUE(pollOne(p.a.cq, &wc));
@@ -1612,9 +1613,8 @@ TEST_F(VerbsEmuData, ManyOutstandingWrsOnBoundedQueuesCompleteInOrder) {
   while (completed < kWrs / 4 && Clock::now() < deadline) {
     while (posted < kWrs) {
       bool signaled = posted % 4 == 3;
-      int rc = postWrite(qa, posted, src.data() + posted * kLen, kLen, sm->lkey,
-                         (uintptr_t)dst.data() + posted * kLen, dm->rkey, IBV_WR_RDMA_WRITE, 0,
-                         signaled ? IBV_SEND_SIGNALED : 0);
+      int rc = postWrite(qa, posted, src.data() + posted * kLen, kLen, sm->lkey, (uintptr_t)dst.data() + posted * kLen,
+                         dm->rkey, IBV_WR_RDMA_WRITE, 0, signaled ? IBV_SEND_SIGNALED : 0);
       if (rc == ENOMEM) {
         fullQueue++;
         break;
@@ -1692,8 +1692,7 @@ TEST_F(VerbsEmuData, CqOverrunIsLoudAndBreaksItsQps) {
   ASSERT_NO_FATAL_FAILURE(connectPair(a, qa, b, qb));
   ibv_mr* sm = a.reg(src.data(), src.size());
   ibv_mr* dm = b.reg(dst.data(), dst.size());
-  for (int i = 0; i < 8; i++)
-    ASSERT_EQ(postWrite(qa, i, src.data(), 8, sm->lkey, (uintptr_t)dst.data(), dm->rkey), 0);
+  for (int i = 0; i < 8; i++) ASSERT_EQ(postWrite(qa, i, src.data(), 8, sm->lkey, (uintptr_t)dst.data(), dm->rkey), 0);
   ibv_async_event ev;
   ASSERT_TRUE(asyncEvent(a.ctx, &ev)) << "an overrun raises IBV_EVENT_CQ_ERR";
   EXPECT_EQ(ev.event_type, IBV_EVENT_CQ_ERR);
@@ -1910,7 +1909,8 @@ TEST_F(VerbsEmu, WriteWithImmAcrossProcesses) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   fcntl(sv[0], F_SETFD, FD_CLOEXEC);
-  const pid_t pid = clb::test::spawnSelf("VerbsEmu.ProcessPeerSide", {std::string(kPeerFdEnv) + "=" + std::to_string(sv[1])});
+  const pid_t pid =
+      clb::test::spawnSelf("VerbsEmu.ProcessPeerSide", {std::string(kPeerFdEnv) + "=" + std::to_string(sv[1])});
   ASSERT_GT(pid, 0);
   close(sv[1]);
   exchangeAndTransfer(sv[0], true);

@@ -221,7 +221,8 @@ TEST(Versions, DriverDifferenceWarnsUnderStrictAndFailsUnderExact) {
   for (int r = 0; r < 2; r++) {
     ASSERT_EQ(out[r].rc, clbSuccess) << "strict (the default) only warns about the driver: " << out[r].msg;
     EXPECT_NE(infoLine(out[r].info).find("driver DIFFERS: 580.159.04 on rank 0, 575.57.08 on rank 1"),
-              std::string::npos) << out[r].info;
+              std::string::npos)
+        << out[r].info;
   }
   for (auto& s : setup) s.check = clbVersionCheckExact;
   out = runRanks(setup, 10000, &ms);
@@ -263,7 +264,7 @@ TEST(Versions, StrictestSettingOfAnyRankAppliesSoNobodyIsLeftWaiting) {
 
 TEST(Versions, RanksWithoutDriverOrNicAreNotCompared) {
   auto setup = same(3, clbVersionCheckExact);
-  setup[0].versions.driver = "none";     // a host-only rank
+  setup[0].versions.driver = "none";    // a host-only rank
   setup[2].versions.firmware = "none";  // a node without RDMA NIC
   int64_t ms = 0;
   auto out = runRanks(setup, 10000, &ms);

@@ -91,8 +91,7 @@ __device__ void rope(T* a, int heads, int d, const int* pos, int n, double theta
 // The cache [sequence][kv head][position][d] takes each row's k and v ([rows][kv heads * d]) at
 // the row's position. Grid: one block per row.
 template <typename T>
-__device__ void cache(const T* k, const T* v, T* kc, T* vc, int kvHeads, int context, int d, const int* pos,
-                      int n) {
+__device__ void cache(const T* k, const T* v, T* kc, T* vc, int kvHeads, int context, int d, const int* pos, int n) {
   const int r = blockIdx.x, b = r / n, p = *pos + r % n;
   for (int t = threadIdx.x; t < kvHeads * d; t += blockDim.x) {
     const int h = t / d, e = t % d;
@@ -106,8 +105,8 @@ __device__ void cache(const T* k, const T* v, T* kc, T* vc, int kvHeads, int con
 // sequence's KV head (causal). Grid: (rows, heads): rows in x, which takes up to 2^31 - 1 blocks
 // (y takes 65535); dynamic shared memory: context floats.
 template <typename T>
-__device__ void attention(const T* q, const T* kc, const T* vc, T* out, int heads, int kvHeads, int context,
-                          int d, const int* pos, int n) {
+__device__ void attention(const T* q, const T* kc, const T* vc, T* out, int heads, int kvHeads, int context, int d,
+                          const int* pos, int n) {
   extern __shared__ float score[];
   __shared__ float scratch[kThreads / 32];
   const int r = blockIdx.x, h = blockIdx.y, b = r / n, p = *pos + r % n;
@@ -166,7 +165,10 @@ __device__ void argmax(const T* gathered, int* tokens, int ranks, int batch, int
   for (int t = threadIdx.x; t < ranks * vocabPerRank; t += blockDim.x) {
     const int r = t / vocabPerRank, j = t % vocabPerRank;
     const float x = load(gathered + ((int64_t)r * batch + b) * vocabPerRank + j);
-    if (x > v || (x == v && t < idx)) { v = x; idx = t; }  // t is the vocabulary index
+    if (x > v || (x == v && t < idx)) {
+      v = x;
+      idx = t;
+    }  // t is the vocabulary index
   }
   bestV[threadIdx.x] = v;
   bestI[threadIdx.x] = idx;
@@ -189,31 +191,29 @@ __device__ void argmax(const T* gathered, int* tokens, int ranks, int batch, int
 }  // namespace
 
 // The exported kernels, one set per activation type (DeviceDecoder.KERNELS names them).
-#define CLB_DEC_KERNELS(T, S)                                                                              \
-  extern "C" __global__ void clb_dec_embed_##S(const T* table, const int* tokens, T* x, int hidden) {       \
-    embed(table, tokens, x, hidden);                                                                       \
-  }                                                                                                        \
-  extern "C" __global__ void clb_dec_rmsnorm_##S(const T* x, T* y, int width, float eps) {                 \
-    rmsnorm(x, y, width, eps);                                                                             \
-  }                                                                                                        \
-  extern "C" __global__ void clb_dec_rope_##S(T* a, int heads, int d, const int* pos, int n, double theta) { \
-    rope(a, heads, d, pos, n, theta);                                                                      \
-  }                                                                                                        \
-  extern "C" __global__ void clb_dec_cache_##S(const T* k, const T* v, T* kc, T* vc, int kvHeads,          \
-                                               int context, int d, const int* pos, int n) {                \
-    cache(k, v, kc, vc, kvHeads, context, d, pos, n);                                                      \
-  }                                                                                                        \
-  extern "C" __global__ void clb_dec_attention_##S(const T* q, const T* kc, const T* vc, T* out, int heads, \
-                                                   int kvHeads, int context, int d, const int* pos, int n) { \
-    attention(q, kc, vc, out, heads, kvHeads, context, d, pos, n);                                         \
-  }                                                                                                        \
-  extern "C" __global__ void clb_dec_silu_mul_##S(T* gate, const T* up, int64_t count) {                   \
-    siluMul(gate, up, count);                                                                              \
-  }                                                                                                        \
-  extern "C" __global__ void clb_dec_add_##S(T* x, const T* y, int64_t count) { add(x, y, count); }         \
-  extern "C" __global__ void clb_dec_argmax_##S(const T* gathered, int* tokens, int ranks, int batch,      \
-                                                int vocabPerRank) {                                        \
-    argmax(gathered, tokens, ranks, batch, vocabPerRank);                                                  \
+#define CLB_DEC_KERNELS(T, S)                                                                                         \
+  extern "C" __global__ void clb_dec_embed_##S(const T* table, const int* tokens, T* x, int hidden) {                 \
+    embed(table, tokens, x, hidden);                                                                                  \
+  }                                                                                                                   \
+  extern "C" __global__ void clb_dec_rmsnorm_##S(const T* x, T* y, int width, float eps) {                            \
+    rmsnorm(x, y, width, eps);                                                                                        \
+  }                                                                                                                   \
+  extern "C" __global__ void clb_dec_rope_##S(T* a, int heads, int d, const int* pos, int n, double theta) {          \
+    rope(a, heads, d, pos, n, theta);                                                                                 \
+  }                                                                                                                   \
+  extern "C" __global__ void clb_dec_cache_##S(const T* k, const T* v, T* kc, T* vc, int kvHeads, int context, int d, \
+                                               const int* pos, int n) {                                               \
+    cache(k, v, kc, vc, kvHeads, context, d, pos, n);                                                                 \
+  }                                                                                                                   \
+  extern "C" __global__ void clb_dec_attention_##S(const T* q, const T* kc, const T* vc, T* out, int heads,           \
+                                                   int kvHeads, int context, int d, const int* pos, int n) {          \
+    attention(q, kc, vc, out, heads, kvHeads, context, d, pos, n);                                                    \
+  }                                                                                                                   \
+  extern "C" __global__ void clb_dec_silu_mul_##S(T* gate, const T* up, int64_t count) { siluMul(gate, up, count); }  \
+  extern "C" __global__ void clb_dec_add_##S(T* x, const T* y, int64_t count) { add(x, y, count); }                   \
+  extern "C" __global__ void clb_dec_argmax_##S(const T* gathered, int* tokens, int ranks, int batch,                 \
+                                                int vocabPerRank) {                                                   \
+    argmax(gathered, tokens, ranks, batch, vocabPerRank);                                                             \
   }
 
 CLB_DEC_KERNELS(float, f32)

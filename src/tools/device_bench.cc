@@ -47,13 +47,13 @@ namespace {
 
 const clb::cuda::Driver* d = nullptr;
 
-#define CHECK_CU(call)                                                        \
-  do {                                                                        \
-    CUresult rc_ = (call);                                                    \
-    if (rc_ != CUDA_SUCCESS) {                                                \
-      fprintf(stderr, "%s failed: %d\n", #call, (int)rc_);                    \
-      exit(2);                                                                \
-    }                                                                         \
+#define CHECK_CU(call)                                     \
+  do {                                                     \
+    CUresult rc_ = (call);                                 \
+    if (rc_ != CUDA_SUCCESS) {                             \
+      fprintf(stderr, "%s failed: %d\n", #call, (int)rc_); \
+      exit(2);                                             \
+    }                                                      \
   } while (0)
 
 struct Barrier {
@@ -139,8 +139,10 @@ void hostCopyCeilingGBs(double* toHost, double* toDevice) {
   CHECK_CU(d->cuEventCreate(&e1, 0));
   for (int dir = 0; dir < 2; dir++) {
     auto once = [&] {
-      if (dir == 0) CHECK_CU(d->cuMemcpyDtoHAsync(h, g, bytes, s));
-      else CHECK_CU(d->cuMemcpyHtoDAsync(g, h, bytes, s));
+      if (dir == 0)
+        CHECK_CU(d->cuMemcpyDtoHAsync(h, g, bytes, s));
+      else
+        CHECK_CU(d->cuMemcpyHtoDAsync(g, h, bytes, s));
     };
     once();
     CHECK_CU(d->cuEventRecord(e0, s));
@@ -162,7 +164,9 @@ void hostCopyCeilingGBs(double* toHost, double* toDevice) {
 // buffers, streams and timing. Only the few entry points used are declared here (NCCL 2.x ABI).
 namespace nccl {
 typedef struct ncclComm* Comm;
-struct UniqueId { char internal[128]; };
+struct UniqueId {
+  char internal[128];
+};
 enum { kFloat32 = 7, kBfloat16 = 9, kSum = 0 };
 int (*getVersion)(int*);
 int (*getUniqueId)(UniqueId*);
@@ -356,8 +360,10 @@ int footprint(int nranks, int ngpus, bool useNccl) {
   std::atomic<int> failures{0};
   clbUniqueId id, id2;
   nccl::UniqueId nid{}, nid2{};
-  if (useNccl) nccl::getUniqueId(&nid), nccl::getUniqueId(&nid2);
-  else clbGetUniqueId(&id), clbGetUniqueId(&id2);
+  if (useNccl)
+    nccl::getUniqueId(&nid), nccl::getUniqueId(&nid2);
+  else
+    clbGetUniqueId(&id), clbGetUniqueId(&id2);
   std::vector<std::thread> ts;
   for (int r = 0; r < nranks; r++)
     ts.emplace_back([&, r] {
@@ -420,8 +426,10 @@ int footprint(int nranks, int ngpus, bool useNccl) {
       nccl::Comm ncomm2 = nullptr;
       warmMs[r] = init(true, &comm2, &ncomm2);
       bar.wait();
-      if (useNccl) nccl::commDestroy(ncomm2), nccl::commDestroy(ncomm);
-      else clbCommDestroy(comm2), clbCommDestroy(comm);
+      if (useNccl)
+        nccl::commDestroy(ncomm2), nccl::commDestroy(ncomm);
+      else
+        clbCommDestroy(comm2), clbCommDestroy(comm);
     });
   for (auto& t : ts) t.join();
   double cold = 0, warm = 0;
@@ -433,8 +441,10 @@ int footprint(int nranks, int ngpus, bool useNccl) {
     if (what[k].empty()) continue;
     const double per = mib(used[k] - used[0]) / onGpu0;
     if (k >= 6 && k <= 9) peak = std::max(peak, used[k]);
-    if (own[k] >= 0) printf("  %-44s %18.1f %22lld\n", what[k].c_str(), per, own[k]);
-    else printf("  %-44s %18.1f %22s\n", what[k].c_str(), per, "-");
+    if (own[k] >= 0)
+      printf("  %-44s %18.1f %22lld\n", what[k].c_str(), per, own[k]);
+    else
+      printf("  %-44s %18.1f %22s\n", what[k].c_str(), per, "-");
   }
   printf("  %-44s %18.1f\n", "highest of the above", mib(peak - used[0]) / onGpu0);
   printf("# host RSS: +%.1f MiB over init and the calls (whole process)\n", (rssEnd - rss0) / 1024.0);
@@ -479,7 +489,8 @@ int enqueueCost(bool useNccl) {
   std::string lib = "Colibri";
   if (useNccl) {
     nccl::UniqueId nid{};
-    if (nccl::getUniqueId(&nid) || nccl::commInitRank(&ncomm, 1, nid, 0)) return fprintf(stderr, "NCCL init failed\n"), 2;
+    if (nccl::getUniqueId(&nid) || nccl::commInitRank(&ncomm, 1, nid, 0))
+      return fprintf(stderr, "NCCL init failed\n"), 2;
     lib = "NCCL";
   } else {
     clbUniqueId id;
@@ -513,28 +524,32 @@ int enqueueCost(bool useNccl) {
         const double ns = std::chrono::duration<double, std::nano>(u - t).count();
         t = u;
         if (b < 5) continue;
-        if (i == 0) first.push_back(ns);
-        else if (i == 1) second.push_back(ns);
-        else sum += ns;
+        if (i == 0)
+          first.push_back(ns);
+        else if (i == 1)
+          second.push_back(ns);
+        else
+          sum += ns;
       }
       if (b >= 5) rest.push_back(sum / (kBatch - 2));
     }
-    auto med = [](std::vector<double>& v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+    auto med = [](std::vector<double>& v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
     printf("  %-58s first %7.0f  second %7.0f  the others %7.0f (medians)\n", what, med(first), med(second), med(rest));
   };
   printf("# per position in a batch of %d calls into an idle stream (ns)\n", kBatch);
   positions("cuMemsetD8Async, 8 B", [&] { return d->cuMemsetD8Async(g.recv, 0, 8, s) == CUDA_SUCCESS; });
   positions("cuMemcpyDtoDAsync, 8 B", [&] { return d->cuMemcpyDtoDAsync(g.recv, g.send, 8, s) == CUDA_SUCCESS; });
-  positions("cuLaunchKernel, empty kernel, 8 B of parameters", [&] {
-    return d->cuLaunchKernel(noop8, 1, 1, 1, 32, 1, 1, 0, s, pSmall, nullptr) == CUDA_SUCCESS;
-  });
+  positions("cuLaunchKernel, empty kernel, 8 B of parameters",
+            [&] { return d->cuLaunchKernel(noop8, 1, 1, 1, 32, 1, 1, 0, s, pSmall, nullptr) == CUDA_SUCCESS; });
   printf("# enqueue cost per call on the calling thread (ns): min, median, p90 of %d batches of %d calls\n", kBatches,
          kBatch);
   time("cuMemsetD8Async, 8 B", [&] { return d->cuMemsetD8Async(g.recv, 0, 8, s) == CUDA_SUCCESS; });
   time("cuMemcpyDtoDAsync, 8 B", [&] { return d->cuMemcpyDtoDAsync(g.recv, g.send, 8, s) == CUDA_SUCCESS; });
-  time("cuLaunchKernel, empty kernel, 8 B of parameters", [&] {
-    return d->cuLaunchKernel(noop8, 1, 1, 1, 32, 1, 1, 0, s, pSmall, nullptr) == CUDA_SUCCESS;
-  });
+  time("cuLaunchKernel, empty kernel, 8 B of parameters",
+       [&] { return d->cuLaunchKernel(noop8, 1, 1, 1, 32, 1, 1, 0, s, pSmall, nullptr) == CUDA_SUCCESS; });
   char label[96];
   snprintf(label, sizeof label, "cuLaunchKernel, empty kernel, %zu B of parameters", sizeof(ClbDevCallArgs));
   time(label, [&] { return d->cuLaunchKernel(noopArgs, 1, 1, 1, 512, 1, 1, 0, s, pBig, nullptr) == CUDA_SUCCESS; });
@@ -604,9 +619,8 @@ int enqueueCost(bool useNccl) {
     q.func = spin;
     q.kernelParams = pSpin;
     q.blockDimX = 32;
-    time("cuLaunchKernel, a kernel that runs 20 us", [&] {
-      return d->cuLaunchKernel(spin, 1, 1, 1, 32, 1, 1, 0, s, pSpin, nullptr) == CUDA_SUCCESS;
-    });
+    time("cuLaunchKernel, a kernel that runs 20 us",
+         [&] { return d->cuLaunchKernel(spin, 1, 1, 1, 32, 1, 1, 0, s, pSpin, nullptr) == CUDA_SUCCESS; });
     CUgraph g2;
     CUgraphNode n2;
     CUgraphExec e2;
@@ -656,7 +670,8 @@ int enqueueCost(bool useNccl) {
     time("cuStreamWaitValue32 (already satisfied, GEQ)", [&] { return waitValue(s, g.recv, 1, 0x0) == CUDA_SUCCESS; });
   }
   const std::string out = lib + " allReduce, 8 B float32, out of place";
-  time(out.c_str(), [&] { return collective(0, (const void*)g.send, (void*)g.recv, 2, false, comm, ncomm, s).empty(); });
+  time(out.c_str(),
+       [&] { return collective(0, (const void*)g.send, (void*)g.recv, 2, false, comm, ncomm, s).empty(); });
   const std::string in = lib + " allReduce, 8 B float32, in place";
   time(in.c_str(), [&] { return collective(0, (const void*)g.recv, (void*)g.recv, 2, false, comm, ncomm, s).empty(); });
   CHECK_CU(d->cuStreamSynchronize(s));
@@ -664,7 +679,8 @@ int enqueueCost(bool useNccl) {
   // elements returns there), and the replay of the call's own kernel captured into a graph (the
   // launch alone, without the call around it).
   const std::string empty = lib + " allReduce, 0 elements (the checks before the device path)";
-  time(empty.c_str(), [&] { return collective(0, (const void*)g.send, (void*)g.recv, 0, false, comm, ncomm, s).empty(); });
+  time(empty.c_str(),
+       [&] { return collective(0, (const void*)g.send, (void*)g.recv, 0, false, comm, ncomm, s).empty(); });
   CUgraph cg;
   CUgraphExec ce;
   CHECK_CU(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
@@ -675,12 +691,15 @@ int enqueueCost(bool useNccl) {
   CHECK_CU(d->cuGraphUpload(ce, s));
   const std::string replay = "cuGraphLaunch of a captured " + lib + " allReduce, 8 B out of place";
   time(replay.c_str(), [&] { return d->cuGraphLaunch(ce, s) == CUDA_SUCCESS; });
-  time(out.c_str(), [&] { return collective(0, (const void*)g.send, (void*)g.recv, 2, false, comm, ncomm, s).empty(); });
+  time(out.c_str(),
+       [&] { return collective(0, (const void*)g.send, (void*)g.recv, 2, false, comm, ncomm, s).empty(); });
   CHECK_CU(d->cuStreamSynchronize(s));
   d->cuGraphExecDestroy(ce);
   d->cuGraphDestroy(cg);
-  if (useNccl) nccl::commDestroy(ncomm);
-  else clbCommDestroy(comm);
+  if (useNccl)
+    nccl::commDestroy(ncomm);
+  else
+    clbCommDestroy(comm);
   d->cuModuleUnload(mod);
   if (failures) fprintf(stderr, "%d call(s) failed\n", failures);
   return failures ? 1 : 0;
@@ -785,8 +804,10 @@ int waitCost(int lateUs) {
   rank(0);
   t1.join();
   const char* gate = getenv("COLIBRI_DEVICE_GATE");
-  printf("# wait cost: rank 1 of 2 (threads on GPU 0) %d us late; a whole-SM kernel of %d waves on another stream "
-         "of rank 0 took %.1f us alone; COLIBRI_DEVICE_GATE=%s\n", lateUs, kWaves, alone, gate ? gate : "(auto)");
+  printf(
+      "# wait cost: rank 1 of 2 (threads on GPU 0) %d us late; a whole-SM kernel of %d waves on another stream "
+      "of rank 0 took %.1f us alone; COLIBRI_DEVICE_GATE=%s\n",
+      lateUs, kWaves, alone, gate ? gate : "(auto)");
   printf("# %12s %14s %14s\n", "bytes", "extra us", "share of wait");
   for (auto& [bytes, x] : rows) printf("  %12zu %14.1f %13.0f%%\n", bytes, x, 100.0 * x / lateUs);
   return failures ? 1 : 0;
@@ -801,24 +822,39 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a == "--ranks") nranks = std::stoi(next());
-    else if (a == "--min") minBytes = std::stoull(next());
-    else if (a == "--max") maxBytes = std::stoull(next());
-    else if (a == "--iters") iters = std::stoi(next());
-    else if (a == "--graph") graph = true;
-    else if (a == "--coll") which = next();
-    else if (a == "--nccl") useNccl = true;
-    else if (a == "--inplace") inPlace = true;
-    else if (a == "--footprint") foot = true;
-    else if (a == "--enqueue") enq = true;
-    else if (a == "--dtype") dtype = next();
-    else if (a == "--processes") procs = true;
-    else if (a == "--register") reg = true;
-    else if (a == "--wait-cost") waitLateUs = std::stoi(next());
+    if (a == "--ranks")
+      nranks = std::stoi(next());
+    else if (a == "--min")
+      minBytes = std::stoull(next());
+    else if (a == "--max")
+      maxBytes = std::stoull(next());
+    else if (a == "--iters")
+      iters = std::stoi(next());
+    else if (a == "--graph")
+      graph = true;
+    else if (a == "--coll")
+      which = next();
+    else if (a == "--nccl")
+      useNccl = true;
+    else if (a == "--inplace")
+      inPlace = true;
+    else if (a == "--footprint")
+      foot = true;
+    else if (a == "--enqueue")
+      enq = true;
+    else if (a == "--dtype")
+      dtype = next();
+    else if (a == "--processes")
+      procs = true;
+    else if (a == "--register")
+      reg = true;
+    else if (a == "--wait-cost")
+      waitLateUs = std::stoi(next());
     else {
       fprintf(stderr,
               "usage: %s [--ranks N] [--min B] [--max B] [--iters K] [--graph] [--nccl] [--inplace] "
-              "[--dtype float32|bfloat16] [--coll all|allreduce|allgather|reducescatter|broadcast|sendrecv|alltoall|alltoallv] [--footprint] "
+              "[--dtype float32|bfloat16] [--coll "
+              "all|allreduce|allgather|reducescatter|broadcast|sendrecv|alltoall|alltoallv] [--footprint] "
               "[--processes] [--register] [--enqueue] [--wait-cost LATE_US]\n",
               argv[0]);
       return 2;
@@ -851,8 +887,10 @@ int main(int argc, char** argv) {
     }
     for (int r = 0; r < nranks && procRank < 0; r++) {
       pid_t pid = fork();
-      if (pid == 0) procRank = r;
-      else children.push_back(pid);
+      if (pid == 0)
+        procRank = r;
+      else
+        children.push_back(pid);
     }
     if (procRank < 0) {
       // The first rank that fails leaves the others waiting at a barrier: stop them all.
@@ -902,8 +940,10 @@ int main(int argc, char** argv) {
            copyCeilingGBs());
     double toHost = 0, toDevice = 0;
     hostCopyCeilingGBs(&toHost, &toDevice);
-    printf("# pinned host memory and GPU 0 (64 MiB, copy engines): %.1f GB/s to the host, %.1f GB/s to the GPU "
-           "(the ceiling with COLIBRI_DEVICE_P2P=off)\n", toHost, toDevice);
+    printf(
+        "# pinned host memory and GPU 0 (64 MiB, copy engines): %.1f GB/s to the host, %.1f GB/s to the GPU "
+        "(the ceiling with COLIBRI_DEVICE_P2P=off)\n",
+        toHost, toDevice);
   }
   if (procs) {
   } else if (useNccl) {
@@ -917,8 +957,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   const char* names[] = {"allReduce", "allGather", "reduceScatter", "broadcast", "sendRecv", "allToAll", "allToAllv"};
-  const double factor[] = {2.0 * (nranks - 1) / nranks, (nranks - 1.0) / nranks, (nranks - 1.0) / nranks, 1.0, 1.0,
-                           (nranks - 1.0) / nranks, 1.0};
+  const double factor[] = {2.0 * (nranks - 1) / nranks,
+                           (nranks - 1.0) / nranks,
+                           (nranks - 1.0) / nranks,
+                           1.0,
+                           1.0,
+                           (nranks - 1.0) / nranks,
+                           1.0};
   Barrier& bar = sh->bar;
   double* seconds = sh->seconds;
   double* initMs = sh->initMs;
@@ -964,7 +1009,9 @@ int main(int argc, char** argv) {
       // goes through host memory in this version: no graph.
       const char* p2pEnv = getenv("COLIBRI_DEVICE_P2P");
       if (c >= 4 && graph && !useNccl && procs && (ngpus > 1 || (p2pEnv && !strcmp(p2pEnv, "off")))) {
-        if (r == 0) printf("#\n# %s: not capturable between processes on several GPUs in this version (through host memory)\n", names[c]);
+        if (r == 0)
+          printf("#\n# %s: not capturable between processes on several GPUs in this version (through host memory)\n",
+                 names[c]);
         continue;
       }
       if (r == 0)
@@ -1012,7 +1059,8 @@ int main(int argc, char** argv) {
         }
         bar.wait();
         auto t1 = std::chrono::steady_clock::now();
-        if (graph) replayGraph(exec, s, comm);
+        if (graph)
+          replayGraph(exec, s, comm);
         else
           for (int k = 0; k < iters; k++) call();
         CHECK_CU(d->cuStreamSynchronize(s));
@@ -1041,9 +1089,10 @@ int main(int argc, char** argv) {
       double maxInit = 0;
       for (int p = 0; p < nranks; p++) maxInit = std::max(maxInit, initMs[p]);
       const int onGpu0 = (nranks + ngpus - 1) / ngpus;
-      printf("# %s footprint: init %.2f ms (slowest rank); device memory in use on GPU 0 (%d rank(s) there) above "
-             "the buffers: after init %.1f MiB, after the first collective %.1f MiB, highest after a size %.1f MiB\n",
-             lib.c_str(), maxInit, onGpu0, mib(usedInit - used0), mib(usedFirst - used0), mib(usedPeak - used0));
+      printf(
+          "# %s footprint: init %.2f ms (slowest rank); device memory in use on GPU 0 (%d rank(s) there) above "
+          "the buffers: after init %.1f MiB, after the first collective %.1f MiB, highest after a size %.1f MiB\n",
+          lib.c_str(), maxInit, onGpu0, mib(usedInit - used0), mib(usedFirst - used0), mib(usedPeak - used0));
       if (!useNccl) {
         clbMemStats_t st;
         clbCommMemStats(comm, &st);
@@ -1058,8 +1107,10 @@ int main(int argc, char** argv) {
       printf("# %s", dev ? dev : "device: (no line)\n");
     }
     bar.wait();
-    if (useNccl) nccl::commDestroy(ncomm);
-    else clbCommDestroy(comm);
+    if (useNccl)
+      nccl::commDestroy(ncomm);
+    else
+      clbCommDestroy(comm);
   };
   if (procs) {
     rank(procRank);

@@ -93,12 +93,12 @@ int main(int argc, char** argv) {
     clbUniqueId id;
     check(clbGetUniqueId(&id), "clbGetUniqueId");
     std::vector<clbComm_t> made(n);
-    initUs.push_back(slowestUs(n, [&](int r) { check(clbCommInitRank(&made[r], &id, r, n, &cfg), "clbCommInitRank"); }));
+    initUs.push_back(
+        slowestUs(n, [&](int r) { check(clbCommInitRank(&made[r], &id, r, n, &cfg), "clbCommInitRank"); }));
     for (clbComm_t c : made) clbCommDestroy(c);
   }
-  printf("# ranks %d, transport %s, COLIBRI_TLS=%s: init median %.0f us, min %.0f us (%d inits)\n", n,
-         transportName, tls ? tls : "(unset)", median(initUs),
-         *std::min_element(initUs.begin(), initUs.end()), inits);
+  printf("# ranks %d, transport %s, COLIBRI_TLS=%s: init median %.0f us, min %.0f us (%d inits)\n", n, transportName,
+         tls ? tls : "(unset)", median(initUs), *std::min_element(initUs.begin(), initUs.end()), inits);
 
   clbUniqueId id;
   check(clbGetUniqueId(&id), "clbGetUniqueId");
@@ -113,11 +113,12 @@ int main(int argc, char** argv) {
   std::vector<double> splitUs;
   for (int i = 0; i < inits; i++) {
     std::vector<clbComm_t> made(n);
-    splitUs.push_back(slowestUs(n, [&](int r) { check(clbCommSplit(comms[r], 0, r, nullptr, &made[r]), "clbCommSplit"); }));
+    splitUs.push_back(
+        slowestUs(n, [&](int r) { check(clbCommSplit(comms[r], 0, r, nullptr, &made[r]), "clbCommSplit"); }));
     for (clbComm_t c : made) clbCommDestroy(c);
   }
-  printf("# ranks %d: clbCommSplit into one communicator median %.0f us, min %.0f us (%d splits)\n", n,
-         median(splitUs), *std::min_element(splitUs.begin(), splitUs.end()), inits);
+  printf("# ranks %d: clbCommSplit into one communicator median %.0f us, min %.0f us (%d splits)\n", n, median(splitUs),
+         *std::min_element(splitUs.begin(), splitUs.end()), inits);
   printf("tls,coll,ranks,bytes,us_per_call,busbw_GBps\n");
   // One call of `coll` on rank r: count floats (alltoall: count / n to each rank).
   auto call = [&](int r, float* in, float* out, size_t count) {
@@ -147,12 +148,13 @@ int main(int argc, char** argv) {
             "clbAllToAllv");
     }
   };
-  const double factor = coll == "allreduce" ? 2.0 * (n - 1) / n : coll == "sendrecv" || coll == "broadcast" ? 1.0
-                                                                                                 : (n - 1.0) / n;
+  const double factor = coll == "allreduce"                         ? 2.0 * (n - 1) / n
+                        : coll == "sendrecv" || coll == "broadcast" ? 1.0
+                                                                    : (n - 1.0) / n;
   for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 4) {
     const size_t count = bytes / sizeof(float);
     if (coll != "allreduce" && coll != "sendrecv" && coll != "broadcast" && count < (size_t)(3 * n))
-      continue;  // under one element per rank
+      continue;                     // under one element per rank
     double moved = factor * bytes;  // the bytes busbw counts
     if (coll == "alltoallv") {
       moved = 0;

@@ -21,17 +21,25 @@ clbResult_t createTransport(CommContext* c, std::unique_ptr<Transport>* out) {
   c->allOnOneHost = true;
   int other = -1;
   for (int r = 0; r < c->nranks; r++)
-    if (peers[r].hostHash != peers[0].hostHash) { c->allOnOneHost = false; other = r; break; }
+    if (peers[r].hostHash != peers[0].hostHash) {
+      c->allOnOneHost = false;
+      other = r;
+      break;
+    }
   c->transport = resolveTransport(c->cfg.transport, c->allOnOneHost);
   if (c->transport == clbTransportShm && !c->allOnOneHost)
     return setError(clbInvalidUsage,
                     "transport shm needs every rank on one host, but rank 0 is on %s and rank %d on %s: use "
-                    "transport auto or socket", peers[0].hostname, other, peers[other].hostname);
+                    "transport auto or socket",
+                    peers[0].hostname, other, peers[other].hostname);
   if (c->cfg.algorithm == clbAlgoDirect && c->transport != clbTransportShm && c->nranks > 1)
-    return setError(clbInvalidUsage, "algorithm direct needs the shm transport (all ranks on one host): use algorithm auto or ring");
+    return setError(clbInvalidUsage,
+                    "algorithm direct needs the shm transport (all ranks on one host): use algorithm auto or ring");
   // The ring listener: kept, for the point-to-point connections of ranks that share no memory.
-  if (c->nranks == 1 || c->transport == clbTransportShm) c->boot.closeListener();
-  else CLB_CHECK(c->boot.startPeerAcceptor());
+  if (c->nranks == 1 || c->transport == clbTransportShm)
+    c->boot.closeListener();
+  else
+    CLB_CHECK(c->boot.startPeerAcceptor());
   if (c->nranks == 1) return clbSuccess;
   if (c->transport == clbTransportShm) {
     auto shm = std::make_unique<ShmTransport>(c);
@@ -57,22 +65,25 @@ clbResult_t createTransport(CommContext* c, std::unique_ptr<Transport>* out) {
     int without = -1;  // a rank whose plugin has no point-to-point channels
     for (int p = 0; p < c->nranks; p++) {
       if (status[p].rc != clbSuccess)
-        return setError(clbRemoteError, "rank %d could not load the verbs network plugin (see its error), so rank %d "
-                        "cannot use transport verbs either", p, c->rank);
+        return setError(clbRemoteError,
+                        "rank %d could not load the verbs network plugin (see its error), so rank %d "
+                        "cannot use transport verbs either",
+                        p, c->rank);
       if (!status[p].peers && without < 0) without = p;
     }
     if (without >= 0 && c->rank == 0)
-      CLB_WARN("the verbs plugin of rank %d has no point-to-point channels (an older libcolibri_verbs.so): every "
-               "rank sends point-to-point messages over TCP (one connection per pair); the collectives use RDMA",
-               without);
+      CLB_WARN(
+          "the verbs plugin of rank %d has no point-to-point channels (an older libcolibri_verbs.so): every "
+          "rank sends point-to-point messages over TCP (one connection per pair); the collectives use RDMA",
+          without);
     std::unique_ptr<NetRingChannel> ring;
     std::string describe;
     CLB_CHECK(connectNetChannel(c, plugin, nullptr, &ring, &describe));
     *out = std::make_unique<LinkTransport>(c, clbTransportVerbs, std::move(ring), std::move(describe),
                                            without < 0 ? plugin : nullptr);
   } else if (c->transport == clbTransportSocket) {
-    *out = std::make_unique<LinkTransport>(c, clbTransportSocket,
-                                           std::make_unique<SocketRingChannel>(c, c->boot.dataNext(), c->boot.dataPrev()));
+    *out = std::make_unique<LinkTransport>(
+        c, clbTransportSocket, std::make_unique<SocketRingChannel>(c, c->boot.dataNext(), c->boot.dataPrev()));
   } else {  // a clbTransport_t this factory was not taught (validateConfig lets only known ones in)
     return setError(clbInternalError, "createTransport has no branch for transport %s (%d)",
                     clbTransportName(c->transport), c->transport);

@@ -36,22 +36,30 @@ extern "C" {
 
 typedef enum {
   clbSuccess = 0,
-  clbInvalidArgument = 1,   /* the caller passed something wrong; the message names it */
-  clbInvalidUsage = 2,      /* a call in the wrong state (after close, after an error) */
-  clbSystemError = 3,       /* an OS call failed; the message carries errno and the call */
-  clbInternalError = 4,     /* a Colibri bug: please report the message */
-  clbRemoteError = 5,       /* a peer failed, died, or disagreed (counts, collective) */
-  clbTimeout = 6,           /* a peer did not answer within the configured timeout */
-  clbAborted = 7,           /* clbCommAbort was called on this communicator or on a peer */
-  clbAuthError = 8,         /* wrong secret or protocol version at bootstrap */
-  clbUnsupported = 9,       /* the build or the machine lacks what was asked (GPU, RDMA...) */
-  clbOutOfMemory = 10,      /* an allocation failed or would exceed the configured cap */
+  clbInvalidArgument = 1, /* the caller passed something wrong; the message names it */
+  clbInvalidUsage = 2,    /* a call in the wrong state (after close, after an error) */
+  clbSystemError = 3,     /* an OS call failed; the message carries errno and the call */
+  clbInternalError = 4,   /* a Colibri bug: please report the message */
+  clbRemoteError = 5,     /* a peer failed, died, or disagreed (counts, collective) */
+  clbTimeout = 6,         /* a peer did not answer within the configured timeout */
+  clbAborted = 7,         /* clbCommAbort was called on this communicator or on a peer */
+  clbAuthError = 8,       /* wrong secret or protocol version at bootstrap */
+  clbUnsupported = 9,     /* the build or the machine lacks what was asked (GPU, RDMA...) */
+  clbOutOfMemory = 10,    /* an allocation failed or would exceed the configured cap */
   clbNumResults = 11
 } clbResult_t;
 
 typedef enum {
-  clbInt8 = 0, clbUint8 = 1, clbInt32 = 2, clbUint32 = 3, clbInt64 = 4, clbUint64 = 5,
-  clbFloat16 = 6, clbBfloat16 = 7, clbFloat32 = 8, clbFloat64 = 9,
+  clbInt8 = 0,
+  clbUint8 = 1,
+  clbInt32 = 2,
+  clbUint32 = 3,
+  clbInt64 = 4,
+  clbUint64 = 5,
+  clbFloat16 = 6,
+  clbBfloat16 = 7,
+  clbFloat32 = 8,
+  clbFloat64 = 9,
   clbNumTypes = 10
 } clbDataType_t;
 
@@ -61,30 +69,38 @@ typedef enum {
  * communicator, and a destroyed one is not handed out again before 2^31 - clbNumOps creations).
  * clbMaxRedOp is no operation: it makes the enum wide enough to hold every such value. */
 typedef enum {
-  clbSum = 0, clbProd = 1, clbMin = 2, clbMax = 3, clbAvg = 4, clbNumOps = 5,
+  clbSum = 0,
+  clbProd = 1,
+  clbMin = 2,
+  clbMax = 3,
+  clbAvg = 4,
+  clbNumOps = 5,
   clbMaxRedOp = 0x7fffffff
 } clbRedOp_t;
 
 /* Where the scalar of a PreMulSum operation lies (NCCL's ncclScalarResidence_t, same values). */
 typedef enum {
-  clbScalarDevice = 0,         /* memory the GPU reads when each call runs, on the call's stream */
-  clbScalarHostImmediate = 1   /* host memory, read once by clbRedOpCreatePreMulSum */
+  clbScalarDevice = 0,       /* memory the GPU reads when each call runs, on the call's stream */
+  clbScalarHostImmediate = 1 /* host memory, read once by clbRedOpCreatePreMulSum */
 } clbScalarResidence_t;
 
 /* Transport between ranks. Auto: shm between ranks on one host, socket otherwise. Verbs: RDMA
    through the verbs network plugin (libcolibri_verbs.so, which loads libibverbs at run time),
    ring only; never chosen by auto. */
 typedef enum {
-  clbTransportAuto = 0, clbTransportShm = 1, clbTransportSocket = 2, clbTransportVerbs = 3,
+  clbTransportAuto = 0,
+  clbTransportShm = 1,
+  clbTransportSocket = 2,
+  clbTransportVerbs = 3,
   clbNumTransports = 4
 } clbTransport_t;
 
 /* Algorithm of a collective. Auto picks by size (direct for small messages inside a host). */
 typedef enum {
   clbAlgoAuto = 0,
-  clbAlgoRing = 1,    /* ring reduce-scatter + all-gather, chunked and pipelined */
-  clbAlgoDirect = 2,  /* every rank reads its peers' inputs from shared memory, fixed order */
-  clbAlgoNone = 3,    /* nothing moved: one rank, or count 0 */
+  clbAlgoRing = 1,   /* ring reduce-scatter + all-gather, chunked and pipelined */
+  clbAlgoDirect = 2, /* every rank reads its peers' inputs from shared memory, fixed order */
+  clbAlgoNone = 3,   /* nothing moved: one rank, or count 0 */
   clbNumAlgos = 4
 } clbAlgorithm_t;
 
@@ -94,14 +110,16 @@ typedef enum { clbLogOff = 0, clbLogError = 1, clbLogWarn = 2, clbLogInfo = 3, c
  * Colibri library, the NVIDIA kernel driver (/proc/driver/nvidia/version) and the firmware of the
  * first RDMA NIC (/sys/class/infiniband/x/fw_ver). The strictest setting of any rank applies. */
 typedef enum {
-  clbVersionCheckWarn = 0,    /* every difference is a warning; init proceeds */
-  clbVersionCheckStrict = 1,  /* a different Colibri version fails init; driver and firmware warn */
-  clbVersionCheckExact = 2,   /* any difference fails init: library, driver and NIC firmware */
+  clbVersionCheckWarn = 0,   /* every difference is a warning; init proceeds */
+  clbVersionCheckStrict = 1, /* a different Colibri version fails init; driver and firmware warn */
+  clbVersionCheckExact = 2,  /* any difference fails init: library, driver and NIC firmware */
   clbNumVersionChecks = 3
 } clbVersionCheck_t;
 
 #define CLB_UNIQUE_ID_BYTES 128
-typedef struct { char internal[CLB_UNIQUE_ID_BYTES]; } clbUniqueId;
+typedef struct {
+  char internal[CLB_UNIQUE_ID_BYTES];
+} clbUniqueId;
 
 /* Bytes of clbConfig_t.verbsDevice, the terminating NUL included (names up to 63 bytes). */
 #define CLB_VERBS_DEVICE_BYTES 64
@@ -114,25 +132,25 @@ typedef struct { char internal[CLB_UNIQUE_ID_BYTES]; } clbUniqueId;
  * size 144, up to verbsDevice), filling the fields it lacks as clbConfigInit would.
  */
 typedef struct {
-  size_t size;                 /* sizeof(clbConfig_t), set by clbConfigInit */
-  int transport;               /* clbTransport_t                       COLIBRI_TRANSPORT */
-  int algorithm;               /* clbAlgorithm_t, forced for every call  COLIBRI_ALGORITHM */
-  int logLevel;                /* clbLogLevel_t                        COLIBRI_LOG_LEVEL */
-  int pipelineDepth;           /* chunks in flight per link (1..64)    COLIBRI_PIPELINE_DEPTH */
-  int64_t chunkBytes;          /* ring chunk size (4 KiB..64 MiB)      COLIBRI_CHUNK_BYTES */
-  int64_t directMaxBytes;      /* largest message on the direct path   COLIBRI_DIRECT_MAX_BYTES */
-  int64_t stagingCapBytes;     /* cap on staging memory per rank       COLIBRI_STAGING_CAP_BYTES */
-  int64_t timeoutMs;           /* a peer silent this long is an error  COLIBRI_TIMEOUT_MS */
-  int versionCheck;            /* clbVersionCheck_t                    COLIBRI_VERSION_CHECK */
+  size_t size;             /* sizeof(clbConfig_t), set by clbConfigInit */
+  int transport;           /* clbTransport_t                       COLIBRI_TRANSPORT */
+  int algorithm;           /* clbAlgorithm_t, forced for every call  COLIBRI_ALGORITHM */
+  int logLevel;            /* clbLogLevel_t                        COLIBRI_LOG_LEVEL */
+  int pipelineDepth;       /* chunks in flight per link (1..64)    COLIBRI_PIPELINE_DEPTH */
+  int64_t chunkBytes;      /* ring chunk size (4 KiB..64 MiB)      COLIBRI_CHUNK_BYTES */
+  int64_t directMaxBytes;  /* largest message on the direct path   COLIBRI_DIRECT_MAX_BYTES */
+  int64_t stagingCapBytes; /* cap on staging memory per rank       COLIBRI_STAGING_CAP_BYTES */
+  int64_t timeoutMs;       /* a peer silent this long is an error  COLIBRI_TIMEOUT_MS */
+  int versionCheck;        /* clbVersionCheck_t                    COLIBRI_VERSION_CHECK */
   /* Transport verbs (RDMA); fields added after the first version of the struct (size 64). */
-  int verbsPort;               /* port of the device (1..255)          COLIBRI_VERBS_PORT */
-  int verbsGidIndex;           /* -1: RoCE v2 GID on Ethernet, 0 on IB COLIBRI_VERBS_GID_INDEX */
-  int verbsTrafficClass;       /* GRH traffic class (0..255)           COLIBRI_VERBS_TRAFFIC_CLASS */
-  int verbsTimeout;            /* local ACK timeout 4.096 us * 2^x (0..31) COLIBRI_VERBS_TIMEOUT */
-  int verbsRetryCount;         /* transport retries (0..7)             COLIBRI_VERBS_RETRY_COUNT */
+  int verbsPort;                            /* port of the device (1..255)          COLIBRI_VERBS_PORT */
+  int verbsGidIndex;                        /* -1: RoCE v2 GID on Ethernet, 0 on IB COLIBRI_VERBS_GID_INDEX */
+  int verbsTrafficClass;                    /* GRH traffic class (0..255)           COLIBRI_VERBS_TRAFFIC_CLASS */
+  int verbsTimeout;                         /* local ACK timeout 4.096 us * 2^x (0..31) COLIBRI_VERBS_TIMEOUT */
+  int verbsRetryCount;                      /* transport retries (0..7)             COLIBRI_VERBS_RETRY_COUNT */
   char verbsDevice[CLB_VERBS_DEVICE_BYTES]; /* NUL-terminated; "": first  COLIBRI_VERBS_DEVICE */
   /* Added after the second version of the struct (size 144, up to verbsDevice). */
-  int verbsQpsPerConnection;   /* RC queue pairs per link (1..8)       COLIBRI_VERBS_QPS_PER_CONNECTION */
+  int verbsQpsPerConnection; /* RC queue pairs per link (1..8)       COLIBRI_VERBS_QPS_PER_CONNECTION */
 } clbConfig_t;
 
 #define CLB_DEFAULT_PIPELINE_DEPTH 4
@@ -149,9 +167,9 @@ typedef struct {
 #define CLB_DEFAULT_VERBS_QPS_PER_CONNECTION 1
 
 typedef struct {
-  int64_t hostBytes;       /* host memory Colibri holds now (staging, control blocks) */
-  int64_t hostPeakBytes;   /* the most it ever held at once */
-  int64_t deviceBytes;     /* device memory Colibri holds now */
+  int64_t hostBytes;     /* host memory Colibri holds now (staging, control blocks) */
+  int64_t hostPeakBytes; /* the most it ever held at once */
+  int64_t deviceBytes;   /* device memory Colibri holds now */
   int64_t devicePeakBytes;
 } clbMemStats_t;
 
@@ -233,7 +251,7 @@ CLB_API clbResult_t clbUniqueIdDescribe(const clbUniqueId* id, char* buf, size_t
  * wire). */
 #define CLB_MAX_RANKS 65536
 CLB_API clbResult_t clbCommInitRank(clbComm_t* comm, const clbUniqueId* id, int rank, int nranks,
-                            const clbConfig_t* config);
+                                    const clbConfig_t* config);
 /* clbCommInitRank that another thread can stop (what NCCL's ncclCommAbort does to a non-blocking
  * init): once *abortFlag is non-zero, the call returns clbAborted within about 100 ms (its waits
  * look at the flag at least that often), having freed everything it made, and *comm stays NULL;
@@ -251,9 +269,9 @@ CLB_API clbResult_t clbCommInitRankAbortable(clbComm_t* comm, const clbUniqueId*
  * gets *newcomm = NULL. config NULL: the new communicator gets comm's configuration (as comm
  * resolved it at init). Each new communicator has bootstrap connections of its own, made without a
  * root from a table its members exchange over comm; its secret is derived from comm's, so nothing
- * secret crosses the network, and comm stays usable (the two are independent; destroy each). A bad color or config on any rank fails the call on
- * every rank, naming that rank; comm stays usable then too. One call at a time on comm, like the
- * collectives. */
+ * secret crosses the network, and comm stays usable (the two are independent; destroy each). A bad color or config on
+ * any rank fails the call on every rank, naming that rank; comm stays usable then too. One call at a time on comm, like
+ * the collectives. */
 #define CLB_SPLIT_NOCOLOR (-1)
 CLB_API clbResult_t clbCommSplit(clbComm_t comm, int color, int key, const clbConfig_t* config, clbComm_t* newcomm);
 /* Frees everything the communicator holds. Safe after an error or an abort. While another thread
@@ -307,13 +325,13 @@ CLB_API clbResult_t clbCommInfo(clbComm_t comm, char* buf, size_t bufBytes);
  * returns (once its work is enqueued), not while that work runs on the GPU. The last-error
  * message is per thread: a refused call's message never replaces that of the call in progress. */
 CLB_API clbResult_t clbAllReduce(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype,
-                         clbRedOp_t op, clbComm_t comm, void* stream);
-CLB_API clbResult_t clbAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                         clbDataType_t datatype, clbComm_t comm, void* stream);
-CLB_API clbResult_t clbReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                             clbDataType_t datatype, clbRedOp_t op, clbComm_t comm, void* stream);
-CLB_API clbResult_t clbBroadcast(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype,
-                         int root, clbComm_t comm, void* stream);
+                                 clbRedOp_t op, clbComm_t comm, void* stream);
+CLB_API clbResult_t clbAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, clbDataType_t datatype,
+                                 clbComm_t comm, void* stream);
+CLB_API clbResult_t clbReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, clbDataType_t datatype,
+                                     clbRedOp_t op, clbComm_t comm, void* stream);
+CLB_API clbResult_t clbBroadcast(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, int root,
+                                 clbComm_t comm, void* stream);
 /* Every rank of comm waits for every other (collective; one call like the others). stream NULL:
  * the call returns once every rank has entered it. A stream: the barrier is on the stream (work
  * queued after it on any rank starts once every rank's stream reached it), it can be captured
@@ -364,14 +382,14 @@ CLB_API clbResult_t clbAllToAll(const void* sendbuff, void* recvbuff, size_t cou
  * recvcounts[this rank] on rank p; a count may be 0 (nothing moves between those two). In place
  * with sendbuff == recvbuff and the same counts and displacements both ways; otherwise the two
  * buffers' extents must not overlap. */
-CLB_API clbResult_t clbAllToAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
-                                 void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
-                                 clbDataType_t datatype, clbComm_t comm, void* stream);
+CLB_API clbResult_t clbAllToAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
+                                 const size_t* recvcounts, const size_t* rdispls, clbDataType_t datatype,
+                                 clbComm_t comm, void* stream);
 /* Rank root gets the element-wise reduction of every rank's sendbuff (count elements) in recvbuff,
  * combined in rank order whatever the timing; recvbuff is only used at the root (in place there:
  * sendbuff == recvbuff). */
-CLB_API clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype,
-                              clbRedOp_t op, int root, clbComm_t comm, void* stream);
+CLB_API clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, clbRedOp_t op,
+                              int root, clbComm_t comm, void* stream);
 /* Rank root gets every rank's count elements, rank p's at recvbuff + p x count (recvbuff only used
  * at the root; in place there: sendbuff == recvbuff + root x count). */
 CLB_API clbResult_t clbGather(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, int root,
@@ -486,15 +504,15 @@ CLB_API clbResult_t clbSetPluginDir(const char* dir);
 /* What the driver says about GPU `device` (0 .. clbDeviceCount - 1), for diagnostics (the perf
  * tool's `doctor`). Creates no context and allocates nothing on the GPU. */
 typedef struct {
-  char name[256];     /* e.g. "NVIDIA H200" */
-  int major, minor;   /* compute capability */
-  int driverVersion;  /* cuDriverGetVersion: 1000 * major + 10 * minor of the CUDA the driver supports */
-  char pciBusId[16];  /* domain:bus:device.function in hex, as under /sys/bus/pci/devices: "0000:1b:00.0" */
-  char image[8];      /* kernel image device collectives load: "sm80", "sm90", ... (one per entry of
-                         COLIBRI_KERNEL_ARCHS in src/CMakeLists.txt), or "ptx" (JIT-compiled by
-                         the driver at the first device call) */
-  int gpuDirectRdma;  /* the driver supports GPUDirect RDMA for this GPU (nvidia-peermem): 1, 0, -1 unknown */
-  int dmaBuf;         /* device memory can be exported as a dma-buf (for ibv_reg_dmabuf_mr): 1, 0, -1 unknown */
+  char name[256];    /* e.g. "NVIDIA H200" */
+  int major, minor;  /* compute capability */
+  int driverVersion; /* cuDriverGetVersion: 1000 * major + 10 * minor of the CUDA the driver supports */
+  char pciBusId[16]; /* domain:bus:device.function in hex, as under /sys/bus/pci/devices: "0000:1b:00.0" */
+  char image[8];     /* kernel image device collectives load: "sm80", "sm90", ... (one per entry of
+                        COLIBRI_KERNEL_ARCHS in src/CMakeLists.txt), or "ptx" (JIT-compiled by
+                        the driver at the first device call) */
+  int gpuDirectRdma; /* the driver supports GPUDirect RDMA for this GPU (nvidia-peermem): 1, 0, -1 unknown */
+  int dmaBuf;        /* device memory can be exported as a dma-buf (for ibv_reg_dmabuf_mr): 1, 0, -1 unknown */
 } clbDeviceInfo_t;
 CLB_API clbResult_t clbDeviceInfo(int device, clbDeviceInfo_t* info);
 /* Whether GPU `device` can map GPU `peer`'s memory (cuDeviceCanAccessPeer; 1 when they are the

@@ -59,9 +59,9 @@ typedef struct clbNetCore_v1_s {
  * exports it; the plugin registers it with its NIC. All calls return clbResult_t and set the
  * error through the core themselves. */
 typedef struct clbNetUserRange_v1_s {
-  void* base;   /* page-aligned start of the registrable range */
+  void* base; /* page-aligned start of the registrable range */
   size_t bytes;
-  uint64_t id;  /* the allocation's identity: another id at the same base means freed and reused */
+  uint64_t id; /* the allocation's identity: another id at the same base means freed and reused */
 } clbNetUserRange_v1_t;
 
 typedef struct clbNetDeviceMemory_v1_s {
@@ -81,10 +81,10 @@ typedef struct clbNetDeviceMemory_v1_s {
 /* One communicator's side of a connection, for connect(): valid during connect only (the plugin
  * copies what it keeps); `ctx` and the callbacks stay valid until the channel is destroyed. */
 typedef struct clbNetHost_v1_s {
-  uint32_t version; /* CLB_NET_PLUGIN_VERSION */
-  uint32_t size;    /* sizeof(clbNetHost_v1_t) in the core */
-  void* ctx;        /* passed back to every callback */
-  int rank, nranks; /* this rank's place in the ring: it sends to rank+1, receives from rank-1 */
+  uint32_t version;        /* CLB_NET_PLUGIN_VERSION */
+  uint32_t size;           /* sizeof(clbNetHost_v1_t) in the core */
+  void* ctx;               /* passed back to every callback */
+  int rank, nranks;        /* this rank's place in the ring: it sends to rank+1, receives from rank-1 */
   int64_t timeoutMs;       /* how long a wait may last without progress (checkWait enforces it) */
   int64_t stagingCapBytes; /* cap on the bytes the channel may register */
   int slots;               /* messages in flight per link (the core's pipelineDepth, >= 2) */
@@ -134,11 +134,11 @@ typedef struct clbNetDeviceSupport_v1_s {
 } clbNetDeviceSupport_v1_t;
 
 typedef struct clbNetPlugin_v1_s {
-  uint32_t version;    /* CLB_NET_PLUGIN_VERSION: 1 */
-  uint32_t size;       /* sizeof(clbNetPlugin_v1_t) */
-  const char* name;    /* "verbs": also the transport name users ask for */
-  int transport;       /* the clbTransport_t it provides (clbTransportVerbs) */
-  const char* build;   /* free text for logs: the plugin's version and build */
+  uint32_t version;  /* CLB_NET_PLUGIN_VERSION: 1 */
+  uint32_t size;     /* sizeof(clbNetPlugin_v1_t) */
+  const char* name;  /* "verbs": also the transport name users ask for */
+  int transport;     /* the clbTransport_t it provides (clbTransportVerbs) */
+  const char* build; /* free text for logs: the plugin's version and build */
 
   /* Once per process before anything else. Non-zero: the plugin is unusable (error set). */
   clbResult_t (*init)(const clbNetCore_v1_t* core);

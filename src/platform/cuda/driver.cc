@@ -27,12 +27,12 @@ void loadOnce() {
              "). Device buffers need an NVIDIA GPU and its driver; the host path works without them";
     return;
   }
-#define CLB_CU_FN(name)                                                                   \
-  gDriver.name = reinterpret_cast<decltype(gDriver.name)>(dlsym(lib, CLB_STR(name)));     \
-  if (!gDriver.name) {                                                                    \
-    gResult = clbUnsupported;                                                             \
+#define CLB_CU_FN(name)                                                                              \
+  gDriver.name = reinterpret_cast<decltype(gDriver.name)>(dlsym(lib, CLB_STR(name)));                \
+  if (!gDriver.name) {                                                                               \
+    gResult = clbUnsupported;                                                                        \
     gError = "the CUDA driver lacks " CLB_STR(name) ": update the NVIDIA driver (CUDA 12 or newer)"; \
-    return;                                                                               \
+    return;                                                                                          \
   }
 #include "platform/cuda/driver_functions.inc"
 #undef CLB_CU_FN
@@ -63,7 +63,7 @@ clbResult_t cuError(CUresult rc, const char* call) {
   const char* text = "";
   if (gDriver.cuGetErrorName) gDriver.cuGetErrorName(rc, &name);
   if (gDriver.cuGetErrorString) gDriver.cuGetErrorString(rc, &text);
-  clbResult_t r = rc == CUDA_ERROR_OUT_OF_MEMORY ? clbOutOfMemory
+  clbResult_t r = rc == CUDA_ERROR_OUT_OF_MEMORY   ? clbOutOfMemory
                   : rc == CUDA_ERROR_INVALID_VALUE ? clbInvalidArgument
                                                    : clbSystemError;
   return setError(r, "%s failed: %s (%s)", call, name, text);

@@ -50,8 +50,8 @@ class CtxScope {
 
 }  // namespace clb::cuda
 
-#define CLB_CU(drv, call, ...)                                             \
-  do {                                                                     \
-    CUresult clb_cu_rc_ = (drv)->call(__VA_ARGS__);                        \
+#define CLB_CU(drv, call, ...)                                                      \
+  do {                                                                              \
+    CUresult clb_cu_rc_ = (drv)->call(__VA_ARGS__);                                 \
     if (clb_cu_rc_ != CUDA_SUCCESS) return ::clb::cuda::cuError(clb_cu_rc_, #call); \
   } while (0)

@@ -51,9 +51,9 @@ using u128 = unsigned __int128;
 constexpr size_t kArena = 64 * 1024;
 constexpr u128 kAddressSpace = (u128)1 << 64;
 
-char* gArena = nullptr;                 // kArena bytes, a PROT_NONE page on either side
-std::vector<unsigned char> gBefore;     // the arena before a call
-std::vector<unsigned char> gExpected;   // what the call must leave
+char* gArena = nullptr;                // kArena bytes, a PROT_NONE page on either side
+std::vector<unsigned char> gBefore;    // the arena before a call
+std::vector<unsigned char> gExpected;  // what the call must leave
 clbComm_t gComm = nullptr;
 ncclComm_t gNccl = nullptr;
 constexpr int64_t kPairTimeoutMs = 300;  // the two-rank communicators' timeout (twoRanks)
@@ -113,10 +113,10 @@ struct Reader {
 // A count or a displacement in elements: mostly small, often at an edge of size_t.
 uint64_t number(Reader& in) {
   static const uint64_t edges[] = {
-      1ull << 62, (1ull << 62) - 16, (1ull << 62) - 1, (1ull << 62) + 16, 1ull << 63, (1ull << 63) - 1,
-      (1ull << 61) - 8, 1ull << 61, 1ull << 60, UINT64_MAX, UINT64_MAX - 15, UINT64_MAX / 2, UINT64_MAX / 4,
-      UINT64_MAX / 8, 1ull << 32, (1ull << 32) - 1, 1ull << 31, kArena, kArena / 2, kArena / 4, kArena / 8,
-      (1ull << 48) - 4096, 1ull << 47};
+      1ull << 62,       (1ull << 62) - 16, (1ull << 62) - 1, (1ull << 62) + 16,   1ull << 63,      (1ull << 63) - 1,
+      (1ull << 61) - 8, 1ull << 61,        1ull << 60,       UINT64_MAX,          UINT64_MAX - 15, UINT64_MAX / 2,
+      UINT64_MAX / 4,   UINT64_MAX / 8,    1ull << 32,       (1ull << 32) - 1,    1ull << 31,      kArena,
+      kArena / 2,       kArena / 4,        kArena / 8,       (1ull << 48) - 4096, 1ull << 47};
   const uint8_t k = in.u8();
   switch (k % 10) {
     case 0: return 0;
@@ -178,14 +178,14 @@ struct SelfOp {
 };
 
 struct Plan {
-  std::string call;              // what was called, for a failure's message
-  bool invalid = false;          // must be refused
-  std::string why;               // the first reason it must be
-  bool maybe = false;            // may be refused (a coarser check than the exact one)
-  bool skip = false;             // not made: an extent leaves the arena without wrapping
-  const char* knownDefect = nullptr;  // not made while that defect is left out (kKnownDefects)
+  std::string call;                               // what was called, for a failure's message
+  bool invalid = false;                           // must be refused
+  std::string why;                                // the first reason it must be
+  bool maybe = false;                             // may be refused (a coarser check than the exact one)
+  bool skip = false;                              // not made: an extent leaves the arena without wrapping
+  const char* knownDefect = nullptr;              // not made while that defect is left out (kKnownDefects)
   std::vector<std::pair<Region, Region>> copies;  // (to, from), in the order they run
-  std::vector<SelfOp> self;      // all-to-all's and send/recv's self operations (count > 0)
+  std::vector<SelfOp> self;                       // all-to-all's and send/recv's self operations (count > 0)
   std::vector<Region> reads, writes;
 
   void refuse(const std::string& reason) {
@@ -226,19 +226,29 @@ size_t typeSize(int t) {
 
 // NCCL's type as Colibri's (-1: refused). fp8 moves as bytes in calls that do not reduce.
 int fromNccl(int t, bool reduces) {
-  static const int map[] = {clbInt8, clbUint8, clbInt32, clbUint32, clbInt64, clbUint64,
-                            clbFloat16, clbFloat32, clbFloat64, clbBfloat16};
+  static const int map[] = {clbInt8,   clbUint8,   clbInt32,   clbUint32,  clbInt64,
+                            clbUint64, clbFloat16, clbFloat32, clbFloat64, clbBfloat16};
   if (t >= 0 && t < 10) return map[t];
   if ((t == ncclFloat8e4m3 || t == ncclFloat8e5m2) && !reduces) return clbUint8;
   return -1;
 }
 
 enum Kind {
-  kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kGather, kScatter, kAllToAll, kAllToAllv,
-  kSend, kRecv, kNumKinds
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kGather,
+  kScatter,
+  kAllToAll,
+  kAllToAllv,
+  kSend,
+  kRecv,
+  kNumKinds
 };
 const char* kKindNames[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "Gather",
-                            "Scatter", "AllToAll", "AllToAllv", "Send", "Recv"};
+                            "Scatter",   "AllToAll",  "AllToAllv",     "Send",      "Recv"};
 
 struct Call {
   bool nccl = false;
@@ -263,8 +273,8 @@ std::string describe(const Call& c) {
            " rc=%" PRIu64 " rd=%" PRIu64 " null=%d%d%d%d%s)",
            c.nccl ? "nccl" : "clb", c.bcastInPlace ? "Bcast" : kKindNames[c.kind], c.nullComm ? "[comm NULL]" : "",
            c.send ? c.send - gArena : (ptrdiff_t)-1, c.recv ? c.recv - gArena : (ptrdiff_t)-1, c.count, c.type, c.op,
-           c.root, c.sendCount, c.sendDispl, c.recvCount, c.recvDispl, c.nullArray[0], c.nullArray[1],
-           c.nullArray[2], c.nullArray[3], "");
+           c.root, c.sendCount, c.sendDispl, c.recvCount, c.recvDispl, c.nullArray[0], c.nullArray[1], c.nullArray[2],
+           c.nullArray[3], "");
   return b;
 }
 
@@ -313,18 +323,24 @@ Plan plan(const Call& c, bool inGroup) {
       }
       // A block of 0 elements: its displacement may be refused where it overflows or wraps.
       auto emptyBlock = [&](const char* p0, uint64_t d) {
-        const u128 at = (u128)reinterpret_cast<uintptr_t>(p0) + (u128)d * esz;
+        const u128 at = (u128) reinterpret_cast<uintptr_t>(p0) + (u128)d * esz;
         if ((u128)d * esz > SIZE_MAX || at > kAddressSpace) p.maybe = true;
       };
       Region s, r;
-      if (sc) s = p.extent("send block", c.send, (u128)sd * esz, (u128)sc * esz);
-      else emptyBlock(c.send, sd);
-      if (rc) r = p.extent("recv block", c.recv, (u128)rd * esz, (u128)rc * esz);
-      else emptyBlock(c.recv, rd);
+      if (sc)
+        s = p.extent("send block", c.send, (u128)sd * esz, (u128)sc * esz);
+      else
+        emptyBlock(c.send, sd);
+      if (rc)
+        r = p.extent("recv block", c.recv, (u128)rd * esz, (u128)rc * esz);
+      else
+        emptyBlock(c.recv, rd);
       if (p.invalid) return p;
       // Its own block is a self send and a self receive: both or neither, of one count.
-      if ((sc == 0) != (rc == 0)) p.refuse("a self send without its receive, or the reverse");
-      else if (sc != rc) p.refuse("send and recv counts of the self block differ");
+      if ((sc == 0) != (rc == 0))
+        p.refuse("a self send without its receive, or the reverse");
+      else if (sc != rc)
+        p.refuse("send and recv counts of the self block differ");
       if (p.invalid || p.skip) return p;
       if (!sc) return p;
       const bool inPlace = c.send == c.recv && sd == rd;
@@ -480,7 +496,8 @@ void single(Reader& in, bool nccl) {
   applyCopies(order);
   std::string msg;
   const int rc = invoke(c, &msg);
-  if (rc == 0 && !nccl && *clbGetLastError()) fail(p.call + " succeeded but clbGetLastError says: " + clbGetLastError());
+  if (rc == 0 && !nccl && *clbGetLastError())
+    fail(p.call + " succeeded but clbGetLastError says: " + clbGetLastError());
   judge(p, rc, msg, true);
 }
 
@@ -644,11 +661,23 @@ uint64_t val(int r, size_t i) { return (r * 3 + i * 5 + 1) % 8; }
 void encode(int t, char* at, double v) {
   switch (t) {
     case clbInt8:
-    case clbUint8: { uint8_t x = (uint8_t)v; memcpy(at, &x, 1); break; }
+    case clbUint8: {
+      uint8_t x = (uint8_t)v;
+      memcpy(at, &x, 1);
+      break;
+    }
     case clbInt32:
-    case clbUint32: { uint32_t x = (uint32_t)v; memcpy(at, &x, 4); break; }
+    case clbUint32: {
+      uint32_t x = (uint32_t)v;
+      memcpy(at, &x, 4);
+      break;
+    }
     case clbInt64:
-    case clbUint64: { uint64_t x = (uint64_t)v; memcpy(at, &x, 8); break; }
+    case clbUint64: {
+      uint64_t x = (uint64_t)v;
+      memcpy(at, &x, 8);
+      break;
+    }
     case clbFloat16: {
       uint16_t h = 0;
       if (v != 0) {  // v = m x 2^e, m in [0.5, 1): exponent e - 1 (bias 15), 10 bits of 2m - 1
@@ -667,8 +696,15 @@ void encode(int t, char* at, double v) {
       memcpy(at, &b, 2);
       break;
     }
-    case clbFloat32: { float x = (float)v; memcpy(at, &x, 4); break; }
-    default: { memcpy(at, &v, 8); break; }
+    case clbFloat32: {
+      float x = (float)v;
+      memcpy(at, &x, 4);
+      break;
+    }
+    default: {
+      memcpy(at, &v, 8);
+      break;
+    }
   }
 }
 
@@ -738,27 +774,48 @@ void expected2(const Call2& c, int r, const Layout2& l, const Call2& peer, std::
   const int other = 1 - r;
   auto red = [&](size_t i) { return combine(c.type, c.op, (double)val(0, i), (double)val(1, i)); };
   switch (c.kind) {
-    case kAllReduce: for (size_t i = 0; i < n; i++) put(i, red(i)); break;
-    case kAllGather: for (size_t i = 0; i < 2 * n; i++) put(i, (double)val((int)(i / (n ? n : 1)), i % (n ? n : 1))); break;
-    case kReduceScatter: for (size_t i = 0; i < n; i++) put(i, red(r * n + i)); break;
-    case kBroadcast: for (size_t i = 0; i < n; i++) put(i, (double)val(c.root, i)); break;
-    case kReduce: if (c.root == r) for (size_t i = 0; i < n; i++) put(i, red(i)); break;
-    case kGather: if (c.root == r) for (size_t i = 0; i < 2 * n; i++) put(i, (double)val((int)(i / n), i % n)); break;
-    case kScatter: for (size_t i = 0; i < n; i++) put(i, (double)val(c.root, r * n + i)); break;
-    case kAllToAll: for (size_t i = 0; i < 2 * n; i++) put(i, (double)val((int)(i / n), r * n + i % n)); break;
+    case kAllReduce:
+      for (size_t i = 0; i < n; i++) put(i, red(i));
+      break;
+    case kAllGather:
+      for (size_t i = 0; i < 2 * n; i++) put(i, (double)val((int)(i / (n ? n : 1)), i % (n ? n : 1)));
+      break;
+    case kReduceScatter:
+      for (size_t i = 0; i < n; i++) put(i, red(r * n + i));
+      break;
+    case kBroadcast:
+      for (size_t i = 0; i < n; i++) put(i, (double)val(c.root, i));
+      break;
+    case kReduce:
+      if (c.root == r)
+        for (size_t i = 0; i < n; i++) put(i, red(i));
+      break;
+    case kGather:
+      if (c.root == r)
+        for (size_t i = 0; i < 2 * n; i++) put(i, (double)val((int)(i / n), i % n));
+      break;
+    case kScatter:
+      for (size_t i = 0; i < n; i++) put(i, (double)val(c.root, r * n + i));
+      break;
+    case kAllToAll:
+      for (size_t i = 0; i < 2 * n; i++) put(i, (double)val((int)(i / n), r * n + i % n));
+      break;
     case kAllToAllv:
       for (int p = 0; p < 2; p++) {
         const size_t from = p == r ? c.sd[r] : peer.sd[r];  // where the sender keeps its block for r
         for (size_t i = 0; i < c.rc[p]; i++) put(c.rd[p] + i, (double)val(p, from + i));
       }
       break;
-    case kSend: if (c.root == other) for (size_t i = 0; i < n; i++) put(i, (double)val(other, i)); break;
+    case kSend:
+      if (c.root == other)
+        for (size_t i = 0; i < n; i++) put(i, (double)val(other, i));
+      break;
   }
 }
 
 int nccType(int t) {
-  static const int map[] = {ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64, ncclUint64,
-                            ncclFloat16, ncclBfloat16, ncclFloat32, ncclFloat64};
+  static const int map[] = {ncclInt8,   ncclUint8,   ncclInt32,    ncclUint32,  ncclInt64,
+                            ncclUint64, ncclFloat16, ncclBfloat16, ncclFloat32, ncclFloat64};
   return t >= 0 && t < clbNumTypes ? map[t] : ncclNumTypes + (t - clbNumTypes);  // out of range: none
 }
 int ncclOp(int o) {
@@ -850,7 +907,10 @@ void drawPair(Reader& in, Call2 c[2]) {
       case 1: b.type = in.u8() % (clbNumTypes + 1); break;
       case 2: b.op = in.u8() % (clbNumOps + 1); break;
       case 3: b.root = (int)(in.u8() % 4) - 1; break;
-      case 4: b.kind = in.u8() % (kSend + 1); if (b.nccl && b.kind == kAllToAllv) b.kind = kAllToAll; break;
+      case 4:
+        b.kind = in.u8() % (kSend + 1);
+        if (b.nccl && b.kind == kAllToAllv) b.kind = kAllToAll;
+        break;
       default: {
         const int p = in.u8() % 2;
         (in.u8() % 2 ? b.sc[p] : b.rc[p]) = in.u8() % 40;

@@ -44,15 +44,47 @@ TEST(NcclInterface, ExportsEverySymbolItsClientsImportAndNothingElse) {
   void* lib = dlopen(CLB_NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
   // PyTorch 2.11's libtorch_cuda.so (nm -D --undefined-only), nccl-tests 2.19.6, vLLM-style wrappers.
-  for (const char* name :
-       {"ncclAllGather", "ncclAllReduce", "ncclAlltoAll", "ncclBcast", "ncclBroadcast", "ncclCommAbort",
-        "ncclCommCount", "ncclCommDeregister", "ncclCommDestroy", "ncclCommFinalize", "ncclCommGetAsyncError",
-        "ncclCommInitAll", "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable",
-        "ncclCommRegister", "ncclCommShrink", "ncclCommSplit", "ncclCommUserRank", "ncclCommWindowDeregister",
-        "ncclCommWindowRegister", "ncclDevCommCreate", "ncclDevCommDestroy", "ncclGetErrorString", "ncclGetLastError",
-        "ncclGetUniqueId", "ncclGetVersion", "ncclGroupEnd", "ncclGroupSimulateEnd", "ncclGroupStart", "ncclMemAlloc",
-        "ncclMemFree", "ncclRecv", "ncclRedOpCreatePreMulSum", "ncclRedOpDestroy", "ncclReduce", "ncclReduceScatter",
-        "ncclSend", "ncclGather", "ncclScatter", "ncclCommCuDevice"})
+  for (const char* name : {"ncclAllGather",
+                           "ncclAllReduce",
+                           "ncclAlltoAll",
+                           "ncclBcast",
+                           "ncclBroadcast",
+                           "ncclCommAbort",
+                           "ncclCommCount",
+                           "ncclCommDeregister",
+                           "ncclCommDestroy",
+                           "ncclCommFinalize",
+                           "ncclCommGetAsyncError",
+                           "ncclCommInitAll",
+                           "ncclCommInitRank",
+                           "ncclCommInitRankConfig",
+                           "ncclCommInitRankScalable",
+                           "ncclCommRegister",
+                           "ncclCommShrink",
+                           "ncclCommSplit",
+                           "ncclCommUserRank",
+                           "ncclCommWindowDeregister",
+                           "ncclCommWindowRegister",
+                           "ncclDevCommCreate",
+                           "ncclDevCommDestroy",
+                           "ncclGetErrorString",
+                           "ncclGetLastError",
+                           "ncclGetUniqueId",
+                           "ncclGetVersion",
+                           "ncclGroupEnd",
+                           "ncclGroupSimulateEnd",
+                           "ncclGroupStart",
+                           "ncclMemAlloc",
+                           "ncclMemFree",
+                           "ncclRecv",
+                           "ncclRedOpCreatePreMulSum",
+                           "ncclRedOpDestroy",
+                           "ncclReduce",
+                           "ncclReduceScatter",
+                           "ncclSend",
+                           "ncclGather",
+                           "ncclScatter",
+                           "ncclCommCuDevice"})
     EXPECT_NE(dlsym(lib, name), nullptr) << name << " is missing";
   // Colibri's own interface stays in libcolibri.so (which libnccl.so.2 links): none of it is
   // libnccl.so.2's (a lookup searches the library first, then what it links).
@@ -78,7 +110,8 @@ TEST(NcclInterface, LoadsWithoutTheCudaDriverOrLibibverbs) {
   std::vector<std::string> loaded;
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* out) {
-        if (info->dlpi_name && *info->dlpi_name) static_cast<std::vector<std::string>*>(out)->push_back(info->dlpi_name);
+        if (info->dlpi_name && *info->dlpi_name)
+          static_cast<std::vector<std::string>*>(out)->push_back(info->dlpi_name);
         return 0;
       },
       &loaded);
@@ -136,7 +169,9 @@ const std::vector<std::string> kNets = {"shm", "socket", "socket_tls", "verbs_st
 class NetScope {
  public:
   explicit NetScope(const std::string& net)
-      : env_{{"COLIBRI_TRANSPORT", net == "shm" ? "shm" : net == "verbs_standin" ? "verbs" : "socket"},
+      : env_{{"COLIBRI_TRANSPORT", net == "shm"             ? "shm"
+                                   : net == "verbs_standin" ? "verbs"
+                                                            : "socket"},
              {"COLIBRI_TLS", nullptr}} {
     if (net == "socket_tls") {
       if (!clbtest::pki().ok) {
@@ -147,7 +182,8 @@ class NetScope {
     }
     if (net == "verbs_standin") {
 #ifdef CLB_VERBS_EMU_LIBRARY
-      if (!dlopen(CLB_VERBS_EMU_LIBRARY, RTLD_NOW | RTLD_GLOBAL)) why_ = std::string("the verbs emulator: ") + dlerror();
+      if (!dlopen(CLB_VERBS_EMU_LIBRARY, RTLD_NOW | RTLD_GLOBAL))
+        why_ = std::string("the verbs emulator: ") + dlerror();
 #else
       why_ = "this build has no verbs emulator (no infiniband/verbs.h)";
 #endif
@@ -172,12 +208,12 @@ class NetScope {
 class NcclTransports : public ::testing::TestWithParam<std::string> {};
 
 // The scope, or a skip that names why (a failure where CI requires the TLS tests).
-#define NCCL_NET_SCOPE(scope)                                                                    \
-  NetScope scope(GetParam());                                                                    \
-  if (!scope.ready()) {                                                                          \
-    const char* req = getenv("COLIBRI_REQUIRE_TLS_TESTS");                                       \
+#define NCCL_NET_SCOPE(scope)                                                                                \
+  NetScope scope(GetParam());                                                                                \
+  if (!scope.ready()) {                                                                                      \
+    const char* req = getenv("COLIBRI_REQUIRE_TLS_TESTS");                                                   \
     if (GetParam() == "socket_tls" && req && !strcmp(req, "1")) FAIL() << GetParam() << ": " << scope.why(); \
-    GTEST_SKIP() << GetParam() << ": " << scope.why();                                           \
+    GTEST_SKIP() << GetParam() << ": " << scope.why();                                                       \
   }
 
 double val(int rank, size_t i) { return (double)((rank + 1) * 3 + (int)(i % 7)); }
@@ -214,8 +250,10 @@ TEST(NcclInterface, CollectivesOnHostBuffersUseNcclsTypeAndOperationNumbers) {
         double want = op == ncclProd ? 1 : op == ncclMax ? -1e9 : op == ncclMin ? 1e9 : 0;
         for (int p = 0; p < n; p++) {
           const double v = val(p, i);
-          want = op == ncclProd ? want * v : op == ncclMax ? std::max(want, v) : op == ncclMin ? std::min(want, v)
-                                                                                               : want + v;
+          want = op == ncclProd  ? want * v
+                 : op == ncclMax ? std::max(want, v)
+                 : op == ncclMin ? std::min(want, v)
+                                 : want + v;
         }
         if (op == ncclAvg) want /= n;
         ASSERT_NEAR(out[i], want, 1e-4) << "op " << op << " element " << i;
@@ -332,7 +370,8 @@ TEST(NcclInterface, InitAllAndANonBlockingConfigComplete) {
   // One thread drives both communicators in one group.
   int64_t x[2] = {5, 7}, y[2] = {0, 0};
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
-  for (int r = 0; r < 2; r++) ASSERT_EQ(ncclAllReduce(&x[r], &y[r], 1, ncclInt64, ncclSum, comms[r], nullptr), ncclSuccess);
+  for (int r = 0; r < 2; r++)
+    ASSERT_EQ(ncclAllReduce(&x[r], &y[r], 1, ncclInt64, ncclSum, comms[r], nullptr), ncclSuccess);
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
   EXPECT_EQ(y[0], 12);
   EXPECT_EQ(y[1], 12);
@@ -427,7 +466,8 @@ TEST(NcclInterface, InitsAndSplitsInsideAGroupCompleteAtItsEnd) {
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   ncclComm_t comms[n] = {};
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
-  for (int r = 0; r < n; r++) ASSERT_EQ(ncclCommInitRank(&comms[r], n, id, r), ncclSuccess) << ncclGetLastError(nullptr);
+  for (int r = 0; r < n; r++)
+    ASSERT_EQ(ncclCommInitRank(&comms[r], n, id, r), ncclSuccess) << ncclGetLastError(nullptr);
   int k = 0;
   EXPECT_EQ(ncclCommCount(comms[0], &k), ncclInvalidUsage);
   EXPECT_TRUE(contains(ncclGetLastError(nullptr), "ncclGroupEnd")) << ncclGetLastError(nullptr);
@@ -537,7 +577,8 @@ TEST(NcclInterface, NonBlockingInitsFromOneThreadCompleteWhileItPolls) {
   }
   float x[n] = {1.5f, 2.25f}, y[n] = {};
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
-  for (int r = 0; r < n; r++) ASSERT_EQ(ncclAllReduce(&x[r], &y[r], 1, ncclFloat32, ncclMax, comms[r], nullptr), ncclSuccess);
+  for (int r = 0; r < n; r++)
+    ASSERT_EQ(ncclAllReduce(&x[r], &y[r], 1, ncclFloat32, ncclMax, comms[r], nullptr), ncclSuccess);
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
   EXPECT_EQ(y[0], 2.25f);
   EXPECT_EQ(y[1], 2.25f);
@@ -735,12 +776,13 @@ bool runChild(const std::string& filter, std::vector<std::string> envs, std::str
 
 TEST(NcclInterface, NcclVariablesMapToColibris) {
   std::string text;
-  EXPECT_TRUE(runChild("NcclInterfaceChild.Variables",
-                       {"CLB_NCCL_CHILD=1", "NCCL_DEBUG=info", "NCCL_IB_HCA==mlx5_3:2,mlx5_4:1", "NCCL_P2P_DISABLE=1",
-                        "NCCL_IB_GID_INDEX=3", "COLIBRI_VERBS_GID_INDEX=7", "NCCL_IB_TC=106",
-                        "NCCL_SOCKET_IFNAME==lo,eth"},
-                       &text))
-      << "the child's checks failed:\n" << text;
+  EXPECT_TRUE(
+      runChild("NcclInterfaceChild.Variables",
+               {"CLB_NCCL_CHILD=1", "NCCL_DEBUG=info", "NCCL_IB_HCA==mlx5_3:2,mlx5_4:1", "NCCL_P2P_DISABLE=1",
+                "NCCL_IB_GID_INDEX=3", "COLIBRI_VERBS_GID_INDEX=7", "NCCL_IB_TC=106", "NCCL_SOCKET_IFNAME==lo,eth"},
+               &text))
+      << "the child's checks failed:\n"
+      << text;
   EXPECT_TRUE(contains(text, "NCCL version 2.28.9+colibri")) << text;
 }
 
@@ -748,7 +790,8 @@ TEST(NcclInterface, NcclVariablesMapToColibris) {
 // answer a failure with "run with NCCL_DEBUG=WARN for details". The child makes three calls that
 // fail (one refused by the interface, two by Colibri's core) and one that succeeds.
 TEST(NcclInterfaceChild, FailedCalls) {
-  if (!getenv("CLB_NCCL_CHILD")) GTEST_SKIP() << "runs only as a child of NcclInterface.FailedCallsSayWhyWhenNcclDebugAsks";
+  if (!getenv("CLB_NCCL_CHILD"))
+    GTEST_SKIP() << "runs only as a child of NcclInterface.FailedCallsSayWhyWhenNcclDebugAsks";
   EXPECT_EQ(ncclGetUniqueId(nullptr), ncclInvalidArgument);
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
@@ -812,7 +855,8 @@ size_t entries(const char* dir) {
 
 TEST(NcclInterfaceChild, AbortNonBlockingInit) {
   const char* hex = getenv("CLB_NCCL_ID");
-  if (!getenv("CLB_NCCL_CHILD") || !hex) GTEST_SKIP() << "runs only as a child of NcclTransports.AbortEndsANonBlockingInitAtOnceAndFreesIt";
+  if (!getenv("CLB_NCCL_CHILD") || !hex)
+    GTEST_SKIP() << "runs only as a child of NcclTransports.AbortEndsANonBlockingInitAtOnceAndFreesIt";
   const ncclUniqueId id = idOf(hex);
 #ifdef CLB_VERBS_EMU_LIBRARY
   if (getenv("CLB_NCCL_VERBS_EMU")) {
@@ -856,8 +900,8 @@ TEST_P(NcclTransports, AbortEndsANonBlockingInitAtOnceAndFreesIt) {
   for (const std::string& e : scope.childEnv()) env.push_back(e);
   if (GetParam() == "verbs_standin") env.push_back(std::string("CLB_NCCL_VERBS_EMU=1"));
   std::string text;
-  EXPECT_TRUE(runChild("NcclInterfaceChild.AbortNonBlockingInit", env, &text))
-      << "the child's checks failed:\n" << text;
+  EXPECT_TRUE(runChild("NcclInterfaceChild.AbortNonBlockingInit", env, &text)) << "the child's checks failed:\n"
+                                                                               << text;
 }
 
 // Issue 38, 6c: a second ncclCommDestroy (or one after ncclCommAbort), and every call on a handle
@@ -865,7 +909,9 @@ TEST_P(NcclTransports, AbortEndsANonBlockingInitAtOnceAndFreesIt) {
 // hangs (it hung before); a communicator split from it before lives on. In a child process, killed
 // if it hangs.
 TEST(NcclInterfaceChild, DestroyedCommunicator) {
-  if (!getenv("CLB_NCCL_CHILD")) GTEST_SKIP() << "runs only as a child of NcclInterface.ASecondDestroyAndCallsOnADestroyedCommunicatorAreRefusedOneRankNoTransport";
+  if (!getenv("CLB_NCCL_CHILD"))
+    GTEST_SKIP() << "runs only as a child of "
+                    "NcclInterface.ASecondDestroyAndCallsOnADestroyedCommunicatorAreRefusedOneRankNoTransport";
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   ncclComm_t comm = nullptr, sub = nullptr;
@@ -946,7 +992,8 @@ TEST(NcclInterfaceChild, Rank) {
   ASSERT_EQ(ncclSend(mine.data(), count, ncclInt32, (r + 1) % n, comm, nullptr), ncclSuccess);
   ASSERT_EQ(ncclRecv(ring.data(), count, ncclInt32, (r + n - 1) % n, comm, nullptr), ncclSuccess);
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(comm);
-  for (size_t i = 0; i < count; i++) ASSERT_EQ(ring[i], ((r + n - 1) % n) * 1000003 + (int32_t)i) << "ring element " << i;
+  for (size_t i = 0; i < count; i++)
+    ASSERT_EQ(ring[i], ((r + n - 1) % n) * 1000003 + (int32_t)i) << "ring element " << i;
   ASSERT_EQ(ncclAllGather(mine.data(), all.data(), count, ncclInt32, comm, nullptr), ncclSuccess);
   for (int p = 0; p < n; p++)
     for (size_t i = 0; i < count; i++) ASSERT_EQ(all[p * count + i], p * 1000003 + (int32_t)i) << "allGather";
@@ -954,7 +1001,8 @@ TEST(NcclInterfaceChild, Rank) {
     for (size_t i = 0; i < count; i++) a2a[p * count + i] = r * 100 + p + (int32_t)(i % 13) * 10000;
   ASSERT_EQ(ncclAlltoAll(a2a.data(), got.data(), count, ncclInt32, comm, nullptr), ncclSuccess);
   for (int p = 0; p < n; p++)
-    for (size_t i = 0; i < count; i++) ASSERT_EQ(got[p * count + i], p * 100 + r + (int32_t)(i % 13) * 10000) << "alltoall";
+    for (size_t i = 0; i < count; i++)
+      ASSERT_EQ(got[p * count + i], p * 100 + r + (int32_t)(i % 13) * 10000) << "alltoall";
   ncclComm_t sub = nullptr;
   ASSERT_EQ(ncclCommSplit(comm, r % 2, r, &sub, nullptr), ncclSuccess) << ncclGetLastError(comm);
   int64_t x = r, y = -1;
@@ -973,9 +1021,10 @@ TEST(NcclInterface, RanksAsProcesses) {
     const std::string hex = hexOf(id);
     std::vector<pid_t> pids;
     for (int r = 0; r < n; r++)
-      pids.push_back(spawnSelf("NcclInterfaceChild.Rank", {"CLB_NCCL_RANK=" + std::to_string(r),
-                                                           "CLB_NCCL_NRANKS=" + std::to_string(n), "CLB_NCCL_ID=" + hex},
-                               nullptr));
+      pids.push_back(spawnSelf(
+          "NcclInterfaceChild.Rank",
+          {"CLB_NCCL_RANK=" + std::to_string(r), "CLB_NCCL_NRANKS=" + std::to_string(n), "CLB_NCCL_ID=" + hex},
+          nullptr));
     for (int r = 0; r < n; r++) {
       ASSERT_GT(pids[r], 0);
       EXPECT_TRUE(exitedCleanly(pids[r])) << "rank " << r << " of " << n << " failed (its output is above)";

@@ -239,8 +239,8 @@ int queryPort(ibv_context* ctx, uint8_t port, ibv_port_attr* a) {
   a->sm_lid = ib ? 1 : 0;
   a->max_vl_num = 1;
   a->subnet_timeout = ib ? 18 : 0;
-  a->active_width = 2;    // 4x
-  a->active_speed = 64;   // HDR
+  a->active_width = 2;                // 4x
+  a->active_speed = 64;               // HDR
   a->phys_state = c->portUp ? 5 : 3;  // LinkUp : Disabled
   a->link_layer = c->cfg.linkLayer;
   return 0;
@@ -552,8 +552,7 @@ ibv_qp* createQp(ibv_pd* pd, ibv_qp_init_attr* init) {
     return failNull<ibv_qp>(EINVAL);
   const ibv_qp_cap& cap = init->cap;
   if (cap.max_send_wr > (uint32_t)kMaxQpWr || cap.max_recv_wr > (uint32_t)kMaxQpWr ||
-      cap.max_send_sge > (uint32_t)kMaxSge || cap.max_recv_sge > (uint32_t)kMaxSge ||
-      cap.max_inline_data > kMaxInline)
+      cap.max_send_sge > (uint32_t)kMaxSge || cap.max_recv_sge > (uint32_t)kMaxSge || cap.max_inline_data > kMaxInline)
     return failNull<ibv_qp>(EINVAL);
   Pd* p = pdOf(pd);
   Ctx* c = p->ctx;
@@ -615,13 +614,11 @@ bool rcTransition(ibv_qp_state cur, ibv_qp_state next, int* req, int* opt) {
   }
   if (cur == IBV_QPS_RTR && next == IBV_QPS_RTS) {
     *req = IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-    *opt = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER |
-           IBV_QP_PATH_MIG_STATE;
+    *opt = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE;
     return true;
   }
   if (cur == IBV_QPS_RTS && next == IBV_QPS_RTS) {
-    *opt = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE |
-           IBV_QP_MIN_RNR_TIMER;
+    *opt = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE | IBV_QP_MIN_RNR_TIMER;
     return true;
   }
   return false;
@@ -665,8 +662,8 @@ int modifyQp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   if ((mask & req) != req) return EINVAL;
   if (mask & ~(req | opt | IBV_QP_STATE)) return EINVAL;
   if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur) return EINVAL;
-  const unsigned qpAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                            IBV_ACCESS_REMOTE_ATOMIC;
+  const unsigned qpAccess =
+      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   if ((mask & IBV_QP_ACCESS_FLAGS) && (attr->qp_access_flags & ~qpAccess)) return EINVAL;
   if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index >= 1) return EINVAL;
   if ((mask & IBV_QP_PORT) && attr->port_num != 1) return EINVAL;
@@ -761,7 +758,8 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   {
     std::lock_guard<std::mutex> lock(c->mu);
     for (; wr; wr = wr->next) {
-      if (q->state != IBV_QPS_RTS && q->state != IBV_QPS_ERR) rc = EINVAL;
+      if (q->state != IBV_QPS_RTS && q->state != IBV_QPS_ERR)
+        rc = EINVAL;
       else if (wr->opcode == IBV_WR_RDMA_READ || wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
                wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
         rc = EOPNOTSUPP;  // real on hardware, not modeled here
@@ -818,7 +816,8 @@ int postRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   {
     std::lock_guard<std::mutex> lock(c->mu);
     for (; wr; wr = wr->next) {
-      if (q->state == IBV_QPS_RESET) rc = EINVAL;
+      if (q->state == IBV_QPS_RESET)
+        rc = EINVAL;
       else if (wr->num_sge < 0 || (uint32_t)wr->num_sge > q->cap.max_recv_sge || (wr->num_sge && !wr->sg_list))
         rc = EINVAL;
       else if (q->rqPosted - q->slots->rqReleased.load() >= q->cap.max_recv_wr)
@@ -875,14 +874,28 @@ VerbsApi makeTable() {
   t.postRecv = postRecv;
   t.pollCq = pollCq;
   t.wcStatusStr = [](ibv_wc_status s) -> const char* {
-    static const char* names[] = {
-        "success", "local length error", "local QP operation error", "local EE context operation error",
-        "local protection error", "Work Request Flushed Error", "memory management operation error",
-        "bad response error", "local access error", "remote invalid request error",
-        "remote access error", "remote operation error", "transport retry counter exceeded",
-        "RNR retry counter exceeded", "local RDD violation error", "remote invalid RD request",
-        "aborted error", "invalid EE context number", "invalid EE context state",
-        "fatal error", "response timeout error", "general error"};
+    static const char* names[] = {"success",
+                                  "local length error",
+                                  "local QP operation error",
+                                  "local EE context operation error",
+                                  "local protection error",
+                                  "Work Request Flushed Error",
+                                  "memory management operation error",
+                                  "bad response error",
+                                  "local access error",
+                                  "remote invalid request error",
+                                  "remote access error",
+                                  "remote operation error",
+                                  "transport retry counter exceeded",
+                                  "RNR retry counter exceeded",
+                                  "local RDD violation error",
+                                  "remote invalid RD request",
+                                  "aborted error",
+                                  "invalid EE context number",
+                                  "invalid EE context state",
+                                  "fatal error",
+                                  "response timeout error",
+                                  "general error"};
     unsigned i = (unsigned)s;
     return i < sizeof names / sizeof names[0] ? names[i] : "unknown";
   };
@@ -958,8 +971,7 @@ void qpError(Qp* q, ibv_wc_status firstStatus) {
     first = false;
   }
   q->sq.clear();
-  for (auto& r : q->rq)
-    pushCqe(q->rcq, baseWc(q, r.wrId, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV), q->slots, false, r.seq);
+  for (auto& r : q->rq) pushCqe(q->rcq, baseWc(q, r.wrId, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV), q->slots, false, r.seq);
   q->rq.clear();
   q->recvInProgress = false;
   q->rnrWaiting = false;
@@ -978,7 +990,7 @@ ibv_wc_opcode sendWcOpcode(ibv_wr_opcode op) {
 }
 
 Clock::duration ackTimeout(const Ctx* c, uint8_t timeout) {
-  if (timeout == 0) return Clock::duration::zero();  // 0 means "wait forever" in the IB spec
+  if (timeout == 0) return Clock::duration::zero();         // 0 means "wait forever" in the IB spec
   auto spec = std::chrono::nanoseconds(4096ll << timeout);  // 4.096 us * 2^timeout
   auto floor = std::chrono::milliseconds(c->cfg.minTimeoutMs);
   return std::max<Clock::duration>(spec, floor);
@@ -987,10 +999,9 @@ Clock::duration ackTimeout(const Ctx* c, uint8_t timeout) {
 Clock::duration rnrDelay(uint8_t timer) {
   // The RNR NAK timer field (IB spec), in microseconds; 0 is the longest. Floored at 1 ms so a
   // queue pair waiting for a receive does not spin the emulator.
-  static const uint32_t us[32] = {655360, 10,    20,    30,    40,    60,     80,     120,
-                                  160,    240,   320,   480,   640,   960,    1280,   1920,
-                                  2560,   3840,  5120,  7680,  10240, 15360,  20480,  30720,
-                                  40960,  61440, 81920, 122880, 163840, 245760, 327680, 491520};
+  static const uint32_t us[32] = {655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,   320,
+                                  480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240, 15360,
+                                  20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
   return std::max<Clock::duration>(std::chrono::microseconds(us[timer & 31]), std::chrono::milliseconds(1));
 }
 
@@ -1059,10 +1070,12 @@ const VerbsApi* api() {
 Config configFromEnv() {
   Config c;
   if (const char* v = getenv("COLIBRI_VERBS_EMU_LINK_LAYER")) {
-    if (strcasecmp(v, "ib") == 0 || strcasecmp(v, "infiniband") == 0) c.linkLayer = IBV_LINK_LAYER_INFINIBAND;
+    if (strcasecmp(v, "ib") == 0 || strcasecmp(v, "infiniband") == 0)
+      c.linkLayer = IBV_LINK_LAYER_INFINIBAND;
     else if (strcasecmp(v, "eth") == 0 || strcasecmp(v, "ethernet") == 0 || strcasecmp(v, "roce") == 0)
       c.linkLayer = IBV_LINK_LAYER_ETHERNET;
-    else CLB_WARN("verbs emulator: COLIBRI_VERBS_EMU_LINK_LAYER=%s is neither eth nor ib; using eth", v);
+    else
+      CLB_WARN("verbs emulator: COLIBRI_VERBS_EMU_LINK_LAYER=%s is neither eth nor ib; using eth", v);
   }
   uint64_t x;
   if (envUint("COLIBRI_VERBS_EMU_MTU", &x)) {
@@ -1072,8 +1085,9 @@ Config configFromEnv() {
         c.activeMtu = (ibv_mtu)m;
         ok = true;
       }
-    if (!ok) CLB_WARN("verbs emulator: COLIBRI_VERBS_EMU_MTU=%llu is not 256/512/1024/2048/4096; using 4096",
-                      (unsigned long long)x);
+    if (!ok)
+      CLB_WARN("verbs emulator: COLIBRI_VERBS_EMU_MTU=%llu is not 256/512/1024/2048/4096; using 4096",
+               (unsigned long long)x);
   }
   if (envUint("COLIBRI_VERBS_EMU_DEVICES", &x)) c.numDevices = x > 0 ? 1 : 0;
   c.noKernelSupport = envFlag("COLIBRI_VERBS_EMU_NO_KERNEL", false);

@@ -84,13 +84,13 @@ int setPortState(ibv_context* context, bool up);
 int dropPackets(ibv_qp* qp, int count);
 
 struct QpStats {
-  uint64_t packetsSent = 0;     // request packets, retransmissions included
-  uint64_t retransmits = 0;     // packets sent again after a timeout, sequence NAK or RNR NAK
-  uint64_t timeouts = 0;        // local ACK timeouts
-  uint64_t rnrNaks = 0;         // RNR NAKs received (as requester)
-  uint64_t seqNaks = 0;         // sequence NAKs received: the responder saw a gap (fast retransmit)
-  uint64_t dropped = 0;         // request packets lost by injected faults or port down
-  uint64_t rejected = 0;        // packets addressed to this QP that it dropped (state, source, PSN)
+  uint64_t packetsSent = 0;  // request packets, retransmissions included
+  uint64_t retransmits = 0;  // packets sent again after a timeout, sequence NAK or RNR NAK
+  uint64_t timeouts = 0;     // local ACK timeouts
+  uint64_t rnrNaks = 0;      // RNR NAKs received (as requester)
+  uint64_t seqNaks = 0;      // sequence NAKs received: the responder saw a gap (fast retransmit)
+  uint64_t dropped = 0;      // request packets lost by injected faults or port down
+  uint64_t rejected = 0;     // packets addressed to this QP that it dropped (state, source, PSN)
 };
 int queryStats(ibv_qp* qp, QpStats* stats);
 // The queue pairs of the process's open contexts that are not destroyed (any order): up to `max`

@@ -32,10 +32,10 @@ namespace emu {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kMaxNode = 0xBFFF;           // node numbers are valid unicast LIDs: 1..0xBFFF
-constexpr uint32_t kPsnMask = 0xFFFFFF;         // PSNs and QP numbers are 24-bit
-constexpr size_t kSegment = 64 * 1024;          // payload of one emulated packet (one PSN)
-constexpr uint64_t kWindowSegments = 64;        // unacknowledged packets per QP
+constexpr uint32_t kMaxNode = 0xBFFF;     // node numbers are valid unicast LIDs: 1..0xBFFF
+constexpr uint32_t kPsnMask = 0xFFFFFF;   // PSNs and QP numbers are 24-bit
+constexpr size_t kSegment = 64 * 1024;    // payload of one emulated packet (one PSN)
+constexpr uint64_t kWindowSegments = 64;  // unacknowledged packets per QP
 constexpr int kGidTableLen = 16;
 constexpr int kMaxQpWr = 16384;
 constexpr int kMaxSge = 30;
@@ -58,7 +58,7 @@ struct Pd {
 struct Mr {
   ibv_mr ibv;
   Pd* pd = nullptr;
-  uint64_t iova = 0;     // the address range peers and SGEs use
+  uint64_t iova = 0;  // the address range peers and SGEs use
   uint64_t length = 0;
   char* host = nullptr;  // where iova maps in this process (nullptr for a device region)
   bool device = false;   // an unmappable dma-buf: reached through the DeviceCopy, by iova
@@ -150,7 +150,7 @@ struct Qp {
   uint64_t sqPosted = 0, rqPosted = 0;
 
   // Requester: packet serials (64-bit, from 0 at RTS; the wire carries (sqPsn + serial) & mask).
-  std::deque<SendWqe> sq;  // posted and not completed, in order
+  std::deque<SendWqe> sq;   // posted and not completed, in order
   uint64_t nextSerial = 0;  // first serial of the next WR posted
   uint64_t una = 0;         // oldest unacknowledged
   uint64_t sendPos = 0;     // next to (re)transmit
@@ -186,7 +186,7 @@ struct OutConn {
 
 struct InConn {
   int fd = -1;
-  std::vector<char> hdr;      // a WireHdr (verbs_emu_nic.cc) being read
+  std::vector<char> hdr;  // a WireHdr (verbs_emu_nic.cc) being read
   size_t hdrGot = 0;
   std::vector<char> payload;  // kSegment bytes, allocated once at accept and reused per packet
   size_t payLen = 0;          // the current packet's payload length (<= kSegment)
@@ -238,8 +238,10 @@ inline ibv_wc baseWc(const Qp* q, uint64_t wrId, ibv_wc_status st, ibv_wc_opcode
   wc.status = st;
   wc.opcode = op;
   wc.qp_num = q->ibv.qp_num;
-  if (st == IBV_WC_WR_FLUSH_ERR) wc.vendor_err = 0xf9;
-  else if (st != IBV_WC_SUCCESS) wc.vendor_err = 0x80u + (unsigned)st;
+  if (st == IBV_WC_WR_FLUSH_ERR)
+    wc.vendor_err = 0xf9;
+  else if (st != IBV_WC_SUCCESS)
+    wc.vendor_err = 0x80u + (unsigned)st;
   return wc;
 }
 

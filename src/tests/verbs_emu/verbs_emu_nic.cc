@@ -270,8 +270,10 @@ void transmit(Ctx* c, Qp* q, Clock::time_point now) {
     q->stats.packetsSent++;
     if (q->sendPos < q->sentHigh) q->stats.retransmits++;
     if (q->una == q->sentHigh) q->deadline = now + ackTimeout(c, q->timeout);  // first outstanding
-    if (lost) q->stats.dropped++;
-    else enqueue(c, dst, std::move(b));
+    if (lost)
+      q->stats.dropped++;
+    else
+      enqueue(c, dst, std::move(b));
     q->sendPos++;
     if (q->sendPos > q->sentHigh) q->sentHigh = q->sendPos;
   }
@@ -500,9 +502,7 @@ void onRequest(Ctx* c, Qp* q, const WireHdr& h, const char* data) {
       }
       break;
     }
-    default:
-      responderError(c, q, h, kNakInvReq, IBV_EVENT_QP_REQ_ERR);
-      return;
+    default: responderError(c, q, h, kNakInvReq, IBV_EVENT_QP_REQ_ERR); return;
   }
   q->ePsn = (q->ePsn + 1) & kPsnMask;
   q->nakSeqSent = false;
@@ -513,8 +513,10 @@ void onPacket(Ctx* c, const WireHdr& h, const char* data, Clock::time_point now)
   if (!c->portUp || h.dstNode != c->node) return;  // a port that is down hears nothing
   auto it = c->qps.find(h.dstQpn);
   if (it == c->qps.end()) return;  // no such QP: silently dropped, as on the wire
-  if (h.type == kReq) onRequest(c, it->second, h, data);
-  else onResponse(c, it->second, h, now);
+  if (h.type == kReq)
+    onRequest(c, it->second, h, data);
+  else
+    onResponse(c, it->second, h, now);
 }
 
 // Reads what is there; false when the connection closed or carried garbage.
@@ -668,8 +670,10 @@ int startNic(Ctx* c) {
     uint32_t n = (start + i) % kMaxNode + 1;
     sockaddr_un a;
     socklen_t len = nodeAddr(n, &a);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0) node = n;
-    else if (errno != EADDRINUSE) break;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0)
+      node = n;
+    else if (errno != EADDRINUSE)
+      break;
   }
   if (!node || listen(fd, 128) != 0) {
     int e = errno ? errno : EADDRINUSE;

@@ -29,8 +29,13 @@ void coreBreadcrumb(const char* file, int line) { appendBreadcrumb(file, line); 
 void coreLog(int level, const char* text) { log(level, "%s", text ? text : ""); }
 int coreLogLevel() { return logLevel(); }
 
-const clbNetCore_v1_t kCore = {CLB_NET_PLUGIN_VERSION, sizeof(clbNetCore_v1_t), coreSetError, coreLastError,
-                             coreBreadcrumb, coreLog, coreLogLevel};
+const clbNetCore_v1_t kCore = {CLB_NET_PLUGIN_VERSION,
+                               sizeof(clbNetCore_v1_t),
+                               coreSetError,
+                               coreLastError,
+                               coreBreadcrumb,
+                               coreLog,
+                               coreLogLevel};
 
 CommContext* commOf(void* ctx) { return static_cast<CommContext*>(ctx); }
 
@@ -50,27 +55,38 @@ int hostOption(void* ctx, const char* name, char* buf, size_t len) {
   const clbConfig_t& cfg = commOf(ctx)->cfg;
   if (!name || !buf || !len) return -1;
   int n;
-  if (strcmp(name, "verbsDevice") == 0) n = snprintf(buf, len, "%s", cfg.verbsDevice);
-  else if (strcmp(name, "verbsPort") == 0) n = snprintf(buf, len, "%d", cfg.verbsPort);
-  else if (strcmp(name, "verbsGidIndex") == 0) n = snprintf(buf, len, "%d", cfg.verbsGidIndex);
-  else if (strcmp(name, "verbsTrafficClass") == 0) n = snprintf(buf, len, "%d", cfg.verbsTrafficClass);
-  else if (strcmp(name, "verbsTimeout") == 0) n = snprintf(buf, len, "%d", cfg.verbsTimeout);
-  else if (strcmp(name, "verbsRetryCount") == 0) n = snprintf(buf, len, "%d", cfg.verbsRetryCount);
-  else if (strcmp(name, "verbsQpsPerConnection") == 0) n = snprintf(buf, len, "%d", cfg.verbsQpsPerConnection);
-  else if (strcmp(name, "pipelineDepth") == 0) n = snprintf(buf, len, "%d", cfg.pipelineDepth);
-  else if (strcmp(name, "chunkBytes") == 0) n = snprintf(buf, len, "%lld", (long long)cfg.chunkBytes);
-  else return -1;
+  if (strcmp(name, "verbsDevice") == 0)
+    n = snprintf(buf, len, "%s", cfg.verbsDevice);
+  else if (strcmp(name, "verbsPort") == 0)
+    n = snprintf(buf, len, "%d", cfg.verbsPort);
+  else if (strcmp(name, "verbsGidIndex") == 0)
+    n = snprintf(buf, len, "%d", cfg.verbsGidIndex);
+  else if (strcmp(name, "verbsTrafficClass") == 0)
+    n = snprintf(buf, len, "%d", cfg.verbsTrafficClass);
+  else if (strcmp(name, "verbsTimeout") == 0)
+    n = snprintf(buf, len, "%d", cfg.verbsTimeout);
+  else if (strcmp(name, "verbsRetryCount") == 0)
+    n = snprintf(buf, len, "%d", cfg.verbsRetryCount);
+  else if (strcmp(name, "verbsQpsPerConnection") == 0)
+    n = snprintf(buf, len, "%d", cfg.verbsQpsPerConnection);
+  else if (strcmp(name, "pipelineDepth") == 0)
+    n = snprintf(buf, len, "%d", cfg.pipelineDepth);
+  else if (strcmp(name, "chunkBytes") == 0)
+    n = snprintf(buf, len, "%lld", (long long)cfg.chunkBytes);
+  else
+    return -1;
   return n >= 0 && (size_t)n < len ? 0 : -1;
 }
 
 static_assert(sizeof(clbNetTag_v1_t) == sizeof(MsgTag) && sizeof(OpDesc) == CLB_NET_TAG_CALL_BYTES &&
                   offsetof(clbNetTag_v1_t, index) == offsetof(MsgTag, index) &&
-                  offsetof(clbNetTag_v1_t, bytes) == offsetof(MsgTag, bytes) && std::is_trivially_copyable<MsgTag>::value,
+                  offsetof(clbNetTag_v1_t, bytes) == offsetof(MsgTag, bytes) &&
+                  std::is_trivially_copyable<MsgTag>::value,
               "clbNetTag_v1_t is MsgTag byte for byte");
 const clbNetTag_v1_t* asNet(const MsgTag& t) { return reinterpret_cast<const clbNetTag_v1_t*>(&t); }
 
 std::mutex gPluginMutex;
-std::string gPluginDir;                                 // clbSetPluginDir
+std::string gPluginDir;                                    // clbSetPluginDir
 std::map<std::string, const clbNetPlugin_v1_t*> gPlugins;  // loaded and initialised
 
 // Which jar carries a plugin, for the message when it is missing.
@@ -91,8 +107,7 @@ std::string folderOfCore() {
 }
 
 // Opens `path` and checks its clbNetPlugin_v1; *why says what was wrong (then NULL).
-const clbNetPlugin_v1_t* openPlugin(const std::string& path, const std::string& name, std::string* why,
-                                    bool* found) {
+const clbNetPlugin_v1_t* openPlugin(const std::string& path, const std::string& name, std::string* why, bool* found) {
   dlerror();
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
@@ -100,8 +115,7 @@ const clbNetPlugin_v1_t* openPlugin(const std::string& path, const std::string& 
     // Not there, or there but unloadable (another architecture, a missing dependency): a path is
     // looked at on disk; for a bare name the linker's message is all there is.
     struct stat st;
-    *found = path.find('/') != std::string::npos ? stat(path.c_str(), &st) == 0
-                                                 : e && !strstr(e, "No such file");
+    *found = path.find('/') != std::string::npos ? stat(path.c_str(), &st) == 0 : e && !strstr(e, "No such file");
     *why = e ? e : "dlopen failed";
     return nullptr;
   }
@@ -109,13 +123,14 @@ const clbNetPlugin_v1_t* openPlugin(const std::string& path, const std::string& 
   auto* p = static_cast<const clbNetPlugin_v1_t*>(dlsym(h, CLB_NET_PLUGIN_SYMBOL_V1));
   char b[512];
   if (!p) {
-    snprintf(b, sizeof b, "%s has no symbol %s: it is not a Colibri network plugin of interface version %d", path.c_str(),
-             CLB_NET_PLUGIN_SYMBOL_V1, CLB_NET_PLUGIN_VERSION);
+    snprintf(b, sizeof b, "%s has no symbol %s: it is not a Colibri network plugin of interface version %d",
+             path.c_str(), CLB_NET_PLUGIN_SYMBOL_V1, CLB_NET_PLUGIN_VERSION);
   } else if (p->version != CLB_NET_PLUGIN_VERSION || p->size < CLB_NET_PLUGIN_V1_BASE_SIZE) {
-    snprintf(b, sizeof b, "%s implements the network plugin interface version %u (struct of %u bytes), this "
+    snprintf(b, sizeof b,
+             "%s implements the network plugin interface version %u (struct of %u bytes), this "
              "libcolibri needs version %d (%zu bytes): use the plugin of the same Colibri release (for Java, the "
-             "colibri-verbs jar of colibri-native's version)", path.c_str(), p->version, p->size,
-             CLB_NET_PLUGIN_VERSION, (size_t)CLB_NET_PLUGIN_V1_BASE_SIZE);
+             "colibri-verbs jar of colibri-native's version)",
+             path.c_str(), p->version, p->size, CLB_NET_PLUGIN_VERSION, (size_t)CLB_NET_PLUGIN_V1_BASE_SIZE);
     p = nullptr;
   } else if (!p->name || name != p->name) {
     snprintf(b, sizeof b, "%s is the network plugin \"%s\", not \"%s\"", path.c_str(), p->name ? p->name : "",
@@ -161,8 +176,10 @@ clbResult_t loadNetPlugin(const char* name, const clbNetPlugin_v1_t** out) {
       continue;
     }
     if (p->transport <= clbTransportAuto || p->transport >= clbNumTransports)
-      return setError(clbInvalidUsage, "transport %s: %s says it provides transport %d, which this libcolibri does "
-                      "not have", name, path.c_str(), p->transport);
+      return setError(clbInvalidUsage,
+                      "transport %s: %s says it provides transport %d, which this libcolibri does "
+                      "not have",
+                      name, path.c_str(), p->transport);
     clbResult_t rc = p->init(netCore());
     if (rc != clbSuccess) {
       appendBreadcrumb(__FILE__, __LINE__);
@@ -176,8 +193,8 @@ clbResult_t loadNetPlugin(const char* name, const clbNetPlugin_v1_t** out) {
   return setError(clbUnsupported,
                   "transport %s needs the network plugin %s, which was not found (looked for %s): from Java, add "
                   "%s to the classpath next to colibri-native; from C, put %s beside libcolibri.so or point "
-                  "COLIBRI_PLUGIN_DIR (or clbSetPluginDir) at its folder", name, file.c_str(), looked.c_str(),
-                  jarOf(name), file.c_str());
+                  "COLIBRI_PLUGIN_DIR (or clbSetPluginDir) at its folder",
+                  name, file.c_str(), looked.c_str(), jarOf(name), file.c_str());
 }
 
 clbResult_t NetRingChannel::prepare(size_t maxBytes) { return p_->prepare(ch_, maxBytes); }
@@ -199,8 +216,8 @@ clbResult_t NetRingChannel::sendFrom(const void* src, const MsgTag& tag, bool* s
 }
 
 bool netPluginHasPeers(const clbNetPlugin_v1_t* p) {
-  return p && p->size >= offsetof(clbNetPlugin_v1_t, tryRecv) + sizeof(p->tryRecv) && p->peerOpen &&
-         p->peerConnect && p->peerStart && p->trySend && p->tryRecv;
+  return p && p->size >= offsetof(clbNetPlugin_v1_t, tryRecv) + sizeof(p->tryRecv) && p->peerOpen && p->peerConnect &&
+         p->peerStart && p->trySend && p->tryRecv;
 }
 
 bool netPluginHasDevicePeers(const clbNetPlugin_v1_t* p) {
@@ -210,13 +227,18 @@ bool netPluginHasDevicePeers(const clbNetPlugin_v1_t* p) {
 
 NetPeerChannel::NetPeerChannel(CommContext* c, const clbNetPlugin_v1_t* plugin, int peer, PeerChannel* link,
                                std::shared_ptr<PeerDeviceMemory> device)
-    : c_(c), p_(plugin), peer_(peer), link_(link), device_(netPluginHasDevicePeers(plugin) ? std::move(device) : nullptr) {
+    : c_(c),
+      p_(plugin),
+      peer_(peer),
+      link_(link),
+      device_(netPluginHasDevicePeers(plugin) ? std::move(device) : nullptr) {
   // Both directions' slots (pipelineDepth each, a tag before each payload) and the channel's
   // control block within this pair's share of the staging cap, at most a chunk each, as for the
   // TCP channel; both ranks compute the same.
   const int64_t depth = std::max(2, c->cfg.pipelineDepth);
   const int64_t share = c->cfg.stagingCapBytes / std::max(1, c->nranks - 1);
-  const int64_t slot = std::max<int64_t>(4096, ((share - (16 << 10)) / (2 * depth) - (int64_t)sizeof(MsgTag)) / 4096 * 4096);
+  const int64_t slot =
+      std::max<int64_t>(4096, ((share - (16 << 10)) / (2 * depth) - (int64_t)sizeof(MsgTag)) / 4096 * 4096);
   maxBytes_ = (size_t)std::min<int64_t>(slot, std::max<int64_t>(4096, c->cfg.chunkBytes));
 }
 
@@ -239,8 +261,9 @@ clbResult_t NetPeerChannel::linkSend(const void* data, size_t bytes, uint64_t in
     return clbSuccess;
   }
   if (!buf) return clbSuccess;
-  if (room < bytes) return setError(clbInternalError, "rank %d: %zu bytes of room for a %zu-byte set-up message",
-                                    c_->rank, room, bytes);
+  if (room < bytes)
+    return setError(clbInternalError, "rank %d: %zu bytes of room for a %zu-byte set-up message", c_->rank, room,
+                    bytes);
   memcpy(buf, data, bytes);
   MsgTag tag{};
   tag.op.coll = kLinkSetUp;
@@ -268,17 +291,20 @@ clbResult_t NetPeerChannel::pump() {
     const uint64_t want = !gotInfo_ ? kInfo : !gotConnected_ ? kConnected : kSwitch;
     if (index != want || peerSwitched_) {
       link_->releaseRecv();
-      return setError(clbRemoteError, "rank %d: rank %d sent set-up message %llu of its %s point-to-point channel, "
-                      "expected %llu", c_->rank, peer_, (unsigned long long)index, p_->name,
-                      (unsigned long long)want);
+      return setError(clbRemoteError,
+                      "rank %d: rank %d sent set-up message %llu of its %s point-to-point channel, "
+                      "expected %llu",
+                      c_->rank, peer_, (unsigned long long)index, p_->name, (unsigned long long)want);
     }
     if (index == kInfo) {
       // [how the peer opened: 1 device mode, 0 host memory | the plugin's connection info]
       std::vector<char> theirs(static_cast<const char*>(buf), static_cast<const char*>(buf) + tag->bytes);
       CLB_CHECK(link_->releaseRecv());
       if (theirs.empty() || (theirs[0] != 0 && theirs[0] != 1))
-        return setError(clbRemoteError, "rank %d: rank %d sent a set-up message of its %s point-to-point channel "
-                        "that says neither host nor device memory", c_->rank, peer_, p_->name);
+        return setError(clbRemoteError,
+                        "rank %d: rank %d sent a set-up message of its %s point-to-point channel "
+                        "that says neither host nor device memory",
+                        c_->rank, peer_, p_->name);
       const bool theirDevice = theirs[0] == 1;
       if (theirDevice && !deviceSlots_) continue;  // it opens again in host memory and says so next
       if (deviceSlots_ && !theirDevice) {
@@ -290,8 +316,10 @@ clbResult_t NetPeerChannel::pump() {
       gotInfo_ = true;
     } else {
       CLB_CHECK(link_->releaseRecv());
-      if (index == kConnected) gotConnected_ = true;
-      else peerSwitched_ = true;
+      if (index == kConnected)
+        gotConnected_ = true;
+      else
+        peerSwitched_ = true;
     }
   }
 }
@@ -308,8 +336,10 @@ clbResult_t NetPeerChannel::open(bool device) {
     if (p_->peerOpenDevice(&host, &device_->nic, peer_, maxBytes_, &ch_, info_.data() + 1, &len) == clbSuccess) {
       deviceSlots_ = true;
     } else {
-      CLB_WARN("rank %d: point-to-point channel with rank %d in host memory: its GPU memory could not be set up "
-               "for %s (%s)", c_->rank, peer_, p_->name, lastError().c_str());
+      CLB_WARN(
+          "rank %d: point-to-point channel with rank %d in host memory: its GPU memory could not be set up "
+          "for %s (%s)",
+          c_->rank, peer_, p_->name, lastError().c_str());
       clearError();
       ch_ = nullptr;
       len = info_.size() - 1;
@@ -375,8 +405,10 @@ clbResult_t NetPeerChannel::watchLink() {
   const void* buf = nullptr;
   CLB_CHECK(link_->tryRecv(&tag, &buf));
   if (buf)
-    return setError(clbRemoteError, "rank %d: rank %d sent a message over the TCP link of their %s point-to-point "
-                    "channel after switching to it", c_->rank, peer_, p_->name);
+    return setError(clbRemoteError,
+                    "rank %d: rank %d sent a message over the TCP link of their %s point-to-point "
+                    "channel after switching to it",
+                    c_->rank, peer_, p_->name);
   return clbSuccess;
 }
 

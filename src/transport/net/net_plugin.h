@@ -107,7 +107,8 @@ class NetPeerChannel : public PeerChannel {
   clbResult_t advance(bool receive = true);
   clbResult_t open(bool device);  // the plugin's channel, and this side's info message
   clbResult_t pump();
-  clbResult_t watchLink();  // once switched both ways: the link closing (the peer died) or carrying anything is an error
+  clbResult_t
+  watchLink();  // once switched both ways: the link closing (the peer died) or carrying anything is an error
   clbResult_t linkSend(const void* data, size_t bytes, uint64_t index, bool* sent);
   clbResult_t linkProgress(bool* sent);  // the link's writes; set-up messages a closed peer never took are no error
   CommContext* c_;
@@ -123,7 +124,7 @@ class NetPeerChannel : public PeerChannel {
   bool sentInfo_ = false, gotInfo_ = false, sentConnected_ = false, gotConnected_ = false, started_ = false;
   bool switched_ = false, peerSwitched_ = false;
   bool sendingLink_ = false, holdingLink_ = false;  // a message of the link acquired / held
-  bool linkDataUnsent_ = false;  // a data message went to the link and may not be written out yet
+  bool linkDataUnsent_ = false;                     // a data message went to the link and may not be written out yet
   int64_t watchedMs_ = 0;
   size_t maxBytes_;
   std::vector<char> info_;

@@ -35,8 +35,9 @@ clbResult_t ShmDirect::run(const CollArgs& a) {
     if (p == r) continue;
     CtlBlock* c = w.ctl(p);
     const uint64_t last = w.lastDirectSeq;
-    CLB_CHECK(waitUntil(comm_, [&] { return c->directDone.v.load(std::memory_order_acquire) >= last; },
-                        &c->directDone.v, &c->waiters, "a peer to finish the previous direct collective", p));
+    CLB_CHECK(waitUntil(
+        comm_, [&] { return c->directDone.v.load(std::memory_order_acquire) >= last; }, &c->directDone.v, &c->waiters,
+        "a peer to finish the previous direct collective", p));
   }
   char* scratch = w.ownBase() ? w.ownBase() + me->seg.scratchOffset : nullptr;
   if (mine) memcpy(scratch, a.send, mine);
@@ -55,8 +56,9 @@ clbResult_t ShmDirect::run(const CollArgs& a) {
       return clbSuccess;
     }
     CtlBlock* c = w.ctl(p);
-    CLB_CHECK(waitUntil(comm_, [&] { return c->directPosted.v.load(std::memory_order_acquire) >= a.desc.seq; },
-                        &c->directPosted.v, &c->waiters, "a peer's input for a direct collective", p));
+    CLB_CHECK(waitUntil(
+        comm_, [&] { return c->directPosted.v.load(std::memory_order_acquire) >= a.desc.seq; }, &c->directPosted.v,
+        &c->waiters, "a peer's input for a direct collective", p));
     if (!(c->directDesc == a.desc))
       return setError(clbRemoteError,
                       "rank %d called %s but rank %d called %s: every rank must make the same "
@@ -94,8 +96,7 @@ clbResult_t ShmDirect::run(const CollArgs& a) {
       for (int p = 0; p < n; p++) CLB_CHECK(fetch(p));
       if (out != src[a.root]) memcpy(out, src[a.root], a.count * esz);
       break;
-    default:
-      return setError(clbInternalError, "direct: unknown collective %u", a.desc.coll);
+    default: return setError(clbInternalError, "direct: unknown collective %u", a.desc.coll);
   }
   // Peers that post nothing still announce the call, so mismatches are seen; then say done.
   storeAndWake(&me->directDone.v, a.desc.seq, &me->waiters);

@@ -31,7 +31,7 @@ clbResult_t openIfThere(const std::string& name, char** base, size_t* bytes) {
     if (errno == ENOENT) return clbSuccess;  // not made yet
     return setSysError(errno, "shm_open(%s) of a peer's point-to-point FIFO failed", name.c_str());
   }
-  struct stat st{};
+  struct stat st {};
   if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(PeerFifo)) {  // still being sized
     close(fd);
     return clbSuccess;
@@ -223,8 +223,9 @@ clbResult_t ShmPeerChannel::waitDrained() {
   CtlBlock* me = world_->self();
   char what[96];
   snprintf(what, sizeof what, "rank %d to read the point-to-point messages this rank sent it", peer_);
-  return waitUntil(comm_, [&] { return h->tail.v.load(std::memory_order_acquire) >= head_; }, &me->peerBell.v,
-                   &me->waiters, what, peer_);
+  return waitUntil(
+      comm_, [&] { return h->tail.v.load(std::memory_order_acquire) >= head_; }, &me->peerBell.v, &me->waiters, what,
+      peer_);
 }
 
 // ---- the transport's part ----
@@ -242,8 +243,9 @@ clbResult_t ShmTransport::waitPeers(uint64_t seen, int64_t startMs, const char* 
   // The timeout counts from the batch's last progress, not from this wait: bells that bring no
   // progress (a peer consuming older messages) would otherwise start it again and again.
   if (nowMs() - startMs >= 1) CLB_CHECK(comm_->checkWait(startMs, what, peer));
-  return waitUntil(comm_, [&] { return me->peerBell.v.load(std::memory_order_acquire) != seen; }, &me->peerBell.v,
-                   &me->waiters, what, peer);
+  return waitUntil(
+      comm_, [&] { return me->peerBell.v.load(std::memory_order_acquire) != seen; }, &me->peerBell.v, &me->waiters,
+      what, peer);
 }
 
 void ShmTransport::trimPeers() {

@@ -34,7 +34,8 @@ int openToLook(const char* name) { return shm_open(name, O_RDONLY | O_NONBLOCK, 
 bool namesFile(const char* name, int fd) {
   int g = openToLook(name);
   if (g < 0) return false;
-  struct stat a{}, b{};
+  struct stat a {
+  }, b{};
   bool same = fstat(fd, &a) == 0 && fstat(g, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
   close(g);
   return same;
@@ -94,9 +95,8 @@ void removeUnheldSegments(const std::string& prefix) {
     if (fd < 0) continue;  // removed meanwhile, or another user's
     // Nobody holds it: its maker exited (the kernel let go of the lock) or was killed. (It is the
     // file the name leads to: a name made again meanwhile leads to another.)
-    struct stat st{};
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
-        namesFile(name.c_str(), fd))
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 && namesFile(name.c_str(), fd))
       shm_unlink(name.c_str());
     close(fd);
   }
@@ -125,9 +125,9 @@ clbResult_t mapSegment(const std::string& name, size_t bytes, bool create, char*
     if (f < 0 && errno == ENOENT)  // a peer's segment: it made it, then removed it
       return setError(clbRemoteError,
                       "the shared memory %s of a peer rank is gone: that rank failed or exited during init (its "
-                      "error says why)", name.c_str());
-    if (f < 0)
-      return setSysError(errno, "shm_open(%s) failed (is /dev/shm mounted and large enough?)", name.c_str());
+                      "error says why)",
+                      name.c_str());
+    if (f < 0) return setSysError(errno, "shm_open(%s) failed (is /dev/shm mounted and large enough?)", name.c_str());
   }
   // posix_fallocate reserves the pages now: on a full /dev/shm the error comes here, not as a
   // SIGBUS at first touch.
@@ -141,16 +141,19 @@ clbResult_t mapSegment(const std::string& name, size_t bytes, bool create, char*
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
   int e = errno;
   if (p == MAP_FAILED) {
-    if (create) unlinkSegment(name, &f);
-    else close(f);
+    if (create)
+      unlinkSegment(name, &f);
+    else
+      close(f);
     return setSysError(e, "mmap of shared memory %s (%zu bytes) failed", name.c_str(), bytes);
   }
-  if (fd) *fd = f;
-  else close(f);
+  if (fd)
+    *fd = f;
+  else
+    close(f);
   *out = static_cast<char*>(p);
   return clbSuccess;
 }
-
 
 std::string ShmWorld::segName(int rank, uint64_t gen, bool control) const {
   return segmentName(comm_->boot.sessionNonce(), rank, control ? std::string("ctl") : "g" + std::to_string(gen));
@@ -191,7 +194,7 @@ clbResult_t ShmWorld::init() {
   // name and boot id but /dev/shm of their own (containers with IPC namespaces of their own)
   // cannot meet there, and all fail at once, saying so.
   std::vector<uint64_t> shmDev(n, 0);
-  struct stat st{};
+  struct stat st {};
   if (fstat(ctlFds_[me], &st) == 0) shmDev[me] = (uint64_t)st.st_dev;
   clbResult_t rc = comm_->boot.allGather(shmDev.data(), sizeof(uint64_t));
   for (int r = 0; rc == clbSuccess && r < n; r++)
@@ -200,7 +203,8 @@ clbResult_t ShmWorld::init() {
                     "rank %d and rank %d have the same host name and boot id but not the same /dev/shm (containers "
                     "with IPC namespaces of their own?), so the shm transport cannot connect them: give them one "
                     "/dev/shm (docker run --ipc=host, or one shared-memory volume mounted at /dev/shm in each), or "
-                    "use transport socket (COLIBRI_TRANSPORT=socket)", me, r);
+                    "use transport socket (COLIBRI_TRANSPORT=socket)",
+                    me, r);
   for (int r = 0; rc == clbSuccess && r < n; r++) {
     if (r == me) continue;
     // Kept open for ownerGone, but not for ranks of this process (they cannot die alone).
@@ -208,7 +212,7 @@ clbResult_t ShmWorld::init() {
     if (rc == clbSuccess) ctls_[r] = reinterpret_cast<CtlBlock*>(p);
   }
   if (rc == clbSuccess) rc = comm_->boot.barrier();  // every control block is mapped by everyone
-  shm_unlink(myName.c_str());  // the name only: the lock stays
+  shm_unlink(myName.c_str());                        // the name only: the lock stays
   CLB_CHECK(rc);
   for (int r = 0; r < n; r++)
     if (ctls_[r]->magic != kCtlMagic || ctls_[r]->rank != r)
@@ -220,9 +224,7 @@ bool ShmWorld::ownerGone(int r) const {
   return r < (int)ctlFds_.size() && r != comm_->rank && ctlFds_[r] >= 0 && !ownerHoldsLock(ctlFds_[r]);
 }
 
-void ShmWorld::removeAbandoned() const {
-  removeUnheldSegments(sessionSegmentPrefix(comm_->boot.sessionNonce()));
-}
+void ShmWorld::removeAbandoned() const { removeUnheldSegments(sessionSegmentPrefix(comm_->boot.sessionNonce())); }
 
 // Any thread of this rank may announce, several at once (a call that failed while another thread
 // aborts). Peers, in other threads or processes, copy the reason once they see kFailed, without a
@@ -255,15 +257,16 @@ clbResult_t ShmWorld::waitDrained() {
   const uint64_t head = me->fifoHead.v.load();
   if (n > 1) {
     CtlBlock* nx = ctl((comm_->rank + 1) % n);
-    CLB_CHECK(waitUntil(comm_, [&] { return nx->fifoTail.v.load(std::memory_order_acquire) >= head; },
-                        &nx->fifoTail.v, &nx->waiters, "the next rank to consume this rank's ring messages",
-                        (comm_->rank + 1) % n));
+    CLB_CHECK(waitUntil(
+        comm_, [&] { return nx->fifoTail.v.load(std::memory_order_acquire) >= head; }, &nx->fifoTail.v, &nx->waiters,
+        "the next rank to consume this rank's ring messages", (comm_->rank + 1) % n));
   }
   for (int r = 0; r < n; r++) {
     if (r == comm_->rank || lastDirectSeq == 0) continue;
     CtlBlock* pr = ctl(r);
-    CLB_CHECK(waitUntil(comm_, [&] { return pr->directDone.v.load(std::memory_order_acquire) >= lastDirectSeq; },
-                        &pr->directDone.v, &pr->waiters, "a peer to finish reading this rank's scratch", r));
+    CLB_CHECK(waitUntil(
+        comm_, [&] { return pr->directDone.v.load(std::memory_order_acquire) >= lastDirectSeq; }, &pr->directDone.v,
+        &pr->waiters, "a peer to finish reading this rank's scratch", r));
   }
   return clbSuccess;
 }
@@ -271,8 +274,7 @@ clbResult_t ShmWorld::waitDrained() {
 clbResult_t ShmWorld::ensure(size_t slotBytes, size_t slots, size_t scratchBytes) {
   SegDesc& d = self()->seg;
   if (slotBytes == 0 && scratchBytes == 0) return clbSuccess;  // nothing to hold
-  if (own_.base && d.slotBytes >= slotBytes && d.slots >= slots && d.scratchBytes >= scratchBytes)
-    return clbSuccess;
+  if (own_.base && d.slotBytes >= slotBytes && d.slots >= slots && d.scratchBytes >= scratchBytes) return clbSuccess;
   size_t newSlot = own_.base ? std::max<size_t>(d.slotBytes, slotBytes) : slotBytes;
   size_t newSlots = own_.base ? std::max<size_t>(d.slots, slots) : slots;
   size_t newScratch = own_.base ? std::max<size_t>(d.scratchBytes, scratchBytes) : scratchBytes;
@@ -336,7 +338,9 @@ clbResult_t ShmWorld::trim() {
 // ---- ring channel over shared memory ----
 
 ShmRingChannel::ShmRingChannel(CommContext* comm, ShmWorld* world)
-    : comm_(comm), world_(world), next_((comm->rank + 1) % comm->nranks),
+    : comm_(comm),
+      world_(world),
+      next_((comm->rank + 1) % comm->nranks),
       prev_((comm->rank + comm->nranks - 1) % comm->nranks) {}
 
 char* ShmRingChannel::slot(char* base, const SegDesc& d, uint64_t index) const {
@@ -351,10 +355,12 @@ clbResult_t ShmRingChannel::prepare(size_t maxBytes) {
 clbResult_t ShmRingChannel::acquireSend(size_t bytes, void** buf) {
   CtlBlock* nx = world_->ctl(next_);
   const SegDesc& d = world_->self()->seg;
-  if (bytes > d.slotBytes) return setError(clbInternalError, "message of %zu bytes > slot %llu", bytes, (unsigned long long)d.slotBytes);
+  if (bytes > d.slotBytes)
+    return setError(clbInternalError, "message of %zu bytes > slot %llu", bytes, (unsigned long long)d.slotBytes);
   const uint64_t slots = d.slots;
-  CLB_CHECK(waitUntil(comm_, [&] { return head_ - nx->fifoTail.v.load(std::memory_order_acquire) < slots; },
-                      &nx->fifoTail.v, &nx->waiters, "the next rank to take a ring message", next_));
+  CLB_CHECK(waitUntil(
+      comm_, [&] { return head_ - nx->fifoTail.v.load(std::memory_order_acquire) < slots; }, &nx->fifoTail.v,
+      &nx->waiters, "the next rank to take a ring message", next_));
   sendSlot_ = slot(world_->ownBase(), d, head_);
   *buf = sendSlot_ + sizeof(SlotHeader);
   return clbSuccess;
@@ -370,8 +376,9 @@ clbResult_t ShmRingChannel::postSend(const MsgTag& tag) {
 
 clbResult_t ShmRingChannel::waitRecv(const MsgTag& expect, const void** buf) {
   CtlBlock* pv = world_->ctl(prev_);
-  CLB_CHECK(waitUntil(comm_, [&] { return pv->fifoHead.v.load(std::memory_order_acquire) > tail_; },
-                      &pv->fifoHead.v, &pv->waiters, "a ring message from the previous rank", prev_));
+  CLB_CHECK(waitUntil(
+      comm_, [&] { return pv->fifoHead.v.load(std::memory_order_acquire) > tail_; }, &pv->fifoHead.v, &pv->waiters,
+      "a ring message from the previous rank", prev_));
   char* base = nullptr;
   CLB_CHECK(world_->peerBase(prev_, &base));
   char* s = slot(base, pv->seg, tail_);
@@ -415,7 +422,9 @@ clbResult_t ShmTransport::init() {
 bool ShmTransport::peerGone(int p) const {
   bool gone = world_.ownerGone(p);
   if (!gone && p < (int)pidfds_.size() && pidfds_[p] >= 0) {
-    struct pollfd f{pidfds_[p], POLLIN, 0};
+    struct pollfd f {
+      pidfds_[p], POLLIN, 0
+    };
     gone = poll(&f, 1, 0) == 1;
   }
   // A rank lets go of its lock when it destroys its communicator, after it said why (closed,

@@ -44,10 +44,10 @@ struct CtlBlock {
   Counter fifoTail;      // messages this rank consumed from prev's FIFO
   Counter directPosted;  // seq of the collective whose input is in this rank's scratch
   OpDesc directDesc;
-  Counter directDone;    // seq of the last direct collective this rank finished reading
-  Counter opSeq;         // seq of the collective this rank is in (diagnostics)
+  Counter directDone;  // seq of the last direct collective this rank finished reading
+  Counter opSeq;       // seq of the collective this rank is in (diagnostics)
   OpDesc opDesc;
-  Counter peerBell;      // bumped by a peer that posted to, or consumed from, this rank's point-to-point FIFOs
+  Counter peerBell;  // bumped by a peer that posted to, or consumed from, this rank's point-to-point FIFOs
 };
 static_assert(sizeof(CtlBlock) <= 4096, "control block must fit a page");
 
@@ -105,7 +105,7 @@ class ShmWorld {
   // Removes the names of this communicator's segments whose makers are gone (they cannot remove
   // them themselves; the mappings stay valid until they are unmapped). A live rank's stay.
   void removeAbandoned() const;
-  uint64_t lastDirectSeq = 0;  // seq of this rank's last direct collective that used its scratch
+  uint64_t lastDirectSeq = 0;           // seq of this rank's last direct collective that used its scratch
   std::vector<const void*> srcScratch;  // the direct path's per-call input table, kept allocated
 
  private:
@@ -173,9 +173,9 @@ struct alignas(64) PeerFifo {
   std::atomic<uint32_t> magic;  // set last by the sender, once the header is written
   uint32_t pad;
   uint64_t bytes, slotBytes, slots;
-  Counter head;                 // messages the sender posted
-  Counter tail;                 // messages the receiver consumed
-  std::atomic<uint64_t> next;   // once drained: the generation that replaces this one (0: none yet)
+  Counter head;                // messages the sender posted
+  Counter tail;                // messages the receiver consumed
+  std::atomic<uint64_t> next;  // once drained: the generation that replaces this one (0: none yet)
 };
 
 class ShmTransport;
@@ -215,9 +215,9 @@ class ShmPeerChannel : public PeerChannel {
   ShmTransport* owner_;  // near the cap, it gives back the other peers' idle FIFOs first
   int peer_;
   Fifo out_, in_;
-  uint64_t outGens_ = 0;     // generations made so far (the next is outGens_ + 1)
-  uint64_t inGen_ = 1;       // the generation the receiver maps next
-  uint64_t inMapped_ = 0;    // the last generation it mapped
+  uint64_t outGens_ = 0;          // generations made so far (the next is outGens_ + 1)
+  uint64_t inGen_ = 1;            // the generation the receiver maps next
+  uint64_t inMapped_ = 0;         // the last generation it mapped
   uint64_t head_ = 0, tail_ = 0;  // this rank's copies: posted to peer / consumed from peer
   char* sendSlot_ = nullptr;
   int64_t accounted_ = 0;

@@ -61,8 +61,8 @@ clbResult_t SocketPeerChannel::closedError(int e) const {
   if (e == EPROTO)
     return setError(clbAuthError, "the TLS connection with rank %d failed: %s", peer_,
                     link_.tls() ? link_.tls()->failure().c_str() : "?");
-  return setSysError(e, "the point-to-point connection between rank %d and rank %d failed (did it exit?)",
-                     comm_->rank, peer_);
+  return setSysError(e, "the point-to-point connection between rank %d and rank %d failed (did it exit?)", comm_->rank,
+                     peer_);
 }
 
 // Writes what is queued, in order, and reads eagerly while a slot is free; never blocks.
@@ -91,9 +91,10 @@ clbResult_t SocketPeerChannel::io() {
       pendingHeaderDone_ += n;
       if (pendingHeaderDone_ < sizeof(MsgTag)) break;
       if (pendingHeader_.bytes > (uint64_t)std::max<int64_t>(4096, comm_->cfg.chunkBytes))
-        return setError(clbRemoteError, "rank %d sent rank %d a point-to-point message of %llu bytes, above chunkBytes "
-                        "(%lld): do the ranks agree on the configuration?", peer_, comm_->rank,
-                        (unsigned long long)pendingHeader_.bytes, (long long)comm_->cfg.chunkBytes);
+        return setError(clbRemoteError,
+                        "rank %d sent rank %d a point-to-point message of %llu bytes, above chunkBytes "
+                        "(%lld): do the ranks agree on the configuration?",
+                        peer_, comm_->rank, (unsigned long long)pendingHeader_.bytes, (long long)comm_->cfg.chunkBytes);
     }
     Slot& s = recv_[recvRead_ % depth_];
     const size_t total = sizeof(MsgTag) + pendingHeader_.bytes;
@@ -174,7 +175,9 @@ clbResult_t SocketPeerChannel::flush() {
     bool sent = false;
     CLB_CHECK(progress(&sent));
     if (sent) break;
-    struct pollfd p{fd(), events(), 0};
+    struct pollfd p {
+      fd(), events(), 0
+    };
     poll(&p, 1, 20);
     CLB_CHECK(comm_->checkWait(start, what, peer_));
   }
@@ -188,7 +191,7 @@ clbResult_t SocketPeerChannel::flush() {
   // peer closes the pair's connection with bytes unread, as a destroy that waited its whole timeout.
   for (int queued = 1;;) {
     if (ioctl(fd(), SIOCOUTQ, &queued) != 0 || queued == 0) return clbSuccess;
-    struct tcp_info info{};
+    struct tcp_info info {};
     socklen_t len = sizeof info;
     if (getsockopt(fd(), IPPROTO_TCP, TCP_INFO, &info, &len) == 0 && info.tcpi_state == TCP_CLOSE) return clbSuccess;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -230,7 +233,7 @@ clbResult_t LinkTransport::waitPeers(uint64_t, int64_t startMs, const char* what
   // all along, and would make this wait spin.
   std::vector<pollfd> fds;
   int timeout = 20;
-  bool awaiting = false;  // a peer's connection is still to come: the acceptor says when
+  bool awaiting = false;    // a peer's connection is still to come: the acceptor says when
   bool overPlugin = false;  // a peer set up over the plugin: its completions wake no poll
   for (int p : peers) {
     if (p < (int)netPeers_.size() && netPeers_[p] && netPeers_[p]->ready()) {

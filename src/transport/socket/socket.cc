@@ -21,7 +21,10 @@ ssize_t readNow(Link& link, void* buf, size_t bytes, int* closedErrno) {
 }
 
 SocketRingChannel::SocketRingChannel(CommContext* comm, Link& send, Link& recv)
-    : comm_(comm), sendLink_(send), recvLink_(recv), next_((comm->rank + 1) % comm->nranks),
+    : comm_(comm),
+      sendLink_(send),
+      recvLink_(recv),
+      next_((comm->rank + 1) % comm->nranks),
       prev_((comm->rank + comm->nranks - 1) % comm->nranks) {}
 
 SocketRingChannel::~SocketRingChannel() { comm_->mem.addHost(-accounted_); }
@@ -59,9 +62,8 @@ clbResult_t SocketRingChannel::prepare(size_t maxBytes) {
 
 clbResult_t SocketRingChannel::progress(bool wait, int64_t startMs, const char* what) {
   if (wait && !recvLink_.buffered()) {
-    struct pollfd p[2] = {
-        {sendLink_.fd(), sendPosted_ > sendWritten_ ? sendLink_.wantEvents(POLLOUT) : (short)0, 0},
-        {recvLink_.fd(), recvLink_.wantEvents(POLLIN), 0}};
+    struct pollfd p[2] = {{sendLink_.fd(), sendPosted_ > sendWritten_ ? sendLink_.wantEvents(POLLOUT) : (short)0, 0},
+                          {recvLink_.fd(), recvLink_.wantEvents(POLLIN), 0}};
     int rc = poll(p, 2, 20);
     if (rc < 0 && errno != EINTR) return setSysError(errno, "poll() on ring sockets failed");
   }
@@ -75,8 +77,10 @@ clbResult_t SocketRingChannel::progress(bool wait, int64_t startMs, const char* 
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
       if (errno == EPIPE || errno == ECONNRESET)  // the peer is gone: its fault, not this host's
-        return setError(clbRemoteError, "rank %d closed the connection while rank %d was sending to it "
-                        "(did it exit or fail?): %s", next_, comm_->rank, strerror(errno));
+        return setError(clbRemoteError,
+                        "rank %d closed the connection while rank %d was sending to it "
+                        "(did it exit or fail?): %s",
+                        next_, comm_->rank, strerror(errno));
       if (errno == EPROTO)
         return setError(clbAuthError, "the TLS connection to rank %d failed: %s", next_,
                         sendLink_.tls() ? sendLink_.tls()->failure().c_str() : "?");
@@ -124,8 +128,7 @@ clbResult_t SocketRingChannel::acquireSend(size_t bytes, void** buf) {
   if (bytes > capacity_) return setError(clbInternalError, "message of %zu bytes > socket slot %zu", bytes, capacity_);
   int64_t start = nowMs();
   CLB_CHECK(progress(false, start, "sending to the next rank"));
-  while (sendPosted_ - sendWritten_ >= slots_)
-    CLB_CHECK(progress(true, start, "the next rank to take a ring message"));
+  while (sendPosted_ - sendWritten_ >= slots_) CLB_CHECK(progress(true, start, "the next rank to take a ring message"));
   *buf = send_[sendPosted_ % slots_].data.data() + sizeof(MsgTag);
   return clbSuccess;
 }
@@ -151,11 +154,14 @@ clbResult_t SocketRingChannel::waitRecv(const MsgTag& expect, const void** buf) 
         CLB_CHECK(comm_->checkWait(start, "a ring message from the previous rank", prev_));
     }
     if (recvClosedErrno_ == -1)
-      return setError(clbRemoteError, "rank %d closed the connection while rank %d waited for its data (did it exit or fail?)",
-                      prev_, comm_->rank);
+      return setError(clbRemoteError,
+                      "rank %d closed the connection while rank %d waited for its data (did it exit or fail?)", prev_,
+                      comm_->rank);
     if (recvClosedErrno_ == ECONNRESET)
-      return setError(clbRemoteError, "rank %d reset the connection while rank %d waited for its data "
-                      "(did it exit or fail?)", prev_, comm_->rank);
+      return setError(clbRemoteError,
+                      "rank %d reset the connection while rank %d waited for its data "
+                      "(did it exit or fail?)",
+                      prev_, comm_->rank);
     if (recvClosedErrno_ == EPROTO)
       return setError(clbAuthError, "the TLS connection from rank %d failed: %s", prev_,
                       recvLink_.tls() ? recvLink_.tls()->failure().c_str() : "?");
@@ -243,7 +249,7 @@ void LinkTransport::readNotices() {
     const ssize_t got = l->tryRecv(&n, sizeof n, true);
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
     if (got > 0 && got < (ssize_t)sizeof n) continue;  // the rest is on its way
-    if (got == (ssize_t)sizeof n && n.kind == 'C') {  // that neighbour ended its part normally
+    if (got == (ssize_t)sizeof n && n.kind == 'C') {   // that neighbour ended its part normally
       closedBy_[i] = true;
       closedSeq_[i] = n.seq;
       continue;
@@ -252,14 +258,14 @@ void LinkTransport::readNotices() {
       noticeOrigin_ = n.origin;
       noticeSeq_ = n.seq;
       noticeKind_ = n.kind;  // last: a reader that sees the kind sees the rest
-    } else {  // the connection ended (or broke) with no notice on it: the neighbour's process is gone
+    } else {                 // the connection ended (or broke) with no notice on it: the neighbour's process is gone
       noticeOrigin_ = i == 0 ? prev : next;
       noticeSeq_ = 0;
       noticeKind_ = 'G';
     }
     // Whoever shares no connection with the origin hears of it through the other neighbour.
-    if (comm_->nranks > 2) sendNotice(noticeKind_ == 'A' ? 'A' : noticeKind_ == 'G' ? 'G' : 'F', noticeOrigin_,
-                                      noticeSeq_, links[1 - i]);
+    if (comm_->nranks > 2)
+      sendNotice(noticeKind_ == 'A' ? 'A' : noticeKind_ == 'G' ? 'G' : 'F', noticeOrigin_, noticeSeq_, links[1 - i]);
   }
 }
 

@@ -25,7 +25,7 @@ namespace clb {
 namespace {
 
 const clbNetCore_v1_t* gCore = nullptr;
-thread_local std::string tlsCopy;  // lastError's std::string: a copy of the core's text
+thread_local std::string tlsCopy;   // lastError's std::string: a copy of the core's text
 thread_local std::string tlsLocal;  // before init (no core yet)
 
 std::string vformat(const char* fmt, va_list ap) {
@@ -81,8 +81,10 @@ void log(int level, const char* fmt, ...) {
   va_start(ap, fmt);
   std::string s = vformat(fmt, ap);
   va_end(ap);
-  if (gCore) gCore->log(level, s.c_str());
-  else fprintf(stderr, "colibri verbs plugin: %s\n", s.c_str());
+  if (gCore)
+    gCore->log(level, s.c_str());
+  else
+    fprintf(stderr, "colibri verbs plugin: %s\n", s.c_str());
 }
 
 bool envFlag(const char* name, bool dflt) {
@@ -96,9 +98,11 @@ bool envFlag(const char* name, bool dflt) {
 // comparison here keeps the plugin free of the core's call descriptions.
 clbResult_t checkTag(const MsgTag& got, const MsgTag& expect, int fromRank, int myRank) {
   if (got.op == expect.op && got.index == expect.index && got.bytes == expect.bytes) return clbSuccess;
-  return setError(clbRemoteError, "rank %d: the message from rank %d is not the one expected (message %llu of %llu "
-                  "bytes, expected %llu of %llu)", myRank, fromRank, (unsigned long long)got.index,
-                  (unsigned long long)got.bytes, (unsigned long long)expect.index, (unsigned long long)expect.bytes);
+  return setError(clbRemoteError,
+                  "rank %d: the message from rank %d is not the one expected (message %llu of %llu "
+                  "bytes, expected %llu of %llu)",
+                  myRank, fromRank, (unsigned long long)got.index, (unsigned long long)got.bytes,
+                  (unsigned long long)expect.index, (unsigned long long)expect.bytes);
 }
 
 }  // namespace clb

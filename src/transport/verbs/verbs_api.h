@@ -48,8 +48,7 @@ struct VerbsApi {
   int (*queryGid)(ibv_context* context, uint8_t portNum, int index, ibv_gid* gid);
   // GID entry with its type (IB, RoCE v1, RoCE v2): what automatic RoCE v2 GID selection needs.
   // NULL when libibverbs is older than rdma-core v32; ENODATA for an empty table entry.
-  int (*queryGidEx)(ibv_context* context, uint32_t portNum, uint32_t index, ibv_gid_entry* entry,
-                    uint32_t flags);
+  int (*queryGidEx)(ibv_context* context, uint32_t portNum, uint32_t index, ibv_gid_entry* entry, uint32_t flags);
   // Asynchronous events (port up/down, CQ overrun, QP errors found by the responder). Blocks
   // unless context->async_fd was made non-blocking; every event must be acknowledged.
   int (*getAsyncEvent)(ibv_context* context, ibv_async_event* event);
@@ -68,8 +67,7 @@ struct VerbsApi {
   // Completion queues; the channel is optional (pass NULL to createCq to poll only).
   ibv_comp_channel* (*createCompChannel)(ibv_context* context);
   int (*destroyCompChannel)(ibv_comp_channel* channel);
-  ibv_cq* (*createCq)(ibv_context* context, int cqe, void* cqContext, ibv_comp_channel* channel,
-                      int compVector);
+  ibv_cq* (*createCq)(ibv_context* context, int cqe, void* cqContext, ibv_comp_channel* channel, int compVector);
   int (*destroyCq)(ibv_cq* cq);
   int (*reqNotifyCq)(ibv_cq* cq, int solicitedOnly);
   int (*getCqEvent)(ibv_comp_channel* channel, ibv_cq** cq, void** cqContext);

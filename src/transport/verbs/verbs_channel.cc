@@ -37,7 +37,6 @@ constexpr size_t kCtlBytes = 4096, kCtlOut = 256;
 constexpr size_t kCtlTagIn = 512, kCtlTagOut = kCtlTagIn + 64 * sizeof(MsgTag);
 constexpr size_t kCtlBytesDevice = (kCtlTagOut + 64 * sizeof(MsgTag) + 4095) / 4096 * 4096;
 
-
 uint32_t imm(uint32_t kind, uint32_t low) { return kind << 30 | (low & kLow30); }
 
 // Part j of a message of `total` bytes split over q queue pairs: 64-byte aligned pieces, the
@@ -85,8 +84,7 @@ struct VerbsChannel::Region {
   char* slot(uint32_t i) const { return static_cast<char*>(mem) + (size_t)i * stride; }
 };
 
-VerbsChannel::VerbsChannel(const VerbsApi* api, const VerbsOptions& o, const clbNetHost_v1_t* host)
-    : api_(api), o_(o) {
+VerbsChannel::VerbsChannel(const VerbsApi* api, const VerbsOptions& o, const clbNetHost_v1_t* host) : api_(api), o_(o) {
   if (host) host_ = *host, hasHost_ = true;
   rank_ = host ? host->rank : o.rank;
   int n = host ? host->nranks : o.nranks;
@@ -138,13 +136,16 @@ clbResult_t VerbsChannel::newRegion(size_t bytes, int access, bool device, std::
       int e = api_->regDmabufMr ? errno : EOPNOTSUPP;
       close(fd);  // the registration holds the dma-buf
       if (!r->mr)
-        return setSysError(e, "verbs (%s): ibv_reg_dmabuf_mr of %zu bytes of GPU memory failed (GPUDirect RDMA "
+        return setSysError(e,
+                           "verbs (%s): ibv_reg_dmabuf_mr of %zu bytes of GPU memory failed (GPUDirect RDMA "
                            "through dma-buf): run `colibri doctor`; COLIBRI_VERBS_GPU_MEMORY=host stages device "
-                           "buffers through host memory instead", api_->impl, rounded);
+                           "buffers through host memory instead",
+                           api_->impl, rounded);
     } else {
       r->mr = api_->regMr(pd_, r->mem, rounded, access);
       if (!r->mr)
-        return setSysError(errno, "verbs (%s): ibv_reg_mr of %zu bytes of GPU memory failed (GPUDirect RDMA "
+        return setSysError(errno,
+                           "verbs (%s): ibv_reg_mr of %zu bytes of GPU memory failed (GPUDirect RDMA "
                            "through nvidia-peermem): is the nvidia_peermem module loaded? (`colibri doctor`); "
                            "COLIBRI_VERBS_GPU_MEMORY=host stages device buffers through host memory instead",
                            api_->impl, rounded);
@@ -161,7 +162,8 @@ clbResult_t VerbsChannel::newRegion(size_t bytes, int access, bool device, std::
   if (!r->mr) {
     int e = errno;
     if (e == ENOMEM)
-      return setSysError(e, "verbs (%s): ibv_reg_mr of %zu bytes failed: the locked-memory limit RLIMIT_MEMLOCK "
+      return setSysError(e,
+                         "verbs (%s): ibv_reg_mr of %zu bytes failed: the locked-memory limit RLIMIT_MEMLOCK "
                          "is too low. Fix: `ulimit -l unlimited` in the launching shell (as root for the hard "
                          "limit: `* - memlock unlimited` in /etc/security/limits.conf), systemd "
                          "LimitMEMLOCK=infinity, containers --ulimit memlock=-1",
@@ -203,8 +205,10 @@ clbResult_t VerbsChannel::open() {
   int rc = api_->queryPort(ctx_, o_.port, &pa);
   if (rc) return setSysError(rc, "verbs: ibv_query_port(%s, port %d) failed", devName.c_str(), o_.port);
   if (pa.state != IBV_PORT_ACTIVE)
-    return setError(clbUnsupported, "verbs: port %d of %s is %s, not ACTIVE: check the cable / switch and "
-                    "`ibv_devinfo -d %s`", o_.port, devName.c_str(), portStateName(pa.state), devName.c_str());
+    return setError(clbUnsupported,
+                    "verbs: port %d of %s is %s, not ACTIVE: check the cable / switch and "
+                    "`ibv_devinfo -d %s`",
+                    o_.port, devName.c_str(), portStateName(pa.state), devName.c_str());
   // The GID: RoCE v2 (IPv4-mapped first) on Ethernet unless overridden; IB uses the LID.
   gidIndex_ = o_.gidIndex >= 0 ? o_.gidIndex : 0;
   if (pa.link_layer == IBV_LINK_LAYER_ETHERNET && o_.gidIndex < 0) {
@@ -227,8 +231,10 @@ clbResult_t VerbsChannel::open() {
       if (score > bestScore) best = i, bestScore = score;
     }
     if (best < 0 || (api_->queryGidEx && bestScore < 4))
-      return setError(clbUnsupported, "verbs: port %d of %s has no RoCE v2 GID: give the interface an IP address, "
-                      "or set COLIBRI_VERBS_GID_INDEX (option verbsGidIndex) to the index of a RoCE v2 GID (`show_gids` lists them)",
+      return setError(clbUnsupported,
+                      "verbs: port %d of %s has no RoCE v2 GID: give the interface an IP address, "
+                      "or set COLIBRI_VERBS_GID_INDEX (option verbsGidIndex) to the index of a RoCE v2 GID "
+                      "(`show_gids` lists them)",
                       o_.port, devName.c_str());
     gidIndex_ = best;
   }
@@ -236,12 +242,15 @@ clbResult_t VerbsChannel::open() {
   memset(&gid, 0, sizeof gid);
   rc = api_->queryGid(ctx_, o_.port, gidIndex_, &gid);
   static const ibv_gid kZeroGid = {};
-  if (o_.gidIndex >= 0 && (rc || (pa.link_layer == IBV_LINK_LAYER_ETHERNET && memcmp(&gid, &kZeroGid, sizeof gid) == 0)))
-    return setError(clbInvalidArgument, "verbs: GID index %d of %s port %d %s (the table has %d entries): set "
+  if (o_.gidIndex >= 0 &&
+      (rc || (pa.link_layer == IBV_LINK_LAYER_ETHERNET && memcmp(&gid, &kZeroGid, sizeof gid) == 0)))
+    return setError(clbInvalidArgument,
+                    "verbs: GID index %d of %s port %d %s (the table has %d entries): set "
                     "COLIBRI_VERBS_GID_INDEX to the index of a RoCE v2 GID (`show_gids` lists them; option "
-                    "verbsGidIndex), or unset it (-1) to choose one automatically", gidIndex_, devName.c_str(), o_.port,
-                    rc ? "cannot be queried" : "is empty", pa.gid_tbl_len);
-  if (rc) return setSysError(rc, "verbs: ibv_query_gid(%s, port %d, index %d) failed", devName.c_str(), o_.port, gidIndex_);
+                    "verbsGidIndex), or unset it (-1) to choose one automatically",
+                    gidIndex_, devName.c_str(), o_.port, rc ? "cannot be queried" : "is empty", pa.gid_tbl_len);
+  if (rc)
+    return setSysError(rc, "verbs: ibv_query_gid(%s, port %d, index %d) failed", devName.c_str(), o_.port, gidIndex_);
 
   if (!pd_) pd_ = dev_->pd = api_->allocPd(ctx_);
   if (!pd_) return setSysError(errno, "verbs: ibv_alloc_pd(%s) failed", devName.c_str());
@@ -265,8 +274,9 @@ clbResult_t VerbsChannel::open() {
     ia.cap.max_send_sge = 1;
     ia.cap.max_recv_sge = 1;
     *q = api_->createQp(pd_, &ia);
-    if (!*q) return setSysError(errno, "verbs: ibv_create_qp(RC, %d send / %d receive entries) on %s failed",
-                                sqDepth_, rqDepth_, devName.c_str());
+    if (!*q)
+      return setSysError(errno, "verbs: ibv_create_qp(RC, %d send / %d receive entries) on %s failed", sqDepth_,
+                         rqDepth_, devName.c_str());
     ibv_qp_attr a;
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_INIT;
@@ -279,8 +289,8 @@ clbResult_t VerbsChannel::open() {
   }
   queueBytes_ = 2 * (int64_t)Q_ * ((int64_t)sqDepth_ * 64 + (int64_t)rqDepth_ * 32) + (int64_t)cqe * 64;
   if (hasHost_ && host_.account) host_.account(host_.ctx, queueBytes_, 0);
-  CLB_CHECK(newRegion(o_.device ? kCtlBytesDevice : kCtlBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-                      false, &ctl_));
+  CLB_CHECK(newRegion(o_.device ? kCtlBytesDevice : kCtlBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, false,
+                      &ctl_));
 
   std::random_device rd;
   for (VerbsConnInfo* i : {&sendInfo_, &recvInfo_}) {
@@ -345,8 +355,9 @@ clbResult_t VerbsChannel::postRecvs(ibv_qp* qp, int n) {
     wr.wr_id = isSendQp(qp) ? kWrRecvSend : kWrRecvRecv;
     ibv_recv_wr* bad = nullptr;
     int rc = api_->postRecv(qp, &wr, &bad);
-    if (rc) return fail(setSysError(rc, "verbs: ibv_post_recv on the link %s rank %d failed",
-                                    isSendQp(qp) ? "to" : "from", isSendQp(qp) ? next_ : prev_));
+    if (rc)
+      return fail(setSysError(rc, "verbs: ibv_post_recv on the link %s rank %d failed", isSendQp(qp) ? "to" : "from",
+                              isSendQp(qp) ? next_ : prev_));
   }
   return clbSuccess;
 }
@@ -359,21 +370,26 @@ clbResult_t VerbsChannel::connectQp(ibv_qp* qp, const VerbsConnInfo& local, cons
                                     const char* which) {
   int peer = isSendQp(qp) ? next_ : prev_;
   if (r.magic != kVerbsConnMagic || r.version != kVerbsConnVersion)
-    return setError(clbInvalidArgument, "verbs: the connection info from rank %d (%s) is not a Colibri verbs "
-                    "endpoint of version %u (magic 0x%x, version %u): mixed Colibri versions?", peer, which,
-                    kVerbsConnVersion, r.magic, r.version);
+    return setError(clbInvalidArgument,
+                    "verbs: the connection info from rank %d (%s) is not a Colibri verbs "
+                    "endpoint of version %u (magic 0x%x, version %u): mixed Colibri versions?",
+                    peer, which, kVerbsConnVersion, r.magic, r.version);
   if (r.slots != K_)
-    return setError(clbInvalidArgument, "verbs: rank %d uses %u receive slots per link, rank %d uses %u: "
+    return setError(clbInvalidArgument,
+                    "verbs: rank %d uses %u receive slots per link, rank %d uses %u: "
                     "every rank must use the same slot count (slots = pipelineDepth, at least 2: set pipelineDepth / "
-                    "COLIBRI_PIPELINE_DEPTH the same on every rank)", peer, r.slots, rank_, K_);
+                    "COLIBRI_PIPELINE_DEPTH the same on every rank)",
+                    peer, r.slots, rank_, K_);
   if (r.qpCount != Q_)
-    return setError(clbInvalidArgument, "verbs: rank %d uses %u queue pairs per link, rank %d uses %u: set "
-                    "verbsQpsPerConnection / COLIBRI_VERBS_QPS_PER_CONNECTION the same on every rank", peer,
-                    r.qpCount, rank_, Q_);
+    return setError(clbInvalidArgument,
+                    "verbs: rank %d uses %u queue pairs per link, rank %d uses %u: set "
+                    "verbsQpsPerConnection / COLIBRI_VERBS_QPS_PER_CONNECTION the same on every rank",
+                    peer, r.qpCount, rank_, Q_);
   if ((r.flags & kVerbsConnDeviceSlots) != (local.flags & kVerbsConnDeviceSlots))
-    return setError(clbInvalidArgument, "verbs: rank %d's channel carries %s memory, rank %d's %s memory: both "
-                    "ends of a link must be set up alike (mixed Colibri versions?)", peer,
-                    (r.flags & kVerbsConnDeviceSlots) ? "device" : "host", rank_, o_.device ? "device" : "host");
+    return setError(clbInvalidArgument,
+                    "verbs: rank %d's channel carries %s memory, rank %d's %s memory: both "
+                    "ends of a link must be set up alike (mixed Colibri versions?)",
+                    peer, (r.flags & kVerbsConnDeviceSlots) ? "device" : "host", rank_, o_.device ? "device" : "host");
   if (r.linkLayer != local.linkLayer)
     return setError(clbInvalidArgument, "verbs: rank %d is on %s, rank %d on %s: one fabric must connect them", peer,
                     r.linkLayer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "Ethernet (RoCE)", rank_,
@@ -397,12 +413,14 @@ clbResult_t VerbsChannel::connectQp(ibv_qp* qp, const VerbsConnInfo& local, cons
     a.ah_attr.grh.hop_limit = 64;
     a.ah_attr.grh.traffic_class = o_.trafficClass;
   }
-  int rc = api_->modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  int rc = api_->modifyQp(qp, &a,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
   if (rc)
-    return setSysError(rc, "verbs: moving the queue pair %s rank %d to RTR failed (remote QP %u, path MTU %d, GID "
-                       "index %d): check the exchanged connection info and the GID index", which, peer, remoteQpn,
-                       mtuBytes(mtu), gidIndex_);
+    return setSysError(rc,
+                       "verbs: moving the queue pair %s rank %d to RTR failed (remote QP %u, path MTU %d, GID "
+                       "index %d): check the exchanged connection info and the GID index",
+                       which, peer, remoteQpn, mtuBytes(mtu), gidIndex_);
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTS;
   a.sq_psn = local.psn;
@@ -410,8 +428,9 @@ clbResult_t VerbsChannel::connectQp(ibv_qp* qp, const VerbsConnInfo& local, cons
   a.retry_cnt = o_.retryCnt;
   a.rnr_retry = o_.rnrRetry;
   a.max_rd_atomic = 1;
-  rc = api_->modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                      IBV_QP_MAX_QP_RD_ATOMIC);
+  rc = api_->modifyQp(
+      qp, &a,
+      IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
   if (rc) return setSysError(rc, "verbs: moving the queue pair %s rank %d to RTS failed", which, peer);
   return clbSuccess;
 }
@@ -452,14 +471,14 @@ clbResult_t VerbsChannel::post(ibv_qp* qp, ibv_send_wr* wr, const char* what) {
     ibv_send_wr* bad = nullptr;
     int rc = api_->postSend(qp, wr, &bad);
     if (rc == 0) return clbSuccess;
-    if (bad) wr = bad;  // those before it were posted (a chain): go on from there
+    if (bad) wr = bad;                                     // those before it were posted (a chain): go on from there
     if (rc == ENOMEM && nowMs() - start < o_.timeoutMs) {  // send queue full: completions free it
       if (!inProgress_) CLB_CHECK(progress());
       std::this_thread::yield();
       continue;
     }
-    return fail(setSysError(rc, "verbs: posting %s to rank %d failed (queue pair state or a full send queue)",
-                            what, isSendQp(qp) ? next_ : prev_));
+    return fail(setSysError(rc, "verbs: posting %s to rank %d failed (queue pair state or a full send queue)", what,
+                            isSendQp(qp) ? next_ : prev_));
   }
 }
 
@@ -525,14 +544,15 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
     if (failed_ != clbSuccess && (failedStatus_ != IBV_WC_WR_FLUSH_ERR || wc.status == IBV_WC_WR_FLUSH_ERR))
       return sticky();
     const char* str = api_->wcStatusStr ? api_->wcStatusStr(wc.status) : "?";
-    clbResult_t rc = (wc.status == IBV_WC_LOC_LEN_ERR || wc.status == IBV_WC_LOC_QP_OP_ERR ||
-                      wc.status == IBV_WC_LOC_PROT_ERR)
-                         ? clbInternalError
-                         : clbRemoteError;
-    setError(rc, "verbs (%s): %s on the link %s rank %d (rank %d's side) failed with %s (status %d, vendor error "
+    clbResult_t rc =
+        (wc.status == IBV_WC_LOC_LEN_ERR || wc.status == IBV_WC_LOC_QP_OP_ERR || wc.status == IBV_WC_LOC_PROT_ERR)
+            ? clbInternalError
+            : clbRemoteError;
+    setError(rc,
+             "verbs (%s): %s on the link %s rank %d (rank %d's side) failed with %s (status %d, vendor error "
              "0x%x): %s",
-             api_->impl, wrWhat(wc.wr_id), onSendQp ? "to" : "from", peer, rank_, str, (int)wc.status,
-             wc.vendor_err, wcStatusHint(wc.status));
+             api_->impl, wrWhat(wc.wr_id), onSendQp ? "to" : "from", peer, rank_, str, (int)wc.status, wc.vendor_err,
+             wcStatusHint(wc.status));
     failed_ = rc;
     failMsg_ = lastError();
     failedStatus_ = wc.status;
@@ -541,8 +561,10 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
   if (wc.opcode & IBV_WC_RECV) {
     CLB_CHECK(postRecvs(onSendQp ? sendQps_[q] : recvQps_[q], 1));
     if (!(wc.wc_flags & IBV_WC_WITH_IMM))
-      return fail(setError(clbRemoteError, "verbs: rank %d sent a message without immediate data to rank %d: not "
-                           "a Colibri verbs peer of this version?", peer, rank_));
+      return fail(setError(clbRemoteError,
+                           "verbs: rank %d sent a message without immediate data to rank %d: not "
+                           "a Colibri verbs peer of this version?",
+                           peer, rank_));
     uint32_t v = ntohl(wc.imm_data), kind = v >> 30;
     if (onSendQp && kind == kKindCredit) {
       peerReleased_ += ((v & kLow30) - (uint32_t)peerReleased_) & kLow30;
@@ -552,8 +574,10 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
       Announce a;
       memcpy(&a, ctl_->mem, sizeof a);
       if (a.epoch != (v & kLow30) || wc.byte_len != sizeof a)
-        return fail(setError(clbRemoteError, "verbs: slot announcement from rank %d is inconsistent (epoch %u, "
-                             "immediate says %u, %u bytes)", peer, a.epoch, v & kLow30, wc.byte_len));
+        return fail(setError(clbRemoteError,
+                             "verbs: slot announcement from rank %d is inconsistent (epoch %u, "
+                             "immediate says %u, %u bytes)",
+                             peer, a.epoch, v & kLow30, wc.byte_len));
       if (midMessage_) {  // a full send queue made post() poll between two parts: after the message
         deferredAnnounce_ = a;
         announceDeferred_ = true;
@@ -565,9 +589,10 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
       // Queue pair 0 keeps order: the notice is for the message whose parts come next on it.
       const uint64_t n = recvSeqQ_[0];
       if (q != 0 || (v & kLow30) != (n & kLow30))
-        return fail(setError(clbRemoteError, "verbs: rank %d sent a notice for message %u on queue pair %u; rank %d "
-                             "expected message %llu next (protocol error)", peer, v & kLow30, q, rank_,
-                             (unsigned long long)(n & kLow30)));
+        return fail(setError(clbRemoteError,
+                             "verbs: rank %d sent a notice for message %u on queue pair %u; rank %d "
+                             "expected message %llu next (protocol error)",
+                             peer, v & kLow30, q, rank_, (unsigned long long)(n & kLow30)));
       memcpy(&noticeTag_, static_cast<const char*>(ctl_->mem) + kCtlTagIn + (size_t)(n % K_) * sizeof(MsgTag),
              sizeof noticeTag_);
       noticeSeq_ = n;
@@ -576,9 +601,10 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
     }
     if (!onSendQp && kind == kKindAck) {
       if (!announcePending_ || (v & kLow30) != (epoch_ & kLow30) || ackedQ_[q] == epoch_)
-        return fail(setError(clbRemoteError, "verbs: rank %d acknowledged slot epoch %u on queue pair %u, rank %d "
-                             "announced %u%s", peer, v & kLow30, q, rank_, epoch_,
-                             ackedQ_[q] == epoch_ ? " (acknowledged twice)" : ""));
+        return fail(setError(clbRemoteError,
+                             "verbs: rank %d acknowledged slot epoch %u on queue pair %u, rank %d "
+                             "announced %u%s",
+                             peer, v & kLow30, q, rank_, epoch_, ackedQ_[q] == epoch_ ? " (acknowledged twice)" : ""));
       ackedQ_[q] = epoch_;
       regionQ_[q] = pendingSlots_;
       slotBytesQ_[q] = pendingSlotBytes_;
@@ -596,7 +622,8 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
       Region* reg = regionQ_[q];
       uint32_t slot = (v >> 24) & 63, seq = v & kLow24;
       if (seq != (n & kLow24) || slot != n % K_ || n - recvReleased_ >= K_ || !reg)
-        return fail(setError(clbRemoteError, "verbs: rank %d wrote message %u into slot %u (queue pair %u); rank %d "
+        return fail(setError(clbRemoteError,
+                             "verbs: rank %d wrote message %u into slot %u (queue pair %u); rank %d "
                              "expected message %llu in slot %llu with %llu of %u slots free%s (protocol error)",
                              peer, seq, slot, q, rank_, (unsigned long long)(n & kLow24), (unsigned long long)(n % K_),
                              (unsigned long long)(K_ - (n - recvReleased_)), K_, reg ? "" : ", no slots announced"));
@@ -612,8 +639,10 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
         a = Arrived{reg, slot, 0, 0};
         reg->refs++;
       } else if (a.region != reg) {
-        return fail(setError(clbRemoteError, "verbs: the parts of message %llu from rank %d landed in different slot "
-                             "regions (protocol error)", (unsigned long long)n, peer));
+        return fail(setError(clbRemoteError,
+                             "verbs: the parts of message %llu from rank %d landed in different slot "
+                             "regions (protocol error)",
+                             (unsigned long long)n, peer));
       }
       a.bytes += wc.byte_len;
       a.parts++;
@@ -621,8 +650,10 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
       while (recvSeq_ - recvReleased_ < K_ && arrived_[recvSeq_ % K_].parts == Q_) recvSeq_++;
       return clbSuccess;
     }
-    return fail(setError(clbRemoteError, "verbs: unexpected immediate 0x%08x from rank %d on the link %s it (protocol "
-                         "error: mixed versions?)", v, peer, onSendQp ? "to" : "from"));
+    return fail(setError(clbRemoteError,
+                         "verbs: unexpected immediate 0x%08x from rank %d on the link %s it (protocol "
+                         "error: mixed versions?)",
+                         v, peer, onSendQp ? "to" : "from"));
   }
   if ((wc.wr_id >> 56) == kWrData) {
     sendDoneQ_[q]++;
@@ -660,8 +691,10 @@ clbResult_t VerbsChannel::progress() {
     ibv_wc wc[32];
     int n = api_->pollCq(cq_, 32, wc);
     if (n < 0) {
-      rc = fail(setError(clbSystemError, "verbs: ibv_poll_cq failed (%d): the completion queue overran or the "
-                         "device failed", n));
+      rc = fail(setError(clbSystemError,
+                         "verbs: ibv_poll_cq failed (%d): the completion queue overran or the "
+                         "device failed",
+                         n));
       break;
     }
     for (int i = 0; i < n; i++) {
@@ -687,13 +720,16 @@ clbResult_t VerbsChannel::waitFor(Pred pred, const char* what, int peer) {
         if (rc != clbSuccess) return fail(rc);
       }
     } else if (nowMs() - start > o_.timeoutMs) {
-      return fail(setError(clbTimeout, "rank %d waited %lld ms for %s (rank %d, over verbs/%s) without progress: "
+      return fail(setError(clbTimeout,
+                           "rank %d waited %lld ms for %s (rank %d, over verbs/%s) without progress: "
                            "is rank %d alive and in the same collective? Raise the timeout (COLIBRI_TIMEOUT_MS) if "
                            "it is only slow",
                            rank_, (long long)(nowMs() - start), what, peer, api_->impl, peer));
     }
-    if (spins < 256) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (spins < 256)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
@@ -919,9 +955,9 @@ clbResult_t VerbsChannel::userMr(const void* p, size_t len, ibv_mr** mr) {
   int fd = -1;
   ibv_mr* m = nullptr;
   if (o_.device->exportRange(o_.device->self, r.base, r.bytes, &fd) == clbSuccess) {
-    m = fd >= 0 ? (api_->regDmabufMr ? api_->regDmabufMr(pd_, 0, r.bytes, (uint64_t)(uintptr_t)r.base, fd,
-                                                         IBV_ACCESS_LOCAL_WRITE)
-                                     : nullptr)
+    m = fd >= 0 ? (api_->regDmabufMr
+                       ? api_->regDmabufMr(pd_, 0, r.bytes, (uint64_t)(uintptr_t)r.base, fd, IBV_ACCESS_LOCAL_WRITE)
+                       : nullptr)
                 : api_->regMr(pd_, r.base, r.bytes, IBV_ACCESS_LOCAL_WRITE);
     if (fd >= 0) close(fd);
   }
@@ -987,7 +1023,8 @@ clbResult_t VerbsChannel::evictUserRegs(size_t room, int64_t roomBytes) {
   while (userRegs_.size() > 2 * std::max<size_t>(o_.userRegMax, 1)) {
     size_t oldest = 0;
     for (size_t i = 1; i < userRegs_.size(); i++)
-      if (!userRegs_[i].mr && (userRegs_[oldest].mr || userRegs_[i].lastTouch < userRegs_[oldest].lastTouch)) oldest = i;
+      if (!userRegs_[i].mr && (userRegs_[oldest].mr || userRegs_[i].lastTouch < userRegs_[oldest].lastTouch))
+        oldest = i;
     if (userRegs_[oldest].mr) break;
     CLB_CHECK(dropUserReg(oldest));
   }
@@ -1009,7 +1046,7 @@ clbResult_t VerbsChannel::waitRecv(const MsgTag& expect, const void** buf) {
   MsgTag got;
   CLB_CHECK(waitRecvTag(&got, buf));
   clbResult_t rc = checkTag(got, expect, prev_, rank_);
-  if (rc != clbSuccess) holding_ = false;  // as before: a mismatch holds nothing
+  if (rc != clbSuccess) holding_ = false;          // as before: a mismatch holds nothing
   if (rc == clbSuccess && !*buf) return sticky();  // a notice never matches (see takeNotice)
   return rc;
 }
@@ -1038,9 +1075,10 @@ clbResult_t VerbsChannel::takeNotice(MsgTag* out, const void** buf) {
   *out = noticeTag_;
   *buf = nullptr;
   const size_t slotBytes = announcePending_ ? pendingSlotBytes_ : curSlotBytes_;
-  setError(clbRemoteError, "verbs: rank %d's message %llu is %llu bytes, more than the %zu bytes of the receive "
-           "slots that rank %d's call prepared: the ranks disagree on the call", prev_,
-           (unsigned long long)noticeTag_.index, (unsigned long long)noticeTag_.bytes,
+  setError(clbRemoteError,
+           "verbs: rank %d's message %llu is %llu bytes, more than the %zu bytes of the receive "
+           "slots that rank %d's call prepared: the ranks disagree on the call",
+           prev_, (unsigned long long)noticeTag_.index, (unsigned long long)noticeTag_.bytes,
            slotBytes > header() ? slotBytes - header() : (size_t)0, rank_);
   failed_ = clbRemoteError;
   failMsg_ = lastError();
@@ -1056,16 +1094,18 @@ clbResult_t VerbsChannel::takeArrived(MsgTag* out, const void** buf) {
     size_t off0, len0;  // queue pair 0's payload part came without an immediate of its own
     partOf(got.bytes, Q_, 0, &off0, &len0);
     if (got.bytes > a.region->stride || a.bytes != sizeof(MsgTag) + got.bytes - len0)
-      return fail(setError(clbRemoteError, "verbs: rank %d sent a message of %llu bytes (%u bytes in its parts) into "
-                           "a slot of %zu bytes", prev_, (unsigned long long)got.bytes, a.bytes, a.region->stride));
+      return fail(setError(clbRemoteError,
+                           "verbs: rank %d sent a message of %llu bytes (%u bytes in its parts) into "
+                           "a slot of %zu bytes",
+                           prev_, (unsigned long long)got.bytes, a.bytes, a.region->stride));
     *buf = s;
     holding_ = true;
     return clbSuccess;
   }
   memcpy(&got, s, sizeof got);
   if (a.bytes != sizeof(MsgTag) + got.bytes)
-    return fail(setError(clbRemoteError, "verbs: rank %d wrote %u bytes for a message whose tag says %llu + %zu",
-                         prev_, a.bytes, (unsigned long long)got.bytes, sizeof(MsgTag)));
+    return fail(setError(clbRemoteError, "verbs: rank %d wrote %u bytes for a message whose tag says %llu + %zu", prev_,
+                         a.bytes, (unsigned long long)got.bytes, sizeof(MsgTag)));
   *buf = s + sizeof(MsgTag);
   holding_ = true;
   return clbSuccess;

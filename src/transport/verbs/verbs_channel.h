@@ -87,13 +87,13 @@ struct VerbsConnInfo {
   uint32_t magic;    // kVerbsConnMagic
   uint32_t version;  // kVerbsConnVersion
   uint32_t qpn;
-  uint32_t psn;      // 24 bits
-  uint16_t lid;      // InfiniBand; 0 on RoCE
-  uint8_t mtu;       // the port's active MTU (ibv_mtu)
-  uint8_t linkLayer; // IBV_LINK_LAYER_*
-  uint32_t slots;    // K: must match the other end
-  ibv_gid gid;       // the chosen GID (RoCE v2 on Ethernet)
-  uint64_t ctlAddr;  // control block: announces are written here, acks and credits target it
+  uint32_t psn;       // 24 bits
+  uint16_t lid;       // InfiniBand; 0 on RoCE
+  uint8_t mtu;        // the port's active MTU (ibv_mtu)
+  uint8_t linkLayer;  // IBV_LINK_LAYER_*
+  uint32_t slots;     // K: must match the other end
+  ibv_gid gid;        // the chosen GID (RoCE v2 on Ethernet)
+  uint64_t ctlAddr;   // control block: announces are written here, acks and credits target it
   uint32_t ctlRkey;
   uint32_t flags;    // kVerbsConnDeviceSlots: slots in device memory (both ends must agree)
   uint32_t qpCount;  // queue pairs of this side of the link (qpn is the first)
@@ -132,21 +132,21 @@ struct VerbsDevice {
 struct VerbsOptions {
   const char* deviceName = nullptr;  // NULL: the first device
   uint8_t port = 1;
-  int gidIndex = -1;                 // -1: RoCE v2 GID on Ethernet (IPv4-mapped first), 0 on IB
-  ibv_mtu maxMtu = IBV_MTU_4096;     // path MTU = min(this, local active, remote active)
-  uint8_t trafficClass = 0;          // GRH traffic class (RoCE, global routes)
+  int gidIndex = -1;                            // -1: RoCE v2 GID on Ethernet (IPv4-mapped first), 0 on IB
+  ibv_mtu maxMtu = IBV_MTU_4096;                // path MTU = min(this, local active, remote active)
+  uint8_t trafficClass = 0;                     // GRH traffic class (RoCE, global routes)
   uint8_t timeout = CLB_DEFAULT_VERBS_TIMEOUT;  // local ACK timeout, 4.096 us * 2^timeout
   uint8_t retryCnt = CLB_DEFAULT_VERBS_RETRY_COUNT;
   uint8_t rnrRetry = 7;
   uint8_t minRnrTimer = 12;
-  int slots = 8;                     // K receive slots per link (1..64); the ring: pipelineDepth
-  int qpsPerConnection = 1;          // RC queue pairs per link (1..8), both ends equal
-  int64_t timeoutMs = 30000;         // without a communicator: how long a wait may last
-  int64_t stagingCapBytes = 1ll << 32;  // cap on registered bytes (send staging + receive slots)
-  int rank = 0, nranks = 2;          // for messages, without a communicator
+  int slots = 8;                         // K receive slots per link (1..64); the ring: pipelineDepth
+  int qpsPerConnection = 1;              // RC queue pairs per link (1..8), both ends equal
+  int64_t timeoutMs = 30000;             // without a communicator: how long a wait may last
+  int64_t stagingCapBytes = 1ll << 32;   // cap on registered bytes (send staging + receive slots)
+  int rank = 0, nranks = 2;              // for messages, without a communicator
   const DeviceMemory* device = nullptr;  // device mode (must outlive the channel); NULL: host memory
   // Device mode: registrations of user buffers kept for sendFrom (least recently used dropped).
-  size_t userRegMax = 32;                // 0: off (every message copied)
+  size_t userRegMax = 32;  // 0: off (every message copied)
   int64_t userRegCapBytes = 8ll << 30;
   // A point-to-point channel: both of its links go to this rank (-1: the ring's neighbours).
   int peer = -1;
@@ -202,12 +202,12 @@ class VerbsChannel : public RingChannel {
   clbResult_t sendFrom(const void* src, const MsgTag& tag, bool* sent) override;
 
   struct UserRegStats {
-    size_t cached = 0;            // registrations held now (failed ones not counted)
+    size_t cached = 0;  // registrations held now (failed ones not counted)
     int64_t cachedBytes = 0;
-    uint64_t registered = 0;      // registrations made
-    uint64_t hits = 0;            // sends that found theirs cached
-    uint64_t stale = 0;           // entries dropped because the allocation behind them changed
-    uint64_t evicted = 0;         // entries dropped for room
+    uint64_t registered = 0;  // registrations made
+    uint64_t hits = 0;        // sends that found theirs cached
+    uint64_t stale = 0;       // entries dropped because the allocation behind them changed
+    uint64_t evicted = 0;     // entries dropped for room
   };
   UserRegStats userRegStats() const { return userStats_; }
   // New bounds for the user registrations, applied at once (least recently used dropped).
@@ -257,7 +257,7 @@ class VerbsChannel : public RingChannel {
   clbResult_t newRegion(size_t bytes, int access, bool device, std::unique_ptr<Region>* out);
   void account(int64_t delta, bool device);
   size_t header() const { return o_.device ? 0 : sizeof(MsgTag); }  // tag bytes before a slot's payload
-  clbResult_t fail(clbResult_t rc);  // records the thread's last error as the channel's
+  clbResult_t fail(clbResult_t rc);                                 // records the thread's last error as the channel's
   clbResult_t sticky() const;
   clbResult_t announce(std::unique_ptr<Region> slots, size_t slotBytes);
   clbResult_t postDeviceSend(const MsgTag& tag, uint32_t slot, const char* src, uint32_t lkey);
@@ -270,7 +270,7 @@ class VerbsChannel : public RingChannel {
   clbResult_t userMr(const void* p, size_t len, ibv_mr** mr);
   clbResult_t dropUserReg(size_t i);  // waits until no send is in flight (one may read it)
   clbResult_t dropUserRegs();
-  clbResult_t sweepUserRegs();  // one cached entry checked against its allocation
+  clbResult_t sweepUserRegs();                                // one cached entry checked against its allocation
   clbResult_t evictUserRegs(size_t room, int64_t roomBytes);  // until `room` more fit
   clbResult_t applyAnnounce(const Announce& a);
   clbResult_t endMessage();  // the last part is posted: a deferred announcement applies now
@@ -303,11 +303,11 @@ class VerbsChannel : public RingChannel {
   // Send side.
   std::unique_ptr<Region> staging_;  // K slots of stagingStride_
   size_t stagingStride_ = 0;
-  uint64_t sendSeq_ = 0;        // messages posted
-  uint64_t sendDone_ = 0;       // messages whose every part's write completed locally
+  uint64_t sendSeq_ = 0;             // messages posted
+  uint64_t sendDone_ = 0;            // messages whose every part's write completed locally
   std::vector<uint64_t> sendDoneQ_;  // per send queue pair: parts completed
-  uint64_t peerReleased_ = 0;   // receiver's releases seen (credits = peerReleased_ + K)
-  uint64_t remoteAddr_ = 0;     // receiver's current slots (acked epoch)
+  uint64_t peerReleased_ = 0;        // receiver's releases seen (credits = peerReleased_ + K)
+  uint64_t remoteAddr_ = 0;          // receiver's current slots (acked epoch)
   uint32_t remoteRkey_ = 0;
   uint64_t remoteSlotBytes_ = 0;
   uint32_t remoteEpoch_ = 0;
@@ -315,7 +315,7 @@ class VerbsChannel : public RingChannel {
   uint64_t calls_ = 0;  // collectives (prepare calls)
   uint64_t userClock_ = 0;
   UserRegStats userStats_;
-  bool midMessage_ = false;       // some parts of a message posted, not all
+  bool midMessage_ = false;        // some parts of a message posted, not all
   bool announceDeferred_ = false;  // an announcement arrived meanwhile
   Announce deferredAnnounce_{};
   bool acquired_ = false;
@@ -329,23 +329,23 @@ class VerbsChannel : public RingChannel {
     uint32_t parts;  // Q: complete
   };
   std::vector<std::unique_ptr<Region>> regions_;  // current, pending and retiring slot regions
-  Region* curSlots_ = nullptr;      // where the sender writes now (acked)
-  Region* pendingSlots_ = nullptr;  // announced, not acked yet
+  Region* curSlots_ = nullptr;                    // where the sender writes now (acked)
+  Region* pendingSlots_ = nullptr;                // announced, not acked yet
   bool announcePending_ = false;
-  uint32_t epoch_ = 0;              // last announced
+  uint32_t epoch_ = 0;  // last announced
   size_t curSlotBytes_ = 0, pendingSlotBytes_ = 0;
   std::vector<Arrived> arrived_;    // ring of K, indexed by message number % K
   uint64_t recvSeq_ = 0;            // messages arrived (all parts)
   std::vector<uint64_t> recvSeqQ_;  // per receive queue pair: parts arrived (its message number)
   std::vector<Region*> regionQ_;    // per receive queue pair: the slots its data goes to now
   std::vector<size_t> slotBytesQ_;
-  std::vector<uint32_t> ackedQ_;    // per receive queue pair: the last epoch it acknowledged
-  uint32_t acksPending_ = 0;        // queue pairs that have not acknowledged the pending epoch
-  uint64_t recvReleased_ = 0;       // messages released
-  bool noticed_ = false;            // a notice came: message noticeSeq_ will be noticeTag_.bytes long
+  std::vector<uint32_t> ackedQ_;  // per receive queue pair: the last epoch it acknowledged
+  uint32_t acksPending_ = 0;      // queue pairs that have not acknowledged the pending epoch
+  uint64_t recvReleased_ = 0;     // messages released
+  bool noticed_ = false;          // a notice came: message noticeSeq_ will be noticeTag_.bytes long
   uint64_t noticeSeq_ = 0;
   MsgTag noticeTag_{};
-  bool holding_ = false;            // waitRecv returned, releaseRecv not yet called
+  bool holding_ = false;  // waitRecv returned, releaseRecv not yet called
 
   bool inProgress_ = false;
   clbResult_t failed_ = clbSuccess;

@@ -116,7 +116,8 @@ clbResult_t connectVerbs(const VerbsApi* api, clbResult_t rc, const clbNetHost_v
     if (all[p].status != clbSuccess)
       return setError(clbRemoteError,
                       "rank %d could not set up the verbs transport (see its error), so rank %d cannot use it "
-                      "either", p, r);
+                      "either",
+                      p, r);
 
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   rc = ch->connect(all[next].recv, all[prev].send);
@@ -129,7 +130,8 @@ clbResult_t connectVerbs(const VerbsApi* api, clbResult_t rc, const clbNetHost_v
     if (status[p] != clbSuccess)
       return setError(clbRemoteError,
                       "rank %d could not connect its verbs queue pairs (see its error), so rank %d cannot use "
-                      "the verbs transport either", p, r);
+                      "the verbs transport either",
+                      p, r);
 
   char b[512], qps[48] = "";
   ibv_context* ctx = ch->context();
@@ -139,9 +141,9 @@ clbResult_t connectVerbs(const VerbsApi* api, clbResult_t rc, const clbNetHost_v
   // serves the device is not named: the device's name says it (colibri_emu0 for the tests' emulator).
   snprintf(b, sizeof b,
            "verbs: %s port %d, GID index %d, path MTU %d, traffic class %d, timeout %d, retry count %d%s%s%s",
-           dev ? dev : "?", (int)o.port, ch->gidIndex(),
-           mtuBytes(ch->pathMtu()), (int)o.trafficClass, (int)o.timeout, (int)o.retryCnt, qps,
-           device ? "; GPU memory registered through " : "; ", device ? device->name : gpuMemoryPlan(*api).c_str());
+           dev ? dev : "?", (int)o.port, ch->gidIndex(), mtuBytes(ch->pathMtu()), (int)o.trafficClass, (int)o.timeout,
+           (int)o.retryCnt, qps, device ? "; GPU memory registered through " : "; ",
+           device ? device->name : gpuMemoryPlan(*api).c_str());
   *describe = b;
   *out = std::move(ch);
   return clbSuccess;

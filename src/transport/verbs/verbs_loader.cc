@@ -114,13 +114,12 @@ clbResult_t loadLibibverbsFrom(const char* soname, VerbsApi* api) {
   if (!missing && !lookup(h, "ibv_reg_mr", &syms.regMr)) missing = "ibv_reg_mr";
   if (missing) {
     dlclose(h);
-    return setError(clbUnsupported,
-                    "RDMA transport: %s has no %s (a libibverbs older than rdma-core v17?): %s",
-                    soname, missing, kInstallHint);
+    return setError(clbUnsupported, "RDMA transport: %s has no %s (a libibverbs older than rdma-core v17?): %s", soname,
+                    missing, kInstallHint);
   }
-  lookup(h, "ibv_reg_mr_iova2", &syms.regMrIova2);    // rdma-core v29
-  lookup(h, "_ibv_query_gid_ex", &syms.queryGidEx);   // rdma-core v32
-  lookup(h, "ibv_reg_dmabuf_mr", &t.regDmabufMr);     // rdma-core v34
+  lookup(h, "ibv_reg_mr_iova2", &syms.regMrIova2);   // rdma-core v29
+  lookup(h, "_ibv_query_gid_ex", &syms.queryGidEx);  // rdma-core v32
+  lookup(h, "ibv_reg_dmabuf_mr", &t.regDmabufMr);    // rdma-core v34
   {
     // One set per process: the wrappers do not know which table called them. Every successful load
     // resolves libibverbs' own entry points, so a later load writes the same values.
@@ -164,8 +163,10 @@ clbResult_t listDevices(const VerbsApi& api, ibv_device*** list, int* count) {
                       "container, run it on a host that has them and pass /dev/infiniband through",
                       api.impl);
     if (e == EPERM || e == EACCES)
-      return setSysError(e, "RDMA transport (%s): no permission to list RDMA devices (check access "
-                         "to /dev/infiniband/uverbs*, or the container's device permissions)", api.impl);
+      return setSysError(e,
+                         "RDMA transport (%s): no permission to list RDMA devices (check access "
+                         "to /dev/infiniband/uverbs*, or the container's device permissions)",
+                         api.impl);
     return setSysError(e ? e : EIO, "RDMA transport (%s): ibv_get_device_list failed", api.impl);
   }
   if (n <= 0) {

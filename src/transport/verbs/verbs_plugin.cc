@@ -29,7 +29,8 @@ namespace {
 
 static_assert(sizeof(clbNetTag_v1_t) == sizeof(MsgTag) && sizeof(OpDesc) == CLB_NET_TAG_CALL_BYTES &&
                   offsetof(clbNetTag_v1_t, index) == offsetof(MsgTag, index) &&
-                  offsetof(clbNetTag_v1_t, bytes) == offsetof(MsgTag, bytes) && std::is_trivially_copyable<MsgTag>::value,
+                  offsetof(clbNetTag_v1_t, bytes) == offsetof(MsgTag, bytes) &&
+                  std::is_trivially_copyable<MsgTag>::value,
               "clbNetTag_v1_t is the core's MsgTag byte for byte");
 
 VerbsChannel* of(clbNetChannel ch) { return reinterpret_cast<VerbsChannel*>(ch); }
@@ -111,8 +112,8 @@ struct PeerInfo {
   VerbsConnInfo send, recv;
 };
 
-clbResult_t peerOpenWith(const clbNetHost_v1_t* host, const clbNetDeviceMemory_v1_t* device, int peer,
-                         size_t maxBytes, clbNetChannel* out, void* info, size_t* infoLen) {
+clbResult_t peerOpenWith(const clbNetHost_v1_t* host, const clbNetDeviceMemory_v1_t* device, int peer, size_t maxBytes,
+                         clbNetChannel* out, void* info, size_t* infoLen) {
   if (out) *out = nullptr;
   if (!host || !out || !infoLen || host->version != CLB_NET_PLUGIN_VERSION || host->size < sizeof(clbNetHost_v1_t))
     return setError(clbInvalidArgument, "verbs plugin: peerOpen without a host of interface version %d",
