@@ -701,10 +701,20 @@ public final class DeviceDecoder implements AutoCloseable {
 
   /** {@code p} moved on by {@code bytes} (a view: nothing is allocated or freed). */
   private static Pointer offset(Pointer p, long bytes) {
-    final long at = p.address() + bytes;
+    return at(p.address() + bytes);
+  }
+
+  /**
+   * A pointer to {@code address} exactly (no JavaCPP position involved; a view: nothing is
+   * allocated or freed).
+   *
+   * @param where the address
+   * @return the pointer
+   */
+  static Pointer at(long where) {
     return new Pointer() {
       {
-        address = at;
+        address = where;  // Pointer's field (a parameter named address would be hidden by it)
       }
     };
   }
@@ -713,12 +723,7 @@ public final class DeviceDecoder implements AutoCloseable {
   static PointerPointer<Pointer> slots(LongPointer values) {
     PointerPointer<Pointer> p = new PointerPointer<>(MAX_ARGS);
     for (int i = 0; i < MAX_ARGS; i++) {
-      final long at = values.address() + 8L * i;
-      p.put(i, new Pointer() {
-        {
-          address = at;
-        }
-      });
+      p.put(i, at(values.address() + 8L * i));
     }
     return p;
   }

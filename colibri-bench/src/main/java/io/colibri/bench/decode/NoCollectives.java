@@ -3,6 +3,8 @@
  */
 package io.colibri.bench.decode;
 
+import static org.bytedeco.cuda.global.cudart.cudaMemcpyAsync;
+import static org.bytedeco.cuda.global.cudart.cudaMemcpyDeviceToDevice;
 import static org.bytedeco.cuda.global.cudart.cudaSuccess;
 
 import org.bytedeco.cuda.cudart.CUgraphExec_st;
@@ -52,12 +54,8 @@ public final class NoCollectives implements DeviceCollectives {
     // The part is this rank's: the head's GEMM has written it, and the argmax reads every part.
     // Copying it into its place keeps the read of this rank's part what it is with a library.
     long bytes = (long) type.bytes() * count;
-    int rc = org.bytedeco.cuda.global.cudart.cudaMemcpyAsync(
-        new Pointer() {
-          {
-            address = recv.address() + bytes * rank;
-          }
-        }, send, bytes, org.bytedeco.cuda.global.cudart.cudaMemcpyDeviceToDevice, stream);
+    int rc = cudaMemcpyAsync(DeviceDecoder.at(recv.address() + bytes * rank), send, bytes, cudaMemcpyDeviceToDevice,
+        stream);
     if (rc != cudaSuccess) {
       throw new IllegalStateException("cudaMemcpyAsync failed: error " + rc);
     }
