@@ -15,17 +15,199 @@
 
 namespace {
 
-const char* kTransportNames[] = {"auto", "shm", "socket", "verbs"};
+constexpr const char* kTransportNames[] = {"auto", "shm", "socket", "verbs"};
 static_assert(sizeof(kTransportNames) / sizeof(kTransportNames[0]) == clbNumTransports,
               "a name for every clbTransport_t (colibri.h), in its order");
-const char* kAlgoNames[] = {"auto", "ring", "direct", "none"};
-const char* kLogNames[] = {"off", "error", "warn", "info", "debug"};
-const char* kVersionCheckNames[] = {"warn", "strict", "exact"};
+constexpr const char* kAlgoNames[] = {"auto", "ring", "direct", "none"};
+constexpr const char* kLogNames[] = {"off", "error", "warn", "info", "debug"};
+constexpr const char* kVersionCheckNames[] = {"warn", "strict", "exact"};
+constexpr const char* kDevicePaths[] = {"auto", "ll", "staged", "direct"};
+constexpr const char* kDeviceLaunches[] = {"auto", "graph", "kernel"};
+constexpr const char* kDeviceGates[] = {"auto", "on", "off"};
+constexpr const char* kOffOn[] = {"off", "on"};
+constexpr const char* kOffAuto[] = {"off", "auto"};
+constexpr const char* kGpuMemories[] = {"auto", "dmabuf", "peermem", "host"};
 
 int findName(const char* v, const char* const* names, int n) {
   for (int i = 0; i < n; i++)
     if (strcasecmp(v, names[i]) == 0) return i;
   return -1;
+}
+
+// How a field is stored and its text read.
+enum class Kind {
+  kInt,        // an int in lo..hi
+  kInt64,      // an int64_t in lo..hi
+  kInt64Auto,  // an int64_t in lo..hi, or -1 written "auto"
+  kWords,      // an int, the index of one of `words` (lo..hi: the ones that may be set)
+  kText,       // a NUL-terminated char array of `hi` + 1 bytes
+};
+
+// One knob of clbConfig_t: the one table that clbConfigInit (defaults, then the environment),
+// validateConfig, clbConfigSet / clbConfigGet and clbConfigOptionName read. Its names and ranges
+// are io.colibri.Option's too (a test of colibri-native compares them, default by default and
+// bound by bound), and docs/configuration.md's table is generated from that.
+struct Spec {
+  const char* name;  // the field, and the Java option's camel name
+  const char* env;   // its COLIBRI_* variable
+  Kind kind;
+  size_t offset;
+  int64_t lo, hi, dflt;
+  const char* const* words;
+};
+
+#define CLB_FIELD(f) offsetof(clbConfig_t, f)
+constexpr Spec kSpecs[] = {
+    {"transport", "COLIBRI_TRANSPORT", Kind::kWords, CLB_FIELD(transport), 0, clbNumTransports - 1, clbTransportAuto,
+     kTransportNames},
+    // "none" is only reported (a call that moved nothing), never forced.
+    {"algorithm", "COLIBRI_ALGORITHM", Kind::kWords, CLB_FIELD(algorithm), 0, clbAlgoDirect, clbAlgoAuto, kAlgoNames},
+    {"logLevel", "COLIBRI_LOG_LEVEL", Kind::kWords, CLB_FIELD(logLevel), 0, clbLogDebug, clbLogWarn, kLogNames},
+    {"pipelineDepth", "COLIBRI_PIPELINE_DEPTH", Kind::kInt, CLB_FIELD(pipelineDepth), clb::kMinDepth, clb::kMaxDepth,
+     CLB_DEFAULT_PIPELINE_DEPTH, nullptr},
+    {"chunkBytes", "COLIBRI_CHUNK_BYTES", Kind::kInt64, CLB_FIELD(chunkBytes), clb::kMinChunk, clb::kMaxChunk,
+     CLB_DEFAULT_CHUNK_BYTES, nullptr},
+    {"directMaxBytes", "COLIBRI_DIRECT_MAX_BYTES", Kind::kInt64, CLB_FIELD(directMaxBytes), 0, clb::kMaxDirect,
+     CLB_DEFAULT_DIRECT_MAX_BYTES, nullptr},
+    {"stagingCapBytes", "COLIBRI_STAGING_CAP_BYTES", Kind::kInt64, CLB_FIELD(stagingCapBytes), clb::kMinCap,
+     clb::kMaxCap, CLB_DEFAULT_STAGING_CAP_BYTES, nullptr},
+    {"timeoutMs", "COLIBRI_TIMEOUT_MS", Kind::kInt64, CLB_FIELD(timeoutMs), 1, clb::kMaxTimeoutMs,
+     CLB_DEFAULT_TIMEOUT_MS, nullptr},
+    {"versionCheck", "COLIBRI_VERSION_CHECK", Kind::kWords, CLB_FIELD(versionCheck), 0, clbNumVersionChecks - 1,
+     CLB_DEFAULT_VERSION_CHECK, kVersionCheckNames},
+    {"verbsPort", "COLIBRI_VERBS_PORT", Kind::kInt, CLB_FIELD(verbsPort), clb::kMinVerbsPort, clb::kMaxVerbsPort,
+     CLB_DEFAULT_VERBS_PORT, nullptr},
+    {"verbsGidIndex", "COLIBRI_VERBS_GID_INDEX", Kind::kInt, CLB_FIELD(verbsGidIndex), clb::kMinVerbsGidIndex,
+     clb::kMaxVerbsGidIndex, CLB_DEFAULT_VERBS_GID_INDEX, nullptr},
+    {"verbsTrafficClass", "COLIBRI_VERBS_TRAFFIC_CLASS", Kind::kInt, CLB_FIELD(verbsTrafficClass), 0,
+     clb::kMaxVerbsTrafficClass, CLB_DEFAULT_VERBS_TRAFFIC_CLASS, nullptr},
+    {"verbsTimeout", "COLIBRI_VERBS_TIMEOUT", Kind::kInt, CLB_FIELD(verbsTimeout), 0, clb::kMaxVerbsTimeout,
+     CLB_DEFAULT_VERBS_TIMEOUT, nullptr},
+    {"verbsRetryCount", "COLIBRI_VERBS_RETRY_COUNT", Kind::kInt, CLB_FIELD(verbsRetryCount), 0,
+     clb::kMaxVerbsRetryCount, CLB_DEFAULT_VERBS_RETRY_COUNT, nullptr},
+    {"verbsDevice", "COLIBRI_VERBS_DEVICE", Kind::kText, CLB_FIELD(verbsDevice), 0, CLB_VERBS_DEVICE_BYTES - 1, 0,
+     nullptr},
+    {"verbsQpsPerConnection", "COLIBRI_VERBS_QPS_PER_CONNECTION", Kind::kInt, CLB_FIELD(verbsQpsPerConnection),
+     clb::kMinVerbsQpsPerConnection, clb::kMaxVerbsQpsPerConnection, CLB_DEFAULT_VERBS_QPS_PER_CONNECTION, nullptr},
+    {"devicePath", "COLIBRI_DEVICE_PATH", Kind::kWords, CLB_FIELD(devicePath), 0, 3, clb::kDevicePathAuto,
+     kDevicePaths},
+    {"deviceLaunch", "COLIBRI_DEVICE_LAUNCH", Kind::kWords, CLB_FIELD(deviceLaunch), 0, 2, clb::kDeviceLaunchAuto,
+     kDeviceLaunches},
+    {"deviceGate", "COLIBRI_DEVICE_GATE", Kind::kWords, CLB_FIELD(deviceGate), 0, 2, clb::kDeviceGateAuto,
+     kDeviceGates},
+    {"deviceMeet", "COLIBRI_DEVICE_MEET", Kind::kWords, CLB_FIELD(deviceMeet), 0, 1, 1, kOffOn},
+    {"deviceP2P", "COLIBRI_DEVICE_P2P", Kind::kWords, CLB_FIELD(deviceP2P), 0, 1, 1, kOffAuto},
+    {"deviceP2PInPlace", "COLIBRI_DEVICE_P2P_IN_PLACE", Kind::kWords, CLB_FIELD(deviceP2PInPlace), 0, 1, 1, kOffOn},
+    {"deviceCheckCalls", "COLIBRI_DEVICE_CHECK_CALLS", Kind::kInt, CLB_FIELD(deviceCheckCalls), 0, 1, 0, nullptr},
+    {"stuckWarnPercent", "COLIBRI_STUCK_WARN_PERCENT", Kind::kInt, CLB_FIELD(stuckWarnPercent), 0, 99,
+     CLB_DEFAULT_STUCK_WARN_PERCENT, nullptr},
+    {"verbsGpuMemory", "COLIBRI_VERBS_GPU_MEMORY", Kind::kWords, CLB_FIELD(verbsGpuMemory), 0, 3, clb::kGpuMemoryAuto,
+     kGpuMemories},
+    {"deviceLLMaxBytes", "COLIBRI_DEVICE_LL_MAX_BYTES", Kind::kInt64Auto, CLB_FIELD(deviceLLMaxBytes), 0,
+     clb::kMaxDeviceLLMaxBytes, -1, nullptr},
+    {"deviceDirectMinBytes", "COLIBRI_DEVICE_DIRECT_MIN_BYTES", Kind::kInt64, CLB_FIELD(deviceDirectMinBytes), 0,
+     INT64_MAX, clb::kDefaultDeviceDirectMinBytes, nullptr},
+};
+#undef CLB_FIELD
+constexpr int kNumSpecs = sizeof kSpecs / sizeof kSpecs[0];
+
+// Every byte of clbConfig_t after `size` is one knob's (the struct has no padding): a field added
+// to it without a row here fails this.
+constexpr size_t fieldBytes(const Spec& s) {
+  return s.kind == Kind::kText ? (size_t)s.hi + 1 : s.kind == Kind::kInt || s.kind == Kind::kWords ? 4 : 8;
+}
+constexpr size_t specBytes(int i) { return i == kNumSpecs ? 0 : fieldBytes(kSpecs[i]) + specBytes(i + 1); }
+static_assert(specBytes(0) + sizeof(size_t) == sizeof(clbConfig_t), "every field of clbConfig_t has its row in kSpecs");
+
+const Spec* findSpec(const char* name) {
+  for (const Spec& s : kSpecs)
+    if (name && strcmp(s.name, name) == 0) return &s;
+  return nullptr;
+}
+
+int64_t getField(const clbConfig_t* c, const Spec& s) {
+  const char* p = reinterpret_cast<const char*>(c) + s.offset;
+  if (s.kind == Kind::kInt || s.kind == Kind::kWords) return *reinterpret_cast<const int*>(p);
+  return *reinterpret_cast<const int64_t*>(p);
+}
+
+void setField(clbConfig_t* c, const Spec& s, int64_t v) {
+  char* p = reinterpret_cast<char*>(c) + s.offset;
+  if (s.kind == Kind::kInt || s.kind == Kind::kWords)
+    *reinterpret_cast<int*>(p) = (int)v;
+  else
+    *reinterpret_cast<int64_t*>(p) = v;
+}
+
+std::string wordList(const Spec& s) {
+  std::string list;
+  for (int64_t k = s.lo; k <= s.hi; k++) list += std::string(k > s.lo ? ", " : "") + s.words[k];
+  return list;
+}
+
+// What a knob takes, in words: "auto, shm, socket, verbs", "an integer in 1..64", ...
+std::string validText(const Spec& s) {
+  switch (s.kind) {
+    case Kind::kWords: return "one of " + wordList(s);
+    case Kind::kText: return "a text of at most " + std::to_string(s.hi) + " bytes";
+    case Kind::kInt64Auto: return "auto (-1) or an integer in " + std::to_string(s.lo) + ".." + std::to_string(s.hi);
+    default: return "an integer in " + std::to_string(s.lo) + ".." + std::to_string(s.hi);
+  }
+}
+
+// Reads `text` as a value of `s` into *out (not a kText); false when it is not valid.
+bool parseValue(const Spec& s, const char* text, int64_t* out) {
+  if (s.kind == Kind::kWords) {
+    const int i = findName(text, s.words + s.lo, (int)(s.hi - s.lo + 1));
+    if (i < 0) return false;
+    *out = s.lo + i;
+    return true;
+  }
+  if (s.kind == Kind::kInt64Auto && strcasecmp(text, "auto") == 0) {  // -1 too, as a number
+    *out = -1;
+    return true;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long long x = strtoll(text, &end, 10);
+  if (errno || end == text || *end) return false;
+  if ((x < s.lo || x > s.hi) && !(s.kind == Kind::kInt64Auto && x == -1)) return false;
+  *out = x;
+  return true;
+}
+
+// The value of one knob from its COLIBRI_* variable, when that is set and not empty.
+clbResult_t applyEnvironment(clbConfig_t* c, const Spec& s) {
+  const char* v = getenv(s.env);
+  if (!v || !*v) return clbSuccess;
+  if (s.kind == Kind::kText) {
+    if (strlen(v) > (size_t)s.hi)
+      return clb::setError(clbInvalidArgument,
+                           "environment variable %s='%s' is %zu bytes long; a device name may have at most %lld", s.env,
+                           v, strlen(v), (long long)s.hi);
+    char* field = reinterpret_cast<char*>(c) + s.offset;
+    memset(field, 0, s.hi + 1);
+    memcpy(field, v, strlen(v));
+    return clbSuccess;
+  }
+  int64_t x = 0;
+  if (!parseValue(s, v, &x)) {
+    if (s.kind == Kind::kWords)
+      return clb::setError(clbInvalidArgument, "%s='%s' is not one of %s", s.env, v, wordList(s).c_str());
+    return clb::setError(clbInvalidArgument, "environment variable %s='%s' is not %s", s.env, v, validText(s).c_str());
+  }
+  setField(c, s, x);
+  return clbSuccess;
+}
+
+// The arguments every clbConfigSet / clbConfigGet checks: a config of this version, and `other`.
+clbResult_t checkArgs(const char* call, const clbConfig_t* c, const void* other, const char* otherName) {
+  if (!c || !other) return clb::setError(clbInvalidArgument, "%s: %s is NULL", call, c ? otherName : "config");
+  if (c->size != sizeof(clbConfig_t))
+    return clb::setError(clbInvalidArgument,
+                         "%s: config.size=%zu but this library expects %zu: start from clbConfigInit", call, c->size,
+                         sizeof(clbConfig_t));
+  return clbSuccess;
 }
 
 }  // namespace
@@ -51,104 +233,80 @@ bool envFlag(const char* name, bool dflt) {
   return strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 && strcasecmp(v, "no") != 0;
 }
 
-DeviceConfig readDeviceConfig(int nranks) {
+bool optionText(const clbConfig_t& c, const char* name, std::string* out) {
+  const Spec* s = findSpec(name);
+  if (!s) return false;
+  if (s->kind == Kind::kText) {
+    const char* field = reinterpret_cast<const char*>(&c) + s->offset;
+    out->assign(field, strnlen(field, s->hi + 1));
+    return true;
+  }
+  const int64_t v = getField(&c, *s);
+  if (s->kind == Kind::kWords && v >= 0 && v <= s->hi)
+    *out = s->words[v];
+  else if (s->kind == Kind::kInt64Auto && v == -1)
+    *out = "auto";
+  else
+    *out = std::to_string(v);
+  return true;
+}
+
+const char* optionWord(const char* name, int64_t v) {
+  const Spec* s = findSpec(name);
+  return s && s->kind == Kind::kWords && v >= 0 && v <= s->hi ? s->words[v] : "a value that is not valid";
+}
+
+const char* optionVariable(int i) { return i >= 0 && i < kNumSpecs ? kSpecs[i].env : nullptr; }
+
+void defaultConfig(clbConfig_t* c) {
+  memset(c, 0, sizeof *c);
+  c->size = sizeof *c;
+  for (const Spec& s : kSpecs)
+    if (s.kind != Kind::kText) setField(c, s, s.dflt);
+}
+
+DeviceConfig readDeviceConfig(const clbConfig_t& c, int nranks) {
   DeviceConfig d;
-  auto word = [&d](const char* name, const char* const* words, int n, int* out) {
-    const char* v = getenv(name);
-    if (!v || !*v) return;
-    const int i = findName(v, words, n);
-    if (i >= 0) {
-      *out = i;
-      return;
-    }
-    std::string list;
-    for (int k = 0; k < n; k++) list += std::string(k ? ", " : "") + words[k];
-    d.error = std::string(name) + "='" + v + "' is not one of " + list;
-    *out = n;  // the kind's "not valid" value
-  };
-  static const char* const kPaths[] = {"auto", "ll", "staged", "direct"};
-  static const char* const kOnOff[] = {"on", "off"};
-  static const char* const kAutoOff[] = {"auto", "off"};
-  word("COLIBRI_DEVICE_PATH", kPaths, 4, &d.path);
-  static const char* const kLaunch[] = {"auto", "graph", "kernel"};
-  static const char* const kGate[] = {"auto", "on", "off"};
-  int meet = 0, p2p = 0, launch = 0, inPlace = 0, gate = 0;
-  word("COLIBRI_DEVICE_MEET", kOnOff, 2, &meet);
-  word("COLIBRI_DEVICE_LAUNCH", kLaunch, 3, &launch);
-  word("COLIBRI_DEVICE_P2P", kAutoOff, 2, &p2p);
-  word("COLIBRI_DEVICE_P2P_IN_PLACE", kOnOff, 2, &inPlace);
-  word("COLIBRI_DEVICE_GATE", kGate, 3, &gate);
-  d.meetOff = meet == 1;
-  d.launch = launch > kDeviceLaunchKernel ? kDeviceLaunchAuto : launch;  // a bad value: the error above
-  d.p2pOff = p2p == 1;
-  d.gate = gate > kDeviceGateOff ? kDeviceGateAuto : gate;  // a bad value: the error above
-  d.p2pInPlaceOff = inPlace == 1;
+  d.path = c.devicePath;
+  d.meetOff = c.deviceMeet == 0;
+  d.launch = c.deviceLaunch;
+  d.gate = c.deviceGate;
+  d.p2pOff = c.deviceP2P == 0;
+  d.p2pInPlaceOff = c.deviceP2PInPlace == 0;
+  d.checkCalls = c.deviceCheckCalls != 0;
+  d.directMinBytes = c.deviceDirectMinBytes;
+  d.stuckWarnPercent = c.stuckWarnPercent;
   // LL lines carry 8 data bytes in 16, in two halves: the buffer is 4 x ranks x llMax bytes. By
   // default at most 256 KiB per destination and 6 MiB in all (192 KiB with 8 ranks).
   const int64_t llByDefault =
       std::min<int64_t>(kDefaultDeviceLLMaxBytes, kDeviceLLBufferCap / (4 * (int64_t)nranks) / 4096 * 4096);
-  d.llMaxBytes = llByDefault;
-  int64_t check = 0;
-  if (envInt("COLIBRI_DEVICE_DIRECT_MIN_BYTES", 0, INT64_MAX, &d.directMinBytes) != clbSuccess ||
-      envInt("COLIBRI_DEVICE_LL_MAX_BYTES", 0, kMaxDeviceLLMaxBytes, &d.llMaxBytes) != clbSuccess ||
-      envInt("COLIBRI_DEVICE_CHECK_CALLS", 0, 1, &check) != clbSuccess ||
-      envInt("COLIBRI_STUCK_WARN_PERCENT", 0, 99, &d.stuckWarnPercent) != clbSuccess) {
-    d.error = lastError();
-    clearError();  // init goes on: the first device call reports it
-  }
-  d.checkCalls = check != 0;
-  // Decided from the value, which the ranks compare at init, not from whether the variable is
-  // set: a rank that sets the default and one that does not must lower it alike (shared.cc).
+  d.llMaxBytes = c.deviceLLMaxBytes < 0 ? llByDefault : c.deviceLLMaxBytes;
+  // Decided from the value, which the ranks compare at init, not from whether it was set: a rank
+  // that sets the default and one that does not must lower it alike (shared.cc).
   d.llMaxGiven = d.llMaxBytes != llByDefault;
-  // Checked where it is used, at the first device call over verbs (a bad value fails that call).
-  if (const char* v = getenv("COLIBRI_VERBS_GPU_MEMORY"); v && *v) {
-    static const char* const kModes[] = {"auto", "dmabuf", "peermem", "host"};
-    d.gpuMemoryText = v;
-    d.gpuMemory = kGpuMemoryInvalid;
-    for (int k = 0; k < 4; k++)
-      if (!strcmp(v, kModes[k])) d.gpuMemory = k;
-  }
+  d.gpuMemory = c.verbsGpuMemory;
+  d.gpuMemoryText = kGpuMemories[c.verbsGpuMemory];
   return d;
 }
 
 clbResult_t validateConfig(const clbConfig_t& c) {
-  auto bad = [](const char* what, long long v, long long lo, long long hi) {
-    return setError(clbInvalidArgument, "config %s=%lld is out of range %lld..%lld", what, v, lo, hi);
-  };
   if (c.size != sizeof(clbConfig_t))
     return setError(clbInvalidArgument, "config.size=%zu but this library expects %zu: start from clbConfigInit",
                     c.size, sizeof(clbConfig_t));
-  if (c.transport < 0 || c.transport >= clbNumTransports) return bad("transport", c.transport, 0, clbNumTransports - 1);
-  if (c.algorithm < 0 || c.algorithm > clbAlgoDirect) return bad("algorithm", c.algorithm, 0, clbAlgoDirect);
-  if (c.logLevel < 0 || c.logLevel > clbLogDebug) return bad("logLevel", c.logLevel, 0, clbLogDebug);
-  if (c.pipelineDepth < kMinDepth || c.pipelineDepth > kMaxDepth)
-    return bad("pipelineDepth", c.pipelineDepth, kMinDepth, kMaxDepth);
-  if (c.chunkBytes < kMinChunk || c.chunkBytes > kMaxChunk)
-    return bad("chunkBytes", c.chunkBytes, kMinChunk, kMaxChunk);
-  if (c.directMaxBytes < 0 || c.directMaxBytes > kMaxDirect)
-    return bad("directMaxBytes", c.directMaxBytes, 0, kMaxDirect);
-  if (c.stagingCapBytes < kMinCap || c.stagingCapBytes > kMaxCap)
-    return bad("stagingCapBytes", c.stagingCapBytes, kMinCap, kMaxCap);
-  if (c.timeoutMs < 1 || c.timeoutMs > kMaxTimeoutMs) return bad("timeoutMs", c.timeoutMs, 1, kMaxTimeoutMs);
-  if (c.versionCheck < 0 || c.versionCheck >= clbNumVersionChecks)
-    return bad("versionCheck", c.versionCheck, 0, clbNumVersionChecks - 1);
-  if (c.verbsPort < kMinVerbsPort || c.verbsPort > kMaxVerbsPort)
-    return bad("verbsPort", c.verbsPort, kMinVerbsPort, kMaxVerbsPort);
-  if (c.verbsGidIndex < kMinVerbsGidIndex || c.verbsGidIndex > kMaxVerbsGidIndex)
-    return bad("verbsGidIndex", c.verbsGidIndex, kMinVerbsGidIndex, kMaxVerbsGidIndex);
-  if (c.verbsTrafficClass < 0 || c.verbsTrafficClass > kMaxVerbsTrafficClass)
-    return bad("verbsTrafficClass", c.verbsTrafficClass, 0, kMaxVerbsTrafficClass);
-  if (c.verbsTimeout < 0 || c.verbsTimeout > kMaxVerbsTimeout)
-    return bad("verbsTimeout", c.verbsTimeout, 0, kMaxVerbsTimeout);
-  if (c.verbsRetryCount < 0 || c.verbsRetryCount > kMaxVerbsRetryCount)
-    return bad("verbsRetryCount", c.verbsRetryCount, 0, kMaxVerbsRetryCount);
-  if (c.verbsQpsPerConnection < kMinVerbsQpsPerConnection || c.verbsQpsPerConnection > kMaxVerbsQpsPerConnection)
-    return bad("verbsQpsPerConnection", c.verbsQpsPerConnection, kMinVerbsQpsPerConnection, kMaxVerbsQpsPerConnection);
-  if (!memchr(c.verbsDevice, 0, sizeof c.verbsDevice))
-    return setError(clbInvalidArgument,
-                    "config verbsDevice is not a NUL-terminated string within its %zu bytes "
-                    "(device names up to %zu bytes)",
-                    sizeof c.verbsDevice, sizeof c.verbsDevice - 1);
+  for (const Spec& s : kSpecs) {
+    if (s.kind == Kind::kText) {
+      if (!memchr(reinterpret_cast<const char*>(&c) + s.offset, 0, s.hi + 1))
+        return setError(clbInvalidArgument,
+                        "config %s is not a NUL-terminated string within its %lld bytes "
+                        "(device names up to %lld bytes)",
+                        s.name, (long long)s.hi + 1, (long long)s.hi);
+      continue;
+    }
+    const int64_t v = getField(&c, s);
+    if ((v < s.lo || v > s.hi) && !(s.kind == Kind::kInt64Auto && v == -1))
+      return setError(clbInvalidArgument, "config %s=%lld is out of range %lld..%lld%s", s.name, (long long)v,
+                      (long long)s.lo, (long long)s.hi, s.kind == Kind::kInt64Auto ? " (or -1: auto)" : "");
+  }
   return clbSuccess;
 }
 
@@ -161,8 +319,9 @@ struct OlderConfig {
   const char* lacks;
 };
 constexpr OlderConfig kOlderConfigs[] = {
-    {kConfigSizeV2, kConfigSizeV2, "second version", "verbsQpsPerConnection"},
-    {kConfigSizeV1, offsetof(clbConfig_t, verbsPort), "first version", "the verbs settings"},
+    {kConfigSizeV3, offsetof(clbConfig_t, devicePath), "third version", "the device settings"},
+    {kConfigSizeV2, kConfigSizeV2, "second version", "verbsQpsPerConnection and the device settings"},
+    {kConfigSizeV1, offsetof(clbConfig_t, verbsPort), "first version", "the verbs and device settings"},
 };
 const OlderConfig* olderConfig(size_t size) {
   for (const OlderConfig& v : kOlderConfigs)
@@ -186,10 +345,10 @@ clbResult_t resolveConfig(const clbConfig_t* in, clbConfig_t* out) {
     out->size = sizeof(clbConfig_t);
   } else {
     return setError(clbInvalidArgument,
-                    "config.size=%zu but this library expects %zu (or %zu, the struct "
-                    "before verbsQpsPerConnection, or %zu, the struct before the verbs fields): start from "
-                    "clbConfigInit",
-                    in->size, sizeof(clbConfig_t), kConfigSizeV2, kConfigSizeV1);
+                    "config.size=%zu but this library expects %zu (or %zu, the struct before the device "
+                    "settings, %zu, the struct before verbsQpsPerConnection, or %zu, the struct before the verbs "
+                    "fields): start from clbConfigInit",
+                    in->size, sizeof(clbConfig_t), kConfigSizeV3, kConfigSizeV2, kConfigSizeV1);
   }
   return validateConfig(*out);
 }
@@ -203,85 +362,14 @@ clbResult_t clbConfigInitSized(clbConfig_t* out, size_t bytes) {
   if (!out) return clb::setError(clbInvalidArgument, "config is NULL");
   if (bytes != sizeof(clbConfig_t) && !clb::olderConfig(bytes))
     return clb::setError(clbInvalidArgument,
-                         "a clbConfig_t of %zu bytes: this library knows %zu (current), %zu (the second version) "
-                         "and %zu (the first version); rebuild against its colibri.h",
-                         bytes, sizeof(clbConfig_t), clb::kConfigSizeV2, clb::kConfigSizeV1);
+                         "a clbConfig_t of %zu bytes: this library knows %zu (current), %zu (the third version), %zu "
+                         "(the second version) and %zu (the first version); rebuild against its colibri.h",
+                         bytes, sizeof(clbConfig_t), clb::kConfigSizeV3, clb::kConfigSizeV2, clb::kConfigSizeV1);
   clbConfig_t full;
   clbConfig_t* c = bytes == sizeof full ? out : &full;
-  memset(c, 0, sizeof *c);
-  c->size = sizeof *c;
-  c->transport = clbTransportAuto;
-  c->algorithm = clbAlgoAuto;
-  c->logLevel = clbLogWarn;
-  c->pipelineDepth = CLB_DEFAULT_PIPELINE_DEPTH;
-  c->chunkBytes = CLB_DEFAULT_CHUNK_BYTES;
-  c->directMaxBytes = CLB_DEFAULT_DIRECT_MAX_BYTES;
-  c->stagingCapBytes = CLB_DEFAULT_STAGING_CAP_BYTES;
-  c->timeoutMs = CLB_DEFAULT_TIMEOUT_MS;
-  c->versionCheck = CLB_DEFAULT_VERSION_CHECK;
-  c->verbsPort = CLB_DEFAULT_VERBS_PORT;
-  c->verbsGidIndex = CLB_DEFAULT_VERBS_GID_INDEX;
-  c->verbsTrafficClass = CLB_DEFAULT_VERBS_TRAFFIC_CLASS;
-  c->verbsTimeout = CLB_DEFAULT_VERBS_TIMEOUT;
-  c->verbsRetryCount = CLB_DEFAULT_VERBS_RETRY_COUNT;
-  c->verbsQpsPerConnection = CLB_DEFAULT_VERBS_QPS_PER_CONNECTION;
-  if (const char* v = getenv("COLIBRI_TRANSPORT"); v && *v) {
-    int t = findName(v, kTransportNames, clbNumTransports);
-    if (t < 0)
-      return clb::setError(clbInvalidArgument, "COLIBRI_TRANSPORT='%s' is not one of auto, shm, socket, verbs", v);
-    c->transport = t;
-  }
-  if (const char* v = getenv("COLIBRI_ALGORITHM"); v && *v) {
-    int a = findName(v, kAlgoNames, clbAlgoDirect + 1);
-    if (a < 0) return clb::setError(clbInvalidArgument, "COLIBRI_ALGORITHM='%s' is not one of auto, ring, direct", v);
-    c->algorithm = a;
-  }
-  if (const char* v = getenv("COLIBRI_LOG_LEVEL"); v && *v) {
-    int l = findName(v, kLogNames, 5);
-    if (l < 0)
-      return clb::setError(clbInvalidArgument, "COLIBRI_LOG_LEVEL='%s' is not one of off, error, warn, info, debug", v);
-    c->logLevel = l;
-  }
-  int64_t x = c->pipelineDepth;
-  if (clbResult_t rc = clb::envInt("COLIBRI_PIPELINE_DEPTH", clb::kMinDepth, clb::kMaxDepth, &x)) return rc;
-  c->pipelineDepth = (int)x;
-  if (clbResult_t rc = clb::envInt("COLIBRI_CHUNK_BYTES", clb::kMinChunk, clb::kMaxChunk, &c->chunkBytes)) return rc;
-  if (clbResult_t rc = clb::envInt("COLIBRI_DIRECT_MAX_BYTES", 0, clb::kMaxDirect, &c->directMaxBytes)) return rc;
-  if (clbResult_t rc = clb::envInt("COLIBRI_STAGING_CAP_BYTES", clb::kMinCap, clb::kMaxCap, &c->stagingCapBytes))
-    return rc;
-  if (clbResult_t rc = clb::envInt("COLIBRI_TIMEOUT_MS", 1, clb::kMaxTimeoutMs, &c->timeoutMs)) return rc;
-  if (const char* v = getenv("COLIBRI_VERSION_CHECK"); v && *v) {
-    int k = findName(v, kVersionCheckNames, clbNumVersionChecks);
-    if (k < 0)
-      return clb::setError(clbInvalidArgument, "COLIBRI_VERSION_CHECK='%s' is not one of warn, strict, exact", v);
-    c->versionCheck = k;
-  }
-  if (const char* v = getenv("COLIBRI_VERBS_DEVICE"); v && *v) {
-    if (strlen(v) >= sizeof c->verbsDevice)
-      return clb::setError(clbInvalidArgument,
-                           "environment variable COLIBRI_VERBS_DEVICE='%s' is %zu bytes long; "
-                           "a device name may have at most %zu",
-                           v, strlen(v), sizeof c->verbsDevice - 1);
-    strcpy(c->verbsDevice, v);
-  }
-  struct {
-    const char* name;
-    int* field;
-    int lo, hi;
-  } ints[] = {
-      {"COLIBRI_VERBS_PORT", &c->verbsPort, clb::kMinVerbsPort, clb::kMaxVerbsPort},
-      {"COLIBRI_VERBS_GID_INDEX", &c->verbsGidIndex, clb::kMinVerbsGidIndex, clb::kMaxVerbsGidIndex},
-      {"COLIBRI_VERBS_TRAFFIC_CLASS", &c->verbsTrafficClass, 0, clb::kMaxVerbsTrafficClass},
-      {"COLIBRI_VERBS_TIMEOUT", &c->verbsTimeout, 0, clb::kMaxVerbsTimeout},
-      {"COLIBRI_VERBS_RETRY_COUNT", &c->verbsRetryCount, 0, clb::kMaxVerbsRetryCount},
-      {"COLIBRI_VERBS_QPS_PER_CONNECTION", &c->verbsQpsPerConnection, clb::kMinVerbsQpsPerConnection,
-       clb::kMaxVerbsQpsPerConnection},
-  };
-  for (auto& f : ints) {
-    int64_t x = *f.field;
-    if (clbResult_t rc = clb::envInt(f.name, f.lo, f.hi, &x)) return rc;
-    *f.field = (int)x;
-  }
+  clb::defaultConfig(c);
+  for (const Spec& s : kSpecs)
+    if (clbResult_t rc = applyEnvironment(c, s)) return rc;
   if (c != out) {  // an earlier version's struct: its fields, its size
     memcpy(out, c, bytes);
     out->size = bytes;
@@ -308,6 +396,47 @@ clbResult_t clbAlgorithmFromName(const char* name, int* a) {
   *a = v;
   return clbSuccess;
 }
+
+clbResult_t clbConfigSet(clbConfig_t* c, const char* name, const char* value) {
+  clb::clearError();
+  if (clbResult_t rc = checkArgs("clbConfigSet", c, value, "value")) return rc;
+  const Spec* s = findSpec(name);
+  if (!s) {
+    std::string all;
+    for (const Spec& k : kSpecs) all += std::string(all.empty() ? "" : ", ") + k.name;
+    return clb::setError(clbInvalidArgument, "clbConfigSet: no option '%s'; the options are %s", name ? name : "(null)",
+                         all.c_str());
+  }
+  if (s->kind == Kind::kText) {
+    if (strlen(value) > (size_t)s->hi)
+      return clb::setError(clbInvalidArgument, "clbConfigSet: %s='%s' is %zu bytes long; it may have at most %lld",
+                           s->name, value, strlen(value), (long long)s->hi);
+    char* field = reinterpret_cast<char*>(c) + s->offset;
+    memset(field, 0, s->hi + 1);
+    memcpy(field, value, strlen(value));
+    return clbSuccess;
+  }
+  int64_t x = 0;
+  if (!parseValue(*s, value, &x))
+    return clb::setError(clbInvalidArgument, "clbConfigSet: %s='%s' is not %s", s->name, value, validText(*s).c_str());
+  setField(c, *s, x);
+  return clbSuccess;
+}
+
+clbResult_t clbConfigGet(const clbConfig_t* c, const char* name, char* buf, size_t bytes) {
+  clb::clearError();
+  if (clbResult_t rc = checkArgs("clbConfigGet", c, buf, "buf")) return rc;
+  std::string text;
+  if (!clb::optionText(*c, name, &text))
+    return clb::setError(clbInvalidArgument, "clbConfigGet: no option '%s'", name ? name : "(null)");
+  if (text.size() >= bytes)
+    return clb::setError(clbInvalidArgument, "clbConfigGet: %s needs %zu bytes with its NUL, buf has %zu", name,
+                         text.size() + 1, bytes);
+  memcpy(buf, text.c_str(), text.size() + 1);
+  return clbSuccess;
+}
+
+const char* clbConfigOptionName(int i) { return i >= 0 && i < kNumSpecs ? kSpecs[i].name : nullptr; }
 
 const char* clbAlgorithmName(int a) { return a >= 0 && a < clbNumAlgos ? kAlgoNames[a] : "unknown"; }
 const char* clbVersionCheckName(int v) { return v >= 0 && v < clbNumVersionChecks ? kVersionCheckNames[v] : "unknown"; }

@@ -30,6 +30,25 @@ static_assert(offsetof(clbConfig_t, verbsPort) == 60 && kConfigSizeV1 < sizeof(c
 constexpr size_t kConfigSizeV2 = offsetof(clbConfig_t, verbsQpsPerConnection);
 static_assert(kConfigSizeV2 == 144 && kConfigSizeV2 < sizeof(clbConfig_t),
               "the fields of the second clbConfig_t must keep their place");
+// sizeof(clbConfig_t) of the third version: up to verbsQpsPerConnection (then padding), before
+// the device settings; taken too.
+constexpr size_t kConfigSizeV3 = 152;
+static_assert(offsetof(clbConfig_t, devicePath) == 148 && kConfigSizeV3 < sizeof(clbConfig_t),
+              "the fields of the third clbConfig_t must keep their place");
+
+// The knob `name` of `c` as text, as clbConfigGet writes it; false for a name the table lacks.
+// Touches no thread's last error (the plugins ask for options in the middle of calls).
+bool optionText(const clbConfig_t& c, const char* name, std::string* out);
+
+// The word of code `v` of the worded knob `name` ("devicePath", 2: "staged"), or "a value that is
+// not valid" for a code it lacks (or a knob without words).
+const char* optionWord(const char* name, int64_t v);
+
+// The COLIBRI_* variable of the i-th knob (clbConfigOptionName(i) is its name), NULL past the last.
+const char* optionVariable(int i);
+
+// The defaults of every field, without the environment (clbConfigInit is these, then COLIBRI_*).
+void defaultConfig(clbConfig_t* c);
 
 clbResult_t validateConfig(const clbConfig_t& c);
 
@@ -39,41 +58,40 @@ clbResult_t validateConfig(const clbConfig_t& c);
 // Then validated.
 clbResult_t resolveConfig(const clbConfig_t* in, clbConfig_t* out);
 
-// The device path's settings, read from COLIBRI_DEVICE_* (and COLIBRI_VERBS_GPU_MEMORY,
-// COLIBRI_STUCK_WARN_PERCENT) when a communicator starts: no CUDA call, and every rank's are in
-// the bootstrap's table, where the ones that change the device schedule are compared
-// (bootstrap/agree.h). The device path (src/device) takes them from here. A bad value does not fail
-// init: `error` says what, and the first device call reports it (as when these were read there).
+// The device path's settings, from the communicator's configuration (its device* fields,
+// stuckWarnPercent and verbsGpuMemory), resolved for its size: what src/device reads. Every
+// rank's are in the bootstrap's table, where the ones that change the device schedule are
+// compared (bootstrap/agree.h).
 constexpr int64_t kDefaultDeviceDirectMinBytes = 0;      // auto: direct from this size (docs/performance.md)
 constexpr int64_t kDefaultDeviceLLMaxBytes = 256 << 10;  // auto: LL up to this many bytes per destination
 constexpr int64_t kDeviceLLBufferCap = 6 << 20;          // ... and an LL buffer of at most this much by default
 // ... and, through host memory (GPUs without peer access) with three or more ranks, up to this
 // many: beyond, the copy engines are faster there (results/gpu/2026-12-03-h200-copies-split/).
 constexpr int64_t kDefaultViaHostLLMaxBytes = 128 << 10;
-constexpr int64_t kMaxDeviceLLMaxBytes = 1 << 20;  // COLIBRI_DEVICE_LL_MAX_BYTES at most (4 x ranks MiB)
-enum DevicePathSetting { kDevicePathAuto, kDevicePathLL, kDevicePathStaged, kDevicePathDirect, kDevicePathInvalid };
-// COLIBRI_DEVICE_LAUNCH: auto replays prepared graphs where a rank is alone in its process.
+constexpr int64_t kMaxDeviceLLMaxBytes = 1 << 20;  // deviceLLMaxBytes at most (4 x ranks MiB of buffer)
+// The codes of the device fields of clbConfig_t (colibri.h lists their words in this order).
+enum DevicePathSetting { kDevicePathAuto, kDevicePathLL, kDevicePathStaged, kDevicePathDirect };
+// deviceLaunch: auto replays prepared graphs where a rank is alone in its process.
 enum DeviceLaunchSetting { kDeviceLaunchAuto, kDeviceLaunchGraph, kDeviceLaunchKernel };
-// COLIBRI_DEVICE_GATE: auto gates wide kernels where a rank of another process shares the GPU.
+// deviceGate: auto gates wide kernels where a rank of another process shares the GPU.
 enum DeviceGateSetting { kDeviceGateAuto, kDeviceGateOn, kDeviceGateOff };
-enum GpuMemorySetting { kGpuMemoryAuto, kGpuMemoryDmabuf, kGpuMemoryPeermem, kGpuMemoryHost, kGpuMemoryInvalid };
+enum GpuMemorySetting { kGpuMemoryAuto, kGpuMemoryDmabuf, kGpuMemoryPeermem, kGpuMemoryHost };
 struct DeviceConfig {
-  int path = kDevicePathAuto;      // COLIBRI_DEVICE_PATH (kDevicePathInvalid: a bad value)
-  bool meetOff = false;            // COLIBRI_DEVICE_MEET=off
-  int launch = kDeviceLaunchAuto;  // COLIBRI_DEVICE_LAUNCH
-  int gate = kDeviceGateAuto;      // COLIBRI_DEVICE_GATE
-  bool p2pOff = false;             // COLIBRI_DEVICE_P2P=off
-  bool p2pInPlaceOff = false;      // COLIBRI_DEVICE_P2P_IN_PLACE=off: every message through the lines
-  bool checkCalls = false;         // COLIBRI_DEVICE_CHECK_CALLS=1
-  int64_t directMinBytes = kDefaultDeviceDirectMinBytes;  // COLIBRI_DEVICE_DIRECT_MIN_BYTES
-  int64_t llMaxBytes = 0;                                 // COLIBRI_DEVICE_LL_MAX_BYTES (default by nranks)
-  bool llMaxGiven = false;             // ... other than its default (set by COLIBRI_DEVICE_LL_MAX_BYTES)
-  int64_t stuckWarnPercent = 50;       // COLIBRI_STUCK_WARN_PERCENT
-  std::string error;                   // a COLIBRI_DEVICE_* / COLIBRI_STUCK_WARN_PERCENT value that is not valid
-  int gpuMemory = kGpuMemoryAuto;      // COLIBRI_VERBS_GPU_MEMORY (kGpuMemoryInvalid: a bad value)
-  std::string gpuMemoryText = "auto";  // ... as given, for messages
+  int path = kDevicePathAuto;                                 // devicePath
+  bool meetOff = false;                                       // deviceMeet off
+  int launch = kDeviceLaunchAuto;                             // deviceLaunch
+  int gate = kDeviceGateAuto;                                 // deviceGate
+  bool p2pOff = false;                                        // deviceP2P off
+  bool p2pInPlaceOff = false;                                 // deviceP2PInPlace off: every message through the lines
+  bool checkCalls = false;                                    // deviceCheckCalls
+  int64_t directMinBytes = kDefaultDeviceDirectMinBytes;      // deviceDirectMinBytes
+  int64_t llMaxBytes = 0;                                     // deviceLLMaxBytes, auto resolved by nranks
+  bool llMaxGiven = false;                                    // ... other than its default for nranks
+  int64_t stuckWarnPercent = CLB_DEFAULT_STUCK_WARN_PERCENT;  // stuckWarnPercent
+  int gpuMemory = kGpuMemoryAuto;                             // verbsGpuMemory
+  std::string gpuMemoryText = "auto";                         // ... as a word, for messages
 };
-DeviceConfig readDeviceConfig(int nranks);
+DeviceConfig readDeviceConfig(const clbConfig_t& c, int nranks);
 
 // Reads the integer environment variable `name` into *out, which stays as it is when the
 // variable is unset or empty; anything but an integer in lo..hi is INVALID_ARGUMENT naming it.

@@ -33,13 +33,9 @@ Resolved resolve(const AgreedSettings& a, bool allOnOneHost, int transport) {
   return r;
 }
 
-const char* word(const char* const* words, int n, int v) {
-  return v >= 0 && v < n ? words[v] : "a value that is not valid";
-}
-
 struct Item {
   const char* env;
-  const char* option;  // the Options / clbConfig_t name; NULL: environment only
+  const char* option;  // the Options / clbConfig_t name
   Scope scope;
   // The value compared (resolved), and how a message shows it.
   int64_t (*value)(const AgreedSettings&, const Resolved&);
@@ -70,25 +66,21 @@ const Item kItems[] = {
     {"COLIBRI_VERBS_QPS_PER_CONNECTION", "verbsQpsPerConnection", kVerbs,
      [](const AgreedSettings& a, const Resolved&) { return (int64_t)a.verbsQpsPerConnection; },
      [](const AgreedSettings& a, const Resolved&) { return num(a.verbsQpsPerConnection); }},
-    {"COLIBRI_VERBS_GPU_MEMORY", nullptr, kVerbs,
+    {"COLIBRI_VERBS_GPU_MEMORY", "verbsGpuMemory", kVerbs,
      [](const AgreedSettings& a, const Resolved&) { return (int64_t)a.verbsGpuMemory; },
      [](const AgreedSettings& a, const Resolved&) {
-       static const char* const w[] = {"auto", "dmabuf", "peermem", "host"};
-       return std::string(word(w, 4, a.verbsGpuMemory));
+       return std::string(optionWord("verbsGpuMemory", a.verbsGpuMemory));
      }},
-    {"COLIBRI_DEVICE_PATH", nullptr, kShm,
+    {"COLIBRI_DEVICE_PATH", "devicePath", kShm,
      [](const AgreedSettings& a, const Resolved&) { return (int64_t)a.devicePath; },
-     [](const AgreedSettings& a, const Resolved&) {
-       static const char* const w[] = {"auto", "ll", "staged", "direct"};
-       return std::string(word(w, 4, a.devicePath));
-     }},
-    {"COLIBRI_DEVICE_LL_MAX_BYTES", nullptr, kShm,
+     [](const AgreedSettings& a, const Resolved&) { return std::string(optionWord("devicePath", a.devicePath)); }},
+    {"COLIBRI_DEVICE_LL_MAX_BYTES", "deviceLLMaxBytes", kShm,
      [](const AgreedSettings& a, const Resolved&) { return a.deviceLLMaxBytes; },
      [](const AgreedSettings& a, const Resolved&) { return num(a.deviceLLMaxBytes); }},
-    {"COLIBRI_DEVICE_DIRECT_MIN_BYTES", nullptr, kShm,
+    {"COLIBRI_DEVICE_DIRECT_MIN_BYTES", "deviceDirectMinBytes", kShm,
      [](const AgreedSettings& a, const Resolved&) { return a.deviceDirectMinBytes; },
      [](const AgreedSettings& a, const Resolved&) { return num(a.deviceDirectMinBytes); }},
-    {"COLIBRI_DEVICE_CHECK_CALLS", nullptr, kShm,
+    {"COLIBRI_DEVICE_CHECK_CALLS", "deviceCheckCalls", kShm,
      [](const AgreedSettings& a, const Resolved&) { return (int64_t)a.deviceCheckCalls; },
      [](const AgreedSettings& a, const Resolved&) { return num(a.deviceCheckCalls); }},
 };
@@ -110,7 +102,7 @@ int resolveTransport(int t, bool allOnOneHost) {
   return t == clbTransportAuto ? (allOnOneHost ? clbTransportShm : clbTransportSocket) : t;
 }
 
-AgreedSettings agreedSettings(const clbConfig_t& cfg, const DeviceConfig& device) {
+AgreedSettings agreedSettings(const clbConfig_t& cfg, const DeviceConfig& device, bool valid) {
   AgreedSettings a;
   memset(&a, 0, sizeof a);
   a.transport = cfg.transport;
@@ -125,34 +117,32 @@ AgreedSettings agreedSettings(const clbConfig_t& cfg, const DeviceConfig& device
   a.deviceCheckCalls = device.checkCalls ? 1 : 0;
   a.deviceLLMaxBytes = device.llMaxBytes;
   a.deviceDirectMinBytes = device.directMinBytes;
-  a.deviceSettingsValid = device.error.empty() ? 1 : 0;
+  a.settingsValid = valid ? 1 : 0;
   return a;
 }
 
-clbResult_t checkAgreedSettings(const std::vector<RankInfo>& peers, int me, const std::string& myDeviceError) {
+clbResult_t checkAgreedSettings(const std::vector<RankInfo>& peers, int me, const std::string& mySettingsError) {
   const int n = (int)peers.size();
+  std::string bad;
+  for (int r = 0; r < n; r++)
+    if (!peers[r].agreed.settingsValid) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
+  if (!bad.empty() && !peers[me].agreed.settingsValid)
+    return setError(clbInvalidArgument,
+                    "rank %d: %s; every rank of the communicator refuses it (rank(s) %s), rather than wait for this "
+                    "rank until the timeout: fix the setting",
+                    me, mySettingsError.c_str(), bad.c_str());
+  if (!bad.empty())
+    return setError(clbInvalidUsage,
+                    "rank(s) %s hold a setting that is not valid (a configuration value out of range or a COLIBRI_* "
+                    "variable that does not parse; their error says which), so every rank refuses the communicator "
+                    "rather than wait for them: fix it there",
+                    bad.c_str());
   if (n < 2) return clbSuccess;
   bool oneHost = true;
   for (const RankInfo& p : peers) oneHost = oneHost && p.hostHash == peers[0].hostHash;
   std::vector<Resolved> res(n);
   const int transport0 = resolveTransport(peers[0].agreed.transport, oneHost);
   for (int r = 0; r < n; r++) res[r] = resolve(peers[r].agreed, oneHost, transport0);
-  if (applies(kShm, res[0])) {
-    std::string bad;
-    for (int r = 0; r < n; r++)
-      if (!peers[r].agreed.deviceSettingsValid) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
-    if (!bad.empty() && !peers[me].agreed.deviceSettingsValid)
-      return setError(clbInvalidArgument,
-                      "rank %d: %s; every rank of the communicator refuses it (rank(s) %s), since this rank's device "
-                      "calls would fail while the others wait for it: fix the variable",
-                      me, myDeviceError.c_str(), bad.c_str());
-    if (!bad.empty())
-      return setError(clbInvalidUsage,
-                      "rank(s) %s hold a COLIBRI_DEVICE_* or COLIBRI_STUCK_WARN_PERCENT value that is not valid (their "
-                      "error says which), so their device calls would fail while this rank waits for them: every rank "
-                      "refuses the communicator; fix the variable there",
-                      bad.c_str());
-  }
   const Item* first = nullptr;
   int other = -1;
   std::string alsoDiffer;

@@ -18,8 +18,9 @@
 
 namespace clb {
 
-// What this rank resolved: from its configuration and its device settings.
-AgreedSettings agreedSettings(const clbConfig_t& cfg, const DeviceConfig& device);
+// What this rank resolved: from its configuration and its device settings. `valid` false: the
+// rank's configuration was refused, and it joins with the defaults only to say so.
+AgreedSettings agreedSettings(const clbConfig_t& cfg, const DeviceConfig& device, bool valid = true);
 
 // The transport `t` (clbTransport_t) stands for: auto is shm when every rank is on one host,
 // else socket. The one place auto is resolved (the agreement and the transport factory).
@@ -32,10 +33,10 @@ int resolveTransport(int t, bool allOnOneHost);
 // socket (set transport / COLIBRI_TRANSPORT alike on every rank)", with every rank's value when
 // there are more than two, and the names of the other settings that differ too.
 //
-// Before that, on shm (where the device path runs): a rank whose device settings did not parse
-// fails every rank's init, since its first device call would fail while the others wait for it in
-// the device set-up. That rank is told what was wrong (`myDeviceError`, its own), the others which
-// rank. `me` is this rank.
-clbResult_t checkAgreedSettings(const std::vector<RankInfo>& peers, int me, const std::string& myDeviceError);
+// Before that: a rank whose configuration was refused (a value out of range, a COLIBRI_*
+// variable that does not parse) joined only to say so, and every rank's init fails at once rather
+// than wait for it until the timeout. That rank is told what was wrong (`mySettingsError`, its
+// own), the others which rank. `me` is this rank.
+clbResult_t checkAgreedSettings(const std::vector<RankInfo>& peers, int me, const std::string& mySettingsError);
 
 }  // namespace clb

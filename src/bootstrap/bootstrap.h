@@ -70,12 +70,12 @@ struct AgreedSettings {
   int64_t directMaxBytes;
   int64_t stagingCapBytes;       // it caps the direct path's scratch, so it changes what auto picks
   int32_t reserved0;             // 0
-  int32_t verbsGpuMemory;        // COLIBRI_VERBS_GPU_MEMORY (GpuMemorySetting, base/config.h)
-  int32_t devicePath;            // COLIBRI_DEVICE_PATH (DevicePathSetting)
-  int32_t deviceCheckCalls;      // COLIBRI_DEVICE_CHECK_CALLS
-  int64_t deviceLLMaxBytes;      // COLIBRI_DEVICE_LL_MAX_BYTES (resolved default included)
-  int64_t deviceDirectMinBytes;  // COLIBRI_DEVICE_DIRECT_MIN_BYTES
-  int32_t deviceSettingsValid;   // 1: every COLIBRI_DEVICE_* / COLIBRI_STUCK_WARN_PERCENT value parsed
+  int32_t verbsGpuMemory;        // verbsGpuMemory (GpuMemorySetting, base/config.h)
+  int32_t devicePath;            // devicePath (DevicePathSetting)
+  int32_t deviceCheckCalls;      // deviceCheckCalls
+  int64_t deviceLLMaxBytes;      // deviceLLMaxBytes (auto resolved)
+  int64_t deviceDirectMinBytes;  // deviceDirectMinBytes
+  int32_t settingsValid;         // 1: this rank's configuration was valid (0: it joined only to say not)
   int32_t reserved;              // 0
 };
 static_assert(sizeof(AgreedSettings) == 80, "AgreedSettings is part of the wire format");

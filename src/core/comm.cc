@@ -295,18 +295,27 @@ static void buildInfo(clbComm* c, const std::string& detail) {
 
 }  // extern "C": the steps below are C++ (comm.h)
 
-clbResult_t clb::newComm(int rank, int nranks, const clbConfig_t* config, std::unique_ptr<clbComm>* out) {
+clbResult_t clb::newComm(int rank, int nranks, const clbConfig_t* config, std::unique_ptr<clbComm>* out,
+                         bool joinWhenRefused) {
   clbConfig_t cfg;
-  CLB_CHECK(resolveConfig(config, &cfg));
+  std::string refused;
+  if (clbResult_t rc = resolveConfig(config, &cfg)) {
+    // A rank of several whose configuration is refused still joins, with the defaults, only to
+    // say so: every rank then fails at once (initTableCheck) instead of waiting for it.
+    if (!joinWhenRefused || nranks < 2 || rc != clbInvalidArgument) return rc;
+    refused = lastError();
+    defaultConfig(&cfg);
+  }
   setLogLevelIfLower(cfg.logLevel);
   std::unique_ptr<clbComm> c(new (std::nothrow) clbComm());
   if (!c) return setError(clbOutOfMemory, "cannot allocate a communicator");
   c->rank = rank;
   c->nranks = nranks;
   c->cfg = cfg;
+  c->refusedSettings = refused;
   c->versions = localVersions(cfg.versionCheck);
-  c->deviceCfg = readDeviceConfig(nranks);
-  c->agreed = agreedSettings(c->cfg, c->deviceCfg);
+  c->deviceCfg = readDeviceConfig(cfg, nranks);
+  c->agreed = agreedSettings(c->cfg, c->deviceCfg, refused.empty());
   *out = std::move(c);
   return clbSuccess;
 }
@@ -315,10 +324,12 @@ Bootstrap::TableCheck clb::initTableCheck(clbComm* c) {
   // Every rank has the same table and takes the same decision on it, before the ring connects:
   // all fail, or none does.
   const int rank = c->rank;
-  const std::string deviceError = c->deviceCfg.error;
-  return [rank, deviceError](const std::vector<RankInfo>& table) {
-    CLB_CHECK(checkVersions(table, rank));
-    return checkAgreedSettings(table, rank, deviceError);
+  const std::string refused = c->refusedSettings;
+  return [rank, refused](const std::vector<RankInfo>& table) {
+    bool anyRefused = false;  // named first, by every rank alike
+    for (const RankInfo& r : table) anyRefused = anyRefused || !r.agreed.settingsValid;
+    if (!anyRefused) CLB_CHECK(checkVersions(table, rank));
+    return checkAgreedSettings(table, rank, refused);
   };
 }
 
@@ -401,7 +412,7 @@ clbResult_t clbCommInitRankAbortable(clbComm_t* comm, const clbUniqueId* id, int
   IdData d;
   CLB_CHECK(decodeId(id, &d));
   std::unique_ptr<clbComm> c;
-  clbResult_t rc = newComm(rank, nranks, config, &c);
+  clbResult_t rc = newComm(rank, nranks, config, &c, /*joinWhenRefused=*/true);
   if (rc != clbSuccess) {
     wipe(&d, sizeof d);
     return rc;

@@ -33,6 +33,9 @@ class Scaler;
 // The communicator: what the layers under it see (clb::CommContext), and what only the core uses.
 struct clbComm : clb::CommContext {
   clb::DeviceConfig deviceCfg;  // the device path's settings, read at init
+  // Why this rank's configuration was refused, when it joined its peers' init only to say so
+  // (clb::newComm); empty otherwise.
+  std::string refusedSettings;
   std::atomic<bool> aborted{false};
   std::atomic<bool> failed{false};  // a collective failed midway: the communicator is unusable
   std::string failure;              // the first failure (set under failureMutex before `failed`)
@@ -102,8 +105,11 @@ namespace clb {
 // The steps of clbCommInitRank, shared with clbCommSplit: a communicator with its resolved
 // configuration, versions and agreed settings (newComm); the check of the bootstrap table that
 // every rank makes alike (initTableCheck); once the bootstrap is up, the transport and the info
-// (finishInit).
-clbResult_t newComm(int rank, int nranks, const clbConfig_t* config, std::unique_ptr<clbComm>* out);
+// (finishInit). `joinWhenRefused`: a configuration refused (clbInvalidArgument) with nranks > 1
+// gives a communicator with the defaults that joins the bootstrap only to fail every rank at once
+// (clbCommInitRank; a split checks its configurations before, over its parent).
+clbResult_t newComm(int rank, int nranks, const clbConfig_t* config, std::unique_ptr<clbComm>* out,
+                    bool joinWhenRefused = false);
 Bootstrap::TableCheck initTableCheck(clbComm* c);
 clbResult_t finishInit(clbComm* c);
 

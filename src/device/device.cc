@@ -116,7 +116,6 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
                     "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "
                     "communicator per GPU",
                     s_.comm->rank, ordinal, s_.ordinal);
-  if (!s_.configError.empty()) return setError(clbInvalidArgument, "%s", s_.configError.c_str());
   if (!s_.flags) {
     CLB_CHECK(s_.setUp(ordinal, stream));
     markReady();
@@ -203,7 +202,6 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
 }
 
 clbResult_t Device::runAcrossHosts(const CollArgs& a, int ordinal, CUstream stream) {
-  if (!s_.configError.empty()) return setError(clbInvalidArgument, "%s", s_.configError.c_str());
   if (s_.ordinal >= 0 && ordinal != s_.ordinal)
     return setError(clbInvalidArgument,
                     "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "

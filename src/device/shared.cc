@@ -71,7 +71,6 @@ DeviceShared::DeviceShared(clbComm* comm) : comm(comm) {
   // Read at init (base/config.h), where the ranks compared them; a bad value is reported by the
   // first device call.
   const DeviceConfig& c = comm->deviceCfg;
-  configError = c.error;
   path = c.path == kDevicePathLL       ? DevicePath::kLL
          : c.path == kDevicePathStaged ? DevicePath::kStaged
          : c.path == kDevicePathDirect ? DevicePath::kDirect

@@ -107,7 +107,6 @@ struct DeviceShared {
   CUfunction gateFn = nullptr;  // clb_dev_gate (gateWide)
   GraphLauncher launcher;       // eager launches: prepared graphs or ordinary (set up in setUp)
   int launchMode = 0;           // COLIBRI_DEVICE_LAUNCH (DeviceLaunchSetting, base/config.h)
-  std::string configError;      // a COLIBRI_DEVICE_* variable had a bad value
   CUcontext ctx = nullptr;
   CUdevice dev = 0;
   int ordinal = -1;

@@ -229,6 +229,23 @@ TEST(VerbsTransport, InfoSaysDeviceBuffersAreStagedWhenGpuMemoryIsHost) {
         << i;
 }
 
+// The same from the configuration alone (as Java's Options set it), the environment saying nothing:
+// the plugin asks the communicator, not the environment.
+TEST(VerbsTransport, InfoFollowsTheConfiguredGpuMemoryNotTheEnvironment) {
+  EnvVar env("COLIBRI_VERBS_GPU_MEMORY", "");
+  std::vector<std::string> infos(2);
+  expectNoErrors(runVerbs(
+      2,
+      [&](int r, clbComm_t comm) {
+        char b[4096];
+        ASSERT_EQ(clbCommInfo(comm, b, sizeof b), clbSuccess);
+        infos[r] = b;
+      },
+      clbAlgoRing, 4096, 20000,
+      [](clbConfig_t* cfg) { ASSERT_EQ(clbConfigSet(cfg, "verbsGpuMemory", "host"), clbSuccess); }));
+  for (auto& i : infos) EXPECT_NE(i.find("device buffers staged through pinned host memory"), std::string::npos) << i;
+}
+
 // Every rank fails with the same message, quickly (no rank waits for another until the timeout).
 void expectAllFail(int nranks, const std::string& want, int algorithm = clbAlgoRing) {
   auto start = Clock::now();

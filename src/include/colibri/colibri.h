@@ -128,8 +128,9 @@ typedef struct {
  * Communicator options. Always start from clbConfigInit, which fills the documented defaults and
  * applies COLIBRI_* environment variables; then change fields. `size` lets later versions grow
  * the struct without breaking callers: new fields are only ever added at the end, and
- * clbCommInitRank also takes the struct of an earlier version (size 64, up to versionCheck; or
- * size 144, up to verbsDevice), filling the fields it lacks as clbConfigInit would.
+ * clbCommInitRank also takes the struct of an earlier version (size 64, up to versionCheck; size
+ * 144, up to verbsDevice; or size 152, up to verbsQpsPerConnection), filling the fields it lacks as
+ * clbConfigInit would.
  */
 typedef struct {
   size_t size;             /* sizeof(clbConfig_t), set by clbConfigInit */
@@ -151,6 +152,20 @@ typedef struct {
   char verbsDevice[CLB_VERBS_DEVICE_BYTES]; /* NUL-terminated; "": first  COLIBRI_VERBS_DEVICE */
   /* Added after the second version of the struct (size 144, up to verbsDevice). */
   int verbsQpsPerConnection; /* RC queue pairs per link (1..8)       COLIBRI_VERBS_QPS_PER_CONNECTION */
+  /* Added after the third version of the struct (size 152, up to verbsQpsPerConnection): the
+   * device path's settings (docs/device.md) and how device buffers between hosts reach the NIC.
+   * The words of a clbConfigSet value are in brackets, in the order of their codes. */
+  int devicePath;               /* [auto ll staged direct]              COLIBRI_DEVICE_PATH */
+  int deviceLaunch;             /* [auto graph kernel]                  COLIBRI_DEVICE_LAUNCH */
+  int deviceGate;               /* [auto on off]                        COLIBRI_DEVICE_GATE */
+  int deviceMeet;               /* [off on]                             COLIBRI_DEVICE_MEET */
+  int deviceP2P;                /* [off auto]                           COLIBRI_DEVICE_P2P */
+  int deviceP2PInPlace;         /* [off on]                             COLIBRI_DEVICE_P2P_IN_PLACE */
+  int deviceCheckCalls;         /* 1: every device call compared across ranks (0..1) COLIBRI_DEVICE_CHECK_CALLS */
+  int stuckWarnPercent;         /* a wait this share of the timeout warns (0..99) COLIBRI_STUCK_WARN_PERCENT */
+  int verbsGpuMemory;           /* [auto dmabuf peermem host]           COLIBRI_VERBS_GPU_MEMORY */
+  int64_t deviceLLMaxBytes;     /* LL up to this per destination (-1: auto, 0..1 MiB) COLIBRI_DEVICE_LL_MAX_BYTES */
+  int64_t deviceDirectMinBytes; /* direct paths from this size (0: auto)  COLIBRI_DEVICE_DIRECT_MIN_BYTES */
 } clbConfig_t;
 
 #define CLB_DEFAULT_PIPELINE_DEPTH 4
@@ -165,6 +180,7 @@ typedef struct {
 #define CLB_DEFAULT_VERBS_TIMEOUT 14
 #define CLB_DEFAULT_VERBS_RETRY_COUNT 7
 #define CLB_DEFAULT_VERBS_QPS_PER_CONNECTION 1
+#define CLB_DEFAULT_STUCK_WARN_PERCENT 50
 
 typedef struct {
   int64_t hostBytes;     /* host memory Colibri holds now (staging, control blocks) */
@@ -218,6 +234,18 @@ CLB_API clbResult_t clbConfigInitSized(clbConfig_t* config, size_t bytes);
  * after versionCheck from the environment and defaults. */
 CLB_API clbResult_t clbConfigInit(clbConfig_t* config);
 #define clbConfigInit(config) clbConfigInitSized((config), sizeof(clbConfig_t))
+/* Every field by name, as text: the names are the fields' (and io.colibri.Option's camel names),
+ * the values what their COLIBRI_* variables take ("ll", "262144", "auto", "mlx5_0"; names of
+ * words in any case). One table in the library lists them, with their variables, defaults and
+ * ranges, for clbConfigInit, the checks of clbCommInitRank and these calls. clbConfigSet refuses
+ * an unknown name or a value out of range with INVALID_ARGUMENT saying what is valid, and leaves
+ * the field as it was. clbConfigGet writes the value NUL-terminated into buf (words as words,
+ * -1 of deviceLLMaxBytes as "auto"); a buf too small is INVALID_ARGUMENT. `config` is a full
+ * clbConfig_t (from clbConfigInit). clbConfigOptionName(i) is the i-th name, NULL past the last:
+ * how a binding lists them. */
+CLB_API clbResult_t clbConfigSet(clbConfig_t* config, const char* name, const char* value);
+CLB_API clbResult_t clbConfigGet(const clbConfig_t* config, const char* name, char* buf, size_t bytes);
+CLB_API const char* clbConfigOptionName(int i);
 /* Parses a transport / algorithm name ("auto", "shm", "socket", "verbs"; "ring", "direct"). */
 CLB_API clbResult_t clbTransportFromName(const char* name, int* transport);
 CLB_API clbResult_t clbAlgorithmFromName(const char* name, int* algorithm);

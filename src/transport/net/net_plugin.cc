@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/config.h"
 #include "base/error.h"
 #include "bootstrap/net.h"
 
@@ -52,30 +53,10 @@ void hostAccount(void* ctx, int64_t hostDelta, int64_t deviceDelta) {
 }
 // The options a network plugin may ask for, by their clbConfig_t names.
 int hostOption(void* ctx, const char* name, char* buf, size_t len) {
-  const clbConfig_t& cfg = commOf(ctx)->cfg;
-  if (!name || !buf || !len) return -1;
-  int n;
-  if (strcmp(name, "verbsDevice") == 0)
-    n = snprintf(buf, len, "%s", cfg.verbsDevice);
-  else if (strcmp(name, "verbsPort") == 0)
-    n = snprintf(buf, len, "%d", cfg.verbsPort);
-  else if (strcmp(name, "verbsGidIndex") == 0)
-    n = snprintf(buf, len, "%d", cfg.verbsGidIndex);
-  else if (strcmp(name, "verbsTrafficClass") == 0)
-    n = snprintf(buf, len, "%d", cfg.verbsTrafficClass);
-  else if (strcmp(name, "verbsTimeout") == 0)
-    n = snprintf(buf, len, "%d", cfg.verbsTimeout);
-  else if (strcmp(name, "verbsRetryCount") == 0)
-    n = snprintf(buf, len, "%d", cfg.verbsRetryCount);
-  else if (strcmp(name, "verbsQpsPerConnection") == 0)
-    n = snprintf(buf, len, "%d", cfg.verbsQpsPerConnection);
-  else if (strcmp(name, "pipelineDepth") == 0)
-    n = snprintf(buf, len, "%d", cfg.pipelineDepth);
-  else if (strcmp(name, "chunkBytes") == 0)
-    n = snprintf(buf, len, "%lld", (long long)cfg.chunkBytes);
-  else
-    return -1;
-  return n >= 0 && (size_t)n < len ? 0 : -1;
+  std::string text;
+  if (!name || !buf || !len || !optionText(commOf(ctx)->cfg, name, &text) || text.size() >= len) return -1;
+  memcpy(buf, text.c_str(), text.size() + 1);
+  return 0;
 }
 
 static_assert(sizeof(clbNetTag_v1_t) == sizeof(MsgTag) && sizeof(OpDesc) == CLB_NET_TAG_CALL_BYTES &&

@@ -49,9 +49,7 @@ bool peermemLoaded() {
   return found;
 }
 
-std::string gpuMemoryPlan(const VerbsApi& api) {
-  const char* env = getenv("COLIBRI_VERBS_GPU_MEMORY");
-  std::string mode = env && *env ? env : "auto";
+std::string gpuMemoryPlan(const VerbsApi& api, const std::string& mode) {
   if (mode == "host") return "device buffers staged through pinned host memory (COLIBRI_VERBS_GPU_MEMORY=host)";
   const bool peermem = peermemLoaded();
   std::string s = "device buffers: GPUDirect RDMA, decided at the first device call (";
@@ -139,11 +137,14 @@ clbResult_t connectVerbs(const VerbsApi* api, clbResult_t rc, const clbNetHost_v
   if (o.qpsPerConnection > 1) snprintf(qps, sizeof qps, ", %d queue pairs per link", o.qpsPerConnection);
   // The GPU memory path is said here, at init, not only at the first device call. Which library
   // serves the device is not named: the device's name says it (colibri_emu0 for the tests' emulator).
+  char gpuMemory[32] = "auto";  // a core that does not give the option: the default
+  if (host.option && host.option(host.ctx, "verbsGpuMemory", gpuMemory, sizeof gpuMemory) != 0)
+    snprintf(gpuMemory, sizeof gpuMemory, "auto");
   snprintf(b, sizeof b,
            "verbs: %s port %d, GID index %d, path MTU %d, traffic class %d, timeout %d, retry count %d%s%s%s",
            dev ? dev : "?", (int)o.port, ch->gidIndex(), mtuBytes(ch->pathMtu()), (int)o.trafficClass, (int)o.timeout,
            (int)o.retryCnt, qps, device ? "; GPU memory registered through " : "; ",
-           device ? device->name : gpuMemoryPlan(*api).c_str());
+           device ? device->name : gpuMemoryPlan(*api, gpuMemory).c_str());
   *describe = b;
   *out = std::move(ch);
   return clbSuccess;

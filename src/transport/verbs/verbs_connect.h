@@ -32,9 +32,10 @@ clbResult_t verbsOptionsFromHost(const clbNetHost_v1_t& host, VerbsOptions* o, s
 clbResult_t connectVerbs(const VerbsApi* api, clbResult_t apiRc, const clbNetHost_v1_t& host,
                          const DeviceMemory* device, std::unique_ptr<VerbsChannel>* out, std::string* describe);
 
-// What transportInfo says at init about device buffers (COLIBRI_VERBS_GPU_MEMORY, whether
-// libibverbs can register dma-bufs, whether nvidia_peermem is loaded).
-std::string gpuMemoryPlan(const VerbsApi& api);
+// What transportInfo says at init about device buffers (`mode`: the communicator's verbsGpuMemory,
+// auto, dmabuf, peermem or host; whether libibverbs can register dma-bufs, whether nvidia_peermem
+// is loaded).
+std::string gpuMemoryPlan(const VerbsApi& api, const std::string& mode);
 // Whether nvidia_peermem (or the older nv_peer_mem) is in /proc/modules.
 bool peermemLoaded();
 

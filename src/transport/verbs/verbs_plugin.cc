@@ -192,7 +192,9 @@ clbResult_t pluginDeviceSupport(clbNetDeviceSupport_v1_t* out) {
 clbResult_t pluginDevicePlan(char* buf, size_t len) {
   const VerbsApi* api = nullptr;
   CLB_CHECK(loadLibibverbs(&api));
-  copyOut(gpuMemoryPlan(*api), buf, len);
+  // No communicator here: the process's COLIBRI_VERBS_GPU_MEMORY, as a communicator would default to.
+  const char* env = getenv("COLIBRI_VERBS_GPU_MEMORY");
+  copyOut(gpuMemoryPlan(*api, env && *env ? env : "auto"), buf, len);
   return clbSuccess;
 }
 

@@ -70,10 +70,6 @@ public enum Option {
           + " on a different Colibri version and warns about a different NVIDIA driver or NIC"
           + " firmware; `exact` fails on any of the three; `warn` only warns. The strictest setting"
           + " of any rank applies."),
-  /** {@code clbConfig_t.verbsDevice}: the RDMA device of verbs; "" (default): the first device. */
-  VERBS_DEVICE("verbsDevice", "VERBS_DEVICE", Kind.STRING, "", 0, 63,
-      "Transport `verbs`: the RDMA device, as `ibv_devices` names it (e.g. `mlx5_0`); empty: the"
-          + " first device."),
   /** {@code clbConfig_t.verbsPort}: the port of the RDMA device, 1..255; default 1. */
   VERBS_PORT("verbsPort", "VERBS_PORT", Kind.INT, 1, 1, 255,
       "Transport `verbs`: the port of the device."),
@@ -99,6 +95,10 @@ public enum Option {
   VERBS_RETRY_COUNT("verbsRetryCount", "VERBS_RETRY_COUNT", Kind.INT, 7, 0, 7,
       "Transport `verbs`: how many times in a row a queue pair retransmits after an ACK timeout"
           + " before the call fails (retry exceeded)."),
+  /** {@code clbConfig_t.verbsDevice}: the RDMA device of verbs; "" (default): the first device. */
+  VERBS_DEVICE("verbsDevice", "VERBS_DEVICE", Kind.STRING, "", 0, 63,
+      "Transport `verbs`: the RDMA device, as `ibv_devices` names it (e.g. `mlx5_0`); empty: the"
+          + " first device."),
   /**
    * {@code clbConfig_t.verbsQpsPerConnection}: RC queue pairs per link that messages are striped
    * over, 1..8; default 1.
@@ -106,13 +106,80 @@ public enum Option {
   VERBS_QPS_PER_CONNECTION("verbsQpsPerConnection", "VERBS_QPS_PER_CONNECTION", Kind.INT, 1, 1, 8,
       "Transport `verbs`: messages are striped over this many RC queue pairs per link, e.g. to"
           + " spread a link over several paths of a RoCE fabric (ECMP) or ports. Both ends must use"
-          + " the same count.");
+          + " the same count."),
+  /** {@code clbConfig_t.devicePath}: the device path a collective on GPU buffers takes. */
+  DEVICE_PATH("devicePath", "DEVICE_PATH", "auto",
+      "Device buffers: the path of every collective (docs/device.md): `ll` (flag-carrying lines,"
+          + " small messages), `staged` (through the shared buffers), `direct` (the peers' buffers"
+          + " read in place), or `auto` (by size and placement).",
+      "auto", "ll", "staged", "direct"),
+  /** {@code clbConfig_t.deviceLaunch}: how a rank puts its kernels on its stream. */
+  DEVICE_LAUNCH("deviceLaunch", "DEVICE_LAUNCH", "auto",
+      "Device buffers: `graph` launches an eager call's kernel by replaying a prepared one-kernel"
+          + " CUDA graph (about half the calling thread's cost of a launch), `kernel` launches it"
+          + " ordinarily, `auto` replays where the rank is alone in its process.",
+      "auto", "graph", "kernel"),
+  /** {@code clbConfig_t.deviceGate}: whether wide kernels first wait for every rank. */
+  DEVICE_GATE("deviceGate", "DEVICE_GATE", "auto",
+      "Device buffers: `on` makes a call whose kernel takes more than 2 blocks first run a"
+          + " one-warp gate that waits until every rank is in the call, so that ranks sharing a"
+          + " GPU cannot hold its SMs against each other (docs/device.md); `auto` gates where a rank"
+          + " of another process shares the GPU; `off` never does (for measurements).",
+      "auto", "on", "off"),
+  /** {@code clbConfig_t.deviceMeet}: whether ranks sharing a GPU in one process meet to launch. */
+  DEVICE_MEET("deviceMeet", "DEVICE_MEET", "on",
+      "Device buffers: `off` lets ranks that share a GPU in one process launch without meeting on"
+          + " the host first: a little faster in eager mode but open to the deadlock docs/device.md"
+          + " describes (their captured calls may then be replayed with a plain cudaGraphLaunch).",
+      "on", "off"),
+  /** {@code clbConfig_t.deviceP2P}: whether GPUs' memory is reached directly (peer access). */
+  DEVICE_P2P("deviceP2P", "DEVICE_P2P", "auto",
+      "Device buffers: `off` puts every rank's shared buffers in host memory, as between GPUs"
+          + " without peer access, and sends point-to-point messages between rank processes"
+          + " through host memory. Any rank's `off` applies to all; set it alike on both ranks of"
+          + " a point-to-point pair.",
+      "auto", "off"),
+  /** {@code clbConfig_t.deviceP2PInPlace}: whether large messages between rank threads move in place. */
+  DEVICE_P2P_IN_PLACE("deviceP2PInPlace", "DEVICE_P2P_IN_PLACE", "on",
+      "Device buffers: `off` moves every point-to-point message between rank threads on one GPU"
+          + " in LL lines, none read in place.",
+      "on", "off"),
+  /** {@code clbConfig_t.deviceCheckCalls}: 1 compares every device call across ranks. */
+  DEVICE_CHECK_CALLS("deviceCheckCalls", "DEVICE_CHECK_CALLS", Kind.INT, 0, 0, 1,
+      "Device buffers: 1 compares every device call across ranks and names a mismatch (for"
+          + " debugging; it costs an exchange per call)."),
+  /** {@code clbConfig_t.stuckWarnPercent}: the share of the timeout after which a wait warns. */
+  STUCK_WARN_PERCENT("stuckWarnPercent", "STUCK_WARN_PERCENT", Kind.INT, 50, 0, 99,
+      "A device wait, or a wait for the ranks sharing the GPU, that lasts this share of the"
+          + " timeout is logged as a WARN naming the call and the ranks not there yet; 0: never."),
+  /** {@code clbConfig_t.verbsGpuMemory}: how device buffers between hosts reach the NIC. */
+  VERBS_GPU_MEMORY("verbsGpuMemory", "VERBS_GPU_MEMORY", "auto",
+      "Transport `verbs`, device buffers: how the NIC reaches GPU memory (docs/multinode.md):"
+          + " `dmabuf`, `peermem` (nvidia-peermem), `host` (staged through pinned host memory), or"
+          + " `auto` (dma-buf, then peermem, else host with a warning). A forced mode that cannot"
+          + " work fails the first device call over verbs.",
+      "auto", "dmabuf", "peermem", "host"),
+  /** {@code clbConfig_t.deviceLLMaxBytes}: the largest message per destination on the LL path. */
+  DEVICE_LL_MAX_BYTES("deviceLLMaxBytes", "DEVICE_LL_MAX_BYTES", Kind.BYTES_OR_AUTO, -1L, 0,
+      1024L * 1024,
+      "Device buffers: the largest message in bytes per destination that takes the LL path (its"
+          + " buffer is 4 x ranks times this); `auto` (-1): 256 KiB, less with more than 6 ranks"
+          + " so that the buffer stays within 6 MiB."),
+  /** {@code clbConfig_t.deviceDirectMinBytes}: the smallest message of the direct paths. */
+  DEVICE_DIRECT_MIN_BYTES("deviceDirectMinBytes", "DEVICE_DIRECT_MIN_BYTES", Kind.BYTES, 0L, 0,
+      Long.MAX_VALUE,
+      "Device buffers: the smallest message in bytes that takes the direct and zero-copy paths;"
+          + " 0: where docs/performance.md measured them faster.");
 
   /** How a knob's text is read and its value checked. */
   enum Kind {
     TRANSPORT, ALGORITHM, LOG_LEVEL, VERSION_CHECK, INT, BYTES, MILLIS,
     /** Text of min..max bytes in UTF-8 (a fixed-size char array in clbConfig_t). */
-    STRING
+    STRING,
+    /** One of a few words (a String, lower case), an int code in clbConfig_t. */
+    WORDS,
+    /** Bytes in min..max, or -1 written "auto". */
+    BYTES_OR_AUTO
   }
 
   private final String camelName;
@@ -123,9 +190,20 @@ public enum Option {
   private final long min;
   private final long max;
   private final String description;
+  private final String[] words;
+
+  Option(String camelName, String envSuffix, String defaultWord, String description,
+      String... words) {
+    this(camelName, envSuffix, Kind.WORDS, defaultWord, 0, words.length - 1, description, words);
+  }
 
   Option(String camelName, String envSuffix, Kind kind, Object defaultValue, long min, long max,
       String description) {
+    this(camelName, envSuffix, kind, defaultValue, min, max, description, new String[0]);
+  }
+
+  Option(String camelName, String envSuffix, Kind kind, Object defaultValue, long min, long max,
+      String description, String[] words) {
     this.camelName = camelName;
     this.systemProperty = "colibri." + (kind == Kind.MILLIS ? camelName + "Ms" : camelName);
     this.environmentVariable = "COLIBRI_" + envSuffix;
@@ -134,6 +212,15 @@ public enum Option {
     this.min = min;
     this.max = max;
     this.description = description;
+    this.words = words;
+  }
+
+  /**
+   * {@return the name of the {@code clbConfig_t} field it sets, which {@code clbConfigSet} takes:
+   * the camel name, "timeoutMs" for the timeout}
+   */
+  public String nativeName() {
+    return kind == Kind.MILLIS ? camelName + "Ms" : camelName;
   }
 
   /**
@@ -177,7 +264,10 @@ public enum Option {
       case BYTES:
         return Long.class;
       case STRING:
+      case WORDS:
         return String.class;
+      case BYTES_OR_AUTO:
+        return Long.class;
       default:
         return Duration.class;
     }
@@ -206,6 +296,11 @@ public enum Option {
         return min + ".." + max + " (" + bytesText(min) + ".." + bytesText(max) + ")";
       case STRING:
         return "text of " + min + ".." + max + " bytes (UTF-8)";
+      case WORDS:
+        return String.join(", ", words);
+      case BYTES_OR_AUTO:
+        return "auto (-1), " + min + ".." + max + " (" + bytesText(min) + ".." + bytesText(max)
+            + ")";
       default:
         return min + ".." + max + " ms (" + millisText(min) + ".." + millisText(max) + ")";
     }
@@ -217,10 +312,12 @@ public enum Option {
       case INT:
         return "int";
       case BYTES:
+      case BYTES_OR_AUTO:
         return "long (bytes)";
       case MILLIS:
         return "Duration (ms)";
       case STRING:
+      case WORDS:
         return "String";
       default:
         return type().getSimpleName();
@@ -236,8 +333,14 @@ public enum Option {
     return kind;
   }
 
-  /** The text form of a value, as the system property and environment variable take it. */
-  String format(Object value) {
+  /**
+   * The text form of a value, as the system property, the environment variable and the native
+   * {@code clbConfigSet} take it.
+   *
+   * @param value a value of {@link #type()}
+   * @return its text (a word, a number, "auto" for -1 of {@link #DEVICE_LL_MAX_BYTES})
+   */
+  public String format(Object value) {
     switch (kind) {
       case TRANSPORT:
         return ((Transport) value).configName();
@@ -249,6 +352,8 @@ public enum Option {
         return ((VersionCheck) value).configName();
       case MILLIS:
         return Long.toString(((Duration) value).toMillis());
+      case BYTES_OR_AUTO:
+        return (Long) value == -1 ? "auto" : value.toString();
       default:
         return value.toString();
     }
@@ -292,8 +397,12 @@ public enum Option {
         }
         throw invalid(source, quote(text), "is not a version check");
       case STRING:
+      case WORDS:
         return check(text, source, quote(text));
       default:
+        if (kind == Kind.BYTES_OR_AUTO && t.equalsIgnoreCase("auto")) {
+          return -1L;
+        }
         long n;
         try {
           n = Long.parseLong(t);
@@ -339,6 +448,13 @@ public enum Option {
       case LOG_LEVEL:
       case VERSION_CHECK:
         return value;
+      case WORDS:
+        for (String w : words) {
+          if (w.equalsIgnoreCase((String) value)) {
+            return w;
+          }
+        }
+        throw invalid(source, shown != null ? shown : quote((String) value), "is not one of them");
       case STRING:
         String text = (String) value;
         n = text.getBytes(StandardCharsets.UTF_8).length;
@@ -354,6 +470,12 @@ public enum Option {
         break;
       case BYTES:
         n = (Long) value;
+        break;
+      case BYTES_OR_AUTO:
+        n = (Long) value;
+        if (n == -1) {
+          return value;
+        }
         break;
       default:
         Duration d = (Duration) value;

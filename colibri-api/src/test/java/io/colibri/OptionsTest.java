@@ -418,6 +418,40 @@ class OptionsTest {
     }
   }
 
+  /** The device knobs: words in any case, numbers in range, "auto" for the LL limit. */
+  @Test
+  void deviceOptionsFromEveryPlace() {
+    Options d = Options.resolve(NO_ENV, NO_PROPS);
+    assertEquals("auto", d.get(Option.DEVICE_PATH));
+    assertEquals("on", d.get(Option.DEVICE_MEET));
+    assertEquals("auto", d.get(Option.DEVICE_P2P));
+    assertEquals(50, d.get(Option.STUCK_WARN_PERCENT));
+    assertEquals(-1L, d.get(Option.DEVICE_LL_MAX_BYTES));
+    assertEquals("COLIBRI_DEVICE_P2P_IN_PLACE", Option.DEVICE_P2P_IN_PLACE.environmentVariable());
+    assertEquals("colibri.deviceLLMaxBytes", Option.DEVICE_LL_MAX_BYTES.systemProperty());
+    Options o = Options.resolve(env("COLIBRI_DEVICE_PATH", "LL", "COLIBRI_DEVICE_LL_MAX_BYTES",
+        "65536", "COLIBRI_VERBS_GPU_MEMORY", "Host"), props("colibri.deviceGate", "OFF"));
+    assertEquals("ll", o.get(Option.DEVICE_PATH), "words are stored as the library writes them");
+    assertEquals(65536L, o.get(Option.DEVICE_LL_MAX_BYTES));
+    assertEquals("host", o.get(Option.VERBS_GPU_MEMORY));
+    assertEquals("off", o.get(Option.DEVICE_GATE));
+    assertEquals("system property colibri.deviceGate", o.source(Option.DEVICE_GATE));
+    Options b = Options.builder().set(Option.DEVICE_LL_MAX_BYTES, "auto")
+        .set(Option.DEVICE_MEET, "OFF").build();
+    assertEquals(-1L, b.get(Option.DEVICE_LL_MAX_BYTES));
+    assertEquals("auto", Option.DEVICE_LL_MAX_BYTES.format(-1L));
+    assertEquals("off", b.get(Option.DEVICE_MEET));
+    invalidArgument(() -> Options.resolve(env("COLIBRI_DEVICE_PATH", "fast"), NO_PROPS),
+        "invalid devicePath from environment COLIBRI_DEVICE_PATH: \"fast\" is not one of them;"
+            + " valid values are auto, ll, staged, direct");
+    invalidArgument(() -> Options.builder().set(Option.DEVICE_LL_MAX_BYTES, "2097152"),
+        "valid values are auto (-1), 0..1048576 (0 B..1 MiB)");
+    invalidArgument(() -> Options.builder().set(Option.DEVICE_LL_MAX_BYTES, "-2"),
+        "is out of range");
+    invalidArgument(() -> Options.builder().set(Option.STUCK_WARN_PERCENT, "100"),
+        "valid values are 0..99");
+  }
+
   private static int count(String s, String sub) {
     int n = 0;
     for (int i = s.indexOf(sub); i >= 0; i = s.indexOf(sub, i + 1)) {

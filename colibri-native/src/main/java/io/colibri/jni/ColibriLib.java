@@ -561,6 +561,56 @@ public final class ColibriLib {
   public static native @Cast("clbResult_t") int clbConfigInit(ClbConfig config);
 
   /**
+   * Calls {@code clbConfigSet}: sets one knob of a configuration by name, from text.
+   *
+   * @param config a full configuration, from {@link #clbConfigInit}
+   * @param name the knob's name, NUL-terminated UTF-8 (see {@link #utf8z})
+   * @param value its value as text, NUL-terminated UTF-8
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
+  public static native @Cast("clbResult_t") int clbConfigSet(ClbConfig config,
+      @Cast("const char*") byte[] name, @Cast("const char*") byte[] value);
+
+  /**
+   * Calls {@code clbConfigGet}: one knob of a configuration as text.
+   *
+   * @param config a full configuration
+   * @param name the knob's name, NUL-terminated UTF-8
+   * @param buf out: the value, NUL-terminated UTF-8
+   * @param bytes size of {@code buf}
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
+  public static native @Cast("clbResult_t") int clbConfigGet(@Const ClbConfig config,
+      @Cast("const char*") byte[] name, @Cast("char*") byte[] buf, @Cast("size_t") long bytes);
+
+  /**
+   * Calls {@code clbConfigOptionName}: the name of the i-th knob of the native table.
+   *
+   * @param i an index from 0
+   * @return the name, or null past the last knob
+   */
+  public static native @Cast("const char*") String clbConfigOptionName(int i);
+
+  /** {@return {@code text} as NUL-terminated UTF-8, as the {@code const char*} parameters take it} */
+  public static byte[] utf8z(String text) {
+    byte[] b = text.getBytes(StandardCharsets.UTF_8);
+    byte[] z = new byte[b.length + 1];
+    System.arraycopy(b, 0, z, 0, b.length);
+    return z;
+  }
+
+  /** {@return the UTF-8 text before the first NUL of {@code buf}} */
+  public static String fromUtf8z(byte[] buf) {
+    int n = 0;
+    while (n < buf.length && buf[n] != 0) {
+      n++;
+    }
+    return new String(buf, 0, n, StandardCharsets.UTF_8);
+  }
+
+  /**
    * Calls {@code clbTransportFromName}: parses a transport name ("auto", "shm", "socket", "verbs").
    *
    * @param name the name

@@ -7,6 +7,7 @@ import io.colibri.ColibriException;
 import io.colibri.Communicator;
 import io.colibri.ErrorCode;
 import io.colibri.LogLevel;
+import io.colibri.Option;
 import io.colibri.Options;
 import io.colibri.UniqueId;
 import io.colibri.jni.ColibriLib.ClbConfig;
@@ -126,8 +127,12 @@ public final class NativeProvider implements CommunicatorProvider {
   }
 
   /**
-   * A {@code clbConfig_t} from {@code options}: {@code clbConfigInit}, then every field set from
-   * the Java options, which already resolved system properties and the environment. Close it.
+   * A {@code clbConfig_t} from {@code options}: {@code clbConfigInit}, then every knob set by name
+   * from the Java options ({@code clbConfigSet}), which already resolved system properties and the
+   * environment. Close it.
+   *
+   * @throws ColibriException INVALID_ARGUMENT when the native library does not take a knob (a
+   *     library older than these classes)
    */
   static ClbConfig toConfig(Options options) {
     ClbConfig config = new ClbConfig();
@@ -140,22 +145,17 @@ public final class NativeProvider implements CommunicatorProvider {
           + " fill every field of the configuration. Fix or unset the variable to silence this");
       config.size(config.sizeof());
     }
-    config.transport(options.transport().code())
-        .algorithm(options.algorithm().code())
-        .logLevel(options.logLevel().code())
-        .pipelineDepth(options.pipelineDepth())
-        .chunkBytes(options.chunkBytes())
-        .directMaxBytes(options.directMaxBytes())
-        .stagingCapBytes(options.stagingCapBytes())
-        .timeoutMs(options.timeout().toMillis())
-        .versionCheck(options.versionCheck().code())
-        .verbsPort(options.verbsPort())
-        .verbsGidIndex(options.verbsGidIndex())
-        .verbsTrafficClass(options.verbsTrafficClass())
-        .verbsTimeout(options.verbsTimeout())
-        .verbsRetryCount(options.verbsRetryCount())
-        .verbsQpsPerConnection(options.verbsQpsPerConnection())
-        .verbsDeviceName(options.verbsDevice());
+    for (Option o : Option.values()) {
+      String value = o.format(options.get(o));
+      rc = ColibriLib.clbConfigSet(config, ColibriLib.utf8z(o.nativeName()),
+          ColibriLib.utf8z(value));
+      if (rc != 0) {
+        ColibriException e = NativeLibrary.error(rc, "setting " + o.camelName() + "=" + value
+            + " on the native configuration (a libcolibri older than the Java classes?)");
+        config.close();
+        throw e;
+      }
+    }
     return config;
   }
 }
