@@ -12,8 +12,9 @@
 # Installs missing tools (cmake, g++, GoogleTest, verbs.h for the RDMA emulator's build, OpenSSL 3
 # for the TLS tests, a JDK, Maven)
 # with apt-get when run as root on Debian/Ubuntu.
-# First, scripts/check-layers.sh: no native file includes a header of a layer above its own; and
-# scripts/check-format.sh: the C++ and CUDA sources are as clang-format writes them.
+# First, scripts/check-layers.sh: no native file includes a header of a layer above its own;
+# scripts/check-format.sh: the C++ and CUDA sources are as clang-format writes them; and
+# scripts/check-java-format.sh: the Java sources are as google-java-format writes them.
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -32,6 +33,8 @@ log "layers: scripts/check-layers.sh (every native include points down)"
 bash scripts/check-layers.sh
 log "format: scripts/check-format.sh (src/ as clang-format writes it)"
 bash scripts/check-format.sh
+log "format: scripts/check-java-format.sh (the Java sources as google-java-format writes them)"
+bash scripts/check-java-format.sh
 
 log "native core: cmake -S src -B build/native"
 cmake -S src -B build/native -DCMAKE_BUILD_TYPE=Release -DCOLIBRI_BUILD_TESTS=ON >/dev/null
