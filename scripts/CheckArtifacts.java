@@ -44,20 +44,24 @@ public class CheckArtifacts {
     String platform = text(child(root, "properties"), "colibri.platform");
     checkMetadata("pom.xml", root);
     // The modules inherit url and scm as they are (Maven would append their artifactIds).
-    check("false".equals(root.getAttribute("child.project.url.inherit.append.path")),
+    check(
+        "false".equals(root.getAttribute("child.project.url.inherit.append.path")),
         "pom.xml: <project child.project.url.inherit.append.path=\"false\">");
     Element scm = child(root, "scm");
     for (String part : new String[] {"connection", "developerConnection", "url"}) {
       String attribute = "child.scm." + part + ".inherit.append.path";
-      check(scm != null && "false".equals(scm.getAttribute(attribute)),
+      check(
+          scm != null && "false".equals(scm.getAttribute(attribute)),
           "pom.xml: <scm " + attribute + "=\"false\">");
     }
     Element pluginManagement = child(child(root, "build"), "pluginManagement");
     Element javadocConfig =
         child(plugin(pluginManagement, "maven-javadoc-plugin"), "configuration");
-    check("true".equals(text(javadocConfig, "failOnWarnings")),
+    check(
+        "true".equals(text(javadocConfig, "failOnWarnings")),
         "pom.xml: maven-javadoc-plugin has <failOnWarnings>true</failOnWarnings>");
-    check("true".equals(text(javadocConfig, "failOnError")),
+    check(
+        "true".equals(text(javadocConfig, "failOnError")),
         "pom.xml: maven-javadoc-plugin has <failOnError>true</failOnError>");
 
     Map<String, String> descriptions = new HashMap<>();
@@ -70,8 +74,8 @@ public class CheckArtifacts {
       String artifact = text(pom, "artifactId");
       checkMetadata(dir + "/pom.xml", pom);
       String other = descriptions.put(text(pom, "description"), dir);
-      check(other == null,
-          dir + "/pom.xml: a description of its own (the same as " + other + "'s)");
+      check(
+          other == null, dir + "/pom.xml: a description of its own (the same as " + other + "'s)");
       if ("pom".equals(text(pom, "packaging"))) {
         if (artifact.equals("colibri-bom")) {
           bom = pom;
@@ -87,7 +91,8 @@ public class CheckArtifacts {
       File docs = new File(target, base + "-javadoc.jar");
       check(holds(docs, n -> n.equals("index.html")), docs + " exists and holds index.html");
       if (classes) {
-        check(holds(docs, n -> n.startsWith("io/colibri/") && n.endsWith(".html")),
+        check(
+            holds(docs, n -> n.startsWith("io/colibri/") && n.endsWith(".html")),
             docs + " has the pages of its classes in the package layout (io/colibri/...)");
       }
       if (artifact.equals("colibri-native") || artifact.equals("colibri-verbs")) {
@@ -95,50 +100,74 @@ public class CheckArtifacts {
         File natives = new File(target, base + "-" + platform + ".jar");
         checkMainJar(natives, moduleNames);
         // The verbs emulator is a test library (a stand-in libibverbs.so.1): no jar ships it.
-        check(!holds(natives, n -> n.contains("libibverbs") || n.contains("verbs_emu")),
+        check(
+            !holds(natives, n -> n.contains("libibverbs") || n.contains("verbs_emu")),
             natives + " carries no verbs emulator (libibverbs*, verbs_emu*)");
         if (artifact.equals("colibri-native")) {
           // The NCCL drop-in: unpacked as it is, lib/libnccl.so.2 finds libcolibri.so.0 and that
           // finds its kernel images beside itself.
           published.add(artifact + ":" + platform + "-nccl");
           File nccl = new File(target, base + "-" + platform + "-nccl.jar");
-          for (String f : new String[] {"lib/libnccl.so.2", "lib/libcolibri.so.0", "include/nccl.h"}) {
+          for (String f :
+              new String[] {"lib/libnccl.so.2", "lib/libcolibri.so.0", "include/nccl.h"}) {
             check(holds(nccl, n -> n.equals(f)), nccl + " holds " + f);
           }
-          check(holds(nccl, n -> n.startsWith("lib/colibri_kernels")), nccl + " holds the kernel images in lib/");
+          check(
+              holds(nccl, n -> n.startsWith("lib/colibri_kernels")),
+              nccl + " holds the kernel images in lib/");
         }
         if (artifact.equals("colibri-verbs")) {
           String lib = "io/colibri/verbs/" + platform + "/libcolibri_verbs.so";
-          check(holds(natives, n -> n.equals(lib)), natives + " holds " + lib + " (the verbs network plugin)");
+          check(
+              holds(natives, n -> n.equals(lib)),
+              natives + " holds " + lib + " (the verbs network plugin)");
         }
       }
     }
 
     check(bom != null, "pom.xml: a module colibri-bom with packaging pom");
     if (bom != null) {
-      check(child(bom, "parent") == null, "colibri-bom/pom.xml: no <parent> (it would hand the"
-          + " parent's dependencyManagement, JUnit and JavaCPP, to every importer)");
+      check(
+          child(bom, "parent") == null,
+          "colibri-bom/pom.xml: no <parent> (it would hand the"
+              + " parent's dependencyManagement, JUnit and JavaCPP, to every importer)");
       check(version.equals(text(bom, "version")), "colibri-bom/pom.xml: version " + version);
-      check(platform.equals(text(child(bom, "properties"), "colibri.platform")),
+      check(
+          platform.equals(text(child(bom, "properties"), "colibri.platform")),
           "colibri-bom/pom.xml: colibri.platform " + platform + ", as in the parent");
       for (String same : new String[] {"url", "licenses", "developers", "scm"}) {
-        check(Objects.equals(flat(child(root, same)), flat(child(bom, same))),
+        check(
+            Objects.equals(flat(child(root, same)), flat(child(bom, same))),
             "colibri-bom/pom.xml: <" + same + "> the same as the parent's");
       }
       TreeSet<String> listed = new TreeSet<>();
       Element managed = child(child(bom, "dependencyManagement"), "dependencies");
       for (Element d : children(managed, "dependency")) {
         String classifier = text(d, "classifier");
-        String id = text(d, "artifactId")
-            + (classifier == null ? "" : ":" + classifier.replace("${colibri.platform}", platform));
-        check("io.colibri".equals(text(d, "groupId")), "colibri-bom/pom.xml: only io.colibri"
-            + " artifacts (not " + text(d, "groupId") + ":" + id + ")");
-        check("${project.version}".equals(text(d, "version")),
+        String id =
+            text(d, "artifactId")
+                + (classifier == null
+                    ? ""
+                    : ":" + classifier.replace("${colibri.platform}", platform));
+        check(
+            "io.colibri".equals(text(d, "groupId")),
+            "colibri-bom/pom.xml: only io.colibri"
+                + " artifacts (not "
+                + text(d, "groupId")
+                + ":"
+                + id
+                + ")");
+        check(
+            "${project.version}".equals(text(d, "version")),
             "colibri-bom/pom.xml: " + id + " at ${project.version}");
         listed.add(id);
       }
-      check(listed.equals(published), "colibri-bom/pom.xml lists every published artifact: lists "
-          + listed + ", the build publishes " + published);
+      check(
+          listed.equals(published),
+          "colibri-bom/pom.xml lists every published artifact: lists "
+              + listed
+              + ", the build publishes "
+              + published);
     }
     System.out.println("artifacts: " + passed + " passed, " + failures.size() + " failed");
     System.exit(failures.isEmpty() ? 0 : 1);
@@ -152,9 +181,11 @@ public class CheckArtifacts {
       return;
     }
     check(text(pom, "url") != null, path + ": <url>");
-    check(text(child(child(pom, "licenses"), "license"), "name") != null,
+    check(
+        text(child(child(pom, "licenses"), "license"), "name") != null,
         path + ": <licenses><license><name>");
-    check(text(child(child(pom, "developers"), "developer"), "name") != null,
+    check(
+        text(child(child(pom, "developers"), "developer"), "name") != null,
         path + ": <developers><developer><name>");
     for (String part : new String[] {"connection", "developerConnection", "url"}) {
       check(text(child(pom, "scm"), part) != null, path + ": <scm><" + part + ">");
@@ -168,14 +199,18 @@ public class CheckArtifacts {
       return false;
     }
     try (JarFile j = new JarFile(jar)) {
-      String name = j.getManifest() == null ? null
-          : j.getManifest().getMainAttributes().getValue("Automatic-Module-Name");
-      check(name != null && SourceVersion.isName(name),
+      String name =
+          j.getManifest() == null
+              ? null
+              : j.getManifest().getMainAttributes().getValue("Automatic-Module-Name");
+      check(
+          name != null && SourceVersion.isName(name),
           jar + ": Automatic-Module-Name is a valid module name (it is " + name + ")");
       String other = name == null ? null : moduleNames.put(name, jar.getPath());
       check(other == null, jar + ": Automatic-Module-Name " + name + " also names " + other);
-      return j.stream().anyMatch(
-          e -> e.getName().endsWith(".class") && !e.getName().endsWith("package-info.class"));
+      return j.stream()
+          .anyMatch(
+              e -> e.getName().endsWith(".class") && !e.getName().endsWith("package-info.class"));
     }
   }
 
@@ -200,7 +235,9 @@ public class CheckArtifacts {
   }
 
   static Element read(File pom) throws Exception {
-    return DocumentBuilderFactory.newInstance().newDocumentBuilder().parse(pom)
+    return DocumentBuilderFactory.newInstance()
+        .newDocumentBuilder()
+        .parse(pom)
         .getDocumentElement();
   }
 

@@ -48,12 +48,13 @@ public enum Algorithm {
    * @param code a {@code clbAlgorithm_t} value, 0..3
    * @return the algorithm with that code
    * @throws
- ColibriException INVALID_ARGUMENT if no algorithm has that code
+   * ColibriException INVALID_ARGUMENT if no algorithm has that code
    */
   public static Algorithm fromCode(int code) {
     if (code < 0 || code >= BY_CODE.length) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "unknown clbAlgorithm_t " + code
-          + ": valid codes are 0.." + (BY_CODE.length - 1));
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          "unknown clbAlgorithm_t " + code + ": valid codes are 0.." + (BY_CODE.length - 1));
     }
     return BY_CODE[code];
   }

@@ -175,11 +175,14 @@ public interface Communicator extends AutoCloseable {
    */
   static Communicator init(UniqueId id, int rank, int nranks, Options options) {
     if (id == null) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "unique id is null: create one with"
-          + " UniqueId.create() on one process and pass it to every rank");
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          "unique id is null: create one with"
+              + " UniqueId.create() on one process and pass it to every rank");
     }
     if (options == null) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT,
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
           "options are null: pass Options.defaults() or an Options built with Options.builder()");
     }
     return ProviderLookup.provider().init(id, rank, nranks, options);
@@ -208,12 +211,14 @@ public interface Communicator extends AutoCloseable {
    */
   static Communicator fromEnvironment(Options options) {
     if (options == null) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT,
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
           "options are null: pass Options.defaults() or an Options built with Options.builder()");
     }
     LaunchEnvironment env = LaunchEnvironment.fromSystem();
-    UniqueId id = ProviderLookup.provider()
-        .uniqueIdFromAddress(env.masterAddress(), env.masterPort(), env.secret());
+    UniqueId id =
+        ProviderLookup.provider()
+            .uniqueIdFromAddress(env.masterAddress(), env.masterPort(), env.secret());
     return init(id, env.rank(), env.worldSize(), options);
   }
 
@@ -281,8 +286,8 @@ public interface Communicator extends AutoCloseable {
    * @return completes when the call has returned; exceptionally with the call's
    *     {@link ColibriException}
    */
-  CompletableFuture<Void> allReduceAsync(ByteBuffer send, ByteBuffer recv, long count,
-      DataType type, ReduceOp op);
+  CompletableFuture<Void> allReduceAsync(
+      ByteBuffer send, ByteBuffer recv, long count, DataType type, ReduceOp op);
 
   /**
    * {@link #allGather(ByteBuffer, ByteBuffer, long, DataType)} on the communicator's thread, after
@@ -296,8 +301,8 @@ public interface Communicator extends AutoCloseable {
    * @return completes when the call has returned; exceptionally with the call's
    *     {@link ColibriException}
    */
-  CompletableFuture<Void> allGatherAsync(ByteBuffer send, ByteBuffer recv, long sendCount,
-      DataType type);
+  CompletableFuture<Void> allGatherAsync(
+      ByteBuffer send, ByteBuffer recv, long sendCount, DataType type);
 
   /**
    * {@link #reduceScatter(ByteBuffer, ByteBuffer, long, DataType, ReduceOp)} on the communicator's
@@ -313,8 +318,8 @@ public interface Communicator extends AutoCloseable {
    * @return completes when the call has returned; exceptionally with the call's
    *     {@link ColibriException}
    */
-  CompletableFuture<Void> reduceScatterAsync(ByteBuffer send, ByteBuffer recv, long recvCount,
-      DataType type, ReduceOp op);
+  CompletableFuture<Void> reduceScatterAsync(
+      ByteBuffer send, ByteBuffer recv, long recvCount, DataType type, ReduceOp op);
 
   /**
    * {@link #broadcast(ByteBuffer, ByteBuffer, long, DataType, int)} on the communicator's thread,
@@ -331,8 +336,8 @@ public interface Communicator extends AutoCloseable {
    * @return completes when the call has returned; exceptionally with the call's
    *     {@link ColibriException}
    */
-  CompletableFuture<Void> broadcastAsync(ByteBuffer send, ByteBuffer recv, long count,
-      DataType type, int root);
+  CompletableFuture<Void> broadcastAsync(
+      ByteBuffer send, ByteBuffer recv, long count, DataType type, int root);
 
   /**
    * {@link #allReduce(ByteBuffer, ByteBuffer, long, DataType, ReduceOp)} on raw addresses.
@@ -498,8 +503,14 @@ public interface Communicator extends AutoCloseable {
    * @param recvDispls where each rank's elements go in {@code recv}, {@code size()} entries
    * @param type element type
    */
-  void allToAllv(ByteBuffer send, long[] sendCounts, long[] sendDispls, ByteBuffer recv,
-      long[] recvCounts, long[] recvDispls, DataType type);
+  void allToAllv(
+      ByteBuffer send,
+      long[] sendCounts,
+      long[] sendDispls,
+      ByteBuffer recv,
+      long[] recvCounts,
+      long[] recvDispls,
+      DataType type);
 
   /**
    * Rank {@code root} gets the element-wise reduction of every rank's {@code send} in

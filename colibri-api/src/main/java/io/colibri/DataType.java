@@ -55,12 +55,13 @@ public enum DataType {
    * @param code a {@code clbDataType_t} value, 0..9
    * @return the type with that code
    * @throws
- ColibriException INVALID_ARGUMENT if no type has that code
+   * ColibriException INVALID_ARGUMENT if no type has that code
    */
   public static DataType fromCode(int code) {
     if (code < 0 || code >= BY_CODE.length) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "unknown clbDataType_t " + code
-          + ": valid codes are 0.." + (BY_CODE.length - 1));
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          "unknown clbDataType_t " + code + ": valid codes are 0.." + (BY_CODE.length - 1));
     }
     return BY_CODE[code];
   }

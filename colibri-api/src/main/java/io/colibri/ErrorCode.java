@@ -52,8 +52,9 @@ public enum ErrorCode {
    */
   public static ErrorCode fromCode(int code) {
     if (code == 0) {
-      throw new ColibriException(INVALID_ARGUMENT, "clbResult_t 0 is clbSuccess, not an error:"
-          + " map only the codes of failed calls");
+      throw new ColibriException(
+          INVALID_ARGUMENT,
+          "clbResult_t 0 is clbSuccess, not an error:" + " map only the codes of failed calls");
     }
     for (ErrorCode e : VALUES) {
       if (e.code == code) {

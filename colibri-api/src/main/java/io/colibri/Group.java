@@ -37,9 +37,13 @@ public final class Group implements AutoCloseable {
       return;
     }
     if (Thread.currentThread() != owner) {
-      throw new ColibriException(ErrorCode.INVALID_USAGE, "Group.close on thread "
-          + Thread.currentThread().getName() + ", but the group belongs to thread "
-          + owner.getName() + ", which started it: close it there");
+      throw new ColibriException(
+          ErrorCode.INVALID_USAGE,
+          "Group.close on thread "
+              + Thread.currentThread().getName()
+              + ", but the group belongs to thread "
+              + owner.getName()
+              + ", which started it: close it there");
     }
     closed = true;
     provider.groupEnd();

@@ -24,23 +24,38 @@ public record LaunchEnvironment(
 
   /** Name of the variable with the host of rank 0 ({@link #masterAddress()}). */
   public static final String MASTER_ADDR = "MASTER_ADDR";
+
   /** Name of the variable with the bootstrap root's TCP port ({@link #masterPort()}). */
   public static final String MASTER_PORT = "MASTER_PORT";
+
   /** Name of the variable with this process's rank ({@link #rank()}). */
   public static final String RANK = "RANK";
+
   /** Name of the variable with the number of ranks ({@link #worldSize()}). */
   public static final String WORLD_SIZE = "WORLD_SIZE";
+
   /** Name of the optional variable with the rank within this host ({@link #localRank()}). */
   public static final String LOCAL_RANK = "LOCAL_RANK";
+
   /** Name of the optional variable with the shared secret ({@link #secret()}). */
   public static final String BOOTSTRAP_SECRET = "COLIBRI_BOOTSTRAP_SECRET";
 
   /** Hides the secret. */
   @Override
   public String toString() {
-    return "LaunchEnvironment[masterAddress=" + masterAddress + ", masterPort=" + masterPort
-        + ", rank=" + rank + ", worldSize=" + worldSize + ", localRank=" + localRank
-        + ", secret=" + (secret == null ? "none (derived from the address)" : "set") + "]";
+    return "LaunchEnvironment[masterAddress="
+        + masterAddress
+        + ", masterPort="
+        + masterPort
+        + ", rank="
+        + rank
+        + ", worldSize="
+        + worldSize
+        + ", localRank="
+        + localRank
+        + ", secret="
+        + (secret == null ? "none (derived from the address)" : "set")
+        + "]";
   }
 
   /**
@@ -63,19 +78,38 @@ public record LaunchEnvironment(
    */
   public static LaunchEnvironment from(Map<String, String> env) {
     if (env == null) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "LaunchEnvironment.from(env): env is"
-          + " null: pass the variables, e.g. System.getenv(), or call fromSystem()");
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          "LaunchEnvironment.from(env): env is"
+              + " null: pass the variables, e.g. System.getenv(), or call fromSystem()");
     }
     String address = required(env, MASTER_ADDR, "the host name or IP address of rank 0");
-    int port = integer(env, MASTER_PORT, required(env, MASTER_PORT, "a free TCP port on rank 0's host"),
-        1, 65535);
-    int worldSize = integer(env, WORLD_SIZE,
-        required(env, WORLD_SIZE, "the number of ranks"), 1, Integer.MAX_VALUE);
-    int rank = integer(env, RANK, required(env, RANK, "this process's rank, 0.." + (worldSize - 1)),
-        0, worldSize - 1);
+    int port =
+        integer(
+            env,
+            MASTER_PORT,
+            required(env, MASTER_PORT, "a free TCP port on rank 0's host"),
+            1,
+            65535);
+    int worldSize =
+        integer(
+            env,
+            WORLD_SIZE,
+            required(env, WORLD_SIZE, "the number of ranks"),
+            1,
+            Integer.MAX_VALUE);
+    int rank =
+        integer(
+            env,
+            RANK,
+            required(env, RANK, "this process's rank, 0.." + (worldSize - 1)),
+            0,
+            worldSize - 1);
     String local = env.get(LOCAL_RANK);
-    int localRank = local == null || local.isBlank()
-        ? -1 : integer(env, LOCAL_RANK, local, 0, Integer.MAX_VALUE);
+    int localRank =
+        local == null || local.isBlank()
+            ? -1
+            : integer(env, LOCAL_RANK, local, 0, Integer.MAX_VALUE);
     String secret = env.get(BOOTSTRAP_SECRET);
     if (secret != null && secret.isEmpty()) {
       secret = null;
@@ -86,10 +120,16 @@ public record LaunchEnvironment(
   private static String required(Map<String, String> env, String name, String what) {
     String v = env.get(name);
     if (v == null || v.isBlank()) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "environment variable " + name
-          + " is " + (v == null ? "not set" : "empty") + ": set it to " + what
-          + " (torchrun sets MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE), or create the"
-          + " communicator with Communicator.init(UniqueId, rank, nranks)");
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          "environment variable "
+              + name
+              + " is "
+              + (v == null ? "not set" : "empty")
+              + ": set it to "
+              + what
+              + " (torchrun sets MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE), or create the"
+              + " communicator with Communicator.init(UniqueId, rank, nranks)");
     }
     return v;
   }
@@ -99,13 +139,29 @@ public record LaunchEnvironment(
     try {
       v = Long.parseLong(text.strip());
     } catch (NumberFormatException e) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "environment variable " + name + "=\""
-          + text + "\" is not a whole number: set it to a value in " + min + ".." + max);
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          "environment variable "
+              + name
+              + "=\""
+              + text
+              + "\" is not a whole number: set it to a value in "
+              + min
+              + ".."
+              + max);
     }
     if (v < min || v > max) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "environment variable " + name + "="
-          + v + " is out of range: set it to a value in " + min + ".." + max
-          + (name.equals(RANK) ? " (RANK must be less than WORLD_SIZE)" : ""));
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          "environment variable "
+              + name
+              + "="
+              + v
+              + " is out of range: set it to a value in "
+              + min
+              + ".."
+              + max
+              + (name.equals(RANK) ? " (RANK must be less than WORLD_SIZE)" : ""));
     }
     return (int) v;
   }

@@ -11,4 +11,5 @@ package io.colibri;
  * @param deviceBytes device memory held now
  * @param devicePeakBytes the most device memory held at once since init
  */
-public record MemoryStats(long hostBytes, long hostPeakBytes, long deviceBytes, long devicePeakBytes) {}
+public record MemoryStats(
+    long hostBytes, long hostPeakBytes, long deviceBytes, long devicePeakBytes) {}

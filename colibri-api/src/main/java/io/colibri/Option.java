@@ -18,31 +18,66 @@ import java.util.Locale;
  */
 public enum Option {
   /** {@code clbConfig_t.transport}: the {@link Transport} between ranks; default auto. */
-  TRANSPORT("transport", "TRANSPORT", Kind.TRANSPORT, Transport.AUTO, 0, 0,
+  TRANSPORT(
+      "transport",
+      "TRANSPORT",
+      Kind.TRANSPORT,
+      Transport.AUTO,
+      0,
+      0,
       "Transport between ranks: `shm` (one host), `socket` (TCP, any hosts), `verbs` (RDMA"
           + " through the verbs network plugin of the colibri-verbs jar, which loads libibverbs at"
           + " run time; ring algorithm only; tuned by the `verbs*` options below), or `auto` (shm"
           + " between ranks on one host, socket otherwise; never verbs)."),
   /** {@code clbConfig_t.algorithm}: the {@link Algorithm} forced for every call; default auto. */
-  ALGORITHM("algorithm", "ALGORITHM", Kind.ALGORITHM, Algorithm.AUTO, 0, 0,
+  ALGORITHM(
+      "algorithm",
+      "ALGORITHM",
+      Kind.ALGORITHM,
+      Algorithm.AUTO,
+      0,
+      0,
       "Algorithm forced for every collective: `ring`, `direct`, or `auto` (picked by message size"
           + " and topology)."),
   /** {@code clbConfig_t.logLevel}: how much the core logs ({@link LogLevel}); default warn. */
-  LOG_LEVEL("logLevel", "LOG_LEVEL", Kind.LOG_LEVEL, LogLevel.WARN, 0, 0,
+  LOG_LEVEL(
+      "logLevel",
+      "LOG_LEVEL",
+      Kind.LOG_LEVEL,
+      LogLevel.WARN,
+      0,
+      0,
       "How much the native core logs. Under Java the lines go to logger `io.colibri` and this"
           + " replaces its level without going past it; on stderr it is the threshold (\"Logging\""
           + " above)."),
   /** {@code clbConfig_t.pipelineDepth}: ring chunks in flight per link, 1..64; default 4. */
-  PIPELINE_DEPTH("pipelineDepth", "PIPELINE_DEPTH", Kind.INT, 4, 1, 64,
+  PIPELINE_DEPTH(
+      "pipelineDepth",
+      "PIPELINE_DEPTH",
+      Kind.INT,
+      4,
+      1,
+      64,
       "Chunks in flight per link in the ring algorithm."),
   /** {@code clbConfig_t.chunkBytes}: ring chunk size in bytes, 4 KiB..64 MiB; default 256 KiB. */
-  CHUNK_BYTES("chunkBytes", "CHUNK_BYTES", Kind.BYTES, 256L * 1024, 4096, 64L * 1024 * 1024,
+  CHUNK_BYTES(
+      "chunkBytes",
+      "CHUNK_BYTES",
+      Kind.BYTES,
+      256L * 1024,
+      4096,
+      64L * 1024 * 1024,
       "Size of one ring chunk in bytes."),
   /**
    * {@code clbConfig_t.directMaxBytes}: largest message in bytes that auto sends on the direct
    * path, 0..1 GiB (0: never); default 64 KiB.
    */
-  DIRECT_MAX_BYTES("directMaxBytes", "DIRECT_MAX_BYTES", Kind.BYTES, 64L * 1024, 0,
+  DIRECT_MAX_BYTES(
+      "directMaxBytes",
+      "DIRECT_MAX_BYTES",
+      Kind.BYTES,
+      64L * 1024,
+      0,
       1024L * 1024 * 1024,
       "Largest message in bytes that `auto` sends on the direct path (allGather and reduceScatter:"
           + " the whole nranks x count buffer); 0: never direct."),
@@ -50,130 +85,245 @@ public enum Option {
    * {@code clbConfig_t.stagingCapBytes}: cap on one rank's staging memory in bytes, 64 KiB..1 TiB;
    * default 64 MiB.
    */
-  STAGING_CAP_BYTES("stagingCapBytes", "STAGING_CAP_BYTES", Kind.BYTES, 64L * 1024 * 1024,
-      64L * 1024, 1024L * 1024 * 1024 * 1024,
+  STAGING_CAP_BYTES(
+      "stagingCapBytes",
+      "STAGING_CAP_BYTES",
+      Kind.BYTES,
+      64L * 1024 * 1024,
+      64L * 1024,
+      1024L * 1024 * 1024 * 1024,
       "Cap on the staging memory one rank may hold; a collective that needs more fails with"
           + " OUT_OF_MEMORY."),
   /**
    * {@code clbConfig_t.timeoutMs}: how long a peer may stay silent before the call fails with
    * TIMEOUT, 1 ms..24 h; default 60 s.
    */
-  TIMEOUT("timeout", "TIMEOUT_MS", Kind.MILLIS, Duration.ofSeconds(60), 1, 24L * 3600 * 1000,
+  TIMEOUT(
+      "timeout",
+      "TIMEOUT_MS",
+      Kind.MILLIS,
+      Duration.ofSeconds(60),
+      1,
+      24L * 3600 * 1000,
       "A peer silent this long makes the call fail with TIMEOUT. System property and environment"
           + " variable are in milliseconds."),
   /**
    * {@code clbConfig_t.versionCheck}: what init does when ranks run different versions
    * ({@link VersionCheck}); default strict.
    */
-  VERSION_CHECK("versionCheck", "VERSION_CHECK", Kind.VERSION_CHECK, VersionCheck.STRICT, 0, 0,
+  VERSION_CHECK(
+      "versionCheck",
+      "VERSION_CHECK",
+      Kind.VERSION_CHECK,
+      VersionCheck.STRICT,
+      0,
+      0,
       "What init does when ranks run different versions (exchanged at bootstrap): `strict` fails"
           + " on a different Colibri version and warns about a different NVIDIA driver or NIC"
           + " firmware; `exact` fails on any of the three; `warn` only warns. The strictest setting"
           + " of any rank applies."),
   /** {@code clbConfig_t.verbsPort}: the port of the RDMA device, 1..255; default 1. */
-  VERBS_PORT("verbsPort", "VERBS_PORT", Kind.INT, 1, 1, 255,
-      "Transport `verbs`: the port of the device."),
+  VERBS_PORT(
+      "verbsPort", "VERBS_PORT", Kind.INT, 1, 1, 255, "Transport `verbs`: the port of the device."),
   /**
    * {@code clbConfig_t.verbsGidIndex}: the GID index, -1..255; -1 (default): the RoCE v2 GID on
    * Ethernet, 0 on InfiniBand.
    */
-  VERBS_GID_INDEX("verbsGidIndex", "VERBS_GID_INDEX", Kind.INT, -1, -1, 255,
+  VERBS_GID_INDEX(
+      "verbsGidIndex",
+      "VERBS_GID_INDEX",
+      Kind.INT,
+      -1,
+      -1,
+      255,
       "Transport `verbs`: the GID index (`show_gids` lists them); -1: the RoCE v2 GID on Ethernet"
           + " (IPv4-mapped first), 0 on InfiniBand."),
   /** {@code clbConfig_t.verbsTrafficClass}: the GRH traffic class, 0..255; default 0. */
-  VERBS_TRAFFIC_CLASS("verbsTrafficClass", "VERBS_TRAFFIC_CLASS", Kind.INT, 0, 0, 255,
+  VERBS_TRAFFIC_CLASS(
+      "verbsTrafficClass",
+      "VERBS_TRAFFIC_CLASS",
+      Kind.INT,
+      0,
+      0,
+      255,
       "Transport `verbs`: the traffic class of the GRH (RoCE, global routes), e.g. the DSCP of a"
           + " lossless queue shifted left by 2 (DSCP 26: 104)."),
   /**
    * {@code clbConfig_t.verbsTimeout}: the local ACK timeout exponent (4.096 us x 2^value), 0..31;
    * default 14.
    */
-  VERBS_TIMEOUT("verbsTimeout", "VERBS_TIMEOUT", Kind.INT, 14, 0, 31,
+  VERBS_TIMEOUT(
+      "verbsTimeout",
+      "VERBS_TIMEOUT",
+      Kind.INT,
+      14,
+      0,
+      31,
       "Transport `verbs`: the local ACK timeout exponent of the queue pairs, 4.096 us x 2^value"
           + " (14: 67 ms; 0: wait forever) before a retransmission."),
   /** {@code clbConfig_t.verbsRetryCount}: retransmissions after an ACK timeout, 0..7; default 7. */
-  VERBS_RETRY_COUNT("verbsRetryCount", "VERBS_RETRY_COUNT", Kind.INT, 7, 0, 7,
+  VERBS_RETRY_COUNT(
+      "verbsRetryCount",
+      "VERBS_RETRY_COUNT",
+      Kind.INT,
+      7,
+      0,
+      7,
       "Transport `verbs`: how many times in a row a queue pair retransmits after an ACK timeout"
           + " before the call fails (retry exceeded)."),
   /** {@code clbConfig_t.verbsDevice}: the RDMA device of verbs; "" (default): the first device. */
-  VERBS_DEVICE("verbsDevice", "VERBS_DEVICE", Kind.STRING, "", 0, 63,
+  VERBS_DEVICE(
+      "verbsDevice",
+      "VERBS_DEVICE",
+      Kind.STRING,
+      "",
+      0,
+      63,
       "Transport `verbs`: the RDMA device, as `ibv_devices` names it (e.g. `mlx5_0`); empty: the"
           + " first device."),
   /**
    * {@code clbConfig_t.verbsQpsPerConnection}: RC queue pairs per link that messages are striped
    * over, 1..8; default 1.
    */
-  VERBS_QPS_PER_CONNECTION("verbsQpsPerConnection", "VERBS_QPS_PER_CONNECTION", Kind.INT, 1, 1, 8,
+  VERBS_QPS_PER_CONNECTION(
+      "verbsQpsPerConnection",
+      "VERBS_QPS_PER_CONNECTION",
+      Kind.INT,
+      1,
+      1,
+      8,
       "Transport `verbs`: messages are striped over this many RC queue pairs per link, e.g. to"
           + " spread a link over several paths of a RoCE fabric (ECMP) or ports. Both ends must use"
           + " the same count."),
   /** {@code clbConfig_t.devicePath}: the device path a collective on GPU buffers takes. */
-  DEVICE_PATH("devicePath", "DEVICE_PATH", "auto",
+  DEVICE_PATH(
+      "devicePath",
+      "DEVICE_PATH",
+      "auto",
       "Device buffers: the path of every collective (docs/device.md): `ll` (flag-carrying lines,"
           + " small messages), `staged` (through the shared buffers), `direct` (the peers' buffers"
           + " read in place), or `auto` (by size and placement).",
-      "auto", "ll", "staged", "direct"),
+      "auto",
+      "ll",
+      "staged",
+      "direct"),
   /** {@code clbConfig_t.deviceLaunch}: how a rank puts its kernels on its stream. */
-  DEVICE_LAUNCH("deviceLaunch", "DEVICE_LAUNCH", "auto",
+  DEVICE_LAUNCH(
+      "deviceLaunch",
+      "DEVICE_LAUNCH",
+      "auto",
       "Device buffers: `graph` launches an eager call's kernel by replaying a prepared one-kernel"
           + " CUDA graph (about half the calling thread's cost of a launch), `kernel` launches it"
           + " ordinarily, `auto` replays where the rank is alone in its process.",
-      "auto", "graph", "kernel"),
+      "auto",
+      "graph",
+      "kernel"),
   /** {@code clbConfig_t.deviceGate}: whether wide kernels first wait for every rank. */
-  DEVICE_GATE("deviceGate", "DEVICE_GATE", "auto",
-      "Device buffers: `on` makes a call whose kernel takes more than 2 blocks first run a"
-          + " one-warp gate that waits until every rank is in the call, so that ranks sharing a"
-          + " GPU cannot hold its SMs against each other (docs/device.md); `auto` gates where a rank"
-          + " of another process shares the GPU; `off` never does (for measurements).",
-      "auto", "on", "off"),
+  DEVICE_GATE(
+      "deviceGate",
+      "DEVICE_GATE",
+      "auto",
+      "Device buffers: `on` makes a call whose kernel takes more than 2 blocks first run a one-warp"
+          + " gate that waits until every rank is in the call, so that ranks sharing a GPU cannot"
+          + " hold its SMs against each other (docs/device.md); `auto` gates where a rank of"
+          + " another process shares the GPU; `off` never does (for measurements).",
+      "auto",
+      "on",
+      "off"),
   /** {@code clbConfig_t.deviceMeet}: whether ranks sharing a GPU in one process meet to launch. */
-  DEVICE_MEET("deviceMeet", "DEVICE_MEET", "on",
+  DEVICE_MEET(
+      "deviceMeet",
+      "DEVICE_MEET",
+      "on",
       "Device buffers: `off` lets ranks that share a GPU in one process launch without meeting on"
           + " the host first: a little faster in eager mode but open to the deadlock docs/device.md"
           + " describes (their captured calls may then be replayed with a plain cudaGraphLaunch).",
-      "on", "off"),
+      "on",
+      "off"),
   /** {@code clbConfig_t.deviceP2P}: whether GPUs' memory is reached directly (peer access). */
-  DEVICE_P2P("deviceP2P", "DEVICE_P2P", "auto",
+  DEVICE_P2P(
+      "deviceP2P",
+      "DEVICE_P2P",
+      "auto",
       "Device buffers: `off` puts every rank's shared buffers in host memory, as between GPUs"
           + " without peer access, and sends point-to-point messages between rank processes"
           + " through host memory. Any rank's `off` applies to all; set it alike on both ranks of"
           + " a point-to-point pair.",
-      "auto", "off"),
+      "auto",
+      "off"),
   /** {@code clbConfig_t.deviceP2PInPlace}: whether large messages between rank threads move in place. */
-  DEVICE_P2P_IN_PLACE("deviceP2PInPlace", "DEVICE_P2P_IN_PLACE", "on",
+  DEVICE_P2P_IN_PLACE(
+      "deviceP2PInPlace",
+      "DEVICE_P2P_IN_PLACE",
+      "on",
       "Device buffers: `off` moves every point-to-point message between rank threads on one GPU"
           + " in LL lines, none read in place.",
-      "on", "off"),
+      "on",
+      "off"),
   /** {@code clbConfig_t.deviceCheckCalls}: 1 compares every device call across ranks. */
-  DEVICE_CHECK_CALLS("deviceCheckCalls", "DEVICE_CHECK_CALLS", Kind.INT, 0, 0, 1,
+  DEVICE_CHECK_CALLS(
+      "deviceCheckCalls",
+      "DEVICE_CHECK_CALLS",
+      Kind.INT,
+      0,
+      0,
+      1,
       "Device buffers: 1 compares every device call across ranks and names a mismatch (for"
           + " debugging; it costs an exchange per call)."),
   /** {@code clbConfig_t.stuckWarnPercent}: the share of the timeout after which a wait warns. */
-  STUCK_WARN_PERCENT("stuckWarnPercent", "STUCK_WARN_PERCENT", Kind.INT, 50, 0, 99,
+  STUCK_WARN_PERCENT(
+      "stuckWarnPercent",
+      "STUCK_WARN_PERCENT",
+      Kind.INT,
+      50,
+      0,
+      99,
       "A device wait, or a wait for the ranks sharing the GPU, that lasts this share of the"
           + " timeout is logged as a WARN naming the call and the ranks not there yet; 0: never."),
   /** {@code clbConfig_t.verbsGpuMemory}: how device buffers between hosts reach the NIC. */
-  VERBS_GPU_MEMORY("verbsGpuMemory", "VERBS_GPU_MEMORY", "auto",
+  VERBS_GPU_MEMORY(
+      "verbsGpuMemory",
+      "VERBS_GPU_MEMORY",
+      "auto",
       "Transport `verbs`, device buffers: how the NIC reaches GPU memory (docs/multinode.md):"
           + " `dmabuf`, `peermem` (nvidia-peermem), `host` (staged through pinned host memory), or"
           + " `auto` (dma-buf, then peermem, else host with a warning). A forced mode that cannot"
           + " work fails the first device call over verbs.",
-      "auto", "dmabuf", "peermem", "host"),
+      "auto",
+      "dmabuf",
+      "peermem",
+      "host"),
   /** {@code clbConfig_t.deviceLLMaxBytes}: the largest message per destination on the LL path. */
-  DEVICE_LL_MAX_BYTES("deviceLLMaxBytes", "DEVICE_LL_MAX_BYTES", Kind.BYTES_OR_AUTO, -1L, 0,
+  DEVICE_LL_MAX_BYTES(
+      "deviceLLMaxBytes",
+      "DEVICE_LL_MAX_BYTES",
+      Kind.BYTES_OR_AUTO,
+      -1L,
+      0,
       1024L * 1024,
       "Device buffers: the largest message in bytes per destination that takes the LL path (its"
           + " buffer is 4 x ranks times this); `auto` (-1): 256 KiB, less with more than 6 ranks"
           + " so that the buffer stays within 6 MiB."),
   /** {@code clbConfig_t.deviceDirectMinBytes}: the smallest message of the direct paths. */
-  DEVICE_DIRECT_MIN_BYTES("deviceDirectMinBytes", "DEVICE_DIRECT_MIN_BYTES", Kind.BYTES, 0L, 0,
+  DEVICE_DIRECT_MIN_BYTES(
+      "deviceDirectMinBytes",
+      "DEVICE_DIRECT_MIN_BYTES",
+      Kind.BYTES,
+      0L,
+      0,
       Long.MAX_VALUE,
       "Device buffers: the smallest message in bytes that takes the direct and zero-copy paths;"
           + " 0: where docs/performance.md measured them faster.");
 
   /** How a knob's text is read and its value checked. */
   enum Kind {
-    TRANSPORT, ALGORITHM, LOG_LEVEL, VERSION_CHECK, INT, BYTES, MILLIS,
+    TRANSPORT,
+    ALGORITHM,
+    LOG_LEVEL,
+    VERSION_CHECK,
+    INT,
+    BYTES,
+    MILLIS,
     /** Text of min..max bytes in UTF-8 (a fixed-size char array in clbConfig_t). */
     STRING,
     /** One of a few words (a String, lower case), an int code in clbConfig_t. */
@@ -192,18 +342,31 @@ public enum Option {
   private final String description;
   private final String[] words;
 
-  Option(String camelName, String envSuffix, String defaultWord, String description,
-      String... words) {
+  Option(
+      String camelName, String envSuffix, String defaultWord, String description, String... words) {
     this(camelName, envSuffix, Kind.WORDS, defaultWord, 0, words.length - 1, description, words);
   }
 
-  Option(String camelName, String envSuffix, Kind kind, Object defaultValue, long min, long max,
+  Option(
+      String camelName,
+      String envSuffix,
+      Kind kind,
+      Object defaultValue,
+      long min,
+      long max,
       String description) {
     this(camelName, envSuffix, kind, defaultValue, min, max, description, new String[0]);
   }
 
-  Option(String camelName, String envSuffix, Kind kind, Object defaultValue, long min, long max,
-      String description, String[] words) {
+  Option(
+      String camelName,
+      String envSuffix,
+      Kind kind,
+      Object defaultValue,
+      long min,
+      long max,
+      String description,
+      String[] words) {
     this.camelName = camelName;
     this.systemProperty = "colibri." + (kind == Kind.MILLIS ? camelName + "Ms" : camelName);
     this.environmentVariable = "COLIBRI_" + envSuffix;
@@ -282,7 +445,8 @@ public enum Option {
   public String validValues() {
     switch (kind) {
       case TRANSPORT:
-        return java.util.Arrays.stream(Transport.values()).map(Transport::configName)
+        return java.util.Arrays.stream(Transport.values())
+            .map(Transport::configName)
             .collect(java.util.stream.Collectors.joining(", "));
       case ALGORITHM:
         return "auto, ring, direct";
@@ -299,7 +463,14 @@ public enum Option {
       case WORDS:
         return String.join(", ", words);
       case BYTES_OR_AUTO:
-        return "auto (-1), " + min + ".." + max + " (" + bytesText(min) + ".." + bytesText(max)
+        return "auto (-1), "
+            + min
+            + ".."
+            + max
+            + " ("
+            + bytesText(min)
+            + ".."
+            + bytesText(max)
             + ")";
       default:
         return min + ".." + max + " ms (" + millisText(min) + ".." + millisText(max) + ")";
@@ -407,13 +578,21 @@ public enum Option {
         try {
           n = Long.parseLong(t);
         } catch (NumberFormatException e) {
-          throw invalid(source, quote(text), "is not a whole number"
-              + (kind == Kind.BYTES ? " of bytes" : kind == Kind.MILLIS ? " of milliseconds" : ""));
+          throw invalid(
+              source,
+              quote(text),
+              "is not a whole number"
+                  + (kind == Kind.BYTES
+                      ? " of bytes"
+                      : kind == Kind.MILLIS ? " of milliseconds" : ""));
         }
-        return check(kind == Kind.INT ? (Object) (int) Math.max(Integer.MIN_VALUE,
-            Math.min(Integer.MAX_VALUE, n)) : kind == Kind.MILLIS ? Duration.ofMillis(n) : n,
-            source, quote(text));
-      }
+        return check(
+            kind == Kind.INT
+                ? (Object) (int) Math.max(Integer.MIN_VALUE, Math.min(Integer.MAX_VALUE, n))
+                : kind == Kind.MILLIS ? Duration.ofMillis(n) : n,
+            source,
+            quote(text));
+    }
   }
 
   /**
@@ -428,19 +607,36 @@ public enum Option {
 
   private Object check(Object value, String source, String shown) {
     if (value == null) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, camelName + " from " + source
-          + " is null: pass a " + type().getSimpleName() + " (" + validValues()
-          + "), or leave it unset for the default " + format(defaultValue));
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          camelName
+              + " from "
+              + source
+              + " is null: pass a "
+              + type().getSimpleName()
+              + " ("
+              + validValues()
+              + "), or leave it unset for the default "
+              + format(defaultValue));
     }
     if (!type().isInstance(value)) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, camelName + " from " + source
-          + " is a " + value.getClass().getSimpleName() + ", not a " + type().getSimpleName());
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          camelName
+              + " from "
+              + source
+              + " is a "
+              + value.getClass().getSimpleName()
+              + ", not a "
+              + type().getSimpleName());
     }
     long n;
     switch (kind) {
       case ALGORITHM:
         if (value == Algorithm.NONE) {
-          throw invalid(source, shown != null ? shown : "NONE",
+          throw invalid(
+              source,
+              shown != null ? shown : "NONE",
               "is only reported by lastAlgorithm(), it cannot be forced");
         }
         return value;
@@ -461,7 +657,7 @@ public enum Option {
         if (n < min || n > max) {
           throw invalid(source, shown != null ? shown : quote(text), "is " + n + " bytes long");
         }
-        if (text.indexOf('\0') >= 0) {  // C would stop there: "mlx5_0\0x" would mean "mlx5_0"
+        if (text.indexOf('\0') >= 0) { // C would stop there: "mlx5_0\0x" would mean "mlx5_0"
           throw invalid(source, shown != null ? shown : quote(text), "contains a NUL character");
         }
         return value;
@@ -484,22 +680,40 @@ public enum Option {
         }
         n = d.toMillis();
         if (!Duration.ofMillis(n).equals(d)) {
-          throw invalid(source, shown != null ? shown : d.toString(),
+          throw invalid(
+              source,
+              shown != null ? shown : d.toString(),
               "is not a whole number of milliseconds");
         }
         break;
     }
     if (n < min || n > max) {
-      throw invalid(source, shown != null ? shown : kind == Kind.MILLIS
-          ? millisText((Duration) value) : String.valueOf(n), "is out of range");
+      throw invalid(
+          source,
+          shown != null
+              ? shown
+              : kind == Kind.MILLIS ? millisText((Duration) value) : String.valueOf(n),
+          "is out of range");
     }
     return value;
   }
 
   private ColibriException invalid(String source, String shown, String what) {
-    return new ColibriException(ErrorCode.INVALID_ARGUMENT, "invalid " + camelName + " from "
-        + source + ": " + shown + " " + what + "; valid values are " + validValues()
-        + ". Fix it, or unset it to use the default " + defaultText() + ".");
+    return new ColibriException(
+        ErrorCode.INVALID_ARGUMENT,
+        "invalid "
+            + camelName
+            + " from "
+            + source
+            + ": "
+            + shown
+            + " "
+            + what
+            + "; valid values are "
+            + validValues()
+            + ". Fix it, or unset it to use the default "
+            + defaultText()
+            + ".");
   }
 
   /** The default in text, with its unit. */

@@ -208,14 +208,26 @@ public final class Options {
    */
   public static String describeAll() {
     StringBuilder sb = new StringBuilder();
-    sb.append("| Option | System property | Environment variable | Type | Default | Valid values"
-        + " | Description |\n");
+    sb.append(
+        "| Option | System property | Environment variable | Type | Default | Valid values"
+            + " | Description |\n");
     sb.append("|---|---|---|---|---|---|---|\n");
     for (Option o : Option.values()) {
-      sb.append("| `").append(o.camelName()).append("` | `").append(o.systemProperty())
-          .append("` | `").append(o.environmentVariable()).append("` | ")
-          .append(o.typeText()).append(" | ").append(o.defaultText()).append(" | ")
-          .append(o.validValues()).append(" | ").append(o.description()).append(" |\n");
+      sb.append("| `")
+          .append(o.camelName())
+          .append("` | `")
+          .append(o.systemProperty())
+          .append("` | `")
+          .append(o.environmentVariable())
+          .append("` | ")
+          .append(o.typeText())
+          .append(" | ")
+          .append(o.defaultText())
+          .append(" | ")
+          .append(o.validValues())
+          .append(" | ")
+          .append(o.description())
+          .append(" |\n");
     }
     return sb.toString();
   }
@@ -232,8 +244,10 @@ public final class Options {
       first = false;
       sb.append(o.camelName()).append('=');
       Object v = values.get(o);
-      sb.append(o == Option.TIMEOUT ? ((Duration) v).toMillis() + "ms"
-          : v instanceof String ? "\"" + v + "\"" : v);
+      sb.append(
+          o == Option.TIMEOUT
+              ? ((Duration) v).toMillis() + "ms"
+              : v instanceof String ? "\"" + v + "\"" : v);
       String source = sources.get(o);
       if (!"default".equals(source)) {
         sb.append(" (").append(source).append(')');
@@ -256,8 +270,12 @@ public final class Options {
   /** {@code option}, or INVALID_ARGUMENT naming the method that was given null. */
   private static Option nonNull(Option option, String method) {
     if (option == null) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "Options " + method + "(option): the"
-          + " option is null: pass one of the constants of Option, such as Option.CHUNK_BYTES");
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          "Options "
+              + method
+              + "(option): the"
+              + " option is null: pass one of the constants of Option, such as Option.CHUNK_BYTES");
     }
     return option;
   }
@@ -463,9 +481,16 @@ public final class Options {
     public Builder set(Option option, String text) {
       nonNull(option, "set");
       if (text == null) {
-        throw new ColibriException(ErrorCode.INVALID_ARGUMENT, option.camelName() + " from "
-            + BUILDER + " is null: pass one of " + option.validValues() + ", or call clear(Option."
-            + option.name() + ") to use the system property, environment variable or default");
+        throw new ColibriException(
+            ErrorCode.INVALID_ARGUMENT,
+            option.camelName()
+                + " from "
+                + BUILDER
+                + " is null: pass one of "
+                + option.validValues()
+                + ", or call clear(Option."
+                + option.name()
+                + ") to use the system property, environment variable or default");
       }
       values.put(option, option.parse(text, BUILDER));
       sources.put(option, BUILDER);
@@ -490,7 +515,7 @@ public final class Options {
      *
      * @return new, immutable options; the builder may be used on
      * @throws
- ColibriException INVALID_ARGUMENT if a system property or environment variable is
+     * ColibriException INVALID_ARGUMENT if a system property or environment variable is
      *     invalid
      */
     public Options build() {

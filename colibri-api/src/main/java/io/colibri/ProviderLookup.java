@@ -40,13 +40,20 @@ final class ProviderLookup {
           return it.next();
         }
       } catch (ServiceConfigurationError e) {
-        throw new ColibriException(ErrorCode.UNSUPPORTED, "the Colibri provider on the class path"
-            + " could not be loaded (" + e.getMessage() + "): check that io.colibri:colibri-api and"
-            + " io.colibri:colibri-native have the same version", e);
+        throw new ColibriException(
+            ErrorCode.UNSUPPORTED,
+            "the Colibri provider on the class path"
+                + " could not be loaded ("
+                + e.getMessage()
+                + "): check that io.colibri:colibri-api and"
+                + " io.colibri:colibri-native have the same version",
+            e);
       }
     }
-    throw new ColibriException(ErrorCode.UNSUPPORTED, "no Colibri implementation on the class path:"
-        + " add the dependency io.colibri:colibri-native and its natives jar"
-        + " io.colibri:colibri-native with classifier linux-x86_64 (same version as colibri-api)");
+    throw new ColibriException(
+        ErrorCode.UNSUPPORTED,
+        "no Colibri implementation on the class path: add the dependency io.colibri:colibri-native"
+            + " and its natives jar io.colibri:colibri-native with classifier linux-x86_64 (same"
+            + " version as colibri-api)");
   }
 }

@@ -30,6 +30,7 @@ public final class UniqueId implements AutoCloseable {
 
   private static final Base64.Encoder ENCODER = Base64.getUrlEncoder().withoutPadding();
   private static final Base64.Decoder DECODER = Base64.getUrlDecoder();
+
   /** Length of {@link #toString()}: 128 bytes in unpadded base64. */
   private static final int TEXT_LENGTH = (BYTES * 8 + 5) / 6;
 
@@ -61,12 +62,18 @@ public final class UniqueId implements AutoCloseable {
    */
   public static UniqueId fromBytes(byte[] bytes) {
     if (bytes == null) {
-      throw invalid("unique id bytes are null: pass the " + BYTES
-          + " bytes that UniqueId.toBytes() returned");
+      throw invalid(
+          "unique id bytes are null: pass the "
+              + BYTES
+              + " bytes that UniqueId.toBytes() returned");
     }
     if (bytes.length != BYTES) {
-      throw invalid("unique id must be exactly " + BYTES + " bytes, got "
-          + bytes.length + ": pass the bytes that UniqueId.toBytes() returned, unchanged");
+      throw invalid(
+          "unique id must be exactly "
+              + BYTES
+              + " bytes, got "
+              + bytes.length
+              + ": pass the bytes that UniqueId.toBytes() returned, unchanged");
     }
     return new UniqueId(bytes.clone());
   }
@@ -86,30 +93,49 @@ public final class UniqueId implements AutoCloseable {
     }
     String t = text.strip();
     if (t.length() != TEXT_LENGTH) {
-      throw invalid("unique id text must be " + TEXT_LENGTH
-          + " characters of URL-safe base64, got " + t.length()
-          + ": pass the whole string that UniqueId.toString() returned (was it cut or padded?)");
+      throw invalid(
+          "unique id text must be "
+              + TEXT_LENGTH
+              + " characters of URL-safe base64, got "
+              + t.length()
+              + ": pass the whole string that UniqueId.toString() returned (was it cut or"
+              + " padded?)");
     }
     for (int i = 0; i < t.length(); i++) {
       char c = t.charAt(i);
-      boolean ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
-          || c == '-' || c == '_';
+      boolean ok =
+          (c >= 'A' && c <= 'Z')
+              || (c >= 'a' && c <= 'z')
+              || (c >= '0' && c <= '9')
+              || c == '-'
+              || c == '_';
       if (!ok) {
-        throw invalid("unique id text has '" + printable(c) + "' at index " + i
-            + ", which is not URL-safe base64 (A-Z a-z 0-9 - _): pass the string that"
-            + " UniqueId.toString() returned, unchanged");
+        throw invalid(
+            "unique id text has '"
+                + printable(c)
+                + "' at index "
+                + i
+                + ", which is not URL-safe base64 (A-Z a-z 0-9 - _): pass the string that"
+                + " UniqueId.toString() returned, unchanged");
       }
     }
     byte[] decoded;
     try {
       decoded = DECODER.decode(t);
     } catch (IllegalArgumentException e) { // the JDK decoder's refusal
-      throw invalid("unique id text is not valid base64 (" + e.getMessage()
-          + "): pass the string that UniqueId.toString() returned, unchanged", e);
+      throw invalid(
+          "unique id text is not valid base64 ("
+              + e.getMessage()
+              + "): pass the string that UniqueId.toString() returned, unchanged",
+          e);
     }
     if (decoded.length != BYTES) {
-      throw invalid("unique id text decodes to " + decoded.length
-          + " bytes, not " + BYTES + ": pass the string that UniqueId.toString() returned");
+      throw invalid(
+          "unique id text decodes to "
+              + decoded.length
+              + " bytes, not "
+              + BYTES
+              + ": pass the string that UniqueId.toString() returned");
     }
     return new UniqueId(decoded);
   }

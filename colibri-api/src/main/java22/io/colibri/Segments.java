@@ -67,14 +67,23 @@ public final class Segments {
    * @param type element type of both segments
    * @param op how elements are combined
    */
-  public static void allReduce(Communicator comm, MemorySegment send, MemorySegment recv,
-      long count, DataType type, ReduceOp op) {
+  public static void allReduce(
+      Communicator comm,
+      MemorySegment send,
+      MemorySegment recv,
+      long count,
+      DataType type,
+      ReduceOp op) {
     Call c = new Call("allReduce", comm, type, op, true);
     long bytes = c.bytes("count", count, 1);
     c.segment("send", send, bytes, false);
     c.segment("recv", recv, bytes, true);
-    c.run(count, (d, h) -> (int) d.allReduce.invokeExact(send, recv, count, type.code(),
-        op.code(), h, MemorySegment.NULL));
+    c.run(
+        count,
+        (d, h) ->
+            (int)
+                d.allReduce.invokeExact(
+                    send, recv, count, type.code(), op.code(), h, MemorySegment.NULL));
   }
 
   /**
@@ -88,13 +97,16 @@ public final class Segments {
    * @param sendCount number of elements each rank contributes, 0 or more
    * @param type element type of both segments
    */
-  public static void allGather(Communicator comm, MemorySegment send, MemorySegment recv,
-      long sendCount, DataType type) {
+  public static void allGather(
+      Communicator comm, MemorySegment send, MemorySegment recv, long sendCount, DataType type) {
     Call c = new Call("allGather", comm, type, null, false);
     c.segment("send", send, c.bytes("sendCount", sendCount, 1), false);
     c.segment("recv", recv, c.bytes("sendCount", sendCount, comm.size()), true);
-    c.run(sendCount, (d, h) -> (int) d.allGather.invokeExact(send, recv, sendCount, type.code(),
-        h, MemorySegment.NULL));
+    c.run(
+        sendCount,
+        (d, h) ->
+            (int)
+                d.allGather.invokeExact(send, recv, sendCount, type.code(), h, MemorySegment.NULL));
   }
 
   /**
@@ -109,13 +121,22 @@ public final class Segments {
    * @param type element type of both segments
    * @param op how elements are combined
    */
-  public static void reduceScatter(Communicator comm, MemorySegment send, MemorySegment recv,
-      long recvCount, DataType type, ReduceOp op) {
+  public static void reduceScatter(
+      Communicator comm,
+      MemorySegment send,
+      MemorySegment recv,
+      long recvCount,
+      DataType type,
+      ReduceOp op) {
     Call c = new Call("reduceScatter", comm, type, op, true);
     c.segment("send", send, c.bytes("recvCount", recvCount, comm.size()), false);
     c.segment("recv", recv, c.bytes("recvCount", recvCount, 1), true);
-    c.run(recvCount, (d, h) -> (int) d.reduceScatter.invokeExact(send, recv, recvCount,
-        type.code(), op.code(), h, MemorySegment.NULL));
+    c.run(
+        recvCount,
+        (d, h) ->
+            (int)
+                d.reduceScatter.invokeExact(
+                    send, recv, recvCount, type.code(), op.code(), h, MemorySegment.NULL));
   }
 
   /**
@@ -131,19 +152,34 @@ public final class Segments {
    * @param type element type of both segments
    * @param root rank whose {@code send} is broadcast, 0..comm.size()-1, the same on every rank
    */
-  public static void broadcast(Communicator comm, MemorySegment send, MemorySegment recv,
-      long count, DataType type, int root) {
+  public static void broadcast(
+      Communicator comm,
+      MemorySegment send,
+      MemorySegment recv,
+      long count,
+      DataType type,
+      int root) {
     Call c = new Call("broadcast", comm, type, null, false);
     if (root < 0 || root >= comm.size()) {
-      throw c.invalid("root " + root + " is out of range for a communicator of " + comm.size()
-          + " rank" + (comm.size() == 1 ? "" : "s") + ": pass a root in 0.." + (comm.size() - 1));
+      throw c.invalid(
+          "root "
+              + root
+              + " is out of range for a communicator of "
+              + comm.size()
+              + " rank"
+              + (comm.size() == 1 ? "" : "s")
+              + ": pass a root in 0.."
+              + (comm.size() - 1));
     }
     long bytes = c.bytes("count", count, 1);
     c.segment("recv", recv, bytes, true);
     // Not read off the root, so not checked there: the C function gets recv in its place.
     MemorySegment s = comm.rank() == root ? c.segment("send", send, bytes, false) : recv;
-    c.run(count, (d, h) -> (int) d.broadcast.invokeExact(s, recv, count, type.code(), root, h,
-        MemorySegment.NULL));
+    c.run(
+        count,
+        (d, h) ->
+            (int)
+                d.broadcast.invokeExact(s, recv, count, type.code(), root, h, MemorySegment.NULL));
   }
 
   // ---- checks and the call ----
@@ -165,9 +201,13 @@ public final class Segments {
         throw invalid("comm is null: pass the communicator to run the call on");
       }
       if (!(comm instanceof NativeCalls)) {
-        throw new ColibriException(ErrorCode.UNSUPPORTED, name + ": " + comm.getClass().getName()
-            + " does not take MemorySegments (it does not run on libcolibri's C ABI): use a"
-            + " communicator of io.colibri:colibri-native, or its ByteBuffer calls");
+        throw new ColibriException(
+            ErrorCode.UNSUPPORTED,
+            name
+                + ": "
+                + comm.getClass().getName()
+                + " does not take MemorySegments (it does not run on libcolibri's C ABI): use a"
+                + " communicator of io.colibri:colibri-native, or its ByteBuffer calls");
       }
       if (type == null) {
         throw invalid("type is null: pass a DataType such as DataType.FLOAT32");
@@ -191,9 +231,17 @@ public final class Segments {
       try {
         return Math.multiplyExact(Math.multiplyExact(count, (long) ranks), (long) type.size());
       } catch (ArithmeticException e) {
-        throw invalid(countName + " " + count + (ranks > 1 ? " x " + ranks + " ranks" : "")
-            + " x " + type.size() + " bytes (" + type + ") does not fit in a long: pass a smaller "
-            + countName);
+        throw invalid(
+            countName
+                + " "
+                + count
+                + (ranks > 1 ? " x " + ranks + " ranks" : "")
+                + " x "
+                + type.size()
+                + " bytes ("
+                + type
+                + ") does not fit in a long: pass a smaller "
+                + countName);
       }
     }
 
@@ -201,27 +249,45 @@ public final class Segments {
     MemorySegment segment(String role, MemorySegment s, long bytes, boolean written) {
       String what = role + " segment";
       if (s == null) {
-        throw invalid(what + " is null: pass a native segment of at least " + bytes + " bytes"
-            + " (Arena.allocate)");
+        throw invalid(
+            what
+                + " is null: pass a native segment of at least "
+                + bytes
+                + " bytes"
+                + " (Arena.allocate)");
       }
       if (!s.isNative()) {
-        throw invalid(what + " is a heap segment (" + s + "): Colibri needs native memory;"
-            + " allocate it with an Arena (arena.allocate(bytes)), or copy the data into one");
+        throw invalid(
+            what
+                + " is a heap segment ("
+                + s
+                + "): Colibri needs native memory;"
+                + " allocate it with an Arena (arena.allocate(bytes)), or copy the data into one");
       }
       if (!s.scope().isAlive()) {
-        throw invalid(what + " is not alive: its arena was closed (or, for Arena.ofAuto(),"
-            + " collected); pass a segment of an arena that is still open");
+        throw invalid(
+            what
+                + " is not alive: its arena was closed (or, for Arena.ofAuto(),"
+                + " collected); pass a segment of an arena that is still open");
       }
       if (!s.isAccessibleBy(Thread.currentThread())) {
-        throw invalid(what + " belongs to a confined arena of another thread: call from that"
-            + " thread, or allocate the segment with Arena.ofShared()");
+        throw invalid(
+            what
+                + " belongs to a confined arena of another thread: call from that"
+                + " thread, or allocate the segment with Arena.ofShared()");
       }
       if (written && s.isReadOnly()) {
         throw invalid(what + " is read-only: pass a writable segment for the result");
       }
       if (s.byteSize() < bytes) {
-        throw invalid(what + " has " + s.byteSize() + " bytes but " + bytes + " bytes are needed:"
-            + " pass a larger segment or a smaller count");
+        throw invalid(
+            what
+                + " has "
+                + s.byteSize()
+                + " bytes but "
+                + bytes
+                + " bytes are needed:"
+                + " pass a larger segment or a smaller count");
       }
       return s;
     }
@@ -229,21 +295,28 @@ public final class Segments {
     /** Makes the C call as one of the communicator's calls. */
     void run(long count, Downcall call) {
       Downcalls d = Downcalls.of(comm.nativeLibrary());
-      comm.callNative(name, name + " of " + count + " " + type, h -> {
-        try {
-          return call.call(d, MemorySegment.ofAddress(h));
-        } catch (IllegalStateException | WrongThreadException | IllegalArgumentException e) {
-          // The linker's own check of a segment, which passed ours a moment before.
-          throw invalid("a segment could not be passed to the C function (" + e.getMessage()
-              + "): did another thread close its arena meanwhile? Keep the arena open until the"
-              + " call returns");
-        } catch (RuntimeException | Error e) {
-          throw e;
-        } catch (Throwable t) {
-          throw new ColibriException(ErrorCode.INTERNAL_ERROR, name + ": the native call threw "
-              + t + ": please report this as a Colibri bug", t);
-        }
-      });
+      comm.callNative(
+          name,
+          name + " of " + count + " " + type,
+          h -> {
+            try {
+              return call.call(d, MemorySegment.ofAddress(h));
+            } catch (IllegalStateException | WrongThreadException | IllegalArgumentException e) {
+              // The linker's own check of a segment, which passed ours a moment before.
+              throw invalid(
+                  "a segment could not be passed to the C function ("
+                      + e.getMessage()
+                      + "): did another thread close its arena meanwhile? Keep the arena open until"
+                      + " the call returns");
+            } catch (RuntimeException | Error e) {
+              throw e;
+            } catch (Throwable t) {
+              throw new ColibriException(
+                  ErrorCode.INTERNAL_ERROR,
+                  name + ": the native call threw " + t + ": please report this as a Colibri bug",
+                  t);
+            }
+          });
     }
   }
 
@@ -265,9 +338,10 @@ public final class Segments {
 
     private Downcalls(String library) {
       this.library = library;
-      SymbolLookup lookup = library.indexOf('/') >= 0
-          ? SymbolLookup.libraryLookup(Path.of(library), Arena.global())
-          : SymbolLookup.libraryLookup(library, Arena.global());
+      SymbolLookup lookup =
+          library.indexOf('/') >= 0
+              ? SymbolLookup.libraryLookup(Path.of(library), Arena.global())
+              : SymbolLookup.libraryLookup(library, Arena.global());
       ValueLayout a = ValueLayout.ADDRESS;
       ValueLayout i = ValueLayout.JAVA_INT;
       ValueLayout n = ValueLayout.JAVA_LONG;
@@ -287,13 +361,19 @@ public final class Segments {
       return d;
     }
 
-    private static MethodHandle handle(SymbolLookup lookup, String function,
-        ValueLayout... args) {
-      MemorySegment address = lookup.find(function).orElseThrow(() -> new ColibriException(
-          ErrorCode.UNSUPPORTED, function + " is not in the loaded Colibri library: its"
-              + " colibri-native and colibri-api differ in version; use the same version of both"));
-      return Linker.nativeLinker().downcallHandle(address,
-          FunctionDescriptor.of(ValueLayout.JAVA_INT, args));
+    private static MethodHandle handle(SymbolLookup lookup, String function, ValueLayout... args) {
+      MemorySegment address =
+          lookup
+              .find(function)
+              .orElseThrow(
+                  () ->
+                      new ColibriException(
+                          ErrorCode.UNSUPPORTED,
+                          function
+                              + " is not in the loaded Colibri library: its colibri-native and"
+                              + " colibri-api differ in version; use the same version of both"));
+      return Linker.nativeLinker()
+          .downcallHandle(address, FunctionDescriptor.of(ValueLayout.JAVA_INT, args));
     }
   }
 }

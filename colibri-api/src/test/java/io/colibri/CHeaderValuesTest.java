@@ -58,8 +58,18 @@ class CHeaderValuesTest {
 
   @Test
   void dataTypeCodes() {
-    String[] names = {"clbInt8", "clbUint8", "clbInt32", "clbUint32", "clbInt64", "clbUint64",
-        "clbFloat16", "clbBfloat16", "clbFloat32", "clbFloat64"};
+    String[] names = {
+      "clbInt8",
+      "clbUint8",
+      "clbInt32",
+      "clbUint32",
+      "clbInt64",
+      "clbUint64",
+      "clbFloat16",
+      "clbBfloat16",
+      "clbFloat32",
+      "clbFloat64"
+    };
     DataType[] types = DataType.values();
     assertEquals(enumValue("clbNumTypes"), types.length);
     for (int i = 0; i < names.length; i++) {
@@ -98,8 +108,9 @@ class CHeaderValuesTest {
     for (int i = 0; i < algos.length; i++) {
       assertEquals(enumValue(algos[i]), Algorithm.values()[i].code(), algos[i]);
     }
-    String[] transports = {"clbTransportAuto", "clbTransportShm", "clbTransportSocket",
-        "clbTransportVerbs"};
+    String[] transports = {
+      "clbTransportAuto", "clbTransportShm", "clbTransportSocket", "clbTransportVerbs"
+    };
     assertEquals(enumValue("clbNumTransports"), Transport.values().length);
     for (int i = 0; i < transports.length; i++) {
       assertEquals(enumValue(transports[i]), Transport.values()[i].code(), transports[i]);
@@ -117,9 +128,18 @@ class CHeaderValuesTest {
 
   @Test
   void errorCodes() {
-    String[] names = {"clbInvalidArgument", "clbInvalidUsage", "clbSystemError",
-        "clbInternalError", "clbRemoteError", "clbTimeout", "clbAborted", "clbAuthError",
-        "clbUnsupported", "clbOutOfMemory"};
+    String[] names = {
+      "clbInvalidArgument",
+      "clbInvalidUsage",
+      "clbSystemError",
+      "clbInternalError",
+      "clbRemoteError",
+      "clbTimeout",
+      "clbAborted",
+      "clbAuthError",
+      "clbUnsupported",
+      "clbOutOfMemory"
+    };
     assertEquals(enumValue("clbNumResults") - 1, ErrorCode.values().length);
     for (int i = 0; i < names.length; i++) {
       ErrorCode e = ErrorCode.values()[i];
@@ -132,36 +152,44 @@ class CHeaderValuesTest {
   void defaultsAndIdSize() {
     assertEquals(define("CLB_DEFAULT_PIPELINE_DEPTH"), (int) Option.PIPELINE_DEPTH.defaultValue());
     assertEquals(define("CLB_DEFAULT_CHUNK_BYTES"), (long) Option.CHUNK_BYTES.defaultValue());
-    assertEquals(define("CLB_DEFAULT_DIRECT_MAX_BYTES"),
-        (long) Option.DIRECT_MAX_BYTES.defaultValue());
-    assertEquals(define("CLB_DEFAULT_STAGING_CAP_BYTES"),
-        (long) Option.STAGING_CAP_BYTES.defaultValue());
-    assertEquals(define("CLB_DEFAULT_TIMEOUT_MS"),
+    assertEquals(
+        define("CLB_DEFAULT_DIRECT_MAX_BYTES"), (long) Option.DIRECT_MAX_BYTES.defaultValue());
+    assertEquals(
+        define("CLB_DEFAULT_STAGING_CAP_BYTES"), (long) Option.STAGING_CAP_BYTES.defaultValue());
+    assertEquals(
+        define("CLB_DEFAULT_TIMEOUT_MS"),
         ((java.time.Duration) Option.TIMEOUT.defaultValue()).toMillis());
     assertEquals(define("CLB_UNIQUE_ID_BYTES"), UniqueId.BYTES);
     assertEquals(define("CLB_DEFAULT_VERBS_PORT"), (int) Option.VERBS_PORT.defaultValue());
-    assertEquals(define("CLB_DEFAULT_VERBS_GID_INDEX"),
-        (int) Option.VERBS_GID_INDEX.defaultValue());
-    assertEquals(define("CLB_DEFAULT_VERBS_TRAFFIC_CLASS"),
-        (int) Option.VERBS_TRAFFIC_CLASS.defaultValue());
+    assertEquals(
+        define("CLB_DEFAULT_VERBS_GID_INDEX"), (int) Option.VERBS_GID_INDEX.defaultValue());
+    assertEquals(
+        define("CLB_DEFAULT_VERBS_TRAFFIC_CLASS"), (int) Option.VERBS_TRAFFIC_CLASS.defaultValue());
     assertEquals(define("CLB_DEFAULT_VERBS_TIMEOUT"), (int) Option.VERBS_TIMEOUT.defaultValue());
-    assertEquals(define("CLB_DEFAULT_VERBS_RETRY_COUNT"),
-        (int) Option.VERBS_RETRY_COUNT.defaultValue());
-    assertEquals(define("CLB_DEFAULT_VERBS_QPS_PER_CONNECTION"),
+    assertEquals(
+        define("CLB_DEFAULT_VERBS_RETRY_COUNT"), (int) Option.VERBS_RETRY_COUNT.defaultValue());
+    assertEquals(
+        define("CLB_DEFAULT_VERBS_QPS_PER_CONNECTION"),
         (int) Option.VERBS_QPS_PER_CONNECTION.defaultValue());
     // verbsDevice: a char array of CLB_VERBS_DEVICE_BYTES, its NUL included.
-    assertTrue(Option.VERBS_DEVICE.validValues().contains(
-        "0.." + (define("CLB_VERBS_DEVICE_BYTES") - 1) + " bytes"), Option.VERBS_DEVICE.validValues());
+    assertTrue(
+        Option.VERBS_DEVICE
+            .validValues()
+            .contains("0.." + (define("CLB_VERBS_DEVICE_BYTES") - 1) + " bytes"),
+        Option.VERBS_DEVICE.validValues());
     // "#define CLB_DEFAULT_VERSION_CHECK clbVersionCheckStrict"
-    Matcher m = Pattern.compile("#define\\s+CLB_DEFAULT_VERSION_CHECK\\s+(clb\\w+)").matcher(header);
+    Matcher m =
+        Pattern.compile("#define\\s+CLB_DEFAULT_VERSION_CHECK\\s+(clb\\w+)").matcher(header);
     assertTrue(m.find(), "CLB_DEFAULT_VERSION_CHECK not found in " + HEADER);
-    assertEquals(enumValue(m.group(1)), ((VersionCheck) Option.VERSION_CHECK.defaultValue()).code());
+    assertEquals(
+        enumValue(m.group(1)), ((VersionCheck) Option.VERSION_CHECK.defaultValue()).code());
   }
 
   @Test
   void everyConfigFieldHasItsEnvironmentVariable() {
     for (Option o : Option.values()) {
-      assertTrue(header.contains(o.environmentVariable()),
+      assertTrue(
+          header.contains(o.environmentVariable()),
           o.environmentVariable() + " is not documented in clbConfig_t");
     }
   }

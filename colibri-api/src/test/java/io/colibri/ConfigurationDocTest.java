@@ -37,7 +37,10 @@ class ConfigurationDocTest {
       doc = doc.substring(0, start) + table + doc.substring(end);
       Files.writeString(DOC, doc, StandardCharsets.UTF_8);
     }
-    assertTrue(doc.contains(table), DOC + " is out of date with Options.describeAll(): run"
-        + " mvn -pl colibri-api test -Dtest=ConfigurationDocTest -Dcolibri.updateDocs=true");
+    assertTrue(
+        doc.contains(table),
+        DOC
+            + " is out of date with Options.describeAll(): run"
+            + " mvn -pl colibri-api test -Dtest=ConfigurationDocTest -Dcolibri.updateDocs=true");
   }
 }

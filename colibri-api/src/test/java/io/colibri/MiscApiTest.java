@@ -27,14 +27,14 @@ class MiscApiTest {
     for (DataType t : DataType.values()) {
       assertEquals(t, DataType.fromCode(t.code()));
     }
-    invalidArgument(() -> DataType.fromCode(10), "unknown clbDataType_t 10",
-        "valid codes are 0..9");
+    invalidArgument(
+        () -> DataType.fromCode(10), "unknown clbDataType_t 10", "valid codes are 0..9");
     invalidArgument(() -> DataType.fromCode(-1), "unknown clbDataType_t -1");
     for (Algorithm a : Algorithm.values()) {
       assertEquals(a, Algorithm.fromCode(a.code()));
     }
-    invalidArgument(() -> Algorithm.fromCode(4), "unknown clbAlgorithm_t 4",
-        "valid codes are 0..3");
+    invalidArgument(
+        () -> Algorithm.fromCode(4), "unknown clbAlgorithm_t 4", "valid codes are 0..3");
   }
 
   @Test
@@ -55,8 +55,7 @@ class MiscApiTest {
 
   @Test
   void initRefusesNullIdAndOptions() {
-    ColibriException e = assertThrows(ColibriException.class,
-        () -> Communicator.init(null, 0, 1));
+    ColibriException e = assertThrows(ColibriException.class, () -> Communicator.init(null, 0, 1));
     assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
     assertTrue(e.getMessage().contains("unique id is null"), e.getMessage());
     UniqueId id = UniqueId.fromBytes(new byte[UniqueId.BYTES]);
@@ -98,8 +97,8 @@ class MiscApiTest {
       env.remove(name);
       ColibriException e = assertThrows(ColibriException.class, () -> LaunchEnvironment.from(env));
       assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
-      assertTrue(e.getMessage().contains("environment variable " + name + " is not set"),
-          e.getMessage());
+      assertTrue(
+          e.getMessage().contains("environment variable " + name + " is not set"), e.getMessage());
     }
     Map<String, String> env = launcher();
     env.put("RANK", "8");
@@ -109,8 +108,8 @@ class MiscApiTest {
 
     env.put("RANK", "0");
     env.put("MASTER_PORT", "http");
-    invalidArgument(() -> LaunchEnvironment.from(env),
-        "MASTER_PORT=\"http\" is not a whole number");
+    invalidArgument(
+        () -> LaunchEnvironment.from(env), "MASTER_PORT=\"http\" is not a whole number");
     invalidArgument(() -> LaunchEnvironment.from(null), "env is null", "System.getenv()");
   }
 }

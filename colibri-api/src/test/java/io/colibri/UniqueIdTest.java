@@ -9,7 +9,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNotSame;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.Random;
 import org.junit.jupiter.api.Test;
@@ -65,7 +64,9 @@ class UniqueIdTest {
 
   @Test
   void wrongLengthBytesAreRefused() {
-    invalidArgument(() -> UniqueId.fromBytes(new byte[127]), "exactly 128 bytes, got 127",
+    invalidArgument(
+        () -> UniqueId.fromBytes(new byte[127]),
+        "exactly 128 bytes, got 127",
         "UniqueId.toBytes()");
     invalidArgument(() -> UniqueId.fromBytes(null), "unique id bytes are null");
   }
@@ -74,8 +75,8 @@ class UniqueIdTest {
   void badTextSaysWhatIsWrong() {
     String good = UniqueId.fromBytes(randomBytes(5)).toString();
 
-    invalidArgument(() -> UniqueId.parse(good.substring(0, 100)), "must be 171 characters",
-        "got 100");
+    invalidArgument(
+        () -> UniqueId.parse(good.substring(0, 100)), "must be 171 characters", "got 100");
     invalidArgument(() -> UniqueId.parse(good + "=="), "got 173");
     String withPlus = "+" + good.substring(1);
     invalidArgument(() -> UniqueId.parse(withPlus), "'+' at index 0", "URL-safe base64");

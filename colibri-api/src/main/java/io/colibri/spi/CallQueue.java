@@ -57,8 +57,10 @@ public final class CallQueue {
 
   /** Queued and running calls: written under lock, read without it by {@link #checkTurn}. */
   private volatile int pending;
+
   /** The failure that stopped the queue, or null: written under lock. */
   private volatile Failure failure;
+
   /** The worker while it runs a call (only the worker writes it): its own calls pass checkTurn. */
   private volatile Thread runner;
 
@@ -68,8 +70,10 @@ public final class CallQueue {
   /** One submitted call. */
   private static final class Task {
     final String label;
+
     /** Dropped once run: an idle worker's last task must not keep the communicator reachable. */
     Runnable work;
+
     final CallFuture future = new CallFuture();
 
     Task(String label, Runnable work) {
@@ -107,8 +111,13 @@ public final class CallQueue {
       t = new Task(call + " (async #" + ++submitted + ")", work);
       Failure f = failure;
       if (closed) {
-        refused = new ColibriException(ErrorCode.INVALID_USAGE, t.label + " on " + owner
-            + ": communicator is closed; create a new one with Communicator.init");
+        refused =
+            new ColibriException(
+                ErrorCode.INVALID_USAGE,
+                t.label
+                    + " on "
+                    + owner
+                    + ": communicator is closed; create a new one with Communicator.init");
       } else if (f != null) {
         refused = notRun(t.label, f);
       } else {
@@ -155,19 +164,31 @@ public final class CallQueue {
     lock.lock();
     try {
       n = pending;
-      oldest = running != null ? running.label + ", running"
-          : !queued.isEmpty() ? queued.peekFirst().label + ", queued" : null;
+      oldest =
+          running != null
+              ? running.label + ", running"
+              : !queued.isEmpty() ? queued.peekFirst().label + ", queued" : null;
     } finally {
       lock.unlock();
     }
     if (n == 0 || oldest == null) {
       return; // they finished meanwhile
     }
-    throw new ColibriException(ErrorCode.INVALID_USAGE, call + " on " + owner + " was refused: "
-        + n + " asynchronous call" + (n == 1 ? " is" : "s are") + " queued or running on this"
-        + " communicator (the oldest: " + oldest + "). A communicator takes one call at a time,"
-        + " and its asynchronous calls run in order on its own thread: wait for their futures"
-        + " (join()) before a synchronous call, or make this call asynchronous too");
+    throw new ColibriException(
+        ErrorCode.INVALID_USAGE,
+        call
+            + " on "
+            + owner
+            + " was refused: "
+            + n
+            + " asynchronous call"
+            + (n == 1 ? " is" : "s are")
+            + " queued or running on this"
+            + " communicator (the oldest: "
+            + oldest
+            + "). A communicator takes one call at a time,"
+            + " and its asynchronous calls run in order on its own thread: wait for their futures"
+            + " (join()) before a synchronous call, or make this call asynchronous too");
   }
 
   /** {@return calls queued or running now} */
@@ -197,8 +218,11 @@ public final class CallQueue {
     lock.lock();
     try {
       if (failure == null) {
-        failure = new Failure("abort()", new ColibriException(ErrorCode.ABORTED,
-            "abort() was called on " + owner), true);
+        failure =
+            new Failure(
+                "abort()",
+                new ColibriException(ErrorCode.ABORTED, "abort() was called on " + owner),
+                true);
       }
       dropped = drainQueued();
     } finally {
@@ -248,8 +272,13 @@ public final class CallQueue {
 
   @Override
   public String toString() {
-    return "CallQueue[" + threadName + ", " + pending + " pending"
-        + (failure != null ? ", stopped by " + failure.call : "") + (closed ? ", closed]" : "]");
+    return "CallQueue["
+        + threadName
+        + ", "
+        + pending
+        + " pending"
+        + (failure != null ? ", stopped by " + failure.call : "")
+        + (closed ? ", closed]" : "]");
   }
 
   // ---- the worker ----
@@ -290,10 +319,18 @@ public final class CallQueue {
     List<Task> dropped = List.of();
     // The future completes with a ColibriException, as its javadoc says: anything else the work
     // threw is a bug of the library, wrapped as one.
-    ColibriException c = error == null || error instanceof ColibriException
-        ? (ColibriException) error
-        : new ColibriException(ErrorCode.INTERNAL_ERROR, t.label + " on " + owner + " threw "
-            + error + ": please report this as a Colibri bug", error);
+    ColibriException c =
+        error == null || error instanceof ColibriException
+            ? (ColibriException) error
+            : new ColibriException(
+                ErrorCode.INTERNAL_ERROR,
+                t.label
+                    + " on "
+                    + owner
+                    + " threw "
+                    + error
+                    + ": please report this as a Colibri bug",
+                error);
     lock.lock();
     try {
       running = null;
@@ -343,13 +380,30 @@ public final class CallQueue {
   /** The error of a call that was not run because {@code f} stopped the queue. */
   private ColibriException notRun(String label, Failure f) {
     if (f.aborted) {
-      return new ColibriException(ErrorCode.ABORTED, label + " on " + owner + " was not run:"
-          + " abort() was called on this communicator before it started", f.error);
+      return new ColibriException(
+          ErrorCode.ABORTED,
+          label
+              + " on "
+              + owner
+              + " was not run:"
+              + " abort() was called on this communicator before it started",
+          f.error);
     }
-    return new ColibriException(f.error.code(), label + " on " + owner + " was not run: "
-        + f.call + " failed before it (" + f.error.code() + ": " + f.error.getMessage() + ")."
-        + " After a failed call this rank's sequence of calls no longer matches its peers', so"
-        + " the communicator takes no more calls: close it and create a new one", f.error);
+    return new ColibriException(
+        f.error.code(),
+        label
+            + " on "
+            + owner
+            + " was not run: "
+            + f.call
+            + " failed before it ("
+            + f.error.code()
+            + ": "
+            + f.error.getMessage()
+            + ")."
+            + " After a failed call this rank's sequence of calls no longer matches its peers', so"
+            + " the communicator takes no more calls: close it and create a new one",
+        f.error);
   }
 
   private static void joinUninterruptibly(Thread t) {
@@ -410,8 +464,8 @@ public final class CallQueue {
     }
 
     @Override
-    public CompletableFuture<Void> completeAsync(Supplier<? extends Void> supplier,
-        Executor executor) {
+    public CompletableFuture<Void> completeAsync(
+        Supplier<? extends Void> supplier, Executor executor) {
       throw refused("completeAsync");
     }
 
@@ -436,10 +490,14 @@ public final class CallQueue {
     }
 
     private static ColibriException refused(String method) {
-      return new ColibriException(ErrorCode.INVALID_USAGE, method + " is refused on the future of"
-          + " a Colibri call: it completes when the call returns, as its buffers are in use until"
-          + " then. Wait with get(timeout, unit), use copy()." + method + "(...) for a stage of"
-          + " your own, or call abort() on the communicator to stop its calls");
+      return new ColibriException(
+          ErrorCode.INVALID_USAGE,
+          method
+              + " is refused on the future of a Colibri call: it completes when the call returns,"
+              + " as its buffers are in use until then. Wait with get(timeout, unit), use copy()."
+              + method
+              + "(...) for a stage of"
+              + " your own, or call abort() on the communicator to stop its calls");
     }
   }
 }

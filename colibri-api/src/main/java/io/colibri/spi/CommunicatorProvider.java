@@ -73,16 +73,16 @@ public interface CommunicatorProvider {
    * {@link io.colibri.Communicator#group()}).
    */
   default void groupStart() {
-    throw new io.colibri.ColibriException(io.colibri.ErrorCode.UNSUPPORTED,
-        "this Colibri provider has no groups");
+    throw new io.colibri.ColibriException(
+        io.colibri.ErrorCode.UNSUPPORTED, "this Colibri provider has no groups");
   }
 
   /**
    * Ends this thread's group ({@code clbGroupEnd}): the outermost end runs its calls.
    */
   default void groupEnd() {
-    throw new io.colibri.ColibriException(io.colibri.ErrorCode.UNSUPPORTED,
-        "this Colibri provider has no groups");
+    throw new io.colibri.ColibriException(
+        io.colibri.ErrorCode.UNSUPPORTED, "this Colibri provider has no groups");
   }
 
   /**

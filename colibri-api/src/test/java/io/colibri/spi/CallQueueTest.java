@@ -58,14 +58,14 @@ class CallQueueTest {
   }
 
   private static ColibriException failure(CompletableFuture<Void> f) {
-    ExecutionException e = assertThrows(ExecutionException.class,
-        () -> f.get(10, TimeUnit.SECONDS));
+    ExecutionException e =
+        assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS));
     assertTrue(e.getCause() instanceof ColibriException, String.valueOf(e.getCause()));
     return (ColibriException) e.getCause();
   }
 
-  private static ColibriException failure(CompletableFuture<Void> f, ErrorCode code,
-      String... fragments) {
+  private static ColibriException failure(
+      CompletableFuture<Void> f, ErrorCode code, String... fragments) {
     return check(failure(f), code, fragments);
   }
 
@@ -89,10 +89,13 @@ class CallQueueTest {
     List<CompletableFuture<Void>> futures = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       int call = i;
-      futures.add(queue.submit("call", () -> {
-        order.add(call);
-        threads.add(Thread.currentThread());
-      }));
+      futures.add(
+          queue.submit(
+              "call",
+              () -> {
+                order.add(call);
+                threads.add(Thread.currentThread());
+              }));
     }
     CompletableFuture.allOf(futures.toArray(new CompletableFuture<?>[0])).get(30, TimeUnit.SECONDS);
     List<Integer> expected = new ArrayList<>();
@@ -119,7 +122,8 @@ class CallQueueTest {
   }
 
   private static long countThreads(String name) {
-    return Thread.getAllStackTraces().keySet().stream().filter(t -> t.getName().equals(name))
+    return Thread.getAllStackTraces().keySet().stream()
+        .filter(t -> t.getName().equals(name))
         .count();
   }
 
@@ -128,11 +132,14 @@ class CallQueueTest {
     CountDownLatch started = new CountDownLatch(1);
     AtomicInteger ran = new AtomicInteger();
     CompletableFuture<Void> first = queue.submit("allReduce", blocked(started));
-    ColibriException bad = new ColibriException(ErrorCode.INVALID_ARGUMENT,
-        "allReduce: send buffer is a heap buffer");
-    CompletableFuture<Void> second = queue.submit("allReduce", () -> {
-      throw bad;
-    });
+    ColibriException bad =
+        new ColibriException(ErrorCode.INVALID_ARGUMENT, "allReduce: send buffer is a heap buffer");
+    CompletableFuture<Void> second =
+        queue.submit(
+            "allReduce",
+            () -> {
+              throw bad;
+            });
     CompletableFuture<Void> third = queue.submit("allGather", ran::incrementAndGet);
     CompletableFuture<Void> fourth = queue.submit("broadcast", ran::incrementAndGet);
     assertTrue(started.await(10, TimeUnit.SECONDS));
@@ -142,20 +149,29 @@ class CallQueueTest {
     first.get(10, TimeUnit.SECONDS);
     assertSame(bad, failure(second));
     String because = "failed before it (INVALID_ARGUMENT: allReduce: send buffer is a heap buffer)";
-    ColibriException e3 = failure(third, ErrorCode.INVALID_ARGUMENT,
-        "allGather (async #3) on rank 7 of 8 was not run: allReduce (async #2) " + because,
-        "close it");
+    ColibriException e3 =
+        failure(
+            third,
+            ErrorCode.INVALID_ARGUMENT,
+            "allGather (async #3) on rank 7 of 8 was not run: allReduce (async #2) " + because,
+            "close it");
     assertSame(bad, e3.getCause());
     failure(fourth, ErrorCode.INVALID_ARGUMENT, "broadcast (async #4) on rank 7 of 8 was not run");
     assertEquals(0, ran.get(), "a call behind the failed one ran");
     assertEquals(0, queue.pending());
 
     // Later calls, asynchronous or synchronous, are refused the same way.
-    ColibriException later = failure(queue.submit("reduceScatter", ran::incrementAndGet),
-        ErrorCode.INVALID_ARGUMENT, "reduceScatter (async #5) on rank 7 of 8 was not run:"
-            + " allReduce (async #2) " + because);
+    ColibriException later =
+        failure(
+            queue.submit("reduceScatter", ran::incrementAndGet),
+            ErrorCode.INVALID_ARGUMENT,
+            "reduceScatter (async #5) on rank 7 of 8 was not run:"
+                + " allReduce (async #2) "
+                + because);
     assertSame(bad, later.getCause());
-    refused(() -> queue.checkTurn("allReduce"), ErrorCode.INVALID_ARGUMENT,
+    refused(
+        () -> queue.checkTurn("allReduce"),
+        ErrorCode.INVALID_ARGUMENT,
         "allReduce on rank 7 of 8 was not run: allReduce (async #2) " + because);
     assertEquals(0, ran.get());
   }
@@ -163,21 +179,28 @@ class CallQueueTest {
   @Test
   void aThrowableThatIsNotAColibriExceptionStopsTheQueueAsAnInternalError() throws Exception {
     IllegalStateException bug = new IllegalStateException("bug");
-    CompletableFuture<Void> f = queue.submit("trim", () -> {
-      throw bug;
-    });
-    ExecutionException e = assertThrows(ExecutionException.class,
-        () -> f.get(10, TimeUnit.SECONDS));
+    CompletableFuture<Void> f =
+        queue.submit(
+            "trim",
+            () -> {
+              throw bug;
+            });
+    ExecutionException e =
+        assertThrows(ExecutionException.class, () -> f.get(10, TimeUnit.SECONDS));
     // The call's own future holds a ColibriException too, the throwable as its cause.
     ColibriException own = assertInstanceOf(ColibriException.class, e.getCause());
     assertEquals(ErrorCode.INTERNAL_ERROR, own.code());
-    assertTrue(own.getMessage().contains(
-        "trim (async #1) on rank 7 of 8 threw java.lang.IllegalStateException: bug"),
+    assertTrue(
+        own.getMessage()
+            .contains("trim (async #1) on rank 7 of 8 threw java.lang.IllegalStateException: bug"),
         own::getMessage);
     assertSame(bug, own.getCause());
-    ColibriException next = failure(queue.submit("allReduce", () -> { }), ErrorCode.INTERNAL_ERROR,
-        "trim (async #1) on rank 7 of 8 threw java.lang.IllegalStateException: bug",
-        "please report");
+    ColibriException next =
+        failure(
+            queue.submit("allReduce", () -> {}),
+            ErrorCode.INTERNAL_ERROR,
+            "trim (async #1) on rank 7 of 8 threw java.lang.IllegalStateException: bug",
+            "please report");
     assertSame(bug, next.getCause().getCause());
   }
 
@@ -187,39 +210,50 @@ class CallQueueTest {
     queue.checkTurn("allReduce"); // nothing pending
     CountDownLatch started = new CountDownLatch(1);
     AtomicReference<Throwable> inside = new AtomicReference<>();
-    CompletableFuture<Void> first = queue.submit("allGather", () -> {
-      try {
-        queue.checkTurn("allGather"); // the queue's own call: its turn
-      } catch (Throwable t) {
-        inside.set(t);
-      }
-      blocked(started).run();
-    });
-    CompletableFuture<Void> second = queue.submit("broadcast", () -> { });
+    CompletableFuture<Void> first =
+        queue.submit(
+            "allGather",
+            () -> {
+              try {
+                queue.checkTurn("allGather"); // the queue's own call: its turn
+              } catch (Throwable t) {
+                inside.set(t);
+              }
+              blocked(started).run();
+            });
+    CompletableFuture<Void> second = queue.submit("broadcast", () -> {});
     assertTrue(started.await(10, TimeUnit.SECONDS));
-    refused(() -> queue.checkTurn("allReduce"), ErrorCode.INVALID_USAGE,
+    refused(
+        () -> queue.checkTurn("allReduce"),
+        ErrorCode.INVALID_USAGE,
         "allReduce on rank 7 of 8 was refused: 2 asynchronous calls are queued or running on"
             + " this communicator (the oldest: allGather (async #1), running)",
-        "wait for their futures (join())", "make this call asynchronous too");
+        "wait for their futures (join())",
+        "make this call asynchronous too");
 
     // A stage attached to the first future runs on the queue's thread, but it is not one of the
     // queue's calls: the second call is still queued then, so its synchronous call is refused.
-    CompletableFuture<Throwable> fromCallback = first.handle((v, t) -> {
-      try {
-        queue.checkTurn("trim");
-        return null;
-      } catch (Throwable x) {
-        return x;
-      }
-    });
+    CompletableFuture<Throwable> fromCallback =
+        first.handle(
+            (v, t) -> {
+              try {
+                queue.checkTurn("trim");
+                return null;
+              } catch (Throwable x) {
+                return x;
+              }
+            });
     release.countDown();
     first.get(10, TimeUnit.SECONDS);
     second.get(10, TimeUnit.SECONDS);
     assertNull(inside.get(), "the queue refused its own call");
     Throwable cb = fromCallback.get(10, TimeUnit.SECONDS);
     assertTrue(cb instanceof ColibriException, String.valueOf(cb));
-    check((ColibriException) cb, ErrorCode.INVALID_USAGE, "trim on rank 7 of 8 was refused: 1"
-        + " asynchronous call is queued or running", "broadcast (async #2), queued");
+    check(
+        (ColibriException) cb,
+        ErrorCode.INVALID_USAGE,
+        "trim on rank 7 of 8 was refused: 1" + " asynchronous call is queued or running",
+        "broadcast (async #2), queued");
     queue.checkTurn("allReduce"); // all done: its turn again
   }
 
@@ -227,11 +261,14 @@ class CallQueueTest {
   void abortFailsTheQueuedCallsAtOnceAndEveryLaterOne() throws Exception {
     CountDownLatch started = new CountDownLatch(1);
     AtomicInteger ran = new AtomicInteger();
-    CompletableFuture<Void> running = queue.submit("allReduce", () -> {
-      blocked(started).run();
-      // What the native call returns once the communicator is aborted.
-      throw new ColibriException(ErrorCode.ABORTED, "allReduce aborted");
-    });
+    CompletableFuture<Void> running =
+        queue.submit(
+            "allReduce",
+            () -> {
+              blocked(started).run();
+              // What the native call returns once the communicator is aborted.
+              throw new ColibriException(ErrorCode.ABORTED, "allReduce aborted");
+            });
     List<CompletableFuture<Void>> queued = new ArrayList<>();
     for (int i = 0; i < 3; i++) {
       queued.add(queue.submit("allGather", ran::incrementAndGet));
@@ -242,18 +279,28 @@ class CallQueueTest {
     for (int i = 0; i < 3; i++) {
       CompletableFuture<Void> f = queued.get(i);
       assertTrue(f.isCompletedExceptionally(), "queued call " + i + " still pending after abort");
-      failure(f, ErrorCode.ABORTED, "allGather (async #" + (i + 2) + ") on rank 7 of 8 was not"
-          + " run: abort() was called on this communicator before it started");
+      failure(
+          f,
+          ErrorCode.ABORTED,
+          "allGather (async #"
+              + (i + 2)
+              + ") on rank 7 of 8 was not"
+              + " run: abort() was called on this communicator before it started");
     }
     assertFalse(running.isDone());
     assertEquals(1, queue.pending());
-    refused(() -> queue.checkTurn("allReduce"), ErrorCode.INVALID_USAGE,
-        "1 asynchronous call is queued or running", "allReduce (async #1), running");
+    refused(
+        () -> queue.checkTurn("allReduce"),
+        ErrorCode.INVALID_USAGE,
+        "1 asynchronous call is queued or running",
+        "allReduce (async #1), running");
     release.countDown();
     failure(running, ErrorCode.ABORTED, "allReduce aborted");
     // A synchronous call is left to the aborted communicator, which refuses it with ABORTED.
     queue.checkTurn("allReduce");
-    failure(queue.submit("broadcast", ran::incrementAndGet), ErrorCode.ABORTED,
+    failure(
+        queue.submit("broadcast", ran::incrementAndGet),
+        ErrorCode.ABORTED,
         "broadcast (async #5) on rank 7 of 8 was not run: abort() was called");
     assertEquals(0, ran.get());
     queue.abort(); // idempotent
@@ -266,11 +313,14 @@ class CallQueueTest {
     List<CompletableFuture<Void>> futures = new ArrayList<>();
     for (int i = 0; i < 5; i++) {
       int call = i;
-      futures.add(queue.submit("allReduce", () -> {
-        worker.set(Thread.currentThread());
-        sleep(20);
-        order.add(call);
-      }));
+      futures.add(
+          queue.submit(
+              "allReduce",
+              () -> {
+                worker.set(Thread.currentThread());
+                sleep(20);
+                order.add(call);
+              }));
     }
     queue.close();
     assertEquals(List.of(0, 1, 2, 3, 4), order, "close() returned before the queued calls ran");
@@ -278,7 +328,9 @@ class CallQueueTest {
       assertTrue(f.isDone() && !f.isCompletedExceptionally(), f.toString());
     }
     assertFalse(worker.get().isAlive(), "close() returned before the thread ended");
-    failure(queue.submit("allReduce", () -> order.add(99)), ErrorCode.INVALID_USAGE,
+    failure(
+        queue.submit("allReduce", () -> order.add(99)),
+        ErrorCode.INVALID_USAGE,
         "allReduce (async #6) on rank 7 of 8: communicator is closed",
         "create a new one with Communicator.init");
     queue.close(); // idempotent
@@ -299,8 +351,7 @@ class CallQueueTest {
     second.get(10, TimeUnit.SECONDS);
     third.get(10, TimeUnit.SECONDS);
     assertEquals(List.of("second", "third"), order);
-    failure(queue.submit("allReduce", () -> { }), ErrorCode.INVALID_USAGE,
-        "communicator is closed");
+    failure(queue.submit("allReduce", () -> {}), ErrorCode.INVALID_USAGE, "communicator is closed");
   }
 
   @Test
@@ -316,16 +367,26 @@ class CallQueueTest {
       assertFalse(f.complete(null));
       assertFalse(f.completeExceptionally(new RuntimeException("from outside")));
       assertFalse(f.isDone() || f.isCancelled(), f.toString());
-      refused(() -> f.obtrudeValue(null), ErrorCode.INVALID_USAGE,
-          "obtrudeValue is refused on the future of a Colibri call", "abort()");
-      refused(() -> f.obtrudeException(new RuntimeException()), ErrorCode.INVALID_USAGE,
+      refused(
+          () -> f.obtrudeValue(null),
+          ErrorCode.INVALID_USAGE,
+          "obtrudeValue is refused on the future of a Colibri call",
+          "abort()");
+      refused(
+          () -> f.obtrudeException(new RuntimeException()),
+          ErrorCode.INVALID_USAGE,
           "obtrudeException is refused");
-      refused(() -> f.completeAsync(() -> null), ErrorCode.INVALID_USAGE,
-          "completeAsync is refused");
-      refused(() -> f.orTimeout(1, TimeUnit.MILLISECONDS), ErrorCode.INVALID_USAGE,
-          "orTimeout is refused", "copy().orTimeout(...)");
-      refused(() -> f.completeOnTimeout(null, 1, TimeUnit.MILLISECONDS),
-          ErrorCode.INVALID_USAGE, "completeOnTimeout is refused");
+      refused(
+          () -> f.completeAsync(() -> null), ErrorCode.INVALID_USAGE, "completeAsync is refused");
+      refused(
+          () -> f.orTimeout(1, TimeUnit.MILLISECONDS),
+          ErrorCode.INVALID_USAGE,
+          "orTimeout is refused",
+          "copy().orTimeout(...)");
+      refused(
+          () -> f.completeOnTimeout(null, 1, TimeUnit.MILLISECONDS),
+          ErrorCode.INVALID_USAGE,
+          "completeOnTimeout is refused");
     }
     // Stages made from the futures are the caller's: ordinary futures.
     CompletableFuture<Void> copy = queued.copy();

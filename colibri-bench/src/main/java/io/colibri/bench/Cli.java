@@ -34,20 +34,25 @@ import picocli.CommandLine.UnmatchedArgumentException;
  * was wrong and where to look, and exits with 2. What the commands share (their name, how they
  * parse, {@code --version}) is {@link Commands}.
  */
-@Command(name = Commands.NAME, mixinStandardHelpOptions = true,
+@Command(
+    name = Commands.NAME,
+    mixinStandardHelpOptions = true,
     versionProvider = Commands.VersionProvider.class,
     description = {
-        "Colibri's bench tool: measures the collectives (perf), checks a machine (doctor),"
-            + " draws charts of result files (chart) and runs a tensor-parallel decoder (decode).",
-        "Without a command it runs perf: java -jar colibri-bench.jar [perf options]"
-            + " ('java -jar colibri-bench.jar perf --help' lists them).",
-        ""},
+      "Colibri's bench tool: measures the collectives (perf), checks a machine (doctor),"
+          + " draws charts of result files (chart) and runs a tensor-parallel decoder (decode).",
+      "Without a command it runs perf: java -jar colibri-bench.jar [perf options]"
+          + " ('java -jar colibri-bench.jar perf --help' lists them).",
+      ""
+    },
     commandListHeading = "%nCommands:%n",
-    footer = {"",
-        "Exit code: 0 ok, 2 bad command line; perf: 1 wrong elements, 3 a rank failed;"
-            + " doctor: 1 a check FAILed; chart: 3 could not write the charts;"
-            + " decode: 1 --check failed, 3 a rank failed.",
-        "JMH benchmarks (Colibri against NCCL on GPUs) are in colibri-jmh.jar: see docs/jmh.md."})
+    footer = {
+      "",
+      "Exit code: 0 ok, 2 bad command line; perf: 1 wrong elements, 3 a rank failed;"
+          + " doctor: 1 a check FAILed; chart: 3 could not write the charts;"
+          + " decode: 1 --check failed, 3 a rank failed.",
+      "JMH benchmarks (Colibri against NCCL on GPUs) are in colibri-jmh.jar: see docs/jmh.md."
+    })
 final class Cli {
 
   static final int EXIT_USAGE = Commands.EXIT_USAGE;
@@ -81,8 +86,8 @@ final class Cli {
     cli.setExecutionExceptionHandler(Cli::failure);
 
     String[] line = args;
-    if (args.length == 0 || !(cli.getSubcommands().containsKey(args[0])
-        || OWN_OPTIONS.contains(args[0]))) {
+    if (args.length == 0
+        || !(cli.getSubcommands().containsKey(args[0]) || OWN_OPTIONS.contains(args[0]))) {
       line = new String[args.length + 1];
       line[0] = "perf";
       System.arraycopy(args, 0, line, 1, args.length);
@@ -121,41 +126,48 @@ final class Cli {
 
   /** A PrintWriter that hands every write to {@code out} at once (in out's charset). */
   private static PrintWriter writer(PrintStream out) {
-    return new PrintWriter(new Writer() {
-      @Override
-      public void write(char[] chars, int offset, int length) {
-        out.print(new String(chars, offset, length));
-      }
+    return new PrintWriter(
+        new Writer() {
+          @Override
+          public void write(char[] chars, int offset, int length) {
+            out.print(new String(chars, offset, length));
+          }
 
-      @Override
-      public void flush() {
-        out.flush();
-      }
+          @Override
+          public void flush() {
+            out.flush();
+          }
 
-      @Override
-      public void close() {
-        out.flush();
-      }
-    }, true);
+          @Override
+          public void close() {
+            out.flush();
+          }
+        },
+        true);
   }
 
   /** {@code generate-completion}: the bash (and zsh) completion script of the tool. */
-  @Command(name = "generate-completion", mixinStandardHelpOptions = true,
+  @Command(
+      name = "generate-completion",
+      mixinStandardHelpOptions = true,
       versionProvider = Commands.VersionProvider.class,
       header = "Prints a bash (and zsh) completion script for the tool.",
       description = {
-          "Prints a bash completion script (zsh: after 'autoload -U +X bashcompinit &&"
-              + " bashcompinit') for a command NAME that runs colibri-bench.jar, e.g.:",
-          "  alias colibri-bench='java -jar /opt/colibri/colibri-bench.jar'",
-          "  source <(java -jar /opt/colibri/colibri-bench.jar generate-completion)",
-          "It completes the commands, their options, and the values of --type, --op,"
-              + " --transport, --algorithm and --collectives.",
-          ""})
+        "Prints a bash completion script (zsh: after 'autoload -U +X bashcompinit &&"
+            + " bashcompinit') for a command NAME that runs colibri-bench.jar, e.g.:",
+        "  alias colibri-bench='java -jar /opt/colibri/colibri-bench.jar'",
+        "  source <(java -jar /opt/colibri/colibri-bench.jar generate-completion)",
+        "It completes the commands, their options, and the values of --type, --op,"
+            + " --transport, --algorithm and --collectives.",
+        ""
+      })
   static final class Completion implements Callable<Integer> {
-    @Spec
-    private CommandSpec spec;
+    @Spec private CommandSpec spec;
 
-    @Option(names = "--name", paramLabel = "NAME", defaultValue = "colibri-bench",
+    @Option(
+        names = "--name",
+        paramLabel = "NAME",
+        defaultValue = "colibri-bench",
         description = "the command to complete (default ${DEFAULT-VALUE})")
     String name;
 

@@ -31,36 +31,50 @@ public final class GpuTestLauncher {
    * @param args none
    */
   public static void main(String[] args) {
-    LauncherDiscoveryRequest request = LauncherDiscoveryRequestBuilder.request()
-        .selectors(selectPackage("io.colibri.bench"))
-        // By name first: the other test classes are never loaded (some need AWT, which a trimmed
-        // runtime leaves out).
-        .filters(ClassNameFilter.includeClassNamePatterns(".*GpuTest"), TagFilter.includeTags("gpu"))
-        .build();
+    LauncherDiscoveryRequest request =
+        LauncherDiscoveryRequestBuilder.request()
+            .selectors(selectPackage("io.colibri.bench"))
+            // By name first: the other test classes are never loaded
+            // (some need AWT, which a trimmed runtime leaves out).
+            .filters(
+                ClassNameFilter.includeClassNamePatterns(".*GpuTest"), TagFilter.includeTags("gpu"))
+            .build();
     SummaryGeneratingListener summary = new SummaryGeneratingListener();
-    TestExecutionListener progress = new TestExecutionListener() {
-      @Override
-      public void executionFinished(TestIdentifier id, org.junit.platform.engine.TestExecutionResult result) {
-        if (id.isTest() || result.getStatus() != org.junit.platform.engine.TestExecutionResult.Status.SUCCESSFUL) {
-          System.out.println(result.getStatus() + " " + id.getLegacyReportingName() + " "
-              + id.getUniqueId().replaceAll(".*\\[class:([^\\]]*)\\].*", "$1")
-              + result.getThrowable().map(t -> ": " + t).orElse(""));
-        }
-      }
+    TestExecutionListener progress =
+        new TestExecutionListener() {
+          @Override
+          public void executionFinished(
+              TestIdentifier id, org.junit.platform.engine.TestExecutionResult result) {
+            if (id.isTest()
+                || result.getStatus()
+                    != org.junit.platform.engine.TestExecutionResult.Status.SUCCESSFUL) {
+              System.out.println(
+                  result.getStatus()
+                      + " "
+                      + id.getLegacyReportingName()
+                      + " "
+                      + id.getUniqueId().replaceAll(".*\\[class:([^\\]]*)\\].*", "$1")
+                      + result.getThrowable().map(t -> ": " + t).orElse(""));
+            }
+          }
 
-      @Override
-      public void executionSkipped(TestIdentifier id, String reason) {
-        System.out.println("SKIPPED " + id.getDisplayName() + ": " + reason);
-      }
-    };
+          @Override
+          public void executionSkipped(TestIdentifier id, String reason) {
+            System.out.println("SKIPPED " + id.getDisplayName() + ": " + reason);
+          }
+        };
     Launcher launcher = LauncherFactory.create();
     launcher.execute(request, summary, progress);
     TestExecutionSummary s = summary.getSummary();
     s.printTo(new PrintWriter(System.out, true));
     s.printFailuresTo(new PrintWriter(System.out, true), 30);
     // Skipped or aborted (no GPU, no CUDA runtime) is not a pass: this runs where a GPU should be.
-    boolean passed = s.getTotalFailureCount() == 0 && s.getTestsSucceededCount() > 0
-        && s.getTestsAbortedCount() == 0 && s.getTestsSkippedCount() == 0 && s.getContainersAbortedCount() == 0;
+    boolean passed =
+        s.getTotalFailureCount() == 0
+            && s.getTestsSucceededCount() > 0
+            && s.getTestsAbortedCount() == 0
+            && s.getTestsSkippedCount() == 0
+            && s.getContainersAbortedCount() == 0;
     System.exit(passed ? 0 : 1);
   }
 }

@@ -11,8 +11,10 @@ import java.nio.charset.StandardCharsets;
 public final class MainRun {
   /** The exit code. */
   public final int rc;
+
   /** Standard output. */
   public final String out;
+
   /** Standard error. */
   public final String err;
 
@@ -36,8 +38,8 @@ public final class MainRun {
         PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
       rc = Main.run(args, o, e);
     }
-    return new MainRun(rc, out.toString(StandardCharsets.UTF_8),
-        err.toString(StandardCharsets.UTF_8));
+    return new MainRun(
+        rc, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
   }
 
   /**

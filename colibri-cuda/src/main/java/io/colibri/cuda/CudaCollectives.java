@@ -29,8 +29,9 @@ public final class CudaCollectives {
    */
   public static long address(Pointer p, String what) {
     if (p == null || p.isNull()) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, what + " pointer is null: pass a"
-          + " device buffer (for example from cudaMalloc)");
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          what + " pointer is null: pass a" + " device buffer (for example from cudaMalloc)");
     }
     long element = Math.max(1, p.sizeof());
     return p.address() + p.position() * element;
@@ -49,8 +50,7 @@ public final class CudaCollectives {
    * @param bytes size of the buffer in bytes, 1 or more
    * @return the registration; close it (collectively) before freeing the memory
    */
-  public static Communicator.Registration register(Communicator comm, Pointer buffer,
-      long bytes) {
+  public static Communicator.Registration register(Communicator comm, Pointer buffer, long bytes) {
     return comm.register(address(buffer, "buffer"), bytes);
   }
 
@@ -65,8 +65,14 @@ public final class CudaCollectives {
    * @param op how elements are combined
    * @param stream the CUDA stream to enqueue on, or null for the default stream
    */
-  public static void allReduce(Communicator comm, Pointer send, Pointer recv, long count,
-      DataType type, ReduceOp op, Pointer stream) {
+  public static void allReduce(
+      Communicator comm,
+      Pointer send,
+      Pointer recv,
+      long count,
+      DataType type,
+      ReduceOp op,
+      Pointer stream) {
     comm.allReduce(address(send, "send"), address(recv, "recv"), count, type, op, stream(stream));
   }
 
@@ -80,8 +86,13 @@ public final class CudaCollectives {
    * @param type element type of both buffers
    * @param stream the CUDA stream to enqueue on, or null for the default stream
    */
-  public static void allGather(Communicator comm, Pointer send, Pointer recv, long sendCount,
-      DataType type, Pointer stream) {
+  public static void allGather(
+      Communicator comm,
+      Pointer send,
+      Pointer recv,
+      long sendCount,
+      DataType type,
+      Pointer stream) {
     comm.allGather(address(send, "send"), address(recv, "recv"), sendCount, type, stream(stream));
   }
 
@@ -97,10 +108,16 @@ public final class CudaCollectives {
    * @param op how elements are combined
    * @param stream the CUDA stream to enqueue on, or null for the default stream
    */
-  public static void reduceScatter(Communicator comm, Pointer send, Pointer recv, long recvCount,
-      DataType type, ReduceOp op, Pointer stream) {
-    comm.reduceScatter(address(send, "send"), address(recv, "recv"), recvCount, type, op,
-        stream(stream));
+  public static void reduceScatter(
+      Communicator comm,
+      Pointer send,
+      Pointer recv,
+      long recvCount,
+      DataType type,
+      ReduceOp op,
+      Pointer stream) {
+    comm.reduceScatter(
+        address(send, "send"), address(recv, "recv"), recvCount, type, op, stream(stream));
   }
 
   /**
@@ -116,8 +133,14 @@ public final class CudaCollectives {
    * @param root rank whose {@code send} is broadcast, the same on every rank
    * @param stream the CUDA stream to enqueue on, or null for the default stream
    */
-  public static void broadcast(Communicator comm, Pointer send, Pointer recv, long count,
-      DataType type, int root, Pointer stream) {
+  public static void broadcast(
+      Communicator comm,
+      Pointer send,
+      Pointer recv,
+      long count,
+      DataType type,
+      int root,
+      Pointer stream) {
     long r = address(recv, "recv");
     long s = send == null || send.isNull() ? r : address(send, "send");
     comm.broadcast(s, r, count, type, root, stream(stream));

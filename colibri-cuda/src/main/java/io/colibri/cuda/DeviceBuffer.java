@@ -95,7 +95,8 @@ public final class DeviceBuffer implements AutoCloseable {
 
   private void checkFits(long n) {
     if (n > bytes) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT,
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
           "copy of " + n + " bytes does not fit this device buffer of " + bytes + " bytes");
     }
   }

@@ -13,9 +13,10 @@ import io.colibri.Communicator;
 import io.colibri.DataType;
 import io.colibri.ErrorCode;
 import io.colibri.Options;
-import io.colibri.Transport;
 import io.colibri.ReduceOp;
+import io.colibri.Transport;
 import io.colibri.UniqueId;
+import io.colibri.jni.Device;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
@@ -24,14 +25,13 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import io.colibri.jni.Device;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
-import org.junit.jupiter.api.Test;
 
 /**
  * Device collectives from Java on GPU 0, ranks as threads, each with its own stream: all four
@@ -80,10 +80,12 @@ class DeviceCollectivesGpuTest {
       List<Future<?>> ranks = new ArrayList<>();
       for (int r = 0; r < n; r++) {
         final int rank = r;
-        ranks.add(pool.submit(() -> {
-          body.run(rank);
-          return null;
-        }));
+        ranks.add(
+            pool.submit(
+                () -> {
+                  body.run(rank);
+                  return null;
+                }));
       }
       for (Future<?> f : ranks) {
         f.get(100, TimeUnit.SECONDS);
@@ -115,7 +117,8 @@ class DeviceCollectivesGpuTest {
       ByteBuffer out = ByteBuffer.allocateDirect(count * 4 * n).order(ByteOrder.nativeOrder());
 
       recv.copyFrom(poison);
-      comm.allReduce(send.address(), recv.address(), count, DataType.FLOAT32, ReduceOp.SUM, stream.handle());
+      comm.allReduce(
+          send.address(), recv.address(), count, DataType.FLOAT32, ReduceOp.SUM, stream.handle());
       stream.synchronize();
       assertEquals(Algorithm.DIRECT, comm.lastAlgorithm());
       recv.copyTo(out.limit(count * 4));
@@ -138,8 +141,8 @@ class DeviceCollectivesGpuTest {
       }
 
       recv.copyFrom(poison);
-      comm.reduceScatter(send.address(), recv.address(), count, DataType.FLOAT32, ReduceOp.MAX,
-          stream.handle());
+      comm.reduceScatter(
+          send.address(), recv.address(), count, DataType.FLOAT32, ReduceOp.MAX, stream.handle());
       stream.synchronize();
       recv.copyTo(out.clear().limit(count * 4));
       for (int i = 0; i < count; i++) {
@@ -168,44 +171,56 @@ class DeviceCollectivesGpuTest {
   @Test
   @Timeout(120)
   void verbsBetweenHostsGoesOverGpuDirect() throws Exception {
-    Assumptions.assumeTrue(Boolean.getBoolean("colibri.test.verbsEmulator"),
+    Assumptions.assumeTrue(
+        Boolean.getBoolean("colibri.test.verbsEmulator"),
         "skipped: needs -Dcolibri.test.verbsEmulator=true with the verbs emulator as libibverbs"
             + " (no RDMA device here)");
     int n = 2;
     int count = 300_007;
     UniqueId id = UniqueId.create();
-    inThreads(n, rank -> {
-      Options o = Options.builder().transport(Transport.VERBS).verbsQpsPerConnection(2).build();
-      try (Communicator comm = Communicator.init(id, rank, n, o);
-          CudaStream stream = CudaStream.create(0);
-          DeviceBuffer send = DeviceBuffer.allocate((long) count * 4, 0);
-          DeviceBuffer recv = DeviceBuffer.allocate((long) count * 4 * n, 0)) {
-        ByteBuffer host = ByteBuffer.allocateDirect(count * 4 * n).order(ByteOrder.nativeOrder());
-        for (int i = 0; i < count; i++) {
-          host.putFloat(4 * i, input(rank, i));
-        }
-        send.copyFrom(host.limit(count * 4));
-        comm.allReduce(send.address(), recv.address(), count, DataType.FLOAT32, ReduceOp.SUM,
-            stream.handle());
-        stream.synchronize();
-        recv.copyTo(host.clear().limit(count * 4));
-        for (int i = 0; i < count; i++) {
-          assertEquals(input(0, i) + input(1, i), host.getFloat(4 * i), "allReduce element " + i);
-        }
-        comm.allGather(send.address(), recv.address(), count, DataType.FLOAT32, stream.handle());
-        stream.synchronize();
-        recv.copyTo(host.clear());
-        for (int p = 0; p < n; p++) {
-          for (int i = 0; i < count; i++) {
-            assertEquals(input(p, i), host.getFloat(4 * (p * count + i)), "allGather from " + p);
+    inThreads(
+        n,
+        rank -> {
+          Options o = Options.builder().transport(Transport.VERBS).verbsQpsPerConnection(2).build();
+          try (Communicator comm = Communicator.init(id, rank, n, o);
+              CudaStream stream = CudaStream.create(0);
+              DeviceBuffer send = DeviceBuffer.allocate((long) count * 4, 0);
+              DeviceBuffer recv = DeviceBuffer.allocate((long) count * 4 * n, 0)) {
+            ByteBuffer host =
+                ByteBuffer.allocateDirect(count * 4 * n).order(ByteOrder.nativeOrder());
+            for (int i = 0; i < count; i++) {
+              host.putFloat(4 * i, input(rank, i));
+            }
+            send.copyFrom(host.limit(count * 4));
+            comm.allReduce(
+                send.address(),
+                recv.address(),
+                count,
+                DataType.FLOAT32,
+                ReduceOp.SUM,
+                stream.handle());
+            stream.synchronize();
+            recv.copyTo(host.clear().limit(count * 4));
+            for (int i = 0; i < count; i++) {
+              assertEquals(
+                  input(0, i) + input(1, i), host.getFloat(4 * i), "allReduce element " + i);
+            }
+            comm.allGather(
+                send.address(), recv.address(), count, DataType.FLOAT32, stream.handle());
+            stream.synchronize();
+            recv.copyTo(host.clear());
+            for (int p = 0; p < n; p++) {
+              for (int i = 0; i < count; i++) {
+                assertEquals(
+                    input(p, i), host.getFloat(4 * (p * count + i)), "allGather from " + p);
+              }
+            }
+            String info = comm.transportInfo();
+            assertTrue(info.contains("GPUDirect RDMA through dma-buf"), info);
+            assertTrue(info.contains("2 queue pairs per link"), info);
+            assertTrue(comm.memoryStats().deviceBytes() > 0, "registered GPU memory is counted");
           }
-        }
-        String info = comm.transportInfo();
-        assertTrue(info.contains("GPUDirect RDMA through dma-buf"), info);
-        assertTrue(info.contains("2 queue pairs per link"), info);
-        assertTrue(comm.memoryStats().deviceBytes() > 0, "registered GPU memory is counted");
-      }
-    });
+        });
   }
 
   @Test
@@ -215,8 +230,10 @@ class DeviceCollectivesGpuTest {
         CudaStream stream = CudaStream.create(0)) {
       ByteBuffer a = ByteBuffer.allocateDirect(64);
       long addr = io.colibri.jni.Device.address(a);
-      ColibriException e = assertThrows(ColibriException.class,
-          () -> comm.allReduce(addr, addr, 4, DataType.FLOAT32, ReduceOp.SUM, stream.handle()));
+      ColibriException e =
+          assertThrows(
+              ColibriException.class,
+              () -> comm.allReduce(addr, addr, 4, DataType.FLOAT32, ReduceOp.SUM, stream.handle()));
       assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
       assertTrue(e.getMessage().contains("host memory"), e.getMessage());
     }

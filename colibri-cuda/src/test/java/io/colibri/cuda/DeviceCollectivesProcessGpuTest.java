@@ -44,6 +44,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 class DeviceCollectivesProcessGpuTest {
   /** For the whole group: JVM start, CUDA context, bootstrap, 72 collectives and their checks. */
   private static final long GROUP_TIMEOUT_S = 120;
+
   /** After one child failed, how long the others get (their collectives time out after 30 s). */
   private static final long AFTER_A_FAILURE_S = 45;
 
@@ -77,9 +78,10 @@ class DeviceCollectivesProcessGpuTest {
         List<String> cmd = new ArrayList<>(command);
         cmd.add(Integer.toString(r));
         cmd.add(Integer.toString(n));
-        ProcessBuilder pb = new ProcessBuilder(cmd)
-            .redirectOutput(logs.resolve("rank" + r + ".out").toFile())
-            .redirectError(logs.resolve("rank" + r + ".err").toFile());
+        ProcessBuilder pb =
+            new ProcessBuilder(cmd)
+                .redirectOutput(logs.resolve("rank" + r + ".out").toFile())
+                .redirectError(logs.resolve("rank" + r + ".err").toFile());
         // The id holds the bootstrap secret: environment, not the command line (ps shows that).
         pb.environment().put(DeviceRankProcess.ID_ENV, id.toString());
         if (registered) {
@@ -94,16 +96,33 @@ class DeviceCollectivesProcessGpuTest {
         Process p = children.get(r);
         String exit = p.isAlive() ? "still running" : Integer.toString(p.exitValue());
         ok &= "0".equals(exit);
-        report.append("\n--- rank ").append(r).append(" of ").append(n).append(" (pid ")
-            .append(p.pid()).append("): exit ").append(exit)
-            .append("\n stdout: ").append(tail(logs.resolve("rank" + r + ".out")))
-            .append("\n stderr: ").append(tail(logs.resolve("rank" + r + ".err")));
+        report
+            .append("\n--- rank ")
+            .append(r)
+            .append(" of ")
+            .append(n)
+            .append(" (pid ")
+            .append(p.pid())
+            .append("): exit ")
+            .append(exit)
+            .append("\n stdout: ")
+            .append(tail(logs.resolve("rank" + r + ".out")))
+            .append("\n stderr: ")
+            .append(tail(logs.resolve("rank" + r + ".err")));
       }
       if (!ok) {
-        fail(n + " rank processes on " + (registered ? "registered " : "") + "device memory: "
-            + (timedOut != null ? timedOut : "not every rank exited with 0") + "\n command: "
-            + String.join(" ", command) + " RANK " + n
-            + (registered ? " (with " + DeviceRankProcess.REGISTER_ENV + "=1)" : "") + report);
+        fail(
+            n
+                + " rank processes on "
+                + (registered ? "registered " : "")
+                + "device memory: "
+                + (timedOut != null ? timedOut : "not every rank exited with 0")
+                + "\n command: "
+                + String.join(" ", command)
+                + " RANK "
+                + n
+                + (registered ? " (with " + DeviceRankProcess.REGISTER_ENV + "=1)" : "")
+                + report);
       }
       System.out.println(n + " rank processes passed:" + report);
     } finally {
@@ -162,9 +181,12 @@ class DeviceCollectivesProcessGpuTest {
   static List<String> childCommand() {
     List<String> cmd = new ArrayList<>();
     String home = System.getProperty("java.home");
-    cmd.add(ProcessHandle.current().info().command()
-        .orElse(home + File.separator + "bin" + File.separator + "java"));
-    cmd.add("-Xmx256m");  // also the limit of direct buffers: a child stages 2 × 32 MB at most
+    cmd.add(
+        ProcessHandle.current()
+            .info()
+            .command()
+            .orElse(home + File.separator + "bin" + File.separator + "java"));
+    cmd.add("-Xmx256m"); // also the limit of direct buffers: a child stages 2 × 32 MB at most
     cmd.add("-XX:+UseSerialGC");
     for (String key : System.getProperties().stringPropertyNames()) {
       if (key.startsWith("colibri.") || key.startsWith("org.bytedeco.")) {
@@ -197,8 +219,10 @@ class DeviceCollectivesProcessGpuTest {
         }
       }
     }
-    for (Class<?> c : new Class<?>[] {DeviceRankProcess.class, DeviceBuffer.class,
-        Communicator.class, Device.class}) {
+    for (Class<?> c :
+        new Class<?>[] {
+          DeviceRankProcess.class, DeviceBuffer.class, Communicator.class, Device.class
+        }) {
       CodeSource src = c.getProtectionDomain().getCodeSource();
       if (src != null && src.getLocation() != null) {
         addFile(entries, src.getLocation());

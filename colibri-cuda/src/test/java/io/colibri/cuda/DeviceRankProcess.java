@@ -49,20 +49,27 @@ import java.time.Duration;
 public final class DeviceRankProcess {
   /** Environment variable that carries the id's text. */
   public static final String ID_ENV = "CLB_TEST_UNIQUE_ID";
+
   /** Environment variable that spreads the ranks over every GPU when "1". */
   public static final String SPREAD_ENV = "CLB_TEST_SPREAD";
+
   /** Environment variable that registers the send and recv buffers when "1". */
   public static final String REGISTER_ENV = "CLB_TEST_REGISTER";
 
   static final long[] COUNTS = {1, 7, 65_537, 1_000_003};
+
   /** With registered buffers: 1 MiB of float32 per rank, above the LL limit. */
   static final long[] REGISTERED_COUNTS = {262_144};
+
   /** Poisoned bytes after every output, checked after the call. */
   static final int GUARD = 64;
+
   static final byte POISON = (byte) 0xA5;
 
   private enum Coll {
-    ALL_REDUCE("allReduce"), ALL_GATHER("allGather"), REDUCE_SCATTER("reduceScatter"),
+    ALL_REDUCE("allReduce"),
+    ALL_GATHER("allGather"),
+    REDUCE_SCATTER("reduceScatter"),
     BROADCAST("broadcast");
 
     final String label;
@@ -102,16 +109,20 @@ public final class DeviceRankProcess {
     String who = "rank ?";
     try {
       if (args.length != 2) {
-        throw new IllegalArgumentException("usage: DeviceRankProcess RANK NRANKS (id in $" + ID_ENV
-            + "), got " + args.length + " argument(s)");
+        throw new IllegalArgumentException(
+            "usage: DeviceRankProcess RANK NRANKS (id in $"
+                + ID_ENV
+                + "), got "
+                + args.length
+                + " argument(s)");
       }
       int rank = Integer.parseInt(args[0]);
       int n = Integer.parseInt(args[1]);
       who = "rank " + rank + " of " + n;
       String idText = System.getenv(ID_ENV);
       if (idText == null || idText.isBlank()) {
-        throw new IllegalArgumentException("$" + ID_ENV + " is not set: the parent passes the"
-            + " UniqueId's text there");
+        throw new IllegalArgumentException(
+            "$" + ID_ENV + " is not set: the parent passes the" + " UniqueId's text there");
       }
       exit = new DeviceRankProcess.Rank(UniqueId.parse(idText), rank, n).run();
     } catch (Throwable t) {
@@ -154,7 +165,7 @@ public final class DeviceRankProcess {
   static int input(DataType t, long seed, long i) {
     long h = mix(seed + 0x9E3779B97F4A7C15L * (i + 1));
     int sign = (int) (h >>> 63);
-    int exp = 126 + (int) ((h >>> 40) % 3);  // 2^-1, 2^0 or 2^1
+    int exp = 126 + (int) ((h >>> 40) % 3); // 2^-1, 2^0 or 2^1
     switch (t) {
       case INT32:
         return (int) h;
@@ -221,7 +232,7 @@ public final class DeviceRankProcess {
       for (int p = 0; p < seeds.length; p++) {
         float x = asFloat(t, input(t, seeds[p], i));
         acc = p == 0 ? x : acc + x;
-        exact += x;  // exact in double: multiples of 2^-24, each below 2^2
+        exact += x; // exact in double: multiples of 2^-24, each below 2^2
         magnitudes += Math.abs(x);
       }
       bits = t == DataType.BFLOAT16 ? floatToBf16(acc) : Float.floatToRawIntBits(acc);
@@ -241,11 +252,13 @@ public final class DeviceRankProcess {
         return "wrong";
       }
       double g = asFloat(t, got);
-      double bound = t == DataType.FLOAT32
-          ? (n - 1) * 0x1p-24 * magnitudes
-          : 0x1p-8 * Math.abs(exact) + n * 0x1p-24 * magnitudes;
-      return Math.abs(g - exact) <= bound ? "" : "outside the bound " + bound + " around the exact "
-          + exact;
+      double bound =
+          t == DataType.FLOAT32
+              ? (n - 1) * 0x1p-24 * magnitudes
+              : 0x1p-8 * Math.abs(exact) + n * 0x1p-24 * magnitudes;
+      return Math.abs(g - exact) <= bound
+          ? ""
+          : "outside the bound " + bound + " around the exact " + exact;
     }
   }
 
@@ -259,9 +272,9 @@ public final class DeviceRankProcess {
     final int gpu;
     final boolean registered;
     final long[] counts;
-    final long maxBytes;  // the largest region a call uses: n × count × 4
+    final long maxBytes; // the largest region a call uses: n × count × 4
     int problems;
-    long inexact;         // float sums accepted within the bound but not bit-identical
+    long inexact; // float sums accepted within the bound but not bit-identical
     long elementsChecked;
 
     Rank(UniqueId id, int rank, int n) {
@@ -290,10 +303,12 @@ public final class DeviceRankProcess {
           // Collective, before any call; closed (if not yet) before the buffers are freed.
           Communicator.Registration sendReg = registered ? send.register(comm) : null;
           Communicator.Registration recvReg = registered ? recv.register(comm) : null) {
-        ByteBuffer in = ByteBuffer.allocateDirect(Math.toIntExact(maxBytes + GUARD))
-            .order(ByteOrder.nativeOrder());
-        ByteBuffer out = ByteBuffer.allocateDirect(Math.toIntExact(maxBytes + GUARD))
-            .order(ByteOrder.nativeOrder());
+        ByteBuffer in =
+            ByteBuffer.allocateDirect(Math.toIntExact(maxBytes + GUARD))
+                .order(ByteOrder.nativeOrder());
+        ByteBuffer out =
+            ByteBuffer.allocateDirect(Math.toIntExact(maxBytes + GUARD))
+                .order(ByteOrder.nativeOrder());
         for (int i = 0; i < out.capacity(); i++) {
           out.put(i, POISON);
         }
@@ -312,29 +327,57 @@ public final class DeviceRankProcess {
         long deviceBytes = comm.memoryStats().deviceBytes();
         if (!info.contains("kernels colibri_kernels_sm") || deviceBytes <= 0) {
           problems++;
-          System.err.println("MISMATCH rank " + rank + " of " + n + ": the device path does not"
-              + " show (device bytes held " + deviceBytes + ", want > 0; transport info should"
-              + " name the kernel image colibri_kernels_sm*): " + info);
+          System.err.println(
+              "MISMATCH rank "
+                  + rank
+                  + " of "
+                  + n
+                  + ": the device path does not"
+                  + " show (device bytes held "
+                  + deviceBytes
+                  + ", want > 0; transport info should"
+                  + " name the kernel image colibri_kernels_sm*): "
+                  + info);
         }
         if (registered) {
-          for (Communicator.Registration r : new Communicator.Registration[] {sendReg, recvReg,
-              sendReg}) {
-            r.close();  // before the communicator; the second close of sendReg does nothing
+          for (Communicator.Registration r :
+              new Communicator.Registration[] {sendReg, recvReg, sendReg}) {
+            r.close(); // before the communicator; the second close of sendReg does nothing
           }
         }
-        System.out.printf("rank %d of %d on GPU %d%s: %d collectives, %d elements checked,"
-            + " %d problem(s), %d float sum(s) within the bound but not bit-identical to the"
-            + " rank-order sum,"
-            + " %.1f s; device bytes held %d; %s%n", rank, n, gpu,
-            registered ? " (registered buffers)" : "", calls, elementsChecked,
-            problems, inexact, (System.nanoTime() - started) / 1e9, deviceBytes, info);
+        System.out.printf(
+            "rank %d of %d on GPU %d%s: %d collectives, %d elements checked,"
+                + " %d problem(s), %d float sum(s) within the bound but not bit-identical to the"
+                + " rank-order sum,"
+                + " %.1f s; device bytes held %d; %s%n",
+            rank,
+            n,
+            gpu,
+            registered ? " (registered buffers)" : "",
+            calls,
+            elementsChecked,
+            problems,
+            inexact,
+            (System.nanoTime() - started) / 1e9,
+            deviceBytes,
+            info);
       }
       return problems == 0 ? 0 : 1;
     }
 
     /** Sets up the buffers, runs one collective, copies the result back and checks it. */
-    private void one(Communicator comm, Io io, Case c, long count, boolean inPlace, int call,
-        DeviceBuffer send, DeviceBuffer recv, DeviceBuffer poison, ByteBuffer in, ByteBuffer out) {
+    private void one(
+        Communicator comm,
+        Io io,
+        Case c,
+        long count,
+        boolean inPlace,
+        int call,
+        DeviceBuffer send,
+        DeviceBuffer recv,
+        DeviceBuffer poison,
+        ByteBuffer in,
+        ByteBuffer out) {
       DataType t = c.type;
       int size = t.size();
       int root = call % n;
@@ -353,7 +396,7 @@ public final class DeviceRankProcess {
       long base = recv.address();
       long sendAt;
       long recvAt;
-      long resultAt;  // where this rank's result lands (in recv)
+      long resultAt; // where this rank's result lands (in recv)
       if (!inPlace) {
         io.copy(base, poison.address(), recvBytes + GUARD);
         io.toDevice(send.address(), in, sendBytes);
@@ -362,21 +405,21 @@ public final class DeviceRankProcess {
         resultAt = base;
       } else {
         switch (c.coll) {
-          case ALL_GATHER:  // send is recv's slice at rank × count
+          case ALL_GATHER: // send is recv's slice at rank × count
             io.copy(base, poison.address(), recvBytes + GUARD);
             io.toDevice(base + rank * count * size, in, sendBytes);
             sendAt = base + rank * count * size;
             recvAt = base;
             resultAt = base;
             break;
-          case REDUCE_SCATTER:  // recv is send's slice at rank × count
+          case REDUCE_SCATTER: // recv is send's slice at rank × count
             io.copy(base + sendBytes, poison.address(), GUARD);
             io.toDevice(base, in, sendBytes);
             sendAt = base;
             recvAt = base + rank * count * size;
             resultAt = recvAt;
             break;
-          case BROADCAST:  // the root holds its input, the others poison
+          case BROADCAST: // the root holds its input, the others poison
             io.copy(base, poison.address(), recvBytes + GUARD);
             if (rank == root) {
               io.toDevice(base, in, sendBytes);
@@ -385,7 +428,7 @@ public final class DeviceRankProcess {
             recvAt = base;
             resultAt = base;
             break;
-          default:  // allReduce
+          default: // allReduce
             io.copy(base + sendBytes, poison.address(), GUARD);
             io.toDevice(base, in, sendBytes);
             sendAt = base;
@@ -417,16 +460,35 @@ public final class DeviceRankProcess {
       io.toHost(guard, guardAt, GUARD);
       io.sync();
 
-      String what = c.coll.label + " " + t.name().toLowerCase() + (c.coll == Coll.BROADCAST
-          ? " root " + root : c.coll == Coll.ALL_GATHER ? "" : " sum") + " count " + count
-          + (inPlace ? " in place" : " out of place") + " (call " + call + ")";
+      String what =
+          c.coll.label
+              + " "
+              + t.name().toLowerCase()
+              + (c.coll == Coll.BROADCAST
+                  ? " root " + root
+                  : c.coll == Coll.ALL_GATHER ? "" : " sum")
+              + " count "
+              + count
+              + (inPlace ? " in place" : " out of place")
+              + " (call "
+              + call
+              + ")";
       int poisonBits = size == 2 ? 0xA5A5 : 0xA5A5A5A5;
       String problem = null;
       String lastCall = registered ? lastCall(comm.transportInfo()) : null;
       if (lastCall != null && !lastCall.contains("zero copy")) {
         problems++;
-        System.err.println("MISMATCH rank " + rank + " of " + n + ", " + what + ": on registered"
-            + " buffers, but the transport info says \"" + lastCall + "\"");
+        System.err.println(
+            "MISMATCH rank "
+                + rank
+                + " of "
+                + n
+                + ", "
+                + what
+                + ": on registered"
+                + " buffers, but the transport info says \""
+                + lastCall
+                + "\"");
       }
       Sum sum = new Sum();
       for (long e = 0; e < recvElems && problem == null; e++) {
@@ -435,23 +497,26 @@ public final class DeviceRankProcess {
         int want;
         switch (c.coll) {
           case ALL_REDUCE:
-          case REDUCE_SCATTER: {
-            long i = c.coll == Coll.REDUCE_SCATTER ? rank * count + e : e;
-            sum.of(t, seeds, i);
-            want = sum.bits;
-            wrong = sum.check(t, got, n, poisonBits);
-            if ("".equals(wrong)) {
-              inexact++;
-              wrong = null;
-            } else if (wrong != null) {
-              wrong += " (inputs: element " + i + " of each rank's send)";
+          case REDUCE_SCATTER:
+            {
+              long i = c.coll == Coll.REDUCE_SCATTER ? rank * count + e : e;
+              sum.of(t, seeds, i);
+              want = sum.bits;
+              wrong = sum.check(t, got, n, poisonBits);
+              if ("".equals(wrong)) {
+                inexact++;
+                wrong = null;
+              } else if (wrong != null) {
+                wrong += " (inputs: element " + i + " of each rank's send)";
+              }
+              break;
             }
-            break;
-          }
           case ALL_GATHER:
             want = input(t, seeds[(int) (e / count)], e % count);
-            wrong = got == want ? null : "wrong (element " + e % count + " of rank " + e / count
-                + "'s send)";
+            wrong =
+                got == want
+                    ? null
+                    : "wrong (element " + e % count + " of rank " + e / count + "'s send)";
             break;
           default:
             want = input(t, seeds[root], e);
@@ -459,14 +524,23 @@ public final class DeviceRankProcess {
         }
         elementsChecked++;
         if (wrong != null) {
-          problem = "element " + e + ": got " + show(t, got) + ", want " + show(t, want) + ": "
-              + wrong + (got == poisonBits ? " (the poison: never written)" : "");
+          problem =
+              "element "
+                  + e
+                  + ": got "
+                  + show(t, got)
+                  + ", want "
+                  + show(t, want)
+                  + ": "
+                  + wrong
+                  + (got == poisonBits ? " (the poison: never written)" : "");
         }
       }
       for (int b = 0; b < GUARD && problem == null; b++) {
         if (guard.get(b) != POISON) {
-          problem = String.format("byte %d after the output was written (0x%02x): overrun", b,
-              guard.get(b) & 0xFF);
+          problem =
+              String.format(
+                  "byte %d after the output was written (0x%02x): overrun", b, guard.get(b) & 0xFF);
         }
       }
       if (problem != null) {
@@ -505,7 +579,7 @@ public final class DeviceRankProcess {
     /** The first {@code bytes} of a direct buffer to device memory (the buffer stays readable). */
     void toDevice(long dst, ByteBuffer src, long bytes) {
       Device.copy(dst, Device.address(src.clear()), bytes, stream.handle());
-      sync();  // the host buffer is reused right after
+      sync(); // the host buffer is reused right after
     }
 
     void toHost(ByteBuffer dst, long src, long bytes) {

@@ -23,11 +23,14 @@ import org.junit.jupiter.api.Test;
 class NoGpuTest {
   /** The images that the native build's kernel-images.txt names (from its CMake list). */
   static List<String> kernelImages() throws IOException {
-    try (InputStream in = NoGpuTest.class.getResourceAsStream(
-        "/io/colibri/cuda/kernels/kernel-images.txt")) {
+    try (InputStream in =
+        NoGpuTest.class.getResourceAsStream("/io/colibri/cuda/kernels/kernel-images.txt")) {
       assertNotNull(in, "kernel-images.txt is packaged beside the images");
-      return new String(in.readAllBytes(), StandardCharsets.UTF_8).lines().map(String::strip)
-          .filter(l -> !l.isEmpty() && !l.startsWith("#")).collect(Collectors.toList());
+      return new String(in.readAllBytes(), StandardCharsets.UTF_8)
+          .lines()
+          .map(String::strip)
+          .filter(l -> !l.isEmpty() && !l.startsWith("#"))
+          .collect(Collectors.toList());
     }
   }
 
@@ -35,7 +38,8 @@ class NoGpuTest {
   void kernelImagesArePackagedForEveryComputeCapability() throws IOException {
     List<String> images = kernelImages();
     assertTrue(images.contains("colibri_kernels.ptx"), images.toString());
-    assertTrue(images.stream().anyMatch(i -> i.matches("colibri_kernels_sm\\d+\\.cubin")),
+    assertTrue(
+        images.stream().anyMatch(i -> i.matches("colibri_kernels_sm\\d+\\.cubin")),
         images.toString());
     for (String image : images) {
       assertNotNull(getClass().getResource("/io/colibri/cuda/kernels/" + image), image);
@@ -48,7 +52,8 @@ class NoGpuTest {
     long a0 = Device.address(b);
     b.position(16);
     assertEquals(a0 + 16, Device.address(b));
-    ColibriException e = assertThrows(ColibriException.class, () -> Device.address(ByteBuffer.allocate(8)));
+    ColibriException e =
+        assertThrows(ColibriException.class, () -> Device.address(ByteBuffer.allocate(8)));
     assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
   }
 
@@ -60,10 +65,11 @@ class NoGpuTest {
     } catch (ColibriException e) {
       assertEquals(ErrorCode.UNSUPPORTED, e.code());
       assertTrue(e.getMessage().contains("CUDA"), e.getMessage());
-      ColibriException alloc = assertThrows(ColibriException.class, () -> DeviceBuffer.allocate(64, 0));
+      ColibriException alloc =
+          assertThrows(ColibriException.class, () -> DeviceBuffer.allocate(64, 0));
       assertEquals(ErrorCode.UNSUPPORTED, alloc.code());
       return;
     }
-    assertTrue(gpus >= 0);  // a GPU machine: the gpu-tagged tests cover it
+    assertTrue(gpus >= 0); // a GPU machine: the gpu-tagged tests cover it
   }
 }

@@ -67,13 +67,15 @@ public final class ColibriLib {
    * {@return {@code CLB_DEFAULT_DIRECT_MAX_BYTES}: the default of
    * {@code clbConfig_t.directMaxBytes}}
    */
-  public static native @MemberGetter @Name("CLB_DEFAULT_DIRECT_MAX_BYTES") long defaultDirectMaxBytes();
+  public static native @MemberGetter @Name("CLB_DEFAULT_DIRECT_MAX_BYTES") long
+      defaultDirectMaxBytes();
 
   /**
    * {@return {@code CLB_DEFAULT_STAGING_CAP_BYTES}: the default of
    * {@code clbConfig_t.stagingCapBytes}}
    */
-  public static native @MemberGetter @Name("CLB_DEFAULT_STAGING_CAP_BYTES") long defaultStagingCapBytes();
+  public static native @MemberGetter @Name("CLB_DEFAULT_STAGING_CAP_BYTES") long
+      defaultStagingCapBytes();
 
   /** {@return {@code CLB_DEFAULT_TIMEOUT_MS}: the default of {@code clbConfig_t.timeoutMs}} */
   public static native @MemberGetter @Name("CLB_DEFAULT_TIMEOUT_MS") long defaultTimeoutMs();
@@ -92,13 +94,15 @@ public final class ColibriLib {
   /**
    * {@return {@code CLB_DEFAULT_VERBS_GID_INDEX}: the default of {@code clbConfig_t.verbsGidIndex}}
    */
-  public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_GID_INDEX") int defaultVerbsGidIndex();
+  public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_GID_INDEX") int
+      defaultVerbsGidIndex();
 
   /**
    * {@return {@code CLB_DEFAULT_VERBS_TRAFFIC_CLASS}: the default of
    * {@code clbConfig_t.verbsTrafficClass}}
    */
-  public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_TRAFFIC_CLASS") int defaultVerbsTrafficClass();
+  public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_TRAFFIC_CLASS") int
+      defaultVerbsTrafficClass();
 
   /**
    * {@return {@code CLB_DEFAULT_VERBS_TIMEOUT}: the default of {@code clbConfig_t.verbsTimeout}}
@@ -109,13 +113,15 @@ public final class ColibriLib {
    * {@return {@code CLB_DEFAULT_VERBS_RETRY_COUNT}: the default of
    * {@code clbConfig_t.verbsRetryCount}}
    */
-  public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_RETRY_COUNT") int defaultVerbsRetryCount();
+  public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_RETRY_COUNT") int
+      defaultVerbsRetryCount();
 
   /**
    * {@return {@code CLB_DEFAULT_VERBS_QPS_PER_CONNECTION}: the default of
    * {@code clbConfig_t.verbsQpsPerConnection}}
    */
-  public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_QPS_PER_CONNECTION") int defaultVerbsQpsPerConnection();
+  public static native @MemberGetter @Name("CLB_DEFAULT_VERBS_QPS_PER_CONNECTION") int
+      defaultVerbsQpsPerConnection();
 
   /**
    * {@return {@code CLB_VERBS_DEVICE_BYTES}: the bytes of {@code clbConfig_t.verbsDevice}, the
@@ -358,14 +364,19 @@ public final class ColibriLib {
      *     "" for the first device; not null
      * @return this struct
      * @throws
- IllegalArgumentException if it does not fit with its NUL
+     * IllegalArgumentException if it does not fit with its NUL
      */
     public ClbConfig verbsDeviceName(String name) {
       byte[] b = name.getBytes(StandardCharsets.UTF_8);
       int n = verbsDeviceBytes();
       if (b.length >= n) {
-        throw new IllegalArgumentException("verbsDevice \"" + name + "\" is " + b.length
-            + " bytes long; clbConfig_t holds at most " + (n - 1));
+        throw new IllegalArgumentException(
+            "verbsDevice \""
+                + name
+                + "\" is "
+                + b.length
+                + " bytes long; clbConfig_t holds at most "
+                + (n - 1));
       }
       for (int i = 0; i < n; i++) {
         verbsDevice(i, i < b.length ? b[i] : 0);
@@ -527,8 +538,8 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbSetLogCallback(LogCallback callback,
-      Pointer user);
+  public static native @Cast("clbResult_t") int clbSetLogCallback(
+      LogCallback callback, Pointer user);
 
   /**
    * Calls {@code clbSetLogLevel}: sets the process's log threshold.
@@ -569,8 +580,8 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbConfigSet(ClbConfig config,
-      @Cast("const char*") byte[] name, @Cast("const char*") byte[] value);
+  public static native @Cast("clbResult_t") int clbConfigSet(
+      ClbConfig config, @Cast("const char*") byte[] name, @Cast("const char*") byte[] value);
 
   /**
    * Calls {@code clbConfigGet}: one knob of a configuration as text.
@@ -582,8 +593,11 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbConfigGet(@Const ClbConfig config,
-      @Cast("const char*") byte[] name, @Cast("char*") byte[] buf, @Cast("size_t") long bytes);
+  public static native @Cast("clbResult_t") int clbConfigGet(
+      @Const ClbConfig config,
+      @Cast("const char*") byte[] name,
+      @Cast("char*") byte[] buf,
+      @Cast("size_t") long bytes);
 
   /**
    * Calls {@code clbConfigOptionName}: the name of the i-th knob of the native table.
@@ -672,7 +686,9 @@ public final class ColibriLib {
    *     {@link #clbGetLastError()} explains
    */
   public static native @Cast("clbResult_t") int clbUniqueIdFromAddress(
-      @Cast("const char*") String host, int port, @Cast("const char*") String secret,
+      @Cast("const char*") String host,
+      int port,
+      @Cast("const char*") String secret,
       @Cast("clbUniqueId*") byte[] id);
 
   /**
@@ -697,7 +713,8 @@ public final class ColibriLib {
    *     {@link #clbGetLastError()} explains
    */
   public static native @Cast("clbResult_t") int clbUniqueIdDescribe(
-      @Cast("const clbUniqueId*") byte[] id, @Cast("char*") byte[] buf,
+      @Cast("const clbUniqueId*") byte[] id,
+      @Cast("char*") byte[] buf,
       @Cast("size_t") long bufBytes);
 
   // ---- communicator ----
@@ -714,8 +731,12 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbCommInitRank(@Cast("clbComm_t*") long[] comm,
-      @Cast("const clbUniqueId*") byte[] id, int rank, int nranks, @Const ClbConfig config);
+  public static native @Cast("clbResult_t") int clbCommInitRank(
+      @Cast("clbComm_t*") long[] comm,
+      @Cast("const clbUniqueId*") byte[] id,
+      int rank,
+      int nranks,
+      @Const ClbConfig config);
 
   /**
    * Calls {@code clbCommDestroy}: frees everything the communicator holds (refused while another
@@ -739,8 +760,12 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbCommSplit(@Cast("clbComm_t") long comm, int color,
-      int key, @Const ClbConfig config, @Cast("clbComm_t*") long[] newcomm);
+  public static native @Cast("clbResult_t") int clbCommSplit(
+      @Cast("clbComm_t") long comm,
+      int color,
+      int key,
+      @Const ClbConfig config,
+      @Cast("clbComm_t*") long[] newcomm);
 
   /**
    * Calls {@code clbCommAbort}: makes every blocked or later call on the communicator return
@@ -760,8 +785,8 @@ public final class ColibriLib {
    * @param asyncError out: element 0 receives {@code clbSuccess} or the error's {@code clbResult_t}
    * @return 0 ({@code clbSuccess}), or {@code clbInvalidArgument} for a null handle or array
    */
-  public static native @Cast("clbResult_t") int clbCommGetAsyncError(@Cast("clbComm_t") long comm,
-      @Cast("clbResult_t*") int[] asyncError);
+  public static native @Cast("clbResult_t") int clbCommGetAsyncError(
+      @Cast("clbComm_t") long comm, @Cast("clbResult_t*") int[] asyncError);
 
   /**
    * Calls {@code clbCommRank}: this rank's number in the communicator.
@@ -771,8 +796,8 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbCommRank(@Cast("clbComm_t") long comm,
-      int[] rank);
+  public static native @Cast("clbResult_t") int clbCommRank(
+      @Cast("clbComm_t") long comm, int[] rank);
 
   /**
    * Calls {@code clbCommCount}: the number of ranks of the communicator.
@@ -782,8 +807,8 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbCommCount(@Cast("clbComm_t") long comm,
-      int[] nranks);
+  public static native @Cast("clbResult_t") int clbCommCount(
+      @Cast("clbComm_t") long comm, int[] nranks);
 
   /**
    * Calls {@code clbCommMemStats}: the host and device memory the communicator holds, now and at
@@ -794,8 +819,8 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbCommMemStats(@Cast("clbComm_t") long comm,
-      ClbMemStats stats);
+  public static native @Cast("clbResult_t") int clbCommMemStats(
+      @Cast("clbComm_t") long comm, ClbMemStats stats);
 
   /**
    * Calls {@code clbCommTrim}: gives back host staging memory not in use (local; device buffers
@@ -829,8 +854,8 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbCommInfo(@Cast("clbComm_t") long comm,
-      @Cast("char*") byte[] buf, @Cast("size_t") long bufBytes);
+  public static native @Cast("clbResult_t") int clbCommInfo(
+      @Cast("clbComm_t") long comm, @Cast("char*") byte[] buf, @Cast("size_t") long bufBytes);
 
   /**
    * Calls {@code clbCommRegister}: registers a device buffer for zero-copy reads by ranks in other
@@ -844,8 +869,11 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbCommRegister(@Cast("clbComm_t") long comm,
-      @Cast("void*") long buff, @Cast("size_t") long bytes, @Cast("void**") long[] handle);
+  public static native @Cast("clbResult_t") int clbCommRegister(
+      @Cast("clbComm_t") long comm,
+      @Cast("void*") long buff,
+      @Cast("size_t") long bytes,
+      @Cast("void**") long[] handle);
 
   /**
    * Calls {@code clbCommDeregister}: ends a registration, after this rank's device work on the
@@ -856,8 +884,8 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbCommDeregister(@Cast("clbComm_t") long comm,
-      @Cast("void*") long handle);
+  public static native @Cast("clbResult_t") int clbCommDeregister(
+      @Cast("clbComm_t") long comm, @Cast("void*") long handle);
 
   // ---- collectives on raw addresses (host memory you manage, device memory) ----
 
@@ -870,8 +898,8 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbBarrier(@Cast("clbComm_t") long comm,
-      @Cast("void*") long stream);
+  public static native @Cast("clbResult_t") int clbBarrier(
+      @Cast("clbComm_t") long comm, @Cast("void*") long stream);
 
   /**
    * Calls {@code clbAllReduce} on raw addresses: every rank ends with the reduction of all ranks'
@@ -888,10 +916,14 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbAllReduce(@Cast("const void*") long sendbuff,
-      @Cast("void*") long recvbuff, @Cast("size_t") long count,
-      @Cast("clbDataType_t") int datatype, @Cast("clbRedOp_t") int op,
-      @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+  public static native @Cast("clbResult_t") int clbAllReduce(
+      @Cast("const void*") long sendbuff,
+      @Cast("void*") long recvbuff,
+      @Cast("size_t") long count,
+      @Cast("clbDataType_t") int datatype,
+      @Cast("clbRedOp_t") int op,
+      @Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
 
   /**
    * Calls {@code clbAllGather} on raw addresses: every rank ends with all ranks' send buffers, in
@@ -906,9 +938,12 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbAllGather(@Cast("const void*") long sendbuff,
-      @Cast("void*") long recvbuff, @Cast("size_t") long sendcount,
-      @Cast("clbDataType_t") int datatype, @Cast("clbComm_t") long comm,
+  public static native @Cast("clbResult_t") int clbAllGather(
+      @Cast("const void*") long sendbuff,
+      @Cast("void*") long recvbuff,
+      @Cast("size_t") long sendcount,
+      @Cast("clbDataType_t") int datatype,
+      @Cast("clbComm_t") long comm,
       @Cast("void*") long stream);
 
   /**
@@ -926,9 +961,13 @@ public final class ColibriLib {
    *     {@link #clbGetLastError()} explains
    */
   public static native @Cast("clbResult_t") int clbReduceScatter(
-      @Cast("const void*") long sendbuff, @Cast("void*") long recvbuff,
-      @Cast("size_t") long recvcount, @Cast("clbDataType_t") int datatype,
-      @Cast("clbRedOp_t") int op, @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+      @Cast("const void*") long sendbuff,
+      @Cast("void*") long recvbuff,
+      @Cast("size_t") long recvcount,
+      @Cast("clbDataType_t") int datatype,
+      @Cast("clbRedOp_t") int op,
+      @Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
 
   /**
    * Calls {@code clbBroadcast} on raw addresses: every rank ends with the root's send buffer in its
@@ -944,9 +983,13 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbBroadcast(@Cast("const void*") long sendbuff,
-      @Cast("void*") long recvbuff, @Cast("size_t") long count,
-      @Cast("clbDataType_t") int datatype, int root, @Cast("clbComm_t") long comm,
+  public static native @Cast("clbResult_t") int clbBroadcast(
+      @Cast("const void*") long sendbuff,
+      @Cast("void*") long recvbuff,
+      @Cast("size_t") long count,
+      @Cast("clbDataType_t") int datatype,
+      int root,
+      @Cast("clbComm_t") long comm,
       @Cast("void*") long stream);
 
   // ---- collectives on direct ByteBuffers: address + position() is passed ----
@@ -966,9 +1009,14 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbAllReduce(ByteBuffer sendbuff,
-      ByteBuffer recvbuff, @Cast("size_t") long count, @Cast("clbDataType_t") int datatype,
-      @Cast("clbRedOp_t") int op, @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+  public static native @Cast("clbResult_t") int clbAllReduce(
+      ByteBuffer sendbuff,
+      ByteBuffer recvbuff,
+      @Cast("size_t") long count,
+      @Cast("clbDataType_t") int datatype,
+      @Cast("clbRedOp_t") int op,
+      @Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
 
   /**
    * Calls {@code clbAllGather} on direct buffers: every rank ends with all ranks' send buffers, in
@@ -985,9 +1033,13 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbAllGather(ByteBuffer sendbuff,
-      ByteBuffer recvbuff, @Cast("size_t") long sendcount, @Cast("clbDataType_t") int datatype,
-      @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+  public static native @Cast("clbResult_t") int clbAllGather(
+      ByteBuffer sendbuff,
+      ByteBuffer recvbuff,
+      @Cast("size_t") long sendcount,
+      @Cast("clbDataType_t") int datatype,
+      @Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
 
   /**
    * Calls {@code clbReduceScatter} on direct buffers: reduces all ranks' send buffers and leaves
@@ -1004,9 +1056,14 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbReduceScatter(ByteBuffer sendbuff,
-      ByteBuffer recvbuff, @Cast("size_t") long recvcount, @Cast("clbDataType_t") int datatype,
-      @Cast("clbRedOp_t") int op, @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+  public static native @Cast("clbResult_t") int clbReduceScatter(
+      ByteBuffer sendbuff,
+      ByteBuffer recvbuff,
+      @Cast("size_t") long recvcount,
+      @Cast("clbDataType_t") int datatype,
+      @Cast("clbRedOp_t") int op,
+      @Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
 
   /**
    * Calls {@code clbBroadcast} on direct buffers: every rank ends with the root's send buffer in
@@ -1023,9 +1080,14 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbBroadcast(ByteBuffer sendbuff,
-      ByteBuffer recvbuff, @Cast("size_t") long count, @Cast("clbDataType_t") int datatype,
-      int root, @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+  public static native @Cast("clbResult_t") int clbBroadcast(
+      ByteBuffer sendbuff,
+      ByteBuffer recvbuff,
+      @Cast("size_t") long count,
+      @Cast("clbDataType_t") int datatype,
+      int root,
+      @Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
 
   // ---- point-to-point and groups ----
 
@@ -1040,8 +1102,12 @@ public final class ColibriLib {
    * @param stream 0 (host buffers)
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
    */
-  public static native @Cast("clbResult_t") int clbSend(ByteBuffer sendbuff, @Cast("size_t") long count,
-      @Cast("clbDataType_t") int datatype, int peer, @Cast("clbComm_t") long comm,
+  public static native @Cast("clbResult_t") int clbSend(
+      ByteBuffer sendbuff,
+      @Cast("size_t") long count,
+      @Cast("clbDataType_t") int datatype,
+      int peer,
+      @Cast("clbComm_t") long comm,
       @Cast("void*") long stream);
 
   /**
@@ -1055,9 +1121,13 @@ public final class ColibriLib {
    * @param stream a CUDA stream handle for device memory, or 0
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
    */
-  public static native @Cast("clbResult_t") int clbSend(@Cast("const void*") long sendbuff,
-      @Cast("size_t") long count, @Cast("clbDataType_t") int datatype, int peer,
-      @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+  public static native @Cast("clbResult_t") int clbSend(
+      @Cast("const void*") long sendbuff,
+      @Cast("size_t") long count,
+      @Cast("clbDataType_t") int datatype,
+      int peer,
+      @Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
 
   /**
    * Calls {@code clbRecv} on a direct buffer: {@code count} elements from rank {@code peer}.
@@ -1070,8 +1140,12 @@ public final class ColibriLib {
    * @param stream 0 (host buffers)
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
    */
-  public static native @Cast("clbResult_t") int clbRecv(ByteBuffer recvbuff, @Cast("size_t") long count,
-      @Cast("clbDataType_t") int datatype, int peer, @Cast("clbComm_t") long comm,
+  public static native @Cast("clbResult_t") int clbRecv(
+      ByteBuffer recvbuff,
+      @Cast("size_t") long count,
+      @Cast("clbDataType_t") int datatype,
+      int peer,
+      @Cast("clbComm_t") long comm,
       @Cast("void*") long stream);
 
   /**
@@ -1085,9 +1159,13 @@ public final class ColibriLib {
    * @param stream a CUDA stream handle, or 0
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
    */
-  public static native @Cast("clbResult_t") int clbRecv(@Cast("void*") long recvbuff,
-      @Cast("size_t") long count, @Cast("clbDataType_t") int datatype, int peer,
-      @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+  public static native @Cast("clbResult_t") int clbRecv(
+      @Cast("void*") long recvbuff,
+      @Cast("size_t") long count,
+      @Cast("clbDataType_t") int datatype,
+      int peer,
+      @Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
 
   /**
    * Calls {@code clbAllToAll} on direct buffers.
@@ -1100,8 +1178,12 @@ public final class ColibriLib {
    * @param stream 0 (host buffers)
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
    */
-  public static native @Cast("clbResult_t") int clbAllToAll(ByteBuffer sendbuff, ByteBuffer recvbuff,
-      @Cast("size_t") long count, @Cast("clbDataType_t") int datatype, @Cast("clbComm_t") long comm,
+  public static native @Cast("clbResult_t") int clbAllToAll(
+      ByteBuffer sendbuff,
+      ByteBuffer recvbuff,
+      @Cast("size_t") long count,
+      @Cast("clbDataType_t") int datatype,
+      @Cast("clbComm_t") long comm,
       @Cast("void*") long stream);
 
   /**
@@ -1119,11 +1201,16 @@ public final class ColibriLib {
    * @param stream 0 (host buffers)
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
    */
-  public static native @Cast("clbResult_t") int clbAllToAllv(ByteBuffer sendbuff,
-      @Cast("const size_t*") long[] sendcounts, @Cast("const size_t*") long[] sdispls,
-      ByteBuffer recvbuff, @Cast("const size_t*") long[] recvcounts,
-      @Cast("const size_t*") long[] rdispls, @Cast("clbDataType_t") int datatype,
-      @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+  public static native @Cast("clbResult_t") int clbAllToAllv(
+      ByteBuffer sendbuff,
+      @Cast("const size_t*") long[] sendcounts,
+      @Cast("const size_t*") long[] sdispls,
+      ByteBuffer recvbuff,
+      @Cast("const size_t*") long[] recvcounts,
+      @Cast("const size_t*") long[] rdispls,
+      @Cast("clbDataType_t") int datatype,
+      @Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
 
   /**
    * Calls {@code clbReduce} on direct buffers.
@@ -1138,9 +1225,15 @@ public final class ColibriLib {
    * @param stream 0 (host buffers)
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
    */
-  public static native @Cast("clbResult_t") int clbReduce(ByteBuffer sendbuff, ByteBuffer recvbuff,
-      @Cast("size_t") long count, @Cast("clbDataType_t") int datatype, @Cast("clbRedOp_t") int op,
-      int root, @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+  public static native @Cast("clbResult_t") int clbReduce(
+      ByteBuffer sendbuff,
+      ByteBuffer recvbuff,
+      @Cast("size_t") long count,
+      @Cast("clbDataType_t") int datatype,
+      @Cast("clbRedOp_t") int op,
+      int root,
+      @Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
 
   /**
    * Calls {@code clbGather} on direct buffers.
@@ -1154,9 +1247,14 @@ public final class ColibriLib {
    * @param stream 0 (host buffers)
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
    */
-  public static native @Cast("clbResult_t") int clbGather(ByteBuffer sendbuff, ByteBuffer recvbuff,
-      @Cast("size_t") long count, @Cast("clbDataType_t") int datatype, int root,
-      @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+  public static native @Cast("clbResult_t") int clbGather(
+      ByteBuffer sendbuff,
+      ByteBuffer recvbuff,
+      @Cast("size_t") long count,
+      @Cast("clbDataType_t") int datatype,
+      int root,
+      @Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
 
   /**
    * Calls {@code clbScatter} on direct buffers.
@@ -1170,9 +1268,14 @@ public final class ColibriLib {
    * @param stream 0 (host buffers)
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure
    */
-  public static native @Cast("clbResult_t") int clbScatter(ByteBuffer sendbuff, ByteBuffer recvbuff,
-      @Cast("size_t") long count, @Cast("clbDataType_t") int datatype, int root,
-      @Cast("clbComm_t") long comm, @Cast("void*") long stream);
+  public static native @Cast("clbResult_t") int clbScatter(
+      ByteBuffer sendbuff,
+      ByteBuffer recvbuff,
+      @Cast("size_t") long count,
+      @Cast("clbDataType_t") int datatype,
+      int root,
+      @Cast("clbComm_t") long comm,
+      @Cast("void*") long stream);
 
   /**
    * Calls {@code clbGroupStart}: this thread's calls are recorded until its {@code clbGroupEnd}.
@@ -1216,8 +1319,8 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbDeviceAlloc(@Cast("void**") long[] ptr,
-      @Cast("size_t") long bytes, int device);
+  public static native @Cast("clbResult_t") int clbDeviceAlloc(
+      @Cast("void**") long[] ptr, @Cast("size_t") long bytes, int device);
 
   /**
    * Calls {@code clbDeviceFree}: frees memory from {@link #clbDeviceAlloc}.
@@ -1239,8 +1342,11 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbMemcpy(@Cast("void*") long dst,
-      @Cast("const void*") long src, @Cast("size_t") long bytes, @Cast("void*") long stream);
+  public static native @Cast("clbResult_t") int clbMemcpy(
+      @Cast("void*") long dst,
+      @Cast("const void*") long src,
+      @Cast("size_t") long bytes,
+      @Cast("void*") long stream);
 
   /**
    * Calls {@code clbStreamCreate}: creates a CUDA stream on a GPU.
@@ -1250,8 +1356,8 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbStreamCreate(@Cast("void**") long[] stream,
-      int device);
+  public static native @Cast("clbResult_t") int clbStreamCreate(
+      @Cast("void**") long[] stream, int device);
 
   /**
    * Calls {@code clbStreamDestroy}: destroys a stream from {@link #clbStreamCreate}.
@@ -1273,8 +1379,11 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbGraphLaunch(@Cast("void*") long graphExec,
-      @Cast("void*") long stream, @Cast("const clbComm_t*") long[] comms, int ncomms);
+  public static native @Cast("clbResult_t") int clbGraphLaunch(
+      @Cast("void*") long graphExec,
+      @Cast("void*") long stream,
+      @Cast("const clbComm_t*") long[] comms,
+      int ncomms);
 
   /**
    * Calls {@code clbStreamSynchronize}: waits until the work on a stream has finished.
@@ -1325,8 +1434,8 @@ public final class ColibriLib {
    * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
    *     {@link #clbGetLastError()} explains
    */
-  public static native @Cast("clbResult_t") int clbDeviceCanAccessPeer(int device, int peer,
-      int[] canAccess);
+  public static native @Cast("clbResult_t") int clbDeviceCanAccessPeer(
+      int device, int peer, int[] canAccess);
 
   /**
    * Address of a direct buffer's position (the cast is the whole function).

@@ -36,8 +36,16 @@ public final class Device {
     NativeLibrary.ensureLoaded();
     try (ColibriLib.ClbDeviceInfo i = new ColibriLib.ClbDeviceInfo()) {
       check(ColibriLib.clbDeviceInfo(device, i), "GPU info for device " + device);
-      return new Info(device, i.name(), i.major(), i.minor(), i.driverVersion(), i.pciBusId(),
-          i.image(), i.gpuDirectRdma(), i.dmaBuf());
+      return new Info(
+          device,
+          i.name(),
+          i.major(),
+          i.minor(),
+          i.driverVersion(),
+          i.pciBusId(),
+          i.image(),
+          i.gpuDirectRdma(),
+          i.dmaBuf());
     }
   }
 
@@ -52,7 +60,8 @@ public final class Device {
   public static boolean canAccessPeer(int device, int peer) {
     NativeLibrary.ensureLoaded();
     int[] can = new int[1];
-    check(ColibriLib.clbDeviceCanAccessPeer(device, peer, can),
+    check(
+        ColibriLib.clbDeviceCanAccessPeer(device, peer, can),
         "peer access query from GPU " + device + " to GPU " + peer);
     return can[0] != 0;
   }
@@ -74,8 +83,16 @@ public final class Device {
    *     if not, -1 if it cannot say
    * @param dmaBuf 1 if device memory can be exported as a dma-buf, 0 if not, -1 if unknown
    */
-  public record Info(int device, String name, int major, int minor, int driverVersion,
-      String pciBusId, String image, int gpuDirectRdma, int dmaBuf) {
+  public record Info(
+      int device,
+      String name,
+      int major,
+      int minor,
+      int driverVersion,
+      String pciBusId,
+      String image,
+      int gpuDirectRdma,
+      int dmaBuf) {
 
     /** {@return the compute capability as "major.minor", e.g. "9.0"} */
     public String computeCapability() {
@@ -97,12 +114,15 @@ public final class Device {
    */
   public static long allocate(long bytes, int device) {
     if (bytes <= 0) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT,
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
           "cannot allocate " + bytes + " bytes of device memory: pass a positive size");
     }
     NativeLibrary.ensureLoaded();
     long[] p = new long[1];
-    check(ColibriLib.clbDeviceAlloc(p, bytes, device), "allocation of " + bytes + " bytes on GPU " + device);
+    check(
+        ColibriLib.clbDeviceAlloc(p, bytes, device),
+        "allocation of " + bytes + " bytes on GPU " + device);
     return p[0];
   }
 
@@ -126,7 +146,8 @@ public final class Device {
    */
   public static void copy(long dst, long src, long bytes, long stream) {
     if (bytes < 0) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "byte count " + bytes + " is negative");
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT, "byte count " + bytes + " is negative");
     }
     NativeLibrary.ensureLoaded();
     check(ColibriLib.clbMemcpy(dst, src, bytes, stream), "copy of " + bytes + " bytes");
@@ -140,7 +161,8 @@ public final class Device {
    */
   public static long address(ByteBuffer direct) {
     if (direct == null || !direct.isDirect()) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT,
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
           "a direct ByteBuffer is needed (ByteBuffer.allocateDirect), got " + direct);
     }
     NativeLibrary.ensureLoaded();

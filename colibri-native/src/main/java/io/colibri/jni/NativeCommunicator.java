@@ -50,6 +50,7 @@ import java.util.function.LongToIntFunction;
 final class NativeCommunicator implements Communicator, NativeCalls {
   private static final System.Logger LOG = System.getLogger("io.colibri");
   private static final Cleaner CLEANER = Cleaner.create();
+
   /** Extra time close() grants a call on another thread to return after the abort. */
   private static final long CLOSE_GRACE_NANOS = TimeUnit.SECONDS.toNanos(10);
 
@@ -64,9 +65,12 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   private static final class State implements Runnable {
     final AtomicLong handle;
     final AtomicInteger inFlight = new AtomicInteger();
+
     /** asyncError() calls inside: they return at once, so close waits for them without aborting. */
     final AtomicInteger queries = new AtomicInteger();
+
     final String name;
+
     /** The asynchronous calls; holds no reference to the communicator. */
     final CallQueue calls;
 
@@ -82,8 +86,11 @@ final class NativeCommunicator implements Communicator, NativeCalls {
       calls.close(); // ends the thread (nothing is queued: queued work holds the communicator)
       long h = handle.getAndSet(0);
       if (h != 0) {
-        LOG.log(Level.WARNING, name + " was not closed; the garbage collector frees it now."
-            + " Close communicators (try-with-resources) so peers are not left waiting");
+        LOG.log(
+            Level.WARNING,
+            name
+                + " was not closed; the garbage collector frees it now."
+                + " Close communicators (try-with-resources) so peers are not left waiting");
         ColibriLib.clbCommDestroy(h);
       }
     }
@@ -92,8 +99,11 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   NativeCommunicator(long handle, int rank, int size, Options options) {
     this.rank = rank;
     this.size = size;
-    this.state = new State(handle, "communicator (rank " + rank + " of " + size + ")",
-        new CallQueue("colibri-comm-" + rank, "rank " + rank + " of " + size));
+    this.state =
+        new State(
+            handle,
+            "communicator (rank " + rank + " of " + size + ")",
+            new CallQueue("colibri-comm-" + rank, "rank " + rank + " of " + size));
     this.cleanable = CLEANER.register(this, state);
     this.closeWaitNanos = options.timeout().toNanos() + CLOSE_GRACE_NANOS;
     this.options = options;
@@ -133,8 +143,8 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   }
 
   @Override
-  public void reduceScatter(ByteBuffer send, ByteBuffer recv, long recvCount, DataType type,
-      ReduceOp op) {
+  public void reduceScatter(
+      ByteBuffer send, ByteBuffer recv, long recvCount, DataType type, ReduceOp op) {
     long h = acquire("reduceScatter");
     try {
       checkTypeAndOp("reduceScatter", type, op, true);
@@ -192,8 +202,15 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   }
 
   /** A send or a receive, of {@code buffer} ({@code viaBuffer}) or of {@code address}. */
-  private void pointToPoint(boolean isSend, boolean viaBuffer, ByteBuffer buffer, long address,
-      long count, DataType type, int peer, long stream) {
+  private void pointToPoint(
+      boolean isSend,
+      boolean viaBuffer,
+      ByteBuffer buffer,
+      long address,
+      long count,
+      DataType type,
+      int peer,
+      long stream) {
     String call = isSend ? "send" : "recv";
     long h = acquire(call);
     try {
@@ -203,12 +220,16 @@ final class NativeCommunicator implements Communicator, NativeCalls {
       int rc;
       if (viaBuffer) {
         checkBuffer(call, call, buffer, bytes, type, !isSend);
-        rc = isSend ? ColibriLib.clbSend(buffer, count, type.code(), peer, h, 0L)
-            : ColibriLib.clbRecv(buffer, count, type.code(), peer, h, 0L);
+        rc =
+            isSend
+                ? ColibriLib.clbSend(buffer, count, type.code(), peer, h, 0L)
+                : ColibriLib.clbRecv(buffer, count, type.code(), peer, h, 0L);
       } else {
         checkAddress(call, call, address, count);
-        rc = isSend ? ColibriLib.clbSend(address, count, type.code(), peer, h, stream)
-            : ColibriLib.clbRecv(address, count, type.code(), peer, h, stream);
+        rc =
+            isSend
+                ? ColibriLib.clbSend(address, count, type.code(), peer, h, stream)
+                : ColibriLib.clbRecv(address, count, type.code(), peer, h, stream);
       }
       check(rc, call, count, type);
     } finally {
@@ -231,8 +252,14 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   }
 
   @Override
-  public void allToAllv(ByteBuffer send, long[] sendCounts, long[] sendDispls, ByteBuffer recv,
-      long[] recvCounts, long[] recvDispls, DataType type) {
+  public void allToAllv(
+      ByteBuffer send,
+      long[] sendCounts,
+      long[] sendDispls,
+      ByteBuffer recv,
+      long[] recvCounts,
+      long[] recvDispls,
+      DataType type) {
     long h = acquire("allToAllv");
     try {
       checkTypeAndOp("allToAllv", type, null, false);
@@ -240,8 +267,9 @@ final class NativeCommunicator implements Communicator, NativeCalls {
       long recvBytes = extent("recvCounts", recvCounts, "recvDispls", recvDispls, type);
       checkBuffer("allToAllv", "send", send, sendBytes, type, false);
       checkBuffer("allToAllv", "recv", recv, recvBytes, type, true);
-      int rc = ColibriLib.clbAllToAllv(send, sendCounts, sendDispls, recv, recvCounts, recvDispls,
-          type.code(), h, 0L);
+      int rc =
+          ColibriLib.clbAllToAllv(
+              send, sendCounts, sendDispls, recv, recvCounts, recvDispls, type.code(), h, 0L);
       check(rc, "allToAllv");
     } finally {
       release();
@@ -249,8 +277,8 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   }
 
   @Override
-  public void reduce(ByteBuffer send, ByteBuffer recv, long count, DataType type, ReduceOp op,
-      int root) {
+  public void reduce(
+      ByteBuffer send, ByteBuffer recv, long count, DataType type, ReduceOp op, int root) {
     long h = acquire("reduce");
     try {
       checkTypeAndOp("reduce", type, op, true);
@@ -262,8 +290,11 @@ final class NativeCommunicator implements Communicator, NativeCalls {
       } else if (recv == null) {
         recv = send; // not written off the root; the C ABI gets a valid pointer all the same
       }
-      check(ColibriLib.clbReduce(send, recv, count, type.code(), op.code(), root, h, 0L), "reduce",
-          count, type);
+      check(
+          ColibriLib.clbReduce(send, recv, count, type.code(), op.code(), root, h, 0L),
+          "reduce",
+          count,
+          type);
     } finally {
       release();
     }
@@ -277,11 +308,13 @@ final class NativeCommunicator implements Communicator, NativeCalls {
       checkRank("gather", "root", root);
       checkBuffer("gather", "send", send, bytes("gather", "count", count, 1, type), type, false);
       if (rank == root) {
-        checkBuffer("gather", "recv", recv, bytes("gather", "count", count, size, type), type, true);
+        checkBuffer(
+            "gather", "recv", recv, bytes("gather", "count", count, size, type), type, true);
       } else if (recv == null) {
         recv = send; // not written off the root
       }
-      check(ColibriLib.clbGather(send, recv, count, type.code(), root, h, 0L), "gather", count, type);
+      check(
+          ColibriLib.clbGather(send, recv, count, type.code(), root, h, 0L), "gather", count, type);
     } finally {
       release();
     }
@@ -295,12 +328,15 @@ final class NativeCommunicator implements Communicator, NativeCalls {
       checkRank("scatter", "root", root);
       checkBuffer("scatter", "recv", recv, bytes("scatter", "count", count, 1, type), type, true);
       if (rank == root) {
-        checkBuffer("scatter", "send", send, bytes("scatter", "count", count, size, type), type,
-            false);
+        checkBuffer(
+            "scatter", "send", send, bytes("scatter", "count", count, size, type), type, false);
       } else if (send == null) {
         send = recv; // not read off the root
       }
-      check(ColibriLib.clbScatter(send, recv, count, type.code(), root, h, 0L), "scatter", count,
+      check(
+          ColibriLib.clbScatter(send, recv, count, type.code(), root, h, 0L),
+          "scatter",
+          count,
           type);
     } finally {
       release();
@@ -310,32 +346,32 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   // ---- asynchronous collectives on ByteBuffers (the calls above, on the queue's thread) ----
 
   @Override
-  public CompletableFuture<Void> allReduceAsync(ByteBuffer send, ByteBuffer recv, long count,
-      DataType type, ReduceOp op) {
+  public CompletableFuture<Void> allReduceAsync(
+      ByteBuffer send, ByteBuffer recv, long count, DataType type, ReduceOp op) {
     return async("allReduce", send, recv, (s, r) -> allReduce(s, r, count, type, op));
   }
 
   @Override
-  public CompletableFuture<Void> allGatherAsync(ByteBuffer send, ByteBuffer recv, long sendCount,
-      DataType type) {
+  public CompletableFuture<Void> allGatherAsync(
+      ByteBuffer send, ByteBuffer recv, long sendCount, DataType type) {
     return async("allGather", send, recv, (s, r) -> allGather(s, r, sendCount, type));
   }
 
   @Override
-  public CompletableFuture<Void> reduceScatterAsync(ByteBuffer send, ByteBuffer recv,
-      long recvCount, DataType type, ReduceOp op) {
+  public CompletableFuture<Void> reduceScatterAsync(
+      ByteBuffer send, ByteBuffer recv, long recvCount, DataType type, ReduceOp op) {
     return async("reduceScatter", send, recv, (s, r) -> reduceScatter(s, r, recvCount, type, op));
   }
 
   @Override
-  public CompletableFuture<Void> broadcastAsync(ByteBuffer send, ByteBuffer recv, long count,
-      DataType type, int root) {
+  public CompletableFuture<Void> broadcastAsync(
+      ByteBuffer send, ByteBuffer recv, long count, DataType type, int root) {
     return async("broadcast", send, recv, (s, r) -> broadcast(s, r, count, type, root));
   }
 
   /** Queues {@code call} on views of the buffers taken now. */
-  private CompletableFuture<Void> async(String name, ByteBuffer send, ByteBuffer recv,
-      BiConsumer<ByteBuffer, ByteBuffer> call) {
+  private CompletableFuture<Void> async(
+      String name, ByteBuffer send, ByteBuffer recv, BiConsumer<ByteBuffer, ByteBuffer> call) {
     ByteBuffer s = view(send);
     ByteBuffer r = view(recv);
     return state.calls.submit(name, () -> call.accept(s, r));
@@ -372,8 +408,7 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   // ---- collectives on raw addresses ----
 
   @Override
-  public void allReduce(long send, long recv, long count, DataType type, ReduceOp op,
-      long stream) {
+  public void allReduce(long send, long recv, long count, DataType type, ReduceOp op, long stream) {
     long h = acquire("allReduce");
     try {
       checkTypeAndOp("allReduce", type, op, true);
@@ -413,16 +448,16 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   }
 
   @Override
-  public void reduceScatter(long send, long recv, long recvCount, DataType type, ReduceOp op,
-      long stream) {
+  public void reduceScatter(
+      long send, long recv, long recvCount, DataType type, ReduceOp op, long stream) {
     long h = acquire("reduceScatter");
     try {
       checkTypeAndOp("reduceScatter", type, op, true);
       bytes("reduceScatter", "recvCount", recvCount, size, type);
       checkAddress("reduceScatter", "send", send, recvCount);
       checkAddress("reduceScatter", "recv", recv, recvCount);
-      int rc = ColibriLib.clbReduceScatter(send, recv, recvCount, type.code(), op.code(), h,
-          stream);
+      int rc =
+          ColibriLib.clbReduceScatter(send, recv, recvCount, type.code(), op.code(), h, stream);
       check(rc, "reduceScatter", recvCount, type);
     } finally {
       release();
@@ -469,8 +504,8 @@ final class NativeCommunicator implements Communicator, NativeCalls {
     try (ClbMemStats stats = new ClbMemStats()) {
       int rc = ColibriLib.clbCommMemStats(h, stats);
       check(rc, "memoryStats");
-      return new MemoryStats(stats.hostBytes(), stats.hostPeakBytes(), stats.deviceBytes(),
-          stats.devicePeakBytes());
+      return new MemoryStats(
+          stats.hostBytes(), stats.hostPeakBytes(), stats.deviceBytes(), stats.devicePeakBytes());
     } finally {
       release();
     }
@@ -581,7 +616,8 @@ final class NativeCommunicator implements Communicator, NativeCalls {
       }
       int[] asyncError = new int[1];
       check(ColibriLib.clbCommGetAsyncError(h, asyncError), "asyncError");
-      return asyncError[0] == 0 ? Optional.empty()
+      return asyncError[0] == 0
+          ? Optional.empty()
           : Optional.of(NativeLibrary.error(asyncError[0], state.name));
     } finally {
       state.queries.decrementAndGet();
@@ -601,15 +637,18 @@ final class NativeCommunicator implements Communicator, NativeCalls {
         ColibriLib.clbCommRegister(h, 0, 0, new long[1]);
       }
       if (address == 0) {
-        throw invalid("register", "address is 0 (null): pass the address of device memory"
-            + " (cudaMalloc, cuMemAlloc or DeviceBuffer)");
+        throw invalid(
+            "register",
+            "address is 0 (null): pass the address of device memory"
+                + " (cudaMalloc, cuMemAlloc or DeviceBuffer)");
       }
       if (bytes <= 0) {
-        throw invalid("register", "bytes is " + bytes + ": pass the size of the buffer, 1 or"
-            + " more");
+        throw invalid(
+            "register", "bytes is " + bytes + ": pass the size of the buffer, 1 or" + " more");
       }
       long[] handle = new long[1];
-      check(ColibriLib.clbCommRegister(h, address, bytes, handle),
+      check(
+          ColibriLib.clbCommRegister(h, address, bytes, handle),
           describe("register", address, bytes));
       return new NativeRegistration(handle[0], address, bytes);
     } finally {
@@ -662,7 +701,9 @@ final class NativeCommunicator implements Communicator, NativeCalls {
 
     @Override
     public String toString() {
-      return describe("Registration", address, bytes) + " on " + NativeCommunicator.this
+      return describe("Registration", address, bytes)
+          + " on "
+          + NativeCommunicator.this
           + (handle.get() == 0 ? " (closed)" : "");
     }
   }
@@ -671,7 +712,7 @@ final class NativeCommunicator implements Communicator, NativeCalls {
 
   @Override
   public void abort() {
-    Runnable failQueued = () -> { };
+    Runnable failQueued = () -> {};
     long h = acquireIfOpen();
     try {
       if (h != 0) { // 0: closed, nothing left to abort
@@ -697,12 +738,18 @@ final class NativeCommunicator implements Communicator, NativeCalls {
       if (state.inFlight.get() > 0) {
         // Another thread is inside a call: make it return before the memory goes away.
         ColibriLib.clbCommAbort(h);
-        awaitNone(state.inFlight, "a call on another thread did not return within "
-            + TimeUnit.NANOSECONDS.toSeconds(closeWaitNanos) + " s of the abort");
+        awaitNone(
+            state.inFlight,
+            "a call on another thread did not return within "
+                + TimeUnit.NANOSECONDS.toSeconds(closeWaitNanos)
+                + " s of the abort");
       }
       // An asyncError() on another thread returns at once, with no abort: just let it finish.
-      awaitNone(state.queries, "asyncError() on another thread did not return within "
-          + TimeUnit.NANOSECONDS.toSeconds(closeWaitNanos) + " s");
+      awaitNone(
+          state.queries,
+          "asyncError() on another thread did not return within "
+              + TimeUnit.NANOSECONDS.toSeconds(closeWaitNanos)
+              + " s");
       check(ColibriLib.clbCommDestroy(h), "close");
     } finally {
       cleanable.clean(); // handle is 0 now: only unregisters
@@ -711,7 +758,10 @@ final class NativeCommunicator implements Communicator, NativeCalls {
 
   @Override
   public String toString() {
-    return "NativeCommunicator[rank " + rank + " of " + size
+    return "NativeCommunicator[rank "
+        + rank
+        + " of "
+        + size
         + (state.handle.get() == 0 ? ", closed]" : "]");
   }
 
@@ -722,9 +772,14 @@ final class NativeCommunicator implements Communicator, NativeCalls {
     long deadline = System.nanoTime() + closeWaitNanos;
     while (calls.get() > 0) {
       if (System.nanoTime() - deadline > 0) {
-        throw new ColibriException(ErrorCode.INTERNAL_ERROR, "close of " + state.name + ": "
-            + what + "; the native communicator is left allocated rather than freed under it."
-            + " Please report this as a Colibri bug, with the thread dump");
+        throw new ColibriException(
+            ErrorCode.INTERNAL_ERROR,
+            "close of "
+                + state.name
+                + ": "
+                + what
+                + "; the native communicator is left allocated rather than freed under it."
+                + " Please report this as a Colibri bug, with the thread dump");
       }
       LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
     }
@@ -759,8 +814,9 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   }
 
   private static ColibriException closed(String call) {
-    return new ColibriException(ErrorCode.INVALID_USAGE, call + ": communicator is closed;"
-        + " create a new one with Communicator.init");
+    return new ColibriException(
+        ErrorCode.INVALID_USAGE,
+        call + ": communicator is closed;" + " create a new one with Communicator.init");
   }
 
   private void release() {
@@ -776,8 +832,8 @@ final class NativeCommunicator implements Communicator, NativeCalls {
 
   private void check(int rc, String call, long count, DataType type) {
     if (rc != 0) {
-      throw NativeLibrary.error(rc, call + " of " + count + " " + type + " on rank " + rank
-          + " of " + size);
+      throw NativeLibrary.error(
+          rc, call + " of " + count + " " + type + " on rank " + rank + " of " + size);
     }
   }
 
@@ -801,8 +857,19 @@ final class NativeCommunicator implements Communicator, NativeCalls {
 
   private void checkRank(String call, String what, int r) {
     if (r < 0 || r >= size) {
-      throw invalid(call, what + " " + r + " is out of range for a communicator of " + size
-          + " rank" + (size == 1 ? "" : "s") + ": pass a " + what + " in 0.." + (size - 1));
+      throw invalid(
+          call,
+          what
+              + " "
+              + r
+              + " is out of range for a communicator of "
+              + size
+              + " rank"
+              + (size == 1 ? "" : "s")
+              + ": pass a "
+              + what
+              + " in 0.."
+              + (size - 1));
     }
   }
 
@@ -810,28 +877,54 @@ final class NativeCommunicator implements Communicator, NativeCalls {
    * Bytes that counts and displacements (elements, one entry per rank) reach into a buffer;
    * checks their lengths and signs.
    */
-  private long extent(String countsName, long[] counts, String displsName, long[] displs,
-      DataType type) {
+  private long extent(
+      String countsName, long[] counts, String displsName, long[] displs, DataType type) {
     for (Object[] a : new Object[][] {{countsName, counts}, {displsName, displs}}) {
       long[] v = (long[]) a[1];
       if (v == null || v.length != size) {
-        throw invalid("allToAllv", a[0] + " is " + (v == null ? "null" : "of length " + v.length)
-            + ": pass one entry per rank (" + size + ")");
+        throw invalid(
+            "allToAllv",
+            a[0]
+                + " is "
+                + (v == null ? "null" : "of length " + v.length)
+                + ": pass one entry per rank ("
+                + size
+                + ")");
       }
     }
     long end = 0;
     for (int p = 0; p < size; p++) {
       if (counts[p] < 0 || displs[p] < 0) {
-        throw invalid("allToAllv", countsName + "[" + p + "] = " + counts[p] + ", " + displsName
-            + "[" + p + "] = " + displs[p] + ": counts and displacements are 0 or more");
+        throw invalid(
+            "allToAllv",
+            countsName
+                + "["
+                + p
+                + "] = "
+                + counts[p]
+                + ", "
+                + displsName
+                + "["
+                + p
+                + "] = "
+                + displs[p]
+                + ": counts and displacements are 0 or more");
       }
       if (counts[p] > Long.MAX_VALUE - displs[p]) {
-        throw invalid("allToAllv", countsName + "[" + p + "] + " + displsName + "[" + p
-            + "] does not fit in a long");
+        throw invalid(
+            "allToAllv",
+            countsName + "[" + p + "] + " + displsName + "[" + p + "] does not fit in a long");
       }
       if (counts[p] > 0) {
-        end = Math.max(end, bytes("allToAllv", countsName + "[" + p + "] + " + displsName + "["
-            + p + "]", counts[p] + displs[p], 1, type));
+        end =
+            Math.max(
+                end,
+                bytes(
+                    "allToAllv",
+                    countsName + "[" + p + "] + " + displsName + "[" + p + "]",
+                    counts[p] + displs[p],
+                    1,
+                    type));
       }
     }
     return end;
@@ -839,63 +932,113 @@ final class NativeCommunicator implements Communicator, NativeCalls {
 
   private void checkRoot(int root) {
     if (root < 0 || root >= size) {
-      throw invalid("broadcast", "root " + root + " is out of range for a communicator of "
-          + size + " rank" + (size == 1 ? "" : "s") + ": pass a root in 0.." + (size - 1));
+      throw invalid(
+          "broadcast",
+          "root "
+              + root
+              + " is out of range for a communicator of "
+              + size
+              + " rank"
+              + (size == 1 ? "" : "s")
+              + ": pass a root in 0.."
+              + (size - 1));
     }
   }
 
   /** Bytes of {@code count * ranks} elements of {@code type}; checks sign and overflow. */
-  private static long bytes(String call, String countName, long count, int ranks,
-      DataType type) {
+  private static long bytes(String call, String countName, long count, int ranks, DataType type) {
     if (count < 0) {
-      throw invalid(call, countName + " is " + count
-          + ": pass the number of elements, 0 or more");
+      throw invalid(call, countName + " is " + count + ": pass the number of elements, 0 or more");
     }
     try {
       return Math.multiplyExact(Math.multiplyExact(count, (long) ranks), (long) type.size());
     } catch (ArithmeticException e) {
-      throw invalid(call, countName + " " + count + (ranks > 1 ? " x " + ranks + " ranks" : "")
-          + " x " + type.size() + " bytes (" + type + ") does not fit in a long: pass a smaller "
-          + countName);
+      throw invalid(
+          call,
+          countName
+              + " "
+              + count
+              + (ranks > 1 ? " x " + ranks + " ranks" : "")
+              + " x "
+              + type.size()
+              + " bytes ("
+              + type
+              + ") does not fit in a long: pass a smaller "
+              + countName);
     }
   }
 
-  private static void checkBuffer(String call, String name, ByteBuffer buffer, long neededBytes,
-      DataType type, boolean written) {
+  private static void checkBuffer(
+      String call,
+      String name,
+      ByteBuffer buffer,
+      long neededBytes,
+      DataType type,
+      boolean written) {
     if (buffer == null) {
-      throw invalid(call, name + " buffer is null: pass a direct ByteBuffer"
-          + " (ByteBuffer.allocateDirect) with at least " + neededBytes
-          + " bytes from position to limit");
+      throw invalid(
+          call,
+          name
+              + " buffer is null: pass a direct ByteBuffer"
+              + " (ByteBuffer.allocateDirect) with at least "
+              + neededBytes
+              + " bytes from position to limit");
     }
     if (!buffer.isDirect()) {
-      throw invalid(call, name + " buffer is a heap buffer: Colibri needs direct buffers;"
-          + " allocate it with ByteBuffer.allocateDirect (or copy the data into one)");
+      throw invalid(
+          call,
+          name
+              + " buffer is a heap buffer: Colibri needs direct buffers;"
+              + " allocate it with ByteBuffer.allocateDirect (or copy the data into one)");
     }
     // The native side reads and writes elements in the native byte order; a buffer in the other
     // order would give every multi-byte element with its bytes reversed, silently.
     if (type.size() > 1 && buffer.order() != ByteOrder.nativeOrder()) {
-      throw invalid(call, name + " buffer is in " + buffer.order() + " byte order, but " + type
-          + " elements are " + (written ? "written" : "read") + " in the native order ("
-          + ByteOrder.nativeOrder() + "): call .order(ByteOrder.nativeOrder()) on it"
-          + " (ByteBuffer.allocateDirect and the views slice(), duplicate() and"
-          + " asReadOnlyBuffer() are BIG_ENDIAN whatever the order of the buffer they view)");
+      throw invalid(
+          call,
+          name
+              + " buffer is in "
+              + buffer.order()
+              + " byte order, but "
+              + type
+              + " elements are "
+              + (written ? "written" : "read")
+              + " in the native order ("
+              + ByteOrder.nativeOrder()
+              + "): call .order(ByteOrder.nativeOrder()) on it"
+              + " (ByteBuffer.allocateDirect and the views slice(), duplicate() and"
+              + " asReadOnlyBuffer() are BIG_ENDIAN whatever the order of the buffer they view)");
     }
     if (written && buffer.isReadOnly()) {
-      throw invalid(call, name + " buffer is read-only: pass a writable direct buffer for the"
-          + " result");
+      throw invalid(
+          call, name + " buffer is read-only: pass a writable direct buffer for the" + " result");
     }
     if (buffer.remaining() < neededBytes) {
-      throw invalid(call, name + " buffer has " + buffer.remaining() + " bytes remaining"
-          + " (position " + buffer.position() + ", limit " + buffer.limit() + ") but "
-          + neededBytes + " bytes are needed: pass a larger buffer, move its position or limit,"
-          + " or a smaller count");
+      throw invalid(
+          call,
+          name
+              + " buffer has "
+              + buffer.remaining()
+              + " bytes remaining"
+              + " (position "
+              + buffer.position()
+              + ", limit "
+              + buffer.limit()
+              + ") but "
+              + neededBytes
+              + " bytes are needed: pass a larger buffer, move its position or limit,"
+              + " or a smaller count");
     }
   }
 
   private static void checkAddress(String call, String name, long address, long count) {
     if (address == 0 && count > 0) {
-      throw invalid(call, name + " address is 0 (null) with a count of " + count
-          + ": pass the address of the memory");
+      throw invalid(
+          call,
+          name
+              + " address is 0 (null) with a count of "
+              + count
+              + ": pass the address of the memory");
     }
   }
 }

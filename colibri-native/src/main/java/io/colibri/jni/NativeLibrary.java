@@ -44,15 +44,22 @@ final class NativeLibrary {
         NativeLog.install();
         loaded = true;
       } catch (UnsatisfiedLinkError | ExceptionInInitializerError | NoClassDefFoundError e) {
-        Throwable cause = e instanceof ExceptionInInitializerError && e.getCause() != null
-            ? e.getCause() : e;
-        failure = new ColibriException(ErrorCode.UNSUPPORTED,
-            "could not load the Colibri native library for " + System.getProperty("os.name")
-                + " " + System.getProperty("os.arch") + " (" + cause + "). Colibri ships natives"
-                + " for linux-x86_64: add io.colibri:colibri-native with classifier linux-x86_64"
-                + " (same version as colibri-native) to the dependencies; run with"
-                + " -Dorg.bytedeco.javacpp.logger.debug=true to see where it was looked for",
-            cause);
+        Throwable cause =
+            e instanceof ExceptionInInitializerError && e.getCause() != null ? e.getCause() : e;
+        failure =
+            new ColibriException(
+                ErrorCode.UNSUPPORTED,
+                "could not load the Colibri native library for "
+                    + System.getProperty("os.name")
+                    + " "
+                    + System.getProperty("os.arch")
+                    + " ("
+                    + cause
+                    + "). Colibri ships natives for linux-x86_64: add io.colibri:colibri-native"
+                    + " with classifier linux-x86_64 (same version as colibri-native) to the"
+                    + " dependencies; run with -Dorg.bytedeco.javacpp.logger.debug=true to see"
+                    + " where it was looked for",
+                cause);
         throw failure;
       }
     }
@@ -95,9 +102,12 @@ final class NativeLibrary {
     if (in == null) {
       return java.util.List.of();
     }
-    try (java.io.BufferedReader r = new java.io.BufferedReader(
-        new java.io.InputStreamReader(in, java.nio.charset.StandardCharsets.UTF_8))) {
-      return r.lines().map(String::strip).filter(l -> !l.isEmpty() && !l.startsWith("#"))
+    try (java.io.BufferedReader r =
+        new java.io.BufferedReader(
+            new java.io.InputStreamReader(in, java.nio.charset.StandardCharsets.UTF_8))) {
+      return r.lines()
+          .map(String::strip)
+          .filter(l -> !l.isEmpty() && !l.startsWith("#"))
           .collect(java.util.stream.Collectors.toUnmodifiableList());
     }
   }
@@ -113,17 +123,23 @@ final class NativeLibrary {
     try {
       images = kernelImages();
     } catch (java.io.IOException | java.io.UncheckedIOException e) {
-      System.getLogger("io.colibri").log(System.Logger.Level.WARNING,
-          "could not read the kernel image list of colibri-cuda (" + e
-              + "); device collectives will report the images missing");
+      System.getLogger("io.colibri")
+          .log(
+              System.Logger.Level.WARNING,
+              "could not read the kernel image list of colibri-cuda ("
+                  + e
+                  + "); device collectives will report the images missing");
       return;
     }
     java.io.File dir = null;
     for (String image : images) {
       java.net.URL url = NativeLibrary.class.getResource(KERNEL_RESOURCES + image);
       if (url != null) {
-        dir = extracted(url, "the CUDA kernel images of colibri-cuda",
-            "device collectives will report them missing");
+        dir =
+            extracted(
+                url,
+                "the CUDA kernel images of colibri-cuda",
+                "device collectives will report them missing");
         if (dir == null) {
           return;
         }
@@ -142,8 +158,10 @@ final class NativeLibrary {
     try {
       return org.bytedeco.javacpp.Loader.cacheResource(url).getParentFile();
     } catch (java.io.IOException | java.io.UncheckedIOException e) {
-      System.getLogger("io.colibri").log(System.Logger.Level.WARNING,
-          "could not extract " + what + " (" + e + "); " + consequence);
+      System.getLogger("io.colibri")
+          .log(
+              System.Logger.Level.WARNING,
+              "could not extract " + what + " (" + e + "); " + consequence);
       return null;
     }
   }
@@ -164,8 +182,11 @@ final class NativeLibrary {
     if (url == null) {
       return;
     }
-    java.io.File dir = extracted(url, "the verbs network plugin of colibri-verbs",
-        "transport VERBS will report it missing");
+    java.io.File dir =
+        extracted(
+            url,
+            "the verbs network plugin of colibri-verbs",
+            "transport VERBS will report it missing");
     if (dir != null) {
       ColibriLib.clbSetPluginDir(dir.getAbsolutePath());
     }

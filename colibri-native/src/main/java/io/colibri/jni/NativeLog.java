@@ -45,10 +45,13 @@ final class NativeLog {
 
   /** Null until {@link #install()}. */
   private static volatile Sink sink;
+
   /** Held for good: the native core keeps calling its address. */
   private static Callback callback;
+
   /** The most verbose logLevel a builder set for a communicator (0 when none did). */
   private static int requestedByBuilder;
+
   /** The last "the logger takes less" warning, so that it is said once. */
   private static String lastAdvice;
 
@@ -99,9 +102,14 @@ final class NativeLog {
         return s;
       }
     }
-    throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "invalid logSink from " + source
-        + ": \"" + text + "\" is not a log sink; valid values are jvm (the logger io.colibri),"
-        + " stderr. Fix it, or unset it to use the default jvm.");
+    throw new ColibriException(
+        ErrorCode.INVALID_ARGUMENT,
+        "invalid logSink from "
+            + source
+            + ": \""
+            + text
+            + "\" is not a log sink; valid values are jvm (the logger io.colibri),"
+            + " stderr. Fix it, or unset it to use the default jvm.");
   }
 
   static Sink sink() {
@@ -121,14 +129,31 @@ final class NativeLog {
     int processWide = processWideLevel(source);
     int wanted = Math.max(processWide >= 0 ? processWide : takes, requestedByBuilder);
     if (wanted > takes) {
-      String from = requestedByBuilder > Math.max(processWide, 0)
-          ? "the Options of a communicator" : source[0];
-      advise("logLevel " + name(wanted) + " (from " + from + ") asks for more than logger "
-          + LOGGER_NAME + " takes (" + javaLevel(takes) + " and above): lines beyond that are"
-          + " not emitted. Lower the logger's level (java.util.logging: " + LOGGER_NAME
-          + ".level = " + julName(wanted) + "; Logback, Log4j: " + LOGGER_NAME + " at "
-          + javaLevel(wanted) + "), or send the lines to stderr with " + SINK_VARIABLE
-          + "=stderr");
+      String from =
+          requestedByBuilder > Math.max(processWide, 0)
+              ? "the Options of a communicator"
+              : source[0];
+      advise(
+          "logLevel "
+              + name(wanted)
+              + " (from "
+              + from
+              + ") asks for more than logger "
+              + LOGGER_NAME
+              + " takes ("
+              + javaLevel(takes)
+              + " and above): lines beyond that are"
+              + " not emitted. Lower the logger's level (java.util.logging: "
+              + LOGGER_NAME
+              + ".level = "
+              + julName(wanted)
+              + "; Logback, Log4j: "
+              + LOGGER_NAME
+              + " at "
+              + javaLevel(wanted)
+              + "), or send the lines to stderr with "
+              + SINK_VARIABLE
+              + "=stderr");
     }
     int threshold = Math.min(wanted, takes);
     check(ColibriLib.clbSetLogLevel(threshold), "clbSetLogLevel");
@@ -192,10 +217,14 @@ final class NativeLog {
    */
   private static int processWideLevel(String[] source) {
     String[][] candidates = {
-      {System.getProperty(Option.LOG_LEVEL.systemProperty()),
-          "system property " + Option.LOG_LEVEL.systemProperty()},
-      {System.getenv(Option.LOG_LEVEL.environmentVariable()),
-          "environment " + Option.LOG_LEVEL.environmentVariable()}
+      {
+        System.getProperty(Option.LOG_LEVEL.systemProperty()),
+        "system property " + Option.LOG_LEVEL.systemProperty()
+      },
+      {
+        System.getenv(Option.LOG_LEVEL.environmentVariable()),
+        "environment " + Option.LOG_LEVEL.environmentVariable()
+      }
     };
     for (String[] c : candidates) {
       if (c[0] != null && !c[0].isEmpty()) {
@@ -223,8 +252,9 @@ final class NativeLog {
   }
 
   private static String julName(int nativeLevel) {
-    return nativeLevel >= LogLevel.DEBUG.code() ? "FINE" : nativeLevel == 3 ? "INFO"
-        : nativeLevel == 2 ? "WARNING" : "SEVERE";
+    return nativeLevel >= LogLevel.DEBUG.code()
+        ? "FINE"
+        : nativeLevel == 3 ? "INFO" : nativeLevel == 2 ? "WARNING" : "SEVERE";
   }
 
   private static void uninstall() {
@@ -255,11 +285,19 @@ final class NativeLog {
   private static void handlerFailed(int level, String text, Throwable t) {
     try {
       if (HANDLER_FAILED.compareAndSet(false, true)) {
-        System.err.println("colibri: logger " + LOGGER_NAME + " threw " + t + " for a native log"
-            + " line; such lines go to stderr");
+        System.err.println(
+            "colibri: logger "
+                + LOGGER_NAME
+                + " threw "
+                + t
+                + " for a native log"
+                + " line; such lines go to stderr");
       }
-      System.err.println("colibri " + javaLevel(level).getName().toUpperCase(Locale.ROOT) + " "
-          + (text == null ? "(the line could not be read)" : text));
+      System.err.println(
+          "colibri "
+              + javaLevel(level).getName().toUpperCase(Locale.ROOT)
+              + " "
+              + (text == null ? "(the line could not be read)" : text));
     } catch (Throwable ignored) {
       // nothing is left to tell it to; the line is lost, the native thread goes on
     }

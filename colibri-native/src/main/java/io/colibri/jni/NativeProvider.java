@@ -47,12 +47,18 @@ public final class NativeProvider implements CommunicatorProvider {
   @Override
   public UniqueId uniqueIdFromAddress(String host, int port, String secretOrNull) {
     if (host == null || host.isBlank()) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "bootstrap host is "
-          + (host == null ? "null" : "empty") + ": pass the host name or IP address of rank 0");
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          "bootstrap host is "
+              + (host == null ? "null" : "empty")
+              + ": pass the host name or IP address of rank 0");
     }
     if (port < 1 || port > 65535) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "bootstrap port " + port
-          + " is out of range: pass a TCP port in 1..65535 that is free on rank 0's host");
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          "bootstrap port "
+              + port
+              + " is out of range: pass a TCP port in 1..65535 that is free on rank 0's host");
     }
     NativeLibrary.ensureLoaded();
     byte[] id = new byte[UniqueId.BYTES];
@@ -67,13 +73,24 @@ public final class NativeProvider implements CommunicatorProvider {
   public Communicator init(UniqueId id, int rank, int nranks, Options options) {
     // id and options arrive checked for null (CommunicatorProvider's contract).
     if (nranks < 1) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "nranks is " + nranks
-          + ": a communicator needs at least 1 rank; pass the number of processes that join it");
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          "nranks is "
+              + nranks
+              + ": a communicator needs at least 1 rank; pass the number of processes that join"
+              + " it");
     }
     if (rank < 0 || rank >= nranks) {
-      throw new ColibriException(ErrorCode.INVALID_ARGUMENT, "rank " + rank + " is out of range"
-          + " for " + nranks + " ranks: pass a rank in 0.." + (nranks - 1)
-          + ", different on every process");
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          "rank "
+              + rank
+              + " is out of range"
+              + " for "
+              + nranks
+              + " ranks: pass a rank in 0.."
+              + (nranks - 1)
+              + ", different on every process");
     }
     NativeLibrary.ensureLoaded();
     long[] comm = new long[1];
@@ -85,8 +102,13 @@ public final class NativeProvider implements CommunicatorProvider {
       }
     }
     if (comm[0] == 0) {
-      throw new ColibriException(ErrorCode.INTERNAL_ERROR, "init of rank " + rank + " of " + nranks
-          + " returned success but no communicator: please report this as a Colibri bug");
+      throw new ColibriException(
+          ErrorCode.INTERNAL_ERROR,
+          "init of rank "
+              + rank
+              + " of "
+              + nranks
+              + " returned success but no communicator: please report this as a Colibri bug");
     }
     return new NativeCommunicator(comm[0], rank, nranks, options);
   }
@@ -140,18 +162,28 @@ public final class NativeProvider implements CommunicatorProvider {
     if (rc != 0) {
       // clbConfigInit also reads COLIBRI_* variables; the Java options already did, and overwrite
       // every field below, so a complaint about the environment does not stop us.
-      LOG.log(Level.WARNING, "the native library refused the environment ("
-          + ColibriLib.clbGetLastError() + "); the Java options, which set this knob otherwise,"
-          + " fill every field of the configuration. Fix or unset the variable to silence this");
+      LOG.log(
+          Level.WARNING,
+          "the native library refused the environment ("
+              + ColibriLib.clbGetLastError()
+              + "); the Java options, which set this knob otherwise, fill every field of the"
+              + " configuration. Fix or unset the variable to silence this");
       config.size(config.sizeof());
     }
     for (Option o : Option.values()) {
       String value = o.format(options.get(o));
-      rc = ColibriLib.clbConfigSet(config, ColibriLib.utf8z(o.nativeName()),
-          ColibriLib.utf8z(value));
+      rc =
+          ColibriLib.clbConfigSet(
+              config, ColibriLib.utf8z(o.nativeName()), ColibriLib.utf8z(value));
       if (rc != 0) {
-        ColibriException e = NativeLibrary.error(rc, "setting " + o.camelName() + "=" + value
-            + " on the native configuration (a libcolibri older than the Java classes?)");
+        ColibriException e =
+            NativeLibrary.error(
+                rc,
+                "setting "
+                    + o.camelName()
+                    + "="
+                    + value
+                    + " on the native configuration (a libcolibri older than the Java classes?)");
         config.close();
         throw e;
       }

@@ -38,8 +38,12 @@ class AgreementTest {
         String end = c.line("INIT END ");
         assertNotNull(start, c.describe());
         assertNotNull(end, c.describe());
-        out.add(new Init(c, c.line("FAILED "), Long.parseLong(start.substring(11)),
-            Long.parseLong(end.substring(9))));
+        out.add(
+            new Init(
+                c,
+                c.line("FAILED "),
+                Long.parseLong(start.substring(11)),
+                Long.parseLong(end.substring(9))));
       }
     } finally {
       children.forEach(c -> c.process.destroyForcibly());
@@ -53,8 +57,14 @@ class AgreementTest {
 
   static void assertFailsAtOnce(Init i, long lastStart) {
     long ms = i.endMs() - lastStart;
-    assertTrue(ms < 2000, i.child().name + " should fail within 2 s of the last rank's start, "
-        + "not at its 20 s timeout; took " + ms + " ms: " + i.failed());
+    assertTrue(
+        ms < 2000,
+        i.child().name
+            + " should fail within 2 s of the last rank's start, "
+            + "not at its 20 s timeout; took "
+            + ms
+            + " ms: "
+            + i.failed());
   }
 
   static int freePort() throws Exception {
@@ -64,14 +74,25 @@ class AgreementTest {
   }
 
   /** A torchrun-style rank: MASTER_ADDR ... WORLD_SIZE, and what else it is given. */
-  static Procs.Child envRank(int rank, String addr, int port, int worldSize, long timeoutMs,
-      Map<String, String> more) throws Exception {
-    Map<String, String> env = new HashMap<>(Map.of("MASTER_ADDR", addr,
-        "MASTER_PORT", String.valueOf(port), "RANK", String.valueOf(rank),
-        "WORLD_SIZE", String.valueOf(worldSize), "COLIBRI_TRANSPORT", ""));
+  static Procs.Child envRank(
+      int rank, String addr, int port, int worldSize, long timeoutMs, Map<String, String> more)
+      throws Exception {
+    Map<String, String> env =
+        new HashMap<>(
+            Map.of(
+                "MASTER_ADDR",
+                addr,
+                "MASTER_PORT",
+                String.valueOf(port),
+                "RANK",
+                String.valueOf(rank),
+                "WORLD_SIZE",
+                String.valueOf(worldSize),
+                "COLIBRI_TRANSPORT",
+                ""));
     env.putAll(more);
-    return Procs.start("rank " + rank, env, "envinit", "-", "-", "-", "-",
-        String.valueOf(timeoutMs));
+    return Procs.start(
+        "rank " + rank, env, "envinit", "-", "-", "-", "-", String.valueOf(timeoutMs));
   }
 
   /** One rank says WORLD_SIZE=3, the other 2: the root refuses it and tells both at once. */
@@ -79,13 +100,19 @@ class AgreementTest {
   @Timeout(120)
   void oneRankWithAnotherWorldSize() throws Exception {
     int port = freePort();
-    List<Init> inits = run(List.of(envRank(0, "127.0.0.1", port, 2, 20_000, Map.of()),
-        envRank(1, "127.0.0.1", port, 3, 20_000, Map.of())));
+    List<Init> inits =
+        run(
+            List.of(
+                envRank(0, "127.0.0.1", port, 2, 20_000, Map.of()),
+                envRank(1, "127.0.0.1", port, 3, 20_000, Map.of())));
     for (Init i : inits) {
       assertNotNull(i.failed(), i.child().describe());
-      assertTrue(i.failed().startsWith("FAILED INVALID_ARGUMENT")
-          && i.failed().contains("nranks=3") && i.failed().contains("nranks=2")
-          && i.failed().contains("every rank must pass the same nranks"), i.child().describe());
+      assertTrue(
+          i.failed().startsWith("FAILED INVALID_ARGUMENT")
+              && i.failed().contains("nranks=3")
+              && i.failed().contains("nranks=2")
+              && i.failed().contains("every rank must pass the same nranks"),
+          i.child().describe());
       assertFailsAtOnce(i, lastStart(inits));
     }
   }
@@ -97,16 +124,28 @@ class AgreementTest {
     try (UniqueId id = UniqueId.create()) {
       List<Procs.Child> children = new ArrayList<>();
       for (int r = 0; r < 2; r++) {
-        children.add(Procs.start("rank " + r, Map.of("COLIBRI_TRANSPORT", r == 1 ? "socket" : ""),
-            "init", id.toString(), String.valueOf(r), "2", "-", "20000"));
+        children.add(
+            Procs.start(
+                "rank " + r,
+                Map.of("COLIBRI_TRANSPORT", r == 1 ? "socket" : ""),
+                "init",
+                id.toString(),
+                String.valueOf(r),
+                "2",
+                "-",
+                "20000"));
       }
       List<Init> inits = run(children);
       for (Init i : inits) {
         assertNotNull(i.failed(), i.child().describe());
-        assertTrue(i.failed().startsWith("FAILED INVALID_USAGE")
-            && i.failed().contains("COLIBRI_TRANSPORT differs across ranks: rank 0 resolved shm, "
-                + "rank 1 resolved socket")
-            && i.failed().contains("alike on every rank"), i.child().describe());
+        assertTrue(
+            i.failed().startsWith("FAILED INVALID_USAGE")
+                && i.failed()
+                    .contains(
+                        "COLIBRI_TRANSPORT differs across ranks: rank 0 resolved shm, "
+                            + "rank 1 resolved socket")
+                && i.failed().contains("alike on every rank"),
+            i.child().describe());
         assertFailsAtOnce(i, lastStart(inits));
       }
     }
@@ -122,23 +161,38 @@ class AgreementTest {
   @Timeout(120)
   void uniqueIdWithAWrongSecretOnOneRank() throws Exception {
     int port = freePort();
-    List<Init> inits = run(List.of(
-        envRank(0, "0.0.0.0", port, 2, 3_000, Map.of("COLIBRI_BOOTSTRAP_SECRET", "right one")),
-        envRank(1, "0.0.0.0", port, 2, 20_000, Map.of("COLIBRI_BOOTSTRAP_SECRET", "wrong one"))));
+    List<Init> inits =
+        run(
+            List.of(
+                envRank(
+                    0, "0.0.0.0", port, 2, 3_000, Map.of("COLIBRI_BOOTSTRAP_SECRET", "right one")),
+                envRank(
+                    1,
+                    "0.0.0.0",
+                    port,
+                    2,
+                    20_000,
+                    Map.of("COLIBRI_BOOTSTRAP_SECRET", "wrong one"))));
     Init root = inits.get(0);
     Init wrong = inits.get(1);
     assertNotNull(wrong.failed(), wrong.child().describe());
-    assertTrue(wrong.failed().startsWith("FAILED AUTH_ERROR")
-        && wrong.failed().contains("wrong secret")
-        && wrong.failed().contains("the bootstrap root at 127.0.0.1:" + port), wrong.child().describe());
-    assertFalse(wrong.failed().contains("0.0.0.0"),
+    assertTrue(
+        wrong.failed().startsWith("FAILED AUTH_ERROR")
+            && wrong.failed().contains("wrong secret")
+            && wrong.failed().contains("the bootstrap root at 127.0.0.1:" + port),
+        wrong.child().describe());
+    assertFalse(
+        wrong.failed().contains("0.0.0.0"),
         "the root is named by an address that can be reached: " + wrong.failed());
     assertFailsAtOnce(wrong, lastStart(inits));
     assertNotNull(root.failed(), root.child().describe());
-    assertTrue(root.failed().startsWith("FAILED TIMEOUT")
-        && root.failed().contains("Meanwhile the root refused 1 connection(s) that hold another "
-            + "secret than the communicator's (the last from 127.0.0.1:")
-        && root.failed().contains("is a rank running with another UniqueId?"),
+    assertTrue(
+        root.failed().startsWith("FAILED TIMEOUT")
+            && root.failed()
+                .contains(
+                    "Meanwhile the root refused 1 connection(s) that hold another "
+                        + "secret than the communicator's (the last from 127.0.0.1:")
+            && root.failed().contains("is a rank running with another UniqueId?"),
         root.child().describe());
     assertFalse(root.failed().contains("0.0.0.0"), root.failed());
     long rootMs = root.endMs() - root.startMs();

@@ -36,8 +36,16 @@ import org.junit.jupiter.params.provider.MethodSource;
  * threads as ranks and the same element-by-element checks as the matrix.
  */
 class AlgorithmTransportTest {
-  static final DataType[] TYPES = {DataType.INT8, DataType.UINT8, DataType.INT32,
-      DataType.UINT64, DataType.FLOAT16, DataType.BFLOAT16, DataType.FLOAT32, DataType.FLOAT64};
+  static final DataType[] TYPES = {
+    DataType.INT8,
+    DataType.UINT8,
+    DataType.INT32,
+    DataType.UINT64,
+    DataType.FLOAT16,
+    DataType.BFLOAT16,
+    DataType.FLOAT32,
+    DataType.FLOAT64
+  };
 
   static Options options(Transport transport, Algorithm algorithm) {
     return Options.builder()
@@ -58,16 +66,17 @@ class AlgorithmTransportTest {
   }
 
   /** Runs every collective x type x op x size on {@code g}; returns the algorithms seen. */
-  private static List<Algorithm> sweep(RankGroup g, Variant v, long[] sizes, DataType[] types,
-      String context) {
+  private static List<Algorithm> sweep(
+      RankGroup g, Variant v, long[] sizes, DataType[] types, String context) {
     List<Algorithm> seen = new ArrayList<>();
     for (Coll c : Coll.values()) {
       for (DataType t : types) {
         for (ReduceOp op : opsOf(c)) {
           for (long size : sizes) {
             Spec s = new Spec(c, t, op, size, g.size, rootFor(c, size, g.size));
-            CollectiveRunner.Outcome o = CollectiveRunner.run(g, s,
-                Seeds.forCase(s + " " + v + " " + context), v, !v.inPlace(), context);
+            CollectiveRunner.Outcome o =
+                CollectiveRunner.run(
+                    g, s, Seeds.forCase(s + " " + v + " " + context), v, !v.inPlace(), context);
             if (size > 0) {
               seen.addAll(o.algorithms());
             }
@@ -104,8 +113,13 @@ class AlgorithmTransportTest {
         assertEquals(algorithm, a, "lastAlgorithm() with " + ctx + " forced");
       }
       String info = g.comm(0).transportInfo();
-      assertTrue(info.contains(transport.configName()), "transportInfo() of a communicator"
-          + " with transport " + transport + " should name it; it says:\n" + info);
+      assertTrue(
+          info.contains(transport.configName()),
+          "transportInfo() of a communicator"
+              + " with transport "
+              + transport
+              + " should name it; it says:\n"
+              + info);
     }
   }
 
@@ -114,13 +128,18 @@ class AlgorithmTransportTest {
   @MethodSource("networkTransports")
   @Timeout(240)
   void networkTransportsAllTypesLargeMessages(Transport transport, int n) {
-    Options o = options(transport, Algorithm.AUTO).toBuilder()
-        .stagingCapBytes(256 * 1024).build();
+    Options o = options(transport, Algorithm.AUTO).toBuilder().stagingCapBytes(256 * 1024).build();
     try (RankGroup g = RankGroup.start(n, o, Duration.ofSeconds(60))) {
-      List<Algorithm> seen = sweep(g, Variant.OUT_OF_PLACE, new long[] {0, 1, 7, 70_001},
-          DataType.values(), "transport " + transport + ", algorithm AUTO, stagingCap 256 KiB");
+      List<Algorithm> seen =
+          sweep(
+              g,
+              Variant.OUT_OF_PLACE,
+              new long[] {0, 1, 7, 70_001},
+              DataType.values(),
+              "transport " + transport + ", algorithm AUTO, stagingCap 256 KiB");
       for (Algorithm a : seen) {
-        assertEquals(Algorithm.RING, a, "AUTO over " + transport + " has no direct path: it must be RING");
+        assertEquals(
+            Algorithm.RING, a, "AUTO over " + transport + " has no direct path: it must be RING");
       }
     }
   }
@@ -159,8 +178,8 @@ class AlgorithmTransportTest {
   @Timeout(240)
   void inPlaceAndRawAddressVariants(Variant v, Transport transport, Algorithm algorithm) {
     try (RankGroup g = RankGroup.start(3, options(transport, algorithm), Duration.ofSeconds(60))) {
-      long[] sizes = algorithm == Algorithm.DIRECT ? new long[] {1, 7, 10_000}
-          : new long[] {1, 7, 100_001};
+      long[] sizes =
+          algorithm == Algorithm.DIRECT ? new long[] {1, 7, 10_000} : new long[] {1, 7, 100_001};
       sweep(g, v, sizes, TYPES, "transport " + transport + ", algorithm " + algorithm);
     }
   }
@@ -187,13 +206,25 @@ class AlgorithmTransportTest {
         Coll c = Coll.values()[(int) cs[0]];
         for (long count : new long[] {cs[1], cs[1] + 1, 0}) {
           Spec s = new Spec(c, t, ReduceOp.SUM, count, n, 1);
-          CollectiveRunner.Outcome out = CollectiveRunner.run(g, s, Seeds.forCase(s.toString()),
-              Variant.OUT_OF_PLACE, false, "AUTO, directMaxBytes 4096");
-          Algorithm want = count == 0 ? Algorithm.NONE
-              : count == cs[1] ? Algorithm.DIRECT : Algorithm.RING;
+          CollectiveRunner.Outcome out =
+              CollectiveRunner.run(
+                  g,
+                  s,
+                  Seeds.forCase(s.toString()),
+                  Variant.OUT_OF_PLACE,
+                  false,
+                  "AUTO, directMaxBytes 4096");
+          Algorithm want =
+              count == 0 ? Algorithm.NONE : count == cs[1] ? Algorithm.DIRECT : Algorithm.RING;
           for (int r = 0; r < n; r++) {
-            assertEquals(want, out.algorithms().get(r), "lastAlgorithm() on rank " + r
-                + " after " + s + " with directMaxBytes 4096 and algorithm AUTO");
+            assertEquals(
+                want,
+                out.algorithms().get(r),
+                "lastAlgorithm() on rank "
+                    + r
+                    + " after "
+                    + s
+                    + " with directMaxBytes 4096 and algorithm AUTO");
           }
         }
       }
@@ -207,8 +238,14 @@ class AlgorithmTransportTest {
     Options o = options(Transport.SHM, Algorithm.AUTO).toBuilder().directMaxBytes(0).build();
     try (RankGroup g = RankGroup.start(2, o, Duration.ofSeconds(30))) {
       Spec s = new Spec(Coll.ALL_REDUCE, DataType.INT32, ReduceOp.SUM, 1, 2, 0);
-      CollectiveRunner.Outcome out = CollectiveRunner.run(g, s, Seeds.forCase(s.toString()),
-          Variant.OUT_OF_PLACE, false, "AUTO, directMaxBytes 0");
+      CollectiveRunner.Outcome out =
+          CollectiveRunner.run(
+              g,
+              s,
+              Seeds.forCase(s.toString()),
+              Variant.OUT_OF_PLACE,
+              false,
+              "AUTO, directMaxBytes 0");
       assertEquals(List.of(Algorithm.RING, Algorithm.RING), out.algorithms());
     }
   }
@@ -217,11 +254,17 @@ class AlgorithmTransportTest {
   @Test
   @Timeout(60)
   void directOverSocketIsRefusedAtInit() {
-    AssertionError e = assertThrows(AssertionError.class, () -> RankGroup.start(2,
-        options(Transport.SOCKET, Algorithm.DIRECT), Duration.ofSeconds(30)).close());
+    AssertionError e =
+        assertThrows(
+            AssertionError.class,
+            () ->
+                RankGroup.start(
+                        2, options(Transport.SOCKET, Algorithm.DIRECT), Duration.ofSeconds(30))
+                    .close());
     ColibriException ce = (ColibriException) e.getCause();
     assertEquals(ErrorCode.INVALID_USAGE, ce.code(), ce.toString());
-    assertTrue(ce.getMessage().contains("direct") && ce.getMessage().contains("shm"),
+    assertTrue(
+        ce.getMessage().contains("direct") && ce.getMessage().contains("shm"),
         "message should say that direct needs shm: " + ce.getMessage());
   }
 
@@ -232,22 +275,26 @@ class AlgorithmTransportTest {
   @Test
   @Timeout(60)
   void forcedDirectAboveStagingCapIsOutOfMemory() {
-    Options o = options(Transport.SHM, Algorithm.DIRECT).toBuilder()
-        .stagingCapBytes(64 * 1024).build();
+    Options o =
+        options(Transport.SHM, Algorithm.DIRECT).toBuilder().stagingCapBytes(64 * 1024).build();
     try (RankGroup g = RankGroup.start(2, o, Duration.ofSeconds(30))) {
-      List<Throwable> errors = g.run("allReduce of 128 KiB with DIRECT and a 64 KiB cap", r -> {
-        ByteBuffer b = r.recv.reset(128 * 1024).data();
-        try {
-          r.comm.allReduce(b, b, 32 * 1024, DataType.FLOAT32, ReduceOp.SUM);
-          return null;
-        } catch (ColibriException e) {
-          return e;
-        }
-      });
+      List<Throwable> errors =
+          g.run(
+              "allReduce of 128 KiB with DIRECT and a 64 KiB cap",
+              r -> {
+                ByteBuffer b = r.recv.reset(128 * 1024).data();
+                try {
+                  r.comm.allReduce(b, b, 32 * 1024, DataType.FLOAT32, ReduceOp.SUM);
+                  return null;
+                } catch (ColibriException e) {
+                  return e;
+                }
+              });
       for (int r = 0; r < 2; r++) {
         Throwable t = errors.get(r);
-        assertTrue(t instanceof ColibriException, "rank " + r + " should fail with"
-            + " OUT_OF_MEMORY, got " + t);
+        assertTrue(
+            t instanceof ColibriException,
+            "rank " + r + " should fail with" + " OUT_OF_MEMORY, got " + t);
         assertEquals(ErrorCode.OUT_OF_MEMORY, ((ColibriException) t).code(), t.toString());
         assertTrue(t.getMessage().contains("65536"), "message should name the cap: " + t);
       }
@@ -263,19 +310,35 @@ class AlgorithmTransportTest {
   @Timeout(120)
   void nanAndInfinityPropagate(Algorithm algorithm) {
     int n = 3;
-    try (RankGroup g = RankGroup.start(n, options(Transport.SHM, algorithm),
-        Duration.ofSeconds(30))) {
-      for (DataType t : new DataType[] {DataType.FLOAT16, DataType.BFLOAT16, DataType.FLOAT32,
-          DataType.FLOAT64}) {
-        long nanBits = t == DataType.FLOAT16 ? 0x7e00 : t == DataType.BFLOAT16 ? 0x7fc0
-            : t == DataType.FLOAT32 ? 0x7fc00000L : 0x7ff8000000000000L;
-        long infBits = t == DataType.FLOAT16 ? 0x7c00 : t == DataType.BFLOAT16 ? 0x7f80
-            : t == DataType.FLOAT32 ? 0x7f800000L : 0x7ff0000000000000L;
+    try (RankGroup g =
+        RankGroup.start(n, options(Transport.SHM, algorithm), Duration.ofSeconds(30))) {
+      for (DataType t :
+          new DataType[] {
+            DataType.FLOAT16, DataType.BFLOAT16, DataType.FLOAT32, DataType.FLOAT64
+          }) {
+        long nanBits =
+            t == DataType.FLOAT16
+                ? 0x7e00
+                : t == DataType.BFLOAT16
+                    ? 0x7fc0
+                    : t == DataType.FLOAT32 ? 0x7fc00000L : 0x7ff8000000000000L;
+        long infBits =
+            t == DataType.FLOAT16
+                ? 0x7c00
+                : t == DataType.BFLOAT16
+                    ? 0x7f80
+                    : t == DataType.FLOAT32 ? 0x7f800000L : 0x7ff0000000000000L;
         for (ReduceOp op : new ReduceOp[] {ReduceOp.MIN, ReduceOp.MAX, ReduceOp.SUM}) {
           for (Coll c : new Coll[] {Coll.ALL_REDUCE, Coll.REDUCE_SCATTER}) {
             Spec s = new Spec(c, t, op, 40, n, 0);
-            CollectiveRunner.run(g, s, Seeds.forCase("special " + s), Variant.OUT_OF_PLACE, true,
-                "algorithm " + algorithm + ", NaN and infinity inputs", (rank, in) -> {
+            CollectiveRunner.run(
+                g,
+                s,
+                Seeds.forCase("special " + s),
+                Variant.OUT_OF_PLACE,
+                true,
+                "algorithm " + algorithm + ", NaN and infinity inputs",
+                (rank, in) -> {
                   long len = s.sendElems();
                   for (long i = 0; i < len; i += 10) {
                     // element i: NaN on rank 0 only; i+1: NaN on the last rank only;
@@ -313,13 +376,18 @@ class AlgorithmTransportTest {
   @Timeout(120)
   void broadcastFromEveryRoot(Algorithm algorithm) {
     int n = 4;
-    try (RankGroup g = RankGroup.start(n, options(Transport.SHM, algorithm),
-        Duration.ofSeconds(30))) {
+    try (RankGroup g =
+        RankGroup.start(n, options(Transport.SHM, algorithm), Duration.ofSeconds(30))) {
       for (int root = 0; root < n; root++) {
         for (long count : new long[] {1, 5_001}) {
           Spec s = new Spec(Coll.BROADCAST, DataType.INT32, null, count, n, root);
-          CollectiveRunner.run(g, s, Seeds.forCase(s + " " + algorithm), Variant.OUT_OF_PLACE,
-              true, "algorithm " + algorithm);
+          CollectiveRunner.run(
+              g,
+              s,
+              Seeds.forCase(s + " " + algorithm),
+              Variant.OUT_OF_PLACE,
+              true,
+              "algorithm " + algorithm);
         }
       }
     }
@@ -329,8 +397,8 @@ class AlgorithmTransportTest {
   @Test
   @Timeout(60)
   void oneRankCommunicatorCopies() {
-    try (Communicator c = Communicator.init(UniqueId.create(), 0, 1, options(Transport.AUTO,
-        Algorithm.AUTO))) {
+    try (Communicator c =
+        Communicator.init(UniqueId.create(), 0, 1, options(Transport.AUTO, Algorithm.AUTO))) {
       assertEquals(0, c.rank());
       assertEquals(1, c.size());
       ByteBuffer in = ByteBuffer.allocateDirect(16).order(java.nio.ByteOrder.nativeOrder());
@@ -353,10 +421,16 @@ class AlgorithmTransportTest {
   @MethodSource("rankCounts")
   @Timeout(60)
   void smallBroadcastAsFirstCollectiveWithDefaultOptions(int n) {
-    try (RankGroup g = RankGroup.start(n, Options.builder().timeout(Duration.ofSeconds(30))
-        .build(), Duration.ofSeconds(45))) {
+    try (RankGroup g =
+        RankGroup.start(
+            n, Options.builder().timeout(Duration.ofSeconds(30)).build(), Duration.ofSeconds(45))) {
       Spec s = new Spec(Coll.BROADCAST, DataType.FLOAT32, null, 16, n, 0);
-      CollectiveRunner.run(g, s, Seeds.forCase("first " + s), Variant.OUT_OF_PLACE, true,
+      CollectiveRunner.run(
+          g,
+          s,
+          Seeds.forCase("first " + s),
+          Variant.OUT_OF_PLACE,
+          true,
           "default options, first collective of the communicator");
     }
   }
@@ -365,17 +439,25 @@ class AlgorithmTransportTest {
   @Timeout(60)
   void smallBroadcastAfterTrimWithDefaultOptions() {
     int n = 2;
-    try (RankGroup g = RankGroup.start(n, Options.builder().timeout(Duration.ofSeconds(30))
-        .build(), Duration.ofSeconds(45))) {
+    try (RankGroup g =
+        RankGroup.start(
+            n, Options.builder().timeout(Duration.ofSeconds(30)).build(), Duration.ofSeconds(45))) {
       Spec ar = new Spec(Coll.ALL_REDUCE, DataType.FLOAT32, ReduceOp.SUM, 16, n, 0);
-      CollectiveRunner.run(g, ar, Seeds.forCase("before trim"), Variant.OUT_OF_PLACE, false,
-          "default options");
-      g.run("trim", r -> {
-        r.comm.trim();
-        return null;
-      });
+      CollectiveRunner.run(
+          g, ar, Seeds.forCase("before trim"), Variant.OUT_OF_PLACE, false, "default options");
+      g.run(
+          "trim",
+          r -> {
+            r.comm.trim();
+            return null;
+          });
       Spec s = new Spec(Coll.BROADCAST, DataType.FLOAT32, null, 16, n, 1);
-      CollectiveRunner.run(g, s, Seeds.forCase("after trim " + s), Variant.OUT_OF_PLACE, true,
+      CollectiveRunner.run(
+          g,
+          s,
+          Seeds.forCase("after trim " + s),
+          Variant.OUT_OF_PLACE,
+          true,
           "default options, right after trim()");
     }
   }

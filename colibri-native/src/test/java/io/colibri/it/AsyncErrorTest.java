@@ -17,7 +17,6 @@ import io.colibri.ColibriException;
 import io.colibri.Communicator;
 import io.colibri.DataType;
 import io.colibri.ErrorCode;
-import io.colibri.Options;
 import io.colibri.ReduceOp;
 import io.colibri.Transport;
 import io.colibri.UniqueId;
@@ -42,6 +41,7 @@ import org.junit.jupiter.params.provider.EnumSource;
  */
 class AsyncErrorTest {
   static final long TIMEOUT_MS = 5000;
+
   /** How long a peer's failure may take to show in asyncError(). */
   static final long SHOWS_WITHIN_MS = 5000;
 
@@ -61,20 +61,25 @@ class AsyncErrorTest {
   }
 
   @ParameterizedTest(name = "2 ranks over {0}")
-  @EnumSource(value = Transport.class, names = {"AUTO", "SHM", "SOCKET"})
+  @EnumSource(
+      value = Transport.class,
+      names = {"AUTO", "SHM", "SOCKET"})
   @Timeout(60)
   void healthyTwoRanksReportNothing(Transport transport) {
-    try (RankGroup g = RankGroup.start(2, options(transport, Algorithm.AUTO, TIMEOUT_MS),
-        Duration.ofSeconds(30))) {
+    try (RankGroup g =
+        RankGroup.start(
+            2, options(transport, Algorithm.AUTO, TIMEOUT_MS), Duration.ofSeconds(30))) {
       for (int r = 0; r < 2; r++) {
         assertEquals(Optional.empty(), g.comm(r).asyncError(), "rank " + r + " before a call");
         g.comm(r).checkHealthy();
       }
-      g.run("allReduce", r -> {
-        ByteBuffer b = r.recv.reset(4096).data();
-        r.comm.allReduce(b, b, 1024, DataType.FLOAT32, ReduceOp.SUM);
-        return null;
-      });
+      g.run(
+          "allReduce",
+          r -> {
+            ByteBuffer b = r.recv.reset(4096).data();
+            r.comm.allReduce(b, b, 1024, DataType.FLOAT32, ReduceOp.SUM);
+            return null;
+          });
       // From this thread, not the ranks' own: any thread may ask.
       for (int r = 0; r < 2; r++) {
         assertEquals(Optional.empty(), g.comm(r).asyncError(), "rank " + r + " after a call");
@@ -90,10 +95,12 @@ class AsyncErrorTest {
   void abortShowsAsAbortedAndCheckHealthyThrowsIt() {
     try (Communicator comm = Communicator.init(UniqueId.create(), 0, 1)) {
       comm.abort();
-      ColibriException e = comm.asyncError().orElseThrow(
-          () -> new AssertionError("asyncError() is empty after abort()"));
+      ColibriException e =
+          comm.asyncError()
+              .orElseThrow(() -> new AssertionError("asyncError() is empty after abort()"));
       assertEquals(ErrorCode.ABORTED, e.code(), e.toString());
-      assertTrue(e.getMessage().contains("rank 0 of 1") && e.getMessage().contains("abort"),
+      assertTrue(
+          e.getMessage().contains("rank 0 of 1") && e.getMessage().contains("abort"),
           "message should name the rank and say it was aborted: " + e.getMessage());
       ColibriException thrown = assertThrows(ColibriException.class, comm::checkHealthy);
       assertEquals(ErrorCode.ABORTED, thrown.code(), thrown.toString());
@@ -106,20 +113,28 @@ class AsyncErrorTest {
   // ---- a peer aborts: shows on this rank without a call ----
 
   @ParameterizedTest(name = "rank 1 of 2 aborts, over {0}")
-  @EnumSource(value = Transport.class, names = {"AUTO", "SOCKET"})
+  @EnumSource(
+      value = Transport.class,
+      names = {"AUTO", "SOCKET"})
   @Timeout(60)
   void peerAbortShowsWithoutACall(Transport transport) throws Exception {
-    try (RankGroup g = RankGroup.start(2, options(transport, Algorithm.AUTO, TIMEOUT_MS),
-        Duration.ofSeconds(30))) {
+    try (RankGroup g =
+        RankGroup.start(
+            2, options(transport, Algorithm.AUTO, TIMEOUT_MS), Duration.ofSeconds(30))) {
       assertEquals(Optional.empty(), g.comm(0).asyncError(), "rank 0 before rank 1 aborted");
-      g.runOn("abort on rank 1", new int[] {1}, r -> {
-        r.comm.abort();
-        return null;
-      });
+      g.runOn(
+          "abort on rank 1",
+          new int[] {1},
+          r -> {
+            r.comm.abort();
+            return null;
+          });
       ColibriException e = pollUntilPresent(g.comm(0));
       assertEquals(ErrorCode.ABORTED, e.code(), e.toString());
       assertTrue(e.getMessage().contains("rank 1"), "message should name rank 1: " + e);
-      assertCode(ErrorCode.ABORTED, catching(() -> g.comm(0).checkHealthy()),
+      assertCode(
+          ErrorCode.ABORTED,
+          catching(() -> g.comm(0).checkHealthy()),
           "checkHealthy() on rank 0 after rank 1 aborted");
     }
   }
@@ -130,10 +145,15 @@ class AsyncErrorTest {
   @Timeout(90)
   void killedPeerProcessIsRemoteErrorWithoutACall() throws Exception {
     UniqueId id = UniqueId.create();
-    Procs.Child child = Procs.start("rank 1", null, "idle", id.toString(), "1", "2", "SHM",
-        String.valueOf(TIMEOUT_MS));
-    try (Communicator c0 = Communicator.init(id, 0, 2,
-        RankProcess.options(Transport.SHM, TIMEOUT_MS))) {  // rank 1's: they must agree
+    Procs.Child child =
+        Procs.start(
+            "rank 1", null, "idle", id.toString(), "1", "2", "SHM", String.valueOf(TIMEOUT_MS));
+    try (Communicator c0 =
+        Communicator.init(
+            id,
+            0,
+            2,
+            RankProcess.options(Transport.SHM, TIMEOUT_MS))) { // rank 1's: they must agree
       long deadline = System.currentTimeMillis() + 30_000;
       while (!child.printed("READY")) {
         if (System.currentTimeMillis() > deadline || !child.process.isAlive()) {
@@ -157,27 +177,36 @@ class AsyncErrorTest {
   @Test
   @Timeout(60)
   void answersAtOnceWhileAnotherThreadIsBlockedInACollective() throws Exception {
-    try (RankGroup g = RankGroup.start(2, options(Transport.AUTO, Algorithm.AUTO, 30_000),
-        Duration.ofSeconds(45))) {
+    try (RankGroup g =
+        RankGroup.start(
+            2, options(Transport.AUTO, Algorithm.AUTO, 30_000), Duration.ofSeconds(45))) {
       Communicator c0 = g.comm(0);
       ByteBuffer b0 = ByteBuffer.allocateDirect(4096).order(ByteOrder.nativeOrder());
       // Rank 1 never joins: rank 0's allReduce blocks until the abort.
-      CompletableFuture<Throwable> blocked = CompletableFuture.supplyAsync(() -> catching(
-          () -> c0.allReduce(b0, b0, 1024, DataType.FLOAT32, ReduceOp.SUM)));
+      CompletableFuture<Throwable> blocked =
+          CompletableFuture.supplyAsync(
+              () -> catching(() -> c0.allReduce(b0, b0, 1024, DataType.FLOAT32, ReduceOp.SUM)));
       Thread.sleep(300);
-      assertTrue(!blocked.isDone(), "allReduce should block while rank 1 is away, it returned: "
-          + blocked.getNow(null));
+      assertTrue(
+          !blocked.isDone(),
+          "allReduce should block while rank 1 is away, it returned: " + blocked.getNow(null));
       long t0 = System.nanoTime();
       for (int i = 0; i < 100; i++) {
         assertEquals(Optional.empty(), c0.asyncError(), "poll " + i + " during the collective");
       }
       long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
-      assertTrue(ms < 1000, "100 asyncError() calls during a blocked collective took " + ms
-          + " ms: they should not wait for it");
-      assertTrue(!blocked.isDone(), "asyncError() should not disturb the running collective: "
-          + blocked.getNow(null));
+      assertTrue(
+          ms < 1000,
+          "100 asyncError() calls during a blocked collective took "
+              + ms
+              + " ms: they should not wait for it");
+      assertTrue(
+          !blocked.isDone(),
+          "asyncError() should not disturb the running collective: " + blocked.getNow(null));
       c0.abort();
-      assertCode(ErrorCode.ABORTED, blocked.get(10, TimeUnit.SECONDS),
+      assertCode(
+          ErrorCode.ABORTED,
+          blocked.get(10, TimeUnit.SECONDS),
           "the blocked allReduce after abort()");
       assertEquals(ErrorCode.ABORTED, c0.asyncError().map(ColibriException::code).orElse(null));
     }
@@ -193,9 +222,11 @@ class AsyncErrorTest {
     Throwable t = catching(comm::asyncError);
     assertCode(ErrorCode.INVALID_USAGE, t, "asyncError() after close()");
     assertTrue(t.getMessage().startsWith("asyncError: communicator is closed"), t.getMessage());
-    assertCode(ErrorCode.INVALID_USAGE, catching(comm::checkHealthy),
-        "checkHealthy() after close()");
-    assertCode(ErrorCode.INVALID_USAGE, catching(comm::memoryStats),
+    assertCode(
+        ErrorCode.INVALID_USAGE, catching(comm::checkHealthy), "checkHealthy() after close()");
+    assertCode(
+        ErrorCode.INVALID_USAGE,
+        catching(comm::memoryStats),
         "memoryStats() after close(), for comparison");
   }
 
@@ -208,46 +239,57 @@ class AsyncErrorTest {
   @Timeout(120)
   void pollingDuringCloseIsSafeAndDoesNotAbortThePeer() throws Exception {
     for (int round = 0; round < 5; round++) {
-      RankGroup g = RankGroup.start(2, options(Transport.AUTO, Algorithm.AUTO, TIMEOUT_MS),
-          Duration.ofSeconds(30));
+      RankGroup g =
+          RankGroup.start(
+              2, options(Transport.AUTO, Algorithm.AUTO, TIMEOUT_MS), Duration.ofSeconds(30));
       try {
         Communicator c0 = g.comm(0);
         AtomicBoolean stop = new AtomicBoolean();
         AtomicReference<Throwable> pollFailure = new AtomicReference<>();
         AtomicLong polls = new AtomicLong();
-        Thread poller = new Thread(() -> {
-          while (!stop.get()) {
-            try {
-              Optional<ColibriException> e = c0.asyncError();
-              if (e.isPresent()) {
-                pollFailure.compareAndSet(null, e.get());
-                return;
-              }
-              polls.incrementAndGet();
-            } catch (ColibriException e) {
-              if (e.code() != ErrorCode.INVALID_USAGE) {
-                pollFailure.compareAndSet(null, e);
-              }
-              return; // closed
-            } catch (Throwable e) {
-              pollFailure.compareAndSet(null, e);
-              return;
-            }
-          }
-        }, "poller");
+        Thread poller =
+            new Thread(
+                () -> {
+                  while (!stop.get()) {
+                    try {
+                      Optional<ColibriException> e = c0.asyncError();
+                      if (e.isPresent()) {
+                        pollFailure.compareAndSet(null, e.get());
+                        return;
+                      }
+                      polls.incrementAndGet();
+                    } catch (ColibriException e) {
+                      if (e.code() != ErrorCode.INVALID_USAGE) {
+                        pollFailure.compareAndSet(null, e);
+                      }
+                      return; // closed
+                    } catch (Throwable e) {
+                      pollFailure.compareAndSet(null, e);
+                      return;
+                    }
+                  }
+                },
+                "poller");
         poller.start();
         while (polls.get() == 0 && poller.isAlive()) {
           Thread.onSpinWait();
         }
-        g.runOn("close of rank 0 while polled", new int[] {0}, r -> {
-          r.comm.close();
-          return null;
-        });
+        g.runOn(
+            "close of rank 0 while polled",
+            new int[] {0},
+            r -> {
+              r.comm.close();
+              return null;
+            });
         poller.join(10_000);
         stop.set(true);
         assertNull(pollFailure.get(), "round " + round + ": asyncError() around close()");
-        assertEquals(Optional.empty(), g.comm(1).asyncError(), "round " + round
-            + ": rank 1 after rank 0 closed cleanly while polled (an abort would show here)");
+        assertEquals(
+            Optional.empty(),
+            g.comm(1).asyncError(),
+            "round "
+                + round
+                + ": rank 1 after rank 0 closed cleanly while polled (an abort would show here)");
       } finally {
         g.close();
       }
@@ -265,8 +307,12 @@ class AsyncErrorTest {
         return e.get();
       }
       if (System.nanoTime() - t0 > TimeUnit.MILLISECONDS.toNanos(SHOWS_WITHIN_MS)) {
-        fail(comm + ": asyncError() still empty " + SHOWS_WITHIN_MS + " ms after the peer's"
-            + " failure");
+        fail(
+            comm
+                + ": asyncError() still empty "
+                + SHOWS_WITHIN_MS
+                + " ms after the peer's"
+                + " failure");
       }
       Thread.sleep(5);
     }

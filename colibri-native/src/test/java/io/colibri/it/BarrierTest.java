@@ -22,20 +22,23 @@ class BarrierTest {
     int n = 4;
     int rounds = 10;
     AtomicIntegerArray entered = new AtomicIntegerArray(rounds);
-    Options options = Options.builder().transport(Transport.SHM).timeout(Duration.ofSeconds(20))
-        .build();
+    Options options =
+        Options.builder().transport(Transport.SHM).timeout(Duration.ofSeconds(20)).build();
     try (RankGroup g = RankGroup.start(n, options, Duration.ofSeconds(60))) {
-      g.run("barrier", r -> {
-        for (int round = 0; round < rounds; round++) {
-          if (r.rank == round % n) {
-            Thread.sleep(3);
-          }
-          entered.incrementAndGet(round);
-          r.comm.barrier();
-          assertEquals(n, entered.get(round), "rank " + r.rank + " left barrier " + round + " early");
-        }
-        return null;
-      });
+      g.run(
+          "barrier",
+          r -> {
+            for (int round = 0; round < rounds; round++) {
+              if (r.rank == round % n) {
+                Thread.sleep(3);
+              }
+              entered.incrementAndGet(round);
+              r.comm.barrier();
+              assertEquals(
+                  n, entered.get(round), "rank " + r.rank + " left barrier " + round + " early");
+            }
+            return null;
+          });
     }
   }
 }

@@ -51,11 +51,12 @@ class CollectiveMatrixTest {
   static final long MILLION = 1_000_003;
   static final int[] RANKS = {1, 2, 3, 4, 8};
 
-  static final Options OPTIONS = Options.builder()
-      .stagingCapBytes(STAGING_CAP)
-      .chunkBytes(CHUNK)
-      .timeout(Duration.ofSeconds(60))
-      .build();
+  static final Options OPTIONS =
+      Options.builder()
+          .stagingCapBytes(STAGING_CAP)
+          .chunkBytes(CHUNK)
+          .timeout(Duration.ofSeconds(60))
+          .build();
 
   private final Map<Integer, RankGroup> groups = new HashMap<>();
 
@@ -63,8 +64,16 @@ class CollectiveMatrixTest {
   record Case(int nranks, Coll coll, DataType type, ReduceOp op, String sizeName, long size) {
     @Override
     public String toString() {
-      return coll.apiName + " " + type + (op != null ? " " + op : "") + " size " + sizeName
-          + " on " + nranks + " rank" + (nranks == 1 ? "" : "s");
+      return coll.apiName
+          + " "
+          + type
+          + (op != null ? " " + op : "")
+          + " size "
+          + sizeName
+          + " on "
+          + nranks
+          + " rank"
+          + (nranks == 1 ? "" : "s");
     }
   }
 
@@ -78,8 +87,8 @@ class CollectiveMatrixTest {
     for (int n : RANKS) {
       int combo = 0;
       for (Coll coll : Coll.values()) {
-        List<ReduceOp> ops = coll.reduces() ? List.of(ReduceOp.values())
-            : Collections.singletonList(null);
+        List<ReduceOp> ops =
+            coll.reduces() ? List.of(ReduceOp.values()) : Collections.singletonList(null);
         for (DataType t : DataType.values()) {
           for (ReduceOp op : ops) {
             combo++;
@@ -138,21 +147,43 @@ class CollectiveMatrixTest {
     RankGroup g = group(c.nranks());
     long count = apiCount(c.coll(), c.size(), c.nranks());
     // Broadcast roots rotate with the size so that non-zero roots are covered.
-    int root = c.coll() == Coll.BROADCAST ? (int) (Math.abs(c.size() + c.type().ordinal())
-        % c.nranks()) : 0;
+    int root =
+        c.coll() == Coll.BROADCAST
+            ? (int) (Math.abs(c.size() + c.type().ordinal()) % c.nranks())
+            : 0;
     Spec s = new Spec(c.coll(), c.type(), c.op(), count, c.nranks(), root);
-    CollectiveRunner.Outcome o = CollectiveRunner.run(g, s, Seeds.forCase(c.toString()),
-        Variant.OUT_OF_PLACE, true, "transport AUTO, algorithm AUTO, stagingCap 256 KiB, chunk 16 KiB");
+    CollectiveRunner.Outcome o =
+        CollectiveRunner.run(
+            g,
+            s,
+            Seeds.forCase(c.toString()),
+            Variant.OUT_OF_PLACE,
+            true,
+            "transport AUTO, algorithm AUTO, stagingCap 256 KiB, chunk 16 KiB");
 
     // AUTO picks DIRECT for messages up to directMaxBytes (64 KiB by default) and RING above;
     // NONE when nothing moves (count 0 or one rank).
-    long msgBytes = count * c.type().size()
-        * (c.coll() == Coll.ALL_GATHER || c.coll() == Coll.REDUCE_SCATTER ? c.nranks() : 1);
-    Algorithm want = count == 0 || c.nranks() == 1 ? Algorithm.NONE
-        : msgBytes <= OPTIONS.directMaxBytes() ? Algorithm.DIRECT : Algorithm.RING;
+    long msgBytes =
+        count
+            * c.type().size()
+            * (c.coll() == Coll.ALL_GATHER || c.coll() == Coll.REDUCE_SCATTER ? c.nranks() : 1);
+    Algorithm want =
+        count == 0 || c.nranks() == 1
+            ? Algorithm.NONE
+            : msgBytes <= OPTIONS.directMaxBytes() ? Algorithm.DIRECT : Algorithm.RING;
     for (int r = 0; r < c.nranks(); r++) {
-      assertEquals(want, o.algorithms().get(r), "lastAlgorithm() on rank " + r + " after " + s
-          + " (" + msgBytes + " bytes, directMaxBytes " + OPTIONS.directMaxBytes() + ")");
+      assertEquals(
+          want,
+          o.algorithms().get(r),
+          "lastAlgorithm() on rank "
+              + r
+              + " after "
+              + s
+              + " ("
+              + msgBytes
+              + " bytes, directMaxBytes "
+              + OPTIONS.directMaxBytes()
+              + ")");
     }
   }
 }

@@ -63,53 +63,78 @@ final class CollectiveRunner {
     return run(g, s, seed, v, twice, context, null);
   }
 
-  static Outcome run(RankGroup g, Spec s, long seed, Variant v, boolean twice, String context,
-      InputHook hook) {
+  static Outcome run(
+      RankGroup g, Spec s, long seed, Variant v, boolean twice, String context, InputHook hook) {
     final int esz = s.type().size();
     final long sendBytes = s.sendElems() * esz;
     final long recvBytes = s.recvElems() * esz;
-    String header = s + " [" + v + (context.isEmpty() ? "" : ", " + context) + "], seed 0x"
-        + Long.toHexString(seed) + " (-D" + Seeds.PROPERTY + "=0x" + Long.toHexString(seed)
-        + " reruns it)";
+    String header =
+        s
+            + " ["
+            + v
+            + (context.isEmpty() ? "" : ", " + context)
+            + "], seed 0x"
+            + Long.toHexString(seed)
+            + " (-D"
+            + Seeds.PROPERTY
+            + "=0x"
+            + Long.toHexString(seed)
+            + " reruns it)";
 
-    List<List<String>> perRank = g.run(header, r -> {
-      List<String> problems = new ArrayList<>();
-      r.input.reset(sendBytes).poison(GuardedBuffer.POISON);
-      SplittableRandom rnd = new SplittableRandom(Seeds.forRank(seed, r.rank));
-      Elements.fillRandom(r.input.data(), s.type(), s.op(), s.sendElems(), rnd);
-      if (hook != null) {
-        hook.apply(r.rank, r.input.data());
-      }
-      r.send.reset(sendBytes).poison(GuardedBuffer.POISON);
-      r.recv.reset(recvBytes).poison(GuardedBuffer.POISON);
-      call(r, s, v, true);
-      r.state.put("algorithm", r.comm.lastAlgorithm());
-      r.state.put("out", v.inPlace() && s.coll() == Coll.REDUCE_SCATTER
-          ? r.recv.slice((long) r.rank * s.count() * esz, s.count() * esz) : r.recv.data());
-      checkGuards(r, v, GuardedBuffer.POISON, problems);
-      if (!v.inPlace() && r.send.data().mismatch(r.input.data()) >= 0) {
-        problems.add("rank " + r.rank + ": the send buffer was modified (first differing byte "
-            + r.send.data().mismatch(r.input.data()) + ")");
-      }
-      if (twice && !v.inPlace()) {
-        r.first.reset(recvBytes);
-        r.first.data().put(r.recv.data());
-        r.recv.poison(GuardedBuffer.POISON2);
-        call(r, s, v, false);
-        checkGuards(r, v, GuardedBuffer.POISON2, problems);
-        long m = r.recv.data().mismatch(r.first.data());
-        if (m >= 0) {
-          long e = m / esz;
-          problems.add("rank " + r.rank + ": not deterministic: the same call gave different bits"
-              + " the second time at element " + e + ": first "
-              + Elements.show(s.type(), Elements.bits(r.first.data(), s.type(), e)) + ", then "
-              + Elements.show(s.type(), Elements.bits(r.recv.data(), s.type(), e))
-              + " (the second call's output was poisoned with 0x5a: an element not written shows"
-              + " up as 0x5a bytes)");
-        }
-      }
-      return problems;
-    });
+    List<List<String>> perRank =
+        g.run(
+            header,
+            r -> {
+              List<String> problems = new ArrayList<>();
+              r.input.reset(sendBytes).poison(GuardedBuffer.POISON);
+              SplittableRandom rnd = new SplittableRandom(Seeds.forRank(seed, r.rank));
+              Elements.fillRandom(r.input.data(), s.type(), s.op(), s.sendElems(), rnd);
+              if (hook != null) {
+                hook.apply(r.rank, r.input.data());
+              }
+              r.send.reset(sendBytes).poison(GuardedBuffer.POISON);
+              r.recv.reset(recvBytes).poison(GuardedBuffer.POISON);
+              call(r, s, v, true);
+              r.state.put("algorithm", r.comm.lastAlgorithm());
+              r.state.put(
+                  "out",
+                  v.inPlace() && s.coll() == Coll.REDUCE_SCATTER
+                      ? r.recv.slice((long) r.rank * s.count() * esz, s.count() * esz)
+                      : r.recv.data());
+              checkGuards(r, v, GuardedBuffer.POISON, problems);
+              if (!v.inPlace() && r.send.data().mismatch(r.input.data()) >= 0) {
+                problems.add(
+                    "rank "
+                        + r.rank
+                        + ": the send buffer was modified (first differing byte "
+                        + r.send.data().mismatch(r.input.data())
+                        + ")");
+              }
+              if (twice && !v.inPlace()) {
+                r.first.reset(recvBytes);
+                r.first.data().put(r.recv.data());
+                r.recv.poison(GuardedBuffer.POISON2);
+                call(r, s, v, false);
+                checkGuards(r, v, GuardedBuffer.POISON2, problems);
+                long m = r.recv.data().mismatch(r.first.data());
+                if (m >= 0) {
+                  long e = m / esz;
+                  problems.add(
+                      "rank "
+                          + r.rank
+                          + ": not deterministic: the same call gave different bits"
+                          + " the second time at element "
+                          + e
+                          + ": first "
+                          + Elements.show(s.type(), Elements.bits(r.first.data(), s.type(), e))
+                          + ", then "
+                          + Elements.show(s.type(), Elements.bits(r.recv.data(), s.type(), e))
+                          + " (the second call's output was poisoned with 0x5a: an element not"
+                          + " written shows up as 0x5a bytes)");
+                }
+              }
+              return problems;
+            });
 
     List<ByteBuffer> inputs = new ArrayList<>();
     for (int r = 0; r < g.size; r++) {
@@ -127,10 +152,16 @@ final class CollectiveRunner {
         long m = out.mismatch(out0);
         if (m >= 0) {
           long e = m / esz;
-          problems.add("rank " + r + "'s output differs from rank 0's at element " + e + ": "
-              + Elements.show(s.type(), Elements.bits(out, s.type(), e)) + " vs "
-              + Elements.show(s.type(), Elements.bits(out0, s.type(), e))
-              + " (every rank must get the same bits)");
+          problems.add(
+              "rank "
+                  + r
+                  + "'s output differs from rank 0's at element "
+                  + e
+                  + ": "
+                  + Elements.show(s.type(), Elements.bits(out, s.type(), e))
+                  + " vs "
+                  + Elements.show(s.type(), Elements.bits(out0, s.type(), e))
+                  + " (every rank must get the same bits)");
           problems.addAll(exp.check(r, out, MAX_PROBLEMS - problems.size()));
         }
       } else {
@@ -138,8 +169,12 @@ final class CollectiveRunner {
       }
     }
     if (!problems.isEmpty()) {
-      StringBuilder sb = new StringBuilder(header).append(": ").append(problems.size() >= MAX_PROBLEMS
-          ? "at least " : "").append(problems.size()).append(" problem(s):");
+      StringBuilder sb =
+          new StringBuilder(header)
+              .append(": ")
+              .append(problems.size() >= MAX_PROBLEMS ? "at least " : "")
+              .append(problems.size())
+              .append(" problem(s):");
       for (String p : problems.subList(0, Math.min(problems.size(), MAX_PROBLEMS))) {
         sb.append("\n  ").append(p);
       }
@@ -185,17 +220,33 @@ final class CollectiveRunner {
         long sa = r.send.address();
         long ra = r.recv.address();
         switch (s.coll()) {
-          case ALL_REDUCE: c.allReduce(sa, ra, count, s.type(), s.op(), 0L); break;
-          case ALL_GATHER: c.allGather(sa, ra, count, s.type(), 0L); break;
-          case REDUCE_SCATTER: c.reduceScatter(sa, ra, count, s.type(), s.op(), 0L); break;
-          default: c.broadcast(isRoot ? sa : 0L, ra, count, s.type(), s.root(), 0L); break;
+          case ALL_REDUCE:
+            c.allReduce(sa, ra, count, s.type(), s.op(), 0L);
+            break;
+          case ALL_GATHER:
+            c.allGather(sa, ra, count, s.type(), 0L);
+            break;
+          case REDUCE_SCATTER:
+            c.reduceScatter(sa, ra, count, s.type(), s.op(), 0L);
+            break;
+          default:
+            c.broadcast(isRoot ? sa : 0L, ra, count, s.type(), s.root(), 0L);
+            break;
         }
       } else {
         switch (s.coll()) {
-          case ALL_REDUCE: c.allReduce(send, recv, count, s.type(), s.op()); break;
-          case ALL_GATHER: c.allGather(send, recv, count, s.type()); break;
-          case REDUCE_SCATTER: c.reduceScatter(send, recv, count, s.type(), s.op()); break;
-          default: c.broadcast(isRoot ? send : null, recv, count, s.type(), s.root()); break;
+          case ALL_REDUCE:
+            c.allReduce(send, recv, count, s.type(), s.op());
+            break;
+          case ALL_GATHER:
+            c.allGather(send, recv, count, s.type());
+            break;
+          case REDUCE_SCATTER:
+            c.reduceScatter(send, recv, count, s.type(), s.op());
+            break;
+          default:
+            c.broadcast(isRoot ? send : null, recv, count, s.type(), s.root());
+            break;
         }
       }
       return;
@@ -245,8 +296,8 @@ final class CollectiveRunner {
         if (v.raw()) {
           c.reduceScatter(addr, addr + (long) me * count * esz, count, s.type(), s.op(), 0L);
         } else {
-          c.reduceScatter(buf, r.recv.slice((long) me * count * esz, count * esz), count,
-              s.type(), s.op());
+          c.reduceScatter(
+              buf, r.recv.slice((long) me * count * esz, count * esz), count, s.type(), s.op());
         }
         break;
     }

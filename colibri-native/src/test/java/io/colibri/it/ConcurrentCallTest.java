@@ -46,46 +46,53 @@ class ConcurrentCallTest {
   }
 
   @ParameterizedTest(name = "over {0}")
-  @EnumSource(value = Transport.class, names = {"SHM", "SOCKET"})
+  @EnumSource(
+      value = Transport.class,
+      names = {"SHM", "SOCKET"})
   @Timeout(120)
   void secondThreadIsRefusedNamingTheCallInProgress(Transport transport) throws Exception {
-    try (RankGroup g = RankGroup.start(2, FaultTest.options(transport, Algorithm.AUTO, 20_000),
-        Duration.ofSeconds(60))) {
+    try (RankGroup g =
+        RankGroup.start(
+            2, FaultTest.options(transport, Algorithm.AUTO, 20_000), Duration.ofSeconds(60))) {
       CountDownLatch entering = new CountDownLatch(1);
       CountDownLatch probed = new CountDownLatch(1);
       // Rank 0's thread enters allReduce #1, which cannot finish before rank 1 joins it; rank 1
       // joins once the second thread (this one) has tried its call.
-      CompletableFuture<List<Long>> big = CompletableFuture.supplyAsync(() ->
-          g.run("allReduce of 64 MiB", r -> {
-            ByteBuffer in = direct(COUNT * 4);
-            ByteBuffer out = direct(COUNT * 4);
-            FloatBuffer f = in.asFloatBuffer();
-            for (int i = 0; i < COUNT; i++) {
-              f.put(i, input(r.rank, i));
-            }
-            if (r.rank == 0) {
-              entering.countDown();
-            } else {
-              probed.await(20, TimeUnit.SECONDS);
-            }
-            r.comm.allReduce(in, out, COUNT, DataType.FLOAT32, ReduceOp.SUM);
-            FloatBuffer o = out.asFloatBuffer();
-            long wrong = 0;
-            for (int i = 0; i < COUNT; i++) {
-              if (o.get(i) != input(0, i) + input(1, i)) {
-                wrong++;
-              }
-            }
-            return wrong;
-          }));
+      CompletableFuture<List<Long>> big =
+          CompletableFuture.supplyAsync(
+              () ->
+                  g.run(
+                      "allReduce of 64 MiB",
+                      r -> {
+                        ByteBuffer in = direct(COUNT * 4);
+                        ByteBuffer out = direct(COUNT * 4);
+                        FloatBuffer f = in.asFloatBuffer();
+                        for (int i = 0; i < COUNT; i++) {
+                          f.put(i, input(r.rank, i));
+                        }
+                        if (r.rank == 0) {
+                          entering.countDown();
+                        } else {
+                          probed.await(20, TimeUnit.SECONDS);
+                        }
+                        r.comm.allReduce(in, out, COUNT, DataType.FLOAT32, ReduceOp.SUM);
+                        FloatBuffer o = out.asFloatBuffer();
+                        long wrong = 0;
+                        for (int i = 0; i < COUNT; i++) {
+                          if (o.get(i) != input(0, i) + input(1, i)) {
+                            wrong++;
+                          }
+                        }
+                        return wrong;
+                      }));
       Throwable second;
       Optional<ColibriException> health;
       try {
         assertTrue(entering.await(30, TimeUnit.SECONDS), "rank 0 did not start its allReduce");
         Thread.sleep(300);
         ByteBuffer small = direct(64);
-        second = catching(() -> g.comm(0).allReduce(small, small, 16, DataType.FLOAT32,
-            ReduceOp.SUM));
+        second =
+            catching(() -> g.comm(0).allReduce(small, small, 16, DataType.FLOAT32, ReduceOp.SUM));
         health = g.comm(0).asyncError(); // answers while the call runs
       } finally {
         probed.countDown();
@@ -100,12 +107,15 @@ class ConcurrentCallTest {
       assertEquals(List.of(0L, 0L), wrong, "wrong elements of the call in progress, by rank");
       // The refusal did not mark the communicator failed: it goes on.
       g.comm(0).checkHealthy();
-      List<Float> after = g.run("allReduce afterwards", r -> {
-        ByteBuffer b = direct(4);
-        b.putFloat(0, r.rank + 1);
-        r.comm.allReduce(b, b, 1, DataType.FLOAT32, ReduceOp.SUM);
-        return b.getFloat(0);
-      });
+      List<Float> after =
+          g.run(
+              "allReduce afterwards",
+              r -> {
+                ByteBuffer b = direct(4);
+                b.putFloat(0, r.rank + 1);
+                r.comm.allReduce(b, b, 1, DataType.FLOAT32, ReduceOp.SUM);
+                return b.getFloat(0);
+              });
       assertEquals(List.of(3.0f, 3.0f), after);
     }
   }

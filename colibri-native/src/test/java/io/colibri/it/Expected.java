@@ -58,8 +58,7 @@ final class Expected {
   }
 
   private boolean exactBits() {
-    return !Elements.isFloat(t) || n == 1 || spec.op() == ReduceOp.MIN
-        || spec.op() == ReduceOp.MAX;
+    return !Elements.isFloat(t) || n == 1 || spec.op() == ReduceOp.MIN || spec.op() == ReduceOp.MAX;
   }
 
   private void reduce() {
@@ -149,8 +148,13 @@ final class Expected {
     for (int r = 1; r < n; r++) {
       long x = Elements.intValue(t, Elements.bits(inputs.get(r), t, i));
       switch (op) {
-        case SUM: case AVG: acc += x; break;
-        case PROD: acc *= x; break;
+        case SUM:
+        case AVG:
+          acc += x;
+          break;
+        case PROD:
+          acc *= x;
+          break;
         case MIN:
           acc = (t == DataType.UINT64 ? Long.compareUnsigned(x, acc) < 0 : x < acc) ? x : acc;
           break;
@@ -193,30 +197,61 @@ final class Expected {
     switch (spec.coll()) {
       case ALL_GATHER:
         for (int p = 0; p < n && problems.size() < max; p++) {
-          compareBlock(rank, out, p * count, inputs.get(p), 0, count, "rank " + p + "'s input",
-              problems, max);
+          compareBlock(
+              rank,
+              out,
+              p * count,
+              inputs.get(p),
+              0,
+              count,
+              "rank " + p + "'s input",
+              problems,
+              max);
         }
         break;
       case BROADCAST:
-        compareBlock(rank, out, 0, inputs.get(spec.root()), 0, count,
-            "root " + spec.root() + "'s input", problems, max);
+        compareBlock(
+            rank,
+            out,
+            0,
+            inputs.get(spec.root()),
+            0,
+            count,
+            "root " + spec.root() + "'s input",
+            problems,
+            max);
         break;
       default:
         long base = spec.coll() == Coll.REDUCE_SCATTER ? rank * count : 0;
         for (long i = 0; i < count && problems.size() < max; i++) {
           String p = checkReduced(Math.toIntExact(base + i), Elements.bits(out, t, i));
           if (p != null) {
-            problems.add("rank " + rank + " element " + i
-                + (base != 0 ? " (element " + (base + i) + " of the reduced vector)" : "") + ": "
-                + p + "; inputs " + inputsAt(base + i));
+            problems.add(
+                "rank "
+                    + rank
+                    + " element "
+                    + i
+                    + (base != 0 ? " (element " + (base + i) + " of the reduced vector)" : "")
+                    + ": "
+                    + p
+                    + "; inputs "
+                    + inputsAt(base + i));
           }
         }
     }
     return problems;
   }
 
-  private void compareBlock(int rank, ByteBuffer out, long outElem, ByteBuffer src, long srcElem,
-      long count, String what, List<String> problems, int max) {
+  private void compareBlock(
+      int rank,
+      ByteBuffer out,
+      long outElem,
+      ByteBuffer src,
+      long srcElem,
+      long count,
+      String what,
+      List<String> problems,
+      int max) {
     int esz = t.size();
     ByteBuffer a = out.slice(Math.toIntExact(outElem * esz), Math.toIntExact(count * esz));
     ByteBuffer b = src.slice(Math.toIntExact(srcElem * esz), Math.toIntExact(count * esz));
@@ -229,9 +264,20 @@ final class Expected {
       long got = Elements.bits(a, t, i);
       long want = Elements.bits(b, t, i);
       if (got != want) {
-        problems.add("rank " + rank + " element " + (outElem + i) + ": got "
-            + Elements.show(t, got) + ", expected " + Elements.show(t, want) + " (element "
-            + (srcElem + i) + " of " + what + ")");
+        problems.add(
+            "rank "
+                + rank
+                + " element "
+                + (outElem + i)
+                + ": got "
+                + Elements.show(t, got)
+                + ", expected "
+                + Elements.show(t, want)
+                + " (element "
+                + (srcElem + i)
+                + " of "
+                + what
+                + ")");
       }
     }
   }
@@ -239,10 +285,12 @@ final class Expected {
   private String checkReduced(int i, long got) {
     if (bits != null) {
       if (nan != null && nan[i]) {
-        return Double.isNaN(Elements.floatValue(t, got)) ? null
+        return Double.isNaN(Elements.floatValue(t, got))
+            ? null
             : "got " + Elements.show(t, got) + ", expected NaN";
       }
-      return got == bits[i] ? null
+      return got == bits[i]
+          ? null
           : "got " + Elements.show(t, got) + ", expected " + Elements.show(t, bits[i]);
     }
     double g = Elements.floatValue(t, got);
@@ -259,8 +307,14 @@ final class Expected {
     if (err <= bound[i]) {
       return null;
     }
-    return "got " + Elements.show(t, got) + ", exact " + (hi[i] + lo[i]) + ", error " + err
-        + " exceeds the contract bound " + bound[i];
+    return "got "
+        + Elements.show(t, got)
+        + ", exact "
+        + (hi[i] + lo[i])
+        + ", error "
+        + err
+        + " exceeds the contract bound "
+        + bound[i];
   }
 
   private String inputsAt(long i) {
@@ -273,7 +327,9 @@ final class Expected {
         sb.append("...");
         break;
       }
-      sb.append("r").append(r).append('=')
+      sb.append("r")
+          .append(r)
+          .append('=')
           .append(Elements.show(t, Elements.bits(inputs.get(r), t, i)));
     }
     return sb.append(']').toString();

@@ -44,7 +44,8 @@ final class GuardedBuffer {
 
   /** {@code len} bytes of the data region from byte {@code off}. */
   ByteBuffer slice(long off, long len) {
-    return whole.slice(GUARD + Math.toIntExact(off), Math.toIntExact(len))
+    return whole
+        .slice(GUARD + Math.toIntExact(off), Math.toIntExact(len))
         .order(ByteOrder.nativeOrder());
   }
 
@@ -88,15 +89,27 @@ final class GuardedBuffer {
     for (int i = 0; i < GUARD; i++) {
       byte b = whole.get(GUARD - 1 - i);
       if (b != value) {
-        return "byte " + (-1 - i) + " before the data region (0x" + hex(b) + ", poison 0x"
-            + hex(value) + ") was overwritten";
+        return "byte "
+            + (-1 - i)
+            + " before the data region (0x"
+            + hex(b)
+            + ", poison 0x"
+            + hex(value)
+            + ") was overwritten";
       }
     }
     for (int i = 0; i < GUARD; i++) {
       byte b = whole.get(GUARD + dataBytes + i);
       if (b != value) {
-        return "byte " + i + " after the end of the " + dataBytes + "-byte data region (0x"
-            + hex(b) + ", poison 0x" + hex(value) + ") was overwritten";
+        return "byte "
+            + i
+            + " after the end of the "
+            + dataBytes
+            + "-byte data region (0x"
+            + hex(b)
+            + ", poison 0x"
+            + hex(value)
+            + ") was overwritten";
       }
     }
     return null;

@@ -37,20 +37,22 @@ public final class LogProcess {
     JUL.setUseParentHandlers(false);
     JUL.setLevel(Level.parse(System.getProperty("test.julLevel", "ALL")));
     Map<Level, AtomicInteger> printed = new ConcurrentHashMap<>();
-    JUL.addHandler(new Handler() {
-      @Override
-      public void publish(LogRecord r) {
-        if (printed.computeIfAbsent(r.getLevel(), l -> new AtomicInteger()).incrementAndGet() <= 20) {
-          System.out.println("JUL " + r.getLevel() + " " + r.getMessage());
-        }
-      }
+    JUL.addHandler(
+        new Handler() {
+          @Override
+          public void publish(LogRecord r) {
+            if (printed.computeIfAbsent(r.getLevel(), l -> new AtomicInteger()).incrementAndGet()
+                <= 20) {
+              System.out.println("JUL " + r.getLevel() + " " + r.getMessage());
+            }
+          }
 
-      @Override
-      public void flush() {}
+          @Override
+          public void flush() {}
 
-      @Override
-      public void close() {}
-    });
+          @Override
+          public void close() {}
+        });
     Options options = Options.builder().timeout(Duration.ofSeconds(20)).build();
     if (args[0].equals("init")) {
       try (Communicator comm = Communicator.init(UniqueId.create(), 0, 1, options)) {
@@ -60,17 +62,21 @@ public final class LogProcess {
     }
     Communicator open = Communicator.init(UniqueId.create(), 0, 1, options);
     System.out.println("OPEN " + open.rank());
-    Thread failing = new Thread(() -> {
-      int[] out = new int[1];
-      while (true) {
-        ColibriLib.clbTransportFromName("no-such-transport", out);
-      }
-    });
-    Thread roots = new Thread(() -> {
-      while (true) {
-        UniqueId.create().close();
-      }
-    });
+    Thread failing =
+        new Thread(
+            () -> {
+              int[] out = new int[1];
+              while (true) {
+                ColibriLib.clbTransportFromName("no-such-transport", out);
+              }
+            });
+    Thread roots =
+        new Thread(
+            () -> {
+              while (true) {
+                UniqueId.create().close();
+              }
+            });
     for (Thread t : new Thread[] {failing, roots}) {
       t.setDaemon(true);
       t.start();

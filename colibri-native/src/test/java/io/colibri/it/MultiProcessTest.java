@@ -33,9 +33,15 @@ class MultiProcessTest {
     StringBuilder sb = new StringBuilder();
     for (int i = 0; i < children.size(); i++) {
       if (codes.get(i) != 0) {
-        sb.append("\n ").append(children.get(i).name).append(" exited with ")
-            .append(codes.get(i) == -1 ? "nothing: it did not finish in time and was killed"
-                : codes.get(i)).append(": ").append(children.get(i).describe());
+        sb.append("\n ")
+            .append(children.get(i).name)
+            .append(" exited with ")
+            .append(
+                codes.get(i) == -1
+                    ? "nothing: it did not finish in time and was killed"
+                    : codes.get(i))
+            .append(": ")
+            .append(children.get(i).describe());
       }
     }
     assertTrue(sb.length() == 0, "rank processes failed:" + sb);
@@ -49,13 +55,22 @@ class MultiProcessTest {
     List<Procs.Child> children = new ArrayList<>();
     try {
       for (int r = 0; r < n; r++) {
-        children.add(Procs.start("rank " + r, null, "check", id.toString(), String.valueOf(r),
-            String.valueOf(n), transport.name(), "60000"));
+        children.add(
+            Procs.start(
+                "rank " + r,
+                null,
+                "check",
+                id.toString(),
+                String.valueOf(r),
+                String.valueOf(n),
+                transport.name(),
+                "60000"));
       }
       assertAllExitZero(children, 150_000);
       for (Procs.Child c : children) {
         assertTrue(c.printed("rank "), "child printed no summary: " + c.describe());
-        assertTrue(c.line("rank ").contains(transport.configName()),
+        assertTrue(
+            c.line("rank ").contains(transport.configName()),
             "child should run over " + transport + ": " + c.describe());
       }
     } finally {
@@ -75,9 +90,24 @@ class MultiProcessTest {
     List<Procs.Child> children = new ArrayList<>();
     try {
       for (int r = 0; r < n; r++) {
-        children.add(Procs.start("rank " + r, Map.of("MASTER_ADDR", "127.0.0.1",
-            "MASTER_PORT", String.valueOf(port), "RANK", String.valueOf(r),
-            "WORLD_SIZE", String.valueOf(n)), "env", "-", "-", "-", "AUTO", "30000"));
+        children.add(
+            Procs.start(
+                "rank " + r,
+                Map.of(
+                    "MASTER_ADDR",
+                    "127.0.0.1",
+                    "MASTER_PORT",
+                    String.valueOf(port),
+                    "RANK",
+                    String.valueOf(r),
+                    "WORLD_SIZE",
+                    String.valueOf(n)),
+                "env",
+                "-",
+                "-",
+                "-",
+                "AUTO",
+                "30000"));
       }
       assertAllExitZero(children, 100_000);
       assertEquals(n, children.stream().filter(c -> c.printed("rank ")).count());

@@ -55,14 +55,24 @@ class NativeLogProcessTest {
   @Test
   @Timeout(120)
   void theStderrSinkKeepsTheNativeLinesOffTheLogger() throws Exception {
-    Procs.Child c = start("stderr sink", List.of("-Dcolibri.logSink=stderr"), "init",
-        "COLIBRI_LOG_LEVEL", "info");
+    Procs.Child c =
+        start(
+            "stderr sink",
+            List.of("-Dcolibri.logSink=stderr"),
+            "init",
+            "COLIBRI_LOG_LEVEL",
+            "info");
     assertEquals(0, c.waitFor(90_000), c.describe());
-    assertTrue(c.err.stream().anyMatch(l -> l.matches(
-        "\\d\\d:\\d\\d:\\d\\d\\.\\d{3} colibri INFO \\[pid \\d+\\] rank 0/1 ready: .*")),
+    assertTrue(
+        c.err.stream()
+            .anyMatch(
+                l ->
+                    l.matches(
+                        "\\d\\d:\\d\\d:\\d\\d\\.\\d{3} colibri INFO \\[pid \\d+\\] rank 0/1 ready:"
+                            + " .*")),
         c.describe());
-    assertFalse(c.out.stream().anyMatch(l -> l.startsWith("JUL") && l.contains("ready")),
-        c.describe());
+    assertFalse(
+        c.out.stream().anyMatch(l -> l.startsWith("JUL") && l.contains("ready")), c.describe());
   }
 
   @Test
@@ -73,12 +83,20 @@ class NativeLogProcessTest {
       assertEquals(0, c.waitFor(90_000), c.describe());
       assertTrue(c.printed("LEAVING"), c.describe());
       assertTrue(c.printed("JUL FINE "), "no DEBUG line: " + c.describe());
-      assertTrue(c.out.stream().anyMatch(l -> l.startsWith("JUL INFO ") && l.contains(" stops: ")),
+      assertTrue(
+          c.out.stream().anyMatch(l -> l.startsWith("JUL INFO ") && l.contains(" stops: ")),
           "no line of a root's own thread: " + c.describe());
       for (List<String> lines : List.of(c.out, c.err)) {
-        assertFalse(lines.stream().anyMatch(l -> l.contains("SIGSEGV") || l.contains("hs_err")
-            || l.contains("fatal error") || l.contains("Exception") || l.contains("Could not")
-            || l.contains("WARNING in native method")),
+        assertFalse(
+            lines.stream()
+                .anyMatch(
+                    l ->
+                        l.contains("SIGSEGV")
+                            || l.contains("hs_err")
+                            || l.contains("fatal error")
+                            || l.contains("Exception")
+                            || l.contains("Could not")
+                            || l.contains("WARNING in native method")),
             c.describe());
       }
     }

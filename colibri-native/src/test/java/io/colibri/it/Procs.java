@@ -33,16 +33,18 @@ final class Procs {
     }
 
     private static void pump(java.io.InputStream in, List<String> sink) {
-      Thread t = new Thread(() -> {
-        try (BufferedReader r = new BufferedReader(
-            new InputStreamReader(in, StandardCharsets.UTF_8))) {
-          for (String line; (line = r.readLine()) != null; ) {
-            sink.add(line);
-          }
-        } catch (IOException ignored) {
-          // the process ended
-        }
-      });
+      Thread t =
+          new Thread(
+              () -> {
+                try (BufferedReader r =
+                    new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
+                  for (String line; (line = r.readLine()) != null; ) {
+                    sink.add(line);
+                  }
+                } catch (IOException ignored) {
+                  // the process ended
+                }
+              });
       t.setDaemon(true);
       t.start();
     }
@@ -68,13 +70,20 @@ final class Procs {
     }
 
     String describe() {
-      return name + " (pid " + process.pid() + ")\n   stdout: " + String.join("\n           ", out)
-          + "\n   stderr: " + String.join("\n           ", err);
+      return name
+          + " (pid "
+          + process.pid()
+          + ")\n   stdout: "
+          + String.join("\n           ", out)
+          + "\n   stderr: "
+          + String.join("\n           ", err);
     }
   }
 
   static String javaBinary() {
-    return ProcessHandle.current().info().command()
+    return ProcessHandle.current()
+        .info()
+        .command()
         .orElse(System.getProperty("java.home") + File.separator + "bin" + File.separator + "java");
   }
 

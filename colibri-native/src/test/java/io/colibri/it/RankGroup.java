@@ -66,11 +66,13 @@ final class RankGroup implements AutoCloseable {
     for (int r = 0; r < size; r++) {
       ranks[r] = new Rank(r, size);
       final int rank = r;
-      threads[r] = Executors.newSingleThreadExecutor(task -> {
-        Thread t = new Thread(task, "rank-" + rank + "-of-" + size);
-        t.setDaemon(true);
-        return t;
-      });
+      threads[r] =
+          Executors.newSingleThreadExecutor(
+              task -> {
+                Thread t = new Thread(task, "rank-" + rank + "-of-" + size);
+                t.setDaemon(true);
+                return t;
+              });
     }
   }
 
@@ -79,10 +81,12 @@ final class RankGroup implements AutoCloseable {
     RankGroup g = new RankGroup(size, options, callTimeout);
     UniqueId id = UniqueId.create();
     try {
-      g.run("init", r -> {
-        r.comm = Communicator.init(id, r.rank, size, options);
-        return null;
-      });
+      g.run(
+          "init",
+          r -> {
+            r.comm = Communicator.init(id, r.rank, size, options);
+            return null;
+          });
     } catch (RuntimeException | Error e) {
       g.close();
       throw e;
@@ -168,8 +172,16 @@ final class RankGroup implements AutoCloseable {
     }
     if (!stuck.isEmpty()) {
       broken = true;
-      StringBuilder sb = new StringBuilder(what + ": rank(s) " + stuck + " of " + size
-          + " did not return within " + callTimeout.toMillis() + " ms (hang?); stacks:");
+      StringBuilder sb =
+          new StringBuilder(
+              what
+                  + ": rank(s) "
+                  + stuck
+                  + " of "
+                  + size
+                  + " did not return within "
+                  + callTimeout.toMillis()
+                  + " ms (hang?); stacks:");
       for (Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
         for (int r : stuck) {
           if (e.getKey().getName().equals("rank-" + r + "-of-" + size)) {
@@ -205,8 +217,10 @@ final class RankGroup implements AutoCloseable {
       throw err;
     }
     if (failures.length() > 0) {
-      AssertionError err = new AssertionError(what + " failed on " + causes.size() + " of "
-          + size + " rank(s):" + failures, causes.get(0));
+      AssertionError err =
+          new AssertionError(
+              what + " failed on " + causes.size() + " of " + size + " rank(s):" + failures,
+              causes.get(0));
       for (int i = 1; i < causes.size(); i++) {
         err.addSuppressed(causes.get(i));
       }
@@ -221,12 +235,14 @@ final class RankGroup implements AutoCloseable {
     List<Future<?>> futures = new ArrayList<>();
     for (int r = 0; r < size; r++) {
       Rank rank = ranks[r];
-      futures.add(threads[r].submit(() -> {
-        if (rank.comm != null) {
-          rank.comm.close();
-        }
-        return null;
-      }));
+      futures.add(
+          threads[r].submit(
+              () -> {
+                if (rank.comm != null) {
+                  rank.comm.close();
+                }
+                return null;
+              }));
     }
     StringBuilder problems = new StringBuilder();
     for (int r = 0; r < size; r++) {

@@ -62,8 +62,8 @@ public final class RankProcess {
 
   public static void main(String[] args) {
     String mode = args[0];
-    Options options = options(args[4].equals("-") ? null : Transport.valueOf(args[4]),
-        Long.parseLong(args[5]));
+    Options options =
+        options(args[4].equals("-") ? null : Transport.valueOf(args[4]), Long.parseLong(args[5]));
     int exit;
     try {
       if (mode.equals("envinit")) {
@@ -108,8 +108,11 @@ public final class RankProcess {
    * test's JVM that joins rank processes takes these too.
    */
   static Options options(Transport transport, long timeoutMs) {
-    Options.Builder b = Options.builder().timeout(Duration.ofMillis(timeoutMs))
-        .stagingCapBytes(1024 * 1024).chunkBytes(32 * 1024);
+    Options.Builder b =
+        Options.builder()
+            .timeout(Duration.ofMillis(timeoutMs))
+            .stagingCapBytes(1024 * 1024)
+            .chunkBytes(32 * 1024);
     if (transport != null) {
       b.transport(transport);
     }
@@ -118,12 +121,19 @@ public final class RankProcess {
 
   private static int initOnly(Supplier<Communicator> init) {
     // The native library loads first, so that the start is that of the bootstrap.
-    ServiceLoader.load(CommunicatorProvider.class).findFirst().ifPresent(CommunicatorProvider::version);
+    ServiceLoader.load(CommunicatorProvider.class)
+        .findFirst()
+        .ifPresent(CommunicatorProvider::version);
     System.out.println("INIT START " + System.currentTimeMillis());
     try (Communicator c = init.get()) {
       System.out.println("INIT END " + System.currentTimeMillis());
-      System.out.println("INIT OK " + c.transportInfo().lines()
-          .filter(l -> l.startsWith("versions: ")).findFirst().orElse("(no versions line)"));
+      System.out.println(
+          "INIT OK "
+              + c.transportInfo()
+                  .lines()
+                  .filter(l -> l.startsWith("versions: "))
+                  .findFirst()
+                  .orElse("(no versions line)"));
       return 0;
     } catch (ColibriException e) {
       System.out.println("INIT END " + System.currentTimeMillis());
@@ -147,8 +157,15 @@ public final class RankProcess {
         }
       }
     } catch (ColibriException e) {
-      System.out.println("FAILED " + e.code() + " " + System.currentTimeMillis() + " after "
-          + iterations + " iterations: " + e.getMessage().replace('\n', ' '));
+      System.out.println(
+          "FAILED "
+              + e.code()
+              + " "
+              + System.currentTimeMillis()
+              + " after "
+              + iterations
+              + " iterations: "
+              + e.getMessage().replace('\n', ' '));
       System.out.flush();
       c.close();
       System.out.println("CLOSED");
@@ -160,43 +177,61 @@ public final class RankProcess {
     int n = c.size();
     int me = c.rank();
     List<String> problems = new ArrayList<>();
-    DataType[] types = {DataType.INT32, DataType.UINT8, DataType.FLOAT16, DataType.BFLOAT16,
-        DataType.FLOAT32, DataType.FLOAT64};
+    DataType[] types = {
+      DataType.INT32,
+      DataType.UINT8,
+      DataType.FLOAT16,
+      DataType.BFLOAT16,
+      DataType.FLOAT32,
+      DataType.FLOAT64
+    };
     ByteBuffer sums = ByteBuffer.allocateDirect(8 * n).order(ByteOrder.nativeOrder());
     ByteBuffer mySum = ByteBuffer.allocateDirect(8).order(ByteOrder.nativeOrder());
     int calls = 0;
     for (Coll coll : Coll.values()) {
       for (DataType t : types) {
-        ReduceOp[] ops = coll.reduces() ? new ReduceOp[] {ReduceOp.SUM, ReduceOp.AVG,
-            ReduceOp.MAX} : new ReduceOp[] {null};
+        ReduceOp[] ops =
+            coll.reduces()
+                ? new ReduceOp[] {ReduceOp.SUM, ReduceOp.AVG, ReduceOp.MAX}
+                : new ReduceOp[] {null};
         for (ReduceOp op : ops) {
           for (long count : new long[] {7, 60_001}) {
             Spec s = new Spec(coll, t, op, count, n, (int) (count % n));
             long seed = Seeds.forCase("process " + s);
             List<ByteBuffer> inputs = new ArrayList<>();
             for (int r = 0; r < n; r++) {
-              ByteBuffer in = ByteBuffer.allocateDirect(Math.toIntExact(s.sendElems() * t.size()))
-                  .order(ByteOrder.nativeOrder());
-              Elements.fillRandom(in, t, op, s.sendElems(),
-                  new SplittableRandom(Seeds.forRank(seed, r)));
+              ByteBuffer in =
+                  ByteBuffer.allocateDirect(Math.toIntExact(s.sendElems() * t.size()))
+                      .order(ByteOrder.nativeOrder());
+              Elements.fillRandom(
+                  in, t, op, s.sendElems(), new SplittableRandom(Seeds.forRank(seed, r)));
               inputs.add(in);
             }
             GuardedBuffer out = new GuardedBuffer().reset(s.recvElems() * t.size());
             out.poison(GuardedBuffer.POISON);
             ByteBuffer send = inputs.get(me);
             switch (coll) {
-              case ALL_REDUCE: c.allReduce(send, out.data(), count, t, op); break;
-              case ALL_GATHER: c.allGather(send, out.data(), count, t); break;
-              case REDUCE_SCATTER: c.reduceScatter(send, out.data(), count, t, op); break;
-              default: c.broadcast(me == s.root() ? send : null, out.data(), count, t, s.root());
+              case ALL_REDUCE:
+                c.allReduce(send, out.data(), count, t, op);
+                break;
+              case ALL_GATHER:
+                c.allGather(send, out.data(), count, t);
+                break;
+              case REDUCE_SCATTER:
+                c.reduceScatter(send, out.data(), count, t, op);
+                break;
+              default:
+                c.broadcast(me == s.root() ? send : null, out.data(), count, t, s.root());
             }
             calls++;
             String guard = out.checkGuards(GuardedBuffer.POISON);
             if (guard != null) {
               problems.add(s + ": recv buffer overrun: " + guard);
             }
-            problems.addAll(Expected.compute(s, inputs).check(me, out.data(), 5).stream()
-                .map(p -> s + " seed 0x" + Long.toHexString(seed) + ": " + p).toList());
+            problems.addAll(
+                Expected.compute(s, inputs).check(me, out.data(), 5).stream()
+                    .map(p -> s + " seed 0x" + Long.toHexString(seed) + ": " + p)
+                    .toList());
             if (coll != Coll.REDUCE_SCATTER) {
               CRC32 crc = new CRC32();
               crc.update(out.data());
@@ -204,8 +239,17 @@ public final class RankProcess {
               c.allGather(mySum, sums, 1, DataType.INT64);
               for (int r = 0; r < n; r++) {
                 if (sums.getLong(r * 8) != crc.getValue()) {
-                  problems.add(s + ": rank " + r + "'s output has CRC32 " + sums.getLong(r * 8)
-                      + ", rank " + me + "'s " + crc.getValue() + ": ranks got different bits");
+                  problems.add(
+                      s
+                          + ": rank "
+                          + r
+                          + "'s output has CRC32 "
+                          + sums.getLong(r * 8)
+                          + ", rank "
+                          + me
+                          + "'s "
+                          + crc.getValue()
+                          + ": ranks got different bits");
                 }
               }
             }
@@ -214,13 +258,34 @@ public final class RankProcess {
       }
     }
     if (!problems.isEmpty()) {
-      System.err.println("rank " + me + " of " + n + ": " + problems.size() + " problem(s) in "
-          + calls + " collectives (" + c.transportInfo().replace('\n', ';') + "):");
+      System.err.println(
+          "rank "
+              + me
+              + " of "
+              + n
+              + ": "
+              + problems.size()
+              + " problem(s) in "
+              + calls
+              + " collectives ("
+              + c.transportInfo().replace('\n', ';')
+              + "):");
       problems.stream().limit(20).forEach(p -> System.err.println("  " + p));
       return 1;
     }
-    System.out.println("rank " + me + " of " + n + ": " + calls + " collectives checked, transport "
-        + c.transportInfo().lines().filter(l -> l.startsWith("transport")).findFirst().orElse("?"));
+    System.out.println(
+        "rank "
+            + me
+            + " of "
+            + n
+            + ": "
+            + calls
+            + " collectives checked, transport "
+            + c.transportInfo()
+                .lines()
+                .filter(l -> l.startsWith("transport"))
+                .findFirst()
+                .orElse("?"));
     return 0;
   }
 }

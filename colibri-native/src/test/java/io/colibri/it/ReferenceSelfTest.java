@@ -50,8 +50,11 @@ class ReferenceSelfTest {
   void integerReferenceWrapsAndTruncates() {
     Spec s = new Spec(Coll.ALL_REDUCE, DataType.INT8, ReduceOp.AVG, 2, 3, 0);
     // 100 + 100 + 100 = 300 wraps to 44 -> 44 / 3 = 14; -100 * 3 = -300 wraps to -44 -> -14.
-    List<ByteBuffer> in = List.of(buf(DataType.INT8, 100, 0x9c), buf(DataType.INT8, 100, 0x9c),
-        buf(DataType.INT8, 100, 0x9c));
+    List<ByteBuffer> in =
+        List.of(
+            buf(DataType.INT8, 100, 0x9c),
+            buf(DataType.INT8, 100, 0x9c),
+            buf(DataType.INT8, 100, 0x9c));
     Expected e = Expected.compute(s, in);
     assertTrue(e.check(0, buf(DataType.INT8, 14, (byte) -14 & 0xff), 5).isEmpty());
     assertEquals(1, e.check(0, buf(DataType.INT8, 15, (byte) -14 & 0xff), 5).size());

@@ -14,7 +14,9 @@ import io.colibri.ReduceOp;
 record Spec(Coll coll, DataType type, ReduceOp op, long count, int nranks, int root) {
 
   enum Coll {
-    ALL_REDUCE("allReduce"), ALL_GATHER("allGather"), REDUCE_SCATTER("reduceScatter"),
+    ALL_REDUCE("allReduce"),
+    ALL_GATHER("allGather"),
+    REDUCE_SCATTER("reduceScatter"),
     BROADCAST("broadcast");
 
     final String apiName;
@@ -40,10 +42,20 @@ record Spec(Coll coll, DataType type, ReduceOp op, long count, int nranks, int r
 
   @Override
   public String toString() {
-    String countName = coll == Coll.ALL_GATHER ? "sendCount" : coll == Coll.REDUCE_SCATTER
-        ? "recvCount" : "count";
-    return coll.apiName + "(" + countName + "=" + count + ", " + type
-        + (coll.reduces() ? ", " + op : "") + (coll == Coll.BROADCAST ? ", root=" + root : "")
-        + ") on " + nranks + " rank" + (nranks == 1 ? "" : "s");
+    String countName =
+        coll == Coll.ALL_GATHER ? "sendCount" : coll == Coll.REDUCE_SCATTER ? "recvCount" : "count";
+    return coll.apiName
+        + "("
+        + countName
+        + "="
+        + count
+        + ", "
+        + type
+        + (coll.reduces() ? ", " + op : "")
+        + (coll == Coll.BROADCAST ? ", root=" + root : "")
+        + ") on "
+        + nranks
+        + " rank"
+        + (nranks == 1 ? "" : "s");
   }
 }

@@ -54,15 +54,21 @@ class ArgumentValidationTest {
   @Test
   void nullBuffers() {
     ByteBuffer b = direct(64);
-    refused(() -> comm.allReduce(null, b, 4, DataType.FLOAT32, ReduceOp.SUM),
-        "allReduce", "send buffer is null", "allocateDirect", "16 bytes");
-    refused(() -> comm.allReduce(b, null, 4, DataType.FLOAT32, ReduceOp.SUM),
-        "recv buffer is null");
+    refused(
+        () -> comm.allReduce(null, b, 4, DataType.FLOAT32, ReduceOp.SUM),
+        "allReduce",
+        "send buffer is null",
+        "allocateDirect",
+        "16 bytes");
+    refused(
+        () -> comm.allReduce(b, null, 4, DataType.FLOAT32, ReduceOp.SUM), "recv buffer is null");
     refused(() -> comm.allGather(null, b, 4, DataType.FLOAT32), "allGather", "send buffer");
-    refused(() -> comm.reduceScatter(b, null, 4, DataType.FLOAT32, ReduceOp.SUM),
-        "reduceScatter", "recv buffer is null");
-    refused(() -> comm.broadcast(b, null, 4, DataType.FLOAT32, 0), "broadcast",
+    refused(
+        () -> comm.reduceScatter(b, null, 4, DataType.FLOAT32, ReduceOp.SUM),
+        "reduceScatter",
         "recv buffer is null");
+    refused(
+        () -> comm.broadcast(b, null, 4, DataType.FLOAT32, 0), "broadcast", "recv buffer is null");
     // Rank 0 is the root here: its send buffer is read.
     refused(() -> comm.broadcast(null, b, 4, DataType.FLOAT32, 0), "send buffer is null");
   }
@@ -71,9 +77,12 @@ class ArgumentValidationTest {
   void heapBuffersAreRefused() {
     ByteBuffer heap = ByteBuffer.allocate(64);
     ByteBuffer d = direct(64);
-    refused(() -> comm.allReduce(heap, d, 4, DataType.FLOAT32, ReduceOp.SUM),
-        "send buffer is a heap buffer", "ByteBuffer.allocateDirect");
-    refused(() -> comm.allReduce(d, heap, 4, DataType.FLOAT32, ReduceOp.SUM),
+    refused(
+        () -> comm.allReduce(heap, d, 4, DataType.FLOAT32, ReduceOp.SUM),
+        "send buffer is a heap buffer",
+        "ByteBuffer.allocateDirect");
+    refused(
+        () -> comm.allReduce(d, heap, 4, DataType.FLOAT32, ReduceOp.SUM),
         "recv buffer is a heap buffer");
   }
 
@@ -82,14 +91,18 @@ class ArgumentValidationTest {
     ByteBuffer d = direct(64);
     // asReadOnlyBuffer() is BIG_ENDIAN whatever d's order: set the native one again.
     ByteBuffer readOnly = d.asReadOnlyBuffer().order(ByteOrder.nativeOrder());
-    refused(() -> comm.allReduce(d, readOnly, 4, DataType.FLOAT32, ReduceOp.SUM),
-        "recv buffer is read-only", "writable");
+    refused(
+        () -> comm.allReduce(d, readOnly, 4, DataType.FLOAT32, ReduceOp.SUM),
+        "recv buffer is read-only",
+        "writable");
     comm.allReduce(readOnly, direct(64), 4, DataType.FLOAT32, ReduceOp.SUM);
   }
 
   /** The byte order that is not this machine's: BIG_ENDIAN on x86 and Arm. */
-  private static final ByteOrder FOREIGN = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN
-      ? ByteOrder.BIG_ENDIAN : ByteOrder.LITTLE_ENDIAN;
+  private static final ByteOrder FOREIGN =
+      ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN
+          ? ByteOrder.BIG_ENDIAN
+          : ByteOrder.LITTLE_ENDIAN;
 
   @Test
   void buffersNotInNativeOrderAreRefusedForEveryTypeWiderThanOneByte() {
@@ -101,17 +114,34 @@ class ArgumentValidationTest {
       ByteBuffer bad = direct(64).order(FOREIGN);
       String order = FOREIGN.toString();
       String fix = ".order(ByteOrder.nativeOrder())";
-      refused(() -> comm.allReduce(bad, good, 4, t, ReduceOp.SUM), "allReduce", "send buffer",
-          order, t.toString(), fix);
-      refused(() -> comm.allReduce(good, bad, 4, t, ReduceOp.SUM), "allReduce", "recv buffer",
-          order, fix);
+      refused(
+          () -> comm.allReduce(bad, good, 4, t, ReduceOp.SUM),
+          "allReduce",
+          "send buffer",
+          order,
+          t.toString(),
+          fix);
+      refused(
+          () -> comm.allReduce(good, bad, 4, t, ReduceOp.SUM),
+          "allReduce",
+          "recv buffer",
+          order,
+          fix);
       refused(() -> comm.allReduce(bad, bad, 4, t, ReduceOp.SUM), "allReduce", "send buffer");
       refused(() -> comm.allGather(bad, good, 4, t), "allGather", "send buffer", order, fix);
       refused(() -> comm.allGather(good, bad, 4, t), "allGather", "recv buffer", order, fix);
-      refused(() -> comm.reduceScatter(bad, good, 4, t, ReduceOp.MAX), "reduceScatter",
-          "send buffer", order, fix);
-      refused(() -> comm.reduceScatter(good, bad, 4, t, ReduceOp.MAX), "reduceScatter",
-          "recv buffer", order, fix);
+      refused(
+          () -> comm.reduceScatter(bad, good, 4, t, ReduceOp.MAX),
+          "reduceScatter",
+          "send buffer",
+          order,
+          fix);
+      refused(
+          () -> comm.reduceScatter(good, bad, 4, t, ReduceOp.MAX),
+          "reduceScatter",
+          "recv buffer",
+          order,
+          fix);
       // Rank 0 is the root here: its send buffer is read.
       refused(() -> comm.broadcast(bad, good, 4, t, 0), "broadcast", "send buffer", order, fix);
       refused(() -> comm.broadcast(good, bad, 4, t, 0), "broadcast", "recv buffer", order, fix);
@@ -128,12 +158,21 @@ class ArgumentValidationTest {
     if (ByteOrder.nativeOrder() == ByteOrder.BIG_ENDIAN) {
       return; // the views are in the native order there
     }
-    refused(() -> comm.allReduce(whole.slice(), whole, 4, DataType.FLOAT32, ReduceOp.SUM),
-        "send buffer", "BIG_ENDIAN", "slice()");
-    refused(() -> comm.allReduce(whole, whole.duplicate(), 4, DataType.INT64, ReduceOp.SUM),
-        "recv buffer", "BIG_ENDIAN", "duplicate()");
-    refused(() -> comm.allReduce(whole.asReadOnlyBuffer(), whole, 4, DataType.FLOAT16,
-        ReduceOp.SUM), "send buffer", "BIG_ENDIAN", "asReadOnlyBuffer()");
+    refused(
+        () -> comm.allReduce(whole.slice(), whole, 4, DataType.FLOAT32, ReduceOp.SUM),
+        "send buffer",
+        "BIG_ENDIAN",
+        "slice()");
+    refused(
+        () -> comm.allReduce(whole, whole.duplicate(), 4, DataType.INT64, ReduceOp.SUM),
+        "recv buffer",
+        "BIG_ENDIAN",
+        "duplicate()");
+    refused(
+        () -> comm.allReduce(whole.asReadOnlyBuffer(), whole, 4, DataType.FLOAT16, ReduceOp.SUM),
+        "send buffer",
+        "BIG_ENDIAN",
+        "asReadOnlyBuffer()");
   }
 
   @Test
@@ -157,8 +196,8 @@ class ArgumentValidationTest {
   @Test
   void negativeCount() {
     ByteBuffer d = direct(64);
-    refused(() -> comm.allReduce(d, d, -1, DataType.INT8, ReduceOp.SUM),
-        "count is -1", "0 or more");
+    refused(
+        () -> comm.allReduce(d, d, -1, DataType.INT8, ReduceOp.SUM), "count is -1", "0 or more");
     refused(() -> comm.allGather(d, d, -2, DataType.INT8), "sendCount is -2");
     refused(() -> comm.reduceScatter(d, d, -3, DataType.INT8, ReduceOp.MAX), "recvCount is -3");
     refused(() -> comm.broadcast(d, d, -4, DataType.INT8, 0), "count is -4");
@@ -168,9 +207,12 @@ class ArgumentValidationTest {
   @Test
   void countTimesTypeSizeOverflow() {
     ByteBuffer d = direct(64);
-    refused(() -> comm.allReduce(d, d, Long.MAX_VALUE / 4, DataType.FLOAT64, ReduceOp.SUM),
-        "does not fit in a long", "FLOAT64");
-    refused(() -> comm.allReduce(1L, 1L, Long.MAX_VALUE / 2, DataType.INT32, ReduceOp.SUM, 0L),
+    refused(
+        () -> comm.allReduce(d, d, Long.MAX_VALUE / 4, DataType.FLOAT64, ReduceOp.SUM),
+        "does not fit in a long",
+        "FLOAT64");
+    refused(
+        () -> comm.allReduce(1L, 1L, Long.MAX_VALUE / 2, DataType.INT32, ReduceOp.SUM, 0L),
         "does not fit in a long");
   }
 
@@ -178,22 +220,30 @@ class ArgumentValidationTest {
   void bufferTooSmallSaysNeededAndRemaining() {
     ByteBuffer small = direct(64);
     ByteBuffer big = direct(1024);
-    refused(() -> comm.allReduce(big, small, 17, DataType.FLOAT32, ReduceOp.SUM),
-        "recv buffer has 64 bytes remaining", "68 bytes are needed");
+    refused(
+        () -> comm.allReduce(big, small, 17, DataType.FLOAT32, ReduceOp.SUM),
+        "recv buffer has 64 bytes remaining",
+        "68 bytes are needed");
     small.position(8);
-    refused(() -> comm.allReduce(small, big, 16, DataType.FLOAT32, ReduceOp.SUM),
-        "send buffer has 56 bytes remaining (position 8, limit 64)", "64 bytes are needed");
+    refused(
+        () -> comm.allReduce(small, big, 16, DataType.FLOAT32, ReduceOp.SUM),
+        "send buffer has 56 bytes remaining (position 8, limit 64)",
+        "64 bytes are needed");
     small.position(0).limit(10);
-    refused(() -> comm.broadcast(small, big, 3, DataType.FLOAT32, 0),
-        "send buffer has 10 bytes remaining", "12 bytes are needed");
+    refused(
+        () -> comm.broadcast(small, big, 3, DataType.FLOAT32, 0),
+        "send buffer has 10 bytes remaining",
+        "12 bytes are needed");
   }
 
   @Test
   void allGatherRecvMustHoldEveryRank() {
     // size() ranks x sendCount: with 1 rank, recv equals send.
     ByteBuffer send = direct(40);
-    refused(() -> comm.allGather(send, direct(36), 10, DataType.FLOAT32),
-        "recv buffer has 36 bytes remaining", "40 bytes are needed");
+    refused(
+        () -> comm.allGather(send, direct(36), 10, DataType.FLOAT32),
+        "recv buffer has 36 bytes remaining",
+        "40 bytes are needed");
   }
 
   @Test
@@ -209,16 +259,18 @@ class ArgumentValidationTest {
   @Test
   void rootOutOfRange() {
     ByteBuffer d = direct(64);
-    refused(() -> comm.broadcast(d, d, 4, DataType.FLOAT32, 1),
-        "root 1 is out of range for a communicator of 1 rank", "0..0");
+    refused(
+        () -> comm.broadcast(d, d, 4, DataType.FLOAT32, 1),
+        "root 1 is out of range for a communicator of 1 rank",
+        "0..0");
     refused(() -> comm.broadcast(d, d, 4, DataType.FLOAT32, -1), "root -1");
     refused(() -> comm.broadcast(0L, 0L, 0, DataType.FLOAT32, 5, 0L), "root 5");
   }
 
   @Test
   void nullAddressWithElements() {
-    refused(() -> comm.allReduce(0L, 4096L, 1, DataType.INT8, ReduceOp.SUM, 0L),
-        "send address is 0");
+    refused(
+        () -> comm.allReduce(0L, 4096L, 1, DataType.INT8, ReduceOp.SUM, 0L), "send address is 0");
   }
 
   @Test
@@ -249,17 +301,23 @@ class ArgumentValidationTest {
   void callsAfterCloseAreInvalidUsage() {
     ByteBuffer d = direct(64);
     comm.close();
-    ColibriException e = assertThrows(ColibriException.class,
-        () -> comm.allReduce(d, d, 4, DataType.FLOAT32, ReduceOp.SUM));
+    ColibriException e =
+        assertThrows(
+            ColibriException.class, () -> comm.allReduce(d, d, 4, DataType.FLOAT32, ReduceOp.SUM));
     assertEquals(ErrorCode.INVALID_USAGE, e.code());
     assertTrue(e.getMessage().contains("communicator is closed"), e.getMessage());
-    for (Executable call : new Executable[] {
-        () -> comm.allGather(d, d, 1, DataType.INT8),
-        () -> comm.reduceScatter(d, d, 1, DataType.INT8, ReduceOp.SUM),
-        () -> comm.broadcast(d, d, 1, DataType.INT8, 0),
-        () -> comm.allReduce(0L, 0L, 0, DataType.INT8, ReduceOp.SUM, 0L),
-        () -> comm.register(4096L, 64), comm::memoryStats, comm::trim, comm::lastAlgorithm,
-        comm::transportInfo}) {
+    for (Executable call :
+        new Executable[] {
+          () -> comm.allGather(d, d, 1, DataType.INT8),
+          () -> comm.reduceScatter(d, d, 1, DataType.INT8, ReduceOp.SUM),
+          () -> comm.broadcast(d, d, 1, DataType.INT8, 0),
+          () -> comm.allReduce(0L, 0L, 0, DataType.INT8, ReduceOp.SUM, 0L),
+          () -> comm.register(4096L, 64),
+          comm::memoryStats,
+          comm::trim,
+          comm::lastAlgorithm,
+          comm::transportInfo
+        }) {
       ColibriException x = assertThrows(ColibriException.class, call);
       assertEquals(ErrorCode.INVALID_USAGE, x.code());
       assertTrue(x.getMessage().contains("communicator is closed"), x.getMessage());

@@ -62,8 +62,8 @@ class ConfigMappingTest {
 
   /** The bounds of a numeric knob, from its valid values ("1..64", "auto (-1), 0..1048576 ..."). */
   private static long[] bounds(Option o) {
-    String[] range = o.validValues().replaceAll("^auto \\(-1\\), ", "").replaceAll(" .*", "")
-        .split("\\.\\.");
+    String[] range =
+        o.validValues().replaceAll("^auto \\(-1\\), ", "").replaceAll(" .*", "").split("\\.\\.");
     return new long[] {Long.parseLong(range[0]), Long.parseLong(range[1])};
   }
 
@@ -81,25 +81,33 @@ class ConfigMappingTest {
         if (numeric(o)) {
           long min = bounds(o)[0];
           long max = bounds(o)[1];
-          assertEquals(0, nativeSet(c, name, Long.toString(min)), o + " takes its minimum "
-              + min + ": " + ColibriLib.clbGetLastError());
-          assertEquals(0, nativeSet(c, name, Long.toString(max)), o + " takes its maximum "
-              + max + ": " + ColibriLib.clbGetLastError());
-          if (!(min == 0 && o.validValues().startsWith("auto"))) {  // -1: auto
-            assertEquals(ErrorCode.INVALID_ARGUMENT.code(),
-                nativeSet(c, name, Long.toString(min - 1)), o + " refuses " + (min - 1));
+          assertEquals(
+              0,
+              nativeSet(c, name, Long.toString(min)),
+              o + " takes its minimum " + min + ": " + ColibriLib.clbGetLastError());
+          assertEquals(
+              0,
+              nativeSet(c, name, Long.toString(max)),
+              o + " takes its maximum " + max + ": " + ColibriLib.clbGetLastError());
+          if (!(min == 0 && o.validValues().startsWith("auto"))) { // -1: auto
+            assertEquals(
+                ErrorCode.INVALID_ARGUMENT.code(),
+                nativeSet(c, name, Long.toString(min - 1)),
+                o + " refuses " + (min - 1));
           }
           if (max < Long.MAX_VALUE) {
-            assertEquals(ErrorCode.INVALID_ARGUMENT.code(),
-                nativeSet(c, name, Long.toString(max + 1)), o + " refuses " + (max + 1));
+            assertEquals(
+                ErrorCode.INVALID_ARGUMENT.code(),
+                nativeSet(c, name, Long.toString(max + 1)),
+                o + " refuses " + (max + 1));
           }
         } else if (o == Option.VERBS_DEVICE) {
           assertEquals(0, nativeSet(c, name, "d".repeat(63)), ColibriLib.clbGetLastError());
           assertEquals(ErrorCode.INVALID_ARGUMENT.code(), nativeSet(c, name, "d".repeat(64)));
-        } else {  // words, and the enums by their config names
+        } else { // words, and the enums by their config names
           for (String w : o.validValues().split(", ")) {
-            assertEquals(0, nativeSet(c, name, w), o + " takes " + w + ": "
-                + ColibriLib.clbGetLastError());
+            assertEquals(
+                0, nativeSet(c, name, w), o + " takes " + w + ": " + ColibriLib.clbGetLastError());
             assertEquals(w, nativeGet(c, o));
           }
           assertEquals(ErrorCode.INVALID_ARGUMENT.code(), nativeSet(c, name, "nope"), o.name());
@@ -123,8 +131,8 @@ class ConfigMappingTest {
     try (ClbConfig c = NativeProvider.toConfig(options)) {
       for (Option o : Option.values()) {
         assertEquals(want.get(o), nativeGet(c, o), o.name());
-        org.junit.jupiter.api.Assertions.assertNotEquals(o.format(o.defaultValue()),
-            nativeGet(c, o), o + " was tested at its default");
+        org.junit.jupiter.api.Assertions.assertNotEquals(
+            o.format(o.defaultValue()), nativeGet(c, o), o + " was tested at its default");
       }
     }
   }
@@ -172,36 +180,35 @@ class ConfigMappingTest {
       assertEquals((long) Option.DIRECT_MAX_BYTES.defaultValue(), c.directMaxBytes());
       assertEquals((long) Option.STAGING_CAP_BYTES.defaultValue(), c.stagingCapBytes());
       assertEquals(((Duration) Option.TIMEOUT.defaultValue()).toMillis(), c.timeoutMs());
-      assertEquals(((VersionCheck) Option.VERSION_CHECK.defaultValue()).code(),
-          c.versionCheck());
+      assertEquals(((VersionCheck) Option.VERSION_CHECK.defaultValue()).code(), c.versionCheck());
       assertEquals(Option.VERBS_DEVICE.defaultValue(), c.verbsDeviceName());
       assertEquals((int) Option.VERBS_PORT.defaultValue(), c.verbsPort());
       assertEquals((int) Option.VERBS_GID_INDEX.defaultValue(), c.verbsGidIndex());
       assertEquals((int) Option.VERBS_TRAFFIC_CLASS.defaultValue(), c.verbsTrafficClass());
       assertEquals((int) Option.VERBS_TIMEOUT.defaultValue(), c.verbsTimeout());
       assertEquals((int) Option.VERBS_RETRY_COUNT.defaultValue(), c.verbsRetryCount());
-      assertEquals((int) Option.VERBS_QPS_PER_CONNECTION.defaultValue(),
-          c.verbsQpsPerConnection());
+      assertEquals((int) Option.VERBS_QPS_PER_CONNECTION.defaultValue(), c.verbsQpsPerConnection());
     }
     // The C macros too.
     assertEquals((int) Option.PIPELINE_DEPTH.defaultValue(), ColibriLib.defaultPipelineDepth());
     assertEquals((long) Option.CHUNK_BYTES.defaultValue(), ColibriLib.defaultChunkBytes());
-    assertEquals((long) Option.DIRECT_MAX_BYTES.defaultValue(),
-        ColibriLib.defaultDirectMaxBytes());
-    assertEquals((long) Option.STAGING_CAP_BYTES.defaultValue(),
-        ColibriLib.defaultStagingCapBytes());
-    assertEquals(((Duration) Option.TIMEOUT.defaultValue()).toMillis(),
-        ColibriLib.defaultTimeoutMs());
-    assertEquals(((VersionCheck) Option.VERSION_CHECK.defaultValue()).code(),
+    assertEquals((long) Option.DIRECT_MAX_BYTES.defaultValue(), ColibriLib.defaultDirectMaxBytes());
+    assertEquals(
+        (long) Option.STAGING_CAP_BYTES.defaultValue(), ColibriLib.defaultStagingCapBytes());
+    assertEquals(
+        ((Duration) Option.TIMEOUT.defaultValue()).toMillis(), ColibriLib.defaultTimeoutMs());
+    assertEquals(
+        ((VersionCheck) Option.VERSION_CHECK.defaultValue()).code(),
         ColibriLib.defaultVersionCheck());
     assertEquals((int) Option.VERBS_PORT.defaultValue(), ColibriLib.defaultVerbsPort());
     assertEquals((int) Option.VERBS_GID_INDEX.defaultValue(), ColibriLib.defaultVerbsGidIndex());
-    assertEquals((int) Option.VERBS_TRAFFIC_CLASS.defaultValue(),
-        ColibriLib.defaultVerbsTrafficClass());
+    assertEquals(
+        (int) Option.VERBS_TRAFFIC_CLASS.defaultValue(), ColibriLib.defaultVerbsTrafficClass());
     assertEquals((int) Option.VERBS_TIMEOUT.defaultValue(), ColibriLib.defaultVerbsTimeout());
-    assertEquals((int) Option.VERBS_RETRY_COUNT.defaultValue(),
-        ColibriLib.defaultVerbsRetryCount());
-    assertEquals((int) Option.VERBS_QPS_PER_CONNECTION.defaultValue(),
+    assertEquals(
+        (int) Option.VERBS_RETRY_COUNT.defaultValue(), ColibriLib.defaultVerbsRetryCount());
+    assertEquals(
+        (int) Option.VERBS_QPS_PER_CONNECTION.defaultValue(),
         ColibriLib.defaultVerbsQpsPerConnection());
     assertEquals(64, ColibriLib.verbsDeviceBytes());
   }
@@ -209,12 +216,25 @@ class ConfigMappingTest {
   @Test
   void everyFieldIsSetFromOptions() {
     NativeLibrary.ensureLoaded();
-    Options o = Options.builder().transport(Transport.SOCKET).algorithm(Algorithm.RING)
-        .logLevel(LogLevel.DEBUG).pipelineDepth(7).chunkBytes(12288).directMaxBytes(777)
-        .stagingCapBytes(1L << 33).timeout(Duration.ofMillis(4321))
-        .versionCheck(VersionCheck.EXACT).verbsDevice("mlx5_2").verbsPort(2).verbsGidIndex(3)
-        .verbsTrafficClass(106).verbsTimeout(18).verbsRetryCount(5).verbsQpsPerConnection(3)
-        .build();
+    Options o =
+        Options.builder()
+            .transport(Transport.SOCKET)
+            .algorithm(Algorithm.RING)
+            .logLevel(LogLevel.DEBUG)
+            .pipelineDepth(7)
+            .chunkBytes(12288)
+            .directMaxBytes(777)
+            .stagingCapBytes(1L << 33)
+            .timeout(Duration.ofMillis(4321))
+            .versionCheck(VersionCheck.EXACT)
+            .verbsDevice("mlx5_2")
+            .verbsPort(2)
+            .verbsGidIndex(3)
+            .verbsTrafficClass(106)
+            .verbsTimeout(18)
+            .verbsRetryCount(5)
+            .verbsQpsPerConnection(3)
+            .build();
     try (ClbConfig c = NativeProvider.toConfig(o)) {
       assertEquals(c.sizeof(), c.size());
       assertEquals(Transport.SOCKET.code(), c.transport());
@@ -252,15 +272,15 @@ class ConfigMappingTest {
     NativeLibrary.ensureLoaded();
     for (Transport t : Transport.values()) {
       int[] code = new int[1];
-      assertEquals(0, ColibriLib.clbTransportFromName(t.configName(), code),
-          ColibriLib.clbGetLastError());
+      assertEquals(
+          0, ColibriLib.clbTransportFromName(t.configName(), code), ColibriLib.clbGetLastError());
       assertEquals(t.code(), code[0], t.name());
       assertEquals(t.configName(), ColibriLib.clbTransportName(t.code()));
     }
     for (Algorithm a : new Algorithm[] {Algorithm.AUTO, Algorithm.RING, Algorithm.DIRECT}) {
       int[] code = new int[1];
-      assertEquals(0, ColibriLib.clbAlgorithmFromName(a.configName(), code),
-          ColibriLib.clbGetLastError());
+      assertEquals(
+          0, ColibriLib.clbAlgorithmFromName(a.configName(), code), ColibriLib.clbGetLastError());
       assertEquals(a.code(), code[0], a.name());
       assertEquals(a.configName(), ColibriLib.clbAlgorithmName(a.code()));
     }

@@ -29,16 +29,19 @@ class DeviceInfoTest {
    * kernel-images.txt (from COLIBRI_KERNEL_ARCHS in src/CMakeLists.txt).
    */
   private static Set<String> builtImages() throws IOException {
-    Path list = Path.of(System.getProperty("colibri.nativeBuildDir", "../build/native"),
-        "kernel-images.txt");
+    Path list =
+        Path.of(
+            System.getProperty("colibri.nativeBuildDir", "../build/native"), "kernel-images.txt");
     Set<String> names = new TreeSet<>();
     for (String line : Files.readAllLines(list)) {
       String l = line.strip();
       if (l.isEmpty() || l.startsWith("#")) {
         continue;
       }
-      names.add(l.equals("colibri_kernels.ptx") ? "ptx"
-          : l.replaceFirst("^colibri_kernels_(.*)\\.cubin$", "$1"));
+      names.add(
+          l.equals("colibri_kernels.ptx")
+              ? "ptx"
+              : l.replaceFirst("^colibri_kernels_(.*)\\.cubin$", "$1"));
     }
     return names;
   }
@@ -63,7 +66,8 @@ class DeviceInfoTest {
     }
     assertEquals(ErrorCode.UNSUPPORTED, count.code());
     String why = reason(count);
-    assertTrue(why.contains("libcuda.so.1") || why.contains("cuInit") || why.contains("without CUDA"),
+    assertTrue(
+        why.contains("libcuda.so.1") || why.contains("cuInit") || why.contains("without CUDA"),
         why);
 
     ColibriException info = assertThrows(ColibriException.class, () -> Device.info(0));
@@ -73,7 +77,8 @@ class DeviceInfoTest {
 
     ColibriException peer = assertThrows(ColibriException.class, () -> Device.canAccessPeer(0, 1));
     assertEquals(ErrorCode.UNSUPPORTED, peer.code());
-    assertTrue(peer.getMessage().startsWith("peer access query from GPU 0 to GPU 1 failed: "),
+    assertTrue(
+        peer.getMessage().startsWith("peer access query from GPU 0 to GPU 1 failed: "),
         peer.getMessage());
     assertEquals(why, reason(peer));
   }
@@ -115,16 +120,20 @@ class DeviceInfoTest {
       assertEquals(0, i.dmaBuf());
     }
     int rc = ColibriLib.clbDeviceInfo(0, null);
-    if (rc == ErrorCode.UNSUPPORTED.code()) { // a libcolibri built without cuda.h: every device call
-      assertTrue(ColibriLib.clbGetLastError().contains("built without CUDA"),
+    // A libcolibri built without cuda.h refuses every device call.
+    if (rc == ErrorCode.UNSUPPORTED.code()) {
+      assertTrue(
+          ColibriLib.clbGetLastError().contains("built without CUDA"),
           ColibriLib.clbGetLastError());
       return;
     }
     assertEquals(ErrorCode.INVALID_ARGUMENT.code(), rc);
-    assertTrue(ColibriLib.clbGetLastError().contains("info (output) is NULL"),
+    assertTrue(
+        ColibriLib.clbGetLastError().contains("info (output) is NULL"),
         ColibriLib.clbGetLastError());
     assertEquals(ErrorCode.INVALID_ARGUMENT.code(), ColibriLib.clbDeviceCanAccessPeer(0, 0, null));
-    assertTrue(ColibriLib.clbGetLastError().contains("canAccess (output) is NULL"),
+    assertTrue(
+        ColibriLib.clbGetLastError().contains("canAccess (output) is NULL"),
         ColibriLib.clbGetLastError());
   }
 

@@ -34,7 +34,7 @@ class LaunchGraphTest {
   void withoutADriverItIsUnsupported() {
     try {
       Device.count();
-      return;  // a driver is here: a made-up graph handle must not be launched
+      return; // a driver is here: a made-up graph handle must not be launched
     } catch (ColibriException e) {
       assertEquals(ErrorCode.UNSUPPORTED, e.code(), e.getMessage());
     }

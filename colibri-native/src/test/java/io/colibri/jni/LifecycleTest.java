@@ -13,14 +13,14 @@ import io.colibri.Communicator;
 import io.colibri.DataType;
 import io.colibri.ErrorCode;
 import io.colibri.MemoryStats;
+import io.colibri.Options;
 import io.colibri.ReduceOp;
 import io.colibri.UniqueId;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import io.colibri.Options;
-import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -46,7 +46,7 @@ class LifecycleTest {
         send.putInt(i * 4, 100 + i);
         recv.putInt(i * 4, -1);
       }
-      send.position(8).limit(24);  // ints 2..5
+      send.position(8).limit(24); // ints 2..5
       recv.position(32).limit(48); // ints 8..11
       comm.allReduce(send, recv, 4, DataType.INT32, ReduceOp.SUM);
       assertEquals(8, send.position());
@@ -74,8 +74,7 @@ class LifecycleTest {
         assertEquals(i, whole.getFloat(i * 4), 0f);
       }
       // allGather in place: send is the slice of recv at rank * count.
-      comm.allGather(whole.slice(0, 16).order(ByteOrder.nativeOrder()), whole, 4,
-          DataType.FLOAT32);
+      comm.allGather(whole.slice(0, 16).order(ByteOrder.nativeOrder()), whole, 4, DataType.FLOAT32);
       for (int i = 0; i < 16; i++) {
         assertEquals(i, whole.getFloat(i * 4), 0f);
       }
@@ -97,8 +96,8 @@ class LifecycleTest {
       assertEquals(0, comm.rank());
       assertEquals(1, comm.size());
       MemoryStats stats = comm.memoryStats();
-      assertTrue(stats.hostBytes() >= 0 && stats.hostPeakBytes() >= stats.hostBytes(),
-          stats.toString());
+      assertTrue(
+          stats.hostBytes() >= 0 && stats.hostPeakBytes() >= stats.hostBytes(), stats.toString());
       assertNotNull(comm.transportInfo());
       ByteBuffer b = direct(16);
       comm.allReduce(b, b, 4, DataType.FLOAT32, ReduceOp.SUM);
@@ -111,7 +110,7 @@ class LifecycleTest {
   void closedUniqueIdStopsItsRootAndRanksAreToldWhy() {
     UniqueId id = UniqueId.create();
     id.close();
-    id.close();  // harmless
+    id.close(); // harmless
     Options quick = Options.builder().timeout(Duration.ofMillis(500)).build();
     ColibriException e =
         assertThrows(ColibriException.class, () -> Communicator.init(id, 0, 1, quick));
@@ -120,7 +119,9 @@ class LifecycleTest {
     // before it dials the root (seen once in CI): it accepts, the handshake fails, and the rank
     // says the root closed the connection. Either way init fails, saying why.
     if (e.code() == ErrorCode.REMOTE_ERROR) {
-      assertTrue(e.getMessage().contains("closed the connection before all 1 ranks joined"), e.getMessage());
+      assertTrue(
+          e.getMessage().contains("closed the connection before all 1 ranks joined"),
+          e.getMessage());
     } else {
       assertEquals(ErrorCode.TIMEOUT, e.code(), e.getMessage());
       assertTrue(e.getMessage().contains("could not reach the bootstrap root"), e.getMessage());
@@ -145,10 +146,13 @@ class LifecycleTest {
     try (Communicator comm = Communicator.init(UniqueId.create(), 0, 1)) {
       comm.abort();
       ByteBuffer b = direct(16);
-      ColibriException e = assertThrows(ColibriException.class,
-          () -> comm.allReduce(b, b, 4, DataType.FLOAT32, ReduceOp.SUM));
+      ColibriException e =
+          assertThrows(
+              ColibriException.class,
+              () -> comm.allReduce(b, b, 4, DataType.FLOAT32, ReduceOp.SUM));
       assertEquals(ErrorCode.ABORTED, e.code(), e.getMessage());
-      assertTrue(e.getMessage().startsWith("allReduce of 4 FLOAT32 on rank 0 of 1 failed: "),
+      assertTrue(
+          e.getMessage().startsWith("allReduce of 4 FLOAT32 on rank 0 of 1 failed: "),
           e.getMessage());
     }
   }
@@ -166,19 +170,22 @@ class LifecycleTest {
       Communicator c1 = f1.get(60, TimeUnit.SECONDS);
       ByteBuffer b = direct(1 << 16);
       CountDownLatch calling = new CountDownLatch(1);
-      Future<?> blocked = pool.submit(() -> {
-        calling.countDown();
-        c0.allReduce(b, b, 1 << 14, DataType.FLOAT32, ReduceOp.SUM);
-        return null;
-      });
+      Future<?> blocked =
+          pool.submit(
+              () -> {
+                calling.countDown();
+                c0.allReduce(b, b, 1 << 14, DataType.FLOAT32, ReduceOp.SUM);
+                return null;
+              });
       calling.await();
       Thread.sleep(200); // let it get inside the native call
       long start = System.nanoTime();
       c0.close(); // aborts the call, waits for it to return, then frees
-      assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(20),
+      assertTrue(
+          System.nanoTime() - start < TimeUnit.SECONDS.toNanos(20),
           "close waited for the timeout instead of aborting");
-      ExecutionException e = assertThrows(ExecutionException.class,
-          () -> blocked.get(30, TimeUnit.SECONDS));
+      ExecutionException e =
+          assertThrows(ExecutionException.class, () -> blocked.get(30, TimeUnit.SECONDS));
       ColibriException ce = (ColibriException) e.getCause();
       assertEquals(ErrorCode.ABORTED, ce.code(), ce.toString());
       c1.abort();
@@ -197,20 +204,22 @@ class LifecycleTest {
       List<Thread> threads = new ArrayList<>();
       for (int t = 0; t < 4; t++) {
         boolean closer = t % 2 == 0;
-        Thread th = new Thread(() -> {
-          try {
-            start.await();
-            for (int i = 0; i < 50; i++) {
-              if (closer) {
-                comm.close();
-              } else {
-                comm.abort();
-              }
-            }
-          } catch (Throwable x) {
-            failure.compareAndSet(null, x);
-          }
-        });
+        Thread th =
+            new Thread(
+                () -> {
+                  try {
+                    start.await();
+                    for (int i = 0; i < 50; i++) {
+                      if (closer) {
+                        comm.close();
+                      } else {
+                        comm.abort();
+                      }
+                    }
+                  } catch (Throwable x) {
+                    failure.compareAndSet(null, x);
+                  }
+                });
         th.start();
         threads.add(th);
       }

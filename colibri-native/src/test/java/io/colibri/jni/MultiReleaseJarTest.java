@@ -33,14 +33,17 @@ class MultiReleaseJarTest {
 
   @Test
   void theApiJarKeepsTheJava22PartInItsVersionedDirectory() throws Exception {
-    File api = new File(Communicator.class.getProtectionDomain().getCodeSource().getLocation()
-        .toURI());
+    File api =
+        new File(Communicator.class.getProtectionDomain().getCodeSource().getLocation().toURI());
     Assumptions.assumeTrue(api.isFile(), "colibri-api is " + api + ", not a jar (mvn test)");
     try (JarFile jar = new JarFile(api)) {
-      assertNull(jar.getEntry("io/colibri/Segments.class"),
+      assertNull(
+          jar.getEntry("io/colibri/Segments.class"),
           "io.colibri.Segments must not be a Java 17 class of " + api);
       if (jar.getEntry("META-INF/versions/22/io/colibri/Segments.class") != null) {
-        assertEquals("true", jar.getManifest().getMainAttributes().getValue("Multi-Release"),
+        assertEquals(
+            "true",
+            jar.getManifest().getMainAttributes().getValue("Multi-Release"),
             api + " has META-INF/versions/22 but is not a multi-release jar");
       }
     }

@@ -30,8 +30,8 @@ import org.junit.jupiter.api.Test;
  */
 class NativeLoadingTest {
 
-  private static final List<String> FORBIDDEN = List.of("libcuda.so", "libibverbs.so",
-      "libcudart.so", "libnvidia-ml.so");
+  private static final List<String> FORBIDDEN =
+      List.of("libcuda.so", "libibverbs.so", "libcudart.so", "libnvidia-ml.so");
 
   @Test
   void providerIsFoundByServiceLoader() {
@@ -89,8 +89,8 @@ class NativeLoadingTest {
 
   @Test
   void buildTreeLibraryNeedsNeitherCudaNorVerbs() throws Exception {
-    Path lib = Paths.get(System.getProperty("colibri.nativeBuildDir", "../build/native"),
-        "libcolibri.so");
+    Path lib =
+        Paths.get(System.getProperty("colibri.nativeBuildDir", "../build/native"), "libcolibri.so");
     assumeTrue(Files.exists(lib), lib + " not built (-Dcolibri.skipNative?)");
     assertNoForbiddenNeeded(lib);
   }
@@ -107,7 +107,8 @@ class NativeLoadingTest {
     Path build = Paths.get(System.getProperty("colibri.nativeBuildDir", "../build/native"));
     Path core = build.resolve("libcolibri.so");
     Path plugin = build.resolve("libcolibri_verbs.so");
-    assumeTrue(Files.exists(core) && Files.exists(plugin),
+    assumeTrue(
+        Files.exists(core) && Files.exists(plugin),
         "libcolibri.so or libcolibri_verbs.so not built (-Dcolibri.skipNative, or no verbs.h)");
     for (Path lib : List.of(core, plugin)) {
       String bytes = new String(Files.readAllBytes(lib), StandardCharsets.ISO_8859_1);
@@ -127,15 +128,19 @@ class NativeLoadingTest {
 
   /** The symbols a library defines for others (readelf --dyn-syms: defined, global or weak). */
   private static List<String> exports(Path lib) throws IOException, InterruptedException {
-    Process p = new ProcessBuilder("readelf", "-W", "--dyn-syms", lib.toString())
-        .redirectErrorStream(true).start();
+    Process p =
+        new ProcessBuilder("readelf", "-W", "--dyn-syms", lib.toString())
+            .redirectErrorStream(true)
+            .start();
     String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
     assertTrue(p.waitFor(30, TimeUnit.SECONDS), "readelf hung");
     List<String> names = new ArrayList<>();
     for (String line : out.split("\n")) {
       String[] f = line.trim().split("\\s+");
       // Num: Value Size Type Bind Vis Ndx Name
-      if (f.length >= 8 && f[0].endsWith(":") && !f[6].equals("UND")
+      if (f.length >= 8
+          && f[0].endsWith(":")
+          && !f[6].equals("UND")
           && (f[4].equals("GLOBAL") || f[4].equals("WEAK"))
           && f[5].equals("DEFAULT")) {
         names.add(f[7].replaceAll("@.*", ""));
@@ -167,8 +172,12 @@ class NativeLoadingTest {
     assertFalse(needed.isEmpty(), "no NEEDED entries read from " + lib + ":\n" + dynamic);
     for (String n : needed) {
       for (String f : FORBIDDEN) {
-        assertFalse(n.startsWith(f), lib + " has a link-time dependency on " + n
-            + "; it must be loaded at run time (dlopen) instead");
+        assertFalse(
+            n.startsWith(f),
+            lib
+                + " has a link-time dependency on "
+                + n
+                + "; it must be loaded at run time (dlopen) instead");
       }
     }
   }

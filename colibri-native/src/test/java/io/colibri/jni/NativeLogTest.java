@@ -44,25 +44,27 @@ class NativeLogTest {
   private static final Logger JUL = Logger.getLogger(NativeLog.LOGGER_NAME);
 
   private final List<LogRecord> records = new CopyOnWriteArrayList<>();
-  private final Handler collect = new Handler() {
-    @Override
-    public void publish(LogRecord r) {
-      records.add(r);
-    }
+  private final Handler collect =
+      new Handler() {
+        @Override
+        public void publish(LogRecord r) {
+          records.add(r);
+        }
 
-    @Override
-    public void flush() {}
+        @Override
+        public void flush() {}
 
-    @Override
-    public void close() {}
-  };
+        @Override
+        public void close() {}
+      };
   private Level savedLevel;
   private boolean savedUseParent;
 
   @BeforeEach
   void addHandler() {
     NativeLibrary.ensureLoaded();
-    assumeTrue(NativeLog.sink() == NativeLog.Sink.JVM, "this JVM runs with COLIBRI_LOG_SINK=stderr");
+    assumeTrue(
+        NativeLog.sink() == NativeLog.Sink.JVM, "this JVM runs with COLIBRI_LOG_SINK=stderr");
     savedLevel = JUL.getLevel();
     savedUseParent = JUL.getUseParentHandlers();
     JUL.setUseParentHandlers(false);
@@ -134,7 +136,9 @@ class NativeLogTest {
       Thread.sleep(10);
     }
     assertEquals(Level.INFO, stops.get(0).getLevel());
-    assertNotEquals(Thread.currentThread().getId(), stops.get(0).getLongThreadID(),
+    assertNotEquals(
+        Thread.currentThread().getId(),
+        stops.get(0).getLongThreadID(),
         "logged on the root's thread, not this one");
   }
 
@@ -178,18 +182,19 @@ class NativeLogTest {
   @Test
   void aHandlerThatThrowsHarmsNothingAndTheLineGoesToStderr() {
     JUL.setLevel(Level.INFO);
-    Handler throwing = new Handler() {
-      @Override
-      public void publish(LogRecord r) {
-        throw new IllegalStateException("a broken handler");
-      }
+    Handler throwing =
+        new Handler() {
+          @Override
+          public void publish(LogRecord r) {
+            throw new IllegalStateException("a broken handler");
+          }
 
-      @Override
-      public void flush() {}
+          @Override
+          public void flush() {}
 
-      @Override
-      public void close() {}
-    };
+          @Override
+          public void close() {}
+        };
     JUL.addHandler(throwing);
     PrintStream err = System.err;
     ByteArrayOutputStream captured = new ByteArrayOutputStream();
@@ -211,11 +216,15 @@ class NativeLogTest {
     assertEquals(NativeLog.Sink.JVM, NativeLog.configuredSink("", ""));
     assertEquals(NativeLog.Sink.STDERR, NativeLog.configuredSink(null, "stderr"));
     assertEquals(NativeLog.Sink.JVM, NativeLog.configuredSink("JVM", "stderr"), "property first");
-    ColibriException e = assertThrows(ColibriException.class,
-        () -> NativeLog.configuredSink(null, "file"));
+    ColibriException e =
+        assertThrows(ColibriException.class, () -> NativeLog.configuredSink(null, "file"));
     assertEquals(ErrorCode.INVALID_ARGUMENT, e.code());
-    assertTrue(e.getMessage().contains("invalid logSink from environment COLIBRI_LOG_SINK: \"file\""
-        + " is not a log sink; valid values are jvm"), e.getMessage());
+    assertTrue(
+        e.getMessage()
+            .contains(
+                "invalid logSink from environment COLIBRI_LOG_SINK: \"file\""
+                    + " is not a log sink; valid values are jvm"),
+        e.getMessage());
   }
 
   private String messages() {

@@ -46,8 +46,16 @@ class RegistrationTest {
   private static ColibriException registerFails(Communicator comm) {
     long address = Device.address(ByteBuffer.allocateDirect(BYTES));
     ColibriException e = assertThrows(ColibriException.class, () -> comm.register(address, BYTES));
-    String prefix = "register of " + BYTES + " bytes at 0x" + Long.toHexString(address) + " on rank "
-        + comm.rank() + " of " + comm.size() + " failed: ";
+    String prefix =
+        "register of "
+            + BYTES
+            + " bytes at 0x"
+            + Long.toHexString(address)
+            + " on rank "
+            + comm.rank()
+            + " of "
+            + comm.size()
+            + " failed: ";
     assertTrue(e.getMessage().startsWith(prefix), e.getMessage());
     assertTrue(e.getMessage().length() > prefix.length(), "no reason given: " + e.getMessage());
     return e;
@@ -73,18 +81,21 @@ class RegistrationTest {
       List<Future<ColibriException>> ranks = new ArrayList<>();
       for (int r = 0; r < 2; r++) {
         int rank = r;
-        ranks.add(pool.submit(() -> {
-          try (Communicator comm = Communicator.init(id, rank, 2, options)) {
-            return registerFails(comm);
-          }
-        }));
+        ranks.add(
+            pool.submit(
+                () -> {
+                  try (Communicator comm = Communicator.init(id, rank, 2, options)) {
+                    return registerFails(comm);
+                  }
+                }));
       }
       for (Future<ColibriException> f : ranks) {
         ColibriException e = f.get(60, TimeUnit.SECONDS);
         if (noDriver) {
           assertEquals(ErrorCode.UNSUPPORTED, e.code(), e.getMessage());
-        } else {  // host memory: refused here, or reported by the peer that refused it
-          assertTrue(Set.of(ErrorCode.INVALID_ARGUMENT, ErrorCode.REMOTE_ERROR).contains(e.code()),
+        } else { // host memory: refused here, or reported by the peer that refused it
+          assertTrue(
+              Set.of(ErrorCode.INVALID_ARGUMENT, ErrorCode.REMOTE_ERROR).contains(e.code()),
               e.toString());
         }
       }

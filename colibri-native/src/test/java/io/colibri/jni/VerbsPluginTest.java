@@ -39,8 +39,15 @@ class VerbsPluginTest {
   @Test
   void withoutThePluginVerbsNamesTheJar() throws Exception {
     String out = runChild(System.getProperty("java.class.path"), Map.of());
-    assertEquals(2, out.lines().filter(l -> l.startsWith("rank ") && l.contains("failed")
-        && l.contains("io.colibri:colibri-verbs (classifier linux-x86_64)")).count(),
+    assertEquals(
+        2,
+        out.lines()
+            .filter(
+                l ->
+                    l.startsWith("rank ")
+                        && l.contains("failed")
+                        && l.contains("io.colibri:colibri-verbs (classifier linux-x86_64)"))
+            .count(),
         "want both ranks to name the jar in:\n" + out);
   }
 
@@ -49,29 +56,42 @@ class VerbsPluginTest {
     Path lib = BUILD.resolve("libcolibri_verbs.so");
     Path standin = BUILD.resolve("verbs-emu");
     // Both come from the native build with its tests (scripts/test.sh builds them before Maven).
-    assumeTrue(Files.isRegularFile(lib) && Files.isDirectory(standin),
+    assumeTrue(
+        Files.isRegularFile(lib) && Files.isDirectory(standin),
         "no " + lib + " or " + standin + ": a native build without verbs.h or without its tests");
     Path res = dir.resolve("io/colibri/verbs/linux-x86_64");
     Files.createDirectories(res);
     Files.copy(lib, res.resolve("libcolibri_verbs.so"));
     String cp = dir + File.pathSeparator + System.getProperty("java.class.path");
     String out = runChild(cp, Map.of("LD_LIBRARY_PATH", standin.toAbsolutePath().toString()));
-    assertEquals(2, out.lines()
-        .filter(l -> l.startsWith("rank ") && l.contains("verbs: colibri_emu0 port 1")).count(),
+    assertEquals(
+        2,
+        out.lines()
+            .filter(l -> l.startsWith("rank ") && l.contains("verbs: colibri_emu0 port 1"))
+            .count(),
         "want both ranks connected over the stand-in in:\n" + out);
   }
 
   private static String runChild(String classPath, Map<String, String> env) throws Exception {
     List<String> cmd = new ArrayList<>();
-    cmd.add(ProcessHandle.current().info().command().orElse(System.getProperty("java.home")
-        + File.separator + "bin" + File.separator + "java"));
+    cmd.add(
+        ProcessHandle.current()
+            .info()
+            .command()
+            .orElse(
+                System.getProperty("java.home")
+                    + File.separator
+                    + "bin"
+                    + File.separator
+                    + "java"));
     cmd.add("-cp");
     cmd.add(classPath);
     // Its own JavaCPP cache, so that an extracted plugin of another test run is not found there.
     cmd.add("-Dorg.bytedeco.javacpp.cachedir=" + Files.createTempDirectory("colibri-javacpp"));
     cmd.add(VerbsPluginTest.class.getName());
     ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
-    pb.environment().keySet()
+    pb.environment()
+        .keySet()
         .removeIf(k -> k.startsWith("COLIBRI_") || k.equals("LD_LIBRARY_PATH"));
     pb.environment().putAll(env);
     Process p = pb.start();
@@ -88,13 +108,15 @@ class VerbsPluginTest {
     Thread[] threads = new Thread[2];
     for (int r = 0; r < 2; r++) {
       final int rank = r;
-      threads[r] = new Thread(() -> {
-        try (Communicator c = Communicator.init(id, rank, 2, options)) {
-          lines[rank] = "rank " + rank + ": " + c.transportInfo().replace('\n', '|');
-        } catch (Throwable t) {
-          lines[rank] = "rank " + rank + " failed: " + String.valueOf(t).replace('\n', '|');
-        }
-      });
+      threads[r] =
+          new Thread(
+              () -> {
+                try (Communicator c = Communicator.init(id, rank, 2, options)) {
+                  lines[rank] = "rank " + rank + ": " + c.transportInfo().replace('\n', '|');
+                } catch (Throwable t) {
+                  lines[rank] = "rank " + rank + " failed: " + String.valueOf(t).replace('\n', '|');
+                }
+              });
       threads[r].start();
     }
     for (int r = 0; r < 2; r++) {

@@ -50,8 +50,8 @@ class SegmentsTest {
   private static final long TIMEOUT_MS = 20_000;
 
   private static RankGroup pair(Transport transport) {
-    return RankGroup.start(2, FaultTest.options(transport, Algorithm.AUTO, TIMEOUT_MS),
-        Duration.ofSeconds(60));
+    return RankGroup.start(
+        2, FaultTest.options(transport, Algorithm.AUTO, TIMEOUT_MS), Duration.ofSeconds(60));
   }
 
   private static ByteBuffer bytes(MemorySegment s) {
@@ -61,7 +61,8 @@ class SegmentsTest {
   @Test
   void theSegmentCallsComeFromVersion22OfTheMultiReleaseJar() {
     String where = String.valueOf(Segments.class.getResource("Segments.class"));
-    assertTrue(where.startsWith("jar:") && where.contains("!/META-INF/versions/22/io/colibri/"),
+    assertTrue(
+        where.startsWith("jar:") && where.contains("!/META-INF/versions/22/io/colibri/"),
         "io.colibri.Segments was loaded from " + where);
   }
 
@@ -69,7 +70,9 @@ class SegmentsTest {
   private record Call(Spec spec, boolean inPlace, MemorySegment[] in, MemorySegment[] out) {}
 
   @ParameterizedTest(name = "over {0}")
-  @EnumSource(value = Transport.class, names = {"SHM", "SOCKET"})
+  @EnumSource(
+      value = Transport.class,
+      names = {"SHM", "SOCKET"})
   @Timeout(120)
   void everyCollectiveOnSegmentsMatchesTheReference(Transport transport) {
     int n = 2;
@@ -87,7 +90,11 @@ class SegmentsTest {
             long callSeed = rnd.nextLong();
             for (int r = 0; r < n; r++) {
               in[r] = arena.allocate(s.sendElems() * t.size(), 8);
-              Elements.fillRandom(bytes(in[r]), t, s.op(), s.sendElems(),
+              Elements.fillRandom(
+                  bytes(in[r]),
+                  t,
+                  s.op(),
+                  s.sendElems(),
                   new SplittableRandom(Seeds.forRank(callSeed, r)));
               out[r] = arena.allocate(s.recvElems() * t.size(), 8);
             }
@@ -96,12 +103,14 @@ class SegmentsTest {
         }
       }
       try (RankGroup g = pair(transport)) {
-        g.run(calls.size() + " segment calls", r -> {
-          for (Call c : calls) {
-            call(r.comm, c, r.rank);
-          }
-          return null;
-        });
+        g.run(
+            calls.size() + " segment calls",
+            r -> {
+              for (Call c : calls) {
+                call(r.comm, c, r.rank);
+              }
+              return null;
+            });
       }
       List<String> problems = new ArrayList<>();
       for (Call c : calls) {
@@ -113,8 +122,12 @@ class SegmentsTest {
           }
         }
       }
-      assertTrue(problems.isEmpty(), "seed 0x" + Long.toHexString(seed) + ":\n  "
-          + String.join("\n  ", problems.subList(0, Math.min(problems.size(), 20))));
+      assertTrue(
+          problems.isEmpty(),
+          "seed 0x"
+              + Long.toHexString(seed)
+              + ":\n  "
+              + String.join("\n  ", problems.subList(0, Math.min(problems.size(), 20))));
     }
   }
 
@@ -134,8 +147,14 @@ class SegmentsTest {
         case ALL_GATHER -> Segments.allGather(comm, in, out, s.count(), s.type());
         case REDUCE_SCATTER -> Segments.reduceScatter(comm, in, out, s.count(), s.type(), s.op());
         // Off the root, send is not read, not even checked: a heap segment is fine there.
-        default -> Segments.broadcast(comm, rank == s.root() ? in.asReadOnly()
-            : MemorySegment.ofArray(new byte[1]), out, s.count(), s.type(), s.root());
+        default ->
+            Segments.broadcast(
+                comm,
+                rank == s.root() ? in.asReadOnly() : MemorySegment.ofArray(new byte[1]),
+                out,
+                s.count(),
+                s.type(),
+                s.root());
       }
       return;
     }
@@ -158,8 +177,7 @@ class SegmentsTest {
       default -> {
         out.copyFrom(in);
         // Off the root, send is not read: pass null there.
-        Segments.broadcast(comm, rank == s.root() ? out : null, out, s.count(), s.type(),
-            s.root());
+        Segments.broadcast(comm, rank == s.root() ? out : null, out, s.count(), s.type(), s.root());
       }
     }
   }
@@ -188,50 +206,92 @@ class SegmentsTest {
     try (Arena arena = Arena.ofConfined()) {
       MemorySegment good = arena.allocate(64, 8);
       MemorySegment heap = MemorySegment.ofArray(new float[16]);
-      invalid(() -> Segments.allReduce(comm, heap, good, 16, DataType.FLOAT32, ReduceOp.SUM),
-          "allReduce: send segment is a heap segment", "allocate it with an Arena");
-      invalid(() -> Segments.allGather(comm, good, heap, 16, DataType.FLOAT32),
+      invalid(
+          () -> Segments.allReduce(comm, heap, good, 16, DataType.FLOAT32, ReduceOp.SUM),
+          "allReduce: send segment is a heap segment",
+          "allocate it with an Arena");
+      invalid(
+          () -> Segments.allGather(comm, good, heap, 16, DataType.FLOAT32),
           "allGather: recv segment is a heap segment");
       Arena closed = Arena.ofConfined();
       MemorySegment gone = closed.allocate(64, 8);
       closed.close();
-      invalid(() -> Segments.allReduce(comm, gone, good, 16, DataType.FLOAT32, ReduceOp.SUM),
+      invalid(
+          () -> Segments.allReduce(comm, gone, good, 16, DataType.FLOAT32, ReduceOp.SUM),
           "send segment is not alive: its arena was closed");
-      invalid(() -> Segments.allReduce(comm, good, good.asSlice(0, 60), 16, DataType.FLOAT32,
-          ReduceOp.SUM), "recv segment has 60 bytes but 64 bytes are needed");
-      invalid(() -> Segments.reduceScatter(comm, good.asSlice(0, 8), good, 4, DataType.INT32,
-          ReduceOp.MAX), "reduceScatter: send segment has 8 bytes but 16 bytes are needed");
-      invalid(() -> Segments.allReduce(comm, good, good.asReadOnly(), 16, DataType.FLOAT32,
-          ReduceOp.SUM), "recv segment is read-only", "writable");
-      invalid(() -> Segments.allReduce(comm, null, good, 16, DataType.FLOAT32, ReduceOp.SUM),
-          "send segment is null", "at least 64 bytes");
+      invalid(
+          () ->
+              Segments.allReduce(
+                  comm, good, good.asSlice(0, 60), 16, DataType.FLOAT32, ReduceOp.SUM),
+          "recv segment has 60 bytes but 64 bytes are needed");
+      invalid(
+          () ->
+              Segments.reduceScatter(
+                  comm, good.asSlice(0, 8), good, 4, DataType.INT32, ReduceOp.MAX),
+          "reduceScatter: send segment has 8 bytes but 16 bytes are needed");
+      invalid(
+          () ->
+              Segments.allReduce(comm, good, good.asReadOnly(), 16, DataType.FLOAT32, ReduceOp.SUM),
+          "recv segment is read-only",
+          "writable");
+      invalid(
+          () -> Segments.allReduce(comm, null, good, 16, DataType.FLOAT32, ReduceOp.SUM),
+          "send segment is null",
+          "at least 64 bytes");
       invalid(() -> Segments.allReduce(comm, good, good, 16, null, ReduceOp.SUM), "type is null");
-      invalid(() -> Segments.allReduce(comm, good, good, 16, DataType.FLOAT32, null),
-          "op is null");
-      invalid(() -> Segments.allReduce(comm, good, good, -1, DataType.FLOAT32, ReduceOp.SUM),
-          "count is -1", "0 or more");
-      invalid(() -> Segments.allReduce(comm, good, good, Long.MAX_VALUE / 4, DataType.FLOAT64,
-          ReduceOp.SUM), "does not fit in a long");
-      invalid(() -> Segments.broadcast(comm, good, good, 16, DataType.FLOAT32, 1),
+      invalid(() -> Segments.allReduce(comm, good, good, 16, DataType.FLOAT32, null), "op is null");
+      invalid(
+          () -> Segments.allReduce(comm, good, good, -1, DataType.FLOAT32, ReduceOp.SUM),
+          "count is -1",
+          "0 or more");
+      invalid(
+          () ->
+              Segments.allReduce(
+                  comm, good, good, Long.MAX_VALUE / 4, DataType.FLOAT64, ReduceOp.SUM),
+          "does not fit in a long");
+      invalid(
+          () -> Segments.broadcast(comm, good, good, 16, DataType.FLOAT32, 1),
           "root 1 is out of range for a communicator of 1 rank");
-      invalid(() -> Segments.broadcast(null, good, good, 16, DataType.FLOAT32, 0),
-          "comm is null");
+      invalid(() -> Segments.broadcast(null, good, good, 16, DataType.FLOAT32, 0), "comm is null");
       // A confined segment, used from a thread that does not own it.
-      Throwable other = CompletableFuture.supplyAsync(() -> catching(() -> Segments.allReduce(
-          comm, good, good, 16, DataType.FLOAT32, ReduceOp.SUM))).get(30, TimeUnit.SECONDS);
+      Throwable other =
+          CompletableFuture.supplyAsync(
+                  () ->
+                      catching(
+                          () ->
+                              Segments.allReduce(
+                                  comm, good, good, 16, DataType.FLOAT32, ReduceOp.SUM)))
+              .get(30, TimeUnit.SECONDS);
       assertCode(ErrorCode.INVALID_ARGUMENT, other, "a confined segment from another thread");
-      assertTrue(other.getMessage().contains("send segment belongs to a confined arena of another"
-          + " thread"), other.getMessage());
+      assertTrue(
+          other
+              .getMessage()
+              .contains("send segment belongs to a confined arena of another" + " thread"),
+          other.getMessage());
       // A communicator that is not Colibri's native one.
-      Communicator mock = (Communicator) Proxy.newProxyInstance(getClass().getClassLoader(),
-          new Class<?>[] {Communicator.class}, (p, m, a) -> {
-            throw new AssertionError("called " + m);
-          });
-      refused(() -> Segments.allReduce(mock, good, good, 16, DataType.FLOAT32, ReduceOp.SUM),
-          ErrorCode.UNSUPPORTED, "does not take MemorySegments");
+      Communicator mock =
+          (Communicator)
+              Proxy.newProxyInstance(
+                  getClass().getClassLoader(),
+                  new Class<?>[] {Communicator.class},
+                  (p, m, a) -> {
+                    throw new AssertionError("called " + m);
+                  });
+      refused(
+          () -> Segments.allReduce(mock, good, good, 16, DataType.FLOAT32, ReduceOp.SUM),
+          ErrorCode.UNSUPPORTED,
+          "does not take MemorySegments");
       // The native side's own refusals come back as the communicator's errors.
-      invalid(() -> Segments.allReduce(comm, good.asSlice(0, 32), good.asSlice(4, 32), 8,
-          DataType.FLOAT32, ReduceOp.SUM), "allReduce of 8 FLOAT32 on rank 0 of 1 failed: ");
+      invalid(
+          () ->
+              Segments.allReduce(
+                  comm,
+                  good.asSlice(0, 32),
+                  good.asSlice(4, 32),
+                  8,
+                  DataType.FLOAT32,
+                  ReduceOp.SUM),
+          "allReduce of 8 FLOAT32 on rank 0 of 1 failed: ");
 
       // What is allowed: a read-only send, and a count of 0 on empty segments.
       for (int i = 0; i < 16; i++) {
@@ -245,8 +305,10 @@ class SegmentsTest {
       Segments.allGather(comm, MemorySegment.NULL, MemorySegment.NULL, 0, DataType.INT8);
 
       comm.close();
-      refused(() -> Segments.allReduce(comm, good, out, 16, DataType.FLOAT32, ReduceOp.SUM),
-          ErrorCode.INVALID_USAGE, "allReduce: communicator is closed");
+      refused(
+          () -> Segments.allReduce(comm, good, out, 16, DataType.FLOAT32, ReduceOp.SUM),
+          ErrorCode.INVALID_USAGE,
+          "allReduce: communicator is closed");
     } finally {
       comm.close();
     }
@@ -264,27 +326,32 @@ class SegmentsTest {
         seg.setAtIndex(ValueLayout.JAVA_INT, i, i);
       }
       CountDownLatch calling = new CountDownLatch(1);
-      CompletableFuture<List<Object>> done = CompletableFuture.supplyAsync(() ->
-          g.run("allReduce on a segment of a shared arena", r -> {
-            if (r.rank == 0) {
-              calling.countDown();
-              Segments.allReduce(r.comm, seg, seg, count, DataType.INT32, ReduceOp.SUM);
-            } else {
-              assertTrue(calling.await(30, TimeUnit.SECONDS));
-              Thread.sleep(500); // rank 0 is in the call, waiting for this rank
-              try (Arena mine = Arena.ofConfined()) {
-                MemorySegment b = mine.allocate(4L * count, 8);
-                for (int i = 0; i < count; i++) {
-                  b.setAtIndex(ValueLayout.JAVA_INT, i, 7 * i);
-                }
-                Segments.allReduce(r.comm, b, b, count, DataType.INT32, ReduceOp.SUM);
-                for (int i = 0; i < count; i++) {
-                  assertEquals(8 * i, b.getAtIndex(ValueLayout.JAVA_INT, i), "rank 1, " + i);
-                }
-              }
-            }
-            return null;
-          }));
+      CompletableFuture<List<Object>> done =
+          CompletableFuture.supplyAsync(
+              () ->
+                  g.run(
+                      "allReduce on a segment of a shared arena",
+                      r -> {
+                        if (r.rank == 0) {
+                          calling.countDown();
+                          Segments.allReduce(r.comm, seg, seg, count, DataType.INT32, ReduceOp.SUM);
+                        } else {
+                          assertTrue(calling.await(30, TimeUnit.SECONDS));
+                          Thread.sleep(500); // rank 0 is in the call, waiting for this rank
+                          try (Arena mine = Arena.ofConfined()) {
+                            MemorySegment b = mine.allocate(4L * count, 8);
+                            for (int i = 0; i < count; i++) {
+                              b.setAtIndex(ValueLayout.JAVA_INT, i, 7 * i);
+                            }
+                            Segments.allReduce(r.comm, b, b, count, DataType.INT32, ReduceOp.SUM);
+                            for (int i = 0; i < count; i++) {
+                              assertEquals(
+                                  8 * i, b.getAtIndex(ValueLayout.JAVA_INT, i), "rank 1, " + i);
+                            }
+                          }
+                        }
+                        return null;
+                      }));
       assertTrue(calling.await(30, TimeUnit.SECONDS));
       awaitInTheDowncall("rank-0-of-2");
       assertFalse(done.isDone(), "rank 0's call ended before rank 1 joined it");
@@ -314,34 +381,44 @@ class SegmentsTest {
     try (Communicator real = Communicator.init(UniqueId.create(), 0, 1)) {
       library = ((NativeCalls) real).nativeLibrary();
     }
-    Object comm = Proxy.newProxyInstance(getClass().getClassLoader(),
-        new Class<?>[] {Communicator.class, NativeCalls.class}, (p, m, a) -> {
-          switch (m.getName()) {
-            case "size": return 1;
-            case "rank": return 0;
-            case "nativeLibrary": return library;
-            case "callNative":
-              shared.close();
-              int rc = ((LongToIntFunction) a[2]).applyAsInt(0L);
-              throw new AssertionError("the C function ran, rc " + rc);
-            default: throw new AssertionError("called " + m);
-          }
-        });
-    invalid(() -> Segments.allReduce((Communicator) comm, seg, seg, 16, DataType.FLOAT32,
-        ReduceOp.SUM), "allReduce: a segment could not be passed to the C function",
+    Object comm =
+        Proxy.newProxyInstance(
+            getClass().getClassLoader(),
+            new Class<?>[] {Communicator.class, NativeCalls.class},
+            (p, m, a) -> {
+              switch (m.getName()) {
+                case "size":
+                  return 1;
+                case "rank":
+                  return 0;
+                case "nativeLibrary":
+                  return library;
+                case "callNative":
+                  shared.close();
+                  int rc = ((LongToIntFunction) a[2]).applyAsInt(0L);
+                  throw new AssertionError("the C function ran, rc " + rc);
+                default:
+                  throw new AssertionError("called " + m);
+              }
+            });
+    invalid(
+        () -> Segments.allReduce((Communicator) comm, seg, seg, 16, DataType.FLOAT32, ReduceOp.SUM),
+        "allReduce: a segment could not be passed to the C function",
         "did another thread close its arena meanwhile?");
     assertFalse(seg.scope().isAlive());
   }
 
   /** One segment call on every rank: the downcalls are linked before the timed part. */
   private static void warmUp(RankGroup g) {
-    g.run("warm-up", r -> {
-      try (Arena a = Arena.ofConfined()) {
-        MemorySegment s = a.allocate(4, 4);
-        Segments.allReduce(r.comm, s, s, 1, DataType.INT32, ReduceOp.SUM);
-      }
-      return null;
-    });
+    g.run(
+        "warm-up",
+        r -> {
+          try (Arena a = Arena.ofConfined()) {
+            MemorySegment s = a.allocate(4, 4);
+            Segments.allReduce(r.comm, s, s, 1, DataType.INT32, ReduceOp.SUM);
+          }
+          return null;
+        });
   }
 
   /** Waits until the thread is inside the lambda of Segments that makes the C call. */
@@ -368,22 +445,27 @@ class SegmentsTest {
   @Test
   @Timeout(60)
   void aSegmentCallWhileAsynchronousCallsArePendingIsRefused() throws Exception {
-    try (RankGroup g = pair(Transport.SHM); Arena arena = Arena.ofShared()) {
+    try (RankGroup g = pair(Transport.SHM);
+        Arena arena = Arena.ofShared()) {
       Communicator c0 = g.comm(0);
       ByteBuffer b0 = ByteBuffer.allocateDirect(4).order(ByteOrder.nativeOrder()).putInt(0, 2);
-      CompletableFuture<Void> pending = c0.allReduceAsync(b0, b0, 1, DataType.INT32,
-          ReduceOp.SUM);
+      CompletableFuture<Void> pending = c0.allReduceAsync(b0, b0, 1, DataType.INT32, ReduceOp.SUM);
       MemorySegment seg = arena.allocate(4, 4);
-      refused(() -> Segments.allReduce(c0, seg, seg, 1, DataType.INT32, ReduceOp.SUM),
-          ErrorCode.INVALID_USAGE, "allReduce on rank 0 of 2 was refused: 1 asynchronous call is"
+      refused(
+          () -> Segments.allReduce(c0, seg, seg, 1, DataType.INT32, ReduceOp.SUM),
+          ErrorCode.INVALID_USAGE,
+          "allReduce on rank 0 of 2 was refused: 1 asynchronous call is"
               + " queued or running on this communicator");
-      g.runOn("rank 1's call", new int[] {1}, r -> {
-        MemorySegment s = arena.allocate(4, 4);
-        s.set(ValueLayout.JAVA_INT, 0, 3);
-        Segments.allReduce(r.comm, s, s, 1, DataType.INT32, ReduceOp.SUM);
-        assertEquals(5, s.get(ValueLayout.JAVA_INT, 0));
-        return null;
-      });
+      g.runOn(
+          "rank 1's call",
+          new int[] {1},
+          r -> {
+            MemorySegment s = arena.allocate(4, 4);
+            s.set(ValueLayout.JAVA_INT, 0, 3);
+            Segments.allReduce(r.comm, s, s, 1, DataType.INT32, ReduceOp.SUM);
+            assertEquals(5, s.get(ValueLayout.JAVA_INT, 0));
+            return null;
+          });
       pending.get(TIMEOUT_MS, TimeUnit.MILLISECONDS);
       assertEquals(5, b0.getInt(0));
     }

@@ -38,29 +38,34 @@ import picocli.CommandLine.Spec;
  * ChartDrawing} and {@code DecodeCharts} draw, and only they touch AWT, so that the other commands
  * run on a Java runtime without java.desktop (the GPU bundle's).
  */
-@Command(name = "chart", mixinStandardHelpOptions = true,
+@Command(
+    name = "chart",
+    mixinStandardHelpOptions = true,
     versionProvider = Commands.VersionProvider.class,
     header = "Draws PNG charts of result files (perf's CSV and JSON, mpi_coll_bench's CSV).",
     sortOptions = false,
     description = {
-        "Draws PNG charts from benchmark results: for every collective, bus bandwidth and time"
-            + " per call against message size (log2 axis), and memory held per rank when the"
-            + " files have a memory_bytes column. Each FILE is one series, labelled LABEL or the"
-            + " file name.",
-        "FILE: a CSV or JSON of the perf tool (--csv, --json) or the CSV of mpi_coll_bench"
-            + " (scripts/bench-vs-mpi.sh). A file with several rank counts or types gives one"
-            + " series for each.",
-        "Or FILE: CSVs of the decode command (decode --csv): time per step, time to the first"
-            + " token and GPU memory added by the library's init against the TP size, one series"
-            + " per file, library, type and mode (the median where a TP size ran more than once).",
-        ""},
-    footer = {"",
-        "Files written: PREFIX<collective>-busbw.png, -time.png and -memory.png;",
-        "with --grid also PREFIXbusbw.png, PREFIXtime.png, ... (every collective);",
-        "from decode CSVs: PREFIXdecode-step.png, -ttft.png and -init-memory.png.",
-        "Example:",
-        "  java -jar colibri-bench.jar chart --out charts A=a.csv \"Open MPI=b.csv\"",
-        "Exit code: 0 charts written, 2 bad command line or input file, 3 could not write."})
+      "Draws PNG charts from benchmark results: for every collective, bus bandwidth and time"
+          + " per call against message size (log2 axis), and memory held per rank when the"
+          + " files have a memory_bytes column. Each FILE is one series, labelled LABEL or the"
+          + " file name.",
+      "FILE: a CSV or JSON of the perf tool (--csv, --json) or the CSV of mpi_coll_bench"
+          + " (scripts/bench-vs-mpi.sh). A file with several rank counts or types gives one"
+          + " series for each.",
+      "Or FILE: CSVs of the decode command (decode --csv): time per step, time to the first"
+          + " token and GPU memory added by the library's init against the TP size, one series"
+          + " per file, library, type and mode (the median where a TP size ran more than once).",
+      ""
+    },
+    footer = {
+      "",
+      "Files written: PREFIX<collective>-busbw.png, -time.png and -memory.png;",
+      "with --grid also PREFIXbusbw.png, PREFIXtime.png, ... (every collective);",
+      "from decode CSVs: PREFIXdecode-step.png, -ttft.png and -init-memory.png.",
+      "Example:",
+      "  java -jar colibri-bench.jar chart --out charts A=a.csv \"Open MPI=b.csv\"",
+      "Exit code: 0 charts written, 2 bad command line or input file, 3 could not write."
+    })
 public final class ChartCommand implements Callable<Integer> {
 
   static final int EXIT_OK = 0;
@@ -89,7 +94,10 @@ public final class ChartCommand implements Callable<Integer> {
     @Spec(Spec.Target.MIXEE)
     private CommandSpec command;
 
-    @Option(names = "--out", order = 1, paramLabel = "DIR",
+    @Option(
+        names = "--out",
+        order = 1,
+        paramLabel = "DIR",
         description = "where the PNGs go (default ${DEFAULT-VALUE}; created if missing)")
     Path out = Path.of("charts");
 
@@ -97,65 +105,89 @@ public final class ChartCommand implements Callable<Integer> {
     int height = DEFAULT_HEIGHT;
     String prefix = "";
 
-    @Option(names = "--title", order = 5, paramLabel = "TEXT",
+    @Option(
+        names = "--title",
+        order = 5,
+        paramLabel = "TEXT",
         description = "added to every chart title (e.g. the machine)")
     String title;
 
     EnumSet<Collective> collectives; // null: every collective in the files
 
-    @Option(names = "--grid", order = 7,
+    @Option(
+        names = "--grid",
+        order = 7,
         description = "also one PNG per metric with every collective (2 per row)")
     boolean grid;
 
-    @Parameters(paramLabel = "[LABEL=]FILE", arity = "0..*",
+    @Parameters(
+        paramLabel = "[LABEL=]FILE",
+        arity = "0..*",
         description = "result files, one series each")
     final List<String> inputs = new ArrayList<>();
 
-    @Option(names = "--width", order = 2, paramLabel = "PX", defaultValue = "" + DEFAULT_WIDTH,
+    @Option(
+        names = "--width",
+        order = 2,
+        paramLabel = "PX",
+        defaultValue = "" + DEFAULT_WIDTH,
         description = "width of one chart (default ${DEFAULT-VALUE})")
     void width(int px) {
       width = pixels("--width", px);
     }
 
-    @Option(names = "--height", order = 3, paramLabel = "PX", defaultValue = "" + DEFAULT_HEIGHT,
+    @Option(
+        names = "--height",
+        order = 3,
+        paramLabel = "PX",
+        defaultValue = "" + DEFAULT_HEIGHT,
         description = "height of one chart (default ${DEFAULT-VALUE})")
     void height(int px) {
       height = pixels("--height", px);
     }
 
-    @Option(names = "--prefix", order = 4, paramLabel = "TEXT",
+    @Option(
+        names = "--prefix",
+        order = 4,
+        paramLabel = "TEXT",
         description = "start of every file name (default none)")
     void prefix(String text) {
       if (text.contains("/") || text.contains("\\")) {
-        throw new ParameterException(command.commandLine(), "--prefix '" + text + "' holds a"
-            + " path separator: pass the directory with --out and a plain name with --prefix");
+        throw new ParameterException(
+            command.commandLine(),
+            "--prefix '"
+                + text
+                + "' holds a"
+                + " path separator: pass the directory with --out and a plain name with --prefix");
       }
       prefix = text;
     }
 
-    @Option(names = "--collectives", order = 6, paramLabel = "LIST",
+    @Option(
+        names = "--collectives",
+        order = 6,
+        paramLabel = "LIST",
         completionCandidates = PerfConfig.CollectiveNames.class,
-        description = "only these (all, or a comma list of ${COMPLETION-CANDIDATES};"
-            + " default: all in the files)")
+        description =
+            "only these (all, or a comma list of ${COMPLETION-CANDIDATES};"
+                + " default: all in the files)")
     void collectives(String list) {
-      collectives = Commands.convert(command, "--collectives",
-          () -> PerfConfig.parseCollectives(list));
+      collectives =
+          Commands.convert(command, "--collectives", () -> PerfConfig.parseCollectives(list));
     }
 
     private int pixels(String name, int px) {
       if (px < 200 || px > 10000) {
-        throw new ParameterException(command.commandLine(), name + " is " + px
-            + ": pass 200..10000 pixels");
+        throw new ParameterException(
+            command.commandLine(), name + " is " + px + ": pass 200..10000 pixels");
       }
       return px;
     }
   }
 
-  @Spec
-  private CommandSpec spec;
+  @Spec private CommandSpec spec;
 
-  @Mixin
-  private Options options;
+  @Mixin private Options options;
 
   private final PrintStream out;
   private final PrintStream err;
@@ -175,8 +207,10 @@ public final class ChartCommand implements Callable<Integer> {
   public Integer call() {
     Options o = options;
     if (o.inputs.isEmpty()) {
-      throw new ParameterException(spec.commandLine(), "no result files: pass one or more"
-          + " [LABEL=]FILE, e.g. chart --out charts Colibri=colibri.csv MPI=mpi.csv");
+      throw new ParameterException(
+          spec.commandLine(),
+          "no result files: pass one or more"
+              + " [LABEL=]FILE, e.g. chart --out charts Colibri=colibri.csv MPI=mpi.csv");
     }
     List<Series> series = null;
     Map<String, Path> files;
@@ -185,9 +219,11 @@ public final class ChartCommand implements Callable<Integer> {
       files = labelled(o.inputs);
       decode = isDecodeCsv(files.values().iterator().next());
       if (decode && (o.collectives != null || o.grid)) {
-        throw new ParameterException(spec.commandLine(), (o.grid ? "--grid" : "--collectives")
-            + " draws the perf tool's files; a decode CSV's charts are one per metric against the TP size:"
-            + " leave it out");
+        throw new ParameterException(
+            spec.commandLine(),
+            (o.grid ? "--grid" : "--collectives")
+                + " draws the perf tool's files; a decode CSV's charts are one per metric against"
+                + " the TP size: leave it out");
       }
       if (!decode) {
         series = load(o.inputs, o.collectives);
@@ -210,26 +246,33 @@ public final class ChartCommand implements Callable<Integer> {
         out.println("wrote " + p);
       }
       if (written.isEmpty()) {
-        err.println("colibri chart: nothing to draw: no file has a row for the collectives"
-            + " asked for; check --collectives and the files");
+        err.println(
+            "colibri chart: nothing to draw: no file has a row for the collectives"
+                + " asked for; check --collectives and the files");
         return EXIT_USAGE;
       }
       return EXIT_OK;
     } catch (IOException e) {
-      err.println("colibri chart: could not write the charts to " + o.out + ": " + e
-          + "; check that the directory is writable and the disk not full");
+      err.println(
+          "colibri chart: could not write the charts to "
+              + o.out
+              + ": "
+              + e
+              + "; check that the directory is writable and the disk not full");
       return EXIT_FAILED;
     } catch (RuntimeException | Error e) {
       err.println("colibri chart: could not draw the charts: " + e);
       if (e instanceof NoClassDefFoundError
           && String.valueOf(e.getMessage()).startsWith("java/awt")) {
-        err.println("colibri chart: this Java runtime has no java.desktop module (AWT), which the"
-            + " charts are drawn with (a trimmed runtime, such as the GPU bundle's, leaves it"
-            + " out); run chart with a full Java 17 or later");
+        err.println(
+            "colibri chart: this Java runtime has no java.desktop module (AWT), which the"
+                + " charts are drawn with (a trimmed runtime, such as the GPU bundle's, leaves it"
+                + " out); run chart with a full Java 17 or later");
       } else if (mentionsFonts(e)) {
-        err.println("colibri chart: Java found no usable font to draw the labels with; install"
-            + " fontconfig and a font (Debian/Ubuntu: apt-get install fontconfig"
-            + " fonts-dejavu-core)");
+        err.println(
+            "colibri chart: Java found no usable font to draw the labels with; install"
+                + " fontconfig and a font (Debian/Ubuntu: apt-get install fontconfig"
+                + " fonts-dejavu-core)");
       } else {
         e.printStackTrace(err);
       }
@@ -239,8 +282,9 @@ public final class ChartCommand implements Callable<Integer> {
 
   private static boolean mentionsFonts(Throwable e) {
     for (Throwable t = e; t != null; t = t.getCause()) {
-      String s = String.valueOf(t.getMessage()).toLowerCase(Locale.ROOT)
-          + t.getClass().getName().toLowerCase(Locale.ROOT);
+      String s =
+          String.valueOf(t.getMessage()).toLowerCase(Locale.ROOT)
+              + t.getClass().getName().toLowerCase(Locale.ROOT);
       if (s.contains("font")) {
         return true;
       }
@@ -279,8 +323,9 @@ public final class ChartCommand implements Callable<Integer> {
       boolean manyTypes = rows.stream().map(m -> String.valueOf(m.type)).distinct().count() > 1;
       for (List<Measurement> v : variants.values()) {
         Measurement first = v.get(0);
-        String suffix = (manyRanks ? " n=" + first.ranks : "")
-            + (manyTypes && first.type != null ? " " + first.type : "");
+        String suffix =
+            (manyRanks ? " n=" + first.ranks : "")
+                + (manyTypes && first.type != null ? " " + first.type : "");
         all.add(new Series(label + suffix, v));
       }
     }
@@ -302,16 +347,22 @@ public final class ChartCommand implements Callable<Integer> {
         label = spec.substring(0, eq).strip();
         path = Path.of(spec.substring(eq + 1));
         if (label.isEmpty()) {
-          throw new InputException("'" + spec + "': the label before '=' is empty; write"
-              + " LABEL=FILE, or just FILE to use the file name");
+          throw new InputException(
+              "'"
+                  + spec
+                  + "': the label before '=' is empty; write"
+                  + " LABEL=FILE, or just FILE to use the file name");
         }
       } else {
         path = Path.of(spec);
         label = defaultLabel(path);
       }
       if (files.putIfAbsent(label, path) != null) {
-        throw new InputException("the label '" + label + "' is given to two files; give each"
-            + " its own with LABEL=FILE (e.g. Colibri=a.csv \"Open MPI\"=b.csv)");
+        throw new InputException(
+            "the label '"
+                + label
+                + "' is given to two files; give each"
+                + " its own with LABEL=FILE (e.g. Colibri=a.csv \"Open MPI\"=b.csv)");
       }
     }
     return files;
@@ -319,11 +370,12 @@ public final class ChartCommand implements Callable<Integer> {
 
   /** Whether the file's first line is a decode CSV's header (false when it cannot be read). */
   static boolean isDecodeCsv(Path path) {
-    try (java.io.BufferedReader r = Files.newBufferedReader(path, java.nio.charset.StandardCharsets.UTF_8)) {
+    try (java.io.BufferedReader r =
+        Files.newBufferedReader(path, java.nio.charset.StandardCharsets.UTF_8)) {
       String first = r.readLine();
       return first != null && first.startsWith(DECODE_HEADER_START);
     } catch (IOException | RuntimeException e) {
-      return false;  // the perf tool's reader says what is wrong with it
+      return false; // the perf tool's reader says what is wrong with it
     }
   }
 

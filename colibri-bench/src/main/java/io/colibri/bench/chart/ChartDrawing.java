@@ -42,7 +42,11 @@ final class ChartDrawing {
   enum Metric {
     BUSBW("busbw", "bus bandwidth", "busbw (GB/s)", false, m -> m.busbw),
     TIME("time", "time per call", "time per call (µs, log scale)", true, m -> m.timeUs),
-    MEMORY("memory", "memory held per rank", "memory per rank (MiB, log scale)", true,
+    MEMORY(
+        "memory",
+        "memory held per rank",
+        "memory per rank (MiB, log scale)",
+        true,
         m -> m.memoryBytes / (1024.0 * 1024.0));
 
     final String fileName;
@@ -51,7 +55,11 @@ final class ChartDrawing {
     final boolean logarithmic;
     final ToDoubleFunction<Measurement> value;
 
-    Metric(String fileName, String title, String axisTitle, boolean logarithmic,
+    Metric(
+        String fileName,
+        String title,
+        String axisTitle,
+        boolean logarithmic,
         ToDoubleFunction<Measurement> value) {
       this.fileName = fileName;
       this.title = title;
@@ -89,12 +97,14 @@ final class ChartDrawing {
         }
         BufferedImage image = BitmapEncoder.getBufferedImage(chart);
         images.add(image);
-        written.add(writePng(image, o.out.resolve(o.prefix + collective + "-" + metric.fileName
-            + ".png")));
+        written.add(
+            writePng(image, o.out.resolve(o.prefix + collective + "-" + metric.fileName + ".png")));
       }
       if (o.grid && !images.isEmpty()) {
-        written.add(writePng(grid(images, o.width, o.height),
-            o.out.resolve(o.prefix + metric.fileName + ".png")));
+        written.add(
+            writePng(
+                grid(images, o.width, o.height),
+                o.out.resolve(o.prefix + metric.fileName + ".png")));
       }
     }
     return written;
@@ -131,8 +141,7 @@ final class ChartDrawing {
   static BufferedImage grid(List<BufferedImage> images, int width, int height) {
     int cols = Math.min(2, images.size());
     int rows = (images.size() + cols - 1) / cols;
-    BufferedImage grid = new BufferedImage(cols * width, rows * height,
-        BufferedImage.TYPE_INT_RGB);
+    BufferedImage grid = new BufferedImage(cols * width, rows * height, BufferedImage.TYPE_INT_RGB);
     Graphics2D g = grid.createGraphics();
     try {
       g.setColor(Color.WHITE);
@@ -207,9 +216,14 @@ final class ChartDrawing {
     }
     Collective known = Collective.byName(collective);
     boolean allRanksData = known == Collective.ALL_GATHER || known == Collective.REDUCE_SCATTER;
-    XYChart chart = new XYChartBuilder().width(o.width).height(o.height).title(title)
-        .xAxisTitle("message size" + (allRanksData ? " (all ranks' data)" : ""))
-        .yAxisTitle(metric.axisTitle).build();
+    XYChart chart =
+        new XYChartBuilder()
+            .width(o.width)
+            .height(o.height)
+            .title(title)
+            .xAxisTitle("message size" + (allRanksData ? " (all ranks' data)" : ""))
+            .yAxisTitle(metric.axisTitle)
+            .build();
     XYStyler st = style(chart);
     st.setYAxisLogarithmic(metric.logarithmic);
     if (metric.logarithmic) {

@@ -49,8 +49,12 @@ final class DecodeCharts {
         throw new InputException(f.getValue() + ": " + e.getMessage());
       }
       if (text.isEmpty() || !text.get(0).startsWith(ChartCommand.DECODE_HEADER_START)) {
-        throw new InputException(f.getValue() + " is not a decode CSV (decode --csv): its first line is not a"
-            + " header starting with " + ChartCommand.DECODE_HEADER_START + "; chart draws one kind of file at a time");
+        throw new InputException(
+            f.getValue()
+                + " is not a decode CSV (decode --csv): its first line is not a"
+                + " header starting with "
+                + ChartCommand.DECODE_HEADER_START
+                + "; chart draws one kind of file at a time");
       }
       List<String> header = List.of(text.get(0).split(",", -1));
       int at = header.indexOf(column);
@@ -64,18 +68,29 @@ final class DecodeCharts {
         }
         String[] row = text.get(i).split(",", -1);
         if (row.length != header.size()) {
-          throw new InputException(f.getValue() + " line " + (i + 1) + ": " + row.length + " values under "
-              + header.size() + " columns");
+          throw new InputException(
+              f.getValue()
+                  + " line "
+                  + (i + 1)
+                  + ": "
+                  + row.length
+                  + " values under "
+                  + header.size()
+                  + " columns");
         }
         if (row[at].isEmpty()) {
-          continue;  // no value (memory on the CPU)
+          continue; // no value (memory on the CPU)
         }
-        String label = f.getKey() + " " + row[0] + " " + row[2] + " " + row[3] + qualifiers(header, row);
+        String label =
+            f.getKey() + " " + row[0] + " " + row[2] + " " + row[3] + qualifiers(header, row);
         try {
           int tp = Integer.parseInt(row[tpAt]);
           double v = Double.parseDouble(row[at]);
-          lines.computeIfAbsent(label, k -> new Line(k, new TreeMap<>()))
-              .byTp().computeIfAbsent(tp, k -> new ArrayList<>()).add(v);
+          lines
+              .computeIfAbsent(label, k -> new Line(k, new TreeMap<>()))
+              .byTp()
+              .computeIfAbsent(tp, k -> new ArrayList<>())
+              .add(v);
         } catch (NumberFormatException e) {
           throw new InputException(f.getValue() + " line " + (i + 1) + ": " + e.getMessage());
         }
@@ -100,7 +115,10 @@ final class DecodeCharts {
     if ("spread".equals(placement)) {
       q.append(" spread");
     }
-    if (chunk != null && prompt != null && !chunk.equals(prompt) && "gpu".equals(value(header, row, "device"))) {
+    if (chunk != null
+        && prompt != null
+        && !chunk.equals(prompt)
+        && "gpu".equals(value(header, row, "device"))) {
       q.append(" chunk ").append(chunk);
     }
     return q.toString();
@@ -123,9 +141,10 @@ final class DecodeCharts {
   static List<Path> render(Map<String, Path> files, Options o) throws IOException, InputException {
     Files.createDirectories(o.out);
     String[][] metrics = {
-        {"ms_per_step", "decode-step", "time per decode step", "ms per step"},
-        {"ttft_ms", "decode-ttft", "time to the first token", "ms"},
-        {"init_mib", "decode-init-memory", "GPU memory added by the library's init", "MiB"}};
+      {"ms_per_step", "decode-step", "time per decode step", "ms per step"},
+      {"ttft_ms", "decode-ttft", "time to the first token", "ms"},
+      {"init_mib", "decode-init-memory", "GPU memory added by the library's init", "MiB"}
+    };
     List<Path> written = new ArrayList<>();
     for (String[] m : metrics) {
       List<Line> lines = lines(files, m[0]);
@@ -133,8 +152,14 @@ final class DecodeCharts {
         continue;
       }
       String title = m[2] + (o.title != null && !o.title.isBlank() ? " — " + o.title.strip() : "");
-      XYChart chart = new XYChartBuilder().width(o.width).height(o.height).title(title)
-          .xAxisTitle("tensor-parallel size (ranks)").yAxisTitle(m[3]).build();
+      XYChart chart =
+          new XYChartBuilder()
+              .width(o.width)
+              .height(o.height)
+              .title(title)
+              .xAxisTitle("tensor-parallel size (ranks)")
+              .yAxisTitle(m[3])
+              .build();
       XYStyler st = ChartDrawing.style(chart);
       st.setYAxisMin(0.0);
       int maxTp = 1;
@@ -151,12 +176,14 @@ final class DecodeCharts {
       }
       st.setXAxisMin(0.0);
       st.setXAxisMax(Math.max(1.0, Math.ceil(ChartDrawing.log2(maxTp))));
-      chart.setCustomXAxisTickLabelsFormatter(x -> {
-        long e = Math.round(x);
-        return Math.abs(x - e) > 1e-6 || e < 0 || e > 30 ? "" : Long.toString(1L << e);
-      });
-      written.add(ChartDrawing.writePng(BitmapEncoder.getBufferedImage(chart),
-          o.out.resolve(o.prefix + m[1] + ".png")));
+      chart.setCustomXAxisTickLabelsFormatter(
+          x -> {
+            long e = Math.round(x);
+            return Math.abs(x - e) > 1e-6 || e < 0 || e > 30 ? "" : Long.toString(1L << e);
+          });
+      written.add(
+          ChartDrawing.writePng(
+              BitmapEncoder.getBufferedImage(chart), o.out.resolve(o.prefix + m[1] + ".png")));
     }
     return written;
   }

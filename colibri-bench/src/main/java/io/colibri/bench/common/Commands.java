@@ -60,8 +60,8 @@ public final class Commands {
     try {
       return conversion.get();
     } catch (TypeConversionException e) {
-      throw new ParameterException(spec.commandLine(), "Invalid value for option '" + option
-          + "': " + e.getMessage());
+      throw new ParameterException(
+          spec.commandLine(), "Invalid value for option '" + option + "': " + e.getMessage());
     }
   }
 
@@ -76,10 +76,11 @@ public final class Commands {
    */
   public static Logger quietColibriLogger() {
     Logger logger = Logger.getLogger("io.colibri");
-    boolean configured = System.getProperty("java.util.logging.config.file") != null
-        || System.getProperty("java.util.logging.config.class") != null
-        || System.getProperty(Option.LOG_LEVEL.systemProperty()) != null
-        || System.getenv(Option.LOG_LEVEL.environmentVariable()) != null;
+    boolean configured =
+        System.getProperty("java.util.logging.config.file") != null
+            || System.getProperty("java.util.logging.config.class") != null
+            || System.getProperty(Option.LOG_LEVEL.systemProperty()) != null
+            || System.getenv(Option.LOG_LEVEL.environmentVariable()) != null;
     if (!configured && logger.getLevel() == null) {
       logger.setLevel(Level.WARNING);
     }
@@ -96,12 +97,22 @@ public final class Commands {
     public String[] getVersion() {
       String colibri = Version.library();
       return new String[] {
-          "colibri-bench: Colibri " + (colibri != null ? colibri
-              : "(the native library does not load: 'java -jar colibri-bench.jar doctor' says"
-                  + " why)"),
-          "Java " + System.getProperty("java.version") + " (" + System.getProperty("java.vendor")
-              + "), " + System.getProperty("os.name") + " " + System.getProperty("os.version")
-              + " " + System.getProperty("os.arch")};
+        "colibri-bench: Colibri "
+            + (colibri != null
+                ? colibri
+                : "(the native library does not load: 'java -jar colibri-bench.jar doctor' says"
+                    + " why)"),
+        "Java "
+            + System.getProperty("java.version")
+            + " ("
+            + System.getProperty("java.vendor")
+            + "), "
+            + System.getProperty("os.name")
+            + " "
+            + System.getProperty("os.version")
+            + " "
+            + System.getProperty("os.arch")
+      };
     }
   }
 }

@@ -34,31 +34,36 @@ public final class Mappers {
    * JSON, read strictly (a document followed by more text is an error, and so is a duplicate
    * field) and written indented by two spaces, {@code "name": value}, one value per line.
    */
-  public static final ObjectMapper JSON = JsonMapper.builder()
-      .propertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
-      .enable(StreamWriteFeature.WRITE_BIGDECIMAL_AS_PLAIN)
-      .enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION)
-      .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
-      .build();
+  public static final ObjectMapper JSON =
+      JsonMapper.builder()
+          .propertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
+          .enable(StreamWriteFeature.WRITE_BIGDECIMAL_AS_PLAIN)
+          .enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION)
+          .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+          .build();
 
-  private static final ObjectWriter JSON_WRITER = JSON.writer(new DefaultPrettyPrinter()
-      .withSeparators(Separators.createDefaultInstance()
-          .withObjectFieldValueSpacing(Separators.Spacing.AFTER))
-      .withObjectIndenter(new DefaultIndenter("  ", "\n"))
-      .withArrayIndenter(new DefaultIndenter("  ", "\n")));
+  private static final ObjectWriter JSON_WRITER =
+      JSON.writer(
+          new DefaultPrettyPrinter()
+              .withSeparators(
+                  Separators.createDefaultInstance()
+                      .withObjectFieldValueSpacing(Separators.Spacing.AFTER))
+              .withObjectIndenter(new DefaultIndenter("  ", "\n"))
+              .withArrayIndenter(new DefaultIndenter("  ", "\n")));
 
   /**
    * CSV: '#' lines are comments, blank lines and the spaces around unquoted values are skipped;
    * reads rows as arrays of strings (the caller finds the columns by the header's names).
    */
-  public static final CsvMapper CSV = CsvMapper.builder()
-      .propertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
-      .enable(StreamWriteFeature.WRITE_BIGDECIMAL_AS_PLAIN)
-      .enable(CsvParser.Feature.WRAP_AS_ARRAY)
-      .enable(CsvParser.Feature.SKIP_EMPTY_LINES)
-      .enable(CsvParser.Feature.TRIM_SPACES)
-      .enable(CsvParser.Feature.ALLOW_COMMENTS)
-      .build();
+  public static final CsvMapper CSV =
+      CsvMapper.builder()
+          .propertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
+          .enable(StreamWriteFeature.WRITE_BIGDECIMAL_AS_PLAIN)
+          .enable(CsvParser.Feature.WRAP_AS_ARRAY)
+          .enable(CsvParser.Feature.SKIP_EMPTY_LINES)
+          .enable(CsvParser.Feature.TRIM_SPACES)
+          .enable(CsvParser.Feature.ALLOW_COMMENTS)
+          .build();
 
   private Mappers() {}
 
@@ -73,8 +78,12 @@ public final class Mappers {
     try {
       return JSON_WRITER.writeValueAsString(value) + "\n";
     } catch (JsonProcessingException e) {
-      throw new UncheckedIOException("cannot write " + value.getClass().getSimpleName()
-          + " as JSON: " + e.getOriginalMessage(), e);
+      throw new UncheckedIOException(
+          "cannot write "
+              + value.getClass().getSimpleName()
+              + " as JSON: "
+              + e.getOriginalMessage(),
+          e);
     }
   }
 
@@ -86,8 +95,9 @@ public final class Mappers {
    * @return the rounded number, or null when {@code v} is not finite
    */
   public static BigDecimal significant(double v, int digits) {
-    return Double.isFinite(v) ? BigDecimal.valueOf(v).round(new MathContext(digits,
-        RoundingMode.HALF_EVEN)) : null;
+    return Double.isFinite(v)
+        ? BigDecimal.valueOf(v).round(new MathContext(digits, RoundingMode.HALF_EVEN))
+        : null;
   }
 
   /**
@@ -98,7 +108,8 @@ public final class Mappers {
    * @return the rounded number, or null when {@code v} is not finite
    */
   public static BigDecimal decimals(double v, int decimals) {
-    return Double.isFinite(v) ? BigDecimal.valueOf(v).setScale(decimals, RoundingMode.HALF_EVEN)
+    return Double.isFinite(v)
+        ? BigDecimal.valueOf(v).setScale(decimals, RoundingMode.HALF_EVEN)
         : null;
   }
 
@@ -109,8 +120,12 @@ public final class Mappers {
    * @return "Unexpected ... at line 3, column 7"
    */
   public static String describe(JsonProcessingException e) {
-    return e.getLocation() == null ? e.getOriginalMessage()
-        : e.getOriginalMessage() + " at line " + e.getLocation().getLineNr() + ", column "
+    return e.getLocation() == null
+        ? e.getOriginalMessage()
+        : e.getOriginalMessage()
+            + " at line "
+            + e.getLocation().getLineNr()
+            + ", column "
             + e.getLocation().getColumnNr();
   }
 }

@@ -53,10 +53,14 @@ public final class SizeFormat {
       v /= 1024;
       u++;
     }
-    String number = v == Math.rint(v) ? Long.toString((long) v)
-        : oneDecimal ? String.format(Locale.ROOT, "%.1f", v)
-        : String.format(Locale.ROOT, v < 10 ? "%.2f" : "%.1f", v).replaceAll("0+$", "")
-            .replaceAll("\\.$", "");
+    String number =
+        v == Math.rint(v)
+            ? Long.toString((long) v)
+            : oneDecimal
+                ? String.format(Locale.ROOT, "%.1f", v)
+                : String.format(Locale.ROOT, v < 10 ? "%.2f" : "%.1f", v)
+                    .replaceAll("0+$", "")
+                    .replaceAll("\\.$", "");
     return number + sep + units[u];
   }
 }

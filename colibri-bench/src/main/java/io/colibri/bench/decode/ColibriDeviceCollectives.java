@@ -39,11 +39,13 @@ public final class ColibriDeviceCollectives implements DeviceCollectives {
 
   @Override
   public void allReduceSum(Pointer buf, long count, Precision type, CUstream_st stream) {
-    comm.allReduce(buf.address(), buf.address(), count, type.colibri(), ReduceOp.SUM, stream.address());
+    comm.allReduce(
+        buf.address(), buf.address(), count, type.colibri(), ReduceOp.SUM, stream.address());
   }
 
   @Override
-  public void allGather(Pointer send, Pointer recv, long count, Precision type, CUstream_st stream) {
+  public void allGather(
+      Pointer send, Pointer recv, long count, Precision type, CUstream_st stream) {
     comm.allGather(send.address(), recv.address(), count, type.colibri(), stream.address());
   }
 

@@ -32,7 +32,8 @@ public final class ColibriHostCollectives implements TpCollectives {
     this.comm = comm;
     this.maxCount = maxCount;
     this.send = ByteBuffer.allocateDirect(4 * maxCount).order(ByteOrder.nativeOrder());
-    this.recv = ByteBuffer.allocateDirect(4 * maxCount * comm.size()).order(ByteOrder.nativeOrder());
+    this.recv =
+        ByteBuffer.allocateDirect(4 * maxCount * comm.size()).order(ByteOrder.nativeOrder());
     this.sendF = send.asFloatBuffer();
     this.recvF = recv.asFloatBuffer();
   }
@@ -69,7 +70,8 @@ public final class ColibriHostCollectives implements TpCollectives {
 
   private void fits(int count) {
     if (count > maxCount) {
-      throw new IllegalArgumentException(count + " elements per rank: the buffers hold " + maxCount);
+      throw new IllegalArgumentException(
+          count + " elements per rank: the buffers hold " + maxCount);
     }
   }
 

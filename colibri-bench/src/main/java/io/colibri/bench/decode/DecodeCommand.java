@@ -31,22 +31,29 @@ import picocli.CommandLine.Spec;
  * the generation's figures per TP size; {@code --check} runs TP=1 first and requires TP=N's tokens
  * to be identical and its logits within {@code --tolerance}.
  */
-@Command(name = "decode", mixinStandardHelpOptions = true,
+@Command(
+    name = "decode",
+    mixinStandardHelpOptions = true,
     versionProvider = Commands.VersionProvider.class,
-    header = "Runs a tensor-parallel Llama-shaped decoder on Colibri (CPU: float32; GPU: float32 or bfloat16).",
+    header =
+        "Runs a tensor-parallel Llama-shaped decoder on Colibri (CPU: float32; GPU: float32 or"
+            + " bfloat16).",
     sortOptions = false,
     description = {
-        "Greedy decoding with a Llama-shaped model whose weights come from a seed (nothing to"
-            + " download): column-parallel Q/K/V and gate/up, row-parallel O and down each followed"
-            + " by an all-reduce, a vocabulary-parallel head followed by an all-gather. The ranks"
-            + " are threads of this JVM (or processes), each with its own communicator; the model runs in"
-            + " float32 on the CPU over host memory (the reference) or on GPUs (docs/end-to-end.md).",
-        ""},
-    footer = {"",
-        "Example:",
-        "  java -jar colibri-bench.jar decode --tp 4 --check",
-        "Exit code: 0 ok, 1 --check failed, 2 bad command line, 3 a rank failed or --csv could not be"
-            + " written."})
+      "Greedy decoding with a Llama-shaped model whose weights come from a seed (nothing to"
+          + " download): column-parallel Q/K/V and gate/up, row-parallel O and down each followed"
+          + " by an all-reduce, a vocabulary-parallel head followed by an all-gather. The ranks are"
+          + " threads of this JVM (or processes), each with its own communicator; the model runs in"
+          + " float32 on the CPU over host memory (the reference) or on GPUs (docs/end-to-end.md).",
+      ""
+    },
+    footer = {
+      "",
+      "Example:",
+      "  java -jar colibri-bench.jar decode --tp 4 --check",
+      "Exit code: 0 ok, 1 --check failed, 2 bad command line, 3 a rank failed or --csv could not be"
+          + " written."
+    })
 public final class DecodeCommand implements Callable<Integer> {
 
   static final int EXIT_OK = 0;
@@ -61,87 +68,142 @@ public final class DecodeCommand implements Callable<Integer> {
   private final PrintStream err;
   private Function<TpCollectives, TpCollectives> wrap = Function.identity();
 
-  @Spec
-  private CommandSpec spec;
+  @Spec private CommandSpec spec;
 
-  @Option(names = "--tp", paramLabel = "N", description = "Ranks of the group (default: ${DEFAULT-VALUE}).")
+  @Option(
+      names = "--tp",
+      paramLabel = "N",
+      description = "Ranks of the group (default: ${DEFAULT-VALUE}).")
   int tp = 2;
 
-  @Option(names = "--model", paramLabel = "SHAPE",
-      description = "small (hidden 256, 16 heads, 8 KV heads, intermediate 512, vocab 1024, batch 4,"
-          + " context 64) or llama8b (hidden 4096, 32 heads, 8 KV heads, intermediate 14336,"
-          + " vocab 32000, batch 16, context 256; slow on a CPU). Default: ${DEFAULT-VALUE}.")
+  @Option(
+      names = "--model",
+      paramLabel = "SHAPE",
+      description =
+          "small (hidden 256, 16 heads, 8 KV heads, intermediate 512, vocab 1024, batch 4,"
+              + " context 64) or llama8b (hidden 4096, 32 heads, 8 KV heads, intermediate 14336,"
+              + " vocab 32000, batch 16, context 256; slow on a CPU). Default: ${DEFAULT-VALUE}.")
   String model = "small";
 
   @Option(names = "--layers", paramLabel = "L", description = "Layers (default: 2).")
   Integer layers;
 
-  @Option(names = "--batch", paramLabel = "B", description = "Sequences decoded together (default: the model's).")
+  @Option(
+      names = "--batch",
+      paramLabel = "B",
+      description = "Sequences decoded together (default: the model's).")
   Integer batch;
 
-  @Option(names = "--prompt", paramLabel = "P", description = "Prompt tokens per sequence (default: ${DEFAULT-VALUE}).")
+  @Option(
+      names = "--prompt",
+      paramLabel = "P",
+      description = "Prompt tokens per sequence (default: ${DEFAULT-VALUE}).")
   int prompt = 8;
 
-  @Option(names = "--new", paramLabel = "N", description = "Tokens generated per sequence (default: ${DEFAULT-VALUE}).")
+  @Option(
+      names = "--new",
+      paramLabel = "N",
+      description = "Tokens generated per sequence (default: ${DEFAULT-VALUE}).")
   int newTokens = 16;
 
-  @Option(names = "--check", description = "Run TP=1 first; TP=N's tokens must be identical, its logits within --tolerance.")
+  @Option(
+      names = "--check",
+      description =
+          "Run TP=1 first; TP=N's tokens must be identical, its logits within --tolerance.")
   boolean check;
 
-  @Option(names = "--tolerance", paramLabel = "T",
+  @Option(
+      names = "--tolerance",
+      paramLabel = "T",
       description = "--check: the largest logit difference allowed (default: ${DEFAULT-VALUE}).")
   double tolerance = 1e-4;
 
-  @Option(names = "--transport", paramLabel = "T",
-      description = "Colibri's transport between the rank threads: auto, shm, socket (default: ${DEFAULT-VALUE}).")
+  @Option(
+      names = "--transport",
+      paramLabel = "T",
+      description =
+          "Colibri's transport between the rank threads: auto, shm, socket (default:"
+              + " ${DEFAULT-VALUE}).")
   String transport = "auto";
 
-  @Option(names = "--device", paramLabel = "D",
-      description = "cpu (float32 on the CPU, host buffers) or gpu (on GPUs: cuBLAS, the"
-          + " decoder's kernels, Colibri's device collectives). Default: ${DEFAULT-VALUE}.")
+  @Option(
+      names = "--device",
+      paramLabel = "D",
+      description =
+          "cpu (float32 on the CPU, host buffers) or gpu (on GPUs: cuBLAS, the"
+              + " decoder's kernels, Colibri's device collectives). Default: ${DEFAULT-VALUE}.")
   String device = "cpu";
 
-  @Option(names = "--dtype", paramLabel = "T",
-      description = "gpu: float32 or bfloat16 (weights, activations, KV cache, collectives). Default: ${DEFAULT-VALUE}.")
+  @Option(
+      names = "--dtype",
+      paramLabel = "T",
+      description =
+          "gpu: float32 or bfloat16 (weights, activations, KV cache, collectives). Default:"
+              + " ${DEFAULT-VALUE}.")
   String dtype = "float32";
 
-  @Option(names = "--graph", description = "gpu: capture the decode step once in a CUDA graph and replay it.")
+  @Option(
+      names = "--graph",
+      description = "gpu: capture the decode step once in a CUDA graph and replay it.")
   boolean graph;
 
-  @Option(names = "--library", paramLabel = "L",
-      description = "gpu: the collectives' library: colibri, nccl (the system's libnccl.so.2: one rank per"
-          + " GPU) or none (no collectives: each rank's compute alone, for the collectives' share of a step;"
-          + " wrong tokens above TP=1). Default: ${DEFAULT-VALUE}.")
+  @Option(
+      names = "--library",
+      paramLabel = "L",
+      description =
+          "gpu: the collectives' library: colibri, nccl (the system's libnccl.so.2: one rank per"
+              + " GPU) or none (no collectives: each rank's compute alone, for the collectives'"
+              + " share of a step; wrong tokens above TP=1). Default: ${DEFAULT-VALUE}.")
   String library = "colibri";
 
-  @Option(names = "--prefill-chunk", paramLabel = "N",
-      description = "gpu: prompt positions per pass (default: the whole prompt in one pass; 1: one per pass,"
-          + " as on the CPU).")
+  @Option(
+      names = "--prefill-chunk",
+      paramLabel = "N",
+      description =
+          "gpu: prompt positions per pass (default: the whole prompt in one pass; 1: one per pass,"
+              + " as on the CPU).")
   Integer prefillChunk;
 
-  @Option(names = "--budget", paramLabel = "GIB",
-      description = "gpu: the GPU memory budget for the KV-cache column: tokens of cache that what is left"
-          + " of it after the run's use holds (default: 80).")
+  @Option(
+      names = "--budget",
+      paramLabel = "GIB",
+      description =
+          "gpu: the GPU memory budget for the KV-cache column: tokens of cache that what is left"
+              + " of it after the run's use holds (default: 80).")
   Double budget;
 
   /** --budget or its default, as call() found it. */
   private double budgetGib;
 
-  @Option(names = "--spread", description = "gpu: rank r on GPU r %% (GPUs seen); default: every rank on GPU 0.")
+  @Option(
+      names = "--spread",
+      description = "gpu: rank r on GPU r %% (GPUs seen); default: every rank on GPU 0.")
   boolean spread;
 
-  @Option(names = "--processes",
-      description = "Each rank a JVM of its own (started here, same Java and class path); default: threads of this JVM.")
+  @Option(
+      names = "--processes",
+      description =
+          "Each rank a JVM of its own (started here, same Java and class path); default: threads of"
+              + " this JVM.")
   private boolean processes;
 
-  @Option(names = "--csv", paramLabel = "FILE",
-      description = "Also append each printed row to FILE as CSV (the header first when FILE is new or empty).")
+  @Option(
+      names = "--csv",
+      paramLabel = "FILE",
+      description =
+          "Also append each printed row to FILE as CSV (the header first when FILE is new or"
+              + " empty).")
   private Path csv;
 
-  @Option(names = "--seed", paramLabel = "S", description = "The model's and the prompt's seed (default: ${DEFAULT-VALUE}).")
+  @Option(
+      names = "--seed",
+      paramLabel = "S",
+      description = "The model's and the prompt's seed (default: ${DEFAULT-VALUE}).")
   long seed = 1234;
 
-  @Option(names = "--timeout", paramLabel = "SECONDS",
+  @Option(
+      names = "--timeout",
+      paramLabel = "SECONDS",
       description = "The communicators' timeout (default: ${DEFAULT-VALUE}).")
   int timeoutSeconds = 60;
 
@@ -161,14 +223,22 @@ public final class DecodeCommand implements Callable<Integer> {
   }
 
   ModelShape shape() {
-    ModelShape base = switch (model) {
-      case "small" -> SMALL;
-      case "llama8b" -> ModelShape.llama8b(2);
-      default -> throw new ParameterException(spec.commandLine(),
-          "--model " + model + ": use small or llama8b");
-    };
-    return new ModelShape(base.hidden(), base.heads(), base.kvHeads(), base.intermediate(),
-        layers != null ? layers : base.layers(), base.vocab(), batch != null ? batch : base.batch(),
+    ModelShape base =
+        switch (model) {
+          case "small" -> SMALL;
+          case "llama8b" -> ModelShape.llama8b(2);
+          default ->
+              throw new ParameterException(
+                  spec.commandLine(), "--model " + model + ": use small or llama8b");
+        };
+    return new ModelShape(
+        base.hidden(),
+        base.heads(),
+        base.kvHeads(),
+        base.intermediate(),
+        layers != null ? layers : base.layers(),
+        base.vocab(),
+        batch != null ? batch : base.batch(),
         base.context());
   }
 
@@ -180,21 +250,32 @@ public final class DecodeCommand implements Callable<Integer> {
       throw new ParameterException(spec.commandLine(), String.join("; ", problems));
     }
     if (prompt < 1 || newTokens < 1 || prompt + newTokens > s.context()) {
-      throw new ParameterException(spec.commandLine(), "--prompt " + prompt + " and --new " + newTokens
-          + ": each must be 1 or more, and together at most the context of " + s.context());
+      throw new ParameterException(
+          spec.commandLine(),
+          "--prompt "
+              + prompt
+              + " and --new "
+              + newTokens
+              + ": each must be 1 or more, and together at most the context of "
+              + s.context());
     }
-    Transport t = switch (transport.toLowerCase(Locale.ROOT)) {
-      case "auto" -> Transport.AUTO;
-      case "shm" -> Transport.SHM;
-      case "socket" -> Transport.SOCKET;
-      default -> throw new ParameterException(spec.commandLine(),
-          "--transport " + transport + ": use auto, shm or socket");
-    };
-    boolean gpu = switch (device) {
-      case "cpu" -> false;
-      case "gpu" -> true;
-      default -> throw new ParameterException(spec.commandLine(), "--device " + device + ": use cpu or gpu");
-    };
+    Transport t =
+        switch (transport.toLowerCase(Locale.ROOT)) {
+          case "auto" -> Transport.AUTO;
+          case "shm" -> Transport.SHM;
+          case "socket" -> Transport.SOCKET;
+          default ->
+              throw new ParameterException(
+                  spec.commandLine(), "--transport " + transport + ": use auto, shm or socket");
+        };
+    boolean gpu =
+        switch (device) {
+          case "cpu" -> false;
+          case "gpu" -> true;
+          default ->
+              throw new ParameterException(
+                  spec.commandLine(), "--device " + device + ": use cpu or gpu");
+        };
     GpuRun.Library lib;
     Precision precision;
     try {
@@ -204,32 +285,49 @@ public final class DecodeCommand implements Callable<Integer> {
       throw new ParameterException(spec.commandLine(), e.getMessage());
     }
     if (!gpu && (graph || spread || lib != GpuRun.Library.COLIBRI || budget != null)) {
-      throw new ParameterException(spec.commandLine(), (graph ? "--graph" : spread ? "--spread"
-          : lib != GpuRun.Library.COLIBRI ? "--library " + library : "--budget") + " needs --device gpu");
+      throw new ParameterException(
+          spec.commandLine(),
+          (graph
+                  ? "--graph"
+                  : spread
+                      ? "--spread"
+                      : lib != GpuRun.Library.COLIBRI ? "--library " + library : "--budget")
+              + " needs --device gpu");
     }
     if (!gpu && (precision != Precision.FLOAT32 || prefillChunk != null)) {
-      throw new ParameterException(spec.commandLine(), (prefillChunk != null ? "--prefill-chunk" : "--dtype " + dtype)
-          + " needs --device gpu (the CPU decoder is float32 and feeds the prompt one position per step)");
+      throw new ParameterException(
+          spec.commandLine(),
+          (prefillChunk != null ? "--prefill-chunk" : "--dtype " + dtype)
+              + " needs --device gpu (the CPU decoder is float32 and feeds the prompt one position"
+              + " per step)");
     }
     budgetGib = budget != null ? budget : 80;
     if (prefillChunk != null && (prefillChunk < 1 || prefillChunk > prompt)) {
-      throw new ParameterException(spec.commandLine(),
+      throw new ParameterException(
+          spec.commandLine(),
           "--prefill-chunk " + prefillChunk + ": use 1 to the prompt's " + prompt + " positions");
     }
     if (check && precision != Precision.FLOAT32) {
-      throw new ParameterException(spec.commandLine(), "--check compares TP=N with TP=1 in float32: in "
-          + precision.label() + " the roundings depend on how the sums are split over the ranks, so the tokens"
-          + " may differ; leave out --check or --dtype");
+      throw new ParameterException(
+          spec.commandLine(),
+          "--check compares TP=N with TP=1 in float32: in "
+              + precision.label()
+              + " the roundings depend on how the sums are split over the ranks, so the tokens"
+              + " may differ; leave out --check or --dtype");
     }
     if (check && lib == GpuRun.Library.NONE) {
-      throw new ParameterException(spec.commandLine(),
-          "--check with --library none: without collectives TP=N computes other tokens; leave out one of them");
+      throw new ParameterException(
+          spec.commandLine(),
+          "--check with --library none: without collectives TP=N computes other tokens; leave out"
+              + " one of them");
     }
     if (!(budgetGib > 0) || Double.isInfinite(budgetGib)) {
-      throw new ParameterException(spec.commandLine(), "--budget " + budgetGib + ": give the GiB of a GPU, above 0");
+      throw new ParameterException(
+          spec.commandLine(), "--budget " + budgetGib + ": give the GiB of a GPU, above 0");
     }
     int gpus = 0;
-    if (gpu) {  // after every check that needs no GPU: a bad command line says so without loading CUDA
+    // After every check that needs no GPU: a bad command line says so without loading CUDA.
+    if (gpu) {
       try {
         gpus = DeviceDecoder.gpuCount();
       } catch (IllegalStateException e) {
@@ -242,34 +340,78 @@ public final class DecodeCommand implements Callable<Integer> {
       }
       int perGpu = spread ? (tp + gpus - 1) / gpus : tp;
       if (lib == GpuRun.Library.NCCL && perGpu > 1) {
-        throw new ParameterException(spec.commandLine(), "--library nccl takes one rank per GPU (NVIDIA's NCCL"
-            + " refuses two on one GPU), and --tp " + tp + (spread ? " over " + gpus + " GPUs" : " without --spread")
-            + " puts " + perGpu + " on GPU 0: " + (gpus >= tp ? "add --spread" : "use --tp " + gpus + " or less with --spread"));
+        throw new ParameterException(
+            spec.commandLine(),
+            "--library nccl takes one rank per GPU (NVIDIA's NCCL"
+                + " refuses two on one GPU), and --tp "
+                + tp
+                + (spread ? " over " + gpus + " GPUs" : " without --spread")
+                + " puts "
+                + perGpu
+                + " on GPU 0: "
+                + (gpus >= tp ? "add --spread" : "use --tp " + gpus + " or less with --spread"));
       }
     }
-    GpuRun gpuRun = gpu ? new GpuRun(lib, precision, graph, spread, gpus,
-        prefillChunk != null ? prefillChunk : prompt) : null;
-    Options options = Options.builder().transport(t).timeout(Duration.ofSeconds(timeoutSeconds)).build();
-    out.printf(Locale.ROOT, "# decode: hidden %d, %d heads, %d KV heads, intermediate %d, %d layers,"
-        + " vocab %d, batch %d, context %d; prompt %d, new %d; %s %s, ranks as %s%n",
-        s.hidden(), s.heads(), s.kvHeads(), s.intermediate(), s.layers(), s.vocab(), s.batch(),
-        s.context(), prompt, newTokens, precision.label(), !gpu ? "on the CPU, the prompt one position per step"
+    GpuRun gpuRun =
+        gpu
+            ? new GpuRun(
+                lib, precision, graph, spread, gpus, prefillChunk != null ? prefillChunk : prompt)
+            : null;
+    Options options =
+        Options.builder().transport(t).timeout(Duration.ofSeconds(timeoutSeconds)).build();
+    out.printf(
+        Locale.ROOT,
+        "# decode: hidden %d, %d heads, %d KV heads, intermediate %d, %d layers,"
+            + " vocab %d, batch %d, context %d; prompt %d, new %d; %s %s, ranks as %s%n",
+        s.hidden(),
+        s.heads(),
+        s.kvHeads(),
+        s.intermediate(),
+        s.layers(),
+        s.vocab(),
+        s.batch(),
+        s.context(),
+        prompt,
+        newTokens,
+        precision.label(),
+        !gpu
+            ? "on the CPU, the prompt one position per step"
             : (graph ? "on the GPU, the step replayed as one CUDA graph" : "on the GPU, eager")
-                + ", the prompt in passes of " + gpuRun.chunk()
+                + ", the prompt in passes of "
+                + gpuRun.chunk()
                 + (spread ? ", rank r on GPU r % " + gpus : ", every rank on GPU 0"),
         processes ? "processes" : "threads");
     if (gpu) {
-      out.println("# collectives: " + switch (lib) {
-        case NCCL -> "NCCL (the system's libnccl.so.2)";
-        case COLIBRI -> "Colibri";
-        case NONE -> "none (each rank's compute alone; the tokens are not the model's above TP=1)";
-      } + "; GPU memory in use (cudaMemGetInfo, rank 0's GPU) grew by init+ at the library's init,"
-          + " model at the weights and buffers, run+ over the generation; own: the library's own count;"
-          + String.format(Locale.ROOT, " KV tokens: the KV cache's tokens that %s GiB of rank 0's GPU less all of"
-              + " that holds", budgetGib));
+      out.println(
+          "# collectives: "
+              + switch (lib) {
+                case NCCL -> "NCCL (the system's libnccl.so.2)";
+                case COLIBRI -> "Colibri";
+                case NONE ->
+                    "none (each rank's compute alone; the tokens are not the model's above TP=1)";
+              }
+              + "; GPU memory in use (cudaMemGetInfo, rank 0's GPU) grew by init+ at the library's"
+              + " init, model at the weights and buffers, run+ over the generation; own: the"
+              + " library's own count;"
+              + String.format(
+                  Locale.ROOT,
+                  " KV tokens: the KV cache's tokens that %s GiB of rank 0's GPU less all of"
+                      + " that holds",
+                  budgetGib));
     }
-    out.printf(Locale.ROOT, "# %4s %10s %10s %10s %10s %10s %10s %10s %8s %12s%n", "tp", "ms/step", "tokens/s",
-        "TTFT ms", "init ms", "init+ MiB", "model MiB", "run+ MiB", "own MiB", "KV tokens");
+    out.printf(
+        Locale.ROOT,
+        "# %4s %10s %10s %10s %10s %10s %10s %10s %8s %12s%n",
+        "tp",
+        "ms/step",
+        "tokens/s",
+        "TTFT ms",
+        "init ms",
+        "init+ MiB",
+        "model MiB",
+        "run+ MiB",
+        "own MiB",
+        "KV tokens");
     try {
       LocalGroup.Result ref = null;
       if (check) {
@@ -283,12 +425,22 @@ public final class DecodeCommand implements Callable<Integer> {
         double diff = same ? LocalGroup.compare(ref.rank0(), r.rank0()) : Double.NaN;
         if (!same || !(diff <= tolerance)) {
           report(s, gpuRun, r, "fail");
-          out.printf(Locale.ROOT, "FAIL: TP=%d against TP=1: tokens %s, largest logit difference %.3g"
-              + " (tolerance %.3g)%n", tp, same ? "identical" : "differ", diff, tolerance);
+          out.printf(
+              Locale.ROOT,
+              "FAIL: TP=%d against TP=1: tokens %s, largest logit difference %.3g"
+                  + " (tolerance %.3g)%n",
+              tp,
+              same ? "identical" : "differ",
+              diff,
+              tolerance);
           return EXIT_CHECK;
         }
         report(s, gpuRun, r, "ok");
-        out.printf(Locale.ROOT, "ok: TP=%d equals TP=1 (tokens identical, logits within %.3g)%n", tp, diff);
+        out.printf(
+            Locale.ROOT,
+            "ok: TP=%d equals TP=1 (tokens identical, logits within %.3g)%n",
+            tp,
+            diff);
       } else {
         report(s, gpuRun, r, "");
       }
@@ -302,11 +454,26 @@ public final class DecodeCommand implements Callable<Integer> {
     }
   }
 
-  private LocalGroup.Result group(ModelShape s, int n, Options options, GpuRun gpu, boolean keep,
+  private LocalGroup.Result group(
+      ModelShape s,
+      int n,
+      Options options,
+      GpuRun gpu,
+      boolean keep,
       Function<TpCollectives, TpCollectives> w) {
     if (processes) {
-      return ProcessGroup.run(new ProcessGroup.Spec(s, n, options.transport(), options.timeout(), gpu, seed, prompt,
-          newTokens, keep, -1));
+      return ProcessGroup.run(
+          new ProcessGroup.Spec(
+              s,
+              n,
+              options.transport(),
+              options.timeout(),
+              gpu,
+              seed,
+              prompt,
+              newTokens,
+              keep,
+              -1));
     }
     if (gpu == null) {
       return LocalGroup.run(s, n, options, seed, prompt, newTokens, keep, w);
@@ -315,9 +482,10 @@ public final class DecodeCommand implements Callable<Integer> {
   }
 
   /** The CSV's columns, in order (docs/end-to-end.md). */
-  static final String CSV_HEADER = "library,device,dtype,mode,ranks_as,placement,hidden,layers,vocab,batch,prompt,"
-      + "prefill_chunk,tp,ms_per_step,tokens_per_s,ttft_ms,init_ms,init_mib,model_mib,run_mib,own_mib,budget_gib,"
-      + "kv_tokens,check";
+  static final String CSV_HEADER =
+      "library,device,dtype,mode,ranks_as,placement,hidden,layers,vocab,batch,prompt,"
+          + "prefill_chunk,tp,ms_per_step,tokens_per_s,ttft_ms,init_ms,init_mib,model_mib,run_mib,own_mib,budget_gib,"
+          + "kv_tokens,check";
 
   /**
    * One printed row's figures: what {@link #report} prints and appends to --csv.
@@ -331,8 +499,15 @@ public final class DecodeCommand implements Callable<Integer> {
    * @param budgetGib the budget of the KV-cache column
    * @param ranksOnGpu the ranks that share rank 0's GPU (their caches share its memory)
    */
-  record Row(int tp, double msPerStep, double tokensPerSecond, double ttftMs, double initMs,
-      LocalGroup.Memory memory, double budgetGib, int ranksOnGpu) {
+  record Row(
+      int tp,
+      double msPerStep,
+      double tokensPerSecond,
+      double ttftMs,
+      double initMs,
+      LocalGroup.Memory memory,
+      double budgetGib,
+      int ranksOnGpu) {
 
     static Row of(LocalGroup.Result r, double budgetGib, GpuRun gpu) {
       Generation g = r.rank0();
@@ -341,8 +516,15 @@ public final class DecodeCommand implements Callable<Integer> {
       for (int rank = 0; gpu != null && rank < r.tp(); rank++) {
         onGpu += gpu.device(rank) == gpu.device(0) ? 1 : 0;
       }
-      return new Row(r.tp(), ms, g.tokens()[0].length * 1000 / ms, g.firstTokenNanos() / 1e6, r.initNanos() / 1e6,
-          r.ranks().get(0).memory(), budgetGib, Math.max(1, onGpu));
+      return new Row(
+          r.tp(),
+          ms,
+          g.tokens()[0].length * 1000 / ms,
+          g.firstTokenNanos() / 1e6,
+          r.initNanos() / 1e6,
+          r.ranks().get(0).memory(),
+          budgetGib,
+          Math.max(1, onGpu));
     }
 
     double initMib() {
@@ -375,14 +557,30 @@ public final class DecodeCommand implements Callable<Integer> {
   }
 
   /** Prints the row of {@code r} and appends it to --csv (when given). */
-  private void report(ModelShape s, GpuRun gpu, LocalGroup.Result r, String checked) throws IOException {
+  private void report(ModelShape s, GpuRun gpu, LocalGroup.Result r, String checked)
+      throws IOException {
     Row row = Row.of(r, budgetGib, gpu);
     LocalGroup.Memory m = row.memory();
-    String mem = m == null ? String.format(Locale.ROOT, " %10s %10s %10s %8s %12s", "-", "-", "-", "-", "-")
-        : String.format(Locale.ROOT, " %10.1f %10.1f %10.1f %8s %12d", row.initMib(), row.modelMib(), row.runMib(),
-            row.ownMib() == null ? "-" : String.format(Locale.ROOT, "%.1f", row.ownMib()), row.kvTokens());
-    out.printf(Locale.ROOT, "  %4d %10.3f %10.1f %10.3f %10.3f%s%n", row.tp(), row.msPerStep(),
-        row.tokensPerSecond(), row.ttftMs(), row.initMs(), mem);
+    String mem =
+        m == null
+            ? String.format(Locale.ROOT, " %10s %10s %10s %8s %12s", "-", "-", "-", "-", "-")
+            : String.format(
+                Locale.ROOT,
+                " %10.1f %10.1f %10.1f %8s %12d",
+                row.initMib(),
+                row.modelMib(),
+                row.runMib(),
+                row.ownMib() == null ? "-" : String.format(Locale.ROOT, "%.1f", row.ownMib()),
+                row.kvTokens());
+    out.printf(
+        Locale.ROOT,
+        "  %4d %10.3f %10.1f %10.3f %10.3f%s%n",
+        row.tp(),
+        row.msPerStep(),
+        row.tokensPerSecond(),
+        row.ttftMs(),
+        row.initMs(),
+        mem);
     writeCsv(s, gpu, row, checked);
   }
 
@@ -396,20 +594,48 @@ public final class DecodeCommand implements Callable<Integer> {
       return;
     }
     LocalGroup.Memory m = row.memory();
-    String mem = m == null ? ",,,,,"
-        : String.format(Locale.ROOT, "%.1f,%.1f,%.1f,%s,%s,%d", row.initMib(), row.modelMib(), row.runMib(),
-            row.ownMib() == null ? "" : String.format(Locale.ROOT, "%.1f", row.ownMib()),
-            String.format(Locale.ROOT, "%s", row.budgetGib()), row.kvTokens());
-    String line = String.format(Locale.ROOT, "%s,%s,%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%.4f,%.1f,%.3f,%.3f,%s,%s%n",
-        gpu != null ? gpu.library().label() : "colibri", gpu != null ? "gpu" : "cpu",
-        gpu != null ? gpu.precision().label() : "float32",
-        gpu == null ? "host" : gpu.graph() ? "graph" : "eager", processes ? "processes" : "threads",
-        gpu != null && gpu.spread() ? "spread" : "one", s.hidden(), s.layers(), s.vocab(), s.batch(),
-        prompt, gpu != null ? gpu.chunk() : 1, row.tp(), row.msPerStep(), row.tokensPerSecond(), row.ttftMs(),
-        row.initMs(), mem, checked);
+    String mem =
+        m == null
+            ? ",,,,,"
+            : String.format(
+                Locale.ROOT,
+                "%.1f,%.1f,%.1f,%s,%s,%d",
+                row.initMib(),
+                row.modelMib(),
+                row.runMib(),
+                row.ownMib() == null ? "" : String.format(Locale.ROOT, "%.1f", row.ownMib()),
+                String.format(Locale.ROOT, "%s", row.budgetGib()),
+                row.kvTokens());
+    String line =
+        String.format(
+            Locale.ROOT,
+            "%s,%s,%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%d,%.4f,%.1f,%.3f,%.3f,%s,%s%n",
+            gpu != null ? gpu.library().label() : "colibri",
+            gpu != null ? "gpu" : "cpu",
+            gpu != null ? gpu.precision().label() : "float32",
+            gpu == null ? "host" : gpu.graph() ? "graph" : "eager",
+            processes ? "processes" : "threads",
+            gpu != null && gpu.spread() ? "spread" : "one",
+            s.hidden(),
+            s.layers(),
+            s.vocab(),
+            s.batch(),
+            prompt,
+            gpu != null ? gpu.chunk() : 1,
+            row.tp(),
+            row.msPerStep(),
+            row.tokensPerSecond(),
+            row.ttftMs(),
+            row.initMs(),
+            mem,
+            checked);
     boolean fresh = !Files.exists(csv) || Files.size(csv) == 0;
-    Files.writeString(csv, (fresh ? CSV_HEADER + System.lineSeparator() : "") + line, StandardCharsets.UTF_8,
-        StandardOpenOption.CREATE, StandardOpenOption.APPEND);
+    Files.writeString(
+        csv,
+        (fresh ? CSV_HEADER + System.lineSeparator() : "") + line,
+        StandardCharsets.UTF_8,
+        StandardOpenOption.CREATE,
+        StandardOpenOption.APPEND);
   }
 
   private static double mib(long bytes) {

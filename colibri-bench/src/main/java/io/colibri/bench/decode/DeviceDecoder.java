@@ -14,12 +14,12 @@ import static org.bytedeco.cuda.global.cublas.cublasSetStream_v2;
 import static org.bytedeco.cuda.global.cudart.CUDA_SUCCESS;
 import static org.bytedeco.cuda.global.cudart.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
 import static org.bytedeco.cuda.global.cudart.cuFuncSetAttribute;
-import static org.bytedeco.cuda.global.cudart.cudaDevAttrMaxSharedMemoryPerBlockOptin;
-import static org.bytedeco.cuda.global.cudart.cudaDeviceGetAttribute;
 import static org.bytedeco.cuda.global.cudart.cuLaunchKernel;
 import static org.bytedeco.cuda.global.cudart.cuModuleGetFunction;
 import static org.bytedeco.cuda.global.cudart.cuModuleLoadData;
 import static org.bytedeco.cuda.global.cudart.cuModuleUnload;
+import static org.bytedeco.cuda.global.cudart.cudaDevAttrMaxSharedMemoryPerBlockOptin;
+import static org.bytedeco.cuda.global.cudart.cudaDeviceGetAttribute;
 import static org.bytedeco.cuda.global.cudart.cudaFree;
 import static org.bytedeco.cuda.global.cudart.cudaGetErrorString;
 import static org.bytedeco.cuda.global.cudart.cudaGraphDestroy;
@@ -89,8 +89,17 @@ public final class DeviceDecoder implements AutoCloseable {
   static final String PTX = "colibri_decode_kernels.ptx";
 
   /** The kernels of colibri_decode_kernels.ptx that exist once per {@link Precision}, less its suffix. */
-  private static final List<String> TYPED = List.of("clb_dec_embed", "clb_dec_rmsnorm", "clb_dec_rope",
-      "clb_dec_cache", "clb_dec_attention", "clb_dec_silu_mul", "clb_dec_add", "clb_dec_argmax");
+  private static final List<String> TYPED =
+      List.of(
+          "clb_dec_embed",
+          "clb_dec_rmsnorm",
+          "clb_dec_rope",
+          "clb_dec_cache",
+          "clb_dec_attention",
+          "clb_dec_silu_mul",
+          "clb_dec_add",
+          "clb_dec_argmax");
+
   /** The kernel that moves the position on (no element type). */
   private static final String ADVANCE = "clb_dec_advance";
 
@@ -108,8 +117,10 @@ public final class DeviceDecoder implements AutoCloseable {
 
   private final ModelShape s;
   private final Precision pr;
+
   /** Positions per sequence a pass takes at most (the prefill's chunk). */
   private final int chunk;
+
   private final Shard shard;
   private final DeviceCollectives comm;
   private final CUstream_st stream = new CUstream_st();
@@ -118,15 +129,19 @@ public final class DeviceDecoder implements AutoCloseable {
   private final List<Pointer> allocations = new ArrayList<>();
   private final FloatPointer one = new FloatPointer(1f);
   private final FloatPointer zero = new FloatPointer(0f);
+
   /** The kernels' argument values, 8 bytes each, and the pointers to them that cuLaunchKernel takes. */
   static final int MAX_ARGS = 12;
+
   private final LongPointer argValues = new LongPointer(MAX_ARGS);
   private final java.nio.ByteBuffer argBytes =
       argValues.asByteBuffer().order(java.nio.ByteOrder.nativeOrder());
   private final PointerPointer<Pointer> argSlots = slots(argValues);
   private CUgraphExec_st graph;
+
   /** The position the next step computes (the device's word holds the same). */
   private int position;
+
   /**
    * Positions per sequence the device's tokens are for: those of the last {@link #setInput}, or 1
    * after a pass (its argmax wrote one token per sequence).
@@ -200,12 +215,17 @@ public final class DeviceDecoder implements AutoCloseable {
    * @param precision the element type of weights, activations, KV cache and collectives
    * @param chunk the most positions per sequence one pass takes (the prompt's chunk), 1 or more
    */
-  public DeviceDecoder(Shard shard, SeededWeights weights, DeviceCollectives comm, int device,
-      Precision precision, int chunk) {
+  public DeviceDecoder(
+      Shard shard,
+      SeededWeights weights,
+      DeviceCollectives comm,
+      int device,
+      Precision precision,
+      int chunk) {
     shard.checkGroup(comm.size(), comm.rank());
     if (chunk < 1 || chunk > shard.shape().context()) {
-      throw new IllegalArgumentException("a pass of " + chunk + " positions: use 1 to the context's "
-          + shard.shape().context());
+      throw new IllegalArgumentException(
+          "a pass of " + chunk + " positions: use 1 to the context's " + shard.shape().context());
     }
     this.pr = precision;
     this.chunk = chunk;
@@ -229,16 +249,29 @@ public final class DeviceDecoder implements AutoCloseable {
         throw new IllegalStateException("cuBLAS could not be set up on GPU " + device);
       }
       loadKernels();
-      int scoreBytes = 4 * s.context();  // attention's dynamic shared memory: a float score per position
+      // Attention's dynamic shared memory: a float score per position.
+      int scoreBytes = 4 * s.context();
       if (scoreBytes > 48 * 1024) {
         int[] most = new int[1];
-        cuda(cudaDeviceGetAttribute(most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
+        cuda(
+            cudaDeviceGetAttribute(most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+            "cudaDeviceGetAttribute");
         if (scoreBytes > most[0]) {
-          throw new IllegalArgumentException("a context of " + s.context() + " positions needs " + scoreBytes
-              + " bytes of shared memory per attention block; GPU " + device + " gives at most " + most[0]
-              + ": use a context of at most " + most[0] / 4);
+          throw new IllegalArgumentException(
+              "a context of "
+                  + s.context()
+                  + " positions needs "
+                  + scoreBytes
+                  + " bytes of shared memory per attention block; GPU "
+                  + device
+                  + " gives at most "
+                  + most[0]
+                  + ": use a context of at most "
+                  + most[0] / 4);
         }
-        driver(cuFuncSetAttribute(fAttention, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, scoreBytes),
+        driver(
+            cuFuncSetAttribute(
+                fAttention, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, scoreBytes),
             "cuFuncSetAttribute(clb_dec_attention, dynamic shared memory " + scoreBytes + ")");
       }
       int layers = s.layers();
@@ -280,7 +313,7 @@ public final class DeviceDecoder implements AutoCloseable {
       pos = allocBytes(4);
       sync();
     } catch (RuntimeException | Error e) {
-      close();  // what was made so far: a half-built decoder holds no GPU memory
+      close(); // what was made so far: a half-built decoder holds no GPU memory
       throw e;
     }
   }
@@ -310,28 +343,38 @@ public final class DeviceDecoder implements AutoCloseable {
    */
   public void setInput(int[] rowTokens, int position, int n) {
     if (n < 1 || n > chunk) {
-      throw new IllegalArgumentException("a pass of " + n + " positions: this decoder takes 1 to " + chunk);
+      throw new IllegalArgumentException(
+          "a pass of " + n + " positions: this decoder takes 1 to " + chunk);
     }
     if (rowTokens.length != b * n) {
-      throw new IllegalArgumentException(rowTokens.length + " tokens for a batch of " + b + " × " + n
-          + " positions");
+      throw new IllegalArgumentException(
+          rowTokens.length + " tokens for a batch of " + b + " × " + n + " positions");
     }
     for (int t : rowTokens) {
       if (t < 0 || t >= s.vocab()) {
-        throw new IllegalArgumentException("token " + t + " is outside the vocabulary of " + s.vocab());
+        throw new IllegalArgumentException(
+            "token " + t + " is outside the vocabulary of " + s.vocab());
       }
     }
     if (position < 0 || position > s.context() - n) {
-      throw new IllegalArgumentException("positions " + position + " to " + (position + n - 1)
-          + " are outside the KV cache's " + s.context() + " positions");
+      throw new IllegalArgumentException(
+          "positions "
+              + position
+              + " to "
+              + (position + n - 1)
+              + " are outside the KV cache's "
+              + s.context()
+              + " positions");
     }
     this.position = position;
     this.inputPositions = n;
     IntPointer t = new IntPointer(rowTokens);
     IntPointer p = new IntPointer(new int[] {position});
-    cuda(cudaMemcpyAsync(tokens, t, 4L * rowTokens.length, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+    cuda(
+        cudaMemcpyAsync(tokens, t, 4L * rowTokens.length, cudaMemcpyHostToDevice, stream),
+        "cudaMemcpyAsync");
     cuda(cudaMemcpyAsync(pos, p, 4, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
-    sync();  // the host copies' sources live until here
+    sync(); // the host copies' sources live until here
     t.close();
     p.close();
   }
@@ -353,8 +396,14 @@ public final class DeviceDecoder implements AutoCloseable {
    */
   public void enqueuePass(int n) {
     if (n != inputPositions) {
-      throw new IllegalArgumentException("a pass of " + n + " positions, but the device's tokens are for "
-          + inputPositions + ": call setInput with " + n + " per sequence first");
+      throw new IllegalArgumentException(
+          "a pass of "
+              + n
+              + " positions, but the device's tokens are for "
+              + inputPositions
+              + ": call setInput with "
+              + n
+              + " per sequence first");
     }
     checkRoom(n);
     enqueue(n);
@@ -381,7 +430,21 @@ public final class DeviceDecoder implements AutoCloseable {
       launch(fRope, rows, 1, 0, q, nh, d, pos, n, ModelShape.ROPE_THETA);
       launch(fRope, rows, 1, 0, k, nkv, d, pos, n, ModelShape.ROPE_THETA);
       launch(fCache, rows, 1, 0, k, v, kcache[l], vcache[l], nkv, s.context(), d, pos, n);
-      launch(fAttention, rows, nh, 4 * s.context(), q, kcache[l], vcache[l], att, nh, nkv, s.context(), d, pos, n);
+      launch(
+          fAttention,
+          rows,
+          nh,
+          4 * s.context(),
+          q,
+          kcache[l],
+          vcache[l],
+          att,
+          nh,
+          nkv,
+          s.context(),
+          d,
+          pos,
+          n);
       gemm(rows, att, qw, wo[l], out, qw, h);
       comm.allReduceSum(out, rh, pr, stream);
       launch(fAdd, blocks(rh), 1, 0, x, out, rh);
@@ -403,12 +466,13 @@ public final class DeviceDecoder implements AutoCloseable {
 
   /** Captures {@link #enqueueStep()} in a CUDA graph, instantiates and uploads it. */
   public void captureStep() {
-    cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    cuda(
+        cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
     CUgraph_st g = new CUgraph_st();
     try {
       enqueue(1);
     } catch (RuntimeException e) {
-      cudaStreamEndCapture(stream, g);  // ends the capture; the first error is the one to report
+      cudaStreamEndCapture(stream, g); // ends the capture; the first error is the one to report
       if (!g.isNull()) {
         cudaGraphDestroy(g);
       }
@@ -431,8 +495,10 @@ public final class DeviceDecoder implements AutoCloseable {
       throw new IllegalStateException("no step captured: call captureStep() first");
     }
     if (inputPositions != 1) {
-      throw new IllegalStateException("the device's tokens are for a pass of " + inputPositions
-          + " positions: the captured step takes 1");
+      throw new IllegalStateException(
+          "the device's tokens are for a pass of "
+              + inputPositions
+              + " positions: the captured step takes 1");
     }
     checkRoom(1);
     comm.launchGraph(graph, stream);
@@ -454,11 +520,16 @@ public final class DeviceDecoder implements AutoCloseable {
    * @param useGraph whether to capture the step once and replay it
    * @return what was generated
    */
-  public Generation generate(long seed, int promptLength, int newTokens, boolean keepLogits,
-      boolean useGraph) {
+  public Generation generate(
+      long seed, int promptLength, int newTokens, boolean keepLogits, boolean useGraph) {
     if (promptLength < 1 || newTokens < 1 || promptLength + newTokens > s.context()) {
-      throw new IllegalArgumentException("prompt " + promptLength + " + new " + newTokens
-          + " tokens must be 2 or more and fit the context of " + s.context());
+      throw new IllegalArgumentException(
+          "prompt "
+              + promptLength
+              + " + new "
+              + newTokens
+              + " tokens must be 2 or more and fit the context of "
+              + s.context());
     }
     int[][] prompt = Generation.prompt(s, seed, promptLength);
     int[] first = new int[b];
@@ -537,11 +608,14 @@ public final class DeviceDecoder implements AutoCloseable {
   public void read(float[] logitsOut, int[] nextOut) {
     IntPointer t = new IntPointer(b);
     int count = shard.tp() * b * vw;
-    Pointer g = logitsOut == null ? null
-        : pr == Precision.FLOAT32 ? new FloatPointer(count) : new ShortPointer(count);
+    Pointer g =
+        logitsOut == null
+            ? null
+            : pr == Precision.FLOAT32 ? new FloatPointer(count) : new ShortPointer(count);
     cuda(cudaMemcpyAsync(t, tokens, 4L * b, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
     if (g != null) {
-      cuda(cudaMemcpyAsync(g, gathered, (long) pr.bytes() * count, cudaMemcpyDeviceToHost, stream),
+      cuda(
+          cudaMemcpyAsync(g, gathered, (long) pr.bytes() * count, cudaMemcpyDeviceToHost, stream),
           "cudaMemcpyAsync");
     }
     sync();
@@ -600,7 +674,8 @@ public final class DeviceDecoder implements AutoCloseable {
 
   /** @return the current GPU's memory in use (total less free, cudaMemGetInfo), in bytes */
   public static long usedBytes() {
-    try (SizeTPointer free = new SizeTPointer(1); SizeTPointer total = new SizeTPointer(1)) {
+    try (SizeTPointer free = new SizeTPointer(1);
+        SizeTPointer total = new SizeTPointer(1)) {
       cuda(cudaMemGetInfo(free, total), "cudaMemGetInfo");
       return total.get() - free.get();
     }
@@ -620,9 +695,13 @@ public final class DeviceDecoder implements AutoCloseable {
       int rc = org.bytedeco.cuda.global.cudart.cudaGetDeviceCount(n);
       return rc == cudaSuccess ? n[0] : 0;
     } catch (LinkageError | RuntimeException e) {
-      throw new IllegalStateException("the CUDA runtime could not be loaded through the org.bytedeco"
-          + " CUDA presets (" + e + "): the GPU decoder needs the NVIDIA driver (libcuda.so.1) and the"
-          + " CUDA 13 runtime (libcudart.so.13) on the library path", e);
+      throw new IllegalStateException(
+          "the CUDA runtime could not be loaded through the org.bytedeco"
+              + " CUDA presets ("
+              + e
+              + "): the GPU decoder needs the NVIDIA driver (libcuda.so.1) and the"
+              + " CUDA 13 runtime (libcudart.so.13) on the library path",
+          e);
     }
   }
 
@@ -630,14 +709,15 @@ public final class DeviceDecoder implements AutoCloseable {
     byte[] ptx;
     try (InputStream in = DeviceDecoder.class.getResourceAsStream(PTX)) {
       if (in == null) {
-        throw new IllegalStateException("colibri_decode_kernels.ptx is not in this jar: build"
-            + " colibri-bench with nvcc on the path (colibri-native's CMake build makes it)");
+        throw new IllegalStateException(
+            "colibri_decode_kernels.ptx is not in this jar: build"
+                + " colibri-bench with nvcc on the path (colibri-native's CMake build makes it)");
       }
       ptx = in.readAllBytes();
     } catch (IOException e) {
       throw new IllegalStateException("could not read colibri_decode_kernels.ptx: " + e, e);
     }
-    byte[] z = java.util.Arrays.copyOf(ptx, ptx.length + 1);  // the driver wants it 0-terminated
+    byte[] z = java.util.Arrays.copyOf(ptx, ptx.length + 1); // the driver wants it 0-terminated
     try (BytePointer image = new BytePointer(z)) {
       driver(cuModuleLoadData(module, image), "cuModuleLoadData of the decode kernels");
     }
@@ -658,7 +738,7 @@ public final class DeviceDecoder implements AutoCloseable {
     Pointer p = new Pointer();
     cuda(cudaMalloc(p, bytes), "cudaMalloc of " + bytes + " bytes");
     allocations.add(p);
-    cuda(cudaMemsetAsync(p, 0, bytes, stream), "cudaMemsetAsync");  // in the stream's order
+    cuda(cudaMemsetAsync(p, 0, bytes, stream), "cudaMemsetAsync"); // in the stream's order
     return p;
   }
 
@@ -678,7 +758,8 @@ public final class DeviceDecoder implements AutoCloseable {
       src = new ShortPointer(h16);
     }
     try (src) {
-      cuda(cudaMemcpyAsync(p, src, (long) pr.bytes() * a.length, cudaMemcpyHostToDevice, stream),
+      cuda(
+          cudaMemcpyAsync(p, src, (long) pr.bytes() * a.length, cudaMemcpyHostToDevice, stream),
           "cudaMemcpyAsync");
       sync();
     }
@@ -691,11 +772,39 @@ public final class DeviceDecoder implements AutoCloseable {
    */
   private void gemm(int m, Pointer a, int lda, Pointer w, Pointer y, int kk, int n) {
     int t = pr.cudaType();
-    int rc = cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, kk, one, w, t, n, a, t, lda, zero, y, t, n,
-        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    int rc =
+        cublasGemmEx(
+            blas,
+            CUBLAS_OP_N,
+            CUBLAS_OP_N,
+            n,
+            m,
+            kk,
+            one,
+            w,
+            t,
+            n,
+            a,
+            t,
+            lda,
+            zero,
+            y,
+            t,
+            n,
+            CUBLAS_COMPUTE_32F,
+            CUBLAS_GEMM_DEFAULT);
     if (rc != CUBLAS_STATUS_SUCCESS) {
-      throw new IllegalStateException("cublasGemmEx failed (status " + rc + ") for " + m + " x " + kk
-          + " x " + n + " in " + pr.label());
+      throw new IllegalStateException(
+          "cublasGemmEx failed (status "
+              + rc
+              + ") for "
+              + m
+              + " x "
+              + kk
+              + " x "
+              + n
+              + " in "
+              + pr.label());
     }
   }
 
@@ -714,7 +823,7 @@ public final class DeviceDecoder implements AutoCloseable {
   static Pointer at(long where) {
     return new Pointer() {
       {
-        address = where;  // Pointer's field (a parameter named address would be hidden by it)
+        address = where; // Pointer's field (a parameter named address would be hidden by it)
       }
     };
   }
@@ -739,7 +848,8 @@ public final class DeviceDecoder implements AutoCloseable {
    */
   private void launch(CUfunc_st f, int gx, int gy, int smem, Object... args) {
     if (args.length > MAX_ARGS) {
-      throw new IllegalArgumentException(args.length + " kernel arguments: the slots hold " + MAX_ARGS);
+      throw new IllegalArgumentException(
+          args.length + " kernel arguments: the slots hold " + MAX_ARGS);
     }
     for (int i = 0; i < args.length; i++) {
       Object a = args[i];
@@ -758,13 +868,16 @@ public final class DeviceDecoder implements AutoCloseable {
         throw new IllegalArgumentException("kernel argument of type " + a.getClass());
       }
     }
-    driver(cuLaunchKernel(f, gx, gy, 1, THREADS, 1, 1, smem, stream, argSlots, null), "cuLaunchKernel");
+    driver(
+        cuLaunchKernel(f, gx, gy, 1, THREADS, 1, 1, smem, stream, argSlots, null),
+        "cuLaunchKernel");
   }
 
   private static void cuda(int rc, String what) {
     if (rc != cudaSuccess) {
       BytePointer text = cudaGetErrorString(rc);
-      throw new IllegalStateException(what + " failed: " + (text == null ? "error " + rc : text.getString()));
+      throw new IllegalStateException(
+          what + " failed: " + (text == null ? "error " + rc : text.getString()));
     }
   }
 

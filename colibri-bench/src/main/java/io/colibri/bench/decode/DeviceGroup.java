@@ -30,12 +30,22 @@ final class DeviceGroup {
    * @param keep whether to keep the logits
    * @return the group's result
    */
-  static LocalGroup.Result run(ModelShape s, int n, Options options, GpuRun gpu, long seed, int prompt,
-      int newTokens, boolean keep) {
+  static LocalGroup.Result run(
+      ModelShape s,
+      int n,
+      Options options,
+      GpuRun gpu,
+      long seed,
+      int prompt,
+      int newTokens,
+      boolean keep) {
     UniqueId id = gpu.library() == GpuRun.Library.COLIBRI ? UniqueId.create() : null;
-    ncclUniqueId ncclId = gpu.library() == GpuRun.Library.NCCL ? NcclDeviceCollectives.uniqueId() : null;
-    return LocalGroup.runRanks(n, rank -> rank(s, n, rank, id, ncclId, options, gpu, seed, prompt, newTokens,
-        keep), gpu.library() != GpuRun.Library.NONE);
+    ncclUniqueId ncclId =
+        gpu.library() == GpuRun.Library.NCCL ? NcclDeviceCollectives.uniqueId() : null;
+    return LocalGroup.runRanks(
+        n,
+        rank -> rank(s, n, rank, id, ncclId, options, gpu, seed, prompt, newTokens, keep),
+        gpu.library() != GpuRun.Library.NONE);
   }
 
   /**
@@ -54,25 +64,44 @@ final class DeviceGroup {
    * @param keep whether to keep the logits
    * @return the rank's run, with its GPU memory figures
    */
-  static LocalGroup.RankRun rank(ModelShape s, int n, int rank, UniqueId id, ncclUniqueId ncclId, Options options,
-      GpuRun gpu, long seed, int prompt, int newTokens, boolean keep) {
+  static LocalGroup.RankRun rank(
+      ModelShape s,
+      int n,
+      int rank,
+      UniqueId id,
+      ncclUniqueId ncclId,
+      Options options,
+      GpuRun gpu,
+      long seed,
+      int prompt,
+      int newTokens,
+      boolean keep) {
     int dev = gpu.device(rank);
     DeviceDecoder.selectDevice(dev);
     long m0 = DeviceDecoder.usedBytes();
     long t0 = System.nanoTime();
-    try (DeviceCollectives c = switch (gpu.library()) {
-      case NCCL -> new NcclDeviceCollectives(ncclId, n, rank);
-      case COLIBRI -> new ColibriDeviceCollectives(Communicator.init(id, rank, n, options));
-      case NONE -> new NoCollectives(n, rank);
-    }) {
+    try (DeviceCollectives c =
+        switch (gpu.library()) {
+          case NCCL -> new NcclDeviceCollectives(ncclId, n, rank);
+          case COLIBRI -> new ColibriDeviceCollectives(Communicator.init(id, rank, n, options));
+          case NONE -> new NoCollectives(n, rank);
+        }) {
       long init = System.nanoTime() - t0;
       long m1 = DeviceDecoder.usedBytes();
-      try (DeviceDecoder dec = new DeviceDecoder(new Shard(s, n, rank), new SeededWeights(seed), c, dev,
-          gpu.precision(), Math.min(gpu.chunk(), prompt))) {
+      try (DeviceDecoder dec =
+          new DeviceDecoder(
+              new Shard(s, n, rank),
+              new SeededWeights(seed),
+              c,
+              dev,
+              gpu.precision(),
+              Math.min(gpu.chunk(), prompt))) {
         long m2 = DeviceDecoder.usedBytes();
         Generation g = dec.generate(seed, prompt, newTokens, keep, gpu.graph());
         long m3 = DeviceDecoder.usedBytes();
-        return new LocalGroup.RankRun(g, init,
+        return new LocalGroup.RankRun(
+            g,
+            init,
             new LocalGroup.Memory(m0, m1, m2, m3, c.ownDeviceBytes(), dec.kvBytesPerToken()));
       }
     }

@@ -23,8 +23,12 @@ import java.util.SplittableRandom;
  * @param promptLogits the logits of the prompt's last position, [sequence × vocab], or null
  *     unless kept
  */
-public record Generation(int[][] tokens, List<float[]> logits, long[] stepNanos,
-    long firstTokenNanos, float[] promptLogits) {
+public record Generation(
+    int[][] tokens,
+    List<float[]> logits,
+    long[] stepNanos,
+    long firstTokenNanos,
+    float[] promptLogits) {
 
   /**
    * Runs the prompt and the generation on {@code decoder}.
@@ -36,12 +40,17 @@ public record Generation(int[][] tokens, List<float[]> logits, long[] stepNanos,
    * @param keepLogits whether to keep every step's logits
    * @return what was generated
    */
-  public static Generation run(HostDecoder decoder, long seed, int promptLength, int newTokens,
-      boolean keepLogits) {
+  public static Generation run(
+      HostDecoder decoder, long seed, int promptLength, int newTokens, boolean keepLogits) {
     ModelShape s = decoder.shard().shape();
     if (promptLength < 1 || newTokens < 1 || promptLength + newTokens > s.context()) {
-      throw new IllegalArgumentException("prompt " + promptLength + " + new " + newTokens
-          + " tokens must be 2 or more and fit the context of " + s.context());
+      throw new IllegalArgumentException(
+          "prompt "
+              + promptLength
+              + " + new "
+              + newTokens
+              + " tokens must be 2 or more and fit the context of "
+              + s.context());
     }
     int[][] prompt = prompt(s, seed, promptLength);
     float[] logits = new float[s.batch() * s.vocab()];

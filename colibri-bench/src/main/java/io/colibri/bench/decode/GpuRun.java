@@ -16,7 +16,8 @@ import java.util.Locale;
  * @param gpus the GPUs seen
  * @param chunk the most prompt positions per sequence one pass takes (the prefill's chunk)
  */
-record GpuRun(Library library, Precision precision, boolean graph, boolean spread, int gpus, int chunk) {
+record GpuRun(
+    Library library, Precision precision, boolean graph, boolean spread, int gpus, int chunk) {
 
   /** Whose collectives the decoder calls. */
   enum Library {

@@ -39,7 +39,7 @@ public final class HostDecoder {
   private final float[][] wdown;
   private final float[] embed;
   private final float[] head;
-  private final float[][] kcache;  // [layer][batch][kv head][position][d]
+  private final float[][] kcache; // [layer][batch][kv head][position][d]
   private final float[][] vcache;
   private final float[] cos;
   private final float[] sin;
@@ -146,13 +146,14 @@ public final class HostDecoder {
    */
   public void step(int[] tokens, int pos, float[] logitsOut) {
     if (pos < 0 || pos >= s.context()) {
-      throw new IllegalArgumentException("position " + pos + " is outside the KV cache's "
-          + s.context() + " positions");
+      throw new IllegalArgumentException(
+          "position " + pos + " is outside the KV cache's " + s.context() + " positions");
     }
     for (int i = 0; i < b; i++) {
       int t = tokens[i];
       if (t < 0 || t >= s.vocab()) {
-        throw new IllegalArgumentException("token " + t + " is outside the vocabulary of " + s.vocab());
+        throw new IllegalArgumentException(
+            "token " + t + " is outside the vocabulary of " + s.vocab());
       }
       System.arraycopy(embed, t * h, x, i * h, h);
     }

@@ -40,8 +40,13 @@ public final class LocalGroup {
    * @param libraryOwn the library's own count of its device memory, or -1 where it gives none
    * @param kvBytesPerToken the rank's KV cache per token (keys and values of every layer)
    */
-  public record Memory(long beforeInit, long afterInit, long afterModel, long afterGeneration,
-      long libraryOwn, long kvBytesPerToken) {}
+  public record Memory(
+      long beforeInit,
+      long afterInit,
+      long afterModel,
+      long afterGeneration,
+      long libraryOwn,
+      long kvBytesPerToken) {}
 
   /**
    * One rank's run.
@@ -101,12 +106,20 @@ public final class LocalGroup {
    * @throws IllegalStateException when a rank failed (its error as the cause) or the ranks'
    *     tokens differ
    */
-  public static Result run(ModelShape shape, int tp, Options options, long seed, int prompt,
-      int newTokens, boolean keepLogits, Function<TpCollectives, TpCollectives> wrap) {
+  public static Result run(
+      ModelShape shape,
+      int tp,
+      Options options,
+      long seed,
+      int prompt,
+      int newTokens,
+      boolean keepLogits,
+      Function<TpCollectives, TpCollectives> wrap) {
     shape.check(tp);
     UniqueId id = UniqueId.create();
-    return runRanks(tp, rank -> hostRank(shape, tp, rank, id, options, seed, prompt, newTokens, keepLogits,
-        wrap));
+    return runRanks(
+        tp,
+        rank -> hostRank(shape, tp, rank, id, options, seed, prompt, newTokens, keepLogits, wrap));
   }
 
   /**
@@ -126,8 +139,17 @@ public final class LocalGroup {
    * @param wrap wraps the rank's collectives
    * @return the rank's run
    */
-  static RankRun hostRank(ModelShape shape, int tp, int rank, UniqueId id, Options options, long seed,
-      int prompt, int newTokens, boolean keepLogits, Function<TpCollectives, TpCollectives> wrap) {
+  static RankRun hostRank(
+      ModelShape shape,
+      int tp,
+      int rank,
+      UniqueId id,
+      Options options,
+      long seed,
+      int prompt,
+      int newTokens,
+      boolean keepLogits,
+      Function<TpCollectives, TpCollectives> wrap) {
     int maxCount = Math.max(shape.batch() * shape.hidden(), shape.batch() * shape.vocab() / tp);
     long t0 = System.nanoTime();
     try (Communicator comm = Communicator.init(id, rank, tp, options);
@@ -164,11 +186,14 @@ public final class LocalGroup {
    *     {@code sameTokens}, the ranks' tokens differ
    */
   public static Result runRanks(int tp, RankBody body, boolean sameTokens) {
-    ExecutorService pool = Executors.newFixedThreadPool(tp, r -> {
-      Thread t = new Thread(r, "decode-rank");
-      t.setDaemon(true);
-      return t;
-    });
+    ExecutorService pool =
+        Executors.newFixedThreadPool(
+            tp,
+            r -> {
+              Thread t = new Thread(r, "decode-rank");
+              t.setDaemon(true);
+              return t;
+            });
     try {
       // Results in the order the ranks end: the first failure is reported at once (its peers,
       // which may wait for it, are interrupted when the pool shuts down), not after them. A peer
@@ -190,7 +215,8 @@ public final class LocalGroup {
           int rank = futures.indexOf(f);
           long graceEnd = System.nanoTime() + GRACE_NANOS;
           for (int j = i + 1; j < tp && causedByPeer(failed); j++) {
-            Future<RankRun> g = done.poll(Math.max(0, graceEnd - System.nanoTime()), TimeUnit.NANOSECONDS);
+            Future<RankRun> g =
+                done.poll(Math.max(0, graceEnd - System.nanoTime()), TimeUnit.NANOSECONDS);
             if (g == null) {
               break;
             }
@@ -200,7 +226,8 @@ public final class LocalGroup {
               rank = futures.indexOf(g);
             }
           }
-          throw new IllegalStateException("rank " + rank + " of " + tp + " failed: " + failed.getMessage(), failed);
+          throw new IllegalStateException(
+              "rank " + rank + " of " + tp + " failed: " + failed.getMessage(), failed);
         }
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
@@ -209,7 +236,7 @@ public final class LocalGroup {
       List<RankRun> runs = new ArrayList<>();
       for (Future<RankRun> f : futures) {
         try {
-          runs.add(f.get());  // every one has ended
+          runs.add(f.get()); // every one has ended
         } catch (ExecutionException | InterruptedException e) {
           throw new IllegalStateException("a rank's result: " + e, e);
         }
@@ -257,7 +284,8 @@ public final class LocalGroup {
    */
   static void requireSameTokens(List<RankRun> runs) {
     for (int r = 1; r < runs.size(); r++) {
-      if (!Arrays.deepEquals(runs.get(r).generation().tokens(), runs.get(0).generation().tokens())) {
+      if (!Arrays.deepEquals(
+          runs.get(r).generation().tokens(), runs.get(0).generation().tokens())) {
         throw new IllegalStateException("rank " + r + " generated other tokens than rank 0");
       }
     }

@@ -23,11 +23,19 @@ import java.util.List;
  * @param batch sequences decoded together
  * @param context positions of the KV cache per sequence (prompt and generated tokens)
  */
-public record ModelShape(int hidden, int heads, int kvHeads, int intermediate, int layers,
-    int vocab, int batch, int context) {
+public record ModelShape(
+    int hidden,
+    int heads,
+    int kvHeads,
+    int intermediate,
+    int layers,
+    int vocab,
+    int batch,
+    int context) {
 
   /** RMSNorm's epsilon. */
   public static final float NORM_EPS = 1e-5f;
+
   /** The rotary embedding's base. */
   public static final double ROPE_THETA = 10000.0;
 
@@ -82,15 +90,25 @@ public record ModelShape(int hidden, int heads, int kvHeads, int intermediate, i
       return p;
     }
     if (hidden % heads != 0) {
-      p.add("--hidden " + hidden + " is not a multiple of --heads " + heads
-          + ": every head has hidden / heads elements");
+      p.add(
+          "--hidden "
+              + hidden
+              + " is not a multiple of --heads "
+              + heads
+              + ": every head has hidden / heads elements");
     } else if (headDim() % 2 != 0) {
-      p.add("the head size hidden / heads = " + headDim()
-          + " is odd: the rotary embedding turns pairs of elements; pick an even head size");
+      p.add(
+          "the head size hidden / heads = "
+              + headDim()
+              + " is odd: the rotary embedding turns pairs of elements; pick an even head size");
     }
     if (heads % kvHeads != 0) {
-      p.add("--heads " + heads + " is not a multiple of --kv-heads " + kvHeads
-          + ": query heads share the KV heads in equal groups");
+      p.add(
+          "--heads "
+              + heads
+              + " is not a multiple of --kv-heads "
+              + kvHeads
+              + ": query heads share the KV heads in equal groups");
     }
     divides(p, "kv-heads", kvHeads, tp, "each rank holds whole KV heads (and their query heads)");
     divides(p, "heads", heads, tp, "each rank holds whole query heads");
@@ -109,8 +127,8 @@ public record ModelShape(int hidden, int heads, int kvHeads, int intermediate, i
   public ModelShape check(int tp) {
     List<String> p = problems(tp);
     if (!p.isEmpty()) {
-      throw new IllegalArgumentException("the model does not split over " + tp + " rank(s): "
-          + String.join("; ", p));
+      throw new IllegalArgumentException(
+          "the model does not split over " + tp + " rank(s): " + String.join("; ", p));
     }
     return this;
   }

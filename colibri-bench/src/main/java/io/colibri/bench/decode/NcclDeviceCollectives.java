@@ -43,8 +43,11 @@ public final class NcclDeviceCollectives implements DeviceCollectives {
     try {
       Loader.load(org.bytedeco.cuda.global.nccl.class);
     } catch (LinkageError | RuntimeException e) {
-      throw new IllegalStateException("NCCL could not be loaded through the org.bytedeco CUDA presets ("
-          + e + "): it needs libnccl.so.2 on the library path", e);
+      throw new IllegalStateException(
+          "NCCL could not be loaded through the org.bytedeco CUDA presets ("
+              + e
+              + "): it needs libnccl.so.2 on the library path",
+          e);
     }
     ncclUniqueId id = new ncclUniqueId();
     check(ncclGetUniqueId(id), "ncclGetUniqueId");
@@ -73,7 +76,8 @@ public final class NcclDeviceCollectives implements DeviceCollectives {
    */
   public static ncclUniqueId fromHex(String hex) {
     if (hex.length() != 2 * ID_BYTES) {
-      throw new IllegalArgumentException("an NCCL unique id is " + 2 * ID_BYTES + " hex digits, not " + hex.length());
+      throw new IllegalArgumentException(
+          "an NCCL unique id is " + 2 * ID_BYTES + " hex digits, not " + hex.length());
     }
     ncclUniqueId id = new ncclUniqueId();
     for (int i = 0; i < ID_BYTES; i++) {
@@ -93,7 +97,9 @@ public final class NcclDeviceCollectives implements DeviceCollectives {
   public NcclDeviceCollectives(ncclUniqueId id, int size, int rank) {
     this.size = size;
     this.rank = rank;
-    check(ncclCommInitRank(comm, size, id, rank), "ncclCommInitRank(rank " + rank + " of " + size + ")");
+    check(
+        ncclCommInitRank(comm, size, id, rank),
+        "ncclCommInitRank(rank " + rank + " of " + size + ")");
   }
 
   @Override
@@ -109,7 +115,8 @@ public final class NcclDeviceCollectives implements DeviceCollectives {
   @Override
   public String library() {
     int[] v = new int[1];
-    return ncclGetVersion(v) == ncclSuccess ? "NCCL " + v[0] / 10000 + "." + v[0] / 100 % 100 + "." + v[0] % 100
+    return ncclGetVersion(v) == ncclSuccess
+        ? "NCCL " + v[0] / 10000 + "." + v[0] / 100 % 100 + "." + v[0] % 100
         : "NCCL";
   }
 
@@ -119,7 +126,8 @@ public final class NcclDeviceCollectives implements DeviceCollectives {
   }
 
   @Override
-  public void allGather(Pointer send, Pointer recv, long count, Precision type, CUstream_st stream) {
+  public void allGather(
+      Pointer send, Pointer recv, long count, Precision type, CUstream_st stream) {
     check(ncclAllGather(send, recv, count, type.ncclType(), comm, stream), "ncclAllGather");
   }
 
@@ -151,8 +159,11 @@ public final class NcclDeviceCollectives implements DeviceCollectives {
   private static void check(int rc, String what) {
     if (rc != ncclSuccess) {
       BytePointer text = ncclGetErrorString(rc);
-      throw new IllegalStateException(what + " failed: " + (text == null ? "ncclResult " + rc : text.getString())
-          + " (NCCL_DEBUG=WARN in the environment says more)");
+      throw new IllegalStateException(
+          what
+              + " failed: "
+              + (text == null ? "ncclResult " + rc : text.getString())
+              + " (NCCL_DEBUG=WARN in the environment says more)");
     }
   }
 }

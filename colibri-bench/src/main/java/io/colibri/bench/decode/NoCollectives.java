@@ -50,12 +50,18 @@ public final class NoCollectives implements DeviceCollectives {
   public void allReduceSum(Pointer buf, long count, Precision type, CUstream_st stream) {}
 
   @Override
-  public void allGather(Pointer send, Pointer recv, long count, Precision type, CUstream_st stream) {
+  public void allGather(
+      Pointer send, Pointer recv, long count, Precision type, CUstream_st stream) {
     // The part is this rank's: the head's GEMM has written it, and the argmax reads every part.
     // Copying it into its place keeps the read of this rank's part what it is with a library.
     long bytes = (long) type.bytes() * count;
-    int rc = cudaMemcpyAsync(DeviceDecoder.at(recv.address() + bytes * rank), send, bytes, cudaMemcpyDeviceToDevice,
-        stream);
+    int rc =
+        cudaMemcpyAsync(
+            DeviceDecoder.at(recv.address() + bytes * rank),
+            send,
+            bytes,
+            cudaMemcpyDeviceToDevice,
+            stream);
     if (rc != cudaSuccess) {
       throw new IllegalStateException("cudaMemcpyAsync failed: error " + rc);
     }

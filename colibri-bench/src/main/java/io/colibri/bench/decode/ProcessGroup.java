@@ -36,12 +36,23 @@ final class ProcessGroup {
    * What the parent passes a rank process: the decode's parameters ({@code gpu} null on the CPU),
    * and {@code plantedFailure}: the rank whose process fails at its start (tests; -1: none).
    */
-  record Spec(ModelShape shape, int tp, Transport transport, Duration timeout, GpuRun gpu, long seed, int prompt,
-      int newTokens, boolean keep, int plantedFailure) {}
+  record Spec(
+      ModelShape shape,
+      int tp,
+      Transport transport,
+      Duration timeout,
+      GpuRun gpu,
+      long seed,
+      int prompt,
+      int newTokens,
+      boolean keep,
+      int plantedFailure) {}
 
-  private static final int MAGIC = 0x434c4244;  // "CLBD"
+  private static final int MAGIC = 0x434c4244; // "CLBD"
+
   /** A rank process's exit: its own failure, or one a peer caused (REMOTE_ERROR). */
   static final int EXIT_OWN = 3;
+
   static final int EXIT_PEER = 4;
 
   private ProcessGroup() {}
@@ -60,14 +71,16 @@ final class ProcessGroup {
     try {
       dir = Files.createTempDirectory("colibri-decode-");
     } catch (IOException e) {
-      throw new IllegalStateException("a folder for the rank processes' results: " + e.getMessage(), e);
+      throw new IllegalStateException(
+          "a folder for the rank processes' results: " + e.getMessage(), e);
     }
     GpuRun.Library library = spec.gpu() == null ? GpuRun.Library.COLIBRI : spec.gpu().library();
-    String id = switch (library) {
-      case COLIBRI -> UniqueId.create().toString();
-      case NCCL -> NcclDeviceCollectives.toHex(NcclDeviceCollectives.uniqueId());
-      case NONE -> "-";
-    };
+    String id =
+        switch (library) {
+          case COLIBRI -> UniqueId.create().toString();
+          case NCCL -> NcclDeviceCollectives.toHex(NcclDeviceCollectives.uniqueId());
+          case NONE -> "-";
+        };
     List<Process> procs = new ArrayList<>();
     try {
       for (int r = 0; r < spec.tp(); r++) {
@@ -78,7 +91,7 @@ final class ProcessGroup {
       for (int r = 0; r < spec.tp(); r++) {
         runs.add(read(dir.resolve("rank" + r + ".run")));
       }
-      if (library != GpuRun.Library.NONE) {  // without collectives each rank computes its own tokens
+      if (library != GpuRun.Library.NONE) { // without collectives each rank computes its own tokens
         LocalGroup.requireSameTokens(runs);
       }
       return new LocalGroup.Result(spec.tp(), runs);
@@ -104,8 +117,23 @@ final class ProcessGroup {
     Map<String, String> a = new HashMap<>();
     a.put("id", id);
     a.put("rank", Integer.toString(rank));
-    a.put("shape", m.hidden() + "," + m.heads() + "," + m.kvHeads() + "," + m.intermediate() + "," + m.layers()
-        + "," + m.vocab() + "," + m.batch() + "," + m.context());
+    a.put(
+        "shape",
+        m.hidden()
+            + ","
+            + m.heads()
+            + ","
+            + m.kvHeads()
+            + ","
+            + m.intermediate()
+            + ","
+            + m.layers()
+            + ","
+            + m.vocab()
+            + ","
+            + m.batch()
+            + ","
+            + m.context());
     a.put("tp", Integer.toString(s.tp()));
     a.put("transport", s.transport().name());
     a.put("timeout", Long.toString(s.timeout().toMillis()));
@@ -125,8 +153,10 @@ final class ProcessGroup {
     a.put("fail", Integer.toString(s.plantedFailure()));
     a.put("out", dir.resolve("rank" + rank + ".run").toString());
     a.forEach((k, v) -> cmd.add(k + "=" + v));
-    return new ProcessBuilder(cmd).redirectOutput(ProcessBuilder.Redirect.DISCARD)
-        .redirectError(dir.resolve("rank" + rank + ".err").toFile()).start();
+    return new ProcessBuilder(cmd)
+        .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+        .redirectError(dir.resolve("rank" + rank + ".err").toFile())
+        .start();
   }
 
   /**
@@ -148,25 +178,42 @@ final class ProcessGroup {
         ended[r] = true;
         left--;
         int code = procs.get(r).exitValue();
-        if (code != 0 && (failed < 0 || procs.get(failed).exitValue() == EXIT_PEER && code != EXIT_PEER)) {
+        if (code != 0
+            && (failed < 0 || procs.get(failed).exitValue() == EXIT_PEER && code != EXIT_PEER)) {
           if (failed < 0) {
             graceEnd = System.nanoTime() + LocalGroup.GRACE_NANOS;
           }
           failed = r;
         }
       }
-      if (failed >= 0 && (procs.get(failed).exitValue() != EXIT_PEER || left == 0
-          || System.nanoTime() > graceEnd)) {
-        throw new IllegalStateException("rank " + failed + " of " + procs.size() + " failed (its process exited with "
-            + procs.get(failed).exitValue() + "): " + lastLine(dir.resolve("rank" + failed + ".err")));
+      if (failed >= 0
+          && (procs.get(failed).exitValue() != EXIT_PEER
+              || left == 0
+              || System.nanoTime() > graceEnd)) {
+        throw new IllegalStateException(
+            "rank "
+                + failed
+                + " of "
+                + procs.size()
+                + " failed (its process exited with "
+                + procs.get(failed).exitValue()
+                + "): "
+                + lastLine(dir.resolve("rank" + failed + ".err")));
       }
       if (left > 0 && System.nanoTime() > deadline) {
         int r = 0;
         while (ended[r]) {
           r++;
         }
-        throw new IllegalStateException("rank " + r + " of " + procs.size() + " did not end within "
-            + limit.toSeconds() + " s: " + lastLine(dir.resolve("rank" + r + ".err")));
+        throw new IllegalStateException(
+            "rank "
+                + r
+                + " of "
+                + procs.size()
+                + " did not end within "
+                + limit.toSeconds()
+                + " s: "
+                + lastLine(dir.resolve("rank" + r + ".err")));
       }
       try {
         Thread.sleep(20);
@@ -203,7 +250,8 @@ final class ProcessGroup {
   }
 
   static void write(Path f, LocalGroup.RankRun run) throws IOException {
-    try (DataOutputStream o = new DataOutputStream(new BufferedOutputStream(Files.newOutputStream(f)))) {
+    try (DataOutputStream o =
+        new DataOutputStream(new BufferedOutputStream(Files.newOutputStream(f)))) {
       Generation g = run.generation();
       o.writeInt(MAGIC);
       o.writeInt(g.tokens().length);
@@ -235,8 +283,15 @@ final class ProcessGroup {
       LocalGroup.Memory m = run.memory();
       o.writeBoolean(m != null);
       if (m != null) {
-        for (long v : new long[] {m.beforeInit(), m.afterInit(), m.afterModel(), m.afterGeneration(),
-            m.libraryOwn(), m.kvBytesPerToken()}) {
+        for (long v :
+            new long[] {
+              m.beforeInit(),
+              m.afterInit(),
+              m.afterModel(),
+              m.afterGeneration(),
+              m.libraryOwn(),
+              m.kvBytesPerToken()
+            }) {
           o.writeLong(v);
         }
       }
@@ -244,7 +299,8 @@ final class ProcessGroup {
   }
 
   static LocalGroup.RankRun read(Path f) throws IOException {
-    try (DataInputStream in = new DataInputStream(new BufferedInputStream(Files.newInputStream(f)))) {
+    try (DataInputStream in =
+        new DataInputStream(new BufferedInputStream(Files.newInputStream(f)))) {
       if (in.readInt() != MAGIC) {
         throw new IOException(f + " is not a rank's run");
       }
@@ -273,11 +329,18 @@ final class ProcessGroup {
         promptLogits[i] = in.readFloat();
       }
       long init = in.readLong();
-      LocalGroup.Memory m = in.readBoolean()
-          ? new LocalGroup.Memory(in.readLong(), in.readLong(), in.readLong(), in.readLong(), in.readLong(),
-              in.readLong())
-          : null;
-      return new LocalGroup.RankRun(new Generation(tokens, logits, steps, first, promptLogits), init, m);
+      LocalGroup.Memory m =
+          in.readBoolean()
+              ? new LocalGroup.Memory(
+                  in.readLong(),
+                  in.readLong(),
+                  in.readLong(),
+                  in.readLong(),
+                  in.readLong(),
+                  in.readLong())
+              : null;
+      return new LocalGroup.RankRun(
+          new Generation(tokens, logits, steps, first, promptLogits), init, m);
     }
   }
 
@@ -301,24 +364,53 @@ final class ProcessGroup {
       if (rank == Integer.parseInt(a.get("fail"))) {
         throw new IllegalStateException("the planted failure of rank " + rank);
       }
-      Options options = Options.builder().transport(Transport.valueOf(a.get("transport")))
-          .timeout(Duration.ofMillis(Long.parseLong(a.get("timeout")))).build();
+      Options options =
+          Options.builder()
+              .transport(Transport.valueOf(a.get("transport")))
+              .timeout(Duration.ofMillis(Long.parseLong(a.get("timeout"))))
+              .build();
       long seed = Long.parseLong(a.get("seed"));
       int prompt = Integer.parseInt(a.get("prompt"));
       int newTokens = Integer.parseInt(a.get("new"));
       boolean keep = Boolean.parseBoolean(a.get("keep"));
       LocalGroup.RankRun run;
       if (a.containsKey("library")) {
-        GpuRun g = new GpuRun(GpuRun.Library.parse(a.get("library")), Precision.parse(a.get("dtype")),
-            Boolean.parseBoolean(a.get("graph")), Boolean.parseBoolean(a.get("spread")),
-            Integer.parseInt(a.get("gpus")), Integer.parseInt(a.get("chunk")));
-        run = DeviceGroup.rank(shape, tp, rank,
-            g.library() == GpuRun.Library.COLIBRI ? UniqueId.parse(a.get("id")) : null,
-            g.library() == GpuRun.Library.NCCL ? NcclDeviceCollectives.fromHex(a.get("id")) : null,
-            options, g, seed, prompt, newTokens, keep);
+        GpuRun g =
+            new GpuRun(
+                GpuRun.Library.parse(a.get("library")),
+                Precision.parse(a.get("dtype")),
+                Boolean.parseBoolean(a.get("graph")),
+                Boolean.parseBoolean(a.get("spread")),
+                Integer.parseInt(a.get("gpus")),
+                Integer.parseInt(a.get("chunk")));
+        run =
+            DeviceGroup.rank(
+                shape,
+                tp,
+                rank,
+                g.library() == GpuRun.Library.COLIBRI ? UniqueId.parse(a.get("id")) : null,
+                g.library() == GpuRun.Library.NCCL
+                    ? NcclDeviceCollectives.fromHex(a.get("id"))
+                    : null,
+                options,
+                g,
+                seed,
+                prompt,
+                newTokens,
+                keep);
       } else {
-        run = LocalGroup.hostRank(shape, tp, rank, UniqueId.parse(a.get("id")), options, seed, prompt, newTokens,
-            keep, Function.identity());
+        run =
+            LocalGroup.hostRank(
+                shape,
+                tp,
+                rank,
+                UniqueId.parse(a.get("id")),
+                options,
+                seed,
+                prompt,
+                newTokens,
+                keep,
+                Function.identity());
       }
       write(Path.of(a.get("out")), run);
     } catch (Exception | LinkageError e) {

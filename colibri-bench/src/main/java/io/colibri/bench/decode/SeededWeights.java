@@ -91,7 +91,7 @@ public final class SeededWeights {
   public float value(Matrix m, int layer, long row, long column, long columns, double scale) {
     long stream = mix(seed ^ mix(((long) m.ordinal() << 32) | (layer & 0xffffffffL)));
     long bits = mix(stream + (row * columns + column) * 0x9E3779B97F4A7C15L);
-    double u = (bits >>> 11) * 0x1.0p-53;  // [0, 1)
+    double u = (bits >>> 11) * 0x1.0p-53; // [0, 1)
     return (float) ((2.0 * u - 1.0) * SQRT3 * scale);
   }
 
@@ -106,8 +106,8 @@ public final class SeededWeights {
    * @param rows the block's rows in the whole matrix
    * @param cols the block's columns in the whole matrix
    */
-  public void fill(float[] dst, Matrix m, int layer, ModelShape shape, Shard.Range rows,
-      Shard.Range cols) {
+  public void fill(
+      float[] dst, Matrix m, int layer, ModelShape shape, Shard.Range rows, Shard.Range cols) {
     long columns = columns(m, shape);
     double scale = scale(m, shape);
     int w = cols.size();

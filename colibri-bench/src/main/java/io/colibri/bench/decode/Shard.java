@@ -119,8 +119,15 @@ public record Shard(ModelShape shape, int tp, int rank) {
    */
   public void checkGroup(int size, int groupRank) {
     if (size != tp || groupRank != rank) {
-      throw new IllegalArgumentException("the communicator is rank " + groupRank + " of " + size
-          + ", the shard rank " + rank + " of " + tp);
+      throw new IllegalArgumentException(
+          "the communicator is rank "
+              + groupRank
+              + " of "
+              + size
+              + ", the shard rank "
+              + rank
+              + " of "
+              + tp);
     }
   }
 

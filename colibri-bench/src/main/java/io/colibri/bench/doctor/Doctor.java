@@ -29,21 +29,27 @@ import picocli.CommandLine.Option;
  * default {@code /}), so tests build a fake tree; what only the driver knows comes through a
  * {@code DoctorProbe}.
  */
-@Command(name = "doctor", mixinStandardHelpOptions = true,
+@Command(
+    name = "doctor",
+    mixinStandardHelpOptions = true,
     versionProvider = Commands.VersionProvider.class,
-    header = "Checks this machine for Colibri (driver, GPUs, RDMA, limits) and says how to fix"
-        + " each problem.",
+    header =
+        "Checks this machine for Colibri (driver, GPUs, RDMA, limits) and says how to fix"
+            + " each problem.",
     sortOptions = false,
     description = {
-        "Checks this machine for Colibri, in order: the Colibri library, the NVIDIA driver, the"
-            + " GPUs (compute capability, PCI bus id, kernel image), peer access between GPUs,"
-            + " RDMA devices and ports, libibverbs, GPUDirect RDMA, GPU-NIC PCIe affinity, the"
-            + " memlock limit, and the versions. One line per check: PASS, WARN, FAIL or SKIP,"
-            + " what was found, and the fix.",
-        ""},
-    footer = {"",
-        "Exit code: 0 no check FAILed, 1 some check FAILed, 2 bad command line.",
-        "See docs/troubleshooting.md, section 'colibri doctor'."})
+      "Checks this machine for Colibri, in order: the Colibri library, the NVIDIA driver, the"
+          + " GPUs (compute capability, PCI bus id, kernel image), peer access between GPUs,"
+          + " RDMA devices and ports, libibverbs, GPUDirect RDMA, GPU-NIC PCIe affinity, the"
+          + " memlock limit, and the versions. One line per check: PASS, WARN, FAIL or SKIP,"
+          + " what was found, and the fix.",
+      ""
+    },
+    footer = {
+      "",
+      "Exit code: 0 no check FAILed, 1 some check FAILed, 2 bad command line.",
+      "See docs/troubleshooting.md, section 'colibri doctor'."
+    })
 public final class Doctor implements Callable<Integer> {
 
   static final int EXIT_OK = 0;
@@ -53,7 +59,10 @@ public final class Doctor implements Callable<Integer> {
 
   /** Outcome of one check. */
   enum Status {
-    PASS, WARN, FAIL, SKIP
+    PASS,
+    WARN,
+    FAIL,
+    SKIP
   }
 
   /**
@@ -97,7 +106,13 @@ public final class Doctor implements Callable<Integer> {
    * @param java the Java runtime ("17.0.15 (Debian, /usr/lib/jvm/...)")
    */
   @JsonPropertyOrder({"hostname", "os", "kernel", "arch", "cpus", "memory_bytes", "java"})
-  record Host(String hostname, String os, String kernel, String arch, int cpus, Long memoryBytes,
+  record Host(
+      String hostname,
+      String os,
+      String kernel,
+      String arch,
+      int cpus,
+      Long memoryBytes,
       String java) {
 
     static Host of(DoctorFiles files, DoctorProbe probe) {
@@ -116,10 +131,14 @@ public final class Doctor implements Callable<Integer> {
           memory = Long.parseLong(m.group(1)) * 1024;
         }
       }
-      return new Host(files.read("/proc/sys/kernel/hostname"),
+      return new Host(
+          files.read("/proc/sys/kernel/hostname"),
           os != null ? os : System.getProperty("os.name"),
-          files.read("/proc/sys/kernel/osrelease"), System.getProperty("os.arch"),
-          Runtime.getRuntime().availableProcessors(), memory, probe.javaVersion());
+          files.read("/proc/sys/kernel/osrelease"),
+          System.getProperty("os.arch"),
+          Runtime.getRuntime().availableProcessors(),
+          memory,
+          probe.javaVersion());
     }
   }
 
@@ -135,10 +154,17 @@ public final class Doctor implements Callable<Integer> {
       for (Result r : results) {
         n[r.status().ordinal()]++;
       }
-      Status verdict = n[Status.FAIL.ordinal()] > 0 ? Status.FAIL
-          : n[Status.WARN.ordinal()] > 0 ? Status.WARN : Status.PASS;
-      return new Summary(n[Status.PASS.ordinal()], n[Status.WARN.ordinal()],
-          n[Status.FAIL.ordinal()], n[Status.SKIP.ordinal()], verdict, Doctor.exitCode(results));
+      Status verdict =
+          n[Status.FAIL.ordinal()] > 0
+              ? Status.FAIL
+              : n[Status.WARN.ordinal()] > 0 ? Status.WARN : Status.PASS;
+      return new Summary(
+          n[Status.PASS.ordinal()],
+          n[Status.WARN.ordinal()],
+          n[Status.FAIL.ordinal()],
+          n[Status.SKIP.ordinal()],
+          verdict,
+          Doctor.exitCode(results));
     }
   }
 
@@ -155,16 +181,23 @@ public final class Doctor implements Callable<Integer> {
     }
   }
 
-  @Option(names = "--json", description = "print one JSON object (version, host, summary, and"
-      + " the checks as {check, status, found, fix}) instead of the text")
+  @Option(
+      names = "--json",
+      description =
+          "print one JSON object (version, host, summary, and"
+              + " the checks as {check, status, found, fix}) instead of the text")
   boolean json;
 
-  @Option(names = "--no-gpu", description = "host collectives only: the GPU checks are SKIPped"
-      + " instead of FAILing")
+  @Option(
+      names = "--no-gpu",
+      description = "host collectives only: the GPU checks are SKIPped" + " instead of FAILing")
   boolean noGpu;
 
-  @Option(names = "--root", paramLabel = "DIR", description = "read /proc, /sys and /dev below"
-      + " DIR (default: ${DEFAULT-VALUE}; for tests)")
+  @Option(
+      names = "--root",
+      paramLabel = "DIR",
+      description =
+          "read /proc, /sys and /dev below" + " DIR (default: ${DEFAULT-VALUE}; for tests)")
   Path root = Paths.get("/");
 
   private final PrintStream out;
@@ -190,8 +223,11 @@ public final class Doctor implements Callable<Integer> {
   public Integer call() {
     DoctorChecks checks = new DoctorChecks(root, probe, noGpu);
     List<Result> results = checks.run();
-    out.print(json ? toJson(new Report(checks.libraryVersion(),
-        Host.of(new DoctorFiles(root), probe), results)) : toText(results));
+    out.print(
+        json
+            ? toJson(
+                new Report(checks.libraryVersion(), Host.of(new DoctorFiles(root), probe), results))
+            : toText(results));
     out.flush();
     return exitCode(results);
   }
@@ -213,9 +249,15 @@ public final class Doctor implements Callable<Integer> {
       }
       sb.append('\n');
     }
-    sb.append(String.format(Locale.ROOT, "colibri doctor: %d PASS, %d WARN, %d FAIL, %d SKIP%s%n",
-        counts[0], counts[1], counts[2], counts[3],
-        counts[2] > 0 ? " (exit code 1)" : ""));
+    sb.append(
+        String.format(
+            Locale.ROOT,
+            "colibri doctor: %d PASS, %d WARN, %d FAIL, %d SKIP%s%n",
+            counts[0],
+            counts[1],
+            counts[2],
+            counts[3],
+            counts[2] > 0 ? " (exit code 1)" : ""));
     return sb.toString();
   }
 

@@ -76,8 +76,11 @@ final class DoctorChecks {
     try {
       out.addAll(check.get());
     } catch (RuntimeException | LinkageError e) {
-      out.add(Result.warn(name, "the check itself failed: " + e,
-          "a bug in the doctor: please report this line"));
+      out.add(
+          Result.warn(
+              name,
+              "the check itself failed: " + e,
+              "a bug in the doctor: please report this line"));
     }
   }
 
@@ -101,16 +104,23 @@ final class DoctorChecks {
     try {
       library = probe.library();
     } catch (RuntimeException | LinkageError e) {
-      return Result.fail("library", "the Colibri native library does not load: " + reason(e),
+      return Result.fail(
+          "library",
+          "the Colibri native library does not load: " + reason(e),
           "run colibri-bench.jar as built (it carries the natives for linux-x86_64); in an"
               + " application add io.colibri:colibri-native with classifier linux-x86_64 (same"
               + " version); if the home folder is read-only add"
               + " -Dorg.bytedeco.javacpp.cachedir=/tmp/javacpp; details with"
               + " -Dorg.bytedeco.javacpp.logger.debug=true");
     }
-    return Result.pass("library", "Colibri " + library.version() + ", libcolibri.so.0 from "
-        + (library.core() == null ? "(unknown)" : library.core()) + ", JNI library "
-        + (library.jni() == null ? "(unknown)" : library.jni()));
+    return Result.pass(
+        "library",
+        "Colibri "
+            + library.version()
+            + ", libcolibri.so.0 from "
+            + (library.core() == null ? "(unknown)" : library.core())
+            + ", JNI library "
+            + (library.jni() == null ? "(unknown)" : library.jni()));
   }
 
   // ---- 2. driver ----
@@ -136,8 +146,10 @@ final class DoctorChecks {
       Matcher m = MODULE_VERSION.matcher(proc);
       moduleVersion = m.find() ? m.group(1) : null;
       openModule = proc.contains("Open Kernel Module");
-      module = "kernel module " + (moduleVersion == null ? "(version not recognized)" : moduleVersion)
-          + (openModule ? " (open)" : " (proprietary)");
+      module =
+          "kernel module "
+              + (moduleVersion == null ? "(version not recognized)" : moduleVersion)
+              + (openModule ? " (open)" : " (proprietary)");
     } else {
       module = "no /proc/driver/nvidia/version (no NVIDIA kernel module loaded)";
     }
@@ -162,8 +174,15 @@ final class DoctorChecks {
     }
     String cuda;
     if (driverProblem == null) {
-      cuda = "libcuda.so.1 loads" + (gpus.isEmpty() ? "" : ", CUDA " + gpus.get(0).cudaVersion()
-          + " (cuDriverGetVersion " + gpus.get(0).driverVersion() + ")");
+      cuda =
+          "libcuda.so.1 loads"
+              + (gpus.isEmpty()
+                  ? ""
+                  : ", CUDA "
+                      + gpus.get(0).cudaVersion()
+                      + " (cuDriverGetVersion "
+                      + gpus.get(0).driverVersion()
+                      + ")");
     } else {
       cuda = "libcuda.so.1: " + driverProblem;
     }
@@ -178,30 +197,39 @@ final class DoctorChecks {
       return Result.skip("driver", found);
     }
     List<String> pci = nvidiaPciDevices();
-    found += "; PCI bus: " + (pci.isEmpty() ? "no NVIDIA GPU"
-        : pci.size() + " NVIDIA GPU(s) (" + String.join(", ", pci) + ")");
+    found +=
+        "; PCI bus: "
+            + (pci.isEmpty()
+                ? "no NVIDIA GPU"
+                : pci.size() + " NVIDIA GPU(s) (" + String.join(", ", pci) + ")");
     String fix;
     if (driverProblem.contains("built without CUDA")) {
       fix = "use a libcolibri built where cuda.h was found (the released natives jar is)";
     } else if (driverProblem.contains("lacks")) {
       fix = "update the NVIDIA driver to one for CUDA 12 or newer (R525+)";
     } else if (driverProblem.contains("cuInit") || driverProblem.contains("no GPU")) {
-      fix = "check `nvidia-smi`, CUDA_VISIBLE_DEVICES" + visibleDevices()
-          + " and, in a container, its GPU access (`docker run --gpus all`, the NVIDIA Container"
-          + " Toolkit)";
+      fix =
+          "check `nvidia-smi`, CUDA_VISIBLE_DEVICES"
+              + visibleDevices()
+              + " and, in a container, its GPU access (`docker run --gpus all`, the NVIDIA"
+              + " Container Toolkit)";
     } else if (proc != null) {
-      fix = "the kernel module is loaded but its user-space library libcuda.so.1 is not found:"
-          + " install the driver's user-space libraries of the same version"
-          + (moduleVersion != null ? " (" + moduleVersion + ")" : "") + ", or in a container use"
-          + " the NVIDIA Container Toolkit (`--gpus all`), which mounts them; check with"
-          + " `ldconfig -p | grep libcuda`";
+      fix =
+          "the kernel module is loaded but its user-space library libcuda.so.1 is not found:"
+              + " install the driver's user-space libraries of the same version"
+              + (moduleVersion != null ? " (" + moduleVersion + ")" : "")
+              + ", or in a container use"
+              + " the NVIDIA Container Toolkit (`--gpus all`), which mounts them; check with"
+              + " `ldconfig -p | grep libcuda`";
     } else if (!pci.isEmpty()) {
-      fix = "install the NVIDIA driver (CUDA 12 or newer: R525+) and check `nvidia-smi`; in a"
-          + " container run it with the NVIDIA Container Toolkit (`docker run --gpus all`;"
-          + " Kubernetes: nvidia.com/gpu resources)";
+      fix =
+          "install the NVIDIA driver (CUDA 12 or newer: R525+) and check `nvidia-smi`; in a"
+              + " container run it with the NVIDIA Container Toolkit (`docker run --gpus all`;"
+              + " Kubernetes: nvidia.com/gpu resources)";
     } else {
-      fix = "device collectives need an NVIDIA GPU and its driver; host collectives work without"
-          + " them: if that is all you use, run `doctor --no-gpu`";
+      fix =
+          "device collectives need an NVIDIA GPU and its driver; host collectives work without"
+              + " them: if that is all you use, run `doctor --no-gpu`";
     }
     return Result.fail("driver", found, fix);
   }
@@ -220,14 +248,20 @@ final class DoctorChecks {
       return out;
     }
     if (driverProblem != null) {
-      out.add(library == null ? Result.skip("gpus", driverProblem)
-          : Result.fail("gpus", "no usable GPU (" + driverProblem + ")",
-              "see the driver line above"));
+      out.add(
+          library == null
+              ? Result.skip("gpus", driverProblem)
+              : Result.fail(
+                  "gpus", "no usable GPU (" + driverProblem + ")", "see the driver line above"));
       return out;
     }
     String visible = env.get("CUDA_VISIBLE_DEVICES");
-    out.add(Result.pass("gpus", (gpus.size() + gpuProblems.size()) + " GPU(s)"
-        + (visible != null ? " (CUDA_VISIBLE_DEVICES=" + visible + ")" : "")));
+    out.add(
+        Result.pass(
+            "gpus",
+            (gpus.size() + gpuProblems.size())
+                + " GPU(s)"
+                + (visible != null ? " (CUDA_VISIBLE_DEVICES=" + visible + ")" : "")));
     for (Device.Info g : gpus) {
       out.add(gpu(g));
     }
@@ -241,19 +275,34 @@ final class DoctorChecks {
 
   private static Result gpu(Device.Info g) {
     String check = "gpu " + g.device();
-    String found = g.name() + ", compute capability " + g.computeCapability() + ", PCI "
-        + g.pciBusId() + ", kernel image " + g.image() + " (" + imageFile(g.image())
-        + ("ptx".equals(g.image()) ? ", PTX JIT-compiled by the driver" : ", native code") + ")";
+    String found =
+        g.name()
+            + ", compute capability "
+            + g.computeCapability()
+            + ", PCI "
+            + g.pciBusId()
+            + ", kernel image "
+            + g.image()
+            + " ("
+            + imageFile(g.image())
+            + ("ptx".equals(g.image()) ? ", PTX JIT-compiled by the driver" : ", native code")
+            + ")";
     if (g.major() < 8) {
-      return Result.fail(check, found, "Colibri's kernels need compute capability 8.0 (Ampere)"
-          + " or newer: device collectives cannot run on this GPU (host buffers work)");
+      return Result.fail(
+          check,
+          found,
+          "Colibri's kernels need compute capability 8.0 (Ampere)"
+              + " or newer: device collectives cannot run on this GPU (host buffers work)");
     }
     if ("ptx".equals(g.image())) {
-      return Result.warn(check, found, "no native image for compute capability "
-          + g.computeCapability() + ": it runs, but the driver compiles the kernels at the first"
-          + " device call of each process (seconds; cached in ~/.nv/ComputeCache, keep it with"
-          + " CUDA_CACHE_PATH on a persistent volume); a Colibri build with an image for it avoids"
-          + " this");
+      return Result.warn(
+          check,
+          found,
+          "no native image for compute capability "
+              + g.computeCapability()
+              + ": it runs, but the driver compiles the kernels at the first device call of each"
+              + " process (seconds; cached in ~/.nv/ComputeCache, keep it with CUDA_CACHE_PATH on a"
+              + " persistent volume); a Colibri build with an image for it avoids this");
     }
     return Result.pass(check, found);
   }
@@ -265,8 +314,7 @@ final class DoctorChecks {
       return Result.skip("peer access", "not checked (--no-gpu)");
     }
     if (gpus.size() < 2) {
-      return Result.skip("peer access", gpus.isEmpty() ? "no GPU"
-          : "one GPU: no pair to check");
+      return Result.skip("peer access", gpus.isEmpty() ? "no GPU" : "one GPU: no pair to check");
     }
     List<String> without = new ArrayList<>();
     int pairs = 0;
@@ -278,17 +326,34 @@ final class DoctorChecks {
         boolean ab = probe.canAccessPeer(a, b);
         boolean ba = probe.canAccessPeer(b, a);
         if (!ab || !ba) {
-          without.add(a + "-" + b + (ab == ba ? "" : ab ? " (only " + a + " to " + b + ")"
-              : " (only " + b + " to " + a + ")"));
+          without.add(
+              a
+                  + "-"
+                  + b
+                  + (ab == ba
+                      ? ""
+                      : ab ? " (only " + a + " to " + b + ")" : " (only " + b + " to " + a + ")"));
         }
       }
     }
     if (without.isEmpty()) {
-      return Result.pass("peer access", "all " + pairs + " pair(s) of the " + gpus.size()
-          + " GPUs can access each other's memory");
+      return Result.pass(
+          "peer access",
+          "all "
+              + pairs
+              + " pair(s) of the "
+              + gpus.size()
+              + " GPUs can access each other's memory");
     }
-    return Result.warn("peer access", "no peer access between GPUs " + String.join(", ", without)
-            + " (" + without.size() + " of " + pairs + " pairs)",
+    return Result.warn(
+        "peer access",
+        "no peer access between GPUs "
+            + String.join(", ", without)
+            + " ("
+            + without.size()
+            + " of "
+            + pairs
+            + " pairs)",
         "device collectives between ranks on these GPUs go through host memory, far slower:"
             + " give one communicator GPUs with peer access (`nvidia-smi topo -p2p r`);"
             + " on bare metal check that the IOMMU or PCIe ACS does not block peer-to-peer, in a VM"
@@ -341,17 +406,28 @@ final class DoctorChecks {
       }
     }
     List<String> parts = new ArrayList<>();
-    parts.add(modules == null ? "no /proc/modules (nvidia_peermem unknown)"
-        : peermem ? "nvidia_peermem loaded" : "nvidia_peermem not loaded");
-    parts.add("dma-buf " + (dmaBuf ? "available" : "not available") + " (Linux "
-        + (kernel == null ? "?" : kernel) + (kernelOk ? "" : ", 5.12+ needed") + ", "
-        + (moduleVersion == null && !openModule ? "NVIDIA module type unknown"
-            : openModule ? "NVIDIA open kernel module" : "proprietary NVIDIA kernel module,"
-                + " dma-buf needs the open one")
-        + ", driver: " + (driverYes ? "supported" : driverNo ? "not supported" : "unknown") + ")");
+    parts.add(
+        modules == null
+            ? "no /proc/modules (nvidia_peermem unknown)"
+            : peermem ? "nvidia_peermem loaded" : "nvidia_peermem not loaded");
+    parts.add(
+        "dma-buf "
+            + (dmaBuf ? "available" : "not available")
+            + " (Linux "
+            + (kernel == null ? "?" : kernel)
+            + (kernelOk ? "" : ", 5.12+ needed")
+            + ", "
+            + (moduleVersion == null && !openModule
+                ? "NVIDIA module type unknown"
+                : openModule
+                    ? "NVIDIA open kernel module"
+                    : "proprietary NVIDIA kernel module," + " dma-buf needs the open one")
+            + ", driver: "
+            + (driverYes ? "supported" : driverNo ? "not supported" : "unknown")
+            + ")");
     if (!noGdr.isEmpty()) {
-      parts.add("the driver says GPU(s) " + String.join(", ", noGdr)
-          + " do not support GPUDirect RDMA");
+      parts.add(
+          "the driver says GPU(s) " + String.join(", ", noGdr) + " do not support GPUDirect RDMA");
     }
     String found = String.join("; ", parts);
     boolean ok = (peermem || dmaBuf) && noGdr.isEmpty();
@@ -359,10 +435,15 @@ final class DoctorChecks {
       return Result.skip(check, "no RDMA device; " + found);
     }
     if (ok) {
-      return Result.pass(check, (peermem ? "GPUDirect RDMA through nvidia-peermem"
-          : "GPUDirect RDMA through dma-buf") + "; " + found);
+      return Result.pass(
+          check,
+          (peermem ? "GPUDirect RDMA through nvidia-peermem" : "GPUDirect RDMA through dma-buf")
+              + "; "
+              + found);
     }
-    return Result.warn(check, "no GPUDirect RDMA: " + found,
+    return Result.warn(
+        check,
+        "no GPUDirect RDMA: " + found,
         "without it device buffers between hosts are staged through pinned host memory (a copy"
             + " on each side, lower bandwidth). Enable one: `modprobe nvidia-peermem` (part of the"
             + " NVIDIA driver; needs the RDMA stack it was built against), or the NVIDIA open"
@@ -393,8 +474,12 @@ final class DoctorChecks {
       }
     }
     if (nics.isEmpty()) {
-      out.add(Result.skip(check, rdma.devices().isEmpty() ? "no RDMA device"
-          : "no RDMA device on the PCI bus (software devices only)"));
+      out.add(
+          Result.skip(
+              check,
+              rdma.devices().isEmpty()
+                  ? "no RDMA device"
+                  : "no RDMA device on the PCI bus (software devices only)"));
       return out;
     }
     for (Device.Info g : gpus) {
@@ -415,18 +500,31 @@ final class DoctorChecks {
           bestNic = nicNames.get(i);
         }
       }
-      String found = "GPU " + g.pciBusId() + (gl.numaNode() >= 0 ? " (NUMA node "
-          + gl.numaNode() + ")" : "") + ": " + String.join("; ", parts);
+      String found =
+          "GPU "
+              + g.pciBusId()
+              + (gl.numaNode() >= 0 ? " (NUMA node " + gl.numaNode() + ")" : "")
+              + ": "
+              + String.join("; ", parts);
       if (best == Distance.SWITCH || best == Distance.ROOT_COMPLEX) {
         out.add(Result.pass(gcheck, found + "; nearest " + bestNic));
       } else {
-        out.add(Result.warn(gcheck, found,
-            "no NIC near this GPU: its RDMA traffic crosses "
-                + (best == Distance.CROSS_NUMA ? "the link between CPU sockets" : "the CPU")
-                + "; for GPUDirect RDMA at full speed put a NIC under the GPU's PCIe switch"
-                + " (compare `nvidia-smi topo -m`), and bind the rank's process to the GPU's NUMA"
-                + " node" + (gl.numaNode() >= 0 ? " (numactl --cpunodebind=" + gl.numaNode()
-                    + " --membind=" + gl.numaNode() + ")" : "")));
+        out.add(
+            Result.warn(
+                gcheck,
+                found,
+                "no NIC near this GPU: its RDMA traffic crosses "
+                    + (best == Distance.CROSS_NUMA ? "the link between CPU sockets" : "the CPU")
+                    + "; for GPUDirect RDMA at full speed put a NIC under the GPU's PCIe switch"
+                    + " (compare `nvidia-smi topo -m`), and bind the rank's process to the GPU's"
+                    + " NUMA node"
+                    + (gl.numaNode() >= 0
+                        ? " (numactl --cpunodebind="
+                            + gl.numaNode()
+                            + " --membind="
+                            + gl.numaNode()
+                            + ")"
+                        : "")));
       }
     }
     return out;
@@ -461,17 +559,28 @@ final class DoctorChecks {
       if (soft == null) {
         return Result.skip("memlock", "cannot parse: " + line.trim());
       }
-      String found = "max locked memory " + limitText(soft) + " (soft), "
-          + (hard == null ? "?" : limitText(hard)) + " (hard)";
+      String found =
+          "max locked memory "
+              + limitText(soft)
+              + " (soft), "
+              + (hard == null ? "?" : limitText(hard))
+              + " (hard)";
       if (soft < 0) {
         return Result.pass("memlock", found);
       }
       if (soft >= MEMLOCK_MIN_BYTES) {
-        return Result.pass("memlock", found + "; RDMA registrations of host memory beyond it fail,"
-            + " unlimited is safest");
+        return Result.pass(
+            "memlock",
+            found + "; RDMA registrations of host memory beyond it fail," + " unlimited is safest");
       }
-      return Result.warn("memlock", found + ", below " + DoctorFiles.bytes(MEMLOCK_MIN_BYTES)
-              + ": RDMA registrations of more than " + limitText(soft) + " of host memory fail"
+      return Result.warn(
+          "memlock",
+          found
+              + ", below "
+              + DoctorFiles.bytes(MEMLOCK_MIN_BYTES)
+              + ": RDMA registrations of more than "
+              + limitText(soft)
+              + " of host memory fail"
               + " (no effect without RDMA)",
           "raise it for the ranks' processes: `ulimit -l unlimited` in the launching shell"
               + (hard != null && hard >= 0 && hard < MEMLOCK_MIN_BYTES
@@ -492,8 +601,10 @@ final class DoctorChecks {
     parts.add("Colibri " + (library == null ? "(did not load)" : library.version()));
     String cuda = gpus.isEmpty() ? null : "CUDA " + gpus.get(0).cudaVersion();
     if (moduleVersion != null || cuda != null) {
-      parts.add("NVIDIA driver " + (moduleVersion != null ? moduleVersion : "?")
-          + (cuda != null ? " (" + cuda + ")" : ""));
+      parts.add(
+          "NVIDIA driver "
+              + (moduleVersion != null ? moduleVersion : "?")
+              + (cuda != null ? " (" + cuda + ")" : ""));
     } else {
       parts.add("NVIDIA driver none");
     }

@@ -103,7 +103,8 @@ final class DoctorPci {
   /** Number of bridges both devices sit below. */
   static int commonBridges(Location a, Location b) {
     int n = 0;
-    while (n < a.bridges().size() && n < b.bridges().size()
+    while (n < a.bridges().size()
+        && n < b.bridges().size()
         && a.bridges().get(n).equals(b.bridges().get(n))) {
       n++;
     }
@@ -119,8 +120,14 @@ final class DoctorPci {
       case ROOT_COMPLEX:
         return d.text + " (" + gpu.hostBridge() + ")";
       case NUMA_NODE:
-        return d.text + " (node " + gpu.numaNode() + "; " + gpu.hostBridge() + " and "
-            + nic.hostBridge() + ")";
+        return d.text
+            + " (node "
+            + gpu.numaNode()
+            + "; "
+            + gpu.hostBridge()
+            + " and "
+            + nic.hostBridge()
+            + ")";
       case CROSS_NUMA:
         return d.text + " (GPU on node " + gpu.numaNode() + ", NIC on node " + nic.numaNode() + ")";
       default:

@@ -98,8 +98,12 @@ interface DoctorProbe {
 
       @Override
       public String javaVersion() {
-        return System.getProperty("java.version") + " (" + System.getProperty("java.vendor")
-            + ", " + System.getProperty("java.home") + ")";
+        return System.getProperty("java.version")
+            + " ("
+            + System.getProperty("java.vendor")
+            + ", "
+            + System.getProperty("java.home")
+            + ")";
       }
 
       @Override

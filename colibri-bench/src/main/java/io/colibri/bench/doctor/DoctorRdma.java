@@ -23,8 +23,17 @@ final class DoctorRdma {
   static final int ROCE_HEADER_BYTES = 96;
 
   /** One port of an RDMA device, as sysfs shows it. */
-  record Port(int number, String state, String physState, String rate, String linkLayer,
-      String lid, int gids, List<String> roceV2Gids, String netdev, Integer netdevMtu) {
+  record Port(
+      int number,
+      String state,
+      String physState,
+      String rate,
+      String linkLayer,
+      String lid,
+      int gids,
+      List<String> roceV2Gids,
+      String netdev,
+      Integer netdevMtu) {
 
     boolean active() {
       return "ACTIVE".equalsIgnoreCase(state);
@@ -35,9 +44,17 @@ final class DoctorRdma {
     }
 
     String describe() {
-      StringBuilder sb = new StringBuilder("port ").append(number).append(": ")
-          .append(orUnknown(state)).append(" (").append(orUnknown(physState)).append("), ")
-          .append(orUnknown(rate)).append(", ").append(orUnknown(linkLayer));
+      StringBuilder sb =
+          new StringBuilder("port ")
+              .append(number)
+              .append(": ")
+              .append(orUnknown(state))
+              .append(" (")
+              .append(orUnknown(physState))
+              .append("), ")
+              .append(orUnknown(rate))
+              .append(", ")
+              .append(orUnknown(linkLayer));
       if (ethernet()) {
         sb.append(" (RoCE)");
         if (netdev != null) {
@@ -48,13 +65,15 @@ final class DoctorRdma {
             sb.append(path > 0 ? " (RDMA path MTU up to " + path + ")" : " (too small for RoCE)");
           }
         }
-        sb.append(", RoCE v2 GIDs: ").append(roceV2Gids.isEmpty() ? "none"
-            : String.join(", ", roceV2Gids));
+        sb.append(", RoCE v2 GIDs: ")
+            .append(roceV2Gids.isEmpty() ? "none" : String.join(", ", roceV2Gids));
       } else {
         if (lid != null) {
           sb.append(", LID ").append(lid);
         }
-        sb.append(", ").append(gids).append(gids == 1 ? " GID" : " GIDs")
+        sb.append(", ")
+            .append(gids)
+            .append(gids == 1 ? " GID" : " GIDs")
             .append(" (active MTU: not in sysfs, `ibv_devinfo` shows it)");
       }
       return sb.toString();
@@ -117,8 +136,13 @@ final class DoctorRdma {
       return null;
     }
     if (hex.startsWith("00000000000000000000ffff")) {
-      return Integer.parseInt(hex.substring(24, 26), 16) + "." + Integer.parseInt(hex.substring(26, 28), 16)
-          + "." + Integer.parseInt(hex.substring(28, 30), 16) + "." + Integer.parseInt(hex.substring(30, 32), 16);
+      return Integer.parseInt(hex.substring(24, 26), 16)
+          + "."
+          + Integer.parseInt(hex.substring(26, 28), 16)
+          + "."
+          + Integer.parseInt(hex.substring(28, 30), 16)
+          + "."
+          + Integer.parseInt(hex.substring(30, 32), 16);
     }
     return gid.trim();
   }
@@ -150,7 +174,8 @@ final class DoctorRdma {
       }
     }
     if (netdev == null && "Ethernet".equalsIgnoreCase(link)) {
-      List<String> nets = DoctorFiles.list(files.path("/sys/class/infiniband/" + dev + "/device/net"));
+      List<String> nets =
+          DoctorFiles.list(files.path("/sys/class/infiniband/" + dev + "/device/net"));
       if (!nets.isEmpty()) {
         netdev = nets.get(0);
       }
@@ -178,9 +203,11 @@ final class DoctorRdma {
           ports.add(readPort(name, Integer.parseInt(n)));
         }
       }
-      devices.add(new RdmaDevice(name, files.read("/sys/class/infiniband/" + name + "/fw_ver"), ports));
+      devices.add(
+          new RdmaDevice(name, files.read("/sys/class/infiniband/" + name + "/fw_ver"), ports));
     }
-    String dev = devPresent ? "/dev/infiniband: " + DoctorFiles.join(devNodes) : "no /dev/infiniband";
+    String dev =
+        devPresent ? "/dev/infiniband: " + DoctorFiles.join(devNodes) : "no /dev/infiniband";
     List<String> names = new ArrayList<>();
     int ports = 0;
     int active = 0;
@@ -190,26 +217,54 @@ final class DoctorRdma {
       active += (int) d.ports().stream().filter(Port::active).count();
     }
     if (devices.isEmpty()) {
-      out.add(Result.warn("rdma", "no RDMA device (" + dev + ", nothing in /sys/class/infiniband)",
-          "needed only for ranks on several hosts over InfiniBand or RoCE: on one host ranks use"
-              + " shared memory (and NVLink/PCIe for device buffers), between hosts without RDMA"
-              + " they use TCP sockets. To use RDMA: load the NIC's RDMA driver (e.g. mlx5_ib, from"
-              + " rdma-core or MLNX_OFED/DOCA), check with `ibv_devices`; in a container pass the"
-              + " devices: --device=/dev/infiniband --cap-add=IPC_LOCK (Kubernetes: an RDMA device"
-              + " plugin)"));
+      out.add(
+          Result.warn(
+              "rdma",
+              "no RDMA device (" + dev + ", nothing in /sys/class/infiniband)",
+              "needed only for ranks on several hosts over InfiniBand or RoCE: on one host ranks"
+                  + " use shared memory (and NVLink/PCIe for device buffers), between hosts without"
+                  + " RDMA they use TCP sockets. To use RDMA: load the NIC's RDMA driver (e.g."
+                  + " mlx5_ib, from rdma-core or MLNX_OFED/DOCA), check with `ibv_devices`; in a"
+                  + " container pass the devices: --device=/dev/infiniband --cap-add=IPC_LOCK"
+                  + " (Kubernetes: an RDMA device plugin)"));
     } else if (!devPresent || devNodes.stream().noneMatch(n -> n.startsWith("uverbs"))) {
-      out.add(Result.warn("rdma", devices.size() + " RDMA device(s) in /sys/class/infiniband ("
-              + String.join(", ", names) + ") but " + (devPresent ? "no uverbs device in " + dev
-              : dev) + ": this process cannot open them",
-          "in a container pass the devices: --device=/dev/infiniband (Kubernetes: an RDMA device"
-              + " plugin); on the host load the user-space verbs module: `modprobe ib_uverbs`"));
+      out.add(
+          Result.warn(
+              "rdma",
+              devices.size()
+                  + " RDMA device(s) in /sys/class/infiniband ("
+                  + String.join(", ", names)
+                  + ") but "
+                  + (devPresent ? "no uverbs device in " + dev : dev)
+                  + ": this process cannot open them",
+              "in a container pass the devices: --device=/dev/infiniband (Kubernetes: an RDMA"
+                  + " device plugin); on the host load the user-space verbs module: `modprobe"
+                  + " ib_uverbs`"));
     } else if (active == 0) {
-      out.add(Result.warn("rdma", devices.size() + " RDMA device(s) (" + String.join(", ", names)
-              + "), none of their " + ports + " port(s) ACTIVE; " + dev,
-          "bring a port up: see the lines of each device below"));
+      out.add(
+          Result.warn(
+              "rdma",
+              devices.size()
+                  + " RDMA device(s) ("
+                  + String.join(", ", names)
+                  + "), none of their "
+                  + ports
+                  + " port(s) ACTIVE; "
+                  + dev,
+              "bring a port up: see the lines of each device below"));
     } else {
-      out.add(Result.pass("rdma", devices.size() + " RDMA device(s) (" + String.join(", ", names)
-          + "), " + active + " of " + ports + " port(s) ACTIVE; " + dev));
+      out.add(
+          Result.pass(
+              "rdma",
+              devices.size()
+                  + " RDMA device(s) ("
+                  + String.join(", ", names)
+                  + "), "
+                  + active
+                  + " of "
+                  + ports
+                  + " port(s) ACTIVE; "
+                  + dev));
     }
     for (RdmaDevice d : devices) {
       out.add(deviceResult(d));
@@ -233,14 +288,23 @@ final class DoctorRdma {
     String found = String.join("; ", parts);
     if (!d.anyActive()) {
       Port p = d.ports().isEmpty() ? null : d.ports().get(0);
-      return Result.warn(check, found, p == null ? "check the device's driver (`ibv_devinfo`)"
-          : downFix(d.name(), p));
+      return Result.warn(
+          check,
+          found,
+          p == null ? "check the device's driver (`ibv_devinfo`)" : downFix(d.name(), p));
     }
     for (Port p : d.ports()) {
       if (p.active() && p.ethernet() && p.roceV2Gids().isEmpty()) {
-        return Result.warn(check, found, "port " + p.number() + " is RoCE but has no RoCE v2 GID:"
-            + " give its netdev" + (p.netdev() != null ? " " + p.netdev() : "") + " an IP address"
-            + " (the RoCE v2 GIDs follow the netdev's addresses; `ip addr`, `rdma link`)");
+        return Result.warn(
+            check,
+            found,
+            "port "
+                + p.number()
+                + " is RoCE but has no RoCE v2 GID:"
+                + " give its netdev"
+                + (p.netdev() != null ? " " + p.netdev() : "")
+                + " an IP address"
+                + " (the RoCE v2 GIDs follow the netdev's addresses; `ip addr`, `rdma link`)");
       }
     }
     return Result.pass(check, found);
@@ -251,19 +315,32 @@ final class DoctorRdma {
     String phys = p.physState() == null ? "" : p.physState();
     String where = dev + " port " + p.number();
     if (phys.equalsIgnoreCase("Disabled")) {
-      return where + " is disabled: enable it (on RoCE `ip link set " + (p.netdev() != null
-          ? p.netdev() : "<netdev>") + " up`; on InfiniBand at the switch or with `ibportstate`)";
+      return where
+          + " is disabled: enable it (on RoCE `ip link set "
+          + (p.netdev() != null ? p.netdev() : "<netdev>")
+          + " up`; on InfiniBand at the switch or with `ibportstate`)";
     }
     if (!phys.equalsIgnoreCase("LinkUp")) {
-      return where + " has no link (physical state " + (phys.isEmpty() ? "unknown" : phys) + "):"
-          + " check the cable, the transceiver and the switch port (`ibstat " + dev + "`)"
+      return where
+          + " has no link (physical state "
+          + (phys.isEmpty() ? "unknown" : phys)
+          + "):"
+          + " check the cable, the transceiver and the switch port (`ibstat "
+          + dev
+          + "`)"
           + (p.ethernet() ? ", and that the netdev is up (`ip link`)" : "");
     }
     if (!p.ethernet()) {
-      return where + " has a link but is " + p.state() + ": no subnet manager has configured it;"
+      return where
+          + " has a link but is "
+          + p.state()
+          + ": no subnet manager has configured it;"
           + " run one on the fabric (opensm on one node, or the switch's subnet manager)";
     }
-    return where + " has a link but is " + p.state() + ": bring the netdev up and check `rdma link`";
+    return where
+        + " has a link but is "
+        + p.state()
+        + ": bring the netdev up and check `rdma link`";
   }
 
   /** Folders the dynamic loader searches, as far as the doctor can tell, below the root. */
@@ -289,10 +366,20 @@ final class DoctorRdma {
       }
     }
     String arch = System.getProperty("os.arch", "");
-    String multiarch = arch.equals("amd64") || arch.equals("x86_64") ? "x86_64-linux-gnu"
-        : arch.equals("aarch64") ? "aarch64-linux-gnu" : arch + "-linux-gnu";
-    for (String d : new String[] {"/lib/" + multiarch, "/usr/lib/" + multiarch, "/lib64",
-        "/usr/lib64", "/lib", "/usr/lib", "/usr/local/lib"}) {
+    String multiarch =
+        arch.equals("amd64") || arch.equals("x86_64")
+            ? "x86_64-linux-gnu"
+            : arch.equals("aarch64") ? "aarch64-linux-gnu" : arch + "-linux-gnu";
+    for (String d :
+        new String[] {
+          "/lib/" + multiarch,
+          "/usr/lib/" + multiarch,
+          "/lib64",
+          "/usr/lib64",
+          "/lib",
+          "/usr/lib",
+          "/usr/local/lib"
+        }) {
       dirs.add(d);
     }
     List<Path> out = new ArrayList<>();
@@ -313,20 +400,27 @@ final class DoctorRdma {
     }
     if (found == null) {
       if (devices.isEmpty()) {
-        return Result.skip("libibverbs", "libibverbs.so.1 not found in the usual library folders;"
-            + " needed only with an RDMA device");
+        return Result.skip(
+            "libibverbs",
+            "libibverbs.so.1 not found in the usual library folders;"
+                + " needed only with an RDMA device");
       }
-      return Result.warn("libibverbs", "libibverbs.so.1 not found (LD_LIBRARY_PATH,"
+      return Result.warn(
+          "libibverbs",
+          "libibverbs.so.1 not found (LD_LIBRARY_PATH,"
               + " /etc/ld.so.conf.d, /usr/lib, /lib64, ...): RDMA cannot be used",
           "install the verbs library and its providers: rdma-core (Debian/Ubuntu: libibverbs1"
               + " ibverbs-providers; RHEL: libibverbs) or MLNX_OFED/DOCA-OFED");
     }
     String error = probe.load(found);
     if (error != null) {
-      return Result.warn("libibverbs", "libibverbs.so.1 found at " + found + " but it does not"
-              + " load: " + error,
+      return Result.warn(
+          "libibverbs",
+          "libibverbs.so.1 found at " + found + " but it does not" + " load: " + error,
           "reinstall rdma-core (or MLNX_OFED/DOCA-OFED) so that its dependencies resolve"
-              + " (`ldd " + found + "`)");
+              + " (`ldd "
+              + found
+              + "`)");
     }
     List<String> providers = new ArrayList<>();
     for (String f : DoctorFiles.list(found.getParent().resolve("libibverbs"))) {
@@ -335,10 +429,12 @@ final class DoctorRdma {
         providers.add(f.substring(3, dash));
       }
     }
-    String text = "libibverbs.so.1 loads (" + found + "); providers: " + DoctorFiles.join(providers);
+    String text =
+        "libibverbs.so.1 loads (" + found + "); providers: " + DoctorFiles.join(providers);
     if (providers.isEmpty() && !devices.isEmpty()) {
-      return Result.warn("libibverbs", text + " (no " + found.getParent().resolve("libibverbs")
-              + "/lib*-rdmav*.so)",
+      return Result.warn(
+          "libibverbs",
+          text + " (no " + found.getParent().resolve("libibverbs") + "/lib*-rdmav*.so)",
           "install the provider libraries (ibverbs-providers with rdma-core, or MLNX_OFED/DOCA):"
               + " without one for the NIC, libibverbs lists no device");
     }

@@ -69,11 +69,15 @@ import org.openjdk.jmh.annotations.Warmup;
 public class CallOverhead {
   /** Device calls per timed invocation. */
   public static final int BATCH = 100;
+
   /** Two float32 elements: 8 bytes. */
   static final long COUNT = 2;
+
   static final long BYTES = 8;
+
   /** clbFloat32 and clbSum, the C ABI's codes. */
   static final int FLOAT32 = DataType.FLOAT32.code();
+
   static final int SUM = ReduceOp.SUM.code();
 
   /** A 1-rank communicator and two 8-byte direct buffers: no GPU involved. */
@@ -96,8 +100,12 @@ public class CallOverhead {
       recvAddress = Device.address(recv);
       comm.allReduce(send, recv, COUNT, DataType.FLOAT32, ReduceOp.SUM);
       if (recv.getFloat(0) != 1.5f || recv.getFloat(4) != 2.5f) {
-        throw new IllegalStateException("1-rank allReduce gave " + recv.getFloat(0) + ", "
-            + recv.getFloat(4) + " instead of 1.5, 2.5");
+        throw new IllegalStateException(
+            "1-rank allReduce gave "
+                + recv.getFloat(0)
+                + ", "
+                + recv.getFloat(4)
+                + " instead of 1.5, 2.5");
       }
     }
 
@@ -191,7 +199,8 @@ public class CallOverhead {
       Cuda.load();
       g = new GpuBuffers();
       Cuda.beginCapture(g.stream);
-      Cuda.check(org.bytedeco.cuda.global.cudart.cudaMemsetAsync(g.recv, 0, BYTES, g.stream),
+      Cuda.check(
+          org.bytedeco.cuda.global.cudart.cudaMemsetAsync(g.recv, 0, BYTES, g.stream),
           "cudaMemsetAsync (captured)");
       graph = Cuda.endCapture(g.stream);
       exec = Cuda.instantiate(graph);
@@ -230,8 +239,8 @@ public class CallOverhead {
       Cuda.load();
       g = new GpuBuffers();
       comm = Communicator.init(UniqueId.create(), 0, 1);
-      comm.allReduce(g.sendAddress, g.recvAddress, COUNT, DataType.FLOAT32, ReduceOp.SUM,
-          g.streamHandle);
+      comm.allReduce(
+          g.sendAddress, g.recvAddress, COUNT, DataType.FLOAT32, ReduceOp.SUM, g.streamHandle);
       g.drain();
     }
 
@@ -271,8 +280,10 @@ public class CallOverhead {
       check(ColibriLib.clbGetUniqueId(id), "clbGetUniqueId");
       check(ColibriLib.clbCommInitRank(comm, id, 0, 1, null), "clbCommInitRank");
       handle = comm[0];
-      check(ColibriLib.clbAllReduce(g.sendAddress, g.recvAddress, COUNT, FLOAT32, SUM, handle,
-          g.streamHandle), "clbAllReduce");
+      check(
+          ColibriLib.clbAllReduce(
+              g.sendAddress, g.recvAddress, COUNT, FLOAT32, SUM, handle, g.streamHandle),
+          "clbAllReduce");
       g.drain();
     }
 
@@ -310,8 +321,10 @@ public class CallOverhead {
       Nccl.load();
       g = new GpuBuffers();
       comm = Nccl.initAll(new int[] {0})[0];
-      Nccl.check(ncclAllReduce(g.send, g.recv, COUNT, ncclFloat32, ncclSum, comm, g.stream),
-          "ncclAllReduce", comm);
+      Nccl.check(
+          ncclAllReduce(g.send, g.recv, COUNT, ncclFloat32, ncclSum, comm, g.stream),
+          "ncclAllReduce",
+          comm);
       g.drain();
     }
 
@@ -348,8 +361,8 @@ public class CallOverhead {
     Communicator comm = s.comm;
     GpuBuffers g = s.g;
     for (int i = 0; i < BATCH; i++) {
-      comm.allReduce(g.sendAddress, g.recvAddress, COUNT, DataType.FLOAT32, ReduceOp.SUM,
-          g.streamHandle);
+      comm.allReduce(
+          g.sendAddress, g.recvAddress, COUNT, DataType.FLOAT32, ReduceOp.SUM, g.streamHandle);
     }
   }
 
@@ -365,8 +378,9 @@ public class CallOverhead {
     long h = s.handle;
     GpuBuffers g = s.g;
     for (int i = 0; i < BATCH; i++) {
-      int rc = ColibriLib.clbAllReduce(g.sendAddress, g.recvAddress, COUNT, FLOAT32, SUM, h,
-          g.streamHandle);
+      int rc =
+          ColibriLib.clbAllReduce(
+              g.sendAddress, g.recvAddress, COUNT, FLOAT32, SUM, h, g.streamHandle);
       if (rc != 0) {
         BindingGpu.check(rc, "clbAllReduce");
       }
@@ -384,8 +398,8 @@ public class CallOverhead {
     Communicator comm = s.comm;
     GpuBuffers g = s.g;
     for (int i = 0; i < BATCH; i++) {
-      CudaCollectives.allReduce(comm, g.send, g.recv, COUNT, DataType.FLOAT32, ReduceOp.SUM,
-          g.stream);
+      CudaCollectives.allReduce(
+          comm, g.send, g.recv, COUNT, DataType.FLOAT32, ReduceOp.SUM, g.stream);
     }
   }
 
@@ -417,8 +431,8 @@ public class CallOverhead {
   public void cuMemsetD8Async(CudaGpu s) {
     GpuBuffers g = s.g;
     for (int i = 0; i < BATCH; i++) {
-      int rc = org.bytedeco.cuda.global.cudart.cuMemsetD8Async(g.recvAddress, (byte) 0, BYTES,
-          g.stream);
+      int rc =
+          org.bytedeco.cuda.global.cudart.cuMemsetD8Async(g.recvAddress, (byte) 0, BYTES, g.stream);
       if (rc != 0) {
         throw new IllegalStateException("cuMemsetD8Async returned CUresult " + rc);
       }

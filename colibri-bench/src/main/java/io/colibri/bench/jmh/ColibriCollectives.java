@@ -59,21 +59,29 @@ public class ColibriCollectives extends DeviceCollectives {
     }
     UniqueId id = UniqueId.create();
     Communicator[] made = new Communicator[nranks];
-    RankThreads.run("Communicator.init", nranks, 120, r -> {
-      Cuda.setDevice(gpuOf[r]);
-      made[r] = Communicator.init(id, r, nranks);
-    });
+    RankThreads.run(
+        "Communicator.init",
+        nranks,
+        120,
+        r -> {
+          Cuda.setDevice(gpuOf[r]);
+          made[r] = Communicator.init(id, r, nranks);
+        });
     comms = made;
   }
 
   @Override
   protected void warmUp() {
-    RankThreads.run("first " + coll.label, nranks, 120, r -> {
-      Cuda.setDevice(gpuOf[r]);
-      issue(r);
-      issue(r);
-      Cuda.synchronize(streams[r]);
-    });
+    RankThreads.run(
+        "first " + coll.label,
+        nranks,
+        120,
+        r -> {
+          Cuda.setDevice(gpuOf[r]);
+          issue(r);
+          issue(r);
+          Cuda.synchronize(streams[r]);
+        });
   }
 
   @Override
@@ -109,11 +117,15 @@ public class ColibriCollectives extends DeviceCollectives {
     Communicator[] all = comms;
     comms = null;
     if (all != null) {
-      RankThreads.run("close", all.length, 120, r -> {
-        if (all[r] != null) {
-          all[r].close();
-        }
-      });
+      RankThreads.run(
+          "close",
+          all.length,
+          120,
+          r -> {
+            if (all[r] != null) {
+              all[r].close();
+            }
+          });
     }
   }
 }

@@ -30,7 +30,7 @@ enum Coll {
         return c;
       }
     }
-    throw new IllegalArgumentException("unknown collective '" + name
-        + "': use allReduce, allGather, reduceScatter or broadcast");
+    throw new IllegalArgumentException(
+        "unknown collective '" + name + "': use allReduce, allGather, reduceScatter or broadcast");
   }
 }

@@ -30,11 +30,13 @@ public final class Compare {
   private Compare() {}
 
   /** One JMH result: benchmark name, parameters, score and error, unit. */
-  record Result(String benchmark, Map<String, String> params, double score, double error,
-      String unit) {
+  record Result(
+      String benchmark, Map<String, String> params, double score, double error, String unit) {
     String simpleName() {
       String[] parts = benchmark.split("\\.");
-      return parts.length >= 2 ? parts[parts.length - 2] + "." + parts[parts.length - 1] : benchmark;
+      return parts.length >= 2
+          ? parts[parts.length - 2] + "." + parts[parts.length - 1]
+          : benchmark;
     }
   }
 
@@ -73,23 +75,44 @@ public final class Compare {
         overhead.add(r);
         continue;
       }
-      String lib = r.benchmark().contains("NcclCollectives") ? "nccl"
-          : r.benchmark().contains("ColibriCollectives") ? "colibri" : null;
+      String lib =
+          r.benchmark().contains("NcclCollectives")
+              ? "nccl"
+              : r.benchmark().contains("ColibriCollectives") ? "colibri" : null;
       if (lib == null) {
         continue;
       }
       Map<String, String> p = r.params();
       long bytes = Sizes.parseBytes(p.getOrDefault("bytes", "0"));
-      String key = String.format(Locale.ROOT, "%-13s|%-8s|%-5s|%s|%s|%015d",
-          p.get("collective"), p.get("dtype"), p.get("mode"), p.getOrDefault("gpus", "0"),
-          p.getOrDefault("ranksPerGpu", "1"), bytes);
+      String key =
+          String.format(
+              Locale.ROOT,
+              "%-13s|%-8s|%-5s|%s|%s|%015d",
+              p.get("collective"),
+              p.get("dtype"),
+              p.get("mode"),
+              p.getOrDefault("gpus", "0"),
+              p.getOrDefault("ranksPerGpu", "1"),
+              bytes);
       rows.computeIfAbsent(key, k -> new LinkedHashMap<>()).put(lib, r);
     }
     if (!rows.isEmpty()) {
-      out.println("# Colibri vs NCCL: us per collective (stream-synchronized wall time / calls),"
-          + " busbw in GB/s; ratio = Colibri time / NCCL time (< 1: Colibri faster)");
-      out.printf(Locale.ROOT, "# %-13s %-8s %-5s %5s %12s %12s %9s %12s %9s %7s%n", "collective",
-          "dtype", "mode", "ranks", "bytes", "colibri_us", "busbw", "nccl_us", "busbw", "ratio");
+      out.println(
+          "# Colibri vs NCCL: us per collective (stream-synchronized wall time / calls),"
+              + " busbw in GB/s; ratio = Colibri time / NCCL time (< 1: Colibri faster)");
+      out.printf(
+          Locale.ROOT,
+          "# %-13s %-8s %-5s %5s %12s %12s %9s %12s %9s %7s%n",
+          "collective",
+          "dtype",
+          "mode",
+          "ranks",
+          "bytes",
+          "colibri_us",
+          "busbw",
+          "nccl_us",
+          "busbw",
+          "ratio");
       for (Map.Entry<String, Map<String, Result>> e : rows.entrySet()) {
         String[] k = e.getKey().split("\\|");
         Result c = e.getValue().get("colibri");
@@ -102,22 +125,41 @@ public final class Compare {
         DataType type = Sizes.parseType(p.get("dtype"));
         long count = Sizes.countPerRank(coll, Sizes.parseBytes(p.get("bytes")), type, ranks);
         long size = count * type.size() * (coll.sizeCountsAllRanks() ? ranks : 1);
-        double factor = ranks <= 1 ? 1 : switch (coll) {
-          case ALL_REDUCE -> 2.0 * (ranks - 1) / ranks;
-          case ALL_GATHER, REDUCE_SCATTER -> (ranks - 1.0) / ranks;
-          case BROADCAST -> 1.0;
-        };
-        out.printf(Locale.ROOT, "  %-13s %-8s %-5s %5d %12d %12s %9s %12s %9s %7s%n", k[0].trim(),
-            k[1].trim(), k[2].trim(), ranks, size, us(c), busbw(c, size, factor), us(n),
-            busbw(n, size, factor), c != null && n != null && n.score() > 0
-                ? String.format(Locale.ROOT, "%.2f", c.score() / n.score()) : "-");
+        double factor =
+            ranks <= 1
+                ? 1
+                : switch (coll) {
+                  case ALL_REDUCE -> 2.0 * (ranks - 1) / ranks;
+                  case ALL_GATHER, REDUCE_SCATTER -> (ranks - 1.0) / ranks;
+                  case BROADCAST -> 1.0;
+                };
+        out.printf(
+            Locale.ROOT,
+            "  %-13s %-8s %-5s %5d %12d %12s %9s %12s %9s %7s%n",
+            k[0].trim(),
+            k[1].trim(),
+            k[2].trim(),
+            ranks,
+            size,
+            us(c),
+            busbw(c, size, factor),
+            us(n),
+            busbw(n, size, factor),
+            c != null && n != null && n.score() > 0
+                ? String.format(Locale.ROOT, "%.2f", c.score() / n.score())
+                : "-");
       }
     }
     if (!overhead.isEmpty()) {
       out.println("# call overhead (1 rank, 8 B allReduce; device variants: enqueue only)");
       for (Result r : overhead) {
-        out.printf(Locale.ROOT, "  %-34s %10.1f +- %.1f %s%n", r.simpleName(), r.score(),
-            r.error(), r.unit());
+        out.printf(
+            Locale.ROOT,
+            "  %-34s %10.1f +- %.1f %s%n",
+            r.simpleName(),
+            r.score(),
+            r.error(),
+            r.unit());
       }
     }
   }
@@ -128,10 +170,14 @@ public final class Compare {
 
   private static double toMicros(Result r) {
     switch (r.unit()) {
-      case "ns/op": return r.score() / 1e3;
-      case "ms/op": return r.score() * 1e3;
-      case "s/op": return r.score() * 1e6;
-      default: return r.score();
+      case "ns/op":
+        return r.score() / 1e3;
+      case "ms/op":
+        return r.score() * 1e3;
+      case "s/op":
+        return r.score() * 1e6;
+      default:
+        return r.score();
     }
   }
 
@@ -150,8 +196,8 @@ public final class Compare {
     try {
       root = new ObjectMapper().readTree(json);
     } catch (JsonProcessingException e) {
-      throw new IllegalArgumentException("not a JMH result file: not valid JSON ("
-          + e.getOriginalMessage() + ")", e);
+      throw new IllegalArgumentException(
+          "not a JMH result file: not valid JSON (" + e.getOriginalMessage() + ")", e);
     }
     if (root == null || !root.isArray()) {
       throw new IllegalArgumentException("not a JMH result file: the top level is not an array");
@@ -163,9 +209,13 @@ public final class Compare {
         params.put(p.getKey(), p.getValue().asText());
       }
       JsonNode metric = m.path("primaryMetric");
-      results.add(new Result(m.path("benchmark").asText(), params,
-          number(metric.path("score")), number(metric.path("scoreError")),
-          metric.path("scoreUnit").asText()));
+      results.add(
+          new Result(
+              m.path("benchmark").asText(),
+              params,
+              number(metric.path("score")),
+              number(metric.path("scoreError")),
+              metric.path("scoreUnit").asText()));
     }
     return results;
   }

@@ -66,11 +66,16 @@ final class Cuda {
       cudaRuntimeGetVersion(v);
       loaded = true;
     } catch (LinkageError | RuntimeException e) {
-      failure = new IllegalStateException("the CUDA runtime could not be loaded through the"
-          + " org.bytedeco CUDA presets (" + describe(e) + "). They need the NVIDIA driver"
-          + " (libcuda.so.1) and the CUDA 13 runtime (libcudart.so.13) on the library path"
-          + " (ldconfig, or LD_LIBRARY_PATH=/usr/local/cuda/lib64); GPU benchmarks cannot run on"
-          + " this machine. -Dorg.bytedeco.javacpp.logger.debug=true shows what JavaCPP tried", e);
+      failure =
+          new IllegalStateException(
+              "the CUDA runtime could not be loaded through the"
+                  + " org.bytedeco CUDA presets ("
+                  + describe(e)
+                  + "). They need the NVIDIA driver (libcuda.so.1) and the CUDA 13 runtime"
+                  + " (libcudart.so.13) on the library path (ldconfig, or"
+                  + " LD_LIBRARY_PATH=/usr/local/cuda/lib64); GPU benchmarks cannot run on this"
+                  + " machine. -Dorg.bytedeco.javacpp.logger.debug=true shows what JavaCPP tried",
+              e);
       throw failure;
     }
   }
@@ -93,7 +98,10 @@ final class Cuda {
   static String errorText(int rc) {
     BytePointer name = cudaGetErrorName(rc);
     BytePointer text = cudaGetErrorString(rc);
-    return (name == null ? "cudaError " + rc : name.getString()) + " (" + rc + "): "
+    return (name == null ? "cudaError " + rc : name.getString())
+        + " ("
+        + rc
+        + "): "
         + (text == null ? "" : text.getString());
   }
 
@@ -132,8 +140,12 @@ final class Cuda {
   static String describeDevice(int device) {
     int[] major = new int[1];
     int[] minor = new int[1];
-    check(cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
-    check(cudaDeviceGetAttribute(minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
+    check(
+        cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, device),
+        "cudaDeviceGetAttribute");
+    check(
+        cudaDeviceGetAttribute(minor, cudaDevAttrComputeCapabilityMinor, device),
+        "cudaDeviceGetAttribute");
     String name = "GPU " + device;
     int[] dev = new int[1];
     byte[] buf = new byte[256];
@@ -172,7 +184,9 @@ final class Cuda {
   static CUstream_st createStream(int device) {
     setDevice(device);
     CUstream_st s = new CUstream_st();
-    check(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags on GPU " + device);
+    check(
+        cudaStreamCreateWithFlags(s, cudaStreamNonBlocking),
+        "cudaStreamCreateWithFlags on GPU " + device);
     return s;
   }
 

@@ -74,18 +74,25 @@ public abstract class DeviceCollectives {
 
   /** The collective of {@link #collective}, parsed at set-up. */
   protected Coll coll;
+
   /** The element type of {@link #dtype}, parsed at set-up. */
   protected DataType type;
+
   /** Number of ranks: GPUs used times {@link #ranksPerGpu()}. */
   protected int nranks;
+
   /** GPU of each rank. */
   protected int[] gpuOf;
+
   /** Elements per rank: allReduce and broadcast count, allGather send count, reduceScatter recv count. */
   protected long count;
+
   /** Each rank's send buffer (device memory, zeroed), indexed by rank. */
   protected Pointer[] send;
+
   /** Each rank's receive buffer (device memory, zeroed), indexed by rank. */
   protected Pointer[] recv;
+
   /** Each rank's non-blocking stream on its GPU, indexed by rank. */
   protected CUstream_st[] streams;
 
@@ -128,9 +135,14 @@ public abstract class DeviceCollectives {
     type = Sizes.parseType(dtype);
     long size = Sizes.parseBytes(bytes);
     switch (mode.trim().toLowerCase(Locale.ROOT)) {
-      case "eager": graphMode = false; break;
-      case "graph": graphMode = true; break;
-      default: throw new IllegalArgumentException("mode '" + mode + "': use eager or graph");
+      case "eager":
+        graphMode = false;
+        break;
+      case "graph":
+        graphMode = true;
+        break;
+      default:
+        throw new IllegalArgumentException("mode '" + mode + "': use eager or graph");
     }
     int perGpu = ranksPerGpu();
     if (perGpu < 1) {
@@ -139,12 +151,20 @@ public abstract class DeviceCollectives {
     loadLibrary();
     int visible = Cuda.deviceCount();
     if (visible == 0) {
-      throw new IllegalStateException("no GPU is visible (cudaGetDeviceCount = 0): " + library()
-          + " device benchmarks need one");
+      throw new IllegalStateException(
+          "no GPU is visible (cudaGetDeviceCount = 0): "
+              + library()
+              + " device benchmarks need one");
     }
     if (gpus < 0 || gpus > visible) {
-      throw new IllegalArgumentException("gpus=" + gpus + " but " + visible + " GPU(s) are"
-          + " visible: use 0 (all) or 1.." + visible);
+      throw new IllegalArgumentException(
+          "gpus="
+              + gpus
+              + " but "
+              + visible
+              + " GPU(s) are"
+              + " visible: use 0 (all) or 1.."
+              + visible);
     }
     usedGpus = gpus == 0 ? visible : gpus;
     nranks = usedGpus * perGpu;
@@ -168,10 +188,28 @@ public abstract class DeviceCollectives {
     if (graphMode) {
       capture();
     }
-    System.out.println("# " + library() + ": " + coll.label + ", " + count + " " + type
-        + " per rank (" + bufferBytes + " B buffers), " + nranks + " rank(s) on " + usedGpus
-        + " GPU(s) [" + Cuda.describeDevice(0) + "], " + (graphMode ? "CUDA graph" : "eager")
-        + ", " + CALLS + " calls per rank per operation");
+    System.out.println(
+        "# "
+            + library()
+            + ": "
+            + coll.label
+            + ", "
+            + count
+            + " "
+            + type
+            + " per rank ("
+            + bufferBytes
+            + " B buffers), "
+            + nranks
+            + " rank(s) on "
+            + usedGpus
+            + " GPU(s) ["
+            + Cuda.describeDevice(0)
+            + "], "
+            + (graphMode ? "CUDA graph" : "eager")
+            + ", "
+            + CALLS
+            + " calls per rank per operation");
   }
 
   /**
@@ -217,8 +255,15 @@ public abstract class DeviceCollectives {
       }
     }
     if (failure != null) {
-      throw new IllegalStateException(library() + ": capturing " + CALLS + " " + coll.label
-          + " calls into CUDA graphs failed: " + failure.getMessage(), failure);
+      throw new IllegalStateException(
+          library()
+              + ": capturing "
+              + CALLS
+              + " "
+              + coll.label
+              + " calls into CUDA graphs failed: "
+              + failure.getMessage(),
+          failure);
     }
     // Every rank's graph is instantiated and uploaded before any runs: instantiation may wait for
     // work in the context, and a running rank waits for its peers.

@@ -54,11 +54,16 @@ final class Nccl {
       ncclGetVersion(v);
       loaded = true;
     } catch (LinkageError | RuntimeException e) {
-      failure = new IllegalStateException("NCCL could not be loaded through the org.bytedeco CUDA"
-          + " presets (" + Cuda.describe(e) + "). They need libnccl.so.2 (NCCL 2.x, e.g."
-          + " /usr/lib/x86_64-linux-gnu/libnccl.so.2 from the libnccl2 package) on the library"
-          + " path; the NCCL benchmarks cannot run on this machine. -Dorg.bytedeco.javacpp.logger.debug=true"
-          + " shows what JavaCPP tried", e);
+      failure =
+          new IllegalStateException(
+              "NCCL could not be loaded through the org.bytedeco CUDA"
+                  + " presets ("
+                  + Cuda.describe(e)
+                  + "). They need libnccl.so.2 (NCCL 2.x, e.g."
+                  + " /usr/lib/x86_64-linux-gnu/libnccl.so.2 from the libnccl2 package) on the"
+                  + " library path; the NCCL benchmarks cannot run on this machine."
+                  + " -Dorg.bytedeco.javacpp.logger.debug=true shows what JavaCPP tried",
+              e);
       throw failure;
     }
   }
@@ -81,9 +86,15 @@ final class Nccl {
       BytePointer text = ncclGetErrorString(rc);
       BytePointer last = ncclGetLastError(comm);
       String detail = last == null ? "" : last.getString();
-      throw new IllegalStateException(what + " failed: " + (text == null ? "ncclResult " + rc
-          : text.getString()) + " (" + rc + ")" + (detail.isEmpty() ? "" : ": " + detail)
-          + " (NCCL_DEBUG=WARN or INFO in the environment says more)");
+      throw new IllegalStateException(
+          what
+              + " failed: "
+              + (text == null ? "ncclResult " + rc : text.getString())
+              + " ("
+              + rc
+              + ")"
+              + (detail.isEmpty() ? "" : ": " + detail)
+              + " (NCCL_DEBUG=WARN or INFO in the environment says more)");
     }
   }
 
@@ -129,17 +140,28 @@ final class Nccl {
   /** NCCL's ncclDataType_t for a Colibri type. */
   static int type(DataType t) {
     switch (t) {
-      case INT8: return ncclInt8;
-      case UINT8: return ncclUint8;
-      case INT32: return ncclInt32;
-      case UINT32: return ncclUint32;
-      case INT64: return ncclInt64;
-      case UINT64: return ncclUint64;
-      case FLOAT16: return ncclFloat16;
-      case BFLOAT16: return ncclBfloat16;
-      case FLOAT32: return ncclFloat32;
-      case FLOAT64: return ncclFloat64;
-      default: throw new IllegalArgumentException("no NCCL type for " + t);
+      case INT8:
+        return ncclInt8;
+      case UINT8:
+        return ncclUint8;
+      case INT32:
+        return ncclInt32;
+      case UINT32:
+        return ncclUint32;
+      case INT64:
+        return ncclInt64;
+      case UINT64:
+        return ncclUint64;
+      case FLOAT16:
+        return ncclFloat16;
+      case BFLOAT16:
+        return ncclBfloat16;
+      case FLOAT32:
+        return ncclFloat32;
+      case FLOAT64:
+        return ncclFloat64;
+      default:
+        throw new IllegalArgumentException("no NCCL type for " + t);
     }
   }
 }

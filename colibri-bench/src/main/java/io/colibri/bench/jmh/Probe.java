@@ -46,15 +46,22 @@ public final class Probe {
 
   static int run(PrintStream out) {
     boolean ok = true;
-    out.println("# probe: Java " + System.getProperty("java.version") + " ("
-        + System.getProperty("java.vm.name") + "), " + System.getProperty("os.name") + " "
-        + System.getProperty("os.arch"));
+    out.println(
+        "# probe: Java "
+            + System.getProperty("java.version")
+            + " ("
+            + System.getProperty("java.vm.name")
+            + "), "
+            + System.getProperty("os.name")
+            + " "
+            + System.getProperty("os.arch"));
     try (Communicator c = Communicator.init(UniqueId.create(), 0, 1)) {
       ByteBuffer b = ByteBuffer.allocateDirect(8).order(ByteOrder.nativeOrder());
       b.putFloat(0, 3f).putFloat(4, 4f);
       c.allReduce(b, b, 2, DataType.FLOAT32, ReduceOp.SUM);
-      out.println("# colibri: native library loaded, 1-rank host allReduce "
-          + (b.getFloat(0) == 3f && b.getFloat(4) == 4f ? "OK" : "WRONG"));
+      out.println(
+          "# colibri: native library loaded, 1-rank host allReduce "
+              + (b.getFloat(0) == 3f && b.getFloat(4) == 4f ? "OK" : "WRONG"));
     } catch (RuntimeException | LinkageError e) {
       ok = false;
       out.println("# colibri: FAILED to load or run on the host: " + e);
@@ -62,8 +69,12 @@ public final class Probe {
     int gpus;
     try {
       Cuda.load();
-      out.println("# cuda: runtime " + Cuda.versionText(Cuda.runtimeVersion()) + ", driver API "
-          + Cuda.versionText(Cuda.driverVersion()) + " (presets org.bytedeco:cuda built for 13.3)");
+      out.println(
+          "# cuda: runtime "
+              + Cuda.versionText(Cuda.runtimeVersion())
+              + ", driver API "
+              + Cuda.versionText(Cuda.driverVersion())
+              + " (presets org.bytedeco:cuda built for 13.3)");
       gpus = Cuda.deviceCount();
       out.println("# cuda: " + gpus + " GPU(s) visible");
       for (int d = 0; d < gpus; d++) {
@@ -77,8 +88,11 @@ public final class Probe {
     boolean nccl;
     try {
       Nccl.load();
-      out.println("# nccl: " + Nccl.versionText(Nccl.version()) + " loaded (presets built against"
-          + " the headers of 2.30.7)");
+      out.println(
+          "# nccl: "
+              + Nccl.versionText(Nccl.version())
+              + " loaded (presets built against"
+              + " the headers of 2.30.7)");
       nccl = true;
     } catch (RuntimeException | LinkageError e) {
       ok = false;
@@ -149,24 +163,28 @@ public final class Probe {
     UniqueId id = UniqueId.create();
     String[] result = new String[n];
     String[] info = new String[1];
-    RankThreads.run("probe", n, 50, r -> {
-      Pointer[] b = buffers(r);
-      CUstream_st s = Cuda.createStream(r);
-      try (Communicator c = Communicator.init(id, r, n)) {
-        c.allReduce(b[0].address(), b[1].address(), COUNT, DataType.FLOAT32, ReduceOp.SUM,
-            s.address());
-        Cuda.synchronize(s);
-        result[r] = check(b[1], r, n);
-        if (r == 0) {
-          info[0] = c.transportInfo();
-        }
-      } finally {
-        Cuda.setDevice(r);
-        Cuda.free(b[0]);
-        Cuda.free(b[1]);
-        Cuda.destroy(s);
-      }
-    });
+    RankThreads.run(
+        "probe",
+        n,
+        50,
+        r -> {
+          Pointer[] b = buffers(r);
+          CUstream_st s = Cuda.createStream(r);
+          try (Communicator c = Communicator.init(id, r, n)) {
+            c.allReduce(
+                b[0].address(), b[1].address(), COUNT, DataType.FLOAT32, ReduceOp.SUM, s.address());
+            Cuda.synchronize(s);
+            result[r] = check(b[1], r, n);
+            if (r == 0) {
+              info[0] = c.transportInfo();
+            }
+          } finally {
+            Cuda.setDevice(r);
+            Cuda.free(b[0]);
+            Cuda.free(b[1]);
+            Cuda.destroy(s);
+          }
+        });
     for (String line : info[0].split("\n")) {
       out.println("#   colibri rank 0: " + line);
     }
@@ -191,8 +209,10 @@ public final class Probe {
         Nccl.check(ncclGroupStart(), "ncclGroupStart", null);
       }
       for (int r = 0; r < n; r++) {
-        Nccl.check(ncclAllReduce(b[r][0], b[r][1], COUNT, ncclFloat32, ncclSum, comms[r], s[r]),
-            "ncclAllReduce", comms[r]);
+        Nccl.check(
+            ncclAllReduce(b[r][0], b[r][1], COUNT, ncclFloat32, ncclSum, comms[r], s[r]),
+            "ncclAllReduce",
+            comms[r]);
       }
       if (n > 1) {
         Nccl.check(ncclGroupEnd(), "ncclGroupEnd", null);

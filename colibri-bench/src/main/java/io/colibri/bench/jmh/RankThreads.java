@@ -26,19 +26,24 @@ final class RankThreads {
   }
 
   static void run(String what, int nranks, long timeoutSeconds, RankTask task) {
-    ExecutorService pool = Executors.newFixedThreadPool(nranks, r -> {
-      Thread t = new Thread(r, "colibri-" + what + "-rank");
-      t.setDaemon(true);
-      return t;
-    });
+    ExecutorService pool =
+        Executors.newFixedThreadPool(
+            nranks,
+            r -> {
+              Thread t = new Thread(r, "colibri-" + what + "-rank");
+              t.setDaemon(true);
+              return t;
+            });
     try {
       List<Future<?>> futures = new ArrayList<>();
       for (int r = 0; r < nranks; r++) {
         final int rank = r;
-        futures.add(pool.submit(() -> {
-          task.run(rank);
-          return null;
-        }));
+        futures.add(
+            pool.submit(
+                () -> {
+                  task.run(rank);
+                  return null;
+                }));
       }
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
       RuntimeException failure = null;
@@ -47,16 +52,25 @@ final class RankThreads {
           futures.get(r).get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
         } catch (ExecutionException e) {
           Throwable cause = e.getCause();
-          RuntimeException f = new IllegalStateException(what + " failed on rank " + r + " of "
-              + nranks + ": " + cause, cause);
+          RuntimeException f =
+              new IllegalStateException(
+                  what + " failed on rank " + r + " of " + nranks + ": " + cause, cause);
           if (failure == null) {
             failure = f;
           } else {
             failure.addSuppressed(f);
           }
         } catch (TimeoutException e) {
-          RuntimeException f = new IllegalStateException(what + " on rank " + r + " of " + nranks
-              + " did not finish within " + timeoutSeconds + " s");
+          RuntimeException f =
+              new IllegalStateException(
+                  what
+                      + " on rank "
+                      + r
+                      + " of "
+                      + nranks
+                      + " did not finish within "
+                      + timeoutSeconds
+                      + " s");
           if (failure == null) {
             failure = f;
           } else {

@@ -21,10 +21,17 @@ final class Sizes {
     long unit = 1;
     if (!t.isEmpty()) {
       switch (t.charAt(t.length() - 1)) {
-        case 'K': unit = 1L << 10; break;
-        case 'M': unit = 1L << 20; break;
-        case 'G': unit = 1L << 30; break;
-        default: break;
+        case 'K':
+          unit = 1L << 10;
+          break;
+        case 'M':
+          unit = 1L << 20;
+          break;
+        case 'G':
+          unit = 1L << 30;
+          break;
+        default:
+          break;
       }
     }
     if (unit != 1) {
@@ -34,8 +41,8 @@ final class Sizes {
     try {
       n = Long.parseLong(t.trim());
     } catch (NumberFormatException e) {
-      throw new IllegalArgumentException("size '" + text + "' is not a byte count such as 8, 65536,"
-          + " 64K, 1M or 256M");
+      throw new IllegalArgumentException(
+          "size '" + text + "' is not a byte count such as 8, 65536," + " 64K, 1M or 256M");
     }
     if (n <= 0) {
       throw new IllegalArgumentException("size '" + text + "' must be positive");
@@ -51,8 +58,11 @@ final class Sizes {
         return d;
       }
     }
-    throw new IllegalArgumentException("unknown dtype '" + text
-        + "': use float32, bfloat16, float16, float64, int8, uint8, int32, uint32, int64 or uint64");
+    throw new IllegalArgumentException(
+        "unknown dtype '"
+            + text
+            + "': use float32, bfloat16, float16, float64, int8, uint8, int32, uint32, int64 or"
+            + " uint64");
   }
 
   /**

@@ -224,8 +224,8 @@ public enum Collective {
    * allToAll(v): block p of the result is rank p's block for this rank, all {@code count} of it
    * or ({@code uneven}) the part allToAllv sends.
    */
-  static long countWrongBlocks(ByteBuffer recv, int rank, int nranks, long count, PerfConfig c,
-      boolean uneven) {
+  static long countWrongBlocks(
+      ByteBuffer recv, int rank, int nranks, long count, PerfConfig c, boolean uneven) {
     long wrong = 0;
     for (int p = 0; p < nranks; p++) {
       long n = uneven ? uneven(count, p, rank) : count;
@@ -241,6 +241,7 @@ public enum Collective {
 
   private final String displayName;
   private final String optionName;
+
   /** allGather / reduceScatter: the size column is all ranks' data (nccl-tests convention). */
   private final boolean sizeIsAllRanks;
 

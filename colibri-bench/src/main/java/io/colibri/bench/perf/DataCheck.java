@@ -45,41 +45,46 @@ final class DataCheck {
     int n = (int) count;
     switch (type) {
       case INT8:
-      case UINT8: {
-        int bias = type == DataType.INT8 ? 4 : 0;
-        for (int j = 0; j < n; j++) {
-          buf.put(j, (byte) (k(rank, first + j) - bias));
+      case UINT8:
+        {
+          int bias = type == DataType.INT8 ? 4 : 0;
+          for (int j = 0; j < n; j++) {
+            buf.put(j, (byte) (k(rank, first + j) - bias));
+          }
+          break;
         }
-        break;
-      }
       case INT32:
-      case UINT32: {
-        int bias = type == DataType.INT32 ? 4 : 0;
-        for (int j = 0; j < n; j++) {
-          buf.putInt(j * 4, k(rank, first + j) - bias);
+      case UINT32:
+        {
+          int bias = type == DataType.INT32 ? 4 : 0;
+          for (int j = 0; j < n; j++) {
+            buf.putInt(j * 4, k(rank, first + j) - bias);
+          }
+          break;
         }
-        break;
-      }
       case INT64:
-      case UINT64: {
-        int bias = type == DataType.INT64 ? 4 : 0;
-        for (int j = 0; j < n; j++) {
-          buf.putLong(j * 8, k(rank, first + j) - bias);
+      case UINT64:
+        {
+          int bias = type == DataType.INT64 ? 4 : 0;
+          for (int j = 0; j < n; j++) {
+            buf.putLong(j * 8, k(rank, first + j) - bias);
+          }
+          break;
         }
-        break;
-      }
       case FLOAT16:
-      case BFLOAT16: {
-        short[] table = new short[9];
-        for (int v = 0; v < 9; v++) {
-          float f = (v - 4) * 0.5f;
-          table[v] = type == DataType.FLOAT16 ? halfBits(f) : (short) (Float.floatToIntBits(f) >>> 16);
+      case BFLOAT16:
+        {
+          short[] table = new short[9];
+          for (int v = 0; v < 9; v++) {
+            float f = (v - 4) * 0.5f;
+            table[v] =
+                type == DataType.FLOAT16 ? halfBits(f) : (short) (Float.floatToIntBits(f) >>> 16);
+          }
+          for (int j = 0; j < n; j++) {
+            buf.putShort(j * 2, table[k(rank, first + j)]);
+          }
+          break;
         }
-        for (int j = 0; j < n; j++) {
-          buf.putShort(j * 2, table[k(rank, first + j)]);
-        }
-        break;
-      }
       case FLOAT32:
         for (int j = 0; j < n; j++) {
           buf.putFloat(j * 4, (k(rank, first + j) - 4) * 0.5f);
@@ -106,8 +111,8 @@ final class DataCheck {
    * Elements j < count of {@code recv} (from element {@code at}) that differ from rank
    * {@code src}'s input element {@code first + j}: the check of a copy.
    */
-  static long countWrongCopy(ByteBuffer recv, DataType type, int src, long at, long first,
-      long count) {
+  static long countWrongCopy(
+      ByteBuffer recv, DataType type, int src, long at, long first, long count) {
     long wrong = 0;
     for (long j = 0; j < count; j++) {
       int kv = k(src, first + j);
@@ -128,8 +133,8 @@ final class DataCheck {
    * Elements j < count of {@code recv} that differ from the reduction over all ranks of input
    * element {@code first + j}.
    */
-  static long countWrongReduced(ByteBuffer recv, DataType type, ReduceOp op, int nranks,
-      long first, long count) {
+  static long countWrongReduced(
+      ByteBuffer recv, DataType type, ReduceOp op, int nranks, long first, long count) {
     long wrong = 0;
     if (isFloat(type)) {
       double u = unitRoundoff(type);
@@ -163,44 +168,47 @@ final class DataCheck {
     double tol;
     switch (op) {
       case SUM:
-      case AVG: {
-        double sum = 0;
-        double mag = 0;
-        for (int p = 0; p < nranks; p++) {
-          double v = (k(p, i) - 4) * 0.5;
-          sum += v;
-          mag += Math.abs(v);
+      case AVG:
+        {
+          double sum = 0;
+          double mag = 0;
+          for (int p = 0; p < nranks; p++) {
+            double v = (k(p, i) - 4) * 0.5;
+            sum += v;
+            mag += Math.abs(v);
+          }
+          double sumTol = (nranks - 1) * u * mag + nranks * ua * mag + u * Math.abs(sum);
+          if (op == ReduceOp.SUM) {
+            ref = sum;
+            tol = sumTol;
+          } else {
+            ref = sum / nranks;
+            tol = sumTol / nranks + u * Math.abs(ref);
+          }
+          break;
         }
-        double sumTol = (nranks - 1) * u * mag + nranks * ua * mag + u * Math.abs(sum);
-        if (op == ReduceOp.SUM) {
-          ref = sum;
-          tol = sumTol;
-        } else {
-          ref = sum / nranks;
-          tol = sumTol / nranks + u * Math.abs(ref);
+      case PROD:
+        {
+          double prod = 1;
+          for (int p = 0; p < nranks; p++) {
+            prod *= (k(p, i) - 4) * 0.5;
+          }
+          ref = prod;
+          tol = nranks * (u + ua) * Math.abs(prod);
+          break;
         }
-        break;
-      }
-      case PROD: {
-        double prod = 1;
-        for (int p = 0; p < nranks; p++) {
-          prod *= (k(p, i) - 4) * 0.5;
-        }
-        ref = prod;
-        tol = nranks * (u + ua) * Math.abs(prod);
-        break;
-      }
       case MIN:
-      case MAX: {
-        double best = (k(0, i) - 4) * 0.5;
-        for (int p = 1; p < nranks; p++) {
-          double v = (k(p, i) - 4) * 0.5;
-          best = op == ReduceOp.MIN ? Math.min(best, v) : Math.max(best, v);
+      case MAX:
+        {
+          double best = (k(0, i) - 4) * 0.5;
+          for (int p = 1; p < nranks; p++) {
+            double v = (k(p, i) - 4) * 0.5;
+            best = op == ReduceOp.MIN ? Math.min(best, v) : Math.max(best, v);
+          }
+          ref = best;
+          tol = 0;
+          break;
         }
-        ref = best;
-        tol = 0;
-        break;
-      }
       default:
         throw new IllegalArgumentException("op " + op);
     }
@@ -221,12 +229,16 @@ final class DataCheck {
           acc *= v;
           break;
         case MIN:
-          acc = type == DataType.UINT64 ? (Long.compareUnsigned(v, acc) < 0 ? v : acc)
-              : Math.min(acc, v);
+          acc =
+              type == DataType.UINT64
+                  ? (Long.compareUnsigned(v, acc) < 0 ? v : acc)
+                  : Math.min(acc, v);
           break;
         case MAX:
-          acc = type == DataType.UINT64 ? (Long.compareUnsigned(v, acc) > 0 ? v : acc)
-              : Math.max(acc, v);
+          acc =
+              type == DataType.UINT64
+                  ? (Long.compareUnsigned(v, acc) > 0 ? v : acc)
+                  : Math.max(acc, v);
           break;
         default:
           throw new IllegalArgumentException("op " + op);
@@ -294,7 +306,9 @@ final class DataCheck {
   }
 
   static boolean isFloat(DataType type) {
-    return type == DataType.FLOAT16 || type == DataType.BFLOAT16 || type == DataType.FLOAT32
+    return type == DataType.FLOAT16
+        || type == DataType.BFLOAT16
+        || type == DataType.FLOAT32
         || type == DataType.FLOAT64;
   }
 

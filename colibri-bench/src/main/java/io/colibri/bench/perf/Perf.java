@@ -44,6 +44,7 @@ public final class Perf {
 
   /** Exit codes. */
   static final int EXIT_OK = 0;
+
   static final int EXIT_WRONG = 1;
   static final int EXIT_USAGE = Commands.EXIT_USAGE;
   static final int EXIT_FAILED = Commands.EXIT_FAILED;
@@ -122,28 +123,37 @@ public final class Perf {
     Progress progress = Progress.choose(config, out, err, steps(config));
     for (int r = n - 1; r >= 0; r--) {
       final int rank = r;
-      Thread t = new Thread(() -> {
-        try {
-          long w = runRank(config, id, rank, rank == 0 ? out : null, comms.get(rank),
-              rank == 0 ? progress : Progress.OFF);
-          if (rank == 0) {
-            wrong[0] = w;
-          }
-        } catch (Throwable e) {
-          failures.set(rank, e);
-          // The others would wait for this rank until the timeout: make them stop now.
-          for (int p = 0; p < n; p++) {
-            Communicator c = comms.get(p).get();
-            if (p != rank && c != null) {
-              try {
-                c.abort();
-              } catch (RuntimeException ignored) {
-                // closed meanwhile
-              }
-            }
-          }
-        }
-      }, "colibri-perf-rank-" + rank);
+      Thread t =
+          new Thread(
+              () -> {
+                try {
+                  long w =
+                      runRank(
+                          config,
+                          id,
+                          rank,
+                          rank == 0 ? out : null,
+                          comms.get(rank),
+                          rank == 0 ? progress : Progress.OFF);
+                  if (rank == 0) {
+                    wrong[0] = w;
+                  }
+                } catch (Throwable e) {
+                  failures.set(rank, e);
+                  // The others would wait for this rank until the timeout: make them stop now.
+                  for (int p = 0; p < n; p++) {
+                    Communicator c = comms.get(p).get();
+                    if (p != rank && c != null) {
+                      try {
+                        c.abort();
+                      } catch (RuntimeException ignored) {
+                        // closed meanwhile
+                      }
+                    }
+                  }
+                }
+              },
+              "colibri-perf-rank-" + rank);
       threads.add(t);
       t.start();
     }
@@ -154,8 +164,9 @@ public final class Perf {
     for (int r = 0; r < n && first == null; r++) {
       Throwable f = failures.get(r);
       // Prefer the rank that failed for a reason of its own over those aborted because of it.
-      if (f != null && !(f instanceof ColibriException
-          && ((ColibriException) f).code() == io.colibri.ErrorCode.ABORTED)) {
+      if (f != null
+          && !(f instanceof ColibriException
+              && ((ColibriException) f).code() == io.colibri.ErrorCode.ABORTED)) {
         first = f;
         err.println("colibri perf: rank " + r + " failed: " + describe(f));
       }
@@ -199,26 +210,36 @@ public final class Perf {
         }
         children.add(p);
         final int rank = r;
-        p.onExit().thenAccept(ph -> {
-          int code = ph.exitValue();
-          if (code != 0 && childFailure.compareAndSet(null, "rank " + rank + " (pid " + ph.pid()
-              + ") exited with code " + code + (code > 128 ? " (killed by signal " + (code - 128)
-              + ")" : "") + " before rank 0 finished")) {
-            Communicator c = rank0.get();
-            if (c != null) {
-              try {
-                c.abort(); // rank 0 would otherwise wait for it until the timeout
-              } catch (RuntimeException ignored) {
-                // closed meanwhile
-              }
-            }
-          }
-        });
+        p.onExit()
+            .thenAccept(
+                ph -> {
+                  int code = ph.exitValue();
+                  if (code != 0
+                      && childFailure.compareAndSet(
+                          null,
+                          "rank "
+                              + rank
+                              + " (pid "
+                              + ph.pid()
+                              + ") exited with code "
+                              + code
+                              + (code > 128 ? " (killed by signal " + (code - 128) + ")" : "")
+                              + " before rank 0 finished")) {
+                    Communicator c = rank0.get();
+                    if (c != null) {
+                      try {
+                        c.abort(); // rank 0 would otherwise wait for it until the timeout
+                      } catch (RuntimeException ignored) {
+                        // closed meanwhile
+                      }
+                    }
+                  }
+                });
       }
       long wrong;
       try {
-        wrong = runRank(config, id, 0, out, rank0,
-            Progress.choose(config, out, err, steps(config)));
+        wrong =
+            runRank(config, id, 0, out, rank0, Progress.choose(config, out, err, steps(config)));
       } catch (RuntimeException e) {
         // A child's failure is the cause; rank 0's own error is then just "aborted".
         sleepQuietly(200);
@@ -251,11 +272,12 @@ public final class Perf {
       }
       return wrong == 0 ? EXIT_OK : EXIT_WRONG;
     } finally {
-      children.forEach(p -> {
-        if (p.isAlive()) {
-          p.destroyForcibly();
-        }
-      });
+      children.forEach(
+          p -> {
+            if (p.isAlive()) {
+              p.destroyForcibly();
+            }
+          });
       try {
         Runtime.getRuntime().removeShutdownHook(cleanup);
       } catch (IllegalStateException ignored) {
@@ -272,8 +294,11 @@ public final class Perf {
     for (String a : ManagementFactory.getRuntimeMXBean().getInputArguments()) {
       // Memory settings, system properties (colibri.*, JavaCPP's) and GC choice carry over;
       // debugger and agent options would collide (one port, one agent) and do not.
-      if (a.startsWith("-D") || a.startsWith("-Xmx") || a.startsWith("-Xms")
-          || a.startsWith("-Xss") || a.startsWith("-XX:")) {
+      if (a.startsWith("-D")
+          || a.startsWith("-Xmx")
+          || a.startsWith("-Xms")
+          || a.startsWith("-Xss")
+          || a.startsWith("-XX:")) {
         cmd.add(a);
         gcChosen |= a.startsWith("-XX:+Use") && a.endsWith("GC");
       }
@@ -339,8 +364,13 @@ public final class Perf {
    * shows on stderr which size runs (rank 0; {@link Progress#OFF} elsewhere). Returns the number
    * of wrong elements summed over all ranks and sizes.
    */
-  static long runRank(PerfConfig config, UniqueId id, int rank, PrintStream out,
-      AtomicReference<Communicator> commRef, Progress progress) {
+  static long runRank(
+      PerfConfig config,
+      UniqueId id,
+      int rank,
+      PrintStream out,
+      AtomicReference<Communicator> commRef,
+      Progress progress) {
     Options.Builder ob = Options.builder().transport(config.transport).algorithm(config.algorithm);
     if (config.timeoutMs > 0) {
       ob.timeout(Duration.ofMillis(config.timeoutMs));
@@ -356,8 +386,13 @@ public final class Perf {
     }
   }
 
-  private static long sweep(PerfConfig config, Communicator comm, int rank, PrintStream out,
-      Progress progress, long started) {
+  private static long sweep(
+      PerfConfig config,
+      Communicator comm,
+      int rank,
+      PrintStream out,
+      Progress progress,
+      long started) {
     int n = config.ranks;
     Report report = out == null ? null : new Report(out, config);
     if (report != null) {
@@ -405,9 +440,18 @@ public final class Perf {
         if (report != null) {
           double timeUs = maxNs / config.iters / 1e3;
           double algbw = bytes / (timeUs * 1e3); // bytes per ns = GB/s
-          report.row(new Report.Row(c, bytes, totalCount, typeName(config.type),
-              Collective.opColumn(c, config.op, config.root), timeUs, algbw,
-              algbw * c.busFactor(n), wrong, algorithm.configName()));
+          report.row(
+              new Report.Row(
+                  c,
+                  bytes,
+                  totalCount,
+                  typeName(config.type),
+                  Collective.opColumn(c, config.op, config.root),
+                  timeUs,
+                  algbw,
+                  algbw * c.busFactor(n),
+                  wrong,
+                  algorithm.configName()));
         }
       }
       if (report != null) {
@@ -421,8 +465,8 @@ public final class Perf {
     return totalWrong;
   }
 
-  private static void writeFiles(PerfConfig config, Report report, long totalWrong,
-      PrintStream out) {
+  private static void writeFiles(
+      PerfConfig config, Report report, long totalWrong, PrintStream out) {
     try {
       if (config.csv != null) {
         report.writeCsv(config.csv);

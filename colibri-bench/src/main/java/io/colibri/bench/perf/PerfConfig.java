@@ -31,34 +31,39 @@ import picocli.CommandLine.TypeConversionException;
  * together) and what it runs, {@code Perf.execute}. Immutable once parsed. The tool's command
  * line ({@code io.colibri.bench.Cli}) adds it as the command {@code perf}.
  */
-@Command(name = "perf", mixinStandardHelpOptions = true,
+@Command(
+    name = "perf",
+    mixinStandardHelpOptions = true,
     versionProvider = Commands.VersionProvider.class,
     header = "Measures the collectives over a sweep of message sizes (the default command).",
-    abbreviateSynopsis = true, sortOptions = false,
+    abbreviateSynopsis = true,
+    sortOptions = false,
     description = {
-        "Runs the collectives on N local ranks and prints one table per collective"
-            + " (nccl-tests style); only rank 0 prints. Without a command name,"
-            + " java -jar colibri-bench.jar [OPTIONS] runs perf.",
-        ""},
-    footer = {"",
-        "Sizes: for allGather and reduceScatter the size is the total buffer (ranks x per-rank"
-            + " part), as in nccl-tests; sizes that do not divide evenly are rounded down.",
-        "Time: average per operation over -n iterations, the slowest rank's, measured from a"
-            + " barrier to the end of that rank's last iteration. algbw = size / time;"
-            + " busbw = algbw x 2(n-1)/n (allReduce), (n-1)/n (allGather, reduceScatter),"
-            + " 1 (broadcast).",
-        "Colibri settings not on this command line come from COLIBRI_* variables"
-            + " (docs/configuration.md).",
-        "",
-        "Exit code: 0 ok, 1 wrong elements, 2 bad command line, 3 a rank failed.",
-        "Charts from result files: java -jar colibri-bench.jar chart --help"})
+      "Runs the collectives on N local ranks and prints one table per collective"
+          + " (nccl-tests style); only rank 0 prints. Without a command name,"
+          + " java -jar colibri-bench.jar [OPTIONS] runs perf.",
+      ""
+    },
+    footer = {
+      "",
+      "Sizes: for allGather and reduceScatter the size is the total buffer (ranks x per-rank"
+          + " part), as in nccl-tests; sizes that do not divide evenly are rounded down.",
+      "Time: average per operation over -n iterations, the slowest rank's, measured from a"
+          + " barrier to the end of that rank's last iteration. algbw = size / time;"
+          + " busbw = algbw x 2(n-1)/n (allReduce), (n-1)/n (allGather, reduceScatter),"
+          + " 1 (broadcast).",
+      "Colibri settings not on this command line come from COLIBRI_* variables"
+          + " (docs/configuration.md).",
+      "",
+      "Exit code: 0 ok, 1 wrong elements, 2 bad command line, 3 a rank failed.",
+      "Charts from result files: java -jar colibri-bench.jar chart --help"
+    })
 public final class PerfConfig implements Callable<Integer> {
 
   /** Largest buffer the tool allocates (a direct ByteBuffer holds at most 2 GiB - 1). */
   static final long MAX_BYTES_LIMIT = 1L << 30;
 
-  @Spec
-  private CommandSpec spec;
+  @Spec private CommandSpec spec;
 
   private final PrintStream out;
   private final PrintStream err;
@@ -79,14 +84,21 @@ public final class PerfConfig implements Callable<Integer> {
   Transport transport;
   Algorithm algorithm;
   long timeoutMs; // 0: the Options default (COLIBRI_TIMEOUT_MS or 60 s)
+
   /** --progress (true), --no-progress (false), neither (null: on when on a terminal). */
   Boolean progress;
 
-  @Option(names = "--csv", paramLabel = "FILE", order = 30,
+  @Option(
+      names = "--csv",
+      paramLabel = "FILE",
+      order = 30,
       description = "also write every row as CSV")
   Path csv;
 
-  @Option(names = "--json", paramLabel = "FILE", order = 31,
+  @Option(
+      names = "--json",
+      paramLabel = "FILE",
+      order = 31,
       description = "also write the run (settings and rows) as JSON")
   Path json;
 
@@ -137,7 +149,11 @@ public final class PerfConfig implements Callable<Integer> {
 
   // ---- the options, in the order of --help ----
 
-  @Option(names = {"-N", "--ranks"}, paramLabel = "N", order = 1, defaultValue = "4",
+  @Option(
+      names = {"-N", "--ranks"},
+      paramLabel = "N",
+      order = 1,
+      defaultValue = "4",
       description = "number of ranks (default ${DEFAULT-VALUE})")
   void ranks(int n) {
     ranks = (int) range("--ranks", n, 1, 1024);
@@ -148,53 +164,84 @@ public final class PerfConfig implements Callable<Integer> {
     threads = true;
   }
 
-  @Option(names = "--processes", order = 3,
+  @Option(
+      names = "--processes",
+      order = 3,
       description = "one JVM process per rank, this process is rank 0 (the default)")
   void processes(boolean on) {
     threads = false;
   }
 
-  @Option(names = {"-b", "--min-bytes"}, paramLabel = "SIZE", order = 4, defaultValue = "8",
+  @Option(
+      names = {"-b", "--min-bytes"},
+      paramLabel = "SIZE",
+      order = 4,
+      defaultValue = "8",
       converter = SizeConverter.class,
       description = "smallest message (default ${DEFAULT-VALUE}); suffixes K M G (powers of 1024)")
   void minBytes(long bytes) {
     minBytes = bytes;
   }
 
-  @Option(names = {"-e", "--max-bytes"}, paramLabel = "SIZE", order = 5, defaultValue = "64M",
+  @Option(
+      names = {"-e", "--max-bytes"},
+      paramLabel = "SIZE",
+      order = 5,
+      defaultValue = "64M",
       converter = SizeConverter.class,
       description = "largest message (default ${DEFAULT-VALUE}, at most 1G)")
   void maxBytes(long bytes) {
     maxBytes = bytes;
   }
 
-  @Option(names = {"-f", "--step-factor"}, paramLabel = "F", order = 6, defaultValue = "2",
+  @Option(
+      names = {"-f", "--step-factor"},
+      paramLabel = "F",
+      order = 6,
+      defaultValue = "2",
       description = "multiply the size by F each step (default ${DEFAULT-VALUE})")
   void stepFactor(long f) {
     stepFactor = range("--step-factor", f, 2, 1 << 20);
   }
 
-  @Option(names = {"-i", "--step-bytes"}, paramLabel = "SIZE", order = 7,
-      converter = SizeConverter.class, description = "add SIZE each step instead of multiplying")
+  @Option(
+      names = {"-i", "--step-bytes"},
+      paramLabel = "SIZE",
+      order = 7,
+      converter = SizeConverter.class,
+      description = "add SIZE each step instead of multiplying")
   void stepBytes(long bytes) {
     stepBytes = bytes;
   }
 
-  @Option(names = {"-w", "--warmup"}, paramLabel = "N", order = 8, defaultValue = "5",
+  @Option(
+      names = {"-w", "--warmup"},
+      paramLabel = "N",
+      order = 8,
+      defaultValue = "5",
       description = "untimed iterations per size (default ${DEFAULT-VALUE})")
   void warmup(int n) {
     warmup = (int) range("--warmup", n, 0, 1_000_000);
   }
 
-  @Option(names = {"-n", "--iters"}, paramLabel = "N", order = 9, defaultValue = "20",
+  @Option(
+      names = {"-n", "--iters"},
+      paramLabel = "N",
+      order = 9,
+      defaultValue = "20",
       description = "timed iterations per size (default ${DEFAULT-VALUE})")
   void iters(int n) {
     iters = (int) range("--iters", n, 1, 1_000_000);
   }
 
-  @Option(names = {"-c", "--check"}, paramLabel = "0|1", arity = "0..1", fallbackValue = "1",
-      order = 10, description = "check every element of the result (default 1; also"
-          + " true/false, on/off, yes/no)")
+  @Option(
+      names = {"-c", "--check"},
+      paramLabel = "0|1",
+      arity = "0..1",
+      fallbackValue = "1",
+      order = 10,
+      description =
+          "check every element of the result (default 1; also" + " true/false, on/off, yes/no)")
   void check(String value) {
     check = bool("--check", value);
   }
@@ -204,57 +251,93 @@ public final class PerfConfig implements Callable<Integer> {
     check = false;
   }
 
-  @Option(names = "--collectives", paramLabel = "LIST", order = 12, defaultValue = "all",
+  @Option(
+      names = "--collectives",
+      paramLabel = "LIST",
+      order = 12,
+      defaultValue = "all",
       completionCandidates = CollectiveNames.class,
       description = "all, or a comma list of ${COMPLETION-CANDIDATES} (default all)")
   void collectives(String list) {
     collectives = Commands.convert(spec, "--collectives", () -> parseCollectives(list));
   }
 
-  @Option(names = {"-t", "-d", "--type"}, paramLabel = "TYPE", order = 13,
-      defaultValue = "float32", converter = TypeNames.class,
+  @Option(
+      names = {"-t", "-d", "--type"},
+      paramLabel = "TYPE",
+      order = 13,
+      defaultValue = "float32",
+      converter = TypeNames.class,
       completionCandidates = TypeNames.class,
       description = "${COMPLETION-CANDIDATES} (default ${DEFAULT-VALUE})")
   void type(DataType t) {
     type = t;
   }
 
-  @Option(names = {"-o", "--op"}, paramLabel = "OP", order = 14, defaultValue = "sum",
-      converter = OpNames.class, completionCandidates = OpNames.class,
-      description = "${COMPLETION-CANDIDATES} (default ${DEFAULT-VALUE}; allReduce and"
-          + " reduceScatter)")
+  @Option(
+      names = {"-o", "--op"},
+      paramLabel = "OP",
+      order = 14,
+      defaultValue = "sum",
+      converter = OpNames.class,
+      completionCandidates = OpNames.class,
+      description =
+          "${COMPLETION-CANDIDATES} (default ${DEFAULT-VALUE}; allReduce and" + " reduceScatter)")
   void op(ReduceOp o) {
     op = o;
   }
 
-  @Option(names = {"-r", "--root"}, paramLabel = "R", order = 15, defaultValue = "0",
+  @Option(
+      names = {"-r", "--root"},
+      paramLabel = "R",
+      order = 15,
+      defaultValue = "0",
       description = "root of broadcast (default ${DEFAULT-VALUE})")
   void root(int r) {
     root = (int) range("--root", r, 0, 1023);
   }
 
-  @Option(names = "--transport", paramLabel = "T", order = 16, defaultValue = "auto",
-      converter = TransportNames.class, completionCandidates = TransportNames.class,
+  @Option(
+      names = "--transport",
+      paramLabel = "T",
+      order = 16,
+      defaultValue = "auto",
+      converter = TransportNames.class,
+      completionCandidates = TransportNames.class,
       description = "${COMPLETION-CANDIDATES} (default ${DEFAULT-VALUE})")
   void transport(Transport t) {
     transport = t;
   }
 
-  @Option(names = "--algorithm", paramLabel = "A", order = 17, defaultValue = "auto",
-      converter = AlgorithmNames.class, completionCandidates = AlgorithmNames.class,
+  @Option(
+      names = "--algorithm",
+      paramLabel = "A",
+      order = 17,
+      defaultValue = "auto",
+      converter = AlgorithmNames.class,
+      completionCandidates = AlgorithmNames.class,
       description = "${COMPLETION-CANDIDATES} (default ${DEFAULT-VALUE})")
   void algorithm(Algorithm a) {
     algorithm = a;
   }
 
-  @Option(names = "--timeout", paramLabel = "MS", order = 18, description = "a peer silent this"
-      + " long is an error (default: Colibri's, 60000 unless COLIBRI_TIMEOUT_MS says otherwise)")
+  @Option(
+      names = "--timeout",
+      paramLabel = "MS",
+      order = 18,
+      description =
+          "a peer silent this long is an error (default: Colibri's, 60000 unless COLIBRI_TIMEOUT_MS"
+              + " says otherwise)")
   void timeout(long ms) {
     timeoutMs = range("--timeout", ms, 1, 86_400_000L);
   }
 
-  @Option(names = "--progress", order = 32, description = "show on stderr which size runs"
-      + " ([3/24] allReduce 1 MiB); default: on when stdout and stderr are a terminal")
+  @Option(
+      names = "--progress",
+      order = 32,
+      description =
+          "show on stderr which size runs"
+              + " ([3/24] allReduce 1 MiB); default: on when stdout and stderr are a terminal")
   void progress(boolean on) {
     progress = Boolean.TRUE;
   }
@@ -275,12 +358,16 @@ public final class PerfConfig implements Callable<Integer> {
       throw usage("--min-bytes is " + minBytes + ": pass 1 or more");
     }
     if (maxBytes < minBytes) {
-      throw usage("--max-bytes " + maxBytes + " is below --min-bytes " + minBytes
-          + ": pass a max at least as large as the min");
+      throw usage(
+          "--max-bytes "
+              + maxBytes
+              + " is below --min-bytes "
+              + minBytes
+              + ": pass a max at least as large as the min");
     }
     if (root >= ranks) {
-      throw usage("--root " + root + " is out of range for " + ranks + " ranks: pass 0.."
-          + (ranks - 1));
+      throw usage(
+          "--root " + root + " is out of range for " + ranks + " ranks: pass 0.." + (ranks - 1));
     }
     if (childRank >= ranks || (childRank >= 0) != (childId != null)) {
       throw usage("--child-rank and --child-id are internal to the launcher");
@@ -321,10 +408,23 @@ public final class PerfConfig implements Callable<Integer> {
 
   /** One line with the settings, for the header of the output. */
   String describe() {
-    return ranks + " ranks (" + (threads ? "threads in one JVM" : "one JVM process each")
-        + "), transport " + transport.configName() + ", algorithm " + algorithm.configName()
-        + ", " + Perf.typeName(type) + ", op " + Perf.opName(op) + ", warmup " + warmup
-        + ", iters " + iters + ", check " + (check ? "on" : "off");
+    return ranks
+        + " ranks ("
+        + (threads ? "threads in one JVM" : "one JVM process each")
+        + "), transport "
+        + transport.configName()
+        + ", algorithm "
+        + algorithm.configName()
+        + ", "
+        + Perf.typeName(type)
+        + ", op "
+        + Perf.opName(op)
+        + ", warmup "
+        + warmup
+        + ", iters "
+        + iters
+        + ", check "
+        + (check ? "on" : "off");
   }
 
   // ---- values ----
@@ -377,8 +477,8 @@ public final class PerfConfig implements Callable<Integer> {
     try {
       v = Long.parseLong(t);
     } catch (NumberFormatException e) {
-      throw new TypeConversionException("needs a size such as 8, 64K, 1M or 1G, got '" + text
-          + "'");
+      throw new TypeConversionException(
+          "needs a size such as 8, 64K, 1M or 1G, got '" + text + "'");
     }
     if (v < 0 || v > MAX_BYTES_LIMIT / mult) {
       throw new TypeConversionException("'" + text + "' is out of range: pass 0..1G");
@@ -421,8 +521,8 @@ public final class PerfConfig implements Callable<Integer> {
     public final T convert(String text) {
       T value = values.get(text.strip().toLowerCase(Locale.ROOT));
       if (value == null) {
-        throw new TypeConversionException("unknown " + what + " '" + text + "': pass "
-            + String.join(", ", this));
+        throw new TypeConversionException(
+            "unknown " + what + " '" + text + "': pass " + String.join(", ", this));
       }
       return value;
     }
@@ -502,14 +602,18 @@ public final class PerfConfig implements Callable<Integer> {
       }
       Collective c = Collective.byName(p);
       if (c == null) {
-        throw new TypeConversionException("unknown collective '" + p + "': pass all, or a comma"
-            + " list of " + String.join(", ", new CollectiveNames()));
+        throw new TypeConversionException(
+            "unknown collective '"
+                + p
+                + "': pass all, or a comma"
+                + " list of "
+                + String.join(", ", new CollectiveNames()));
       }
       set.add(c);
     }
     if (set.isEmpty()) {
-      throw new TypeConversionException("'" + text + "' names no collective: pass all or a"
-          + " comma list");
+      throw new TypeConversionException(
+          "'" + text + "' names no collective: pass all or a" + " comma list");
     }
     return set;
   }
@@ -519,8 +623,15 @@ public final class PerfConfig implements Callable<Integer> {
     private static final long serialVersionUID = 1L;
 
     CollectiveNames() {
-      super(List.of("allreduce", "allgather", "reducescatter", "broadcast", "sendrecv", "alltoall",
-          "alltoallv"));
+      super(
+          List.of(
+              "allreduce",
+              "allgather",
+              "reducescatter",
+              "broadcast",
+              "sendrecv",
+              "alltoall",
+              "alltoallv"));
     }
   }
 }

@@ -39,8 +39,10 @@ class Progress {
    */
   static Progress choose(PerfConfig config, PrintStream out, PrintStream err, int total) {
     boolean errTerminal = err == System.err && isTerminal(2);
-    boolean on = config.progress != null ? config.progress
-        : out == System.out && System.console() != null && errTerminal;
+    boolean on =
+        config.progress != null
+            ? config.progress
+            : out == System.out && System.console() != null && errTerminal;
     return on ? new Progress(err, errTerminal, total) : OFF;
   }
 
@@ -60,8 +62,15 @@ class Progress {
       return;
     }
     done++;
-    String text = String.format(Locale.ROOT, "[%d/%d] %s %s (%.1f s)", done, total,
-        c.displayName(), SizeFormat.human(bytes), (System.nanoTime() - started) / 1e9);
+    String text =
+        String.format(
+            Locale.ROOT,
+            "[%d/%d] %s %s (%.1f s)",
+            done,
+            total,
+            c.displayName(),
+            SizeFormat.human(bytes),
+            (System.nanoTime() - started) / 1e9);
     if (inPlace) {
       err.print("\r" + text + "\033[K");
       lineShown = true;

@@ -30,12 +30,23 @@ final class Report {
     final double timeUs;
     final double algbw;
     final double busbw;
+
     /** Wrong elements summed over ranks; -1 when the check is off. */
     final long wrong;
+
     final String algorithm;
 
-    Row(Collective collective, long bytes, long count, String type, String opOrRoot, double timeUs,
-        double algbw, double busbw, long wrong, String algorithm) {
+    Row(
+        Collective collective,
+        long bytes,
+        long count,
+        String type,
+        String opOrRoot,
+        double timeUs,
+        double algbw,
+        double busbw,
+        long wrong,
+        String algorithm) {
       this.collective = collective;
       this.bytes = bytes;
       this.count = count;
@@ -65,18 +76,22 @@ final class Report {
   }
 
   void header(String version, String transportInfo) {
-    out.println("# Colibri perf" + (version == null ? "" : " " + version) + ": "
-        + config.describe());
+    out.println(
+        "# Colibri perf" + (version == null ? "" : " " + version) + ": " + config.describe());
     if (transportInfo != null && !transportInfo.isBlank()) {
       out.println("# Rank 0 runs on:");
       for (String line : transportInfo.strip().split("\n")) {
         out.println("#   " + line);
       }
     }
-    out.println("# time: average per operation over " + config.iters + " iterations, of the"
-        + " slowest rank (each rank times from a barrier to the end of its last iteration)");
-    out.println("# algbw = size / time; busbw = algbw x 2(n-1)/n allReduce, (n-1)/n allGather"
-        + " and reduceScatter, 1 broadcast; size of allGather/reduceScatter = all ranks' data");
+    out.println(
+        "# time: average per operation over "
+            + config.iters
+            + " iterations, of the"
+            + " slowest rank (each rank times from a barrier to the end of its last iteration)");
+    out.println(
+        "# algbw = size / time; busbw = algbw x 2(n-1)/n allReduce, (n-1)/n allGather"
+            + " and reduceScatter, 1 broadcast; size of allGather/reduceScatter = all ranks' data");
     out.flush();
   }
 
@@ -86,11 +101,32 @@ final class Report {
     tableWrong = 0;
     out.println("#");
     out.println("# " + c.displayName());
-    out.printf(Locale.ROOT, HEAD_FORMAT, "size", "count", "type",
-        c == Collective.BROADCAST ? "root" : "redop", "time", "algbw", "busbw", "#wrong",
+    out.printf(
+        Locale.ROOT,
+        HEAD_FORMAT,
+        "size",
+        "count",
+        "type",
+        c == Collective.BROADCAST ? "root" : "redop",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong",
         "algorithm");
-    out.println(String.format(Locale.ROOT, HEAD_FORMAT, "(B)", "(elements)", "", "", "(us)",
-        "(GB/s)", "(GB/s)", "", "").stripTrailing());
+    out.println(
+        String.format(
+                Locale.ROOT,
+                HEAD_FORMAT,
+                "(B)",
+                "(elements)",
+                "",
+                "",
+                "(us)",
+                "(GB/s)",
+                "(GB/s)",
+                "",
+                "")
+            .stripTrailing());
     out.flush();
   }
 
@@ -99,8 +135,18 @@ final class Report {
     tableRows++;
     tableBusbw += r.busbw;
     tableWrong += Math.max(0, r.wrong);
-    out.printf(Locale.ROOT, ROW_FORMAT, r.bytes, r.count, r.type, r.opOrRoot, r.timeUs, r.algbw,
-        r.busbw, r.wrong < 0 ? "n/a" : Long.toString(r.wrong), r.algorithm);
+    out.printf(
+        Locale.ROOT,
+        ROW_FORMAT,
+        r.bytes,
+        r.count,
+        r.type,
+        r.opOrRoot,
+        r.timeUs,
+        r.algbw,
+        r.busbw,
+        r.wrong < 0 ? "n/a" : Long.toString(r.wrong),
+        r.algorithm);
     out.flush();
   }
 
@@ -108,17 +154,23 @@ final class Report {
     if (tableRows == 0) {
       out.println("# (no size of the sweep holds at least one element per rank)");
     }
-    out.printf(Locale.ROOT, "# %s: avg busbw %.3f GB/s, %s%n", c.displayName(),
+    out.printf(
+        Locale.ROOT,
+        "# %s: avg busbw %.3f GB/s, %s%n",
+        c.displayName(),
         tableRows == 0 ? 0.0 : tableBusbw / tableRows,
-        config.check ? "wrong elements " + tableWrong + (tableWrong == 0 ? " (OK)" : " (FAILED)")
+        config.check
+            ? "wrong elements " + tableWrong + (tableWrong == 0 ? " (OK)" : " (FAILED)")
             : "data check off");
     out.flush();
   }
 
   void footer(long totalWrong, double seconds) {
     out.println("#");
-    out.printf(Locale.ROOT, "# Out of bounds values : %s%n", !config.check ? "not checked"
-        : totalWrong + (totalWrong == 0 ? " OK" : " FAILED"));
+    out.printf(
+        Locale.ROOT,
+        "# Out of bounds values : %s%n",
+        !config.check ? "not checked" : totalWrong + (totalWrong == 0 ? " OK" : " FAILED"));
     out.printf(Locale.ROOT, "# Total time           : %.1f s%n", seconds);
     out.flush();
   }
@@ -134,37 +186,105 @@ final class Report {
    * for broadcast, {@code root} null for the others, {@code wrong} null when the data check is
    * off; a null is an empty CSV field.
    */
-  @JsonPropertyOrder({"collective", "ranks", "size_bytes", "count", "type", "op", "root",
-      "time_us", "algbw_gbps", "busbw_gbps", "wrong", "algorithm"})
-  record FileRow(String collective, int ranks, long sizeBytes, long count, String type, String op,
-      Integer root, BigDecimal timeUs, BigDecimal algbwGbps, BigDecimal busbwGbps, Long wrong,
+  @JsonPropertyOrder({
+    "collective",
+    "ranks",
+    "size_bytes",
+    "count",
+    "type",
+    "op",
+    "root",
+    "time_us",
+    "algbw_gbps",
+    "busbw_gbps",
+    "wrong",
+    "algorithm"
+  })
+  record FileRow(
+      String collective,
+      int ranks,
+      long sizeBytes,
+      long count,
+      String type,
+      String op,
+      Integer root,
+      BigDecimal timeUs,
+      BigDecimal algbwGbps,
+      BigDecimal busbwGbps,
+      Long wrong,
       String algorithm) {
 
     static FileRow csv(Row r, int ranks) {
-      return of(r, ranks, Mappers.decimals(r.timeUs, 3), Mappers.decimals(r.algbw, 6),
+      return of(
+          r,
+          ranks,
+          Mappers.decimals(r.timeUs, 3),
+          Mappers.decimals(r.algbw, 6),
           Mappers.decimals(r.busbw, 6));
     }
 
     static FileRow json(Row r, int ranks) {
-      return of(r, ranks, Mappers.significant(r.timeUs, 6), Mappers.significant(r.algbw, 6),
+      return of(
+          r,
+          ranks,
+          Mappers.significant(r.timeUs, 6),
+          Mappers.significant(r.algbw, 6),
           Mappers.significant(r.busbw, 6));
     }
 
-    private static FileRow of(Row r, int ranks, BigDecimal time, BigDecimal algbw,
-        BigDecimal busbw) {
+    private static FileRow of(
+        Row r, int ranks, BigDecimal time, BigDecimal algbw, BigDecimal busbw) {
       boolean bcast = r.collective == Collective.BROADCAST;
-      return new FileRow(r.collective.displayName(), ranks, r.bytes, r.count, r.type,
-          bcast ? null : r.opOrRoot, bcast ? Integer.valueOf(r.opOrRoot) : null, time, algbw,
-          busbw, r.wrong < 0 ? null : r.wrong, r.algorithm);
+      return new FileRow(
+          r.collective.displayName(),
+          ranks,
+          r.bytes,
+          r.count,
+          r.type,
+          bcast ? null : r.opOrRoot,
+          bcast ? Integer.valueOf(r.opOrRoot) : null,
+          time,
+          algbw,
+          busbw,
+          r.wrong < 0 ? null : r.wrong,
+          r.algorithm);
     }
   }
 
   /** The {@code --json} file: the settings of the run, then its rows. */
-  @JsonPropertyOrder({"tool", "version", "ranks", "mode", "transport", "algorithm", "type", "op",
-      "root", "warmup", "iters", "check", "time", "wrong", "results"})
-  record RunFile(String tool, String version, int ranks, String mode, String transport,
-      String algorithm, String type, String op, int root, int warmup, int iters, boolean check,
-      String time, Long wrong, List<FileRow> results) {}
+  @JsonPropertyOrder({
+    "tool",
+    "version",
+    "ranks",
+    "mode",
+    "transport",
+    "algorithm",
+    "type",
+    "op",
+    "root",
+    "warmup",
+    "iters",
+    "check",
+    "time",
+    "wrong",
+    "results"
+  })
+  record RunFile(
+      String tool,
+      String version,
+      int ranks,
+      String mode,
+      String transport,
+      String algorithm,
+      String type,
+      String op,
+      int root,
+      int warmup,
+      int iters,
+      boolean check,
+      String time,
+      Long wrong,
+      List<FileRow> results) {}
 
   private List<FileRow> fileRows(BiFunction<Row, Integer, FileRow> encoding) {
     List<FileRow> out = new ArrayList<>();
@@ -180,11 +300,25 @@ final class Report {
   }
 
   void writeJson(Path path, String version, long totalWrong) throws IOException {
-    write(path, Mappers.json(new RunFile("colibri-perf", version, config.ranks,
-        config.threads ? "threads" : "processes", config.transport.configName(),
-        config.algorithm.configName(), Perf.typeName(config.type), Perf.opName(config.op),
-        config.root, config.warmup, config.iters, config.check, "average per op, max over ranks",
-        config.check ? totalWrong : null, fileRows(FileRow::json))));
+    write(
+        path,
+        Mappers.json(
+            new RunFile(
+                "colibri-perf",
+                version,
+                config.ranks,
+                config.threads ? "threads" : "processes",
+                config.transport.configName(),
+                config.algorithm.configName(),
+                Perf.typeName(config.type),
+                Perf.opName(config.op),
+                config.root,
+                config.warmup,
+                config.iters,
+                config.check,
+                "average per op, max over ranks",
+                config.check ? totalWrong : null,
+                fileRows(FileRow::json))));
   }
 
   private static void write(Path path, String text) throws IOException {

@@ -31,36 +31,61 @@ import java.util.Set;
 public final class ResultFile {
 
   /** Columns (CSV) and fields (JSON rows) that must be there. */
-  static final List<String> REQUIRED = List.of("collective", "size_bytes", "time_us",
-      "busbw_gbps");
+  static final List<String> REQUIRED = List.of("collective", "size_bytes", "time_us", "busbw_gbps");
 
   /** Every column the chart command knows; memory_bytes (memory held per rank) is optional. */
-  static final Set<String> KNOWN = Set.copyOf(List.of("collective", "ranks", "size_bytes",
-      "count", "type", "op", "root", "time_us", "algbw_gbps", "busbw_gbps", "wrong", "algorithm",
-      "memory_bytes"));
+  static final Set<String> KNOWN =
+      Set.copyOf(
+          List.of(
+              "collective",
+              "ranks",
+              "size_bytes",
+              "count",
+              "type",
+              "op",
+              "root",
+              "time_us",
+              "algbw_gbps",
+              "busbw_gbps",
+              "wrong",
+              "algorithm",
+              "memory_bytes"));
 
-  private static final String WHAT_TO_PASS = "pass a CSV or JSON file written by the perf tool"
-      + " (--csv FILE, --json FILE) or the CSV of mpi_coll_bench (scripts/bench-vs-mpi.sh)";
+  private static final String WHAT_TO_PASS =
+      "pass a CSV or JSON file written by the perf tool"
+          + " (--csv FILE, --json FILE) or the CSV of mpi_coll_bench (scripts/bench-vs-mpi.sh)";
 
   /** One measured size of one collective. */
   public static final class Measurement {
     /** The collective as the file names it: allReduce, allGather, ... */
     public final String collective;
+
     /** Number of ranks; 0 when the file does not say. */
     public final int ranks;
+
     /** Element type, or null when the file does not say (mpi_coll_bench: float32). */
     public final String type;
+
     /** The size in bytes (allGather, reduceScatter: all ranks' data, as in nccl-tests). */
     public final long sizeBytes;
+
     /** Time per call in microseconds. */
     public final double timeUs;
+
     /** Bus bandwidth in GB/s. */
     public final double busbw;
+
     /** Memory held per rank in bytes, or -1 when the file has none for this row. */
     public final long memoryBytes;
 
-    Measurement(String collective, int ranks, String type, long sizeBytes, double timeUs,
-        double busbw, long memoryBytes) {
+    Measurement(
+        String collective,
+        int ranks,
+        String type,
+        long sizeBytes,
+        double timeUs,
+        double busbw,
+        long memoryBytes) {
       this.collective = collective;
       this.ranks = ranks;
       this.type = type;
@@ -112,17 +137,24 @@ public final class ResultFile {
       text = text.substring(1);
     }
     if (text.isBlank()) {
-      throw new InputException(path + ": the file is empty; expected a header line such as '"
-          + String.join(",", REQUIRED) + ",...' and one line per size. Rerun the benchmark"
-          + " (perf tool: --csv FILE), or " + WHAT_TO_PASS);
+      throw new InputException(
+          path
+              + ": the file is empty; expected a header line such as '"
+              + String.join(",", REQUIRED)
+              + ",...' and one line per size. Rerun the benchmark"
+              + " (perf tool: --csv FILE), or "
+              + WHAT_TO_PASS);
     }
-    boolean json = path.getFileName().toString().toLowerCase(Locale.ROOT).endsWith(".json")
-        || text.strip().startsWith("{");
-    List<Measurement> rows = json ? parseJson(path.toString(), text)
-        : parseCsv(path.toString(), text);
+    boolean json =
+        path.getFileName().toString().toLowerCase(Locale.ROOT).endsWith(".json")
+            || text.strip().startsWith("{");
+    List<Measurement> rows =
+        json ? parseJson(path.toString(), text) : parseCsv(path.toString(), text);
     if (rows.isEmpty()) {
-      throw new InputException(path + ": holds no measurements (only a header); the run that"
-          + " wrote it produced no rows. Rerun it over a sweep that has at least one size");
+      throw new InputException(
+          path
+              + ": holds no measurements (only a header); the run that"
+              + " wrote it produced no rows. Rerun it over a sweep that has at least one size");
     }
     return rows;
   }
@@ -135,8 +167,12 @@ public final class ResultFile {
   static List<Measurement> parseCsv(String name, String text) throws InputException {
     List<CsvLine> lines = csvLines(name, text);
     if (lines.isEmpty()) {
-      throw new InputException(name + ": no header line (only blank or # lines); expected '"
-          + String.join(",", REQUIRED) + ",...'; " + WHAT_TO_PASS);
+      throw new InputException(
+          name
+              + ": no header line (only blank or # lines); expected '"
+              + String.join(",", REQUIRED)
+              + ",...'; "
+              + WHAT_TO_PASS);
     }
     CsvLine headerLine = lines.get(0);
     String[] header = headerLine.fields();
@@ -144,14 +180,28 @@ public final class ResultFile {
     for (int i = 0; i < header.length; i++) {
       String h = header[i].toLowerCase(Locale.ROOT);
       if (!KNOWN.contains(h)) {
-        throw new InputException(name + " line " + headerLine.number() + ": unknown column '"
-            + header[i] + "'" + (looksLikeData(h) ? " (the file has no header line?)" : "")
-            + ". The chart command reads the columns " + knownList() + "; " + WHAT_TO_PASS
-            + ", or rename or remove that column");
+        throw new InputException(
+            name
+                + " line "
+                + headerLine.number()
+                + ": unknown column '"
+                + header[i]
+                + "'"
+                + (looksLikeData(h) ? " (the file has no header line?)" : "")
+                + ". The chart command reads the columns "
+                + knownList()
+                + "; "
+                + WHAT_TO_PASS
+                + ", or rename or remove that column");
       }
       if (col.put(h, i) != null) {
-        throw new InputException(name + " line " + headerLine.number() + ": column '" + h
-            + "' appears twice; remove one");
+        throw new InputException(
+            name
+                + " line "
+                + headerLine.number()
+                + ": column '"
+                + h
+                + "' appears twice; remove one");
       }
     }
     requireColumns(name + " line " + headerLine.number(), col.keySet(), "column");
@@ -160,8 +210,13 @@ public final class ResultFile {
       String where = name + " line " + line.number();
       String[] f = line.fields();
       if (f.length != header.length) {
-        throw new InputException(where + ": " + f.length + " fields but the header has "
-            + header.length + "; fix or delete that line (a run cut short?)");
+        throw new InputException(
+            where
+                + ": "
+                + f.length
+                + " fields but the header has "
+                + header.length
+                + "; fix or delete that line (a run cut short?)");
       }
       Map<String, String> values = new HashMap<>();
       for (Map.Entry<String, Integer> e : col.entrySet()) {
@@ -175,15 +230,14 @@ public final class ResultFile {
   /** The lines of a CSV text that hold fields (not blank, not '#'), with their numbers. */
   private static List<CsvLine> csvLines(String name, String text) throws InputException {
     List<CsvLine> lines = new ArrayList<>();
-    try (MappingIterator<String[]> it = Mappers.CSV.readerFor(String[].class)
-        .readValues(text)) {
+    try (MappingIterator<String[]> it = Mappers.CSV.readerFor(String[].class).readValues(text)) {
       while (it.hasNextValue()) {
         int number = it.getParser().currentLocation().getLineNr(); // at the row's start
         lines.add(new CsvLine(number, it.nextValue()));
       }
     } catch (JsonProcessingException e) {
-      throw new InputException(name + ": not a CSV file (" + Mappers.describe(e) + "); "
-          + WHAT_TO_PASS);
+      throw new InputException(
+          name + ": not a CSV file (" + Mappers.describe(e) + "); " + WHAT_TO_PASS);
     } catch (IOException e) {
       throw new InputException(name + ": cannot be read (" + e + ")");
     }
@@ -195,8 +249,21 @@ public final class ResultFile {
   }
 
   private static String knownList() {
-    List<String> order = List.of("collective", "ranks", "size_bytes", "count", "type", "op",
-        "root", "time_us", "algbw_gbps", "busbw_gbps", "wrong", "algorithm", "memory_bytes");
+    List<String> order =
+        List.of(
+            "collective",
+            "ranks",
+            "size_bytes",
+            "count",
+            "type",
+            "op",
+            "root",
+            "time_us",
+            "algbw_gbps",
+            "busbw_gbps",
+            "wrong",
+            "algorithm",
+            "memory_bytes");
     return String.join(", ", order) + " (required: " + String.join(", ", REQUIRED) + ")";
   }
 
@@ -205,10 +272,17 @@ public final class ResultFile {
     Set<String> missing = new LinkedHashSet<>(REQUIRED);
     missing.removeAll(have);
     if (!missing.isEmpty()) {
-      throw new InputException(where + ": no " + what + (missing.size() > 1 ? "s " : " ")
-          + String.join(", ", missing) + "; the chart command needs " + String.join(", ",
-          REQUIRED) + ". " + Character.toUpperCase(WHAT_TO_PASS.charAt(0))
-          + WHAT_TO_PASS.substring(1));
+      throw new InputException(
+          where
+              + ": no "
+              + what
+              + (missing.size() > 1 ? "s " : " ")
+              + String.join(", ", missing)
+              + "; the chart command needs "
+              + String.join(", ", REQUIRED)
+              + ". "
+              + Character.toUpperCase(WHAT_TO_PASS.charAt(0))
+              + WHAT_TO_PASS.substring(1));
     }
   }
 
@@ -217,8 +291,10 @@ public final class ResultFile {
       throws InputException {
     String collective = v.get("collective");
     if (collective == null || collective.isEmpty()) {
-      throw new InputException(where + ": collective is empty; each row names one (allReduce,"
-          + " allGather, reduceScatter, broadcast)");
+      throw new InputException(
+          where
+              + ": collective is empty; each row names one (allReduce,"
+              + " allGather, reduceScatter, broadcast)");
     }
     Collective known = Collective.byName(collective);
     if (known != null) {
@@ -245,12 +321,11 @@ public final class ResultFile {
     if (m != null && !m.isEmpty()) {
       memory = wholeNumber(where, "memory_bytes", m);
     }
-    return new Measurement(collective, ranks, type == null || type.isEmpty() ? null : type,
-        size, time, busbw, memory);
+    return new Measurement(
+        collective, ranks, type == null || type.isEmpty() ? null : type, size, time, busbw, memory);
   }
 
-  private static long wholeNumber(String where, String column, String text)
-      throws InputException {
+  private static long wholeNumber(String where, String column, String text) throws InputException {
     if (text == null || text.isEmpty()) {
       throw new InputException(where + ": " + column + " is empty; it needs a whole number");
     }
@@ -265,8 +340,7 @@ public final class ResultFile {
       } catch (NumberFormatException ignored) {
         // reported below
       }
-      throw new InputException(where + ": " + column + " is '" + text
-          + "', not a whole number");
+      throw new InputException(where + ": " + column + " is '" + text + "', not a whole number");
     }
   }
 
@@ -281,8 +355,8 @@ public final class ResultFile {
       throw new InputException(where + ": " + column + " is '" + text + "', not a number");
     }
     if (!Double.isFinite(d) || d < 0) {
-      throw new InputException(where + ": " + column + " is " + text
-          + "; it must be a finite number, 0 or more");
+      throw new InputException(
+          where + ": " + column + " is " + text + "; it must be a finite number, 0 or more");
     }
     return d;
   }
@@ -294,12 +368,12 @@ public final class ResultFile {
     try {
       top = Mappers.JSON.readTree(text);
     } catch (JsonProcessingException e) {
-      throw new InputException(name + ": not valid JSON (" + Mappers.describe(e) + "); "
-          + WHAT_TO_PASS);
+      throw new InputException(
+          name + ": not valid JSON (" + Mappers.describe(e) + "); " + WHAT_TO_PASS);
     }
     if (top == null || !top.isObject()) {
-      throw new InputException(name + ": the JSON is not an object with a \"results\" array;"
-          + " " + WHAT_TO_PASS);
+      throw new InputException(
+          name + ": the JSON is not an object with a \"results\" array;" + " " + WHAT_TO_PASS);
     }
     JsonNode results = top.get("results");
     if (results == null || !results.isArray()) {
@@ -311,16 +385,25 @@ public final class ResultFile {
     for (JsonNode o : results) {
       String where = name + " results[" + index++ + "]";
       if (!o.isObject()) {
-        throw new InputException(where + ": not an object; each result is {\"collective\": ..."
-            + ", \"size_bytes\": ..., ...}");
+        throw new InputException(
+            where
+                + ": not an object; each result is {\"collective\": ..."
+                + ", \"size_bytes\": ..., ...}");
       }
       Map<String, String> values = new HashMap<>();
       for (Map.Entry<String, JsonNode> e : o.properties()) {
         String key = e.getKey();
         if (!KNOWN.contains(key)) {
-          throw new InputException(where + ": unknown field '" + key + "'. The chart command"
-              + " reads the fields " + knownList() + "; " + WHAT_TO_PASS
-              + ", or rename or remove that field");
+          throw new InputException(
+              where
+                  + ": unknown field '"
+                  + key
+                  + "'. The chart command"
+                  + " reads the fields "
+                  + knownList()
+                  + "; "
+                  + WHAT_TO_PASS
+                  + ", or rename or remove that field");
         }
         JsonNode val = e.getValue();
         values.put(key, val.isNull() ? "" : val.isValueNode() ? val.asText() : val.toString());

@@ -19,11 +19,11 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.function.Function;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 import org.junit.jupiter.params.provider.ValueSource;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The decoder as a group of rank threads on Colibri's host path: TP=2, 4 and 8 generate what
@@ -39,7 +39,9 @@ class DecodeGroupTest {
   }
 
   @ParameterizedTest
-  @EnumSource(value = Transport.class, names = {"SHM", "SOCKET"})
+  @EnumSource(
+      value = Transport.class,
+      names = {"SHM", "SOCKET"})
   void everyTpSizeGeneratesWhatOneRankGenerates(Transport t) {
     LocalGroup.Result one = LocalGroup.run(S, 1, options(t), 5, 4, 6, true, Function.identity());
     for (int tp : new int[] {2, 4, 8}) {
@@ -109,8 +111,11 @@ class DecodeGroupTest {
   void theCheckFailsWhenTheSumsAreWrong() {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     ByteArrayOutputStream err = new ByteArrayOutputStream();
-    DecodeCommand cmd = new DecodeCommand(new PrintStream(out, true, StandardCharsets.UTF_8),
-        new PrintStream(err, true, StandardCharsets.UTF_8)).wrapCollectives(DecodeGroupTest::skewed);
+    DecodeCommand cmd =
+        new DecodeCommand(
+                new PrintStream(out, true, StandardCharsets.UTF_8),
+                new PrintStream(err, true, StandardCharsets.UTF_8))
+            .wrapCollectives(DecodeGroupTest::skewed);
     int rc = new picocli.CommandLine(cmd).execute("--tp", "2", "--check");
     String o = out.toString(StandardCharsets.UTF_8);
     assertEquals(DecodeCommand.EXIT_CHECK, rc, o + err);
@@ -120,16 +125,30 @@ class DecodeGroupTest {
   @Test
   void aFailingRankIsReportedAtOnceNamingIt() {
     long t0 = System.nanoTime();
-    IllegalStateException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
-        () -> LocalGroup.run(S, 2, options(Transport.SHM), 5, 4, 6, false, c -> c.rank() != 1 ? c
-            : new Forwarding(c) {
-              @Override
-              public void allReduceSum(float[] x, int count) {
-                throw new IllegalStateException("rank 1's planted failure");
-              }
-            }));
+    IllegalStateException e =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            IllegalStateException.class,
+            () ->
+                LocalGroup.run(
+                    S,
+                    2,
+                    options(Transport.SHM),
+                    5,
+                    4,
+                    6,
+                    false,
+                    c ->
+                        c.rank() != 1
+                            ? c
+                            : new Forwarding(c) {
+                              @Override
+                              public void allReduceSum(float[] x, int count) {
+                                throw new IllegalStateException("rank 1's planted failure");
+                              }
+                            }));
     double s = (System.nanoTime() - t0) / 1e9;
-    assertTrue(e.getMessage().contains("rank 1 of 2 failed: rank 1's planted failure"), e.getMessage());
+    assertTrue(
+        e.getMessage().contains("rank 1 of 2 failed: rank 1's planted failure"), e.getMessage());
     // Rank 0 waits in its all-reduce for rank 1 (timeout 60 s): the group does not wait with it.
     assertTrue(s < 30, "reported after " + s + " s");
   }
@@ -139,7 +158,8 @@ class DecodeGroupTest {
   void theCommandChecksTpAgainstOneRank(String tp) {
     MainRun r = MainRun.of("decode", "--tp", tp, "--check", "--new", "8");
     assertEquals(0, r.rc, r.both());
-    assertTrue(r.out.contains("ok: TP=" + tp + " equals TP=1 (tokens identical, logits within"), r.out);
+    assertTrue(
+        r.out.contains("ok: TP=" + tp + " equals TP=1 (tokens identical, logits within"), r.out);
     assertTrue(r.out.contains("# decode: hidden 256, 16 heads, 8 KV heads"), r.out);
   }
 
@@ -159,35 +179,53 @@ class DecodeGroupTest {
   // of its own failure) does not hide the failure that caused it; under load it once did.
   @Test
   void theFailureThatCausedAPeersIsReportedNotThePeers() {
-    IllegalStateException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
-        () -> LocalGroup.runRanks(2, rank -> {
-          if (rank == 0) {
-            throw new io.colibri.ColibriException(io.colibri.ErrorCode.REMOTE_ERROR,
-                "rank 1 closed its communicator while rank 0 waited");
-          }
-          Thread.sleep(100);
-          throw new IllegalStateException("rank 1's own failure");
-        }));
-    assertTrue(e.getMessage().startsWith("rank 1 of 2 failed: rank 1's own failure"), e.getMessage());
+    IllegalStateException e =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            IllegalStateException.class,
+            () ->
+                LocalGroup.runRanks(
+                    2,
+                    rank -> {
+                      if (rank == 0) {
+                        throw new io.colibri.ColibriException(
+                            io.colibri.ErrorCode.REMOTE_ERROR,
+                            "rank 1 closed its communicator while rank 0 waited");
+                      }
+                      Thread.sleep(100);
+                      throw new IllegalStateException("rank 1's own failure");
+                    }));
+    assertTrue(
+        e.getMessage().startsWith("rank 1 of 2 failed: rank 1's own failure"), e.getMessage());
     // Alone, a failure a peer caused is still reported (after the grace).
-    e = org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
-        () -> LocalGroup.runRanks(2, rank -> {
-          if (rank == 0) {
-            throw new io.colibri.ColibriException(io.colibri.ErrorCode.REMOTE_ERROR, "a peer failed");
-          }
-          return null;
-        }));
+    e =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            IllegalStateException.class,
+            () ->
+                LocalGroup.runRanks(
+                    2,
+                    rank -> {
+                      if (rank == 0) {
+                        throw new io.colibri.ColibriException(
+                            io.colibri.ErrorCode.REMOTE_ERROR, "a peer failed");
+                      }
+                      return null;
+                    }));
     assertTrue(e.getMessage().startsWith("rank 0 of 2 failed: a peer failed"), e.getMessage());
   }
 
   @Test
   void aFailingRankProcessIsReportedAtOnceNamingIt() {
     long t0 = System.nanoTime();
-    IllegalStateException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
-        () -> ProcessGroup.run(new ProcessGroup.Spec(S, 2, Transport.SHM, Duration.ofSeconds(60), null, 5, 4, 6,
-            false, 1)));
+    IllegalStateException e =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            IllegalStateException.class,
+            () ->
+                ProcessGroup.run(
+                    new ProcessGroup.Spec(
+                        S, 2, Transport.SHM, Duration.ofSeconds(60), null, 5, 4, 6, false, 1)));
     double s = (System.nanoTime() - t0) / 1e9;
-    assertTrue(e.getMessage().contains("rank 1 of 2 failed (its process exited with 3)"), e.getMessage());
+    assertTrue(
+        e.getMessage().contains("rank 1 of 2 failed (its process exited with 3)"), e.getMessage());
     assertTrue(e.getMessage().contains("the planted failure of rank 1"), e.getMessage());
     // Rank 0 waits in its init for rank 1 (timeout 60 s): the group does not wait with it.
     assertTrue(s < 30, "reported after " + s + " s");
@@ -196,10 +234,15 @@ class DecodeGroupTest {
   @Test
   void ranksMustAgreeOnTheirTokensUnlessTheyRunWithoutCollectives() {
     // Rank r generates r's tokens: as ranks without collectives do, each from its own partial sums.
-    LocalGroup.RankBody own = rank -> new LocalGroup.RankRun(new Generation(new int[][] {{rank, rank}},
-        List.of(), new long[] {1}, 1, null), 0, null);
-    IllegalStateException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
-        () -> LocalGroup.runRanks(3, own));
+    LocalGroup.RankBody own =
+        rank ->
+            new LocalGroup.RankRun(
+                new Generation(new int[][] {{rank, rank}}, List.of(), new long[] {1}, 1, null),
+                0,
+                null);
+    IllegalStateException e =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            IllegalStateException.class, () -> LocalGroup.runRanks(3, own));
     assertEquals("rank 1 generated other tokens than rank 0", e.getMessage());
     LocalGroup.Result r = LocalGroup.runRanks(3, own, false);
     assertEquals(3, r.ranks().size());
@@ -208,12 +251,20 @@ class DecodeGroupTest {
 
   @Test
   void aRankRunSurvivesItsFile(@TempDir Path dir) throws IOException {
-    Generation g = new Generation(new int[][] {{1, 2}, {3, 4}, {5, 6}}, List.of(new float[] {0.5f, -1f}),
-        new long[] {7, 8, 9}, 10, new float[] {2.5f, Float.NaN, -0f});
-    LocalGroup.RankRun run = new LocalGroup.RankRun(g, 11, new LocalGroup.Memory(1, 2, 3, 4, -1, 4096));
+    Generation g =
+        new Generation(
+            new int[][] {{1, 2}, {3, 4}, {5, 6}},
+            List.of(new float[] {0.5f, -1f}),
+            new long[] {7, 8, 9},
+            10,
+            new float[] {2.5f, Float.NaN, -0f});
+    LocalGroup.RankRun run =
+        new LocalGroup.RankRun(g, 11, new LocalGroup.Memory(1, 2, 3, 4, -1, 4096));
     ProcessGroup.write(dir.resolve("r"), run);
     LocalGroup.RankRun back = ProcessGroup.read(dir.resolve("r"));
-    assertEquals(java.util.Arrays.deepToString(g.tokens()), java.util.Arrays.deepToString(back.generation().tokens()));
+    assertEquals(
+        java.util.Arrays.deepToString(g.tokens()),
+        java.util.Arrays.deepToString(back.generation().tokens()));
     assertArrayEquals(g.logits().get(0), back.generation().logits().get(0));
     assertArrayEquals(g.stepNanos(), back.generation().stepNanos());
     assertEquals(10, back.generation().firstTokenNanos());
@@ -268,10 +319,14 @@ class DecodeGroupTest {
       assertEquals("8", row.get("prompt"));
       assertTrue(Double.parseDouble(row.get("ms_per_step")) > 0, lines.get(i + 1));
       // tokens/s counts the batch's 4 sequences
-      assertEquals(4000 / Double.parseDouble(row.get("ms_per_step")), Double.parseDouble(row.get("tokens_per_s")),
-          0.1 + 1e-3 * Double.parseDouble(row.get("tokens_per_s")), lines.get(i + 1));
+      assertEquals(
+          4000 / Double.parseDouble(row.get("ms_per_step")),
+          Double.parseDouble(row.get("tokens_per_s")),
+          0.1 + 1e-3 * Double.parseDouble(row.get("tokens_per_s")),
+          lines.get(i + 1));
       assertTrue(Double.parseDouble(row.get("ttft_ms")) > 0, lines.get(i + 1));
-      for (String gpuOnly : List.of("init_mib", "model_mib", "run_mib", "own_mib", "budget_gib", "kv_tokens")) {
+      for (String gpuOnly :
+          List.of("init_mib", "model_mib", "run_mib", "own_mib", "budget_gib", "kv_tokens")) {
         assertEquals("", row.get(gpuOnly), "no GPU memory figures on the CPU: " + lines.get(i + 1));
       }
     }
@@ -283,7 +338,9 @@ class DecodeGroupTest {
     assertEquals("ok", rows[1][checkAt]);
     assertEquals("4", rows[2][tpAt]);
     assertEquals("", rows[2][checkAt]);
-    r = MainRun.of("decode", "--new", "4", "--csv", dir.resolve("missing").resolve("x.csv").toString());
+    r =
+        MainRun.of(
+            "decode", "--new", "4", "--csv", dir.resolve("missing").resolve("x.csv").toString());
     assertEquals(DecodeCommand.EXIT_FAILED, r.rc, r.both());
     assertTrue(r.err.contains("--csv "), r.err);
   }
@@ -340,29 +397,36 @@ class DecodeGroupTest {
   @Test
   void theJarHoldsEveryKernelTheGpuDecoderLaunches() throws java.io.IOException {
     try (java.io.InputStream in = DeviceDecoder.class.getResourceAsStream(DeviceDecoder.PTX)) {
-      org.junit.jupiter.api.Assertions.assertNotNull(in, DeviceDecoder.PTX + " is not on the class path");
+      org.junit.jupiter.api.Assertions.assertNotNull(
+          in, DeviceDecoder.PTX + " is not on the class path");
       String ptx = new String(in.readAllBytes(), StandardCharsets.UTF_8);
       for (String k : DeviceDecoder.KERNELS) {
-        assertTrue(ptx.contains(".entry " + k + "("), k + " is not an entry of " + DeviceDecoder.PTX);
+        assertTrue(
+            ptx.contains(".entry " + k + "("), k + " is not an entry of " + DeviceDecoder.PTX);
       }
     }
   }
 
   @Test
   void theKernelArgumentSlotsPointAtTheirOwnEightBytes() {
-    try (org.bytedeco.javacpp.LongPointer values = new org.bytedeco.javacpp.LongPointer(DeviceDecoder.MAX_ARGS)) {
-      org.bytedeco.javacpp.PointerPointer<org.bytedeco.javacpp.Pointer> slots = DeviceDecoder.slots(values);
+    try (org.bytedeco.javacpp.LongPointer values =
+        new org.bytedeco.javacpp.LongPointer(DeviceDecoder.MAX_ARGS)) {
+      org.bytedeco.javacpp.PointerPointer<org.bytedeco.javacpp.Pointer> slots =
+          DeviceDecoder.slots(values);
       for (int i = 0; i < DeviceDecoder.MAX_ARGS; i++) {
         values.put(i, 1000L + i);
         assertEquals(values.address() + 8L * i, slots.get(i).address(), "slot " + i);
-        assertEquals(1000L + i, new org.bytedeco.javacpp.LongPointer(slots.get(i)).get(0), "slot " + i);
+        assertEquals(
+            1000L + i, new org.bytedeco.javacpp.LongPointer(slots.get(i)).get(0), "slot " + i);
       }
       // The launch writes through a byte view of the same memory, every slot within it.
       java.nio.ByteBuffer bytes = values.asByteBuffer().order(java.nio.ByteOrder.nativeOrder());
       bytes.putInt(8 * 3, 77);
       bytes.putDouble(8 * (DeviceDecoder.MAX_ARGS - 1), 2.5);
       assertEquals(77, new org.bytedeco.javacpp.IntPointer(slots.get(3)).get(0));
-      assertEquals(2.5, new org.bytedeco.javacpp.DoublePointer(slots.get(DeviceDecoder.MAX_ARGS - 1)).get(0));
+      assertEquals(
+          2.5,
+          new org.bytedeco.javacpp.DoublePointer(slots.get(DeviceDecoder.MAX_ARGS - 1)).get(0));
       slots.close();
     }
   }
@@ -375,10 +439,14 @@ class DecodeGroupTest {
     } catch (IllegalStateException e) {
       gpu = false;
     }
-    org.junit.jupiter.api.Assumptions.assumeFalse(gpu, "a GPU is here: DeviceDecoderGpuTest runs instead");
+    org.junit.jupiter.api.Assumptions.assumeFalse(
+        gpu, "a GPU is here: DeviceDecoderGpuTest runs instead");
     MainRun r = MainRun.of("decode", "--device", "gpu", "--new", "2");
     assertEquals(3, r.rc, r.both());
-    assertTrue(r.err.contains("colibri decode: ") && (r.err.contains("the CUDA runtime could not be loaded")
-        || r.err.contains("no GPU is visible")), r.err);
+    assertTrue(
+        r.err.contains("colibri decode: ")
+            && (r.err.contains("the CUDA runtime could not be loaded")
+                || r.err.contains("no GPU is visible")),
+        r.err);
   }
 }

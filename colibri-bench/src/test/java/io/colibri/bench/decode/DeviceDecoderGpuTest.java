@@ -52,19 +52,33 @@ class DeviceDecoderGpuTest {
   private static LocalGroup.Result gpu(int tp, boolean graph, Precision precision, int chunk) {
     Options options = Options.builder().timeout(Duration.ofSeconds(60)).build();
     UniqueId id = UniqueId.create();
-    return LocalGroup.runRanks(tp, rank -> {
-      DeviceDecoder.selectDevice(0);
-      try (DeviceCollectives c = new ColibriDeviceCollectives(Communicator.init(id, rank, tp, options));
-          DeviceDecoder dec = new DeviceDecoder(new Shard(S, tp, rank), new SeededWeights(11), c, 0, precision,
-              chunk)) {
-        return new LocalGroup.RankRun(dec.generate(11, PROMPT, 8, true, graph), 0, null);
-      }
-    });
+    return LocalGroup.runRanks(
+        tp,
+        rank -> {
+          DeviceDecoder.selectDevice(0);
+          try (DeviceCollectives c =
+                  new ColibriDeviceCollectives(Communicator.init(id, rank, tp, options));
+              DeviceDecoder dec =
+                  new DeviceDecoder(
+                      new Shard(S, tp, rank), new SeededWeights(11), c, 0, precision, chunk)) {
+            return new LocalGroup.RankRun(dec.generate(11, PROMPT, 8, true, graph), 0, null);
+          }
+        });
   }
 
   @ParameterizedTest
-  @CsvSource({"1,false,1", "1,true,1", "2,false,1", "2,true,1", "4,false,1", "4,true,1",
-      "1,false,4", "2,true,4", "4,true,3", "4,false,2"})
+  @CsvSource({
+    "1,false,1",
+    "1,true,1",
+    "2,false,1",
+    "2,true,1",
+    "4,false,1",
+    "4,true,1",
+    "1,false,4",
+    "2,true,4",
+    "4,true,3",
+    "4,false,2"
+  })
   void theGpuGeneratesWhatTheCpuGenerates(int tp, boolean graph, int chunk) {
     LocalGroup.Result cpu = cpu();
     LocalGroup.Result gpu = gpu(tp, graph, Precision.FLOAT32, chunk);
@@ -84,7 +98,15 @@ class DeviceDecoderGpuTest {
       scale = Math.max(scale, Math.abs(v));
     }
     double diff = LocalGroup.largestDifference(ref, got);
-    assertTrue(scale > 0 && diff <= 0.1 * scale, "TP=" + tp + " bfloat16: the prompt's logits differ from the"
-        + " CPU's float32 by " + diff + " (largest logit " + scale + ")");
+    assertTrue(
+        scale > 0 && diff <= 0.1 * scale,
+        "TP="
+            + tp
+            + " bfloat16: the prompt's logits differ from the"
+            + " CPU's float32 by "
+            + diff
+            + " (largest logit "
+            + scale
+            + ")");
   }
 }

@@ -44,7 +44,7 @@ class HostDecoderTest {
   static final class Dense {
     final ModelShape s;
     final SeededWeights w;
-    final double[][][][] kc;  // [layer][position][kv head][d]
+    final double[][][][] kc; // [layer][position][kv head][d]
     final double[][][][] vc;
 
     Dense(ModelShape s, SeededWeights w) {
@@ -185,14 +185,19 @@ class HostDecoderTest {
     ModelShape s = new ModelShape(64, 8, 4, 96, 1, 200, 2, 8);
     HostDecoder dec = new HostDecoder(new Shard(s, 1, 0), new SeededWeights(1), new Alone());
     float[] logits = new float[2 * 200];
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> dec.step(new int[] {0, 200}, 0, logits));
-    assertTrue(e.getMessage().contains("token 200 is outside the vocabulary of 200"), e.getMessage());
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> dec.step(new int[] {0, 200}, 0, logits));
+    assertTrue(
+        e.getMessage().contains("token 200 is outside the vocabulary of 200"), e.getMessage());
     e = assertThrows(IllegalArgumentException.class, () -> dec.step(new int[] {0, 1}, 8, logits));
     assertTrue(e.getMessage().contains("position 8 is outside"), e.getMessage());
-    e = assertThrows(IllegalArgumentException.class,
-        () -> new HostDecoder(new Shard(s, 2, 1), new SeededWeights(1), new Alone()));
-    assertTrue(e.getMessage().contains("the communicator is rank 0 of 1, the shard rank 1 of 2"), e.getMessage());
+    e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> new HostDecoder(new Shard(s, 2, 1), new SeededWeights(1), new Alone()));
+    assertTrue(
+        e.getMessage().contains("the communicator is rank 0 of 1, the shard rank 1 of 2"),
+        e.getMessage());
   }
 
   @Test

@@ -46,12 +46,18 @@ class ModelShapeTest {
     }
     // 16 KV heads and 32 query heads over 16 ranks split; 8 KV heads do not.
     assertTrue(String.join("", ModelShape.llama8b(1).problems(16)).contains("--kv-heads 8"));
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> new ModelShape(100, 3, 2, 10, 1, 10, 1, 4).check(1));
-    assertTrue(e.getMessage().contains("--hidden 100 is not a multiple of --heads 3"), e.getMessage());
-    assertTrue(e.getMessage().contains("--heads 3 is not a multiple of --kv-heads 2"), e.getMessage());
-    assertTrue(String.join("", new ModelShape(0, 1, 1, 1, 1, 1, 1, 1).problems(1)).contains("--hidden 0"));
-    assertTrue(String.join("", new ModelShape(12, 4, 4, 4, 1, 4, 1, 4).problems(1)).contains("odd"));
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> new ModelShape(100, 3, 2, 10, 1, 10, 1, 4).check(1));
+    assertTrue(
+        e.getMessage().contains("--hidden 100 is not a multiple of --heads 3"), e.getMessage());
+    assertTrue(
+        e.getMessage().contains("--heads 3 is not a multiple of --kv-heads 2"), e.getMessage());
+    assertTrue(
+        String.join("", new ModelShape(0, 1, 1, 1, 1, 1, 1, 1).problems(1)).contains("--hidden 0"));
+    assertTrue(
+        String.join("", new ModelShape(12, 4, 4, 4, 1, 4, 1, 4).problems(1)).contains("odd"));
   }
 
   @Test

@@ -40,17 +40,26 @@ class PrecisionTest {
       if (Float.isNaN(f) || Float.isInfinite(f)) {
         continue;
       }
-      assertEquals(nearest(f), Precision.toBfloat16(f), "for " + f + " (bits " + Integer.toHexString(Float.floatToRawIntBits(f)) + ")");
+      assertEquals(
+          nearest(f),
+          Precision.toBfloat16(f),
+          "for " + f + " (bits " + Integer.toHexString(Float.floatToRawIntBits(f)) + ")");
     }
     // Ties: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7 and goes to the even one, 1.
     assertEquals(1f, Precision.fromBfloat16(Precision.toBfloat16(1f + 0x1p-8f)));
-    assertEquals(1f + 0x1p-6f, Precision.fromBfloat16(Precision.toBfloat16(1f + 0x1p-7f + 0x1p-8f)));
-    assertEquals(Float.POSITIVE_INFINITY, Precision.fromBfloat16(Precision.toBfloat16(Float.MAX_VALUE)));
-    assertEquals(Float.NEGATIVE_INFINITY, Precision.fromBfloat16(Precision.toBfloat16(Float.NEGATIVE_INFINITY)));
+    assertEquals(
+        1f + 0x1p-6f, Precision.fromBfloat16(Precision.toBfloat16(1f + 0x1p-7f + 0x1p-8f)));
+    assertEquals(
+        Float.POSITIVE_INFINITY, Precision.fromBfloat16(Precision.toBfloat16(Float.MAX_VALUE)));
+    assertEquals(
+        Float.NEGATIVE_INFINITY,
+        Precision.fromBfloat16(Precision.toBfloat16(Float.NEGATIVE_INFINITY)));
     assertEquals(-0f, Precision.fromBfloat16(Precision.toBfloat16(-0f)));
     assertTrue(Float.isNaN(Precision.fromBfloat16(Precision.toBfloat16(Float.NaN))));
     // A NaN whose payload lies in the low bits stays a NaN (it would round to infinity).
-    assertTrue(Float.isNaN(Precision.fromBfloat16(Precision.toBfloat16(Float.intBitsToFloat(0x7f800001)))));
+    assertTrue(
+        Float.isNaN(
+            Precision.fromBfloat16(Precision.toBfloat16(Float.intBitsToFloat(0x7f800001)))));
   }
 
   @Test
@@ -67,7 +76,8 @@ class PrecisionTest {
   void namesAndTypeCodes() {
     assertEquals(Precision.BFLOAT16, Precision.parse("BFloat16"));
     assertEquals(Precision.FLOAT32, Precision.parse("float32"));
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Precision.parse("half"));
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> Precision.parse("half"));
     assertEquals("--dtype half: use float32 or bfloat16", e.getMessage());
     assertEquals(DataType.BFLOAT16, Precision.BFLOAT16.colibri());
     assertEquals(DataType.BFLOAT16.size(), Precision.BFLOAT16.bytes());

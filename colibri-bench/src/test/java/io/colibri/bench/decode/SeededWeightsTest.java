@@ -16,7 +16,8 @@ class SeededWeightsTest {
 
   private static final ModelShape S = DecodeCommand.SMALL;
 
-  private static float[] block(SeededWeights w, Matrix m, int layer, int r0, int r1, int c0, int c1) {
+  private static float[] block(
+      SeededWeights w, Matrix m, int layer, int r0, int r1, int c0, int c1) {
     float[] a = new float[(r1 - r0) * (c1 - c0)];
     w.fill(a, m, layer, S, new Shard.Range(r0, r1), new Shard.Range(c0, c1));
     return a;
@@ -60,7 +61,7 @@ class SeededWeightsTest {
     double mean = sum / a.length;
     double sd = Math.sqrt(sq / a.length - mean * mean);
     double scale = SeededWeights.scale(Matrix.Q, S);
-    assertEquals(1.0 / 16, scale, 1e-12);  // 1 / sqrt(256)
+    assertEquals(1.0 / 16, scale, 1e-12); // 1 / sqrt(256)
     assertTrue(Math.abs(mean) < 0.01 * scale, "mean " + mean);
     assertEquals(scale, sd, 0.01 * scale);
     for (float v : a) {

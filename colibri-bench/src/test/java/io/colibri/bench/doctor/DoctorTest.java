@@ -41,13 +41,13 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class DoctorTest {
 
-  @TempDir
-  Path root;
+  @TempDir Path root;
 
-  private static final String NO_DRIVER = "device count failed: no CUDA driver: cannot load"
-      + " libcuda.so.1 (libcuda.so.1: cannot open shared object file: No such file or directory)."
-      + " Device buffers need an NVIDIA GPU and its driver; the host path works without them\n"
-      + "  at src/device/device_api.cc:52";
+  private static final String NO_DRIVER =
+      "device count failed: no CUDA driver: cannot load libcuda.so.1 (libcuda.so.1: cannot open"
+          + " shared object file: No such file or directory). Device buffers need an NVIDIA GPU and"
+          + " its driver; the host path works without them\n"
+          + "  at src/device/device_api.cc:52";
 
   // ---- the fake driver and JVM ----
 
@@ -158,17 +158,26 @@ class DoctorTest {
   }
 
   private void limits(String soft, String hard) throws IOException {
-    write("/proc/self/limits", String.join("\n",
-        "Limit                     Soft Limit           Hard Limit           Units     ",
-        "Max cpu time              unlimited            unlimited            seconds   ",
-        "Max locked memory         " + soft + "              " + hard + "              bytes     ",
-        "Max address space         unlimited            unlimited            bytes     "));
+    write(
+        "/proc/self/limits",
+        String.join(
+            "\n",
+            "Limit                     Soft Limit           Hard Limit           Units     ",
+            "Max cpu time              unlimited            unlimited            seconds   ",
+            "Max locked memory         "
+                + soft
+                + "              "
+                + hard
+                + "              bytes     ",
+            "Max address space         unlimited            unlimited            bytes     "));
   }
 
   private void openDriver() throws IOException {
-    write("/proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64"
-        + "  580.65.06  Release Build  (dvs-builder@U16-I3-B03-4-3)  Sun Jul 27 06:54:38 UTC 2025\n"
-        + "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14+deb12u1)");
+    write(
+        "/proc/driver/nvidia/version",
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build "
+            + " (dvs-builder@U16-I3-B03-4-3)  Sun Jul 27 06:54:38 UTC 2025\n"
+            + "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14+deb12u1)");
   }
 
   // ---- running it ----
@@ -199,8 +208,14 @@ class DoctorTest {
     Run r = new Run();
     DoctorChecks checks = new DoctorChecks(root, probe, f.contains("--no-gpu"));
     r.results = checks.run();
-    r.out = f.contains("--json") ? Doctor.toJson(new Doctor.Report(checks.libraryVersion(),
-        Doctor.Host.of(new DoctorFiles(root), probe), r.results)) : Doctor.toText(r.results);
+    r.out =
+        f.contains("--json")
+            ? Doctor.toJson(
+                new Doctor.Report(
+                    checks.libraryVersion(),
+                    Doctor.Host.of(new DoctorFiles(root), probe),
+                    r.results))
+            : Doctor.toText(r.results);
     r.rc = Doctor.exitCode(r.results);
     return r;
   }
@@ -225,8 +240,8 @@ class DoctorTest {
   }
 
   private static void assertContains(String haystack, String needle) {
-    assertTrue(haystack != null && haystack.contains(needle),
-        "expected '" + needle + "' in: " + haystack);
+    assertTrue(
+        haystack != null && haystack.contains(needle), "expected '" + needle + "' in: " + haystack);
   }
 
   // ---- a machine like the CI machine: no GPU, no driver, no RDMA ----
@@ -241,8 +256,18 @@ class DoctorTest {
     Run r = doctor(probe);
 
     assertEquals(Doctor.EXIT_FAIL, r.rc, r.out);
-    assertEquals(List.of("library", "driver", "gpus", "peer access", "rdma", "libibverbs",
-        "gpudirect rdma", "pcie affinity", "memlock", "versions"),
+    assertEquals(
+        List.of(
+            "library",
+            "driver",
+            "gpus",
+            "peer access",
+            "rdma",
+            "libibverbs",
+            "gpudirect rdma",
+            "pcie affinity",
+            "memlock",
+            "versions"),
         r.results.stream().map(Result::check).collect(Collectors.toList()));
     assertEquals(Status.PASS, r.status("library"));
     assertContains(r.get("library").found(), "Colibri 0.1.0");
@@ -284,8 +309,8 @@ class DoctorTest {
     assertEquals(r.results.size() + 1, lines.length, r.out);
     assertTrue(lines[1].startsWith("FAIL  driver: no /proc/driver"), lines[1]);
     assertContains(lines[1], " Fix: device collectives need an NVIDIA GPU");
-    assertEquals("colibri doctor: 2 PASS, 2 WARN, 2 FAIL, 4 SKIP (exit code 1)",
-        lines[lines.length - 1]);
+    assertEquals(
+        "colibri doctor: 2 PASS, 2 WARN, 2 FAIL, 4 SKIP (exit code 1)", lines[lines.length - 1]);
   }
 
   @Test
@@ -307,8 +332,10 @@ class DoctorTest {
   void libraryThatDoesNotLoadFailsAndTheDriverIsNotAsked() throws IOException {
     limits("unlimited", "unlimited");
     FakeProbe probe = new FakeProbe();
-    probe.libraryFailure = new ColibriException(ErrorCode.UNSUPPORTED,
-        "could not load the Colibri native library for Linux aarch64 (no jniColibriLib)");
+    probe.libraryFailure =
+        new ColibriException(
+            ErrorCode.UNSUPPORTED,
+            "could not load the Colibri native library for Linux aarch64 (no jniColibriLib)");
     probe.countFailure = new IllegalStateException("must not be called");
     Run r = doctor(probe);
     assertEquals(Doctor.EXIT_FAIL, r.rc);
@@ -325,8 +352,10 @@ class DoctorTest {
 
   @Test
   void kernelModuleWithoutLibcudaSaysToInstallTheUserSpaceLibraries() throws IOException {
-    write("/proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX x86_64 Kernel Module"
-        + "  535.104.05  Sat Aug 19 01:15:15 UTC 2023");
+    write(
+        "/proc/driver/nvidia/version",
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module"
+            + "  535.104.05  Sat Aug 19 01:15:15 UTC 2023");
     FakeProbe probe = new FakeProbe();
     probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
     Result d = doctor(probe).get("driver");
@@ -354,9 +383,11 @@ class DoctorTest {
     openDriver();
     FakeProbe probe = new FakeProbe();
     probe.env.put("CUDA_VISIBLE_DEVICES", "");
-    probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, "device count failed: cuInit"
-        + " failed (CUDA_ERROR_NO_DEVICE): no usable GPU (check nvidia-smi, CUDA_VISIBLE_DEVICES,"
-        + " and the container's GPU access)");
+    probe.countFailure =
+        new ColibriException(
+            ErrorCode.UNSUPPORTED,
+            "device count failed: cuInit failed (CUDA_ERROR_NO_DEVICE): no usable GPU (check"
+                + " nvidia-smi, CUDA_VISIBLE_DEVICES, and the container's GPU access)");
     Run r = doctor(probe);
     Result d = r.get("driver");
     assertEquals(Status.FAIL, d.status());
@@ -376,8 +407,10 @@ class DoctorTest {
   private FakeProbe fullMachine() throws IOException {
     openDriver();
     write("/proc/sys/kernel/osrelease", "6.8.0-45-generic");
-    write("/proc/modules", "nvidia_peermem 16384 0 - Live 0x0000000000000000\n"
-        + "nvidia 9732096 120 nvidia_uvm,nvidia_peermem, Live 0x0000000000000000");
+    write(
+        "/proc/modules",
+        "nvidia_peermem 16384 0 - Live 0x0000000000000000\n"
+            + "nvidia 9732096 120 nvidia_uvm,nvidia_peermem, Live 0x0000000000000000");
     limits("unlimited", "unlimited");
     String sw = "pci0000:17/0000:17:00.0/0000:18:00.0";
     pciDevice(sw + "/0000:19:00.0/0000:1b:00.0", 0, "0x10de", "0x030200");
@@ -420,8 +453,10 @@ class DoctorTest {
     assertContains(r.get("gpus").found(), "2 GPU(s)");
     Result g0 = r.get("gpu 0");
     assertEquals(Status.PASS, g0.status());
-    assertEquals("NVIDIA H200, compute capability 9.0, PCI 0000:1b:00.0, kernel image sm90"
-        + " (colibri_kernels_sm90.cubin, native code)", g0.found());
+    assertEquals(
+        "NVIDIA H200, compute capability 9.0, PCI 0000:1b:00.0, kernel image sm90"
+            + " (colibri_kernels_sm90.cubin, native code)",
+        g0.found());
     assertEquals(Status.PASS, r.status("gpu 1"));
     assertContains(r.get("gpu 1").found(), "compute capability 8.6");
 
@@ -436,12 +471,16 @@ class DoctorTest {
     assertContains(rdma.found(), "/dev/infiniband: rdma_cm, uverbs0, uverbs1");
     Result ib = r.get("rdma mlx5_0");
     assertEquals(Status.PASS, ib.status());
-    assertEquals("firmware 28.39.1002; port 1: ACTIVE (LinkUp), 200 Gb/sec (4X HDR), InfiniBand,"
-        + " LID 0x5, 1 GID (active MTU: not in sysfs, `ibv_devinfo` shows it)", ib.found());
+    assertEquals(
+        "firmware 28.39.1002; port 1: ACTIVE (LinkUp), 200 Gb/sec (4X HDR), InfiniBand,"
+            + " LID 0x5, 1 GID (active MTU: not in sysfs, `ibv_devinfo` shows it)",
+        ib.found());
     Result roce = r.get("rdma mlx5_1");
     assertEquals(Status.PASS, roce.status());
-    assertContains(roce.found(), "Ethernet (RoCE), netdev ens2f0 MTU 9000 (RDMA path MTU up to"
-        + " 4096), RoCE v2 GIDs: 3 (10.0.0.5)");
+    assertContains(
+        roce.found(),
+        "Ethernet (RoCE), netdev ens2f0 MTU 9000 (RDMA path MTU up to"
+            + " 4096), RoCE v2 GIDs: 3 (10.0.0.5)");
 
     Result verbs = r.get("libibverbs");
     assertEquals(Status.PASS, verbs.status());
@@ -484,8 +523,9 @@ class DoctorTest {
     assertContains(t4.fix(), "compute capability 8.0 (Ampere) or newer");
     Result future = r.get("gpu 1");
     assertEquals(Status.WARN, future.status());
-    assertContains(future.found(), "kernel image ptx (colibri_kernels.ptx, PTX JIT-compiled by the"
-        + " driver)");
+    assertContains(
+        future.found(),
+        "kernel image ptx (colibri_kernels.ptx, PTX JIT-compiled by the" + " driver)");
     assertContains(future.fix(), "compiles the kernels at the first device call");
   }
 
@@ -498,7 +538,8 @@ class DoctorTest {
     assertEquals(Status.SKIP, r.status("peer access"));
     assertContains(r.get("peer access").found(), "one GPU");
     assertEquals(Status.SKIP, r.status("pcie affinity gpu 0"));
-    assertContains(r.get("pcie affinity gpu 0").found(), "0000:3f:00.0 not in /sys/bus/pci/devices");
+    assertContains(
+        r.get("pcie affinity gpu 0").found(), "0000:3f:00.0 not in /sys/bus/pci/devices");
   }
 
   // ---- RDMA ports that are not ready ----
@@ -594,10 +635,12 @@ class DoctorTest {
   void neitherPeermemNorDmaBufFallsBackToHostStaging() throws IOException {
     FakeProbe probe = fullMachine();
     write("/proc/modules", "nvidia 9732096 120 nvidia_uvm, Live 0x0000000000000000");
-    write("/proc/driver/nvidia/version",
+    write(
+        "/proc/driver/nvidia/version",
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023");
     write("/proc/sys/kernel/osrelease", "5.4.0-150-generic");
-    probe.gpus.set(0, new Device.Info(0, "NVIDIA H200", 9, 0, 12020, "0000:1b:00.0", "sm90", 1, -1));
+    probe.gpus.set(
+        0, new Device.Info(0, "NVIDIA H200", 9, 0, 12020, "0000:1b:00.0", "sm90", 1, -1));
     probe.gpus.set(1, new Device.Info(1, "NVIDIA A40", 8, 6, 12020, "0000:9b:00.0", "sm80", 1, -1));
     Run r = doctor(probe);
     Result gdr = r.get("gpudirect rdma");
@@ -718,13 +761,15 @@ class DoctorTest {
     assertTrue(text.out.startsWith("PASS  library: Colibri 0.1.0"), text.out);
     assertContains(text.out, "\nPASS  rdma mlx5_0: firmware 28.39.1002; port 1: ACTIVE");
     Run json = command(probe, "--json");
-    assertEquals(Doctor.toJson(new Doctor.Report("0.1.0", Doctor.Host.of(new DoctorFiles(root),
-        probe), expected)), json.out);
+    assertEquals(
+        Doctor.toJson(
+            new Doctor.Report("0.1.0", Doctor.Host.of(new DoctorFiles(root), probe), expected)),
+        json.out);
     assertEquals("", json.err);
     JsonNode summary = Mappers.JSON.readTree(json.out).get("summary");
     assertEquals(0, summary.get("fail").asInt());
-    assertEquals(summary.get("warn").asInt() > 0 ? "WARN" : "PASS",
-        summary.get("verdict").asText());
+    assertEquals(
+        summary.get("warn").asInt() > 0 ? "WARN" : "PASS", summary.get("verdict").asText());
     assertEquals(0, summary.get("exit_code").asInt());
     probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
     assertEquals(Doctor.EXIT_FAIL, command(probe, "--json").rc);
@@ -735,8 +780,12 @@ class DoctorTest {
   @Test
   void jsonKeepsEveryCharacterAndSaysWhenTheLibraryDoesNotLoad() throws IOException {
     String found = "a\"b\\c\nd\te\u0001 µ";
-    String json = Doctor.toJson(new Doctor.Report(null, Doctor.Host.of(new DoctorFiles(root),
-        new FakeProbe()), List.of(Result.warn("x", found, "g"), Result.skip("y", "n/a"))));
+    String json =
+        Doctor.toJson(
+            new Doctor.Report(
+                null,
+                Doctor.Host.of(new DoctorFiles(root), new FakeProbe()),
+                List.of(Result.warn("x", found, "g"), Result.skip("y", "n/a"))));
     JsonNode tree = Mappers.JSON.readTree(json);
     assertTrue(tree.get("version").isNull(), json);
     assertTrue(tree.get("host").get("hostname").isNull(), "no such file below the root: null");
@@ -767,16 +816,17 @@ class DoctorTest {
     PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8);
     FakeProbe probe = new FakeProbe();
     assertEquals(Commands.EXIT_USAGE, run(new String[] {"doctor", "--bogus"}, o, e, probe));
-    assertContains(err.toString(StandardCharsets.UTF_8),
-        "colibri doctor: Unknown option: '--bogus'");
+    assertContains(
+        err.toString(StandardCharsets.UTF_8), "colibri doctor: Unknown option: '--bogus'");
     assertContains(err.toString(StandardCharsets.UTF_8), "doctor --help");
     err.reset();
     assertEquals(Commands.EXIT_USAGE, run(new String[] {"doctor", "--root"}, o, e, probe));
-    assertContains(err.toString(StandardCharsets.UTF_8),
+    assertContains(
+        err.toString(StandardCharsets.UTF_8),
         "Missing required parameter for option '--root' (DIR)");
     assertEquals(Doctor.EXIT_OK, run(new String[] {"doctor", "--help"}, o, e, probe));
-    assertContains(out.toString(StandardCharsets.UTF_8),
-        "Usage: java -jar colibri-bench.jar doctor");
+    assertContains(
+        out.toString(StandardCharsets.UTF_8), "Usage: java -jar colibri-bench.jar doctor");
     assertContains(out.toString(StandardCharsets.UTF_8), "--no-gpu");
     assertTrue(probe.loaded.isEmpty(), "help and errors check nothing");
   }
@@ -792,7 +842,8 @@ class DoctorTest {
     assertEquals(0, DoctorRdma.roceMtu(300));
     assertEquals("10.0.0.5", DoctorRdma.gidText("0000:0000:0000:0000:0000:ffff:0a00:0005"));
     assertNull(DoctorRdma.gidText("0000:0000:0000:0000:0000:0000:0000:0000"));
-    assertEquals("fe80:0000:0000:0000:0c42:a103:0065:1234",
+    assertEquals(
+        "fe80:0000:0000:0000:0c42:a103:0065:1234",
         DoctorRdma.gidText("fe80:0000:0000:0000:0c42:a103:0065:1234"));
     assertNull(DoctorRdma.gidText("garbage"));
     assertEquals("ACTIVE", DoctorRdma.stateName("4: ACTIVE"));
@@ -822,7 +873,8 @@ class DoctorTest {
     assertEquals(DoctorPci.Distance.UNKNOWN, distanceTo(f, g, "0000:d9:00.0"));
     assertNull(DoctorPci.locate(f.path("/sys/bus/pci/devices/0000:ff:00.0")));
     dir("/sys/devices/virtual/infiniband/rxe0");
-    assertNull(DoctorPci.locate(f.path("/sys/devices/virtual/infiniband/rxe0")),
+    assertNull(
+        DoctorPci.locate(f.path("/sys/devices/virtual/infiniband/rxe0")),
         "a software device has no PCI location");
   }
 
@@ -834,8 +886,10 @@ class DoctorTest {
 
   @Test
   void reasonDropsTheContextAndTheBreadcrumbs() {
-    assertEquals("no CUDA driver: x", DoctorChecks.reason(
-        new RuntimeException("device count failed: no CUDA driver: x\n  at a.cc:1")));
+    assertEquals(
+        "no CUDA driver: x",
+        DoctorChecks.reason(
+            new RuntimeException("device count failed: no CUDA driver: x\n  at a.cc:1")));
     assertEquals("plain", DoctorChecks.reason(new RuntimeException("plain")));
     assertTrue(DoctorChecks.kernelAtLeast("5.12.0-1", 5, 12));
     assertTrue(DoctorChecks.kernelAtLeast("6.1.0", 5, 12));
@@ -858,10 +912,21 @@ class DoctorTest {
     }
     String text = out.toString(StandardCharsets.UTF_8);
     assertTrue(rc == Doctor.EXIT_OK || rc == Doctor.EXIT_FAIL, rc + "\n" + text + err);
-    assertEquals(rc == Doctor.EXIT_FAIL, text.contains("\nFAIL  ") || text.startsWith("FAIL  "), text);
+    assertEquals(
+        rc == Doctor.EXIT_FAIL, text.contains("\nFAIL  ") || text.startsWith("FAIL  "), text);
     int last = -1;
-    for (String check : List.of("library:", "driver:", "gpus:", "peer access:", "rdma:",
-        "libibverbs:", "gpudirect rdma:", "pcie affinity", "memlock:", "versions:")) {
+    for (String check :
+        List.of(
+            "library:",
+            "driver:",
+            "gpus:",
+            "peer access:",
+            "rdma:",
+            "libibverbs:",
+            "gpudirect rdma:",
+            "pcie affinity",
+            "memlock:",
+            "versions:")) {
       int at = text.indexOf("  " + check);
       assertTrue(at > last, check + " missing or out of order:\n" + text);
       last = at;

@@ -19,21 +19,33 @@ import org.junit.jupiter.api.Test;
 class CompareTest {
 
   private static String result(String benchmark, String params, double score, String unit) {
-    return "{ \"jmhVersion\" : \"1.37\", \"benchmark\" : \"io.colibri.bench.jmh." + benchmark + "\","
+    return "{ \"jmhVersion\" : \"1.37\", \"benchmark\" : \"io.colibri.bench.jmh."
+        + benchmark
+        + "\","
         + " \"mode\" : \"avgt\", \"threads\" : 1, \"jvmArgs\" : [ \"-Dx=\\\"y\\\"\" ],"
         + (params == null ? "" : " \"params\" : { " + params + " },")
-        + " \"primaryMetric\" : { \"score\" : " + score + ", \"scoreError\" : \"NaN\","
-        + " \"scoreConfidence\" : [ 1.0, 2.0 ], \"scoreUnit\" : \"" + unit + "\","
+        + " \"primaryMetric\" : { \"score\" : "
+        + score
+        + ", \"scoreError\" : \"NaN\","
+        + " \"scoreConfidence\" : [ 1.0, 2.0 ], \"scoreUnit\" : \""
+        + unit
+        + "\","
         + " \"rawData\" : [ [ 1.0e-3, 2 ] ] }, \"secondaryMetrics\" : { } }";
   }
 
   @Test
   void pairsColibriWithNcclAndComputesBusBandwidth() {
-    String p = "\"bytes\" : \"1048576\", \"collective\" : \"allReduce\", \"dtype\" : \"float32\","
-        + " \"gpus\" : \"0\", \"mode\" : \"eager\"";
-    String json = "[ " + result("ColibriCollectives.perCall", p + ", \"ranksPerGpu\" : \"1\"", 20.0,
-        "us/op") + ", " + result("NcclCollectives.perCall", p, 10.0, "us/op") + ", "
-        + result("CallOverhead.colibriHost", null, 250.0, "ns/op") + " ]";
+    String p =
+        "\"bytes\" : \"1048576\", \"collective\" : \"allReduce\", \"dtype\" : \"float32\","
+            + " \"gpus\" : \"0\", \"mode\" : \"eager\"";
+    String json =
+        "[ "
+            + result("ColibriCollectives.perCall", p + ", \"ranksPerGpu\" : \"1\"", 20.0, "us/op")
+            + ", "
+            + result("NcclCollectives.perCall", p, 10.0, "us/op")
+            + ", "
+            + result("CallOverhead.colibriHost", null, 250.0, "ns/op")
+            + " ]";
     List<Compare.Result> results = Compare.parse(json);
     assertEquals(3, results.size());
     assertEquals("1048576", results.get(0).params().get("bytes"));
@@ -42,8 +54,11 @@ class CompareTest {
     Compare.print(results, 2, new PrintStream(bytes, true, StandardCharsets.UTF_8));
     String out = bytes.toString(StandardCharsets.UTF_8);
     // 1 MiB allReduce on 2 ranks: busbw = 1048576 B / 20 us * 2(n-1)/n = 52.43 GB/s for Colibri
-    assertTrue(out.contains("allReduce     float32  eager     2      1048576        20.00     52.43"
-        + "        10.00    104.86    2.00"), out);
+    assertTrue(
+        out.contains(
+            "allReduce     float32  eager     2      1048576        20.00     52.43"
+                + "        10.00    104.86    2.00"),
+        out);
     assertTrue(out.contains("CallOverhead.colibriHost"), out);
   }
 
@@ -57,8 +72,14 @@ class CompareTest {
       }
       List<Compare.Result> results = Compare.parse(Files.readString(file));
       assertTrue(results.size() > 3, file + ": " + results.size());
-      assertTrue(results.stream().allMatch(r -> r.benchmark().startsWith("io.colibri.bench.jmh.")
-          && r.score() > 0 && !r.unit().isEmpty()), file.toString());
+      assertTrue(
+          results.stream()
+              .allMatch(
+                  r ->
+                      r.benchmark().startsWith("io.colibri.bench.jmh.")
+                          && r.score() > 0
+                          && !r.unit().isEmpty()),
+          file.toString());
       ByteArrayOutputStream bytes = new ByteArrayOutputStream();
       Compare.print(results, 2, new PrintStream(bytes, true, StandardCharsets.UTF_8));
       String table = bytes.toString(StandardCharsets.UTF_8);
@@ -70,8 +91,8 @@ class CompareTest {
 
   @Test
   void notAJmhFileSaysSo() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Compare.parse("{\"results\": []}"));
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> Compare.parse("{\"results\": []}"));
     assertTrue(e.getMessage().contains("the top level is not an array"), e.getMessage());
     e = assertThrows(IllegalArgumentException.class, () -> Compare.parse("[ {\"a\": ]"));
     assertTrue(e.getMessage().contains("not valid JSON"), e.getMessage());

@@ -33,12 +33,32 @@ class JmhJarIT {
     Path json = dir.resolve("result.json");
     Path log = dir.resolve("output.txt");
     Files.deleteIfExists(json);
-    String java = System.getProperty("java.home") + File.separator + "bin" + File.separator + "java";
-    List<String> command = List.of(java, "-jar", jar.toString(),
-        "CallOverhead\\.colibriHost$", "-f", "1", "-wi", "1", "-w", "300ms", "-i", "2", "-r",
-        "300ms", "-foe", "true", "-rf", "json", "-rff", json.toString());
-    Process p = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile())
-        .start();
+    String java =
+        System.getProperty("java.home") + File.separator + "bin" + File.separator + "java";
+    List<String> command =
+        List.of(
+            java,
+            "-jar",
+            jar.toString(),
+            "CallOverhead\\.colibriHost$",
+            "-f",
+            "1",
+            "-wi",
+            "1",
+            "-w",
+            "300ms",
+            "-i",
+            "2",
+            "-r",
+            "300ms",
+            "-foe",
+            "true",
+            "-rf",
+            "json",
+            "-rff",
+            json.toString());
+    Process p =
+        new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
     if (!p.waitFor(150, TimeUnit.SECONDS)) {
       p.destroyForcibly();
       throw new AssertionError("JMH did not finish in 150 s; output:\n" + Files.readString(log));
@@ -47,10 +67,12 @@ class JmhJarIT {
     assertEquals(0, p.exitValue(), "JMH failed:\n" + output);
     assertTrue(Files.isRegularFile(json), "no JSON result; output:\n" + output);
     String result = Files.readString(json, StandardCharsets.UTF_8);
-    assertTrue(result.contains("\"benchmark\" : \"io.colibri.bench.jmh.CallOverhead.colibriHost\""),
+    assertTrue(
+        result.contains("\"benchmark\" : \"io.colibri.bench.jmh.CallOverhead.colibriHost\""),
         result);
-    Matcher score = Pattern.compile("\"primaryMetric\"\\s*:\\s*\\{\\s*\"score\"\\s*:\\s*([0-9.Ee+-]+)")
-        .matcher(result);
+    Matcher score =
+        Pattern.compile("\"primaryMetric\"\\s*:\\s*\\{\\s*\"score\"\\s*:\\s*([0-9.Ee+-]+)")
+            .matcher(result);
     assertTrue(score.find(), "no score in\n" + result);
     double ns = Double.parseDouble(score.group(1));
     assertTrue(ns > 0 && ns < 1e9, "implausible score " + ns + " ns/op");

@@ -56,14 +56,27 @@ class JmhParamsTest {
   void theAnnotationProcessorListedEveryBenchmark() throws Exception {
     String list;
     try (InputStream in = getClass().getResourceAsStream("/META-INF/BenchmarkList")) {
-      assertNotNull(in, "META-INF/BenchmarkList is missing: is jmh-generator-annprocess on the"
-          + " compiler's path?");
+      assertNotNull(
+          in,
+          "META-INF/BenchmarkList is missing: is jmh-generator-annprocess on the"
+              + " compiler's path?");
       list = new String(in.readAllBytes(), StandardCharsets.UTF_8);
     }
-    for (String b : new String[] {"S 11 colibriHost ", "colibriHostAddress",
-        "colibriDevice", "colibriDeviceJavaCpp", "colibriDeviceBinding", "ncclDevice",
-        "cudaMemsetAsync", "cuMemsetD8Async", "cuGraphLaunch", "jniFloor",
-        "ColibriCollectives_perCall", "NcclCollectives_perCall"}) {
+    for (String b :
+        new String[] {
+          "S 11 colibriHost ",
+          "colibriHostAddress",
+          "colibriDevice",
+          "colibriDeviceJavaCpp",
+          "colibriDeviceBinding",
+          "ncclDevice",
+          "cudaMemsetAsync",
+          "cuMemsetD8Async",
+          "cuGraphLaunch",
+          "jniFloor",
+          "ColibriCollectives_perCall",
+          "NcclCollectives_perCall"
+        }) {
       assertTrue(list.contains(b), b + " is not in META-INF/BenchmarkList:\n" + list);
     }
   }

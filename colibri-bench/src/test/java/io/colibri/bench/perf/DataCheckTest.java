@@ -50,7 +50,9 @@ class DataCheckTest {
       ByteBuffer g = buffer(count * type.size());
       DataCheck.fill(g, type, 3, 500, count);
       assertEquals(0, DataCheck.countWrongCopy(g, type, 3, 0, 500, count), type.toString());
-      assertEquals(count, DataCheck.countWrongCopy(g, type, 2, 0, 500, count) + countEqual(type),
+      assertEquals(
+          count,
+          DataCheck.countWrongCopy(g, type, 2, 0, 500, count) + countEqual(type),
           "another rank's data is (almost all) wrong: " + type);
       DataCheck.poison(g, (long) count * type.size());
       assertEquals(count, DataCheck.countWrongCopy(g, type, 3, 0, 500, count), type.toString());

@@ -36,9 +36,28 @@ class PerfConfigTest {
 
   @Test
   void optionsBothSpellings() throws Exception {
-    PerfConfig c = PerfConfig.parse(new String[] {"--ranks=3", "--threads", "-b", "1K",
-        "--max-bytes=1M", "-f", "4", "-c", "0", "-t", "bf16", "-o", "avg", "--transport",
-        "shm", "--algorithm=ring", "--collectives", "allgather,reduce_scatter"});
+    PerfConfig c =
+        PerfConfig.parse(
+            new String[] {
+              "--ranks=3",
+              "--threads",
+              "-b",
+              "1K",
+              "--max-bytes=1M",
+              "-f",
+              "4",
+              "-c",
+              "0",
+              "-t",
+              "bf16",
+              "-o",
+              "avg",
+              "--transport",
+              "shm",
+              "--algorithm=ring",
+              "--collectives",
+              "allgather,reduce_scatter"
+            });
     assertEquals(3, c.ranks);
     assertTrue(c.threads);
     assertEquals(1024, c.minBytes);
@@ -85,8 +104,21 @@ class PerfConfigTest {
   /** As before picocli: a repeated option's last value counts; -N and --processes exist. */
   @Test
   void lastValueCountsAndTheOtherSpellings() {
-    PerfConfig c = PerfConfig.parse("-n", "5", "--iters", "7", "-N", "2", "--threads",
-        "--processes", "--type=fp16", "-d", "double", "--progress", "--no-progress");
+    PerfConfig c =
+        PerfConfig.parse(
+            "-n",
+            "5",
+            "--iters",
+            "7",
+            "-N",
+            "2",
+            "--threads",
+            "--processes",
+            "--type=fp16",
+            "-d",
+            "double",
+            "--progress",
+            "--no-progress");
     assertEquals(7, c.iters);
     assertEquals(2, c.ranks);
     assertFalse(c.threads);

@@ -48,12 +48,28 @@ class PerfSmokeTest {
   void threadsTwoRanksTinySweepEveryOperationCorrect(@TempDir Path dir) throws Exception {
     Path csv = dir.resolve("perf.csv");
     Path json = dir.resolve("out/perf.json");
-    MainRun r = perf("--threads", "--ranks", "2", "-b", "8", "-e", "4K", "-w", "1", "-n", "2",
-        "--csv", csv.toString(), "--json", json.toString());
+    MainRun r =
+        perf(
+            "--threads",
+            "--ranks",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "4K",
+            "-w",
+            "1",
+            "-n",
+            "2",
+            "--csv",
+            csv.toString(),
+            "--json",
+            json.toString());
     assertEquals(0, r.rc, () -> "exit code; stdout:\n" + r.out + "\nstderr:\n" + r.err);
 
-    String[] names = {"allReduce", "allGather", "reduceScatter", "broadcast", "sendRecv", "allToAll",
-        "allToAllv"};
+    String[] names = {
+      "allReduce", "allGather", "reduceScatter", "broadcast", "sendRecv", "allToAll", "allToAllv"
+    };
     int total = 0;
     for (String name : names) {
       List<String[]> rows = table(r.out, name);
@@ -62,7 +78,8 @@ class PerfSmokeTest {
       assertEquals(10, rows.size(), () -> name + " rows in:\n" + r.out);
       long prevSize = 0;
       for (String[] row : rows) {
-        assertEquals(9, row.length, () -> "columns of a " + name + " row: " + String.join(" ", row));
+        assertEquals(
+            9, row.length, () -> "columns of a " + name + " row: " + String.join(" ", row));
         long size = Long.parseLong(row[0]);
         long count = Long.parseLong(row[1]);
         assertTrue(size > prevSize, "sizes grow");
@@ -75,13 +92,16 @@ class PerfSmokeTest {
         double algbw = Double.parseDouble(row[5]);
         double busbw = Double.parseDouble(row[6]);
         // allToAllv with 2 ranks: each sends 2/3 of its half to the other, so 1/3 of the buffer.
-        double factor = name.equals("allReduce") || name.equals("broadcast") || name.equals("sendRecv")
-            ? 1.0 : name.equals("allToAllv") ? 1.0 / 3 : 0.5;
+        double factor =
+            name.equals("allReduce") || name.equals("broadcast") || name.equals("sendRecv")
+                ? 1.0
+                : name.equals("allToAllv") ? 1.0 / 3 : 0.5;
         assertEquals(algbw * factor, busbw, Math.max(0.002, algbw * 0.01), "busbw of " + name);
         assertEquals("0", row[7], () -> "#wrong of " + name + " " + String.join(" ", row));
         // Point-to-point calls run no collective algorithm: none.
         boolean p2p = name.equals("sendRecv") || name.startsWith("allToAll");
-        assertTrue(p2p ? row[8].equals("none") : Set.of("ring", "direct").contains(row[8]),
+        assertTrue(
+            p2p ? row[8].equals("none") : Set.of("ring", "direct").contains(row[8]),
             name + ": algorithm " + row[8]);
       }
       total += rows.size();
@@ -96,17 +116,42 @@ class PerfSmokeTest {
     JsonNode js = Mappers.JSON.readTree(json.toFile());
     assertEquals(0, js.get("wrong").asInt(), js.toString());
     assertEquals(total, js.get("results").size(), js.toString());
-    assertTrue(StreamSupport.stream(js.get("results").spliterator(), false).anyMatch(row ->
-        row.get("collective").asText().equals("reduceScatter")
-            && row.get("size_bytes").asLong() == 4096), js.toString());
+    assertTrue(
+        StreamSupport.stream(js.get("results").spliterator(), false)
+            .anyMatch(
+                row ->
+                    row.get("collective").asText().equals("reduceScatter")
+                        && row.get("size_bytes").asLong() == 4096),
+        js.toString());
   }
 
   @Test
   @Timeout(120)
   void processesTwoRanksIntegerTypeAndMax() {
-    MainRun r = perf("--ranks", "2", "-b", "1K", "-e", "64K", "-f", "4", "-w", "1", "-n", "2",
-        "-t", "int8", "-o", "max", "--collectives", "allreduce,broadcast", "--root", "1",
-        "--transport", "socket");
+    MainRun r =
+        perf(
+            "--ranks",
+            "2",
+            "-b",
+            "1K",
+            "-e",
+            "64K",
+            "-f",
+            "4",
+            "-w",
+            "1",
+            "-n",
+            "2",
+            "-t",
+            "int8",
+            "-o",
+            "max",
+            "--collectives",
+            "allreduce,broadcast",
+            "--root",
+            "1",
+            "--transport",
+            "socket");
     assertEquals(0, r.rc, () -> "exit code; stdout:\n" + r.out + "\nstderr:\n" + r.err);
     assertEquals(4, table(r.out, "allReduce").size(), r.out);
     assertEquals(4, table(r.out, "broadcast").size(), r.out);
@@ -121,15 +166,43 @@ class PerfSmokeTest {
   @Test
   @Timeout(120)
   void threadsThreeRanksEveryTypeAndOpIsCorrect() {
-    String[] types = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
-        "bfloat16", "float32", "float64"};
+    String[] types = {
+      "int8",
+      "uint8",
+      "int32",
+      "uint32",
+      "int64",
+      "uint64",
+      "float16",
+      "bfloat16",
+      "float32",
+      "float64"
+    };
     for (String type : types) {
       for (String op : new String[] {"sum", "prod", "min", "max", "avg"}) {
-        MainRun r = perf("--threads", "--ranks", "3", "-b", "24", "-e", "96K", "-f", "64",
-            "-w", "0", "-n", "1", "-t", type, "-o", op,
-            "--collectives", "allreduce,reducescatter");
-        assertEquals(0, r.rc, () -> type + " " + op + ": stdout:\n" + r.out + "\nstderr:\n"
-            + r.err);
+        MainRun r =
+            perf(
+                "--threads",
+                "--ranks",
+                "3",
+                "-b",
+                "24",
+                "-e",
+                "96K",
+                "-f",
+                "64",
+                "-w",
+                "0",
+                "-n",
+                "1",
+                "-t",
+                type,
+                "-o",
+                op,
+                "--collectives",
+                "allreduce,reducescatter");
+        assertEquals(
+            0, r.rc, () -> type + " " + op + ": stdout:\n" + r.out + "\nstderr:\n" + r.err);
       }
     }
   }

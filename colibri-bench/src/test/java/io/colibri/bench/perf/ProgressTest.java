@@ -46,8 +46,22 @@ class ProgressTest {
   @Test
   @Timeout(120)
   void progressFlagPrintsALinePerSizeOnStderrOnly() {
-    String[] r = run("--threads", "--ranks", "2", "-b", "8", "-e", "64", "-w", "0", "-n", "1",
-        "--collectives", "allreduce,broadcast", "--progress");
+    String[] r =
+        run(
+            "--threads",
+            "--ranks",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "64",
+            "-w",
+            "0",
+            "-n",
+            "1",
+            "--collectives",
+            "allreduce,broadcast",
+            "--progress");
     assertEquals("0", r[0], () -> "stdout:\n" + r[1] + "\nstderr:\n" + r[2]);
     List<String> lines = new ArrayList<>();
     for (String line : r[2].split("\n")) {
@@ -67,8 +81,21 @@ class ProgressTest {
   @Test
   @Timeout(120)
   void noProgressByDefaultWhenNotOnATerminal() {
-    String[] r = run("--threads", "--ranks", "2", "-b", "8", "-e", "16", "-w", "0", "-n", "1",
-        "--collectives", "allreduce");
+    String[] r =
+        run(
+            "--threads",
+            "--ranks",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "16",
+            "-w",
+            "0",
+            "-n",
+            "1",
+            "--collectives",
+            "allreduce");
     assertEquals("0", r[0], () -> "stdout:\n" + r[1] + "\nstderr:\n" + r[2]);
     assertEquals("", r[2]);
   }

@@ -27,8 +27,7 @@ import org.junit.jupiter.api.io.TempDir;
 /** The chart command's reader: both CSV layouts, the perf tool's JSON, and bad files. */
 class ResultFileTest {
 
-  @TempDir
-  Path dir;
+  @TempDir Path dir;
 
   private Path file(String name, String text) throws Exception {
     Path p = dir.resolve(name);
@@ -44,12 +43,15 @@ class ResultFileTest {
   @Test
   void readsThePerfToolsOwnCsvAndJson() throws Exception {
     PerfConfig config = PerfConfig.parse("--ranks", "2");
-    Report report = new Report(new PrintStream(new ByteArrayOutputStream(), true,
-        StandardCharsets.UTF_8), config);
-    report.row(new Report.Row(Collective.ALL_REDUCE, 1024, 256, "float32", "sum", 4.5, 0.2276,
-        0.2276, 0, "direct"));
-    report.row(new Report.Row(Collective.BROADCAST, 2048, 512, "float32", "0", 12.25, 0.1672,
-        0.1672, -1, "ring"));
+    Report report =
+        new Report(
+            new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8), config);
+    report.row(
+        new Report.Row(
+            Collective.ALL_REDUCE, 1024, 256, "float32", "sum", 4.5, 0.2276, 0.2276, 0, "direct"));
+    report.row(
+        new Report.Row(
+            Collective.BROADCAST, 2048, 512, "float32", "0", 12.25, 0.1672, 0.1672, -1, "ring"));
     Path csv = dir.resolve("perf.csv");
     Path json = dir.resolve("perf.json");
     report.writeCsv(csv);
@@ -75,11 +77,14 @@ class ResultFileTest {
   /** mpi_coll_bench's layout (fewer columns), comments and CRLF line ends. */
   @Test
   void readsMpiCollBenchCsv() throws Exception {
-    Path p = file("mpi.csv", "collective,ranks,size_bytes,time_us,algbw_gbps,busbw_gbps\r\n"
-        + "allReduce,4,1024,13.409,0.076367,0.114550\r\n"
-        + "# a comment line\r\n"
-        + "\r\n"
-        + "reduceScatter,4,16777216,11831.775,1.417980,1.063485\r\n");
+    Path p =
+        file(
+            "mpi.csv",
+            "collective,ranks,size_bytes,time_us,algbw_gbps,busbw_gbps\r\n"
+                + "allReduce,4,1024,13.409,0.076367,0.114550\r\n"
+                + "# a comment line\r\n"
+                + "\r\n"
+                + "reduceScatter,4,16777216,11831.775,1.417980,1.063485\r\n");
     List<Measurement> rows = ResultFile.read(p);
     assertEquals(2, rows.size());
     assertEquals("allReduce", rows.get(0).collective);
@@ -97,19 +102,74 @@ class ResultFileTest {
    */
   @Test
   void csvAndJsonRoundTripElementByElement() throws Exception {
-    PerfConfig config = PerfConfig.parse("--ranks", "3", "--threads", "-t", "bf16", "-o", "max",
-        "--root", "2", "-w", "1", "-n", "7", "--transport", "shm", "--algorithm", "ring");
-    Report report = new Report(new PrintStream(new ByteArrayOutputStream(), true,
-        StandardCharsets.UTF_8), config);
-    List<Report.Row> rows = List.of(
-        new Report.Row(Collective.ALL_REDUCE, 1536, 768, "bfloat16", "max", 4.297123456,
-            0.35744189, 0.47658919, 0, "direct"),
-        new Report.Row(Collective.ALL_GATHER, 3072, 1536, "bfloat16", "-", 12345.678912,
-            1.0e-7, 6.6e-8, 5, "ring"),
-        new Report.Row(Collective.REDUCE_SCATTER, 6144, 3072, "bfloat16", "max", 250.5, 0.0245,
-            0.0163, 0, "ring"),
-        new Report.Row(Collective.BROADCAST, 2048, 1024, "bfloat16", "2", 12.25, 0.1672, 0.1672,
-            -1, "ring"));
+    PerfConfig config =
+        PerfConfig.parse(
+            "--ranks",
+            "3",
+            "--threads",
+            "-t",
+            "bf16",
+            "-o",
+            "max",
+            "--root",
+            "2",
+            "-w",
+            "1",
+            "-n",
+            "7",
+            "--transport",
+            "shm",
+            "--algorithm",
+            "ring");
+    Report report =
+        new Report(
+            new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8), config);
+    List<Report.Row> rows =
+        List.of(
+            new Report.Row(
+                Collective.ALL_REDUCE,
+                1536,
+                768,
+                "bfloat16",
+                "max",
+                4.297123456,
+                0.35744189,
+                0.47658919,
+                0,
+                "direct"),
+            new Report.Row(
+                Collective.ALL_GATHER,
+                3072,
+                1536,
+                "bfloat16",
+                "-",
+                12345.678912,
+                1.0e-7,
+                6.6e-8,
+                5,
+                "ring"),
+            new Report.Row(
+                Collective.REDUCE_SCATTER,
+                6144,
+                3072,
+                "bfloat16",
+                "max",
+                250.5,
+                0.0245,
+                0.0163,
+                0,
+                "ring"),
+            new Report.Row(
+                Collective.BROADCAST,
+                2048,
+                1024,
+                "bfloat16",
+                "2",
+                12.25,
+                0.1672,
+                0.1672,
+                -1,
+                "ring"));
     rows.forEach(report::row);
     Path csv = dir.resolve("run.csv");
     Path json = dir.resolve("run.json");
@@ -118,9 +178,13 @@ class ResultFileTest {
 
     CsvSchema header = Mappers.CSV.schemaFor(Report.FileRow.class).withHeader();
     List<Report.FileRow> fromCsv;
-    try (MappingIterator<Report.FileRow> it = Mappers.CSV.readerFor(Report.FileRow.class)
-        .with(header).without(CsvParser.Feature.WRAP_AS_ARRAY)
-        .with(CsvParser.Feature.EMPTY_STRING_AS_NULL).readValues(csv.toFile())) {
+    try (MappingIterator<Report.FileRow> it =
+        Mappers.CSV
+            .readerFor(Report.FileRow.class)
+            .with(header)
+            .without(CsvParser.Feature.WRAP_AS_ARRAY)
+            .with(CsvParser.Feature.EMPTY_STRING_AS_NULL)
+            .readValues(csv.toFile())) {
       fromCsv = it.readAll();
     }
     Report.RunFile run = Mappers.JSON.readValue(json.toFile(), Report.RunFile.class);
@@ -147,19 +211,35 @@ class ResultFileTest {
         assertEquals(r.algorithm, f.algorithm());
       }
     }
-    assertEquals(new Report.RunFile("colibri-perf", "0.1.0", 3, "threads", "shm", "ring",
-        "bfloat16", "max", 2, 1, 7, true, "average per op, max over ranks", 5L, run.results()),
+    assertEquals(
+        new Report.RunFile(
+            "colibri-perf",
+            "0.1.0",
+            3,
+            "threads",
+            "shm",
+            "ring",
+            "bfloat16",
+            "max",
+            2,
+            1,
+            7,
+            true,
+            "average per op, max over ranks",
+            5L,
+            run.results()),
         run);
     // The text keeps the layout of the files in results/: fixed decimals, no exponent.
     List<String> lines = Files.readAllLines(csv);
-    assertEquals("collective,ranks,size_bytes,count,type,op,root,time_us,algbw_gbps,busbw_gbps,"
-        + "wrong,algorithm", lines.get(0));
-    assertEquals("allReduce,3,1536,768,bfloat16,max,,4.297,0.357442,0.476589,0,direct",
-        lines.get(1));
-    assertEquals("allGather,3,3072,1536,bfloat16,-,,12345.679,0.000000,0.000000,5,ring",
-        lines.get(2));
-    assertEquals("broadcast,3,2048,1024,bfloat16,,2,12.250,0.167200,0.167200,,ring",
-        lines.get(4));
+    assertEquals(
+        "collective,ranks,size_bytes,count,type,op,root,time_us,algbw_gbps,busbw_gbps,"
+            + "wrong,algorithm",
+        lines.get(0));
+    assertEquals(
+        "allReduce,3,1536,768,bfloat16,max,,4.297,0.357442,0.476589,0,direct", lines.get(1));
+    assertEquals(
+        "allGather,3,3072,1536,bfloat16,-,,12345.679,0.000000,0.000000,5,ring", lines.get(2));
+    assertEquals("broadcast,3,2048,1024,bfloat16,,2,12.250,0.167200,0.167200,,ring", lines.get(4));
     String text = Files.readString(json);
     assertTrue(text.contains("\"time_us\": 12345.7,"), text);
     assertTrue(text.contains("\"algbw_gbps\": 0.00000010,"), text);
@@ -177,23 +257,38 @@ class ResultFileTest {
     }
     List<Path> files;
     try (var walk = Files.walk(results)) {
-      files = walk.filter(f -> f.toString().endsWith(".csv") || f.toString().endsWith(".json"))
-          .sorted().collect(Collectors.toList());
+      files =
+          walk.filter(f -> f.toString().endsWith(".csv") || f.toString().endsWith(".json"))
+              .sorted()
+              .collect(Collectors.toList());
     }
     int read = 0;
     for (Path p : files) {
-      String header = Files.readAllLines(p).stream()
-          .filter(l -> !l.isBlank() && !l.strip().startsWith("#")).findFirst().orElse("");
+      String header =
+          Files.readAllLines(p).stream()
+              .filter(l -> !l.isBlank() && !l.strip().startsWith("#"))
+              .findFirst()
+              .orElse("");
       if (p.toString().endsWith(".csv") && header.startsWith("collective,")) {
         List<Measurement> rows = ResultFile.read(p); // throws on anything it cannot read
         assertTrue(rows.size() > 10, p.toString());
-        assertTrue(rows.stream().allMatch(m -> m.ranks > 0 && m.timeUs > 0 && m.sizeBytes > 0
-            && m.busbw >= 0 && Collective.byName(m.collective) != null), p.toString());
+        assertTrue(
+            rows.stream()
+                .allMatch(
+                    m ->
+                        m.ranks > 0
+                            && m.timeUs > 0
+                            && m.sizeBytes > 0
+                            && m.busbw >= 0
+                            && Collective.byName(m.collective) != null),
+            p.toString());
         read++;
       } else {
         String m = fails(p).getMessage();
-        assertTrue(m.startsWith(p.toString()) && m.contains("pass a CSV or JSON file written by"
-            + " the perf tool"), m);
+        assertTrue(
+            m.startsWith(p.toString())
+                && m.contains("pass a CSV or JSON file written by" + " the perf tool"),
+            m);
       }
     }
     assertTrue(read >= 12, "the host and GPU comparisons: " + read + " files of " + files);
@@ -201,9 +296,12 @@ class ResultFileTest {
 
   @Test
   void columnsInAnyOrderWithMemoryAndCollectiveNamesNormalised() throws Exception {
-    Path p = file("x.csv", "busbw_gbps,time_us,size_bytes,collective,memory_bytes\n"
-        + "1.5,10,4096,all_reduce,131360\n"
-        + "2.5,20,8192,allgather,\n");
+    Path p =
+        file(
+            "x.csv",
+            "busbw_gbps,time_us,size_bytes,collective,memory_bytes\n"
+                + "1.5,10,4096,all_reduce,131360\n"
+                + "2.5,20,8192,allgather,\n");
     List<Measurement> rows = ResultFile.read(p);
     assertEquals("allReduce", rows.get(0).collective);
     assertEquals(0, rows.get(0).ranks);
@@ -227,24 +325,32 @@ class ResultFileTest {
       assertTrue(m.contains("empty.csv") && m.contains("is empty"), m);
       assertTrue(m.contains("header line") && m.contains("Rerun"), m);
     }
-    String m = fails(file("header.csv", "collective,size_bytes,time_us,busbw_gbps\n"))
-        .getMessage();
+    String m = fails(file("header.csv", "collective,size_bytes,time_us,busbw_gbps\n")).getMessage();
     assertTrue(m.contains("header.csv") && m.contains("no measurements"), m);
   }
 
   @Test
   void unknownColumnIsNamedWithTheKnownOnes() throws Exception {
-    String m = fails(file("u.csv", "collective,size_bytes,time_us,busbw_gbps,latency_ms\n"
-        + "allReduce,8,1,1,1\n")).getMessage();
+    String m =
+        fails(
+                file(
+                    "u.csv",
+                    "collective,size_bytes,time_us,busbw_gbps,latency_ms\n"
+                        + "allReduce,8,1,1,1\n"))
+            .getMessage();
     assertTrue(m.contains("u.csv line 1") && m.contains("unknown column 'latency_ms'"), m);
     assertTrue(m.contains("busbw_gbps") && m.contains("rename or remove"), m);
     // A file without its header: the first data line is read as one.
     m = fails(file("h.csv", "allReduce,2,1024,1.0,2.0\n")).getMessage();
     assertTrue(m.contains("unknown column 'allReduce'") && m.contains("no header line"), m);
     // The same rule for JSON rows.
-    m = fails(file("u.json", "{\"ranks\": 2, \"results\": [{\"collective\": \"allReduce\","
-        + " \"size_bytes\": 8, \"time_us\": 1, \"busbw_gbps\": 1, \"jitter\": 0}]}"))
-        .getMessage();
+    m =
+        fails(
+                file(
+                    "u.json",
+                    "{\"ranks\": 2, \"results\": [{\"collective\": \"allReduce\", \"size_bytes\":"
+                        + " 8, \"time_us\": 1, \"busbw_gbps\": 1, \"jitter\": 0}]}"))
+            .getMessage();
     assertTrue(m.contains("u.json results[0]") && m.contains("unknown field 'jitter'"), m);
   }
 
@@ -252,17 +358,19 @@ class ResultFileTest {
   void missingColumnsBadNumbersAndShortLines() throws Exception {
     String m = fails(file("m.csv", "collective,size_bytes\nallReduce,8\n")).getMessage();
     assertTrue(m.contains("no columns time_us, busbw_gbps"), m);
-    m = fails(file("n.csv", "collective,size_bytes,time_us,busbw_gbps\nallReduce,8,fast,1\n"))
-        .getMessage();
+    m =
+        fails(file("n.csv", "collective,size_bytes,time_us,busbw_gbps\nallReduce,8,fast,1\n"))
+            .getMessage();
     assertTrue(m.contains("n.csv line 2") && m.contains("time_us is 'fast', not a number"), m);
-    m = fails(file("s.csv", "collective,size_bytes,time_us,busbw_gbps\nallReduce,8,1\n"))
-        .getMessage();
+    m =
+        fails(file("s.csv", "collective,size_bytes,time_us,busbw_gbps\nallReduce,8,1\n"))
+            .getMessage();
     assertTrue(m.contains("s.csv line 2") && m.contains("3 fields but the header has 4"), m);
-    m = fails(file("z.csv", "collective,size_bytes,time_us,busbw_gbps\nallReduce,0,1,1\n"))
-        .getMessage();
+    m =
+        fails(file("z.csv", "collective,size_bytes,time_us,busbw_gbps\nallReduce,0,1,1\n"))
+            .getMessage();
     assertTrue(m.contains("size_bytes is 0"), m);
-    m = fails(file("d.csv", "collective,size_bytes,size_bytes,time_us,busbw_gbps\n"))
-        .getMessage();
+    m = fails(file("d.csv", "collective,size_bytes,size_bytes,time_us,busbw_gbps\n")).getMessage();
     assertTrue(m.contains("'size_bytes' appears twice"), m);
     m = fails(file("j.json", "{\"results\": [ {\"collective\": \"allReduce\" ]}")).getMessage();
     assertTrue(m.contains("j.json: not valid JSON"), m);
