@@ -84,7 +84,10 @@ struct VerbsChannel::Region {
   char* slot(uint32_t i) const { return static_cast<char*>(mem) + (size_t)i * stride; }
 };
 
-VerbsChannel::VerbsChannel(const VerbsApi* api, const VerbsOptions& o, const clbNetHost_v1_t* host) : api_(api), o_(o) {
+VerbsChannel::VerbsChannel(const VerbsApi* api, const VerbsOptions& o, const clbNetHost_v1_t* host)
+    : api_(api), o_(o), userRegs_(api, o.device, o.userRegMax, o.userRegCapBytes, host ? host->rank : o.rank, [this] {
+        return finish();
+      }) {
   if (host) host_ = *host, hasHost_ = true;
   rank_ = host ? host->rank : o.rank;
   int n = host ? host->nranks : o.nranks;
@@ -254,6 +257,7 @@ clbResult_t VerbsChannel::open() {
 
   if (!pd_) pd_ = dev_->pd = api_->allocPd(ctx_);
   if (!pd_) return setSysError(errno, "verbs: ibv_alloc_pd(%s) failed", devName.c_str());
+  userRegs_.setPd(pd_);
   sqDepth_ = 4 * (int)K_ + 64;
   rqDepth_ = 2 * (int)K_ + 32;
   const int cqe = (int)Q_ * 2 * (sqDepth_ + rqDepth_) + 16;
@@ -338,8 +342,7 @@ VerbsChannel::~VerbsChannel() {
     if (q) api_->destroyQp(q);
   for (ibv_qp* q : recvQps_)
     if (q) api_->destroyQp(q);
-  for (UserReg& u : userRegs_)
-    if (u.mr) api_->deregMr(u.mr);  // after the queue pairs: nothing reads them any more
+  userRegs_.deregisterAll();  // after the queue pairs: nothing reads them any more
   staging_.reset();
   regions_.clear();
   ctl_.reset();
@@ -736,8 +739,7 @@ clbResult_t VerbsChannel::waitFor(Pred pred, const char* what, int peer) {
 clbResult_t VerbsChannel::prepare(size_t maxBytes) {
   CLB_CHECK(sticky());
   CLB_CHECK(progress());
-  calls_++;
-  if (o_.device && o_.device->lookup) CLB_CHECK(sweepUserRegs());
+  CLB_CHECK(userRegs_.beginCall());
   size_t need = header() + (maxBytes + 4095) / 4096 * 4096;
   if (stagingStride_ < need) {
     CLB_CHECK(waitFor([&] { return sendDone_ == sendSeq_; }, "the last ring messages' writes to complete", next_));
@@ -900,145 +902,12 @@ clbResult_t VerbsChannel::sendFrom(const void* src, const MsgTag& tag, bool* sen
     return setError(clbInternalError, "verbs: a message of %llu bytes, but prepare() staged %zu",
                     (unsigned long long)tag.bytes, stagingStride_);
   ibv_mr* mr = nullptr;
-  CLB_CHECK(userMr(src, tag.bytes, &mr));
+  CLB_CHECK(userRegs_.find(src, tag.bytes, &mr));
   if (!mr) return clbSuccess;
   // The message still takes its turn: tag slot n % K, and the staging slot stays unused.
   CLB_CHECK(waitFor([&] { return sendSeq_ - sendDone_ < K_; }, "a send slot (local write completions)", next_));
   CLB_CHECK(postDeviceSend(tag, (uint32_t)(sendSeq_ % K_), static_cast<const char*>(src), mr->lkey));
   *sent = true;
-  return clbSuccess;
-}
-
-// The registration of the user allocation holding [p, p + len): cached, else made and cached.
-// An allocation that cannot be registered is remembered for a while (so it is asked about once
-// per kUserRetryCalls collectives, not per message); its messages are copied.
-constexpr uint64_t kUserRetryCalls = 64;
-
-clbResult_t VerbsChannel::userMr(const void* p, size_t len, ibv_mr** mr) {
-  *mr = nullptr;
-  if (o_.userRegMax == 0) return clbSuccess;  // the cache is off: every message copied
-  // A buffer already looked up in this collective is the same allocation (the call is
-  // synchronous: the caller cannot free it meanwhile): no driver query per chunk.
-  const char* b = static_cast<const char*>(p);
-  for (UserReg& u : userRegs_) {
-    const char* lo = static_cast<const char*>(u.range.base);
-    if (u.mr && u.lastUse == calls_ && b >= lo && b + len <= lo + u.range.bytes) {
-      u.lastTouch = ++userClock_;
-      userStats_.hits++;
-      *mr = u.mr;
-      return clbSuccess;
-    }
-  }
-  UserRange r{};
-  int found = 0;
-  CLB_CHECK(o_.device->lookup(o_.device->self, p, len, &r, &found));
-  if (!found) return clbSuccess;
-  for (size_t i = 0; i < userRegs_.size(); i++) {
-    UserReg& u = userRegs_[i];
-    if (u.range.base != r.base) continue;
-    if (u.range.id == r.id && u.range.bytes == r.bytes) {
-      if (!u.mr && calls_ - u.lastUse < kUserRetryCalls) return clbSuccess;  // failed lately: copied
-      if (u.mr) {
-        u.lastUse = calls_;
-        u.lastTouch = ++userClock_;
-        userStats_.hits++;
-        *mr = u.mr;
-        return clbSuccess;
-      }
-    } else {
-      userStats_.stale += u.mr ? 1 : 0;  // freed, and something else allocated at the same address
-    }
-    CLB_CHECK(dropUserReg(i));
-    break;
-  }
-  if ((int64_t)r.bytes > o_.userRegCapBytes) return clbSuccess;  // never cached: copied
-  int fd = -1;
-  ibv_mr* m = nullptr;
-  if (o_.device->exportRange(o_.device->self, r.base, r.bytes, &fd) == clbSuccess) {
-    m = fd >= 0 ? (api_->regDmabufMr
-                       ? api_->regDmabufMr(pd_, 0, r.bytes, (uint64_t)(uintptr_t)r.base, fd, IBV_ACCESS_LOCAL_WRITE)
-                       : nullptr)
-                : api_->regMr(pd_, r.base, r.bytes, IBV_ACCESS_LOCAL_WRITE);
-    if (fd >= 0) close(fd);
-  }
-  if (!m) {
-    CLB_DEBUG("rank %d: verbs: a user buffer of %zu bytes at %p cannot be registered (%s); its messages are copied",
-              rank_, r.bytes, r.base, lastError().c_str());
-    clearError();
-    userRegs_.push_back(UserReg{r, nullptr, calls_, ++userClock_});
-    return clbSuccess;
-  }
-  // Room for it: least recently used entries go (only now that the new one exists, so a failed
-  // registration never costs a good one).
-  userRegs_.push_back(UserReg{r, m, calls_, ++userClock_});
-  userStats_.cachedBytes += (int64_t)r.bytes;
-  userStats_.registered++;
-  CLB_CHECK(evictUserRegs(0, 0));
-  userStats_.cached = 0;
-  for (const UserReg& u : userRegs_) userStats_.cached += u.mr ? 1 : 0;
-  *mr = m;
-  return clbSuccess;
-}
-
-clbResult_t VerbsChannel::dropUserReg(size_t i) {
-  UserReg& u = userRegs_[i];
-  if (u.mr) {
-    CLB_CHECK(finish());  // a message in flight may be read from it
-    api_->deregMr(u.mr);
-    userStats_.cachedBytes -= (int64_t)u.range.bytes;
-    userStats_.cached--;
-  }
-  userRegs_.erase(userRegs_.begin() + (long)i);
-  return clbSuccess;
-}
-
-// At every collective one cached entry is checked against its allocation: one freed by the
-// caller is dropped within userRegMax collectives instead of holding its memory (a dma-buf
-// registration keeps a freed allocation alive).
-clbResult_t VerbsChannel::sweepUserRegs() {
-  if (userRegs_.empty()) return clbSuccess;
-  const size_t i = (size_t)(calls_ % userRegs_.size());
-  UserReg& u = userRegs_[i];
-  UserRange now{};
-  int found = 0;
-  CLB_CHECK(o_.device->lookup(o_.device->self, u.range.base, 1, &now, &found));
-  if (found && now.base == u.range.base && now.id == u.range.id && now.bytes == u.range.bytes) return clbSuccess;
-  userStats_.stale += u.mr ? 1 : 0;
-  return dropUserReg(i);
-}
-
-clbResult_t VerbsChannel::evictUserRegs(size_t room, int64_t roomBytes) {
-  for (;;) {
-    size_t entries = 0;
-    for (const UserReg& u : userRegs_) entries += u.mr ? 1 : 0;
-    if (entries + room <= o_.userRegMax && userStats_.cachedBytes + roomBytes <= o_.userRegCapBytes) break;
-    size_t lru = userRegs_.size();
-    for (size_t i = 0; i < userRegs_.size(); i++)
-      if (userRegs_[i].mr && (lru == userRegs_.size() || userRegs_[i].lastTouch < userRegs_[lru].lastTouch)) lru = i;
-    if (lru == userRegs_.size()) break;
-    CLB_CHECK(dropUserReg(lru));
-    userStats_.evicted++;
-  }
-  // Remembered failures count against the entry limit too, oldest first.
-  while (userRegs_.size() > 2 * std::max<size_t>(o_.userRegMax, 1)) {
-    size_t oldest = 0;
-    for (size_t i = 1; i < userRegs_.size(); i++)
-      if (!userRegs_[i].mr && (userRegs_[oldest].mr || userRegs_[i].lastTouch < userRegs_[oldest].lastTouch))
-        oldest = i;
-    if (userRegs_[oldest].mr) break;
-    CLB_CHECK(dropUserReg(oldest));
-  }
-  return clbSuccess;
-}
-
-clbResult_t VerbsChannel::setUserRegLimits(size_t maxRegs, int64_t capBytes) {
-  o_.userRegMax = maxRegs;
-  o_.userRegCapBytes = capBytes;
-  return evictUserRegs(0, 0);
-}
-
-clbResult_t VerbsChannel::dropUserRegs() {
-  while (!userRegs_.empty()) CLB_CHECK(dropUserReg(userRegs_.size() - 1));
   return clbSuccess;
 }
 
@@ -1162,7 +1031,7 @@ clbResult_t VerbsChannel::finish() {
 
 clbResult_t VerbsChannel::trim() {
   CLB_CHECK(finish());
-  CLB_CHECK(dropUserRegs());
+  CLB_CHECK(userRegs_.clear());
   staging_.reset();
   stagingStride_ = 0;
   // Receive slots: only when nothing is buffered and no announcement is in flight; they are

@@ -75,6 +75,7 @@
 #include "colibri/colibri.h"
 #include "colibri/net_plugin.h"
 #include "transport/channel.h"
+#include "transport/verbs/user_regs.h"
 #include "transport/verbs/verbs_api.h"
 
 namespace clb {
@@ -197,21 +198,14 @@ class VerbsChannel : public RingChannel {
   clbResult_t finish() override;
   clbResult_t trim() override;
   // Device mode: the payload straight from user memory when its allocation is (or can be)
-  // registered, cached by allocation (LRU, bounded by userRegMax / userRegCapBytes, an entry
-  // dropped when its allocation was freed: another ID at the same base); *sent false otherwise.
+  // registered (UserRegs, user_regs.h: by allocation, bounded by userRegMax / userRegCapBytes);
+  // *sent false otherwise.
   clbResult_t sendFrom(const void* src, const MsgTag& tag, bool* sent) override;
 
-  struct UserRegStats {
-    size_t cached = 0;  // registrations held now (failed ones not counted)
-    int64_t cachedBytes = 0;
-    uint64_t registered = 0;  // registrations made
-    uint64_t hits = 0;        // sends that found theirs cached
-    uint64_t stale = 0;       // entries dropped because the allocation behind them changed
-    uint64_t evicted = 0;     // entries dropped for room
-  };
-  UserRegStats userRegStats() const { return userStats_; }
+  using UserRegStats = UserRegs::Stats;
+  UserRegStats userRegStats() const { return userRegs_.stats(); }
   // New bounds for the user registrations, applied at once (least recently used dropped).
-  clbResult_t setUserRegLimits(size_t maxRegs, int64_t capBytes);
+  clbResult_t setUserRegLimits(size_t maxRegs, int64_t capBytes) { return userRegs_.setLimits(maxRegs, capBytes); }
 
   // Introspection (tests, logs).
   int64_t registeredBytes() const { return registered_.load(); }  // host and device
@@ -261,17 +255,6 @@ class VerbsChannel : public RingChannel {
   clbResult_t sticky() const;
   clbResult_t announce(std::unique_ptr<Region> slots, size_t slotBytes);
   clbResult_t postDeviceSend(const MsgTag& tag, uint32_t slot, const char* src, uint32_t lkey);
-  struct UserReg {
-    UserRange range;
-    ibv_mr* mr;          // nullptr: the range could not be registered (remembered for a while)
-    uint64_t lastUse;    // collective (calls_) of the last use, or of the failure
-    uint64_t lastTouch;  // for least-recently-used order
-  };
-  clbResult_t userMr(const void* p, size_t len, ibv_mr** mr);
-  clbResult_t dropUserReg(size_t i);  // waits until no send is in flight (one may read it)
-  clbResult_t dropUserRegs();
-  clbResult_t sweepUserRegs();                                // one cached entry checked against its allocation
-  clbResult_t evictUserRegs(size_t room, int64_t roomBytes);  // until `room` more fit
   clbResult_t applyAnnounce(const Announce& a);
   clbResult_t endMessage();  // the last part is posted: a deferred announcement applies now
   void collectRetired();
@@ -311,10 +294,7 @@ class VerbsChannel : public RingChannel {
   uint32_t remoteRkey_ = 0;
   uint64_t remoteSlotBytes_ = 0;
   uint32_t remoteEpoch_ = 0;
-  std::vector<UserReg> userRegs_;
-  uint64_t calls_ = 0;  // collectives (prepare calls)
-  uint64_t userClock_ = 0;
-  UserRegStats userStats_;
+  UserRegs userRegs_;              // device mode: registrations of the user buffers sent from in place
   bool midMessage_ = false;        // some parts of a message posted, not all
   bool announceDeferred_ = false;  // an announcement arrived meanwhile
   Announce deferredAnnounce_{};
