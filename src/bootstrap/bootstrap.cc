@@ -80,6 +80,7 @@ struct Root {
   // secret (written by the root's thread, read by the ranks' under the lock).
   std::mutex refusedMutex{};
   std::string refused{};
+  std::string missing{};  // "rank(s) 1, 3 of 4": the ranks that never joined (under refusedMutex)
 
   struct Joined {
     Link link;
@@ -131,10 +132,76 @@ struct Root {
     (*joined)[b.rank] = Joined{std::move(a.link), a.transcript};
     (*table)[b.rank] = b.info;
     (*count)++;
+    ever.resize(*nranks);
+    ever[b.rank] = 1;
+    if (!warnAt) warnAt = nowMs() + (b.timeoutMs >= 4 && b.timeoutMs <= kMaxRootWaitMs ? b.timeoutMs / 4 : 15000);
     const int64_t wait =
         (b.timeoutMs >= 1 && b.timeoutMs <= kMaxRootWaitMs ? b.timeoutMs : kMaxRootWaitMs) + kRootGraceMs;
     if (nowMs() + wait > deadline) deadline = nowMs() + wait;
     return true;
+  }
+
+  // When to say which ranks are missing (a quarter of the first rank's timeout after it joined;
+  // 0: none joined yet), and whether it was said.
+  int64_t warnAt = 0;
+  bool warned = false;
+
+  // Which ranks ever joined (a rank that gave up at its own timeout came all the same).
+  std::vector<char> ever;
+
+  // The ranks of `nranks` that never joined, as "1, 3, 5-9" (at most a few dozen named).
+  std::string missingRanks(int nranks) const {
+    auto came = [&](int r) { return r < (int)ever.size() && ever[r]; };
+    std::string out;
+    int named = 0;
+    for (int r = 0; r < nranks; r++) {
+      if (came(r)) continue;
+      int last = r;
+      while (last + 1 < nranks && !came(last + 1)) last++;
+      if (++named > 32) return out + ", ...";
+      out += (out.empty() ? "" : ", ") + std::to_string(r) + (last > r ? "-" + std::to_string(last) : "");
+      r = last;
+    }
+    return out;
+  }
+
+  // How the missing ranks are started, worded for the way this id was made.
+  std::string startAdvice(int nranks) const {
+    char b[320];
+    if (id.flags & kIdRootAtRank0)
+      snprintf(b, sizeof b,
+               "start each with MASTER_ADDR=%s MASTER_PORT=%u WORLD_SIZE=%d and its own RANK (and the same "
+               "COLIBRI_BOOTSTRAP_SECRET as the others, if they have one)",
+               id.host, (unsigned)id.port, nranks);
+    else
+      snprintf(b, sizeof b,
+               "start each with this communicator's UniqueId (the same bytes every rank passes to "
+               "clbCommInitRank / Communicator.init), nranks=%d and its own rank",
+               nranks);
+    return b;
+  }
+
+  // Once ranks joined and others are still missing at warnAt: a WARN naming them, and what a rank
+  // of this process that waits in vain will be told.
+  void noteMissing(const std::vector<Joined>& joined, const std::vector<RankInfo>& table, int nranks, int count) {
+    std::string gone = nranks > 0 && count < nranks ? missingRanks(nranks) : std::string();
+    {
+      std::lock_guard<std::mutex> g(refusedMutex);
+      missing = gone.empty() ? "" : "rank(s) " + gone + " of " + std::to_string(nranks);
+    }
+    if (warned || gone.empty() || !warnAt || nowMs() < warnAt) return;
+    warned = true;
+    std::string here;
+    for (int r = 0, shown = 0; r < nranks && r < (int)joined.size() && shown < 4; r++)
+      if (joined[r].link.open()) {
+        here += std::string(shown++ ? ", " : "") + "rank " + std::to_string(r) + " on " + table[r].hostname + ", pid " +
+                std::to_string(table[r].pid);
+      }
+    CLB_WARN(
+        "bootstrap root at %s: %d of %d rank(s) joined (%s%s); still missing rank(s) %s, which the joined ranks wait "
+        "for until their timeout: %s",
+        where.c_str(), count, nranks, here.c_str(), count > 4 ? ", ..." : "", gone.c_str(),
+        startAdvice(nranks).c_str());
   }
 
   void run() {
@@ -205,9 +272,13 @@ struct Root {
         joined.clear();
         count = 0;
       }
+      noteMissing(joined, table, nranks, count);
     }
     if (why) {
-      CLB_INFO("bootstrap root at %s stops: %s (%d of %d rank(s) had joined)", where.c_str(), why, count, nranks);
+      // Joined ranks that gave up at their own timeout closed their connections: say who never came.
+      const std::string never = nranks > 0 ? missingRanks(nranks) : std::string();
+      CLB_INFO("bootstrap root at %s stops: %s (%d of %d rank(s) still joined%s%s)", where.c_str(), why, count, nranks,
+               never.empty() ? "" : "; not joined: rank(s) ", never.c_str());
     } else {
       uint8_t session[kSessionBytes];
       if (!randomBytes(session, sizeof session)) {
@@ -353,15 +424,19 @@ bool rootRuns(const IdData& id) {
   return false;
 }
 
-std::string rootRefusals(const IdData& id) {
+// `field` of the root of `id` in this process, read under its lock; "" when none runs here.
+std::string rootText(const IdData& id, std::string Root::*field) {
   std::lock_guard<std::mutex> g(gRootsMutex);
   for (Root* r : gRoots)
     if (sameId(r->id, id)) {
       std::lock_guard<std::mutex> g2(r->refusedMutex);
-      return r->refused;
+      return r->*field;
     }
   return "";
 }
+
+std::string rootRefusals(const IdData& id) { return rootText(id, &Root::refused); }
+std::string rootMissing(const IdData& id) { return rootText(id, &Root::missing); }
 
 void releaseRoot(const IdData& id) {
   std::lock_guard<std::mutex> g(gRootsMutex);
@@ -599,13 +674,20 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
     link.close();
     if (rc == clbTimeout) {
       // A root in this process says what it refused meanwhile: often the rank that never came.
-      const std::string refused = rootRefusals(id_);
+      const std::string refused = rootRefusals(id_), missing = rootMissing(id_);
+      const bool byAddress = id_.flags & kIdRootAtRank0;
       return setError(clbTimeout,
-                      "rank %d waited %lld ms at %s for all %d ranks to join%s%s%s; start every rank with the "
-                      "same UniqueId, or raise the timeout (COLIBRI_TIMEOUT_MS)",
+                      "rank %d waited %lld ms at %s for all %d ranks to join%s%s%s%s%s; start every rank %s, or raise "
+                      "the timeout (COLIBRI_TIMEOUT_MS)",
                       rank, (long long)timeoutMs, rootAt.c_str(), nranks,
-                      refused.empty() ? "" : ". Meanwhile the root refused ", refused.c_str(),
-                      refused.empty() ? "" : ": is a rank running with another UniqueId?");
+                      missing.empty() ? "" : " (missing: ", missing.c_str(), missing.empty() ? "" : ")",
+                      refused.empty() ? "" : ". Meanwhile the root refused ",
+                      (refused + (refused.empty() ? ""
+                                  : byAddress     ? ": is a rank running with another secret or address?"
+                                                  : ": is a rank running with another UniqueId?"))
+                          .c_str(),
+                      byAddress ? "with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE and its own RANK"
+                                : "with the same UniqueId");
     }
     if (!retry || nowMs() + delayMs >= deadline) return rc;
     usleep(delayMs * 1000);

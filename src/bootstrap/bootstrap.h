@@ -141,6 +141,9 @@ int runningRoots();
 bool rootRuns(const IdData& id);
 // What the root of `id` in this process refused so far ("" when none, or when it runs elsewhere).
 std::string rootRefusals(const IdData& id);
+// The ranks that never joined the root of `id` in this process ("rank(s) 1, 3 of 4"), or "" (none
+// missing, or the root runs elsewhere).
+std::string rootMissing(const IdData& id);
 // Where a listener for `advertised` binds: that address, or every interface (0.0.0.0 / ::) when
 // COLIBRI_BOOTSTRAP_BIND=any, or when `advertised` is a loopback address that a host name (not a
 // literal) resolved to (Debian maps the host name to 127.0.1.1; other hosts reach it elsewhere).

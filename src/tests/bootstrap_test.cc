@@ -14,11 +14,22 @@
 #include <vector>
 
 #include "colibri/colibri.h"
+#include "tests/test_ranks.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/net.h"
 #include "tests/test_bootstrap.h"
 
 namespace {
+
+// A port free now on `host`: bound, then released (for the torchrun-style tests' MASTER_PORT).
+int freePort(const char* host) {
+  clb::SockAddr any, bound;
+  if (clb::resolveHost(host, 0, &any) != clbSuccess) return -1;
+  int fd = -1;
+  if (clb::listenTcp(any, &fd, &bound) != clbSuccess) return -1;
+  clb::closeFd(&fd);
+  return bound.port();
+}
 
 clbConfig_t quickConfig(int64_t timeoutMs) {
   clbConfig_t c;
@@ -109,12 +120,8 @@ TEST(Bootstrap, RankThatWaitsInVainIsToldOfAWrongSecretTheRootRefused) {
 // root by the address it reached, not by the wildcard, which no one can dial from elsewhere; rank 0
 // is told at its (short) timeout what the root refused, from where.
 TEST(Bootstrap, WrongSecretAtAWildcardRootNamesTheAddressReached) {
-  clb::SockAddr any, bound;
-  ASSERT_EQ(clb::resolveHost("0.0.0.0", 0, &any), clbSuccess);
-  int fd = -1;
-  ASSERT_EQ(clb::listenTcp(any, &fd, &bound), clbSuccess);
-  const int port = bound.port();
-  clb::closeFd(&fd);
+  const int port = freePort("0.0.0.0");
+  ASSERT_GT(port, 0);
   clbResult_t rc[2] = {clbSuccess, clbSuccess};
   std::string m[2];
   double took[2] = {0, 0};
@@ -141,7 +148,7 @@ TEST(Bootstrap, WrongSecretAtAWildcardRootNamesTheAddressReached) {
   EXPECT_LT(took[1], 2.0) << "the rank with another secret fails at once";
   EXPECT_EQ(rc[0], clbTimeout) << m[0];
   EXPECT_NE(m[0].find("at 127.0.0.1:" + std::to_string(port) +
-                      " for all 2 ranks to join. Meanwhile the root refused 1 "
+                      " for all 2 ranks to join (missing: rank(s) 1 of 2). Meanwhile the root refused 1 "
                       "connection(s) that hold another secret"),
             std::string::npos)
       << m[0];
@@ -281,13 +288,8 @@ TEST(Bootstrap, RootRefusesAHelloWithNranksOutOfRangeAndTellsTheRealRanks) {
 }
 
 TEST(Bootstrap, TorchrunStyleRootAtRankZero) {
-  // Find a free port by binding and releasing one.
-  clb::SockAddr any, bound;
-  ASSERT_EQ(clb::resolveHost("127.0.0.1", 0, &any), clbSuccess);
-  int fd = -1;
-  ASSERT_EQ(clb::listenTcp(any, &fd, &bound), clbSuccess);
-  int port = bound.port();
-  clb::closeFd(&fd);
+  const int port = freePort("127.0.0.1");
+  ASSERT_GT(port, 0);
   std::vector<std::thread> ts;
   std::vector<clbResult_t> rc(3, clbInternalError);
   for (int r = 0; r < 3; r++)
@@ -306,6 +308,59 @@ TEST(Bootstrap, TorchrunStyleRootAtRankZero) {
     });
   for (auto& t : ts) t.join();
   for (int r = 0; r < 3; r++) EXPECT_EQ(rc[r], clbSuccess) << "rank " << r;
+}
+
+// A rank that never comes (1 of 3, torchrun style, the root at rank 0): at a quarter of the
+// timeout the root's process logs a WARN naming the ranks that joined, the one missing and the
+// variables to start it with; the joined ranks' timeouts name it too (the root runs in their
+// process) and advise the variables, not a UniqueId.
+TEST(Bootstrap, ARankThatNeverComesIsNamedWithTheVariablesToStartIt) {
+  const int port = freePort("127.0.0.1");
+  ASSERT_GT(port, 0);
+  clbtest::LogLines log(clbLogWarn);
+  std::vector<std::thread> ts;
+  std::vector<clbResult_t> rc(3, clbSuccess);
+  std::vector<std::string> msg(3);
+  for (int r : {0, 2})
+    ts.emplace_back([&, r] {
+      clbUniqueId id;
+      clbUniqueIdFromAddress("127.0.0.1", port, "s3cret", &id);
+      clbConfig_t cfg = quickConfig(2000);
+      clbComm_t c = nullptr;
+      rc[r] = clbCommInitRank(&c, &id, r, 3, &cfg);
+      msg[r] = clbGetLastError();
+      if (c) clbCommDestroy(c);
+    });
+  for (auto& t : ts) t.join();
+  const std::string warn = log.find({"still missing rank(s) 1,", "2 of 3 rank(s) joined"});
+  EXPECT_FALSE(warn.empty()) << "no WARN naming the missing rank";
+  const std::string vars =
+      "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " WORLD_SIZE=3 and its own RANK";
+  EXPECT_NE(warn.find(vars), std::string::npos) << warn;
+  for (int r : {0, 2}) {
+    EXPECT_EQ(rc[r], clbTimeout) << msg[r];
+    EXPECT_NE(msg[r].find("(missing: rank(s) 1 of 3)"), std::string::npos) << msg[r];
+    EXPECT_NE(msg[r].find("with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE and its own RANK"), std::string::npos)
+        << msg[r];
+    EXPECT_EQ(msg[r].find("UniqueId"), std::string::npos) << msg[r];
+  }
+}
+
+// The same with a UniqueId (clbGetUniqueId): the advice is the id, and a range of missing ranks
+// is written as one.
+TEST(Bootstrap, RanksThatNeverComeAreNamedWithTheUniqueIdToStartThem) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  clbtest::LogLines log(clbLogWarn);
+  clbComm_t c = nullptr;
+  clbConfig_t cfg = quickConfig(1200);
+  EXPECT_EQ(clbCommInitRank(&c, &id, 1, 5, &cfg), clbTimeout);
+  const std::string m = clbGetLastError();
+  EXPECT_NE(m.find("(missing: rank(s) 0, 2-4 of 5)"), std::string::npos) << m;
+  EXPECT_NE(m.find("start every rank with the same UniqueId"), std::string::npos) << m;
+  const std::string warn = log.find({"still missing rank(s) 0, 2-4", "1 of 5 rank(s) joined (rank 1 on "});
+  EXPECT_NE(warn.find("this communicator's UniqueId"), std::string::npos) << "WARN: " << warn;
+  clbUniqueIdRelease(&id);
 }
 
 TEST(Bootstrap, DirectAlgorithmOverSocketIsRefusedAtInit) {

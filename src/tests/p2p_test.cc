@@ -1195,24 +1195,11 @@ TEST_P(PeerProcesses, APeerThatDiesIsNamedByTheWaitingReceive) {
 // immediate into the peer's receive slots), set up from the pair's first message over its TCP
 // connection: every rank logs its channel with every peer of repeated all-to-alls, nothing says
 // that point-to-point goes over TCP, and every element arrives (messages of several slots each way).
-struct LogLines {
-  std::mutex mutex;
-  std::vector<std::string> got;
-  static void collect(int, const char* message, void* user) {
-    auto* self = static_cast<LogLines*>(user);
-    std::lock_guard<std::mutex> g(self->mutex);
-    self->got.emplace_back(message);
-  }
-};
-
 TEST(PeerVerbs, PairsMoveOverQueuePairsOfTheirOwn) {
-  int level = clbLogWarn;
-  ASSERT_EQ(clbGetLogLevel(&level), clbSuccess);
-  LogLines lines;
-  ASSERT_EQ(clbSetLogLevel(clbLogInfo), clbSuccess);
-  ASSERT_EQ(clbSetLogCallback(&LogLines::collect, &lines), clbSuccess);
+  std::vector<std::string> lines;
   const int n = 3;
   const size_t count = 300007;  // int32: about 1.2 MiB per peer, many 64 KiB messages
+  clbtest::LogLines log;
   auto errors = runRanks(n, clbTransportVerbs, [&](int r, clbComm_t comm) {
     // Several calls: the first messages of a pair may go over its TCP connection while the
     // channel is set up (a send does not wait for that), the later ones over the channel.
@@ -1227,8 +1214,7 @@ TEST(PeerVerbs, PairsMoveOverQueuePairsOfTheirOwn) {
               << "round " << round << " from rank " << p << ", element " << i;
     }
   });
-  EXPECT_EQ(clbSetLogCallback(nullptr, nullptr), clbSuccess);
-  EXPECT_EQ(clbSetLogLevel(level), clbSuccess);
+  lines = log.lines();
   expectInitOk(errors);
   for (int r = 0; r < n; r++)
     for (int p = 0; p < n; p++) {
@@ -1236,10 +1222,10 @@ TEST(PeerVerbs, PairsMoveOverQueuePairsOfTheirOwn) {
       const std::string want =
           "rank " + std::to_string(r) + ": point-to-point channel with rank " + std::to_string(p) + " over verbs";
       bool found = false;
-      for (const std::string& l : lines.got) found = found || l == want;
+      for (const std::string& l : lines) found = found || l == want;
       EXPECT_TRUE(found) << "no log line \"" << want << "\"";
     }
-  for (const std::string& l : lines.got) EXPECT_FALSE(contains(l, "over TCP")) << l;
+  for (const std::string& l : lines) EXPECT_FALSE(contains(l, "over TCP")) << l;
 }
 
 // A send returns as soon as the pair's staging takes it, before its peer is in any call with this

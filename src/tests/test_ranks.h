@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,46 @@
 extern char** environ;
 
 namespace clbtest {
+
+// The library's log lines while it lives: installed as the log callback (clbSetLogCallback) at
+// `level`, the callback and the level before put back at its end.
+class LogLines {
+ public:
+  explicit LogLines(int level = clbLogInfo) {
+    clbGetLogLevel(&before_);
+    clbSetLogLevel(level);
+    clbSetLogCallback(&LogLines::collect, this);
+  }
+  ~LogLines() {
+    clbSetLogCallback(nullptr, nullptr);
+    clbSetLogLevel(before_);
+  }
+  LogLines(const LogLines&) = delete;
+  LogLines& operator=(const LogLines&) = delete;
+  std::vector<std::string> lines() {
+    std::lock_guard<std::mutex> g(mutex_);
+    return got_;
+  }
+  // The first line that holds every fragment, or "".
+  std::string find(std::initializer_list<const char*> fragments) {
+    for (const std::string& l : lines()) {
+      bool all = true;
+      for (const char* f : fragments) all = all && l.find(f) != std::string::npos;
+      if (all) return l;
+    }
+    return "";
+  }
+
+ private:
+  static void collect(int, const char* message, void* user) {
+    auto* self = static_cast<LogLines*>(user);
+    std::lock_guard<std::mutex> g(self->mutex_);
+    self->got_.emplace_back(message);
+  }
+  std::mutex mutex_;
+  std::vector<std::string> got_;
+  int before_ = clbLogWarn;
+};
 
 // Creates nranks communicators, each from clbConfigInit changed by configure(rank, cfg), and runs
 // body(rank, comm) on every rank that initialized; returns each rank's init error ("" when it

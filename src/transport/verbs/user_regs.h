@@ -74,8 +74,8 @@ class UserRegs {
     uint64_t lastUse;    // collective (calls_) of the last use, or of the failure
     uint64_t lastTouch;  // for least-recently-used order
   };
-  clbResult_t drop(size_t i);                           // waits until no send is in flight (one may read it)
-  clbResult_t evict();                                  // until the bounds hold
+  clbResult_t drop(size_t i);  // waits until no send is in flight (one may read it)
+  clbResult_t evict();         // until the bounds hold
   void hit(Entry& e, ibv_mr** mr);
 
   const VerbsApi* api_;
