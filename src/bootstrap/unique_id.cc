@@ -111,11 +111,8 @@ clbResult_t clbUniqueIdFromAddress(const char* host, int port, const char* secre
   } else {
     static std::once_flag warned;
     std::call_once(warned, [&] {
-      CLB_WARN(
-          "clbUniqueIdFromAddress(%s:%d) without a secret: the communicator's secret is derived from the "
-          "address alone, so anyone who can reach that port can join it or read its bootstrap. Give every rank "
-          "the same passphrase (the secret argument, or COLIBRI_BOOTSTRAP_SECRET) to keep others out",
-          host, port);
+      CLB_WARN("no COLIBRI_BOOTSTRAP_SECRET: anyone who can reach %s:%d can join; give every rank the same one", host,
+               port);
     });
     char key[96];
     snprintf(key, sizeof key, "colibri/address/1|%s|%d", host, port);

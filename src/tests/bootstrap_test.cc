@@ -4,6 +4,7 @@
 // names both sides, ranks that disagree on nranks are refused, and nobody hangs.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <climits>
@@ -361,6 +362,50 @@ TEST(Bootstrap, RanksThatNeverComeAreNamedWithTheUniqueIdToStartThem) {
   const std::string warn = log.find({"still missing rank(s) 0, 2-4", "1 of 5 rank(s) joined (rank 1 on "});
   EXPECT_NE(warn.find("this communicator's UniqueId"), std::string::npos) << "WARN: " << warn;
   clbUniqueIdRelease(&id);
+}
+
+// The body of a process of NoSecretIsWarnedOncePerProcessAndBriefly: three ids from an address
+// without a secret, the warnings they log written to CLB_SECRET_OUT, one per line.
+TEST(NoSecretChild, MakesThreeIds) {
+  const char* out = getenv("CLB_SECRET_OUT");
+  if (!out) GTEST_SKIP() << "runs only as the process of NoSecretIsWarnedOncePerProcessAndBriefly";
+  clbtest::LogLines log(clbLogWarn);
+  for (int i = 0; i < 3; i++) {
+    clbUniqueId id;
+    ASSERT_EQ(clbUniqueIdFromAddress("127.0.0.1", 29500 + i, nullptr, &id), clbSuccess) << clbGetLastError();
+  }
+  FILE* f = fopen(out, "w");
+  ASSERT_NE(f, nullptr);
+  for (const std::string& l : log.lines())
+    if (l.find("SECRET") != std::string::npos) fprintf(f, "%s\n", l.c_str());
+  fclose(f);
+}
+
+// Every rank of a torchrun-style launch without COLIBRI_BOOTSTRAP_SECRET is told once, in one
+// short line (not one long paragraph per id).
+TEST(Bootstrap, NoSecretIsWarnedOncePerProcessAndBriefly) {
+  char path[] = "/tmp/clb-secret-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  const pid_t pid = clbtest::spawnSelf("NoSecretChild.MakesThreeIds",
+                                       {std::string("CLB_SECRET_OUT=") + path, "COLIBRI_BOOTSTRAP_SECRET="});
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child failed";
+  std::vector<std::string> lines;
+  if (FILE* f = fopen(path, "r")) {
+    char b[1024];
+    while (fgets(b, sizeof b, f)) lines.push_back(b);
+    fclose(f);
+  }
+  unlink(path);
+  ASSERT_EQ(lines.size(), 1u) << "one warning for three ids";
+  EXPECT_LT(lines[0].size(), 120u) << lines[0];
+  EXPECT_NE(lines[0].find("no COLIBRI_BOOTSTRAP_SECRET: anyone who can reach 127.0.0.1:29500 can join"),
+            std::string::npos)
+      << lines[0];
 }
 
 TEST(Bootstrap, DirectAlgorithmOverSocketIsRefusedAtInit) {
