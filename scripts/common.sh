@@ -37,6 +37,19 @@ ensure_tools() {
 }
 
 # The build needs a JDK 17 or newer (javac) and Maven; the native core a C++17 compiler and CMake.
+# ensure_cuda_toolkit: nvcc and cuda.h where the native build looks for them (PATH, CUDA_HOME,
+# /usr/local/cuda), or stop saying what to install: the kernel images of colibri-cuda need them,
+# and no distribution's default repositories carry a current toolkit to install here.
+ensure_cuda_toolkit() {
+  local home=${CUDA_HOME:-/usr/local/cuda}
+  if ! command -v nvcc >/dev/null 2>&1 && [[ ! -x "$home/bin/nvcc" ]]; then
+    die "nvcc not found (PATH, CUDA_HOME, /usr/local/cuda/bin): the CUDA toolkit builds the kernel images of colibri-cuda. Install NVIDIA's cuda-nvcc and cuda-cudart-dev packages (https://developer.nvidia.com/cuda-downloads) or Debian's nvidia-cuda-toolkit (non-free), or set CUDA_HOME; no GPU is needed to build"
+  fi
+  if [[ ! -f "$home/include/cuda.h" && ! -f /usr/include/cuda.h ]]; then
+    die "cuda.h not found ($home/include, /usr/include): install the CUDA toolkit's headers (cuda-cudart-dev) or set CUDA_HOME"
+  fi
+}
+
 ensure_build_tools() {
   ensure_tools cmake:cmake make:make g++:g++ java:default-jdk-headless \
     javac:default-jdk-headless mvn:maven

@@ -22,6 +22,7 @@ cd "$COLIBRI_ROOT"
 
 ensure_build_tools
 ensure_tools /usr/include/gtest/gtest.h:libgtest-dev /usr/include/infiniband/verbs.h:libibverbs-dev
+ensure_cuda_toolkit  # the kernel images (no GPU needed): stops, saying what to install, without it
 # OpenSSL 3 (the openssl command, which brings libssl.so.3) for the COLIBRI_TLS tests, which must
 # run here rather than skip.
 ensure_tools openssl:openssl
