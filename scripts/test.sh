@@ -8,7 +8,7 @@
 # ones, under TSan (build/tsan), and a bounded libFuzzer run over the argument checks of the C ABI
 # and the NCCL drop-in (build/fuzz). COLIBRI_SKIP_SANITIZERS=1 skips that step (a quicker local
 # run); CI runs it.
-# Fails on the first failure. Idempotent: a second run rebuilds only what changed.
+# Fails on the first failure; a Maven failure ends with the list of failing tests. Idempotent: a second run rebuilds only what changed.
 # Installs missing tools (cmake, g++, GoogleTest, verbs.h for the RDMA emulator's build, OpenSSL 3
 # for the TLS tests, a JDK, Maven)
 # with apt-get when run as root on Debian/Ubuntu.
@@ -45,7 +45,13 @@ log "native unit tests: ctest --test-dir build/native"
 ctest --test-dir build/native --output-on-failure --no-tests=error
 
 log "Java modules: mvn -B -ntp verify"
-mvn -B -ntp verify
+# The tests' own output goes to files (redirectTestOutputToFile): on a failure, the failing tests
+# and the end of their output are listed last, where the log is read.
+if ! mvn -B -ntp verify; then
+  log "Maven failed; the failing tests (scripts/TestFailures.java):"
+  java scripts/TestFailures.java
+  die "mvn verify failed"
+fi
 
 log "artifacts: java scripts/CheckArtifacts.java"
 java scripts/CheckArtifacts.java
