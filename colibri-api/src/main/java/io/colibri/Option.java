@@ -47,9 +47,9 @@ public enum Option {
       LogLevel.WARN,
       0,
       0,
-      "How much the native core logs. Under Java the lines go to logger `io.colibri` and this"
-          + " replaces its level without going past it; on stderr it is the threshold (\"Logging\""
-          + " above)."),
+      "How much the native core logs (warnings and errors unless this asks for more). Under Java"
+          + " the lines go to logger `io.colibri`, whose level caps it; on stderr it is the"
+          + " threshold (\"Logging\" above)."),
   /** {@code clbConfig_t.pipelineDepth}: ring chunks in flight per link, 1..64; default 4. */
   PIPELINE_DEPTH(
       "pipelineDepth",

@@ -19,12 +19,11 @@ import org.bytedeco.javacpp.Pointer;
  * Routes the native core's log lines to {@code System.getLogger("io.colibri")}, unless
  * {@code colibri.logSink} / {@code COLIBRI_LOG_SINK} is {@code stderr}.
  *
- * <p>With the JVM sink, the native threshold follows the logger: it is the most verbose of
- * DEBUG, INFO, WARNING, ERROR that the logger takes, so a line the logger would drop is not even
- * formatted in native code. {@code colibri.logLevel} / {@code COLIBRI_LOG_LEVEL} and a
- * communicator's {@code Options.logLevel} set on its builder move the threshold as they do on
- * stderr (the process-wide setting replaces the logger's level, a builder's raises it), but never
- * past what the logger takes: a request beyond it is said once in a warning. The logger's level
+ * <p>With the JVM sink, the native threshold is warn, as on stderr, unless something asks for
+ * more: {@code colibri.logLevel} / {@code COLIBRI_LOG_LEVEL} (process-wide), a level given to
+ * JUL's logger io.colibri itself, or a communicator's {@code Options.logLevel} set on its builder
+ * (which raises it). It never goes past what the logger takes, so a line the logger would drop is
+ * not even formatted in native code; a request beyond that is said once in a warning. The logger's level
  * is read when the library loads, at every communicator init and by {@link #refresh()}.
  */
 final class NativeLog {
@@ -127,7 +126,11 @@ final class NativeLog {
     int takes = loggerLevel();
     String[] source = new String[1];
     int processWide = processWideLevel(source);
-    int wanted = Math.max(processWide >= 0 ? processWide : takes, requestedByBuilder);
+    int ownLevel = julOwnLevel();
+    // Warnings and errors unless something asks for more: logLevel (process-wide), the level
+    // given to JUL's logger io.colibri itself, or a communicator's builder.
+    int base = processWide >= 0 ? processWide : ownLevel >= 0 ? ownLevel : LogLevel.WARN.code();
+    int wanted = Math.max(base, requestedByBuilder);
     if (wanted > takes) {
       String from =
           requestedByBuilder > Math.max(processWide, 0)
@@ -186,6 +189,40 @@ final class NativeLog {
       }
     }
     return LogLevel.OFF.code();
+  }
+
+  /**
+   * The level set on JUL's logger io.colibri itself (not inherited), as a native level, where
+   * System.Logger is JUL (no bridge to another framework); -1 otherwise. Another framework's
+   * level for io.colibri cannot be told from an inherited one, so there logLevel asks for more
+   * than warnings.
+   */
+  static int julOwnLevel() {
+    try {
+      if (!System.LoggerFinder.getLoggerFinder()
+          .getClass()
+          .getName()
+          .equals("sun.util.logging.internal.LoggingProviderImpl")) {
+        return -1;
+      }
+      java.util.logging.Level l = java.util.logging.Logger.getLogger(LOGGER_NAME).getLevel();
+      if (l == null) {
+        return -1;
+      }
+      int v = l.intValue();
+      if (v == java.util.logging.Level.OFF.intValue()) {
+        return LogLevel.OFF.code();
+      }
+      return v >= java.util.logging.Level.SEVERE.intValue()
+          ? LogLevel.ERROR.code()
+          : v >= java.util.logging.Level.WARNING.intValue()
+              ? LogLevel.WARN.code()
+              : v >= java.util.logging.Level.CONFIG.intValue()
+                  ? LogLevel.INFO.code()
+                  : LogLevel.DEBUG.code();
+    } catch (LinkageError e) { // a runtime without java.logging
+      return -1;
+    }
   }
 
   /** A native level as a {@link System.Logger.Level}: error, warn, info, debug. */

@@ -15,6 +15,7 @@ import io.colibri.Communicator;
 import io.colibri.ErrorCode;
 import io.colibri.LogLevel;
 import io.colibri.Logging;
+import io.colibri.Option;
 import io.colibri.Options;
 import io.colibri.UniqueId;
 import java.io.ByteArrayOutputStream;
@@ -111,6 +112,23 @@ class NativeLogTest {
     assertEquals(Level.INFO, ready.get(0).getLevel());
     assertEquals("io.colibri", ready.get(0).getLoggerName());
     assertFalse(ready.get(0).getMessage().contains("colibri INFO"), "the bare message, no prefix");
+  }
+
+  /**
+   * A plain JVM (JUL at its default INFO, nothing set on io.colibri, no logLevel): warnings and
+   * errors only, as docs/configuration.md says, so an init logs nothing.
+   */
+  @Test
+  void byDefaultOnlyWarningsAndErrorsAreLogged() {
+    assumeTrue(
+        System.getProperty(Option.LOG_LEVEL.systemProperty()) == null
+            && System.getenv(Option.LOG_LEVEL.environmentVariable()) == null,
+        "a logLevel is set for this JVM");
+    JUL.setLevel(null); // inherited from the root logger: INFO
+    assertTrue(JUL.isLoggable(Level.INFO), "the root logger takes INFO");
+    assertEquals(LogLevel.WARN, Logging.refreshLevel());
+    initAndClose(Options.defaults());
+    assertTrue(matching(NativeLogTest::isReady).isEmpty(), "records: " + messages());
   }
 
   @Test
