@@ -607,7 +607,12 @@ public final class ColibriLib {
    */
   public static native @Cast("const char*") String clbConfigOptionName(int i);
 
-  /** {@return {@code text} as NUL-terminated UTF-8, as the {@code const char*} parameters take it} */
+  /**
+   * Text as the {@code const char*} parameters take it.
+   *
+   * @param text the text
+   * @return its UTF-8 bytes and a NUL
+   */
   public static byte[] utf8z(String text) {
     byte[] b = text.getBytes(StandardCharsets.UTF_8);
     byte[] z = new byte[b.length + 1];
@@ -615,7 +620,12 @@ public final class ColibriLib {
     return z;
   }
 
-  /** {@return the UTF-8 text before the first NUL of {@code buf}} */
+  /**
+   * Text as a {@code char*} out-parameter holds it.
+   *
+   * @param buf the bytes a native call wrote
+   * @return the UTF-8 text before the first NUL (all of it when there is none)
+   */
   public static String fromUtf8z(byte[] buf) {
     int n = 0;
     while (n < buf.length && buf[n] != 0) {
