@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.colibri.ColibriException;
@@ -36,8 +37,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The doctor against fake /proc, /sys and /dev trees built in a temporary folder, with a fake
- * driver: statuses, what each line says, the fixes, the exit code and the JSON.
+ * The doctor against fake machines: /proc, /sys and /dev trees built in a temporary folder, with a
+ * fake driver (machines without GPU, with a broken GPU, with RDMA devices that are down, ...):
+ * statuses, what each line says, the fixes, the exit code and the JSON. Then the doctor on this
+ * machine.
  */
 class DoctorTest {
 
@@ -101,6 +104,13 @@ class DoctorTest {
     public Map<String, String> env() {
       return env;
     }
+  }
+
+  /** A driver without libcuda.so.1: the core's NO_DRIVER answer to every device call. */
+  static FakeProbe withoutLibcuda() {
+    FakeProbe probe = new FakeProbe();
+    probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
+    return probe;
   }
 
   static Device.Info gpu(int device, String name, int major, int minor, String bus, String image) {
@@ -206,7 +216,8 @@ class DoctorTest {
   private Run doctor(FakeProbe probe, String... flags) {
     List<String> f = List.of(flags);
     Run r = new Run();
-    DoctorChecks checks = new DoctorChecks(root, probe, f.contains("--no-gpu"));
+    DoctorChecks checks =
+        new DoctorChecks(root, probe, f.contains("--no-gpu"), f.contains("--no-rdma"));
     r.results = checks.run();
     r.out =
         f.contains("--json")
@@ -247,15 +258,14 @@ class DoctorTest {
   // ---- a machine like the CI machine: no GPU, no driver, no RDMA ----
 
   @Test
-  void cpuMachineFailsTheGpuChecksWithTheDriversMessageAndWarnsAboutRdma() throws IOException {
+  void cpuMachineSkipsTheGpuAndRdmaChecksAndExitsZero() throws IOException {
     limits("8388608", "8388608");
     write("/proc/sys/kernel/osrelease", "6.1.0-18-amd64");
     write("/proc/modules", "ext4 1015808 1 - Live 0x0000000000000000");
-    FakeProbe probe = new FakeProbe();
-    probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
+    FakeProbe probe = withoutLibcuda();
     Run r = doctor(probe);
 
-    assertEquals(Doctor.EXIT_FAIL, r.rc, r.out);
+    assertEquals(Doctor.EXIT_OK, r.rc, r.out);
     assertEquals(
         List.of(
             "library",
@@ -274,30 +284,32 @@ class DoctorTest {
     assertContains(r.get("library").found(), "/cache/libcolibri.so.0");
 
     Result driver = r.get("driver");
-    assertEquals(Status.FAIL, driver.status());
+    assertEquals(Status.SKIP, driver.status());
+    assertNull(driver.fix());
     assertContains(driver.found(), "no /proc/driver/nvidia/version");
     assertContains(driver.found(), "cannot load libcuda.so.1");
     assertFalse(driver.found().contains("device count failed"), driver.found());
     assertFalse(driver.found().contains("device_api.cc"), driver.found());
-    assertContains(driver.found(), "PCI bus: no NVIDIA GPU");
-    assertContains(driver.fix(), "--no-gpu");
+    assertContains(driver.found(), "no /dev/nvidia*; PCI bus: no NVIDIA GPU");
+    assertContains(driver.found(), "No GPU here: the host path works; device buffers need a GPU");
 
-    assertEquals(Status.FAIL, r.status("gpus"));
-    assertContains(r.get("gpus").found(), "cannot load libcuda.so.1");
+    Result gpus = r.get("gpus");
+    assertEquals(Status.SKIP, gpus.status());
+    assertContains(gpus.found(), "no GPU (see the driver line above)");
     assertEquals(Status.SKIP, r.status("peer access"));
     Result rdma = r.get("rdma");
-    assertEquals(Status.WARN, rdma.status());
-    assertContains(rdma.found(), "no RDMA device");
-    assertContains(rdma.fix(), "TCP sockets");
+    assertEquals(Status.SKIP, rdma.status());
+    assertNull(rdma.fix());
+    assertContains(rdma.found(), "no RDMA device (no /dev/infiniband, nothing in");
+    assertContains(rdma.found(), "the host path works");
+    assertContains(rdma.found(), "between hosts TCP sockets");
     assertEquals(Status.SKIP, r.status("libibverbs"));
     assertEquals(Status.SKIP, r.status("gpudirect rdma"));
     assertEquals(Status.SKIP, r.status("pcie affinity"));
     Result memlock = r.get("memlock");
-    assertEquals(Status.WARN, memlock.status());
+    assertEquals(Status.SKIP, memlock.status(), "8 MiB is too low only for RDMA");
     assertContains(memlock.found(), "8 MiB (soft), 8 MiB (hard)");
-    assertContains(memlock.fix(), "ulimit -l unlimited");
-    assertContains(memlock.fix(), "--ulimit memlock=-1");
-    assertContains(memlock.fix(), "the hard limit is 8 MiB too");
+    assertContains(memlock.found(), "not judged: only RDMA needs it");
     Result versions = r.get("versions");
     assertEquals(Status.PASS, versions.status());
     assertContains(versions.found(), "Java 17.0.99 (Test)");
@@ -307,18 +319,43 @@ class DoctorTest {
     // The text: one line per check, the fix on the same line, then the counts.
     String[] lines = r.out.split("\n");
     assertEquals(r.results.size() + 1, lines.length, r.out);
-    assertTrue(lines[1].startsWith("FAIL  driver: no /proc/driver"), lines[1]);
-    assertContains(lines[1], " Fix: device collectives need an NVIDIA GPU");
-    assertEquals(
-        "colibri doctor: 2 PASS, 2 WARN, 2 FAIL, 4 SKIP (exit code 1)", lines[lines.length - 1]);
+    assertTrue(lines[1].startsWith("SKIP  driver: no /proc/driver"), lines[1]);
+    assertEquals("colibri doctor: 2 PASS, 0 WARN, 0 FAIL, 8 SKIP", lines[lines.length - 1]);
+  }
+
+  /** The kernel module loaded, /dev/nvidia* there, but libcuda.so.1 missing: a broken GPU. */
+  private FakeProbe brokenGpu() throws IOException {
+    openDriver();
+    write("/dev/nvidia0", "");
+    write("/dev/nvidiactl", "");
+    FakeProbe probe = withoutLibcuda();
+    return probe;
   }
 
   @Test
-  void noGpuSkipsTheGpuChecksAndExitsZero() throws IOException {
+  void gpuThatIsPresentButBrokenFailsAndExitsOne() throws IOException {
     limits("unlimited", "unlimited");
-    FakeProbe probe = new FakeProbe();
-    probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
-    Run r = doctor(probe, "--no-gpu");
+    Run r = doctor(brokenGpu());
+    assertEquals(Doctor.EXIT_FAIL, r.rc, r.out);
+    Result driver = r.get("driver");
+    assertEquals(Status.FAIL, driver.status());
+    assertContains(driver.found(), "kernel module 580.65.06 (open)");
+    assertContains(driver.found(), "/dev/nvidia0, /dev/nvidiactl");
+    assertContains(driver.fix(), "the kernel module is loaded but its user-space library");
+    assertContains(driver.fix(), "(580.65.06)");
+    assertContains(driver.fix(), "`doctor --no-gpu`");
+    assertEquals(Status.FAIL, r.status("gpus"));
+    assertContains(r.get("gpus").found(), "cannot load libcuda.so.1");
+    assertEquals(Status.SKIP, r.status("rdma"));
+    assertEquals(Status.PASS, r.status("memlock"));
+    assertTrue(
+        r.out.endsWith("colibri doctor: 3 PASS, 0 WARN, 2 FAIL, 5 SKIP (exit code 1)\n"), r.out);
+  }
+
+  @Test
+  void noGpuSkipsTheChecksOfABrokenGpuAndExitsZero() throws IOException {
+    limits("unlimited", "unlimited");
+    Run r = doctor(brokenGpu(), "--no-gpu");
     assertEquals(Doctor.EXIT_OK, r.rc, r.out);
     for (String c : List.of("driver", "gpus", "peer access", "gpudirect rdma", "pcie affinity")) {
       assertEquals(Status.SKIP, r.status(c), c);
@@ -356,26 +393,45 @@ class DoctorTest {
         "/proc/driver/nvidia/version",
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module"
             + "  535.104.05  Sat Aug 19 01:15:15 UTC 2023");
-    FakeProbe probe = new FakeProbe();
-    probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
-    Result d = doctor(probe).get("driver");
-    assertEquals(Status.FAIL, d.status());
+    FakeProbe probe = withoutLibcuda();
+    Run r = doctor(probe);
+    Result d = r.get("driver");
+    assertEquals(Status.FAIL, d.status(), "a loaded kernel module is a GPU that is present");
     assertContains(d.found(), "kernel module 535.104.05 (proprietary)");
     assertContains(d.fix(), "user-space");
     assertContains(d.fix(), "(535.104.05)");
     assertContains(d.fix(), "--gpus all");
+    assertEquals(Doctor.EXIT_FAIL, r.rc);
   }
 
   @Test
-  void nvidiaGpuOnThePciBusWithoutDriverSaysInstallTheDriver() throws IOException {
+  void deviceNodesWithoutLibcudaFailToo() throws IOException {
+    write("/dev/nvidia0", "");
+    FakeProbe probe = withoutLibcuda();
+    Run r = doctor(probe);
+    Result d = r.get("driver");
+    assertEquals(Status.FAIL, d.status());
+    assertContains(d.found(), "no /proc/driver/nvidia/version");
+    assertContains(d.found(), "; /dev/nvidia0;");
+    assertContains(d.fix(), "/dev/nvidia* is there but its user-space library libcuda.so.1");
+    assertEquals(Doctor.EXIT_FAIL, r.rc);
+  }
+
+  /** The kernel shows a GPU (sysfs, also in a container) that this process has no driver for. */
+  @Test
+  void nvidiaGpuOnThePciBusWithoutDriverWarnsToInstallTheDriverAndExitsZero() throws IOException {
     pciDevice("pci0000:17/0000:17:00.0/0000:1b:00.0", 0, "0x10de", "0x030200");
     pciDevice("pci0000:17/0000:17:01.0/0000:1c:00.0", 0, "0x15b3", "0x020700"); // a NIC
-    FakeProbe probe = new FakeProbe();
-    probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
-    Result d = doctor(probe).get("driver");
-    assertEquals(Status.FAIL, d.status());
+    FakeProbe probe = withoutLibcuda();
+    Run r = doctor(probe);
+    Result d = r.get("driver");
+    assertEquals(Status.WARN, d.status());
     assertContains(d.found(), "PCI bus: 1 NVIDIA GPU(s) (0000:1b:00.0)");
+    assertContains(d.found(), "this process cannot use them. The host path works");
     assertContains(d.fix(), "install the NVIDIA driver");
+    assertContains(d.fix(), "--gpus all");
+    assertEquals(Status.SKIP, r.status("gpus"));
+    assertEquals(Doctor.EXIT_OK, r.rc, r.out);
   }
 
   @Test
@@ -545,24 +601,48 @@ class DoctorTest {
   // ---- RDMA ports that are not ready ----
 
   @Test
-  void infinibandPortWithLinkButNoSubnetManager() throws IOException {
+  void rdmaDevicesWithEveryPortDownFailUnlessToldNotToCheck() throws IOException {
     FakeProbe probe = fullMachine();
     write("/sys/class/infiniband/mlx5_0/ports/1/state", "2: INIT");
     write("/sys/class/infiniband/mlx5_1/ports/1/state", "1: DOWN");
     write("/sys/class/infiniband/mlx5_1/ports/1/phys_state", "2: Polling");
     Run r = doctor(probe);
     Result rdma = r.get("rdma");
-    assertEquals(Status.WARN, rdma.status());
+    assertEquals(Status.FAIL, rdma.status());
     assertContains(rdma.found(), "none of their 2 port(s) ACTIVE");
+    assertContains(rdma.fix(), "`doctor --no-rdma`");
     Result ib = r.get("rdma mlx5_0");
-    assertEquals(Status.WARN, ib.status());
+    assertEquals(Status.FAIL, ib.status());
     assertContains(ib.found(), "port 1: INIT (LinkUp)");
     assertContains(ib.fix(), "subnet manager");
     Result roce = r.get("rdma mlx5_1");
-    assertEquals(Status.WARN, roce.status());
+    assertEquals(Status.FAIL, roce.status());
     assertContains(roce.fix(), "no link (physical state Polling)");
     assertContains(roce.fix(), "check the cable");
-    assertEquals(Doctor.EXIT_OK, r.rc, "RDMA problems are WARNs, not FAILs");
+    assertEquals(Doctor.EXIT_FAIL, r.rc, "a device that is present but cannot carry RDMA");
+
+    Run off = doctor(probe, "--no-rdma");
+    assertEquals(Doctor.EXIT_OK, off.rc, off.out);
+    for (String c : List.of("rdma", "libibverbs", "gpudirect rdma", "pcie affinity")) {
+      assertEquals(Status.SKIP, off.status(c), c);
+      assertContains(off.get(c).found(), "not checked (--no-rdma)");
+    }
+    assertTrue(off.results.stream().noneMatch(x -> x.check().startsWith("rdma ")), off.out);
+  }
+
+  @Test
+  void oneDeviceDownNextToAnActiveOneIsAWarning() throws IOException {
+    FakeProbe probe = fullMachine();
+    write("/sys/class/infiniband/mlx5_1/ports/1/state", "1: DOWN");
+    write("/sys/class/infiniband/mlx5_1/ports/1/phys_state", "3: Disabled");
+    Run r = doctor(probe);
+    assertEquals(Status.PASS, r.status("rdma"));
+    assertContains(r.get("rdma").found(), "1 of 2 port(s) ACTIVE");
+    Result roce = r.get("rdma mlx5_1");
+    assertEquals(Status.WARN, roce.status());
+    assertContains(roce.fix(), "is disabled: enable it");
+    assertContains(roce.fix(), "COLIBRI_VERBS_DEVICE");
+    assertEquals(Doctor.EXIT_OK, r.rc, r.out);
   }
 
   @Test
@@ -588,28 +668,42 @@ class DoctorTest {
     assertEquals(Status.WARN, rdma.status());
     assertContains(rdma.found(), "no /dev/infiniband: this process cannot open them");
     assertContains(rdma.fix(), "--device=/dev/infiniband");
+    limits("65536", "65536");
+    Run r = doctor(probe);
+    assertEquals(Status.SKIP, r.status("gpudirect rdma"));
+    assertContains(r.get("gpudirect rdma").found(), "no RDMA device this process can open");
+    assertEquals(Status.SKIP, r.status("memlock"));
+    assertEquals(Doctor.EXIT_OK, r.rc, "hardware this process cannot open is not broken");
   }
 
   @Test
-  void libibverbsMissingOrBrokenOrWithoutProviders() throws IOException {
+  void libibverbsMissingOrBrokenOrWithoutProvidersFailsWhereDevicesAreUsable() throws IOException {
     FakeProbe probe = fullMachine();
     probe.loadError = "libnl-3.so.200: cannot open shared object file";
-    Result broken = doctor(probe).get("libibverbs");
-    assertEquals(Status.WARN, broken.status());
+    Run r = doctor(probe);
+    Result broken = r.get("libibverbs");
+    assertEquals(Status.FAIL, broken.status());
     assertContains(broken.found(), "does not load: libnl-3.so.200");
+    assertEquals(Doctor.EXIT_FAIL, r.rc);
 
     probe.loadError = null;
     Files.delete(root.resolve("usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so"));
     Files.delete(root.resolve("usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"));
     Result noProviders = doctor(probe).get("libibverbs");
-    assertEquals(Status.WARN, noProviders.status());
+    assertEquals(Status.FAIL, noProviders.status());
     assertContains(noProviders.fix(), "ibverbs-providers");
 
     Files.delete(root.resolve("usr/lib/x86_64-linux-gnu/libibverbs.so.1"));
     Files.delete(root.resolve("usr/lib64/libibverbs.so.1"));
     Result missing = doctor(probe).get("libibverbs");
-    assertEquals(Status.WARN, missing.status());
+    assertEquals(Status.FAIL, missing.status());
     assertContains(missing.fix(), "rdma-core");
+
+    // Devices this process cannot open (no /dev/infiniband): a WARN.
+    for (String n : List.of("uverbs0", "uverbs1", "rdma_cm")) {
+      Files.delete(root.resolve("dev/infiniband/" + n));
+    }
+    assertEquals(Status.WARN, doctor(probe).status("libibverbs"));
 
     // Found through LD_LIBRARY_PATH first.
     write("/opt/ofed/lib/libibverbs.so.1", "x");
@@ -682,17 +776,31 @@ class DoctorTest {
   // ---- memlock ----
 
   @Test
-  void memlockAtTheThresholdPassesBelowWarns() throws IOException {
-    FakeProbe probe = new FakeProbe();
+  void memlockBelowTheThresholdFailsWithAnRdmaDeviceAndIsNotJudgedWithout() throws IOException {
+    FakeProbe probe = fullMachine();
     limits(String.valueOf(64L << 20), "unlimited");
     assertEquals(Status.PASS, doctor(probe).status("memlock"));
     limits(String.valueOf((64L << 20) - 4096), "unlimited");
-    Result low = doctor(probe).get("memlock");
-    assertEquals(Status.WARN, low.status());
+    Run r = doctor(probe);
+    Result low = r.get("memlock");
+    assertEquals(Status.FAIL, low.status());
+    assertEquals(Doctor.EXIT_FAIL, r.rc);
     assertFalse(low.fix().contains("the hard limit is"), low.fix());
     assertContains(low.fix(), "limits.conf");
+    assertContains(low.fix(), "`doctor --no-rdma`");
+    limits("8388608", "8388608");
+    Result lower = doctor(probe).get("memlock");
+    assertContains(lower.found(), "8 MiB (soft), 8 MiB (hard)");
+    assertContains(lower.fix(), "the hard limit is 8 MiB too");
+    assertContains(lower.fix(), "ulimit -l unlimited");
+    assertContains(lower.fix(), "--ulimit memlock=-1");
+
     limits("65536", "65536");
-    assertContains(doctor(probe).get("memlock").found(), "64 KiB (soft), 64 KiB (hard)");
+    Run off = doctor(probe, "--no-rdma");
+    assertEquals(Status.SKIP, off.status("memlock"));
+    assertContains(off.get("memlock").found(), "64 KiB (soft), 64 KiB (hard)");
+    assertContains(off.get("memlock").found(), "the RDMA checks are off (--no-rdma)");
+    assertEquals(Doctor.EXIT_OK, off.rc, off.out);
   }
 
   // ---- output and arguments ----
@@ -704,8 +812,8 @@ class DoctorTest {
     write("/proc/sys/kernel/osrelease", "6.8.0-45-generic");
     write("/etc/os-release", "NAME=\"Ubuntu\"\nPRETTY_NAME=\"Ubuntu 24.04.1 LTS\"\nID=ubuntu");
     write("/proc/meminfo", "MemTotal:       2113511260 kB\nMemFree:        1900000000 kB");
-    FakeProbe probe = new FakeProbe();
-    probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
+    openDriver(); // a GPU that is present, with no libcuda.so.1: a FAIL
+    FakeProbe probe = withoutLibcuda();
     Run r = command(probe, "--json");
     assertEquals(Doctor.EXIT_FAIL, r.rc);
     assertEquals("", r.err);
@@ -754,7 +862,7 @@ class DoctorTest {
   @Test
   void theCommandReadsBelowRootAndPrintsTextOrJson() throws IOException {
     FakeProbe probe = fullMachine();
-    List<Result> expected = new DoctorChecks(root, probe, false).run();
+    List<Result> expected = new DoctorChecks(root, probe, false, false).run();
     Run text = command(probe);
     assertEquals(Doctor.EXIT_OK, text.rc, text.out + text.err);
     assertEquals(Doctor.toText(expected), text.out);
@@ -827,7 +935,14 @@ class DoctorTest {
     assertEquals(Doctor.EXIT_OK, run(new String[] {"doctor", "--help"}, o, e, probe));
     assertContains(
         out.toString(StandardCharsets.UTF_8), "Usage: java -jar colibri-bench.jar doctor");
-    assertContains(out.toString(StandardCharsets.UTF_8), "--no-gpu");
+    String help = out.toString(StandardCharsets.UTF_8);
+    assertContains(help, "--no-gpu");
+    assertContains(help, "--no-rdma");
+    assertContains(help, "the GPU checks SKIP");
+    assertContains(help, "device buffers need a GPU");
+    assertContains(help, "0  the host path can run here");
+    assertContains(help, "1  a check FAILed: something the host path needs");
+    assertContains(help, "2  bad command line");
     assertTrue(probe.loaded.isEmpty(), "help and errors check nothing");
   }
 
@@ -933,5 +1048,36 @@ class DoctorTest {
     }
     assertTrue(text.contains("PASS  library: Colibri 0.1.0"), text);
     assertFalse(text.contains("the check itself failed"), text);
+  }
+
+  /** Whether this machine shows a GPU or an RDMA device to the doctor (the CI machine: neither). */
+  private static boolean hasGpuOrRdma() {
+    DoctorFiles real = new DoctorFiles(Path.of("/"));
+    return Files.exists(real.path("/proc/driver/nvidia/version"))
+        || real.list("/dev").stream().anyMatch(n -> n.startsWith("nvidia"))
+        || !real.list("/sys/class/infiniband").isEmpty();
+  }
+
+  /** On a machine without GPU and RDMA (as here), the doctor says the host path works: exit 0. */
+  @Test
+  void thisMachineWithoutGpuOrRdmaSkipsThoseChecksAndExitsZero() {
+    assumeFalse(hasGpuOrRdma(), "this machine has a GPU or an RDMA device");
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int rc;
+    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
+      rc = Main.run(new String[] {"doctor"}, o, e);
+    }
+    String text = out.toString(StandardCharsets.UTF_8);
+    assertEquals(Doctor.EXIT_OK, rc, text + err);
+    assertFalse(text.contains("FAIL  "), text);
+    for (String check :
+        List.of("driver", "gpus", "peer access", "rdma", "gpudirect rdma", "pcie affinity")) {
+      assertTrue(text.contains("\nSKIP  " + check + ": "), check + ":\n" + text);
+    }
+    assertContains(text, "No GPU here: the host path works; device buffers need a GPU");
+    assertContains(text, "\nSKIP  rdma: no RDMA device");
+    assertFalse(text.contains("(exit code 1)"), text);
   }
 }
