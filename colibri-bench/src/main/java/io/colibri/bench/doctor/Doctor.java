@@ -19,32 +19,33 @@ import picocli.CommandLine.Option;
 
 /**
  * {@code colibri-bench.jar doctor}: checks, in order, what users otherwise check by hand before
- * running Colibri (library, NVIDIA driver, GPUs and their kernel image, peer access, RDMA devices
- * and ports, GPUDirect RDMA, GPU-NIC PCIe affinity, memlock limit, versions) and prints one line
- * per check: PASS, WARN, FAIL or SKIP, what was found and, for WARN and FAIL, the fix; with {@code
- * --json} one JSON object (version, host, summary, checks). A check of a device that is not there
- * SKIPs; FAIL is kept for what the host path needs (the library) and for a device that is present
- * but broken. Exit code 0 when no check FAILs (the host path can run here), 1 when one
+ * running Colibri (library, /dev/shm, NVIDIA driver, GPUs and their kernel image, peer access, RDMA
+ * devices and ports, GPUDirect RDMA, GPU-NIC PCIe affinity, memlock limit, versions) and prints one
+ * line per check: PASS, WARN, FAIL or SKIP, what was found and, for WARN and FAIL, the fix; with
+ * {@code --json} one JSON object (version, host, summary, checks). A check of a device that is not
+ * there SKIPs; FAIL is kept for what the host path needs (library, /dev/shm) and for a device that
+ * is present but broken. Exit code 0 when no check FAILs (the host path can run here), 1 when one
  * does, 2 for a usage error. See docs/troubleshooting.md.
  *
  * <p>Everything read from /proc, /sys and /dev is read below a root folder ({@code --root},
- * default {@code /}), so tests build a fake tree; what only the driver knows comes through a
- * {@code DoctorProbe}.
+ * default {@code /}), so tests build a fake tree; what only the driver, the kernel (statvfs) or a
+ * second process can tell comes through a {@code DoctorProbe}.
  */
 @Command(
     name = "doctor",
     mixinStandardHelpOptions = true,
     versionProvider = Commands.VersionProvider.class,
     header =
-        "Checks this machine for Colibri (driver, GPUs, RDMA, limits) and says how to fix"
-            + " each problem.",
+        "Checks this machine for Colibri (/dev/shm, driver, GPUs, RDMA, limits) and says how"
+            + " to fix each problem.",
     sortOptions = false,
     description = {
-      "Checks this machine for Colibri, in order: the Colibri library, the NVIDIA driver, the"
-          + " GPUs (compute capability, PCI bus id, kernel image), peer access between GPUs,"
-          + " RDMA devices and ports, libibverbs, GPUDirect RDMA, GPU-NIC PCIe affinity, the"
-          + " memlock limit, and the versions. One line per check: PASS, WARN, FAIL or SKIP,"
-          + " what was found, and the fix.",
+      "Checks this machine for Colibri, in order: the Colibri library, /dev/shm (shared"
+          + " memory between the ranks of one host), the NVIDIA driver, the GPUs (compute"
+          + " capability, PCI bus id, kernel image), peer access between GPUs, RDMA devices and"
+          + " ports, libibverbs, GPUDirect RDMA, GPU-NIC PCIe affinity, the memlock limit, and the"
+          + " versions. One line per check: PASS, WARN, FAIL or SKIP, what was found, and the"
+          + " fix.",
       "",
       "Without a GPU (no NVIDIA kernel module, no /dev/nvidia*) the GPU checks SKIP, and"
           + " without an RDMA device the RDMA checks SKIP: the host path (shared memory and TCP"
@@ -57,9 +58,9 @@ import picocli.CommandLine.Option;
       "",
       "Exit code:",
       "  0  the host path can run here: no check FAILed (WARN and SKIP lines allowed)",
-      "  1  a check FAILed: something the host path needs (the library), or a GPU",
-      "     or RDMA device that is present but broken (not judged with --no-gpu,",
-      "     --no-rdma)",
+      "  1  a check FAILed: something the host path needs (the library, /dev/shm),",
+      "     or a GPU or RDMA device that is present but broken (not judged with",
+      "     --no-gpu, --no-rdma)",
       "  2  bad command line",
       "See docs/troubleshooting.md, section 'colibri doctor'."
     })

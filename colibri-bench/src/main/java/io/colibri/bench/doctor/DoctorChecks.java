@@ -23,7 +23,7 @@ import java.util.regex.Pattern;
  * devices). Each returns one or more {@link Result}s; a check that throws becomes a WARN line
  * rather than ending the run.
  *
- * <p>FAIL is kept for what the host path needs (the library) and for a device that is
+ * <p>FAIL is kept for what the host path needs (the library, /dev/shm) and for a device that is
  * present but broken: a GPU counts as present when the NVIDIA kernel module is loaded or
  * /dev/nvidia* exists, an RDMA device when /sys/class/infiniband lists it and /dev/infiniband has
  * a uverbs node for this process. Without the device its checks SKIP; hardware that the kernel
@@ -56,6 +56,7 @@ final class DoctorChecks {
   private final boolean noRdma;
   private final Map<String, String> env;
   private final DoctorRdma rdma;
+  private final DoctorShm shm;
 
   // What the checks found, for the later ones.
   private DoctorProbe.Library library;
@@ -79,11 +80,13 @@ final class DoctorChecks {
     this.noRdma = noRdma;
     this.env = probe.env();
     this.rdma = new DoctorRdma(files, probe, noRdma);
+    this.shm = new DoctorShm(files, probe, env);
   }
 
   List<Result> run() {
     List<Result> out = new ArrayList<>();
     step(out, "library", () -> List.of(library()));
+    step(out, DoctorShm.CHECK, () -> List.of(shm.check()));
     step(out, "driver", () -> List.of(driver()));
     step(out, "gpus", this::gpuResults);
     step(out, "peer access", () -> List.of(peerAccess()));

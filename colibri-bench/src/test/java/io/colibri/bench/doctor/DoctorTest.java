@@ -18,6 +18,9 @@ import io.colibri.bench.common.Commands;
 import io.colibri.bench.common.Mappers;
 import io.colibri.bench.doctor.Doctor.Result;
 import io.colibri.bench.doctor.Doctor.Status;
+import io.colibri.bench.doctor.DoctorProbe.Sharing;
+import io.colibri.bench.doctor.DoctorProbe.Sharing.Outcome;
+import io.colibri.bench.doctor.DoctorProbe.Store;
 import io.colibri.jni.Device;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -33,14 +36,15 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.stream.Collectors;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The doctor against fake machines: /proc, /sys and /dev trees built in a temporary folder, with a
- * fake driver (machines without GPU, with a broken GPU, with RDMA devices that are down, ...):
- * statuses, what each line says, the fixes, the exit code and the JSON. Then the doctor on this
- * machine.
+ * fake driver, file system and child process (machines without GPU, with a broken GPU, with a small
+ * or missing /dev/shm, ...): statuses, what each line says, the fixes, the exit code and the JSON.
+ * Then the doctor and its /dev/shm probe on this machine.
  */
 class DoctorTest {
 
@@ -62,6 +66,11 @@ class DoctorTest {
     final Map<String, String> env = new HashMap<>();
     final List<Path> loaded = new ArrayList<>();
     String loadError;
+    Store store = new Store("tmpfs", 8L << 30, 8L << 30, "0:25");
+    IOException storeFailure;
+    Sharing sharing =
+        new Sharing(Outcome.SHARED, "a child process shares its memory (the fake's word)");
+    final List<Path> shmAsked = new ArrayList<>();
 
     @Override
     public Library library() {
@@ -104,6 +113,21 @@ class DoctorTest {
     public Map<String, String> env() {
       return env;
     }
+
+    @Override
+    public Store store(Path dir) throws IOException {
+      shmAsked.add(dir);
+      if (storeFailure != null) {
+        throw storeFailure;
+      }
+      return store;
+    }
+
+    @Override
+    public Sharing sharing(Path dir) {
+      shmAsked.add(dir);
+      return sharing;
+    }
   }
 
   /** A driver without libcuda.so.1: the core's NO_DRIVER answer to every device call. */
@@ -118,6 +142,12 @@ class DoctorTest {
   }
 
   // ---- building the fake tree ----
+
+  /** Every machine here has a /dev/shm (its size and type come from the probe's store). */
+  @BeforeEach
+  void devShm() throws IOException {
+    dir("/dev/shm");
+  }
 
   private Path write(String abs, String content) throws IOException {
     Path p = root.resolve(abs.substring(1));
@@ -269,6 +299,7 @@ class DoctorTest {
     assertEquals(
         List.of(
             "library",
+            "shm",
             "driver",
             "gpus",
             "peer access",
@@ -282,6 +313,7 @@ class DoctorTest {
     assertEquals(Status.PASS, r.status("library"));
     assertContains(r.get("library").found(), "Colibri 0.1.0");
     assertContains(r.get("library").found(), "/cache/libcolibri.so.0");
+    assertEquals(Status.PASS, r.status("shm"));
 
     Result driver = r.get("driver");
     assertEquals(Status.SKIP, driver.status());
@@ -319,8 +351,8 @@ class DoctorTest {
     // The text: one line per check, the fix on the same line, then the counts.
     String[] lines = r.out.split("\n");
     assertEquals(r.results.size() + 1, lines.length, r.out);
-    assertTrue(lines[1].startsWith("SKIP  driver: no /proc/driver"), lines[1]);
-    assertEquals("colibri doctor: 2 PASS, 0 WARN, 0 FAIL, 8 SKIP", lines[lines.length - 1]);
+    assertTrue(lines[2].startsWith("SKIP  driver: no /proc/driver"), lines[2]);
+    assertEquals("colibri doctor: 3 PASS, 0 WARN, 0 FAIL, 8 SKIP", lines[lines.length - 1]);
   }
 
   /** The kernel module loaded, /dev/nvidia* there, but libcuda.so.1 missing: a broken GPU. */
@@ -346,10 +378,11 @@ class DoctorTest {
     assertContains(driver.fix(), "`doctor --no-gpu`");
     assertEquals(Status.FAIL, r.status("gpus"));
     assertContains(r.get("gpus").found(), "cannot load libcuda.so.1");
+    assertEquals(Status.PASS, r.status("shm"));
     assertEquals(Status.SKIP, r.status("rdma"));
     assertEquals(Status.PASS, r.status("memlock"));
     assertTrue(
-        r.out.endsWith("colibri doctor: 3 PASS, 0 WARN, 2 FAIL, 5 SKIP (exit code 1)\n"), r.out);
+        r.out.endsWith("colibri doctor: 4 PASS, 0 WARN, 2 FAIL, 5 SKIP (exit code 1)\n"), r.out);
   }
 
   @Test
@@ -803,6 +836,177 @@ class DoctorTest {
     assertEquals(Doctor.EXIT_OK, off.rc, off.out);
   }
 
+  // ---- /dev/shm ----
+
+  private static final long MIB = 1L << 20;
+
+  /** A machine without GPU and RDMA, memlock unlimited. */
+  private FakeProbe cpuMachine() throws IOException {
+    limits("unlimited", "unlimited");
+    return withoutLibcuda();
+  }
+
+  /** A CPU machine (no GPU, no RDMA) whose /dev/shm the probe describes as {@code store}. */
+  private Run shmMachine(Store store, String... flags) throws IOException {
+    FakeProbe probe = cpuMachine();
+    probe.store = store;
+    return doctor(probe, flags);
+  }
+
+  @Test
+  void whatARankHoldsInDevShm() {
+    DoctorShm.Need d = DoctorShm.need(Map.of());
+    // 4 KiB control block + 4 slots x (64 B + 256 KiB), in pages (1028 KiB) + 64 KiB of scratch.
+    assertEquals(4096 + 1028 * 1024 + 64 * 1024, d.collectives());
+    assertEquals(64 * MIB + 4096, d.most());
+    assertTrue(d.settings().isEmpty());
+
+    DoctorShm.Need set =
+        DoctorShm.need(
+            Map.of(
+                "COLIBRI_CHUNK_BYTES", "1048576",
+                "COLIBRI_PIPELINE_DEPTH", "1", // runs as 2
+                "COLIBRI_DIRECT_MAX_BYTES", "0",
+                "COLIBRI_STAGING_CAP_BYTES", String.valueOf(256 * MIB)));
+    // 2 slots x (64 B + 1 MiB), in pages: 2 MiB + 4 KiB; no direct scratch.
+    assertEquals(4096 + 2 * MIB + 4096, set.collectives());
+    assertEquals(256 * MIB + 4096, set.most());
+    assertEquals(4, set.settings().size(), set.settings().toString());
+
+    DoctorShm.Need capped =
+        DoctorShm.need(
+            Map.of(
+                "COLIBRI_CHUNK_BYTES",
+                String.valueOf(64 * MIB),
+                "COLIBRI_STAGING_CAP_BYTES",
+                "65536"));
+    assertEquals(4096 + 65536, capped.collectives(), "never more than the cap");
+
+    DoctorShm.Need bad = DoctorShm.need(Map.of("COLIBRI_STAGING_CAP_BYTES", "64M"));
+    assertEquals(64 * MIB + 4096, bad.most());
+    assertEquals(
+        List.of("COLIBRI_STAGING_CAP_BYTES='64M' not valid: the default counted"), bad.settings());
+
+    assertEquals("0:25", DoctorShm.deviceText(25));
+    assertEquals("259:3", DoctorShm.deviceText((259L << 8) | 3));
+    assertEquals("4096:256", DoctorShm.deviceText((1L << 44) | (1L << 20)));
+    assertEquals("1g", DoctorShm.dockerSize(128 * MIB + 8192));
+    assertEquals("3g", DoctorShm.dockerSize((2L << 30) + 1));
+  }
+
+  @Test
+  void aLargeTmpfsPassesAndSaysWhatWasNotChecked() throws IOException {
+    Run r = shmMachine(new Store("tmpfs", 24L << 30, 23L << 30, "0:25"));
+    Result shm = r.get("shm");
+    assertEquals(Status.PASS, shm.status(), shm.toString());
+    assertContains(shm.found(), "/dev/shm: tmpfs, 24 GiB, 23 GiB free, device 0:25");
+    assertContains(shm.found(), "a child process shares its memory");
+    assertContains(shm.found(), "a rank holds about 1.1 MiB there for collectives, at most 64 MiB");
+    assertContains(shm.found(), "with the default settings");
+    assertContains(
+        shm.found(), "room for the collectives of 22961 ranks, for 383 ranks at their cap");
+    assertContains(shm.found(), "not checked: that the ranks' processes in other containers");
+    assertEquals(Doctor.EXIT_OK, r.rc);
+  }
+
+  @Test
+  void dockersDefault64MiBWarnsWithTheFix() throws IOException {
+    write("/dev/shm/clb-j0123456789abcdef-r0-ctl", "");
+    Run r = shmMachine(new Store("tmpfs", 64 * MIB, 64 * MIB, "0:99"));
+    Result shm = r.get("shm");
+    assertEquals(Status.WARN, shm.status(), shm.toString());
+    assertContains(shm.found(), "/dev/shm: tmpfs, 64 MiB, 64 MiB free, device 0:99");
+    assertContains(shm.found(), "1 Colibri segment(s) (clb-*) there now");
+    assertContains(shm.found(), "room for the collectives of 59 ranks, for 0 ranks at their cap");
+    assertContains(shm.found(), "smaller than two ranks at their staging cap (128 MiB + 8 KiB");
+    assertContains(shm.fix(), "`docker run --shm-size=1g`");
+    assertContains(shm.fix(), "--ipc=host");
+    assertContains(shm.fix(), "emptyDir with medium: Memory");
+    assertContains(shm.fix(), "COLIBRI_TRANSPORT=socket");
+    assertEquals(Doctor.EXIT_OK, r.rc, "a small /dev/shm is a warning: small runs work");
+    assertTrue(r.out.contains("\nWARN  shm: /dev/shm: tmpfs, 64 MiB"), r.out);
+  }
+
+  @Test
+  void aLargerCapInTheEnvironmentRaisesTheBar() throws IOException {
+    FakeProbe probe = cpuMachine();
+    probe.store = new Store("tmpfs", 1L << 30, 1L << 30, null);
+    assertEquals(Status.PASS, doctor(probe).status("shm"));
+    probe.env.put("COLIBRI_STAGING_CAP_BYTES", String.valueOf(1L << 30));
+    Result shm = doctor(probe).get("shm");
+    assertEquals(Status.WARN, shm.status());
+    assertContains(shm.found(), "with COLIBRI_STAGING_CAP_BYTES=1073741824");
+    assertContains(shm.fix(), "--shm-size=3g");
+  }
+
+  @Test
+  void missingOrTinyOrUnwritableDevShmFailsAndExitsOne() throws IOException {
+    Files.delete(root.resolve("dev/shm"));
+    Run missing = shmMachine(new Store("tmpfs", 64 * MIB, 64 * MIB, null));
+    Result shm = missing.get("shm");
+    assertEquals(Status.FAIL, shm.status());
+    assertContains(shm.found(), "no /dev/shm: ranks on one host cannot share memory");
+    assertContains(shm.fix(), "mount -t tmpfs");
+    assertContains(shm.fix(), "COLIBRI_TRANSPORT=socket");
+    assertEquals(Doctor.EXIT_FAIL, missing.rc);
+    assertTrue(missing.out.endsWith("(exit code 1)\n"), missing.out);
+
+    write("/dev/shm", "a file");
+    assertContains(shmMachine(null).get("shm").found(), "/dev/shm is not a folder");
+    Files.delete(root.resolve("dev/shm"));
+    dir("/dev/shm");
+
+    Run tiny = shmMachine(new Store("tmpfs", 2 * MIB, 2 * MIB, null));
+    assertEquals(Status.FAIL, tiny.status("shm"));
+    assertContains(tiny.get("shm").found(), "too small for the collectives of two ranks (2.1 MiB)");
+    assertEquals(Doctor.EXIT_FAIL, tiny.rc);
+
+    FakeProbe probe = cpuMachine();
+    probe.sharing =
+        new Sharing(
+            Outcome.CANNOT_WRITE,
+            "cannot make, size or map a file there: AccessDeniedException: /dev/shm/x");
+    Run denied = doctor(probe);
+    assertEquals(Status.FAIL, denied.status("shm"));
+    assertContains(denied.get("shm").found(), "AccessDeniedException");
+    assertContains(denied.get("shm").fix(), "chmod 1777 /dev/shm");
+    assertEquals(Doctor.EXIT_FAIL, denied.rc);
+
+    probe.sharing = new Sharing(Outcome.NOT_SHARED, "a child process did not share the memory");
+    assertEquals(Status.FAIL, doctor(probe).status("shm"));
+    assertEquals(List.of(root.resolve("dev/shm")), probe.shmAsked.subList(0, 1));
+  }
+
+  @Test
+  void fullNotTmpfsOrUnknownDevShmWarns() throws IOException {
+    Result full = shmMachine(new Store("tmpfs", 1L << 30, MIB, "0:25")).get("shm");
+    assertEquals(Status.WARN, full.status());
+    assertContains(full.found(), "almost full");
+    assertContains(full.fix(), "ls -la /dev/shm");
+
+    Result busy = shmMachine(new Store("tmpfs", 1L << 30, 100 * MIB, "0:25")).get("shm");
+    assertEquals(Status.WARN, busy.status());
+    assertContains(busy.found(), "less free than two ranks at their staging cap need");
+
+    Result disk = shmMachine(new Store("overlay", 100L << 30, 90L << 30, "0:51")).get("shm");
+    assertEquals(Status.WARN, disk.status());
+    assertContains(disk.found(), "not a tmpfs but overlay");
+    assertContains(disk.fix(), "mount a tmpfs at /dev/shm");
+
+    FakeProbe probe = cpuMachine();
+    probe.storeFailure = new IOException("statvfs: Permission denied");
+    probe.sharing =
+        new Sharing(
+            Outcome.NOT_CHECKED, "not checked whether another process shares it: no /bin/sh");
+    Run r = doctor(probe);
+    Result unknown = r.get("shm");
+    assertEquals(Status.WARN, unknown.status());
+    assertContains(unknown.found(), "cannot read its file system (statvfs: Permission denied)");
+    assertContains(unknown.found(), "no /bin/sh");
+    assertContains(unknown.fix(), "df -h /dev/shm");
+    assertEquals(Doctor.EXIT_OK, r.rc);
+  }
+
   // ---- output and arguments ----
 
   @Test
@@ -944,6 +1148,7 @@ class DoctorTest {
     assertContains(help, "1  a check FAILed: something the host path needs");
     assertContains(help, "2  bad command line");
     assertTrue(probe.loaded.isEmpty(), "help and errors check nothing");
+    assertTrue(probe.shmAsked.isEmpty(), "help and errors check nothing");
   }
 
   // ---- pieces ----
@@ -1033,6 +1238,7 @@ class DoctorTest {
     for (String check :
         List.of(
             "library:",
+            "shm:",
             "driver:",
             "gpus:",
             "peer access:",
@@ -1078,6 +1284,26 @@ class DoctorTest {
     }
     assertContains(text, "No GPU here: the host path works; device buffers need a GPU");
     assertContains(text, "\nSKIP  rdma: no RDMA device");
+    assertTrue(
+        text.contains("\nPASS  shm: /dev/shm: ") || text.contains("\nWARN  shm: /dev/shm: "), text);
+    assertContains(text, "a child process shares its memory");
     assertFalse(text.contains("(exit code 1)"), text);
+  }
+
+  /** The real probe: a child process shares a file's memory in a folder; none where none is. */
+  @Test
+  void aChildProcessSharesTheMemoryOfAFileHere() throws IOException {
+    Path dir = root.resolve("dev/shm");
+    Sharing here = DoctorShm.childSees(dir);
+    assertEquals(Outcome.SHARED, here.outcome(), here.detail());
+    assertEquals(List.of(), DoctorFiles.list(dir), "the file is removed again");
+    Sharing nowhere = DoctorShm.childSees(root.resolve("no/such/folder"));
+    assertEquals(Outcome.CANNOT_WRITE, nowhere.outcome(), nowhere.detail());
+    assertContains(nowhere.detail(), "NoSuchFileException");
+
+    Store store = DoctorProbe.system().store(root);
+    assertTrue(store.totalBytes() > 0 && store.availableBytes() >= 0, store.toString());
+    assertNotNull(store.type(), store.toString());
+    assertTrue(store.device().matches("\\d+:\\d+"), store.toString());
   }
 }
