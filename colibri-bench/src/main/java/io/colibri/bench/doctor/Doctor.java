@@ -19,35 +19,49 @@ import picocli.CommandLine.Option;
 
 /**
  * {@code colibri-bench.jar doctor}: checks, in order, what users otherwise check by hand before
- * running Colibri on GPUs and RDMA (library, NVIDIA driver, GPUs and their kernel image, peer
- * access, RDMA devices and ports, GPUDirect RDMA, GPU-NIC PCIe affinity, memlock limit, versions)
- * and prints one line per check: PASS, WARN, FAIL or SKIP, what was found and, for WARN and FAIL,
- * the fix; with {@code --json} one JSON object (version, host, summary, checks). Exit code 1 if any
- * check FAILs, 0 otherwise (2 for a usage error). See docs/troubleshooting.md.
+ * running Colibri (library, /dev/shm, NVIDIA driver, GPUs and their kernel image, peer access, RDMA
+ * devices and ports, GPUDirect RDMA, GPU-NIC PCIe affinity, memlock limit, versions) and prints one
+ * line per check: PASS, WARN, FAIL or SKIP, what was found and, for WARN and FAIL, the fix; with
+ * {@code --json} one JSON object (version, host, summary, checks). A check of a device that is not
+ * there SKIPs; FAIL is kept for what the host path needs (library, /dev/shm) and for a device that
+ * is present but broken. Exit code 0 when no check FAILs (the host path can run here), 1 when one
+ * does, 2 for a usage error. See docs/troubleshooting.md.
  *
  * <p>Everything read from /proc, /sys and /dev is read below a root folder ({@code --root},
- * default {@code /}), so tests build a fake tree; what only the driver knows comes through a
- * {@code DoctorProbe}.
+ * default {@code /}), so tests build a fake tree; what only the driver, the kernel (statvfs) or a
+ * second process can tell comes through a {@code DoctorProbe}.
  */
 @Command(
     name = "doctor",
     mixinStandardHelpOptions = true,
     versionProvider = Commands.VersionProvider.class,
     header =
-        "Checks this machine for Colibri (driver, GPUs, RDMA, limits) and says how to fix"
-            + " each problem.",
+        "Checks this machine for Colibri (/dev/shm, driver, GPUs, RDMA, limits) and says how"
+            + " to fix each problem.",
     sortOptions = false,
     description = {
-      "Checks this machine for Colibri, in order: the Colibri library, the NVIDIA driver, the"
-          + " GPUs (compute capability, PCI bus id, kernel image), peer access between GPUs,"
-          + " RDMA devices and ports, libibverbs, GPUDirect RDMA, GPU-NIC PCIe affinity, the"
-          + " memlock limit, and the versions. One line per check: PASS, WARN, FAIL or SKIP,"
-          + " what was found, and the fix.",
+      "Checks this machine for Colibri, in order: the Colibri library, /dev/shm (shared"
+          + " memory between the ranks of one host), the NVIDIA driver, the GPUs (compute"
+          + " capability, PCI bus id, kernel image), peer access between GPUs, RDMA devices and"
+          + " ports, libibverbs, GPUDirect RDMA, GPU-NIC PCIe affinity, the memlock limit, and the"
+          + " versions. One line per check: PASS, WARN, FAIL or SKIP, what was found, and the"
+          + " fix.",
+      "",
+      "Without a GPU (no NVIDIA kernel module, no /dev/nvidia*) the GPU checks SKIP, and"
+          + " without an RDMA device the RDMA checks SKIP: the host path (shared memory and TCP"
+          + " between ranks) works without them; device buffers need a GPU. A device that is"
+          + " present but broken FAILs (a driver whose libcuda.so.1 does not load, RDMA ports"
+          + " all down, memlock too low for RDMA).",
       ""
     },
     footer = {
       "",
-      "Exit code: 0 no check FAILed, 1 some check FAILed, 2 bad command line.",
+      "Exit code:",
+      "  0  the host path can run here: no check FAILed (WARN and SKIP lines allowed)",
+      "  1  a check FAILed: something the host path needs (the library, /dev/shm),",
+      "     or a GPU or RDMA device that is present but broken (not judged with",
+      "     --no-gpu, --no-rdma)",
+      "  2  bad command line",
       "See docs/troubleshooting.md, section 'colibri doctor'."
     })
 public final class Doctor implements Callable<Integer> {
@@ -190,8 +204,17 @@ public final class Doctor implements Callable<Integer> {
 
   @Option(
       names = "--no-gpu",
-      description = "host collectives only: the GPU checks are SKIPped" + " instead of FAILing")
+      description =
+          "SKIP the GPU checks even where a GPU is present (one you do not use; without a GPU"
+              + " they SKIP anyway)")
   boolean noGpu;
+
+  @Option(
+      names = "--no-rdma",
+      description =
+          "SKIP the RDMA checks even where an RDMA device is present (one you do not use;"
+              + " without one they SKIP anyway)")
+  boolean noRdma;
 
   @Option(
       names = "--root",
@@ -221,7 +244,7 @@ public final class Doctor implements Callable<Integer> {
 
   @Override
   public Integer call() {
-    DoctorChecks checks = new DoctorChecks(root, probe, noGpu);
+    DoctorChecks checks = new DoctorChecks(root, probe, noGpu, noRdma);
     List<Result> results = checks.run();
     out.print(
         json
@@ -232,7 +255,10 @@ public final class Doctor implements Callable<Integer> {
     return exitCode(results);
   }
 
-  /** 1 if any check FAILed, else 0. */
+  /**
+   * 1 if any check FAILed, else 0. The checks FAIL only for what the host path needs and for a
+   * device that is present but broken, so 0 means the host path can run here.
+   */
   static int exitCode(List<Result> results) {
     return results.stream().anyMatch(r -> r.status() == Status.FAIL) ? EXIT_FAIL : EXIT_OK;
   }

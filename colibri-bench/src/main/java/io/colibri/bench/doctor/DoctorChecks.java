@@ -22,6 +22,13 @@ import java.util.regex.Pattern;
  * The doctor's checks, in order; later checks use what earlier ones found (the GPUs, the RDMA
  * devices). Each returns one or more {@link Result}s; a check that throws becomes a WARN line
  * rather than ending the run.
+ *
+ * <p>FAIL is kept for what the host path needs (the library, /dev/shm) and for a device that is
+ * present but broken: a GPU counts as present when the NVIDIA kernel module is loaded or
+ * /dev/nvidia* exists, an RDMA device when /sys/class/infiniband lists it and /dev/infiniband has
+ * a uverbs node for this process. Without the device its checks SKIP; hardware that the kernel
+ * shows but this process cannot open (an NVIDIA GPU on the PCI bus without a driver, RDMA devices
+ * without /dev/infiniband, as in a container) is a WARN.
  */
 final class DoctorChecks {
 
@@ -31,31 +38,55 @@ final class DoctorChecks {
   private static final Pattern MODULE_VERSION =
       Pattern.compile("Kernel Module(?: for \\S+)?\\s+(\\d+(?:\\.\\d+)+)");
 
+  /** Whether this process has an NVIDIA GPU, as far as the files tell. */
+  enum GpuPresence {
+    /** No kernel module, no /dev/nvidia*, none on the PCI bus. */
+    NONE,
+    /** NVIDIA GPUs on the PCI bus, but no kernel module and no /dev/nvidia*. */
+    UNREACHABLE,
+    /** The kernel module is loaded or /dev/nvidia* exists. */
+    PRESENT
+  }
+
+  private static final Pattern NVIDIA_NODE = Pattern.compile("nvidia(ctl|\\d+)");
+
   private final DoctorFiles files;
   private final DoctorProbe probe;
   private final boolean noGpu;
+  private final boolean noRdma;
   private final Map<String, String> env;
   private final DoctorRdma rdma;
+  private final DoctorShm shm;
 
   // What the checks found, for the later ones.
   private DoctorProbe.Library library;
   private String driverProblem; // the core's reason when the driver cannot be used
+  private GpuPresence gpuPresence = GpuPresence.PRESENT;
   private String moduleVersion; // "580.65.06" from /proc/driver/nvidia/version
   private boolean openModule;
   private final List<Device.Info> gpus = new ArrayList<>();
   private final List<Result> gpuProblems = new ArrayList<>();
 
-  DoctorChecks(Path root, DoctorProbe probe, boolean noGpu) {
+  /**
+   * The checks of the machine below {@code root}.
+   *
+   * @param noGpu SKIP the GPU checks even where a GPU is present
+   * @param noRdma SKIP the RDMA checks even where an RDMA device is present
+   */
+  DoctorChecks(Path root, DoctorProbe probe, boolean noGpu, boolean noRdma) {
     this.files = new DoctorFiles(root);
     this.probe = probe;
     this.noGpu = noGpu;
+    this.noRdma = noRdma;
     this.env = probe.env();
-    this.rdma = new DoctorRdma(files, probe);
+    this.rdma = new DoctorRdma(files, probe, noRdma);
+    this.shm = new DoctorShm(files, probe, env);
   }
 
   List<Result> run() {
     List<Result> out = new ArrayList<>();
     step(out, "library", () -> List.of(library()));
+    step(out, DoctorShm.CHECK, () -> List.of(shm.check()));
     step(out, "driver", () -> List.of(driver()));
     step(out, "gpus", this::gpuResults);
     step(out, "peer access", () -> List.of(peerAccess()));
@@ -139,6 +170,17 @@ final class DoctorChecks {
     return out;
   }
 
+  /** The NVIDIA device nodes in /dev ("/dev/nvidia0", "/dev/nvidiactl"). */
+  List<String> nvidiaNodes() {
+    List<String> out = new ArrayList<>();
+    for (String n : files.list("/dev")) {
+      if (NVIDIA_NODE.matcher(n).matches()) {
+        out.add("/dev/" + n);
+      }
+    }
+    return out;
+  }
+
   private Result driver() {
     String proc = files.read("/proc/driver/nvidia/version");
     String module;
@@ -196,12 +238,33 @@ final class DoctorChecks {
     if (library == null) {
       return Result.skip("driver", found);
     }
+    List<String> nodes = nvidiaNodes();
     List<String> pci = nvidiaPciDevices();
     found +=
-        "; PCI bus: "
+        "; "
+            + (nodes.isEmpty() ? "no /dev/nvidia*" : String.join(", ", nodes))
+            + "; PCI bus: "
             + (pci.isEmpty()
                 ? "no NVIDIA GPU"
                 : pci.size() + " NVIDIA GPU(s) (" + String.join(", ", pci) + ")");
+    gpuPresence =
+        proc != null || !nodes.isEmpty()
+            ? GpuPresence.PRESENT
+            : pci.isEmpty() ? GpuPresence.NONE : GpuPresence.UNREACHABLE;
+    if (gpuPresence == GpuPresence.NONE) {
+      return Result.skip(
+          "driver", found + ". No GPU here: the host path works; device buffers need a GPU");
+    }
+    if (gpuPresence == GpuPresence.UNREACHABLE) {
+      return Result.warn(
+          "driver",
+          found
+              + ", without an NVIDIA kernel module or /dev/nvidia*: this process cannot use them."
+              + " The host path works; device buffers need a GPU",
+          "install the NVIDIA driver (CUDA 12 or newer: R525+) and check `nvidia-smi`; in a"
+              + " container run it with the NVIDIA Container Toolkit (`docker run --gpus all`;"
+              + " Kubernetes: nvidia.com/gpu resources)");
+    }
     String fix;
     if (driverProblem.contains("built without CUDA")) {
       fix = "use a libcolibri built where cuda.h was found (the released natives jar is)";
@@ -213,25 +276,22 @@ final class DoctorChecks {
               + visibleDevices()
               + " and, in a container, its GPU access (`docker run --gpus all`, the NVIDIA"
               + " Container Toolkit)";
-    } else if (proc != null) {
+    } else {
       fix =
-          "the kernel module is loaded but its user-space library libcuda.so.1 is not found:"
+          (proc != null ? "the kernel module is loaded" : "/dev/nvidia* is there")
+              + " but its user-space library libcuda.so.1 is not found:"
               + " install the driver's user-space libraries of the same version"
               + (moduleVersion != null ? " (" + moduleVersion + ")" : "")
               + ", or in a container use"
               + " the NVIDIA Container Toolkit (`--gpus all`), which mounts them; check with"
               + " `ldconfig -p | grep libcuda`";
-    } else if (!pci.isEmpty()) {
-      fix =
-          "install the NVIDIA driver (CUDA 12 or newer: R525+) and check `nvidia-smi`; in a"
-              + " container run it with the NVIDIA Container Toolkit (`docker run --gpus all`;"
-              + " Kubernetes: nvidia.com/gpu resources)";
-    } else {
-      fix =
-          "device collectives need an NVIDIA GPU and its driver; host collectives work without"
-              + " them: if that is all you use, run `doctor --no-gpu`";
     }
-    return Result.fail("driver", found, fix);
+    return Result.fail(
+        "driver",
+        found,
+        fix
+            + ". Host collectives work without a GPU: if you do not use this one, `doctor"
+            + " --no-gpu`");
   }
 
   private String visibleDevices() {
@@ -251,8 +311,12 @@ final class DoctorChecks {
       out.add(
           library == null
               ? Result.skip("gpus", driverProblem)
-              : Result.fail(
-                  "gpus", "no usable GPU (" + driverProblem + ")", "see the driver line above"));
+              : gpuPresence != GpuPresence.PRESENT
+                  ? Result.skip("gpus", "no GPU (see the driver line above)")
+                  : Result.fail(
+                      "gpus",
+                      "no usable GPU (" + driverProblem + ")",
+                      "see the driver line above"));
       return out;
     }
     String visible = env.get("CUDA_VISIBLE_DEVICES");
@@ -383,6 +447,9 @@ final class DoctorChecks {
     if (gpus.isEmpty()) {
       return Result.skip(check, "no GPU");
     }
+    if (noRdma) {
+      return Result.skip(check, "not checked (--no-rdma)");
+    }
     List<String> modules = DoctorFiles.lines(files.path("/proc/modules"));
     Set<String> loaded = new HashSet<>();
     if (modules != null) {
@@ -434,6 +501,10 @@ final class DoctorChecks {
     if (rdma.devices().isEmpty()) {
       return Result.skip(check, "no RDMA device; " + found);
     }
+    if (!rdma.usable()) {
+      return Result.skip(
+          check, "no RDMA device this process can open (see the rdma line); " + found);
+    }
     if (ok) {
       return Result.pass(
           check,
@@ -462,6 +533,10 @@ final class DoctorChecks {
     }
     if (gpus.isEmpty()) {
       out.add(Result.skip(check, "no GPU"));
+      return out;
+    }
+    if (noRdma) {
+      out.add(Result.skip(check, "not checked (--no-rdma)"));
       return out;
     }
     List<String> nicNames = new ArrayList<>();
@@ -573,22 +648,33 @@ final class DoctorChecks {
             "memlock",
             found + "; RDMA registrations of host memory beyond it fail," + " unlimited is safest");
       }
-      return Result.warn(
-          "memlock",
+      String low =
           found
               + ", below "
               + DoctorFiles.bytes(MEMLOCK_MIN_BYTES)
               + ": RDMA registrations of more than "
               + limitText(soft)
-              + " of host memory fail"
-              + " (no effect without RDMA)",
+              + " of host memory fail";
+      if (!rdma.usable()) {
+        return Result.skip(
+            "memlock",
+            low
+                + "; not judged: only RDMA needs it, and "
+                + (noRdma
+                    ? "the RDMA checks are off (--no-rdma)"
+                    : "this process has no RDMA device"));
+      }
+      return Result.fail(
+          "memlock",
+          low,
           "raise it for the ranks' processes: `ulimit -l unlimited` in the launching shell"
               + (hard != null && hard >= 0 && hard < MEMLOCK_MIN_BYTES
                   ? " (the hard limit is " + limitText(hard) + " too: raise it as root, e.g."
                   : " (to raise the hard limit:")
               + " `* - memlock unlimited` in /etc/security/limits.conf and a new login);"
               + " systemd: LimitMEMLOCK=infinity; docker: --ulimit memlock=-1:-1;"
-              + " Kubernetes: the container runtime's default ulimits");
+              + " Kubernetes: the container runtime's default ulimits; if you do not use RDMA,"
+              + " `doctor --no-rdma`");
     }
     return Result.skip("memlock", "no 'Max locked memory' line in /proc/self/limits");
   }

@@ -16,6 +16,11 @@ import java.util.Set;
 /**
  * The doctor's RDMA checks: /dev/infiniband, the devices and ports of /sys/class/infiniband (state,
  * physical state, rate, link layer, MTU of a RoCE port's netdev, RoCE v2 GIDs) and libibverbs.so.1.
+ *
+ * <p>No device: SKIP (ranks on several hosts use TCP). Devices that this process cannot open (no
+ * uverbs node in /dev/infiniband, as in a container that was not given them): WARN. Devices it
+ * can open ({@link #usable}) but that cannot carry RDMA (no port ACTIVE on any of them, libibverbs
+ * missing, not loading or without providers): FAIL.
  */
 final class DoctorRdma {
 
@@ -87,18 +92,31 @@ final class DoctorRdma {
     }
   }
 
+  private static final String OFF = "not checked (--no-rdma)";
+
   private final DoctorFiles files;
   private final DoctorProbe probe;
+  private final boolean off;
   private final List<RdmaDevice> devices = new ArrayList<>();
+  private boolean openable; // a uverbs node in /dev/infiniband
 
-  DoctorRdma(DoctorFiles files, DoctorProbe probe) {
+  DoctorRdma(DoctorFiles files, DoctorProbe probe, boolean off) {
     this.files = files;
     this.probe = probe;
+    this.off = off;
   }
 
   /** The devices found by {@link #check}. */
   List<RdmaDevice> devices() {
     return devices;
+  }
+
+  /**
+   * Whether {@link #check} found RDMA devices that this process can open (in sysfs, and a uverbs
+   * node in /dev/infiniband), so that their problems are FAILs.
+   */
+  boolean usable() {
+    return !devices.isEmpty() && openable;
   }
 
   /** Largest InfiniBand MTU (256 .. 4096) that fits a netdev MTU with the RoCE headers; 0 if none. */
@@ -193,6 +211,11 @@ final class DoctorRdma {
   /** The lines of check 5: /dev/infiniband and the devices, one per device, then libibverbs. */
   List<Result> check(Map<String, String> env) {
     List<Result> out = new ArrayList<>();
+    if (off) {
+      out.add(Result.skip("rdma", OFF));
+      out.add(Result.skip("libibverbs", OFF));
+      return out;
+    }
     Path devDir = files.path("/dev/infiniband");
     boolean devPresent = Files.isDirectory(devDir);
     List<String> devNodes = DoctorFiles.list(devDir);
@@ -216,18 +239,17 @@ final class DoctorRdma {
       ports += d.ports().size();
       active += (int) d.ports().stream().filter(Port::active).count();
     }
+    openable = devPresent && devNodes.stream().anyMatch(n -> n.startsWith("uverbs"));
     if (devices.isEmpty()) {
       out.add(
-          Result.warn(
+          Result.skip(
               "rdma",
-              "no RDMA device (" + dev + ", nothing in /sys/class/infiniband)",
-              "needed only for ranks on several hosts over InfiniBand or RoCE: on one host ranks"
-                  + " use shared memory (and NVLink/PCIe for device buffers), between hosts without"
-                  + " RDMA they use TCP sockets. To use RDMA: load the NIC's RDMA driver (e.g."
-                  + " mlx5_ib, from rdma-core or MLNX_OFED/DOCA), check with `ibv_devices`; in a"
-                  + " container pass the devices: --device=/dev/infiniband --cap-add=IPC_LOCK"
-                  + " (Kubernetes: an RDMA device plugin)"));
-    } else if (!devPresent || devNodes.stream().noneMatch(n -> n.startsWith("uverbs"))) {
+              "no RDMA device ("
+                  + dev
+                  + ", nothing in /sys/class/infiniband): the host path works (on one host ranks"
+                  + " use shared memory, between hosts TCP sockets); RDMA needs an InfiniBand or"
+                  + " RoCE device and its driver (e.g. mlx5_ib; `ibv_devices` lists them)"));
+    } else if (!openable) {
       out.add(
           Result.warn(
               "rdma",
@@ -242,7 +264,7 @@ final class DoctorRdma {
                   + " ib_uverbs`"));
     } else if (active == 0) {
       out.add(
-          Result.warn(
+          Result.fail(
               "rdma",
               devices.size()
                   + " RDMA device(s) ("
@@ -251,7 +273,8 @@ final class DoctorRdma {
                   + ports
                   + " port(s) ACTIVE; "
                   + dev,
-              "bring a port up: see the lines of each device below"));
+              "bring a port up: see the lines of each device below; if you do not use RDMA,"
+                  + " `doctor --no-rdma`"));
     } else {
       out.add(
           Result.pass(
@@ -267,13 +290,14 @@ final class DoctorRdma {
                   + dev));
     }
     for (RdmaDevice d : devices) {
-      out.add(deviceResult(d));
+      out.add(deviceResult(d, usable() && active == 0));
     }
     out.add(libibverbs(env));
     return out;
   }
 
-  private static Result deviceResult(RdmaDevice d) {
+  /** A device's line; {@code broken}: RDMA cannot work here, so a device that is down FAILs. */
+  private static Result deviceResult(RdmaDevice d, boolean broken) {
     String check = "rdma " + d.name();
     List<String> parts = new ArrayList<>();
     if (d.firmware() != null) {
@@ -288,10 +312,15 @@ final class DoctorRdma {
     String found = String.join("; ", parts);
     if (!d.anyActive()) {
       Port p = d.ports().isEmpty() ? null : d.ports().get(0);
-      return Result.warn(
-          check,
-          found,
-          p == null ? "check the device's driver (`ibv_devinfo`)" : downFix(d.name(), p));
+      String fix = p == null ? "check the device's driver (`ibv_devinfo`)" : downFix(d.name(), p);
+      return broken
+          ? Result.fail(check, found, fix)
+          : Result.warn(
+              check,
+              found,
+              fix
+                  + "; the verbs transport takes the first device unless COLIBRI_VERBS_DEVICE"
+                  + " names one with an ACTIVE port");
     }
     for (Port p : d.ports()) {
       if (p.active() && p.ethernet() && p.roceV2Gids().isEmpty()) {
@@ -405,7 +434,7 @@ final class DoctorRdma {
             "libibverbs.so.1 not found in the usual library folders;"
                 + " needed only with an RDMA device");
       }
-      return Result.warn(
+      return problem(
           "libibverbs",
           "libibverbs.so.1 not found (LD_LIBRARY_PATH,"
               + " /etc/ld.so.conf.d, /usr/lib, /lib64, ...): RDMA cannot be used",
@@ -414,7 +443,7 @@ final class DoctorRdma {
     }
     String error = probe.load(found);
     if (error != null) {
-      return Result.warn(
+      return problem(
           "libibverbs",
           "libibverbs.so.1 found at " + found + " but it does not" + " load: " + error,
           "reinstall rdma-core (or MLNX_OFED/DOCA-OFED) so that its dependencies resolve"
@@ -432,13 +461,18 @@ final class DoctorRdma {
     String text =
         "libibverbs.so.1 loads (" + found + "); providers: " + DoctorFiles.join(providers);
     if (providers.isEmpty() && !devices.isEmpty()) {
-      return Result.warn(
+      return problem(
           "libibverbs",
           text + " (no " + found.getParent().resolve("libibverbs") + "/lib*-rdmav*.so)",
           "install the provider libraries (ibverbs-providers with rdma-core, or MLNX_OFED/DOCA):"
               + " without one for the NIC, libibverbs lists no device");
     }
     return Result.pass("libibverbs", text);
+  }
+
+  /** A FAIL where RDMA devices are usable, else a WARN (this process cannot open them anyway). */
+  private Result problem(String check, String found, String fix) {
+    return usable() ? Result.fail(check, found, fix) : Result.warn(check, found, fix);
   }
 
   private static String orUnknown(String s) {

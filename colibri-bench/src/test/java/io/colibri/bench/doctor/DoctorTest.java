@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.colibri.ColibriException;
@@ -17,6 +18,9 @@ import io.colibri.bench.common.Commands;
 import io.colibri.bench.common.Mappers;
 import io.colibri.bench.doctor.Doctor.Result;
 import io.colibri.bench.doctor.Doctor.Status;
+import io.colibri.bench.doctor.DoctorProbe.Sharing;
+import io.colibri.bench.doctor.DoctorProbe.Sharing.Outcome;
+import io.colibri.bench.doctor.DoctorProbe.Store;
 import io.colibri.jni.Device;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -32,12 +36,15 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.stream.Collectors;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The doctor against fake /proc, /sys and /dev trees built in a temporary folder, with a fake
- * driver: statuses, what each line says, the fixes, the exit code and the JSON.
+ * The doctor against fake machines: /proc, /sys and /dev trees built in a temporary folder, with a
+ * fake driver, file system and child process (machines without GPU, with a broken GPU, with a small
+ * or missing /dev/shm, ...): statuses, what each line says, the fixes, the exit code and the JSON.
+ * Then the doctor and its /dev/shm probe on this machine.
  */
 class DoctorTest {
 
@@ -59,6 +66,11 @@ class DoctorTest {
     final Map<String, String> env = new HashMap<>();
     final List<Path> loaded = new ArrayList<>();
     String loadError;
+    Store store = new Store("tmpfs", 8L << 30, 8L << 30, "0:25");
+    IOException storeFailure;
+    Sharing sharing =
+        new Sharing(Outcome.SHARED, "a child process shares its memory (the fake's word)");
+    final List<Path> shmAsked = new ArrayList<>();
 
     @Override
     public Library library() {
@@ -101,6 +113,28 @@ class DoctorTest {
     public Map<String, String> env() {
       return env;
     }
+
+    @Override
+    public Store store(Path dir) throws IOException {
+      shmAsked.add(dir);
+      if (storeFailure != null) {
+        throw storeFailure;
+      }
+      return store;
+    }
+
+    @Override
+    public Sharing sharing(Path dir) {
+      shmAsked.add(dir);
+      return sharing;
+    }
+  }
+
+  /** A driver without libcuda.so.1: the core's NO_DRIVER answer to every device call. */
+  static FakeProbe withoutLibcuda() {
+    FakeProbe probe = new FakeProbe();
+    probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
+    return probe;
   }
 
   static Device.Info gpu(int device, String name, int major, int minor, String bus, String image) {
@@ -108,6 +142,12 @@ class DoctorTest {
   }
 
   // ---- building the fake tree ----
+
+  /** Every machine here has a /dev/shm (its size and type come from the probe's store). */
+  @BeforeEach
+  void devShm() throws IOException {
+    dir("/dev/shm");
+  }
 
   private Path write(String abs, String content) throws IOException {
     Path p = root.resolve(abs.substring(1));
@@ -206,7 +246,8 @@ class DoctorTest {
   private Run doctor(FakeProbe probe, String... flags) {
     List<String> f = List.of(flags);
     Run r = new Run();
-    DoctorChecks checks = new DoctorChecks(root, probe, f.contains("--no-gpu"));
+    DoctorChecks checks =
+        new DoctorChecks(root, probe, f.contains("--no-gpu"), f.contains("--no-rdma"));
     r.results = checks.run();
     r.out =
         f.contains("--json")
@@ -247,18 +288,18 @@ class DoctorTest {
   // ---- a machine like the CI machine: no GPU, no driver, no RDMA ----
 
   @Test
-  void cpuMachineFailsTheGpuChecksWithTheDriversMessageAndWarnsAboutRdma() throws IOException {
+  void cpuMachineSkipsTheGpuAndRdmaChecksAndExitsZero() throws IOException {
     limits("8388608", "8388608");
     write("/proc/sys/kernel/osrelease", "6.1.0-18-amd64");
     write("/proc/modules", "ext4 1015808 1 - Live 0x0000000000000000");
-    FakeProbe probe = new FakeProbe();
-    probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
+    FakeProbe probe = withoutLibcuda();
     Run r = doctor(probe);
 
-    assertEquals(Doctor.EXIT_FAIL, r.rc, r.out);
+    assertEquals(Doctor.EXIT_OK, r.rc, r.out);
     assertEquals(
         List.of(
             "library",
+            "shm",
             "driver",
             "gpus",
             "peer access",
@@ -272,32 +313,35 @@ class DoctorTest {
     assertEquals(Status.PASS, r.status("library"));
     assertContains(r.get("library").found(), "Colibri 0.1.0");
     assertContains(r.get("library").found(), "/cache/libcolibri.so.0");
+    assertEquals(Status.PASS, r.status("shm"));
 
     Result driver = r.get("driver");
-    assertEquals(Status.FAIL, driver.status());
+    assertEquals(Status.SKIP, driver.status());
+    assertNull(driver.fix());
     assertContains(driver.found(), "no /proc/driver/nvidia/version");
     assertContains(driver.found(), "cannot load libcuda.so.1");
     assertFalse(driver.found().contains("device count failed"), driver.found());
     assertFalse(driver.found().contains("device_api.cc"), driver.found());
-    assertContains(driver.found(), "PCI bus: no NVIDIA GPU");
-    assertContains(driver.fix(), "--no-gpu");
+    assertContains(driver.found(), "no /dev/nvidia*; PCI bus: no NVIDIA GPU");
+    assertContains(driver.found(), "No GPU here: the host path works; device buffers need a GPU");
 
-    assertEquals(Status.FAIL, r.status("gpus"));
-    assertContains(r.get("gpus").found(), "cannot load libcuda.so.1");
+    Result gpus = r.get("gpus");
+    assertEquals(Status.SKIP, gpus.status());
+    assertContains(gpus.found(), "no GPU (see the driver line above)");
     assertEquals(Status.SKIP, r.status("peer access"));
     Result rdma = r.get("rdma");
-    assertEquals(Status.WARN, rdma.status());
-    assertContains(rdma.found(), "no RDMA device");
-    assertContains(rdma.fix(), "TCP sockets");
+    assertEquals(Status.SKIP, rdma.status());
+    assertNull(rdma.fix());
+    assertContains(rdma.found(), "no RDMA device (no /dev/infiniband, nothing in");
+    assertContains(rdma.found(), "the host path works");
+    assertContains(rdma.found(), "between hosts TCP sockets");
     assertEquals(Status.SKIP, r.status("libibverbs"));
     assertEquals(Status.SKIP, r.status("gpudirect rdma"));
     assertEquals(Status.SKIP, r.status("pcie affinity"));
     Result memlock = r.get("memlock");
-    assertEquals(Status.WARN, memlock.status());
+    assertEquals(Status.SKIP, memlock.status(), "8 MiB is too low only for RDMA");
     assertContains(memlock.found(), "8 MiB (soft), 8 MiB (hard)");
-    assertContains(memlock.fix(), "ulimit -l unlimited");
-    assertContains(memlock.fix(), "--ulimit memlock=-1");
-    assertContains(memlock.fix(), "the hard limit is 8 MiB too");
+    assertContains(memlock.found(), "not judged: only RDMA needs it");
     Result versions = r.get("versions");
     assertEquals(Status.PASS, versions.status());
     assertContains(versions.found(), "Java 17.0.99 (Test)");
@@ -307,18 +351,44 @@ class DoctorTest {
     // The text: one line per check, the fix on the same line, then the counts.
     String[] lines = r.out.split("\n");
     assertEquals(r.results.size() + 1, lines.length, r.out);
-    assertTrue(lines[1].startsWith("FAIL  driver: no /proc/driver"), lines[1]);
-    assertContains(lines[1], " Fix: device collectives need an NVIDIA GPU");
-    assertEquals(
-        "colibri doctor: 2 PASS, 2 WARN, 2 FAIL, 4 SKIP (exit code 1)", lines[lines.length - 1]);
+    assertTrue(lines[2].startsWith("SKIP  driver: no /proc/driver"), lines[2]);
+    assertEquals("colibri doctor: 3 PASS, 0 WARN, 0 FAIL, 8 SKIP", lines[lines.length - 1]);
+  }
+
+  /** The kernel module loaded, /dev/nvidia* there, but libcuda.so.1 missing: a broken GPU. */
+  private FakeProbe brokenGpu() throws IOException {
+    openDriver();
+    write("/dev/nvidia0", "");
+    write("/dev/nvidiactl", "");
+    FakeProbe probe = withoutLibcuda();
+    return probe;
   }
 
   @Test
-  void noGpuSkipsTheGpuChecksAndExitsZero() throws IOException {
+  void gpuThatIsPresentButBrokenFailsAndExitsOne() throws IOException {
     limits("unlimited", "unlimited");
-    FakeProbe probe = new FakeProbe();
-    probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
-    Run r = doctor(probe, "--no-gpu");
+    Run r = doctor(brokenGpu());
+    assertEquals(Doctor.EXIT_FAIL, r.rc, r.out);
+    Result driver = r.get("driver");
+    assertEquals(Status.FAIL, driver.status());
+    assertContains(driver.found(), "kernel module 580.65.06 (open)");
+    assertContains(driver.found(), "/dev/nvidia0, /dev/nvidiactl");
+    assertContains(driver.fix(), "the kernel module is loaded but its user-space library");
+    assertContains(driver.fix(), "(580.65.06)");
+    assertContains(driver.fix(), "`doctor --no-gpu`");
+    assertEquals(Status.FAIL, r.status("gpus"));
+    assertContains(r.get("gpus").found(), "cannot load libcuda.so.1");
+    assertEquals(Status.PASS, r.status("shm"));
+    assertEquals(Status.SKIP, r.status("rdma"));
+    assertEquals(Status.PASS, r.status("memlock"));
+    assertTrue(
+        r.out.endsWith("colibri doctor: 4 PASS, 0 WARN, 2 FAIL, 5 SKIP (exit code 1)\n"), r.out);
+  }
+
+  @Test
+  void noGpuSkipsTheChecksOfABrokenGpuAndExitsZero() throws IOException {
+    limits("unlimited", "unlimited");
+    Run r = doctor(brokenGpu(), "--no-gpu");
     assertEquals(Doctor.EXIT_OK, r.rc, r.out);
     for (String c : List.of("driver", "gpus", "peer access", "gpudirect rdma", "pcie affinity")) {
       assertEquals(Status.SKIP, r.status(c), c);
@@ -356,26 +426,45 @@ class DoctorTest {
         "/proc/driver/nvidia/version",
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module"
             + "  535.104.05  Sat Aug 19 01:15:15 UTC 2023");
-    FakeProbe probe = new FakeProbe();
-    probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
-    Result d = doctor(probe).get("driver");
-    assertEquals(Status.FAIL, d.status());
+    FakeProbe probe = withoutLibcuda();
+    Run r = doctor(probe);
+    Result d = r.get("driver");
+    assertEquals(Status.FAIL, d.status(), "a loaded kernel module is a GPU that is present");
     assertContains(d.found(), "kernel module 535.104.05 (proprietary)");
     assertContains(d.fix(), "user-space");
     assertContains(d.fix(), "(535.104.05)");
     assertContains(d.fix(), "--gpus all");
+    assertEquals(Doctor.EXIT_FAIL, r.rc);
   }
 
   @Test
-  void nvidiaGpuOnThePciBusWithoutDriverSaysInstallTheDriver() throws IOException {
+  void deviceNodesWithoutLibcudaFailToo() throws IOException {
+    write("/dev/nvidia0", "");
+    FakeProbe probe = withoutLibcuda();
+    Run r = doctor(probe);
+    Result d = r.get("driver");
+    assertEquals(Status.FAIL, d.status());
+    assertContains(d.found(), "no /proc/driver/nvidia/version");
+    assertContains(d.found(), "; /dev/nvidia0;");
+    assertContains(d.fix(), "/dev/nvidia* is there but its user-space library libcuda.so.1");
+    assertEquals(Doctor.EXIT_FAIL, r.rc);
+  }
+
+  /** The kernel shows a GPU (sysfs, also in a container) that this process has no driver for. */
+  @Test
+  void nvidiaGpuOnThePciBusWithoutDriverWarnsToInstallTheDriverAndExitsZero() throws IOException {
     pciDevice("pci0000:17/0000:17:00.0/0000:1b:00.0", 0, "0x10de", "0x030200");
     pciDevice("pci0000:17/0000:17:01.0/0000:1c:00.0", 0, "0x15b3", "0x020700"); // a NIC
-    FakeProbe probe = new FakeProbe();
-    probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
-    Result d = doctor(probe).get("driver");
-    assertEquals(Status.FAIL, d.status());
+    FakeProbe probe = withoutLibcuda();
+    Run r = doctor(probe);
+    Result d = r.get("driver");
+    assertEquals(Status.WARN, d.status());
     assertContains(d.found(), "PCI bus: 1 NVIDIA GPU(s) (0000:1b:00.0)");
+    assertContains(d.found(), "this process cannot use them. The host path works");
     assertContains(d.fix(), "install the NVIDIA driver");
+    assertContains(d.fix(), "--gpus all");
+    assertEquals(Status.SKIP, r.status("gpus"));
+    assertEquals(Doctor.EXIT_OK, r.rc, r.out);
   }
 
   @Test
@@ -545,24 +634,48 @@ class DoctorTest {
   // ---- RDMA ports that are not ready ----
 
   @Test
-  void infinibandPortWithLinkButNoSubnetManager() throws IOException {
+  void rdmaDevicesWithEveryPortDownFailUnlessToldNotToCheck() throws IOException {
     FakeProbe probe = fullMachine();
     write("/sys/class/infiniband/mlx5_0/ports/1/state", "2: INIT");
     write("/sys/class/infiniband/mlx5_1/ports/1/state", "1: DOWN");
     write("/sys/class/infiniband/mlx5_1/ports/1/phys_state", "2: Polling");
     Run r = doctor(probe);
     Result rdma = r.get("rdma");
-    assertEquals(Status.WARN, rdma.status());
+    assertEquals(Status.FAIL, rdma.status());
     assertContains(rdma.found(), "none of their 2 port(s) ACTIVE");
+    assertContains(rdma.fix(), "`doctor --no-rdma`");
     Result ib = r.get("rdma mlx5_0");
-    assertEquals(Status.WARN, ib.status());
+    assertEquals(Status.FAIL, ib.status());
     assertContains(ib.found(), "port 1: INIT (LinkUp)");
     assertContains(ib.fix(), "subnet manager");
     Result roce = r.get("rdma mlx5_1");
-    assertEquals(Status.WARN, roce.status());
+    assertEquals(Status.FAIL, roce.status());
     assertContains(roce.fix(), "no link (physical state Polling)");
     assertContains(roce.fix(), "check the cable");
-    assertEquals(Doctor.EXIT_OK, r.rc, "RDMA problems are WARNs, not FAILs");
+    assertEquals(Doctor.EXIT_FAIL, r.rc, "a device that is present but cannot carry RDMA");
+
+    Run off = doctor(probe, "--no-rdma");
+    assertEquals(Doctor.EXIT_OK, off.rc, off.out);
+    for (String c : List.of("rdma", "libibverbs", "gpudirect rdma", "pcie affinity")) {
+      assertEquals(Status.SKIP, off.status(c), c);
+      assertContains(off.get(c).found(), "not checked (--no-rdma)");
+    }
+    assertTrue(off.results.stream().noneMatch(x -> x.check().startsWith("rdma ")), off.out);
+  }
+
+  @Test
+  void oneDeviceDownNextToAnActiveOneIsAWarning() throws IOException {
+    FakeProbe probe = fullMachine();
+    write("/sys/class/infiniband/mlx5_1/ports/1/state", "1: DOWN");
+    write("/sys/class/infiniband/mlx5_1/ports/1/phys_state", "3: Disabled");
+    Run r = doctor(probe);
+    assertEquals(Status.PASS, r.status("rdma"));
+    assertContains(r.get("rdma").found(), "1 of 2 port(s) ACTIVE");
+    Result roce = r.get("rdma mlx5_1");
+    assertEquals(Status.WARN, roce.status());
+    assertContains(roce.fix(), "is disabled: enable it");
+    assertContains(roce.fix(), "COLIBRI_VERBS_DEVICE");
+    assertEquals(Doctor.EXIT_OK, r.rc, r.out);
   }
 
   @Test
@@ -588,28 +701,42 @@ class DoctorTest {
     assertEquals(Status.WARN, rdma.status());
     assertContains(rdma.found(), "no /dev/infiniband: this process cannot open them");
     assertContains(rdma.fix(), "--device=/dev/infiniband");
+    limits("65536", "65536");
+    Run r = doctor(probe);
+    assertEquals(Status.SKIP, r.status("gpudirect rdma"));
+    assertContains(r.get("gpudirect rdma").found(), "no RDMA device this process can open");
+    assertEquals(Status.SKIP, r.status("memlock"));
+    assertEquals(Doctor.EXIT_OK, r.rc, "hardware this process cannot open is not broken");
   }
 
   @Test
-  void libibverbsMissingOrBrokenOrWithoutProviders() throws IOException {
+  void libibverbsMissingOrBrokenOrWithoutProvidersFailsWhereDevicesAreUsable() throws IOException {
     FakeProbe probe = fullMachine();
     probe.loadError = "libnl-3.so.200: cannot open shared object file";
-    Result broken = doctor(probe).get("libibverbs");
-    assertEquals(Status.WARN, broken.status());
+    Run r = doctor(probe);
+    Result broken = r.get("libibverbs");
+    assertEquals(Status.FAIL, broken.status());
     assertContains(broken.found(), "does not load: libnl-3.so.200");
+    assertEquals(Doctor.EXIT_FAIL, r.rc);
 
     probe.loadError = null;
     Files.delete(root.resolve("usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so"));
     Files.delete(root.resolve("usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"));
     Result noProviders = doctor(probe).get("libibverbs");
-    assertEquals(Status.WARN, noProviders.status());
+    assertEquals(Status.FAIL, noProviders.status());
     assertContains(noProviders.fix(), "ibverbs-providers");
 
     Files.delete(root.resolve("usr/lib/x86_64-linux-gnu/libibverbs.so.1"));
     Files.delete(root.resolve("usr/lib64/libibverbs.so.1"));
     Result missing = doctor(probe).get("libibverbs");
-    assertEquals(Status.WARN, missing.status());
+    assertEquals(Status.FAIL, missing.status());
     assertContains(missing.fix(), "rdma-core");
+
+    // Devices this process cannot open (no /dev/infiniband): a WARN.
+    for (String n : List.of("uverbs0", "uverbs1", "rdma_cm")) {
+      Files.delete(root.resolve("dev/infiniband/" + n));
+    }
+    assertEquals(Status.WARN, doctor(probe).status("libibverbs"));
 
     // Found through LD_LIBRARY_PATH first.
     write("/opt/ofed/lib/libibverbs.so.1", "x");
@@ -682,17 +809,202 @@ class DoctorTest {
   // ---- memlock ----
 
   @Test
-  void memlockAtTheThresholdPassesBelowWarns() throws IOException {
-    FakeProbe probe = new FakeProbe();
+  void memlockBelowTheThresholdFailsWithAnRdmaDeviceAndIsNotJudgedWithout() throws IOException {
+    FakeProbe probe = fullMachine();
     limits(String.valueOf(64L << 20), "unlimited");
     assertEquals(Status.PASS, doctor(probe).status("memlock"));
     limits(String.valueOf((64L << 20) - 4096), "unlimited");
-    Result low = doctor(probe).get("memlock");
-    assertEquals(Status.WARN, low.status());
+    Run r = doctor(probe);
+    Result low = r.get("memlock");
+    assertEquals(Status.FAIL, low.status());
+    assertEquals(Doctor.EXIT_FAIL, r.rc);
     assertFalse(low.fix().contains("the hard limit is"), low.fix());
     assertContains(low.fix(), "limits.conf");
+    assertContains(low.fix(), "`doctor --no-rdma`");
+    limits("8388608", "8388608");
+    Result lower = doctor(probe).get("memlock");
+    assertContains(lower.found(), "8 MiB (soft), 8 MiB (hard)");
+    assertContains(lower.fix(), "the hard limit is 8 MiB too");
+    assertContains(lower.fix(), "ulimit -l unlimited");
+    assertContains(lower.fix(), "--ulimit memlock=-1");
+
     limits("65536", "65536");
-    assertContains(doctor(probe).get("memlock").found(), "64 KiB (soft), 64 KiB (hard)");
+    Run off = doctor(probe, "--no-rdma");
+    assertEquals(Status.SKIP, off.status("memlock"));
+    assertContains(off.get("memlock").found(), "64 KiB (soft), 64 KiB (hard)");
+    assertContains(off.get("memlock").found(), "the RDMA checks are off (--no-rdma)");
+    assertEquals(Doctor.EXIT_OK, off.rc, off.out);
+  }
+
+  // ---- /dev/shm ----
+
+  private static final long MIB = 1L << 20;
+
+  /** A machine without GPU and RDMA, memlock unlimited. */
+  private FakeProbe cpuMachine() throws IOException {
+    limits("unlimited", "unlimited");
+    return withoutLibcuda();
+  }
+
+  /** A CPU machine (no GPU, no RDMA) whose /dev/shm the probe describes as {@code store}. */
+  private Run shmMachine(Store store, String... flags) throws IOException {
+    FakeProbe probe = cpuMachine();
+    probe.store = store;
+    return doctor(probe, flags);
+  }
+
+  @Test
+  void whatARankHoldsInDevShm() {
+    DoctorShm.Need d = DoctorShm.need(Map.of());
+    // 4 KiB control block + 4 slots x (64 B + 256 KiB), in pages (1028 KiB) + 64 KiB of scratch.
+    assertEquals(4096 + 1028 * 1024 + 64 * 1024, d.collectives());
+    assertEquals(64 * MIB + 4096, d.most());
+    assertTrue(d.settings().isEmpty());
+
+    DoctorShm.Need set =
+        DoctorShm.need(
+            Map.of(
+                "COLIBRI_CHUNK_BYTES", "1048576",
+                "COLIBRI_PIPELINE_DEPTH", "1", // runs as 2
+                "COLIBRI_DIRECT_MAX_BYTES", "0",
+                "COLIBRI_STAGING_CAP_BYTES", String.valueOf(256 * MIB)));
+    // 2 slots x (64 B + 1 MiB), in pages: 2 MiB + 4 KiB; no direct scratch.
+    assertEquals(4096 + 2 * MIB + 4096, set.collectives());
+    assertEquals(256 * MIB + 4096, set.most());
+    assertEquals(4, set.settings().size(), set.settings().toString());
+
+    DoctorShm.Need capped =
+        DoctorShm.need(
+            Map.of(
+                "COLIBRI_CHUNK_BYTES",
+                String.valueOf(64 * MIB),
+                "COLIBRI_STAGING_CAP_BYTES",
+                "65536"));
+    assertEquals(4096 + 65536, capped.collectives(), "never more than the cap");
+
+    DoctorShm.Need bad = DoctorShm.need(Map.of("COLIBRI_STAGING_CAP_BYTES", "64M"));
+    assertEquals(64 * MIB + 4096, bad.most());
+    assertEquals(
+        List.of("COLIBRI_STAGING_CAP_BYTES='64M' not valid: the default counted"), bad.settings());
+
+    assertEquals("0:25", DoctorShm.deviceText(25));
+    assertEquals("259:3", DoctorShm.deviceText((259L << 8) | 3));
+    assertEquals("4096:256", DoctorShm.deviceText((1L << 44) | (1L << 20)));
+    assertEquals("1g", DoctorShm.dockerSize(128 * MIB + 8192));
+    assertEquals("3g", DoctorShm.dockerSize((2L << 30) + 1));
+  }
+
+  @Test
+  void aLargeTmpfsPassesAndSaysWhatWasNotChecked() throws IOException {
+    Run r = shmMachine(new Store("tmpfs", 24L << 30, 23L << 30, "0:25"));
+    Result shm = r.get("shm");
+    assertEquals(Status.PASS, shm.status(), shm.toString());
+    assertContains(shm.found(), "/dev/shm: tmpfs, 24 GiB, 23 GiB free, device 0:25");
+    assertContains(shm.found(), "a child process shares its memory");
+    assertContains(shm.found(), "a rank holds about 1.1 MiB there for collectives, at most 64 MiB");
+    assertContains(shm.found(), "with the default settings");
+    assertContains(
+        shm.found(), "room for the collectives of 22961 ranks, for 383 ranks at their cap");
+    assertContains(shm.found(), "not checked: that the ranks' processes in other containers");
+    assertEquals(Doctor.EXIT_OK, r.rc);
+  }
+
+  @Test
+  void dockersDefault64MiBWarnsWithTheFix() throws IOException {
+    write("/dev/shm/clb-j0123456789abcdef-r0-ctl", "");
+    Run r = shmMachine(new Store("tmpfs", 64 * MIB, 64 * MIB, "0:99"));
+    Result shm = r.get("shm");
+    assertEquals(Status.WARN, shm.status(), shm.toString());
+    assertContains(shm.found(), "/dev/shm: tmpfs, 64 MiB, 64 MiB free, device 0:99");
+    assertContains(shm.found(), "1 Colibri segment(s) (clb-*) there now");
+    assertContains(shm.found(), "room for the collectives of 59 ranks, for 0 ranks at their cap");
+    assertContains(shm.found(), "smaller than two ranks at their staging cap (128 MiB + 8 KiB");
+    assertContains(shm.fix(), "`docker run --shm-size=1g`");
+    assertContains(shm.fix(), "--ipc=host");
+    assertContains(shm.fix(), "emptyDir with medium: Memory");
+    assertContains(shm.fix(), "COLIBRI_TRANSPORT=socket");
+    assertEquals(Doctor.EXIT_OK, r.rc, "a small /dev/shm is a warning: small runs work");
+    assertTrue(r.out.contains("\nWARN  shm: /dev/shm: tmpfs, 64 MiB"), r.out);
+  }
+
+  @Test
+  void aLargerCapInTheEnvironmentRaisesTheBar() throws IOException {
+    FakeProbe probe = cpuMachine();
+    probe.store = new Store("tmpfs", 1L << 30, 1L << 30, null);
+    assertEquals(Status.PASS, doctor(probe).status("shm"));
+    probe.env.put("COLIBRI_STAGING_CAP_BYTES", String.valueOf(1L << 30));
+    Result shm = doctor(probe).get("shm");
+    assertEquals(Status.WARN, shm.status());
+    assertContains(shm.found(), "with COLIBRI_STAGING_CAP_BYTES=1073741824");
+    assertContains(shm.fix(), "--shm-size=3g");
+  }
+
+  @Test
+  void missingOrTinyOrUnwritableDevShmFailsAndExitsOne() throws IOException {
+    Files.delete(root.resolve("dev/shm"));
+    Run missing = shmMachine(new Store("tmpfs", 64 * MIB, 64 * MIB, null));
+    Result shm = missing.get("shm");
+    assertEquals(Status.FAIL, shm.status());
+    assertContains(shm.found(), "no /dev/shm: ranks on one host cannot share memory");
+    assertContains(shm.fix(), "mount -t tmpfs");
+    assertContains(shm.fix(), "COLIBRI_TRANSPORT=socket");
+    assertEquals(Doctor.EXIT_FAIL, missing.rc);
+    assertTrue(missing.out.endsWith("(exit code 1)\n"), missing.out);
+
+    write("/dev/shm", "a file");
+    assertContains(shmMachine(null).get("shm").found(), "/dev/shm is not a folder");
+    Files.delete(root.resolve("dev/shm"));
+    dir("/dev/shm");
+
+    Run tiny = shmMachine(new Store("tmpfs", 2 * MIB, 2 * MIB, null));
+    assertEquals(Status.FAIL, tiny.status("shm"));
+    assertContains(tiny.get("shm").found(), "too small for the collectives of two ranks (2.1 MiB)");
+    assertEquals(Doctor.EXIT_FAIL, tiny.rc);
+
+    FakeProbe probe = cpuMachine();
+    probe.sharing =
+        new Sharing(
+            Outcome.CANNOT_WRITE,
+            "cannot make, size or map a file there: AccessDeniedException: /dev/shm/x");
+    Run denied = doctor(probe);
+    assertEquals(Status.FAIL, denied.status("shm"));
+    assertContains(denied.get("shm").found(), "AccessDeniedException");
+    assertContains(denied.get("shm").fix(), "chmod 1777 /dev/shm");
+    assertEquals(Doctor.EXIT_FAIL, denied.rc);
+
+    probe.sharing = new Sharing(Outcome.NOT_SHARED, "a child process did not share the memory");
+    assertEquals(Status.FAIL, doctor(probe).status("shm"));
+    assertEquals(List.of(root.resolve("dev/shm")), probe.shmAsked.subList(0, 1));
+  }
+
+  @Test
+  void fullNotTmpfsOrUnknownDevShmWarns() throws IOException {
+    Result full = shmMachine(new Store("tmpfs", 1L << 30, MIB, "0:25")).get("shm");
+    assertEquals(Status.WARN, full.status());
+    assertContains(full.found(), "almost full");
+    assertContains(full.fix(), "ls -la /dev/shm");
+
+    Result busy = shmMachine(new Store("tmpfs", 1L << 30, 100 * MIB, "0:25")).get("shm");
+    assertEquals(Status.WARN, busy.status());
+    assertContains(busy.found(), "less free than two ranks at their staging cap need");
+
+    Result disk = shmMachine(new Store("overlay", 100L << 30, 90L << 30, "0:51")).get("shm");
+    assertEquals(Status.WARN, disk.status());
+    assertContains(disk.found(), "not a tmpfs but overlay");
+    assertContains(disk.fix(), "mount a tmpfs at /dev/shm");
+
+    FakeProbe probe = cpuMachine();
+    probe.storeFailure = new IOException("statvfs: Permission denied");
+    probe.sharing =
+        new Sharing(
+            Outcome.NOT_CHECKED, "not checked whether another process shares it: no /bin/sh");
+    Run r = doctor(probe);
+    Result unknown = r.get("shm");
+    assertEquals(Status.WARN, unknown.status());
+    assertContains(unknown.found(), "cannot read its file system (statvfs: Permission denied)");
+    assertContains(unknown.found(), "no /bin/sh");
+    assertContains(unknown.fix(), "df -h /dev/shm");
+    assertEquals(Doctor.EXIT_OK, r.rc);
   }
 
   // ---- output and arguments ----
@@ -704,8 +1016,8 @@ class DoctorTest {
     write("/proc/sys/kernel/osrelease", "6.8.0-45-generic");
     write("/etc/os-release", "NAME=\"Ubuntu\"\nPRETTY_NAME=\"Ubuntu 24.04.1 LTS\"\nID=ubuntu");
     write("/proc/meminfo", "MemTotal:       2113511260 kB\nMemFree:        1900000000 kB");
-    FakeProbe probe = new FakeProbe();
-    probe.countFailure = new ColibriException(ErrorCode.UNSUPPORTED, NO_DRIVER);
+    openDriver(); // a GPU that is present, with no libcuda.so.1: a FAIL
+    FakeProbe probe = withoutLibcuda();
     Run r = command(probe, "--json");
     assertEquals(Doctor.EXIT_FAIL, r.rc);
     assertEquals("", r.err);
@@ -754,7 +1066,7 @@ class DoctorTest {
   @Test
   void theCommandReadsBelowRootAndPrintsTextOrJson() throws IOException {
     FakeProbe probe = fullMachine();
-    List<Result> expected = new DoctorChecks(root, probe, false).run();
+    List<Result> expected = new DoctorChecks(root, probe, false, false).run();
     Run text = command(probe);
     assertEquals(Doctor.EXIT_OK, text.rc, text.out + text.err);
     assertEquals(Doctor.toText(expected), text.out);
@@ -827,8 +1139,16 @@ class DoctorTest {
     assertEquals(Doctor.EXIT_OK, run(new String[] {"doctor", "--help"}, o, e, probe));
     assertContains(
         out.toString(StandardCharsets.UTF_8), "Usage: java -jar colibri-bench.jar doctor");
-    assertContains(out.toString(StandardCharsets.UTF_8), "--no-gpu");
+    String help = out.toString(StandardCharsets.UTF_8);
+    assertContains(help, "--no-gpu");
+    assertContains(help, "--no-rdma");
+    assertContains(help, "the GPU checks SKIP");
+    assertContains(help, "device buffers need a GPU");
+    assertContains(help, "0  the host path can run here");
+    assertContains(help, "1  a check FAILed: something the host path needs");
+    assertContains(help, "2  bad command line");
     assertTrue(probe.loaded.isEmpty(), "help and errors check nothing");
+    assertTrue(probe.shmAsked.isEmpty(), "help and errors check nothing");
   }
 
   // ---- pieces ----
@@ -918,6 +1238,7 @@ class DoctorTest {
     for (String check :
         List.of(
             "library:",
+            "shm:",
             "driver:",
             "gpus:",
             "peer access:",
@@ -933,5 +1254,56 @@ class DoctorTest {
     }
     assertTrue(text.contains("PASS  library: Colibri 0.1.0"), text);
     assertFalse(text.contains("the check itself failed"), text);
+  }
+
+  /** Whether this machine shows a GPU or an RDMA device to the doctor (the CI machine: neither). */
+  private static boolean hasGpuOrRdma() {
+    DoctorFiles real = new DoctorFiles(Path.of("/"));
+    return Files.exists(real.path("/proc/driver/nvidia/version"))
+        || real.list("/dev").stream().anyMatch(n -> n.startsWith("nvidia"))
+        || !real.list("/sys/class/infiniband").isEmpty();
+  }
+
+  /** On a machine without GPU and RDMA (as here), the doctor says the host path works: exit 0. */
+  @Test
+  void thisMachineWithoutGpuOrRdmaSkipsThoseChecksAndExitsZero() {
+    assumeFalse(hasGpuOrRdma(), "this machine has a GPU or an RDMA device");
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int rc;
+    try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
+      rc = Main.run(new String[] {"doctor"}, o, e);
+    }
+    String text = out.toString(StandardCharsets.UTF_8);
+    assertEquals(Doctor.EXIT_OK, rc, text + err);
+    assertFalse(text.contains("FAIL  "), text);
+    for (String check :
+        List.of("driver", "gpus", "peer access", "rdma", "gpudirect rdma", "pcie affinity")) {
+      assertTrue(text.contains("\nSKIP  " + check + ": "), check + ":\n" + text);
+    }
+    assertContains(text, "No GPU here: the host path works; device buffers need a GPU");
+    assertContains(text, "\nSKIP  rdma: no RDMA device");
+    assertTrue(
+        text.contains("\nPASS  shm: /dev/shm: ") || text.contains("\nWARN  shm: /dev/shm: "), text);
+    assertContains(text, "a child process shares its memory");
+    assertFalse(text.contains("(exit code 1)"), text);
+  }
+
+  /** The real probe: a child process shares a file's memory in a folder; none where none is. */
+  @Test
+  void aChildProcessSharesTheMemoryOfAFileHere() throws IOException {
+    Path dir = root.resolve("dev/shm");
+    Sharing here = DoctorShm.childSees(dir);
+    assertEquals(Outcome.SHARED, here.outcome(), here.detail());
+    assertEquals(List.of(), DoctorFiles.list(dir), "the file is removed again");
+    Sharing nowhere = DoctorShm.childSees(root.resolve("no/such/folder"));
+    assertEquals(Outcome.CANNOT_WRITE, nowhere.outcome(), nowhere.detail());
+    assertContains(nowhere.detail(), "NoSuchFileException");
+
+    Store store = DoctorProbe.system().store(root);
+    assertTrue(store.totalBytes() > 0 && store.availableBytes() >= 0, store.toString());
+    assertNotNull(store.type(), store.toString());
+    assertTrue(store.device().matches("\\d+:\\d+"), store.toString());
   }
 }
