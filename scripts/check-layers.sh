@@ -37,35 +37,21 @@ layer() {  # layer PATH: the layer of a file or an include path, or nothing when
 }
 
 # file -> included header: includes that point up today, each with what it needs from above. The
-# algorithms and transports see the communicator as a clb::CommContext (bootstrap/comm_context.h);
-# the device runtime still takes the whole clbComm (core/comm.h). The way out: the device's state
-# of the communicator (its device config, its failure marks, its device objects) moves into a
-# device context it owns, and the two meetings of ranks sharing a GPU move into the device runtime
-# once it exists in every build (today they are host code that the build without CUDA tests).
+# algorithms and transports see the communicator as a clb::CommContext (bootstrap/comm_context.h),
+# the device runtime as a clb::DeviceCommContext (device/device_context.h). The way out: the two
+# meetings of ranks sharing a GPU move into the device runtime, in every build (today they are host
+# code in core that the build without CUDA tests).
 DEBT=$(cat <<'EOF'
-device/device.cc -> core/comm.h       the device facade's communicator (config, bootstrap, rank)
 device/device.h -> core/peer_meet.h   the peer meeting of ranks sharing a GPU
-device/direct.cc -> core/comm.h       the path's rank, size, deadline and bootstrap
-device/gpudirect.cc -> core/comm.h    the path's rank, size, deadline and bootstrap
-device/graph_launch.cc -> core/comm.h clbGraphLaunch's communicators
-device/host_staged.cc -> core/comm.h  the path's rank, size, deadline and transport
-device/hostcopy.cc -> core/comm.h     the copies' rank, size and deadline
-device/ll.cc -> core/comm.h           the path's rank, size, deadline and bootstrap
-device/p2p_device.cc -> core/comm.h   the point-to-point path's peers and deadline
 device/p2p_device.cc -> core/peer_meet.h   the peer meeting of ranks sharing a GPU
-device/p2p_staged.cc -> core/comm.h   the staged point-to-point path's peers and deadline
-device/registration.cc -> core/comm.h the registrations' agreement over the bootstrap
-device/scale.cc -> core/comm.h        the scaler's communicator
-device/shared.cc -> core/comm.h       the shared state's exchange over the bootstrap
 device/shared.cc -> core/launch_meet.h     the launch meeting of ranks sharing a GPU
 device/shared.h -> core/launch_meet.h      the launch meeting of ranks sharing a GPU
-device/staged.cc -> core/comm.h       the path's rank, size, deadline and bootstrap
 EOF
 )
 
 # Files outside the device runtime that still test CLB_HAVE_CUDA (the core's C entry points that
 # call into it; the way out: a device runtime that exists in every build and says "no CUDA").
-CUDA_DEBT="core/collectives.cc core/comm.cc core/p2p.cc core/premul.cc core/no_cuda.cc"
+CUDA_DEBT="core/collectives.cc core/comm.cc core/graph_launch.cc core/p2p.cc core/premul.cc core/no_cuda.cc"
 
 fail=0
 used=""

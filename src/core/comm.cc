@@ -24,12 +24,6 @@
 
 #ifdef CLB_HAVE_CUDA
 #include "device/device.h"
-#else
-namespace clb::cuda {
-class Device {};  // built without CUDA: never created
-class Scaler {};
-class PeerDevice {};
-}  // namespace clb::cuda
 #endif
 
 namespace clb {
@@ -84,6 +78,9 @@ clbComm::~clbComm() {
   // member of clbComm) lets go before the device runtime does, as it did when it was declared
   // after it; a channel of the carrier that still holds it keeps it until the carrier goes.
   peerDeviceMemory.reset();
+  // The device objects (members of DeviceCommContext) go before those of clbComm (the transport
+  // among them), while the whole communicator, which they may call, is alive.
+  releaseDevice();
 }
 
 clbResult_t clbComm::checkUsable() const {

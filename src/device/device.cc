@@ -11,7 +11,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "core/comm.h"
+#include "device/device_context.h"
 #include "base/dtype.h"
 #include "base/error.h"
 
@@ -58,7 +58,7 @@ clbResult_t allocationOf(const Driver* d, const void* p, Allocation* a) {
   return clbSuccess;
 }
 
-Device::Device(clbComm* comm) : s_(comm) {}
+Device::Device(DeviceCommContext* comm) : s_(comm) {}
 
 Device::~Device() { release(); }
 

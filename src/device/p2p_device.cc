@@ -19,7 +19,7 @@
 #include <thread>
 #include <tuple>
 
-#include "core/comm.h"
+#include "device/device_context.h"
 #include "base/dtype.h"
 #include "device/device.h"
 #include "device/kernels.h"
@@ -63,7 +63,7 @@ struct PeerDevice::Pair {
   CUdeviceptr theirs = 0;  // the peer's box for this rank
 };
 
-PeerDevice::PeerDevice(clbComm* c) : c_(c), nonce_(c->boot.sessionNonce()) {
+PeerDevice::PeerDevice(DeviceCommContext* c) : c_(c), nonce_(c->boot.sessionNonce()) {
   pairs_.assign(c->nranks, Pair{});
   for (int p = 0; p < c->nranks; p++)
     if (onThisHost(p) && !inThisProcess(p)) othersOnHost_++;
@@ -291,7 +291,7 @@ struct SetUpRecord {
 }  // namespace
 
 // One round of SetUpRecords with `peers` (mine[i] to peers[i], theirs[i] from it).
-static clbResult_t exchangeRecords(clbComm* c, uint32_t round, const std::vector<int>& peers,
+static clbResult_t exchangeRecords(DeviceCommContext* c, uint32_t round, const std::vector<int>& peers,
                                    std::vector<SetUpRecord>& mine, std::vector<SetUpRecord>* theirs) {
   theirs->assign(peers.size(), SetUpRecord{});
   std::vector<PeerOp> ops;
