@@ -23,7 +23,7 @@
 #include "algo/p2p.h"
 #include "device/paths.h"
 #include "device/kernels.h"
-#include "core/peer_meet.h"
+#include "device/peer_meet.h"
 #include "device/device_context.h"
 #include "base/call.h"
 #include "device/shared.h"
@@ -122,7 +122,7 @@ class PeerDevice {
   clbResult_t awaitTable(int peer, const char* what, const std::function<bool()>& found) const;
   CUevent lastLaunch_ = nullptr;         // recorded after each launch outside a capture
   CUstream lastStream_ = nullptr;        // ... on this stream
-  std::shared_ptr<clb::PeerMeet> meet_;  // with the ranks of this process on this GPU (core/peer_meet.h)
+  std::shared_ptr<clb::PeerMeet> meet_;  // with the ranks of this process on this GPU (device/peer_meet.h)
 };
 
 // PreMulSum on device buffers (scale.cc; core/premul.h): this rank's input times its scalar, by a

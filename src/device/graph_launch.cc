@@ -2,7 +2,7 @@
 //
 // clbGraphLaunch (colibri.h), its device part (the C entry point, which checks the arguments and
 // takes the communicators, is core/graph_launch.cc): a replay of a CUDA graph holding device
-// calls, between the launch meetings of the rank threads that share the GPU (core/launch_meet.h),
+// calls, between the launch meetings of the rank threads that share the GPU (device/launch_meet.h),
 // as an eager call is.
 //
 // Why: the kernels of a replayed call wait on the GPU for the peers' kernels of the same call. A

@@ -23,7 +23,7 @@
 #include "base/dtype.h"
 #include "device/device.h"
 #include "device/kernels.h"
-#include "core/peer_meet.h"
+#include "device/peer_meet.h"
 
 namespace clb::cuda {
 namespace {
@@ -582,7 +582,7 @@ clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest)
   }
   if (mine.empty()) return clbSuccess;
   // The peers' batches (and theirs' peers') are in their calls before this rank launches, and
-  // launched before it returns (core/peer_meet.h); a capture launches nothing, so it does not meet.
+  // launched before it returns (device/peer_meet.h); a capture launches nothing, so it does not meet.
   std::vector<PeerMeet::Edge> edges;
   for (int i : mine) {
     const PeerOp& o = ops[i];

@@ -21,7 +21,7 @@
 #include "base/config.h"
 #include "base/dtype.h"
 #include "base/error.h"
-#include "core/launch_meet.h"
+#include "device/launch_meet.h"
 #include "device/device.h"
 #include "transport/shm/shm.h"
 

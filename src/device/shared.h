@@ -17,7 +17,7 @@
 
 #include "algo/algorithms.h"
 #include "base/error.h"
-#include "core/launch_meet.h"
+#include "device/launch_meet.h"
 #include "device/device_context.h"
 #include "device/kernels.h"
 #include "device/launcher.h"
@@ -97,7 +97,7 @@ struct DeviceShared {
   // clbCommGetAsyncError's device part (Device::deviceStatus).
   clbResult_t deviceStatus() const;
   // Runs `launch` (this rank's kernels of call `a`) between the two meetings of the ranks that
-  // share this GPU and process (src/core/launch_meet.h); just runs it when no other rank does.
+  // share this GPU and process (src/device/launch_meet.h); just runs it when no other rank does.
   template <class F>
   clbResult_t together(const CollArgs& a, F&& launch);
 

@@ -1,5 +1,5 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-#include "core/launch_meet.h"
+#include "device/launch_meet.h"
 
 #include <map>
 #include <mutex>

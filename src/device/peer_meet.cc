@@ -1,5 +1,5 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-#include "core/peer_meet.h"
+#include "device/peer_meet.h"
 
 #include <chrono>
 #include <deque>
