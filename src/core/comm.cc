@@ -1,7 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Communicator lifecycle and the C ABI of communicators, errors and statistics (unique ids:
-// unique_id.cc; the device helpers of a build without CUDA: no_cuda.cc).
+// unique_id.cc; the device helpers of a build without CUDA: device/no_cuda.cc).
 #include "core/comm.h"
 
 #include <chrono>

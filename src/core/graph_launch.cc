@@ -3,21 +3,20 @@
 // clbGraphLaunch (colibri.h), its C entry point: the arguments checked and the communicators taken
 // for the call, as every entry point does; the replay between the meetings of the rank threads
 // sharing a GPU is the device runtime's (cuda::graphLaunch, device/graph_launch.cc). A build
-// without CUDA has its own (no_cuda.cc).
+// without CUDA refuses every call at once, saying so (cuda::checkBuiltWithCuda, device/no_cuda.cc).
 #include <memory>
 #include <vector>
 
 #include "colibri/colibri.h"
 #include "core/comm.h"
 #include "base/error.h"
-
-#ifdef CLB_HAVE_CUDA
-#include "device/device.h"
+#include "device/runtime.h"
 
 using namespace clb;
 
 extern "C" clbResult_t clbGraphLaunch(void* graphExec, void* stream, const clbComm_t* comms, int ncomms) {
   clearError();
+  CLB_CHECK(cuda::checkBuiltWithCuda());
   constexpr int kMostComms = 64;
   if (!graphExec)
     return setError(clbInvalidArgument,
@@ -43,4 +42,3 @@ extern "C" clbResult_t clbGraphLaunch(void* graphExec, void* stream, const clbCo
   for (int i = 0; i < ncomms; i++) contexts.push_back(comms[i]);
   return cuda::graphLaunch(graphExec, stream, contexts.data(), ncomms);
 }
-#endif

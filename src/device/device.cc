@@ -23,6 +23,8 @@ static int findLibcuda(struct dl_phdr_info* info, size_t, void*) {
   return info->dlpi_name && strstr(info->dlpi_name, "libcuda.so") ? 1 : 0;
 }
 
+clbResult_t checkBuiltWithCuda() { return clbSuccess; }
+
 bool driverInProcess() {
   static std::atomic<bool> loaded{false};
   if (loaded.load(std::memory_order_relaxed)) return true;

@@ -25,14 +25,15 @@
 #include "device/kernels.h"
 #include "device/peer_meet.h"
 #include "device/device_context.h"
+#include "device/runtime.h"
 #include "base/call.h"
 #include "device/shared.h"
 #include "platform/cuda/driver.h"
 
 namespace clb::cuda {
 
-// Whether p is device memory (and on which device). Host memory, including pinned, is "host".
-clbResult_t classifyPointer(const void* p, bool* isDevice, int* ordinal);
+// classifyPointer, driverInProcess, readScalar, graphLaunch: runtime.h (in every build).
+
 // The allocation holding p, in one driver call: its range, CUDA's buffer ID (another when it was
 // freed and something else took its address), its memory type, whether it is managed, and its
 // GPU. Memory CUDA does not know comes back as type 0.
@@ -45,8 +46,6 @@ struct Allocation {
   int ordinal = -1;
 };
 clbResult_t allocationOf(const Driver* d, const void* p, Allocation* a);
-// True once this process has loaded libcuda (a process that never did cannot hold device memory).
-bool driverInProcess();
 
 // Point-to-point operations (algo/p2p.h) some of which are on device memory, from the host: the
 // streams synchronized, each device range copied to a host shadow, run(shadowed ops), the ranges
@@ -179,9 +178,6 @@ class Scaler {
   bool capturing_ = false;         // the call between begin and end is being captured
   bool scratchCall_ = false;       // ... and uses the scratch
 };
-// Copies one scalar of `bytes` from device memory on GPU `ordinal` to *out (a host call's
-// PreMulSum whose scalar lies in device memory).
-clbResult_t readScalar(const void* p, size_t bytes, int ordinal, uint64_t* out);
 // A stream (non-NULL) of another GPU than `dev` (GPU `ordinal`, context `ctx`) would run kernels
 // that cannot see the rank's set-up: refused by name (shared.cc) rather than failing in the launch.
 clbResult_t checkStreamGpu(const Driver* d, CUstream stream, CUcontext ctx, CUdevice dev, int ordinal, int rank);
@@ -211,7 +207,7 @@ class Device {
   // The registrations, for point-to-point between processes (PeerDevice).
   Registrations& registrations() { return regs_; }
   std::string describe() const;
-  // clbGraphLaunch's part (graphLaunch below): the ranks that share this GPU and process meet
+  // clbGraphLaunch's part (graphLaunch, runtime.h): the ranks that share this GPU and process meet
   // before a replay of a graph holding their calls (graphArrive, with the call number `seq`), as
   // eager calls do, and again once each has launched its own (graphLaunched, only after a
   // graphArrive that succeeded). Without such ranks (or the device path not set up) both do nothing.
@@ -252,11 +248,5 @@ class Device {
   DevicePath lastPath_ = DevicePath::kAuto;
   bool lastZeroCopy_ = false;
 };
-
-// clbGraphLaunch's device part (graph_launch.cc), once core/graph_launch.cc checked its arguments
-// and took the communicators `comms` (their async status clean): the ranks of each that share its
-// GPU and process meet, the graph `graphExec` is launched on `stream` with their permits set
-// around it, and they meet again. A failure after the meeting fails every one of `comms`.
-clbResult_t graphLaunch(void* graphExec, void* stream, DeviceCommContext* const* comms, int ncomms);
 
 }  // namespace clb::cuda
