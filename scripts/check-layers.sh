@@ -15,8 +15,11 @@
 # Also: CLB_HAVE_CUDA (whether this build has the device runtime) is tested only in the device
 # runtime, platform, core's C entry points listed below, and tests.
 #
-# DEBT lists the includes that still point up, each with why; the check fails on any other, and
-# on a DEBT line that no longer matches (so the list only shrinks). Its end state is empty.
+# There are no exceptions, and there must be none: the algorithms and transports see the
+# communicator as a clb::CommContext (bootstrap/comm_context.h), the device runtime as a
+# clb::DeviceCommContext (device/device_context.h); what a layer needs from one above goes through
+# an interface of its own (a virtual function of its context, as markFailed and hostCollective
+# are), never through an include that points up.
 #   bash scripts/check-layers.sh            exit 0 clean, 1 with every violation listed
 # Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 set -uo pipefail
@@ -36,39 +39,12 @@ layer() {  # layer PATH: the layer of a file or an include path, or nothing when
   esac
 }
 
-# file -> included header: includes that point up today, each with what it needs from above. The
-# algorithms and transports see the communicator as a clb::CommContext (bootstrap/comm_context.h);
-# the device runtime still takes the whole clbComm (core/comm.h). The way out: the device's state
-# of the communicator (its device config, its failure marks, its device objects) moves into a
-# device context it owns, and the two meetings of ranks sharing a GPU move into the device runtime
-# once it exists in every build (today they are host code that the build without CUDA tests).
-DEBT=$(cat <<'EOF'
-device/device.cc -> core/comm.h       the device facade's communicator (config, bootstrap, rank)
-device/device.h -> core/peer_meet.h   the peer meeting of ranks sharing a GPU
-device/direct.cc -> core/comm.h       the path's rank, size, deadline and bootstrap
-device/gpudirect.cc -> core/comm.h    the path's rank, size, deadline and bootstrap
-device/graph_launch.cc -> core/comm.h clbGraphLaunch's communicators
-device/host_staged.cc -> core/comm.h  the path's rank, size, deadline and transport
-device/hostcopy.cc -> core/comm.h     the copies' rank, size and deadline
-device/ll.cc -> core/comm.h           the path's rank, size, deadline and bootstrap
-device/p2p_device.cc -> core/comm.h   the point-to-point path's peers and deadline
-device/p2p_device.cc -> core/peer_meet.h   the peer meeting of ranks sharing a GPU
-device/p2p_staged.cc -> core/comm.h   the staged point-to-point path's peers and deadline
-device/registration.cc -> core/comm.h the registrations' agreement over the bootstrap
-device/scale.cc -> core/comm.h        the scaler's communicator
-device/shared.cc -> core/comm.h       the shared state's exchange over the bootstrap
-device/shared.cc -> core/launch_meet.h     the launch meeting of ranks sharing a GPU
-device/shared.h -> core/launch_meet.h      the launch meeting of ranks sharing a GPU
-device/staged.cc -> core/comm.h       the path's rank, size, deadline and bootstrap
-EOF
-)
-
 # Files outside the device runtime that still test CLB_HAVE_CUDA (the core's C entry points that
-# call into it; the way out: a device runtime that exists in every build and says "no CUDA").
-CUDA_DEBT="core/collectives.cc core/comm.cc core/p2p.cc core/premul.cc core/no_cuda.cc"
+# call into it with CUDA types; the way out: more of the device runtime's entry points in
+# device/runtime.h, which exists in every build and says "no CUDA" in the build without it).
+CUDA_DEBT="core/collectives.cc core/comm.cc core/p2p.cc"
 
 fail=0
-used=""
 while IFS= read -r f; do
   own=$(layer "$f")
   [[ -z $own ]] && continue
@@ -76,23 +52,10 @@ while IFS= read -r f; do
     to=$(layer "$inc")
     [[ -z $to ]] && continue  # a system or third-party header
     ((to <= own)) && continue
-    if grep -qE "^$f -> $inc( |$)" <<<"$DEBT"; then
-      used+="$f -> $inc"$'\n'
-      continue
-    fi
     echo "check-layers: $f (layer $own) includes $inc (layer $to): a layer includes only its own and those below"
     fail=1
   done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
 done < <(find . -type f \( -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' -o -name '*.inc' \) | sed 's|^\./||' | sort)
-
-while IFS= read -r line; do
-  [[ -z $line ]] && continue
-  pair=$(awk '{print $1, $2, $3}' <<<"$line")
-  if ! grep -qxF "$pair" <<<"$used"; then
-    echo "check-layers: the DEBT line '$pair' matches no include any more: remove it from scripts/check-layers.sh"
-    fail=1
-  fi
-done <<<"$DEBT"
 
 while IFS= read -r f; do
   case $f in device/* | platform/* | tests/* | kernels/*) continue ;; esac
@@ -109,6 +72,6 @@ for f in $CUDA_DEBT; do
 done
 
 if ((fail == 0)); then
-  echo "check-layers: every include points down ($(grep -c . <<<"$DEBT") known exceptions listed as debt)"
+  echo "check-layers: every include points down"
 fi
 exit $fail

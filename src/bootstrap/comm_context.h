@@ -3,8 +3,9 @@
 // What the layers under the communicator (the algorithms, the transports, the device runtime)
 // see of it: its rank and size, its configuration, its bootstrap, its memory accounts, its call
 // counter, its transport, and the check every wait makes on its slow path. The communicator
-// (core/comm.h, clbComm) is one; these layers take a CommContext, never a clbComm, so that they
-// do not depend on the layer above them (scripts/check-layers.sh).
+// (core/comm.h, clbComm) is one; these layers take a CommContext (the device runtime its own
+// DeviceCommContext, device/device_context.h, which is one too), never a clbComm, so that they do
+// not depend on the layer above them (scripts/check-layers.sh).
 //
 // And the waiting discipline every blocking step goes through (waitUntil): spin, then yield,
 // then sleep on a futex; abort, peer failure and timeout are checked on the slow path.
@@ -55,8 +56,9 @@ struct CommContext {
   std::atomic<int64_t> transientHost{0};
   // Point-to-point on device buffers between hosts (transport/channel.h): the GPU memory of the
   // channels in device mode (GPUDirect RDMA), made at the first such call over a network plugin
-  // that has them; null before, and for good when it cannot be had (clbComm::peerDeviceMemoryWhy).
-  // A channel holds it while it lives, so it may outlive the device runtime.
+  // that has them; null before, and for good when it cannot be had
+  // (DeviceCommContext::peerDeviceMemoryWhy). A channel holds it while it lives, so it may
+  // outlive the device runtime.
   std::shared_ptr<PeerDeviceMemory> peerDeviceMemory;
   // The transport (ring, peer health, failure notices), nranks > 1 only, once init has made it;
   // the communicator owns it (clbComm::ownedCarrier).

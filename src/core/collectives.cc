@@ -311,8 +311,9 @@ clbResult_t clb::runRecordedCollective(clbComm* c, uint32_t coll, const void* se
   return runTaken(c, coll, send, recv, count, type, op, root, stream, pm);
 }
 
-clbResult_t clb::hostCollective(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count,
-                                clbDataType_t type, clbRedOp_t op, int root) {
+clbResult_t clbComm::hostCollective(uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
+                                    clbRedOp_t op, int root) {
+  clbComm* c = this;
   CLB_CHECK(validate(c, coll, send, recv, count, type, op, root, nullptr));
   CollArgs a = describeCall(c, coll, send, recv, count, type, op, root);
   if (count == 0 || c->nranks == 1) {  // one rank: a copy, as in run()

@@ -1,7 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Communicator lifecycle and the C ABI of communicators, errors and statistics (unique ids:
-// unique_id.cc; the device helpers of a build without CUDA: no_cuda.cc).
+// unique_id.cc; the device helpers of a build without CUDA: device/no_cuda.cc).
 #include "core/comm.h"
 
 #include <chrono>
@@ -24,12 +24,6 @@
 
 #ifdef CLB_HAVE_CUDA
 #include "device/device.h"
-#else
-namespace clb::cuda {
-class Device {};  // built without CUDA: never created
-class Scaler {};
-class PeerDevice {};
-}  // namespace clb::cuda
 #endif
 
 namespace clb {
@@ -84,6 +78,9 @@ clbComm::~clbComm() {
   // member of clbComm) lets go before the device runtime does, as it did when it was declared
   // after it; a channel of the carrier that still holds it keeps it until the carrier goes.
   peerDeviceMemory.reset();
+  // The device objects (members of DeviceCommContext) go before those of clbComm (the transport
+  // among them), while the whole communicator, which they may call, is alive.
+  releaseDevice();
 }
 
 clbResult_t clbComm::checkUsable() const {

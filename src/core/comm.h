@@ -1,9 +1,11 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // The communicator: what the layers under it see of it (bootstrap/comm_context.h: rank, size,
-// configuration, bootstrap, memory accounts, transport, the wait's checks), and what only the
-// core uses: failure and abort state, the call in progress, agreed settings, the device runtime
-// and PreMulSum's scratch, the init steps and the argument checks that every C entry point shares.
+// configuration, bootstrap, memory accounts, transport, the wait's checks; and what the device
+// runtime sees besides, device/device_context.h: the device settings, the failure marks, the
+// device objects), and what only the core uses: the first failure's message, the call in
+// progress, agreed settings, PreMulSum's host scratch, the init steps and the argument checks
+// that every C entry point shares.
 #pragma once
 
 #include <atomic>
@@ -19,26 +21,15 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/comm_context.h"
 #include "colibri/colibri.h"
+#include "device/device_context.h"
 
-namespace clb {
-
-namespace cuda {
-class Device;
-class PeerDevice;
-class Scaler;
-}  // namespace cuda
-
-}  // namespace clb
-
-// The communicator: what the layers under it see (clb::CommContext), and what only the core uses.
-struct clbComm : clb::CommContext {
-  clb::DeviceConfig deviceCfg;  // the device path's settings, read at init
+// The communicator: what the layers under it see (clb::CommContext, clb::DeviceCommContext), and
+// what only the core uses.
+struct clbComm : clb::DeviceCommContext {
   // Why this rank's configuration was refused, when it joined its peers' init only to say so
   // (clb::newComm); empty otherwise.
   std::string refusedSettings;
-  std::atomic<bool> aborted{false};
-  std::atomic<bool> failed{false};  // a collective failed midway: the communicator is unusable
-  std::string failure;              // the first failure (set under failureMutex before `failed`)
+  std::string failure;  // the first failure (set under failureMutex before `failed`)
   clbResult_t failureCode = clbSuccess;
   mutable std::mutex failureMutex;
   bool destroyed = false;
@@ -61,16 +52,9 @@ struct clbComm : clb::CommContext {
   // The transport (clb::Transport: ring, peer health, failure notices), nranks > 1 only;
   // `transport` says which one it is, and `carrier` points at it.
   std::unique_ptr<clb::Transport> ownedCarrier;
-  std::unique_ptr<clb::cuda::Device> device;          // set up at the first call on device memory
-  std::unique_ptr<clb::cuda::PeerDevice> peerDevice;  // point-to-point on the GPU, at its first device call
-  std::string peerDeviceMemoryWhy;                    // why peerDeviceMemory could not be had
-  bool peerStagedWarned = false;  // the warning that device point-to-point goes through host copies (once)
-  std::atomic<clb::cuda::Device*> deviceReady{nullptr};  // `device`, once set up (read by other threads)
-  // PreMulSum (core/premul.h), under the call like every use: on device buffers the scaling
-  // kernels and the device scratch (device.h), made at the first such call; on host buffers the
-  // scratch for scaled inputs (reduceScatter, reduce's other ranks), in mem.host. clbCommTrim and
-  // clbCommDestroy free them.
-  std::unique_ptr<clb::cuda::Scaler> scaler;
+  // PreMulSum (core/premul.h) on host buffers, under the call like every use: the scratch for
+  // scaled inputs (reduceScatter, reduce's other ranks), in mem.host, made at the first such call
+  // (on device buffers DeviceCommContext::scaler). clbCommTrim and clbCommDestroy free it.
   std::unique_ptr<char[]> preMulHost;
   size_t preMulHostBytes = 0;
   std::string info;
@@ -78,7 +62,11 @@ struct clbComm : clb::CommContext {
   ~clbComm() override;
   clbResult_t checkWait(int64_t startMs, const char* what, int peer) override;
   // The communicator cannot go on; `code` and the thread's last error say why (the first call wins).
-  void markFailed(clbResult_t code = clbInternalError);
+  void markFailed(clbResult_t code = clbInternalError) override;
+  // A collective on host buffers for the device runtime (DeviceCommContext::hostCollective):
+  // core/collectives.cc.
+  clbResult_t hostCollective(uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
+                             clbRedOp_t op, int root) override;
   // clbCommGetAsyncError: what has gone wrong without a call (abort, an earlier failure, a device
   // wait that timed out, a peer that failed, aborted or died), with the message; any thread.
   clbResult_t asyncStatus();
@@ -132,12 +120,6 @@ clbResult_t checkOverlap(const char* call, const void* send, size_t sendBytes, c
 // point-to-point calls alike (core/collectives.cc): both must be on the GPU (one GPU) or both on
 // the host, and a stream needs device buffers. Either may be NULL (a call that has one).
 clbResult_t bufferMemory(const void* send, const void* recv, void* stream, bool* onDevice, int* ordinal);
-
-// A collective on host buffers for the library's own use (exchanges of the device path, its
-// staging between hosts: core/collectives.cc): the checks and algorithm of the public calls, without asking the
-// driver what the buffers are and without touching the caller-visible lastAlgorithm.
-clbResult_t hostCollective(clbComm* c, uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
-                           clbRedOp_t op, int root);
 
 // The communicator taken for one call for the rest of the scope (clbComm::enterCall), given back
 // at its end on every path. result() is clbSuccess when it was taken, else the refusal.

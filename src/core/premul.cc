@@ -9,9 +9,7 @@
 #include <unordered_map>
 
 #include "base/dtype.h"
-#ifdef CLB_HAVE_CUDA
-#include "device/device.h"
-#endif
+#include "device/runtime.h"
 
 using namespace clb;
 
@@ -87,7 +85,6 @@ clbResult_t clb::hostScalar(clbComm* c, const PreMul& pm, uint64_t* bits) {
     return clbSuccess;
   }
   const size_t esz = clbTypeSize(pm.type);
-#ifdef CLB_HAVE_CUDA
   // Device memory cannot be read from here: copied (only a process that loaded the driver can hold it).
   if (cuda::driverInProcess()) {
     bool onDevice = false;
@@ -100,7 +97,6 @@ clbResult_t clb::hostScalar(clbComm* c, const PreMul& pm, uint64_t* bits) {
       return clbSuccess;
     }
   }
-#endif
   memcpy(bits, pm.ptr, esz);
   return clbSuccess;
 }
@@ -154,7 +150,6 @@ clbResult_t clbRedOpCreatePreMulSum(clbRedOp_t* op, void* scalar, clbDataType_t 
   pm.residence = residence;
   pm.type = datatype;
   if (residence == clbScalarHostImmediate) {
-#ifdef CLB_HAVE_CUDA
     if (cuda::driverInProcess()) {
       bool onDevice = false;
       int ordinal = -1;
@@ -165,7 +160,6 @@ clbResult_t clbRedOpCreatePreMulSum(clbRedOp_t* op, void* scalar, clbDataType_t 
                         "(read now, on the host): pass clbScalarDevice for a scalar in device memory",
                         scalar);
     }
-#endif
     memcpy(&pm.value, scalar, clbTypeSize(datatype));
   } else {
     pm.ptr = scalar;

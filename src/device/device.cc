@@ -11,7 +11,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "core/comm.h"
+#include "device/device_context.h"
 #include "base/dtype.h"
 #include "base/error.h"
 
@@ -22,6 +22,8 @@ namespace clb::cuda {
 static int findLibcuda(struct dl_phdr_info* info, size_t, void*) {
   return info->dlpi_name && strstr(info->dlpi_name, "libcuda.so") ? 1 : 0;
 }
+
+clbResult_t checkBuiltWithCuda() { return clbSuccess; }
 
 bool driverInProcess() {
   static std::atomic<bool> loaded{false};
@@ -58,7 +60,7 @@ clbResult_t allocationOf(const Driver* d, const void* p, Allocation* a) {
   return clbSuccess;
 }
 
-Device::Device(clbComm* comm) : s_(comm) {}
+Device::Device(DeviceCommContext* comm) : s_(comm) {}
 
 Device::~Device() { release(); }
 

@@ -1,13 +1,14 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// The device layer as the communicator holds it (clbComm::device): one Device per communicator,
-// made at the first call on device memory. It picks each call's path and hands the call to it
-// (paths.h, one class and one file per path): inside a node LL, direct or staged, each rank's
-// kernels on the caller's stream, synchronized by flags on the device, so that the call returns
-// at once and the host never waits (see src/kernels/collective.cu); between hosts GPUDirect RDMA
-// or staging through pinned host memory, host-driven. Registered buffers let the direct path work
-// between processes. What the paths share (context, kernels, launcher, flags, LL buffer, staging,
-// host status) is one DeviceShared (shared.h). docs/architecture.md ("Device paths") has the map.
+// The device layer as the communicator holds it (DeviceCommContext::device): one Device per
+// communicator, made at the first call on device memory. It picks each call's path and hands the
+// call to it (paths.h, one class and one file per path): inside a node LL, direct or staged, each
+// rank's kernels on the caller's stream, synchronized by flags on the device, so that the call
+// returns at once and the host never waits (see src/kernels/collective.cu); between hosts
+// GPUDirect RDMA or staging through pinned host memory, host-driven. Registered buffers let the
+// direct path work between processes. What the paths share (context, kernels, launcher, flags, LL
+// buffer, staging, host status) is one DeviceShared (shared.h). docs/architecture.md ("Device
+// paths") has the map.
 #pragma once
 
 #include <cuda.h>
@@ -22,15 +23,17 @@
 #include "algo/p2p.h"
 #include "device/paths.h"
 #include "device/kernels.h"
-#include "core/peer_meet.h"
+#include "device/peer_meet.h"
+#include "device/device_context.h"
+#include "device/runtime.h"
 #include "base/call.h"
 #include "device/shared.h"
 #include "platform/cuda/driver.h"
 
 namespace clb::cuda {
 
-// Whether p is device memory (and on which device). Host memory, including pinned, is "host".
-clbResult_t classifyPointer(const void* p, bool* isDevice, int* ordinal);
+// classifyPointer, driverInProcess, readScalar, graphLaunch: runtime.h (in every build).
+
 // The allocation holding p, in one driver call: its range, CUDA's buffer ID (another when it was
 // freed and something else took its address), its memory type, whether it is managed, and its
 // GPU. Memory CUDA does not know comes back as type 0.
@@ -43,25 +46,23 @@ struct Allocation {
   int ordinal = -1;
 };
 clbResult_t allocationOf(const Driver* d, const void* p, Allocation* a);
-// True once this process has loaded libcuda (a process that never did cannot hold device memory).
-bool driverInProcess();
 
 // Point-to-point operations (algo/p2p.h) some of which are on device memory, from the host: the
 // streams synchronized, each device range copied to a host shadow, run(shadowed ops), the ranges
 // written copied back (p2p_staged.cc). Refused inside a CUDA graph capture.
 // Sends and receives on device buffers whose pair goes over a network plugin with channels in
-// GPU memory (clbComm::peerDeviceMemory) are left in place: the batch copies each message between
-// the buffer and the channel's slot (GPU memory: GPUDirect RDMA, no host copy).
-clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
+// GPU memory (CommContext::peerDeviceMemory) are left in place: the batch copies each message
+// between the buffer and the channel's slot (GPU memory: GPUDirect RDMA, no host copy).
+clbResult_t runPeerOpsStaged(DeviceCommContext* c, std::vector<PeerOp>& ops,
                              const std::function<clbResult_t(std::vector<PeerOp>&)>& run);
 // Makes c->peerDeviceMemory at the first point-to-point call on device buffers (at `anyDevice`,
 // on the communicator's GPU) over the verbs transport, where the plugin has channels in GPU memory
 // and this rank can register GPU memory (COLIBRI_VERBS_GPU_MEMORY); else says why not in
 // c->peerDeviceMemoryWhy, with a warning (auto), or fails (a forced mode, a bad value). Once.
-clbResult_t peerDeviceMemoryFor(clbComm* c, const void* anyDevice);
+clbResult_t peerDeviceMemoryFor(DeviceCommContext* c, const void* anyDevice);
 // Whether device memory at p is on the GPU of c->peerDeviceMemory (so a message may move between
 // it and a channel's slots in place).
-bool peerDeviceMemoryReaches(const clbComm* c, const void* p);
+bool peerDeviceMemoryReaches(const DeviceCommContext* c, const void* p);
 
 // Point-to-point on the GPU for the pairs of ranks on one GPU, threads of one process or processes
 // of one host (p2p_device.cc, kernels/p2p.cu): one launch per batch on the caller's stream,
@@ -69,7 +70,7 @@ bool peerDeviceMemoryReaches(const clbComm* c, const void* p);
 // leaves the rest (host buffers, pairs across GPUs or hosts) in *rest, for runPeerOpsStaged.
 class PeerDevice {
  public:
-  explicit PeerDevice(clbComm* c);
+  explicit PeerDevice(DeviceCommContext* c);
   ~PeerDevice();
   clbResult_t run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest);
   // What went wrong in a launch (clbCommGetAsyncError): 0, or CLB_P2P_ERROR_TIMEOUT (a wait ran
@@ -97,7 +98,7 @@ class PeerDevice {
   clbResult_t launch(std::vector<PeerOp>& ops, const std::vector<int>& mine, const std::vector<Placement>& place,
                      CUstream stream, bool captured);
   clbResult_t refuseInCapture(CUstream stream, const char* what);
-  clbComm* c_;
+  DeviceCommContext* c_;
   uint64_t nonce_;  // the communicator's session: names its boxes in the process table
   const Driver* d_ = nullptr;
   CUcontext ctx_ = nullptr;
@@ -120,7 +121,7 @@ class PeerDevice {
   clbResult_t awaitTable(int peer, const char* what, const std::function<bool()>& found) const;
   CUevent lastLaunch_ = nullptr;         // recorded after each launch outside a capture
   CUstream lastStream_ = nullptr;        // ... on this stream
-  std::shared_ptr<clb::PeerMeet> meet_;  // with the ranks of this process on this GPU (core/peer_meet.h)
+  std::shared_ptr<clb::PeerMeet> meet_;  // with the ranks of this process on this GPU (device/peer_meet.h)
 };
 
 // PreMulSum on device buffers (scale.cc; core/premul.h): this rank's input times its scalar, by a
@@ -140,7 +141,7 @@ class PeerDevice {
 // clbCommTrim frees only scratch no capture used. Growing waits for the last use first.
 class Scaler {
  public:
-  explicit Scaler(clbComm* c) : c_(c) {}
+  explicit Scaler(DeviceCommContext* c) : c_(c) {}
   ~Scaler();
   Scaler(const Scaler&) = delete;
   Scaler& operator=(const Scaler&) = delete;
@@ -161,7 +162,7 @@ class Scaler {
 
  private:
   clbResult_t checkScalar(const PreMul& pm);
-  clbComm* c_;
+  DeviceCommContext* c_;
   const Driver* d_ = nullptr;
   CUcontext ctx_ = nullptr;
   CUdevice dev_ = 0;
@@ -177,16 +178,13 @@ class Scaler {
   bool capturing_ = false;         // the call between begin and end is being captured
   bool scratchCall_ = false;       // ... and uses the scratch
 };
-// Copies one scalar of `bytes` from device memory on GPU `ordinal` to *out (a host call's
-// PreMulSum whose scalar lies in device memory).
-clbResult_t readScalar(const void* p, size_t bytes, int ordinal, uint64_t* out);
 // A stream (non-NULL) of another GPU than `dev` (GPU `ordinal`, context `ctx`) would run kernels
 // that cannot see the rank's set-up: refused by name (shared.cc) rather than failing in the launch.
 clbResult_t checkStreamGpu(const Driver* d, CUstream stream, CUcontext ctx, CUdevice dev, int ordinal, int rank);
 
 class Device {
  public:
-  explicit Device(clbComm* comm);
+  explicit Device(DeviceCommContext* comm);
   ~Device();
   // Ranks on one host: LL, direct or staged (see run() for the pick).
   clbResult_t run(const CollArgs& a, int ordinal, CUstream stream);
@@ -209,7 +207,7 @@ class Device {
   // The registrations, for point-to-point between processes (PeerDevice).
   Registrations& registrations() { return regs_; }
   std::string describe() const;
-  // clbGraphLaunch's part (core/graph_launch.cc): the ranks that share this GPU and process meet
+  // clbGraphLaunch's part (graphLaunch, runtime.h): the ranks that share this GPU and process meet
   // before a replay of a graph holding their calls (graphArrive, with the call number `seq`), as
   // eager calls do, and again once each has launched its own (graphLaunched, only after a
   // graphArrive that succeeded). Without such ranks (or the device path not set up) both do nothing.
@@ -234,7 +232,8 @@ class Device {
   }
 
  private:
-  // Once set up, the communicator's async query reads this device's status (clbComm::deviceReady).
+  // Once set up, the communicator's async query reads this device's status
+  // (DeviceCommContext::deviceReady).
   void markReady();
   clbResult_t release();
   std::string scratchNote() const;  // for describe(): the copies path's device scratch, if any

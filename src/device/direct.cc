@@ -4,7 +4,7 @@
 // buffers in place, their addresses published through the flag blocks (every rank in this
 // process) or given by the host (every rank's buffers registered: Registrations::agreeCall).
 // allReduce goes one-shot, or two-shot for larger messages (the kernel: clb_dev_direct).
-#include "core/comm.h"
+#include "device/device_context.h"
 #include "base/dtype.h"
 #include "device/paths.h"
 

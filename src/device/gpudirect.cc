@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "algo/algorithms.h"
-#include "core/comm.h"
+#include "device/device_context.h"
 #include "base/error.h"
 #include "device/device.h"
 #include "transport/channel.h"
@@ -45,8 +45,8 @@ struct GpuDirectPath::GpuDirect {
   std::string describe;
   std::mutex mu;
   std::map<void*, std::pair<CUdeviceptr, size_t>> bases;  // address handed out -> allocation, bytes beyond the ask
-  clbComm* comm = nullptr;  // counts the alignment bytes (the channel counts what it asked for)
-  int ordinal = -1;         // the communicator's GPU
+  DeviceCommContext* comm = nullptr;  // counts the alignment bytes (the channel counts what it asked for)
+  int ordinal = -1;                   // the communicator's GPU
   // Point-to-point's (PeerDeviceMemory): the primary context retained for as long as a channel
   // holds slots in it (channels may outlive the device path), and a stream of its own for the
   // copies of host-buffer operations to and from slots in GPU memory.
@@ -210,7 +210,7 @@ namespace {
 // libibverbs and the driver can, else nvidia-peermem (`mode`: COLIBRI_VERBS_GPU_MEMORY, auto,
 // dmabuf or peermem), and whether the NIC's writes need a flush before the GPU reads them.
 // *out is made even on failure (clbUnsupported saying why), for the collective agreement.
-clbResult_t makeGpuDirect(const Driver* d, CUcontext ctx, CUdevice dev, int ordinal, clbComm* c,
+clbResult_t makeGpuDirect(const Driver* d, CUcontext ctx, CUdevice dev, int ordinal, DeviceCommContext* c,
                           const std::string& mode, const clbNetPlugin_v1_t** pluginOut,
                           std::unique_ptr<GpuDirectPath::GpuDirect>* out) {
   std::unique_ptr<GpuDirectPath::GpuDirect> g(new GpuDirectPath::GpuDirect);
@@ -394,7 +394,7 @@ clbResult_t gdrArrived(void* self) {
 
 }  // namespace
 
-clbResult_t peerDeviceMemoryFor(clbComm* c, const void* anyDevice) {
+clbResult_t peerDeviceMemoryFor(DeviceCommContext* c, const void* anyDevice) {
   if (c->peerDeviceMemory || !c->peerDeviceMemoryWhy.empty()) return clbSuccess;  // decided
   auto fallBack = [c](const std::string& why) {
     c->peerDeviceMemoryWhy = why;
@@ -446,7 +446,7 @@ clbResult_t peerDeviceMemoryFor(clbComm* c, const void* anyDevice) {
   return clbSuccess;
 }
 
-bool peerDeviceMemoryReaches(const clbComm* c, const void* p) {
+bool peerDeviceMemoryReaches(const DeviceCommContext* c, const void* p) {
   if (!c->peerDeviceMemory) return false;
   auto* g = static_cast<const GpuDirectPath::GpuDirect*>(c->peerDeviceMemory->self);
   Allocation al;

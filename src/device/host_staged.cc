@@ -8,7 +8,7 @@
 // the host collective, and queues the copy back on the stream. Correct, and said loudly.
 #include <cstring>
 
-#include "core/comm.h"
+#include "device/device_context.h"
 #include "base/dtype.h"
 #include "base/error.h"
 #include "device/paths.h"
@@ -71,7 +71,7 @@ clbResult_t HostStagedPath::run(const CollArgs& a, CUstream stream, const std::s
   CLB_CU(s_.d, cuStreamSynchronize, stream);
   if (hasSend) CLB_CU(s_.d, cuMemcpyDtoH, stage_[0], (CUdeviceptr)a.send, bytes[0]);
   const void* in = hasSend ? stage_[0] : nullptr;
-  CLB_CHECK(hostCollective(s_.comm, a.desc.coll, in, stage_[1], a.count, a.type, a.op, a.root));
+  CLB_CHECK(s_.comm->hostCollective(a.desc.coll, in, stage_[1], a.count, a.type, a.op, a.root));
   // Pinned memory: the copy back is asynchronous on the stream; the next call (or trim) waits for
   // it (stageDone_) before the staging is written again.
   CLB_CU(s_.d, cuMemcpyHtoDAsync, (CUdeviceptr)a.recv, stage_[1], bytes[1], stream);

@@ -34,7 +34,7 @@
 // whichever hardware queues the streams share.
 #include <algorithm>
 
-#include "core/comm.h"
+#include "device/device_context.h"
 #include "base/dtype.h"
 #include "device/paths.h"
 

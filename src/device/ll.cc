@@ -7,7 +7,7 @@
 // call, so that every size up to the LL limit can be captured in a CUDA graph after one call.
 #include <algorithm>
 
-#include "core/comm.h"
+#include "device/device_context.h"
 #include "base/dtype.h"
 #include "device/paths.h"
 

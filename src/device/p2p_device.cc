@@ -19,11 +19,11 @@
 #include <thread>
 #include <tuple>
 
-#include "core/comm.h"
+#include "device/device_context.h"
 #include "base/dtype.h"
 #include "device/device.h"
 #include "device/kernels.h"
-#include "core/peer_meet.h"
+#include "device/peer_meet.h"
 
 namespace clb::cuda {
 namespace {
@@ -63,7 +63,7 @@ struct PeerDevice::Pair {
   CUdeviceptr theirs = 0;  // the peer's box for this rank
 };
 
-PeerDevice::PeerDevice(clbComm* c) : c_(c), nonce_(c->boot.sessionNonce()) {
+PeerDevice::PeerDevice(DeviceCommContext* c) : c_(c), nonce_(c->boot.sessionNonce()) {
   pairs_.assign(c->nranks, Pair{});
   for (int p = 0; p < c->nranks; p++)
     if (onThisHost(p) && !inThisProcess(p)) othersOnHost_++;
@@ -291,7 +291,7 @@ struct SetUpRecord {
 }  // namespace
 
 // One round of SetUpRecords with `peers` (mine[i] to peers[i], theirs[i] from it).
-static clbResult_t exchangeRecords(clbComm* c, uint32_t round, const std::vector<int>& peers,
+static clbResult_t exchangeRecords(DeviceCommContext* c, uint32_t round, const std::vector<int>& peers,
                                    std::vector<SetUpRecord>& mine, std::vector<SetUpRecord>* theirs) {
   theirs->assign(peers.size(), SetUpRecord{});
   std::vector<PeerOp> ops;
@@ -582,7 +582,7 @@ clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest)
   }
   if (mine.empty()) return clbSuccess;
   // The peers' batches (and theirs' peers') are in their calls before this rank launches, and
-  // launched before it returns (core/peer_meet.h); a capture launches nothing, so it does not meet.
+  // launched before it returns (device/peer_meet.h); a capture launches nothing, so it does not meet.
   std::vector<PeerMeet::Edge> edges;
   for (int i : mine) {
     const PeerOp& o = ops[i];

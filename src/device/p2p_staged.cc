@@ -13,7 +13,7 @@
 #include <set>
 #include <utility>
 
-#include "core/comm.h"
+#include "device/device_context.h"
 #include "base/dtype.h"
 #include "device/device.h"
 
@@ -29,7 +29,7 @@ struct Shadow {
 
 }  // namespace
 
-clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
+clbResult_t runPeerOpsStaged(DeviceCommContext* c, std::vector<PeerOp>& ops,
                              const std::function<clbResult_t(std::vector<PeerOp>&)>& run) {
   const Driver* d = nullptr;
   CLB_CHECK(driver(&d));
@@ -105,7 +105,7 @@ clbResult_t runPeerOpsStaged(clbComm* c, std::vector<PeerOp>& ops,
   c->mem.addHost(held);  // while the call runs: its peak shows it (not staging: outside its cap)
   c->transientHost += held;
   struct Release {
-    clbComm* c;
+    DeviceCommContext* c;
     int64_t n;
     ~Release() {
       c->mem.addHost(-n);

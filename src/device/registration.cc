@@ -20,7 +20,7 @@
 
 #include <cstring>
 
-#include "core/comm.h"
+#include "device/device_context.h"
 #include "base/dtype.h"
 #include "base/error.h"
 #include "device/device.h"
@@ -304,7 +304,7 @@ clbResult_t Registrations::agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCal
     if ((r = findRegistration(a.recv, gather ? bytes * n : bytes, &mine.recvOffset))) mine.recvId = r->id;
   }
   // Over the host transport (shared memory on one node): a host collective of its own.
-  CLB_CHECK(hostCollective(s_.comm, kAllGather, &mine, all.data(), sizeof(CallDesc), clbUint8, clbSum, 0));
+  CLB_CHECK(s_.comm->hostCollective(kAllGather, &mine, all.data(), sizeof(CallDesc), clbUint8, clbSum, 0));
   for (int p = 0; p < n; p++)
     if (!sameCall(all[p].op, all[0].op))
       return setError(clbInvalidUsage,

@@ -4,7 +4,7 @@
 // communicator (Scaler, device.h says how the scratch is shared by streams and captures).
 #include <cstring>
 
-#include "core/comm.h"
+#include "device/device_context.h"
 #include "base/dtype.h"
 #include "base/error.h"
 #include "device/device.h"

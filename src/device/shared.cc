@@ -17,11 +17,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/comm.h"
+#include "device/device_context.h"
 #include "base/config.h"
 #include "base/dtype.h"
 #include "base/error.h"
-#include "core/launch_meet.h"
+#include "device/launch_meet.h"
 #include "device/device.h"
 #include "transport/shm/shm.h"
 
@@ -47,7 +47,7 @@ struct HostShmInfo {  // ... or in host memory
 };
 }  // namespace
 
-clbResult_t agreeOnStatus(clbComm* comm, clbResult_t mine, const char* what, bool* exchanged) {
+clbResult_t agreeOnStatus(DeviceCommContext* comm, clbResult_t mine, const char* what, bool* exchanged) {
   if (exchanged) *exchanged = false;
   struct Status {
     int32_t status;
@@ -67,7 +67,7 @@ clbResult_t agreeOnStatus(clbComm* comm, clbResult_t mine, const char* what, boo
   return clbSuccess;
 }
 
-DeviceShared::DeviceShared(clbComm* comm) : comm(comm) {
+DeviceShared::DeviceShared(DeviceCommContext* comm) : comm(comm) {
   // Read at init (base/config.h), where the ranks compared them; a bad value is reported by the
   // first device call.
   const DeviceConfig& c = comm->deviceCfg;

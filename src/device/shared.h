@@ -17,7 +17,8 @@
 
 #include "algo/algorithms.h"
 #include "base/error.h"
-#include "core/launch_meet.h"
+#include "device/launch_meet.h"
+#include "device/device_context.h"
 #include "device/kernels.h"
 #include "device/launcher.h"
 #include "device/watchdog.h"
@@ -43,7 +44,7 @@ constexpr unsigned kGateAboveBlocks = 2;
 // every rank (its own message on the failing rank, "rank p could not set up <what>" elsewhere).
 // *exchanged (optional): whether the exchange itself worked (false: the result is its failure,
 // and the ranks may not agree on anything).
-clbResult_t agreeOnStatus(clbComm* comm, clbResult_t mine, const char* what, bool* exchanged = nullptr);
+clbResult_t agreeOnStatus(DeviceCommContext* comm, clbResult_t mine, const char* what, bool* exchanged = nullptr);
 
 // Which way a call goes (COLIBRI_DEVICE_PATH forces one; see docs/device.md).
 // kCopies is never forced: auto (or ll, beyond the LL sizes) takes it where the staging is in
@@ -73,7 +74,7 @@ struct PeerInfo;  // what ranks tell each other at set-up
 clbResult_t zeroNow(const Driver* d, CUdeviceptr p, size_t bytes);
 
 struct DeviceShared {
-  explicit DeviceShared(clbComm* comm);  // the settings, as read at init (comm->deviceCfg)
+  explicit DeviceShared(DeviceCommContext* comm);  // the settings, as read at init (comm->deviceCfg)
 
   clbResult_t setUp(int gpu, CUstream stream);  // once (collective): kernels, flags, peers
   clbResult_t ensureShared(SharedBuffer* b, size_t bytes, CUstream stream, const char* what);
@@ -96,11 +97,11 @@ struct DeviceShared {
   // clbCommGetAsyncError's device part (Device::deviceStatus).
   clbResult_t deviceStatus() const;
   // Runs `launch` (this rank's kernels of call `a`) between the two meetings of the ranks that
-  // share this GPU and process (src/core/launch_meet.h); just runs it when no other rank does.
+  // share this GPU and process (src/device/launch_meet.h); just runs it when no other rank does.
   template <class F>
   clbResult_t together(const CollArgs& a, F&& launch);
 
-  clbComm* comm;
+  DeviceCommContext* comm;
   const Driver* d = nullptr;
   Kernels kernels;
   CUfunction stagedFn = nullptr, directFn = nullptr, llFn = nullptr, hostCopyFn = nullptr, hostCombineFn = nullptr;

@@ -8,7 +8,7 @@
 // and grows when a call needs more (a collective step every rank takes at the same call).
 #include <algorithm>
 
-#include "core/comm.h"
+#include "device/device_context.h"
 #include "base/dtype.h"
 #include "device/paths.h"
 

@@ -29,7 +29,7 @@ int64_t val(int from, int to, size_t i) { return (int64_t)from * 1000000007LL + 
 // Device buffers allocated and freed around each call, as applications do: between ranks that
 // are threads on one GPU, cuMemAlloc and cuMemFree may wait for every kernel in the context, so
 // this holds only because no rank launches before its peers are in their calls and none returns
-// before they launched (core/peer_meet.h).
+// before they launched (device/peer_meet.h).
 // Its copies run on the rank's stream, in order with the calls (a synchronous copy from pageable
 // memory may return before its data reached the GPU, and the legacy stream it runs on is not
 // ordered with the ranks' non-blocking streams).

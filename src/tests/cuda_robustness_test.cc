@@ -9,7 +9,7 @@
 // Each case runs in a child process of this binary. Ranks that are threads sharing the GPU run at
 // the driver's default of 8 hardware queues (CUDA_DEVICE_MAX_CONNECTIONS=8, which the other
 // device suites raise to 32), so what keeps them from deadlocking is the launch meeting
-// (src/core/launch_meet.h), not spare queues. Rank processes run concurrently under MPS when the
+// (src/device/launch_meet.h), not spare queues. Rank processes run concurrently under MPS when the
 // daemon is up (scripts/gpu-robust.sh starts it), time-sliced otherwise. Skipped without a GPU.
 #include <gtest/gtest.h>
 #include <sys/wait.h>

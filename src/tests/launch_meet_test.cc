@@ -1,6 +1,6 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// The meeting of ranks that share one CUDA context before they launch (src/core/launch_meet.h),
+// The meeting of ranks that share one CUDA context before they launch (src/device/launch_meet.h),
 // on the host alone: nobody launches before every member is in the call, nobody leaves before
 // every member has launched, different calls are refused by every member, a member that never
 // comes is named at the timeout (and warned about before it), an abort wakes the waiters, and a
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/comm.h"
-#include "core/launch_meet.h"
+#include "device/launch_meet.h"
 #include "tests/test_ranks.h"
 
 namespace {

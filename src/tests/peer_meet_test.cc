@@ -1,7 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // The meeting of ranks sharing one CUDA context before a batch of device point-to-point
-// operations (src/core/peer_meet.h), on the host alone: a batch's component (its peers, their
+// operations (src/device/peer_meet.h), on the host alone: a batch's component (its peers, their
 // peers, ...) arrives before any of it launches and launches before any of it leaves; ranks
 // outside the component are not waited for; a peer still in an earlier call is waited for;
 // batches that name each other but do not pair up are refused on both sides, nothing launched;
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/comm.h"
-#include "core/peer_meet.h"
+#include "device/peer_meet.h"
 #include "tests/test_ranks.h"
 
 namespace {

@@ -25,13 +25,7 @@
 
 #include "base/error.h"
 #include "transport/shm/shm.h"
-#ifdef CLB_HAVE_CUDA
-#include "device/device.h"  // complete types for a clbComm on the stack
-#else
-namespace clb::cuda {
-class Device {};  // as in comm.cc without CUDA
-}  // namespace clb::cuda
-#endif
+#include "core/comm.h"  // a clbComm on the stack
 #include "transport/net/net_plugin.h"
 #include "transport/verbs/verbs_channel.h"
 #include "tests/verbs_emu/emu_client.h"

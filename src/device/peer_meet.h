@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "core/comm.h"
+#include "bootstrap/comm_context.h"
 
 namespace clb {
 
@@ -48,17 +48,17 @@ class PeerMeet {
   // Returns once every rank of its component has arrived with batches that pair up, or fails:
   // INVALID_USAGE on every rank of the component when two batches do not pair up (the message
   // names both ranks and what differs); this rank on its timeout (naming the ranks not there);
-  // abort or a peer's failure (clbComm::checkWait). On failure nothing may be launched and
+  // abort or a peer's failure (CommContext::checkWait). On failure nothing may be launched and
   // launched() must not be called. `warnMs` > 0: a wait that long says so once (WARN).
-  clbResult_t arrive(clbComm* comm, const std::vector<Edge>& edges, int64_t warnMs);
+  clbResult_t arrive(CommContext* comm, const std::vector<Edge>& edges, int64_t warnMs);
   // After this rank's launch, whatever its outcome: returns once every rank of its component has
   // launched, or on this rank's timeout.
-  clbResult_t launched(clbComm* comm);
+  clbResult_t launched(CommContext* comm);
   // This rank refuses its batch (`why`: an error of its own, found before arriving): the ranks of
   // its component waiting now, or arriving later with the batches that pair with it, fail with
   // INVALID_USAGE saying so instead of waiting for it until the timeout. Returns at once; this
   // rank's next arrival replaces the refusal.
-  void refuse(clbComm* comm, const std::vector<Edge>& edges, const std::string& why);
+  void refuse(CommContext* comm, const std::vector<Edge>& edges, const std::string& why);
 
  private:
   struct Component {

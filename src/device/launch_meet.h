@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/comm.h"
+#include "bootstrap/comm_context.h"
 
 namespace clb {
 
@@ -35,16 +35,16 @@ class LaunchMeet {
   // This rank arrives with its call. Returns once every member has arrived with the same call, or
   // fails: every member alike when their calls differ (INVALID_USAGE naming both, once every
   // member has seen it), this rank on its timeout (naming the members that have not arrived),
-  // abort or a peer's failure (clbComm::checkWait; a non-member that closed normally is no
+  // abort or a peer's failure (CommContext::checkWait; a non-member that closed normally is no
   // failure), and every member once one of them gave up. Whether a meeting completes is decided
   // once, atomically: a member that times out as the last one arrives either withdrew first (then
   // nobody launches) or finds the meeting complete (then it goes on like the others). `warnMs` >
   // 0: a wait that long says so once (WARN). On failure nothing must be launched and launched()
   // is not called.
-  clbResult_t arrive(clbComm* comm, const OpDesc& call, int64_t warnMs);
+  clbResult_t arrive(CommContext* comm, const OpDesc& call, int64_t warnMs);
   // After this rank's launches, whatever their outcome: returns once every member has launched
   // (or failed to arrive), or on this rank's timeout.
-  clbResult_t launched(clbComm* comm);
+  clbResult_t launched(CommContext* comm);
 
   int size() const { return (int)ranks_.size(); }
   const std::vector<int>& ranks() const { return ranks_; }

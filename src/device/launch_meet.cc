@@ -1,5 +1,5 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-#include "core/launch_meet.h"
+#include "device/launch_meet.h"
 
 #include <map>
 #include <mutex>
@@ -54,7 +54,7 @@ std::string LaunchMeet::missing(uint64_t k, bool launchedPhase) const {
   return s;
 }
 
-clbResult_t LaunchMeet::arrive(clbComm* comm, const OpDesc& call, int64_t warnMs) {
+clbResult_t LaunchMeet::arrive(CommContext* comm, const OpDesc& call, int64_t warnMs) {
   const int i = indexOf(comm->rank);
   if (i < 0) return setError(clbInternalError, "rank %d is not a member of its launch meeting", comm->rank);
   Member& me = m_[i];
@@ -89,7 +89,7 @@ clbResult_t LaunchMeet::arrive(clbComm* comm, const OpDesc& call, int64_t warnMs
   // A fixed `what`: the call's description is formatted only for the messages of a failed wait,
   // not on every call.
   clbResult_t rc = waitUntil(comm, decided, &word_, &waiters_, "the ranks sharing its GPU to enter the same call",
-                             clbComm::kClosesAreFine, tick);
+                             CommContext::kClosesAreFine, tick);
   uint64_t r = round_.load(std::memory_order_acquire);
   if (rc != clbSuccess) {
     // Give up, unless the meeting completed meanwhile: one compare-and-swap decides which.
@@ -138,7 +138,7 @@ clbResult_t LaunchMeet::arrive(clbComm* comm, const OpDesc& call, int64_t warnMs
   return clbSuccess;
 }
 
-clbResult_t LaunchMeet::launched(clbComm* comm) {
+clbResult_t LaunchMeet::launched(CommContext* comm) {
   const int i = indexOf(comm->rank);
   Member& me = m_[i];
   const uint64_t k = me.arrived.load(std::memory_order_relaxed);
@@ -146,7 +146,7 @@ clbResult_t LaunchMeet::launched(clbComm* comm) {
   bump();
   auto all = [&] { return everyone(k, true); };
   clbResult_t rc = waitUntil(comm, all, &word_, &waiters_, "the ranks sharing its GPU to launch their kernels",
-                             clbComm::kClosesAreFine);
+                             CommContext::kClosesAreFine);
   if (rc != clbSuccess) {  // no later meeting can complete
     int none = -1;
     gaveUp_.compare_exchange_strong(none, comm->rank, std::memory_order_acq_rel);

@@ -1,5 +1,5 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
-#include "core/peer_meet.h"
+#include "device/peer_meet.h"
 
 #include <chrono>
 #include <deque>
@@ -146,7 +146,7 @@ void PeerMeet::pause(std::unique_lock<std::mutex>& lk) {
   if (!moved && version_.load(std::memory_order_acquire) == seen) cv_.wait_for(lk, std::chrono::milliseconds(2));
 }
 
-clbResult_t PeerMeet::arrive(clbComm* comm, const std::vector<Edge>& edges, int64_t warnMs) {
+clbResult_t PeerMeet::arrive(CommContext* comm, const std::vector<Edge>& edges, int64_t warnMs) {
   const int me = comm->rank;
   std::unique_lock<std::mutex> lk(mu_);
   Member& m = members_[me];
@@ -163,7 +163,7 @@ clbResult_t PeerMeet::arrive(clbComm* comm, const std::vector<Edge>& edges, int6
     if (m.state != Member::kArrived) break;
     lk.unlock();
     clbResult_t rc =
-        comm->checkWait(start, "its peers to make the matching point-to-point calls", clbComm::kClosesAreFine);
+        comm->checkWait(start, "its peers to make the matching point-to-point calls", CommContext::kClosesAreFine);
     lk.lock();
     if (m.state != Member::kArrived) break;  // decided meanwhile: go on like the others
     std::vector<int> missing;
@@ -200,7 +200,7 @@ clbResult_t PeerMeet::arrive(clbComm* comm, const std::vector<Edge>& edges, int6
   return clbSuccess;  // kGo
 }
 
-clbResult_t PeerMeet::launched(clbComm* comm) {
+clbResult_t PeerMeet::launched(CommContext* comm) {
   const int me = comm->rank;
   std::unique_lock<std::mutex> lk(mu_);
   Member& m = members_[me];
@@ -218,7 +218,7 @@ clbResult_t PeerMeet::launched(clbComm* comm) {
     if (comp->launched >= comp->ranks.size()) break;
     lk.unlock();
     clbResult_t rc =
-        comm->checkWait(start, "its peers to launch their point-to-point kernels", clbComm::kClosesAreFine);
+        comm->checkWait(start, "its peers to launch their point-to-point kernels", CommContext::kClosesAreFine);
     lk.lock();
     if (comp->launched >= comp->ranks.size()) break;
     if (rc == clbTimeout)
@@ -231,7 +231,7 @@ clbResult_t PeerMeet::launched(clbComm* comm) {
   return clbSuccess;
 }
 
-void PeerMeet::refuse(clbComm* comm, const std::vector<Edge>& edges, const std::string& why) {
+void PeerMeet::refuse(CommContext* comm, const std::vector<Edge>& edges, const std::string& why) {
   const int me = comm->rank;
   std::lock_guard<std::mutex> g(mu_);
   Member& m = members_[me];

@@ -1,0 +1,64 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// What the device runtime (src/device) sees of the communicator: all the layers below see
+// (clb::CommContext: rank, size, configuration, bootstrap, memory accounts, transport, the wait's
+// checks), and the communicator's state that the device runtime reads or writes: its device
+// settings, its failure marks, its device objects, and the two things the core does for it (mark
+// the communicator failed, run a collective on host buffers). The communicator (core/comm.h,
+// clbComm) is one; the device runtime takes a DeviceCommContext, never a clbComm, so that it does
+// not depend on the layer above it (scripts/check-layers.sh).
+//
+// This header and device_context.cc are in every build (the device objects are complete types
+// only where the device runtime is built: device_context.cc frees them).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/config.h"
+#include "bootstrap/comm_context.h"
+#include "colibri/colibri.h"
+
+namespace clb {
+
+namespace cuda {
+class Device;
+class PeerDevice;
+class Scaler;
+}  // namespace cuda
+
+struct DeviceCommContext : CommContext {
+  DeviceCommContext();
+  ~DeviceCommContext() override;
+
+  DeviceConfig deviceCfg;  // the device path's settings, read at init
+  std::atomic<bool> aborted{false};
+  std::atomic<bool> failed{false};               // a collective failed midway: the communicator is unusable
+  std::unique_ptr<cuda::Device> device;          // set up at the first call on device memory
+  std::unique_ptr<cuda::PeerDevice> peerDevice;  // point-to-point on the GPU, at its first device call
+  std::string peerDeviceMemoryWhy;               // why peerDeviceMemory could not be had
+  bool peerStagedWarned = false;  // the warning that device point-to-point goes through host copies (once)
+  std::atomic<cuda::Device*> deviceReady{nullptr};  // `device`, once set up (read by other threads)
+  // PreMulSum (core/premul.h) on device buffers, under the call like every use: the scaling
+  // kernels and the device scratch (device.h), made at the first such call (on host buffers the
+  // core's clbComm::preMulHost). clbCommTrim and clbCommDestroy free them.
+  std::unique_ptr<cuda::Scaler> scaler;
+
+  // The communicator cannot go on; `code` and the thread's last error say why (the first call wins).
+  virtual void markFailed(clbResult_t code = clbInternalError) = 0;
+  // A collective on host buffers for the library's own use (exchanges of the device path, its
+  // staging between hosts: core/collectives.cc): the checks and algorithm of the public calls,
+  // without asking the driver what the buffers are and without touching the caller-visible
+  // lastAlgorithm.
+  virtual clbResult_t hostCollective(uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
+                                     clbRedOp_t op, int root) = 0;
+
+  // Frees the device objects (the scaler, point-to-point on the GPU, the device runtime, in that
+  // order). The communicator's destructor calls it first, while the whole communicator is alive.
+  void releaseDevice();
+};
+
+}  // namespace clb
