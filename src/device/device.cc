@@ -113,6 +113,7 @@ void Device::markReady() {
 }
 
 clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
+  CLB_CHECK(checkDeviceCollective(a.desc.coll));
   if (s_.ordinal >= 0 && ordinal != s_.ordinal)
     return setError(clbInvalidArgument,
                     "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "
@@ -204,6 +205,7 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
 }
 
 clbResult_t Device::runAcrossHosts(const CollArgs& a, int ordinal, CUstream stream) {
+  CLB_CHECK(checkDeviceCollective(a.desc.coll));
   if (s_.ordinal >= 0 && ordinal != s_.ordinal)
     return setError(clbInvalidArgument,
                     "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "

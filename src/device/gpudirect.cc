@@ -32,6 +32,7 @@
 #include "transport/channel.h"
 
 #include "transport/net/net_plugin.h"
+#include "transport/transport.h"
 
 namespace clb::cuda {
 
@@ -219,10 +220,11 @@ clbResult_t makeGpuDirect(const Driver* d, CUcontext ctx, CUdevice dev, int ordi
   g->comm = c;
   g->ordinal = ordinal;
   g->dev = dev;
-  // The NIC side is the verbs network plugin (libcolibri_verbs.so), which says what its library
-  // can register.
-  const clbNetPlugin_v1_t* plugin = nullptr;
-  clbResult_t rc = loadNetPlugin("verbs", &plugin);
+  // The NIC side is the network plugin of the communicator's transport (libcolibri_verbs.so for
+  // verbs), which says what its library can register.
+  const clbNetPlugin_v1_t* plugin = c->carrier ? c->carrier->netPlugin() : nullptr;
+  clbResult_t rc =
+      plugin ? clbSuccess : setError(clbInternalError, "rank %d: the transport has no network plugin", c->rank);
   clbNetDeviceSupport_v1_t support{};
   if (rc == clbSuccess) rc = plugin->deviceSupport(&support);
   const bool nicDmabuf = support.dmabuf != 0, nicPeermem = support.peermem != 0;
@@ -271,8 +273,9 @@ clbResult_t checkGpuMemoryMode(const std::string& mode) {
 }  // namespace
 
 clbResult_t GpuDirectPath::setUp() {
-  if (s_.comm->transport != clbTransportVerbs) {
-    why_ = std::string("the transport is ") + clbTransportName(s_.comm->transport) + ", not verbs";
+  if (!s_.comm->carrier || !s_.comm->carrier->netPlugin()) {
+    why_ = std::string("the transport is ") + clbTransportName(s_.comm->transport) +
+           ", which has no network plugin (transport verbs has)";
     return clbSuccess;
   }
   const std::string mode = s_.comm->deviceCfg.gpuMemoryText;  // COLIBRI_VERBS_GPU_MEMORY, read at init
@@ -400,16 +403,16 @@ clbResult_t peerDeviceMemoryFor(DeviceCommContext* c, const void* anyDevice) {
     c->peerDeviceMemoryWhy = why;
     return clbSuccess;
   };
-  if (c->transport != clbTransportVerbs)
-    return fallBack(std::string("the transport is ") + clbTransportName(c->transport) + ", not verbs");
+  const clbNetPlugin_v1_t* plugin = c->carrier ? c->carrier->netPlugin() : nullptr;
+  if (!plugin)
+    return fallBack(std::string("the transport is ") + clbTransportName(c->transport) +
+                    ", which has no network plugin (transport verbs has)");
   const std::string mode = c->deviceCfg.gpuMemoryText;  // COLIBRI_VERBS_GPU_MEMORY
   CLB_CHECK(checkGpuMemoryMode(mode));
   if (mode == "host") return fallBack("COLIBRI_VERBS_GPU_MEMORY=host");
-  const clbNetPlugin_v1_t* plugin = nullptr;
-  if (loadNetPlugin("verbs", &plugin) != clbSuccess || !netPluginHasDevicePeers(plugin)) {
-    clearError();
-    return fallBack("the verbs plugin has no point-to-point channels in GPU memory (an older libcolibri_verbs.so)");
-  }
+  if (!netPluginHasDevicePeers(plugin))
+    return fallBack(std::string("the ") + plugin->name +
+                    " plugin has no point-to-point channels in GPU memory (an older plugin library)");
   const Driver* d = nullptr;
   CLB_CHECK(driver(&d));
   Allocation al;

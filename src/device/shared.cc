@@ -442,6 +442,25 @@ clbResult_t DeviceShared::checkStream(CUstream stream) {
   return checkStreamGpu(d, stream, ctx, dev, ordinal, comm->rank);
 }
 
+int deviceCollective(uint32_t coll) {
+  switch (coll) {
+    case kAllReduce: return CLB_DEV_ALLREDUCE;
+    case kAllGather: return CLB_DEV_ALLGATHER;
+    case kReduceScatter: return CLB_DEV_REDUCESCATTER;
+    case kBroadcast: return CLB_DEV_BROADCAST;
+    case kReduce: return CLB_DEV_REDUCE;
+    default: return -1;
+  }
+}
+
+clbResult_t checkDeviceCollective(uint32_t coll) {
+  if (deviceCollective(coll) >= 0) return clbSuccess;
+  return setError(clbInternalError,
+                  "the device runtime has no kernel for %s (code %u): the call's dispatch should not have sent it "
+                  "here; please report it",
+                  collectiveName(coll), coll);
+}
+
 void DeviceShared::common(ClbDevCallArgs* k, const CollArgs& a) const {
   for (int p = 0; p < comm->nranks; p++) k->flags[p] = peerFlags[p];
   k->host = reinterpret_cast<ClbDevHostStatus*>(hostStatusDev);
@@ -458,13 +477,7 @@ void DeviceShared::common(ClbDevCallArgs* k, const CollArgs& a) const {
   k->root = a.root;
   k->count = a.count;
   k->elemSize = (int)clbTypeSize(a.type);
-  switch (a.desc.coll) {
-    case kAllReduce: k->coll = CLB_DEV_ALLREDUCE; break;
-    case kAllGather: k->coll = CLB_DEV_ALLGATHER; break;
-    case kReduceScatter: k->coll = CLB_DEV_REDUCESCATTER; break;
-    case kReduce: k->coll = CLB_DEV_REDUCE; break;
-    default: k->coll = CLB_DEV_BROADCAST; break;
-  }
+  k->coll = deviceCollective(a.desc.coll);  // known: Device::run refuses the others first
   // The call as the host names it (a.desc: a PreMulSum is not a sum there, whatever op the
   // kernels combine with, and a barrier is an allReduce with root kBarrierRoot).
   const bool rooted = k->coll == CLB_DEV_BROADCAST || k->coll == CLB_DEV_REDUCE;

@@ -73,6 +73,12 @@ struct PeerInfo;  // what ranks tell each other at set-up
 // point-to-point boxes), on a private stream, and waits until it is done (shared.cc says why).
 clbResult_t zeroNow(const Driver* d, CUdeviceptr p, size_t bytes);
 
+// The kernels' code (CLB_DEV_*) of a collective, or -1 for one that has no device kernel;
+// checkDeviceCollective says so as an error, which every entry of the device runtime returns
+// before anything of the call is built.
+int deviceCollective(uint32_t coll);
+clbResult_t checkDeviceCollective(uint32_t coll);
+
 struct DeviceShared {
   explicit DeviceShared(DeviceCommContext* comm);  // the settings, as read at init (comm->deviceCfg)
 
@@ -86,7 +92,8 @@ struct DeviceShared {
   void releaseShared(SharedBuffer* b);
   clbResult_t refuseInCapture(CUstream stream, size_t need);  // set-up is impossible in capture
   clbResult_t checkStream(CUstream stream);
-  void common(ClbDevCallArgs* k, const CollArgs& a) const;  // what every path passes alike
+  // What every path passes alike; a.desc.coll is one deviceCollective knows (checked before).
+  void common(ClbDevCallArgs* k, const CollArgs& a) const;
   unsigned blocksFor(size_t bytes) const;
   // Before a launch of `blocks` blocks with parameters `k` on `stream`: the gate (gateWide) where
   // that is more than kGateAboveBlocks. Inside together(), the gate and the kernel after it are

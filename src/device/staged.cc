@@ -76,6 +76,8 @@ clbResult_t StagedPath::launch(const CollArgs& a, size_t e0, size_t m, CUstream 
       k.out = out + e0 * esz;
       k.count = m * esz;
       break;
+    default:  // Device::run refuses what has no kernel before a path is chosen
+      return checkDeviceCollective(a.desc.coll);
   }
   const size_t bytes = std::max<size_t>(k.inBytes * n, m * esz * (k.mode == 1 ? n : 1));
   const unsigned blocks = s_.blocksFor(bytes);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bootstrap/comm_context.h"
+#include "colibri/net_plugin.h"
 #include "transport/channel.h"
 
 namespace clb {
@@ -57,6 +58,10 @@ class Transport {
   virtual bool sharesMemory() const { return false; }
   // The direct algorithm, where the transport has one; null otherwise.
   virtual DirectAlgorithm* direct() { return nullptr; }
+  // The network plugin its ring channel runs on (transport verbs: libcolibri_verbs.so), which
+  // device buffers between hosts use too (GPUDirect RDMA, device/gpudirect.cc); null for a
+  // transport of the core's own.
+  virtual const clbNetPlugin_v1_t* netPlugin() const { return nullptr; }
 
   // Point-to-point. The channel with peer p (never this rank), made at the first call that needs
   // it; clbUnsupported (with the reason) where the transport has none.

@@ -225,6 +225,11 @@ LinkTransport::LinkTransport(CommContext* comm, int kind, std::unique_ptr<RingCh
                              const clbNetPlugin_v1_t* plugin)
     : comm_(comm), kind_(kind), ring_(std::move(ring)), describe_(std::move(describe)), plugin_(plugin) {}
 
+const clbNetPlugin_v1_t* LinkTransport::netPlugin() const {
+  const auto* net = dynamic_cast<const NetRingChannel*>(ring_.get());
+  return net ? net->plugin() : nullptr;
+}
+
 void LinkTransport::sendNotice(char kind, int origin, uint64_t seq, Link* only) {
   const Notice n{kind, {0, 0, 0}, origin, seq};
   for (Link* l : {&comm_->boot.nextCtl(), &comm_->boot.prevCtl()})

@@ -43,6 +43,7 @@ class LinkTransport : public Transport {
   int kind() const override { return kind_; }
   std::string describe() const override { return describe_; }
   RingChannel& ring() override { return *ring_; }
+  const clbNetPlugin_v1_t* netPlugin() const override;
   // Point-to-point: a TCP connection per pair (the bootstrap's, bootstrap/bootstrap_peers.cc;
   // transport/socket/peer.cc); under transport verbs the plugin's channel with the peer
   // (NetPeerChannel: RDMA WRITE with immediate into the peer's slots), set up over that connection.
