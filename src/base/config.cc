@@ -167,6 +167,7 @@ bool parseValue(const Spec& s, const char* text, int64_t* out) {
     *out = -1;
     return true;
   }
+  if (!(*text == '-' || *text == '+' || (*text >= '0' && *text <= '9'))) return false;  // strtoll skips spaces
   char* end = nullptr;
   errno = 0;
   const long long x = strtoll(text, &end, 10);
@@ -174,6 +175,13 @@ bool parseValue(const Spec& s, const char* text, int64_t* out) {
   if ((x < s.lo || x > s.hi) && !(s.kind == Kind::kInt64Auto && x == -1)) return false;
   *out = x;
   return true;
+}
+
+// A text value with a control character (a newline in a device name would reach logs and lookups).
+bool hasControl(const char* v) {
+  for (; *v; v++)
+    if ((unsigned char)*v < 0x20 || *v == 0x7f) return true;
+  return false;
 }
 
 // The value of one knob from its COLIBRI_* variable, when that is set and not empty.
@@ -185,6 +193,8 @@ clbResult_t applyEnvironment(clbConfig_t* c, const Spec& s) {
       return clb::setError(clbInvalidArgument,
                            "environment variable %s='%s' is %zu bytes long; a device name may have at most %lld", s.env,
                            v, strlen(v), (long long)s.hi);
+    if (hasControl(v))
+      return clb::setError(clbInvalidArgument, "environment variable %s holds a control character", s.env);
     char* field = reinterpret_cast<char*>(c) + s.offset;
     memset(field, 0, s.hi + 1);
     memcpy(field, v, strlen(v));
@@ -205,8 +215,9 @@ clbResult_t checkArgs(const char* call, const clbConfig_t* c, const void* other,
   if (!c || !other) return clb::setError(clbInvalidArgument, "%s: %s is NULL", call, c ? otherName : "config");
   if (c->size != sizeof(clbConfig_t))
     return clb::setError(clbInvalidArgument,
-                         "%s: config.size=%zu but this library expects %zu: start from clbConfigInit", call, c->size,
-                         sizeof(clbConfig_t));
+                         "%s: config.size=%zu, but it takes the full struct of this library (%zu bytes): make it with "
+                         "clbConfigInitSized(&c, sizeof(clbConfig_t)) against this colibri.h",
+                         call, c->size, sizeof(clbConfig_t));
   return clbSuccess;
 }
 
@@ -220,7 +231,8 @@ clbResult_t envInt(const char* name, int64_t lo, int64_t hi, int64_t* out) {
   char* end = nullptr;
   errno = 0;
   long long x = strtoll(v, &end, 10);
-  if (errno || *end || x < lo || x > hi)
+  const bool lead = *v == '-' || *v == '+' || (*v >= '0' && *v <= '9');  // strtoll skips spaces
+  if (!lead || errno || *end || x < lo || x > hi)
     return clb::setError(clbInvalidArgument, "environment variable %s='%s' is not an integer in %lld..%lld", name, v,
                          (long long)lo, (long long)hi);
   *out = x;
@@ -263,6 +275,25 @@ void defaultConfig(clbConfig_t* c) {
   c->size = sizeof *c;
   for (const Spec& s : kSpecs)
     if (s.kind != Kind::kText) setField(c, s, s.dflt);
+}
+
+void salvageConfig(const clbConfig_t* in, clbConfig_t* out) {
+  defaultConfig(out);
+  if (!in) {
+    for (const Spec& s : kSpecs)
+      if (applyEnvironment(out, s) != clbSuccess) clearError();
+    return;
+  }
+  if (in->size != sizeof(clbConfig_t)) return;  // an older or unknown struct: the defaults
+  for (const Spec& s : kSpecs) {
+    const char* src = reinterpret_cast<const char*>(in) + s.offset;
+    if (s.kind == Kind::kText) {
+      if (memchr(src, 0, s.hi + 1)) memcpy(reinterpret_cast<char*>(out) + s.offset, src, s.hi + 1);
+      continue;
+    }
+    const int64_t v = getField(in, s);
+    if ((v >= s.lo && v <= s.hi) || (s.kind == Kind::kInt64Auto && v == -1)) setField(out, s, v);
+  }
 }
 
 DeviceConfig readDeviceConfig(const clbConfig_t& c, int nranks) {
@@ -411,6 +442,8 @@ clbResult_t clbConfigSet(clbConfig_t* c, const char* name, const char* value) {
     if (strlen(value) > (size_t)s->hi)
       return clb::setError(clbInvalidArgument, "clbConfigSet: %s='%s' is %zu bytes long; it may have at most %lld",
                            s->name, value, strlen(value), (long long)s->hi);
+    if (hasControl(value))
+      return clb::setError(clbInvalidArgument, "clbConfigSet: %s holds a control character", s->name);
     char* field = reinterpret_cast<char*>(c) + s->offset;
     memset(field, 0, s->hi + 1);
     memcpy(field, value, strlen(value));

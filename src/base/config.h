@@ -47,6 +47,11 @@ const char* optionWord(const char* name, int64_t v);
 // The COLIBRI_* variable of the i-th knob (clbConfigOptionName(i) is its name), NULL past the last.
 const char* optionVariable(int i);
 
+// What a rank whose configuration was refused joins with, only to tell the others (core/comm.cc):
+// `in` (NULL: clbConfigInit's defaults and environment) with every field or variable that is not
+// valid at its default. Never fails.
+void salvageConfig(const clbConfig_t* in, clbConfig_t* out);
+
 // The defaults of every field, without the environment (clbConfigInit is these, then COLIBRI_*).
 void defaultConfig(clbConfig_t* c);
 

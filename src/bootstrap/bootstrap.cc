@@ -113,6 +113,12 @@ struct Root {
       snprintf(m, sizeof m, "rank %d joined twice (from %s pid %d and pid %d): give every process a distinct rank",
                b.rank, b.info.hostname, (*table)[b.rank].pid, b.info.pid);
       status = clbInvalidArgument;
+    } else if (!b.info.agreed.settingsValid) {
+      // A rank whose configuration was refused joins only to say so (core/comm.cc, newComm):
+      // every rank learns it now, not at its timeout.
+      snprintf(m, sizeof m, "rank %d holds a setting that is not valid (its own error says which): fix it there",
+               b.rank);
+      status = clbInvalidUsage;
     }
     if (status != clbSuccess) {
       (void)sendReply(a.link, id.secret, a.transcript, status, m, 0, nullptr, nullptr, nowMs() + handshakeTimeoutMs());
@@ -151,14 +157,29 @@ struct Root {
 
   // The ranks of `nranks` that never joined, as "1, 3, 5-9" (at most a few dozen named).
   std::string missingRanks(int nranks) const {
-    auto came = [&](int r) { return r < (int)ever.size() && ever[r]; };
+    return rankList(nranks, [&](int r) { return r < (int)ever.size() && ever[r]; });
+  }
+  // The ranks that joined and then closed their connection (they gave up at their own timeout).
+  std::string leftRanks(const std::vector<Joined>& joined, int nranks) const {
+    return rankList(nranks, [&](int r) {
+      return !(r < (int)ever.size() && ever[r]) || (r < (int)joined.size() && joined[r].link.open());
+    });
+  }
+  // The ranks of `nranks` for which skip(r) is false, as "1, 3, 5-9" (at most 32 ranges, then how
+  // many more ranks).
+  template <class Skip>
+  static std::string rankList(int nranks, Skip skip) {
     std::string out;
     int named = 0;
     for (int r = 0; r < nranks; r++) {
-      if (came(r)) continue;
+      if (skip(r)) continue;
       int last = r;
-      while (last + 1 < nranks && !came(last + 1)) last++;
-      if (++named > 32) return out + ", ...";
+      while (last + 1 < nranks && !skip(last + 1)) last++;
+      if (++named > 32) {
+        int more = 0;
+        for (int q = r; q < nranks; q++) more += skip(q) ? 0 : 1;
+        return out + " and " + std::to_string(more) + " more";
+      }
       out += (out.empty() ? "" : ", ") + std::to_string(r) + (last > r ? "-" + std::to_string(last) : "");
       r = last;
     }
@@ -185,9 +206,13 @@ struct Root {
   // of this process that waits in vain will be told.
   void noteMissing(const std::vector<Joined>& joined, const std::vector<RankInfo>& table, int nranks, int count) {
     std::string gone = nranks > 0 && count < nranks ? missingRanks(nranks) : std::string();
+    const std::string left = nranks > 0 && count < nranks ? leftRanks(joined, nranks) : std::string();
     {
       std::lock_guard<std::mutex> g(refusedMutex);
       missing = gone.empty() ? "" : "rank(s) " + gone + " of " + std::to_string(nranks);
+      if (!left.empty())
+        missing +=
+            (missing.empty() ? "" : "; ") + std::string("rank(s) ") + left + " joined and gave up (their timeout)";
     }
     if (warned || gone.empty() || !warnAt || nowMs() < warnAt) return;
     warned = true;
@@ -623,7 +648,10 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
   body.timeoutMs = timeoutMs;
   CLB_CHECK(openListener(rank, &body.info));  // our ring listener
   if (versions) body.info.versions = *versions;
-  if (agreed) body.info.agreed = *agreed;
+  if (agreed)
+    body.info.agreed = *agreed;
+  else
+    body.info.agreed.settingsValid = 1;  // nothing to agree on: not a refused configuration
 
   // An id may name every interface (MASTER_ADDR=0.0.0.0), which no one can reach from elsewhere:
   // a dial there reaches this host, and the messages name the root by the address it reached.
@@ -671,10 +699,12 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
       if (rc == clbRemoteError) retry = again = true;
     }
     if (rc == clbSuccess) break;
+    // A root in this process says what it refused meanwhile (often the rank that never came) and
+    // who is missing: asked before this rank's connection closes, which would count it as gone.
+    const std::string refused = rc == clbTimeout ? rootRefusals(id_) : std::string();
+    const std::string missing = rc == clbTimeout ? rootMissing(id_) : std::string();
     link.close();
     if (rc == clbTimeout) {
-      // A root in this process says what it refused meanwhile: often the rank that never came.
-      const std::string refused = rootRefusals(id_), missing = rootMissing(id_);
       const bool byAddress = id_.flags & kIdRootAtRank0;
       return setError(clbTimeout,
                       "rank %d waited %lld ms at %s for all %d ranks to join%s%s%s%s%s; start every rank %s, or raise "

@@ -300,8 +300,8 @@ clbResult_t clb::newComm(int rank, int nranks, const clbConfig_t* config, std::u
     // A rank of several whose configuration is refused still joins, with the defaults, only to
     // say so: every rank then fails at once (initTableCheck) instead of waiting for it.
     if (!joinWhenRefused || nranks < 2 || rc != clbInvalidArgument) return rc;
-    refused = lastError();
-    defaultConfig(&cfg);
+    refused = lastError().substr(0, lastError().find('\n'));  // the message, not where it was set
+    salvageConfig(config, &cfg);  // the valid values (its timeout, say), the defaults for the rest
   }
   setLogLevelIfLower(cfg.logLevel);
   std::unique_ptr<clbComm> c(new (std::nothrow) clbComm());
@@ -331,8 +331,16 @@ Bootstrap::TableCheck clb::initTableCheck(clbComm* c) {
 }
 
 static clbResult_t initComm(clbComm* c, const IdData& id) {
-  CLB_CHECK(
-      c->boot.init(id, c->rank, c->nranks, c->cfg.timeoutMs, &c->aborted, &c->versions, &c->agreed, initTableCheck(c)));
+  clbResult_t rc =
+      c->boot.init(id, c->rank, c->nranks, c->cfg.timeoutMs, &c->aborted, &c->versions, &c->agreed, initTableCheck(c));
+  // A rank that joined only to say its configuration was refused reports that, whatever the
+  // bootstrap made of it (the root refuses it at its hello and tells every rank).
+  if (rc != clbSuccess && !c->refusedSettings.empty())
+    return setError(clbInvalidArgument,
+                    "rank %d: %s; every rank of the communicator refuses it, rather than wait for this rank until "
+                    "the timeout: fix the setting",
+                    c->rank, c->refusedSettings.c_str());
+  CLB_CHECK(rc);
   return finishInit(c);
 }
 

@@ -215,7 +215,7 @@ TEST(Agree, ASettingThatIsNotValidOnOneRankFailsEveryRankAtOnce) {
     EXPECT_NE(out[1].msg.find(var), std::string::npos) << bad << ": " << out[1].msg;
     EXPECT_NE(out[1].msg.find("every rank of the communicator refuses it"), std::string::npos) << out[1].msg;
     EXPECT_EQ(out[0].rc, clbInvalidUsage) << bad << ": " << out[0].msg;
-    EXPECT_NE(out[0].msg.find("rank(s) 1 hold a setting that is not valid"), std::string::npos)
+    EXPECT_NE(out[0].msg.find("rank 1 holds a setting that is not valid"), std::string::npos)
         << bad << ": " << out[0].msg;
     for (int r = 0; r < 2; r++)
       EXPECT_LT(out[r].endMs - lastStart, 2000) << bad << ": rank " << r << " fails at once, not at its 20 s timeout";

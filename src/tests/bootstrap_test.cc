@@ -347,6 +347,62 @@ TEST(Bootstrap, ARankThatNeverComesIsNamedWithTheVariablesToStartIt) {
   EXPECT_NE(rc[2], clbSuccess) << "rank 2 cannot form a communicator either";
 }
 
+// A rank whose configuration is refused, while another rank never comes: the refused rank keeps
+// its valid settings, joins only to say so, and the root refuses it at its hello, so it and the
+// rank that joined fail at once (not at the timeout, the refused rank's 60 s default included),
+// each saying what concerns it.
+TEST(Bootstrap, ARefusedRankFailsEveryJoinedRankAtOnceEvenWhileAnotherIsMissing) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  std::vector<clbResult_t> rc(2, clbSuccess);
+  std::vector<std::string> msg(2);
+  std::vector<double> took(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; r++)
+    ts.emplace_back([&, r] {
+      clbConfig_t cfg = quickConfig(20000);
+      if (r == 1) cfg.chunkBytes = 100;  // out of range
+      clbComm_t c = nullptr;
+      const auto t0 = std::chrono::steady_clock::now();
+      rc[r] = clbCommInitRank(&c, &id, r, 3, &cfg);
+      took[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      msg[r] = clbGetLastError();
+      if (c) clbCommDestroy(c);
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(rc[1], clbInvalidArgument) << msg[1];
+  EXPECT_NE(msg[1].find("chunkBytes=100 is out of range"), std::string::npos) << msg[1];
+  EXPECT_NE(msg[1].find("every rank of the communicator refuses it"), std::string::npos) << msg[1];
+  EXPECT_LT(msg[1].find("every rank of the communicator refuses it"), msg[1].find('\n'))
+      << "one sentence, the refusal's location not in the middle: " << msg[1];
+  EXPECT_EQ(rc[0], clbInvalidUsage) << msg[0];
+  EXPECT_NE(msg[0].find("rank 1 holds a setting that is not valid"), std::string::npos) << msg[0];
+  for (int r = 0; r < 2; r++) EXPECT_LT(took[r], 5.0 * clbtest::slowdown()) << "rank " << r << ": " << msg[r];
+  clbUniqueIdRelease(&id);
+}
+
+// A rank that joined and gave up at its own (shorter) timeout is named as such, beside the one
+// that never came.
+TEST(Bootstrap, ARankThatJoinedAndGaveUpIsNamedBesideTheOneThatNeverCame) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  std::string m0;
+  std::thread t2([&] {
+    clbConfig_t cfg = quickConfig(300);
+    clbComm_t c = nullptr;
+    clbCommInitRank(&c, &id, 2, 3, &cfg);
+    if (c) clbCommDestroy(c);
+  });
+  clbConfig_t cfg = quickConfig(2000);
+  clbComm_t c = nullptr;
+  EXPECT_EQ(clbCommInitRank(&c, &id, 0, 3, &cfg), clbTimeout);
+  m0 = clbGetLastError();
+  t2.join();
+  EXPECT_NE(m0.find("(missing: rank(s) 1 of 3; rank(s) 2 joined and gave up (their timeout))"), std::string::npos)
+      << m0;
+  clbUniqueIdRelease(&id);
+}
+
 // The same with a UniqueId (clbGetUniqueId): the advice is the id, and a range of missing ranks
 // is written as one.
 TEST(Bootstrap, RanksThatNeverComeAreNamedWithTheUniqueIdToStartThem) {

@@ -660,6 +660,10 @@ public enum Option {
         if (text.indexOf('\0') >= 0) { // C would stop there: "mlx5_0\0x" would mean "mlx5_0"
           throw invalid(source, shown != null ? shown : quote(text), "contains a NUL character");
         }
+        if (text.chars().anyMatch(ch -> ch < 0x20 || ch == 0x7f)) { // as the native table refuses
+          throw invalid(
+              source, shown != null ? shown : quote(text), "contains a control character");
+        }
         return value;
       case INT:
         n = (Integer) value;

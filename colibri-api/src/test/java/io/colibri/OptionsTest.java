@@ -632,6 +632,8 @@ class OptionsTest {
         () -> Options.builder().set(Option.DEVICE_LL_MAX_BYTES, "-2"), "is out of range");
     invalidArgument(
         () -> Options.builder().set(Option.STUCK_WARN_PERCENT, "100"), "valid values are 0..99");
+    invalidArgument(
+        () -> Options.builder().verbsDevice("mlx5_0\nfoo"), "contains a control character");
   }
 
   private static int count(String s, String sub) {
