@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Command 2: every test. The native unit tests (GoogleTest, through CTest) on a CMake build of
-# src/ in build/native, then `mvn -B verify`, which builds all modules and runs their tests
-# (colibri-api, colibri-native against the real native library, the perf tool's smoke tests) and
-# packages them with their -sources and -javadoc jars (javadoc warnings fail it), then checks the
-# artifacts (scripts/CheckArtifacts.java: those jars, Automatic-Module-Name, the BOM, pom metadata).
+# src/ in build/native, then `mvn -B install`, which builds all modules and runs their tests
+# (colibri-api, colibri-native against the real native library, the perf tool's smoke tests),
+# packages them with their -sources and -javadoc jars (javadoc warnings fail it) and installs them
+# in the local Maven repository (~/.m2), then checks the artifacts (scripts/CheckArtifacts.java:
+# those jars, Automatic-Module-Name, the BOM, pom metadata). Then examples/, a Maven project of its
+# own as a user would write it, is built against those installed artifacts and run with 3 ranks
+# (every kind of host call, every element checked), within a time limit.
 # Then scripts/sanitize.sh: the native tests again under ASan+UBSan (build/asan) and, the threaded
 # ones, under TSan (build/tsan), and a bounded libFuzzer run over the argument checks of the C ABI
 # and the NCCL drop-in (build/fuzz). COLIBRI_SKIP_SANITIZERS=1 skips that step (a quicker local
@@ -44,18 +47,28 @@ cmake --build build/native -j "$jobs"
 log "native unit tests: ctest --test-dir build/native"
 ctest --test-dir build/native --output-on-failure --no-tests=error
 
-log "Java modules: mvn -B -ntp verify"
+log "Java modules: mvn -B -ntp install"
 # The tests' own output goes to files (redirectTestOutputToFile): on a failure, the failing tests
 # and the end of their output are listed last, where the log is read.
-if ! mvn -B -ntp verify; then
+if ! mvn -B -ntp install; then
   log "Maven failed; the failing tests (scripts/TestFailures.java):"
   java scripts/TestFailures.java
-  die "mvn verify failed"
+  die "mvn install failed"
 fi
 
 log "artifacts: java scripts/CheckArtifacts.java"
 java scripts/CheckArtifacts.java
 bash scripts/check-doc-links.sh
+
+# examples/ is not a module of this build: it resolves Colibri from ~/.m2, where the install above
+# put this version, so its pom must name this version (another one there would be stale).
+version=$(sed -n 's:^  <version>\(.*\)</version>$:\1:p' pom.xml | head -1)
+example_version=$(sed -n 's:.*<colibri.version>\(.*\)</colibri.version>.*:\1:p' examples/pom.xml)
+[[ -n $version && $example_version == "$version" ]] \
+  || die "examples/pom.xml builds against Colibri ${example_version:-?}, the root pom.xml is ${version:-?}: set <colibri.version> in examples/pom.xml"
+log "example: examples/ against the installed artifacts, 3 ranks (mvn compile exec:exec)"
+(cd examples && timeout -k 10 120 mvn -B -q -ntp compile exec:exec -Dranks=3) \
+  || die "the example failed (exit code $?; 124: it ran past 120 s)"
 
 if [[ "${COLIBRI_SKIP_SANITIZERS:-0}" == 1 ]]; then
   log "sanitizers: skipped (COLIBRI_SKIP_SANITIZERS=1)"
