@@ -192,7 +192,8 @@ class AgreementTest {
                 .contains(
                     "Meanwhile the root refused 1 connection(s) that hold another "
                         + "secret than the communicator's (the last from 127.0.0.1:")
-            && root.failed().contains("is a rank running with another UniqueId?"),
+            && root.failed().contains("is a rank running with another secret or address?")
+            && root.failed().contains("with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE"),
         root.child().describe());
     assertFalse(root.failed().contains("0.0.0.0"), root.failed());
     long rootMs = root.endMs() - root.startMs();
