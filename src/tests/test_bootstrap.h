@@ -61,6 +61,7 @@ inline RootAnswer helloToRoot(const clb::IdData& id, const uint8_t* secret, int 
   b.info.rank = rank;
   b.info.pid = getpid();
   snprintf(b.info.hostname, sizeof b.info.hostname, "test");
+  b.info.agreed.settingsValid = 1;  // a rank whose configuration was taken (0: the root refuses it)
   clb::Transcript t{};
   bool retry = false;
   a.rc = clientHandshake(fd, secret, clb::kPurposeRoot, nullptr, &b, sizeof b, by, nullptr, "the root", &t, &retry);
