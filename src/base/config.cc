@@ -184,30 +184,34 @@ bool hasControl(const char* v) {
   return false;
 }
 
-// The value of one knob from its COLIBRI_* variable, when that is set and not empty.
-clbResult_t applyEnvironment(clbConfig_t* c, const Spec& s) {
-  const char* v = getenv(s.env);
-  if (!v || !*v) return clbSuccess;
+// Sets knob `s` of `c` from `v`, the text of its COLIBRI_* variable (fromEnv) or of clbConfigSet;
+// a value that is not valid leaves the field as it was and is refused, worded for where it came
+// from.
+clbResult_t setFromText(clbConfig_t* c, const Spec& s, const char* v, bool fromEnv) {
+  const char* from = fromEnv ? "environment variable " : "clbConfigSet: ";
+  const char* name = fromEnv ? s.env : s.name;
   if (s.kind == Kind::kText) {
     if (strlen(v) > (size_t)s.hi)
-      return clb::setError(clbInvalidArgument,
-                           "environment variable %s='%s' is %zu bytes long; a device name may have at most %lld", s.env,
-                           v, strlen(v), (long long)s.hi);
-    if (hasControl(v))
-      return clb::setError(clbInvalidArgument, "environment variable %s holds a control character", s.env);
+      return clb::setError(clbInvalidArgument, "%s%s='%s' is %zu bytes long; %s have at most %lld", from, name, v,
+                           strlen(v), fromEnv ? "a device name may" : "it may", (long long)s.hi);
+    if (hasControl(v)) return clb::setError(clbInvalidArgument, "%s%s holds a control character", from, name);
     char* field = reinterpret_cast<char*>(c) + s.offset;
     memset(field, 0, s.hi + 1);
     memcpy(field, v, strlen(v));
     return clbSuccess;
   }
   int64_t x = 0;
-  if (!parseValue(s, v, &x)) {
-    if (s.kind == Kind::kWords)
-      return clb::setError(clbInvalidArgument, "%s='%s' is not one of %s", s.env, v, wordList(s).c_str());
-    return clb::setError(clbInvalidArgument, "environment variable %s='%s' is not %s", s.env, v, validText(s).c_str());
-  }
+  if (!parseValue(s, v, &x))  // a variable's words are named bare: "COLIBRI_TLS='yes' is not one of ..."
+    return clb::setError(clbInvalidArgument, "%s%s='%s' is not %s", fromEnv && s.kind == Kind::kWords ? "" : from, name,
+                         v, validText(s).c_str());
   setField(c, s, x);
   return clbSuccess;
+}
+
+// The value of one knob from its COLIBRI_* variable, when that is set and not empty.
+clbResult_t applyEnvironment(clbConfig_t* c, const Spec& s) {
+  const char* v = getenv(s.env);
+  return v && *v ? setFromText(c, s, v, true) : clbSuccess;
 }
 
 // The arguments every clbConfigSet / clbConfigGet checks: a config of this version, and `other`.
@@ -224,20 +228,6 @@ clbResult_t checkArgs(const char* call, const clbConfig_t* c, const void* other,
 }  // namespace
 
 namespace clb {
-
-clbResult_t envInt(const char* name, int64_t lo, int64_t hi, int64_t* out) {
-  const char* v = getenv(name);
-  if (!v || !*v) return clbSuccess;
-  char* end = nullptr;
-  errno = 0;
-  long long x = strtoll(v, &end, 10);
-  const bool lead = *v == '-' || *v == '+' || (*v >= '0' && *v <= '9');  // strtoll skips spaces
-  if (!lead || errno || *end || x < lo || x > hi)
-    return clb::setError(clbInvalidArgument, "environment variable %s='%s' is not an integer in %lld..%lld", name, v,
-                         (long long)lo, (long long)hi);
-  *out = x;
-  return clbSuccess;
-}
 
 bool envFlag(const char* name, bool dflt) {
   const char* v = getenv(name);
@@ -438,22 +428,7 @@ clbResult_t clbConfigSet(clbConfig_t* c, const char* name, const char* value) {
     return clb::setError(clbInvalidArgument, "clbConfigSet: no option '%s'; the options are %s", name ? name : "(null)",
                          all.c_str());
   }
-  if (s->kind == Kind::kText) {
-    if (strlen(value) > (size_t)s->hi)
-      return clb::setError(clbInvalidArgument, "clbConfigSet: %s='%s' is %zu bytes long; it may have at most %lld",
-                           s->name, value, strlen(value), (long long)s->hi);
-    if (hasControl(value))
-      return clb::setError(clbInvalidArgument, "clbConfigSet: %s holds a control character", s->name);
-    char* field = reinterpret_cast<char*>(c) + s->offset;
-    memset(field, 0, s->hi + 1);
-    memcpy(field, value, strlen(value));
-    return clbSuccess;
-  }
-  int64_t x = 0;
-  if (!parseValue(*s, value, &x))
-    return clb::setError(clbInvalidArgument, "clbConfigSet: %s='%s' is not %s", s->name, value, validText(*s).c_str());
-  setField(c, *s, x);
-  return clbSuccess;
+  return setFromText(c, *s, value, false);
 }
 
 clbResult_t clbConfigGet(const clbConfig_t* c, const char* name, char* buf, size_t bytes) {

@@ -98,10 +98,6 @@ struct DeviceConfig {
 };
 DeviceConfig readDeviceConfig(const clbConfig_t& c, int nranks);
 
-// Reads the integer environment variable `name` into *out, which stays as it is when the
-// variable is unset or empty; anything but an integer in lo..hi is INVALID_ARGUMENT naming it.
-clbResult_t envInt(const char* name, int64_t lo, int64_t hi, int64_t* out);
-
 // The boolean environment variable `name`: `dflt` when it is unset or empty, false when it is
 // "0", "false" or "no" (the words in any case), true for any other value.
 bool envFlag(const char* name, bool dflt);

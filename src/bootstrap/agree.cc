@@ -121,22 +121,8 @@ AgreedSettings agreedSettings(const clbConfig_t& cfg, const DeviceConfig& device
   return a;
 }
 
-clbResult_t checkAgreedSettings(const std::vector<RankInfo>& peers, int me, const std::string& mySettingsError) {
+clbResult_t checkAgreedSettings(const std::vector<RankInfo>& peers) {
   const int n = (int)peers.size();
-  std::string bad;
-  for (int r = 0; r < n; r++)
-    if (!peers[r].agreed.settingsValid) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
-  if (!bad.empty() && !peers[me].agreed.settingsValid)
-    return setError(clbInvalidArgument,
-                    "rank %d: %s; every rank of the communicator refuses it (rank(s) %s), rather than wait for this "
-                    "rank until the timeout: fix the setting",
-                    me, mySettingsError.c_str(), bad.c_str());
-  if (!bad.empty())
-    return setError(clbInvalidUsage,
-                    "rank(s) %s hold a setting that is not valid (a configuration value out of range or a COLIBRI_* "
-                    "variable that does not parse; their error says which), so every rank refuses the communicator "
-                    "rather than wait for them: fix it there",
-                    bad.c_str());
   if (n < 2) return clbSuccess;
   bool oneHost = true;
   for (const RankInfo& p : peers) oneHost = oneHost && p.hostHash == peers[0].hostHash;

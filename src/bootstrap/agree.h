@@ -19,7 +19,7 @@
 namespace clb {
 
 // What this rank resolved: from its configuration and its device settings. `valid` false: the
-// rank's configuration was refused, and it joins with the defaults only to say so.
+// rank's configuration was refused, and it joins with its valid settings only to say so.
 AgreedSettings agreedSettings(const clbConfig_t& cfg, const DeviceConfig& device, bool valid = true);
 
 // The transport `t` (clbTransport_t) stands for: auto is shm when every rank is on one host,
@@ -32,11 +32,8 @@ int resolveTransport(int t, bool allOnOneHost);
 // clbInvalidUsage: "COLIBRI_TRANSPORT differs across ranks: rank 0 resolved shm, rank 1 resolved
 // socket (set transport / COLIBRI_TRANSPORT alike on every rank)", with every rank's value when
 // there are more than two, and the names of the other settings that differ too.
-//
-// Before that: a rank whose configuration was refused (a value out of range, a COLIBRI_*
-// variable that does not parse) joined only to say so, and every rank's init fails at once rather
-// than wait for it until the timeout. That rank is told what was wrong (`mySettingsError`, its
-// own), the others which rank. `me` is this rank.
-clbResult_t checkAgreedSettings(const std::vector<RankInfo>& peers, int me, const std::string& mySettingsError);
+// A rank whose configuration was refused never gets here: the root refuses its hello and tells
+// every rank (bootstrap.cc, Root::join).
+clbResult_t checkAgreedSettings(const std::vector<RankInfo>& peers);
 
 }  // namespace clb

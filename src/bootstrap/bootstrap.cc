@@ -138,6 +138,7 @@ struct Root {
     (*joined)[b.rank] = Joined{std::move(a.link), a.transcript};
     (*table)[b.rank] = b.info;
     (*count)++;
+    changes++;
     ever.resize(*nranks);
     ever[b.rank] = 1;
     if (!warnAt) warnAt = nowMs() + (b.timeoutMs >= 4 && b.timeoutMs <= kMaxRootWaitMs ? b.timeoutMs / 4 : 15000);
@@ -151,6 +152,8 @@ struct Root {
   // 0: none joined yet), and whether it was said.
   int64_t warnAt = 0;
   bool warned = false;
+  uint64_t changes = 0, noted = ~0ull;  // joins and leaves so far; how many the lists below reflect
+  std::string gone;                     // the ranks that never joined, as of `noted`
 
   // Which ranks ever joined (a rank that gave up at its own timeout came all the same).
   std::vector<char> ever;
@@ -204,10 +207,13 @@ struct Root {
 
   // Once ranks joined and others are still missing at warnAt: a WARN naming them, and what a rank
   // of this process that waits in vain will be told.
+  // The lists are made again only when a rank joined or left since (`changes`), not at every
+  // turn of the root's loop.
   void noteMissing(const std::vector<Joined>& joined, const std::vector<RankInfo>& table, int nranks, int count) {
-    std::string gone = nranks > 0 && count < nranks ? missingRanks(nranks) : std::string();
-    const std::string left = nranks > 0 && count < nranks ? leftRanks(joined, nranks) : std::string();
-    {
+    if (changes != noted) {
+      noted = changes;
+      gone = nranks > 0 && count < nranks ? missingRanks(nranks) : std::string();
+      const std::string left = nranks > 0 && count < nranks ? leftRanks(joined, nranks) : std::string();
       std::lock_guard<std::mutex> g(refusedMutex);
       missing = gone.empty() ? "" : "rank(s) " + gone + " of " + std::to_string(nranks);
       if (!left.empty())
@@ -280,6 +286,7 @@ struct Root {
                  r);
         joined[r].link.close();
         count--;
+        changes++;
       }
       for (Authenticated& a : done) {
         if (!failure.empty()) {  // failed already: every later rank is told at once too
@@ -296,6 +303,7 @@ struct Root {
             (void)sendReply(j.link, id.secret, j.t, failCode, failure, 0, nullptr, nullptr, sendBy, kReplyAboutAnother);
         joined.clear();
         count = 0;
+        changes++;
       }
       noteMissing(joined, table, nranks, count);
     }

@@ -297,8 +297,8 @@ clbResult_t clb::newComm(int rank, int nranks, const clbConfig_t* config, std::u
   clbConfig_t cfg;
   std::string refused;
   if (clbResult_t rc = resolveConfig(config, &cfg)) {
-    // A rank of several whose configuration is refused still joins, with the defaults, only to
-    // say so: every rank then fails at once (initTableCheck) instead of waiting for it.
+    // A rank of several whose configuration is refused still joins, with its valid settings, only to
+    // say so: the root refuses its hello and every rank fails at once instead of waiting for it.
     if (!joinWhenRefused || nranks < 2 || rc != clbInvalidArgument) return rc;
     refused = lastError().substr(0, lastError().find('\n'));  // the message, not where it was set
     salvageConfig(config, &cfg);  // the valid values (its timeout, say), the defaults for the rest
@@ -321,12 +321,9 @@ Bootstrap::TableCheck clb::initTableCheck(clbComm* c) {
   // Every rank has the same table and takes the same decision on it, before the ring connects:
   // all fail, or none does.
   const int rank = c->rank;
-  const std::string refused = c->refusedSettings;
-  return [rank, refused](const std::vector<RankInfo>& table) {
-    bool anyRefused = false;  // named first, by every rank alike
-    for (const RankInfo& r : table) anyRefused = anyRefused || !r.agreed.settingsValid;
-    if (!anyRefused) CLB_CHECK(checkVersions(table, rank));
-    return checkAgreedSettings(table, rank, refused);
+  return [rank](const std::vector<RankInfo>& table) {
+    CLB_CHECK(checkVersions(table, rank));
+    return checkAgreedSettings(table);
   };
 }
 
