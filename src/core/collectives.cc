@@ -280,19 +280,22 @@ clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t 
   const bool reduction = coll == kAllReduce || coll == kReduceScatter || coll == kReduce;
   // Inside a group (clbGroupStart): checked now, and recorded to run at the group's end; a refusal
   // is the group's too (its end runs nothing).
+  // A refusal of the arguments fails the communicator and tells the peers (refuseArguments).
+  const char* name = coll == kAllReduce && root == kBarrierRoot ? "barrier" : collectiveName(coll);
   if (inGroup()) {
     clbResult_t rc = checkComm(c);
-    if (rc == clbSuccess && reduction) rc = resolveOp(c, op, type, collectiveName(coll), &pm);
-    if (rc == clbSuccess) rc = validate(c, coll, send, recv, count, type, arithmeticOp(op, pm), root, stream);
     if (rc != clbSuccess) return refuseInGroup(rc);
+    if (reduction) rc = resolveOp(c, op, type, collectiveName(coll), &pm);
+    if (rc == clbSuccess) rc = validate(c, coll, send, recv, count, type, arithmeticOp(op, pm), root, stream);
+    if (rc != clbSuccess) return refuseInGroup(refuseArguments(c, rc, name));
     return recordCollective(c, coll, send, recv, count, type, arithmeticOp(op, pm), root, stream, pm);
   }
   CLB_CHECK(checkComm(c));
-  if (reduction) CLB_CHECK(resolveOp(c, op, type, collectiveName(coll), &pm));
+  if (reduction) CLB_CHECK(refuseArguments(c, resolveOp(c, op, type, collectiveName(coll), &pm), name));
   // One call at a time: a second thread's call is refused here, before it reads or writes anything.
   CallScope call(c, coll);
   CLB_CHECK(call.result());
-  return runTaken(c, coll, send, recv, count, type, arithmeticOp(op, pm), root, stream, pm);
+  return refuseArguments(c, runTaken(c, coll, send, recv, count, type, arithmeticOp(op, pm), root, stream, pm), name);
 }
 
 }  // namespace
@@ -308,7 +311,7 @@ clbResult_t clb::runRecordedCollective(clbComm* c, uint32_t coll, const void* se
   CLB_CHECK(checkComm(c));
   CallScope call(c, coll);
   CLB_CHECK(call.result());
-  return runTaken(c, coll, send, recv, count, type, op, root, stream, pm);
+  return refuseArguments(c, runTaken(c, coll, send, recv, count, type, op, root, stream, pm), collectiveName(coll));
 }
 
 clbResult_t clbComm::hostCollective(uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,

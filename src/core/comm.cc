@@ -69,6 +69,26 @@ clbResult_t checkComm(clbComm* c) {
   return clbSuccess;
 }
 
+clbResult_t tellRefusal(clbComm* c, clbResult_t rc, const char* call) {
+  if (!c || !live().contains(c) || c->nranks < 2 || !c->carrier || c->failed.load()) return rc;
+  const std::string why = lastError();
+  // What the peers are told (markFailed takes the thread's last error), then what this rank says.
+  const size_t n = strlen(call);
+  if (why.compare(0, n, call) == 0 && why.compare(n, 1, ":") == 0)
+    setError(rc, "rank %d refused %s", c->rank, why.c_str());
+  else
+    setError(rc, "rank %d refused its %s: %s", c->rank, call, why.c_str());
+  c->markFailed(rc);
+  return setError(rc,
+                  "%s. The communicator fails with it on every rank, its peers told at once (they would wait for "
+                  "this call until their timeout): destroy it and make a new one",
+                  why.c_str());
+}
+
+clbResult_t refuseArguments(clbComm* c, clbResult_t rc, const char* call) {
+  return rc == clbInvalidArgument ? tellRefusal(c, rc, call) : rc;
+}
+
 }  // namespace clb
 
 using namespace clb;
@@ -489,6 +509,19 @@ clbResult_t clbCommAbort(clbComm_t c) {
   CLB_CHECK(checkComm(c));
   c->aborted.store(true);
   if (c->carrier) c->carrier->announce(PeerNotice::kAborted, "aborted");
+  return clbSuccess;
+}
+
+clbResult_t clbCommFail(clbComm_t c, const char* reason) {
+  clearError();
+  CLB_CHECK(checkComm(c));
+  if (!reason || !*reason)
+    return setError(clbInvalidArgument,
+                    "reason is NULL or empty: say why the communicator cannot go on (its peers "
+                    "are told)");
+  setError(clbInvalidArgument, "%.400s", reason);
+  c->markFailed(clbInvalidArgument);
+  clearError();
   return clbSuccess;
 }
 

@@ -104,6 +104,16 @@ clbResult_t finishInit(clbComm* c);
 // clbInvalidArgument for a NULL communicator, or one that is not alive in this process (destroyed
 // already, or never made), with the message every call gives; nothing of it is read.
 clbResult_t checkComm(clbComm* c);
+// A call this rank refused for its arguments (`rc`, the thread's last error saying why) is a call
+// its peers make and would wait for until their timeout. So where `c` is a live communicator with
+// peers, clbInvalidArgument fails it here and tells the peers at once (Transport::announce, every
+// transport): their waits end with clbRemoteError naming this rank, `call` ("allReduce", "clbSend")
+// and the reason, and the message returned here says so. Other results pass unchanged: a
+// usage refusal (clbInvalidUsage: another thread's call in progress, a capture) changes nothing.
+clbResult_t refuseArguments(clbComm* c, clbResult_t rc, const char* call);
+// The same for a refusal of any code `rc` (a group's end that runs nothing, whatever the reason,
+// leaves the peers of its calls waiting).
+clbResult_t tellRefusal(clbComm* c, clbResult_t rc, const char* call);
 // A communicator made (an init's, a split's): alive from now on, until clbCommDestroy.
 void registerComm(const clbComm* c);
 // A buffer of a call, `bytes` from `p`: refused where its end passes the last address (the

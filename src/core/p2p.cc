@@ -292,6 +292,9 @@ clbResult_t refuse(clbResult_t rc) {
   }
   return rc;
 }
+// A call's refusal: of its arguments, it fails the communicator and tells the peers
+// (refuseArguments); inside a group it is the group's too.
+clbResult_t refuse(clbComm* c, clbResult_t rc, const char* call) { return refuse(refuseArguments(c, rc, call)); }
 
 clbResult_t begin(clbComm* c) {
   clearError();
@@ -525,7 +528,15 @@ clbResult_t clbGroupEnd() {
   if (tGroup.refused != clbSuccess) {
     const clbResult_t rc = tGroup.refused;
     tGroup.refused = clbSuccess;
-    return setError(rc, "nothing in this group ran, because one of its calls was refused: %s", tGroup.refusal.c_str());
+    // The refused call's communicator failed already where its arguments were refused; the
+    // group's others fail too where a peer waits at its end for what runs nothing here.
+    std::string why = "nothing in this group ran, because one of its calls was refused: " + tGroup.refusal;
+    for (const GroupItem& it : items)
+      if (it.collective || it.op.peer != it.comm->rank) {
+        setError(rc, "%s", why.c_str());
+        tellRefusal(it.comm, rc, "group");
+      }
+    return setError(rc, "%s", why.c_str());
   }
   // Each communicator's items, communicators in the order they first appear.
   std::vector<clbComm*> comms;
@@ -546,8 +557,17 @@ clbResult_t clbGroupEnd() {
     std::vector<PeerOp> ops;
     for (const GroupItem* it : perComm[k])
       if (!it->collective) ops.push_back(it->op);
-    if (clbResult_t rc = checkPeerOps(comms[k], ops))
-      return setError(rc, "nothing in this group ran: %s", lastError().c_str());
+    if (clbResult_t rc = checkPeerOps(comms[k], ops)) {
+      const std::string why = "nothing in this group ran: " + lastError();
+      for (size_t j = 0; j < comms.size(); j++)
+        for (const GroupItem* it : perComm[j])
+          if (it->collective || it->op.peer != comms[j]->rank) {
+            setError(rc, "%s", why.c_str());
+            tellRefusal(comms[j], rc, "group");
+            break;
+          }
+      return setError(rc, "%s", why.c_str());
+    }
   }
   if (comms.size() == 1) return runCommItems(comms[0], perComm[0]);
   // Several communicators: side by side, or the ranks of one clique driven from this thread would
@@ -573,11 +593,11 @@ clbResult_t clbGroupEnd() {
 
 clbResult_t clbSend(const void* sendbuff, size_t count, clbDataType_t datatype, int peer, clbComm_t comm,
                     void* stream) {
-  return refuse(sendRecv(true, const_cast<void*>(sendbuff), count, datatype, peer, comm, stream));
+  return refuse(comm, sendRecv(true, const_cast<void*>(sendbuff), count, datatype, peer, comm, stream), "clbSend");
 }
 
 clbResult_t clbRecv(void* recvbuff, size_t count, clbDataType_t datatype, int peer, clbComm_t comm, void* stream) {
-  return refuse(sendRecv(false, recvbuff, count, datatype, peer, comm, stream));
+  return refuse(comm, sendRecv(false, recvbuff, count, datatype, peer, comm, stream), "clbRecv");
 }
 
 clbResult_t clbAllToAll(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, clbComm_t comm,
@@ -588,11 +608,13 @@ clbResult_t clbAllToAll(const void* sendbuff, void* recvbuff, size_t count, clbD
     size_t bytes = 0;
     rc = checkBytes(count, (size_t)comm->nranks, datatype, &bytes);
   }
-  if (rc != clbSuccess) return refuse(rc);
+  if (rc != clbSuccess) return refuse(comm, rc, "clbAllToAll");
   std::vector<size_t> counts(comm->nranks, count), displs(comm->nranks);
   for (int p = 0; p < comm->nranks; p++) displs[p] = (size_t)p * count;
-  return refuse(allToAllv(comm, kAllToAll, sendbuff, counts.data(), displs.data(), recvbuff, counts.data(),
-                          displs.data(), datatype, stream));
+  return refuse(comm,
+                allToAllv(comm, kAllToAll, sendbuff, counts.data(), displs.data(), recvbuff, counts.data(),
+                          displs.data(), datatype, stream),
+                "clbAllToAll");
 }
 
 clbResult_t clbAllToAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
@@ -607,19 +629,20 @@ clbResult_t clbAllToAllv(const void* sendbuff, const size_t* sendcounts, const s
                   : !recvcounts ? "recvcounts"
                                 : "rdispls",
                   comm->nranks);
-  if (rc != clbSuccess) return refuse(rc);
+  if (rc != clbSuccess) return refuse(comm, rc, "clbAllToAllv");
   return refuse(
-      allToAllv(comm, kAllToAllv, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype, stream));
+      comm, allToAllv(comm, kAllToAllv, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype, stream),
+      "clbAllToAllv");
 }
 
 clbResult_t clbGather(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, int root,
                       clbComm_t comm, void* stream) {
-  return refuse(gatherOrScatter(kGather, sendbuff, recvbuff, count, datatype, root, comm, stream));
+  return refuse(comm, gatherOrScatter(kGather, sendbuff, recvbuff, count, datatype, root, comm, stream), "clbGather");
 }
 
 clbResult_t clbScatter(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, int root,
                        clbComm_t comm, void* stream) {
-  return refuse(gatherOrScatter(kScatter, sendbuff, recvbuff, count, datatype, root, comm, stream));
+  return refuse(comm, gatherOrScatter(kScatter, sendbuff, recvbuff, count, datatype, root, comm, stream), "clbScatter");
 }
 
 clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, clbRedOp_t op,
@@ -636,18 +659,22 @@ clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDat
   if (rc == clbSuccess) rc = checkRank(comm, "root", root);
   size_t bytes = 0;
   if (rc == clbSuccess) rc = checkBytes(count, 1, datatype, &bytes);
-  if (rc != clbSuccess) return refuse(rc);
+  if (rc != clbSuccess) return refuse(comm, rc, "clbReduce");
   const int me = comm->rank, n = comm->nranks;
   const bool isRoot = me == root;
   if (count && (!sendbuff || (isRoot && !recvbuff)))
-    return refuse(setError(clbInvalidArgument, "clbReduce: %s is NULL with count=%zu",
-                           !sendbuff ? "send" : "recv (at the root)", count));
-  if ((rc = checkExtent("clbReduce", "send", sendbuff, bytes))) return refuse(rc);
-  if (isRoot && (rc = checkExtent("clbReduce", "recv", recvbuff, bytes))) return refuse(rc);
+    return refuse(comm,
+                  setError(clbInvalidArgument, "clbReduce: %s is NULL with count=%zu",
+                           !sendbuff ? "send" : "recv (at the root)", count),
+                  "clbReduce");
+  if ((rc = checkExtent("clbReduce", "send", sendbuff, bytes))) return refuse(comm, rc, "clbReduce");
+  if (isRoot && (rc = checkExtent("clbReduce", "recv", recvbuff, bytes))) return refuse(comm, rc, "clbReduce");
   if (isRoot && sendbuff != recvbuff)
-    if ((rc = checkOverlap("clbReduce", sendbuff, bytes, recvbuff, bytes, "send = recv"))) return refuse(rc);
+    if ((rc = checkOverlap("clbReduce", sendbuff, bytes, recvbuff, bytes, "send = recv")))
+      return refuse(comm, rc, "clbReduce");
   bool onDevice = false;
-  if ((rc = memoryOf(comm, "clbReduce", sendbuff, isRoot ? recvbuff : nullptr, stream, &onDevice))) return refuse(rc);
+  if ((rc = memoryOf(comm, "clbReduce", sendbuff, isRoot ? recvbuff : nullptr, stream, &onDevice)))
+    return refuse(comm, rc, "clbReduce");
   // Device memory, ranks on one host: a device collective (fast, capturable, whichever process
   // each rank is in), every rank deciding alike (their buffers are all device memory, and the
   // transport is the communicator's). Elsewhere a root's chain of receives (below).
@@ -683,7 +710,7 @@ clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDat
       }
   }
   for (PeerOp& o : ops) o.preMulSum = pm.on;
-  return refuse(issue(comm, kReduce, std::move(ops), onDevice, stream));
+  return refuse(comm, issue(comm, kReduce, std::move(ops), onDevice, stream), "clbReduce");
 }
 
 }  // extern "C"

@@ -40,8 +40,9 @@ struct SplitEntry {
   int32_t color;
   int32_t key;
   int32_t pad;
-  char why[160];  // what was wrong with them
+  char why[240];  // what was wrong with them (cut to fit: 256 bytes a rank, protocol 6)
 };
+static_assert(sizeof(SplitEntry) == 256, "a split entry is 256 bytes on the wire");
 
 struct SplitMember {
   int32_t status;  // making this rank's child and its listener; 0 on ranks without a color
@@ -113,7 +114,7 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
     if (entries[p].status != clbSuccess)
       return setError((clbResult_t)entries[p].status,
                       "rank %d: clbCommSplit was refused on rank %d, so on every rank "
-                      "(comm stays usable): %.160s",
+                      "(comm stays usable): %.240s",
                       c->rank, p, entries[p].why);
 
   // 2. Every member's child, and its ring listener; one all-gather of them over the parent.

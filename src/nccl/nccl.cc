@@ -396,12 +396,31 @@ int currentDevice() {
 
 }  // namespace
 
-// A call's arguments as Colibri's, or the call returns the refusal.
-#define NCCL_TYPE(t, reduces, out)                 \
-  clbDataType_t out;                               \
-  {                                                \
-    ncclResult_t bad = ncclSuccess;                \
-    if (!type(t, reduces, &out, &bad)) return bad; \
+namespace {
+// A refusal of a call's arguments here, before Colibri sees the call: as Colibri does with those it
+// refuses, the communicator `c` (when the call has one) fails and the peers are told at once,
+// naming this rank and the reason (clbCommFail), for they would wait for this call until their
+// timeout (a communicator of one rank has none: it goes on). Returns `bad`.
+ncclResult_t tellPeers(clbComm_t c, ncclResult_t bad, const char* call) {
+  int rank = -1, nranks = 0;
+  if (!c || clbCommRank(c, &rank) != clbSuccess || clbCommCount(c, &nranks) != clbSuccess || nranks < 2) return bad;
+  char why[512];
+  snprintf(why, sizeof why, "rank %d refused its %s: %s", rank, call, tError.c_str());
+  clbCommFail(c, why);
+  tError +=
+      ". The communicator fails with it on every rank, its peers told at once (they would wait for this call "
+      "until their timeout): destroy it and make a new one";
+  return bad;
+}
+}  // namespace
+
+// A call's arguments as Colibri's, or the call returns the refusal (and `c`, the call's
+// communicator or NULL, fails with it: tellPeers).
+#define NCCL_TYPE(c, t, reduces, out)                                      \
+  clbDataType_t out;                                                       \
+  {                                                                        \
+    ncclResult_t bad = ncclSuccess;                                        \
+    if (!type(t, reduces, &out, &bad)) return tellPeers(c, bad, __func__); \
   }
 #define NCCL_COMM(comm, out)                           \
   clbComm_t out;                                       \
@@ -409,11 +428,11 @@ int currentDevice() {
     ncclResult_t bad = ncclSuccess;                    \
     if (!(out = of(comm, &bad, __func__))) return bad; \
   }
-#define NCCL_OP(o, out)                 \
-  clbRedOp_t out;                       \
-  {                                     \
-    ncclResult_t bad = ncclSuccess;     \
-    if (!op(o, &out, &bad)) return bad; \
+#define NCCL_OP(c, o, out)                                      \
+  clbRedOp_t out;                                               \
+  {                                                             \
+    ncclResult_t bad = ncclSuccess;                             \
+    if (!op(o, &out, &bad)) return tellPeers(c, bad, __func__); \
   }
 
 // ---- versions, errors ----
@@ -734,7 +753,7 @@ NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
   Entry e;
   if (!op) return refuse(ncclInvalidArgument, "op (output) is NULL");
   NCCL_COMM(comm, c);
-  NCCL_TYPE(datatype, true, t);
+  NCCL_TYPE(nullptr, datatype, true, t);  // no peer waits on making an operation
   clbRedOp_t made = clbSum;
   const clbResult_t rc = clbRedOpCreatePreMulSum(&made, scalar, t, (int)residence, c);
   if (rc != clbSuccess) return result(rc);
@@ -759,8 +778,8 @@ NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, siz
                                        ncclRedOp_t o, ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(datatype, true, t);
-  NCCL_OP(o, p);
+  NCCL_TYPE(c, datatype, true, t);
+  NCCL_OP(c, o, p);
   return result(clbAllReduce(sendbuff, recvbuff, count, t, p, c, stream));
 }
 
@@ -769,8 +788,8 @@ NCCL_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
                                            cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(datatype, true, t);
-  NCCL_OP(o, p);
+  NCCL_TYPE(c, datatype, true, t);
+  NCCL_OP(c, o, p);
   return result(clbReduceScatter(sendbuff, recvbuff, recvcount, t, p, c, stream));
 }
 
@@ -778,8 +797,8 @@ NCCL_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t
                                     ncclRedOp_t o, int root, ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(datatype, true, t);
-  NCCL_OP(o, p);
+  NCCL_TYPE(c, datatype, true, t);
+  NCCL_OP(c, o, p);
   return result(clbReduce(sendbuff, recvbuff, count, t, p, root, c, stream));
 }
 
@@ -787,7 +806,7 @@ NCCL_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, siz
                                        ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(datatype, false, t);
+  NCCL_TYPE(c, datatype, false, t);
   return result(clbAllGather(sendbuff, recvbuff, sendcount, t, c, stream));
 }
 
@@ -795,7 +814,7 @@ NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, siz
                                        int root, ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(datatype, false, t);
+  NCCL_TYPE(c, datatype, false, t);
   return result(clbBroadcast(sendbuff, recvbuff, count, t, root, c, stream));
 }
 
@@ -808,7 +827,7 @@ NCCL_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size
                                       ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(datatype, false, t);
+  NCCL_TYPE(c, datatype, false, t);
   // In place too (sendbuff == recvbuff): Colibri copies the input aside on the call's stream.
   return result(clbAllToAll(sendbuff, recvbuff, count, t, c, stream));
 }
@@ -817,7 +836,7 @@ NCCL_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t
                                     int root, ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(datatype, false, t);
+  NCCL_TYPE(c, datatype, false, t);
   return result(clbGather(sendbuff, recvbuff, count, t, root, c, stream));
 }
 
@@ -825,7 +844,7 @@ NCCL_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_
                                      int root, ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(datatype, false, t);
+  NCCL_TYPE(c, datatype, false, t);
   return result(clbScatter(sendbuff, recvbuff, count, t, root, c, stream));
 }
 
@@ -833,7 +852,7 @@ NCCL_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataTy
                                   ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(datatype, false, t);
+  NCCL_TYPE(c, datatype, false, t);
   return result(clbSend(sendbuff, count, t, peer, c, stream));
 }
 
@@ -841,7 +860,7 @@ NCCL_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t d
                                   cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(datatype, false, t);
+  NCCL_TYPE(c, datatype, false, t);
   return result(clbRecv(recvbuff, count, t, peer, c, stream));
 }
 

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -233,6 +234,30 @@ TEST_P(SplitOver, BadColorOnOneRankIsRefusedOnEveryRankAndTheParentStaysUsable) 
     clbCommDestroy(child);
   });
   for (auto& e : errors) EXPECT_EQ(e, "");
+}
+
+// A configuration refused on one rank: every rank's call fails with that rank's whole reason (a
+// long one: the size check names every struct size it takes), not its first 160 bytes.
+TEST_P(SplitOver, ARefusedConfigurationsWholeReasonReachesEveryRank) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  const int n = 3;
+  std::mutex m;
+  std::string reason;
+  std::vector<std::string> got(n);
+  auto errors = runRanks(n, GetParam(), [&](int r, clbComm_t comm) {
+    clbComm_t child = nullptr;
+    clbConfig_t bad;
+    clbConfigInit(&bad);
+    bad.size = 12345;
+    EXPECT_EQ(clbCommSplit(comm, 0, 0, r == 1 ? &bad : nullptr, &child), clbInvalidArgument);
+    const std::lock_guard<std::mutex> g(m);
+    got[r] = clbGetLastError();
+    if (r == 1) reason = got[r];
+  });
+  for (auto& e : errors) EXPECT_EQ(e, "");
+  ASSERT_GT(reason.size(), 160u) << "the case needs a reason longer than the old 160 bytes: " << reason;
+  ASSERT_LT(reason.size(), 240u) << reason;
+  for (int r : {0, 2}) EXPECT_TRUE(contains(got[r], reason)) << "rank " << r << ": " << got[r] << "\nwant: " << reason;
 }
 
 INSTANTIATE_TRANSPORTS(SplitOver);

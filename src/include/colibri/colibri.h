@@ -31,8 +31,10 @@ extern "C" {
  * 2: the hello carries the library, NVIDIA driver and NIC firmware versions (versionCheck).
  * 3: challenge-response handshakes (the secret never sent), tagged replies and bootstrap blocks.
  * 4: the rank table carries the settings every rank must share, compared at init.
- * 5: a third ring connection pair, the transport's data apart from the bootstrap's exchanges. */
-#define CLB_PROTOCOL_VERSION 5
+ * 5: a third ring connection pair, the transport's data apart from the bootstrap's exchanges.
+ * 6: failure notices between ranks that share no memory carry the failing rank's message; a
+ *    split's exchange carries 240 bytes of a refusal's reason (160 before). */
+#define CLB_PROTOCOL_VERSION 6
 
 typedef enum {
   clbSuccess = 0,
@@ -312,6 +314,15 @@ CLB_API clbResult_t clbCommDestroy(clbComm_t comm);
 /* Makes every blocked or later call on this communicator return clbAborted, tells peers, and may
  * be called from any thread while another thread is inside a collective. Destroy still needed. */
 CLB_API clbResult_t clbCommAbort(clbComm_t comm);
+/* Fails this communicator because this rank cannot go on with it: a call it refused on its own (a
+ * binding's argument check, an application's), or any reason of the caller's. Every later call on
+ * it fails at once (clbInvalidUsage, naming `reason`), and the peers are told at once, as when a
+ * collective fails on this rank: their waits end, and their calls and clbCommGetAsyncError return
+ * clbRemoteError naming this rank and `reason` (its first 400 bytes), instead of waiting for this
+ * rank until their timeout. The first failure wins: on a communicator that failed already it
+ * changes nothing. Any thread. Destroy still needed. (Colibri's own calls do this by themselves for
+ * a refusal of their arguments: see clbAllReduce.) */
+CLB_API clbResult_t clbCommFail(clbComm_t comm, const char* reason);
 /* What has gone wrong on this communicator without making a call, from any thread (NCCL's
  * ncclCommGetAsyncError): *asyncError is clbSuccess, or clbAborted (this rank or a peer aborted),
  * clbTimeout (a device wait of an earlier, asynchronous call ran out of time: its output is
@@ -351,7 +362,13 @@ CLB_API clbResult_t clbCommInfo(clbComm_t comm, char* buf, size_t bufBytes);
  * calls before it destroys).
  * A device call (on a stream, or captured in a CUDA graph) holds the communicator until it
  * returns (once its work is enqueued), not while that work runs on the GPU. The last-error
- * message is per thread: a refused call's message never replaces that of the call in progress. */
+ * message is per thread: a refused call's message never replaces that of the call in progress.
+ * Bad arguments (a type, op or root out of range, a NULL or wrapping buffer, buffers that overlap,
+ * here and in every call below that peers take part in) are refused with clbInvalidArgument before
+ * anything moves. Where the communicator has peers, such a refusal also fails it and tells the
+ * peers at once (their matching calls would otherwise wait for this one until their timeout): they
+ * fail with clbRemoteError naming this rank and its message. A refusal of usage (clbInvalidUsage:
+ * another thread's call in progress, a capture) changes nothing. */
 CLB_API clbResult_t clbAllReduce(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype,
                                  clbRedOp_t op, clbComm_t comm, void* stream);
 CLB_API clbResult_t clbAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, clbDataType_t datatype,
@@ -395,7 +412,8 @@ CLB_API clbResult_t clbRecv(void* recvbuff, size_t count, clbDataType_t datatype
  * communicator the group's sends and receives run together, then its collectives in call order;
  * the communicators run side by side. Groups nest: only the outermost end runs anything. Buffers
  * must stay valid until the end. A call refused inside the group (a bad argument, of a collective
- * too) returns its error, and the end then runs nothing and returns that error too. */
+ * too) returns its error, and the end then runs nothing and returns that error too; a bad argument
+ * fails every communicator of the group and tells their peers (see clbAllReduce). */
 CLB_API clbResult_t clbGroupStart(void);
 CLB_API clbResult_t clbGroupEnd(void);
 /* Every rank sends count elements to every rank: block p of sendbuff (count elements at p x count)

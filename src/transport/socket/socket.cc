@@ -218,7 +218,11 @@ struct Notice {
   char pad[3];
   int32_t origin;
   uint64_t seq;  // the collective the sender was in: it completed every earlier one
+  // 'F': the origin's own message (its first error: a refused call's reason, say), cut to fit and
+  // ended by a NUL; empty where it had none. Forwarded with the notice (protocol 6).
+  char reason[kNoticeReasonBytes];
 };
+static_assert(sizeof(Notice) == 256, "one notice is 256 bytes on the wire");
 }  // namespace
 
 LinkTransport::LinkTransport(CommContext* comm, int kind, std::unique_ptr<RingChannel> ring, std::string describe,
@@ -230,17 +234,22 @@ const clbNetPlugin_v1_t* LinkTransport::netPlugin() const {
   return net ? net->plugin() : nullptr;
 }
 
-void LinkTransport::sendNotice(char kind, int origin, uint64_t seq, Link* only) {
-  const Notice n{kind, {0, 0, 0}, origin, seq};
+void LinkTransport::sendNotice(char kind, int origin, uint64_t seq, const char* reason, Link* only) {
+  Notice n{kind, {0, 0, 0}, origin, seq, {}};
+  if (kind == 'F' && reason) snprintf(n.reason, sizeof n.reason, "%s", reason);
   for (Link* l : {&comm_->boot.nextCtl(), &comm_->boot.prevCtl()})
     if (l->open() && (!only || l == only)) (void)!l->trySend(&n, sizeof n);
 }
 
-void LinkTransport::announce(PeerNotice::Kind kind, const char*) {
+void LinkTransport::announce(PeerNotice::Kind kind, const char* reason) {
   std::lock_guard<std::mutex> lock(noticeMutex_);
   char k = kind == PeerNotice::kAborted ? 'A' : 'F';
   if (noticeKind_ == 'A') k = 'A';
-  sendNotice(k, noticeKind_ ? noticeOrigin_.load() : comm_->rank, comm_->seq);
+  // A failure this rank learnt of first goes on as that rank's, with its words.
+  if (noticeKind_)
+    sendNotice(k, noticeOrigin_.load(), comm_->seq, noticeReason_);
+  else
+    sendNotice(k, comm_->rank, comm_->seq, reason);
 }
 
 void LinkTransport::readNotices() {
@@ -262,6 +271,8 @@ void LinkTransport::readNotices() {
     if (got == (ssize_t)sizeof n) {
       noticeOrigin_ = n.origin;
       noticeSeq_ = n.seq;
+      n.reason[sizeof n.reason - 1] = 0;  // whatever the peer sent, a string
+      memcpy(noticeReason_, n.reason, sizeof noticeReason_);
       noticeKind_ = n.kind;  // last: a reader that sees the kind sees the rest
     } else {                 // the connection ended (or broke) with no notice on it: the neighbour's process is gone
       noticeOrigin_ = i == 0 ? prev : next;
@@ -270,7 +281,10 @@ void LinkTransport::readNotices() {
     }
     // Whoever shares no connection with the origin hears of it through the other neighbour.
     if (comm_->nranks > 2)
-      sendNotice(noticeKind_ == 'A' ? 'A' : noticeKind_ == 'G' ? 'G' : 'F', noticeOrigin_, noticeSeq_, links[1 - i]);
+      sendNotice(noticeKind_ == 'A'   ? 'A'
+                 : noticeKind_ == 'G' ? 'G'
+                                      : 'F',
+                 noticeOrigin_, noticeSeq_, noticeReason_, links[1 - i]);
   }
 }
 
@@ -279,6 +293,7 @@ bool LinkTransport::noticeOf(PeerNotice* out) const {
   if (kind != 'A' && kind != 'F' && kind != 'G') return false;
   out->kind = kind == 'A' ? PeerNotice::kAborted : kind == 'G' ? PeerNotice::kGone : PeerNotice::kFailed;
   out->origin = noticeOrigin_;
+  out->reason = out->kind == PeerNotice::kFailed && noticeReason_[0] ? noticeReason_ : nullptr;
   if (out->kind == PeerNotice::kGone && out->origin >= 0 && out->origin < comm_->nranks)
     out->pid = comm_->boot.peers()[out->origin].pid;
   return true;
@@ -310,7 +325,7 @@ void LinkTransport::close(PeerNotice::Kind end) {
   ring_->finish();
   {
     std::lock_guard<std::mutex> lock(noticeMutex_);
-    sendNotice('C', comm_->rank, comm_->seq);  // this rank's end is no failure (readNotices)
+    sendNotice('C', comm_->rank, comm_->seq, nullptr);  // this rank's end is no failure (readNotices)
   }
   // What this rank sent last reaches its peers (over the plugin: its writes acknowledged).
   for (auto& ch : netPeers_)

@@ -28,6 +28,9 @@ namespace clb {
 // forwards the notice (its origin kept) when it fails in turn, so the news goes round the ring.
 class SocketPeerChannel;
 
+// The bytes of a failure notice's message on the wire (with its NUL).
+constexpr size_t kNoticeReasonBytes = 240;
+
 // One non-blocking read of up to `bytes` into buf (Link::tryRecv): the bytes read, 0 when nothing
 // is there now, -1 when the peer closed (*closedErrno = -1) or the read failed (*closedErrno =
 // errno), which the ring and the point-to-point channels both report once they need the data.
@@ -61,17 +64,18 @@ class LinkTransport : public Transport {
   int kind_;
   std::unique_ptr<RingChannel> ring_;
   std::string describe_;
-  // The first notice from a neighbour ('A', 'F', or 'G' for a neighbour whose process ended
-  // without one), forwarded on failure; and which neighbour (0 prev, 1 next) closed after which
+  // The first notice from a neighbour ('A', 'F' with the origin's message, or 'G' for a neighbour
+  // whose process ended without one), forwarded on failure; and which neighbour (0 prev, 1 next) closed after which
   // call. Read and written under noticeMutex_ (any thread asks statusNotice); the atomics let
   // announce's forwarding read them too.
-  void sendNotice(char kind, int origin, uint64_t seq, Link* only = nullptr);
+  void sendNotice(char kind, int origin, uint64_t seq, const char* reason, Link* only = nullptr);
   void readNotices();
   bool noticeOf(PeerNotice* out) const;
   std::mutex noticeMutex_;
   std::atomic<char> noticeKind_{0};
   std::atomic<int> noticeOrigin_{-1};
   std::atomic<uint64_t> noticeSeq_{0};
+  char noticeReason_[kNoticeReasonBytes] = {};  // 'F': the origin's message (set before noticeKind_)
   bool closedBy_[2] = {false, false};
   uint64_t closedSeq_[2] = {0, 0};
   std::vector<std::unique_ptr<SocketPeerChannel>> peers_;  // per peer once used

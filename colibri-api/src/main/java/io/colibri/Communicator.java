@@ -137,8 +137,12 @@ import java.util.concurrent.CompletableFuture;
  * <h2>Errors</h2>
  *
  * <p>Arguments are checked before anything is sent: a wrong one throws
- * {@link ColibriException} with {@link ErrorCode#INVALID_ARGUMENT} and a message that names it. A
- * failure of the collective itself (peer died, timeout, abort) throws {@link ColibriException}
+ * {@link ColibriException} with {@link ErrorCode#INVALID_ARGUMENT} and a message that names it.
+ * With peers, such a refusal also fails the communicator and tells them at once: their matching
+ * calls, which would otherwise wait for this rank's until the timeout, throw
+ * {@link ErrorCode#REMOTE_ERROR} naming this rank and the message, and this rank's next call
+ * throws {@link ErrorCode#INVALID_USAGE}. (A refusal of usage, such as a call while another thread
+ * is in one, changes nothing.) A failure of the collective itself (peer died, timeout, abort) throws {@link ColibriException}
  * with the matching {@link ErrorCode}; the communicator is then unusable: close it. A failure
  * that no call of this rank has met yet (a peer that aborted or died, a device wait of an earlier
  * asynchronous call that timed out) shows in {@link #asyncError()}.

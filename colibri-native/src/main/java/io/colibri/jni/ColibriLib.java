@@ -788,6 +788,18 @@ public final class ColibriLib {
   public static native @Cast("clbResult_t") int clbCommAbort(@Cast("clbComm_t") long comm);
 
   /**
+   * Calls {@code clbCommFail}: fails the communicator because this rank cannot go on with it (a
+   * call it refused), and tells the peers at once, naming this rank and {@code reason}; any thread.
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @param reason why, as the peers' error gives it
+   * @return {@code clbResult_t}: 0 on success, else an error that {@link #clbGetLastError()}
+   *     explains
+   */
+  public static native @Cast("clbResult_t") int clbCommFail(
+      @Cast("clbComm_t") long comm, @Cast("const char*") String reason);
+
+  /**
    * Calls {@code clbCommGetAsyncError}: what has gone wrong on the communicator, without making a
    * call; any thread.
    *

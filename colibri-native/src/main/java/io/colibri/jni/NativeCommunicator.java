@@ -637,13 +637,13 @@ final class NativeCommunicator implements Communicator, NativeCalls {
         ColibriLib.clbCommRegister(h, 0, 0, new long[1]);
       }
       if (address == 0) {
-        throw invalid(
+        throw invalidHere(
             "register",
             "address is 0 (null): pass the address of device memory"
                 + " (cudaMalloc, cuMemAlloc or DeviceBuffer)");
       }
       if (bytes <= 0) {
-        throw invalid(
+        throw invalidHere(
             "register", "bytes is " + bytes + ": pass the size of the buffer, 1 or" + " more");
       }
       long[] handle = new long[1];
@@ -842,11 +842,39 @@ final class NativeCommunicator implements Communicator, NativeCalls {
     return call + " of " + bytes + " bytes at 0x" + Long.toHexString(address);
   }
 
-  private static ColibriException invalid(String call, String message) {
+  /**
+   * A call this rank refuses for its arguments. It is a call the peers make too, and they would
+   * wait for this rank's until their timeout: with peers, the communicator fails and they are told
+   * at once ({@code clbCommFail}), naming this rank and the message, as the native library does for
+   * the arguments it refuses.
+   */
+  /**
+   * A refusal that fails nothing: a registration refused on one rank is refused on every rank by
+   * the native side (which the call above made), and the communicator goes on.
+   */
+  private static ColibriException invalidHere(String call, String message) {
     return new ColibriException(ErrorCode.INVALID_ARGUMENT, call + ": " + message);
   }
 
-  private static void checkTypeAndOp(String call, DataType type, ReduceOp op, boolean needsOp) {
+  private ColibriException invalid(String call, String message) {
+    String text = call + ": " + message;
+    if (size > 1) {
+      long h = acquireIfOpen();
+      try {
+        if (h != 0) {
+          ColibriLib.clbCommFail(h, "rank " + rank + " refused its " + text);
+        }
+      } finally {
+        release();
+      }
+      text +=
+          ". The communicator fails with it on every rank, its peers told at once (they would wait"
+              + " for this call until their timeout): close it and make a new one";
+    }
+    return new ColibriException(ErrorCode.INVALID_ARGUMENT, text);
+  }
+
+  private void checkTypeAndOp(String call, DataType type, ReduceOp op, boolean needsOp) {
     if (type == null) {
       throw invalid(call, "type is null: pass a DataType such as DataType.FLOAT32");
     }
@@ -946,7 +974,7 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   }
 
   /** Bytes of {@code count * ranks} elements of {@code type}; checks sign and overflow. */
-  private static long bytes(String call, String countName, long count, int ranks, DataType type) {
+  private long bytes(String call, String countName, long count, int ranks, DataType type) {
     if (count < 0) {
       throw invalid(call, countName + " is " + count + ": pass the number of elements, 0 or more");
     }
@@ -968,7 +996,7 @@ final class NativeCommunicator implements Communicator, NativeCalls {
     }
   }
 
-  private static void checkBuffer(
+  private void checkBuffer(
       String call,
       String name,
       ByteBuffer buffer,
@@ -1031,7 +1059,7 @@ final class NativeCommunicator implements Communicator, NativeCalls {
     }
   }
 
-  private static void checkAddress(String call, String name, long address, long count) {
+  private void checkAddress(String call, String name, long address, long count) {
     if (address == 0 && count > 0) {
       throw invalid(
           call,

@@ -63,7 +63,24 @@ class ByteOrderTest {
         }
         assertTrue(t.getMessage().contains(".order(ByteOrder.nativeOrder())"), t.getMessage());
       }
-      // Nothing was sent: the communicator is fine, and in native order the sum is right.
+      // Nothing was sent, and the refusal failed the communicator on every rank: the next call
+      // says why.
+      List<Throwable> after =
+          g.run(
+              "allReduce after the refusal",
+              r -> {
+                ByteBuffer b = ByteBuffer.allocateDirect(4).order(ByteOrder.nativeOrder());
+                return catching(() -> r.comm.allReduce(b, b, 1, DataType.FLOAT32, ReduceOp.SUM));
+              });
+      for (int r = 0; r < 2; r++) {
+        assertCode(ErrorCode.INVALID_USAGE, after.get(r), "rank " + r + " after the refusal");
+        assertTrue(after.get(r).getMessage().contains("byte order"), after.get(r).getMessage());
+      }
+    }
+    // In native order the sum is right.
+    try (RankGroup g =
+        RankGroup.start(
+            2, FaultTest.options(Transport.AUTO, Algorithm.AUTO, 10_000), Duration.ofSeconds(30))) {
       List<Float> sums =
           g.run(
               "allReduce in native order",

@@ -144,6 +144,54 @@ class FaultTest {
     return sb.toString();
   }
 
+  // ---- a call refused on one rank: its peers are told at once ----
+
+  @ParameterizedTest(name = "a heap buffer refused on rank 1 of 3 over {0}")
+  @EnumSource(
+      value = Transport.class,
+      names = {"SHM", "SOCKET"})
+  @Timeout(120)
+  void aCallRefusedOnOneRankFailsItsPeersAtOnceNamingTheRankAndTheReason(Transport transport)
+      throws Exception {
+    long timeoutMs = 60_000;
+    RankGroup g =
+        RankGroup.start(3, options(transport, Algorithm.AUTO, timeoutMs), Duration.ofSeconds(90));
+    try {
+      long t0 = System.nanoTime();
+      List<CompletableFuture<Throwable>> peers = new ArrayList<>();
+      for (int r : new int[] {0, 2}) {
+        Communicator c = g.comm(r);
+        ByteBuffer b = ByteBuffer.allocateDirect(4096).order(ByteOrder.nativeOrder());
+        peers.add(
+            CompletableFuture.supplyAsync(
+                () -> catching(() -> c.allReduce(b, b, 1024, DataType.FLOAT32, ReduceOp.SUM))));
+      }
+      Thread.sleep(100); // the peers are waiting by now (one that comes later finds the notice)
+      Communicator c1 = g.comm(1);
+      ByteBuffer heap = ByteBuffer.allocate(4096);
+      Throwable own =
+          catching(() -> c1.allReduce(heap, heap, 1024, DataType.FLOAT32, ReduceOp.SUM));
+      assertCode(ErrorCode.INVALID_ARGUMENT, own, "rank 1's allReduce of a heap buffer");
+      assertTrue(own.getMessage().contains("heap buffer"), own.getMessage());
+      assertTrue(own.getMessage().contains("its peers told at once"), own.getMessage());
+      for (int i = 0; i < 2; i++) {
+        Throwable t = peers.get(i).get(timeoutMs, TimeUnit.MILLISECONDS);
+        long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+        String who = "rank " + (i == 0 ? 0 : 2) + "'s allReduce";
+        assertCode(ErrorCode.REMOTE_ERROR, t, who);
+        assertTrue(t.getMessage().contains("rank 1 refused its allReduce"), t.getMessage());
+        assertTrue(t.getMessage().contains("heap buffer"), t.getMessage());
+        assertTrue(ms < timeoutMs / 4, who + " was told after " + ms + " ms: " + t.getMessage());
+      }
+      ByteBuffer d = ByteBuffer.allocateDirect(4096).order(ByteOrder.nativeOrder());
+      Throwable next = catching(() -> c1.allReduce(d, d, 1024, DataType.FLOAT32, ReduceOp.SUM));
+      assertCode(ErrorCode.INVALID_USAGE, next, "rank 1's next call");
+      assertTrue(next.getMessage().contains("heap buffer"), next.getMessage());
+    } finally {
+      g.close();
+    }
+  }
+
   // ---- abort() and close() from another thread ----
 
   @ParameterizedTest(name = "abort from another thread, {1} elements over {0}")
