@@ -21,6 +21,7 @@ namespace clb {
 namespace {
 
 constexpr char kRootReply[] = "colibri/3/root-reply";
+constexpr char kRootNote[] = "colibri/6/root-note";
 constexpr char kRingAccept[] = "colibri/3/ring-accept";
 constexpr char kRingBlock[] = "colibri/3/ring-block";
 
@@ -56,6 +57,15 @@ clbResult_t sendReply(Link& link, const uint8_t* secret, const Transcript& t, cl
       deadline, nullptr, "a rank");
 }
 
+// The root's note to a joined rank that ranks are still missing (kReplyNote): header and message,
+// tagged apart from the reply (kRootNote), so that no note can pass for the reply or the other way.
+clbResult_t sendNote(Link& link, const uint8_t* secret, const Transcript& t, const std::string& msg, int64_t deadline) {
+  ReplyHeader r{(uint32_t)clbSuccess, (uint32_t)msg.size(), 0, kReplyNote, {}};
+  uint8_t mac[kTagBytes];
+  tag(secret, kRootNote, t, {{&r, sizeof r}, {msg.data(), msg.size()}}, mac);
+  return sendAllParts(link, {{&r, sizeof r}, {msg.data(), msg.size()}, {mac, sizeof mac}}, deadline, nullptr, "a rank");
+}
+
 struct Root;
 // The roots running in this process, for releaseRoot. Never destroyed: a root thread may still
 // end while the process exits and its statics go.
@@ -85,6 +95,7 @@ struct Root {
   struct Joined {
     Link link;
     Transcript t{};
+    uint64_t noted = ~0ull;  // the `changes` of the last note of missing ranks it was sent
   };
 
   // One authenticated hello: checked, then kept (its connection waits for the table) or refused.
@@ -205,11 +216,12 @@ struct Root {
     return b;
   }
 
-  // Once ranks joined and others are still missing at warnAt: a WARN naming them, and what a rank
-  // of this process that waits in vain will be told.
+  // Once ranks joined and others are still missing at warnAt: a WARN naming them, what a rank of
+  // this process that waits in vain will be told, and a note to every joined rank (kReplyNote), so
+  // that ranks in other processes and on other hosts learn it too (again after each join or leave).
   // The lists are made again only when a rank joined or left since (`changes`), not at every
   // turn of the root's loop.
-  void noteMissing(const std::vector<Joined>& joined, const std::vector<RankInfo>& table, int nranks, int count) {
+  void noteMissing(std::vector<Joined>& joined, const std::vector<RankInfo>& table, int nranks, int count) {
     if (changes != noted) {
       noted = changes;
       gone = nranks > 0 && count < nranks ? missingRanks(nranks) : std::string();
@@ -220,7 +232,14 @@ struct Root {
         missing +=
             (missing.empty() ? "" : "; ") + std::string("rank(s) ") + left + " joined and gave up (their timeout)";
     }
-    if (warned || gone.empty() || !warnAt || nowMs() < warnAt) return;
+    if (gone.empty() || !warnAt || nowMs() < warnAt) return;
+    const std::string note = "rank(s) " + gone + " of " + std::to_string(nranks) + "\n" + startAdvice(nranks);
+    for (Joined& j : joined)
+      if (j.link.open() && j.noted != noted) {
+        j.noted = noted;
+        (void)sendNote(j.link, id.secret, j.t, note, nowMs() + handshakeTimeoutMs());
+      }
+    if (warned) return;
     warned = true;
     std::string here;
     for (int r = 0, shown = 0; r < nranks && r < (int)joined.size() && shown < 4; r++)
@@ -643,6 +662,33 @@ clbResult_t Bootstrap::initWithTable(const IdData& id, int rank, int nranks, int
   return clbSuccess;
 }
 
+clbResult_t Bootstrap::readNote(Link& link, const ReplyHeader& rep, const Transcript& t, int64_t deadline,
+                                const std::string& rootName, std::string* note) {
+  if (rep.msgBytes > kMaxReplyMessageBytes)
+    return setError(clbAuthError, "%s sent a note of %u bytes (at most %u)", rootName.c_str(), rep.msgBytes,
+                    kMaxReplyMessageBytes);
+  std::string msg(rep.msgBytes, '\0');
+  uint8_t mac[kTagBytes];
+  if (!msg.empty()) CLB_CHECK(recvAll(link, msg.data(), msg.size(), deadline, abort_, rootName.c_str()));
+  CLB_CHECK(recvAll(link, mac, sizeof mac, deadline, abort_, rootName.c_str()));
+  if (!tagMatches(id_.secret, kRootNote, t, {{&rep, sizeof rep}, {msg.data(), msg.size()}}, mac))
+    return setError(clbAuthError,
+                    "a note of %s failed its authentication tag: something on the network between this rank and "
+                    "the root changed it",
+                    rootName.c_str());
+  for (char& ch : msg)
+    if ((unsigned char)ch < 0x20 && ch != '\n') ch = '?';
+  // A root in this process says it itself (Root::noteMissing): one line, not one per rank thread.
+  if (msg != *note && !rootRuns(id_)) {
+    const size_t nl = msg.find('\n');
+    CLB_WARN("rank %d: %s still waits for %s (this rank waits for them until its timeout, %lld ms): %s", rank_,
+             rootName.c_str(), msg.substr(0, nl).c_str(), (long long)timeoutMs_,
+             nl == std::string::npos ? "start them" : msg.substr(nl + 1).c_str());
+    *note = msg;
+  }
+  return clbSuccess;
+}
+
 clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const VersionInfo* versions,
                                 const AgreedSettings* agreed, const TableCheck& checkTable) {
   const IdData& id = id_;
@@ -671,6 +717,7 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
   Link link;
   Transcript t{};
   ReplyHeader rep{};
+  std::string note;  // the root's last note of the ranks still missing (kReplyNote)
   clbResult_t rc = clbSuccess;
   bool again = false;  // after an EOF before the reply: only a root that still listens is retried
   for (int delayMs = 1;; delayMs = delayMs < 64 ? delayMs * 2 : 100) {
@@ -702,15 +749,19 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
     bool retry = false;
     rc = clientHandshake(link, rootTls_, id.secret, kPurposeRoot, nullptr, &body, sizeof body, deadline, abort,
                          rootName.c_str(), &t, &retry);
-    if (rc == clbSuccess) {
+    // The reply; before it, any notes of ranks the root still waits for.
+    while (rc == clbSuccess) {
       rc = recvAll(link, &rep, sizeof rep, deadline, abort, rootName.c_str());
       if (rc == clbRemoteError) retry = again = true;
+      if (rc != clbSuccess || !(rep.flags & kReplyNote)) break;
+      rc = readNote(link, rep, t, deadline, rootName, &note);
     }
     if (rc == clbSuccess) break;
     // A root in this process says what it refused meanwhile (often the rank that never came) and
     // who is missing: asked before this rank's connection closes, which would count it as gone.
     const std::string refused = rc == clbTimeout ? rootRefusals(id_) : std::string();
-    const std::string missing = rc == clbTimeout ? rootMissing(id_) : std::string();
+    std::string missing = rc == clbTimeout ? rootMissing(id_) : std::string();
+    if (missing.empty()) missing = note.substr(0, note.find('\n'));  // the root's last note, if any
     link.close();
     if (rc == clbTimeout) {
       const bool byAddress = id_.flags & kIdRootAtRank0;

@@ -117,6 +117,10 @@ struct ReplyHeader {
 };
 constexpr uint32_t kMaxReplyMessageBytes = 1024;
 constexpr uint32_t kReplyAboutAnother = 1;
+// Not the reply but a note before it (protocol 6): the root still waits for ranks, which the
+// message names ("rank(s) 2 of 3"), then, after a newline, how they are started. The rank reads it
+// and waits on for the reply.
+constexpr uint32_t kReplyNote = 2;
 uint64_t localHostHash();
 // This process's PID namespace: the inode number of /proc/self/ns/pid, unique among the namespaces
 // of a host (the pid in a RankInfo counts in it). Where that cannot be read, a random value made
@@ -240,6 +244,10 @@ class Bootstrap {
  private:
   clbResult_t joinRoot(const SockAddr& root, int64_t deadline, const VersionInfo* versions,
                        const AgreedSettings* agreed, const TableCheck& checkTable);
+  // The rest of a note (kReplyNote) whose header `rep` arrived: its message (checked against its
+  // tag) into *note, and a WARN when it says something new.
+  clbResult_t readNote(Link& link, const ReplyHeader& rep, const Transcript& t, int64_t deadline,
+                       const std::string& rootName, std::string* note);
   clbResult_t connectRing();
   clbResult_t setUpTls(const IdData& id, int rank);  // the TLS contexts the id's mode asks for
   void acceptPrev(Authenticated* a);

@@ -420,6 +420,64 @@ TEST(Bootstrap, RanksThatNeverComeAreNamedWithTheUniqueIdToStartThem) {
   clbUniqueIdRelease(&id);
 }
 
+// The body of a process of ARankInAnotherProcessLearnsWhoIsMissing: rank 1 of the id in
+// CLB_NOTE_ID (hex) with a 4 s timeout; its error and its WARN lines go to CLB_NOTE_OUT.
+TEST(NoteChild, JoinsAndWaits) {
+  const char* out = getenv("CLB_NOTE_OUT");
+  if (!out) GTEST_SKIP() << "runs only as the process of ARankInAnotherProcessLearnsWhoIsMissing";
+  clbtest::LogLines log(clbLogWarn);
+  const clbUniqueId id = clbtest::unhex(getenv("CLB_NOTE_ID"));
+  clbConfig_t cfg = quickConfig(4000);
+  clbComm_t c = nullptr;
+  const clbResult_t rc = clbCommInitRank(&c, &id, 1, 3, &cfg);
+  const std::string e = clbGetLastError();
+  if (c) clbCommDestroy(c);
+  FILE* f = fopen(out, "w");
+  ASSERT_NE(f, nullptr);
+  fprintf(f, "rc %d\n%s\n", (int)rc, e.c_str());
+  for (const std::string& l : log.lines()) fprintf(f, "WARN %s\n", l.c_str());
+  fclose(f);
+}
+
+// A rank in another process than the root's (on another host, as most are) learns which ranks the
+// root still waits for: the root's note at a quarter of the timeout, which it logs and its timeout
+// names, as a rank in the root's process does.
+TEST(Bootstrap, ARankInAnotherProcessLearnsWhoIsMissing) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);  // the root: this process
+  char path[] = "/tmp/clb-note-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  // Rank 0 here (its timeout, whichever joins first, sets the note at 500 ms); rank 2 never comes.
+  std::thread t0([&] {
+    clbConfig_t cfg = quickConfig(2000);
+    clbComm_t c = nullptr;
+    clbCommInitRank(&c, &id, 0, 3, &cfg);
+    if (c) clbCommDestroy(c);
+  });
+  const pid_t pid = clbtest::spawnSelf("NoteChild.JoinsAndWaits",
+                                       {std::string("CLB_NOTE_OUT=") + path, "CLB_NOTE_ID=" + clbtest::hex(id)});
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  t0.join();
+  clbUniqueIdRelease(&id);
+  std::string all;
+  if (FILE* f = fopen(path, "r")) {
+    char b[2048];
+    while (fgets(b, sizeof b, f)) all += b;
+    fclose(f);
+  }
+  unlink(path);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child failed: " << all;
+  EXPECT_NE(all.find("rc 6\n"), std::string::npos) << "a timeout (clbTimeout) in the child: " << all;
+  EXPECT_NE(all.find("(missing: rank(s) 2 of 3)"), std::string::npos) << all;
+  EXPECT_NE(all.find("WARN rank 1: the bootstrap root at"), std::string::npos) << all;
+  EXPECT_NE(all.find("still waits for rank(s) 2 of 3"), std::string::npos) << all;
+  EXPECT_NE(all.find("this communicator's UniqueId"), std::string::npos) << "the advice: " << all;
+}
+
 // The body of a process of NoSecretIsWarnedOncePerProcessAndBriefly: three ids from an address
 // without a secret, the warnings they log written to CLB_SECRET_OUT, one per line.
 TEST(NoSecretChild, MakesThreeIds) {

@@ -33,7 +33,8 @@ extern "C" {
  * 4: the rank table carries the settings every rank must share, compared at init.
  * 5: a third ring connection pair, the transport's data apart from the bootstrap's exchanges.
  * 6: failure notices between ranks that share no memory carry the failing rank's message; a
- *    split's exchange carries 240 bytes of a refusal's reason (160 before). */
+ *    split's exchange carries 240 bytes of a refusal's reason (160 before); the root notes to the
+ *    joined ranks which ranks it still waits for. */
 #define CLB_PROTOCOL_VERSION 6
 
 typedef enum {
