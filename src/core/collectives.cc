@@ -287,15 +287,20 @@ clbResult_t run(clbComm* c, uint32_t coll, const void* send, void* recv, size_t 
     if (rc != clbSuccess) return refuseInGroup(rc);
     if (reduction) rc = resolveOp(c, op, type, collectiveName(coll), &pm);
     if (rc == clbSuccess) rc = validate(c, coll, send, recv, count, type, arithmeticOp(op, pm), root, stream);
-    if (rc != clbSuccess) return refuseInGroup(refuseArguments(c, rc, name));
+    if (rc != clbSuccess) return refuseInGroup(refuseArguments(c, rc, name, coll, false));
     return recordCollective(c, coll, send, recv, count, type, arithmeticOp(op, pm), root, stream, pm);
   }
   CLB_CHECK(checkComm(c));
-  if (reduction) CLB_CHECK(refuseArguments(c, resolveOp(c, op, type, collectiveName(coll), &pm), name));
-  // One call at a time: a second thread's call is refused here, before it reads or writes anything.
+  // One call at a time: a second thread's call is refused here, before it reads or writes anything
+  // (its arguments too: a usage refusal changes nothing).
   CallScope call(c, coll);
   CLB_CHECK(call.result());
-  return refuseArguments(c, runTaken(c, coll, send, recv, count, type, arithmeticOp(op, pm), root, stream, pm), name);
+  if (reduction)
+    CLB_CHECK(refuseArguments(c, resolveOp(c, op, type, collectiveName(coll), &pm), name, coll, true, true));
+  // A refusal before the call took its number (describeCall) takes it then.
+  const uint64_t before = c->seq.load(std::memory_order_relaxed);
+  const clbResult_t rc = runTaken(c, coll, send, recv, count, type, arithmeticOp(op, pm), root, stream, pm);
+  return refuseArguments(c, rc, name, coll, true, c->seq.load(std::memory_order_relaxed) == before);
 }
 
 }  // namespace
@@ -311,7 +316,9 @@ clbResult_t clb::runRecordedCollective(clbComm* c, uint32_t coll, const void* se
   CLB_CHECK(checkComm(c));
   CallScope call(c, coll);
   CLB_CHECK(call.result());
-  return refuseArguments(c, runTaken(c, coll, send, recv, count, type, op, root, stream, pm), collectiveName(coll));
+  const uint64_t before = c->seq.load(std::memory_order_relaxed);
+  const clbResult_t rc = runTaken(c, coll, send, recv, count, type, op, root, stream, pm);
+  return refuseArguments(c, rc, collectiveName(coll), coll, true, c->seq.load(std::memory_order_relaxed) == before);
 }
 
 clbResult_t clbComm::hostCollective(uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,

@@ -69,9 +69,16 @@ clbResult_t checkComm(clbComm* c) {
   return clbSuccess;
 }
 
-clbResult_t tellRefusal(clbComm* c, clbResult_t rc, const char* call) {
+clbResult_t tellRefusal(clbComm* c, clbResult_t rc, const char* call, uint32_t code, bool held, bool numbered) {
   if (!c || !live().contains(c) || c->nranks < 2 || !c->carrier || c->failed.load()) return rc;
   const std::string why = lastError();
+  // While another thread is in a call on c, this one is refused for that (a usage refusal, which
+  // changes nothing), whatever its arguments: the call in progress goes on.
+  if (!held) CLB_CHECK(c->enterCall(code));
+  // A refused collective takes its number, as if it had been made: a peer that is still in the
+  // calls before it (which ended on this rank) finishes them, and only its wait in this one ends
+  // (the notices carry the number: Transport::waitNotice).
+  if (numbered) c->seq.store(c->seq.load(std::memory_order_relaxed) + 1);
   // What the peers are told (markFailed takes the thread's last error), then what this rank says.
   const size_t n = strlen(call);
   if (why.compare(0, n, call) == 0 && why.compare(n, 1, ":") == 0)
@@ -79,14 +86,15 @@ clbResult_t tellRefusal(clbComm* c, clbResult_t rc, const char* call) {
   else
     setError(rc, "rank %d refused its %s: %s", c->rank, call, why.c_str());
   c->markFailed(rc);
+  if (!held) c->leaveCall();
   return setError(rc,
                   "%s. The communicator fails with it on every rank, its peers told at once (they would wait for "
                   "this call until their timeout): destroy it and make a new one",
                   why.c_str());
 }
 
-clbResult_t refuseArguments(clbComm* c, clbResult_t rc, const char* call) {
-  return rc == clbInvalidArgument ? tellRefusal(c, rc, call) : rc;
+clbResult_t refuseArguments(clbComm* c, clbResult_t rc, const char* call, uint32_t code, bool held, bool numbered) {
+  return rc == clbSuccess || rc == clbInvalidUsage ? rc : tellRefusal(c, rc, call, code, held, numbered);
 }
 
 }  // namespace clb

@@ -104,16 +104,22 @@ clbResult_t finishInit(clbComm* c);
 // clbInvalidArgument for a NULL communicator, or one that is not alive in this process (destroyed
 // already, or never made), with the message every call gives; nothing of it is read.
 clbResult_t checkComm(clbComm* c);
-// A call this rank refused for its arguments (`rc`, the thread's last error saying why) is a call
-// its peers make and would wait for until their timeout. So where `c` is a live communicator with
-// peers, clbInvalidArgument fails it here and tells the peers at once (Transport::announce, every
-// transport): their waits end with clbRemoteError naming this rank, `call` ("allReduce", "clbSend")
-// and the reason, and the message returned here says so. Other results pass unchanged: a
-// usage refusal (clbInvalidUsage: another thread's call in progress, a capture) changes nothing.
-clbResult_t refuseArguments(clbComm* c, clbResult_t rc, const char* call);
+// A call this rank refused for its arguments, or for what they ask that this rank cannot do
+// (`rc`: clbInvalidArgument, clbUnsupported, clbOutOfMemory, clbSystemError; the thread's last
+// error saying why), is a call its peers make and would wait for until their timeout. So where
+// `c` is a live communicator with peers, such a refusal fails it here and tells the peers at once
+// (Transport::announce, every transport): their waits end with clbRemoteError naming this rank,
+// `call` ("allReduce", "clbSend") and the reason, and the message returned here says so. A failure
+// midway, which marked c failed already, passes unchanged. `code`: the call's Collective or PeerCall
+// (a refused collective takes its number: the peers finish the calls before it); `held`: whether
+// this thread holds c's call (CallScope) already, else it is taken here, and while another thread
+// is in a call on c the refusal is that usage refusal instead (clbInvalidUsage, nothing changes).
+// A usage refusal (clbInvalidUsage) passes unchanged: it changes nothing.
+clbResult_t refuseArguments(clbComm* c, clbResult_t rc, const char* call, uint32_t code, bool held,
+                            bool numbered = false);
 // The same for a refusal of any code `rc` (a group's end that runs nothing, whatever the reason,
 // leaves the peers of its calls waiting).
-clbResult_t tellRefusal(clbComm* c, clbResult_t rc, const char* call);
+clbResult_t tellRefusal(clbComm* c, clbResult_t rc, const char* call, uint32_t code, bool held, bool numbered = false);
 // A communicator made (an init's, a split's): alive from now on, until clbCommDestroy.
 void registerComm(const clbComm* c);
 // A buffer of a call, `bytes` from `p`: refused where its end passes the last address (the

@@ -294,7 +294,9 @@ clbResult_t refuse(clbResult_t rc) {
 }
 // A call's refusal: of its arguments, it fails the communicator and tells the peers
 // (refuseArguments); inside a group it is the group's too.
-clbResult_t refuse(clbComm* c, clbResult_t rc, const char* call) { return refuse(refuseArguments(c, rc, call)); }
+clbResult_t refuse(clbComm* c, clbResult_t rc, const char* call, uint32_t code) {
+  return refuse(refuseArguments(c, rc, call, code, false));
+}
 
 clbResult_t begin(clbComm* c) {
   clearError();
@@ -534,7 +536,7 @@ clbResult_t clbGroupEnd() {
     for (const GroupItem& it : items)
       if (it.collective || it.op.peer != it.comm->rank) {
         setError(rc, "%s", why.c_str());
-        tellRefusal(it.comm, rc, "group");
+        tellRefusal(it.comm, rc, "group", kCallPeers, false);
       }
     return setError(rc, "%s", why.c_str());
   }
@@ -563,7 +565,7 @@ clbResult_t clbGroupEnd() {
         for (const GroupItem* it : perComm[j])
           if (it->collective || it->op.peer != comms[j]->rank) {
             setError(rc, "%s", why.c_str());
-            tellRefusal(comms[j], rc, "group");
+            tellRefusal(comms[j], rc, "group", kCallPeers, false);
             break;
           }
       return setError(rc, "%s", why.c_str());
@@ -593,11 +595,12 @@ clbResult_t clbGroupEnd() {
 
 clbResult_t clbSend(const void* sendbuff, size_t count, clbDataType_t datatype, int peer, clbComm_t comm,
                     void* stream) {
-  return refuse(comm, sendRecv(true, const_cast<void*>(sendbuff), count, datatype, peer, comm, stream), "clbSend");
+  return refuse(comm, sendRecv(true, const_cast<void*>(sendbuff), count, datatype, peer, comm, stream), "clbSend",
+                kSendRecv);
 }
 
 clbResult_t clbRecv(void* recvbuff, size_t count, clbDataType_t datatype, int peer, clbComm_t comm, void* stream) {
-  return refuse(comm, sendRecv(false, recvbuff, count, datatype, peer, comm, stream), "clbRecv");
+  return refuse(comm, sendRecv(false, recvbuff, count, datatype, peer, comm, stream), "clbRecv", kSendRecv);
 }
 
 clbResult_t clbAllToAll(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, clbComm_t comm,
@@ -608,13 +611,13 @@ clbResult_t clbAllToAll(const void* sendbuff, void* recvbuff, size_t count, clbD
     size_t bytes = 0;
     rc = checkBytes(count, (size_t)comm->nranks, datatype, &bytes);
   }
-  if (rc != clbSuccess) return refuse(comm, rc, "clbAllToAll");
+  if (rc != clbSuccess) return refuse(comm, rc, "clbAllToAll", kAllToAll);
   std::vector<size_t> counts(comm->nranks, count), displs(comm->nranks);
   for (int p = 0; p < comm->nranks; p++) displs[p] = (size_t)p * count;
   return refuse(comm,
                 allToAllv(comm, kAllToAll, sendbuff, counts.data(), displs.data(), recvbuff, counts.data(),
                           displs.data(), datatype, stream),
-                "clbAllToAll");
+                "clbAllToAll", kAllToAll);
 }
 
 clbResult_t clbAllToAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
@@ -629,20 +632,22 @@ clbResult_t clbAllToAllv(const void* sendbuff, const size_t* sendcounts, const s
                   : !recvcounts ? "recvcounts"
                                 : "rdispls",
                   comm->nranks);
-  if (rc != clbSuccess) return refuse(comm, rc, "clbAllToAllv");
+  if (rc != clbSuccess) return refuse(comm, rc, "clbAllToAllv", kAllToAllv);
   return refuse(
       comm, allToAllv(comm, kAllToAllv, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype, stream),
-      "clbAllToAllv");
+      "clbAllToAllv", kAllToAllv);
 }
 
 clbResult_t clbGather(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, int root,
                       clbComm_t comm, void* stream) {
-  return refuse(comm, gatherOrScatter(kGather, sendbuff, recvbuff, count, datatype, root, comm, stream), "clbGather");
+  return refuse(comm, gatherOrScatter(kGather, sendbuff, recvbuff, count, datatype, root, comm, stream), "clbGather",
+                kGather);
 }
 
 clbResult_t clbScatter(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, int root,
                        clbComm_t comm, void* stream) {
-  return refuse(comm, gatherOrScatter(kScatter, sendbuff, recvbuff, count, datatype, root, comm, stream), "clbScatter");
+  return refuse(comm, gatherOrScatter(kScatter, sendbuff, recvbuff, count, datatype, root, comm, stream), "clbScatter",
+                kScatter);
 }
 
 clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDataType_t datatype, clbRedOp_t op,
@@ -659,22 +664,22 @@ clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDat
   if (rc == clbSuccess) rc = checkRank(comm, "root", root);
   size_t bytes = 0;
   if (rc == clbSuccess) rc = checkBytes(count, 1, datatype, &bytes);
-  if (rc != clbSuccess) return refuse(comm, rc, "clbReduce");
+  if (rc != clbSuccess) return refuse(comm, rc, "clbReduce", kReduce);
   const int me = comm->rank, n = comm->nranks;
   const bool isRoot = me == root;
   if (count && (!sendbuff || (isRoot && !recvbuff)))
     return refuse(comm,
                   setError(clbInvalidArgument, "clbReduce: %s is NULL with count=%zu",
                            !sendbuff ? "send" : "recv (at the root)", count),
-                  "clbReduce");
-  if ((rc = checkExtent("clbReduce", "send", sendbuff, bytes))) return refuse(comm, rc, "clbReduce");
-  if (isRoot && (rc = checkExtent("clbReduce", "recv", recvbuff, bytes))) return refuse(comm, rc, "clbReduce");
+                  "clbReduce", kReduce);
+  if ((rc = checkExtent("clbReduce", "send", sendbuff, bytes))) return refuse(comm, rc, "clbReduce", kReduce);
+  if (isRoot && (rc = checkExtent("clbReduce", "recv", recvbuff, bytes))) return refuse(comm, rc, "clbReduce", kReduce);
   if (isRoot && sendbuff != recvbuff)
     if ((rc = checkOverlap("clbReduce", sendbuff, bytes, recvbuff, bytes, "send = recv")))
-      return refuse(comm, rc, "clbReduce");
+      return refuse(comm, rc, "clbReduce", kReduce);
   bool onDevice = false;
   if ((rc = memoryOf(comm, "clbReduce", sendbuff, isRoot ? recvbuff : nullptr, stream, &onDevice)))
-    return refuse(comm, rc, "clbReduce");
+    return refuse(comm, rc, "clbReduce", kReduce);
   // Device memory, ranks on one host: a device collective (fast, capturable, whichever process
   // each rank is in), every rank deciding alike (their buffers are all device memory, and the
   // transport is the communicator's). Elsewhere a root's chain of receives (below).
@@ -710,7 +715,7 @@ clbResult_t clbReduce(const void* sendbuff, void* recvbuff, size_t count, clbDat
       }
   }
   for (PeerOp& o : ops) o.preMulSum = pm.on;
-  return refuse(comm, issue(comm, kReduce, std::move(ops), onDevice, stream), "clbReduce");
+  return refuse(comm, issue(comm, kReduce, std::move(ops), onDevice, stream), "clbReduce", kReduce);
 }
 
 }  // extern "C"

@@ -858,7 +858,10 @@ final class NativeCommunicator implements Communicator, NativeCalls {
 
   private ColibriException invalid(String call, String message) {
     String text = call + ": " + message;
-    if (size > 1) {
+    // This call's own count is 1; more: another thread is in a call on this communicator, whose
+    // call goes on, and this refusal changes nothing (as the native library refuses a second
+    // thread's call, whatever its arguments).
+    if (size > 1 && state.inFlight.get() <= 1) {
       long h = acquireIfOpen();
       try {
         if (h != 0) {
