@@ -208,8 +208,6 @@ void SocketPeerChannel::trim() {
 
 // ---- the transport's part ----
 
-LinkTransport::~LinkTransport() = default;
-
 clbResult_t LinkTransport::peer(int p, PeerChannel** out) {
   if (peers_.empty()) peers_.resize(comm_->nranks);
   const bool overPlugin = netPluginHasPeers(plugin_);

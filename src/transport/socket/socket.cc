@@ -4,8 +4,12 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <thread>
 
 #include "base/error.h"
 #include "bootstrap/tls.h"
@@ -225,9 +229,52 @@ struct Notice {
 static_assert(sizeof(Notice) == 256, "one notice is 256 bytes on the wire");
 }  // namespace
 
+// The relay: a thread of the process, while any LinkTransport lives, that reads every transport's
+// notices every 20 ms (statusNotice), so that a rank that makes no call still forwards what a
+// neighbour said round the ring. Without it, news reaches a rank only through neighbours that are
+// in a call or asked for their status: a point-to-point peer that is no ring neighbour of a rank
+// that failed would wait for it until the timeout while the ranks between them sit idle.
+namespace {
+struct Relay {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<LinkTransport*> live;
+  bool running = false;
+};
+Relay& relay() {
+  static Relay& r = *new Relay;  // never destroyed: the thread may outlive the statics at exit
+  return r;
+}
+void relayLoop() {
+  Relay& r = relay();
+  std::unique_lock<std::mutex> g(r.mu);
+  while (!r.live.empty()) {
+    PeerNotice n;
+    for (LinkTransport* t : r.live) (void)t->statusNotice(&n);
+    r.cv.wait_for(g, std::chrono::milliseconds(20));
+  }
+  r.running = false;
+}
+}  // namespace
+
 LinkTransport::LinkTransport(CommContext* comm, int kind, std::unique_ptr<RingChannel> ring, std::string describe,
                              const clbNetPlugin_v1_t* plugin)
-    : comm_(comm), kind_(kind), ring_(std::move(ring)), describe_(std::move(describe)), plugin_(plugin) {}
+    : comm_(comm), kind_(kind), ring_(std::move(ring)), describe_(std::move(describe)), plugin_(plugin) {
+  Relay& r = relay();
+  std::lock_guard<std::mutex> g(r.mu);
+  r.live.push_back(this);
+  if (!r.running) {
+    r.running = true;
+    std::thread(relayLoop).detach();
+  }
+}
+
+LinkTransport::~LinkTransport() {
+  Relay& r = relay();
+  std::lock_guard<std::mutex> g(r.mu);  // the relay is not in this one's notices once it is held
+  r.live.erase(std::remove(r.live.begin(), r.live.end(), this), r.live.end());
+  r.cv.notify_all();
+}
 
 const clbNetPlugin_v1_t* LinkTransport::netPlugin() const {
   const auto* net = dynamic_cast<const NetRingChannel*>(ring_.get());
