@@ -70,11 +70,16 @@ clbResult_t checkComm(clbComm* c) {
 }
 
 clbResult_t tellRefusal(clbComm* c, clbResult_t rc, const char* call, uint32_t code, bool held, bool numbered) {
-  if (!c || !live().contains(c) || c->nranks < 2 || !c->carrier || c->failed.load()) return rc;
+  if (!c || !live().contains(c)) return rc;
   const std::string why = lastError();
   // While another thread is in a call on c, this one is refused for that (a usage refusal, which
-  // changes nothing), whatever its arguments: the call in progress goes on.
+  // changes nothing), whatever its arguments: the call in progress goes on. Held, c stays (a
+  // destroy from another thread is refused meanwhile).
   if (!held) CLB_CHECK(c->enterCall(code));
+  if (c->nranks < 2 || !c->carrier || c->failed.load() || c->aborted.load()) {
+    if (!held) c->leaveCall();
+    return setError(rc, "%s", why.c_str());
+  }
   // A refused collective takes its number, as if it had been made: a peer that is still in the
   // calls before it (which ended on this rank) finishes them, and only its wait in this one ends
   // (the notices carry the number: Transport::waitNotice).
@@ -94,7 +99,10 @@ clbResult_t tellRefusal(clbComm* c, clbResult_t rc, const char* call, uint32_t c
 }
 
 clbResult_t refuseArguments(clbComm* c, clbResult_t rc, const char* call, uint32_t code, bool held, bool numbered) {
-  return rc == clbSuccess || rc == clbInvalidUsage ? rc : tellRefusal(c, rc, call, code, held, numbered);
+  // The refusals before anything moved; a failure midway (a timeout, a peer's failure, an abort)
+  // marked c failed already, or comes from another thread's abort or destroy.
+  const bool refusal = rc == clbInvalidArgument || rc == clbUnsupported || rc == clbOutOfMemory || rc == clbSystemError;
+  return refusal ? tellRefusal(c, rc, call, code, held, numbered) : rc;
 }
 
 }  // namespace clb

@@ -114,7 +114,8 @@ clbResult_t checkComm(clbComm* c);
 // (a refused collective takes its number: the peers finish the calls before it); `held`: whether
 // this thread holds c's call (CallScope) already, else it is taken here, and while another thread
 // is in a call on c the refusal is that usage refusal instead (clbInvalidUsage, nothing changes).
-// A usage refusal (clbInvalidUsage) passes unchanged: it changes nothing.
+// Other results pass unchanged: a usage refusal (clbInvalidUsage) changes nothing, and a failure
+// midway or an abort was told already.
 clbResult_t refuseArguments(clbComm* c, clbResult_t rc, const char* call, uint32_t code, bool held,
                             bool numbered = false);
 // The same for a refusal of any code `rc` (a group's end that runs nothing, whatever the reason,
