@@ -94,7 +94,7 @@ clbResult_t tellRefusal(clbComm* c, clbResult_t rc, const char* call, uint32_t c
   if (!held) c->leaveCall();
   return setError(rc,
                   "%s. The communicator fails with it on every rank, its peers told at once (they would wait for "
-                  "this call until their timeout): destroy it and make a new one",
+                  "this call until their timeout): destroy (close) it and make a new one",
                   why.c_str());
 }
 
@@ -539,6 +539,23 @@ clbResult_t clbCommFail(clbComm_t c, const char* reason) {
   c->markFailed(clbInvalidArgument);
   clearError();
   return clbSuccess;
+}
+
+clbResult_t clbCommRefuse(clbComm_t c, const char* call, int collective, const char* reason) {
+  clearError();
+  CLB_CHECK(checkComm(c));
+  if (!call || !*call)
+    return setError(clbInvalidArgument,
+                    "call is NULL or empty: name the call this rank refuses (\"allReduce\", \"send\")");
+  if (!reason || !*reason)
+    return setError(clbInvalidArgument,
+                    "reason is NULL or empty: say why this rank refuses its %.100s (its peers are told)", call);
+  setError(clbInvalidArgument, "%.400s", reason);
+  const clbResult_t rc = tellRefusal(c, clbInvalidArgument, call,
+                                     collective ? uint32_t{kAllReduce} : uint32_t{kCallPeers}, false, collective != 0);
+  // The reason (and what became of the communicator) with the call it is about.
+  if (rc == clbInvalidArgument) setError(rc, "%.100s: %s", call, lastError().c_str());
+  return rc;
 }
 
 clbResult_t clbCommGetAsyncError(clbComm_t c, clbResult_t* asyncError) {

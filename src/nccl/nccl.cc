@@ -399,18 +399,19 @@ int currentDevice() {
 namespace {
 // A refusal of a call's arguments here, before Colibri sees the call: as Colibri does with those it
 // refuses, the communicator `c` (when the call has one) fails and the peers are told at once,
-// naming this rank and the reason (clbCommFail), for they would wait for this call until their
-// timeout (a communicator of one rank has none: it goes on). Returns `bad`.
+// naming this rank and the reason (clbCommRefuse), for they would wait for this call until their
+// timeout (a communicator of one rank has none: it goes on). Returns `bad`, with the message that
+// says so; or, while another thread is in a call on `c`, that usage refusal, which changes nothing.
 ncclResult_t tellPeers(clbComm_t c, ncclResult_t bad, const char* call) {
-  int rank = -1, nranks = 0;
-  if (!c || clbCommRank(c, &rank) != clbSuccess || clbCommCount(c, &nranks) != clbSuccess || nranks < 2) return bad;
-  char why[512];
-  snprintf(why, sizeof why, "rank %d refused its %s: %s", rank, call, tError.c_str());
-  clbCommFail(c, why);
-  tError +=
-      ". The communicator fails with it on every rank, its peers told at once (they would wait for this call "
-      "until their timeout): destroy it and make a new one";
-  return bad;
+  if (!c) return bad;
+  bool collective = false;  // numbered among the collective calls
+  for (const char* n : {"ncclAllReduce", "ncclReduceScatter", "ncclReduce", "ncclAllGather", "ncclBroadcast"})
+    collective = collective || strcmp(call, n) == 0;
+  const std::string why = tError;
+  const clbResult_t rc = clbCommRefuse(c, call, collective, why.c_str());
+  tError = clbGetLastError();
+  if (tGroupRefusal == why) tGroupRefusal = tError;  // the group's end says it as this call did
+  return rc == clbInvalidUsage ? ncclInvalidUsage : bad;
 }
 }  // namespace
 

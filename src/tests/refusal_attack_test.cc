@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,50 +33,75 @@ constexpr int64_t kToldWithinMs = 8000;
 
 class RefusalAttack : public ::testing::TestWithParam<Net> {};
 
-// A rank completes a collective, then refuses its next call at once. Its peer, still finishing
-// the collective that completed on the refusing rank, must complete it (all its data was sent);
-// only its next call should fail. The refusal is announced with the seq of the last collective
-// the refusing rank COMPLETED (describeCall has not run for the refused call), which the
-// transports read as "it failed in this collective" (socket: noticeSeq_ <= comm_->seq; shm:
-// opSeq > seq is false).
-TEST_P(RefusalAttack, APeerStillFinishingTheCallBeforeTheRefusedOneCompletesIt) {
-  CLB_TRANSPORT_SCOPE(scope, GetParam());
-  constexpr size_t kCount = 8u << 20;  // 32 MB of int32: more than the kernel and the slots hold
+// Rank r's part of a call that completes on rank 0 before rank 0 refuses its next one: "" where it
+// completed with the right data, else what went wrong (rank 0 asserts its own success).
+using PreviousCall = std::function<std::string(int r, clbComm_t comm)>;
+
+// Rank 0's refusal of its next call: a bad reduction op, refused by Colibri.
+void refuseABadOp(clbComm_t comm) {
+  int32_t one = 1, out = 0;
+  EXPECT_EQ(clbAllReduce(&one, &out, 1, clbInt32, (clbRedOp_t)77, comm, nullptr), clbInvalidArgument);
+}
+
+// The driver of the cases below, `iterations` times: rank 0 makes `call`, which completes on it,
+// then refuses its next call (`refuse`). Rank 1, still in `call` (it starts `peerDelayMs` later),
+// must complete it with its data; only its next call may fail. `prepare` sets the buffers up
+// before each iteration.
+void expectThePeerCompletesThePreviousCall(Net net, int iterations, const char* what, int peerDelayMs,
+                                           const std::function<void(int, clbConfig_t*)>& configure,
+                                           const std::function<void()>& prepare, const PreviousCall& call,
+                                           const std::function<void(clbComm_t)>& refuse) {
   int failures = 0;
   std::string firstFailure;
-  for (int iter = 0; iter < 4; iter++) {
-    std::vector<std::vector<int32_t>> bufs(2, std::vector<int32_t>(kCount));
-    std::atomic<bool> okOnPeer{false};
-    std::string peerError;
-    auto errors = clbtest::runOver(GetParam(), 2, kTimeoutMs, nullptr, [&](int r, clbComm_t comm) {
-      auto& b = bufs[r];
+  for (int iter = 0; iter < iterations; iter++) {
+    prepare();
+    std::string peerError = "rank 1 did not finish";
+    auto errors = clbtest::runOver(net, 2, kTimeoutMs, configure, [&](int r, clbComm_t comm) {
       if (r == 0) {
-        for (size_t i = 0; i < kCount; i++) b[i] = (int32_t)(i * 7 + 1);
-        ASSERT_EQ(clbBroadcast(b.data(), b.data(), kCount, clbInt32, 0, comm, nullptr), clbSuccess)
-            << clbGetLastError();
-        int32_t one = 1, out = 0;
-        EXPECT_EQ(clbAllReduce(&one, &out, 1, clbInt32, (clbRedOp_t)77, comm, nullptr), clbInvalidArgument);
+        ASSERT_EQ(call(0, comm), "");
+        refuse(comm);
         return;
       }
-      sleepMs(100);
-      const clbResult_t rc = clbBroadcast(b.data(), b.data(), kCount, clbInt32, 0, comm, nullptr);
-      if (rc == clbSuccess) {
-        bool same = true;
-        for (size_t i = 0; i < kCount && same; i++) same = b[i] == (int32_t)(i * 7 + 1);
-        okOnPeer = same;
-        if (!same) peerError = "broadcast returned success with wrong data";
-      } else {
-        peerError = clbGetLastError();
-      }
+      sleepMs(peerDelayMs);
+      peerError = call(1, comm);
     });
     for (size_t r = 0; r < errors.size(); r++) EXPECT_EQ(errors[r], "") << "rank " << r;
-    if (!okOnPeer) {
+    if (!peerError.empty()) {
       failures++;
       if (firstFailure.empty()) firstFailure = peerError;
     }
   }
-  EXPECT_EQ(failures, 0) << "rank 1's broadcast (completed on rank 0 before rank 0 refused its NEXT call) failed "
-                         << failures << " of 4 times; first: " << firstFailure;
+  EXPECT_EQ(failures, 0) << "rank 1's " << what << " (completed on rank 0 before rank 0 refused its NEXT call) failed "
+                         << failures << " of " << iterations << " times; first: " << firstFailure;
+}
+
+// "" or the error of a call that failed, or `wrong` where it returned success with wrong data.
+std::string outcome(clbResult_t rc, bool right, const char* wrong) {
+  if (rc != clbSuccess) return clbGetLastError();
+  return right ? "" : wrong;
+}
+
+// A rank completes a broadcast, then refuses its next call at once. The refusal is announced with
+// the number of the last collective the refusing rank completed, which the transports read as
+// "it failed in this collective" unless the refused call takes its own number (tellRefusal).
+TEST_P(RefusalAttack, APeerStillFinishingTheCallBeforeTheRefusedOneCompletesIt) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  constexpr size_t kCount = 8u << 20;  // 32 MB of int32: more than the kernel and the slots hold
+  std::vector<std::vector<int32_t>> bufs(2);
+  expectThePeerCompletesThePreviousCall(
+      GetParam(), 4, "broadcast", 100, nullptr,
+      [&] {
+        bufs.assign(2, std::vector<int32_t>(kCount));
+        for (size_t i = 0; i < kCount; i++) bufs[0][i] = (int32_t)(i * 7 + 1);
+      },
+      [&](int r, clbComm_t comm) {
+        auto& b = bufs[r];
+        const clbResult_t rc = clbBroadcast(b.data(), b.data(), kCount, clbInt32, 0, comm, nullptr);
+        bool same = true;
+        for (size_t i = 0; i < kCount && same && rc == clbSuccess; i++) same = b[i] == (int32_t)(i * 7 + 1);
+        return outcome(rc, same, "broadcast returned success with wrong data");
+      },
+      refuseABadOp);
 }
 
 // The same for point-to-point: a send that completed on rank 0, then a refused call; rank 1's
@@ -87,80 +113,39 @@ TEST_P(RefusalAttack, AReceiveOfASendThatCompletedBeforeTheRefusalGetsItsData) {
                     "rank's staging, which a failed rank no longer writes (docs/semantics.md, \"A call refused on one "
                     "rank\")";
   constexpr size_t kCount = 8u << 20;
-  int failures = 0;
-  std::string firstFailure;
-  for (int iter = 0; iter < 4; iter++) {
-    std::vector<int32_t> src(kCount), dst(kCount, -1);
-    for (size_t i = 0; i < kCount; i++) src[i] = (int32_t)(i ^ 0x5a5a);
-    std::atomic<bool> okOnPeer{false};
-    std::string peerError;
-    auto errors = clbtest::runOver(GetParam(), 2, kTimeoutMs, nullptr, [&](int r, clbComm_t comm) {
-      if (r == 0) {
-        ASSERT_EQ(clbSend(src.data(), kCount, clbInt32, 1, comm, nullptr), clbSuccess) << clbGetLastError();
-        int32_t one = 1, out = 0;
-        EXPECT_EQ(clbAllReduce(&one, &out, 1, clbInt32, (clbRedOp_t)77, comm, nullptr), clbInvalidArgument);
-        return;
-      }
-      sleepMs(100);
-      const clbResult_t rc = clbRecv(dst.data(), kCount, clbInt32, 0, comm, nullptr);
-      if (rc == clbSuccess) {
-        okOnPeer = memcmp(src.data(), dst.data(), kCount * 4) == 0;
-        if (!okOnPeer) peerError = "recv returned success with wrong data";
-      } else {
-        peerError = clbGetLastError();
-      }
-    });
-    for (size_t r = 0; r < errors.size(); r++) EXPECT_EQ(errors[r], "") << "rank " << r;
-    if (!okOnPeer) {
-      failures++;
-      if (firstFailure.empty()) firstFailure = peerError;
-    }
-  }
-  EXPECT_EQ(failures, 0) << "rank 1's receive (of a send that completed on rank 0 before rank 0 refused its NEXT "
-                            "call) failed "
-                         << failures << " of 4 times; first: " << firstFailure;
+  std::vector<int32_t> src(kCount), dst;
+  for (size_t i = 0; i < kCount; i++) src[i] = (int32_t)(i ^ 0x5a5a);
+  expectThePeerCompletesThePreviousCall(
+      GetParam(), 4, "receive", 100, nullptr, [&] { dst.assign(kCount, -1); },
+      [&](int r, clbComm_t comm) {
+        if (r == 0) return outcome(clbSend(src.data(), kCount, clbInt32, 1, comm, nullptr), true, "");
+        const clbResult_t rc = clbRecv(dst.data(), kCount, clbInt32, 0, comm, nullptr);
+        return outcome(rc, rc == clbSuccess && memcmp(src.data(), dst.data(), kCount * 4) == 0,
+                       "recv returned success with wrong data");
+      },
+      refuseABadOp);
 }
 
-// As above with ring all-reduces: rank 0 completes all-reduce k, then refuses its next call;
-// rank 1's all-reduce k (complete on rank 0) must not fail.
+// As above with ring all-reduces, refused by Colibri (a bad op) and by a binding above it
+// (clbCommRefuse, as the Java API and the NCCL drop-in refuse the arguments they check): rank 0
+// completes all-reduce k, then refuses its next call; rank 1's all-reduce k must not fail.
 TEST_P(RefusalAttack, APeerStillFinishingAnAllReduceCompletesIt) {
   CLB_TRANSPORT_SCOPE(scope, GetParam());
   constexpr size_t kCount = 4u << 20;
-  int failures = 0;
-  std::string firstFailure;
-  for (int iter = 0; iter < 6; iter++) {
-    std::vector<std::vector<int32_t>> bufs(2, std::vector<int32_t>(kCount, 1));
-    std::atomic<bool> okOnPeer{false};
-    std::string peerError;
-    auto errors = clbtest::runOver(
-        GetParam(), 2, kTimeoutMs, [](int, clbConfig_t* cfg) { cfg->algorithm = clbAlgoRing; },
-        [&](int r, clbComm_t comm) {
-          auto& b = bufs[r];
-          if (r == 0) {
-            ASSERT_EQ(clbAllReduce(b.data(), b.data(), kCount, clbInt32, clbSum, comm, nullptr), clbSuccess)
-                << clbGetLastError();
-            int32_t one = 1, out = 0;
-            EXPECT_EQ(clbAllReduce(&one, &out, 1, clbInt32, (clbRedOp_t)77, comm, nullptr), clbInvalidArgument);
-            return;
-          }
-          const clbResult_t rc = clbAllReduce(b.data(), b.data(), kCount, clbInt32, clbSum, comm, nullptr);
-          if (rc == clbSuccess) {
-            bool same = true;
-            for (size_t i = 0; i < kCount && same; i++) same = b[i] == 2;
-            okOnPeer = same;
-            if (!same) peerError = "allReduce returned success with wrong data";
-          } else {
-            peerError = clbGetLastError();
-          }
-        });
-    for (size_t r = 0; r < errors.size(); r++) EXPECT_EQ(errors[r], "") << "rank " << r;
-    if (!okOnPeer) {
-      failures++;
-      if (firstFailure.empty()) firstFailure = peerError;
-    }
-  }
-  EXPECT_EQ(failures, 0) << "rank 1's allReduce (completed on rank 0 before rank 0 refused its NEXT call) failed "
-                         << failures << " of 6 times; first: " << firstFailure;
+  std::vector<std::vector<int32_t>> bufs(2);
+  const PreviousCall allReduce = [&](int r, clbComm_t comm) {
+    auto& b = bufs[r];
+    const clbResult_t rc = clbAllReduce(b.data(), b.data(), kCount, clbInt32, clbSum, comm, nullptr);
+    bool same = true;
+    for (size_t i = 0; i < kCount && same && rc == clbSuccess; i++) same = b[i] == 2;
+    return outcome(rc, same, "allReduce returned success with wrong data");
+  };
+  const auto ring = [](int, clbConfig_t* cfg) { cfg->algorithm = clbAlgoRing; };
+  const auto prepare = [&] { bufs.assign(2, std::vector<int32_t>(kCount, 1)); };
+  expectThePeerCompletesThePreviousCall(GetParam(), 6, "allReduce", 0, ring, prepare, allReduce, refuseABadOp);
+  expectThePeerCompletesThePreviousCall(GetParam(), 6, "allReduce", 0, ring, prepare, allReduce, [](clbComm_t comm) {
+    EXPECT_EQ(clbCommRefuse(comm, "allReduce", 1, "a heap buffer"), clbInvalidArgument) << clbGetLastError();
+  });
 }
 
 // A rank that passes a stream with host buffers on a host without a CUDA driver is refused before
@@ -312,6 +297,9 @@ TEST_P(RefusalAttack, CommFailOnNullAndDestroyed) {
     ASSERT_EQ(clbCommDestroy(child), clbSuccess) << clbGetLastError();
     EXPECT_EQ(clbCommFail(child, "after destroy"), clbInvalidArgument);
     EXPECT_EQ(clbCommFail(comm, ""), clbInvalidArgument);
+    EXPECT_EQ(clbCommRefuse(nullptr, "allReduce", 1, "x"), clbInvalidArgument);
+    EXPECT_EQ(clbCommRefuse(child, "allReduce", 1, "after destroy"), clbInvalidArgument);
+    EXPECT_TRUE(contains(clbGetLastError(), "not alive")) << clbGetLastError();
     // The parent goes on.
     int32_t a = 1, b = 0;
     EXPECT_EQ(clbAllReduce(&a, &b, 1, clbInt32, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();

@@ -185,6 +185,63 @@ TEST_P(RefusedCalls, CommFailTellsThePeersTheReason) {
   for (size_t r = 0; r < errors.size(); r++) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
+// clbCommRefuse: a call a binding refuses above the library (its own check of the arguments) fails
+// the communicator and tells the peers as Colibri's own refusals do; the refusing rank's message
+// says so; a second thread's refusal while a call runs changes nothing.
+TEST_P(RefusedCalls, CommRefuseTellsThePeersAndChangesNothingWhileAnotherThreadIsInACall) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  auto errors = clbtest::runOver(GetParam(), 2, kTimeoutMs, nullptr, [&](int r, clbComm_t comm) {
+    if (r == 1) {
+      EXPECT_EQ(clbCommRefuse(comm, nullptr, 1, "x"), clbInvalidArgument);
+      EXPECT_TRUE(contains(clbGetLastError(), "call is NULL")) << clbGetLastError();
+      EXPECT_EQ(clbCommRefuse(comm, "allReduce", 1, ""), clbInvalidArgument);
+      EXPECT_TRUE(contains(clbGetLastError(), "reason is NULL or empty")) << clbGetLastError();
+      // While rank 1's other thread is in an all-reduce (which rank 0 joins later), the refusal is
+      // that usage refusal and the all-reduce completes.
+      int32_t a = 3, b = 0;
+      std::thread inCall([&] {
+        EXPECT_EQ(clbAllReduce(&a, &b, 1, clbInt32, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      EXPECT_EQ(clbCommRefuse(comm, "allReduce", 1, "a heap buffer"), clbInvalidUsage);
+      EXPECT_TRUE(contains(clbGetLastError(), "allReduce")) << clbGetLastError();
+      inCall.join();
+      EXPECT_EQ(b, 5);
+      ASSERT_EQ(clbCommRefuse(comm, "allReduce", 1, "the send buffer is a heap buffer"), clbInvalidArgument);
+      const std::string own = clbGetLastError();
+      EXPECT_TRUE(contains(own, "allReduce: the send buffer is a heap buffer. The communicator fails")) << own;
+      EXPECT_TRUE(contains(own, "its peers told at once")) << own;
+      EXPECT_EQ(clbAllReduce(&a, &b, 1, clbInt32, clbSum, comm, nullptr), clbInvalidUsage);
+      EXPECT_TRUE(contains(clbGetLastError(), "heap buffer")) << clbGetLastError();
+      return;
+    }
+    int32_t a = 2, b = 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    ASSERT_EQ(clbAllReduce(&a, &b, 1, clbInt32, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();
+    EXPECT_EQ(b, 5);
+    const int64_t t0 = clb::nowMs();
+    EXPECT_EQ(clbAllReduce(&a, &b, 1, clbInt32, clbSum, comm, nullptr), clbRemoteError);
+    const std::string e = clbGetLastError();
+    EXPECT_LT(clb::nowMs() - t0, kToldWithinMs) << e;
+    EXPECT_TRUE(contains(e, "rank 1 refused its allReduce: the send buffer is a heap buffer")) << e;
+  });
+  for (size_t r = 0; r < errors.size(); r++) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// A communicator of one rank has no peers: a binding's refusal changes nothing, and its message is
+// the call and the reason.
+TEST_P(RefusedCalls, CommRefuseOnOneRankChangesNothing) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  auto errors = clbtest::runOver(GetParam(), 1, kTimeoutMs, nullptr, [&](int, clbComm_t comm) {
+    EXPECT_EQ(clbCommRefuse(comm, "send", 0, "peer 3 is out of range"), clbInvalidArgument);
+    EXPECT_EQ(std::string(clbGetLastError()), "send: peer 3 is out of range");
+    int32_t a = 4, b = 0;
+    EXPECT_EQ(clbAllReduce(&a, &b, 1, clbInt32, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();
+    EXPECT_EQ(b, 4);
+  });
+  for (size_t r = 0; r < errors.size(); r++) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
 INSTANTIATE_TRANSPORTS(RefusedCalls);
 
 }  // namespace

@@ -321,9 +321,23 @@ CLB_API clbResult_t clbCommAbort(clbComm_t comm);
  * collective fails on this rank: their waits end, and their calls and clbCommGetAsyncError return
  * clbRemoteError naming this rank and `reason` (its first 400 bytes), instead of waiting for this
  * rank until their timeout. The first failure wins: on a communicator that failed already it
- * changes nothing. Any thread. Destroy still needed. (Colibri's own calls do this by themselves for
- * a refusal of their arguments: see clbAllReduce.) */
+ * changes nothing. Any thread, also while another is in a call on it. Destroy still needed.
+ * (Colibri's own calls do this by themselves for a refusal of their arguments: see clbAllReduce; a
+ * binding refusing a call's arguments of its own uses clbCommRefuse.) */
 CLB_API clbResult_t clbCommFail(clbComm_t comm, const char* reason);
+/* A call that this rank refuses above the library, for a reason the library does not see (a
+ * binding's check of its arguments): as for the refusals of Colibri's own calls, the communicator
+ * fails and its peers are told at once, naming this rank, `call` ("allReduce", "send") and
+ * `reason` (its first 400 bytes), for they make the call too and would wait for this rank's until
+ * their timeout. `collective`: nonzero for a collective (all-reduce, broadcast, reduce,
+ * reduce-scatter, all-gather, barrier), which takes its place among the collective calls, so a
+ * peer still in the collective before it finishes that one. Returns clbInvalidArgument, the
+ * refusal, whose message (clbGetLastError) is the one to report: the reason, and that the
+ * communicator fails with it. While another thread is in a call on `comm` this changes nothing and
+ * returns that usage refusal (clbInvalidUsage), as Colibri refuses a second thread's call whatever
+ * its arguments; a communicator of one rank (no peers) goes on, and the message is the reason.
+ * (clbCommFail fails the communicator whatever another thread is doing.) */
+CLB_API clbResult_t clbCommRefuse(clbComm_t comm, const char* call, int collective, const char* reason);
 /* What has gone wrong on this communicator without making a call, from any thread (NCCL's
  * ncclCommGetAsyncError): *asyncError is clbSuccess, or clbAborted (this rank or a peer aborted),
  * clbTimeout (a device wait of an earlier, asynchronous call ran out of time: its output is

@@ -800,6 +800,25 @@ public final class ColibriLib {
       @Cast("clbComm_t") long comm, @Cast("const char*") String reason);
 
   /**
+   * Calls {@code clbCommRefuse}: this rank refuses a call for its arguments, checked here; the
+   * communicator fails and the peers are told at once, naming this rank, the call and {@code
+   * reason}, unless another thread is in a call on it (then {@code clbInvalidUsage}, nothing
+   * changes); any thread.
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @param call the call refused ("allReduce")
+   * @param collective 1 where the call is a collective (numbered among them), else 0
+   * @param reason why, as the peers' error gives it
+   * @return {@code clbResult_t}: the refusal ({@code clbInvalidArgument}) whose message {@link
+   *     #clbGetLastError()} gives, or another error it explains
+   */
+  public static native @Cast("clbResult_t") int clbCommRefuse(
+      @Cast("clbComm_t") long comm,
+      @Cast("const char*") String call,
+      int collective,
+      @Cast("const char*") String reason);
+
+  /**
    * Calls {@code clbCommGetAsyncError}: what has gone wrong on the communicator, without making a
    * call; any thread.
    *

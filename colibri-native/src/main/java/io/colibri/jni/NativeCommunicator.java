@@ -22,6 +22,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -843,12 +844,6 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   }
 
   /**
-   * A call this rank refuses for its arguments. It is a call the peers make too, and they would
-   * wait for this rank's until their timeout: with peers, the communicator fails and they are told
-   * at once ({@code clbCommFail}), naming this rank and the message, as the native library does for
-   * the arguments it refuses.
-   */
-  /**
    * A refusal that fails nothing: a registration refused on one rank is refused on every rank by
    * the native side (which the call above made), and the communicator goes on.
    */
@@ -856,25 +851,28 @@ final class NativeCommunicator implements Communicator, NativeCalls {
     return new ColibriException(ErrorCode.INVALID_ARGUMENT, call + ": " + message);
   }
 
+  /** The calls numbered among the collectives ({@code clbCommRefuse}'s {@code collective}). */
+  private static final Set<String> COLLECTIVES =
+      Set.of("allReduce", "broadcast", "reduce", "reduceScatter", "allGather", "barrier");
+
+  /**
+   * A call this rank refuses for its arguments. It is a call the peers make too, and they would
+   * wait for this rank's until their timeout: as the native library does for the arguments it
+   * refuses, {@code clbCommRefuse} fails the communicator and tells them at once, naming this rank
+   * and the message (a communicator of one rank goes on). While another thread is in a call on
+   * this communicator, this one is refused for that ({@code INVALID_USAGE}) and nothing changes.
+   */
   private ColibriException invalid(String call, String message) {
-    String text = call + ": " + message;
-    // This call's own count is 1; more: another thread is in a call on this communicator, whose
-    // call goes on, and this refusal changes nothing (as the native library refuses a second
-    // thread's call, whatever its arguments).
-    if (size > 1 && state.inFlight.get() <= 1) {
-      long h = acquireIfOpen();
-      try {
-        if (h != 0) {
-          ColibriLib.clbCommFail(h, "rank " + rank + " refused its " + text);
-        }
-      } finally {
-        release();
+    long h = acquireIfOpen();
+    try {
+      if (h == 0) {
+        return new ColibriException(ErrorCode.INVALID_ARGUMENT, call + ": " + message);
       }
-      text +=
-          ". The communicator fails with it on every rank, its peers told at once (they would wait"
-              + " for this call until their timeout): close it and make a new one";
+      int rc = ColibriLib.clbCommRefuse(h, call, COLLECTIVES.contains(call) ? 1 : 0, message);
+      return new ColibriException(ErrorCode.fromCode(rc), ColibriLib.clbGetLastError());
+    } finally {
+      release();
     }
-    return new ColibriException(ErrorCode.INVALID_ARGUMENT, text);
   }
 
   private void checkTypeAndOp(String call, DataType type, ReduceOp op, boolean needsOp) {
