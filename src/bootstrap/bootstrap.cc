@@ -164,10 +164,10 @@ struct Root {
   int64_t warnAt = 0;
   bool warned = false;
   uint64_t changes = 0, noted = ~0ull;  // joins and leaves so far; how many the lists below reflect
-  std::string gone;                     // the ranks that never joined, as of `noted`
+  std::string gone{};                   // the ranks that never joined, as of `noted`
 
   // Which ranks ever joined (a rank that gave up at its own timeout came all the same).
-  std::vector<char> ever;
+  std::vector<char> ever{};
 
   // The ranks of `nranks` that never joined, as "1, 3, 5-9" (at most a few dozen named).
   std::string missingRanks(int nranks) const {

@@ -518,6 +518,25 @@ clbResult_t clbGroupStart() {
   return clbSuccess;
 }
 
+namespace {
+
+// A group's end that runs nothing (`rc`, saying `why`): each communicator of the group with a call
+// to another rank fails, once, and its peers are told (tellRefusal), for they wait at their ends
+// for what runs nothing here.
+clbResult_t refuseGroup(const std::vector<GroupItem>& items, clbResult_t rc, const std::string& why) {
+  std::vector<clbComm*> told;
+  for (const GroupItem& it : items) {
+    if (!it.collective && it.op.peer == it.comm->rank) continue;
+    if (std::find(told.begin(), told.end(), it.comm) != told.end()) continue;
+    told.push_back(it.comm);
+    setError(rc, "%s", why.c_str());
+    tellRefusal(it.comm, rc, "group", kCallPeers, false);
+  }
+  return setError(rc, "%s", why.c_str());
+}
+
+}  // namespace
+
 clbResult_t clbGroupEnd() {
   clearError();
   if (tGroup.depth == 0)
@@ -532,13 +551,7 @@ clbResult_t clbGroupEnd() {
     tGroup.refused = clbSuccess;
     // The refused call's communicator failed already where its arguments were refused; the
     // group's others fail too where a peer waits at its end for what runs nothing here.
-    std::string why = "nothing in this group ran, because one of its calls was refused: " + tGroup.refusal;
-    for (const GroupItem& it : items)
-      if (it.collective || it.op.peer != it.comm->rank) {
-        setError(rc, "%s", why.c_str());
-        tellRefusal(it.comm, rc, "group", kCallPeers, false);
-      }
-    return setError(rc, "%s", why.c_str());
+    return refuseGroup(items, rc, "nothing in this group ran, because one of its calls was refused: " + tGroup.refusal);
   }
   // Each communicator's items, communicators in the order they first appear.
   std::vector<clbComm*> comms;
@@ -559,17 +572,8 @@ clbResult_t clbGroupEnd() {
     std::vector<PeerOp> ops;
     for (const GroupItem* it : perComm[k])
       if (!it->collective) ops.push_back(it->op);
-    if (clbResult_t rc = checkPeerOps(comms[k], ops)) {
-      const std::string why = "nothing in this group ran: " + lastError();
-      for (size_t j = 0; j < comms.size(); j++)
-        for (const GroupItem* it : perComm[j])
-          if (it->collective || it->op.peer != comms[j]->rank) {
-            setError(rc, "%s", why.c_str());
-            tellRefusal(comms[j], rc, "group", kCallPeers, false);
-            break;
-          }
-      return setError(rc, "%s", why.c_str());
-    }
+    if (clbResult_t rc = checkPeerOps(comms[k], ops))
+      return refuseGroup(items, rc, "nothing in this group ran: " + lastError());
   }
   if (comms.size() == 1) return runCommItems(comms[0], perComm[0]);
   // Several communicators: side by side, or the ranks of one clique driven from this thread would
