@@ -71,7 +71,10 @@ void derive(const IdData& parent, const char* label, uint64_t nonce, uint64_t sp
 
 using namespace clb;
 
-extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbConfig_t* config, clbComm_t* newcomm) {
+namespace {
+
+// clbCommSplit, or with `refusal` (not NULL) clbCommSplitRefuse: this rank's part refused for it.
+clbResult_t split(clbComm* c, int color, int key, const clbConfig_t* config, clbComm_t* newcomm, const char* refusal) {
   clearError();
   if (newcomm) *newcomm = nullptr;
   CLB_CHECK(checkComm(c));
@@ -82,7 +85,9 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
   // 1. Every rank's arguments, checked by all.
   clbResult_t mine = clbSuccess;
   std::string myWhy;
-  if (!newcomm) {
+  if (refusal) {
+    mine = setError(clbInvalidArgument, "rank %d: %.200s", c->rank, refusal);
+  } else if (!newcomm) {
     mine = setError(clbInvalidArgument, "rank %d: newcomm (output) is NULL", c->rank);
   } else if (color < 0 && color != CLB_SPLIT_NOCOLOR) {
     mine = setError(clbInvalidArgument,
@@ -192,4 +197,18 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
   clbComm_t out = child.release();
   *newcomm = out;
   return clbSuccess;
+}
+
+}  // namespace
+
+extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbConfig_t* config, clbComm_t* newcomm) {
+  return split(c, color, key, config, newcomm, nullptr);
+}
+
+extern "C" clbResult_t clbCommSplitRefuse(clbComm_t c, const char* reason) {
+  clearError();
+  if (!reason || !*reason)
+    return setError(clbInvalidArgument,
+                    "reason is NULL or empty: say why this rank refuses the split (the other ranks are told)");
+  return split(c, CLB_SPLIT_NOCOLOR, 0, nullptr, nullptr, reason);
 }

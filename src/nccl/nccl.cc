@@ -620,8 +620,19 @@ NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
 NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   Entry e;
   if (newcomm) *newcomm = nullptr;
-  if (ncclResult_t bad = ncclSuccess; badConfig(config, &bad)) return bad;
   ncclResult_t rc = ncclSuccess;
+  if (badConfig(config, &rc)) {
+    // The split is collective over the parent: its other ranks are told at once, and it goes on.
+    const std::string why = tError;
+    ncclResult_t dead = ncclSuccess;
+    if (clbComm_t parent = of(comm, &dead, __func__)) {
+      clbCommSplitRefuse(parent, why.c_str());
+      tError = clbGetLastError();
+    } else {
+      tError = why;  // the config is what this call got wrong first
+    }
+    return rc;
+  }
   clbComm_t parent = of(comm, &rc, __func__);
   if (!parent) return rc;
   // A bad color or a NULL newcomm goes to clbCommSplit as it is: its first exchange refuses it on

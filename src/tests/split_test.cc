@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "colibri/colibri.h"
+#include "base/clock.h"
 #include "core/comm.h"
 #include "tests/test_ranks.h"
 #include "tests/test_transports.h"
@@ -258,6 +259,33 @@ TEST_P(SplitOver, ARefusedConfigurationsWholeReasonReachesEveryRank) {
   ASSERT_GT(reason.size(), 160u) << "the case needs a reason longer than the old 160 bytes: " << reason;
   ASSERT_LT(reason.size(), 240u) << reason;
   for (int r : {0, 2}) EXPECT_TRUE(contains(got[r], reason)) << "rank " << r << ": " << got[r] << "\nwant: " << reason;
+}
+
+// clbCommSplitRefuse: a binding that refuses its split's arguments on one rank (the NCCL drop-in, a
+// config not made with NCCL_CONFIG_INITIALIZER) fails every rank's split at once with its reason,
+// and the parent goes on.
+TEST_P(SplitOver, ASplitRefusedAboveTheLibraryOnOneRankFailsEveryRanksAtOnce) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  const int n = 3;
+  auto errors = runRanks(n, GetParam(), [&](int r, clbComm_t comm) {
+    const int64_t t0 = clb::nowMs();
+    clbComm_t child = reinterpret_cast<clbComm_t>(&child);  // overwritten with NULL
+    if (r == 2) {
+      EXPECT_EQ(clbCommSplitRefuse(comm, nullptr), clbInvalidArgument);
+      EXPECT_TRUE(contains(clbGetLastError(), "reason is NULL or empty")) << clbGetLastError();
+      EXPECT_EQ(clbCommSplitRefuse(comm, "its config is bad"), clbInvalidArgument);
+    } else {
+      EXPECT_EQ(clbCommSplit(comm, 0, r, nullptr, &child), clbInvalidArgument);
+      EXPECT_EQ(child, nullptr);
+      EXPECT_TRUE(contains(clbGetLastError(), "refused on rank 2")) << clbGetLastError();
+    }
+    EXPECT_TRUE(contains(clbGetLastError(), "rank 2: its config is bad")) << clbGetLastError();
+    EXPECT_LT(clb::nowMs() - t0, 10000);
+    int32_t a = r + 1, b = 0;
+    ASSERT_EQ(clbAllReduce(&a, &b, 1, clbInt32, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();
+    EXPECT_EQ(b, 6);
+  });
+  for (auto& e : errors) EXPECT_EQ(e, "");
 }
 
 INSTANTIATE_TRANSPORTS(SplitOver);

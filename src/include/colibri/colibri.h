@@ -305,6 +305,12 @@ CLB_API clbResult_t clbCommInitRankAbortable(clbComm_t* comm, const clbUniqueId*
  * the collectives. */
 #define CLB_SPLIT_NOCOLOR (-1)
 CLB_API clbResult_t clbCommSplit(clbComm_t comm, int color, int key, const clbConfig_t* config, clbComm_t* newcomm);
+/* This rank's part of a clbCommSplit of comm that the other ranks make, refused for a reason of the
+ * caller's (a binding's check of its arguments, such as the NCCL drop-in's of ncclCommSplit's
+ * config): every rank's split fails at once, naming this rank and `reason` (its first 200 bytes),
+ * as for a bad color, instead of waiting for this rank until the timeout; comm stays usable.
+ * Returns clbInvalidArgument with that message. */
+CLB_API clbResult_t clbCommSplitRefuse(clbComm_t comm, const char* reason);
 /* Frees everything the communicator holds. Safe after an error or an abort. While another thread
  * is in a call on comm it frees nothing and returns clbInvalidUsage naming that call: make the call
  * return first (clbCommAbort does at once), then destroy. A second clbCommDestroy of the same

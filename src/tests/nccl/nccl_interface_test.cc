@@ -616,7 +616,8 @@ TEST(NcclInterface, WhatColibriDoesNotDoIsRefusedSayingSo) {
   });
 }
 
-// Issue 38, 6a: a bad color (below NCCL_SPLIT_NOCOLOR) or a NULL newcomm on one rank only reaches
+// Issue 38, 6a: a bad color (below NCCL_SPLIT_NOCOLOR), a NULL newcomm or a config not made with
+// NCCL_CONFIG_INITIALIZER (issue 42) on one rank only reaches
 // the split's first exchange, so every rank's ncclCommSplit fails at once with ncclInvalidArgument
 // naming that rank (not the others after the timeout), nobody gets a communicator, and the parent
 // still runs collectives (and splits).
@@ -624,22 +625,30 @@ TEST_P(NcclTransports, ABadSplitOnOneRankFailsOnEveryRankAtOnceAndTheParentStays
   NCCL_NET_SCOPE(scope);
   const int n = 3;
   runRanks(n, [&](int r, ncclComm_t comm) {
-    for (int variant = 0; variant < 2; variant++) {
+    // 0: a bad color; 1: a NULL newcomm; 2: a config not made with NCCL_CONFIG_INITIALIZER,
+    // which this library refuses before Colibri sees the split (clbCommSplitRefuse).
+    for (int variant = 0; variant < 3; variant++) {
       ncclComm_t sub = reinterpret_cast<ncclComm_t>(&sub);  // overwritten with NULL
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      if (r == 1) config.magic = 7;
       const auto t0 = std::chrono::steady_clock::now();
-      const ncclResult_t rc = variant == 0 ? ncclCommSplit(comm, r == 1 ? -5 : 0, r, &sub, nullptr)
-                                           : ncclCommSplit(comm, 0, r, r == 1 ? nullptr : &sub, nullptr);
+      const ncclResult_t rc = variant == 0   ? ncclCommSplit(comm, r == 1 ? -5 : 0, r, &sub, nullptr)
+                              : variant == 1 ? ncclCommSplit(comm, 0, r, r == 1 ? nullptr : &sub, nullptr)
+                                             : ncclCommSplit(comm, 0, r, &sub, &config);
       EXPECT_EQ(rc, ncclInvalidArgument) << "rank " << r << ", variant " << variant;
       EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << "rank " << r << " waited";
       const std::string e = ncclGetLastError(comm);
-      EXPECT_TRUE(contains(e, variant == 0 ? "color=-5" : "newcomm (output) is NULL")) << e;
+      EXPECT_TRUE(contains(e, variant == 0   ? "color=-5"
+                              : variant == 1 ? "newcomm (output) is NULL"
+                                             : "config was not set up with NCCL_CONFIG_INITIALIZER"))
+          << e;
       if (variant == 0) {
         EXPECT_TRUE(contains(e, "NCCL_SPLIT_NOCOLOR")) << e;
       }
       if (r != 1) {
         EXPECT_TRUE(contains(e, "refused on rank 1")) << e;
       }
-      if (variant == 0 || r != 1) {
+      if (variant != 1 || r != 1) {
         EXPECT_EQ(sub, nullptr);
       }
       int32_t x = r + 1, y = 0;
