@@ -37,6 +37,7 @@ const char* callName(uint32_t call) {
     case kCallSplit: return "clbCommSplit";
     case kCallPeers: return "point-to-point calls (clbSend/clbRecv, or a group of them)";
     case kCallGraphLaunch: return "clbGraphLaunch";
+    case kCallSuspend: return "clbCommSuspend";
   }
   return collectiveName(call);
 }

@@ -36,7 +36,8 @@ enum Call : uint32_t {
   kCallDestroy,
   kCallSplit,
   kCallPeers,
-  kCallGraphLaunch
+  kCallGraphLaunch,
+  kCallSuspend
 };
 // "allReduce" for a Collective, "clbCommTrim" for a Call.
 const char* callName(uint32_t call);

@@ -121,6 +121,11 @@ clbComm::~clbComm() {
 
 clbResult_t clbComm::checkUsable() const {
   if (aborted) return setError(clbAborted, "the communicator was aborted: destroy it and create a new one");
+  if (suspended)
+    return setError(clbInvalidUsage,
+                    "rank %d: the communicator is suspended (clbCommSuspend gave its memory back): call "
+                    "clbCommResume on every rank before its next call; nothing was done",
+                    rank);
   if (failed) {
     std::lock_guard<std::mutex> g(failureMutex);
     return setError(clbInvalidUsage,
@@ -213,6 +218,8 @@ clbResult_t clbComm::asyncStatus() {
                     failure.c_str());
   }
 #ifdef CLB_HAVE_CUDA
+  // The device objects stay while this reads them (clbCommSuspend frees them under the lock).
+  std::shared_lock<std::shared_mutex> objects(deviceObjects);
   if (const unsigned int e = peerDevice ? peerDevice->launchError() : 0; e == CLB_P2P_ERROR_MISMATCH) {
     setError(clbRemoteError,
              "rank %d: a point-to-point operation on device memory met its peer's of another call, "
@@ -237,6 +244,7 @@ clbResult_t clbComm::asyncStatus() {
       return rc;
     }
   }
+  objects.unlock();
 #endif
   PeerNotice n;
   if (carrier && carrier->statusNotice(&n)) {
@@ -486,6 +494,34 @@ clbResult_t clbCommInitRankAbortable(clbComm_t* comm, const clbUniqueId* id, int
   return clbSuccess;
 }
 
+namespace {
+
+// The device memory that calls set up at their first need (the device runtime, PreMulSum's
+// scaling, the device barrier's word; with `peers`, point-to-point on the GPU too): freed by
+// clbCommDestroy and clbCommSuspend, made again by the next call that needs it. Waits for this
+// rank's kernels (the device runtime synchronizes its context).
+void releaseCallMemory(clbComm* c, bool peers) {
+#ifdef CLB_HAVE_CUDA
+  std::unique_lock<std::shared_mutex> objects(c->deviceObjects);
+  c->device.reset();  // waits for this rank's kernels (its context synchronized)
+  c->scaler.reset();  // ... so the scaling kernels' scratch is free to go
+  if (peers) c->peerDevice.reset();
+  if (c->barrierScratch) {
+    const cuda::Driver* d = nullptr;
+    if (cuda::driver(&d) == clbSuccess) {
+      cuda::CtxScope scope(d, static_cast<CUcontext>(c->barrierContext));
+      d->cuMemFree((CUdeviceptr)c->barrierScratch);
+    }
+    c->barrierScratch = nullptr;
+    c->barrierContext = nullptr;
+  }
+#else
+  (void)c, (void)peers;
+#endif
+}
+
+}  // namespace
+
 clbResult_t clbCommDestroy(clbComm_t c) {
   clearError();
   if (!c) return clbSuccess;
@@ -500,17 +536,7 @@ clbResult_t clbCommDestroy(clbComm_t c) {
   releaseOps(c);
   if (c->carrier)
     c->carrier->close(c->aborted ? PeerNotice::kAborted : c->failed ? PeerNotice::kFailed : PeerNotice::kClosed);
-#ifdef CLB_HAVE_CUDA
-  c->device.reset();  // waits for this rank's kernels (its context synchronized)
-  c->scaler.reset();  // ... so the scaling kernels' scratch is free to go
-  if (c->barrierScratch) {
-    const cuda::Driver* d = nullptr;
-    if (cuda::driver(&d) == clbSuccess) {
-      cuda::CtxScope scope(d, static_cast<CUcontext>(c->barrierContext));
-      d->cuMemFree((CUdeviceptr)c->barrierScratch);
-    }
-  }
-#endif
+  releaseCallMemory(c, false);
   c->carrier = nullptr;
   c->ownedCarrier.reset();
   c->boot.close();
@@ -605,6 +631,86 @@ clbResult_t clbCommTrim(clbComm_t c) {
   if (c->device) CLB_CHECK(c->device->trimHostStage());
   if (c->scaler) CLB_CHECK(c->scaler->trim());
 #endif
+  return clbSuccess;
+}
+
+clbResult_t clbCommSuspend(clbComm_t c) {
+  clearError();
+  CLB_CHECK(checkComm(c));
+  CallScope call(c, kCallSuspend);
+  CLB_CHECK(call.result());
+  if (c->suspended)
+    return setError(clbInvalidUsage,
+                    "rank %d: the communicator is suspended already: call clbCommResume before suspending it again",
+                    c->rank);
+  CLB_CHECK(c->checkUsable());
+  // Collective: every rank says whether it can (a refusal on one is a refusal on all, nothing freed
+  // anywhere), and no rank frees its memory before every rank's last call was launched, nor goes on
+  // before every rank freed its own (a peer's kernels read it).
+  struct Can {
+    int32_t code;
+    char why[252];
+  };
+  std::vector<Can> all(c->nranks);
+  memset(all.data(), 0, all.size() * sizeof(Can));
+  if (c->captured.load())
+    all[c->rank].code = setError(clbInvalidUsage,
+                                 "rank %d: calls of this communicator were captured in a CUDA graph, whose replays use "
+                                 "the device memory that clbCommSuspend would give back: the communicator cannot be "
+                                 "suspended (destroy it to give the memory back, and make a new one)",
+                                 c->rank);
+#ifdef CLB_HAVE_CUDA
+  else if (c->device && !c->device->registrations().empty())
+    all[c->rank].code = setError(clbInvalidUsage,
+                                 "rank %d holds %zu registration(s) of buffers (clbCommRegister, "
+                                 "ncclCommWindowRegister), whose mappings of the peers' buffers clbCommSuspend would "
+                                 "give back: deregister them on every rank before suspending",
+                                 c->rank, c->device->registrations().count());
+#endif
+  snprintf(all[c->rank].why, sizeof all[c->rank].why, "%s", lastError().c_str());
+  if (c->nranks > 1) {
+    if (clbResult_t rc = c->boot.allGather(all.data(), sizeof(Can)); rc != clbSuccess) {
+      c->markFailed(rc);
+      return rc;
+    }
+  }
+  for (int p = 0; p < c->nranks; p++)
+    if (all[p].code != clbSuccess)
+      return setError((clbResult_t)all[p].code, "%s%.252s", p == c->rank ? "" : "no rank suspended, because ",
+                      all[p].why);
+  clearError();
+  releaseCallMemory(c, true);
+  if (c->carrier) CLB_CHECK(c->carrier->trim());
+  trimHostScratch(c);
+  if (c->nranks > 1) {
+    if (clbResult_t rc = c->boot.barrier(); rc != clbSuccess) {
+      c->markFailed(rc);
+      return rc;
+    }
+  }
+  c->suspended = true;
+  CLB_INFO("rank %d: suspended (device memory held now: %lld bytes, host: %lld)", c->rank,
+           (long long)c->mem.device.load(), (long long)c->mem.host.load());
+  return clbSuccess;
+}
+
+clbResult_t clbCommResume(clbComm_t c) {
+  clearError();
+  CLB_CHECK(checkComm(c));
+  CallScope call(c, kCallSuspend);
+  CLB_CHECK(call.result());
+  if (!c->suspended)
+    return setError(clbInvalidUsage, "rank %d: the communicator is not suspended (clbCommSuspend): nothing to resume",
+                    c->rank);
+  c->suspended = false;
+  return clbSuccess;
+}
+
+clbResult_t clbCommSuspended(clbComm_t c, int* suspended) {
+  clearError();
+  CLB_CHECK(checkComm(c));
+  if (!suspended) return setError(clbInvalidArgument, "suspended (output) is NULL");
+  *suspended = c->suspended.load() ? 1 : 0;
   return clbSuccess;
 }
 

@@ -41,7 +41,10 @@ struct clbComm : clb::DeviceCommContext {
   // (under the call, like every use).
   void* barrierScratch = nullptr;
   void* barrierContext = nullptr;  // its CUcontext
-  clb::VersionInfo versions{};     // what this rank puts in the bootstrap table (init)
+  // clbCommSuspend gave the device memory back: every call but clbCommResume (and the queries,
+  // clbCommDestroy, clbCommAbort) is refused until clbCommResume.
+  std::atomic<bool> suspended{false};
+  clb::VersionInfo versions{};  // what this rank puts in the bootstrap table (init)
   clb::AgreedSettings agreed{};
   // The call in progress, 0 when none: (seq when it began << 8) | its Collective or Call. A call
   // takes it with one compare-and-swap and gives it back with one store; a call from a second

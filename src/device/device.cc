@@ -131,14 +131,14 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
                     "own stream",
                     s_.comm->rank);
   CLB_CHECK(s_.checkStream(stream));
-  // A call captured where other ranks of this process share the GPU runs only in a replay through
-  // clbGraphLaunch (its kernels check ClbDevFlags::replayPermit): one query, for those ranks only.
-  s_.replayGuard = false;
-  if (s_.meet && stream) {
-    CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-    CLB_CU(s_.d, cuStreamIsCapturing, stream, &cap);
-    s_.replayGuard = cap != CU_STREAM_CAPTURE_STATUS_NONE;
-  }
+  // A captured call's replays use the device objects, which clbCommSuspend would free (it is
+  // refused from then on); a call captured where other ranks of this process share the GPU runs
+  // only in a replay through clbGraphLaunch (its kernels check ClbDevFlags::replayPermit). One
+  // query (the default stream cannot be captured).
+  CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (stream) CLB_CU(s_.d, cuStreamIsCapturing, stream, &cap);
+  if (cap != CU_STREAM_CAPTURE_STATUS_NONE) s_.comm->captured.store(true, std::memory_order_relaxed);
+  s_.replayGuard = s_.meet && cap != CU_STREAM_CAPTURE_STATUS_NONE;
   const size_t esz = clbTypeSize(a.type);
   const int n = s_.comm->nranks;
   // Every rank decides alike, from what all ranks agree on (collective, count, type, placement).

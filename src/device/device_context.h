@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 
 #include "base/config.h"
@@ -46,6 +47,12 @@ struct DeviceCommContext : CommContext {
   // kernels and the device scratch (device.h), made at the first such call (on host buffers the
   // core's clbComm::preMulHost). clbCommTrim and clbCommDestroy free them.
   std::unique_ptr<cuda::Scaler> scaler;
+  // A call on device memory was captured in a CUDA graph: a replay would use the device objects, so
+  // clbCommSuspend, which frees them, is refused from then on (set by the device runtime).
+  std::atomic<bool> captured{false};
+  // Held shared by the status queries from any thread (clbCommGetAsyncError) while they read the
+  // device objects, and exclusively by clbCommSuspend while it frees them.
+  std::shared_mutex deviceObjects;
 
   // The communicator cannot go on; `code` and the thread's last error say why (the first call wins).
   virtual void markFailed(clbResult_t code = clbInternalError) = 0;

@@ -599,6 +599,7 @@ clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest)
   CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
   if (stream) CLB_CU(d_, cuStreamIsCapturing, stream, &capturing);
   const bool captured = capturing != CU_STREAM_CAPTURE_STATUS_NONE;
+  if (captured) c_->captured.store(true, std::memory_order_relaxed);  // clbCommSuspend is refused from now on
   const bool meets = !edges.empty() && !captured && !c_->deviceCfg.meetOff;
   if (meets && !meet_) meet_ = PeerMeet::join(nonce_);
   // A refusal of this rank's own (checked before anything launches) fails its peers' matching

@@ -111,6 +111,7 @@ clbResult_t Scaler::begin(int ordinal, CUstream stream, size_t bytes, void** scr
     *scratch = reinterpret_cast<void*>(scratch_);
   }
   capturing_ = inCapture;
+  if (inCapture) c_->captured.store(true, std::memory_order_relaxed);  // clbCommSuspend is refused from now on
   scratchCall_ = bytes > 0;
   return clbSuccess;
 }

@@ -733,15 +733,160 @@ NCCL_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle)
   return ncclSuccess;
 }
 
-NCCL_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
-  Entry e;
-  if (win) *win = nullptr;
-  return unsupported("ncclCommWindowRegister", "register the buffer with ncclCommRegister");
+// A window (ncclCommWindowRegister): Colibri's registration of the buffer (clbCommRegister, which is
+// collective like NCCL's windows, so a refusal on one rank is a refusal on all), and what
+// ncclWinGetUserPtr gives back. Colibri reads registered peer buffers in place whatever the
+// window's flags; it needs no equal sizes, so it does not compare them.
+struct ncclWindow_vidmem {
+  ncclComm_t comm;
+  void* buff;
+  size_t size;
+  void* handle;  // clbCommRegister's
+};
+
+namespace {
+
+// The windows alive (made and not deregistered): a handle not among them is refused, not read.
+std::mutex& windowsMutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::vector<ncclWindow_t>& windows() {
+  static auto* w = new std::vector<ncclWindow_t>;
+  return *w;
 }
 
-NCCL_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
+// `win` when it is a window alive of `comm`, else NULL with the refusal in *rc; taken out of the
+// set where `take`.
+ncclWindow_t windowOf(ncclComm_t comm, ncclWindow_t win, bool take, const char* call, ncclResult_t* rc) {
+  std::lock_guard<std::mutex> g(windowsMutex());
+  auto& all = windows();
+  auto it = std::find(all.begin(), all.end(), win);
+  if (it == all.end()) {
+    *rc = refuse(ncclInvalidArgument,
+                 "%s: window %p is not a window alive in this process (deregistered already, or never made by "
+                 "ncclCommWindowRegister)",
+                 call, (void*)win);
+    return nullptr;
+  }
+  if (win->comm != comm) {
+    *rc = refuse(ncclInvalidArgument, "%s: window %p belongs to communicator %p, not to %p", call, (void*)win,
+                 (void*)win->comm, (void*)comm);
+    return nullptr;
+  }
+  if (take) all.erase(it);
+  return win;
+}
+
+}  // namespace
+
+NCCL_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                                int winFlags) {
   Entry e;
-  return unsupported("ncclCommWindowDeregister", "windows are not made by this library");
+  (void)winFlags;  // every window is read in place where the path can (docs/nccl-compat.md)
+  if (win) *win = nullptr;
+  NCCL_COMM(comm, c);
+  // A NULL `win` goes to clbCommRegister as a NULL handle, which it refuses on every rank at once.
+  void* handle = nullptr;
+  if (ncclResult_t rc = result(clbCommRegister(c, buff, size, win ? &handle : nullptr)); rc != ncclSuccess) return rc;
+  auto* made = new ncclWindow_vidmem{comm, buff, size, handle};
+  {
+    std::lock_guard<std::mutex> g(windowsMutex());
+    windows().push_back(made);
+  }
+  *win = made;
+  return ncclSuccess;
+}
+
+NCCL_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  Entry e;
+  NCCL_COMM(comm, c);
+  ncclResult_t rc = ncclSuccess;
+  if (!windowOf(comm, win, true, "ncclCommWindowDeregister", &rc)) return rc;
+  rc = result(clbCommDeregister(c, win->handle));
+  delete win;
+  return rc;
+}
+
+NCCL_EXPORT ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  Entry e;
+  if (!outUserPtr) return refuse(ncclInvalidArgument, "ncclWinGetUserPtr: outUserPtr (output) is NULL");
+  ncclResult_t rc = ncclSuccess;
+  if (!windowOf(comm, win, false, "ncclWinGetUserPtr", &rc)) return rc;
+  *outUserPtr = win->buff;
+  return ncclSuccess;
+}
+
+// ---- suspend, memory statistics, properties (NCCL 2.29) ----
+
+NCCL_EXPORT ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
+  Entry e;
+  NCCL_COMM(comm, c);
+  if (!(flags & NCCL_SUSPEND_MEM)) return ncclSuccess;  // as NCCL: only the memory flag does anything
+  return result(clbCommSuspend(c));
+}
+
+NCCL_EXPORT ncclResult_t ncclCommResume(ncclComm_t comm) {
+  Entry e;
+  NCCL_COMM(comm, c);
+  return result(clbCommResume(c));
+}
+
+NCCL_EXPORT ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
+  Entry e;
+  NCCL_COMM(comm, c);
+  if (!value) return refuse(ncclInvalidArgument, "ncclCommMemStats: value (output) is NULL");
+  clbMemStats_t m;
+  if (ncclResult_t rc = result(clbCommMemStats(c, &m)); rc != ncclSuccess) return rc;
+  int suspended = 0;
+  if (ncclResult_t rc = result(clbCommSuspended(c, &suspended)); rc != ncclSuccess) return rc;
+  // Every byte of device memory Colibri holds for calls is given back by a suspend but the GPU
+  // memory of point-to-point channels between hosts, which it counts with the rest: reported as
+  // suspendable, none as persistent.
+  const uint64_t device = m.deviceBytes > 0 ? (uint64_t)m.deviceBytes : 0;
+  switch (stat) {
+    case ncclStatGpuMemSuspend: *value = device; return ncclSuccess;
+    case ncclStatGpuMemSuspended: *value = suspended ? 1 : 0; return ncclSuccess;
+    case ncclStatGpuMemPersist: *value = 0; return ncclSuccess;
+    case ncclStatGpuMemTotal: *value = device; return ncclSuccess;
+  }
+  return refuse(ncclInvalidArgument,
+                "ncclCommMemStats: stat %d is not an ncclCommMemStat_t (ncclStatGpuMemSuspend 0 .. "
+                "ncclStatGpuMemTotal 3)",
+                (int)stat);
+}
+
+NCCL_EXPORT ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t* props) {
+  Entry e;
+  NCCL_COMM(comm, c);
+  if (!props) return refuse(ncclInvalidArgument, "ncclCommQueryProperties: props (output) is NULL");
+  if (props->magic != NCCL_API_MAGIC || props->size < offsetof(ncclCommProperties_t, rank))
+    return refuse(ncclInvalidUsage,
+                  "ncclCommQueryProperties: props was not set up with NCCL_COMM_PROPERTIES_INITIALIZER (magic 0x%x, "
+                  "size %zu)",
+                  props->magic, props->size);
+  int rank = 0, nranks = 0;
+  if (ncclResult_t rc = result(clbCommRank(c, &rank)); rc != ncclSuccess) return rc;
+  if (ncclResult_t rc = result(clbCommCount(c, &nranks)); rc != ncclSuccess) return rc;
+  // Each field only where the caller's struct has it (an older layout is shorter): from the
+  // field's end, as NCCL 2.29's layouts keep their common fields at the same offsets.
+  const size_t have = props->size;
+  auto put = [&](size_t offset, const void* v, size_t bytes) {
+    if (offset + bytes <= have) memcpy(reinterpret_cast<char*>(props) + offset, v, bytes);
+  };
+  const int dev = currentDevice(), unknown = -1, none = NCCL_GIN_TYPE_NONE, zero = 0;
+  const bool no = false;
+  put(offsetof(ncclCommProperties_t, rank), &rank, sizeof rank);
+  put(offsetof(ncclCommProperties_t, nRanks), &nranks, sizeof nranks);
+  put(offsetof(ncclCommProperties_t, cudaDev), &dev, sizeof dev);
+  put(offsetof(ncclCommProperties_t, nvmlDev), &unknown, sizeof unknown);  // NVML's numbering is not looked up
+  put(offsetof(ncclCommProperties_t, deviceApiSupport), &no, sizeof no);   // NCCL's device API: refused
+  put(offsetof(ncclCommProperties_t, multimemSupport), &no, sizeof no);    // no NVLink SHARP (multicast)
+  put(offsetof(ncclCommProperties_t, ginType), &none, sizeof(ncclGinType_t));
+  put(offsetof(ncclCommProperties_t, nLsaTeams), &zero, sizeof zero);
+  put(offsetof(ncclCommProperties_t, hostRmaSupport), &no, sizeof no);
+  put(offsetof(ncclCommProperties_t, railedGinType), &none, sizeof(ncclGinType_t));
+  return ncclSuccess;
 }
 
 NCCL_EXPORT ncclResult_t ncclMemAlloc(void** ptr, size_t size) {

@@ -15,6 +15,10 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
+#ifndef __cplusplus
+#include <stdbool.h>
+#endif
 
 /* Like NVIDIA's nccl.h, this header brings in the CUDA runtime's declarations and the
  * half-precision types in C++ where the CUDA headers are on the include path (clients such as
@@ -238,6 +242,46 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
+
+/* ---- NCCL 2.29's calls, exported beside 2.28's with 2.29's signatures and values (the library
+ * still answers as 2.28.9: docs/nccl-compat.md says why) ---- */
+#define NCCL_API_MAGIC 0xcafebeef
+#define NCCL_WIN_STRICT_ORDERING 0x02
+/* ncclCommSuspend's flags: NCCL_SUSPEND_MEM gives the communicator's memory back. */
+#define NCCL_SUSPEND_MEM 0x01
+/* What ncclCommMemStats reports: bytes of device memory that a suspend gives back, whether the
+ * communicator is suspended (0 or 1), bytes that stay, and their sum. */
+typedef enum {
+  ncclStatGpuMemSuspend = 0,
+  ncclStatGpuMemSuspended = 1,
+  ncclStatGpuMemPersist = 2,
+  ncclStatGpuMemTotal = 3
+} ncclCommMemStat_t;
+typedef enum { NCCL_GIN_TYPE_NONE = 0, NCCL_GIN_TYPE_PROXY = 2, NCCL_GIN_TYPE_GDAKI = 3 } ncclGinType_t;
+/* What ncclCommQueryProperties fills, after a size/magic/version header that
+ * NCCL_COMM_PROPERTIES_INITIALIZER sets (NCCL 2.29.7's layout). */
+typedef struct ncclCommProperties {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int rank;
+  int nRanks;
+  int cudaDev;
+  int nvmlDev;
+  bool deviceApiSupport;
+  bool multimemSupport;
+  ncclGinType_t ginType;
+  int nLsaTeams;
+  bool hostRmaSupport;
+  ncclGinType_t railedGinType;
+} ncclCommProperties_t;
+#define NCCL_COMM_PROPERTIES_INITIALIZER \
+  { sizeof(ncclCommProperties_t), NCCL_API_MAGIC, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH) }
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t ncclCommResume(ncclComm_t comm);
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
+ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t* props);
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
 
 /* ---- the device-side API (NCCL 2.28's, experimental there) ---- */
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs, ncclDevComm_t* outDevComm);

@@ -64,6 +64,35 @@ TEST(NcclAbi, UniqueIdIs128BytesAndVersionIs2_28) {
   EXPECT_EQ(NCCL_WIN_REQUIRED_ALIGNMENT, 4096);
 }
 
+// NCCL 2.29.7's calls exported beside 2.28's: their values and the properties' layout.
+TEST(NcclAbi, Nccl2_29sSuspendStatisticsAndPropertiesHaveItsValuesAndLayout) {
+  EXPECT_EQ(NCCL_SUSPEND_MEM, 0x01);
+  EXPECT_EQ(NCCL_API_MAGIC, 0xcafebeef);
+  EXPECT_EQ(NCCL_WIN_STRICT_ORDERING, 0x02);
+  EXPECT_EQ((int)ncclStatGpuMemSuspend, 0);
+  EXPECT_EQ((int)ncclStatGpuMemSuspended, 1);
+  EXPECT_EQ((int)ncclStatGpuMemPersist, 2);
+  EXPECT_EQ((int)ncclStatGpuMemTotal, 3);
+  EXPECT_EQ((int)NCCL_GIN_TYPE_NONE, 0);
+  EXPECT_EQ((int)NCCL_GIN_TYPE_PROXY, 2);
+  EXPECT_EQ((int)NCCL_GIN_TYPE_GDAKI, 3);
+  EXPECT_EQ(offsetof(ncclCommProperties_t, rank), 16u);
+  EXPECT_EQ(offsetof(ncclCommProperties_t, nRanks), 20u);
+  EXPECT_EQ(offsetof(ncclCommProperties_t, cudaDev), 24u);
+  EXPECT_EQ(offsetof(ncclCommProperties_t, nvmlDev), 28u);
+  EXPECT_EQ(offsetof(ncclCommProperties_t, deviceApiSupport), 32u);
+  EXPECT_EQ(offsetof(ncclCommProperties_t, multimemSupport), 33u);
+  EXPECT_EQ(offsetof(ncclCommProperties_t, ginType), 36u);
+  EXPECT_EQ(offsetof(ncclCommProperties_t, nLsaTeams), 40u);
+  EXPECT_EQ(offsetof(ncclCommProperties_t, hostRmaSupport), 44u);
+  EXPECT_EQ(offsetof(ncclCommProperties_t, railedGinType), 48u);
+  EXPECT_EQ(sizeof(ncclCommProperties_t), 56u);
+  ncclCommProperties_t p = NCCL_COMM_PROPERTIES_INITIALIZER;
+  EXPECT_EQ(p.size, sizeof(ncclCommProperties_t));
+  EXPECT_EQ(p.magic, 0xcafebeefu);
+  EXPECT_EQ(p.version, (unsigned)NCCL_VERSION_CODE);
+}
+
 TEST(NcclAbi, ConfigHasNccl2_28sLayoutAndInitializer) {
   EXPECT_EQ(sizeof(ncclConfig_t), 80u);
   EXPECT_EQ(offsetof(ncclConfig_t, size), 0u);

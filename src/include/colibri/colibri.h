@@ -362,6 +362,25 @@ CLB_API clbResult_t clbCommMemStats(clbComm_t comm, clbMemStats_t* stats);
  * not call it at the same time. Device buffers (peers write into them) stay until clbCommDestroy.
  * One call at a time, like the collectives (see there). */
 CLB_API clbResult_t clbCommTrim(clbComm_t comm);
+/* Gives back the memory the communicator's calls set up (NCCL's ncclCommSuspend): its device
+ * memory (the device runtime's flags, LL and staging buffers, point-to-point on the GPU, the
+ * scratch of PreMulSum and barriers) and its host staging, keeping its connections, so that a
+ * server can lend the GPU's memory to other work between requests. Collective: every rank calls
+ * it at the same point of its sequence of calls; it waits for this rank's device work and returns
+ * once every rank has given its memory back. Refused on every rank, nothing given back anywhere
+ * (clbInvalidUsage naming the rank and why), where a rank's calls were captured in a CUDA graph
+ * (its replays would use that memory: destroy the communicator instead) or it holds registrations
+ * (deregister them first). Until clbCommResume every call on it but the queries, clbCommTrim,
+ * clbCommDestroy and clbCommAbort is refused with clbInvalidUsage, changing nothing. What stays:
+ * the connections and their host control blocks, and the GPU memory of point-to-point channels
+ * between hosts. */
+CLB_API clbResult_t clbCommSuspend(clbComm_t comm);
+/* Ends clbCommSuspend on this rank: the next calls set up what they need again, as the first
+ * calls did. Local (a peer's call waits for this rank's resume and call, as for any late rank);
+ * call it on every rank. clbInvalidUsage where the communicator is not suspended. */
+CLB_API clbResult_t clbCommResume(clbComm_t comm);
+/* *suspended = 1 between clbCommSuspend and clbCommResume, else 0; any thread. */
+CLB_API clbResult_t clbCommSuspended(clbComm_t comm, int* suspended);
 /* Algorithm used by this rank's last collective on comm. */
 CLB_API clbResult_t clbCommLastAlgorithm(clbComm_t comm, int* algorithm);
 /* One line per fact: transport per link, algorithm thresholds, what was loaded. */

@@ -589,10 +589,7 @@ TEST(NcclInterface, NonBlockingInitsFromOneThreadCompleteWhileItPolls) {
 
 TEST(NcclInterface, WhatColibriDoesNotDoIsRefusedSayingSo) {
   runRanks(1, [](int, ncclComm_t comm) {
-    ncclWindow_t win = nullptr;
     char buf[64];
-    EXPECT_EQ(ncclCommWindowRegister(comm, buf, sizeof buf, &win, NCCL_WIN_DEFAULT), ncclInvalidUsage);
-    EXPECT_TRUE(contains(ncclGetLastError(comm), "ncclCommRegister")) << ncclGetLastError(comm);
     ncclComm_t smaller = nullptr;
     int out = 0;
     EXPECT_EQ(ncclCommShrink(comm, &out, 1, &smaller, nullptr, NCCL_SHRINK_DEFAULT), ncclInvalidUsage);
@@ -1042,6 +1039,100 @@ TEST(NcclInterface, RanksAsProcesses) {
       EXPECT_TRUE(exitedCleanly(pids[r])) << "rank " << r << " of " << n << " failed (its output is above)";
     }
   }
+}
+
+// NCCL 2.29's ncclCommSuspend / ncclCommResume / ncclCommMemStats (issue 43): flags without
+// NCCL_SUSPEND_MEM do nothing; with it the calls between are refused (ncclInvalidUsage, the
+// communicator goes on), the statistics say suspended, and after the resume an all-reduce is
+// correct.
+TEST_P(NcclTransports, SuspendAndResumeGiveMemoryBackAndTheCommunicatorGoesOn) {
+  NCCL_NET_SCOPE(scope);
+  const int n = 2;
+  runRanks(n, [&](int r, ncclComm_t comm) {
+    float x[8], y[8];
+    for (int i = 0; i < 8; i++) x[i] = (float)(r * 10 + i);
+    ASSERT_EQ(ncclAllReduce(x, y, 8, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess) << ncclGetLastError(comm);
+    ASSERT_EQ(ncclCommSuspend(comm, 0), ncclSuccess);  // no flag: nothing happens
+    ASSERT_EQ(ncclAllReduce(x, y, 8, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess) << ncclGetLastError(comm);
+    uint64_t v = 7;
+    ASSERT_EQ(ncclCommMemStats(comm, ncclStatGpuMemSuspended, &v), ncclSuccess);
+    EXPECT_EQ(v, 0u);
+    ASSERT_EQ(ncclCommSuspend(comm, NCCL_SUSPEND_MEM), ncclSuccess) << ncclGetLastError(comm);
+    ASSERT_EQ(ncclCommMemStats(comm, ncclStatGpuMemSuspended, &v), ncclSuccess);
+    EXPECT_EQ(v, 1u);
+    for (ncclCommMemStat_t st : {ncclStatGpuMemSuspend, ncclStatGpuMemPersist, ncclStatGpuMemTotal}) {
+      v = 7;
+      ASSERT_EQ(ncclCommMemStats(comm, st, &v), ncclSuccess);
+      EXPECT_EQ(v, 0u) << "stat " << (int)st << ": no device memory is held here";
+    }
+    EXPECT_EQ(ncclCommMemStats(comm, static_cast<ncclCommMemStat_t>(9), &v), ncclInvalidArgument);
+    EXPECT_EQ(ncclCommMemStats(comm, ncclStatGpuMemTotal, nullptr), ncclInvalidArgument);
+    EXPECT_EQ(ncclAllReduce(x, y, 8, ncclFloat32, ncclSum, comm, nullptr), ncclInvalidUsage);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "suspended")) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclCommSuspend(comm, NCCL_SUSPEND_MEM), ncclInvalidUsage);
+    ASSERT_EQ(ncclCommResume(comm), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclCommResume(comm), ncclInvalidUsage);
+    for (int i = 0; i < 8; i++) y[i] = -1;
+    ASSERT_EQ(ncclAllReduce(x, y, 8, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess) << ncclGetLastError(comm);
+    for (int i = 0; i < 8; i++) EXPECT_EQ(y[i], (float)(10 + 2 * i)) << "element " << i;
+  });
+}
+
+// ncclCommQueryProperties fills what the caller's struct holds (NCCL 2.29.7's layout, or a
+// shorter one), refuses one not made with NCCL_COMM_PROPERTIES_INITIALIZER; windows: a host
+// buffer cannot be registered, and the refusal reaches every rank at once (no rank waits); the
+// calls on windows refuse what is no window.
+TEST(NcclInterface, PropertiesAndWindowsOfNccl229) {
+  runRanks(2, [](int r, ncclComm_t comm) {
+    ncclCommProperties_t p = NCCL_COMM_PROPERTIES_INITIALIZER;
+    p.deviceApiSupport = true;
+    p.ginType = NCCL_GIN_TYPE_PROXY;
+    ASSERT_EQ(ncclCommQueryProperties(comm, &p), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(p.rank, r);
+    EXPECT_EQ(p.nRanks, 2);
+    EXPECT_FALSE(p.deviceApiSupport);
+    EXPECT_FALSE(p.multimemSupport);
+    EXPECT_EQ(p.ginType, NCCL_GIN_TYPE_NONE);
+    EXPECT_EQ(p.nLsaTeams, 0);
+    // A caller whose struct ends after nRanks: nothing written past it.
+    struct {
+      ncclCommProperties_t head;
+      char guard[64];
+    } shortOne;
+    memset(&shortOne, 0x5a, sizeof shortOne);
+    shortOne.head.size = offsetof(ncclCommProperties_t, cudaDev);
+    shortOne.head.magic = NCCL_API_MAGIC;
+    ASSERT_EQ(ncclCommQueryProperties(comm, &shortOne.head), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(shortOne.head.nRanks, 2);
+    const unsigned char* tail =
+        reinterpret_cast<const unsigned char*>(&shortOne) + offsetof(ncclCommProperties_t, cudaDev);
+    for (size_t i = 0; i < sizeof shortOne - offsetof(ncclCommProperties_t, cudaDev); i++)
+      ASSERT_EQ(tail[i], 0x5a) << "byte " << i << " past the caller's struct was written";
+    ncclCommProperties_t bad = NCCL_COMM_PROPERTIES_INITIALIZER;
+    bad.magic = 1;
+    EXPECT_EQ(ncclCommQueryProperties(comm, &bad), ncclInvalidUsage);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "NCCL_COMM_PROPERTIES_INITIALIZER")) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclCommQueryProperties(comm, nullptr), ncclInvalidArgument);
+
+    static thread_local char host[8192];
+    ncclWindow_t win = reinterpret_cast<ncclWindow_t>(&win);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_NE(ncclCommWindowRegister(comm, host, sizeof host, &win, NCCL_WIN_COLL_SYMMETRIC), ncclSuccess);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << "rank " << r << " waited";
+    EXPECT_EQ(win, nullptr);
+    EXPECT_NE(std::string(ncclGetLastError(comm)), "");
+    void* user = nullptr;
+    ncclWindow_t bogus = reinterpret_cast<ncclWindow_t>(host);
+    EXPECT_EQ(ncclWinGetUserPtr(comm, bogus, &user), ncclInvalidArgument);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "not a window alive")) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclWinGetUserPtr(comm, bogus, nullptr), ncclInvalidArgument);
+    EXPECT_EQ(ncclCommWindowDeregister(comm, bogus), ncclInvalidArgument);
+    EXPECT_EQ(ncclCommWindowDeregister(comm, nullptr), ncclInvalidArgument);
+    // The communicator goes on.
+    int32_t a = r + 1, b = 0;
+    ASSERT_EQ(ncclAllReduce(&a, &b, 1, ncclInt32, ncclSum, comm, nullptr), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(b, 3);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, NcclTransports, ::testing::ValuesIn(kNets),

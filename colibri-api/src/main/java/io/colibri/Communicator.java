@@ -671,6 +671,36 @@ public interface Communicator extends AutoCloseable {
   void trim();
 
   /**
+   * Gives back the memory the communicator's calls set up (NCCL's {@code ncclCommSuspend}): its
+   * device memory and host staging, keeping its connections, so that the GPU's memory can serve
+   * other work meanwhile. Collective: every rank calls it at the same point of its calls; it
+   * returns once every rank has given its memory back. Until {@link #resume()} every call but the
+   * queries, {@link #trim()} and {@link #close()} is refused with {@link
+   * ErrorCode#INVALID_USAGE}, changing nothing.
+   *
+   * @throws ColibriException {@link ErrorCode#INVALID_USAGE} on every rank, nothing given back,
+   *     where a rank's calls were captured in a CUDA graph (its replays use that memory), a rank
+   *     holds registrations, or the communicator is suspended already
+   */
+  void suspend();
+
+  /**
+   * Ends {@link #suspend()} on this rank: the next calls set up what they need again, as the first
+   * calls did. Call it on every rank.
+   *
+   * @throws ColibriException {@link ErrorCode#INVALID_USAGE} where the communicator is not
+   *     suspended
+   */
+  void resume();
+
+  /**
+   * Whether the communicator is suspended ({@link #suspend()} without {@link #resume()} yet).
+   *
+   * @return true between suspend and resume
+   */
+  boolean isSuspended();
+
+  /**
    * Replays an instantiated CUDA graph ({@code cudaGraphExec_t} / {@code CUgraphExec}) that holds
    * device calls of this communicator, on {@code stream}. Where other ranks of this communicator
    * share this GPU in this process (rank threads), they meet first, as their eager calls do: each

@@ -874,6 +874,36 @@ public final class ColibriLib {
   public static native @Cast("clbResult_t") int clbCommTrim(@Cast("clbComm_t") long comm);
 
   /**
+   * Calls {@code clbCommSuspend}: gives back the memory the communicator's calls set up
+   * (collective).
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
+  public static native @Cast("clbResult_t") int clbCommSuspend(@Cast("clbComm_t") long comm);
+
+  /**
+   * Calls {@code clbCommResume}: ends a suspend on this rank.
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
+  public static native @Cast("clbResult_t") int clbCommResume(@Cast("clbComm_t") long comm);
+
+  /**
+   * Calls {@code clbCommSuspended}: whether the communicator is suspended.
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @param suspended out: [0] is 1 while suspended, else 0
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
+  public static native @Cast("clbResult_t") int clbCommSuspended(
+      @Cast("clbComm_t") long comm, int[] suspended);
+
+  /**
    * Calls {@code clbCommLastAlgorithm}: the algorithm of this rank's last collective on the
    * communicator.
    *

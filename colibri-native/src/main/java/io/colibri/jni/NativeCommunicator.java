@@ -560,6 +560,38 @@ final class NativeCommunicator implements Communicator, NativeCalls {
   }
 
   @Override
+  public void suspend() {
+    long h = acquire("suspend");
+    try {
+      check(ColibriLib.clbCommSuspend(h), "suspend");
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public void resume() {
+    long h = acquire("resume");
+    try {
+      check(ColibriLib.clbCommResume(h), "resume");
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public boolean isSuspended() {
+    long h = acquireAnyTime("isSuspended");
+    try {
+      int[] s = new int[1];
+      check(ColibriLib.clbCommSuspended(h, s), "isSuspended");
+      return s[0] != 0;
+    } finally {
+      release();
+    }
+  }
+
+  @Override
   public void launchGraph(long graphExec, long stream) {
     long h = acquire("launchGraph");
     try {
