@@ -76,6 +76,12 @@ clbResult_t tellRefusal(clbComm* c, clbResult_t rc, const char* call, uint32_t c
   // changes nothing), whatever its arguments: the call in progress goes on. Held, c stays (a
   // destroy from another thread is refused meanwhile).
   if (!held) CLB_CHECK(c->enterCall(code));
+  // Suspended: every call is refused for that, whatever its arguments, and nothing changes.
+  if (c->suspended.load()) {
+    const clbResult_t usage = c->checkUsable();
+    if (!held) c->leaveCall();
+    return usage;
+  }
   if (c->nranks < 2 || !c->carrier || c->failed.load() || c->aborted.load()) {
     if (!held) c->leaveCall();
     return setError(rc, "%s", why.c_str());
@@ -567,16 +573,15 @@ clbResult_t clbCommFail(clbComm_t c, const char* reason) {
   return clbSuccess;
 }
 
-clbResult_t clbCommRefuse(clbComm_t c, const char* call, int collective, const char* reason) {
+clbResult_t clbCommRefuse(clbComm_t c, const char* callName, int collective, const char* reason) {
+  // Copied first: the reason may be this thread's last error, which the next line clears. A NULL
+  // or empty name or reason still refuses (the peers would wait for this call otherwise).
+  const std::string why = reason && *reason ? std::string(reason, strnlen(reason, 400)) : "(no reason given)";
+  const std::string named = callName && *callName ? std::string(callName, strnlen(callName, 100)) : "call";
+  const char* call = named.c_str();
   clearError();
   CLB_CHECK(checkComm(c));
-  if (!call || !*call)
-    return setError(clbInvalidArgument,
-                    "call is NULL or empty: name the call this rank refuses (\"allReduce\", \"send\")");
-  if (!reason || !*reason)
-    return setError(clbInvalidArgument,
-                    "reason is NULL or empty: say why this rank refuses its %.100s (its peers are told)", call);
-  setError(clbInvalidArgument, "%.400s", reason);
+  setError(clbInvalidArgument, "%s", why.c_str());
   const clbResult_t rc = tellRefusal(c, clbInvalidArgument, call,
                                      collective ? uint32_t{kAllReduce} : uint32_t{kCallPeers}, false, collective != 0);
   // The reason (and what became of the communicator) with the call it is about.
@@ -639,11 +644,15 @@ clbResult_t clbCommSuspend(clbComm_t c) {
   CLB_CHECK(checkComm(c));
   CallScope call(c, kCallSuspend);
   CLB_CHECK(call.result());
+  // A usage refusal changes nothing (a peer's suspend waits for this rank's as for any call it
+  // does not make, until its timeout).
   if (c->suspended)
     return setError(clbInvalidUsage,
                     "rank %d: the communicator is suspended already: call clbCommResume before suspending it again",
                     c->rank);
-  CLB_CHECK(c->checkUsable());
+  // A communicator that failed or was aborted, here or on a peer (its notice came), cannot: the
+  // peers were told, or told this rank, so none waits in the exchange below for the other.
+  CLB_CHECK(c->asyncStatus());
   // Collective: every rank says whether it can (a refusal on one is a refusal on all, nothing freed
   // anywhere), and no rank frees its memory before every rank's last call was launched, nor goes on
   // before every rank freed its own (a peer's kernels read it).

@@ -526,8 +526,9 @@ namespace {
 clbResult_t refuseGroup(const std::vector<GroupItem>& items, clbResult_t rc, const std::string& why) {
   std::vector<clbComm*> told;
   for (const GroupItem& it : items) {
-    if (!it.collective && it.op.peer == it.comm->rank) continue;
     if (std::find(told.begin(), told.end(), it.comm) != told.end()) continue;
+    if (checkComm(it.comm) != clbSuccess) continue;  // destroyed since: nothing of it is read
+    if (!it.collective && it.op.peer == it.comm->rank) continue;
     told.push_back(it.comm);
     setError(rc, "%s", why.c_str());
     tellRefusal(it.comm, rc, "group", kCallPeers, false);
@@ -536,6 +537,15 @@ clbResult_t refuseGroup(const std::vector<GroupItem>& items, clbResult_t rc, con
 }
 
 }  // namespace
+
+clbResult_t clbGroupRefuse(const char* reason) {
+  // Copied first: the reason may be this thread's last error.
+  const std::string why = reason && *reason ? std::string(reason, strnlen(reason, 400)) : "(no reason given)";
+  clearError();
+  if (tGroup.depth == 0)
+    return setError(clbInvalidUsage, "clbGroupRefuse outside a group: there is no group on this thread to refuse");
+  return refuse(setError(clbInvalidArgument, "%s", why.c_str()));
+}
 
 clbResult_t clbGroupEnd() {
   clearError();
@@ -566,6 +576,9 @@ clbResult_t clbGroupEnd() {
     perComm[k].push_back(&it);
   }
   if (comms.empty()) return clbSuccess;
+  // A communicator destroyed since its calls were recorded: refused, nothing of it read.
+  for (clbComm* c : comms)
+    if (clbResult_t rc = checkComm(c)) return refuseGroup(items, rc, "nothing in this group ran: " + lastError());
   // Every communicator's refusals before anything runs on any (a wait on one for a peer whose
   // batch was refused on another would last until the timeout).
   for (size_t k = 0; k < comms.size(); k++) {

@@ -81,6 +81,8 @@ clbResult_t split(clbComm* c, int color, int key, const clbConfig_t* config, clb
   CallScope call(c, kCallSplit);
   CLB_CHECK(call.result());
   CLB_CHECK(c->checkUsable());
+  // A peer that failed or aborted (its notice came) takes no part: refused now, not at the timeout.
+  CLB_CHECK(c->asyncStatus());
 
   // 1. Every rank's arguments, checked by all.
   clbResult_t mine = clbSuccess;
@@ -206,9 +208,8 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
 }
 
 extern "C" clbResult_t clbCommSplitRefuse(clbComm_t c, const char* reason) {
-  clearError();
-  if (!reason || !*reason)
-    return setError(clbInvalidArgument,
-                    "reason is NULL or empty: say why this rank refuses the split (the other ranks are told)");
-  return split(c, CLB_SPLIT_NOCOLOR, 0, nullptr, nullptr, reason);
+  // Copied first: the reason may be this thread's last error, which the split clears. A NULL or
+  // empty one still refuses (the other ranks would wait for this one otherwise).
+  const std::string why = reason && *reason ? std::string(reason, strnlen(reason, 200)) : "(no reason given)";
+  return split(c, CLB_SPLIT_NOCOLOR, 0, nullptr, nullptr, why.c_str());
 }

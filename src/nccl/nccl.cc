@@ -186,9 +186,9 @@ ncclResult_t refuse(ncclResult_t code, const char* fmt, ...) {
   if (tGroupCall && tGroupDepth > 0 && tGroupRefused == ncclSuccess) {
     tGroupRefused = code;
     tGroupRefusal = b;
-    // Colibri's group (which holds the group's other calls) learns of it as of a refusal of its
-    // own: a call it refuses (no communicator) is recorded as the group's, so its end runs nothing.
-    clbSend(nullptr, 0, clbUint8, 0, nullptr, nullptr);
+    // Colibri's group (which holds the group's other calls) is refused with it: its end runs
+    // nothing, and the peers of its other communicators hear this reason.
+    clbGroupRefuse(b);
   }
   return code;
 }
@@ -625,12 +625,21 @@ NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
     // The split is collective over the parent: its other ranks are told at once, and it goes on.
     const std::string why = tError;
     ncclResult_t dead = ncclSuccess;
-    if (clbComm_t parent = of(comm, &dead, __func__)) {
-      clbCommSplitRefuse(parent, why.c_str());
-      tError = clbGetLastError();
-    } else {
-      tError = why;  // the config is what this call got wrong first
+    clbComm_t parent = of(comm, &dead, __func__);
+    tError = why;  // the config is what this call got wrong first
+    if (!parent) return rc;
+    // Inside a group the split runs at the group's end, with the group's other splits and inits
+    // (one thread may drive every rank's): so does its refusal, which fails the group's end too.
+    if (tGroupDepth > 0) {
+      tGroupInits.push_back([parent, why](std::string* out) {
+        clbCommSplitRefuse(parent, why.c_str());
+        *out = clbGetLastError();
+        return ncclInvalidArgument;
+      });
+      return rc;
     }
+    clbCommSplitRefuse(parent, why.c_str());
+    tError = clbGetLastError();
     return rc;
   }
   clbComm_t parent = of(comm, &rc, __func__);

@@ -309,7 +309,8 @@ CLB_API clbResult_t clbCommSplit(clbComm_t comm, int color, int key, const clbCo
  * caller's (a binding's check of its arguments, such as the NCCL drop-in's of ncclCommSplit's
  * config): every rank's split fails at once, naming this rank and `reason` (its first 200 bytes),
  * as for a bad color, instead of waiting for this rank until the timeout; comm stays usable.
- * Returns clbInvalidArgument with that message. */
+ * Returns clbInvalidArgument with that message. A NULL or empty `reason` still refuses ("(no reason
+ * given)"). */
 CLB_API clbResult_t clbCommSplitRefuse(clbComm_t comm, const char* reason);
 /* Frees everything the communicator holds. Safe after an error or an abort. While another thread
  * is in a call on comm it frees nothing and returns clbInvalidUsage naming that call: make the call
@@ -342,7 +343,9 @@ CLB_API clbResult_t clbCommFail(clbComm_t comm, const char* reason);
  * communicator fails with it. While another thread is in a call on `comm` this changes nothing and
  * returns that usage refusal (clbInvalidUsage), as Colibri refuses a second thread's call whatever
  * its arguments; a communicator of one rank (no peers) goes on, and the message is the reason.
- * (clbCommFail fails the communicator whatever another thread is doing.) */
+ * A NULL or empty `call` or `reason` still refuses ("call", "(no reason given)"), for the peers
+ * would wait otherwise. On a suspended communicator it is the suspend's usage refusal, changing
+ * nothing. (clbCommFail fails the communicator whatever another thread is doing.) */
 CLB_API clbResult_t clbCommRefuse(clbComm_t comm, const char* call, int collective, const char* reason);
 /* What has gone wrong on this communicator without making a call, from any thread (NCCL's
  * ncclCommGetAsyncError): *asyncError is clbSuccess, or clbAborted (this rank or a peer aborted),
@@ -371,7 +374,11 @@ CLB_API clbResult_t clbCommTrim(clbComm_t comm);
  * (clbInvalidUsage naming the rank and why), where a rank's calls were captured in a CUDA graph
  * (its replays would use that memory: destroy the communicator instead) or it holds registrations
  * (deregister them first). Until clbCommResume every call on it but the queries, clbCommTrim,
- * clbCommDestroy and clbCommAbort is refused with clbInvalidUsage, changing nothing. What stays:
+ * clbCommDestroy and clbCommAbort is refused with clbInvalidUsage, changing nothing, whatever its
+ * arguments. A suspend this rank refuses for usage (suspended already, another thread in a call)
+ * changes nothing either: the peers' suspends wait for it until their timeout, as for any call a
+ * rank does not make. On a communicator that failed, here or on a peer whose notice came, it
+ * returns that failure at once. What stays:
  * the connections and their host control blocks, and the GPU memory of point-to-point channels
  * between hosts. */
 CLB_API clbResult_t clbCommSuspend(clbComm_t comm);
@@ -456,6 +463,12 @@ CLB_API clbResult_t clbRecv(void* recvbuff, size_t count, clbDataType_t datatype
  * fails every communicator of the group and tells their peers (see clbAllReduce). */
 CLB_API clbResult_t clbGroupStart(void);
 CLB_API clbResult_t clbGroupEnd(void);
+/* Refuses the calling thread's group for a reason of the caller's (a binding's check of a call it
+ * would have recorded in the group): its clbGroupEnd runs nothing and returns clbInvalidArgument
+ * with `reason`, and the group's communicators with calls to other ranks fail, their peers told
+ * `reason`, as for a call Colibri refuses inside a group. Returns clbInvalidArgument with
+ * `reason`; clbInvalidUsage outside a group. The first refusal of a group is the one kept. */
+CLB_API clbResult_t clbGroupRefuse(const char* reason);
 /* Every rank sends count elements to every rank: block p of sendbuff (count elements at p x count)
  * goes to rank p, and block p of recvbuff comes from rank p. In place with sendbuff == recvbuff
  * (the input is first copied into the communicator's scratch, on the stream for device buffers);

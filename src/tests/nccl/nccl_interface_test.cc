@@ -1139,3 +1139,264 @@ INSTANTIATE_TEST_SUITE_P(Transports, NcclTransports, ::testing::ValuesIn(kNets),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
+
+// ---- attacks on NCCL 2.29's suspend / windows / properties and on the refusals through the
+// drop-in (suspend_attack_test.cc holds the core's) ----
+namespace {
+
+// A short timeout for every communicator these cases make: a wait that runs to it costs this.
+constexpr int kAttackTimeoutMs = 5000;
+constexpr int kAttackAtOnceMs = 2500;
+
+int64_t attackNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// One thread drives both ranks (as in InitsAndSplitsInsideAGroupCompleteAtItsEnd): inside a group
+// each ncclCommSplit is only recorded and runs at ncclGroupEnd. A config not made with
+// NCCL_CONFIG_INITIALIZER on rank 1's split must not run that rank's part of the split now (it
+// would wait for rank 0's, which this same thread makes only at the group's end).
+TEST(NcclAttack, ABadConfigSplitInsideAGroupDrivenFromOneThreadDoesNotBlockIt) {
+  clbtest::ScopedEnv env({{"COLIBRI_TIMEOUT_MS", "5000"}});
+  const int n = 2;
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comms[n] = {};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < n; r++) ASSERT_EQ(ncclCommInitRank(&comms[r], n, id, r), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+  bad.magic = 7;
+  ncclComm_t subs[n] = {};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclCommSplit(comms[0], 0, 0, &subs[0], nullptr), ncclSuccess);
+  const int64_t t0 = attackNowMs();
+  const ncclResult_t rc = ncclCommSplit(comms[1], 0, 1, &subs[1], &bad);
+  const int64_t took = attackNowMs() - t0;
+  const std::string e = ncclGetLastError(comms[1]);
+  std::cerr << "[ info ] rank 1's bad-config split inside the group: " << rc << " after " << took << " ms: " << e
+            << "\n";
+  EXPECT_EQ(rc, ncclInvalidArgument);
+  EXPECT_LT(took, kAttackAtOnceMs) << "ncclCommSplit blocked inside a group: " << e;
+  EXPECT_TRUE(contains(e, "NCCL_CONFIG_INITIALIZER")) << e;
+  const ncclResult_t end = ncclGroupEnd();
+  std::cerr << "[ info ] group end: " << end << ": " << ncclGetLastError(nullptr) << "\n";
+  EXPECT_NE(end, ncclSuccess);
+  for (ncclComm_t s : subs) {
+    if (!s) continue;  // a split recorded in the group has a handle whose init failed
+    ncclResult_t async = ncclSuccess;
+    EXPECT_EQ(ncclCommGetAsyncError(s, &async), ncclSuccess);
+    EXPECT_NE(async, ncclSuccess);
+  }
+  // The parents go on (the split was refused, as ABadSplitOnOneRank... says).
+  int32_t x[n] = {1, 2}, y[n] = {};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < n; r++) ncclAllReduce(&x[r], &y[r], 1, ncclInt32, ncclSum, comms[r], nullptr);
+  const ncclResult_t ar = ncclGroupEnd();
+  EXPECT_EQ(ar, ncclSuccess) << "the parents did not go on: " << ncclGetLastError(nullptr);
+  for (int r = 0; r < n && ar == ncclSuccess; r++) EXPECT_EQ(y[r], 3);
+  for (ncclComm_t c : subs)
+    if (c) ncclCommDestroy(c);
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+// Every rank's config is bad: every rank fails at once, each with its own message; the parent goes
+// on; a NULL parent with a bad config says the config.
+TEST(NcclAttack, ABadConfigSplitOnEveryRankFailsAtOnceAndTheParentGoesOn) {
+  clbtest::ScopedEnv env({{"COLIBRI_TIMEOUT_MS", "5000"}});
+  runRanks(3, [](int r, ncclComm_t comm) {
+    ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+    bad.size = 3;
+    ncclComm_t sub = reinterpret_cast<ncclComm_t>(&bad);
+    const int64_t t0 = attackNowMs();
+    EXPECT_EQ(ncclCommSplit(comm, 0, r, &sub, &bad), ncclInvalidArgument);
+    EXPECT_LT(attackNowMs() - t0, kAttackAtOnceMs);
+    EXPECT_EQ(sub, nullptr);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "NCCL_CONFIG_INITIALIZER")) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclCommSplit(nullptr, 0, r, &sub, &bad), ncclInvalidArgument);
+    EXPECT_TRUE(contains(ncclGetLastError(nullptr), "NCCL_CONFIG_INITIALIZER")) << ncclGetLastError(nullptr);
+    int32_t a = 1, b = 0;
+    ASSERT_EQ(ncclAllReduce(&a, &b, 1, ncclInt32, ncclSum, comm, nullptr), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(b, 3);
+  });
+}
+
+// The core refuses every call on a suspended communicator with a usage refusal that changes nothing
+// (a bad type too: clbAllReduce checks the suspended state first). Through the drop-in, a call with
+// an unknown datatype on a suspended communicator must not fail it on every rank either.
+TEST_P(NcclTransports, ABadDatatypeOnASuspendedCommunicatorChangesNothing) {
+  NCCL_NET_SCOPE(scope);
+  clbtest::ScopedEnv env({{"COLIBRI_TIMEOUT_MS", "5000"}});
+  runRanks(2, [](int r, ncclComm_t comm) {
+    ASSERT_EQ(ncclCommSuspend(comm, NCCL_SUSPEND_MEM), ncclSuccess) << ncclGetLastError(comm);
+    int32_t x = r + 1, y = 0;
+    if (r == 0) {
+      const ncclResult_t rc = ncclAllReduce(&x, &y, 1, (ncclDataType_t)99, ncclSum, comm, nullptr);
+      const std::string e = ncclGetLastError(comm);
+      std::cerr << "[ info ] bad type on a suspended communicator: " << rc << ": " << e << "\n";
+      EXPECT_EQ(rc, ncclInvalidUsage) << e;
+      EXPECT_FALSE(contains(e, "fails with it on every rank")) << e;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ncclResult_t async = ncclInternalError;
+    ASSERT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+    EXPECT_EQ(async, ncclSuccess) << "rank " << r << ": the suspended communicator failed: " << ncclGetLastError(comm);
+    ASSERT_EQ(ncclCommResume(comm), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, comm, nullptr), ncclSuccess)
+        << "rank " << r << ": " << ncclGetLastError(comm);
+  });
+}
+
+// ncclCommSuspend's odd flags: bits other than NCCL_SUSPEND_MEM alone do nothing, -1 suspends
+// (collectively); ncclCommSuspend(0) of a suspended communicator is harmless; the statistics of a
+// destroyed or NULL communicator are refused without writing the value.
+TEST(NcclAttack, SuspendFlagsAndStatisticsOfDeadCommunicators) {
+  clbtest::ScopedEnv env({{"COLIBRI_TIMEOUT_MS", "5000"}});
+  runRanksOwning(2, [](int r, ncclComm_t comm) -> ncclComm_t {
+    uint64_t v = 77;
+    EXPECT_EQ(ncclCommSuspend(comm, 0x2), ncclSuccess);
+    EXPECT_EQ(ncclCommMemStats(comm, ncclStatGpuMemSuspended, &v), ncclSuccess);
+    EXPECT_EQ(v, 0u);
+    EXPECT_EQ(ncclCommSuspend(comm, -1), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclCommMemStats(comm, ncclStatGpuMemSuspended, &v), ncclSuccess);
+    EXPECT_EQ(v, 1u);
+    EXPECT_EQ(ncclCommSuspend(comm, 0), ncclSuccess);
+    EXPECT_EQ(ncclCommMemStats(comm, (ncclCommMemStat_t)-1, &v), ncclInvalidArgument);
+    EXPECT_EQ(v, 1u);
+    EXPECT_EQ(ncclCommResume(comm), ncclSuccess) << ncclGetLastError(comm);
+    int32_t a = r, b = -1;
+    EXPECT_EQ(ncclAllReduce(&a, &b, 1, ncclInt32, ncclSum, comm, nullptr), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(b, 1);
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+    v = 77;
+    EXPECT_NE(ncclCommMemStats(comm, ncclStatGpuMemTotal, &v), ncclSuccess);
+    EXPECT_EQ(v, 77u);
+    EXPECT_NE(ncclCommMemStats(nullptr, ncclStatGpuMemTotal, &v), ncclSuccess);
+    EXPECT_EQ(v, 77u);
+    EXPECT_NE(ncclCommSuspend(comm, NCCL_SUSPEND_MEM), ncclSuccess);
+    EXPECT_NE(ncclCommResume(comm), ncclSuccess);
+    EXPECT_NE(ncclCommSuspend(nullptr, NCCL_SUSPEND_MEM), ncclSuccess);
+    ncclCommProperties_t p = NCCL_COMM_PROPERTIES_INITIALIZER;
+    p.rank = -5;
+    EXPECT_NE(ncclCommQueryProperties(comm, &p), ncclSuccess);
+    EXPECT_EQ(p.rank, -5);
+    return nullptr;
+  });
+}
+
+// ncclCommQueryProperties with size 0, a size smaller than the header, a huge size (only the
+// fields of the struct it knows are written: a guard after the struct stays), and every size in
+// between: nothing is written past min(size, sizeof).
+TEST(NcclAttack, QueryPropertiesSizesNeverWritePastTheCallersStruct) {
+  runRanks(1, [](int, ncclComm_t comm) {
+    struct {
+      ncclCommProperties_t p;
+      unsigned char guard[256];
+    } s;
+    for (size_t size : {(size_t)0, (size_t)1, sizeof(size_t), offsetof(ncclCommProperties_t, rank) - 1}) {
+      memset(&s, 0x5a, sizeof s);
+      s.p.size = size;
+      s.p.magic = NCCL_API_MAGIC;
+      EXPECT_EQ(ncclCommQueryProperties(comm, &s.p), ncclInvalidUsage) << "size " << size;
+    }
+    for (size_t size : {SIZE_MAX, (size_t)1 << 40, sizeof(ncclCommProperties_t) + 200}) {
+      memset(&s, 0x5a, sizeof s);
+      s.p.size = size;
+      s.p.magic = NCCL_API_MAGIC;
+      ASSERT_EQ(ncclCommQueryProperties(comm, &s.p), ncclSuccess) << "size " << size << ": " << ncclGetLastError(comm);
+      EXPECT_EQ(s.p.nRanks, 1);
+      for (size_t i = 0; i < sizeof s.guard; i++) ASSERT_EQ(s.guard[i], 0x5a) << "size " << size << ", byte " << i;
+    }
+    for (size_t size = offsetof(ncclCommProperties_t, rank); size <= sizeof(ncclCommProperties_t); size++) {
+      memset(&s, 0x5a, sizeof s);
+      s.p.size = size;
+      s.p.magic = NCCL_API_MAGIC;
+      ASSERT_EQ(ncclCommQueryProperties(comm, &s.p), ncclSuccess) << "size " << size;
+      const unsigned char* b = reinterpret_cast<const unsigned char*>(&s);
+      for (size_t i = size; i < sizeof s; i++) ASSERT_EQ(b[i], 0x5a) << "size " << size << ": byte " << i << " written";
+    }
+  });
+}
+
+// Windows with NULL or dead communicators and windows, twice deregistered, or of another
+// communicator: refused, nothing read; the communicator goes on.
+TEST(NcclAttack, WindowsWithNullDeadAndForeignHandles) {
+  clbtest::ScopedEnv env({{"COLIBRI_TIMEOUT_MS", "5000"}});
+  runRanks(2, [](int r, ncclComm_t comm) {
+    static thread_local char host[4096];
+    ncclWindow_t win = reinterpret_cast<ncclWindow_t>(host);
+    EXPECT_NE(ncclCommWindowRegister(nullptr, host, sizeof host, &win, 0), ncclSuccess);
+    EXPECT_EQ(win, nullptr);
+    const int64_t t0 = attackNowMs();
+    // NULL win on rank 1 only (rank 0 registers normally): every rank refused, nobody waits.
+    win = reinterpret_cast<ncclWindow_t>(host);
+    const ncclResult_t rc =
+        ncclCommWindowRegister(comm, host, sizeof host, r == 1 ? nullptr : &win, NCCL_WIN_COLL_SYMMETRIC);
+    EXPECT_NE(rc, ncclSuccess);
+    EXPECT_LT(attackNowMs() - t0, kAttackAtOnceMs) << ncclGetLastError(comm);
+    if (r == 0) {
+      EXPECT_EQ(win, nullptr);
+    }
+    void* user = host;
+    EXPECT_EQ(ncclWinGetUserPtr(nullptr, nullptr, &user), ncclInvalidArgument);
+    EXPECT_EQ(ncclWinGetUserPtr(comm, nullptr, &user), ncclInvalidArgument);
+    EXPECT_EQ(user, (void*)host);
+    ncclWindow_t bogus = reinterpret_cast<ncclWindow_t>(&user);
+    EXPECT_NE(ncclCommWindowDeregister(nullptr, bogus), ncclSuccess);
+    EXPECT_EQ(ncclCommWindowDeregister(comm, bogus), ncclInvalidArgument);
+    EXPECT_EQ(ncclCommWindowDeregister(comm, bogus), ncclInvalidArgument);
+    int32_t a = r + 1, b = 0;
+    ASSERT_EQ(ncclAllReduce(&a, &b, 1, ncclInt32, ncclSum, comm, nullptr), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(b, 3);
+  });
+}
+
+// A group over two communicators through the drop-in: rank 0's send on the child has an unknown
+// type (refused by libnccl itself, tellPeers); rank 1's group holds the matching receive and an
+// all-reduce on the parent. Both ranks' group ends fail at once, nothing ran on rank 0, and what
+// rank 1 hears on the parent names rank 0's real reason (the datatype), not the placeholder call
+// (clbSend on a NULL communicator) that marks Colibri's group as refused. Rank 0 stays alive until
+// rank 1 is done (a peer that closes makes rank 1's first point-to-point connection wait to the
+// timeout: AFirstReceiveFromARankThatRefusedAndClosedIsToldAtOnce in suspend_attack_test.cc).
+TEST_P(NcclTransports, AGroupRefusalOverTwoCommunicatorsThroughTheDropIn) {
+  NCCL_NET_SCOPE(scope);
+  clbtest::ScopedEnv env({{"COLIBRI_TIMEOUT_MS", "8000"}});
+  std::atomic<bool> rank1Done{false};
+  runRanks(2, [&](int r, ncclComm_t comm) {
+    ncclComm_t child = nullptr;
+    ASSERT_EQ(ncclCommSplit(comm, 0, r, &child, nullptr), ncclSuccess) << ncclGetLastError(comm);
+    int32_t x[4] = {1, 2, 3, 4}, y[4] = {-1, -1, -1, -1}, z = -1, w = 5;
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 refuses first
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    ncclAllReduce(x, y, 4, ncclInt32, ncclSum, comm, nullptr);
+    if (r == 0)
+      EXPECT_EQ(ncclSend(&w, 1, (ncclDataType_t)99, 1, child, nullptr), ncclInvalidArgument);
+    else
+      EXPECT_EQ(ncclRecv(&z, 1, ncclInt32, 0, child, nullptr), ncclSuccess);
+    const int64_t t0 = attackNowMs();
+    const ncclResult_t rc = ncclGroupEnd();
+    const int64_t took = attackNowMs() - t0;
+    const std::string e = ncclGetLastError(nullptr);
+    std::cerr << "[ info ] rank " << r << " group end: " << rc << " after " << took << " ms: " << e << "\n";
+    EXPECT_NE(rc, ncclSuccess);
+    EXPECT_LT(took, 2 * kAttackAtOnceMs) << "rank " << r << ": " << e;
+    if (r == 0) {
+      for (int i = 0; i < 4; i++) EXPECT_EQ(y[i], -1) << "rank 0 ran part of a refused group";
+    } else {
+      EXPECT_TRUE(contains(e, "datatype 99")) << "rank 1 was not told rank 0's reason: " << e;
+      EXPECT_FALSE(contains(e, "communicator is NULL")) << "rank 1 was told a placeholder's reason: " << e;
+      rank1Done = true;
+    }
+    EXPECT_EQ(z, -1);
+    for (ncclComm_t c : {comm, child}) {
+      ncclResult_t async = ncclSuccess;
+      ASSERT_EQ(ncclCommGetAsyncError(c, &async), ncclSuccess);
+      EXPECT_NE(async, ncclSuccess) << "rank " << r << ", " << (c == comm ? "parent" : "child") << " did not fail";
+    }
+    for (int i = 0; i < 1000 && r == 0 && !rank1Done; i++) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(ncclCommDestroy(child), ncclSuccess);
+  });
+}
+
+}  // namespace
