@@ -689,13 +689,20 @@ clbResult_t clbCommSuspend(clbComm_t c) {
                       all[p].why);
   clearError();
   releaseCallMemory(c, true);
-  if (c->carrier) CLB_CHECK(c->carrier->trim());
+  // A failure here still reaches the barrier, which the peers wait in.
+  const clbResult_t trimmed = c->carrier ? c->carrier->trim() : clbSuccess;
+  const std::string trimError = trimmed != clbSuccess ? lastError() : std::string();
   trimHostScratch(c);
   if (c->nranks > 1) {
     if (clbResult_t rc = c->boot.barrier(); rc != clbSuccess) {
       c->markFailed(rc);
       return rc;
     }
+  }
+  if (trimmed != clbSuccess) {
+    setError(trimmed, "rank %d: clbCommSuspend could not give its staging back: %s", c->rank, trimError.c_str());
+    c->markFailed(trimmed);
+    return trimmed;
   }
   c->suspended = true;
   CLB_INFO("rank %d: suspended (device memory held now: %lld bytes, host: %lld)", c->rank,
@@ -737,6 +744,7 @@ clbResult_t clbCommInfo(clbComm_t c, char* buf, size_t bytes) {
   if (!buf || bytes == 0) return setError(clbInvalidArgument, "buffer is NULL or empty");
   std::string dev = "device: none (built without CUDA)\n";
 #ifdef CLB_HAVE_CUDA
+  std::shared_lock<std::shared_mutex> objects(c->deviceObjects);  // clbCommSuspend may free them meanwhile
   dev = c->device ? c->device->describe() : "device: not used yet (set up at the first collective on device memory)\n";
   if (c->peerDeviceMemory)
     dev +=

@@ -308,8 +308,8 @@ TEST_P(SuspendAttack, ABadArgumentOnASuspendedCommunicatorChangesNothing) {
     sleepMs(300);
     clbResult_t async = clbInternalError;
     ASSERT_EQ(clbCommGetAsyncError(comm, &async), clbSuccess);
-    EXPECT_EQ(async, clbSuccess) << "rank " << r << ": a refused call while suspended failed the communicator: "
-                                 << clbGetLastError();
+    EXPECT_EQ(async, clbSuccess) << "rank " << r
+                                 << ": a refused call while suspended failed the communicator: " << clbGetLastError();
     ASSERT_EQ(clbCommResume(comm), clbSuccess) << clbGetLastError();
     const clbResult_t rc = clbAllReduce(x, y, 4, clbInt32, clbSum, comm, nullptr);
     EXPECT_EQ(rc, clbSuccess) << "rank " << r << ": " << clbGetLastError();
@@ -432,8 +432,7 @@ TEST_P(SuspendAttack, HugeBinaryAndFormatReasonsAreBoundedAndLiteral) {
       EXPECT_EQ(rc, clbInvalidArgument) << e.substr(0, 300);
       EXPECT_LT(e.size(), 4096u);
       EXPECT_TRUE(contains(e, "%s%n%s%p")) << e.substr(0, 300);
-      EXPECT_TRUE(contains(e, "fails with it on every rank")) << "the message lost its tail: " << e.size()
-                                                             << " bytes";
+      EXPECT_TRUE(contains(e, "fails with it on every rank")) << "the message lost its tail: " << e.size() << " bytes";
       return;
     }
     int32_t x = 1, y = 0;
@@ -651,37 +650,36 @@ TEST_P(SuspendAttack, SplitRefusalsAndSuspendInterleave) {
 TEST_P(SuspendAttack, AGroupRefusalOverTwoCommunicatorsTellsThePeerOnBoth) {
   CLB_TRANSPORT_SCOPE(scope, GetParam());
   for (int delay : {0, 200}) {
-  SCOPED_TRACE("rank 1 delay " + std::to_string(delay));
-  auto errors = clbtest::runOver(GetParam(), 2, kTimeoutMs * 2, nullptr, [&](int r, clbComm_t comm) {
-    clbComm_t child = nullptr;
-    ASSERT_EQ(clbCommSplit(comm, 0, r, nullptr, &child), clbSuccess) << clbGetLastError();
-    int32_t x[4] = {1, 2, 3, 4}, y[4] = {-1, -1, -1, -1}, z = -1, w = 9;
-    ASSERT_EQ(clbGroupStart(), clbSuccess);
-    EXPECT_EQ(clbAllReduce(x, y, 4, clbInt32, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();
-    if (r == 0) {
-      EXPECT_EQ(clbSend(&w, 1, (clbDataType_t)42, 1, child, nullptr), clbInvalidArgument);
-    } else {
-      sleepMs(delay);
-      EXPECT_EQ(clbRecv(&z, 1, clbInt32, 0, child, nullptr), clbSuccess) << clbGetLastError();
-    }
-    const int64_t t0 = now();
-    const clbResult_t rc = clbGroupEnd();
-    const int64_t took = now() - t0;
-    const std::string e = clbGetLastError();
-    EXPECT_NE(rc, clbSuccess);
-    EXPECT_LT(took, kAtOnceMs * 2) << "rank " << r << ": " << e;
-    for (int i = 0; i < 4 && r == 0; i++) EXPECT_EQ(y[i], -1) << "rank 0 ran its part of a refused group";
-    EXPECT_EQ(z, -1);
-    sleepMs(300);
-    for (clbComm_t c : {comm, child}) {
-      clbResult_t async = clbSuccess;
-      ASSERT_EQ(clbCommGetAsyncError(c, &async), clbSuccess);
-      EXPECT_NE(async, clbSuccess) << "rank " << r << ", " << (c == comm ? "parent" : "child")
-                                   << " did not fail";
-    }
-    EXPECT_EQ(clbCommDestroy(child), clbSuccess);
-  });
-  for (size_t r = 0; r < errors.size(); r++) EXPECT_EQ(errors[r], "") << "rank " << r;
+    SCOPED_TRACE("rank 1 delay " + std::to_string(delay));
+    auto errors = clbtest::runOver(GetParam(), 2, kTimeoutMs * 2, nullptr, [&](int r, clbComm_t comm) {
+      clbComm_t child = nullptr;
+      ASSERT_EQ(clbCommSplit(comm, 0, r, nullptr, &child), clbSuccess) << clbGetLastError();
+      int32_t x[4] = {1, 2, 3, 4}, y[4] = {-1, -1, -1, -1}, z = -1, w = 9;
+      ASSERT_EQ(clbGroupStart(), clbSuccess);
+      EXPECT_EQ(clbAllReduce(x, y, 4, clbInt32, clbSum, comm, nullptr), clbSuccess) << clbGetLastError();
+      if (r == 0) {
+        EXPECT_EQ(clbSend(&w, 1, (clbDataType_t)42, 1, child, nullptr), clbInvalidArgument);
+      } else {
+        sleepMs(delay);
+        EXPECT_EQ(clbRecv(&z, 1, clbInt32, 0, child, nullptr), clbSuccess) << clbGetLastError();
+      }
+      const int64_t t0 = now();
+      const clbResult_t rc = clbGroupEnd();
+      const int64_t took = now() - t0;
+      const std::string e = clbGetLastError();
+      EXPECT_NE(rc, clbSuccess);
+      EXPECT_LT(took, kAtOnceMs * 2) << "rank " << r << ": " << e;
+      for (int i = 0; i < 4 && r == 0; i++) EXPECT_EQ(y[i], -1) << "rank 0 ran its part of a refused group";
+      EXPECT_EQ(z, -1);
+      sleepMs(300);
+      for (clbComm_t c : {comm, child}) {
+        clbResult_t async = clbSuccess;
+        ASSERT_EQ(clbCommGetAsyncError(c, &async), clbSuccess);
+        EXPECT_NE(async, clbSuccess) << "rank " << r << ", " << (c == comm ? "parent" : "child") << " did not fail";
+      }
+      EXPECT_EQ(clbCommDestroy(child), clbSuccess);
+    });
+    for (size_t r = 0; r < errors.size(); r++) EXPECT_EQ(errors[r], "") << "rank " << r;
   }
 }
 
@@ -732,24 +730,24 @@ TEST_P(SuspendAttack, AFirstReceiveFromARankThatRefusedAndClosedIsToldAtOnce) {
                     "dials it until the timeout without reading the failure notice (docs/semantics.md, \"A call "
                     "refused on one rank\")";
   for (bool stays : {false, true}) {
-  SCOPED_TRACE(stays ? "rank 0 stays (not destroyed)" : "rank 0 destroys at once");
-  std::atomic<bool> done{false};
-  auto errors = clbtest::runOver(GetParam(), 2, kTimeoutMs, nullptr, [&](int r, clbComm_t comm) {
-    if (r == 0) {
-      EXPECT_EQ(clbCommRefuse(comm, "send", 0, "a bad datatype"), clbInvalidArgument);
-      if (stays) waitFor(done);
-      return;  // destroyed now by runOver
-    }
-    SetOnExit guard{done};
-    sleepMs(300);
-    int32_t z = -1;
-    const int64_t t0 = now();
-    const clbResult_t rc = clbRecv(&z, 1, clbInt32, 0, comm, nullptr);
-    const int64_t took = now() - t0;
-    EXPECT_NE(rc, clbSuccess);
-    EXPECT_LT(took, kAtOnceMs) << clbGetLastError();
-  });
-  for (size_t r = 0; r < errors.size(); r++) EXPECT_EQ(errors[r], "") << "rank " << r;
+    SCOPED_TRACE(stays ? "rank 0 stays (not destroyed)" : "rank 0 destroys at once");
+    std::atomic<bool> done{false};
+    auto errors = clbtest::runOver(GetParam(), 2, kTimeoutMs, nullptr, [&](int r, clbComm_t comm) {
+      if (r == 0) {
+        EXPECT_EQ(clbCommRefuse(comm, "send", 0, "a bad datatype"), clbInvalidArgument);
+        if (stays) waitFor(done);
+        return;  // destroyed now by runOver
+      }
+      SetOnExit guard{done};
+      sleepMs(300);
+      int32_t z = -1;
+      const int64_t t0 = now();
+      const clbResult_t rc = clbRecv(&z, 1, clbInt32, 0, comm, nullptr);
+      const int64_t took = now() - t0;
+      EXPECT_NE(rc, clbSuccess);
+      EXPECT_LT(took, kAtOnceMs) << clbGetLastError();
+    });
+    for (size_t r = 0; r < errors.size(); r++) EXPECT_EQ(errors[r], "") << "rank " << r;
   }
 }
 
