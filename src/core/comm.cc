@@ -777,10 +777,10 @@ clbResult_t clbCommDeregister(clbComm_t c, void* handle) {
   CLB_CHECK(checkComm(c));
   CallScope call(c, kCallDeregister);
   CLB_CHECK(call.result());
-  if (!handle) return setError(clbInvalidArgument, "handle is NULL: pass what clbCommRegister returned");
 #ifdef CLB_HAVE_CUDA
-  if (c->device) return c->device->deregisterBuffer(handle);
+  if (c->device) return c->device->deregisterBuffer(handle);  // collective: a NULL handle is refused on every rank
 #endif
+  if (!handle) return setError(clbInvalidArgument, "handle is NULL: pass what clbCommRegister returned");
   return setError(clbInvalidArgument, "rank %d: %p is not a registration of this communicator (it has none)", c->rank,
                   handle);
 }

@@ -177,7 +177,7 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
                         !s_.viaHost && !regs_.empty() && msg >= s_.directMin && a.desc.coll != kReduce;
   if (n > 1 && (zeroCopy || s_.checkCalls)) {
     bool given = false;
-    CLB_CHECK(regs_.agreeCall(a, zeroCopy, &args(), &given));
+    CLB_CHECK(regs_.agreeCall(a, zeroCopy, cap != CU_STREAM_CAPTURE_STATUS_NONE ? stream : nullptr, &args(), &given));
     if (given) path = DevicePath::kDirect;
   }
   // Staging in host memory (GPUs without peer access): the copy engines move the bulk, unless

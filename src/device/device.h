@@ -88,12 +88,13 @@ class PeerDevice {
   bool inThisProcess(int p) const;
   clbResult_t check(const std::vector<PeerOp>& ops, const std::vector<int>& mine) const;
   // How an operation with a rank in another process moves (placeAcrossProcesses): in place or in
-  // lines, and for an in-place send the receiver's buffer as mapped here.
+  // lines, and for an in-place send the receiver's buffer as mapped here (held by the graph that
+  // `capture`, when not nullptr, is capturing into).
   struct Placement {
     bool inPlace = false;
     void* peerDst = nullptr;
   };
-  clbResult_t placeAcrossProcesses(const std::vector<PeerOp>& ops, const std::vector<int>& mine,
+  clbResult_t placeAcrossProcesses(const std::vector<PeerOp>& ops, const std::vector<int>& mine, CUstream capture,
                                    std::vector<Placement>* place);
   clbResult_t launch(std::vector<PeerOp>& ops, const std::vector<int>& mine, const std::vector<Placement>& place,
                      CUstream stream, bool captured);

@@ -428,7 +428,7 @@ constexpr uint64_t kUnregistered = ~0ull;
 // message then moves in lines. The receiver decides; a sender that cannot follow (a send of
 // another size, registrations that differ) refuses its call, naming why.
 clbResult_t PeerDevice::placeAcrossProcesses(const std::vector<PeerOp>& ops, const std::vector<int>& mine,
-                                             std::vector<Placement>* place) {
+                                             CUstream capture, std::vector<Placement>* place) {
   place->assign(ops.size(), Placement{});
   if (c_->deviceCfg.p2pInPlaceOff || !c_->device || c_->device->registrations().empty()) return clbSuccess;
   Registrations& regs = c_->device->registrations();
@@ -492,6 +492,7 @@ clbResult_t PeerDevice::placeAcrossProcesses(const std::vector<PeerOp>& ops, con
       return fail(setError(clbInternalError, "rank %d: registration %llu of rank %d is not mapped here", c_->rank,
                            (unsigned long long)r.regId, o.peer));
     (*place)[at[j]] = Placement{true, base + r.offset};
+    if (capture) CLB_CHECK(regs.holdForGraph(capture, r.regId));  // the graph writes through its mapping
   }
   return clbSuccess;
 }
@@ -613,7 +614,7 @@ clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest)
                          c_->rank);
   if (refused == clbSuccess) refused = check(ops, mine);
   std::vector<Placement> place;
-  if (refused == clbSuccess) refused = placeAcrossProcesses(ops, mine, &place);
+  if (refused == clbSuccess) refused = placeAcrossProcesses(ops, mine, captured ? stream : nullptr, &place);
   if (refused != clbSuccess) {
     const std::string why = lastError();
     if (meets) meet_->refuse(c_, edges, why);

@@ -18,6 +18,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -135,7 +136,13 @@ class Registrations {
   // Every rank says what call this is (an error naming the ranks if they differ) and, with
   // zeroCopy, which registered buffers it uses; true in *given when all ranks' are registered,
   // with the peers' addresses filled in. A host collective: only where every rank calls it.
-  clbResult_t agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCallArgs* k, bool* given);
+  // `capture`: the stream when it is capturing (else nullptr), whose graph then holds the
+  // registrations the call reads (holdForGraph).
+  clbResult_t agreeCall(const CollArgs& a, bool zeroCopy, CUstream capture, ClbDevCallArgs* k, bool* given);
+  // The graph that `stream` is capturing holds registration `id` until the graph and every
+  // instantiation of it are destroyed: until then clbCommDeregister refuses it on every rank, as
+  // the graph's replays read the peers' buffers through its mappings. Nothing when not capturing.
+  clbResult_t holdForGraph(CUstream stream, uint64_t id);
   // Point-to-point between processes (p2p_device.cc): where a receive of `len` bytes at p lies in
   // this rank's registrations (true, with the registration's ID and p's offset in it), and peer
   // `peer`'s range of registration `id` as mapped here (nullptr: none such, or not mapped).
@@ -155,6 +162,9 @@ class Registrations {
     uint64_t bufferId;     // its allocation's ID when registered: freeing changes it
     std::vector<char*> peer;
     std::vector<std::tuple<int32_t, uint32_t, uint64_t>> mapped;  // keys of mappings_ this one holds
+    // Holds of CUDA graphs that captured calls on it (holdForGraph): each graph's user object
+    // keeps a reference and drops its hold when the driver destroys the graph's last copy.
+    std::shared_ptr<std::atomic<int>> graphHolds = std::make_shared<std::atomic<int>>(0);
   };
   struct Mapping {  // a peer process's allocation, opened once here (CUDA IPC)
     CUdeviceptr local = 0;

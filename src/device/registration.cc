@@ -18,6 +18,7 @@
 // Registrations (paths.h) holds them; Device::run asks it (agreeCall) whether a call goes direct.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "device/device_context.h"
@@ -223,29 +224,102 @@ clbResult_t Registrations::registerBuffer(void* buff, size_t bytes, void** handl
   return clbSuccess;
 }
 
-clbResult_t Registrations::deregisterBuffer(void* handle) {
-  for (auto it = regs_.begin(); it != regs_.end(); ++it) {
-    if (it->get() != handle) continue;
-    if (!(*it)->mapped.empty()) {
-      // Kernels of this rank may still read the peers' buffers through these mappings. With
-      // other ranks in this process, waiting for the context could wait for their kernels,
-      // which may wait for this rank: close at destroy instead.
-      const bool now = !s_.sharedProcess;
-      CtxScope scope(s_.d, s_.ctx);
-      if (now) CLB_CU(s_.d, cuCtxSynchronize);
-      unmap(it->get(), now);
-    }
-    liveDigest_ -= mixId((*it)->id);
-    regs_.erase(it);
-    // Collective: no rank goes on (and perhaps frees its buffer) before every rank has closed its
-    // mapping of it.
-    if (s_.comm->nranks > 1) CLB_CHECK(s_.comm->boot.barrier());
-    return clbSuccess;
+namespace {
+
+// What each rank says at a deregistration: whether it can (its handle is one of its registrations,
+// held by no CUDA graph), and why not.
+struct CanDrop {
+  int32_t code;
+  int32_t pad;
+  char why[248];
+};
+
+void CUDA_CB dropGraphHold(void* p) {  // a graph's user object destroyed: its hold goes
+  auto* hold = static_cast<std::shared_ptr<std::atomic<int>>*>(p);
+  (*hold)->fetch_sub(1);
+  delete hold;
+}
+
+}  // namespace
+
+clbResult_t Registrations::holdForGraph(CUstream stream, uint64_t id) {
+  if (!stream) return clbSuccess;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t captureId = 0;
+  CUgraph graph = nullptr;
+  const CUgraphNode* deps = nullptr;
+  size_t ndeps = 0;
+  CLB_CU(s_.d, cuStreamGetCaptureInfo_v2, stream, &status, &captureId, &graph, &deps, &ndeps);
+  if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !graph) return clbSuccess;
+  Registration* reg = nullptr;
+  for (const auto& r : regs_)
+    if (r->id == id) reg = r.get();
+  if (!reg)
+    return setError(clbInternalError, "rank %d: registration %llu is gone", s_.comm->rank, (unsigned long long)id);
+  auto* hold = new std::shared_ptr<std::atomic<int>>(reg->graphHolds);
+  (*hold)->fetch_add(1);
+  CUuserObject object = nullptr;
+  if (CUresult rc = s_.d->cuUserObjectCreate(&object, hold, dropGraphHold, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
+      rc != CUDA_SUCCESS) {
+    dropGraphHold(hold);
+    return cuError(rc, "cuUserObjectCreate");
   }
-  return setError(clbInvalidArgument,
-                  "rank %d: %p is not a registration of this communicator (deregistered already, or from another "
-                  "communicator)",
-                  s_.comm->rank, handle);
+  if (CUresult rc = s_.d->cuGraphRetainUserObject(graph, object, 1, CU_GRAPH_USER_OBJECT_MOVE); rc != CUDA_SUCCESS) {
+    s_.d->cuUserObjectRelease(object, 1);  // its destructor drops the hold
+    return cuError(rc, "cuGraphRetainUserObject");
+  }
+  return clbSuccess;
+}
+
+clbResult_t Registrations::deregisterBuffer(void* handle) {
+  // Collective from the start: every rank says whether it can, so that a handle one rank does not
+  // hold, or a registration one rank's graphs still read, is refused on every rank at once (none
+  // waits in the barrier below for a rank that refused, none closes mappings a graph reads).
+  const int n = s_.comm->nranks, me = s_.comm->rank;
+  auto found = regs_.end();
+  for (auto it = regs_.begin(); it != regs_.end(); ++it)
+    if (it->get() == handle) found = it;
+  std::vector<CanDrop> all(n);
+  memset(all.data(), 0, all.size() * sizeof(CanDrop));
+  if (!handle) {
+    setError(clbInvalidArgument, "rank %d: handle is NULL: pass what clbCommRegister returned", me);
+    all[me].code = clbInvalidArgument;
+  } else if (found == regs_.end()) {
+    setError(clbInvalidArgument,
+             "rank %d: %p is not a registration of this communicator (deregistered already, or from another "
+             "communicator)",
+             me, handle);
+    all[me].code = clbInvalidArgument;
+  } else if (int graphs = (*found)->graphHolds->load(); graphs > 0) {
+    setError(clbInvalidUsage,
+             "rank %d: the registration is used by %d call(s) captured in CUDA graphs that still exist, whose "
+             "replays read the peers' buffers through it: destroy those graphs and their instantiations "
+             "(cuGraphDestroy, cuGraphExecDestroy) before deregistering",
+             me, graphs);
+    all[me].code = clbInvalidUsage;
+  }
+  snprintf(all[me].why, sizeof all[me].why, "%s", clbGetLastError());
+  if (n > 1) CLB_CHECK(s_.comm->boot.allGather(all.data(), sizeof(CanDrop)));
+  for (int p = 0; p < n; p++)
+    if (all[p].code != clbSuccess)
+      return setError((clbResult_t)all[p].code, "%s%.248s", p == me ? "" : "no rank deregistered, because ",
+                      all[p].why);
+  clearError();
+  if (!(*found)->mapped.empty()) {
+    // Kernels of this rank may still read the peers' buffers through these mappings. With other
+    // ranks in this process, waiting for the context could wait for their kernels, which may wait
+    // for this rank: close at destroy instead.
+    const bool now = !s_.sharedProcess;
+    CtxScope scope(s_.d, s_.ctx);
+    if (now) CLB_CU(s_.d, cuCtxSynchronize);
+    unmap(found->get(), now);
+  }
+  liveDigest_ -= mixId((*found)->id);
+  regs_.erase(found);
+  // Collective: no rank goes on (and perhaps frees its buffer) before every rank has closed its
+  // mapping of it.
+  if (n > 1) CLB_CHECK(s_.comm->boot.barrier());
+  return clbSuccess;
 }
 
 void Registrations::release() {
@@ -286,7 +360,8 @@ char* Registrations::peerRange(uint64_t id, int peer) const {
   return nullptr;
 }
 
-clbResult_t Registrations::agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCallArgs* k, bool* given) {
+clbResult_t Registrations::agreeCall(const CollArgs& a, bool zeroCopy, CUstream capture, ClbDevCallArgs* k,
+                                     bool* given) {
   *given = false;
   const int n = s_.comm->nranks, me = s_.comm->rank;
   const size_t bytes = a.count * clbTypeSize(a.type);
@@ -352,6 +427,16 @@ clbResult_t Registrations::agreeCall(const CollArgs& a, bool zeroCopy, ClbDevCal
   k->peerOut[me] = static_cast<char*>(k->out);
   k->given = 1;
   *given = true;
+  // A captured call: its graph holds every registration the kernel reads through (once each).
+  if (capture) {
+    std::vector<uint64_t> held;
+    for (int p = 0; p < n; p++)
+      for (uint64_t id : {all[p].sendId, all[p].recvId})
+        if (id != kNone && std::find(held.begin(), held.end(), id) == held.end()) {
+          CLB_CHECK(holdForGraph(capture, id));
+          held.push_back(id);
+        }
+  }
   return clbSuccess;
 }
 

@@ -756,22 +756,17 @@ struct ncclWindow_vidmem {
 namespace {
 
 // The windows alive (made and not deregistered): a handle not among them is refused, not read.
-std::mutex& windowsMutex() {
-  static auto* m = new std::mutex;
-  return *m;
-}
-std::vector<ncclWindow_t>& windows() {
-  static auto* w = new std::vector<ncclWindow_t>;
+// Never freed: calls may come until the process exits.
+clb::LiveHandles<ncclWindow_vidmem>& windows() {
+  static auto* w = new clb::LiveHandles<ncclWindow_vidmem>;
   return *w;
 }
 
 // `win` when it is a window alive of `comm`, else NULL with the refusal in *rc; taken out of the
-// set where `take`.
+// set where `take` (a deregistration that is refused puts it back).
 ncclWindow_t windowOf(ncclComm_t comm, ncclWindow_t win, bool take, const char* call, ncclResult_t* rc) {
-  std::lock_guard<std::mutex> g(windowsMutex());
-  auto& all = windows();
-  auto it = std::find(all.begin(), all.end(), win);
-  if (it == all.end()) {
+  std::unique_lock<std::shared_mutex> g(windows().mutex());
+  if (!windows().containsLocked(win)) {
     *rc = refuse(ncclInvalidArgument,
                  "%s: window %p is not a window alive in this process (deregistered already, or never made by "
                  "ncclCommWindowRegister)",
@@ -783,7 +778,7 @@ ncclWindow_t windowOf(ncclComm_t comm, ncclWindow_t win, bool take, const char* 
                  (void*)win->comm, (void*)comm);
     return nullptr;
   }
-  if (take) all.erase(it);
+  if (take) windows().removeLocked(win);
   return win;
 }
 
@@ -799,10 +794,7 @@ NCCL_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, siz
   void* handle = nullptr;
   if (ncclResult_t rc = result(clbCommRegister(c, buff, size, win ? &handle : nullptr)); rc != ncclSuccess) return rc;
   auto* made = new ncclWindow_vidmem{comm, buff, size, handle};
-  {
-    std::lock_guard<std::mutex> g(windowsMutex());
-    windows().push_back(made);
-  }
+  windows().add(made);
   *win = made;
   return ncclSuccess;
 }
@@ -811,10 +803,20 @@ NCCL_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t 
   Entry e;
   NCCL_COMM(comm, c);
   ncclResult_t rc = ncclSuccess;
-  if (!windowOf(comm, win, true, "ncclCommWindowDeregister", &rc)) return rc;
+  if (!windowOf(comm, win, true, "ncclCommWindowDeregister", &rc)) {
+    // This rank's part of the collective all the same, so that its peers are refused at once
+    // instead of waiting for it; then its own reason again as the last error.
+    (void)clbCommDeregister(c, nullptr);
+    windowOf(comm, win, false, "ncclCommWindowDeregister", &rc);
+    return rc;
+  }
   rc = result(clbCommDeregister(c, win->handle));
+  if (rc != ncclSuccess) {
+    windows().add(win);  // refused on every rank (a live graph reads through it, say): the window stays
+    return rc;
+  }
   delete win;
-  return rc;
+  return ncclSuccess;
 }
 
 NCCL_EXPORT ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {

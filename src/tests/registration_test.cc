@@ -6,6 +6,7 @@
 // DeviceProcesses/*registered* and */mixed* runs the collectives on registered buffers.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,4 +104,43 @@ TEST(Registration, ANullBufferIsRefusedByNameOnItsRank) {
   EXPECT_EQ(out[0].rc, clbInvalidArgument);
   EXPECT_NE(out[0].msg.find("pass device memory and a size above 0"), std::string::npos) << out[0].msg;
   EXPECT_TRUE(out[0].afterwards);
+}
+
+// Deregistration is collective from its first step: a handle that one rank does not hold (here
+// rank 0's is made up, rank 1's NULL) is refused on every rank at once, each told which rank
+// refused first, rather than the others waiting for that rank in the deregistration's barrier.
+// (On a GPU, a registration that a live CUDA graph reads is refused the same way:
+// DeviceRegisteredGraph.)
+TEST(Registration, ADeregistrationRefusedOnOneRankIsRefusedOnEveryRankAtOnce) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  const int n = 2;
+  std::vector<clbResult_t> rc(n);
+  std::vector<std::string> msg(n);
+  std::vector<bool> afterwards(n);
+  std::vector<std::thread> ts;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < n; r++)
+    ts.emplace_back([&, r] {
+      clbConfig_t cfg;
+      clbConfigInit(&cfg);
+      cfg.timeoutMs = 20000;
+      clbComm_t c = nullptr;
+      if (clbCommInitRank(&c, &id, r, n, &cfg) != clbSuccess) return;
+      void* h = nullptr;
+      (void)clbCommRegister(c, nullptr, 64, &h);  // refused on every rank; sets up what deregistration asks
+      int madeUp = 0;
+      rc[r] = clbCommDeregister(c, r == 0 ? (void*)&madeUp : nullptr);
+      msg[r] = clbGetLastError();
+      int v = r + 1, sum = 0;
+      afterwards[r] = clbAllReduce(&v, &sum, 1, clbInt32, clbSum, c, nullptr) == clbSuccess && sum == 3;
+      clbCommDestroy(c);
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << "a rank waited for the timeout";
+  EXPECT_EQ(rc[0], clbInvalidArgument) << msg[0];
+  EXPECT_NE(msg[0].find("not a registration of this communicator"), std::string::npos) << msg[0];
+  EXPECT_EQ(rc[1], clbInvalidArgument) << msg[1];
+  EXPECT_NE(msg[1].find("no rank deregistered, because rank 0"), std::string::npos) << msg[1];
+  EXPECT_TRUE(afterwards[0] && afterwards[1]) << "the communicator stays usable after a refused deregistration";
 }

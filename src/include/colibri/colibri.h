@@ -560,8 +560,13 @@ CLB_API clbResult_t clbRedOpDestroy(clbRedOp_t op, clbComm_t comm);
  * Sets up what a CUDA graph capture would need: register before capturing. */
 CLB_API clbResult_t clbCommRegister(clbComm_t comm, void* buff, size_t bytes, void** handle);
 /* Collective, like clbCommRegister. Waits for this rank's device work on comm to finish, closes
- * its mappings of the peers' buffers, and returns once every rank has. Both take the communicator
- * for one call at a time, like the collectives. */
+ * its mappings of the peers' buffers, and returns once every rank has. Refused on every rank at
+ * once, nothing deregistered anywhere, when one rank's handle is NULL or not one of its
+ * registrations (clbInvalidArgument), or when a CUDA graph that captured calls reading through
+ * this registration still exists on one rank (clbInvalidUsage; ranks in several processes, whose
+ * captured calls read the peers' buffers through its mappings): destroy the graph and its
+ * instantiations, then deregister. Both take the communicator for one call at a time, like the
+ * collectives. */
 CLB_API clbResult_t clbCommDeregister(clbComm_t comm, void* handle);
 
 /* ---- replaying CUDA graphs that hold calls ----

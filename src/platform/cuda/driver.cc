@@ -36,6 +36,13 @@ void loadOnce() {
   }
 #include "platform/cuda/driver_functions.inc"
 #undef CLB_CU_FN
+  gDriver.cuStreamGetCaptureInfo_v2 =
+      reinterpret_cast<decltype(gDriver.cuStreamGetCaptureInfo_v2)>(dlsym(lib, "cuStreamGetCaptureInfo_v2"));
+  if (!gDriver.cuStreamGetCaptureInfo_v2) {
+    gResult = clbUnsupported;
+    gError = "the CUDA driver lacks cuStreamGetCaptureInfo_v2: update the NVIDIA driver (CUDA 12 or newer)";
+    return;
+  }
   CUresult rc = gDriver.cuInit(0);
   if (rc != CUDA_SUCCESS) {
     const char* name = "?";

@@ -18,6 +18,10 @@ struct Driver {
 #define CLB_CU_FN(name) decltype(&::name) name = nullptr;
 #include "platform/cuda/driver_functions.inc"
 #undef CLB_CU_FN
+  // The graph a stream is capturing into (the registrations a captured call uses are held by it):
+  // the CUDA 11.3 signature, which cuda.h declares only for the driver's own build.
+  CUresult (*cuStreamGetCaptureInfo_v2)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*, const CUgraphNode**,
+                                        size_t*) = nullptr;
 };
 
 // The driver, loaded and initialized once per process. Without libcuda or a device: clbUnsupported
