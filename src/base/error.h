@@ -29,6 +29,13 @@ inline void appendErrno(std::string* text, int errnum) {
 void appendBreadcrumb(const char* file, int line);
 void clearError();
 const std::string& lastError();
+// A binding's reason for refusing a call (clbCommRefuse, clbCommSplitRefuse, clbGroupRefuse),
+// copied before the refusal clears this thread's last error (which it may be): at most `limit`
+// characters; a NULL or empty one is "(no reason given)", and still refuses (the peers would wait
+// for the call otherwise).
+inline std::string refusalReason(const char* reason, size_t limit) {
+  return reason && *reason ? std::string(reason, strnlen(reason, limit)) : std::string("(no reason given)");
+}
 
 // Logging (log.cc): the process-wide threshold, and one line to the sink (stderr, or the callback
 // of clbSetLogCallback). Call through CLB_LOG, which formats nothing above the threshold.

@@ -574,9 +574,8 @@ clbResult_t clbCommFail(clbComm_t c, const char* reason) {
 }
 
 clbResult_t clbCommRefuse(clbComm_t c, const char* callName, int collective, const char* reason) {
-  // Copied first: the reason may be this thread's last error, which the next line clears. A NULL
-  // or empty name or reason still refuses (the peers would wait for this call otherwise).
-  const std::string why = reason && *reason ? std::string(reason, strnlen(reason, 400)) : "(no reason given)";
+  // Copied before clearError (refusalReason); a NULL or empty name still refuses.
+  const std::string why = refusalReason(reason, 400);
   const std::string named = callName && *callName ? std::string(callName, strnlen(callName, 100)) : "call";
   const char* call = named.c_str();
   clearError();

@@ -539,8 +539,7 @@ clbResult_t refuseGroup(const std::vector<GroupItem>& items, clbResult_t rc, con
 }  // namespace
 
 clbResult_t clbGroupRefuse(const char* reason) {
-  // Copied first: the reason may be this thread's last error.
-  const std::string why = reason && *reason ? std::string(reason, strnlen(reason, 400)) : "(no reason given)";
+  const std::string why = refusalReason(reason, 400);
   clearError();
   if (tGroup.depth == 0)
     return setError(clbInvalidUsage, "clbGroupRefuse outside a group: there is no group on this thread to refuse");

@@ -208,8 +208,6 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
 }
 
 extern "C" clbResult_t clbCommSplitRefuse(clbComm_t c, const char* reason) {
-  // Copied first: the reason may be this thread's last error, which the split clears. A NULL or
-  // empty one still refuses (the other ranks would wait for this one otherwise).
-  const std::string why = reason && *reason ? std::string(reason, strnlen(reason, 200)) : "(no reason given)";
+  const std::string why = refusalReason(reason, 200);
   return split(c, CLB_SPLIT_NOCOLOR, 0, nullptr, nullptr, why.c_str());
 }
