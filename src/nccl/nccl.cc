@@ -402,11 +402,9 @@ namespace {
 // naming this rank and the reason (clbCommRefuse), for they would wait for this call until their
 // timeout (a communicator of one rank has none: it goes on). Returns `bad`, with the message that
 // says so; or, while another thread is in a call on `c`, that usage refusal, which changes nothing.
-ncclResult_t tellPeers(clbComm_t c, ncclResult_t bad, const char* call) {
+// `collective`: the call is numbered among the collective calls (Colibri's five), not point-to-point.
+ncclResult_t tellPeers(clbComm_t c, ncclResult_t bad, const char* call, bool collective) {
   if (!c) return bad;
-  bool collective = false;  // numbered among the collective calls
-  for (const char* n : {"ncclAllReduce", "ncclReduceScatter", "ncclReduce", "ncclAllGather", "ncclBroadcast"})
-    collective = collective || strcmp(call, n) == 0;
   const std::string why = tError;
   const clbResult_t rc = clbCommRefuse(c, call, collective, why.c_str());
   tError = clbGetLastError();
@@ -415,13 +413,18 @@ ncclResult_t tellPeers(clbComm_t c, ncclResult_t bad, const char* call) {
 }
 }  // namespace
 
+// NCCL_TYPE's choices, by name: whether an op applies to the type (else the call only moves
+// data), and whether the call is numbered among the collectives (tellPeers).
+constexpr bool kReduces = true, kMoves = false;
+constexpr bool kCollective = true, kNotCollective = false;
+
 // A call's arguments as Colibri's, or the call returns the refusal (and `c`, the call's
-// communicator or NULL, fails with it: tellPeers).
-#define NCCL_TYPE(c, t, reduces, out)                                      \
-  clbDataType_t out;                                                       \
-  {                                                                        \
-    ncclResult_t bad = ncclSuccess;                                        \
-    if (!type(t, reduces, &out, &bad)) return tellPeers(c, bad, __func__); \
+// communicator or NULL, fails with it: tellPeers; `collective` as there).
+#define NCCL_TYPE(c, t, reduces, collective, out)                                      \
+  clbDataType_t out;                                                                   \
+  {                                                                                    \
+    ncclResult_t bad = ncclSuccess;                                                    \
+    if (!type(t, reduces, &out, &bad)) return tellPeers(c, bad, __func__, collective); \
   }
 #define NCCL_COMM(comm, out)                           \
   clbComm_t out;                                       \
@@ -429,11 +432,11 @@ ncclResult_t tellPeers(clbComm_t c, ncclResult_t bad, const char* call) {
     ncclResult_t bad = ncclSuccess;                    \
     if (!(out = of(comm, &bad, __func__))) return bad; \
   }
-#define NCCL_OP(c, o, out)                                      \
-  clbRedOp_t out;                                               \
-  {                                                             \
-    ncclResult_t bad = ncclSuccess;                             \
-    if (!op(o, &out, &bad)) return tellPeers(c, bad, __func__); \
+#define NCCL_OP(c, o, out)                                            \
+  clbRedOp_t out;                                                     \
+  {                                                                   \
+    ncclResult_t bad = ncclSuccess;                                   \
+    if (!op(o, &out, &bad)) return tellPeers(c, bad, __func__, true); \
   }
 
 // ---- versions, errors ----
@@ -921,7 +924,7 @@ NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
   Entry e;
   if (!op) return refuse(ncclInvalidArgument, "op (output) is NULL");
   NCCL_COMM(comm, c);
-  NCCL_TYPE(nullptr, datatype, true, t);  // no peer waits on making an operation
+  NCCL_TYPE(nullptr, datatype, kReduces, kNotCollective, t);  // no peer waits on making an operation
   clbRedOp_t made = clbSum;
   const clbResult_t rc = clbRedOpCreatePreMulSum(&made, scalar, t, (int)residence, c);
   if (rc != clbSuccess) return result(rc);
@@ -946,7 +949,7 @@ NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, siz
                                        ncclRedOp_t o, ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(c, datatype, true, t);
+  NCCL_TYPE(c, datatype, kReduces, kCollective, t);
   NCCL_OP(c, o, p);
   return result(clbAllReduce(sendbuff, recvbuff, count, t, p, c, stream));
 }
@@ -956,7 +959,7 @@ NCCL_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
                                            cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(c, datatype, true, t);
+  NCCL_TYPE(c, datatype, kReduces, kCollective, t);
   NCCL_OP(c, o, p);
   return result(clbReduceScatter(sendbuff, recvbuff, recvcount, t, p, c, stream));
 }
@@ -965,7 +968,7 @@ NCCL_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t
                                     ncclRedOp_t o, int root, ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(c, datatype, true, t);
+  NCCL_TYPE(c, datatype, kReduces, kCollective, t);
   NCCL_OP(c, o, p);
   return result(clbReduce(sendbuff, recvbuff, count, t, p, root, c, stream));
 }
@@ -974,7 +977,7 @@ NCCL_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, siz
                                        ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(c, datatype, false, t);
+  NCCL_TYPE(c, datatype, kMoves, kCollective, t);
   return result(clbAllGather(sendbuff, recvbuff, sendcount, t, c, stream));
 }
 
@@ -982,7 +985,7 @@ NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, siz
                                        int root, ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(c, datatype, false, t);
+  NCCL_TYPE(c, datatype, kMoves, kCollective, t);
   return result(clbBroadcast(sendbuff, recvbuff, count, t, root, c, stream));
 }
 
@@ -995,7 +998,7 @@ NCCL_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size
                                       ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(c, datatype, false, t);
+  NCCL_TYPE(c, datatype, kMoves, kNotCollective, t);
   // In place too (sendbuff == recvbuff): Colibri copies the input aside on the call's stream.
   return result(clbAllToAll(sendbuff, recvbuff, count, t, c, stream));
 }
@@ -1004,7 +1007,7 @@ NCCL_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t
                                     int root, ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(c, datatype, false, t);
+  NCCL_TYPE(c, datatype, kMoves, kNotCollective, t);
   return result(clbGather(sendbuff, recvbuff, count, t, root, c, stream));
 }
 
@@ -1012,7 +1015,7 @@ NCCL_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_
                                      int root, ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(c, datatype, false, t);
+  NCCL_TYPE(c, datatype, kMoves, kNotCollective, t);
   return result(clbScatter(sendbuff, recvbuff, count, t, root, c, stream));
 }
 
@@ -1020,7 +1023,7 @@ NCCL_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataTy
                                   ncclComm_t comm, cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(c, datatype, false, t);
+  NCCL_TYPE(c, datatype, kMoves, kNotCollective, t);
   return result(clbSend(sendbuff, count, t, peer, c, stream));
 }
 
@@ -1028,7 +1031,7 @@ NCCL_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t d
                                   cudaStream_t stream) {
   CallEntry e;
   NCCL_COMM(comm, c);
-  NCCL_TYPE(c, datatype, false, t);
+  NCCL_TYPE(c, datatype, kMoves, kNotCollective, t);
   return result(clbRecv(recvbuff, count, t, peer, c, stream));
 }
 
