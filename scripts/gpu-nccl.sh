@@ -7,6 +7,9 @@
 #   torch  PyTorch, unmodified, through LD_PRELOAD (scripts/torch-nccl-check.py): 1 rank with its
 #          bundled NCCL and with Colibri's (no MPS: the memory and init figures), then 2 and 4 rank
 #          processes on GPU 0 with Colibri's under the MPS daemon (NCCL refuses two ranks on one GPU).
+#   windows  scripts/torch-nccl-windows.py at NPROCS rank processes (default "2 4") under MPS:
+#          windows on ncclMemAlloc memory, all-reduces eager and in graphs checked, deregistration
+#          under a live graph refused, suspend/resume, and window against unregistered latency.
 #   tests  nccl-tests built here against Colibri's nccl.h and libnccl.so.2 (MPI=1), each binary
 #          with -c 1 (every result checked) from 8 B to 256 MiB, NPROCS rank processes (default
 #          "2 4") on GPU 0 under MPS, eager and with -G (CUDA graphs) (MODES, default "eager graph"),
@@ -63,6 +66,20 @@ if [[ " $parts " == *" torch "* ]]; then
   mps_off
 fi
 
+if [[ " $parts " == *" windows "* ]]; then
+  # vLLM's symmetric-memory path (ncclMemAlloc, windows, all-reduces in CUDA graphs) through ctypes,
+  # with PyTorch's streams and graphs, on Colibri's libnccl.so.2; the latency table to windows.csv.
+  mps_on
+  echo "ranks,bytes,buffers,us_rank0,us_max" >"$out/windows.csv"
+  for n in ${NPROCS:-2 4}; do
+    timeout ${TEST_TIMEOUT:-300} python3 "$here/torch-nccl-windows.py" --lib "$lib/libnccl.so.2" --ranks $n --latency \
+      --csv "$out/windows.csv" >"$out/windows-n$n.txt" 2>&1 || status=1
+    echo "== windows, $n rank processes: $(tail -1 "$out/windows-n$n.txt")"
+    grep -E 'FAILED|rank [0-9]+:|Traceback|Error' "$out/windows-n$n.txt" | head -${TEST_LOG_LINES:-8} | sed 's/^/  /'
+  done
+  cat "$out/windows.csv"
+  mps_off
+fi
 if [[ " $parts " == *" tests "* ]]; then
   nt=/tmp/nccl-tests home=/tmp/nccl-home
   rm -rf $nt $home && cp -r "$dir/nccl-tests" $nt && mkdir -p $home/include $home/lib

@@ -172,24 +172,7 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
     }
   }
   for (size_t i = 0; i < calls.size() && err.empty(); i++) {
-    const Call& c = calls[i];
-    const size_t esz = clbTypeSize(c.type);
-    const Bufs& b = bufs[i];
-    const void* send = (const void*)b.send;
-    void* recv = (void*)b.recv;
-    if (c.inPlace && c.coll == 2) send = (const void*)(b.recv + rank * c.count * esz);
-    if (c.inPlace && c.coll == 3) recv = (void*)b.recvView;
-    clbResult_t rc = clbSuccess;
-    switch (c.coll) {
-      case 1: rc = clbAllReduce(send, recv, c.count, c.type, c.op, comm, stream); break;
-      case 2: rc = clbAllGather(send, recv, c.count, c.type, comm, stream); break;
-      case 3: rc = clbReduceScatter(send, recv, c.count, c.type, c.op, comm, stream); break;
-      case 4: rc = clbBroadcast(send, recv, c.count, c.type, n - 1, comm, stream); break;
-      // The other ranks pass no recv out of place (NCCL's clients pass theirs or NULL).
-      case 5:
-        rc = clbReduce(send, rank == n / 2 || c.inPlace ? recv : nullptr, c.count, c.type, c.op, n / 2, comm, stream);
-        break;
-    }
+    const clbResult_t rc = issue(calls[i], bufs[i].send, bufs[i].recv, rank, n, comm, stream);
     if (rc != clbSuccess) err = "call " + std::to_string(i) + ": " + clbGetLastError();
   }
   CU_OK(d->cuStreamSynchronize(stream));

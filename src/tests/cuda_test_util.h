@@ -131,6 +131,25 @@ inline std::vector<uint8_t> expected(const Call& c, int rank, int n, int salt) {
   return out;
 }
 
+// Makes `c` on a rank's buffers as the suites do: in place, an allGather's input is the rank's
+// slot of recv and a reduceScatter's output its slot of send; a reduce's other ranks pass no recv
+// out of place (NCCL's clients pass theirs or NULL).
+inline clbResult_t issue(const Call& c, CUdeviceptr sendBuf, CUdeviceptr recvBuf, int rank, int n, clbComm_t comm,
+                         CUstream stream) {
+  const size_t slot = rank * c.count * clbTypeSize(c.type);
+  const void* send = (const void*)(c.inPlace && c.coll == 2 ? recvBuf + slot : sendBuf);
+  void* recv = (void*)(c.inPlace && c.coll == 3 ? sendBuf + slot : recvBuf);
+  switch (c.coll) {
+    case 1: return clbAllReduce(send, recv, c.count, c.type, c.op, comm, stream);
+    case 2: return clbAllGather(send, recv, c.count, c.type, comm, stream);
+    case 3: return clbReduceScatter(send, recv, c.count, c.type, c.op, comm, stream);
+    case 4: return clbBroadcast(send, recv, c.count, c.type, n - 1, comm, stream);
+    case 5:
+      return clbReduce(send, rank == n / 2 || c.inPlace ? recv : nullptr, c.count, c.type, c.op, n / 2, comm, stream);
+  }
+  return clbInvalidArgument;
+}
+
 inline bool sameBits(const uint8_t* a, const uint8_t* b, size_t esz) { return memcmp(a, b, esz) == 0; }
 
 #define CU_OK(call)                                                                         \
@@ -208,6 +227,34 @@ inline void expectRanksEnd(const std::vector<pid_t>& pids, std::chrono::steady_c
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << "rank process " << r << " status " << status << " (its output is above)";
   }
+}
+
+// Starts n processes of this test binary that run test `child`, rank r's environment holding
+// `specVar`="r:n:id" (the unique id in hex) plus `extra`, and expects each to end with 0 within
+// `seconds`. The child reads its part with rankSpec.
+inline void runRankProcesses(const char* child, const char* specVar, int n, const std::vector<std::string>& extra,
+                             int seconds = 120) {
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; r++) {
+    std::vector<std::string> env = extra;
+    env.push_back(std::string(specVar) + "=" + std::to_string(r) + ":" + std::to_string(n) + ":" + hex(id));
+    const pid_t pid = clbtest::spawnSelf(child, env);
+    ASSERT_GT(pid, 0);
+    pids.push_back(pid);
+  }
+  expectRanksEnd(pids, std::chrono::steady_clock::now() + std::chrono::seconds(seconds));
+}
+
+// A rank process's part (runRankProcesses): false when `specVar` is not set (the test runs on its
+// own, and skips).
+inline bool rankSpec(const char* specVar, int* rank, int* n, clbUniqueId* id) {
+  const char* spec = getenv(specVar);
+  char idHex[2 * CLB_UNIQUE_ID_BYTES + 1] = {0};
+  if (!spec || sscanf(spec, "%d:%d:%256s", rank, n, idHex) != 3) return false;
+  *id = unhex(idHex);
+  return true;
 }
 
 // Runs body(id, rank, n) for every rank on its own thread and expects each to return "".
