@@ -38,6 +38,7 @@ const char* callName(uint32_t call) {
     case kCallPeers: return "point-to-point calls (clbSend/clbRecv, or a group of them)";
     case kCallGraphLaunch: return "clbGraphLaunch";
     case kCallSuspend: return "clbCommSuspend";
+    case kCallShrink: return "clbCommShrink";
   }
   return collectiveName(call);
 }

@@ -37,7 +37,8 @@ enum Call : uint32_t {
   kCallSplit,
   kCallPeers,
   kCallGraphLaunch,
-  kCallSuspend
+  kCallSuspend,
+  kCallShrink
 };
 // "allReduce" for a Collective, "clbCommTrim" for a Call.
 const char* callName(uint32_t call);

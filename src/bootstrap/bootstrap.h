@@ -211,6 +211,14 @@ class Bootstrap {
   // when a connection came).
   void closeListener();
   clbResult_t startPeerAcceptor();
+  // An all-gather among `members` (ranks of this communicator, ascending, this rank among them)
+  // that needs no other rank alive, nor the ring: each member dials the lowest member's ring
+  // listener (kPurposeGather; `seq` names the exchange, so that a stale dial of an earlier one is
+  // dropped), sends its `bytes`, and receives every member's, in members' order, into `out`
+  // (members.size() * bytes). Each message is tagged with its connection's handshake. The lowest
+  // member answers every member once all have come, or says which did not come within the
+  // timeout. Not under the abort flag (clbCommShrink runs it on a communicator that was revoked).
+  clbResult_t gatherAmong(const std::vector<int>& members, uint32_t seq, const void* block, size_t bytes, void* out);
   clbResult_t peerLink(int p, Link* out);
   int acceptorFd() const { return readyFd_; }
   void drainAcceptorFd();  // after poll() said it is readable (the next peerLink looks)
@@ -284,6 +292,15 @@ class Bootstrap {
   std::vector<PeerState> peerState_;       // [p]: where this rank is with p's connection
   std::vector<Authenticated> earlyPeers_;  // point-to-point dials that came during connectRing
   void answerPeer(Authenticated* a, const char* where);
+  // gatherAmong: the dials the lowest member's acceptor took, per rank (under stashMutex_).
+  struct GatherDial {
+    Link link;
+    Transcript transcript{};
+    uint32_t seq = 0;
+  };
+  std::vector<GatherDial> gatherStash_;
+  clbResult_t dialGather(int lead, uint32_t seq, int64_t deadline, Link* out, Transcript* t);
+  clbResult_t leadGather(const std::vector<int>& members, uint32_t seq, size_t bytes, char* all, int64_t deadline);
   clbResult_t dialPeer(int p, Link* out, bool* duplicate);
   TlsContextRef rootTls_, ringTls_;  // set where COLIBRI_TLS covers those connections
   std::vector<RankInfo> peers_;

@@ -12,8 +12,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "bootstrap/bootstrap.h"
 #include "base/error.h"
@@ -22,6 +24,10 @@ namespace clb {
 namespace {
 
 constexpr char kPeerAccept[] = "colibri/3/peer-accept";
+// gatherAmong's messages: a member's block, and the lowest member's answer.
+constexpr char kGatherBlock[] = "colibri/3/gather-block";
+constexpr char kGatherAnswer[] = "colibri/3/gather-answer";
+constexpr size_t kGatherMessageBytes = 256;
 // The acceptor's answer to a dial that crossed this rank's own (lower) dial: use that one.
 constexpr uint32_t kPeerDuplicate = 0x44555021;  // "!PUD"
 
@@ -56,6 +62,7 @@ clbResult_t Bootstrap::startPeerAcceptor() {
     return setSysError(e, "eventfd for the point-to-point acceptor");
   }
   stash_.resize(nranks_);
+  gatherStash_.resize(nranks_);
   peerState_.assign(nranks_, kNoLink);
   acceptor_ = std::thread([this] { acceptPeers(); });
   return clbSuccess;
@@ -75,14 +82,15 @@ void Bootstrap::stopAcceptor() {
   closeFd(&readyFd_);
   std::lock_guard<std::mutex> g(stashMutex_);
   stash_.clear();
+  gatherStash_.clear();
 }
 
 // The acceptor thread: the listener and every pending handshake in one poll, until stopped.
 void Bootstrap::acceptPeers() {
   char where[96];
   snprintf(where, sizeof where, "rank %d's point-to-point listener", rank_);
-  HandshakeServer server(listenFd_, id_.secret, 1u << kPurposePeerData, session_, sizeof(PeerBody), where,
-                         handshakeTimeoutMs(), kMaxPendingHandshakes, ringTls_);
+  HandshakeServer server(listenFd_, id_.secret, (1u << kPurposePeerData) | (1u << kPurposeGather), session_,
+                         sizeof(PeerBody), where, handshakeTimeoutMs(), kMaxPendingHandshakes, ringTls_);
   std::vector<pollfd> fds;
   std::vector<Authenticated> done;
   for (Authenticated& a : earlyPeers_) answerPeer(&a, where);
@@ -107,6 +115,19 @@ void Bootstrap::answerPeer(Authenticated* a, const char* where) {
   memcpy(&b, a->body.data(), sizeof b);
   uint32_t status = (uint32_t)clbAuthError;
   const int from = b.fromRank;
+  if (a->purpose == kPurposeGather) {  // a member of a gatherAmong that this rank leads: kept for it
+    const bool ok = from >= 0 && from < nranks_ && from != rank_ && b.toRank == rank_;
+    status = ok ? (uint32_t)clbSuccess : (uint32_t)clbAuthError;
+    uint8_t mac[kTagBytes];
+    tag(id_.secret, kPeerAccept, a->transcript, {{&status, sizeof status}}, mac);
+    if (sendAllParts(a->link, {{&status, sizeof status}, {mac, sizeof mac}}, nowMs() + handshakeTimeoutMs(), nullptr,
+                     where) != clbSuccess ||
+        !ok)
+      return;
+    std::lock_guard<std::mutex> g(stashMutex_);
+    gatherStash_[from] = GatherDial{std::move(a->link), a->transcript, (uint32_t)b.pad[0]};
+    return;
+  }
   {
     // Decided under the lock that this rank's thread takes before it dials: from here until the
     // connection is in the stash that thread waits for it instead of dialing (kAnswering).
@@ -176,15 +197,22 @@ clbResult_t Bootstrap::peerLink(int p, Link* out) {
   return clbSuccess;
 }
 
-clbResult_t Bootstrap::dialPeer(int p, Link* out, bool* duplicate) {
-  const RankInfo& pi = peers_[p];
+namespace {
+// Rank `p`'s ring listener, and its name for messages.
+SockAddr listenerOf(const RankInfo& pi, int p, char* name, size_t bytes) {
   IdData tmp{};
   tmp.family = pi.family;
   tmp.port = pi.port;
   memcpy(tmp.addr, pi.addr, 16);
   const SockAddr addr = idAddress(tmp);
+  snprintf(name, bytes, "rank %d (%s, pid %d, %s)", p, pi.hostname, pi.pid, addr.str().c_str());
+  return addr;
+}
+}  // namespace
+
+clbResult_t Bootstrap::dialPeer(int p, Link* out, bool* duplicate) {
   char name[160];
-  snprintf(name, sizeof name, "rank %d (%s, pid %d, %s)", p, pi.hostname, pi.pid, addr.str().c_str());
+  const SockAddr addr = listenerOf(peers_[p], p, name, sizeof name);
   const int64_t deadline = nowMs() + timeoutMs_;
   int delayMs = 1;
   for (;;) {
@@ -226,6 +254,164 @@ clbResult_t Bootstrap::dialPeer(int p, Link* out, bool* duplicate) {
     usleep(delayMs * 1000);
     delayMs = std::min(delayMs * 2, 100);
   }
+}
+
+clbResult_t Bootstrap::dialGather(int lead, uint32_t seq, int64_t deadline, Link* out, Transcript* t) {
+  char name[160];
+  const SockAddr addr = listenerOf(peers_[lead], lead, name, sizeof name);
+  int delayMs = 1;
+  for (;;) {
+    Link link;
+    int fd = -1;
+    clbResult_t rc = connectTcp(addr, deadline, nullptr, &fd);
+    if (rc == clbSuccess) link = Link(fd);
+    bool retry = false;
+    if (rc == clbSuccess) {
+      const PeerBody body{rank_, lead, {(int32_t)seq, 0}};
+      rc = clientHandshake(link, ringTls_, id_.secret, kPurposeGather, session_, &body, sizeof body, deadline, nullptr,
+                           name, t, &retry);
+    }
+    uint32_t status = 0;
+    uint8_t mac[kTagBytes];
+    if (rc == clbSuccess) rc = recvAll(link, &status, sizeof status, deadline, nullptr, name);
+    if (rc == clbSuccess) rc = recvAll(link, mac, sizeof mac, deadline, nullptr, name);
+    if (rc == clbSuccess) {
+      if (!tagMatches(id_.secret, kPeerAccept, *t, {{&status, sizeof status}}, mac) || status != clbSuccess)
+        return setError(clbAuthError, "%s refused rank %d's connection for the survivors' exchange", name, rank_);
+      *out = std::move(link);
+      return clbSuccess;
+    }
+    // Refused or closed: the lowest member is not listening yet (its acceptor starts with its own
+    // call), or its listener was full. Dialed again until the deadline.
+    if (nowMs() + delayMs >= deadline)
+      return setError(rc == clbSuccess ? clbTimeout : rc,
+                      "rank %d: %s, the lowest of the ranks taking part, did not answer within %lld ms (is it alive, "
+                      "and making the same call?): %s",
+                      rank_, name, (long long)timeoutMs_, lastError().c_str());
+    (void)retry;
+    usleep(delayMs * 1000);
+    delayMs = std::min(delayMs * 2, 50);
+  }
+}
+
+clbResult_t Bootstrap::leadGather(const std::vector<int>& members, uint32_t seq, size_t bytes, char* all,
+                                  int64_t deadline) {
+  if (listenFd_ < 0)
+    return setError(clbInternalError, "rank %d: its ring listener is closed: no exchange among survivors", rank_);
+  CLB_CHECK(startPeerAcceptor());
+  const size_t m = members.size();
+  std::vector<GatherDial> dials(m);
+  std::vector<bool> came(m, false);
+  came[0] = true;  // this rank
+  size_t missing = m - 1;
+  int delayUs = 200;
+  while (missing && nowMs() < deadline) {
+    {
+      std::lock_guard<std::mutex> g(stashMutex_);
+      for (size_t i = 1; i < m; i++) {
+        GatherDial& d = gatherStash_[members[i]];
+        if (came[i] || !d.link.open()) continue;
+        if (d.seq != seq) {  // a dial of an earlier exchange that failed: dropped
+          d = GatherDial{};
+          continue;
+        }
+        dials[i] = std::move(d);
+        d = GatherDial{};
+        came[i] = true;
+        missing--;
+      }
+    }
+    if (missing) {
+      usleep(delayUs);
+      delayUs = std::min(delayUs * 2, 10000);
+    }
+  }
+  uint32_t status = clbSuccess;
+  char msg[kGatherMessageBytes] = {};
+  std::string absent;
+  for (size_t i = 1; i < m; i++)
+    if (!came[i]) absent += (absent.empty() ? "" : ", ") + std::to_string(members[i]);
+  if (!absent.empty()) {
+    status = clbTimeout;
+    snprintf(msg, sizeof msg, "rank(s) %s did not take part within %lld ms (dead, or not making the same call?)",
+             absent.c_str(), (long long)timeoutMs_);
+  }
+  char name[64];
+  for (size_t i = 1; i < m && status == clbSuccess; i++) {
+    snprintf(name, sizeof name, "rank %d", members[i]);
+    uint8_t mac[kTagBytes];
+    clbResult_t rc = recvAll(dials[i].link, all + i * bytes, bytes, deadline, nullptr, name);
+    if (rc == clbSuccess) rc = recvAll(dials[i].link, mac, sizeof mac, deadline, nullptr, name);
+    if (rc == clbSuccess && !tagMatches(id_.secret, kGatherBlock, dials[i].transcript, {{all + i * bytes, bytes}}, mac))
+      rc = setError(clbAuthError, "rank %d's block failed its authentication tag", members[i]);
+    if (rc != clbSuccess) {
+      status = rc;
+      snprintf(msg, sizeof msg, "rank %d's part did not arrive whole: %s", members[i], lastError().c_str());
+    }
+  }
+  const uint32_t count = status == clbSuccess ? (uint32_t)m : 0;
+  for (size_t i = 1; i < m; i++) {
+    if (!came[i]) continue;
+    snprintf(name, sizeof name, "rank %d", members[i]);
+    const std::initializer_list<Part> answer{
+        {&status, sizeof status}, {msg, sizeof msg}, {&count, sizeof count}, {all, count * bytes}};
+    uint8_t mac[kTagBytes];
+    tag(id_.secret, kGatherAnswer, dials[i].transcript, answer, mac);
+    (void)sendAllParts(
+        dials[i].link,
+        {{&status, sizeof status}, {msg, sizeof msg}, {&count, sizeof count}, {all, count * bytes}, {mac, sizeof mac}},
+        deadline + 1000, nullptr, name);
+  }
+  if (status != clbSuccess) return setError((clbResult_t)status, "rank %d: %s", rank_, msg);
+  return clbSuccess;
+}
+
+clbResult_t Bootstrap::gatherAmong(const std::vector<int>& members, uint32_t seq, const void* block, size_t bytes,
+                                   void* out) {
+  const size_t me = std::find(members.begin(), members.end(), rank_) - members.begin();
+  if (me == members.size() || !std::is_sorted(members.begin(), members.end()))
+    return setError(clbInternalError, "rank %d: gatherAmong's members are not ascending with this rank among them",
+                    rank_);
+  char* all = static_cast<char*>(out);
+  memcpy(all + me * bytes, block, bytes);
+  if (members.size() == 1) return clbSuccess;
+  const int64_t deadline = nowMs() + timeoutMs_;
+  if (me == 0) return leadGather(members, seq, bytes, all, deadline);
+  Link link;
+  Transcript t{};
+  CLB_CHECK(dialGather(members[0], seq, deadline, &link, &t));
+  char name[64];
+  snprintf(name, sizeof name, "rank %d", members[0]);
+  uint8_t mac[kTagBytes];
+  tag(id_.secret, kGatherBlock, t, {{block, bytes}}, mac);
+  CLB_CHECK(sendAllParts(link, {{block, bytes}, {mac, sizeof mac}}, deadline, nullptr, name));
+  // The lead answers by its own deadline, which began before this rank's ended: a second more.
+  uint32_t status = 0;
+  char msg[kGatherMessageBytes];
+  CLB_CHECK(recvAll(link, &status, sizeof status, deadline + 1000, nullptr, name));
+  CLB_CHECK(recvAll(link, msg, sizeof msg, deadline + 1000, nullptr, name));
+  msg[sizeof msg - 1] = 0;
+  uint32_t count = 0;  // the members the lowest one counted (no more than this communicator's ranks)
+  CLB_CHECK(recvAll(link, &count, sizeof count, deadline + 1000, nullptr, name));
+  if (count > (uint32_t)nranks_)
+    return setError(clbAuthError, "rank %d: %s answered with %u blocks, more than the %d ranks", rank_, name, count,
+                    nranks_);
+  std::vector<char> blocks(count * bytes);
+  if (!blocks.empty()) CLB_CHECK(recvAll(link, blocks.data(), blocks.size(), deadline + 1000, nullptr, name));
+  CLB_CHECK(recvAll(link, mac, sizeof mac, deadline + 1000, nullptr, name));
+  if (!tagMatches(id_.secret, kGatherAnswer, t,
+                  {{&status, sizeof status}, {msg, sizeof msg}, {&count, sizeof count}, {blocks.data(), blocks.size()}},
+                  mac))
+    return setError(clbAuthError, "rank %d: the answer of %s failed its authentication tag", rank_, name);
+  if (status != clbSuccess) return setError((clbResult_t)status, "rank %d: %s says: %s", rank_, name, msg);
+  if (count != members.size())
+    return setError(clbInvalidArgument,
+                    "rank %d: %s counts %u ranks taking part, this rank %zu: the ranks passed different lists of "
+                    "who takes part",
+                    rank_, name, count, members.size());
+  for (size_t i = 0; i < members.size(); i++)
+    if (i != me) memcpy(all + i * bytes, blocks.data() + i * bytes, bytes);
+  return clbSuccess;
 }
 
 }  // namespace clb

@@ -38,7 +38,13 @@ constexpr int kSessionBytes = 16;
 constexpr int kTagBytes = (int)kSha256Bytes;
 constexpr uint32_t kWireMagic = 0x57424c43;  // "CLBW"
 
-enum Purpose : uint32_t { kPurposeRoot = 1, kPurposeRingData = 2, kPurposeRingNotices = 3, kPurposePeerData = 4 };
+enum Purpose : uint32_t {
+  kPurposeRoot = 1,
+  kPurposeRingData = 2,
+  kPurposeRingNotices = 3,
+  kPurposePeerData = 4,
+  kPurposeGather = 5  // Bootstrap::gatherAmong
+};
 
 // Client -> server, first message. Changing any wire struct needs a new CLB_PROTOCOL_VERSION; the
 // first three fields stay where they are in every version, so each side can name the other's.

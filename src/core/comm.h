@@ -33,7 +33,8 @@ struct clbComm : clb::DeviceCommContext {
   clbResult_t failureCode = clbSuccess;
   mutable std::mutex failureMutex;
   bool destroyed = false;
-  uint64_t splits = 0;  // clbCommSplit calls so far: every rank counts alike (they are collective)
+  uint64_t splits = 0;   // clbCommSplit calls so far: every rank counts alike (they are collective)
+  uint32_t shrinks = 0;  // clbCommShrink calls so far (the survivors count alike)
   // Calls made of point-to-point operations that every rank makes (all-to-all(v), gather,
   // scatter, reduce), numbered alike on every rank: their messages' OpDesc::epoch.
   uint32_t peerCollectives = 0;

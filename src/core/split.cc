@@ -18,6 +18,8 @@
 //     authenticated, so the table arrives as its ranks sent it.
 // The parent is not changed (it only counts the split), so it stays usable whatever happens, but
 // a failure inside one of its all-gathers (the ranks may then disagree) breaks it.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -31,6 +33,7 @@
 #include "core/comm.h"
 #include "bootstrap/crypto.h"
 #include "base/error.h"
+#include "base/clock.h"
 
 namespace clb {
 namespace {
@@ -51,19 +54,55 @@ struct SplitMember {
   char why[192];  // what failed, when status is not clbSuccess
 };
 
-// What the members of a split derive alike from the parent's secret: the child's secret and its
-// session, each for one split (`splitSeq`) of one parent session (`nonce`) and one color.
-void derive(const IdData& parent, const char* label, uint64_t nonce, uint64_t splitSeq, int32_t color, uint8_t* out,
+// What the members of a split or a shrink derive alike from the parent's secret: the child's
+// secret and its session, each for one split or shrink (`seq`) of one parent session (`nonce`) and
+// one color (a shrink: its exclusion list's digest).
+void derive(const IdData& parent, const char* label, uint64_t nonce, uint64_t seq, uint64_t color, uint8_t* out,
             size_t bytes) {
   HmacSha256 h(parent.secret, kSecretBytes);
   h.update(label, strlen(label) + 1);
   h.update(&nonce, sizeof nonce);
-  h.update(&splitSeq, sizeof splitSeq);
+  h.update(&seq, sizeof seq);
   h.update(&color, sizeof color);
   uint8_t digest[kSha256Bytes];
   h.final(digest);
   memcpy(out, digest, bytes);
   wipe(digest, sizeof digest);
+}
+
+// This member's child (newComm) and its row of the child's table: TLS set up and listener opened
+// before the members' exchange, so that a member that cannot says so there. Its result; the reason
+// in `why` on failure.
+clbResult_t prepareChild(clbComm* parent, int childRank, int members, const clbConfig_t* config, const IdData& id,
+                         std::unique_ptr<clbComm>* child, RankInfo* info, char* why, size_t whyBytes) {
+  clbResult_t rc = newComm(childRank, members, config ? config : &parent->cfg, child);
+  if (rc == clbSuccess) rc = (*child)->boot.prepareTable(id, childRank, info);
+  if (rc == clbSuccess) {
+    info->versions = (*child)->versions;
+    info->agreed = (*child)->agreed;
+  } else {
+    snprintf(why, whyBytes, "%s", lastError().c_str());
+  }
+  return rc;
+}
+
+// A child's bootstrap from the members' table, as an init's after the root's reply: its ring
+// connects under `abort` (the parent's flag, or none), then the child's own; then the rest of an
+// init. The child is freed on failure, with the error naming `what`.
+clbResult_t startChild(std::unique_ptr<clbComm>& child, const IdData& id, int childRank, int members,
+                       const std::atomic<bool>* abort, const uint8_t* session, std::vector<RankInfo> table,
+                       const std::string& what) {
+  clbResult_t rc = child->boot.initWithTable(id, childRank, members, child->cfg.timeoutMs, abort, session,
+                                             std::move(table), initTableCheck(child.get()));
+  child->boot.setAbortFlag(&child->aborted);
+  if (rc == clbSuccess) rc = finishInit(child.get());
+  if (rc != clbSuccess) {
+    const std::string why = lastError();
+    child.reset();
+    return setError(rc, "%s (rank %d of %d there) failed to start: %s", what.c_str(), childRank, members, why.c_str());
+  }
+  registerComm(child.get());
+  return clbSuccess;
 }
 
 }  // namespace
@@ -147,16 +186,7 @@ clbResult_t split(clbComm* c, int color, int key, const clbConfig_t* config, clb
   if (color != CLB_SPLIT_NOCOLOR) {
     derive(parent, "colibri/split/secret/1", c->boot.sessionNonce(), splitSeq, color, id.secret, kSecretBytes);
     derive(parent, "colibri/split/session/1", c->boot.sessionNonce(), splitSeq, color, session, kSessionBytes);
-    clbResult_t rc = newComm(childRank, (int)members.size(), config ? config : &c->cfg, &child);
-    // TLS set up and listener opened before the exchange: a rank that cannot says so there.
-    if (rc == clbSuccess) rc = child->boot.prepareTable(id, childRank, &me.info);
-    if (rc == clbSuccess) {
-      me.info.versions = child->versions;
-      me.info.agreed = child->agreed;
-    } else {
-      snprintf(me.why, sizeof me.why, "%s", lastError().c_str());
-    }
-    me.status = rc;
+    me.status = prepareChild(c, childRank, (int)members.size(), config, id, &child, &me.info, me.why, sizeof me.why);
   }
   if (n > 1) {
     clbResult_t rc = c->boot.allGather(all.data(), sizeof(SplitMember));
@@ -183,21 +213,13 @@ clbResult_t split(clbComm* c, int color, int key, const clbConfig_t* config, clb
   // child's own.
   std::vector<RankInfo> table;
   for (int p : members) table.push_back(all[p].info);
-  clbResult_t rc = child->boot.initWithTable(id, childRank, (int)members.size(), child->cfg.timeoutMs, &c->aborted,
-                                             session, std::move(table), initTableCheck(child.get()));
-  child->boot.setAbortFlag(&child->aborted);
+  clbResult_t rc =
+      startChild(child, id, childRank, (int)members.size(), &c->aborted, session, std::move(table),
+                 "rank " + std::to_string(c->rank) + ": the communicator of color " + std::to_string(color));
   wipe(&id, sizeof id);
   wipe(session, sizeof session);
-  if (rc == clbSuccess) rc = finishInit(child.get());
-  if (rc != clbSuccess) {
-    const std::string why = lastError();
-    child.reset();
-    return setError(rc, "rank %d: the communicator of color %d (rank %d of %d there) failed to start: %s", c->rank,
-                    color, childRank, (int)members.size(), why.c_str());
-  }
-  registerComm(child.get());
-  clbComm_t out = child.release();
-  *newcomm = out;
+  CLB_CHECK(rc);
+  *newcomm = child.release();
   return clbSuccess;
 }
 
@@ -210,4 +232,133 @@ extern "C" clbResult_t clbCommSplit(clbComm_t c, int color, int key, const clbCo
 extern "C" clbResult_t clbCommSplitRefuse(clbComm_t c, const char* reason) {
   const std::string why = refusalReason(reason, 200);
   return split(c, CLB_SPLIT_NOCOLOR, 0, nullptr, nullptr, why.c_str());
+}
+
+// ---- clbCommShrink ----
+//
+// The survivors (every rank not excluded) meet without the excluded ranks and without the parent's
+// ring (Bootstrap::gatherAmong through the lowest survivor): each says whether its arguments are
+// good and which exclusion list it passed (a digest), and gives its row of the child's table; then
+// each connects the child's ring from that table, the child's secret and session derived as a
+// split's, from the parent's secret, session, the shrink's number and the list. The parent is not
+// changed (it only counts the shrink).
+
+namespace {
+
+struct ShrinkMember {
+  int32_t status;  // this rank's arguments and its child's listener
+  uint32_t pad;
+  uint64_t digest;  // of the exclusion list (sorted, without repeats)
+  RankInfo info;
+  char why[176];
+};
+
+uint64_t listDigest(const std::vector<int>& sorted) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the ranks and their count
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; i++) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  for (int r : sorted) mix((uint64_t)(uint32_t)r);
+  mix(sorted.size());
+  return h;
+}
+
+}  // namespace
+
+extern "C" clbResult_t clbCommShrink(clbComm_t c, const int* excluded, int nexcluded, const clbConfig_t* config,
+                                     clbComm_t* newcomm, int flags) {
+  clearError();
+  if (newcomm) *newcomm = nullptr;
+  CLB_CHECK(checkComm(c));
+  const int n = c->nranks;
+  if (flags & ~CLB_SHRINK_ABORT)
+    return setError(clbInvalidArgument, "rank %d: flags=%d: pass CLB_SHRINK_DEFAULT (0) or CLB_SHRINK_ABORT (1)",
+                    c->rank, flags);
+  if (nexcluded < 0 || (nexcluded > 0 && !excluded))
+    return setError(clbInvalidArgument, "rank %d: excluded=%p, nexcluded=%d: pass a list of nexcluded >= 0 ranks",
+                    c->rank, (const void*)excluded, nexcluded);
+  std::vector<int> out(excluded, excluded + nexcluded);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  for (int r : out)
+    if (r < 0 || r >= n)
+      return setError(clbInvalidArgument, "rank %d: excluded rank %d is not a rank of this communicator (0..%d)",
+                      c->rank, r, n - 1);
+  if (std::binary_search(out.begin(), out.end(), c->rank))
+    return setError(clbInvalidArgument,
+                    "rank %d is in the exclusion list: an excluded rank takes no part in clbCommShrink (destroy its "
+                    "communicator instead)",
+                    c->rank);
+  // With CLB_SHRINK_ABORT, the parent's calls in progress on other threads end first.
+  if (flags & CLB_SHRINK_ABORT) (void)clbCommAbort(c);
+  const int64_t until = nowMs() + ((flags & CLB_SHRINK_ABORT) ? c->cfg.timeoutMs : 0);
+  clbResult_t entered;
+  while ((entered = c->enterCall(kCallShrink)) != clbSuccess && nowMs() < until) usleep(1000);
+  if (entered != clbSuccess) return entered;
+  struct Leave {
+    clbComm* c;
+    ~Leave() { c->leaveCall(); }
+  } leave{c};
+  clearError();
+
+  std::vector<int> members;
+  for (int p = 0; p < n; p++)
+    if (!std::binary_search(out.begin(), out.end(), p)) members.push_back(p);
+  const int m = (int)members.size();
+  const int childRank = (int)(std::find(members.begin(), members.end(), c->rank) - members.begin());
+  const uint32_t seq = ++c->shrinks;
+  ShrinkMember me;
+  memset(&me, 0, sizeof me);
+  me.digest = listDigest(out);
+  const IdData& parent = c->boot.id();
+  IdData id{};
+  id.magic = kIdMagic;
+  id.protocol = parent.protocol;
+  id.flags = parent.flags & kIdTlsMask;
+  uint8_t session[kSessionBytes];
+  derive(parent, "colibri/shrink/secret/1", c->boot.sessionNonce(), seq, me.digest, id.secret, kSecretBytes);
+  derive(parent, "colibri/shrink/session/1", c->boot.sessionNonce(), seq, me.digest, session, kSessionBytes);
+  std::unique_ptr<clbComm> child;
+  clbResult_t rc = clbSuccess;
+  if (!newcomm) rc = setError(clbInvalidArgument, "rank %d: newcomm (output) is NULL", c->rank);
+  clbConfig_t resolved;
+  if (rc == clbSuccess && config) rc = resolveConfig(config, &resolved);
+  if (rc == clbSuccess)
+    rc = prepareChild(c, childRank, m, config, id, &child, &me.info, me.why, sizeof me.why);
+  else
+    snprintf(me.why, sizeof me.why, "%s", lastError().c_str());
+  me.status = rc;
+  std::vector<ShrinkMember> all(m);
+  auto fail = [&](clbResult_t code) {
+    wipe(&id, sizeof id);
+    wipe(session, sizeof session);
+    child.reset();
+    return code;
+  };
+  if (clbResult_t g = c->boot.gatherAmong(members, seq, &me, sizeof me, all.data()); g != clbSuccess)
+    return fail(setError(g, "clbCommShrink: %s", lastError().c_str()));
+  for (int i = 0; i < m; i++) {
+    if (all[i].status != clbSuccess)
+      return fail(setError((clbResult_t)all[i].status,
+                           "rank %d: clbCommShrink was refused on rank %d, so on every "
+                           "survivor (comm is unchanged): %.176s",
+                           c->rank, members[i], all[i].why));
+    if (all[i].digest != me.digest)
+      return fail(setError(clbInvalidArgument,
+                           "rank %d: rank %d passed clbCommShrink another exclusion list than this rank's: every "
+                           "survivor passes the same ranks (comm is unchanged)",
+                           c->rank, members[i]));
+  }
+  std::vector<RankInfo> table;
+  for (const ShrinkMember& s : all) table.push_back(s.info);
+  rc = startChild(child, id, childRank, m, nullptr, session, std::move(table),
+                  "rank " + std::to_string(c->rank) + ": the shrunk communicator");
+  wipe(&id, sizeof id);
+  wipe(session, sizeof session);
+  CLB_CHECK(rc);
+  *newcomm = child.release();
+  return clbSuccess;
 }

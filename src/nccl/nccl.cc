@@ -620,6 +620,21 @@ NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   }
 }
 
+namespace {
+// A split's or a shrink's new communicator `w` (NULL where the rank gets none) made by `job` as an
+// init is (startInit), and handed out through `newcomm` once it is started.
+ncclResult_t startChild(ncclComm* w, bool blocking, ncclComm_t* newcomm, std::function<clbResult_t(clbComm_t*)> job) {
+  const ncclResult_t rc = startInit(w, blocking || !w, std::move(job));
+  if (rc != ncclSuccess && rc != ncclInProgress) {
+    delete w;
+    return rc;
+  }
+  if (w) addLive(w);
+  if (newcomm) *newcomm = w;
+  return rc;
+}
+}  // namespace
+
 NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   Entry e;
   if (newcomm) *newcomm = nullptr;
@@ -656,24 +671,41 @@ NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
   ncclComm* w = valid && color >= 0 ? new ncclComm : nullptr;
   const bool blocking = !config || config->blocking != 0;
   const bool hasOut = newcomm != nullptr;
-  rc = startInit(w, blocking || !w, [parent, color, key, hasOut](clbComm_t* made) {
+  return startChild(w, blocking, newcomm, [parent, color, key, hasOut](clbComm_t* made) {
     return clbCommSplit(parent, color, key, nullptr, hasOut ? made : nullptr);
   });
-  if (rc != ncclSuccess && rc != ncclInProgress) {
-    delete w;
-    return rc;
-  }
-  if (w) addLive(w);
-  if (newcomm) *newcomm = w;
-  return rc;
 }
 
-NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
+NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                        ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   Entry e;
   if (newcomm) *newcomm = nullptr;
-  return unsupported("ncclCommShrink",
-                     "make the smaller communicator with ncclCommSplit (NCCL_SPLIT_NOCOLOR on the "
-                     "ranks to leave out)");
+  ncclResult_t rc = ncclSuccess;
+  clbComm_t parent = nullptr;
+  if (badConfig(config, &rc)) {
+    // The survivors meet in the shrink: this one takes its part with no output, which refuses it on
+    // every survivor at once (they would wait for it until the timeout otherwise).
+    const std::string why = tError;
+    ncclResult_t dead = ncclSuccess;
+    if ((parent = of(comm, &dead, __func__)))
+      (void)clbCommShrink(parent, excludeRanksList, excludeRanksCount, nullptr, nullptr, shrinkFlags);
+    tError = why;
+    return rc;
+  }
+  if (!(parent = of(comm, &rc, __func__))) return rc;
+  // NCCL_SHRINK_ABORT is CLB_SHRINK_ABORT; the list, the flags and a NULL newcomm are checked by
+  // clbCommShrink (a NULL newcomm refused on every survivor at once).
+  ncclComm* w = newcomm ? new ncclComm : nullptr;
+  const bool blocking = !config || config->blocking != 0;
+  std::vector<int> excluded;
+  if (excludeRanksList && excludeRanksCount > 0)
+    excluded.assign(excludeRanksList, excludeRanksList + excludeRanksCount);
+  const bool listGiven = excludeRanksList != nullptr, hasOut = newcomm != nullptr;
+  return startChild(w, blocking, newcomm,
+                    [parent, excluded, excludeRanksCount, listGiven, hasOut, shrinkFlags](clbComm_t* made) {
+                      return clbCommShrink(parent, listGiven ? excluded.data() : nullptr, excludeRanksCount, nullptr,
+                                           hasOut ? made : nullptr, shrinkFlags);
+                    });
 }
 
 NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {

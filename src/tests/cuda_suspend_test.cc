@@ -35,9 +35,9 @@ const int kConnections = setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 
 // The calls of each round: LL sizes, staged rounds, every collective, in place and not.
 std::vector<Call> roundCalls() {
-  return {{1, clbFloat32, clbSum, 1003, false},   {1, clbFloat32, clbSum, 1000003, false},
-          {1, clbBfloat16, clbAvg, 70001, true},  {2, clbBfloat16, clbSum, 4099, false},
-          {3, clbFloat32, clbSum, 30011, false},  {4, clbInt64, clbSum, 200001, true},
+  return {{1, clbFloat32, clbSum, 1003, false},  {1, clbFloat32, clbSum, 1000003, false},
+          {1, clbBfloat16, clbAvg, 70001, true}, {2, clbBfloat16, clbSum, 4099, false},
+          {3, clbFloat32, clbSum, 30011, false}, {4, clbInt64, clbSum, 200001, true},
           {5, clbFloat32, clbMax, 517, false}};
 }
 
@@ -86,7 +86,8 @@ std::string callRound(const Driver* d, clbComm_t comm, CUstream stream, const Bu
   for (size_t i = 0; i < calls.size(); i++) {
     const Call& c = calls[i];
     const clbResult_t rc = issue(c, b.send[i], b.recv[i], rank, n, comm, stream);
-    if (rc != clbSuccess) return "call " + std::to_string(i) + " of round " + std::to_string(salt) + ": " + clbGetLastError();
+    if (rc != clbSuccess)
+      return "call " + std::to_string(i) + " of round " + std::to_string(salt) + ": " + clbGetLastError();
   }
   CU_OK(d->cuStreamSynchronize(stream));
   for (size_t i = 0; i < calls.size(); i++) {
@@ -131,11 +132,11 @@ std::vector<std::string> onRanks(int n, CUcontext ctx, const std::function<std::
   return errs;
 }
 
-#define EXPECT_RANKS_OK(errs)                                                      \
-  do {                                                                             \
-    const std::vector<std::string> e_ = (errs);                                    \
+#define EXPECT_RANKS_OK(errs)                                                         \
+  do {                                                                                \
+    const std::vector<std::string> e_ = (errs);                                       \
     for (size_t r_ = 0; r_ < e_.size(); r_++) EXPECT_EQ(e_[r_], "") << "rank " << r_; \
-    if (HasFailure()) return;                                                      \
+    if (HasFailure()) return;                                                         \
   } while (0)
 
 double mib(int64_t bytes) { return (double)bytes / 1048576.0; }
@@ -212,10 +213,11 @@ TEST_P(DeviceSuspend, GivesTheGpuBackToItsLevelBeforeTheInitAndTheNextCallsAreRi
   }));
   const int64_t afterDestroy = used();
   EXPECT_LE(afterDestroy, before) << "destroyed, the GPU holds " << mib(afterDestroy - before) << " MiB more";
-  printf("SUSPEND ranks=%d path=%s MiB_over_before_init: after_init=%.2f after_calls=%.2f after_suspend=%.2f "
-         "after_resume_and_calls=%.2f after_destroy=%.2f own_after_calls_MiB=%.2f\n",
-         n, path.c_str(), mib(afterInit - before), mib(afterCalls - before), mib(afterSuspend - before),
-         mib(afterResume - before), mib(afterDestroy - before), mib(ownAfterCalls));
+  printf(
+      "SUSPEND ranks=%d path=%s MiB_over_before_init: after_init=%.2f after_calls=%.2f after_suspend=%.2f "
+      "after_resume_and_calls=%.2f after_destroy=%.2f own_after_calls_MiB=%.2f\n",
+      n, path.c_str(), mib(afterInit - before), mib(afterCalls - before), mib(afterSuspend - before),
+      mib(afterResume - before), mib(afterDestroy - before), mib(ownAfterCalls));
   for (int r = 0; r < n; r++) {
     release(d, &bufs[r]);
     d->cuStreamDestroy(streams[r]);
@@ -327,8 +329,9 @@ class DeviceSuspendProcesses : public ::testing::TestWithParam<std::tuple<int, s
 TEST_P(DeviceSuspendProcesses, AProcessOfEachRankResumesOnTheSamePeers) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
   const std::string path = std::get<1>(GetParam());
-  runRankProcesses("DeviceSuspendChild.Rank", "CLB_SUSPEND_CHILD", std::get<0>(GetParam()),
-                   {"COLIBRI_DEVICE_PATH=auto", std::string("COLIBRI_DEVICE_P2P=") + (path == "viahost" ? "off" : "auto")});
+  runRankProcesses(
+      "DeviceSuspendChild.Rank", "CLB_SUSPEND_CHILD", std::get<0>(GetParam()),
+      {"COLIBRI_DEVICE_PATH=auto", std::string("COLIBRI_DEVICE_P2P=") + (path == "viahost" ? "off" : "auto")});
 }
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceSuspendProcesses,
                          ::testing::Combine(::testing::Values(2, 4), ::testing::Values("auto", "viahost")),

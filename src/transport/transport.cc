@@ -35,10 +35,12 @@ clbResult_t createTransport(CommContext* c, std::unique_ptr<Transport>* out) {
   if (c->cfg.algorithm == clbAlgoDirect && c->transport != clbTransportShm && c->nranks > 1)
     return setError(clbInvalidUsage,
                     "algorithm direct needs the shm transport (all ranks on one host): use algorithm auto or ring");
-  // The ring listener: kept, for the point-to-point connections of ranks that share no memory.
-  if (c->nranks == 1 || c->transport == clbTransportShm)
+  // The ring listener: kept, for the point-to-point connections of ranks that share no memory
+  // (their acceptor starts now) and for clbCommShrink's exchange among the survivors
+  // (Bootstrap::gatherAmong, which starts the acceptor of shm's ranks when it needs it).
+  if (c->nranks == 1)
     c->boot.closeListener();
-  else
+  else if (c->transport != clbTransportShm)
     CLB_CHECK(c->boot.startPeerAcceptor());
   if (c->nranks == 1) return clbSuccess;
   if (c->transport == clbTransportShm) {

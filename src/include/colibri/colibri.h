@@ -312,6 +312,22 @@ CLB_API clbResult_t clbCommSplit(clbComm_t comm, int color, int key, const clbCo
  * Returns clbInvalidArgument with that message. A NULL or empty `reason` still refuses ("(no reason
  * given)"). */
 CLB_API clbResult_t clbCommSplitRefuse(clbComm_t comm, const char* reason);
+/* A new communicator of comm's ranks but the `nexcluded` ranks in `excluded` (NCCL's
+ * ncclCommShrink): for going on after ranks died, or without some. Every rank not excluded calls
+ * it, with the same list (any order, repeats allowed); excluded ranks do not (one that does gets
+ * clbInvalidArgument at once) and need not be alive. The survivors keep their order (ranks are
+ * renumbered 0.. in comm's order). They meet without the excluded ranks and without comm's ring:
+ * each sends its part to the lowest survivor over a connection of its own, authenticated like the
+ * ring's (comm's secret), which answers them all; so comm may have failed (a peer died) or have
+ * been aborted. With CLB_SHRINK_ABORT, comm is aborted first (its calls in progress on other
+ * threads end, as with clbCommAbort), as after a failure. Lists that differ between survivors,
+ * or a survivor that does not call within comm's timeout, fail the call on every survivor that
+ * did, saying which. config NULL: comm's configuration. The new communicator is independent of
+ * comm: destroy each. One call at a time on comm, like the collectives. */
+#define CLB_SHRINK_DEFAULT 0
+#define CLB_SHRINK_ABORT 1
+CLB_API clbResult_t clbCommShrink(clbComm_t comm, const int* excluded, int nexcluded, const clbConfig_t* config,
+                                  clbComm_t* newcomm, int flags);
 /* Frees everything the communicator holds. Safe after an error or an abort. While another thread
  * is in a call on comm it frees nothing and returns clbInvalidUsage naming that call: make the call
  * return first (clbCommAbort does at once), then destroy. A second clbCommDestroy of the same

@@ -592,8 +592,10 @@ TEST(NcclInterface, WhatColibriDoesNotDoIsRefusedSayingSo) {
     char buf[64];
     ncclComm_t smaller = nullptr;
     int out = 0;
-    EXPECT_EQ(ncclCommShrink(comm, &out, 1, &smaller, nullptr, NCCL_SHRINK_DEFAULT), ncclInvalidUsage);
-    EXPECT_TRUE(contains(ncclGetLastError(comm), "ncclCommSplit")) << ncclGetLastError(comm);
+    // One rank: excluding itself is refused (ncclCommShrink itself: NcclTransports.Shrink...).
+    EXPECT_EQ(ncclCommShrink(comm, &out, 1, &smaller, nullptr, NCCL_SHRINK_DEFAULT), ncclInvalidArgument);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "is in the exclusion list")) << ncclGetLastError(comm);
+    EXPECT_EQ(smaller, nullptr);
     ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
     EXPECT_EQ(ncclGroupSimulateEnd(&sim), ncclInvalidUsage);
     EXPECT_EQ(ncclDevCommCreate(comm, nullptr, nullptr), ncclInvalidUsage);
@@ -655,6 +657,60 @@ TEST_P(NcclTransports, ABadSplitOnOneRankFailsOnEveryRankAtOnceAndTheParentStays
     ncclComm_t sub = nullptr;
     ASSERT_EQ(ncclCommSplit(comm, 0, r, &sub, nullptr), ncclSuccess) << ncclGetLastError(comm);
     EXPECT_EQ(ncclCommDestroy(sub), ncclSuccess);
+  });
+}
+
+// ncclCommShrink (NCCL 2.27): rank 2 of 4 leaves in the middle of a stream (it aborts); the others
+// shrink with NCCL_SHRINK_ABORT, blocking and not, and their new communicator of 3 sums right;
+// a bad config on one survivor refuses the shrink on every survivor at once.
+TEST_P(NcclTransports, ShrinkLeavesARankBehindAndTheSurvivorsGoOn) {
+  NCCL_NET_SCOPE(scope);
+  const int n = 4, gone = 2;
+  runRanksOwning(n, [&](int r, ncclComm_t comm) -> ncclComm_t {
+    int excluded = gone;
+    if (r == gone) {
+      ncclComm_t none = nullptr;
+      EXPECT_EQ(ncclCommShrink(comm, &excluded, 1, &none, nullptr, NCCL_SHRINK_DEFAULT), ncclInvalidArgument);
+      EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);  // frees it, as NCCL's does
+      return nullptr;
+    }
+    [&] {
+      // A config not made with NCCL_CONFIG_INITIALIZER on rank 1: every survivor refused at once.
+      ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+      bad.magic = 7;
+      ncclComm_t sub = nullptr;
+      const auto t0 = std::chrono::steady_clock::now();
+      EXPECT_EQ(ncclCommShrink(comm, &excluded, 1, &sub, r == 1 ? &bad : nullptr, NCCL_SHRINK_DEFAULT),
+                ncclInvalidArgument)
+          << "rank " << r << ": " << ncclGetLastError(comm);
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << "rank " << r << " waited";
+      EXPECT_EQ(sub, nullptr);
+      // Non-blocking on rank 0, blocking on the others.
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = r == 0 ? 0 : 1;
+      const ncclResult_t rc = ncclCommShrink(comm, &excluded, 1, &sub, &config, NCCL_SHRINK_ABORT);
+      ASSERT_TRUE(rc == ncclSuccess || (r == 0 && rc == ncclInProgress)) << rc << ": " << ncclGetLastError(comm);
+      ncclResult_t state = ncclInProgress;
+      while (state == ncclInProgress) ASSERT_EQ(ncclCommGetAsyncError(sub, &state), ncclSuccess);
+      ASSERT_EQ(state, ncclSuccess) << ncclGetLastError(sub);
+      int rank = -1, count = -1;
+      ASSERT_EQ(ncclCommUserRank(sub, &rank), ncclSuccess);
+      ASSERT_EQ(ncclCommCount(sub, &count), ncclSuccess);
+      EXPECT_EQ(rank, r < gone ? r : r - 1);
+      EXPECT_EQ(count, n - 1);
+      std::vector<float> in(1000), out(1000, -1);
+      for (size_t i = 0; i < in.size(); i++) in[i] = (float)((r + 1) * 100 + (int)i);
+      ASSERT_EQ(ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum, sub, nullptr), ncclSuccess)
+          << ncclGetLastError(sub);
+      for (size_t i = 0; i < in.size(); i++) {
+        float want = 0;
+        for (int p = 0; p < n; p++)
+          if (p != gone) want += (float)((p + 1) * 100 + (int)i);
+        EXPECT_EQ(out[i], want) << "rank " << r << ", element " << i;
+      }
+      EXPECT_EQ(ncclCommDestroy(sub), ncclSuccess);
+    }();
+    return comm;
   });
 }
 

@@ -753,6 +753,24 @@ public interface Communicator extends AutoCloseable {
   Communicator split(int color, int key, Options options);
 
   /**
+   * A new communicator of this one's ranks without {@code excluded}, with this one's {@link
+   * Options} (NCCL's {@code ncclCommShrink}): to go on after ranks died, or without ranks that
+   * leave. Every rank not excluded calls it with the same ranks; the excluded ranks do not, and
+   * need not be alive. The ranks keep their order (renumbered from 0). The survivors meet without
+   * the excluded ranks and without this communicator's ring, so it works on a communicator that
+   * failed (a peer died) or was aborted: call {@link #abort()} first where another thread is in a
+   * call on it.
+   *
+   * @param excluded the ranks left out (any order, repeats allowed)
+   * @return the new communicator (close it as well)
+   * @throws ColibriException INVALID_ARGUMENT at once when this rank is in {@code excluded} or a
+   *     rank is out of range; INVALID_ARGUMENT on every survivor when their lists differ; TIMEOUT,
+   *     naming it, when a survivor does not call within the timeout. This communicator is unchanged
+   *     in every case.
+   */
+  Communicator shrink(int... excluded);
+
+  /**
    * The options this communicator was made with.
    *
    * @return its options

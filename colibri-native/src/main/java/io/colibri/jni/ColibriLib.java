@@ -778,6 +778,28 @@ public final class ColibriLib {
       @Cast("clbComm_t*") long[] newcomm);
 
   /**
+   * Calls {@code clbCommShrink}: a new communicator of the ranks of {@code comm} not in {@code
+   * excluded} (every rank not excluded calls it with the same ranks; the excluded ones need not be
+   * alive).
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @param excluded the ranks left out
+   * @param nexcluded how many of {@code excluded}
+   * @param config the new communicator's settings, from {@link #clbConfigInit}
+   * @param newcomm out: element 0 receives the new {@code clbComm_t} handle
+   * @param flags 0, or 1 ({@code CLB_SHRINK_ABORT}) to abort {@code comm} first
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
+  public static native @Cast("clbResult_t") int clbCommShrink(
+      @Cast("clbComm_t") long comm,
+      @Const int[] excluded,
+      int nexcluded,
+      @Const ClbConfig config,
+      @Cast("clbComm_t*") long[] newcomm,
+      int flags);
+
+  /**
    * Calls {@code clbCommAbort}: makes every blocked or later call on the communicator return
    * {@code clbAborted} and tells the peers; any thread.
    *

@@ -535,6 +535,11 @@ final class NativeCommunicator implements Communicator, NativeCalls {
     if (child == 0) {
       return null; // NO_COLOR
     }
+    return adopt(child, use, "split");
+  }
+
+  /** A communicator made by split or shrink, with its rank and size; destroyed if they fail. */
+  private static NativeCommunicator adopt(long child, Options use, String call) {
     int[] r = new int[1];
     int[] n = new int[1];
     int rc = ColibriLib.clbCommRank(child, r);
@@ -542,11 +547,29 @@ final class NativeCommunicator implements Communicator, NativeCalls {
       rc = ColibriLib.clbCommCount(child, n);
     }
     if (rc != 0) {
-      ColibriException e = NativeLibrary.error(rc, "split");
+      ColibriException e = NativeLibrary.error(rc, call);
       ColibriLib.clbCommDestroy(child);
       throw e;
     }
     return new NativeCommunicator(child, r[0], n[0], use);
+  }
+
+  @Override
+  public Communicator shrink(int... excluded) {
+    // No local refusal of the list: clbCommShrink refuses what is wrong with it, on every survivor
+    // where the survivors would otherwise wait.
+    int[] list = excluded != null ? excluded : new int[0];
+    long h = acquire("shrink");
+    long child;
+    try (ClbConfig config = NativeProvider.toConfig(options)) {
+      config.logLevel(NativeLog.levelForInit(options));
+      long[] out = new long[1];
+      check(ColibriLib.clbCommShrink(h, list, list.length, config, out, 0), "shrink");
+      child = out[0];
+    } finally {
+      release();
+    }
+    return adopt(child, options, "shrink");
   }
 
   @Override
