@@ -158,6 +158,7 @@ inline bool sameBits(const uint8_t* a, const uint8_t* b, size_t esz) { return me
     if (rc_ != CUDA_SUCCESS) return std::string(#call) + " failed: " + std::to_string(rc_); \
   } while (0)
 
+using clbtest::expectRanksEnd;
 using clbtest::hex;
 using clbtest::unhex;
 
@@ -208,25 +209,6 @@ inline std::string replay(CUgraphExec exec, CUstream stream, std::initializer_li
   if (clbGraphLaunch(exec, stream, v.data(), (int)v.size()) != clbSuccess)
     return std::string("clbGraphLaunch: ") + clbGetLastError();
   return "";
-}
-
-// Waits for every rank process in `pids` to end, each expected to exit with 0; past `deadline` the
-// ones still running are killed, and each such rank is a failure.
-inline void expectRanksEnd(const std::vector<pid_t>& pids, std::chrono::steady_clock::time_point deadline) {
-  for (size_t r = 0; r < pids.size(); r++) {
-    int status = 0;
-    while (waitpid(pids[r], &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        for (pid_t p : pids) kill(p, SIGKILL);
-        waitpid(pids[r], &status, 0);
-        ADD_FAILURE() << "rank process " << r << " did not end";
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "rank process " << r << " status " << status << " (its output is above)";
-  }
 }
 
 // Starts n processes of this test binary that run test `child`, rank r's environment holding

@@ -57,8 +57,8 @@ std::string checkChild(clbComm_t child, int parentRank, const std::vector<int>& 
   clbCommCount(child, &count);
   const int want = (int)(std::find(members.begin(), members.end(), parentRank) - members.begin());
   if (rank != want || count != (int)members.size())
-    return "rank " + std::to_string(rank) + " of " + std::to_string(count) + ", want " + std::to_string(want) +
-           " of " + std::to_string(members.size());
+    return "rank " + std::to_string(rank) + " of " + std::to_string(count) + ", want " + std::to_string(want) + " of " +
+           std::to_string(members.size());
   return sumOver(child, parentRank, members, salt);
 }
 
@@ -168,8 +168,8 @@ TEST_P(ShrinkOver, SurvivorsWithDifferentListsAreAllRefused) {
     clbComm_t child = nullptr;
     EXPECT_NE(clbCommShrink(comm, excluded.data(), (int)excluded.size(), nullptr, &child, 0), clbSuccess);
     const std::string msg = clbGetLastError();
-    EXPECT_TRUE(contains(msg, "another exclusion list") || contains(msg, "different lists")) << "rank " << r << ": "
-                                                                                              << msg;
+    EXPECT_TRUE(contains(msg, "another exclusion list") || contains(msg, "different lists"))
+        << "rank " << r << ": " << msg;
     EXPECT_EQ(child, nullptr);
   });
   for (int r = 0; r < n; r++) EXPECT_EQ(errors[r], "") << "rank " << r;

@@ -3,9 +3,13 @@
 // Ranks as threads for the native tests: one communicator per thread, a body per rank.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -142,6 +146,25 @@ inline clbUniqueId unhex(const std::string& s) {
   clbUniqueId id;
   for (size_t i = 0; i < sizeof id.internal; i++) id.internal[i] = (char)std::stoi(s.substr(2 * i, 2), nullptr, 16);
   return id;
+}
+
+// Waits for every rank process in `pids` to end, each expected to exit with 0; past `deadline` the
+// ones still running are killed, and each such rank is a failure.
+inline void expectRanksEnd(const std::vector<pid_t>& pids, std::chrono::steady_clock::time_point deadline) {
+  for (size_t r = 0; r < pids.size(); r++) {
+    int status = 0;
+    while (waitpid(pids[r], &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        for (pid_t p : pids) kill(p, SIGKILL);
+        waitpid(pids[r], &status, 0);
+        ADD_FAILURE() << "rank process " << r << " did not end";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "rank process " << r << " status " << status << " (its output is above)";
+  }
 }
 
 }  // namespace clbtest
