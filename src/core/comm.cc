@@ -126,6 +126,11 @@ clbComm::~clbComm() {
 }
 
 clbResult_t clbComm::checkUsable() const {
+  if (revoked)
+    return setError(clbInvalidUsage,
+                    "rank %d: the communicator was revoked (clbCommRevoke): make the next communicator with "
+                    "clbCommShrink, or destroy it",
+                    rank);
   if (aborted) return setError(clbAborted, "the communicator was aborted: destroy it and create a new one");
   if (suspended)
     return setError(clbInvalidUsage,
@@ -557,6 +562,16 @@ clbResult_t clbCommAbort(clbComm_t c) {
   CLB_CHECK(checkComm(c));
   c->aborted.store(true);
   if (c->carrier) c->carrier->announce(PeerNotice::kAborted, "aborted");
+  return clbSuccess;
+}
+
+clbResult_t clbCommRevoke(clbComm_t c) {
+  clearError();
+  CLB_CHECK(checkComm(c));
+  if (c->revoked.exchange(true))
+    return setError(clbInvalidUsage, "rank %d: the communicator was revoked already", c->rank);
+  c->aborted.store(true);  // the calls in progress end, as at an abort; the peers are told
+  if (c->carrier) c->carrier->announce(PeerNotice::kAborted, "revoked");
   return clbSuccess;
 }
 

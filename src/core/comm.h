@@ -45,6 +45,9 @@ struct clbComm : clb::DeviceCommContext {
   // clbCommSuspend gave the device memory back: every call but clbCommResume (and the queries,
   // clbCommDestroy, clbCommAbort) is refused until clbCommResume.
   std::atomic<bool> suspended{false};
+  // clbCommRevoke: aborted too (its calls ended, the peers told), but a later call is a usage
+  // refusal that says to shrink or destroy it.
+  std::atomic<bool> revoked{false};
   clb::VersionInfo versions{};  // what this rank puts in the bootstrap table (init)
   clb::AgreedSettings agreed{};
   // The call in progress, 0 when none: (seq when it began << 8) | its Collective or Call. A call

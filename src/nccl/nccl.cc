@@ -581,6 +581,17 @@ NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return ncclSuccess;
 }
 
+NCCL_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  Entry e;
+  if (!comm) return ncclSuccess;  // as ncclCommDestroy
+  if (revokeFlags != NCCL_REVOKE_DEFAULT)
+    return refuse(ncclInvalidArgument, "ncclCommRevoke: revokeFlags=%d: pass NCCL_REVOKE_DEFAULT (0)", revokeFlags);
+  NCCL_COMM(comm, c);
+  // Synchronous here: the calls in progress return once they see it (they poll the abort flag),
+  // and the communicator is ready for ncclCommShrink and ncclCommDestroy at once.
+  return result(clbCommRevoke(c));
+}
+
 NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   Entry e;
   if (!comm) return ncclSuccess;

@@ -87,7 +87,8 @@ TEST(ShrinkKillChild, Rank) {
   }
   std::string last;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  for (int salt = 0; last.empty() && std::chrono::steady_clock::now() < until; salt++) last = sumOver(comm, rank, all, salt);
+  for (int salt = 0; last.empty() && std::chrono::steady_clock::now() < until; salt++)
+    last = sumOver(comm, rank, all, salt);
   ASSERT_EQ(last, "failed") << "rank " << rank << ": a call before the kill was wrong, or none failed after it";
   clbComm_t smaller = nullptr;
   ASSERT_EQ(clbCommShrink(comm, killed.data(), (int)killed.size(), nullptr, &smaller, CLB_SHRINK_ABORT), clbSuccess)
@@ -117,10 +118,9 @@ TEST_P(ShrinkAfterKill, SurvivorsOfSigkilledRanksGoOn) {
   std::vector<pid_t> pids;
   for (int r = 0; r < kRanks; r++) {
     const pid_t pid = clbtest::spawnSelf(
-        "ShrinkKillChild.Rank",
-        {"CLB_SHRINK_KILL_CHILD=" + std::to_string(r) + ":" + std::to_string(clbtest::netTransport(net)) + ":" +
-             clbtest::hex(id),
-         "CLB_SHRINK_KILL_DIR=" + dir, "CLB_SHRINK_KILL_LIST=" + std::get<1>(GetParam())});
+        "ShrinkKillChild.Rank", {"CLB_SHRINK_KILL_CHILD=" + std::to_string(r) + ":" +
+                                     std::to_string(clbtest::netTransport(net)) + ":" + clbtest::hex(id),
+                                 "CLB_SHRINK_KILL_DIR=" + dir, "CLB_SHRINK_KILL_LIST=" + std::get<1>(GetParam())});
     ASSERT_GT(pid, 0);
     pids.push_back(pid);
   }

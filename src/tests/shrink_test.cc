@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "colibri/colibri.h"
@@ -187,6 +188,40 @@ TEST_P(ShrinkOver, ASurvivorThatNeverComesIsNamedAtTheTimeout) {
     EXPECT_TRUE(contains(msg, "rank(s) 2 did not take part")) << "rank " << r << ": " << msg;
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(6));
     EXPECT_EQ(child, nullptr);
+  });
+  for (int r = 0; r < n; r++) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// A rank that stalls (alive, never calling): the others block in an all-reduce until another
+// thread of each revokes; the blocked calls return within a second, later calls are refused
+// saying so, and the survivors shrink without the stalled rank.
+TEST_P(ShrinkOver, RevokeEndsBlockedCallsAndTheSurvivorsShrink) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  const int n = 4, stalled = 3;
+  auto errors = clbtest::runOver(GetParam(), n, 20000, {}, [&](int r, clbComm_t comm) {
+    if (r == stalled) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // alive, making no call
+      return;
+    }
+    std::chrono::steady_clock::time_point revokedAt;
+    std::thread revoker([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      revokedAt = std::chrono::steady_clock::now();
+      EXPECT_EQ(clbCommRevoke(comm), clbSuccess) << clbGetLastError();
+    });
+    int64_t x = r, y = 0;
+    EXPECT_NE(clbAllReduce(&x, &y, 1, clbInt64, clbSum, comm, nullptr), clbSuccess) << "rank " << r;
+    const auto returned = std::chrono::steady_clock::now();
+    revoker.join();
+    EXPECT_LT(returned - revokedAt, std::chrono::seconds(1))
+        << "rank " << r << ": the blocked call outlived the revoke";
+    EXPECT_EQ(clbAllReduce(&x, &y, 1, clbInt64, clbSum, comm, nullptr), clbInvalidUsage);
+    EXPECT_TRUE(contains(clbGetLastError(), "revoked")) << clbGetLastError();
+    EXPECT_EQ(clbCommRevoke(comm), clbInvalidUsage) << "a second revoke";
+    clbComm_t child = nullptr;
+    ASSERT_EQ(clbCommShrink(comm, &stalled, 1, nullptr, &child, CLB_SHRINK_DEFAULT), clbSuccess) << clbGetLastError();
+    EXPECT_EQ(checkChild(child, r, survivorsOf(n, {stalled}), 21), "");
+    clbCommDestroy(child);
   });
   for (int r = 0; r < n; r++) EXPECT_EQ(errors[r], "") << "rank " << r;
 }

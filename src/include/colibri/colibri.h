@@ -324,6 +324,12 @@ CLB_API clbResult_t clbCommSplitRefuse(clbComm_t comm, const char* reason);
  * or a survivor that does not call within comm's timeout, fail the call on every survivor that
  * did, saying which. config NULL: comm's configuration. The new communicator is independent of
  * comm: destroy each. One call at a time on comm, like the collectives. */
+/* Stops every call on comm, here and, through the abort notice, on its peers (NCCL's
+ * ncclCommRevoke): a call in progress on another thread returns, and every later call but
+ * clbCommShrink, clbCommDestroy and the queries is refused with clbInvalidUsage saying it was
+ * revoked. Not collective: any rank, any thread, at any time; a second revoke is refused. What a
+ * survivor does when a peer died or stalls, before clbCommShrink. */
+CLB_API clbResult_t clbCommRevoke(clbComm_t comm);
 #define CLB_SHRINK_DEFAULT 0
 #define CLB_SHRINK_ABORT 1
 CLB_API clbResult_t clbCommShrink(clbComm_t comm, const int* excluded, int nexcluded, const clbConfig_t* config,

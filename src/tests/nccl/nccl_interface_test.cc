@@ -60,6 +60,7 @@ TEST(NcclInterface, ExportsEverySymbolItsClientsImportAndNothingElse) {
                            "ncclCommInitRankConfig",
                            "ncclCommInitRankScalable",
                            "ncclCommRegister",
+                           "ncclCommRevoke",
                            "ncclCommShrink",
                            "ncclCommSplit",
                            "ncclCommUserRank",
@@ -710,6 +711,15 @@ TEST_P(NcclTransports, ShrinkLeavesARankBehindAndTheSurvivorsGoOn) {
       }
       EXPECT_EQ(ncclCommDestroy(sub), ncclSuccess);
     }();
+    // ncclCommRevoke: a bad flag refused; then every later call on the parent is a usage refusal.
+    EXPECT_EQ(ncclCommRevoke(comm, 3), ncclInvalidArgument);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "NCCL_REVOKE_DEFAULT")) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT), ncclSuccess) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT), ncclInvalidUsage);
+    int32_t x = 1, y = 0;
+    EXPECT_EQ(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, comm, nullptr), ncclInvalidUsage);
+    EXPECT_TRUE(contains(ncclGetLastError(comm), "revoked")) << ncclGetLastError(comm);
+    EXPECT_EQ(ncclCommRevoke(nullptr, NCCL_REVOKE_DEFAULT), ncclSuccess);
     return comm;
   });
 }

@@ -840,6 +840,17 @@ public interface Communicator extends AutoCloseable {
   void abort();
 
   /**
+   * Stops every call on this communicator, as {@link #abort()} does (a blocked call returns, the
+   * peers are told, queued asynchronous calls fail), but leaves it for {@link #shrink}: every later
+   * call but {@code shrink}, {@link #close()} and the queries fails with INVALID_USAGE saying it was
+   * revoked (NCCL's {@code ncclCommRevoke}). What a survivor does when a peer died or stalls. Any
+   * thread, any time.
+   *
+   * @throws ColibriException INVALID_USAGE when it was revoked already, or is closed
+   */
+  void revoke();
+
+  /**
    * Frees everything the communicator holds, after the queued asynchronous calls have run.
    * Idempotent; safe after an error or abort.
    */

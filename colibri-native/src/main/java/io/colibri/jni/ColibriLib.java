@@ -810,6 +810,16 @@ public final class ColibriLib {
   public static native @Cast("clbResult_t") int clbCommAbort(@Cast("clbComm_t") long comm);
 
   /**
+   * Calls {@code clbCommRevoke}: as {@link #clbCommAbort}, but later calls are refused saying the
+   * communicator was revoked, for {@link #clbCommShrink}.
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
+  public static native @Cast("clbResult_t") int clbCommRevoke(@Cast("clbComm_t") long comm);
+
+  /**
    * Calls {@code clbCommFail}: fails the communicator because this rank cannot go on with it (a
    * call it refused), and tells the peers at once, naming this rank and {@code reason}; any thread.
    *

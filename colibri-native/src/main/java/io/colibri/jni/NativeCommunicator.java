@@ -768,12 +768,29 @@ final class NativeCommunicator implements Communicator, NativeCalls {
 
   @Override
   public void abort() {
+    stop(false);
+  }
+
+  @Override
+  public void revoke() {
+    stop(true);
+  }
+
+  /** abort() and revoke(): the queued calls stopped, then the running one. */
+  private void stop(boolean revoke) {
     Runnable failQueued = () -> {};
     long h = acquireIfOpen();
     try {
       if (h != 0) { // 0: closed, nothing left to abort
         failQueued = state.calls.stop(); // the queued calls will not run
-        check(ColibriLib.clbCommAbort(h), "abort"); // the running one returns ABORTED
+        // The running one returns ABORTED.
+        if (revoke) {
+          check(ColibriLib.clbCommRevoke(h), "revoke");
+        } else {
+          check(ColibriLib.clbCommAbort(h), "abort");
+        }
+      } else if (revoke) {
+        throw closed("revoke");
       }
     } finally {
       release();

@@ -22,8 +22,9 @@ import org.junit.jupiter.api.Test;
 
 /**
  * {@link Communicator#shrink}: 4 ranks (threads, shm and socket), rank 2 aborts in the middle of
- * the stream and the others go on in a communicator of 3, renumbered in order, their all-reduces
- * checked element by element; an excluded rank that calls is refused at once.
+ * the stream, the others revoke ({@link Communicator#revoke}: later calls refused) and go on in a
+ * communicator of 3, renumbered in order, their all-reduces checked element by element; an
+ * excluded rank that calls is refused at once.
  */
 class ShrinkTest {
 
@@ -45,7 +46,8 @@ class ShrinkTest {
   }
 
   private static void survivorsGoOn(Transport transport) {
-    Options options = Options.builder().transport(transport).timeout(Duration.ofSeconds(20)).build();
+    Options options =
+        Options.builder().transport(transport).timeout(Duration.ofSeconds(20)).build();
     try (RankGroup g = RankGroup.start(4, options, Duration.ofSeconds(60))) {
       g.run(
           "shrink",
@@ -65,7 +67,11 @@ class ShrinkTest {
                 break;
               }
             }
-            r.comm.abort(); // this rank's calls end too; the communicator stays for the shrink
+            r.comm.revoke(); // this rank's calls end too; the communicator stays for the shrink
+            ColibriException refused =
+                assertThrows(ColibriException.class, () -> checkSum(r.comm, r.rank, List.of()));
+            assertEquals(ErrorCode.INVALID_USAGE, refused.code());
+            assertTrue(refused.getMessage().contains("revoked"), refused.getMessage());
             try (Communicator smaller = r.comm.shrink(2, 2)) {
               assertEquals(3, smaller.size());
               assertEquals(r.rank < 2 ? r.rank : r.rank - 1, smaller.rank());
