@@ -1000,11 +1000,13 @@ clbResult_t Bootstrap::connectRing() {
   // connections to next on, side by side. No thread to start, and no hop between threads.
   char where[96];
   snprintf(where, sizeof where, "rank %d's ring listener", rank_);
-  // A rank that finished init first may already dial this one for point-to-point (same body
-  // size): kept for the acceptor, which answers it once it runs (startPeerAcceptor).
-  HandshakeServer server(listenFd_, id_.secret,
-                         (1u << kPurposeRingData) | (1u << kPurposeRingNotices) | (1u << kPurposePeerData), session_,
-                         sizeof(RingBody), where, handshakeTimeoutMs(), kMaxPendingHandshakes, ringTls_);
+  // A rank that finished init first may already dial this one for point-to-point, or for a shrink
+  // of the communicator being made (same body size): kept for the acceptor, which answers it once
+  // it runs (startPeerAcceptor).
+  HandshakeServer server(
+      listenFd_, id_.secret,
+      (1u << kPurposeRingData) | (1u << kPurposeRingNotices) | (1u << kPurposePeerData) | (1u << kPurposeGather),
+      session_, sizeof(RingBody), where, handshakeTimeoutMs(), kMaxPendingHandshakes, ringTls_);
   RingDial dials[kRingChannels];
   for (int ch = 0; ch < kRingChannels; ch++) {
     dials[ch].channel = ch;
@@ -1047,7 +1049,7 @@ clbResult_t Bootstrap::connectRing() {
     done.clear();
     server.advance(fds, kRingChannels, n, &done);
     for (Authenticated& a : done) {
-      if (a.purpose == kPurposePeerData)
+      if (a.purpose == kPurposePeerData || a.purpose == kPurposeGather)
         earlyPeers_.push_back(std::move(a));
       else
         acceptPrev(&a);

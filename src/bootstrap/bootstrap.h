@@ -299,6 +299,7 @@ class Bootstrap {
     uint32_t seq = 0;
   };
   std::vector<GatherDial> gatherStash_;
+  int64_t leading_ = -1;  // the gatherAmong this rank leads (its number), -1: none (under stashMutex_)
   clbResult_t dialGather(int lead, uint32_t seq, int64_t deadline, Link* out, Transcript* t);
   clbResult_t leadGather(const std::vector<int>& members, uint32_t seq, size_t bytes, char* all, int64_t deadline);
   clbResult_t dialPeer(int p, Link* out, bool* duplicate);

@@ -30,6 +30,9 @@ constexpr char kGatherAnswer[] = "colibri/3/gather-answer";
 constexpr size_t kGatherMessageBytes = 256;
 // The acceptor's answer to a dial that crossed this rank's own (lower) dial: use that one.
 constexpr uint32_t kPeerDuplicate = 0x44555021;  // "!PUD"
+// The acceptor's answer to a gatherAmong dial while this rank leads no exchange of that number
+// (not yet, or no longer, or it is not the lowest member in its list): the dialer tries again.
+constexpr uint32_t kGatherNotNow = 0x574f4e21;  // "!NOW"
 
 // The size of the ring's body (bootstrap.cc), so that a ring listener still connecting its ring
 // takes these too.
@@ -115,17 +118,17 @@ void Bootstrap::answerPeer(Authenticated* a, const char* where) {
   memcpy(&b, a->body.data(), sizeof b);
   uint32_t status = (uint32_t)clbAuthError;
   const int from = b.fromRank;
-  if (a->purpose == kPurposeGather) {  // a member of a gatherAmong that this rank leads: kept for it
-    const bool ok = from >= 0 && from < nranks_ && from != rank_ && b.toRank == rank_;
-    status = ok ? (uint32_t)clbSuccess : (uint32_t)clbAuthError;
+  if (a->purpose == kPurposeGather) {  // a member of the gatherAmong this rank leads: kept for it
+    const bool valid = from >= 0 && from < nranks_ && from != rank_ && b.toRank == rank_;
+    std::lock_guard<std::mutex> g(stashMutex_);  // leadGather takes what is kept under it
+    const bool now = valid && leading_ == (int64_t)(uint32_t)b.pad[0];
+    status = !valid ? (uint32_t)clbAuthError : now ? (uint32_t)clbSuccess : kGatherNotNow;
     uint8_t mac[kTagBytes];
     tag(id_.secret, kPeerAccept, a->transcript, {{&status, sizeof status}}, mac);
     if (sendAllParts(a->link, {{&status, sizeof status}, {mac, sizeof mac}}, nowMs() + handshakeTimeoutMs(), nullptr,
-                     where) != clbSuccess ||
-        !ok)
-      return;
-    std::lock_guard<std::mutex> g(stashMutex_);
-    gatherStash_[from] = GatherDial{std::move(a->link), a->transcript, (uint32_t)b.pad[0]};
+                     where) == clbSuccess &&
+        now)
+      gatherStash_[from] = GatherDial{std::move(a->link), a->transcript, (uint32_t)b.pad[0]};
     return;
   }
   {
@@ -275,19 +278,25 @@ clbResult_t Bootstrap::dialGather(int lead, uint32_t seq, int64_t deadline, Link
     uint8_t mac[kTagBytes];
     if (rc == clbSuccess) rc = recvAll(link, &status, sizeof status, deadline, nullptr, name);
     if (rc == clbSuccess) rc = recvAll(link, mac, sizeof mac, deadline, nullptr, name);
+    bool notNow = false;
     if (rc == clbSuccess) {
-      if (!tagMatches(id_.secret, kPeerAccept, *t, {{&status, sizeof status}}, mac) || status != clbSuccess)
+      if (!tagMatches(id_.secret, kPeerAccept, *t, {{&status, sizeof status}}, mac) ||
+          (status != clbSuccess && status != kGatherNotNow))
         return setError(clbAuthError, "%s refused rank %d's connection for the survivors' exchange", name, rank_);
-      *out = std::move(link);
-      return clbSuccess;
+      if (status == clbSuccess) {
+        *out = std::move(link);
+        return clbSuccess;
+      }
+      notNow = true;
     }
-    // Refused or closed: the lowest member is not listening yet (its acceptor starts with its own
-    // call), or its listener was full. Dialed again until the deadline.
+    // Not leading this exchange yet, refused or closed (its acceptor starts with its own call, or
+    // its listener was full): dialed again until the deadline.
     if (nowMs() + delayMs >= deadline)
-      return setError(rc == clbSuccess ? clbTimeout : rc,
-                      "rank %d: %s, the lowest of the ranks taking part, did not answer within %lld ms (is it alive, "
-                      "and making the same call?): %s",
-                      rank_, name, (long long)timeoutMs_, lastError().c_str());
+      return setError(clbTimeout,
+                      "rank %d: %s, the lowest of the ranks taking part, %s within %lld ms (is it alive, making the "
+                      "same call with the same list?)%s%s",
+                      rank_, name, notNow ? "led no such exchange" : "did not answer", (long long)timeoutMs_,
+                      notNow ? "" : ": ", notNow ? "" : lastError().c_str());
     (void)retry;
     usleep(delayMs * 1000);
     delayMs = std::min(delayMs * 2, 50);
@@ -299,55 +308,71 @@ clbResult_t Bootstrap::leadGather(const std::vector<int>& members, uint32_t seq,
   if (listenFd_ < 0)
     return setError(clbInternalError, "rank %d: its ring listener is closed: no exchange among survivors", rank_);
   CLB_CHECK(startPeerAcceptor());
+  {
+    // Leading exchange `seq` from now: the acceptor keeps the dials of this number only (others
+    // are told to try again), and what an earlier exchange left is dropped.
+    std::lock_guard<std::mutex> g(stashMutex_);
+    for (GatherDial& d : gatherStash_) d = GatherDial{};
+    leading_ = seq;
+  }
+  struct StopLeading {
+    Bootstrap* b;
+    ~StopLeading() {
+      std::lock_guard<std::mutex> g(b->stashMutex_);
+      b->leading_ = -1;
+      for (GatherDial& d : b->gatherStash_) d = GatherDial{};
+    }
+  } stopLeading{this};
   const size_t m = members.size();
   std::vector<GatherDial> dials(m);
   std::vector<bool> came(m, false);
   came[0] = true;  // this rank
+  uint32_t status = clbSuccess;
+  char msg[kGatherMessageBytes] = {};
+  char name[64];
   size_t missing = m - 1;
   int delayUs = 200;
+  // Each member's block is read as it comes, so that no connection is closed with data unread
+  // (which could turn the answer into a reset).
   while (missing && nowMs() < deadline) {
+    std::vector<size_t> took;
     {
       std::lock_guard<std::mutex> g(stashMutex_);
       for (size_t i = 1; i < m; i++) {
         GatherDial& d = gatherStash_[members[i]];
         if (came[i] || !d.link.open()) continue;
-        if (d.seq != seq) {  // a dial of an earlier exchange that failed: dropped
-          d = GatherDial{};
-          continue;
-        }
         dials[i] = std::move(d);
         d = GatherDial{};
         came[i] = true;
+        took.push_back(i);
         missing--;
       }
     }
-    if (missing) {
+    for (size_t i : took) {
+      snprintf(name, sizeof name, "rank %d", members[i]);
+      uint8_t mac[kTagBytes];
+      clbResult_t rc = recvAll(dials[i].link, all + i * bytes, bytes, deadline, nullptr, name);
+      if (rc == clbSuccess) rc = recvAll(dials[i].link, mac, sizeof mac, deadline, nullptr, name);
+      if (rc == clbSuccess &&
+          !tagMatches(id_.secret, kGatherBlock, dials[i].transcript, {{all + i * bytes, bytes}}, mac))
+        rc = setError(clbAuthError, "rank %d's block failed its authentication tag", members[i]);
+      if (rc != clbSuccess && status == clbSuccess) {
+        status = rc;
+        snprintf(msg, sizeof msg, "rank %d's part did not arrive whole: %s", members[i], lastError().c_str());
+      }
+    }
+    if (missing && took.empty()) {
       usleep(delayUs);
       delayUs = std::min(delayUs * 2, 10000);
     }
   }
-  uint32_t status = clbSuccess;
-  char msg[kGatherMessageBytes] = {};
   std::string absent;
   for (size_t i = 1; i < m; i++)
     if (!came[i]) absent += (absent.empty() ? "" : ", ") + std::to_string(members[i]);
-  if (!absent.empty()) {
+  if (!absent.empty() && status == clbSuccess) {
     status = clbTimeout;
     snprintf(msg, sizeof msg, "rank(s) %s did not take part within %lld ms (dead, or not making the same call?)",
              absent.c_str(), (long long)timeoutMs_);
-  }
-  char name[64];
-  for (size_t i = 1; i < m && status == clbSuccess; i++) {
-    snprintf(name, sizeof name, "rank %d", members[i]);
-    uint8_t mac[kTagBytes];
-    clbResult_t rc = recvAll(dials[i].link, all + i * bytes, bytes, deadline, nullptr, name);
-    if (rc == clbSuccess) rc = recvAll(dials[i].link, mac, sizeof mac, deadline, nullptr, name);
-    if (rc == clbSuccess && !tagMatches(id_.secret, kGatherBlock, dials[i].transcript, {{all + i * bytes, bytes}}, mac))
-      rc = setError(clbAuthError, "rank %d's block failed its authentication tag", members[i]);
-    if (rc != clbSuccess) {
-      status = rc;
-      snprintf(msg, sizeof msg, "rank %d's part did not arrive whole: %s", members[i], lastError().c_str());
-    }
   }
   const uint32_t count = status == clbSuccess ? (uint32_t)m : 0;
   for (size_t i = 1; i < m; i++) {
@@ -385,20 +410,22 @@ clbResult_t Bootstrap::gatherAmong(const std::vector<int>& members, uint32_t seq
   uint8_t mac[kTagBytes];
   tag(id_.secret, kGatherBlock, t, {{block, bytes}}, mac);
   CLB_CHECK(sendAllParts(link, {{block, bytes}, {mac, sizeof mac}}, deadline, nullptr, name));
-  // The lead answers by its own deadline, which began before this rank's ended: a second more.
+  // The lead answers by its own deadline, which began when it called, up to a timeout after this
+  // rank (the other survivors' calls come in any order): a timeout more.
+  const int64_t answerBy = deadline + timeoutMs_;
   uint32_t status = 0;
   char msg[kGatherMessageBytes];
-  CLB_CHECK(recvAll(link, &status, sizeof status, deadline + 1000, nullptr, name));
-  CLB_CHECK(recvAll(link, msg, sizeof msg, deadline + 1000, nullptr, name));
+  CLB_CHECK(recvAll(link, &status, sizeof status, answerBy, nullptr, name));
+  CLB_CHECK(recvAll(link, msg, sizeof msg, answerBy, nullptr, name));
   msg[sizeof msg - 1] = 0;
   uint32_t count = 0;  // the members the lowest one counted (no more than this communicator's ranks)
-  CLB_CHECK(recvAll(link, &count, sizeof count, deadline + 1000, nullptr, name));
+  CLB_CHECK(recvAll(link, &count, sizeof count, answerBy, nullptr, name));
   if (count > (uint32_t)nranks_)
     return setError(clbAuthError, "rank %d: %s answered with %u blocks, more than the %d ranks", rank_, name, count,
                     nranks_);
   std::vector<char> blocks(count * bytes);
-  if (!blocks.empty()) CLB_CHECK(recvAll(link, blocks.data(), blocks.size(), deadline + 1000, nullptr, name));
-  CLB_CHECK(recvAll(link, mac, sizeof mac, deadline + 1000, nullptr, name));
+  if (!blocks.empty()) CLB_CHECK(recvAll(link, blocks.data(), blocks.size(), answerBy, nullptr, name));
+  CLB_CHECK(recvAll(link, mac, sizeof mac, answerBy, nullptr, name));
   if (!tagMatches(id_.secret, kGatherAnswer, t,
                   {{&status, sizeof status}, {msg, sizeof msg}, {&count, sizeof count}, {blocks.data(), blocks.size()}},
                   mac))

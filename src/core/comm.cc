@@ -125,12 +125,16 @@ clbComm::~clbComm() {
   releaseDevice();
 }
 
+clbResult_t clbComm::refuseIfRevoked() const {
+  if (!revoked) return clbSuccess;
+  return setError(clbInvalidUsage,
+                  "rank %d: the communicator was revoked (clbCommRevoke): make the next communicator with "
+                  "clbCommShrink, or destroy it",
+                  rank);
+}
+
 clbResult_t clbComm::checkUsable() const {
-  if (revoked)
-    return setError(clbInvalidUsage,
-                    "rank %d: the communicator was revoked (clbCommRevoke): make the next communicator with "
-                    "clbCommShrink, or destroy it",
-                    rank);
+  CLB_CHECK(refuseIfRevoked());
   if (aborted) return setError(clbAborted, "the communicator was aborted: destroy it and create a new one");
   if (suspended)
     return setError(clbInvalidUsage,
@@ -643,6 +647,7 @@ clbResult_t clbCommTrim(clbComm_t c) {
   CLB_CHECK(checkComm(c));
   CallScope call(c, kCallTrim);
   CLB_CHECK(call.result());
+  CLB_CHECK(c->refuseIfRevoked());
   if (c->failed || c->aborted) return clbSuccess;
   if (c->carrier) CLB_CHECK(c->carrier->trim());
   trimHostScratch(c);  // PreMulSum's scaled inputs (host buffers): made again by the next such call
@@ -658,6 +663,7 @@ clbResult_t clbCommSuspend(clbComm_t c) {
   CLB_CHECK(checkComm(c));
   CallScope call(c, kCallSuspend);
   CLB_CHECK(call.result());
+  CLB_CHECK(c->refuseIfRevoked());
   // A usage refusal changes nothing (a peer's suspend waits for this rank's as for any call it
   // does not make, until its timeout).
   if (c->suspended)
@@ -729,6 +735,7 @@ clbResult_t clbCommResume(clbComm_t c) {
   CLB_CHECK(checkComm(c));
   CallScope call(c, kCallSuspend);
   CLB_CHECK(call.result());
+  CLB_CHECK(c->refuseIfRevoked());
   if (!c->suspended)
     return setError(clbInvalidUsage, "rank %d: the communicator is not suspended (clbCommSuspend): nothing to resume",
                     c->rank);
@@ -775,6 +782,7 @@ clbResult_t clbCommRegister(clbComm_t c, void* buff, size_t bytes, void** handle
   CLB_CHECK(checkComm(c));
   CallScope call(c, kCallRegister);
   CLB_CHECK(call.result());
+  CLB_CHECK(c->refuseIfRevoked());
   if (handle) *handle = nullptr;
   CLB_CHECK(c->checkUsable());
 #ifdef CLB_HAVE_CUDA
@@ -791,6 +799,7 @@ clbResult_t clbCommDeregister(clbComm_t c, void* handle) {
   CLB_CHECK(checkComm(c));
   CallScope call(c, kCallDeregister);
   CLB_CHECK(call.result());
+  CLB_CHECK(c->refuseIfRevoked());
 #ifdef CLB_HAVE_CUDA
   if (c->device) return c->device->deregisterBuffer(handle);  // collective: a NULL handle is refused on every rank
 #endif

@@ -33,8 +33,8 @@ struct clbComm : clb::DeviceCommContext {
   clbResult_t failureCode = clbSuccess;
   mutable std::mutex failureMutex;
   bool destroyed = false;
-  uint64_t splits = 0;   // clbCommSplit calls so far: every rank counts alike (they are collective)
-  uint32_t shrinks = 0;  // clbCommShrink calls so far (the survivors count alike)
+  uint64_t splits = 0;               // clbCommSplit calls so far: every rank counts alike (they are collective)
+  std::atomic<uint32_t> shrinks{0};  // clbCommShrink calls so far, refused ones too (the survivors count alike)
   // Calls made of point-to-point operations that every rank makes (all-to-all(v), gather,
   // scatter, reduce), numbered alike on every rank: their messages' OpDesc::epoch.
   uint32_t peerCollectives = 0;
@@ -79,6 +79,9 @@ struct clbComm : clb::DeviceCommContext {
   clbResult_t asyncStatus();
   // clbAborted / clbInvalidUsage with the message users see once the communicator is unusable.
   clbResult_t checkUsable() const;
+  // clbInvalidUsage saying so once clbCommRevoke was called (the calls that checkUsable does not
+  // guard: trim, register, suspend and resume).
+  clbResult_t refuseIfRevoked() const;
   // Takes the communicator for `call` (a Collective or a Call), or returns clbInvalidUsage naming
   // the call another thread is in. leaveCall() gives it back; clb::CallScope does both.
   clbResult_t enterCall(uint32_t call) {

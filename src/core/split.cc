@@ -273,10 +273,12 @@ extern "C" clbResult_t clbCommShrink(clbComm_t c, const int* excluded, int nexcl
   clearError();
   if (newcomm) *newcomm = nullptr;
   CLB_CHECK(checkComm(c));
+  // Counted by every rank that calls, refused or not, so that the survivors' numbers stay alike
+  // for the next shrink (a survivor whose call was refused here retries with the others).
+  const uint32_t seq = c->shrinks.fetch_add(1) + 1;
   const int n = c->nranks;
-  if (flags & ~CLB_SHRINK_ABORT)
-    return setError(clbInvalidArgument, "rank %d: flags=%d: pass CLB_SHRINK_DEFAULT (0) or CLB_SHRINK_ABORT (1)",
-                    c->rank, flags);
+  // A list that names no set of survivors: refused here alone (the others learn it at the timeout,
+  // naming this rank as missing).
   if (nexcluded < 0 || (nexcluded > 0 && !excluded))
     return setError(clbInvalidArgument, "rank %d: excluded=%p, nexcluded=%d: pass a list of nexcluded >= 0 ranks",
                     c->rank, (const void*)excluded, nexcluded);
@@ -293,8 +295,9 @@ extern "C" clbResult_t clbCommShrink(clbComm_t c, const int* excluded, int nexcl
                     "communicator instead)",
                     c->rank);
   // With CLB_SHRINK_ABORT, the parent's calls in progress on other threads end first.
-  if (flags & CLB_SHRINK_ABORT) (void)clbCommAbort(c);
-  const int64_t until = nowMs() + ((flags & CLB_SHRINK_ABORT) ? c->cfg.timeoutMs : 0);
+  const bool abortFirst = flags == CLB_SHRINK_ABORT;
+  if (abortFirst) (void)clbCommAbort(c);
+  const int64_t until = nowMs() + (abortFirst ? c->cfg.timeoutMs : 0);
   clbResult_t entered;
   while ((entered = c->enterCall(kCallShrink)) != clbSuccess && nowMs() < until) usleep(1000);
   if (entered != clbSuccess) return entered;
@@ -309,7 +312,6 @@ extern "C" clbResult_t clbCommShrink(clbComm_t c, const int* excluded, int nexcl
     if (!std::binary_search(out.begin(), out.end(), p)) members.push_back(p);
   const int m = (int)members.size();
   const int childRank = (int)(std::find(members.begin(), members.end(), c->rank) - members.begin());
-  const uint32_t seq = ++c->shrinks;
   ShrinkMember me;
   memset(&me, 0, sizeof me);
   me.digest = listDigest(out);
@@ -323,7 +325,12 @@ extern "C" clbResult_t clbCommShrink(clbComm_t c, const int* excluded, int nexcl
   derive(parent, "colibri/shrink/session/1", c->boot.sessionNonce(), seq, me.digest, session, kSessionBytes);
   std::unique_ptr<clbComm> child;
   clbResult_t rc = clbSuccess;
-  if (!newcomm) rc = setError(clbInvalidArgument, "rank %d: newcomm (output) is NULL", c->rank);
+  // Refusals of this rank's arguments go to every survivor through the exchange (at once).
+  if (flags & ~CLB_SHRINK_ABORT)
+    rc = setError(clbInvalidArgument, "rank %d: flags=%d: pass CLB_SHRINK_DEFAULT (0) or CLB_SHRINK_ABORT (1)", c->rank,
+                  flags);
+  else if (!newcomm)
+    rc = setError(clbInvalidArgument, "rank %d: newcomm (output) is NULL", c->rank);
   clbConfig_t resolved;
   if (rc == clbSuccess && config) rc = resolveConfig(config, &resolved);
   if (rc == clbSuccess)

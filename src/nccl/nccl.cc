@@ -583,7 +583,6 @@ NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 
 NCCL_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   Entry e;
-  if (!comm) return ncclSuccess;  // as ncclCommDestroy
   if (revokeFlags != NCCL_REVOKE_DEFAULT)
     return refuse(ncclInvalidArgument, "ncclCommRevoke: revokeFlags=%d: pass NCCL_REVOKE_DEFAULT (0)", revokeFlags);
   NCCL_COMM(comm, c);
@@ -698,8 +697,9 @@ NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, 
     // every survivor at once (they would wait for it until the timeout otherwise).
     const std::string why = tError;
     ncclResult_t dead = ncclSuccess;
-    if ((parent = of(comm, &dead, __func__)))
-      (void)clbCommShrink(parent, excludeRanksList, excludeRanksCount, nullptr, nullptr, shrinkFlags);
+    if ((parent = of(comm, &dead, __func__)))  // refused: NCCL_SHRINK_ABORT aborts nothing
+      (void)clbCommShrink(parent, excludeRanksList, excludeRanksCount, nullptr, nullptr,
+                          shrinkFlags & ~NCCL_SHRINK_ABORT);
     tError = why;
     return rc;
   }

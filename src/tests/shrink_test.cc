@@ -192,6 +192,51 @@ TEST_P(ShrinkOver, ASurvivorThatNeverComesIsNamedAtTheTimeout) {
   for (int r = 0; r < n; r++) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
+// A shrink refused on one survivor (bad flags: refused on every survivor at once; a call in
+// progress on another thread: refused there alone, the others at the timeout) is retried by all,
+// and goes through: the survivors still agree on the shrinks' numbers.
+TEST_P(ShrinkOver, ARefusedShrinkIsRetriedAndGoesThrough) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  const int n = 3, last = 2;
+  auto errors = clbtest::runOver(GetParam(), n, 1500, {}, [&](int r, clbComm_t comm) {
+    clbComm_t child = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(clbCommShrink(comm, &last, 1, nullptr, &child, r == 1 ? 4 : 0), clbInvalidArgument);
+    EXPECT_TRUE(contains(clbGetLastError(), r == 1      ? "flags=4"
+                                            : r == last ? "is in the exclusion list"
+                                                        : "refused on rank 1"))
+        << clbGetLastError();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1200)) << "rank " << r << " waited";
+    if (r == last) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // alive until the others are done
+      return;
+    }
+    ASSERT_EQ(clbCommShrink(comm, &last, 1, nullptr, &child, 0), clbSuccess) << clbGetLastError();
+    EXPECT_EQ(checkChild(child, r, survivorsOf(n, {last}), 1), "");
+    clbCommDestroy(child);
+    // Rank 1 is in a call on another thread (a receive from rank 0, which never sends): its shrink
+    // is refused as busy, rank 0's ends at the timeout; both retry after rank 1's revoke.
+    std::thread blocked;
+    if (r == 1) {
+      blocked = std::thread([&] {
+        int64_t x = 0;
+        EXPECT_NE(clbRecv(&x, 1, clbInt64, 0, comm, nullptr), clbSuccess);
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_NE(clbCommShrink(comm, &last, 1, nullptr, &child, 0), clbSuccess) << "rank " << r;
+    EXPECT_EQ(child, nullptr);
+    if (r == 1) {
+      EXPECT_EQ(clbCommRevoke(comm), clbSuccess);
+      blocked.join();
+    }
+    ASSERT_EQ(clbCommShrink(comm, &last, 1, nullptr, &child, 0), clbSuccess) << clbGetLastError();
+    EXPECT_EQ(checkChild(child, r, survivorsOf(n, {last}), 2), "");
+    clbCommDestroy(child);
+  });
+  for (int r = 0; r < n; r++) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
 // A rank that stalls (alive, never calling): the others block in an all-reduce until another
 // thread of each revokes; the blocked calls return within a second, later calls are refused
 // saying so, and the survivors shrink without the stalled rank.
@@ -218,6 +263,10 @@ TEST_P(ShrinkOver, RevokeEndsBlockedCallsAndTheSurvivorsShrink) {
     EXPECT_EQ(clbAllReduce(&x, &y, 1, clbInt64, clbSum, comm, nullptr), clbInvalidUsage);
     EXPECT_TRUE(contains(clbGetLastError(), "revoked")) << clbGetLastError();
     EXPECT_EQ(clbCommRevoke(comm), clbInvalidUsage) << "a second revoke";
+    EXPECT_EQ(clbCommTrim(comm), clbInvalidUsage);
+    EXPECT_EQ(clbCommSuspend(comm), clbInvalidUsage);
+    EXPECT_TRUE(contains(clbGetLastError(), "revoked")) << clbGetLastError();
+    EXPECT_EQ(clbCommResume(comm), clbInvalidUsage);
     clbComm_t child = nullptr;
     ASSERT_EQ(clbCommShrink(comm, &stalled, 1, nullptr, &child, CLB_SHRINK_DEFAULT), clbSuccess) << clbGetLastError();
     EXPECT_EQ(checkChild(child, r, survivorsOf(n, {stalled}), 21), "");

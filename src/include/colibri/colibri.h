@@ -320,10 +320,11 @@ CLB_API clbResult_t clbCommSplitRefuse(clbComm_t comm, const char* reason);
  * each sends its part to the lowest survivor over a connection of its own, authenticated like the
  * ring's (comm's secret), which answers them all; so comm may have failed (a peer died) or have
  * been aborted. With CLB_SHRINK_ABORT, comm is aborted first (its calls in progress on other
- * threads end, as with clbCommAbort), as after a failure. Lists that differ between survivors,
- * or a survivor that does not call within comm's timeout, fail the call on every survivor that
- * did, saying which. config NULL: comm's configuration. The new communicator is independent of
- * comm: destroy each. One call at a time on comm, like the collectives. */
+ * threads end, as with clbCommAbort), as after a failure. Bad flags, a NULL newcomm or config on
+ * one survivor, or lists that differ between survivors, fail the call on every survivor at once,
+ * saying which; a survivor that does not call within comm's timeout, naming it. Every call counts
+ * on every rank, refused or not, so the survivors retry together. config NULL: comm's configuration. The new
+ * communicator is independent of comm: destroy each. One call at a time on comm, like the collectives. */
 /* Stops every call on comm, here and, through the abort notice, on its peers (NCCL's
  * ncclCommRevoke): a call in progress on another thread returns, and every later call but
  * clbCommShrink, clbCommDestroy and the queries is refused with clbInvalidUsage saying it was
