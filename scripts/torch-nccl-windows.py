@@ -53,7 +53,7 @@ def child(args):
     torch.zeros(1, device="cuda")  # the context, before the communicator
     lib = load(args.lib)
     uid = UniqueId()
-    uid.internal = bytes.fromhex(args.id)
+    ctypes.memmove(ctypes.addressof(uid), bytes.fromhex(args.id), ctypes.sizeof(uid))
     comm = ctypes.c_void_p()
     r, n = args.child, args.ranks
     failures = []
@@ -102,6 +102,32 @@ def child(args):
         allreduce(wsend, wrecv, count)
         torch.cuda.synchronize()
         check(wrecv, count, salt, f"eager all-reduce of {count} on the window")
+    # 1b. Suspend and resume (before any capture: the window deregistered first, registered again).
+    ok(lib.ncclCommWindowDeregister(comm, win), "ncclCommWindowDeregister (before the suspend)")
+    held = ctypes.c_uint64()
+    ok(lib.ncclCommMemStats(comm, STAT_SUSPEND, ctypes.byref(held)), "ncclCommMemStats")
+    before = held.value
+    ok(lib.ncclCommSuspend(comm, NCCL_SUSPEND_MEM), "ncclCommSuspend")
+    ok(lib.ncclCommMemStats(comm, STAT_SUSPEND, ctypes.byref(held)), "ncclCommMemStats")
+    suspended_bytes = held.value
+    flag = ctypes.c_uint64()
+    ok(lib.ncclCommMemStats(comm, STAT_SUSPENDED, ctypes.byref(flag)), "ncclCommMemStats")
+    t = torch.ones(1000, device="cuda")
+    rc = lib.ncclAllReduce(ctypes.c_void_p(t.data_ptr()), ctypes.c_void_p(t.data_ptr()), 1000, NCCL_FLOAT32,
+                           NCCL_SUM, comm, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+    if rc == 0 or suspended_bytes != 0 or flag.value != 1:
+        failures.append(f"rank {r}: suspended: a call returned {rc}, {suspended_bytes} bytes held, flag {flag.value}")
+    ok(lib.ncclCommResume(comm), "ncclCommResume")
+    send, recv = torch.empty(70001, device="cuda"), torch.empty(70001, device="cuda")
+    send.copy_(inputs(70001, 7, r))
+    allreduce(send, recv, 70001)
+    torch.cuda.synchronize()
+    check(recv, 70001, 7, "all-reduce after the resume")
+    ok(lib.ncclCommWindowRegister(comm, base, 2 * max_count * 4, ctypes.byref(win), NCCL_WIN_COLL_SYMMETRIC),
+       "ncclCommWindowRegister (after the resume)")
+    for count in counts[:3]:  # what a capture needs set up is set up eagerly again
+        allreduce(wsend, wrecv, count)
+    torch.cuda.synchronize()
     # 2. Captured in a CUDA graph (one all-reduce per size, each on its own part of the window),
     # replayed with new inputs.
     offs, at = [], 0
@@ -143,26 +169,12 @@ def child(args):
     if rc != 0:
         failures.append(f"rank {r}: deregistering after the graph was destroyed: {rc} "
                         f"({lib.ncclGetLastError(comm).decode()})")
-    # 4. Suspend and resume.
-    held = ctypes.c_uint64()
-    ok(lib.ncclCommMemStats(comm, STAT_SUSPEND, ctypes.byref(held)), "ncclCommMemStats")
-    before = held.value
-    ok(lib.ncclCommSuspend(comm, NCCL_SUSPEND_MEM), "ncclCommSuspend")
-    ok(lib.ncclCommMemStats(comm, STAT_SUSPEND, ctypes.byref(held)), "ncclCommMemStats")
-    suspended_bytes = held.value
-    flag = ctypes.c_uint64()
-    ok(lib.ncclCommMemStats(comm, STAT_SUSPENDED, ctypes.byref(flag)), "ncclCommMemStats")
-    t = torch.ones(1000, device="cuda")
-    rc = lib.ncclAllReduce(ctypes.c_void_p(t.data_ptr()), ctypes.c_void_p(t.data_ptr()), 1000, NCCL_FLOAT32,
-                           NCCL_SUM, comm, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
-    if rc == 0 or suspended_bytes != 0 or flag.value != 1:
-        failures.append(f"rank {r}: suspended: a call returned {rc}, {suspended_bytes} bytes held, flag {flag.value}")
-    ok(lib.ncclCommResume(comm), "ncclCommResume")
-    send, recv = torch.empty(70001, device="cuda"), torch.empty(70001, device="cuda")
-    send.copy_(inputs(70001, 7, r))
-    allreduce(send, recv, 70001)
-    torch.cuda.synchronize()
-    check(recv, 70001, 7, "all-reduce after the resume")
+    # 4. After the capture the communicator cannot be suspended (its graphs' replays use its
+    # device memory): refused on every rank, saying so.
+    rc = lib.ncclCommSuspend(comm, NCCL_SUSPEND_MEM)
+    msg = lib.ncclGetLastError(comm).decode()
+    if rc != NCCL_INVALID_USAGE or "captured in a CUDA graph" not in msg:
+        failures.append(f"rank {r}: a suspend after a capture: {rc} ({msg})")
     out = {"rank": r, "failures": failures, "held_before_suspend": before, "held_suspended": suspended_bytes,
            "deregister_tries": tries}
     # 5. Latency: window against unregistered buffers, 20 all-reduces per graph.
@@ -213,7 +225,7 @@ def parent(args):
     if lib.ncclGetUniqueId(ctypes.byref(uid)) != 0:
         print("ncclGetUniqueId failed: " + lib.ncclGetLastError(None).decode(), file=sys.stderr)
         return 2
-    hexid = bytes(uid.internal).hex()
+    hexid = ctypes.string_at(ctypes.addressof(uid), ctypes.sizeof(uid)).hex()  # all 128 bytes, NULs too
     cmd = [sys.executable, os.path.abspath(__file__), "--lib", args.lib, "--ranks", str(args.ranks), "--id", hexid]
     if args.latency:
         cmd.append("--latency")
