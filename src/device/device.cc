@@ -119,6 +119,7 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
                     "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "
                     "communicator per GPU",
                     s_.comm->rank, ordinal, s_.ordinal);
+  if (s_.comm->nranks == 1) return runOneRank(a, ordinal, stream);
   if (!s_.flags) {
     CLB_CHECK(s_.setUp(ordinal, stream));
     markReady();
@@ -204,6 +205,28 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   return staged_.run(a, stream);                                     // in rounds, each between the meetings
 }
 
+// Every collective of one rank is a copy of its input: a reduction of one input (avg divides by
+// 1; a PreMulSum's scaling already wrote recv, as a.send), an all-gather or reduce-scatter of one
+// block, a broadcast from itself. So in place nothing runs, else one copy on the stream, which a
+// capture records like any work. No kernels, flags or buffers: the communicator holds no device
+// memory, and nothing a suspend would free.
+clbResult_t Device::runOneRank(const CollArgs& a, int ordinal, CUstream stream) {
+  if (!s_.ctx) {
+    CLB_CHECK(driver(&s_.d));
+    CLB_CU(s_.d, cuDeviceGet, &s_.dev, ordinal);
+    CLB_CU(s_.d, cuDevicePrimaryCtxRetain, &s_.ctx, s_.dev);
+    s_.ordinal = ordinal;
+  }
+  CtxScope scope(s_.d, s_.ctx);
+  CLB_CHECK(s_.checkStream(stream));
+  lastPath_ = DevicePath::kOneRank;
+  lastZeroCopy_ = false;
+  if (a.send == a.recv) return clbSuccess;
+  CLB_CU(s_.d, cuMemcpyAsync, reinterpret_cast<CUdeviceptr>(a.recv), reinterpret_cast<CUdeviceptr>(a.send),
+         a.count * clbTypeSize(a.type), stream);
+  return clbSuccess;
+}
+
 clbResult_t Device::runAcrossHosts(const CollArgs& a, int ordinal, CUstream stream) {
   CLB_CHECK(checkDeviceCollective(a.desc.coll));
   if (s_.ordinal >= 0 && ordinal != s_.ordinal)
@@ -271,6 +294,9 @@ std::string Device::scratchNote() const {
 
 std::string Device::describe() const {
   if (!s_.d) return "device: not used yet (set up at the first collective on device memory)\n";
+  if (s_.comm->nranks == 1)
+    return "device: GPU " + std::to_string(s_.ordinal) +
+           ", one rank: a collective is a copy of its input at most (no kernels, no device memory)\n";
   if (s_.acrossHosts)
     return "device: GPU " + std::to_string(s_.ordinal) + ", ranks on several hosts: device buffers through " +
            gpuDirect_.info() + "; " + std::to_string(hostStaged_.bytes()) +

@@ -228,6 +228,7 @@ class Device {
       case DevicePath::kLL: return "ll";
       case DevicePath::kDirect: return "direct";
       case DevicePath::kCopies: return "copies";
+      case DevicePath::kOneRank: return "one rank";
       default: return "staged";
     }
   }
@@ -236,6 +237,8 @@ class Device {
   // Once set up, the communicator's async query reads this device's status
   // (DeviceCommContext::deviceReady).
   void markReady();
+  // A call of a one-rank communicator: a copy of its input into recv at most (run()).
+  clbResult_t runOneRank(const CollArgs& a, int ordinal, CUstream stream);
   clbResult_t release();
   std::string scratchNote() const;  // for describe(): the copies path's device scratch, if any
   DeviceShared s_;

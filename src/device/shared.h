@@ -49,7 +49,8 @@ clbResult_t agreeOnStatus(DeviceCommContext* comm, clbResult_t mine, const char*
 // Which way a call goes (COLIBRI_DEVICE_PATH forces one; see docs/device.md).
 // kCopies is never forced: auto (or ll, beyond the LL sizes) takes it where the staging is in
 // host memory (hostcopy.cc); COLIBRI_DEVICE_PATH=staged keeps the staged kernel there.
-enum class DevicePath { kAuto, kLL, kStaged, kDirect, kCopies };
+// kOneRank: what a call of a one-rank communicator took (a copy at most; never a setting).
+enum class DevicePath { kAuto, kLL, kStaged, kDirect, kCopies, kOneRank };
 
 // Device memory every rank of the node sees: this rank's allocation and every rank's, mapped
 // (CUDA IPC across processes, the pointer itself inside one). Allocated on demand, grown by a

@@ -208,7 +208,11 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
     printf("rank 0 of %d: device bytes held %lld (peak %lld)\n%s", n, (long long)st.deviceBytes,
            (long long)st.devicePeakBytes, info);
   const char* p2p = getenv("COLIBRI_DEVICE_P2P");
-  if (p2p && !strcmp(p2p, "off")) {
+  if (n == 1) {
+    // One rank: copies on the stream at most, whatever the path setting (Device::runOneRank).
+    if (err.empty() && (st.deviceBytes != 0 || !strstr(info, "one rank")))
+      err = "one rank: device bytes held " + std::to_string(st.deviceBytes) + " (want 0): " + info;
+  } else if (p2p && !strcmp(p2p, "off")) {
     // Everything shared lives in host memory; in device memory only this rank's block counters
     // with its copy of its call count and error word (32 bytes) and, where the copy engines moved
     // the bulk (not with the staged kernel forced), the scratch the peers' parts are copied into
@@ -264,6 +268,101 @@ INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceThreads,
                                                               "viahoststaged"),
                                             ::testing::Values(false)),
                          placementName);
+namespace {
+
+// One rank's collectives are copies at most (Device::runOneRank): rankBody's calls captured into
+// a CUDA graph before any eager call (there is nothing to set up first), replayed twice with new
+// inputs and checked element by element; the communicator never holds device memory (its count
+// and the GPU's free memory around it), says so in its info, and suspends after the capture.
+std::string oneRankBody(const Driver* d) {
+  clbUniqueId id;
+  if (clbGetUniqueId(&id) != clbSuccess) return std::string("unique id: ") + clbGetLastError();
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = setUpRank(d, id, 0, 1, &stream, &comm); !e.empty()) return e;
+  std::vector<Call> calls = theCalls();
+  std::vector<CUdeviceptr> send(calls.size()), recv(calls.size());
+  std::string err;
+  for (size_t i = 0; i < calls.size(); i++) {
+    const size_t bytes = calls[i].count * clbTypeSize(calls[i].type);
+    CU_OK(d->cuMemAlloc(&send[i], bytes));
+    if (calls[i].inPlace)
+      recv[i] = send[i];
+    else
+      CU_OK(d->cuMemAlloc(&recv[i], bytes));
+  }
+  size_t free0 = 0, free1 = 0, total = 0;
+  CU_OK(d->cuStreamSynchronize(stream));
+  CU_OK(d->cuMemGetInfo(&free0, &total));
+  CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  for (size_t i = 0; i < calls.size() && err.empty(); i++)
+    if (issue(calls[i], send[i], recv[i], 0, 1, comm, stream) != clbSuccess)
+      err = "captured call " + std::to_string(i) + ": " + clbGetLastError();
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  CU_OK(d->cuStreamEndCapture(stream, &graph));
+  if (err.empty()) CU_OK(d->cuGraphInstantiateWithFlags(&exec, graph, 0));
+  for (int rep = 0; rep < 2 && err.empty(); rep++) {
+    for (size_t i = 0; i < calls.size(); i++) {
+      const std::vector<uint8_t> in = makeInput(0, calls[i].count, calls[i].type, (int)i + 100 * rep);
+      // On the stream (ordered before the replay); from pageable memory the copy is staged before
+      // the call returns, so `in` may go.
+      if (!calls[i].inPlace) CU_OK(d->cuMemsetD8Async(recv[i], 0xa5, in.size(), stream));
+      CU_OK(d->cuMemcpyHtoDAsync(send[i], in.data(), in.size(), stream));
+      CU_OK(d->cuStreamSynchronize(stream));
+    }
+    if (std::string e = replay(exec, stream, {comm}); !e.empty()) err = e;
+    CU_OK(d->cuStreamSynchronize(stream));
+    for (size_t i = 0; i < calls.size() && err.empty(); i++) {
+      const Call& c = calls[i];
+      const size_t esz = clbTypeSize(c.type);
+      std::vector<uint8_t> want = expected(c, 0, 1, (int)i + 100 * rep), got(want.size());
+      CU_OK(d->cuMemcpyDtoH(got.data(), recv[i], got.size()));
+      for (size_t e = 0; e < want.size() / esz && err.empty(); e++)
+        if (!sameBits(got.data() + e * esz, want.data() + e * esz, esz))
+          err = "replay " + std::to_string(rep) + " call " + std::to_string(i) + " (coll " + std::to_string(c.coll) +
+                " " + clb::typeName(c.type) + " " + clb::opName(c.op) + (c.inPlace ? " in place" : "") + "): element " +
+                std::to_string(e) + " differs";
+    }
+  }
+  if (exec) d->cuGraphExecDestroy(exec);
+  if (graph) d->cuGraphDestroy(graph);
+  // Eager calls too, each after the graph's calls: the same copies.
+  for (size_t i = 0; i < calls.size() && err.empty(); i++)
+    if (issue(calls[i], send[i], recv[i], 0, 1, comm, stream) != clbSuccess)
+      err = "eager call " + std::to_string(i) + ": " + clbGetLastError();
+  CU_OK(d->cuStreamSynchronize(stream));
+  CU_OK(d->cuMemGetInfo(&free1, &total));
+  clbMemStats_t st;
+  clbCommMemStats(comm, &st);
+  char info[2048];
+  clbCommInfo(comm, info, sizeof info);
+  if (err.empty() && (st.deviceBytes != 0 || st.devicePeakBytes != 0 || free1 != free0))
+    err = "one rank held device memory: its count " + std::to_string(st.deviceBytes) + " (peak " +
+          std::to_string(st.devicePeakBytes) + "), the GPU's free memory " + std::to_string(free0) + " -> " +
+          std::to_string(free1);
+  if (err.empty() && !strstr(info, "one rank")) err = std::string("the info does not name the one-rank path: ") + info;
+  // Nothing to free, and no graph holds anything of it: the suspend is taken.
+  if (err.empty() && clbCommSuspend(comm) != clbSuccess) err = std::string("suspend: ") + clbGetLastError();
+  if (err.empty() && clbCommResume(comm) != clbSuccess) err = std::string("resume: ") + clbGetLastError();
+  clbCommDestroy(comm);
+  for (size_t i = 0; i < calls.size(); i++) {
+    d->cuMemFree(send[i]);
+    if (recv[i] != send[i]) d->cuMemFree(recv[i]);
+  }
+  d->cuStreamDestroy(stream);
+  return err;
+}
+
+}  // namespace
+
+TEST(DeviceOneRank, CapturedCallsAreCopiesAndHoldNoDeviceMemory) {
+  const Driver* d = gpu();
+  if (!d) GTEST_SKIP() << "no GPU here: " << why;
+  setPlacement("auto", false);
+  EXPECT_EQ(oneRankBody(d), "");
+}
+
 INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceThreads,
                          ::testing::Combine(::testing::Values(2, 3, 4, 8),
                                             ::testing::Values("ll", "staged", "direct", "viahost"),
