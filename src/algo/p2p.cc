@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/dtype.h"
+#include "base/hash.h"
 #include "transport/transport.h"
 
 namespace clb {
@@ -137,9 +138,9 @@ clbResult_t checkPeerOps(CommContext* c, const std::vector<PeerOp>& ops) { retur
 uint64_t peerOpSignature(const PeerOp& o) {
   const OpDesc d = descOf(o, 0);
   const uint64_t words[] = {d.coll, d.dtype, d.op, (uint32_t)d.root, d.epoch, d.count, o.announce ? 1u : 0u};
-  uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a over the words' bytes, then a final mix
-  for (uint64_t w : words)
-    for (int b = 0; b < 8; b++) h = (h ^ ((w >> (8 * b)) & 0xFF)) * 0x100000001B3ull;
+  Fnv1a f;  // over the words, then a final mix
+  for (uint64_t w : words) f.word(w);
+  uint64_t h = f.value();
   h ^= h >> 33;
   h *= 0xFF51AFD7ED558CCDull;
   return h ^ (h >> 33);

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/hash.h"
 
 namespace clb {
 namespace {
@@ -360,9 +361,7 @@ uint64_t localHostHash() {
     fclose(f);
   }
   if (const char* h = getenv("COLIBRI_HOSTID")) key = h;  // lets tests pretend to be many hosts
-  uint64_t x = 1469598103934665603ull;
-  for (unsigned char c : key) x = (x ^ c) * 1099511628211ull;
-  return x;
+  return Fnv1a().bytes(key.data(), key.size()).value();
 }
 
 uint32_t processNamespaceId() {

@@ -296,7 +296,6 @@ class Bootstrap {
   struct GatherDial {
     Link link;
     Transcript transcript{};
-    uint32_t seq = 0;
   };
   std::vector<GatherDial> gatherStash_;
   int64_t leading_ = -1;  // the gatherAmong this rank leads (its number), -1: none (under stashMutex_)

@@ -128,7 +128,7 @@ void Bootstrap::answerPeer(Authenticated* a, const char* where) {
     if (sendAllParts(a->link, {{&status, sizeof status}, {mac, sizeof mac}}, nowMs() + handshakeTimeoutMs(), nullptr,
                      where) == clbSuccess &&
         now)
-      gatherStash_[from] = GatherDial{std::move(a->link), a->transcript, (uint32_t)b.pad[0]};
+      gatherStash_[from] = GatherDial{std::move(a->link), a->transcript};  // of exchange leading_
     return;
   }
   {

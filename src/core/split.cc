@@ -33,6 +33,7 @@
 #include "core/comm.h"
 #include "bootstrap/crypto.h"
 #include "base/error.h"
+#include "base/hash.h"
 #include "base/clock.h"
 
 namespace clb {
@@ -254,16 +255,9 @@ struct ShrinkMember {
 };
 
 uint64_t listDigest(const std::vector<int>& sorted) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the ranks and their count
-  auto mix = [&](uint64_t v) {
-    for (int i = 0; i < 8; i++) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 1099511628211ull;
-    }
-  };
-  for (int r : sorted) mix((uint64_t)(uint32_t)r);
-  mix(sorted.size());
-  return h;
+  Fnv1a h;  // over the ranks and their count
+  for (int r : sorted) h.word((uint64_t)(uint32_t)r);
+  return h.word(sorted.size()).value();
 }
 
 }  // namespace
