@@ -39,6 +39,7 @@ const char* callName(uint32_t call) {
     case kCallGraphLaunch: return "clbGraphLaunch";
     case kCallSuspend: return "clbCommSuspend";
     case kCallShrink: return "clbCommShrink";
+    case kCallGrow: return "clbCommGrow";
   }
   return collectiveName(call);
 }

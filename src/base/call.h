@@ -38,7 +38,8 @@ enum Call : uint32_t {
   kCallPeers,
   kCallGraphLaunch,
   kCallSuspend,
-  kCallShrink
+  kCallShrink,
+  kCallGrow
 };
 // "allReduce" for a Collective, "clbCommTrim" for a Call.
 const char* callName(uint32_t call);

@@ -209,6 +209,12 @@ struct Root {
                "start each with MASTER_ADDR=%s MASTER_PORT=%u WORLD_SIZE=%d and its own RANK (and the same "
                "COLIBRI_BOOTSTRAP_SECRET as the others, if they have one)",
                id.host, (unsigned)id.port, nranks);
+    else if (id.flags & kIdGrow)
+      snprintf(b, sizeof b,
+               "start each new rank with the id that clbCommGetUniqueId made (the same bytes), calling "
+               "clbCommGrow(NULL, %d, id, its rank, ...) / Communicator.join; the ranks 0..%u of the communicator "
+               "being grown each call clbCommGrow on it",
+               nranks, id.growFrom - 1);
     else
       snprintf(b, sizeof b,
                "start each with this communicator's UniqueId (the same bytes every rank passes to "

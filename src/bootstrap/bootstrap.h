@@ -35,10 +35,15 @@ struct IdData {
   uint8_t addr[16];
   uint8_t secret[kSecretBytes];
   char host[64];  // as given by the user, for messages
-  uint8_t pad[16];
+  // An id of clbCommGetUniqueId (flag kIdGrow): its secret is derived from the parent's with this
+  // nonce (which is not secret), for a communicator grown from one of `growFrom` ranks.
+  uint64_t growNonce;
+  uint32_t growFrom;
+  uint8_t pad[4];
 };
 static_assert(sizeof(IdData) == CLB_UNIQUE_ID_BYTES, "IdData must fill clbUniqueId exactly");
 constexpr uint32_t kIdRootAtRank0 = 1;
+constexpr uint32_t kIdGrow = 2;
 constexpr uint32_t kIdTlsShift = 8, kIdTlsMask = 3u << kIdTlsShift;
 inline TlsMode idTlsMode(const IdData& id) { return (TlsMode)((id.flags & kIdTlsMask) >> kIdTlsShift); }
 inline void setIdTlsMode(IdData* id, TlsMode m) {

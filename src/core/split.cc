@@ -1,5 +1,7 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
+// Communicators made from another: clbCommSplit, clbCommShrink and clbCommGrow (each below).
+//
 // clbCommSplit: new communicators of the ranks that pass the same color, made over the parent's
 // bootstrap in two all-gathers, without a root.
 //
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -362,4 +365,189 @@ extern "C" clbResult_t clbCommShrink(clbComm_t c, const int* excluded, int nexcl
   CLB_CHECK(rc);
   *newcomm = child.release();
   return clbSuccess;
+}
+
+// ---- clbCommGetUniqueId, clbCommGrow ----
+//
+// A grown communicator is made by an init from a grow id: its root runs in the coordinator's
+// process, new ranks join it with the id they were given, and the existing ranks with the same id,
+// which each of them rebuilds from comm: the coordinator's all-gather over comm carries the id but
+// its secret, and the secret is derived from comm's (as a split's) with the id's nonce, so it never
+// crosses the network. The init's handshakes then prove it on every connection as usual.
+
+namespace {
+
+constexpr const char* kGrowSecret = "colibri/grow/secret/1";
+
+struct GrowEntry {
+  int32_t status;  // this rank's arguments
+  int32_t nranks;
+  int32_t hasId;
+  int32_t pad;
+  IdData id;  // the id it passed, its secret zeroed (when hasId)
+  char why[112];
+};
+static_assert(sizeof(GrowEntry) == 256, "a grow entry is 256 bytes on the wire");
+
+void growSecret(const clbComm* c, uint64_t nonce, uint8_t* out) {
+  derive(c->boot.id(), kGrowSecret, c->boot.sessionNonce(), nonce, 0, out, kSecretBytes);
+}
+
+// An id that a rank of comm passes to clbCommGrow: made by clbCommGetUniqueId on comm, for its size.
+clbResult_t checkGrowId(const clbComm* c, const clbUniqueId* given, IdData* id) {
+  CLB_CHECK(decodeId(given, id));
+  uint8_t want[kSecretBytes];
+  if (id->flags & kIdGrow) growSecret(c, id->growNonce, want);
+  const bool ours = (id->flags & kIdGrow) && equalConstantTime(want, id->secret, kSecretBytes);
+  wipe(want, sizeof want);
+  if (!ours)
+    return setError(clbInvalidArgument,
+                    "rank %d: the id passed to clbCommGrow was not made by clbCommGetUniqueId on this communicator "
+                    "(a clbGetUniqueId id, or another communicator's): make it with clbCommGetUniqueId(comm) on one of "
+                    "comm's ranks",
+                    c->rank);
+  if (id->growFrom != (uint32_t)c->nranks)
+    return setError(clbInvalidArgument,
+                    "rank %d: the id was made for growing a communicator of %u ranks, this one has %d", c->rank,
+                    id->growFrom, c->nranks);
+  return clbSuccess;
+}
+
+// A new rank's part: an init from the grow id, as the rank it was given.
+clbResult_t joinGrow(int nranks, const clbUniqueId* given, int rank, const clbConfig_t* config, clbComm_t* newcomm) {
+  IdData id;
+  CLB_CHECK(decodeId(given, &id));
+  wipe(id.secret, sizeof id.secret);
+  if (!(id.flags & kIdGrow))
+    return setError(clbInvalidArgument,
+                    "clbCommGrow with comm NULL (a new rank) needs the id that clbCommGetUniqueId made on a rank of "
+                    "the communicator being grown; this one is from clbGetUniqueId (for that, call clbCommInitRank)");
+  if (nranks <= (int)id.growFrom || nranks > CLB_MAX_RANKS)
+    return setError(clbInvalidArgument,
+                    "clbCommGrow: nranks=%d: the grown communicator has more ranks than the %u it grows from, and "
+                    "at most %d",
+                    nranks, id.growFrom, CLB_MAX_RANKS);
+  if (rank < (int)id.growFrom || rank >= nranks)
+    return setError(clbInvalidArgument,
+                    "clbCommGrow: a new rank takes one of ranks %u..%d (ranks 0..%u are the existing ones), not %d",
+                    id.growFrom, nranks - 1, id.growFrom - 1, rank);
+  return clbCommInitRank(newcomm, given, rank, nranks, config);
+}
+
+}  // namespace
+
+extern "C" clbResult_t clbCommGetUniqueId(clbComm_t c, clbUniqueId* out) {
+  clearError();
+  CLB_CHECK(checkComm(c));
+  if (!out) return setError(clbInvalidArgument, "rank %d: clbCommGetUniqueId: id (output) is NULL", c->rank);
+  CLB_CHECK(c->checkUsable());
+  const IdData& parent = c->boot.id();
+  IdData d{};
+  d.magic = kIdMagic;
+  d.protocol = parent.protocol;
+  d.flags = (parent.flags & kIdTlsMask) | kIdGrow;
+  d.growFrom = (uint32_t)c->nranks;
+  if (!randomBytes(&d.growNonce, sizeof d.growNonce))
+    return setSysError(errno, "getrandom() for a grow id's nonce failed");
+  growSecret(c, d.growNonce, d.secret);
+  clbResult_t rc = startLocalRoot(&d);
+  if (rc == clbSuccess) memcpy(out, &d, sizeof d);
+  wipe(&d, sizeof d);
+  return rc;
+}
+
+extern "C" clbResult_t clbCommGrow(clbComm_t c, int nranks, const clbUniqueId* given, int rank,
+                                   const clbConfig_t* config, clbComm_t* newcomm) {
+  clearError();
+  if (newcomm) *newcomm = nullptr;
+  if (!c) {
+    if (!newcomm) return setError(clbInvalidArgument, "clbCommGrow: newcomm (output) is NULL");
+    if (!given)
+      return setError(clbInvalidArgument,
+                      "clbCommGrow with comm NULL (a new rank) needs the id from clbCommGetUniqueId: got NULL");
+    return joinGrow(nranks, given, rank, config, newcomm);
+  }
+  CLB_CHECK(checkComm(c));
+  CallScope call(c, kCallGrow);
+  CLB_CHECK(call.result());
+  CLB_CHECK(c->checkUsable());
+  // A peer that failed or aborted (its notice came) takes no part: refused now, not at the timeout.
+  CLB_CHECK(c->asyncStatus());
+
+  // 1. Every existing rank's arguments and id, checked by all.
+  const int n = c->nranks;
+  GrowEntry me;
+  memset(&me, 0, sizeof me);
+  me.nranks = nranks;
+  clbResult_t mine = clbSuccess;
+  IdData id{};
+  if (!newcomm)
+    mine = setError(clbInvalidArgument, "rank %d: newcomm (output) is NULL", c->rank);
+  else if (rank != -1)
+    mine = setError(clbInvalidArgument,
+                    "rank %d: rank=%d: a rank of comm passes -1 to clbCommGrow (it keeps its number); only new ranks, "
+                    "with comm NULL, pass theirs",
+                    c->rank, rank);
+  else if (nranks <= n || nranks > CLB_MAX_RANKS)
+    mine = setError(clbInvalidArgument,
+                    "rank %d: nranks=%d: a grown communicator has more than comm's %d ranks, at most %d", c->rank,
+                    nranks, n, CLB_MAX_RANKS);
+  else if (given)
+    mine = checkGrowId(c, given, &id);
+  clbConfig_t resolved;
+  if (mine == clbSuccess && config) mine = resolveConfig(config, &resolved);
+  me.status = mine;
+  if (mine != clbSuccess) snprintf(me.why, sizeof me.why, "%s", lastError().c_str());
+  if (mine == clbSuccess && given) {
+    me.hasId = 1;
+    me.id = id;
+    wipe(me.id.secret, sizeof me.id.secret);
+  }
+  wipe(&id, sizeof id);
+  std::vector<GrowEntry> all(n);
+  all[c->rank] = me;
+  if (n > 1) {
+    clbResult_t rc = c->boot.allGather(all.data(), sizeof(GrowEntry));
+    if (rc != clbSuccess) {
+      c->markFailed(rc);
+      return rc;
+    }
+  }
+  if (mine != clbSuccess) return setError(mine, "%s", me.why);
+  int from = -1;
+  for (int p = 0; p < n; p++) {
+    const GrowEntry& e = all[p];
+    if (e.status != clbSuccess)
+      return setError((clbResult_t)e.status,
+                      "rank %d: clbCommGrow was refused on rank %d, so on every rank of comm (comm stays usable): "
+                      "%.112s",
+                      c->rank, p, e.why);
+    if (e.nranks != nranks)
+      return setError(clbInvalidArgument,
+                      "rank %d: rank %d passed clbCommGrow nranks=%d, this rank %d: every rank passes the grown size "
+                      "(comm stays usable)",
+                      c->rank, p, e.nranks, nranks);
+    if (!e.hasId) continue;
+    if (from >= 0 && memcmp(&e.id, &all[from].id, sizeof e.id) != 0)
+      return setError(clbInvalidArgument,
+                      "rank %d: ranks %d and %d passed clbCommGrow different ids: one coordinator's id, the others "
+                      "NULL (comm stays usable)",
+                      c->rank, from, p);
+    if (from < 0) from = p;
+  }
+  if (from < 0)
+    return setError(clbInvalidArgument,
+                    "rank %d: no rank of comm passed clbCommGrow an id: the coordinator passes the one "
+                    "clbCommGetUniqueId made, the others NULL (comm stays usable)",
+                    c->rank);
+
+  // 2. The init from the coordinator's id, its secret derived here.
+  id = all[from].id;
+  growSecret(c, id.growNonce, id.secret);
+  clbUniqueId bytes;
+  memcpy(&bytes, &id, sizeof id);
+  wipe(&id, sizeof id);
+  clbResult_t rc = clbCommInitRank(newcomm, &bytes, c->rank, nranks, config ? config : &c->cfg);
+  wipe(&bytes, sizeof bytes);
+  return rc;
 }

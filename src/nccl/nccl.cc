@@ -686,6 +686,43 @@ NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
   });
 }
 
+NCCL_EXPORT ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  Entry e;
+  ncclResult_t rc = ncclSuccess;
+  clbComm_t c = of(comm, &rc, __func__);
+  if (!c) return rc;
+  if (!uniqueId) return refuse(ncclInvalidArgument, "ncclCommGetUniqueId: uniqueId (output) is NULL");
+  return result(clbCommGetUniqueId(c, reinterpret_cast<clbUniqueId*>(uniqueId)));
+}
+
+NCCL_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                                      ncclComm_t* newcomm, ncclConfig_t* config) {
+  Entry e;
+  if (newcomm) *newcomm = nullptr;
+  ncclResult_t rc = ncclSuccess;
+  clbComm_t parent = nullptr;
+  if (comm && !(parent = of(comm, &rc, __func__))) return rc;
+  if (badConfig(config, &rc)) {
+    // An existing rank meets the others in the grow: it takes its part with no output, which
+    // refuses the grow on every existing rank at once (they would wait until the timeout).
+    const std::string why = tError;
+    if (parent)
+      (void)clbCommGrow(parent, nRanks, reinterpret_cast<const clbUniqueId*>(uniqueId), rank, nullptr, nullptr);
+    tError = why;
+    return rc;
+  }
+  // Arguments are checked by clbCommGrow: on an existing rank its exchange refuses a bad one on every
+  // existing rank at once (a NULL newcomm too), on a new rank before it connects.
+  ncclComm* w = newcomm ? new ncclComm : nullptr;
+  const bool blocking = !config || config->blocking != 0;
+  clbUniqueId id{};
+  const bool hasId = uniqueId != nullptr, hasOut = newcomm != nullptr;
+  if (hasId) memcpy(&id, uniqueId, sizeof id);
+  return startChild(w, blocking, newcomm, [parent, nRanks, id, hasId, rank, hasOut](clbComm_t* made) {
+    return clbCommGrow(parent, nRanks, hasId ? &id : nullptr, rank, nullptr, hasOut ? made : nullptr);
+  });
+}
+
 NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                                         ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   Entry e;

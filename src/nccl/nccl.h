@@ -285,6 +285,12 @@ ncclResult_t ncclCommResume(ncclComm_t comm);
 ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
 ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t* props);
 ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
+/* Growing a communicator: a coordinator rank of comm makes the id; comm's ranks call ncclCommGrow
+ * with comm, rank -1 (the coordinator with the id, the others NULL), new ranks with comm NULL, the
+ * id and their rank (comm's size and up). */
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                          ncclConfig_t* config);
 
 /* ---- the device-side API (NCCL 2.28's, experimental there) ---- */
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs, ncclDevComm_t* outDevComm);

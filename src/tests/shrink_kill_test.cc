@@ -44,22 +44,6 @@ std::vector<int> parseList(const char* s) {
   return v;
 }
 
-// One all-reduce of (rank + 1) * 1000 + i + salt over `comm`, checked against the sum over
-// `members`: "" when right, "failed" when the call failed, else what differed.
-std::string sumOver(clbComm_t comm, int parentRank, const std::vector<int>& members, int salt) {
-  const size_t count = 4099;
-  std::vector<int64_t> in(count), out(count, -1);
-  for (size_t i = 0; i < count; i++) in[i] = (parentRank + 1) * 1000 + (int64_t)i + salt;
-  if (clbAllReduce(in.data(), out.data(), count, clbInt64, clbSum, comm, nullptr) != clbSuccess) return "failed";
-  for (size_t i = 0; i < count; i++) {
-    int64_t want = 0;
-    for (int p : members) want += (p + 1) * 1000 + (int64_t)i + salt;
-    if (out[i] != want)
-      return "element " + std::to_string(i) + ": got " + std::to_string(out[i]) + " want " + std::to_string(want);
-  }
-  return "";
-}
-
 }  // namespace
 
 // A rank process: init, say it is ready (a file), all-reduces until one fails (the killed ranks
@@ -88,8 +72,9 @@ TEST(ShrinkKillChild, Rank) {
   std::string last;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (int salt = 0; last.empty() && std::chrono::steady_clock::now() < until; salt++)
-    last = sumOver(comm, rank, all, salt);
-  ASSERT_EQ(last, "failed") << "rank " << rank << ": a call before the kill was wrong, or none failed after it";
+    last = clbtest::sumOver(comm, rank, all, salt, 4099);
+  ASSERT_EQ(last.rfind("failed", 0), 0u) << "rank " << rank
+                                         << ": a call before the kill was wrong, or none failed after it";
   clbComm_t smaller = nullptr;
   ASSERT_EQ(clbCommShrink(comm, killed.data(), (int)killed.size(), nullptr, &smaller, CLB_SHRINK_ABORT), clbSuccess)
       << "rank " << rank << ": " << clbGetLastError();
@@ -98,7 +83,7 @@ TEST(ShrinkKillChild, Rank) {
   clbCommCount(smaller, &newCount);
   EXPECT_EQ(newCount, (int)survivors.size());
   EXPECT_EQ(newRank, (int)(std::find(survivors.begin(), survivors.end(), rank) - survivors.begin()));
-  ASSERT_EQ(sumOver(smaller, rank, survivors, 77), "") << "rank " << rank;
+  ASSERT_EQ(clbtest::sumOver(smaller, rank, survivors, 77), "") << "rank " << rank;
   std::ofstream(dir + "/done-" + std::to_string(rank)) << monotonicNs();
   EXPECT_EQ(clbCommDestroy(smaller), clbSuccess);
   EXPECT_EQ(clbCommDestroy(comm), clbSuccess);

@@ -33,23 +33,6 @@ std::vector<int> survivorsOf(int n, const std::vector<int>& excluded) {
   return s;
 }
 
-// An all-reduce over `comm` of every member's (parent rank + 1) * 1000 + i + salt, checked against
-// the sum over `members` (parent ranks): "" or what differed.
-std::string sumOver(clbComm_t comm, int parentRank, const std::vector<int>& members, int salt) {
-  const size_t count = 3001;
-  std::vector<int64_t> in(count), out(count, -1);
-  for (size_t i = 0; i < count; i++) in[i] = (parentRank + 1) * 1000 + (int64_t)i + salt;
-  if (clbAllReduce(in.data(), out.data(), count, clbInt64, clbSum, comm, nullptr) != clbSuccess)
-    return std::string("allReduce: ") + clbGetLastError();
-  for (size_t i = 0; i < count; i++) {
-    int64_t want = 0;
-    for (int p : members) want += (p + 1) * 1000 + (int64_t)i + salt;
-    if (out[i] != want)
-      return "element " + std::to_string(i) + ": got " + std::to_string(out[i]) + " want " + std::to_string(want);
-  }
-  return "";
-}
-
 // The shrunk communicator's place: rank and size as expected (survivors in order), and a sum.
 std::string checkChild(clbComm_t child, int parentRank, const std::vector<int>& members, int salt) {
   if (!child) return "no communicator made";
@@ -60,7 +43,7 @@ std::string checkChild(clbComm_t child, int parentRank, const std::vector<int>& 
   if (rank != want || count != (int)members.size())
     return "rank " + std::to_string(rank) + " of " + std::to_string(count) + ", want " + std::to_string(want) + " of " +
            std::to_string(members.size());
-  return sumOver(child, parentRank, members, salt);
+  return clbtest::sumOver(child, parentRank, members, salt);
 }
 
 }  // namespace
@@ -75,7 +58,7 @@ TEST_P(ShrinkOver, SurvivorsOfLiveExcludedRanksGoOnInOrder) {
   for (const std::vector<int>& excluded : {std::vector<int>{4, 1, 4}, std::vector<int>{0, 4}}) {
     const std::vector<int> members = survivorsOf(n, {excluded.begin(), excluded.end()});
     auto errors = clbtest::runOver(GetParam(), n, 20000, {}, [&](int r, clbComm_t comm) {
-      ASSERT_EQ(sumOver(comm, r, survivorsOf(n, {}), 0), "");
+      ASSERT_EQ(clbtest::sumOver(comm, r, survivorsOf(n, {}), 0), "");
       if (std::find(excluded.begin(), excluded.end(), r) != excluded.end()) return;  // takes no part
       clbComm_t child = nullptr;
       ASSERT_EQ(clbCommShrink(comm, excluded.data(), (int)excluded.size(), nullptr, &child, CLB_SHRINK_DEFAULT),
@@ -105,13 +88,13 @@ TEST_P(ShrinkOver, SurvivorsOfARankThatAbortedMidStreamGoOnWithShrinkAbort) {
   const std::vector<int> members = survivorsOf(n, {gone});
   auto errors = clbtest::runOver(GetParam(), n, 20000, {}, [&](int r, clbComm_t comm) {
     if (r == gone) {
-      ASSERT_EQ(sumOver(comm, r, survivorsOf(n, {}), 0), "");
+      ASSERT_EQ(clbtest::sumOver(comm, r, survivorsOf(n, {}), 0), "");
       clbCommAbort(comm);  // gone in the middle of the stream: its peers' next calls fail
       return;
     }
     // Calls until one fails (the aborted rank takes part in the first only).
     std::string failed;
-    for (int i = 0; i < 50 && failed.empty(); i++) failed = sumOver(comm, r, survivorsOf(n, {}), 0);
+    for (int i = 0; i < 50 && failed.empty(); i++) failed = clbtest::sumOver(comm, r, survivorsOf(n, {}), 0);
     EXPECT_NE(failed, "") << "rank " << r << ": every call succeeded without rank " << gone;
     const auto t0 = std::chrono::steady_clock::now();
     clbComm_t child = nullptr;
@@ -142,7 +125,7 @@ TEST_P(ShrinkOver, BadArgumentsAreRefusedSayingWhat) {
     EXPECT_TRUE(contains(clbGetLastError(), "flags=4")) << clbGetLastError();
     EXPECT_EQ(clbCommShrink(nullptr, nullptr, 0, nullptr, &child, 0), clbInvalidArgument);
     // The communicator is untouched by all of that.
-    EXPECT_EQ(sumOver(comm, r, survivorsOf(n, {}), 5), "");
+    EXPECT_EQ(clbtest::sumOver(comm, r, survivorsOf(n, {}), 5), "");
     // A NULL newcomm on one survivor fails every survivor at once, naming it.
     const int last = n - 1;
     if (r == last) return;

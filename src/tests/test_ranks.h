@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -165,6 +166,24 @@ inline void expectRanksEnd(const std::vector<pid_t>& pids, std::chrono::steady_c
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << "rank process " << r << " status " << status << " (its output is above)";
   }
+}
+
+// One all-reduce over `comm` of every member's (id + 1) * 1000 + i + salt, where this rank's id is
+// `me` (its rank in the communicator the members are numbered in: a parent's, for a shrunk or grown
+// one), checked element by element against the sum over `members`: "" when right, "failed: " and
+// the error when the call failed, else what differed.
+inline std::string sumOver(clbComm_t comm, int me, const std::vector<int>& members, int salt, size_t count = 3001) {
+  std::vector<int64_t> in(count), out(count, -1);
+  for (size_t i = 0; i < count; i++) in[i] = (me + 1) * 1000 + (int64_t)i + salt;
+  if (clbAllReduce(in.data(), out.data(), count, clbInt64, clbSum, comm, nullptr) != clbSuccess)
+    return std::string("failed: ") + clbGetLastError();
+  for (size_t i = 0; i < count; i++) {
+    int64_t want = 0;
+    for (int p : members) want += (p + 1) * 1000 + (int64_t)i + salt;
+    if (out[i] != want)
+      return "element " + std::to_string(i) + ": got " + std::to_string(out[i]) + " want " + std::to_string(want);
+  }
+  return "";
 }
 
 }  // namespace clbtest

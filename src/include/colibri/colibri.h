@@ -335,6 +335,24 @@ CLB_API clbResult_t clbCommRevoke(clbComm_t comm);
 #define CLB_SHRINK_ABORT 1
 CLB_API clbResult_t clbCommShrink(clbComm_t comm, const int* excluded, int nexcluded, const clbConfig_t* config,
                                   clbComm_t* newcomm, int flags);
+/* Growing a communicator (NCCL's ncclCommGetUniqueId and ncclCommGrow): new ranks join comm's
+ * ranks in a new communicator, without the existing ranks initialising again from a unique id of
+ * the application's.
+ * clbCommGetUniqueId: on one rank of comm (the coordinator), an id for that: its root runs in the
+ * calling process (as clbGetUniqueId's), its secret is derived from comm's and a fresh nonce, so
+ * the other ranks of comm derive it too and never need its bytes; it serves one grow. Hand it to
+ * the new ranks as any unique id. Not collective; refused on a revoked or failed communicator.
+ * clbCommGrow: every rank of comm calls it with comm, rank -1 and the new size nranks (> comm's);
+ * the coordinator with the id, the others with id NULL (or the same id). Each new rank calls it
+ * with comm NULL, the id and its rank, comm's size .. nranks-1. Existing ranks keep their numbers.
+ * config NULL: comm's configuration on existing ranks, the defaults on new ones. A bad argument on
+ * one existing rank (size, rank, an id not of comm, none or differing ids) fails the call on every
+ * existing rank at once, naming it; the new ranks then wait until their timeout. A new rank that
+ * does not come fails the others at the timeout, naming it. comm is not changed: destroy each.
+ * One call at a time on comm, like the collectives. */
+CLB_API clbResult_t clbCommGetUniqueId(clbComm_t comm, clbUniqueId* id);
+CLB_API clbResult_t clbCommGrow(clbComm_t comm, int nranks, const clbUniqueId* id, int rank, const clbConfig_t* config,
+                                clbComm_t* newcomm);
 /* Frees everything the communicator holds. Safe after an error or an abort. While another thread
  * is in a call on comm it frees nothing and returns clbInvalidUsage naming that call: make the call
  * return first (clbCommAbort does at once), then destroy. A second clbCommDestroy of the same

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <cstring>
 #include <strings.h>
 #include <functional>
@@ -659,6 +660,73 @@ TEST_P(NcclTransports, ABadSplitOnOneRankFailsOnEveryRankAtOnceAndTheParentStays
     ASSERT_EQ(ncclCommSplit(comm, 0, r, &sub, nullptr), ncclSuccess) << ncclGetLastError(comm);
     EXPECT_EQ(ncclCommDestroy(sub), ncclSuccess);
   });
+}
+
+// ncclCommGetUniqueId and ncclCommGrow (NCCL 2.29): two new ranks join a communicator of 2, one
+// blocking and one not; the existing ranks keep their numbers and the grown communicator of 4
+// sums right; a bad config on one existing rank refuses the grow on both at once first.
+TEST_P(NcclTransports, GrowAddsRanksAndTheExistingKeepTheirNumbers) {
+  NCCL_NET_SCOPE(scope);
+  const int n = 2, grown = 4;
+  auto check = [&](ncclComm_t c, int r) {
+    int rank = -1, count = -1;
+    ASSERT_EQ(ncclCommUserRank(c, &rank), ncclSuccess);
+    ASSERT_EQ(ncclCommCount(c, &count), ncclSuccess);
+    EXPECT_EQ(rank, r);
+    EXPECT_EQ(count, grown);
+    std::vector<int64_t> in(999), out(999, -1);
+    for (size_t i = 0; i < in.size(); i++) in[i] = (r + 1) * 1000 + (int64_t)i;
+    ASSERT_EQ(ncclAllReduce(in.data(), out.data(), in.size(), ncclInt64, ncclSum, c, nullptr), ncclSuccess)
+        << ncclGetLastError(c);
+    for (size_t i = 0; i < in.size(); i++) {
+      int64_t want = 0;
+      for (int p = 0; p < grown; p++) want += (p + 1) * 1000 + (int64_t)i;
+      ASSERT_EQ(out[i], want) << "rank " << r << ", element " << i;
+    }
+  };
+  std::promise<ncclUniqueId> made;
+  std::shared_future<ncclUniqueId> ready = made.get_future().share();
+  std::atomic<bool> handedOut{false};
+  std::vector<std::thread> joiners;
+  for (int r = n; r < grown; r++)
+    joiners.emplace_back([&, r] {
+      const ncclUniqueId id = ready.get();
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = r == n ? 0 : 1;
+      ncclComm_t c = nullptr;
+      const ncclResult_t rc = ncclCommGrow(nullptr, grown, &id, r, &c, &config);
+      ASSERT_TRUE(rc == ncclSuccess || (r == n && rc == ncclInProgress)) << rc << ": " << ncclGetLastError(nullptr);
+      ncclResult_t state = ncclInProgress;
+      while (state == ncclInProgress) ASSERT_EQ(ncclCommGetAsyncError(c, &state), ncclSuccess);
+      ASSERT_EQ(state, ncclSuccess) << ncclGetLastError(c);
+      check(c, r);
+      EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+    });
+  runRanks(n, [&](int r, ncclComm_t comm) {
+    ncclUniqueId id;
+    if (r == 0) {
+      ASSERT_EQ(ncclCommGetUniqueId(comm, &id), ncclSuccess) << ncclGetLastError(comm);
+    }
+    // A config not made with NCCL_CONFIG_INITIALIZER on rank 1: both refused at once.
+    ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+    bad.magic = 7;
+    ncclComm_t g = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(ncclCommGrow(comm, grown, r == 0 ? &id : nullptr, -1, &g, r == 1 ? &bad : nullptr), ncclInvalidArgument);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << "rank " << r << " waited";
+    EXPECT_EQ(g, nullptr);
+    if (r == 0) {
+      EXPECT_TRUE(contains(ncclGetLastError(comm), "refused on rank 1")) << ncclGetLastError(comm);
+      made.set_value(id);
+      handedOut = true;
+    }
+    ASSERT_EQ(ncclCommGrow(comm, grown, r == 0 ? &id : nullptr, -1, &g, nullptr), ncclSuccess)
+        << ncclGetLastError(comm);
+    check(g, r);
+    EXPECT_EQ(ncclCommDestroy(g), ncclSuccess);
+  });
+  if (!handedOut) made.set_value(ncclUniqueId{});  // rank 0 failed first: the new ranks fail at once
+  for (std::thread& t : joiners) t.join();
 }
 
 // ncclCommShrink (NCCL 2.27): rank 2 of 4 leaves in the middle of a stream (it aborts); the others

@@ -771,6 +771,59 @@ public interface Communicator extends AutoCloseable {
   Communicator shrink(int... excluded);
 
   /**
+   * On one rank of this communicator (the coordinator), an id for {@link #grow}: hand it to the new
+   * ranks, which {@link #join} with it; its root runs in this process, and it serves one grow
+   * (NCCL's {@code ncclCommGetUniqueId}). The other ranks of this communicator need not have it:
+   * they derive its secret from this communicator's.
+   *
+   * @return the grow id (close it to stop its root if the grow is abandoned)
+   * @throws ColibriException INVALID_USAGE on a revoked or failed communicator
+   */
+  UniqueId growId();
+
+  /**
+   * A communicator of this one's ranks and new ones, {@code nranks} in all (NCCL's {@code
+   * ncclCommGrow}): for a replacement or added process, without this communicator's ranks
+   * initialising again. Every rank of this communicator calls it, the coordinator with its {@link
+   * #growId()}, the others with null (or the same id); each new rank calls {@link #join}. Ranks keep
+   * their numbers, new ranks take this communicator's size and up. The grown communicator has this
+   * one's {@link Options}; this one is unchanged (close each).
+   *
+   * @param nranks the grown communicator's size, more than this one's
+   * @param idOrNull the grow id on the coordinator, else null
+   * @return the grown communicator
+   * @throws ColibriException INVALID_ARGUMENT on every rank of this communicator at once, naming
+   *     the rank, for a size that is not larger or differs, an id not of this communicator, none or
+   *     differing ids; TIMEOUT, naming them, when new ranks do not join within the timeout
+   */
+  Communicator grow(int nranks, UniqueId idOrNull);
+
+  /**
+   * A new rank's part of a {@link #grow}: joins the grown communicator as {@code rank}.
+   *
+   * @param growId the id from {@link #growId()} on a rank of the communicator being grown
+   * @param rank this rank, from that communicator's size to {@code nranks - 1}
+   * @param nranks the grown communicator's size, as its ranks pass to {@link #grow}
+   * @param options settings of the grown communicator on this rank
+   * @return the grown communicator
+   * @throws ColibriException INVALID_ARGUMENT for a null or wrong id, a size or rank out of range,
+   *     before anything is connected; TIMEOUT when the others do not come
+   */
+  static Communicator join(UniqueId growId, int rank, int nranks, Options options) {
+    if (growId == null) {
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          "grow id is null: make it with growId() on a rank of the communicator being grown");
+    }
+    if (options == null) {
+      throw new ColibriException(
+          ErrorCode.INVALID_ARGUMENT,
+          "options are null: pass Options.defaults() or an Options built with Options.builder()");
+    }
+    return ProviderLookup.provider().join(growId, rank, nranks, options);
+  }
+
+  /**
    * The options this communicator was made with.
    *
    * @return its options

@@ -58,6 +58,22 @@ public interface CommunicatorProvider {
   Communicator init(UniqueId id, int rank, int nranks, Options options);
 
   /**
+   * A new rank's part of {@link Communicator#grow}: {@link Communicator#join}'s implementation.
+   * Arguments arrive checked for null.
+   *
+   * @param growId the id that {@link Communicator#growId()} made on a rank of the communicator
+   *     being grown
+   * @param rank this rank, from that communicator's size up
+   * @param nranks the grown communicator's size
+   * @param options settings of the grown communicator
+   * @return the grown communicator
+   */
+  default Communicator join(UniqueId growId, int rank, int nranks, Options options) {
+    throw new io.colibri.ColibriException(
+        io.colibri.ErrorCode.UNSUPPORTED, "this Colibri provider cannot grow communicators");
+  }
+
+  /**
    * Reads the level of the logger {@code io.colibri} again and sets the native threshold from it;
    * returns the threshold in effect ({@link io.colibri.Logging#refreshLevel()}). A provider whose
    * core does not log returns {@link LogLevel#OFF}.

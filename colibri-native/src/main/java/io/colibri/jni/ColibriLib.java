@@ -800,6 +800,41 @@ public final class ColibriLib {
       int flags);
 
   /**
+   * Calls {@code clbCommGetUniqueId}: on one rank of {@code comm}, an id for growing it, whose root
+   * runs in this process.
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, from {@link #clbCommInitRank}
+   * @param id out: the id's bytes ({@code CLB_UNIQUE_ID_BYTES})
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
+  public static native @Cast("clbResult_t") int clbCommGetUniqueId(
+      @Cast("clbComm_t") long comm, @Cast("clbUniqueId*") byte[] id);
+
+  /**
+   * Calls {@code clbCommGrow}: a communicator of {@code comm}'s ranks and new ones. On a rank of
+   * {@code comm}: rank -1 and the coordinator's id or null; on a new rank: {@code comm} 0, the id
+   * and its rank.
+   *
+   * @param comm the communicator's {@code clbComm_t} handle, or 0 on a new rank
+   * @param nranks the grown communicator's size
+   * @param id the id from {@link #clbCommGetUniqueId}, or null on a rank of {@code comm} that is
+   *     not the coordinator
+   * @param rank -1 on a rank of {@code comm}, else the new rank's
+   * @param config the new communicator's settings, from {@link #clbConfigInit}, or null
+   * @param newcomm out: element 0 receives the new {@code clbComm_t} handle
+   * @return 0 ({@code clbSuccess}) or the {@code clbResult_t} of the failure, which
+   *     {@link #clbGetLastError()} explains
+   */
+  public static native @Cast("clbResult_t") int clbCommGrow(
+      @Cast("clbComm_t") long comm,
+      int nranks,
+      @Cast("const clbUniqueId*") byte[] id,
+      int rank,
+      @Const ClbConfig config,
+      @Cast("clbComm_t*") long[] newcomm);
+
+  /**
    * Calls {@code clbCommAbort}: makes every blocked or later call on the communicator return
    * {@code clbAborted} and tells the peers; any thread.
    *

@@ -11,6 +11,7 @@ import io.colibri.ErrorCode;
 import io.colibri.MemoryStats;
 import io.colibri.Options;
 import io.colibri.ReduceOp;
+import io.colibri.UniqueId;
 import io.colibri.jni.ColibriLib.ClbConfig;
 import io.colibri.jni.ColibriLib.ClbMemStats;
 import io.colibri.spi.CallQueue;
@@ -538,7 +539,7 @@ final class NativeCommunicator implements Communicator, NativeCalls {
     return adopt(child, use, "split");
   }
 
-  /** A communicator made by split or shrink, with its rank and size; destroyed if they fail. */
+  /** A communicator made by split, shrink or grow, with its rank and size; destroyed if they fail. */
   private static NativeCommunicator adopt(long child, Options use, String call) {
     int[] r = new int[1];
     int[] n = new int[1];
@@ -570,6 +571,61 @@ final class NativeCommunicator implements Communicator, NativeCalls {
       release();
     }
     return adopt(child, options, "shrink");
+  }
+
+  @Override
+  public UniqueId growId() {
+    long h = acquire("growId");
+    try {
+      byte[] id = new byte[UniqueId.BYTES];
+      check(ColibriLib.clbCommGetUniqueId(h, id), "growId");
+      return UniqueId.fromBytes(id);
+    } finally {
+      release();
+    }
+  }
+
+  @Override
+  public Communicator grow(int nranks, UniqueId idOrNull) {
+    // No local refusal: clbCommGrow refuses a bad size or id on every rank of this communicator at
+    // once, where the others would otherwise wait.
+    long h = acquire("grow");
+    long child;
+    try (ClbConfig config = NativeProvider.toConfig(options)) {
+      config.logLevel(NativeLog.levelForInit(options));
+      long[] out = new long[1];
+      check(
+          ColibriLib.clbCommGrow(
+              h, nranks, idOrNull != null ? idOrNull.toBytes() : null, -1, config, out),
+          "grow");
+      child = out[0];
+    } finally {
+      release();
+    }
+    return adopt(child, options, "grow");
+  }
+
+  /**
+   * A new rank's part of a grow ({@link NativeProvider#join}).
+   *
+   * @param id the coordinator's grow id
+   * @param rank this rank, from the grown communicator's old size up
+   * @param nranks the grown communicator's size
+   * @param use its options
+   * @return the grown communicator
+   */
+  static Communicator join(UniqueId id, int rank, int nranks, Options use) {
+    long child;
+    try (ClbConfig config = NativeProvider.toConfig(use)) {
+      config.logLevel(NativeLog.levelForInit(use));
+      long[] out = new long[1];
+      int rc = ColibriLib.clbCommGrow(0, nranks, id.toBytes(), rank, config, out);
+      if (rc != 0) {
+        throw NativeLibrary.error(rc, "join as rank " + rank + " of " + nranks);
+      }
+      child = out[0];
+    }
+    return adopt(child, use, "join");
   }
 
   @Override

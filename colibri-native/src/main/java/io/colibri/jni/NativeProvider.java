@@ -114,6 +114,12 @@ public final class NativeProvider implements CommunicatorProvider {
   }
 
   @Override
+  public Communicator join(UniqueId growId, int rank, int nranks, Options options) {
+    NativeLibrary.ensureLoaded();
+    return NativeCommunicator.join(growId, rank, nranks, options);
+  }
+
+  @Override
   public LogLevel refreshLogLevel() {
     NativeLibrary.ensureLoaded();
     return NativeLog.refresh();

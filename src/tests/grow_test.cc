@@ -1,0 +1,275 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// clbCommGetUniqueId and clbCommGrow over every transport, ranks as threads: new ranks join a
+// communicator's ranks, which keep their numbers, and every all-reduce of the grown communicator
+// (and of one grown again from it) is checked element by element against the sum over all its
+// ranks, while the parent stays usable; bad arguments on one existing rank (size, rank, no id, an
+// id of another communicator, ids that differ) are refused on every existing rank at once, saying
+// what, and leave the parent usable; a new rank's own mistakes are refused before it connects; a
+// new rank that never comes is named when the others' timeout ends.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "colibri/colibri.h"
+#include "tests/test_ranks.h"
+#include "tests/test_transports.h"
+
+namespace {
+
+using clbtest::Net;
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+std::vector<int> upTo(int n) {
+  std::vector<int> v;
+  for (int p = 0; p < n; p++) v.push_back(p);
+  return v;
+}
+
+// The grown communicator's place (rank `rank` of `n`) and a sum over all its ranks.
+std::string checkGrown(clbComm_t grown, int rank, int n, int salt) {
+  if (!grown) return "no communicator made";
+  int r = -1, count = -1;
+  clbCommRank(grown, &r);
+  clbCommCount(grown, &count);
+  if (r != rank || count != n)
+    return "rank " + std::to_string(r) + " of " + std::to_string(count) + ", want " + std::to_string(rank) + " of " +
+           std::to_string(n);
+  return clbtest::sumOver(grown, rank, upTo(n), salt);
+}
+
+// The coordinator's grow id into *id, handed out through `to` even when making it failed (then
+// zeros), so that whoever waits for it fails at once instead of waiting: clbSuccess or the failure.
+clbResult_t makeGrowId(clbComm_t comm, std::promise<clbUniqueId>& to, clbUniqueId* id) {
+  memset(id, 0, sizeof *id);
+  const clbResult_t rc = clbCommGetUniqueId(comm, id);
+  to.set_value(*id);
+  return rc;
+}
+
+// New ranks first..n-1 as threads: each joins with `id` and runs `body` on its communicator.
+std::vector<std::thread> newRanks(Net net, int first, int n, int64_t timeoutMs, const clbUniqueId& id,
+                                  const std::function<void(int, clbComm_t)>& body) {
+  std::vector<std::thread> ts;
+  for (int r = first; r < n; r++)
+    ts.emplace_back([=] {  // the id by value: the caller's may go before the thread ends
+      clbConfig_t cfg;
+      clbConfigInit(&cfg);
+      cfg.transport = clbtest::netTransport(net);
+      cfg.timeoutMs = timeoutMs;
+      clbComm_t grown = nullptr;
+      const clbResult_t rc = clbCommGrow(nullptr, n, &id, r, &cfg, &grown);
+      EXPECT_EQ(rc, clbSuccess) << "new rank " << r << ": " << clbGetLastError();
+      body(r, grown);
+      if (grown) clbCommDestroy(grown);
+    });
+  return ts;
+}
+
+}  // namespace
+
+class GrowOver : public ::testing::TestWithParam<Net> {};
+
+TEST_P(GrowOver, NewRanksJoinAndTheExistingKeepTheirNumbers) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  const int n = 3, grownSize = 5, again = 6;
+  // Rank 1 coordinates (not rank 0); rank 2 passes the same id too, rank 0 NULL.
+  std::promise<clbUniqueId> idMade;
+  std::shared_future<clbUniqueId> idReady = idMade.get_future().share();
+  std::promise<clbUniqueId> againMade;
+  std::shared_future<clbUniqueId> againReady = againMade.get_future().share();
+  std::vector<std::thread> joiners;
+  std::thread starter([&] {
+    const clbUniqueId id = idReady.get();
+    joiners = newRanks(GetParam(), n, grownSize, 20000, id, [&](int r, clbComm_t grown) {
+      EXPECT_EQ(checkGrown(grown, r, grownSize, 1), "") << "new rank " << r;
+      // Grown again from the grown communicator: one more rank.
+      clbComm_t bigger = nullptr;
+      ASSERT_EQ(clbCommGrow(grown, again, nullptr, -1, nullptr, &bigger), clbSuccess) << clbGetLastError();
+      EXPECT_EQ(checkGrown(bigger, r, again, 2), "") << "new rank " << r << ", grown again";
+      clbCommDestroy(bigger);
+    });
+  });
+  std::thread lastOne;
+  auto errors = clbtest::runOver(GetParam(), n, 20000, {}, [&](int r, clbComm_t comm) {
+    clbUniqueId id;
+    if (r == 1) {
+      ASSERT_EQ(makeGrowId(comm, idMade, &id), clbSuccess) << clbGetLastError();
+    }
+    const clbUniqueId* mine = nullptr;
+    if (r >= 1) {
+      id = idReady.get();
+      mine = &id;
+    }
+    clbComm_t grown = nullptr;
+    ASSERT_EQ(clbCommGrow(comm, grownSize, mine, -1, nullptr, &grown), clbSuccess) << clbGetLastError();
+    EXPECT_EQ(checkGrown(grown, r, grownSize, 1), "") << "rank " << r;
+    // The parent is unchanged and usable.
+    EXPECT_EQ(clbtest::sumOver(comm, r, upTo(n), 9), "") << "rank " << r << ", the parent";
+    clbComm_t bigger = nullptr;
+    const clbUniqueId* againPassed = nullptr;
+    clbUniqueId againId;
+    if (r == 0) {
+      ASSERT_EQ(makeGrowId(grown, againMade, &againId), clbSuccess) << clbGetLastError();
+      againPassed = &againId;
+      lastOne = std::thread([&] {
+        const clbUniqueId id2 = againReady.get();
+        for (std::thread& t : newRanks(GetParam(), grownSize, again, 20000, id2, [&](int r6, clbComm_t c6) {
+               EXPECT_EQ(checkGrown(c6, r6, again, 2), "") << "the newest rank";
+             }))
+          t.join();
+      });
+    }
+    ASSERT_EQ(clbCommGrow(grown, again, againPassed, -1, nullptr, &bigger), clbSuccess) << clbGetLastError();
+    EXPECT_EQ(checkGrown(bigger, r, again, 2), "") << "rank " << r << ", grown again";
+    clbCommDestroy(bigger);
+    clbCommDestroy(grown);
+  });
+  starter.join();
+  for (std::thread& t : joiners) t.join();
+  if (lastOne.joinable()) lastOne.join();
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+}
+
+// Each mistake on one existing rank fails every existing rank at once, naming that rank and what
+// was wrong, and the parent goes on: no new rank is started, as none would be needed.
+TEST_P(GrowOver, ABadArgumentOnOneRankIsRefusedOnEveryRank) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  const int n = 3;
+  enum Kind { kSize, kRank, kSmaller, kNoId, kPlainId, kOtherId };
+  struct Case {
+    Kind kind;
+    const char* name;
+    int badRank;       // the rank whose arguments are wrong (-1: every rank passes NULL)
+    const char* what;  // in every rank's message
+  };
+  const Case cases[] = {
+      {kSize, "a size that differs", 2, "every rank passes the grown size"},
+      {kRank, "a rank that is not -1", 1, "rank=1: a rank of comm passes -1"},
+      {kSmaller, "no larger size", 2, "nranks=3: a grown communicator has more than comm's 3 ranks"},
+      {kNoId, "no id anywhere", -1, "no rank of comm passed clbCommGrow an id"},
+      {kPlainId, "an id of clbGetUniqueId", 2, "was not made by clbCommGetUniqueId on this communicator"},
+      {kOtherId, "ids that differ", 2, "passed clbCommGrow different ids"},
+  };
+  for (const Case& k : cases) {
+    auto errors = clbtest::runOver(GetParam(), n, 20000, {}, [&](int r, clbComm_t comm) {
+      const bool bad = r == k.badRank;
+      clbUniqueId id, other;
+      const clbUniqueId* passed = nullptr;
+      int size = 5, rank = -1;
+      if (k.badRank >= 0 && r == 0) {
+        ASSERT_EQ(clbCommGetUniqueId(comm, &id), clbSuccess) << clbGetLastError();
+        passed = &id;
+      }
+      if (bad) {
+        if (k.kind == kSize) size = 6;
+        if (k.kind == kRank) rank = 1;
+        if (k.kind == kSmaller) size = 3;
+        if (k.kind == kPlainId) {
+          ASSERT_EQ(clbGetUniqueId(&other), clbSuccess);
+          passed = &other;
+        }
+        if (k.kind == kOtherId) {
+          ASSERT_EQ(clbCommGetUniqueId(comm, &other), clbSuccess) << clbGetLastError();
+          passed = &other;
+        }
+      }
+      clbComm_t grown = reinterpret_cast<clbComm_t>(&size);  // must come back NULL
+      const auto t0 = std::chrono::steady_clock::now();
+      EXPECT_EQ(clbCommGrow(comm, size, passed, rank, nullptr, &grown), clbInvalidArgument) << k.name;
+      const std::string msg = clbGetLastError();
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << k.name;
+      EXPECT_EQ(grown, nullptr) << k.name;
+      EXPECT_TRUE(contains(msg, k.what)) << k.name << ", rank " << r << ": " << msg;
+      if (k.badRank >= 0 && !bad && k.kind != kSize && k.kind != kOtherId)
+        EXPECT_TRUE(contains(msg, "refused on rank " + std::to_string(k.badRank))) << k.name << ": " << msg;
+      EXPECT_EQ(clbtest::sumOver(comm, r, upTo(n), 4), "") << k.name << ", rank " << r << ": the parent after";
+      if (passed == &id) clbUniqueIdRelease(&id);
+      if (passed == &other) clbUniqueIdRelease(&other);
+    });
+    for (const std::string& e : errors) EXPECT_EQ(e, "") << k.name;
+  }
+}
+
+// A new rank's own mistakes are its alone, refused before it connects anywhere.
+TEST_P(GrowOver, ANewRanksMistakesAreRefusedBeforeItConnects) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  auto errors = clbtest::runOver(GetParam(), 2, 20000, {}, [&](int r, clbComm_t comm) {
+    if (r != 0) return;
+    clbUniqueId grow, plain;
+    ASSERT_EQ(clbCommGetUniqueId(comm, &grow), clbSuccess) << clbGetLastError();
+    ASSERT_EQ(clbGetUniqueId(&plain), clbSuccess);
+    struct Case {
+      const clbUniqueId* id;
+      int nranks, rank;
+      const char* what;
+    };
+    const Case cases[] = {
+        {nullptr, 4, 2, "needs the id from clbCommGetUniqueId: got NULL"},
+        {&plain, 4, 2, "this one is from clbGetUniqueId"},
+        {&grow, 4, 1, "a new rank takes one of ranks 2..3 (ranks 0..1 are the existing ones), not 1"},
+        {&grow, 4, 4, "not 4"},
+        {&grow, 2, 2, "nranks=2: the grown communicator has more ranks than the 2"},
+    };
+    for (const Case& k : cases) {
+      clbComm_t c = nullptr;
+      EXPECT_EQ(clbCommGrow(nullptr, k.nranks, k.id, k.rank, nullptr, &c), clbInvalidArgument) << k.what;
+      EXPECT_TRUE(contains(clbGetLastError(), k.what)) << clbGetLastError();
+      EXPECT_EQ(c, nullptr);
+    }
+    EXPECT_EQ(clbCommGrow(nullptr, 4, &grow, 2, nullptr, nullptr), clbInvalidArgument);
+    clbUniqueId none;
+    EXPECT_EQ(clbCommGetUniqueId(comm, nullptr), clbInvalidArgument);
+    EXPECT_EQ(clbCommGetUniqueId(nullptr, &none), clbInvalidArgument);
+    clbUniqueIdRelease(&grow);
+    clbUniqueIdRelease(&plain);
+  });
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+}
+
+// A new rank that never comes: the existing ranks and the other new rank fail at their timeout,
+// told which rank is missing; the parent goes on.
+TEST_P(GrowOver, ANewRankThatNeverComesIsNamedAtTheTimeout) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  const int n = 2, grownSize = 4;
+  std::promise<clbUniqueId> idMade;
+  std::shared_future<clbUniqueId> idReady = idMade.get_future().share();
+  std::thread joiner;
+  auto errors = clbtest::runOver(GetParam(), n, 2000, {}, [&](int r, clbComm_t comm) {
+    clbUniqueId id;
+    if (r == 0) {
+      ASSERT_EQ(makeGrowId(comm, idMade, &id), clbSuccess) << clbGetLastError();
+      // Rank 2 comes, rank 3 never does.
+      joiner = std::thread([&] {
+        const clbUniqueId given = idReady.get();
+        clbConfig_t cfg;
+        clbConfigInit(&cfg);
+        cfg.transport = clbtest::netTransport(GetParam());
+        cfg.timeoutMs = 2000;
+        clbComm_t c = nullptr;
+        EXPECT_NE(clbCommGrow(nullptr, grownSize, &given, 2, &cfg, &c), clbSuccess);
+        EXPECT_TRUE(contains(clbGetLastError(), "3")) << clbGetLastError();
+        EXPECT_EQ(c, nullptr);
+      });
+    }
+    clbComm_t grown = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_NE(clbCommGrow(comm, grownSize, r == 0 ? &id : nullptr, -1, nullptr, &grown), clbSuccess);
+    const std::string msg = clbGetLastError();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+    EXPECT_TRUE(contains(msg, "rank(s) 3")) << "rank " << r << ": " << msg;
+    EXPECT_EQ(grown, nullptr);
+    EXPECT_EQ(clbtest::sumOver(comm, r, upTo(n), 8), "") << "rank " << r << ": the parent after";
+  });
+  if (joiner.joinable()) joiner.join();
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+}
+
+INSTANTIATE_TRANSPORTS(GrowOver);
