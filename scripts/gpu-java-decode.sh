@@ -12,7 +12,9 @@
 #   share      no collectives at TP=2, 4 and 8, both types, graph: against sweep, the collectives'
 #              share of a step
 #   processes  Colibri at TP=2, 4 and 8 as rank processes (one JVM each) under the MPS daemon at
-#              its default settings, bfloat16 graph, and --check at TP=4 float32
+#              its default settings, bfloat16 graph, and --check at TP=4 float32; with
+#              CUDA_DEVICE_MAX_CONNECTIONS=8 (the driver's default; the other phases' 32 is
+#              more than MPS gives several clients)
 #   multi      only with 2 or more GPUs: rank r on GPU r % count (--spread), TP=2 .. count, NCCL
 #              against Colibri, threads and processes, bfloat16, eager and graph
 # Every decode row goes into one CSV (decode.csv); draw it here with
@@ -85,10 +87,16 @@ for phase in ${PHASES:-tests tp1 check sweep share processes multi}; do
       for t in float32 bfloat16; do decode --tp $tp --dtype $t --graph --library none; done
     done ;;
   processes)
+    # Under MPS at most 8 hardware queues a process: with 32, the third JVM's context failed
+    # (cudaSetDevice: out of memory, the server's CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED;
+    # docs/troubleshooting.md).
+    threads_connections=$CUDA_DEVICE_MAX_CONNECTIONS
+    export CUDA_DEVICE_MAX_CONNECTIONS=8
     mps_on
     for tp in 2 4 8; do decode --tp $tp --dtype bfloat16 --graph --processes; done
     decode --tp 4 --graph --check --processes
-    mps_off ;;
+    mps_off
+    export CUDA_DEVICE_MAX_CONNECTIONS=$threads_connections ;;
   multi)
     if ((gpus < 2)); then
       echo "one GPU: nothing to spread"

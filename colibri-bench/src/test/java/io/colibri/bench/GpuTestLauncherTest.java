@@ -31,7 +31,9 @@ class GpuTestLauncherTest {
 
   @Test
   void findsTheGpuTestsOfAFolder() throws Exception {
-    Path classes = Path.of(GpuTestLauncherTest.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+    Path classes =
+        Path.of(
+            GpuTestLauncherTest.class.getProtectionDomain().getCodeSource().getLocation().toURI());
     List<String> found = names(classes.toString());
     assertTrue(found.contains("io.colibri.bench.decode.DeviceDecoderGpuTest"), "found " + found);
     assertTrue(found.stream().allMatch(n -> n.endsWith("GpuTest")), "found " + found);
