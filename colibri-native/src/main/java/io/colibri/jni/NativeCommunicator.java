@@ -552,7 +552,12 @@ final class NativeCommunicator implements Communicator, NativeCalls {
       ColibriLib.clbCommDestroy(child);
       throw e;
     }
-    return new NativeCommunicator(child, r[0], n[0], use);
+    try {
+      return new NativeCommunicator(child, r[0], n[0], use);
+    } catch (RuntimeException | Error e) {
+      ColibriLib.clbCommDestroy(child); // nobody else holds the handle
+      throw e;
+    }
   }
 
   @Override

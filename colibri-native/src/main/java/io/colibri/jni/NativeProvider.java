@@ -110,7 +110,12 @@ public final class NativeProvider implements CommunicatorProvider {
               + nranks
               + " returned success but no communicator: please report this as a Colibri bug");
     }
-    return new NativeCommunicator(comm[0], rank, nranks, options);
+    try {
+      return new NativeCommunicator(comm[0], rank, nranks, options);
+    } catch (RuntimeException | Error e) {
+      ColibriLib.clbCommDestroy(comm[0]); // nobody else holds the handle
+      throw e;
+    }
   }
 
   @Override
