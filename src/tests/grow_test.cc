@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "colibri/colibri.h"
+#include "base/clock.h"
+#include "tests/test_bootstrap.h"
 #include "tests/test_ranks.h"
 #include "tests/test_transports.h"
 
@@ -52,6 +54,45 @@ clbResult_t makeGrowId(clbComm_t comm, std::promise<clbUniqueId>& to, clbUniqueI
   const clbResult_t rc = clbCommGetUniqueId(comm, id);
   to.set_value(*id);
   return rc;
+}
+
+// Every collective on the grown communicator, element by element against sums computed here: an
+// all-reduce, an all-gather, a reduce-scatter, a broadcast from a new rank and a reduce to an
+// existing one. "" or what differed.
+std::string everyCollective(clbComm_t c, int rank, int n) {
+  const size_t count = 257;
+  auto val = [](int r, size_t i) { return (int64_t)(r + 1) * 1000 + (int64_t)i; };
+  if (std::string e = clbtest::sumOver(c, rank, upTo(n), 3, count); !e.empty()) return "allReduce: " + e;
+  std::vector<int64_t> mine(count), all(count * n, -1);
+  for (size_t i = 0; i < count; i++) mine[i] = val(rank, i);
+  if (clbAllGather(mine.data(), all.data(), count, clbInt64, c, nullptr) != clbSuccess)
+    return std::string("allGather: ") + clbGetLastError();
+  for (int p = 0; p < n; p++)
+    for (size_t i = 0; i < count; i++)
+      if (all[p * count + i] != val(p, i))
+        return "allGather: block " + std::to_string(p) + " element " + std::to_string(i);
+  std::vector<int64_t> in(count * n), out(count, -1);
+  for (size_t j = 0; j < in.size(); j++) in[j] = val(rank, j);
+  if (clbReduceScatter(in.data(), out.data(), count, clbInt64, clbSum, c, nullptr) != clbSuccess)
+    return std::string("reduceScatter: ") + clbGetLastError();
+  for (size_t i = 0; i < count; i++) {
+    int64_t want = 0;
+    for (int p = 0; p < n; p++) want += val(p, rank * count + i);
+    if (out[i] != want) return "reduceScatter: element " + std::to_string(i);
+  }
+  const int bcastRoot = n - 1, reduceRoot = 1;
+  std::vector<int64_t> b(count);
+  for (size_t i = 0; i < count; i++) b[i] = rank == bcastRoot ? val(bcastRoot, i) * 7 : -1;
+  if (clbBroadcast(b.data(), b.data(), count, clbInt64, bcastRoot, c, nullptr) != clbSuccess)
+    return std::string("broadcast: ") + clbGetLastError();
+  for (size_t i = 0; i < count; i++)
+    if (b[i] != val(bcastRoot, i) * 7) return "broadcast: element " + std::to_string(i);
+  std::vector<int64_t> red(count, -1);
+  if (clbReduce(mine.data(), red.data(), count, clbInt64, clbMax, reduceRoot, c, nullptr) != clbSuccess)
+    return std::string("reduce: ") + clbGetLastError();
+  for (size_t i = 0; i < count && rank == reduceRoot; i++)
+    if (red[i] != val(n - 1, i)) return "reduce: element " + std::to_string(i);
+  return "";
 }
 
 // New ranks first..n-1 as threads: each joins with `id` and runs `body` on its communicator.
@@ -270,6 +311,79 @@ TEST_P(GrowOver, ANewRankThatNeverComesIsNamedAtTheTimeout) {
   });
   if (joiner.joinable()) joiner.join();
   for (const std::string& e : errors) EXPECT_EQ(e, "");
+}
+
+// Grown by four at once: 2 ranks and 4 new ones, every collective checked on all six.
+TEST_P(GrowOver, GrownByFourEveryCollectiveIsRight) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  const int n = 2, grownSize = 6;
+  std::promise<clbUniqueId> idMade;
+  std::shared_future<clbUniqueId> idReady = idMade.get_future().share();
+  std::vector<std::thread> joiners;
+  std::thread starter([&] {
+    const clbUniqueId id = idReady.get();
+    joiners = newRanks(GetParam(), n, grownSize, 20000, id, [&](int r, clbComm_t grown) {
+      EXPECT_EQ(grown ? everyCollective(grown, r, grownSize) : "no communicator", "") << "new rank " << r;
+    });
+  });
+  auto errors = clbtest::runOver(GetParam(), n, 20000, {}, [&](int r, clbComm_t comm) {
+    clbUniqueId id;
+    if (r == 0) ASSERT_EQ(makeGrowId(comm, idMade, &id), clbSuccess) << clbGetLastError();
+    clbComm_t grown = nullptr;
+    ASSERT_EQ(clbCommGrow(comm, grownSize, r == 0 ? &id : nullptr, -1, nullptr, &grown), clbSuccess)
+        << clbGetLastError();
+    EXPECT_EQ(everyCollective(grown, r, grownSize), "") << "rank " << r;
+    clbCommDestroy(grown);
+  });
+  starter.join();
+  for (std::thread& t : joiners) t.join();
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+}
+
+// A hundred cycles of a grow by one rank and a shrink back, then every communicator destroyed:
+// the process holds the file descriptors and threads it held after the first cycle.
+TEST_P(GrowOver, AHundredGrowAndShrinkCyclesLeakNothing) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  auto cycles = [&](int count) {
+    auto errors = clbtest::runOver(GetParam(), 2, 20000, {}, [&](int r, clbComm_t comm) {
+      for (int k = 0; k < count; k++) {
+        std::promise<clbUniqueId> idMade;
+        clbUniqueId id;
+        std::thread newcomer;
+        if (r == 0) {
+          ASSERT_EQ(makeGrowId(comm, idMade, &id), clbSuccess) << clbGetLastError();
+          newcomer = std::thread([&] {
+            for (std::thread& t : newRanks(GetParam(), 2, 3, 20000, id, [&](int r3, clbComm_t c3) {
+                   EXPECT_EQ(c3 ? clbtest::sumOver(c3, r3, upTo(3), k) : "no communicator", "");
+                 }))
+              t.join();
+          });
+        }
+        clbComm_t grown = nullptr;
+        ASSERT_EQ(clbCommGrow(comm, 3, r == 0 ? &id : nullptr, -1, nullptr, &grown), clbSuccess)
+            << "cycle " << k << ": " << clbGetLastError();
+        EXPECT_EQ(clbtest::sumOver(grown, r, upTo(3), k), "") << "cycle " << k;
+        if (newcomer.joinable()) newcomer.join();  // the new rank destroyed its communicator
+        const int gone = 2;
+        clbComm_t back = nullptr;
+        ASSERT_EQ(clbCommShrink(grown, &gone, 1, nullptr, &back, CLB_SHRINK_DEFAULT), clbSuccess)
+            << "cycle " << k << ": " << clbGetLastError();
+        EXPECT_EQ(clbtest::sumOver(back, r, upTo(2), k), "") << "cycle " << k;
+        clbCommDestroy(back);
+        clbCommDestroy(grown);
+      }
+    });
+    for (const std::string& e : errors) EXPECT_EQ(e, "");
+  };
+  cycles(1);
+  const int fds0 = clbtest::openFds(), threads0 = clbtest::threads();
+  cycles(100);
+  // Threads that end with a communicator leave the task list a little after they are joined.
+  const int64_t by = clb::nowMs() + 2000;
+  while ((clbtest::openFds() > fds0 || clbtest::threads() > threads0) && clb::nowMs() < by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_LE(clbtest::openFds(), fds0) << "file descriptors after 100 cycles";
+  EXPECT_LE(clbtest::threads(), threads0) << "threads after 100 cycles";
 }
 
 INSTANTIATE_TRANSPORTS(GrowOver);
