@@ -5,15 +5,16 @@
 #include "core/comm.h"
 
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <new>
 #include <shared_mutex>
 #include <thread>
 
 #include "bootstrap/agree.h"
 #include "base/config.h"
+#include "base/watch.h"
 #include "bootstrap/crypto.h"
 #include "base/live_handles.h"
 #include "base/dtype.h"
@@ -412,43 +413,6 @@ clbResult_t clb::finishInit(clbComm* c) {
 
 namespace {
 
-// The caller's abort flag of an init (clbCommInitRankAbortable), copied into the communicator's
-// own, which every wait of the init watches (the bootstrap's and the transport's), until the init
-// ends: a thread that looks every 5 ms, for the init's duration only.
-class InitAbortWatch {
- public:
-  InitAbortWatch(const int* flag, std::atomic<bool>* aborted) {
-    if (!flag) return;
-    thread_ = std::thread([this, flag, aborted] {
-      std::unique_lock<std::mutex> g(mutex_);
-      while (!done_) {
-        if (__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {
-          aborted->store(true);
-          return;
-        }
-        wake_.wait_for(g, std::chrono::milliseconds(5));
-      }
-    });
-  }
-  ~InitAbortWatch() {
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> g(mutex_);
-      done_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-  InitAbortWatch(const InitAbortWatch&) = delete;
-  InitAbortWatch& operator=(const InitAbortWatch&) = delete;
-
- private:
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool done_ = false;
-  std::thread thread_;
-};
-
 bool raised(const int* flag) { return flag && __atomic_load_n(flag, __ATOMIC_ACQUIRE); }
 
 }  // namespace
@@ -479,7 +443,13 @@ clbResult_t clbCommInitRankAbortable(clbComm_t* comm, const clbUniqueId* id, int
     return rc;
   }
   {
-    InitAbortWatch watch(abortFlag, &c->aborted);
+    // The caller's abort flag copied into the communicator's, which every wait of the init watches
+    // (the bootstrap's and the transport's).
+    std::optional<Watch> watch;
+    if (abortFlag) {
+      std::atomic<bool>* aborted = &c->aborted;
+      watch.emplace([abortFlag] { return raised(abortFlag); }, [aborted] { aborted->store(true); });
+    }
     rc = raised(abortFlag) ? setError(clbAborted, "it was aborted before it began") : initComm(c.get(), d);
   }
   wipe(&d, sizeof d);
@@ -556,6 +526,10 @@ clbResult_t clbCommDestroy(clbComm_t c) {
   c->ownedCarrier.reset();
   c->boot.close();
   trimHostScratch(c);
+  for (clb::IdData& d : c->growIds) {  // a grow id's root that still waits serves no grow now
+    releaseRoot(d);
+    wipe(&d, sizeof d);
+  }
   delete c;
   clearError();
   return clbSuccess;

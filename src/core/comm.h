@@ -35,6 +35,10 @@ struct clbComm : clb::DeviceCommContext {
   bool destroyed = false;
   uint64_t splits = 0;               // clbCommSplit calls so far: every rank counts alike (they are collective)
   std::atomic<uint32_t> shrinks{0};  // clbCommShrink calls so far, refused ones too (the survivors count alike)
+  // The grow ids clbCommGetUniqueId made here: their roots (in this process) stop at destroy, when
+  // no grow can use them any more (one that formed stopped already).
+  std::mutex growIdsMutex;
+  std::vector<clb::IdData> growIds;
   // Calls made of point-to-point operations that every rank makes (all-to-all(v), gather,
   // scatter, reduce), numbered alike on every rank: their messages' OpDesc::epoch.
   uint32_t peerCollectives = 0;

@@ -37,6 +37,7 @@
 #include "bootstrap/crypto.h"
 #include "base/error.h"
 #include "base/hash.h"
+#include "base/watch.h"
 #include "base/clock.h"
 
 namespace clb {
@@ -414,7 +415,8 @@ clbResult_t checkGrowId(const clbComm* c, const clbUniqueId* given, IdData* id) 
 }
 
 // A new rank's part: an init from the grow id, as the rank it was given.
-clbResult_t joinGrow(int nranks, const clbUniqueId* given, int rank, const clbConfig_t* config, clbComm_t* newcomm) {
+clbResult_t joinGrow(int nranks, const clbUniqueId* given, int rank, const clbConfig_t* config, clbComm_t* newcomm,
+                     const int* abortFlag) {
   IdData id;
   CLB_CHECK(decodeId(given, &id));
   wipe(id.secret, sizeof id.secret);
@@ -431,7 +433,7 @@ clbResult_t joinGrow(int nranks, const clbUniqueId* given, int rank, const clbCo
     return setError(clbInvalidArgument,
                     "clbCommGrow: a new rank takes one of ranks %u..%d (ranks 0..%u are the existing ones), not %d",
                     id.growFrom, nranks - 1, id.growFrom - 1, rank);
-  return clbCommInitRank(newcomm, given, rank, nranks, config);
+  return clbCommInitRankAbortable(newcomm, given, rank, nranks, config, abortFlag);
 }
 
 }  // namespace
@@ -451,13 +453,22 @@ extern "C" clbResult_t clbCommGetUniqueId(clbComm_t c, clbUniqueId* out) {
     return setSysError(errno, "getrandom() for a grow id's nonce failed");
   growSecret(c, d.growNonce, d.secret);
   clbResult_t rc = startLocalRoot(&d);
-  if (rc == clbSuccess) memcpy(out, &d, sizeof d);
+  if (rc == clbSuccess) {
+    memcpy(out, &d, sizeof d);
+    std::lock_guard<std::mutex> g(c->growIdsMutex);
+    c->growIds.push_back(d);
+  }
   wipe(&d, sizeof d);
   return rc;
 }
 
 extern "C" clbResult_t clbCommGrow(clbComm_t c, int nranks, const clbUniqueId* given, int rank,
                                    const clbConfig_t* config, clbComm_t* newcomm) {
+  return clbCommGrowAbortable(c, nranks, given, rank, config, newcomm, nullptr);
+}
+
+extern "C" clbResult_t clbCommGrowAbortable(clbComm_t c, int nranks, const clbUniqueId* given, int rank,
+                                            const clbConfig_t* config, clbComm_t* newcomm, const int* abortFlag) {
   clearError();
   if (newcomm) *newcomm = nullptr;
   if (!c) {
@@ -465,7 +476,7 @@ extern "C" clbResult_t clbCommGrow(clbComm_t c, int nranks, const clbUniqueId* g
     if (!given)
       return setError(clbInvalidArgument,
                       "clbCommGrow with comm NULL (a new rank) needs the id from clbCommGetUniqueId: got NULL");
-    return joinGrow(nranks, given, rank, config, newcomm);
+    return joinGrow(nranks, given, rank, config, newcomm, abortFlag);
   }
   CLB_CHECK(checkComm(c));
   CallScope call(c, kCallGrow);
@@ -547,7 +558,16 @@ extern "C" clbResult_t clbCommGrow(clbComm_t c, int nranks, const clbUniqueId* g
   clbUniqueId bytes;
   memcpy(&bytes, &id, sizeof id);
   wipe(&id, sizeof id);
-  clbResult_t rc = clbCommInitRank(newcomm, &bytes, c->rank, nranks, config ? config : &c->cfg);
+  // Raised, for the init to watch, once comm is aborted or revoked (as they end any call of comm)
+  // or the caller's own flag is.
+  int stop = 0;
+  clbResult_t rc;
+  {
+    Watch watch(
+        [c, abortFlag] { return c->aborted.load() || (abortFlag && __atomic_load_n(abortFlag, __ATOMIC_ACQUIRE)); },
+        [&stop] { __atomic_store_n(&stop, 1, __ATOMIC_RELEASE); });
+    rc = clbCommInitRankAbortable(newcomm, &bytes, c->rank, nranks, config ? config : &c->cfg, &stop);
+  }
   wipe(&bytes, sizeof bytes);
   return rc;
 }

@@ -631,6 +631,27 @@ NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
 }
 
 namespace {
+// A call refused by the drop-in on one rank of a collective creation over a parent (a grow's or a
+// shrink's bad config) takes its part there anyway, through `takePart` (Colibri's call with no
+// output, which refuses it on every rank at once): now, or inside a group at the group's end
+// (where the group's other calls of the same creation run), failing that end too. The refusal's
+// message stays the drop-in's.
+void refuseWithParent(std::function<void()> takePart) {
+  const std::string why = tError;
+  if (tGroupDepth > 0) {
+    tGroupInits.push_back([takePart, why](std::string* out) {
+      takePart();
+      *out = why;
+      return ncclInvalidArgument;
+    });
+    return;
+  }
+  takePart();
+  tError = why;
+}
+}  // namespace
+
+namespace {
 // A split's or a shrink's new communicator `w` (NULL where the rank gets none) made by `job` as an
 // init is (startInit), and handed out through `newcomm` once it is started.
 ncclResult_t startChild(ncclComm* w, bool blocking, ncclComm_t* newcomm, std::function<clbResult_t(clbComm_t*)> job) {
@@ -704,11 +725,15 @@ NCCL_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUni
   if (comm && !(parent = of(comm, &rc, __func__))) return rc;
   if (badConfig(config, &rc)) {
     // An existing rank meets the others in the grow: it takes its part with no output, which
-    // refuses the grow on every existing rank at once (they would wait until the timeout).
-    const std::string why = tError;
-    if (parent)
-      (void)clbCommGrow(parent, nRanks, reinterpret_cast<const clbUniqueId*>(uniqueId), rank, nullptr, nullptr);
-    tError = why;
+    // refuses the grow on every existing rank at once (they would wait until the timeout). Inside
+    // a group, at the group's end with the group's other calls (one thread may drive every rank's).
+    if (!parent) return rc;
+    clbUniqueId id{};
+    const bool hasId = uniqueId != nullptr;
+    if (hasId) memcpy(&id, uniqueId, sizeof id);
+    refuseWithParent([parent, nRanks, id, hasId, rank] {
+      (void)clbCommGrow(parent, nRanks, hasId ? &id : nullptr, rank, nullptr, nullptr);
+    });
     return rc;
   }
   // Arguments are checked by clbCommGrow: on an existing rank its exchange refuses a bad one on every
@@ -718,8 +743,11 @@ NCCL_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUni
   clbUniqueId id{};
   const bool hasId = uniqueId != nullptr, hasOut = newcomm != nullptr;
   if (hasId) memcpy(&id, uniqueId, sizeof id);
-  return startChild(w, blocking, newcomm, [parent, nRanks, id, hasId, rank, hasOut](clbComm_t* made) {
-    return clbCommGrow(parent, nRanks, hasId ? &id : nullptr, rank, nullptr, hasOut ? made : nullptr);
+  // ncclCommAbort(newcomm) ends a non-blocking grow that waits for ranks, as it ends an init.
+  const int* abortFlag = w ? &w->abortFlag : nullptr;
+  return startChild(w, blocking, newcomm, [parent, nRanks, id, hasId, rank, hasOut, abortFlag](clbComm_t* made) {
+    return clbCommGrowAbortable(parent, nRanks, hasId ? &id : nullptr, rank, nullptr, hasOut ? made : nullptr,
+                                abortFlag);
   });
 }
 
@@ -732,12 +760,21 @@ NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, 
   if (badConfig(config, &rc)) {
     // The survivors meet in the shrink: this one takes its part with no output, which refuses it on
     // every survivor at once (they would wait for it until the timeout otherwise).
+    // Inside a group, at the group's end with the group's other calls.
     const std::string why = tError;
     ncclResult_t dead = ncclSuccess;
-    if ((parent = of(comm, &dead, __func__)))  // refused: NCCL_SHRINK_ABORT aborts nothing
-      (void)clbCommShrink(parent, excludeRanksList, excludeRanksCount, nullptr, nullptr,
-                          shrinkFlags & ~NCCL_SHRINK_ABORT);
+    parent = of(comm, &dead, __func__);
     tError = why;
+    if (!parent) return rc;
+    std::vector<int> excluded;
+    if (excludeRanksList && excludeRanksCount > 0)
+      excluded.assign(excludeRanksList, excludeRanksList + excludeRanksCount);
+    const bool listGiven = excludeRanksList != nullptr;
+    refuseWithParent([parent, excluded, listGiven, excludeRanksCount, shrinkFlags] {
+      // Refused: NCCL_SHRINK_ABORT aborts nothing.
+      (void)clbCommShrink(parent, listGiven ? excluded.data() : nullptr, excludeRanksCount, nullptr, nullptr,
+                          shrinkFlags & ~NCCL_SHRINK_ABORT);
+    });
     return rc;
   }
   if (!(parent = of(comm, &rc, __func__))) return rc;

@@ -47,15 +47,6 @@ std::string checkGrown(clbComm_t grown, int rank, int n, int salt) {
   return clbtest::sumOver(grown, rank, upTo(n), salt);
 }
 
-// The coordinator's grow id into *id, handed out through `to` even when making it failed (then
-// zeros), so that whoever waits for it fails at once instead of waiting: clbSuccess or the failure.
-clbResult_t makeGrowId(clbComm_t comm, std::promise<clbUniqueId>& to, clbUniqueId* id) {
-  memset(id, 0, sizeof *id);
-  const clbResult_t rc = clbCommGetUniqueId(comm, id);
-  to.set_value(*id);
-  return rc;
-}
-
 // Every collective on the grown communicator, element by element against sums computed here: an
 // all-reduce, an all-gather, a reduce-scatter, a broadcast from a new rank and a reduce to an
 // existing one. "" or what differed.
@@ -142,7 +133,7 @@ TEST_P(GrowOver, NewRanksJoinAndTheExistingKeepTheirNumbers) {
   auto errors = clbtest::runOver(GetParam(), n, 20000, {}, [&](int r, clbComm_t comm) {
     clbUniqueId id;
     if (r == 1) {
-      ASSERT_EQ(makeGrowId(comm, idMade, &id), clbSuccess) << clbGetLastError();
+      ASSERT_EQ(clbtest::makeGrowId(comm, idMade, &id), clbSuccess) << clbGetLastError();
     }
     const clbUniqueId* mine = nullptr;
     if (r >= 1) {
@@ -158,7 +149,7 @@ TEST_P(GrowOver, NewRanksJoinAndTheExistingKeepTheirNumbers) {
     const clbUniqueId* againPassed = nullptr;
     clbUniqueId againId;
     if (r == 0) {
-      ASSERT_EQ(makeGrowId(grown, againMade, &againId), clbSuccess) << clbGetLastError();
+      ASSERT_EQ(clbtest::makeGrowId(grown, againMade, &againId), clbSuccess) << clbGetLastError();
       againPassed = &againId;
       lastOne = std::thread([&] {
         const clbUniqueId id2 = againReady.get();
@@ -286,7 +277,7 @@ TEST_P(GrowOver, ANewRankThatNeverComesIsNamedAtTheTimeout) {
   auto errors = clbtest::runOver(GetParam(), n, 2000, {}, [&](int r, clbComm_t comm) {
     clbUniqueId id;
     if (r == 0) {
-      ASSERT_EQ(makeGrowId(comm, idMade, &id), clbSuccess) << clbGetLastError();
+      ASSERT_EQ(clbtest::makeGrowId(comm, idMade, &id), clbSuccess) << clbGetLastError();
       // Rank 2 comes, rank 3 never does.
       joiner = std::thread([&] {
         const clbUniqueId given = idReady.get();
@@ -328,7 +319,7 @@ TEST_P(GrowOver, GrownByFourEveryCollectiveIsRight) {
   });
   auto errors = clbtest::runOver(GetParam(), n, 20000, {}, [&](int r, clbComm_t comm) {
     clbUniqueId id;
-    if (r == 0) ASSERT_EQ(makeGrowId(comm, idMade, &id), clbSuccess) << clbGetLastError();
+    if (r == 0) ASSERT_EQ(clbtest::makeGrowId(comm, idMade, &id), clbSuccess) << clbGetLastError();
     clbComm_t grown = nullptr;
     ASSERT_EQ(clbCommGrow(comm, grownSize, r == 0 ? &id : nullptr, -1, nullptr, &grown), clbSuccess)
         << clbGetLastError();
@@ -351,7 +342,7 @@ TEST_P(GrowOver, AHundredGrowAndShrinkCyclesLeakNothing) {
         clbUniqueId id;
         std::thread newcomer;
         if (r == 0) {
-          ASSERT_EQ(makeGrowId(comm, idMade, &id), clbSuccess) << clbGetLastError();
+          ASSERT_EQ(clbtest::makeGrowId(comm, idMade, &id), clbSuccess) << clbGetLastError();
           newcomer = std::thread([&] {
             for (std::thread& t : newRanks(GetParam(), 2, 3, 20000, id, [&](int r3, clbComm_t c3) {
                    EXPECT_EQ(c3 ? clbtest::sumOver(c3, r3, upTo(3), k) : "no communicator", "");

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -184,6 +185,15 @@ inline std::string sumOver(clbComm_t comm, int me, const std::vector<int>& membe
       return "element " + std::to_string(i) + ": got " + std::to_string(out[i]) + " want " + std::to_string(want);
   }
   return "";
+}
+
+// A coordinator's grow id (clbCommGetUniqueId) into *id, handed out through `to` even when making
+// it failed (then zeros), so that whoever waits for it fails at once instead of waiting.
+inline clbResult_t makeGrowId(clbComm_t comm, std::promise<clbUniqueId>& to, clbUniqueId* id) {
+  memset(id, 0, sizeof *id);
+  const clbResult_t rc = clbCommGetUniqueId(comm, id);
+  to.set_value(*id);
+  return rc;
 }
 
 }  // namespace clbtest

@@ -341,7 +341,8 @@ CLB_API clbResult_t clbCommShrink(clbComm_t comm, const int* excluded, int nexcl
  * clbCommGetUniqueId: on one rank of comm (the coordinator), an id for that: its root runs in the
  * calling process (as clbGetUniqueId's), its secret is derived from comm's and a fresh nonce, so
  * the other ranks of comm derive it too and never need its bytes; it serves one grow. Hand it to
- * the new ranks as any unique id. Not collective; refused on a revoked or failed communicator.
+ * the new ranks as any unique id. Not collective; refused on a revoked or failed communicator. Its
+ * root stops when the grow has formed, at clbUniqueIdRelease, or when comm is destroyed.
  * clbCommGrow: every rank of comm calls it with comm, rank -1 and the new size nranks (> comm's);
  * the coordinator with the id, the others with id NULL (or the same id). Each new rank calls it
  * with comm NULL, the id and its rank, comm's size .. nranks-1. Existing ranks keep their numbers.
@@ -353,6 +354,12 @@ CLB_API clbResult_t clbCommShrink(clbComm_t comm, const int* excluded, int nexcl
 CLB_API clbResult_t clbCommGetUniqueId(clbComm_t comm, clbUniqueId* id);
 CLB_API clbResult_t clbCommGrow(clbComm_t comm, int nranks, const clbUniqueId* id, int rank, const clbConfig_t* config,
                                 clbComm_t* newcomm);
+/* clbCommGrow that another thread can stop while it waits for the ranks to meet, as
+ * clbCommInitRankAbortable stops an init: once *abortFlag is non-zero it returns clbAborted within
+ * about 100 ms, *newcomm NULL. On an existing rank, clbCommAbort or clbCommRevoke of comm stops
+ * clbCommGrow's wait alike. NULL: clbCommGrow. */
+CLB_API clbResult_t clbCommGrowAbortable(clbComm_t comm, int nranks, const clbUniqueId* id, int rank,
+                                         const clbConfig_t* config, clbComm_t* newcomm, const int* abortFlag);
 /* Frees everything the communicator holds. Safe after an error or an abort. While another thread
  * is in a call on comm it frees nothing and returns clbInvalidUsage naming that call: make the call
  * return first (clbCommAbort does at once), then destroy. A second clbCommDestroy of the same

@@ -729,6 +729,141 @@ TEST_P(NcclTransports, GrowAddsRanksAndTheExistingKeepTheirNumbers) {
   for (std::thread& t : joiners) t.join();
 }
 
+// Two ranks of a new communicator, each made on a thread of its own, for tests where one thread
+// then drives both (a group): NULLs where an init failed.
+void initPair(ncclComm_t comms[2]) {
+  ncclUniqueId uid;
+  ASSERT_EQ(ncclGetUniqueId(&uid), ncclSuccess);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; r++)
+    ts.emplace_back([&, r] { ASSERT_EQ(ncclCommInitRank(&comms[r], 2, uid, r), ncclSuccess); });
+  for (auto& t : ts) t.join();
+}
+
+// ---- grow attacks: a non-blocking grow and ncclCommAbort of one that waits; a bad config inside a group; a valid grow
+// inside a group ----
+
+// Non-blocking ncclCommGrow on the existing ranks, polled; then ncclCommAbort of a new communicator
+// whose grow waits for a new rank that never comes: it should end within about 100 ms (as an
+// aborted non-blocking init does), not at the timeout.
+TEST_P(NcclTransports, GrowAttackNonBlockingAndAbortOfAGrowInProgress) {
+  NCCL_NET_SCOPE(scope);
+  clbtest::ScopedEnv env{{"COLIBRI_TIMEOUT_MS", "8000"}};
+  std::promise<ncclUniqueId> made;
+  std::shared_future<ncclUniqueId> ready = made.get_future().share();
+  std::thread joiner([&] {
+    const ncclUniqueId id = ready.get();
+    ncclComm_t c = nullptr;
+    ASSERT_EQ(ncclCommGrow(nullptr, 3, &id, 2, &c, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
+    std::vector<int64_t> in(100, 3), out(100, 0);
+    ASSERT_EQ(ncclAllReduce(in.data(), out.data(), 100, ncclInt64, ncclSum, c, nullptr), ncclSuccess);
+    EXPECT_EQ(out[99], 9);
+    ncclCommDestroy(c);
+  });
+  runRanks(2, [&](int r, ncclComm_t comm) {
+    ncclUniqueId id;
+    if (r == 0) {
+      ASSERT_EQ(ncclCommGetUniqueId(comm, &id), ncclSuccess);
+      made.set_value(id);
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t g = nullptr;
+    const ncclResult_t rc = ncclCommGrow(comm, 3, r == 0 ? &id : nullptr, -1, &g, &config);
+    ASSERT_TRUE(rc == ncclInProgress || rc == ncclSuccess) << rc;
+    ncclResult_t state = ncclInProgress;
+    while (state == ncclInProgress) ASSERT_EQ(ncclCommGetAsyncError(g, &state), ncclSuccess);
+    ASSERT_EQ(state, ncclSuccess) << ncclGetLastError(g);
+    std::vector<int64_t> in(100, 3), out(100, 0);
+    ASSERT_EQ(ncclAllReduce(in.data(), out.data(), 100, ncclInt64, ncclSum, g, nullptr), ncclSuccess);
+    EXPECT_EQ(out[0], 9);
+    ncclCommDestroy(g);
+    // Again, with a new rank that never comes, then aborted.
+    ncclUniqueId id2;
+    if (r == 0) ASSERT_EQ(ncclCommGetUniqueId(comm, &id2), ncclSuccess);
+    ncclComm_t g2 = nullptr;
+    ASSERT_EQ(ncclCommGrow(comm, 3, r == 0 ? &id2 : nullptr, -1, &g2, &config), ncclInProgress);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(ncclCommAbort(g2), ncclSuccess);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(took, 2.0) << "rank " << r << ": ncclCommAbort of a non-blocking grow in progress took " << took << " s";
+  });
+  joiner.join();
+}
+
+// ncclCommGrow inside ncclGroupStart/ncclGroupEnd, one thread driving both existing ranks; first
+// with a bad config on one of them (the refusal must not wait until the timeout), then right.
+TEST_P(NcclTransports, GrowAttackInsideAGroupOneThread) {
+  NCCL_NET_SCOPE(scope);
+  clbtest::ScopedEnv env{{"COLIBRI_TIMEOUT_MS", "4000"}};
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  initPair(comms);
+  ASSERT_TRUE(comms[0] && comms[1]);
+  ncclUniqueId id;
+  ASSERT_EQ(ncclCommGetUniqueId(comms[0], &id), ncclSuccess);
+  ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+  bad.magic = 7;
+  ncclComm_t g[2] = {nullptr, nullptr};
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclCommGrow(comms[0], 3, &id, -1, &g[0], nullptr), ncclSuccess);
+  EXPECT_EQ(ncclCommGrow(comms[1], 3, nullptr, -1, &g[1], &bad), ncclInvalidArgument);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 2.0) << "the refused grow blocked the group's thread " << took << " s: " << ncclGetLastError(nullptr);
+  EXPECT_NE(ncclGroupEnd(), ncclSuccess);
+  took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 2.0) << "the group took " << took << " s";
+  // The parents must still be usable.
+  for (int r = 0; r < 2; r++) {
+    ncclResult_t err = ncclSuccess;
+    EXPECT_EQ(ncclCommGetAsyncError(comms[r], &err), ncclSuccess);
+    EXPECT_EQ(err, ncclSuccess) << "parent rank " << r << " failed by the refused grow: " << ncclGetLastError(comms[r]);
+  }
+  if (g[0]) ncclCommDestroy(g[0]);
+  for (int r = 0; r < 2; r++) ncclCommAbort(comms[r]);
+}
+
+// A good grow in a group, one thread for both existing ranks, a new rank on another.
+TEST_P(NcclTransports, GrowAttackInsideAGroupValid) {
+  NCCL_NET_SCOPE(scope);
+  clbtest::ScopedEnv env{{"COLIBRI_TIMEOUT_MS", "4000"}};
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  initPair(comms);
+  ASSERT_TRUE(comms[0] && comms[1]);
+  ncclComm_t g[2] = {nullptr, nullptr};
+  ncclUniqueId id2;
+  ASSERT_EQ(ncclCommGetUniqueId(comms[0], &id2), ncclSuccess);
+  std::thread joiner([&] {
+    ncclComm_t c = nullptr;
+    ASSERT_EQ(ncclCommGrow(nullptr, 3, &id2, 2, &c, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
+    std::vector<int64_t> in(10, 5), out(10, 0);
+    EXPECT_EQ(ncclAllReduce(in.data(), out.data(), 10, ncclInt64, ncclSum, c, nullptr), ncclSuccess);
+    EXPECT_EQ(out[9], 15);
+    ncclCommDestroy(c);
+  });
+  g[0] = g[1] = nullptr;
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclCommGrow(comms[0], 3, &id2, -1, &g[0], nullptr), ncclSuccess);
+  EXPECT_EQ(ncclCommGrow(comms[1], 3, nullptr, -1, &g[1], nullptr), ncclSuccess);
+  EXPECT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; r++)
+    ts.emplace_back([&, r] {
+      if (!g[r]) return;
+      int rank = -1;
+      ncclCommUserRank(g[r], &rank);
+      EXPECT_EQ(rank, r);
+      std::vector<int64_t> in(10, 5), out(10, 0);
+      EXPECT_EQ(ncclAllReduce(in.data(), out.data(), 10, ncclInt64, ncclSum, g[r], nullptr), ncclSuccess);
+      EXPECT_EQ(out[0], 15);
+      ncclCommDestroy(g[r]);
+    });
+  for (auto& t : ts) t.join();
+  joiner.join();
+  for (int r = 0; r < 2; r++) ncclCommDestroy(comms[r]);
+}
+
 // ncclCommShrink (NCCL 2.27): rank 2 of 4 leaves in the middle of a stream (it aborts); the others
 // shrink with NCCL_SHRINK_ABORT, blocking and not, and their new communicator of 3 sums right;
 // a bad config on one survivor refuses the shrink on every survivor at once.
