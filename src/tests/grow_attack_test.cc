@@ -107,8 +107,8 @@ TEST_P(GrowAttack, AbortOfTheParentEndsAGrowInProgress) {
     const double took = secsSince(t0);
     aborter.join();
     EXPECT_NE(rc, clbSuccess);
-    EXPECT_LT(took, 3.0) << "rank " << r << ": clbCommGrow returned " << took
-                         << " s after start (abort at 0.5 s), rc " << rc << ": " << clbGetLastError();
+    EXPECT_LT(took, 3.0) << "rank " << r << ": clbCommGrow returned " << took << " s after start (abort at 0.5 s), rc "
+                         << rc << ": " << clbGetLastError();
     EXPECT_EQ(g, nullptr);
     if (r == 0) clbUniqueIdRelease(&id);
   });
@@ -240,9 +240,7 @@ TEST_P(GrowAttack, UnusedIdsAndTheirRoots) {
   CLB_TRANSPORT_SCOPE(scope, GetParam());
   std::promise<clbUniqueId> made;
   auto ready = made.get_future().share();
-  std::thread joiner([&] {
-    EXPECT_EQ(joinAsRank2(GetParam(), ready.get(), 7), "");
-  });
+  std::thread joiner([&] { EXPECT_EQ(joinAsRank2(GetParam(), ready.get(), 7), ""); });
   clbUniqueId unused, orphan;
   auto errors = clbtest::runOver(GetParam(), 2, 2000, {}, [&](int r, clbComm_t comm) {
     clbUniqueId id;
@@ -283,9 +281,9 @@ TEST_P(GrowAttack, NewRanksThatDisagreeFailEveryoneAtOnce) {
       joiners.emplace_back([&, j] {
         clbUniqueId id = ready.get();
         int rank = 2 + j, nr = grown;
-        if (kind == 0 && j == 1) nr = 5;    // another nranks
-        if (kind == 1) rank = 2;            // both claim 2
-        if (kind == 2 && j == 1) {          // forged: claims existing rank 1
+        if (kind == 0 && j == 1) nr = 5;  // another nranks
+        if (kind == 1) rank = 2;          // both claim 2
+        if (kind == 2 && j == 1) {        // forged: claims existing rank 1
           clb::IdData d = idData(id);
           d.growFrom = 1;
           id = fromData(d);
@@ -322,9 +320,9 @@ TEST_P(GrowAttack, NewRanksThatDisagreeFailEveryoneAtOnce) {
 // growFrom, pad): refused on every rank at once.
 TEST_P(GrowAttack, ACorruptedCopyIsRefusedEverywhere) {
   CLB_TRANSPORT_SCOPE(scope, GetParam());
-  const size_t offsets[] = {offsetof(clb::IdData, host), offsetof(clb::IdData, port),
+  const size_t offsets[] = {offsetof(clb::IdData, host),      offsetof(clb::IdData, port),
                             offsetof(clb::IdData, growNonce), offsetof(clb::IdData, growFrom),
-                            offsetof(clb::IdData, pad), offsetof(clb::IdData, flags)};
+                            offsetof(clb::IdData, pad),       offsetof(clb::IdData, flags)};
   for (size_t off : offsets) {
     std::promise<clbUniqueId> made;
     auto ready = made.get_future().share();
@@ -361,8 +359,8 @@ TEST_P(GrowAttack, LimitsOfNranksAndRank) {
       EXPECT_EQ(g, nullptr);
     }
     if (r == 0) {
-      for (auto nr_rank : std::vector<std::pair<int, int>>{{INT_MAX, 2}, {-1, 2}, {3, INT_MIN}, {3, INT_MAX},
-                                                           {CLB_MAX_RANKS + 1, 2}, {3, -1}, {3, 3}}) {
+      for (auto nr_rank : std::vector<std::pair<int, int>>{
+               {INT_MAX, 2}, {-1, 2}, {3, INT_MIN}, {3, INT_MAX}, {CLB_MAX_RANKS + 1, 2}, {3, -1}, {3, 3}}) {
         clbComm_t g = nullptr;
         EXPECT_EQ(clbCommGrow(nullptr, nr_rank.first, &id, nr_rank.second, nullptr, &g), clbInvalidArgument)
             << nr_rank.first << "," << nr_rank.second;
