@@ -49,6 +49,16 @@ public final class ColibriDeviceCollectives implements DeviceCollectives {
     comm.allGather(send.address(), recv.address(), count, type.colibri(), stream.address());
   }
 
+  /**
+   * {@link Communicator#register}: between processes, calls on registered buffers read the peers'
+   * buffers in place, and no staging buffer is allocated for them.
+   */
+  @Override
+  public Registered register(Pointer buf, long bytes) {
+    Communicator.Registration r = comm.register(buf.address(), bytes);
+    return r::close;
+  }
+
   @Override
   public void launchGraph(CUgraphExec_st graph, CUstream_st stream) {
     comm.launchGraph(graph.address(), stream.address());

@@ -59,6 +59,26 @@ public interface DeviceCollectives extends AutoCloseable {
    */
   void checkHealthy();
 
+  /**
+   * Registers a device buffer that this library's collectives will use, so that ranks in other
+   * processes read it in place instead of copying it through staging memory of the library's own.
+   * Collective: every rank registers its buffers at the same point of its sequence of calls, before
+   * any capture that uses them. Libraries without such a registration do nothing.
+   *
+   * @param buf the start of the buffer (device memory from cudaMalloc)
+   * @param bytes its size
+   * @return what deregisters it (also collective): close it before freeing the buffer
+   */
+  default Registered register(Pointer buf, long bytes) {
+    return () -> {};
+  }
+
+  /** A buffer registered with {@link #register}; closing it deregisters it. */
+  interface Registered extends AutoCloseable {
+    @Override
+    void close();
+  }
+
   /** @return the device memory the library counts as its own, in bytes, or -1 where it does not say */
   long ownDeviceBytes();
 

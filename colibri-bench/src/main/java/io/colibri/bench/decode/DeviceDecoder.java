@@ -127,6 +127,7 @@ public final class DeviceDecoder implements AutoCloseable {
   private final cublasContext blas = new cublasContext();
   private final CUmod_st module = new CUmod_st();
   private final List<Pointer> allocations = new ArrayList<>();
+  private final List<DeviceCollectives.Registered> registrations = new ArrayList<>();
   private final FloatPointer one = new FloatPointer(1f);
   private final FloatPointer zero = new FloatPointer(0f);
 
@@ -312,6 +313,12 @@ public final class DeviceDecoder implements AutoCloseable {
       tokens = allocBytes(4 * rows);
       pos = allocBytes(4);
       sync();
+      // The collectives' buffers, registered once on every rank before any step is captured:
+      // rank processes then read each other's buffers in place, and the library allocates no
+      // staging for them (a server registers its activation buffers the same way).
+      registrations.add(comm.register(out, (long) pr.bytes() * rows * h));
+      registrations.add(comm.register(part, (long) pr.bytes() * b * vw));
+      registrations.add(comm.register(gathered, (long) pr.bytes() * shard.tp() * b * vw));
     } catch (RuntimeException | Error e) {
       close(); // what was made so far: a half-built decoder holds no GPU memory
       throw e;
@@ -644,6 +651,21 @@ public final class DeviceDecoder implements AutoCloseable {
       cudaGraphExecDestroy(graph);
       graph = null;
     }
+    // Deregistered (collectively) after the graph that uses them is gone, before the memory is;
+    // a deregistration that fails still lets everything else go, and is thrown last.
+    RuntimeException failed = null;
+    for (int i = registrations.size() - 1; i >= 0; i--) {
+      try {
+        registrations.get(i).close();
+      } catch (RuntimeException e) {
+        if (failed == null) {
+          failed = e;
+        } else {
+          failed.addSuppressed(e);
+        }
+      }
+    }
+    registrations.clear();
     for (Pointer p : allocations) {
       cudaFree(p);
     }
@@ -659,6 +681,9 @@ public final class DeviceDecoder implements AutoCloseable {
     if (!stream.isNull()) {
       cudaStreamDestroy(stream);
       stream.setNull();
+    }
+    if (failed != null) {
+      throw failed;
     }
   }
 
