@@ -230,8 +230,9 @@ clbResult_t runTaken(clbComm* c, uint32_t coll, const void* send, void* recv, si
       const bool scratch = (coll == kReduceScatter && c->nranks > 1) || (coll == kReduce && c->rank != root);
       void* dst = nullptr;
       // Every rank of a reduce asks for the same scratch, the root too (which scales into recv):
-      // inside a capture a scratch too small is refused, and so on every rank alike.
-      const size_t want = scratch || coll == kReduce ? elems * clbTypeSize(type) : 0;
+      // inside a capture a scratch too small is refused, and so on every rank alike. A reduce of
+      // one rank has only its root, which needs none.
+      const size_t want = scratch || (coll == kReduce && c->nranks > 1) ? elems * clbTypeSize(type) : 0;
       CLB_CHECK(scaler->begin(ordinal, static_cast<CUstream>(stream), want, &dst));
       if (!scratch) dst = recv;
       if (clbResult_t rc = scaler->scale(dst, send, elems, pm, static_cast<CUstream>(stream))) {

@@ -456,6 +456,14 @@ extern "C" clbResult_t clbCommGetUniqueId(clbComm_t c, clbUniqueId* out) {
   if (rc == clbSuccess) {
     memcpy(out, &d, sizeof d);
     std::lock_guard<std::mutex> g(c->growIdsMutex);
+    // The ids whose root has ended (its grow formed or timed out) need no release at destroy:
+    // forgotten here, so that a long-lived communicator that grows many times holds only the live.
+    auto ended = std::remove_if(c->growIds.begin(), c->growIds.end(), [](IdData& old) {
+      if (rootRuns(old)) return false;
+      wipe(&old, sizeof old);
+      return true;
+    });
+    c->growIds.erase(ended, c->growIds.end());
     c->growIds.push_back(d);
   }
   wipe(&d, sizeof d);

@@ -631,8 +631,8 @@ NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
 }
 
 namespace {
-// A call refused by the drop-in on one rank of a collective creation over a parent (a grow's or a
-// shrink's bad config) takes its part there anyway, through `takePart` (Colibri's call with no
+// A call refused by the drop-in on one rank of a collective creation over a parent (a split's, a
+// grow's or a shrink's bad config) takes its part there anyway, through `takePart` (Colibri's call with no
 // output, which refuses it on every rank at once): now, or inside a group at the group's end
 // (where the group's other calls of the same creation run), failing that end too. The refusal's
 // message stays the drop-in's.
@@ -679,16 +679,7 @@ NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
     if (!parent) return rc;
     // Inside a group the split runs at the group's end, with the group's other splits and inits
     // (one thread may drive every rank's): so does its refusal, which fails the group's end too.
-    if (tGroupDepth > 0) {
-      tGroupInits.push_back([parent, why](std::string* out) {
-        clbCommSplitRefuse(parent, why.c_str());
-        *out = clbGetLastError();
-        return ncclInvalidArgument;
-      });
-      return rc;
-    }
-    clbCommSplitRefuse(parent, why.c_str());
-    tError = clbGetLastError();
+    refuseWithParent([parent, why] { clbCommSplitRefuse(parent, why.c_str()); });
     return rc;
   }
   clbComm_t parent = of(comm, &rc, __func__);
