@@ -345,6 +345,39 @@ std::string oneRankBody(const Driver* d) {
           std::to_string(st.devicePeakBytes) + "), the GPU's free memory " + std::to_string(free0) + " -> " +
           std::to_string(free1);
   if (err.empty() && !strstr(info, "one rank")) err = std::string("the info does not name the one-rank path: ") + info;
+  // PreMulSum: an allReduce and a reduce scale straight into recv (one rank needs no scratch).
+  for (const bool reduce : {false, true}) {
+    if (!err.empty()) break;
+    const size_t n = 3000;
+    std::vector<float> in(n), out(n);
+    for (size_t e = 0; e < n; e++) in[e] = (float)(e % 97) - 40.0f;
+    float scalar = 0.25f;
+    clbRedOp_t op;
+    if (clbRedOpCreatePreMulSum(&op, &scalar, clbFloat32, clbScalarHostImmediate, comm) != clbSuccess) {
+      err = std::string("PreMulSum: ") + clbGetLastError();
+      break;
+    }
+    CUdeviceptr src = 0, dst = 0;
+    CU_OK(d->cuMemAlloc(&src, n * 4));
+    CU_OK(d->cuMemAlloc(&dst, n * 4));
+    CU_OK(d->cuMemcpyHtoD(src, in.data(), n * 4));
+    CU_OK(d->cuMemsetD8(dst, 0xa5, n * 4));
+    const clbResult_t rc = reduce ? clbReduce((void*)src, (void*)dst, n, clbFloat32, op, 0, comm, stream)
+                                  : clbAllReduce((void*)src, (void*)dst, n, clbFloat32, op, comm, stream);
+    if (rc != clbSuccess) err = std::string("PreMulSum call: ") + clbGetLastError();
+    CU_OK(d->cuStreamSynchronize(stream));
+    CU_OK(d->cuMemcpyDtoH(out.data(), dst, n * 4));
+    d->cuMemFree(src);
+    d->cuMemFree(dst);
+    for (size_t e = 0; e < n && err.empty(); e++)
+      if (out[e] != in[e] * scalar)
+        err = std::string("PreMulSum ") + (reduce ? "reduce" : "allReduce") + ": element " + std::to_string(e);
+    clbRedOpDestroy(op, comm);
+    clbCommMemStats(comm, &st);
+    if (err.empty() && st.devicePeakBytes != 0)
+      err = std::string("a PreMulSum ") + (reduce ? "reduce" : "allReduce") + " of one rank took " +
+            std::to_string(st.devicePeakBytes) + " bytes of device memory";
+  }
   // Nothing to free, and no graph holds anything of it: the suspend is taken.
   if (err.empty() && clbCommSuspend(comm) != clbSuccess) err = std::string("suspend: ") + clbGetLastError();
   if (err.empty() && clbCommResume(comm) != clbSuccess) err = std::string("resume: ") + clbGetLastError();
@@ -374,28 +407,42 @@ INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceThreads,
 
 namespace {
 std::string graphRank(const clbUniqueId& id, int rank, int n);
-}
+std::string launchRank(const clbUniqueId& id, int rank, int n, const char* want);
+// What a rank process runs (DeviceChild.Rank).
+enum ChildBody { kCalls = 0, kGraph = 1, kLaunchReplays = 2 };
+// A rank alone in its process replays graphs by default (auto); ranks sharing a process launch
+// ordinarily unless COLIBRI_DEVICE_LAUNCH=graph; =kernel never replays.
+constexpr const char* kReplays = "eager launches replay graphs (16 prepared)";
+constexpr const char* kOrdinary = "eager launches are ordinary (0 prepared)";
+}  // namespace
 
-// The body of one rank process (started by DeviceProcesses and DeviceProcessGraphs); skipped when
-// run on its own.
+// The body of one rank process (started by DeviceProcesses, DeviceProcessGraphs and DeviceLaunch);
+// skipped when run on its own.
 TEST(DeviceChild, Rank) {
   const char* spec = getenv("CLB_DEVICE_CHILD");
   if (!spec) GTEST_SKIP() << "runs only as a child of DeviceProcesses";
-  int rank = 0, n = 0, graph = 0;
+  int rank = 0, n = 0, body = 0;
   char idHex[2 * CLB_UNIQUE_ID_BYTES + 1] = {0};
-  ASSERT_EQ(sscanf(spec, "%d:%d:%d:%256s", &rank, &n, &graph, idHex), 4);
-  EXPECT_EQ((graph ? graphRank : rankBody)(unhex(idHex), rank, n), "");
+  ASSERT_EQ(sscanf(spec, "%d:%d:%d:%256s", &rank, &n, &body, idHex), 4);
+  const clbUniqueId id = unhex(idHex);
+  EXPECT_EQ(body == kLaunchReplays ? launchRank(id, rank, n, kReplays)
+            : body == kGraph       ? graphRank(id, rank, n)
+                                   : rankBody(id, rank, n),
+            "");
 }
 
 // Starts n rank processes of this test binary (DeviceChild.Rank) and expects each to pass.
-void runProcesses(int n, bool graph) {
+void runProcesses(int n, ChildBody body) {
   clbUniqueId id;
   ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
   std::vector<pid_t> pids;
   for (int r = 0; r < n; r++) {
+    // The driver's default of 8 hardware queues per process: under MPS, 32 (this binary's own
+    // setting) in each of several processes makes the later ones' contexts fail as out of memory.
     pid_t pid =
         clbtest::spawnSelf("DeviceChild.Rank", {"CLB_DEVICE_CHILD=" + std::to_string(r) + ":" + std::to_string(n) +
-                                                ":" + std::to_string(graph ? 1 : 0) + ":" + hex(id)});
+                                                    ":" + std::to_string((int)body) + ":" + hex(id),
+                                                "CUDA_DEVICE_MAX_CONNECTIONS=8"});
     ASSERT_GT(pid, 0);
     pids.push_back(pid);
   }
@@ -410,7 +457,7 @@ class DeviceProcesses : public ::testing::TestWithParam<Placement> {};
 
 TEST_P(DeviceProcesses, AllFourCollectivesThroughCudaIpc) {
   SKIP_UNLESS_PLACED(GetParam());
-  runProcesses(std::get<0>(GetParam()), false);
+  runProcesses(std::get<0>(GetParam()), kCalls);
 }
 // Across processes: LL and staged, and direct on registered buffers ("registered": every rank's;
 // "mixed": rank 0's missing for odd calls, which stage).
@@ -567,7 +614,7 @@ class DeviceProcessGraphs : public ::testing::TestWithParam<Placement> {};
 
 TEST_P(DeviceProcessGraphs, HundredCapturedAllReducesReplayWithNewData) {
   SKIP_UNLESS_PLACED(GetParam());
-  runProcesses(std::get<0>(GetParam()), true);
+  runProcesses(std::get<0>(GetParam()), kGraph);
 }
 INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceProcessGraphs,
                          ::testing::Combine(::testing::Values(2), ::testing::Values("auto", "registered", "viahost"),
@@ -731,16 +778,13 @@ std::string launchRank(const clbUniqueId& id, int rank, int n, const char* want)
 
 }  // namespace
 
-// A rank alone in its process replays graphs by default (auto); ranks sharing a process launch
-// ordinarily unless COLIBRI_DEVICE_LAUNCH=graph; =kernel never replays.
-constexpr const char* kReplays = "eager launches replay graphs (16 prepared)";
-constexpr const char* kOrdinary = "eager launches are ordinary (0 prepared)";
-
+// Two rank processes, each alone in its process (one rank alone makes no launches at all: its
+// calls are copies, DeviceOneRank).
 TEST(DeviceLaunch, EagerCallsOfARankAloneInItsProcessReplayPreparedGraphs) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
   setPlacement("auto", false);
   unsetenv("COLIBRI_DEVICE_LAUNCH");
-  runThreads(1, [](const clbUniqueId& id, int r, int n) { return launchRank(id, r, n, kReplays); });
+  runProcesses(2, kLaunchReplays);
 }
 
 TEST(DeviceLaunch, RanksSharingAProcessReplayGraphsOnlyWhenAsked) {
@@ -757,29 +801,22 @@ TEST(DeviceLaunch, OrdinaryLaunchesWhenAskedGiveTheSameResults) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
   setPlacement("auto", false);
   setenv("COLIBRI_DEVICE_LAUNCH", "kernel", 1);
-  runThreads(1, [](const clbUniqueId& id, int r, int n) { return launchRank(id, r, n, kOrdinary); });
+  runThreads(2, [](const clbUniqueId& id, int r, int n) { return launchRank(id, r, n, kOrdinary); });
   unsetenv("COLIBRI_DEVICE_LAUNCH");
 }
 
+// Refused at init (the settings come from the environment there), naming the variable and its words.
 TEST(DeviceLaunch, ABadLaunchModeIsRefusedByName) {
-  const Driver* d = gpu();
-  if (!d) GTEST_SKIP() << "no GPU here: " << why;
-  setPlacement("auto", false);
   setenv("COLIBRI_DEVICE_LAUNCH", "graphs", 1);
   clbUniqueId id;
   ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
-  CUstream s = nullptr;
   clbComm_t comm = nullptr;
-  ASSERT_EQ(setUpRank(d, id, 0, 1, &s, &comm), "");
-  CUdeviceptr buf;
-  ASSERT_EQ(d->cuMemAlloc(&buf, 64), CUDA_SUCCESS);
-  EXPECT_EQ(clbAllReduce((void*)buf, (void*)buf, 16, clbFloat32, clbSum, comm, s), clbInvalidArgument);
+  EXPECT_EQ(clbCommInitRank(&comm, &id, 0, 1, nullptr), clbInvalidArgument);
   const std::string msg = clbGetLastError();
   EXPECT_NE(msg.find("COLIBRI_DEVICE_LAUNCH='graphs' is not one of auto, graph, kernel"), std::string::npos) << msg;
+  EXPECT_EQ(comm, nullptr);
   unsetenv("COLIBRI_DEVICE_LAUNCH");
-  clbCommDestroy(comm);
-  d->cuMemFree(buf);
-  d->cuStreamDestroy(s);
+  if (comm) clbCommDestroy(comm);
 }
 
 // A stream of another GPU than the buffers' is refused by name; the communicator stays usable.
@@ -1069,8 +1106,16 @@ TEST(DeviceAcrossHostsGpuDirect, ForcedModeThatCannotWorkFailsEveryCall) {
   setenv("COLIBRI_VERBS_GPU_MEMORY", "dmabuf", 1);
   resetEmulator();
   runThreads(2, forcedModeRank);
+  // A mode that does not exist is refused at init, naming the variable and its words.
   setenv("COLIBRI_VERBS_GPU_MEMORY", "bogus", 1);
-  runThreads(2, forcedModeRank);
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  clbComm_t comm = nullptr;
+  EXPECT_EQ(clbCommInitRank(&comm, &id, 0, 1, nullptr), clbInvalidArgument);
+  const std::string msg = clbGetLastError();
+  EXPECT_NE(msg.find("COLIBRI_VERBS_GPU_MEMORY='bogus' is not one of auto, dmabuf, peermem, host"), std::string::npos)
+      << msg;
+  if (comm) clbCommDestroy(comm);
   for (const char* v : {"COLIBRI_TRANSPORT", "COLIBRI_VERBS_EMU_DMABUF", "COLIBRI_VERBS_GPU_MEMORY"}) unsetenv(v);
   resetEmulator();
 }
