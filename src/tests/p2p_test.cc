@@ -687,8 +687,8 @@ TEST_P(PeerBadInput, EachRefusalNamesTheArgument) {
        "root=3 is out of range"},
       {[](int32_t* x, int, clbComm_t c) { return clbScatter(x, x, 1, clbInt32, -2, c, nullptr); }, clbInvalidArgument,
        "root=-2 is out of range"},
-      {[](int32_t* x, int, clbComm_t c) { return clbReduce(x, x, 1, clbInt32, (clbRedOp_t)9, 0, c, nullptr); },
-       clbInvalidArgument, "unknown reduction op 9"},
+      {[](int32_t* x, int, clbComm_t c) { return clbReduce(x, x, 1, clbInt32, (clbRedOp_t)2000000009, 0, c, nullptr); },
+       clbInvalidArgument, "unknown reduction op 2000000009"},
       {[](int32_t* x, int r, clbComm_t c) { return clbReduce(x, x + 1, 2, clbInt32, clbSum, r, c, nullptr); },
        clbInvalidArgument, "overlap"},
       {[](int32_t* x, int r, clbComm_t) { return clbSend(x, 1, clbInt32, 1 - r, nullptr, nullptr); },
@@ -1011,8 +1011,8 @@ TEST_P(PeerGroups, ARefusedCollectiveMakesTheEndRunNothing) {
       ASSERT_EQ(clbSend(&x, 1, clbInt32, peer, comm, nullptr), clbSuccess);
       ASSERT_EQ(clbRecv(&y, 1, clbInt32, peer, comm, nullptr), clbSuccess);
       if (variant == 0) {
-        EXPECT_EQ(clbAllReduce(&x, &z, 1, clbInt32, (clbRedOp_t)99, comm, nullptr), clbInvalidArgument);
-        EXPECT_TRUE(contains(clbGetLastError(), "unknown reduction op 99")) << clbGetLastError();
+        EXPECT_EQ(clbAllReduce(&x, &z, 1, clbInt32, (clbRedOp_t)2000000099, comm, nullptr), clbInvalidArgument);
+        EXPECT_TRUE(contains(clbGetLastError(), "unknown reduction op 2000000099")) << clbGetLastError();
       } else {
         EXPECT_EQ(clbBarrier(nullptr, nullptr), clbInvalidArgument);
       }

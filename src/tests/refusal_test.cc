@@ -47,9 +47,9 @@ std::vector<Case> cases() {
   return {
       {"allReduce with an unknown op",
        [](clbComm_t c, int, bool wrong) {
-         return clbAllReduce(src, dst, 8, clbInt32, wrong ? (clbRedOp_t)77 : clbSum, c, nullptr);
+         return clbAllReduce(src, dst, 8, clbInt32, wrong ? (clbRedOp_t)2000000077 : clbSum, c, nullptr);
        },
-       everyone, "unknown reduction op 77"},
+       everyone, "unknown reduction op 2000000077"},
       {"broadcast with a root out of range",
        [](clbComm_t c, int, bool wrong) { return clbBroadcast(src, dst, 8, clbInt32, wrong ? 7 : 0, c, nullptr); },
        everyone, "root=7 is out of range"},
@@ -81,10 +81,10 @@ std::vector<Case> cases() {
          if (clbGroupStart() != clbSuccess) return clbInternalError;
          if (r == 0) clbRecv(dst, 2, clbInt32, kRefuser, c, nullptr);
          if (r == kRefuser) clbSend(src, 2, clbInt32, 0, c, nullptr);
-         clbAllReduce(src, dst + 8, 2, clbInt32, wrong ? (clbRedOp_t)55 : clbMax, c, nullptr);
+         clbAllReduce(src, dst + 8, 2, clbInt32, wrong ? (clbRedOp_t)2000000055 : clbMax, c, nullptr);
          return clbGroupEnd();
        },
-       everyone, "unknown reduction op 55"},
+       everyone, "unknown reduction op 2000000055"},
   };
 }
 

@@ -14,6 +14,8 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "base/error.h"
 
@@ -155,6 +157,53 @@ clbResult_t mapSegment(const std::string& name, size_t bytes, bool create, char*
   return clbSuccess;
 }
 
+namespace {
+// The control blocks mapped in this process, by segment name, each mapped once however many of
+// this process's ranks use it: rank threads of one process would otherwise map every rank's block
+// once per rank (n x n mappings, and as many unmaps at destroy, each a TLB flush of every core
+// that runs one of them). The last rank of the process to let go of a block unmaps it, so a block
+// stays readable to its peers here after its owner destroyed its communicator, as a mapping of
+// their own would.
+struct SharedCtl {
+  char* base;
+  int refs;
+};
+std::mutex& gCtlMutex = *new std::mutex;  // never destroyed: ranks may end while statics go
+std::map<std::string, SharedCtl>& gCtls = *new std::map<std::string, SharedCtl>;
+
+// mapSegment for a control block. The creator maps it (it is new) and enters it in gCtls; a peer
+// in this process (fd NULL) takes that mapping. A peer in another process (fd not NULL: its lock
+// is tried through a descriptor of this rank's own) gets a mapping and a descriptor of its own.
+clbResult_t mapControl(const std::string& name, bool create, char** out, int* fd) {
+  if (!create && fd) return mapSegment(name, kCtlBytes, false, out, fd);
+  std::lock_guard<std::mutex> g(gCtlMutex);
+  if (!create) {
+    auto it = gCtls.find(name);
+    if (it != gCtls.end()) {
+      it->second.refs++;
+      *out = it->second.base;
+      return clbSuccess;
+    }
+  }
+  CLB_CHECK(mapSegment(name, kCtlBytes, create, out, fd));
+  gCtls[name] = SharedCtl{*out, 1};
+  return clbSuccess;
+}
+
+void unmapControl(char* base) {
+  std::lock_guard<std::mutex> g(gCtlMutex);
+  for (auto it = gCtls.begin(); it != gCtls.end(); ++it)
+    if (it->second.base == base) {
+      if (--it->second.refs == 0) {
+        munmap(base, kCtlBytes);
+        gCtls.erase(it);
+      }
+      return;
+    }
+  munmap(base, kCtlBytes);  // a mapping of its own (a peer in another process)
+}
+}  // namespace
+
 std::string ShmWorld::segName(int rank, uint64_t gen, bool control) const {
   return segmentName(comm_->boot.sessionNonce(), rank, control ? std::string("ctl") : "g" + std::to_string(gen));
 }
@@ -166,7 +215,7 @@ ShmWorld::~ShmWorld() {
   for (int r = 0; r < (int)ctls_.size(); r++)
     if (ctls_[r]) {
       if (r == comm_->rank) comm_->mem.addHost(-(int64_t)kCtlBytes);
-      munmap(ctls_[r], kCtlBytes);
+      unmapControl(reinterpret_cast<char*>(ctls_[r]));
     }
   // This rank's lock goes with them: peers see it gone from here on (its state says why).
   for (int fd : ctlFds_)
@@ -175,14 +224,21 @@ ShmWorld::~ShmWorld() {
 
 clbResult_t ShmWorld::init() {
   const int n = comm_->nranks, me = comm_->rank;
-  removeUnheldSegments(kSegmentPrefix);  // left by processes that died (kill -9 leaves the names)
+  // Segments left by processes that died (kill -9 leaves the names). One sweep at a time in this
+  // process: ranks that init while another rank of it sweeps leave it to that one (each sweep
+  // opens every segment of /dev/shm, so rank threads each sweeping made init n x n).
+  {
+    static std::mutex& sweeping = *new std::mutex;
+    std::unique_lock<std::mutex> g(sweeping, std::try_to_lock);
+    if (g.owns_lock()) removeUnheldSegments(kSegmentPrefix);
+  }
   ctls_.assign(n, nullptr);
   ctlFds_.assign(n, -1);
   peers_.assign(n, Mapping{});
   char* p = nullptr;
   std::string myName = segName(me, 0, true);
   // Its lock is held until the communicator is destroyed: the peers' sign that this rank lives.
-  CLB_CHECK(mapSegment(myName, kCtlBytes, true, &p, &ctlFds_[me]));
+  CLB_CHECK(mapControl(myName, true, &p, &ctlFds_[me]));
   comm_->mem.addHost(kCtlBytes);
   ctls_[me] = new (p) CtlBlock();
   CtlBlock* c = ctls_[me];
@@ -208,7 +264,7 @@ clbResult_t ShmWorld::init() {
   for (int r = 0; rc == clbSuccess && r < n; r++) {
     if (r == me) continue;
     // Kept open for ownerGone, but not for ranks of this process (they cannot die alone).
-    rc = mapSegment(segName(r, 0, true), kCtlBytes, false, &p, comm_->boot.inThisProcess(r) ? nullptr : &ctlFds_[r]);
+    rc = mapControl(segName(r, 0, true), false, &p, comm_->boot.inThisProcess(r) ? nullptr : &ctlFds_[r]);
     if (rc == clbSuccess) ctls_[r] = reinterpret_cast<CtlBlock*>(p);
   }
   if (rc == clbSuccess) rc = comm_->boot.barrier();  // every control block is mapped by everyone
