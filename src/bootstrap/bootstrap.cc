@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -42,16 +43,28 @@ bool isWildcard(const SockAddr& a) {
          IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr);
 }
 
-// The root's answer to an authenticated hello: header, message, table (on success), tag.
+// What the root's reply tags in place of the table: its SHA-256 (none without a table). The root
+// sends one table to every rank: hashed once there and tagged per rank through the digest, its
+// work grows as n, not n x n (every rank hashes the table it received, in parallel).
+std::array<uint8_t, kSha256Bytes> tableDigest(const void* table, size_t bytes) {
+  std::array<uint8_t, kSha256Bytes> d{};
+  if (bytes) sha256(table, bytes, d.data());
+  return d;
+}
+
+// The root's answer to an authenticated hello: header, message, table (on success), tag (over the
+// header, the message and the table's digest, `digest`: tableDigest of `table`).
 clbResult_t sendReply(Link& link, const uint8_t* secret, const Transcript& t, clbResult_t status,
                       const std::string& msg, uint32_t nranks, const uint8_t* session,
-                      const std::vector<RankInfo>* table, int64_t deadline, uint32_t flags = 0) {
+                      const std::vector<RankInfo>* table, int64_t deadline, uint32_t flags = 0,
+                      const std::array<uint8_t, kSha256Bytes>* digest = nullptr) {
   ReplyHeader r{(uint32_t)status, (uint32_t)msg.size(), nranks, flags, {}};
   if (session) memcpy(r.session, session, kSessionBytes);
   const size_t tableBytes = table ? table->size() * sizeof(RankInfo) : 0;
+  const std::array<uint8_t, kSha256Bytes> d =
+      digest ? *digest : tableDigest(table ? table->data() : nullptr, tableBytes);
   uint8_t mac[kTagBytes];
-  tag(secret, kRootReply, t, {{&r, sizeof r}, {msg.data(), msg.size()}, {table ? table->data() : nullptr, tableBytes}},
-      mac);
+  tag(secret, kRootReply, t, {{&r, sizeof r}, {msg.data(), msg.size()}, {d.data(), d.size()}}, mac);
   return sendAllParts(
       link,
       {{&r, sizeof r}, {msg.data(), msg.size()}, {table ? table->data() : nullptr, tableBytes}, {mac, sizeof mac}},
@@ -347,8 +360,9 @@ struct Root {
         memcpy(session, d, sizeof session);
       }
       const int64_t sendBy = nowMs() + kRootSendMs;
+      const std::array<uint8_t, kSha256Bytes> digest = tableDigest(table.data(), table.size() * sizeof(RankInfo));
       for (Joined& j : joined)
-        (void)sendReply(j.link, id.secret, j.t, clbSuccess, "", (uint32_t)nranks, session, &table, sendBy);
+        (void)sendReply(j.link, id.secret, j.t, clbSuccess, "", (uint32_t)nranks, session, &table, sendBy, 0, &digest);
       CLB_DEBUG("bootstrap root at %s done: %d ranks", where.c_str(), nranks);
     }
     joined.clear();
@@ -802,9 +816,9 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
   if (rc == clbSuccess) rc = recvAll(link, mac, sizeof mac, deadline, abort, rootName.c_str());
   link.close();
   CLB_CHECK(rc);
+  const std::array<uint8_t, kSha256Bytes> digest = tableDigest(peers_.data(), ok ? nranks * sizeof(RankInfo) : 0);
   if (!tagMatches(id.secret, kRootReply, t,
-                  {{&rep, sizeof rep}, {msg.data(), msg.size()}, {peers_.data(), ok ? nranks * sizeof(RankInfo) : 0}},
-                  mac)) {
+                  {{&rep, sizeof rep}, {msg.data(), msg.size()}, {digest.data(), digest.size()}}, mac)) {
     peers_.clear();
     return setError(clbAuthError,
                     "the reply of %s failed its authentication tag: something on the network between "

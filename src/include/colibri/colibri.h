@@ -34,8 +34,9 @@ extern "C" {
  * 5: a third ring connection pair, the transport's data apart from the bootstrap's exchanges.
  * 6: failure notices between ranks that share no memory carry the failing rank's message; a
  *    split's exchange carries 240 bytes of a refusal's reason (160 before); the root notes to the
- *    joined ranks which ranks it still waits for. */
-#define CLB_PROTOCOL_VERSION 6
+ *    joined ranks which ranks it still waits for.
+ * 7: the root's reply is tagged over the table's SHA-256, not the table (hashed once, not per rank). */
+#define CLB_PROTOCOL_VERSION 7
 
 typedef enum {
   clbSuccess = 0,
