@@ -174,10 +174,11 @@ std::map<std::string, SharedCtl>& gCtls = *new std::map<std::string, SharedCtl>;
 // mapSegment for a control block. The creator maps it (it is new) and enters it in gCtls; a peer
 // in this process (fd NULL) takes that mapping. A peer in another process (fd not NULL: its lock
 // is tried through a descriptor of this rank's own) gets a mapping and a descriptor of its own.
+// The mapping itself is made outside the lock (creating may wait for a sweep of another process).
 clbResult_t mapControl(const std::string& name, bool create, char** out, int* fd) {
   if (!create && fd) return mapSegment(name, kCtlBytes, false, out, fd);
-  std::lock_guard<std::mutex> g(gCtlMutex);
   if (!create) {
+    std::lock_guard<std::mutex> g(gCtlMutex);
     auto it = gCtls.find(name);
     if (it != gCtls.end()) {
       it->second.refs++;
@@ -185,22 +186,29 @@ clbResult_t mapControl(const std::string& name, bool create, char** out, int* fd
       return clbSuccess;
     }
   }
-  CLB_CHECK(mapSegment(name, kCtlBytes, create, out, fd));
-  gCtls[name] = SharedCtl{*out, 1};
+  char* p = nullptr;
+  CLB_CHECK(mapSegment(name, kCtlBytes, create, &p, fd));
+  std::lock_guard<std::mutex> g(gCtlMutex);
+  auto [it, made] = gCtls.try_emplace(name, SharedCtl{p, 1});
+  if (!made) {  // another rank of this process mapped the same block meanwhile: one mapping
+    munmap(p, kCtlBytes);
+    it->second.refs++;
+  }
+  *out = it->second.base;
   return clbSuccess;
 }
 
-void unmapControl(char* base) {
-  std::lock_guard<std::mutex> g(gCtlMutex);
-  for (auto it = gCtls.begin(); it != gCtls.end(); ++it)
-    if (it->second.base == base) {
-      if (--it->second.refs == 0) {
-        munmap(base, kCtlBytes);
-        gCtls.erase(it);
-      }
-      return;
+// Lets go of the control block `name` mapped at `base` (mapControl's).
+void unmapControl(const std::string& name, char* base) {
+  {
+    std::lock_guard<std::mutex> g(gCtlMutex);
+    auto it = gCtls.find(name);
+    if (it != gCtls.end() && it->second.base == base) {
+      if (--it->second.refs > 0) return;
+      gCtls.erase(it);
     }
-  munmap(base, kCtlBytes);  // a mapping of its own (a peer in another process)
+  }
+  munmap(base, kCtlBytes);  // the last user of a shared mapping, or a mapping of its own
 }
 }  // namespace
 
@@ -215,7 +223,7 @@ ShmWorld::~ShmWorld() {
   for (int r = 0; r < (int)ctls_.size(); r++)
     if (ctls_[r]) {
       if (r == comm_->rank) comm_->mem.addHost(-(int64_t)kCtlBytes);
-      unmapControl(reinterpret_cast<char*>(ctls_[r]));
+      unmapControl(ctlNames_[r], reinterpret_cast<char*>(ctls_[r]));
     }
   // This rank's lock goes with them: peers see it gone from here on (its state says why).
   for (int fd : ctlFds_)
@@ -233,10 +241,12 @@ clbResult_t ShmWorld::init() {
     if (g.owns_lock()) removeUnheldSegments(kSegmentPrefix);
   }
   ctls_.assign(n, nullptr);
+  ctlNames_.assign(n, std::string());
+  for (int r = 0; r < n; r++) ctlNames_[r] = segName(r, 0, true);
   ctlFds_.assign(n, -1);
   peers_.assign(n, Mapping{});
   char* p = nullptr;
-  std::string myName = segName(me, 0, true);
+  const std::string& myName = ctlNames_[me];
   // Its lock is held until the communicator is destroyed: the peers' sign that this rank lives.
   CLB_CHECK(mapControl(myName, true, &p, &ctlFds_[me]));
   comm_->mem.addHost(kCtlBytes);
@@ -264,7 +274,7 @@ clbResult_t ShmWorld::init() {
   for (int r = 0; rc == clbSuccess && r < n; r++) {
     if (r == me) continue;
     // Kept open for ownerGone, but not for ranks of this process (they cannot die alone).
-    rc = mapControl(segName(r, 0, true), false, &p, comm_->boot.inThisProcess(r) ? nullptr : &ctlFds_[r]);
+    rc = mapControl(ctlNames_[r], false, &p, comm_->boot.inThisProcess(r) ? nullptr : &ctlFds_[r]);
     if (rc == clbSuccess) ctls_[r] = reinterpret_cast<CtlBlock*>(p);
   }
   if (rc == clbSuccess) rc = comm_->boot.barrier();  // every control block is mapped by everyone

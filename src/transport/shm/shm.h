@@ -119,6 +119,7 @@ class ShmWorld {
   void unmapOwn();
   CommContext* comm_;
   std::vector<CtlBlock*> ctls_;
+  std::vector<std::string> ctlNames_;  // [r]: the name rank r's control block was mapped by
   // [me]: the lock on this rank's control block, held for the communicator's life; [r]: rank
   // r's control block open, to try its lock (-1: r is in this process).
   std::vector<int> ctlFds_;
