@@ -137,45 +137,12 @@ TEST(ShmCtlAttack, RankThatNeverJoinsLeavesNoMappings) {
   EXPECT_EQ(mappingsWith("clb-j"), before);
 }
 
-// Ranks 0,1 here as threads, ranks 2,3 as threads of a child process: each block is mapped once
-// here for the ranks of this process and separately for the others'; collectives right; nothing
-// left mapped after.
-TEST(ShmCtlAttackChild, TwoRanks) {
-  const char* idHex = getenv("CLB_CTL_ATTACK_ID");
-  if (!idHex) GTEST_SKIP() << "child only";
-  clbUniqueId id = clbtest::unhex(idHex);
+// Ranks `first` and `first` + 1 of 4 as threads of this process: init, five checked allReduces,
+// destroy (rank 0 a little after the others); how many of them failed.
+int twoRankThreads(const clbUniqueId& id, int first) {
   std::vector<std::thread> ts;
   std::atomic<int> bad{0};
-  for (int r = 2; r < 4; r++)
-    ts.emplace_back([&, r] {
-      clbConfig_t cfg;
-      clbConfigInit(&cfg);
-      cfg.transport = clbTransportShm;
-      cfg.timeoutMs = 20000;
-      clbComm_t comm = nullptr;
-      if (clbCommInitRank(&comm, &id, r, 4, &cfg) != clbSuccess) {
-        bad++;
-        return;
-      }
-      for (int i = 0; i < 5; i++)
-        if (!allReduceOk(comm, 4)) bad++;
-      clbCommDestroy(comm);
-    });
-  for (auto& t : ts) t.join();
-  EXPECT_EQ(bad.load(), 0);
-  EXPECT_EQ(mappingsWith("clb-j"), 0);
-}
-
-TEST(ShmCtlAttack, RanksSplitBetweenProcessesAndThreads) {
-  if (getenv("CLB_CTL_ATTACK_ID")) GTEST_SKIP();
-  const int before = mappingsWith("clb-j");
-  clbUniqueId id;
-  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
-  pid_t child = clbtest::spawnSelf("ShmCtlAttackChild.TwoRanks", {"CLB_CTL_ATTACK_ID=" + clbtest::hex(id)});
-  ASSERT_GT(child, 0);
-  std::vector<std::thread> ts;
-  std::atomic<int> bad{0};
-  for (int r = 0; r < 2; r++)
+  for (int r = first; r < first + 2; r++)
     ts.emplace_back([&, r] {
       clbConfig_t cfg;
       clbConfigInit(&cfg);
@@ -192,9 +159,30 @@ TEST(ShmCtlAttack, RanksSplitBetweenProcessesAndThreads) {
       clbCommDestroy(comm);
     });
   for (auto& t : ts) t.join();
+  return bad.load();
+}
+
+// Ranks 0, 1 here as threads, ranks 2, 3 as threads of a child process: each block is mapped once
+// here for the ranks of this process and separately for the others'; collectives right; nothing
+// left mapped after.
+TEST(ShmCtlAttackChild, TwoRanks) {
+  const char* idHex = getenv("CLB_CTL_ATTACK_ID");
+  if (!idHex) GTEST_SKIP() << "child only";
+  EXPECT_EQ(twoRankThreads(clbtest::unhex(idHex), 2), 0);
+  EXPECT_EQ(mappingsWith("clb-j"), 0);
+}
+
+TEST(ShmCtlAttack, RanksSplitBetweenProcessesAndThreads) {
+  if (getenv("CLB_CTL_ATTACK_ID")) GTEST_SKIP();
+  const int before = mappingsWith("clb-j");
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  pid_t child = clbtest::spawnSelf("ShmCtlAttackChild.TwoRanks", {"CLB_CTL_ATTACK_ID=" + clbtest::hex(id)});
+  ASSERT_GT(child, 0);
+  const int bad = twoRankThreads(id, 0);
   int st = 0;
   waitpid(child, &st, 0);
-  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(bad, 0);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
   EXPECT_EQ(mappingsWith("clb-j"), before);
 }
