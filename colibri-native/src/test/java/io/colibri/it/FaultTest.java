@@ -326,7 +326,8 @@ class FaultTest {
   void wrongProtocolVersionIsAuthErrorNamingBothVersions() {
     byte[] bytes = UniqueId.create().toBytes();
     int ours = bytes[4] & 0xff; // protocol: offset 4, little-endian uint32 (below 256)
-    bytes[4] = 7;
+    int other = ours + 1; // a protocol this library does not speak
+    bytes[4] = (byte) other;
     bytes[5] = 0;
     bytes[6] = 0;
     bytes[7] = 0;
@@ -339,10 +340,15 @@ class FaultTest {
                         1,
                         options(Transport.AUTO, Algorithm.AUTO, 3000))
                     .close());
-    assertCode(ErrorCode.AUTH_ERROR, t, "init with a UniqueId of protocol 7");
+    assertCode(ErrorCode.AUTH_ERROR, t, "init with a UniqueId of protocol " + other);
     assertTrue(
-        t.getMessage().contains("protocol 7") && t.getMessage().contains("protocol " + ours),
-        "message should name both protocol versions (7 and " + ours + "): " + t.getMessage());
+        t.getMessage().contains("protocol " + other) && t.getMessage().contains("protocol " + ours),
+        "message should name both protocol versions ("
+            + other
+            + " and "
+            + ours
+            + "): "
+            + t.getMessage());
   }
 
   @Test
