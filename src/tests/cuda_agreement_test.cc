@@ -178,8 +178,7 @@ TEST_P(DeviceAgreement, ADeviatingRankIsSeenAtOnceByEveryRank) {
   for (int r = 0; r < n; r++) {
     const std::string spec = std::to_string(r) + ":" + std::to_string(n) + ":" + std::to_string(deviate) + ":" +
                              std::to_string(count) + ":" + c + ":" + hex(id);
-    pid_t pid =
-        clbtest::spawnSelf("DeviceAgreementChild.Rank", {"CLB_AGREE_CHILD=" + spec, "CUDA_DEVICE_MAX_CONNECTIONS=8"});
+    pid_t pid = spawnGpuRank("DeviceAgreementChild.Rank", {"CLB_AGREE_CHILD=" + spec});
     ASSERT_GT(pid, 0);
     pids.push_back(pid);
   }

@@ -437,12 +437,8 @@ void runProcesses(int n, ChildBody body) {
   ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
   std::vector<pid_t> pids;
   for (int r = 0; r < n; r++) {
-    // The driver's default of 8 hardware queues per process: under MPS, 32 (this binary's own
-    // setting) in each of several processes makes the later ones' contexts fail as out of memory.
-    pid_t pid =
-        clbtest::spawnSelf("DeviceChild.Rank", {"CLB_DEVICE_CHILD=" + std::to_string(r) + ":" + std::to_string(n) +
-                                                    ":" + std::to_string((int)body) + ":" + hex(id),
-                                                "CUDA_DEVICE_MAX_CONNECTIONS=8"});
+    pid_t pid = spawnGpuRank("DeviceChild.Rank", {"CLB_DEVICE_CHILD=" + std::to_string(r) + ":" + std::to_string(n) +
+                                                  ":" + std::to_string((int)body) + ":" + hex(id)});
     ASSERT_GT(pid, 0);
     pids.push_back(pid);
   }

@@ -170,8 +170,7 @@ TEST_P(DeviceP2pAgreement, EveryReceiveThatMeetsAnotherCallFailsAtOnceAndWritesN
     std::vector<pid_t> pids;
     for (int r = 0; r < 2; r++) {
       const std::string spec = std::to_string(r) + ":" + std::to_string(count) + ":" + c + ":" + hex(id);
-      pid_t pid = clbtest::spawnSelf("DeviceP2pAgreementChild.Rank",
-                                     {"CLB_P2P_AGREE_CHILD=" + spec, "CUDA_DEVICE_MAX_CONNECTIONS=8"});
+      pid_t pid = spawnGpuRank("DeviceP2pAgreementChild.Rank", {"CLB_P2P_AGREE_CHILD=" + spec});
       ASSERT_GT(pid, 0);
       pids.push_back(pid);
     }

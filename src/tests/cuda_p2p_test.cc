@@ -752,10 +752,9 @@ void runProcesses(int n, const std::string& body, const std::vector<std::string>
   std::vector<pid_t> pids;
   for (int r = 0; r < n; r++) {
     std::vector<std::string> e = {"CLB_DEVICE_PEER_ID=" + hex(id), "CLB_DEVICE_PEER_RANK=" + std::to_string(r),
-                                  "CLB_DEVICE_PEER_NRANKS=" + std::to_string(n), "CLB_DEVICE_PEER_BODY=" + body,
-                                  "CUDA_DEVICE_MAX_CONNECTIONS=8"};  // as DeviceProcesses' ranks
+                                  "CLB_DEVICE_PEER_NRANKS=" + std::to_string(n), "CLB_DEVICE_PEER_BODY=" + body};
     e.insert(e.end(), env.begin(), env.end());
-    pids.push_back(clbtest::spawnSelf("DevicePeerChild.Rank", e));
+    pids.push_back(spawnGpuRank("DevicePeerChild.Rank", e));
   }
   for (int r = 0; r < n; r++) {
     ASSERT_GT(pids[r], 0);

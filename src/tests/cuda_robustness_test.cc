@@ -393,8 +393,7 @@ std::string scenario(const std::string& name, const clbUniqueId& id, int rank, i
 // Starts this binary again as RobustChild.Run with `spec` (and the environment, with the driver's
 // default number of hardware queues); returns its pid.
 pid_t spawnChild(const std::string& spec) {
-  return clbtest::spawnSelf("RobustChild.Run", {"CLB_ROBUST_CHILD=" + spec, "CUDA_DEVICE_MAX_CONNECTIONS=8",
-                                                "COLIBRI_STUCK_WARN_PERCENT=20"});
+  return spawnGpuRank("RobustChild.Run", {"CLB_ROBUST_CHILD=" + spec, "COLIBRI_STUCK_WARN_PERCENT=20"});
 }
 
 void expectChildren(const std::vector<pid_t>& pids) {

@@ -301,8 +301,7 @@ TEST_P(DeviceSharedGpu, NoRankIsHeldUpByAnother) {
     const std::string spec = std::to_string(r) + ":" + sh.name + ":" + hex(id);
     // The MPS server's default hardware queues per client: 32 (which colibri_tests sets for its
     // thread suites) would exceed the server's connections with 8 clients.
-    pid_t pid =
-        clbtest::spawnSelf("DeviceSharedGpuChild.Rank", {"CLB_SHARED_CHILD=" + spec, "CUDA_DEVICE_MAX_CONNECTIONS=8"});
+    pid_t pid = spawnGpuRank("DeviceSharedGpuChild.Rank", {"CLB_SHARED_CHILD=" + spec});
     ASSERT_GT(pid, 0);
     pids.push_back(pid);
   }

@@ -211,23 +211,29 @@ inline std::string replay(CUgraphExec exec, CUstream stream, std::initializer_li
   return "";
 }
 
-// Starts n processes of this test binary that run test `child`, rank r's environment holding
-// `specVar`="r:n:id" (the unique id in hex) plus `extra`, and expects each to end with 0 within
-// `seconds`. The child reads its part with rankSpec. Unless `extra` says otherwise, each has the
-// driver's default of 8 hardware queues: under MPS, 32 (the test binaries' own setting, for rank
-// threads) in each of several processes makes the later ones' contexts fail as out of memory.
+// Starts a GPU rank process: this test binary on the tests matching `filter`, with this
+// environment plus `extra` (clbtest::spawnSelf). Unless `extra` says otherwise, it has the driver's
+// default of 8 hardware queues: under MPS, 32 (the test binaries' own setting, for rank threads)
+// in each of several processes makes the later ones' contexts fail as out of memory.
+inline pid_t spawnGpuRank(const std::string& filter, std::vector<std::string> extra) {
+  bool queuesGiven = false;
+  for (const std::string& e : extra) queuesGiven = queuesGiven || e.rfind("CUDA_DEVICE_MAX_CONNECTIONS=", 0) == 0;
+  if (!queuesGiven) extra.push_back("CUDA_DEVICE_MAX_CONNECTIONS=8");
+  return clbtest::spawnSelf(filter, extra);
+}
+
+// Starts n processes of this test binary that run test `child` (spawnGpuRank), rank r's
+// environment holding `specVar`="r:n:id" (the unique id in hex) plus `extra`, and expects each to
+// end with 0 within `seconds`. The child reads its part with rankSpec.
 inline void runRankProcesses(const char* child, const char* specVar, int n, const std::vector<std::string>& extra,
                              int seconds = 120) {
   clbUniqueId id;
   ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
   std::vector<pid_t> pids;
-  bool queuesGiven = false;
-  for (const std::string& e : extra) queuesGiven = queuesGiven || e.rfind("CUDA_DEVICE_MAX_CONNECTIONS=", 0) == 0;
   for (int r = 0; r < n; r++) {
     std::vector<std::string> env = extra;
-    if (!queuesGiven) env.push_back("CUDA_DEVICE_MAX_CONNECTIONS=8");
     env.push_back(std::string(specVar) + "=" + std::to_string(r) + ":" + std::to_string(n) + ":" + hex(id));
-    const pid_t pid = clbtest::spawnSelf(child, env);
+    const pid_t pid = spawnGpuRank(child, env);
     ASSERT_GT(pid, 0);
     pids.push_back(pid);
   }

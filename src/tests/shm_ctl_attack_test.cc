@@ -41,6 +41,15 @@ std::string hexOf(clbComm_t c) {
   return b;
 }
 
+// A config of the shm transport with `timeoutMs`.
+clbConfig_t shmConfig(int64_t timeoutMs) {
+  clbConfig_t cfg;
+  clbConfigInit(&cfg);
+  cfg.transport = clbTransportShm;
+  cfg.timeoutMs = timeoutMs;
+  return cfg;
+}
+
 bool allReduceOk(clbComm_t comm, int nranks) {
   std::vector<float> v(4096, 1.0f);
   if (clbAllReduce(v.data(), v.data(), v.size(), clbFloat32, clbSum, comm, nullptr) != clbSuccess) return false;
@@ -103,10 +112,7 @@ TEST(ShmCtlAttack, AbortedInitsLeaveNoMappings) {
     std::vector<std::thread> ts;
     for (int r = 0; r < kRanks; r++)
       ts.emplace_back([&, r] {
-        clbConfig_t cfg;
-        clbConfigInit(&cfg);
-        cfg.transport = clbTransportShm;
-        cfg.timeoutMs = 5000;
+        clbConfig_t cfg = shmConfig(5000);
         clbComm_t comm = nullptr;
         if (clbCommInitRankAbortable(&comm, &id, r, kRanks, &cfg, &flag) == clbSuccess) clbCommDestroy(comm);
       });
@@ -126,10 +132,7 @@ TEST(ShmCtlAttack, RankThatNeverJoinsLeavesNoMappings) {
   std::vector<std::thread> ts;
   for (int r = 0; r < 3; r++)
     ts.emplace_back([&, r] {
-      clbConfig_t cfg;
-      clbConfigInit(&cfg);
-      cfg.transport = clbTransportShm;
-      cfg.timeoutMs = 1500;
+      clbConfig_t cfg = shmConfig(1500);
       clbComm_t comm = nullptr;
       if (clbCommInitRank(&comm, &id, r, 4, &cfg) == clbSuccess) clbCommDestroy(comm);
     });
@@ -144,10 +147,7 @@ int twoRankThreads(const clbUniqueId& id, int first) {
   std::atomic<int> bad{0};
   for (int r = first; r < first + 2; r++)
     ts.emplace_back([&, r] {
-      clbConfig_t cfg;
-      clbConfigInit(&cfg);
-      cfg.transport = clbTransportShm;
-      cfg.timeoutMs = 20000;
+      clbConfig_t cfg = shmConfig(20000);
       clbComm_t comm = nullptr;
       if (clbCommInitRank(&comm, &id, r, 4, &cfg) != clbSuccess) {
         bad++;
