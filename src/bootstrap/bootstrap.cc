@@ -25,13 +25,14 @@ namespace {
 constexpr char kRootReply[] = "colibri/3/root-reply";
 constexpr char kRootNote[] = "colibri/6/root-note";
 constexpr char kRingAccept[] = "colibri/3/ring-accept";
-constexpr char kRingBlock[] = "colibri/3/ring-block";
+constexpr char kTreeUp[] = "colibri/8/tree-up";
+constexpr char kTreeDown[] = "colibri/8/tree-down";
 
 // The body of a ring connection's handshake: who connects to whom, for which channel.
 struct RingBody {
   int32_t fromRank;
   int32_t toRank;
-  int32_t channel;  // kRingChannelBootstrap, kRingChannelNotices or kRingChannelTransport
+  int32_t channel;  // kRingChannelBootstrap (to the tree parent), kRingChannelNotices or kRingChannelTransport
   int32_t pad;
 };
 
@@ -570,8 +571,8 @@ void Bootstrap::close() {
   wipe(id_.secret, kSecretBytes);
   wipe(session_, kSessionBytes);
   closeFd(&listenFd_);
-  next_.close();
-  prev_.close();
+  up_.close();
+  for (Link& l : children_) l.close();
   nextCtl_.close();
   prevCtl_.close();
   dataNext_.close();
@@ -836,13 +837,16 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
   return clbSuccess;
 }
 
-// One of this rank's three connections to next, moved on by connectRing's poll loop: connect (again
-// after a refusal, or after a close during TLS or before next's challenge or answer), TLS
-// (COLIBRI_TLS=all), hello, proof + body, then next's tagged answer.
+// One of this rank's three dials (two to next, one to its tree parent), moved on by connectRing's
+// poll loop: connect (again after a refusal, or after a close during TLS or before the peer's
+// challenge or answer), TLS (COLIBRI_TLS=all), hello, proof + body, then the peer's tagged answer.
 struct RingDial {
   enum Stage { kWaiting, kConnecting, kTls, kChallenge, kAnswer, kDone };
   int channel = 0;
-  Link* link = nullptr;  // the connection, from its socket on (next_, nextCtl_ or dataNext_)
+  int toRank = 0;
+  SockAddr to;
+  char name[160] = {};   // the peer, for messages
+  Link* link = nullptr;  // the connection, from its socket on (up_, nextCtl_ or dataNext_)
   Stage stage = kWaiting;
   int64_t at = 0;                   // kWaiting: when to connect
   int64_t connectBy = 0;            // the attempts of one connect end then (0: not started)
@@ -861,38 +865,55 @@ struct RingDial {
   bool buffered() const { return (stage == kChallenge || stage == kAnswer) && link->buffered(); }
 };
 
-// A connection from prev that proved the secret and this communicator's session: kept when it says
-// it comes from prev for a channel not yet in, refused otherwise; the answer is tagged either way.
-void Bootstrap::acceptPrev(Authenticated* a) {
+std::vector<int> treeChildren(int r, int n) {
+  std::vector<int> c;
+  const int end = treeEnd(r, n);
+  for (int64_t step = 1; r + step < end; step *= 2) c.push_back((int)(r + step));
+  return c;
+}
+
+// A connection that proved the secret and this communicator's session: kept when it comes from
+// prev for a ring channel not yet in, or from a child of this rank for the tree, refused otherwise;
+// the answer is tagged either way.
+void Bootstrap::acceptRing(Authenticated* a) {
   const int prev = (rank_ + nranks_ - 1) % nranks_;
   RingBody b;
   memcpy(&b, a->body.data(), sizeof b);
   const int channel = a->purpose == kPurposeRingNotices    ? kRingChannelNotices
                       : b.channel == kRingChannelTransport ? kRingChannelTransport
                                                            : kRingChannelBootstrap;
-  Link* slot = ringLink(channel, false);
-  const uint32_t status = b.fromRank == prev && b.toRank == rank_ && b.channel == channel && !slot->open()
-                              ? (uint32_t)clbSuccess
-                              : (uint32_t)clbAuthError;
+  Link* slot = nullptr;
+  Transcript* t = nullptr;
+  if (channel != kRingChannelBootstrap) {
+    if (b.fromRank == prev) slot = ringLink(channel, false);
+  } else {
+    for (size_t j = 0; j < childRanks_.size(); j++)
+      if (childRanks_[j] == b.fromRank) slot = &children_[j], t = &childT_[j];
+  }
+  const uint32_t status = slot && b.toRank == rank_ && b.channel == channel && !slot->open() ? (uint32_t)clbSuccess
+                                                                                             : (uint32_t)clbAuthError;
   uint8_t mac[kTagBytes];
   tag(id_.secret, kRingAccept, a->transcript, {{&status, sizeof status}}, mac);
   const int64_t by = nowMs() + handshakeTimeoutMs();
-  if (sendAllParts(a->link, {{&status, sizeof status}, {mac, sizeof mac}}, by, nullptr, prevNameBuf) != clbSuccess ||
+  if (sendAllParts(a->link, {{&status, sizeof status}, {mac, sizeof mac}}, by, nullptr, a->from.c_str()) !=
+          clbSuccess ||
       status != clbSuccess) {
     if (status != clbSuccess)
       CLB_WARN(
           "rank %d refused a ring connection from %s: it proved the secret but says it is rank %d to rank %d "
-          "on channel %d (expected rank %d, once per channel)",
+          "on channel %d (expected rank %d on the ring channels, a child of this rank on the tree's, once each)",
           rank_, a->from.c_str(), b.fromRank, b.toRank, b.channel, prev);
     a->link.close();
     return;
   }
   *slot = std::move(a->link);
-  if (channel == kRingChannelBootstrap) recvT_ = a->transcript;
+  if (t) *t = a->transcript;
 }
 
 // Moves `d` on; `ready`: poll() saw its socket ready (or TLS holds data for it).
-clbResult_t Bootstrap::stepDial(RingDial* d, bool ready, const SockAddr& na, int64_t deadline, const char* nextName) {
+clbResult_t Bootstrap::stepDial(RingDial* d, bool ready, int64_t deadline) {
+  const SockAddr& na = d->to;
+  const char* nextName = d->name;
   const int64_t now = nowMs();
   bool retry = false;
   clbResult_t rc = clbSuccess;
@@ -938,7 +959,7 @@ clbResult_t Bootstrap::stepDial(RingDial* d, bool ready, const SockAddr& na, int
     }
     case RingDial::kChallenge: {
       if (!ready) return clbSuccess;
-      const RingBody body{rank_, (rank_ + 1) % nranks_, d->channel, 0};
+      const RingBody body{rank_, d->toRank, d->channel, 0};
       rc = clientProve(*d->link, id_.secret, d->hello, session_, &body, sizeof body, deadline, abort_, nextName, &d->t,
                        &retry);
       if (rc == clbSuccess) d->stage = RingDial::kAnswer;
@@ -958,7 +979,7 @@ clbResult_t Bootstrap::stepDial(RingDial* d, bool ready, const SockAddr& na, int
                         "the ranks changed it",
                         nextName);
       if (status != clbSuccess) return setError(clbAuthError, "%s refused this rank's ring connection", nextName);
-      if (d->channel == kRingChannelBootstrap) sendT_ = d->t;
+      if (d->channel == kRingChannelBootstrap) upT_ = d->t;
       d->stage = RingDial::kDone;
       return clbSuccess;
     }
@@ -975,7 +996,7 @@ clbResult_t Bootstrap::stepDial(RingDial* d, bool ready, const SockAddr& na, int
     if (ringTls_) {
       CLB_CHECK(TlsSession::create(ringTls_, d->link->fd(), false, &d->tls));
       d->stage = RingDial::kTls;
-      return stepDial(d, true, na, deadline, nextName);  // its client hello goes out now
+      return stepDial(d, true, deadline);  // its client hello goes out now
     }
     d->stage = RingDial::kChallenge;
     return clientHello(*d->link, id_.secret, ringPurpose(d->channel), deadline, abort_, nextName, &d->hello);
@@ -997,26 +1018,31 @@ clbResult_t Bootstrap::stepDial(RingDial* d, bool ready, const SockAddr& na, int
   return clbSuccess;
 }
 
+namespace {
+SockAddr rankAddress(const RankInfo& ri) {
+  IdData tmp{};
+  tmp.family = ri.family;
+  tmp.port = ri.port;
+  memcpy(tmp.addr, ri.addr, 16);
+  return idAddress(tmp);
+}
+}  // namespace
+
 clbResult_t Bootstrap::connectRing() {
+  childRanks_ = treeChildren(rank_, nranks_);
+  children_.clear();
+  children_.resize(childRanks_.size());
+  childT_.assign(childRanks_.size(), Transcript{});
+  exchange_ = 0;
   if (nranks_ == 1) return clbSuccess;
   const int64_t deadline = nowMs() + timeoutMs_;
   const int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
-  const RankInfo& ni = peers_[next];
-  SockAddr na;
-  {
-    IdData tmp{};
-    tmp.family = ni.family;
-    tmp.port = ni.port;
-    memcpy(tmp.addr, ni.addr, 16);
-    na = idAddress(tmp);
-  }
-  char nextName[160];
-  snprintf(nextName, sizeof nextName, "rank %d (%s, pid %d, %s)", next, ni.hostname, ni.pid, na.str().c_str());
   snprintf(prevNameBuf, sizeof prevNameBuf, "rank %d (%s, pid %d)", prev, peers_[prev].hostname, peers_[prev].pid);
 
-  // prev connects to us while we connect to next (every rank is both, so one after the other
-  // would wait in a circle): one poll loop on this thread serves our listener and moves both our
-  // connections to next on, side by side. No thread to start, and no hop between threads.
+  // prev and this rank's children connect to us while we connect to next and to our parent (every
+  // rank is both, so one after the other would wait in a circle): one poll loop on this thread
+  // serves our listener and moves our dials on, side by side. No thread to start, and no hop
+  // between threads.
   char where[96];
   snprintf(where, sizeof where, "rank %d's ring listener", rank_);
   // A rank that finished init first may already dial this one for point-to-point, or for a shrink
@@ -1028,33 +1054,44 @@ clbResult_t Bootstrap::connectRing() {
       session_, sizeof(RingBody), where, handshakeTimeoutMs(), kMaxPendingHandshakes, ringTls_);
   RingDial dials[kRingChannels];
   for (int ch = 0; ch < kRingChannels; ch++) {
-    dials[ch].channel = ch;
-    dials[ch].link = ringLink(ch, true);
+    RingDial& d = dials[ch];
+    d.channel = ch;
+    d.toRank = ch == kRingChannelBootstrap ? treeParent(rank_) : next;
+    d.link = ch == kRingChannelBootstrap ? &up_ : ringLink(ch, true);
+    d.to = rankAddress(peers_[d.toRank]);
+    const RankInfo& ti = peers_[d.toRank];
+    snprintf(d.name, sizeof d.name, "rank %d (%s, pid %d, %s)", d.toRank, ti.hostname, ti.pid, d.to.str().c_str());
+    if (ch == kRingChannelBootstrap && rank_ == 0) d.stage = RingDial::kDone;  // the tree's root
   }
   std::vector<pollfd> fds;
   std::vector<Authenticated> done;
   for (;;) {
-    for (RingDial& d : dials) CLB_CHECK(stepDial(&d, false, na, deadline, nextName));  // the attempts due
-    bool connected = true, accepted = true;
-    for (int ch = 0; ch < kRingChannels; ch++) {
-      connected = connected && dials[ch].stage == RingDial::kDone;
-      accepted = accepted && ringLink(ch, false)->open();
-    }
-    if (connected && accepted) return clbSuccess;
+    for (RingDial& d : dials) CLB_CHECK(stepDial(&d, false, deadline));  // the attempts due
+    bool connected = true;
+    for (const RingDial& d : dials) connected = connected && d.stage == RingDial::kDone;
+    int missing = -1;  // a rank whose connection to this one is still to come
+    if (!prevCtl_.open() || !dataPrev_.open()) missing = prev;
+    for (size_t j = 0; missing < 0 && j < children_.size(); j++)
+      if (!children_[j].open()) missing = childRanks_[j];
+    if (connected && missing < 0) return clbSuccess;
     if (abort_ && abort_->load())
-      return setError(clbAborted, "rank %d stopped connecting its ring (to rank %d, from rank %d): aborted", rank_,
-                      next, prev);
+      return setError(clbAborted, "rank %d stopped connecting its ring (to rank %d, from rank %d) and tree: aborted",
+                      rank_, next, prev);
     const int64_t now = nowMs();
-    if (now >= deadline && !connected)
+    if (now >= deadline && !connected) {
+      const char* late = "";
+      for (const RingDial& d : dials)
+        if (d.stage != RingDial::kDone) late = d.name;
       return setError(clbTimeout,
                       "rank %d waited %lld ms for %s to take its ring connections: is it stuck or unable to reach "
                       "this host? Raise the timeout with COLIBRI_TIMEOUT_MS if it is slow",
-                      rank_, (long long)timeoutMs_, nextName);
+                      rank_, (long long)timeoutMs_, late);
+    }
     if (now >= deadline)
       return setError(clbTimeout,
                       "rank %d waited %lld ms for rank %d (%s pid %d) to connect its ring connections: is it stuck "
                       "or unable to reach this host? Raise the timeout with COLIBRI_TIMEOUT_MS if it is slow",
-                      rank_, (long long)timeoutMs_, prev, peers_[prev].hostname, peers_[prev].pid);
+                      rank_, (long long)timeoutMs_, missing, peers_[missing].hostname, peers_[missing].pid);
     fds.clear();
     int64_t wait = std::min<int64_t>(20, deadline - now);  // the server's deadlines are checked this often
     for (const RingDial& d : dials) {
@@ -1071,34 +1108,70 @@ clbResult_t Bootstrap::connectRing() {
       if (a.purpose == kPurposePeerData || a.purpose == kPurposeGather)
         earlyPeers_.push_back(std::move(a));
       else
-        acceptPrev(&a);
+        acceptRing(&a);
     }
     for (int ch = 0; ch < kRingChannels; ch++)
-      if (fds[ch].fd >= 0 && (fds[ch].revents || dials[ch].buffered()))
-        CLB_CHECK(stepDial(&dials[ch], true, na, deadline, nextName));
+      if (fds[ch].fd >= 0 && (fds[ch].revents || dials[ch].buffered())) CLB_CHECK(stepDial(&dials[ch], true, deadline));
   }
 }
 
+// A tree message: the blocks of ranks [from, to) (the sender's subtree, up) or those outside
+// [from, to) (the receiver's subtree, down: [0, from) then [to, n)), then a tag over the exchange's
+// number, the direction, the range and the bytes, keyed by the connection's handshake.
+clbResult_t Bootstrap::sendTree(Link& link, const Transcript& t, bool up, uint64_t ex, int from, int to, const char* b,
+                                size_t bytes, int64_t deadline, const char* name) {
+  const uint64_t head[4] = {ex, (uint64_t)from, (uint64_t)to, (uint64_t)bytes};
+  const ConstBuf lo{b, up ? 0 : (size_t)from * bytes};
+  const ConstBuf hi{b + (size_t)(up ? from : to) * bytes, (size_t)(up ? to - from : nranks_ - to) * bytes};
+  uint8_t mac[kTagBytes];
+  tag(id_.secret, up ? kTreeUp : kTreeDown, t, {{head, sizeof head}, {lo.data, lo.bytes}, {hi.data, hi.bytes}}, mac);
+  return sendAllParts(link, {lo, hi, {mac, sizeof mac}}, deadline, abort_, name);
+}
+
+clbResult_t Bootstrap::recvTree(Link& link, const Transcript& t, bool up, uint64_t ex, int from, int to, char* b,
+                                size_t bytes, int64_t deadline, int peer, const char* name) {
+  const uint64_t head[4] = {ex, (uint64_t)from, (uint64_t)to, (uint64_t)bytes};
+  char* lo = b;
+  const size_t loBytes = up ? 0 : (size_t)from * bytes;
+  char* hi = b + (size_t)(up ? from : to) * bytes;
+  const size_t hiBytes = (size_t)(up ? to - from : nranks_ - to) * bytes;
+  uint8_t mac[kTagBytes];
+  if (loBytes) CLB_CHECK(recvAll(link, lo, loBytes, deadline, abort_, name));
+  if (hiBytes) CLB_CHECK(recvAll(link, hi, hiBytes, deadline, abort_, name));
+  CLB_CHECK(recvAll(link, mac, sizeof mac, deadline, abort_, name));
+  if (!tagMatches(id_.secret, up ? kTreeUp : kTreeDown, t, {{head, sizeof head}, {lo, loBytes}, {hi, hiBytes}}, mac))
+    return setError(clbAuthError,
+                    "rank %d: a bootstrap block from rank %d failed its authentication tag (the blocks of ranks %s%d "
+                    "to %d, exchange %llu, %s the tree): something on the network changed it, or the ranks disagree "
+                    "on the exchange",
+                    rank_, peer, up ? "" : "outside ", from, to - 1, (unsigned long long)ex, up ? "up" : "down");
+  return clbSuccess;
+}
+
+// Up the tree, each subtree's blocks gathered at its top (the smaller subtrees first: they are
+// ready first); then down, each rank sending each child what lies outside the child's subtree (the
+// larger subtrees first: they have further to go).
 clbResult_t Bootstrap::allGather(void* buf, size_t bytes) {
   if (nranks_ == 1) return clbSuccess;
   char* b = static_cast<char*>(buf);
   const int64_t deadline = nowMs() + timeoutMs_;
-  for (int s = 0; s < nranks_ - 1; s++) {
-    const int sendIdx = (rank_ - s + nranks_) % nranks_;
-    const int recvIdx = (rank_ - s - 1 + nranks_) % nranks_;
-    uint8_t mac[kTagBytes];
-    const uint64_t out[2] = {sendSeq_++, (uint64_t)sendIdx};
-    tag(id_.secret, kRingBlock, sendT_, {{out, sizeof out}, {b + sendIdx * bytes, bytes}}, mac);
-    CLB_CHECK(sendAllParts(next_, {{b + sendIdx * bytes, bytes}, {mac, sizeof mac}}, deadline, abort_,
-                           "the next rank (bootstrap)"));
-    CLB_CHECK(recvAll(prev_, b + recvIdx * bytes, bytes, deadline, abort_, "the previous rank (bootstrap)"));
-    CLB_CHECK(recvAll(prev_, mac, sizeof mac, deadline, abort_, "the previous rank (bootstrap)"));
-    const uint64_t in[2] = {recvSeq_++, (uint64_t)recvIdx};
-    if (!tagMatches(id_.secret, kRingBlock, recvT_, {{in, sizeof in}, {b + recvIdx * bytes, bytes}}, mac))
-      return setError(clbAuthError,
-                      "rank %d: a bootstrap block from the previous rank failed its authentication tag (block %d of "
-                      "exchange %llu): something on the network changed it, or the ranks disagree on the exchange",
-                      rank_, recvIdx, (unsigned long long)(recvSeq_ - 1));
+  const uint64_t ex = exchange_++;
+  const int parent = treeParent(rank_), end = treeEnd(rank_, nranks_);
+  char name[96];
+  for (size_t j = 0; j < childRanks_.size(); j++) {
+    const int c = childRanks_[j];
+    snprintf(name, sizeof name, "rank %d (this rank's child in the bootstrap tree)", c);
+    CLB_CHECK(recvTree(children_[j], childT_[j], true, ex, c, treeEnd(c, nranks_), b, bytes, deadline, c, name));
+  }
+  if (rank_ > 0) {
+    snprintf(name, sizeof name, "rank %d (this rank's parent in the bootstrap tree)", parent);
+    CLB_CHECK(sendTree(up_, upT_, true, ex, rank_, end, b, bytes, deadline, name));
+    CLB_CHECK(recvTree(up_, upT_, false, ex, rank_, end, b, bytes, deadline, parent, name));
+  }
+  for (size_t j = childRanks_.size(); j-- > 0;) {
+    const int c = childRanks_[j];
+    snprintf(name, sizeof name, "rank %d (this rank's child in the bootstrap tree)", c);
+    CLB_CHECK(sendTree(children_[j], childT_[j], false, ex, c, treeEnd(c, nranks_), b, bytes, deadline, name));
   }
   return clbSuccess;
 }

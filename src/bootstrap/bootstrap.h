@@ -2,10 +2,12 @@
 //
 // Bootstrap: ranks meet at a root over TCP, prove the shared secret without sending it
 // (bootstrap/handshake.h), check protocol versions, receive the table of all ranks, then connect into a
-// ring of TCP connections (next / prev), each authenticated the same way, that serves the
-// bootstrap's own all-gather and barrier and, for the socket transport, the data path.
+// ring of TCP connections (next / prev) for notices and, for the socket transport, the data path,
+// and into a tree (each rank to its parent) that serves the bootstrap's own all-gather and barrier,
+// each connection authenticated the same way.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -160,7 +162,17 @@ SockAddr listenAddressFor(const SockAddr& advertised, const char* hostAsGiven = 
 
 struct RingDial;  // one of a rank's ring connections being opened (bootstrap.cc)
 
-// The ring's connection pairs (Bootstrap::next / nextCtl / dataNext), as a dial names them.
+// The bootstrap's exchange tree: binomial, rooted at rank 0, so that an all-gather takes about
+// 2 log2 n hops where a ring takes n - 1, and no rank holds more than log2 n + 1 of its
+// connections. Rank r's parent is r with its lowest set bit cleared; its subtree is the ranks
+// [r, treeEnd(r, n)), contiguous, so a subtree's blocks travel as one piece.
+inline int treeParent(int r) { return r & (r - 1); }
+inline int treeEnd(int r, int n) { return r == 0 ? n : (int)std::min<int64_t>(n, (int64_t)r + (r & -r)); }
+// Rank r's children, ascending (the smallest subtree first): r + 2^j below treeEnd(r, n).
+std::vector<int> treeChildren(int r, int n);
+
+// A rank's connections, as a dial names them: to its tree parent (kRingChannelBootstrap), and to
+// the next rank of the ring (nextCtl / dataNext).
 enum RingLinkKind : int32_t {
   kRingChannelBootstrap = 0,
   kRingChannelNotices = 1,
@@ -237,14 +249,12 @@ class Bootstrap {
   // (so that its pid means here what it means there). Equal pids alone say neither.
   bool inThisProcess(int p) const;
   bool inThisPidNamespace(int p) const;
-  // The ring's three connection pairs with the neighbours, each with one reader and one writer:
-  // the bootstrap's own (allGather, barrier: the exchanges of init, split, the device set-up and
-  // registrations, at any time between calls), the notices (abort, failure) that must not wait
-  // behind data, and the transport's data (the socket ring channel). The transport's channel
-  // reads ahead (a later call's message header waits in it), so it never shares a connection
-  // with the bootstrap's exchanges.
-  Link& next() { return next_; }
-  Link& prev() { return prev_; }
+  // The ring's two connection pairs with the neighbours, each with one reader and one writer: the
+  // notices (abort, failure) that must not wait behind data, and the transport's data (the socket
+  // ring channel). The bootstrap's own exchanges (allGather, barrier: those of init, split, the
+  // device set-up and registrations, at any time between calls) run on the tree's connections.
+  // The transport's channel reads ahead (a later call's message header waits in it), so it never
+  // shares a connection with the bootstrap's exchanges.
   Link& nextCtl() { return nextCtl_; }
   Link& prevCtl() { return prevCtl_; }
   Link& dataNext() { return dataNext_; }
@@ -263,26 +273,34 @@ class Bootstrap {
                        const std::string& rootName, std::string* note);
   clbResult_t connectRing();
   clbResult_t setUpTls(const IdData& id, int rank);  // the TLS contexts the id's mode asks for
-  void acceptPrev(Authenticated* a);
-  clbResult_t stepDial(RingDial* d, bool ready, const SockAddr& next, int64_t deadline, const char* nextName);
+  void acceptRing(Authenticated* a);                 // a dial from prev (ring) or from a child (tree)
+  clbResult_t stepDial(RingDial* d, bool ready, int64_t deadline);
   int rank_ = 0, nranks_ = 0;
   uint64_t nonce_ = 0;
   uint8_t session_[kSessionBytes] = {};
-  // The data channels' handshakes (this rank's to next, prev's to this rank): the all-gather's
-  // blocks carry a tag keyed by them and numbered, so a block cannot be forged, replayed or moved.
-  Transcript sendT_{}, recvT_{};
-  uint64_t sendSeq_ = 0, recvSeq_ = 0;
+  // The tree's connections: to the parent (none on rank 0) and from each child (childRanks_'s
+  // order), with their handshakes: the all-gather's blocks carry a tag keyed by them, numbered by
+  // the exchange and naming their ranks, so a block cannot be forged, replayed or moved.
+  Link up_;
+  Transcript upT_{};
+  std::vector<int> childRanks_;
+  std::vector<Link> children_;
+  std::vector<Transcript> childT_;
+  uint64_t exchange_ = 0;  // the all-gathers so far (every rank counts alike)
+  clbResult_t sendTree(Link& link, const Transcript& t, bool up, uint64_t ex, int from, int to, const char* b,
+                       size_t bytes, int64_t deadline, const char* name);
+  clbResult_t recvTree(Link& link, const Transcript& t, bool up, uint64_t ex, int from, int to, char* b, size_t bytes,
+                       int64_t deadline, int peer, const char* name);
   char prevNameBuf[160] = {};
   int64_t timeoutMs_ = 0;
   const std::atomic<bool>* abort_ = nullptr;
   IdData id_{};
   int listenFd_ = -1;
-  Link next_, prev_, nextCtl_, prevCtl_, dataNext_, dataPrev_;
-  // The ring connection of a channel (RingBody::channel): to next (`toNext`) or from prev.
+  Link nextCtl_, prevCtl_, dataNext_, dataPrev_;
+  // The ring connection of a ring channel (RingBody::channel): to next (`toNext`) or from prev.
   Link* ringLink(int channel, bool toNext) {
     if (channel == kRingChannelNotices) return toNext ? &nextCtl_ : &prevCtl_;
-    if (channel == kRingChannelTransport) return toNext ? &dataNext_ : &dataPrev_;
-    return toNext ? &next_ : &prev_;
+    return toNext ? &dataNext_ : &dataPrev_;
   }
   // The point-to-point acceptor: its thread, the eventfds that stop it and that say a connection
   // came, and the connections that came (per rank), under stashMutex_.

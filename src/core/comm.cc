@@ -343,7 +343,7 @@ static void buildInfo(clbComm* c, const std::string& detail) {
     case TlsMode::kBootstrap: c->info += "tls: bootstrap (the connections to the root)\n"; break;
     case TlsMode::kAll:
       c->info += "tls: all (every connection";
-      if (TlsSession* s = c->boot.next().tls()) c->info += ", " + s->describe();
+      if (TlsSession* s = c->boot.nextCtl().tls()) c->info += ", " + s->describe();
       c->info += ")\n";
       break;
   }

@@ -563,11 +563,12 @@ TamperCase ringAccept(int n, int server) {
   return {"a ring accept", n, clbTransportShm, (server + n - 1) % n, t, "'s answer failed its authentication tag"};
 }
 
-// The first all-gather block that rank `victim` receives. Init's first bootstrap all-gather is the
-// shm transport's (every control block exists, and on which /dev/shm): a block of 8 bytes per
-// rank, sent on the connection to the victim's ring listener (its peer port; the notice channel to
-// that listener carries nothing during init). Its first byte changes: without the tag the victim
-// would read it as a rank on another /dev/shm, not as a change on the way.
+// The first all-gather block that rank `victim` (the root of the bootstrap tree, rank 0, or another
+// rank with children) receives. Init's first bootstrap all-gather is the shm transport's (every
+// control block exists, and on which /dev/shm): a block of 8 bytes per rank, which a child sends up
+// on its connection to the victim's ring listener (its peer port; the notice channel to that
+// listener carries nothing during init). Its first byte changes: without the tag the victim would
+// read it as a rank on another /dev/shm, not as a change on the way.
 TamperCase allGatherBlock(int n, int victim) {
   Tamper t;
   t.picks = [victim, ports = RingPorts(n)](int fd, const char* p, size_t bytes) mutable {
@@ -580,7 +581,26 @@ TamperCase allGatherBlock(int n, int victim) {
           clbTransportShm,
           victim,
           t,
-          "a bootstrap block from the previous rank failed its authentication tag"};
+          ", exchange 0, up the tree): something on the network changed it"};
+}
+
+// The same exchange on its way down: what rank 0, the tree's root, sends its child rank 2 (n = 3),
+// the blocks of ranks 0 and 1 in one 16-byte part, on the connection that rank 2 dialed to rank
+// 0's listener (its local port there). Without the tag rank 2 would take rank 0 or 1 for a rank
+// on another /dev/shm.
+TamperCase allGatherDown() {
+  Tamper t;
+  t.picks = [ports = RingPorts(3)](int fd, const char* p, size_t bytes) mutable {
+    ports.learn(p, bytes);
+    return bytes == 2 * sizeof(uint64_t) && ports.port[0] > 0 && localPort(fd) == ports.port[0];
+  };
+  t.offset = 0;
+  return {"an all-gather block on its way down",
+          3,
+          clbTransportShm,
+          2,
+          t,
+          "failed its authentication tag (the blocks of ranks outside 2 to 2, exchange 0, down the tree)"};
 }
 
 constexpr int64_t kTamperTimeoutMs = 2000;
@@ -625,12 +645,15 @@ TEST(Tamper, RootReplyTableByteFailsItsTag) { expectCaught(rootReplyTable(3, 1))
 
 TEST(Tamper, RingAcceptByteFailsItsTag) { expectCaught(ringAccept(3, 2)); }
 
-TEST(Tamper, AllGatherBlockByteFailsItsTag) { expectCaught(allGatherBlock(3, 2)); }
+TEST(Tamper, AllGatherBlockByteFailsItsTag) { expectCaught(allGatherBlock(3, 0)); }
+
+TEST(Tamper, AllGatherBlockOnItsWayDownFailsItsTag) { expectCaught(allGatherDown()); }
 
 // The control: the same selectors with mask 0 pick their message and send it as an unchanged
 // copy, and every rank inits and all-reduces, so what fails above is the changed byte alone.
 TEST(Tamper, UnchangedCopiesLetInitSucceed) {
-  for (const TamperCase& c : {rootReplyHeader(2, 1), rootReplyTable(3, 1), ringAccept(3, 2), allGatherBlock(3, 2)}) {
+  for (const TamperCase& c :
+       {rootReplyHeader(2, 1), rootReplyTable(3, 1), ringAccept(3, 2), allGatherBlock(3, 0), allGatherDown()}) {
     Formed f = initTampered(c, 0);
     EXPECT_EQ(gTamperPicked.load(), 1) << "the selector found " << c.name;
     EXPECT_EQ(gTamperFlipped.load(), 0) << c.name;

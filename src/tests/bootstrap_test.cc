@@ -577,3 +577,77 @@ TEST(Bootstrap, AnAbortableInitEndsOnceItsFlagIsSet) {
 }
 
 }  // namespace
+
+namespace {
+
+// The exchange tree, for every size up to 300 ranks: each rank but 0 has one parent below it that
+// lists it as a child, a rank's children's subtrees tile its own after itself, and no path to rank
+// 0 is longer than ceil(log2 n) hops.
+TEST(BootstrapTree, SubtreesTileAndDepthIsLogarithmic) {
+  for (int n = 1; n <= 300; n++) {
+    int log2n = 0;
+    while ((1 << log2n) < n) log2n++;
+    for (int r = 0; r < n; r++) {
+      int next = r + 1;
+      for (int c : clb::treeChildren(r, n)) {
+        ASSERT_EQ(c, next) << "n " << n << " rank " << r;
+        ASSERT_EQ(clb::treeParent(c), r) << "n " << n;
+        next = clb::treeEnd(c, n);
+      }
+      ASSERT_EQ(next, clb::treeEnd(r, n)) << "n " << n << " rank " << r;
+      int hops = 0;
+      for (int p = r; p != 0; p = clb::treeParent(p)) {
+        ASSERT_LT(clb::treeParent(p), p);
+        hops++;
+      }
+      ASSERT_LE(hops, log2n) << "n " << n << " rank " << r;
+    }
+  }
+}
+
+// The bootstrap's own all-gather and barrier over the tree, for sizes with full, partial and
+// one-rank subtrees: every block arrives where it belongs, byte for byte, and nothing past the
+// buffer changes; three exchanges in a row (their tags numbered) and blocks of 1, 7 and 304 bytes.
+TEST(BootstrapTree, AllGatherDeliversEveryBlockForManySizes) {
+  for (int n : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33}) {
+    clbUniqueId uid;
+    ASSERT_EQ(clbGetUniqueId(&uid), clbSuccess);
+    const clb::IdData id = clbtest::idData(uid);
+    std::vector<std::string> errors(n);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; r++)
+      ts.emplace_back([&, r] {
+        clb::Bootstrap b;
+        if (b.init(id, r, n, 10000, nullptr) != clbSuccess) {
+          errors[r] = std::string("init: ") + clbGetLastError();
+          return;
+        }
+        for (size_t bytes : {(size_t)1, (size_t)7, (size_t)304}) {
+          auto value = [&](int p, size_t i) { return (unsigned char)(p * 131 + i * 7 + bytes); };
+          std::vector<unsigned char> buf(n * bytes + 16, 0xEE);
+          for (size_t i = 0; i < bytes; i++) buf[r * bytes + i] = value(r, i);
+          if (b.allGather(buf.data(), bytes) != clbSuccess) {
+            errors[r] = std::string("allGather: ") + clbGetLastError();
+            return;
+          }
+          for (int p = 0; p < n; p++)
+            for (size_t i = 0; i < bytes; i++)
+              if (buf[p * bytes + i] != value(p, i)) {
+                errors[r] = "block " + std::to_string(p) + " byte " + std::to_string(i) + " of " +
+                            std::to_string(bytes) + " is " + std::to_string(buf[p * bytes + i]);
+                return;
+              }
+          for (size_t i = n * bytes; i < buf.size(); i++)
+            if (buf[i] != 0xEE) {
+              errors[r] = "the all-gather wrote past its buffer";
+              return;
+            }
+        }
+        if (b.barrier() != clbSuccess) errors[r] = std::string("barrier: ") + clbGetLastError();
+      });
+    for (auto& t : ts) t.join();
+    for (int r = 0; r < n; r++) EXPECT_EQ(errors[r], "") << n << " ranks, rank " << r;
+  }
+}
+
+}  // namespace

@@ -35,8 +35,9 @@ extern "C" {
  * 6: failure notices between ranks that share no memory carry the failing rank's message; a
  *    split's exchange carries 240 bytes of a refusal's reason (160 before); the root notes to the
  *    joined ranks which ranks it still waits for.
- * 7: the root's reply is tagged over the table's SHA-256, not the table (hashed once, not per rank). */
-#define CLB_PROTOCOL_VERSION 7
+ * 7: the root's reply is tagged over the table's SHA-256, not the table (hashed once, not per rank).
+ * 8: the bootstrap's all-gather runs on a binomial tree (each rank dials its parent), not the ring. */
+#define CLB_PROTOCOL_VERSION 8
 
 typedef enum {
   clbSuccess = 0,
