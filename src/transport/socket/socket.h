@@ -8,6 +8,8 @@
 // channel plus failure notices on the bootstrap's control connections.
 #pragma once
 
+#include <poll.h>
+
 #include <atomic>
 #include <cerrno>
 #include <memory>
@@ -56,6 +58,9 @@ class LinkTransport : public Transport {
   clbResult_t trim() override;
   bool waitNotice(int peer, PeerNotice* n) override;
   bool statusNotice(PeerNotice* n) override;
+  // For the relay: the control connections on which news may still come (appended to *fds, each
+  // with `this` in *owners); false when one holds a TLS record already read (ask statusNotice now).
+  bool watchNotices(std::vector<pollfd>* fds, std::vector<LinkTransport*>* owners);
   void announce(PeerNotice::Kind kind, const char* reason) override;
   void close(PeerNotice::Kind end) override;
 
