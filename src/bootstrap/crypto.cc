@@ -6,6 +6,11 @@
 
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
 namespace clb {
 
 namespace {
@@ -67,14 +72,14 @@ Sha256::Sha256() : total_(0), used_(0) {
 }
 
 // FIPS 180-4 6.2.2: one 512-bit block into the state.
-void Sha256::compress(const uint8_t block[64]) {
+void sha256CompressPortable(uint32_t state[8], const uint8_t block[64]) {
   uint32_t w[64];
   for (int t = 0; t < 16; ++t) w[t] = loadBigEndian32(block + 4 * t);
   for (int t = 16; t < 64; ++t) {
     w[t] = smallSigma1(w[t - 2]) + w[t - 7] + smallSigma0(w[t - 15]) + w[t - 16];
   }
-  uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
-  uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
+  uint32_t a = state[0], b = state[1], c = state[2], d = state[3];
+  uint32_t e = state[4], f = state[5], g = state[6], h = state[7];
   for (int t = 0; t < 64; ++t) {
     uint32_t t1 = h + bigSigma1(e) + ch(e, f, g) + kRound[t] + w[t];
     uint32_t t2 = bigSigma0(a) + maj(a, b, c);
@@ -87,15 +92,80 @@ void Sha256::compress(const uint8_t block[64]) {
     b = a;
     a = t1 + t2;
   }
-  state_[0] += a;
-  state_[1] += b;
-  state_[2] += c;
-  state_[3] += d;
-  state_[4] += e;
-  state_[5] += f;
-  state_[6] += g;
-  state_[7] += h;
+  state[0] += a;
+  state[1] += b;
+  state[2] += c;
+  state[3] += d;
+  state[4] += e;
+  state[5] += f;
+  state[6] += g;
+  state[7] += h;
   wipe(w, sizeof(w));  // the schedule is derived from the message (key material, in HMAC)
+}
+
+#if defined(__x86_64__)
+bool sha256HasShaExtensions() {
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const bool ssse3 = c & (1u << 9), sse41 = c & (1u << 19);
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return ssse3 && sse41 && (b & (1u << 29));  // CPUID.7.0:EBX.SHA
+  }();
+  return has;
+}
+
+// The same rounds with SHA256RNDS2 (two rounds per instruction on the state held as ABEF and CDGH,
+// FIPS's a..h in the register lanes the instruction expects) and SHA256MSG1/MSG2 for the message
+// schedule, four words at a time: w[t] for a group of four comes from the group 16 words back (w[t -
+// 16] and, through MSG1, sigma0 of w[t - 15]), the words 7 back and, through MSG2, sigma1 of those 2
+// back.
+__attribute__((target("sha,sse4.1,ssse3"))) static void compressShaNi(uint32_t state[8], const uint8_t block[64]) {
+  const __m128i byteSwap = _mm_set_epi8(12, 13, 14, 15, 8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3);
+  __m128i abcd = _mm_loadu_si128(reinterpret_cast<const __m128i*>(state));      // lanes a b c d
+  __m128i efgh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(state + 4));  // lanes e f g h
+  abcd = _mm_shuffle_epi32(abcd, 0xB1);                                         // b a d c
+  efgh = _mm_shuffle_epi32(efgh, 0x1B);                                         // h g f e
+  __m128i abef = _mm_alignr_epi8(abcd, efgh, 8);                                // f e b a
+  __m128i cdgh = _mm_blend_epi16(efgh, abcd, 0xF0);                             // h g d c
+  const __m128i abefStart = abef, cdghStart = cdgh;
+  __m128i m[4];
+  for (int i = 0; i < 4; i++)
+    m[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * i)), byteSwap);
+  for (int g = 0; g < 16; g++) {  // rounds 4g .. 4g + 3
+    __m128i& w = m[g & 3];        // holds w[4g - 16 ..] until it becomes w[4g ..]
+    if (g >= 4) {
+      const __m128i& w12 = m[(g + 1) & 3];               // w[4g - 12 ..]
+      const __m128i& w8 = m[(g + 2) & 3];                // w[4g - 8 ..]
+      const __m128i& w4 = m[(g + 3) & 3];                // w[4g - 4 ..]
+      const __m128i back7 = _mm_alignr_epi8(w4, w8, 4);  // w[4g - 7 ..]
+      w = _mm_sha256msg2_epu32(_mm_add_epi32(_mm_sha256msg1_epu32(w, w12), back7), w4);
+    }
+    __m128i wk = _mm_add_epi32(w, _mm_loadu_si128(reinterpret_cast<const __m128i*>(kRound + 4 * g)));
+    cdgh = _mm_sha256rnds2_epu32(cdgh, abef, wk);  // two rounds: cdgh now holds the new abef
+    wk = _mm_shuffle_epi32(wk, 0x0E);              // the other two words
+    abef = _mm_sha256rnds2_epu32(abef, cdgh, wk);  // and back
+  }
+  abef = _mm_add_epi32(abef, abefStart);
+  cdgh = _mm_add_epi32(cdgh, cdghStart);
+  abef = _mm_shuffle_epi32(abef, 0x1B);                                                     // a b e f
+  cdgh = _mm_shuffle_epi32(cdgh, 0xB1);                                                     // g h c d
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state), _mm_blend_epi16(abef, cdgh, 0xF0));   // a b c d
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state + 4), _mm_alignr_epi8(cdgh, abef, 8));  // e f g h
+}
+
+bool sha256CompressShaExtensions(uint32_t state[8], const uint8_t block[64]) {
+  if (!sha256HasShaExtensions()) return false;
+  compressShaNi(state, block);
+  return true;
+}
+#else
+bool sha256HasShaExtensions() { return false; }
+bool sha256CompressShaExtensions(uint32_t*, const uint8_t*) { return false; }
+#endif
+
+void Sha256::compress(const uint8_t block[64]) {
+  if (!sha256CompressShaExtensions(state_, block)) sha256CompressPortable(state_, block);
 }
 
 void Sha256::update(const void* data, size_t bytes) {

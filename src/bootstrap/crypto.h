@@ -4,8 +4,10 @@
 // proves that it knows the job's shared secret by answering a random challenge with an HMAC of it,
 // so the secret itself never travels. Also the small helpers that go with it: a comparison whose
 // time does not depend on where two digests differ, random bytes from the kernel for challenges,
-// and a wipe of key material that the compiler may not remove. Plain portable C++, no intrinsics;
-// not tuned for throughput (the bootstrap hashes a few hundred bytes per connection).
+// and a wipe of key material that the compiler may not remove. Portable C++, and on x86-64 CPUs
+// with the SHA extensions (Intel since Ice Lake and Goldmont, AMD since Zen) their instructions,
+// chosen at run time: the bootstrap's all-gathers tag every block they carry, and each rank checks
+// the root's whole table, so at hundreds of ranks hashing is a visible share of init.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +33,13 @@ class Sha256 {
   uint8_t block_[64];  // the partial block not yet compressed
   size_t used_;        // bytes of block_ in use (0..63)
 };
+
+// One 64-byte block into a SHA-256 state (FIPS 180-4 6.2.2): the portable code, and the SHA
+// extensions' where the CPU has them (false, and nothing done, where it does not). Sha256 uses the
+// second where it can; tests compare the two.
+void sha256CompressPortable(uint32_t state[8], const uint8_t block[64]);
+bool sha256CompressShaExtensions(uint32_t state[8], const uint8_t block[64]);
+bool sha256HasShaExtensions();
 
 // SHA-256 of one buffer.
 void sha256(const void* data, size_t bytes, uint8_t out[kSha256Bytes]);
