@@ -4,7 +4,8 @@
 // as threads of this process: the init time of
 // the slowest rank (median and min of `inits` inits), the time of the slowest rank's clbCommSplit
 // of the same ranks into one communicator (median and min of `inits` splits: what a split costs
-// next to a fresh init of as many ranks), then for each size from min to max bytes
+// next to a fresh init of as many ranks), that of the slowest survivor's clbCommShrink without the
+// last rank (median and min of `inits`), then for each size from min to max bytes
 // (x4) the time per call (median of 5 runs of `iters` calls, slowest rank) and its bus bandwidth as
 // nccl-tests counts it: all-reduce 2 (n - 1) / n * bytes / time; sendrecv (bytes to the next rank
 // and from the previous one, in a group) bytes / time; alltoall (bytes = one rank's whole buffer,
@@ -119,6 +120,21 @@ int main(int argc, char** argv) {
   }
   printf("# ranks %d: clbCommSplit into one communicator median %.0f us, min %.0f us (%d splits)\n", n, median(splitUs),
          *std::min_element(splitUs.begin(), splitUs.end()), inits);
+  // clbCommShrink of the same ranks without the last one (alive: an exclusion by choice), the
+  // slowest survivor's time. The survivors meet at the lowest one, each over a connection of its own.
+  if (n > 1) {
+    std::vector<double> shrinkUs;
+    const int excluded = n - 1;
+    for (int i = 0; i < inits; i++) {
+      std::vector<clbComm_t> made(n - 1);
+      shrinkUs.push_back(slowestUs(n - 1, [&](int r) {
+        check(clbCommShrink(comms[r], &excluded, 1, nullptr, &made[r], CLB_SHRINK_DEFAULT), "clbCommShrink");
+      }));
+      for (clbComm_t c : made) clbCommDestroy(c);
+    }
+    printf("# ranks %d: clbCommShrink to %d ranks median %.0f us, min %.0f us (%d shrinks)\n", n, n - 1,
+           median(shrinkUs), *std::min_element(shrinkUs.begin(), shrinkUs.end()), inits);
+  }
   printf("tls,coll,ranks,bytes,us_per_call,busbw_GBps\n");
   // One call of `coll` on rank r: count floats (alltoall: count / n to each rank).
   auto call = [&](int r, float* in, float* out, size_t count) {
