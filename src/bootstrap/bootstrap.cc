@@ -1037,8 +1037,6 @@ clbResult_t Bootstrap::connectRing() {
   if (nranks_ == 1) return clbSuccess;
   const int64_t deadline = nowMs() + timeoutMs_;
   const int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
-  snprintf(prevNameBuf, sizeof prevNameBuf, "rank %d (%s, pid %d)", prev, peers_[prev].hostname, peers_[prev].pid);
-
   // prev and this rank's children connect to us while we connect to next and to our parent (every
   // rank is both, so one after the other would wait in a circle): one poll loop on this thread
   // serves our listener and moves our dials on, side by side. No thread to start, and no hop
@@ -1075,22 +1073,25 @@ clbResult_t Bootstrap::connectRing() {
       if (!children_[j].open()) missing = childRanks_[j];
     if (connected && missing < 0) return clbSuccess;
     if (abort_ && abort_->load())
-      return setError(clbAborted, "rank %d stopped connecting its ring (to rank %d, from rank %d) and tree: aborted",
-                      rank_, next, prev);
+      return setError(clbAborted,
+                      "rank %d stopped connecting its ring (to rank %d, from rank %d) and tree (to rank %d, from %zu "
+                      "children): aborted",
+                      rank_, next, prev, treeParent(rank_), childRanks_.size());
     const int64_t now = nowMs();
     if (now >= deadline && !connected) {
-      const char* late = "";
+      const RingDial* late = nullptr;  // the first dial not through
       for (const RingDial& d : dials)
-        if (d.stage != RingDial::kDone) late = d.name;
+        if (!late && d.stage != RingDial::kDone) late = &d;
       return setError(clbTimeout,
-                      "rank %d waited %lld ms for %s to take its ring connections: is it stuck or unable to reach "
+                      "rank %d waited %lld ms for %s to take its %s connection: is it stuck or unable to reach "
                       "this host? Raise the timeout with COLIBRI_TIMEOUT_MS if it is slow",
-                      rank_, (long long)timeoutMs_, late);
+                      rank_, (long long)timeoutMs_, late->name,
+                      late->channel == kRingChannelBootstrap ? "tree (bootstrap)" : "ring");
     }
     if (now >= deadline)
       return setError(clbTimeout,
-                      "rank %d waited %lld ms for rank %d (%s pid %d) to connect its ring connections: is it stuck "
-                      "or unable to reach this host? Raise the timeout with COLIBRI_TIMEOUT_MS if it is slow",
+                      "rank %d waited %lld ms for rank %d (%s pid %d) to connect its ring or tree connections: is it "
+                      "stuck or unable to reach this host? Raise the timeout with COLIBRI_TIMEOUT_MS if it is slow",
                       rank_, (long long)timeoutMs_, missing, peers_[missing].hostname, peers_[missing].pid);
     fds.clear();
     int64_t wait = std::min<int64_t>(20, deadline - now);  // the server's deadlines are checked this often

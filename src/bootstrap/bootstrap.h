@@ -291,7 +291,6 @@ class Bootstrap {
                        size_t bytes, int64_t deadline, const char* name);
   clbResult_t recvTree(Link& link, const Transcript& t, bool up, uint64_t ex, int from, int to, char* b, size_t bytes,
                        int64_t deadline, int peer, const char* name);
-  char prevNameBuf[160] = {};
   int64_t timeoutMs_ = 0;
   const std::atomic<bool>* abort_ = nullptr;
   IdData id_{};
