@@ -43,12 +43,12 @@
 namespace {
 
 struct Model {
-  double latencyUs = 10;       // one way, any two ranks (the root included)
-  double bytesPerUs = 12500;   // one rank's link, each way (100 Gb/s)
-  double msgUs = 2;            // CPU per message sent or received
-  double hashBytesPerUs = 0;   // SHA-256, measured
-  double hmacUs = 0;           // one HMAC-SHA256 of a short message, measured
-  int cores = 0;               // 0: a core per rank; else every rank shares this many
+  double latencyUs = 10;      // one way, any two ranks (the root included)
+  double bytesPerUs = 12500;  // one rank's link, each way (100 Gb/s)
+  double msgUs = 2;           // CPU per message sent or received
+  double hashBytesPerUs = 0;  // SHA-256, measured
+  double hmacUs = 0;          // one HMAC-SHA256 of a short message, measured
+  int cores = 0;              // 0: a core per rank; else every rank shares this many
   std::vector<size_t> exchanges{8, 184, 4};
   // "root": the root sends every rank the whole table (protocol 8, as built). "tree": a design not
   // built yet, for comparison: the root sends each rank only the rows it dials (its next rank's
@@ -272,19 +272,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   measureHashing(&m);
-  printf("# model: latency %.1f us one way, %.1f Gb/s per rank, %.2f us CPU per message, %s; measured here: "
-         "SHA-256 %.0f MB/s, HMAC-SHA256 of 96 bytes %.2f us; all-gathers of",
-         m.latencyUs, m.bytesPerUs * 8e6 / 1e9, m.msgUs,
-         m.cores ? (std::to_string(m.cores) + " cores shared by all ranks").c_str() : "a core per rank",
-         m.hashBytesPerUs, m.hmacUs);
+  printf(
+      "# model: latency %.1f us one way, %.1f Gb/s per rank, %.2f us CPU per message, %s; measured here: "
+      "SHA-256 %.0f MB/s, HMAC-SHA256 of 96 bytes %.2f us; all-gathers of",
+      m.latencyUs, m.bytesPerUs * 8e6 / 1e9, m.msgUs,
+      m.cores ? (std::to_string(m.cores) + " cores shared by all ranks").c_str() : "a core per rank", m.hashBytesPerUs,
+      m.hmacUs);
   for (size_t b : m.exchanges) printf(" %zu", b);
   printf("%s bytes per rank; table %s\n", m.exchanges.empty() ? " no" : "",
          m.tableOnTree ? "on the tree (a design not built yet)" : "sent whole to every rank by the root (protocol 8)");
   printf("ranks,joined_ms,replied_ms,connected_ms,init_ms,root_sends_MB,cpu_bound\n");
   for (long n : ranks) {
     const Result r = simulate(m, (int)n);
-    printf("%ld,%s,%s,%s,%s,%.1f,%s\n", n, ms(r.joinedUs).c_str(), ms(r.repliedUs).c_str(),
-           ms(r.connectedUs).c_str(), ms(r.initUs).c_str(), r.rootBytes / 1e6, r.cpuBound ? "yes" : "no");
+    printf("%ld,%s,%s,%s,%s,%.1f,%s\n", n, ms(r.joinedUs).c_str(), ms(r.repliedUs).c_str(), ms(r.connectedUs).c_str(),
+           ms(r.initUs).c_str(), r.rootBytes / 1e6, r.cpuBound ? "yes" : "no");
   }
   return 0;
 }
