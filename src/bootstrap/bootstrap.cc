@@ -401,6 +401,16 @@ uint32_t processNamespaceId() {
   return made;
 }
 
+SockAddr listenerOf(const RankInfo& pi, int p, char* name, size_t bytes) {
+  IdData tmp{};
+  tmp.family = pi.family;
+  tmp.port = pi.port;
+  memcpy(tmp.addr, pi.addr, 16);
+  const SockAddr addr = idAddress(tmp);
+  snprintf(name, bytes, "rank %d (%s, pid %d, %s)", p, pi.hostname, pi.pid, addr.str().c_str());
+  return addr;
+}
+
 SockAddr idAddress(const IdData& id) {
   SockAddr a;
   if (id.family == AF_INET6) {
@@ -1018,16 +1028,6 @@ clbResult_t Bootstrap::stepDial(RingDial* d, bool ready, int64_t deadline) {
   return clbSuccess;
 }
 
-namespace {
-SockAddr rankAddress(const RankInfo& ri) {
-  IdData tmp{};
-  tmp.family = ri.family;
-  tmp.port = ri.port;
-  memcpy(tmp.addr, ri.addr, 16);
-  return idAddress(tmp);
-}
-}  // namespace
-
 clbResult_t Bootstrap::connectRing() {
   childRanks_ = treeChildren(rank_, nranks_);
   children_.clear();
@@ -1056,9 +1056,7 @@ clbResult_t Bootstrap::connectRing() {
     d.channel = ch;
     d.toRank = ch == kRingChannelBootstrap ? treeParent(rank_) : next;
     d.link = ch == kRingChannelBootstrap ? &up_ : ringLink(ch, true);
-    d.to = rankAddress(peers_[d.toRank]);
-    const RankInfo& ti = peers_[d.toRank];
-    snprintf(d.name, sizeof d.name, "rank %d (%s, pid %d, %s)", d.toRank, ti.hostname, ti.pid, d.to.str().c_str());
+    d.to = listenerOf(peers_[d.toRank], d.toRank, d.name, sizeof d.name);
     if (ch == kRingChannelBootstrap && rank_ == 0) d.stage = RingDial::kDone;  // the tree's root
   }
   std::vector<pollfd> fds;
@@ -1116,14 +1114,13 @@ clbResult_t Bootstrap::connectRing() {
   }
 }
 
-// A tree message: the blocks of ranks [from, to) (the sender's subtree, up) or those outside
-// [from, to) (the receiver's subtree, down: [0, from) then [to, n)), then a tag over the exchange's
-// number, the direction, the range and the bytes, keyed by the connection's handshake.
+// A tree message: its blocks (treeSpan), then a tag over the exchange's number, the direction, the
+// range and the bytes, keyed by the connection's handshake.
 clbResult_t Bootstrap::sendTree(Link& link, const Transcript& t, bool up, uint64_t ex, int from, int to, const char* b,
                                 size_t bytes, int64_t deadline, const char* name) {
   const uint64_t head[4] = {ex, (uint64_t)from, (uint64_t)to, (uint64_t)bytes};
-  const ConstBuf lo{b, up ? 0 : (size_t)from * bytes};
-  const ConstBuf hi{b + (size_t)(up ? from : to) * bytes, (size_t)(up ? to - from : nranks_ - to) * bytes};
+  const TreeSpan s = treeSpan(up, from, to, nranks_, bytes);
+  const ConstBuf lo{b, s.loBytes}, hi{b + s.hiOffset, s.hiBytes};
   uint8_t mac[kTagBytes];
   tag(id_.secret, up ? kTreeUp : kTreeDown, t, {{head, sizeof head}, {lo.data, lo.bytes}, {hi.data, hi.bytes}}, mac);
   return sendAllParts(link, {lo, hi, {mac, sizeof mac}}, deadline, abort_, name);
@@ -1132,10 +1129,9 @@ clbResult_t Bootstrap::sendTree(Link& link, const Transcript& t, bool up, uint64
 clbResult_t Bootstrap::recvTree(Link& link, const Transcript& t, bool up, uint64_t ex, int from, int to, char* b,
                                 size_t bytes, int64_t deadline, int peer, const char* name) {
   const uint64_t head[4] = {ex, (uint64_t)from, (uint64_t)to, (uint64_t)bytes};
-  char* lo = b;
-  const size_t loBytes = up ? 0 : (size_t)from * bytes;
-  char* hi = b + (size_t)(up ? from : to) * bytes;
-  const size_t hiBytes = (size_t)(up ? to - from : nranks_ - to) * bytes;
+  const TreeSpan s = treeSpan(up, from, to, nranks_, bytes);
+  char *lo = b, *hi = b + s.hiOffset;
+  const size_t loBytes = s.loBytes, hiBytes = s.hiBytes;
   uint8_t mac[kTagBytes];
   if (loBytes) CLB_CHECK(recvAll(link, lo, loBytes, deadline, abort_, name));
   if (hiBytes) CLB_CHECK(recvAll(link, hi, hiBytes, deadline, abort_, name));

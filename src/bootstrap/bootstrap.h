@@ -134,6 +134,8 @@ uint64_t localHostHash();
 // once per process (never 0): then no other process is taken for one in the same namespace.
 uint32_t processNamespaceId();
 SockAddr idAddress(const IdData& id);
+// Rank `p`'s ring listener as its row gives it, and its name for messages (into name, bytes).
+SockAddr listenerOf(const RankInfo& pi, int p, char* name, size_t bytes);
 clbResult_t decodeId(const clbUniqueId* id, IdData* out);
 
 // Starts the root listener and its thread (detached). It serves one communicator: it collects
@@ -170,6 +172,18 @@ inline int treeParent(int r) { return r & (r - 1); }
 inline int treeEnd(int r, int n) { return r == 0 ? n : (int)std::min<int64_t>(n, (int64_t)r + (r & -r)); }
 // Rank r's children, ascending (the smallest subtree first): r + 2^j below treeEnd(r, n).
 std::vector<int> treeChildren(int r, int n);
+// What a tree message about the subtree [from, to) carries, in bytes of an all-gather's buffer of n
+// blocks of `bytes`: up, the subtree's blocks; down, those outside it, [0, from) then [to, n).
+struct TreeSpan {
+  size_t loBytes;   // from the buffer's start
+  size_t hiOffset;  // where the second part starts
+  size_t hiBytes;
+  size_t total() const { return loBytes + hiBytes; }
+};
+inline TreeSpan treeSpan(bool up, int from, int to, int n, size_t bytes) {
+  if (up) return {0, (size_t)from * bytes, (size_t)(to - from) * bytes};
+  return {(size_t)from * bytes, (size_t)to * bytes, (size_t)(n - to) * bytes};
+}
 
 // A rank's connections, as a dial names them: to its tree parent (kRingChannelBootstrap), and to
 // the next rank of the ring (nextCtl / dataNext).

@@ -200,19 +200,6 @@ clbResult_t Bootstrap::peerLink(int p, Link* out) {
   return clbSuccess;
 }
 
-namespace {
-// Rank `p`'s ring listener, and its name for messages.
-SockAddr listenerOf(const RankInfo& pi, int p, char* name, size_t bytes) {
-  IdData tmp{};
-  tmp.family = pi.family;
-  tmp.port = pi.port;
-  memcpy(tmp.addr, pi.addr, 16);
-  const SockAddr addr = idAddress(tmp);
-  snprintf(name, bytes, "rank %d (%s, pid %d, %s)", p, pi.hostname, pi.pid, addr.str().c_str());
-  return addr;
-}
-}  // namespace
-
 clbResult_t Bootstrap::dialPeer(int p, Link* out, bool* duplicate) {
   char name[160];
   const SockAddr addr = listenerOf(peers_[p], p, name, sizeof name);

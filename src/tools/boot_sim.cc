@@ -16,8 +16,9 @@
 //      subtrees first, then down, the larger first, each message tagged and checked.
 //
 // The schedule is the code's: the tree is bootstrap.h's treeParent / treeChildren / treeEnd, the
-// sizes are the wire structs' (bootstrap.h, handshake.h), and the hash and HMAC costs are measured
-// on this machine with the library's own SHA-256 at start. What is modelled and not run: the
+// tree messages' sizes its treeSpan (as Bootstrap::sendTree uses it), the others the wire
+// structs' (bootstrap.h, handshake.h), and the hash and HMAC costs are measured on this machine
+// with the library's own SHA-256 at start. What is modelled and not run: the
 // network (a one-way latency between any two ranks and one link's bandwidth per rank, full duplex,
 // no congestion inside the fabric), and a fixed CPU cost per message (system call, wake-up).
 // With --cores C all ranks share C cores (one host, as the measured runs on the build machine);
@@ -147,32 +148,30 @@ Result simulate(const Model& m, int n) {
   if (m.tableOnTree) exchanges.insert(exchanges.begin(), sizeof(clb::RankInfo));
   for (size_t e = 0; e < (n > 1 ? exchanges.size() : 0); e++) {
     const size_t bytes = exchanges[e];
-    auto msgCpu = [&](double blocks) { return m.msgUs + m.hmacUs + hash(blocks * bytes); };
+    // The bytes of the message about c's subtree, as Bootstrap::sendTree sends it.
+    auto span = [&](bool up, int c) { return (double)clb::treeSpan(up, c, clb::treeEnd(c, n), n, bytes).total(); };
+    auto msgCpu = [&](double msgBytes) { return m.msgUs + m.hmacUs + hash(msgBytes); };
     for (int r = n - 1; r >= 0; r--) {  // children are above their parent: theirs come first
       for (int c : clb::treeChildren(r, n)) {
-        const double blocks = clb::treeEnd(c, n) - c;
-        t[r] = std::max(t[r], upArrives[c]) + msgCpu(blocks);
-        cpu += msgCpu(blocks);
+        t[r] = std::max(t[r], upArrives[c]) + msgCpu(span(true, c));
+        cpu += msgCpu(span(true, c));
       }
       if (r > 0) {
-        const double blocks = clb::treeEnd(r, n) - r;
-        t[r] += msgCpu(blocks) + wire(blocks * bytes + clb::kTagBytes);
-        cpu += msgCpu(blocks);
+        t[r] += msgCpu(span(true, r)) + wire(span(true, r) + clb::kTagBytes);
+        cpu += msgCpu(span(true, r));
         upArrives[r] = t[r] + L;
       }
     }
     for (int r = 0; r < n; r++) {  // parents first
       if (r > 0) {
-        const double blocks = n - (clb::treeEnd(r, n) - r);
-        t[r] = std::max(t[r], downArrives[r]) + msgCpu(blocks);
-        cpu += msgCpu(blocks);
+        t[r] = std::max(t[r], downArrives[r]) + msgCpu(span(false, r));
+        cpu += msgCpu(span(false, r));
       }
       std::vector<int> kids = clb::treeChildren(r, n);
       for (size_t j = kids.size(); j-- > 0;) {
         const int c = kids[j];
-        const double blocks = n - (clb::treeEnd(c, n) - c);
-        t[r] += msgCpu(blocks) + wire(blocks * bytes + clb::kTagBytes);
-        cpu += msgCpu(blocks);
+        t[r] += msgCpu(span(false, c)) + wire(span(false, c) + clb::kTagBytes);
+        cpu += msgCpu(span(false, c));
         downArrives[c] = t[r] + L;
       }
     }
