@@ -22,7 +22,7 @@
 namespace clb {
 namespace {
 
-constexpr char kRootReply[] = "colibri/3/root-reply";
+constexpr char kRootReply[] = "colibri/9/root-reply";
 constexpr char kRootNote[] = "colibri/6/root-note";
 constexpr char kRingAccept[] = "colibri/3/ring-accept";
 constexpr char kTreeUp[] = "colibri/8/tree-up";
@@ -44,31 +44,29 @@ bool isWildcard(const SockAddr& a) {
          IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr);
 }
 
-// What the root's reply tags in place of the table: its SHA-256 (none without a table). The root
-// sends one table to every rank: hashed once there and tagged per rank through the digest, its
-// work grows as n, not n x n (every rank hashes the table it received, in parallel).
+// What the root's reply tags and sends beside the rows: the whole table's SHA-256 (zeros without
+// a table). Hashed once at the root; each rank hashes the table it gathered and compares.
 std::array<uint8_t, kSha256Bytes> tableDigest(const void* table, size_t bytes) {
   std::array<uint8_t, kSha256Bytes> d{};
   if (bytes) sha256(table, bytes, d.data());
   return d;
 }
 
-// The root's answer to an authenticated hello: header, message, table (on success), tag (over the
-// header, the message and the table's digest, `digest`: tableDigest of `table`).
+// The root's answer to an authenticated hello: header, message, on success the table's digest and
+// the rank's rows (replyRows), then a tag over the header, the message, the digest (zeros on a
+// refusal) and the rows.
 clbResult_t sendReply(Link& link, const uint8_t* secret, const Transcript& t, clbResult_t status,
-                      const std::string& msg, uint32_t nranks, const uint8_t* session,
-                      const std::vector<RankInfo>* table, int64_t deadline, uint32_t flags = 0,
-                      const std::array<uint8_t, kSha256Bytes>* digest = nullptr) {
+                      const std::string& msg, uint32_t nranks, const uint8_t* session, const RankInfo* rows,
+                      int64_t deadline, uint32_t flags = 0, const std::array<uint8_t, kSha256Bytes>* digest = nullptr) {
   ReplyHeader r{(uint32_t)status, (uint32_t)msg.size(), nranks, flags, {}};
   if (session) memcpy(r.session, session, kSessionBytes);
-  const size_t tableBytes = table ? table->size() * sizeof(RankInfo) : 0;
-  const std::array<uint8_t, kSha256Bytes> d =
-      digest ? *digest : tableDigest(table ? table->data() : nullptr, tableBytes);
+  const std::array<uint8_t, kSha256Bytes> d = digest ? *digest : tableDigest(nullptr, 0);
+  const size_t rowBytes = rows ? kReplyRows * sizeof(RankInfo) : 0;
   uint8_t mac[kTagBytes];
-  tag(secret, kRootReply, t, {{&r, sizeof r}, {msg.data(), msg.size()}, {d.data(), d.size()}}, mac);
+  tag(secret, kRootReply, t, {{&r, sizeof r}, {msg.data(), msg.size()}, {d.data(), d.size()}, {rows, rowBytes}}, mac);
   return sendAllParts(
       link,
-      {{&r, sizeof r}, {msg.data(), msg.size()}, {table ? table->data() : nullptr, tableBytes}, {mac, sizeof mac}},
+      {{&r, sizeof r}, {msg.data(), msg.size()}, {d.data(), rows ? d.size() : 0}, {rows, rowBytes}, {mac, sizeof mac}},
       deadline, nullptr, "a rank");
 }
 
@@ -134,6 +132,10 @@ struct Root {
       status = clbInvalidArgument;
     } else if (b.rank < 0 || b.rank >= b.nranks) {
       snprintf(m, sizeof m, "rank %d is out of range for nranks=%d", b.rank, b.nranks);
+      status = clbInvalidArgument;
+    } else if (b.info.rank != b.rank) {  // its row goes to its peers as rank b.rank's (protocol 9)
+      snprintf(m, sizeof m, "rank %d's hello carries the row of rank %d: a rank's row describes itself", b.rank,
+               b.info.rank);
       status = clbInvalidArgument;
     } else if (*nranks >= 0 && (*joined)[b.rank].link.open()) {
       snprintf(m, sizeof m, "rank %d joined twice (from %s pid %d and pid %d): give every process a distinct rank",
@@ -362,8 +364,13 @@ struct Root {
       }
       const int64_t sendBy = nowMs() + kRootSendMs;
       const std::array<uint8_t, kSha256Bytes> digest = tableDigest(table.data(), table.size() * sizeof(RankInfo));
-      for (Joined& j : joined)
-        (void)sendReply(j.link, id.secret, j.t, clbSuccess, "", (uint32_t)nranks, session, &table, sendBy, 0, &digest);
+      for (int r = 0; r < nranks; r++) {
+        RankInfo rows[kReplyRows];
+        const std::array<int, kReplyRows> at = replyRows(r, nranks);
+        for (int k = 0; k < kReplyRows; k++) rows[k] = table[at[k]];
+        (void)sendReply(joined[r].link, id.secret, joined[r].t, clbSuccess, "", (uint32_t)nranks, session, rows, sendBy,
+                        0, &digest);
+      }
       CLB_DEBUG("bootstrap root at %s done: %d ranks", where.c_str(), nranks);
     }
     joined.clear();
@@ -820,17 +827,21 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
     msg.assign(rep.msgBytes, '\0');
     if (!msg.empty()) rc = recvAll(link, msg.data(), msg.size(), deadline, abort, rootName.c_str());
   }
-  if (ok) peers_.assign(nranks, RankInfo{});
-  if (rc == clbSuccess && ok)
-    rc = recvAll(link, peers_.data(), nranks * sizeof(RankInfo), deadline, abort, rootName.c_str());
+  // On success the whole table's digest and this rank's rows (replyRows); the rest of the table
+  // comes over the tree once it is connected (gatherTable).
+  std::array<uint8_t, kSha256Bytes> digest{};
+  RankInfo rows[kReplyRows];
+  memset(rows, 0, sizeof rows);
+  if (rc == clbSuccess && ok) rc = recvAll(link, digest.data(), digest.size(), deadline, abort, rootName.c_str());
+  if (rc == clbSuccess && ok) rc = recvAll(link, rows, sizeof rows, deadline, abort, rootName.c_str());
   uint8_t mac[kTagBytes];
   if (rc == clbSuccess) rc = recvAll(link, mac, sizeof mac, deadline, abort, rootName.c_str());
   link.close();
   CLB_CHECK(rc);
-  const std::array<uint8_t, kSha256Bytes> digest = tableDigest(peers_.data(), ok ? nranks * sizeof(RankInfo) : 0);
-  if (!tagMatches(id.secret, kRootReply, t,
-                  {{&rep, sizeof rep}, {msg.data(), msg.size()}, {digest.data(), digest.size()}}, mac)) {
-    peers_.clear();
+  if (!tagMatches(
+          id.secret, kRootReply, t,
+          {{&rep, sizeof rep}, {msg.data(), msg.size()}, {digest.data(), digest.size()}, {rows, ok ? sizeof rows : 0}},
+          mac)) {
     return setError(clbAuthError,
                     "the reply of %s failed its authentication tag: something on the network between "
                     "this rank and the root changed it",
@@ -842,9 +853,50 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
   if (!ok) return setError((clbResult_t)rep.status, "%s refused rank %d: %s", rootName.c_str(), rank, msg.c_str());
   memcpy(session_, rep.session, kSessionBytes);
   memcpy(&nonce_, session_, sizeof nonce_);
+  // The rows this rank connects with; the others say "not here yet" (rank -1) until gatherTable.
+  RankInfo unknown{};
+  unknown.rank = -1;
+  peers_.assign(nranks, unknown);
+  const std::array<int, kReplyRows> at = replyRows(rank, nranks);
+  for (int k = 0; k < kReplyRows; k++) {
+    rows[k].hostname[sizeof rows[k].hostname - 1] = '\0';
+    if (rows[k].rank != at[k])
+      return setError(clbRemoteError, "rank %d: %s sent the row of rank %d in the place of rank %d's", rank,
+                      rootName.c_str(), rows[k].rank, at[k]);
+    peers_[at[k]] = rows[k];
+  }
+  CLB_CHECK(connectRing());  // the listener stays: see closeListener / startPeerAcceptor
+  CLB_CHECK(gatherTable(digest));
   if (checkTable) CLB_CHECK(checkTable(peers_));  // every rank has this table: all fail, or none does
-  CLB_CHECK(connectRing());                       // the listener stays: see closeListener / startPeerAcceptor
   return clbSuccess;
+}
+
+clbResult_t Bootstrap::gatherTable(const std::array<uint8_t, kSha256Bytes>& rootDigest) {
+  CLB_CHECK(allGather(peers_.data(), sizeof(RankInfo)));  // this rank's row: as the root holds it
+  return checkGatheredTable(&peers_, rootDigest, rank_);
+}
+
+clbResult_t checkGatheredTable(std::vector<RankInfo>* table, const std::array<uint8_t, kSha256Bytes>& rootDigest,
+                               int rank) {
+  // Every block came tagged by the rank that sent it, so a mismatch is a rank that holds the secret
+  // and gave the root another row than the tree (or a root that hashed another table).
+  if (tableDigest(table->data(), table->size() * sizeof(RankInfo)) != rootDigest)
+    return setError(clbAuthError,
+                    "rank %d: the table of the %zu ranks gathered over the bootstrap tree differs from the table the "
+                    "root hashed (SHA-256): a rank sent its peers another row than it sent the root",
+                    rank, table->size());
+  for (size_t p = 0; p < table->size(); p++) {  // as initWithTable checks the table it is given
+    RankInfo& row = (*table)[p];
+    row.hostname[sizeof row.hostname - 1] = '\0';
+    if (row.rank != (int)p)
+      return setError(clbRemoteError, "rank %d: row %zu of the table says rank %d", rank, p, row.rank);
+  }
+  return clbSuccess;
+}
+
+std::string Bootstrap::rowName(int p) const {
+  if (p < 0 || p >= (int)peers_.size() || peers_[p].rank != p) return "rank " + std::to_string(p);
+  return "rank " + std::to_string(p) + " (" + peers_[p].hostname + " pid " + std::to_string(peers_[p].pid) + ")";
 }
 
 // One of this rank's three dials (two to next, one to its tree parent), moved on by connectRing's
@@ -1088,9 +1140,9 @@ clbResult_t Bootstrap::connectRing() {
     }
     if (now >= deadline)
       return setError(clbTimeout,
-                      "rank %d waited %lld ms for rank %d (%s pid %d) to connect its ring or tree connections: is it "
-                      "stuck or unable to reach this host? Raise the timeout with COLIBRI_TIMEOUT_MS if it is slow",
-                      rank_, (long long)timeoutMs_, missing, peers_[missing].hostname, peers_[missing].pid);
+                      "rank %d waited %lld ms for %s to connect its ring or tree connections: is it stuck or unable "
+                      "to reach this host? Raise the timeout with COLIBRI_TIMEOUT_MS if it is slow",
+                      rank_, (long long)timeoutMs_, rowName(missing).c_str());
     fds.clear();
     int64_t wait = std::min<int64_t>(20, deadline - now);  // the server's deadlines are checked this often
     for (const RingDial& d : dials) {

@@ -1,13 +1,15 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // Bootstrap: ranks meet at a root over TCP, prove the shared secret without sending it
-// (bootstrap/handshake.h), check protocol versions, receive the table of all ranks, then connect into a
-// ring of TCP connections (next / prev) for notices and, for the socket transport, the data path,
-// and into a tree (each rank to its parent) that serves the bootstrap's own all-gather and barrier,
-// each connection authenticated the same way.
+// (bootstrap/handshake.h), check protocol versions, receive the table's hash and the rows they
+// connect with, then connect into a ring of TCP connections (next / prev) for notices and, for the
+// socket transport, the data path, and into a tree (each rank to its parent) that serves the
+// bootstrap's own all-gather and barrier, each connection authenticated the same way; the table's
+// rows are the tree's first all-gather.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -106,8 +108,9 @@ struct RankInfo {
 static_assert(sizeof(RankInfo) == 304 && offsetof(RankInfo, agreed) == 224, "RankInfo is the wire format");
 
 // A rank's hello to the root, the body of its handshake (so its proof authenticates it). The
-// root answers with a ReplyHeader, its message and, on success, the table, then a tag over all of
-// it. Changing these needs a new CLB_PROTOCOL_VERSION.
+// root answers with a ReplyHeader, its message and, on success, the SHA-256 of the whole table and
+// the rows the rank needs to connect (replyRows), then a tag over all of it. The rest of the table
+// comes over the tree (protocol 9). Changing these needs a new CLB_PROTOCOL_VERSION.
 struct HelloBody {
   int32_t rank;
   int32_t nranks;
@@ -139,9 +142,10 @@ SockAddr listenerOf(const RankInfo& pi, int p, char* name, size_t bytes);
 clbResult_t decodeId(const clbUniqueId* id, IdData* out);
 
 // Starts the root listener and its thread (detached). It serves one communicator: it collects
-// every rank's hello, answers each bad one with the reason, then sends everyone the table. It
-// gives up (closing every connection, the thread ending) when no communicator forms within
-// `waitMs`, counted again from each rank's join with that rank's timeout, or when released.
+// every rank's hello, answers each bad one with the reason, then sends everyone the table's hash
+// and their rows (replyRows). It gives up (closing every connection, the thread ending) when no
+// communicator forms within `waitMs`, counted again from each rank's join with that rank's
+// timeout, or when released.
 clbResult_t startRoot(const SockAddr& listenAddr, const IdData& id, int64_t waitMs, SockAddr* bound);
 // Fills the address of *id (magic, protocol, flags and secret already set) with a root started
 // in this process on this host's address (COLIBRI_SOCKET_IFNAME / COLIBRI_SOCKET_FAMILY), as
@@ -170,6 +174,17 @@ struct RingDial;  // one of a rank's ring connections being opened (bootstrap.cc
 // [r, treeEnd(r, n)), contiguous, so a subtree's blocks travel as one piece.
 inline int treeParent(int r) { return r & (r - 1); }
 inline int treeEnd(int r, int n) { return r == 0 ? n : (int)std::min<int64_t>(n, (int64_t)r + (r & -r)); }
+// The rows of the table in the root's reply to rank r (protocol 9), in this order: its own (as the
+// root holds it), next's and its tree parent's (the ranks it dials), prev's (the rank that dials it
+// on the ring, named in messages); rank 0, the tree's root, gets its own row in its parent's place.
+// The root's work grows as n, not n x n: the ranks gather the rest of the table over the tree and
+// check it against the root's SHA-256 of the whole.
+constexpr int kReplyRows = 4;
+inline std::array<int, kReplyRows> replyRows(int r, int n) { return {r, (r + 1) % n, treeParent(r), (r + n - 1) % n}; }
+// The check of a table gathered over the tree (`rank`: this rank, for messages): clbAuthError
+// unless its SHA-256 is the root's `rootDigest`, clbRemoteError if a row names another rank.
+clbResult_t checkGatheredTable(std::vector<RankInfo>* table, const std::array<uint8_t, kSha256Bytes>& rootDigest,
+                               int rank);
 // Rank r's children, ascending (the smallest subtree first): r + 2^j below treeEnd(r, n).
 std::vector<int> treeChildren(int r, int n);
 // What a tree message about the subtree [from, to) carries, in bytes of an all-gather's buffer of n
@@ -205,9 +220,10 @@ class Bootstrap {
   Bootstrap& operator=(const Bootstrap&) = delete;
 
   // `versions` and `agreed` (each may be NULL: all zero) go to every rank in the table, see
-  // peers(). `checkTable` (may be empty) looks at the table as soon as it arrives, before the
-  // ring is connected: every rank gets the same table, so a check that fails there fails on
-  // every rank at once, and init returns its error.
+  // peers(). `checkTable` (may be empty) looks at the table as soon as it is whole (the ring and
+  // tree connected, the rows gathered and checked against the root's hash): every rank gets the
+  // same table, so a check that fails there fails on every rank at once, and init returns its
+  // error.
   using TableCheck = std::function<clbResult_t(const std::vector<RankInfo>&)>;
   clbResult_t init(const IdData& id, int rank, int nranks, int64_t timeoutMs, const std::atomic<bool>* abort,
                    const VersionInfo* versions = nullptr, const AgreedSettings* agreed = nullptr,
@@ -286,6 +302,11 @@ class Bootstrap {
   clbResult_t readNote(Link& link, const ReplyHeader& rep, const Transcript& t, int64_t deadline,
                        const std::string& rootName, std::string* note);
   clbResult_t connectRing();
+  // The rest of the table after the root's reply (protocol 9): every rank's row gathered over the
+  // tree, then checked against the root's hash of the whole table (`rootDigest`).
+  clbResult_t gatherTable(const std::array<uint8_t, kSha256Bytes>& rootDigest);
+  // Rank p as messages name it: "rank p (host pid n)" when its row is here, else "rank p".
+  std::string rowName(int p) const;
   clbResult_t setUpTls(const IdData& id, int rank);  // the TLS contexts the id's mode asks for
   void acceptRing(Authenticated* a);                 // a dial from prev (ring) or from a child (tree)
   clbResult_t stepDial(RingDial* d, bool ready, int64_t deadline);

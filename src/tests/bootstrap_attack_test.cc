@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -522,22 +523,24 @@ TamperCase rootReplyHeader(int n, int victim) {
           "failed its authentication tag: something on the network between this rank and the root changed it"};
 }
 
-// The table in the root's reply to rank `victim`: the victim-th send of n RankInfo entries naming
-// ranks 0..n-1 of this process. The first byte of the hostname of the victim's next rank changes:
-// a hostname only names its rank in messages, so without the tag nothing would ever notice.
+// The rows in the root's reply to rank `victim` (clb::replyRows: its own, next's, its tree
+// parent's, prev's): the victim-th send of that many RankInfo entries of this process, in that
+// order. The first byte of the hostname in next's row changes: a hostname only names its rank in
+// messages, so without the tag nothing would ever notice.
 TamperCase rootReplyTable(int n, int victim) {
   Tamper t;
   t.picks = [n, victim, seen = 0](int, const char* p, size_t bytes) mutable {
-    if (bytes != n * sizeof(clb::RankInfo)) return false;
-    for (int r = 0; r < n; r++) {
+    if (bytes != clb::kReplyRows * sizeof(clb::RankInfo)) return false;  // only the victim's rows match below
+    const std::array<int, clb::kReplyRows> want = clb::replyRows(victim, n);
+    for (int k = 0; k < clb::kReplyRows; k++) {
       clb::RankInfo e;
-      memcpy(&e, p + r * sizeof e, sizeof e);
-      if (e.rank != r || e.pid != getpid()) return false;
+      memcpy(&e, p + k * sizeof e, sizeof e);
+      if (e.rank != want[k] || e.pid != getpid()) return false;
     }
-    return seen++ == victim;
+    return seen++ == 0;
   };
-  t.offset = (victim + 1) % n * sizeof(clb::RankInfo) + offsetof(clb::RankInfo, hostname);
-  return {"the root's reply table",
+  t.offset = sizeof(clb::RankInfo) + offsetof(clb::RankInfo, hostname);
+  return {"the root's reply rows",
           n,
           clbTransportShm,
           victim,
@@ -563,9 +566,10 @@ TamperCase ringAccept(int n, int server) {
   return {"a ring accept", n, clbTransportShm, (server + n - 1) % n, t, "'s answer failed its authentication tag"};
 }
 
-// The first all-gather block that rank `victim` (the root of the bootstrap tree, rank 0, or another
-// rank with children) receives. Init's first bootstrap all-gather is the shm transport's (every
-// control block exists, and on which /dev/shm): a block of 8 bytes per rank, which a child sends up
+// The first 8-byte all-gather block that rank `victim` (the root of the bootstrap tree, rank 0, or
+// another rank with children) receives. Init's second bootstrap all-gather (the first, exchange 0,
+// gathers the table's rows) is the shm transport's (every control block exists, and on which
+// /dev/shm): a block of 8 bytes per rank, which a child sends up
 // on its connection to the victim's ring listener (its peer port; the notice channel to that
 // listener carries nothing during init). Its first byte changes: without the tag the victim would
 // read it as a rank on another /dev/shm, not as a change on the way.
@@ -581,13 +585,32 @@ TamperCase allGatherBlock(int n, int victim) {
           clbTransportShm,
           victim,
           t,
+          ", exchange 1, up the tree): something on the network changed it"};
+}
+
+// A row of the table on its way up the tree (exchange 0, protocol 9): the first 304-byte block
+// that rank `victim` receives from a child, on the child's connection to the victim's ring
+// listener. The first byte of its hostname changes: the tree's tag catches it before the table's
+// hash is even compared.
+TamperCase allGatherRow(int n, int victim) {
+  Tamper t;
+  t.picks = [victim, ports = RingPorts(n)](int fd, const char* p, size_t bytes) mutable {
+    ports.learn(p, bytes);
+    return bytes == sizeof(clb::RankInfo) && ports.port[victim] > 0 && peerPort(fd) == ports.port[victim];
+  };
+  t.offset = offsetof(clb::RankInfo, hostname);
+  return {"a row of the table on its way up the tree",
+          n,
+          clbTransportShm,
+          victim,
+          t,
           ", exchange 0, up the tree): something on the network changed it"};
 }
 
-// The same exchange on its way down: what rank 0, the tree's root, sends its child rank 2 (n = 3),
-// the blocks of ranks 0 and 1 in one 16-byte part, on the connection that rank 2 dialed to rank
-// 0's listener (its local port there). Without the tag rank 2 would take rank 0 or 1 for a rank
-// on another /dev/shm.
+// The shm transport's exchange (allGatherBlock's) on its way down: what rank 0, the tree's root,
+// sends its child rank 2 (n = 3), the blocks of ranks 0 and 1 in one 16-byte part, on the
+// connection that rank 2 dialed to rank 0's listener (its local port there). Without the tag rank 2 would take rank 0
+// or 1 for a rank on another /dev/shm.
 TamperCase allGatherDown() {
   Tamper t;
   t.picks = [ports = RingPorts(3)](int fd, const char* p, size_t bytes) mutable {
@@ -600,7 +623,7 @@ TamperCase allGatherDown() {
           clbTransportShm,
           2,
           t,
-          "failed its authentication tag (the blocks of ranks outside 2 to 2, exchange 0, down the tree)"};
+          "failed its authentication tag (the blocks of ranks outside 2 to 2, exchange 1, down the tree)"};
 }
 
 constexpr int64_t kTamperTimeoutMs = 2000;
@@ -649,11 +672,13 @@ TEST(Tamper, AllGatherBlockByteFailsItsTag) { expectCaught(allGatherBlock(3, 0))
 
 TEST(Tamper, AllGatherBlockOnItsWayDownFailsItsTag) { expectCaught(allGatherDown()); }
 
+TEST(Tamper, TableRowOnItsWayUpFailsItsTag) { expectCaught(allGatherRow(3, 0)); }
+
 // The control: the same selectors with mask 0 pick their message and send it as an unchanged
 // copy, and every rank inits and all-reduces, so what fails above is the changed byte alone.
 TEST(Tamper, UnchangedCopiesLetInitSucceed) {
-  for (const TamperCase& c :
-       {rootReplyHeader(2, 1), rootReplyTable(3, 1), ringAccept(3, 2), allGatherBlock(3, 0), allGatherDown()}) {
+  for (const TamperCase& c : {rootReplyHeader(2, 1), rootReplyTable(3, 1), ringAccept(3, 2), allGatherBlock(3, 0),
+                              allGatherDown(), allGatherRow(3, 0)}) {
     Formed f = initTampered(c, 0);
     EXPECT_EQ(gTamperPicked.load(), 1) << "the selector found " << c.name;
     EXPECT_EQ(gTamperFlipped.load(), 0) << c.name;
@@ -1093,14 +1118,15 @@ TEST(Listeners, SocketIfnameChoosesTheInterface) {
 namespace {
 
 struct Seen {
-  bool wireMagic = false, table = false, payload = false;
+  bool wireMagic = false, rootHello = false, table = false, payload = false;
   size_t bytes = 0;
 };
 
 // Two ranks over the socket transport, each all-reducing 64 Ki int32 of 0x11223344, with the
 // tap on; what of the plaintext it saw: the bootstrap's wire magic ("CLBW", in every handshake),
-// a rank's entry of the root's table (its Colibri version, NUL padded, as the hellos and the
-// table carry it) and the data (a run of the ranks' values).
+// a hello to the root (the magic, protocol, version and the root's purpose: only on the root's
+// connections), a rank's row of the table (its Colibri version, NUL padded, as the hellos and the
+// rows carry it) and the data (a run of the ranks' values).
 Seen tapTwoRanks() {
   const std::string version = clb::versionString(CLB_VERSION_CODE) + std::string(4, '\0');
   tapStart();
@@ -1118,6 +1144,8 @@ Seen tapTwoRanks() {
   s.bytes = gTapped.size();
   uint32_t magic = clb::kWireMagic;
   s.wireMagic = gTapped.find(std::string(reinterpret_cast<const char*>(&magic), 4)) != std::string::npos;
+  const uint32_t hello[4] = {clb::kWireMagic, CLB_PROTOCOL_VERSION, CLB_VERSION_CODE, clb::kPurposeRoot};
+  s.rootHello = gTapped.find(std::string(reinterpret_cast<const char*>(hello), sizeof hello)) != std::string::npos;
   s.table = gTapped.find(version) != std::string::npos;
   const int32_t run[4] = {0x11223344, 0x11223344, 0x11223344, 0x11223344};
   s.payload = gTapped.find(std::string(reinterpret_cast<const char*>(run), sizeof run)) != std::string::npos;
@@ -1131,18 +1159,21 @@ TEST(TlsOnTheWire, OffShowsEverything) {
   clbtest::ScopedEnv env{{"COLIBRI_TLS", "off"}};
   const Seen s = tapTwoRanks();
   EXPECT_TRUE(s.wireMagic);
+  EXPECT_TRUE(s.rootHello);
   EXPECT_TRUE(s.table);
   EXPECT_TRUE(s.payload);
 }
 
-// bootstrap: the root's connections are encrypted (no table entry), the ring's
-// are not (their handshakes and the data are readable).
+// bootstrap: the root's connections are encrypted (no hello to the root), the ranks' connections
+// to each other are not: their handshakes, the table's rows gathered on the tree (protocol 9) and
+// the data are readable.
 TEST(TlsOnTheWire, BootstrapHidesTheRootsTrafficOnly) {
   REQUIRE_PKI();
   auto env = clbtest::tlsEnv("bootstrap");
   const Seen s = tapTwoRanks();
-  EXPECT_FALSE(s.table);
+  EXPECT_FALSE(s.rootHello);
   EXPECT_TRUE(s.wireMagic);
+  EXPECT_TRUE(s.table);
   EXPECT_TRUE(s.payload);
 }
 
@@ -1153,6 +1184,7 @@ TEST(TlsOnTheWire, AllHidesEverything) {
   const Seen s = tapTwoRanks();
   EXPECT_GT(s.bytes, (size_t)2 * (1 << 16) * 4 / 2) << "the tap saw the data's ciphertext";
   EXPECT_FALSE(s.wireMagic);
+  EXPECT_FALSE(s.rootHello);
   EXPECT_FALSE(s.table);
   EXPECT_FALSE(s.payload);
 }

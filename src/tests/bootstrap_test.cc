@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <climits>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <chrono>
@@ -17,6 +19,7 @@
 #include "colibri/colibri.h"
 #include "tests/test_ranks.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/crypto.h"
 #include "bootstrap/net.h"
 #include "tests/test_bootstrap.h"
 
@@ -249,6 +252,20 @@ TEST(Bootstrap, NranksBeyondTheMaximumIsRefusedAtInit) {
   EXPECT_EQ(clbCommInitRank(&c, &id, 0, INT_MAX, &cfg), clbInvalidArgument);
   EXPECT_NE(std::string(clbGetLastError()).find("at most 65536 ranks"), std::string::npos) << clbGetLastError();
   EXPECT_EQ(c, nullptr);
+}
+
+// A hello whose row describes another rank than the one it joins as (from a rank that holds the
+// secret) is refused with the reason: its row would reach its peers as another rank's.
+TEST(Bootstrap, RootRefusesAHelloWhoseRowNamesAnotherRank) {
+  clbUniqueId uid;
+  ASSERT_EQ(clbGetUniqueId(&uid), clbSuccess);
+  clb::IdData id;
+  ASSERT_EQ(clb::decodeId(&uid, &id), clbSuccess);
+  clbtest::RootAnswer a = clbtest::helloToRoot(id, id.secret, 0, 2, nullptr, 1);
+  ASSERT_EQ(a.rc, clbSuccess) << a.error;
+  EXPECT_EQ(a.status, (uint32_t)clbInvalidArgument);
+  EXPECT_NE(a.msg.find("rank 0's hello carries the row of rank 1"), std::string::npos) << a.msg;
+  clbUniqueIdRelease(&uid);
 }
 
 // A hello that carries the right secret but nranks = INT_MAX (or a negative one) is refused by the
@@ -648,6 +665,37 @@ TEST(BootstrapTree, AllGatherDeliversEveryBlockForManySizes) {
     for (auto& t : ts) t.join();
     for (int r = 0; r < n; r++) EXPECT_EQ(errors[r], "") << n << " ranks, rank " << r;
   }
+}
+
+// The check of the table gathered over the tree (protocol 9) against the root's hash: the table
+// the root hashed passes; one byte changed in any row fails with clbAuthError saying so; a table
+// whose hash matches but whose row names another rank fails too.
+TEST(BootstrapTree, GatheredTableMustHashToTheRootsDigest) {
+  std::vector<clb::RankInfo> table(5);
+  for (int p = 0; p < 5; p++) {
+    memset(&table[p], 0, sizeof table[p]);
+    table[p].rank = p;
+    table[p].pid = 1000 + p;
+    snprintf(table[p].hostname, sizeof table[p].hostname, "host-%d", p);
+  }
+  std::array<uint8_t, clb::kSha256Bytes> digest{};
+  clb::sha256(table.data(), table.size() * sizeof(clb::RankInfo), digest.data());
+  std::vector<clb::RankInfo> same = table;
+  EXPECT_EQ(clb::checkGatheredTable(&same, digest, 2), clbSuccess) << clbGetLastError();
+  for (size_t at :
+       {(size_t)0, sizeof(clb::RankInfo) * 3 + offsetof(clb::RankInfo, port), sizeof(clb::RankInfo) * 5 - 1}) {
+    std::vector<clb::RankInfo> changed = table;
+    reinterpret_cast<uint8_t*>(changed.data())[at] ^= 1;
+    EXPECT_EQ(clb::checkGatheredTable(&changed, digest, 2), clbAuthError) << "byte " << at;
+    EXPECT_NE(std::string(clbGetLastError()).find("differs from the table the root hashed"), std::string::npos)
+        << clbGetLastError();
+  }
+  std::vector<clb::RankInfo> misnamed = table;
+  misnamed[4].rank = 3;
+  clb::sha256(misnamed.data(), misnamed.size() * sizeof(clb::RankInfo), digest.data());
+  EXPECT_EQ(clb::checkGatheredTable(&misnamed, digest, 2), clbRemoteError);
+  EXPECT_NE(std::string(clbGetLastError()).find("row 4 of the table says rank 3"), std::string::npos)
+      << clbGetLastError();
 }
 
 }  // namespace

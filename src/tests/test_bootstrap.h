@@ -45,7 +45,9 @@ struct RootAnswer {
 
 // A connection to the root of `id` that proves `secret` and says hello as rank/nranks; when
 // `keep` is given the connection stays open (the rank's place held) and its fd is returned there.
-inline RootAnswer helloToRoot(const clb::IdData& id, const uint8_t* secret, int rank, int nranks, int* keep = nullptr) {
+// `rowRank`: the rank its row (HelloBody::info) names, when not `rank` (-1: `rank`).
+inline RootAnswer helloToRoot(const clb::IdData& id, const uint8_t* secret, int rank, int nranks, int* keep = nullptr,
+                              int rowRank = -1) {
   RootAnswer a;
   int fd = -1;
   const int64_t by = clb::nowMs() + 3000;
@@ -58,7 +60,7 @@ inline RootAnswer helloToRoot(const clb::IdData& id, const uint8_t* secret, int 
   b.rank = rank;
   b.nranks = nranks;
   b.timeoutMs = 3000;
-  b.info.rank = rank;
+  b.info.rank = rowRank >= 0 ? rowRank : rank;
   b.info.pid = getpid();
   snprintf(b.info.hostname, sizeof b.info.hostname, "test");
   b.info.agreed.settingsValid = 1;  // a rank whose configuration was taken (0: the root refuses it)

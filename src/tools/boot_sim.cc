@@ -6,14 +6,16 @@
 //
 //   1. join: every rank connects to the root (TCP, then the challenge-response: 2 round trips),
 //      sends its proof and hello; the root's one thread takes the hellos one after another;
-//   2. reply: once all have come, the root hashes the table once (protocol 7) and answers every
-//      rank in rank order, each reply the whole table, through the root's one network link; each
-//      rank checks the table's hash;
+//   2. reply: once all have come, the root hashes the table once and answers every rank in rank
+//      order through its one network link, each reply the table's hash and the rows the rank
+//      connects with (protocol 9; with --table root, protocol 8's whole table, which each rank
+//      hashes);
 //   3. connect: each rank dials its ring neighbour (two connections) and its tree parent, and
 //      answers its previous rank and its children; a connection is made once both ends are
 //      connecting (3 round trips: TCP, hello and challenge, proof and answer);
 //   4. the init's bootstrap all-gathers on the tree (Bootstrap::allGather): up, the smaller
-//      subtrees first, then down, the larger first, each message tagged and checked.
+//      subtrees first, then down, the larger first, each message tagged and checked; the first
+//      gathers the table's rows, which each rank then hashes and compares with the root's hash.
 //
 // The schedule is the code's: the tree is bootstrap.h's treeParent / treeChildren / treeEnd, the
 // tree messages' sizes its treeSpan (as Bootstrap::sendTree uses it), the others the wire
@@ -26,7 +28,7 @@
 // over C cores.
 //
 //   colibri_boot_sim [--latency-us 10] [--gbps 100] [--msg-us 2] [--cores 0] [--exchanges fleet]
-//                    [--table root|tree] [--ranks 2,8,...]
+//                    [--table tree|root] [--ranks 2,8,...]
 // --exchanges: the init's all-gathers, block bytes per rank: "fleet" (the verbs transport's:
 // 8, 184, 4), "socket" (none), "shm" (8, 1), or a list such as 8,1.
 #include <algorithm>
@@ -51,10 +53,10 @@ struct Model {
   double hmacUs = 0;          // one HMAC-SHA256 of a short message, measured
   int cores = 0;              // 0: a core per rank; else every rank shares this many
   std::vector<size_t> exchanges{8, 184, 4};
-  // "root": the root sends every rank the whole table (protocol 8, as built). "tree": a design not
-  // built yet, for comparison: the root sends each rank only the rows it dials (its next rank's
-  // and its parent's) and the table's hash, and the ranks all-gather their rows on the tree first.
-  bool tableOnTree = false;
+  // "tree" (protocol 9, as built): the root sends each rank only the rows it connects with
+  // (clb::replyRows) and the table's hash, and the ranks all-gather their rows on the tree first.
+  // "root", for comparison: the root sends every rank the whole table (protocol 8).
+  bool tableOnTree = true;
 };
 
 // The library's SHA-256 and HMAC, timed here.
@@ -106,7 +108,7 @@ Result simulate(const Model& m, int n) {
   // 2. reply: the table hashed once, then per rank a header, the table and a tag, in rank order.
   const double tableBytes = (double)n * sizeof(clb::RankInfo);
   const double replyBytes = sizeof(clb::ReplyHeader) + clb::kTagBytes +
-                            (m.tableOnTree ? 2 * sizeof(clb::RankInfo) + clb::kSha256Bytes : tableBytes);
+                            (m.tableOnTree ? clb::kReplyRows * sizeof(clb::RankInfo) + clb::kSha256Bytes : tableBytes);
   const double checkedBytes = m.tableOnTree ? 0 : tableBytes;  // hashed by each rank on receipt
   root += hash(tableBytes);
   cpu += hash(tableBytes);
@@ -279,7 +281,7 @@ int main(int argc, char** argv) {
       m.hmacUs);
   for (size_t b : m.exchanges) printf(" %zu", b);
   printf("%s bytes per rank; table %s\n", m.exchanges.empty() ? " no" : "",
-         m.tableOnTree ? "on the tree (a design not built yet)" : "sent whole to every rank by the root (protocol 8)");
+         m.tableOnTree ? "gathered on the tree (protocol 9)" : "sent whole to every rank by the root (protocol 8)");
   printf("ranks,joined_ms,replied_ms,connected_ms,init_ms,root_sends_MB,cpu_bound\n");
   for (long n : ranks) {
     const Result r = simulate(m, (int)n);

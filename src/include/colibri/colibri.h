@@ -36,8 +36,10 @@ extern "C" {
  *    split's exchange carries 240 bytes of a refusal's reason (160 before); the root notes to the
  *    joined ranks which ranks it still waits for.
  * 7: the root's reply is tagged over the table's SHA-256, not the table (hashed once, not per rank).
- * 8: the bootstrap's all-gather runs on a binomial tree (each rank dials its parent), not the ring. */
-#define CLB_PROTOCOL_VERSION 8
+ * 8: the bootstrap's all-gather runs on a binomial tree (each rank dials its parent), not the ring.
+ * 9: the root's reply carries the table's SHA-256 and the rows a rank connects with, not the whole
+ *    table; the ranks gather the rest over the tree and check it against that hash. */
+#define CLB_PROTOCOL_VERSION 9
 
 typedef enum {
   clbSuccess = 0,

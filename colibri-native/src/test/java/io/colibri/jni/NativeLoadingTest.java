@@ -48,7 +48,7 @@ class NativeLoadingTest {
     assertEquals(ColibriLib.versionCode(), new NativeProvider().version());
     assertEquals(0 * 10000 + 1 * 100 + 0, ColibriLib.versionCode());
     assertEquals(ColibriLib.splitNoColor(), io.colibri.Communicator.NO_COLOR, "CLB_SPLIT_NOCOLOR");
-    assertEquals(8, ColibriLib.protocolVersion());
+    assertEquals(9, ColibriLib.protocolVersion());
   }
 
   @Test
