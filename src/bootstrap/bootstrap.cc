@@ -675,7 +675,8 @@ clbResult_t Bootstrap::prepareTable(const IdData& id, int rank, RankInfo* info) 
 
 clbResult_t Bootstrap::initWithTable(const IdData& id, int rank, int nranks, int64_t timeoutMs,
                                      const std::atomic<bool>* abort, const uint8_t session[kSessionBytes],
-                                     std::vector<RankInfo> table, const TableCheck& checkTable) {
+                                     std::vector<RankInfo> table, const TableCheck& checkTable,
+                                     const std::array<uint8_t, kSha256Bytes>* digest) {
   id_ = id;
   rank_ = rank;
   nranks_ = nranks;
@@ -686,7 +687,8 @@ clbResult_t Bootstrap::initWithTable(const IdData& id, int rank, int nranks, int
                     "bootstrap from a table: no listener (prepareTable), or a table of %zu ranks "
                     "for %d",
                     table.size(), nranks);
-  for (int p = 0; p < nranks; p++) {  // as the root does with the rows it receives
+  for (int p = 0; p < nranks; p++) {              // as the root does with the rows it receives
+    if (digest && table[p].rank == -1) continue;  // to be gathered
     table[p].hostname[sizeof table[p].hostname - 1] = '\0';
     if (table[p].rank != p)
       return setError(clbRemoteError, "rank %d: row %d of the table says rank %d", rank, p, table[p].rank);
@@ -694,6 +696,12 @@ clbResult_t Bootstrap::initWithTable(const IdData& id, int rank, int nranks, int
   memcpy(session_, session, kSessionBytes);
   memcpy(&nonce_, session_, sizeof nonce_);
   peers_ = std::move(table);
+  if (digest) {  // the rows of replyRows only, as after a root's reply
+    CLB_CHECK(connectRing());
+    CLB_CHECK(gatherTable(*digest));
+    if (checkTable) CLB_CHECK(checkTable(peers_));
+    return clbSuccess;
+  }
   if (checkTable) CLB_CHECK(checkTable(peers_));  // every member has this table: all fail, or none does
   CLB_CHECK(connectRing());                       // the listener stays: see closeListener / startPeerAcceptor
   return clbSuccess;

@@ -239,9 +239,12 @@ class Bootstrap {
   // says so in the exchange, before anyone connects).
   clbResult_t prepareTable(const IdData& id, int rank, RankInfo* info);
   clbResult_t openListener(int rank, RankInfo* info);
+  // With `digest` (clbCommShrink's), `table` holds only the rows of this rank's replyRows (the
+  // others with rank -1): the rest is gathered on the tree and checked against it, as after a
+  // root's reply.
   clbResult_t initWithTable(const IdData& id, int rank, int nranks, int64_t timeoutMs, const std::atomic<bool>* abort,
                             const uint8_t session[kSessionBytes], std::vector<RankInfo> table,
-                            const TableCheck& checkTable);
+                            const TableCheck& checkTable, const std::array<uint8_t, kSha256Bytes>* digest = nullptr);
   // Every rank contributes `bytes` at buf + rank * bytes; all ranks end with every block.
   clbResult_t allGather(void* buf, size_t bytes);
   clbResult_t barrier();
@@ -258,14 +261,25 @@ class Bootstrap {
   // when a connection came).
   void closeListener();
   clbResult_t startPeerAcceptor();
-  // An all-gather among `members` (ranks of this communicator, ascending, this rank among them)
+  // An exchange among `members` (ranks of this communicator, ascending, this rank among them)
   // that needs no other rank alive, nor the ring: each member dials the lowest member's ring
   // listener (kPurposeGather; `seq` names the exchange, so that a stale dial of an earlier one is
-  // dropped), sends its `bytes`, and receives every member's, in members' order, into `out`
-  // (members.size() * bytes). Each message is tagged with its connection's handshake. The lowest
-  // member answers every member once all have come, or says which did not come within the
-  // timeout. Not under the abort flag (clbCommShrink runs it on a communicator that was revoked).
-  clbResult_t gatherAmong(const std::vector<int>& members, uint32_t seq, const void* block, size_t bytes, void* out);
+  // dropped) and sends its `bytes`. The lowest member judges every block (`judge`, the same on
+  // every member; it runs there alone) and answers each member with the verdict: on success the
+  // SHA-256 it gives (*digest) and the blocks of that member's replyRows (member indices), in
+  // place in `out` (members.size() * bytes; the other blocks are left alone), a constant size per
+  // member, so that the lowest member's work grows as n, not n x n; otherwise the verdict's error,
+  // or which members did not come within the timeout. Each message is tagged with its
+  // connection's handshake. Not under the abort flag (clbCommShrink runs it on a communicator that
+  // was revoked).
+  struct GatherVerdict {
+    clbResult_t status = clbSuccess;
+    std::string why;  // when status is not clbSuccess: the message every member's error gives
+    std::array<uint8_t, kSha256Bytes> digest{};
+  };
+  using GatherJudge = std::function<GatherVerdict(const char* blocks, size_t count)>;
+  clbResult_t gatherAmong(const std::vector<int>& members, uint32_t seq, const void* block, size_t bytes,
+                          const GatherJudge& judge, void* out, std::array<uint8_t, kSha256Bytes>* digest);
   clbResult_t peerLink(int p, Link* out);
   int acceptorFd() const { return readyFd_; }
   void drainAcceptorFd();  // after poll() said it is readable (the next peerLink looks)
@@ -357,7 +371,8 @@ class Bootstrap {
   std::vector<GatherDial> gatherStash_;
   int64_t leading_ = -1;  // the gatherAmong this rank leads (its number), -1: none (under stashMutex_)
   clbResult_t dialGather(int lead, uint32_t seq, int64_t deadline, Link* out, Transcript* t);
-  clbResult_t leadGather(const std::vector<int>& members, uint32_t seq, size_t bytes, char* all, int64_t deadline);
+  clbResult_t leadGather(const std::vector<int>& members, uint32_t seq, size_t bytes, const GatherJudge& judge,
+                         char* all, std::array<uint8_t, kSha256Bytes>* digest, int64_t deadline);
   clbResult_t dialPeer(int p, Link* out, bool* duplicate);
   TlsContextRef rootTls_, ringTls_;  // set where COLIBRI_TLS covers those connections
   std::vector<RankInfo> peers_;

@@ -24,10 +24,22 @@ namespace clb {
 namespace {
 
 constexpr char kPeerAccept[] = "colibri/3/peer-accept";
-// gatherAmong's messages: a member's block, and the lowest member's answer.
+// gatherAmong's messages: a member's block, and the lowest member's answer (protocol 9: the
+// verdict and the member's rows, not every block).
 constexpr char kGatherBlock[] = "colibri/3/gather-block";
-constexpr char kGatherAnswer[] = "colibri/3/gather-answer";
-constexpr size_t kGatherMessageBytes = 256;
+constexpr char kGatherAnswer[] = "colibri/9/gather-answer";
+constexpr size_t kGatherMessageBytes = 320;
+// The lowest member's answer to each member of a gatherAmong, then (on success) the blocks of the
+// member's replyRows, then a tag over both.
+struct GatherAnswer {
+  uint32_t status;
+  uint32_t judged;  // 1: the status is the judge's verdict over every block (its message complete)
+  uint32_t count;   // the members it counted (on success)
+  uint32_t pad;
+  uint8_t digest[kSha256Bytes];  // the judge's (on success)
+  char msg[kGatherMessageBytes];
+};
+static_assert(sizeof(GatherAnswer) == 16 + kSha256Bytes + kGatherMessageBytes, "GatherAnswer is the wire format");
 // The acceptor's answer to a dial that crossed this rank's own (lower) dial: use that one.
 constexpr uint32_t kPeerDuplicate = 0x44555021;  // "!PUD"
 // The acceptor's answer to a gatherAmong dial while this rank leads no exchange of that number
@@ -290,8 +302,8 @@ clbResult_t Bootstrap::dialGather(int lead, uint32_t seq, int64_t deadline, Link
   }
 }
 
-clbResult_t Bootstrap::leadGather(const std::vector<int>& members, uint32_t seq, size_t bytes, char* all,
-                                  int64_t deadline) {
+clbResult_t Bootstrap::leadGather(const std::vector<int>& members, uint32_t seq, size_t bytes, const GatherJudge& judge,
+                                  char* all, std::array<uint8_t, kSha256Bytes>* digest, int64_t deadline) {
   if (listenFd_ < 0)
     return setError(clbInternalError, "rank %d: its ring listener is closed: no exchange among survivors", rank_);
   CLB_CHECK(startPeerAcceptor());
@@ -361,34 +373,55 @@ clbResult_t Bootstrap::leadGather(const std::vector<int>& members, uint32_t seq,
     snprintf(msg, sizeof msg, "rank(s) %s did not take part within %lld ms (dead, or not making the same call?)",
              absent.c_str(), (long long)timeoutMs_);
   }
-  const uint32_t count = status == clbSuccess ? (uint32_t)m : 0;
+  // Every block is here: the judge's verdict goes to every member, with its own rows.
+  GatherAnswer a;
+  memset(&a, 0, sizeof a);
+  if (status == clbSuccess) {
+    const GatherVerdict v = judge(all, m);
+    status = v.status;
+    a.judged = v.status != clbSuccess;
+    snprintf(msg, sizeof msg, "%s", v.why.c_str());
+    if (v.status == clbSuccess) {
+      memcpy(a.digest, v.digest.data(), sizeof a.digest);
+      *digest = v.digest;
+    }
+  }
+  a.status = status;
+  a.count = status == clbSuccess ? (uint32_t)m : 0;
+  memcpy(a.msg, msg, sizeof a.msg);
+  std::vector<char> rows(status == clbSuccess ? kReplyRows * bytes : 0);
   for (size_t i = 1; i < m; i++) {
     if (!came[i]) continue;
     snprintf(name, sizeof name, "rank %d", members[i]);
-    const std::initializer_list<Part> answer{
-        {&status, sizeof status}, {msg, sizeof msg}, {&count, sizeof count}, {all, count * bytes}};
+    if (!rows.empty()) {
+      const std::array<int, kReplyRows> at = replyRows((int)i, (int)m);
+      for (int k = 0; k < kReplyRows; k++) memcpy(rows.data() + k * bytes, all + at[k] * bytes, bytes);
+    }
     uint8_t mac[kTagBytes];
-    tag(id_.secret, kGatherAnswer, dials[i].transcript, answer, mac);
-    (void)sendAllParts(
-        dials[i].link,
-        {{&status, sizeof status}, {msg, sizeof msg}, {&count, sizeof count}, {all, count * bytes}, {mac, sizeof mac}},
-        deadline + 1000, nullptr, name);
+    tag(id_.secret, kGatherAnswer, dials[i].transcript, {{&a, sizeof a}, {rows.data(), rows.size()}}, mac);
+    (void)sendAllParts(dials[i].link, {{&a, sizeof a}, {rows.data(), rows.size()}, {mac, sizeof mac}}, deadline + 1000,
+                       nullptr, name);
   }
   if (status != clbSuccess) return setError((clbResult_t)status, "rank %d: %s", rank_, msg);
   return clbSuccess;
 }
 
 clbResult_t Bootstrap::gatherAmong(const std::vector<int>& members, uint32_t seq, const void* block, size_t bytes,
-                                   void* out) {
+                                   const GatherJudge& judge, void* out, std::array<uint8_t, kSha256Bytes>* digest) {
   const size_t me = std::find(members.begin(), members.end(), rank_) - members.begin();
   if (me == members.size() || !std::is_sorted(members.begin(), members.end()))
     return setError(clbInternalError, "rank %d: gatherAmong's members are not ascending with this rank among them",
                     rank_);
   char* all = static_cast<char*>(out);
   memcpy(all + me * bytes, block, bytes);
-  if (members.size() == 1) return clbSuccess;
+  if (members.size() == 1) {
+    const GatherVerdict v = judge(all, 1);
+    if (v.status != clbSuccess) return setError(v.status, "rank %d: %s", rank_, v.why.c_str());
+    *digest = v.digest;
+    return clbSuccess;
+  }
   const int64_t deadline = nowMs() + timeoutMs_;
-  if (me == 0) return leadGather(members, seq, bytes, all, deadline);
+  if (me == 0) return leadGather(members, seq, bytes, judge, all, digest, deadline);
   Link link;
   Transcript t{};
   CLB_CHECK(dialGather(members[0], seq, deadline, &link, &t));
@@ -400,31 +433,30 @@ clbResult_t Bootstrap::gatherAmong(const std::vector<int>& members, uint32_t seq
   // The lead answers by its own deadline, which began when it called, up to a timeout after this
   // rank (the other survivors' calls come in any order): a timeout more.
   const int64_t answerBy = deadline + timeoutMs_;
-  uint32_t status = 0;
-  char msg[kGatherMessageBytes];
-  CLB_CHECK(recvAll(link, &status, sizeof status, answerBy, nullptr, name));
-  CLB_CHECK(recvAll(link, msg, sizeof msg, answerBy, nullptr, name));
-  msg[sizeof msg - 1] = 0;
-  uint32_t count = 0;  // the members the lowest one counted (no more than this communicator's ranks)
-  CLB_CHECK(recvAll(link, &count, sizeof count, answerBy, nullptr, name));
-  if (count > (uint32_t)nranks_)
-    return setError(clbAuthError, "rank %d: %s answered with %u blocks, more than the %d ranks", rank_, name, count,
+  GatherAnswer a;
+  CLB_CHECK(recvAll(link, &a, sizeof a, answerBy, nullptr, name));
+  a.msg[sizeof a.msg - 1] = 0;
+  if (a.count > (uint32_t)nranks_)
+    return setError(clbAuthError, "rank %d: %s answered for %u members, more than the %d ranks", rank_, name, a.count,
                     nranks_);
-  std::vector<char> blocks(count * bytes);
-  if (!blocks.empty()) CLB_CHECK(recvAll(link, blocks.data(), blocks.size(), answerBy, nullptr, name));
+  // On success the blocks of this member's replyRows, in that order.
+  const bool ok = a.status == clbSuccess;
+  std::vector<char> rows(ok ? kReplyRows * bytes : 0);
+  if (!rows.empty()) CLB_CHECK(recvAll(link, rows.data(), rows.size(), answerBy, nullptr, name));
   CLB_CHECK(recvAll(link, mac, sizeof mac, answerBy, nullptr, name));
-  if (!tagMatches(id_.secret, kGatherAnswer, t,
-                  {{&status, sizeof status}, {msg, sizeof msg}, {&count, sizeof count}, {blocks.data(), blocks.size()}},
-                  mac))
+  if (!tagMatches(id_.secret, kGatherAnswer, t, {{&a, sizeof a}, {rows.data(), rows.size()}}, mac))
     return setError(clbAuthError, "rank %d: the answer of %s failed its authentication tag", rank_, name);
-  if (status != clbSuccess) return setError((clbResult_t)status, "rank %d: %s says: %s", rank_, name, msg);
-  if (count != members.size())
+  if (!ok && a.judged) return setError((clbResult_t)a.status, "rank %d: %s", rank_, a.msg);
+  if (!ok) return setError((clbResult_t)a.status, "rank %d: %s says: %s", rank_, name, a.msg);
+  if (a.count != members.size())
     return setError(clbInvalidArgument,
                     "rank %d: %s counts %u ranks taking part, this rank %zu: the ranks passed different lists of "
                     "who takes part",
-                    rank_, name, count, members.size());
-  for (size_t i = 0; i < members.size(); i++)
-    if (i != me) memcpy(all + i * bytes, blocks.data() + i * bytes, bytes);
+                    rank_, name, a.count, members.size());
+  const std::array<int, kReplyRows> at = replyRows((int)me, (int)members.size());
+  for (int k = 0; k < kReplyRows; k++)
+    if (at[k] != (int)me) memcpy(all + at[k] * bytes, rows.data() + k * bytes, bytes);
+  memcpy(digest->data(), a.digest, digest->size());
   return clbSuccess;
 }
 

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -96,9 +97,9 @@ clbResult_t prepareChild(clbComm* parent, int childRank, int members, const clbC
 // init. The child is freed on failure, with the error naming `what`.
 clbResult_t startChild(std::unique_ptr<clbComm>& child, const IdData& id, int childRank, int members,
                        const std::atomic<bool>* abort, const uint8_t* session, std::vector<RankInfo> table,
-                       const std::string& what) {
+                       const std::string& what, const std::array<uint8_t, kSha256Bytes>* digest = nullptr) {
   clbResult_t rc = child->boot.initWithTable(id, childRank, members, child->cfg.timeoutMs, abort, session,
-                                             std::move(table), initTableCheck(child.get()));
+                                             std::move(table), initTableCheck(child.get()), digest);
   child->boot.setAbortFlag(&child->aborted);
   if (rc == clbSuccess) rc = finishInit(child.get());
   if (rc != clbSuccess) {
@@ -343,24 +344,48 @@ extern "C" clbResult_t clbCommShrink(clbComm_t c, const int* excluded, int nexcl
     child.reset();
     return code;
   };
-  if (clbResult_t g = c->boot.gatherAmong(members, seq, &me, sizeof me, all.data()); g != clbSuccess)
+  // The lowest survivor judges every survivor's block (its arguments, its list) and hashes the
+  // child's table; each survivor gets the verdict and the rows it connects with (replyRows), and
+  // gathers the rest on the child's tree: the lowest survivor's work grows as n, not n x n.
+  const Bootstrap::GatherJudge judge = [&members](const char* blocks, size_t count) {
+    Bootstrap::GatherVerdict v;
+    std::vector<RankInfo> rows(count);
+    ShrinkMember first;
+    memcpy(&first, blocks, sizeof first);
+    char b[320];
+    for (size_t i = 0; i < count; i++) {
+      ShrinkMember s;
+      memcpy(&s, blocks + i * sizeof s, sizeof s);
+      s.why[sizeof s.why - 1] = 0;
+      if (s.status != clbSuccess) {
+        snprintf(b, sizeof b, "refused on rank %d, so on every survivor (comm is unchanged): %s", members[i], s.why);
+        v.status = (clbResult_t)s.status;
+      } else if (s.digest != first.digest) {
+        snprintf(b, sizeof b,
+                 "rank %d passed another exclusion list than rank %d: every survivor passes the same ranks (comm is "
+                 "unchanged)",
+                 members[i], members[0]);
+        v.status = clbInvalidArgument;
+      }
+      if (v.status != clbSuccess) {
+        v.why = b;
+        return v;
+      }
+      rows[i] = s.info;
+    }
+    sha256(rows.data(), rows.size() * sizeof(RankInfo), v.digest.data());
+    return v;
+  };
+  std::array<uint8_t, kSha256Bytes> digest{};
+  if (clbResult_t g = c->boot.gatherAmong(members, seq, &me, sizeof me, judge, all.data(), &digest); g != clbSuccess)
     return fail(setError(g, "clbCommShrink: %s", lastError().c_str()));
-  for (int i = 0; i < m; i++) {
-    if (all[i].status != clbSuccess)
-      return fail(setError((clbResult_t)all[i].status,
-                           "rank %d: clbCommShrink was refused on rank %d, so on every "
-                           "survivor (comm is unchanged): %.176s",
-                           c->rank, members[i], all[i].why));
-    if (all[i].digest != me.digest)
-      return fail(setError(clbInvalidArgument,
-                           "rank %d: rank %d passed clbCommShrink another exclusion list than this rank's: every "
-                           "survivor passes the same ranks (comm is unchanged)",
-                           c->rank, members[i]));
-  }
-  std::vector<RankInfo> table;
-  for (const ShrinkMember& s : all) table.push_back(s.info);
+  // This survivor's rows; the others (rank -1) come over the child's tree.
+  RankInfo unknown{};
+  unknown.rank = -1;
+  std::vector<RankInfo> table(m, unknown);
+  for (int k : replyRows(childRank, m)) table[k] = all[k].info;
   rc = startChild(child, id, childRank, m, nullptr, session, std::move(table),
-                  "rank " + std::to_string(c->rank) + ": the shrunk communicator");
+                  "rank " + std::to_string(c->rank) + ": the shrunk communicator", &digest);
   wipe(&id, sizeof id);
   wipe(session, sizeof session);
   CLB_CHECK(rc);

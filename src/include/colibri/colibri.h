@@ -38,7 +38,8 @@ extern "C" {
  * 7: the root's reply is tagged over the table's SHA-256, not the table (hashed once, not per rank).
  * 8: the bootstrap's all-gather runs on a binomial tree (each rank dials its parent), not the ring.
  * 9: the root's reply carries the table's SHA-256 and the rows a rank connects with, not the whole
- *    table; the ranks gather the rest over the tree and check it against that hash. */
+ *    table; the ranks gather the rest over the tree and check it against that hash. A shrink's
+ *    lowest survivor answers the same way, with its verdict on every survivor's part. */
 #define CLB_PROTOCOL_VERSION 9
 
 typedef enum {
