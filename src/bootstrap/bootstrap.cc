@@ -687,6 +687,10 @@ clbResult_t Bootstrap::initWithTable(const IdData& id, int rank, int nranks, int
                     "bootstrap from a table: no listener (prepareTable), or a table of %zu ranks "
                     "for %d",
                     table.size(), nranks);
+  if (digest)  // the rows this rank connects with must be there; the others are gathered
+    for (int k : replyRows(rank, nranks))
+      if (table[k].rank != k)
+        return setError(clbRemoteError, "rank %d: the lowest survivor's answer holds no row of rank %d", rank, k);
   for (int p = 0; p < nranks; p++) {              // as the root does with the rows it receives
     if (digest && table[p].rank == -1) continue;  // to be gathered
     table[p].hostname[sizeof table[p].hostname - 1] = '\0';
@@ -698,7 +702,7 @@ clbResult_t Bootstrap::initWithTable(const IdData& id, int rank, int nranks, int
   peers_ = std::move(table);
   if (digest) {  // the rows of replyRows only, as after a root's reply
     CLB_CHECK(connectRing());
-    CLB_CHECK(gatherTable(*digest));
+    CLB_CHECK(gatherTable(*digest, "the lowest survivor"));
     if (checkTable) CLB_CHECK(checkTable(peers_));
     return clbSuccess;
   }
@@ -874,25 +878,26 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
     peers_[at[k]] = rows[k];
   }
   CLB_CHECK(connectRing());  // the listener stays: see closeListener / startPeerAcceptor
-  CLB_CHECK(gatherTable(digest));
+  CLB_CHECK(gatherTable(digest, "the root"));
   if (checkTable) CLB_CHECK(checkTable(peers_));  // every rank has this table: all fail, or none does
   return clbSuccess;
 }
 
-clbResult_t Bootstrap::gatherTable(const std::array<uint8_t, kSha256Bytes>& rootDigest) {
-  CLB_CHECK(allGather(peers_.data(), sizeof(RankInfo)));  // this rank's row: as the root holds it
-  return checkGatheredTable(&peers_, rootDigest, rank_);
+clbResult_t Bootstrap::gatherTable(const std::array<uint8_t, kSha256Bytes>& rootDigest, const char* source) {
+  CLB_CHECK(allGather(peers_.data(), sizeof(RankInfo)));  // this rank's row: as `source` sent it
+  return checkGatheredTable(&peers_, rootDigest, rank_, source);
 }
 
 clbResult_t checkGatheredTable(std::vector<RankInfo>* table, const std::array<uint8_t, kSha256Bytes>& rootDigest,
-                               int rank) {
-  // Every block came tagged by the rank that sent it, so a mismatch is a rank that holds the secret
-  // and gave the root another row than the tree (or a root that hashed another table).
+                               int rank, const char* source) {
+  // Each hop of the tree is tagged, so a change on the network fails a tag first: a mismatch here
+  // is a rank holding the secret that changed a row it forwarded, or a source that hashed another
+  // table than the rows it sent.
   if (tableDigest(table->data(), table->size() * sizeof(RankInfo)) != rootDigest)
     return setError(clbAuthError,
-                    "rank %d: the table of the %zu ranks gathered over the bootstrap tree differs from the table the "
-                    "root hashed (SHA-256): a rank sent its peers another row than it sent the root",
-                    rank, table->size());
+                    "rank %d: the table of the %zu ranks gathered over the bootstrap tree differs from the one %s "
+                    "hashed (SHA-256): a rank on the tree changed a row it forwarded, or %s hashed another table",
+                    rank, table->size(), source, source);
   for (size_t p = 0; p < table->size(); p++) {  // as initWithTable checks the table it is given
     RankInfo& row = (*table)[p];
     row.hostname[sizeof row.hostname - 1] = '\0';

@@ -182,9 +182,10 @@ inline int treeEnd(int r, int n) { return r == 0 ? n : (int)std::min<int64_t>(n,
 constexpr int kReplyRows = 4;
 inline std::array<int, kReplyRows> replyRows(int r, int n) { return {r, (r + 1) % n, treeParent(r), (r + n - 1) % n}; }
 // The check of a table gathered over the tree (`rank`: this rank, for messages): clbAuthError
-// unless its SHA-256 is the root's `rootDigest`, clbRemoteError if a row names another rank.
+// unless its SHA-256 is `rootDigest`, the one that `source` ("the root", "the lowest survivor")
+// gave; clbRemoteError if a row names another rank.
 clbResult_t checkGatheredTable(std::vector<RankInfo>* table, const std::array<uint8_t, kSha256Bytes>& rootDigest,
-                               int rank);
+                               int rank, const char* source = "the root");
 // Rank r's children, ascending (the smallest subtree first): r + 2^j below treeEnd(r, n).
 std::vector<int> treeChildren(int r, int n);
 // What a tree message about the subtree [from, to) carries, in bytes of an all-gather's buffer of n
@@ -318,7 +319,7 @@ class Bootstrap {
   clbResult_t connectRing();
   // The rest of the table after the root's reply (protocol 9): every rank's row gathered over the
   // tree, then checked against the root's hash of the whole table (`rootDigest`).
-  clbResult_t gatherTable(const std::array<uint8_t, kSha256Bytes>& rootDigest);
+  clbResult_t gatherTable(const std::array<uint8_t, kSha256Bytes>& rootDigest, const char* source);
   // Rank p as messages name it: "rank p (host pid n)" when its row is here, else "rank p".
   std::string rowName(int p) const;
   clbResult_t setUpTls(const IdData& id, int rank);  // the TLS contexts the id's mode asks for

@@ -435,17 +435,15 @@ clbResult_t Bootstrap::gatherAmong(const std::vector<int>& members, uint32_t seq
   const int64_t answerBy = deadline + timeoutMs_;
   GatherAnswer a;
   CLB_CHECK(recvAll(link, &a, sizeof a, answerBy, nullptr, name));
-  a.msg[sizeof a.msg - 1] = 0;
-  if (a.count > (uint32_t)nranks_)
-    return setError(clbAuthError, "rank %d: %s answered for %u members, more than the %d ranks", rank_, name, a.count,
-                    nranks_);
-  // On success the blocks of this member's replyRows, in that order.
+  // On success the blocks of this member's replyRows, in that order (a changed status fails the
+  // tag below, after at most these bytes).
   const bool ok = a.status == clbSuccess;
   std::vector<char> rows(ok ? kReplyRows * bytes : 0);
   if (!rows.empty()) CLB_CHECK(recvAll(link, rows.data(), rows.size(), answerBy, nullptr, name));
   CLB_CHECK(recvAll(link, mac, sizeof mac, answerBy, nullptr, name));
   if (!tagMatches(id_.secret, kGatherAnswer, t, {{&a, sizeof a}, {rows.data(), rows.size()}}, mac))
     return setError(clbAuthError, "rank %d: the answer of %s failed its authentication tag", rank_, name);
+  a.msg[sizeof a.msg - 1] = 0;
   if (!ok && a.judged) return setError((clbResult_t)a.status, "rank %d: %s", rank_, a.msg);
   if (!ok) return setError((clbResult_t)a.status, "rank %d: %s says: %s", rank_, name, a.msg);
   if (a.count != members.size())

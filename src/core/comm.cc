@@ -378,8 +378,9 @@ clbResult_t clb::newComm(int rank, int nranks, const clbConfig_t* config, std::u
 }
 
 Bootstrap::TableCheck clb::initTableCheck(clbComm* c) {
-  // Every rank has the same table and takes the same decision on it, before the ring connects:
-  // all fail, or none does.
+  // Every rank has the same table and takes the same decision on it (at init once the table is
+  // gathered on the tree and checked, at a split before the child's ring connects): all fail, or
+  // none does.
   const int rank = c->rank;
   return [rank](const std::vector<RankInfo>& table) {
     CLB_CHECK(checkVersions(table, rank));

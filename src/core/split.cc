@@ -14,8 +14,9 @@
 //     sets up its TLS and opens its ring listener (Bootstrap::prepareTable). The second
 //     all-gather carries every member's row of the child's bootstrap table (address, versions,
 //     agreed settings) and whether making it worked.
-//  3. Each member takes its color's rows as the child's table, the same on all of them, and
-//     connects the child's ring as an init does after the root's reply (Bootstrap::initWithTable),
+//  3. Each member takes its color's rows as the child's table, the same on all of them (the whole
+//     table: no gather on the child's tree), checks it and connects the child's ring
+//     (Bootstrap::initWithTable),
 //     whose handshakes prove the derived secret and session as usual. The parent's all-gather is
 //     authenticated, so the table arrives as its ranks sent it.
 // The parent is not changed (it only counts the split), so it stays usable whatever happens, but
@@ -244,10 +245,12 @@ extern "C" clbResult_t clbCommSplitRefuse(clbComm_t c, const char* reason) {
 //
 // The survivors (every rank not excluded) meet without the excluded ranks and without the parent's
 // ring (Bootstrap::gatherAmong through the lowest survivor): each says whether its arguments are
-// good and which exclusion list it passed (a digest), and gives its row of the child's table; then
-// each connects the child's ring from that table, the child's secret and session derived as a
-// split's, from the parent's secret, session, the shrink's number and the list. The parent is not
-// changed (it only counts the shrink).
+// good and which exclusion list it passed (a digest), and gives its row of the child's table. The
+// lowest survivor judges them and answers each with the verdict, the table's hash and the rows it
+// connects with; each connects the child's ring and tree and gathers the rest of the table there
+// (Bootstrap::initWithTable with the hash), the child's secret and session derived as a split's,
+// from the parent's secret, session, the shrink's number and the list. The parent is not changed
+// (it only counts the shrink).
 
 namespace {
 
@@ -362,9 +365,9 @@ extern "C" clbResult_t clbCommShrink(clbComm_t c, const int* excluded, int nexcl
         v.status = (clbResult_t)s.status;
       } else if (s.digest != first.digest) {
         snprintf(b, sizeof b,
-                 "rank %d passed another exclusion list than rank %d: every survivor passes the same ranks (comm is "
-                 "unchanged)",
-                 members[i], members[0]);
+                 "ranks %d and %d passed different lists of excluded ranks: every survivor passes the same ranks "
+                 "(comm is unchanged)",
+                 members[0], members[i]);
         v.status = clbInvalidArgument;
       }
       if (v.status != clbSuccess) {
@@ -379,6 +382,11 @@ extern "C" clbResult_t clbCommShrink(clbComm_t c, const int* excluded, int nexcl
   std::array<uint8_t, kSha256Bytes> digest{};
   if (clbResult_t g = c->boot.gatherAmong(members, seq, &me, sizeof me, judge, all.data(), &digest); g != clbSuccess)
     return fail(setError(g, "clbCommShrink: %s", lastError().c_str()));
+  if (me.status != clbSuccess || !child)  // this rank's own refusal wins over any verdict
+    return fail(setError(me.status != clbSuccess ? (clbResult_t)me.status : clbInternalError,
+                         "rank %d: clbCommShrink was refused here, though the lowest survivor (rank %d) answered that "
+                         "every survivor's part was good: %.176s",
+                         c->rank, members[0], me.why));
   // This survivor's rows; the others (rank -1) come over the child's tree.
   RankInfo unknown{};
   unknown.rank = -1;

@@ -687,7 +687,7 @@ TEST(BootstrapTree, GatheredTableMustHashToTheRootsDigest) {
     std::vector<clb::RankInfo> changed = table;
     reinterpret_cast<uint8_t*>(changed.data())[at] ^= 1;
     EXPECT_EQ(clb::checkGatheredTable(&changed, digest, 2), clbAuthError) << "byte " << at;
-    EXPECT_NE(std::string(clbGetLastError()).find("differs from the table the root hashed"), std::string::npos)
+    EXPECT_NE(std::string(clbGetLastError()).find("differs from the one the root hashed"), std::string::npos)
         << clbGetLastError();
   }
   std::vector<clb::RankInfo> misnamed = table;
