@@ -4,6 +4,10 @@
 package io.colibri.bench.common;
 
 import io.colibri.Option;
+import java.lang.management.ManagementFactory;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.function.Supplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -30,6 +34,25 @@ public final class Commands {
   public static final int EXIT_FAILED = 3;
 
   private Commands() {}
+
+  /**
+   * The command that starts {@code mainClass} in a new JVM as this one runs: the same Java, class
+   * path and {@code -D} properties of the command line (the library's among them).
+   *
+   * @param mainClass the class whose {@code main} runs
+   * @return the command, to which the caller adds the arguments
+   */
+  public static List<String> javaCommand(Class<?> mainClass) {
+    List<String> cmd = new ArrayList<>();
+    cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    for (String a : ManagementFactory.getRuntimeMXBean().getInputArguments()) {
+      if (a.startsWith("-D")) {
+        cmd.add(a);
+      }
+    }
+    cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), mainClass.getName()));
+    return cmd;
+  }
 
   /**
    * What every command line of the tool does alike (set after the commands are added): the last

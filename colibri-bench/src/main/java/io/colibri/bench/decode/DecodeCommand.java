@@ -122,8 +122,9 @@ public final class DecodeCommand implements Callable<Integer> {
       names = "--transport",
       paramLabel = "T",
       description =
-          "Colibri's transport between the rank threads: auto, shm, socket (default:"
-              + " ${DEFAULT-VALUE}).")
+          "Colibri's transport between the ranks: auto, shm, socket or verbs (default:"
+              + " ${DEFAULT-VALUE}); TLS on the sockets: COLIBRI_TLS and its certificates in the"
+              + " environment (docs/configuration.md).")
   String transport = "auto";
 
   @Option(
@@ -264,9 +265,11 @@ public final class DecodeCommand implements Callable<Integer> {
           case "auto" -> Transport.AUTO;
           case "shm" -> Transport.SHM;
           case "socket" -> Transport.SOCKET;
+          case "verbs" -> Transport.VERBS;
           default ->
               throw new ParameterException(
-                  spec.commandLine(), "--transport " + transport + ": use auto, shm or socket");
+                  spec.commandLine(),
+                  "--transport " + transport + ": use auto, shm, socket or verbs");
         };
     boolean gpu =
         switch (device) {
@@ -642,7 +645,7 @@ public final class DecodeCommand implements Callable<Integer> {
     return bytes / (1024.0 * 1024.0);
   }
 
-  private static int[] column(int[][] t, int col) {
+  static int[] column(int[][] t, int col) {
     int[] c = new int[t.length];
     for (int i = 0; i < t.length; i++) {
       c[i] = t[i][col];

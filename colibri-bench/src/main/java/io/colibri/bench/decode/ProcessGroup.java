@@ -6,12 +6,12 @@ package io.colibri.bench.decode;
 import io.colibri.Options;
 import io.colibri.Transport;
 import io.colibri.UniqueId;
+import io.colibri.bench.common.Commands;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
-import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -104,15 +104,7 @@ final class ProcessGroup {
   }
 
   private static Process start(Spec s, String id, int rank, Path dir) throws IOException {
-    List<String> cmd = new ArrayList<>();
-    cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-    // The parent's system properties given on its command line (the library's among them).
-    for (String a : ManagementFactory.getRuntimeMXBean().getInputArguments()) {
-      if (a.startsWith("-D")) {
-        cmd.add(a);
-      }
-    }
-    cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), ProcessGroup.class.getName()));
+    List<String> cmd = Commands.javaCommand(ProcessGroup.class);
     ModelShape m = s.shape();
     Map<String, String> a = new HashMap<>();
     a.put("id", id);

@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.colibri.Options;
 import io.colibri.Transport;
 import io.colibri.bench.MainRun;
+import io.colibri.bench.TestPki;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -27,8 +28,8 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * The decoder as a group of rank threads on Colibri's host path: TP=2, 4 and 8 generate what
- * TP=1 generates, over shm and socket; a wrong sum is caught by the check; the command's output
- * and errors.
+ * TP=1 generates, over every transport (shm, socket, socket with TLS, the verbs stand-in); a wrong
+ * sum is caught by the check; the command's output and errors.
  */
 class DecodeGroupTest {
 
@@ -38,28 +39,99 @@ class DecodeGroupTest {
     return Options.builder().transport(t).timeout(Duration.ofSeconds(60)).build();
   }
 
-  @ParameterizedTest
-  @EnumSource(
-      value = Transport.class,
-      names = {"SHM", "SOCKET"})
-  void everyTpSizeGeneratesWhatOneRankGenerates(Transport t) {
-    LocalGroup.Result one = LocalGroup.run(S, 1, options(t), 5, 4, 6, true, Function.identity());
-    for (int tp : new int[] {2, 4, 8}) {
-      LocalGroup.Result r = LocalGroup.run(S, tp, options(t), 5, 4, 6, true, Function.identity());
-      assertEquals(tp, r.ranks().size());
-      assertArrayEquals(one.rank0().tokens(), r.rank0().tokens(), "TP=" + tp + " over " + t);
-      double diff = LocalGroup.compare(one.rank0(), r.rank0());
-      assertTrue(diff < 1e-4, "TP=" + tp + " over " + t + ": logits differ by " + diff);
+  /**
+   * The transports a decoder runs over, as the native suite's list: shm, socket, socket with TLS on
+   * every connection (COLIBRI_TLS=all, which a process reads from its environment: its ranks run in
+   * a JVM of their own), and verbs through the verbs plugin over the verbs emulator (surefire puts
+   * both on the paths, see this module's pom).
+   */
+  enum Net {
+    SHM(Transport.SHM),
+    SOCKET(Transport.SOCKET),
+    SOCKET_TLS(Transport.SOCKET),
+    VERBS(Transport.VERBS);
+
+    final Transport transport;
+
+    Net(Transport transport) {
+      this.transport = transport;
     }
+  }
+
+  private static final long SEED = 5;
+  private static final int PROMPT = 4;
+  private static final int NEW = 6;
+
+  @ParameterizedTest
+  @EnumSource(Net.class)
+  void everyTpSizeGeneratesWhatOneRankGenerates(Net net, @TempDir Path dir) {
+    LocalGroup.Result one =
+        LocalGroup.run(S, 1, options(Transport.SHM), SEED, PROMPT, NEW, true, Function.identity());
     // The tokens are not all the same one (a model that always says one token checks nothing).
-    int[][] tok = one.rank0().tokens();
     java.util.Set<Integer> distinct = new java.util.HashSet<>();
-    for (int[] step : tok) {
+    for (int[] step : one.rank0().tokens()) {
       for (int x : step) {
         distinct.add(x);
       }
     }
     assertTrue(distinct.size() > 3, "distinct tokens: " + distinct);
+    if (net == Net.SOCKET_TLS) {
+      overTls(one, dir);
+      return;
+    }
+    for (int tp : new int[] {2, 4, 8}) {
+      LocalGroup.Result r =
+          LocalGroup.run(
+              S, tp, options(net.transport), SEED, PROMPT, NEW, true, Function.identity());
+      assertEquals(tp, r.ranks().size());
+      assertArrayEquals(one.rank0().tokens(), r.rank0().tokens(), "TP=" + tp + " over " + net);
+      double diff = LocalGroup.compare(one.rank0(), r.rank0());
+      assertTrue(diff < 1e-4, "TP=" + tp + " over " + net + ": logits differ by " + diff);
+    }
+  }
+
+  /**
+   * TP=2, 4 and 8 over sockets with TLS on every connection, as a user runs it: the decode command
+   * in a JVM whose environment sets COLIBRI_TLS=all and the certificates, checking itself against
+   * TP=1 (--check, tolerance 1e-4) and printing the tokens {@code one} generated here without TLS.
+   * The same run trusting a CA that signed no rank's certificate must fail: TLS is in use.
+   */
+  private static void overTls(LocalGroup.Result one, Path dir) {
+    TestPki pki = TestPki.make(dir);
+    String expected =
+        "tokens (sequence 0): "
+            + java.util.Arrays.toString(DecodeCommand.column(one.rank0().tokens(), 0));
+    for (int tp : new int[] {2, 4, 8}) {
+      MainRun r = decodeOverTls(pki.env("all", pki.ca()), tp);
+      assertEquals(0, r.rc, "TP=" + tp + " over socket with TLS: " + r.both());
+      assertTrue(
+          r.out.contains("ok: TP=" + tp + " equals TP=1 (tokens identical, logits within"), r.out);
+      assertEquals(expected, tokensLine(r.out), "TP=" + tp + " over socket with TLS");
+    }
+    MainRun rogue = decodeOverTls(pki.env("all", pki.rogueCa()), 2);
+    assertEquals(DecodeCommand.EXIT_FAILED, rogue.rc, rogue.both());
+    assertTrue(rogue.err.contains("colibri decode: "), rogue.both());
+    assertTrue(rogue.err.toLowerCase(java.util.Locale.ROOT).contains("certificate"), rogue.both());
+  }
+
+  private static MainRun decodeOverTls(java.util.Map<String, String> env, int tp) {
+    return MainRun.inOwnJvm(
+        env,
+        Duration.ofSeconds(120),
+        "decode",
+        "--tp",
+        Integer.toString(tp),
+        "--check",
+        "--transport",
+        "socket",
+        "--timeout",
+        "30",
+        "--seed",
+        Long.toString(SEED),
+        "--prompt",
+        Integer.toString(PROMPT),
+        "--new",
+        Integer.toString(NEW));
   }
 
   /** Collectives that pass every call on to {@code c}; tests override one call to put a fault in. */
@@ -356,6 +428,9 @@ class DecodeGroupTest {
     r = MainRun.of("decode", "--model", "llama9b");
     assertEquals(2, r.rc, r.both());
     assertTrue(r.err.contains("--model llama9b: use small or llama8b"), r.err);
+    r = MainRun.of("decode", "--transport", "ib");
+    assertEquals(2, r.rc, r.both());
+    assertTrue(r.err.contains("--transport ib: use auto, shm, socket or verbs"), r.err);
     r = MainRun.of("decode", "--device", "tpu");
     assertEquals(2, r.rc, r.both());
     assertTrue(r.err.contains("--device tpu: use cpu or gpu"), r.err);
