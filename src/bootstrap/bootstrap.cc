@@ -44,14 +44,6 @@ bool isWildcard(const SockAddr& a) {
          IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr);
 }
 
-// What the root's reply tags and sends beside the rows: the whole table's SHA-256 (zeros without
-// a table). Hashed once at the root; each rank hashes the table it gathered and compares.
-std::array<uint8_t, kSha256Bytes> tableDigest(const void* table, size_t bytes) {
-  std::array<uint8_t, kSha256Bytes> d{};
-  if (bytes) sha256(table, bytes, d.data());
-  return d;
-}
-
 // The root's answer to an authenticated hello: header, message, on success the table's digest and
 // the rank's rows (replyRows), then a tag over the header, the message, the digest (zeros on a
 // refusal) and the rows.
@@ -60,7 +52,7 @@ clbResult_t sendReply(Link& link, const uint8_t* secret, const Transcript& t, cl
                       int64_t deadline, uint32_t flags = 0, const std::array<uint8_t, kSha256Bytes>* digest = nullptr) {
   ReplyHeader r{(uint32_t)status, (uint32_t)msg.size(), nranks, flags, {}};
   if (session) memcpy(r.session, session, kSessionBytes);
-  const std::array<uint8_t, kSha256Bytes> d = digest ? *digest : tableDigest(nullptr, 0);
+  const std::array<uint8_t, kSha256Bytes> d = digest ? *digest : tableDigest(nullptr, 0);  // zeros: no table
   const size_t rowBytes = rows ? kReplyRows * sizeof(RankInfo) : 0;
   uint8_t mac[kTagBytes];
   tag(secret, kRootReply, t, {{&r, sizeof r}, {msg.data(), msg.size()}, {d.data(), d.size()}, {rows, rowBytes}}, mac);
@@ -363,7 +355,7 @@ struct Root {
         memcpy(session, d, sizeof session);
       }
       const int64_t sendBy = nowMs() + kRootSendMs;
-      const std::array<uint8_t, kSha256Bytes> digest = tableDigest(table.data(), table.size() * sizeof(RankInfo));
+      const std::array<uint8_t, kSha256Bytes> digest = tableDigest(table.data(), table.size());
       for (int r = 0; r < nranks; r++) {
         RankInfo rows[kReplyRows];
         const std::array<int, kReplyRows> at = replyRows(r, nranks);
@@ -700,12 +692,8 @@ clbResult_t Bootstrap::initWithTable(const IdData& id, int rank, int nranks, int
   memcpy(session_, session, kSessionBytes);
   memcpy(&nonce_, session_, sizeof nonce_);
   peers_ = std::move(table);
-  if (digest) {  // the rows of replyRows only, as after a root's reply
-    CLB_CHECK(connectRing());
-    CLB_CHECK(gatherTable(*digest, "the lowest survivor"));
-    if (checkTable) CLB_CHECK(checkTable(peers_));
-    return clbSuccess;
-  }
+  if (digest)
+    return connectAndGather(*digest, "the lowest survivor", checkTable);  // replyRows only, as after a root's reply
   if (checkTable) CLB_CHECK(checkTable(peers_));  // every member has this table: all fail, or none does
   CLB_CHECK(connectRing());                       // the listener stays: see closeListener / startPeerAcceptor
   return clbSuccess;
@@ -877,10 +865,21 @@ clbResult_t Bootstrap::joinRoot(const SockAddr& root, int64_t deadline, const Ve
                       rootName.c_str(), rows[k].rank, at[k]);
     peers_[at[k]] = rows[k];
   }
+  return connectAndGather(digest, "the root", checkTable);
+}
+
+clbResult_t Bootstrap::connectAndGather(const std::array<uint8_t, kSha256Bytes>& digest, const char* source,
+                                        const TableCheck& checkTable) {
   CLB_CHECK(connectRing());  // the listener stays: see closeListener / startPeerAcceptor
-  CLB_CHECK(gatherTable(digest, "the root"));
+  CLB_CHECK(gatherTable(digest, source));
   if (checkTable) CLB_CHECK(checkTable(peers_));  // every rank has this table: all fail, or none does
   return clbSuccess;
+}
+
+std::array<uint8_t, kSha256Bytes> tableDigest(const RankInfo* rows, size_t count) {
+  std::array<uint8_t, kSha256Bytes> d{};
+  if (count) sha256(rows, count * sizeof(RankInfo), d.data());
+  return d;
 }
 
 clbResult_t Bootstrap::gatherTable(const std::array<uint8_t, kSha256Bytes>& rootDigest, const char* source) {
@@ -893,7 +892,7 @@ clbResult_t checkGatheredTable(std::vector<RankInfo>* table, const std::array<ui
   // Each hop of the tree is tagged, so a change on the network fails a tag first: a mismatch here
   // is a rank holding the secret that changed a row it forwarded, or a source that hashed another
   // table than the rows it sent.
-  if (tableDigest(table->data(), table->size() * sizeof(RankInfo)) != rootDigest)
+  if (tableDigest(table->data(), table->size()) != rootDigest)
     return setError(clbAuthError,
                     "rank %d: the table of the %zu ranks gathered over the bootstrap tree differs from the one %s "
                     "hashed (SHA-256): a rank on the tree changed a row it forwarded, or %s hashed another table",

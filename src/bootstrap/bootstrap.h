@@ -181,6 +181,9 @@ inline int treeEnd(int r, int n) { return r == 0 ? n : (int)std::min<int64_t>(n,
 // check it against the root's SHA-256 of the whole.
 constexpr int kReplyRows = 4;
 inline std::array<int, kReplyRows> replyRows(int r, int n) { return {r, (r + 1) % n, treeParent(r), (r + n - 1) % n}; }
+// The SHA-256 of `count` rows that a root or a shrink's lowest survivor sends beside the rows each
+// rank connects with (zeros for no rows); checkGatheredTable compares the gathered table with it.
+std::array<uint8_t, kSha256Bytes> tableDigest(const RankInfo* rows, size_t count);
 // The check of a table gathered over the tree (`rank`: this rank, for messages): clbAuthError
 // unless its SHA-256 is `rootDigest`, the one that `source` ("the root", "the lowest survivor")
 // gave; clbRemoteError if a row names another rank.
@@ -320,6 +323,10 @@ class Bootstrap {
   // The rest of the table after the root's reply (protocol 9): every rank's row gathered over the
   // tree, then checked against the root's hash of the whole table (`rootDigest`).
   clbResult_t gatherTable(const std::array<uint8_t, kSha256Bytes>& rootDigest, const char* source);
+  // A rank that holds only its replyRows rows: connects its ring and tree with them, gathers the
+  // rest (gatherTable) and runs checkTable on the whole, the same table on every rank.
+  clbResult_t connectAndGather(const std::array<uint8_t, kSha256Bytes>& digest, const char* source,
+                               const TableCheck& checkTable);
   // Rank p as messages name it: "rank p (host pid n)" when its row is here, else "rank p".
   std::string rowName(int p) const;
   clbResult_t setUpTls(const IdData& id, int rank);  // the TLS contexts the id's mode asks for

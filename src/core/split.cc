@@ -376,7 +376,7 @@ extern "C" clbResult_t clbCommShrink(clbComm_t c, const int* excluded, int nexcl
       }
       rows[i] = s.info;
     }
-    sha256(rows.data(), rows.size() * sizeof(RankInfo), v.digest.data());
+    v.digest = tableDigest(rows.data(), rows.size());
     return v;
   };
   std::array<uint8_t, kSha256Bytes> digest{};
