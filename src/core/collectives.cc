@@ -10,9 +10,7 @@
 #include "core/p2p.h"
 #include "core/premul.h"
 #include "transport/transport.h"
-#ifdef CLB_HAVE_CUDA
-#include "device/device.h"
-#endif
+#include "device/runtime.h"
 
 using namespace clb;
 
@@ -64,7 +62,7 @@ clbResult_t memoryKind(clbComm* c, uint32_t coll, const void* send, void* recv, 
                        int* ordinal) {
   const bool hasSend = !(coll == kBroadcast && c->rank != root) && send;
   const bool hasRecv = !(coll == kReduce && c->rank != root) && recv;
-  return bufferMemory(hasSend ? send : nullptr, hasRecv ? recv : nullptr, stream, onDevice, ordinal);
+  return cuda::bufferMemory(hasSend ? send : nullptr, hasRecv ? recv : nullptr, stream, onDevice, ordinal);
 }
 
 }  // namespace
@@ -91,45 +89,6 @@ clbResult_t clb::checkOverlap(const char* call, const void* send, size_t sendByt
                     send, sendBytes, recv, recvBytes, inPlace ? ", and not as in place (" : "", inPlace ? inPlace : "",
                     inPlace ? ")" : "", inPlace ? ", or the in-place layout" : "");
   return clbSuccess;
-}
-
-// Host or device memory? Device memory is only possible once this process loaded the CUDA
-// driver, so host-only processes never pay for the question. Both buffers must agree, and a
-// stream means device work.
-clbResult_t clb::bufferMemory(const void* send, const void* recv, void* stream, bool* onDevice, int* ordinal) {
-  *onDevice = false;
-  // No buffer (a call that moves nothing: counts of 0): nothing to ask, and the stream has no work
-  // to order, whatever it is.
-  if (!send && !recv) return clbSuccess;
-#ifdef CLB_HAVE_CUDA
-  if (!stream && !cuda::driverInProcess()) return clbSuccess;
-  bool recvDev = false, sendDev = false;
-  int ro = -1, so = -1;
-  const void* first = recv ? recv : send;
-  if (first) CLB_CHECK(cuda::classifyPointer(first, &recvDev, &ro));
-  if (recv && send && send != recv)
-    CLB_CHECK(cuda::classifyPointer(send, &sendDev, &so));
-  else
-    sendDev = recvDev, so = ro;  // in place (or one buffer): one question
-  if (sendDev != recvDev)
-    return setError(clbInvalidArgument,
-                    "send is %s memory but recv is %s memory: pass both on the GPU or both on the host",
-                    sendDev ? "device" : "host", recvDev ? "device" : "host");
-  if (recvDev && so != ro)
-    return setError(clbInvalidArgument, "send is on GPU %d but recv on GPU %d: pass buffers of one GPU", so, ro);
-  if (!recvDev && stream)
-    return setError(clbInvalidArgument,
-                    "a CUDA stream was given but the buffers are host memory: pass device buffers, or stream 0 "
-                    "(NULL) for host buffers");
-  *onDevice = recvDev;
-  *ordinal = ro;
-  return clbSuccess;
-#else
-  if (stream)
-    return setError(clbUnsupported,
-                    "a CUDA stream was given, but this build has no CUDA path: pass NULL for host buffers");
-  return clbSuccess;
-#endif
 }
 
 namespace {
@@ -217,44 +176,9 @@ clbResult_t runTaken(clbComm* c, uint32_t coll, const void* send, void* recv, si
   int ordinal = -1;
   CLB_CHECK(memoryKind(c, coll, send, recv, root, stream, &onDevice, &ordinal));
   if (onDevice) {
-#ifdef CLB_HAVE_CUDA
-    // PreMulSum: the scaling kernel on the stream, ahead of the collective's (see scaleHostInput
-    // for where it writes; the scratch is the Scaler's, device.h).
-    cuda::Scaler* scaler = nullptr;
-    if (pm.on) {
-      if (!c->scaler) c->scaler = std::make_unique<cuda::Scaler>(c);
-      scaler = c->scaler.get();
-      // Into recv where recv is all the call writes, else (reduceScatter; a reduce's other ranks,
-      // whose recv the call leaves alone) into the scratch.
-      const size_t elems = coll == kReduceScatter ? count * c->nranks : count;
-      const bool scratch = (coll == kReduceScatter && c->nranks > 1) || (coll == kReduce && c->rank != root);
-      void* dst = nullptr;
-      // Every rank of a reduce asks for the same scratch, the root too (which scales into recv):
-      // inside a capture a scratch too small is refused, and so on every rank alike. A reduce of
-      // one rank has only its root, which needs none.
-      const size_t want = scratch || (coll == kReduce && c->nranks > 1) ? elems * clbTypeSize(type) : 0;
-      CLB_CHECK(scaler->begin(ordinal, static_cast<CUstream>(stream), want, &dst));
-      if (!scratch) dst = recv;
-      if (clbResult_t rc = scaler->scale(dst, send, elems, pm, static_cast<CUstream>(stream))) {
-        scaler->end(static_cast<CUstream>(stream));
-        return rc;
-      }
-      a.send = dst;
-    }
-    if (!c->device) c->device = std::make_unique<cuda::Device>(c);
-    a.desc.algo = clbAlgoDirect;
-    // Ranks that do not share a host (or memory: a socket or verbs transport) cannot map each
-    // other's device memory: through pinned host memory and the host transport.
-    clbResult_t rc = c->nranks > 1 && !c->carrier->sharesMemory()
-                         ? c->device->runAcrossHosts(a, ordinal, static_cast<CUstream>(stream))
-                         : c->device->run(a, ordinal, static_cast<CUstream>(stream));
-    if (scaler) scaler->end(static_cast<CUstream>(stream));
+    clbResult_t rc = cuda::runCollective(c, a, pm, ordinal, stream);
     c->lastAlgo = clbAlgoDirect;
-    // Refusals before anything moved leave the communicator usable.
-    if (rc != clbSuccess && rc != clbInvalidArgument && rc != clbUnsupported && rc != clbInvalidUsage)
-      c->markFailed(rc);
     return rc;
-#endif
   }
   // A reduce comes here on device memory of ranks that share a host only (clbReduce, p2p.cc).
   if (coll == kReduce) return setError(clbInternalError, "rank %d: a reduce reached the host collectives", c->rank);
@@ -367,49 +291,14 @@ clbResult_t clbBarrier(clbComm_t comm, void* stream) {
     int32_t token = 0;  // host: the call returns once every rank has entered it
     return run(comm, kAllReduce, &token, &token, 1, clbInt32, clbSum, kBarrierRoot, nullptr);
   }
-#ifdef CLB_HAVE_CUDA
   // On the stream: an all-reduce of one int32 in device memory of the stream's context, made at
   // the communicator's first such barrier (not inside a graph capture: memory is not allocated
   // there). Under the call, like the collective itself: nothing else runs on comm meanwhile.
   CallScope call(comm, kAllReduce);
   CLB_CHECK(call.result());
-  const cuda::Driver* d = nullptr;
-  CLB_CHECK(cuda::driver(&d));
-  CUcontext ctx = nullptr;
-  CLB_CU(d, cuStreamGetCtx, static_cast<CUstream>(stream), &ctx);
-  if (!comm->barrierScratch) {
-    cuda::CtxScope scope(d, ctx);
-    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
-    d->cuStreamIsCapturing(static_cast<CUstream>(stream), &capturing);
-    if (capturing != CU_STREAM_CAPTURE_STATUS_NONE)
-      return setError(clbInvalidUsage,
-                      "rank %d: the first clbBarrier on a stream was called inside a CUDA graph "
-                      "capture: call it once before capturing (it allocates its 4 bytes of device memory then)",
-                      comm->rank);
-    CUdeviceptr p = 0;
-    CLB_CU(d, cuMemAlloc, &p, sizeof(int32_t));
-    if (CUresult r = d->cuMemsetD8(p, 0, sizeof(int32_t)); r != CUDA_SUCCESS) {
-      d->cuMemFree(p);
-      return setError(clbSystemError, "rank %d: clbBarrier: cuMemsetD8 of its 4 bytes failed (CUresult %d)", comm->rank,
-                      (int)r);
-    }
-    comm->barrierScratch = reinterpret_cast<void*>(p);
-    comm->barrierContext = ctx;
-    comm->mem.addDevice(sizeof(int32_t));
-  } else if (ctx != comm->barrierContext) {
-    return setError(clbInvalidUsage,
-                    "rank %d: clbBarrier on a stream of another CUDA context than this "
-                    "communicator's first barrier: a communicator's device calls use one GPU (its primary "
-                    "context)",
-                    comm->rank);
-  }
-  return runTaken(comm, kAllReduce, comm->barrierScratch, comm->barrierScratch, 1, clbInt32, clbSum, kBarrierRoot,
-                  stream);
-#else
-  return setError(clbUnsupported,
-                  "clbBarrier on a stream: this libcolibri was built without CUDA; pass stream NULL "
-                  "for a barrier of the calling threads");
-#endif
+  void* scratch = nullptr;
+  CLB_CHECK(cuda::barrierScratch(comm, stream, &scratch));
+  return runTaken(comm, kAllReduce, scratch, scratch, 1, clbInt32, clbSum, kBarrierRoot, stream);
 }
 
 }  // extern "C"

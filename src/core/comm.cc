@@ -23,9 +23,7 @@
 #include "bootstrap/versions.h"
 #include "transport/transport.h"
 
-#ifdef CLB_HAVE_CUDA
-#include "device/device.h"
-#endif
+#include "device/runtime.h"
 
 namespace clb {
 
@@ -233,35 +231,7 @@ clbResult_t clbComm::asyncStatus() {
     return setError(failureCode, "rank %d: a collective failed and the communicator cannot go on: %s", rank,
                     failure.c_str());
   }
-#ifdef CLB_HAVE_CUDA
-  // The device objects stay while this reads them (clbCommSuspend frees them under the lock).
-  std::shared_lock<std::shared_mutex> objects(deviceObjects);
-  if (const unsigned int e = peerDevice ? peerDevice->launchError() : 0; e == CLB_P2P_ERROR_MISMATCH) {
-    setError(clbRemoteError,
-             "rank %d: a point-to-point operation on device memory met its peer's of another call, "
-             "count or type (a send and its receive must have the same count and type, in the same order, within "
-             "calls of the same kind; every rank of a gather, scatter or reduce must pass the same root, count and "
-             "type): nothing moved into that receive, and the communicator cannot go on",
-             rank);
-    markFailed(clbRemoteError);
-    return clbRemoteError;
-  } else if (e) {
-    setError(clbTimeout,
-             "rank %d: a point-to-point kernel waited past the timeout (%lld ms) for a peer: its output "
-             "is undefined, and the communicator cannot go on",
-             rank, (long long)cfg.timeoutMs);
-    markFailed(clbTimeout);
-    return clbTimeout;
-  }
-  if (cuda::Device* d = deviceReady.load(std::memory_order_acquire)) {
-    clbResult_t rc = d->deviceStatus();
-    if (rc != clbSuccess) {
-      markFailed(rc);
-      return rc;
-    }
-  }
-  objects.unlock();
-#endif
+  CLB_CHECK(cuda::deviceStatus(this));
   PeerNotice n;
   if (carrier && carrier->statusNotice(&n)) {
     switch (n.kind) {
@@ -480,34 +450,6 @@ clbResult_t clbCommInitRankAbortable(clbComm_t* comm, const clbUniqueId* id, int
   return clbSuccess;
 }
 
-namespace {
-
-// The device memory that calls set up at their first need (the device runtime, PreMulSum's
-// scaling, the device barrier's word; with `peers`, point-to-point on the GPU too): freed by
-// clbCommDestroy and clbCommSuspend, made again by the next call that needs it. Waits for this
-// rank's kernels (the device runtime synchronizes its context).
-void releaseCallMemory(clbComm* c, bool peers) {
-#ifdef CLB_HAVE_CUDA
-  std::unique_lock<std::shared_mutex> objects(c->deviceObjects);
-  c->device.reset();  // waits for this rank's kernels (its context synchronized)
-  c->scaler.reset();  // ... so the scaling kernels' scratch is free to go
-  if (peers) c->peerDevice.reset();
-  if (c->barrierScratch) {
-    const cuda::Driver* d = nullptr;
-    if (cuda::driver(&d) == clbSuccess) {
-      cuda::CtxScope scope(d, static_cast<CUcontext>(c->barrierContext));
-      d->cuMemFree((CUdeviceptr)c->barrierScratch);
-    }
-    c->barrierScratch = nullptr;
-    c->barrierContext = nullptr;
-  }
-#else
-  (void)c, (void)peers;
-#endif
-}
-
-}  // namespace
-
 clbResult_t clbCommDestroy(clbComm_t c) {
   clearError();
   if (!c) return clbSuccess;
@@ -522,7 +464,7 @@ clbResult_t clbCommDestroy(clbComm_t c) {
   releaseOps(c);
   if (c->carrier)
     c->carrier->close(c->aborted ? PeerNotice::kAborted : c->failed ? PeerNotice::kFailed : PeerNotice::kClosed);
-  releaseCallMemory(c, false);
+  cuda::releaseCallMemory(c, false);
   c->carrier = nullptr;
   c->ownedCarrier.reset();
   c->boot.close();
@@ -626,10 +568,7 @@ clbResult_t clbCommTrim(clbComm_t c) {
   if (c->failed || c->aborted) return clbSuccess;
   if (c->carrier) CLB_CHECK(c->carrier->trim());
   trimHostScratch(c);  // PreMulSum's scaled inputs (host buffers): made again by the next such call
-#ifdef CLB_HAVE_CUDA
-  if (c->device) CLB_CHECK(c->device->trimHostStage());
-  if (c->scaler) CLB_CHECK(c->scaler->trim());
-#endif
+  CLB_CHECK(cuda::trimCallMemory(c));
   return clbSuccess;
 }
 
@@ -663,14 +602,12 @@ clbResult_t clbCommSuspend(clbComm_t c) {
                                  "the device memory that clbCommSuspend would give back: the communicator cannot be "
                                  "suspended (destroy it to give the memory back, and make a new one)",
                                  c->rank);
-#ifdef CLB_HAVE_CUDA
-  else if (c->device && !c->device->registrations().empty())
+  else if (const size_t regs = cuda::registrationCount(c))
     all[c->rank].code = setError(clbInvalidUsage,
                                  "rank %d holds %zu registration(s) of buffers (clbCommRegister, "
                                  "ncclCommWindowRegister), whose mappings of the peers' buffers clbCommSuspend would "
                                  "give back: deregister them on every rank before suspending",
-                                 c->rank, c->device->registrations().count());
-#endif
+                                 c->rank, regs);
   snprintf(all[c->rank].why, sizeof all[c->rank].why, "%s", lastError().c_str());
   if (c->nranks > 1) {
     if (clbResult_t rc = c->boot.allGather(all.data(), sizeof(Can)); rc != clbSuccess) {
@@ -683,7 +620,7 @@ clbResult_t clbCommSuspend(clbComm_t c) {
       return setError((clbResult_t)all[p].code, "%s%.252s", p == c->rank ? "" : "no rank suspended, because ",
                       all[p].why);
   clearError();
-  releaseCallMemory(c, true);
+  cuda::releaseCallMemory(c, true);
   // A failure here still reaches the barrier, which the peers wait in.
   const clbResult_t trimmed = c->carrier ? c->carrier->trim() : clbSuccess;
   const std::string trimError = trimmed != clbSuccess ? lastError() : std::string();
@@ -738,16 +675,7 @@ clbResult_t clbCommInfo(clbComm_t c, char* buf, size_t bytes) {
   clearError();
   CLB_CHECK(checkComm(c));
   if (!buf || bytes == 0) return setError(clbInvalidArgument, "buffer is NULL or empty");
-  std::string dev = "device: none (built without CUDA)\n";
-#ifdef CLB_HAVE_CUDA
-  std::shared_lock<std::shared_mutex> objects(c->deviceObjects);  // clbCommSuspend may free them meanwhile
-  dev = c->device ? c->device->describe() : "device: not used yet (set up at the first collective on device memory)\n";
-  if (c->peerDeviceMemory)
-    dev +=
-        "point-to-point on device buffers between hosts: channels in GPU memory, " + c->peerDeviceMemory->name + "\n";
-  else if (!c->peerDeviceMemoryWhy.empty())
-    dev += "point-to-point on device buffers between hosts: through host memory (" + c->peerDeviceMemoryWhy + ")\n";
-#endif
+  const std::string dev = cuda::describe(c);
   snprintf(buf, bytes, "%s%s", c->info.c_str(), dev.c_str());
   return clbSuccess;
 }
@@ -760,13 +688,7 @@ clbResult_t clbCommRegister(clbComm_t c, void* buff, size_t bytes, void** handle
   CLB_CHECK(c->refuseIfRevoked());
   if (handle) *handle = nullptr;
   CLB_CHECK(c->checkUsable());
-#ifdef CLB_HAVE_CUDA
-  if (!c->device) c->device = std::make_unique<clb::cuda::Device>(c);
-  return c->device->registerBuffer(buff, bytes, handle);
-#else
-  (void)buff, (void)bytes;
-  return setError(clbUnsupported, "this libcolibri was built without CUDA: there is no device memory to register");
-#endif
+  return cuda::registerBuffer(c, buff, bytes, handle);
 }
 
 clbResult_t clbCommDeregister(clbComm_t c, void* handle) {
@@ -775,9 +697,9 @@ clbResult_t clbCommDeregister(clbComm_t c, void* handle) {
   CallScope call(c, kCallDeregister);
   CLB_CHECK(call.result());
   CLB_CHECK(c->refuseIfRevoked());
-#ifdef CLB_HAVE_CUDA
-  if (c->device) return c->device->deregisterBuffer(handle);  // collective: a NULL handle is refused on every rank
-#endif
+  bool taken = false;
+  const clbResult_t rc = cuda::deregisterBuffer(c, handle, &taken);
+  if (taken) return rc;
   if (!handle) return setError(clbInvalidArgument, "handle is NULL: pass what clbCommRegister returned");
   return setError(clbInvalidArgument, "rank %d: %p is not a registration of this communicator (it has none)", c->rank,
                   handle);

@@ -42,10 +42,6 @@ struct clbComm : clb::DeviceCommContext {
   // Calls made of point-to-point operations that every rank makes (all-to-all(v), gather,
   // scatter, reduce), numbered alike on every rank: their messages' OpDesc::epoch.
   uint32_t peerCollectives = 0;
-  // clbBarrier on a stream: one int32 of device memory, made at the first in the stream's context
-  // (under the call, like every use).
-  void* barrierScratch = nullptr;
-  void* barrierContext = nullptr;  // its CUcontext
   // clbCommSuspend gave the device memory back: every call but clbCommResume (and the queries,
   // clbCommDestroy, clbCommAbort) is refused until clbCommResume.
   std::atomic<bool> suspended{false};
@@ -147,10 +143,6 @@ inline bool wrapsAround(const void* p, size_t bytes) { return bytes > UINTPTR_MA
 // wrapped end cannot hide an overlap.
 clbResult_t checkOverlap(const char* call, const void* send, size_t sendBytes, const void* recv, size_t recvBytes,
                          const char* inPlace);
-// Whether a call's buffers are device memory (*ordinal: the GPU), for the collectives and the
-// point-to-point calls alike (core/collectives.cc): both must be on the GPU (one GPU) or both on
-// the host, and a stream needs device buffers. Either may be NULL (a call that has one).
-clbResult_t bufferMemory(const void* send, const void* recv, void* stream, bool* onDevice, int* ordinal);
 
 // The communicator taken for one call for the rest of the scope (clbComm::enterCall), given back
 // at its end on every path. result() is clbSuccess when it was taken, else the refusal.

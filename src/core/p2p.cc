@@ -19,9 +19,7 @@
 #include "algo/p2p.h"
 #include "base/dtype.h"
 #include "transport/transport.h"
-#ifdef CLB_HAVE_CUDA
-#include "device/device.h"
-#endif
+#include "device/runtime.h"
 
 using namespace clb;
 
@@ -73,10 +71,10 @@ clbResult_t checkBytes(size_t count, size_t elements, clbDataType_t type, size_t
   return clbSuccess;
 }
 
-// bufferMemory (core/comm.h), the refusal naming the call.
+// cuda::bufferMemory (device/runtime.h), the refusal naming the call.
 clbResult_t memoryOf(clbComm* c, const char* call, const void* a, const void* b, void* stream, bool* onDevice) {
   int ordinal = -1;
-  if (clbResult_t rc = bufferMemory(a, b, stream, onDevice, &ordinal))
+  if (clbResult_t rc = cuda::bufferMemory(a, b, stream, onDevice, &ordinal))
     return setError(rc, "rank %d: %s: %s", c->rank, call, lastError().c_str());
   return clbSuccess;
 }
@@ -113,14 +111,10 @@ PeerOp announcement(PeerOp::Kind kind, int peer, size_t count, clbDataType_t typ
 // its recv (the sum's start, element-wise: in place is safe), so it copies nothing; a send's input
 // goes into the communicator's scratch, a region of its own per send (a group may hold several
 // calls), host or device memory as its buffers are. Device buffers: kernels or copies on the
-// batch's stream ahead of its launch; `scaler` is then set, and end() must follow the batch's launch.
-#ifdef CLB_HAVE_CUDA
-using ScalerPtr = cuda::Scaler*;
-#else
-using ScalerPtr = void*;
-#endif
-clbResult_t stageInputs(clbComm* c, std::vector<PeerOp>& ops, ScalerPtr* scaler) {
-  *scaler = nullptr;
+// batch's stream ahead of its launch; *deviceStream is then that stream, and cuda::endStaging
+// must follow the batch's launch.
+clbResult_t stageInputs(clbComm* c, std::vector<PeerOp>& ops, void** deviceStream) {
+  *deviceStream = nullptr;
   auto region = [](const PeerOp& o) { return (o.count * clbTypeSize(o.type) + 255) & ~(size_t)255; };
   auto staged = [](const PeerOp& o) { return (o.scale.on || o.copyAside) && o.count; };
   size_t hostBytes = 0, deviceBytes = 0;
@@ -140,39 +134,22 @@ clbResult_t stageInputs(clbComm* c, std::vector<PeerOp>& ops, ScalerPtr* scaler)
   }
   char* host = nullptr;
   if (hostBytes) CLB_CHECK(hostScratch(c, hostBytes, reinterpret_cast<void**>(&host)));
-#ifdef CLB_HAVE_CUDA
   char* device = nullptr;
-  CUstream stream = nullptr;
   if (firstOnDevice) {
     // A group's device operations on one communicator take one stream (PeerDevice refuses others).
-    stream = static_cast<CUstream>(firstOnDevice->stream);
-    bool onDevice = false;
-    int ordinal = -1;
-    CLB_CHECK(cuda::classifyPointer(firstOnDevice->src, &onDevice, &ordinal));
-    if (!c->scaler) c->scaler = std::make_unique<cuda::Scaler>(c);
-    CLB_CHECK(c->scaler->begin(ordinal, stream, deviceBytes, reinterpret_cast<void**>(&device)));
-    *scaler = c->scaler.get();
+    CLB_CHECK(cuda::beginStaging(c, firstOnDevice->src, deviceBytes, firstOnDevice->stream, &device));
+    *deviceStream = firstOnDevice->stream;
   }
-#endif
   for (PeerOp& o : ops) {
     if (!staged(o)) continue;
     void* dst = o.dst;  // the root's copy: into its recv
     if (o.kind == PeerOp::kSend) {
-#ifdef CLB_HAVE_CUDA
       char*& next = o.onDevice ? device : host;
-#else
-      char*& next = host;
-#endif
       dst = next;
       next += region(o);
     }
     if (o.onDevice) {
-#ifdef CLB_HAVE_CUDA
-      if (o.scale.on)
-        CLB_CHECK(c->scaler->scale(dst, o.src, o.count, o.scale, stream));
-      else
-        CLB_CHECK(c->scaler->copy(dst, o.src, o.count * clbTypeSize(o.type), stream));
-#endif
+      CLB_CHECK(cuda::stageInput(c, dst, o, *deviceStream));
     } else if (o.scale.on) {
       uint64_t scalar = 0;
       CLB_CHECK(hostScalar(c, o.scale, &scalar));
@@ -192,52 +169,20 @@ clbResult_t runBatch(clbComm* c, uint32_t call, std::vector<PeerOp>& ops) {
   CLB_CHECK(c->checkUsable());
   bool device = false;
   for (const PeerOp& o : ops) device = device || o.onDevice;
-  ScalerPtr scaler = nullptr;
-  clbResult_t scaled = stageInputs(c, ops, &scaler);
-#ifdef CLB_HAVE_CUDA
+  void* stagedOn = nullptr;  // the stream of the batch's staged device inputs, if any
+  clbResult_t scaled = stageInputs(c, ops, &stagedOn);
   // What read the device scratch is queued once the batch is (or nothing more will be).
-  struct EndScaling {
-    cuda::Scaler* s;
-    CUstream stream;
-    ~EndScaling() {
-      if (s) s->end(stream);
+  struct EndStaging {
+    clbComm* c;
+    void* stream;
+    ~EndStaging() {
+      if (stream) cuda::endStaging(c, stream);
     }
-  } endScaling{scaler, nullptr};
-  for (const PeerOp& o : ops)
-    if (o.onDevice && (o.scale.on || o.copyAside) && o.count) endScaling.stream = static_cast<CUstream>(o.stream);
-#endif
+  } endStaging{c, stagedOn};
   CLB_CHECK(scaled);
-#ifdef CLB_HAVE_CUDA
-  clbResult_t rc = clbSuccess;
-  if (device) {
-    // On the GPU where the pairs allow (ranks on one GPU), the rest through host memory. An
-    // announcement goes the way its pair goes: in the kernel beside the data (the peer's kernel
-    // compares its call signature, so a rank that disagrees on the root fails at once on both
-    // sides of the pair), or between the hosts after the staged data, carrying no data.
-    if (!c->peerDevice) c->peerDevice = std::make_unique<cuda::PeerDevice>(c);
-    std::vector<PeerOp> rest;
-    rc = c->peerDevice->run(ops, &rest);
-    std::vector<PeerOp> announce, data;
-    std::vector<int> at(rest.size(), -1);  // rest[i]'s place in data (what waits for it moves with it)
-    for (size_t i = 0; i < rest.size(); i++) {
-      if (rest[i].announce) {
-        announce.push_back(rest[i]);
-        continue;
-      }
-      at[i] = (int)data.size();
-      data.push_back(rest[i]);
-      if (data.back().after >= 0) data.back().after = at[data.back().after];
-    }
-    rest.swap(data);
-    if (rc == clbSuccess && !rest.empty())
-      rc = cuda::runPeerOpsStaged(c, rest, [c](std::vector<PeerOp>& staged) { return runPeerOps(c, staged); });
-    if (rc == clbSuccess && !announce.empty()) rc = runPeerOps(c, announce);
-  } else {
-    rc = runPeerOps(c, ops);
-  }
-#else
-  clbResult_t rc = runPeerOps(c, ops);
-#endif
+  const clbResult_t rc = device
+                             ? cuda::runPeerOps(c, ops, [c](std::vector<PeerOp>& host) { return runPeerOps(c, host); })
+                             : runPeerOps(c, ops);
   c->lastAlgo = clbAlgoNone;  // no collective algorithm ran (clbCommLastAlgorithm)
   if (rc != clbSuccess) {
     appendBreadcrumb(__FILE__, __LINE__);

@@ -47,6 +47,10 @@ struct DeviceCommContext : CommContext {
   // kernels and the device scratch (device.h), made at the first such call (on host buffers the
   // core's clbComm::preMulHost). clbCommTrim and clbCommDestroy free them.
   std::unique_ptr<cuda::Scaler> scaler;
+  // clbBarrier on a stream: one int32 of device memory, made at the first in the stream's context
+  // (under the call, like every use; comm_device.cc).
+  void* barrierScratch = nullptr;
+  void* barrierContext = nullptr;  // its CUcontext
   // A call on device memory was captured in a CUDA graph: a replay would use the device objects, so
   // clbCommSuspend, which frees them, is refused from then on (set by the device runtime).
   std::atomic<bool> captured{false};

@@ -24,6 +24,39 @@ clbResult_t classifyPointer(const void*, bool* isDevice, int*) {
 }
 clbResult_t readScalar(const void*, size_t, int, uint64_t*) { return noCuda(); }
 clbResult_t graphLaunch(void*, void*, DeviceCommContext* const*, int) { return noCuda(); }
+clbResult_t bufferMemory(const void*, const void*, void* stream, bool* onDevice, int*) {
+  *onDevice = false;  // every buffer is host memory
+  if (stream)
+    return setError(clbUnsupported,
+                    "a CUDA stream was given, but this libcolibri was built without CUDA: pass NULL for host buffers");
+  return clbSuccess;
+}
+// Never reached: bufferMemory says host, so no call comes here with device buffers.
+clbResult_t runCollective(DeviceCommContext*, CollArgs, const PreMul&, int, void*) { return noCuda(); }
+clbResult_t barrierScratch(DeviceCommContext*, void*, void**) {
+  return setError(clbUnsupported,
+                  "clbBarrier on a stream: this libcolibri was built without CUDA; pass stream NULL for a barrier "
+                  "of the calling threads");
+}
+clbResult_t deviceStatus(DeviceCommContext*) { return clbSuccess; }
+void releaseCallMemory(DeviceCommContext*, bool) {}
+clbResult_t trimCallMemory(DeviceCommContext*) { return clbSuccess; }
+size_t registrationCount(DeviceCommContext*) { return 0; }
+std::string describe(DeviceCommContext*) { return "device: none (built without CUDA)\n"; }
+clbResult_t registerBuffer(DeviceCommContext*, void*, size_t, void**) {
+  return setError(clbUnsupported, "this libcolibri was built without CUDA: there is no device memory to register");
+}
+clbResult_t deregisterBuffer(DeviceCommContext*, void*, bool* taken) {
+  *taken = false;  // no registration can exist
+  return clbSuccess;
+}
+clbResult_t beginStaging(DeviceCommContext*, const void*, size_t, void*, char**) { return noCuda(); }
+clbResult_t stageInput(DeviceCommContext*, void*, const PeerOp&, void*) { return noCuda(); }
+void endStaging(DeviceCommContext*, void*) {}
+clbResult_t runPeerOps(DeviceCommContext*, std::vector<PeerOp>&,
+                       const std::function<clbResult_t(std::vector<PeerOp>&)>&) {
+  return noCuda();
+}
 }  // namespace clb::cuda
 
 extern "C" {

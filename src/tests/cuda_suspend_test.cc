@@ -69,8 +69,8 @@ void release(const Driver* d, Buffers* b) {
   b->send.clear(), b->recv.clear();
 }
 
-// The calls of a round with inputs of `salt`, back to back on the rank's stream, then one
-// synchronize and every element against the host reference.
+// The calls of a round with inputs of `salt`, back to back on the rank's stream with a barrier on
+// the stream after them, then one synchronize and every element against the host reference.
 std::string callRound(const Driver* d, clbComm_t comm, CUstream stream, const Buffers& b, int rank, int n, int salt) {
   const std::vector<Call> calls = roundCalls();
   for (size_t i = 0; i < calls.size(); i++) {
@@ -89,6 +89,10 @@ std::string callRound(const Driver* d, clbComm_t comm, CUstream stream, const Bu
     if (rc != clbSuccess)
       return "call " + std::to_string(i) + " of round " + std::to_string(salt) + ": " + clbGetLastError();
   }
+  // A barrier on the stream too: its int32 of device memory is the communicator's, and a suspend
+  // gives it back like the rest (the count stayed at 4 bytes before the device runtime freed it).
+  if (clbBarrier(comm, stream) != clbSuccess)
+    return "the barrier of round " + std::to_string(salt) + ": " + clbGetLastError();
   CU_OK(d->cuStreamSynchronize(stream));
   for (size_t i = 0; i < calls.size(); i++) {
     const Call& c = calls[i];
