@@ -78,7 +78,7 @@ clbResult_t runCollective(DeviceCommContext* c, CollArgs a, const PreMul& pm, in
   // Ranks that do not share a host (or memory: a socket or verbs transport) cannot map each
   // other's device memory: through pinned host memory and the host transport.
   clbResult_t rc = c->nranks > 1 && !c->carrier->sharesMemory() ? c->device->runAcrossHosts(a, ordinal, stream)
-                                                                 : c->device->run(a, ordinal, stream);
+                                                                : c->device->run(a, ordinal, stream);
   if (scaler) scaler->end(stream);
   // Refusals before anything moved leave the communicator usable.
   if (rc != clbSuccess && rc != clbInvalidArgument && rc != clbUnsupported && rc != clbInvalidUsage) c->markFailed(rc);

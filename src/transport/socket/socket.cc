@@ -394,19 +394,23 @@ bool LinkTransport::statusNotice(PeerNotice* out) {
 }
 
 void LinkTransport::close(PeerNotice::Kind end) {
-  if (end != PeerNotice::kClosed) return;
-  ring_->finish();
-  {
+  if (end != PeerNotice::kClosed && end != PeerNotice::kFailed) return;  // aborted: nothing more goes out
+  if (end == PeerNotice::kClosed) {
+    ring_->finish();
     std::lock_guard<std::mutex> lock(noticeMutex_);
     sendNotice('C', comm_->rank, comm_->seq, nullptr);  // this rank's end is no failure (readNotices)
   }
-  // What this rank sent last reaches its peers (over the plugin: its writes acknowledged).
+  // What this rank sent last reaches its peers (over the plugin: its writes acknowledged), also
+  // where it failed: a rank that refused a call still delivers the sends that returned before it
+  // (their last writes may be in flight), and its peers' matching receives get their data. Over a
+  // broken channel or to a peer that is gone this ends at once, with the channel's error.
+  const bool closed = end == PeerNotice::kClosed;
   for (auto& ch : netPeers_)
-    if (ch && ch->finish() != clbSuccess)
+    if (ch && ch->finish() != clbSuccess && closed)
       CLB_WARN("rank %d: destroy did not see every point-to-point message acknowledged: %s", comm_->rank,
                lastError().c_str());
   for (auto& ch : peers_)
-    if (ch && ch->connected() && ch->flush() != clbSuccess)
+    if (ch && ch->connected() && ch->flush() != clbSuccess && closed)
       CLB_WARN("rank %d: destroy did not write every point-to-point message: %s", comm_->rank, lastError().c_str());
 }
 
