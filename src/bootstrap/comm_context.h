@@ -64,6 +64,10 @@ struct CommContext {
   // the communicator owns it (clbComm::ownedCarrier).
   Transport* carrier = nullptr;
 
+  // When set (ms, nowMs's clock): every wait ends then with clbTimeout, whatever the timeout. A
+  // failed communicator's destroy sets it to deliver what its rank sent without waiting the whole
+  // timeout on a peer that is alive but no longer receiving (Transport::close).
+  std::atomic<int64_t> giveUpAtMs{0};
   // Slow-path checks while waiting: abort, peer failure or death (the carrier's notices), timeout.
   // `startMs` is when the wait began; `what` says what was awaited, for the message. `peer`: the
   // rank waited for (its close is an error too), -1 any rank (every close is an error),

@@ -209,6 +209,11 @@ clbResult_t clbComm::checkWait(int64_t startMs, const char* what, int peer) {
       case PeerNotice::kNone: break;  // a transport that says "notice" must say which: nothing ends the wait
     }
   }
+  if (const int64_t cap = giveUpAtMs.load(std::memory_order_relaxed); cap && now > cap)
+    return setError(clbTimeout,
+                    "rank %d stopped waiting for %s: its communicator had failed, and its destroy waits "
+                    "only a moment for what it sent",
+                    rank, what);
   if (now - startMs > cfg.timeoutMs) {
     if (peer >= 0)
       return setError(clbTimeout,
@@ -231,7 +236,7 @@ clbResult_t clbComm::asyncStatus() {
     return setError(failureCode, "rank %d: a collective failed and the communicator cannot go on: %s", rank,
                     failure.c_str());
   }
-  CLB_CHECK(cuda::deviceStatus(this));
+  if (const clbResult_t rc = cuda::deviceStatus(this); rc != clbSuccess) return rc;
   PeerNotice n;
   if (carrier && carrier->statusNotice(&n)) {
     switch (n.kind) {

@@ -111,10 +111,14 @@ PeerOp announcement(PeerOp::Kind kind, int peer, size_t count, clbDataType_t typ
 // its recv (the sum's start, element-wise: in place is safe), so it copies nothing; a send's input
 // goes into the communicator's scratch, a region of its own per send (a group may hold several
 // calls), host or device memory as its buffers are. Device buffers: kernels or copies on the
-// batch's stream ahead of its launch; *deviceStream is then that stream, and cuda::endStaging
-// must follow the batch's launch.
-clbResult_t stageInputs(clbComm* c, std::vector<PeerOp>& ops, void** deviceStream) {
-  *deviceStream = nullptr;
+// batch's stream ahead of its launch; *staging then says so (begun, and the stream: NULL is the
+// legacy default stream), and cuda::endStaging must follow the batch's launch.
+struct DeviceStaging {
+  bool begun = false;
+  void* stream = nullptr;
+};
+clbResult_t stageInputs(clbComm* c, std::vector<PeerOp>& ops, DeviceStaging* staging) {
+  *staging = DeviceStaging();
   auto region = [](const PeerOp& o) { return (o.count * clbTypeSize(o.type) + 255) & ~(size_t)255; };
   auto staged = [](const PeerOp& o) { return (o.scale.on || o.copyAside) && o.count; };
   size_t hostBytes = 0, deviceBytes = 0;
@@ -138,7 +142,8 @@ clbResult_t stageInputs(clbComm* c, std::vector<PeerOp>& ops, void** deviceStrea
   if (firstOnDevice) {
     // A group's device operations on one communicator take one stream (PeerDevice refuses others).
     CLB_CHECK(cuda::beginStaging(c, firstOnDevice->src, deviceBytes, firstOnDevice->stream, &device));
-    *deviceStream = firstOnDevice->stream;
+    staging->begun = true;
+    staging->stream = firstOnDevice->stream;
   }
   for (PeerOp& o : ops) {
     if (!staged(o)) continue;
@@ -149,7 +154,7 @@ clbResult_t stageInputs(clbComm* c, std::vector<PeerOp>& ops, void** deviceStrea
       next += region(o);
     }
     if (o.onDevice) {
-      CLB_CHECK(cuda::stageInput(c, dst, o, *deviceStream));
+      CLB_CHECK(cuda::stageInput(c, dst, o, staging->stream));
     } else if (o.scale.on) {
       uint64_t scalar = 0;
       CLB_CHECK(hostScalar(c, o.scale, &scalar));
@@ -169,16 +174,16 @@ clbResult_t runBatch(clbComm* c, uint32_t call, std::vector<PeerOp>& ops) {
   CLB_CHECK(c->checkUsable());
   bool device = false;
   for (const PeerOp& o : ops) device = device || o.onDevice;
-  void* stagedOn = nullptr;  // the stream of the batch's staged device inputs, if any
-  clbResult_t scaled = stageInputs(c, ops, &stagedOn);
+  DeviceStaging staged;  // the batch's staged device inputs, if any
+  clbResult_t scaled = stageInputs(c, ops, &staged);
   // What read the device scratch is queued once the batch is (or nothing more will be).
   struct EndStaging {
     clbComm* c;
-    void* stream;
+    const DeviceStaging& s;
     ~EndStaging() {
-      if (stream) cuda::endStaging(c, stream);
+      if (s.begun) cuda::endStaging(c, s.stream);
     }
-  } endStaging{c, stagedOn};
+  } endStaging{c, staged};
   CLB_CHECK(scaled);
   const clbResult_t rc = device
                              ? cuda::runPeerOps(c, ops, [c](std::vector<PeerOp>& host) { return runPeerOps(c, host); })

@@ -122,6 +122,38 @@ TEST_P(RefusalAttack, AReceiveOfASendThatCompletedBeforeTheRefusalGetsItsData) {
       refuseABadOp);
 }
 
+// The other side of the case above: rank 0 sends 1 MiB to each of three peers that are alive but
+// receive nothing, then refuses a call. Its destroy tries to deliver what it sent (as above), but
+// gives up after a moment: it waited the whole timeout for each such peer (a helper's attack: 5 s
+// per peer at a 5 s timeout, 15 s with three).
+TEST_P(RefusalAttack, ADestroyAfterARefusalWaitsOnlyAMomentForPeersThatReceiveNothing) {
+  CLB_TRANSPORT_SCOPE(scope, GetParam());
+  constexpr int kRanks = 4;
+  constexpr int64_t kTimeoutMs = 6000;
+  constexpr size_t kCount = (1u << 20) / sizeof(int32_t);
+  std::vector<int32_t> src(kCount, 3);
+  std::atomic<bool> destroyed{false};
+  std::atomic<int64_t> destroyMs{-1};
+  auto errors = clbtest::runOver(GetParam(), kRanks, kTimeoutMs, nullptr, [&](int r, clbComm_t comm) {
+    if (r == 0) {
+      for (int p = 1; p < kRanks; p++)
+        EXPECT_EQ(clbSend(src.data(), kCount, clbInt32, p, comm, nullptr), clbSuccess) << clbGetLastError();
+      refuseABadOp(comm);
+      const int64_t t0 = clb::nowMs();
+      EXPECT_EQ(clbCommDestroy(comm), clbSuccess) << clbGetLastError();  // the runner's destroy then finds it gone
+      destroyMs = clb::nowMs() - t0;
+      destroyed = true;
+      return;
+    }
+    const int64_t t0 = clb::nowMs();  // alive, receiving nothing, until rank 0's destroy returned
+    while (!destroyed && clb::nowMs() - t0 < 4 * kTimeoutMs) sleepMs(10);
+  });
+  for (size_t r = 0; r < errors.size(); r++) EXPECT_EQ(errors[r], "") << "rank " << r;
+  ASSERT_TRUE(destroyed.load()) << "rank 0's destroy did not return within " << 4 * kTimeoutMs << " ms";
+  EXPECT_LT(destroyMs.load(), kTimeoutMs / 2) << "rank 0's destroy waited for its idle peers";
+  std::cerr << "[ info ] rank 0's destroy took " << destroyMs.load() << " ms\n";
+}
+
 // As above with ring all-reduces, refused by Colibri (a bad op) and by a binding above it
 // (clbCommRefuse, as the Java API and the NCCL drop-in refuse the arguments they check): rank 0
 // completes all-reduce k, then refuses its next call; rank 1's all-reduce k must not fail.

@@ -16,6 +16,11 @@
 
 namespace clb {
 
+// How long in all a failed communicator's destroy waits for its last point-to-point messages to be
+// taken (close): writes already posted land in milliseconds; a peer that is alive but no longer
+// receives would otherwise hold the destroy for the whole timeout.
+constexpr int64_t kFailedDrainMs = 1000;
+
 ssize_t readNow(Link& link, void* buf, size_t bytes, int* closedErrno) {
   const ssize_t n = link.tryRecv(buf, bytes);
   if (n > 0) return n;
@@ -403,8 +408,10 @@ void LinkTransport::close(PeerNotice::Kind end) {
   // What this rank sent last reaches its peers (over the plugin: its writes acknowledged), also
   // where it failed: a rank that refused a call still delivers the sends that returned before it
   // (their last writes may be in flight), and its peers' matching receives get their data. Over a
-  // broken channel or to a peer that is gone this ends at once, with the channel's error.
+  // broken channel or to a peer that is gone this ends at once, with the channel's error; a failed
+  // rank waits at most kFailedDrainMs in all for peers that are alive but no longer receive.
   const bool closed = end == PeerNotice::kClosed;
+  if (!closed) comm_->giveUpAtMs = nowMs() + std::min<int64_t>(kFailedDrainMs, comm_->cfg.timeoutMs);
   for (auto& ch : netPeers_)
     if (ch && ch->finish() != clbSuccess && closed)
       CLB_WARN("rank %d: destroy did not see every point-to-point message acknowledged: %s", comm_->rank,
