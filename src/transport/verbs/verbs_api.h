@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "colibri/colibri.h"
 
@@ -99,6 +100,13 @@ clbResult_t loadLibibverbsFrom(const char* soname, VerbsApi* api);
 // no kernel RDMA support (ENOSYS), no permission, zero devices (clbUnsupported). On success
 // `*list` holds `*count` > 0 devices; release it with api.freeDeviceList.
 clbResult_t listDevices(const VerbsApi& api, ibv_device*** list, int* count);
+
+// The port's attributes (it must be ACTIVE) and the GID this rank's queue pairs use on it: index
+// `gidIndexAsked`, or where that is -1 on Ethernet the best RoCE v2 GID (IPv4-mapped first), on
+// InfiniBand index 0 (the LID addresses the port). The messages name the device, the port and
+// the fix (an interface without an IP address, COLIBRI_VERBS_GID_INDEX).
+clbResult_t portAddress(const VerbsApi& api, ibv_context* ctx, const std::string& devName, uint8_t port,
+                        int gidIndexAsked, ibv_port_attr* attr, int* gidIndex, ibv_gid* gid);
 
 // What a failed completion most likely means for an RC connection and what to check, e.g. for
 // IBV_WC_RETRY_EXC_ERR "the peer did not acknowledge: it died, or the connection was set up

@@ -204,56 +204,8 @@ clbResult_t VerbsChannel::open() {
   api_->freeDeviceList(list);
   if (!ctx_) return setSysError(e, "verbs (%s): ibv_open_device(%s) failed", api_->impl, devName.c_str());
   ibv_port_attr pa;
-  memset(&pa, 0, sizeof pa);
-  int rc = api_->queryPort(ctx_, o_.port, &pa);
-  if (rc) return setSysError(rc, "verbs: ibv_query_port(%s, port %d) failed", devName.c_str(), o_.port);
-  if (pa.state != IBV_PORT_ACTIVE)
-    return setError(clbUnsupported,
-                    "verbs: port %d of %s is %s, not ACTIVE: check the cable / switch and "
-                    "`ibv_devinfo -d %s`",
-                    o_.port, devName.c_str(), portStateName(pa.state), devName.c_str());
-  // The GID: RoCE v2 (IPv4-mapped first) on Ethernet unless overridden; IB uses the LID.
-  gidIndex_ = o_.gidIndex >= 0 ? o_.gidIndex : 0;
-  if (pa.link_layer == IBV_LINK_LAYER_ETHERNET && o_.gidIndex < 0) {
-    int best = -1, bestScore = -1;
-    for (int i = 0; i < pa.gid_tbl_len; i++) {
-      ibv_gid g;
-      int type = -1;
-      if (api_->queryGidEx) {
-        ibv_gid_entry ge;
-        if (api_->queryGidEx(ctx_, o_.port, (uint32_t)i, &ge, 0) != 0) continue;
-        g = ge.gid;
-        type = (int)ge.gid_type;
-      } else if (api_->queryGid(ctx_, o_.port, i, &g) != 0) {
-        continue;
-      }
-      static const ibv_gid zero = {};
-      if (memcmp(&g, &zero, sizeof g) == 0) continue;
-      bool v4 = g.raw[10] == 0xff && g.raw[11] == 0xff;
-      int score = (type == IBV_GID_TYPE_ROCE_V2 ? 2 : type < 0 ? 1 : 0) * 2 + (v4 ? 1 : 0);
-      if (score > bestScore) best = i, bestScore = score;
-    }
-    if (best < 0 || (api_->queryGidEx && bestScore < 4))
-      return setError(clbUnsupported,
-                      "verbs: port %d of %s has no RoCE v2 GID: give the interface an IP address, "
-                      "or set COLIBRI_VERBS_GID_INDEX (option verbsGidIndex) to the index of a RoCE v2 GID "
-                      "(`show_gids` lists them)",
-                      o_.port, devName.c_str());
-    gidIndex_ = best;
-  }
   ibv_gid gid;
-  memset(&gid, 0, sizeof gid);
-  rc = api_->queryGid(ctx_, o_.port, gidIndex_, &gid);
-  static const ibv_gid kZeroGid = {};
-  if (o_.gidIndex >= 0 &&
-      (rc || (pa.link_layer == IBV_LINK_LAYER_ETHERNET && memcmp(&gid, &kZeroGid, sizeof gid) == 0)))
-    return setError(clbInvalidArgument,
-                    "verbs: GID index %d of %s port %d %s (the table has %d entries): set "
-                    "COLIBRI_VERBS_GID_INDEX to the index of a RoCE v2 GID (`show_gids` lists them; option "
-                    "verbsGidIndex), or unset it (-1) to choose one automatically",
-                    gidIndex_, devName.c_str(), o_.port, rc ? "cannot be queried" : "is empty", pa.gid_tbl_len);
-  if (rc)
-    return setSysError(rc, "verbs: ibv_query_gid(%s, port %d, index %d) failed", devName.c_str(), o_.port, gidIndex_);
+  CLB_CHECK(portAddress(*api_, ctx_, devName, o_.port, o_.gidIndex, &pa, &gidIndex_, &gid));
 
   if (!pd_) pd_ = dev_->pd = api_->allocPd(ctx_);
   if (!pd_) return setSysError(errno, "verbs: ibv_alloc_pd(%s) failed", devName.c_str());
@@ -287,7 +239,7 @@ clbResult_t VerbsChannel::open() {
     a.pkey_index = 0;
     a.port_num = o_.port;
     a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-    rc = api_->modifyQp(*q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    const int rc = api_->modifyQp(*q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (rc) return setSysError(rc, "verbs: moving a queue pair to INIT on %s failed", devName.c_str());
     CLB_CHECK(postRecvs(*q, rqDepth_));
   }

@@ -244,5 +244,61 @@ int mtuBytes(ibv_mtu mtu) {
   return 128 << (int)mtu;
 }
 
+clbResult_t portAddress(const VerbsApi& api, ibv_context* ctx, const std::string& devName, uint8_t port,
+                        int gidIndexAsked, ibv_port_attr* attr, int* gidIndex, ibv_gid* gidOut) {
+  ibv_port_attr& pa = *attr;
+  memset(&pa, 0, sizeof pa);
+  int rc = api.queryPort(ctx, port, &pa);
+  if (rc) return setSysError(rc, "verbs: ibv_query_port(%s, port %d) failed", devName.c_str(), port);
+  if (pa.state != IBV_PORT_ACTIVE)
+    return setError(clbUnsupported,
+                    "verbs: port %d of %s is %s, not ACTIVE: check the cable / switch and "
+                    "`ibv_devinfo -d %s`",
+                    port, devName.c_str(), portStateName(pa.state), devName.c_str());
+  // The GID: RoCE v2 (IPv4-mapped first) on Ethernet unless overridden; IB uses the LID.
+  *gidIndex = gidIndexAsked >= 0 ? gidIndexAsked : 0;
+  if (pa.link_layer == IBV_LINK_LAYER_ETHERNET && gidIndexAsked < 0) {
+    int best = -1, bestScore = -1;
+    for (int i = 0; i < pa.gid_tbl_len; i++) {
+      ibv_gid g;
+      int type = -1;
+      if (api.queryGidEx) {
+        ibv_gid_entry ge;
+        if (api.queryGidEx(ctx, port, (uint32_t)i, &ge, 0) != 0) continue;
+        g = ge.gid;
+        type = (int)ge.gid_type;
+      } else if (api.queryGid(ctx, port, i, &g) != 0) {
+        continue;
+      }
+      static const ibv_gid zero = {};
+      if (memcmp(&g, &zero, sizeof g) == 0) continue;
+      bool v4 = g.raw[10] == 0xff && g.raw[11] == 0xff;
+      int score = (type == IBV_GID_TYPE_ROCE_V2 ? 2 : type < 0 ? 1 : 0) * 2 + (v4 ? 1 : 0);
+      if (score > bestScore) best = i, bestScore = score;
+    }
+    if (best < 0 || (api.queryGidEx && bestScore < 4))
+      return setError(clbUnsupported,
+                      "verbs: port %d of %s has no RoCE v2 GID: give the interface an IP address, "
+                      "or set COLIBRI_VERBS_GID_INDEX (option verbsGidIndex) to the index of a RoCE v2 GID "
+                      "(`show_gids` lists them)",
+                      port, devName.c_str());
+    *gidIndex = best;
+  }
+  ibv_gid& gid = *gidOut;
+  memset(&gid, 0, sizeof gid);
+  rc = api.queryGid(ctx, port, *gidIndex, &gid);
+  static const ibv_gid kZeroGid = {};
+  if (gidIndexAsked >= 0 &&
+      (rc || (pa.link_layer == IBV_LINK_LAYER_ETHERNET && memcmp(&gid, &kZeroGid, sizeof gid) == 0)))
+    return setError(clbInvalidArgument,
+                    "verbs: GID index %d of %s port %d %s (the table has %d entries): set "
+                    "COLIBRI_VERBS_GID_INDEX to the index of a RoCE v2 GID (`show_gids` lists them; option "
+                    "verbsGidIndex), or unset it (-1) to choose one automatically",
+                    *gidIndex, devName.c_str(), port, rc ? "cannot be queried" : "is empty", pa.gid_tbl_len);
+  if (rc)
+    return setSysError(rc, "verbs: ibv_query_gid(%s, port %d, index %d) failed", devName.c_str(), port, *gidIndex);
+  return clbSuccess;
+}
+
 }  // namespace verbs
 }  // namespace clb
