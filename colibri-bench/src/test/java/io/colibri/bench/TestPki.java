@@ -26,18 +26,47 @@ public record TestPki(Path ca, Path cert, Path key, Path rogueCa) {
    */
   public static TestPki make(Path dir) {
     String ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    String caExt = "-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign";
+    String caExt =
+        "-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign";
     String d = dir + "/";
     List<String> steps =
         List.of(
-            "openssl req -x509 " + ec + " -keyout " + d + "ca.key -out " + d + "ca.pem -days 2"
-                + " -subj /CN=colibri-test-ca " + caExt,
-            "openssl req " + ec + " -keyout " + d + "rank.key -out " + d + "rank.csr"
+            "openssl req -x509 "
+                + ec
+                + " -keyout "
+                + d
+                + "ca.key -out "
+                + d
+                + "ca.pem -days 2"
+                + " -subj /CN=colibri-test-ca "
+                + caExt,
+            "openssl req "
+                + ec
+                + " -keyout "
+                + d
+                + "rank.key -out "
+                + d
+                + "rank.csr"
                 + " -subj /CN=colibri-rank",
-            "openssl x509 -req -in " + d + "rank.csr -CA " + d + "ca.pem -CAkey " + d + "ca.key"
-                + " -CAcreateserial -out " + d + "rank.pem -days 2",
-            "openssl req -x509 " + ec + " -keyout " + d + "rogue.key -out " + d + "rogue.pem"
-                + " -days 2 -subj /CN=rogue " + caExt);
+            "openssl x509 -req -in "
+                + d
+                + "rank.csr -CA "
+                + d
+                + "ca.pem -CAkey "
+                + d
+                + "ca.key"
+                + " -CAcreateserial -out "
+                + d
+                + "rank.pem -days 2",
+            "openssl req -x509 "
+                + ec
+                + " -keyout "
+                + d
+                + "rogue.key -out "
+                + d
+                + "rogue.pem"
+                + " -days 2 -subj /CN=rogue "
+                + caExt);
     for (String step : steps) {
       String why = run(step);
       if (why != null) {
@@ -48,7 +77,9 @@ public record TestPki(Path ca, Path cert, Path key, Path rogueCa) {
       }
     }
     return new TestPki(
-        dir.resolve("ca.pem"), dir.resolve("rank.pem"), dir.resolve("rank.key"),
+        dir.resolve("ca.pem"),
+        dir.resolve("rank.pem"),
+        dir.resolve("rank.key"),
         dir.resolve("rogue.pem"));
   }
 
