@@ -12,6 +12,7 @@
 #include "base/dtype.h"
 #include "base/error.h"
 #include "device/device.h"
+#include "device/gpu_runtime.h"
 #include "device/runtime.h"
 #include "transport/transport.h"
 
@@ -100,15 +101,15 @@ clbResult_t barrierScratch(DeviceCommContext* c, void* stream, void** scratch) {
                       "capture: call it once before capturing (it allocates its 4 bytes of device memory then)",
                       c->rank);
     CUdeviceptr p = 0;
-    CLB_CU(d, cuMemAlloc, &p, sizeof(int32_t));
+    GpuRuntime& rt = gpuRuntime(c);
+    CLB_CHECK(rt.alloc(sizeof(int32_t), "clbBarrier's int", &p));
     if (CUresult r = d->cuMemsetD8(p, 0, sizeof(int32_t)); r != CUDA_SUCCESS) {
-      d->cuMemFree(p);
+      rt.free(p, sizeof(int32_t));
       return setError(clbSystemError, "rank %d: clbBarrier: cuMemsetD8 of its 4 bytes failed (CUresult %d)", c->rank,
                       (int)r);
     }
     c->barrierScratch = reinterpret_cast<void*>(p);
     c->barrierContext = ctx;
-    c->mem.addDevice(sizeof(int32_t));
   } else if (ctx != c->barrierContext) {
     return setError(clbInvalidUsage,
                     "rank %d: clbBarrier on a stream of another CUDA context than this "
@@ -159,12 +160,13 @@ void releaseCallMemory(DeviceCommContext* c, bool peers) {
     const Driver* d = nullptr;
     if (driver(&d) == clbSuccess) {
       CtxScope scope(d, static_cast<CUcontext>(c->barrierContext));
-      d->cuMemFree((CUdeviceptr)c->barrierScratch);
+      c->gpu->free((CUdeviceptr)c->barrierScratch, sizeof(int32_t));  // made barrierScratch (gpuRuntime)
     }
-    c->mem.addDevice(-(int64_t)sizeof(int32_t));
     c->barrierScratch = nullptr;
     c->barrierContext = nullptr;
   }
+  // Last: the others took their kernels and memory from it. Point-to-point, when kept, still does.
+  if (peers) c->gpu.reset();
 }
 
 clbResult_t trimCallMemory(DeviceCommContext* c) {

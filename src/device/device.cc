@@ -60,7 +60,33 @@ clbResult_t allocationOf(const Driver* d, const void* p, Allocation* a) {
   return clbSuccess;
 }
 
-Device::Device(DeviceCommContext* comm) : s_(comm) {}
+const char* protocolName(Protocol p) { return p == Protocol::kLines ? "lines" : "simple"; }
+
+const char* algorithmName(Algorithm a) {
+  switch (a) {
+    case Algorithm::kPush: return "push";
+    case Algorithm::kInPlace: return "in place";
+    case Algorithm::kStaged: return "staged";
+    default: return "copy engines";
+  }
+}
+
+// The registry: a new path is a line here (paths.h).
+std::vector<std::unique_ptr<CollectivePath>> collectivePaths(DeviceShared& s) {
+  std::vector<std::unique_ptr<CollectivePath>> paths;
+  paths.push_back(std::make_unique<LLPath>(s));        // lines: push
+  paths.push_back(std::make_unique<DirectPath>(s));    // simple: in place
+  paths.push_back(std::make_unique<HostCopyPath>(s));  // simple: copy engines (no peer access)
+  paths.push_back(std::make_unique<StagedPath>(s));    // simple: staged rounds
+  return paths;
+}
+
+Device::Device(DeviceCommContext* comm) : s_(comm), paths_(collectivePaths(s_)) {
+  for (auto& p : paths_) {
+    s_.paths.push_back(p.get());
+    if (s_.forcedTo(p->name())) forced_ = p.get();
+  }
+}
 
 Device::~Device() { release(); }
 
@@ -95,11 +121,8 @@ clbResult_t Device::release() {
   s_.releaseShared(&s_.staging);
   s_.releaseShared(&s_.llBuf);
   s_.releaseShared(&s_.flagBuf);
-  hostCopy_.release();
-  if (s_.ownCounters) {
-    s_.d->cuMemFree(s_.counters);
-    s_.comm->mem.addDevice(-(int64_t)DeviceShared::kOwnWordsBytes);
-  }
+  for (auto& p : paths_) p->release();
+  if (s_.ownCounters) s_.runtime.free(s_.counters, DeviceShared::kOwnWordsBytes);
   s_.counters = 0;
   s_.ownCounters = false;
   if (s_.hostStatus) s_.d->cuMemFreeHost(s_.hostStatus);
@@ -114,12 +137,8 @@ void Device::markReady() {
 
 clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   CLB_CHECK(checkDeviceCollective(a.desc.coll));
-  if (s_.ordinal >= 0 && ordinal != s_.ordinal)
-    return setError(clbInvalidArgument,
-                    "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "
-                    "communicator per GPU",
-                    s_.comm->rank, ordinal, s_.ordinal);
-  if (s_.comm->nranks == 1) return runOneRank(a, ordinal, stream);
+  CLB_CHECK(s_.bindGpu(ordinal));
+  if (s_.comm->nranks == 1) return runOneRank(a, stream);
   if (!s_.flags) {
     CLB_CHECK(s_.setUp(ordinal, stream));
     markReady();
@@ -140,69 +159,50 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   if (stream) CLB_CU(s_.d, cuStreamIsCapturing, stream, &cap);
   if (cap != CU_STREAM_CAPTURE_STATUS_NONE) s_.comm->captured.store(true, std::memory_order_relaxed);
   s_.replayGuard = s_.meet && cap != CU_STREAM_CAPTURE_STATUS_NONE;
-  const size_t esz = clbTypeSize(a.type);
   const int n = s_.comm->nranks;
   // Every rank decides alike, from what all ranks agree on (collective, count, type, placement).
-  const size_t perDest = a.count * esz;  // bytes a rank sends to each rank
-  const size_t msg = perDest * (a.desc.coll == kAllGather || a.desc.coll == kReduceScatter ? n : 1);
-  DevicePath path = DevicePath::kStaged;
-  const bool readPeers = s_.allInProcess && !s_.viaHost;  // peers' buffers readable in place
-  if (s_.path == DevicePath::kLL && perDest <= s_.llMax)
-    path = DevicePath::kLL;
-  else if (s_.path == DevicePath::kDirect && readPeers)
-    path = DevicePath::kDirect;
-  else if (s_.path == DevicePath::kAuto) {
-    if (perDest <= s_.llMax)
-      path = DevicePath::kLL;
-    else if (readPeers && msg >= s_.directMin)
-      path = DevicePath::kDirect;
-  }
-  // The direct kernel's arguments, which the call agreement below may complete; built only when
-  // needed (the LL kernel builds its own), as they cost an eager call time.
-  ClbDevCallArgs k;
-  bool built = false;
-  auto args = [&]() -> ClbDevCallArgs& {
-    if (!built) {
-      k = ClbDevCallArgs{};
-      s_.common(&k, a);
-      built = true;
-    }
-    return k;
-  };
-  // Ranks in several processes read each other's buffers in place when every rank's are registered.
-  // Both need every rank's word on this call (over the host), so both are decided alike everywhere:
-  // registrations are made and dropped by collective steps (a registration kept only where every
-  // rank mapped it; a deregistration meets every rank), so every rank holds as many at any call.
-  // (Not a reduce: its other ranks have no recv buffer to register; it stages.)
-  const bool zeroCopy = path == DevicePath::kStaged && s_.path != DevicePath::kStaged && !s_.allInProcess &&
-                        !s_.viaHost && !regs_.empty() && msg >= s_.directMin && a.desc.coll != kReduce;
+  CallShape shape;
+  shape.perDest = a.count * clbTypeSize(a.type);  // bytes a rank sends to each rank
+  shape.msg = shape.perDest * (a.desc.coll == kAllGather || a.desc.coll == kReduceScatter ? n : 1);
+  CollectivePath* path = choosePath(paths_, forced_, s_.llMax, shape);
+  // Ranks in several processes read each other's buffers in place when every rank's are
+  // registered: a call that would stage on the device (not forced to) asks. Both that and the
+  // check of every call need every rank's word on this call (over the host), so both are decided
+  // alike everywhere: registrations are made and dropped by collective steps (a registration kept
+  // only where every rank mapped it; a deregistration meets every rank), so every rank holds as
+  // many at any call. (Not a reduce: its other ranks have no recv buffer to register; it stages.)
+  const bool zeroCopy = path->algorithm() == Algorithm::kStaged && path != forced_ && !s_.allInProcess && !s_.viaHost &&
+                        !regs_.empty() && shape.msg >= s_.directMin && a.desc.coll != kReduce;
+  // The kernel's arguments that the agreement completes (the peers' buffers); built only then, as
+  // they cost an eager call time.
+  ClbDevCallArgs k{};
+  bool given = false;
   if (n > 1 && (zeroCopy || s_.checkCalls)) {
-    bool given = false;
-    CLB_CHECK(regs_.agreeCall(a, zeroCopy, cap != CU_STREAM_CAPTURE_STATUS_NONE ? stream : nullptr, &args(), &given));
-    if (given) path = DevicePath::kDirect;
+    s_.common(&k, a);
+    CLB_CHECK(regs_.agreeCall(a, zeroCopy, cap != CU_STREAM_CAPTURE_STATUS_NONE ? stream : nullptr, &k, &given));
+    given = given && zeroCopy;
+    if (given) {
+      shape.registered = true;
+      path = choosePath(paths_, forced_, s_.llMax, shape);
+    }
   }
-  // Staging in host memory (GPUs without peer access): the copy engines move the bulk, unless
-  // COLIBRI_DEVICE_PATH=staged asks for the staged kernel.
-  if (path == DevicePath::kStaged && s_.viaHost && s_.path != DevicePath::kStaged) path = DevicePath::kCopies;
-  lastPath_ = path;
-  lastZeroCopy_ = path == DevicePath::kDirect && !s_.allInProcess;
-  // The buffers the path needs (the LL buffer is set up whole at the first call of any path).
-  CLB_CHECK(ll_.prepare(path == DevicePath::kLL, perDest, stream));
-  if (path == DevicePath::kStaged) CLB_CHECK(staged_.prepare(a, stream));
-  if (path == DevicePath::kCopies) CLB_CHECK(hostCopy_.prepare(a, stream));
-  // Everything above that meets the peers over the host is done: now only launches.
-  if (path == DevicePath::kLL)
-    return s_.together(a, [&] {
-      CtxScope scope(s_.d, s_.ctx);
-      return ll_.launch(a, stream);
-    });
-  if (path == DevicePath::kDirect)
-    return s_.together(a, [&] {
-      CtxScope scope(s_.d, s_.ctx);
-      return direct_.launch(a, stream, args());
-    });
-  if (path == DevicePath::kCopies) return hostCopy_.run(a, stream);  // in rounds, each in two meetings
-  return staged_.run(a, stream);                                     // in rounds, each between the meetings
+  lastPath_ = path->name();
+  lastChosen_ = path;
+  lastZeroCopy_ = given;
+  // The buffers the paths set up ahead and the chosen one needs, then (everything that meets the
+  // peers over the host done) only launches.
+  for (auto& p : paths_) CLB_CHECK(p->ahead(stream));
+  CLB_CHECK(path->prepare(a, stream));
+  return path->run(a, stream, s_.checkCalls || given ? &k : nullptr);
+}
+
+CollectivePath* choosePath(const std::vector<std::unique_ptr<CollectivePath>>& paths, const CollectivePath* forced,
+                           size_t llMax, const CallShape& c) {
+  const Protocol protocol =
+      c.perDest <= llMax && (!forced || forced->protocol() == Protocol::kLines) ? Protocol::kLines : Protocol::kSimple;
+  for (auto& p : paths)
+    if (p->protocol() == protocol && p->takes(c)) return p.get();
+  return paths.back().get();  // the registry ends with a path that takes every call
 }
 
 // Every collective of one rank is a copy of its input: a reduction of one input (avg divides by
@@ -210,16 +210,11 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
 // block, a broadcast from itself. So in place nothing runs, else one copy on the stream, which a
 // capture records like any work. No kernels, flags or buffers: the communicator holds no device
 // memory, and nothing a suspend would free.
-clbResult_t Device::runOneRank(const CollArgs& a, int ordinal, CUstream stream) {
-  if (!s_.ctx) {
-    CLB_CHECK(driver(&s_.d));
-    CLB_CU(s_.d, cuDeviceGet, &s_.dev, ordinal);
-    CLB_CU(s_.d, cuDevicePrimaryCtxRetain, &s_.ctx, s_.dev);
-    s_.ordinal = ordinal;
-  }
+clbResult_t Device::runOneRank(const CollArgs& a, CUstream stream) {
   CtxScope scope(s_.d, s_.ctx);
   CLB_CHECK(s_.checkStream(stream));
-  lastPath_ = DevicePath::kOneRank;
+  lastPath_ = "one rank";
+  lastChosen_ = nullptr;
   lastZeroCopy_ = false;
   if (a.send == a.recv) return clbSuccess;
   CLB_CU(s_.d, cuMemcpyAsync, reinterpret_cast<CUdeviceptr>(a.recv), reinterpret_cast<CUdeviceptr>(a.send),
@@ -229,17 +224,7 @@ clbResult_t Device::runOneRank(const CollArgs& a, int ordinal, CUstream stream) 
 
 clbResult_t Device::runAcrossHosts(const CollArgs& a, int ordinal, CUstream stream) {
   CLB_CHECK(checkDeviceCollective(a.desc.coll));
-  if (s_.ordinal >= 0 && ordinal != s_.ordinal)
-    return setError(clbInvalidArgument,
-                    "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one "
-                    "communicator per GPU",
-                    s_.comm->rank, ordinal, s_.ordinal);
-  CLB_CHECK(driver(&s_.d));
-  if (!s_.ctx) {
-    CLB_CU(s_.d, cuDeviceGet, &s_.dev, ordinal);
-    CLB_CU(s_.d, cuDevicePrimaryCtxRetain, &s_.ctx, s_.dev);
-    s_.ordinal = ordinal;
-  }
+  CLB_CHECK(s_.bindGpu(ordinal));
   CtxScope scope(s_.d, s_.ctx);
   CLB_CHECK(s_.checkStream(stream));
   if (stream) {
@@ -287,9 +272,10 @@ clbResult_t Device::trimHostStage() {
   return hostStaged_.trim();
 }
 
-std::string Device::scratchNote() const {
-  if (!hostCopy_.scratchBytes()) return "";
-  return ", device scratch " + std::to_string(hostCopy_.scratchBytes()) + " bytes";
+std::string Device::lastKind() const {
+  if (!lastChosen_) return "";
+  return std::string(" (") + protocolName(lastChosen_->protocol()) + " protocol, " +
+         algorithmName(lastChosen_->algorithm()) + ")";
 }
 
 std::string Device::describe() const {
@@ -301,19 +287,22 @@ std::string Device::describe() const {
     return "device: GPU " + std::to_string(s_.ordinal) + ", ranks on several hosts: device buffers through " +
            gpuDirect_.info() + "; " + std::to_string(hostStaged_.bytes()) +
            " bytes of pinned host staging; each call waits for its stream\n";
+  std::string notes;  // what the paths hold of their own
+  for (auto& p : paths_) notes += p->note();
   char b[1024];
   snprintf(b, sizeof b,
-           "device: GPU %d, %d rank(s) on it, %s%s; LL up to %zu bytes per rank, then %s; last call %s%s; "
+           "device: GPU %d, %d rank(s) on it, %s%s; LL up to %zu bytes per rank, then %s; last call %s%s%s; "
            "%zu registration(s), %zu peer allocation(s) mapped; LL buffer %zu bytes, staging %zu bytes%s; kernels %s; "
            "eager launches %s (%zu prepared)\n",
            s_.ordinal, s_.sameGpu, s_.allInProcess ? "every rank in this process" : "ranks in several processes",
            s_.viaHost ? ", flags, LL and staging in host memory (no peer access between some GPUs)" : "", s_.llMax,
-           !s_.viaHost                      ? (s_.allInProcess ? "direct (peers' buffers read in place)"
-                                                               : "direct on registered buffers (zero copy), else staged")
-           : s_.path == DevicePath::kStaged ? "staged (COLIBRI_DEVICE_PATH=staged)"
-                                            : "copies (the copy engines through the staging)",
-           lastPath(), lastZeroCopy_ ? " (zero copy through registered buffers)" : "", regs_.count(), regs_.mapped(),
-           s_.llBuf.bytes, s_.staging.bytes, scratchNote().c_str(), s_.kernels.description().c_str(),
+           !s_.viaHost             ? (s_.allInProcess ? "direct (peers' buffers read in place)"
+                                                      : "direct on registered buffers (zero copy), else staged")
+           : s_.forcedTo("staged") ? "staged (COLIBRI_DEVICE_PATH=staged)"
+                                   : "copies (the copy engines through the staging)",
+           lastPath(), lastZeroCopy_ ? " (zero copy through registered buffers)" : "", lastKind().c_str(),
+           regs_.count(), regs_.mapped(), s_.llBuf.bytes, s_.staging.bytes, notes.c_str(),
+           s_.kernels ? s_.kernels->description().c_str() : "not loaded",
            s_.launcher.usesGraphs() ? "replay graphs" : "are ordinary", s_.launcher.graphs());
   return b;
 }

@@ -25,6 +25,7 @@
 #include "device/kernels.h"
 #include "device/peer_meet.h"
 #include "device/device_context.h"
+#include "device/gpu_runtime.h"
 #include "device/runtime.h"
 #include "base/call.h"
 #include "device/shared.h"
@@ -100,21 +101,20 @@ class PeerDevice {
                      CUstream stream, bool captured);
   clbResult_t refuseInCapture(CUstream stream, const char* what);
   DeviceCommContext* c_;
+  GpuRuntime& rt_;  // the kernel image and the device memory (gpu_runtime.h)
   uint64_t nonce_;  // the communicator's session: names its boxes in the process table
   const Driver* d_ = nullptr;
   CUcontext ctx_ = nullptr;
   int ordinal_ = -1;
-  Kernels kernels_;
   // [small][bulk]: clb_dev_p2p, clb_dev_p2p_bulk, clb_dev_p2p_small, clb_dev_p2p_small_bulk.
   CUfunction fn_[2][2] = {};
   clbResult_t carve(size_t bytes, CUdeviceptr* out);
   void uncarve(CUdeviceptr a, size_t bytes);
-  int othersOnHost_ = 0;             // ranks of the communicator in other processes of this host (blockBudget)
-  std::vector<CUdeviceptr> arenas_;  // the state's and the boxes' allocations
-  CUdeviceptr state_ = 0;            // ClbP2pState
+  int othersOnHost_ = 0;  // ranks of the communicator in other processes of this host (blockBudget)
+  std::vector<std::pair<CUdeviceptr, size_t>> arenas_;  // the state's and the boxes' allocations
+  CUdeviceptr state_ = 0;                               // ClbP2pState
   unsigned int* hostError_ = nullptr;
   CUdeviceptr hostErrorDev_ = 0;
-  int64_t held_ = 0;  // device bytes, as counted in memStats
   std::vector<Pair> pairs_;
   int slots_ = 1;  // the GPU's block slots for clb_dev_p2p (setUpRank)
   int blockBudget() const;
@@ -127,9 +127,9 @@ class PeerDevice {
 
 // PreMulSum on device buffers (scale.cc; core/premul.h): this rank's input times its scalar, by a
 // kernel on the call's stream ahead of the collective's own (a capture records both), into recv or
-// into the communicator's device scratch. It loads a kernel image of its own at the first such
-// call (as PeerDevice does): a call between hosts never sets DeviceShared up, and its scaling
-// needs nothing of it. An in-place all-to-all copies its input into the same scratch (copy()).
+// into the communicator's device scratch. It takes the kernel image from the GPU runtime at the
+// first such call: a call between hosts never sets DeviceShared up, and its scaling needs nothing
+// of it. An in-place all-to-all copies its input into the same scratch (copy()).
 //
 // The scratch is one per communicator, whatever the streams: a call writes it on its stream only
 // once the previous user's work is done with it. On the same stream the stream orders them; on
@@ -142,7 +142,7 @@ class PeerDevice {
 // clbCommTrim frees only scratch no capture used. Growing waits for the last use first.
 class Scaler {
  public:
-  explicit Scaler(DeviceCommContext* c) : c_(c) {}
+  explicit Scaler(DeviceCommContext* c);
   ~Scaler();
   Scaler(const Scaler&) = delete;
   Scaler& operator=(const Scaler&) = delete;
@@ -164,11 +164,12 @@ class Scaler {
  private:
   clbResult_t checkScalar(const PreMul& pm);
   DeviceCommContext* c_;
+  GpuRuntime& rt_;  // the GPU, its kernels and the scratch's memory (gpu_runtime.h)
   const Driver* d_ = nullptr;
   CUcontext ctx_ = nullptr;
   CUdevice dev_ = 0;
   int ordinal_ = -1;
-  std::unique_ptr<Kernels> kernels_;  // loaded at the first call (outside a capture)
+  const Kernels* kernels_ = nullptr;  // the runtime's image, at the first call (outside a capture)
   CUdeviceptr scratch_ = 0;
   size_t bytes_ = 0;
   bool captured_ = false;                                // a capture used scratch_: kept until destroy
@@ -222,34 +223,27 @@ class Device {
   // device wait of this rank ran out of time, clbRemoteError naming both calls when a peer made
   // another call (deviceError in watchdog.h), else clbSuccess. Any thread, once set up.
   clbResult_t deviceStatus() const { return s_.deviceStatus(); }
-  // The path the last call took ("ll", "staged", "direct" or "copies").
-  const char* lastPath() const {
-    switch (lastPath_) {
-      case DevicePath::kLL: return "ll";
-      case DevicePath::kDirect: return "direct";
-      case DevicePath::kCopies: return "copies";
-      case DevicePath::kOneRank: return "one rank";
-      default: return "staged";
-    }
-  }
+  // The path the last call took (its CollectivePath::name, or "one rank"); "none" before any.
+  const char* lastPath() const { return lastPath_; }
 
  private:
   // Once set up, the communicator's async query reads this device's status
   // (DeviceCommContext::deviceReady).
   void markReady();
   // A call of a one-rank communicator: a copy of its input into recv at most (run()).
-  clbResult_t runOneRank(const CollArgs& a, int ordinal, CUstream stream);
+  clbResult_t runOneRank(const CollArgs& a, CUstream stream);
   clbResult_t release();
-  std::string scratchNote() const;  // for describe(): the copies path's device scratch, if any
   DeviceShared s_;
-  LLPath ll_{s_};
-  DirectPath direct_{s_};
-  StagedPath staged_{s_};
-  HostCopyPath hostCopy_{s_};
+  // The collective paths (the registry, collectivePaths), in the order auto prefers them within a
+  // protocol; forced_: the one COLIBRI_DEVICE_PATH names, or nullptr (auto).
+  std::vector<std::unique_ptr<CollectivePath>> paths_;
+  CollectivePath* forced_ = nullptr;
   Registrations regs_{s_};
   GpuDirectPath gpuDirect_{s_};
   HostStagedPath hostStaged_{s_};
-  DevicePath lastPath_ = DevicePath::kAuto;
+  const char* lastPath_ = "none";
+  const CollectivePath* lastChosen_ = nullptr;  // the last call's path (nullptr: none, or one rank)
+  std::string lastKind() const;                 // its protocol and algorithm, for describe()
   bool lastZeroCopy_ = false;
 };
 

@@ -4,11 +4,15 @@
 // is made and freed here, in every build.
 #include "device/device_context.h"
 
+#include "device/runtime.h"
+
 #ifdef CLB_HAVE_CUDA
 #include "device/device.h"
+#include "device/gpu_runtime.h"
 #else
 namespace clb::cuda {
-class Device {};  // built without CUDA: never created
+class GpuRuntime {};  // built without CUDA: never created
+class Device {};
 class Scaler {};
 class PeerDevice {};
 }  // namespace clb::cuda
@@ -20,11 +24,6 @@ DeviceCommContext::DeviceCommContext() = default;
 
 DeviceCommContext::~DeviceCommContext() = default;
 
-void DeviceCommContext::releaseDevice() {
-  // The opposite of their declaration's order, as members are destroyed.
-  scaler.reset();
-  peerDevice.reset();
-  device.reset();
-}
+void DeviceCommContext::releaseDevice() { cuda::releaseCallMemory(this, true); }
 
 }  // namespace clb

@@ -26,6 +26,7 @@
 namespace clb {
 
 namespace cuda {
+class GpuRuntime;
 class Device;
 class PeerDevice;
 class Scaler;
@@ -37,7 +38,10 @@ struct DeviceCommContext : CommContext {
 
   DeviceConfig deviceCfg;  // the device path's settings, read at init
   std::atomic<bool> aborted{false};
-  std::atomic<bool> failed{false};               // a collective failed midway: the communicator is unusable
+  std::atomic<bool> failed{false};  // a collective failed midway: the communicator is unusable
+  // The GPU, its kernel images and its device memory, which every device object below takes from
+  // it (device/gpu_runtime.h): made at the first device call, freed after all of them.
+  std::unique_ptr<cuda::GpuRuntime> gpu;
   std::unique_ptr<cuda::Device> device;          // set up at the first call on device memory
   std::unique_ptr<cuda::PeerDevice> peerDevice;  // point-to-point on the GPU, at its first device call
   std::string peerDeviceMemoryWhy;               // why peerDeviceMemory could not be had
@@ -67,8 +71,10 @@ struct DeviceCommContext : CommContext {
   virtual clbResult_t hostCollective(uint32_t coll, const void* send, void* recv, size_t count, clbDataType_t type,
                                      clbRedOp_t op, int root) = 0;
 
-  // Frees the device objects (the scaler, point-to-point on the GPU, the device runtime, in that
-  // order). The communicator's destructor calls it first, while the whole communicator is alive.
+  // Frees the device objects, all of them (cuda::releaseCallMemory with its peers: the device
+  // paths, the scaler, point-to-point on the GPU, the barrier's int, then the GPU runtime they took
+  // their kernels and memory from). The communicator's destructor calls it first, while the whole communicator is
+  // alive.
   void releaseDevice();
 };
 

@@ -12,7 +12,30 @@ namespace clb::cuda {
 
 constexpr size_t kTwoShotMin = 256u << 10;  // allReduce, more than 2 ranks: two-shot from here
 
-// `k` holds DeviceShared::common()'s fields, and the peers' buffers when the host gave them (registered).
+clbResult_t DirectPath::load(const Kernels& k, CUfunction* occupancy) {
+  CLB_CHECK(k.function("clb_dev_direct", &fn_));
+  *occupancy = fn_;
+  return clbSuccess;
+}
+
+bool DirectPath::takes(const CallShape& c) const {
+  if (c.registered) return true;  // the agreement gave every rank's buffers
+  if (!s_.allInProcess || s_.viaHost) return false;
+  return s_.forcedTo(name()) || (s_.automatic() && c.msg >= s_.directMin);
+}
+
+clbResult_t DirectPath::run(const CollArgs& a, CUstream stream, const ClbDevCallArgs* given) {
+  ClbDevCallArgs k{};
+  if (given)
+    k = *given;
+  else
+    s_.common(&k, a);
+  return s_.together(a, [&] {
+    CtxScope scope(s_.d, s_.ctx);
+    return launch(a, stream, k);
+  });
+}
+
 clbResult_t DirectPath::launch(const CollArgs& a, CUstream stream, ClbDevCallArgs k) {
   const size_t esz = clbTypeSize(a.type);
   const int n = s_.comm->nranks;
@@ -28,7 +51,7 @@ clbResult_t DirectPath::launch(const CollArgs& a, CUstream stream, ClbDevCallArg
   }
   const unsigned blocks = s_.blocksFor(bytes);
   CLB_CHECK(s_.gate(k, blocks, stream));
-  return s_.launcher.launch(s_.d, s_.directFn, blocks, kThreads, stream, &k, sizeof k);
+  return s_.launcher.launch(s_.d, fn_, blocks, kThreads, stream, &k, sizeof k);
 }
 
 }  // namespace clb::cuda

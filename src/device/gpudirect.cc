@@ -287,7 +287,7 @@ clbResult_t GpuDirectPath::setUp() {
   std::unique_ptr<GpuDirect> g;
   const clbNetPlugin_v1_t* plugin = nullptr;
   clbResult_t rc = makeGpuDirect(s_.d, s_.ctx, s_.dev, s_.ordinal, s_.comm, mode, &plugin, &g);
-  if (rc == clbSuccess) rc = s_.kernels.load(s_.dev, defaultKernelDir());  // for the reductions
+  if (rc == clbSuccess) rc = s_.runtime.kernels(s_.ctx, &s_.kernels);  // for the reductions
   // Every rank learns whether every rank could (a failed rank stays in the exchanges). Only a
   // failure every rank knows of is a fallback: if an exchange itself fails, the ranks may not
   // agree, and the communicator is broken.
@@ -314,7 +314,7 @@ clbResult_t GpuDirectPath::setUp() {
 }
 
 clbResult_t GpuDirectPath::run(const CollArgs& a, CUstream stream) {
-  DeviceRingMemory mem(s_.d, s_.kernels, stream, s_.comm->nranks, gdr_->flush);
+  DeviceRingMemory mem(s_.d, *s_.kernels, stream, s_.comm->nranks, gdr_->flush);
   // The input is complete only when the work queued before this call is: an event on the stream
   // (on a blocking stream it also follows the legacy default stream's work, as a kernel there
   // would: the NIC may read the caller's buffer directly). The ring then syncs the stream before

@@ -121,6 +121,17 @@ size_t HostCopyPath::scratchForCall(const CollArgs& a) const {
   return most;
 }
 
+clbResult_t HostCopyPath::load(const Kernels& k, CUfunction*) {
+  CLB_CHECK(k.function("clb_dev_hostcopy", &copyFn_));  // one-block kernels: no occupancy bound
+  return k.function("clb_dev_hostcopy_combine", &combineFn_);
+}
+
+bool HostCopyPath::takes(const CallShape&) const { return s_.viaHost && !s_.forcedTo("staged"); }
+
+std::string HostCopyPath::note() const {
+  return scratchBytes_ ? ", device scratch " + std::to_string(scratchBytes_) + " bytes" : "";
+}
+
 clbResult_t HostCopyPath::prepare(const CollArgs& a, CUstream stream) {
   // The staging as the staged path sizes it (two halves; here each rank's halves hold its own
   // input, and readers copy from them).
@@ -139,14 +150,12 @@ clbResult_t HostCopyPath::prepare(const CollArgs& a, CUstream stream) {
   if (scratchBytes_ >= scratch) return clbSuccess;
   if (scratch_) {
     CLB_CU(s_.d, cuStreamSynchronize, side_);  // the calls before have read it (all on side_)
-    s_.d->cuMemFree(scratch_);
-    s_.comm->mem.addDevice(-(int64_t)scratchBytes_);
+    s_.runtime.free(scratch_, scratchBytes_);
     scratch_ = 0;
     scratchBytes_ = 0;
   }
-  CLB_CU(s_.d, cuMemAlloc, &scratch_, scratch);
+  CLB_CHECK(s_.runtime.alloc(scratch, "the copies path's scratch", &scratch_));
   scratchBytes_ = scratch;
-  s_.comm->mem.addDevice((int64_t)scratchBytes_);
   return clbSuccess;
 }
 
@@ -154,10 +163,7 @@ void HostCopyPath::release() {
   if (!s_.d || (!scratch_ && !side_)) return;
   CtxScope scope(s_.d, s_.ctx);
   if (side_) s_.d->cuStreamSynchronize(side_);
-  if (scratch_) {
-    s_.d->cuMemFree(scratch_);
-    s_.comm->mem.addDevice(-(int64_t)scratchBytes_);
-  }
+  s_.runtime.free(scratch_, scratchBytes_);
   if (fork_) s_.d->cuEventDestroy(fork_);
   if (join_) s_.d->cuEventDestroy(join_);
   if (side_) s_.d->cuStreamDestroy(side_);
@@ -167,7 +173,7 @@ void HostCopyPath::release() {
   fork_ = join_ = nullptr;
 }
 
-clbResult_t HostCopyPath::run(const CollArgs& a, CUstream stream) {
+clbResult_t HostCopyPath::run(const CollArgs& a, CUstream stream, const ClbDevCallArgs*) {
   const size_t esz = clbTypeSize(a.type);
   CollArgs parts[3];
   const int nparts = splitCopyCall(a, s_.comm->nranks, s_.comm->rank, granule(a), parts);
@@ -222,9 +228,8 @@ clbResult_t HostCopyPath::step(int phase, int round, size_t m, void* out, unsign
   k.count = m;
   k.out = out;
   for (int p = 0; p < s_.comm->nranks; p++) k.peerIn[p] = parts_[p];
-  if (phase == CLB_HC_COMBINE)
-    return s_.launcher.launch(s_.d, s_.hostCombineFn, blocks, kThreads, stream, &k, sizeof k);
-  return s_.launcher.launch(s_.d, s_.hostCopyFn, 1, 32, stream, &k, sizeof k);
+  if (phase == CLB_HC_COMBINE) return s_.launcher.launch(s_.d, combineFn_, blocks, kThreads, stream, &k, sizeof k);
+  return s_.launcher.launch(s_.d, copyFn_, 1, 32, stream, &k, sizeof k);
 }
 
 // Round j on the caller's stream: GATE, this rank's input into its half, POSTED; then the second
@@ -353,7 +358,7 @@ clbResult_t HostCopyPath::fold(const CollArgs& a, int j, size_t e0, size_t m) {
     k.nranks = n;
     k.divide = a.op == clbAvg && p == n - 1;
     k.n = m;
-    CLB_CHECK(s_.kernels.reduce(k, a.type, side_));
+    CLB_CHECK(s_.kernels->reduce(k, a.type, side_));
     acc = dst;
   }
   if (lastPeer < 0) {  // one rank: its input is the result

@@ -13,16 +13,34 @@
 
 namespace clb::cuda {
 
-clbResult_t LLPath::prepare(bool use, size_t perDest, CUstream stream) {
-  const int n = s_.comm->nranks;
-  // The LL buffer is set up whole at the first call of any size, so that after one call every
-  // size up to llMax can be captured in a CUDA graph. Two halves (call parity) of one slot per
-  // rank; a slot holds 16-byte lines of 8 data bytes.
-  auto llBytes = [n](size_t perRank) { return 2 * (size_t)n * (((perRank + 7) / 8 * 16 + 4095) / 4096 * 4096); };
-  if (!s_.llBuf.mine && s_.llMax > 0 && (s_.path == DevicePath::kAuto || s_.path == DevicePath::kLL))
-    CLB_CHECK(s_.ensureShared(&s_.llBuf, llBytes(s_.llMax), stream, "LL"));
-  if (use) CLB_CHECK(s_.ensureShared(&s_.llBuf, std::max(s_.llBuf.bytes, llBytes(perDest)), stream, "LL"));
+// The LL buffer's bytes for `perRank` bytes per rank: two halves (call parity) of one slot per
+// rank; a slot holds 16-byte lines of 8 data bytes.
+static size_t llBytes(int n, size_t perRank) { return 2 * (size_t)n * (((perRank + 7) / 8 * 16 + 4095) / 4096 * 4096); }
+
+clbResult_t LLPath::load(const Kernels& k, CUfunction* occupancy) {
+  CLB_CHECK(k.function("clb_dev_ll", &fn_));
+  *occupancy = fn_;
   return clbSuccess;
+}
+
+clbResult_t LLPath::ahead(CUstream stream) {
+  // The LL buffer is set up whole at the first call of any size, so that after one call every
+  // size up to llMax can be captured in a CUDA graph.
+  if (!s_.llBuf.mine && s_.llMax > 0 && (s_.automatic() || s_.forcedTo(name())))
+    CLB_CHECK(s_.ensureShared(&s_.llBuf, llBytes(s_.comm->nranks, s_.llMax), stream, "LL"));
+  return clbSuccess;
+}
+
+clbResult_t LLPath::prepare(const CollArgs& a, CUstream stream) {
+  const size_t perDest = a.count * clbTypeSize(a.type);
+  return s_.ensureShared(&s_.llBuf, std::max(s_.llBuf.bytes, llBytes(s_.comm->nranks, perDest)), stream, "LL");
+}
+
+clbResult_t LLPath::run(const CollArgs& a, CUstream stream, const ClbDevCallArgs*) {
+  return s_.together(a, [&] {
+    CtxScope scope(s_.d, s_.ctx);
+    return launch(a, stream);
+  });
 }
 
 clbResult_t LLPath::launch(const CollArgs& a, CUstream stream) {
@@ -39,7 +57,7 @@ clbResult_t LLPath::launch(const CollArgs& a, CUstream stream) {
   const unsigned blocks =
       (unsigned)std::min<size_t>(s_.maxBlocks, std::max<size_t>(1, (threads + kThreads - 1) / kThreads));
   CLB_CHECK(s_.gate(k, blocks, stream));
-  return s_.launcher.launch(s_.d, s_.llFn, blocks, kThreads, stream, &k, sizeof k);
+  return s_.launcher.launch(s_.d, fn_, blocks, kThreads, stream, &k, sizeof k);
 }
 
 }  // namespace clb::cuda

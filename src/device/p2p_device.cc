@@ -22,6 +22,7 @@
 #include "device/device_context.h"
 #include "base/dtype.h"
 #include "device/device.h"
+#include "device/gpu_runtime.h"
 #include "device/kernels.h"
 #include "device/peer_meet.h"
 
@@ -63,7 +64,7 @@ struct PeerDevice::Pair {
   CUdeviceptr theirs = 0;  // the peer's box for this rank
 };
 
-PeerDevice::PeerDevice(DeviceCommContext* c) : c_(c), nonce_(c->boot.sessionNonce()) {
+PeerDevice::PeerDevice(DeviceCommContext* c) : c_(c), rt_(gpuRuntime(c)), nonce_(c->boot.sessionNonce()) {
   pairs_.assign(c->nranks, Pair{});
   for (int p = 0; p < c->nranks; p++)
     if (onThisHost(p) && !inThisProcess(p)) othersOnHost_++;
@@ -97,9 +98,8 @@ PeerDevice::~PeerDevice() {
     }
     for (const Pair& pr : pairs_)
       if (pr.process && pr.theirs) d_->cuIpcCloseMemHandle(pr.theirs);
-    for (CUdeviceptr a : arenas_) d_->cuMemFree(a);
+    for (auto [a, bytes] : arenas_) rt_.free(a, bytes);
     if (hostError_) d_->cuMemFreeHost(hostError_);
-    c_->mem.addDevice(-held_);
   }
   if (lastLaunch_) d_->cuEventDestroy(lastLaunch_);
   std::lock_guard<std::mutex> g(gBoxesMutex);
@@ -168,11 +168,12 @@ clbResult_t PeerDevice::setUpRank(CUcontext ctx, CUstream stream) {
   CUdevice dev = 0;
   CLB_CU(d_, cuCtxGetDevice, &dev);
   ordinal_ = (int)dev;
-  CLB_CHECK(kernels_.load(dev, defaultKernelDir()));
-  CLB_CHECK(kernels_.function("clb_dev_p2p", &fn_[0][0]));
-  CLB_CHECK(kernels_.function("clb_dev_p2p_bulk", &fn_[0][1]));
-  CLB_CHECK(kernels_.function("clb_dev_p2p_small", &fn_[1][0]));
-  CLB_CHECK(kernels_.function("clb_dev_p2p_small_bulk", &fn_[1][1]));
+  const Kernels* kernels = nullptr;
+  CLB_CHECK(rt_.kernels(ctx_, &kernels));  // the image in this context (the buffers')
+  CLB_CHECK(kernels->function("clb_dev_p2p", &fn_[0][0]));
+  CLB_CHECK(kernels->function("clb_dev_p2p_bulk", &fn_[0][1]));
+  CLB_CHECK(kernels->function("clb_dev_p2p_small", &fn_[1][0]));
+  CLB_CHECK(kernels->function("clb_dev_p2p_small_bulk", &fn_[1][1]));
   // One empty launch of each kernel, waited for, before this rank publishes any box: with lazy
   // loading (CUDA's default) a function is loaded at its first launch, which may wait for the
   // work running in the context; done here, no kernel waits for this rank yet.
@@ -194,7 +195,7 @@ clbResult_t PeerDevice::setUpRank(CUcontext ctx, CUstream stream) {
   // The GPU's block slots, which the ranks set up on it share (blockBudget()).
   int perSm = 1;
   CLB_CU(d_, cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm, fn_[0][1], 256, 0);
-  slots_ = kernels_.smCount() * std::max(1, perSm);
+  slots_ = kernels->smCount() * std::max(1, perSm);
   CLB_CU(d_, cuEventCreate, &lastLaunch_, CU_EVENT_DISABLE_TIMING);
   CLB_CHECK(carve(sizeof(ClbP2pState), &state_));
   {
@@ -225,10 +226,8 @@ clbResult_t PeerDevice::refuseInCapture(CUstream stream, const char* what) {
 clbResult_t PeerDevice::carve(size_t bytes, CUdeviceptr* out) {
   CtxScope scope(d_, ctx_);
   CUdeviceptr a = 0;
-  CLB_CU(d_, cuMemAlloc, &a, bytes);
-  arenas_.push_back(a);
-  held_ += (int64_t)bytes;
-  c_->mem.addDevice((int64_t)bytes);
+  CLB_CHECK(rt_.alloc(bytes, "point-to-point's state and boxes", &a));
+  arenas_.emplace_back(a, bytes);
   CLB_CHECK(zeroNow(d_, a, bytes));
   *out = a;
   return clbSuccess;
@@ -236,13 +235,11 @@ clbResult_t PeerDevice::carve(size_t bytes, CUdeviceptr* out) {
 
 // Gives back what carve made (a box whose pair went through host memory after all).
 void PeerDevice::uncarve(CUdeviceptr a, size_t bytes) {
-  auto it = std::find(arenas_.begin(), arenas_.end(), a);
+  auto it = std::find(arenas_.begin(), arenas_.end(), std::make_pair(a, bytes));
   if (it == arenas_.end()) return;
   arenas_.erase(it);
   CtxScope scope(d_, ctx_);
-  d_->cuMemFree(a);
-  held_ -= (int64_t)bytes;
-  c_->mem.addDevice(-(int64_t)bytes);
+  rt_.free(a, bytes);
 }
 
 // A pair's first device call, in two steps over all the batch's new peers: every box of this rank

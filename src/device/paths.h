@@ -1,17 +1,22 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// The parts behind Device (device.h): one class per path, each in a file of its own, all working
-// on the one DeviceShared (shared.h) the Device holds. Device picks the path of a call; a path
-// stages or hands over the buffers and launches its kernels through DeviceShared's launcher.
+// The parts behind Device (device.h), each in a file of its own, all working on the one
+// DeviceShared (shared.h) the Device holds.
 //
-//   inside a node (every rank on one host):
-//     LLPath          ll.cc           small messages: data and call number in 16-byte lines
-//     DirectPath      direct.cc       peers' buffers read in place (one process, or registered)
-//     StagedPath      staged.cc       through every rank's staging, in rounds
-//     HostCopyPath    hostcopy.cc     GPUs without peer access: the copy engines through the
-//                                     staging in host memory, in rounds
+// A collective inside a node takes one of the collective paths: a CollectivePath each, in the
+// registry Device holds (Device::paths_, in the order auto prefers them). A path is a protocol (how
+// data and its readiness travel between the ranks' kernels) and an algorithm (how the data moves);
+// Device picks the protocol from the message size first, then the first path of that protocol
+// that takes the call (CollectivePath::takes). So a new path is a class here, its file, its
+// kernel (src/kernels) and a line in the registry (docs/architecture.md, "How to extend").
+//
+//   inside a node (every rank on one host):          protocol  algorithm
+//     LLPath          ll.cc           small messages   lines     push
+//     DirectPath      direct.cc       in place         simple    in place (one-shot or two-shot)
+//     HostCopyPath    hostcopy.cc     no peer access   simple    copy engines, in rounds
+//     StagedPath      staged.cc       otherwise        simple    staged, in rounds
 //     Registrations   registration.cc clbCommRegister: peers' buffers mapped through CUDA IPC
-//   between hosts:
+//   between hosts (host-driven, not collective paths):
 //     GpuDirectPath   gpudirect.cc    the verbs ring channel on GPU memory (GPUDirect RDMA)
 //     HostStagedPath  host_staged.cc  through pinned host memory and the host transport
 #pragma once
@@ -31,44 +36,128 @@
 
 namespace clb::cuda {
 
+// How data and its readiness travel between the ranks' kernels.
+enum class Protocol {
+  kLines,   // 8 data bytes and the call's number in each 16-byte line: a reader polls the data itself
+  kSimple,  // the data, then a flag that says it is there (a barrier of flags per round)
+};
+
+// How a collective's data moves.
+enum class Algorithm {
+  kPush,         // every rank pushes its whole input into every rank's buffer; each combines locally
+  kInPlace,      // every rank reads the peers' buffers where they are
+  kStaged,       // through every rank's staging on the device, in rounds
+  kCopyEngines,  // through staging in pinned host memory, moved by the copy engines, in rounds
+};
+const char* protocolName(Protocol p);    // "lines", "simple"
+const char* algorithmName(Algorithm a);  // "push", "in place", "staged", "copy engines"
+
+// What a path is chosen from (Device::run): alike on every rank, so every rank picks the same.
+struct CallShape {
+  size_t perDest = 0;       // bytes a rank sends to each rank
+  size_t msg = 0;           // bytes of the whole message (an allGather's output, a reduceScatter's input)
+  bool registered = false;  // every rank's buffers are registered, their addresses in the call's arguments
+};
+
+// One way a collective runs on the GPU inside a node, each rank's kernels on the caller's stream.
+class CollectivePath {
+ public:
+  virtual ~CollectivePath() = default;
+  // COLIBRI_DEVICE_PATH's word where the path can be forced; clbCommInfo's "last call".
+  virtual const char* name() const = 0;
+  virtual Protocol protocol() const = 0;
+  virtual Algorithm algorithm() const = 0;
+  // At set-up, in the context: its kernels from the image. `occupancy`: the kernel whose blocks
+  // wait for each other (DeviceShared::maxBlocks bounds its launches), or left alone.
+  virtual clbResult_t load(const Kernels& k, CUfunction* occupancy) = 0;
+  // Whether it takes a call of this shape, given the node (peer access, processes) and the
+  // settings (COLIBRI_DEVICE_PATH, the sizes auto goes by). Device asks the paths of the call's
+  // protocol in the registry's order; the last of each takes every call.
+  virtual bool takes(const CallShape& c) const = 0;
+  // Before every call, whichever path takes it (every rank calls it at the same call): what the
+  // path sets up ahead of its first call, so that every call it takes can be captured afterwards.
+  virtual clbResult_t ahead(CUstream) { return clbSuccess; }
+  // Before its launches: its buffers grown for this call (may meet the peers over the host).
+  virtual clbResult_t prepare(const CollArgs&, CUstream) { return clbSuccess; }
+  // The call's launches, each between the meetings of the ranks sharing this GPU and process
+  // (DeviceShared::together). `given`: the arguments the call agreement filled (the peers'
+  // registered buffers), or nullptr.
+  virtual clbResult_t run(const CollArgs& a, CUstream stream, const ClbDevCallArgs* given) = 0;
+  // What it holds of its own, given back at destroy (in the context, this rank's kernels done).
+  virtual void release() {}
+  virtual std::string note() const { return {}; }  // for describe()
+};
+
+// The registry (device.cc): every collective path on `s`, in the order auto prefers them within
+// a protocol; the last of each protocol takes every call the others leave.
+std::vector<std::unique_ptr<CollectivePath>> collectivePaths(DeviceShared& s);
+
+// The path of a call of shape `c` (Device::run): the protocol first, by the call's size (lines up
+// to `llMax` bytes per rank, unless `forced`, the path COLIBRI_DEVICE_PATH names, is of the other
+// protocol), then the first path of `paths` of that protocol that takes the call.
+CollectivePath* choosePath(const std::vector<std::unique_ptr<CollectivePath>>& paths, const CollectivePath* forced,
+                           size_t llMax, const CallShape& c);
+
 // Small messages inside a node (ll.cc): each rank pushes its data, with the call's number, in
 // 16-byte lines into every rank's LL buffer; readers poll their own memory.
-class LLPath {
+class LLPath final : public CollectivePath {
  public:
   explicit LLPath(DeviceShared& s) : s_(s) {}
-  // Before the launch (may meet the peers over the host): the LL buffer, whole at the first call
-  // of any size, and grown for this call when it goes this way (`use`).
-  clbResult_t prepare(bool use, size_t perDest, CUstream stream);
-  clbResult_t launch(const CollArgs& a, CUstream stream);  // in the context, between the meetings
+  const char* name() const override { return "ll"; }
+  Protocol protocol() const override { return Protocol::kLines; }
+  Algorithm algorithm() const override { return Algorithm::kPush; }
+  clbResult_t load(const Kernels& k, CUfunction* occupancy) override;
+  bool takes(const CallShape&) const override { return true; }  // the protocol was chosen by size
+  // The LL buffer whole at the first call of any size (where auto or ll may take a call).
+  clbResult_t ahead(CUstream stream) override;
+  clbResult_t prepare(const CollArgs& a, CUstream stream) override;  // ... and grown for this call
+  clbResult_t run(const CollArgs& a, CUstream stream, const ClbDevCallArgs* given) override;
 
  private:
+  clbResult_t launch(const CollArgs& a, CUstream stream);  // in the context, between the meetings
   DeviceShared& s_;
+  CUfunction fn_ = nullptr;  // clb_dev_ll
 };
 
 // Peers' buffers read in place (direct.cc): every rank in this process, or every rank's buffers
 // registered (Registrations::agreeCall gave their addresses).
-class DirectPath {
+class DirectPath final : public CollectivePath {
  public:
   explicit DirectPath(DeviceShared& s) : s_(s) {}
-  // `k` holds common()'s fields, and the peers' buffers when the host gave them (registered).
-  clbResult_t launch(const CollArgs& a, CUstream stream, ClbDevCallArgs k);
+  const char* name() const override { return "direct"; }
+  Protocol protocol() const override { return Protocol::kSimple; }
+  Algorithm algorithm() const override { return Algorithm::kInPlace; }
+  clbResult_t load(const Kernels& k, CUfunction* occupancy) override;
+  // Every rank in this process with peer access (forced, or auto from directMin on), or every
+  // rank's buffers registered.
+  bool takes(const CallShape& c) const override;
+  clbResult_t run(const CollArgs& a, CUstream stream, const ClbDevCallArgs* given) override;
 
  private:
+  // `k` holds common()'s fields, and the peers' buffers when the host gave them (registered).
+  clbResult_t launch(const CollArgs& a, CUstream stream, ClbDevCallArgs k);
   DeviceShared& s_;
+  CUfunction fn_ = nullptr;  // clb_dev_direct
 };
 
 // Through the staging (staged.cc): each rank writes into its slot of every rank's staging half;
 // messages larger than a slot go in rounds.
-class StagedPath {
+class StagedPath final : public CollectivePath {
  public:
   explicit StagedPath(DeviceShared& s) : s_(s) {}
-  clbResult_t prepare(const CollArgs& a, CUstream stream);  // the staging, grown for this call
-  clbResult_t run(const CollArgs& a, CUstream stream);      // every round, each between the meetings
+  const char* name() const override { return "staged"; }
+  Protocol protocol() const override { return Protocol::kSimple; }
+  Algorithm algorithm() const override { return Algorithm::kStaged; }
+  clbResult_t load(const Kernels& k, CUfunction* occupancy) override;
+  bool takes(const CallShape&) const override { return true; }       // every call the others leave
+  clbResult_t prepare(const CollArgs& a, CUstream stream) override;  // the staging, grown for this call
+  clbResult_t run(const CollArgs& a, CUstream stream, const ClbDevCallArgs* given) override;
 
  private:
   size_t slotBytes() const;  // bytes per rank's slot in a staging half
   clbResult_t launch(const CollArgs& a, size_t e0, size_t m, CUstream stream);
   DeviceShared& s_;
+  CUfunction fn_ = nullptr;  // clb_dev_staged
 };
 
 // A copies-path call as the parts that go through its rounds one after the other (hostcopy.cc):
@@ -92,14 +181,21 @@ size_t copyRoundBytes(size_t fits, size_t walked);
 // Between GPUs without peer access, above the LL sizes (hostcopy.cc): the copy engines move the
 // data through each rank's staging in pinned host memory; small one-block kernels in between
 // wait and announce with plain loads and stores (no atomics on host memory).
-class HostCopyPath {
+class HostCopyPath final : public CollectivePath {
  public:
   explicit HostCopyPath(DeviceShared& s) : s_(s) {}
+  const char* name() const override { return "copies"; }
+  Protocol protocol() const override { return Protocol::kSimple; }
+  Algorithm algorithm() const override { return Algorithm::kCopyEngines; }
+  clbResult_t load(const Kernels& k, CUfunction* occupancy) override;
+  // Staging in host memory, unless COLIBRI_DEVICE_PATH=staged keeps the staged kernel there.
+  bool takes(const CallShape& c) const override;
   // The staging, the second stream and the device scratch (outside a capture).
-  clbResult_t prepare(const CollArgs& a, CUstream stream);
-  clbResult_t run(const CollArgs& a, CUstream stream);  // every round, each in two meetings
-  void release();                                       // the scratch and the stream go (at destroy)
-  size_t scratchBytes() const { return scratchBytes_; }
+  clbResult_t prepare(const CollArgs& a, CUstream stream) override;
+  // Every round, each in two meetings.
+  clbResult_t run(const CollArgs& a, CUstream stream, const ClbDevCallArgs* given) override;
+  void release() override;            // the scratch and the stream go (at destroy)
+  std::string note() const override;  // its device scratch, if any
 
  private:
   size_t roundBytes(const CollArgs& a) const;
@@ -110,6 +206,7 @@ class HostCopyPath {
   clbResult_t collect(const CollArgs& a, int j, size_t e0, size_t m);
   clbResult_t step(int phase, int round, size_t m, void* out, unsigned blocks, CUstream stream);
   DeviceShared& s_;
+  CUfunction copyFn_ = nullptr, combineFn_ = nullptr;  // clb_dev_hostcopy, clb_dev_hostcopy_combine
   CUstream side_ = nullptr;  // the second stream: each round's copies out of the peers' halves
   CUevent fork_ = nullptr, join_ = nullptr;
   CUdeviceptr scratch_ = 0;  // the peers' parts of a round, copied in (reducing collectives)

@@ -58,9 +58,10 @@ clbResult_t barrierScratch(DeviceCommContext* c, void* stream, void** scratch);
 // What the device objects say without a call (clbCommGetAsyncError): a point-to-point kernel that
 // met another call or timed out, a device call that failed; the communicator is then failed.
 clbResult_t deviceStatus(DeviceCommContext* c);
-// Gives back the device memory the calls set up (the device runtime, PreMulSum's scratch, the
-// barrier's int, and with `peers` point-to-point on the GPU), under the lock the status queries
-// take. clbCommSuspend and clbCommDestroy.
+// Gives back the device memory the calls set up (the device paths, PreMulSum's scratch, the
+// barrier's int, and with `peers` point-to-point on the GPU and the GPU runtime with its kernel
+// images), under the lock the status queries take. clbCommSuspend, clbCommDestroy and the
+// communicator's destructor (DeviceCommContext::releaseDevice).
 void releaseCallMemory(DeviceCommContext* c, bool peers);
 // clbCommTrim's device part: the host staging between hosts and PreMulSum's device scratch.
 clbResult_t trimCallMemory(DeviceCommContext* c);

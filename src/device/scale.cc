@@ -8,6 +8,7 @@
 #include "base/dtype.h"
 #include "base/error.h"
 #include "device/device.h"
+#include "device/gpu_runtime.h"
 
 namespace clb::cuda {
 
@@ -28,32 +29,24 @@ clbResult_t capturing(const Driver* d, CUstream stream, bool* on) {
 
 }  // namespace
 
+Scaler::Scaler(DeviceCommContext* c) : c_(c), rt_(gpuRuntime(c)) {}
+
 Scaler::~Scaler() {
   if (!d_ || !ctx_) return;
   CtxScope scope(d_, ctx_);
   // The communicator's destroy synchronized the context first (Device::release) where it had
   // one; the event covers a communicator that never set the rest up.
   if (used_) d_->cuEventSynchronize(lastUse_);
-  if (scratch_) d_->cuMemFree(scratch_);
-  int64_t held = (int64_t)bytes_;
-  for (auto [p, bytes] : retired_) {
-    d_->cuMemFree(p);
-    held += (int64_t)bytes;
-  }
-  if (held) c_->mem.addDevice(-held);
+  rt_.free(scratch_, bytes_);
+  for (auto [p, bytes] : retired_) rt_.free(p, bytes);
   if (lastUse_) d_->cuEventDestroy(lastUse_);
-  kernels_.reset();  // unloads the module, in its context
 }
 
 clbResult_t Scaler::begin(int ordinal, CUstream stream, size_t bytes, void** scratch) {
   *scratch = nullptr;
   capturing_ = scratchCall_ = false;
-  if (ordinal_ >= 0 && ordinal != ordinal_)
-    return setError(clbInvalidArgument,
-                    "rank %d's buffers are on GPU %d but its communicator works with GPU %d: one communicator per "
-                    "GPU",
-                    c_->rank, ordinal, ordinal_);
-  CLB_CHECK(driver(&d_));
+  CLB_CHECK(rt_.bind(ordinal));  // one GPU per communicator
+  d_ = rt_.driver();
   bool inCapture = false;
   CLB_CHECK(capturing(d_, stream, &inCapture));
   auto refuse = [&](const char* what, size_t need) {
@@ -67,14 +60,14 @@ clbResult_t Scaler::begin(int ordinal, CUstream stream, size_t bytes, void** scr
   };
   if (!kernels_) {
     if (inCapture) return refuse("the scaling kernels loaded (the first such call of this communicator)", bytes);
-    CLB_CU(d_, cuDeviceGet, &dev_, ordinal);
-    CLB_CU(d_, cuDevicePrimaryCtxRetain, &ctx_, dev_);
+    ctx_ = rt_.context();
+    dev_ = rt_.device();
+    ordinal_ = rt_.ordinal();
     CtxScope scope(d_, ctx_);
-    auto k = std::make_unique<Kernels>();
-    CLB_CHECK(k->load(dev_, defaultKernelDir()));
+    const Kernels* k = nullptr;
+    CLB_CHECK(rt_.kernels(ctx_, &k));
     CLB_CU(d_, cuEventCreate, &lastUse_, CU_EVENT_DISABLE_TIMING);
-    kernels_ = std::move(k);
-    ordinal_ = ordinal;
+    kernels_ = k;
   }
   CtxScope scope(d_, ctx_);
   CLB_CHECK(checkStreamGpu(d_, stream, ctx_, dev_, ordinal_, c_->rank));
@@ -84,25 +77,16 @@ clbResult_t Scaler::begin(int ordinal, CUstream stream, size_t bytes, void** scr
     if (used_) CLB_CU(d_, cuEventSynchronize, lastUse_);
     if (scratch_ && captured_) {
       retired_.emplace_back(scratch_, bytes_);  // a graph may replay into it: kept until destroy
-    } else if (scratch_) {
-      d_->cuMemFree(scratch_);
-      c_->mem.addDevice(-(int64_t)bytes_);
+    } else {
+      rt_.free(scratch_, bytes_);
     }
     scratch_ = 0;
     bytes_ = 0;
     captured_ = false;
     const size_t want = (bytes + kScratchStep - 1) / kScratchStep * kScratchStep;
-    if (CUresult rc = d_->cuMemAlloc(&scratch_, want); rc != CUDA_SUCCESS) {
-      scratch_ = 0;
-      const char* name = "?";
-      d_->cuGetErrorName(rc, &name);
-      return setError(rc == CUDA_ERROR_OUT_OF_MEMORY ? clbOutOfMemory : clbSystemError,
-                      "rank %d: no %zu bytes of device memory for the scaled input of a PreMulSum or the copied "
-                      "input of an all-to-all in place (cuMemAlloc: %s)",
-                      c_->rank, want, name);
-    }
+    CLB_CHECK(
+        rt_.alloc(want, "the scaled input of a PreMulSum or the copied input of an all-to-all in place", &scratch_));
     bytes_ = want;
-    c_->mem.addDevice((int64_t)want);
   }
   if (bytes > 0) {
     // The previous user of the scratch on another stream finishes with it before this stream writes it.
@@ -173,8 +157,7 @@ clbResult_t Scaler::trim() {
   if (!scratch_ || captured_) return clbSuccess;
   CtxScope scope(d_, ctx_);
   if (used_) CLB_CU(d_, cuEventSynchronize, lastUse_);
-  d_->cuMemFree(scratch_);
-  c_->mem.addDevice(-(int64_t)bytes_);
+  rt_.free(scratch_, bytes_);
   scratch_ = 0;
   bytes_ = 0;
   return clbSuccess;

@@ -23,6 +23,7 @@
 #include "base/error.h"
 #include "device/launch_meet.h"
 #include "device/device.h"
+#include "device/paths.h"
 #include "transport/shm/shm.h"
 
 namespace clb::cuda {
@@ -67,14 +68,12 @@ clbResult_t agreeOnStatus(DeviceCommContext* comm, clbResult_t mine, const char*
   return clbSuccess;
 }
 
-DeviceShared::DeviceShared(DeviceCommContext* comm) : comm(comm) {
+DeviceShared::DeviceShared(DeviceCommContext* comm) : comm(comm), runtime(gpuRuntime(comm)) {
   // Read at init (base/config.h), where the ranks compared them; a bad value is reported by the
   // first device call.
   const DeviceConfig& c = comm->deviceCfg;
-  path = c.path == kDevicePathLL       ? DevicePath::kLL
-         : c.path == kDevicePathStaged ? DevicePath::kStaged
-         : c.path == kDevicePathDirect ? DevicePath::kDirect
-                                       : DevicePath::kAuto;
+  // The setting's word is the name of the path it forces (CollectivePath::name).
+  forced = c.path == kDevicePathAuto ? nullptr : optionWord("devicePath", c.path);
   meetOff = c.meetOff;
   gateSetting = c.gate;
   launchMode = c.launch;
@@ -85,6 +84,17 @@ DeviceShared::DeviceShared(DeviceCommContext* comm) : comm(comm) {
   llMax = (size_t)c.llMaxBytes;
   llMaxGiven = c.llMaxGiven;
 }
+
+clbResult_t DeviceShared::bindGpu(int gpu) {
+  CLB_CHECK(runtime.bind(gpu));
+  d = runtime.driver();
+  ctx = runtime.context();
+  dev = runtime.device();
+  ordinal = runtime.ordinal();
+  return clbSuccess;
+}
+
+bool DeviceShared::forcedTo(const char* name) const { return forced && !strcmp(forced, name); }
 
 void DeviceShared::releaseShared(SharedBuffer* b) {
   for (CUdeviceptr p : b->opened) d->cuIpcCloseMemHandle(p);
@@ -97,8 +107,7 @@ void DeviceShared::releaseShared(SharedBuffer* b) {
   if (b->host) {
     if (b->hostMine) comm->mem.addHost(-(int64_t)b->bytes);
   } else if (b->mine) {
-    d->cuMemFree(b->mine);
-    comm->mem.addDevice(-(int64_t)b->bytes);
+    runtime.free(b->mine, b->bytes);
   }
   b->mine = 0;
   b->bytes = 0;
@@ -152,17 +161,17 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
                     "shm), and this communicator's transport is %s: its device collectives go through the host "
                     "transport, without registration",
                     clbTransportName(comm->transport));
-  CLB_CU(d, cuDeviceGet, &dev, gpu);
-  CLB_CU(d, cuDevicePrimaryCtxRetain, &ctx, dev);
+  CLB_CHECK(bindGpu(gpu));
   CtxScope scope(d, ctx);
-  ordinal = gpu;
-  CLB_CHECK(kernels.load(dev, defaultKernelDir()));
-  CLB_CHECK(kernels.function("clb_dev_staged", &stagedFn));
-  CLB_CHECK(kernels.function("clb_dev_direct", &directFn));
-  CLB_CHECK(kernels.function("clb_dev_ll", &llFn));
-  CLB_CHECK(kernels.function("clb_dev_hostcopy", &hostCopyFn));
-  CLB_CHECK(kernels.function("clb_dev_hostcopy_combine", &hostCombineFn));
-  CLB_CHECK(kernels.function("clb_dev_gate", &gateFn));
+  CLB_CHECK(runtime.kernels(ctx, &kernels));
+  // Every path's kernels; those whose blocks wait for each other bound maxBlocks (below).
+  std::vector<CUfunction> waiting;
+  for (CollectivePath* path : paths) {
+    CUfunction fn = nullptr;
+    CLB_CHECK(path->load(*kernels, &fn));
+    if (fn) waiting.push_back(fn);
+  }
+  CLB_CHECK(kernels->function("clb_dev_gate", &gateFn));
   CLB_CU(d, cuMemHostAlloc, reinterpret_cast<void**>(&hostStatus), sizeof(ClbDevHostStatus), CU_MEMHOSTALLOC_DEVICEMAP);
   memset(hostStatus, 0, sizeof(ClbDevHostStatus));
   CLB_CU(d, cuMemHostGetDevicePointer, &hostStatusDev, hostStatus, 0);
@@ -195,9 +204,8 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   CLB_CHECK(ensureShared(&flagBuf, sizeof(ClbDevFlags), stream, "flags"));
   flags = flagBuf.mine;
   if (flagBuf.host) {
-    CLB_CU(d, cuMemAlloc, &counters, kOwnWordsBytes);
+    CLB_CHECK(runtime.alloc(kOwnWordsBytes, "the block counters", &counters));
     ownCounters = true;
-    comm->mem.addDevice((int64_t)kOwnWordsBytes);
     CLB_CHECK(zeroNow(d, counters, kOwnWordsBytes));
   } else {
     counters = flags + offsetof(ClbDevFlags, blocks);
@@ -206,12 +214,13 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   for (int p = 0; p < n; p++) peerFlags[p] = reinterpret_cast<ClbDevFlags*>(flagBuf.peers[p]);
   // Blocks of one launch wait for each other, and every rank sharing this GPU has one launch in
   // flight: together they must fit on the GPU at once (a margin of 4 blocks for other work).
-  int perSm = 1, perSm2 = 1;
-  CLB_CU(d, cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm, stagedFn, kThreads, 0);
-  CLB_CU(d, cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm2, directFn, kThreads, 0);
-  perSm = std::min(perSm, perSm2);
-  CLB_CU(d, cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm2, llFn, kThreads, 0);
-  const int slots = kernels.smCount() * std::max(1, std::min(perSm, perSm2));
+  int perSm = kMaxBlocks;
+  for (CUfunction fn : waiting) {
+    int fits = 1;
+    CLB_CU(d, cuOccupancyMaxActiveBlocksPerMultiprocessor, &fits, fn, kThreads, 0);
+    perSm = std::min(perSm, fits);
+  }
+  const int slots = kernels->smCount() * std::max(1, perSm);
   maxBlocks = (unsigned)std::max(1, std::min(kMaxBlocks, (slots - 4) / sameGpu));
   // Ranks sharing this GPU's context (threads of this process) launch together (launch_meet.h).
   std::vector<int> together;
@@ -242,7 +251,7 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   watching = true;
   CLB_INFO("rank %d: device collectives on GPU %d (%d rank(s) on it, %s); up to %u blocks per call%s; %s", comm->rank,
            ordinal, sameGpu, allInProcess ? "all ranks in this process" : "ranks in several processes", maxBlocks,
-           gateWide ? " (wide ones behind the gate)" : "", kernels.description().c_str());
+           gateWide ? " (wide ones behind the gate)" : "", kernels->description().c_str());
   return clbSuccess;
 }
 
@@ -387,9 +396,8 @@ clbResult_t DeviceShared::ensureShared(SharedBuffer* b, size_t bytes, CUstream s
     }
   if (b->mine) releaseShared(b);
   if (viaHost) return allocHostShared(b, bytes, what);
-  CLB_CU(d, cuMemAlloc, &b->mine, bytes);
+  CLB_CHECK(runtime.alloc(bytes, (std::string("the ") + what + " buffer").c_str(), &b->mine));
   b->bytes = bytes;
-  comm->mem.addDevice((int64_t)bytes);
   CLB_CHECK(zeroNow(d, b->mine, bytes));  // LL lines start with flag 0: no call has that number
   std::vector<StagingInfo> all(n);
   all[comm->rank].staging = b->mine;

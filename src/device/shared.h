@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "device/launch_meet.h"
 #include "device/device_context.h"
+#include "device/gpu_runtime.h"
 #include "device/kernels.h"
 #include "device/launcher.h"
 #include "device/watchdog.h"
@@ -46,12 +47,6 @@ constexpr unsigned kGateAboveBlocks = 2;
 // and the ranks may not agree on anything).
 clbResult_t agreeOnStatus(DeviceCommContext* comm, clbResult_t mine, const char* what, bool* exchanged = nullptr);
 
-// Which way a call goes (COLIBRI_DEVICE_PATH forces one; see docs/device.md).
-// kCopies is never forced: auto (or ll, beyond the LL sizes) takes it where the staging is in
-// host memory (hostcopy.cc); COLIBRI_DEVICE_PATH=staged keeps the staged kernel there.
-// kOneRank: what a call of a one-rank communicator took (a copy at most; never a setting).
-enum class DevicePath { kAuto, kLL, kStaged, kDirect, kCopies, kOneRank };
-
 // Device memory every rank of the node sees: this rank's allocation and every rank's, mapped
 // (CUDA IPC across processes, the pointer itself inside one). Allocated on demand, grown by a
 // collective step all ranks take at the same call, counted in memStats.
@@ -68,7 +63,8 @@ struct SharedBuffer {
   std::vector<std::pair<void*, size_t>> hostMaps;  // host mappings to unregister and unmap
 };
 
-struct PeerInfo;  // what ranks tell each other at set-up
+struct PeerInfo;       // what ranks tell each other at set-up
+class CollectivePath;  // paths.h
 
 // Zeroes device memory peers are about to write into (the collectives' shared buffers, the
 // point-to-point boxes), on a private stream, and waits until it is done (shared.cc says why).
@@ -83,7 +79,11 @@ clbResult_t checkDeviceCollective(uint32_t coll);
 struct DeviceShared {
   explicit DeviceShared(DeviceCommContext* comm);  // the settings, as read at init (comm->deviceCfg)
 
-  clbResult_t setUp(int gpu, CUstream stream);  // once (collective): kernels, flags, peers
+  // Once (collective): kernels (every path's, from the image), flags, peers.
+  clbResult_t setUp(int gpu, CUstream stream);
+  // The communicator's GPU (GpuRuntime::bind: refused for another GPU than the first call's), and
+  // d, ctx, dev and ordinal set from it; every call binds first.
+  clbResult_t bindGpu(int gpu);
   clbResult_t ensureShared(SharedBuffer* b, size_t bytes, CUstream stream, const char* what);
   // The staging for call `a` (the staged and copies paths size it alike), grown when it needs more.
   clbResult_t ensureStaging(const CollArgs& a, CUstream stream);
@@ -110,16 +110,21 @@ struct DeviceShared {
   clbResult_t together(const CollArgs& a, F&& launch);
 
   DeviceCommContext* comm;
+  GpuRuntime& runtime;  // the GPU, the kernel image and the device memory (gpu_runtime.h)
   const Driver* d = nullptr;
-  Kernels kernels;
-  CUfunction stagedFn = nullptr, directFn = nullptr, llFn = nullptr, hostCopyFn = nullptr, hostCombineFn = nullptr;
+  const Kernels* kernels = nullptr;  // the runtime's image in ctx (setUp, or GPUDirect's set-up)
+  // The Device's collective paths (its registry, device.cc), whose kernels setUp loads.
+  std::vector<CollectivePath*> paths;
   CUfunction gateFn = nullptr;  // clb_dev_gate (gateWide)
   GraphLauncher launcher;       // eager launches: prepared graphs or ordinary (set up in setUp)
   int launchMode = 0;           // COLIBRI_DEVICE_LAUNCH (DeviceLaunchSetting, base/config.h)
   CUcontext ctx = nullptr;
   CUdevice dev = 0;
   int ordinal = -1;
-  DevicePath path = DevicePath::kAuto;
+  // COLIBRI_DEVICE_PATH: the name of the path it forces (a CollectivePath's name), or nullptr (auto).
+  const char* forced = nullptr;
+  bool automatic() const { return forced == nullptr; }
+  bool forcedTo(const char* name) const;
   size_t directMin = 0;     // auto: direct from this message size on (bytes)
   size_t llMax = 0;         // auto: LL up to this many bytes per destination
   bool llMaxGiven = false;  // ... other than the default (else lowered through host memory)

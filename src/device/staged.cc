@@ -16,9 +16,15 @@ namespace clb::cuda {
 
 size_t StagedPath::slotBytes() const { return s_.staging.bytes / 2 / s_.comm->nranks / 16 * 16; }
 
+clbResult_t StagedPath::load(const Kernels& k, CUfunction* occupancy) {
+  CLB_CHECK(k.function("clb_dev_staged", &fn_));
+  *occupancy = fn_;
+  return clbSuccess;
+}
+
 clbResult_t StagedPath::prepare(const CollArgs& a, CUstream stream) { return s_.ensureStaging(a, stream); }
 
-clbResult_t StagedPath::run(const CollArgs& a, CUstream stream) {
+clbResult_t StagedPath::run(const CollArgs& a, CUstream stream, const ClbDevCallArgs*) {
   const size_t esz = clbTypeSize(a.type);
   // Staged rounds meet one by one: two rounds of one rank in a row could otherwise share a
   // hardware queue with a peer's, the second waiting for the first, which waits for the peer's
@@ -83,7 +89,7 @@ clbResult_t StagedPath::launch(const CollArgs& a, size_t e0, size_t m, CUstream 
   const unsigned blocks = s_.blocksFor(bytes);
   // Only the first round: once every rank passed it, the rounds after it wait only for each other.
   if (e0 == 0) CLB_CHECK(s_.gate(k, blocks, stream));
-  return s_.launcher.launch(s_.d, s_.stagedFn, blocks, kThreads, stream, &k, sizeof k);
+  return s_.launcher.launch(s_.d, fn_, blocks, kThreads, stream, &k, sizeof k);
 }
 
 }  // namespace clb::cuda
