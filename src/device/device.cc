@@ -86,6 +86,7 @@ Device::Device(DeviceCommContext* comm) : s_(comm), paths_(collectivePaths(s_)) 
     s_.paths.push_back(p.get());
     if (s_.forcedTo(p->name())) forced_ = p.get();
   }
+  if (!forced_) s_.forced = nullptr;  // a word no path has (init refuses one): auto
 }
 
 Device::~Device() { release(); }
@@ -171,8 +172,7 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   // alike everywhere: registrations are made and dropped by collective steps (a registration kept
   // only where every rank mapped it; a deregistration meets every rank), so every rank holds as
   // many at any call. (Not a reduce: its other ranks have no recv buffer to register; it stages.)
-  const bool zeroCopy = path->algorithm() == Algorithm::kStaged && path != forced_ && !s_.allInProcess && !s_.viaHost &&
-                        !regs_.empty() && shape.msg >= s_.directMin && a.desc.coll != kReduce;
+  const bool zeroCopy = asksForRegistered(*path, forced_, s_, !regs_.empty(), shape, a.desc.coll);
   // The kernel's arguments that the agreement completes (the peers' buffers); built only then, as
   // they cost an eager call time.
   ClbDevCallArgs k{};
@@ -194,6 +194,12 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   for (auto& p : paths_) CLB_CHECK(p->ahead(stream));
   CLB_CHECK(path->prepare(a, stream));
   return path->run(a, stream, s_.checkCalls || given ? &k : nullptr);
+}
+
+bool asksForRegistered(const CollectivePath& path, const CollectivePath* forced, const DeviceShared& s,
+                       bool registrations, const CallShape& c, uint32_t coll) {
+  return registrations && path.algorithm() == Algorithm::kStaged && &path != forced && !s.allInProcess && !s.viaHost &&
+         c.msg >= s.directMin && coll != kReduce;
 }
 
 CollectivePath* choosePath(const std::vector<std::unique_ptr<CollectivePath>>& paths, const CollectivePath* forced,
@@ -287,6 +293,8 @@ std::string Device::describe() const {
     return "device: GPU " + std::to_string(s_.ordinal) + ", ranks on several hosts: device buffers through " +
            gpuDirect_.info() + "; " + std::to_string(hostStaged_.bytes()) +
            " bytes of pinned host staging; each call waits for its stream\n";
+  // Bound to a GPU, but no call set the paths up (refused before the set-up).
+  if (!s_.flags) return "device: GPU " + std::to_string(s_.ordinal) + ", not set up yet (no call got that far)\n";
   std::string notes;  // what the paths hold of their own
   for (auto& p : paths_) notes += p->note();
   char b[1024];

@@ -55,10 +55,9 @@ clbResult_t GpuRuntime::alloc(size_t bytes, const char* what, CUdeviceptr* p) {
   if (!d_) CLB_CHECK(cuda::driver(&d_));
   if (CUresult rc = d_->cuMemAlloc(p, bytes); rc != CUDA_SUCCESS) {
     *p = 0;
-    const char* name = "?";
-    d_->cuGetErrorName(rc, &name);
-    return setError(rc == CUDA_ERROR_OUT_OF_MEMORY ? clbOutOfMemory : clbSystemError,
-                    "rank %d: no %zu bytes of device memory for %s (cuMemAlloc: %s)", comm_->rank, bytes, what, name);
+    if (rc != CUDA_ERROR_OUT_OF_MEMORY) return cuError(rc, "cuMemAlloc");  // its code, as every driver call's
+    return setError(clbOutOfMemory, "rank %d: no %zu bytes of device memory for %s (cuMemAlloc: out of memory)",
+                    comm_->rank, bytes, what);
   }
   comm_->mem.addDevice((int64_t)bytes);
   return clbSuccess;

@@ -29,7 +29,9 @@ class GpuRuntime {
 
   // Binds the communicator to GPU `ordinal` at its first call on device buffers (the driver
   // loaded, the GPU's primary context retained); a later call on another GPU is refused, naming
-  // both: one communicator per GPU.
+  // both: one communicator per GPU, whatever the call (a collective, a registration, a PreMulSum's
+  // or an in-place all-to-all's staging), also when that first call was refused afterwards.
+  // (Point-to-point on the GPU runs in its buffers' context and binds nothing.)
   clbResult_t bind(int ordinal);
   bool bound() const { return ordinal_ >= 0; }
   const Driver* driver() const { return d_; }

@@ -98,6 +98,14 @@ std::vector<std::unique_ptr<CollectivePath>> collectivePaths(DeviceShared& s);
 CollectivePath* choosePath(const std::vector<std::unique_ptr<CollectivePath>>& paths, const CollectivePath* forced,
                            size_t llMax, const CallShape& c);
 
+// Whether a call that `path` would take asks every rank for its registered buffers
+// (Registrations::agreeCall) to go in place instead: a call that would stage on the device and
+// was not forced to, between processes with peer access, from directMin on, where this rank holds
+// `registrations`; never a reduce (its other ranks have no recv buffer to register). Alike on
+// every rank: registrations are made and dropped by collective steps.
+bool asksForRegistered(const CollectivePath& path, const CollectivePath* forced, const DeviceShared& s,
+                       bool registrations, const CallShape& c, uint32_t coll);
+
 // Small messages inside a node (ll.cc): each rank pushes its data, with the call's number, in
 // 16-byte lines into every rank's LL buffer; readers poll their own memory.
 class LLPath final : public CollectivePath {
