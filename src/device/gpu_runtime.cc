@@ -3,19 +3,35 @@
 // GpuRuntime (gpu_runtime.h): the communicator's GPU, its kernel images and its device memory.
 #include "device/gpu_runtime.h"
 
+#include <mutex>
+#include <string>
+#include <utility>
+
 #include "base/error.h"
 
 namespace clb::cuda {
 
+namespace {
+
+// The kernel images loaded in this process: one per context and folder, loaded at the first call
+// that needs it, shared by every communicator on that context and kept for the process's life.
+// The driver keeps the code memory of the most images a context has had loaded at once and does
+// not give it back at cuModuleUnload (on an H100: 2 MiB per image loaded eagerly, 2 MiB for four
+// loaded lazily that each ran a kernel, and a reload after an unload may take more;
+// results/gpu/2026-12-06-h100-kernel-images/): an image per communicator would grow it with the
+// communicators of a process, and unloading at a suspend would give nothing back. Keyed by the
+// context's ID (cuCtxGetId), which no later context reuses as it may reuse the address; an image
+// whose context was destroyed went with it, and is never found again. The table is never freed
+// (no unload runs at exit, after the driver may be gone).
+std::mutex gImagesMutex;
+auto* gImages = new std::map<std::pair<unsigned long long, std::string>, std::unique_ptr<Kernels>>;
+
+}  // namespace
+
 GpuRuntime::~GpuRuntime() {
-  for (auto& [ctx, image] : images_) {
-    CtxScope scope(d_, ctx);  // a module is unloaded from its own context
-    image.reset();
-  }
-  // The primary context stays retained: where the application holds no reference of its own (a
-  // driver-API program that made it current through clbDeviceAlloc), releasing the last one
-  // would destroy the context with the application's memory in it, and a suspend and resume
-  // would pay for a new context.
+  // The images stay (gImages). The primary context stays retained: where the application holds no reference of its own
+  // (a driver-API program that made it current through clbDeviceAlloc), releasing the last one would destroy the
+  // context with the application's memory in it, and a suspend and resume would pay for a new context.
 }
 
 clbResult_t GpuRuntime::bind(int ordinal) {
@@ -39,14 +55,22 @@ clbResult_t GpuRuntime::kernels(CUcontext ctx, const Kernels** k) {
   auto it = images_.find(ctx);
   if (it == images_.end()) {
     if (!d_) CLB_CHECK(cuda::driver(&d_));
-    CtxScope scope(d_, ctx);
-    CUdevice dev = 0;
-    CLB_CU(d_, cuCtxGetDevice, &dev);
-    auto image = std::make_unique<Kernels>();
-    CLB_CHECK(image->load(dev, defaultKernelDir()));
-    it = images_.emplace(ctx, std::move(image)).first;
+    unsigned long long id = 0;
+    CLB_CU(d_, cuCtxGetId, ctx, &id);
+    const std::string dir = defaultKernelDir();
+    std::lock_guard<std::mutex> g(gImagesMutex);
+    std::unique_ptr<Kernels>& image = (*gImages)[{id, dir}];
+    if (!image) {
+      CtxScope scope(d_, ctx);
+      CUdevice dev = 0;
+      CLB_CU(d_, cuCtxGetDevice, &dev);
+      auto loaded = std::make_unique<Kernels>();
+      CLB_CHECK(loaded->load(dev, dir));
+      image = std::move(loaded);
+    }
+    it = images_.emplace(ctx, image.get()).first;
   }
-  *k = it->second.get();
+  *k = it->second;
   return clbSuccess;
 }
 

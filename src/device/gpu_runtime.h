@@ -3,10 +3,11 @@
 // The communicator's GPU runtime (DeviceCommContext::gpu): what every device object of a
 // communicator (its Device and the paths behind it, PreMulSum's Scaler, point-to-point's
 // PeerDevice) takes from one place rather than each on its own: the driver; the GPU its
-// collectives run on and that GPU's primary context, retained (bind); the kernel image,
-// loaded once per context; and the device memory they hold, allocated and freed through it, so
-// that memStats counts every byte in one place. Made at the first device call (gpuRuntime), freed
-// after every object that uses it (DeviceCommContext::releaseDevice, releaseCallMemory).
+// collectives run on and that GPU's primary context, retained (bind); the kernel image, loaded
+// once per context for the process's life and shared by its communicators; and the device memory
+// they hold, allocated and freed through it, so that memStats counts every byte in one place. Made
+// at the first device call (gpuRuntime), freed after every object that uses it
+// (DeviceCommContext::releaseDevice, releaseCallMemory).
 #pragma once
 
 #include <cuda.h>
@@ -23,7 +24,7 @@ namespace clb::cuda {
 class GpuRuntime {
  public:
   explicit GpuRuntime(DeviceCommContext* comm) : comm_(comm) {}
-  ~GpuRuntime();  // the images unloaded (each in its context); the primary context stays retained
+  ~GpuRuntime();  // the images (the process's) and the primary context's reference stay
   GpuRuntime(const GpuRuntime&) = delete;
   GpuRuntime& operator=(const GpuRuntime&) = delete;
 
@@ -39,8 +40,9 @@ class GpuRuntime {
   CUdevice device() const { return dev_; }
   int ordinal() const { return ordinal_; }
 
-  // The kernel image loaded into `ctx` (a context of any GPU), once per context (in it). Never
-  // inside a graph capture: the callers refuse a first call there before they ask.
+  // The kernel image loaded into `ctx` (a context of any GPU): one per context in the whole
+  // process, shared by its communicators and kept for the process's life (gpu_runtime.cc says
+  // why). Never inside a graph capture: the callers refuse a first call there before they ask.
   clbResult_t kernels(CUcontext ctx, const Kernels** k);
 
   // `bytes` of device memory in the current context, counted in the communicator's memStats;
@@ -55,7 +57,7 @@ class GpuRuntime {
   CUcontext ctx_ = nullptr;  // the bound GPU's primary context (retained)
   CUdevice dev_ = 0;
   int ordinal_ = -1;
-  std::map<CUcontext, std::unique_ptr<Kernels>> images_;
+  std::map<CUcontext, const Kernels*> images_;  // the process's images this communicator uses
 };
 
 // The communicator's GPU runtime, made at the first call that asks (under the call, like every use).

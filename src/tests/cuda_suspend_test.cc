@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "colibri/colibri.h"
+#include "core/comm.h"
+#include "device/gpu_runtime.h"
 #include "platform/cuda/driver.h"
 #include "base/dtype.h"
 #include "tests/cuda_test_util.h"
@@ -148,6 +150,62 @@ double mib(int64_t bytes) { return (double)bytes / 1048576.0; }
 
 }  // namespace
 
+// The communicators of a process share one kernel image per context (GpuRuntime::kernels): an
+// image per communicator would grow the driver's code memory with every communicator, for good
+// (results/gpu/2026-12-06-h100-kernel-images/). Two rank threads' communicators, and a second
+// communicator of each, after calls on each, hold the same image; twice, all of them destroyed in
+// between.
+TEST(DeviceKernelImage, IsOneForEveryCommunicatorOfAProcessOnAContext) {
+  const Driver* d = gpu();
+  if (!d) GTEST_SKIP() << "no GPU here: " << why;
+  const int n = 2;
+  CUdevice dev;
+  CUcontext ctx;
+  ASSERT_EQ(d->cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  std::vector<Buffers> bufs(n);
+  std::vector<CUstream> streams(n);
+  for (int r = 0; r < n; r++) {
+    ASSERT_EQ(allocate(d, n, &bufs[r]), "");
+    ASSERT_EQ(d->cuStreamCreate(&streams[r], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  }
+  auto image = [&](clbComm_t c) -> const void* {
+    const clb::cuda::Kernels* k = nullptr;
+    clb::DeviceCommContext* dc = c;
+    if (!dc->gpu || dc->gpu->kernels(ctx, &k) != clbSuccess) return nullptr;
+    return k;
+  };
+  for (int round = 0; round < 2; round++) {
+    std::vector<clbComm_t> a(n), b(n);
+    clbUniqueId ida, idb;
+    ASSERT_EQ(clbGetUniqueId(&ida), clbSuccess);
+    ASSERT_EQ(clbGetUniqueId(&idb), clbSuccess);
+    EXPECT_RANKS_OK(onRanks(n, ctx, [&](int r) -> std::string {
+      if (clbCommInitRank(&a[r], &ida, r, n, nullptr) != clbSuccess) return std::string("init: ") + clbGetLastError();
+      if (clbCommInitRank(&b[r], &idb, r, n, nullptr) != clbSuccess) return std::string("init: ") + clbGetLastError();
+      std::string err = callRound(d, a[r], streams[r], bufs[r], r, n, 7);
+      if (err.empty()) err = callRound(d, b[r], streams[r], bufs[r], r, n, 8);
+      return err;
+    }));
+    std::vector<const void*> images;
+    for (int r = 0; r < n; r++) images.push_back(image(a[r])), images.push_back(image(b[r]));
+    for (const void* k : images) {
+      EXPECT_NE(k, nullptr);
+      EXPECT_EQ(k, images[0]) << "round " << round << ": the communicators hold different kernel images";
+    }
+    EXPECT_RANKS_OK(onRanks(n, ctx, [&](int r) -> std::string {
+      if (clbCommDestroy(a[r]) != clbSuccess || clbCommDestroy(b[r]) != clbSuccess)
+        return std::string("destroy: ") + clbGetLastError();
+      return "";
+    }));
+  }
+  for (int r = 0; r < n; r++) {
+    d->cuStreamDestroy(streams[r]);
+    release(d, &bufs[r]);
+  }
+}
+
 // Ranks as threads sharing GPU 0: ranks, and the path ("auto": peer access, LL and staged
 // kernels; "viahost": as between GPUs without peer access, LL then the copy engines).
 class DeviceSuspend : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
@@ -177,20 +235,28 @@ TEST_P(DeviceSuspend, GivesTheGpuBackToItsLevelBeforeTheInitAndTheNextCallsAreRi
     d->cuMemGetInfo(&free, &total);
     return (int64_t)(total - free);
   };
-  // The driver keeps memory for the most streams its context has had at once, in steps (on an
-  // H100: 2 MiB per 4 streams), after they are destroyed too, and reuses it for later streams: a
-  // cache of the driver's that any stream grows (Colibri's private streams, for zeroing and for
-  // the copies through host memory, among them), not memory a communicator holds. The test
-  // measures what the communicators hold, so it has that cache grown first, as a server with
-  // streams of its own has it: 16 streams at once, used and destroyed.
-  const int64_t beforeStreams = used();
+  // The driver keeps caches that grow with what a context has had at once and are not given back
+  // when that goes: memory for the most streams (on an H100, 2 MiB per 4 beyond a level) and the
+  // code memory of the most kernel images loaded (2 MiB steps; cuModuleUnload leaves it;
+  // results/gpu/2026-12-06-h100-kernel-images/). A process's first communicators grow them once,
+  // whatever they give back later: not memory a communicator holds. The test measures what the
+  // communicators hold, so a first cycle of the same work (init, the calls, destroy) grows those
+  // caches first, as a server's earlier communicators or its own work have them. The cycle below
+  // then holds nothing beyond them: a communicator that kept anything would show here. (That the
+  // communicators share one image is DeviceKernelImage's test, below.)
+  const int64_t beforeWarm = used();
   {
-    std::vector<CUstream> warm(16);
-    for (CUstream& s : warm) {
-      ASSERT_EQ(d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-      ASSERT_EQ(d->cuMemsetD8Async(bufs[0].send[0], 0, 16, s), CUDA_SUCCESS);
-    }
-    for (CUstream s : warm) d->cuStreamDestroy(s);
+    clbUniqueId warmId;
+    ASSERT_EQ(clbGetUniqueId(&warmId), clbSuccess);
+    std::vector<clbComm_t> warm(n);
+    EXPECT_RANKS_OK(onRanks(n, ctx, [&](int r) -> std::string {
+      if (clbCommInitRank(&warm[r], &warmId, r, n, nullptr) != clbSuccess)
+        return std::string("warm-up init: ") + clbGetLastError();
+      std::string err = callRound(d, warm[r], streams[r], bufs[r], r, n, 50);
+      if (clbCommDestroy(warm[r]) != clbSuccess && err.empty())
+        err = std::string("warm-up destroy: ") + clbGetLastError();
+      return err;
+    }));
   }
   const int64_t before = used();
   clbUniqueId id;
@@ -234,9 +300,9 @@ TEST_P(DeviceSuspend, GivesTheGpuBackToItsLevelBeforeTheInitAndTheNextCallsAreRi
   const int64_t afterDestroy = used();
   EXPECT_LE(afterDestroy, before) << "destroyed, the GPU holds " << mib(afterDestroy - before) << " MiB more";
   printf(
-      "SUSPEND ranks=%d path=%s driver_stream_cache_MiB=%.2f MiB_over_before_init: after_init=%.2f "
+      "SUSPEND ranks=%d path=%s driver_caches_after_first_cycle_MiB=%.2f MiB_over_before_init: after_init=%.2f "
       "after_calls=%.2f after_suspend=%.2f after_resume_and_calls=%.2f after_destroy=%.2f own_after_calls_MiB=%.2f\n",
-      n, path.c_str(), mib(before - beforeStreams), mib(afterInit - before), mib(afterCalls - before),
+      n, path.c_str(), mib(before - beforeWarm), mib(afterInit - before), mib(afterCalls - before),
       mib(afterSuspend - before), mib(afterResume - before), mib(afterDestroy - before), mib(ownAfterCalls));
   for (int r = 0; r < n; r++) {
     release(d, &bufs[r]);
