@@ -150,6 +150,21 @@ double mib(int64_t bytes) { return (double)bytes / 1048576.0; }
 
 }  // namespace
 
+// The application's part of a test of n rank threads on GPU 0: its primary context current, and a
+// rank's buffers and stream each; "" or what failed.
+std::string application(const Driver* d, int n, CUcontext* ctx, std::vector<Buffers>* bufs,
+                        std::vector<CUstream>* streams) {
+  CUdevice dev;
+  if (d->cuDeviceGet(&dev, 0) != CUDA_SUCCESS || d->cuDevicePrimaryCtxRetain(ctx, dev) != CUDA_SUCCESS ||
+      d->cuCtxSetCurrent(*ctx) != CUDA_SUCCESS)
+    return "GPU 0's primary context";
+  for (int r = 0; r < n; r++) {
+    if (std::string err = allocate(d, n, &(*bufs)[r]); !err.empty()) return err;
+    if (d->cuStreamCreate(&(*streams)[r], CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return "cuStreamCreate";
+  }
+  return "";
+}
+
 // The communicators of a process share one kernel image per context (GpuRuntime::kernels): an
 // image per communicator would grow the driver's code memory with every communicator, for good
 // (results/gpu/2026-12-06-h100-kernel-images/). Two rank threads' communicators, and a second
@@ -159,17 +174,10 @@ TEST(DeviceKernelImage, IsOneForEveryCommunicatorOfAProcessOnAContext) {
   const Driver* d = gpu();
   if (!d) GTEST_SKIP() << "no GPU here: " << why;
   const int n = 2;
-  CUdevice dev;
   CUcontext ctx;
-  ASSERT_EQ(d->cuDeviceGet(&dev, 0), CUDA_SUCCESS);
-  ASSERT_EQ(d->cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
-  ASSERT_EQ(d->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
   std::vector<Buffers> bufs(n);
   std::vector<CUstream> streams(n);
-  for (int r = 0; r < n; r++) {
-    ASSERT_EQ(allocate(d, n, &bufs[r]), "");
-    ASSERT_EQ(d->cuStreamCreate(&streams[r], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  }
+  ASSERT_EQ(application(d, n, &ctx, &bufs, &streams), "");
   auto image = [&](clbComm_t c) -> const void* {
     const clb::cuda::Kernels* k = nullptr;
     clb::DeviceCommContext* dc = c;
@@ -217,18 +225,10 @@ TEST_P(DeviceSuspend, GivesTheGpuBackToItsLevelBeforeTheInitAndTheNextCallsAreRi
   const std::string path = std::get<1>(GetParam());
   setenv("COLIBRI_DEVICE_PATH", "auto", 1);
   setenv("COLIBRI_DEVICE_P2P", path == "viahost" ? "off" : "auto", 1);
-  CUdevice dev;
-  CUcontext ctx;
-  ASSERT_EQ(d->cuDeviceGet(&dev, 0), CUDA_SUCCESS);
-  ASSERT_EQ(d->cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
-  ASSERT_EQ(d->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
-  // The application's part first: its buffers and streams.
+  CUcontext ctx;  // the application's part first: its buffers and streams
   std::vector<Buffers> bufs(n);
   std::vector<CUstream> streams(n);
-  for (int r = 0; r < n; r++) {
-    ASSERT_EQ(allocate(d, n, &bufs[r]), "");
-    ASSERT_EQ(d->cuStreamCreate(&streams[r], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  }
+  ASSERT_EQ(application(d, n, &ctx, &bufs, &streams), "");
   auto used = [&] {
     size_t free = 0, total = 0;
     d->cuCtxSynchronize();
