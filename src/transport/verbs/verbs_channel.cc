@@ -29,7 +29,6 @@ constexpr uint32_t kKindData = 0, kKindCredit = 1, kKindAnnounce = 2, kKindAck =
 constexpr uint32_t kKindNotice = 1;
 constexpr uint32_t kLow30 = 0x3FFFFFFFu, kLow24 = 0xFFFFFFu;
 constexpr uint64_t kWrData = 1, kWrCredit = 2, kWrAnnounce = 3, kWrAck = 4, kWrPayload = 5, kWrNotice = 6;
-constexpr uint64_t kWrRecvSend = 10, kWrRecvRecv = 11;  // receives on the send / receive side QP
 constexpr size_t kCtlBytes = 4096, kCtlOut = 256;
 // The control block also holds K tags in, written by the previous rank (device mode: every
 // message's tag; both modes: the tag of a notice), and in device mode K tags out (the source of
@@ -38,6 +37,17 @@ constexpr size_t kCtlTagIn = 512, kCtlTagOut = kCtlTagIn + 64 * sizeof(MsgTag);
 constexpr size_t kCtlBytesDevice = (kCtlTagOut + 64 * sizeof(MsgTag) + 4095) / 4096 * 4096;
 
 uint32_t imm(uint32_t kind, uint32_t low) { return kind << 30 | (low & kLow30); }
+
+// The ranks a channel's links go to: its peer's (a point-to-point channel), else the ring's neighbours.
+int ranksOf(const VerbsOptions& o, const clbNetHost_v1_t* host) { return std::max(1, host ? host->nranks : o.nranks); }
+int peerNext(const VerbsOptions& o, const clbNetHost_v1_t* host) {
+  const int rank = host ? host->rank : o.rank;
+  return o.peer >= 0 ? o.peer : (rank + 1) % ranksOf(o, host);
+}
+int peerPrev(const VerbsOptions& o, const clbNetHost_v1_t* host) {
+  const int rank = host ? host->rank : o.rank, n = ranksOf(o, host);
+  return o.peer >= 0 ? o.peer : (rank + n - 1) % n;
+}
 
 // Part j of a message of `total` bytes split over q queue pairs: 64-byte aligned pieces, the
 // last ones possibly empty. q == 1: the whole message.
@@ -85,15 +95,16 @@ struct VerbsChannel::Region {
 };
 
 VerbsChannel::VerbsChannel(const VerbsApi* api, const VerbsOptions& o, const clbNetHost_v1_t* host)
-    : api_(api), o_(o), userRegs_(api, o.device, o.userRegMax, o.userRegCapBytes, host ? host->rank : o.rank, [this] {
-        return finish();
-      }) {
+    : api_(api),
+      o_(o),
+      link_(api, o_, host ? host->rank : o.rank, peerNext(o, host), peerPrev(o, host), (uint32_t)o.slots,
+            (uint32_t)o.qpsPerConnection),
+      userRegs_(api, o.device, o.userRegMax, o.userRegCapBytes, host ? host->rank : o.rank,
+                [this] { return finish(); }) {
   if (host) host_ = *host, hasHost_ = true;
   rank_ = host ? host->rank : o.rank;
-  int n = host ? host->nranks : o.nranks;
-  if (n < 1) n = 1;
-  next_ = o.peer >= 0 ? o.peer : (rank_ + 1) % n;
-  prev_ = o.peer >= 0 ? o.peer : (rank_ + n - 1) % n;
+  next_ = peerNext(o, host);
+  prev_ = peerPrev(o, host);
   if (host) o_.timeoutMs = host->timeoutMs, o_.stagingCapBytes = host->stagingCapBytes;
   K_ = (uint32_t)o.slots;
   Q_ = (uint32_t)o.qpsPerConnection;
@@ -135,7 +146,8 @@ clbResult_t VerbsChannel::newRegion(size_t bytes, int access, bool device, std::
     r->bytes = rounded;
     account((int64_t)rounded, true);
     if (fd >= 0) {
-      r->mr = api_->regDmabufMr ? api_->regDmabufMr(pd_, 0, rounded, (uint64_t)(uintptr_t)r->mem, fd, access) : nullptr;
+      r->mr = api_->regDmabufMr ? api_->regDmabufMr(link_.pd(), 0, rounded, (uint64_t)(uintptr_t)r->mem, fd, access)
+                                : nullptr;
       int e = api_->regDmabufMr ? errno : EOPNOTSUPP;
       close(fd);  // the registration holds the dma-buf
       if (!r->mr)
@@ -145,7 +157,7 @@ clbResult_t VerbsChannel::newRegion(size_t bytes, int access, bool device, std::
                            "buffers through host memory instead",
                            api_->impl, rounded);
     } else {
-      r->mr = api_->regMr(pd_, r->mem, rounded, access);
+      r->mr = api_->regMr(link_.pd(), r->mem, rounded, access);
       if (!r->mr)
         return setSysError(errno,
                            "verbs (%s): ibv_reg_mr of %zu bytes of GPU memory failed (GPUDirect RDMA "
@@ -161,7 +173,7 @@ clbResult_t VerbsChannel::newRegion(size_t bytes, int access, bool device, std::
   memset(r->mem, 0, rounded);
   r->bytes = rounded;
   account((int64_t)rounded, false);
-  r->mr = api_->regMr(pd_, r->mem, rounded, access);
+  r->mr = api_->regMr(link_.pd(), r->mem, rounded, access);
   if (!r->mr) {
     int e = errno;
     if (e == ENOMEM)
@@ -178,95 +190,12 @@ clbResult_t VerbsChannel::newRegion(size_t bytes, int access, bool device, std::
 }
 
 clbResult_t VerbsChannel::open() {
-  if (o_.sharedDevice) {
-    dev_ = o_.sharedDevice;
-    ctx_ = dev_->ctx;
-    pd_ = dev_->pd;
-  }
-  ibv_device** list = nullptr;
-  int n = 0;
-  CLB_CHECK(listDevices(*api_, &list, &n));
-  ibv_device* dev = nullptr;
-  for (int i = 0; i < n && !dev; i++)
-    if (!o_.deviceName || strcmp(api_->getDeviceName(list[i]), o_.deviceName) == 0) dev = list[i];
-  if (!dev) {
-    api_->freeDeviceList(list);
-    return setError(clbInvalidArgument, "verbs: no RDMA device named \"%s\" (%d devices; see `ibv_devices`)",
-                    o_.deviceName, n);
-  }
-  std::string devName = api_->getDeviceName(dev);
-  if (!dev_) {
-    dev_ = std::make_shared<VerbsDevice>();
-    dev_->api = api_;
-    ctx_ = dev_->ctx = api_->openDevice(dev);
-  }
-  int e = errno;
-  api_->freeDeviceList(list);
-  if (!ctx_) return setSysError(e, "verbs (%s): ibv_open_device(%s) failed", api_->impl, devName.c_str());
-  ibv_port_attr pa;
-  ibv_gid gid;
-  CLB_CHECK(portAddress(*api_, ctx_, devName, o_.port, o_.gidIndex, &pa, &gidIndex_, &gid));
-
-  if (!pd_) pd_ = dev_->pd = api_->allocPd(ctx_);
-  if (!pd_) return setSysError(errno, "verbs: ibv_alloc_pd(%s) failed", devName.c_str());
-  userRegs_.setPd(pd_);
-  sqDepth_ = 4 * (int)K_ + 64;
-  rqDepth_ = 2 * (int)K_ + 32;
-  const int cqe = (int)Q_ * 2 * (sqDepth_ + rqDepth_) + 16;
-  cq_ = api_->createCq(ctx_, cqe, nullptr, nullptr, 0);
-  if (!cq_) return setSysError(errno, "verbs: ibv_create_cq(%s) failed", devName.c_str());
-  sendQps_.assign(Q_, nullptr);
-  recvQps_.assign(Q_, nullptr);
-  std::vector<ibv_qp**> all;
-  for (uint32_t j = 0; j < Q_; j++) all.push_back(&sendQps_[j]), all.push_back(&recvQps_[j]);
-  for (ibv_qp** q : all) {
-    ibv_qp_init_attr ia;
-    memset(&ia, 0, sizeof ia);
-    ia.send_cq = cq_;
-    ia.recv_cq = cq_;
-    ia.qp_type = IBV_QPT_RC;
-    ia.cap.max_send_wr = (uint32_t)sqDepth_;
-    ia.cap.max_recv_wr = (uint32_t)rqDepth_;
-    ia.cap.max_send_sge = 1;
-    ia.cap.max_recv_sge = 1;
-    *q = api_->createQp(pd_, &ia);
-    if (!*q)
-      return setSysError(errno, "verbs: ibv_create_qp(RC, %d send / %d receive entries) on %s failed", sqDepth_,
-                         rqDepth_, devName.c_str());
-    ibv_qp_attr a;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = 0;
-    a.port_num = o_.port;
-    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-    const int rc = api_->modifyQp(*q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-    if (rc) return setSysError(rc, "verbs: moving a queue pair to INIT on %s failed", devName.c_str());
-    CLB_CHECK(postRecvs(*q, rqDepth_));
-  }
-  queueBytes_ = 2 * (int64_t)Q_ * ((int64_t)sqDepth_ * 64 + (int64_t)rqDepth_ * 32) + (int64_t)cqe * 64;
-  if (hasHost_ && host_.account) host_.account(host_.ctx, queueBytes_, 0);
+  CLB_CHECK(link_.open());
+  userRegs_.setPd(link_.pd());
+  if (hasHost_ && host_.account) host_.account(host_.ctx, link_.queueBytes(), 0);
   CLB_CHECK(newRegion(o_.device ? kCtlBytesDevice : kCtlBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, false,
                       &ctl_));
-
-  std::random_device rd;
-  for (VerbsConnInfo* i : {&sendInfo_, &recvInfo_}) {
-    memset(i, 0, sizeof *i);
-    i->magic = kVerbsConnMagic;
-    i->version = kVerbsConnVersion;
-    const std::vector<ibv_qp*>& qps = i == &sendInfo_ ? sendQps_ : recvQps_;
-    i->qpn = qps[0]->qp_num;
-    i->qpCount = Q_;
-    for (uint32_t j = 1; j < Q_; j++) i->moreQpns[j - 1] = qps[j]->qp_num;
-    i->psn = rd() & kLow24;
-    i->lid = pa.lid;
-    i->mtu = (uint8_t)pa.active_mtu;
-    i->linkLayer = pa.link_layer;
-    i->slots = K_;
-    i->gid = gid;
-    i->ctlAddr = (uint64_t)(uintptr_t)ctl_->mem;
-    i->ctlRkey = ctl_->mr->rkey;
-    i->flags = o_.device ? kVerbsConnDeviceSlots : 0;
-  }
+  link_.setControlBlock((uint64_t)(uintptr_t)ctl_->mem, ctl_->mr->rkey, o_.device ? kVerbsConnDeviceSlots : 0);
   arrived_.assign(K_, Arrived{nullptr, 0, 0, 0});
   sendDoneQ_.assign(Q_, 0);
   recvSeqQ_.assign(Q_, 0);
@@ -290,120 +219,23 @@ clbResult_t VerbsChannel::checkDeviceMemory(size_t maxBytes) {
 }
 
 VerbsChannel::~VerbsChannel() {
-  for (ibv_qp* q : sendQps_)
-    if (q) api_->destroyQp(q);
-  for (ibv_qp* q : recvQps_)
-    if (q) api_->destroyQp(q);
+  link_.destroyQps();
   userRegs_.deregisterAll();  // after the queue pairs: nothing reads them any more
   staging_.reset();
   regions_.clear();
   ctl_.reset();
-  if (cq_) api_->destroyCq(cq_);
-  if (hasHost_ && host_.account) host_.account(host_.ctx, -queueBytes_, 0);
-  dev_.reset();  // the protection domain and the device, unless another channel still uses them
-}
-
-clbResult_t VerbsChannel::postRecvs(ibv_qp* qp, int n) {
-  for (int i = 0; i < n; i++) {
-    ibv_recv_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = isSendQp(qp) ? kWrRecvSend : kWrRecvRecv;
-    ibv_recv_wr* bad = nullptr;
-    int rc = api_->postRecv(qp, &wr, &bad);
-    if (rc)
-      return fail(setSysError(rc, "verbs: ibv_post_recv on the link %s rank %d failed", isSendQp(qp) ? "to" : "from",
-                              isSendQp(qp) ? next_ : prev_));
-  }
-  return clbSuccess;
-}
-
-bool VerbsChannel::isSendQp(const ibv_qp* qp) const {
-  return std::find(sendQps_.begin(), sendQps_.end(), qp) != sendQps_.end();
-}
-
-clbResult_t VerbsChannel::connectQp(ibv_qp* qp, const VerbsConnInfo& local, const VerbsConnInfo& r, uint32_t remoteQpn,
-                                    const char* which) {
-  int peer = isSendQp(qp) ? next_ : prev_;
-  if (r.magic != kVerbsConnMagic || r.version != kVerbsConnVersion)
-    return setError(clbInvalidArgument,
-                    "verbs: the connection info from rank %d (%s) is not a Colibri verbs "
-                    "endpoint of version %u (magic 0x%x, version %u): mixed Colibri versions?",
-                    peer, which, kVerbsConnVersion, r.magic, r.version);
-  if (r.slots != K_)
-    return setError(clbInvalidArgument,
-                    "verbs: rank %d uses %u receive slots per link, rank %d uses %u: "
-                    "every rank must use the same slot count (slots = pipelineDepth, at least 2: set pipelineDepth / "
-                    "COLIBRI_PIPELINE_DEPTH the same on every rank)",
-                    peer, r.slots, rank_, K_);
-  if (r.qpCount != Q_)
-    return setError(clbInvalidArgument,
-                    "verbs: rank %d uses %u queue pairs per link, rank %d uses %u: set "
-                    "verbsQpsPerConnection / COLIBRI_VERBS_QPS_PER_CONNECTION the same on every rank",
-                    peer, r.qpCount, rank_, Q_);
-  if ((r.flags & kVerbsConnDeviceSlots) != (local.flags & kVerbsConnDeviceSlots))
-    return setError(clbInvalidArgument,
-                    "verbs: rank %d's channel carries %s memory, rank %d's %s memory: both "
-                    "ends of a link must be set up alike (mixed Colibri versions?)",
-                    peer, (r.flags & kVerbsConnDeviceSlots) ? "device" : "host", rank_, o_.device ? "device" : "host");
-  if (r.linkLayer != local.linkLayer)
-    return setError(clbInvalidArgument, "verbs: rank %d is on %s, rank %d on %s: one fabric must connect them", peer,
-                    r.linkLayer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "Ethernet (RoCE)", rank_,
-                    local.linkLayer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "Ethernet (RoCE)");
-  ibv_mtu mtu = (ibv_mtu)std::min({(int)o_.maxMtu, (int)local.mtu, (int)r.mtu});
-  pathMtu_ = mtu;
-  ibv_qp_attr a;
-  memset(&a, 0, sizeof a);
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = mtu;
-  a.dest_qp_num = remoteQpn;
-  a.rq_psn = r.psn;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = o_.minRnrTimer;
-  a.ah_attr.port_num = o_.port;
-  a.ah_attr.dlid = r.lid;
-  if (local.linkLayer == IBV_LINK_LAYER_ETHERNET) {
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.dgid = r.gid;
-    a.ah_attr.grh.sgid_index = (uint8_t)gidIndex_;
-    a.ah_attr.grh.hop_limit = 64;
-    a.ah_attr.grh.traffic_class = o_.trafficClass;
-  }
-  int rc = api_->modifyQp(qp, &a,
-                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-  if (rc)
-    return setSysError(rc,
-                       "verbs: moving the queue pair %s rank %d to RTR failed (remote QP %u, path MTU %d, GID "
-                       "index %d): check the exchanged connection info and the GID index",
-                       which, peer, remoteQpn, mtuBytes(mtu), gidIndex_);
-  memset(&a, 0, sizeof a);
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = local.psn;
-  a.timeout = o_.timeout;
-  a.retry_cnt = o_.retryCnt;
-  a.rnr_retry = o_.rnrRetry;
-  a.max_rd_atomic = 1;
-  rc = api_->modifyQp(
-      qp, &a,
-      IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
-  if (rc) return setSysError(rc, "verbs: moving the queue pair %s rank %d to RTS failed", which, peer);
-  return clbSuccess;
+  if (hasHost_ && host_.account) host_.account(host_.ctx, -link_.queueBytes(), 0);
+  // link_ (a member declared before the regions) then destroys the completion queue and lets go of
+  // the protection domain and the device.
 }
 
 clbResult_t VerbsChannel::connect(const VerbsConnInfo& next, const VerbsConnInfo& prev) {
-  if (connected_) return setError(clbInvalidUsage, "verbs: the channel is already connected");
-  auto qpn = [](const VerbsConnInfo& i, uint32_t j) { return j == 0 ? i.qpn : i.moreQpns[j - 1]; };
-  if (next.qpCount > (uint32_t)kVerbsMaxQps || prev.qpCount > (uint32_t)kVerbsMaxQps)
-    return setError(clbInvalidArgument, "verbs: a peer announced %u queue pairs per link (at most %d)",
-                    std::max(next.qpCount, prev.qpCount), kVerbsMaxQps);
-  for (uint32_t j = 0; j < Q_; j++) {
-    CLB_CHECK(connectQp(sendQps_[j], sendInfo_, next, qpn(next, j), "to"));
-    CLB_CHECK(connectQp(recvQps_[j], recvInfo_, prev, qpn(prev, j), "from"));
-  }
-  nextInfo_ = next;
-  prevInfo_ = prev;
-  connected_ = true;
-  return clbSuccess;
+  return link_.connect(next, prev);
+}
+
+clbResult_t VerbsChannel::postRecvs(ibv_qp* qp, int n) {
+  const clbResult_t rc = link_.postRecvs(qp, n);
+  return rc == clbSuccess ? rc : fail(rc);
 }
 
 clbResult_t VerbsChannel::fail(clbResult_t rc) {
@@ -416,7 +248,7 @@ clbResult_t VerbsChannel::fail(clbResult_t rc) {
 
 clbResult_t VerbsChannel::sticky() const {
   if (failed_ != clbSuccess) return setError(failed_, "%s", failMsg_.c_str());
-  if (!connected_) return setError(clbInvalidUsage, "verbs: the channel is used before connect()");
+  if (!link_.connected()) return setError(clbInvalidUsage, "verbs: the channel is used before connect()");
   return clbSuccess;
 }
 
@@ -433,7 +265,7 @@ clbResult_t VerbsChannel::post(ibv_qp* qp, ibv_send_wr* wr, const char* what) {
       continue;
     }
     return fail(setSysError(rc, "verbs: posting %s to rank %d failed (queue pair state or a full send queue)", what,
-                            isSendQp(qp) ? next_ : prev_));
+                            link_.peerOf(qp)));
   }
 }
 
@@ -472,9 +304,9 @@ clbResult_t VerbsChannel::announce(std::unique_ptr<Region> slots, size_t slotByt
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.imm_data = htonl(imm(kKindAnnounce, epoch_));
-  wr.wr.rdma.remote_addr = prevInfo_.ctlAddr;
-  wr.wr.rdma.rkey = prevInfo_.ctlRkey;
-  return post(recvQps_[0], &wr, "the receive-slot announcement");
+  wr.wr.rdma.remote_addr = link_.prevInfo().ctlAddr;
+  wr.wr.rdma.rkey = link_.prevInfo().ctlRkey;
+  return post(link_.recvQp(0), &wr, "the receive-slot announcement");
 }
 
 void VerbsChannel::collectRetired() {
@@ -490,8 +322,8 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
   uint32_t q = 0;  // which queue pair of its side
   bool onSendQp = false;
   for (uint32_t j = 0; j < Q_; j++) {
-    if (sendQps_[j]->qp_num == wc.qp_num) onSendQp = true, q = j;
-    if (recvQps_[j]->qp_num == wc.qp_num) q = j;
+    if (link_.sendQp(j)->qp_num == wc.qp_num) onSendQp = true, q = j;
+    if (link_.recvQp(j)->qp_num == wc.qp_num) q = j;
   }
   const int peer = onSendQp ? next_ : prev_;
   if (wc.status != IBV_WC_SUCCESS) {
@@ -514,7 +346,7 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
     return rc;
   }
   if (wc.opcode & IBV_WC_RECV) {
-    CLB_CHECK(postRecvs(onSendQp ? sendQps_[q] : recvQps_[q], 1));
+    CLB_CHECK(postRecvs(onSendQp ? link_.sendQp(q) : link_.recvQp(q), 1));
     if (!(wc.wc_flags & IBV_WC_WITH_IMM))
       return fail(setError(clbRemoteError,
                            "verbs: rank %d sent a message without immediate data to rank %d: not "
@@ -626,7 +458,7 @@ clbResult_t VerbsChannel::applyAnnounce(const Announce& a) {
   remoteEpoch_ = a.epoch;
   // On every queue pair: data posted after its acknowledgement goes to the new slots.
   for (uint32_t j = 0; j < Q_; j++)
-    CLB_CHECK(postZero(sendQps_[j], imm(kKindAck, a.epoch), nextInfo_.ctlAddr, nextInfo_.ctlRkey,
+    CLB_CHECK(postZero(link_.sendQp(j), imm(kKindAck, a.epoch), link_.nextInfo().ctlAddr, link_.nextInfo().ctlRkey,
                        "the acknowledgement of new receive slots"));
   return clbSuccess;
 }
@@ -644,7 +476,7 @@ clbResult_t VerbsChannel::progress() {
   clbResult_t rc = clbSuccess;
   for (;;) {
     ibv_wc wc[32];
-    int n = api_->pollCq(cq_, 32, wc);
+    int n = api_->pollCq(link_.cq(), 32, wc);
     if (n < 0) {
       rc = fail(setError(clbSystemError,
                          "verbs: ibv_poll_cq failed (%d): the completion queue overran or the "
@@ -765,9 +597,9 @@ clbResult_t VerbsChannel::postNotice(const char* tagSrc, uint32_t tagLkey) {
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.imm_data = htonl(imm(kKindNotice, (uint32_t)sendSeq_));
-  wr.wr.rdma.remote_addr = nextInfo_.ctlAddr + kCtlTagIn + (sendSeq_ % K_) * sizeof(MsgTag);
-  wr.wr.rdma.rkey = nextInfo_.ctlRkey;
-  return post(sendQps_[0], &wr, "the notice of a message larger than the receive slots");
+  wr.wr.rdma.remote_addr = link_.nextInfo().ctlAddr + kCtlTagIn + (sendSeq_ % K_) * sizeof(MsgTag);
+  wr.wr.rdma.rkey = link_.nextInfo().ctlRkey;
+  return post(link_.sendQp(0), &wr, "the notice of a message larger than the receive slots");
 }
 
 clbResult_t VerbsChannel::postParts(const MsgTag& tag, uint32_t slot) {
@@ -790,7 +622,7 @@ clbResult_t VerbsChannel::postParts(const MsgTag& tag, uint32_t slot) {
     wr.imm_data = htonl(slot << 24 | (uint32_t)(sendSeq_ & kLow24));
     wr.wr.rdma.remote_addr = remoteAddr_ + (uint64_t)slot * remoteSlotBytes_ + off;
     wr.wr.rdma.rkey = remoteRkey_;
-    CLB_CHECK(post(sendQps_[j], &wr, "the RDMA WRITE of a ring message"));
+    CLB_CHECK(post(link_.sendQp(j), &wr, "the RDMA WRITE of a ring message"));
   }
   sendSeq_++;
   acquired_ = false;
@@ -826,8 +658,8 @@ clbResult_t VerbsChannel::postDeviceSend(const MsgTag& tag, uint32_t slot, const
       wr[0].next = &wr[1];
       wr[1].sg_list = &tagSge;
       wr[1].num_sge = 1;
-      wr[1].wr.rdma.remote_addr = nextInfo_.ctlAddr + kCtlTagIn + (uint64_t)slot * sizeof(MsgTag);
-      wr[1].wr.rdma.rkey = nextInfo_.ctlRkey;
+      wr[1].wr.rdma.remote_addr = link_.nextInfo().ctlAddr + kCtlTagIn + (uint64_t)slot * sizeof(MsgTag);
+      wr[1].wr.rdma.rkey = link_.nextInfo().ctlRkey;
     } else {
       wr[0].sg_list = &data;
       wr[0].num_sge = n ? 1 : 0;
@@ -838,7 +670,7 @@ clbResult_t VerbsChannel::postDeviceSend(const MsgTag& tag, uint32_t slot, const
     last.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     last.send_flags = IBV_SEND_SIGNALED;
     last.imm_data = htonl(slot << 24 | (uint32_t)(sendSeq_ & kLow24));
-    CLB_CHECK(post(sendQps_[j], wr, "the RDMA WRITEs of a ring message"));
+    CLB_CHECK(post(link_.sendQp(j), wr, "the RDMA WRITEs of a ring message"));
   }
   CLB_CHECK(endMessage());
   sendSeq_++;
@@ -945,8 +777,8 @@ clbResult_t VerbsChannel::releaseRecv() {
   recvReleased_++;
   collectRetired();
   if (failed_ != clbSuccess) return clbSuccess;  // a point-to-point channel's (above): no credit
-  CLB_CHECK(postZero(recvQps_[0], imm(kKindCredit, (uint32_t)recvReleased_), prevInfo_.ctlAddr, prevInfo_.ctlRkey,
-                     "a credit"));
+  CLB_CHECK(postZero(link_.recvQp(0), imm(kKindCredit, (uint32_t)recvReleased_), link_.prevInfo().ctlAddr,
+                     link_.prevInfo().ctlRkey, "a credit"));
   return progress();
 }
 

@@ -1,9 +1,10 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
 // The verbs ring channel: a RingChannel over RC queue pairs, driven through a VerbsApi table
-// (libibverbs.so.1, or the tests' stand-in of it). One VerbsChannel is one rank's place in the ring: a queue pair
-// that sends to the next rank ("send side") and one that receives from the previous rank
-// ("receive side"), on a device context of its own.
+// (libibverbs.so.1, or the tests' stand-in of it). One VerbsChannel is one rank's place in the ring: queue pairs
+// that send to the next rank ("send side") and queue pairs that receive from the previous rank
+// ("receive side"), which its VerbsLink (verbs_link.h) opens and connects; the channel is the
+// message protocol over them (below).
 //
 // Construction (verbs_connect.cc, for the plugin's connect: the verbs transport's channel and,
 // in device mode, GPUDirect's):
@@ -77,83 +78,15 @@
 #include "transport/channel.h"
 #include "transport/verbs/user_regs.h"
 #include "transport/verbs/verbs_api.h"
+#include "transport/verbs/verbs_link.h"
 
 namespace clb {
 namespace verbs {
-
-constexpr int kVerbsMaxQps = 8;  // queue pairs per link at most
-
-// What one side of a link tells the other (plain bytes: send it any way).
-struct VerbsConnInfo {
-  uint32_t magic;    // kVerbsConnMagic
-  uint32_t version;  // kVerbsConnVersion
-  uint32_t qpn;
-  uint32_t psn;       // 24 bits
-  uint16_t lid;       // InfiniBand; 0 on RoCE
-  uint8_t mtu;        // the port's active MTU (ibv_mtu)
-  uint8_t linkLayer;  // IBV_LINK_LAYER_*
-  uint32_t slots;     // K: must match the other end
-  ibv_gid gid;        // the chosen GID (RoCE v2 on Ethernet)
-  uint64_t ctlAddr;   // control block: announces are written here, acks and credits target it
-  uint32_t ctlRkey;
-  uint32_t flags;    // kVerbsConnDeviceSlots: slots in device memory (both ends must agree)
-  uint32_t qpCount;  // queue pairs of this side of the link (qpn is the first)
-  uint32_t moreQpns[kVerbsMaxQps - 1];
-};
-constexpr uint32_t kVerbsConnDeviceSlots = 1;
-constexpr uint32_t kVerbsConnMagic = 0x43564231;  // "CVB1"
-constexpr uint32_t kVerbsConnVersion = 2;         // 2: several queue pairs per link
-static_assert(std::is_trivially_copyable<VerbsConnInfo>::value && sizeof(VerbsConnInfo) == 88,
-              "VerbsConnInfo travels as plain bytes");
 
 // A user buffer a device-mode channel may send from without a copy: the registrable range holding
 // it (page aligned), and the identity of the allocation behind it (CUDA's buffer ID: freeing and
 // allocating again at the same address gives another). The plugin interface's type.
 using UserRange = clbNetUserRange_v1_t;
-
-// Device memory for the slots and staging of a channel in device mode (GPUDirect RDMA), given by
-// the core (net_plugin.h, clbNetDeviceMemory_v1_t): alloc gives `bytes` (a multiple of 4 KiB) of
-// page-aligned memory and a dma-buf fd of it (registered with ibv_reg_dmabuf_mr, then closed by
-// the channel) or -1 (ibv_reg_mr of the address: nvidia-peermem); lookup and exportRange
-// (optional) serve sends straight from user buffers (sendFrom).
-using DeviceMemory = clbNetDeviceMemory_v1_t;
-
-// An opened device and its protection domain, shared by the channels that use it (a rank's
-// point-to-point channels, one per peer, share one): closed when the last of them goes.
-struct VerbsDevice {
-  const VerbsApi* api = nullptr;
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ~VerbsDevice() {
-    if (pd) api->deallocPd(pd);
-    if (ctx) api->closeDevice(ctx);
-  }
-};
-
-struct VerbsOptions {
-  const char* deviceName = nullptr;  // NULL: the first device
-  uint8_t port = 1;
-  int gidIndex = -1;                            // -1: RoCE v2 GID on Ethernet (IPv4-mapped first), 0 on IB
-  ibv_mtu maxMtu = IBV_MTU_4096;                // path MTU = min(this, local active, remote active)
-  uint8_t trafficClass = 0;                     // GRH traffic class (RoCE, global routes)
-  uint8_t timeout = CLB_DEFAULT_VERBS_TIMEOUT;  // local ACK timeout, 4.096 us * 2^timeout
-  uint8_t retryCnt = CLB_DEFAULT_VERBS_RETRY_COUNT;
-  uint8_t rnrRetry = 7;
-  uint8_t minRnrTimer = 12;
-  int slots = 8;                         // K receive slots per link (1..64); the ring: pipelineDepth
-  int qpsPerConnection = 1;              // RC queue pairs per link (1..8), both ends equal
-  int64_t timeoutMs = 30000;             // without a communicator: how long a wait may last
-  int64_t stagingCapBytes = 1ll << 32;   // cap on registered bytes (send staging + receive slots)
-  int rank = 0, nranks = 2;              // for messages, without a communicator
-  const DeviceMemory* device = nullptr;  // device mode (must outlive the channel); NULL: host memory
-  // Device mode: registrations of user buffers kept for sendFrom (least recently used dropped).
-  size_t userRegMax = 32;  // 0: off (every message copied)
-  int64_t userRegCapBytes = 8ll << 30;
-  // A point-to-point channel: both of its links go to this rank (-1: the ring's neighbours).
-  int peer = -1;
-  // The device (and protection domain) to use, opened by another channel; NULL: open one.
-  std::shared_ptr<VerbsDevice> sharedDevice;
-};
 
 class VerbsChannel : public RingChannel {
  public:
@@ -166,8 +99,8 @@ class VerbsChannel : public RingChannel {
                             std::unique_ptr<VerbsChannel>* out);
   ~VerbsChannel() override;
 
-  const VerbsConnInfo& sendSideInfo() const { return sendInfo_; }  // for the next rank
-  const VerbsConnInfo& recvSideInfo() const { return recvInfo_; }  // for the previous rank
+  const VerbsConnInfo& sendSideInfo() const { return link_.sendInfo(); }  // for the next rank
+  const VerbsConnInfo& recvSideInfo() const { return link_.recvInfo(); }  // for the previous rank
   // `next`: the next rank's recvSideInfo; `prev`: the previous rank's sendSideInfo.
   clbResult_t connect(const VerbsConnInfo& next, const VerbsConnInfo& prev);
 
@@ -194,7 +127,7 @@ class VerbsChannel : public RingChannel {
   clbResult_t trySend(size_t bytes, void** buf);
   clbResult_t tryRecvTag(MsgTag* got, const void** buf);
   // The device this channel uses, for other channels to share (VerbsOptions::sharedDevice).
-  std::shared_ptr<VerbsDevice> device() const { return dev_; }
+  std::shared_ptr<VerbsDevice> device() const { return link_.device(); }
   clbResult_t finish() override;
   clbResult_t trim() override;
   // Device mode: the payload straight from user memory when its allocation is (or can be)
@@ -213,13 +146,13 @@ class VerbsChannel : public RingChannel {
   // Host memory the provider holds for the two queue pairs and the completion queue, estimated
   // from their depths (64 bytes per send entry and completion, 32 per receive entry, as mlx5
   // allocates them), counted in the communicator's host bytes next to the registered bytes.
-  int64_t queueBytes() const { return queueBytes_; }
-  ibv_qp* sendQp(int j = 0) const { return sendQps_[j]; }
-  ibv_qp* recvQp(int j = 0) const { return recvQps_[j]; }
+  int64_t queueBytes() const { return link_.queueBytes(); }
+  ibv_qp* sendQp(int j = 0) const { return link_.sendQp((uint32_t)j); }
+  ibv_qp* recvQp(int j = 0) const { return link_.recvQp((uint32_t)j); }
   int qpCount() const { return (int)Q_; }
-  ibv_context* context() const { return ctx_; }
-  ibv_mtu pathMtu() const { return pathMtu_; }
-  int gidIndex() const { return gidIndex_; }
+  ibv_context* context() const { return link_.context(); }
+  ibv_mtu pathMtu() const { return link_.pathMtu(); }
+  int gidIndex() const { return link_.gidIndex(); }
 
   struct Region;  // registered memory (slots, staging)
   // What the receiver announces into the sender's control block.
@@ -233,9 +166,6 @@ class VerbsChannel : public RingChannel {
  private:
   VerbsChannel(const VerbsApi* api, const VerbsOptions& o, const clbNetHost_v1_t* host);
   clbResult_t open();
-  clbResult_t connectQp(ibv_qp* qp, const VerbsConnInfo& local, const VerbsConnInfo& remote, uint32_t remoteQpn,
-                        const char* which);
-  bool isSendQp(const ibv_qp* qp) const;
   clbResult_t postParts(const MsgTag& tag, uint32_t slot);
   clbResult_t waitForCredit(size_t slotBytes, const char* tagSrc, uint32_t tagLkey);
   clbResult_t postNotice(const char* tagSrc, uint32_t tagLkey);
@@ -266,19 +196,10 @@ class VerbsChannel : public RingChannel {
   int rank_, next_, prev_;
   uint32_t K_;
   uint32_t Q_;  // queue pairs per link
-  int64_t queueBytes_ = 0;
 
-  std::shared_ptr<VerbsDevice> dev_;  // ctx_ and pd_, perhaps shared with other channels
-  ibv_context* ctx_ = nullptr;
-  ibv_pd* pd_ = nullptr;
-  ibv_cq* cq_ = nullptr;
-  std::vector<ibv_qp*> sendQps_, recvQps_;  // Q each: to the next rank, from the previous rank
-  int gidIndex_ = 0;
-  ibv_mtu pathMtu_ = IBV_MTU_1024;
-  VerbsConnInfo sendInfo_{}, recvInfo_{};
-  VerbsConnInfo nextInfo_{}, prevInfo_{};
-  bool connected_ = false;
-  int sqDepth_ = 0, rqDepth_ = 0;
+  // The device, protection domain, completion queue and queue pairs, and their connection
+  // (verbs_link.h). Declared before the regions, so that it outlives their registrations.
+  VerbsLink link_;
 
   std::unique_ptr<Region> ctl_;  // control block: [announce in | announce out]
   std::atomic<int64_t> registered_{0};
