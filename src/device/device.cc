@@ -63,12 +63,13 @@ clbResult_t allocationOf(const Driver* d, const void* p, Allocation* a) {
 const char* protocolName(Protocol p) { return p == Protocol::kLines ? "lines" : "simple"; }
 
 const char* algorithmName(Algorithm a) {
-  switch (a) {
+  switch (a) {  // no default: a new algorithm without its word is a compiler warning (-Wswitch)
     case Algorithm::kPush: return "push";
     case Algorithm::kInPlace: return "in place";
     case Algorithm::kStaged: return "staged";
-    default: return "copy engines";
+    case Algorithm::kCopyEngines: return "copy engines";
   }
+  return "?";
 }
 
 // The registry: a new path is a line here (paths.h).
@@ -202,10 +203,12 @@ bool asksForRegistered(const CollectivePath& path, const CollectivePath* forced,
          c.msg >= s.directMin && coll != kReduce;
 }
 
-CollectivePath* choosePath(const std::vector<std::unique_ptr<CollectivePath>>& paths, const CollectivePath* forced,
+CollectivePath* choosePath(const std::vector<std::unique_ptr<CollectivePath>>& paths, CollectivePath* forced,
                            size_t llMax, const CallShape& c) {
   const Protocol protocol =
       c.perDest <= llMax && (!forced || forced->protocol() == Protocol::kLines) ? Protocol::kLines : Protocol::kSimple;
+  // The forced path first where it takes the call, whatever its place in the registry.
+  if (forced && forced->protocol() == protocol && forced->takes(c)) return forced;
   for (auto& p : paths)
     if (p->protocol() == protocol && p->takes(c)) return p.get();
   return paths.back().get();  // the registry ends with a path that takes every call

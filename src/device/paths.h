@@ -94,8 +94,9 @@ std::vector<std::unique_ptr<CollectivePath>> collectivePaths(DeviceShared& s);
 
 // The path of a call of shape `c` (Device::run): the protocol first, by the call's size (lines up
 // to `llMax` bytes per rank, unless `forced`, the path COLIBRI_DEVICE_PATH names, is of the other
-// protocol), then the first path of `paths` of that protocol that takes the call.
-CollectivePath* choosePath(const std::vector<std::unique_ptr<CollectivePath>>& paths, const CollectivePath* forced,
+// protocol), then `forced` where it is of that protocol and takes the call, else the first path of
+// `paths` of that protocol that takes it (the registry's order is auto's).
+CollectivePath* choosePath(const std::vector<std::unique_ptr<CollectivePath>>& paths, CollectivePath* forced,
                            size_t llMax, const CallShape& c);
 
 // Whether a call that `path` would take asks every rank for its registered buffers

@@ -91,7 +91,7 @@ TEST(DevicePathChoice, TheRegistryHoldsEachProtocolsPathsInTheOrderAutoPrefersTh
 
 // Device::run's decision as it makes it: choosePath, then asksForRegistered, and with every
 // rank's buffers registered choosePath again on the registered shape.
-std::string decide(const std::vector<std::unique_ptr<CollectivePath>>& paths, const CollectivePath* forced,
+std::string decide(const std::vector<std::unique_ptr<CollectivePath>>& paths, CollectivePath* forced,
                    const DeviceShared& s, bool haveRegistrations, bool registeredAll, uint32_t coll, CallShape c) {
   CollectivePath* path = clb::cuda::choosePath(paths, forced, s.llMax, c);
   if (clb::cuda::asksForRegistered(*path, forced, s, haveRegistrations, c, coll) && registeredAll) {
@@ -124,7 +124,7 @@ TEST(DevicePathChoice, EverySettingLayoutSizeAndRegistrationTakesThePathTheRules
             s.forced = forced;
             s.allInProcess = layout & 1;
             s.viaHost = layout & 2;
-            const CollectivePath* forcedPath = nullptr;
+            CollectivePath* forcedPath = nullptr;
             for (auto& p : paths)
               if (forced && !strcmp(p->name(), forced)) forcedPath = p.get();
             ASSERT_EQ(forcedPath == nullptr, forced == nullptr) << "no path is named " << forced;
