@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <thread>
 
 #include <unistd.h>

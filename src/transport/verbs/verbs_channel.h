@@ -90,7 +90,7 @@ using UserRange = clbNetUserRange_v1_t;
 
 class VerbsChannel : public RingChannel {
  public:
-  // Opens the device, allocates the PD, CQ, two RC queue pairs (RESET→INIT) and the control
+  // Opens its link (VerbsLink: the device, PD, CQ, the RC queue pairs in INIT) and the control
   // block. `host` (copied; its ctx must outlive the channel) is the communicator's side of the
   // plugin interface: rank, ranks, timeout, staging cap, checkWait for waits and account for
   // memoryStats. It may be NULL (tests): then options.timeoutMs/rank/nranks/stagingCapBytes

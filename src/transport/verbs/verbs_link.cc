@@ -10,7 +10,6 @@
 #include <string>
 
 #include "base/error.h"
-#include "transport/verbs/verbs_channel.h"
 
 namespace clb {
 namespace verbs {
