@@ -82,11 +82,10 @@ std::vector<std::unique_ptr<CollectivePath>> collectivePaths(DeviceShared& s) {
   return paths;
 }
 
-Device::Device(DeviceCommContext* comm) : s_(comm), paths_(collectivePaths(s_)) {
-  for (auto& p : paths_) {
-    s_.paths.push_back(p.get());
+Device::Device(DeviceCommContext* comm) : s_(comm) {
+  s_.paths = collectivePaths(s_);
+  for (auto& p : s_.paths)
     if (s_.forcedTo(p->name())) forced_ = p.get();
-  }
   if (!forced_) s_.forced = nullptr;  // a word no path has (init refuses one): auto
 }
 
@@ -123,7 +122,7 @@ clbResult_t Device::release() {
   s_.releaseShared(&s_.staging);
   s_.releaseShared(&s_.llBuf);
   s_.releaseShared(&s_.flagBuf);
-  for (auto& p : paths_) p->release();
+  for (auto& p : s_.paths) p->release();
   if (s_.ownCounters) s_.runtime.free(s_.counters, DeviceShared::kOwnWordsBytes);
   s_.counters = 0;
   s_.ownCounters = false;
@@ -166,7 +165,7 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   CallShape shape;
   shape.perDest = a.count * clbTypeSize(a.type);  // bytes a rank sends to each rank
   shape.msg = shape.perDest * (a.desc.coll == kAllGather || a.desc.coll == kReduceScatter ? n : 1);
-  CollectivePath* path = choosePath(paths_, forced_, s_.llMax, shape);
+  CollectivePath* path = choosePath(s_.paths, forced_, s_.llMax, shape);
   // Ranks in several processes read each other's buffers in place when every rank's are
   // registered: a call that would stage on the device (not forced to) asks. Both that and the
   // check of every call need every rank's word on this call (over the host), so both are decided
@@ -181,10 +180,9 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   if (n > 1 && (zeroCopy || s_.checkCalls)) {
     s_.common(&k, a);
     CLB_CHECK(regs_.agreeCall(a, zeroCopy, cap != CU_STREAM_CAPTURE_STATUS_NONE ? stream : nullptr, &k, &given));
-    given = given && zeroCopy;
     if (given) {
       shape.registered = true;
-      path = choosePath(paths_, forced_, s_.llMax, shape);
+      path = choosePath(s_.paths, forced_, s_.llMax, shape);
     }
   }
   lastPath_ = path->name();
@@ -192,7 +190,7 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   lastZeroCopy_ = given;
   // The buffers the paths set up ahead and the chosen one needs, then (everything that meets the
   // peers over the host done) only launches.
-  for (auto& p : paths_) CLB_CHECK(p->ahead(stream));
+  for (auto& p : s_.paths) CLB_CHECK(p->ahead(stream));
   CLB_CHECK(path->prepare(a, stream));
   return path->run(a, stream, s_.checkCalls || given ? &k : nullptr);
 }
@@ -299,7 +297,7 @@ std::string Device::describe() const {
   // Bound to a GPU, but no call set the paths up (refused before the set-up).
   if (!s_.flags) return "device: GPU " + std::to_string(s_.ordinal) + ", not set up yet (no call got that far)\n";
   std::string notes;  // what the paths hold of their own
-  for (auto& p : paths_) notes += p->note();
+  for (auto& p : s_.paths) notes += p->note();
   char b[1024];
   snprintf(b, sizeof b,
            "device: GPU %d, %d rank(s) on it, %s%s; LL up to %zu bytes per rank, then %s; last call %s%s%s; "

@@ -234,9 +234,7 @@ class Device {
   clbResult_t runOneRank(const CollArgs& a, CUstream stream);
   clbResult_t release();
   DeviceShared s_;
-  // The collective paths (the registry, collectivePaths), in the order auto prefers them within a
-  // protocol; forced_: the one COLIBRI_DEVICE_PATH names, or nullptr (auto).
-  std::vector<std::unique_ptr<CollectivePath>> paths_;
+  // The collective path COLIBRI_DEVICE_PATH names (one of s_.paths), or nullptr (auto).
   CollectivePath* forced_ = nullptr;
   Registrations regs_{s_};
   GpuDirectPath gpuDirect_{s_};

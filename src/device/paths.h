@@ -4,7 +4,7 @@
 // DeviceShared (shared.h) the Device holds.
 //
 // A collective inside a node takes one of the collective paths: a CollectivePath each, in the
-// registry Device holds (Device::paths_, in the order auto prefers them). A path is a protocol (how
+// registry Device makes (DeviceShared::paths, in the order auto prefers them). A path is a protocol (how
 // data and its readiness travel between the ranks' kernels) and an algorithm (how the data moves);
 // Device picks the protocol from the message size first, then the first path of that protocol
 // that takes the call (CollectivePath::takes). So a new path is a class here, its file, its

@@ -94,6 +94,8 @@ clbResult_t DeviceShared::bindGpu(int gpu) {
   return clbSuccess;
 }
 
+DeviceShared::~DeviceShared() = default;
+
 bool DeviceShared::forcedTo(const char* name) const { return forced && !strcmp(forced, name); }
 
 void DeviceShared::releaseShared(SharedBuffer* b) {
@@ -166,7 +168,7 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   CLB_CHECK(runtime.kernels(ctx, &kernels));
   // Every path's kernels; those whose blocks wait for each other bound maxBlocks (below).
   std::vector<CUfunction> waiting;
-  for (CollectivePath* path : paths) {
+  for (auto& path : paths) {
     CUfunction fn = nullptr;
     CLB_CHECK(path->load(*kernels, &fn));
     if (fn) waiting.push_back(fn);

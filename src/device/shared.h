@@ -78,6 +78,7 @@ clbResult_t checkDeviceCollective(uint32_t coll);
 
 struct DeviceShared {
   explicit DeviceShared(DeviceCommContext* comm);  // the settings, as read at init (comm->deviceCfg)
+  ~DeviceShared();                                 // where CollectivePath is complete (shared.cc)
 
   // Once (collective): kernels (every path's, from the image), flags, peers.
   clbResult_t setUp(int gpu, CUstream stream);
@@ -113,8 +114,9 @@ struct DeviceShared {
   GpuRuntime& runtime;  // the GPU, the kernel image and the device memory (gpu_runtime.h)
   const Driver* d = nullptr;
   const Kernels* kernels = nullptr;  // the runtime's image in ctx (setUp, or GPUDirect's set-up)
-  // The Device's collective paths (its registry, device.cc), whose kernels setUp loads.
-  std::vector<CollectivePath*> paths;
+  // The collective paths (the registry, collectivePaths in device.cc), in the order auto prefers
+  // them within a protocol: made by the Device, their kernels loaded by setUp.
+  std::vector<std::unique_ptr<CollectivePath>> paths;
   CUfunction gateFn = nullptr;  // clb_dev_gate (gateWide)
   GraphLauncher launcher;       // eager launches: prepared graphs or ordinary (set up in setUp)
   int launchMode = 0;           // COLIBRI_DEVICE_LAUNCH (DeviceLaunchSetting, base/config.h)
