@@ -85,31 +85,35 @@ std::vector<std::unique_ptr<CollectivePath>> collectivePaths(DeviceShared& s) {
 Device::Device(DeviceCommContext* comm) : s_(comm) {
   s_.paths = collectivePaths(s_);
   for (auto& p : s_.paths)
-    if (s_.forcedTo(p->name())) forced_ = p.get();
-  if (!forced_) s_.forced = nullptr;  // a word no path has (init refuses one): auto
+    if (s_.settings.forcedTo(p->name())) forced_ = p.get();
+  if (!forced_) s_.settings.forced = nullptr;  // a word no path has (init refuses one): auto
 }
 
 Device::~Device() { release(); }
 
 clbResult_t Device::release() {
-  if (s_.watching) watchdogRemove(&s_.watched);
-  s_.watching = false;
+  s_.status.unwatch();
   s_.comm->deviceReady.store(nullptr);
-  s_.meet.reset();
+  s_.launch.meet.reset();
   gpuDirect_.release();
   if (s_.d) hostStaged_.release();
-  if (!s_.d || !s_.flags) return clbSuccess;
+  if (!s_.d) return clbSuccess;
   CtxScope scope(s_.d, s_.ctx);  // destroy may run on any thread: frees and closes need this context
+  if (!s_.ready()) {             // a set-up that failed half-way may have made the status block
+    s_.status.release(s_.d);
+    return clbSuccess;
+  }
   // This rank's kernels may still run: wait for the context (the streams they ran on may be gone).
   s_.d->cuCtxSynchronize();
   // Peers may still read this rank's staging or buffers: wait (bounded) until they said they are done.
   if (!s_.comm->failed && !s_.comm->aborted) {
+    const SharedBuffer& flags = s_.memory.flagBuf;
     ClbDevFlags f;
     int64_t deadline = nowMs() + std::min<int64_t>(s_.comm->cfg.timeoutMs, 5000);
     for (;;) {
-      if (s_.flagBuf.host)
-        memcpy(&f, s_.flagBuf.hostMine, sizeof f);  // pinned host memory, this rank's view
-      else if (s_.d->cuMemcpyDtoH(&f, s_.flags, sizeof f) != CUDA_SUCCESS)
+      if (flags.host)
+        memcpy(&f, flags.hostMine, sizeof f);  // pinned host memory, this rank's view
+      else if (s_.d->cuMemcpyDtoH(&f, flags.mine, sizeof f) != CUDA_SUCCESS)
         break;
       bool all = true;
       for (int p = 0; p < s_.comm->nranks; p++) all = all && f.done[p] >= f.calls;
@@ -117,35 +121,26 @@ clbResult_t Device::release() {
       usleep(200);
     }
   }
-  s_.launcher.release(s_.d);
   regs_.release();
-  s_.releaseShared(&s_.staging);
-  s_.releaseShared(&s_.llBuf);
-  s_.releaseShared(&s_.flagBuf);
   for (auto& p : s_.paths) p->release();
-  if (s_.ownCounters) s_.runtime.free(s_.counters, DeviceShared::kOwnWordsBytes);
-  s_.counters = 0;
-  s_.ownCounters = false;
-  if (s_.hostStatus) s_.d->cuMemFreeHost(s_.hostStatus);
-  s_.flags = 0;
-  s_.hostStatus = nullptr;
+  s_.release();
   return clbSuccess;
 }
 
 void Device::markReady() {
-  if (s_.flags) s_.comm->deviceReady.store(this, std::memory_order_release);
+  if (s_.ready()) s_.comm->deviceReady.store(this, std::memory_order_release);
 }
 
 clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   CLB_CHECK(checkDeviceCollective(a.desc.coll));
   CLB_CHECK(s_.bindGpu(ordinal));
   if (s_.comm->nranks == 1) return runOneRank(a, stream);
-  if (!s_.flags) {
+  if (!s_.ready()) {
     CLB_CHECK(s_.setUp(ordinal, stream));
     markReady();
   }
-  CLB_CHECK(s_.deviceStatus());
-  if (s_.sharedProcess && !stream)
+  CLB_CHECK(s_.status.check(s_.comm));
+  if (s_.layout.sharedProcess && !stream)
     return setError(clbInvalidUsage,
                     "rank %d shares its process with other ranks of this communicator, and they would all use the "
                     "default stream (0), where each rank's kernels wait behind the others': give every rank its "
@@ -159,13 +154,13 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
   if (stream) CLB_CU(s_.d, cuStreamIsCapturing, stream, &cap);
   if (cap != CU_STREAM_CAPTURE_STATUS_NONE) s_.comm->captured.store(true, std::memory_order_relaxed);
-  s_.replayGuard = s_.meet && cap != CU_STREAM_CAPTURE_STATUS_NONE;
+  s_.launch.replayGuard = s_.launch.meet && cap != CU_STREAM_CAPTURE_STATUS_NONE;
   const int n = s_.comm->nranks;
   // Every rank decides alike, from what all ranks agree on (collective, count, type, placement).
   CallShape shape;
   shape.perDest = a.count * clbTypeSize(a.type);  // bytes a rank sends to each rank
   shape.msg = shape.perDest * (a.desc.coll == kAllGather || a.desc.coll == kReduceScatter ? n : 1);
-  CollectivePath* path = choosePath(s_.paths, forced_, s_.llMax, shape);
+  CollectivePath* path = choosePath(s_.paths, forced_, s_.settings.llMax, shape);
   // Ranks in several processes read each other's buffers in place when every rank's are
   // registered: a call that would stage on the device (not forced to) asks. Both that and the
   // check of every call need every rank's word on this call (over the host), so both are decided
@@ -177,12 +172,12 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   // they cost an eager call time.
   ClbDevCallArgs k{};
   bool given = false;
-  if (n > 1 && (zeroCopy || s_.checkCalls)) {
+  if (n > 1 && (zeroCopy || s_.settings.checkCalls)) {
     s_.common(&k, a);
     CLB_CHECK(regs_.agreeCall(a, zeroCopy, cap != CU_STREAM_CAPTURE_STATUS_NONE ? stream : nullptr, &k, &given));
     if (given) {
       shape.registered = true;
-      path = choosePath(s_.paths, forced_, s_.llMax, shape);
+      path = choosePath(s_.paths, forced_, s_.settings.llMax, shape);
     }
   }
   lastPath_ = path->name();
@@ -192,13 +187,13 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   // peers over the host done) only launches.
   for (auto& p : s_.paths) CLB_CHECK(p->ahead(stream));
   CLB_CHECK(path->prepare(a, stream));
-  return path->run(a, stream, s_.checkCalls || given ? &k : nullptr);
+  return path->run(a, stream, s_.settings.checkCalls || given ? &k : nullptr);
 }
 
 bool asksForRegistered(const CollectivePath& path, const CollectivePath* forced, const DeviceShared& s,
                        bool registrations, const CallShape& c, uint32_t coll) {
-  return registrations && path.algorithm() == Algorithm::kStaged && &path != forced && !s.allInProcess && !s.viaHost &&
-         c.msg >= s.directMin && coll != kReduce;
+  return registrations && path.algorithm() == Algorithm::kStaged && &path != forced && !s.layout.allInProcess &&
+         !s.layout.viaHost && c.msg >= s.settings.directMin && coll != kReduce;
 }
 
 CollectivePath* choosePath(const std::vector<std::unique_ptr<CollectivePath>>& paths, CollectivePath* forced,
@@ -246,31 +241,31 @@ clbResult_t Device::runAcrossHosts(const CollArgs& a, int ordinal, CUstream stre
   }
   if (clbResult_t rc = gpuDirect_.decide(); rc != clbSuccess) return rc;
   if (gpuDirect_.ready()) {
-    s_.acrossHosts = true;
+    s_.layout.acrossHosts = true;
     return gpuDirect_.run(a, stream);
   }
   return hostStaged_.run(a, stream, gpuDirect_.why());
 }
 
 clbResult_t Device::graphArrive(uint64_t seq) {
-  if (!s_.meet) return clbSuccess;
+  if (!s_.launch.meet) return clbSuccess;
   OpDesc call{};
   call.seq = seq;
   call.coll = kCallGraphLaunch;
   call.root = -1;
-  clbResult_t rc = s_.meet->arrive(s_.comm, call, s_.watched.warnMs);
+  clbResult_t rc = s_.launch.meet->arrive(s_.comm, call, s_.status.watched.warnMs);
   // Ranks that differ here (one replays a graph while another makes a call) are out of step for
-  // good, as for the calls (DeviceShared::together).
+  // good, as for the calls (LaunchControl::together).
   if (rc == clbInvalidUsage) s_.comm->markFailed(rc);
   return rc;
 }
 
-clbResult_t Device::graphLaunched() { return s_.meet ? s_.meet->launched(s_.comm) : clbSuccess; }
+clbResult_t Device::graphLaunched() { return s_.launch.meet ? s_.launch.meet->launched(s_.comm) : clbSuccess; }
 
 clbResult_t Device::graphPermit(CUstream stream, unsigned int value) {
-  if (!s_.meet) return clbSuccess;
+  if (!s_.launch.meet) return clbSuccess;
   CtxScope scope(s_.d, s_.ctx);
-  CLB_CU(s_.d, cuStreamWriteValue32, stream, s_.permitWord(), value, 0);
+  CLB_CU(s_.d, cuStreamWriteValue32, stream, s_.memory.permitWord(), value, 0);
   return clbSuccess;
 }
 
@@ -290,12 +285,12 @@ std::string Device::describe() const {
   if (s_.comm->nranks == 1)
     return "device: GPU " + std::to_string(s_.ordinal) +
            ", one rank: a collective is a copy of its input at most (no kernels, no device memory)\n";
-  if (s_.acrossHosts)
+  if (s_.layout.acrossHosts)
     return "device: GPU " + std::to_string(s_.ordinal) + ", ranks on several hosts: device buffers through " +
            gpuDirect_.info() + "; " + std::to_string(hostStaged_.bytes()) +
            " bytes of pinned host staging; each call waits for its stream\n";
   // Bound to a GPU, but no call set the paths up (refused before the set-up).
-  if (!s_.flags) return "device: GPU " + std::to_string(s_.ordinal) + ", not set up yet (no call got that far)\n";
+  if (!s_.ready()) return "device: GPU " + std::to_string(s_.ordinal) + ", not set up yet (no call got that far)\n";
   std::string notes;  // what the paths hold of their own
   for (auto& p : s_.paths) notes += p->note();
   char b[1024];
@@ -303,16 +298,18 @@ std::string Device::describe() const {
            "device: GPU %d, %d rank(s) on it, %s%s; LL up to %zu bytes per rank, then %s; last call %s%s%s; "
            "%zu registration(s), %zu peer allocation(s) mapped; LL buffer %zu bytes, staging %zu bytes%s; kernels %s; "
            "eager launches %s (%zu prepared)\n",
-           s_.ordinal, s_.sameGpu, s_.allInProcess ? "every rank in this process" : "ranks in several processes",
-           s_.viaHost ? ", flags, LL and staging in host memory (no peer access between some GPUs)" : "", s_.llMax,
-           !s_.viaHost             ? (s_.allInProcess ? "direct (peers' buffers read in place)"
-                                                      : "direct on registered buffers (zero copy), else staged")
-           : s_.forcedTo("staged") ? "staged (COLIBRI_DEVICE_PATH=staged)"
-                                   : "copies (the copy engines through the staging)",
+           s_.ordinal, s_.layout.sameGpu,
+           s_.layout.allInProcess ? "every rank in this process" : "ranks in several processes",
+           s_.layout.viaHost ? ", flags, LL and staging in host memory (no peer access between some GPUs)" : "",
+           s_.settings.llMax,
+           !s_.layout.viaHost               ? (s_.layout.allInProcess ? "direct (peers' buffers read in place)"
+                                                                      : "direct on registered buffers (zero copy), else staged")
+           : s_.settings.forcedTo("staged") ? "staged (COLIBRI_DEVICE_PATH=staged)"
+                                            : "copies (the copy engines through the staging)",
            lastPath(), lastZeroCopy_ ? " (zero copy through registered buffers)" : "", lastKind().c_str(),
-           regs_.count(), regs_.mapped(), s_.llBuf.bytes, s_.staging.bytes, notes.c_str(),
+           regs_.count(), regs_.mapped(), s_.memory.llBuf.bytes, s_.memory.staging.bytes, notes.c_str(),
            s_.kernels ? s_.kernels->description().c_str() : "not loaded",
-           s_.launcher.usesGraphs() ? "replay graphs" : "are ordinary", s_.launcher.graphs());
+           s_.launch.launcher.usesGraphs() ? "replay graphs" : "are ordinary", s_.launch.launcher.graphs());
   return b;
 }
 

@@ -218,11 +218,11 @@ class Device {
   // Sets (1) or clears (0) the permit that this rank's captured kernels check (replayGuard), on
   // `stream` in stream order: around the graph clbGraphLaunch launches.
   clbResult_t graphPermit(CUstream stream, unsigned int value);
-  bool graphMeets() const { return s_.meet != nullptr; }
+  bool graphMeets() const { return s_.launch.meet != nullptr; }
   // clbCommGetAsyncError's device part: clbTimeout with the call, collective and ranks when a
   // device wait of this rank ran out of time, clbRemoteError naming both calls when a peer made
   // another call (deviceError in watchdog.h), else clbSuccess. Any thread, once set up.
-  clbResult_t deviceStatus() const { return s_.deviceStatus(); }
+  clbResult_t deviceStatus() const { return s_.status.check(s_.comm); }
   // The path the last call took (its CollectivePath::name, or "one rank"); "none" before any.
   const char* lastPath() const { return lastPath_; }
 

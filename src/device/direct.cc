@@ -20,8 +20,8 @@ clbResult_t DirectPath::load(const Kernels& k, CUfunction* occupancy) {
 
 bool DirectPath::takes(const CallShape& c) const {
   if (c.registered) return true;  // the agreement gave every rank's buffers
-  if (!s_.allInProcess || s_.viaHost) return false;
-  return s_.forcedTo(name()) || (s_.automatic() && c.msg >= s_.directMin);
+  if (!s_.layout.allInProcess || s_.layout.viaHost) return false;
+  return s_.settings.forcedTo(name()) || (s_.settings.automatic() && c.msg >= s_.settings.directMin);
 }
 
 clbResult_t DirectPath::run(const CollArgs& a, CUstream stream, const ClbDevCallArgs* given) {
@@ -30,7 +30,7 @@ clbResult_t DirectPath::run(const CollArgs& a, CUstream stream, const ClbDevCall
     k = *given;
   else
     s_.common(&k, a);
-  return s_.together(a, [&] {
+  return s_.launch.together(a, [&] {
     CtxScope scope(s_.d, s_.ctx);
     return launch(a, stream, k);
   });
@@ -50,8 +50,8 @@ clbResult_t DirectPath::launch(const CollArgs& a, CUstream stream, ClbDevCallArg
     case kAllGather: bytes *= n; break;
   }
   const unsigned blocks = s_.blocksFor(bytes);
-  CLB_CHECK(s_.gate(k, blocks, stream));
-  return s_.launcher.launch(s_.d, fn_, blocks, kThreads, stream, &k, sizeof k);
+  CLB_CHECK(s_.launch.gate(s_.d, k, blocks, stream));
+  return s_.launch.launcher.launch(s_.d, fn_, blocks, kThreads, stream, &k, sizeof k);
 }
 
 }  // namespace clb::cuda

@@ -60,8 +60,8 @@ clbResult_t HostStagedPath::run(const CollArgs& a, CUstream stream, const std::s
     stageBytes_[i] = bytes[i];
     s_.comm->mem.addHost((int64_t)bytes[i]);
   }
-  if (!s_.acrossHosts) {
-    s_.acrossHosts = true;
+  if (!s_.layout.acrossHosts) {
+    s_.layout.acrossHosts = true;
     CLB_WARN(
         "rank %d: device buffers between hosts go through pinned host memory over the %s transport, and each "
         "call waits for its stream (no GPUDirect RDMA: %s)",

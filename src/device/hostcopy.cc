@@ -95,7 +95,7 @@ size_t HostCopyPath::roundBytes(const CollArgs& a) const {
   // half). Combining all parts at once copies them into the scratch together: parts of half / n
   // bytes. A reduceScatter's half holds a slice per peer: slices of half / (n - 1), folded or
   // combined. copyRoundBytes makes them smaller where a call would have too few rounds.
-  const size_t half = s_.staging.bytes / 2, walked = a.count * clbTypeSize(a.type);
+  const size_t half = s_.memory.staging.bytes / 2, walked = a.count * clbTypeSize(a.type);
   const int n = s_.comm->nranks;
   if (a.desc.coll == kReduceScatter) return copyRoundBytes(half / std::max(1, n - 1), walked);  // a slice per peer
   const bool together = reducing(a) && !folding(a, n);
@@ -104,7 +104,7 @@ size_t HostCopyPath::roundBytes(const CollArgs& a) const {
 
 size_t HostCopyPath::scratchFor(const CollArgs& a) const {
   if (!reducing(a)) return 0;
-  const size_t half = s_.staging.bytes / 2;
+  const size_t half = s_.memory.staging.bytes / 2;
   // The fold's accumulator is the output, except in place before this rank's own part joins (it
   // is the input there): ranks 2 and above then fold ranks 0..r-1 in a second half.
   const int r = s_.comm->rank;
@@ -126,7 +126,7 @@ clbResult_t HostCopyPath::load(const Kernels& k, CUfunction*) {
   return k.function("clb_dev_hostcopy_combine", &combineFn_);
 }
 
-bool HostCopyPath::takes(const CallShape&) const { return s_.viaHost && !s_.forcedTo("staged"); }
+bool HostCopyPath::takes(const CallShape&) const { return s_.layout.viaHost && !s_.settings.forcedTo("staged"); }
 
 std::string HostCopyPath::note() const {
   return scratchBytes_ ? ", device scratch " + std::to_string(scratchBytes_) + " bytes" : "";
@@ -135,12 +135,12 @@ std::string HostCopyPath::note() const {
 clbResult_t HostCopyPath::prepare(const CollArgs& a, CUstream stream) {
   // The staging as the staged path sizes it (two halves; here each rank's halves hold its own
   // input, and readers copy from them).
-  CLB_CHECK(s_.ensureStaging(a, stream));
+  CLB_CHECK(s_.memory.ensureStaging(a, stream));
   // The second stream and its events, and the scratch for the reducing collectives (as large as
   // a half; local: no peer sees it): made outside a capture only.
   const size_t scratch = scratchForCall(a);
   if (side_ && scratchBytes_ >= scratch) return clbSuccess;
-  CLB_CHECK(s_.refuseInCapture(stream, s_.staging.bytes / 2));
+  CLB_CHECK(s_.memory.refuseInCapture(stream, s_.memory.staging.bytes / 2));
   CtxScope scope(s_.d, s_.ctx);
   if (!side_) {
     CLB_CU(s_.d, cuStreamCreate, &side_, CU_STREAM_NON_BLOCKING);
@@ -182,7 +182,7 @@ clbResult_t HostCopyPath::run(const CollArgs& a, CUstream stream, const ClbDevCa
     const size_t perRound = roundBytes(parts[k]) / esz;  // elements per rank (a reduceScatter's per slice)
     if (perRound == 0)
       return setError(clbInternalError, "the staging (%zu bytes) holds no element of %zu bytes per rank",
-                      s_.staging.bytes, esz);
+                      s_.memory.staging.bytes, esz);
     for (size_t e0 = 0; e0 < parts[k].count; e0 += perRound)
       rounds_.push_back({k, e0, std::min(perRound, parts[k].count - e0)});
   }
@@ -200,7 +200,7 @@ clbResult_t HostCopyPath::run(const CollArgs& a, CUstream stream, const ClbDevCa
     const CollArgs& part = parts[rd.part];
     // An allReduce's allGather sends the slice its reduceScatter combined on the second stream.
     const bool gathersReduced = rd.part == 1 && rd.e0 == 0;
-    CLB_CHECK(s_.together(a, [&] {
+    CLB_CHECK(s_.launch.together(a, [&] {
       CtxScope scope(s_.d, s_.ctx);
       if (gathersReduced) {
         CLB_CU(s_.d, cuEventRecord, join_, side_);
@@ -208,7 +208,7 @@ clbResult_t HostCopyPath::run(const CollArgs& a, CUstream stream, const ClbDevCa
       }
       return post(part, (int)j, rd.e0, rd.m, stream);
     }));
-    CLB_CHECK(s_.together(a, [&] {
+    CLB_CHECK(s_.launch.together(a, [&] {
       CtxScope scope(s_.d, s_.ctx);
       CLB_CHECK(collect(part, (int)j, rd.e0, rd.m));
       if (j + 1 < rounds) return clbSuccess;
@@ -228,8 +228,9 @@ clbResult_t HostCopyPath::step(int phase, int round, size_t m, void* out, unsign
   k.count = m;
   k.out = out;
   for (int p = 0; p < s_.comm->nranks; p++) k.peerIn[p] = parts_[p];
-  if (phase == CLB_HC_COMBINE) return s_.launcher.launch(s_.d, combineFn_, blocks, kThreads, stream, &k, sizeof k);
-  return s_.launcher.launch(s_.d, copyFn_, 1, 32, stream, &k, sizeof k);
+  if (phase == CLB_HC_COMBINE)
+    return s_.launch.launcher.launch(s_.d, combineFn_, blocks, kThreads, stream, &k, sizeof k);
+  return s_.launch.launcher.launch(s_.d, copyFn_, 1, 32, stream, &k, sizeof k);
 }
 
 // Round j on the caller's stream: GATE, this rank's input into its half, POSTED; then the second
@@ -239,7 +240,8 @@ clbResult_t HostCopyPath::post(const CollArgs& a, int j, size_t e0, size_t m, CU
   const int n = s_.comm->nranks, r = s_.comm->rank;
   CLB_CHECK(step(CLB_HC_GATE, j, m, nullptr, 1, stream));
   const char* in = static_cast<const char*>(a.send);
-  char* mine = s_.staging.hostPeers[r] + (j % 2) * (s_.staging.bytes / 2);  // pinned: the copy engines' way
+  char* mine =
+      s_.memory.staging.hostPeers[r] + (j % 2) * (s_.memory.staging.bytes / 2);  // pinned: the copy engines' way
   switch (a.desc.coll) {
     case kReduceScatter:  // slice p of this round, for rank p, at slotOf(p, r) * m elements
       for (int p = 0; p < n; p++)
@@ -262,11 +264,11 @@ clbResult_t HostCopyPath::post(const CollArgs& a, int j, size_t e0, size_t m, CU
 clbResult_t HostCopyPath::collect(const CollArgs& a, int j, size_t e0, size_t m) {
   const size_t esz = clbTypeSize(a.type);
   const int n = s_.comm->nranks, r = s_.comm->rank;
-  const size_t bytes = m * esz, halfAt = (j % 2) * (s_.staging.bytes / 2);
+  const size_t bytes = m * esz, halfAt = (j % 2) * (s_.memory.staging.bytes / 2);
   CLB_CHECK(step(CLB_HC_WAIT, j, m, nullptr, 1, side_));
   const char* in = static_cast<const char*>(a.send);
   char* out = static_cast<char*>(a.recv);
-  auto staging = [&](int p) -> const char* { return s_.staging.hostPeers[p] + halfAt; };
+  auto staging = [&](int p) -> const char* { return s_.memory.staging.hostPeers[p] + halfAt; };
   auto copy = [&](const void* dst, const char* fromHost) -> clbResult_t {  // host to device
     CLB_CU(s_.d, cuMemcpyHtoDAsync, (CUdeviceptr)dst, fromHost, bytes, side_);
     return clbSuccess;
@@ -325,7 +327,7 @@ clbResult_t HostCopyPath::collect(const CollArgs& a, int j, size_t e0, size_t m)
 // rank's own part joins (the output is its input then), the scratch's second half. The order is
 // every rank's alike, and the bits are those of one pass over all parts (folding() says when).
 clbResult_t HostCopyPath::fold(const CollArgs& a, int j, size_t e0, size_t m) {
-  const size_t esz = clbTypeSize(a.type), bytes = m * esz, half = s_.staging.bytes / 2;
+  const size_t esz = clbTypeSize(a.type), bytes = m * esz, half = s_.memory.staging.bytes / 2;
   const int n = s_.comm->nranks, r = s_.comm->rank;
   const bool rs = a.desc.coll == kReduceScatter;  // this rank's slice of its input; peers' slots for it
   const char* mine = static_cast<const char*>(a.send) + ((rs ? r * a.count : 0) + e0) * esz;
@@ -340,7 +342,7 @@ clbResult_t HostCopyPath::fold(const CollArgs& a, int j, size_t e0, size_t m) {
       // Into the fold's start if this is the first part and it may go there, else the landing.
       char* into = !acc && before ? before : landing;
       CLB_CU(s_.d, cuMemcpyHtoDAsync, (CUdeviceptr)into,
-             s_.staging.hostPeers[p] + (j % 2) * half + (rs ? slotOf(r, p) * bytes : 0), bytes, side_);
+             s_.memory.staging.hostPeers[p] + (j % 2) * half + (rs ? slotOf(r, p) * bytes : 0), bytes, side_);
       if (p == lastPeer) CLB_CHECK(step(CLB_HC_READ, j, m, nullptr, 1, side_));
       part = into;
     }

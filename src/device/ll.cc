@@ -26,18 +26,19 @@ clbResult_t LLPath::load(const Kernels& k, CUfunction* occupancy) {
 clbResult_t LLPath::ahead(CUstream stream) {
   // The LL buffer is set up whole at the first call of any size, so that after one call every
   // size up to llMax can be captured in a CUDA graph.
-  if (!s_.llBuf.mine && s_.llMax > 0 && (s_.automatic() || s_.forcedTo(name())))
-    CLB_CHECK(s_.ensureShared(&s_.llBuf, llBytes(s_.comm->nranks, s_.llMax), stream, "LL"));
+  if (!s_.memory.llBuf.mine && s_.settings.llMax > 0 && (s_.settings.automatic() || s_.settings.forcedTo(name())))
+    CLB_CHECK(s_.memory.ensure(&s_.memory.llBuf, llBytes(s_.comm->nranks, s_.settings.llMax), stream, "LL"));
   return clbSuccess;
 }
 
 clbResult_t LLPath::prepare(const CollArgs& a, CUstream stream) {
   const size_t perDest = a.count * clbTypeSize(a.type);
-  return s_.ensureShared(&s_.llBuf, std::max(s_.llBuf.bytes, llBytes(s_.comm->nranks, perDest)), stream, "LL");
+  return s_.memory.ensure(&s_.memory.llBuf, std::max(s_.memory.llBuf.bytes, llBytes(s_.comm->nranks, perDest)), stream,
+                          "LL");
 }
 
 clbResult_t LLPath::run(const CollArgs& a, CUstream stream, const ClbDevCallArgs*) {
-  return s_.together(a, [&] {
+  return s_.launch.together(a, [&] {
     CtxScope scope(s_.d, s_.ctx);
     return launch(a, stream);
   });
@@ -48,16 +49,16 @@ clbResult_t LLPath::launch(const CollArgs& a, CUstream stream) {
   const int n = s_.comm->nranks;
   ClbDevCallArgs k{};
   s_.common(&k, a);
-  for (int p = 0; p < n; p++) k.staging[p] = s_.llBuf.peers[p];
-  k.half = s_.llBuf.bytes / 2;
+  for (int p = 0; p < n; p++) k.staging[p] = s_.memory.llBuf.peers[p];
+  k.half = s_.memory.llBuf.bytes / 2;
   k.slot = k.half / n;
   // A thread per data line, and a warp of n more that read the ranks' call lines meanwhile (the
   // kernel's checkersAt).
   const size_t threads = ((a.count * esz + 7) / 8 + 31) / 32 * 32 + n;
   const unsigned blocks =
-      (unsigned)std::min<size_t>(s_.maxBlocks, std::max<size_t>(1, (threads + kThreads - 1) / kThreads));
-  CLB_CHECK(s_.gate(k, blocks, stream));
-  return s_.launcher.launch(s_.d, fn_, blocks, kThreads, stream, &k, sizeof k);
+      (unsigned)std::min<size_t>(s_.layout.maxBlocks, std::max<size_t>(1, (threads + kThreads - 1) / kThreads));
+  CLB_CHECK(s_.launch.gate(s_.d, k, blocks, stream));
+  return s_.launch.launcher.launch(s_.d, fn_, blocks, kThreads, stream, &k, sizeof k);
 }
 
 }  // namespace clb::cuda

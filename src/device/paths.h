@@ -68,7 +68,7 @@ class CollectivePath {
   virtual Protocol protocol() const = 0;
   virtual Algorithm algorithm() const = 0;
   // At set-up, in the context: its kernels from the image. `occupancy`: the kernel whose blocks
-  // wait for each other (DeviceShared::maxBlocks bounds its launches), or left alone.
+  // wait for each other (NodeLayout::maxBlocks bounds its launches), or left alone.
   virtual clbResult_t load(const Kernels& k, CUfunction* occupancy) = 0;
   // Whether it takes a call of this shape, given the node (peer access, processes) and the
   // settings (COLIBRI_DEVICE_PATH, the sizes auto goes by). Device asks the paths of the call's
@@ -80,7 +80,7 @@ class CollectivePath {
   // Before its launches: its buffers grown for this call (may meet the peers over the host).
   virtual clbResult_t prepare(const CollArgs&, CUstream) { return clbSuccess; }
   // The call's launches, each between the meetings of the ranks sharing this GPU and process
-  // (DeviceShared::together). `given`: the arguments the call agreement filled (the peers'
+  // (LaunchControl::together). `given`: the arguments the call agreement filled (the peers'
   // registered buffers), or nullptr.
   virtual clbResult_t run(const CollArgs& a, CUstream stream, const ClbDevCallArgs* given) = 0;
   // What it holds of its own, given back at destroy (in the context, this rank's kernels done).

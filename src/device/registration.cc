@@ -144,11 +144,11 @@ clbResult_t Registrations::mapRegistration(const std::vector<RegInfo>& all, Regi
   reg->peer.assign(n, nullptr);
   CtxScope scope(s_.d, s_.ctx);
   for (int p = 0; p < n; p++) {
-    if (s_.inProcess[p]) {  // same address space
+    if (s_.layout.inProcess[p]) {  // same address space
       reg->peer[p] = reinterpret_cast<char*>(all[p].base + all[p].offset);
       continue;
     }
-    if (s_.viaHost) continue;  // no GPU reads another's memory here: calls are staged through the host
+    if (s_.layout.viaHost) continue;  // no GPU reads another's memory here: calls are staged through the host
     if (!all[p].exported) return setError(clbInvalidArgument, "%s", all[p].why);
     // The peer's process: its pid and PID namespace (a pid alone may be two processes' here).
     const auto key = std::make_tuple(peers[p].pid, peers[p].pidNamespace, all[p].bufferId);
@@ -196,7 +196,7 @@ clbResult_t Registrations::registerBuffer(void* buff, size_t bytes, void** handl
   const uint64_t id = nextRegId_++;
   CLB_CHECK(s_.comm->boot.allGather(all.data(), sizeof(RegInfo)));
   CLB_CHECK(firstFailure(all, me));
-  if (!s_.flags) {
+  if (!s_.ready()) {
     bool isDevice = false;
     int ordinal = -1;
     CLB_CHECK(classifyPointer(buff, &isDevice, &ordinal));
@@ -210,7 +210,7 @@ clbResult_t Registrations::registerBuffer(void* buff, size_t bytes, void** handl
   // Mapping can fail on one rank only (a peer's memory that cannot be shared fails on all alike):
   // a second exchange keeps "all or none". Ranks of one process map nothing.
   clbResult_t mapped = mapRegistration(all, reg.get());
-  if (!s_.allInProcess) mapped = agreeOnStatus(s_.comm, mapped, "its mappings of the registered buffers");
+  if (!s_.layout.allInProcess) mapped = agreeOnStatus(s_.comm, mapped, "its mappings of the registered buffers");
   if (mapped != clbSuccess) {
     CtxScope scope(s_.d, s_.ctx);
     unmap(reg.get(), true);  // nothing used these mappings yet
@@ -309,7 +309,7 @@ clbResult_t Registrations::deregisterBuffer(void* handle) {
     // Kernels of this rank may still read the peers' buffers through these mappings. With other
     // ranks in this process, waiting for the context could wait for their kernels, which may wait
     // for this rank: close at destroy instead.
-    const bool now = !s_.sharedProcess;
+    const bool now = !s_.layout.sharedProcess;
     CtxScope scope(s_.d, s_.ctx);
     if (now) CLB_CU(s_.d, cuCtxSynchronize);
     unmap(found->get(), now);
@@ -348,7 +348,7 @@ const Registrations::Registration* Registrations::findRegistration(const void* p
 bool Registrations::locate(const void* p, size_t len, uint64_t* id, uint64_t* offset) {
   // With some GPUs unable to reach each other no rank maps its peers' registrations (every rank
   // decides that alike at set-up), so a sender could not write there.
-  if (s_.viaHost) return false;
+  if (s_.layout.viaHost) return false;
   const Registration* r = regs_.empty() ? nullptr : findRegistration(p, len, offset);
   if (r) *id = r->id;
   return r != nullptr;

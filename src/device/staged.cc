@@ -14,7 +14,7 @@
 
 namespace clb::cuda {
 
-size_t StagedPath::slotBytes() const { return s_.staging.bytes / 2 / s_.comm->nranks / 16 * 16; }
+size_t StagedPath::slotBytes() const { return s_.memory.staging.bytes / 2 / s_.comm->nranks / 16 * 16; }
 
 clbResult_t StagedPath::load(const Kernels& k, CUfunction* occupancy) {
   CLB_CHECK(k.function("clb_dev_staged", &fn_));
@@ -22,7 +22,7 @@ clbResult_t StagedPath::load(const Kernels& k, CUfunction* occupancy) {
   return clbSuccess;
 }
 
-clbResult_t StagedPath::prepare(const CollArgs& a, CUstream stream) { return s_.ensureStaging(a, stream); }
+clbResult_t StagedPath::prepare(const CollArgs& a, CUstream stream) { return s_.memory.ensureStaging(a, stream); }
 
 clbResult_t StagedPath::run(const CollArgs& a, CUstream stream, const ClbDevCallArgs*) {
   const size_t esz = clbTypeSize(a.type);
@@ -31,7 +31,7 @@ clbResult_t StagedPath::run(const CollArgs& a, CUstream stream, const ClbDevCall
   // first, queued behind them.
   const size_t perRound = slotBytes() / esz;
   for (size_t e0 = 0; e0 < a.count; e0 += perRound)
-    CLB_CHECK(s_.together(a, [&] {
+    CLB_CHECK(s_.launch.together(a, [&] {
       CtxScope scope(s_.d, s_.ctx);
       return launch(a, e0, std::min(perRound, a.count - e0), stream);
     }));
@@ -43,9 +43,9 @@ clbResult_t StagedPath::launch(const CollArgs& a, size_t e0, size_t m, CUstream 
   const int n = s_.comm->nranks, r = s_.comm->rank;
   ClbDevCallArgs k{};
   s_.common(&k, a);  // in, out and count are this round's, below
-  k.half = s_.staging.bytes / 2;
+  k.half = s_.memory.staging.bytes / 2;
   k.slot = slotBytes();
-  for (int p = 0; p < n; p++) k.staging[p] = s_.staging.peers[p];
+  for (int p = 0; p < n; p++) k.staging[p] = s_.memory.staging.peers[p];
   k.inSlices = 1;
   const char* in = static_cast<const char*>(a.send);
   char* out = static_cast<char*>(a.recv);
@@ -88,8 +88,8 @@ clbResult_t StagedPath::launch(const CollArgs& a, size_t e0, size_t m, CUstream 
   const size_t bytes = std::max<size_t>(k.inBytes * n, m * esz * (k.mode == 1 ? n : 1));
   const unsigned blocks = s_.blocksFor(bytes);
   // Only the first round: once every rank passed it, the rounds after it wait only for each other.
-  if (e0 == 0) CLB_CHECK(s_.gate(k, blocks, stream));
-  return s_.launcher.launch(s_.d, fn_, blocks, kThreads, stream, &k, sizeof k);
+  if (e0 == 0) CLB_CHECK(s_.launch.gate(s_.d, k, blocks, stream));
+  return s_.launch.launcher.launch(s_.d, fn_, blocks, kThreads, stream, &k, sizeof k);
 }
 
 }  // namespace clb::cuda

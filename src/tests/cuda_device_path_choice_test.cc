@@ -81,8 +81,8 @@ TEST(DevicePathChoice, TheRegistryHoldsEachProtocolsPathsInTheOrderAutoPrefersTh
   EXPECT_EQ(paths[3]->algorithm(), Algorithm::kStaged);
   for (size_t i = 1; i < paths.size(); i++) EXPECT_EQ(paths[i]->protocol(), Protocol::kSimple) << names[i];
   // The last path of each protocol takes every call, whatever the node and the settings.
-  s.viaHost = true;
-  s.forced = "staged";
+  s.layout.viaHost = true;
+  s.settings.forced = "staged";
   CallShape c;
   c.perDest = c.msg = 1;
   EXPECT_TRUE(paths[0]->takes(c));
@@ -93,10 +93,10 @@ TEST(DevicePathChoice, TheRegistryHoldsEachProtocolsPathsInTheOrderAutoPrefersTh
 // rank's buffers registered choosePath again on the registered shape.
 std::string decide(const std::vector<std::unique_ptr<CollectivePath>>& paths, CollectivePath* forced,
                    const DeviceShared& s, bool haveRegistrations, bool registeredAll, uint32_t coll, CallShape c) {
-  CollectivePath* path = clb::cuda::choosePath(paths, forced, s.llMax, c);
+  CollectivePath* path = clb::cuda::choosePath(paths, forced, s.settings.llMax, c);
   if (clb::cuda::asksForRegistered(*path, forced, s, haveRegistrations, c, coll) && registeredAll) {
     c.registered = true;
-    path = clb::cuda::choosePath(paths, forced, s.llMax, c);
+    path = clb::cuda::choosePath(paths, forced, s.settings.llMax, c);
   }
   return path->name();
 }
@@ -107,8 +107,8 @@ TEST(DevicePathChoice, EverySettingLayoutSizeAndRegistrationTakesThePathTheRules
   DeviceShared s(one.comm);
   auto paths = clb::cuda::collectivePaths(s);
   const size_t llMax = 256 << 10, directMin = 1 << 20;
-  s.llMax = llMax;
-  s.directMin = directMin;
+  s.settings.llMax = llMax;
+  s.settings.directMin = directMin;
   const char* settings[] = {nullptr, "ll", "direct", "staged"};
   // Bytes per rank around both thresholds; the message is 1 or 4 times that (an allGather's or
   // reduceScatter's of 4 ranks), so that directMin is compared with the message, LL with the part.
@@ -121,9 +121,9 @@ TEST(DevicePathChoice, EverySettingLayoutSizeAndRegistrationTakesThePathTheRules
       for (size_t perDest : sizes)
         for (uint32_t coll : colls)
           for (int regs = 0; regs < 3; regs++) {  // none; some, not every rank's; every rank's
-            s.forced = forced;
-            s.allInProcess = layout & 1;
-            s.viaHost = layout & 2;
+            s.settings.forced = forced;
+            s.layout.allInProcess = layout & 1;
+            s.layout.viaHost = layout & 2;
             CollectivePath* forcedPath = nullptr;
             for (auto& p : paths)
               if (forced && !strcmp(p->name(), forced)) forcedPath = p.get();
@@ -131,11 +131,11 @@ TEST(DevicePathChoice, EverySettingLayoutSizeAndRegistrationTakesThePathTheRules
             CallShape c;
             c.perDest = perDest;
             c.msg = perDest * (coll == clb::kAllGather ? 4 : 1);
-            const std::string want = expected(forced, s.allInProcess, s.viaHost, regs > 0, regs == 2, coll, llMax,
-                                              directMin, c.perDest, c.msg);
+            const std::string want = expected(forced, s.layout.allInProcess, s.layout.viaHost, regs > 0, regs == 2,
+                                              coll, llMax, directMin, c.perDest, c.msg);
             EXPECT_EQ(decide(paths, forcedPath, s, regs > 0, regs == 2, coll, c), want)
-                << "setting " << (forced ? forced : "auto") << ", every rank in one process " << s.allInProcess
-                << ", via host " << s.viaHost << ", " << perDest << " bytes per rank, message " << c.msg
+                << "setting " << (forced ? forced : "auto") << ", every rank in one process " << s.layout.allInProcess
+                << ", via host " << s.layout.viaHost << ", " << perDest << " bytes per rank, message " << c.msg
                 << ", collective " << coll << ", registrations " << regs;
             seen.insert(want);
             checked++;

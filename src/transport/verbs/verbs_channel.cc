@@ -2,6 +2,7 @@
 //
 // The verbs ring channel; the protocol is described in verbs_channel.h.
 #include "transport/verbs/verbs_channel.h"
+#include "transport/verbs/verbs_channel_impl.h"
 
 #include <arpa/inet.h>
 
@@ -22,21 +23,6 @@ namespace verbs {
 
 namespace {
 
-constexpr uint32_t kKindData = 0, kKindCredit = 1, kKindAnnounce = 2, kKindAck = 3;
-// Toward the receiver kind 1 is a notice (credits only travel the other way): the sender's next
-// message does not fit the slots it knows of; its tag is in tag slot n % K of the control block.
-constexpr uint32_t kKindNotice = 1;
-constexpr uint32_t kLow30 = 0x3FFFFFFFu, kLow24 = 0xFFFFFFu;
-constexpr uint64_t kWrData = 1, kWrCredit = 2, kWrAnnounce = 3, kWrAck = 4, kWrPayload = 5, kWrNotice = 6;
-constexpr size_t kCtlBytes = 4096, kCtlOut = 256;
-// The control block also holds K tags in, written by the previous rank (device mode: every
-// message's tag; both modes: the tag of a notice), and in device mode K tags out (the source of
-// this rank's tag writes), 64 slots at most.
-constexpr size_t kCtlTagIn = 512, kCtlTagOut = kCtlTagIn + 64 * sizeof(MsgTag);
-constexpr size_t kCtlBytesDevice = (kCtlTagOut + 64 * sizeof(MsgTag) + 4095) / 4096 * 4096;
-
-uint32_t imm(uint32_t kind, uint32_t low) { return kind << 30 | (low & kLow30); }
-
 // The ranks a channel's links go to: its peer's (a point-to-point channel), else the ring's neighbours.
 int ranksOf(const VerbsOptions& o, const clbNetHost_v1_t* host) { return std::max(1, host ? host->nranks : o.nranks); }
 int peerNext(const VerbsOptions& o, const clbNetHost_v1_t* host) {
@@ -48,50 +34,7 @@ int peerPrev(const VerbsOptions& o, const clbNetHost_v1_t* host) {
   return o.peer >= 0 ? o.peer : (rank + n - 1) % n;
 }
 
-// Part j of a message of `total` bytes split over q queue pairs: 64-byte aligned pieces, the
-// last ones possibly empty. q == 1: the whole message.
-void partOf(size_t total, uint32_t q, uint32_t j, size_t* off, size_t* len) {
-  size_t per = ((total + q - 1) / q + 63) / 64 * 64;
-  *off = std::min((size_t)j * per, total);
-  *len = std::min(per, total - *off);
-}
-
-const char* wrWhat(uint64_t wrId) {
-  switch (wrId >> 56) {
-    case kWrData: return "the RDMA WRITE of a ring message";
-    case kWrPayload: return "the RDMA WRITE of a ring message's payload (GPU memory)";
-    case kWrCredit: return "returning a credit (RDMA WRITE_WITH_IMM)";
-    case kWrAnnounce: return "announcing receive slots (RDMA WRITE_WITH_IMM)";
-    case kWrAck: return "acknowledging new receive slots (RDMA WRITE_WITH_IMM)";
-    case kWrNotice: return "the notice of a message larger than the receive slots (RDMA WRITE_WITH_IMM)";
-    default: return "a posted receive";
-  }
-}
-
 }  // namespace
-
-static_assert(sizeof(MsgTag) <= 64, "host mode: the tag fits in part 0 of a message (parts are 64-byte multiples)");
-static_assert(kCtlTagIn + 64 * sizeof(MsgTag) <= kCtlBytes, "host mode: the tags of notices fit in the control block");
-
-struct VerbsChannel::Region {
-  VerbsChannel* owner = nullptr;
-  void* mem = nullptr;
-  size_t bytes = 0;
-  ibv_mr* mr = nullptr;
-  size_t stride = 0;  // slot bytes (slot regions and staging)
-  uint32_t refs = 0;  // arrived messages not yet released
-  bool device = false;
-  ~Region() {
-    if (mr) owner->api_->deregMr(mr);  // before the memory goes
-    if (device) {
-      if (mem) owner->o_.device->release(owner->o_.device->self, mem, bytes);
-    } else {
-      free(mem);
-    }
-    owner->account(-(int64_t)bytes, device);
-  }
-  char* slot(uint32_t i) const { return static_cast<char*>(mem) + (size_t)i * stride; }
-};
 
 VerbsChannel::VerbsChannel(const VerbsApi* api, const VerbsOptions& o, const clbNetHost_v1_t* host)
     : api_(api),
@@ -195,12 +138,12 @@ clbResult_t VerbsChannel::open() {
   CLB_CHECK(newRegion(o_.device ? kCtlBytesDevice : kCtlBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, false,
                       &ctl_));
   link_.setControlBlock((uint64_t)(uintptr_t)ctl_->mem, ctl_->mr->rkey, o_.device ? kVerbsConnDeviceSlots : 0);
-  arrived_.assign(K_, Arrived{nullptr, 0, 0, 0});
-  sendDoneQ_.assign(Q_, 0);
-  recvSeqQ_.assign(Q_, 0);
-  regionQ_.assign(Q_, nullptr);
-  slotBytesQ_.assign(Q_, 0);
-  ackedQ_.assign(Q_, 0);
+  rx_.arrived.assign(K_, Arrived{nullptr, 0, 0, 0});
+  tx_.doneQ.assign(Q_, 0);
+  rx_.seqQ.assign(Q_, 0);
+  rx_.regionQ.assign(Q_, nullptr);
+  rx_.slotBytesQ.assign(Q_, 0);
+  rx_.ackedQ.assign(Q_, 0);
   return clbSuccess;
 }
 
@@ -220,8 +163,8 @@ clbResult_t VerbsChannel::checkDeviceMemory(size_t maxBytes) {
 VerbsChannel::~VerbsChannel() {
   link_.destroyQps();
   userRegs_.deregisterAll();  // after the queue pairs: nothing reads them any more
-  staging_.reset();
-  regions_.clear();
+  tx_.staging.reset();
+  rx_.regions.clear();
   ctl_.reset();
   if (hasHost_ && host_.account) host_.account(host_.ctx, -link_.queueBytes(), 0);
   // link_ (a member declared before the regions) then destroys the completion queue and lets go of
@@ -282,41 +225,6 @@ clbResult_t VerbsChannel::postZero(ibv_qp* qp, uint32_t immHost, uint64_t addr, 
   return post(qp, &wr, what);
 }
 
-clbResult_t VerbsChannel::announce(std::unique_ptr<Region> slots, size_t slotBytes) {
-  epoch_++;
-  Announce* a = reinterpret_cast<Announce*>(static_cast<char*>(ctl_->mem) + kCtlOut);
-  a->addr = slots ? (uint64_t)(uintptr_t)slots->mem : 0;
-  a->slotBytes = slotBytes;
-  a->rkey = slots ? slots->mr->rkey : 0;
-  a->epoch = epoch_;
-  pendingSlots_ = slots.get();
-  pendingSlotBytes_ = slotBytes;
-  if (slots) regions_.push_back(std::move(slots));
-  announcePending_ = true;
-  acksPending_ = Q_;
-  ibv_sge sge{(uint64_t)(uintptr_t)a, (uint32_t)sizeof *a, ctl_->mr->lkey};
-  ibv_send_wr wr;
-  memset(&wr, 0, sizeof wr);
-  wr.wr_id = kWrAnnounce << 56 | epoch_;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.imm_data = htonl(imm(kKindAnnounce, epoch_));
-  wr.wr.rdma.remote_addr = link_.prevInfo().ctlAddr;
-  wr.wr.rdma.rkey = link_.prevInfo().ctlRkey;
-  return post(link_.recvQp(0), &wr, "the receive-slot announcement");
-}
-
-void VerbsChannel::collectRetired() {
-  regions_.erase(std::remove_if(regions_.begin(), regions_.end(),
-                                [&](const std::unique_ptr<Region>& r) {
-                                  return r.get() != curSlots_ && r.get() != pendingSlots_ && r->refs == 0 &&
-                                         std::find(regionQ_.begin(), regionQ_.end(), r.get()) == regionQ_.end();
-                                }),
-                 regions_.end());
-}
-
 clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
   uint32_t q = 0;  // which queue pair of its side
   bool onSendQp = false;
@@ -353,7 +261,7 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
                            peer, rank_));
     uint32_t v = ntohl(wc.imm_data), kind = v >> 30;
     if (onSendQp && kind == kKindCredit) {
-      peerReleased_ += ((v & kLow30) - (uint32_t)peerReleased_) & kLow30;
+      tx_.peerReleased += ((v & kLow30) - (uint32_t)tx_.peerReleased) & kLow30;
       return clbSuccess;
     }
     if (onSendQp && kind == kKindAnnounce) {
@@ -364,63 +272,64 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
                              "verbs: slot announcement from rank %d is inconsistent (epoch %u, "
                              "immediate says %u, %u bytes)",
                              peer, a.epoch, v & kLow30, wc.byte_len));
-      if (midMessage_) {  // a full send queue made post() poll between two parts: after the message
-        deferredAnnounce_ = a;
-        announceDeferred_ = true;
+      if (tx_.midMessage) {  // a full send queue made post() poll between two parts: after the message
+        tx_.deferredAnnounce = a;
+        tx_.announceDeferred = true;
         return clbSuccess;
       }
       return applyAnnounce(a);
     }
     if (!onSendQp && kind == kKindNotice) {
       // Queue pair 0 keeps order: the notice is for the message whose parts come next on it.
-      const uint64_t n = recvSeqQ_[0];
+      const uint64_t n = rx_.seqQ[0];
       if (q != 0 || (v & kLow30) != (n & kLow30))
         return fail(setError(clbRemoteError,
                              "verbs: rank %d sent a notice for message %u on queue pair %u; rank %d "
                              "expected message %llu next (protocol error)",
                              peer, v & kLow30, q, rank_, (unsigned long long)(n & kLow30)));
-      memcpy(&noticeTag_, static_cast<const char*>(ctl_->mem) + kCtlTagIn + (size_t)(n % K_) * sizeof(MsgTag),
-             sizeof noticeTag_);
-      noticeSeq_ = n;
-      noticed_ = true;
+      memcpy(&rx_.noticeTag, static_cast<const char*>(ctl_->mem) + kCtlTagIn + (size_t)(n % K_) * sizeof(MsgTag),
+             sizeof rx_.noticeTag);
+      rx_.noticeSeq = n;
+      rx_.noticed = true;
       return clbSuccess;
     }
     if (!onSendQp && kind == kKindAck) {
-      if (!announcePending_ || (v & kLow30) != (epoch_ & kLow30) || ackedQ_[q] == epoch_)
+      if (!rx_.announcePending || (v & kLow30) != (rx_.epoch & kLow30) || rx_.ackedQ[q] == rx_.epoch)
         return fail(setError(clbRemoteError,
                              "verbs: rank %d acknowledged slot epoch %u on queue pair %u, rank %d "
                              "announced %u%s",
-                             peer, v & kLow30, q, rank_, epoch_, ackedQ_[q] == epoch_ ? " (acknowledged twice)" : ""));
-      ackedQ_[q] = epoch_;
-      regionQ_[q] = pendingSlots_;
-      slotBytesQ_[q] = pendingSlotBytes_;
-      if (--acksPending_ > 0) return clbSuccess;
-      curSlots_ = pendingSlots_;
-      curSlotBytes_ = pendingSlotBytes_;
-      pendingSlots_ = nullptr;
-      announcePending_ = false;
+                             peer, v & kLow30, q, rank_, rx_.epoch,
+                             rx_.ackedQ[q] == rx_.epoch ? " (acknowledged twice)" : ""));
+      rx_.ackedQ[q] = rx_.epoch;
+      rx_.regionQ[q] = rx_.pending;
+      rx_.slotBytesQ[q] = rx_.pendingSlotBytes;
+      if (--rx_.acksPending > 0) return clbSuccess;
+      rx_.cur = rx_.pending;
+      rx_.curSlotBytes = rx_.pendingSlotBytes;
+      rx_.pending = nullptr;
+      rx_.announcePending = false;
       collectRetired();
       return clbSuccess;
     }
     if (!onSendQp && kind == kKindData) {
       // Part q of message n: queue pair q delivers its parts in order.
-      const uint64_t n = recvSeqQ_[q];
-      Region* reg = regionQ_[q];
+      const uint64_t n = rx_.seqQ[q];
+      Region* reg = rx_.regionQ[q];
       uint32_t slot = (v >> 24) & 63, seq = v & kLow24;
-      if (seq != (n & kLow24) || slot != n % K_ || n - recvReleased_ >= K_ || !reg)
+      if (seq != (n & kLow24) || slot != n % K_ || n - rx_.released >= K_ || !reg)
         return fail(setError(clbRemoteError,
                              "verbs: rank %d wrote message %u into slot %u (queue pair %u); rank %d "
                              "expected message %llu in slot %llu with %llu of %u slots free%s (protocol error)",
                              peer, seq, slot, q, rank_, (unsigned long long)(n & kLow24), (unsigned long long)(n % K_),
-                             (unsigned long long)(K_ - (n - recvReleased_)), K_, reg ? "" : ", no slots announced"));
+                             (unsigned long long)(K_ - (n - rx_.released)), K_, reg ? "" : ", no slots announced"));
       const bool tagPart = q == 0;  // host mode: the tag starts part 0; device mode: part 0 is the tag
-      const bool bad = o_.device ? (tagPart ? wc.byte_len != sizeof(MsgTag) : wc.byte_len > slotBytesQ_[q])
-                                 : ((tagPart && wc.byte_len < sizeof(MsgTag)) || wc.byte_len > slotBytesQ_[q]);
+      const bool bad = o_.device ? (tagPart ? wc.byte_len != sizeof(MsgTag) : wc.byte_len > rx_.slotBytesQ[q])
+                                 : ((tagPart && wc.byte_len < sizeof(MsgTag)) || wc.byte_len > rx_.slotBytesQ[q]);
       if (bad)
         return fail(setError(clbRemoteError, "verbs: rank %d wrote %u bytes into a %s of %zu bytes (queue pair %u)",
                              peer, wc.byte_len, o_.device && tagPart ? "tag slot" : "slot",
-                             o_.device && tagPart ? sizeof(MsgTag) : slotBytesQ_[q], q));
-      Arrived& a = arrived_[n % K_];
+                             o_.device && tagPart ? sizeof(MsgTag) : rx_.slotBytesQ[q], q));
+      Arrived& a = rx_.arrived[n % K_];
       if (a.parts == 0) {
         a = Arrived{reg, slot, 0, 0};
         reg->refs++;
@@ -432,8 +341,8 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
       }
       a.bytes += wc.byte_len;
       a.parts++;
-      recvSeqQ_[q]++;
-      while (recvSeq_ - recvReleased_ < K_ && arrived_[recvSeq_ % K_].parts == Q_) recvSeq_++;
+      rx_.seqQ[q]++;
+      while (rx_.seq - rx_.released < K_ && rx_.arrived[rx_.seq % K_].parts == Q_) rx_.seq++;
       return clbSuccess;
     }
     return fail(setError(clbRemoteError,
@@ -442,31 +351,10 @@ clbResult_t VerbsChannel::handleWc(const ibv_wc& wc) {
                          v, peer, onSendQp ? "to" : "from"));
   }
   if ((wc.wr_id >> 56) == kWrData) {
-    sendDoneQ_[q]++;
-    sendDone_ = *std::min_element(sendDoneQ_.begin(), sendDoneQ_.end());
+    tx_.doneQ[q]++;
+    tx_.done = *std::min_element(tx_.doneQ.begin(), tx_.doneQ.end());
   }
   return clbSuccess;
-}
-
-// The receiver's new slots: every part posted from now on goes there. Never between two parts of
-// one message (they would land in different regions): postParts / postDeviceSend defer it.
-clbResult_t VerbsChannel::applyAnnounce(const Announce& a) {
-  remoteAddr_ = a.addr;
-  remoteRkey_ = a.rkey;
-  remoteSlotBytes_ = a.slotBytes;
-  remoteEpoch_ = a.epoch;
-  // On every queue pair: data posted after its acknowledgement goes to the new slots.
-  for (uint32_t j = 0; j < Q_; j++)
-    CLB_CHECK(postZero(link_.sendQp(j), imm(kKindAck, a.epoch), link_.nextInfo().ctlAddr, link_.nextInfo().ctlRkey,
-                       "the acknowledgement of new receive slots"));
-  return clbSuccess;
-}
-
-clbResult_t VerbsChannel::endMessage() {
-  midMessage_ = false;
-  if (!announceDeferred_) return clbSuccess;
-  announceDeferred_ = false;
-  return applyAnnounce(deferredAnnounce_);
 }
 
 clbResult_t VerbsChannel::progress() {
@@ -494,47 +382,22 @@ clbResult_t VerbsChannel::progress() {
   return clbSuccess;
 }
 
-template <class Pred>
-clbResult_t VerbsChannel::waitFor(Pred pred, const char* what, int peer) {
-  const int64_t start = nowMs();
-  for (uint64_t spins = 0;; spins++) {
-    CLB_CHECK(progress());
-    if (pred()) return clbSuccess;
-    if (hasHost_) {
-      if ((spins & 63) == 63) {
-        clbResult_t rc = host_.checkWait(host_.ctx, start, what, peer);
-        if (rc != clbSuccess) return fail(rc);
-      }
-    } else if (nowMs() - start > o_.timeoutMs) {
-      return fail(setError(clbTimeout,
-                           "rank %d waited %lld ms for %s (rank %d, over verbs/%s) without progress: "
-                           "is rank %d alive and in the same collective? Raise the timeout (COLIBRI_TIMEOUT_MS) if "
-                           "it is only slow",
-                           rank_, (long long)(nowMs() - start), what, peer, api_->impl, peer));
-    }
-    if (spins < 256)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-}
-
 clbResult_t VerbsChannel::prepare(size_t maxBytes) {
   CLB_CHECK(sticky());
   CLB_CHECK(progress());
   CLB_CHECK(userRegs_.beginCall());
   size_t need = header() + (maxBytes + 4095) / 4096 * 4096;
-  if (stagingStride_ < need) {
-    CLB_CHECK(waitFor([&] { return sendDone_ == sendSeq_; }, "the last ring messages' writes to complete", next_));
-    staging_.reset();
-    stagingStride_ = 0;
-    CLB_CHECK(newRegion(K_ * need, IBV_ACCESS_LOCAL_WRITE, o_.device != nullptr, &staging_));
-    staging_->stride = need;
-    stagingStride_ = need;
+  if (tx_.stride < need) {
+    CLB_CHECK(waitFor([&] { return tx_.done == tx_.seq; }, "the last ring messages' writes to complete", next_));
+    tx_.staging.reset();
+    tx_.stride = 0;
+    CLB_CHECK(newRegion(K_ * need, IBV_ACCESS_LOCAL_WRITE, o_.device != nullptr, &tx_.staging));
+    tx_.staging->stride = need;
+    tx_.stride = need;
   }
-  size_t have = announcePending_ ? pendingSlotBytes_ : curSlotBytes_;
+  size_t have = rx_.announcePending ? rx_.pendingSlotBytes : rx_.curSlotBytes;
   if (have < need) {
-    CLB_CHECK(waitFor([&] { return !announcePending_; }, "the previous rank to acknowledge receive slots", prev_));
+    CLB_CHECK(waitFor([&] { return !rx_.announcePending; }, "the previous rank to acknowledge receive slots", prev_));
     std::unique_ptr<Region> r;
     CLB_CHECK(newRegion(K_ * need, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, o_.device != nullptr, &r));
     r->stride = need;
@@ -543,283 +406,19 @@ clbResult_t VerbsChannel::prepare(size_t maxBytes) {
   return clbSuccess;
 }
 
-clbResult_t VerbsChannel::acquireSend(size_t bytes, void** buf) {
-  CLB_CHECK(sticky());
-  if (header() + bytes > stagingStride_)
-    return setError(clbInternalError, "verbs: a message of %zu bytes, but prepare() staged %zu", bytes,
-                    stagingStride_ > header() ? stagingStride_ - header() : 0);
-  CLB_CHECK(waitFor([&] { return sendSeq_ - sendDone_ < K_; }, "a send staging slot (local write completions)", next_));
-  *buf = staging_->slot((uint32_t)(sendSeq_ % K_)) + header();
-  acquired_ = true;
-  acquiredBytes_ = bytes;
-  return clbSuccess;
-}
-
-clbResult_t VerbsChannel::postSend(const MsgTag& tag) {
-  CLB_CHECK(sticky());
-  if (!acquired_ || tag.bytes > acquiredBytes_)
-    return setError(clbInternalError, "verbs: postSend of %llu bytes without a matching acquireSend (%zu)",
-                    (unsigned long long)tag.bytes, acquired_ ? acquiredBytes_ : (size_t)0);
-  const uint32_t slot = (uint32_t)(sendSeq_ % K_);
-  if (o_.device) return postDeviceSend(tag, slot, staging_->slot(slot), staging_->mr->lkey);
-  return postParts(tag, slot);
-}
-
-// Until the next rank has announced slots of at least `slotBytes` (announced at all, even for an
-// empty payload: the tag still takes a slot) and a slot is free for the next message. While the
-// slots it announced are smaller, the message's tag (at tagSrc, registered with tagLkey) goes
-// ahead once as a notice, so that a receiver whose call prepared less sees the disagreement at
-// once (noticeUnfit) instead of both waiting until the timeout.
-clbResult_t VerbsChannel::waitForCredit(size_t slotBytes, const char* tagSrc, uint32_t tagLkey) {
-  bool noticeSent = false;
-  clbResult_t noticeRc = clbSuccess;
-  CLB_CHECK(waitFor(
-      [&] {
-        const bool credit = sendSeq_ < peerReleased_ + K_;
-        if (remoteSlotBytes_ > 0 && remoteSlotBytes_ >= slotBytes) return credit;
-        if (noticeSent || remoteSlotBytes_ == 0 || !credit) return false;
-        noticeSent = true;  // with a credit: tag slot n % K of the receiver is free (message n - K released)
-        noticeRc = postNotice(tagSrc, tagLkey);
-        return noticeRc != clbSuccess;
-      },
-      "a free receive slot (credit) from the next rank", next_));
-  return noticeRc;
-}
-
-clbResult_t VerbsChannel::postNotice(const char* tagSrc, uint32_t tagLkey) {
-  ibv_sge sge{(uint64_t)(uintptr_t)tagSrc, (uint32_t)sizeof(MsgTag), tagLkey};
-  ibv_send_wr wr;
-  memset(&wr, 0, sizeof wr);
-  wr.wr_id = kWrNotice << 56 | (sendSeq_ & ((1ull << 56) - 1));
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.imm_data = htonl(imm(kKindNotice, (uint32_t)sendSeq_));
-  wr.wr.rdma.remote_addr = link_.nextInfo().ctlAddr + kCtlTagIn + (sendSeq_ % K_) * sizeof(MsgTag);
-  wr.wr.rdma.rkey = link_.nextInfo().ctlRkey;
-  return post(link_.sendQp(0), &wr, "the notice of a message larger than the receive slots");
-}
-
-clbResult_t VerbsChannel::postParts(const MsgTag& tag, uint32_t slot) {
-  char* s = staging_->slot(slot);
-  memcpy(s, &tag, sizeof tag);
-  const size_t len = sizeof(MsgTag) + tag.bytes;
-  CLB_CHECK(waitForCredit(len, s, staging_->mr->lkey));
-  midMessage_ = true;  // from here to the last part the slots stay where they are
-  for (uint32_t j = 0; j < Q_; j++) {
-    size_t off, n;
-    partOf(len, Q_, j, &off, &n);
-    ibv_sge sge{(uint64_t)(uintptr_t)(s + off), (uint32_t)n, staging_->mr->lkey};
-    ibv_send_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = kWrData << 56 | (sendSeq_ & ((1ull << 56) - 1));
-    wr.sg_list = &sge;
-    wr.num_sge = n ? 1 : 0;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data = htonl(slot << 24 | (uint32_t)(sendSeq_ & kLow24));
-    wr.wr.rdma.remote_addr = remoteAddr_ + (uint64_t)slot * remoteSlotBytes_ + off;
-    wr.wr.rdma.rkey = remoteRkey_;
-    CLB_CHECK(post(link_.sendQp(j), &wr, "the RDMA WRITE of a ring message"));
-  }
-  sendSeq_++;
-  acquired_ = false;
-  CLB_CHECK(endMessage());
-  return progress();
-}
-
-// Device mode: the payload (GPU memory) into the receiver's slot, then the tag (host memory) into
-// its tag slot with the immediate; one signaled completion covers both (RC completes in order).
-clbResult_t VerbsChannel::postDeviceSend(const MsgTag& tag, uint32_t slot, const char* src, uint32_t lkey) {
-  char* outTag = static_cast<char*>(ctl_->mem) + kCtlTagOut + (size_t)slot * sizeof(MsgTag);
-  memcpy(outTag, &tag, sizeof tag);
-  CLB_CHECK(waitForCredit(tag.bytes, outTag, ctl_->mr->lkey));
-  midMessage_ = true;  // from here to the last part the slots stay where they are
-  const uint64_t remote = remoteAddr_ + (uint64_t)slot * remoteSlotBytes_;
-  for (uint32_t j = 0; j < Q_; j++) {
-    size_t off, n;
-    partOf(tag.bytes, Q_, j, &off, &n);
-    ibv_sge data{(uint64_t)(uintptr_t)(src + off), (uint32_t)n, lkey};
-    ibv_sge tagSge{(uint64_t)(uintptr_t)outTag, (uint32_t)sizeof(MsgTag), ctl_->mr->lkey};
-    ibv_send_wr wr[2];
-    memset(wr, 0, sizeof wr);
-    // Queue pair 0: its payload part into the slot, then the tag with the immediate; the others:
-    // their part with the immediate.
-    ibv_send_wr& last = j == 0 ? wr[1] : wr[0];
-    if (j == 0) {
-      wr[0].wr_id = kWrPayload << 56 | (sendSeq_ & ((1ull << 56) - 1));
-      wr[0].sg_list = &data;
-      wr[0].num_sge = n ? 1 : 0;
-      wr[0].opcode = IBV_WR_RDMA_WRITE;
-      wr[0].wr.rdma.remote_addr = remote + off;
-      wr[0].wr.rdma.rkey = remoteRkey_;
-      wr[0].next = &wr[1];
-      wr[1].sg_list = &tagSge;
-      wr[1].num_sge = 1;
-      wr[1].wr.rdma.remote_addr = link_.nextInfo().ctlAddr + kCtlTagIn + (uint64_t)slot * sizeof(MsgTag);
-      wr[1].wr.rdma.rkey = link_.nextInfo().ctlRkey;
-    } else {
-      wr[0].sg_list = &data;
-      wr[0].num_sge = n ? 1 : 0;
-      wr[0].wr.rdma.remote_addr = remote + off;
-      wr[0].wr.rdma.rkey = remoteRkey_;
-    }
-    last.wr_id = kWrData << 56 | (sendSeq_ & ((1ull << 56) - 1));
-    last.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    last.send_flags = IBV_SEND_SIGNALED;
-    last.imm_data = htonl(slot << 24 | (uint32_t)(sendSeq_ & kLow24));
-    CLB_CHECK(post(link_.sendQp(j), wr, "the RDMA WRITEs of a ring message"));
-  }
-  CLB_CHECK(endMessage());
-  sendSeq_++;
-  acquired_ = false;
-  return progress();
-}
-
-clbResult_t VerbsChannel::sendFrom(const void* src, const MsgTag& tag, bool* sent) {
-  *sent = false;
-  CLB_CHECK(sticky());
-  if (!o_.device || !o_.device->lookup || !o_.device->exportRange || tag.bytes == 0 || acquired_) return clbSuccess;
-  if (tag.bytes > stagingStride_)
-    return setError(clbInternalError, "verbs: a message of %llu bytes, but prepare() staged %zu",
-                    (unsigned long long)tag.bytes, stagingStride_);
-  ibv_mr* mr = nullptr;
-  CLB_CHECK(userRegs_.find(src, tag.bytes, &mr));
-  if (!mr) return clbSuccess;
-  // The message still takes its turn: tag slot n % K, and the staging slot stays unused.
-  CLB_CHECK(waitFor([&] { return sendSeq_ - sendDone_ < K_; }, "a send slot (local write completions)", next_));
-  CLB_CHECK(postDeviceSend(tag, (uint32_t)(sendSeq_ % K_), static_cast<const char*>(src), mr->lkey));
-  *sent = true;
-  return clbSuccess;
-}
-
-clbResult_t VerbsChannel::waitRecv(const MsgTag& expect, const void** buf) {
-  MsgTag got;
-  CLB_CHECK(waitRecvTag(&got, buf));
-  clbResult_t rc = checkTag(got, expect, prev_, rank_);
-  if (rc != clbSuccess) holding_ = false;          // as before: a mismatch holds nothing
-  if (rc == clbSuccess && !*buf) return sticky();  // a notice never matches (see takeNotice)
-  return rc;
-}
-
-clbResult_t VerbsChannel::waitRecvTag(MsgTag* out, const void** buf) {
-  CLB_CHECK(sticky());
-  CLB_CHECK(waitFor([&] { return recvSeq_ > recvReleased_ || noticeUnfit(); }, "a ring message from the previous rank",
-                    prev_));
-  if (recvSeq_ > recvReleased_) return takeArrived(out, buf);
-  return takeNotice(out, buf);
-}
-
-// The previous rank's next message is larger than the slots this rank announced last, which its
-// present call prepared (a message is awaited only inside a call, after its prepare): the ranks
-// disagree on the call. A notice the present slots hold (they grew after the sender looked) is
-// no disagreement: the message follows.
-bool VerbsChannel::noticeUnfit() const {
-  return noticed_ && noticeSeq_ == recvReleased_ &&
-         header() + noticeTag_.bytes > (announcePending_ ? pendingSlotBytes_ : curSlotBytes_);
-}
-
-// The noticed tag, for the caller to compare with what it expects (which fails: it expects no more
-// than its call prepared for), with no message (*buf NULL, nothing held). The channel fails: the
-// sender waits for slots that never come, and its ring is out of step.
-clbResult_t VerbsChannel::takeNotice(MsgTag* out, const void** buf) {
-  *out = noticeTag_;
-  *buf = nullptr;
-  const size_t slotBytes = announcePending_ ? pendingSlotBytes_ : curSlotBytes_;
-  setError(clbRemoteError,
-           "verbs: rank %d's message %llu is %llu bytes, more than the %zu bytes of the receive "
-           "slots that rank %d's call prepared: the ranks disagree on the call",
-           prev_, (unsigned long long)noticeTag_.index, (unsigned long long)noticeTag_.bytes,
-           slotBytes > header() ? slotBytes - header() : (size_t)0, rank_);
-  failed_ = clbRemoteError;
-  failMsg_ = lastError();
-  return clbSuccess;
-}
-
-clbResult_t VerbsChannel::takeArrived(MsgTag* out, const void** buf) {
-  const Arrived& a = arrived_[recvReleased_ % K_];
-  const char* s = a.region->slot(a.slot);
-  MsgTag& got = *out;
-  if (o_.device) {
-    memcpy(&got, static_cast<const char*>(ctl_->mem) + kCtlTagIn + (size_t)a.slot * sizeof(MsgTag), sizeof got);
-    size_t off0, len0;  // queue pair 0's payload part came without an immediate of its own
-    partOf(got.bytes, Q_, 0, &off0, &len0);
-    if (got.bytes > a.region->stride || a.bytes != sizeof(MsgTag) + got.bytes - len0)
-      return fail(setError(clbRemoteError,
-                           "verbs: rank %d sent a message of %llu bytes (%u bytes in its parts) into "
-                           "a slot of %zu bytes",
-                           prev_, (unsigned long long)got.bytes, a.bytes, a.region->stride));
-    *buf = s;
-    holding_ = true;
-    return clbSuccess;
-  }
-  memcpy(&got, s, sizeof got);
-  if (a.bytes != sizeof(MsgTag) + got.bytes)
-    return fail(setError(clbRemoteError, "verbs: rank %d wrote %u bytes for a message whose tag says %llu + %zu", prev_,
-                         a.bytes, (unsigned long long)got.bytes, sizeof(MsgTag)));
-  *buf = s + sizeof(MsgTag);
-  holding_ = true;
-  return clbSuccess;
-}
-
-clbResult_t VerbsChannel::releaseRecv() {
-  // A point-to-point channel that failed still lets go of what it delivered (tryRecvTag), without
-  // a credit: the peer is gone or the link is broken, and the next try says so.
-  if (o_.peer < 0 || !holding_) CLB_CHECK(sticky());
-  if (!holding_) return setError(clbInternalError, "verbs: releaseRecv without waitRecv");
-  holding_ = false;
-  Arrived& a = arrived_[recvReleased_ % K_];
-  a.region->refs--;
-  a.region = nullptr;
-  a.parts = 0;
-  recvReleased_++;
-  collectRetired();
-  if (failed_ != clbSuccess) return clbSuccess;  // a point-to-point channel's (above): no credit
-  CLB_CHECK(postZero(link_.recvQp(0), imm(kKindCredit, (uint32_t)recvReleased_), link_.prevInfo().ctlAddr,
-                     link_.prevInfo().ctlRkey, "a credit"));
-  return progress();
-}
-
-clbResult_t VerbsChannel::trySend(size_t bytes, void** buf) {
-  *buf = nullptr;
-  CLB_CHECK(sticky());
-  if (header() + bytes > stagingStride_)
-    return setError(clbInternalError, "verbs: a message of %zu bytes, but prepare() staged %zu", bytes,
-                    stagingStride_ > header() ? stagingStride_ - header() : 0);
-  CLB_CHECK(progress());
-  const size_t len = header() + bytes;
-  if (sendSeq_ - sendDone_ >= K_ || remoteSlotBytes_ == 0 || remoteSlotBytes_ < len || sendSeq_ >= peerReleased_ + K_)
-    return clbSuccess;
-  *buf = staging_->slot((uint32_t)(sendSeq_ % K_)) + header();
-  acquired_ = true;
-  acquiredBytes_ = bytes;
-  return clbSuccess;
-}
-
-clbResult_t VerbsChannel::tryRecvTag(MsgTag* got, const void** buf) {
-  *buf = nullptr;
-  // What arrived whole is delivered even after the channel failed (a peer that destroyed its side
-  // once its last messages were acknowledged turns this rank's next credit into an error).
-  if (recvSeq_ == recvReleased_) CLB_CHECK(progress());
-  if (recvSeq_ == recvReleased_) return sticky();
-  if (holding_) return setError(clbInternalError, "verbs: tryRecv while holding a message");
-  return takeArrived(got, buf);
-}
-
 clbResult_t VerbsChannel::finish() {
   CLB_CHECK(sticky());
-  return waitFor([&] { return sendDone_ == sendSeq_; }, "the next rank's NIC to acknowledge ring messages", next_);
+  return waitFor([&] { return tx_.done == tx_.seq; }, "the next rank's NIC to acknowledge ring messages", next_);
 }
 
 clbResult_t VerbsChannel::trim() {
   CLB_CHECK(finish());
   CLB_CHECK(userRegs_.clear());
-  staging_.reset();
-  stagingStride_ = 0;
+  tx_.staging.reset();
+  tx_.stride = 0;
   // Receive slots: only when nothing is buffered and no announcement is in flight; they are
   // deregistered when the sender acknowledges (in this or a later call).
-  if (recvSeq_ == recvReleased_ && !holding_ && !announcePending_ && curSlots_) CLB_CHECK(announce(nullptr, 0));
+  if (rx_.seq == rx_.released && !rx_.holding && !rx_.announcePending && rx_.cur) CLB_CHECK(announce(nullptr, 0));
   CLB_CHECK(progress());
   collectRetired();
   return clbSuccess;

@@ -4,7 +4,9 @@
 // (libibverbs.so.1, or the tests' stand-in of it). One VerbsChannel is one rank's place in the ring: queue pairs
 // that send to the next rank ("send side") and queue pairs that receive from the previous rank
 // ("receive side"), which its VerbsLink (verbs_link.h) opens and connects; the channel is the
-// message protocol over them (below).
+// message protocol over them (below). Its code is in three files by job: verbs_channel.cc (set-up,
+// completions, waits), verbs_send.cc (the send side, state in SendState) and verbs_recv.cc (the
+// receive side, state in RecvState).
 //
 // Construction (verbs_connect.cc, for the plugin's connect: the verbs transport's channel and,
 // in device mode, GPUDirect's):
@@ -117,7 +119,7 @@ class VerbsChannel : public RingChannel {
   // The next incoming message and the tag it came with, not compared with anything (the plugin
   // entry: the core compares). Holds the message until releaseRecv.
   clbResult_t waitRecvTag(MsgTag* got, const void** buf);
-  // The oldest message that arrived whole (recvSeq_ > recvReleased_), checked and held.
+  // The oldest message that arrived whole (rx_.seq > rx_.released), checked and held.
   clbResult_t takeArrived(MsgTag* got, const void** buf);
   clbResult_t releaseRecv() override;
   // Non-blocking forms, for point-to-point (the core's PeerChannel): space for the next message
@@ -204,49 +206,57 @@ class VerbsChannel : public RingChannel {
   std::unique_ptr<Region> ctl_;  // control block: [announce in | announce out]
   std::atomic<int64_t> registered_{0};
 
-  // Send side.
-  std::unique_ptr<Region> staging_;  // K slots of stagingStride_
-  size_t stagingStride_ = 0;
-  uint64_t sendSeq_ = 0;             // messages posted
-  uint64_t sendDone_ = 0;            // messages whose every part's write completed locally
-  std::vector<uint64_t> sendDoneQ_;  // per send queue pair: parts completed
-  uint64_t peerReleased_ = 0;        // receiver's releases seen (credits = peerReleased_ + K)
-  uint64_t remoteAddr_ = 0;          // receiver's current slots (acked epoch)
-  uint32_t remoteRkey_ = 0;
-  uint64_t remoteSlotBytes_ = 0;
-  uint32_t remoteEpoch_ = 0;
-  UserRegs userRegs_;              // device mode: registrations of the user buffers sent from in place
-  bool midMessage_ = false;        // some parts of a message posted, not all
-  bool announceDeferred_ = false;  // an announcement arrived meanwhile
-  Announce deferredAnnounce_{};
-  bool acquired_ = false;
-  size_t acquiredBytes_ = 0;
+  UserRegs userRegs_;  // device mode: registrations of the user buffers sent from in place
 
-  // Receive side.
+  // The send side's state: its staging, what was posted and completed, the credits and the slots
+  // the receiver last announced (acknowledged).
+  struct SendState {
+    std::unique_ptr<Region> staging;  // K slots of `stride`
+    size_t stride = 0;
+    uint64_t seq = 0;             // messages posted
+    uint64_t done = 0;            // messages whose every part's write completed locally
+    std::vector<uint64_t> doneQ;  // per send queue pair: parts completed
+    uint64_t peerReleased = 0;    // receiver's releases seen (credits = peerReleased + K)
+    uint64_t remoteAddr = 0;      // receiver's current slots (acked epoch)
+    uint32_t remoteRkey = 0;
+    uint64_t remoteSlotBytes = 0;
+    uint32_t remoteEpoch = 0;
+    bool midMessage = false;        // some parts of a message posted, not all
+    bool announceDeferred = false;  // an announcement arrived meanwhile
+    Announce deferredAnnounce{};
+    bool acquired = false;
+    size_t acquiredBytes = 0;
+  };
+  // The receive side's state: the slot regions (current, announced, retiring), which message is in
+  // which slot, per queue pair how far its parts and acknowledgements are, and a pending notice.
   struct Arrived {
     Region* region;
     uint32_t slot;
     uint32_t bytes;  // over the parts in so far
     uint32_t parts;  // Q: complete
   };
-  std::vector<std::unique_ptr<Region>> regions_;  // current, pending and retiring slot regions
-  Region* curSlots_ = nullptr;                    // where the sender writes now (acked)
-  Region* pendingSlots_ = nullptr;                // announced, not acked yet
-  bool announcePending_ = false;
-  uint32_t epoch_ = 0;  // last announced
-  size_t curSlotBytes_ = 0, pendingSlotBytes_ = 0;
-  std::vector<Arrived> arrived_;    // ring of K, indexed by message number % K
-  uint64_t recvSeq_ = 0;            // messages arrived (all parts)
-  std::vector<uint64_t> recvSeqQ_;  // per receive queue pair: parts arrived (its message number)
-  std::vector<Region*> regionQ_;    // per receive queue pair: the slots its data goes to now
-  std::vector<size_t> slotBytesQ_;
-  std::vector<uint32_t> ackedQ_;  // per receive queue pair: the last epoch it acknowledged
-  uint32_t acksPending_ = 0;      // queue pairs that have not acknowledged the pending epoch
-  uint64_t recvReleased_ = 0;     // messages released
-  bool noticed_ = false;          // a notice came: message noticeSeq_ will be noticeTag_.bytes long
-  uint64_t noticeSeq_ = 0;
-  MsgTag noticeTag_{};
-  bool holding_ = false;  // waitRecv returned, releaseRecv not yet called
+  struct RecvState {
+    std::vector<std::unique_ptr<Region>> regions;  // current, pending and retiring slot regions
+    Region* cur = nullptr;                         // where the sender writes now (acked)
+    Region* pending = nullptr;                     // announced, not acked yet
+    bool announcePending = false;
+    uint32_t epoch = 0;  // last announced
+    size_t curSlotBytes = 0, pendingSlotBytes = 0;
+    std::vector<Arrived> arrived;  // ring of K, indexed by message number % K
+    uint64_t seq = 0;              // messages arrived (all parts)
+    std::vector<uint64_t> seqQ;    // per receive queue pair: parts arrived (its message number)
+    std::vector<Region*> regionQ;  // per receive queue pair: the slots its data goes to now
+    std::vector<size_t> slotBytesQ;
+    std::vector<uint32_t> ackedQ;  // per receive queue pair: the last epoch it acknowledged
+    uint32_t acksPending = 0;      // queue pairs that have not acknowledged the pending epoch
+    uint64_t released = 0;         // messages released
+    bool noticed = false;          // a notice came: message noticeSeq will be noticeTag.bytes long
+    uint64_t noticeSeq = 0;
+    MsgTag noticeTag{};
+    bool holding = false;  // waitRecv returned, releaseRecv not yet called
+  };
+  SendState tx_;
+  RecvState rx_;
 
   bool inProgress_ = false;
   clbResult_t failed_ = clbSuccess;
