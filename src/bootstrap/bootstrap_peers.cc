@@ -194,6 +194,12 @@ clbResult_t Bootstrap::peerLink(int p, Link* out) {
   Link link;
   const clbResult_t rc = dialPeer(p, &link, &duplicate);
   std::lock_guard<std::mutex> g(stashMutex_);
+  if (rc != clbSuccess && stash_[p].open()) {  // p's own dial came while this one failed: it is the pair's
+    clearError();
+    *out = std::move(stash_[p]);
+    peerState_[p] = kTheirs;
+    return clbSuccess;
+  }
   if (rc != clbSuccess) {
     peerState_[p] = kNoLink;
     return rc;
@@ -253,6 +259,7 @@ clbResult_t Bootstrap::dialPeer(int p, Link* out, bool* duplicate) {
     // Closed before its answer: the peer's listener was full, or was still its ring's (whose
     // server drops what is pending once the ring is up); its acceptor answers the next dial.
     if (!(retry || rc == clbRemoteError) || nowMs() + delayMs >= deadline) return rc;
+    CLB_CHECK(WaitCheck::poll());
     usleep(delayMs * 1000);
     delayMs = std::min(delayMs * 2, 100);
   }

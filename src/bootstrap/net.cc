@@ -184,10 +184,26 @@ clbResult_t listenTcp(const SockAddr& addr, int* fd, SockAddr* bound) {
   return clbSuccess;
 }
 
+namespace {
+thread_local WaitCheck* tInnermostCheck = nullptr;
+}  // namespace
+
+WaitCheck::WaitCheck(std::function<clbResult_t()> check) : check_(std::move(check)), outer_(tInnermostCheck) {
+  tInnermostCheck = this;
+}
+
+WaitCheck::~WaitCheck() { tInnermostCheck = outer_; }
+
+clbResult_t WaitCheck::poll() {
+  WaitCheck* c = tInnermostCheck;
+  return c && c->check_ ? c->check_() : clbSuccess;
+}
+
 static clbResult_t waitFd(int fd, short events, int64_t deadlineMs, const std::atomic<bool>* abort, const char* what) {
   for (;;) {
     if (abort && abort->load(std::memory_order_relaxed))
       return setError(clbAborted, "aborted while waiting for %s", what);
+    CLB_CHECK(WaitCheck::poll());
     int64_t left = deadlineMs - nowMs();
     if (left <= 0) return setError(clbTimeout, "timed out waiting for %s", what);
     struct pollfd p {
@@ -249,6 +265,7 @@ clbResult_t connectTcp(const SockAddr& addr, int64_t deadlineMs, const std::atom
     if (err == 0) return clbSuccess;
     if (!connectRetryable(err)) return setSysError(err, "cannot connect to %s", addr.str().c_str());
     if (abort && abort->load()) return setError(clbAborted, "aborted while connecting to %s", addr.str().c_str());
+    CLB_CHECK(WaitCheck::poll());
     if (nowMs() + delayMs >= deadlineMs)
       return setError(clbTimeout,
                       "nobody accepted a connection at %s before the timeout (last error: %s); "

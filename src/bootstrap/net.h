@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -37,6 +38,26 @@ clbResult_t localAddress(SockAddr* out);
 
 // Listens on `addr` (port 0 = ephemeral) and returns the bound address (with the real port).
 clbResult_t listenTcp(const SockAddr& addr, int* fd, SockAddr* bound);
+// A check the network waits of this thread make while it is in scope: every 100 ms of a wait
+// for a socket (waitFd), before each new connection attempt (connectTcp) and each step of a TLS
+// handshake. A result other than clbSuccess ends the wait with that result (its message set by the
+// check). A point-to-point dial installs its communicator's (CommContext::checkWait: a peer's
+// failure notice, an abort, the timeout), so that dialing a rank that refused a call and closed
+// ends at once instead of at the dial's deadline. Scopes nest; the innermost check is asked.
+class WaitCheck {
+ public:
+  explicit WaitCheck(std::function<clbResult_t()> check);
+  ~WaitCheck();
+  WaitCheck(const WaitCheck&) = delete;
+  WaitCheck& operator=(const WaitCheck&) = delete;
+  // The innermost check in scope on this thread, or clbSuccess when there is none.
+  static clbResult_t poll();
+
+ private:
+  std::function<clbResult_t()> check_;
+  WaitCheck* outer_;
+};
+
 // Connects, retrying refused connections until deadlineMs (absolute, nowMs() clock).
 clbResult_t connectTcp(const SockAddr& addr, int64_t deadlineMs, const std::atomic<bool>* abort, int* fd);
 // One attempt of connectTcp without waiting, for callers that poll many sockets: 0 with *fd

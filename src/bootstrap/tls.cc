@@ -374,6 +374,7 @@ clbResult_t TlsSession::connect(int64_t deadlineMs, const std::atomic<bool>* abo
     if (r < 0) return setError(clbAuthError, "TLS with %s: %s", peer, why.c_str());
     const int64_t now = nowMs();
     if (abort && abort->load()) return setError(clbAborted, "aborted during the TLS handshake with %s", peer);
+    CLB_CHECK(WaitCheck::poll());
     if (now >= deadlineMs)
       return setError(clbTimeout, "the TLS handshake with %s did not complete before the timeout", peer);
     pollfd p{fd_, wantEvents(POLLIN), 0};

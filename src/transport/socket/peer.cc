@@ -43,6 +43,10 @@ void SocketPeerChannel::account() {
 
 clbResult_t SocketPeerChannel::connect() {
   if (link_.open()) return clbSuccess;
+  // The dial ends as soon as the communicator's wait would: a peer that failed or closed (its
+  // notice), an abort, the timeout; not only at the dial's deadline.
+  const int64_t start = nowMs();
+  WaitCheck check([&] { return comm_->checkWait(start, "a point-to-point connection", peer_); });
   return comm_->boot.peerLink(peer_, &link_);  // may stay closed: the peer's dial is to come
 }
 
