@@ -100,7 +100,7 @@ std::string agreementRank(const clbUniqueId& id, int rank, int n, const std::str
   CU_OK(d->cuMemAlloc(&in, most * 4));
   CU_OK(d->cuMemAlloc(&out, most * 4));
   std::vector<float> ones(most, 1.0f), got(count);
-  CU_OK(d->cuMemcpyHtoD(in, ones.data(), most * 4));
+  CU_OK(upload(d, in, ones.data(), most * 4));
   std::string err;
   const DevCall same = callOf("none", rank, deviate, count);
   // "path": the staging is set up by a matching call first. Setting it up is a step every rank

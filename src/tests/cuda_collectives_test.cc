@@ -141,14 +141,14 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
       CU_OK(d->cuMemsetD8Async(b.recv, 0xa5, outElems * esz, stream));
       CU_OK(d->cuStreamSynchronize(stream));  // the poison lands before the input is copied in
       CUdeviceptr inAt = c.coll == 2 ? b.recv + rank * c.count * esz : b.send;
-      CU_OK(d->cuMemcpyHtoD(inAt, in.data(), in.size()));
+      CU_OK(upload(d, inAt, in.data(), in.size()));
       b.recvView = c.coll == 3 ? b.send + rank * c.count * esz : b.recv;
     } else {
       CU_OK(d->cuMemAlloc(&b.recv, outElems * esz));
       // On the rank's own stream: ordered before its collectives. (cuMemsetD8 would run on the
       // legacy stream, which a non-blocking stream does not wait for.)
       CU_OK(d->cuMemsetD8Async(b.recv, 0xa5, outElems * esz, stream));
-      CU_OK(d->cuMemcpyHtoD(b.send, in.data(), in.size()));
+      CU_OK(upload(d, b.send, in.data(), in.size()));
       b.recvView = b.recv;
     }
     b.recvBytes = outElems * esz;
@@ -360,7 +360,7 @@ std::string oneRankBody(const Driver* d) {
     CUdeviceptr src = 0, dst = 0;
     CU_OK(d->cuMemAlloc(&src, n * 4));
     CU_OK(d->cuMemAlloc(&dst, n * 4));
-    CU_OK(d->cuMemcpyHtoD(src, in.data(), n * 4));
+    CU_OK(upload(d, src, in.data(), n * 4));
     CU_OK(d->cuMemsetD8(dst, 0xa5, n * 4));
     const clbResult_t rc = reduce ? clbReduce((void*)src, (void*)dst, n, clbFloat32, op, 0, comm, stream)
                                   : clbAllReduce((void*)src, (void*)dst, n, clbFloat32, op, comm, stream);
@@ -549,7 +549,7 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
     for (int i = 0; i < calls; i++) {
       std::vector<float> v(count[i]);
       for (size_t e = 0; e < count[i]; e++) v[e] = (float)((rank + 1) * 1000 + (int)e % 977 + rep * 7 + i);
-      CU_OK(d->cuMemcpyHtoD(in[i], v.data(), v.size() * 4));
+      CU_OK(upload(d, in[i], v.data(), v.size() * 4));
       CU_OK(d->cuMemsetD8Async(out[i], 0xa5, count[i] * 4, stream));  // ordered before the graph
     }
     if (std::string e = replay(exec, stream, {comm}); !e.empty()) return e;
@@ -722,7 +722,7 @@ std::string launchRank(const clbUniqueId& id, int rank, int n, const char* want)
   auto fill = [&](size_t count, int call, CUstream s) {
     std::vector<float> v(count);
     for (size_t e = 0; e < count; e++) v[e] = value(rank, e, call);
-    return d->cuMemcpyHtoD(in, v.data(), count * 4) == CUDA_SUCCESS &&
+    return upload(d, in, v.data(), count * 4) == CUDA_SUCCESS &&
            d->cuMemsetD8Async(out, 0xa5, count * 4, s) == CUDA_SUCCESS;
   };
   int call = 0;
@@ -835,7 +835,7 @@ TEST(DeviceMemory, AStreamOfAnotherGpuIsRefusedWithTheReason) {
   CUdeviceptr buf;
   ASSERT_EQ(d->cuMemAlloc(&buf, 1024 * 4), CUDA_SUCCESS);
   std::vector<float> ones(1024, 1.0f), got(1024);
-  ASSERT_EQ(d->cuMemcpyHtoD(buf, ones.data(), 4096), CUDA_SUCCESS);
+  ASSERT_EQ(upload(d, buf, ones.data(), 4096), CUDA_SUCCESS);
   clbUniqueId id;
   ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
   clbComm_t comm;
@@ -872,7 +872,7 @@ std::string mismatchRank(const clbUniqueId& id, int rank, int n) {
   CU_OK(d->cuMemAlloc(&in, count * 4));
   CU_OK(d->cuMemAlloc(&out, count * 4));
   std::vector<float> v(count, (float)(rank + 1));
-  CU_OK(d->cuMemcpyHtoD(in, v.data(), count * 4));
+  CU_OK(upload(d, in, v.data(), count * 4));
   std::string err;
   // Another count on rank 0, then another collective on the last rank.
   for (int round = 0; round < 2 && err.empty(); round++) {
@@ -938,8 +938,8 @@ std::string acrossHostsRank(const clbUniqueId& id, int rank, int n) {
   CU_OK(d->cuMemAlloc(&fout, count * n * 4));
   CU_OK(d->cuMemAlloc(&kin, count * n * 4));
   CU_OK(d->cuMemAlloc(&kout, count * n * 4));
-  CU_OK(d->cuMemcpyHtoD(fin, f.data(), count * n * 4));
-  CU_OK(d->cuMemcpyHtoD(kin, k.data(), count * n * 4));
+  CU_OK(upload(d, fin, f.data(), count * n * 4));
+  CU_OK(upload(d, kin, k.data(), count * n * 4));
   std::string err;
   auto check = [&](const char* what, CUdeviceptr at, size_t elems, bool isFloat,
                    const std::function<int(size_t)>& want) {
@@ -971,7 +971,7 @@ std::string acrossHostsRank(const clbUniqueId& id, int rank, int n) {
     err = std::string("allReduce: ") + clbGetLastError();
   CU_OK(d->cuStreamSynchronize(stream));
   check("allReduce", fout, count, true, sumOf);
-  CU_OK(d->cuMemcpyHtoD(kin, k.data(), count * n * 4));
+  CU_OK(upload(d, kin, k.data(), count * n * 4));
   if (err.empty() && clbReduceScatter((void*)kin, (void*)kout, count, clbInt32, clbSum, comm, stream) != clbSuccess)
     err = std::string("reduceScatter: ") + clbGetLastError();
   if (err.empty() && clbBroadcast(rank == n - 1 ? (void*)fin : nullptr, (void*)fout, count, clbFloat32, n - 1, comm,
@@ -988,7 +988,7 @@ std::string acrossHostsRank(const clbUniqueId& id, int rank, int n) {
   CU_OK(d->cuMemAlloc(&bout, big * 4));
   std::vector<float> bv(big);
   for (size_t e = 0; e < big; e++) bv[e] = (float)value(rank, e);
-  CU_OK(d->cuMemcpyHtoD(bin, bv.data(), big * 4));
+  CU_OK(upload(d, bin, bv.data(), big * 4));
   if (err.empty() && clbAllReduce((void*)bin, (void*)bout, big, clbFloat32, clbAvg, comm, stream) != clbSuccess)
     err = std::string("large allReduce avg: ") + clbGetLastError();
   CU_OK(d->cuStreamSynchronize(stream));

@@ -75,7 +75,7 @@ std::string rankBody(const clbUniqueId& id, int r, const std::string& mode, cons
   CU_OK(d->cuMemAlloc(&out, elems * 8));
   std::vector<int64_t> src(elems), poison(elems, kPoison);
   for (size_t i = 0; i < elems; i++) src[i] = (int64_t)(r + 1) * 1000003LL + (int64_t)i;
-  CU_OK(d->cuMemcpyHtoD(in, src.data(), elems * 8));
+  CU_OK(upload(d, in, src.data(), elems * 8));
   std::string err;
   // A matching exchange first: it sets the pair up (a capture needs that) and must go through.
   const int peer = 1 - r;
@@ -83,7 +83,7 @@ std::string rankBody(const clbUniqueId& id, int r, const std::string& mode, cons
       clbRecv(reinterpret_cast<void*>(out), 64, clbInt64, peer, comm, stream) || clbGroupEnd() != clbSuccess)
     err = std::string("the matching exchange: ") + clbGetLastError();
   CU_OK(d->cuStreamSynchronize(stream));
-  CU_OK(d->cuMemcpyHtoD(out, poison.data(), elems * 8));
+  CU_OK(upload(d, out, poison.data(), elems * 8));
   // The case's call: eager, or captured and replayed.
   const auto t0 = std::chrono::steady_clock::now();
   clbResult_t rc = clbSuccess;

@@ -28,7 +28,7 @@ using namespace clbtest::premul;
 template <class S>
 std::string toDevice(const Driver* d, const std::vector<S>& v, CUdeviceptr* p) {
   CU_OK(d->cuMemAlloc(p, std::max<size_t>(v.size(), 1) * sizeof(S)));
-  if (!v.empty()) CU_OK(d->cuMemcpyHtoD(*p, v.data(), v.size() * sizeof(S)));
+  if (!v.empty()) CU_OK(upload(d, *p, v.data(), v.size() * sizeof(S)));
   return "";
 }
 
@@ -67,14 +67,14 @@ std::string rankCalls(const Driver* d, clbComm_t comm, CUstream stream, int r, i
     // one is read by the kernel.
     S hostScalar = immediate ? R::scalar(r, exact) : R::junk();
     S junk = R::junk();
-    CU_OK(d->cuMemcpyHtoD(dScalar, &junk, sizeof(S)));
+    CU_OK(upload(d, dScalar, &junk, sizeof(S)));
     clbRedOp_t op = clbSum;
     if (clbRedOpCreatePreMulSum(&op, immediate ? (void*)&hostScalar : (void*)dScalar, T, residence, comm) != clbSuccess)
       return what + ": create: " + clbGetLastError();
     hostScalar = R::junk();
     if (!immediate) {
       const S s = R::scalar(r, exact);
-      CU_OK(d->cuMemcpyHtoD(dScalar, &s, sizeof(S)));
+      CU_OK(upload(d, dScalar, &s, sizeof(S)));
     }
     std::vector<S> in(count), big(count * n);
     for (size_t i = 0; i < count; i++) in[i] = R::input(r, i, exact);
@@ -173,9 +173,9 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
   CU_OK(d->cuMemAlloc(&dRs, count * sizeof(float)));
   std::vector<float> in(count * n);
   for (size_t j = 0; j < in.size(); j++) in[j] = (float)(j % 1001) - 500.0f + rank;
-  CU_OK(d->cuMemcpyHtoD(dIn, in.data(), in.size() * sizeof(float)));
+  CU_OK(upload(d, dIn, in.data(), in.size() * sizeof(float)));
   float one = 1.0f;
-  CU_OK(d->cuMemcpyHtoD(dScalar, &one, sizeof one));
+  CU_OK(upload(d, dScalar, &one, sizeof one));
   clbRedOp_t op = clbSum;
   if (clbRedOpCreatePreMulSum(&op, (void*)dScalar, clbFloat32, clbScalarDevice, comm) != clbSuccess)
     return std::string("create: ") + clbGetLastError();
@@ -209,7 +209,7 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
   // 3. Replays, each with other scalars (rank r: (rep + 1) * (r + 1) / 4, exact in float32).
   for (int rep = 0; rep < 3 && err.empty(); rep++) {
     const float s = (float)((rep + 1) * (rank + 1)) / 4.0f;
-    CU_OK(d->cuMemcpyHtoD(dScalar, &s, sizeof s));
+    CU_OK(upload(d, dScalar, &s, sizeof s));
     CU_OK(d->cuMemsetD8Async(dAr, 0xa5, count * sizeof(float), stream));
     CU_OK(d->cuMemsetD8Async(dRs, 0xa5, count * sizeof(float), stream));
     if (std::string e = replay(exec, stream, {comm}); !e.empty()) return e;
@@ -269,7 +269,7 @@ std::string twoStreamsRank(const clbUniqueId& id, int rank, int n) {
     for (size_t j = 0; j < v.size(); j++) v[j] = x(rank, c, j);
     CU_OK(d->cuMemAlloc(&in[c], v.size() * sizeof(float)));
     CU_OK(d->cuMemAlloc(&out[c], count * sizeof(float)));
-    CU_OK(d->cuMemcpyHtoD(in[c], v.data(), v.size() * sizeof(float)));
+    CU_OK(upload(d, in[c], v.data(), v.size() * sizeof(float)));
   }
   clbMemStats_t before{}, after{}, trimmed{};
   clbCommMemStats(comm, &before);
@@ -337,10 +337,10 @@ TEST(DevicePreMulSum, TheScalarMustBeMemoryItsReaderReaches) {
     CUdeviceptr dScalar = 0, dIn = 0, dOut = 0;
     const float two = 2.0f, x[4] = {1, 2, 3, 4};
     CU_OK(d->cuMemAlloc(&dScalar, sizeof two));
-    CU_OK(d->cuMemcpyHtoD(dScalar, &two, sizeof two));
+    CU_OK(upload(d, dScalar, &two, sizeof two));
     CU_OK(d->cuMemAlloc(&dIn, sizeof x));
     CU_OK(d->cuMemAlloc(&dOut, sizeof x));
-    CU_OK(d->cuMemcpyHtoD(dIn, x, sizeof x));
+    CU_OK(upload(d, dIn, x, sizeof x));
     clbRedOp_t onHost = clbSum, onDevice = clbSum;
     if (clbRedOpCreatePreMulSum(&onHost, hostScalar, clbFloat32, clbScalarDevice, comm) != clbSuccess ||
         clbRedOpCreatePreMulSum(&onDevice, (void*)dScalar, clbFloat32, clbScalarDevice, comm) != clbSuccess)

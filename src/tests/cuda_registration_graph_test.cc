@@ -30,7 +30,7 @@ std::string sumRight(const Driver* d, CUdeviceptr in, CUdeviceptr out, CUstream 
                      const std::function<std::string()>& call) {
   std::vector<float> v(kCount);
   for (size_t e = 0; e < kCount; e++) v[e] = (float)((rank + 1) * 1000 + (int)(e % 977) + round);
-  CU_OK(d->cuMemcpyHtoD(in, v.data(), v.size() * 4));
+  CU_OK(upload(d, in, v.data(), v.size() * 4));
   CU_OK(d->cuMemsetD8Async(out, 0xa5, kCount * 4, stream));
   if (std::string e = call(); !e.empty()) return e;
   CU_OK(d->cuStreamSynchronize(stream));

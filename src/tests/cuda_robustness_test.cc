@@ -96,7 +96,7 @@ std::string betweenCalls(const Driver* d, int rank, size_t i, CUdeviceptr scratc
   switch ((i + rank) % 4) {
     case 0: CU_OK(d->cuCtxSynchronize()); break;  // cudaDeviceSynchronize
     case 1:                                       // legacy-stream work
-      CU_OK(d->cuMemcpyHtoD(scratch, bytes.data(), bytes.size()));
+      CU_OK(upload(d, scratch, bytes.data(), bytes.size()));
       CU_OK(d->cuMemsetD8(scratch, 0x11, bytes.size()));
       break;
     case 2:  // another stream's kernel
@@ -297,7 +297,7 @@ std::string graphNeverReplayed(const clbUniqueId& id, int rank, int n, std::atom
   for (int replay = 0; replay < 2 && err.empty(); replay++) {
     std::vector<float> in(count);
     for (size_t e = 0; e < count; e++) in[e] = (float)(rank * 1000 + (int)e % 101 + replay);
-    for (auto& b : buf) CU_OK(d->cuMemcpyHtoD(b, in.data(), count * 4));
+    for (auto& b : buf) CU_OK(upload(d, b, in.data(), count * 4));
     if (replay == 1 && rank != 0) break;  // rank 1 never replays the second time
     const auto t0 = Clock::now();
     CU_OK(d->cuGraphLaunch(exec, stream));

@@ -161,8 +161,8 @@ std::string sharedRank(const clbUniqueId& id, int rank, const Shape& sh) {
     for (int l = 0; l < kLayers; l++)
       for (size_t i = 0; i < rc; i++) hostAct[l * rc + i] = valueOf(rank, i, s, l);
     for (size_t i = 0; i < gc; i++) hostGin[i] = valueOf(rank, i, s, 7);
-    CU_OK(d->cuMemcpyHtoD(act, hostAct.data(), rc * 4 * kLayers));
-    CU_OK(d->cuMemcpyHtoD(gin, hostGin.data(), gc * 4));
+    CU_OK(upload(d, act, hostAct.data(), rc * 4 * kLayers));
+    CU_OK(upload(d, gin, hostGin.data(), gc * 4));
     CU_OK(d->cuMemsetD8(red, 0xa5, rc * 4 * kLayers));
     CU_OK(d->cuMemsetD8(gout, 0xa5, gc * 4 * n));
     return "";

@@ -54,7 +54,7 @@ std::string splitRank(const clbUniqueId& id, int rank, int n) {
   auto fill = [&](int round) -> std::string {
     std::vector<float> v(count);
     for (size_t e = 0; e < count; e++) v[e] = value(rank, e, round);
-    CU_OK(d->cuMemcpyHtoD(in, v.data(), count * 4));
+    CU_OK(upload(d, in, v.data(), count * 4));
     return "";
   };
   auto enqueue = [&](size_t c) -> std::string {

@@ -84,7 +84,7 @@ std::string callRound(const Driver* d, clbComm_t comm, CUstream stream, const Bu
     CU_OK(d->cuMemsetD8Async(b.recv[i], 0xa5, out * esz, stream));
     CU_OK(d->cuStreamSynchronize(stream));
     CUdeviceptr inAt = c.inPlace && c.coll == 2 ? b.recv[i] + rank * c.count * esz : b.send[i];
-    CU_OK(d->cuMemcpyHtoD(inAt, input.data(), input.size()));
+    CU_OK(upload(d, inAt, input.data(), input.size()));
   }
   for (size_t i = 0; i < calls.size(); i++) {
     const Call& c = calls[i];
@@ -362,7 +362,7 @@ TEST(DeviceSuspendCaptured, IsRefusedOnEveryRankAndTheGraphReplaysOn) {
     for (int rep = 0; rep < 3 && err.empty(); rep++) {
       std::vector<float> v(count);
       for (size_t e = 0; e < count; e++) v[e] = (float)((rank + 1) * 100 + (int)(e % 911) + rep);
-      CU_OK(d->cuMemcpyHtoD(in, v.data(), v.size() * 4));
+      CU_OK(upload(d, in, v.data(), v.size() * 4));
       CU_OK(d->cuMemsetD8Async(out, 0xa5, count * 4, stream));
       if (std::string e = replay(exec, stream, {comm}); !e.empty()) err = e;
       CU_OK(d->cuStreamSynchronize(stream));

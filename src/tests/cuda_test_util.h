@@ -42,6 +42,17 @@ inline const Driver* gpu() {
   return d;
 }
 
+// Host to device, done on the GPU when it returns. cuMemcpyHtoD from pageable memory may return
+// before its DMA has finished (CUDA's "API synchronization behavior"), and nothing orders that
+// DMA with work on a non-blocking stream: a collective launched there next could read the old
+// data (seen on an H100: eager call 37 of DeviceLaunch read one rank's previous inputs at the
+// end of a 280 KB buffer). Synchronizing the legacy stream waits for the DMA and for nothing on
+// the tests' streams, so no rank's kernel waiting for a peer can hold it.
+inline CUresult upload(const Driver* d, CUdeviceptr dst, const void* src, size_t bytes) {
+  const CUresult rc = d->cuMemcpyHtoD(dst, src, bytes);
+  return rc == CUDA_SUCCESS ? d->cuStreamSynchronize(CU_STREAM_LEGACY) : rc;
+}
+
 inline uint64_t inputBits(int rank, size_t i, int salt) {
   uint64_t x = (uint64_t)(rank + 1) * 0x9e3779b97f4a7c15ull ^ (i + 1) * 0xbf58476d1ce4e5b9ull ^ (uint64_t)salt << 32;
   x ^= x >> 31;

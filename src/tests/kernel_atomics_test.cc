@@ -6,7 +6,7 @@
 // lack. The kernels that run there (LL, staged, direct, the copies path's steps and combine, the
 // reduce, scale and copy kernels) may only use an atomic on the per-rank block counters
 // (ClbDevCallArgs::counters), which the host places in device memory whenever the flags are in
-// host memory (device/shared.cc). Each atomic's address in the PTX is traced back through moves,
+// host memory (device/node_memory.cc). Each atomic's address in the PTX is traced back through moves,
 // address conversions and additions to the kernel parameter it comes from, which must be
 // `counters` (its offset in ClbDevCallArgs); the point-to-point kernels, which never run there and
 // use atomics on their own state, show that the tracing tells other targets apart.
