@@ -4,8 +4,9 @@
 // staging, one allocation per rank mapped into every rank (CUDA IPC across processes, the pointer
 // itself inside one), or pinned host memory shared through POSIX shared memory where some GPUs
 // cannot reach each other. Each buffer is allocated at the call that first needs it and grown by a
-// collective step all ranks take at the same call; every byte is counted in memStats through the
-// GPU runtime. One NodeMemory per communicator, in its DeviceShared (shared.h).
+// collective step all ranks take at the same call; every byte is counted in memStats (device
+// memory through the GPU runtime, host memory as the communicator's host bytes). One NodeMemory per communicator, in
+// its DeviceShared (shared.h).
 #pragma once
 
 #include <cuda.h>

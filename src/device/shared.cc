@@ -4,8 +4,8 @@
 // device call (or registration), a collective step: the kernels, the status block, every rank's
 // process and GPU, whether the GPUs reach each other (else every shared buffer goes to host
 // memory), the flag blocks, how many blocks a launch may take, whether the ranks sharing this GPU
-// and process meet around their launches, the watchdog. The shared buffers themselves come at the
-// call that first needs each (NodeMemory, node_memory.h).
+// and process meet around their launches, and last the watchdog (of a set-up that completed). The
+// shared buffers themselves come at the call that first needs each (NodeMemory, node_memory.h).
 #include "device/shared.h"
 
 #include <unistd.h>
@@ -45,17 +45,23 @@ DeviceSettings::DeviceSettings(const DeviceConfig& c)
 bool DeviceSettings::forcedTo(const char* name) const { return forced && !strcmp(forced, name); }
 
 clbResult_t DeviceStatusBlock::setUp(const Driver* d, DeviceCommContext* comm, int64_t warnPercent) {
-  CLB_CU(d, cuMemHostAlloc, reinterpret_cast<void**>(&host), sizeof(ClbDevHostStatus), CU_MEMHOSTALLOC_DEVICEMAP);
-  memset(host, 0, sizeof(ClbDevHostStatus));
-  CLB_CU(d, cuMemHostGetDevicePointer, &dev, host, 0);
+  if (!host) {  // kept from a set-up that failed later on: not watched yet (watch() comes last)
+    CLB_CU(d, cuMemHostAlloc, reinterpret_cast<void**>(&host), sizeof(ClbDevHostStatus), CU_MEMHOSTALLOC_DEVICEMAP);
+    memset(host, 0, sizeof(ClbDevHostStatus));
+    CLB_CU(d, cuMemHostGetDevicePointer, &dev, host, 0);
+  }
   watched.rank = comm->rank;
   watched.nranks = comm->nranks;
   watched.timeoutMs = comm->cfg.timeoutMs;
   watched.warnMs = comm->cfg.timeoutMs * warnPercent / 100;
   watched.status = host;
+  return clbSuccess;
+}
+
+void DeviceStatusBlock::watch() {
+  if (watching) return;
   watchdogAdd(&watched);
   watching = true;
-  return clbSuccess;
 }
 
 void DeviceStatusBlock::unwatch() {
@@ -157,6 +163,7 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   const int slots = kernels->smCount() * std::max(1, perSm);
   layout.maxBlocks = (unsigned)std::max(1, std::min(kMaxBlocks, (slots - 4) / layout.sameGpu));
   meetWith(all);
+  status.watch();
   CLB_INFO("rank %d: device collectives on GPU %d (%d rank(s) on it, %s); up to %u blocks per call%s; %s", comm->rank,
            ordinal, layout.sameGpu, layout.allInProcess ? "all ranks in this process" : "ranks in several processes",
            layout.maxBlocks, launch.gateWide ? " (wide ones behind the gate)" : "", kernels->description().c_str());

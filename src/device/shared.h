@@ -62,7 +62,9 @@ struct DeviceSettings {
 
 // The status block the kernels report into (mapped pinned host memory), watched by the watchdog.
 struct DeviceStatusBlock {
+  // The block (made once, kept by a set-up that fails later) and what the watchdog is to know.
   clbResult_t setUp(const Driver* d, DeviceCommContext* comm, int64_t warnPercent);
+  void watch();                   // in the watchdog's sight: the last step of a set-up that completed
   void unwatch();                 // out of the watchdog's sight (before the kernels are waited for)
   void release(const Driver* d);  // unwatched, then freed
   // clbCommGetAsyncError's device part (Device::deviceStatus): what the kernels reported.

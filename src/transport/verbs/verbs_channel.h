@@ -227,14 +227,15 @@ class VerbsChannel : public RingChannel {
     bool acquired = false;
     size_t acquiredBytes = 0;
   };
-  // The receive side's state: the slot regions (current, announced, retiring), which message is in
-  // which slot, per queue pair how far its parts and acknowledgements are, and a pending notice.
+  // A message of the receive side, whole or in part: its slot and how much of it is in.
   struct Arrived {
     Region* region;
     uint32_t slot;
     uint32_t bytes;  // over the parts in so far
     uint32_t parts;  // Q: complete
   };
+  // The receive side's state: the slot regions (current, announced, retiring), which message is in
+  // which slot, per queue pair how far its parts and acknowledgements are, and a pending notice.
   struct RecvState {
     std::vector<std::unique_ptr<Region>> regions;  // current, pending and retiring slot regions
     Region* cur = nullptr;                         // where the sender writes now (acked)

@@ -1,6 +1,6 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// The verbs ring channel's the receive side: slot announcements, arrived messages, notices, releases (the protocol is
+// The verbs ring channel's receive side: slot announcements, arrived messages, notices, releases (the protocol is
 // described in verbs_channel.h).
 #include <arpa/inet.h>
 

@@ -1,6 +1,6 @@
 // Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
 //
-// The verbs ring channel's the send side: staging, credits, parts on the queue pairs, notices, device-mode payloads
+// The verbs ring channel's send side: staging, credits, parts on the queue pairs, notices, device-mode payloads
 // (the protocol is described in verbs_channel.h).
 #include <arpa/inet.h>
 
