@@ -200,6 +200,10 @@ clbResult_t Bootstrap::peerLink(int p, Link* out) {
     peerState_[p] = kTheirs;
     return clbSuccess;
   }
+  if (rc != clbSuccess && peerState_[p] == kAnswering) {  // ... or is being answered: it comes next
+    clearError();
+    return clbSuccess;
+  }
   if (rc != clbSuccess) {
     peerState_[p] = kNoLink;
     return rc;
