@@ -103,7 +103,10 @@ clbResult_t Device::release() {
     s_.status.release(s_.d);
     return clbSuccess;
   }
-  // This rank's kernels may still run: wait for the context (the streams they ran on may be gone).
+  // This rank's kernels may still run: wait for the context (the streams they ran on may be gone),
+  // once they were told to end if the communicator was aborted or a peer died since the
+  // watchdog's last round.
+  s_.stopIfAbandoned(s_.d, s_.ctx);
   s_.d->cuCtxSynchronize();
   // Peers may still read this rank's staging or buffers: wait (bounded) until they said they are done.
   if (!s_.comm->failed && !s_.comm->aborted) {

@@ -78,6 +78,7 @@ void DeviceStatusBlock::release(const Driver* d) {
 
 clbResult_t DeviceStatusBlock::check(const DeviceCommContext* comm) const {
   const volatile ClbDevHostStatus* s = host;
+  if ((!s || !s->error) && stopped.load(std::memory_order_acquire)) return setError(stopCode, "%s", stopText.c_str());
   if (!s || !s->error) return clbSuccess;
   std::string text;
   const clbResult_t rc = deviceError(s, comm->rank, comm->nranks, comm->cfg.timeoutMs, &text);
@@ -123,6 +124,7 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   }
   CLB_CHECK(kernels->function("clb_dev_gate", &launch.gateFn));
   CLB_CHECK(status.setUp(d, comm, settings.warnPercent));
+  status.watched.tick = [this, drv = d, context = ctx] { stopIfAbandoned(drv, context); };
   launch.warnMs = status.watched.warnMs;
 
   std::vector<PeerInfo> all(n);
@@ -194,7 +196,62 @@ void DeviceShared::meetWith(const std::vector<PeerInfo>& all) {
   }
 }
 
+// Between processes an abort or a death reaches the peers' hosts at once (the notices), but not
+// their kernels: the calls returned, and the kernels wait on the GPU for a rank that will not
+// come, until the device timeout. So at each round of the watchdog (every 100 ms), and once more
+// before a destroy waits for the kernels, when this communicator was aborted on this rank or a
+// peer's notice says it aborted or died, this rank's error word gets CLB_DEV_ERR_PEER: its kernels
+// of this communicator end at once, those waiting now (the waits' slow path reads it) and every
+// later one (callNumber), with undefined output, and the calls and clbCommGetAsyncError say why.
+// A rank that failed on its own (a refusal) is not one of these: it completes the calls it had
+// launched before (docs/semantics.md), and which of the peers' kernels it will never join its
+// host cannot tell (graph replays run calls the host does not see), so they end at the device
+// timeout. The word is written by a stream memory operation on a stream of its own, which needs
+// no SM (the waiting kernels may hold them all); nothing waits for it, so the watchdog's round is
+// never held up by it. A peer that closed normally is no notice (statusNotice).
+void DeviceShared::stopIfAbandoned(const Driver* drv, CUcontext context) {
+  if (status.stopped.load(std::memory_order_relaxed) || !memory.ready()) return;
+  char why[400];
+  clbResult_t code = clbAborted;
+  PeerNotice n;
+  if (comm->aborted.load()) {
+    snprintf(why, sizeof why,
+             "rank %d's communicator was aborted: its device calls on it end at once (their output is undefined)",
+             comm->rank);
+  } else if (comm->carrier && comm->carrier->statusNotice(&n) && n.kind == PeerNotice::kAborted) {
+    snprintf(why, sizeof why,
+             "rank %d aborted its communicator, so rank %d's device calls on it end at once (their output is "
+             "undefined; destroy the communicator)",
+             n.origin, comm->rank);
+  } else if (n.kind == PeerNotice::kGone) {
+    code = clbRemoteError;
+    snprintf(why, sizeof why,
+             "rank %d (pid %d) exited or was killed, so rank %d's device calls on this communicator end at once "
+             "(their output is undefined; destroy the communicator)",
+             n.origin, n.pid, comm->rank);
+  } else {
+    return;
+  }
+  CtxScope scope(drv, context);
+  CUresult rc = stopStream_ ? CUDA_SUCCESS : drv->cuStreamCreate(&stopStream_, CU_STREAM_NON_BLOCKING);
+  // This rank's copy of its error word (ClbDevCallArgs::counters + 24), which its kernels read:
+  // in its flag block, or in device memory of its own when the flags are in host memory.
+  if (rc == CUDA_SUCCESS) rc = drv->cuStreamWriteValue32(stopStream_, memory.counters + 24, CLB_DEV_ERR_PEER, 0);
+  if (memory.flagBuf.host && memory.flagBuf.hostMine)
+    static_cast<volatile ClbDevFlags*>(memory.flagBuf.hostMine)->error = CLB_DEV_ERR_PEER;
+  status.stopCode = code;
+  status.stopText = why;
+  status.stopped.store(true, std::memory_order_release);
+  if (rc != CUDA_SUCCESS)
+    CLB_WARN("rank %d: %s; but stopping its kernels failed (CUDA error %d): they end at the device timeout", comm->rank,
+             why, (int)rc);
+  else
+    CLB_INFO("rank %d: %s", comm->rank, why);
+}
+
 void DeviceShared::release() {
+  if (stopStream_) d->cuStreamDestroy(stopStream_);  // its write may still be queued: freed once done
+  stopStream_ = nullptr;
   launch.launcher.release(d);
   memory.releaseAll();
   status.release(d);

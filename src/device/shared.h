@@ -14,6 +14,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
@@ -67,8 +68,14 @@ struct DeviceStatusBlock {
   void watch();                   // in the watchdog's sight: the last step of a set-up that completed
   void unwatch();                 // out of the watchdog's sight (before the kernels are waited for)
   void release(const Driver* d);  // unwatched, then freed
-  // clbCommGetAsyncError's device part (Device::deviceStatus): what the kernels reported.
+  // clbCommGetAsyncError's device part (Device::deviceStatus): what the kernels reported, else
+  // why the host stopped them (stopIfAbandoned).
   clbResult_t check(const DeviceCommContext* comm) const;
+  // The host stopped this rank's kernels (CLB_DEV_ERR_PEER, DeviceShared::stopIfAbandoned):
+  // `stopCode` and `stopText` say why, written before `stopped` and read after it.
+  std::atomic<bool> stopped{false};
+  clbResult_t stopCode = clbSuccess;
+  std::string stopText;
   ClbDevHostStatus* host = nullptr;
   CUdeviceptr dev = 0;  // ... as the kernels reach it
   Watched watched;      // what the watchdog looks at (registered once set up)
@@ -91,6 +98,10 @@ struct DeviceShared {
   unsigned blocksFor(size_t bytes) const;
   // Everything set up given back (local), after the paths released theirs (Device::release).
   void release();
+  // This rank's kernels of the communicator end at once when it was aborted here, or a peer
+  // aborted or died (the watchdog's round, status.watched.tick, and Device::release before it
+  // waits for the kernels); shared.cc says why not for a peer that failed on its own.
+  void stopIfAbandoned(const Driver* drv, CUcontext context);
 
   DeviceCommContext* comm;
   GpuRuntime& runtime;  // the GPU, the kernel image and the device memory (gpu_runtime.h)
@@ -111,6 +122,7 @@ struct DeviceShared {
  private:
   clbResult_t decideViaHost(const std::vector<PeerInfo>& all);  // collective
   void meetWith(const std::vector<PeerInfo>& all);              // launch.meet, for ranks sharing this GPU's context
+  CUstream stopStream_ = nullptr;  // stopIfAbandoned's (made at its first stop, destroyed by release)
 };
 
 }  // namespace clb::cuda

@@ -153,7 +153,10 @@ void loop() {
   State& st = state();
   std::unique_lock<std::mutex> g(st.mu);
   while (!st.watched.empty()) {
-    for (Watched* w : st.watched) look(w);
+    for (Watched* w : st.watched) {
+      if (w->tick) w->tick();
+      look(w);
+    }
     st.cv.wait_for(g, std::chrono::milliseconds(100));
   }
   st.running = false;

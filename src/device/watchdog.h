@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "colibri/colibri.h"
@@ -23,6 +24,9 @@ struct Watched {
   int64_t timeoutMs = 0;
   int64_t warnMs = 0;  // 0: no warnings (timeouts are still logged)
   const volatile ClbDevHostStatus* status = nullptr;
+  // Called by the watchdog at each round (its thread, under its lock, so never after
+  // watchdogRemove returned), before it looks at `status`: the owner's own look.
+  std::function<void()> tick;
   // Kept by the watchdog: what it already said.
   unsigned long long saidStuck = 0;
   bool saidError = false;

@@ -201,6 +201,15 @@ clbResult_t pollAsync(clbComm_t comm, int64_t limitMs, int64_t* tookMs, std::str
 
 constexpr int64_t kShortTimeoutMs = 2000;
 
+// A rank (openRank with `timeoutMs`) and `count` floats of zeros on the GPU (zeroed on its stream).
+std::string openWithZeros(const clbUniqueId& id, int rank, int n, int64_t timeoutMs, size_t count, const Driver** d,
+                          CUstream* stream, clbComm_t* comm, CUdeviceptr* buf) {
+  if (std::string e = openRank(id, rank, n, d, stream, comm, timeoutMs); !e.empty()) return e;
+  if ((*d)->cuMemAlloc(buf, count * 4) != CUDA_SUCCESS) return "cuMemAlloc failed";
+  if ((*d)->cuMemsetD8Async(*buf, 0, count * 4, *stream) != CUDA_SUCCESS) return "cuMemsetD8Async failed";
+  return "";
+}
+
 // The last rank makes one call (the set-up) and then no more; the others make a second one and
 // must learn, within the timeout plus 1 s and without another call, that it failed: from the
 // call itself when the ranks are threads (they meet on the host first), from the async query when
@@ -211,11 +220,10 @@ std::string neverCalls(const clbUniqueId& id, int rank, int n, std::atomic<int>*
   const Driver* d = nullptr;
   CUstream stream = nullptr;
   clbComm_t comm = nullptr;
-  if (std::string e = openRank(id, rank, n, &d, &stream, &comm, kShortTimeoutMs); !e.empty()) return e;
-  const size_t count = 1000;
   CUdeviceptr buf = 0;
-  CU_OK(d->cuMemAlloc(&buf, count * 4));
-  CU_OK(d->cuMemsetD8Async(buf, 0, count * 4, stream));
+  const size_t count = 1000;
+  if (std::string e = openWithZeros(id, rank, n, kShortTimeoutMs, count, &d, &stream, &comm, &buf); !e.empty())
+    return e;
   std::string err;
   void* reg = nullptr;
   if (registerFirst && clbCommRegister(comm, (void*)buf, count * 4, &reg) != clbSuccess)
@@ -252,6 +260,63 @@ std::string neverCalls(const clbUniqueId& id, int rank, int n, std::atomic<int>*
     // Later calls are refused at once, naming the failure.
     if (err.empty() && clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, comm, stream) == clbSuccess)
       err = "a call after the timeout was accepted";
+    if (done) done->fetch_add(1);
+  }
+  clbCommDestroy(comm);
+  d->cuMemFree(buf);
+  d->cuStreamDestroy(stream);
+  return err;
+}
+
+// The last rank aborts its communicator (`kill`: its process is killed) while the others' kernels
+// of an allReduce already wait on the GPU for it. Between processes the calls have returned: the
+// others must learn it within a second from the async query (naming the rank), their kernels must
+// end as soon (the stream drains; the timeout is 30 s), and their next call must be refused.
+// Rank threads meet on the host before they launch, so theirs fail in the call itself.
+std::string abandonedWhileOthersWait(const clbUniqueId& id, int rank, int n, std::atomic<int>* done, bool kill) {
+  constexpr int64_t kLongTimeoutMs = 30000;
+  const Driver* d = nullptr;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  CUdeviceptr buf = 0;
+  const size_t count = 1000;
+  if (std::string e = openWithZeros(id, rank, n, kLongTimeoutMs, count, &d, &stream, &comm, &buf); !e.empty()) return e;
+  std::string err;
+  if (clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, comm, stream) != clbSuccess)
+    err = std::string("set-up call: ") + clbGetLastError();
+  CU_OK(d->cuStreamSynchronize(stream));
+  if (rank == n - 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the others' kernels wait by now
+    if (kill) raise(SIGKILL);
+    if (err.empty() && clbCommAbort(comm) != clbSuccess) err = std::string("clbCommAbort: ") + clbGetLastError();
+    const auto t0 = Clock::now();  // stays up, as a server does: until the others are done
+    while (err.empty() && (done ? done->load() < n - 1 : msSince(t0) < 5000))
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } else if (err.empty()) {
+    const auto t0 = Clock::now();
+    const clbResult_t rc = clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, comm, stream);
+    std::string msg = clbGetLastError();
+    int64_t took = 0;
+    const clbResult_t async = rc != clbSuccess ? rc : pollAsync(comm, 5000, &took, &msg);
+    const int64_t told = msSince(t0);
+    CU_OK(d->cuStreamSynchronize(stream));
+    const int64_t drained = msSince(t0);
+    // Threads: a rank may learn it first from another waiting thread that gave up on that rank
+    // (REMOTE_ERROR, "stopped waiting for rank(s) 2"), as in neverCalls.
+    const std::string who = "rank " + std::to_string(n - 1), whoAmong = "rank(s) " + std::to_string(n - 1);
+    const clbResult_t want = kill ? clbRemoteError : clbAborted;
+    const bool named = msg.find(who) != std::string::npos || (done && msg.find(whoAmong) != std::string::npos);
+    if ((async != want && !(done && async == clbRemoteError)) || !named)
+      err = "the call returned " + std::to_string(rc) + ", the async query " + std::to_string(async) + " (want " +
+            std::to_string(want) + " naming " + who + "): " + msg;
+    else if (told > 1500 || drained > 1500)
+      err = "told after " + std::to_string(told) + " ms, the stream drained after " + std::to_string(drained) +
+            " ms (want both within 1.5 s of the call; the timeout is 30 s): " + msg;
+    else
+      printf("rank %d: told after %lld ms, stream drained after %lld ms: %s\n", rank, (long long)told,
+             (long long)drained, msg.c_str());
+    if (err.empty() && clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, comm, stream) == clbSuccess)
+      err = "a call after the peer's " + std::string(kill ? "death" : "abort") + " was accepted";
     if (done) done->fetch_add(1);
   }
   clbCommDestroy(comm);
@@ -387,6 +452,8 @@ std::string scenario(const std::string& name, const clbUniqueId& id, int rank, i
   if (name == "never-registered") return neverCalls(id, rank, n, shared, true);
   if (name == "graph") return graphNeverReplayed(id, rank, n, shared);
   if (name == "warn") return warnsWhenStuck(id, rank, n);
+  if (name == "aborted") return abandonedWhileOthersWait(id, rank, n, shared, false);
+  if (name == "killed") return abandonedWhileOthersWait(id, rank, n, shared, true);
   return "unknown scenario " + name;
 }
 
@@ -469,6 +536,23 @@ TEST(DeviceRobustness, RankThatNeverReplaysIsReportedFromTheGraph) {
   setenv("COLIBRI_DEVICE_MEET", "off", 1);
   runAsThreads("graph", 2);
   unsetenv("COLIBRI_DEVICE_MEET");
+}
+
+TEST(DeviceRobustness, AnAbortStopsThePeersKernelsAtOnceProcesses) { runAsProcesses("aborted", 3); }
+TEST(DeviceRobustness, AnAbortFailsThePeersCallsAtOnceThreads) { runAsThreads("aborted", 3); }
+// The last of 3 rank processes kills itself (SIGKILL) while the others' kernels wait for it.
+TEST(DeviceRobustness, ADeadPeerStopsTheKernelsAtOnceProcesses) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  clbUniqueId id;
+  ASSERT_EQ(clbGetUniqueId(&id), clbSuccess);
+  const int n = 3;
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; r++)
+    pids.push_back(spawnChild("rank:killed:" + std::to_string(r) + ":" + std::to_string(n) + ":" + hex(id)));
+  expectChildren({pids[0], pids[1]});
+  int status = 0;
+  waitpid(pids[2], &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the last rank's status " << status;
 }
 
 TEST(DeviceRobustness, StuckWaitIsNamedBeforeTheTimeoutThreads) { runAsThreads("warn", 2); }
