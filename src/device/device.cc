@@ -109,7 +109,7 @@ clbResult_t Device::release() {
   s_.stopIfAbandoned(s_.d, s_.ctx);
   s_.d->cuCtxSynchronize();
   // Peers may still read this rank's staging or buffers: wait (bounded) until they said they are done.
-  if (!s_.comm->failed && !s_.comm->aborted) {
+  if (!s_.comm->failed && !s_.comm->aborted && !s_.status.stopped.load()) {  // stopped: some will never say so
     const SharedBuffer& flags = s_.memory.flagBuf;
     ClbDevFlags f;
     int64_t deadline = nowMs() + std::min<int64_t>(s_.comm->cfg.timeoutMs, 5000);

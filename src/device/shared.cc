@@ -208,7 +208,8 @@ void DeviceShared::meetWith(const std::vector<PeerInfo>& all) {
 // host cannot tell (graph replays run calls the host does not see), so they end at the device
 // timeout. The word is written by a stream memory operation on a stream of its own, which needs
 // no SM (the waiting kernels may hold them all); nothing waits for it, so the watchdog's round is
-// never held up by it. A peer that closed normally is no notice (statusNotice).
+// never held up by it. A peer that closed normally is no notice, and one that failed first does not
+// hide another's abort or death (Transport::abandonedNotice).
 void DeviceShared::stopIfAbandoned(const Driver* drv, CUcontext context) {
   if (status.stopped.load(std::memory_order_relaxed) || !memory.ready()) return;
   char why[400];
@@ -218,7 +219,7 @@ void DeviceShared::stopIfAbandoned(const Driver* drv, CUcontext context) {
     snprintf(why, sizeof why,
              "rank %d's communicator was aborted: its device calls on it end at once (their output is undefined)",
              comm->rank);
-  } else if (comm->carrier && comm->carrier->statusNotice(&n) && n.kind == PeerNotice::kAborted) {
+  } else if (comm->carrier && comm->carrier->abandonedNotice(&n) && n.kind == PeerNotice::kAborted) {
     snprintf(why, sizeof why,
              "rank %d aborted its communicator, so rank %d's device calls on it end at once (their output is "
              "undefined; destroy the communicator)",

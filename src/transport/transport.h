@@ -89,6 +89,13 @@ class Transport {
   // The same for clbCommGetAsyncError (any thread): looks without taking anything, whatever the
   // collective; a peer that closed its communicator is not a notice.
   virtual bool statusNotice(PeerNotice* n) = 0;
+  // A peer that aborted or died, looked for past any that failed first (any thread): after one,
+  // no call of this communicator can complete, whatever another peer's failure says
+  // (DeviceShared::stopIfAbandoned ends this rank's device kernels then). This default sees only
+  // the first notice; a transport that can look at every peer overrides it.
+  virtual bool abandonedNotice(PeerNotice* n) {
+    return statusNotice(n) && (n->kind == PeerNotice::kAborted || n->kind == PeerNotice::kGone);
+  }
   // Tells the peers that this rank failed (kFailed, `reason` its first error) or aborted
   // (kAborted). An abort this rank learnt of stays an abort for the peers it tells.
   virtual void announce(PeerNotice::Kind kind, const char* reason) = 0;

@@ -535,6 +535,18 @@ bool ShmTransport::statusNotice(PeerNotice* n) {
   return false;
 }
 
+bool ShmTransport::abandonedNotice(PeerNotice* n) {
+  for (int p = 0; p < comm_->nranks; p++) {
+    if (p == comm_->rank) continue;
+    CtlBlock* c = world_.ctl(p);
+    const uint32_t st = c->state.load(std::memory_order_acquire);
+    if (st == kAborted) return *n = PeerNotice{PeerNotice::kAborted, p}, true;
+    if (st == kClosed) continue;                                                       // completed every call
+    if (peerGone(p)) return *n = PeerNotice{PeerNotice::kGone, p, (int)c->pid}, true;  // also one that failed first
+  }
+  return false;
+}
+
 void ShmTransport::announce(PeerNotice::Kind kind, const char* reason) {
   world_.setState(kind == PeerNotice::kAborted ? kAborted : kFailed, reason);
 }

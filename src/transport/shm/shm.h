@@ -243,6 +243,7 @@ class ShmTransport : public Transport {
   bool peerGone(int p) const override;
   bool waitNotice(int peer, PeerNotice* n) override;
   bool statusNotice(PeerNotice* n) override;
+  bool abandonedNotice(PeerNotice* n) override;
   void announce(PeerNotice::Kind kind, const char* reason) override;
   void beginCollective(const OpDesc& d) override;
   clbResult_t peer(int p, PeerChannel** out) override;
