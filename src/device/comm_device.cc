@@ -153,6 +153,9 @@ clbResult_t deviceStatus(DeviceCommContext* c) {
 
 void releaseCallMemory(DeviceCommContext* c, bool peers) {
   std::unique_lock<std::shared_mutex> objects(c->deviceObjects);
+  // The watchdog's round of point-to-point reads the transport's notices: out of its sight before
+  // a destroy lets the transport go (the next point-to-point call after a suspend watches again).
+  if (c->peerDevice) c->peerDevice->unwatch();
   c->device.reset();  // waits for this rank's kernels (its context synchronized)
   c->scaler.reset();  // ... so the scaling kernels' scratch is free to go
   if (peers) c->peerDevice.reset();

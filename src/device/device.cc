@@ -92,22 +92,28 @@ Device::Device(DeviceCommContext* comm) : s_(comm) {
 Device::~Device() { release(); }
 
 clbResult_t Device::release() {
-  s_.status.unwatch();
   s_.comm->deviceReady.store(nullptr);
   s_.launch.meet.reset();
   gpuDirect_.release();
   if (s_.d) hostStaged_.release();
-  if (!s_.d) return clbSuccess;
+  if (!s_.d) {
+    s_.status.unwatch();
+    return clbSuccess;
+  }
   CtxScope scope(s_.d, s_.ctx);  // destroy may run on any thread: frees and closes need this context
   if (!s_.ready()) {             // a set-up that failed half-way may have made the status block
     s_.status.release(s_.d);
     return clbSuccess;
   }
-  // This rank's kernels may still run: wait for the context (the streams they ran on may be gone),
-  // once they were told to end if the communicator was aborted or a peer died since the
-  // watchdog's last round.
-  s_.stopIfAbandoned(s_.d, s_.ctx);
+  // This rank's kernels may still run: wait for the context (the streams they ran on may be gone).
+  // The watchdog still looks meanwhile: its rounds end them when the communicator is aborted, a peer
+  // aborts or dies, or a peer says which call it will never make (DeviceShared's tick), also after
+  // this wait began, as a peer that destroys at the first error it hears of needs.
   s_.d->cuCtxSynchronize();
+  s_.status.unwatch();  // waits for a round in progress: from here on this thread alone
+  // A failed communicator: the peers' kernels of the call it will never make end now, if the
+  // watchdog did not end them yet.
+  s_.tellPeersOfFailure(s_.d, s_.ctx, true);
   // Peers may still read this rank's staging or buffers: wait (bounded) until they said they are done.
   if (!s_.comm->failed && !s_.comm->aborted && !s_.status.stopped.load()) {  // stopped: some will never say so
     const SharedBuffer& flags = s_.memory.flagBuf;
@@ -190,7 +196,27 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   // peers over the host done) only launches.
   for (auto& p : s_.paths) CLB_CHECK(p->ahead(stream));
   CLB_CHECK(path->prepare(a, stream));
-  return path->run(a, stream, s_.settings.checkCalls || given ? &k : nullptr);
+  // What the kernels will count (DeviceShared::tellPeersOfFailure): a captured call counts at its
+  // replays instead, and a launch that failed part-way may count or not. Under way (`launching`)
+  // the watchdog does not judge; and once the communicator failed (another thread may fail it:
+  // clbCommFail) nothing more is launched, so a failure it judged stays judged.
+  s_.launching.store(true);
+  if (s_.comm->failed.load() || s_.comm->aborted.load()) {
+    s_.launching.store(false);
+    const bool aborted = s_.comm->aborted.load();
+    return setError(aborted ? clbAborted : clbInvalidUsage,
+                    "rank %d: the communicator %s by another thread while this call was being made: nothing was "
+                    "launched; destroy the communicator",
+                    s_.comm->rank, aborted ? "was aborted" : "failed");
+  }
+  const uint64_t before = s_.launch.counting;
+  const clbResult_t rc = path->run(a, stream, s_.settings.checkCalls || given ? &k : nullptr);
+  if (rc != clbSuccess)
+    s_.launchesUncounted.store(true);
+  else if (cap == CU_STREAM_CAPTURE_STATUS_NONE)
+    s_.launchedCalls.fetch_add(s_.launch.counting - before);
+  s_.launching.store(false);
+  return rc;
 }
 
 bool asksForRegistered(const CollectivePath& path, const CollectivePath* forced, const DeviceShared& s,

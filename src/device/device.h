@@ -78,9 +78,21 @@ class PeerDevice {
   // out of time) or CLB_P2P_ERROR_MISMATCH (an operation met its peer's of another call); the
   // output is then undefined.
   unsigned int launchError() const;
+  // Out of the watchdog's sight (before the communicator's transport goes: its round reads the
+  // notices); the next run() watches again (after a suspend).
+  void unwatch();
 
  private:
   struct Pair;
+  void watch();
+  // This rank's point-to-point kernels end at once when the communicator was aborted, here or by
+  // a peer, or a peer died (its notice came): the watchdog's round, and the destroy before it
+  // waits for the kernels (as DeviceShared::stopIfAbandoned for the collectives' kernels).
+  void stopIfAbandoned();
+  Watched watched_;  // in the watchdog's sight from the set-up on (status: none)
+  bool watching_ = false;
+  CUstream stopStream_ = nullptr;  // stopIfAbandoned's (made at its stop)
+  bool stopped_ = false;
   clbResult_t setUpRank(CUcontext ctx, CUstream stream);
   clbResult_t publish(int p, CUstream stream);
   clbResult_t meet(int p);

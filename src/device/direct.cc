@@ -51,7 +51,7 @@ clbResult_t DirectPath::launch(const CollArgs& a, CUstream stream, ClbDevCallArg
   }
   const unsigned blocks = s_.blocksFor(bytes);
   CLB_CHECK(s_.launch.gate(s_.d, k, blocks, stream));
-  return s_.launch.launcher.launch(s_.d, fn_, blocks, kThreads, stream, &k, sizeof k);
+  return s_.launch.launchCounting(s_.d, fn_, blocks, kThreads, stream, &k);
 }
 
 }  // namespace clb::cuda

@@ -230,6 +230,7 @@ clbResult_t HostCopyPath::step(int phase, int round, size_t m, void* out, unsign
   for (int p = 0; p < s_.comm->nranks; p++) k.peerIn[p] = parts_[p];
   if (phase == CLB_HC_COMBINE)
     return s_.launch.launcher.launch(s_.d, combineFn_, blocks, kThreads, stream, &k, sizeof k);
+  if (phase == CLB_HC_DONE) return s_.launch.launchCounting(s_.d, copyFn_, 1, 32, stream, &k);  // counts the call
   return s_.launch.launcher.launch(s_.d, copyFn_, 1, 32, stream, &k, sizeof k);
 }
 

@@ -46,8 +46,17 @@ struct LaunchControl {
   // share this GPU and process; just runs it when no other rank does.
   template <class F>
   clbResult_t together(const CollArgs& a, F&& launch);
+  // Launches a kernel that counts a call when it completes (ClbDevFlags::calls: a collective's
+  // kernel, one per staged round, the copies path's last step), and counts the launch.
+  clbResult_t launchCounting(const Driver* d, CUfunction fn, unsigned blocks, unsigned threads, CUstream stream,
+                             const ClbDevCallArgs* k) {
+    CLB_CHECK(launcher.launch(d, fn, blocks, threads, stream, k, sizeof *k));
+    counting++;
+    return clbSuccess;
+  }
 
   DeviceCommContext* comm;
+  uint64_t counting = 0;        // launchCounting's launches (the calling thread's; Device::run reads it)
   GraphLauncher launcher;       // eager launches: prepared graphs or ordinary
   CUfunction gateFn = nullptr;  // clb_dev_gate
   // Another rank shares this GPU (or COLIBRI_DEVICE_GATE=on; never with =off): a kernel of more

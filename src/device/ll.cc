@@ -58,7 +58,7 @@ clbResult_t LLPath::launch(const CollArgs& a, CUstream stream) {
   const unsigned blocks =
       (unsigned)std::min<size_t>(s_.layout.maxBlocks, std::max<size_t>(1, (threads + kThreads - 1) / kThreads));
   CLB_CHECK(s_.launch.gate(s_.d, k, blocks, stream));
-  return s_.launch.launcher.launch(s_.d, fn_, blocks, kThreads, stream, &k, sizeof k);
+  return s_.launch.launchCounting(s_.d, fn_, blocks, kThreads, stream, &k);
 }
 
 }  // namespace clb::cuda

@@ -25,6 +25,7 @@
 #include "device/gpu_runtime.h"
 #include "device/kernels.h"
 #include "device/peer_meet.h"
+#include "transport/transport.h"
 
 namespace clb::cuda {
 namespace {
@@ -75,14 +76,33 @@ bool PeerDevice::onThisHost(int p) const { return c_->boot.peers()[p].hostHash =
 // (A pid alone is not enough: another host, or another PID namespace of this one, may reuse it.)
 bool PeerDevice::inThisProcess(int p) const { return c_->boot.inThisProcess(p); }
 
+void PeerDevice::watch() {
+  if (watching_ || !state_) return;
+  watched_.rank = c_->rank;
+  watched_.nranks = c_->nranks;
+  watched_.timeoutMs = c_->cfg.timeoutMs;
+  watched_.tick = [this] { stopIfAbandoned(); };
+  watchdogAdd(&watched_);
+  watching_ = true;
+}
+
+void PeerDevice::unwatch() {
+  if (watching_) watchdogRemove(&watched_);
+  watching_ = false;
+}
+
 PeerDevice::~PeerDevice() {
+  unwatch();
   if (!d_) return;
   {
     CtxScope scope(d_, ctx_);
-    // This rank's kernels first; then the peers' in other processes may still credit this rank's
+    // This rank's kernels first (told to end if the communicator was aborted or a peer died since
+    // the watchdog's last round); then the peers' in other processes may still credit this rank's
     // boxes (their last receives): a bounded wait until every chunk sent was credited.
+    stopIfAbandoned();
     d_->cuCtxSynchronize();
-    if (!c_->failed && !c_->aborted) {
+    if (stopStream_) d_->cuStreamDestroy(stopStream_);
+    if (!c_->failed && !c_->aborted && !stopped_) {
       const int64_t deadline = nowMs() + std::min<int64_t>(c_->cfg.timeoutMs, 5000);
       for (const Pair& pr : pairs_) {
         if (!pr.process || pr.state != Pair::kGpu) continue;
@@ -206,7 +226,35 @@ clbResult_t PeerDevice::setUpRank(CUcontext ctx, CUstream stream) {
   CLB_CU(d_, cuMemHostAlloc, (void**)&hostError_, sizeof(unsigned int), CU_MEMHOSTALLOC_DEVICEMAP);
   *hostError_ = 0;
   CLB_CU(d_, cuMemHostGetDevicePointer, &hostErrorDev_, hostError_, 0);
+  watch();
   return clbSuccess;
+}
+
+// Between processes an abort or a death reaches the peers' hosts at once, but not their
+// point-to-point kernels, whose calls have returned: they would wait for a message or a credit
+// until the timeout. So this rank's state's error word is set (a stream memory operation on a
+// stream of its own: no SM needed, nothing waits for it), which every wait reads on its slow path:
+// the kernels waiting now and every later one end at once, with undefined output. The error is
+// not the kernels' own (hostError stays 0): the next call and clbCommGetAsyncError report the
+// abort or the death from the notice. A peer that failed on its own is no reason: it completes the
+// operations it launched before.
+void PeerDevice::stopIfAbandoned() {
+  if (stopped_ || !state_) return;
+  PeerNotice n;
+  const bool aborted = c_->aborted.load();
+  if (!aborted && !(c_->carrier && c_->carrier->abandonedNotice(&n))) return;
+  CtxScope scope(d_, ctx_);
+  CUresult rc = stopStream_ ? CUDA_SUCCESS : d_->cuStreamCreate(&stopStream_, CU_STREAM_NON_BLOCKING);
+  if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue32(stopStream_, state_ + offsetof(ClbP2pState, error), 1, 0);
+  stopped_ = true;
+  if (rc != CUDA_SUCCESS)
+    CLB_WARN("rank %d: stopping its point-to-point kernels after %s failed (CUDA error %d): they end at the timeout",
+             c_->rank, aborted ? "the abort" : "a peer's abort or death", (int)rc);
+  else if (aborted)
+    CLB_INFO("rank %d's communicator was aborted: its point-to-point kernels end at once", c_->rank);
+  else
+    CLB_INFO("rank %d %s: rank %d's point-to-point kernels end at once", n.origin,
+             n.kind == PeerNotice::kAborted ? "aborted its communicator" : "exited or was killed", c_->rank);
 }
 
 clbResult_t PeerDevice::refuseInCapture(CUstream stream, const char* what) {
@@ -546,6 +594,7 @@ clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest)
     return clbSuccess;
   }
   CLB_CHECK(setUpRank(ctx, stream));
+  watch();  // again after a suspend (releaseCallMemory unwatched it)
   CtxScope scope(d_, ctx_);
   // Which peers of this process go on the GPU (both ranks of a pair decide alike, at its first
   // device call): every box of this rank is published before any peer's is awaited.

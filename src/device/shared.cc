@@ -82,6 +82,12 @@ clbResult_t DeviceStatusBlock::check(const DeviceCommContext* comm) const {
   if (!s || !s->error) return clbSuccess;
   std::string text;
   const clbResult_t rc = deviceError(s, comm->rank, comm->nranks, comm->cfg.timeoutMs, &text);
+  // A peer whose communicator failed (CLB_DEV_SIG_FAILED): what it told the peers' hosts, when its
+  // notice says (the failure's reason: the argument it refused, say).
+  PeerNotice n;
+  if (s->errorKind == CLB_DEV_ERR_DISAGREE && s->errorPeerSig == CLB_DEV_SIG_FAILED && comm->carrier &&
+      comm->carrier->statusNotice(&n) && n.kind == PeerNotice::kFailed && n.origin == s->errorRank && n.reason)
+    text += ". Rank " + std::to_string(n.origin) + " said: " + std::string(n.reason).substr(0, 400);
   return setError(rc, "%s", text.c_str());
 }
 
@@ -124,7 +130,11 @@ clbResult_t DeviceShared::setUp(int gpu, CUstream stream) {
   }
   CLB_CHECK(kernels->function("clb_dev_gate", &launch.gateFn));
   CLB_CHECK(status.setUp(d, comm, settings.warnPercent));
-  status.watched.tick = [this, drv = d, context = ctx] { stopIfAbandoned(drv, context); };
+  status.watched.tick = [this, drv = d, context = ctx] {
+    stopIfAbandoned(drv, context);
+    tellPeersOfFailure(drv, context, false);
+    hearPeersFailures(drv, context);
+  };
   launch.warnMs = status.watched.warnMs;
 
   std::vector<PeerInfo> all(n);
@@ -204,12 +214,11 @@ void DeviceShared::meetWith(const std::vector<PeerInfo>& all) {
 // of this communicator end at once, those waiting now (the waits' slow path reads it) and every
 // later one (callNumber), with undefined output, and the calls and clbCommGetAsyncError say why.
 // A rank that failed on its own (a refusal) is not one of these: it completes the calls it had
-// launched before (docs/semantics.md), and which of the peers' kernels it will never join its
-// host cannot tell (graph replays run calls the host does not see), so they end at the device
-// timeout. The word is written by a stream memory operation on a stream of its own, which needs
-// no SM (the waiting kernels may hold them all); nothing waits for it, so the watchdog's round is
-// never held up by it. A peer that closed normally is no notice, and one that failed first does not
-// hide another's abort or death (Transport::abandonedNotice).
+// launched before (docs/semantics.md), so its peers' kernels of those calls must go on; only those
+// of the first call it will never make end at once (tellPeersOfFailure). The word is written by a stream memory
+// operation on a stream of its own, which needs no SM (the waiting kernels may hold them all); nothing waits for it, so
+// the watchdog's round is never held up by it. A peer that closed normally is no notice, and one that failed first does
+// not hide another's abort or death (Transport::abandonedNotice).
 void DeviceShared::stopIfAbandoned(const Driver* drv, CUcontext context) {
   if (status.stopped.load(std::memory_order_relaxed) || !memory.ready()) return;
   char why[400];
@@ -250,8 +259,115 @@ void DeviceShared::stopIfAbandoned(const Driver* drv, CUcontext context) {
     CLB_INFO("rank %d: %s", comm->rank, why);
 }
 
+// A rank whose communicator failed (a refusal of its own, an error, a peer's failure: not an
+// abort, which stopIfAbandoned handles) launches no device call after it; its peers' kernels of
+// that call, the next device call, would wait for it until the device timeout. Once this rank's
+// kernels have finished every call it launched, it says which call that is (Transport::
+// announceDeviceEnd, in its control block), and each peer's own watchdog writes, into its own flag
+// block, this rank's call line for that call with a description no call has (CLB_DEV_SIG_FAILED,
+// hearPeersFailures): the peer's kernels compare call lines on the slow path of every wait, as
+// they compare every line, and end at once (a disagreement naming this rank: deviceError). Each
+// rank writes only into memory of its own, which lives as long as its watchdog looks.
+// Not before the kernels are done: until then this rank's count of completed calls does not say
+// which call is next, and the line's slot (call parity) may still hold the line of a call in
+// progress. Once they are, every peer has started the last of them, so it has finished the call
+// before it, the last to read that slot. The kernels' count then equals the kernels launched that
+// count a call (LaunchControl::counting, outside captures) and no launch is under way (launching).
+// Not after a capture (graphs replay calls the host does not count; their peers keep the device
+// timeout), a launch that failed (some of its kernels may run) or an error of this rank's own
+// kernels (one may have counted a call it did not finish). The count is read with an asynchronous
+// copy, on a stream of its own, into the status block, and taken at the next round: the watchdog
+// waits for nothing. At the latest when a destroy has waited for the kernels (`final`).
+void DeviceShared::tellPeersOfFailure(const Driver* drv, CUcontext context, bool final) {
+  if (told_ == Told::kDone || !memory.ready() || !status.host || comm->nranks < 2 || !comm->carrier) return;
+  if (!comm->failed.load() || comm->aborted.load() || status.stopped.load(std::memory_order_relaxed)) return;
+  if (launching.load()) return;  // a launch in progress is counted once it returns: the next round
+  auto giveUp = [&](const char* why) {
+    told_ = Told::kDone;
+    CLB_INFO(
+        "rank %d: its communicator failed; its peers' device calls that wait for it end at the device timeout (%s)",
+        comm->rank, why);
+  };
+  if (comm->captured.load(std::memory_order_relaxed)) return giveUp("calls were captured in a CUDA graph");
+  if (launchesUncounted.load()) return giveUp("a launch failed");
+  CtxScope scope(drv, context);
+  if (!stopStream_ && drv->cuStreamCreate(&stopStream_, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+    return giveUp("no stream for the copy");
+  const uint64_t launched = launchedCalls.load();
+  volatile ClbDevHostStatus* h = status.host;
+  // A destroy reads afresh, after its wait for the kernels (a copy the watchdog made may be older).
+  if (final && told_ == Told::kReading) {
+    drv->cuStreamSynchronize(stopStream_);
+    told_ = Told::kNo;
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    if (told_ == Told::kReading) {
+      const CUresult q = final ? drv->cuStreamSynchronize(stopStream_) : drv->cuStreamQuery(stopStream_);
+      if (q == CUDA_ERROR_NOT_READY) return;
+      const uint64_t calls = h->hostCalls;
+      if (q != CUDA_SUCCESS) return giveUp("reading its count of completed calls failed");
+      if (h->error) return giveUp("its own kernels failed");
+      if (calls > launched) return giveUp("its kernels completed calls that the host did not count");
+      if (calls == launched) {
+        told_ = Told::kDone;
+        comm->carrier->announceDeviceEnd(launched + 1);
+        CLB_INFO(
+            "rank %d: its communicator failed; its peers' device call #%llu, which it will never make, ends "
+            "at once",
+            comm->rank, (unsigned long long)(launched + 1));
+        return;
+      }
+      if (final) return giveUp("its kernels did not complete every call it launched");
+    }
+    // (Again:) this rank's completed calls (ClbDevCallArgs::counters + 16) into the status block.
+    if (drv->cuMemcpyDtoHAsync(const_cast<unsigned long long*>(&h->hostCalls), memory.counters + 16,
+                               sizeof h->hostCalls, stopStream_) != CUDA_SUCCESS)
+      return giveUp("reading its count of completed calls failed");
+    told_ = Told::kReading;
+    if (!final) return;
+  }
+}
+
+// A peer said which device call it will never make (tellPeersOfFailure): its call line for that
+// call, with a description no call has, into this rank's own flag block, so that this rank's
+// kernels of that call end at once. Two 8-byte writes, each with the call's flag beside half of
+// the description, as a kernel's one 16-byte store is read (kernel_abi.h): a reader that sees the
+// flag in both words has both halves. By stream memory operations where the flag block is in
+// device memory (no SM needed; nothing waits for them), by the host where it is in host memory.
+void DeviceShared::hearPeersFailures(const Driver* drv, CUcontext context) {
+  if (!memory.ready() || !comm->carrier || comm->nranks < 2) return;
+  if (heard_.empty()) heard_.assign(comm->nranks, 0);
+  for (int p = 0; p < comm->nranks; p++) {
+    if (p == comm->rank || heard_[p]) continue;
+    const uint64_t seq = comm->carrier->deviceEnd(p);
+    if (seq == 0) continue;
+    heard_[p] = 1;
+    const uint64_t flag = CLB_DEV_LINE_FLAG(seq), sig = CLB_DEV_SIG_FAILED;
+    const uint64_t low = (sig & 0xFFFFFFFFull) | flag << 32, high = (sig >> 32) | flag << 32;
+    const size_t at = offsetof(ClbDevFlags, callLine) + ((seq & 1) * CLB_MAX_DEVICE_RANKS + p) * 16;
+    if (memory.flagBuf.host) {
+      auto* line = reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(memory.flagBuf.hostMine) + at);
+      line[0].store(low, std::memory_order_release);
+      line[1].store(high, std::memory_order_release);
+      continue;
+    }
+    CtxScope scope(drv, context);
+    CUresult rc = stopStream_ ? CUDA_SUCCESS : drv->cuStreamCreate(&stopStream_, CU_STREAM_NON_BLOCKING);
+    if (rc == CUDA_SUCCESS) rc = drv->cuStreamWriteValue64(stopStream_, memory.flagBuf.mine + at, low, 0);
+    if (rc == CUDA_SUCCESS) rc = drv->cuStreamWriteValue64(stopStream_, memory.flagBuf.mine + at + 8, high, 0);
+    if (rc != CUDA_SUCCESS)
+      CLB_WARN(
+          "rank %d: rank %d's communicator failed before its device call #%llu, but telling this rank's kernels "
+          "failed (CUDA error %d): those waiting for it end at the device timeout",
+          comm->rank, p, (unsigned long long)seq, (int)rc);
+  }
+}
+
 void DeviceShared::release() {
-  if (stopStream_) d->cuStreamDestroy(stopStream_);  // its write may still be queued: freed once done
+  if (stopStream_) {  // a last round's write into this rank's flag block: done before the block goes
+    d->cuStreamSynchronize(stopStream_);
+    d->cuStreamDestroy(stopStream_);
+  }
   stopStream_ = nullptr;
   launch.launcher.release(d);
   memory.releaseAll();

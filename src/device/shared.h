@@ -66,7 +66,7 @@ struct DeviceStatusBlock {
   // The block (made once, kept by a set-up that fails later) and what the watchdog is to know.
   clbResult_t setUp(const Driver* d, DeviceCommContext* comm, int64_t warnPercent);
   void watch();                   // in the watchdog's sight: the last step of a set-up that completed
-  void unwatch();                 // out of the watchdog's sight (before the kernels are waited for)
+  void unwatch();                 // out of the watchdog's sight (once the kernels were waited for)
   void release(const Driver* d);  // unwatched, then freed
   // clbCommGetAsyncError's device part (Device::deviceStatus): what the kernels reported, else
   // why the host stopped them (stopIfAbandoned).
@@ -102,6 +102,15 @@ struct DeviceShared {
   // aborted or died (the watchdog's round, status.watched.tick, and Device::release before it
   // waits for the kernels); shared.cc says why not for a peer that failed on its own.
   void stopIfAbandoned(const Driver* drv, CUcontext context);
+  // This rank's communicator failed (not aborted): once its kernels finished every call it
+  // launched, it tells the peers which device call it will never make (Transport::
+  // announceDeviceEnd). The watchdog's round (without waiting for anything), and Device::release
+  // once the kernels are done (`final`). shared.cc says when it cannot.
+  void tellPeersOfFailure(const Driver* drv, CUcontext context, bool final);
+  // A peer told so: this rank's kernels of that call end at once (its call line, one no call has:
+  // CLB_DEV_SIG_FAILED, written into this rank's own flag block). The watchdog's round, and
+  // Device::release before it waits for the kernels.
+  void hearPeersFailures(const Driver* drv, CUcontext context);
 
   DeviceCommContext* comm;
   GpuRuntime& runtime;  // the GPU, the kernel image and the device memory (gpu_runtime.h)
@@ -118,11 +127,22 @@ struct DeviceShared {
   NodeMemory memory;
   LaunchControl launch;
   DeviceStatusBlock status;
+  // The kernels launched outside a capture since the set-up that count a call when they complete
+  // (LaunchControl::counting, added by Device::run), whether a launch is under way (not counted
+  // yet), and whether the count may be wrong (a launch that failed: some of its kernels may run):
+  // what tellPeersOfFailure compares with this rank's completed calls.
+  std::atomic<uint64_t> launchedCalls{0};
+  std::atomic<bool> launching{false};
+  std::atomic<bool> launchesUncounted{false};
 
  private:
   clbResult_t decideViaHost(const std::vector<PeerInfo>& all);  // collective
   void meetWith(const std::vector<PeerInfo>& all);              // launch.meet, for ranks sharing this GPU's context
-  CUstream stopStream_ = nullptr;  // stopIfAbandoned's (made at its first stop, destroyed by release)
+  CUstream stopStream_ =
+      nullptr;  // stopIfAbandoned's and tellPeersOfFailure's (made at first use, destroyed by release)
+  // tellPeersOfFailure's progress (the watchdog's thread, then Device::release's once unwatched).
+  enum class Told { kNo, kReading, kDone } told_ = Told::kNo;
+  std::vector<char> heard_;  // hearPeersFailures: [p] rank p's failure line written
 };
 
 }  // namespace clb::cuda

@@ -89,7 +89,7 @@ clbResult_t StagedPath::launch(const CollArgs& a, size_t e0, size_t m, CUstream 
   const unsigned blocks = s_.blocksFor(bytes);
   // Only the first round: once every rank passed it, the rounds after it wait only for each other.
   if (e0 == 0) CLB_CHECK(s_.launch.gate(s_.d, k, blocks, stream));
-  return s_.launch.launcher.launch(s_.d, fn_, blocks, kThreads, stream, &k, sizeof k);
+  return s_.launch.launchCounting(s_.d, fn_, blocks, kThreads, stream, &k);
 }
 
 }  // namespace clb::cuda

@@ -81,14 +81,17 @@ clbResult_t deviceError(const volatile ClbDevHostStatus* s, int rank, int nranks
     return clbInvalidUsage;
   }
   // A peer's call line that no call has: the peer failed this call itself, and says why.
-  const bool gaveUp = s->errorPeerSig == CLB_DEV_SIG_GAVEUP, replayed = s->errorPeerSig == CLB_DEV_SIG_REPLAY;
-  if (s->errorKind == CLB_DEV_ERR_DISAGREE && (gaveUp || replayed)) {
+  const unsigned long long peerSig = s->errorPeerSig;
+  const bool gaveUp = peerSig == CLB_DEV_SIG_GAVEUP, replayed = peerSig == CLB_DEV_SIG_REPLAY,
+             failed = peerSig == CLB_DEV_SIG_FAILED;
+  if (s->errorKind == CLB_DEV_ERR_DISAGREE && (gaveUp || replayed || failed)) {
     snprintf(b, sizeof b,
              "rank %d's device call #%llu (%s) cannot finish: rank %d %s (see rank %d's error). The output of that "
              "call and of every later one on this communicator is undefined; destroy the communicator",
              rank, call, describeSig(s->errorSig).c_str(), (int)s->errorRank,
-             gaveUp ? "gave up waiting for the ranks in this call (its device wait timed out first)"
-                    : "launched the CUDA graph holding its call without clbGraphLaunch",
+             gaveUp     ? "gave up waiting for the ranks in this call (its device wait timed out first)"
+             : replayed ? "launched the CUDA graph holding its call without clbGraphLaunch"
+                        : "will never make this call: its communicator failed before (a call it refused, or an error)",
              (int)s->errorRank);
     *text = b;
     return clbRemoteError;
@@ -129,6 +132,7 @@ State& state() {
 
 void look(Watched* w) {
   const volatile ClbDevHostStatus* s = w->status;
+  if (!s) return;  // a tick only (the point-to-point kernels': PeerDevice)
   char ranks[128];
   if (s->error && !w->saidError) {
     w->saidError = true;

@@ -720,10 +720,67 @@ std::string acrossHostsBody(const clbUniqueId& id, int r, int n, bool gpuMemory)
   return closeRank(d, comm, stream, err, true);
 }
 
+// Rank 0 aborts its communicator while rank 1's receive from it waits on the GPU: between
+// processes that call returned, so only the watchdog can end its kernel (PeerDevice's stop). The
+// async query must name the abort and the stream drain within 1.5 s of the receive (the timeout is
+// 30 s); a message before it arrives whole (checked element by element).
+std::string abortedBody(const clbUniqueId& id, int r, int n) {
+  const Driver* d = nullptr;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
+  DevBuf b(d, stream, 1000);
+  std::string err;
+  std::vector<int64_t> mine(1000);
+  for (size_t i = 0; i < mine.size(); i++) mine[i] = val(r, 1 - r, i);
+  if (r == 0 && (!b.put(mine) || clbSend(b.ptr(), 1000, clbInt64, 1, comm, stream) != clbSuccess))
+    err = std::string("send: ") + clbGetLastError();
+  if (r == 1 && clbRecv(b.ptr(), 1000, clbInt64, 0, comm, stream) != clbSuccess)
+    err = std::string("recv: ") + clbGetLastError();
+  d->cuStreamSynchronize(stream);
+  if (err.empty() && r == 1) {
+    const std::vector<int64_t> got = b.get();
+    for (size_t i = 0; i < got.size() && err.empty(); i++)
+      if (got[i] != val(0, 1, i))
+        err = "the message before the abort: element " + std::to_string(i) + " is " + std::to_string(got[i]);
+  }
+  if (err.empty() && r == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1's receive waits by now
+    if (clbCommAbort(comm) != clbSuccess) err = std::string("clbCommAbort: ") + clbGetLastError();
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // stays up, as a server does
+  } else if (err.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto ms = [&] {
+      return (long long)std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+    };
+    if (clbRecv(b.ptr(), 1000, clbInt64, 0, comm, stream) != clbSuccess)
+      err = std::string("the receive that waits: ") + clbGetLastError();
+    clbResult_t async = clbSuccess;
+    while (err.empty() && async == clbSuccess && ms() < 5000) {
+      clbCommGetAsyncError(comm, &async);
+      if (async == clbSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const std::string msg = clbGetLastError();
+    const long long told = ms();
+    d->cuStreamSynchronize(stream);
+    const long long drained = ms();
+    if (err.empty() && (async != clbAborted || msg.find("rank 0") == std::string::npos))
+      err = "the async query says " + std::to_string(async) + " (want ABORTED naming rank 0): " + msg;
+    else if (err.empty() && (told > 1500 || drained > 1500))
+      err = "told after " + std::to_string(told) + " ms, the stream drained after " + std::to_string(drained) +
+            " ms (want both within 1.5 s; the timeout is 30 s)";
+    else if (err.empty())
+      printf("rank 1: told after %lld ms, the stream drained after %lld ms: %s\n", told, drained, msg.c_str());
+  }
+  return closeRank(d, comm, stream, err);
+}
+
 // A rank process of the tests below: CLB_DEVICE_PEER_BODY says what it runs ("calls": every call
 // twice, "graphs", "churn", "shorter" and "longer": a receive of another size, "registered" and
-// "registered-mismatch": registered buffers, "across-hosts": over verbs without shared memory); with
-// COLIBRI_DEVICE_P2P=off in its environment the pairs go through host memory.
+// "registered-mismatch": registered buffers, "across-hosts": over verbs without shared memory,
+// "aborted": a receive from a rank that aborts); with COLIBRI_DEVICE_P2P=off in its environment the
+// pairs go through host memory.
 TEST(DevicePeerChild, Rank) {
   const char* id = getenv("CLB_DEVICE_PEER_ID");
   if (!id) GTEST_SKIP() << "runs only as a rank process of DevicePeer";
@@ -739,6 +796,7 @@ TEST(DevicePeerChild, Rank) {
   if (body == "longer") err = sizeMismatchBody(unhex(id), r, n, 2000);
   if (body == "registered") err = registeredBody(unhex(id), r, n);
   if (body == "registered-mismatch") err = registeredMismatchBody(unhex(id), r, n);
+  if (body == "aborted") err = abortedBody(unhex(id), r, n);
   if (body == "across-hosts") {
     const char* gm = getenv("COLIBRI_VERBS_GPU_MEMORY");
     err = acrossHostsBody(unhex(id), r, n, !(gm && std::string(gm) == "host"));
@@ -780,6 +838,11 @@ TEST(DevicePeer, ProcessesOnOneGpuReplayGraphsWithNewDataAndSurviveAllocations) 
     runProcesses(n, "graphs");
     runProcesses(n, "churn");
   }
+}
+
+TEST(DevicePeer, ProcessesEndAReceiveFromARankThatAbortedAtOnce) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  runProcesses(2, "aborted");
 }
 
 TEST(DevicePeer, ProcessesFindAReceiveOfAnotherSizeAtOnce) {

@@ -325,6 +325,101 @@ std::string abandonedWhileOthersWait(const clbUniqueId& id, int rank, int n, std
   return err;
 }
 
+// The last rank refuses a collective (clbCommRefuse, as a binding does for a heap buffer) while its
+// call before it still waits on the GPU for the others, and stays up, as a server does. The others
+// make that call half a second late: it completes on every rank with its data (checked element by
+// element). Their next call, the refused one, must end within a second on the GPU too (the stream
+// drains; the timeout is 30 s), the async query naming the rank and its reason, and the call after
+// it must be refused. Between processes the refusing rank tells which call it will never make
+// once its own kernels are done, and the peers' watchdogs end their kernels of it
+// (DeviceShared::tellPeersOfFailure); rank threads fail in the call. `count`: 1000 floats take
+// the LL path, 2^20 the staged one in several rounds (each a kernel that counts a call).
+// `destroyAtOnce`: the refusing rank destroys its communicator right after the refusal, while its
+// call before still waits (its destroy tells, after waiting for its kernels); `othersDestroy`: the
+// others destroy theirs as soon as the async query reports the refusal, while their kernels still
+// wait (the destroy waits for them, and the watchdog ends them meanwhile).
+std::string refusedWhileOthersWait(const clbUniqueId& id, int rank, int n, std::atomic<int>* done, size_t count,
+                                   bool destroyAtOnce, bool othersDestroy = false) {
+  constexpr int64_t kLongTimeoutMs = 30000;
+  const Driver* d = nullptr;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  CUdeviceptr buf = 0;
+  const char* reason = "the test refuses this call on purpose";
+  if (std::string e = openWithZeros(id, rank, n, kLongTimeoutMs, count, &d, &stream, &comm, &buf); !e.empty()) return e;
+  std::string err;
+  if (clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, comm, stream) != clbSuccess)
+    err = std::string("set-up call: ") + clbGetLastError();
+  CU_OK(d->cuStreamSynchronize(stream));
+  std::vector<float> in(count), got(count);
+  for (size_t e = 0; e < count; e++) in[e] = (float)(rank * 1000 + (int)(e % 97));
+  CU_OK(upload(d, buf, in.data(), count * 4));
+  // The second call's sum, from the inputs' formula (every rank's input is its rank * 1000 + e % 97).
+  auto checkSecond = [&]() -> std::string {
+    CU_OK(d->cuMemcpyDtoH(got.data(), buf, count * 4));
+    for (size_t e = 0; e < count; e++) {
+      const float want = (float)(1000 * n * (n - 1) / 2 + n * (int)(e % 97));
+      if (got[e] != want)
+        return "the call before the refusal: element " + std::to_string(e) + " is " + std::to_string(got[e]) +
+               ", want " + std::to_string(want);
+    }
+    return "";
+  };
+  if (rank != n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the refusal comes first
+  if (err.empty() && clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, comm, stream) != clbSuccess)
+    err = std::string("the call before the refusal: ") + clbGetLastError();
+  if (rank == n - 1) {
+    if (err.empty() && clbCommRefuse(comm, "allReduce", 1, reason) != clbInvalidArgument)
+      err = std::string("clbCommRefuse did not refuse: ") + clbGetLastError();
+    if (destroyAtOnce) {
+      clbCommDestroy(comm);
+      comm = nullptr;
+    }
+    CU_OK(d->cuStreamSynchronize(stream));
+    if (err.empty()) err = checkSecond();
+    const auto t0 = Clock::now();  // stays up: until the others are done
+    while (err.empty() && (done ? done->load() < n - 1 : msSince(t0) < 5000))
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } else if (err.empty()) {
+    CU_OK(d->cuStreamSynchronize(stream));
+    err = checkSecond();
+    const auto t0 = Clock::now();
+    const clbResult_t rc =
+        err.empty() ? clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, comm, stream) : clbSuccess;
+    std::string msg = clbGetLastError();
+    int64_t took = 0;
+    const clbResult_t async = rc != clbSuccess ? rc : pollAsync(comm, 5000, &took, &msg);
+    const int64_t told = msSince(t0);
+    if (othersDestroy) {
+      clbCommDestroy(comm);
+      comm = nullptr;
+    }
+    CU_OK(d->cuStreamSynchronize(stream));
+    const int64_t drained = msSince(t0);
+    const std::string who = "rank " + std::to_string(n - 1), whoAmong = "rank(s) " + std::to_string(n - 1);
+    const bool named = msg.find(who) != std::string::npos || (done && msg.find(whoAmong) != std::string::npos);
+    if (!err.empty()) {
+      // (the call before the refusal was wrong: said above)
+    } else if (async != clbRemoteError || !named || (!done && msg.find(reason) == std::string::npos)) {
+      err = "the call returned " + std::to_string(rc) + ", the async query " + std::to_string(async) +
+            " (want a remote error naming " + who + " and, between processes, its reason): " + msg;
+    } else if (told > 1500 || drained > 1500) {
+      err = "told after " + std::to_string(told) + " ms, the stream drained after " + std::to_string(drained) +
+            " ms (want both within 1.5 s of the call; the timeout is 30 s): " + msg;
+    } else {
+      printf("rank %d: told after %lld ms, stream drained after %lld ms: %s\n", rank, (long long)told,
+             (long long)drained, msg.c_str());
+      if (comm && clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, comm, stream) == clbSuccess)
+        err = "a call after the peer's refusal was accepted";
+    }
+    if (done) done->fetch_add(1);
+  }
+  if (comm) clbCommDestroy(comm);
+  d->cuMemFree(buf);
+  d->cuStreamDestroy(stream);
+  return err;
+}
+
 // A host barrier of the rank threads of one process (the graphs are instantiated and uploaded by
 // every rank before any launches one: docs/troubleshooting.md).
 void meetThreads(std::atomic<int>* count, int n, int round) {
@@ -454,6 +549,10 @@ std::string scenario(const std::string& name, const clbUniqueId& id, int rank, i
   if (name == "warn") return warnsWhenStuck(id, rank, n);
   if (name == "aborted") return abandonedWhileOthersWait(id, rank, n, shared, false);
   if (name == "killed") return abandonedWhileOthersWait(id, rank, n, shared, true);
+  if (name == "refused") return refusedWhileOthersWait(id, rank, n, shared, 1000, false);
+  if (name == "refused-staged") return refusedWhileOthersWait(id, rank, n, shared, 1u << 20, false);
+  if (name == "refused-destroyed") return refusedWhileOthersWait(id, rank, n, shared, 1000, true);
+  if (name == "refused-others-destroy") return refusedWhileOthersWait(id, rank, n, shared, 1000, false, true);
   return "unknown scenario " + name;
 }
 
@@ -540,6 +639,13 @@ TEST(DeviceRobustness, RankThatNeverReplaysIsReportedFromTheGraph) {
 
 TEST(DeviceRobustness, AnAbortStopsThePeersKernelsAtOnceProcesses) { runAsProcesses("aborted", 3); }
 TEST(DeviceRobustness, AnAbortFailsThePeersCallsAtOnceThreads) { runAsThreads("aborted", 3); }
+TEST(DeviceRobustness, ARefusalEndsThePeersKernelsOfThatCallAtOnceProcesses) {
+  runAsProcesses("refused", 3);
+  runAsProcesses("refused-staged", 3);
+  runAsProcesses("refused-destroyed", 3);
+  runAsProcesses("refused-others-destroy", 3);
+}
+TEST(DeviceRobustness, ARefusalFailsThePeersCallAtOnceThreads) { runAsThreads("refused", 3); }
 // The last of 3 rank processes kills itself (SIGKILL) while the others' kernels wait for it.
 TEST(DeviceRobustness, ADeadPeerStopsTheKernelsAtOnceProcesses) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;

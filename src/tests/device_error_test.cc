@@ -41,6 +41,11 @@ TEST(DeviceError, EachKindIsNamedWithItsCause) {
   EXPECT_EQ(clb::cuda::deviceError(&s, 0, 2, 5000, &text), clbRemoteError);
   EXPECT_TRUE(has(text, "rank 1 gave up waiting for the ranks in this call")) << text;
 
+  // A peer whose communicator failed before this call (its host wrote the line).
+  s.errorPeerSig = CLB_DEV_SIG_FAILED;
+  EXPECT_EQ(clb::cuda::deviceError(&s, 0, 2, 5000, &text), clbRemoteError);
+  EXPECT_TRUE(has(text, "rank 1 will never make this call: its communicator failed before")) << text;
+
   // The rank whose graph was launched without clbGraphLaunch.
   s.errorKind = CLB_DEV_ERR_REPLAY;
   EXPECT_EQ(clb::cuda::deviceError(&s, 1, 2, 5000, &text), clbInvalidUsage);

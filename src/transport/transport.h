@@ -96,6 +96,12 @@ class Transport {
   virtual bool abandonedNotice(PeerNotice* n) {
     return statusNotice(n) && (n->kind == PeerNotice::kAborted || n->kind == PeerNotice::kGone);
   }
+  // The device collectives of a communicator that failed (DeviceShared::tellPeersOfFailure):
+  // this rank says that `next` is the first device call it will never make (its kernels finished
+  // every call before it), and a peer reads what peer p said (0: nothing yet). Any thread; once
+  // said, it stays. A transport without shared memory has no device paths: nothing to say.
+  virtual void announceDeviceEnd(uint64_t next) {}
+  virtual uint64_t deviceEnd(int p) const { return 0; }
   // Tells the peers that this rank failed (kFailed, `reason` its first error) or aborted
   // (kAborted). An abort this rank learnt of stays an abort for the peers it tells.
   virtual void announce(PeerNotice::Kind kind, const char* reason) = 0;

@@ -547,6 +547,10 @@ bool ShmTransport::abandonedNotice(PeerNotice* n) {
   return false;
 }
 
+void ShmTransport::announceDeviceEnd(uint64_t next) { world_.self()->deviceEnd.store(next, std::memory_order_release); }
+
+uint64_t ShmTransport::deviceEnd(int p) const { return world_.ctl(p)->deviceEnd.load(std::memory_order_acquire); }
+
 void ShmTransport::announce(PeerNotice::Kind kind, const char* reason) {
   world_.setState(kind == PeerNotice::kAborted ? kAborted : kFailed, reason);
 }

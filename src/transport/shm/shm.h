@@ -48,6 +48,8 @@ struct CtlBlock {
   Counter opSeq;       // seq of the collective this rank is in (diagnostics)
   OpDesc opDesc;
   Counter peerBell;  // bumped by a peer that posted to, or consumed from, this rank's point-to-point FIFOs
+  // Transport::announceDeviceEnd: the first device call this failed rank will never make (0: none said).
+  std::atomic<uint64_t> deviceEnd;
 };
 static_assert(sizeof(CtlBlock) <= 4096, "control block must fit a page");
 
@@ -244,6 +246,8 @@ class ShmTransport : public Transport {
   bool waitNotice(int peer, PeerNotice* n) override;
   bool statusNotice(PeerNotice* n) override;
   bool abandonedNotice(PeerNotice* n) override;
+  void announceDeviceEnd(uint64_t next) override;
+  uint64_t deviceEnd(int p) const override;
   void announce(PeerNotice::Kind kind, const char* reason) override;
   void beginCollective(const OpDesc& d) override;
   clbResult_t peer(int p, PeerChannel** out) override;
