@@ -115,7 +115,10 @@ clbResult_t Device::release() {
   // watchdog did not end them yet.
   s_.tellPeersOfFailure(s_.d, s_.ctx, true);
   // Peers may still read this rank's staging or buffers: wait (bounded) until they said they are done.
-  if (!s_.comm->failed && !s_.comm->aborted && !s_.status.stopped.load()) {  // stopped: some will never say so
+  // Not where some never will: this rank's kernels were stopped, or one of them failed (a call a
+  // peer never made, a timeout) and may have counted its call all the same.
+  const bool kernelsFailed = s_.status.stopped.load() || (s_.status.host && s_.status.host->error);
+  if (!s_.comm->failed && !s_.comm->aborted && !kernelsFailed) {
     const SharedBuffer& flags = s_.memory.flagBuf;
     ClbDevFlags f;
     int64_t deadline = nowMs() + std::min<int64_t>(s_.comm->cfg.timeoutMs, 5000);
