@@ -111,10 +111,11 @@ struct ClbDevFlags {
 // The call line of a rank whose gate (clb_dev_gate) timed out: collective 6, which no call has, so
 // that a peer arriving later fails at once instead of waiting out a timeout of its own.
 #define CLB_DEV_SIG_GAVEUP 0x6ull
-// The call line that the host of a rank whose communicator failed (a refusal of its own, an error,
-// a peer's failure) writes for the first device call it will never make, once its kernels finished
-// every call it launched: collective 5, which no call has, so that the peers' kernels of that call
-// end at once instead of waiting for it until their timeout (DeviceShared::tellPeersOfFailure).
+// The call line of a rank whose communicator failed (a refusal of its own, an error, a peer's
+// failure) for the first device call it will never make: once its kernels finished every call it
+// launched, it says which call that is, and each peer's host writes this line for it into its own
+// flag block (DeviceShared::tellPeersOfFailure, hearPeersFailures). Collective 5, which no call
+// has, so that the peers' kernels of that call end at once instead of waiting until their timeout.
 #define CLB_DEV_SIG_FAILED 0x5ull
 #define CLB_DEV_SIG(coll, type, op, root, count)                                        \
   ((unsigned long long)((coll)&0x7) | ((unsigned long long)((type)&0x1F) << 3) |        \
