@@ -133,6 +133,22 @@ clbResult_t deviceStatus(DeviceCommContext* c) {
              c->rank);
     c->markFailed(clbRemoteError);
     return clbRemoteError;
+  } else if (e == CLB_P2P_ERROR_PEER_ENDED) {
+    // The peer's own words where its notice carries them (the first failure any peer announced).
+    const int p = c->peerDevice->endedPeer();
+    PeerNotice n;
+    char said[300] = "";
+    if (c->carrier && c->carrier->statusNotice(&n) && n.kind == PeerNotice::kFailed && n.origin == p && n.reason)
+      snprintf(said, sizeof said, ". Rank %d said: %.236s", p, n.reason);
+    char whom[32] = "a peer";
+    if (p >= 0) snprintf(whom, sizeof whom, "rank %d", p);
+    setError(clbRemoteError,
+             "rank %d: a point-to-point operation on device memory waited for %s, whose communicator failed "
+             "before it launched the matching send or receive: that operation's output is undefined, and the "
+             "communicator cannot go on%s",
+             c->rank, whom, said);
+    c->markFailed(clbRemoteError);
+    return clbRemoteError;
   } else if (e) {
     setError(clbTimeout,
              "rank %d: a point-to-point kernel waited past the timeout (%lld ms) for a peer: its output "

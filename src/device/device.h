@@ -13,8 +13,10 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -75,9 +77,13 @@ class PeerDevice {
   ~PeerDevice();
   clbResult_t run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest);
   // What went wrong in a launch (clbCommGetAsyncError): 0, or CLB_P2P_ERROR_TIMEOUT (a wait ran
-  // out of time) or CLB_P2P_ERROR_MISMATCH (an operation met its peer's of another call); the
-  // output is then undefined.
+  // out of time), CLB_P2P_ERROR_MISMATCH (an operation met its peer's of another call) or
+  // CLB_P2P_ERROR_PEER_ENDED (a wait for a peer whose communicator failed first); the output is
+  // then undefined.
   unsigned int launchError() const;
+  // With CLB_P2P_ERROR_PEER_ENDED, the rank waited for (whose communicator failed and said how far
+  // its launches with this rank go: tellPeersOfEnd); else -1.
+  int endedPeer() const;
   // Out of the watchdog's sight (before the communicator's transport goes: its round reads the
   // notices); the next run() watches again (after a suspend).
   void unwatch();
@@ -89,10 +95,23 @@ class PeerDevice {
   // a peer, or a peer died (its notice came): the watchdog's round, and the destroy before it
   // waits for the kernels (as DeviceShared::stopIfAbandoned for the collectives' kernels).
   void stopIfAbandoned();
+  // Once the communicator failed (not aborted): how far this rank's launches with each peer go,
+  // into its own boxes, so that the peers' kernels waiting past that end at once (ClbP2pBox::ended).
+  // wait: take its lock whatever holds it (a destroy); else try, and leave it to the next round.
+  void tellPeersOfEnd(bool wait);
   Watched watched_;  // in the watchdog's sight from the set-up on (status: none)
   bool watching_ = false;
-  CUstream stopStream_ = nullptr;  // stopIfAbandoned's (made at its stop)
+  CUstream stopStream_ = nullptr;  // stopIfAbandoned's and tellPeersOfEnd's (made at the first)
+  CUresult stopStream(CUstream* s);
   bool stopped_ = false;
+  // The launches' and tellPeersOfEnd's (which the watchdog's round calls): once the end is told,
+  // nothing more is launched, so the counts told stay true.
+  std::mutex endMutex_;
+  std::atomic<bool> endTold_{false};
+  bool captured_ = false;  // a launch was captured: its replays move the counts on without the host
+  int64_t toldAtMs_ = 0;   // when the end was told (0: not, or to no box): the destroy's grace counts from it
+  static constexpr int64_t kEndGraceMs = 100;
+  void setMine(Pair& pr, CUdeviceptr box);
   clbResult_t setUpRank(CUcontext ctx, CUstream stream);
   clbResult_t publish(int p, CUstream stream);
   clbResult_t meet(int p);

@@ -63,6 +63,9 @@ struct PeerDevice::Pair {
   bool process = false;    // the peer is in another process: its box is a CUDA IPC mapping
   CUdeviceptr mine = 0;    // this rank's box for the peer
   CUdeviceptr theirs = 0;  // the peer's box for this rank
+  // The numbers this rank's launches send to the peer and receive from it, all told (as the
+  // box's counts will be once they completed; tellPeersOfEnd; under endMutex_).
+  uint64_t sent = 0, received = 0;
 };
 
 PeerDevice::PeerDevice(DeviceCommContext* c) : c_(c), rt_(gpuRuntime(c)), nonce_(c->boot.sessionNonce()) {
@@ -81,7 +84,10 @@ void PeerDevice::watch() {
   watched_.rank = c_->rank;
   watched_.nranks = c_->nranks;
   watched_.timeoutMs = c_->cfg.timeoutMs;
-  watched_.tick = [this] { stopIfAbandoned(); };
+  watched_.tick = [this] {
+    stopIfAbandoned();
+    tellPeersOfEnd(false);
+  };
   watchdogAdd(&watched_);
   watching_ = true;
 }
@@ -100,8 +106,14 @@ PeerDevice::~PeerDevice() {
     // the watchdog's last round); then the peers' in other processes may still credit this rank's
     // boxes (their last receives): a bounded wait until every chunk sent was credited.
     stopIfAbandoned();
+    tellPeersOfEnd(true);
     d_->cuCtxSynchronize();
     if (stopStream_) d_->cuStreamDestroy(stopStream_);
+    // A peer's kernel waiting for this rank reads its box on the slow path of the wait (at least
+    // every millisecond or so) and, once it saw the end, leaves the box alone: the boxes stay that
+    // long after the end was told.
+    if (toldAtMs_)
+      if (const int64_t left = toldAtMs_ + kEndGraceMs - nowMs(); left > 0) usleep((useconds_t)left * 1000);
     if (!c_->failed && !c_->aborted && !stopped_) {
       const int64_t deadline = nowMs() + std::min<int64_t>(c_->cfg.timeoutMs, 5000);
       for (const Pair& pr : pairs_) {
@@ -132,6 +144,14 @@ PeerDevice::~PeerDevice() {
 
 unsigned int PeerDevice::launchError() const {
   return hostError_ ? *reinterpret_cast<volatile unsigned int*>(hostError_) : 0;
+}
+
+int PeerDevice::endedPeer() const {
+  if (!hostError_) return -1;
+  // The kernel writes [1] before [0], with a system fence between (p2p.cu): [1] after [0] was seen.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const unsigned int p = reinterpret_cast<volatile unsigned int*>(hostError_)[1];
+  return p < (unsigned)c_->nranks ? (int)p : -1;
 }
 
 // The blocks one launch may take: its share of the GPU's slots (a margin of 4 for other work),
@@ -223,8 +243,9 @@ clbResult_t PeerDevice::setUpRank(CUcontext ctx, CUstream stream) {
     gRankGpus[{nonce_, c_->rank}] = ordinal_;
     gRanksOnGpu[ordinal_]++;
   }
-  CLB_CU(d_, cuMemHostAlloc, (void**)&hostError_, sizeof(unsigned int), CU_MEMHOSTALLOC_DEVICEMAP);
-  *hostError_ = 0;
+  CLB_CU(d_, cuMemHostAlloc, (void**)&hostError_, 2 * sizeof(unsigned int), CU_MEMHOSTALLOC_DEVICEMAP);
+  hostError_[0] = 0;
+  hostError_[1] = ~0u;  // no rank (endedPeer)
   CLB_CU(d_, cuMemHostGetDevicePointer, &hostErrorDev_, hostError_, 0);
   watch();
   return clbSuccess;
@@ -238,14 +259,21 @@ clbResult_t PeerDevice::setUpRank(CUcontext ctx, CUstream stream) {
 // not the kernels' own (hostError stays 0): the next call and clbCommGetAsyncError report the
 // abort or the death from the notice. A peer that failed on its own is no reason: it completes the
 // operations it launched before.
+CUresult PeerDevice::stopStream(CUstream* s) {
+  CUresult rc = stopStream_ ? CUDA_SUCCESS : d_->cuStreamCreate(&stopStream_, CU_STREAM_NON_BLOCKING);
+  *s = stopStream_;
+  return rc;
+}
+
 void PeerDevice::stopIfAbandoned() {
   if (stopped_ || !state_) return;
   PeerNotice n;
   const bool aborted = c_->aborted.load();
   if (!aborted && !(c_->carrier && c_->carrier->abandonedNotice(&n))) return;
   CtxScope scope(d_, ctx_);
-  CUresult rc = stopStream_ ? CUDA_SUCCESS : d_->cuStreamCreate(&stopStream_, CU_STREAM_NON_BLOCKING);
-  if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue32(stopStream_, state_ + offsetof(ClbP2pState, error), 1, 0);
+  CUstream s = nullptr;
+  CUresult rc = stopStream(&s);
+  if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue32(s, state_ + offsetof(ClbP2pState, error), 1, 0);
   stopped_ = true;
   if (rc != CUDA_SUCCESS)
     CLB_WARN("rank %d: stopping its point-to-point kernels after %s failed (CUDA error %d): they end at the timeout",
@@ -255,6 +283,59 @@ void PeerDevice::stopIfAbandoned() {
   else
     CLB_INFO("rank %d %s: rank %d's point-to-point kernels end at once", n.origin,
              n.kind == PeerNotice::kAborted ? "aborted its communicator" : "exited or was killed", c_->rank);
+}
+
+// A rank whose communicator failed (a refusal of its own, an error, a peer's failure: not an
+// abort, which stopIfAbandoned handles) launches nothing after it, but the operations its peers
+// launched before may wait for a message or a credit of this rank's that never comes, until the
+// timeout. So it writes into each of its own boxes the numbers its launches with that peer send
+// and receive, all told, then the box's `ended` word (stream memory operations on a stream of its
+// own, in order, each after a fence: no SM needed, nothing waits for them). A peer's wait for a
+// number past them gives up at once (CLB_P2P_ERROR_PEER_ENDED, kernels/p2p.cu); what this rank's
+// launches still send or receive moves as before. Not after a capture: replays move the counts on
+// without the host (the peers keep the timeout).
+void PeerDevice::tellPeersOfEnd(bool wait) {
+  // Cheap and lock-free while the communicator is healthy: the watchdog's round never waits here
+  // for a launch that holds the lock (a full launch queue may hold it a while); it tries again at
+  // the next round.
+  if (endTold_.load() || !state_ || !c_->failed.load() || c_->aborted.load()) return;
+  std::unique_lock<std::mutex> g(endMutex_, std::defer_lock);
+  if (wait)
+    g.lock();
+  else if (!g.try_lock())
+    return;
+  if (endTold_.load()) return;
+  endTold_.store(true);
+  if (captured_) {
+    CLB_INFO(
+        "rank %d: its communicator failed; its peers' point-to-point kernels that wait for it end at the timeout "
+        "(its calls were captured in a CUDA graph)",
+        c_->rank);
+    return;
+  }
+  CtxScope scope(d_, ctx_);
+  CUstream s = nullptr;
+  CUresult rc = stopStream(&s);
+  bool any = false;
+  for (const Pair& pr : pairs_) {
+    if (!pr.mine) continue;  // (a box published to a peer whose meeting failed here is told too)
+    any = true;
+    if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue64(s, pr.mine + offsetof(ClbP2pBox, endSent), pr.sent, 0);
+    if (rc == CUDA_SUCCESS)
+      rc = d_->cuStreamWriteValue64(s, pr.mine + offsetof(ClbP2pBox, endReceived), pr.received, 0);
+    if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue64(s, pr.mine + offsetof(ClbP2pBox, ended), 1, 0);
+  }
+  if (!any) return;
+  toldAtMs_ = nowMs();
+  if (rc != CUDA_SUCCESS)
+    CLB_WARN(
+        "rank %d: its communicator failed, but telling its peers' point-to-point kernels so failed (CUDA error %d): "
+        "those waiting for it end at the timeout",
+        c_->rank, (int)rc);
+  else
+    CLB_INFO(
+        "rank %d: its communicator failed; its peers' point-to-point kernels waiting past its last launch end at once",
+        c_->rank);
 }
 
 clbResult_t PeerDevice::refuseInCapture(CUstream stream, const char* what) {
@@ -290,6 +371,12 @@ void PeerDevice::uncarve(CUdeviceptr a, size_t bytes) {
   rt_.free(a, bytes);
 }
 
+// tellPeersOfEnd reads the boxes from the watchdog's thread: a box comes and goes under its lock.
+void PeerDevice::setMine(Pair& pr, CUdeviceptr box) {
+  std::lock_guard<std::mutex> g(endMutex_);
+  pr.mine = box;
+}
+
 // A pair's first device call, in two steps over all the batch's new peers: every box of this rank
 // is made and published first (publish), then the peers' are awaited (meet), so that ranks
 // whose batches name their peers in different orders never wait for each other in a circle.
@@ -297,7 +384,9 @@ clbResult_t PeerDevice::publish(int p, CUstream stream) {
   Pair& pr = pairs_[p];
   if (pr.state != Pair::kNew || pr.mine) return clbSuccess;
   CLB_CHECK(refuseInCapture(stream, "the pair's device channel"));
-  CLB_CHECK(carve(sizeof(ClbP2pBox), &pr.mine));
+  CUdeviceptr box = 0;
+  CLB_CHECK(carve(sizeof(ClbP2pBox), &box));
+  setMine(pr, box);
   std::lock_guard<std::mutex> g(gBoxesMutex);
   gBoxes[{nonce_, c_->rank, p}] = BoxEntry{pr.mine, ordinal_};
   return clbSuccess;
@@ -401,7 +490,9 @@ clbResult_t PeerDevice::joinProcesses(const std::vector<int>& peers, CUcontext c
     Pair& pr = pairs_[same[i]];
     pr.process = true;
     clbResult_t rc = up;
-    if (rc == clbSuccess) rc = carve(sizeof(ClbP2pBox), &pr.mine);
+    CUdeviceptr box = 0;
+    if (rc == clbSuccess) rc = carve(sizeof(ClbP2pBox), &box);
+    if (rc == clbSuccess) setMine(pr, box);
     if (rc == clbSuccess) {
       CtxScope scope(d_, ctx_);
       if (CUresult cr = d_->cuIpcGetMemHandle(&mine[i].box, pr.mine); cr != CUDA_SUCCESS)
@@ -440,8 +531,10 @@ clbResult_t PeerDevice::joinProcesses(const std::vector<int>& peers, CUcontext c
       CtxScope scope(d_, ctx_);
       d_->cuIpcCloseMemHandle(pr.theirs);
     }
-    if (pr.mine) uncarve(pr.mine, sizeof(ClbP2pBox));
-    pr.theirs = pr.mine = 0;
+    const CUdeviceptr box = pr.mine;
+    setMine(pr, 0);  // out of tellPeersOfEnd's sight before it goes
+    if (box) uncarve(box, sizeof(ClbP2pBox));
+    pr.theirs = 0;
     CLB_WARN(
         "rank %d: the device channel with rank %d (another process on this GPU) could not be set up (%s): "
         "their point-to-point calls on device memory go through host memory (slower, not capturable)",
@@ -763,6 +856,7 @@ clbResult_t PeerDevice::launch(std::vector<PeerOp>& ops, const std::vector<int>&
     if (o.count == 0 || o.kind == PeerOp::kCopy || o.peer == c_->rank) continue;
     ClbP2pOp& k = a.ops[a.nops];
     k.kind = o.kind == PeerOp::kSend ? CLB_P2P_SEND : o.kind == PeerOp::kRecv ? CLB_P2P_RECV : CLB_P2P_RECV_REDUCE;
+    k.peer = o.peer;
     k.after = o.after >= 0 ? slot[o.after] : -1;
     // The first receive of a reduce's root adds into what the root's copy writes: after it (the
     // host batch runs copies first; here they are operations running alongside).
@@ -859,7 +953,19 @@ clbResult_t PeerDevice::launch(std::vector<PeerOp>& ops, const std::vector<int>&
   // and its pairs' counts (NCCL orders a communicator's calls alike). A capture neither waits nor
   // records: its replays are ordered by the application.
   if (!captured && lastStream_ && lastStream_ != stream) CLB_CU(d_, cuStreamWaitEvent, stream, lastLaunch_, 0);
-  CLB_CU(d_, cuLaunchKernel, fn, (unsigned)blocks, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
+  {
+    // Counted with the launch (tellPeersOfEnd): once the end is told (another thread failed the
+    // communicator), nothing more is launched.
+    std::lock_guard<std::mutex> g(endMutex_);
+    if (endTold_.load() || c_->failed.load() || c_->aborted.load())
+      return setError(c_->aborted.load() ? clbAborted : clbInvalidUsage,
+                      "rank %d: the communicator %s by another thread while this call was being made: nothing was "
+                      "launched; destroy the communicator",
+                      c_->rank, c_->aborted.load() ? "was aborted" : "failed");
+    CLB_CU(d_, cuLaunchKernel, fn, (unsigned)blocks, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
+    captured_ = captured_ || captured;
+    for (const auto& [key, n] : chunksSoFar) (key.second ? pairs_[key.first].sent : pairs_[key.first].received) += n;
+  }
   if (!captured) {
     CLB_CU(d_, cuEventRecord, lastLaunch_, stream);
     lastStream_ = stream;

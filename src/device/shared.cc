@@ -291,8 +291,7 @@ void DeviceShared::tellPeersOfFailure(const Driver* drv, CUcontext context, bool
   if (comm->captured.load(std::memory_order_relaxed)) return giveUp("calls were captured in a CUDA graph");
   if (launchesUncounted.load()) return giveUp("a launch failed");
   CtxScope scope(drv, context);
-  if (!stopStream_ && drv->cuStreamCreate(&stopStream_, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
-    return giveUp("no stream for the copy");
+  if (makeStopStream(drv) != CUDA_SUCCESS) return giveUp("no stream for the copy");
   const uint64_t launched = launchedCalls.load();
   volatile ClbDevHostStatus* h = status.host;
   // A destroy reads afresh, after its wait for the kernels (a copy the watchdog made may be older).
@@ -352,7 +351,7 @@ void DeviceShared::hearPeersFailures(const Driver* drv, CUcontext context) {
       continue;
     }
     CtxScope scope(drv, context);
-    CUresult rc = stopStream_ ? CUDA_SUCCESS : drv->cuStreamCreate(&stopStream_, CU_STREAM_NON_BLOCKING);
+    CUresult rc = makeStopStream(drv);
     if (rc == CUDA_SUCCESS) rc = drv->cuStreamWriteValue64(stopStream_, memory.flagBuf.mine + at, low, 0);
     if (rc == CUDA_SUCCESS) rc = drv->cuStreamWriteValue64(stopStream_, memory.flagBuf.mine + at + 8, high, 0);
     if (rc != CUDA_SUCCESS)
@@ -361,6 +360,10 @@ void DeviceShared::hearPeersFailures(const Driver* drv, CUcontext context) {
           "failed (CUDA error %d): those waiting for it end at the device timeout",
           comm->rank, p, (unsigned long long)seq, (int)rc);
   }
+}
+
+CUresult DeviceShared::makeStopStream(const Driver* drv) {
+  return stopStream_ ? CUDA_SUCCESS : drv->cuStreamCreate(&stopStream_, CU_STREAM_NON_BLOCKING);
 }
 
 void DeviceShared::release() {

@@ -138,8 +138,10 @@ struct DeviceShared {
  private:
   clbResult_t decideViaHost(const std::vector<PeerInfo>& all);  // collective
   void meetWith(const std::vector<PeerInfo>& all);              // launch.meet, for ranks sharing this GPU's context
-  CUstream stopStream_ =
-      nullptr;  // stopIfAbandoned's and tellPeersOfFailure's (made at first use, destroyed by release)
+  // stopIfAbandoned's, tellPeersOfFailure's and hearPeersFailures' (made at first use by
+  // makeStopStream, destroyed by release).
+  CUstream stopStream_ = nullptr;
+  CUresult makeStopStream(const Driver* drv);
   // tellPeersOfFailure's progress (the watchdog's thread, then Device::release's once unwatched).
   enum class Told { kNo, kReading, kDone } told_ = Told::kNo;
   std::vector<char> heard_;  // hearPeersFailures: [p] rank p's failure line written

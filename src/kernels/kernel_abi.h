@@ -282,12 +282,20 @@ enum {
 #define CLB_P2P_ERROR_TIMEOUT 1u  // a wait outlasted the timeout
 // A send or receive met its peer's operation of another call, count or type (the signatures differ).
 #define CLB_P2P_ERROR_MISMATCH 2u
+// A wait for a message or a credit of a peer whose communicator failed: past the counts the peer's
+// launches reach (ClbP2pBox::ended), so it never comes.
+#define CLB_P2P_ERROR_PEER_ENDED 3u
 
 // This rank's box for one peer (in this rank's GPU memory; the peer's kernels write `credit` and
 // `lines`, this rank's the rest).
 struct ClbP2pBox {
-  unsigned long long sent;                   // numbers this rank sent to the peer
-  unsigned long long received;               // numbers this rank received from the peer
+  unsigned long long sent;      // numbers this rank sent to the peer
+  unsigned long long received;  // numbers this rank received from the peer
+  // Once this rank's communicator failed (PeerDevice::tellPeersOfEnd, this rank's host): the
+  // counts its launches with the peer reach (sent, received), then ended = 1. It launches nothing
+  // after, so the peer's kernels, which read these on the slow path of their waits, give up a wait
+  // for a number past them (CLB_P2P_ERROR_PEER_ENDED) instead of waiting until the timeout.
+  unsigned long long endSent, endReceived, ended;
   unsigned long long credit[CLB_P2P_SLOTS];  // [slot]: the last number of this rank's the peer is through with there
   // In place (a large message, number k, slot k % CLB_P2P_SLOTS): the peer, receiving from this
   // rank, writes its buffer's address and then k into want; this rank, receiving from the peer,
@@ -323,6 +331,7 @@ enum { CLB_P2P_SEND = 0, CLB_P2P_RECV = 1, CLB_P2P_RECV_REDUCE = 2, CLB_P2P_COPY
 
 struct ClbP2pOp {
   int kind;                // CLB_P2P_*
+  int peer;                // the peer's rank (what CLB_P2P_ERROR_PEER_ENDED reports)
   int after;               // -1, or the operation of this launch that must complete first
   int divideBy;            // recv-reduce: > 0 on an average's last step
   int type, op;            // recv-reduce: clbDataType_t, clbRedOp_t
@@ -348,7 +357,9 @@ struct ClbP2pOp {
 template <int N>
 struct ClbP2pArgsOf {
   ClbP2pState* state;
-  unsigned int* hostError;  // mapped pinned host memory: CLB_P2P_ERROR_* once a launch failed
+  // Mapped pinned host memory: [0] CLB_P2P_ERROR_* once a launch failed; [1] with
+  // CLB_P2P_ERROR_PEER_ENDED, the rank waited for (written before [0]).
+  unsigned int* hostError;
   unsigned long long timeoutNs;
   int nops;
   // 1: no operation waits for another and each pair and direction has one operation, so each

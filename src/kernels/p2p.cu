@@ -89,10 +89,76 @@ __device__ void p2pMismatch(const Args& a) {
   *reinterpret_cast<volatile unsigned int*>(a.hostError) = CLB_P2P_ERROR_MISMATCH;
 }
 
+__device__ __forceinline__ unsigned long long volatileLoad(const unsigned long long* p) {
+  return *reinterpret_cast<const volatile unsigned long long*>(p);
+}
+
+// On the slow path of a wait for number `need` of a peer's sends (theirSends) or receives, as the
+// peer's box for this rank (`box`) counts them: true once the peer said it ended (its
+// communicator failed: ClbP2pBox::ended) short of `need`, which then never comes; the error is
+// marked as a timeout's is, with its own code and the peer's rank. Before the peer's end is said,
+// its counts may still grow. Out of line, as pollSlowPath below: inlined into the waits, it made
+// ptxas spill more of the kernels' registers (kernel_frames.cmake keeps their stack frames).
+__device__ __noinline__ bool peerEndedShort(ClbP2pState* st, unsigned int* hostError, const ClbP2pBox* box,
+                                            bool theirSends, unsigned long long need, int peer) {
+  if (volatileLoad(&box->ended) == 0) return false;
+  __threadfence();
+  if (need <= volatileLoad(theirSends ? &box->endSent : &box->endReceived)) return false;
+  atomicExch(&st->error, 1u);
+  reinterpret_cast<volatile unsigned int*>(hostError)[1] = (unsigned int)peer;
+  __threadfence_system();
+  *reinterpret_cast<volatile unsigned int*>(hostError) = CLB_P2P_ERROR_PEER_ENDED;
+  return true;
+}
+
+// The same for operation o's peer.
+template <bool kTheirSends, class Args>
+__device__ __forceinline__ bool p2pPeerEnded(const Args& a, const ClbP2pOp& o, unsigned long long need) {
+  return peerEndedShort(a.state, a.hostError, o.remote, kTheirSends, need, o.peer);
+}
+
+// The receive in lines a block polls for: its peer's box for this rank and the last number of its
+// message (a send is launched whole, so the peer's end covers all of its numbers or none of its
+// last one's), in shared memory, so that pollLines's slow path reads them instead of every thread
+// carrying them through the poll (the point-to-point kernels keep no stack frame).
+struct Polled {
+  const ClbP2pBox* box;
+  unsigned long long need;
+  int peer;
+};
+__shared__ Polled tPolled;
+
+// pollLines's slow path, out of line (what it needs comes by value or from shared memory, so the
+// poll's registers stay the poll's): `start` (0 at a wait's first look) as p2pTimedOut keeps it,
+// or 0 once the wait gives up: the launch failed (another block), the timeout passed, or the
+// sender ended short of the polled message (tPolled).
+__device__ __noinline__ unsigned long long pollSlowPath(ClbP2pState* st, unsigned int* hostError,
+                                                        unsigned long long timeoutNs, unsigned long long start) {
+  if (*reinterpret_cast<volatile unsigned int*>(&st->error) != 0) return 0;
+  const unsigned long long t = globalTimer();
+  if (start == 0) start = t;
+  unsigned int code = 0;
+  if (t - start > timeoutNs) {
+    code = CLB_P2P_ERROR_TIMEOUT;
+  } else {
+    const ClbP2pBox* box = tPolled.box;
+    if (volatileLoad(&box->ended) == 0) return start;
+    __threadfence();
+    if (tPolled.need <= volatileLoad(&box->endSent)) return start;
+    code = CLB_P2P_ERROR_PEER_ENDED;
+    reinterpret_cast<volatile unsigned int*>(hostError)[1] = (unsigned int)tPolled.peer;
+  }
+  atomicExch(&st->error, 1u);
+  __threadfence_system();
+  *reinterpret_cast<volatile unsigned int*>(hostError) = code;
+  return 0;
+}
+
 // Thread's lines i, i + step, ... (N of them, those below `lines`) of a slot: polled together
 // until every one carries `flag`, their data into v. Returns N, or -1 (with *failed set) when a
-// line carries another call's signature (the error marked), another thread of the block failed, or
-// the timeout passed: a line past the sender's end never comes.
+// line carries another call's signature (the error marked), another thread of the block failed,
+// the timeout passed, or the sender ended short of the message (tPolled): a line past the sender's
+// end never comes.
 template <int N, class Args>
 __device__ __forceinline__ int pollLines(const Args& a, const char* from, unsigned long long i, unsigned long long step,
                                          unsigned long long lines, unsigned int flag, unsigned int sized,
@@ -123,7 +189,9 @@ __device__ __forceinline__ int pollLines(const Args& a, const char* from, unsign
       *failed = 1;
       return -1;
     }
-    if (pending && (spins & 1023) == 1023 && (*reinterpret_cast<volatile int*>(failed) || p2pTimedOut(a, start))) {
+    if (pending && (spins & 1023) == 1023 &&
+        (*reinterpret_cast<volatile int*>(failed) ||
+         (start = pollSlowPath(a.state, a.hostError, a.timeoutNs, start)) == 0)) {
       *failed = 1;
       return -1;
     }
@@ -144,17 +212,15 @@ __device__ __forceinline__ bool lastBlockOut(ClbP2pState* st, int j, int blocks,
   return true;
 }
 
-__device__ __forceinline__ unsigned long long volatileLoad(const unsigned long long* p) {
-  return *reinterpret_cast<const volatile unsigned long long*>(p);
-}
-
 // Thread 0 waits until the count at w (a peer's kernel or another block moves it on; every count
-// here only grows) reaches v; false on timeout.
+// here only grows) reaches v; false on timeout, or (o not null) once o's peer ended short of
+// number `need` of its receives (looked at every 64th round: the box may be another GPU's).
 template <class Args>
-__device__ bool waitReached(const Args& a, const unsigned long long* w, unsigned long long v) {
+__device__ __forceinline__ bool waitReached(const Args& a, const unsigned long long* w, unsigned long long v,
+                                            const ClbP2pOp* o, unsigned long long need) {
   unsigned long long start = 0;
-  while (volatileLoad(w) < v) {
-    if (p2pTimedOut(a, start)) return false;
+  for (unsigned spins = 1; volatileLoad(w) < v; spins++) {
+    if (p2pTimedOut(a, start) || (o && spins % 64 == 0 && p2pPeerEnded<false>(a, *o, need))) return false;
     __nanosleep(32);
   }
   return true;
@@ -209,11 +275,14 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
   if (threadIdx.x == 0) failed = *reinterpret_cast<volatile unsigned int*>(&st->error) != 0;
   const unsigned long long launch = a.alone ? 0 : volatileLoad(&st->launches) + 1;
   const unsigned long long counted = copy ? 0 : send ? volatileLoad(&o.local->sent) : volatileLoad(&o.local->received);
+  // What a receive in lines polls for (tPolled), set before the barrier below: never read unset.
+  if (threadIdx.x == 0 && !send && !copy)
+    tPolled = Polled{o.remote, counted + o.firstChunk + (o.bytes + CLB_P2P_CHUNK - 1) / CLB_P2P_CHUNK, o.peer};
   __syncthreads();
   if (failed) return;  // an earlier wait timed out: the communicator is dead
   // The operation this one waits for (a reduce adds its peers in rank order).
   if (o.after >= 0) {
-    if (threadIdx.x == 0 && !waitReached(a, &st->opDone[o.after], launch)) failed = 1;
+    if (threadIdx.x == 0 && !waitReached(a, &st->opDone[o.after], launch, nullptr, 0)) failed = 1;
     __syncthreads();
     if (failed) return;
     __threadfence();
@@ -236,9 +305,10 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
         // The slot's first line marked with this send's signature once the receiver is through
         // with the slot's number before (a receive in lines then fails on it at once), then the
         // receiver's readiness awaited, and its signature compared before a byte moves.
-        if (k > CLB_P2P_SLOTS && !waitReached(a, &o.local->credit[slot], k - CLB_P2P_SLOTS)) failed = 1;
+        if (k > CLB_P2P_SLOTS && !waitReached(a, &o.local->credit[slot], k - CLB_P2P_SLOTS, &o, k - CLB_P2P_SLOTS))
+          failed = 1;
         if (!failed && sub == 0) storeSignedLine(o.remote->lines[slot], 0, flag, marked);
-        if (!failed && !waitReached(a, &o.local->want[slot], k)) failed = 1;
+        if (!failed && !waitReached(a, &o.local->want[slot], k, &o, k)) failed = 1;
         __threadfence();
         if (!failed && volatileLoad(&o.local->wantSig[slot]) != o.sig) {
           p2pMismatch(a);
@@ -258,7 +328,8 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
       }
     } else {
       // The number before in this slot is through (its address may be published again).
-      if (threadIdx.x == 0 && k > CLB_P2P_SLOTS && !waitReached(a, &o.local->rxDone[slot], k - CLB_P2P_SLOTS))
+      if (threadIdx.x == 0 && k > CLB_P2P_SLOTS &&
+          !waitReached(a, &o.local->rxDone[slot], k - CLB_P2P_SLOTS, nullptr, 0))
         failed = 1;
       if (threadIdx.x == 0 && !failed) {
         *reinterpret_cast<volatile unsigned long long*>(&o.remote->wantSig[slot]) = o.sig;
@@ -269,7 +340,7 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
         // of another signature, or a send in lines).
         unsigned long long start = 0;
         const char* first = o.local->lines[slot];
-        while (!failed && volatileLoad(&o.local->done[slot]) < k) {
+        for (unsigned spins = 1; !failed && volatileLoad(&o.local->done[slot]) < k; spins++) {
           unsigned int x, f1, y, f2;
           asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
                        : "=r"(x), "=r"(f1), "=r"(y), "=r"(f2)
@@ -278,7 +349,7 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
           if (f1 == flag && f2 != marked) {
             p2pMismatch(a);
             failed = 1;
-          } else if (p2pTimedOut(a, start)) {
+          } else if (p2pTimedOut(a, start) || (spins % 64 == 0 && p2pPeerEnded<true>(a, o, k))) {
             failed = 1;
           } else {
             __nanosleep(32);
@@ -314,7 +385,8 @@ __device__ __forceinline__ void p2pBody(const Args& a) {
     constexpr int kAtOnce = kBulk ? kLinesAtOnce : 1;
     if (send) {
       // Room: the peer consumed number k - CLB_P2P_SLOTS (the last one of this slot).
-      if (threadIdx.x == 0 && k > CLB_P2P_SLOTS && !waitReached(a, &o.local->credit[slot], k - CLB_P2P_SLOTS))
+      if (threadIdx.x == 0 && k > CLB_P2P_SLOTS &&
+          !waitReached(a, &o.local->credit[slot], k - CLB_P2P_SLOTS, &o, k - CLB_P2P_SLOTS))
         failed = 1;
       __syncthreads();
       if (failed) return;

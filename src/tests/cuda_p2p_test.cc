@@ -21,6 +21,7 @@
 #include "colibri/colibri.h"
 #include "platform/cuda/driver.h"
 #include "tests/cuda_test_util.h"
+#include "tests/test_tls.h"  // clbtest::ScopedEnv
 
 namespace {
 
@@ -720,16 +721,9 @@ std::string acrossHostsBody(const clbUniqueId& id, int r, int n, bool gpuMemory)
   return closeRank(d, comm, stream, err, true);
 }
 
-// Rank 0 aborts its communicator while rank 1's receive from it waits on the GPU: between
-// processes that call returned, so only the watchdog can end its kernel (PeerDevice's stop). The
-// async query must name the abort and the stream drain within 1.5 s of the receive (the timeout is
-// 30 s); a message before it arrives whole (checked element by element).
-std::string abortedBody(const clbUniqueId& id, int r, int n) {
-  const Driver* d = nullptr;
-  CUstream stream = nullptr;
-  clbComm_t comm = nullptr;
-  if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
-  DevBuf b(d, stream, 1000);
+// The message before a failure in the tests below: 1000 elements from rank 0 to rank 1 in `b`, which
+// rank 1 checks element by element ("" or what was wrong).
+std::string messageBefore(const Driver* d, CUstream stream, clbComm_t comm, int r, DevBuf& b, const char* failure) {
   std::string err;
   std::vector<int64_t> mine(1000);
   for (size_t i = 0; i < mine.size(); i++) mine[i] = val(r, 1 - r, i);
@@ -742,8 +736,23 @@ std::string abortedBody(const clbUniqueId& id, int r, int n) {
     const std::vector<int64_t> got = b.get();
     for (size_t i = 0; i < got.size() && err.empty(); i++)
       if (got[i] != val(0, 1, i))
-        err = "the message before the abort: element " + std::to_string(i) + " is " + std::to_string(got[i]);
+        err = std::string("the message before ") + failure + ": element " + std::to_string(i) + " is " +
+              std::to_string(got[i]);
   }
+  return err;
+}
+
+// Rank 0 aborts its communicator while rank 1's receive from it waits on the GPU: between
+// processes that call returned, so only the watchdog can end its kernel (PeerDevice's stop). The
+// async query must name the abort and the stream drain within 1.5 s of the receive (the timeout is
+// 30 s); a message before it arrives whole (checked element by element).
+std::string abortedBody(const clbUniqueId& id, int r, int n) {
+  const Driver* d = nullptr;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
+  DevBuf b(d, stream, 1000);
+  std::string err = messageBefore(d, stream, comm, r, b, "the abort");
   if (err.empty() && r == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1's receive waits by now
     if (clbCommAbort(comm) != clbSuccess) err = std::string("clbCommAbort: ") + clbGetLastError();
@@ -776,10 +785,84 @@ std::string abortedBody(const clbUniqueId& id, int r, int n) {
   return closeRank(d, comm, stream, err);
 }
 
+// Rank 0 refuses a point-to-point call (clbCommRefuse, as a binding does for a heap buffer) and
+// stays up, as a server does, while rank 1's device operation waits for it: with `send` false a
+// receive of what rank 0 never sends, with `send` true a send of 1 MiB (between processes in lines
+// past the slots: it waits for credits rank 0 never gives; between threads in place: it waits for
+// the receiver's readiness). Between processes that call returned, so only
+// rank 0's watchdog can end the kernel (PeerDevice::tellPeersOfEnd). Rank 1 must be told at once,
+// naming rank 0 and its reason, its stream must drain within 1.5 s (the timeout is 30 s), the
+// async error must then name the point-to-point wait, and the message before the refusal arrives
+// whole (checked element by element). Rank threads (inProcess) may instead fail the waiting call
+// itself at once, naming rank 0 and its reason.
+std::string refusedBody(const clbUniqueId& id, int r, int n, bool send, bool inProcess) {
+  const Driver* d = nullptr;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
+  const size_t big = 1 << 17;  // 1 MiB: 32 chunks of 32 KiB between processes (in place between threads)
+  DevBuf b(d, stream, 1000), large(d, stream, big);
+  std::string err = messageBefore(d, stream, comm, r, b, "the refusal");
+  const char* reason = "the buffer is a heap buffer (a test's refusal)";
+  if (err.empty() && r == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1's operation waits by now
+    if (clbCommRefuse(comm, send ? "recv" : "send", 0, reason) != clbInvalidArgument)
+      err = std::string("clbCommRefuse did not refuse: ") + clbGetLastError();
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // stays up, as a server does
+  } else if (err.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto ms = [&] {
+      return (long long)std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+    };
+    const clbResult_t rc =
+        send ? clbSend(large.ptr(), big, clbInt64, 0, comm, stream) : clbRecv(b.ptr(), 1000, clbInt64, 0, comm, stream);
+    if (rc != clbSuccess) {
+      // Rank threads meet before they launch (unless COLIBRI_DEVICE_MEET=off): the call itself
+      // fails, naming the refusal.
+      const std::string why = clbGetLastError();
+      if (!inProcess || rc != clbRemoteError || why.find("rank 0") == std::string::npos ||
+          why.find(reason) == std::string::npos || ms() > 1500)
+        err = "the operation that waits returned " + std::to_string(rc) + " after " + std::to_string(ms()) +
+              " ms: " + why;
+      else
+        printf("rank 1 (%s, threads): the call failed after %lld ms: %s\n", send ? "send" : "receive", ms(),
+               why.c_str());
+      return closeRank(d, comm, stream, err);
+    }
+    clbResult_t async = clbSuccess;
+    while (err.empty() && async == clbSuccess && ms() < 5000) {
+      clbCommGetAsyncError(comm, &async);
+      if (async == clbSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const std::string msg = clbGetLastError();
+    const long long told = ms();
+    d->cuStreamSynchronize(stream);
+    const long long drained = ms();
+    clbCommGetAsyncError(comm, &async);
+    const std::string after = clbGetLastError();
+    if (err.empty() &&
+        (async != clbRemoteError || msg.find("rank 0") == std::string::npos || msg.find(reason) == std::string::npos))
+      err =
+          "the async query says " + std::to_string(async) + " (want REMOTE_ERROR naming rank 0 and its reason): " + msg;
+    else if (err.empty() && (told > 1500 || drained > 1500))
+      err = "told after " + std::to_string(told) + " ms, the stream drained after " + std::to_string(drained) +
+            " ms (want both within 1.5 s; the timeout is 30 s)";
+    else if (err.empty() && (after.find("waited for rank 0, whose communicator failed") == std::string::npos ||
+                             after.find(reason) == std::string::npos))
+      err = "once drained, the async query says: " + after;
+    else if (err.empty())
+      printf("rank 1 (%s): told after %lld ms, the stream drained after %lld ms: %s\n", send ? "send" : "receive", told,
+             drained, after.c_str());
+  }
+  return closeRank(d, comm, stream, err);
+}
+
 // A rank process of the tests below: CLB_DEVICE_PEER_BODY says what it runs ("calls": every call
 // twice, "graphs", "churn", "shorter" and "longer": a receive of another size, "registered" and
 // "registered-mismatch": registered buffers, "across-hosts": over verbs without shared memory,
-// "aborted": a receive from a rank that aborts); with COLIBRI_DEVICE_P2P=off in its environment the
+// "aborted": a receive from a rank that aborts, "refused-recv" and "refused-send": an operation
+// with a rank that refuses its call); with COLIBRI_DEVICE_P2P=off in its environment the
 // pairs go through host memory.
 TEST(DevicePeerChild, Rank) {
   const char* id = getenv("CLB_DEVICE_PEER_ID");
@@ -797,6 +880,8 @@ TEST(DevicePeerChild, Rank) {
   if (body == "registered") err = registeredBody(unhex(id), r, n);
   if (body == "registered-mismatch") err = registeredMismatchBody(unhex(id), r, n);
   if (body == "aborted") err = abortedBody(unhex(id), r, n);
+  if (body == "refused-recv") err = refusedBody(unhex(id), r, n, false, false);
+  if (body == "refused-send") err = refusedBody(unhex(id), r, n, true, false);
   if (body == "across-hosts") {
     const char* gm = getenv("COLIBRI_VERBS_GPU_MEMORY");
     err = acrossHostsBody(unhex(id), r, n, !(gm && std::string(gm) == "host"));
@@ -843,6 +928,23 @@ TEST(DevicePeer, ProcessesOnOneGpuReplayGraphsWithNewDataAndSurviveAllocations) 
 TEST(DevicePeer, ProcessesEndAReceiveFromARankThatAbortedAtOnce) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
   runProcesses(2, "aborted");
+}
+
+TEST(DevicePeer, ProcessesEndAnOperationWithARankThatRefusedItsCallAtOnce) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  runProcesses(2, "refused-recv");
+  runProcesses(2, "refused-send");
+}
+
+// Rank threads meet on the host before they launch, so the waiting call fails there; with
+// COLIBRI_DEVICE_MEET=off they launch without meeting, and the kernel ends as between processes.
+TEST(DevicePeer, ThreadsEndAnOperationWithARankThatRefusedItsCallAtOnce) {
+  if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
+  for (const char* meet : {"on", "off"}) {
+    clbtest::ScopedEnv env({{"COLIBRI_DEVICE_MEET", meet}});
+    for (bool send : {false, true})
+      runThreads(2, [send](const clbUniqueId& id, int r, int n) { return refusedBody(id, r, n, send, true); });
+  }
 }
 
 TEST(DevicePeer, ProcessesFindAReceiveOfAnotherSizeAtOnce) {

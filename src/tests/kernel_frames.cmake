@@ -7,7 +7,9 @@
 # The collective kernels have no frame; the point-to-point kernels spill under their 64-register
 # cap (p2p.cu says why the cap) and have the ceilings below (as ptxas of CUDA 13.0 gives them)
 # until that is mended: bulk 88 B on sm_90 and later (23.8 MiB on an H200 once a large send runs),
-# 144 B on sm_80/sm_89.
+# 144 B on sm_80/sm_89; the lean ones none on sm_90 and later, 8 B on sm_80 and 32 B on sm_89 (the
+# peer-end check of their waits, p2p.cu, moved ptxas's spills there; sm_89 GPUs reach these kernels
+# only for ranks that share a GPU or have peer access).
 #   cmake -DNVCC=... -DSRC=<src/> -DARCHS="80;90;..." -DOUT=<dir> -P kernel_frames.cmake
 set(ceiling_clb_dev_p2p 8)
 set(ceiling_clb_dev_p2p_small 8)
@@ -17,6 +19,8 @@ set(ceiling_sm80_clb_dev_p2p_bulk 144)
 set(ceiling_sm80_clb_dev_p2p_small_bulk 144)
 set(ceiling_sm89_clb_dev_p2p_bulk 144)
 set(ceiling_sm89_clb_dev_p2p_small_bulk 144)
+set(ceiling_sm89_clb_dev_p2p 32)
+set(ceiling_sm89_clb_dev_p2p_small 32)
 
 set(failures "")
 set(checked 0)
