@@ -794,8 +794,9 @@ std::string abortedBody(const clbUniqueId& id, int r, int n) {
 // naming rank 0 and its reason, its stream must drain within 1.5 s (the timeout is 30 s), the
 // async error must then name the point-to-point wait, and the message before the refusal arrives
 // whole (checked element by element). Rank threads (inProcess) may instead fail the waiting call
-// itself at once, naming rank 0 and its reason.
-std::string refusedBody(const clbUniqueId& id, int r, int n, bool send, bool inProcess) {
+// itself at once, naming rank 0 and its reason. With `destroy`, rank 0 destroys its communicator
+// right after the refusal (its boxes stay for PeerDevice's grace while rank 1's kernel reads them).
+std::string refusedBody(const clbUniqueId& id, int r, int n, bool send, bool inProcess, bool destroy = false) {
   const Driver* d = nullptr;
   CUstream stream = nullptr;
   clbComm_t comm = nullptr;
@@ -808,6 +809,12 @@ std::string refusedBody(const clbUniqueId& id, int r, int n, bool send, bool inP
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1's operation waits by now
     if (clbCommRefuse(comm, send ? "recv" : "send", 0, reason) != clbInvalidArgument)
       err = std::string("clbCommRefuse did not refuse: ") + clbGetLastError();
+    if (destroy) {
+      if (clbCommDestroy(comm) != clbSuccess && err.empty()) err = std::string("destroy: ") + clbGetLastError();
+      std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // the process stays up
+      d->cuStreamDestroy(stream);
+      return err;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // stays up, as a server does
   } else if (err.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -861,9 +868,9 @@ std::string refusedBody(const clbUniqueId& id, int r, int n, bool send, bool inP
 // A rank process of the tests below: CLB_DEVICE_PEER_BODY says what it runs ("calls": every call
 // twice, "graphs", "churn", "shorter" and "longer": a receive of another size, "registered" and
 // "registered-mismatch": registered buffers, "across-hosts": over verbs without shared memory,
-// "aborted": a receive from a rank that aborts, "refused-recv" and "refused-send": an operation
-// with a rank that refuses its call); with COLIBRI_DEVICE_P2P=off in its environment the
-// pairs go through host memory.
+// "aborted": a receive from a rank that aborts, "refused-recv", "refused-send" and
+// "refused-recv-destroyed": an operation with a rank that refuses its call); with COLIBRI_DEVICE_P2P=off in its
+// environment the pairs go through host memory.
 TEST(DevicePeerChild, Rank) {
   const char* id = getenv("CLB_DEVICE_PEER_ID");
   if (!id) GTEST_SKIP() << "runs only as a rank process of DevicePeer";
@@ -882,6 +889,7 @@ TEST(DevicePeerChild, Rank) {
   if (body == "aborted") err = abortedBody(unhex(id), r, n);
   if (body == "refused-recv") err = refusedBody(unhex(id), r, n, false, false);
   if (body == "refused-send") err = refusedBody(unhex(id), r, n, true, false);
+  if (body == "refused-recv-destroyed") err = refusedBody(unhex(id), r, n, false, false, true);
   if (body == "across-hosts") {
     const char* gm = getenv("COLIBRI_VERBS_GPU_MEMORY");
     err = acrossHostsBody(unhex(id), r, n, !(gm && std::string(gm) == "host"));
@@ -934,6 +942,7 @@ TEST(DevicePeer, ProcessesEndAnOperationWithARankThatRefusedItsCallAtOnce) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;
   runProcesses(2, "refused-recv");
   runProcesses(2, "refused-send");
+  runProcesses(2, "refused-recv-destroyed");
 }
 
 // Rank threads meet on the host before they launch, so the waiting call fails there; with
