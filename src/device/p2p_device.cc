@@ -142,14 +142,12 @@ PeerDevice::~PeerDevice() {
   }
 }
 
-unsigned int PeerDevice::launchError() const {
-  return hostError_ ? *reinterpret_cast<volatile unsigned int*>(hostError_) : 0;
-}
+// An acquire load: the kernel writes the rank waited for ([1]) before the code, with a system fence
+// between (p2p.cu), so endedPeer reads it after this.
+unsigned int PeerDevice::launchError() const { return hostError_ ? __atomic_load_n(hostError_, __ATOMIC_ACQUIRE) : 0; }
 
 int PeerDevice::endedPeer() const {
-  if (!hostError_) return -1;
-  // The kernel writes [1] before [0], with a system fence between (p2p.cu): [1] after [0] was seen.
-  std::atomic_thread_fence(std::memory_order_acquire);
+  if (launchError() != CLB_P2P_ERROR_PEER_ENDED) return -1;  // (its acquire orders the read below)
   const unsigned int p = reinterpret_cast<volatile unsigned int*>(hostError_)[1];
   return p < (unsigned)c_->nranks ? (int)p : -1;
 }

@@ -51,6 +51,7 @@ __device__ void publishWait(const ClbDevCallArgs& a, unsigned long long seq, boo
   __threadfence_system();
   if (!timedOut) {
     h->stuckColl = (unsigned int)a.coll;
+    __threadfence_system();  // the host reads the call first, then (after a fence) its collective
     h->stuckCall = seq;
     return;
   }
