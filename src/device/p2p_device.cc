@@ -249,6 +249,13 @@ clbResult_t PeerDevice::setUpRank(CUcontext ctx, CUstream stream) {
   return clbSuccess;
 }
 
+// The stream of stopIfAbandoned's and tellPeersOfEnd's writes (made at the first).
+CUresult PeerDevice::stopStream(CUstream* s) {
+  CUresult rc = stopStream_ ? CUDA_SUCCESS : d_->cuStreamCreate(&stopStream_, CU_STREAM_NON_BLOCKING);
+  *s = stopStream_;
+  return rc;
+}
+
 // Between processes an abort or a death reaches the peers' hosts at once, but not their
 // point-to-point kernels, whose calls have returned: they would wait for a message or a credit
 // until the timeout. So this rank's state's error word is set (a stream memory operation on a
@@ -257,12 +264,6 @@ clbResult_t PeerDevice::setUpRank(CUcontext ctx, CUstream stream) {
 // not the kernels' own (hostError stays 0): the next call and clbCommGetAsyncError report the
 // abort or the death from the notice. A peer that failed on its own is no reason: it completes the
 // operations it launched before.
-CUresult PeerDevice::stopStream(CUstream* s) {
-  CUresult rc = stopStream_ ? CUDA_SUCCESS : d_->cuStreamCreate(&stopStream_, CU_STREAM_NON_BLOCKING);
-  *s = stopStream_;
-  return rc;
-}
-
 void PeerDevice::stopIfAbandoned() {
   if (stopped_ || !state_) return;
   PeerNotice n;
