@@ -99,8 +99,8 @@ __device__ __forceinline__ unsigned long long volatileLoad(const unsigned long l
 // marked as a timeout's is, with its own code and the peer's rank. Before the peer's end is said,
 // its counts may still grow. Out of line, as pollSlowPath below: inlined into the waits, it made
 // ptxas spill more of the kernels' registers (kernel_frames.cmake keeps their stack frames).
-__device__ __noinline__ bool peerEndedShort(ClbP2pState* st, unsigned int* hostError, const ClbP2pBox* box,
-                                            bool theirSends, unsigned long long need, int peer) {
+__device__ __forceinline__ bool peerEndedShortHere(ClbP2pState* st, unsigned int* hostError, const ClbP2pBox* box,
+                                                   bool theirSends, unsigned long long need, int peer) {
   if (volatileLoad(&box->ended) == 0) return false;
   __threadfence();
   if (need <= volatileLoad(theirSends ? &box->endSent : &box->endReceived)) return false;
@@ -109,6 +109,11 @@ __device__ __noinline__ bool peerEndedShort(ClbP2pState* st, unsigned int* hostE
   __threadfence_system();
   *reinterpret_cast<volatile unsigned int*>(hostError) = CLB_P2P_ERROR_PEER_ENDED;
   return true;
+}
+// Out of line, for the waits of thread 0 (pollSlowPath has the check inline in its own out-of-line body).
+__device__ __noinline__ bool peerEndedShort(ClbP2pState* st, unsigned int* hostError, const ClbP2pBox* box,
+                                            bool theirSends, unsigned long long need, int peer) {
+  return peerEndedShortHere(st, hostError, box, theirSends, need, peer);
 }
 
 // The same for operation o's peer.
@@ -137,20 +142,11 @@ __device__ __noinline__ unsigned long long pollSlowPath(ClbP2pState* st, unsigne
   if (*reinterpret_cast<volatile unsigned int*>(&st->error) != 0) return 0;
   const unsigned long long t = globalTimer();
   if (start == 0) start = t;
-  unsigned int code = 0;
-  if (t - start > timeoutNs) {
-    code = CLB_P2P_ERROR_TIMEOUT;
-  } else {
-    const ClbP2pBox* box = tPolled.box;
-    if (volatileLoad(&box->ended) == 0) return start;
-    __threadfence();
-    if (tPolled.need <= volatileLoad(&box->endSent)) return start;
-    code = CLB_P2P_ERROR_PEER_ENDED;
-    reinterpret_cast<volatile unsigned int*>(hostError)[1] = (unsigned int)tPolled.peer;
-  }
+  if (t - start <= timeoutNs)
+    return peerEndedShortHere(st, hostError, tPolled.box, true, tPolled.need, tPolled.peer) ? 0 : start;
   atomicExch(&st->error, 1u);
   __threadfence_system();
-  *reinterpret_cast<volatile unsigned int*>(hostError) = code;
+  *reinterpret_cast<volatile unsigned int*>(hostError) = CLB_P2P_ERROR_TIMEOUT;
   return 0;
 }
 

@@ -742,6 +742,33 @@ std::string messageBefore(const Driver* d, CUstream stream, clbComm_t comm, int 
   return err;
 }
 
+// Milliseconds since t0.
+long long msSince(std::chrono::steady_clock::time_point t0) {
+  return (long long)std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+// What a rank whose operation waits for a peer that failed learns (the tests below): the first
+// error clbCommGetAsyncError reports within 5 s of t0 (none when `poll` is false), its message,
+// when it came, and when the rank's stream drained.
+struct Told {
+  clbResult_t async = clbSuccess;
+  std::string msg;
+  long long told = 0, drained = 0;
+};
+Told awaitTold(const Driver* d, clbComm_t comm, CUstream stream, std::chrono::steady_clock::time_point t0, bool poll) {
+  Told t;
+  while (poll && t.async == clbSuccess && msSince(t0) < 5000) {
+    clbCommGetAsyncError(comm, &t.async);
+    if (t.async == clbSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  t.msg = clbGetLastError();
+  t.told = msSince(t0);
+  d->cuStreamSynchronize(stream);
+  t.drained = msSince(t0);
+  return t;
+}
+
 // Rank 0 aborts its communicator while rank 1's receive from it waits on the GPU: between
 // processes that call returned, so only the watchdog can end its kernel (PeerDevice's stop). The
 // async query must name the abort and the stream drain within 1.5 s of the receive (the timeout is
@@ -759,21 +786,9 @@ std::string abortedBody(const clbUniqueId& id, int r, int n) {
     std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // stays up, as a server does
   } else if (err.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto ms = [&] {
-      return (long long)std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
-          .count();
-    };
     if (clbRecv(b.ptr(), 1000, clbInt64, 0, comm, stream) != clbSuccess)
       err = std::string("the receive that waits: ") + clbGetLastError();
-    clbResult_t async = clbSuccess;
-    while (err.empty() && async == clbSuccess && ms() < 5000) {
-      clbCommGetAsyncError(comm, &async);
-      if (async == clbSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    const std::string msg = clbGetLastError();
-    const long long told = ms();
-    d->cuStreamSynchronize(stream);
-    const long long drained = ms();
+    const auto [async, msg, told, drained] = awaitTold(d, comm, stream, t0, err.empty());
     if (err.empty() && (async != clbAborted || msg.find("rank 0") == std::string::npos))
       err = "the async query says " + std::to_string(async) + " (want ABORTED naming rank 0): " + msg;
     else if (err.empty() && (told > 1500 || drained > 1500))
@@ -818,10 +833,7 @@ std::string refusedBody(const clbUniqueId& id, int r, int n, bool send, bool inP
     std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // stays up, as a server does
   } else if (err.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto ms = [&] {
-      return (long long)std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
-          .count();
-    };
+    auto ms = [&] { return msSince(t0); };
     const clbResult_t rc =
         send ? clbSend(large.ptr(), big, clbInt64, 0, comm, stream) : clbRecv(b.ptr(), 1000, clbInt64, 0, comm, stream);
     if (rc != clbSuccess) {
@@ -837,21 +849,14 @@ std::string refusedBody(const clbUniqueId& id, int r, int n, bool send, bool inP
                why.c_str());
       return closeRank(d, comm, stream, err);
     }
-    clbResult_t async = clbSuccess;
-    while (err.empty() && async == clbSuccess && ms() < 5000) {
-      clbCommGetAsyncError(comm, &async);
-      if (async == clbSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    const std::string msg = clbGetLastError();
-    const long long told = ms();
-    d->cuStreamSynchronize(stream);
-    const long long drained = ms();
-    clbCommGetAsyncError(comm, &async);
+    const auto [first, msg, told, drained] = awaitTold(d, comm, stream, t0, err.empty());
+    (void)first;  // the query once drained is the one checked (it reports the same)
+    clbResult_t now = clbSuccess;
+    clbCommGetAsyncError(comm, &now);
     const std::string after = clbGetLastError();
     if (err.empty() &&
-        (async != clbRemoteError || msg.find("rank 0") == std::string::npos || msg.find(reason) == std::string::npos))
-      err =
-          "the async query says " + std::to_string(async) + " (want REMOTE_ERROR naming rank 0 and its reason): " + msg;
+        (now != clbRemoteError || msg.find("rank 0") == std::string::npos || msg.find(reason) == std::string::npos))
+      err = "the async query says " + std::to_string(now) + " (want REMOTE_ERROR naming rank 0 and its reason): " + msg;
     else if (err.empty() && (told > 1500 || drained > 1500))
       err = "told after " + std::to_string(told) + " ms, the stream drained after " + std::to_string(drained) +
             " ms (want both within 1.5 s; the timeout is 30 s)";
