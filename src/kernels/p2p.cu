@@ -97,8 +97,9 @@ __device__ __forceinline__ unsigned long long volatileLoad(const unsigned long l
 // peer's box for this rank (`box`) counts them: true once the peer said it ended (its
 // communicator failed: ClbP2pBox::ended) short of `need`, which then never comes; the error is
 // marked as a timeout's is, with its own code and the peer's rank. Before the peer's end is said,
-// its counts may still grow. Out of line, as pollSlowPath below: inlined into the waits, it made
-// ptxas spill more of the kernels' registers (kernel_frames.cmake keeps their stack frames).
+// its counts may still grow. The waits call it out of line (peerEndedShort, or inside pollSlowPath
+// below): inlined into them, it made ptxas spill more of the kernels' registers
+// (kernel_frames.cmake keeps their stack frames).
 __device__ __forceinline__ bool peerEndedShortHere(ClbP2pState* st, unsigned int* hostError, const ClbP2pBox* box,
                                                    bool theirSends, unsigned long long need, int peer) {
   if (volatileLoad(&box->ended) == 0) return false;
@@ -110,7 +111,7 @@ __device__ __forceinline__ bool peerEndedShortHere(ClbP2pState* st, unsigned int
   *reinterpret_cast<volatile unsigned int*>(hostError) = CLB_P2P_ERROR_PEER_ENDED;
   return true;
 }
-// Out of line, for the waits of thread 0 (pollSlowPath has the check inline in its own out-of-line body).
+// The check out of line, for thread 0's waits.
 __device__ __noinline__ bool peerEndedShort(ClbP2pState* st, unsigned int* hostError, const ClbP2pBox* box,
                                             bool theirSends, unsigned long long need, int peer) {
   return peerEndedShortHere(st, hostError, box, theirSends, need, peer);
