@@ -169,11 +169,17 @@ clbResult_t deviceStatus(DeviceCommContext* c) {
 
 void releaseCallMemory(DeviceCommContext* c, bool peers) {
   std::unique_lock<std::shared_mutex> objects(c->deviceObjects);
-  // The watchdog's round of point-to-point reads the transport's notices: out of its sight before
-  // a destroy lets the transport go (the next point-to-point call after a suspend watches again).
-  if (c->peerDevice) c->peerDevice->unwatch();
-  c->device.reset();  // waits for this rank's kernels (its context synchronized)
+  c->device.reset();  // waits for this rank's kernels (its context synchronized) ...
   c->scaler.reset();  // ... so the scaling kernels' scratch is free to go
+  // The watchdog's round of point-to-point reads the transport's notices: out of its sight before
+  // a destroy lets the transport go (the next point-to-point call after a suspend watches again),
+  // then its round once more on this thread, while what it says through the transport still
+  // reaches the peers. Not before the wait above: until then its rounds end this rank's
+  // point-to-point kernels where they must (a peer's abort, say), which the wait waits for.
+  if (c->peerDevice) {
+    c->peerDevice->unwatch();
+    c->peerDevice->lastRound();
+  }
   if (peers) c->peerDevice.reset();
   if (c->barrierScratch) {
     const Driver* d = nullptr;

@@ -14,6 +14,7 @@
 #include "device/device_context.h"
 #include "base/dtype.h"
 #include "base/error.h"
+#include "device/stop.h"
 
 namespace clb::cuda {
 
@@ -114,6 +115,7 @@ clbResult_t Device::release() {
   // A failed communicator: the peers' kernels of the call it will never make end now, if the
   // watchdog did not end them yet.
   s_.tellPeersOfFailure(s_.d, s_.ctx, true);
+  graceForEveryDeviceCall(s_.comm);  // (when it said every call ends: stop.h)
   // Peers may still read this rank's staging or buffers: wait (bounded) until they said they are done.
   // Not where some never will: this rank's kernels were stopped, or one of them failed (a call a
   // peer never made, a timeout) and may have counted its call all the same.

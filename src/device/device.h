@@ -84,6 +84,10 @@ class PeerDevice {
   // With CLB_P2P_ERROR_PEER_ENDED, the rank waited for (whose communicator failed and said how far
   // its launches with this rank go: tellPeersOfEnd); else -1.
   int endedPeer() const;
+  // The watchdog's round once more, out of its sight (after unwatch), taking its lock whatever
+  // holds it: before a destroy lets the transport go, while what this rank says to its peers
+  // through it still reaches them.
+  void lastRound();
   // Out of the watchdog's sight (before the communicator's transport goes: its round reads the
   // notices); the next run() watches again (after a suspend).
   void unwatch();
@@ -91,9 +95,9 @@ class PeerDevice {
  private:
   struct Pair;
   void watch();
-  // This rank's point-to-point kernels end at once when the communicator was aborted, here or by
-  // a peer, or a peer died (its notice came): the watchdog's round, and the destroy before it
-  // waits for the kernels (as DeviceShared::stopIfAbandoned for the collectives' kernels).
+  // This rank's point-to-point kernels end at once when mustStopDevice says so (stop.h: an abort,
+  // a death, a failed rank that cannot say how far it goes): the watchdog's round, and the
+  // destroy before it waits for the kernels (as DeviceShared::stopIfAbandoned for the collectives').
   void stopIfAbandoned();
   // Once the communicator failed (not aborted): how far this rank's launches with each peer go,
   // into its own boxes, so that the peers' kernels waiting past that end at once (ClbP2pBox::ended).

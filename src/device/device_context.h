@@ -58,6 +58,10 @@ struct DeviceCommContext : CommContext {
   // A call on device memory was captured in a CUDA graph: a replay would use the device objects, so
   // clbCommSuspend, which frees them, is refused from then on (set by the device runtime).
   std::atomic<bool> captured{false};
+  // This rank failed and cannot tell its peers which of its device calls complete, so every device
+  // kernel of the communicator ends, its own and its peers' (device/stop.h, endEveryDeviceCall):
+  // when it said so (nowMs; 0: it did not).
+  std::atomic<int64_t> deviceEndsEveryAtMs{0};
   // Held shared by the status queries from any thread (clbCommGetAsyncError) while they read the
   // device objects, and exclusively by clbCommSuspend while it frees them.
   std::shared_mutex deviceObjects;

@@ -25,6 +25,7 @@
 #include "device/gpu_runtime.h"
 #include "device/kernels.h"
 #include "device/peer_meet.h"
+#include "device/stop.h"
 #include "transport/transport.h"
 
 namespace clb::cuda {
@@ -92,6 +93,11 @@ void PeerDevice::watch() {
   watching_ = true;
 }
 
+void PeerDevice::lastRound() {
+  stopIfAbandoned();
+  tellPeersOfEnd(true);
+}
+
 void PeerDevice::unwatch() {
   if (watching_) watchdogRemove(&watched_);
   watching_ = false;
@@ -114,6 +120,7 @@ PeerDevice::~PeerDevice() {
     // long after the end was told.
     if (toldAtMs_)
       if (const int64_t left = toldAtMs_ + kEndGraceMs - nowMs(); left > 0) usleep((useconds_t)left * 1000);
+    graceForEveryDeviceCall(c_);  // (when it said every call ends: stop.h)
     if (!c_->failed && !c_->aborted && !stopped_) {
       const int64_t deadline = nowMs() + std::min<int64_t>(c_->cfg.timeoutMs, 5000);
       for (const Pair& pr : pairs_) {
@@ -258,30 +265,28 @@ CUresult PeerDevice::stopStream(CUstream* s) {
 
 // Between processes an abort or a death reaches the peers' hosts at once, but not their
 // point-to-point kernels, whose calls have returned: they would wait for a message or a credit
-// until the timeout. So this rank's state's error word is set (a stream memory operation on a
-// stream of its own: no SM needed, nothing waits for it), which every wait reads on its slow path:
-// the kernels waiting now and every later one end at once, with undefined output. The error is
-// not the kernels' own (hostError stays 0): the next call and clbCommGetAsyncError report the
-// abort or the death from the notice. A peer that failed on its own is no reason: it completes the
-// operations it launched before.
+// until the timeout. So when mustStopDevice says so (stop.h: the collectives' kernels end alike),
+// this rank's state's error word is set (a stream memory operation on a stream of its own: no SM
+// needed, nothing waits for it), which every wait reads on its slow path: the kernels waiting now
+// and every later one end at once, with undefined output. The error is not the kernels' own
+// (hostError stays 0): the next call and clbCommGetAsyncError report the abort, the death or the
+// failure from the notice. A peer that failed on its own and told how far it goes is no reason: it
+// completes the operations it launched before (tellPeersOfEnd).
 void PeerDevice::stopIfAbandoned() {
   if (stopped_ || !state_) return;
-  PeerNotice n;
-  const bool aborted = c_->aborted.load();
-  if (!aborted && !(c_->carrier && c_->carrier->abandonedNotice(&n))) return;
+  clbResult_t code = clbSuccess;
+  std::string why;
+  if (!mustStopDevice(c_, &code, &why)) return;
   CtxScope scope(d_, ctx_);
   CUstream s = nullptr;
   CUresult rc = stopStream(&s);
   if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue32(s, state_ + offsetof(ClbP2pState, error), 1, 0);
   stopped_ = true;
   if (rc != CUDA_SUCCESS)
-    CLB_WARN("rank %d: stopping its point-to-point kernels after %s failed (CUDA error %d): they end at the timeout",
-             c_->rank, aborted ? "the abort" : "a peer's abort or death", (int)rc);
-  else if (aborted)
-    CLB_INFO("rank %d's communicator was aborted: its point-to-point kernels end at once", c_->rank);
+    CLB_WARN("rank %d: %s; but stopping its point-to-point kernels failed (CUDA error %d): they end at the timeout",
+             c_->rank, why.c_str(), (int)rc);
   else
-    CLB_INFO("rank %d %s: rank %d's point-to-point kernels end at once", n.origin,
-             n.kind == PeerNotice::kAborted ? "aborted its communicator" : "exited or was killed", c_->rank);
+    CLB_INFO("rank %d: %s (its point-to-point kernels)", c_->rank, why.c_str());
 }
 
 // A rank whose communicator failed (a refusal of its own, an error, a peer's failure: not an
@@ -291,8 +296,13 @@ void PeerDevice::stopIfAbandoned() {
 // and receive, all told, then the box's `ended` word (stream memory operations on a stream of its
 // own, in order, each after a fence: no SM needed, nothing waits for them). A peer's wait for a
 // number past them gives up at once (CLB_P2P_ERROR_PEER_ENDED, kernels/p2p.cu); what this rank's
-// launches still send or receive moves as before. Not after a capture: replays move the counts on
-// without the host (the peers keep the timeout).
+// launches still send or receive moves as before. After a capture (replays move the counts on
+// without the host), or once this rank said that every device call ends (stop.h), it cannot tell
+// those numbers: its own point-to-point kernels end first (its error word, in the same stream
+// order), and the boxes say 0 and 0, so that every wait of a peer's for this rank ends; through a
+// transport with shared memory every device kernel of the communicator ends too
+// (endEveryDeviceCall). Nothing when its kernels were stopped already: by an abort, a death or a
+// "every call", which reach every peer by themselves.
 void PeerDevice::tellPeersOfEnd(bool wait) {
   // Cheap and lock-free while the communicator is healthy: the watchdog's round never waits here
   // for a launch that holds the lock (a full launch queue may hold it a while); it tries again at
@@ -305,25 +315,25 @@ void PeerDevice::tellPeersOfEnd(bool wait) {
     return;
   if (endTold_.load()) return;
   endTold_.store(true);
-  if (captured_) {
-    CLB_INFO(
-        "rank %d: its communicator failed; its peers' point-to-point kernels that wait for it end at the timeout "
-        "(its calls were captured in a CUDA graph)",
-        c_->rank);
-    return;
-  }
+  if (stopped_) return;
+  const bool every = captured_ || c_->deviceEndsEveryAtMs.load();
   CtxScope scope(d_, ctx_);
   CUstream s = nullptr;
   CUresult rc = stopStream(&s);
+  if (every) {
+    if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue32(s, state_ + offsetof(ClbP2pState, error), 1, 0);
+    stopped_ = true;
+  }
   bool any = false;
   for (const Pair& pr : pairs_) {
     if (!pr.mine) continue;  // (a box published to a peer whose meeting failed here is told too)
     any = true;
-    if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue64(s, pr.mine + offsetof(ClbP2pBox, endSent), pr.sent, 0);
-    if (rc == CUDA_SUCCESS)
-      rc = d_->cuStreamWriteValue64(s, pr.mine + offsetof(ClbP2pBox, endReceived), pr.received, 0);
+    const uint64_t sent = every ? 0 : pr.sent, received = every ? 0 : pr.received;
+    if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue64(s, pr.mine + offsetof(ClbP2pBox, endSent), sent, 0);
+    if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue64(s, pr.mine + offsetof(ClbP2pBox, endReceived), received, 0);
     if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue64(s, pr.mine + offsetof(ClbP2pBox, ended), 1, 0);
   }
+  if (every) endEveryDeviceCall(c_, "its point-to-point calls were captured in a CUDA graph");
   if (!any) return;
   toldAtMs_ = nowMs();
   if (rc != CUDA_SUCCESS)
@@ -331,6 +341,11 @@ void PeerDevice::tellPeersOfEnd(bool wait) {
         "rank %d: its communicator failed, but telling its peers' point-to-point kernels so failed (CUDA error %d): "
         "those waiting for it end at the timeout",
         c_->rank, (int)rc);
+  else if (every)
+    CLB_INFO(
+        "rank %d: its communicator failed and it cannot tell how far its point-to-point calls go (they were captured "
+        "in a CUDA graph): its point-to-point kernels end at once, and its peers' waiting for it",
+        c_->rank);
   else
     CLB_INFO(
         "rank %d: its communicator failed; its peers' point-to-point kernels waiting past its last launch end at once",

@@ -19,6 +19,7 @@
 #include "device/device.h"
 #include "device/device_context.h"
 #include "device/paths.h"
+#include "device/stop.h"
 #include "transport/transport.h"
 
 namespace clb::cuda {
@@ -209,41 +210,23 @@ void DeviceShared::meetWith(const std::vector<PeerInfo>& all) {
 // Between processes an abort or a death reaches the peers' hosts at once (the notices), but not
 // their kernels: the calls returned, and the kernels wait on the GPU for a rank that will not
 // come, until the device timeout. So at each round of the watchdog (every 100 ms), and once more
-// before a destroy waits for the kernels, when this communicator was aborted on this rank or a
-// peer's notice says it aborted or died, this rank's error word gets CLB_DEV_ERR_PEER: its kernels
-// of this communicator end at once, those waiting now (the waits' slow path reads it) and every
-// later one (callNumber), with undefined output, and the calls and clbCommGetAsyncError say why.
-// A rank that failed on its own (a refusal) is not one of these: it completes the calls it had
-// launched before (docs/semantics.md), so its peers' kernels of those calls must go on; only those
-// of the first call it will never make end at once (tellPeersOfFailure). The word is written by a stream memory
-// operation on a stream of its own, which needs no SM (the waiting kernels may hold them all); nothing waits for it, so
-// the watchdog's round is never held up by it. A peer that closed normally is no notice, and one that failed first does
-// not hide another's abort or death (Transport::abandonedNotice).
+// before a destroy waits for the kernels, when mustStopDevice says so (an abort here or a peer's,
+// a death, a failed rank that cannot say how far its device calls go: stop.h), this rank's error
+// word gets CLB_DEV_ERR_PEER: its kernels of this communicator end at once, those waiting now (the
+// waits' slow path reads it) and every later one (callNumber), with undefined output, and the
+// calls and clbCommGetAsyncError say why. A rank that failed on its own (a refusal) and can say
+// how far it goes is not one of these: it completes the calls it had launched before
+// (docs/semantics.md), so its peers' kernels of those calls must go on; only those of the first
+// call it will never make end at once (tellPeersOfFailure). The word is written by a stream memory
+// operation on a stream of its own, which needs no SM (the waiting kernels may hold them all);
+// nothing waits for it, so the watchdog's round is never held up by it.
 void DeviceShared::stopIfAbandoned(const Driver* drv, CUcontext context) {
   if (status.stopped.load(std::memory_order_relaxed) || !memory.ready()) return;
-  char why[400];
-  clbResult_t code = clbAborted;
-  PeerNotice n;
-  if (comm->aborted.load()) {
-    snprintf(why, sizeof why,
-             "rank %d's communicator was aborted: its device calls on it end at once (their output is undefined)",
-             comm->rank);
-  } else if (comm->carrier && comm->carrier->abandonedNotice(&n) && n.kind == PeerNotice::kAborted) {
-    snprintf(why, sizeof why,
-             "rank %d aborted its communicator, so rank %d's device calls on it end at once (their output is "
-             "undefined; destroy the communicator)",
-             n.origin, comm->rank);
-  } else if (n.kind == PeerNotice::kGone) {
-    code = clbRemoteError;
-    snprintf(why, sizeof why,
-             "rank %d (pid %d) exited or was killed, so rank %d's device calls on this communicator end at once "
-             "(their output is undefined; destroy the communicator)",
-             n.origin, n.pid, comm->rank);
-  } else {
-    return;
-  }
+  clbResult_t code = clbSuccess;
+  std::string why;
+  if (!mustStopDevice(comm, &code, &why)) return;
   CtxScope scope(drv, context);
-  CUresult rc = stopStream_ ? CUDA_SUCCESS : drv->cuStreamCreate(&stopStream_, CU_STREAM_NON_BLOCKING);
+  CUresult rc = makeStopStream(drv);
   // This rank's copy of its error word (ClbDevCallArgs::counters + 24), which its kernels read:
   // in its flag block, or in device memory of its own when the flags are in host memory.
   if (rc == CUDA_SUCCESS) rc = drv->cuStreamWriteValue32(stopStream_, memory.counters + 24, CLB_DEV_ERR_PEER, 0);
@@ -254,9 +237,9 @@ void DeviceShared::stopIfAbandoned(const Driver* drv, CUcontext context) {
   status.stopped.store(true, std::memory_order_release);
   if (rc != CUDA_SUCCESS)
     CLB_WARN("rank %d: %s; but stopping its kernels failed (CUDA error %d): they end at the device timeout", comm->rank,
-             why, (int)rc);
+             why.c_str(), (int)rc);
   else
-    CLB_INFO("rank %d: %s", comm->rank, why);
+    CLB_INFO("rank %d: %s", comm->rank, why.c_str());
 }
 
 // A rank whose communicator failed (a refusal of its own, an error, a peer's failure: not an
@@ -273,9 +256,12 @@ void DeviceShared::stopIfAbandoned(const Driver* drv, CUcontext context) {
 // progress. Once they are, every peer has started the last of them, so it has finished the call
 // before it, the last to read that slot. The kernels' count then equals the kernels launched that
 // count a call (LaunchControl::counting, outside captures) and no launch is under way (launching).
-// Not after a capture (graphs replay calls the host does not count; their peers keep the device
-// timeout), a launch that failed (some of its kernels may run) or an error of this rank's own
-// kernels (one may have counted a call it did not finish). The count is read with an asynchronous
+// Not after a capture (graphs replay calls the host does not count), a launch that failed (some of
+// its kernels may run) or an error of this rank's own kernels (one may have counted a call it did
+// not finish): then every device kernel of the communicator ends, this rank's and its peers'
+// (endEveryDeviceCall, then stopIfAbandoned at once), unless a peer said first how far it goes
+// (this rank's failure follows from that peer's, whose end reaches the others too: an error of
+// this rank's kernels that ended at its line, say). The count is read with an asynchronous
 // copy, on a stream of its own, into the status block, and taken at the next round: the watchdog
 // waits for nothing. At the latest when a destroy has waited for the kernels (`final`).
 void DeviceShared::tellPeersOfFailure(const Driver* drv, CUcontext context, bool final) {
@@ -284,14 +270,16 @@ void DeviceShared::tellPeersOfFailure(const Driver* drv, CUcontext context, bool
   if (launching.load()) return;  // a launch in progress is counted once it returns: the next round
   auto giveUp = [&](const char* why) {
     told_ = Told::kDone;
+    if (endEveryDeviceCall(comm, why)) return stopIfAbandoned(drv, context);
     CLB_INFO(
-        "rank %d: its communicator failed; its peers' device calls that wait for it end at the device timeout (%s)",
+        "rank %d: its communicator failed after a peer's and %s; its peers' device calls that wait for it end when "
+        "that peer's end reaches them, else at the device timeout",
         comm->rank, why);
   };
-  if (comm->captured.load(std::memory_order_relaxed)) return giveUp("calls were captured in a CUDA graph");
-  if (launchesUncounted.load()) return giveUp("a launch failed");
+  if (comm->captured.load(std::memory_order_relaxed)) return giveUp("its calls were captured in a CUDA graph");
+  if (launchesUncounted.load()) return giveUp("a launch of its failed");
   CtxScope scope(drv, context);
-  if (makeStopStream(drv) != CUDA_SUCCESS) return giveUp("no stream for the copy");
+  if (makeStopStream(drv) != CUDA_SUCCESS) return giveUp("it has no stream to read its count of completed calls");
   const uint64_t launched = launchedCalls.load();
   volatile ClbDevHostStatus* h = status.host;
   // A destroy reads afresh, after its wait for the kernels (a copy the watchdog made may be older).
@@ -306,7 +294,7 @@ void DeviceShared::tellPeersOfFailure(const Driver* drv, CUcontext context, bool
       const uint64_t calls = h->hostCalls;
       if (q != CUDA_SUCCESS) return giveUp("reading its count of completed calls failed");
       if (h->error) return giveUp("its own kernels failed");
-      if (calls > launched) return giveUp("its kernels completed calls that the host did not count");
+      if (calls > launched) return giveUp("its kernels completed calls that its host did not count");
       if (calls == launched) {
         told_ = Told::kDone;
         comm->carrier->announceDeviceEnd(launched + 1);
@@ -339,7 +327,7 @@ void DeviceShared::hearPeersFailures(const Driver* drv, CUcontext context) {
   for (int p = 0; p < comm->nranks; p++) {
     if (p == comm->rank || heard_[p]) continue;
     const uint64_t seq = comm->carrier->deviceEnd(p);
-    if (seq == 0) continue;
+    if (seq == 0 || seq == kDeviceEndEvery) continue;  // (every call: stopIfAbandoned)
     heard_[p] = 1;
     const uint64_t flag = CLB_DEV_LINE_FLAG(seq), sig = CLB_DEV_SIG_FAILED;
     const uint64_t low = (sig & 0xFFFFFFFFull) | flag << 32, high = (sig >> 32) | flag << 32;

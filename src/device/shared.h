@@ -98,14 +98,15 @@ struct DeviceShared {
   unsigned blocksFor(size_t bytes) const;
   // Everything set up given back (local), after the paths released theirs (Device::release).
   void release();
-  // This rank's kernels of the communicator end at once when it was aborted here, or a peer
-  // aborted or died (the watchdog's round, status.watched.tick, and Device::release before it
-  // waits for the kernels); shared.cc says why not for a peer that failed on its own.
+  // This rank's kernels of the communicator end at once when mustStopDevice says so (stop.h: an
+  // abort here or a peer's, a death, a failed rank that cannot tell how far its calls go): the
+  // watchdog's round, status.watched.tick, and Device::release before it waits for the kernels;
+  // shared.cc says why not for a peer that failed on its own and told how far it goes.
   void stopIfAbandoned(const Driver* drv, CUcontext context);
   // This rank's communicator failed (not aborted): once its kernels finished every call it
   // launched, it tells the peers which device call it will never make (Transport::
   // announceDeviceEnd). The watchdog's round (without waiting for anything), and Device::release
-  // once the kernels are done (`final`). shared.cc says when it cannot.
+  // once the kernels are done (`final`). shared.cc says when it cannot (then every call ends).
   void tellPeersOfFailure(const Driver* drv, CUcontext context, bool final);
   // A peer told so: this rank's kernels of that call end at once (its call line, one no call has:
   // CLB_DEV_SIG_FAILED, written into this rank's own flag block). The watchdog's round, and

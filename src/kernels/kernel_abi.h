@@ -156,9 +156,9 @@ struct ClbDevHostStatus {
 // CLB_DEV_ERR_REPLAY: a captured call of ranks sharing a GPU in one process ran in a graph launched
 // without clbGraphLaunch; its call line then holds CLB_DEV_SIG_REPLAY, so that every peer fails too.
 // CLB_DEV_ERR_PEER is the host's, in the error word only (no kernel writes it, and the host status
-// stays as the kernels left it): the communicator was aborted, here or by a peer, or a peer died
-// (its notice came), so this rank's kernels of it end at once instead of waiting
-// (DeviceShared::stopIfAbandoned).
+// stays as the kernels left it): the communicator was aborted, here or by a peer, a peer died (its
+// notice came), or a failed rank cannot tell how far its calls go, so this rank's kernels of it end
+// at once instead of waiting (DeviceShared::stopIfAbandoned, device/stop.h).
 enum { CLB_DEV_ERR_TIMEOUT = 1, CLB_DEV_ERR_DISAGREE = 2, CLB_DEV_ERR_REPLAY = 3, CLB_DEV_ERR_PEER = 4 };
 
 static_assert(offsetof(ClbDevFlags, calls) % 16 == 0 &&

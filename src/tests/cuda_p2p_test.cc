@@ -870,12 +870,78 @@ std::string refusedBody(const clbUniqueId& id, int r, int n, bool send, bool inP
   return closeRank(d, comm, stream, err);
 }
 
+// Rank 0's send and rank 1's receive of 1000 elements, captured in a CUDA graph on each rank and
+// replayed once together (rank 1 checks the message element by element). Then rank 1 replays its
+// graph again while rank 0 refuses a call instead and stays up. Replays move the pair's counts on
+// without the host, so rank 0 cannot tell how far its sends go: it ends every device kernel of the
+// communicator, its own and rank 1's (device/stop.h). Rank 1's replayed receive must end within
+// 1.5 s (the timeout is 30 s), and its async error name rank 0 and its reason.
+std::string refusedAfterCaptureBody(const clbUniqueId& id, int r, int n) {
+  const Driver* d = nullptr;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  if (std::string e = openRank(id, r, n, &d, &stream, &comm); !e.empty()) return e;
+  DevBuf b(d, stream, 1000);
+  std::string err = messageBefore(d, stream, comm, r, b, "the capture");  // sets the pair up
+  const char* reason = "the buffer is a heap buffer (a test's refusal after a capture)";
+  CUgraph g = nullptr;
+  CUgraphExec exec = nullptr;
+  if (err.empty()) {
+    CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    const clbResult_t rc =
+        r == 0 ? clbSend(b.ptr(), 1000, clbInt64, 1, comm, stream) : clbRecv(b.ptr(), 1000, clbInt64, 0, comm, stream);
+    const std::string why = clbGetLastError();
+    CU_OK(d->cuStreamEndCapture(stream, &g));
+    if (rc != clbSuccess) err = "the captured call: " + why;
+  }
+  if (err.empty()) CU_OK(d->cuGraphInstantiateWithFlags(&exec, g, 0));
+  std::vector<int64_t> mine(1000);
+  for (size_t i = 0; i < mine.size(); i++) mine[i] = val(7, 1, i);
+  if (err.empty() && r == 0 && !b.put(mine)) err = "cuMemcpyHtoD failed";
+  if (err.empty()) {
+    CU_OK(d->cuGraphLaunch(exec, stream));
+    CU_OK(d->cuStreamSynchronize(stream));
+  }
+  if (err.empty() && r == 1) {
+    const std::vector<int64_t> got = b.get();
+    for (size_t i = 0; i < got.size() && err.empty(); i++)
+      if (got[i] != val(7, 1, i))
+        err = "the replay together: element " + std::to_string(i) + " is " + std::to_string(got[i]);
+  }
+  if (err.empty() && r == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1's replay waits by now
+    if (clbCommRefuse(comm, "send", 0, reason) != clbInvalidArgument)
+      err = std::string("clbCommRefuse did not refuse: ") + clbGetLastError();
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // stays up, as a server does
+  } else if (err.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    CU_OK(d->cuGraphLaunch(exec, stream));
+    const auto [first, msg, told, drained] = awaitTold(d, comm, stream, t0, true);
+    (void)first;
+    clbResult_t now = clbSuccess;
+    clbCommGetAsyncError(comm, &now);
+    const std::string after = clbGetLastError();
+    if (now != clbRemoteError || after.find("rank 0") == std::string::npos || after.find(reason) == std::string::npos)
+      err = "once drained, the async query says " + std::to_string(now) +
+            " (want REMOTE_ERROR naming rank 0 and its reason): " + after;
+    else if (told > 1500 || drained > 1500)
+      err = "told after " + std::to_string(told) + " ms, the stream drained after " + std::to_string(drained) +
+            " ms (want both within 1.5 s; the timeout is 30 s)";
+    else
+      printf("rank 1 (a replayed receive): told after %lld ms, the stream drained after %lld ms: %s\n", told, drained,
+             after.c_str());
+  }
+  if (exec) d->cuGraphExecDestroy(exec);
+  if (g) d->cuGraphDestroy(g);
+  return closeRank(d, comm, stream, err);
+}
+
 // A rank process of the tests below: CLB_DEVICE_PEER_BODY says what it runs ("calls": every call
 // twice, "graphs", "churn", "shorter" and "longer": a receive of another size, "registered" and
 // "registered-mismatch": registered buffers, "across-hosts": over verbs without shared memory,
-// "aborted": a receive from a rank that aborts, "refused-recv", "refused-send" and
-// "refused-recv-destroyed": an operation with a rank that refuses its call); with COLIBRI_DEVICE_P2P=off in its
-// environment the pairs go through host memory.
+// "aborted": a receive from a rank that aborts, "refused-recv", "refused-send",
+// "refused-recv-destroyed" and "refused-after-capture": an operation with a rank that refuses its
+// call); with COLIBRI_DEVICE_P2P=off in its environment the pairs go through host memory.
 TEST(DevicePeerChild, Rank) {
   const char* id = getenv("CLB_DEVICE_PEER_ID");
   if (!id) GTEST_SKIP() << "runs only as a rank process of DevicePeer";
@@ -895,6 +961,7 @@ TEST(DevicePeerChild, Rank) {
   if (body == "refused-recv") err = refusedBody(unhex(id), r, n, false, false);
   if (body == "refused-send") err = refusedBody(unhex(id), r, n, true, false);
   if (body == "refused-recv-destroyed") err = refusedBody(unhex(id), r, n, false, false, true);
+  if (body == "refused-after-capture") err = refusedAfterCaptureBody(unhex(id), r, n);
   if (body == "across-hosts") {
     const char* gm = getenv("COLIBRI_VERBS_GPU_MEMORY");
     err = acrossHostsBody(unhex(id), r, n, !(gm && std::string(gm) == "host"));
@@ -948,6 +1015,7 @@ TEST(DevicePeer, ProcessesEndAnOperationWithARankThatRefusedItsCallAtOnce) {
   runProcesses(2, "refused-recv");
   runProcesses(2, "refused-send");
   runProcesses(2, "refused-recv-destroyed");
+  runProcesses(2, "refused-after-capture");
 }
 
 // Rank threads meet on the host before they launch, so the waiting call fails there; with

@@ -420,6 +420,94 @@ std::string refusedWhileOthersWait(const clbUniqueId& id, int rank, int n, std::
   return err;
 }
 
+// Every rank process captures an allReduce of `count` floats in place in a CUDA graph and
+// replays it once with the others (checked element by element). Replays run calls the host does
+// not count, so a rank that fails after that cannot tell which call it will never make: it ends
+// every device kernel of the communicator, its own and the others' (device/stop.h). Without
+// `inFlight`, the others replay again at once and their kernels wait for the last rank, which
+// refuses a call (clbCommRefuse) 500 ms later and stays up: their streams must drain within 1.5 s
+// of their replay (the timeout is 30 s). With `inFlight`, the last rank replays at once and
+// refuses 500 ms later, while its replay waits for the others: its stream must drain within 1 s of
+// the refusal; the others replay 2 s later, and their later kernels return at once. Either way
+// the others' async error, once drained, says that the last rank could not tell which of its calls
+// complete, naming it and its reason.
+std::string refusedAfterCapture(const clbUniqueId& id, int rank, int n, size_t count, bool inFlight) {
+  constexpr int64_t kLongTimeoutMs = 30000;
+  const Driver* d = nullptr;
+  CUstream stream = nullptr;
+  clbComm_t comm = nullptr;
+  CUdeviceptr buf = 0;
+  const char* reason = "the test refuses this call on purpose, after a capture";
+  if (std::string e = openWithZeros(id, rank, n, kLongTimeoutMs, count, &d, &stream, &comm, &buf); !e.empty()) return e;
+  std::string err;
+  if (clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, comm, stream) != clbSuccess)
+    err = std::string("warm-up: ") + clbGetLastError();
+  CU_OK(d->cuStreamSynchronize(stream));
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  if (err.empty()) {
+    CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    const clbResult_t rc = clbAllReduce((void*)buf, (void*)buf, count, clbFloat32, clbSum, comm, stream);
+    const std::string why = clbGetLastError();
+    CU_OK(d->cuStreamEndCapture(stream, &graph));
+    if (rc != clbSuccess) err = "the captured call: " + why;
+  }
+  if (err.empty()) CU_OK(d->cuGraphInstantiateWithFlags(&exec, graph, 0));
+  std::vector<float> in(count), got(count);
+  for (size_t e = 0; e < count; e++) in[e] = (float)(rank * 1000 + (int)(e % 97));
+  if (err.empty()) {
+    CU_OK(upload(d, buf, in.data(), count * 4));
+    CU_OK(d->cuGraphLaunch(exec, stream));
+    CU_OK(d->cuStreamSynchronize(stream));
+    CU_OK(d->cuMemcpyDtoH(got.data(), buf, count * 4));
+    for (size_t e = 0; e < count && err.empty(); e++) {
+      const float want = (float)(1000 * n * (n - 1) / 2 + n * (int)(e % 97));
+      if (got[e] != want)
+        err = "the replay together: element " + std::to_string(e) + " is " + std::to_string(got[e]) + ", want " +
+              std::to_string(want);
+    }
+  }
+  const std::string who = "rank " + std::to_string(n - 1);
+  if (err.empty() && rank == n - 1) {
+    if (inFlight) CU_OK(d->cuGraphLaunch(exec, stream));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the others' replay (or its own) waits by now
+    const auto t0 = Clock::now();
+    if (clbCommRefuse(comm, "allReduce", 1, reason) != clbInvalidArgument)
+      err = std::string("clbCommRefuse did not refuse: ") + clbGetLastError();
+    CU_OK(d->cuStreamSynchronize(stream));
+    if (err.empty() && msSince(t0) > 1000)
+      err = "its own replay drained " + std::to_string(msSince(t0)) + " ms after the refusal (want within 1 s)";
+    else if (err.empty() && inFlight)
+      printf("rank %d: its own replay drained %lld ms after its refusal\n", rank, (long long)msSince(t0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // stays up, as a server does
+  } else if (err.empty()) {
+    if (inFlight) std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // after the last rank's refusal
+    const auto t0 = Clock::now();
+    CU_OK(d->cuGraphLaunch(exec, stream));
+    CU_OK(d->cuStreamSynchronize(stream));
+    const int64_t drained = msSince(t0);
+    clbResult_t now = clbSuccess;
+    clbCommGetAsyncError(comm, &now);
+    const std::string after = clbGetLastError();
+    if (now != clbRemoteError ||
+        after.find(who + "'s communicator failed, and it could not tell") == std::string::npos ||
+        after.find(reason) == std::string::npos)
+      err = "once drained, the async query says " + std::to_string(now) + " (want a remote error saying that " + who +
+            " could not tell which of its calls complete, and its reason): " + after;
+    else if (drained > 1500)
+      err = "the stream drained after " + std::to_string(drained) +
+            " ms (want within 1.5 s of the replay; the timeout is 30 s): " + after;
+    else
+      printf("rank %d: the replay drained after %lld ms: %s\n", rank, (long long)drained, after.c_str());
+  }
+  if (exec) d->cuGraphExecDestroy(exec);
+  if (graph) d->cuGraphDestroy(graph);
+  clbCommDestroy(comm);
+  d->cuMemFree(buf);
+  d->cuStreamDestroy(stream);
+  return err;
+}
+
 // A host barrier of the rank threads of one process (the graphs are instantiated and uploaded by
 // every rank before any launches one: docs/troubleshooting.md).
 void meetThreads(std::atomic<int>* count, int n, int round) {
@@ -553,6 +641,9 @@ std::string scenario(const std::string& name, const clbUniqueId& id, int rank, i
   if (name == "refused-staged") return refusedWhileOthersWait(id, rank, n, shared, 1u << 20, false);
   if (name == "refused-destroyed") return refusedWhileOthersWait(id, rank, n, shared, 1000, true);
   if (name == "refused-others-destroy") return refusedWhileOthersWait(id, rank, n, shared, 1000, false, true);
+  if (name == "refused-after-capture") return refusedAfterCapture(id, rank, n, 1000, false);
+  if (name == "refused-after-capture-staged") return refusedAfterCapture(id, rank, n, 1u << 20, false);
+  if (name == "refused-after-capture-in-flight") return refusedAfterCapture(id, rank, n, 1000, true);
   return "unknown scenario " + name;
 }
 
@@ -646,6 +737,11 @@ TEST(DeviceRobustness, ARefusalEndsThePeersKernelsOfThatCallAtOnceProcesses) {
   runAsProcesses("refused-others-destroy", 3);
 }
 TEST(DeviceRobustness, ARefusalFailsThePeersCallAtOnceThreads) { runAsThreads("refused", 3); }
+TEST(DeviceRobustness, ARefusalAfterACaptureEndsEveryRanksKernelsAtOnceProcesses) {
+  runAsProcesses("refused-after-capture", 3);
+  runAsProcesses("refused-after-capture-staged", 3);
+  runAsProcesses("refused-after-capture-in-flight", 3);
+}
 // The last of 3 rank processes kills itself (SIGKILL) while the others' kernels wait for it.
 TEST(DeviceRobustness, ADeadPeerStopsTheKernelsAtOnceProcesses) {
   if (!gpu()) GTEST_SKIP() << "no GPU here: " << why;

@@ -21,6 +21,9 @@ struct CollArgs;  // algo/algorithms.h
 
 // Something a peer said or showed that ends a wait (or the communicator, for
 // clbCommGetAsyncError). The core words the error; the transport only finds it.
+// Transport::announceDeviceEnd: "every device call", from a failed rank that cannot say which.
+constexpr uint64_t kDeviceEndEvery = ~0ull;
+
 struct PeerNotice {
   enum Kind : char {
     kNone = 0,
@@ -96,10 +99,12 @@ class Transport {
   virtual bool abandonedNotice(PeerNotice* n) {
     return statusNotice(n) && (n->kind == PeerNotice::kAborted || n->kind == PeerNotice::kGone);
   }
-  // The device collectives of a communicator that failed (DeviceShared::tellPeersOfFailure):
-  // this rank says that `next` is the first device call it will never make (its kernels finished
-  // every call before it), and a peer reads what peer p said (0: nothing yet). Any thread; once
-  // said, it stays. A transport without shared memory has no device paths: nothing to say.
+  // The device calls of a communicator that failed (DeviceShared::tellPeersOfFailure): this rank
+  // says that `next` is the first device call it will never make (its kernels finished every call
+  // before it), or kDeviceEndEvery: it cannot tell, and its device kernels end, so the peers' must
+  // too (device/stop.h). A peer reads what peer p said (0: nothing yet). Any thread; once said, a
+  // number stays until kDeviceEndEvery replaces it, which stays. A transport without shared memory
+  // has no device paths: nothing to say.
   virtual void announceDeviceEnd(uint64_t next) {}
   virtual uint64_t deviceEnd(int p) const { return 0; }
   // Tells the peers that this rank failed (kFailed, `reason` its first error) or aborted

@@ -547,7 +547,12 @@ bool ShmTransport::abandonedNotice(PeerNotice* n) {
   return false;
 }
 
-void ShmTransport::announceDeviceEnd(uint64_t next) { world_.self()->deviceEnd.store(next, std::memory_order_release); }
+void ShmTransport::announceDeviceEnd(uint64_t next) {
+  std::atomic<uint64_t>& end = world_.self()->deviceEnd;
+  uint64_t was = end.load(std::memory_order_relaxed);
+  while (was != kDeviceEndEvery && !end.compare_exchange_weak(was, next, std::memory_order_release)) {
+  }
+}
 
 uint64_t ShmTransport::deviceEnd(int p) const { return world_.ctl(p)->deviceEnd.load(std::memory_order_acquire); }
 

@@ -1,0 +1,118 @@
+// Copyright 2026 The Colibri Authors. Licensed under the Apache License, Version 2.0.
+//
+// When a rank's device kernels end at once (src/device/stop.h), decided on the host alone, so that
+// it runs without a GPU: rank threads over shared memory, whose control blocks carry what a failed
+// rank says of its device calls (Transport::announceDeviceEnd). A failed rank that tells which call
+// it will never make is no reason for its peers to stop; one that cannot tell (after a CUDA graph
+// capture, say: endEveryDeviceCall) is, on every rank, naming it and its reason; what it said
+// stays said, whatever number is announced after it; a rank whose failure follows from a peer's
+// end does not echo it; nothing is said where no peer could read it; an abort is reported as one.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "core/comm.h"
+#include "device/stop.h"
+#include "tests/test_ranks.h"
+#include "transport/transport.h"
+
+namespace {
+
+using clb::cuda::endEveryDeviceCall;
+using clb::cuda::mustStopDevice;
+
+// A host barrier of the rank threads (round r: every rank has arrived r times), given up after
+// 10 s (a rank that returned early with its error is not waited for).
+void meet(std::atomic<int>* count, int n, int round) {
+  count->fetch_add(1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (count->load() < n * round && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+}
+
+// The ranks run `body` over shm (the transport of the device paths inside a node).
+void withShmRanks(int n, const std::function<std::string(int, clbComm*)>& body) {
+  auto errors = clbtest::runThreadRanks(
+      n, [](int, clbConfig_t* cfg) { cfg->transport = clbTransportShm; },
+      [&](int r, clbComm_t c) {
+        if (std::string e = body(r, c); !e.empty()) ADD_FAILURE() << "rank " << r << ": " << e;
+      });
+  for (int r = 0; r < n; r++) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+TEST(DeviceStop, ARankThatCannotTellItsEndStopsEveryRankNamingItsReason) {
+  const int n = 3;
+  std::atomic<int> count{0};
+  const char* reason = "a heap buffer (the stop test's refusal)";
+  withShmRanks(n, [&](int r, clbComm* c) -> std::string {
+    clbResult_t code = clbSuccess;
+    std::string why;
+    if (mustStopDevice(c, &code, &why)) return "a healthy communicator stops: " + why;
+    meet(&count, n, 1);
+    // Rank 2 fails and tells which device call it will never make: its peers go on.
+    if (r == 2) {
+      if (clbCommRefuse(c, "allReduce", 1, reason) != clbInvalidArgument) return "the refusal was not refused";
+      c->carrier->announceDeviceEnd(5);
+    }
+    meet(&count, n, 2);
+    if (c->carrier->deviceEnd(2) != 5) return "rank 2's end reads " + std::to_string(c->carrier->deviceEnd(2));
+    if (r != 2 && mustStopDevice(c, &code, &why)) return "a failed rank that told its end stops the others: " + why;
+    meet(&count, n, 3);
+    // Then it cannot tell after all: every call ends, and a number said later changes nothing.
+    if (r == 2) {
+      if (!endEveryDeviceCall(c, "its calls were captured in a CUDA graph")) return "rank 2 could not say every call";
+      c->carrier->announceDeviceEnd(9);
+    }
+    meet(&count, n, 4);
+    // A rank whose failure follows from rank 2's only echoes it: it says nothing of its own.
+    if (r == 0 && endEveryDeviceCall(c, "its own kernels failed")) return "rank 0 echoed rank 2's every call";
+    if (c->carrier->deviceEnd(0) != 0) return "rank 0's end reads " + std::to_string(c->carrier->deviceEnd(0));
+    if (c->carrier->deviceEnd(2) != clb::kDeviceEndEvery)
+      return "rank 2's end reads " + std::to_string(c->carrier->deviceEnd(2)) + " after it said every call";
+    if (!mustStopDevice(c, &code, &why)) return "rank 2 said every call ends, yet this rank's kernels go on";
+    if (r == 2) {
+      if (why.find("rank 2's communicator failed") == std::string::npos) return "rank 2's own stop says: " + why;
+    } else if (code != clbRemoteError || why.find("rank 2's communicator failed") == std::string::npos ||
+               why.find("rank " + std::to_string(r) + "'s device calls") == std::string::npos ||
+               why.find(reason) == std::string::npos) {
+      return "the stop says " + std::to_string(code) + " (want a remote error naming rank 2, this rank and the "
+             "reason): " + why;
+    }
+    meet(&count, n, 5);
+    return "";
+  });
+}
+
+// Over a transport without shared memory (whose communicators have no device collectives) nothing
+// is said: no peer could read it.
+TEST(DeviceStop, NothingIsSaidOverSockets) {
+  auto errors = clbtest::runThreadRanks(
+      2, [](int, clbConfig_t* cfg) { cfg->transport = clbTransportSocket; },
+      [&](int r, clbComm_t c) {
+        if (r == 1 && endEveryDeviceCall(c, "its calls were captured in a CUDA graph"))
+          ADD_FAILURE() << "said over sockets";
+      });
+  for (int r = 0; r < 2; r++) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+TEST(DeviceStop, AnAbortStopsThePeersAsAnAbort) {
+  const int n = 2;
+  std::atomic<int> count{0};
+  withShmRanks(n, [&](int r, clbComm* c) -> std::string {
+    if (r == 1 && clbCommAbort(c) != clbSuccess) return std::string("abort: ") + clbGetLastError();
+    meet(&count, n, 1);
+    clbResult_t code = clbSuccess;
+    std::string why;
+    if (!mustStopDevice(c, &code, &why) || code != clbAborted ||
+        why.find(r == 1 ? "rank 1's communicator was aborted" : "rank 1 aborted its communicator") ==
+            std::string::npos)
+      return "after rank 1's abort the stop says " + std::to_string(code) + ": " + why;
+    meet(&count, n, 2);
+    return "";
+  });
+}
+
+}  // namespace
