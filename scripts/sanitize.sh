@@ -61,14 +61,14 @@ TSAN_SIZES='/(PeerMatrix\.RingExchangeAllToAllGatherScatterReduce|PreMulSum\.All
 
 # TSan runs the threaded tests only (the test files named here, and libnccl.so.2's tests):
 # collectives, point-to-point and its groups, split, concurrent calls, async errors and aborts,
-# barriers, agreement and version checks across ranks, the device paths' host-side meetings, PreMulSum,
-# the log sink, last errors, the bootstrap and buffer registration (also the one build of its test
+# barriers, agreement and version checks across ranks, the device paths' host-side meetings and stop
+# decision, PreMulSum, the log sink, last errors, the bootstrap and buffer registration (also the one build of its test
 # without the device runtime), all with ranks as threads of one process (some spawn
 # rank processes of the same binary, which run under TSan too). The rest (bootstrap attacks and TLS,
 # crypto, dtype loops, the verbs emulator's suites, the CUDA tests that skip without a GPU) is
 # single-threaded or spends its time in other processes and sockets; ASan runs it. Nor does TSan
 # build the CUDA path (-DCOLIBRI_CUDA=OFF): without a GPU none of it runs; ASan builds it.
-TSAN_TEST_FILES='(collectives|concurrent_call|split|async_error|p2p|barrier|agree|versions|peer_meet|launch_meet|premul|log|last_error|bootstrap|registration)_test\.cc'
+TSAN_TEST_FILES='(collectives|concurrent_call|split|async_error|p2p|barrier|agree|versions|peer_meet|launch_meet|device_stop|premul|log|last_error|bootstrap|registration)_test\.cc'
 
 # "name|reason" entries -> a ctest -E regex of the names
 exclude_regex() {

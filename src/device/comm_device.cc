@@ -144,8 +144,8 @@ clbResult_t deviceStatus(DeviceCommContext* c) {
     if (p >= 0) snprintf(whom, sizeof whom, "rank %d", p);
     setError(clbRemoteError,
              "rank %d: a point-to-point operation on device memory waited for %s, whose communicator failed "
-             "before it launched the matching send or receive: that operation's output is undefined, and the "
-             "communicator cannot go on%s",
+             "before it launched the matching send or receive (or could not tell how far its calls go): that "
+             "operation's output is undefined, and the communicator cannot go on%s",
              c->rank, whom, said);
     c->markFailed(clbRemoteError);
     return clbRemoteError;
@@ -171,6 +171,9 @@ void releaseCallMemory(DeviceCommContext* c, bool peers) {
   std::unique_lock<std::shared_mutex> objects(c->deviceObjects);
   c->device.reset();  // waits for this rank's kernels (its context synchronized) ...
   c->scaler.reset();  // ... so the scaling kernels' scratch is free to go
+  // (... and where there were no device collectives, the point-to-point kernels are waited for
+  // here, while the watchdog's rounds still end them where they must.)
+  if (c->peerDevice) c->peerDevice->drain();
   // The watchdog's round of point-to-point reads the transport's notices: out of its sight before
   // a destroy lets the transport go (the next point-to-point call after a suspend watches again),
   // then its round once more on this thread, while what it says through the transport still

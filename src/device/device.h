@@ -84,6 +84,8 @@ class PeerDevice {
   // With CLB_P2P_ERROR_PEER_ENDED, the rank waited for (whose communicator failed and said how far
   // its launches with this rank go: tellPeersOfEnd); else -1.
   int endedPeer() const;
+  // Waits for this rank's kernels (its context synchronized), still in the watchdog's sight.
+  void drain();
   // The watchdog's round once more, out of its sight (after unwatch), taking its lock whatever
   // holds it: before a destroy lets the transport go, while what this rank says to its peers
   // through it still reaches them.

@@ -93,6 +93,12 @@ void PeerDevice::watch() {
   watching_ = true;
 }
 
+void PeerDevice::drain() {
+  if (!d_) return;
+  CtxScope scope(d_, ctx_);
+  d_->cuCtxSynchronize();
+}
+
 void PeerDevice::lastRound() {
   stopIfAbandoned();
   tellPeersOfEnd(true);
@@ -298,11 +304,11 @@ void PeerDevice::stopIfAbandoned() {
 // number past them gives up at once (CLB_P2P_ERROR_PEER_ENDED, kernels/p2p.cu); what this rank's
 // launches still send or receive moves as before. After a capture (replays move the counts on
 // without the host), or once this rank said that every device call ends (stop.h), it cannot tell
-// those numbers: its own point-to-point kernels end first (its error word, in the same stream
-// order), and the boxes say 0 and 0, so that every wait of a peer's for this rank ends; through a
-// transport with shared memory every device kernel of the communicator ends too
-// (endEveryDeviceCall). Nothing when its kernels were stopped already: by an abort, a death or a
-// "every call", which reach every peer by themselves.
+// those numbers: through a transport with shared memory every device kernel of the communicator
+// ends (endEveryDeviceCall), its own point-to-point kernels end first here (its error word, in the
+// same stream order), and the boxes say 0 and 0, so that every wait of a peer's for this rank ends
+// whatever the transport. Nothing when its kernels were stopped already: by an abort, a death or
+// an "every call", which reach every peer by themselves.
 void PeerDevice::tellPeersOfEnd(bool wait) {
   // Cheap and lock-free while the communicator is healthy: the watchdog's round never waits here
   // for a launch that holds the lock (a full launch queue may hold it a while); it tries again at
@@ -314,9 +320,27 @@ void PeerDevice::tellPeersOfEnd(bool wait) {
   else if (!g.try_lock())
     return;
   if (endTold_.load()) return;
-  endTold_.store(true);
-  if (stopped_) return;
+  if (stopped_) return endTold_.store(true);
   const bool every = captured_ || c_->deviceEndsEveryAtMs.load();
+  const char* why =
+      captured_ ? "its point-to-point calls were captured in a CUDA graph" : "it said that every device call ends";
+  if (every) {
+    // Through shared memory the peers hear "every call" from its control block; where they cannot
+    // (another transport), the boxes below say it. Not where this rank's failure follows from a
+    // peer's (as a rank that did not capture: nothing), nor yet while a peer that failed first
+    // has not said how far it goes (the next round asks again; a destroy does not wait).
+    const EveryCall said = endEveryDeviceCall(c_, why);
+    if (said == EveryCall::kLater && !wait) return;
+    if (said == EveryCall::kEcho || said == EveryCall::kLater) {
+      endTold_.store(true);
+      CLB_INFO(
+          "rank %d: its communicator failed after a peer's and %s; its peers' point-to-point kernels that wait for "
+          "it end at that peer's end, else at the timeout",
+          c_->rank, why);
+      return;
+    }
+  }
+  endTold_.store(true);
   CtxScope scope(d_, ctx_);
   CUstream s = nullptr;
   CUresult rc = stopStream(&s);
@@ -333,7 +357,6 @@ void PeerDevice::tellPeersOfEnd(bool wait) {
     if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue64(s, pr.mine + offsetof(ClbP2pBox, endReceived), received, 0);
     if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue64(s, pr.mine + offsetof(ClbP2pBox, ended), 1, 0);
   }
-  if (every) endEveryDeviceCall(c_, "its point-to-point calls were captured in a CUDA graph");
   if (!any) return;
   toldAtMs_ = nowMs();
   if (rc != CUDA_SUCCESS)
@@ -343,9 +366,9 @@ void PeerDevice::tellPeersOfEnd(bool wait) {
         c_->rank, (int)rc);
   else if (every)
     CLB_INFO(
-        "rank %d: its communicator failed and it cannot tell how far its point-to-point calls go (they were captured "
-        "in a CUDA graph): its point-to-point kernels end at once, and its peers' waiting for it",
-        c_->rank);
+        "rank %d: its communicator failed and %s, so it cannot tell how far its point-to-point calls go: its "
+        "point-to-point kernels end at once, and its peers' waiting for it",
+        c_->rank, why);
   else
     CLB_INFO(
         "rank %d: its communicator failed; its peers' point-to-point kernels waiting past its last launch end at once",

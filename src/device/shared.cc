@@ -261,7 +261,8 @@ void DeviceShared::stopIfAbandoned(const Driver* drv, CUcontext context) {
 // not finish): then every device kernel of the communicator ends, this rank's and its peers'
 // (endEveryDeviceCall, then stopIfAbandoned at once), unless a peer said first how far it goes
 // (this rank's failure follows from that peer's, whose end reaches the others too: an error of
-// this rank's kernels that ended at its line, say). The count is read with an asynchronous
+// this rank's kernels that ended at its line, say), or failed first and has not said yet (the
+// next round asks again; a destroy does not wait for it). The count is read with an asynchronous
 // copy, on a stream of its own, into the status block, and taken at the next round: the watchdog
 // waits for nothing. At the latest when a destroy has waited for the kernels (`final`).
 void DeviceShared::tellPeersOfFailure(const Driver* drv, CUcontext context, bool final) {
@@ -269,11 +270,13 @@ void DeviceShared::tellPeersOfFailure(const Driver* drv, CUcontext context, bool
   if (!comm->failed.load() || comm->aborted.load() || status.stopped.load(std::memory_order_relaxed)) return;
   if (launching.load()) return;  // a launch in progress is counted once it returns: the next round
   auto giveUp = [&](const char* why) {
+    const EveryCall said = endEveryDeviceCall(comm, why);
+    if (said == EveryCall::kLater && !final) return;  // (told_ as it was: the next round decides)
     told_ = Told::kDone;
-    if (endEveryDeviceCall(comm, why)) return stopIfAbandoned(drv, context);
+    if (said == EveryCall::kSaid) return stopIfAbandoned(drv, context);
     CLB_INFO(
-        "rank %d: its communicator failed after a peer's and %s; its peers' device calls that wait for it end when "
-        "that peer's end reaches them, else at the device timeout",
+        "rank %d: its communicator failed after a peer's and %s; its peers' device calls that wait for it end at "
+        "that peer's end, else at the device timeout",
         comm->rank, why);
   };
   if (comm->captured.load(std::memory_order_relaxed)) return giveUp("its calls were captured in a CUDA graph");

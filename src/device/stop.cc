@@ -62,19 +62,23 @@ bool mustStopDevice(DeviceCommContext* comm, clbResult_t* code, std::string* why
   return true;
 }
 
-bool endEveryDeviceCall(DeviceCommContext* comm, const char* why) {
-  if (comm->deviceEndsEveryAtMs.load()) return true;
-  if (comm->nranks < 2 || !comm->carrier || !comm->carrier->sharesMemory()) return false;
+EveryCall endEveryDeviceCall(DeviceCommContext* comm, const char* why) {
+  if (comm->deviceEndsEveryAtMs.load()) return EveryCall::kSaid;
+  if (comm->nranks < 2 || !comm->carrier || !comm->carrier->sharesMemory()) return EveryCall::kNoPeerHears;
   for (int p = 0; p < comm->nranks; p++)
-    if (p != comm->rank && comm->carrier->deviceEnd(p) != 0) return false;
+    if (p != comm->rank && comm->carrier->deviceEnd(p) != 0) return EveryCall::kEcho;
+  PeerNotice n;
+  if (comm->carrier->statusNotice(&n) && n.kind == PeerNotice::kFailed && n.origin != comm->rank)
+    return EveryCall::kLater;
   int64_t none = 0;
-  if (!comm->deviceEndsEveryAtMs.compare_exchange_strong(none, std::max<int64_t>(nowMs(), 1))) return true;
-  comm->carrier->announceDeviceEnd(kDeviceEndEvery);
-  CLB_INFO(
-      "rank %d: its communicator failed and %s, so it cannot tell which of its device calls complete: its device "
-      "calls on it, and its peers', end at once (their output is undefined)",
-      comm->rank, why);
-  return true;
+  if (comm->deviceEndsEveryAtMs.compare_exchange_strong(none, std::max<int64_t>(nowMs(), 1))) {
+    comm->carrier->announceDeviceEnd(kDeviceEndEvery);
+    CLB_INFO(
+        "rank %d: its communicator failed and %s, so it cannot tell which of its device calls complete: its device "
+        "calls on it, and its peers', end at once (their output is undefined)",
+        comm->rank, why);
+  }
+  return EveryCall::kSaid;
 }
 
 void graceForEveryDeviceCall(const DeviceCommContext* comm) {

@@ -34,11 +34,17 @@ bool mustStopDevice(DeviceCommContext* comm, clbResult_t* code, std::string* why
 // finish). So every device kernel of the communicator ends, here and on every peer: this rank's at
 // its next mustStopDevice, the peers' at theirs, once they read what this says
 // (Transport::announceDeviceEnd with kDeviceEndEvery). The output of calls in flight is undefined.
-// `why` is which of these it is, for the log. Any thread; true once said (and after). Not said
-// (false) where it would reach no peer (one rank; a transport without shared memory, whose
-// communicators have no device collectives) or would only echo: a peer said first how far it goes
-// (its end is what this rank's failure follows from, and its calls before it still complete).
-bool endEveryDeviceCall(DeviceCommContext* comm, const char* why);
+// `why` is which of these it is, for the log. Any thread. What it did:
+enum class EveryCall {
+  kSaid,         // said (now or before)
+  kNoPeerHears,  // one rank, or a transport without shared memory (whose communicators have no
+                 // device collectives): nothing is said
+  kEcho,         // a peer said first how far it goes: this rank's failure follows from that one,
+                 // whose calls before its end still complete; nothing is said
+  kLater,        // a peer failed first and has not said yet how far it goes (it says so once its
+                 // kernels finished its calls): nothing is said yet; ask again at the next round
+};
+EveryCall endEveryDeviceCall(DeviceCommContext* comm, const char* why);
 
 // A destroy that said so keeps the memory its peers' kernels read (its flags, staging and boxes)
 // this long after it said so: the peers' watchdogs see it at their next round (every 100 ms) and

@@ -6,7 +6,8 @@
 // it will never make is no reason for its peers to stop; one that cannot tell (after a CUDA graph
 // capture, say: endEveryDeviceCall) is, on every rank, naming it and its reason; what it said
 // stays said, whatever number is announced after it; a rank whose failure follows from a peer's
-// end does not echo it; nothing is said where no peer could read it; an abort is reported as one.
+// does not echo it, and waits to decide until that peer said how far it goes; nothing is said
+// where no peer could read it; an abort is reported as one.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -23,6 +24,7 @@
 namespace {
 
 using clb::cuda::endEveryDeviceCall;
+using clb::cuda::EveryCall;
 using clb::cuda::mustStopDevice;
 
 // A host barrier of the rank threads (round r: every rank has arrived r times), given up after
@@ -52,24 +54,29 @@ TEST(DeviceStop, ARankThatCannotTellItsEndStopsEveryRankNamingItsReason) {
     std::string why;
     if (mustStopDevice(c, &code, &why)) return "a healthy communicator stops: " + why;
     meet(&count, n, 1);
-    // Rank 2 fails and tells which device call it will never make: its peers go on.
-    if (r == 2) {
-      if (clbCommRefuse(c, "allReduce", 1, reason) != clbInvalidArgument) return "the refusal was not refused";
-      c->carrier->announceDeviceEnd(5);
-    }
+    // Rank 2 fails. Until it tells which device call it will never make (once its kernels finished
+    // the calls before), a rank whose own failure may follow from it asks again later.
+    if (r == 2 && clbCommRefuse(c, "allReduce", 1, reason) != clbInvalidArgument) return "the refusal was not refused";
     meet(&count, n, 2);
+    if (r == 0 && endEveryDeviceCall(c, "its calls were captured in a CUDA graph") != EveryCall::kLater)
+      return "rank 0 decided before rank 2, which failed first, said how far it goes";
+    meet(&count, n, 3);
+    if (r == 2) c->carrier->announceDeviceEnd(5);
+    meet(&count, n, 4);
+    // It told: its peers go on, and a rank whose failure follows from it only echoes it.
     if (c->carrier->deviceEnd(2) != 5) return "rank 2's end reads " + std::to_string(c->carrier->deviceEnd(2));
     if (r != 2 && mustStopDevice(c, &code, &why)) return "a failed rank that told its end stops the others: " + why;
-    meet(&count, n, 3);
+    if (r == 0 && endEveryDeviceCall(c, "its calls were captured in a CUDA graph") != EveryCall::kEcho)
+      return "rank 0 did not take its failure for an echo of rank 2's";
+    if (c->carrier->deviceEnd(0) != 0) return "rank 0's end reads " + std::to_string(c->carrier->deviceEnd(0));
+    meet(&count, n, 5);
     // Then it cannot tell after all: every call ends, and a number said later changes nothing.
     if (r == 2) {
-      if (!endEveryDeviceCall(c, "its calls were captured in a CUDA graph")) return "rank 2 could not say every call";
+      if (endEveryDeviceCall(c, "its calls were captured in a CUDA graph") != EveryCall::kSaid)
+        return "rank 2 could not say every call";
       c->carrier->announceDeviceEnd(9);
     }
-    meet(&count, n, 4);
-    // A rank whose failure follows from rank 2's only echoes it: it says nothing of its own.
-    if (r == 0 && endEveryDeviceCall(c, "its own kernels failed")) return "rank 0 echoed rank 2's every call";
-    if (c->carrier->deviceEnd(0) != 0) return "rank 0's end reads " + std::to_string(c->carrier->deviceEnd(0));
+    meet(&count, n, 6);
     if (c->carrier->deviceEnd(2) != clb::kDeviceEndEvery)
       return "rank 2's end reads " + std::to_string(c->carrier->deviceEnd(2)) + " after it said every call";
     if (!mustStopDevice(c, &code, &why)) return "rank 2 said every call ends, yet this rank's kernels go on";
@@ -78,10 +85,12 @@ TEST(DeviceStop, ARankThatCannotTellItsEndStopsEveryRankNamingItsReason) {
     } else if (code != clbRemoteError || why.find("rank 2's communicator failed") == std::string::npos ||
                why.find("rank " + std::to_string(r) + "'s device calls") == std::string::npos ||
                why.find(reason) == std::string::npos) {
-      return "the stop says " + std::to_string(code) + " (want a remote error naming rank 2, this rank and the "
-             "reason): " + why;
+      return "the stop says " + std::to_string(code) +
+             " (want a remote error naming rank 2, this rank and the "
+             "reason): " +
+             why;
     }
-    meet(&count, n, 5);
+    meet(&count, n, 7);
     return "";
   });
 }
@@ -92,7 +101,7 @@ TEST(DeviceStop, NothingIsSaidOverSockets) {
   auto errors = clbtest::runThreadRanks(
       2, [](int, clbConfig_t* cfg) { cfg->transport = clbTransportSocket; },
       [&](int r, clbComm_t c) {
-        if (r == 1 && endEveryDeviceCall(c, "its calls were captured in a CUDA graph"))
+        if (r == 1 && endEveryDeviceCall(c, "its calls were captured in a CUDA graph") != EveryCall::kNoPeerHears)
           ADD_FAILURE() << "said over sockets";
       });
   for (int r = 0; r < 2; r++) EXPECT_EQ(errors[r], "") << "rank " << r;
@@ -107,8 +116,7 @@ TEST(DeviceStop, AnAbortStopsThePeersAsAnAbort) {
     clbResult_t code = clbSuccess;
     std::string why;
     if (!mustStopDevice(c, &code, &why) || code != clbAborted ||
-        why.find(r == 1 ? "rank 1's communicator was aborted" : "rank 1 aborted its communicator") ==
-            std::string::npos)
+        why.find(r == 1 ? "rank 1's communicator was aborted" : "rank 1 aborted its communicator") == std::string::npos)
       return "after rank 1's abort the stop says " + std::to_string(code) + ": " + why;
     meet(&count, n, 2);
     return "";
