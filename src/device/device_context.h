@@ -62,6 +62,8 @@ struct DeviceCommContext : CommContext {
   // kernel of the communicator ends, its own and its peers' (device/stop.h, endEveryDeviceCall):
   // when it said so (nowMs; 0: it did not).
   std::atomic<int64_t> deviceEndsEveryAtMs{0};
+  // ... and when it first waited to say so for another failed rank to say how far it goes (0: not).
+  std::atomic<int64_t> deviceEndLaterSinceMs{0};
   // Held shared by the status queries from any thread (clbCommGetAsyncError) while they read the
   // device objects, and exclusively by clbCommSuspend while it frees them.
   std::shared_mutex deviceObjects;

@@ -327,11 +327,11 @@ void PeerDevice::tellPeersOfEnd(bool wait) {
   if (every) {
     // Through shared memory the peers hear "every call" from its control block; where they cannot
     // (another transport), the boxes below say it. Not where this rank's failure follows from a
-    // peer's (as a rank that did not capture: nothing), nor yet while a peer that failed first
-    // has not said how far it goes (the next round asks again; a destroy does not wait).
-    const EveryCall said = endEveryDeviceCall(c_, why);
-    if (said == EveryCall::kLater && !wait) return;
-    if (said == EveryCall::kEcho || said == EveryCall::kLater) {
+    // peer's (as a rank that did not capture: nothing), nor yet while another failed rank has not
+    // said how far it goes (the next rounds ask again; stop.h bounds the wait).
+    const EveryCall said = endEveryDeviceCall(c_, why, wait);
+    if (said == EveryCall::kLater) return;
+    if (said == EveryCall::kEcho) {
       endTold_.store(true);
       CLB_INFO(
           "rank %d: its communicator failed after a peer's and %s; its peers' point-to-point kernels that wait for "

@@ -261,8 +261,8 @@ void DeviceShared::stopIfAbandoned(const Driver* drv, CUcontext context) {
 // not finish): then every device kernel of the communicator ends, this rank's and its peers'
 // (endEveryDeviceCall, then stopIfAbandoned at once), unless a peer said first how far it goes
 // (this rank's failure follows from that peer's, whose end reaches the others too: an error of
-// this rank's kernels that ended at its line, say), or failed first and has not said yet (the
-// next round asks again; a destroy does not wait for it). The count is read with an asynchronous
+// this rank's kernels that ended at its line, say); while another failed rank has not said yet,
+// the next rounds ask again (stop.h bounds the wait). The count is read with an asynchronous
 // copy, on a stream of its own, into the status block, and taken at the next round: the watchdog
 // waits for nothing. At the latest when a destroy has waited for the kernels (`final`).
 void DeviceShared::tellPeersOfFailure(const Driver* drv, CUcontext context, bool final) {
@@ -270,8 +270,8 @@ void DeviceShared::tellPeersOfFailure(const Driver* drv, CUcontext context, bool
   if (!comm->failed.load() || comm->aborted.load() || status.stopped.load(std::memory_order_relaxed)) return;
   if (launching.load()) return;  // a launch in progress is counted once it returns: the next round
   auto giveUp = [&](const char* why) {
-    const EveryCall said = endEveryDeviceCall(comm, why);
-    if (said == EveryCall::kLater && !final) return;  // (told_ as it was: the next round decides)
+    const EveryCall said = endEveryDeviceCall(comm, why, final);
+    if (said == EveryCall::kLater) return;  // (told_ as it was: the next round decides)
     told_ = Told::kDone;
     if (said == EveryCall::kSaid) return stopIfAbandoned(drv, context);
     CLB_INFO(

@@ -62,14 +62,21 @@ bool mustStopDevice(DeviceCommContext* comm, clbResult_t* code, std::string* why
   return true;
 }
 
-EveryCall endEveryDeviceCall(DeviceCommContext* comm, const char* why) {
+EveryCall endEveryDeviceCall(DeviceCommContext* comm, const char* why, bool final) {
   if (comm->deviceEndsEveryAtMs.load()) return EveryCall::kSaid;
   if (comm->nranks < 2 || !comm->carrier || !comm->carrier->sharesMemory()) return EveryCall::kNoPeerHears;
   for (int p = 0; p < comm->nranks; p++)
     if (p != comm->rank && comm->carrier->deviceEnd(p) != 0) return EveryCall::kEcho;
   PeerNotice n;
-  if (comm->carrier->statusNotice(&n) && n.kind == PeerNotice::kFailed && n.origin != comm->rank)
-    return EveryCall::kLater;
+  if (!final && comm->carrier->statusNotice(&n) && n.kind == PeerNotice::kFailed && n.origin != comm->rank) {
+    int64_t since = 0;
+    const int64_t now = std::max<int64_t>(nowMs(), 1);
+    if (!comm->deviceEndLaterSinceMs.compare_exchange_strong(since, now)) {
+      if (now - since < kEveryCallWaitMs) return EveryCall::kLater;
+    } else {
+      return EveryCall::kLater;
+    }
+  }
   int64_t none = 0;
   if (comm->deviceEndsEveryAtMs.compare_exchange_strong(none, std::max<int64_t>(nowMs(), 1))) {
     comm->carrier->announceDeviceEnd(kDeviceEndEvery);

@@ -41,10 +41,14 @@ enum class EveryCall {
                  // device collectives): nothing is said
   kEcho,         // a peer said first how far it goes: this rank's failure follows from that one,
                  // whose calls before its end still complete; nothing is said
-  kLater,        // a peer failed first and has not said yet how far it goes (it says so once its
-                 // kernels finished its calls): nothing is said yet; ask again at the next round
+  kLater,        // another rank failed too and has not said yet how far it goes (one that can
+                 // tell says so once its kernels finished its calls): nothing is said yet; ask
+                 // again at the next round. For kEveryCallWaitMs at most from the first kLater:
+                 // then (or at once when `final`: a destroy, whose kernels are done) it is said,
+                 // so that two failed ranks that cannot tell never wait for each other.
 };
-EveryCall endEveryDeviceCall(DeviceCommContext* comm, const char* why);
+constexpr int64_t kEveryCallWaitMs = 500;
+EveryCall endEveryDeviceCall(DeviceCommContext* comm, const char* why, bool final = false);
 
 // A destroy that said so keeps the memory its peers' kernels read (its flags, staging and boxes)
 // this long after it said so: the peers' watchdogs see it at their next round (every 100 ms) and

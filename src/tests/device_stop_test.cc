@@ -95,6 +95,52 @@ TEST(DeviceStop, ARankThatCannotTellItsEndStopsEveryRankNamingItsReason) {
   });
 }
 
+// Two ranks fail and neither can tell how far it goes (both captured): each first waits for the
+// other to say, but at most kEveryCallWaitMs, so that they never wait for each other for good; a
+// destroy (final) does not wait.
+TEST(DeviceStop, TwoFailedRanksThatCannotTellDoNotWaitForEachOther) {
+  const int n = 3;
+  std::atomic<int> count{0};
+  withShmRanks(n, [&](int r, clbComm* c) -> std::string {
+    if (r < 2 && clbCommRefuse(c, "allReduce", 1, "both refuse") != clbInvalidArgument) return "not refused";
+    meet(&count, n, 1);
+    if (r < 2 && endEveryDeviceCall(c, "its calls were captured in a CUDA graph") != EveryCall::kLater)
+      return "decided at once although the other failed rank had not said how far it goes";
+    meet(&count, n, 2);
+    if (r == 2 && endEveryDeviceCall(c, "its own kernels failed", true) != EveryCall::kSaid)
+      return "a destroy waited for a failed rank to say how far it goes";
+    meet(&count, n, 3);
+    if (r < 2) {
+      // rank 2 said every call: an echo now; without it, the wait would end after kEveryCallWaitMs.
+      if (endEveryDeviceCall(c, "its calls were captured in a CUDA graph") != EveryCall::kEcho)
+        return "did not take rank 2's every call for what it follows from";
+    }
+    meet(&count, n, 4);
+    return "";
+  });
+  count = 0;
+  withShmRanks(2, [&](int r, clbComm* c) -> std::string {
+    if (clbCommRefuse(c, "allReduce", 1, "both refuse") != clbInvalidArgument) return "not refused";
+    meet(&count, 2, 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    EveryCall said = EveryCall::kLater;
+    while (said == EveryCall::kLater && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+      said = endEveryDeviceCall(c, "its calls were captured in a CUDA graph");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    if (said != EveryCall::kSaid && said != EveryCall::kEcho)
+      return "rank " + std::to_string(r) + " still waits for the other after " + std::to_string(waited) + " ms";
+    if (waited < clb::cuda::kEveryCallWaitMs - 50) return "decided after " + std::to_string(waited) + " ms only";
+    meet(&count, 2, 2);
+    clbResult_t code = clbSuccess;
+    std::string why;
+    if (!mustStopDevice(c, &code, &why)) return "neither said every call";
+    return "";
+  });
+}
+
 // Over a transport without shared memory (whose communicators have no device collectives) nothing
 // is said: no peer could read it.
 TEST(DeviceStop, NothingIsSaidOverSockets) {

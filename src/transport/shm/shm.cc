@@ -541,8 +541,10 @@ bool ShmTransport::abandonedNotice(PeerNotice* n) {
     CtlBlock* c = world_.ctl(p);
     const uint32_t st = c->state.load(std::memory_order_acquire);
     if (st == kAborted) return *n = PeerNotice{PeerNotice::kAborted, p}, true;
-    if (st == kClosed) continue;                                                       // completed every call
-    if (peerGone(p)) return *n = PeerNotice{PeerNotice::kGone, p, (int)c->pid}, true;  // also one that failed first
+    if (st == kClosed) continue;  // completed every call
+    // (Not one that failed first and then went: its destroy lets go of its lock as a death does,
+    // so peerGone cannot tell them apart; what it said of its device calls tells its peers.)
+    if (peerGone(p)) return *n = PeerNotice{PeerNotice::kGone, p, (int)c->pid}, true;
   }
   return false;
 }
