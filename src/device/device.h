@@ -109,6 +109,7 @@ class PeerDevice {
   bool watching_ = false;
   CUstream stopStream_ = nullptr;  // stopIfAbandoned's and tellPeersOfEnd's (made at the first)
   CUresult stopStream(CUstream* s);
+  CUresult stopKernels(CUstream* s);  // the error word set on stopStream (stopIfAbandoned, tellPeersOfEnd)
   bool stopped_ = false;
   // The launches' and tellPeersOfEnd's (which the watchdog's round calls): once the end is told,
   // nothing more is launched, so the counts told stay true.

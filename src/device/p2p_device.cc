@@ -269,6 +269,15 @@ CUresult PeerDevice::stopStream(CUstream* s) {
   return rc;
 }
 
+// This rank's point-to-point kernels end at once, those waiting now and every later one: its
+// state's error word, written on the stop stream (`s`, for writes that must follow it).
+CUresult PeerDevice::stopKernels(CUstream* s) {
+  CUresult rc = stopStream(s);
+  if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue32(*s, state_ + offsetof(ClbP2pState, error), 1, 0);
+  stopped_ = true;
+  return rc;
+}
+
 // Between processes an abort or a death reaches the peers' hosts at once, but not their
 // point-to-point kernels, whose calls have returned: they would wait for a message or a credit
 // until the timeout. So when mustStopDevice says so (stop.h: the collectives' kernels end alike),
@@ -285,9 +294,7 @@ void PeerDevice::stopIfAbandoned() {
   if (!mustStopDevice(c_, &code, &why)) return;
   CtxScope scope(d_, ctx_);
   CUstream s = nullptr;
-  CUresult rc = stopStream(&s);
-  if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue32(s, state_ + offsetof(ClbP2pState, error), 1, 0);
-  stopped_ = true;
+  CUresult rc = stopKernels(&s);
   if (rc != CUDA_SUCCESS)
     CLB_WARN("rank %d: %s; but stopping its point-to-point kernels failed (CUDA error %d): they end at the timeout",
              c_->rank, why.c_str(), (int)rc);
@@ -343,11 +350,7 @@ void PeerDevice::tellPeersOfEnd(bool wait) {
   endTold_.store(true);
   CtxScope scope(d_, ctx_);
   CUstream s = nullptr;
-  CUresult rc = stopStream(&s);
-  if (every) {
-    if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue32(s, state_ + offsetof(ClbP2pState, error), 1, 0);
-    stopped_ = true;
-  }
+  CUresult rc = every ? stopKernels(&s) : stopStream(&s);
   bool any = false;
   for (const Pair& pr : pairs_) {
     if (!pr.mine) continue;  // (a box published to a peer whose meeting failed here is told too)
