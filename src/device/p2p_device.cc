@@ -361,6 +361,9 @@ void PeerDevice::tellPeersOfEnd(bool wait) {
     if (rc == CUDA_SUCCESS) rc = d_->cuStreamWriteValue64(s, pr.mine + offsetof(ClbP2pBox, ended), 1, 0);
   }
   if (!any) return;
+  // A peer deciding whether its own failure follows from this one's (endEveryDeviceCall) sees that
+  // this rank told, also where no device collective says a call's number.
+  if (!every && rc == CUDA_SUCCESS && c_->carrier) c_->carrier->announceDeviceEnd(kDeviceEndToldInBoxes);
   toldAtMs_ = nowMs();
   if (rc != CUDA_SUCCESS)
     CLB_WARN(

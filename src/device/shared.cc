@@ -330,7 +330,8 @@ void DeviceShared::hearPeersFailures(const Driver* drv, CUcontext context) {
   for (int p = 0; p < comm->nranks; p++) {
     if (p == comm->rank || heard_[p]) continue;
     const uint64_t seq = comm->carrier->deviceEnd(p);
-    if (seq == 0 || seq == kDeviceEndEvery) continue;  // (every call: stopIfAbandoned)
+    // (Every call: stopIfAbandoned. Told in the boxes: the point-to-point kernels read them.)
+    if (seq == 0 || seq == kDeviceEndEvery || seq == kDeviceEndToldInBoxes) continue;
     heard_[p] = 1;
     const uint64_t flag = CLB_DEV_LINE_FLAG(seq), sig = CLB_DEV_SIG_FAILED;
     const uint64_t low = (sig & 0xFFFFFFFFull) | flag << 32, high = (sig >> 32) | flag << 32;

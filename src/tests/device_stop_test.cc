@@ -141,6 +141,35 @@ TEST(DeviceStop, TwoFailedRanksThatCannotTellDoNotWaitForEachOther) {
   });
 }
 
+// A failed rank that told how far its point-to-point launches go (in its boxes) says so in its
+// control block too, where no device collective names a call: a peer whose failure follows from it
+// echoes it instead of ending every call after the wait; nobody stops; a call's number, said later
+// by its collectives, replaces the mark, and the mark never replaces a number.
+TEST(DeviceStop, AnEndToldInTheBoxesIsAnEndToldForTheEcho) {
+  const int n = 2;
+  std::atomic<int> count{0};
+  withShmRanks(n, [&](int r, clbComm* c) -> std::string {
+    if (r == 1) {
+      if (clbCommRefuse(c, "send", 0, "a heap buffer") != clbInvalidArgument) return "not refused";
+      c->carrier->announceDeviceEnd(clb::kDeviceEndToldInBoxes);
+    }
+    meet(&count, n, 1);
+    clbResult_t code = clbSuccess;
+    std::string why;
+    if (mustStopDevice(c, &code, &why)) return "an end told in the boxes stops: " + why;
+    if (r == 0 && endEveryDeviceCall(c, "its point-to-point calls were captured in a CUDA graph") != EveryCall::kEcho)
+      return "rank 0 did not take its failure for an echo of rank 1's told end";
+    meet(&count, n, 2);
+    if (r == 1) {
+      c->carrier->announceDeviceEnd(4);
+      c->carrier->announceDeviceEnd(clb::kDeviceEndToldInBoxes);
+    }
+    meet(&count, n, 3);
+    if (c->carrier->deviceEnd(1) != 4) return "rank 1's end reads " + std::to_string(c->carrier->deviceEnd(1));
+    return "";
+  });
+}
+
 // Over a transport without shared memory (whose communicators have no device collectives) nothing
 // is said: no peer could read it.
 TEST(DeviceStop, NothingIsSaidOverSockets) {

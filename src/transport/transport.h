@@ -21,8 +21,11 @@ struct CollArgs;  // algo/algorithms.h
 
 // Something a peer said or showed that ends a wait (or the communicator, for
 // clbCommGetAsyncError). The core words the error; the transport only finds it.
-// Transport::announceDeviceEnd: "every device call", from a failed rank that cannot say which.
+// Transport::announceDeviceEnd: "every device call", from a failed rank that cannot say which;
+// and "told elsewhere": a failed rank told how far its point-to-point launches go (in its boxes)
+// and names no call of its own (yet: a call's number replaces it).
 constexpr uint64_t kDeviceEndEvery = ~0ull;
+constexpr uint64_t kDeviceEndToldInBoxes = ~0ull - 1;
 
 struct PeerNotice {
   enum Kind : char {
@@ -102,9 +105,10 @@ class Transport {
   // The device calls of a communicator that failed (DeviceShared::tellPeersOfFailure): this rank
   // says that `next` is the first device call it will never make (its kernels finished every call
   // before it), or kDeviceEndEvery: it cannot tell, and its device kernels end, so the peers' must
-  // too (device/stop.h). A peer reads what peer p said (0: nothing yet). Any thread; once said, a
-  // number stays until kDeviceEndEvery replaces it, which stays. A transport without shared memory
-  // has no device paths: nothing to say.
+  // too (device/stop.h), or kDeviceEndToldInBoxes. A peer reads what peer p said (0: nothing yet).
+  // Any thread; once said, a number stays until kDeviceEndEvery replaces it, which stays, and
+  // kDeviceEndToldInBoxes replaces only nothing. A transport without shared memory has no device
+  // paths: nothing to say.
   virtual void announceDeviceEnd(uint64_t next) {}
   virtual uint64_t deviceEnd(int p) const { return 0; }
   // Tells the peers that this rank failed (kFailed, `reason` its first error) or aborted

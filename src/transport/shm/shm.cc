@@ -552,7 +552,8 @@ bool ShmTransport::abandonedNotice(PeerNotice* n) {
 void ShmTransport::announceDeviceEnd(uint64_t next) {
   std::atomic<uint64_t>& end = world_.self()->deviceEnd;
   uint64_t was = end.load(std::memory_order_relaxed);
-  while (was != kDeviceEndEvery && !end.compare_exchange_weak(was, next, std::memory_order_release)) {
+  while (was != kDeviceEndEvery && !(next == kDeviceEndToldInBoxes && was != 0) &&
+         !end.compare_exchange_weak(was, next, std::memory_order_release)) {
   }
 }
 
