@@ -336,7 +336,7 @@ void PeerDevice::tellPeersOfEnd(bool wait) {
     // (another transport), the boxes below say it. Not where this rank's failure follows from a
     // peer's (as a rank that did not capture: nothing), nor yet while another failed rank has not
     // said how far it goes (the next rounds ask again; stop.h bounds the wait).
-    const EveryCall said = endEveryDeviceCall(c_, why, wait);
+    const EveryCall said = endEveryDeviceCall(c_, why, wait, true);
     if (said == EveryCall::kLater) return;
     if (said == EveryCall::kEcho) {
       endTold_.store(true);

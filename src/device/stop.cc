@@ -62,11 +62,13 @@ bool mustStopDevice(DeviceCommContext* comm, clbResult_t* code, std::string* why
   return true;
 }
 
-EveryCall endEveryDeviceCall(DeviceCommContext* comm, const char* why, bool final) {
+EveryCall endEveryDeviceCall(DeviceCommContext* comm, const char* why, bool final, bool pointToPoint) {
   if (comm->deviceEndsEveryAtMs.load()) return EveryCall::kSaid;
   if (comm->nranks < 2 || !comm->carrier || !comm->carrier->sharesMemory()) return EveryCall::kNoPeerHears;
-  for (int p = 0; p < comm->nranks; p++)
-    if (p != comm->rank && comm->carrier->deviceEnd(p) != 0) return EveryCall::kEcho;
+  for (int p = 0; p < comm->nranks; p++) {
+    const uint64_t end = p == comm->rank ? 0 : comm->carrier->deviceEnd(p);
+    if (end != 0 && (pointToPoint || end != kDeviceEndToldInBoxes)) return EveryCall::kEcho;
+  }
   PeerNotice n;
   if (!final && comm->carrier->statusNotice(&n) && n.kind == PeerNotice::kFailed && n.origin != comm->rank) {
     int64_t since = 0;

@@ -48,7 +48,9 @@ enum class EveryCall {
                  // so that two failed ranks that cannot tell never wait for each other.
 };
 constexpr int64_t kEveryCallWaitMs = 500;
-EveryCall endEveryDeviceCall(DeviceCommContext* comm, const char* why, bool final = false);
+// `pointToPoint`: the caller is the point-to-point side, for which a peer's kDeviceEndToldInBoxes
+// is an end told (for the collectives it says nothing of their calls).
+EveryCall endEveryDeviceCall(DeviceCommContext* comm, const char* why, bool final = false, bool pointToPoint = false);
 
 // A destroy that said so keeps the memory its peers' kernels read (its flags, staging and boxes)
 // this long after it said so: the peers' watchdogs see it at their next round (every 100 ms) and

@@ -142,9 +142,10 @@ TEST(DeviceStop, TwoFailedRanksThatCannotTellDoNotWaitForEachOther) {
 }
 
 // A failed rank that told how far its point-to-point launches go (in its boxes) says so in its
-// control block too, where no device collective names a call: a peer whose failure follows from it
-// echoes it instead of ending every call after the wait; nobody stops; a call's number, said later
-// by its collectives, replaces the mark, and the mark never replaces a number.
+// control block too, where no device collective names a call: a peer's point-to-point side whose
+// failure follows from it echoes it instead of ending every call after the wait (its collectives
+// still wait for a call's number); nobody stops; a call's number, said later by its collectives,
+// replaces the mark, and the mark never replaces a number.
 TEST(DeviceStop, AnEndToldInTheBoxesIsAnEndToldForTheEcho) {
   const int n = 2;
   std::atomic<int> count{0};
@@ -157,8 +158,12 @@ TEST(DeviceStop, AnEndToldInTheBoxesIsAnEndToldForTheEcho) {
     clbResult_t code = clbSuccess;
     std::string why;
     if (mustStopDevice(c, &code, &why)) return "an end told in the boxes stops: " + why;
-    if (r == 0 && endEveryDeviceCall(c, "its point-to-point calls were captured in a CUDA graph") != EveryCall::kEcho)
+    if (r == 0 && endEveryDeviceCall(c, "its point-to-point calls were captured in a CUDA graph", false, true) !=
+                      EveryCall::kEcho)
       return "rank 0 did not take its failure for an echo of rank 1's told end";
+    // For the collectives the mark says nothing of their calls: they wait for rank 1 to say.
+    if (r == 0 && endEveryDeviceCall(c, "its calls were captured in a CUDA graph") != EveryCall::kLater)
+      return "rank 0's collectives took rank 1's point-to-point end for an end of their calls";
     meet(&count, n, 2);
     if (r == 1) {
       c->carrier->announceDeviceEnd(4);

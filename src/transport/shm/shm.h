@@ -49,7 +49,7 @@ struct CtlBlock {
   OpDesc opDesc;
   Counter peerBell;  // bumped by a peer that posted to, or consumed from, this rank's point-to-point FIFOs
   // Transport::announceDeviceEnd: the first device call this failed rank will never make (0: none
-  // said; kDeviceEndEvery: every call ends).
+  // said; kDeviceEndEvery: every call ends; kDeviceEndToldInBoxes: its point-to-point end told).
   std::atomic<uint64_t> deviceEnd;
 };
 static_assert(sizeof(CtlBlock) <= 4096, "control block must fit a page");
