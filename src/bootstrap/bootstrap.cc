@@ -129,7 +129,7 @@ struct Root {
       snprintf(m, sizeof m, "rank %d's hello carries the row of rank %d: a rank's row describes itself", b.rank,
                b.info.rank);
       status = clbInvalidArgument;
-    } else if (*nranks >= 0 && (*joined)[b.rank].link.open()) {
+    } else if (*nranks >= 0 && (*joined)[b.rank].link.open() && !leftSince((*joined)[b.rank], *count)) {
       snprintf(m, sizeof m, "rank %d joined twice (from %s pid %d and pid %d): give every process a distinct rank",
                b.rank, b.info.hostname, (*table)[b.rank].pid, b.info.pid);
       status = clbInvalidArgument;
@@ -166,6 +166,39 @@ struct Root {
         (b.timeoutMs >= 1 && b.timeoutMs <= kMaxRootWaitMs ? b.timeoutMs : kMaxRootWaitMs) + kRootGraceMs;
     if (nowMs() + wait > deadline) deadline = nowMs() + wait;
     return true;
+  }
+
+  // Whether a joined rank's connection has closed (the rank gave up, or misbehaves: a joined rank
+  // sends nothing more): then its place frees, so that it can join again.
+  bool leftSince(Joined& j, int& count) {
+    pollfd p{j.link.fd(), POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0 || !p.revents) return false;
+    j.link.close();
+    count--;
+    changes++;
+    return true;
+  }
+
+  // The joined ranks' connections, looked at every kJoinedCheckMs rather than in every turn of
+  // the loop: a turn then costs the same at 8 ranks and at 8 192 (the listener, the pending
+  // handshakes), not a poll of every rank that joined. A rank that joins again sooner is looked at
+  // by itself (join, leftSince).
+  static constexpr int64_t kJoinedCheckMs = 50;
+  int64_t joinedCheckAt = 0;
+  std::vector<pollfd> joinedFds{};
+  void checkJoined(std::vector<Joined>& joined, int& count, int64_t now) {
+    if (now < joinedCheckAt) return;
+    joinedCheckAt = now + kJoinedCheckMs;
+    joinedFds.clear();
+    for (const Joined& j : joined) joinedFds.push_back({j.link.fd(), j.link.open() ? (short)POLLIN : (short)0, 0});
+    if (joinedFds.empty() || poll(joinedFds.data(), joinedFds.size(), 0) <= 0) return;
+    for (size_t r = 0; r < joined.size(); r++) {
+      if (!joined[r].link.open() || !joinedFds[r].revents) continue;
+      CLB_INFO("bootstrap root at %s: rank %zu closed its connection before the communicator formed", where.c_str(), r);
+      joined[r].link.close();
+      count--;
+      changes++;
+    }
   }
 
   // When to say which ranks are missing (a quarter of the first rank's timeout after it joined;
@@ -234,10 +267,12 @@ struct Root {
   // Once ranks joined and others are still missing at warnAt: a WARN naming them, what a rank of
   // this process that waits in vain will be told, and a note to every joined rank (kReplyNote), so
   // that ranks in other processes and on other hosts learn it too (again after each join or leave).
-  // The lists are made again only when a rank joined or left since (`changes`), not at every
-  // turn of the root's loop.
+  // The lists are made again only when a rank joined or left since (`changes`), and at most every
+  // kJoinedCheckMs: not at every join, which made the root's work grow as n².
+  int64_t listsAt = 0;
   void noteMissing(std::vector<Joined>& joined, const std::vector<RankInfo>& table, int nranks, int count) {
-    if (changes != noted) {
+    if (changes != noted && nowMs() >= listsAt) {
+      listsAt = nowMs() + kJoinedCheckMs;
       noted = changes;
       gone = nranks > 0 && count < nranks ? missingRanks(nranks) : std::string();
       const std::string left = nranks > 0 && count < nranks ? leftRanks(joined, nranks) : std::string();
@@ -295,9 +330,7 @@ struct Root {
       fds.clear();
       fds.push_back({wakeFd, POLLIN, 0});
       const size_t n = hs.addPollFds(&fds);
-      const size_t firstJoined = fds.size();
-      for (const Joined& j : joined) fds.push_back({j.link.fd(), j.link.open() ? (short)POLLIN : (short)0, 0});
-      const int64_t left = deadline - now;
+      const int64_t left = std::min(deadline - now, std::max<int64_t>(joinedCheckAt - now, 1));
       if (poll(fds.data(), fds.size(), (int)(left < 100 ? left : 100)) < 0 && errno != EINTR) {
         why = "poll() failed";
         break;
@@ -312,16 +345,7 @@ struct Root {
                   "(the last from " +
                   hs.lastRefused() + ")";
       }
-      // A joined rank sends nothing more: readable means it closed (it gave up) or misbehaves. Its
-      // place frees, so that it can join again.
-      for (size_t r = 0; r < joined.size(); r++) {
-        if (!joined[r].link.open() || !fds[firstJoined + r].revents) continue;
-        CLB_INFO("bootstrap root at %s: rank %zu closed its connection before the communicator formed", where.c_str(),
-                 r);
-        joined[r].link.close();
-        count--;
-        changes++;
-      }
+      checkJoined(joined, count, nowMs());
       for (Authenticated& a : done) {
         if (!failure.empty()) {  // failed already: every later rank is told at once too
           (void)sendReply(a.link, id.secret, a.transcript, failCode, failure, 0, nullptr, nullptr,
@@ -338,6 +362,10 @@ struct Root {
         joined.clear();
         count = 0;
         changes++;
+      }
+      if (failure.empty() && nranks >= 0 && count >= nranks) {  // all here: is every joined rank still there?
+        joinedCheckAt = 0;
+        checkJoined(joined, count, nowMs());
       }
       noteMissing(joined, table, nranks, count);
     }

@@ -231,7 +231,7 @@ HandshakeServer::~HandshakeServer() {
 }
 
 size_t HandshakeServer::addPollFds(std::vector<pollfd>* fds) const {
-  fds->push_back({listenFd_, nowMs() < pausedUntil_ ? (short)0 : (short)POLLIN, 0});
+  fds->push_back({listenFd_, acceptsNow(nowMs()) ? (short)POLLIN : (short)0, 0});
   for (const Conn& c : pending_) fds->push_back({c.link.fd(), c.link.wantEvents(POLLIN), 0});
   return 1 + pending_.size();
 }
@@ -406,6 +406,15 @@ bool HandshakeServer::step(Conn& c, std::vector<Authenticated>* done) {
   }
 }
 
+bool HandshakeServer::acceptsNow(int64_t now) const {
+  if (now < pausedUntil_) return false;
+  const bool full = pending_.size() >= maxPending_ || gPendingTotal.load() >= processPendingLimit();
+  // Full: a new connection takes the oldest one's place only once that one has had a tenth of its
+  // time. Younger ones are finishing (many real ranks dialing at once: each one dropped would dial
+  // again after a back-off), and the new connections wait in the listener's queue meanwhile.
+  return !full || pending_.empty() || now - (pending_.front().deadline - perConnectionMs_) >= perConnectionMs_ / 10;
+}
+
 void HandshakeServer::advance(const std::vector<pollfd>& fds, size_t first, size_t n,
                               std::vector<Authenticated>* done) {
   const int64_t now = nowMs();
@@ -425,8 +434,7 @@ void HandshakeServer::advance(const std::vector<pollfd>& fds, size_t first, size
     it = pending_.erase(it);
     gPendingTotal--;
   }
-  if (now < pausedUntil_) return;
-  for (int accepted = 0; accepted < 64; accepted++) {  // then new connections, a bounded number a round
+  for (int accepted = 0; accepted < 64 && acceptsNow(now); accepted++) {  // then new ones, a bounded number a round
     int fd = accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {

@@ -131,7 +131,8 @@ struct Authenticated {
 
 // The server side: accepts on `listenFd` and drives every pending handshake by poll, TLS first
 // when `tls` is set. Connections that are not done within `perConnectionMs` are dropped; beyond
-// `maxPending` pending at once, the oldest is dropped (its client, if real, connects again). A
+// `maxPending` pending at once, the oldest is dropped once it has been pending a tenth of that
+// (its client, if real, connects again); until then new connections wait in the listener's queue. A
 // client that does not speak TLS to a TLS listener, or TLS to a plain one, is told why.
 class HandshakeServer {
  public:
@@ -168,6 +169,7 @@ class HandshakeServer {
     TlsBinding binding{};
     uint32_t fingerprint = 0;  // of the client's secret, from its hello
   };
+  bool acceptsNow(int64_t now) const;                      // not paused, and room (or an old pending one to drop)
   bool step(Conn& c, std::vector<Authenticated>* done);    // false: drop it
   bool stepTls(Conn& c);                                   // false: dropped
   void refuse(Conn& c, uint32_t status, const char* why);  // tells the client why, then drops it

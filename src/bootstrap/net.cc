@@ -172,7 +172,11 @@ clbResult_t listenTcp(const SockAddr& addr, int* fd, SockAddr* bound) {
     close(s);
     return setSysError(e, "cannot listen on %s (is the port in use, or the address not local?)", addr.str().c_str());
   }
-  if (listen(s, 256) != 0) {
+  // The accept queue: as long as the kernel allows (it clamps to net.core.somaxconn, 4096 by
+  // default since Linux 5.4). A root that n ranks dial at once holds every SYN it can: one dropped
+  // at a full queue is sent again only after 1 s (then 2 s, 4 s ...). With 256, 1 024 ranks
+  // starting together took 7 s to join instead of 44 ms (colibri_boot_netsim, docs/performance.md).
+  if (listen(s, kListenBacklog) != 0) {
     int e = errno;
     close(s);
     return setSysError(e, "listen() on %s failed", addr.str().c_str());

@@ -36,6 +36,8 @@ clbResult_t resolveHost(const char* host, int port, SockAddr* out);
 // 127.0.0.1.
 clbResult_t localAddress(SockAddr* out);
 
+// The backlog listenTcp asks for; the kernel takes at most net.core.somaxconn of it.
+constexpr int kListenBacklog = 65535;
 // Listens on `addr` (port 0 = ephemeral) and returns the bound address (with the real port).
 clbResult_t listenTcp(const SockAddr& addr, int* fd, SockAddr* bound);
 // A check the network waits of this thread make while it is in scope: every 100 ms of a wait

@@ -839,8 +839,9 @@ struct StallCase {
 };
 class StalledRoot : public ::testing::TestWithParam<StallCase> {};
 
-// With 1, 3 or 200 stalling connections held at the root, two ranks with a 6 s timeout init in
-// under 2 s (each connection has a deadline of its own, and they are served side by side).
+// With 1, 3, 200 or 300 stalling connections held at the root, two ranks with a 6 s timeout init in
+// under 2 s (each connection has a deadline of its own, and they are served side by side; past 256
+// pending, the oldest goes once it has had a tenth of its deadline).
 TEST_P(StalledRoot, RealRanksInitWithinTwoSeconds) {
   clbUniqueId uid;
   ASSERT_EQ(clbGetUniqueId(&uid), clbSuccess);
@@ -854,7 +855,8 @@ TEST_P(StalledRoot, RealRanksInitWithinTwoSeconds) {
 INSTANTIATE_TEST_SUITE_P(Connections, StalledRoot,
                          ::testing::Values(StallCase{1, Stall::kIdle}, StallCase{3, Stall::kIdle},
                                            StallCase{200, Stall::kIdle}, StallCase{200, Stall::kJunk},
-                                           StallCase{3, Stall::kHalfOpen}, StallCase{200, Stall::kHalfOpen}),
+                                           StallCase{3, Stall::kHalfOpen}, StallCase{200, Stall::kHalfOpen},
+                                           StallCase{300, Stall::kIdle}, StallCase{300, Stall::kHalfOpen}),
                          [](const auto& i) {
                            return std::to_string(i.param.n) + (i.param.kind == Stall::kIdle   ? "Idle"
                                                                : i.param.kind == Stall::kJunk ? "Junk"
