@@ -282,7 +282,7 @@ struct Root {
         missing +=
             (missing.empty() ? "" : "; ") + std::string("rank(s) ") + left + " joined and gave up (their timeout)";
     }
-    if (gone.empty() || !warnAt || nowMs() < warnAt) return;
+    if (gone.empty() || !warnAt || nowMs() < warnAt || count >= nranks) return;  // all here: the replies say it
     const std::string note = "rank(s) " + gone + " of " + std::to_string(nranks) + "\n" + startAdvice(nranks);
     for (Joined& j : joined)
       if (j.link.open() && j.noted != noted) {
@@ -331,7 +331,7 @@ struct Root {
       fds.push_back({wakeFd, POLLIN, 0});
       const size_t n = hs.addPollFds(&fds);
       const int64_t left = std::min(deadline - now, std::max<int64_t>(joinedCheckAt - now, 1));
-      if (poll(fds.data(), fds.size(), (int)(left < 100 ? left : 100)) < 0 && errno != EINTR) {
+      if (poll(fds.data(), fds.size(), hs.pollTimeoutMs((int)(left < 100 ? left : 100))) < 0 && errno != EINTR) {
         why = "poll() failed";
         break;
       }
@@ -1191,7 +1191,7 @@ clbResult_t Bootstrap::connectRing() {
       if (d.buffered()) wait = 0;
     }
     const size_t n = server.addPollFds(&fds);
-    if (poll(fds.data(), fds.size(), (int)wait) < 0 && errno != EINTR)
+    if (poll(fds.data(), fds.size(), server.pollTimeoutMs((int)wait)) < 0 && errno != EINTR)
       return setSysError(errno, "poll() on the ring connections");
     done.clear();
     server.advance(fds, kRingChannels, n, &done);

@@ -114,7 +114,8 @@ void Bootstrap::acceptPeers() {
     fds.clear();
     fds.push_back({stopFd_, POLLIN, 0});
     const size_t n = server.addPollFds(&fds);
-    if (poll(fds.data(), fds.size(), 100) < 0 && errno != EINTR) return;  // 100 ms: the handshakes' deadlines
+    // 100 ms: the handshakes' deadlines (sooner when a full server may make room)
+    if (poll(fds.data(), fds.size(), server.pollTimeoutMs(100)) < 0 && errno != EINTR) return;
     if (fds[0].revents) return;
     done.clear();
     server.advance(fds, 1, n, &done);

@@ -406,13 +406,46 @@ bool HandshakeServer::step(Conn& c, std::vector<Authenticated>* done) {
   }
 }
 
+namespace {
+// A full server makes room for a new connection by dropping a pending one that has been pending
+// this long: a connection that sent nothing yet after 1 ms (an idle one, or a flood), any other
+// (a real rank amid its handshake, or one that stalls after its hello) after 20 ms. Each at most a
+// tenth of the connection's deadline. So many real ranks dialing at once finish their handshakes
+// rather than dial again, and connections that hold places delay them by 20 ms at most.
+constexpr int64_t kSilentEvictMs = 1;
+constexpr int64_t kBusyEvictMs = 20;
+}  // namespace
+
+bool HandshakeServer::progressed(const Conn& c) { return c.stage > 0 || c.have > 0 || (c.stage < 0 && c.link.tls()); }
+
+int64_t HandshakeServer::evictableAt(const Conn& c) const {
+  const int64_t since = c.deadline - perConnectionMs_;
+  return since + std::min(progressed(c) ? kBusyEvictMs : kSilentEvictMs, perConnectionMs_ / 10);
+}
+
+bool HandshakeServer::full() const {
+  return pending_.size() >= maxPending_ || gPendingTotal.load() >= processPendingLimit();
+}
+
+long HandshakeServer::victim(int64_t now) const {
+  for (size_t i = 0; i < pending_.size(); i++)  // the oldest that sent nothing, once it may go
+    if (!progressed(pending_[i]) && evictableAt(pending_[i]) <= now) return (long)i;
+  return !pending_.empty() && evictableAt(pending_.front()) <= now ? 0 : -1;
+}
+
 bool HandshakeServer::acceptsNow(int64_t now) const {
-  if (now < pausedUntil_) return false;
-  const bool full = pending_.size() >= maxPending_ || gPendingTotal.load() >= processPendingLimit();
-  // Full: a new connection takes the oldest one's place only once that one has had a tenth of its
-  // time. Younger ones are finishing (many real ranks dialing at once: each one dropped would dial
-  // again after a back-off), and the new connections wait in the listener's queue meanwhile.
-  return !full || pending_.empty() || now - (pending_.front().deadline - perConnectionMs_) >= perConnectionMs_ / 10;
+  return now >= pausedUntil_ && (!full() || pending_.empty() || victim(now) >= 0);
+}
+
+int HandshakeServer::pollTimeoutMs(int wantMs) const {
+  const int64_t now = nowMs();
+  if (wantMs <= 0 || acceptsNow(now)) return wantMs;  // the listener is watched
+  int64_t at = pausedUntil_;
+  if (now >= pausedUntil_) {
+    at = INT64_MAX;
+    for (const Conn& c : pending_) at = std::min(at, evictableAt(c));
+  }
+  return (int)std::max<int64_t>(1, std::min<int64_t>(wantMs, at - now));
 }
 
 void HandshakeServer::advance(const std::vector<pollfd>& fds, size_t first, size_t n,
@@ -455,16 +488,19 @@ void HandshakeServer::advance(const std::vector<pollfd>& fds, size_t first, size
       break;
     }
     tuneTcp(fd);
-    // Bounded per listener and for the whole process (a share of its fd limit): beyond that the
-    // oldest pending connection of this listener goes, or the new one when this one has none.
-    if (pending_.size() >= maxPending_ || gPendingTotal.load() >= processPendingLimit()) {
-      if (pending_.empty()) {
+    // Bounded per listener and for the whole process (a share of its fd limit): beyond that a
+    // pending connection of this listener goes (victim: acceptsNow said there is one), or the new
+    // one when this one has none.
+    if (full()) {
+      const long v = victim(now);
+      if (pending_.empty() || v < 0) {
         Conn c{Link(fd), 0, 0, {}, 0, {}, peerName(fd)};
         drop(c, "too many connections are pending in this process");
         continue;
       }
-      drop(pending_.front(), "too many connections were pending: the oldest goes");
-      pending_.pop_front();
+      drop(pending_[v], progressed(pending_[v]) ? "too many connections were pending: the oldest goes"
+                                                : "too many connections were pending: one that sent nothing goes");
+      pending_.erase(pending_.begin() + v);
       gPendingTotal--;
     }
     Conn c{Link(fd),    now + perConnectionMs_, tls_ ? -1 : 0, std::vector<uint8_t>(sizeof(ClientHello)), 0, {},

@@ -131,8 +131,10 @@ struct Authenticated {
 
 // The server side: accepts on `listenFd` and drives every pending handshake by poll, TLS first
 // when `tls` is set. Connections that are not done within `perConnectionMs` are dropped; beyond
-// `maxPending` pending at once, the oldest is dropped once it has been pending a tenth of that
-// (its client, if real, connects again); until then new connections wait in the listener's queue. A
+// `maxPending` pending at once, a new connection takes the place of the oldest that sent nothing
+// for 1 ms, else of the oldest once it has been pending 20 ms (each at most a tenth of
+// perConnectionMs; its client, if real, connects again); until then new connections wait in the
+// listener's queue. A
 // client that does not speak TLS to a TLS listener, or TLS to a plain one, is told why.
 class HandshakeServer {
  public:
@@ -145,6 +147,9 @@ class HandshakeServer {
 
   // Appends the pollfds to watch (the listener, then each pending connection); returns how many.
   size_t addPollFds(std::vector<pollfd>* fds) const;
+  // The poll timeout to use instead of `wantMs`: shorter while the listener is not watched (full,
+  // or paused), so that accepting resumes as soon as a pending connection may make room.
+  int pollTimeoutMs(int wantMs) const;
   // After poll(): advances the connections of fds[first, first + n) (as added by addPollFds),
   // drops the expired ones, accepts new ones, and appends the connections that completed to `done`.
   void advance(const std::vector<pollfd>& fds, size_t first, size_t n, std::vector<Authenticated>* done);
@@ -169,9 +174,13 @@ class HandshakeServer {
     TlsBinding binding{};
     uint32_t fingerprint = 0;  // of the client's secret, from its hello
   };
-  bool acceptsNow(int64_t now) const;                      // not paused, and room (or an old pending one to drop)
-  bool step(Conn& c, std::vector<Authenticated>* done);    // false: drop it
-  bool stepTls(Conn& c);                                   // false: dropped
+  bool acceptsNow(int64_t now) const;                    // not paused, and room (or a pending one that may go: victim)
+  bool full() const;                                     // this listener's or the process's pending connections
+  long victim(int64_t now) const;                        // the pending one to drop for a new one, -1: none yet
+  int64_t evictableAt(const Conn& c) const;              // when `c` may go for a new connection
+  static bool progressed(const Conn& c);                 // it sent something (a TLS record, its hello)
+  bool step(Conn& c, std::vector<Authenticated>* done);  // false: drop it
+  bool stepTls(Conn& c);                                 // false: dropped
   void refuse(Conn& c, uint32_t status, const char* why);  // tells the client why, then drops it
   void noteRefused(const Conn& c);                         // one more connection with another secret
   void drop(Conn& c, const char* why);
