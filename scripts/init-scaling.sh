@@ -12,8 +12,9 @@
 #   scripts/init-scaling.sh [out-dir=results/host/init-scaling-$(date +%F)] [max-ranks=512]
 # Fleet parameters: 10 us one-way latency, 100 and 25 Gb/s per node, all ranks starting at once;
 # netsim: the code's CPU time on this machine, 1 us per system call, 2 us per wake-up; boot_sim:
-# 2 us of CPU per message. This machine: 15 us between two ranks (loopback and a wake-up), 3 us a
-# system call, 5 us a wake-up, its cores shared; boot_sim's check: 15 us, 40 Gb/s, 40 us per message
+# 2 us of CPU per message. This machine: 15 us between two ranks (loopback and a wake-up), 7 us a
+# system call, 10 us a wake-up (fitted to the measured 8 .. 256 socket ranks of 2026-12-07), its
+# cores shared; boot_sim's check: 15 us, 40 Gb/s, 40 us per message
 # (fitted to the measured 2 .. 128 socket ranks of 2026-12-05). Edit them below; boot_netsim.cc and
 # boot_sim.cc say what each is.
 set -euo pipefail
@@ -43,8 +44,8 @@ build/native/colibri_boot_sim --cores "$(nproc)" --exchanges socket --latency-us
   --ranks "$list" >"$out/model-this-machine-socket.csv"
 build/native/colibri_boot_sim --cores "$(nproc)" --exchanges shm --latency-us 15 --gbps 40 --msg-us 40 \
   --ranks "$list" >"$out/model-this-machine-shm.csv"
-build/native/colibri_boot_netsim --cores "$(nproc)" --ranks-per-node 1000000 --local-latency-us 15 --syscall-us 3 \
-  --wake-us 5 --exchanges socket --ranks "$list" >"$out/netsim-this-machine-socket.csv"
+build/native/colibri_boot_netsim --cores "$(nproc)" --ranks-per-node 1000000 --local-latency-us 15 --syscall-us 7 \
+  --wake-us 10 --exchanges socket --ranks "$list" >"$out/netsim-this-machine-socket.csv"
 netsim=()
 for n in 2 8 32 128 512 1024 2048 4096; do ((n <= ${NETSIM_MAX:-4096})) && netsim+=("$n"); done
 for gbps in 100 25; do

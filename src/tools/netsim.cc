@@ -80,8 +80,9 @@ struct Sock {
   int targetPort = 0;
   std::weak_ptr<Sock> peer;
   std::deque<Chunk> in;
-  int64_t lastAt = 0;      // arrival of the last chunk
-  int64_t eofAt = kNever;  // the peer's end of stream arrives then
+  int64_t lastAt = 0;        // arrival of the last chunk
+  int64_t eofAt = kNever;    // the peer's end of stream arrives then
+  int64_t resetAt = kNever;  // a reset arrives then (the peer closed with data unread, or was sent to after closing)
   // listener
   int backlog = 0, port = 0;
   std::deque<std::pair<int64_t, std::shared_ptr<Sock>>> queue;  // by the time each can be accepted
@@ -94,6 +95,7 @@ struct Sock {
 struct Thread {
   int id = 0, node = 0;
   int64_t vt = 0, cpuMark = 0, wakeAt = 0;
+  int peeks = 0;  // clock reads since cpuMark (each read's own CPU is not the code's)
   enum St { kReady, kRun, kBlocked, kJoin, kDone } st = kReady;
   uint64_t epoch = 0;
   bool go = false;
@@ -129,6 +131,7 @@ struct World {
   std::unordered_map<pthread_t, Thread*> byHandle;
   std::vector<Thread*> meeting;
   std::vector<int64_t> egress, ingress, cores;
+  int64_t readNs = 0;  // the CPU one CLOCK_THREAD_CPUTIME_ID read costs here (measured in configure)
   int nextFd = kFdBase, nextPort = 20000;
 };
 World& w = *new World;  // never destroyed: parked threads may outlive main
@@ -207,10 +210,24 @@ void block(std::unique_lock<std::mutex>& lk, Thread* self, int64_t until) {
 }
 
 enum CallKind {
-  kClock = 0,       // costs no system call, lets nobody go first
   kSyscall = 1,     // costs syscallUs
   kInOrder = 2 | 1  // and lets every thread that is behind in time go first
 };
+
+// The code's CPU since t's last call, at this machine's `now`: less the reads of the CPU clock
+// themselves (the half of the read that ended the last interval and the half that ends this one
+// make one; each clock peek in between one more), times cpuScale.
+int64_t codeCpu(Thread* t, int64_t now) {
+  return (int64_t)(std::max<int64_t>(0, now - t->cpuMark - w.readNs * (1 + t->peeks)) * w.p.cpuScale);
+}
+
+// t's time now, without ending its stretch of CPU: a clock read of the code's.
+int64_t peekNow(Thread* t) {
+  std::lock_guard<std::mutex> g(w.m);
+  const int64_t cpu = codeCpu(t, cpuNs());
+  t->peeks++;
+  return t->vt + cpu;
+}
 
 // A system call of a scheduled thread: its CPU since the last one, and the call's own cost. A call
 // that acts on the network (kInOrder) first lets the threads whose clocks are behind this one's
@@ -221,7 +238,7 @@ struct Call {
   Thread* t;
   std::unique_lock<std::mutex> lk;
   explicit Call(Thread* th, CallKind kind = kInOrder) : t(th), lk(w.m) {
-    spend(t, (int64_t)((cpuNs() - t->cpuMark) * w.p.cpuScale) + ((kind & kSyscall) ? us(w.p.syscallUs) : 0));
+    spend(t, codeCpu(t, cpuNs()) + ((kind & kSyscall) ? us(w.p.syscallUs) : 0));
     if ((kind & 2) && !w.heap.empty() && w.heap.top().t < t->vt) {
       t->epoch++;
       t->st = Thread::kReady;
@@ -233,6 +250,7 @@ struct Call {
   ~Call() {
     lk.unlock();
     t->cpuMark = cpuNs();
+    t->peeks = 0;
   }
 };
 
@@ -347,6 +365,8 @@ short readiness(const std::shared_ptr<Sock>& s, short events, int64_t t, int64_t
         if (s->connectErr) return (short)(POLLERR | (events & POLLOUT));
         return 0;
       }
+      if (s->resetAt <= t) return (short)((events & (POLLIN | POLLOUT)) | POLLERR | POLLHUP);
+      *next = std::min(*next, s->resetAt);
       if ((events & POLLIN) && ((!s->in.empty() && s->in.front().at <= t) || s->eofAt <= t)) rev |= POLLIN;
       if ((events & POLLIN) && !(rev & POLLIN)) *next = std::min(*next, s->in.empty() ? s->eofAt : s->in.front().at);
       if (events & POLLOUT) rev |= POLLOUT;
@@ -374,9 +394,14 @@ ssize_t streamSend(Call& c, const std::shared_ptr<Sock>& s, const void* const* b
   advanceConnect(s, t);
   if (s->kind != Sock::kStream) return fail(EOPNOTSUPP);
   if (s->connecting) return fail(EAGAIN);
-  if (!s->connected || s->wrShut) return fail(EPIPE);
+  if (!s->connected || s->wrShut || s->resetAt <= t) return fail(EPIPE);
   std::shared_ptr<Sock> p = s->peer.lock();
-  if (!p || p->closedAt <= t) return fail(EPIPE);  // what it sends before the peer's close is lost
+  size_t total = 0;
+  for (int i = 0; i < parts; i++) total += lens[i];
+  if (!p || p->closedAt <= t) {  // as Linux: this send succeeds, the peer answers with a reset
+    if (p) s->resetAt = std::min(s->resetAt, t + 2 * latencyNs(s->node, p->node));
+    return (ssize_t)total;
+  }
   std::string data;
   for (int i = 0; i < parts; i++) data.append(static_cast<const char*>(bufs[i]), lens[i]);
   if (data.empty()) return 0;
@@ -417,8 +442,20 @@ ssize_t streamRecv(Call& c, const std::shared_ptr<Sock>& s, void* buf, size_t le
   if (!peek)
     while (!s->in.empty() && s->in.front().off == s->in.front().data.size()) s->in.pop_front();
   if (got > 0 || len == 0) return (ssize_t)got;
+  if (s->resetAt <= t) return fail(ECONNRESET);
   if (s->eofAt <= t) return 0;
   return fail(EAGAIN);
+}
+
+// s closes over data it did not read: as Linux, the peer gets a reset instead of an end.
+void resetStream(Sock& s, int64_t t) {
+  std::shared_ptr<Sock> p = s.peer.lock();
+  if (!p) return;
+  const int64_t at = t + latencyNs(s.node, p->node);
+  if (at < p->resetAt) {
+    p->resetAt = at;
+    notify(*p, at);
+  }
 }
 
 void endStream(Sock& s, int64_t t) {
@@ -462,13 +499,19 @@ void* trampoline(void* arg) {
   t->cpuMark = cpuNs();
   void* r = t->fn(t->arg);
   threadEnds(t);
+  tSelf = nullptr;  // what runs after (thread-local destructors) is not scheduled
   return r;
 }
 
 }  // namespace
 
 void configure(const Params& p) {
+  constexpr int kReads = 20000;
+  const int64_t t0 = cpuNs();
+  for (int i = 0; i < kReads - 1; i++) (void)cpuNs();
+  const int64_t readNs = (cpuNs() - t0) / kReads;
   std::lock_guard<std::mutex> g(w.m);
+  w.readNs = readNs;
   w.p = p;
   if (p.cores > 0) w.cores.assign(p.cores, 0);
 }
@@ -490,12 +533,12 @@ bool run(std::string* why) {
   return !w.deadlock;
 }
 
-int64_t now() { return tSelf ? tSelf->vt : 0; }
+int64_t now() { return tSelf ? peekNow(tSelf) : 0; }
 
 void meet(int count) {
   Thread* t = tSelf;
   if (!t) return;
-  Call c(t, kClock);
+  Call c(t, kSyscall);
   w.meeting.push_back(t);
   if ((int)w.meeting.size() >= count) {
     int64_t last = 0;
@@ -617,12 +660,7 @@ int clock_gettime(clockid_t clk, struct timespec* ts) noexcept {
   if (!tSelf ||
       (clk != CLOCK_MONOTONIC && clk != CLOCK_MONOTONIC_RAW && clk != CLOCK_MONOTONIC_COARSE && clk != CLOCK_BOOTTIME))
     return real_clock_gettime(clk, ts);
-  int64_t t;
-  {
-    Call c(tSelf, netsim::kClock);
-    t = c.t->vt;
-  }
-  t += netsim::kClockBaseNs;
+  const int64_t t = netsim::peekNow(tSelf) + netsim::kClockBaseNs;
   ts->tv_sec = t / 1000000000LL;
   ts->tv_nsec = t % 1000000000LL;
   return 0;
@@ -707,7 +745,7 @@ int listen(int fd, int backlog) noexcept {
 int getsockname(int fd, struct sockaddr* addr, socklen_t* len) noexcept {
   REAL(getsockname);
   if (!virtualFd(fd)) return real_getsockname(fd, addr, len);
-  Call c(tSelf, netsim::kClock);
+  Call c(tSelf, netsim::kSyscall);
   auto s = sockOf(fd);
   memcpy(addr, &s->local, std::min<socklen_t>(*len, s->localLen));
   *len = s->localLen;
@@ -717,7 +755,7 @@ int getsockname(int fd, struct sockaddr* addr, socklen_t* len) noexcept {
 int getpeername(int fd, struct sockaddr* addr, socklen_t* len) noexcept {
   REAL(getpeername);
   if (!virtualFd(fd)) return real_getpeername(fd, addr, len);
-  Call c(tSelf, netsim::kClock);
+  Call c(tSelf, netsim::kSyscall);
   auto s = sockOf(fd);
   if (!s->connected) return fail(ENOTCONN);
   memcpy(addr, &s->remote, std::min<socklen_t>(*len, s->remoteLen));
@@ -728,6 +766,7 @@ int getpeername(int fd, struct sockaddr* addr, socklen_t* len) noexcept {
 int setsockopt(int fd, int level, int name, const void* val, socklen_t len) noexcept {
   REAL(setsockopt);
   if (!virtualFd(fd)) return real_setsockopt(fd, level, name, val, len);
+  Call c(tSelf, netsim::kSyscall);
   return 0;
 }
 
@@ -755,7 +794,7 @@ int fcntl(int fd, int cmd, ...) {
   const long arg = va_arg(ap, long);
   va_end(ap);
   if (!virtualFd(fd)) return real_fcntl(fd, cmd, arg);
-  Call c(tSelf, netsim::kClock);
+  Call c(tSelf, netsim::kSyscall);
   auto s = sockOf(fd);
   if (cmd == F_GETFL) return O_RDWR | s->flags;
   if (cmd == F_SETFL) s->flags = (int)arg & O_NONBLOCK;
@@ -884,10 +923,15 @@ int close(int fd) {
     netsim::trace("closed", *s, t, tSelf ? tSelf->id : -1);
     s->closed = true;
     s->closedAt = t;
-    if (s->kind == Sock::kStream && !s->wrShut) netsim::endStream(*s, t);
+    bool unread = false;
+    for (const auto& ch : s->in) unread = unread || ch.at <= t;
+    if (s->kind == Sock::kStream && unread)
+      netsim::resetStream(*s, t);
+    else if (s->kind == Sock::kStream && !s->wrShut)
+      netsim::endStream(*s, t);
     if (s->kind == Sock::kListen) {
       w.ports.erase(s->port);
-      for (auto& q : s->queue) netsim::endStream(*q.second, t);  // never accepted: the client sees the end
+      for (auto& q : s->queue) netsim::resetStream(*q.second, t);  // never accepted: the client is reset
       s->queue.clear();
     }
     return true;

@@ -8,8 +8,9 @@
 // joining. Threads other than the scheduled ones get the real calls.
 //
 // Time is virtual. The scheduled threads run one at a time; each has its own clock, advanced by
-// the CPU time it really uses between two calls (CLOCK_THREAD_CPUTIME_ID, times cpuScale) and by
-// a fixed cost per system call. A thread that blocks (poll without a ready descriptor, usleep)
+// the CPU time it really uses between two calls (CLOCK_THREAD_CPUTIME_ID, times cpuScale, less
+// the cost of reading that clock, measured at start: about 1.3 us on the build VM) and by a fixed
+// cost per system call. A thread that blocks (poll without a ready descriptor, usleep)
 // waits for the earliest event that ends its wait: data, a connection, an end of stream, an
 // eventfd write, its timeout. Before a call that acts on the network, every thread whose clock is
 // behind the caller's runs first, so what a thread observes at time t is what the others did
@@ -23,9 +24,10 @@
 // connect completes one round trip after it is sent, the server accepts it after one and a half;
 // a listener whose accept queue is full (the listen backlog, at most somaxconn) drops the SYN,
 // which the client sends again after 1 s, 2 s, 4 s ...; no listener at the address: refused after
-// a round trip;
-// a stream's bytes arrive in order, its end after them; send buffers are unbounded (sends never
-// block). With `cores` > 0 all threads share that many cores (one host, as the measured runs on
+// a round trip; a stream's bytes arrive in order, its end after them; a close over unread data
+// resets the peer instead (its data is read first, then ECONNRESET), and so does a send after the
+// peer's close (that send succeeds, the next one fails once the reset is back); send buffers are
+// unbounded (sends never block). With `cores` > 0 all threads share that many cores (one host, as the measured runs on
 // one machine): each stretch of CPU work takes the core that frees first.
 #pragma once
 
