@@ -129,7 +129,7 @@ struct Root {
       snprintf(m, sizeof m, "rank %d's hello carries the row of rank %d: a rank's row describes itself", b.rank,
                b.info.rank);
       status = clbInvalidArgument;
-    } else if (*nranks >= 0 && (*joined)[b.rank].link.open() && !leftSince((*joined)[b.rank], *count)) {
+    } else if (*nranks >= 0 && (*joined)[b.rank].link.open() && !leftSince(*joined, b.rank, *count)) {
       snprintf(m, sizeof m, "rank %d joined twice (from %s pid %d and pid %d): give every process a distinct rank",
                b.rank, b.info.hostname, (*table)[b.rank].pid, b.info.pid);
       status = clbInvalidArgument;
@@ -168,37 +168,38 @@ struct Root {
     return true;
   }
 
-  // Whether a joined rank's connection has closed (the rank gave up, or misbehaves: a joined rank
-  // sends nothing more): then its place frees, so that it can join again.
-  bool leftSince(Joined& j, int& count) {
-    pollfd p{j.link.fd(), POLLIN, 0};
-    if (poll(&p, 1, 0) <= 0 || !p.revents) return false;
-    j.link.close();
+  // Joined rank r's connection closed (it gave up, or misbehaves: a joined rank sends nothing
+  // more): its place frees, so that it can join again.
+  void leave(std::vector<Joined>& joined, size_t r, int& count) {
+    CLB_INFO("bootstrap root at %s: rank %zu closed its connection before the communicator formed", where.c_str(), r);
+    joined[r].link.close();
     count--;
     changes++;
+  }
+
+  // Whether joined rank r's connection has closed (leave), looked at by itself.
+  bool leftSince(std::vector<Joined>& joined, size_t r, int& count) {
+    pollfd p{joined[r].link.fd(), POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0 || !p.revents) return false;
+    leave(joined, r, count);
     return true;
   }
 
   // The joined ranks' connections, looked at every kJoinedCheckMs rather than in every turn of
   // the loop: a turn then costs the same at 8 ranks and at 8 192 (the listener, the pending
   // handshakes), not a poll of every rank that joined. A rank that joins again sooner is looked at
-  // by itself (join, leftSince).
+  // by itself (join, leftSince); atOnce: whatever the period (before the replies go out).
   static constexpr int64_t kJoinedCheckMs = 50;
   int64_t joinedCheckAt = 0;
   std::vector<pollfd> joinedFds{};
-  void checkJoined(std::vector<Joined>& joined, int& count, int64_t now) {
-    if (now < joinedCheckAt) return;
+  void checkJoined(std::vector<Joined>& joined, int& count, int64_t now, bool atOnce = false) {
+    if (now < joinedCheckAt && !atOnce) return;
     joinedCheckAt = now + kJoinedCheckMs;
     joinedFds.clear();
     for (const Joined& j : joined) joinedFds.push_back({j.link.fd(), j.link.open() ? (short)POLLIN : (short)0, 0});
     if (joinedFds.empty() || poll(joinedFds.data(), joinedFds.size(), 0) <= 0) return;
-    for (size_t r = 0; r < joined.size(); r++) {
-      if (!joined[r].link.open() || !joinedFds[r].revents) continue;
-      CLB_INFO("bootstrap root at %s: rank %zu closed its connection before the communicator formed", where.c_str(), r);
-      joined[r].link.close();
-      count--;
-      changes++;
-    }
+    for (size_t r = 0; r < joined.size(); r++)
+      if (joined[r].link.open() && joinedFds[r].revents) leave(joined, r, count);
   }
 
   // When to say which ranks are missing (a quarter of the first rank's timeout after it joined;
@@ -363,10 +364,8 @@ struct Root {
         count = 0;
         changes++;
       }
-      if (failure.empty() && nranks >= 0 && count >= nranks) {  // all here: is every joined rank still there?
-        joinedCheckAt = 0;
-        checkJoined(joined, count, nowMs());
-      }
+      // All here: is every joined rank still there?
+      if (failure.empty() && nranks >= 0 && count >= nranks) checkJoined(joined, count, nowMs(), true);
       noteMissing(joined, table, nranks, count);
     }
     if (why) {
