@@ -7,6 +7,10 @@
 # those jars, Automatic-Module-Name, the BOM, pom metadata). Then examples/, a Maven project of its
 # own as a user would write it, is built against those installed artifacts and run with 3 ranks
 # (every kind of host call, every element checked), within a time limit.
+# Before the Java modules, scripts/test-arm64.sh: the native library, the drop-in and the tests
+# cross-built for linux-arm64, and the host collectives, bootstrap, split, shrink,
+# point-to-point and the drop-in's host tests run under qemu-aarch64 (COLIBRI_SKIP_ARM64=1 skips
+# it).
 # Then scripts/sanitize.sh: the native tests again under ASan+UBSan (build/asan) and, the threaded
 # ones, under TSan (build/tsan), and a bounded libFuzzer run over the argument checks of the C ABI
 # and the NCCL drop-in (build/fuzz). COLIBRI_SKIP_SANITIZERS=1 skips that step (a quicker local
@@ -46,6 +50,13 @@ cmake --build build/native -j "$jobs"
 
 log "native unit tests: ctest --test-dir build/native"
 ctest --test-dir build/native --output-on-failure --no-tests=error
+
+if [[ "${COLIBRI_SKIP_ARM64:-0}" == 1 ]]; then
+  log "linux-arm64: skipped (COLIBRI_SKIP_ARM64=1)"
+else
+  log "linux-arm64: scripts/test-arm64.sh (cross-built, part of the native suite under qemu-aarch64)"
+  bash scripts/test-arm64.sh
+fi
 
 log "Java modules: mvn -B -ntp install"
 # The tests' own output goes to files (redirectTestOutputToFile): on a failure, the failing tests
