@@ -33,7 +33,7 @@ csv="$out/measured.csv"
 # of them: over a quarter of the CPU at 512 ranks, single runs up to 1.8 times slower. So a run of
 # 128 ranks or more first waits (at most 90 s) until the host has none; timewait says how many
 # were left when it started.
-timewait() { cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '$4 == "06"' | wc -l; }
+timewait() { { cat /proc/net/tcp /proc/net/tcp6 2>/dev/null || true; } | awk '$4 == "06"' | wc -l; }
 echo "transport,ranks,init_median_us,init_min_us,split_median_us,shrink_median_us,timewait" >"$csv"
 for n in "${sizes[@]}"; do
   for t in socket shm; do

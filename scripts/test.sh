@@ -17,7 +17,7 @@
 # run); CI runs it.
 # Fails on the first failure; a Maven failure ends with the list of failing tests. Idempotent: a second run rebuilds only what changed.
 # Installs missing tools (cmake, g++, GoogleTest, verbs.h for the RDMA emulator's build, OpenSSL 3
-# for the TLS tests, a JDK, Maven)
+# for the TLS tests, a JDK, Maven; test-arm64.sh: the aarch64 cross toolchain and qemu-user)
 # with apt-get when run as root on Debian/Ubuntu.
 # First, scripts/check-layers.sh: no native file includes a header of a layer above its own;
 # scripts/check-format.sh: the C++ and CUDA sources are as clang-format writes them; and
