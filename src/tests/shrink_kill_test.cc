@@ -59,7 +59,7 @@ TEST(ShrinkKillChild, Rank) {
   clbConfig_t cfg;
   clbConfigInit(&cfg);
   cfg.transport = transport;
-  cfg.timeoutMs = 20000;
+  cfg.timeoutMs = 20000 * clbtest::slowdown();  // a build 10 x slower (emulation) waits 10 x longer
   clbComm_t comm = nullptr;
   const clbUniqueId id = clbtest::unhex(idHex);
   ASSERT_EQ(clbCommInitRank(&comm, &id, rank, kRanks, &cfg), clbSuccess) << clbGetLastError();
@@ -70,7 +70,7 @@ TEST(ShrinkKillChild, Rank) {
     if (std::find(killed.begin(), killed.end(), p) == killed.end()) survivors.push_back(p);
   }
   std::string last;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30 * clbtest::slowdown());
   for (int salt = 0; last.empty() && std::chrono::steady_clock::now() < until; salt++)
     last = clbtest::sumOver(comm, rank, all, salt, 4099);
   ASSERT_EQ(last.rfind("failed", 0), 0u) << "rank " << rank
@@ -110,7 +110,7 @@ TEST_P(ShrinkAfterKill, SurvivorsOfSigkilledRanksGoOn) {
     pids.push_back(pid);
   }
   // Every rank is in its stream of calls before the kill.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30 * clbtest::slowdown());
   for (int r = 0; r < kRanks; r++)
     while (access((dir + "/ready-" + std::to_string(r)).c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -121,7 +121,7 @@ TEST_P(ShrinkAfterKill, SurvivorsOfSigkilledRanksGoOn) {
   for (int r = 0; r < kRanks; r++)
     if (std::find(killed.begin(), killed.end(), r) == killed.end()) survivors.push_back(pids[r]);
   for (int k : killed) waitpid(pids[k], nullptr, 0);
-  clbtest::expectRanksEnd(survivors, std::chrono::steady_clock::now() + std::chrono::seconds(60));
+  clbtest::expectRanksEnd(survivors, std::chrono::steady_clock::now() + std::chrono::seconds(60 * clbtest::slowdown()));
   int64_t last = 0;
   for (int r = 0; r < kRanks; r++) {
     if (std::find(killed.begin(), killed.end(), r) != killed.end()) continue;
