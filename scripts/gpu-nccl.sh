@@ -35,8 +35,11 @@ rm -rf "$out" && mkdir -p "$out"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 status=0
+# Under MPS every client keeps the driver's default of 8 hardware queues, whatever the caller
+# exported: 4 clients with CUDA_DEVICE_MAX_CONNECTIONS=32 fail at their first CUDA call ("out of
+# memory" from torch.cuda.set_device on the H100; docs/troubleshooting.md).
 mps_on() {
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  export CUDA_DEVICE_MAX_CONNECTIONS=8 CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
   mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
   nvidia-cuda-mps-control -d
 }
