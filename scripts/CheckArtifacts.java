@@ -20,10 +20,13 @@ import org.w3c.dom.Node;
  * Checks what {@code mvn verify} left in each module's target/ against what a repository and an
  * IDE expect (issue 14): a -sources and a -javadoc jar next to every main jar, an
  * Automatic-Module-Name in every main jar's manifest, the BOM listing every published artifact
- * and no third-party library, and the metadata Maven Central asks of every pom. Run from the
- * repository root after {@code mvn verify}, as scripts/test.sh does:
- * {@code java scripts/CheckArtifacts.java}. Prints one line per failure and a count; exits 1 if
- * anything failed.
+ * and no third-party library, and the metadata Maven Central asks of every pom; the natives jars
+ * of every platform (linux-x86_64, and linux-arm64 from {@code -Plinux-arm64}), each shared
+ * library in them an ELF file of its platform's machine. Run from the repository root after
+ * {@code mvn verify -Plinux-arm64}, as scripts/test.sh does: {@code java
+ * scripts/CheckArtifacts.java}; {@code --platforms linux-x86_64} checks that platform's jars only
+ * (a build without the profile; the BOM must list every platform's all the same). Prints one line
+ * per failure and a count; exits 1 if anything failed.
  */
 public class CheckArtifacts {
   static int passed;
@@ -38,10 +41,24 @@ public class CheckArtifacts {
     }
   }
 
+  /** Every platform whose natives the project publishes, and its ELF machine (e_machine). */
+  static final Map<String, Integer> PLATFORMS = Map.of("linux-x86_64", 62, "linux-arm64", 183);
+
   public static void main(String[] args) throws Exception {
     Element root = read(new File("pom.xml"));
     String version = text(root, "version");
     String platform = text(child(root, "properties"), "colibri.platform");
+    check(
+        PLATFORMS.containsKey(platform),
+        "pom.xml: colibri.platform " + platform + " is one of " + PLATFORMS.keySet());
+    List<String> built = new ArrayList<>(new TreeSet<>(PLATFORMS.keySet()));
+    if (args.length == 2 && args[0].equals("--platforms")) {
+      built = List.of(args[1].split(","));
+    } else if (args.length != 0) {
+      System.out.println(
+          "usage: java scripts/CheckArtifacts.java [--platforms linux-x86_64[,linux-arm64]]");
+      System.exit(2);
+    }
     checkMetadata("pom.xml", root);
     // The modules inherit url and scm as they are (Maven would append their artifactIds).
     check(
@@ -96,31 +113,14 @@ public class CheckArtifacts {
             docs + " has the pages of its classes in the package layout (io/colibri/...)");
       }
       if (artifact.equals("colibri-native") || artifact.equals("colibri-verbs")) {
-        published.add(artifact + ":" + platform);
-        File natives = new File(target, base + "-" + platform + ".jar");
-        checkMainJar(natives, moduleNames);
-        // The verbs emulator is a test library (a stand-in libibverbs.so.1): no jar ships it.
-        check(
-            !holds(natives, n -> n.contains("libibverbs") || n.contains("verbs_emu")),
-            natives + " carries no verbs emulator (libibverbs*, verbs_emu*)");
-        if (artifact.equals("colibri-native")) {
-          // The NCCL drop-in: unpacked as it is, lib/libnccl.so.2 finds libcolibri.so.0 and that
-          // finds its kernel images beside itself.
-          published.add(artifact + ":" + platform + "-nccl");
-          File nccl = new File(target, base + "-" + platform + "-nccl.jar");
-          for (String f :
-              new String[] {"lib/libnccl.so.2", "lib/libcolibri.so.0", "include/nccl.h"}) {
-            check(holds(nccl, n -> n.equals(f)), nccl + " holds " + f);
+        for (String p : PLATFORMS.keySet()) {
+          published.add(artifact + ":" + p);
+          if (artifact.equals("colibri-native")) {
+            published.add(artifact + ":" + p + "-nccl");
           }
-          check(
-              holds(nccl, n -> n.startsWith("lib/colibri_kernels")),
-              nccl + " holds the kernel images in lib/");
         }
-        if (artifact.equals("colibri-verbs")) {
-          String lib = "io/colibri/verbs/" + platform + "/libcolibri_verbs.so";
-          check(
-              holds(natives, n -> n.equals(lib)),
-              natives + " holds " + lib + " (the verbs network plugin)");
+        for (String p : built) {
+          checkNatives(target, base, artifact, p, moduleNames);
         }
       }
     }
@@ -171,6 +171,77 @@ public class CheckArtifacts {
     }
     System.out.println("artifacts: " + passed + " passed, " + failures.size() + " failed");
     System.exit(failures.isEmpty() ? 0 : 1);
+  }
+
+  /** One platform's natives jars of colibri-native or colibri-verbs. */
+  static void checkNatives(
+      File target, String base, String artifact, String platform, Map<String, String> moduleNames)
+      throws IOException {
+    Integer machine = PLATFORMS.get(platform);
+    if (machine == null) {
+      check(false, "--platforms: " + platform + " is not one of " + PLATFORMS.keySet());
+      return;
+    }
+    File natives = new File(target, base + "-" + platform + ".jar");
+    checkMainJar(natives, moduleNames);
+    // The verbs emulator is a test library (a stand-in libibverbs.so.1): no jar ships it.
+    check(
+        !holds(natives, n -> n.contains("libibverbs") || n.contains("verbs_emu")),
+        natives + " carries no verbs emulator (libibverbs*, verbs_emu*)");
+    List<String> libs = new ArrayList<>();
+    if (artifact.equals("colibri-native")) {
+      String dir = "io/colibri/jni/" + platform + "/";
+      libs.add(natives + "!" + dir + "libcolibri.so.0");
+      libs.add(natives + "!" + dir + "libjniColibriLib.so");
+      // The NCCL drop-in: unpacked as it is, lib/libnccl.so.2 finds libcolibri.so.0 and that
+      // finds its kernel images beside itself.
+      File nccl = new File(target, base + "-" + platform + "-nccl.jar");
+      check(holds(nccl, n -> n.equals("include/nccl.h")), nccl + " holds include/nccl.h");
+      check(
+          holds(nccl, n -> n.startsWith("lib/colibri_kernels")),
+          nccl + " holds the kernel images in lib/");
+      libs.add(nccl + "!lib/libnccl.so.2");
+      libs.add(nccl + "!lib/libcolibri.so.0");
+    } else {
+      libs.add(natives + "!io/colibri/verbs/" + platform + "/libcolibri_verbs.so");
+    }
+    for (String lib : libs) {
+      int bang = lib.indexOf('!');
+      File jar = new File(lib.substring(0, bang));
+      String entry = lib.substring(bang + 1);
+      int found = elfMachine(jar, entry);
+      check(
+          found == machine,
+          jar
+              + " holds "
+              + entry
+              + ", an ELF shared library for "
+              + platform
+              + " (e_machine "
+              + machine
+              + (found == -1
+                  ? "; the entry is missing"
+                  : found == -2 ? "; not an ELF file" : "; it has " + found)
+              + ")");
+    }
+  }
+
+  /** The ELF e_machine of a jar entry: -1 when the jar or entry is missing, -2 when not ELF. */
+  static int elfMachine(File jar, String entry) throws IOException {
+    if (!jar.isFile()) {
+      return -1;
+    }
+    try (JarFile j = new JarFile(jar)) {
+      java.util.jar.JarEntry e = j.getJarEntry(entry);
+      if (e == null) {
+        return -1;
+      }
+      byte[] h = j.getInputStream(e).readNBytes(20);
+      if (h.length < 20 || h[0] != 0x7f || h[1] != 'E' || h[2] != 'L' || h[3] != 'F' || h[5] != 1) {
+        return -2; // not ELF, or not little-endian
+      }
+      return (h[18] & 0xff) | (h[19] & 0xff) << 8;
+    }
   }
 
   /** What Maven Central asks of a pom: its own name and description (the rest it inherits). */

@@ -58,3 +58,19 @@ ensure_build_tools() {
   [[ -n "$v" && "$v" -ge 17 ]] \
     || die "Colibri needs JDK 17 or newer; javac says: $(javac -version 2>&1). Set JAVA_HOME/PATH to a JDK 17+"
 }
+
+# unpack_arm64_debs DEST PACKAGE...: Debian's arm64 packages downloaded with arm64 package lists of
+# their own (the machine's apt set-up is left as it is: no dpkg --add-architecture) and unpacked
+# into DEST, not installed. For what the aarch64 cross sysroot lacks (libssl3, a JRE).
+unpack_arm64_debs() {
+  local dest=$1 tmp deb
+  shift
+  command -v apt-get >/dev/null 2>&1 || die "arm64: $* (arm64) come from Debian's packages and there is no apt-get here"
+  tmp=$(mktemp -d)
+  mkdir -p "$tmp/lists/partial" "$dest"
+  local apt=(apt-get -qq -o APT::Architectures::=arm64 -o "Dir::State::Lists=$tmp/lists" -o APT::Sandbox::User=root)
+  ("${apt[@]}" update && cd "$tmp" && "${apt[@]}" download "${@/%/:arm64}") >"$tmp/apt.log" 2>&1 \
+    || die "arm64: cannot download $* (arm64): $(tail -3 "$tmp/apt.log")"
+  for deb in "$tmp"/*_arm64.deb; do dpkg-deb -x "$deb" "$dest"; done
+  rm -rf "$tmp"
+}

@@ -63,20 +63,12 @@ fi
 timeout 120 build/arm64/colibri_nccl_tests --gtest_list_tests >/dev/null 2>&1 \
   || die "arm64: this kernel does not run aarch64 programs through qemu (binfmt_misc), which the tests of rank processes need: as root, mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc and write the line of /usr/lib/binfmt.d/qemu-aarch64.conf into its register file (or run with COLIBRI_SKIP_ARM64=1)"
 
-# TLS: the tests load libssl.so.3 of aarch64, which the cross sysroot lacks. Debian's package is
-# downloaded with arm64 package lists of its own (the machine's apt set-up is left as it is) and
-# unpacked into build/arm64-prefix/ssl, not installed.
+# TLS: the tests load libssl.so.3 of aarch64, which the cross sysroot lacks: Debian's package,
+# unpacked into build/arm64-prefix/ssl (common.sh's unpack_arm64_debs), not installed.
 ssl=$prefix/ssl/usr/lib/aarch64-linux-gnu
 if [[ ! -f $ssl/libssl.so.3 ]]; then
-  command -v apt-get >/dev/null 2>&1 || die "arm64: the TLS tests need Debian's libssl3:arm64 and there is no apt-get here"
   log "arm64: libssl3:arm64 for the TLS tests (unpacked into $prefix/ssl)"
-  tmp=$(mktemp -d)
-  mkdir -p "$tmp/lists/partial"
-  apt=(apt-get -qq -o APT::Architectures::=arm64 -o "Dir::State::Lists=$tmp/lists" -o APT::Sandbox::User=root)
-  ("${apt[@]}" update && cd "$tmp" && "${apt[@]}" download libssl3:arm64) >"$tmp/apt.log" 2>&1 \
-    || die "arm64: cannot download libssl3:arm64 for the TLS tests: $(tail -3 "$tmp/apt.log")"
-  dpkg-deb -x "$tmp"/libssl3_*_arm64.deb "$prefix/ssl"
-  rm -rf "$tmp"
+  unpack_arm64_debs "$prefix/ssl" libssl3
 fi
 export COLIBRI_REQUIRE_TLS_TESTS=1  # as on x86-64: a TLS test that cannot run fails
 export COLIBRI_PLUGIN_DIR=$COLIBRI_ROOT/build/arm64  # the aarch64 verbs plugin; its stand-in libibverbs and libssl:

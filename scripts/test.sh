@@ -9,8 +9,10 @@
 # (every kind of host call, every element checked), within a time limit.
 # Before the Java modules, scripts/test-arm64.sh: the native library, the drop-in and the tests
 # cross-built for linux-arm64, and the host collectives, bootstrap, split, shrink,
-# point-to-point and the drop-in's host tests run under qemu-aarch64 (COLIBRI_SKIP_ARM64=1 skips
-# it).
+# point-to-point and the drop-in's host tests run under qemu-aarch64; Maven then packages the
+# linux-arm64 jars too (-Plinux-arm64), the artifacts check verifies both platforms' jars, and
+# after the example scripts/test-arm64-java.sh runs it on an aarch64 JVM under qemu against them
+# (COLIBRI_SKIP_ARM64=1 skips all three).
 # Then scripts/sanitize.sh: the native tests again under ASan+UBSan (build/asan) and, the threaded
 # ones, under TSan (build/tsan), and a bounded libFuzzer run over the argument checks of the C ABI
 # and the NCCL drop-in (build/fuzz). COLIBRI_SKIP_SANITIZERS=1 skips that step (a quicker local
@@ -58,17 +60,24 @@ else
   bash scripts/test-arm64.sh
 fi
 
-log "Java modules: mvn -B -ntp install"
+# With the linux-arm64 step, Maven builds that platform's natives jars too (-Plinux-arm64, from
+# build/arm64), and the artifacts check wants them.
+if [[ "${COLIBRI_SKIP_ARM64:-0}" == 1 ]]; then
+  profiles=() platforms=(--platforms linux-x86_64)
+else
+  profiles=(-Plinux-arm64) platforms=()
+fi
+log "Java modules: mvn -B -ntp install ${profiles[*]}"
 # The tests' own output goes to files (redirectTestOutputToFile): on a failure, the failing tests
 # and the end of their output are listed last, where the log is read.
-if ! mvn -B -ntp install; then
+if ! mvn -B -ntp install "${profiles[@]}"; then
   log "Maven failed; the failing tests (scripts/TestFailures.java):"
   java scripts/TestFailures.java
   die "mvn install failed"
 fi
 
-log "artifacts: java scripts/CheckArtifacts.java"
-java scripts/CheckArtifacts.java
+log "artifacts: java scripts/CheckArtifacts.java ${platforms[*]}"
+java scripts/CheckArtifacts.java "${platforms[@]}"
 bash scripts/check-doc-links.sh
 
 # examples/ is not a module of this build: it resolves Colibri from ~/.m2, where the install above
@@ -80,6 +89,10 @@ example_version=$(sed -n 's:.*<colibri.version>\(.*\)</colibri.version>.*:\1:p' 
 log "example: examples/ against the installed artifacts, 3 ranks (mvn compile exec:exec)"
 (cd examples && timeout -k 10 120 mvn -B -q -ntp compile exec:exec -Dranks=3) \
   || die "the example failed (exit code $?; 124: it ran past 120 s)"
+if [[ "${COLIBRI_SKIP_ARM64:-0}" != 1 ]]; then
+  log "linux-arm64 Java: scripts/test-arm64-java.sh (the example on an aarch64 JVM under qemu)"
+  bash scripts/test-arm64-java.sh
+fi
 
 if [[ "${COLIBRI_SKIP_SANITIZERS:-0}" == 1 ]]; then
   log "sanitizers: skipped (COLIBRI_SKIP_SANITIZERS=1)"

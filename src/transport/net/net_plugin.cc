@@ -70,9 +70,15 @@ std::mutex gPluginMutex;
 std::string gPluginDir;                                    // clbSetPluginDir
 std::map<std::string, const clbNetPlugin_v1_t*> gPlugins;  // loaded and initialised
 
-// Which jar carries a plugin, for the message when it is missing.
+// Which jar carries a plugin, for the message when it is missing: the natives jar of the platform
+// this library was built for (JavaCPP's platform names).
+#if defined(__aarch64__)
+#define CLB_JAR_PLATFORM "linux-arm64"
+#else
+#define CLB_JAR_PLATFORM "linux-x86_64"
+#endif
 const char* jarOf(const std::string& name) {
-  return name == "verbs" ? "io.colibri:colibri-verbs (classifier linux-x86_64)" : "the plugin's jar";
+  return name == "verbs" ? "io.colibri:colibri-verbs (classifier " CLB_JAR_PLATFORM ")" : "the plugin's jar";
 }
 
 std::string folderOfCore() {

@@ -53,7 +53,8 @@ final class ProviderLookup {
     throw new ColibriException(
         ErrorCode.UNSUPPORTED,
         "no Colibri implementation on the class path: add the dependency io.colibri:colibri-native"
-            + " and its natives jar io.colibri:colibri-native with classifier linux-x86_64 (same"
-            + " version as colibri-api)");
+            + " and its natives jar io.colibri:colibri-native with classifier "
+            + ("aarch64".equals(System.getProperty("os.arch")) ? "linux-arm64" : "linux-x86_64")
+            + " (same version as colibri-api)");
   }
 }

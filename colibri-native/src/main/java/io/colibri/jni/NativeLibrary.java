@@ -8,8 +8,8 @@ import io.colibri.ErrorCode;
 
 /**
  * Loads {@code libcolibri.so.0} and {@code jniColibriLib} once, through JavaCPP: both are resources
- * of the natives jar (classifier linux-x86_64) under {@code io/colibri/jni/linux-x86_64/}; JavaCPP
- * extracts them to its cache ({@code ~/.javacpp/cache} unless {@code -Dorg.bytedeco.javacpp.cachedir}
+ * of the natives jar of this machine's platform (classifier linux-x86_64 or linux-arm64) under
+ * {@code io/colibri/jni/<platform>/}, where JavaCPP looks for its platform; JavaCPP extracts them to its cache ({@code ~/.javacpp/cache} unless {@code -Dorg.bytedeco.javacpp.cachedir}
  * says otherwise) and loads them, libcolibri first. A failure becomes an UNSUPPORTED
  * {@link ColibriException} that says which jar to add; {@code -Dorg.bytedeco.javacpp.logger.debug=true}
  * shows where JavaCPP looked.
@@ -55,10 +55,11 @@ final class NativeLibrary {
                     + System.getProperty("os.arch")
                     + " ("
                     + cause
-                    + "). Colibri ships natives for linux-x86_64: add io.colibri:colibri-native"
-                    + " with classifier linux-x86_64 (same version as colibri-native) to the"
-                    + " dependencies; run with -Dorg.bytedeco.javacpp.logger.debug=true to see"
-                    + " where it was looked for",
+                    + "). Colibri ships natives for linux-x86_64 and linux-arm64: add"
+                    + " io.colibri:colibri-native with classifier "
+                    + PLATFORM
+                    + " (same version as colibri-native) to the dependencies; run with"
+                    + " -Dorg.bytedeco.javacpp.logger.debug=true to see where it was looked for",
                 cause);
         throw failure;
       }
@@ -167,10 +168,41 @@ final class NativeLibrary {
   }
 
   /**
-   * Where io.colibri:colibri-verbs (classifier linux-x86_64) keeps the verbs network plugin, the
-   * library that the core loads when transport VERBS is asked for.
+   * This machine's platform as JavaCPP names it, which is the classifier of the natives jars that
+   * serve it: linux-x86_64 or linux-arm64 (another name here means no Colibri natives for it).
    */
-  static final String VERBS_PLUGIN = "/io/colibri/verbs/linux-x86_64/libcolibri_verbs.so";
+  static final String PLATFORM =
+      platform(System.getProperty("os.name"), System.getProperty("os.arch"));
+
+  /** JavaCPP's platform name for these os.name and os.arch values (its Loader.getPlatform()). */
+  static String platform(String osName, String osArch) {
+    String os = osName == null ? "" : osName.toLowerCase(java.util.Locale.ROOT);
+    String arch = osArch == null ? "" : osArch.toLowerCase(java.util.Locale.ROOT);
+    if (os.startsWith("linux")) {
+      os = "linux";
+    }
+    switch (arch) {
+      case "amd64":
+      case "x86-64":
+      case "x86_64":
+        arch = "x86_64";
+        break;
+      case "aarch64":
+      case "armv8":
+      case "arm64":
+        arch = "arm64";
+        break;
+      default:
+        break;
+    }
+    return os + "-" + arch;
+  }
+
+  /**
+   * Where io.colibri:colibri-verbs (classifier linux-x86_64 or linux-arm64, this machine's) keeps
+   * the verbs network plugin, the library that the core loads when transport VERBS is asked for.
+   */
+  static final String VERBS_PLUGIN = "/io/colibri/verbs/" + PLATFORM + "/libcolibri_verbs.so";
 
   /**
    * With colibri-verbs' natives jar on the classpath, extracts its plugin library to JavaCPP's

@@ -68,12 +68,26 @@ class NativeLoadingTest {
     String core = find(loaded, "libcolibri.so.0");
     assertNotNull(jni, "jniColibriLib not loaded: " + loaded);
     assertNotNull(core, "libcolibri.so.0 not loaded: " + loaded);
-    // Both come from io/colibri/jni/linux-x86_64 (target/classes or JavaCPP's cache of the jar),
-    // never from the CMake build directory.
+    // Both come from io/colibri/jni/<this platform> (target/classes or JavaCPP's cache of the
+    // jar), never from a CMake build directory, and never another platform's.
     for (String path : List.of(jni, core)) {
-      assertFalse(path.contains("build/native"), path);
-      assertTrue(path.contains("linux-x86_64"), path);
+      assertFalse(path.contains("build/native") || path.contains("build/arm64"), path);
+      assertTrue(path.contains("/io/colibri/jni/" + Loader.getPlatform() + "/"), path);
     }
+  }
+
+  @Test
+  void thePlatformNamesTheJarsAsJavaCppLooksForThem() {
+    // The classifiers of the natives jars are JavaCPP's platform names, which decide where it
+    // looks for the libraries: the loader's own name must agree, for the verbs plugin's path and
+    // for the message that says which jar to add.
+    assertEquals(Loader.getPlatform(), NativeLibrary.PLATFORM);
+    assertEquals("linux-x86_64", NativeLibrary.platform("Linux", "amd64"));
+    assertEquals("linux-arm64", NativeLibrary.platform("Linux", "aarch64"));
+    assertEquals("linux-ppc64le", NativeLibrary.platform("Linux", "ppc64le"));
+    assertEquals(
+        "/io/colibri/verbs/" + Loader.getPlatform() + "/libcolibri_verbs.so",
+        NativeLibrary.VERBS_PLUGIN);
   }
 
   @Test

@@ -46,7 +46,10 @@ class VerbsPluginTest {
                 l ->
                     l.startsWith("rank ")
                         && l.contains("failed")
-                        && l.contains("io.colibri:colibri-verbs (classifier linux-x86_64)"))
+                        && l.contains(
+                            "io.colibri:colibri-verbs (classifier "
+                                + org.bytedeco.javacpp.Loader.getPlatform()
+                                + ")"))
             .count(),
         "want both ranks to name the jar in:\n" + out);
   }
@@ -59,7 +62,7 @@ class VerbsPluginTest {
     assumeTrue(
         Files.isRegularFile(lib) && Files.isDirectory(standin),
         "no " + lib + " or " + standin + ": a native build without verbs.h or without its tests");
-    Path res = dir.resolve("io/colibri/verbs/linux-x86_64");
+    Path res = dir.resolve("io/colibri/verbs/" + org.bytedeco.javacpp.Loader.getPlatform());
     Files.createDirectories(res);
     Files.copy(lib, res.resolve("libcolibri_verbs.so"));
     String cp = dir + File.pathSeparator + System.getProperty("java.class.path");

@@ -139,8 +139,8 @@ final class DoctorChecks {
           "library",
           "the Colibri native library does not load: " + reason(e),
           "run colibri-bench.jar as built (it carries the natives for linux-x86_64); in an"
-              + " application add io.colibri:colibri-native with classifier linux-x86_64 (same"
-              + " version); if the home folder is read-only add"
+              + " application add io.colibri:colibri-native with classifier linux-x86_64"
+              + " (linux-arm64 on aarch64; same version); if the home folder is read-only add"
               + " -Dorg.bytedeco.javacpp.cachedir=/tmp/javacpp; details with"
               + " -Dorg.bytedeco.javacpp.logger.debug=true");
     }
