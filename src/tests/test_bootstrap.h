@@ -116,6 +116,29 @@ inline int countEntries(const char* dir) {
 }
 inline int openFds() { return countEntries("/proc/self/fd"); }
 inline int threads() { return countEntries("/proc/self/task"); }
+// The mappings of shared-memory segments this process holds: lines of /proc/self/maps that name a
+// file in /dev/shm (a segment unlinked but still mapped shows as "/dev/shm/... (deleted)").
+inline int shmMappings() {
+  int n = 0;
+  if (FILE* f = fopen("/proc/self/maps", "r")) {
+    char line[4096];
+    while (fgets(line, sizeof line, f))
+      if (strstr(line, "/dev/shm/")) n++;
+    fclose(f);
+  }
+  return n;
+}
+// This process's resident memory in KiB (VmRSS of /proc/self/status); -1 when unreadable.
+inline long residentKiB() {
+  long kib = -1;
+  if (FILE* f = fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (fgets(line, sizeof line, f))
+      if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+    fclose(f);
+  }
+  return kib;
+}
 
 // The TCP ports in LISTEN state that sockets of this process hold (/proc/net/tcp and tcp6, whose
 // inodes are matched against /proc/self/fd), with their local address as the kernel prints it
