@@ -601,12 +601,14 @@ clbResult_t clbCommSuspend(clbComm_t c) {
   };
   std::vector<Can> all(c->nranks);
   memset(all.data(), 0, all.size() * sizeof(Can));
-  if (c->captured.load())
+  if (const int graphs = c->capturedCallHolds->load(); graphs > 0)
     all[c->rank].code = setError(clbInvalidUsage,
-                                 "rank %d: calls of this communicator were captured in a CUDA graph, whose replays use "
-                                 "the device memory that clbCommSuspend would give back: the communicator cannot be "
-                                 "suspended (destroy it to give the memory back, and make a new one)",
-                                 c->rank);
+                                 "rank %d: %d call(s) of this communicator were captured in CUDA graphs that still "
+                                 "exist, whose replays use the device memory that clbCommSuspend would give back: "
+                                 "destroy those graphs and their instantiations (cudaGraphDestroy, "
+                                 "cudaGraphExecDestroy) before suspending, and capture the calls again after "
+                                 "clbCommResume",
+                                 c->rank, graphs);
   else if (const size_t regs = cuda::registrationCount(c))
     all[c->rank].code = setError(clbInvalidUsage,
                                  "rank %d holds %zu registration(s) of buffers (clbCommRegister, "
@@ -626,6 +628,9 @@ clbResult_t clbCommSuspend(clbComm_t c) {
                       all[p].why);
   clearError();
   cuda::releaseCallMemory(c, true);
+  // No graph with a captured call exists (checked above) and the objects its replays moved on
+  // are gone: the next calls start afresh, as before any capture.
+  c->captured.store(false, std::memory_order_relaxed);
   // A failure here still reaches the barrier, which the peers wait in.
   const clbResult_t trimmed = c->carrier ? c->carrier->trim() : clbSuccess;
   const std::string trimError = trimmed != clbSuccess ? lastError() : std::string();

@@ -161,13 +161,17 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
                     "own stream",
                     s_.comm->rank);
   CLB_CHECK(s_.checkStream(stream));
-  // A captured call's replays use the device objects, which clbCommSuspend would free (it is
-  // refused from then on); a call captured where other ranks of this process share the GPU runs
-  // only in a replay through clbGraphLaunch (its kernels check ClbDevFlags::replayPermit). One
-  // query (the default stream cannot be captured).
+  // A captured call's replays use the device objects, which clbCommSuspend would free: its graph
+  // holds the communicator's count of captured calls until it is destroyed, and the suspend is
+  // refused until then. A call captured where other ranks of this process share the GPU runs only
+  // in a replay through clbGraphLaunch (its kernels check ClbDevFlags::replayPermit). One query
+  // (the default stream cannot be captured).
   CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
   if (stream) CLB_CU(s_.d, cuStreamIsCapturing, stream, &cap);
-  if (cap != CU_STREAM_CAPTURE_STATUS_NONE) s_.comm->captured.store(true, std::memory_order_relaxed);
+  if (cap != CU_STREAM_CAPTURE_STATUS_NONE) {
+    s_.comm->captured.store(true, std::memory_order_relaxed);
+    CLB_CHECK(holdWhileGraphLives(s_.d, stream, s_.comm->capturedCallHolds));
+  }
   s_.launch.replayGuard = s_.launch.meet && cap != CU_STREAM_CAPTURE_STATUS_NONE;
   const int n = s_.comm->nranks;
   // Every rank decides alike, from what all ranks agree on (collective, count, type, placement).

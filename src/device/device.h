@@ -50,6 +50,13 @@ struct Allocation {
 };
 clbResult_t allocationOf(const Driver* d, const void* p, Allocation* a);
 
+// Holds `holds` (one more) for as long as the CUDA graph that `stream` is capturing into, or an
+// instantiation of it, exists: a user object the graph retains drops the hold when the graph and
+// its instantiations are destroyed. Nothing when the stream is not capturing. Registrations count
+// the graphs that read through them so; the communicator counts its captured calls so
+// (DeviceCommContext::capturedCallHolds, which clbCommSuspend reads).
+clbResult_t holdWhileGraphLives(const Driver* d, CUstream stream, const std::shared_ptr<std::atomic<int>>& holds);
+
 // Point-to-point operations (algo/p2p.h) some of which are on device memory, from the host: the
 // streams synchronized, each device range copied to a host shadow, run(shadowed ops), the ranges
 // written copied back (p2p_staged.cc). Refused inside a CUDA graph capture.

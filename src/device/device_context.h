@@ -55,9 +55,15 @@ struct DeviceCommContext : CommContext {
   // (under the call, like every use; comm_device.cc).
   void* barrierScratch = nullptr;
   void* barrierContext = nullptr;  // its CUcontext
-  // A call on device memory was captured in a CUDA graph: a replay would use the device objects, so
-  // clbCommSuspend, which frees them, is refused from then on (set by the device runtime).
+  // A call on device memory was captured in a CUDA graph (set by the device runtime): replays move
+  // the device objects' counts on without the host. Cleared by clbCommSuspend, which frees those
+  // objects once no such graph exists.
   std::atomic<bool> captured{false};
+  // Calls captured in CUDA graphs that still exist (the graphs or their instantiations): each
+  // captured call holds one until its graph goes (cuda::holdWhileGraphLives). A replay uses the
+  // device objects, so clbCommSuspend, which frees them, is refused while any is held. Shared with
+  // the graphs' user objects, which may outlive the communicator.
+  std::shared_ptr<std::atomic<int>> capturedCallHolds = std::make_shared<std::atomic<int>>(0);
   // This rank failed and cannot tell its peers which of its device calls complete, so every device
   // kernel of the communicator ends, its own and its peers' (device/stop.h, endEveryDeviceCall):
   // when it said so (nowMs; 0: it did not).

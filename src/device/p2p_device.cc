@@ -782,7 +782,10 @@ clbResult_t PeerDevice::run(std::vector<PeerOp>& ops, std::vector<PeerOp>* rest)
   CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
   if (stream) CLB_CU(d_, cuStreamIsCapturing, stream, &capturing);
   const bool captured = capturing != CU_STREAM_CAPTURE_STATUS_NONE;
-  if (captured) c_->captured.store(true, std::memory_order_relaxed);  // clbCommSuspend is refused from now on
+  if (captured) {  // clbCommSuspend is refused while the graph exists
+    c_->captured.store(true, std::memory_order_relaxed);
+    CLB_CHECK(holdWhileGraphLives(d_, stream, c_->capturedCallHolds));
+  }
   const bool meets = !edges.empty() && !captured && !c_->deviceCfg.meetOff;
   if (meets && !meet_) meet_ = PeerMeet::join(nonce_);
   // A refusal of this rank's own (checked before anything launches) fails its peers' matching

@@ -242,33 +242,37 @@ void CUDA_CB dropGraphHold(void* p) {  // a graph's user object destroyed: its h
 
 }  // namespace
 
-clbResult_t Registrations::holdForGraph(CUstream stream, uint64_t id) {
+clbResult_t holdWhileGraphLives(const Driver* d, CUstream stream, const std::shared_ptr<std::atomic<int>>& holds) {
   if (!stream) return clbSuccess;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   cuuint64_t captureId = 0;
   CUgraph graph = nullptr;
   const CUgraphNode* deps = nullptr;
   size_t ndeps = 0;
-  CLB_CU(s_.d, cuStreamGetCaptureInfo_v2, stream, &status, &captureId, &graph, &deps, &ndeps);
+  CLB_CU(d, cuStreamGetCaptureInfo_v2, stream, &status, &captureId, &graph, &deps, &ndeps);
   if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !graph) return clbSuccess;
+  auto* hold = new std::shared_ptr<std::atomic<int>>(holds);
+  (*hold)->fetch_add(1);
+  CUuserObject object = nullptr;
+  if (CUresult rc = d->cuUserObjectCreate(&object, hold, dropGraphHold, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
+      rc != CUDA_SUCCESS) {
+    dropGraphHold(hold);
+    return cuError(rc, "cuUserObjectCreate");
+  }
+  if (CUresult rc = d->cuGraphRetainUserObject(graph, object, 1, CU_GRAPH_USER_OBJECT_MOVE); rc != CUDA_SUCCESS) {
+    d->cuUserObjectRelease(object, 1);  // its destructor drops the hold
+    return cuError(rc, "cuGraphRetainUserObject");
+  }
+  return clbSuccess;
+}
+
+clbResult_t Registrations::holdForGraph(CUstream stream, uint64_t id) {
   Registration* reg = nullptr;
   for (const auto& r : regs_)
     if (r->id == id) reg = r.get();
   if (!reg)
     return setError(clbInternalError, "rank %d: registration %llu is gone", s_.comm->rank, (unsigned long long)id);
-  auto* hold = new std::shared_ptr<std::atomic<int>>(reg->graphHolds);
-  (*hold)->fetch_add(1);
-  CUuserObject object = nullptr;
-  if (CUresult rc = s_.d->cuUserObjectCreate(&object, hold, dropGraphHold, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
-      rc != CUDA_SUCCESS) {
-    dropGraphHold(hold);
-    return cuError(rc, "cuUserObjectCreate");
-  }
-  if (CUresult rc = s_.d->cuGraphRetainUserObject(graph, object, 1, CU_GRAPH_USER_OBJECT_MOVE); rc != CUDA_SUCCESS) {
-    s_.d->cuUserObjectRelease(object, 1);  // its destructor drops the hold
-    return cuError(rc, "cuGraphRetainUserObject");
-  }
-  return clbSuccess;
+  return holdWhileGraphLives(s_.d, stream, reg->graphHolds);
 }
 
 clbResult_t Registrations::deregisterBuffer(void* handle) {

@@ -95,7 +95,10 @@ clbResult_t Scaler::begin(int ordinal, CUstream stream, size_t bytes, void** scr
     *scratch = reinterpret_cast<void*>(scratch_);
   }
   capturing_ = inCapture;
-  if (inCapture) c_->captured.store(true, std::memory_order_relaxed);  // clbCommSuspend is refused from now on
+  if (inCapture) {  // clbCommSuspend is refused while the graph exists
+    c_->captured.store(true, std::memory_order_relaxed);
+    CLB_CHECK(holdWhileGraphLives(d_, stream, c_->capturedCallHolds));
+  }
   scratchCall_ = bytes > 0;
   return clbSuccess;
 }

@@ -8,7 +8,8 @@
 // whole GPU, the driver's cache for streams grown first: see the test) and the communicator's own
 // count to 0; calls while suspended are refused; after the
 // resume the same calls with new inputs are right again. A communicator whose calls were captured
-// in a graph is refused on every rank and its graph replays on. FOOTPRINT-style lines (SUSPEND ...)
+// in a graph is refused on every rank while the graph exists, and its graph replays on; once the
+// graph is destroyed it suspends, resumes and captures again. FOOTPRINT-style lines (SUSPEND ...)
 // give the figures for the results file. Skipped, with the reason, where there is no GPU.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -315,9 +317,12 @@ INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceSuspend,
                            return std::to_string(std::get<0>(p.param)) + "threads_" + std::get<1>(p.param);
                          });
 
-// Captured calls: the suspend is refused on every rank (the graph's replays use the memory it
-// would free), nothing is freed, and the graph replays on with new data.
-TEST(DeviceSuspendCaptured, IsRefusedOnEveryRankAndTheGraphReplaysOn) {
+// Captured calls: while the graph (or its instantiation) exists the suspend is refused on every
+// rank (its replays use the memory the suspend would free), nothing is freed, and the graph
+// replays on with new data; once it is destroyed the suspend goes through and gives the
+// communicator's device memory back, and after the resume an eager call and a call captured in a
+// new graph are right.
+TEST(DeviceSuspendCaptured, IsRefusedWhileTheGraphLivesAndGoesThroughOnceItIsDestroyed) {
   const Driver* d = gpu();
   if (!d) GTEST_SKIP() << "no GPU here: " << why;
   setenv("COLIBRI_DEVICE_PATH", "auto", 1);
@@ -332,49 +337,92 @@ TEST(DeviceSuspendCaptured, IsRefusedOnEveryRankAndTheGraphReplaysOn) {
     CU_OK(d->cuMemAlloc(&in, count * 4));
     CU_OK(d->cuMemAlloc(&out, count * 4));
     std::string err;
+    // Inputs of round `salt`, and the check of `out` against the sum over the ranks.
+    auto fill = [&](int salt) {
+      std::vector<float> v(count);
+      for (size_t e = 0; e < count; e++) v[e] = (float)((rank + 1) * 100 + (int)(e % 911) + salt);
+      CU_OK(upload(d, in, v.data(), v.size() * 4));
+      CU_OK(d->cuMemsetD8Async(out, 0xa5, count * 4, stream));
+      return std::string();
+    };
+    auto check = [&](int salt, const std::string& what) {
+      CU_OK(d->cuStreamSynchronize(stream));
+      std::vector<float> got(count);
+      CU_OK(d->cuMemcpyDtoH(got.data(), out, got.size() * 4));
+      for (size_t e = 0; e < count; e++) {
+        float want = 0;
+        for (int p = 0; p < n; p++) want += (float)((p + 1) * 100 + (int)(e % 911) + salt);
+        if (got[e] != want)
+          return what + " element " + std::to_string(e) + ": got " + std::to_string(got[e]) + " want " +
+                 std::to_string(want);
+      }
+      return std::string();
+    };
+    // Captures one all-reduce into a new graph, instantiated and uploaded.
+    auto capture = [&](CUgraph* graph, CUgraphExec* exec) {
+      CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+      std::string e;
+      if (clbAllReduce((void*)in, (void*)out, count, clbFloat32, clbSum, comm, stream) != clbSuccess)
+        e = std::string("captured call: ") + clbGetLastError();
+      CU_OK(d->cuStreamEndCapture(stream, graph));
+      if (e.empty()) CU_OK(d->cuGraphInstantiateWithFlags(exec, *graph, 0));
+      if (e.empty()) CU_OK(d->cuGraphUpload(*exec, stream));
+      CU_OK(d->cuStreamSynchronize(stream));
+      return e;
+    };
     // Eager first (a capture needs the staging made), then one all-reduce captured.
     if (clbAllReduce((void*)in, (void*)out, count, clbFloat32, clbSum, comm, stream) != clbSuccess)
       err = std::string("eager call: ") + clbGetLastError();
     CU_OK(d->cuStreamSynchronize(stream));
     CUgraph graph = nullptr;
     CUgraphExec exec = nullptr;
-    if (err.empty()) {
-      CU_OK(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-      if (clbAllReduce((void*)in, (void*)out, count, clbFloat32, clbSum, comm, stream) != clbSuccess)
-        err = std::string("captured call: ") + clbGetLastError();
-      CU_OK(d->cuStreamEndCapture(stream, &graph));
-      if (err.empty()) CU_OK(d->cuGraphInstantiateWithFlags(&exec, graph, 0));
-      if (err.empty()) CU_OK(d->cuGraphUpload(exec, stream));
-      CU_OK(d->cuStreamSynchronize(stream));
-    }
+    if (err.empty()) err = capture(&graph, &exec);
     const int64_t own = ownDeviceBytes(comm);
     if (err.empty()) {
       const clbResult_t rc = clbCommSuspend(comm);
       const std::string msg = clbGetLastError();
       int suspended = 1;
       clbCommSuspended(comm, &suspended);
-      if (rc != clbInvalidUsage || msg.find("captured in a CUDA graph") == std::string::npos || suspended)
-        err = "suspend after a capture: expected INVALID_USAGE naming the graph, not suspended; got " +
+      if (rc != clbInvalidUsage || msg.find("captured in CUDA graphs that still exist") == std::string::npos ||
+          msg.find("destroy those graphs") == std::string::npos || suspended)
+        err = "suspend while the graph exists: expected INVALID_USAGE naming the graphs, not suspended; got " +
               std::to_string(rc) + " (suspended " + std::to_string(suspended) + "): " + msg;
       else if (ownDeviceBytes(comm) != own)
         err = "the refused suspend changed the communicator's device memory";
     }
     for (int rep = 0; rep < 3 && err.empty(); rep++) {
-      std::vector<float> v(count);
-      for (size_t e = 0; e < count; e++) v[e] = (float)((rank + 1) * 100 + (int)(e % 911) + rep);
-      CU_OK(upload(d, in, v.data(), v.size() * 4));
-      CU_OK(d->cuMemsetD8Async(out, 0xa5, count * 4, stream));
-      if (std::string e = replay(exec, stream, {comm}); !e.empty()) err = e;
-      CU_OK(d->cuStreamSynchronize(stream));
-      std::vector<float> got(count);
-      CU_OK(d->cuMemcpyDtoH(got.data(), out, got.size() * 4));
-      for (size_t e = 0; e < count && err.empty(); e++) {
-        float want = 0;
-        for (int p = 0; p < n; p++) want += (float)((p + 1) * 100 + (int)(e % 911) + rep);
-        if (got[e] != want)
-          err = "replay " + std::to_string(rep) + " element " + std::to_string(e) + ": got " + std::to_string(got[e]) +
-                " want " + std::to_string(want);
-      }
+      err = fill(rep);
+      if (err.empty()) err = replay(exec, stream, {comm});
+      if (err.empty()) err = check(rep, "replay " + std::to_string(rep));
+    }
+    // The graph without its instantiation still holds: refused again.
+    if (exec) d->cuGraphExecDestroy(exec);
+    exec = nullptr;
+    if (err.empty() && clbCommSuspend(comm) != clbInvalidUsage)
+      err = std::string("suspend while the graph (not its instantiation) exists: not refused: ") + clbGetLastError();
+    if (graph) d->cuGraphDestroy(graph);
+    graph = nullptr;
+    // Gone: the user objects' destructors run when the driver releases the graph (asynchronously
+    // to the destroy, without a sync of their own), so the suspend may take a few tries.
+    clbResult_t rc = clbInvalidUsage;
+    for (int tries = 0; err.empty() && tries < 200 && rc == clbInvalidUsage; tries++) {
+      rc = clbCommSuspend(comm);
+      if (rc == clbInvalidUsage) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (err.empty() && rc != clbSuccess)
+      err = std::string("suspend once the graph was destroyed: ") + clbGetLastError();
+    if (err.empty() && ownDeviceBytes(comm) != 0)
+      err = "suspended, the communicator still counts " + std::to_string(ownDeviceBytes(comm)) + " device bytes";
+    if (err.empty() && clbCommResume(comm) != clbSuccess) err = std::string("resume: ") + clbGetLastError();
+    if (err.empty()) err = fill(7);
+    if (err.empty() && clbAllReduce((void*)in, (void*)out, count, clbFloat32, clbSum, comm, stream) != clbSuccess)
+      err = std::string("eager call after the resume: ") + clbGetLastError();
+    if (err.empty()) err = check(7, "eager call after the resume");
+    if (err.empty()) err = capture(&graph, &exec);
+    for (int rep = 0; rep < 2 && err.empty(); rep++) {
+      err = fill(20 + rep);
+      if (err.empty()) err = replay(exec, stream, {comm});
+      if (err.empty()) err = check(20 + rep, "a new graph's replay " + std::to_string(rep) + " after the resume");
     }
     if (exec) d->cuGraphExecDestroy(exec);
     if (graph) d->cuGraphDestroy(graph);

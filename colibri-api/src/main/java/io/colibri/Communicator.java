@@ -679,8 +679,9 @@ public interface Communicator extends AutoCloseable {
    * ErrorCode#INVALID_USAGE}, changing nothing.
    *
    * @throws ColibriException {@link ErrorCode#INVALID_USAGE} on every rank, nothing given back,
-   *     where a rank's calls were captured in a CUDA graph (its replays use that memory), a rank
-   *     holds registrations, or the communicator is suspended already
+   *     where a rank's calls were captured in CUDA graphs that still exist (their replays use
+   *     that memory: destroy the graphs and their instantiations, suspend, and capture again after
+   *     the resume), a rank holds registrations, or the communicator is suspended already
    */
   void suspend();
 
