@@ -103,6 +103,9 @@ public class CheckArtifacts {
       File target = new File(dir, "target");
       String base = artifact + "-" + version;
       boolean classes = checkMainJar(new File(target, base + ".jar"), moduleNames);
+      check(
+          !holds(new File(target, base + ".jar"), CheckArtifacts::isLibrary),
+          base + ".jar holds no native library (they go to the platforms' jars)");
       File sources = new File(target, base + "-sources.jar");
       check(holds(sources, n -> n.endsWith(".java")), sources + " exists and holds .java files");
       File docs = new File(target, base + "-javadoc.jar");
@@ -205,6 +208,17 @@ public class CheckArtifacts {
     } else {
       libs.add(natives + "!io/colibri/verbs/" + platform + "/libcolibri_verbs.so");
     }
+    // Nothing of another platform: every library in the jars lies in this platform's folder.
+    String own = artifact.equals("colibri-native") ? "io/colibri/jni/" : "io/colibri/verbs/";
+    check(
+        !holds(natives, n -> isLibrary(n) && !n.startsWith(own + platform + "/")),
+        natives + " holds libraries only under " + own + platform + "/");
+    if (artifact.equals("colibri-native")) {
+      File nccl = new File(target, base + "-" + platform + "-nccl.jar");
+      check(
+          !holds(nccl, n -> isLibrary(n) && !n.startsWith("lib/")),
+          nccl + " holds libraries only under lib/");
+    }
     for (String lib : libs) {
       int bang = lib.indexOf('!');
       File jar = new File(lib.substring(0, bang));
@@ -224,6 +238,11 @@ public class CheckArtifacts {
                   : found == -2 ? "; not an ELF file" : "; it has " + found)
               + ")");
     }
+  }
+
+  /** Whether a jar entry is a shared library (name.so or name.so.N). */
+  static boolean isLibrary(String entry) {
+    return entry.endsWith(".so") || entry.matches(".*\\.so\\.[0-9.]+");
   }
 
   /** The ELF e_machine of a jar entry: -1 when the jar or entry is missing, -2 when not ELF. */

@@ -74,3 +74,16 @@ unpack_arm64_debs() {
   for deb in "$tmp"/*_arm64.deb; do dpkg-deb -x "$deb" "$dest"; done
   rm -rf "$tmp"
 }
+
+# register_arm64_binfmt: Debian's qemu-aarch64 entry (qemu-user-binfmt's file) registered with
+# binfmt_misc when it is missing, so that the kernel runs aarch64 programs through qemu (programs
+# that start others: rank processes). Takes root and a kernel that lets binfmt_misc be mounted; the
+# entry is kernel-wide (a privileged container registers it for its host). The callers check by
+# running an aarch64 program.
+register_arm64_binfmt() {
+  [[ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]] && return 0
+  [[ -e /proc/sys/fs/binfmt_misc/register ]] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || true
+  if [[ -w /proc/sys/fs/binfmt_misc/register && -f /usr/lib/binfmt.d/qemu-aarch64.conf ]]; then
+    sed -n '/^:qemu-aarch64:/p' /usr/lib/binfmt.d/qemu-aarch64.conf >/proc/sys/fs/binfmt_misc/register 2>/dev/null || true
+  fi
+}

@@ -45,6 +45,7 @@ for lib in libcolibri.so.0 libnccl.so.2 libcolibri_verbs.so; do
   machine=$(aarch64-linux-gnu-readelf -h "build/arm64/$lib" | sed -n 's/^ *Machine: *//p')
   [[ $machine == AArch64 ]] || die "build/arm64/$lib is not an aarch64 library (its machine: $machine)"
 done
+bash scripts/check-glibc.sh build/arm64/libcolibri.so.0 build/arm64/libnccl.so.2 build/arm64/libcolibri_verbs.so
 
 export QEMU_LD_PREFIX=$sysroot   # the aarch64 libraries, for programs started through binfmt_misc
 export COLIBRI_TEST_SLOWDOWN=10  # about 10 x slower than native: the bounds of tests that read it
@@ -54,12 +55,7 @@ export COLIBRI_TEST_SLOWDOWN=10  # about 10 x slower than native: the bounds of 
 # registered here when missing; that takes root and a kernel that lets binfmt_misc be mounted
 # (the entry is kernel-wide: a privileged container registers it for its host). Checked by
 # running an aarch64 program directly; without it, this step fails, saying what to do.
-if [[ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]]; then
-  [[ -e /proc/sys/fs/binfmt_misc/register ]] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || true
-  if [[ -w /proc/sys/fs/binfmt_misc/register ]]; then
-    sed -n '/^:qemu-aarch64:/p' /usr/lib/binfmt.d/qemu-aarch64.conf >/proc/sys/fs/binfmt_misc/register 2>/dev/null || true
-  fi
-fi
+register_arm64_binfmt
 timeout 120 build/arm64/colibri_nccl_tests --gtest_list_tests >/dev/null 2>&1 \
   || die "arm64: this kernel does not run aarch64 programs through qemu (binfmt_misc), which the tests of rank processes need: as root, mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc and write the line of /usr/lib/binfmt.d/qemu-aarch64.conf into its register file (or run with COLIBRI_SKIP_ARM64=1)"
 

@@ -50,6 +50,8 @@ log "native core: cmake -S src -B build/native"
 cmake -S src -B build/native -DCMAKE_BUILD_TYPE=Release -DCOLIBRI_BUILD_TESTS=ON >/dev/null
 cmake --build build/native -j "$jobs"
 
+log "glibc: scripts/check-glibc.sh (the shipped libraries load on glibc 2.34 and later)"
+bash scripts/check-glibc.sh build/native/libcolibri.so.0 build/native/libnccl.so.2 build/native/libcolibri_verbs.so
 log "native unit tests: ctest --test-dir build/native"
 ctest --test-dir build/native --output-on-failure --no-tests=error
 
@@ -76,6 +78,7 @@ if ! mvn -B -ntp install "${profiles[@]}"; then
   die "mvn install failed"
 fi
 
+bash scripts/check-glibc.sh colibri-native/target/classes/io/colibri/jni/linux-*/libjniColibriLib.so
 log "artifacts: java scripts/CheckArtifacts.java ${platforms[*]}"
 java scripts/CheckArtifacts.java "${platforms[@]}"
 bash scripts/check-doc-links.sh

@@ -3,10 +3,12 @@
 // A verbs channel's two links at the verbs level (verbs_link.h).
 #include "transport/verbs/verbs_link.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
-#include <random>
 #include <string>
 
 #include "base/error.h"
@@ -109,7 +111,14 @@ clbResult_t VerbsLink::open() {
     CLB_CHECK(postRecvs(*q, rqDepth_));
   }
   queueBytes_ = 2 * (int64_t)Q_ * ((int64_t)sqDepth_ * 64 + (int64_t)rqDepth_ * 32) + (int64_t)cqe * 64;
-  std::random_device rd;
+  // Starting packet sequence numbers: any will do, different from a previous connection's. From
+  // getrandom() (glibc 2.25), not std::random_device, whose static libstdc++ would call
+  // arc4random and need glibc 2.36 (scripts/check-glibc.sh).
+  uint32_t psns[2] = {0, 0};
+  if (getrandom(psns, sizeof psns, GRND_NONBLOCK) != (ssize_t)sizeof psns) {
+    psns[0] = (uint32_t)std::chrono::steady_clock::now().time_since_epoch().count();
+    psns[1] = psns[0] * 2654435761u;
+  }
   for (VerbsConnInfo* i : {&sendInfo_, &recvInfo_}) {
     memset(i, 0, sizeof *i);
     i->magic = kVerbsConnMagic;
@@ -118,7 +127,7 @@ clbResult_t VerbsLink::open() {
     i->qpn = qps[0]->qp_num;
     i->qpCount = Q_;
     for (uint32_t j = 1; j < Q_; j++) i->moreQpns[j - 1] = qps[j]->qp_num;
-    i->psn = rd() & kLow24;
+    i->psn = psns[i == &sendInfo_ ? 0 : 1] & kLow24;
     i->lid = pa.lid;
     i->mtu = (uint8_t)pa.active_mtu;
     i->linkLayer = pa.link_layer;

@@ -54,7 +54,9 @@ final class ProviderLookup {
         ErrorCode.UNSUPPORTED,
         "no Colibri implementation on the class path: add the dependency io.colibri:colibri-native"
             + " and its natives jar io.colibri:colibri-native with classifier "
-            + ("aarch64".equals(System.getProperty("os.arch")) ? "linux-arm64" : "linux-x86_64")
+            + (String.valueOf(System.getProperty("os.arch")).matches("aarch64.*|arm64.*|armv8.*")
+                ? "linux-arm64"
+                : "linux-x86_64")
             + " (same version as colibri-api)");
   }
 }

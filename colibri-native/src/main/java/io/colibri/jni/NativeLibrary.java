@@ -55,11 +55,10 @@ final class NativeLibrary {
                     + System.getProperty("os.arch")
                     + " ("
                     + cause
-                    + "). Colibri ships natives for linux-x86_64 and linux-arm64: add"
-                    + " io.colibri:colibri-native with classifier "
-                    + PLATFORM
-                    + " (same version as colibri-native) to the dependencies; run with"
-                    + " -Dorg.bytedeco.javacpp.logger.debug=true to see where it was looked for",
+                    + "): "
+                    + whatToAdd()
+                    + "; run with -Dorg.bytedeco.javacpp.logger.debug=true to see where it was"
+                    + " looked for",
                 cause);
         throw failure;
       }
@@ -167,35 +166,49 @@ final class NativeLibrary {
     }
   }
 
-  /**
-   * This machine's platform as JavaCPP names it, which is the classifier of the natives jars that
-   * serve it: linux-x86_64 or linux-arm64 (another name here means no Colibri natives for it).
-   */
-  static final String PLATFORM =
-      platform(System.getProperty("os.name"), System.getProperty("os.arch"));
+  /** The platforms whose natives Colibri ships: the classifiers of its natives jars. */
+  static final java.util.List<String> SHIPPED = java.util.List.of("linux-x86_64", "linux-arm64");
 
-  /** JavaCPP's platform name for these os.name and os.arch values (its Loader.getPlatform()). */
+  /**
+   * This machine's platform as JavaCPP names it, where it looks for the libraries (its
+   * Loader.getPlatform(), which also honours -Dorg.bytedeco.javacpp.platform): the classifier of
+   * the natives jars that serve it when it is one of {@link #SHIPPED}.
+   */
+  static final String PLATFORM = platform();
+
+  private static String platform() {
+    try {
+      return org.bytedeco.javacpp.Loader.getPlatform();
+    } catch (LinkageError e) { // no JavaCPP on the class path: the message says what is missing
+      return platform(System.getProperty("os.name"), System.getProperty("os.arch"));
+    }
+  }
+
+  /** JavaCPP's platform name for these os.name and os.arch values, as its Loader derives it. */
   static String platform(String osName, String osArch) {
     String os = osName == null ? "" : osName.toLowerCase(java.util.Locale.ROOT);
     String arch = osArch == null ? "" : osArch.toLowerCase(java.util.Locale.ROOT);
     if (os.startsWith("linux")) {
       os = "linux";
     }
-    switch (arch) {
-      case "amd64":
-      case "x86-64":
-      case "x86_64":
-        arch = "x86_64";
-        break;
-      case "aarch64":
-      case "armv8":
-      case "arm64":
-        arch = "arm64";
-        break;
-      default:
-        break;
+    if (arch.equals("amd64") || arch.equals("x86-64") || arch.equals("x64")) {
+      arch = "x86_64";
+    } else if (arch.startsWith("aarch64") || arch.startsWith("armv8") || arch.startsWith("arm64")) {
+      arch = "arm64";
     }
     return os + "-" + arch;
+  }
+
+  /** Which natives jar to add here, or that there is none for this platform. */
+  static String whatToAdd() {
+    return SHIPPED.contains(PLATFORM)
+        ? "add io.colibri:colibri-native with classifier "
+            + PLATFORM
+            + " (same version as colibri-native) to the dependencies"
+        : "Colibri ships natives for "
+            + String.join(" and ", SHIPPED)
+            + " only, and this JVM runs on "
+            + PLATFORM;
   }
 
   /**

@@ -84,7 +84,10 @@ class NativeLoadingTest {
     assertEquals(Loader.getPlatform(), NativeLibrary.PLATFORM);
     assertEquals("linux-x86_64", NativeLibrary.platform("Linux", "amd64"));
     assertEquals("linux-arm64", NativeLibrary.platform("Linux", "aarch64"));
+    assertEquals("linux-x86_64", NativeLibrary.platform("Linux", "x64"));
+    assertEquals("linux-arm64", NativeLibrary.platform("Linux", "armv8l"));
     assertEquals("linux-ppc64le", NativeLibrary.platform("Linux", "ppc64le"));
+    assertTrue(NativeLibrary.whatToAdd().contains("classifier " + Loader.getPlatform()));
     assertEquals(
         "/io/colibri/verbs/" + Loader.getPlatform() + "/libcolibri_verbs.so",
         NativeLibrary.VERBS_PLUGIN);
