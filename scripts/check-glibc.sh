@@ -15,7 +15,22 @@ newer() { [[ $(printf '%s\n%s\n' "$1" "$2" | sort -V | tail -1) == "$1" && $1 !=
 status=0
 for lib in "$@"; do
   [[ -f $lib ]] || die "check-glibc: $lib does not exist"
-  worst=$(readelf -V --wide "$lib" | sed -n 's/.*Name: GLIBC_\([0-9.]*\) .*/\1/p' | sort -V | tail -1)
+  # Every GLIBC_ version the library needs; the named ones as the release that brought them
+  # (GLIBC_ABI_DT_RELR: 2.36's packed relocations); GLIBC_PRIVATE or an unknown name fails.
+  worst=
+  for v in $(readelf -V --wide "$lib" | sed -n 's/.*Name: GLIBC_\([A-Za-z0-9_.]*\) .*/\1/p' | sort -u); do
+    case $v in
+      [0-9]*) ;;
+      ABI_DT_RELR) v=2.36 ;;
+      *) echo "check-glibc: $lib needs GLIBC_$v, which no release of glibc promises" >&2; status=1; continue ;;
+    esac
+    if [[ -z $worst ]] || newer "$v" "$worst"; then worst=$v; fi
+  done
+  # libstdc++ is linked statically: a NEEDED libstdc++.so.6 would tie the library to the host's.
+  if readelf -d "$lib" | grep -q 'NEEDED.*libstdc++'; then
+    echo "check-glibc: $lib needs the host's libstdc++.so.6 (it must link libstdc++ statically)" >&2
+    status=1
+  fi
   if [[ -n $worst ]] && newer "$worst" "$max"; then
     syms=$(readelf --dyn-syms --wide "$lib" | awk '$7 == "UND" && $8 ~ /@GLIBC_/ {print $8}' | sed 's/@*GLIBC_/ /' |
       while read -r s v; do if newer "$v" "$max"; then echo "$s@$v"; fi; done | sort -u | tr '\n' ' ')

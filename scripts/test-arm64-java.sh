@@ -29,7 +29,7 @@ if [[ ! -f $jre/.complete ]]; then
   # none) does not matter.
   find "$jre" -type l -lname '/*' | while read -r link; do
     target=$(readlink "$link")
-    [[ -e $jre$target ]] && ln -sfn "$jre$target" "$link"
+    if [[ -e $jre$target ]]; then ln -sfnr "$jre$target" "$link"; fi  # relative: the tree may move
   done
   touch "$jre/.complete"
 fi

@@ -601,6 +601,13 @@ clbResult_t clbCommSuspend(clbComm_t c) {
   };
   std::vector<Can> all(c->nranks);
   memset(all.data(), 0, all.size() * sizeof(Can));
+  // The driver releases a destroyed graph's holds on a thread of its own, a little after
+  // cudaGraphDestroy returns: a suspend right after the application destroyed its graphs waits
+  // for that (at most kGraphReleaseWaitMs) instead of failing once and going through when tried
+  // again. Graphs that still exist keep their holds, and the suspend is refused after the wait.
+  constexpr int64_t kGraphReleaseWaitMs = 500;
+  for (const int64_t until = nowMs() + kGraphReleaseWaitMs; c->capturedCallHolds->load() > 0 && nowMs() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (const int graphs = c->capturedCallHolds->load(); graphs > 0)
     all[c->rank].code = setError(clbInvalidUsage,
                                  "rank %d: %d call(s) of this communicator were captured in CUDA graphs that still "

@@ -681,7 +681,8 @@ public interface Communicator extends AutoCloseable {
    * @throws ColibriException {@link ErrorCode#INVALID_USAGE} on every rank, nothing given back,
    *     where a rank's calls were captured in CUDA graphs that still exist (their replays use
    *     that memory: destroy the graphs and their instantiations, suspend, and capture again after
-   *     the resume), a rank holds registrations, or the communicator is suspended already
+   *     the resume; the suspend waits up to 0.5 s for the driver to release graphs just
+   *     destroyed), a rank holds registrations, or the communicator is suspended already
    */
   void suspend();
 
