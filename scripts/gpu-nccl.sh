@@ -14,7 +14,9 @@
 #          with -c 1 (every result checked) from 8 B to 256 MiB, NPROCS rank processes (default
 #          "2 4") on GPU 0 under MPS, eager and with -G (CUDA graphs) (MODES, default "eager graph"),
 #          TESTS (default all nine), sizes MIN_BYTES..MAX_BYTES (default 8..256M), NCCL_DEBUG as
-#          TEST_NCCL_DEBUG (default VERSION), TEST_LOG_LINES of each log's warnings shown.
+#          TEST_NCCL_DEBUG (default VERSION), TEST_LOG_LINES of each log's warnings shown;
+#          REGISTER="0 2" runs each also with nccl-tests' -R 2 (its buffers in symmetric windows,
+#          ncclCommWindowRegister; 1: ncclCommRegister), the logs named -R2.
 # nccl-tests includes nccl_device.h (NCCL's device API, which Colibri refuses) when nccl.h says
 # 2.28 or later. The build first takes NVIDIA's nccl_device.h from the host's NCCL package for
 # those never-run paths, keeping Colibri's nccl.h for everything else (its include guard set so
@@ -133,9 +135,11 @@ EOF
   for n in ${NPROCS:-2 4}; do
     for mode in ${MODES:-eager graph}; do
       for t in ${TESTS:-all_reduce all_gather reduce_scatter broadcast reduce sendrecv alltoall gather scatter}; do
+       for reg in ${REGISTER:-0}; do
         name=$t-n$n-$mode
         flag=""
         [[ $mode == graph ]] && flag="-G 1"
+        [[ $reg != 0 ]] && flag="$flag -R $reg" name=$name-R$reg
         timeout ${TEST_TIMEOUT:-300} mpirun --allow-run-as-root --bind-to none -np $n -x LD_LIBRARY_PATH="$lib" -x NCCL_TESTS_DEVICE=0 \
           -x NCCL_DEBUG=${TEST_NCCL_DEBUG:-VERSION} -x CUDA_MPS_PIPE_DIRECTORY -x NCCL_NVLS_ENABLE \
           $nt/build/${t}_perf -b ${MIN_BYTES:-8} -e ${MAX_BYTES:-256M} -f 2 -c 1 $flag >"$out/$name.txt" 2>&1 || status=1
@@ -145,6 +149,7 @@ EOF
         echo "== $name: $rows rows, #wrong $wrong; $(grep -E 'Out of bounds|Avg bus' "$out/$name.txt" | tr -s ' ' | tr '\n' ';')" \
           "$(grep -c 'colibri' "$out/$name.txt") colibri version lines"
         grep -E 'FAIL|error|Error|NCCL failure|wrong|WARN' "$out/$name.txt" | head -${TEST_LOG_LINES:-5} | sed 's/^/  /'
+       done
       done
     done
   done

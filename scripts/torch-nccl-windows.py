@@ -3,8 +3,8 @@
 # NCCL wrapper does, with PyTorch's streams and CUDA graphs: ncclMemAlloc, a window over it
 # (ncclCommWindowRegister, NCCL_WIN_COLL_SYMMETRIC), all-reduces on the window eager and captured
 # in a torch.cuda.CUDAGraph, replayed with new inputs and checked element by element; the
-# window's deregistration refused while a graph that reads through it lives, and accepted once it
-# is gone; a suspend/resume cycle (ncclCommSuspend, ncclCommMemStats, a refused call, the next
+# window's deregistration and a suspend refused while a graph that reads through it lives, and
+# accepted once it is gone; a suspend/resume cycle (ncclCommSuspend, ncclCommMemStats, a refused call, the next
 # all-reduce right); with --latency, the time of one all-reduce on window buffers against
 # unregistered ones (torch.empty), 20 per graph, 8 B to 1 MiB.
 #   python3 torch-nccl-windows.py --lib DIR/libnccl.so.2 --ranks N [--latency] [--csv FILE]
@@ -149,11 +149,16 @@ def child(args):
         torch.cuda.synchronize()
         for i, (off, count) in enumerate(zip(offs, counts[:3])):
             check(wrecv[off:], count, 100 + 10 * rep + i, f"replay {rep}, all-reduce of {count}")
-    # 3. The window's deregistration while the graph lives: refused on every rank.
+    # 3. The window's deregistration while the graph lives: refused on every rank; so is a suspend
+    # (the graph's replays use the communicator's device memory), saying so.
     rc = lib.ncclCommWindowDeregister(comm, win)
     msg = lib.ncclGetLastError(comm).decode()
     if rc != NCCL_INVALID_USAGE:
         failures.append(f"rank {r}: deregistering a window a live graph reads: {rc} ({msg})")
+    rc = lib.ncclCommSuspend(comm, NCCL_SUSPEND_MEM)
+    msg = lib.ncclGetLastError(comm).decode()
+    if rc != NCCL_INVALID_USAGE or "captured in CUDA graphs that still exist" not in msg:
+        failures.append(f"rank {r}: a suspend while a graph lives: {rc} ({msg})")
     graph.replay()  # still right
     torch.cuda.synchronize()
     check(wrecv[offs[2]:], counts[2], 100 + 10 * 4 + 2, "replay after the refused deregistration")
@@ -169,12 +174,9 @@ def child(args):
     if rc != 0:
         failures.append(f"rank {r}: deregistering after the graph was destroyed: {rc} "
                         f"({lib.ncclGetLastError(comm).decode()})")
-    # 4. After the capture the communicator cannot be suspended (its graphs' replays use its
-    # device memory): refused on every rank, saying so.
-    rc = lib.ncclCommSuspend(comm, NCCL_SUSPEND_MEM)
-    msg = lib.ncclGetLastError(comm).decode()
-    if rc != NCCL_INVALID_USAGE or "captured in a CUDA graph" not in msg:
-        failures.append(f"rank {r}: a suspend after a capture: {rc} ({msg})")
+    # 4. With the graph and the window gone the suspend goes through, and the resume after it.
+    ok(lib.ncclCommSuspend(comm, NCCL_SUSPEND_MEM), "ncclCommSuspend (the graph destroyed)")
+    ok(lib.ncclCommResume(comm), "ncclCommResume (after the graph)")
     out = {"rank": r, "failures": failures, "held_before_suspend": before, "held_suspended": suspended_bytes,
            "deregister_tries": tries}
     # 5. Latency: window against unregistered buffers, 20 all-reduces per graph.

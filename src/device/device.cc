@@ -178,6 +178,7 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   CallShape shape;
   shape.perDest = a.count * clbTypeSize(a.type);  // bytes a rank sends to each rank
   shape.msg = shape.perDest * (a.desc.coll == kAllGather || a.desc.coll == kReduceScatter ? n : 1);
+  shape.windowed = isWindowed(forced_, s_, !regs_.empty(), shape, a.desc.coll);
   CollectivePath* path = choosePath(s_.paths, forced_, s_.settings.llMax, shape);
   // Ranks in several processes read each other's buffers in place when every rank's are
   // registered: a call that would stage on the device (not forced to) asks. Both that and the
@@ -201,6 +202,7 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   lastPath_ = path->name();
   lastChosen_ = path;
   lastZeroCopy_ = given;
+  lastWindowed_ = shape.windowed && !given;
   // The buffers the paths set up ahead and the chosen one needs, then (everything that meets the
   // peers over the host done) only launches.
   for (auto& p : s_.paths) CLB_CHECK(p->ahead(stream));
@@ -228,6 +230,15 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
   return rc;
 }
 
+bool isWindowed(const CollectivePath* forced, const DeviceShared& s, bool registrations, const CallShape& c,
+                uint32_t coll) {
+  if (!registrations || s.layout.allInProcess || s.layout.viaHost || c.perDest == 0 || c.perDest > s.settings.llMax ||
+      (coll != kAllReduce && coll != kAllGather && coll != kReduceScatter))
+    return false;
+  // Forced direct only: under auto LL is faster at every size this takes (CallShape::windowed).
+  return forced && forced->algorithm() == Algorithm::kInPlace;
+}
+
 bool asksForRegistered(const CollectivePath& path, const CollectivePath* forced, const DeviceShared& s,
                        bool registrations, const CallShape& c, uint32_t coll) {
   return registrations && path.algorithm() == Algorithm::kStaged && &path != forced && !s.layout.allInProcess &&
@@ -236,8 +247,9 @@ bool asksForRegistered(const CollectivePath& path, const CollectivePath* forced,
 
 CollectivePath* choosePath(const std::vector<std::unique_ptr<CollectivePath>>& paths, CollectivePath* forced,
                            size_t llMax, const CallShape& c) {
-  const Protocol protocol =
-      c.perDest <= llMax && (!forced || forced->protocol() == Protocol::kLines) ? Protocol::kLines : Protocol::kSimple;
+  const Protocol protocol = c.perDest <= llMax && !c.windowed && (!forced || forced->protocol() == Protocol::kLines)
+                                ? Protocol::kLines
+                                : Protocol::kSimple;
   // The forced path first where it takes the call, whatever its place in the registry.
   if (forced && forced->protocol() == protocol && forced->takes(c)) return forced;
   for (auto& p : paths)
@@ -256,6 +268,7 @@ clbResult_t Device::runOneRank(const CollArgs& a, CUstream stream) {
   lastPath_ = "one rank";
   lastChosen_ = nullptr;
   lastZeroCopy_ = false;
+  lastWindowed_ = false;
   if (a.send == a.recv) return clbSuccess;
   CLB_CU(s_.d, cuMemcpyAsync, reinterpret_cast<CUdeviceptr>(a.recv), reinterpret_cast<CUdeviceptr>(a.send),
          a.count * clbTypeSize(a.type), stream);
@@ -344,9 +357,12 @@ std::string Device::describe() const {
                                                                       : "direct on registered buffers (zero copy), else staged")
            : s_.settings.forcedTo("staged") ? "staged (COLIBRI_DEVICE_PATH=staged)"
                                             : "copies (the copy engines through the staging)",
-           lastPath(), lastZeroCopy_ ? " (zero copy through registered buffers)" : "", lastKind().c_str(),
-           regs_.count(), regs_.mapped(), s_.memory.llBuf.bytes, s_.memory.staging.bytes, notes.c_str(),
-           s_.kernels ? s_.kernels->description().c_str() : "not loaded",
+           lastPath(),
+           lastZeroCopy_   ? " (zero copy through registered buffers)"
+           : lastWindowed_ ? " (windows: the peers' send buffers read where they lie when all are in one, else copies)"
+                           : "",
+           lastKind().c_str(), regs_.count(), regs_.mapped(), s_.memory.llBuf.bytes, s_.memory.staging.bytes,
+           notes.c_str(), s_.kernels ? s_.kernels->description().c_str() : "not loaded",
            s_.launch.launcher.usesGraphs() ? "replay graphs" : "are ordinary", s_.launch.launcher.graphs());
   return b;
 }

@@ -288,6 +288,7 @@ class Device {
   const CollectivePath* lastChosen_ = nullptr;  // the last call's path (nullptr: none, or one rank)
   std::string lastKind() const;                 // its protocol and algorithm, for describe()
   bool lastZeroCopy_ = false;
+  bool lastWindowed_ = false;  // ... a windowed call (CallShape::windowed)
 };
 
 }  // namespace clb::cuda

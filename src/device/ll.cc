@@ -13,9 +13,7 @@
 
 namespace clb::cuda {
 
-// The LL buffer's bytes for `perRank` bytes per rank: two halves (call parity) of one slot per
-// rank; a slot holds 16-byte lines of 8 data bytes.
-static size_t llBytes(int n, size_t perRank) { return 2 * (size_t)n * (((perRank + 7) / 8 * 16 + 4095) / 4096 * 4096); }
+size_t llBytes(int n, size_t perRank) { return 2 * (size_t)n * (((perRank + 7) / 8 * 16 + 4095) / 4096 * 4096); }
 
 clbResult_t LLPath::load(const Kernels& k, CUfunction* occupancy) {
   CLB_CHECK(k.function("clb_dev_ll", &fn_));

@@ -57,6 +57,11 @@ struct CallShape {
   size_t perDest = 0;       // bytes a rank sends to each rank
   size_t msg = 0;           // bytes of the whole message (an allGather's output, a reduceScatter's input)
   bool registered = false;  // every rank's buffers are registered, their addresses in the call's arguments
+  // Ranks in several processes with peer access, a communicator holding registrations, an
+  // allReduce, allGather or reduceScatter of the LL sizes, COLIBRI_DEVICE_PATH=direct: the direct
+  // path takes it, its kernel reading the peers' windows in place (DirectPath). Under auto such
+  // calls take LL, measured faster at every LL size (docs/performance.md, "Windows").
+  bool windowed = false;
 };
 
 // One way a collective runs on the GPU inside a node, each rank's kernels on the caller's stream.
@@ -94,8 +99,8 @@ std::vector<std::unique_ptr<CollectivePath>> collectivePaths(DeviceShared& s);
 
 // The path of a call of shape `c` (Device::run): the protocol first, by the call's size (lines up
 // to `llMax` bytes per rank, unless `forced`, the path COLIBRI_DEVICE_PATH names, is of the other
-// protocol), then `forced` where it is of that protocol and takes the call, else the first path of
-// `paths` of that protocol that takes it (the registry's order is auto's).
+// protocol, or the call is windowed), then `forced` where it is of that protocol and takes the call, else the first
+// path of `paths` of that protocol that takes it (the registry's order is auto's).
 CollectivePath* choosePath(const std::vector<std::unique_ptr<CollectivePath>>& paths, CollectivePath* forced,
                            size_t llMax, const CallShape& c);
 
@@ -106,6 +111,13 @@ CollectivePath* choosePath(const std::vector<std::unique_ptr<CollectivePath>>& p
 // every rank: registrations are made and dropped by collective steps.
 bool asksForRegistered(const CollectivePath& path, const CollectivePath* forced, const DeviceShared& s,
                        bool registrations, const CallShape& c, uint32_t coll);
+
+// Whether a call of shape `c` is windowed (CallShape::windowed), where this rank holds
+// `registrations`. Alike on every rank, as asksForRegistered is: registrations are made and
+// dropped by collective steps, the layout and the settings are compared at init, and the call's
+// shape by every kernel.
+bool isWindowed(const CollectivePath* forced, const DeviceShared& s, bool registrations, const CallShape& c,
+                uint32_t coll);
 
 // Small messages inside a node (ll.cc): each rank pushes its data, with the call's number, in
 // 16-byte lines into every rank's LL buffer; readers poll their own memory.
@@ -128,8 +140,14 @@ class LLPath final : public CollectivePath {
   CUfunction fn_ = nullptr;  // clb_dev_ll
 };
 
-// Peers' buffers read in place (direct.cc): every rank in this process, or every rank's buffers
-// registered (Registrations::agreeCall gave their addresses).
+// The LL buffer's bytes for `perRank` bytes per rank (ll.cc): two halves (call parity) of one slot
+// per rank; a slot holds 16-byte lines of 8 data bytes.
+size_t llBytes(int nranks, size_t perRank);
+
+// Peers' buffers read in place (direct.cc): every rank in this process, every rank's buffers
+// registered (Registrations::agreeCall gave their addresses), or a windowed call (CallShape): each
+// rank's kernel posts where its send buffer lies (its window, or a copy in its own LL buffer) and
+// reads the peers' there, with no word over the host.
 class DirectPath final : public CollectivePath {
  public:
   explicit DirectPath(DeviceShared& s) : s_(s) {}
@@ -137,12 +155,17 @@ class DirectPath final : public CollectivePath {
   Protocol protocol() const override { return Protocol::kSimple; }
   Algorithm algorithm() const override { return Algorithm::kInPlace; }
   clbResult_t load(const Kernels& k, CUfunction* occupancy) override;
-  // Every rank in this process with peer access (forced, or auto from directMin on), or every
-  // rank's buffers registered.
+  // Every rank in this process with peer access (forced, or auto from directMin on), every
+  // rank's buffers registered, or a windowed call.
   bool takes(const CallShape& c) const override;
+  // Forced, between processes, once registrations are held: the LL buffer whole, for the
+  // windowed calls' copies (LL sets up none when direct is forced).
+  clbResult_t ahead(CUstream stream) override;
   clbResult_t run(const CollArgs& a, CUstream stream, const ClbDevCallArgs* given) override;
 
  private:
+  // A windowed call's arguments: this rank's window and the peers' ranges of it, or none.
+  clbResult_t postWindow(const CollArgs& a, CUstream stream, ClbDevCallArgs* k);
   // `k` holds common()'s fields, and the peers' buffers when the host gave them (registered).
   clbResult_t launch(const CollArgs& a, CUstream stream, ClbDevCallArgs k);
   DeviceShared& s_;

@@ -55,10 +55,13 @@ std::string describeSig(unsigned long long sig) {
   const unsigned long long count = sig >> 22;
   char b[160];
   if (coll == CLB_DEV_ALLREDUCE && root == CLB_DEV_SIG_BARRIER) return "barrier";
+  if (coll == CLB_DEV_ALLREDUCE && root == CLB_DEV_SIG_WINDOW_BARRIER) return "barrier through windows";
   int at = snprintf(b, sizeof b, "%s of %llu %s%s", collName(coll), count, typeName((int)type),
                     coll == CLB_DEV_ALLGATHER || coll == CLB_DEV_REDUCESCATTER ? " per rank" : "");
   if (coll != CLB_DEV_BROADCAST && coll != CLB_DEV_ALLGATHER)
     at += snprintf(b + at, sizeof b - at, " (%s)", opName((int)op));
+  if (root == CLB_DEV_SIG_WINDOW && coll != CLB_DEV_BROADCAST && coll != CLB_DEV_REDUCE)
+    at += snprintf(b + at, sizeof b - at, " through windows");
   if (coll == CLB_DEV_BROADCAST || coll == CLB_DEV_REDUCE) snprintf(b + at, sizeof b - at, " with root %u", root);
   return b;
 }

@@ -8,7 +8,8 @@
 //          "posted[me] = seq"; wait until every rank posted seq, combine the slots of this rank's
 //          own staging in rank order into the output, tell every rank "done[me] = seq". Every
 //          wait polls local memory and every transfer is a write: no round trip over the link.
-//  clb_dev_direct: write this call's send/recv addresses into every rank's flag block, tell
+//  clb_dev_direct: write this call's send/recv addresses (windows: where each rank's send buffer
+//          lies, windowSources) into every rank's flag block, tell
 //          every rank "posted[me] = seq", wait for everyone's; read the peers' buffers directly (allReduce two-shot:
 //          reduce this rank's segment from every send buffer into its own output, "mid", then copy the other segments
 //          from their owners' outputs); "done[me] = seq", and the kernel ends only when every rank is done, so no
@@ -350,6 +351,49 @@ __device__ __forceinline__ bool twoShotGather(const ClbDevCallArgs& a, unsigned 
   return true;
 }
 
+// The direct kernel's start with windows (ClbDevCallArgs::window): where this rank's send buffer
+// is in no window, its blocks first copy it into this rank's LL buffer; block 0 posts the window
+// (or 0) into every rank's flag block, the last block out says "posted", and every block waits for
+// every rank's (comparing call lines). Then the sources are the same for every rank, as every rank
+// reads the same posts: all in one window, read there in place; none, every rank's copy; some, the
+// ranks still in their windows copy too, and one more barrier ("mid"). Fills send[0..n) (shared).
+__device__ bool windowSources(const ClbDevCallArgs& a, unsigned long long seq, const char** send) {
+  const int n = a.nranks, r = a.rank, par = (int)(seq & 1);
+  ClbDevFlags* me = a.flags[r];
+  const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  char* copy = a.staging[r] + par * a.half;
+  if (!a.windowId) clbk::copyRange(copy, a.in, a.inBytes, tid, stride);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    postCallLine(a, seq);
+    for (int p = 0; p < n; p++) {
+      reinterpret_cast<volatile unsigned long long*>(a.flags[p]->send[par])[r] = a.windowId;
+      reinterpret_cast<volatile unsigned long long*>(a.flags[p]->recv[par])[r] = a.windowOff;
+    }
+  }
+  if (!barrier(a, seq, par, offsetof(ClbDevFlags, posted), me->posted, true)) return false;
+  __shared__ int how;  // 0: every rank's copy; 1: every rank's window; 2: some in windows
+  if (threadIdx.x == 0) {
+    const volatile unsigned long long* ids = me->send[par];
+    const volatile unsigned long long* offs = me->recv[par];
+    const unsigned long long first = ids[0];
+    bool same = true, any = false;
+    for (int p = 0; p < n; p++) {
+      same = same && ids[p] == first;
+      any = any || ids[p] != 0;
+    }
+    how = same && first ? 1 : any ? 2 : 0;
+    for (int p = 0; p < n; p++)
+      send[p] = how != 1 ? a.staging[p] + par * a.half
+                : p == r ? static_cast<const char*>(a.in)
+                         : a.peerIn[p] + offs[p];
+  }
+  __syncthreads();
+  if (how != 2) return true;
+  if (a.windowId) clbk::copyRange(copy, a.in, a.inBytes, tid, stride);
+  return barrier(a, seq, par, offsetof(ClbDevFlags, mid), me->mid);
+}
+
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(512) clb_dev_staged(const ClbDevCallArgs a) {
@@ -407,7 +451,10 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
   __shared__ int ok;
   __shared__ const char* send[CLB_MAX_DEVICE_RANKS];
   __shared__ char* recv[CLB_MAX_DEVICE_RANKS];
-  if (blockIdx.x == 0 && threadIdx.x == 0) {  // hand this call's buffers to every rank, then say so
+  if (a.window) {
+    if (!windowSources(a, seq, send)) return;
+    if (threadIdx.x == 0) recv[r] = static_cast<char*>(a.out);  // the only output read below
+  } else if (blockIdx.x == 0 && threadIdx.x == 0) {             // hand this call's buffers to every rank, then say so
     postCallLine(a, seq);
     for (int p = 0; p < n && !a.given; p++) {
       reinterpret_cast<volatile unsigned long long*>(a.flags[p]->send[par])[r] =
@@ -419,7 +466,9 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
     for (int p = 0; p < n; p++) reinterpret_cast<volatile unsigned long long*>(a.flags[p]->posted)[r] = seq;
   }
   bool bad = false;
-  if (threadIdx.x == 0) {
+  if (a.window) {
+    if (threadIdx.x == 0) ok = 1;  // windowSources waited, and compared the call lines
+  } else if (threadIdx.x == 0) {
     ok = waitAll(a, me->posted, seq, seq);
     if (ok && a.given)
       for (int p = 0; p < n; p++) {  // registered buffers, mapped here by the host
@@ -443,7 +492,7 @@ extern "C" __global__ void __launch_bounds__(512) clb_dev_direct(const ClbDevCal
   const unsigned long long esz = a.elemSize;
   char* out = recv[r];
   bool twoShot = a.twoShot;  // one-shot reads all of every send buffer: not while its owner overwrites it
-  for (int p = 0; p < n && a.coll == CLB_DEV_ALLREDUCE; p++) twoShot = twoShot || send[p] == recv[p];
+  for (int p = 0; p < n && a.coll == CLB_DEV_ALLREDUCE && !a.window; p++) twoShot = twoShot || send[p] == recv[p];
   switch (a.coll) {
     case CLB_DEV_ALLREDUCE:
       if (twoShot) {

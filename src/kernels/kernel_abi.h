@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#define CLB_KERNEL_ABI_VERSION 13
+#define CLB_KERNEL_ABI_VERSION 14
 // Inputs one reduction kernel launch can combine (ranks on one node beyond that take more passes).
 #define CLB_MAX_KERNEL_SRCS 16
 
@@ -77,7 +77,8 @@ struct ClbDevFlags {
   // Read with `calls` and `error` (ClbDevCallArgs::counters + 28 where the flags are in host memory).
   unsigned int replayPermit;
   unsigned long long send[2][CLB_MAX_DEVICE_RANKS];  // direct: [call parity][p] rank p's buffers,
-  unsigned long long recv[2][CLB_MAX_DEVICE_RANKS];  // written here by rank p
+  unsigned long long recv[2][CLB_MAX_DEVICE_RANKS];  // written here by rank p (windows: its
+                                                     // window's ID + 1 or 0, and its offset there)
   // copies (clb_dev_hostcopy): [p] the progress (hcProgress) of the last round rank p copied into
   // its staging, and of the last round whose peers' staging rank p finished copying out.
   unsigned long long hcPosted[CLB_MAX_DEVICE_RANKS];
@@ -105,6 +106,10 @@ struct ClbDevFlags {
 // count (elements per rank as the call takes it, modulo 2^42: exact for any count a GPU's memory
 // holds).
 #define CLB_DEV_SIG_BARRIER 0xFF
+// ... and a windowed call's (ClbDevCallArgs::window) root, so that a rank that takes another path
+// for the same call (registrations that differ) fails the call instead of reading what no one wrote.
+#define CLB_DEV_SIG_WINDOW 0xFE
+#define CLB_DEV_SIG_WINDOW_BARRIER 0xFD
 // The call line of a rank whose replay was refused (CLB_DEV_ERR_REPLAY): collective 7, which no
 // call has.
 #define CLB_DEV_SIG_REPLAY 0x7ull
@@ -215,6 +220,17 @@ struct ClbDevCallArgs {
   int given;
   const char* peerIn[CLB_MAX_DEVICE_RANKS];
   char* peerOut[CLB_MAX_DEVICE_RANKS];
+  // direct, ranks in several processes, a call of the LL sizes where the communicator holds
+  // registrations (`window` 1): each rank posts where its send buffer (`inBytes` bytes) lies,
+  // `windowId` (its registration's ID + 1) at `windowOff`, or 0 where it is in none (or an
+  // allReduce in place) and its kernel copied it into its own LL buffer (staging[rank], the half of
+  // the call's parity; `half` bytes each). Where every rank posted the same window, each reads the
+  // peers' buffers there (peerIn[p]: rank p's range of that registration as mapped here), else
+  // every rank's copy (the ranks still in their windows copy theirs first). The copies are raw
+  // bytes, not lines: only where LL never runs (COLIBRI_DEVICE_PATH=direct), so no LL reader
+  // takes them for lines.
+  int window;
+  unsigned long long windowId, windowOff;
   // This rank's block counters (4 words, only its own kernels touch them), followed by its
   // `calls` and `error` as its own kernels read them at the start of every call (16 bytes at
   // counters + 16): its flag block's `blocks` where the flags are in device memory, else 32 bytes

@@ -66,16 +66,19 @@ std::vector<Call> theCalls() {
 
 // How a test runs: COLIBRI_DEVICE_PATH (the library reads it when a communicator first touches
 // device memory) and CLB_TEST_SPREAD; both set before the rank threads or processes start.
-// "registered" and "mixed" (processes) run the auto path with registered buffers (CLB_TEST_REGISTER);
+// "registered" and "mixed" (processes) run the auto path with registered buffers
+// (CLB_TEST_REGISTER); "windows" forces direct with registered buffers, so that the calls of the
+// LL sizes read the peers' windows (CallShape::windowed; rank 0's missing for odd eager calls);
 // "viahost" the auto path through host memory, as between GPUs without peer access (LL, then the
 // copy engines); "viahoststaged" the staged kernel there instead of the copies.
 void setPlacement(const std::string& path, bool spread) {
-  const bool reg = path == "registered" || path == "mixed";
+  const bool reg = path == "registered" || path == "mixed" || path == "windows";
   const bool viaHost = path == "viahost" || path == "viahoststaged";
   setenv("COLIBRI_DEVICE_PATH",
-         reg || path == "viahost"  ? "auto"
-         : path == "viahoststaged" ? "staged"
-                                   : path.c_str(),
+         path == "windows"          ? "direct"
+         : reg || path == "viahost" ? "auto"
+         : path == "viahoststaged"  ? "staged"
+                                    : path.c_str(),
          1);
   setenv("COLIBRI_DEVICE_P2P", viaHost ? "off" : "auto", 1);
   if (reg)
@@ -114,7 +117,8 @@ std::string mismatchNamed(clbComm_t comm, int rank, CUdeviceptr send, CUdevicept
 
 // One rank's part: every call on its own stream back to back, then one synchronize and the checks.
 // With CLB_TEST_REGISTER (ranks as processes) every call's buffers are registered first; with
-// "mixed", rank 0 registers a spare buffer instead for odd calls, which then stage.
+// "mixed", rank 0 registers a spare buffer instead for odd calls, which then stage (or, with
+// "windows", read every rank's copy in its LL buffer).
 std::string rankBody(const clbUniqueId& id, int rank, int n) {
   const Driver* d = nullptr;
   CUstream stream = nullptr;
@@ -161,7 +165,7 @@ std::string rankBody(const clbUniqueId& id, int rank, int n) {
     err = registrationFailsEverywhere(d, comm, rank, n);
     CU_OK(d->cuMemAlloc(&spare, 1 << 20));
     for (size_t i = 0; i < bufs.size() && err.empty(); i++) {
-      const bool other = !strcmp(reg, "mixed") && rank == 0 && i % 2;
+      const bool other = (!strcmp(reg, "mixed") || !strcmp(reg, "windows")) && rank == 0 && i % 2;
       for (int k = 0; k < (bufs[i].recv != bufs[i].send ? 2 : 1) && err.empty(); k++) {
         void* h = nullptr;
         void* p = other ? (void*)spare : (void*)(k ? bufs[i].recv : bufs[i].send);
@@ -480,11 +484,12 @@ TEST_P(DeviceProcesses, AllFourCollectivesThroughCudaIpc) {
   runProcesses(std::get<0>(GetParam()), kCalls);
 }
 // Across processes: LL and staged, and direct on registered buffers ("registered": every rank's;
-// "mixed": rank 0's missing for odd calls, which stage).
+// "mixed": rank 0's missing for odd calls, which stage; "windows": forced direct, the small calls
+// reading the peers' windows where every rank's is registered, else copies).
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceProcesses,
                          ::testing::Combine(::testing::Values(2, 4, 8),
-                                            ::testing::Values("auto", "staged", "registered", "mixed", "viahost",
-                                                              "viahoststaged"),
+                                            ::testing::Values("auto", "staged", "registered", "mixed", "windows",
+                                                              "viahost", "viahoststaged"),
                                             ::testing::Values(false)),
                          placementName);
 INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceProcesses,
@@ -509,8 +514,10 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
   std::vector<CUdeviceptr> in(calls), out(calls);
   std::vector<size_t> count(calls);
   size_t maxCount = 0;
-  // Registered (rank processes): beyond the LL sizes, so the captured calls read in place.
-  const bool reg = getenv("CLB_TEST_REGISTER") != nullptr;
+  // Registered (rank processes): beyond the LL sizes, so the captured calls read in place; with
+  // "windows", of the LL sizes, so that the all-reduces read the peers' windows (the reduces stage).
+  const char* regMode = getenv("CLB_TEST_REGISTER");
+  const bool reg = regMode != nullptr, windows = reg && !strcmp(regMode, "windows");
   // Through host memory: a quarter of the calls (allReduces and reduces) beyond the LL sizes and
   // over a round of the staging, so that the copies path is captured too.
   const char* p2p = getenv("COLIBRI_DEVICE_P2P");
@@ -519,7 +526,7 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
   std::string err;
   int largest = 0;
   for (int i = 0; i < calls && err.empty(); i++) {
-    count[i] = (isLarge(i) ? 1500000 : reg ? 70000 : 1000) + 37 * i;
+    count[i] = (isLarge(i) ? 1500000 : reg && !windows ? 70000 : 1000) + 37 * i;
     if (count[i] > maxCount) largest = i;
     maxCount = std::max(maxCount, count[i]);
     CU_OK(d->cuMemAlloc(&in[i], count[i] * 4));
@@ -541,8 +548,12 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
   // 2. Warm up with the largest size, then capture 100 calls. The reduce too: with registered
   // buffers the all-reduces go zero copy, but a reduce stages (its other ranks have no recv
   // buffer to register), and the staging must exist before the capture.
+  // With windows the all-reduce warms up with the smallest call: the LL buffer their copies use is
+  // set up whole at the first call, so the larger captured calls need nothing more (a buffer
+  // grown by a later call would refuse the capture, or free what a graph replays into).
+  const int warm = windows ? 0 : largest;
   if (err.empty() &&
-      clbAllReduce((void*)in[largest], (void*)out[largest], maxCount, clbFloat32, clbSum, comm, stream) != clbSuccess)
+      clbAllReduce((void*)in[warm], (void*)out[warm], count[warm], clbFloat32, clbSum, comm, stream) != clbSuccess)
     err = std::string("warm-up: ") + clbGetLastError();
   if (err.empty() && clbReduce((void*)in[largest], rank == 0 ? (void*)out[largest] : nullptr, maxCount, clbFloat32,
                                clbSum, 0, comm, stream) != clbSuccess)
@@ -597,8 +608,9 @@ std::string graphRank(const clbUniqueId& id, int rank, int n) {
   }
   char info[2048];
   clbCommInfo(comm, info, sizeof info);
-  if (err.empty() && reg && !strstr(info, "last call direct (zero copy"))
-    err = std::string("registered buffers, but the captured calls did not go zero copy: ") + info;
+  if (err.empty() && reg && !strstr(info, windows ? "last call direct (windows" : "last call direct (zero copy"))
+    err = std::string("registered buffers, but the captured calls did not go ") +
+          (windows ? "windowed: " : "zero copy: ") + info;
   if (exec) d->cuGraphExecDestroy(exec);
   if (graph) d->cuGraphDestroy(graph);
   clbCommDestroy(comm);
@@ -629,7 +641,8 @@ INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceGraphs,
                                             ::testing::Values(true)),
                          placementName);
 
-// The same with rank processes: LL and staging ("auto"), and registered buffers read in place.
+// The same with rank processes: LL and staging ("auto"), registered buffers read in place beyond
+// the LL sizes ("registered") and the windows of the LL sizes ("windows").
 class DeviceProcessGraphs : public ::testing::TestWithParam<Placement> {};
 
 TEST_P(DeviceProcessGraphs, HundredCapturedAllReducesReplayWithNewData) {
@@ -637,11 +650,16 @@ TEST_P(DeviceProcessGraphs, HundredCapturedAllReducesReplayWithNewData) {
   runProcesses(std::get<0>(GetParam()), kGraph);
 }
 INSTANTIATE_TEST_SUITE_P(AllGpus, DeviceProcessGraphs,
-                         ::testing::Combine(::testing::Values(2), ::testing::Values("auto", "registered", "viahost"),
+                         ::testing::Combine(::testing::Values(2),
+                                            ::testing::Values("auto", "registered", "windows", "viahost"),
                                             ::testing::Values(true)),
                          placementName);
 INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceProcessGraphs,
                          ::testing::Combine(::testing::Values(2), ::testing::Values("registered", "viahost"),
+                                            ::testing::Values(false)),
+                         placementName);
+INSTANTIATE_TEST_SUITE_P(OneGpuWindows, DeviceProcessGraphs,
+                         ::testing::Combine(::testing::Values(2, 4), ::testing::Values("windows"),
                                             ::testing::Values(false)),
                          placementName);
 

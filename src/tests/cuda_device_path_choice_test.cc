@@ -8,8 +8,11 @@
 // process with peer access (forced, or auto from directMin on, compared with the whole message),
 // or between processes when every rank's buffers are registered (not for a reduce, not when staged
 // is forced); else the copy engines where the staging is in host memory (unless staged is
-// forced); else staged. The registry's order and each path's protocol and algorithm are checked
-// too. No GPU needed: nothing is set up or launched.
+// forced); else staged. Windows come before all of that: between processes with peer access, on a
+// communicator holding registrations, an allReduce, allGather or reduceScatter of 1 to the LL size
+// per rank goes direct (its kernel reads the peers' windows) where direct is forced; under auto it
+// takes LL. The registry's order and each path's protocol and algorithm are checked too. No GPU
+// needed: nothing is set up or launched.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -29,6 +32,8 @@ using clb::cuda::CollectivePath;
 using clb::cuda::DeviceShared;
 using clb::cuda::Protocol;
 
+constexpr int kRanks = 4;  // the communicator's ranks: an allGather's or reduceScatter's message is 4 parts
+
 // The path a call takes by the rules, decided the way Device::run decided it before its paths were
 // put behind one interface (independent of the registry's code): `registeredAll` is what the
 // registration agreement would answer if asked (every rank's buffers registered).
@@ -36,6 +41,9 @@ std::string expected(const char* forced, bool allInProcess, bool viaHost, bool h
                      uint32_t coll, size_t llMax, size_t directMin, size_t perDest, size_t msg) {
   const std::string f = forced ? forced : "auto";
   const bool readPeers = allInProcess && !viaHost;
+  const bool windowColl = coll == clb::kAllReduce || coll == clb::kAllGather || coll == clb::kReduceScatter;
+  if (!allInProcess && !viaHost && haveRegistrations && windowColl && perDest >= 1 && perDest <= llMax && f == "direct")
+    return "direct";
   std::string path = "staged";
   if (f == "ll" && perDest <= llMax)
     path = "ll";
@@ -93,6 +101,7 @@ TEST(DevicePathChoice, TheRegistryHoldsEachProtocolsPathsInTheOrderAutoPrefersTh
 // rank's buffers registered choosePath again on the registered shape.
 std::string decide(const std::vector<std::unique_ptr<CollectivePath>>& paths, CollectivePath* forced,
                    const DeviceShared& s, bool haveRegistrations, bool registeredAll, uint32_t coll, CallShape c) {
+  c.windowed = clb::cuda::isWindowed(forced, s, haveRegistrations, c, coll);
   CollectivePath* path = clb::cuda::choosePath(paths, forced, s.settings.llMax, c);
   if (clb::cuda::asksForRegistered(*path, forced, s, haveRegistrations, c, coll) && registeredAll) {
     c.registered = true;
@@ -113,7 +122,7 @@ TEST(DevicePathChoice, EverySettingLayoutSizeAndRegistrationTakesThePathTheRules
   // Bytes per rank around both thresholds; the message is 1 or 4 times that (an allGather's or
   // reduceScatter's of 4 ranks), so that directMin is compared with the message, LL with the part.
   const size_t sizes[] = {0, 8, llMax, llMax + 1, directMin / 4, directMin - 1, directMin, 64u << 20};
-  const uint32_t colls[] = {clb::kAllReduce, clb::kReduce, clb::kAllGather};
+  const uint32_t colls[] = {clb::kAllReduce, clb::kReduce, clb::kAllGather, clb::kReduceScatter, clb::kBroadcast};
   int checked = 0;
   std::set<std::string> seen;
   for (const char* forced : settings)
@@ -130,7 +139,7 @@ TEST(DevicePathChoice, EverySettingLayoutSizeAndRegistrationTakesThePathTheRules
             ASSERT_EQ(forcedPath == nullptr, forced == nullptr) << "no path is named " << forced;
             CallShape c;
             c.perDest = perDest;
-            c.msg = perDest * (coll == clb::kAllGather ? 4 : 1);
+            c.msg = perDest * (coll == clb::kAllGather || coll == clb::kReduceScatter ? kRanks : 1);
             const std::string want = expected(forced, s.layout.allInProcess, s.layout.viaHost, regs > 0, regs == 2,
                                               coll, llMax, directMin, c.perDest, c.msg);
             EXPECT_EQ(decide(paths, forcedPath, s, regs > 0, regs == 2, coll, c), want)
@@ -140,7 +149,7 @@ TEST(DevicePathChoice, EverySettingLayoutSizeAndRegistrationTakesThePathTheRules
             seen.insert(want);
             checked++;
           }
-  EXPECT_EQ(checked, 4 * 4 * 8 * 3 * 3);
+  EXPECT_EQ(checked, 4 * 4 * 8 * 5 * 3);
   EXPECT_EQ(seen, (std::set<std::string>{"ll", "direct", "copies", "staged"})) << "every path is taken somewhere";
 }
 

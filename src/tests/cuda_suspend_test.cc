@@ -400,8 +400,25 @@ TEST(DeviceSuspendCaptured, IsRefusedWhileTheGraphLivesAndGoesThroughOnceItIsDes
     exec = nullptr;
     if (err.empty() && clbCommSuspend(comm) != clbInvalidUsage)
       err = std::string("suspend while the graph (not its instantiation) exists: not refused: ") + clbGetLastError();
+    // A clone of the graph holds as the graph does: with the original destroyed, still refused,
+    // and the clone's replays right.
+    CUgraph clone = nullptr;
+    if (err.empty()) CU_OK(d->cuGraphClone(&clone, graph));
     if (graph) d->cuGraphDestroy(graph);
     graph = nullptr;
+    if (err.empty() && clbCommSuspend(comm) != clbInvalidUsage)
+      err = std::string("suspend while a clone of the destroyed graph exists: not refused: ") + clbGetLastError();
+    if (err.empty()) {
+      CU_OK(d->cuGraphInstantiateWithFlags(&exec, clone, 0));
+      CU_OK(d->cuGraphUpload(exec, stream));
+      CU_OK(d->cuStreamSynchronize(stream));
+    }
+    if (err.empty()) err = fill(5);
+    if (err.empty()) err = replay(exec, stream, {comm});
+    if (err.empty()) err = check(5, "replay of the clone");
+    if (exec) d->cuGraphExecDestroy(exec);
+    exec = nullptr;
+    if (clone) d->cuGraphDestroy(clone);
     // Gone: the user objects' destructors run when the driver releases the graph, a little after
     // the destroy, and the suspend waits for that: it goes through at the first try.
     if (err.empty() && clbCommSuspend(comm) != clbSuccess)
