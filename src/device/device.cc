@@ -172,7 +172,8 @@ clbResult_t Device::run(const CollArgs& a, int ordinal, CUstream stream) {
     s_.comm->captured.store(true, std::memory_order_relaxed);
     CLB_CHECK(holdWhileGraphLives(s_.d, stream, s_.comm->capturedCallHolds));
   }
-  s_.launch.replayGuard = s_.launch.meet && cap != CU_STREAM_CAPTURE_STATUS_NONE;
+  s_.launch.capturing = cap != CU_STREAM_CAPTURE_STATUS_NONE;
+  s_.launch.replayGuard = s_.launch.meet && s_.launch.capturing;
   const int n = s_.comm->nranks;
   // Every rank decides alike, from what all ranks agree on (collective, count, type, placement).
   CallShape shape;

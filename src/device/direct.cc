@@ -77,9 +77,7 @@ clbResult_t DirectPath::postWindow(const CollArgs& a, CUstream stream, ClbDevCal
   k->windowId = id + 1;
   k->windowOff = off;
   // A captured call reads the peers' ranges through this registration's mappings at every replay.
-  CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (stream) CLB_CU(s_.d, cuStreamIsCapturing, stream, &cap);
-  if (cap != CU_STREAM_CAPTURE_STATUS_NONE) CLB_CHECK(regs.holdForGraph(stream, id));
+  if (s_.launch.capturing) CLB_CHECK(regs.holdForGraph(stream, id));
   return clbSuccess;
 }
 

@@ -69,6 +69,8 @@ struct LaunchControl {
   // The call being launched is captured while `meet` exists (Device::run): its kernels check
   // clbGraphLaunch's permit (ClbDevCallArgs::replayGuard).
   bool replayGuard = false;
+  // The call's stream is being captured (Device::run asked the driver once per call).
+  bool capturing = false;
 };
 
 template <class F>
